@@ -1,0 +1,436 @@
+"""The exact dynamic program over ideals: minimum max-load over contiguous placements.
+
+A contiguous placement is a chain of ideals ``∅ = I0 ⊂ I1 ⊂ ... ⊂ Im = V`` of the item graph
+(:mod:`graphs.contract`), stage ``Ij \\ Ij-1`` going to one device. With ``c`` the number of devices
+used per kind,
+
+    dp[I][c] = min over ideals J ⊂ I and kinds t with c_t >= 1 of max(dp[J][c - e_t], load_t(I \\ J))
+
+and ``dp[∅][c] = 0`` (unused devices). The answer is ``dp[V][counts]``.
+
+Why it is fast where the reference is slow:
+
+* compute, memory and unsupported-node counts of a stage are differences of per-ideal prefix sums;
+* a stage's communication only involves nodes on the boundary of ``I`` or of ``J``, so each pair
+  costs O(boundary), not O(nodes);
+* pairs are never materialised: for each ``I`` the sub-ideals are walked down the lattice's Hasse
+  edges, and the walk stops where a stage's compute already exceeds an upper bound on the optimum
+  (from the same DP restricted to a few topological orders) or fits no device. Every pair that could
+  belong to an optimal placement is still visited, so the answer stays exact; on the reference
+  workloads only a small fraction of all ideal pairs is touched.
+
+The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
+vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from graphs.contract import ClassGraph, contract
+from graphs.errors import InfeasibleError
+from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals
+from graphs.model import Cluster, OpGraph
+
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["solve", "DPProblem", "prepare", "run_dp", "DEFAULT_MAX_IDEALS"]
+
+DEFAULT_MAX_IDEALS = 3_000_000
+_CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
+
+
+# --------------------------------------------------------------------------- preparation
+@dataclass(frozen=True, eq=False)
+class DPProblem:
+    """Arrays the kernel works on, for one graph, cluster and item graph."""
+
+    items: ClassGraph
+    counts: np.ndarray  # [T] devices per kind
+    caps: np.ndarray  # [T] memory capacity (inf = unlimited)
+    item_compute: np.ndarray  # [T, C] (inf = unsupported)
+    item_memory: np.ndarray  # [C]
+    cn_class: np.ndarray  # [M] item of each communicating node
+    cn_cost: np.ndarray  # [M, T] its comm cost per kind (0 where the kind pays none)
+    cn_succ: np.ndarray  # [M, W] bitset of the items its output goes to (own item excluded)
+    cn_node: np.ndarray  # [M] node index
+    words: int
+    strides: np.ndarray  # [T]
+    digits: np.ndarray  # [S, T]
+
+
+def prepare(graph: OpGraph, cluster: Cluster, *, items: ClassGraph | None = None) -> DPProblem:
+    """Contract the graph and build the kernel's arrays; raises :class:`InfeasibleError` when some
+    node fits on no device."""
+    if items is None:
+        items = contract(graph, cluster)
+    compute, comm = graph.costs_for(cluster)
+    T = len(cluster.kinds)
+    C = items.num_classes
+    counts = np.array([k.count for k in cluster.kinds], dtype=np.int64)
+    caps = np.array([math.inf if k.memory is None else float(k.memory) for k in cluster.kinds])
+    item_compute = items.class_sums(compute)
+    item_memory = items.class_sums(graph.memory)
+    _check_items_fit(graph, cluster, items, item_compute, item_memory, counts, caps)
+
+    W = max(1, (C + 63) // 64)
+    cls = items.node_class
+    # successor items of every node, own item excluded
+    s_it = cls[graph.dst]
+    keep = s_it != cls[graph.src]
+    e_src, e_it = graph.src[keep], s_it[keep]
+    has_out = np.zeros(graph.num_nodes, bool)
+    has_out[e_src] = True
+    pays = comm.max(axis=0) > 0
+    nodes = np.flatnonzero(has_out & pays)
+    pos = np.full(graph.num_nodes, -1, np.int64)
+    pos[nodes] = np.arange(nodes.size)
+    succ = np.zeros((nodes.size, W), np.uint64)
+    sel = pos[e_src] >= 0
+    rows, its = pos[e_src[sel]], e_it[sel]
+    np.bitwise_or.at(succ, (rows, its >> 6), np.left_shift(np.uint64(1), (its & 63).astype(np.uint64)))
+
+    radix = counts + 1
+    S = int(np.prod(radix))
+    strides = np.ones(T, np.int64)
+    for t in range(1, T):
+        strides[t] = strides[t - 1] * radix[t - 1]
+    digits = (np.arange(S)[:, None] // strides[None, :]) % radix[None, :]
+    return DPProblem(
+        items=items, counts=counts, caps=caps, item_compute=item_compute, item_memory=item_memory,
+        cn_class=cls[nodes], cn_cost=np.ascontiguousarray(comm[:, nodes].T), cn_succ=succ, cn_node=nodes,
+        words=W, strides=strides, digits=np.ascontiguousarray(digits.astype(np.int64)),
+    )
+
+
+def _check_items_fit(graph, cluster, items, item_compute, item_memory, counts, caps) -> None:
+    usable = (counts[:, None] > 0) & np.isfinite(item_compute) & (item_memory[None, :] <= caps[:, None])
+    bad = np.flatnonzero(~usable.any(axis=0))
+    if bad.size == 0:
+        return
+    members = items.members()
+    reasons = []
+    for c in bad[:5]:
+        nodes = members[c]
+        label = ", ".join(str(graph.ids[u]) for u in nodes[:4]) + (" ..." if nodes.size > 4 else "")
+        why = []
+        for t, k in enumerate(cluster.kinds):
+            if counts[t] == 0:
+                continue
+            if not np.isfinite(item_compute[t, c]):
+                why.append(f"not supported on {k.name}")
+            elif item_memory[c] > caps[t]:
+                why.append(f"needs {item_memory[c]:.6g} bytes but a {k.name} holds {caps[t]:.6g}")
+        group = f"node {label}" if nodes.size == 1 else f"nodes {label} (which must share a device)"
+        reasons.append(f"{group}: {'; '.join(why) or 'no device'}")
+    more = f" (and {bad.size - 5} more)" if bad.size > 5 else ""
+    raise InfeasibleError("no device can hold " + " | ".join(reasons) + more)
+
+
+# --------------------------------------------------------------------------- kernels
+@njit(cache=True)
+def _boundaries(bits, cn_class, cn_succ):
+    """For every ideal X: the communicating nodes whose output crosses X's border
+    (item in X with a successor outside, or item outside with a successor inside)."""
+    N, W = bits.shape
+    M = cn_class.shape[0]
+    cnt = np.zeros(N + 1, np.int64)
+    for pass_ in range(2):
+        if pass_ == 1:
+            for i in range(N):
+                cnt[i + 1] += cnt[i]
+            idx = np.empty(cnt[N], np.int64)
+            fill = cnt[:N].copy()
+        for i in range(N):
+            for u in range(M):
+                c = cn_class[u]
+                inside = (bits[i, c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+                cross = False
+                for w in range(W):
+                    if inside:
+                        if cn_succ[u, w] & ~bits[i, w]:
+                            cross = True
+                            break
+                    else:
+                        if cn_succ[u, w] & bits[i, w]:
+                            cross = True
+                            break
+                if cross:
+                    if pass_ == 0:
+                        cnt[i + 1] += 1
+                    else:
+                        idx[fill[i]] = u
+                        fill[i] += 1
+    return cnt, idx
+
+
+@njit(cache=True)
+def _prefix(parent, added, item_compute, item_memory):
+    """Per-ideal sums of compute (unsupported counted apart) and memory."""
+    N = parent.shape[0]
+    T = item_compute.shape[0]
+    comp = np.zeros((N, T))
+    unsup = np.zeros((N, T), np.int64)
+    mem = np.zeros(N)
+    for i in range(1, N):
+        p = parent[i]
+        v = added[i]
+        mem[i] = mem[p] + item_memory[v]
+        for t in range(T):
+            x = item_compute[t, v]
+            if np.isfinite(x):
+                comp[i, t] = comp[p, t] + x
+                unsup[i, t] = unsup[p, t]
+            else:
+                comp[i, t] = comp[p, t]
+                unsup[i, t] = unsup[p, t] + 1
+    return comp, unsup, mem
+
+
+@njit(cache=True)
+def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
+              cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
+              dp, ch_j, ch_t, stamp, queue, in_bi):
+    """Fill ``dp[I]`` for ideals ``lo <= I < hi`` (all sub-ideals are already done). Returns the
+    number of (J, I) pairs used."""
+    N, W = bits.shape
+    T = comp.shape[1]
+    S = digits.shape[0]
+    sbits = np.empty(W, np.uint64)
+    ok = np.zeros(T, np.bool_)
+    comm = np.zeros(T)
+    used = 0
+    for I in range(lo, hi):
+        for p in range(bd_ptr[I], bd_ptr[I + 1]):
+            in_bi[bd_idx[p]] = True
+        head = 0
+        tail = 0
+        for p in range(down_ptr[I], down_ptr[I + 1]):
+            J = down_idx[p]
+            if stamp[J] != I:
+                stamp[J] = I
+                queue[tail] = J
+                tail += 1
+        while head < tail:
+            J = queue[head]
+            head += 1
+            m = mem[I] - mem[J]
+            any_ok = False
+            for t in range(T):
+                ok[t] = (counts[t] > 0 and unsup[I, t] == unsup[J, t] and m <= caps[t]
+                         and comp[I, t] - comp[J, t] <= ub)
+                any_ok = any_ok or ok[t]
+            if not any_ok:
+                continue  # every smaller J only makes the stage bigger
+            used += 1
+            for p in range(down_ptr[J], down_ptr[J + 1]):
+                K = down_idx[p]
+                if stamp[K] != I:
+                    stamp[K] = I
+                    queue[tail] = K
+                    tail += 1
+            # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
+            for w in range(W):
+                sbits[w] = bits[I, w] & ~bits[J, w]
+            for t in range(T):
+                comm[t] = 0.0
+            for side in range(2):
+                a = bd_ptr[I] if side == 0 else bd_ptr[J]
+                b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
+                for p in range(a, b):
+                    u = bd_idx[p]
+                    if side == 1 and in_bi[u]:
+                        continue
+                    c = cn_class[u]
+                    inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+                    cross = False
+                    for w in range(W):
+                        if inside:
+                            if cn_succ[u, w] & ~sbits[w]:
+                                cross = True
+                                break
+                        else:
+                            if cn_succ[u, w] & sbits[w]:
+                                cross = True
+                                break
+                    if cross:
+                        for t in range(T):
+                            comm[t] += cn_cost[u, t]
+            for t in range(T):
+                if not ok[t]:
+                    continue
+                load = comp[I, t] - comp[J, t] + comm[t]
+                if load > ub:
+                    continue
+                st = strides[t]
+                for s in range(S):
+                    if digits[s, t] == 0:
+                        continue
+                    prev = dp[J, s - st]
+                    cand = prev if prev > load else load
+                    if cand < dp[I, s]:
+                        dp[I, s] = cand
+                        ch_j[I, s] = J
+                        ch_t[I, s] = t
+        for p in range(bd_ptr[I], bd_ptr[I + 1]):
+            in_bi[bd_idx[p]] = False
+    return used
+
+
+# --------------------------------------------------------------------------- driver
+@dataclass
+class DPRun:
+    """A finished (or stopped) DP over one lattice."""
+
+    value: float  # dp[V][counts] (inf if no placement within the bound)
+    stages: list[tuple[np.ndarray, int]]  # (items, kind) in pipeline order
+    pairs: int
+    complete: bool
+    table: np.ndarray  # dp[N, S]
+
+
+def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
+           progress=None) -> DPRun:
+    """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``."""
+    N = lattice.num_ideals
+    T = prob.counts.size
+    S = prob.digits.shape[0]
+    comp, unsup, mem = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
+    dp = np.full((N, S), np.inf)
+    dp[0, :] = 0.0
+    ch_j = np.full((N, S), -1, np.int64)
+    ch_t = np.full((N, S), -1, np.int64)
+    stamp = np.full(N, -1, np.int64)
+    queue = np.empty(N, np.int64)
+    in_bi = np.zeros(prob.cn_class.size, np.bool_)
+    args = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
+            prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx,
+            float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
+    pairs = 0
+    lo, step = 1, 64
+    complete = True
+    while lo < N:
+        hi = min(N, lo + step)
+        t0 = time.perf_counter()
+        pairs += _dp_chunk(lo, hi, *args)
+        dt = time.perf_counter() - t0
+        lo = hi
+        if progress is not None:
+            progress(lo / N)
+        if deadline is not None and time.perf_counter() > deadline and lo < N:
+            complete = False
+            break
+        # grow (at most 4x) or shrink chunks so that each call takes about _CHUNK_SECONDS
+        step = max(1, int(step * min(4.0, _CHUNK_SECONDS / max(dt, 1e-6))))
+    full = int(np.dot(prob.counts, prob.strides))
+    value = float(dp[N - 1, full]) if complete else math.inf
+    stages: list[tuple[np.ndarray, int]] = []
+    if complete and math.isfinite(value):
+        I, s = N - 1, full
+        while I != 0:
+            J, t = int(ch_j[I, s]), int(ch_t[I, s])
+            items = np.setdiff1d(lattice.members(I), lattice.members(J), assume_unique=True)
+            stages.append((items, t))
+            s -= int(prob.strides[t])
+            I = J
+        stages.reverse()
+    return DPRun(value, stages, pairs, complete, dp)
+
+
+def stages_to_assignment(prob: DPProblem, cluster: Cluster, stages) -> np.ndarray:
+    """Device number per node from DP stages (each kind's devices used in pipeline order)."""
+    first = np.concatenate([[0], np.cumsum(prob.counts)[:-1]])
+    nxt = np.zeros(prob.counts.size, np.int64)
+    item_dev = np.full(prob.items.num_classes, -1, np.int64)
+    for items, t in stages:
+        item_dev[items] = first[t] + nxt[t]
+        nxt[t] += 1
+    return item_dev[prob.items.node_class]
+
+
+def topological_orders(items: ClassGraph) -> list[np.ndarray]:
+    """A few different topological orders of the item graph (depth-first and breadth-first)."""
+    C = items.num_classes
+    orders = [np.arange(C)]  # items are numbered depth-first by contract()
+    indeg = np.bincount(items.dst, minlength=C)
+    o = np.argsort(items.src, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(items.src, minlength=C))]).tolist()
+    succ = items.dst[o].tolist()
+    deg = indeg.tolist()
+    ready = [c for c in range(C) if deg[c] == 0]
+    out = []
+    head = 0
+    while head < len(ready):
+        u = ready[head]
+        head += 1
+        out.append(u)
+        for v in succ[ptr[u]:ptr[u + 1]]:
+            deg[v] -= 1
+            if deg[v] == 0:
+                ready.append(v)
+    orders.append(np.array(out, dtype=np.int64))
+    return orders
+
+
+def lower_bound(prob: DPProblem) -> float:
+    """A quick lower bound: the largest item's cheapest compute, and the total cheapest work spread
+    evenly (ignoring communication)."""
+    active = prob.counts > 0
+    best = np.where(active[:, None], prob.item_compute, np.inf).min(axis=0)
+    speed = prob.counts[active].sum()
+    return float(max(best.max(initial=0.0), best.sum() / max(1, speed)))
+
+
+def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions = SolveOptions()) -> Solution:
+    """Minimum max-load contiguous placement, exact.
+
+    ``options.raw`` may hold ``max_ideals`` (default :data:`DEFAULT_MAX_IDEALS`) and
+    ``prune`` (default ``True``; ``False`` walks every ideal pair, for measurement).
+    """
+    t_start = time.perf_counter()
+    deadline = None if options.time_limit is None else t_start + options.time_limit
+    max_ideals = int(options.raw.get("max_ideals", DEFAULT_MAX_IDEALS))
+    try:
+        prob = prepare(graph, cluster)
+    except InfeasibleError as e:
+        return Solution(None, math.inf, Status.INFEASIBLE, "dp", message=str(e),
+                        time=time.perf_counter() - t_start)
+    items = prob.items
+
+    # Upper bound: the same DP over the prefixes of a few topological orders (cheap: O(C^2) pairs).
+    best_chain = None
+    for order in topological_orders(items):
+        run = run_dp(prob, chain_ideals(items.num_classes, order))
+        if run.complete and (best_chain is None or run.value < best_chain.value):
+            best_chain = run
+    lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals)
+    ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
+    if not options.raw.get("prune", True):
+        ub = math.inf
+    run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
+    stats = {"items": items.num_classes, "ideals": lattice.num_ideals, "pairs_used": run.pairs,
+             "zero_cost_merged": items.merged_zero_cost,
+             "chain_bound": None if best_chain is None else best_chain.value}
+    elapsed = time.perf_counter() - t_start
+    if not run.complete:
+        lb = lower_bound(prob)
+        if best_chain is not None and math.isfinite(best_chain.value):
+            a = stages_to_assignment(prob, cluster, best_chain.stages)
+            return Solution(a, best_chain.value, Status.FEASIBLE, "dp", bound=lb,
+                            gap=(best_chain.value - lb) / best_chain.value if best_chain.value else 0.0,
+                            time=elapsed, message="time limit reached; best chain placement returned",
+                            stats=stats)
+        return Solution(None, math.inf, Status.FEASIBLE, "dp", bound=lb, time=elapsed,
+                        message="time limit reached before any placement was found", stats=stats)
+    if not math.isfinite(run.value):
+        return Solution(None, math.inf, Status.INFEASIBLE, "dp", time=elapsed, stats=stats,
+                        message="no contiguous placement fits the devices' memory "
+                                "(every node fits somewhere, but not all together)")
+    a = stages_to_assignment(prob, cluster, run.stages)
+    return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats)
