@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .model import Cluster, OpGraph
 
-__all__ = ["ClassGraph", "contract"]
+__all__ = ["ClassGraph", "contract", "colocation_items", "item_edges"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +55,7 @@ class ClassGraph:
         return out
 
 
-def _item_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def item_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Forward edges between items: forward edges, plus mirrored backward edges at stand-in items."""
     s, d = graph.src, graph.dst
     bw = graph.backward
@@ -73,6 +73,12 @@ def _item_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return pairs[:, 0], pairs[:, 1]
 
 
+def colocation_items(graph: OpGraph) -> tuple[np.ndarray, int]:
+    """Item of every node when only colocation classes are contracted, and the number of items."""
+    key = np.where(graph.colocation >= 0, graph.colocation, -1 - np.arange(graph.num_nodes))
+    return _relabel(key)
+
+
 def _relabel(labels: np.ndarray) -> tuple[np.ndarray, int]:
     uniq, inv = np.unique(labels, return_inverse=True)
     return inv.astype(np.int64), len(uniq)
@@ -80,13 +86,11 @@ def _relabel(labels: np.ndarray) -> tuple[np.ndarray, int]:
 
 def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost: bool = True) -> ClassGraph:
     """Contract colocation classes and cycles (and, if asked, zero-cost leaves); see the module doc."""
-    n = graph.num_nodes
     # 1. colocation classes (a node without one is its own item)
-    key = np.where(graph.colocation >= 0, graph.colocation, -1 - np.arange(n))
-    cls, C = _relabel(key)
+    cls, C = colocation_items(graph)
 
     # 2. fuse strongly connected components of the item graph
-    s, d = _item_edges(graph, cls)
+    s, d = item_edges(graph, cls)
     if s.size:
         m = coo_matrix((np.ones(s.size), (s, d)), shape=(C, C)).tocsr()
         ncomp, comp = connected_components(m, directed=True, connection="strong")
@@ -99,7 +103,7 @@ def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost:
         cls, C = _relabel(cls)
 
     # 3. number items in a topological order
-    s, d = _item_edges(graph, cls)
+    s, d = item_edges(graph, cls)
     order = _topo(C, s, d)
     rank = np.empty(C, np.int64)
     rank[order] = np.arange(C)
