@@ -1,0 +1,103 @@
+"""Result files: our JSON schema (with the reference's fields beside it) and atomic writing.
+
+Schema (``"schema": "placement-result", "version": 1``)::
+
+    {"schema", "version", "solver", "status", "objective", "max_load", "bound", "gap", "solve_time_s",
+     "message", "valid", "problems", "contiguous", "stage_order": [device names in pipeline order],
+     "devices": [{"device", "name", "kind", "stage", "nodes": [node names], "node_ids": [...],
+                  "compute", "comm_in", "comm_out", "load", "memory", "capacity", "utilisation"}],
+     "stats": {...},
+     # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
+     "maxLoad", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
+
+``utilisation`` = load / max-load. Infinite numbers (no placement) are written as ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+
+from graphs.reference import ACCELERATOR, CPU
+
+from .api import Placement
+
+__all__ = ["result_dict", "write_json", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _id(x):
+    return x.item() if hasattr(x, "item") else x
+
+
+def result_dict(p: Placement) -> dict:
+    """The result file's content for a placement."""
+    sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
+    out = {
+        "schema": "placement-result",
+        "version": SCHEMA_VERSION,
+        "source": g.source,
+        "solver": sol.solver,
+        "status": sol.status.value,
+        "objective": _num(sol.objective),
+        "max_load": _num(p.max_load),
+        "bound": _num(sol.bound),
+        "gap": _num(sol.gap),
+        "solve_time_s": round(sol.time, 6),
+        "message": sol.message,
+        "stats": {k: (_num(v) if isinstance(v, float) else v) for k, v in sol.stats.items()},
+    }
+    if ev is None:
+        out.update(valid=False, problems=[sol.message or "no placement"], contiguous=False, devices=[])
+        return out
+    stage = {d: i for i, d in enumerate(ev.stage_order or ())}
+    devices = []
+    for d in ev.devices:
+        devices.append({
+            "device": d.device, "name": d.name, "kind": d.kind, "stage": stage.get(d.device),
+            "nodes": [g.names[u] for u in d.nodes], "node_ids": [_id(g.ids[u]) for u in d.nodes],
+            "compute": d.compute, "comm_in": d.comm_in, "comm_out": d.comm_out, "load": _num(d.load),
+            "memory": d.memory, "capacity": d.capacity,
+            "utilisation": _num(d.load / p.max_load) if p.max_load > 0 and math.isfinite(p.max_load) else None,
+        })
+    out.update(
+        valid=ev.valid, problems=list(ev.problems), contiguous=ev.contiguous,
+        stage_order=[cl.device_name(d) for d in ev.stage_order] if ev.stage_order else None,
+        devices=devices,
+    )
+    kinds = {k.name for k in cl.kinds}
+    if kinds <= {ACCELERATOR, CPU}:
+        out["maxLoad"] = _num(p.max_load)
+        for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
+            out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
+                        for d in ev.devices if d.kind == kind]
+    return out
+
+
+def write_json(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as JSON atomically: a temporary file in the same folder, then a rename, so a
+    crash or Ctrl-C never leaves a half-written result."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
