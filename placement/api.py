@@ -3,11 +3,11 @@
     >>> from graphs import Cluster, DeviceKind, Node, OpGraph
     >>> from placement import place
     >>> g = OpGraph.from_nodes(
-    ...     [Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 3.0}, comm=0.5), Node("c", {"gpu": 2.0})],
+    ...     [Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 2.0}, comm=0.5), Node("c", {"gpu": 2.0})],
     ...     [("a", "b"), ("b", "c")])
     >>> p = place(g, Cluster((DeviceKind("gpu", 2),)))
     >>> p.status.value, p.max_load
-    ('optimal', 3.5)
+    ('optimal', 4.5)
 
 Nothing here prints or keeps global state; errors are :class:`graphs.errors.PlacementError` subclasses.
 """
