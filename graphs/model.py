@@ -85,7 +85,8 @@ class Cluster:
         for k in self.kinds:
             if k.name == name:
                 return k
-        raise InputError(f"cluster has no device kind {name!r} (it has {', '.join(k.name for k in self.kinds)})")
+        have = ", ".join(k.name for k in self.kinds)
+        raise InputError(f"cluster has no device kind {name!r} (it has {have})")
 
 
 @dataclass(frozen=True)

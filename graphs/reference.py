@@ -49,7 +49,8 @@ def _load_json(path: str):
     except UnicodeDecodeError as e:
         raise InputError(f"not a UTF-8 text file ({e.reason})", source=path) from None
     except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}", source=path) from None
+        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
+                         source=path) from None
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", source=path) from None
 
@@ -118,7 +119,8 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
             raise InputError(f"nodes[{i}] has no 'id'", source=source)
         nid = _node_id(nd["id"], f"nodes[{i}].id", source)
         if nid in index:
-            raise InputError(f"node id {nid} is used twice (nodes[{index[nid]}] and nodes[{i}])", source=source)
+            raise InputError(f"node id {nid} is used twice (nodes[{index[nid]}] and nodes[{i}])",
+                             source=source)
         index[nid] = i
         ids.append(nid)
         where = f"node {nid}"
@@ -151,8 +153,9 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         c = _num(e["cost"], f"edge {s} -> {d}: cost", source)
         si = index[s]
         if si in out_cost and out_cost[si] != c:
-            raise InputError(f"node {s}: its out-edges carry different costs ({out_cost[si]} and {c}); a node's "
-                             f"output is one tensor, so all its out-edges must cost the same", source=source)
+            raise InputError(f"node {s}: its out-edges carry different costs ({out_cost[si]} and {c}); a "
+                             f"node's output is one tensor, so all its out-edges must cost the same",
+                             source=source)
         out_cost[si] = c
         pairs.append((si, index[d]))
     comm = np.zeros(n)

@@ -68,7 +68,8 @@ def result_dict(p: Placement) -> dict:
             "nodes": [g.names[u] for u in d.nodes], "node_ids": [_id(g.ids[u]) for u in d.nodes],
             "compute": d.compute, "comm_in": d.comm_in, "comm_out": d.comm_out, "load": _num(d.load),
             "memory": d.memory, "capacity": d.capacity,
-            "utilisation": _num(d.load / p.max_load) if p.max_load > 0 and math.isfinite(p.max_load) else None,
+            "utilisation": (_num(d.load / p.max_load)
+                            if p.max_load > 0 and math.isfinite(p.max_load) else None),
         })
     out.update(
         valid=ev.valid, problems=list(ev.problems), contiguous=ev.contiguous,

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "SolveOptions", "Solution"]
+__all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES"]
+
+OBJECTIVES = ("max-load", "split-max", "latency")
 
 
 class Status(str, enum.Enum):
@@ -31,17 +33,27 @@ class Status(str, enum.Enum):
 class SolveOptions:
     """Options every solver understands (each ignores what does not apply to it).
 
-    ``time_limit`` in seconds (``None``: none); ``gap``: relative optimality gap at which an IP may stop;
-    ``threads``: solver threads (``None``: the solver's default); ``seed`` for randomised methods;
+    ``objective``: ``"max-load"`` (pipelined throughput, the default), ``"split-max"`` (training: max
+    forward load + max backward load) or ``"latency"`` (one sample end to end); a solver that does not
+    support the objective raises :class:`~graphs.errors.InputError`. ``subgraphs_per_device``: for
+    latency, how many contiguous subgraphs one accelerator may run one after another. ``backend``: the
+    MIP backend of the integer programs (``"highs"`` or ``"pulp"``). ``warm_start``: an assignment a
+    solver may start from. ``time_limit`` in seconds (``None``: none); ``gap``: relative optimality gap
+    at which an IP may stop; ``threads``: solver threads (``None``: the solver's default);
+    ``seed`` for randomised methods;
     ``progress``: a callable taking a fraction in [0, 1] (called from the solving thread);
     ``raw``: solver-specific options, passed through untouched.
     """
 
+    objective: str = "max-load"
     time_limit: float | None = None
     gap: float = 1e-4
     threads: int | None = None
     seed: int = 0
     progress: Any = None
+    subgraphs_per_device: int = 1
+    backend: str = "highs"
+    warm_start: Any = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 

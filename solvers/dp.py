@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from graphs.contract import ClassGraph, contract
-from graphs.errors import InfeasibleError
+from graphs.errors import InfeasibleError, InputError
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals
 from graphs.model import Cluster, OpGraph
 
@@ -298,7 +298,6 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
            progress=None) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``."""
     N = lattice.num_ideals
-    T = prob.counts.size
     S = prob.digits.shape[0]
     comp, unsup, mem = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
@@ -387,12 +386,16 @@ def lower_bound(prob: DPProblem) -> float:
     return float(max(best.max(initial=0.0), best.sum() / max(1, speed)))
 
 
-def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions = SolveOptions()) -> Solution:
+def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
     """Minimum max-load contiguous placement, exact.
 
     ``options.raw`` may hold ``max_ideals`` (default :data:`DEFAULT_MAX_IDEALS`) and
     ``prune`` (default ``True``; ``False`` walks every ideal pair, for measurement).
     """
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        raise InputError(f"the dp solver minimises max-load; objective {options.objective!r} needs an "
+                         f"integer program (--solver ip)")
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     max_ideals = int(options.raw.get("max_ideals", DEFAULT_MAX_IDEALS))

@@ -1,0 +1,162 @@
+"""Shared test instances: tiny named graphs, a random instance generator and brute-force optima.
+
+Every solver's tests draw from here, and the evaluator (never a solver's own number) decides whether
+an answer is right.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphs.contract import colocation_items
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, DeviceKind, OpGraph
+
+WORKLOADS = os.environ.get(
+    "PLACEMENT_WORKLOADS",
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "workloads"),
+)
+
+
+@dataclass
+class Instance:
+    graph: OpGraph
+    cluster: Cluster
+    label: str = ""
+
+
+def random_instance(rng: np.random.Generator, *, max_items: int = 6, training: bool | None = None,
+                    kinds: int | None = None, label: str = "") -> Instance:
+    """A small random DAG with up to ``max_items`` forward items, 1-3 device kinds, unsupported nodes,
+    memory limits, communication, colocation classes and (optionally) a backward pass."""
+    training = bool(rng.integers(2)) if training is None else training
+    T = int(rng.integers(1, 4)) if kinds is None else kinds
+    nf = int(rng.integers(2, max_items + 1))
+    names, fwd_edges = [], []
+    for v in range(nf):
+        for u in range(v):
+            if rng.random() < 0.35:
+                fwd_edges.append((u, v))
+    kind_names = [f"k{t}" for t in range(T)]
+    speed = rng.uniform(0.3, 3.0, size=T)
+    base = rng.uniform(0.0, 5.0, size=nf)
+    base[rng.random(nf) < 0.15] = 0.0  # some zero-cost nodes
+    nodes_compute = [[base[v] * speed[t] for t in range(T)] for v in range(nf)]
+    for v in range(nf):
+        for t in range(T):
+            if T > 1 and rng.random() < 0.12:
+                nodes_compute[v][t] = math.inf
+    comm = [[float(rng.uniform(0, 2)) * (t + 1) / T for t in range(T)] for _ in range(nf)]
+    memory = [float(rng.uniform(0, 4)) for _ in range(nf)]
+    colo = list(range(nf))
+    # occasionally force two forward nodes to share a device
+    if nf >= 3 and rng.random() < 0.3:
+        a, b = rng.choice(nf, size=2, replace=False)
+        colo[int(b)] = colo[int(a)]
+    backward = [False] * nf
+    edges = list(fwd_edges)
+    names = [f"f{v}" for v in range(nf)]
+    if training:
+        twin = {}
+        for v in range(nf):
+            if rng.random() < 0.85:
+                twin[v] = len(names)
+                names.append(f"b{v}")
+                nodes_compute.append([x * 2 for x in nodes_compute[v]])
+                comm.append([float(rng.uniform(0, 2)) for _ in range(T)])
+                memory.append(float(rng.uniform(0, 1)))
+                colo.append(colo[v])
+                backward.append(True)
+        for u, v in fwd_edges:
+            if u in twin and v in twin:
+                edges.append((twin[v], twin[u]))  # gradients flow backwards
+            if v in twin and rng.random() < 0.5:
+                edges.append((u, twin[v]))  # stashed activation
+        if rng.random() < 0.5 and twin:
+            # a backward-only node (e.g. the loss gradient) with no forward twin
+            lo = len(names)
+            names.append("loss_grad")
+            nodes_compute.append([float(rng.uniform(0, 2))] * T)
+            comm.append([float(rng.uniform(0, 1))] * T)
+            memory.append(0.0)
+            colo.append(10_000)
+            backward.append(True)
+            last = max(twin)
+            edges.append((last, lo))
+            edges.append((lo, twin[last]))
+    n = len(names)
+    counts = [int(rng.integers(0 if T > 1 else 1, 4)) for _ in range(T)]
+    if sum(counts) == 0:
+        counts[0] = 1
+    total_mem = sum(memory)
+    kinds_ = []
+    for t in range(T):
+        cap = None if rng.random() < 0.4 else float(rng.uniform(0.3, 1.0) * total_mem + 1e-9)
+        kinds_.append(DeviceKind(kind_names[t], counts[t], cap, bool(rng.random() < 0.85)))
+    g = OpGraph.build(
+        names=names, kinds=kind_names,
+        compute=np.array(nodes_compute).T.reshape(T, n), comm=np.array(comm).T.reshape(T, n),
+        memory=memory, edges=edges, backward=backward, colocation=colo, source=label or None,
+    )
+    return Instance(g, Cluster(tuple(kinds_)), label)
+
+
+def canonical_assignments(num_items: int, cluster: Cluster):
+    """Every assignment of items to devices up to renaming identical devices (devices of one kind are
+    opened in order)."""
+    dkind = cluster.device_kind()
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    counts = [k.count for k in cluster.kinds]
+
+    def rec(i, opened, acc):
+        if i == num_items:
+            yield list(acc)
+            return
+        for t, k in enumerate(counts):
+            for j in range(min(opened[t] + 1, k)):
+                acc.append(int(first[t] + j))
+                newly = j == opened[t]
+                if newly:
+                    opened[t] += 1
+                yield from rec(i + 1, opened, acc)
+                if newly:
+                    opened[t] -= 1
+                acc.pop()
+
+    del dkind
+    yield from rec(0, [0] * len(counts), [])
+
+
+def brute_force(inst: Instance, *, contiguous: bool = True) -> float:
+    """Minimum max-load over every valid (and, if asked, contiguous) placement; ``inf`` if none."""
+    g, cl = inst.graph, inst.cluster
+    cls, C = colocation_items(g)
+    best = math.inf
+    for items_dev in canonical_assignments(C, cl):
+        a = np.asarray(items_dev, dtype=np.int64)[cls]
+        ev = evaluate(g, cl, a)
+        if not ev.valid or (contiguous and not ev.contiguous):
+            continue
+        best = min(best, ev.max_load)
+    return best
+
+
+def chain(n: int = 4, kinds=("gpu",), counts=(2,)) -> Instance:
+    """a0 -> a1 -> ... with unit compute and comm 0.5."""
+    g = OpGraph.build(names=[f"a{i}" for i in range(n)], kinds=kinds,
+                      compute=np.ones((len(kinds), n)), comm=np.full((len(kinds), n), 0.5),
+                      memory=np.zeros(n), edges=[(i, i + 1) for i in range(n - 1)])
+    return Instance(g, Cluster(tuple(DeviceKind(k, c) for k, c in zip(kinds, counts))), "chain")
+
+
+def all_small(seed: int = 0, count: int = 50, **kw) -> list[Instance]:
+    rng = np.random.default_rng(seed)
+    return [random_instance(rng, label=f"random-{seed}-{i}", **kw) for i in range(count)]
+
+
+__all__ = ["WORKLOADS", "Instance", "random_instance", "brute_force", "canonical_assignments", "chain",
+           "all_small"]
