@@ -95,7 +95,7 @@ def random_instance(rng: np.random.Generator, *, max_items: int = 6, training: b
     total_mem = sum(memory)
     kinds_ = []
     for t in range(T):
-        cap = None if rng.random() < 0.4 else float(rng.uniform(0.3, 1.0) * total_mem + 1e-9)
+        cap = None if rng.random() < 0.4 else float(rng.uniform(0.45, 1.1) * total_mem + 1e-9)
         kinds_.append(DeviceKind(kind_names[t], counts[t], cap, bool(rng.random() < 0.85)))
     g = OpGraph.build(
         names=names, kinds=kind_names,

@@ -1,0 +1,226 @@
+"""The ``placement`` command: a thin layer over the library.
+
+``main(argv) -> int`` does the work (tests call it directly); ``console_main`` is the entry point.
+Exit codes: 0 success, 1 no placement (infeasible, or a limit hit before any was found), 2 bad usage
+or bad input. User mistakes print one ``error:`` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+import time
+
+from graphs.errors import InfeasibleError, PlacementError
+
+__all__ = ["main", "console_main"]
+
+EXIT_OK, EXIT_NO_PLACEMENT, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would exit; we return a code instead
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _Progress:
+    """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced)."""
+
+    def __init__(self, label: str, stream=None, enabled: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.label = label
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, frac: float) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2 and frac < 1:
+            return
+        self.last = now
+        el = now - self.start
+        eta = el * (1 - frac) / frac if frac > 0 else math.inf
+        bar = "#" * int(30 * frac)
+        eta_s = f"ETA {eta:.0f}s" if math.isfinite(eta) else ""
+        self.stream.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {el:.0f}s {eta_s}   ")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _add_solve_options(p: argparse.ArgumentParser) -> None:
+    from solvers.base import OBJECTIVES
+    from solvers.registry import solver_names
+
+    p.add_argument("--solver", default=None,
+                   help=f"solver to use (default: dp). One of: {', '.join(solver_names())}")
+    p.add_argument("--objective", default="max-load", choices=OBJECTIVES,
+                   help="max-load (pipelined throughput, default), split-max (training) or latency")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap at which an IP stops (1e-4)")
+    p.add_argument("--threads", type=int, default=None, help="solver threads")
+    p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers")
+    p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
+                   help="latency objective: contiguous subgraphs one accelerator may run (default 1)")
+    p.add_argument("--backend", default="highs", choices=("highs", "pulp"), help="MIP backend of the IPs")
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
+    p.add_argument("--json", action="store_true", help="print the result JSON on stdout instead of a table")
+    p.add_argument("--progress", action="store_true", help="show a progress bar on stderr even when it is "
+                   "not a terminal")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="placement", description="Place a DNN operator graph on a set of devices.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("place", help="compute a placement", description="Compute a placement of a "
+                       "workload (reference-format JSON) and print a per-device table.")
+    p.add_argument("workload", help="workload file")
+    _add_solve_options(p)
+    _add_output_options(p)
+
+    e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
+                       "(reference result format: fpgas/cpus node lists) on a workload.")
+    e.add_argument("workload", help="workload file")
+    e.add_argument("split", help="split file (JSON with 'fpgas' and 'cpus' node-id lists)")
+    _add_output_options(e)
+
+    x = sub.add_parser("example", help="write an example workload", description="Write a synthetic "
+                       "transformer-like layer graph in the reference format.")
+    x.add_argument("out", nargs="?", default="example.json", help="output file (default example.json)")
+    x.add_argument("--layers", type=int, default=6)
+    x.add_argument("--accelerators", type=int, default=4)
+    x.add_argument("--cpus", type=int, default=1)
+    x.add_argument("--training", action="store_true", help="add the backward pass")
+    return parser
+
+
+def _print_result(args, placement, out=None) -> None:
+    from .export import result_dict, write_json
+    from .report import format_summary, format_table
+
+    out = out or sys.stdout
+    data = result_dict(placement)
+    if args.out:
+        write_json(args.out, data)
+    if args.json:
+        json.dump(data, out, indent=1)
+        out.write("\n")
+    else:
+        table = format_table(placement)
+        if table:
+            out.write(table + "\n\n")
+        out.write(format_summary(placement) + "\n")
+        if args.out:
+            out.write(f"result written to {args.out}\n")
+
+
+def _cmd_place(args) -> int:
+    from solvers.base import SolveOptions
+
+    from .api import place
+    from .load import load_workload
+
+    w = load_workload(args.workload)
+    progress = _Progress("placing", enabled=True if args.progress else None)
+    opts = SolveOptions(objective=args.objective, time_limit=args.time_limit, gap=args.gap,
+                        threads=args.threads, seed=args.seed, progress=progress,
+                        subgraphs_per_device=args.subgraphs_per_device, backend=args.backend)
+    try:
+        p = place(w.graph, w.cluster, args.solver, opts)
+    finally:
+        progress.done()
+    _print_result(args, p)
+    if p.evaluation is None:
+        print(f"error: {p.solution.message or 'no placement found'}", file=sys.stderr)
+        return EXIT_NO_PLACEMENT
+    return EXIT_OK
+
+
+def _cmd_evaluate(args) -> int:
+    from graphs.reference import read_split
+    from solvers.base import Solution, Status
+
+    from .api import Placement, evaluate
+    from .load import load_workload
+
+    w = load_workload(args.workload)
+    a = read_split(args.split, w.graph, w.cluster)
+    ev = evaluate(w.graph, w.cluster, a)
+    sol = Solution(a, ev.max_load, Status.FEASIBLE, "given split", message=f"split from {args.split}")
+    _print_result(args, Placement(w.graph, w.cluster, sol, ev))
+    return EXIT_OK if ev.valid else EXIT_NO_PLACEMENT
+
+
+def _cmd_example(args) -> int:
+    from graphs.example import transformer_layer_graph
+
+    from .export import write_json
+
+    if args.layers < 1 or args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0:
+        raise _UsageError("placement example: --layers must be >= 1 and there must be at least one device")
+    doc = transformer_layer_graph(args.layers, accelerators=args.accelerators, cpus=args.cpus,
+                                  training=args.training)
+    write_json(args.out, doc)
+    print(f"wrote {args.out}: {len(doc['nodes'])} nodes, {len(doc['edges'])} edges, "
+          f"{args.accelerators} accelerators + {args.cpus} CPU(s). Place it with: placement place {args.out}")
+    return EXIT_OK
+
+
+_COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example}
+
+
+@contextlib.contextmanager
+def _user_errors(codes: list):
+    """Turn the library's typed errors into one line on stderr and an exit code."""
+    try:
+        yield
+    except _UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        codes.append(EXIT_USAGE)
+    except InfeasibleError as e:
+        print(f"error: infeasible: {e}", file=sys.stderr)
+        codes.append(EXIT_NO_PLACEMENT)
+    except PlacementError as e:
+        print(f"error: {e}", file=sys.stderr)
+        codes.append(EXIT_USAGE)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        codes.append(130)
+    except BrokenPipeError:
+        codes.append(EXIT_OK)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    codes: list[int] = []
+    with _user_errors(codes):
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help
+            return int(e.code or 0)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        return _COMMANDS[args.command](args)
+    return codes[0] if codes else EXIT_OK
+
+
+def console_main() -> None:
+    sys.exit(main())

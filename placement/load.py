@@ -1,0 +1,29 @@
+"""Turn a path given on the command line into a :class:`~graphs.reference.Workload`.
+
+``.json`` files are reference-format workloads; other front ends (ONNX) plug in here by suffix.
+"""
+
+from __future__ import annotations
+
+import os
+
+from graphs.errors import InputError
+from graphs.reference import Workload, read_workload
+
+__all__ = ["load_workload"]
+
+
+def load_workload(path: str | os.PathLike, **frontend) -> Workload:
+    """Load ``path``; ``frontend`` holds front-end options (devices, costs, batch size, training...)
+    that only some formats use."""
+    path = os.fspath(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".json":
+        unused = {k: v for k, v in frontend.items() if v not in (None, False)}
+        if unused:
+            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in unused)} only apply to ONNX "
+                             f"models; a reference-format workload carries its own costs and devices",
+                             source=path)
+        return read_workload(path)
+    raise InputError(f"unknown input format {suffix or '(no suffix)'!r}; expected a reference-format "
+                     f"workload (.json)", source=path)

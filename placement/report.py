@@ -1,0 +1,85 @@
+"""Human-readable tables of a placement (the command line prints these; the library never does)."""
+
+from __future__ import annotations
+
+import math
+
+from .api import Placement
+
+__all__ = ["format_table", "format_summary", "human_bytes"]
+
+
+def human_bytes(x: float | None) -> str:
+    if x is None:
+        return "unlimited"
+    if not math.isfinite(x):
+        return "inf"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(x) < 1000 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.2f} {unit}"
+        x /= 1000
+    return f"{x:.2f} TB"
+
+
+def _num(x: float) -> str:
+    return f"{x:.4f}" if math.isfinite(x) else "inf"
+
+
+def _first_last(p: Placement, nodes) -> str:
+    if len(nodes) == 0:
+        return ""
+    names = p.graph.names
+    fwd = [u for u in nodes if not p.graph.backward[u]] or list(nodes)
+    first, last = names[fwd[0]], names[fwd[-1]]
+    return first if first == last else f"{first} .. {last}"
+
+
+def format_table(p: Placement, *, show_ops: bool = True) -> str:
+    """One row per device: stage, kind, #nodes, compute, comm in/out, load, memory, utilisation."""
+    ev = p.evaluation
+    if ev is None:
+        return ""
+    stage = {d: i for i, d in enumerate(ev.stage_order or ())}
+    order = sorted(ev.devices, key=lambda d: (stage.get(d.device, len(stage) + d.device)))
+    header = ["device", "stage", "kind", "#nodes", "compute", "comm in", "comm out", "load", "memory",
+              "util"]
+    if show_ops:
+        header.append("operators (first .. last)")
+    rows = []
+    for d in order:
+        util = d.load / p.max_load if p.max_load > 0 and math.isfinite(p.max_load) else 0.0
+        mem = human_bytes(d.memory) + ("" if d.capacity is None else f" / {human_bytes(d.capacity)}")
+        row = [d.name, str(stage.get(d.device, "-")) if len(d.nodes) else "-", d.kind, str(len(d.nodes)),
+               _num(d.compute), _num(d.comm_in), _num(d.comm_out), _num(d.load), mem, f"{100 * util:.1f}%"]
+        if show_ops:
+            row.append(_first_last(p, d.nodes))
+        rows.append(row)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    right = {3, 4, 5, 6, 7, 9}
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    lines = [fmt(header), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def format_summary(p: Placement) -> str:
+    """Objective, status, bound, gap and time in one or two lines."""
+    s = p.solution
+    parts = [f"max-load {_num(p.max_load)}", f"status {s.status.value}", f"solver {s.solver}"]
+    if s.bound is not None and math.isfinite(s.bound):
+        parts.append(f"bound {_num(s.bound)}")
+    if s.gap is not None:
+        parts.append(f"gap {100 * s.gap:.4g}%")
+    parts.append(f"time {s.time:.2f} s")
+    lines = [", ".join(parts)]
+    if p.evaluation is not None:
+        ev = p.evaluation
+        lines.append(f"valid: {'yes' if ev.valid else 'NO'}; contiguous: {'yes' if ev.contiguous else 'no'}")
+        lines += [f"  problem: {x}" for x in ev.problems]
+    if s.message:
+        lines.append(s.message)
+    return "\n".join(lines)

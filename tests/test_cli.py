@@ -1,0 +1,102 @@
+"""The command line, called in-process through main(argv)."""
+
+import json
+import os
+
+import pytest
+
+from placement.cli import main
+
+
+@pytest.fixture
+def example(tmp_path):
+    path = str(tmp_path / "ex.json")
+    assert main(["example", path, "--layers", "2", "--accelerators", "3"]) == 0
+    return path
+
+
+def test_example_then_place_prints_a_table_and_writes_json(example, tmp_path, capsys):
+    out = str(tmp_path / "res.json")
+    assert main(["place", example, "--out", out]) == 0
+    text = capsys.readouterr().out
+    for column in ("device", "#nodes", "compute", "comm in", "comm out", "load", "memory", "util"):
+        assert column in text
+    assert "status optimal" in text and "max-load" in text
+    res = json.load(open(out))
+    assert res["schema"] == "placement-result" and res["version"] == 1
+    assert res["status"] == "optimal" and res["valid"] and res["contiguous"]
+    # reference fields, readable by the reference tooling
+    assert res["maxLoad"] == pytest.approx(max(d["load"] for d in res["fpgas"] + res["cpus"]))
+    placed = sorted(n for d in res["fpgas"] + res["cpus"] for n in d["nodes"])
+    assert placed == sorted(n["id"] for n in json.load(open(example))["nodes"])
+    assert res["maxLoad"] == pytest.approx(res["max_load"])
+    # every operator appears by name under its device
+    names = sorted(n for d in res["devices"] for n in d["nodes"])
+    assert names == sorted(n["name"] for n in json.load(open(example))["nodes"])
+
+
+def test_json_on_stdout(example, capsys):
+    assert main(["place", example, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["solver"] == "dp" and res["gap"] == 0.0
+
+
+def test_evaluate_a_split(tmp_path, capsys):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({
+        "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,
+        "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0} for i in (1, 2, 3)],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 2, "destId": 3, "cost": 0.5}]}))
+    split = tmp_path / "s.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1, 2]}, {"nodes": [3]}], "cpus": [{"nodes": []}]}))
+    out = tmp_path / "r.json"
+    assert main(["evaluate", str(wl), str(split), "--out", str(out)]) == 0
+    res = json.load(open(out))
+    assert res["maxLoad"] == pytest.approx(2.5)
+    assert [d["load"] for d in res["fpgas"]] == pytest.approx([2.5, 1.5])
+
+
+def test_user_errors_give_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["place", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.json: no such file" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    assert main(["place", str(bad)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["place", str(bad), "--solver", "nonsense"]) == 2
+    assert main(["frobnicate"]) == 2
+    assert main([]) == 2
+    assert main(["place"]) == 2
+    assert "required" in capsys.readouterr().err
+
+
+def test_infeasible_exits_1_with_the_reason(tmp_path, capsys):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({
+        "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": 1, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0, "size": 50},
+                  {"id": 2, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0}],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}]}))
+    out = tmp_path / "r.json"
+    assert main(["place", str(wl), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "no device can hold node 1" in err and "needs 50 bytes" in err
+    res = json.load(open(out))
+    assert res["status"] == "infeasible" and res["valid"] is False
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "place" in capsys.readouterr().out
+
+
+def test_console_script_is_installed():
+    import shutil
+    import subprocess
+
+    exe = shutil.which("placement")
+    if exe is None:
+        pytest.skip("the package is not installed (pip install -e .)")
+    r = subprocess.run([exe, "place", os.devnull], capture_output=True, text=True)
+    assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
