@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .model import Cluster, OpGraph
 
@@ -89,13 +87,15 @@ def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost:
     # 1. colocation classes (a node without one is its own item)
     cls, C = colocation_items(graph)
 
-    # 2. fuse strongly connected components of the item graph
+    # 2. fuse strongly connected components of the item graph (only when there is a cycle)
     s, d = item_edges(graph, cls)
-    if s.size:
+    if s.size and _topo(C, s, d) is None:
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
         m = coo_matrix((np.ones(s.size), (s, d)), shape=(C, C)).tocsr()
-        ncomp, comp = connected_components(m, directed=True, connection="strong")
-        if ncomp < C:
-            cls, C = _relabel(comp[cls])
+        _, comp = connected_components(m, directed=True, connection="strong")
+        cls, C = _relabel(comp[cls])
 
     merged = 0
     if merge_zero_cost:
@@ -113,7 +113,8 @@ def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost:
     return ClassGraph(graph, cls, C, s[o], d[o], merged)
 
 
-def _topo(C: int, s: np.ndarray, d: np.ndarray) -> np.ndarray:
+def _topo(C: int, s: np.ndarray, d: np.ndarray) -> np.ndarray | None:
+    """A depth-first topological order of the item graph, or ``None`` if it has a cycle."""
     indeg = np.bincount(d, minlength=C).tolist()
     o = np.argsort(s, kind="stable")
     ptr = np.concatenate([[0], np.cumsum(np.bincount(s, minlength=C))]).tolist()
@@ -128,8 +129,7 @@ def _topo(C: int, s: np.ndarray, d: np.ndarray) -> np.ndarray:
             indeg[v] -= 1
             if indeg[v] == 0:
                 ready.append(v)
-    assert len(out) == C, "item graph must be acyclic after SCC fusion"
-    return np.array(out, dtype=np.int64)
+    return np.array(out, dtype=np.int64) if len(out) == C else None
 
 
 def _merge_zero_cost_leaves(graph: OpGraph, cluster: Cluster | None, cls: np.ndarray, C: int):
