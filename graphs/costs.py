@@ -1,0 +1,538 @@
+"""Cost models: per-operator compute time on every device kind, and the cost of moving its output.
+
+All times are in **milliseconds**. Three models, chosen by name (:func:`compute_costs`, ``--costs``):
+
+``roofline``
+    FLOPs and bytes of every operator from its shapes (:func:`op_flops`, :func:`op_bytes`);
+    time = max(FLOPs / peak, bytes / memory bandwidth) + launch overhead, with the fp16 peak for
+    half-precision operators. Control-flow operators cost their bodies (``If``: the dearer branch;
+    ``Loop``/``Scan``: the body times its trip count).
+``profile``
+    Measured on this machine with onnxruntime's profiler (one intra-op thread, graph optimisations off
+    so that every kernel keeps its node's name; warm-up runs, then the median of repeats). Measured
+    times are the costs of the host CPU kinds; accelerator kinds keep roofline estimates.
+a JSON cost table (a path)
+    ``{"unit": "ms", "compute": {node: {kind: time or null}}, "backward": {...}, "comm": {...}}``:
+    measurements brought in from real devices. ``null`` = the kind cannot run the node; missing entries
+    fall back to the roofline estimate (with a warning). ``backward`` times (training) are optional.
+
+Communication is always ``latency + output bytes / link bandwidth`` of the kind (0 for host kinds)
+unless a table gives it. Operators a kind lists as unsupported cost ``inf`` there.
+
+FLOP counts are our own formulas: onnx-tool's counter agrees on the operators that dominate
+(convolutions, matrix products) but reads weights that the model-zoo files generate at run time, does its
+own shape inference and cannot cost control flow (see ``benchmarks/README_onnx.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .devices import DeviceSet, DeviceSpec
+from .errors import InputError
+from .onnx_loader import OnnxGraph, Op
+
+__all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
+           "op_flops", "op_bytes", "roofline_time", "profile_ops", "measure_run_time"]
+
+log = logging.getLogger("graphs.onnx")
+
+COST_MODELS = ("roofline", "profile")  # or the path of a JSON cost table
+_MS = 1e3
+
+
+@dataclass(frozen=True, eq=False)
+class Costs:
+    """Cost rows for every op of an :class:`OnnxGraph`, one row per device kind, in milliseconds.
+    ``backward`` holds given backward times (``nan`` where not given) or is ``None``."""
+
+    kinds: tuple[str, ...]
+    compute: np.ndarray  # [K, n]
+    comm: np.ndarray  # [K, n]
+    backward: np.ndarray | None
+    model: str
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- FLOPs and bytes
+_PER_ELEMENT = {  # FLOPs per output element
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "LeakyRelu", "PRelu", "Max", "Min",
+                     "Clip", "Sign", "Floor", "Ceil", "Round", "Equal", "Less", "Greater", "LessOrEqual",
+                     "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where", "Mod", "BitShift",
+                     "ThresholdedRelu", "IsNaN", "IsInf", "Reciprocal", "BitwiseAnd", "BitwiseOr",
+                     "BitwiseXor", "BitwiseNot", "Shrink", "Cast", "CastLike"), 1.0),
+    **dict.fromkeys(("Exp", "Log", "Tanh", "Sigmoid", "Erf", "Softplus", "Softsign", "Elu", "Selu", "Celu",
+                     "Sqrt", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+                     "Atanh", "HardSigmoid", "HardSwish", "Pow"), 4.0),
+    **dict.fromkeys(("Gelu", "FastGelu", "BiasGelu", "Mish", "QuickGelu"), 8.0),
+    "BatchNormalization": 2.0,
+    **dict.fromkeys(("LayerNormalization", "InstanceNormalization", "GroupNormalization",
+                     "MeanVarianceNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
+                     "RMSNormalization"), 8.0),
+    "LpNormalization": 3.0,
+    **dict.fromkeys(("Softmax", "LogSoftmax", "Hardmax"), 6.0),
+    **dict.fromkeys(("Resize", "Upsample"), 4.0),
+    **dict.fromkeys(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"), 2.0),
+    "Dropout": 0.0,
+}
+_SUM_INPUTS = ("Sum", "Mean")  # (inputs - 1) FLOPs per element
+_REDUCE = {"ReduceSum": 1, "ReduceMean": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceProd": 1, "ReduceL1": 1,
+           "ReduceL2": 2, "ReduceSumSquare": 2, "ReduceLogSum": 1, "ReduceLogSumExp": 2, "ArgMax": 1,
+           "ArgMin": 1, "GlobalAveragePool": 1, "GlobalMaxPool": 1, "GlobalLpPool": 2, "CumSum": 1,
+           "NonZero": 1, "Unique": 1}
+# no arithmetic, data moved (bytes in + out)
+_MOVE = frozenset({"Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND",
+                   "Scatter", "ScatterElements", "ScatterND", "Pad", "Expand", "Tile", "DepthToSpace",
+                   "SpaceToDepth", "Compress", "OneHot", "Range", "Trilu", "ReverseSequence", "Col2Im",
+                   "ConstantOfShape", "EyeLike", "SplitToSequence", "ConcatFromSequence", "SequenceAt",
+                   "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty", "SequenceLength",
+                   "CenterCropPad", "ImageDecoder", "GridSample", "AffineGrid", "TopK", "NonMaxSuppression"})
+# views and bookkeeping: no arithmetic, nothing moved
+_VIEW = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Dropout",
+                   "Constant", "Optional", "OptionalGetElement", "OptionalHasElement"})
+_CONTROL = frozenset({"If", "Loop", "Scan"})
+UNKNOWN_FLOPS_PER_ELEMENT = 16.0  # conservative: an unknown operator is charged like a heavy pointwise op
+
+
+def _elems(t) -> int:
+    return (t.elements or 0) if t is not None else 0
+
+
+def _shape(t):
+    return t.shape if t is not None and t.known else None
+
+
+def _conv(op: Op):
+    w, y = _shape(op.inputs[1] if len(op.inputs) > 1 else None), op.outputs[0] if op.outputs else None
+    if w is None or y is None or not y.known:
+        return None
+    bias = len(op.inputs) > 2 and op.inputs[2] is not None
+    return 2.0 * y.elements * math.prod(w[1:]) + (y.elements if bias else 0)
+
+
+def _conv_transpose(op: Op):
+    x, w = _shape(op.inputs[0]), _shape(op.inputs[1] if len(op.inputs) > 1 else None)
+    if x is None or w is None:
+        return None
+    return 2.0 * math.prod(x) * math.prod(w[1:])
+
+
+def _gemm(op: Op):
+    a, y = _shape(op.inputs[0]), op.outputs[0] if op.outputs else None
+    if a is None or len(a) != 2 or y is None or not y.known:
+        return None
+    k = a[0] if op.attrs.get("transA", 0) else a[1]
+    c = len(op.inputs) > 2 and op.inputs[2] is not None
+    return 2.0 * y.elements * k + (y.elements if c else 0)
+
+
+def _matmul(op: Op):
+    a, y = _shape(op.inputs[0]), op.outputs[0] if op.outputs else None
+    if a is None or not a or y is None or not y.known:
+        return None
+    return 2.0 * y.elements * a[-1]
+
+
+def _einsum(op: Op):
+    eq = str(op.attrs.get("equation", "")).replace(" ", "")
+    lhs = eq.split("->")[0].split(",")
+    if len(lhs) != len(op.inputs) or any("." in t for t in lhs):
+        return None
+    size: dict[str, int] = {}
+    for term, t in zip(lhs, op.inputs):
+        s = _shape(t)
+        if s is None or len(s) != len(term):
+            return None
+        for ch, d in zip(term, s):
+            size[ch] = max(size.get(ch, 1), d)
+    return 2.0 * math.prod(size.values()) if len(lhs) > 1 else float(math.prod(size.values()))
+
+
+def _pool(op: Op):
+    y = op.outputs[0] if op.outputs else None
+    k = op.attrs.get("kernel_shape")
+    if y is None or not y.known or not k:
+        return None
+    return float(y.elements * math.prod(k))
+
+
+def _lrn(op: Op):
+    y = op.outputs[0] if op.outputs else None
+    if y is None or not y.known:
+        return None
+    return float(y.elements * (2 * int(op.attrs.get("size", 5)) + 6))
+
+
+def _rnn(op: Op):
+    x, w, r = (_shape(op.inputs[i]) if len(op.inputs) > i else None for i in range(3))
+    if x is None or w is None or r is None or len(x) != 3:
+        return None
+    seq, batch = (x[1], x[0]) if op.attrs.get("layout", 0) else (x[0], x[1])
+    dirs, gh, inp = w
+    hidden = r[2]
+    return float(seq * batch * dirs * (2 * gh * (inp + hidden) + 4 * gh))
+
+
+def _attention(op: Op):
+    """com.microsoft Attention: QKV projection plus scores and context."""
+    x, w = _shape(op.inputs[0]), _shape(op.inputs[1] if len(op.inputs) > 1 else None)
+    if x is None or w is None or len(x) != 3:
+        return None
+    b, s, h = x
+    return 2.0 * b * s * h * w[1] + 4.0 * b * s * s * h
+
+
+def _qlinear_conv(op: Op):
+    # QLinearConv inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, (bias)
+    w, y = _shape(op.inputs[3] if len(op.inputs) > 3 else None), op.outputs[0] if op.outputs else None
+    if w is None or y is None or not y.known:
+        return None
+    return 2.0 * y.elements * math.prod(w[1:])
+
+
+_FORMULAS = {
+    "Conv": _conv, "ConvInteger": _conv, "QLinearConv": _qlinear_conv, "ConvTranspose": _conv_transpose,
+    "Gemm": _gemm, "MatMul": _matmul, "MatMulInteger": _matmul, "FusedMatMul": _matmul, "Einsum": _einsum,
+    "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool, "LRN": _lrn,
+    "RNN": _rnn, "GRU": _rnn, "LSTM": _rnn, "Attention": _attention,
+}
+
+
+def op_flops(op: Op) -> tuple[float, bool]:
+    """FLOPs of one run of ``op`` and whether a formula (rather than the conservative estimate) gave
+    them. Control-flow operators: their bodies'."""
+    t = op.op_type
+    if t in _CONTROL and op.subgraphs:
+        return _body_sum(op, lambda b: op_flops(b)[0]), all(
+            op_flops(b)[1] for s in op.subgraphs for b in s.ops)
+    y = op.outputs[0] if op.outputs else None
+    f = None
+    if t in _FORMULAS:
+        f = _FORMULAS[t](op)
+    elif t in _PER_ELEMENT and y is not None and y.known:
+        f = _PER_ELEMENT[t] * y.elements
+    elif t in _SUM_INPUTS and y is not None and y.known:
+        f = float(max(1, len([x for x in op.inputs if x is not None]) - 1) * y.elements)
+    elif t in _REDUCE and op.inputs and op.inputs[0] is not None and op.inputs[0].known:
+        f = float(_REDUCE[t] * op.inputs[0].elements)
+    elif t in _MOVE or t in _VIEW:
+        f = 0.0
+    if f is not None and not op.sizes_estimated:
+        return float(f), True
+    return _conservative_flops(op), False
+
+
+def _conservative_flops(op: Op) -> float:
+    acts = sum(_elems(x) for x in op.activations)
+    outs = sum(_elems(y) for y in op.outputs) or op.output_bytes / 4
+    y = op.outputs[0] if op.outputs else None
+    rows = (y.elements // max(1, y.shape[-1])) if y is not None and y.known and y.shape else 1
+    return UNKNOWN_FLOPS_PER_ELEMENT * (acts + outs) + 2.0 * op.param_elements * max(1, rows)
+
+
+def op_bytes(op: Op) -> float:
+    """Bytes one run of ``op`` reads and writes: activations in, parameters, outputs (views: 0)."""
+    if op.op_type in _VIEW:
+        return 0.0
+    if op.op_type in _CONTROL and op.subgraphs:
+        return _body_sum(op, op_bytes)
+    ins = sum(x.nbytes or 0 for x in op.activations)
+    outs = max(sum(y.nbytes or 0 for y in op.outputs), op.output_bytes)
+    return float(ins + op.param_bytes + outs)
+
+
+def _body_sum(op: Op, f) -> float:
+    parts = [s.repeat * sum(f(b) for b in s.ops) for s in op.subgraphs]
+    if not parts:
+        return 0.0
+    return max(parts) if op.op_type == "If" else sum(parts)
+
+
+def _half(op: Op) -> bool:
+    y = op.outputs[0] if op.outputs else None
+    return y is not None and y.dtype in ("float16", "bfloat16")
+
+
+def roofline_time(op: Op, spec: DeviceSpec) -> float:
+    """Seconds ``op`` takes on ``spec`` by the roofline model (``inf`` if the kind cannot run it)."""
+    if op.op_type in spec.unsupported_ops:
+        return math.inf
+    if op.op_type in _CONTROL and op.subgraphs:
+        return spec.launch + _body_sum(op, lambda b: roofline_time(b, spec))
+    flops, _ = op_flops(op)
+    return max(flops / spec.peak(_half(op)), op_bytes(op) / spec.bandwidth) + spec.launch
+
+
+def _unsupported(op: Op, spec: DeviceSpec) -> bool:
+    return op.op_type in spec.unsupported_ops or any(
+        _unsupported(b, spec) for s in op.subgraphs for b in s.ops)
+
+
+# --------------------------------------------------------------------------- the models
+def _comm_rows(g: OnnxGraph, devices: DeviceSet) -> np.ndarray:
+    out = np.array([op.output_bytes for op in g.ops], dtype=np.float64)
+    return np.array([[s.transfer_time(b) * _MS for b in out] for s in devices.specs]).reshape(
+        len(devices.specs), g.num_ops)
+
+
+def roofline_costs(g: OnnxGraph, devices: DeviceSet) -> Costs:
+    """Roofline compute and link communication for every op on every kind of ``devices``."""
+    K, n = len(devices.specs), g.num_ops
+    compute = np.empty((K, n))
+    for t, spec in enumerate(devices.specs):
+        for i, op in enumerate(g.ops):
+            compute[t, i] = math.inf if _unsupported(op, spec) else roofline_time(op, spec) * _MS
+    warnings = []
+    unknown = sorted({op.op_type for op in g.ops if not op_flops(op)[1]})
+    if unknown:
+        warnings.append(f"no FLOP formula (or unknown sizes) for {', '.join(unknown)}: costed conservatively "
+                        f"({UNKNOWN_FLOPS_PER_ELEMENT:g} FLOPs per input and output element, plus a dense "
+                        f"product over any weights)")
+    for w in warnings:
+        log.warning("%s%s", f"{g.source}: " if g.source else "", w)
+    return Costs(tuple(s.name for s in devices.specs), compute, _comm_rows(g, devices), None, "roofline",
+                 tuple(warnings))
+
+
+def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str = "roofline", **options) -> Costs:
+    """Costs by the named model: ``roofline``, ``profile`` or the path of a JSON cost table."""
+    if model == "roofline":
+        return roofline_costs(g, devices)
+    if model == "profile":
+        return profile_costs(g, devices, **options)
+    if model.lower().endswith(".json") or os.path.exists(model):
+        return table_costs(g, devices, model)
+    raise InputError(f"unknown cost model {model!r}; choose roofline, profile, or give a JSON cost table "
+                     f"(a path ending in .json)")
+
+
+# --------------------------------------------------------------------------- table
+_UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
+
+
+def table_costs(g: OnnxGraph, devices: DeviceSet, path: str | os.PathLike) -> Costs:
+    """Costs from a JSON table (see the module doc); missing entries take the roofline estimate."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError("no such cost table", source=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"not a valid JSON cost table: {e}", source=path) from None
+    return parse_cost_table(g, devices, data, source=path)
+
+
+def parse_cost_table(g: OnnxGraph, devices: DeviceSet, data, *, source: str | None = None) -> Costs:
+    if not isinstance(data, dict) or not isinstance(data.get("compute"), dict):
+        raise InputError('a cost table must be an object with a "compute" map: {"unit": "ms", "compute": '
+                         '{node name: {device kind: time}}}', source=source)
+    unit = data.get("unit", "ms")
+    if unit not in _UNITS:
+        raise InputError(f"unit {unit!r} is not one of {', '.join(_UNITS)}", source=source)
+    scale = _UNITS[unit]
+    base = roofline_costs(g, devices)
+    kinds = base.kinds
+    index = {op.name: i for i, op in enumerate(g.ops)}
+    warnings: list[str] = []
+
+    def fill(section: str, rows: np.ndarray, allow_null: bool) -> int:
+        table = data.get(section)
+        if table is None:
+            return 0
+        if not isinstance(table, dict):
+            raise InputError(f"{section!r} must map node names to {{kind: time}} objects", source=source)
+        unknown_nodes = [k for k in table if k not in index]
+        if unknown_nodes:
+            warnings.append(f"cost table {section!r}: {len(unknown_nodes)} node name(s) not in the model "
+                            f"ignored: {', '.join(unknown_nodes[:5])}")
+        filled = 0
+        foreign: set[str] = set()
+        for name, entry in table.items():
+            if name not in index:
+                continue
+            if not isinstance(entry, dict):
+                raise InputError(f"{section}[{name!r}] must be an object {{kind: time}}", source=source)
+            for kind, v in entry.items():
+                if kind not in kinds:
+                    foreign.add(kind)
+                    continue
+                if v is None and allow_null:
+                    val = math.inf
+                elif isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or math.isinf(v):
+                    raise InputError(f"{section}[{name!r}][{kind!r}] must be a non-negative number"
+                                     f"{' or null' if allow_null else ''}, got {v!r}", source=source)
+                else:
+                    val = float(v) * scale
+                rows[kinds.index(kind), index[name]] = val
+                filled += 1
+        if foreign:
+            warnings.append(f"cost table {section!r}: device kind(s) {', '.join(sorted(foreign))} not in "
+                            f"the cluster ignored")
+        return filled
+
+    compute = np.full_like(base.compute, np.nan)
+    fill("compute", compute, True)
+    missing = int(np.isnan(compute).sum())
+    if missing:
+        warnings.append(f"cost table gives no time for {missing} of {compute.size} (node, kind) pairs: "
+                        f"they take the roofline estimate")
+        compute = np.where(np.isnan(compute), base.compute, compute)
+    comm = np.full_like(base.comm, np.nan)
+    fill("comm", comm, False)
+    comm = np.where(np.isnan(comm), base.comm, comm)
+    backward = None
+    if "backward" in data:
+        backward = np.full_like(base.compute, np.nan)
+        fill("backward", backward, True)
+    for w in warnings:
+        log.warning("%s%s", f"{source}: " if source else "", w)
+    return Costs(kinds, compute, comm, backward, f"table {os.path.basename(source or '')}".strip(),
+                 tuple(warnings))
+
+
+# --------------------------------------------------------------------------- profile
+def _session(model_bytes: bytes, *, threads: int, profile_dir: str | None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    if profile_dir is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(profile_dir, "profile")
+    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+
+
+def _runnable(g: OnnxGraph):
+    """The model with weights, its top-level nodes renamed to the graph's op names (bodies' nodes get
+    names no top-level op has), serialised, and random feeds for its inputs."""
+    from .onnx_loader import read_model, stable_names
+
+    if g.source is None:
+        raise InputError("profiling needs the model file (this graph was not loaded from a path)")
+    model = read_model(g.source, load_external_data=True)
+    for node, name in zip(model.graph.node, stable_names(model.graph.node)):
+        node.name = name
+        _rename_bodies(node, name)
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for t in g.inputs:
+        if not t.known:
+            raise InputError(f"cannot profile: input {t.name!r} has an unknown shape {t.shape}",
+                             source=g.source)
+        dt = np.dtype(t.dtype) if t.dtype not in ("unknown", "string") else np.float32
+        if dt.kind == "f":
+            feeds[t.name] = rng.standard_normal(t.shape).astype(dt)
+        else:
+            feeds[t.name] = np.zeros(t.shape, dtype=dt)  # zeros are valid indices and masks
+    return model.SerializeToString(), feeds
+
+
+def _rename_bodies(node, prefix: str) -> None:
+    for a in node.attribute:
+        graphs = [a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []
+        for sg in graphs:
+            for k, n in enumerate(sg.node):
+                n.name = f"{prefix}/{a.name}/{k}"
+                _rename_bodies(n, n.name)
+
+
+def profile_ops(g: OnnxGraph, *, warmup: int = 3, repeats: int = 10, threads: int = 1) -> dict[str, float]:
+    """Median time (ms) of every top-level op over ``repeats`` profiled runs after ``warmup`` runs, by
+    onnxruntime's profiler on this CPU. Ops that produce no kernel event are missing from the result."""
+    model_bytes, feeds = _runnable(g)
+    with tempfile.TemporaryDirectory(prefix="placement-profile-") as tmp:
+        try:
+            sess = _session(model_bytes, threads=threads, profile_dir=tmp)
+            for _ in range(warmup + repeats):
+                sess.run(None, feeds)
+            path = sess.end_profiling()
+        except Exception as e:
+            raise InputError(f"onnxruntime could not run the model for profiling: {str(e)[:300]}",
+                             source=g.source) from None
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f)
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")[-repeats:]
+    names = {op.name for op in g.ops}
+    per_run: list[dict[str, float]] = [dict() for _ in runs]
+    starts = [r[0] for r in runs]
+    import bisect
+
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        name = e["name"][: -len("_kernel_time")]
+        if name not in names:
+            continue
+        k = bisect.bisect_right(starts, e["ts"]) - 1
+        if k < 0 or e["ts"] > runs[k][1]:
+            continue  # a warm-up run
+        per_run[k][name] = per_run[k].get(name, 0.0) + e["dur"] * 1e-3  # us -> ms
+    out = {}
+    for name in names:
+        vals = [r[name] for r in per_run if name in r]
+        if vals:
+            out[name] = float(np.median(vals))
+    return out
+
+
+def measure_run_time(g: OnnxGraph, *, warmup: int = 3, repeats: int = 10, threads: int = 1) -> float:
+    """Median wall time (ms) of one whole-model run, same session settings as :func:`profile_ops`
+    without the profiler."""
+    import time
+
+    model_bytes, feeds = _runnable(g)
+    sess = _session(model_bytes, threads=threads, profile_dir=None)
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t0) * _MS)
+    return float(np.median(times))
+
+
+def profile_costs(g: OnnxGraph, devices: DeviceSet, *, warmup: int = 3, repeats: int = 10,
+                  threads: int = 1, measured: Mapping[str, float] | None = None) -> Costs:
+    """Measured CPU times for the host kinds, roofline for the others (``measured``: times already
+    taken by :func:`profile_ops`)."""
+    base = roofline_costs(g, devices)
+    warnings = list(base.warnings)
+    hosts = [t for t, s in enumerate(devices.specs) if s.host]
+    if not hosts:
+        warnings.append("profile costs measure this machine's CPU, but the cluster has no host CPU kind: "
+                        "every kind keeps its roofline estimate")
+        return Costs(base.kinds, base.compute, base.comm, None, "roofline (profile: no CPU kind)",
+                     tuple(warnings))
+    if measured is None:
+        measured = profile_ops(g, warmup=warmup, repeats=repeats, threads=threads)
+    compute = base.compute.copy()
+    missing = [op.name for op in g.ops if op.name not in measured]
+    for t in hosts:
+        for i, op in enumerate(g.ops):
+            if op.name in measured and math.isfinite(compute[t, i]):
+                compute[t, i] = measured[op.name]
+    if missing:
+        warnings.append(f"the profiler reported no kernel for {len(missing)} op(s) "
+                        f"({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}): they keep the "
+                        f"roofline estimate")
+    if len(hosts) < len(devices.specs):
+        warnings.append("profile costs are this machine's CPU times; accelerator kinds use the roofline "
+                        "model (bring accelerator measurements in with a JSON cost table)")
+    for w in warnings[len(base.warnings):]:
+        log.warning("%s%s", f"{g.source}: " if g.source else "", w)
+    return Costs(base.kinds, compute, base.comm, None, "profile", tuple(warnings))

@@ -1,0 +1,310 @@
+"""The device catalog: what a kind of device can do, and how the command line names a cluster.
+
+A :class:`DeviceSpec` holds the figures a cost model needs — peak FLOP/s (fp32 and fp16), memory
+bandwidth and capacity, the host link's bandwidth and latency, and a per-operator launch overhead —
+in SI units (FLOP/s, bytes/s, bytes, seconds). :data:`PRESETS` has one CPU core and common
+accelerators with their vendors' published figures; user kinds come from a TOML or JSON file.
+
+A cluster is written compactly as ``a100:4,cpu:8`` (kind, count; the count defaults to 1) and parsed
+by :func:`parse_devices` into a :class:`DeviceSet`, which gives the :class:`~graphs.model.Cluster`
+(kinds named like the specs, host CPU cores paying no communication) and the specs in cluster order.
+
+User file (TOML or JSON), one table per kind; every key is optional when ``base`` names a preset::
+
+    [devices.mygpu]
+    base = "a100"            # start from a preset's figures
+    fp32_tflops = 20.0       # peak FLOP/s, in TFLOP/s
+    fp16_tflops = 300.0
+    mem_bandwidth_gbs = 1600 # device memory bandwidth, GB/s (1e9 bytes/s)
+    memory_gib = 40          # capacity in GiB; omit (or "unlimited") for none
+    link_gbs = 32            # host link bandwidth, GB/s (one direction)
+    link_latency_us = 10     # host link latency, microseconds
+    launch_us = 5            # per-operator launch overhead, microseconds
+    efficiency = 0.7         # fraction of peak FLOP/s and bandwidth reached in practice (default 1)
+    host = false             # true for host CPU cores: they pay no communication
+    unsupported_ops = ["LRN"]  # operator types this kind cannot run
+    count = 2                # devices of this kind when the file alone names the cluster
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .model import Cluster, DeviceKind
+
+__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset"]
+
+_T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One kind of device, in SI units. ``memory`` ``None`` = unlimited; ``host`` = a host CPU core
+    (data already in host memory, so it pays no communication; its link figures are unused)."""
+
+    name: str
+    fp32: float  # peak FLOP/s
+    fp16: float  # peak FLOP/s (tensor cores where the device has them)
+    mem_bandwidth: float  # bytes/s
+    memory: float | None  # bytes
+    link_bandwidth: float  # bytes/s, host link, one direction
+    link_latency: float  # s
+    launch: float  # s per operator
+    host: bool = False
+    efficiency: float = 1.0
+    unsupported_ops: frozenset[str] = field(default_factory=frozenset)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and v > 0):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
+        for key in ("link_latency", "launch"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and v >= 0 and math.isfinite(v)):
+                raise InputError(f"device {self.name!r}: {key} must be a non-negative number, got {v!r}")
+        if self.memory is not None and not (isinstance(self.memory, (int, float)) and self.memory > 0):
+            raise InputError(f"device {self.name!r}: memory must be a positive number or unlimited, "
+                             f"got {self.memory!r}")
+        if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
+            raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
+        object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+
+    def peak(self, half: bool = False) -> float:
+        """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""
+        return (self.fp16 if half else self.fp32) * self.efficiency
+
+    @property
+    def bandwidth(self) -> float:
+        """Attainable memory bandwidth, bytes/s."""
+        return self.mem_bandwidth * self.efficiency
+
+    def transfer_time(self, nbytes: float) -> float:
+        """Seconds to move ``nbytes`` over the host link (latency + bytes / bandwidth); 0 for a host core
+        and for nothing to move."""
+        if self.host or nbytes <= 0:
+            return 0.0
+        return self.link_latency + nbytes / self.link_bandwidth
+
+
+def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description):
+    return DeviceSpec(name, fp32 * _T, fp16 * _T, bw_gbs * _G, mem_gib * _GIB, link_gbs * _G,
+                      10 * _US, 5 * _US, description=description)
+
+
+# Vendors' published peak figures (dense, no sparsity). Host links: PCIe x16, one direction.
+PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
+    DeviceSpec("cpu", 96 * _G, 96 * _G, 20 * _G, None, math.inf, 0.0, 2 * _US, host=True,
+               description="one host CPU core, nominal: 3 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA units), "
+                           "no native fp16, ~20 GB/s single-core memory bandwidth; host memory unlimited"),
+    _gpu("v100", 15.7, 125, 900, 32, 16, "NVIDIA V100 SXM2 32GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, "
+         "900 GB/s HBM2, PCIe 3.0 x16"),
+    _gpu("a100", 19.5, 312, 1555, 40, 32, "NVIDIA A100 SXM4 40GB: 19.5 TFLOP/s fp32, 312 fp16 tensor, "
+         "1555 GB/s HBM2, PCIe 4.0 x16"),
+    _gpu("a100-80gb", 19.5, 312, 2039, 80, 32, "NVIDIA A100 SXM4 80GB: 19.5 TFLOP/s fp32, 312 fp16 "
+         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16"),
+    _gpu("h100", 67, 989, 3350, 80, 64, "NVIDIA H100 SXM5 80GB: 67 TFLOP/s fp32, 989 fp16 tensor, "
+         "3.35 TB/s HBM3, PCIe 5.0 x16"),
+    _gpu("t4", 8.1, 65, 320, 16, 16, "NVIDIA T4 16GB: 8.1 TFLOP/s fp32, 65 fp16 tensor, 320 GB/s GDDR6, "
+         "PCIe 3.0 x16"),
+    _gpu("l4", 30.3, 121, 300, 24, 32, "NVIDIA L4 24GB: 30.3 TFLOP/s fp32, 121 fp16 tensor, "
+         "300 GB/s GDDR6, PCIe 4.0 x16"),
+)}
+
+
+def preset(name: str) -> DeviceSpec:
+    """The preset called ``name`` (case-insensitive); :class:`InputError` suggests close names."""
+    return _lookup(name.strip().lower(), PRESETS)
+
+
+def _lookup(name: str, catalog: Mapping[str, DeviceSpec]) -> DeviceSpec:
+    if name in catalog:
+        return catalog[name]
+    close = difflib.get_close_matches(name, list(catalog), n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise InputError(f"unknown device kind {name!r}{hint} (known: {', '.join(sorted(catalog))}; define "
+                     f"your own in a TOML/JSON device file)")
+
+
+@dataclass(frozen=True)
+class DeviceSet:
+    """Device kinds with counts, in cluster order."""
+
+    specs: tuple[DeviceSpec, ...]
+    counts: tuple[int, ...]
+
+    def cluster(self) -> Cluster:
+        """The cluster: one :class:`DeviceKind` per spec, named like it; host cores pay no communication."""
+        return Cluster(tuple(DeviceKind(s.name, c, s.memory, not s.host)
+                             for s, c in zip(self.specs, self.counts)))
+
+    def spec(self, name: str) -> DeviceSpec:
+        return _lookup(name, {s.name: s for s in self.specs})
+
+    def __str__(self) -> str:
+        return ",".join(f"{s.name}:{c}" for s, c in zip(self.specs, self.counts))
+
+
+# --------------------------------------------------------------------------- user files
+_KEYS = {  # file key -> (DeviceSpec field, scale to SI)
+    "fp32_tflops": ("fp32", _T), "fp16_tflops": ("fp16", _T), "mem_bandwidth_gbs": ("mem_bandwidth", _G),
+    "memory_gib": ("memory", _GIB), "link_gbs": ("link_bandwidth", _G),
+    "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
+    "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
+    "description": ("description", None),
+}
+_OTHER_KEYS = ("base", "count")
+
+
+def read_device_file(path: str | os.PathLike) -> tuple[dict[str, DeviceSpec], dict[str, int]]:
+    """Read a TOML (``.toml``) or JSON device file: the kinds it defines and the counts it gives."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputError("no such device file", source=path) from None
+    except OSError as e:
+        raise InputError(f"cannot read device file: {e.strerror}", source=path) from None
+    if path.lower().endswith(".toml"):
+        import tomllib
+
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"not a valid TOML device file: {e}", source=path) from None
+    else:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"not a valid JSON device file: {e}", source=path) from None
+    return parse_device_table(data, source=path)
+
+
+def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, DeviceSpec], dict[str, int]]:
+    """Validate an already-decoded device document (see the module doc)."""
+    if isinstance(data, dict) and isinstance(data.get("devices"), dict):
+        data = data["devices"]
+    if not isinstance(data, dict) or not data:
+        raise InputError("a device file must map kind names to tables of figures, e.g. "
+                         "[devices.mygpu] base = \"a100\" count = 2", source=source)
+    specs: dict[str, DeviceSpec] = {}
+    counts: dict[str, int] = {}
+    for raw_name, entry in data.items():
+        name = str(raw_name).strip().lower()
+        where = f"device {name!r}"
+        if not name or any(c in name for c in ":,@ "):
+            raise InputError(f"{where}: a kind name must be non-empty without ':', ',', '@' or spaces",
+                             source=source)
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: expected a table of figures", source=source)
+        unknown = sorted(set(entry) - set(_KEYS) - set(_OTHER_KEYS))
+        if unknown:
+            raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                             f"{', '.join(list(_OTHER_KEYS) + list(_KEYS))}", source=source)
+        fields: dict = {}
+        if "base" in entry:
+            base = _lookup(str(entry["base"]).lower(), {**PRESETS, **specs})
+            fields.update({k: getattr(base, k) for k in base.__dataclass_fields__})
+        else:
+            missing = [k for k in ("fp32_tflops", "mem_bandwidth_gbs") if k not in entry]
+            if missing:
+                raise InputError(f"{where}: give {' and '.join(missing)} (or a 'base' preset to start "
+                                 f"from)", source=source)
+            fields.update(fp16=None, memory=None, link_bandwidth=math.inf, link_latency=0.0, launch=0.0,
+                          host=False, efficiency=1.0, unsupported_ops=frozenset(), description="")
+        fields["name"] = name
+        for key, value in entry.items():
+            if key in _OTHER_KEYS:
+                continue
+            attr, scale = _KEYS[key]
+            if attr == "host":
+                if not isinstance(value, bool):
+                    raise InputError(f"{where}: host must be true or false", source=source)
+            elif attr == "unsupported_ops":
+                if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                    raise InputError(f"{where}: unsupported_ops must be a list of operator types",
+                                     source=source)
+                value = frozenset(value)
+            elif attr == "description":
+                value = str(value)
+            elif attr == "memory" and (value is None or value == "unlimited"):
+                value = None
+            else:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise InputError(f"{where}: {key} must be a number, got {value!r}", source=source)
+                value = float(value) * scale
+            fields[attr] = value
+        if fields.get("fp16") is None:
+            fields["fp16"] = fields["fp32"]
+        if not fields.get("host") and not math.isfinite(fields["link_bandwidth"]):
+            raise InputError(f"{where}: an accelerator needs link_gbs (host link bandwidth), or set "
+                             f"host = true for a host CPU core", source=source)
+        try:
+            specs[name] = DeviceSpec(**fields)
+        except InputError as e:
+            raise InputError(e.detail, source=source) from None
+        if "count" in entry:
+            c = entry["count"]
+            if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+                raise InputError(f"{where}: count must be a non-negative integer, got {c!r}", source=source)
+            counts[name] = c
+    return specs, counts
+
+
+# --------------------------------------------------------------------------- the compact form
+def parse_devices(spec: str | None, files: Iterable[str | os.PathLike] = ()) -> DeviceSet:
+    """Parse ``a100:4,cpu:8`` into a :class:`DeviceSet`. Kinds come from the presets and from the
+    device ``files`` (which may redefine a preset). ``spec`` may also be the path of a device file,
+    whose ``count`` s then make the cluster; ``None`` uses the counts of the files."""
+    catalog = dict(PRESETS)
+    file_counts: dict[str, int] = {}
+    files = list(files)
+    if spec is not None and spec.strip().lower().endswith((".toml", ".json")) and "," not in spec:
+        files.append(spec.strip())
+        spec = None
+    for f in files:
+        specs, counts = read_device_file(f)
+        catalog.update(specs)
+        file_counts.update(counts)
+    if spec is None:
+        if not file_counts:
+            raise InputError("no devices given: use e.g. --devices a100:4,cpu:8 (presets: "
+                             f"{', '.join(PRESETS)}), or a device file with counts")
+        pairs = list(file_counts.items())
+    else:
+        pairs = []
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                raise InputError(f"devices {spec!r}: empty entry; write kind:count pairs separated by "
+                                 f"commas, e.g. a100:4,cpu:8")
+            name, sep, count = part.partition(":")
+            name = name.strip().lower()
+            if sep:
+                try:
+                    n = int(count)
+                except ValueError:
+                    n = -1
+                if n < 0:
+                    raise InputError(f"devices {spec!r}: count {count!r} of {name!r} is not a "
+                                     f"non-negative integer")
+            else:
+                n = 1
+            pairs.append((name, n))
+    names = [n for n, _ in pairs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"devices: kind(s) listed twice: {', '.join(dup)}")
+    specs = tuple(_lookup(n, catalog) for n, _ in pairs)
+    ds = DeviceSet(specs, tuple(c for _, c in pairs))
+    ds.cluster()  # validates: at least one device
+    return ds
+

@@ -1,0 +1,750 @@
+"""Read an ONNX model into an operator DAG with tensor sizes (no costs yet; see :mod:`graphs.costs`).
+
+:func:`load_onnx` reads the file without its external weights, fixes symbolic input dimensions (a
+leading symbolic dimension is the batch and takes ``batch_size``), runs ONNX shape inference and
+builds an :class:`OnnxGraph`:
+
+* one :class:`Op` per operator, in a topological order, named by its ONNX node name (unnamed nodes get
+  the stable name ``<OpType>_<position in the file>``, duplicates a ``_<k>`` suffix);
+* an edge ``u -> v`` for every tensor ``u`` produces that ``v`` reads;
+* **constants are folded**: initializers, ``Constant`` nodes and every node whose inputs are all
+  constant (e.g. the ``ConstantOfShape`` weight generators of the model-zoo files, or an ``Unsqueeze``
+  of a weight) are not operators; the constant tensors an operator reads become its ``params``;
+* control-flow operators (``If``, ``Loop``, ``Scan``) stay one operator; their bodies are parsed into
+  ``subgraphs`` (with a repeat count) so that cost models can cost them, and the outer tensors a body
+  reads become inputs (activations: edges; constants: params) of the operator.
+
+Problems with the *model* (unknown operators, shapes inference could not determine) are warnings: they
+are logged on the ``graphs.onnx`` logger and kept in :attr:`OnnxGraph.warnings`, and the costs of such
+operators are estimated conservatively. A file that is not a readable ONNX model (missing, truncated,
+corrupt, dangling tensor references, a cycle) raises :class:`~graphs.errors.InputError`.
+
+Sizes are in bytes; a tensor's shape is ``None`` when its rank is unknown, and a dimension is ``None``
+when inference could not determine it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import CycleError, InputError
+
+__all__ = ["Tensor", "Op", "Subgraph", "OnnxGraph", "load_onnx", "parse_model", "read_model",
+           "stable_names", "BATCH_NAMES"]
+
+log = logging.getLogger("graphs.onnx")
+
+#: symbolic dimension names that mean the batch wherever they appear
+BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "n", "b", "bs", "batch_dim"})
+_SMALL_CONST = 64  # constants up to this many elements keep their values (loop counts, shapes)
+_KEEP_DATA = 4096  # initializers up to this many elements keep their data for shape inference
+# input slots holding statistics that training does not update
+_NON_TRAINABLE_SLOTS = {"BatchNormalization": {3, 4}}
+
+
+# --------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor's name, shape (``None``: unknown rank; a ``None`` dimension: unknown) and element type."""
+
+    name: str
+    shape: tuple[int | None, ...] | None
+    dtype: str  # numpy name ("float32", "int64", ...) or "unknown"
+    itemsize: int
+
+    @property
+    def known(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+    @property
+    def elements(self) -> int | None:
+        return math.prod(self.shape) if self.known else None  # type: ignore[arg-type]
+
+    @property
+    def nbytes(self) -> int | None:
+        e = self.elements
+        return None if e is None else e * self.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.startswith(("float", "bfloat"))
+
+
+@dataclass(frozen=True, eq=False)
+class Subgraph:
+    """A control-flow body: its operators and how often one run of the parent runs it. The branches
+    of an ``If`` are alternatives (cost models take the dearer one)."""
+
+    attribute: str
+    ops: tuple[Op, ...]
+    repeat: float
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One operator. ``inputs`` has an entry per input slot (``None`` for an omitted optional input);
+    ``constant[i]`` says whether slot ``i`` holds a folded constant. ``params`` are the constants it
+    holds (slot constants and those its bodies read); ``trainable[j]`` says whether ``params[j]`` is
+    a trainable weight. ``output_bytes``: bytes of its outputs that something reads (another operator
+    or the graph's outputs) — what moving its result costs."""
+
+    name: str
+    op_type: str
+    domain: str
+    position: int  # index of the node in the file's node list
+    inputs: tuple[Tensor | None, ...]
+    constant: tuple[bool, ...]
+    outputs: tuple[Tensor, ...]
+    attrs: Mapping[str, object]
+    params: tuple[Tensor, ...] = ()
+    trainable: tuple[bool, ...] = ()
+    subgraphs: tuple[Subgraph, ...] = ()
+    output_bytes: int = 0
+    sizes_estimated: bool = False  # some output size was unknown and estimated
+
+    @property
+    def activations(self) -> list[Tensor]:
+        """Non-constant inputs."""
+        return [t for t, c in zip(self.inputs, self.constant) if t is not None and not c]
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(t.nbytes or 0 for t in self.params)
+
+    @property
+    def trainable_bytes(self) -> int:
+        return sum(t.nbytes or 0 for t, tr in zip(self.params, self.trainable) if tr)
+
+    @property
+    def param_elements(self) -> int:
+        return sum(t.elements or 0 for t in self.params if t.is_float)
+
+
+@dataclass(frozen=True, eq=False)
+class OnnxGraph:
+    """The operator DAG of an ONNX model (see the module doc). ``src``/``dst``: edges between op
+    indices. ``parameters`` counts the elements of every floating-point constant an operator reads,
+    each tensor once."""
+
+    ops: tuple[Op, ...]
+    src: np.ndarray
+    dst: np.ndarray
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    batch_size: int
+    dims: Mapping[str, int]
+    opset: int
+    source: str | None
+    warnings: tuple[str, ...]
+    parameters: int
+    parameter_bytes: int
+    trainable_parameters: int
+    external_data: bool = False
+    producer: str = ""
+    graph_name: str = ""
+    meta: Mapping = field(default_factory=dict)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.ops)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.ops)
+
+    def op_types(self) -> Counter:
+        return Counter(op.op_type for op in self.ops)
+
+    def index(self, name: str) -> int:
+        for i, op in enumerate(self.ops):
+            if op.name == name:
+                return i
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- reading
+def read_model(path: str | os.PathLike, *, load_external_data: bool = False):
+    """``onnx.load`` with clear errors: a missing, truncated or corrupt file raises :class:`InputError`."""
+    import onnx
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError("no such file", source=path)
+    if os.path.isdir(path):
+        raise InputError("is a directory, not an ONNX model", source=path)
+    if os.path.getsize(path) == 0:
+        raise InputError("the file is empty, not an ONNX model", source=path)
+    try:
+        model = onnx.load(path, load_external_data=load_external_data)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", source=path) from None
+    except Exception as e:  # protobuf DecodeError and friends
+        raise InputError(f"not a valid ONNX model (truncated or corrupt file?): {type(e).__name__}: "
+                         f"{str(e)[:200]}", source=path) from None
+    if not model.HasField("graph") or (model.ir_version == 0 and not model.opset_import):
+        raise InputError("not an ONNX model: it has no graph or no IR version (wrong file, or truncated?)",
+                         source=path)
+    if len(model.graph.node) == 0:
+        raise InputError("the model's graph has no operators (truncated file?)", source=path)
+    return model
+
+
+def load_onnx(path: str | os.PathLike, *, batch_size: int | None = None,
+              dims: Mapping[str, int] | None = None) -> OnnxGraph:
+    """Read ``path`` (external weights are not read) and build its :class:`OnnxGraph`.
+
+    ``batch_size`` fixes every symbolic leading input dimension (and every dimension named like a
+    batch, see :data:`BATCH_NAMES`); default 1. ``dims`` fixes other symbolic dimensions by name
+    (e.g. ``{"sequence": 128}``); any left over are taken as 1, with a warning.
+    """
+    path = os.fspath(path)
+    model = read_model(path)
+    external = any(t.data_location == 1 for t in model.graph.initializer)
+    return parse_model(model, source=path, batch_size=batch_size, dims=dims, external_data=external)
+
+
+def stable_names(nodes) -> list[str]:
+    """Unique names for a node list: the node's own name, ``<OpType>_<position>`` for unnamed nodes,
+    and a ``_<k>`` suffix for a name used before."""
+    taken = {n.name for n in nodes if n.name}
+    seen: set[str] = set()
+    out = []
+    for i, n in enumerate(nodes):
+        base = n.name or f"{n.op_type}_{i}"
+        name = base
+        if name in seen or (not n.name and name in taken):
+            k = 1
+            while f"{base}_{k}" in seen or f"{base}_{k}" in taken:
+                k += 1
+            name = f"{base}_{k}"
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_model(model, *, source: str | None = None, batch_size: int | None = None,
+                dims: Mapping[str, int] | None = None, external_data: bool = False) -> OnnxGraph:
+    """Build the :class:`OnnxGraph` of an in-memory ``onnx.ModelProto`` (see :func:`load_onnx`)."""
+    import onnx
+
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                   or batch_size < 1):
+        raise InputError(f"batch size must be a positive integer, got {batch_size!r}", source=source)
+    warnings: list[str] = []
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        log.warning("%s%s", f"{source}: " if source else "", msg)
+
+    if len(model.functions):
+        try:
+            from onnx import inliner
+
+            model = inliner.inline_local_functions(model)
+        except Exception as e:  # keep going: the function calls become unknown operators
+            warn(f"could not inline the model's local functions ({e}); their calls are costed "
+                 f"conservatively")
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), warn)
+    if batch_size not in (None, 1) and not fixed:
+        warn(f"batch size {batch_size} ignored: the model's inputs have no symbolic batch dimension "
+             f"(its batch is fixed in the file)")
+    infer_model = _inference_copy(model, dimmap)
+    try:
+        onnx.checker.check_model(infer_model)
+    except Exception as e:
+        warn(f"onnx.checker: {str(e).strip().splitlines()[0][:300]}")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(infer_model, check_type=False, strict_mode=False,
+                                                     data_prop=True)
+    except Exception as e:
+        warn(f"ONNX shape inference failed ({str(e).strip().splitlines()[0][:200]}); sizes come from the "
+             f"shapes declared in the file")
+        inferred = infer_model
+
+    p = _Parser(dimmap, batch_size or 1, warn, source)
+    ops, src, dst = p.top_level(inferred.graph, model.graph)
+    g = inferred.graph
+    inputs = tuple(p.tensor(v.name) for v in g.input if v.name not in p.initializers)
+    outputs = tuple(p.tensor(v.name) for v in g.output)
+    p.report()
+    counted: dict[str, Tensor] = {}
+    trainable: dict[str, Tensor] = {}
+    for op in ops:
+        for t, tr in zip(op.params, op.trainable):
+            if t.is_float:
+                counted[t.name] = t
+                if tr:
+                    trainable[t.name] = t
+    return OnnxGraph(
+        ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64),
+        inputs=inputs, outputs=outputs, batch_size=batch_size or 1, dims=dimmap, opset=opset,
+        source=source, warnings=tuple(warnings),
+        parameters=sum(t.elements or 0 for t in counted.values()),
+        parameter_bytes=sum(t.nbytes or 0 for t in counted.values()),
+        trainable_parameters=sum(t.elements or 0 for t in trainable.values()),
+        external_data=external_data, producer=f"{model.producer_name} {model.producer_version}".strip(),
+        graph_name=model.graph.name,
+    )
+
+
+def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[dict[str, int], bool]:
+    """Values of the symbolic dimensions of the graph inputs: leading ones and batch-like names take
+    ``batch``, named ones come from ``dims``, the rest 1 (with a warning)."""
+    inits = {t.name for t in graph.initializer}
+    mapping: dict[str, int] = {}
+    for k, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"dimension {k!r} must be a positive integer, got {v!r}")
+        mapping[k] = v
+    fixed_batch = False
+    rest: list[tuple[str, str]] = []
+    for vi in graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            name = d.dim_param or f"{vi.name}:{axis}"
+            if name in mapping:
+                fixed_batch |= mapping[name] == batch and (axis == 0 or name.lower() in BATCH_NAMES)
+                continue
+            if axis == 0 or name.lower() in BATCH_NAMES:
+                mapping[name] = batch
+                fixed_batch = True
+            else:
+                rest.append((name, vi.name))
+    for name, inp in rest:
+        if name not in mapping:
+            mapping[name] = 1
+            warn(f"symbolic dimension {name!r} of input {inp!r} taken as 1; fix it with "
+                 f"dims={{{name!r}: N}} (--dim {name}=N)")
+    return mapping, fixed_batch
+
+
+def _inference_copy(model, dimmap: Mapping[str, int]):
+    """A light copy of the model for the checker and shape inference: large or external initializers
+    become typed graph inputs (no data is read or copied), symbolic input dimensions are fixed."""
+    import onnx
+    from onnx import helper
+
+    g = model.graph
+    g2 = onnx.GraphProto(name=g.name)
+    g2.node.extend(g.node)
+    input_names = {v.name for v in g.input}
+    for v in g.input:
+        v2 = g2.input.add()
+        v2.CopyFrom(v)
+        _fix_dims(v2, dimmap, 0)
+    for t in g.initializer:
+        n = math.prod(t.dims)
+        if t.data_location == onnx.TensorProto.EXTERNAL or n > _KEEP_DATA:
+            if t.name not in input_names:
+                g2.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            g2.initializer.append(t)
+    g2.sparse_initializer.extend(g.sparse_initializer)
+    for v in g.output:
+        v2 = g2.output.add()
+        v2.CopyFrom(v)
+        _fix_dims(v2, dimmap, None)
+    for v in g.value_info:
+        v2 = g2.value_info.add()
+        v2.CopyFrom(v)
+        _fix_dims(v2, dimmap, None)
+    m2 = onnx.ModelProto(ir_version=max(model.ir_version, 4), producer_name=model.producer_name,
+                         producer_version=model.producer_version, domain=model.domain)
+    m2.opset_import.extend(model.opset_import)
+    m2.functions.extend(model.functions)
+    m2.graph.CopyFrom(g2)
+    return m2
+
+
+def _fix_dims(vi, dimmap: Mapping[str, int], batch_axis_default) -> None:
+    if not vi.type.HasField("tensor_type"):
+        return
+    for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value"):
+            continue
+        key = d.dim_param or f"{vi.name}:{axis}"
+        if key in dimmap:
+            d.dim_value = dimmap[key]
+
+
+class _Parser:
+    """Turns the (shape-inferred) graph and its bodies into ops; collects size problems for one report."""
+
+    def __init__(self, dimmap, batch, warn, source):
+        self.dimmap = dict(dimmap)
+        self.batch = batch
+        self.warn = warn
+        self.source = source
+        self.types: dict[str, object] = {}  # tensor name -> TypeProto (all scopes; names are unique)
+        self.initializers: set[str] = set()
+        self.values: dict[str, np.ndarray] = {}  # small constant values
+        self.unresolved: Counter = Counter()  # symbolic dims taken as guesses
+        self.estimated: list[str] = []  # ops whose output size was estimated
+        self.unknown_ops: Counter = Counter()
+        self.loops_guessed: list[str] = []
+
+    # ---------------------------------------------------------------- tensors
+    def collect_types(self, g) -> None:
+        for v in list(g.value_info) + list(g.input) + list(g.output):
+            if v.type.HasField("tensor_type") and _shape_quality(v.type) > _shape_quality(
+                    self.types.get(v.name)):
+                self.types[v.name] = v.type
+        for t in g.initializer:
+            self.types.setdefault(t.name, _tensor_type_of(t))
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == 5:  # GRAPH
+                    self.collect_types(a.g)
+                elif a.type == 10:  # GRAPHS
+                    for sg in a.graphs:
+                        self.collect_types(sg)
+
+    def tensor(self, name: str) -> Tensor:
+        tp = self.types.get(name)
+        if tp is None or not tp.HasField("tensor_type"):
+            return Tensor(name, None, "unknown", 4)
+        tt = tp.tensor_type
+        dtype, itemsize = _dtype(tt.elem_type)
+        if not tt.HasField("shape"):
+            return Tensor(name, None, dtype, itemsize)
+        shape: list[int | None] = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                shape.append(int(d.dim_value))
+            elif d.dim_param and d.dim_param in self.dimmap:
+                shape.append(self.dimmap[d.dim_param])
+            elif d.dim_param and (axis == 0 or d.dim_param.lower() in BATCH_NAMES):
+                self.unresolved[d.dim_param] += 1
+                shape.append(self.batch)
+            else:
+                shape.append(None)
+        return Tensor(name, tuple(shape), dtype, itemsize)
+
+    # ---------------------------------------------------------------- graphs
+    def top_level(self, g, original_graph):
+        """Parse the inferred copy ``g`` of ``original_graph`` (whose initializers are the constants)."""
+        self.collect_types(g)
+        names = stable_names(original_graph.node)
+        self.initializers = ({t.name for t in original_graph.initializer}
+                             | {t.values.name for t in original_graph.sparse_initializer})
+        ops, src, dst, _, _ = self._graph(g, names, outer_consts=frozenset(), outer_defined=frozenset(),
+                                          top=True)
+        return ops, src, dst
+
+    def _graph(self, g, names, *, outer_consts, outer_defined, top):
+        """Parse one graph (top level or a body). Returns ops, edges, and the outer tensors it reads
+        (activations, constants)."""
+        from onnx import numpy_helper
+
+        inits = {t.name for t in g.initializer} | (self.initializers if top else set())
+        for t in g.initializer:
+            if math.prod(t.dims) <= _SMALL_CONST and t.data_location != 1:
+                try:
+                    self.values[t.name] = numpy_helper.to_array(t)
+                except Exception:
+                    pass
+        graph_inputs = {v.name for v in g.input} - inits
+        nodes = list(g.node)
+        produced: dict[str, int] = {}
+        for i, n in enumerate(nodes):
+            for o in n.output:
+                if o:
+                    produced[o] = i
+        local = inits | graph_inputs | set(produced)
+        # what each node reads, bodies included (outer references of a body are node inputs here)
+        reads: list[list[str]] = []
+        body_reads: list[list[str]] = []
+        for n in nodes:
+            r = [x for x in n.input if x]
+            b: list[str] = []
+            for sg in _subgraphs(n):
+                b.extend(x for x in _free_names(sg) if x not in b)
+            reads.append(r)
+            body_reads.append(b)
+        where = "" if top else f" (in the body of a control-flow operator of graph {g.name!r})"
+        for i, n in enumerate(nodes):
+            for x in reads[i] + body_reads[i]:
+                if x not in local and x not in outer_defined:
+                    raise InputError(f"node {names[i]!r} ({n.op_type}) reads tensor {x!r}, which no node "
+                                     f"produces and which is neither a graph input nor an initializer"
+                                     f"{where} (truncated or corrupt file?)", source=self.source)
+        order = self._toposort(nodes, names, reads, body_reads, produced)
+
+        consts = set(inits) | set(outer_consts)
+        const_node = [False] * len(nodes)
+        for i in order:
+            n = nodes[i]
+            if _subgraphs(n):
+                continue
+            if all(x in consts for x in reads[i]):
+                const_node[i] = True
+                consts.update(o for o in n.output if o)
+                if n.op_type == "Constant":
+                    self._constant_value(n)
+        # parse every non-constant node
+        keep = [i for i in order if not const_node[i]]
+        index = {i: k for k, i in enumerate(keep)}
+        consumed: set[str] = {v.name for v in g.output}
+        for i in keep:
+            consumed.update(reads[i])
+            consumed.update(body_reads[i])
+        ops: list[Op] = []
+        src: list[int] = []
+        dst: list[int] = []
+        outer_acts: set[str] = set()
+        outer_const_reads: set[str] = set()
+        for i in keep:
+            n = nodes[i]
+            op = self._op(n, names[i], i, consts, consumed, outer_defined | local)
+            ops.append(op)
+            for x in dict.fromkeys(reads[i] + body_reads[i]):
+                if x in consts:
+                    if x not in local:
+                        outer_const_reads.add(x)
+                    continue
+                if x in produced:
+                    j = produced[x]
+                    if not const_node[j]:
+                        src.append(index[j])
+                        dst.append(index[i])
+                elif x not in local:
+                    outer_acts.add(x)
+        return ops, src, dst, outer_acts, outer_const_reads
+
+    def _toposort(self, nodes, names, reads, body_reads, produced) -> list[int]:
+        n = len(nodes)
+        indeg = [0] * n
+        succ: list[list[int]] = [[] for _ in range(n)]
+        for i in range(n):
+            for j in {produced[x] for x in reads[i] + body_reads[i] if x in produced}:
+                if j == i:
+                    raise CycleError([names[i]], source=self.source)
+                succ[j].append(i)
+                indeg[i] += 1
+        ready = [i for i in range(n) if indeg[i] == 0]
+        ready.reverse()
+        order = []
+        while ready:
+            i = ready.pop()
+            order.append(i)
+            for j in reversed(succ[i]):
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    ready.append(j)
+        if len(order) < n:
+            left = [names[i] for i in range(n) if indeg[i] > 0]
+            raise CycleError(left[:20], source=self.source)
+        return order
+
+    def _constant_value(self, n) -> None:
+        from onnx import helper, numpy_helper
+
+        for a in n.attribute:
+            if a.name == "value" and a.type == 4:  # TENSOR
+                if math.prod(a.t.dims) <= _SMALL_CONST:
+                    try:
+                        self.values[n.output[0]] = numpy_helper.to_array(a.t)
+                    except Exception:
+                        pass
+                self.types.setdefault(n.output[0], _tensor_type_of(a.t))
+            elif a.name in ("value_int", "value_float", "value_ints", "value_floats"):
+                self.values[n.output[0]] = np.asarray(helper.get_attribute_value(a))
+
+    def _op(self, n, name, position, consts, consumed, defined) -> Op:
+        import onnx
+
+        inputs = tuple(self.tensor(x) if x else None for x in n.input)
+        constant = tuple(bool(x) and x in consts for x in n.input)
+        outputs = tuple(self.tensor(o) for o in n.output if o)
+        attrs = {}
+        for a in n.attribute:
+            if a.type in (1, 2, 3, 6, 7, 8):  # FLOAT INT STRING FLOATS INTS STRINGS
+                v = onnx.helper.get_attribute_value(a)
+                attrs[a.name] = v.decode() if isinstance(v, bytes) else (
+                    [x.decode() if isinstance(x, bytes) else x for x in v] if isinstance(v, list) else v)
+        domain = n.domain if n.domain not in ("ai.onnx",) else ""
+        if not _known_op(n.op_type, domain):
+            self.unknown_ops[f"{n.op_type}" + (f" ({domain})" if domain else "")] += 1
+
+        params: dict[str, Tensor] = {}
+        trainable: dict[str, bool] = {}
+        frozen = _NON_TRAINABLE_SLOTS.get(n.op_type, set())
+        for slot, (t, c) in enumerate(zip(inputs, constant)):
+            if t is not None and c and t.name not in params:
+                params[t.name] = t
+                trainable[t.name] = _trainable(t) and slot not in frozen
+
+        subgraphs: list[Subgraph] = []
+        for attr, sg in _named_subgraphs(n):
+            body_ops, _, _, acts, const_reads = self._graph(
+                sg, stable_names(sg.node), outer_consts=frozenset(consts), outer_defined=frozenset(defined),
+                top=False)
+            subgraphs.append(Subgraph(attr, tuple(body_ops), self._repeat(n, name, inputs)))
+            for b in body_ops:
+                for t, tr in zip(b.params, b.trainable):
+                    params.setdefault(t.name, t)
+                    trainable.setdefault(t.name, tr)
+            for x in sorted(const_reads):
+                t = self.tensor(x)
+                params.setdefault(x, t)
+                trainable.setdefault(x, _trainable(t))
+            for x in sorted(sg_init.name for sg_init in sg.initializer):
+                t = self.tensor(x)
+                params.setdefault(x, t)
+                trainable.setdefault(x, _trainable(t))
+
+        out_bytes = 0
+        estimated = False
+        for t in outputs:
+            if t.name not in consumed:
+                continue
+            b = t.nbytes
+            if b is None:
+                b = self._estimate(n, inputs, constant, t)
+                estimated = True
+            out_bytes += b
+        if estimated:
+            self.estimated.append(name)
+        return Op(name=name, op_type=n.op_type, domain=domain, position=position, inputs=inputs,
+                  constant=constant, outputs=outputs, attrs=attrs, params=tuple(params.values()),
+                  trainable=tuple(trainable[k] for k in params), subgraphs=tuple(subgraphs),
+                  output_bytes=int(out_bytes), sizes_estimated=estimated)
+
+    def _estimate(self, n, inputs, constant, t: Tensor) -> int:
+        """A stand-in size for an output whose shape is unknown: the largest activation input (with the
+        output's element size), or one element per batch row."""
+        sizes = [x.elements for x, c in zip(inputs, constant) if x is not None and not c and x.known]
+        return (max(sizes) if sizes else self.batch) * t.itemsize
+
+    def _repeat(self, n, name, inputs) -> float:
+        if n.op_type == "Loop":
+            m = n.input[0] if n.input else ""
+            v = self.values.get(m) if m else None
+            if v is not None and v.size == 1:
+                return float(max(int(v.reshape(-1)[0]), 0))
+            self.loops_guessed.append(name)
+            return 1.0
+        if n.op_type == "Scan":
+            k = next((a.i for a in n.attribute if a.name == "num_scan_inputs"), 0)
+            axes = next((list(a.ints) for a in n.attribute if a.name == "scan_input_axes"), [])
+            scans = [t for t in inputs[len(inputs) - k:] if t is not None] if k else []
+            if scans and scans[0].shape is not None:
+                axis = axes[0] if axes else 0
+                if -len(scans[0].shape) <= axis < len(scans[0].shape) and scans[0].shape[axis] is not None:
+                    return float(scans[0].shape[axis])
+            self.loops_guessed.append(name)
+            return 1.0
+        return 1.0
+
+    def report(self) -> None:
+        if self.unknown_ops:
+            shown = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in sorted(self.unknown_ops.items()))
+            self.warn(f"unknown operator type(s), not in the ONNX standard: {shown}; their output sizes "
+                      f"may be unknown and their costs are conservative estimates")
+        if self.estimated:
+            shown = ", ".join(self.estimated[:8]) + (" ..." if len(self.estimated) > 8 else "")
+            self.warn(f"{len(self.estimated)} operator(s) have outputs whose shape inference could not "
+                      f"determine; their sizes are estimated from their inputs: {shown}")
+        if self.unresolved:
+            shown = ", ".join(sorted(self.unresolved))
+            self.warn(f"symbolic dimension(s) {shown} left by shape inference taken as the batch size "
+                      f"{self.batch}")
+        if self.loops_guessed:
+            self.warn(f"trip count unknown for {', '.join(self.loops_guessed[:8])}: its body is costed "
+                      f"as running once")
+
+
+# --------------------------------------------------------------------------- helpers
+def _subgraphs(n) -> list:
+    return [g for _, g in _named_subgraphs(n)]
+
+
+def _named_subgraphs(n) -> list:
+    out = []
+    for a in n.attribute:
+        if a.type == 5:  # GRAPH
+            out.append((a.name, a.g))
+        elif a.type == 10:  # GRAPHS
+            out.extend((f"{a.name}[{k}]", g) for k, g in enumerate(a.graphs))
+    return out
+
+
+def _free_names(g) -> list[str]:
+    """Tensors a graph (and its nested bodies) reads from outer scopes."""
+    defined = {v.name for v in g.input} | {t.name for t in g.initializer}
+    for n in g.node:
+        defined.update(o for o in n.output if o)
+    free: list[str] = []
+    for n in g.node:
+        names = [x for x in n.input if x]
+        for sg in _subgraphs(n):
+            names.extend(_free_names(sg))
+        for x in names:
+            if x not in defined and x not in free:
+                free.append(x)
+    return free
+
+
+def _shape_quality(tp) -> int:
+    """How much a type says about a shape: -1 nothing, 0 rank unknown, else 1 + known dimensions."""
+    if tp is None or not tp.HasField("tensor_type"):
+        return -1
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return 0
+    return 1 + sum(1 for d in tt.shape.dim if d.HasField("dim_value"))
+
+
+def _tensor_type_of(t):
+    from onnx import helper
+
+    return helper.make_tensor_type_proto(t.data_type, list(t.dims))
+
+
+_DTYPES: dict[int, tuple[str, int]] = {}
+
+
+def _dtype(elem_type: int) -> tuple[str, int]:
+    if elem_type not in _DTYPES:
+        from onnx import helper
+
+        try:
+            dt = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+            name = helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.").lower()
+            name = {"float": "float32", "double": "float64", "bool": "bool"}.get(name, name)
+            _DTYPES[elem_type] = (name, max(1, dt.itemsize) if dt.kind != "O" else 8)
+        except Exception:
+            _DTYPES[elem_type] = ("unknown", 4)
+    return _DTYPES[elem_type]
+
+
+def _trainable(t: Tensor) -> bool:
+    return t.is_float and (t.elements or 0) > 1
+
+
+_KNOWN: dict[tuple[str, str], bool] = {}
+
+
+def _known_op(op_type: str, domain: str) -> bool:
+    key = (op_type, domain)
+    if key not in _KNOWN:
+        import onnx.defs
+
+        try:
+            _KNOWN[key] = bool(onnx.defs.has(op_type, domain))
+        except Exception:
+            _KNOWN[key] = False
+    return _KNOWN[key]

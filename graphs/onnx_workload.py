@@ -1,0 +1,169 @@
+"""The ONNX front end end to end: model file + devices + cost model -> a :class:`Workload`.
+
+:func:`onnx_workload` loads the model (:mod:`graphs.onnx_loader`), parses the devices
+(:mod:`graphs.devices`), costs every operator (:mod:`graphs.costs`), builds the :class:`OpGraph`
+(times in milliseconds, memory in bytes: parameters for inference) and, for training, adds the
+backward pass (:mod:`graphs.training`). The graph's ``meta`` keeps per-node annotations (operator
+type, FLOPs, output bytes, parameter bytes) and the time each stage took.
+
+:func:`reference_document` writes a graph in the reference JSON format (one accelerator kind and the
+host CPU), with the annotations as extra node fields that the reference reader ignores;
+:func:`describe` is the text ``placement inspect`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from .costs import Costs, compute_costs, op_flops
+from .devices import DeviceSet, parse_devices
+from .errors import InputError
+from .model import Cluster, OpGraph
+from .onnx_loader import OnnxGraph, load_onnx
+from .reference import Workload
+from .training import derive_training
+
+__all__ = ["DEFAULT_DEVICES", "onnx_workload", "build_opgraph", "reference_document", "describe"]
+
+#: the cluster used when none is given
+DEFAULT_DEVICES = "a100:4,cpu:1"
+
+
+def onnx_workload(path: str | os.PathLike, devices: str | DeviceSet | None = None, costs: str = "roofline",
+                  batch_size: int | None = None, training: bool = False, optimizer: str = "adam", *,
+                  dims: Mapping[str, int] | None = None, device_files: Iterable[str] = (),
+                  backward_factor: float = 2.0) -> Workload:
+    """Load, cost and (for ``training``) differentiate an ONNX model; see the module doc.
+
+    ``devices``: a :class:`DeviceSet` or its compact form (``"a100:4,cpu:8"``, default
+    :data:`DEFAULT_DEVICES`); ``costs``: ``"roofline"``, ``"profile"`` or a JSON cost table's path.
+    """
+    t0 = time.perf_counter()
+    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
+                                                                      device_files)
+    g = load_onnx(path, batch_size=batch_size, dims=dims)
+    t1 = time.perf_counter()
+    c = compute_costs(g, ds, costs or "roofline")
+    t2 = time.perf_counter()
+    graph = build_opgraph(g, c, training=training, optimizer=optimizer, backward_factor=backward_factor,
+                          devices=str(ds))
+    t3 = time.perf_counter()
+    graph.meta["timings"] = {"load_s": t1 - t0, "costs_s": t2 - t1, "build_s": t3 - t2}
+    return Workload(graph, ds.cluster())
+
+
+def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimizer: str = "adam",
+                  backward_factor: float = 2.0, devices: str = "") -> OpGraph:
+    """The :class:`OpGraph` of a loaded model with the given cost rows (and its backward pass)."""
+    ops = g.ops
+    params = np.array([op.param_bytes for op in ops], dtype=np.float64)
+    meta = {
+        "format": "onnx", "unit": "ms", "costs": costs.model, "devices": devices,
+        "batch_size": g.batch_size, "parameters": g.parameters, "opset": g.opset,
+        "op_type": tuple(op.op_type for op in ops),
+        "flops": tuple(op_flops(op)[0] for op in ops),
+        "output_bytes": tuple(op.output_bytes for op in ops),
+        "param_bytes": tuple(int(b) for b in params),
+        "warnings": tuple(g.warnings) + tuple(costs.warnings),
+    }
+    graph = OpGraph.build(names=g.names, kinds=costs.kinds, compute=costs.compute, comm=costs.comm,
+                          memory=params, edges=np.stack([g.src, g.dst], axis=1), source=g.source,
+                          meta=meta)
+    if not training:
+        return graph
+    return derive_training(
+        graph, param_bytes=params,
+        trainable_bytes=np.array([op.trainable_bytes for op in ops], dtype=np.float64),
+        activation_bytes=np.array([op.output_bytes for op in ops], dtype=np.float64),
+        backward_compute=costs.backward, backward_factor=backward_factor, optimizer=optimizer)
+
+
+# --------------------------------------------------------------------------- reference format
+def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = True) -> dict:
+    """The graph and cluster in the reference JSON format: the cluster's one communication-paying kind
+    is the accelerator, its host kind the CPU. Node ids are node indices; ``name`` (and, with
+    ``annotate``, ``opType``, ``flops``, ``outputBytes``, ``paramBytes``) are extra fields."""
+    accel = [k for k in cluster.kinds if k.pays_communication]
+    host = [k for k in cluster.kinds if not k.pays_communication]
+    if len(accel) > 1 or len(host) > 1:
+        raise InputError(f"the reference format has one accelerator kind and one CPU kind; this cluster "
+                         f"has {', '.join(k.name for k in cluster.kinds)} (name at most one of each with "
+                         f"--devices)")
+    a = accel[0] if accel else None
+    h = host[0] if host else None
+    ia = graph.kind_index(a.name) if a else None
+    ih = graph.kind_index(h.name) if h else None
+    meta = graph.meta
+    n = graph.num_nodes
+    nodes = []
+    for i in range(n):
+        fpga = float(graph.compute[ia, i]) if ia is not None else math.inf
+        cpu = float(graph.compute[ih, i]) if ih is not None else 0.0
+        nd = {"id": i, "name": graph.names[i], "supportedOnFpga": int(math.isfinite(fpga)),
+              "cpuLatency": cpu if math.isfinite(cpu) else 1e30,
+              "fpgaLatency": fpga if math.isfinite(fpga) else 0.0, "size": float(graph.memory[i])}
+        if graph.is_training:
+            nd["isBackwardNode"] = int(graph.backward[i])
+            nd["colorClass"] = int(graph.colocation[i])
+        if annotate and "op_type" in meta:
+            j = i % len(meta["op_type"])  # a backward twin repeats its forward node's annotations
+            nd.update(opType=meta["op_type"][j], flops=meta["flops"][j], outputBytes=meta["output_bytes"][j],
+                      paramBytes=meta["param_bytes"][j])
+        nodes.append(nd)
+    comm_row = graph.comm[ia] if ia is not None else np.zeros(n)
+    edges = [{"sourceId": int(s), "destId": int(d), "cost": float(comm_row[s])}
+             for s, d in zip(graph.src.tolist(), graph.dst.tolist())]
+    return {
+        "maxSizePerFPGA": a.memory if a is not None and a.memory is not None else 1e30,
+        "maxFPGAs": a.count if a else 0, "maxCPUs": h.count if h else 0,
+        "nodes": nodes, "edges": edges,
+        "source": graph.source, "unit": meta.get("unit", "ms"), "costModel": meta.get("costs"),
+        "accelerator": a.name if a else None, "cpu": h.name if h else None,
+    }
+
+
+# --------------------------------------------------------------------------- inspect
+def _b(x: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(x) < 1000 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.2f} {unit}"
+        x /= 1000
+    return f"{x:.2f} TB"
+
+
+def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8) -> str:
+    """A summary of a loaded model: operators by type, parameters, FLOPs, largest tensors, warnings,
+    and (given the costed graph) the compute time per device kind."""
+    flops = [op_flops(op)[0] for op in g.ops]
+    lines = [f"model: {g.source or g.graph_name}  (opset {g.opset}"
+             + (f", {g.producer}" if g.producer else "") + f", batch {g.batch_size})"]
+    ins = ", ".join(f"{t.name} {list(t.shape) if t.shape is not None else '?'} {t.dtype}" for t in g.inputs)
+    lines.append(f"inputs: {ins}")
+    lines.append(f"operators: {g.num_ops}, edges: {len(g.src)}")
+    lines.append("  " + ", ".join(f"{k} {v}" for k, v in g.op_types().most_common()))
+    lines.append(f"parameters: {g.parameters:,} ({g.parameters / 1e6:.2f} M, {_b(g.parameter_bytes)}), "
+                 f"trainable {g.trainable_parameters:,}")
+    lines.append(f"FLOPs: {sum(flops) / 1e9:.3f} G per run")
+    heavy = sorted(range(g.num_ops), key=lambda i: -flops[i])[:top]
+    lines.append("heaviest operators:")
+    lines += [f"  {g.ops[i].name:<32} {g.ops[i].op_type:<20} {flops[i] / 1e9:9.3f} GFLOPs" for i in heavy]
+    tensors = sorted(((t.nbytes or 0, t, op) for op in g.ops for t in op.outputs), key=lambda x: -x[0])
+    lines.append("largest tensors:")
+    lines += [f"  {t.name:<32} {str(list(t.shape)):<24} {t.dtype:<8} {_b(nb):>10}  from {op.name}"
+              for nb, t, op in tensors[:top]]
+    if graph is not None:
+        lines.append(f"compute per device kind ({graph.meta.get('costs')}, ms per run):")
+        for t, k in enumerate(graph.kinds):
+            row = graph.compute[t]
+            fin = np.isfinite(row)
+            extra = f", {int((~fin).sum())} op(s) unsupported" if not fin.all() else ""
+            lines.append(f"  {k:<10} total {row[fin].sum():.4f} ms{extra}")
+    warns = list(g.warnings) + ([w for w in graph.meta.get("warnings", ()) if w not in g.warnings]
+                                if graph is not None else [])
+    lines += [f"warning: {w}" for w in warns]
+    return "\n".join(lines)
