@@ -15,6 +15,11 @@ __all__ = ["SOLVERS", "get_solver", "solver_names"]
 # name -> "module:function"; every function is solve(graph, cluster, options) -> Solution
 SOLVERS: dict[str, str] = {
     "dp": "solvers.dp:solve",
+    "pipedream": "solvers.pipedream:solve",
+    "single": "solvers.single:solve",
+    "expert": "solvers.expert:solve",
+    "local-search": "solvers.local_search:solve",
+    "partition": "solvers.partition:solve",
 }
 
 

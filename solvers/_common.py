@@ -1,0 +1,59 @@
+"""Pieces the baselines share: turning an assignment into an honest :class:`Solution`.
+
+A baseline's reported objective is always the evaluator's value of its placement (never a number
+the baseline computed on its own), so every baseline is judged by the same model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, OpGraph
+
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["objective_value", "finish", "no_placement", "require_objective"]
+
+
+def require_objective(name: str, options: SolveOptions, supported: tuple[str, ...]) -> None:
+    """Raise :class:`InputError` unless ``options.objective`` is one the solver ``name`` handles."""
+    if options.objective not in supported:
+        raise InputError(f"the {name} solver does not support objective {options.objective!r} "
+                         f"(it supports: {', '.join(supported)})")
+
+
+def objective_value(graph: OpGraph, cluster: Cluster, assignment,
+                    objective: str) -> tuple[float, tuple[str, ...]]:
+    """The evaluator's value of ``assignment`` for ``objective`` and the list of validity problems."""
+    ev = evaluate(graph, cluster, assignment)
+    if objective == "latency":
+        from graphs.latency import latency  # the latency model
+
+        lat = latency(graph, cluster, assignment)
+        return lat.total, tuple(dict.fromkeys(ev.problems + lat.problems))
+    return ev.max_load, ev.problems
+
+
+def finish(name: str, graph: OpGraph, cluster: Cluster, assignment: np.ndarray, options: SolveOptions,
+           t_start: float, *, message: str = "", stats: dict | None = None) -> Solution:
+    """A FEASIBLE solution carrying the evaluator's objective of ``assignment`` (a heuristic proves
+    nothing, so it never claims OPTIMAL). Invalid placements are a bug of the baseline: they raise."""
+    a = np.asarray(assignment, dtype=np.int64)
+    value, problems = objective_value(graph, cluster, a, options.objective)
+    if problems:
+        raise AssertionError(f"{name} produced an invalid placement: {'; '.join(problems[:3])}")
+    return Solution(a, value, Status.FEASIBLE, name, time=time.perf_counter() - t_start,
+                    message=message, stats=dict(stats or {}))
+
+
+def no_placement(name: str, t_start: float, message: str, *, status: Status = Status.INFEASIBLE,
+                 stats: dict | None = None) -> Solution:
+    """No placement: ``status`` says why (INFEASIBLE within the baseline's own family of placements,
+    or FEASIBLE with no assignment when a limit stopped it first)."""
+    return Solution(None, math.inf, status, name, time=time.perf_counter() - t_start, message=message,
+                    stats=dict(stats or {}))

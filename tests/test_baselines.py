@@ -1,0 +1,203 @@
+"""The baselines: valid placements judged by the evaluator, never better than the exact optimum of their
+own class, and the reference's PipeDream-style and expert values."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, DeviceKind, Node, OpGraph
+from graphs.reference import read_workload
+from solvers.base import SolveOptions, Status
+from solvers.registry import SOLVERS, get_solver
+from tests.instances import brute_force, chain, random_instance
+
+CONTIGUOUS = ("pipedream", "single")  # every placement they return is contiguous
+NON_CONTIGUOUS = ("local-search", "partition")
+THROUGHPUT = CONTIGUOUS + NON_CONTIGUOUS
+
+
+def _instances(seed, count, **kw):
+    rng = np.random.default_rng(seed)
+    return [random_instance(rng, label=f"b{seed}-{i}", **kw) for i in range(count)]
+
+
+def _check_valid(name, inst, sol):
+    """The evaluator, not the solver, decides: a valid placement whose value is the reported one."""
+    assert sol.solver == name
+    if sol.assignment is None:
+        assert sol.status in (Status.INFEASIBLE, Status.FEASIBLE), (name, inst.label)
+        assert math.isinf(sol.objective)
+        return None
+    assert sol.status is Status.FEASIBLE, (name, inst.label)  # a heuristic proves nothing
+    ev = evaluate(inst.graph, inst.cluster, sol.assignment)
+    assert ev.valid, (name, inst.label, ev.problems)
+    assert sol.objective == pytest.approx(ev.max_load, rel=1e-9, abs=1e-12), (name, inst.label)
+    return ev
+
+
+@pytest.mark.parametrize("name", CONTIGUOUS)
+def test_contiguous_baselines_never_beat_the_dp(name):
+    dp, solve = get_solver("dp"), get_solver(name)
+    found = 0
+    for inst in _instances(11, 80, max_items=6):
+        best = dp(inst.graph, inst.cluster)
+        sol = solve(inst.graph, inst.cluster, SolveOptions())
+        ev = _check_valid(name, inst, sol)
+        if ev is None:
+            continue
+        found += 1
+        assert ev.contiguous, (name, inst.label)
+        assert best.status is Status.OPTIMAL, inst.label  # a contiguous placement exists
+        assert ev.max_load >= best.objective * (1 - 1e-9) - 1e-12, (name, inst.label)
+    assert found > 20
+
+
+@pytest.mark.parametrize("name", NON_CONTIGUOUS)
+def test_non_contiguous_baselines_never_beat_brute_force(name):
+    solve = get_solver(name)
+    found = missed = 0
+    for inst in _instances(21, 60, max_items=4):
+        best = brute_force(inst, contiguous=False)
+        sol = solve(inst.graph, inst.cluster, SolveOptions(seed=1))
+        ev = _check_valid(name, inst, sol)
+        if ev is None:
+            missed += math.isfinite(best)
+            continue
+        found += 1
+        assert ev.max_load >= best * (1 - 1e-9) - 1e-12, (name, inst.label)
+    assert found > 20
+    assert missed <= found // 10  # the memory repair rarely fails where a placement exists
+
+
+@pytest.mark.parametrize("name", NON_CONTIGUOUS)
+def test_non_contiguous_baselines_never_beat_the_ip(name):
+    if "ip-noncontig" not in SOLVERS:
+        pytest.skip("the non-contiguous integer program (ip-noncontig) is not registered")
+    ip, solve = get_solver("ip-noncontig"), get_solver(name)
+    for inst in _instances(31, 15, max_items=5):
+        best = ip(inst.graph, inst.cluster, SolveOptions(gap=0.0))
+        sol = solve(inst.graph, inst.cluster, SolveOptions(seed=2))
+        ev = _check_valid(name, inst, sol)
+        if ev is None or best.status is not Status.OPTIMAL:
+            continue
+        assert ev.max_load >= best.objective * (1 - 1e-6) - 1e-9, (name, inst.label)
+
+
+def test_local_search_finds_the_optimum_of_small_instances_often():
+    solve = get_solver("local-search")
+    hits = total = 0
+    for inst in _instances(41, 30, max_items=4):
+        best = brute_force(inst, contiguous=False)
+        if math.isinf(best):
+            continue
+        sol = solve(inst.graph, inst.cluster, SolveOptions(seed=0))
+        total += 1
+        hits += sol.assignment is not None and sol.objective <= best * (1 + 1e-9) + 1e-12
+    assert hits >= 0.7 * total
+
+
+def test_local_search_is_seeded_and_counts_restarts():
+    inst = _instances(51, 1, max_items=6, training=True)[0]
+    solve = get_solver("local-search")
+    a = solve(inst.graph, inst.cluster, SolveOptions(seed=5, raw={"restarts": 3}))
+    b = solve(inst.graph, inst.cluster, SolveOptions(seed=5, raw={"restarts": 3}))
+    assert np.array_equal(a.assignment, b.assignment) and a.objective == b.objective
+    assert a.stats["restarts"] == 3
+
+
+def test_local_search_starts_from_a_warm_start():
+    inst = chain(6, counts=(3,))
+    dp = get_solver("dp")(inst.graph, inst.cluster)
+    sol = get_solver("local-search")(inst.graph, inst.cluster,
+                                     SolveOptions(raw={"restarts": 0}, warm_start=dp.assignment))
+    assert sol.stats["restarts"] == 1 and sol.objective <= dp.objective + 1e-12
+
+
+def test_single_picks_the_fastest_device_that_fits():
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0, "cpu": 5.0}, memory=3, comm=1.0),
+                            Node("b", {"gpu": 1.0, "cpu": 5.0}, memory=3)], [("a", "b")])
+    roomy = Cluster((DeviceKind("gpu", 2, 10.0), DeviceKind("cpu", 1, None, False)))
+    tight = Cluster((DeviceKind("gpu", 2, 5.0), DeviceKind("cpu", 1, None, False)))
+    none = Cluster((DeviceKind("gpu", 2, 5.0),))
+    single = get_solver("single")
+    assert single(g, roomy).objective == 2.0 and set(single(g, roomy).assignment) == {0}
+    assert single(g, tight).objective == 10.0 and set(single(g, tight).assignment) == {2}
+    sol = single(g, none)
+    assert sol.status is Status.INFEASIBLE and sol.assignment is None and "gpu" in sol.message
+
+
+def test_partition_uses_every_accelerator_of_a_chain():
+    inst = chain(12, counts=(3,))
+    sol = get_solver("partition")(inst.graph, inst.cluster)
+    assert sorted(np.bincount(sol.assignment, minlength=3).tolist()) == [4, 4, 4]
+
+
+def test_baselines_reject_objectives_they_do_not_minimise():
+    inst = chain(3)
+    for name in ("pipedream", "local-search", "partition"):
+        with pytest.raises(InputError, match="objective"):
+            get_solver(name)(inst.graph, inst.cluster, SolveOptions(objective="latency"))
+
+
+def test_expert_evaluates_a_split_and_rejects_bad_ones(tmp_path):
+    g = OpGraph.from_nodes([Node(str(i), {"accelerator": 1.0, "cpu": 2.0}, comm=0.5, memory=1.0)
+                            for i in range(4)], [("0", "1"), ("1", "2"), ("2", "3")])
+    g = OpGraph.build(names=g.names, ids=[0, 1, 2, 3], kinds=g.kinds, compute=g.compute, comm=g.comm,
+                      memory=g.memory, edges=np.stack([g.src, g.dst], axis=1))
+    cl = Cluster((DeviceKind("accelerator", 2, 2.0), DeviceKind("cpu", 1, None, False)))
+    expert = get_solver("expert")
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": [0, 1]}, {"nodes": [2, 3]}], "cpus": []}))
+    sol = expert(g, cl, SolveOptions(raw={"split": str(split)}))
+    assert sol.objective == pytest.approx(2.5) and sol.stats["contiguous"]
+    split.write_text(json.dumps({"fpgas": [{"nodes": [0, 1, 2]}, {"nodes": [3]}]}))
+    with pytest.raises(InputError, match="capacity"):
+        expert(g, cl, SolveOptions(raw={"split": str(split)}))
+    with pytest.raises(InputError, match="split"):
+        expert(g, cl, SolveOptions())
+
+
+# --------------------------------------------------------------------------- reference values
+def _reference(workloads):
+    with open(os.path.join(workloads, "reference_results.json")) as f:
+        return json.load(f)["throughput"]
+
+
+def test_pipedream_reproduces_the_reference_values(workloads):
+    solve = get_solver("pipedream")
+    for key, ref in sorted(_reference(workloads).items()):
+        w = read_workload(os.path.join(workloads, key))
+        sol = solve(w.graph, w.cluster, SolveOptions())
+        assert sol.objective == pytest.approx(ref["pipedream_max_load"], rel=0.01), key
+        assert evaluate(w.graph, w.cluster, sol.assignment).contiguous, key
+
+
+def test_expert_reproduces_the_reference_values(workloads):
+    solve = get_solver("expert")
+    checked = 0
+    for key, ref in sorted(_reference(workloads).items()):
+        stem = os.path.basename(key)[:-len(".json")]
+        split = os.path.join(workloads, "human-experts", f"{stem}_expert.json")
+        if ref["expert_max_load"] is None or not os.path.exists(split):
+            continue
+        w = read_workload(os.path.join(workloads, key))
+        sol = solve(w.graph, w.cluster, SolveOptions(raw={"split": split}))
+        assert sol.objective == pytest.approx(ref["expert_max_load"], rel=1e-5), key
+        checked += 1
+    assert checked >= 6
+
+
+def test_single_matches_one_accelerator_where_memory_allows(workloads):
+    solve = get_solver("single")
+    for key, ref in sorted(_reference(workloads).items()):
+        w = read_workload(os.path.join(workloads, key))
+        sol = solve(w.graph, w.cluster, SolveOptions())
+        if w.cluster.device_name(int(sol.assignment[0])).startswith("accelerator"):
+            assert sol.objective == pytest.approx(ref["single_accelerator_max_load"], rel=1e-5), key
+        else:  # the graph does not fit one accelerator: the host runs it, slower
+            assert sol.objective > ref["single_accelerator_max_load"], key
