@@ -234,6 +234,22 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
                     stamp[K] = I
                     queue[tail] = K
                     tail += 1
+            # compute alone bounds the stage's load from below: if no state can improve even
+            # with that bound, the (costlier) communication need not be computed
+            useful = False
+            for t in range(T):
+                if not ok[t]:
+                    continue
+                lb = comp[I, t] - comp[J, t]
+                st = strides[t]
+                for s in range(S):
+                    if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s]:
+                        useful = True
+                        break
+                if useful:
+                    break
+            if not useful:
+                continue
             # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
             for w in range(W):
                 sbits[w] = bits[I, w] & ~bits[J, w]
