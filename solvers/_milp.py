@@ -1,0 +1,305 @@
+"""Mixed-integer programs as arrays, and the two ways to solve them: HiGHS directly, or through PuLP.
+
+A :class:`MilpModel` is built in blocks of numpy arrays (``add_cols`` / ``add_rows`` with coordinate
+triplets), never one expression at a time: at 100k rows that is what keeps building cheap. It is then
+handed to HiGHS in one ``passModel`` call (column-wise sparse matrix), or, for users of CBC, Gurobi or
+CPLEX, rebuilt as a PuLP problem.
+
+Both backends answer with a :class:`MipResult` that says what the solver actually proved: ``optimal``
+only when the solver closed the gap it was given, ``time limit`` with the incumbent, its bound and gap
+otherwise, ``infeasible`` when proven so. (PuLP's summary status calls a time-limited incumbent
+"Optimal"; the solution status and the solver's own bound are read instead.)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import coo_matrix
+
+from graphs.errors import InputError
+
+__all__ = ["MilpModel", "MipResult", "solve_mip", "BACKENDS"]
+
+BACKENDS = ("highs", "pulp")
+INF = math.inf
+
+OPTIMAL = "optimal"
+TIME_LIMIT = "time limit"
+INFEASIBLE = "infeasible"
+ERROR = "error"
+
+
+class MilpModel:
+    """minimise ``cost · x`` subject to ``row_lo <= A x <= row_hi``, ``col_lo <= x <= col_hi`` and
+    integrality, assembled from blocks of arrays."""
+
+    def __init__(self) -> None:
+        self._cols: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._rows: list[tuple[np.ndarray, np.ndarray]] = []
+        self._coo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.num_cols = 0
+        self.num_rows = 0
+
+    def add_cols(self, n: int, *, lb=0.0, ub=1.0, integer: bool = False, cost=0.0) -> np.ndarray:
+        """Add ``n`` columns; returns their indices. ``lb``, ``ub``, ``cost`` are scalars or arrays."""
+        n = int(n)
+        idx = np.arange(self.num_cols, self.num_cols + n, dtype=np.int64)
+        self._cols.append((np.broadcast_to(np.asarray(lb, float), (n,)).copy(),
+                           np.broadcast_to(np.asarray(ub, float), (n,)).copy(),
+                           np.broadcast_to(np.asarray(cost, float), (n,)).copy(),
+                           np.full(n, bool(integer))))
+        self.num_cols += n
+        return idx
+
+    def add_rows(self, lo, hi, rows, cols, vals) -> np.ndarray:
+        """Add ``len(lo)`` rows ``lo <= sum(vals * x[cols]) <= hi``; ``rows`` numbers the new rows
+        from 0. Duplicate (row, col) entries are summed. Returns the rows' indices."""
+        lo = np.atleast_1d(np.asarray(lo, float))
+        hi = np.broadcast_to(np.asarray(hi, float), lo.shape).copy()
+        k = lo.size
+        rows = np.asarray(rows, np.int64)
+        cols = np.asarray(cols, np.int64)
+        vals = np.broadcast_to(np.asarray(vals, float), rows.shape).copy()
+        if rows.size and (rows.min() < 0 or rows.max() >= k):
+            raise ValueError("row index out of range in add_rows")
+        if cols.size and (cols.min() < 0 or cols.max() >= self.num_cols):
+            raise ValueError("column index out of range in add_rows")
+        idx = np.arange(self.num_rows, self.num_rows + k, dtype=np.int64)
+        self._rows.append((lo, hi))
+        self._coo.append((rows + self.num_rows, cols, vals))
+        self.num_rows += k
+        return idx
+
+    def arrays(self):
+        """``(col_lo, col_hi, cost, integer, row_lo, row_hi, A)`` with ``A`` in CSC form."""
+        if self._cols:
+            lb, ub, cost, integer = (np.concatenate(p) for p in zip(*self._cols))
+        else:
+            lb = ub = cost = np.zeros(0)
+            integer = np.zeros(0, bool)
+        if self._rows:
+            rlo, rhi = (np.concatenate(p) for p in zip(*self._rows))
+            r, c, v = (np.concatenate(p) for p in zip(*self._coo))
+        else:
+            rlo = rhi = np.zeros(0)
+            r = c = np.zeros(0, np.int64)
+            v = np.zeros(0)
+        keep = v != 0
+        A = coo_matrix((v[keep], (r[keep], c[keep])), shape=(self.num_rows, self.num_cols)).tocsc()
+        A.sum_duplicates()
+        A.eliminate_zeros()
+        return lb, ub, cost, integer, rlo, rhi, A
+
+    def check(self, x: np.ndarray, tol: float = 1e-6) -> list[str]:
+        """Which bounds and rows ``x`` violates (for tests and warm-start checks)."""
+        lb, ub, _, integer, rlo, rhi, A = self.arrays()
+        bad = []
+        if (x < lb - tol).any() or (x > ub + tol).any():
+            j = int(np.flatnonzero((x < lb - tol) | (x > ub + tol))[0])
+            bad.append(f"column {j} = {x[j]} outside [{lb[j]}, {ub[j]}]")
+        frac = integer & (np.abs(x - np.round(x)) > tol)
+        if frac.any():
+            bad.append(f"column {int(np.flatnonzero(frac)[0])} is fractional")
+        ax = A @ x
+        viol = (ax < rlo - tol * (1 + np.abs(rlo))) | (ax > rhi + tol * (1 + np.abs(rhi)))
+        if viol.any():
+            i = int(np.flatnonzero(viol)[0])
+            bad.append(f"row {i}: {ax[i]} outside [{rlo[i]}, {rhi[i]}] ({int(viol.sum())} rows violated)")
+        return bad
+
+
+@dataclass
+class MipResult:
+    """What a MIP solver proved. ``x`` is the incumbent (``None`` if none was found)."""
+
+    status: str  # OPTIMAL | TIME_LIMIT | INFEASIBLE | ERROR
+    x: np.ndarray | None
+    objective: float
+    bound: float | None
+    time: float
+    message: str = ""
+    stats: dict = field(default_factory=dict)
+
+
+def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | None = None, gap: float = 1e-4,
+              threads: int | None = None, start: np.ndarray | None = None, raw=None) -> MipResult:
+    """Solve with the named backend (``"highs"`` or ``"pulp"``). ``start`` is a full feasible
+    solution to start from; ``raw`` holds backend options (``log``: print the solver's log;
+    ``pulp_solver``: a PuLP solver name, default ``PULP_CBC_CMD``)."""
+    raw = dict(raw or {})
+    if backend == "highs":
+        return _solve_highs(model, time_limit, gap, threads, start, raw)
+    if backend == "pulp":
+        return _solve_pulp(model, time_limit, gap, threads, start, raw)
+    raise InputError(f"unknown MIP backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+
+
+# --------------------------------------------------------------------------- HiGHS
+def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
+    import highspy
+
+    t0 = time.perf_counter()
+    lb, ub, cost, integer, rlo, rhi, A = model.arrays()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(raw.get("log", False)))
+    h.setOptionValue("mip_rel_gap", float(gap))
+    h.setOptionValue("mip_abs_gap", float(raw.get("abs_gap", 1e-9)))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(0.01, float(time_limit)))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    for key, value in raw.get("highs_options", {}).items():
+        h.setOptionValue(key, value)
+    inf = highspy.kHighsInf
+
+    def fin(a):
+        return np.clip(np.asarray(a, np.float64), -inf, inf)
+
+    nc, nr = model.num_cols, model.num_rows
+    integrality = np.where(integer, int(highspy.HighsVarType.kInteger.value),
+                           int(highspy.HighsVarType.kContinuous.value)).astype(np.int32)
+    st = h.passModel(nc, nr, int(A.nnz), int(highspy.MatrixFormat.kColwise.value),
+                     int(highspy.ObjSense.kMinimize.value), 0.0,
+                     cost.astype(np.float64), fin(lb), fin(ub), fin(rlo), fin(rhi),
+                     A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(np.float64),
+                     integrality)
+    if st == highspy.HighsStatus.kError:
+        return MipResult(ERROR, None, INF, None, time.perf_counter() - t0, "HiGHS rejected the model")
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = np.asarray(start, np.float64).tolist()
+        sol.value_valid = True
+        h.setSolution(sol)
+    build = time.perf_counter() - t0
+    h.run()
+    ms = h.getModelStatus()
+    info = h.getInfo()
+    elapsed = time.perf_counter() - t0
+    S = highspy.HighsModelStatus
+    has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.array(h.getSolution().col_value) if has_sol else None
+    obj = float(info.objective_function_value) if has_sol else INF
+    bound = float(info.mip_dual_bound)
+    if not math.isfinite(bound) or abs(bound) >= inf:
+        bound = None
+    stats = {"nodes": int(info.mip_node_count), "build_s": build, "cols": nc, "rows": nr,
+             "nonzeros": int(A.nnz)}
+    if ms == S.kOptimal:
+        return MipResult(OPTIMAL, x, obj, bound, elapsed, "", stats)
+    if ms == S.kInfeasible:
+        return MipResult(INFEASIBLE, None, INF, None, elapsed, "the integer program is infeasible", stats)
+    if ms in (S.kTimeLimit, S.kInterrupt, S.kIterationLimit, S.kSolutionLimit, S.kMemoryLimit,
+              S.kObjectiveBound, S.kObjectiveTarget):
+        what = "time limit reached" if ms == S.kTimeLimit else f"HiGHS stopped: {h.modelStatusToString(ms)}"
+        return MipResult(TIME_LIMIT, x, obj, bound, elapsed, what, stats)
+    return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
+
+
+# --------------------------------------------------------------------------- PuLP
+def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
+    import pulp
+
+    t0 = time.perf_counter()
+    lb, ub, cost, integer, rlo, rhi, A = model.arrays()
+    prob = pulp.LpProblem("placement", pulp.LpMinimize)
+    xs = [pulp.LpVariable(f"x{j}", None if math.isinf(lb[j]) else float(lb[j]),
+                          None if math.isinf(ub[j]) else float(ub[j]),
+                          pulp.LpInteger if integer[j] else pulp.LpContinuous)
+          for j in range(model.num_cols)]
+    prob += pulp.LpAffineExpression([(xs[j], float(cost[j])) for j in np.flatnonzero(cost)])
+    R = A.tocsr()
+    for i in range(model.num_rows):
+        a, b = R.indptr[i], R.indptr[i + 1]
+        expr = pulp.LpAffineExpression([(xs[j], float(v)) for j, v in zip(R.indices[a:b], R.data[a:b])])
+        lo, hi = rlo[i], rhi[i]
+        if lo == hi:
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, f"r{i}", float(lo))
+            continue
+        if math.isfinite(lo):
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, f"r{i}l", float(lo))
+        if math.isfinite(hi):
+            prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, f"r{i}u", float(hi))
+    if start is not None:
+        for j, v in enumerate(np.asarray(start, float).tolist()):
+            xs[j].setInitialValue(round(v) if integer[j] else v)
+    name = raw.get("pulp_solver", "PULP_CBC_CMD")
+    kw = {"msg": bool(raw.get("log", False)), "gapRel": float(gap)}
+    if time_limit is not None:
+        kw["timeLimit"] = max(1.0, float(time_limit) - (time.perf_counter() - t0))
+    if threads is not None:
+        kw["threads"] = int(threads)
+    if start is not None:
+        kw["warmStart"] = True
+    log_path = None
+    if name == "PULP_CBC_CMD":
+        fd, log_path = tempfile.mkstemp(prefix="cbc-", suffix=".log")
+        os.close(fd)
+        kw["logPath"] = log_path
+    try:
+        solver = pulp.getSolver(name, **kw)
+    except Exception as e:  # PuLP raises a bare PulpSolverError for unknown names
+        raise InputError(f"PuLP solver {name!r} is not available: {e}") from None
+    if not solver.available():
+        raise InputError(f"PuLP solver {name!r} is not installed or not licensed here")
+    build = time.perf_counter() - t0
+    try:
+        prob.solve(solver)
+        log = ""
+        if log_path is not None:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                log = f.read()
+    finally:
+        if log_path is not None:
+            os.unlink(log_path)
+    elapsed = time.perf_counter() - t0
+    stats = {"build_s": build, "cols": model.num_cols, "rows": model.num_rows, "pulp_solver": name}
+    sol_status = prob.sol_status
+    has_sol = sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    x = np.array([v.varValue if v.varValue is not None else 0.0 for v in xs]) if has_sol else None
+    obj = float(cost @ x) if x is not None else INF
+    bound = _pulp_bound(prob, name, log, obj if has_sol else None)
+    if sol_status == pulp.LpSolutionOptimal:
+        return MipResult(OPTIMAL, x, obj, bound if bound is not None else obj, elapsed, "", stats)
+    if sol_status == pulp.LpSolutionInfeasible or prob.status == pulp.LpStatusInfeasible:
+        return MipResult(INFEASIBLE, None, INF, None, elapsed, "the integer program is infeasible", stats)
+    if has_sol:
+        return MipResult(TIME_LIMIT, x, obj, bound, elapsed,
+                         f"{name} stopped before proving optimality (time limit)", stats)
+    if prob.status == pulp.LpStatusNotSolved or sol_status == pulp.LpSolutionNoSolutionFound:
+        return MipResult(TIME_LIMIT, None, INF, bound, elapsed,
+                         f"{name} found no solution before stopping", stats)
+    return MipResult(ERROR, None, INF, bound, elapsed, f"{name}: status {pulp.LpStatus[prob.status]}", stats)
+
+
+def _pulp_bound(prob, name: str, log: str, obj: float | None) -> float | None:
+    """The best bound the solver proved: from CBC's log, or the solver object PuLP keeps."""
+    if name == "PULP_CBC_CMD":
+        m = re.findall(r"^Lower bound:\s*(\S+)", log, flags=re.M)
+        if m:
+            try:
+                return float(m[-1])
+            except ValueError:
+                return None
+        if re.search(r"^Result - Optimal solution found", log, flags=re.M) and obj is not None:
+            return obj  # within the requested gap; CBC prints no separate bound then
+        return None
+    model = getattr(prob, "solverModel", None)
+    if model is None:
+        return None
+    for getter in (lambda m: m.getInfo().mip_dual_bound,  # HiGHS (highspy)
+                   lambda m: m.ObjBound,  # Gurobi
+                   lambda m: m.solution.MIP.get_best_objective()):  # CPLEX
+        try:
+            v = float(getter(model))
+        except Exception:
+            continue
+        if math.isfinite(v) and abs(v) < 1e29:
+            return v
+    return None

@@ -1,0 +1,674 @@
+"""Throughput integer programs: minimum max-load placements, contiguous or not, on HiGHS (or PuLP).
+
+Both programs use the evaluator's model (:mod:`graphs.evaluate`) exactly: per-kind compute, unsupported
+nodes, memory capacities, colocation classes, any number of device kinds, and communication paid once
+per node by the sender and once by each other device that receives it.
+
+**Contiguous** (``ip``): the DP's domain, so the two optima are equal. Items are the DP's
+(:func:`graphs.contract.contract`); the pipeline has one *stage* per device, stage ``p`` holds the items
+of ideal ``p`` minus ideal ``p - 1``. Variables: ``z[c, p]`` (binary) = item ``c`` is in the first
+``p + 1`` stages, monotone in ``p`` and down-closed along every item edge (a chain of nested ideals);
+``k[p, t]`` (binary) = stage ``p`` is a device of kind ``t``, at most ``count[t]`` stages per kind, used
+stages first and never empty; ``x[c, p, t]`` (continuous, integral once ``z`` and ``k`` are) = item ``c``
+is in stage ``p`` of kind ``t``. Communication of node ``u`` at stage ``p``: ``out >= x[u's item] -
+s[v's item]`` and ``in >= x[v's item] - s[u's item]`` for each item ``v`` that ``u`` feeds (``s`` =
+stage membership). Every stage's load is at most ``L``; minimise ``L``.
+
+**Non-contiguous** (``ip-noncontig``): the same with ``x[c, d]`` (binary) per colocation class and
+device, no ideal constraints; its optimum is at most the contiguous one. Devices of one kind are
+interchangeable, so they are ordered by the smallest item each holds (symmetry breaking).
+
+``objective="split-max"`` (training) minimises max forward load + max backward load instead: a node's
+compute and communication count in its own pass (see :func:`split_loads`).
+
+Both start from a feasible placement (``options.warm_start``, else the DP's, which is optimal for the
+contiguous program, so the solver only has to prove it) and report what the MIP solver proved: status,
+objective (the evaluator's value of the returned placement), best bound and gap. ``options.raw``:
+``log`` (print the solver log), ``warm_start`` (``False`` to start cold), ``symmetry`` (``False`` to
+skip symmetry breaking), ``dp_time_share`` (fraction of the time limit the DP warm start may use,
+default 0.3), ``highs_options`` (passed to HiGHS), ``pulp_solver`` (e.g. ``"GUROBI"``, ``"CPLEX_PY"``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from graphs.contract import ClassGraph, colocation_items, contract
+from graphs.errors import InfeasibleError, InputError
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, OpGraph
+
+from . import _milp
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
+
+_TOL = 1e-9
+
+
+# --------------------------------------------------------------------------- shared helpers
+def split_loads(graph: OpGraph, cluster: Cluster, assignment) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward load of every device: each node's compute, and its communication (sent and
+    received, counted as in :func:`graphs.evaluate.evaluate`), count in the node's own pass."""
+    a = np.asarray(assignment, np.int64)
+    compute_c, comm_c = graph.costs_for(cluster)
+    dkind = cluster.device_kind()
+    kd = dkind[a]
+    n = graph.num_nodes
+    D = cluster.num_devices
+    bwd = graph.backward
+    node_compute = compute_c[kd, np.arange(n)]
+    fwd_l, bwd_l = np.zeros(D), np.zeros(D)
+    np.add.at(fwd_l, a[~bwd], node_compute[~bwd])
+    np.add.at(bwd_l, a[bwd], node_compute[bwd])
+    s, d = graph.src, graph.dst
+    cross = a[s] != a[d]
+    senders = np.unique(s[cross])
+    for mask, acc in ((~bwd[senders], fwd_l), (bwd[senders], bwd_l)):
+        u = senders[mask]
+        np.add.at(acc, a[u], comm_c[kd[u], u])
+    recv = np.unique(np.stack([s[cross], a[d[cross]]], axis=1), axis=0)
+    if recv.size:
+        ru, rd = recv[:, 0], recv[:, 1]
+        for mask, acc in ((~bwd[ru], fwd_l), (bwd[ru], bwd_l)):
+            np.add.at(acc, rd[mask], comm_c[dkind[rd[mask]], ru[mask]])
+    return fwd_l, bwd_l
+
+
+def split_max(graph: OpGraph, cluster: Cluster, assignment) -> float:
+    """The split-max objective: max forward load + max backward load."""
+    f, b = split_loads(graph, cluster, assignment)
+    return float(f.max(initial=0.0) + b.max(initial=0.0))
+
+
+def _objective_value(graph, cluster, a, objective: str) -> float:
+    if objective == "split-max":
+        return split_max(graph, cluster, a)
+    return evaluate(graph, cluster, a).max_load
+
+
+def _check_objective(options: SolveOptions, solver: str) -> None:
+    if options.objective not in ("max-load", "split-max", "latency"):
+        raise InputError(f"unknown objective {options.objective!r}; the {solver} solver supports max-load, "
+                         f"split-max and latency")
+    if options.backend not in _milp.BACKENDS:
+        raise InputError(f"unknown MIP backend {options.backend!r}; choose one of: "
+                         f"{', '.join(_milp.BACKENDS)}")
+
+
+def _comm_pairs(graph: OpGraph, comm_c: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(u, item)`` pairs: node ``u`` pays communication and feeds ``item`` (not its own)."""
+    s, d = graph.src, graph.dst
+    keep = (cls[s] != cls[d]) & (comm_c[:, s].max(axis=0) > 0)
+    if not keep.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pairs = np.unique(np.stack([s[keep], cls[d[keep]]], axis=1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _item_arrays(graph: OpGraph, cluster: Cluster, cls: np.ndarray, C: int):
+    """Per item and kind: compute (total, forward, backward; inf = unsupported) and memory."""
+    compute_c, comm_c = graph.costs_for(cluster)
+    bwd = graph.backward[None, :]
+
+    def sums(v):
+        out = np.zeros((v.shape[0], C))
+        for t in range(v.shape[0]):
+            np.add.at(out[t], cls, v[t])
+        return out
+
+    comp = sums(compute_c)
+    comp_f = sums(np.where(bwd, 0.0, compute_c))
+    comp_b = sums(np.where(bwd, compute_c, 0.0))
+    mem = np.bincount(cls, weights=graph.memory, minlength=C)
+    return comp, comp_f, comp_b, mem, comm_c
+
+
+def _check_fit(graph, cluster, cls, C, comp, mem) -> None:
+    counts = np.array([k.count for k in cluster.kinds])
+    caps = np.array([math.inf if k.memory is None else k.memory for k in cluster.kinds])
+    ok = (counts[:, None] > 0) & np.isfinite(comp) & (mem[None, :] <= caps[:, None])
+    bad = np.flatnonzero(~ok.any(axis=0))
+    if bad.size:
+        shown = []
+        for c in bad[:5]:
+            nodes = np.flatnonzero(cls == c)
+            shown.append(", ".join(str(graph.ids[u]) for u in nodes[:4]) + (" ..." if nodes.size > 4 else ""))
+        raise InfeasibleError("no device can hold (unsupported everywhere or too large for every device's "
+                              "memory): " + " | ".join(shown) + (f" (and {bad.size - 5} more)"
+                                                                  if bad.size > 5 else ""))
+
+
+def _time_left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+
+def _dp_warm_start(graph, cluster, options: SolveOptions, deadline):
+    """The DP's placement (optimal among contiguous ones), within part of the time limit."""
+    from . import dp
+
+    share = float(options.raw.get("dp_time_share", 0.3))
+    left = _time_left(deadline)
+    sol = dp.solve(graph, cluster, SolveOptions(time_limit=None if left is None else share * left))
+    if sol.assignment is None:
+        return None, sol
+    return np.asarray(sol.assignment, np.int64), sol
+
+
+def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: str, t_start: float,
+            stats: dict, warm_value: float | None, model_value: float | None) -> Solution:
+    """Turn a MIP result into a Solution, judged by the evaluator, with an honest status."""
+    elapsed = time.perf_counter() - t_start
+    stats = dict(stats)
+    stats.update(res.stats)
+    stats["mip_status"] = res.status
+    if warm_value is not None:
+        stats["warm_start_value"] = warm_value
+    if res.status == _milp.INFEASIBLE:
+        return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
+                        message="no placement satisfies the constraints (the integer program is infeasible)")
+    if assignment is None:
+        status = Status.ERROR if res.status == _milp.ERROR else Status.FEASIBLE
+        return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
+                        message=(res.message or "no placement found") + "; no placement found")
+    value = _objective_value(graph, cluster, assignment, options.objective)
+    if model_value is not None:
+        stats["model_objective"] = model_value
+    bound = res.bound
+    if bound is not None:
+        bound = min(bound, value)  # a bound above the evaluator's value would only be round-off
+    gap = None if bound is None else ((value - bound) / value if value > 0 else 0.0)
+    if gap is not None and gap < 0:
+        gap = 0.0
+    proven = res.status == _milp.OPTIMAL and gap is not None and gap <= options.gap + _TOL
+    if res.status == _milp.OPTIMAL and not proven:
+        # the solver stopped on its own gap but ours (on the evaluator's value) is not closed
+        msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
+    else:
+        msg = res.message
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    if res.status == _milp.ERROR:
+        msg = res.message
+    return Solution(np.asarray(assignment, np.int64), value, status, solver, bound=bound, gap=gap,
+                    time=elapsed, message=msg, stats=stats)
+
+
+# --------------------------------------------------------------------------- contiguous
+class _ContigModel:
+    """The contiguous (ideal-chain) program on DP items; see the module doc."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, items: ClassGraph, objective: str,
+                 symmetry: bool = True) -> None:
+        self.graph, self.cluster, self.items, self.objective = graph, cluster, items, objective
+        cls, C = items.node_class, items.num_classes
+        comp, comp_f, comp_b, mem, comm_c = _item_arrays(graph, cluster, cls, C)
+        _check_fit(graph, cluster, cls, C, comp, mem)
+        kinds = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+        T = len(kinds)
+        P = sum(cluster.kinds[t].count for t in kinds)
+        self.kinds, self.P, self.C = kinds, P, C
+        m = _milp.MilpModel()
+        self.m = m
+        # z[c, p]: item c within the first p+1 stages (z[c, P-1] = 1)
+        z = m.add_cols(C * P, lb=0, ub=1, integer=True).reshape(C, P)
+        m.add_rows(np.ones(C), np.ones(C), np.arange(C), z[:, P - 1], 1.0)  # fix last column
+        self.z = z
+        # k[p, t]: stage p is a device of kind kinds[t]
+        k = m.add_cols(P * T, lb=0, ub=1, integer=True).reshape(P, T)
+        self.k = k
+        # x[c, p, t]: item c in stage p of kind t (integral when z and k are)
+        ub_x = np.ones((C, P, T))
+        for j, t in enumerate(kinds):
+            cap = cluster.kinds[t].memory
+            bad = ~np.isfinite(comp[t]) | ((mem > cap) if cap is not None else np.zeros(C, bool))
+            ub_x[bad, :, j] = 0.0
+        x = m.add_cols(C * P * T, lb=0, ub=ub_x.ravel()).reshape(C, P, T)
+        self.x = x
+
+        def s_terms(c_idx, p):
+            """Coefficient lists for s[c, p] = z[c, p] - z[c, p-1], for arrays of items c."""
+            c_idx = np.asarray(c_idx)
+            if p == 0:
+                return [z[c_idx, 0]], [np.ones(c_idx.size)]
+            return [z[c_idx, p], z[c_idx, p - 1]], [np.ones(c_idx.size), -np.ones(c_idx.size)]
+
+        allc = np.arange(C)
+        # monotone chain and ideals
+        if P > 1:
+            r = np.arange(C * (P - 1))
+            zz = z[:, :-1].ravel()
+            zn = z[:, 1:].ravel()
+            m.add_rows(np.full(r.size, -np.inf), np.zeros(r.size), np.concatenate([r, r]),
+                       np.concatenate([zz, zn]), np.concatenate([np.ones(r.size), -np.ones(r.size)]))
+        es, ed = items.src, items.dst
+        if es.size:
+            E = es.size
+            r = np.arange(E * (P - 1))
+            # z[dst, p] - z[src, p] <= 0 for p < P-1
+            m.add_rows(np.full(r.size, -np.inf), np.zeros(r.size), np.concatenate([r, r]),
+                       np.concatenate([z[ed, :-1].ravel(), z[es, :-1].ravel()]),
+                       np.concatenate([np.ones(r.size), -np.ones(r.size)]))
+        # sum_t x[c, p, t] = s[c, p]
+        for p in range(P):
+            cols = [x[:, p, :].ravel()]
+            rows = [np.repeat(allc, T)]
+            vals = [np.ones(C * T)]
+            sc, sv = s_terms(allc, p)
+            for cc, vv in zip(sc, sv):
+                cols.append(cc)
+                rows.append(allc)
+                vals.append(-vv)
+            m.add_rows(np.zeros(C), np.zeros(C), np.concatenate(rows), np.concatenate(cols),
+                       np.concatenate(vals))
+        # x[c, p, t] <= k[p, t]
+        xr = x.ravel()
+        kk = np.broadcast_to(k[None, :, :], (C, P, T)).ravel()
+        r = np.arange(xr.size)
+        m.add_rows(np.full(r.size, -np.inf), np.zeros(r.size), np.concatenate([r, r]),
+                   np.concatenate([xr, kk]), np.concatenate([np.ones(r.size), -np.ones(r.size)]))
+        # one kind per stage, count per kind
+        m.add_rows(np.full(P, -np.inf), np.ones(P), np.repeat(np.arange(P), T), k.ravel(), 1.0)
+        m.add_rows(np.full(T, -np.inf), np.array([cluster.kinds[t].count for t in kinds], float),
+                   np.tile(np.arange(T), P), k.ravel(), 1.0)
+        # a used stage is not empty: sum_c s[c, p] - sum_t k[p, t] >= 0
+        for p in range(P):
+            sc, sv = s_terms(allc, p)
+            cols = list(sc) + [k[p]]
+            vals = list(sv) + [-np.ones(T)]
+            m.add_rows([0.0], [np.inf], np.zeros(sum(c.size for c in cols), np.int64), np.concatenate(cols),
+                       np.concatenate(vals))
+        if symmetry and P > 1:
+            # used stages first
+            rows = np.concatenate([np.repeat(np.arange(P - 1), T), np.repeat(np.arange(P - 1), T)])
+            cols = np.concatenate([k[1:].ravel(), k[:-1].ravel()])
+            vals = np.concatenate([np.ones((P - 1) * T), -np.ones((P - 1) * T)])
+            m.add_rows(np.full(P - 1, -np.inf), np.zeros(P - 1), rows, cols, vals)
+        # memory: sum_c mem[c] x[c, p, t] <= cap[t] k[p, t]
+        for j, t in enumerate(kinds):
+            cap = cluster.kinds[t].memory
+            if cap is None or mem.sum() <= cap:
+                continue
+            for p in range(P):
+                m.add_rows([-np.inf], [0.0], np.zeros(C + 1, np.int64),
+                           np.concatenate([x[:, p, j], [k[p, j]]]), np.concatenate([mem, [-cap]]))
+
+        # communication variables
+        pu, pv = _comm_pairs(graph, comm_c, cls)
+        self.pu, self.pv = pu, pv
+        nodes = np.unique(pu)
+        self.comm_nodes = nodes
+        pos = {int(u): i for i, u in enumerate(nodes.tolist())}
+        pair_node = np.array([pos[int(u)] for u in pu.tolist()], dtype=np.int64)
+        N = nodes.size
+        self.out = {}
+        self.inn = {}
+        for j, t in enumerate(kinds):
+            cost_t = comm_c[t, nodes] if N else np.zeros(0)
+            if N == 0 or not (cost_t > 0).any():
+                continue
+            out = m.add_cols(N * P, lb=0, ub=1).reshape(N, P)
+            inn = m.add_cols(N * P, lb=0, ub=1).reshape(N, P)
+            self.out[j], self.inn[j] = out, inn
+            Q = pu.size
+            qi = np.arange(Q)
+            cu, cv = cls[pu], pv
+            for p in range(P):
+                # out[u, p] - x[cu, p, t] + s[cv, p] >= 0
+                sc, sv = s_terms(cv, p)
+                rows = [qi, qi] + [qi] * len(sc)
+                cols = [out[pair_node, p], x[cu, p, j]] + list(sc)
+                vals = [np.ones(Q), -np.ones(Q)] + list(sv)
+                m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate(rows), np.concatenate(cols),
+                           np.concatenate(vals))
+                # in[u, p] - x[cv, p, t] + s[cu, p] >= 0
+                sc, sv = s_terms(cu, p)
+                rows = [qi, qi] + [qi] * len(sc)
+                cols = [inn[pair_node, p], x[cv, p, j]] + list(sc)
+                vals = [np.ones(Q), -np.ones(Q)] + list(sv)
+                m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate(rows), np.concatenate(cols),
+                           np.concatenate(vals))
+
+        # loads
+        bwd_node = graph.backward[nodes] if N else np.zeros(0, bool)
+        passes = [("all", comp, np.ones(N, bool))] if objective != "split-max" else \
+            [("fwd", comp_f, ~bwd_node), ("bwd", comp_b, bwd_node)]
+        self.L = {}
+        lb_L = 0.0
+        for name, cmat, node_mask in passes:
+            cheapest = np.where(np.isfinite(cmat[kinds]), cmat[kinds], np.inf).min(axis=0)
+            lbv = float(cheapest.max(initial=0.0)) if objective != "split-max" else 0.0
+            lb_L = max(lb_L, lbv)
+            L = m.add_cols(1, lb=lbv, ub=np.inf, cost=1.0)[0]
+            self.L[name] = L
+            agg_cols, agg_vals = [], []
+            for j, t in enumerate(kinds):
+                cvec = np.where(np.isfinite(cmat[t]), cmat[t], 0.0)
+                cost_t = comm_c[t, nodes] * node_mask if N else np.zeros(0)
+                for p in range(P):
+                    cols = [x[:, p, j]]
+                    vals = [cvec]
+                    if j in self.out:
+                        cols += [self.out[j][:, p], self.inn[j][:, p]]
+                        vals += [cost_t, cost_t]
+                    agg_cols += cols
+                    agg_vals += vals
+                    cols = cols + [np.array([L])]
+                    vals = vals + [np.array([-1.0])]
+                    cc = np.concatenate(cols)
+                    m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, np.concatenate(vals))
+            # at most P stages carry load: the sum of all stage loads is at most P * L
+            cc = np.concatenate(agg_cols + [np.array([L])])
+            vv = np.concatenate(agg_vals + [np.array([-float(P)])])
+            m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, vv)
+        self.comp, self.comm_c, self.mem = comp, comm_c, mem
+
+    # ---------------------------------------------------------------- warm start and decoding
+    def start_vector(self, a: np.ndarray) -> np.ndarray | None:
+        """The model's variables for a contiguous assignment (``None`` if it does not fit the items)."""
+        cls, C, P = self.items.node_class, self.C, self.P
+        item_dev = np.full(C, -1, np.int64)
+        item_dev[cls] = a
+        if (item_dev[cls] != a).any():
+            return None
+        ev = evaluate(self.graph, self.cluster, a)
+        if not (ev.valid and ev.contiguous) or ev.stage_order is None:
+            return None
+        dkind = self.cluster.device_kind()
+        order = list(ev.stage_order)
+        if len(order) > P:
+            return None
+        stage_of_dev = {d: p for p, d in enumerate(order)}
+        stage = np.array([stage_of_dev[int(d)] for d in item_dev.tolist()], dtype=np.int64)
+        # the item graph's edges must respect the stages (they do when the evaluator's order does)
+        if (stage[self.items.src] > stage[self.items.dst]).any():
+            return None
+        kind_pos = {t: j for j, t in enumerate(self.kinds)}
+        v = np.zeros(self.m.num_cols)
+        v[self.z.ravel()] = (stage[:, None] <= np.arange(P)[None, :]).ravel()
+        for p, d in enumerate(order):
+            v[self.k[p, kind_pos[int(dkind[d])]]] = 1.0
+        s_mem = stage[:, None] == np.arange(P)[None, :]  # [C, P]
+        for p, d in enumerate(order):
+            j = kind_pos[int(dkind[d])]
+            v[self.x[:, p, j]] = s_mem[:, p]
+        pu, pv = self.pu, self.pv
+        cls_u = cls[pu]
+        pos = np.searchsorted(self.comm_nodes, pu)
+        for j in self.out:
+            xk = np.zeros((C, P))
+            for p, d in enumerate(order):
+                if kind_pos[int(dkind[d])] == j:
+                    xk[:, p] = s_mem[:, p]
+            o = np.zeros((self.comm_nodes.size, P))
+            i = np.zeros((self.comm_nodes.size, P))
+            np.maximum.at(o, pos, np.clip(xk[cls_u] - s_mem[pv], 0, 1))
+            np.maximum.at(i, pos, np.clip(xk[pv] - s_mem[cls_u], 0, 1))
+            v[self.out[j].ravel()] = o.ravel()
+            v[self.inn[j].ravel()] = i.ravel()
+        self._set_objective_vars(v, a)
+        return v
+
+    def _set_objective_vars(self, v: np.ndarray, a: np.ndarray) -> None:
+        if self.objective == "split-max":
+            f, b = split_loads(self.graph, self.cluster, a)
+            v[self.L["fwd"]] = f.max(initial=0.0) * (1 + 1e-9) + 1e-12
+            v[self.L["bwd"]] = b.max(initial=0.0) * (1 + 1e-9) + 1e-12
+        else:
+            v[self.L["all"]] = evaluate(self.graph, self.cluster, a).max_load * (1 + 1e-9) + 1e-12
+
+    def decode(self, v: np.ndarray) -> np.ndarray:
+        """Device number per node from a solution vector (each kind's devices in pipeline order)."""
+        z = v[self.z] > 0.5
+        stage = np.argmax(z, axis=1)  # first stage p with z[c, p] = 1
+        kind_of_stage = np.argmax(v[self.k], axis=1)
+        first = np.concatenate([[0], np.cumsum([k.count for k in self.cluster.kinds])[:-1]])
+        used = np.zeros(len(self.cluster.kinds), np.int64)
+        dev_of_stage = np.full(self.P, -1, np.int64)
+        for p in range(self.P):
+            if not (stage == p).any():
+                continue
+            t = self.kinds[int(kind_of_stage[p])]
+            dev_of_stage[p] = first[t] + used[t]
+            used[t] += 1
+        return dev_of_stage[stage][self.items.node_class]
+
+
+def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
+    """Contiguous throughput IP (``--solver ip``): same domain and optimum as the DP."""
+    options = options or SolveOptions()
+    _check_objective(options, "ip")
+    if options.objective == "latency":
+        from .latency_ip import solve as solve_latency
+
+        return solve_latency(graph, cluster, options)
+    if options.objective == "split-max" and not graph.is_training:
+        raise InputError("objective split-max is for training graphs (forward + backward); this graph has "
+                         "no backward nodes")
+    t_start = time.perf_counter()
+    deadline = None if options.time_limit is None else t_start + options.time_limit
+    try:
+        items = contract(graph, cluster)
+        model = _ContigModel(graph, cluster, items, options.objective,
+                             symmetry=bool(options.raw.get("symmetry", True)))
+    except InfeasibleError as e:
+        return Solution(None, math.inf, Status.INFEASIBLE, "ip", message=str(e),
+                        time=time.perf_counter() - t_start)
+    stats = {"items": items.num_classes, "stages": model.P, "objective": options.objective}
+    start, warm_value = _warm_start(graph, cluster, options, deadline, model, stats)
+    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=_time_left(deadline), gap=options.gap,
+                          threads=options.threads, start=start, raw=options.raw)
+    a = model.decode(res.x) if res.x is not None else None
+    if a is not None:
+        ev = evaluate(graph, cluster, a)
+        if not (ev.valid and ev.contiguous):  # cannot happen for a feasible MIP point; be safe
+            stats["decode_problem"] = "; ".join(ev.problems) or "not contiguous"
+            a = None
+    model_value = None if res.x is None else float(sum(res.x[L] for L in model.L.values()))
+    return _result(graph, cluster, options, res, a, "ip", t_start, stats, warm_value, model_value)
+
+
+def _warm_start(graph, cluster, options, deadline, model, stats):
+    """Start vector from options.warm_start or the DP; returns (vector or None, its objective value)."""
+    if options.raw.get("warm_start", True) is False:
+        return None, None
+    cand = []
+    if options.warm_start is not None:
+        cand.append(("given", np.asarray(options.warm_start, np.int64)))
+    if not cand:
+        a, dsol = _dp_warm_start(graph, cluster, options, deadline)
+        stats["dp_status"] = dsol.status.value
+        stats["dp_time_s"] = dsol.time
+        if a is not None:
+            cand.append(("dp", a))
+    for name, a in cand:
+        if a.shape != (graph.num_nodes,):
+            raise InputError(f"the warm start has shape {a.shape}; expected one device per node "
+                             f"({graph.num_nodes},)")
+        v = model.start_vector(a)
+        if v is not None:
+            stats["warm_start"] = name
+            return v, _objective_value(graph, cluster, a, options.objective)
+        stats.setdefault("warm_start_rejected", []).append(name)
+    return None, None
+
+
+# --------------------------------------------------------------------------- non-contiguous
+class _FreeModel:
+    """The non-contiguous program on colocation classes; see the module doc."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, objective: str, symmetry: bool = True) -> None:
+        self.graph, self.cluster, self.objective = graph, cluster, objective
+        cls, C = colocation_items(graph)
+        self.cls, self.C = cls, C
+        comp, comp_f, comp_b, mem, comm_c = _item_arrays(graph, cluster, cls, C)
+        _check_fit(graph, cluster, cls, C, comp, mem)
+        dkind = cluster.device_kind()
+        D = cluster.num_devices
+        self.D, self.dkind = D, dkind
+        m = _milp.MilpModel()
+        self.m = m
+        ub = np.ones((C, D))
+        for d in range(D):
+            t = int(dkind[d])
+            cap = cluster.kinds[t].memory
+            bad = ~np.isfinite(comp[t]) | ((mem > cap) if cap is not None else np.zeros(C, bool))
+            ub[bad, d] = 0.0
+        x = m.add_cols(C * D, lb=0, ub=ub.ravel(), integer=True).reshape(C, D)
+        self.x = x
+        m.add_rows(np.ones(C), np.ones(C), np.repeat(np.arange(C), D), x.ravel(), 1.0)
+        for d in range(D):
+            cap = cluster.kinds[int(dkind[d])].memory
+            if cap is not None and mem.sum() > cap:
+                m.add_rows([-np.inf], [cap], np.zeros(C, np.int64), x[:, d], mem)
+        self.y = {}
+        if symmetry:
+            # devices of one kind ordered by their smallest item: x[c, d] <= sum_{c' < c} x[c', d-1]
+            for d in range(1, D):
+                if dkind[d] != dkind[d - 1]:
+                    continue
+                y = m.add_cols(C, lb=0, ub=C)  # y[c] = sum_{c' <= c} x[c', d-1]
+                self.y[d - 1] = y
+                r = np.arange(C)
+                rows = np.concatenate([r, r, r[1:]])
+                cols = np.concatenate([y, x[:, d - 1], y[:-1]])
+                vals = np.concatenate([np.ones(C), -np.ones(C), -np.ones(C - 1)])
+                m.add_rows(np.zeros(C), np.zeros(C), rows, cols, vals)
+                m.add_rows([0.0], [0.0], [0], [x[0, d]], [1.0])
+                if C > 1:
+                    r = np.arange(C - 1)
+                    m.add_rows(np.full(C - 1, -np.inf), np.zeros(C - 1), np.concatenate([r, r]),
+                               np.concatenate([x[1:, d], y[:-1]]),
+                               np.concatenate([np.ones(C - 1), -np.ones(C - 1)]))
+        pu, pv = _comm_pairs(graph, comm_c, cls)
+        nodes = np.unique(pu)
+        self.pu, self.pv, self.comm_nodes = pu, pv, nodes
+        pair_node = np.searchsorted(nodes, pu)
+        N, Q = nodes.size, pu.size
+        qi = np.arange(Q)
+        self.out, self.inn = {}, {}
+        for d in range(D):
+            t = int(dkind[d])
+            if N == 0 or not (comm_c[t, nodes] > 0).any():
+                continue
+            out = m.add_cols(N, lb=0, ub=1)
+            inn = m.add_cols(N, lb=0, ub=1)
+            self.out[d], self.inn[d] = out, inn
+            cu, cv = cls[pu], pv
+            m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate([qi, qi, qi]),
+                       np.concatenate([out[pair_node], x[cu, d], x[cv, d]]),
+                       np.concatenate([np.ones(Q), -np.ones(Q), np.ones(Q)]))
+            m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate([qi, qi, qi]),
+                       np.concatenate([inn[pair_node], x[cv, d], x[cu, d]]),
+                       np.concatenate([np.ones(Q), -np.ones(Q), np.ones(Q)]))
+        bwd_node = graph.backward[nodes] if N else np.zeros(0, bool)
+        passes = [("all", comp, np.ones(N, bool))] if objective != "split-max" else \
+            [("fwd", comp_f, ~bwd_node), ("bwd", comp_b, bwd_node)]
+        self.L = {}
+        for name, cmat, node_mask in passes:
+            kinds_used = sorted({int(t) for t in dkind})
+            cheapest = np.where(np.isfinite(cmat[kinds_used]), cmat[kinds_used], np.inf).min(axis=0)
+            lbv = float(cheapest.max(initial=0.0)) if objective != "split-max" else 0.0
+            L = m.add_cols(1, lb=lbv, ub=np.inf, cost=1.0)[0]
+            self.L[name] = L
+            for d in range(D):
+                t = int(dkind[d])
+                cvec = np.where(np.isfinite(cmat[t]), cmat[t], 0.0)
+                cols, vals = [x[:, d]], [cvec]
+                if d in self.out:
+                    cost_t = comm_c[t, nodes] * node_mask
+                    cols += [self.out[d], self.inn[d]]
+                    vals += [cost_t, cost_t]
+                cols.append(np.array([L]))
+                vals.append(np.array([-1.0]))
+                cc = np.concatenate(cols)
+                m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, np.concatenate(vals))
+
+    def canonical(self, a: np.ndarray) -> np.ndarray | None:
+        """Rename devices within each kind so that they are ordered by their smallest item (unused last),
+        as the symmetry breaking requires; ``None`` if ``a`` splits a colocation class."""
+        item_dev = np.full(self.C, -1, np.int64)
+        item_dev[self.cls] = a
+        if (item_dev[self.cls] != a).any():
+            return None
+        new = item_dev.copy()
+        for t in range(len(self.cluster.kinds)):
+            devs = np.flatnonzero(self.dkind == t)
+            if devs.size == 0:
+                continue
+            first_item = [int(np.flatnonzero(item_dev == d)[0]) if (item_dev == d).any() else 1 << 60
+                          for d in devs]
+            order = devs[np.argsort(first_item, kind="stable")]
+            remap = {int(old): int(devs[i]) for i, old in enumerate(order)}
+            sel = np.isin(item_dev, devs)
+            new[sel] = [remap[int(d)] for d in item_dev[sel]]
+        return new
+
+    def start_vector(self, a: np.ndarray) -> np.ndarray | None:
+        item_dev = self.canonical(a)
+        if item_dev is None:
+            return None
+        a = item_dev[self.cls]
+        ev = evaluate(self.graph, self.cluster, a)
+        if not ev.valid:
+            return None
+        C, D = self.C, self.D
+        v = np.zeros(self.m.num_cols)
+        X = np.zeros((C, D))
+        X[np.arange(C), item_dev] = 1.0
+        v[self.x.ravel()] = X.ravel()
+        for d, y in self.y.items():
+            v[y] = np.cumsum(X[:, d])
+        pos = np.searchsorted(self.comm_nodes, self.pu)
+        cu, cv = self.cls[self.pu], self.pv
+        for d in self.out:
+            o = np.zeros(self.comm_nodes.size)
+            i = np.zeros(self.comm_nodes.size)
+            np.maximum.at(o, pos, np.clip(X[cu, d] - X[cv, d], 0, 1))
+            np.maximum.at(i, pos, np.clip(X[cv, d] - X[cu, d], 0, 1))
+            v[self.out[d]] = o
+            v[self.inn[d]] = i
+        if self.objective == "split-max":
+            f, b = split_loads(self.graph, self.cluster, a)
+            v[self.L["fwd"]] = f.max(initial=0.0) * (1 + 1e-9) + 1e-12
+            v[self.L["bwd"]] = b.max(initial=0.0) * (1 + 1e-9) + 1e-12
+        else:
+            v[self.L["all"]] = ev.max_load * (1 + 1e-9) + 1e-12
+        return v
+
+    def decode(self, v: np.ndarray) -> np.ndarray:
+        return np.argmax(v[self.x], axis=1)[self.cls]
+
+
+def solve_noncontiguous(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
+    """Non-contiguous throughput IP (``--solver ip-noncontig``): any valid assignment; its optimum is at
+    most the contiguous one."""
+    options = options or SolveOptions()
+    _check_objective(options, "ip-noncontig")
+    if options.objective == "latency":
+        from .latency_ip import solve as solve_latency
+
+        return solve_latency(graph, cluster, options, solver="ip-noncontig")
+    if options.objective == "split-max" and not graph.is_training:
+        raise InputError("objective split-max is for training graphs (forward + backward); this graph has "
+                         "no backward nodes")
+    t_start = time.perf_counter()
+    deadline = None if options.time_limit is None else t_start + options.time_limit
+    try:
+        model = _FreeModel(graph, cluster, options.objective,
+                           symmetry=bool(options.raw.get("symmetry", True)))
+    except InfeasibleError as e:
+        return Solution(None, math.inf, Status.INFEASIBLE, "ip-noncontig", message=str(e),
+                        time=time.perf_counter() - t_start)
+    stats = {"items": model.C, "devices": model.D, "objective": options.objective}
+    start, warm_value = _warm_start(graph, cluster, options, deadline, model, stats)
+    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=_time_left(deadline), gap=options.gap,
+                          threads=options.threads, start=start, raw=options.raw)
+    a = model.decode(res.x) if res.x is not None else None
+    if a is not None and not evaluate(graph, cluster, a).valid:
+        stats["decode_problem"] = "; ".join(evaluate(graph, cluster, a).problems)
+        a = None
+    model_value = None if res.x is None else float(sum(res.x[L] for L in model.L.values()))
+    return _result(graph, cluster, options, res, a, "ip-noncontig", t_start, stats, warm_value, model_value)

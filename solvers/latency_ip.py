@@ -1,0 +1,506 @@
+"""Latency integer program: the placement of an inference graph with the smallest single-sample latency.
+
+The model is :mod:`graphs.latency`'s: host nodes (kinds that pay no communication) run as soon as their
+inputs are ready; every accelerator runs up to ``q`` (``options.subgraphs_per_device``) subgraphs one
+after another, each starting when all its inputs have arrived and the previous one has finished, and
+taking its compute plus its communication in and out. Memory is per accelerator.
+
+Variables, with ``c`` a colocation class, ``s = (d, j)`` the ``j``-th subgraph slot of accelerator ``d``
+and ``t`` a host kind:
+
+* ``x[c, s]``, ``h[c, t]`` (binary): where each class goes, exactly one place;
+* ``w[u, s]`` (continuous): an ancestor-closed set of nodes that holds slot ``s`` and none of the nodes
+  its outputs reach from outside, so every slot is convex (contiguous);
+* ``out[u, s] >= x[u's class, s] - x[v's class, s]``, ``in[u, s] >= x[v's class, s] - x[u's class, s]``
+  for every edge ``u -> v``: communication paid by the slot;
+* times: node finish ``f[u]``, slot start ``S[s]`` and finish ``F[s] = S[s] + compute + comm``;
+  ``f[v] >= f[u] + host compute of v`` along every edge, ``f[u] >= F[s]`` when ``u`` is in ``s``,
+  ``S[s] >= f[u]`` when ``u`` feeds ``s`` from outside, ``S[(d, j+1)] >= F[(d, j)]``; the latency is at
+  least every sink's finish. The conditional constraints use the horizon ``M`` = the warm start's
+  latency (no better placement finishes later), which also bounds every time variable.
+
+Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
+is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
+(the reference's latency heuristic) and everything on a host.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from graphs.contract import colocation_items
+from graphs.errors import InfeasibleError, InputError, PlacementError
+from graphs.evaluate import evaluate
+from graphs.latency import host_kinds, latency
+from graphs.model import Cluster, OpGraph
+
+from . import _milp
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["solve", "greedy_fill"]
+
+
+def greedy_fill(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
+    """A quick latency placement: walk the classes in topological order and fill accelerators one after
+    another up to their memory, overflowing to a host (``None`` if some class fits nowhere)."""
+    cls, C = colocation_items(graph)
+    compute_c, _ = graph.costs_for(cluster)
+    item_comp = np.zeros((compute_c.shape[0], C))
+    for t in range(compute_c.shape[0]):
+        np.add.at(item_comp[t], cls, compute_c[t])
+    mem = np.bincount(cls, weights=graph.memory, minlength=C)
+    hosts = host_kinds(cluster)
+    dkind = cluster.device_kind()
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    order = _class_order(graph, cls, C)
+    accel = [d for d in range(cluster.num_devices) if not hosts[dkind[d]]]
+    item_dev = np.full(C, -1, np.int64)
+    cur = 0
+    used_mem = 0.0
+    for c in order:
+        placed = False
+        while cur < len(accel):
+            d = accel[cur]
+            t = int(dkind[d])
+            cap = cluster.kinds[t].memory
+            if np.isfinite(item_comp[t, c]) and (cap is None or used_mem + mem[c] <= cap):
+                item_dev[c] = d
+                used_mem += mem[c]
+                placed = True
+                break
+            if used_mem == 0.0 and (not np.isfinite(item_comp[t, c]) or (cap is not None and mem[c] > cap)):
+                break  # this class cannot go on this kind at all: leave the device open for the next
+            cur += 1
+            used_mem = 0.0
+        if placed:
+            continue
+        for t in np.flatnonzero(hosts):
+            if cluster.kinds[t].count > 0 and np.isfinite(item_comp[t, c]):
+                item_dev[c] = first[t]
+                placed = True
+                break
+        if not placed:
+            return None
+    return item_dev[cls]
+
+
+def _class_order(graph: OpGraph, cls: np.ndarray, C: int) -> list[int]:
+    """Classes in the topological order of their first node."""
+    pos = np.empty(graph.num_nodes, np.int64)
+    pos[graph.topological_order()] = np.arange(graph.num_nodes)
+    first = np.full(C, graph.num_nodes, np.int64)
+    np.minimum.at(first, cls, pos)
+    return np.argsort(first, kind="stable").tolist()
+
+
+class _LatencyModel:
+    """The latency program (see the module doc). Columns ``x[c, p]`` place class ``c`` at *place* ``p``:
+    a subgraph slot ``(d, j)`` of an accelerator, or a host device (one place per host kind when its
+    memory cannot bind, since which host runs a node does not matter)."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, q: int, horizon: float, symmetry: bool = True):
+        self.graph, self.cluster, self.q = graph, cluster, q
+        cls, C = colocation_items(graph)
+        self.cls, self.C = cls, C
+        n = graph.num_nodes
+        compute_c, comm_c = graph.costs_for(cluster)
+        T = compute_c.shape[0]
+        comp = np.zeros((T, C))
+        for t in range(T):
+            np.add.at(comp[t], cls, compute_c[t])
+        mem = np.bincount(cls, weights=graph.memory, minlength=C)
+        hosts = host_kinds(cluster)
+        dkind = cluster.device_kind()
+        self.dkind = dkind
+        first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+        places: list[tuple[int, int, bool]] = []  # (device, subgraph index, is accelerator slot)
+        self.host_place_of_kind: dict[int, int] = {}  # host kinds with a single place
+        for t, kind in enumerate(cluster.kinds):
+            devs = range(int(first[t]), int(first[t]) + kind.count)
+            if not hosts[t]:
+                places += [(d, j, True) for d in devs for j in range(q)]
+            elif kind.count == 0:
+                continue
+            elif kind.memory is None or mem.sum() <= kind.memory:
+                self.host_place_of_kind[t] = len(places)
+                places.append((int(first[t]), 0, False))
+            else:
+                places += [(d, 0, False) for d in devs]
+        self.places = places
+        NP = len(places)
+        slot_ids = [p for p, pl in enumerate(places) if pl[2]]
+        host_ids = [p for p, pl in enumerate(places) if not pl[2]]
+        self.slot_ids, self.host_ids = slot_ids, host_ids
+        M = float(horizon)
+        m = _milp.MilpModel()
+        self.m = m
+
+        # placement
+        ubx = np.ones((C, NP))
+        for p, (d, _, _) in enumerate(places):
+            t = int(dkind[d])
+            cap = cluster.kinds[t].memory
+            ubx[~np.isfinite(comp[t]) | ((mem > cap) if cap is not None else False), p] = 0.0
+        if (ubx.sum(axis=1) == 0).any():
+            c = int(np.flatnonzero(ubx.sum(axis=1) == 0)[0])
+            nodes = ", ".join(str(graph.ids[u]) for u in np.flatnonzero(cls == c)[:4])
+            raise InfeasibleError(f"no device can hold node(s) {nodes}: unsupported everywhere or too large "
+                                  f"for every device's memory")
+        x = m.add_cols(C * NP, ub=ubx.ravel(), integer=True).reshape(C, NP)
+        self.x = x
+        allc = np.arange(C)
+        m.add_rows(np.ones(C), np.ones(C), np.repeat(allc, NP), x.ravel(), 1.0)
+        # memory per device (all its places)
+        dev_places: dict[int, list[int]] = {}
+        for p, (d, _, _) in enumerate(places):
+            dev_places.setdefault(d, []).append(p)
+        self.dev_places = dev_places
+        for d, ps in dev_places.items():
+            cap = cluster.kinds[int(dkind[d])].memory
+            if cap is None or mem.sum() <= cap:
+                continue
+            m.add_rows([-np.inf], [cap], np.zeros(C * len(ps), np.int64),
+                       np.concatenate([x[:, p] for p in ps]), np.tile(mem, len(ps)))
+        # symmetry: identical devices (consecutive, same kind, each with its own places) ordered by their
+        # smallest class: sum_p x[c, p on d] <= sum_{c' < c} sum_p x[c', p on d-1]
+        self.ys: list[tuple[np.ndarray, list[int]]] = []
+        if symmetry:
+            for d in sorted(dev_places):
+                d0 = d - 1
+                if d0 not in dev_places or dkind[d0] != dkind[d] or int(dkind[d]) in self.host_place_of_kind:
+                    continue
+                s0, s1 = dev_places[d0], dev_places[d]
+                y = m.add_cols(C, lb=0, ub=C)  # y[c] = classes <= c on d0
+                self.ys.append((y, s0))
+                r = np.arange(C)
+                rows = [r] + [r] * len(s0) + [r[1:]]
+                cols = [y] + [x[:, p] for p in s0] + [y[:-1]]
+                vals = [np.ones(C)] + [-np.ones(C)] * len(s0) + [-np.ones(C - 1)]
+                m.add_rows(np.zeros(C), np.zeros(C), np.concatenate(rows), np.concatenate(cols),
+                           np.concatenate(vals))
+                m.add_rows([0.0], [0.0], np.zeros(len(s1), np.int64), x[0, s1], 1.0)
+                if C > 1:
+                    r = np.arange(C - 1)
+                    rows = [r] * len(s1) + [r]
+                    cols = [x[1:, p] for p in s1] + [y[:-1]]
+                    vals = [np.ones(C - 1)] * len(s1) + [-np.ones(C - 1)]
+                    m.add_rows(np.full(C - 1, -np.inf), np.zeros(C - 1), np.concatenate(rows),
+                               np.concatenate(cols), np.concatenate(vals))
+
+        src, dst = graph.src, graph.dst
+        cs, cd = cls[src], cls[dst]
+        cross = cs != cd
+        es, ed = src[cross], dst[cross]  # node edges between classes
+        E, Ea = es.size, src.size
+        # convexity of every slot: w[:, s] ancestor-closed, holds the slot, and excludes every node that
+        # a slot node feeds outside the slot
+        self.w = None
+        if slot_ids and E:
+            w = m.add_cols(n * len(slot_ids), lb=0, ub=1).reshape(n, len(slot_ids))
+            self.w = w
+            nodes = np.arange(n)
+            for k_, p in enumerate(slot_ids):
+                m.add_rows(np.zeros(n), np.full(n, np.inf), np.concatenate([nodes, nodes]),
+                           np.concatenate([w[:, k_], x[cls, p]]), np.concatenate([np.ones(n), -np.ones(n)]))
+                r = np.arange(Ea)
+                m.add_rows(np.full(Ea, -np.inf), np.zeros(Ea), np.concatenate([r, r]),
+                           np.concatenate([w[dst, k_], w[src, k_]]),
+                           np.concatenate([np.ones(Ea), -np.ones(Ea)]))
+                r = np.arange(E)
+                m.add_rows(np.full(E, -np.inf), np.ones(E), np.concatenate([r, r, r]),
+                           np.concatenate([w[ed, k_], x[cs[cross], p], x[cd[cross], p]]),
+                           np.concatenate([np.ones(E), np.ones(E), -np.ones(E)]))
+
+        # communication per slot: (u, class fed) pairs of nodes that pay
+        keep = cross & (comm_c[:, src].max(axis=0) > 0)
+        pairs = np.unique(np.stack([src[keep], cd[keep]], axis=1), axis=0) if keep.any() \
+            else np.zeros((0, 2), np.int64)
+        pu, pv = pairs[:, 0], pairs[:, 1]
+        cnodes = np.unique(pu)
+        pn = np.searchsorted(cnodes, pu)
+        Q, N = pu.size, cnodes.size
+        self.pu, self.pv, self.cnodes = pu, pv, cnodes
+        self.out, self.inn = {}, {}
+        qi = np.arange(Q)
+        for p in slot_ids:
+            t = int(dkind[places[p][0]])
+            if N == 0 or not (comm_c[t, cnodes] > 0).any():
+                continue
+            out = m.add_cols(N, lb=0, ub=1)
+            inn = m.add_cols(N, lb=0, ub=1)
+            self.out[p], self.inn[p] = out, inn
+            m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate([qi, qi, qi]),
+                       np.concatenate([out[pn], x[cls[pu], p], x[pv, p]]),
+                       np.concatenate([np.ones(Q), -np.ones(Q), np.ones(Q)]))
+            m.add_rows(np.zeros(Q), np.full(Q, np.inf), np.concatenate([qi, qi, qi]),
+                       np.concatenate([inn[pn], x[pv, p], x[cls[pu], p]]),
+                       np.concatenate([np.ones(Q), -np.ones(Q), np.ones(Q)]))
+
+        # times
+        f = m.add_cols(n, lb=0, ub=M)
+        St = m.add_cols(NP, lb=0, ub=M)  # used for slots only
+        F = m.add_cols(NP, lb=0, ub=M)
+        self.f, self.St, self.F = f, St, F
+        # host compute of v: sum over host places of cpu(v) x[cv, p]
+        hv_cols, hv_vals = [], []
+        for p in host_ids:
+            t = int(dkind[places[p][0]])
+            hv_cols.append(x[cls, p])
+            hv_vals.append(np.where(np.isfinite(compute_c[t]), compute_c[t], 0.0))
+        nodes = np.arange(n)
+        H = len(host_ids)
+        m.add_rows(np.zeros(n), np.full(n, np.inf), np.concatenate([nodes] + [nodes] * H),
+                   np.concatenate([f] + hv_cols), np.concatenate([np.ones(n)] + [-v for v in hv_vals]))
+        if Ea:
+            r = np.arange(Ea)
+            m.add_rows(np.zeros(Ea), np.full(Ea, np.inf), np.concatenate([r, r] + [r] * H),
+                       np.concatenate([f[dst], f[src]] + [c[dst] for c in hv_cols]),
+                       np.concatenate([np.ones(Ea), -np.ones(Ea)] + [-v[dst] for v in hv_vals]))
+        fp = np.unique(np.stack([es, cd[cross]], axis=1), axis=0) if E else np.zeros((0, 2), np.int64)
+        for p in slot_ids:
+            d, j, _ = places[p]
+            t = int(dkind[d])
+            # f[u] >= F[s] - M (1 - x[cu, s])
+            m.add_rows(np.full(n, -M), np.full(n, np.inf), np.concatenate([nodes, nodes, nodes]),
+                       np.concatenate([f, np.full(n, F[p]), x[cls, p]]),
+                       np.concatenate([np.ones(n), -np.ones(n), -M * np.ones(n)]))
+            # S[s] >= f[u] - M (1 - x[cv, s] + x[cu, s]) for u feeding class cv
+            if fp.shape[0]:
+                K = fp.shape[0]
+                r = np.arange(K)
+                u, cv = fp[:, 0], fp[:, 1]
+                m.add_rows(np.full(K, -M), np.full(K, np.inf), np.concatenate([r, r, r, r]),
+                           np.concatenate([np.full(K, St[p]), f[u], x[cv, p], x[cls[u], p]]),
+                           np.concatenate([np.ones(K), -np.ones(K), -M * np.ones(K), M * np.ones(K)]))
+            # F[s] = S[s] + compute + comm
+            cvec = np.where(np.isfinite(comp[t]), comp[t], 0.0)
+            cols = [np.array([F[p], St[p]]), x[:, p]]
+            vals = [np.array([1.0, -1.0]), -cvec]
+            if p in self.out:
+                cost = comm_c[t, cnodes]
+                cols += [self.out[p], self.inn[p]]
+                vals += [-cost, -cost]
+            cc = np.concatenate(cols)
+            m.add_rows([0.0], [0.0], np.zeros(cc.size, np.int64), cc, np.concatenate(vals))
+            if j > 0:  # the previous slot of the device is place p - 1
+                m.add_rows([0.0], [np.inf], [0, 0], [St[p], F[p - 1]], [1.0, -1.0])
+        Tv = m.add_cols(1, lb=0, ub=M, cost=1.0)[0]
+        self.T = Tv
+        sinks = np.flatnonzero(np.bincount(src, minlength=n) == 0)
+        k = sinks.size
+        r = np.arange(k)
+        m.add_rows(np.zeros(k), np.full(k, np.inf), np.concatenate([r, r]),
+                   np.concatenate([np.full(k, Tv), f[sinks]]), np.concatenate([np.ones(k), -np.ones(k)]))
+
+    # ---------------------------------------------------------------- warm start and decoding
+    def place_of(self, d: int, j: int) -> int | None:
+        t = int(self.dkind[d])
+        if t in self.host_place_of_kind:
+            return self.host_place_of_kind[t]
+        for p in self.dev_places.get(d, []):
+            if self.places[p][1] == max(j, 0):
+                return p
+        return None
+
+    def start_vector(self, a: np.ndarray, sub: np.ndarray) -> np.ndarray | None:
+        """Model variables for a placement (``sub``: subgraph index per node, -1 on hosts), with
+        identical devices renamed into the symmetry breaking's order; ``None`` if it does not fit."""
+        cls, C = self.cls, self.C
+        item_dev = np.full(C, -1, np.int64)
+        item_dev[cls] = a
+        item_sub = np.full(C, -1, np.int64)
+        item_sub[cls] = sub
+        if (item_dev[cls] != a).any() or (item_sub[cls] != sub).any():
+            return None
+        # rename devices of each symmetric group by their smallest class
+        remap = {}
+        for t in range(len(self.cluster.kinds)):
+            if t in self.host_place_of_kind:
+                continue
+            devs = [d for d in sorted(self.dev_places) if self.dkind[d] == t]
+            firsts = [int(np.flatnonzero(item_dev == d)[0]) if (item_dev == d).any() else 1 << 60
+                      for d in devs]
+            for new, old in zip(devs, [devs[i] for i in np.argsort(firsts, kind="stable")]):
+                remap[old] = new
+        item_dev = np.array([remap.get(int(d), int(d)) for d in item_dev], dtype=np.int64)
+        where = np.empty(C, np.int64)
+        for c in range(C):
+            p = self.place_of(int(item_dev[c]), int(item_sub[c]))
+            if p is None:
+                return None
+            where[c] = p
+        new_a = np.array([self.places[p][0] for p in where], dtype=np.int64)[cls]
+        new_sub = np.array([self.places[p][1] if self.places[p][2] else -1 for p in where],
+                           dtype=np.int64)[cls]
+        ev = latency(self.graph, self.cluster, new_a, subgraphs=new_sub)
+        if not ev.valid:
+            return None
+        v = np.zeros(self.m.num_cols)
+        X = np.zeros((C, len(self.places)))
+        X[np.arange(C), where] = 1.0
+        v[self.x.ravel()] = X.ravel()
+        for y, s0 in self.ys:
+            v[y] = np.cumsum(X[:, s0].sum(axis=1))
+        if self.w is not None:
+            anc = X[cls][:, self.slot_ids]  # slot nodes and all their ancestors
+            succ_ptr, succ_idx = self.graph.successors_csr()
+            for u in self.graph.topological_order()[::-1].tolist():
+                kids = succ_idx[succ_ptr[u]:succ_ptr[u + 1]]
+                if kids.size:
+                    anc[u] = np.maximum(anc[u], anc[kids].max(axis=0))
+            v[self.w.ravel()] = anc.ravel()
+        pos = np.searchsorted(self.cnodes, self.pu)
+        cu, cv = cls[self.pu], self.pv
+        for p in self.out:
+            o = np.zeros(self.cnodes.size)
+            iv = np.zeros(self.cnodes.size)
+            np.maximum.at(o, pos, np.clip(X[cu, p] - X[cv, p], 0, 1))
+            np.maximum.at(iv, pos, np.clip(X[cv, p] - X[cu, p], 0, 1))
+            v[self.out[p]] = o
+            v[self.inn[p]] = iv
+        v[self.f] = ev.finish
+        by_slot = {(s.device, s.index): s for s in ev.subgraphs}
+        prev_finish: dict[int, float] = {}
+        for p in self.slot_ids:
+            d, j, _ = self.places[p]
+            sg = by_slot.get((d, j))
+            if sg is not None:
+                v[self.St[p]], v[self.F[p]] = sg.start, sg.finish
+            else:  # an empty slot: zero length, right after the device's previous one
+                v[self.St[p]] = v[self.F[p]] = prev_finish.get(d, 0.0)
+            prev_finish[d] = v[self.F[p]]
+        v[self.T] = ev.total
+        return v
+
+    def decode(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        where = np.argmax(v[self.x], axis=1)
+        a = np.array([self.places[p][0] for p in where], dtype=np.int64)[self.cls]
+        sub = np.array([self.places[p][1] if self.places[p][2] else -1 for p in where],
+                       dtype=np.int64)[self.cls]
+        return a, sub
+
+
+def _candidates(graph, cluster, options, deadline, stats):
+    """Warm-start placements: given, DP, greedy fill, all on a host."""
+    out = []
+    if options.warm_start is not None:
+        a = np.asarray(options.warm_start, np.int64)
+        if a.shape != (graph.num_nodes,):
+            raise InputError(f"the warm start has shape {a.shape}; expected one device per node "
+                             f"({graph.num_nodes},)")
+        out.append(("given", a))
+    if options.raw.get("dp_warm_start", True):
+        from . import dp
+
+        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        share = float(options.raw.get("dp_time_share", 0.2))
+        try:
+            sol = dp.solve(graph, cluster, SolveOptions(time_limit=None if left is None else share * left,
+                                                        raw={"max_ideals": options.raw.get("dp_max_ideals",
+                                                                                           200_000)}))
+            stats["dp_status"] = sol.status.value
+            if sol.assignment is not None:
+                out.append(("dp", np.asarray(sol.assignment, np.int64)))
+        except PlacementError as e:
+            stats["dp_status"] = f"skipped: {e}"
+    g = greedy_fill(graph, cluster)
+    if g is not None:
+        out.append(("greedy", g))
+    hosts = host_kinds(cluster)
+    compute_c, _ = graph.costs_for(cluster)
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    for t in np.flatnonzero(hosts):
+        if cluster.kinds[t].count > 0 and np.isfinite(compute_c[t]).all():
+            out.append(("host", np.full(graph.num_nodes, first[t], np.int64)))
+            break
+    return out
+
+
+def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
+          solver: str = "ip") -> Solution:
+    """Minimum-latency placement of an inference graph (``--objective latency``)."""
+    options = options or SolveOptions()
+    if graph.is_training:
+        raise InputError("the latency objective is for inference graphs; this graph has backward nodes")
+    q = int(options.subgraphs_per_device)
+    if q < 1:
+        raise InputError(f"subgraphs per device must be at least 1, got {q}")
+    t_start = time.perf_counter()
+    deadline = None if options.time_limit is None else t_start + options.time_limit
+    stats: dict = {"objective": "latency", "subgraphs_per_device": q}
+    best = None
+    for name, a in _candidates(graph, cluster, options, deadline, stats):
+        ev = latency(graph, cluster, a)
+        if not ev.valid or max(ev.subgraphs_per_device().values(), default=0) > q:
+            continue
+        stats[f"warm_{name}"] = ev.total
+        if best is None or ev.total < best[2].total:
+            best = (name, a, ev)
+    if best is None:
+        horizon = _horizon(graph, cluster, q)
+        if not math.isfinite(horizon):
+            return Solution(None, math.inf, Status.INFEASIBLE, solver, time=time.perf_counter() - t_start,
+                            stats=stats, message="no device can run some node")
+    else:
+        horizon = best[2].total
+    horizon = horizon * (1 + 1e-6) + 1e-9
+    try:
+        model = _LatencyModel(graph, cluster, q, horizon, symmetry=bool(options.raw.get("symmetry", True)))
+    except InfeasibleError as e:
+        return Solution(None, math.inf, Status.INFEASIBLE, solver, message=str(e),
+                        time=time.perf_counter() - t_start, stats=stats)
+    start = None
+    if best is not None and options.raw.get("warm_start", True) is not False:
+        start = model.start_vector(best[1], best[2].subgraph)
+        stats["warm_start"] = best[0] if start is not None else f"{best[0]} (rejected)"
+        stats["warm_start_value"] = best[2].total
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
+                          threads=options.threads, start=start, raw=options.raw)
+    stats.update(res.stats)
+    stats["mip_status"] = res.status
+    elapsed = time.perf_counter() - t_start
+    if res.status == _milp.INFEASIBLE:
+        return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
+                        message="no placement fits the accelerators' memory")
+    a = sub = None
+    if res.x is not None:
+        a, sub = model.decode(res.x)
+        ev = latency(graph, cluster, a, subgraphs=sub)
+        if not ev.valid:
+            stats["decode_problem"] = "; ".join(ev.problems)
+            a = None
+    if a is None and best is not None:
+        # keep the warm start rather than return nothing
+        a, ev = best[1], best[2]
+        sub = ev.subgraph
+        stats["returned"] = "warm start"
+    if a is None:
+        status = Status.FEASIBLE if res.status != _milp.ERROR else Status.ERROR
+        return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
+                        message=(res.message or "no placement found") + "; no placement found")
+    value = ev.total
+    stats["model_objective"] = None if res.x is None else float(res.x[model.T])
+    stats["subgraphs"] = [int(s) for s in sub]
+    stats["max_load"] = evaluate(graph, cluster, a).max_load
+    bound = None if res.bound is None else min(res.bound, value)
+    gap = None if bound is None else max(0.0, (value - bound) / value if value > 0 else 0.0)
+    proven = res.status == _milp.OPTIMAL and gap is not None and gap <= options.gap + 1e-9
+    msg = res.message if not (res.status == _milp.OPTIMAL and not proven) else \
+        "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
+    return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE, solver,
+                    bound=bound, gap=gap, time=elapsed, message=msg, stats=stats)
+
+
+def _horizon(graph: OpGraph, cluster: Cluster, q: int) -> float:
+    """A latency that some optimal placement does not exceed, when no placement is known: all tasks
+    one after another, every node at its slowest supported cost, every output sent once and received
+    by every subgraph slot."""
+    compute_c, comm_c = graph.costs_for(cluster)
+    fin = np.where(np.isfinite(compute_c), compute_c, -np.inf).max(axis=0)
+    if not np.isfinite(fin).all():
+        return math.inf
+    return float(fin.sum() + comm_c.max(axis=0).sum() * (1 + q * cluster.num_devices))
