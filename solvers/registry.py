@@ -20,6 +20,7 @@ SOLVERS: dict[str, str] = {
     "expert": "solvers.expert:solve",
     "local-search": "solvers.local_search:solve",
     "partition": "solvers.partition:solve",
+    "greedy-latency": "solvers.greedy:solve",
 }
 
 

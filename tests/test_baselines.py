@@ -201,3 +201,68 @@ def test_single_matches_one_accelerator_where_memory_allows(workloads):
             assert sol.objective == pytest.approx(ref["single_accelerator_max_load"], rel=1e-5), key
         else:  # the graph does not fit one accelerator: the host runs it, slower
             assert sol.objective > ref["single_accelerator_max_load"], key
+
+
+# --------------------------------------------------------------------------- greedy latency
+def _brute_force_latency(inst):
+    """Lowest latency over every valid assignment (each accelerator's nodes cut into convex pieces)."""
+    from graphs.contract import colocation_items
+    from graphs.latency import latency
+    from tests.instances import canonical_assignments
+
+    cls, C = colocation_items(inst.graph)
+    best = math.inf
+    for items in canonical_assignments(C, inst.cluster):
+        a = np.asarray(items, dtype=np.int64)[cls]
+        if not evaluate(inst.graph, inst.cluster, a).valid:
+            continue
+        lat = latency(inst.graph, inst.cluster, a)
+        if lat.valid:
+            best = min(best, lat.total)
+    return best
+
+
+def test_greedy_latency_is_valid_and_never_beats_the_optimum():
+    from graphs.latency import latency
+
+    solve = get_solver("greedy-latency")
+    found = 0
+    for inst in _instances(61, 40, max_items=4, training=False):
+        best = _brute_force_latency(inst)
+        sol = solve(inst.graph, inst.cluster, SolveOptions(objective="latency"))
+        if sol.assignment is None:
+            continue
+        found += 1
+        assert sol.status is Status.FEASIBLE
+        assert evaluate(inst.graph, inst.cluster, sol.assignment).valid, inst.label
+        lat = latency(inst.graph, inst.cluster, sol.assignment)
+        assert lat.valid, (inst.label, lat.problems)
+        assert sol.objective == pytest.approx(lat.total, rel=1e-9, abs=1e-12), inst.label
+        assert sol.objective >= best * (1 - 1e-9) - 1e-12, inst.label
+    assert found > 20
+
+
+def test_greedy_latency_reports_max_load_when_asked():
+    inst = chain(4, counts=(2,))
+    sol = get_solver("greedy-latency")(inst.graph, inst.cluster, SolveOptions())
+    assert sol.objective == pytest.approx(evaluate(inst.graph, inst.cluster, sol.assignment).max_load)
+    with pytest.raises(InputError, match="strategy"):
+        get_solver("greedy-latency")(inst.graph, inst.cluster, SolveOptions(raw={"strategy": "magic"}))
+
+
+GREEDY_REFERENCE = {  # FORMAT.md, "Reference results (latency, the paper's greedy heuristic)"
+    "LayerGraphs/bert24_inference": 100.219, "LayerGraphs/gnmt_inference": 268.5,
+    "LayerGraphs/inceptionv3_inference": 2485.24, "LayerGraphs/resnet50_inference": 4197.06,
+    "OperatorGraphs/bert_l-3_inference": 416.204, "OperatorGraphs/bert_l-6_inference": 494.135,
+    "OperatorGraphs/bert_l-12_inference": 867.839, "OperatorGraphs/resnet50_inference": 839.536,
+}
+
+
+def test_greedy_latency_is_no_worse_than_the_reference_greedy(workloads):
+    solve = get_solver("greedy-latency")
+    for key, ref in GREEDY_REFERENCE.items():
+        w = read_workload(os.path.join(workloads, "latency-inputs", key + ".json"))
+        sol = solve(w.graph, w.cluster, SolveOptions(objective="latency"))
+        assert sol.objective <= ref * (1 + 1e-5), key
+        fill = solve(w.graph, w.cluster, SolveOptions(objective="latency", raw={"strategy": "fill"}))
+        assert fill.objective <= ref * (1 + 1e-5), key  # the reference's own procedure, both tie-breaks
