@@ -5,8 +5,11 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
 ``roofline``
     FLOPs and bytes of every operator from its shapes (:func:`op_flops`, :func:`op_bytes`);
     time = max(FLOPs / peak, bytes / memory bandwidth) + launch overhead, with the fp16 peak for
-    half-precision operators. Control-flow operators cost their bodies (``If``: the dearer branch;
-    ``Loop``/``Scan``: the body times its trip count).
+    half-precision operators. An operator without a formula (unknown type, or shapes the formula needs
+    are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
+    out plus a dense product over its weights, and FLOP time *plus* memory time. Control-flow
+    operators cost their bodies (``If``: the dearer branch; ``Loop``/``Scan``: the body times its trip
+    count).
 ``profile``
     Measured on this machine with onnxruntime's profiler (one intra-op thread, graph optimisations off
     so that every kernel keeps its node's name; warm-up runs, then the median of repeats). Measured
@@ -225,7 +228,7 @@ def op_flops(op: Op) -> tuple[float, bool]:
         f = float(_REDUCE[t] * op.inputs[0].elements)
     elif t in _MOVE or t in _VIEW:
         f = 0.0
-    if f is not None and not op.sizes_estimated:
+    if f is not None:
         return float(f), True
     return _conservative_flops(op), False
 
@@ -267,8 +270,11 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
         return math.inf
     if op.op_type in _CONTROL and op.subgraphs:
         return spec.launch + _body_sum(op, lambda b: roofline_time(b, spec))
-    flops, _ = op_flops(op)
-    return max(flops / spec.peak(_half(op)), op_bytes(op) / spec.bandwidth) + spec.launch
+    flops, known = op_flops(op)
+    t_flops, t_bytes = flops / spec.peak(_half(op)), op_bytes(op) / spec.bandwidth
+    if not known:  # conservative: no overlap of arithmetic and memory traffic
+        return t_flops + t_bytes + spec.launch
+    return max(t_flops, t_bytes) + spec.launch
 
 
 def _unsupported(op: Op, spec: DeviceSpec) -> bool:
@@ -295,7 +301,7 @@ def roofline_costs(g: OnnxGraph, devices: DeviceSet) -> Costs:
     if unknown:
         warnings.append(f"no FLOP formula (or unknown sizes) for {', '.join(unknown)}: costed conservatively "
                         f"({UNKNOWN_FLOPS_PER_ELEMENT:g} FLOPs per input and output element, plus a dense "
-                        f"product over any weights)")
+                        f"product over any weights, with no overlap of arithmetic and memory traffic)")
     for w in warnings:
         log.warning("%s%s", f"{g.source}: " if g.source else "", w)
     return Costs(tuple(s.name for s in devices.specs), compute, _comm_rows(g, devices), None, "roofline",

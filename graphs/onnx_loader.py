@@ -25,6 +25,7 @@ when inference could not determine it.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -258,7 +259,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
     if batch_size not in (None, 1) and not fixed:
         warn(f"batch size {batch_size} ignored: the model's inputs have no symbolic batch dimension "
              f"(its batch is fixed in the file)")
-    infer_model = _inference_copy(model, dimmap)
+    infer_model = _inference_copy(model, dimmap, os.path.dirname(source) if source else None)
     try:
         onnx.checker.check_model(infer_model)
     except Exception as e:
@@ -331,11 +332,12 @@ def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[
     return mapping, fixed_batch
 
 
-def _inference_copy(model, dimmap: Mapping[str, int]):
+def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = None):
     """A light copy of the model for the checker and shape inference: large or external initializers
-    become typed graph inputs (no data is read or copied), symbolic input dimensions are fixed."""
+    become typed graph inputs (no weight is read or copied), symbolic input dimensions are fixed. Small
+    external integer tensors (shapes, axes) are read from ``base_dir``: inference needs their values."""
     import onnx
-    from onnx import helper
+    from onnx import external_data_helper, helper
 
     g = model.graph
     g2 = onnx.GraphProto(name=g.name)
@@ -347,6 +349,18 @@ def _inference_copy(model, dimmap: Mapping[str, int]):
         _fix_dims(v2, dimmap, 0)
     for t in g.initializer:
         n = math.prod(t.dims)
+        if (t.data_location == onnx.TensorProto.EXTERNAL and n <= _SMALL_CONST and base_dir is not None
+                and not _dtype(t.data_type)[0].startswith(("float", "bfloat"))):
+            small = onnx.TensorProto()
+            small.CopyFrom(t)
+            try:
+                external_data_helper.load_external_data_for_tensor(small, base_dir)
+                small.data_location = onnx.TensorProto.DEFAULT
+                del small.external_data[:]
+                g2.initializer.append(small)
+                continue
+            except Exception:
+                pass  # missing weights file: the tensor stays a typed input
         if t.data_location == onnx.TensorProto.EXTERNAL or n > _KEEP_DATA:
             if t.name not in input_names:
                 g2.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
@@ -391,6 +405,7 @@ class _Parser:
         self.types: dict[str, object] = {}  # tensor name -> TypeProto (all scopes; names are unique)
         self.initializers: set[str] = set()
         self.values: dict[str, np.ndarray] = {}  # small constant values
+        self.refined: dict[str, Tensor] = {}  # shapes we know better than inference
         self.unresolved: Counter = Counter()  # symbolic dims taken as guesses
         self.estimated: list[str] = []  # ops whose output size was estimated
         self.unknown_ops: Counter = Counter()
@@ -413,6 +428,8 @@ class _Parser:
                         self.collect_types(sg)
 
     def tensor(self, name: str) -> Tensor:
+        if name in self.refined:
+            return self.refined[name]
         tp = self.types.get(name)
         if tp is None or not tp.HasField("tensor_type"):
             return Tensor(name, None, "unknown", 4)
@@ -534,16 +551,15 @@ class _Parser:
                     raise CycleError([names[i]], source=self.source)
                 succ[j].append(i)
                 indeg[i] += 1
-        ready = [i for i in range(n) if indeg[i] == 0]
-        ready.reverse()
+        ready = [i for i in range(n) if indeg[i] == 0]  # a heap: the file's order when it is sorted
         order = []
         while ready:
-            i = ready.pop()
+            i = heapq.heappop(ready)
             order.append(i)
-            for j in reversed(succ[i]):
+            for j in succ[i]:
                 indeg[j] -= 1
                 if indeg[j] == 0:
-                    ready.append(j)
+                    heapq.heappush(ready, j)
         if len(order) < n:
             left = [names[i] for i in range(n) if indeg[i] > 0]
             raise CycleError(left[:20], source=self.source)
@@ -568,7 +584,7 @@ class _Parser:
 
         inputs = tuple(self.tensor(x) if x else None for x in n.input)
         constant = tuple(bool(x) and x in consts for x in n.input)
-        outputs = tuple(self.tensor(o) for o in n.output if o)
+        outputs = tuple(self._carried(n, inputs, k, self.tensor(o)) for k, o in enumerate(n.output) if o)
         attrs = {}
         for a in n.attribute:
             if a.type in (1, 2, 3, 6, 7, 8):  # FLOAT INT STRING FLOATS INTS STRINGS
@@ -623,11 +639,30 @@ class _Parser:
                   trainable=tuple(trainable[k] for k in params), subgraphs=tuple(subgraphs),
                   output_bytes=int(out_bytes), sizes_estimated=estimated)
 
+    def _carried(self, n, inputs, k: int, t: Tensor) -> Tensor:
+        """A loop-carried output has its initial value's shape when inference left it unknown."""
+        if t.known:
+            return t
+        first = {"Loop": 2, "Scan": 0}.get(n.op_type)
+        if first is None:
+            return t
+        states = len(inputs) - (2 if n.op_type == "Loop" else
+                                next((a.i for a in n.attribute if a.name == "num_scan_inputs"), 0))
+        src = inputs[first + k] if k < states and first + k < len(inputs) else None
+        if src is None or not src.known:
+            return t
+        self.refined[t.name] = out = Tensor(t.name, src.shape, src.dtype, src.itemsize)
+        return out
+
     def _estimate(self, n, inputs, constant, t: Tensor) -> int:
-        """A stand-in size for an output whose shape is unknown: the largest activation input (with the
-        output's element size), or one element per batch row."""
-        sizes = [x.elements for x, c in zip(inputs, constant) if x is not None and not c and x.known]
-        return (max(sizes) if sizes else self.batch) * t.itemsize
+        """A stand-in size for an output whose shape is unknown: the shape of the largest activation
+        input (kept for the operators downstream), or one element per batch row."""
+        known = [x for x, c in zip(inputs, constant) if x is not None and not c and x.known]
+        if not known:
+            return self.batch * t.itemsize
+        big = max(known, key=lambda x: x.elements)
+        self.refined[t.name] = guess = Tensor(t.name, big.shape, t.dtype, t.itemsize)
+        return guess.nbytes
 
     def _repeat(self, n, name, inputs) -> float:
         if n.op_type == "Loop":

@@ -136,7 +136,7 @@ def _b(x: float) -> str:
     return f"{x:.2f} TB"
 
 
-def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8) -> str:
+def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_warnings: bool = True) -> str:
     """A summary of a loaded model: operators by type, parameters, FLOPs, largest tensors, warnings,
     and (given the costed graph) the compute time per device kind."""
     flops = [op_flops(op)[0] for op in g.ops]
@@ -163,7 +163,8 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8) -> str
             fin = np.isfinite(row)
             extra = f", {int((~fin).sum())} op(s) unsupported" if not fin.all() else ""
             lines.append(f"  {k:<10} total {row[fin].sum():.4f} ms{extra}")
-    warns = list(g.warnings) + ([w for w in graph.meta.get("warnings", ()) if w not in g.warnings]
-                                if graph is not None else [])
-    lines += [f"warning: {w}" for w in warns]
+    if show_warnings:
+        warns = list(g.warnings) + ([w for w in graph.meta.get("warnings", ()) if w not in g.warnings]
+                                    if graph is not None else [])
+        lines += [f"warning: {w}" for w in warns]
     return "\n".join(lines)

@@ -84,21 +84,74 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
                    "not a terminal")
 
 
+def _add_frontend_options(p: argparse.ArgumentParser) -> None:
+    """Options of the ONNX front end (a reference-format workload carries its own costs and devices)."""
+    g = p.add_argument_group("ONNX models")
+    g.add_argument("--devices", default=None, metavar="SPEC",
+                   help="cluster as kind:count pairs, e.g. a100:4,cpu:8 (presets: cpu, v100, a100, "
+                   "a100-80gb, h100, t4, l4), or a TOML/JSON device file with counts (default a100:4,cpu:1)")
+    g.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
+                   help="TOML/JSON file defining device kinds (repeatable)")
+    g.add_argument("--costs", default=None, metavar="MODEL",
+                   help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
+                   "cost table")
+    g.add_argument("--batch-size", type=int, default=None, metavar="N", help="value of a symbolic batch "
+                   "dimension (default 1)")
+    g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
+                   help="value of another symbolic input dimension (repeatable)")
+    g.add_argument("--training", action="store_true", default=None, help="add the backward pass")
+    g.add_argument("--optimizer", default=None, help="training: sgd, momentum or adam (default adam)")
+
+
+def _frontend(args) -> dict:
+    """The front-end keyword arguments of ``load_workload`` (``None``: not given)."""
+    import logging
+
+    class _Warnings(logging.Handler):
+        def emit(self, record):
+            print(f"warning: {record.getMessage()}", file=sys.stderr)
+
+    log = logging.getLogger("graphs.onnx")
+    if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
+        log.addHandler(_Warnings())  # warnings as "warning: ..." lines on stderr
+    dims = None
+    if args.dim:
+        dims = {}
+        for item in args.dim:
+            name, _, value = item.partition("=")
+            if not name or not value.isdigit() or int(value) < 1:
+                raise _UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
+            dims[name] = int(value)
+    return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
+            "batch_size": args.batch_size, "dims": dims, "training": args.training,
+            "optimizer": args.optimizer}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="placement", description="Place a DNN operator graph on a set of devices.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("place", help="compute a placement", description="Compute a placement of a "
-                       "workload (reference-format JSON) and print a per-device table.")
-    p.add_argument("workload", help="workload file")
+                       "workload (reference-format JSON or ONNX model) and print a per-device table.")
+    p.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     _add_solve_options(p)
     _add_output_options(p)
+    _add_frontend_options(p)
 
     e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
                        "(reference result format: fpgas/cpus node lists) on a workload.")
-    e.add_argument("workload", help="workload file")
+    e.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     e.add_argument("split", help="split file (JSON with 'fpgas' and 'cpus' node-id lists)")
     _add_output_options(e)
+    _add_frontend_options(e)
+
+    i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
+                       "operators, parameters, FLOPs and largest tensors, and write its costed graph in the "
+                       "reference JSON format.")
+    i.add_argument("model", help="ONNX model (.onnx)")
+    i.add_argument("--out", "-o", default=None, metavar="GRAPH.json",
+                   help="where to write the annotated graph (default: <model name>.json here)")
+    _add_frontend_options(i)
 
     x = sub.add_parser("example", help="write an example workload", description="Write a synthetic "
                        "transformer-like layer graph in the reference format.")
@@ -136,7 +189,7 @@ def _cmd_place(args) -> int:
     from .api import place
     from .load import load_workload
 
-    w = load_workload(args.workload)
+    w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
     opts = SolveOptions(objective=args.objective, time_limit=args.time_limit, gap=args.gap,
                         threads=args.threads, seed=args.seed, progress=progress,
@@ -159,7 +212,7 @@ def _cmd_evaluate(args) -> int:
     from .api import Placement, evaluate
     from .load import load_workload
 
-    w = load_workload(args.workload)
+    w = load_workload(args.workload, **_frontend(args))
     a = read_split(args.split, w.graph, w.cluster)
     ev = evaluate(w.graph, w.cluster, a)
     sol = Solution(a, ev.max_load, Status.FEASIBLE, "given split", message=f"split from {args.split}")
@@ -182,7 +235,30 @@ def _cmd_example(args) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example}
+def _cmd_inspect(args) -> int:
+    import os
+
+    from graphs.onnx_loader import load_onnx
+    from graphs.onnx_workload import describe, reference_document
+
+    from .export import write_json
+    from .load import load_workload
+
+    if not args.model.lower().endswith(".onnx"):
+        raise _UsageError(f"placement inspect: {args.model!r} is not an ONNX model (.onnx)")
+    fe = _frontend(args)
+    w = load_workload(args.model, **fe)
+    g = load_onnx(args.model, batch_size=fe["batch_size"], dims=fe["dims"])
+    print(describe(g, w.graph, show_warnings=False))
+    out = args.out or os.path.splitext(os.path.basename(args.model))[0] + ".json"
+    write_json(out, reference_document(w.graph, w.cluster))
+    print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms, "
+          f"{w.graph.meta.get('devices')}) written to {out}")
+    return EXIT_OK
+
+
+_COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example,
+             "inspect": _cmd_inspect}
 
 
 @contextlib.contextmanager

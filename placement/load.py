@@ -1,6 +1,7 @@
 """Turn a path given on the command line into a :class:`~graphs.reference.Workload`.
 
-``.json`` files are reference-format workloads; other front ends (ONNX) plug in here by suffix.
+``.json`` files are reference-format workloads; ``.onnx`` models go through the ONNX front end
+(:func:`graphs.onnx_workload.onnx_workload`), which takes the front-end options.
 """
 
 from __future__ import annotations
@@ -25,5 +26,9 @@ def load_workload(path: str | os.PathLike, **frontend) -> Workload:
                              f"models; a reference-format workload carries its own costs and devices",
                              source=path)
         return read_workload(path)
+    if suffix == ".onnx":
+        from graphs.onnx_workload import onnx_workload
+
+        return onnx_workload(path, **{k: v for k, v in frontend.items() if v is not None})
     raise InputError(f"unknown input format {suffix or '(no suffix)'!r}; expected a reference-format "
-                     f"workload (.json)", source=path)
+                     f"workload (.json) or an ONNX model (.onnx)", source=path)
