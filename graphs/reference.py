@@ -64,6 +64,10 @@ def read_workload(path: str | os.PathLike) -> Workload:
 def _num(value, what: str, source: str | None, *, integer: bool = False, allow_inf: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{what} must be a number, got {json.dumps(value)[:40]}", source=source)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise InputError(f"{what} is too large: {str(value)[:30]}...", source=source) from None
     if math.isnan(value) or (math.isinf(value) and not allow_inf):
         raise InputError(f"{what} must be a finite number, got {value}", source=source)
     if value < 0:
@@ -71,6 +75,37 @@ def _num(value, what: str, source: str | None, *, integer: bool = False, allow_i
     if integer and value != int(value):
         raise InputError(f"{what} must be an integer, got {value}", source=source)
     return value
+
+
+_MISSING = object()
+
+
+def _num_column(rows: list, key: str, where, source, *, default=_MISSING, missing=None) -> np.ndarray:
+    """``rows[i][key]`` for every row as a float array; a clear error names the first bad row."""
+    vals = [r.get(key, default) for r in rows]
+    if all(type(v) is float or type(v) is int for v in vals):
+        try:
+            arr = np.array(vals, dtype=np.float64)
+        except OverflowError:
+            arr = None
+        if arr is not None and np.isfinite(arr).all() and not (arr < 0).any():
+            return arr
+    for i, v in enumerate(vals):
+        if v is _MISSING:
+            raise InputError(missing(i) if missing else f"{where(i)}: missing field {key!r}", source=source)
+        _num(v, f"{where(i)}: {key}", source)
+    raise AssertionError("unreachable: a bad value must have been reported")
+
+
+def _flag_column(rows: list, key: str, where, source, *, default=_MISSING) -> np.ndarray:
+    vals = [r.get(key, default) for r in rows]
+    if all(v is True or v is False or (type(v) is int and (v == 0 or v == 1)) for v in vals):
+        return np.array(vals, dtype=bool)
+    for i, v in enumerate(vals):
+        if v is _MISSING:
+            raise InputError(f"{where(i)}: missing field {key!r}", source=source)
+        _flag(v, f"{where(i)}: {key}", source)
+    raise AssertionError("unreachable: a bad flag must have been reported")
 
 
 def _flag(value, what: str, source: str | None) -> bool:
@@ -104,63 +139,79 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         raise InputError("maxFPGAs and maxCPUs are both 0: there is no device to place on", source=source)
 
     n = len(nodes)
-    ids: list[int] = []
-    index: dict[int, int] = {}
-    names: list[str] = []
-    fpga = np.empty(n)
-    cpu = np.empty(n)
-    mem = np.zeros(n)
-    bwd = np.zeros(n, bool)
-    color = np.full(n, -1, np.int64)
     for i, nd in enumerate(nodes):
-        if not isinstance(nd, dict):
+        if type(nd) is not dict:
             raise InputError(f"nodes[{i}] must be an object", source=source)
-        if "id" not in nd:
-            raise InputError(f"nodes[{i}] has no 'id'", source=source)
-        nid = _node_id(nd["id"], f"nodes[{i}].id", source)
-        if nid in index:
-            raise InputError(f"node id {nid} is used twice (nodes[{index[nid]}] and nodes[{i}])",
-                             source=source)
-        index[nid] = i
-        ids.append(nid)
-        where = f"node {nid}"
-        for key in ("cpuLatency", "fpgaLatency", "supportedOnFpga"):
-            if key not in nd:
-                raise InputError(f"{where}: missing field {key!r}", source=source)
-        cpu[i] = _num(nd["cpuLatency"], f"{where}: cpuLatency", source)
-        f = _num(nd["fpgaLatency"], f"{where}: fpgaLatency", source)
-        fpga[i] = f if _flag(nd["supportedOnFpga"], f"{where}: supportedOnFpga", source) else math.inf
-        mem[i] = _num(nd.get("size", 0), f"{where}: size", source)
-        bwd[i] = _flag(nd.get("isBackwardNode", False), f"{where}: isBackwardNode", source)
-        if nd.get("colorClass") is not None:
-            color[i] = _node_id(nd["colorClass"], f"{where}: colorClass", source)
-        name = nd.get("name")
-        names.append(str(name) if name is not None else str(nid))
+    # Columns are checked in bulk; the item-by-item checks only run to name the first offender.
+    raw_ids = [nd.get("id", _MISSING) for nd in nodes]
+    if not all(type(x) is int for x in raw_ids):
+        for i, x in enumerate(raw_ids):
+            if x is _MISSING:
+                raise InputError(f"nodes[{i}] has no 'id'", source=source)
+            _node_id(x, f"nodes[{i}].id", source)
+    ids: list[int] = raw_ids
+    index = {nid: i for i, nid in enumerate(ids)}
+    if len(index) != n:
+        seen: dict[int, int] = {}
+        for i, nid in enumerate(ids):
+            if nid in seen:
+                raise InputError(f"node id {nid} is used twice (nodes[{seen[nid]}] and nodes[{i}])",
+                                 source=source)
+            seen[nid] = i
 
-    out_cost: dict[int, float] = {}
-    pairs = []
+    def where(i: int) -> str:
+        return f"node {ids[i]}"
+
+    cpu = _num_column(nodes, "cpuLatency", where, source)
+    fpga = _num_column(nodes, "fpgaLatency", where, source)
+    mem = _num_column(nodes, "size", where, source, default=0)
+    supported = _flag_column(nodes, "supportedOnFpga", where, source)
+    bwd = _flag_column(nodes, "isBackwardNode", where, source, default=False)
+    fpga[~supported] = math.inf
+    raw_color = [nd.get("colorClass") for nd in nodes]
+    if not all(x is None or type(x) is int for x in raw_color):
+        for i, x in enumerate(raw_color):
+            if x is not None:
+                _node_id(x, f"{where(i)}: colorClass", source)
+    # class ids only need to be told apart: renumber them densely (ids may exceed int64)
+    dense: dict[int, int] = {}
+    color = np.array([-1 if x is None else dense.setdefault(x, len(dense)) for x in raw_color],
+                     dtype=np.int64)
+    names = [str(nd["name"]) if nd.get("name") is not None else str(nid) for nd, nid in zip(nodes, ids)]
+
     for j, e in enumerate(edges):
-        if not isinstance(e, dict):
+        if type(e) is not dict:
             raise InputError(f"edges[{j}] must be an object", source=source)
-        for key in ("sourceId", "destId", "cost"):
-            if key not in e:
-                raise InputError(f"edges[{j}]: missing field {key!r}", source=source)
-        s = _node_id(e["sourceId"], f"edges[{j}].sourceId", source)
-        d = _node_id(e["destId"], f"edges[{j}].destId", source)
-        for x in (s, d):
-            if x not in index:
-                raise InputError(f"edge {s} -> {d}: node {x} does not exist (dangling edge)", source=source)
-        c = _num(e["cost"], f"edge {s} -> {d}: cost", source)
-        si = index[s]
-        if si in out_cost and out_cost[si] != c:
-            raise InputError(f"node {s}: its out-edges carry different costs ({out_cost[si]} and {c}); a "
-                             f"node's output is one tensor, so all its out-edges must cost the same",
-                             source=source)
-        out_cost[si] = c
-        pairs.append((si, index[d]))
+
+    srcs = [e.get("sourceId", _MISSING) for e in edges]
+    dsts = [e.get("destId", _MISSING) for e in edges]
+    for key, col in (("sourceId", srcs), ("destId", dsts)):
+        if not all(type(x) is int for x in col):
+            for j, x in enumerate(col):
+                if x is _MISSING:
+                    raise InputError(f"edges[{j}]: missing field {key!r}", source=source)
+                _node_id(x, f"edges[{j}].{key}", source)
+    si = np.array([index.get(x, -1) for x in srcs], dtype=np.int64)
+    di = np.array([index.get(x, -1) for x in dsts], dtype=np.int64)
+    if (si < 0).any() or (di < 0).any():
+        j = int(np.flatnonzero((si < 0) | (di < 0))[0])
+        x = srcs[j] if si[j] < 0 else dsts[j]
+        raise InputError(f"edge {srcs[j]} -> {dsts[j]}: node {x} does not exist (dangling edge)",
+                         source=source)
+    cost = _num_column(edges, "cost", lambda j: f"edge {srcs[j]} -> {dsts[j]}", source,
+                       missing=lambda j: f"edges[{j}]: missing field 'cost'")
     comm = np.zeros(n)
-    for i, c in out_cost.items():
-        comm[i] = c
+    if si.size:
+        order = np.lexsort((cost, si))
+        s_sorted, c_sorted = si[order], cost[order]
+        clash = (s_sorted[1:] == s_sorted[:-1]) & (c_sorted[1:] != c_sorted[:-1])
+        if clash.any():
+            k_ = int(np.flatnonzero(clash)[0])
+            raise InputError(f"node {ids[s_sorted[k_]]}: its out-edges carry different costs "
+                             f"({c_sorted[k_]} and {c_sorted[k_ + 1]}); a node's output is one tensor, "
+                             f"so all its out-edges must cost the same", source=source)
+        comm[si] = cost
+    pairs = np.stack([si, di], axis=1)
 
     graph = OpGraph.build(
         names=names, ids=ids, kinds=(ACCELERATOR, CPU),
