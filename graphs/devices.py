@@ -211,7 +211,10 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                              f"{', '.join(list(_OTHER_KEYS) + list(_KEYS))}", source=source)
         fields: dict = {}
         if "base" in entry:
-            base = _lookup(str(entry["base"]).lower(), {**PRESETS, **specs})
+            try:
+                base = _lookup(str(entry["base"]).lower(), {**PRESETS, **specs})
+            except InputError as e:
+                raise InputError(f"{where}: base: {e.detail}", source=source) from None
             fields.update({k: getattr(base, k) for k in base.__dataclass_fields__})
         else:
             missing = [k for k in ("fp32_tflops", "mem_bandwidth_gbs") if k not in entry]

@@ -131,8 +131,9 @@ class Op:
 @dataclass(frozen=True, eq=False)
 class OnnxGraph:
     """The operator DAG of an ONNX model (see the module doc). ``src``/``dst``: edges between op
-    indices. ``parameters`` counts the elements of every floating-point constant an operator reads,
-    each tensor once."""
+    indices. ``parameters`` counts the elements of every floating-point constant an operator reads
+    (scalars excepted), each tensor once; ``trainable_parameters`` leaves out statistics such as
+    BatchNormalization's running mean and variance."""
 
     ops: tuple[Op, ...]
     src: np.ndarray
@@ -282,7 +283,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
     trainable: dict[str, Tensor] = {}
     for op in ops:
         for t, tr in zip(op.params, op.trainable):
-            if t.is_float:
+            if t.is_float and (t.elements or 0) > 1:  # scalars (scales, epsilons) are not parameters
                 counted[t.name] = t
                 if tr:
                     trainable[t.name] = t
