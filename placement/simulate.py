@@ -1,0 +1,603 @@
+"""Pipeline simulation: what a placement does with a stream of micro-batches, event by event.
+
+Each used device is one pipeline stage (stages numbered in the evaluator's stage order). For one
+micro-batch a stage runs a **forward task** (its forward nodes) and, in training, a **backward task**;
+each task is three parts on the device: *receive* (the ``comm_in`` of the task's inputs), *compute*
+and *send* (the ``comm_out`` of its outputs). The parts cost exactly what :mod:`graphs.evaluate`
+charges, split by phase: a sent tensor belongs to the phase of the node that produces it, a received
+one to the phase of the first node on the receiving device that reads it. So a stage's forward plus
+backward task per micro-batch is its **load**, and the dependencies between tasks are the graph's
+edges between devices (a task waits for the *send* of every task it receives from; a stage's backward
+waits for its own forward).
+
+Schedules (the order in which a device runs its tasks):
+
+``stream``
+    inference: every stage runs micro-batch 0, 1, 2, ... as soon as its inputs arrive.
+``gpipe``
+    training: every stage runs all forwards, then all backwards (micro-batches in order), then the
+    pipeline is flushed.
+``1f1b``
+    training (PipeDream-flush / Megatron's non-interleaved schedule): stage ``s`` of ``S`` runs
+    ``min(S - s - 1, M)`` warm-up forwards, then alternates one forward and one backward, then drains
+    the remaining backwards.
+
+Without overlap a device does one thing at a time (receive, compute, send in sequence), which is the
+max-load model: the steady-state time per sample of ``stream`` and ``1f1b`` is the max-load; that of
+``gpipe`` can be more (up to the largest forward plus the largest backward stage time: its two phases
+are separated, so their bottlenecks add when they sit on different stages).
+
+With ``overlap=True`` each device has three engines working at once, each in the schedule's order:
+one receives, one computes, one sends (a full-duplex link with its own copy engines, as on GPUs).
+That only removes waits, so it is never slower; in ``stream`` a stage's time per sample drops to
+``max(comm_in, compute, comm_out)`` (in ``1f1b`` the in-flight limit can keep a round trip of
+transfers on the critical path).
+
+Reported (:class:`Simulation`): the makespan of ``M`` micro-batches (one batch, flushed at the end),
+time per sample and throughput of that batch, the steady-state time per sample (the period the
+schedule settles into as ``M`` grows: the cycle time of its timed event graph, see
+:func:`steady_period`), the single-sample latency (one micro-batch alone), the bubble fraction (idle share
+of the stages' time), each stage's utilisation (busy time / wall time: the "GPU utilisation") and, in
+training, the peak number of micro-batches whose activations a stage holds at once (forward started,
+backward not finished) and the bytes that takes when stash sizes are known.
+
+Nothing here prints. A placement whose devices cannot be ordered as a pipeline (a cycle between
+devices: not contiguous) raises :class:`~graphs.errors.InputError` saying which devices form the cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.evaluate import check_assignment
+from graphs.evaluate import evaluate as _evaluate
+from graphs.model import Cluster, OpGraph
+
+__all__ = ["SCHEDULES", "StageCosts", "Task", "StageReport", "Simulation", "stage_costs", "simulate",
+           "simulate_stages", "steady_period", "default_schedule", "stash_bytes_of"]
+
+SCHEDULES = ("stream", "gpipe", "1f1b")
+FORWARD, BACKWARD = "F", "B"
+RECV, COMPUTE, SEND = "recv", "compute", "send"
+
+
+# --------------------------------------------------------------------------- per-stage costs
+@dataclass(frozen=True)
+class StageCosts:
+    """One stage's costs per micro-batch, split by phase, and whom it exchanges data with.
+
+    ``deps``: ``(phase, source stage, phase of this stage)`` triples: this stage's task of that phase
+    receives from the source stage's task of that phase (stage numbers are positions in the stage
+    order)."""
+
+    stage: int
+    device: int
+    name: str
+    kind: str
+    compute_f: float
+    compute_b: float
+    comm_in_f: float
+    comm_in_b: float
+    comm_out_f: float
+    comm_out_b: float
+    stash_bytes: float | None = None  # bytes stashed per micro-batch (training), None = unknown
+    deps: tuple[tuple[str, int, str], ...] = ()
+
+    @property
+    def forward(self) -> float:
+        return self.comm_in_f + self.compute_f + self.comm_out_f
+
+    @property
+    def backward(self) -> float:
+        return self.comm_in_b + self.compute_b + self.comm_out_b
+
+    @property
+    def load(self) -> float:
+        return self.forward + self.backward
+
+    @property
+    def compute(self) -> float:
+        return self.compute_f + self.compute_b
+
+    @property
+    def comm(self) -> float:
+        return self.comm_in_f + self.comm_in_b + self.comm_out_f + self.comm_out_b
+
+
+def stash_bytes_of(graph: OpGraph) -> np.ndarray | None:
+    """Bytes each node stashes per micro-batch for its backward pass, when the graph says (the ONNX
+    front end's ``meta["output_bytes"]`` of the forward nodes of a training graph), else ``None``."""
+    out = graph.meta.get("stash_bytes")
+    if out is not None and len(out) == graph.num_nodes:
+        return np.asarray(out, dtype=np.float64)
+    ob = graph.meta.get("output_bytes")
+    if not graph.is_training or ob is None:
+        return None
+    fwd = np.flatnonzero(~graph.backward)
+    if len(ob) != len(fwd):
+        return None
+    s = np.zeros(graph.num_nodes)
+    s[fwd] = np.asarray(ob, dtype=np.float64)
+    return s
+
+
+def stage_costs(graph: OpGraph, cluster: Cluster, assignment, *, stash_bytes=None) -> tuple[StageCosts, ...]:
+    """The per-stage, per-phase costs of a placement, in stage order (used devices only).
+
+    The phases' costs add up to the evaluator's compute, ``comm_in`` and ``comm_out`` of every device.
+    ``stash_bytes``: per-node bytes stashed for the backward pass (default :func:`stash_bytes_of`).
+    Raises :class:`InputError` when the placement cannot run as a pipeline (its devices depend on one
+    another in a cycle, or a colocation class is split)."""
+    a = check_assignment(graph, cluster, assignment)
+    ev = _evaluate(graph, cluster, a)
+    order = _pipeline_order(graph, cluster, a, ev)
+    stage_of = {d: i for i, d in enumerate(order)}
+    compute_c, comm_c = graph.costs_for(cluster)
+    dkind = cluster.device_kind()
+    n = graph.num_nodes
+    node_compute = compute_c[dkind[a], np.arange(n)]
+    bwd = graph.backward
+    if stash_bytes is None:
+        stash = stash_bytes_of(graph)
+    else:
+        stash = np.asarray(stash_bytes, dtype=np.float64).reshape(-1)
+        if stash.shape != (n,):
+            raise InputError(f"stash_bytes needs one value per node ({n}), got {stash.shape[0]}",
+                             source=graph.source)
+
+    s, d = graph.src, graph.dst
+    cross = a[s] != a[d]
+    cs, cd = s[cross], d[cross]
+    # receiving phase of (node u, device r): forward if any forward reader of u sits on r
+    recv_phase: dict[tuple[int, int], str] = {}
+    for u, v in zip(cs.tolist(), cd.tolist()):
+        key = (u, int(a[v]))
+        ph = BACKWARD if bwd[v] else FORWARD
+        if recv_phase.get(key) != FORWARD:
+            recv_phase[key] = ph
+    D = cluster.num_devices
+    out_cost = {FORWARD: np.zeros(D), BACKWARD: np.zeros(D)}
+    in_cost = {FORWARD: np.zeros(D), BACKWARD: np.zeros(D)}
+    for u in np.unique(cs).tolist():
+        out_cost[BACKWARD if bwd[u] else FORWARD][a[u]] += comm_c[dkind[a[u]], u]
+    deps: dict[int, set] = {dev: set() for dev in order}
+    for (u, r), ph in recv_phase.items():
+        in_cost[ph][r] += comm_c[dkind[r], u]
+        deps[r].add((BACKWARD if bwd[u] else FORWARD, stage_of[int(a[u])], ph))
+
+    stages = []
+    for dev in order:
+        on = a == dev
+        sb = None if stash is None else float(stash[on & ~bwd].sum())
+        stages.append(StageCosts(
+            stage=stage_of[dev], device=int(dev), name=cluster.device_name(int(dev)),
+            kind=cluster.kinds[int(dkind[dev])].name,
+            compute_f=float(node_compute[on & ~bwd].sum()), compute_b=float(node_compute[on & bwd].sum()),
+            comm_in_f=float(in_cost[FORWARD][dev]), comm_in_b=float(in_cost[BACKWARD][dev]),
+            comm_out_f=float(out_cost[FORWARD][dev]), comm_out_b=float(out_cost[BACKWARD][dev]),
+            stash_bytes=sb if graph.is_training else None, deps=tuple(sorted(deps[dev]))))
+    return tuple(stages)
+
+
+def _pipeline_order(graph: OpGraph, cluster: Cluster, a: np.ndarray, ev) -> list[int]:
+    """Used devices in an order in which every (phase, device) task only waits for earlier ones."""
+    used = sorted(set(a.tolist()))
+    if any("colocation class" in p for p in ev.problems):
+        raise InputError("cannot simulate: a colocation class is split across devices "
+                         f"({next(p for p in ev.problems if 'colocation class' in p)})", source=graph.source)
+    if any(not math.isfinite(dl.load) for dl in ev.devices if len(dl.nodes)):
+        bad = next(p for p in ev.problems if "not supported" in p) if ev.problems else "infinite load"
+        raise InputError(f"cannot simulate: {bad}", source=graph.source)
+    if ev.stage_order is not None:
+        return list(ev.stage_order)
+    # not contiguous: name a cycle between devices
+    s, d = graph.src, graph.dst
+    fwd = ~graph.backward[s] & ~graph.backward[d] & (a[s] != a[d])
+    succ: dict[int, set] = {u: set() for u in used}
+    for x, y in zip(a[s[fwd]].tolist(), a[d[fwd]].tolist()):
+        succ[x].add(y)
+    cycle = _find_cycle(succ)
+    names = " -> ".join(cluster.device_name(x) for x in cycle + cycle[:1]) if cycle else "(unknown)"
+    raise InputError(f"cannot simulate a pipeline: the placement is not contiguous; its devices feed one "
+                     f"another in a cycle ({names}), so no device order lets every micro-batch flow "
+                     f"forward. Place with the DP (contiguous) or split such a device into several "
+                     f"stages", source=graph.source)
+
+
+def _find_cycle(succ: dict[int, set]) -> list[int]:
+    color: dict[int, int] = {}
+    stack_path: list[int] = []
+
+    def dfs(u):
+        color[u] = 1
+        stack_path.append(u)
+        for v in sorted(succ.get(u, ())):
+            if color.get(v) == 1:
+                return stack_path[stack_path.index(v):]
+            if v not in color:
+                r = dfs(v)
+                if r:
+                    return r
+        stack_path.pop()
+        color[u] = 2
+        return None
+
+    for u in sorted(succ):
+        if u not in color:
+            r = dfs(u)
+            if r:
+                return list(r)
+    return []
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Task:
+    """One part of one stage's work on one micro-batch, as scheduled."""
+
+    stage: int
+    phase: str  # "F" or "B"
+    microbatch: int
+    part: str  # "recv", "compute" or "send"
+    engine: str  # "main" (no overlap: everything) or, with overlap, "recv", "compute" or "send"
+    start: float
+    finish: float
+
+    @property
+    def duration(self) -> float:
+        return self.finish - self.start
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """A stage's share of the simulated schedule."""
+
+    stage: int
+    name: str
+    kind: str
+    load: float  # per micro-batch, as the evaluator counts it
+    busy: float  # time the device is occupied (no overlap: compute + comm; overlap: its compute engine)
+    compute: float  # time it computes
+    utilisation: float  # busy / makespan
+    compute_utilisation: float  # compute / makespan
+    peak_stashed: int | None  # training: most micro-batches whose activations it holds at once
+    peak_stash_bytes: float | None  # peak_stashed x stash bytes per micro-batch (None: unknown)
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """A simulated pipeline schedule (see the module doc); times in the graph's unit."""
+
+    schedule: str
+    microbatches: int
+    overlap: bool
+    tasks: tuple[Task, ...]
+    stages: tuple[StageReport, ...]
+    makespan: float
+    time_per_sample: float  # makespan / microbatches (the batch, fill and drain included)
+    steady_time_per_sample: float  # the period of the steady state (many micro-batches)
+    latency: float  # one micro-batch alone, end to end
+    bubble_fraction: float  # 1 - sum(busy) / (stages * makespan)
+    max_load: float  # the evaluator's objective (the largest stage load)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per time unit over the batch (micro-batches / makespan)."""
+        return self.microbatches / self.makespan if self.makespan > 0 else math.inf
+
+    @property
+    def steady_throughput(self) -> float:
+        return 1.0 / self.steady_time_per_sample if self.steady_time_per_sample > 0 else math.inf
+
+    def summary(self) -> dict:
+        """Plain numbers for JSON output."""
+        def num(x):
+            return x if x is None or math.isfinite(x) else None
+
+        return {
+            "schedule": self.schedule, "microbatches": self.microbatches, "overlap": self.overlap,
+            "makespan": self.makespan, "time_per_sample": self.time_per_sample,
+            "throughput": num(self.throughput), "steady_time_per_sample": self.steady_time_per_sample,
+            "steady_throughput": num(self.steady_throughput), "latency": self.latency,
+            "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
+            "stages": [{"stage": r.stage, "name": r.name, "kind": r.kind, "load": r.load, "busy": r.busy,
+                        "compute": r.compute, "utilisation": r.utilisation,
+                        "compute_utilisation": r.compute_utilisation, "peak_stashed": r.peak_stashed,
+                        "peak_stash_bytes": r.peak_stash_bytes} for r in self.stages],
+        }
+
+
+# --------------------------------------------------------------------------- entry points
+def default_schedule(training: bool) -> str:
+    return "1f1b" if training else "stream"
+
+
+def simulate(graph: OpGraph, cluster: Cluster, assignment, *, schedule: str | None = None,
+             microbatches: int = 8, overlap: bool = False, stash_bytes=None) -> Simulation:
+    """Simulate the placement ``assignment`` of ``graph`` on ``cluster`` (see the module doc).
+    ``schedule``: ``stream`` (default for inference), ``gpipe`` or ``1f1b`` (default for training)."""
+    stages = stage_costs(graph, cluster, assignment, stash_bytes=stash_bytes)
+    return simulate_stages(stages, schedule=schedule or default_schedule(graph.is_training),
+                           microbatches=microbatches, overlap=overlap)
+
+
+def simulate_stages(stages: Sequence[StageCosts], *, schedule: str = "stream", microbatches: int = 8,
+                    overlap: bool = False) -> Simulation:
+    """Simulate given per-stage costs (in stage order; ``deps`` say who feeds whom)."""
+    if schedule not in SCHEDULES:
+        raise InputError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, (int, np.integer)) or microbatches < 1:
+        raise InputError(f"the number of micro-batches must be a positive integer, got {microbatches!r}")
+    stages = tuple(stages)
+    if not stages:
+        raise InputError("nothing to simulate: the placement uses no device")
+    training = any(st.compute_b > 0 or st.comm_in_b > 0 or st.comm_out_b > 0 for st in stages)
+    if schedule == "stream" and training:
+        raise InputError("the 'stream' schedule is for inference; this placement has a backward pass "
+                         "(choose gpipe or 1f1b)")
+    M = int(microbatches)
+    tasks, makespan = _run(stages, schedule, M, overlap)
+    steady = steady_period(stages, schedule, overlap)
+    latency = _run(stages, schedule, 1, overlap)[1]
+
+    reports = []
+    busy_total = 0.0
+    for st in stages:
+        mine = [t for t in tasks if t.stage == st.stage]
+        comp = sum(t.duration for t in mine if t.part == COMPUTE)
+        busy = comp if overlap else sum(t.duration for t in mine)
+        busy_total += busy
+        peak = _peak_stashed(mine) if schedule != "stream" else None
+        reports.append(StageReport(
+            stage=st.stage, name=st.name, kind=st.kind, load=st.load, busy=busy, compute=comp,
+            utilisation=busy / makespan if makespan > 0 else 0.0,
+            compute_utilisation=comp / makespan if makespan > 0 else 0.0,
+            peak_stashed=peak,
+            peak_stash_bytes=(None if peak is None or st.stash_bytes is None else peak * st.stash_bytes)))
+    bubble = 1.0 - busy_total / (len(stages) * makespan) if makespan > 0 else 0.0
+    return Simulation(schedule=schedule, microbatches=M, overlap=overlap, tasks=tuple(tasks),
+                      stages=tuple(reports), makespan=makespan, time_per_sample=makespan / M,
+                      steady_time_per_sample=steady, latency=latency, bubble_fraction=bubble,
+                      max_load=max(st.load for st in stages))
+
+
+def _peak_stashed(tasks: list[Task]) -> int:
+    """Most micro-batches held at once: from the start of their forward compute to the end of their
+    backward compute."""
+    events = []
+    for t in tasks:
+        if t.part != COMPUTE:
+            continue
+        if t.phase == FORWARD:
+            events.append((t.start, 1))
+        else:
+            events.append((t.finish, -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # a release at the same instant comes first
+    cur = peak = 0
+    for _, dlt in events:
+        cur += dlt
+        peak = max(peak, cur)
+    return peak
+
+
+# --------------------------------------------------------------------------- the event loop
+def _device_order(schedule: str, S: int, s: int, M: int, training: bool) -> list[tuple[str, int]]:
+    """(phase, micro-batch) in the order stage ``s`` of ``S`` runs them."""
+    if not training:
+        return [(FORWARD, m) for m in range(M)]
+    if schedule == "gpipe":
+        return [(FORWARD, m) for m in range(M)] + [(BACKWARD, m) for m in range(M)]
+    warm = min(S - s - 1, M)
+    seq = [(FORWARD, m) for m in range(warm)]
+    f, b = warm, 0
+    while f < M:
+        seq.append((FORWARD, f))
+        f += 1
+        seq.append((BACKWARD, b))
+        b += 1
+    seq += [(BACKWARD, m) for m in range(b, M)]
+    return seq
+
+
+def _engine_of(part: str, overlap: bool) -> str:
+    return part if overlap else "main"
+
+
+def _run(stages: tuple[StageCosts, ...], schedule: str, M: int, overlap: bool) -> tuple[list[Task], float]:
+    """List-schedule every task, each engine running its parts in the schedule's order; return the
+    tasks with their times and the makespan."""
+    S = len(stages)
+    training = schedule != "stream"
+    phases = (FORWARD, BACKWARD) if training else (FORWARD,)
+    key_index: dict[tuple, int] = {}
+    keys: list[tuple] = []
+    dur: list[float] = []
+    engine: list[tuple[int, str]] = []
+    order: dict[tuple[int, str], list[int]] = {}
+    for st in stages:
+        for ph, m in _device_order(schedule, S, st.stage, M, training):
+            for part in (RECV, COMPUTE, SEND):
+                res = (st.stage, _engine_of(part, overlap))
+                key_index[(st.stage, ph, m, part)] = len(keys)
+                order.setdefault(res, []).append(len(keys))
+                keys.append((st.stage, ph, m, part))
+                dur.append(_duration(st, ph, part))
+                engine.append(res)
+    deps: list[list[int]] = [[] for _ in keys]
+    for st in stages:
+        for ph in phases:
+            for m in range(M):
+                r, c, snd = (key_index[(st.stage, ph, m, p)] for p in (RECV, COMPUTE, SEND))
+                deps[c].append(r)
+                deps[snd].append(c)
+                if ph == BACKWARD:
+                    deps[r].append(key_index[(st.stage, FORWARD, m, COMPUTE)])
+                for src_ph, src, my_ph in st.deps:
+                    if my_ph == ph and src_ph in phases:
+                        deps[r].append(key_index[(src, src_ph, m, SEND)])
+    T = len(keys)
+    left = [len(x) for x in deps]
+    dependents: list[list[int]] = [[] for _ in range(T)]
+    for t, ds in enumerate(deps):
+        for x in ds:
+            dependents[x].append(t)
+    start = [math.nan] * T
+    finish = [math.nan] * T
+    pos = dict.fromkeys(order, 0)
+    running = dict.fromkeys(order, False)
+    events: list[tuple[float, int]] = []
+    now = 0.0
+    done = 0
+    while done < T:
+        # every idle engine starts its next part if that part's inputs are all there (now)
+        for r, seq in order.items():
+            if running[r] or pos[r] == len(seq) or left[seq[pos[r]]]:
+                continue
+            t = seq[pos[r]]
+            pos[r] += 1
+            start[t], finish[t] = now, now + dur[t]
+            running[r] = True
+            heapq.heappush(events, (finish[t], t))
+        if not events:
+            raise RuntimeError("pipeline simulation deadlocked (the schedule contradicts the data flow)")
+        now = events[0][0]
+        while events and events[0][0] == now:
+            t = heapq.heappop(events)[1]
+            done += 1
+            running[engine[t]] = False
+            for v in dependents[t]:
+                left[v] -= 1
+    tasks = [Task(stg, ph, m, part, _engine_of(part, overlap), start[t], finish[t])
+             for t, (stg, ph, m, part) in enumerate(keys)]
+    return tasks, (max(finish) if finish else 0.0)
+
+
+def _duration(st: StageCosts, phase: str, part: str) -> float:
+    f = phase == FORWARD
+    if part == RECV:
+        return st.comm_in_f if f else st.comm_in_b
+    if part == COMPUTE:
+        return st.compute_f if f else st.compute_b
+    return st.comm_out_f if f else st.comm_out_b
+
+
+# --------------------------------------------------------------------------- the steady state
+def steady_period(stages: Sequence[StageCosts], schedule: str, overlap: bool = False) -> float:
+    """The time per sample of the schedule's steady state (infinitely many micro-batches): the cycle
+    time of its timed event graph, i.e. the largest ratio (work on a cycle) / (micro-batches in flight
+    on it) over the cycles formed by data dependencies and each engine's periodic order. ``gpipe``
+    separates its phases: its limit is the largest ``forward rate + backward time`` along the backward
+data flow (see :func:`_gpipe_limit`)."""
+    stages = tuple(stages)
+    if schedule == "gpipe":
+        return _gpipe_limit(stages, overlap)
+    return _cycle_time(stages, (FORWARD, BACKWARD) if schedule == "1f1b" else (FORWARD,), overlap)
+
+
+def _gpipe_limit(stages: tuple[StageCosts, ...], overlap: bool) -> float:
+    """``lim makespan(M) / M`` of GPipe. A stage's forwards run at the pace of its slowest forward
+    ancestor, ``rate(u) = max busy_F(w)`` over the stages ``w`` whose forward feeds ``u``'s (``u``
+    included); its backwards start when its forwards are done and run at its own backward time, and a
+    stage's backward waits for every backward that feeds it. So the limit is the largest
+    ``rate(u) + busy_B(v)`` over pairs where ``u``'s backward feeds ``v``'s (``u = v`` included)."""
+    def busy(st, ph):
+        parts = [_duration(st, ph, p) for p in (RECV, COMPUTE, SEND)]
+        return max(parts) if overlap else sum(parts)
+
+    S = len(stages)
+    feeds = {FORWARD: [[s] for s in range(S)], BACKWARD: [[s] for s in range(S)]}  # predecessors
+    for st in stages:
+        for src_ph, src, my_ph in st.deps:
+            if src_ph == my_ph:
+                feeds[my_ph][st.stage].append(src)
+
+    def closure(ph):  # anc[v] = stages whose phase-ph work feeds v's, v included
+        anc = [set(feeds[ph][v]) for v in range(S)]
+        changed = True
+        while changed:
+            changed = False
+            for v in range(S):
+                new = set().union(*(anc[u] for u in anc[v]))
+                if new - anc[v]:
+                    anc[v] |= new
+                    changed = True
+        return anc
+
+    anc_f, anc_b = closure(FORWARD), closure(BACKWARD)
+    rate = [max(busy(stages[w], FORWARD) for w in anc_f[u]) for u in range(S)]
+    return max(rate[u] + busy(stages[v], BACKWARD) for v in range(S) for u in anc_b[v])
+
+
+def _cycle_time(stages: tuple[StageCosts, ...], phases: tuple[str, ...], overlap: bool) -> float:
+    S = len(stages)
+    node: dict[tuple, int] = {}
+    weight: list[float] = []
+    for st in stages:
+        for ph in phases:
+            for part in (RECV, COMPUTE, SEND):
+                node[(st.stage, ph, part)] = len(weight)
+                weight.append(_duration(st, ph, part))
+    edges: list[tuple[int, int, int]] = []  # (from, to, tokens): to(m) >= from(m - tokens) + weight[from]
+    for st in stages:
+        for ph in phases:
+            edges.append((node[(st.stage, ph, RECV)], node[(st.stage, ph, COMPUTE)], 0))
+            edges.append((node[(st.stage, ph, COMPUTE)], node[(st.stage, ph, SEND)], 0))
+            for src_ph, src, my_ph in st.deps:
+                if my_ph == ph and src_ph in phases:
+                    edges.append((node[(src, src_ph, SEND)], node[(st.stage, ph, RECV)], 0))
+        if len(phases) == 2:
+            edges.append((node[(st.stage, FORWARD, COMPUTE)], node[(st.stage, BACKWARD, RECV)], 0))
+        # one period of each engine: stream F(p); 1F1B F(p + warm-up), B(p)
+        warm = S - st.stage - 1
+        period = [(FORWARD, warm), (BACKWARD, 0)] if len(phases) == 2 else [(phases[0], 0)]
+        seqs: dict[str, list[tuple[int, int]]] = {}
+        for ph, off in period:
+            for part in (RECV, COMPUTE, SEND):
+                seqs.setdefault(_engine_of(part, overlap), []).append((node[(st.stage, ph, part)], off))
+        for seq in seqs.values():
+            for (a, oa), (b, ob) in zip(seq, seq[1:]):
+                edges.append((a, b, ob - oa))
+            (a, oa), (b, ob) = seq[-1], seq[0]
+            edges.append((a, b, ob + 1 - oa))
+    e = np.array(edges, dtype=np.float64).reshape(-1, 3)
+    src, dst, tok = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64), e[:, 2]
+    w = np.asarray(weight)[src]
+    V = len(weight)
+
+    def positive_cycle(lam: float) -> bool:
+        cost = w - lam * tok
+        dist = np.zeros(V)
+        tol = 1e-12 * (1.0 + float(np.abs(cost).sum()))
+        for _ in range(V + 1):
+            cand = np.full(V, -np.inf)
+            np.maximum.at(cand, dst, dist[src] + cost)
+            new = np.maximum(dist, cand)
+            if not (new > dist + tol).any():
+                return False
+            dist = new
+        return True
+
+    # lower bound: the busiest engine (its own cycle); usually the answer
+    busy: dict[tuple[int, str], float] = {}
+    for (stg, _ph, part), i in node.items():
+        k = (stg, _engine_of(part, overlap))
+        busy[k] = busy.get(k, 0.0) + weight[i]
+    lo = max(busy.values(), default=0.0)
+    if not positive_cycle(lo * (1 + 1e-12)):
+        return lo
+    hi = float(sum(weight)) + 1.0
+    if positive_cycle(hi):
+        raise RuntimeError("the schedule deadlocks: a dependency cycle holds no micro-batch")
+    while hi - lo > 1e-12 * hi:
+        mid = 0.5 * (lo + hi)
+        if positive_cycle(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
