@@ -8,6 +8,7 @@ solver walk from an ideal down to all of its sub-ideals without testing every pa
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,10 +61,11 @@ def _to_array(ints: list[int], num_items: int) -> np.ndarray:
 
 
 def enumerate_ideals(num_items: int, src: np.ndarray, dst: np.ndarray, *,
-                     max_ideals: int = 5_000_000) -> IdealLattice:
+                     max_ideals: int = 5_000_000, deadline: float | None = None) -> IdealLattice:
     """All ideals of the DAG ``(src, dst)`` on items ``0..num_items-1``.
 
-    Raises :class:`ProblemTooLargeError` as soon as more than ``max_ideals`` are found.
+    Raises :class:`ProblemTooLargeError` as soon as more than ``max_ideals`` are found, or when the
+    ``time.perf_counter()`` ``deadline`` passes first.
     """
     C = num_items
     preds = [0] * C
@@ -88,6 +90,9 @@ def enumerate_ideals(num_items: int, src: np.ndarray, dst: np.ndarray, *,
             j = index.get(bigger)
             if j is None:
                 j = len(ideals)
+                if j & 4095 == 0 and deadline is not None and time.perf_counter() > deadline:
+                    raise ProblemTooLargeError(
+                        f"enumerating the ideals ran out of time after {j:,} of them")
                 if j >= max_ideals:
                     raise ProblemTooLargeError(
                         f"the graph has more than {max_ideals:,} ideals (contiguous splits); the exact DP "

@@ -5,7 +5,7 @@
     >>> g = OpGraph.from_nodes(
     ...     [Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 2.0}, comm=0.5), Node("c", {"gpu": 2.0})],
     ...     [("a", "b"), ("b", "c")])
-    >>> p = place(g, Cluster((DeviceKind("gpu", 2),)))
+    >>> p = place(g, Cluster((DeviceKind("gpu", 2),)))  # exact DP, through the default 'auto'
     >>> p.status.value, p.max_load
     ('optimal', 4.5)
 
@@ -26,7 +26,7 @@ from solvers.registry import get_solver
 
 __all__ = ["Placement", "place", "evaluate", "DEFAULT_SOLVER"]
 
-DEFAULT_SOLVER = "dp"
+DEFAULT_SOLVER = "auto"
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,8 +62,9 @@ class Placement:
 
 def place(graph: OpGraph, cluster: Cluster, solver: str | None = None,
           options: SolveOptions | None = None) -> Placement:
-    """Place ``graph`` on ``cluster`` with the named solver (default :data:`DEFAULT_SOLVER`, the exact DP)
-    and evaluate the result."""
+    """Place ``graph`` on ``cluster`` with the named solver and evaluate the result. The default,
+    :data:`DEFAULT_SOLVER` (``auto``), runs the exact DP whenever it fits the limits and a labelled
+    large-graph path otherwise (see :mod:`solvers.auto`)."""
     solve = get_solver(solver or DEFAULT_SOLVER)
     solution = solve(graph, cluster, options or SolveOptions())
     ev = None if solution.assignment is None else _evaluate(graph, cluster, solution.assignment)

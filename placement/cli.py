@@ -65,7 +65,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     from solvers.registry import solver_names
 
     p.add_argument("--solver", default=None,
-                   help=f"solver to use (default: dp). One of: {', '.join(solver_names())}")
+                   help=f"solver to use (default: auto = the exact DP when it fits the limits, a labelled "
+                        f"large-graph path otherwise). One of: {', '.join(solver_names())}")
     p.add_argument("--objective", default="max-load", choices=OBJECTIVES,
                    help="max-load (pipelined throughput, default), split-max (training) or latency")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="stop after S seconds")

@@ -14,6 +14,7 @@ __all__ = ["SOLVERS", "get_solver", "solver_names"]
 
 # name -> "module:function"; every function is solve(graph, cluster, options) -> Solution
 SOLVERS: dict[str, str] = {
+    "auto": "solvers.auto:solve",
     "dp": "solvers.dp:solve",
     "pipedream": "solvers.pipedream:solve",
     "single": "solvers.single:solve",

@@ -38,7 +38,7 @@ def test_example_then_place_prints_a_table_and_writes_json(example, tmp_path, ca
 def test_json_on_stdout(example, capsys):
     assert main(["place", example, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert res["solver"] == "dp" and res["gap"] == 0.0
+    assert res["solver"] == "auto" and res["gap"] == 0.0 and res["stats"]["path"] == "exact"
 
 
 def test_evaluate_a_split(tmp_path, capsys):

@@ -87,9 +87,9 @@ def test_arbitrary_bytes_are_rejected_cleanly(tmp_path_factory, blob):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.integers(0, 3000))
 def test_truncated_real_documents_are_rejected_cleanly(tmp_path_factory, cut):
-    from tests.instances import WORKLOADS
-
     import os
+
+    from tests.instances import WORKLOADS
 
     src = os.path.join(WORKLOADS, "throughput-inputs/LayerGraphs/bert24_training.json")
     if not os.path.exists(src):
@@ -106,7 +106,8 @@ def test_truncated_real_documents_are_rejected_cleanly(tmp_path_factory, cut):
 def test_a_million_node_chain_is_read_quickly_and_exactly(tmp_path):
     n = 1_000_000
     doc = {"maxSizePerFPGA": 1e12, "maxFPGAs": 4, "maxCPUs": 1,
-           "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 0.1} for i in range(n)],
+           "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 0.1}
+                     for i in range(n)],
            "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.01} for i in range(n - 1)]}
     path = tmp_path / "chain.json"
     path.write_text(json.dumps(doc))
@@ -117,7 +118,8 @@ def test_a_million_node_chain_is_read_quickly_and_exactly(tmp_path):
 def test_huge_ids_and_a_long_cycle_are_named():
     big = 2**62
     doc = {"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 0,
-           "nodes": [{"id": big + i, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1} for i in range(50)],
+           "nodes": [{"id": big + i, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1}
+                     for i in range(50)],
            "edges": [{"sourceId": big + i, "destId": big + (i + 1) % 50, "cost": 0} for i in range(50)]}
     try:
         parse_workload(doc, source="c.json")

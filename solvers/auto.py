@@ -1,0 +1,208 @@
+"""``auto``: the exact DP when it fits the limits, a principled large-graph path when it does not.
+
+1. Contract the graph exactly (colocation, cycles, zero-cost leaves), enumerate its ideals within a
+   share of the time and memory budget, and estimate the DP's work by sampling. If it fits, run the exact
+   DP: the answer is **exact** (status ``optimal``).
+2. Otherwise coarsen (:mod:`graphs.coarsen`): merge chain links up to a compute grain that doubles at
+   every level, and merge operators of one layer (``layerId`` or name prefix). The first coarse graph
+   whose DP fits is solved exactly: the answer is **exact on the coarsened graph**.
+3. If no coarse graph fits, the DP runs over the prefixes of several topological orders: **heuristic**.
+4. Every non-exact placement is refined on the original graph by contiguous single-item moves and, when
+   the contiguous IP is available and time remains, handed to it as a warm start so that it can improve
+   the placement and prove a bound. Status ``feasible``, with the bound and gap when known.
+
+Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
+in bytes (default :data:`DEFAULT_MEMORY_LIMIT`). The label is in ``stats["path"]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+from graphs.coarsen import merge_by_key, merge_chains, name_prefix_keys
+from graphs.errors import InfeasibleError, ProblemTooLargeError
+from graphs.evaluate import evaluate
+from graphs.ideals import chain_ideals, enumerate_ideals
+from graphs.model import Cluster, OpGraph
+
+from . import dp
+from .base import Solution, SolveOptions, Status
+from .refine import refine
+
+__all__ = ["solve", "DEFAULT_TIME_LIMIT", "DEFAULT_MEMORY_LIMIT"]
+
+DEFAULT_TIME_LIMIT = 300.0
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8e9
+
+
+DEFAULT_MEMORY_LIMIT = min(4e9, 0.5 * _physical_memory())
+_BYTES_PER_IDEAL_ENUMERATED = 400  # Python ints, dict entries and frontier lists while enumerating
+
+
+def _chain_bound(prob: dp.DPProblem, orders) -> dp.DPRun | None:
+    best = None
+    for order in orders:
+        run = dp.run_dp(prob, chain_ideals(prob.items.num_classes, order))
+        if run.complete and math.isfinite(run.value) and (best is None or run.value < best.value):
+            best = run
+    return best
+
+
+def _random_orders(items, count: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Random topological orders of the item graph (random choice among ready items)."""
+    C = items.num_classes
+    o = np.argsort(items.src, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(items.src, minlength=C))]).tolist()
+    succ = items.dst[o].tolist()
+    out = []
+    for _ in range(count):
+        deg = np.bincount(items.dst, minlength=C).tolist()
+        ready = [c for c in range(C) if deg[c] == 0]
+        order = []
+        while ready:
+            k = int(rng.integers(len(ready)))
+            ready[k], ready[-1] = ready[-1], ready[k]
+            u = ready.pop()
+            order.append(u)
+            for v in succ[ptr[u]:ptr[u + 1]]:
+                deg[v] -= 1
+                if deg[v] == 0:
+                    ready.append(v)
+        out.append(np.array(order, dtype=np.int64))
+    return out
+
+
+def _levels(graph: OpGraph, cluster: Cluster, prob: dp.DPProblem):
+    """(label, graph) from the original to ever coarser graphs."""
+    yield "exact", graph
+    lb = dp.lower_bound(prob)
+    layer_keys = graph.meta.get("layer") or name_prefix_keys(graph)
+    has_layers = any(k is not None for k in layer_keys)
+    for frac in (1 / 64, 1 / 32, 1 / 16, 1 / 8):
+        yield f"exact on the coarsened graph (chains merged up to {frac:.3g} of the max-load bound)", \
+            merge_chains(graph, cluster, lb * frac)
+    if has_layers:
+        layered = merge_by_key(graph, layer_keys)
+        yield "exact on the coarsened graph (one item per layer)", layered
+        yield ("exact on the coarsened graph (one item per layer, chains merged up to 1/8 of the bound)",
+               merge_chains(layered, cluster, lb / 8))
+    for frac in (1 / 4, 1 / 2):
+        yield f"exact on the coarsened graph (chains merged up to {frac:.3g} of the max-load bound)", \
+            merge_chains(graph, cluster, lb * frac)
+
+
+def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
+    """Best contiguous placement within the limits, labelled exact / exact on a coarsened graph /
+    heuristic (see the module documentation)."""
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        from .registry import get_solver
+
+        return get_solver("ip")(graph, cluster, options)
+    t0 = time.perf_counter()
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    deadline = t0 + limit
+    mem_limit = float(options.raw.get("memory_limit", DEFAULT_MEMORY_LIMIT))
+    max_ideals = int(min(dp.DEFAULT_MAX_IDEALS, mem_limit / _BYTES_PER_IDEAL_ENUMERATED))
+    try:
+        base = dp.prepare(graph, cluster)
+    except InfeasibleError as e:
+        return Solution(None, math.inf, Status.INFEASIBLE, "auto", message=str(e),
+                        time=time.perf_counter() - t0)
+
+    tried = []
+    found = None  # (assignment, value, label, exact)
+    interrupted = False
+    try:
+        for label, g in _levels(graph, cluster, base):
+            now = time.perf_counter()
+            remaining = deadline - now
+            if remaining <= 0:
+                break
+            prob = base if g is graph else dp.prepare(g, cluster)
+            chain = _chain_bound(prob, dp.topological_orders(prob.items))
+            if found is None and chain is not None:
+                a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
+                found = (a0, chain.value, "heuristic", False)
+            ub = chain.value * (1 + 1e-9) if chain else math.inf
+            try:
+                lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst,
+                                           max_ideals=max_ideals, deadline=now + 0.25 * remaining)
+            except ProblemTooLargeError as e:
+                tried.append(f"{label}: {e}")
+                continue
+            est = dp.estimate(prob, lattice, ub)
+            left = deadline - time.perf_counter()
+            if est.seconds > 0.7 * left or est.memory_bytes > mem_limit:
+                tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "
+                             f"{est.memory_bytes / 1e9:.2f} GB")
+                continue
+            run = dp.run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
+            interrupted = run.interrupted
+            if run.complete and math.isfinite(run.value):
+                if found is None or run.value <= found[1] or label == "exact":
+                    found = (dp.stages_to_assignment(prob, cluster, run.stages), run.value, label,
+                             label == "exact")
+                break
+            if run.complete and g is graph:
+                return Solution(None, math.inf, Status.INFEASIBLE, "auto", time=time.perf_counter() - t0,
+                                message="no contiguous placement fits the devices' memory")
+            tried.append(f"{label}: stopped at the time limit")
+            if interrupted:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+
+    if found is None:
+        # the prefixes of many random topological orders: always affordable
+        rng = np.random.default_rng(options.seed)
+        chain = _chain_bound(base, _random_orders(base.items, 8, rng))
+        if chain is None:
+            return Solution(None, math.inf, Status.FEASIBLE if tried else Status.INFEASIBLE, "auto",
+                            time=time.perf_counter() - t0, message="no placement found: " + "; ".join(tried))
+        found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
+
+    a, value, label, exact = found
+    stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
+             "label": label, "skipped": tried, "items": base.items.num_classes}
+    if exact:
+        return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
+                        time=time.perf_counter() - t0, message="exact", stats=stats)
+
+    # repair what coarsening lost, then let the contiguous IP improve and bound it
+    if not interrupted:
+        a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
+    value = evaluate(graph, cluster, a).max_load
+    bound = dp.lower_bound(base)
+    message = label
+    from .registry import SOLVERS, get_solver
+
+    left = deadline - time.perf_counter()
+    if "ip" in SOLVERS and left > 5 and not interrupted:
+        ip = get_solver("ip")(graph, cluster, SolveOptions(
+            time_limit=left * 0.9, gap=options.gap, threads=options.threads, warm_start=a, raw=options.raw))
+        if ip.assignment is not None and ip.objective < value:
+            a, value = ip.assignment, ip.objective
+            message += "; improved by the contiguous IP"
+        if ip.bound is not None and math.isfinite(ip.bound):
+            bound = max(bound, ip.bound)
+        stats["ip_status"] = ip.status.value
+        if ip.status is Status.OPTIMAL:
+            return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
+                            time=time.perf_counter() - t0, message=message + "; proven optimal by the IP",
+                            stats={**stats, "path": "exact"})
+    if interrupted:
+        message += "; interrupted"
+    gap = (value - bound) / value if value > 0 else 0.0
+    return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
+                    time=time.perf_counter() - t0, message=message, stats=stats)
