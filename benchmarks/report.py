@@ -1,0 +1,346 @@
+"""Tables and plots from the suite's result records (see :mod:`benchmarks.suite`).
+
+Per objective (throughput = max-load, latency) a Markdown table and a CSV file: every run's objective
+(the evaluator's value of its placement), its ratio to the best known value for that workload (the best
+valid value of any run, or a value the reference published, whichever is lower), the solver's proven
+gap, solve time and peak memory. The *headline* table compares, on every reference workload, the
+optimum (DP, or IP when it proved one) with each baseline: the speed-up of the optimum over a baseline
+is the baseline's max-load divided by the optimum's.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from collections import defaultdict
+
+__all__ = ["best_known", "write_tables", "headline_rows", "headline_markdown", "write_plots",
+           "write_report", "markdown_tables"]
+
+OBJECTIVES = (("max-load", "throughput"), ("latency", "latency"))
+EXACT = ("dp", "ip", "latency-ip")  # solvers whose OPTIMAL is the (contiguous) optimum
+HEADLINE = ("pipedream", "partition", "local-search", "expert", "single")
+CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known", "gap",
+              "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid", "contiguous", "time_limit",
+              "seed", "message")
+
+
+def _ok(r: dict) -> bool:
+    return r.get("value") is not None and r.get("valid", False)
+
+
+def best_known(records: list[dict]) -> dict[tuple[str, str], float]:
+    """``(objective, workload) -> lowest value``: of the valid runs and the reference's published values."""
+    best: dict[tuple[str, str], float] = {}
+    for r in records:
+        key = (r["objective"], r["workload"])
+        vals = [r["value"]] if _ok(r) else []
+        vals += [v for v in (r.get("known") or {}).values() if v is not None]
+        for v in vals:
+            if v < best.get(key, math.inf):
+                best[key] = v
+    return best
+
+
+def _latest(records: list[dict]) -> list[dict]:
+    """One record per run key: the last one written (a rerun replaces an earlier result)."""
+    by_key: dict[str, dict] = {}
+    for r in records:
+        by_key[r.get("key", id(r))] = r
+    return list(by_key.values())
+
+
+def _rows(records: list[dict], objective: str) -> list[dict]:
+    records = _latest(records)
+    best = best_known(records)
+    rows = []
+    for r in records:
+        if r.get("objective") != objective:
+            continue
+        b = best.get((objective, r["workload"]))
+        v = r.get("value") if _ok(r) else None
+        rows.append({
+            "workload": r["workload"], "objective": objective, "solver": r["solver"],
+            "status": r.get("status") if (v is not None or r.get("status") != "feasible") else "no placement",
+            "value": v, "ratio_to_best": (v / b if v is not None and b else None), "best_known": b,
+            "gap": r.get("gap"), "solve_time_s": r.get("wall_s"), "peak_rss_mb": r.get("peak_rss_mb"),
+            "nodes": r.get("nodes"), "edges": r.get("edges"), "devices": r.get("devices"),
+            "valid": r.get("valid"), "contiguous": r.get("contiguous"), "time_limit": r.get("time_limit"),
+            "seed": r.get("seed"), "message": (r.get("message") or "")[:200]})
+    rows.sort(key=lambda x: (x["workload"], x["solver"]))
+    return rows
+
+
+def _fmt(x, digits: int = 6) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return "—"
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _ratio(x) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _solvers_in(rows: list[dict], order) -> list[str]:
+    present = {r["solver"] for r in rows}
+    out = [s for s in order if s in present]
+    return out + sorted(present - set(out))
+
+
+def markdown_tables(records: list[dict], objective: str) -> str:
+    """The summary (workload x solver: value and ratio to the best known) and the per-run details."""
+    from .suite import LATENCY_SOLVERS, THROUGHPUT_SOLVERS
+
+    rows = _rows(records, objective)
+    if not rows:
+        return "_no runs_\n"
+    order = THROUGHPUT_SOLVERS if objective == "max-load" else LATENCY_SOLVERS
+    solvers = _solvers_in(rows, order)
+    cell: dict[tuple[str, str], dict] = {(r["workload"], r["solver"]): r for r in rows}
+    workloads = sorted({r["workload"] for r in rows})
+    nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
+    best = {r["workload"]: r["best_known"] for r in rows}
+    what = "max-load" if objective == "max-load" else "latency"
+    out = [f"Each cell: {what} of the solver's placement (evaluator) and, in brackets, its ratio to the best "
+           "known value (1.000 = best known; — = no placement: see the details).", "",
+           "| workload | nodes | best known | " + " | ".join(solvers) + " |",
+           "|---|---:|---:|" + "---:|" * len(solvers)]
+    for w in workloads:
+        cells = []
+        for s in solvers:
+            r = cell.get((w, s))
+            if r is None:
+                cells.append("")
+            elif r["value"] is None:
+                cells.append(f"— ({r['status']})")
+            else:
+                cells.append(f"{_fmt(r['value'])} ({_ratio(r['ratio_to_best'])})")
+        out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(best.get(w))} | " + " | ".join(cells) + " |")
+    out += ["", "| workload | solver | status | objective | ratio to best | proven gap | solve time s | "
+            "peak memory MB |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        gap = "—" if r["gap"] is None else f"{100 * r['gap']:.2f}%"
+        out.append(f"| {r['workload']} | {r['solver']} | {r['status']} | {_fmt(r['value'])} | "
+                   f"{_ratio(r['ratio_to_best'])} | {gap} | {_fmt(r['solve_time_s'], 3)} | "
+                   f"{_fmt(r['peak_rss_mb'], 4)} |")
+    return "\n".join(out) + "\n"
+
+
+def write_tables(records: list[dict], out_dir: str) -> list[str]:
+    """``throughput.md``/``.csv`` and ``latency.md``/``.csv`` in ``out_dir``; returns the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for objective, label in OBJECTIVES:
+        rows = _rows(records, objective)
+        p_csv = os.path.join(out_dir, f"{label}.csv")
+        _atomic_csv(p_csv, rows)
+        p_md = os.path.join(out_dir, f"{label}.md")
+        _atomic_text(p_md, f"# {label.capitalize()}\n\n" + markdown_tables(records, objective))
+        paths += [p_md, p_csv]
+    return paths
+
+
+def _atomic_text(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _atomic_csv(path: str, rows: list[dict]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- headline
+def _optimum(rows: dict[str, dict]) -> tuple[float | None, str]:
+    """The proven optimum among the exact solvers' runs (value, solver); else the best exact value."""
+    proven = [(r["value"], s) for s, r in rows.items() if s in EXACT and r.get("status") == "optimal"
+              and r.get("value") is not None]
+    if proven:
+        return min(proven)
+    found = [(r["value"], s) for s, r in rows.items() if s in EXACT and r.get("value") is not None]
+    if found:
+        v, s = min(found)
+        return v, f"{s}, not proven"
+    return None, ""
+
+
+def headline_rows(records: list[dict], *, source: str = "reference") -> list[dict]:
+    """Per reference throughput workload: the optimum and every baseline's value and speed-up."""
+    rows = [r for r in _rows(records, "max-load")]
+    src = {r["workload"]: r.get("source") for r in _latest(records)}
+    by_w: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        if src.get(r["workload"]) == source:
+            by_w[r["workload"]][r["solver"]] = r
+    out = []
+    for w in sorted(by_w):
+        opt, who = _optimum(by_w[w])
+        line = {"workload": w, "optimum": opt, "by": who, "baselines": {}}
+        for b in HEADLINE:
+            r = by_w[w].get(b)
+            v = None if r is None else r["value"]
+            line["baselines"][b] = (v, (v / opt if v is not None and opt else None),
+                                    None if r is None else r["status"])
+        out.append(line)
+    return out
+
+
+def headline_markdown(records: list[dict]) -> str:
+    rows = headline_rows(records)
+    if not rows:
+        return "_no reference workloads in these results_\n"
+    names = {"pipedream": "PipeDream-style", "partition": "partitioner (METIS)",
+             "local-search": "local search", "expert": "expert", "single": "single device"}
+    out = ["Max-load (lower is better) of the optimum and of each baseline; in brackets the speed-up of the "
+           "optimum over the baseline (baseline max-load / optimum: throughput gained by the optimum). "
+           "The optimum is contiguous; local search and the partitioner are not restricted to contiguous "
+           "placements, so they can beat it (speed-up below 1).", "",
+           "| workload | optimum | " + " | ".join(names[b] for b in HEADLINE) + " |",
+           "|---|---:|" + "---:|" * len(HEADLINE)]
+    for r in rows:
+        opt = "—" if r["optimum"] is None else f"{_fmt(r['optimum'])} ({r['by']})"
+        cells = []
+        for b in HEADLINE:
+            v, sp, status = r["baselines"][b]
+            if status is None:
+                cells.append("")
+            elif v is None:
+                cells.append(f"— ({status})")
+            else:
+                cells.append(f"{_fmt(v)} ({'—' if sp is None else f'{sp:.2f}×'})")
+        out.append(f"| {r['workload']} | {opt} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- plots
+def write_plots(records: list[dict], out_dir: str) -> list[str]:
+    """``throughput_ratio.png`` (per workload, every solver's throughput relative to the contiguous
+    optimum) and ``solve_time.png`` (DP and IP solve time against graph size, log-log)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plots needs matplotlib: pip install 'placement[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .suite import THROUGHPUT_SOLVERS
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    rows = _rows(records, "max-load")
+    by_w: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        by_w[r["workload"]][r["solver"]] = r
+    workloads = sorted(by_w)
+    if workloads:
+        solvers = _solvers_in(rows, THROUGHPUT_SOLVERS)
+        colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(solvers)}
+        cols = 4
+        nrows = math.ceil(len(workloads) / cols)
+        fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.9 * nrows), squeeze=False)
+        for ax, w in zip(axes.flat, workloads):
+            opt, _ = _optimum(by_w[w])
+            ref = opt or by_w[w][next(iter(by_w[w]))]["best_known"]
+            names, vals = [], []
+            for s in solvers:
+                r = by_w[w].get(s)
+                if r is None:
+                    continue
+                names.append(s)
+                vals.append(ref / r["value"] if r["value"] and ref else 0.0)
+            ax.bar(range(len(names)), vals, color=[colors[s] for s in names])
+            ax.axhline(1.0, color="black", lw=0.8, ls="--")
+            ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
+            ax.set_title(w, fontsize=8)
+            ax.tick_params(axis="y", labelsize=7)
+        for ax in list(axes.flat)[len(workloads):]:
+            ax.axis("off")
+        fig.suptitle("Throughput relative to the contiguous optimum (optimum max-load / solver max-load; "
+                     "0 = no placement)", fontsize=10)
+        fig.tight_layout()
+        p = os.path.join(out_dir, "throughput_ratio.png")
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+
+    nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    drew = False
+    for s, marker in (("dp", "o"), ("ip", "s"), ("ip-noncontig", "^")):
+        pts = [(nodes[r["workload"]], r["solve_time_s"], r["status"] == "optimal") for r in rows
+               if r["solver"] == s and r.get("solve_time_s") and r["workload"] in nodes]
+        if not pts:
+            continue
+        drew = True
+        done = [(x, y) for x, y, ok in pts if ok]
+        lim = [(x, y) for x, y, ok in pts if not ok]
+        if done:
+            ax.scatter(*zip(*done), marker=marker, label=f"{s} (optimal)")
+        if lim:
+            ax.scatter(*zip(*lim), marker=marker, facecolors="none", edgecolors="gray",
+                       label=f"{s} (limit reached)")
+    if drew:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("graph size (nodes)")
+        ax.set_ylabel("solve time (s)")
+        ax.set_title("Solve time against graph size (throughput)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        p = os.path.join(out_dir, "solve_time.png")
+        fig.savefig(p, dpi=90)
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+# --------------------------------------------------------------------------- full report
+def write_report(records: list[dict], path: str, *, machine: dict, config: dict | None = None,
+                 notes: list[str] | None = None, plots: list[str] | None = None) -> None:
+    """The committed report: how the runs were made, on what machine, the headline and both tables."""
+    config = config or {}
+    v = machine.get("versions", {})
+    runs = _latest(records)
+    statuses = defaultdict(int)
+    for r in runs:
+        statuses[r.get("status")] += 1
+    cmd = ["python -m benchmarks.suite"] + [f"--{k.replace('_', '-')} {config[k]}" for k in
+                                            ("config", "time_limit", "workers") if config.get(k) is not None]
+    lines = [
+        "# Benchmark results", "",
+        f"Produced by `{' '.join(cmd)} --report benchmarks/RESULTS.md` (`placement bench`) on "
+        f"{time.strftime('%Y-%m-%d')}; the raw records are the suite's `results.jsonl`.", "",
+        "## Machine", "",
+        f"- CPU: {machine.get('cpu')}, {machine.get('cores')} cores (shared with other work while this ran)",
+        f"- memory: {machine.get('memory_gb')} GB; {machine.get('os')}; Python {machine.get('python')}",
+        "- " + ", ".join(f"{k} {x}" for k, x in sorted(v.items())),
+        f"- per-run time limit {_fmt(config.get('time_limit'))} s, {config.get('workers', 1)} runs at once, "
+        "each in its own process (peak memory includes ~150 MB of Python, numpy and numba); "
+        "solvers single-threaded",
+        f"- runs: {len(runs)} (" + ", ".join(f"{k}: {n}" for k, n in sorted(statuses.items(), key=str)) + ")",
+        ""]
+    for n in notes or []:
+        lines.append(f"Note: {n}")
+    lines += ["", "## Headline: the optimum against the baselines (reference workloads, throughput)", "",
+              headline_markdown(records),
+              "## Throughput (max-load per sample; lower is better)", "",
+              markdown_tables(records, "max-load"),
+              "## Latency (one sample end to end; lower is better)", "",
+              markdown_tables(records, "latency")]
+    for p in plots or []:
+        rel = os.path.relpath(p, os.path.dirname(os.path.abspath(path)))
+        lines += [f"![{os.path.basename(p)}]({rel})", ""]
+    _atomic_text(path, "\n".join(lines))

@@ -1,0 +1,128 @@
+"""The benchmark suite: a tiny configuration end to end, both tables, resuming, and the report."""
+
+import csv
+import json
+import os
+
+import pytest
+
+from benchmarks import report
+from benchmarks.catalog import WorkloadSpec, configuration, example_specs, reference_specs
+from benchmarks.suite import Job, ResultStore, build_jobs, execute, main, run_jobs
+
+TINY = ["--config", "tiny", "--only", "example", "--time-limit", "20", "--workers", "2", "--quiet"]
+
+
+def _lines(path):
+    with open(path) as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+def test_tiny_configuration_end_to_end_and_resume(tmp_path):
+    out = tmp_path / "res"
+    assert main(TINY + ["--out", str(out), "--report", str(tmp_path / "RESULTS.md")]) == 0
+    recs = _lines(out / "results.jsonl")
+    solvers = {r["solver"] for r in recs}
+    assert {"dp", "pipedream", "partition", "local-search", "single", "greedy-latency"} <= solvers
+    assert all(r["status"] in ("optimal", "feasible") and r["valid"] for r in recs), recs
+    for label in ("throughput", "latency"):
+        md = (out / f"{label}.md").read_text()
+        assert "| example/transformer-L2 |" in md
+        with open(out / f"{label}.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert rows and all(r["value"] and float(r["ratio_to_best"]) >= 1 - 1e-9 for r in rows)
+        assert set(report.CSV_FIELDS) <= set(rows[0])
+    dp = next(r for r in recs if r["solver"] == "dp")
+    assert dp["status"] == "optimal" and dp["gap"] == 0.0 and dp["peak_rss_mb"] > 0
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "## Machine" in text and "## Throughput" in text and "## Latency" in text
+
+    # resuming: nothing runs again; a run missing from the file is the only one redone
+    assert main(TINY + ["--out", str(out)]) == 0
+    assert len(_lines(out / "results.jsonl")) == len(recs)
+    kept = [r for r in recs if r["solver"] != "single"]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    assert main(TINY + ["--out", str(out)]) == 0
+    again = _lines(out / "results.jsonl")
+    assert len(again) == len(recs)
+    assert {r["solver"] for r in again[len(kept):]} == {"single"}
+
+
+def test_run_jobs_skips_finished_runs(tmp_path):
+    store = ResultStore(str(tmp_path / "r.jsonl"))
+    jobs = build_jobs(example_specs(latency=False), time_limit=10, solvers=["single"])
+    assert len(jobs) == 1
+    first = run_jobs(jobs, store)
+    assert len(first) == 1 and first[0]["status"] == "feasible"
+    assert run_jobs(jobs, store) == []
+    assert len(run_jobs(jobs, store, rerun=True)) == 1
+
+
+def test_build_jobs_matches_solvers_to_objectives():
+    specs = [WorkloadSpec("a", "max-load", "example", params={"layers": 1}),
+             WorkloadSpec("a", "latency", "example", params={"layers": 1}),
+             WorkloadSpec("b", "max-load", "example", split="/x.json", params={"layers": 1})]
+    jobs = build_jobs(specs, time_limit=5, solvers=["dp", "greedy-latency", "expert", "single"])
+    got = {(j.workload.key, j.solver) for j in jobs}
+    assert got == {("max-load:a", "dp"), ("max-load:a", "single"), ("latency:a", "greedy-latency"),
+                   ("latency:a", "single"), ("max-load:b", "dp"), ("max-load:b", "expert"),
+                   ("max-load:b", "single")}
+    assert len({j.key for j in jobs}) == len(jobs)
+    assert Job.from_json(json.loads(json.dumps(jobs[0].to_json()))).key == jobs[0].key
+
+
+def test_execute_records_errors_instead_of_raising(tmp_path):
+    bad = WorkloadSpec("missing", "max-load", "reference", path=str(tmp_path / "nope.json"))
+    rec = execute(Job(bad, "dp", 5))
+    assert rec["status"] == "error" and "workload" in rec["message"]
+    spec = example_specs(latency=False)[0]
+    rec = execute(Job(spec, "expert", 5))  # no split: an input error, recorded
+    assert rec["status"] == "error" and "split" in rec["message"]
+
+
+def test_unknown_solver_is_a_usage_error(tmp_path, capsys):
+    assert main(["--config", "tiny", "--solvers", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown solver" in capsys.readouterr().err
+
+
+def test_best_known_uses_published_values_and_headline_speedups():
+    recs = [
+        {"key": "1", "workload": "W", "objective": "max-load", "solver": "dp", "status": "optimal",
+         "value": 10.0, "valid": True, "source": "reference", "known": {"dp": 10.0}},
+        {"key": "2", "workload": "W", "objective": "max-load", "solver": "pipedream", "status": "feasible",
+         "value": 15.0, "valid": True, "source": "reference", "known": {"dp": 10.0}},
+        {"key": "3", "workload": "W", "objective": "max-load", "solver": "local-search", "status": "feasible",
+         "value": 9.0, "valid": True, "source": "reference", "known": {"dp": 10.0}},
+        {"key": "4", "workload": "V", "objective": "latency", "solver": "single", "status": "feasible",
+         "value": 7.0, "valid": True, "source": "reference", "known": {"greedy-latency": 5.0}},
+    ]
+    best = report.best_known(recs)
+    assert best[("max-load", "W")] == 9.0 and best[("latency", "V")] == 5.0
+    (row,) = report.headline_rows(recs)
+    assert row["optimum"] == 10.0 and row["by"] == "dp"
+    assert row["baselines"]["pipedream"][1] == pytest.approx(1.5)
+    assert row["baselines"]["local-search"][1] == pytest.approx(0.9)
+    assert "1.50×" in report.headline_markdown(recs)
+    assert "1.400" in report.markdown_tables(recs, "latency")  # 7 / 5
+
+
+def test_configurations_list_reference_workloads(workloads):
+    specs, notes = configuration("reference", workloads)
+    assert not notes
+    names = {(s.objective, s.name) for s in specs}
+    assert ("max-load", "LayerGraphs/gnmt_training") in names
+    assert ("latency", "OperatorGraphs/bert_l-3_inference") in names
+    gnmt = next(s for s in reference_specs(workloads) if s.name == "LayerGraphs/gnmt_training")
+    assert gnmt.split and gnmt.known["dp"] == pytest.approx(107.0044140625)
+    assert os.path.exists(gnmt.path)
+
+
+@pytest.mark.slow
+def test_ray_executor_runs_the_same_jobs(tmp_path):
+    pytest.importorskip("ray")
+    store = ResultStore(str(tmp_path / "r.jsonl"))
+    jobs = build_jobs(example_specs(), time_limit=10, solvers=["dp", "greedy-latency"])
+    recs = run_jobs(jobs, store, use_ray=True)
+    assert {r["solver"] for r in recs} == {"dp", "greedy-latency"}
+    assert all(r["status"] in ("optimal", "feasible") for r in recs), recs
+    assert run_jobs(jobs, store, use_ray=True) == []
