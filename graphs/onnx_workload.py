@@ -28,7 +28,8 @@ from .onnx_loader import OnnxGraph, load_onnx
 from .reference import Workload
 from .training import derive_training
 
-__all__ = ["DEFAULT_DEVICES", "onnx_workload", "build_opgraph", "reference_document", "describe"]
+__all__ = ["DEFAULT_DEVICES", "onnx_workload", "prepare_onnx", "build_opgraph", "reference_document",
+           "describe"]
 
 #: the cluster used when none is given
 DEFAULT_DEVICES = "a100:4,cpu:1"
@@ -43,6 +44,15 @@ def onnx_workload(path: str | os.PathLike, devices: str | DeviceSet | None = Non
     ``devices``: a :class:`DeviceSet` or its compact form (``"a100:4,cpu:8"``, default
     :data:`DEFAULT_DEVICES`); ``costs``: ``"roofline"``, ``"profile"`` or a JSON cost table's path.
     """
+    return prepare_onnx(path, devices, costs, batch_size, training, optimizer, dims=dims,
+                        device_files=device_files, backward_factor=backward_factor)[1]
+
+
+def prepare_onnx(path: str | os.PathLike, devices: str | DeviceSet | None = None, costs: str = "roofline",
+                 batch_size: int | None = None, training: bool = False, optimizer: str = "adam", *,
+                 dims: Mapping[str, int] | None = None, device_files: Iterable[str] = (),
+                 backward_factor: float = 2.0) -> tuple[OnnxGraph, Workload]:
+    """:func:`onnx_workload`, also returning the loaded :class:`OnnxGraph` (shapes, parameters)."""
     t0 = time.perf_counter()
     ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
                                                                       device_files)
@@ -54,7 +64,7 @@ def onnx_workload(path: str | os.PathLike, devices: str | DeviceSet | None = Non
                           devices=str(ds))
     t3 = time.perf_counter()
     graph.meta["timings"] = {"load_s": t1 - t0, "costs_s": t2 - t1, "build_s": t3 - t2}
-    return Workload(graph, ds.cluster())
+    return g, Workload(graph, ds.cluster())
 
 
 def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimizer: str = "adam",

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--accelerators", type=int, default=4)
     x.add_argument("--cpus", type=int, default=1)
     x.add_argument("--training", action="store_true", help="add the backward pass")
+
+    sub.add_parser("bench", help="run the benchmark suite", add_help=False,
+                   description="Run solvers x workloads and write tables; see `placement bench --help`.")
     return parser
 
 
@@ -236,20 +239,24 @@ def _cmd_example(args) -> int:
     return EXIT_OK
 
 
+def _cmd_bench(argv: list[str]) -> int:
+    try:
+        from benchmarks.suite import main as bench_main
+    except ImportError:
+        raise _UsageError("placement bench runs from a source checkout (the benchmarks/ folder)") from None
+    return bench_main(argv)
+
+
 def _cmd_inspect(args) -> int:
     import os
 
-    from graphs.onnx_loader import load_onnx
-    from graphs.onnx_workload import describe, reference_document
+    from graphs.onnx_workload import describe, prepare_onnx, reference_document
 
     from .export import write_json
-    from .load import load_workload
 
     if not args.model.lower().endswith(".onnx"):
         raise _UsageError(f"placement inspect: {args.model!r} is not an ONNX model (.onnx)")
-    fe = _frontend(args)
-    w = load_workload(args.model, **fe)
-    g = load_onnx(args.model, batch_size=fe["batch_size"], dims=fe["dims"])
+    g, w = prepare_onnx(args.model, **{k: v for k, v in _frontend(args).items() if v is not None})
     print(describe(g, w.graph, show_warnings=False))
     out = args.out or os.path.splitext(os.path.basename(args.model))[0] + ".json"
     write_json(out, reference_document(w.graph, w.cluster))
@@ -288,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     codes: list[int] = []
     with _user_errors(codes):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if argv[:1] == ["bench"]:  # the suite parses its own options (benchmarks.suite)
+            return _cmd_bench(argv[1:])
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help
