@@ -447,7 +447,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``placement bench``: returns 0 when every run finished (whatever its status), 1 if some run
     crashed or was killed, 2 on bad usage."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, or bad usage (argparse printed why)
+        return int(e.code or 0)
     if args.worker is not None:  # one job, result on stdout (used by Ray tasks)
         print(json.dumps(execute(Job.from_json(json.loads(args.worker)))))
         return 0

@@ -126,3 +126,13 @@ def test_ray_executor_runs_the_same_jobs(tmp_path):
     assert {r["solver"] for r in recs} == {"dp", "greedy-latency"}
     assert all(r["status"] in ("optimal", "feasible") for r in recs), recs
     assert run_jobs(jobs, store, use_ray=True) == []
+
+
+def test_placement_bench_delegates_to_the_suite(tmp_path, capsys):
+    from placement.cli import main as cli_main
+
+    assert cli_main(["bench", "--help"]) == 0
+    assert "--time-limit" in capsys.readouterr().out
+    assert cli_main(["bench", "--config", "tiny", "--only", "example", "--solvers", "single",
+                     "--out", str(tmp_path), "--quiet"]) == 0
+    assert (tmp_path / "throughput.csv").exists() and (tmp_path / "latency.md").exists()
