@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("bench", help="run the benchmark suite", add_help=False,
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
+    _add_pipeline_parsers(sub)
     return parser
 
 
@@ -265,8 +266,144 @@ def _cmd_inspect(args) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- pipelines: show, split, run
+def _add_pipeline_parsers(sub) -> None:
+    from .simulate import SCHEDULES
+
+    s = sub.add_parser("show", help="simulate and draw a placement", description="Simulate a placement's "
+                       "pipeline (throughput, latency, bubble, per-device utilisation, stashed activations), "
+                       "draw its Gantt chart (matplotlib) and its graph coloured by device (Graphviz DOT, "
+                       "rendered when `dot` is installed).")
+    s.add_argument("result", help="result file written by placement place --out")
+    s.add_argument("--workload", default=None, metavar="PATH",
+                   help="the workload or ONNX model the result is for (default: the result's 'source')")
+    s.add_argument("--schedule", choices=SCHEDULES, default=None,
+                   help="stream (inference default), gpipe or 1f1b (training default)")
+    s.add_argument("--microbatches", "-m", type=int, default=8, metavar="M", help="micro-batches (default 8)")
+    s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
+    s.add_argument("--out-dir", default=None, metavar="DIR",
+                   help="where to write the pictures (default: beside the result file)")
+    s.add_argument("--format", choices=("png", "svg"), default="png", help="picture format (default png)")
+    s.add_argument("--no-draw", action="store_true", help="only simulate; write no pictures")
+    s.add_argument("--json", action="store_true", help="print the simulation as JSON")
+    _add_frontend_options(s)
+
+
+def _load_for_result(args, data: dict):
+    """The workload a result is for: --workload, else the result's source (as written, then relative
+    to the result file)."""
+    import os
+
+    from .load import load_workload
+
+    path = args.workload or data.get("source")
+    if not path:
+        raise _UsageError(f"{args.result}: the result does not say which workload it is for; pass "
+                          f"--workload PATH")
+    if not args.workload and not os.path.exists(path):
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.result)), path)
+        if os.path.exists(beside):
+            path = beside
+        else:
+            raise _UsageError(f"{args.result}: its workload {path!r} was not found; pass --workload PATH")
+    return load_workload(path, **_frontend(args))
+
+
+def _cmd_show(args) -> int:
+    import os
+
+    from graphs.evaluate import evaluate
+
+    from .draw import PlotsUnavailable, gantt_chart, graph_dot, render_dot, write_text
+    from .simulate import assignment_from_result, read_result, simulate
+
+    if args.microbatches < 1:
+        raise _UsageError("placement show: --microbatches must be at least 1")
+    data = read_result(args.result)
+    w = _load_for_result(args, data)
+    a = assignment_from_result(data, w.graph, w.cluster, source=args.result)
+    ev = evaluate(w.graph, w.cluster, a)
+    unit = w.graph.meta.get("unit", "")
+    sim = simulate(w.graph, w.cluster, a, schedule=args.schedule, microbatches=args.microbatches)
+    over = simulate(w.graph, w.cluster, a, schedule=sim.schedule, microbatches=args.microbatches,
+                    overlap=True)
+    if args.json:
+        json.dump({"result": args.result, "simulation": sim.summary(), "overlapped": over.summary()},
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(_format_simulation(sim, over, unit))
+    old = data.get("max_load")
+    if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
+        print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
+              f"(costs re-measured, or another cost model?)", file=sys.stderr)
+    if args.no_draw:
+        return EXIT_OK
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
+    shown = sim if not args.overlap else over
+    written = []
+    try:
+        written.append(gantt_chart(shown, f"{stem}.gantt.{args.format}", unit=unit))
+    except PlotsUnavailable as e:
+        print(f"note: {e}; Gantt chart not drawn", file=sys.stderr)
+    dot = write_text(f"{stem}.graph.dot", graph_dot(w.graph, w.cluster, a, stage_order=ev.stage_order,
+                                                     title=os.path.basename(args.result)))
+    written.append(dot)
+    try:
+        if render_dot(dot, f"{stem}.graph.{args.format}"):
+            written.append(f"{stem}.graph.{args.format}")
+        else:
+            print("note: Graphviz `dot` is not installed; the graph is written as DOT only "
+                  "(apt-get install graphviz, or paste it into any DOT viewer)", file=sys.stderr)
+    except RuntimeError as e:
+        print(f"note: {e}", file=sys.stderr)
+    if not args.json:
+        print("wrote " + ", ".join(written))
+    return EXIT_OK
+
+
+def _format_simulation(sim, over, unit: str) -> str:
+    u = f" {unit}" if unit else ""
+    name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
+    rows = [["stage", "device", "kind", "load", "busy", "util", "compute util", "peak stash"]]
+    for r in sim.stages:
+        stash = "-" if r.peak_stashed is None else str(r.peak_stashed)
+        if r.peak_stash_bytes is not None:
+            from .report import human_bytes
+
+            stash += f" ({human_bytes(r.peak_stash_bytes)})"
+        rows.append([str(r.stage), r.name, r.kind, f"{r.load:.4g}", f"{r.busy:.4g}",
+                     f"{100 * r.utilisation:.1f}%", f"{100 * r.compute_utilisation:.1f}%", stash])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"pipeline of {len(sim.stages)} stage(s), {name}, {sim.microbatches} micro-batches"]
+    lines += ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+              .rstrip() for row in rows]
+    steady = sim.steady_time_per_sample
+    same = math.isclose(steady, sim.max_load, rel_tol=1e-9, abs_tol=1e-12)
+    extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
+    gain = _gain(steady, over.steady_time_per_sample)
+    lines += [
+        f"makespan {sim.makespan:.6g}{u}; time per sample {sim.time_per_sample:.6g}{u} "
+        f"(throughput {sim.throughput:.6g} per{u or ' time unit'})",
+        f"steady state: {steady:.6g}{u} per sample; max-load {sim.max_load:.6g}{u} ({extra})",
+        f"single-sample latency {sim.latency:.6g}{u}; bubble {100 * sim.bubble_fraction:.1f}%",
+        f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per sample ({gain}), "
+        f"makespan {over.makespan:.6g}{u}, bubble {100 * over.bubble_fraction:.1f}%",
+    ]
+    return "\n".join(lines)
+
+
+def _gain(before: float, after: float) -> str:
+    if after <= 0 or before <= after * (1 + 1e-9):
+        return "no gain"
+    return f"{before / after - 1:.1%} more throughput"
+
+
 _COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example,
              "inspect": _cmd_inspect}
+_COMMANDS.update(show=_cmd_show)
 
 
 @contextlib.contextmanager

@@ -48,7 +48,9 @@ devices: not contiguous) raises :class:`~graphs.errors.InputError` saying which 
 from __future__ import annotations
 
 import heapq
+import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,7 +62,8 @@ from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
 
 __all__ = ["SCHEDULES", "StageCosts", "Task", "StageReport", "Simulation", "stage_costs", "simulate",
-           "simulate_stages", "steady_period", "default_schedule", "stash_bytes_of"]
+           "simulate_stages", "steady_period", "default_schedule", "stash_bytes_of", "read_result",
+           "assignment_from_result"]
 
 SCHEDULES = ("stream", "gpipe", "1f1b")
 FORWARD, BACKWARD = "F", "B"
@@ -601,3 +604,70 @@ def _cycle_time(stages: tuple[StageCosts, ...], phases: tuple[str, ...], overlap
         else:
             hi = mid
     return hi
+
+
+# --------------------------------------------------------------------------- result files
+def read_result(path: str | os.PathLike) -> dict:
+    """Read a result file written by ``placement place --out`` (schema ``placement-result``)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError("no such file", source=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read: {e}", source=path) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}", source=path) from None
+    if not isinstance(data, dict) or data.get("schema") != "placement-result":
+        raise InputError("not a placement result (expected a JSON object with \"schema\": "
+                         "\"placement-result\", as written by placement place --out)", source=path)
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise InputError(f"the result holds no placement (status {data.get('status')!r}: "
+                         f"{data.get('message') or 'no devices'})", source=path)
+    for i, d in enumerate(devices):
+        if not (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("nodes"), list)):
+            raise InputError(f"devices[{i}] needs a 'name' and a 'nodes' list", source=path)
+    return data
+
+
+def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, source: str | None = None
+                           ) -> np.ndarray:
+    """The assignment (device number per node of ``graph``) a result file describes: its devices by
+    name (``gpu0``...), their nodes by name. Raises :class:`InputError` listing what does not match."""
+    dev_number = {cluster.device_name(d): d for d in range(cluster.num_devices)}
+    index = {name: i for i, name in enumerate(graph.names)}
+    a = np.full(graph.num_nodes, -1, np.int64)
+    unknown_dev, unknown_node, twice = [], [], []
+    for d in data["devices"]:
+        if d["name"] not in dev_number:
+            unknown_dev.append(d["name"])
+            continue
+        for name in d["nodes"]:
+            i = index.get(str(name))
+            if i is None:
+                unknown_node.append(str(name))
+            elif a[i] >= 0:
+                twice.append(str(name))
+            else:
+                a[i] = dev_number[d["name"]]
+    problems = []
+    if unknown_dev:
+        problems.append(f"device(s) {', '.join(unknown_dev[:5])} not in the cluster "
+                        f"({', '.join(dev_number)})")
+    if unknown_node:
+        problems.append(f"{len(unknown_node)} node(s) not in the graph: {', '.join(unknown_node[:5])}"
+                        f"{' ...' if len(unknown_node) > 5 else ''}")
+    if twice:
+        problems.append(f"node(s) placed twice: {', '.join(twice[:5])}")
+    missing = np.flatnonzero(a < 0)
+    if missing.size and not unknown_dev:
+        more = " ..." if missing.size > 5 else ""
+        problems.append(f"{missing.size} node(s) of the graph are not placed: "
+                        f"{', '.join(graph.names[i] for i in missing[:5])}{more}")
+    if problems:
+        raise InputError("the result does not match the workload: " + "; ".join(problems)
+                         + " (was it computed for another model, device set or --training setting?)",
+                         source=source)
+    return a

@@ -1,0 +1,166 @@
+"""Pictures of a placement: a Gantt chart of a simulated pipeline schedule (matplotlib, PNG or SVG) and
+the operator graph coloured by device (Graphviz DOT, rendered when the ``dot`` program is installed).
+
+matplotlib is an optional dependency (``pip install 'placement[plots]'``); without it
+:func:`gantt_chart` raises :class:`PlotsUnavailable` saying so. DOT text needs nothing;
+:func:`render_dot` returns ``False`` when ``dot`` is not installed. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+import numpy as np
+
+from graphs.model import Cluster, OpGraph
+
+from .simulate import BACKWARD, COMPUTE, FORWARD, RECV, SEND, Simulation
+
+__all__ = ["PlotsUnavailable", "gantt_chart", "graph_dot", "write_text", "render_dot", "DEVICE_COLOURS"]
+
+#: one colour per device (cycled); colour-blind-safe first (Okabe-Ito), then Tableau
+DEVICE_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+                  "#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#EDC948", "#B07AA1", "#FF9DA7")
+_PHASE_COLOUR = {FORWARD: "#4E79A7", BACKWARD: "#F28E2B"}
+_COMM_COLOUR = {FORWARD: "#A0CBE8", BACKWARD: "#FFBE7D"}
+
+
+class PlotsUnavailable(ImportError):
+    """matplotlib is not installed."""
+
+
+def _matplotlib_figure():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotsUnavailable("drawing the Gantt chart needs matplotlib, which is not installed: "
+                               "pip install 'placement[plots]' (or pip install matplotlib)") from None
+    return Figure
+
+
+def gantt_chart(sim: Simulation, path: str | os.PathLike, *, title: str | None = None, unit: str = "",
+                label_microbatches: bool = True) -> str:
+    """Draw the simulated schedule ``sim`` into ``path`` (format from its suffix: .png, .svg, .pdf).
+
+    One row per stage (stage 0 on top; with overlap, three rows per stage: receive, compute, send);
+    forward work in blue, backward in orange, communication in the lighter shade, hatched; the
+    micro-batch number on every bar wide enough to hold it. Returns the path written."""
+    Figure = _matplotlib_figure()
+    path = os.fspath(path)
+    engines = ("recv", "compute", "send") if sim.overlap else ("main",)
+    rows = [(r.stage, e) for r in sim.stages for e in engines]
+    row_of = {k: i for i, k in enumerate(rows)}
+    height = max(2.0, 0.45 * len(rows) + 1.4)
+    fig = Figure(figsize=(min(18.0, 6.0 + 0.08 * len(sim.tasks) ** 0.5 * 10), height))
+    ax = fig.add_subplot(1, 1, 1)
+    span = sim.makespan or 1.0
+    for t in sim.tasks:
+        if t.duration <= 0:
+            continue
+        y = len(rows) - 1 - row_of[(t.stage, t.engine)]
+        comm = t.part != COMPUTE
+        colour = (_COMM_COLOUR if comm else _PHASE_COLOUR)[t.phase]
+        ax.broken_barh([(t.start, t.duration)], (y - 0.4, 0.8), facecolors=colour, edgecolors="white",
+                       linewidth=0.5, hatch="///" if comm else None)
+        if label_microbatches and not comm and t.duration > 0.018 * span:
+            ax.text(t.start + t.duration / 2, y, str(t.microbatch), ha="center", va="center", fontsize=7,
+                    color="white")
+    names = {r.stage: r.name for r in sim.stages}
+    labels = []
+    for stage, e in rows:
+        labels.append(f"{names[stage]}" if e in ("main", COMPUTE) else f"{names[stage]} {e}")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels[::-1], fontsize=8)
+    ax.set_xlim(0, span * 1.01)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlabel(f"time ({unit})" if unit else "time")
+    what = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
+    over = " (overlapped communication)" if sim.overlap else ""
+    head = title or f"{what}, {sim.microbatches} micro-batches{over}"
+    ax.set_title(f"{head}\nmakespan {sim.makespan:.4g}, bubble {100 * sim.bubble_fraction:.1f}%, "
+                 f"steady {sim.steady_time_per_sample:.4g}/sample (max-load {sim.max_load:.4g})", fontsize=9)
+    from matplotlib.patches import Patch
+
+    legend = [Patch(facecolor=_PHASE_COLOUR[FORWARD], label="forward")]
+    if any(t.phase == BACKWARD for t in sim.tasks):
+        legend.append(Patch(facecolor=_PHASE_COLOUR[BACKWARD], label="backward"))
+    if any(t.part in (RECV, SEND) and t.duration > 0 for t in sim.tasks):
+        legend.append(Patch(facecolor=_COMM_COLOUR[FORWARD], hatch="///", label="communication"))
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    return path
+
+
+def _quote(s: str) -> str:
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def graph_dot(graph: OpGraph, cluster: Cluster, assignment, *, stage_order: Sequence[int] | None = None,
+              title: str | None = None, max_label: int = 32) -> str:
+    """DOT text of ``graph`` with every node filled in its device's colour and grouped in a box per
+    device (labelled with the device, its stage and its node count); edges between devices are drawn
+    thick in the sender's colour. ``stage_order``: device numbers in pipeline order."""
+    a = np.asarray(assignment, dtype=np.int64)
+    used = sorted(set(a.tolist()))
+    stage = {d: i for i, d in enumerate(stage_order or ())}
+    colour = {d: DEVICE_COLOURS[i % len(DEVICE_COLOURS)] for i, d in enumerate(used)}
+    op_type = graph.meta.get("op_type")
+    lines = ["digraph placement {",
+             "  graph [rankdir=TB, fontname=Helvetica, fontsize=10, newrank=true"
+             + (f", label={_quote(title)}, labelloc=t" if title else "") + "];",
+             "  node [shape=box, style=\"rounded,filled\", fontname=Helvetica, fontsize=9, fontcolor=white];",
+             "  edge [color=\"#888888\", arrowsize=0.6];"]
+    for d in sorted(used, key=lambda x: (stage.get(x, len(stage) + x))):
+        members = np.flatnonzero(a == d)
+        st = f", stage {stage[d]}" if d in stage else ""
+        lines.append(f"  subgraph cluster_{d} {{")
+        lines.append(f"    label={_quote(f'{cluster.device_name(d)}{st} ({len(members)} nodes)')}; "
+                     f"color={_quote(colour[d])}; penwidth=2; fontcolor={_quote(colour[d])};")
+        for u in members.tolist():
+            name = graph.names[u]
+            label = name if len(name) <= max_label else name[: max_label - 1] + "…"
+            if op_type is not None and u < len(op_type) and not graph.backward[u]:
+                label += "\n" + str(op_type[u])
+            shape = ", shape=ellipse" if graph.backward[u] else ""
+            lines.append(f"    n{u} [label={_quote(label)}, "
+                         f"fillcolor={_quote(colour[d])}, tooltip={_quote(name)}{shape}];")
+        lines.append("  }")
+    for s, t in zip(graph.src.tolist(), graph.dst.tolist()):
+        if a[s] != a[t]:
+            lines.append(f"  n{s} -> n{t} [color={_quote(colour[int(a[s])])}, penwidth=2];")
+        else:
+            lines.append(f"  n{s} -> n{t};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_text(path: str | os.PathLike, text: str) -> str:
+    """Write ``text`` to ``path`` (UTF-8) and return the path."""
+    path = os.fspath(path)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def render_dot(dot_path: str | os.PathLike, out_path: str | os.PathLike, *, timeout: float = 120.0) -> bool:
+    """Render a DOT file with Graphviz ``dot`` into ``out_path`` (format from its suffix). Returns
+    ``False`` when ``dot`` is not installed; raises ``RuntimeError`` with dot's message when it fails."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return False
+    out_path = os.fspath(out_path)
+    fmt = os.path.splitext(out_path)[1].lstrip(".").lower() or "svg"
+    try:
+        r = subprocess.run([exe, f"-T{fmt}", os.fspath(dot_path), "-o", out_path], capture_output=True,
+                           text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"dot took longer than {timeout:.0f} s to lay out the graph; the DOT file is "
+                           f"{os.fspath(dot_path)}") from None
+    if r.returncode != 0:
+        raise RuntimeError(f"dot failed: {r.stderr.strip()[:300]}")
+    return True

@@ -1,0 +1,122 @@
+"""Pictures: the Gantt chart (matplotlib), the DOT drawing, and `placement show`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from graphs.model import Cluster, DeviceKind, Node, OpGraph
+from graphs.training import derive_training
+from placement import draw
+from placement.cli import main
+from placement.simulate import simulate
+
+
+def small_training():
+    g = OpGraph.from_nodes([Node(f"n{i}", {"gpu": 1.0 + i}, comm=0.2) for i in range(4)],
+                           [(f"n{i}", f"n{i + 1}") for i in range(3)])
+    g = derive_training(g)
+    cl = Cluster((DeviceKind("gpu", 2),))
+    a = np.array([0, 0, 1, 1] * 2)
+    return g, cl, a
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_gantt_chart_writes_the_picture(tmp_path, suffix, overlap):
+    pytest.importorskip("matplotlib")
+    g, cl, a = small_training()
+    sim = simulate(g, cl, a, schedule="gpipe", microbatches=4, overlap=overlap)
+    path = draw.gantt_chart(sim, tmp_path / f"g.{suffix}", unit="ms")
+    data = open(path, "rb").read()
+    assert data[:4] == b"\x89PNG" if suffix == "png" else b"<svg" in data[:2000]
+
+
+def test_gantt_without_matplotlib_says_how_to_install(monkeypatch):
+    def missing():
+        raise draw.PlotsUnavailable("drawing the Gantt chart needs matplotlib, which is not installed: "
+                                    "pip install 'placement[plots]'")
+
+    monkeypatch.setattr(draw, "_matplotlib_figure", missing)
+    g, cl, a = small_training()
+    with pytest.raises(draw.PlotsUnavailable, match=r"placement\[plots\]"):
+        draw.gantt_chart(simulate(g, cl, a), "x.png")
+
+
+def test_dot_groups_nodes_by_device_and_colours_cut_edges():
+    g, cl, a = small_training()
+    text = draw.graph_dot(g, cl, a, stage_order=(0, 1), title='a "quoted" title')
+    assert text.startswith("digraph placement {") and text.rstrip().endswith("}")
+    assert "subgraph cluster_0" in text and "subgraph cluster_1" in text
+    assert 'label="gpu0, stage 0 (4 nodes)"' in text
+    for u in range(g.num_nodes):
+        assert f"  n{u} [label=" in text
+    cut = [ln for ln in text.splitlines() if "->" in ln and "penwidth=2" in ln]
+    assert len(cut) == 2  # n1 -> n2 forward and its gradient n2_grad -> n1_grad
+    assert '\\"quoted\\"' in text
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed")
+def test_dot_renders(tmp_path):
+    g, cl, a = small_training()
+    dot = draw.write_text(tmp_path / "g.dot", draw.graph_dot(g, cl, a))
+    assert draw.render_dot(dot, tmp_path / "g.svg")
+    assert b"<svg" in (tmp_path / "g.svg").read_bytes()[:3000]
+
+
+def test_render_dot_without_graphviz(monkeypatch, tmp_path):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert draw.render_dot(tmp_path / "g.dot", tmp_path / "g.svg") is False
+
+
+def _place_example(tmp_path, *extra):
+    os.chdir(tmp_path)
+    assert main(["example", "ex.json", "--layers", "3", "--accelerators", "2", *extra]) == 0
+    assert main(["place", "ex.json", "--out", "r.json"]) == 0
+
+
+def test_show_on_a_reference_result(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _place_example(tmp_path, "--training")
+    capsys.readouterr()
+    assert main(["show", "r.json", "--microbatches", "6", "--out-dir", "pics"]) == 0
+    out = capsys.readouterr().out
+    assert "1F1B, 6 micro-batches" in out
+    assert "(equal)" in out  # steady state = max-load
+    assert "with communication overlapped" in out
+    assert (tmp_path / "pics" / "r.graph.dot").exists()
+    try:
+        import matplotlib  # noqa: F401
+
+        assert (tmp_path / "pics" / "r.gantt.png").exists()
+    except ImportError:
+        pass
+    assert main(["show", "r.json", "--schedule", "gpipe", "--json", "--no-draw"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simulation"]["schedule"] == "gpipe" and doc["overlapped"]["overlap"] is True
+
+
+def test_show_finds_the_workload_beside_the_result_and_reports_mismatches(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _place_example(tmp_path)
+    os.mkdir("elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["show", "../r.json", "--no-draw"]) == 0  # 'ex.json' is found beside the result
+    capsys.readouterr()
+    data = json.loads((tmp_path / "r.json").read_text())
+    data["source"] = "gone.json"
+    (tmp_path / "r2.json").write_text(json.dumps(data))
+    assert main(["show", "../r2.json", "--no-draw"]) == 2
+    assert "--workload" in capsys.readouterr().err
+    data["source"] = "ex.json"
+    data["devices"][0]["nodes"].append("no-such-node")
+    (tmp_path / "r3.json").write_text(json.dumps(data))
+    assert main(["show", "../r3.json", "--no-draw"]) == 2
+    assert "no-such-node" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["show", "../bad.json"]) == 2
+    assert "not a placement result" in capsys.readouterr().err
