@@ -173,10 +173,13 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         for i, x in enumerate(raw_color):
             if x is not None:
                 _node_id(x, f"{where(i)}: colorClass", source)
-    # class ids only need to be told apart: renumber them densely (ids may exceed int64)
-    dense: dict[int, int] = {}
-    color = np.array([-1 if x is None else dense.setdefault(x, len(dense)) for x in raw_color],
-                     dtype=np.int64)
+    present = [x for x in raw_color if x is not None]
+    if all(0 <= x < 2**62 for x in present):  # keep the file's class numbers (baselines use them)
+        color = np.array([-1 if x is None else x for x in raw_color], dtype=np.int64)
+    else:  # they only need to be told apart: renumber densely (negative or beyond int64)
+        dense: dict[int, int] = {}
+        color = np.array([-1 if x is None else dense.setdefault(x, len(dense)) for x in raw_color],
+                         dtype=np.int64)
     names = [str(nd["name"]) if nd.get("name") is not None else str(nid) for nd, nid in zip(nodes, ids)]
 
     for j, e in enumerate(edges):
