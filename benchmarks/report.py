@@ -20,7 +20,7 @@ __all__ = ["best_known", "write_tables", "headline_rows", "headline_markdown", "
            "write_report", "markdown_tables"]
 
 OBJECTIVES = (("max-load", "throughput"), ("latency", "latency"))
-EXACT = ("dp", "ip", "latency-ip")  # solvers whose OPTIMAL is the (contiguous) optimum
+EXACT = ("dp", "ip")  # solvers whose OPTIMAL is the (contiguous) optimum
 HEADLINE = ("pipedream", "partition", "local-search", "expert", "single")
 CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known", "gap",
               "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid", "contiguous", "time_limit",
@@ -45,10 +45,11 @@ def best_known(records: list[dict]) -> dict[tuple[str, str], float]:
 
 
 def _latest(records: list[dict]) -> list[dict]:
-    """One record per run key: the last one written (a rerun replaces an earlier result)."""
-    by_key: dict[str, dict] = {}
+    """One record per (objective, workload, solver, seed): the last one written (a rerun, or a run with
+    another time limit, replaces an earlier result)."""
+    by_key: dict = {}
     for r in records:
-        by_key[r.get("key", id(r))] = r
+        by_key[(r.get("objective"), r.get("workload"), r.get("solver"), r.get("seed"))] = r
     return list(by_key.values())
 
 
@@ -309,7 +310,8 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
 
 # --------------------------------------------------------------------------- full report
 def write_report(records: list[dict], path: str, *, machine: dict, config: dict | None = None,
-                 notes: list[str] | None = None, plots: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, plots: list[str] | None = None,
+                 command: str | None = None) -> None:
     """The committed report: how the runs were made, on what machine, the headline and both tables."""
     config = config or {}
     v = machine.get("versions", {})
@@ -317,19 +319,23 @@ def write_report(records: list[dict], path: str, *, machine: dict, config: dict 
     statuses = defaultdict(int)
     for r in runs:
         statuses[r.get("status")] += 1
-    cmd = ["python -m benchmarks.suite"] + [f"--{k.replace('_', '-')} {config[k]}" for k in
-                                            ("config", "time_limit", "workers") if config.get(k) is not None]
+    limits = defaultdict(set)
+    for r in runs:
+        if r.get("time_limit") is not None:
+            limits[r["time_limit"]].add(r.get("solver"))
+    limit_text = "; ".join(f"{_fmt(t)} s: {', '.join(sorted(s))}" for t, s in sorted(limits.items()))
     lines = [
         "# Benchmark results", "",
-        f"Produced by `{' '.join(cmd)} --report benchmarks/RESULTS.md` (`placement bench`) on "
-        f"{time.strftime('%Y-%m-%d')}; the raw records are the suite's `results.jsonl`.", "",
+        f"Produced with `{command or 'placement bench'}` on {time.strftime('%Y-%m-%d')} (every run of "
+        "these workloads in the results file, earlier passes included); the raw records are the suite's "
+        "`results.jsonl` beside the tables.", "",
         "## Machine", "",
         f"- CPU: {machine.get('cpu')}, {machine.get('cores')} cores (shared with other work while this ran)",
         f"- memory: {machine.get('memory_gb')} GB; {machine.get('os')}; Python {machine.get('python')}",
         "- " + ", ".join(f"{k} {x}" for k, x in sorted(v.items())),
-        f"- per-run time limit {_fmt(config.get('time_limit'))} s, {config.get('workers', 1)} runs at once, "
-        "each in its own process (peak memory includes ~150 MB of Python, numpy and numba); "
-        "solvers single-threaded",
+        f"- per-run time limits: {limit_text or '—'}; {config.get('workers', 1)} run(s) at once, each in "
+        "its own process (peak memory includes ~70–150 MB of Python, numpy and numba); solvers "
+        "single-threaded",
         f"- runs: {len(runs)} (" + ", ".join(f"{k}: {n}" for k, n in sorted(statuses.items(), key=str)) + ")",
         ""]
     for n in notes or []:

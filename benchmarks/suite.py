@@ -46,7 +46,7 @@ ROOT = os.path.dirname(HERE)
 # Solvers per objective, in table order; names not registered (yet) are left out.
 THROUGHPUT_SOLVERS = ("dp", "ip", "ip-noncontig", "pipedream", "partition", "local-search", "expert",
                       "single")
-LATENCY_SOLVERS = ("ip", "latency-ip", "greedy-latency", "expert", "single")
+LATENCY_SOLVERS = ("ip", "greedy-latency", "expert", "single")  # "ip" with the latency objective
 TINY_SOLVERS = ("dp", "pipedream", "partition", "local-search", "single", "greedy-latency")
 GRACE_S = 60.0  # on top of twice the time limit before a run is killed
 
@@ -75,9 +75,11 @@ class Job:
 
 
 def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float, solvers: Iterable[str] | None = None,
-               seed: int = 0) -> list[Job]:
+               seed: int = 0, limits: dict[str, float] | None = None) -> list[Job]:
     """Every registered solver that applies to every workload: the throughput solvers on max-load
-    workloads, the latency ones on latency workloads, ``expert`` only where a split exists."""
+    workloads, the latency ones on latency workloads, ``expert`` only where a split exists.
+    ``limits`` overrides the time limit of named solvers."""
+    limits = limits or {}
     from solvers.registry import SOLVERS
 
     wanted = None if solvers is None else list(solvers)
@@ -89,7 +91,7 @@ def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float, solvers: Ite
         for name in names:
             if name == "expert" and not spec.split:
                 continue
-            jobs.append(Job(spec, name, float(time_limit), seed))
+            jobs.append(Job(spec, name, float(limits.get(name, time_limit)), seed))
     return jobs
 
 
@@ -180,6 +182,8 @@ _PRELOAD = ["numpy", "numba", "scipy.sparse", "networkx", "highspy", "graphs.eva
 
 
 def _child(job_json: dict, conn) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # solver logs (HiGHS banners) would garble the progress bar
     try:
         rec = execute(Job.from_json(job_json))
     except BaseException as e:  # pragma: no cover - execute records errors itself
@@ -196,12 +200,24 @@ class _Forker:
 
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(_PRELOAD)
+        self.live: set = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Kill the runs still going (an interrupted sweep leaves nothing behind)."""
+        with self._lock:
+            live = list(self.live)
+        for p in live:
+            if p.is_alive():
+                p.kill()
 
     def __call__(self, job: Job) -> dict:
         t0 = time.perf_counter()
         recv, send = self.ctx.Pipe(duplex=False)
         p = self.ctx.Process(target=_child, args=(job.to_json(), send), daemon=True)
         p.start()
+        with self._lock:
+            self.live.add(p)
         send.close()
         limit = 2 * job.time_limit + GRACE_S
         rec = None
@@ -219,6 +235,8 @@ class _Forker:
                 p.kill()
                 p.join()
             recv.close()
+            with self._lock:
+                self.live.discard(p)
         if rec is None:
             code = p.exitcode or 0
             why = "killed by a signal (out of memory?)" if code < 0 else f"exit code {code}"
@@ -340,10 +358,14 @@ def run_jobs(jobs: list[Job], store: ResultStore, *, workers: int = 1, ray_addre
         _run_ray(todo, ray_address, finished)
         return new
     forker = _Forker()
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
         futures = [pool.submit(forker, j) for j in todo]
         for fut in as_completed(futures):
             finished(fut.result())
+    finally:  # normally nothing is left; on an interruption, stop the runs still going
+        pool.shutdown(wait=False, cancel_futures=True)
+        forker.close()
     return new
 
 
@@ -428,6 +450,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--solvers", default=None, metavar="A,B", help="comma-separated solvers (default: all "
                    "that apply)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="per-run limit (default 60)")
+    p.add_argument("--limit", action="append", default=[], metavar="SOLVER=S",
+                   help="another time limit for one solver, e.g. --limit ip=30 (repeatable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="runs at once on this machine (default: half the cores)")
@@ -470,7 +494,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: unknown solver(s): {', '.join(unknown)} (registered: {', '.join(SOLVERS)})",
                   file=sys.stderr)
             return 2
-    jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed)
+    limits = {}
+    for item in args.limit:
+        name, _, value = item.partition("=")
+        try:
+            limits[name.strip()] = float(value)
+        except ValueError:
+            print(f"error: --limit {item!r}: expected SOLVER=SECONDS", file=sys.stderr)
+            return 2
+    jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed, limits=limits)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     store = ResultStore(os.path.join(args.out, "results.jsonl"))
@@ -479,19 +511,40 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(jobs)} runs ({len(jobs) - todo} already in {store.path}); {len(specs)} workloads",
           file=sys.stderr)
     progress = Progress(todo, enabled=not args.quiet)
-    new = run_jobs(jobs, store, workers=args.workers, use_ray=args.ray is not None,
-                   ray_address=args.ray or None, rerun=args.rerun, on_result=progress.update)
-    keys = {j.key for j in jobs}
-    records = [r for r in store.records() if r.get("key") in keys]
+    interrupted = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        import signal
+
+        def _stop(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _stop)  # a killed sweep stops its runs too
+    try:
+        new = run_jobs(jobs, store, workers=args.workers, use_ray=args.ray is not None,
+                       ray_address=args.ray or None, rerun=args.rerun, on_result=progress.update)
+    except KeyboardInterrupt:
+        interrupted, new = True, []
+        print("\ninterrupted: finished runs are kept in the results file; run again to resume",
+              file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    # the tables cover every run of these workloads in the file (earlier passes included)
+    wanted = {s.key for s in specs}
+    records = [r for r in store.records() if f"{r.get('objective')}:{r.get('workload')}" in wanted]
     paths = report.write_tables(records, args.out)
     plots = report.write_plots(records, os.path.join(args.out, "plots")) if args.plots else []
     paths += plots
     if args.report:
+        command = "placement bench " + " ".join(argv if argv is not None else sys.argv[1:])
         report.write_report(records, args.report, machine=machine_description(), config=vars(args),
-                            notes=notes, plots=plots)
+                            notes=notes, plots=plots, command=command)
         paths.append(args.report)
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
+    if interrupted:
+        return 130
     bad = [r for r in new if r.get("status") in ("killed",) or str(r.get("message", "")).startswith("crash")]
     return 1 if bad else 0
 
