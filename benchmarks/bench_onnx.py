@@ -55,8 +55,10 @@ def _model_path(model: str, tmp: str) -> str:
 def _child(model: str, devices: str, batch: int, repeat: int) -> dict:
     t_start = time.perf_counter()
     sys.path.insert(0, ROOT)
+    from graphs.contract import contract
     from graphs.costs import compute_costs
     from graphs.devices import parse_devices
+    from graphs.ideals import enumerate_ideals
     from graphs.onnx_loader import load_onnx
     from graphs.onnx_workload import build_opgraph
     from placement import place
@@ -74,14 +76,16 @@ def _child(model: str, devices: str, batch: int, repeat: int) -> dict:
             t2 = time.perf_counter()
             graph = build_opgraph(g, c)
             t3 = time.perf_counter()
-            p = place(graph, ds.cluster())
+            p = place(graph, ds.cluster(), "dp")
             t4 = time.perf_counter()
             runs.append({"load": t1 - t0, "costs": t2 - t1, "build": t3 - t2, "place": t4 - t3,
                          "total": t4 - t0})
     cold, warm = runs[0], runs[1:]
+    items = contract(graph, ds.cluster())
+    ideals = enumerate_ideals(items.num_classes, items.src, items.dst).num_ideals
     return {
         "model": model, "devices": devices, "batch": g.batch_size, "ops": g.num_ops,
-        "parameters": g.parameters, "ideals": p.solution.stats.get("ideals"), "status": p.status.value,
+        "parameters": g.parameters, "ideals": ideals, "status": p.status.value,
         "max_load_ms": p.max_load, "import": t_import, "cold": cold,
         "warm": {k: statistics.median(r[k] for r in warm) for k in cold},
         "stages": [(d.name, d.nodes.size, graph.names[d.nodes[0]], graph.names[d.nodes[-1]])
@@ -96,7 +100,7 @@ def _zoo_table(devices: str) -> list[dict]:
 
     out = []
     w = onnx_workload(_zoo("squeezenet"), devices)
-    place(w.graph, w.cluster)  # warm the numba kernels
+    place(w.graph, w.cluster, "dp")  # warm the numba kernels
     for name in ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
                  "squeezenet", "vgg19", "zfnet512"):
         t0 = time.perf_counter()
@@ -115,7 +119,7 @@ def _zoo_table(devices: str) -> list[dict]:
                "ideals": ideals, "load_s": t1 - t0, "dp_s": None, "max_load_ms": None}
         if ideals is not None:
             t2 = time.perf_counter()
-            p = place(w.graph, w.cluster)
+            p = place(w.graph, w.cluster, "dp")
             row.update(dp_s=time.perf_counter() - t2, max_load_ms=p.max_load)
         out.append(row)
     return out
@@ -135,7 +139,8 @@ def _cli_time(model: str, devices: str, batch: int) -> float:
         path = _model_path(model, tmp)
         t = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "placement", "place", path, "--devices", devices,
-                            "--batch-size", str(batch)], capture_output=True, text=True, cwd=ROOT)
+                            "--batch-size", str(batch), "--solver", "dp"], capture_output=True, text=True,
+                           cwd=ROOT)
         dt = time.perf_counter() - t
         if r.returncode != 0:
             raise SystemExit(f"placement place failed: {r.stderr[-2000:]}")

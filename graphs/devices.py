@@ -174,8 +174,11 @@ def read_device_file(path: str | os.PathLike) -> tuple[dict[str, DeviceSpec], di
     except OSError as e:
         raise InputError(f"cannot read device file: {e.strerror}", source=path) from None
     if path.lower().endswith(".toml"):
-        import tomllib
-
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise InputError("TOML device files need Python 3.11 or later; write the file as JSON",
+                             source=path) from None
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
