@@ -275,6 +275,9 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 
     p = _Parser(dimmap, batch_size or 1, warn, source)
     ops, src, dst = p.top_level(inferred.graph, model.graph)
+    if not ops:
+        raise InputError("every operator of the model computes only from constants: after constant "
+                         "folding there is nothing to place", source=source)
     g = inferred.graph
     inputs = tuple(p.tensor(v.name) for v in g.input if v.name not in p.initializers)
     outputs = tuple(p.tensor(v.name) for v in g.output)

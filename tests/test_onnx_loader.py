@@ -243,6 +243,8 @@ def test_dangling_tensor_and_cycle_are_reported():
 
     with pytest.raises(InputError, match="'ghost'.*truncated"):
         parse_model(model([h.make_node("Add", ["x", "ghost"], ["y"], name="add")]))
+    with pytest.raises(InputError, match="nothing to place"):
+        parse_model(model([h.make_node("Constant", [], ["y"], name="c", value_floats=[1.0, 2.0])]))
     with pytest.raises(CycleError):
         parse_model(model([h.make_node("Add", ["x", "b"], ["a"], name="p"),
                            h.make_node("Relu", ["a"], ["b"], name="q"),
@@ -332,3 +334,7 @@ def test_cli_training_and_bad_inputs(tmp_path, capsys):
     assert "unknown device kind 'z100'" in capsys.readouterr().err
     assert main(["place", path, "--costs", "magic"]) == 2
     assert "unknown cost model" in capsys.readouterr().err
+    assert main(["place", path, "--dim", "seq"]) == 2
+    assert "NAME=N" in capsys.readouterr().err
+    assert main(["place", path, "--dim", "seq=8", "--devices", "cpu:2", "--batch-size", "3"]) == 0
+    assert "cpu1" in capsys.readouterr().out
