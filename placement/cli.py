@@ -288,6 +288,171 @@ def _add_pipeline_parsers(sub) -> None:
     s.add_argument("--json", action="store_true", help="print the simulation as JSON")
     _add_frontend_options(s)
 
+    t = sub.add_parser("split", help="cut an ONNX model into per-stage sub-models", description="Write "
+                       "one ONNX sub-model per stage of a placement (cut tensors as their inputs and "
+                       "outputs), a manifest of which tensor flows from which stage to which, and the "
+                       "model annotated with each node's device and stage (metadata_props). --verify runs "
+                       "the model and the stages with onnxruntime on random inputs and compares outputs.")
+    t.add_argument("model", help="ONNX model (.onnx)")
+    t.add_argument("result", help="result file written by placement place --out for this model")
+    t.add_argument("--out-dir", default="stages", metavar="DIR", help="output folder (default stages/)")
+    t.add_argument("--annotated", default=None, metavar="OUT.onnx",
+                   help="where to write the annotated model (default DIR/<model>.placed.onnx)")
+    t.add_argument("--verify", action="store_true", help="run model and stages and compare their outputs")
+    t.add_argument("--tolerance", type=float, default=1e-4, help="largest absolute difference accepted "
+                   "by --verify (default 1e-4)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    _add_input_shape_options(t)
+
+    r = sub.add_parser("run", help="run a placement as a pipeline of processes", description="Split the "
+                       "model as the result says and run the stages as a pipeline of worker processes "
+                       "(one onnxruntime session and one thread each, queues between them) on this CPU; "
+                       "report measured throughput next to the cost model's prediction. Place with "
+                       "--costs profile so that both are measured on this machine.")
+    r.add_argument("result", help="result file written by placement place --out")
+    r.add_argument("model", help="the ONNX model (.onnx) the result is for")
+    r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
+                   help="samples to stream (default 50)")
+    r.add_argument("--threads", type=int, default=1, help="onnxruntime threads per stage (default 1)")
+    r.add_argument("--optimize", action="store_true", help="let onnxruntime optimise the stage graphs "
+                   "(off by default, as when profiling costs)")
+    r.add_argument("--no-check", action="store_true", help="do not compare outputs with the whole model")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    r.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    _add_input_shape_options(r)
+
+
+def _add_input_shape_options(p) -> None:
+    p.add_argument("--batch-size", type=int, default=1, metavar="N",
+                   help="value of a symbolic batch dimension of the inputs (default 1)")
+    p.add_argument("--dim", action="append", default=None, metavar="NAME=N",
+                   help="value of another symbolic input dimension (repeatable)")
+
+
+def _dims(args) -> dict:
+    dims = {}
+    for item in args.dim or ():
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit() or int(value) < 1:
+            raise _UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
+        dims[name] = int(value)
+    if args.batch_size < 1:
+        raise _UsageError("--batch-size must be at least 1")
+    return dims
+
+
+def _read_model(path: str):
+    from graphs.onnx_loader import read_model
+
+    if not path.lower().endswith(".onnx"):
+        raise _UsageError(f"{path!r} is not an ONNX model (.onnx)")
+    return read_model(path, load_external_data=True)
+
+
+def _cmd_split(args) -> int:
+    import os
+
+    import onnx
+
+    from .onnx_export import annotate, split_model, verify_split, write_split
+    from .simulate import read_result
+
+    dims = _dims(args)
+    model = _read_model(args.model)
+    result = read_result(args.result)
+    split = split_model(model, result)
+    manifest = write_split(split, args.out_dir)
+    annotated = args.annotated or os.path.join(
+        args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
+    onnx.save_model(annotate(model, result), annotated)
+    print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
+          f"{annotated}")
+    for s in manifest["submodels"]:
+        print(f"  {s['file']}: {s['device']} ({s['kind']}), {s['nodes']} operators, inputs "
+              f"{_names(s['inputs'])}, outputs {_names(s['outputs'])}")
+    for note in split.notes:
+        print(f"note: {note}")
+    if not args.verify:
+        return EXIT_OK
+    rep = verify_split(model, [s.model for s in split.submodels], manifest, tolerance=args.tolerance,
+                       seed=args.seed, dims=dims, batch_size=args.batch_size)
+    if rep.materialized:
+        print(f"verify: {rep.materialized} generated weight tensor(s) replaced by random values")
+    for x, d in rep.max_abs_diff.items():
+        print(f"verify: output {x}: max |difference| {d:.3g} (outputs up to {rep.max_abs_value[x]:.3g})")
+    if rep.cut_max_abs_diff:
+        worst_cut = max(rep.cut_max_abs_diff, key=rep.cut_max_abs_diff.get)
+        print(f"verify: {len(rep.cut_max_abs_diff)} cut tensor(s): max |difference| "
+              f"{rep.cut_max_abs_diff[worst_cut]:.3g} ({worst_cut}, values up to "
+              f"{rep.cut_max_abs_value[worst_cut]:.3g})")
+    if rep.ok:
+        print(f"verify: OK, the stages compute the model's outputs (max abs diff {rep.worst:.3g} <= "
+              f"{args.tolerance:g})")
+        return EXIT_OK
+    print(f"error: verify failed: max abs diff {rep.worst:.3g} > {args.tolerance:g}", file=sys.stderr)
+    return EXIT_NO_PLACEMENT
+
+
+def _names(xs, k: int = 3) -> str:
+    xs = list(xs)
+    return ", ".join(xs[:k]) + (f" (+{len(xs) - k})" if len(xs) > k else "") if xs else "-"
+
+
+def _cmd_run(args) -> int:
+    from .onnx_export import generated_weights, materialize, random_feeds, session, split_model
+    from .pipeline_run import predicted_time_per_sample, run_pipeline
+    from .simulate import read_result
+
+    if args.samples < 1 or args.threads < 1:
+        raise _UsageError("placement run: --samples and --threads must be at least 1")
+    dims = _dims(args)
+    model = _read_model(args.model)
+    result = read_result(args.result)
+    split = split_model(model, result)
+    manifest = split.manifest()
+    weights = generated_weights(model, seed=args.seed)
+    whole = materialize(model, weights)
+    parts = [materialize(s.model, weights) for s in split.submodels]
+    sess = session(whole, optimize=args.optimize, threads=args.threads)
+    feeds = [random_feeds(whole, sess, seed=args.seed + i, dims=dims, batch_size=args.batch_size)
+             for i in range(2)]
+    reference = None
+    if not args.no_check:
+        names = [o.name for o in sess.get_outputs()]
+        reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
+    del sess
+    run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
+                       optimize=args.optimize, reference=reference)
+    pred = predicted_time_per_sample(result, args.samples)
+    doc = {"samples": run.samples, "stages": run.workers, "wall_s": run.wall_s,
+           "measured_ms_per_sample": run.ms_per_sample, "measured_throughput_per_s": run.throughput,
+           "measured_stage_ms": list(run.stage_ms), "utilisation": list(run.utilisation),
+           "predicted_ms_per_sample": pred.time_per_sample,
+           "predicted_steady_ms_per_sample": pred.steady_time_per_sample,
+           "predicted_stage_ms": list(pred.stage_loads), "max_abs_diff": run.max_abs_diff,
+           "notes": list(split.notes)}
+    ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for note in split.notes:
+            print(f"note: {note}")
+        print(f"{run.samples} samples through {run.workers} stage process(es) in {run.wall_s:.3f} s")
+        print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}")
+        for k, s in enumerate(split.submodels):
+            p = pred.stage_loads[k] if len(pred.stage_loads) == len(split.submodels) else math.nan
+            print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
+        ratio = run.ms_per_sample / pred.time_per_sample if pred.time_per_sample > 0 else math.nan
+        print(f"measured  {run.ms_per_sample:.3f} ms per sample ({run.throughput:.2f} samples/s)")
+        print(f"predicted {pred.time_per_sample:.3f} ms per sample for {run.samples} samples "
+              f"({1e3 / pred.time_per_sample:.2f} samples/s; steady state {pred.steady_time_per_sample:.3f} "
+              f"ms) by the result's costs; measured / predicted = {ratio:.3f}")
+        if run.max_abs_diff is not None:
+            worst = max(run.max_abs_diff.values(), default=0.0)
+            print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
+    return EXIT_OK if ok else EXIT_NO_PLACEMENT
+
 
 def _load_for_result(args, data: dict):
     """The workload a result is for: --workload, else the result's source (as written, then relative
@@ -403,7 +568,7 @@ def _gain(before: float, after: float) -> str:
 
 _COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example,
              "inspect": _cmd_inspect}
-_COMMANDS.update(show=_cmd_show)
+_COMMANDS.update(show=_cmd_show, split=_cmd_split, run=_cmd_run)
 
 
 @contextlib.contextmanager
