@@ -58,6 +58,17 @@ class MilpModel:
         self.num_cols += n
         return idx
 
+    def tighten(self, cols, *, lb=None, ub=None) -> None:
+        """Raise lower bounds / lower upper bounds of existing columns (never loosen them)."""
+        if len(self._cols) > 1:
+            self._cols = [tuple(np.concatenate(p) for p in zip(*self._cols))]
+        clb, cub = self._cols[0][0], self._cols[0][1]
+        cols = np.asarray(cols, np.int64)
+        if lb is not None:
+            clb[cols] = np.maximum(clb[cols], lb)
+        if ub is not None:
+            cub[cols] = np.minimum(cub[cols], ub)
+
     def add_rows(self, lo, hi, rows, cols, vals) -> np.ndarray:
         """Add ``len(lo)`` rows ``lo <= sum(vals * x[cols]) <= hi``; ``rows`` numbers the new rows
         from 0. Duplicate (row, col) entries are summed. Returns the rows' indices."""
@@ -142,12 +153,41 @@ def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | N
 
 
 # --------------------------------------------------------------------------- HiGHS
+class _quiet_stdout:
+    """Silence the process's standard output (file descriptor 1, where C code writes) for a moment."""
+
+    def __enter__(self):
+        import sys
+
+        try:
+            sys.stdout.flush()
+            self.fd = sys.stdout.fileno()
+        except (AttributeError, OSError, ValueError):  # no real stdout (captured, closed): nothing to hide
+            self.fd = None
+            return self
+        self.saved = os.dup(self.fd)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.fd)
+        os.close(devnull)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.dup2(self.saved, self.fd)
+            os.close(self.saved)
+        return False
+
+
 def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
     import highspy
 
     t0 = time.perf_counter()
     lb, ub, cost, integer, rlo, rhi, A = model.arrays()
-    h = highspy.Highs()
+    if raw.get("log", False):
+        h = highspy.Highs()
+    else:
+        with _quiet_stdout():  # HiGHS prints a banner from its constructor, before options can be set
+            h = highspy.Highs()
     h.setOptionValue("output_flag", bool(raw.get("log", False)))
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("mip_abs_gap", float(raw.get("abs_gap", 1e-9)))

@@ -146,16 +146,92 @@ def _time_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
-def _dp_warm_start(graph, cluster, options: SolveOptions, deadline):
-    """The DP's placement (optimal among contiguous ones), within part of the time limit."""
+def _dp_warm_start(graph, cluster, options: SolveOptions, deadline, stats):
+    """The DP's placement (optimal among contiguous ones) within part of the time limit, or ``None``
+    when there is too little time for it (its first call also loads compiled code) or it does not fit."""
+    from graphs.errors import PlacementError
+
     from . import dp
 
-    share = float(options.raw.get("dp_time_share", 0.3))
     left = _time_left(deadline)
-    sol = dp.solve(graph, cluster, SolveOptions(time_limit=None if left is None else share * left))
-    if sol.assignment is None:
-        return None, sol
-    return np.asarray(sol.assignment, np.int64), sol
+    if not options.raw.get("dp_warm_start", True) or (left is not None and left < 5.0):
+        return None
+    share = float(options.raw.get("dp_time_share", 0.3))
+    try:
+        sol = dp.solve(graph, cluster, SolveOptions(time_limit=None if left is None else share * left))
+    except PlacementError as e:
+        stats["dp_status"] = f"skipped: {e}"
+        return None
+    stats["dp_status"] = sol.status.value
+    stats["dp_time_s"] = sol.time
+    return None if sol.assignment is None else np.asarray(sol.assignment, np.int64)
+
+
+def greedy_chains(graph: OpGraph, cluster: Cluster, items: ClassGraph | None = None) -> list[np.ndarray]:
+    """Cheap contiguous placements: walk the items in topological order and fill devices one after
+    another up to a target compute (several targets and device orders). Valid ones only."""
+    if items is None:
+        items = contract(graph, cluster)
+    C = items.num_classes
+    compute_c, _ = graph.costs_for(cluster)
+    comp = items.class_sums(compute_c)
+    mem = items.class_sums(graph.memory)
+    dkind = cluster.device_kind()
+    D = cluster.num_devices
+    caps = [math.inf if k.memory is None else k.memory for k in cluster.kinds]
+    active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+    wmin = np.where(np.isfinite(comp[active]), comp[active], np.inf).min(axis=0)
+    if not np.isfinite(wmin).all():
+        return []
+    total = float(wmin.sum())
+    orders = [list(range(D)), sorted(range(D), key=lambda d: (-int(dkind[d]), d))]
+    found: list[np.ndarray] = []
+    seen = set()
+    for order in orders:
+        for frac in (1.0, 1.05, 1.15, 1.3, 1.6, 2.0, math.inf):
+            target = total / max(1, D) * frac
+            item_dev = np.full(C, -1, np.int64)
+            pos, load, used = 0, 0.0, 0.0
+            for c in range(C):
+                while pos < D:
+                    d = order[pos]
+                    t = int(dkind[d])
+                    fits = math.isfinite(comp[t, c]) and used + mem[c] <= caps[t]
+                    if fits and (load == 0.0 or load + comp[t, c] <= target):
+                        item_dev[c] = d
+                        load += comp[t, c]
+                        used += mem[c]
+                        break
+                    pos += 1
+                    load, used = 0.0, 0.0
+                if pos >= D:
+                    break
+            if (item_dev < 0).any():
+                continue
+            a = item_dev[items.node_class]
+            key = a.tobytes()
+            if key in seen or not evaluate(graph, cluster, a).valid:
+                continue
+            seen.add(key)
+            found.append(a)
+    return found
+
+
+def _static_bound(graph: OpGraph, cluster: Cluster, objective: str) -> float:
+    """A lower bound on max-load any placement has: the largest colocation class at its cheapest kind,
+    and all the work at its cheapest kind spread evenly over every device (0 for split-max)."""
+    if objective == "split-max":
+        return 0.0
+    cls, C = colocation_items(graph)
+    compute_c, _ = graph.costs_for(cluster)
+    active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+    comp = np.zeros((len(active), C))
+    for i, t in enumerate(active):
+        np.add.at(comp[i], cls, compute_c[t])
+    wmin = np.where(np.isfinite(comp), comp, np.inf).min(axis=0)
+    if not np.isfinite(wmin).all():
+        return 0.0
+    return float(max(wmin.max(initial=0.0), wmin.sum() / cluster.num_devices))
 
 
 def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: str, t_start: float,
@@ -343,10 +419,10 @@ class _ContigModel:
             lb_L = max(lb_L, lbv)
             L = m.add_cols(1, lb=lbv, ub=np.inf, cost=1.0)[0]
             self.L[name] = L
-            agg_cols, agg_vals = [], []
             for j, t in enumerate(kinds):
                 cvec = np.where(np.isfinite(cmat[t]), cmat[t], 0.0)
                 cost_t = comm_c[t, nodes] * node_mask if N else np.zeros(0)
+                agg_cols, agg_vals = [], []
                 for p in range(P):
                     cols = [x[:, p, j]]
                     vals = [cvec]
@@ -359,11 +435,35 @@ class _ContigModel:
                     vals = vals + [np.array([-1.0])]
                     cc = np.concatenate(cols)
                     m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, np.concatenate(vals))
-            # at most P stages carry load: the sum of all stage loads is at most P * L
-            cc = np.concatenate(agg_cols + [np.array([L])])
-            vv = np.concatenate(agg_vals + [np.array([-float(P)])])
-            m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, vv)
+                # at most count[t] stages have kind t: their loads add up to at most count[t] * L
+                cc = np.concatenate(agg_cols + [np.array([L])])
+                vv = np.concatenate(agg_vals + [np.array([-float(cluster.kinds[t].count)])])
+                m.add_rows([-np.inf], [0.0], np.zeros(cc.size, np.int64), cc, vv)
+            # every item's compute on the kind it gets is at most L
+            if objective != "split-max":
+                cc = [x[:, :, j].ravel() for j in range(T)] + [np.full(C, L)]
+                vv = [np.repeat(np.where(np.isfinite(cmat[t]), cmat[t], 0.0), P) for t in kinds]
+                rr = [np.repeat(allc, P) for _ in range(T)] + [allc]
+                m.add_rows(np.full(C, -np.inf), np.zeros(C), np.concatenate(rr), np.concatenate(cc),
+                           np.concatenate(vv + [-np.ones(C)]))
         self.comp, self.comm_c, self.mem = comp, comm_c, mem
+
+    def fix_by_bound(self, U: float) -> int:
+        """Fix stage variables that no placement with max-load at most ``U`` can set otherwise:
+        item ``c`` can be in the first ``p + 1`` stages only if all its ancestors' work fits in ``p + 1``
+        stages of load ``U``, and after them only if all its descendants' work fits in the remaining
+        ``P - 1 - p`` stages (work counted at each item's cheapest kind). Returns how many were fixed."""
+        C, P = self.C, self.P
+        wmin = np.where(np.isfinite(self.comp[self.kinds]), self.comp[self.kinds], np.inf).min(axis=0)
+        anc = _closure_weights(C, self.items.src, self.items.dst, wmin)
+        desc = _closure_weights(C, self.items.dst, self.items.src, wmin)
+        p = np.arange(P)[None, :]
+        tol = 1e-9 * max(1.0, U)
+        zero = anc[:, None] > (p + 1) * U + tol  # cannot be within the first p+1 stages
+        one = desc[:, None] > (P - 1 - p) * U + tol  # cannot be after them
+        self.m.tighten(self.z[zero], ub=0.0)
+        self.m.tighten(self.z[one], lb=1.0)
+        return int(zero.sum() + one.sum())
 
     # ---------------------------------------------------------------- warm start and decoding
     def start_vector(self, a: np.ndarray) -> np.ndarray | None:
@@ -436,6 +536,26 @@ class _ContigModel:
         return dev_of_stage[stage][self.items.node_class]
 
 
+def _closure_weights(C: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """For every item, the total weight of itself and all its ancestors along ``src -> dst`` edges
+    (items are numbered so that this direction or its reverse is topological)."""
+    preds: list[list[int]] = [[] for _ in range(C)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        preds[b].append(a)
+    order = list(range(C)) if (src < dst).all() else list(range(C - 1, -1, -1))
+    sets = [0] * C
+    for c in order:
+        acc = 1 << c
+        for a in preds[c]:
+            acc |= sets[a]
+        sets[c] = acc
+    W = max(1, (C + 63) // 64)
+    buf = b"".join(x.to_bytes(8 * W, "little") for x in sets)
+    bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8).reshape(C, 8 * W), axis=1,
+                         bitorder="little")[:, :C].astype(bool)
+    return bits @ np.where(np.isfinite(w), w, 0.0)
+
+
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
     """Contiguous throughput IP (``--solver ip``): same domain and optimum as the DP."""
     options = options or SolveOptions()
@@ -457,42 +577,77 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         return Solution(None, math.inf, Status.INFEASIBLE, "ip", message=str(e),
                         time=time.perf_counter() - t_start)
     stats = {"items": items.num_classes, "stages": model.P, "objective": options.objective}
-    start, warm_value = _warm_start(graph, cluster, options, deadline, model, stats)
-    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=_time_left(deadline), gap=options.gap,
-                          threads=options.threads, start=start, raw=options.raw)
-    a = model.decode(res.x) if res.x is not None else None
-    if a is not None:
-        ev = evaluate(graph, cluster, a)
-        if not (ev.valid and ev.contiguous):  # cannot happen for a feasible MIP point; be safe
-            stats["decode_problem"] = "; ".join(ev.problems) or "not contiguous"
-            a = None
-    model_value = None if res.x is None else float(sum(res.x[L] for L in model.L.values()))
-    return _result(graph, cluster, options, res, a, "ip", t_start, stats, warm_value, model_value)
+    return _drive(graph, cluster, options, model, "ip", t_start, deadline, stats, items, True)
 
 
-def _warm_start(graph, cluster, options, deadline, model, stats):
-    """Start vector from options.warm_start or the DP; returns (vector or None, its objective value)."""
+def _warm_start(graph, cluster, options, deadline, model, stats, items):
+    """The best valid start among options.warm_start, greedy chains and the DP: ``(vector, value,
+    assignment)``, all ``None`` when there is none (or ``raw["warm_start"]`` is ``False``)."""
     if options.raw.get("warm_start", True) is False:
-        return None, None
+        return None, None, None
     cand = []
     if options.warm_start is not None:
-        cand.append(("given", np.asarray(options.warm_start, np.int64)))
-    if not cand:
-        a, dsol = _dp_warm_start(graph, cluster, options, deadline)
-        stats["dp_status"] = dsol.status.value
-        stats["dp_time_s"] = dsol.time
-        if a is not None:
-            cand.append(("dp", a))
-    for name, a in cand:
+        a = np.asarray(options.warm_start)
         if a.shape != (graph.num_nodes,):
             raise InputError(f"the warm start has shape {a.shape}; expected one device per node "
                              f"({graph.num_nodes},)")
-        v = model.start_vector(a)
-        if v is not None:
-            stats["warm_start"] = name
-            return v, _objective_value(graph, cluster, a, options.objective)
-        stats.setdefault("warm_start_rejected", []).append(name)
-    return None, None
+        cand.append(("given", a.astype(np.int64)))
+    cand += [("greedy", a) for a in greedy_chains(graph, cluster, items)]
+    if options.warm_start is None:
+        a = _dp_warm_start(graph, cluster, options, deadline, stats)
+        if a is not None:
+            cand.append(("dp", a))
+    best = None
+    for name, a in cand:
+        ev = evaluate(graph, cluster, a)
+        if not ev.valid:
+            stats.setdefault("warm_start_rejected", []).append(name)
+            continue
+        value = _objective_value(graph, cluster, a, options.objective)
+        if best is None or value < best[1] - 1e-12 or (name == "given" and value <= best[1]):
+            best = (name, value, a)
+    if best is None:
+        return None, None, None
+    v = model.start_vector(best[2])
+    if v is None:
+        stats.setdefault("warm_start_rejected", []).append(best[0])
+        return None, None, None
+    stats["warm_start"] = best[0]
+    return v, best[1], best[2]
+
+
+def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, items, contiguous):
+    """Warm start, bound fixing, MIP, decoding and the honest result, shared by both programs."""
+    start, warm_value, warm_a = _warm_start(graph, cluster, options, deadline, model, stats, items)
+    fixing = options.raw.get("fixing", True)
+    if contiguous and start is not None and options.objective == "max-load" and fixing:
+        stats["fixed_by_bound"] = model.fix_by_bound(warm_value * (1 + 1e-9))
+    left = _time_left(deadline)
+    if left is not None and warm_a is not None and left < max(0.05, 0.02 * options.time_limit):
+        res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
+                              "time limit reached before the integer program could run; warm start returned")
+    else:
+        res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
+                              threads=options.threads, start=start, raw=options.raw)
+    a = model.decode(res.x) if res.x is not None else None
+    if a is not None:
+        ev = evaluate(graph, cluster, a)
+        if not ev.valid or (contiguous and not ev.contiguous):  # cannot happen for a feasible MIP point
+            stats["decode_problem"] = "; ".join(ev.problems) or "not contiguous"
+            a = None
+    model_value = None if res.x is None else float(sum(res.x[L] for L in model.L.values()))
+    if a is None and warm_a is not None and res.status != _milp.INFEASIBLE:
+        a = warm_a
+        stats["returned"] = "warm start"
+    elif a is not None and warm_a is not None and warm_value is not None:
+        # never return worse than the start (a MIP incumbent can only be better, up to round-off)
+        if _objective_value(graph, cluster, a, options.objective) > warm_value:
+            a = warm_a
+            stats["returned"] = "warm start"
+    lb = _static_bound(graph, cluster, options.objective)
+    if res.status != _milp.INFEASIBLE and (res.bound is None or res.bound < lb):
+        res.bound = lb
+    return _result(graph, cluster, options, res, a, solver, t_start, stats, warm_value, model_value)
 
 
 # --------------------------------------------------------------------------- non-contiguous
@@ -657,18 +812,11 @@ def solve_noncontiguous(graph: OpGraph, cluster: Cluster, options: SolveOptions 
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     try:
+        items = contract(graph, cluster)
         model = _FreeModel(graph, cluster, options.objective,
                            symmetry=bool(options.raw.get("symmetry", True)))
     except InfeasibleError as e:
         return Solution(None, math.inf, Status.INFEASIBLE, "ip-noncontig", message=str(e),
                         time=time.perf_counter() - t_start)
     stats = {"items": model.C, "devices": model.D, "objective": options.objective}
-    start, warm_value = _warm_start(graph, cluster, options, deadline, model, stats)
-    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=_time_left(deadline), gap=options.gap,
-                          threads=options.threads, start=start, raw=options.raw)
-    a = model.decode(res.x) if res.x is not None else None
-    if a is not None and not evaluate(graph, cluster, a).valid:
-        stats["decode_problem"] = "; ".join(evaluate(graph, cluster, a).problems)
-        a = None
-    model_value = None if res.x is None else float(sum(res.x[L] for L in model.L.values()))
-    return _result(graph, cluster, options, res, a, "ip-noncontig", t_start, stats, warm_value, model_value)
+    return _drive(graph, cluster, options, model, "ip-noncontig", t_start, deadline, stats, items, False)

@@ -22,6 +22,8 @@ SOLVERS: dict[str, str] = {
     "local-search": "solvers.local_search:solve",
     "partition": "solvers.partition:solve",
     "greedy-latency": "solvers.greedy:solve",
+    "ip": "solvers.ip:solve",
+    "ip-noncontig": "solvers.ip:solve_noncontiguous",
 }
 
 
