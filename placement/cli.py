@@ -445,8 +445,9 @@ def _cmd_run(args) -> int:
             print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
         ratio = run.ms_per_sample / pred.time_per_sample if pred.time_per_sample > 0 else math.nan
         print(f"measured  {run.ms_per_sample:.3f} ms per sample ({run.throughput:.2f} samples/s)")
+        rate = 1e3 / pred.time_per_sample if pred.time_per_sample > 0 else math.inf
         print(f"predicted {pred.time_per_sample:.3f} ms per sample for {run.samples} samples "
-              f"({1e3 / pred.time_per_sample:.2f} samples/s; steady state {pred.steady_time_per_sample:.3f} "
+              f"({rate:.2f} samples/s; steady state {pred.steady_time_per_sample:.3f} "
               f"ms) by the result's costs; measured / predicted = {ratio:.3f}")
         if run.max_abs_diff is not None:
             worst = max(run.max_abs_diff.values(), default=0.0)
