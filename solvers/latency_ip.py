@@ -259,6 +259,26 @@ class _LatencyModel:
             m.add_rows(np.zeros(Ea), np.full(Ea, np.inf), np.concatenate([r, r] + [r] * H),
                        np.concatenate([f[dst], f[src]] + [c[dst] for c in hv_cols]),
                        np.concatenate([np.ones(Ea), -np.ones(Ea)] + [-v[dst] for v in hv_vals]))
+        # e[v]: when v's own computation completes (a subgraph runs its nodes one after another in
+        # topological order), so e[v] >= e[u] + compute(v) along every edge and f[v] >= e[v]: every path
+        # of the graph bounds the latency by its compute, whatever the placement
+        e = m.add_cols(n, lb=0, ub=M)
+        self.e = e
+        cv_cols, cv_vals = [], []
+        for p in range(NP):
+            t = int(dkind[places[p][0]])
+            cv_cols.append(x[cls, p])
+            cv_vals.append(np.where(np.isfinite(compute_c[t]), compute_c[t], 0.0))
+        m.add_rows(np.zeros(n), np.full(n, np.inf), np.concatenate([nodes] * (NP + 1)),
+                   np.concatenate([e] + cv_cols), np.concatenate([np.ones(n)] + [-v for v in cv_vals]))
+        if Ea:
+            r = np.arange(Ea)
+            m.add_rows(np.zeros(Ea), np.full(Ea, np.inf), np.concatenate([r, r] + [r] * NP),
+                       np.concatenate([e[dst], e[src]] + [c[dst] for c in cv_cols]),
+                       np.concatenate([np.ones(Ea), -np.ones(Ea)] + [-v[dst] for v in cv_vals]))
+        m.add_rows(np.zeros(n), np.full(n, np.inf), np.concatenate([nodes, nodes]), np.concatenate([f, e]),
+                   np.concatenate([np.ones(n), -np.ones(n)]))
+        self.node_compute_rows = cv_vals
         fp = np.unique(np.stack([es, cd[cross]], axis=1), axis=0) if E else np.zeros((0, 2), np.int64)
         for p in slot_ids:
             d, j, _ = places[p]
@@ -362,6 +382,17 @@ class _LatencyModel:
             v[self.out[p]] = o
             v[self.inn[p]] = iv
         v[self.f] = ev.finish
+        # e: longest compute path with every node at its placed kind (the least solution of its rows)
+        nn = self.graph.num_nodes
+        own = np.array([self.node_compute_rows[where[self.cls[u]]][u] for u in range(nn)])
+        e = own.copy()
+        pred_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.graph.dst, minlength=nn))])
+        preds = self.graph.src[np.argsort(self.graph.dst, kind="stable")]
+        for u in self.graph.topological_order().tolist():
+            pu = preds[pred_ptr[u]:pred_ptr[u + 1]]
+            if pu.size:
+                e[u] = own[u] + e[pu].max()
+        v[self.e] = e
         by_slot = {(s.device, s.index): s for s in ev.subgraphs}
         prev_finish: dict[int, float] = {}
         for p in self.slot_ids:
