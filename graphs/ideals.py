@@ -16,7 +16,7 @@ from numba import njit
 
 from .errors import ProblemTooLargeError
 
-__all__ = ["IdealLattice", "enumerate_ideals", "chain_ideals", "count_ideal_pairs"]
+__all__ = ["IdealLattice", "enumerate_ideals", "chain_ideals", "count_ideal_pairs", "push_down"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +144,19 @@ def chain_ideals(num_items: int, order: np.ndarray) -> IdealLattice:
 
 
 @njit(cache=True)
+def push_down(j, owner, down_ptr, down_idx, stamp, queue, tail):
+    """Append the immediate sub-ideals of ideal ``j`` not yet stamped ``owner`` to ``queue[tail:]``,
+    stamping them; return the new tail. The building block of every walk down the lattice."""
+    for p in range(down_ptr[j], down_ptr[j + 1]):
+        k = down_idx[p]
+        if stamp[k] != owner:
+            stamp[k] = owner
+            queue[tail] = k
+            tail += 1
+    return tail
+
+
+@njit(cache=True)
 def _count_pairs(down_ptr, down_idx):
     N = down_ptr.shape[0] - 1
     stamp = np.full(N, -1, np.int64)
@@ -156,12 +169,7 @@ def _count_pairs(down_ptr, down_idx):
         while head < tail:
             j = queue[head]
             head += 1
-            for p in range(down_ptr[j], down_ptr[j + 1]):
-                k = down_idx[p]
-                if stamp[k] != i:
-                    stamp[k] = i
-                    queue[tail] = k
-                    tail += 1
+            tail = push_down(j, i, down_ptr, down_idx, stamp, queue, tail)
         total += tail
     return total
 

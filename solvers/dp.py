@@ -34,7 +34,7 @@ from numba import njit
 
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError
-from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals
+from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
 
 from .base import Solution, SolveOptions, Status
@@ -193,6 +193,19 @@ def _prefix(parent, added, item_compute, item_memory):
 
 
 @njit(cache=True)
+def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+    """Can the stage ``I \\ J`` go on some device kind (supported, fits its memory, compute within
+    ``ub``)? Fills ``ok[t]`` per kind. All three only get worse for smaller ``J``."""
+    m = mem[I] - mem[J]
+    any_ok = False
+    for t in range(comp.shape[1]):
+        ok[t] = (counts[t] > 0 and unsup[I, t] == unsup[J, t] and m <= caps[t]
+                 and comp[I, t] - comp[J, t] <= ub)
+        any_ok = any_ok or ok[t]
+    return any_ok
+
+
+@njit(cache=True)
 def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
               cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
               dp, ch_j, ch_t, stamp, queue, in_bi):
@@ -209,31 +222,14 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
         for p in range(bd_ptr[I], bd_ptr[I + 1]):
             in_bi[bd_idx[p]] = True
         head = 0
-        tail = 0
-        for p in range(down_ptr[I], down_ptr[I + 1]):
-            J = down_idx[p]
-            if stamp[J] != I:
-                stamp[J] = I
-                queue[tail] = J
-                tail += 1
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
         while head < tail:
             J = queue[head]
             head += 1
-            m = mem[I] - mem[J]
-            any_ok = False
-            for t in range(T):
-                ok[t] = (counts[t] > 0 and unsup[I, t] == unsup[J, t] and m <= caps[t]
-                         and comp[I, t] - comp[J, t] <= ub)
-                any_ok = any_ok or ok[t]
-            if not any_ok:
+            if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
                 continue  # every smaller J only makes the stage bigger
             used += 1
-            for p in range(down_ptr[J], down_ptr[J + 1]):
-                K = down_idx[p]
-                if stamp[K] != I:
-                    stamp[K] = I
-                    queue[tail] = K
-                    tail += 1
+            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
             # compute alone bounds the stage's load from below: if no state can improve even
             # with that bound, the (costlier) communication need not be computed
             useful = False
@@ -301,35 +297,17 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
 @njit(cache=True)
 def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, stamp, queue):
     """Number of (J, I) pairs the DP would use for each ideal I in ``sample`` (no loads computed)."""
-    T = comp.shape[1]
+    ok = np.zeros(comp.shape[1], np.bool_)
     total = 0
     for I in sample:
         head = 0
-        tail = 0
-        for p in range(down_ptr[I], down_ptr[I + 1]):
-            J = down_idx[p]
-            if stamp[J] != I:
-                stamp[J] = I
-                queue[tail] = J
-                tail += 1
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
         while head < tail:
             J = queue[head]
             head += 1
-            m = mem[I] - mem[J]
-            any_ok = False
-            for t in range(T):
-                if (counts[t] > 0 and unsup[I, t] == unsup[J, t] and m <= caps[t]
-                        and comp[I, t] - comp[J, t] <= ub):
-                    any_ok = True
-            if not any_ok:
-                continue
-            total += 1
-            for p in range(down_ptr[J], down_ptr[J + 1]):
-                K = down_idx[p]
-                if stamp[K] != I:
-                    stamp[K] = I
-                    queue[tail] = K
-                    tail += 1
+            if _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+                total += 1
+                tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
     return total
 
 

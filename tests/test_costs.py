@@ -195,9 +195,18 @@ def test_profile_costs_are_positive_and_add_up_to_the_measured_run(tmp_path):
     assert (c.compute[0] > 0).all() and np.isfinite(c.compute).all()
     np.testing.assert_allclose(c.compute[1], roofline_costs(g, ds).compute[1])  # accelerator: roofline
     assert any("roofline" in w for w in c.warnings)
-    whole = measure_run_time(g)
-    total = c.compute[0].sum()
-    assert whole / 2 <= total <= 2 * whole, (total, whole)
+    # The machine is shared: another process can slow either measurement. Contention only inflates
+    # one side, so re-measure a few times and require one clean agreement.
+    seen = []
+    for _ in range(3):
+        whole = measure_run_time(g)
+        total = c.compute[0].sum()
+        seen.append((total, whole))
+        if whole / 2 <= total <= 2 * whole:
+            break
+        c = profile_costs(g, ds)
+    else:
+        raise AssertionError(f"profiled sum vs whole run (ms): {seen}")
 
 
 def test_profile_maps_every_zoo_kernel_back_to_its_node():
