@@ -79,8 +79,9 @@ def _child(kind: str, spec: dict, time_limit: float | None) -> dict:
         if spec.get("level") == "layer":
             from graphs.reference import Workload
 
-            w = Workload(merge_by_key(w.graph, name_prefix_keys(w.graph, depth=1, separators="_/.")),
-                         w.cluster)
+            keys = list(w.graph.meta.get("layer") or name_prefix_keys(w.graph))
+            keys += [None] * (w.graph.num_nodes - len(keys))
+            w = Workload(merge_by_key(w.graph, keys), w.cluster)
     load_s = time.perf_counter() - t0
     t = time.perf_counter()
     sol = solve(w.graph, w.cluster, SolveOptions(time_limit=time_limit))

@@ -67,6 +67,39 @@ def prepare_onnx(path: str | os.PathLike, devices: str | DeviceSet | None = None
     return g, Workload(graph, ds.cluster())
 
 
+def _name_parts(op) -> list[str]:
+    """Components of the first hierarchical name among the operator's own, its outputs' and its
+    parameters' (``inception_3a/1x1_w_0`` -> ``["inception_3a", "1x1_w_0"]``)."""
+    for name in [op.name] + [t.name for t in op.outputs] + [t.name for t in op.params]:
+        parts = [p for p in name.replace(".", "/").split("/") if p]
+        if len(parts) >= 2:
+            return parts
+    return []
+
+
+def layer_keys(g: OnnxGraph) -> tuple[str | None, ...]:
+    """The layer of every operator: the first name component that is not shared by all of them and is
+    not the last (``gpu_0/res2_0/conv`` -> ``res2_0``); an operator without one (an activation, say)
+    joins the layer of a predecessor that has one."""
+    parts = [_name_parts(op) for op in g.ops]
+    depth = 0
+    while True:
+        firsts = {p[depth] for p in parts if len(p) > depth + 1}
+        if len(firsts) != 1 or all(len(p) <= depth + 2 for p in parts if p):
+            break
+        depth += 1
+    keys = ["/".join(p[:depth + 1]) if len(p) > depth + 1 else None for p in parts]
+    if len({k for k in keys if k is not None}) <= 1:
+        return (None,) * len(keys)  # one common prefix says nothing about layers
+    preds: list[list[int]] = [[] for _ in keys]
+    for a, b in zip(np.asarray(g.src).tolist(), np.asarray(g.dst).tolist()):
+        preds[b].append(a)
+    for i in np.argsort([op.position for op in g.ops], kind="stable").tolist():  # file order
+        if keys[i] is None:
+            keys[i] = next((keys[p] for p in preds[i] if keys[p] is not None), None)
+    return tuple(keys)
+
+
 def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimizer: str = "adam",
                   backward_factor: float = 2.0, devices: str = "") -> OpGraph:
     """The :class:`OpGraph` of a loaded model with the given cost rows (and its backward pass)."""
@@ -79,6 +112,7 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
         "flops": tuple(op_flops(op)[0] for op in ops),
         "output_bytes": tuple(op.output_bytes for op in ops),
         "param_bytes": tuple(int(b) for b in params),
+        "layer": layer_keys(g),
         "warnings": tuple(g.warnings) + tuple(costs.warnings),
     }
     graph = OpGraph.build(names=g.names, kinds=costs.kinds, compute=costs.compute, comm=costs.comm,

@@ -86,7 +86,9 @@ def _levels(graph: OpGraph, cluster: Cluster, prob: dp.DPProblem):
     """(label, graph) from the original to ever coarser graphs."""
     yield "exact", graph
     lb = dp.lower_bound(prob)
-    layer_keys = graph.meta.get("layer") or name_prefix_keys(graph)
+    layer_keys = list(graph.meta.get("layer") or name_prefix_keys(graph))
+    # keys may cover the forward nodes only: backward twins follow them through colocation anyway
+    layer_keys += [None] * (graph.num_nodes - len(layer_keys))
     has_layers = any(k is not None for k in layer_keys)
     for frac in (1 / 64, 1 / 32, 1 / 16, 1 / 8):
         yield f"exact on the coarsened graph (chains merged up to {frac:.3g} of the max-load bound)", \
