@@ -424,6 +424,9 @@ def _cmd_run(args) -> int:
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     pred = predicted_time_per_sample(result, args.samples)
+    if any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"]):
+        print("note: this is a training placement; the run executes the forward pass only, while the "
+              "prediction includes the backward pass", file=sys.stderr)
     doc = {"samples": run.samples, "stages": run.workers, "wall_s": run.wall_s,
            "measured_ms_per_sample": run.ms_per_sample, "measured_throughput_per_s": run.throughput,
            "measured_stage_ms": list(run.stage_ms), "utilisation": list(run.utilisation),
