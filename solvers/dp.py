@@ -33,13 +33,14 @@ import numpy as np
 from numba import njit
 
 from graphs.contract import ClassGraph, contract
-from graphs.errors import InfeasibleError, InputError
+from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
 
 from .base import Solution, SolveOptions, Status
 
-__all__ = ["solve", "DPProblem", "prepare", "run_dp", "estimate", "Estimate", "DEFAULT_MAX_IDEALS"]
+__all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimate", "Estimate",
+           "DEFAULT_MAX_IDEALS"]
 
 DEFAULT_MAX_IDEALS = 3_000_000
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
@@ -508,3 +509,38 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                                 "(every node fits somewhere, but not all together)")
     a = stages_to_assignment(prob, cluster, run.stages)
     return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Best max-load for every allocation: ``values[counts]`` is the optimum when the job may use
+    ``counts[t]`` devices of kind ``t`` (any ``counts`` up to the cluster's), ``inf`` if infeasible."""
+
+    kinds: tuple[str, ...]
+    values: dict[tuple[int, ...], float]
+    time: float
+
+
+def curve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Curve:
+    """The whole throughput curve from **one** DP run: its table's last row holds the optimum for every
+    vector of devices used per kind. Pruning is off (a bound for the full cluster would cut the stages
+    that allocations with fewer devices need), so this costs one unpruned DP."""
+    options = options or SolveOptions()
+    t0 = time.perf_counter()
+    kinds = tuple(k.name for k in cluster.kinds)
+    try:
+        prob = prepare(graph, cluster)
+    except InfeasibleError:
+        shape = [k.count + 1 for k in cluster.kinds]
+        return Curve(kinds, {tuple(int(x) for x in c): math.inf for c in np.ndindex(*shape)},
+                     time.perf_counter() - t0)
+    items = prob.items
+    max_ideals = int(options.raw.get("max_ideals", DEFAULT_MAX_IDEALS))
+    lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals)
+    deadline = None if options.time_limit is None else t0 + options.time_limit
+    run = run_dp(prob, lattice, ub=math.inf, deadline=deadline, progress=options.progress)
+    if not run.complete:
+        raise ProblemTooLargeError("the throughput curve's DP did not finish within the time limit")
+    last = run.table[lattice.num_ideals - 1]
+    values = {tuple(int(x) for x in prob.digits[s]): float(last[s]) for s in range(prob.digits.shape[0])}
+    return Curve(kinds, values, time.perf_counter() - t0)

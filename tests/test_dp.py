@@ -155,3 +155,22 @@ def test_dp_solves_inceptionv3_exactly(workloads, name):
     assert ev.valid and ev.contiguous and ev.max_load == pytest.approx(sol.objective, rel=1e-9)
     # never worse than the PipeDream-style contiguous baseline the reference reports
     assert ev.max_load <= _REF["throughput-inputs/" + name]["pipedream_max_load"] * (1 + 1e-6)
+
+
+def test_curve_equals_separate_dp_runs_at_each_device_count():
+    from solvers.dp import curve
+
+    rng = np.random.default_rng(5)
+    for _ in range(25):
+        inst = random_instance(rng, max_items=6)
+        c = curve(inst.graph, inst.cluster)
+        assert c.kinds == tuple(k.name for k in inst.cluster.kinds)
+        for counts, value in c.values.items():
+            if sum(counts) == 0:
+                assert math.isinf(value)
+                continue
+            sub = Cluster(tuple(DeviceKind(k.name, n, k.memory, k.pays_communication)
+                                for k, n in zip(inst.cluster.kinds, counts)))
+            sol = solve(inst.graph, sub)
+            expected = sol.objective if sol.status is Status.OPTIMAL else math.inf
+            assert value == pytest.approx(expected, rel=1e-9), counts
