@@ -89,7 +89,8 @@ def _child(kind: str, spec: dict, time_limit: float | None) -> dict:
     from graphs.contract import contract
 
     return {"nodes": w.graph.num_nodes, "items": contract(w.graph, w.cluster).num_classes,
-            "status": sol.status.value, "path": sol.stats.get("path"), "label": sol.message,
+            "status": sol.status.value, "label": sol.message,
+            "path": sol.stats.get("path") + (" (of the layer graph)" if spec.get("level") == "layer" else ""),
             "value": sol.objective, "bound": sol.bound, "gap": sol.gap, "load_s": load_s, "solve_s": solve_s,
             "skipped": sol.stats.get("skipped", []),
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

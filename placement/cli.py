@@ -475,7 +475,11 @@ def _load_for_result(args, data: dict):
             path = beside
         else:
             raise _UsageError(f"{args.result}: its workload {path!r} was not found; pass --workload PATH")
-    return load_workload(path, **_frontend(args))
+    given = {k: v for k, v in _frontend(args).items() if v is not None}
+    recorded = {k: v for k, v in (data.get("frontend") or {}).items() if v is not None and v is not False}
+    if path.lower().endswith(".onnx"):
+        given = {**recorded, **given}  # the result's own front-end options unless overridden
+    return load_workload(path, **given)
 
 
 def _cmd_show(args) -> int:

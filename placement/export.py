@@ -7,6 +7,8 @@ Schema (``"schema": "placement-result", "version": 1``)::
      "devices": [{"device", "name", "kind", "stage", "nodes": [node names], "node_ids": [...],
                   "compute", "comm_in", "comm_out", "load", "memory", "capacity", "utilisation"}],
      "stats": {...},
+     # ONNX inputs: the front-end options the workload was built with
+     "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
      # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
      "maxLoad", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
 
@@ -57,6 +59,11 @@ def result_dict(p: Placement) -> dict:
         "message": sol.message,
         "stats": {k: (_num(v) if isinstance(v, float) else v) for k, v in sol.stats.items()},
     }
+    if g.meta.get("format") == "onnx":  # how the model was read and costed, so tools can redo it
+        training = g.meta.get("training")
+        out["frontend"] = {"devices": g.meta.get("devices"), "costs": g.meta.get("costs"),
+                           "batch_size": g.meta.get("batch_size"), "training": bool(training),
+                           "optimizer": training.get("optimizer") if isinstance(training, dict) else None}
     if ev is None:
         out.update(valid=False, problems=[sol.message or "no placement"], contiguous=False, devices=[])
         return out

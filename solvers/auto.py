@@ -179,7 +179,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
              "label": label, "skipped": tried, "items": base.items.num_classes}
     if exact:
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
-                        time=time.perf_counter() - t0, message="exact", stats=stats)
+                        time=time.perf_counter() - t0, stats=stats,
+                        message="exact: the DP covered every contiguous placement")
 
     # repair what coarsening lost, then let the contiguous IP improve and bound it
     if not interrupted:
