@@ -76,6 +76,12 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
                    help="latency objective: contiguous subgraphs one accelerator may run (default 1)")
     p.add_argument("--backend", default="highs", choices=("highs", "pulp"), help="MIP backend of the IPs")
+    p.add_argument("--memory-limit", type=float, default=None, metavar="GB",
+                   help="auto: memory the exact DP may use before the large-graph path takes over "
+                   "(default: 4 GB or half the RAM)")
+    p.add_argument("--split", default=None, metavar="SPLIT.json",
+                   help="expert: the split to evaluate (fpgas/cpus node-id lists)")
+    p.add_argument("--restarts", type=int, default=None, help="local-search: number of random restarts")
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -154,12 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the annotated graph (default: <model name>.json here)")
     _add_frontend_options(i)
 
-    x = sub.add_parser("example", help="write an example workload", description="Write a synthetic "
-                       "transformer-like layer graph in the reference format.")
-    x.add_argument("out", nargs="?", default="example.json", help="output file (default example.json)")
+    x = sub.add_parser("example", help="write an example model or workload", description="Write an "
+                       "example the tool makes itself: OUT.onnx is a BERT-style encoder (ONNX, checked and "
+                       "runnable in onnxruntime); OUT.json a transformer-like layer graph in the reference "
+                       "format, with its own devices and costs.")
+    x.add_argument("out", nargs="?", default="example.json", help="output file, .onnx or .json (default "
+                   "example.json)")
     x.add_argument("--layers", type=int, default=6)
-    x.add_argument("--accelerators", type=int, default=4)
-    x.add_argument("--cpus", type=int, default=1)
+    x.add_argument("--accelerators", type=int, default=4, help=".json: number of accelerators")
+    x.add_argument("--cpus", type=int, default=1, help=".json: number of CPU cores")
     x.add_argument("--training", action="store_true", help="add the backward pass")
 
     sub.add_parser("bench", help="run the benchmark suite", add_help=False,
@@ -196,9 +205,22 @@ def _cmd_place(args) -> int:
 
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
+    raw = {}
+    if args.memory_limit is not None:
+        if args.memory_limit <= 0:
+            raise _UsageError("placement place: --memory-limit must be positive (GB)")
+        raw["memory_limit"] = args.memory_limit * 1e9
+    if args.split is not None:
+        raw["split"] = args.split
+    if args.restarts is not None:
+        if args.restarts < 1:
+            raise _UsageError("placement place: --restarts must be at least 1")
+        raw["restarts"] = args.restarts
+    if args.time_limit is not None and args.time_limit < 0:
+        raise _UsageError("placement place: --time-limit must not be negative")
     opts = SolveOptions(objective=args.objective, time_limit=args.time_limit, gap=args.gap,
                         threads=args.threads, seed=args.seed, progress=progress,
-                        subgraphs_per_device=args.subgraphs_per_device, backend=args.backend)
+                        subgraphs_per_device=args.subgraphs_per_device, backend=args.backend, raw=raw)
     try:
         p = place(w.graph, w.cluster, args.solver, opts)
     finally:
@@ -230,6 +252,18 @@ def _cmd_example(args) -> int:
 
     from .export import write_json
 
+    if args.out.lower().endswith(".onnx"):
+        if args.layers < 1:
+            raise _UsageError("placement example: --layers must be >= 1")
+        import onnx
+
+        from graphs.transformer import bert
+
+        model = bert(args.layers, hidden=512, heads=8, seq_len=128)
+        onnx.save(model, args.out)
+        print(f"wrote {args.out}: a {args.layers}-layer BERT-style encoder, {len(model.graph.node)} "
+              f"operators. Place it with: placement place {args.out} --devices a100:2,t4:2,cpu:1")
+        return EXIT_OK
     if args.layers < 1 or args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0:
         raise _UsageError("placement example: --layers must be >= 1 and there must be at least one device")
     doc = transformer_layer_graph(args.layers, accelerators=args.accelerators, cpus=args.cpus,
