@@ -100,3 +100,20 @@ def test_console_script_is_installed():
         pytest.skip("the package is not installed (pip install -e .)")
     r = subprocess.run([exe, "place", os.devnull], capture_output=True, text=True)
     assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_readme_flow_onnx_example_placed_on_a_mixed_cluster(tmp_path, capsys):
+    model, out = str(tmp_path / "model.onnx"), str(tmp_path / "result.json")
+    assert main(["example", model, "--layers", "2"]) == 0
+    assert main(["place", model, "--devices", "a100:2,t4:2,cpu:1", "--out", out]) == 0
+    text = capsys.readouterr().out
+    assert "status optimal" in text and "a100:0" in text and "layer0/" in text
+    res = json.load(open(out))
+    assert res["frontend"]["devices"] == "a100:2,t4:2,cpu:1" and res["valid"] and res["contiguous"]
+    assert {d["kind"] for d in res["devices"]} == {"a100", "t4", "cpu"}
+
+
+def test_solver_options_are_validated(example):
+    assert main(["place", example, "--memory-limit", "0"]) == 2
+    assert main(["place", example, "--restarts", "0", "--solver", "local-search"]) == 2
+    assert main(["place", example, "--time-limit", "-1"]) == 2
