@@ -343,7 +343,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx,
             float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
     pairs = 0
-    lo, step = 1, 64
+    lo, step = 1, 16
     complete = True
     interrupted = False
     while lo < N:
@@ -362,8 +362,12 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
         if deadline is not None and time.perf_counter() > deadline and lo < N:
             complete = False
             break
-        # grow (at most 4x) or shrink chunks so that each call takes about _CHUNK_SECONDS
-        step = max(1, int(step * min(4.0, _CHUNK_SECONDS / max(dt, 1e-6))))
+        # grow (at most 2x: later ideals are larger and cost more) or shrink chunks so that a call
+        # takes about _CHUNK_SECONDS, and never much more than half the time left
+        target = _CHUNK_SECONDS
+        if deadline is not None:
+            target = max(0.01, min(target, 0.5 * (deadline - time.perf_counter())))
+        step = max(1, int(step * min(2.0, target / max(dt, 1e-6))))
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []
@@ -483,26 +487,31 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         run = run_dp(prob, chain_ideals(items.num_classes, order))
         if run.complete and (best_chain is None or run.value < best_chain.value):
             best_chain = run
-    lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals)
-    ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
-    if not options.raw.get("prune", True):
-        ub = math.inf
-    run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
-    stats = {"items": items.num_classes, "ideals": lattice.num_ideals, "pairs_used": run.pairs,
-             "zero_cost_merged": items.merged_zero_cost,
+    stats = {"items": items.num_classes, "zero_cost_merged": items.merged_zero_cost,
              "chain_bound": None if best_chain is None else best_chain.value}
+    try:
+        lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals,
+                                   deadline=deadline)
+    except ProblemTooLargeError as e:
+        lattice, run, stop = None, None, f"{e}; the exact DP cannot run (--solver auto coarsens instead)"
+    else:
+        ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
+        if not options.raw.get("prune", True):
+            ub = math.inf
+        run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
+        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs)
+        stop = "interrupted" if run.interrupted else "time limit reached"
     elapsed = time.perf_counter() - t_start
-    if not run.complete:
+    if run is None or not run.complete:
         lb = lower_bound(prob)
         if best_chain is not None and math.isfinite(best_chain.value):
             a = stages_to_assignment(prob, cluster, best_chain.stages)
-            why = "interrupted" if run.interrupted else "time limit reached"
             return Solution(a, best_chain.value, Status.FEASIBLE, "dp", bound=lb,
                             gap=(best_chain.value - lb) / best_chain.value if best_chain.value else 0.0,
-                            time=elapsed, message=f"{why}; best placement over a few topological orders "
+                            time=elapsed, message=f"{stop}; best placement over a few topological orders "
                             f"returned (not proven optimal)", stats=stats)
         return Solution(None, math.inf, Status.FEASIBLE, "dp", bound=lb, time=elapsed,
-                        message="time limit reached before any placement was found", stats=stats)
+                        message=f"{stop} before any placement was found", stats=stats)
     if not math.isfinite(run.value):
         return Solution(None, math.inf, Status.INFEASIBLE, "dp", time=elapsed, stats=stats,
                         message="no contiguous placement fits the devices' memory "
