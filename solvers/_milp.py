@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -249,9 +250,10 @@ def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
     t0 = time.perf_counter()
     lb, ub, cost, integer, rlo, rhi, A = model.arrays()
     prob = pulp.LpProblem("placement", pulp.LpMinimize)
-    xs = [pulp.LpVariable(f"x{j}", None if math.isinf(lb[j]) else float(lb[j]),
-                          None if math.isinf(ub[j]) else float(ub[j]),
-                          pulp.LpInteger if integer[j] else pulp.LpContinuous)
+    new_var = getattr(prob, "add_variable", None) or pulp.LpVariable  # PuLP >= 3.3 / older
+    xs = [new_var(f"x{j}", None if math.isinf(lb[j]) else float(lb[j]),
+                  None if math.isinf(ub[j]) else float(ub[j]),
+                  cat=pulp.LpInteger if integer[j] else pulp.LpContinuous)
           for j in range(model.num_cols)]
     prob += pulp.LpAffineExpression([(xs[j], float(cost[j])) for j in np.flatnonzero(cost)])
     R = A.tocsr()
@@ -283,7 +285,9 @@ def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
         os.close(fd)
         kw["logPath"] = log_path
     try:
-        solver = pulp.getSolver(name, **kw)
+        with warnings.catch_warnings():  # PULP_CBC_CMD (the bundled CBC) is deprecated for PuLP 4
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.getSolver(name, **kw)
     except Exception as e:  # PuLP raises a bare PulpSolverError for unknown names
         raise InputError(f"PuLP solver {name!r} is not available: {e}") from None
     if not solver.available():

@@ -279,6 +279,39 @@ class _LatencyModel:
         m.add_rows(np.zeros(n), np.full(n, np.inf), np.concatenate([nodes, nodes]), np.concatenate([f, e]),
                    np.concatenate([np.ones(n), -np.ones(n)]))
         self.node_compute_rows = cv_vals
+        # crossing delay: when u -> v leaves u's subgraph (or host), v's computation also waits for u's
+        # output to be sent (if u is on an accelerator) and received (if v is): with y = 1 only when
+        # both classes are at the same place, e[v] >= e[u] + compute(v) + c(u) (a_u - y) + c(u) (a_v - y)
+        acc_kinds = sorted({int(dkind[places[p][0]]) for p in slot_ids})
+        self.y_pairs = np.zeros((0, 2), np.int64)
+        self.cmin = None
+        if acc_kinds and E:
+            cmin = comm_c[acc_kinds].min(axis=0)
+            self.cmin = cmin
+            sel = cmin[es] > 0
+            if sel.any():
+                ue, ve = es[sel], ed[sel]
+                pairs, inv = np.unique(np.stack([cls[ue], cls[ve]], axis=1), axis=0, return_inverse=True)
+                inv = inv.ravel()
+                K = pairs.shape[0]
+                y = m.add_cols(K, lb=0, ub=1)
+                self.y, self.y_pairs = y, pairs
+                r = np.arange(K)
+                for p in range(NP):
+                    for sign in (1.0, -1.0):
+                        m.add_rows(np.full(K, -np.inf), np.ones(K), np.concatenate([r, r, r]),
+                                   np.concatenate([y, x[pairs[:, 0], p], x[pairs[:, 1], p]]),
+                                   np.concatenate([np.ones(K), sign * np.ones(K), -sign * np.ones(K)]))
+                k = ue.size
+                r = np.arange(k)
+                cu = cmin[ue]
+                rows = [r, r, r] + [r] * NP + [r] * len(slot_ids) * 2
+                cols = [e[ve], e[ue], y[inv]] + [c[ve] for c in cv_cols] + \
+                    [x[cls[ue], p] for p in slot_ids] + [x[cls[ve], p] for p in slot_ids]
+                vals = [np.ones(k), -np.ones(k), 2 * cu] + [-v[ve] for v in cv_vals] + \
+                    [-cu] * (2 * len(slot_ids))
+                m.add_rows(np.zeros(k), np.full(k, np.inf), np.concatenate(rows), np.concatenate(cols),
+                           np.concatenate(vals))
         fp = np.unique(np.stack([es, cd[cross]], axis=1), axis=0) if E else np.zeros((0, 2), np.int64)
         for p in slot_ids:
             d, j, _ = places[p]
@@ -382,17 +415,25 @@ class _LatencyModel:
             v[self.out[p]] = o
             v[self.inn[p]] = iv
         v[self.f] = ev.finish
-        # e: longest compute path with every node at its placed kind (the least solution of its rows)
+        # e: the least solution of its rows: longest compute path, every node at its placed kind, plus
+        # the crossing delays
         nn = self.graph.num_nodes
         own = np.array([self.node_compute_rows[where[self.cls[u]]][u] for u in range(nn)])
-        e = own.copy()
-        pred_ptr = np.concatenate([[0], np.cumsum(np.bincount(self.graph.dst, minlength=nn))])
-        preds = self.graph.src[np.argsort(self.graph.dst, kind="stable")]
+        on_acc = np.array([self.places[p][2] for p in where], dtype=float)[self.cls]
+        e = np.zeros(nn)
+        src, dst = self.graph.src, self.graph.dst
+        delay = np.zeros(src.size)
+        if self.cmin is not None:
+            crossing = where[self.cls[src]] != where[self.cls[dst]]
+            delay = np.where(crossing, self.cmin[src] * (on_acc[src] + on_acc[dst]), 0.0)
+        order_e = np.argsort(dst, kind="stable")
+        pred_ptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=nn))])
         for u in self.graph.topological_order().tolist():
-            pu = preds[pred_ptr[u]:pred_ptr[u + 1]]
-            if pu.size:
-                e[u] = own[u] + e[pu].max()
+            idx = order_e[pred_ptr[u]:pred_ptr[u + 1]]
+            e[u] = own[u] + (float((e[src[idx]] + delay[idx]).max()) if idx.size else 0.0)
         v[self.e] = e
+        if self.y_pairs.shape[0]:
+            v[self.y] = (where[self.y_pairs[:, 0]] == where[self.y_pairs[:, 1]]).astype(float)
         by_slot = {(s.device, s.index): s for s in ev.subgraphs}
         prev_finish: dict[int, float] = {}
         for p in self.slot_ids:
@@ -415,7 +456,7 @@ class _LatencyModel:
 
 
 def _candidates(graph, cluster, options, deadline, stats):
-    """Warm-start placements: given, DP, greedy fill, all on a host."""
+    """Warm-start placements: given, DP, greedy fills, all on a host."""
     out = []
     if options.warm_start is not None:
         a = np.asarray(options.warm_start, np.int64)
@@ -440,6 +481,19 @@ def _candidates(graph, cluster, options, deadline, stats):
     g = greedy_fill(graph, cluster)
     if g is not None:
         out.append(("greedy", g))
+    try:  # the greedy-latency baseline (the reference's heuristic and an earliest-finish variant)
+        from . import greedy
+    except ImportError:  # pragma: no cover - the baseline is optional here
+        greedy = None
+    if greedy is not None:
+        for strategy in ("fill", "earliest-finish"):
+            try:
+                opts = SolveOptions(objective="latency", raw={"strategy": strategy})
+                sol = greedy.solve(graph, cluster, opts)
+            except PlacementError:
+                continue
+            if sol.assignment is not None:
+                out.append((f"greedy-{strategy}", np.asarray(sol.assignment, np.int64)))
     hosts = host_kinds(cluster)
     compute_c, _ = graph.costs_for(cluster)
     first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])

@@ -107,3 +107,109 @@ def test_reference_fields():
     assert out["totalLatency"] == pytest.approx(ev.total)
     assert out["fpgas"] == [{"nodes": ["a0", "a1"]}, {"nodes": ["a3"]}]
     assert out["cpus"] == [{"nodes": ["a2"]}]
+
+
+# ---------------------------------------------------------------- the latency IP (solvers.latency_ip)
+def _brute_latency(inst, q):
+    """Smallest latency over every placement of the colocation classes and every choice of at most
+    ``q`` subgraphs per accelerator (identical devices opened in order)."""
+    import itertools
+
+    from graphs.contract import colocation_items
+    from graphs.latency import host_kinds
+    from tests.instances import canonical_assignments
+
+    g, cl = inst.graph, inst.cluster
+    cls, C = colocation_items(g)
+    hosts, dk = host_kinds(cl), cl.device_kind()
+    best = math.inf
+    for items_dev in canonical_assignments(C, cl):
+        idev = np.asarray(items_dev, np.int64)
+        acc = [c for c in range(C) if not hosts[dk[idev[c]]]]
+        for subs in itertools.product(range(q), repeat=len(acc)):
+            isub = np.zeros(C, np.int64)
+            isub[acc] = subs
+            ev = latency(g, cl, idev[cls], subgraphs=isub[cls])
+            if ev.valid:
+                best = min(best, ev.total)
+    return best
+
+
+@pytest.mark.parametrize("q,count,items", [(1, 60, 4), (2, 30, 3)])
+def test_latency_ip_equals_exhaustive_enumeration(q, count, items):
+    from solvers.base import SolveOptions, Status
+    from solvers.latency_ip import solve
+    from tests.instances import random_instance
+
+    rng = np.random.default_rng(500 + q)
+    solved = 0
+    for i in range(count):
+        inst = random_instance(rng, max_items=items, training=False, label=f"lat{q}-{i}")
+        best = _brute_latency(inst, q)
+        sol = solve(inst.graph, inst.cluster, SolveOptions(objective="latency", subgraphs_per_device=q,
+                                                           raw={"warm_start": i % 2 == 0}))
+        if math.isinf(best):
+            assert sol.status is Status.INFEASIBLE, inst.label
+            continue
+        assert sol.status is Status.OPTIMAL, (inst.label, sol.message)
+        ev = latency(inst.graph, inst.cluster, sol.assignment, subgraphs=sol.stats["subgraphs"])
+        assert ev.valid and max(ev.subgraphs_per_device().values(), default=0) <= q
+        assert sol.objective == pytest.approx(ev.total, rel=1e-12, abs=1e-12)
+        assert sol.objective == pytest.approx(best, rel=1e-9, abs=1e-9), inst.label
+        solved += 1
+    assert solved >= count // 2
+
+
+def test_latency_ip_uses_a_second_subgraph_when_it_helps():
+    from solvers.base import SolveOptions
+    from solvers.latency_ip import solve
+
+    # a -> b -> c, b slow on the accelerator and fast on the host: one accelerator running {a} and
+    # then {c} beats keeping a and c apart
+    nodes = [Node("a", {"acc": 1, "cpu": 20}, comm=0.1), Node("b", {"acc": 10, "cpu": 1}, comm=0.1),
+             Node("c", {"acc": 1, "cpu": 20})]
+    g = OpGraph.from_nodes(nodes, [("a", "b"), ("b", "c")])
+    cl = Cluster((DeviceKind("acc", 1, None, True), DeviceKind("cpu", 1, None, False)))
+    one = solve(g, cl, SolveOptions(objective="latency", subgraphs_per_device=1))
+    two = solve(g, cl, SolveOptions(objective="latency", subgraphs_per_device=2))
+    assert two.objective == pytest.approx(1 + 0.1 + 1 + 0.1 + 1) and two.objective < one.objective
+    assert sorted(two.stats["subgraphs"]) == [-1, 0, 1]
+
+
+def test_latency_ip_rejects_training_graphs_and_bad_q():
+    from solvers.base import SolveOptions
+    from solvers.ip import solve
+
+    nodes = [Node("f", {"acc": 1}, colocation=0), Node("g", {"acc": 1}, backward=True, colocation=0)]
+    g = OpGraph.from_nodes(nodes, [("f", "g")])
+    with pytest.raises(InputError):
+        solve(g, _cluster(), SolveOptions(objective="latency"))
+    with pytest.raises(InputError):
+        solve(_chain(), _cluster(), SolveOptions(objective="latency", subgraphs_per_device=0))
+
+
+def test_latency_ip_through_the_ip_solvers_and_time_limit():
+    from solvers.base import SolveOptions, Status
+    from solvers.registry import get_solver
+
+    g = _chain(6)
+    for name in ("ip", "ip-noncontig"):
+        sol = get_solver(name)(g, _cluster(), SolveOptions(objective="latency"))
+        assert sol.status is Status.OPTIMAL and sol.objective == pytest.approx(6.0)  # all on one device
+    sol = get_solver("ip")(g, _cluster(), SolveOptions(objective="latency", time_limit=0.5))
+    assert sol.assignment is not None and sol.status in (Status.OPTIMAL, Status.FEASIBLE)
+
+
+def test_latency_ip_never_worse_than_the_reference_greedy(workloads):
+    import os
+
+    from graphs.reference import read_workload
+    from solvers.base import SolveOptions
+    from solvers.latency_ip import solve
+
+    w = read_workload(os.path.join(workloads, "latency-inputs", "LayerGraphs", "bert24_inference.json"))
+    sol = solve(w.graph, w.cluster, SolveOptions(objective="latency", time_limit=10))
+    ev = latency(w.graph, w.cluster, sol.assignment, subgraphs=sol.stats["subgraphs"])
+    assert ev.valid and sol.objective == pytest.approx(ev.total)
+    assert sol.objective <= 100.219  # FORMAT.md: the reference greedy's latency
+    assert sol.bound is not None and sol.bound <= sol.objective
