@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import time
 from collections import defaultdict
 
@@ -25,6 +26,11 @@ HEADLINE = ("pipedream", "partition", "local-search", "expert", "single")
 CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known", "gap",
               "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid", "contiguous", "time_limit",
               "seed", "message")
+
+
+def _natural(name: str) -> list:
+    """Sort key that puts ``bert-L2`` before ``bert-L12``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def _ok(r: dict) -> bool:
@@ -70,7 +76,7 @@ def _rows(records: list[dict], objective: str) -> list[dict]:
             "nodes": r.get("nodes"), "edges": r.get("edges"), "devices": r.get("devices"),
             "valid": r.get("valid"), "contiguous": r.get("contiguous"), "time_limit": r.get("time_limit"),
             "seed": r.get("seed"), "message": (r.get("message") or "")[:200]})
-    rows.sort(key=lambda x: (x["workload"], x["solver"]))
+    rows.sort(key=lambda x: (_natural(x["workload"]), x["solver"]))
     return rows
 
 
@@ -104,7 +110,7 @@ def markdown_tables(records: list[dict], objective: str) -> str:
     order = THROUGHPUT_SOLVERS if objective == "max-load" else LATENCY_SOLVERS
     solvers = _solvers_in(rows, order)
     cell: dict[tuple[str, str], dict] = {(r["workload"], r["solver"]): r for r in rows}
-    workloads = sorted({r["workload"] for r in rows})
+    workloads = sorted({r["workload"] for r in rows}, key=_natural)
     nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
     best = {r["workload"]: r["best_known"] for r in rows}
     what = "max-load" if objective == "max-load" else "latency"
@@ -187,7 +193,7 @@ def headline_rows(records: list[dict], *, source: str = "reference") -> list[dic
         if src.get(r["workload"]) == source:
             by_w[r["workload"]][r["solver"]] = r
     out = []
-    for w in sorted(by_w):
+    for w in sorted(by_w, key=_natural):
         opt, who = _optimum(by_w[w])
         line = {"workload": w, "optimum": opt, "by": who, "baselines": {}}
         for b in HEADLINE:
@@ -208,7 +214,8 @@ def headline_markdown(records: list[dict]) -> str:
     out = ["Max-load (lower is better) of the optimum and of each baseline; in brackets the speed-up of the "
            "optimum over the baseline (baseline max-load / optimum: throughput gained by the optimum). "
            "The optimum is contiguous; local search and the partitioner are not restricted to contiguous "
-           "placements, so they can beat it (speed-up below 1).", "",
+           "placements, so they can beat it (speed-up below 1). The single device respects memory: a graph "
+           "that fits no accelerator runs on the host CPU (the reference's \"one acc.\" ignores memory).", "",
            "| workload | optimum | " + " | ".join(names[b] for b in HEADLINE) + " |",
            "|---|---:|" + "---:|" * len(HEADLINE)]
     for r in rows:
@@ -245,7 +252,7 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
     by_w: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in rows:
         by_w[r["workload"]][r["solver"]] = r
-    workloads = sorted(by_w)
+    workloads = sorted(by_w, key=_natural)
     if workloads:
         solvers = _solvers_in(rows, THROUGHPUT_SOLVERS)
         colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(solvers)}
@@ -271,7 +278,7 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
             ax.axis("off")
         fig.suptitle("Throughput relative to the contiguous optimum (optimum max-load / solver max-load; "
                      "0 = no placement)", fontsize=10)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
         p = os.path.join(out_dir, "throughput_ratio.png")
         fig.savefig(p, dpi=90)
         plt.close(fig)
@@ -280,7 +287,7 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
     nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     drew = False
-    for s, marker in (("dp", "o"), ("ip", "s"), ("ip-noncontig", "^")):
+    for s, marker, color in (("dp", "o", "C0"), ("ip", "s", "C1"), ("ip-noncontig", "^", "C2")):
         pts = [(nodes[r["workload"]], r["solve_time_s"], r["status"] == "optimal") for r in rows
                if r["solver"] == s and r.get("solve_time_s") and r["workload"] in nodes]
         if not pts:
@@ -289,9 +296,9 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
         done = [(x, y) for x, y, ok in pts if ok]
         lim = [(x, y) for x, y, ok in pts if not ok]
         if done:
-            ax.scatter(*zip(*done), marker=marker, label=f"{s} (optimal)")
+            ax.scatter(*zip(*done), marker=marker, color=color, label=f"{s} (optimal)")
         if lim:
-            ax.scatter(*zip(*lim), marker=marker, facecolors="none", edgecolors="gray",
+            ax.scatter(*zip(*lim), marker=marker, facecolors="none", edgecolors=color,
                        label=f"{s} (limit reached)")
     if drew:
         ax.set_xscale("log")
