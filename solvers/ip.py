@@ -580,9 +580,35 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     return _drive(graph, cluster, options, model, "ip", t_start, deadline, stats, items, True)
 
 
-def _warm_start(graph, cluster, options, deadline, model, stats, items):
-    """The best valid start among options.warm_start, greedy chains and the DP: ``(vector, value,
-    assignment)``, all ``None`` when there is none (or ``raw["warm_start"]`` is ``False``)."""
+def _local_search(graph, cluster, options, deadline, start, stats):
+    """Best single-item moves from ``start`` (the local-search baseline), within a share of the time
+    limit: a better start for the non-contiguous program, whose LP bound proves little on big graphs."""
+    from graphs.errors import PlacementError
+
+    try:
+        from . import local_search
+    except ImportError:  # pragma: no cover - the baseline is optional here
+        return None
+    left = _time_left(deadline)
+    budget = float(options.raw.get("local_search_s", 60.0))
+    if left is not None:
+        budget = min(budget, float(options.raw.get("local_search_share", 0.15)) * left)
+    if budget < 1.0:
+        return None
+    try:
+        sol = local_search.solve(graph, cluster, SolveOptions(
+            time_limit=budget, warm_start=start, seed=options.seed,
+            raw={"restarts": int(options.raw.get("local_search_restarts", 2))}))
+    except PlacementError:
+        return None
+    stats["local_search_value"] = None if sol.assignment is None else sol.objective
+    return None if sol.assignment is None else np.asarray(sol.assignment, np.int64)
+
+
+def _warm_start(graph, cluster, options, deadline, model, stats, items, contiguous=True):
+    """The best valid start among options.warm_start, greedy chains, the DP and (non-contiguous,
+    max-load) a local search from the best of those: ``(vector, value, assignment)``, all ``None``
+    when there is none (or ``raw["warm_start"]`` is ``False``)."""
     if options.raw.get("warm_start", True) is False:
         return None, None, None
     cand = []
@@ -606,6 +632,15 @@ def _warm_start(graph, cluster, options, deadline, model, stats, items):
         value = _objective_value(graph, cluster, a, options.objective)
         if best is None or value < best[1] - 1e-12 or (name == "given" and value <= best[1]):
             best = (name, value, a)
+        if len(cand) > 1:
+            stats[f"warm_{name}"] = min(value, stats.get(f"warm_{name}", math.inf))
+    if (best is not None and not contiguous and options.objective == "max-load"
+            and options.raw.get("local_search", True)):
+        a = _local_search(graph, cluster, options, deadline, best[2], stats)
+        if a is not None and evaluate(graph, cluster, a).valid:
+            value = _objective_value(graph, cluster, a, options.objective)
+            if value < best[1] - 1e-12:
+                best = ("local-search", value, a)
     if best is None:
         return None, None, None
     v = model.start_vector(best[2])
@@ -618,7 +653,8 @@ def _warm_start(graph, cluster, options, deadline, model, stats, items):
 
 def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, items, contiguous):
     """Warm start, bound fixing, MIP, decoding and the honest result, shared by both programs."""
-    start, warm_value, warm_a = _warm_start(graph, cluster, options, deadline, model, stats, items)
+    start, warm_value, warm_a = _warm_start(graph, cluster, options, deadline, model, stats, items,
+                                            contiguous)
     fixing = options.raw.get("fixing", True)
     if contiguous and start is not None and options.objective == "max-load" and fixing:
         stats["fixed_by_bound"] = model.fix_by_bound(warm_value * (1 + 1e-9))

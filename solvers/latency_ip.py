@@ -464,13 +464,16 @@ def _candidates(graph, cluster, options, deadline, stats):
             raise InputError(f"the warm start has shape {a.shape}; expected one device per node "
                              f"({graph.num_nodes},)")
         out.append(("given", a))
-    if options.raw.get("dp_warm_start", True):
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    if options.raw.get("dp_warm_start", True) and (left is None or left >= 5.0):
         from . import dp
 
-        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
         share = float(options.raw.get("dp_time_share", 0.2))
+        # the DP optimises throughput, not latency: a start, so it gets a share of the time (30 s at most
+        # without a limit)
+        dp_time = float(options.raw.get("dp_time_s", 30.0)) if left is None else share * left
         try:
-            sol = dp.solve(graph, cluster, SolveOptions(time_limit=None if left is None else share * left,
+            sol = dp.solve(graph, cluster, SolveOptions(time_limit=dp_time,
                                                         raw={"max_ideals": options.raw.get("dp_max_ideals",
                                                                                            200_000)}))
             stats["dp_status"] = sol.status.value
