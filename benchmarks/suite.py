@@ -447,6 +447,8 @@ def _parser() -> argparse.ArgumentParser:
                         "../shared/workloads)")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="keep only workloads whose name contains TEXT (repeatable)")
+    p.add_argument("--objective", choices=("max-load", "latency"), default=None,
+                   help="keep only the workloads of one objective")
     p.add_argument("--solvers", default=None, metavar="A,B", help="comma-separated solvers (default: all "
                    "that apply)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="per-run limit (default 60)")
@@ -483,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     specs, notes = configuration(args.config, args.workloads)
     if args.only:
         specs = [s for s in specs if any(t in s.name for t in args.only)]
+    if args.objective:
+        specs = [s for s in specs if s.objective == args.objective]
     solvers = None if args.solvers is None else [s.strip() for s in args.solvers.split(",") if s.strip()]
     if solvers is None and args.config == "tiny":
         solvers = list(TINY_SOLVERS)
