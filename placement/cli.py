@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench", help="run the benchmark suite", add_help=False,
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
     _add_pipeline_parsers(sub)
+    _add_cluster_parser(sub)
     return parser
 
 
@@ -611,6 +612,22 @@ def _gain(before: float, after: float) -> str:
 _COMMANDS = {"place": _cmd_place, "evaluate": _cmd_evaluate, "example": _cmd_example,
              "inspect": _cmd_inspect}
 _COMMANDS.update(show=_cmd_show, split=_cmd_split, run=_cmd_run)
+
+
+# ---------------------------------------------------------------- shared cluster (placement/cluster/)
+def _add_cluster_parser(sub) -> None:
+    from .cluster.command import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_cluster(args) -> int:
+    from .cluster.command import run
+
+    return run(args)
+
+
+_COMMANDS.update(cluster=_cmd_cluster)
 
 
 @contextlib.contextmanager

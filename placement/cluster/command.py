@@ -1,0 +1,196 @@
+"""``placement cluster``: allocate a shared cluster among jobs, or simulate a trace of them.
+
+    placement cluster JOBS.json --policy ftf [--out RESULT.json] [--json]
+    placement cluster simulate TRACE.json --policy ftf [--lease S] [--plot FILE.png]
+
+``--policy all`` runs every policy and ends with a comparison table. Curves are cached in
+``~/.cache/placement/curves`` (``--cache-dir``, ``--no-cache``). Bad input raises
+:class:`~graphs.errors.InputError` (exit 2); a job that cannot run on the cluster at all raises
+:class:`~graphs.errors.InfeasibleError` (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from graphs.errors import InputError
+
+__all__ = ["add_parser", "run"]
+
+_POLICIES = ("ftf", "sensitive", "proportional", "fifo")
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser(
+        "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
+        description="Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
+                    "time per sample for every allocation, from one DP run per job), or simulate a trace "
+                    "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
+                    "exactly), sensitive (Synergy: CPU cores and host memory where the curves say they "
+                    "help), proportional, fifo; 'all' compares them.")
+    c.add_argument("target", nargs="+", metavar="JOBS.json | simulate TRACE.json",
+                   help="a job list (allocate once for all its jobs), or 'simulate' and a trace (the same "
+                        "format: jobs with arrival times and samples)")
+    c.add_argument("--policy", default="ftf", choices=_POLICIES + ("all",), help="allocation policy "
+                   "(default ftf)")
+    c.add_argument("--lease", type=float, default=None, metavar="T",
+                   help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
+                        "else only at arrivals and completions)")
+    c.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
+    c.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
+    c.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="draw the devices each job uses over time (with --policy all: one file per "
+                        "policy, FILE-<policy>.png)")
+    c.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where curves are cached (default ~/.cache/placement/curves or $PLACEMENT_CACHE)")
+    c.add_argument("--no-cache", action="store_true", help="compute every curve afresh, store nothing")
+    c.add_argument("--curve-time-limit", type=float, default=None, metavar="S",
+                   help="seconds for a job's one-run curve DP before falling back to per-allocation "
+                        "solves (default 120)")
+    c.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds per allocation MILP (default: none)")
+    c.add_argument("--progress", action="store_true", help="report curve computations on stderr")
+
+
+def run(args) -> int:
+    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir, job_curve
+    from .formats import read_jobs
+    from .policies import POLICIES, Capacity
+    from .simulate import SimJob, allocate_once, simulate
+
+    target = list(args.target)
+    if len(target) == 2 and target[0] == "simulate":
+        mode, path = "simulate", target[1]
+    elif len(target) == 1 and target[0] != "simulate":
+        mode, path = "allocate", target[0]
+    else:
+        raise InputError("placement cluster: expected JOBS.json, or simulate TRACE.json")
+    for name, v in (("--lease", args.lease), ("--curve-time-limit", args.curve_time_limit),
+                    ("--time-limit", args.time_limit)):
+        if v is not None and not v > 0:
+            raise InputError(f"placement cluster: {name} must be positive")
+    if args.lease is not None and mode != "simulate":
+        raise InputError("placement cluster: --lease applies to simulate only")
+    jl = read_jobs(path)
+    cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
+    verbose = args.progress or (sys.stderr.isatty() and not args.json)
+    curves = []
+    for k, j in enumerate(jl.jobs):
+        before = cache.misses
+        c = job_curve(j, jl.cluster, cache=cache,
+                      curve_time_limit=args.curve_time_limit or DEFAULT_CURVE_TIME_LIMIT)
+        if verbose:
+            how = "cached" if cache.misses == before else f"{c.method}, {c.seconds:.1f} s"
+            print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient allocations ({how})",
+                  file=sys.stderr)
+        for note in c.notes:
+            print(f"note: job {j.name}: {note}", file=sys.stderr)
+        curves.append(c)
+    cap = Capacity.of(jl.cluster)
+    jobs = [SimJob(j.name, c, j.samples, j.arrival, _request(j, cap), j.model)
+            for j, c in zip(jl.jobs, curves)]
+    policies = POLICIES if args.policy == "all" else (args.policy,)
+    lease = args.lease if args.lease is not None else jl.lease
+    results = []
+    for pol in policies:
+        if mode == "simulate":
+            results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit))
+        else:
+            results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit))
+    models = [j.model for j in jl.jobs]
+    docs = [r.to_dict(curves, models) for r in results]
+    for d in docs:
+        d["source"] = path
+    doc = docs[0] if len(docs) == 1 else {"schema": "placement-cluster-comparison", "version": 1,
+                                          "source": path, "results": docs}
+    if args.out:
+        from placement.export import write_json
+
+        write_json(args.out, doc)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for r in results:
+            print(format_result(r, jl))
+            print()
+        if len(results) > 1:
+            print(format_comparison(results))
+        if args.out:
+            print(f"result written to {args.out}")
+    if args.plot:
+        _plots(results, args.plot, args.json)
+    return 0
+
+
+def _request(job, cap):
+    if job.request is None:
+        return None
+    return tuple(int(job.request.get(k, 0)) for k in cap.kinds)
+
+
+def _plots(results, path: str, quiet: bool) -> None:
+    import os
+
+    from placement.draw import PlotsUnavailable
+
+    from .simulate import plot_allocations
+
+    stem, ext = os.path.splitext(path)
+    for r in results:
+        out = path if len(results) == 1 else f"{stem}-{r.policy}{ext or '.png'}"
+        try:
+            plot_allocations(r, out)
+        except PlotsUnavailable as e:
+            print(f"note: {e}; plot not drawn", file=sys.stderr)
+            return
+        if not quiet:
+            print(f"plot written to {out}")
+
+
+def _num(x: float, digits: int = 4) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def format_result(r, jl=None) -> str:
+    """One row per job, then the summary."""
+    kinds = r.capacity.kinds
+    head = ("allocation for all jobs at once, held until each finishes" if r.mode == "allocation"
+            else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
+    unit = f" ({r.unit})" if r.unit else ""
+    rows = [["job", "arrival", "allocation", "used", "time/sample", "finish", "JCT", "rho"]]
+    for j in r.jobs:
+        a = j.allocation
+        alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"
+        used = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.used) if x) or "-"
+        rows.append([j.name, _num(j.arrival), alloc, used, _num(a.time_per_sample), _num(j.finish),
+                     _num(j.jct), _num(j.rho, 3)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"policy {r.policy}: {head}; times in the workloads' unit{unit}"]
+    lines += [_row(row, widths, 4) for row in rows]
+    util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.utilisation_per_kind().items() if math.isfinite(v))
+    waiting = sum(1 for j in r.jobs if not math.isfinite(j.finish))
+    lines.append(f"max rho {_num(r.max_rho, 3)}, avg JCT {_num(r.avg_jct)}, makespan {_num(r.makespan)}, "
+                 f"utilisation {100 * r.utilisation:.0f}% ({util})"
+                 + (f"; {waiting} job(s) wait with nothing (re-allocation happens in simulate)"
+                    if waiting else ""))
+    if "time limit" in r.statuses:
+        lines.append("note: some allocation MILPs stopped at --time-limit (answers not proven optimal)")
+    return "\n".join(lines)
+
+
+def format_comparison(results) -> str:
+    rows = [["policy", "max rho", "avg JCT", "makespan", "utilisation"]]
+    for r in results:
+        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct), _num(r.makespan),
+                     f"{100 * r.utilisation:.0f}%"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(_row(row, widths, 1) for row in rows)
+
+
+def _row(row, widths, left: int) -> str:
+    """Cells padded to ``widths``: the first ``left`` left-aligned, the rest right-aligned."""
+    cells = (c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return "  ".join(cells).rstrip()

@@ -1,0 +1,426 @@
+"""Throughput curves: a job's best time per sample for every allocation it could get.
+
+For a job whose devices may number up to ``limits[t]`` per kind, :func:`graph_curve` returns the optimum
+max-load (time per sample) for **every** vector of devices used per kind from one unpruned DP run
+(:func:`solvers.dp.curve`: the DP's table is indexed by devices used per kind, so its last row holds all
+of them). When that DP is too expensive (too many ideals, or over ``curve_time_limit``), it falls back
+to one :func:`solvers.auto.solve` per vector and says so (``method``, ``exact``, ``notes``); values are
+then made monotone (a job given more devices may leave some idle).
+
+**Host memory.** A job needs host memory for the operators its placement puts on host CPU cores (their
+``memory``: weights, and for training gradients, optimiser state and stashed activations), plus a fixed
+``base`` it declares (``host_memory_gb`` in the job list: its input pipeline, say). An allocation with no
+host cores needs only the base. For the efficient points with host cores, the placement is the one the
+DP returns for that allocation (:func:`solvers.dp.solve` on that many devices), which is also the
+placement the job would run. An allocation's time per sample is therefore the best over the points that
+fit both its devices and its host memory (:meth:`JobCurve.best_within`).
+
+Curves are cached per (model file and its content hash, devices and their figures, cost model, training,
+batch size, optimiser, limits, base memory, options) in a :class:`CurveCache`: in memory, and as JSON in
+a folder when one is given (the command line uses ``~/.cache/placement/curves`` or ``--cache-dir``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from graphs.errors import InputError
+
+from .formats import ClusterSpec, JobSpec, json_number
+
+__all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "job_graph",
+           "default_cache_dir", "DEFAULT_CURVE_TIME_LIMIT", "DEFAULT_SOLVE_TIME_LIMIT"]
+
+CURVE_FORMAT = 1
+DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
+DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
+_REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """An efficient allocation: ``counts`` devices per cluster kind give ``time_per_sample``, strictly less
+    than any smaller allocation gives, with a placement that needs ``host_memory`` bytes of host memory."""
+
+    counts: tuple[int, ...]
+    time_per_sample: float
+    host_memory: float
+
+
+@dataclass(frozen=True, eq=False)
+class JobCurve:
+    """A job's throughput curve over the cluster's kinds (see the module doc).
+
+    ``values[c]`` is the time per sample with at most ``c[t]`` devices of kind ``t``, for every ``c`` up to
+    ``limits`` (``inf``: no placement fits). ``points`` are the efficient allocations, by total devices.
+    """
+
+    kinds: tuple[str, ...]
+    limits: tuple[int, ...]
+    host: tuple[bool, ...]
+    values: Mapping[tuple[int, ...], float]
+    points: tuple[CurvePoint, ...]
+    base_memory: float = 0.0
+    unit: str = ""
+    method: str = "dp-curve"
+    exact: bool = True
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def clip(self, counts: Sequence[int]) -> tuple[int, ...]:
+        return tuple(min(int(c), m) for c, m in zip(counts, self.limits))
+
+    def time_per_sample(self, counts: Sequence[int]) -> float:
+        """Best time per sample on ``counts`` devices (host memory unconstrained)."""
+        return self.values[self.clip(counts)]
+
+    def best_within(self, counts: Sequence[int], host_memory: float = math.inf) -> CurvePoint | None:
+        """The fastest efficient point that fits ``counts`` devices and ``host_memory`` bytes; ``None`` if
+        none does (the job cannot run on that allocation)."""
+        best = None
+        for p in self.points:
+            if p.host_memory <= host_memory * (1 + 1e-12) and all(a <= b for a, b in zip(p.counts, counts)):
+                if best is None or p.time_per_sample < best.time_per_sample:
+                    best = p
+        return best
+
+    @property
+    def best(self) -> CurvePoint | None:
+        """The fastest point (on the whole cluster, host memory unconstrained)."""
+        return min(self.points, key=lambda p: p.time_per_sample, default=None)
+
+    def to_dict(self) -> dict:
+        return {
+            "kinds": list(self.kinds), "limits": list(self.limits), "host": list(self.host),
+            "values": [list(c) + [json_number(v)] for c, v in sorted(self.values.items())],
+            "points": [{"counts": list(p.counts), "time_per_sample": p.time_per_sample,
+                        "host_memory": p.host_memory} for p in self.points],
+            "base_memory": self.base_memory, "unit": self.unit, "method": self.method, "exact": self.exact,
+            "seconds": self.seconds, "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> JobCurve:
+        T = len(d["kinds"])
+        values = {tuple(int(x) for x in row[:T]): (math.inf if row[T] is None else float(row[T]))
+                  for row in d["values"]}
+        points = tuple(CurvePoint(tuple(int(x) for x in p["counts"]), float(p["time_per_sample"]),
+                                  float(p["host_memory"])) for p in d["points"])
+        return cls(tuple(d["kinds"]), tuple(int(x) for x in d["limits"]), tuple(bool(x) for x in d["host"]),
+                   values, points, float(d["base_memory"]), d.get("unit", ""), d["method"], bool(d["exact"]),
+                   float(d["seconds"]), tuple(d.get("notes", ())))
+
+
+# --------------------------------------------------------------------------- the curve of a graph
+def graph_curve(graph, cluster, *, kinds: Sequence[str] | None = None, base_memory: float = 0.0,
+                unit: str | None = None, curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
+                solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT,
+                max_ideals: int | None = None, force_fallback: bool = False) -> JobCurve:
+    """The curve of ``graph`` for up to ``cluster``'s counts (a :class:`graphs.model.Cluster` whose kinds
+    the graph has costs for; host kinds are those that pay no communication).
+
+    ``kinds``: the shared cluster's kind names, in its order (default: ``cluster``'s); kinds the job cannot
+    use get limit 0. ``force_fallback`` skips the one-run DP (tests compare the two methods)."""
+    from graphs.errors import ProblemTooLargeError
+    from solvers import dp
+    from solvers.base import SolveOptions
+
+    t0 = time.perf_counter()
+    own = [k.name for k in cluster.kinds]
+    kinds = tuple(kinds) if kinds is not None else tuple(own)
+    missing = [k for k in own if k not in kinds]
+    if missing:
+        raise InputError(f"the job's device kinds {missing} are not in the cluster ({', '.join(kinds)})")
+    where = [kinds.index(k) for k in own]  # job kind -> cluster kind position
+    limits = [0] * len(kinds)
+    host = [False] * len(kinds)
+    for k, pos in zip(cluster.kinds, where):
+        limits[pos] = int(k.count)
+        host[pos] = not k.pays_communication
+
+    def full(c) -> tuple[int, ...]:
+        out = [0] * len(kinds)
+        for x, pos in zip(c, where):
+            out[pos] = int(x)
+        return tuple(out)
+
+    notes: list[str] = []
+    own_values: dict[tuple[int, ...], float] | None = None
+    method, exact = "dp-curve", True
+    if not force_fallback:
+        raw = {} if max_ideals is None else {"max_ideals": int(max_ideals)}
+        try:
+            c = dp.curve(graph, cluster, SolveOptions(time_limit=curve_time_limit, raw=raw))
+            own_values = {tuple(k): float(v) for k, v in c.values.items()}
+        except ProblemTooLargeError as e:
+            notes.append(f"one-run curve DP too expensive ({e}); per-allocation solves with auto instead")
+    assignments: dict[tuple[int, ...], object] = {}
+    if own_values is None:
+        method = "per-count-auto"
+        own_values, assignments, exact = _per_count(graph, cluster, solve_time_limit)
+        if not exact:
+            notes.append("some allocations were solved heuristically by auto (not proven optimal)")
+    # efficient points, in the job's own kind space
+    shape = [k.count + 1 for k in cluster.kinds]
+    own_host = [not k.pays_communication for k in cluster.kinds]
+    points: list[CurvePoint] = []
+    for c in itertools.product(*(range(n) for n in shape)):
+        v = own_values[c]
+        if not math.isfinite(v) or not _efficient(own_values, c, v):
+            continue
+        mem = base_memory
+        if any(x > 0 and h for x, h in zip(c, own_host)):
+            a = assignments.get(c)
+            if a is None:
+                a, note = _placement(graph, cluster, c, v, solve_time_limit)
+                if note:
+                    notes.append(note)
+            mem = base_memory + (_host_memory(graph, cluster, c, a) if a is not None
+                                 else float(graph.memory.sum()))
+        points.append(CurvePoint(full(c), v, mem))
+    points.sort(key=lambda p: (sum(p.counts), p.counts))
+    values = {full(c): v for c, v in own_values.items()}
+    if unit is None:
+        unit = str(graph.meta.get("unit", "")) if hasattr(graph, "meta") else ""
+    return JobCurve(kinds, tuple(limits), tuple(host), values, tuple(points), float(base_memory), unit,
+                    method, exact, time.perf_counter() - t0, tuple(notes))
+
+
+def _efficient(values, c, v) -> bool:
+    """Strictly faster than every allocation with one device fewer (hence than every smaller one)."""
+    for t, x in enumerate(c):
+        if x > 0:
+            d = c[:t] + (x - 1,) + c[t + 1:]
+            if not v < values[d] * (1 - _REL):
+                return False
+    return True
+
+
+def _sub_cluster(cluster, counts):
+    from graphs.model import Cluster, DeviceKind
+
+    return Cluster(tuple(DeviceKind(k.name, int(n), k.memory, k.pays_communication)
+                         for k, n in zip(cluster.kinds, counts)))
+
+
+def _per_count(graph, cluster, time_limit):
+    """One :func:`solvers.auto.solve` per allocation; values made monotone."""
+    from solvers import auto
+    from solvers.base import SolveOptions, Status
+
+    shape = [k.count + 1 for k in cluster.kinds]
+    values: dict[tuple[int, ...], float] = {}
+    assignments: dict[tuple[int, ...], object] = {}
+    exact = True
+    for c in sorted(itertools.product(*(range(n) for n in shape)), key=sum):
+        best = math.inf
+        for t, x in enumerate(c):  # a job given more devices may leave some idle
+            if x > 0:
+                best = min(best, values[c[:t] + (x - 1,) + c[t + 1:]])
+        if sum(c) > 0:
+            sol = auto.solve(graph, _sub_cluster(cluster, c), SolveOptions(time_limit=time_limit))
+            if sol.status in (Status.OPTIMAL, Status.FEASIBLE) and sol.assignment is not None:
+                exact = exact and sol.status is Status.OPTIMAL
+                if sol.objective < best:
+                    best = float(sol.objective)
+                    assignments[c] = sol.assignment
+            elif sol.status is not Status.INFEASIBLE:
+                exact = False
+        values[c] = best
+    return values, assignments, exact
+
+
+def _placement(graph, cluster, counts, value, time_limit):
+    """The DP's placement on ``counts`` devices (for its host memory); a note when it disagrees."""
+    from solvers import dp
+    from solvers.base import SolveOptions, Status
+
+    sol = dp.solve(graph, _sub_cluster(cluster, counts), SolveOptions(time_limit=time_limit))
+    if sol.status is not Status.OPTIMAL or sol.assignment is None:
+        return None, (f"no exact placement for {counts} within the time limit: host memory taken as the "
+                      f"whole model's")
+    note = ""
+    if not math.isclose(sol.objective, value, rel_tol=1e-9, abs_tol=1e-12):
+        note = f"placement for {counts} has max-load {sol.objective:.6g}, the curve says {value:.6g}"
+    return sol.assignment, note
+
+
+def _host_memory(graph, cluster, counts, assignment) -> float:
+    """Bytes held by the nodes the assignment puts on host-kind devices of the sub-cluster ``counts``."""
+    import numpy as np
+
+    kind_of = np.repeat(np.arange(len(counts)), counts)
+    host = np.array([not k.pays_communication for k in cluster.kinds])
+    on_host = host[kind_of[np.asarray(assignment, dtype=np.int64)]]
+    return float(graph.memory[on_host].sum())
+
+
+# --------------------------------------------------------------------------- jobs
+def job_graph(job: JobSpec, cluster: ClusterSpec):
+    """The job's graph (device kinds named as the cluster's), the largest cluster it may use (the kinds it
+    has costs for, at the cluster's counts or its ``limit``) and the time unit."""
+    from graphs.model import Cluster, DeviceKind
+
+    limit = dict(job.limit or {})
+
+    def cap(name, n):
+        return min(n, limit[name]) if name in limit else n
+
+    if job.is_onnx:
+        from graphs.onnx_workload import onnx_workload
+
+        w = onnx_workload(job.model, cluster.devices, costs=job.costs or "roofline",
+                          batch_size=job.batch_size, training=bool(job.training),
+                          optimizer=job.optimizer or "adam")
+        kinds = tuple(DeviceKind(k.name, cap(k.name, k.count), k.memory, k.pays_communication)
+                      for k in w.cluster.kinds)
+        kinds = tuple(k for k in kinds if k.count > 0)
+        if not kinds:
+            raise InputError(f"job {job.name!r}: its limit leaves it no device")
+        return w.graph, Cluster(kinds), str(w.graph.meta.get("unit", "ms"))
+
+    from graphs.reference import ACCELERATOR, CPU, read_workload
+
+    w = read_workload(job.model)
+    accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
+    hosts = [k for k, h in zip(cluster.kinds, cluster.host) if h]
+    acc = job.accelerator
+    if acc is None and len(accels) > 1:
+        raise InputError(f"job {job.name!r}: the cluster has several accelerator kinds "
+                         f"({', '.join(accels)}); say which one runs this reference-format workload with "
+                         f"\"accelerator\"")
+    if acc is None and accels:
+        acc = accels[0]
+    mapping = {ACCELERATOR: acc, CPU: hosts[0] if hosts else None}
+    names = tuple(mapping.get(k) or f"{k} (not in the cluster)" for k in w.graph.kinds)
+    graph = dataclasses.replace(w.graph, kinds=names)
+    counts = dict(zip(cluster.kinds, cluster.counts))
+    kinds = []
+    for k in w.cluster.kinds:  # the workload's own memory per accelerator: its costs are for that device
+        name = mapping.get(k.name)
+        if name is not None and cap(name, counts[name]) > 0:
+            kinds.append(DeviceKind(name, cap(name, counts[name]), k.memory, k.pays_communication))
+    if not kinds:
+        raise InputError(f"job {job.name!r}: the cluster has none of the workload's device kinds "
+                         f"(accelerator, cpu) or its limit leaves it none")
+    return graph, Cluster(tuple(kinds)), ""
+
+
+def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = None,
+              curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
+              solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
+    """The job's curve on the shared cluster, from ``cache`` when it holds it."""
+    cache = cache if cache is not None else CurveCache()
+    key = {
+        "format": CURVE_FORMAT, "model": os.path.abspath(job.model), "sha256": cache.file_hash(job.model),
+        "cluster": [[s.name, c, h] for s, c, h in zip(cluster.devices.specs, cluster.counts, cluster.host)],
+        "limit": dict(job.limit or {}), "accelerator": job.accelerator, "training": bool(job.training),
+        "batch_size": job.batch_size, "optimizer": job.optimizer, "base_memory": job.host_memory,
+        "curve_time_limit": curve_time_limit, "solve_time_limit": solve_time_limit,
+    }
+    if job.is_onnx:  # the cost model depends on the device figures and the cost table
+        key["specs"] = [repr(sorted((k, repr(v)) for k, v in dataclasses.asdict(s).items()))
+                        for s in cluster.devices.specs]
+        key["costs"] = job.costs or "roofline"
+        if job.costs not in (None, "roofline", "profile"):
+            key["costs_sha256"] = cache.file_hash(job.costs)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    graph, jc, unit = job_graph(job, cluster)
+    c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
+                    curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+    if not c.points:
+        raise InputError(f"job {job.name!r} ({job.model}): no placement fits even the whole cluster "
+                         f"({cluster.devices})")
+    cache.put(key, c)
+    return c
+
+
+# --------------------------------------------------------------------------- the cache
+def default_cache_dir() -> str:
+    """``$PLACEMENT_CACHE``, else ``$XDG_CACHE_HOME/placement``, else ``~/.cache/placement``; curves go in
+    its ``curves`` folder."""
+    root = os.environ.get("PLACEMENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "placement")
+    return os.path.join(root, "curves")
+
+
+class CurveCache:
+    """Curves by key, in memory and (with ``directory``) as one JSON file per key. A file that cannot be
+    read is ignored (and recomputed); one that cannot be written leaves the curve in memory only."""
+
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        self.directory = None if directory is None else os.fspath(directory)
+        self._memory: dict[str, JobCurve] = {}
+        self._hashes: dict[tuple, str] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def file_hash(self, path: str) -> str:
+        """SHA-256 of a file's content, remembered per (path, size, mtime)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise InputError("no such file", source=path) from None
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror}", source=path) from None
+        memo = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+        if memo not in self._hashes:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            self._hashes[memo] = h.hexdigest()
+        return self._hashes[memo]
+
+    @staticmethod
+    def digest(key: Mapping) -> str:
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    def _path(self, digest: str) -> str | None:
+        return None if self.directory is None else os.path.join(self.directory, f"{digest}.json")
+
+    def get(self, key: Mapping) -> JobCurve | None:
+        d = self.digest(key)
+        if d in self._memory:
+            self.hits += 1
+            return self._memory[d]
+        path = self._path(d)
+        if path is not None and os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    doc = json.load(f)
+                if doc.get("key") == json.loads(json.dumps(key, sort_keys=True, default=str)):
+                    c = JobCurve.from_dict(doc["curve"])
+                    self._memory[d] = c
+                    self.hits += 1
+                    return c
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                pass
+        self.misses += 1
+        return None
+
+    def put(self, key: Mapping, curve: JobCurve) -> None:
+        d = self.digest(key)
+        self._memory[d] = curve
+        path = self._path(d)
+        if path is None:
+            return
+        from placement.export import write_json
+
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            write_json(path, {"schema": "placement-curve", "version": CURVE_FORMAT,
+                              "key": json.loads(json.dumps(key, sort_keys=True, default=str)),
+                              "curve": curve.to_dict()})
+        except OSError:
+            pass

@@ -1,0 +1,288 @@
+"""The shared-cluster files: a job list (``JOBS.json``, also a trace for simulation) and the result.
+
+A job list is one JSON object::
+
+    {"cluster": {"devices": "a100:8,cpu:32", "host_memory_gb": 256},
+     "lease": 600,
+     "jobs": [{"name": "resnet", "model": "resnet50.onnx", "training": true, "samples": 2e6,
+               "arrival": 0}, ...]}
+
+``cluster.devices`` is the compact device form of ``placement place --devices`` (presets, or kinds from
+``cluster.device_files``); ``host_memory_gb`` (decimal GB, default unlimited) is the host memory all
+jobs share. ``lease`` (optional) is the re-allocation interval of a simulation, in the workloads' time
+unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
+``accelerator`` and ``cpu`` map to the cluster's accelerator kind and host kind), ``samples`` (work, > 0),
+``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
+``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
+``limit`` (the most it can use, which also bounds its curve's DP), ``host_memory_gb`` (host memory it
+needs whatever it runs on, default 0) and ``accelerator`` (reference workloads: which cluster kind is
+its accelerator when the cluster has several). Relative model paths are relative to the job list.
+
+Every problem is reported with the file and the job (index and name) at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from graphs.errors import InputError
+
+__all__ = ["ClusterSpec", "JobSpec", "JobList", "read_jobs", "parse_jobs", "parse_counts", "GB",
+           "json_number"]
+
+GB = 1e9  # host memory is given in decimal gigabytes
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The shared cluster: device kinds with counts (``devices``, a :class:`graphs.devices.DeviceSet`),
+    which kinds are host CPU cores, and the host memory all jobs share (bytes, ``inf`` = unlimited)."""
+
+    devices: object  # graphs.devices.DeviceSet
+    host_memory: float = math.inf
+    device_files: tuple[str, ...] = ()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.devices.specs)
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.devices.counts)
+
+    @property
+    def host(self) -> tuple[bool, ...]:
+        """Whether each kind is a host CPU core (pays no communication, uses host memory)."""
+        return tuple(bool(s.host) for s in self.devices.specs)
+
+    def describe(self) -> str:
+        mem = "unlimited" if math.isinf(self.host_memory) else f"{self.host_memory / GB:g} GB"
+        return f"{self.devices}, host memory {mem}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job of a job list (see the module doc). ``model`` is an absolute path."""
+
+    name: str
+    model: str
+    samples: float
+    arrival: float = 0.0
+    training: bool | None = None
+    batch_size: int | None = None
+    optimizer: str | None = None
+    costs: str | None = None
+    request: Mapping[str, int] | None = None
+    limit: Mapping[str, int] | None = None
+    host_memory: float = 0.0  # bytes the job needs in host memory whatever it runs on
+    accelerator: str | None = None
+    index: int = 0
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.model.lower().endswith(".onnx")
+
+
+@dataclass(frozen=True)
+class JobList:
+    cluster: ClusterSpec
+    jobs: tuple[JobSpec, ...]
+    lease: float | None = None
+    source: str | None = None
+    extra: Mapping = field(default_factory=dict)
+
+
+def read_jobs(path: str | os.PathLike) -> JobList:
+    """Read and validate a job list (or trace) file."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError("no such file", source=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a JSON file", source=path) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not a UTF-8 text file ({e.reason})", source=path) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
+                         source=path) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", source=path) from None
+    return parse_jobs(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+_JOB_KEYS = ("name", "model", "samples", "arrival", "training", "batch_size", "optimizer", "costs",
+             "request", "limit", "host_memory_gb", "accelerator")
+
+
+def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) -> JobList:
+    """Validate an already-decoded job list; relative model paths are resolved against ``base_dir``."""
+    from graphs.devices import parse_devices
+
+    if not isinstance(data, dict):
+        raise InputError("the top level must be a JSON object with 'cluster' and 'jobs'", source=source)
+    unknown = sorted(set(data) - {"cluster", "jobs", "lease", "version", "comment", "seed"})
+    if unknown:
+        raise InputError(f"unknown top-level field(s) {', '.join(unknown)}; expected cluster, jobs and "
+                         f"optionally lease", source=source)
+    for key in ("cluster", "jobs"):
+        if key not in data:
+            raise InputError(f"missing top-level field {key!r}", source=source)
+    cl = data["cluster"]
+    if not isinstance(cl, dict):
+        raise InputError("'cluster' must be an object like {\"devices\": \"a100:8,cpu:32\", "
+                         "\"host_memory_gb\": 256}", source=source)
+    bad = sorted(set(cl) - {"devices", "host_memory_gb", "device_files"})
+    if bad:
+        raise InputError(f"cluster: unknown field(s) {', '.join(bad)}; expected devices, host_memory_gb, "
+                         f"device_files", source=source)
+    if not isinstance(cl.get("devices"), str):
+        raise InputError("cluster.devices must be a string such as \"a100:8,cpu:32\"", source=source)
+    files = cl.get("device_files", [])
+    if isinstance(files, str):
+        files = [files]
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise InputError("cluster.device_files must be a list of file names", source=source)
+    files = tuple(_resolve(f, base_dir) for f in files)
+    try:
+        devices = parse_devices(cl["devices"], files)
+    except InputError as e:
+        raise InputError(f"cluster.devices: {e}", source=source) from None
+    hosts = [s.name for s in devices.specs if s.host]
+    if len(hosts) > 1:
+        raise InputError(f"cluster.devices: at most one host CPU kind, got {', '.join(hosts)}", source=source)
+    mem = cl.get("host_memory_gb")
+    host_memory = (math.inf if mem is None
+                   else _positive(mem, "cluster.host_memory_gb", source, zero=True) * GB)
+    cluster = ClusterSpec(devices, host_memory, files)
+
+    lease = data.get("lease")
+    if lease is not None:
+        lease = _positive(lease, "lease", source)
+
+    jobs_raw = data["jobs"]
+    if not isinstance(jobs_raw, list) or not jobs_raw:
+        raise InputError("'jobs' must be a non-empty list of job objects", source=source)
+    jobs, names = [], {}
+    for i, j in enumerate(jobs_raw):
+        jobs.append(_parse_job(i, j, cluster, source, base_dir))
+        nm = jobs[-1].name
+        if nm in names:
+            raise InputError(f"jobs[{i}]: name {nm!r} is already used by jobs[{names[nm]}]", source=source)
+        names[nm] = i
+    extra = {k: data[k] for k in ("seed", "comment") if k in data}
+    return JobList(cluster, tuple(jobs), lease, source, extra)
+
+
+def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
+    if not isinstance(j, dict):
+        raise InputError(f"jobs[{i}] must be an object with at least 'model' and 'samples'", source=source)
+    where = f"jobs[{i}]" + (f" ({j['name']})" if isinstance(j.get("name"), str) else "")
+    unknown = sorted(set(j) - set(_JOB_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(_JOB_KEYS)}",
+                         source=source)
+    name = j.get("name", f"job{i}")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: name must be a non-empty string", source=source)
+    for key in ("model", "samples"):
+        if key not in j:
+            raise InputError(f"{where}: missing field {key!r}", source=source)
+    if not isinstance(j["model"], str) or not j["model"]:
+        raise InputError(f"{where}: model must be a path to an ONNX model or a reference-format workload",
+                         source=source)
+    model = _resolve(j["model"], base_dir)
+    if os.path.splitext(model)[1].lower() not in (".onnx", ".json"):
+        raise InputError(f"{where}: model {j['model']!r} is neither an ONNX model (.onnx) nor a "
+                         f"reference-format workload (.json)", source=source)
+    samples = _positive(j["samples"], f"{where}: samples", source)
+    arrival = _positive(j.get("arrival", 0), f"{where}: arrival", source, zero=True)
+    training = j.get("training")
+    if training is not None and not isinstance(training, bool):
+        raise InputError(f"{where}: training must be true or false", source=source)
+    batch = j.get("batch_size")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise InputError(f"{where}: batch_size must be a positive integer", source=source)
+    for key in ("optimizer", "costs", "accelerator"):
+        if j.get(key) is not None and not isinstance(j[key], str):
+            raise InputError(f"{where}: {key} must be a string", source=source)
+    onnx_only = [k for k in ("batch_size", "optimizer", "costs") if j.get(k) is not None]
+    if model.lower().endswith(".json") and (onnx_only or training):
+        what = onnx_only + (["training"] if training else [])
+        raise InputError(f"{where}: {', '.join(what)} only apply to ONNX models; a reference-format "
+                         f"workload carries its own costs (and is a training graph or not)", source=source)
+    costs = j.get("costs")
+    if costs is not None and costs not in ("roofline", "profile"):
+        costs = _resolve(costs, base_dir)
+    request = parse_counts(j.get("request"), cluster, f"{where}: request", source)
+    limit = parse_counts(j.get("limit"), cluster, f"{where}: limit", source)
+    hm = j.get("host_memory_gb", 0)
+    host_memory = _positive(hm, f"{where}: host_memory_gb", source, zero=True) * GB
+    acc = j.get("accelerator")
+    if acc is not None:
+        acc = acc.strip().lower()
+        kinds = dict(zip(cluster.kinds, cluster.host))
+        if acc not in kinds or kinds[acc]:
+            accels = [k for k, h in kinds.items() if not h]
+            raise InputError(f"{where}: accelerator {acc!r} is not an accelerator kind of the cluster "
+                             f"({', '.join(accels) or 'none'})", source=source)
+    return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
+                   batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
+                   limit=limit, host_memory=host_memory, accelerator=acc, index=i)
+
+
+def parse_counts(value, cluster: ClusterSpec, what: str, source: str | None = None) -> dict[str, int] | None:
+    """``"a100:2,cpu:4"`` or ``{"a100": 2, "cpu": 4}`` -> ``{"a100": 2, "cpu": 4}`` (kinds of the
+    cluster; kinds not named: 0). ``None`` stays ``None``."""
+    if value is None:
+        return None
+    pairs: list[tuple[str, object]] = []
+    if isinstance(value, str):
+        for part in value.split(","):
+            name, sep, count = part.strip().partition(":")
+            pairs.append((name.strip().lower(), count.strip() if sep else "1"))
+    elif isinstance(value, dict):
+        pairs = [(str(k).strip().lower(), v) for k, v in value.items()]
+    else:
+        raise InputError(f"{what} must be a string like \"a100:2,cpu:4\" or an object of counts",
+                         source=source)
+    out: dict[str, int] = {}
+    for name, count in pairs:
+        if name not in cluster.kinds:
+            raise InputError(f"{what}: the cluster has no device kind {name!r} (it has "
+                             f"{', '.join(cluster.kinds)})", source=source)
+        if isinstance(count, str) and count.isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InputError(f"{what}: count of {name!r} must be a non-negative integer, got {count!r}",
+                             source=source)
+        out[name] = count
+    return out
+
+
+def _resolve(path: str, base_dir: str | None) -> str:
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path) and base_dir:
+        path = os.path.join(base_dir, path)
+    return os.path.normpath(path)
+
+
+def _positive(value, what: str, source, *, zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{what} must be a finite number, got {json.dumps(value)[:40]}", source=source)
+    if value < 0 or (value == 0 and not zero):
+        raise InputError(f"{what} must be {'non-negative' if zero else 'positive'}, got {value}",
+                         source=source)
+    return float(value)
+
+
+def json_number(x: float | None):
+    """A float for JSON: ``None`` for infinity or NaN (JSON has neither)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x)

@@ -1,0 +1,551 @@
+"""Allocation policies: how a set of jobs shares one heterogeneous cluster, decided from their curves.
+
+Every policy maps the current jobs (:class:`JobState`: curve, work left, time since arrival) and the
+cluster's :class:`Capacity` to one :class:`Allocation` per job: devices per kind and host memory held,
+and the curve point the job runs (``None``: it waits). Devices are whole; every policy respects the
+capacity of every kind and of host memory.
+
+**Finish-time fairness** (Themis, NSDI 2020). A job's ideal finish time ``T_id`` is its work times its
+time per sample on an equal ``1/N`` share of the cluster (every kind and host memory divided by ``N``,
+the number of jobs contending; a fractional share is used by time-slicing whole allocations, so the
+share's throughput is the concave envelope of the curve: a small LP, :func:`fair_share_time`). Under an
+allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T_id``.
+
+* ``ftf`` minimises the maximum ``rho`` exactly (MILP over the curve points on HiGHS). When the jobs
+  cannot all run at once, waiting is ranked by ``rho_wait = (elapsed + lease + remaining * share time) /
+  T_id`` (wait one lease, then run on a fair share): the jobs that wait are the ones that can best
+  afford to (lexicographically: the largest ``rho_wait`` among waiting jobs is minimised first, then
+  the number of waiting jobs, then the maximum ``rho`` of the running ones), and the sum of ``rho``
+  breaks the remaining ties, so no device that would help a running job is left idle.
+* ``sensitive`` (Synergy, OSDI 2022) maximises total normalised throughput (each job's throughput over
+  its fair-share throughput) with CPU cores and host memory going wherever the curves say they help,
+  subject to every job running at least as fast as under ``proportional`` (so it never drops below its
+  proportional share unless that share gains it nothing); a vanishing penalty leaves useless devices
+  free.
+* ``proportional``: each accelerator kind split evenly (round robin in arrival order, up to each job's
+  limit), host cores and host memory in proportion to the accelerators a job holds; a job that cannot
+  run on its share waits (the last to arrive first) and the split is redone among the others.
+* ``fifo``: in arrival order, each job takes its request (the job list's ``request``, else the smallest
+  allocation within 10% of its best time per sample) when it fits what is left; one that does not fit
+  waits and later jobs may still start.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from graphs.errors import InputError
+
+from .curves import CurvePoint, JobCurve
+
+__all__ = ["POLICIES", "Capacity", "JobState", "Allocation", "Decision", "allocate", "fair_share_time",
+           "default_request", "rho", "rho_wait", "KNEE"]
+
+POLICIES = ("ftf", "sensitive", "proportional", "fifo")
+KNEE = 0.10  # fifo's default request: the smallest allocation within this of the best time per sample
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the jobs share: ``counts`` devices per kind (``host``: host CPU cores) and ``host_memory``
+    bytes (``inf``: unlimited)."""
+
+    kinds: tuple[str, ...]
+    counts: tuple[int, ...]
+    host: tuple[bool, ...]
+    host_memory: float = math.inf
+
+    @classmethod
+    def of(cls, spec) -> Capacity:
+        """From a :class:`~placement.cluster.formats.ClusterSpec`."""
+        return cls(spec.kinds, spec.counts, spec.host, spec.host_memory)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job at a decision: its curve, total and remaining work (samples), time since arrival, the
+    contention ``N`` its fair share is ``1/N`` of, its arrival order and its request (fifo)."""
+
+    name: str
+    curve: JobCurve
+    samples: float
+    remaining: float
+    elapsed: float = 0.0
+    contention: float = 1.0
+    order: int = 0
+    request: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a job holds (``devices`` per kind, ``host_memory`` bytes) and the curve point it runs."""
+
+    devices: tuple[int, ...]
+    host_memory: float
+    point: CurvePoint | None
+
+    @property
+    def running(self) -> bool:
+        return self.point is not None
+
+    @property
+    def time_per_sample(self) -> float:
+        return math.inf if self.point is None else self.point.time_per_sample
+
+    @property
+    def used(self) -> tuple[int, ...]:
+        """Devices the job's placement uses (those it holds beyond them sit idle)."""
+        return tuple(0 for _ in self.devices) if self.point is None else self.point.counts
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer: one allocation per job (in the order given); ``status`` says whether an
+    optimisation was proven optimal (``optimal``), stopped at a limit (``time limit``) or is a rule
+    (``rule``); ``objective`` is the policy's own figure (max rho, normalised throughput)."""
+
+    policy: str
+    allocations: tuple[Allocation, ...]
+    status: str = "rule"
+    objective: float | None = None
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+    stats: Mapping = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- fairness
+def fair_share_time(curve: JobCurve, capacity: Capacity, n: float) -> float:
+    """Time per sample on an equal ``1/n`` share of the cluster, time-slicing whole allocations: the
+    inverse of ``max sum(l_p / t_p)`` over ``l >= 0`` with ``sum(l) <= 1`` and ``sum(l_p * p) <= share``
+    (devices per kind and host memory). ``inf`` when no point fits the cluster at all."""
+    from solvers._milp import MilpModel, solve_mip
+
+    n = max(1.0, float(n))
+    pts = [p for p in curve.points if _fits(p.counts, p.host_memory, capacity.counts, capacity.host_memory)]
+    if not pts:
+        return math.inf
+    if any(p.time_per_sample <= 0 for p in pts):
+        return 0.0
+    share = [c / n for c in capacity.counts]
+    mem = capacity.host_memory / n
+    # a point within the share on its own: the best such one is a lower bound the LP can only improve
+    m = MilpModel()
+    x = m.add_cols(len(pts), lb=0.0, ub=1.0, cost=[-1.0 / p.time_per_sample for p in pts])
+    rows, cols, vals, hi = [], [], [], []
+    r = 0
+    for t in range(len(share)):
+        for i, p in enumerate(pts):
+            if p.counts[t]:
+                rows.append(r)
+                cols.append(x[i])
+                vals.append(float(p.counts[t]))
+        hi.append(share[t])
+        r += 1
+    for i in range(len(pts)):
+        rows.append(r)
+        cols.append(x[i])
+        vals.append(1.0)
+    hi.append(1.0)
+    r += 1
+    if math.isfinite(mem):
+        for i, p in enumerate(pts):
+            if p.host_memory:
+                rows.append(r)
+                cols.append(x[i])
+                vals.append(p.host_memory / max(mem, 1.0))
+        hi.append(mem / max(mem, 1.0))
+        r += 1
+    m.add_rows([-math.inf] * r, hi, rows, cols, vals)
+    res = solve_mip(m, gap=1e-9)
+    thr = -res.objective if res.x is not None else 0.0
+    return 1.0 / thr if thr > 0 else math.inf
+
+
+def rho(job: JobState, time_per_sample: float, ideal_time: float) -> float:
+    """Finish-time fairness of ``job`` if it ran from now on at ``time_per_sample``."""
+    if not math.isfinite(time_per_sample):
+        return math.inf
+    return (job.elapsed + job.remaining * time_per_sample) / ideal_time
+
+
+def rho_wait(job: JobState, share_time: float, ideal_time: float, lease: float) -> float:
+    """``rho`` of ``job`` if it waited one lease, then ran on its fair share (how ``ftf`` ranks waiting)."""
+    return (job.elapsed + lease + job.remaining * share_time) / ideal_time
+
+
+def _fits(counts, mem, cap_counts, cap_mem) -> bool:
+    return all(a <= b for a, b in zip(counts, cap_counts)) and mem <= cap_mem * (1 + 1e-12)
+
+
+# --------------------------------------------------------------------------- entry point
+def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease: float = 0.0,
+             time_limit: float | None = None, share_times: Sequence[float] | None = None) -> Decision:
+    """Allocate ``capacity`` among ``jobs`` with ``policy`` (one of :data:`POLICIES`).
+
+    ``share_times``: each job's fair-share time per sample (:func:`fair_share_time` at its contention),
+    when the caller has them; ``lease``: the re-allocation interval (``ftf``'s waiting estimate);
+    ``time_limit``: seconds per MILP (``None``: none)."""
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    for j in jobs:
+        if any(p.time_per_sample <= 0 for p in j.curve.points):
+            raise InputError(f"job {j.name!r}: its curve has a time per sample of 0 (a model without work)")
+        if tuple(j.curve.kinds) != tuple(capacity.kinds):
+            raise InputError(f"job {j.name!r}: its curve is over kinds {j.curve.kinds}, the cluster has "
+                             f"{capacity.kinds}")
+    t0 = time.perf_counter()
+    if not jobs:
+        return Decision(policy, (), "rule", None, 0.0)
+    if share_times is None and policy in ("ftf", "sensitive"):
+        share_times = [fair_share_time(j.curve, capacity, j.contention) for j in jobs]
+    if policy == "proportional":
+        d = Decision(policy, tuple(_proportional(jobs, capacity)), "rule")
+    elif policy == "fifo":
+        d = Decision(policy, tuple(_fifo(jobs, capacity)), "rule")
+    elif policy == "ftf":
+        d = _ftf(jobs, capacity, list(share_times), lease, time_limit)
+    else:
+        d = _sensitive(jobs, capacity, list(share_times), time_limit)
+    _check_capacity(d.allocations, capacity)
+    return Decision(d.policy, d.allocations, d.status, d.objective, time.perf_counter() - t0, d.notes,
+                    d.stats)
+
+
+def _check_capacity(allocs: Sequence[Allocation], cap: Capacity) -> None:
+    for t, n in enumerate(cap.counts):
+        held = sum(a.devices[t] for a in allocs)
+        if held > n:
+            raise AssertionError(f"allocation holds {held} {cap.kinds[t]} devices, the cluster has {n}")
+    mem = sum(a.host_memory for a in allocs)
+    if mem > cap.host_memory * (1 + 1e-9) + 1e-6:
+        raise AssertionError(f"allocation holds {mem} bytes of host memory, the cluster has "
+                             f"{cap.host_memory}")
+
+
+def _wait(cap: Capacity) -> Allocation:
+    return Allocation(tuple(0 for _ in cap.counts), 0.0, None)
+
+
+def _run(p: CurvePoint) -> Allocation:
+    return Allocation(p.counts, p.host_memory, p)
+
+
+# --------------------------------------------------------------------------- proportional
+def _proportional(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
+    active = sorted(range(len(jobs)), key=lambda i: (jobs[i].order, i))
+    out = [_wait(cap) for _ in jobs]
+    while active:
+        shares = _even_shares([jobs[i] for i in active], cap)
+        points = [jobs[i].curve.best_within(dev, mem) for i, (dev, mem) in zip(active, shares)]
+        stuck = [k for k, p in enumerate(points) if p is None]
+        if not stuck:
+            for i, (dev, mem), p in zip(active, shares, points):
+                out[i] = Allocation(dev, mem, p)
+            break
+        del active[stuck[-1]]  # the latest arrival among those that cannot run waits; split again
+    return out
+
+
+def _even_shares(jobs: Sequence[JobState], cap: Capacity) -> list[tuple[tuple[int, ...], float]]:
+    """Accelerators round robin in the given order (up to each job's limit); host cores and host memory
+    in proportion to the accelerators each job got (evenly when nobody got any)."""
+    T = len(cap.counts)
+    dev = [[0] * T for _ in jobs]
+    accel = [t for t in range(T) if not cap.host[t]]
+    hosts = [t for t in range(T) if cap.host[t]]
+    for t in accel:
+        _round_robin(dev, t, cap.counts[t], [j.curve.limits[t] for j in jobs])
+    weight = [sum(d[t] for t in accel) for d in dev]
+    total = sum(weight)
+    if total == 0:
+        weight = [1] * len(jobs)
+        total = len(jobs)
+    for t in hosts:
+        _largest_remainder(dev, t, cap.counts[t], weight, [j.curve.limits[t] for j in jobs])
+    mem = [cap.host_memory * w / total for w in weight]
+    return [(tuple(d), m) for d, m in zip(dev, mem)]
+
+
+def _round_robin(dev, t, count, limits) -> None:
+    left = count
+    while left > 0:
+        moved = False
+        for k in range(len(dev)):
+            if left > 0 and dev[k][t] < limits[k]:
+                dev[k][t] += 1
+                left -= 1
+                moved = True
+        if not moved:
+            return
+
+
+def _largest_remainder(dev, t, count, weight, limits) -> None:
+    total = sum(weight)
+    exact = [count * w / total for w in weight]
+    got = [min(int(math.floor(e)), lim) for e, lim in zip(exact, limits)]
+    left = count - sum(got)
+    order = sorted(range(len(dev)), key=lambda k: (-(exact[k] - math.floor(exact[k])), k))
+    for k in order:
+        if left <= 0:
+            break
+        if weight[k] > 0 and got[k] < limits[k]:
+            got[k] += 1
+            left -= 1
+    for k in range(len(dev)):
+        dev[k][t] = got[k]
+
+
+# --------------------------------------------------------------------------- fifo
+def default_request(curve: JobCurve) -> tuple[int, ...]:
+    """The smallest allocation (fewest accelerators, then fewest host cores) whose time per sample is
+    within :data:`KNEE` of the job's best."""
+    best = curve.best
+    if best is None:
+        return tuple(0 for _ in curve.kinds)
+    ok = [p for p in curve.points if p.time_per_sample <= best.time_per_sample * (1 + KNEE)]
+
+    def size(p):
+        acc = sum(c for c, h in zip(p.counts, curve.host) if not h)
+        return (acc, sum(p.counts) - acc, p.counts)
+
+    return min(ok, key=size).counts
+
+
+def _fifo(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
+    free = list(cap.counts)
+    mem = cap.host_memory
+    out = [_wait(cap) for _ in jobs]
+    for i in sorted(range(len(jobs)), key=lambda i: (jobs[i].order, i)):
+        j = jobs[i]
+        req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
+        p = j.curve.best_within(req)
+        if p is None:
+            continue
+        if _fits(req, p.host_memory, free, mem):
+            out[i] = Allocation(req, p.host_memory, p)
+            free = [a - b for a, b in zip(free, req)]
+            mem -= p.host_memory
+    return out
+
+
+# --------------------------------------------------------------------------- MILPs over curve points
+def _options(job: JobState, cap: Capacity) -> list[CurvePoint]:
+    return [p for p in job.curve.points if _fits(p.counts, p.host_memory, cap.counts, cap.host_memory)]
+
+
+class _Choice:
+    """One binary per (job, option) and one per job that may wait; one pick per job; capacity rows;
+    optionally at most ``max_waiting`` waiting jobs. ``infeasible``: some job has nothing to pick."""
+
+    def __init__(self, cap, options, may_wait, x_cost=None, w_cost=0.0, max_waiting=None):
+        from solvers._milp import MilpModel
+
+        n = len(options)
+        self.infeasible = any(not options[j] and not may_wait[j] for j in range(n))
+        self.m = MilpModel()
+        self.x = [self.m.add_cols(len(o), lb=0, ub=1, integer=True,
+                                  cost=0.0 if x_cost is None else x_cost[j]) for j, o in enumerate(options)]
+        self.w = self.m.add_cols(n, lb=0, ub=[1.0 if f else 0.0 for f in may_wait], integer=True, cost=w_cost)
+        rows, cols, vals = [], [], []
+        for j, xs in enumerate(self.x):
+            rows += [j] * (len(xs) + 1)
+            cols += list(xs) + [int(self.w[j])]
+            vals += [1.0] * (len(xs) + 1)
+        self.m.add_rows([1.0] * n, [1.0] * n, rows, cols, vals)
+        rows, cols, vals, hi = [], [], [], []
+        r = 0
+        for t, cnt in enumerate(cap.counts):
+            for j, xs in enumerate(self.x):
+                for k, p in enumerate(options[j]):
+                    if p.counts[t]:
+                        rows.append(r)
+                        cols.append(int(xs[k]))
+                        vals.append(float(p.counts[t]))
+            hi.append(float(cnt))
+            r += 1
+        if math.isfinite(cap.host_memory):
+            scale = max(cap.host_memory, 1.0)
+            for j, xs in enumerate(self.x):
+                for k, p in enumerate(options[j]):
+                    if p.host_memory:
+                        rows.append(r)
+                        cols.append(int(xs[k]))
+                        vals.append(p.host_memory / scale)
+            hi.append(cap.host_memory / scale)
+            r += 1
+        if max_waiting is not None and any(may_wait):
+            rows += [r] * n
+            cols += [int(w) for w in self.w]
+            vals += [1.0] * n
+            hi.append(float(max_waiting))
+            r += 1
+        self.m.add_rows([-math.inf] * r, hi, rows, cols, vals)
+
+    def solve(self, time_limit, gap=1e-9, feasibility=False):
+        """``(picks, proven)``: the option index per job (``None``: waits). With ``feasibility``,
+        ``picks`` is ``None`` when the model is infeasible."""
+        from solvers._milp import INFEASIBLE, OPTIMAL, solve_mip
+
+        if self.infeasible:
+            if feasibility:
+                return None, True
+            raise RuntimeError("allocation MILP: a job has no option")
+        res = solve_mip(self.m, gap=gap, time_limit=time_limit, raw={"abs_gap": 1e-10})
+        if res.x is None:
+            if feasibility and res.status == INFEASIBLE:
+                return None, True
+            if feasibility:  # a limit before any solution: not proven either way; treat as infeasible
+                return None, False
+            raise RuntimeError(f"allocation MILP: {res.status} {res.message}")
+        picks = []
+        for xs in self.x:
+            k = [i for i in range(len(xs)) if res.x[xs[i]] > 0.5]
+            picks.append(k[0] if k else None)
+        return picks, res.status == OPTIMAL
+
+
+def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
+    able = [j for j in range(len(jobs)) if _options(jobs[j], cap) and math.isfinite(share_times[j])]
+    if len(able) < len(jobs):  # a job that cannot run on this cluster at all waits, out of the problem
+        d = (_ftf([jobs[j] for j in able], cap, [share_times[j] for j in able], lease, time_limit) if able
+             else Decision("ftf", (), "optimal", None))
+        allocs = [_wait(cap)] * len(jobs)
+        for j, a in zip(able, d.allocations):
+            allocs[j] = a
+        return Decision("ftf", tuple(allocs), d.status, d.objective, stats=d.stats)
+    n = len(jobs)
+    ideal = [j.samples * s for j, s in zip(jobs, share_times)]
+    options = [_options(j, cap) for j in jobs]
+    rhos = [[rho(j, p.time_per_sample, ideal[i]) for p in options[i]] for i, j in enumerate(jobs)]
+    waits = [rho_wait(j, share_times[i], ideal[i], lease) for i, j in enumerate(jobs)]
+    big = 2.0 * max([r for rs in rhos for r in rs] + waits + [1.0]) + 1.0
+    stats = {"milps": 0}
+
+    # phase 1: the smallest max of rho (running) and big + rho_wait (waiting)
+    z1, picks, ok1 = _bottleneck(cap, options, rhos, [big + w for w in waits], None, time_limit, stats)
+    if z1 < big:
+        may_wait = [False] * n
+        limit_wait, zmax, ok2 = 0, z1, True
+    else:
+        # phase 2: the jobs that may wait are those whose rho_wait is within the optimum; fewest of them
+        # wait, then the max rho of the running ones is the smallest it can be
+        may_wait = [big + waits[j] <= z1 * (1 + _TOL) for j in range(n)]
+        c = _Choice(cap, options, may_wait, w_cost=1.0)
+        picks, ok = c.solve(time_limit)
+        stats["milps"] += 1
+        limit_wait = sum(1 for k in picks if k is None)
+        zmax, picks, ok2 = _bottleneck(cap, options, rhos, [0.0 if f else None for f in may_wait], limit_wait,
+                                       time_limit, stats)
+        ok2 = ok2 and ok
+    # phase 3: the smallest sum of rho among allocations that keep the max (and the number waiting)
+    kept = [[k for k, r in enumerate(rhos[j]) if r <= zmax * (1 + _TOL)] for j in range(n)]
+    c3 = _Choice(cap, [[options[j][k] for k in kept[j]] for j in range(n)], may_wait,
+                 x_cost=[[rhos[j][k] for k in kept[j]] for j in range(n)], max_waiting=limit_wait)
+    picks3, ok3 = c3.solve(time_limit, gap=1e-6)
+    stats["milps"] += 1
+    allocs = [_run(options[j][kept[j][k]]) if k is not None else _wait(cap) for j, k in enumerate(picks3)]
+    running = [rhos[j][kept[j][k]] for j, k in enumerate(picks3) if k is not None]
+    stats.update(waiting=sum(1 for k in picks3 if k is None), phase1=z1 if z1 < big else math.inf)
+    return Decision("ftf", tuple(allocs), "optimal" if ok1 and ok2 else "time limit",
+                    max(running, default=None), stats=stats)
+
+
+def _bottleneck(cap, options, costs, wait_costs, max_waiting, time_limit, stats):
+    """The smallest ``z`` such that every job can take an option (or wait, where ``wait_costs[j]`` is not
+    ``None``) of cost ``<= z`` within the capacity (and at most ``max_waiting`` jobs wait): a binary search
+    over the candidate costs, each step a feasibility check (greedy first, else a MILP)."""
+    n = len(options)
+    cands = sorted({c for cs in costs for c in cs} | {w for w in wait_costs if w is not None})
+    floor = max(min(list(costs[j]) + ([wait_costs[j]] if wait_costs[j] is not None else []), default=math.inf)
+                for j in range(n))
+    if not math.isfinite(floor):
+        raise RuntimeError("ftf: a job that may not wait has no allocation that fits the cluster")
+    lo = next(i for i, c in enumerate(cands) if c >= floor)
+    hi = len(cands) - 1
+    proven = True
+
+    def feasible(z):
+        nonlocal proven
+        allowed = [[k for k, c in enumerate(costs[j]) if c <= z] for j in range(n)]
+        wait = [wait_costs[j] is not None and wait_costs[j] <= z for j in range(n)]
+        g = _greedy(cap, options, allowed, wait, max_waiting)
+        if g is not None:
+            return g
+        c = _Choice(cap, [[options[j][k] for k in allowed[j]] for j in range(n)], wait,
+                    max_waiting=max_waiting)
+        if c.infeasible:
+            return None
+        picks, ok = c.solve(time_limit, feasibility=True)
+        stats["milps"] += 1
+        proven = proven and ok
+        if picks is None:
+            return None
+        return [allowed[j][k] if k is not None else None for j, k in enumerate(picks)]
+
+    best = feasible(cands[hi])
+    if best is None:
+        raise RuntimeError("ftf: no allocation at all (a bug: waiting is always possible)")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        got = feasible(cands[mid])
+        if got is None:
+            lo = mid + 1
+        else:
+            hi, best = mid, got
+    value = max((costs[j][k] if k is not None else wait_costs[j]) for j, k in enumerate(best))
+    return value, best, proven
+
+
+def _size(p: CurvePoint, cap: Capacity) -> float:
+    s = sum(x / max(1, m) for x, m in zip(p.counts, cap.counts))
+    if math.isfinite(cap.host_memory) and cap.host_memory > 0:
+        s += p.host_memory / cap.host_memory
+    return s
+
+
+def _greedy(cap, options, allowed, wait, max_waiting):
+    """A quick feasible selection: every job that may wait waits (up to ``max_waiting``; the others
+    take their smallest allowed option); ``None`` when that does not fit (which proves nothing)."""
+    free = list(cap.counts)
+    mem = cap.host_memory
+    waiting = 0
+    picks = []
+    for j in range(len(options)):
+        if wait[j] and (max_waiting is None or waiting < max_waiting):
+            picks.append(None)
+            waiting += 1
+            continue
+        if not allowed[j]:
+            return None
+        k = min(allowed[j], key=lambda k: _size(options[j][k], cap))
+        p = options[j][k]
+        free = [a - b for a, b in zip(free, p.counts)]
+        mem -= p.host_memory
+        picks.append(k)
+    if min(free, default=0) < 0 or mem < -1e-9 * (cap.host_memory if math.isfinite(cap.host_memory) else 1.0):
+        return None
+    return picks
+
+
+def _sensitive(jobs, cap, share_times, time_limit) -> Decision:
+    prop = _proportional(jobs, cap)
+    n = len(jobs)
+    options, gains = [], []
+    for j, job in enumerate(jobs):
+        floor = prop[j].time_per_sample
+        opts = [p for p in _options(job, cap) if p.time_per_sample <= floor * (1 + 1e-12)]
+        options.append(opts)
+        gains.append([share_times[j] / p.time_per_sample for p in opts])
+    # maximise normalised throughput; a vanishing charge per device (and per byte) keeps useless ones free
+    eps = 1e-7 * min([g for gs in gains for g in gs] + [1.0])
+    costs = [[-g + eps * _size(p, cap) for p, g in zip(options[j], gains[j])] for j in range(n)]
+    c = _Choice(cap, options, [not prop[j].running for j in range(n)], x_cost=costs)
+    picks, ok = c.solve(time_limit, gap=1e-7)
+    allocs = [_run(options[j][k]) if k is not None else _wait(cap) for j, k in enumerate(picks)]
+    obj = sum(gains[j][k] for j, k in enumerate(picks) if k is not None)
+    return Decision("sensitive", tuple(allocs), "optimal" if ok else "time limit", obj,
+                    stats={"milps": 1, "waiting": sum(1 for k in picks if k is None)})

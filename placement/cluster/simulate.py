@@ -1,0 +1,367 @@
+"""Jobs over time on a shared cluster: arrivals, completions and leases, each followed by a re-allocation.
+
+:func:`simulate` replays a trace: each job arrives with an amount of work (samples) and runs, while it
+holds an allocation, at the time per sample of the curve point it runs. The policy re-allocates at every
+arrival, every completion and, with a ``lease``, every ``lease`` time units; re-allocation is free (no
+checkpoint or restart cost is modelled). Work is conserved: a job's samples are consumed at its current
+rate between decisions and it completes exactly when they run out.
+
+Per job it reports the finish time, the job completion time (JCT = finish - arrival) and the finish-time
+fairness ``rho = JCT / T_id``, with ``T_id`` the job's time alone on a ``1/N`` share of the cluster, ``N``
+the average number of jobs present during its life (Themis's definition); overall the average JCT, the
+makespan (last finish - first arrival), the maximum ``rho`` and the utilisation (device time used by the
+jobs' placements over device time available during the makespan, per kind; ``utilisation`` itself over
+the accelerator kinds). :func:`allocate_once` is the one-decision counterpart (``placement cluster
+JOBS.json``): all jobs present, the allocation held until each finishes, nothing re-allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from graphs.errors import InfeasibleError, InputError
+
+from .curves import JobCurve
+from .formats import GB, json_number
+from .policies import POLICIES, Allocation, Capacity, JobState, allocate, default_request, fair_share_time
+
+__all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations"]
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """A job of a trace: its curve, work (samples), arrival time and (fifo) request."""
+
+    name: str
+    curve: JobCurve
+    samples: float
+    arrival: float = 0.0
+    request: tuple[int, ...] | None = None
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """``[start, end)`` with one allocation per job (``None``: the job is not present)."""
+
+    start: float
+    end: float
+    allocations: tuple[Allocation | None, ...]
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    name: str
+    arrival: float
+    samples: float
+    finish: float  # inf: never finishes (allocate_once: it waits)
+    ideal_time: float  # T_id
+    contention: float  # the N of its fair share
+    allocation: Allocation  # the first allocation it ran on (allocate_once: the only one)
+    done: float  # samples completed (== samples unless it never finishes)
+
+    @property
+    def jct(self) -> float:
+        return self.finish - self.arrival
+
+    @property
+    def rho(self) -> float:
+        return self.jct / self.ideal_time if self.ideal_time > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    capacity: Capacity
+    jobs: tuple[JobOutcome, ...]
+    segments: tuple[Segment, ...]
+    lease: float | None = None
+    decisions: int = 0
+    solve_seconds: float = 0.0
+    unit: str = ""
+    mode: str = "simulation"
+    statuses: tuple[str, ...] = ()
+
+    @property
+    def avg_jct(self) -> float:
+        return sum(j.jct for j in self.jobs) / len(self.jobs)
+
+    @property
+    def makespan(self) -> float:
+        return max(j.finish for j in self.jobs) - min(j.arrival for j in self.jobs)
+
+    @property
+    def max_rho(self) -> float:
+        return max(j.rho for j in self.jobs)
+
+    def utilisation_per_kind(self, *, held: bool = False) -> dict[str, float]:
+        span = self.makespan
+        out = {}
+        for t, (k, n) in enumerate(zip(self.capacity.kinds, self.capacity.counts)):
+            if n == 0 or not math.isfinite(span) or span <= 0:
+                out[k] = math.nan if n == 0 else 0.0
+                continue
+            busy = sum((s.end - s.start) * sum((a.devices if held else a.used)[t] for a in s.allocations
+                                               if a is not None) for s in self.segments)
+            out[k] = busy / (n * span)
+        return out
+
+    @property
+    def utilisation(self) -> float:
+        """Used device time over available device time on the accelerator kinds (host kinds when the
+        cluster has no accelerator)."""
+        span = self.makespan
+        ks = [t for t, h in enumerate(self.capacity.host) if not h] or list(range(len(self.capacity.kinds)))
+        total = sum(self.capacity.counts[t] for t in ks) * span
+        if not math.isfinite(span) or total <= 0:
+            return 0.0
+        busy = sum((s.end - s.start) * sum(a.used[t] for a in s.allocations if a is not None for t in ks)
+                   for s in self.segments)
+        return busy / total
+
+    def summary(self) -> dict:
+        return {"max_rho": json_number(self.max_rho), "avg_jct": json_number(self.avg_jct),
+                "makespan": json_number(self.makespan), "utilisation": self.utilisation,
+                "utilisation_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind().items()},
+                "held_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind(held=True).items()},
+                "waiting": sum(1 for j in self.jobs if not math.isfinite(j.finish)),
+                "decisions": self.decisions, "solve_seconds": self.solve_seconds}
+
+    def to_dict(self, curves: Sequence[JobCurve] | None = None, models: Sequence[str] | None = None) -> dict:
+        kinds = self.capacity.kinds
+
+        def counts(c):
+            return {k: int(x) for k, x in zip(kinds, c)}
+
+        jobs = []
+        for i, j in enumerate(self.jobs):
+            a = j.allocation
+            d = {"name": j.name, "arrival": j.arrival, "samples": j.samples,
+                 "allocation": counts(a.devices), "used": counts(a.used),
+                 "host_memory_gb": a.host_memory / GB, "time_per_sample": json_number(a.time_per_sample),
+                 "finish_time": json_number(j.finish), "jct": json_number(j.jct), "rho": json_number(j.rho),
+                 "ideal_time": json_number(j.ideal_time), "contention": j.contention}
+            if models is not None:
+                d["model"] = models[i]
+            if curves is not None:
+                c = curves[i]
+                d["curve"] = {"method": c.method, "exact": c.exact, "seconds": c.seconds,
+                              "points": len(c.points), "notes": list(c.notes)}
+            jobs.append(d)
+        doc = {"schema": "placement-cluster", "version": 1, "mode": self.mode, "policy": self.policy,
+               "cluster": {"kinds": list(kinds), "counts": list(self.capacity.counts),
+                           "host_memory_gb": json_number(self.capacity.host_memory / GB)},
+               "unit": self.unit, "lease": self.lease, "jobs": jobs, "summary": self.summary()}
+        if self.mode == "simulation":
+            doc["timeline"] = [{"start": s.start, "end": s.end,
+                                "jobs": {self.jobs[i].name: counts(a.used)
+                                         for i, a in enumerate(s.allocations) if a is not None and a.running}}
+                               for s in self.segments]
+        return doc
+
+
+class _Shares:
+    """Fair-share times per (job, contention), computed once."""
+
+    def __init__(self, capacity: Capacity) -> None:
+        self.capacity = capacity
+        self.memo: dict[tuple[int, float], float] = {}
+
+    def __call__(self, i: int, curve: JobCurve, n: float) -> float:
+        key = (i, round(n, 3))
+        if key not in self.memo:
+            self.memo[key] = fair_share_time(curve, self.capacity, key[1])
+        return self.memo[key]
+
+
+def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None:
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    if not jobs:
+        raise InputError("no jobs")
+    for j in jobs:
+        if not any(all(a <= b for a, b in zip(p.counts, capacity.counts))
+                   and p.host_memory <= capacity.host_memory for p in j.curve.points):
+            raise InfeasibleError(f"job {j.name!r} cannot run even on the whole cluster (devices or host "
+                                  f"memory)")
+        if policy == "fifo":
+            req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
+            p = j.curve.best_within(req)
+            if p is None or p.host_memory > capacity.host_memory:
+                raise InputError(f"job {j.name!r}: its request {dict(zip(capacity.kinds, req))} cannot "
+                                 f"run it (too few devices for its memory, or too much host memory)")
+
+
+def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: float | None = None,
+             time_limit: float | None = None, progress=None) -> SimResult:
+    """Replay ``jobs`` on ``capacity`` under ``policy`` (see the module doc); ``time_limit`` bounds each
+    MILP; ``progress`` is called with the fraction of jobs completed."""
+    _check_jobs(jobs, capacity, policy)
+    if lease is not None and not lease > 0:
+        raise InputError(f"lease must be positive, got {lease}")
+    n = len(jobs)
+    order = sorted(range(n), key=lambda i: (jobs[i].arrival, i))
+    rank = {i: r for r, i in enumerate(order)}
+    pending = deque(order)
+    active: list[int] = []
+    remaining = [float(j.samples) for j in jobs]
+    finish = [math.inf] * n
+    area = [0.0] * n  # integral of the number of jobs present, over each job's life so far
+    first: list[Allocation | None] = [None] * n
+    shares = _Shares(capacity)
+    segments: list[Segment] = []
+    t = jobs[order[0]].arrival
+    next_lease = t + lease if lease else math.inf
+    decisions, solve_s = 0, 0.0
+    statuses: list[str] = []
+    done = 0
+    while pending or active:
+        while pending and jobs[pending[0]].arrival <= t:
+            active.append(pending.popleft())
+        if not active:
+            t = jobs[pending[0]].arrival
+            continue
+        states, share_times = [], []
+        for i in active:
+            el = t - jobs[i].arrival
+            nc = area[i] / el if el > 0 else float(len(active))
+            states.append(JobState(jobs[i].name, jobs[i].curve, jobs[i].samples, remaining[i], el, nc,
+                                   rank[i], jobs[i].request))
+            share_times.append(shares(i, jobs[i].curve, nc))
+        d = allocate(policy, states, capacity, lease=lease or 0.0, time_limit=time_limit,
+                     share_times=share_times)
+        decisions += 1
+        solve_s += d.seconds
+        statuses.append(d.status)
+        alloc = dict(zip(active, d.allocations))
+        t_arr = jobs[pending[0]].arrival if pending else math.inf
+        ends = {i: t + remaining[i] * a.time_per_sample for i, a in alloc.items() if a.running}
+        while next_lease <= t:
+            next_lease += lease
+        t_next = min([t_arr, next_lease] + list(ends.values()))
+        if not ends and not pending:
+            raise InfeasibleError(f"policy {policy!r} leaves every job waiting at time {t:g} with no arrival "
+                                  f"to come")
+        if not math.isfinite(t_next):
+            raise AssertionError("no next event")
+        dt = t_next - t
+        for i in active:
+            area[i] += len(active) * dt
+            a = alloc[i]
+            if a.running:
+                if first[i] is None:
+                    first[i] = a
+                if ends[i] <= t_next * (1 + 1e-12) + 1e-12:
+                    remaining[i] = 0.0
+                else:
+                    remaining[i] -= dt / a.time_per_sample
+        seg = [None] * n
+        for i in active:
+            seg[i] = alloc[i]
+        segments.append(Segment(t, t_next, tuple(seg)))
+        t = t_next
+        for i in [i for i in active if remaining[i] <= 0.0]:
+            finish[i] = t
+            active.remove(i)
+            done += 1
+            if progress is not None:
+                progress(done / n)
+    outcomes = []
+    for i, j in enumerate(jobs):
+        life = finish[i] - j.arrival
+        nc = area[i] / life if life > 0 else 1.0
+        st = fair_share_time(j.curve, capacity, nc)
+        outcomes.append(JobOutcome(j.name, j.arrival, j.samples, finish[i], j.samples * st, nc,
+                                   first[i] or Allocation(tuple(0 for _ in capacity.kinds), 0.0, None),
+                                   j.samples - remaining[i]))
+    return SimResult(policy, capacity, tuple(outcomes), tuple(segments), lease, decisions, solve_s,
+                     jobs[0].curve.unit, "simulation", tuple(statuses))
+
+
+def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
+                  time_limit: float | None = None) -> SimResult:
+    """One allocation for all ``jobs`` at the time the last one arrives, held until each finishes (a job
+    that waits never finishes: finish ``inf``). ``rho`` uses ``N = len(jobs)``."""
+    _check_jobs(jobs, capacity, policy)
+    n = len(jobs)
+    now = max(j.arrival for j in jobs)
+    order = sorted(range(n), key=lambda i: (jobs[i].arrival, i))
+    rank = {i: r for r, i in enumerate(order)}
+    share_times = [fair_share_time(j.curve, capacity, n) for j in jobs]
+    states = [JobState(j.name, j.curve, j.samples, j.samples, now - j.arrival, float(n), rank[i], j.request)
+              for i, j in enumerate(jobs)]
+    d = allocate(policy, states, capacity, time_limit=time_limit, share_times=share_times)
+    outcomes, ends = [], []
+    for j, a, st in zip(jobs, d.allocations, share_times):
+        fin = now + j.samples * a.time_per_sample
+        ends.append(fin)
+        outcomes.append(JobOutcome(j.name, j.arrival, j.samples, fin, j.samples * st, float(n), a,
+                                   j.samples if a.running else 0.0))
+    # segments: the allocation holds until each job finishes
+    cuts = sorted({now} | {e for e in ends if math.isfinite(e)})
+    segments = []
+    for s, e in zip(cuts, cuts[1:]):
+        segments.append(Segment(s, e, tuple(a if end >= e else None for a, end in zip(d.allocations, ends))))
+    return SimResult(policy, capacity, tuple(outcomes), tuple(segments), None, 1, d.seconds,
+                     jobs[0].curve.unit, "allocation", (d.status,))
+
+
+def plot_allocations(result: SimResult, path: str, *, title: str | None = None) -> str:
+    """Stacked areas of the devices each job's placement uses over time, one panel per device kind (and
+    one for host memory when it is limited). Needs matplotlib (:class:`placement.draw.PlotsUnavailable`
+    otherwise)."""
+    from placement.draw import PlotsUnavailable
+
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotsUnavailable("drawing the allocation plot needs matplotlib, which is not installed: "
+                               "pip install 'placement[plots]' (or pip install matplotlib)") from None
+    cap = result.capacity
+    panels = [t for t, c in enumerate(cap.counts) if c > 0]
+    mem = math.isfinite(cap.host_memory)
+    fig = Figure(figsize=(10, 2.2 * (len(panels) + mem) + 0.8))
+    axes = fig.subplots(len(panels) + mem, 1, sharex=True, squeeze=False)[:, 0]
+    names = [j.name for j in result.jobs]
+    import matplotlib
+
+    cmap = matplotlib.colormaps.get_cmap("tab20")
+    xs = []
+    for s in result.segments:
+        xs += [s.start, s.end]
+
+    def series(get):
+        ys = []
+        for i in range(len(names)):
+            row = []
+            for s in result.segments:
+                a = s.allocations[i]
+                v = get(a) if a is not None and a.running else 0.0
+                row += [v, v]
+            ys.append(row)
+        return ys
+
+    for ax, t in zip(axes, panels):
+        ax.stackplot(xs, series(lambda a, t=t: a.used[t]), colors=[cmap(i % 20) for i in range(len(names))],
+                     linewidth=0)
+        ax.set_ylim(0, cap.counts[t])
+        ax.set_ylabel(f"{cap.kinds[t]}\n(of {cap.counts[t]})")
+    if mem:
+        ax = axes[-1]
+        ax.stackplot(xs, series(lambda a: a.host_memory / GB),
+                     colors=[cmap(i % 20) for i in range(len(names))], linewidth=0)
+        ax.set_ylim(0, cap.host_memory / GB)
+        ax.set_ylabel("host memory\nGB")
+    axes[-1].set_xlabel(f"time ({result.unit})" if result.unit else "time")
+    fig.suptitle(title or f"{result.policy}: devices used per job over time (avg JCT {result.avg_jct:.4g}, "
+                          f"max rho {result.max_rho:.3g})", fontsize=10)
+    if len(names) <= 20:
+        from matplotlib.patches import Patch
+
+        fig.legend([Patch(color=cmap(i % 20)) for i in range(len(names))], names, loc="upper right",
+                   fontsize=7, ncol=2)
+    fig.savefig(path, dpi=110)
+    return path
