@@ -149,7 +149,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "
                              f"{est.memory_bytes / 1e9:.2f} GB")
                 continue
-            run = dp.run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
+            run = dp.run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
+                            threads=options.threads)
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 if found is None or run.value <= found[1] or label == "exact":

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import get_num_threads, get_thread_id, njit, prange, set_num_threads
 
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
@@ -172,15 +172,17 @@ def _boundaries(bits, cn_class, cn_succ):
 
 @njit(cache=True)
 def _prefix(parent, added, item_compute, item_memory):
-    """Per-ideal sums of compute (unsupported counted apart) and memory."""
+    """Per-ideal sums of compute (unsupported counted apart), memory, and the ideal's size."""
     N = parent.shape[0]
     T = item_compute.shape[0]
     comp = np.zeros((N, T))
     unsup = np.zeros((N, T), np.int64)
     mem = np.zeros(N)
+    size = np.zeros(N, np.int64)
     for i in range(1, N):
         p = parent[i]
         v = added[i]
+        size[i] = size[p] + 1
         mem[i] = mem[p] + item_memory[v]
         for t in range(T):
             x = item_compute[t, v]
@@ -190,7 +192,7 @@ def _prefix(parent, added, item_compute, item_memory):
             else:
                 comp[i, t] = comp[p, t]
                 unsup[i, t] = unsup[p, t] + 1
-    return comp, unsup, mem
+    return comp, unsup, mem, size
 
 
 @njit(cache=True)
@@ -207,91 +209,122 @@ def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
 
 
 @njit(cache=True)
+def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+              bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok, comm):
+    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done); the last six arrays are scratch space.
+    Returns the number of (J, I) pairs used."""
+    W = bits.shape[1]
+    T = comp.shape[1]
+    S = digits.shape[0]
+    used = 0
+    for p in range(bd_ptr[I], bd_ptr[I + 1]):
+        in_bi[bd_idx[p]] = True
+    head = 0
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+    while head < tail:
+        J = queue[head]
+        head += 1
+        if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+            continue  # every smaller J only makes the stage bigger
+        used += 1
+        tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+        # compute alone bounds the stage's load from below: if no state can improve even
+        # with that bound, the (costlier) communication need not be computed
+        useful = False
+        for t in range(T):
+            if not ok[t]:
+                continue
+            lb = comp[I, t] - comp[J, t]
+            st = strides[t]
+            for s in range(S):
+                if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s]:
+                    useful = True
+                    break
+            if useful:
+                break
+        if not useful:
+            continue
+        # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
+        for w in range(W):
+            sbits[w] = bits[I, w] & ~bits[J, w]
+        for t in range(T):
+            comm[t] = 0.0
+        for side in range(2):
+            a = bd_ptr[I] if side == 0 else bd_ptr[J]
+            b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
+            for p in range(a, b):
+                u = bd_idx[p]
+                if side == 1 and in_bi[u]:
+                    continue
+                c = cn_class[u]
+                inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+                cross = False
+                for w in range(W):
+                    if inside:
+                        if cn_succ[u, w] & ~sbits[w]:
+                            cross = True
+                            break
+                    else:
+                        if cn_succ[u, w] & sbits[w]:
+                            cross = True
+                            break
+                if cross:
+                    for t in range(T):
+                        comm[t] += cn_cost[u, t]
+        for t in range(T):
+            if not ok[t]:
+                continue
+            load = comp[I, t] - comp[J, t] + comm[t]
+            if load > ub:
+                continue
+            st = strides[t]
+            for s in range(S):
+                if digits[s, t] == 0:
+                    continue
+                prev = dp[J, s - st]
+                cand = prev if prev > load else load
+                if cand < dp[I, s]:
+                    dp[I, s] = cand
+                    ch_j[I, s] = J
+                    ch_t[I, s] = t
+    for p in range(bd_ptr[I], bd_ptr[I + 1]):
+        in_bi[bd_idx[p]] = False
+    return used
+
+
+@njit(cache=True)
 def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
               cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
               dp, ch_j, ch_t, stamp, queue, in_bi):
-    """Fill ``dp[I]`` for ideals ``lo <= I < hi`` (all sub-ideals are already done). Returns the
-    number of (J, I) pairs used."""
-    N, W = bits.shape
-    T = comp.shape[1]
-    S = digits.shape[0]
-    sbits = np.empty(W, np.uint64)
-    ok = np.zeros(T, np.bool_)
-    comm = np.zeros(T)
+    """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
+    ``stamp``, ``queue`` and ``in_bi`` have one row per thread; the serial kernel uses row 0."""
+    sbits = np.empty(bits.shape[1], np.uint64)
+    ok = np.zeros(comp.shape[1], np.bool_)
+    comm = np.zeros(comp.shape[1])
     used = 0
     for I in range(lo, hi):
-        for p in range(bd_ptr[I], bd_ptr[I + 1]):
-            in_bi[bd_idx[p]] = True
-        head = 0
-        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
-        while head < tail:
-            J = queue[head]
-            head += 1
-            if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
-                continue  # every smaller J only makes the stage bigger
-            used += 1
-            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
-            # compute alone bounds the stage's load from below: if no state can improve even
-            # with that bound, the (costlier) communication need not be computed
-            useful = False
-            for t in range(T):
-                if not ok[t]:
-                    continue
-                lb = comp[I, t] - comp[J, t]
-                st = strides[t]
-                for s in range(S):
-                    if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s]:
-                        useful = True
-                        break
-                if useful:
-                    break
-            if not useful:
-                continue
-            # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
-            for w in range(W):
-                sbits[w] = bits[I, w] & ~bits[J, w]
-            for t in range(T):
-                comm[t] = 0.0
-            for side in range(2):
-                a = bd_ptr[I] if side == 0 else bd_ptr[J]
-                b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
-                for p in range(a, b):
-                    u = bd_idx[p]
-                    if side == 1 and in_bi[u]:
-                        continue
-                    c = cn_class[u]
-                    inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
-                    cross = False
-                    for w in range(W):
-                        if inside:
-                            if cn_succ[u, w] & ~sbits[w]:
-                                cross = True
-                                break
-                        else:
-                            if cn_succ[u, w] & sbits[w]:
-                                cross = True
-                                break
-                    if cross:
-                        for t in range(T):
-                            comm[t] += cn_cost[u, t]
-            for t in range(T):
-                if not ok[t]:
-                    continue
-                load = comp[I, t] - comp[J, t] + comm[t]
-                if load > ub:
-                    continue
-                st = strides[t]
-                for s in range(S):
-                    if digits[s, t] == 0:
-                        continue
-                    prev = dp[J, s - st]
-                    cand = prev if prev > load else load
-                    if cand < dp[I, s]:
-                        dp[I, s] = cand
-                        ch_j[I, s] = J
-                        ch_t[I, s] = t
-        for p in range(bd_ptr[I], bd_ptr[I + 1]):
-            in_bi[bd_idx[p]] = False
+        used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t,
+                          stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+    return used
+
+
+@njit(cache=True, parallel=True)
+def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
+                       cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
+                       dp, ch_j, ch_t, stamp, queue, in_bi):
+    """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
+    (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
+    nt = stamp.shape[0]
+    sbits = np.empty((nt, bits.shape[1]), np.uint64)
+    ok = np.zeros((nt, comp.shape[1]), np.bool_)
+    comm = np.zeros((nt, comp.shape[1]))
+    used = 0
+    for k in prange(hi - lo):
+        t = get_thread_id()
+        used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t,
+                          stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
     return used
 
 
@@ -326,19 +359,26 @@ class DPRun:
 
 
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
-           progress=None) -> DPRun:
-    """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``."""
+           progress=None, threads: int | None = None) -> DPRun:
+    """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
+    threads (default: numba's thread count; ideals of one size are independent)."""
     N = lattice.num_ideals
     S = prob.digits.shape[0]
-    comp, unsup, mem = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    comp, unsup, mem, size = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
+    nt = max(1, min(int(threads or get_num_threads()), get_num_threads()))
+    if N < 2000:
+        nt = 1  # not worth waking threads for
     dp = np.full((N, S), np.inf)
     dp[0, :] = 0.0
     ch_j = np.full((N, S), -1, np.int64)
     ch_t = np.full((N, S), -1, np.int64)
-    stamp = np.full(N, -1, np.int64)
-    queue = np.empty(N, np.int64)
-    in_bi = np.zeros(prob.cn_class.size, np.bool_)
+    stamp = np.full((nt, N), -1, np.int64)
+    queue = np.empty((nt, N), np.int64)
+    in_bi = np.zeros((nt, prob.cn_class.size), np.bool_)
+    layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
+    if nt > 1:
+        set_num_threads(nt)
     args = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
             prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx,
             float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
@@ -350,7 +390,11 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
         hi = min(N, lo + step)
         t0 = time.perf_counter()
         try:
-            pairs += _dp_chunk(lo, hi, *args)
+            if nt > 1 and layer_end[lo] - lo >= 4 * nt:
+                hi = min(hi, int(layer_end[lo]))
+                pairs += _dp_chunk_parallel(lo, hi, *args)
+            else:
+                pairs += _dp_chunk(lo, hi, *args)
             if progress is not None:
                 progress(hi / N)
         except KeyboardInterrupt:  # Ctrl-C arrives between chunks: stop and report what we have
@@ -402,7 +446,7 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
              seed: int = 0) -> Estimate:
     """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals."""
     N = lattice.num_ideals
-    comp, unsup, mem = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    comp, unsup, mem, _ = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
     rng = np.random.default_rng(seed)
     ids = np.arange(N, dtype=np.int64) if N <= sample else np.sort(rng.choice(N, sample, replace=False))
     stamp = np.full(N, -1, np.int64)
@@ -498,7 +542,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
         if not options.raw.get("prune", True):
             ub = math.inf
-        run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress)
+        run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
+                     threads=options.threads)
         stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs)
         stop = "interrupted" if run.interrupted else "time limit reached"
     elapsed = time.perf_counter() - t_start
@@ -547,7 +592,8 @@ def curve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     max_ideals = int(options.raw.get("max_ideals", DEFAULT_MAX_IDEALS))
     lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals)
     deadline = None if options.time_limit is None else t0 + options.time_limit
-    run = run_dp(prob, lattice, ub=math.inf, deadline=deadline, progress=options.progress)
+    run = run_dp(prob, lattice, ub=math.inf, deadline=deadline, progress=options.progress,
+                 threads=options.threads)
     if not run.complete:
         raise ProblemTooLargeError("the throughput curve's DP did not finish within the time limit")
     last = run.table[lattice.num_ideals - 1]

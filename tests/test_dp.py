@@ -174,3 +174,18 @@ def test_curve_equals_separate_dp_runs_at_each_device_count():
             sol = solve(inst.graph, sub)
             expected = sol.objective if sol.status is Status.OPTIMAL else math.inf
             assert value == pytest.approx(expected, rel=1e-9), counts
+
+
+def test_parallel_layers_give_the_same_table_as_the_serial_kernel(workloads):
+    """Ideals of one size are solved on several threads; the DP table must not change."""
+    from graphs.ideals import enumerate_ideals
+    from solvers.dp import prepare, run_dp
+
+    w = read_workload(os.path.join(workloads, "throughput-inputs/LayerGraphs/gnmt_training.json"))
+    prob = prepare(w.graph, w.cluster)
+    lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+    one = run_dp(prob, lattice, ub=120.0, threads=1)
+    two = run_dp(prob, lattice, ub=120.0, threads=2)
+    assert one.pairs == two.pairs
+    np.testing.assert_array_equal(one.table, two.table)
+    assert one.value == two.value == pytest.approx(107.0044140625, rel=1e-9)
