@@ -32,7 +32,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     path = options.raw.get("split")
     if not path:
         raise InputError("the expert solver evaluates a given split: pass its path as "
-                         "options.raw['split'] (on the command line: --solver expert SPLIT.json)")
+                         "options.raw['split'] (on the command line: --solver expert --split SPLIT.json)")
     assignment = read_split(path, graph, cluster)
     ev = evaluate(graph, cluster, assignment)
     if not ev.valid:
