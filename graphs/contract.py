@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Cluster, OpGraph
+from .order import topological_order
 
 __all__ = ["ClassGraph", "contract", "colocation_items", "item_edges"]
 
@@ -89,7 +90,7 @@ def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost:
 
     # 2. fuse strongly connected components of the item graph (only when there is a cycle)
     s, d = item_edges(graph, cls)
-    if s.size and _topo(C, s, d) is None:
+    if s.size and topological_order(C, s, d) is None:
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
@@ -104,32 +105,13 @@ def contract(graph: OpGraph, cluster: Cluster | None = None, *, merge_zero_cost:
 
     # 3. number items in a topological order
     s, d = item_edges(graph, cls)
-    order = _topo(C, s, d)
+    order = topological_order(C, s, d)
     rank = np.empty(C, np.int64)
     rank[order] = np.arange(C)
     cls = rank[cls]
     s, d = rank[s], rank[d]
     o = np.lexsort((d, s))
     return ClassGraph(graph, cls, C, s[o], d[o], merged)
-
-
-def _topo(C: int, s: np.ndarray, d: np.ndarray) -> np.ndarray | None:
-    """A depth-first topological order of the item graph, or ``None`` if it has a cycle."""
-    indeg = np.bincount(d, minlength=C).tolist()
-    o = np.argsort(s, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(s, minlength=C))]).tolist()
-    succ = d[o].tolist()
-    ready = [c for c in range(C) if indeg[c] == 0]
-    ready.reverse()
-    out = []
-    while ready:
-        u = ready.pop()
-        out.append(u)
-        for v in succ[ptr[u]:ptr[u + 1]]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    return np.array(out, dtype=np.int64) if len(out) == C else None
 
 
 def _merge_zero_cost_leaves(graph: OpGraph, cluster: Cluster | None, cls: np.ndarray, C: int):

@@ -307,24 +307,14 @@ class OpGraph:
     def topological_order(self) -> np.ndarray:
         """Node indices in a topological order (Kahn, smallest index first among ready nodes is *not*
         promised). Raises :class:`CycleError` naming one cycle."""
-        n = self.num_nodes
-        indeg = np.bincount(self.dst, minlength=n)
-        ptr, idx = self.successors_csr()
-        stack = list(np.flatnonzero(indeg == 0)[::-1])
-        indeg = indeg.tolist()
-        ptr_l, idx_l = ptr.tolist(), idx.tolist()
-        order = []
-        while stack:
-            u = stack.pop()
-            order.append(u)
-            for v in idx_l[ptr_l[u]:ptr_l[u + 1]]:
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    stack.append(v)
-        if len(order) < n:
-            raise CycleError([self.ids[i] for i in _find_cycle(n, self.src, self.dst, set(order))],
+        from .order import topological_order
+
+        order = topological_order(self.num_nodes, self.src, self.dst, partial=True)
+        if order.size < self.num_nodes:
+            done = set(order.tolist())
+            raise CycleError([self.ids[i] for i in _find_cycle(self.num_nodes, self.src, self.dst, done)],
                              source=self.source)
-        return np.array(order, dtype=np.int64)
+        return order
 
 
 def _find_cycle(n: int, src: np.ndarray, dst: np.ndarray, done: set) -> list[int]:

@@ -28,6 +28,7 @@ from graphs.errors import InfeasibleError, ProblemTooLargeError
 from graphs.evaluate import evaluate
 from graphs.ideals import chain_ideals, enumerate_ideals
 from graphs.model import Cluster, OpGraph
+from graphs.order import topological_order
 
 from . import dp
 from .base import Solution, SolveOptions, Status
@@ -60,26 +61,8 @@ def _chain_bound(prob: dp.DPProblem, orders) -> dp.DPRun | None:
 
 def _random_orders(items, count: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Random topological orders of the item graph (random choice among ready items)."""
-    C = items.num_classes
-    o = np.argsort(items.src, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(items.src, minlength=C))]).tolist()
-    succ = items.dst[o].tolist()
-    out = []
-    for _ in range(count):
-        deg = np.bincount(items.dst, minlength=C).tolist()
-        ready = [c for c in range(C) if deg[c] == 0]
-        order = []
-        while ready:
-            k = int(rng.integers(len(ready)))
-            ready[k], ready[-1] = ready[-1], ready[k]
-            u = ready.pop()
-            order.append(u)
-            for v in succ[ptr[u]:ptr[u + 1]]:
-                deg[v] -= 1
-                if deg[v] == 0:
-                    ready.append(v)
-        out.append(np.array(order, dtype=np.int64))
-    return out
+    return [topological_order(items.num_classes, items.src, items.dst, policy="random", rng=rng)
+            for _ in range(count)]
 
 
 def _levels(graph: OpGraph, cluster: Cluster, prob: dp.DPProblem):

@@ -36,6 +36,7 @@ from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
+from graphs.order import topological_order
 
 from .base import Solution, SolveOptions, Status
 
@@ -475,25 +476,8 @@ def stages_to_assignment(prob: DPProblem, cluster: Cluster, stages) -> np.ndarra
 def topological_orders(items: ClassGraph) -> list[np.ndarray]:
     """A few different topological orders of the item graph (depth-first and breadth-first)."""
     C = items.num_classes
-    orders = [np.arange(C)]  # items are numbered depth-first by contract()
-    indeg = np.bincount(items.dst, minlength=C)
-    o = np.argsort(items.src, kind="stable")
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(items.src, minlength=C))]).tolist()
-    succ = items.dst[o].tolist()
-    deg = indeg.tolist()
-    ready = [c for c in range(C) if deg[c] == 0]
-    out = []
-    head = 0
-    while head < len(ready):
-        u = ready[head]
-        head += 1
-        out.append(u)
-        for v in succ[ptr[u]:ptr[u + 1]]:
-            deg[v] -= 1
-            if deg[v] == 0:
-                ready.append(v)
-    orders.append(np.array(out, dtype=np.int64))
-    return orders
+    # items are numbered depth-first by contract()
+    return [np.arange(C), topological_order(C, items.src, items.dst, policy="queue")]
 
 
 def lower_bound(prob: DPProblem) -> float:
