@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -93,7 +94,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     if options.objective != "max-load":
         from .registry import get_solver
 
-        return get_solver("ip")(graph, cluster, options)
+        limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+        return get_solver("ip")(graph, cluster, replace(options, time_limit=limit))
     t0 = time.perf_counter()
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     deadline = t0 + limit
@@ -143,6 +145,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if run.complete and g is graph:
                 return Solution(None, math.inf, Status.INFEASIBLE, "auto", time=time.perf_counter() - t0,
                                 message="no contiguous placement fits the devices' memory")
+            if run.complete:  # coarser graphs only get harder to fit
+                tried.append(f"{label}: no placement of this coarsened graph fits the devices' memory")
+                break
             tried.append(f"{label}: stopped at the time limit")
             if interrupted:
                 break
