@@ -21,12 +21,24 @@ interchangeable, so they are ordered by the smallest item each holds (symmetry b
 ``objective="split-max"`` (training) minimises max forward load + max backward load instead: a node's
 compute and communication count in its own pass (see :func:`split_loads`).
 
-Both start from a feasible placement (``options.warm_start``, else the DP's, which is optimal for the
-contiguous program, so the solver only has to prove it) and report what the MIP solver proved: status,
-objective (the evaluator's value of the returned placement), best bound and gap. ``options.raw``:
-``log`` (print the solver log), ``warm_start`` (``False`` to start cold), ``symmetry`` (``False`` to
-skip symmetry breaking), ``dp_time_share`` (fraction of the time limit the DP warm start may use,
-default 0.3), ``highs_options`` (passed to HiGHS), ``pulp_solver`` (e.g. ``"GUROBI"``, ``"CPLEX_PY"``).
+Both start from the best of ``options.warm_start``, a few greedy chains and the DP's placement (optimal
+for the contiguous program, so the solver only has to prove it); the non-contiguous one then runs the
+local-search baseline from there. With a start of max-load ``U`` the contiguous program fixes, before
+solving, every stage variable that no placement of max-load ``<= U`` can set otherwise: an item can sit
+in the first ``p + 1`` stages only if the work of all its ancestors fits in ``p + 1`` stages of load
+``U``, and after them only if its descendants' work fits in the other stages. That confines each item
+to a few stages around where its ancestors' work puts it, which the LP relaxation cannot see on its
+own (fractional stages smear every item over all of them), and is what lets HiGHS prove the layer
+graphs optimal.
+
+Both report what the MIP solver proved: status, objective (the evaluator's value of the returned
+placement), best bound and gap; a limit never yields ``optimal``, and the start is returned if the
+solver found nothing better. ``options.raw``: ``log`` (print the solver log), ``warm_start``
+(``False`` to start cold), ``dp_warm_start`` (``False``: no DP start), ``fixing`` (``False``: no bound
+fixing), ``symmetry`` (``False`` to skip symmetry breaking), ``local_search`` (``False``: none),
+``local_search_s`` (at most this many seconds, default 60, and 15% of the time left),
+``dp_time_share`` (fraction of the time left the DP start may use, default 0.3), ``highs_options``
+(passed to HiGHS), ``pulp_solver`` (e.g. ``"GUROBI"``, ``"CPLEX_PY"``; default the bundled CBC).
 """
 
 from __future__ import annotations
