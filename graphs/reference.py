@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .jsonio import read_json
 from .model import Cluster, DeviceKind, OpGraph
 
 __all__ = ["Workload", "ACCELERATOR", "CPU", "read_workload", "parse_workload", "read_split",
@@ -38,27 +39,10 @@ def reference_cluster(accelerators: int, cpus: int, accelerator_memory: float | 
                     DeviceKind(CPU, cpus, None, False)))
 
 
-def _load_json(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise InputError("no such file", source=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a JSON file", source=path) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not a UTF-8 text file ({e.reason})", source=path) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
-                         source=path) from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror}", source=path) from None
-
-
 def read_workload(path: str | os.PathLike) -> Workload:
     """Read and validate a reference-format workload file."""
     path = os.fspath(path)
-    return parse_workload(_load_json(path), source=path)
+    return parse_workload(read_json(path), source=path)
 
 
 def _num(value, what: str, source: str | None, *, integer: bool = False, allow_inf: bool = False) -> float:
@@ -230,7 +214,7 @@ def read_split(path: str | os.PathLike, graph: OpGraph, cluster: Cluster) -> np.
     and return the assignment (device number per node index). Backward nodes that the split does not
     list go where their colocated forward node is."""
     path = os.fspath(path)
-    return parse_split(_load_json(path), graph, cluster, source=path)
+    return parse_split(read_json(path), graph, cluster, source=path)
 
 
 def parse_split(data, graph: OpGraph, cluster: Cluster, *, source: str | None = None) -> np.ndarray:

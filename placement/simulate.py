@@ -48,7 +48,6 @@ devices: not contiguous) raises :class:`~graphs.errors.InputError` saying which 
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -609,16 +608,10 @@ def _cycle_time(stages: tuple[StageCosts, ...], phases: tuple[str, ...], overlap
 # --------------------------------------------------------------------------- result files
 def read_result(path: str | os.PathLike) -> dict:
     """Read a result file written by ``placement place --out`` (schema ``placement-result``)."""
+    from graphs.jsonio import read_json
+
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError("no such file", source=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read: {e}", source=path) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}", source=path) from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("schema") != "placement-result":
         raise InputError("not a placement result (expected a JSON object with \"schema\": "
                          "\"placement-result\", as written by placement place --out)", source=path)
