@@ -40,7 +40,7 @@ from graphs.model import Cluster, OpGraph
 from . import _milp
 from .base import Solution, SolveOptions, Status
 
-__all__ = ["solve", "greedy_fill"]
+__all__ = ["solve", "greedy_fill", "critical_path"]
 
 
 def greedy_fill(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
@@ -571,6 +571,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     value = ev.total
+    lb = critical_path(graph, cluster)
+    if res.bound is None or res.bound < lb:
+        res.bound = lb
     stats["model_objective"] = None if res.x is None else float(res.x[model.T])
     stats["subgraphs"] = [int(s) for s in sub]
     stats["max_load"] = evaluate(graph, cluster, a).max_load
@@ -581,6 +584,25 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
     return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE, solver,
                     bound=bound, gap=gap, time=elapsed, message=msg, stats=stats)
+
+
+def critical_path(graph: OpGraph, cluster: Cluster) -> float:
+    """A lower bound on any placement's latency: the longest path, every node at its cheapest kind
+    (no communication)."""
+    compute_c, _ = graph.costs_for(cluster)
+    active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+    cheapest = np.where(np.isfinite(compute_c[active]), compute_c[active], np.inf).min(axis=0)
+    if not np.isfinite(cheapest).all():
+        return 0.0
+    finish = cheapest.copy()
+    n = graph.num_nodes
+    order_e = np.argsort(graph.dst, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(graph.dst, minlength=n))])
+    for v in graph.topological_order().tolist():
+        idx = order_e[ptr[v]:ptr[v + 1]]
+        if idx.size:
+            finish[v] = cheapest[v] + finish[graph.src[idx]].max()
+    return float(finish.max(initial=0.0))
 
 
 def _horizon(graph: OpGraph, cluster: Cluster, q: int) -> float:
