@@ -12,7 +12,9 @@
    the placement and prove a bound. Status ``feasible``, with the bound and gap when known.
 
 Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
-in bytes (default :data:`DEFAULT_MEMORY_LIMIT`). The label is in ``stats["path"]``.
+in bytes (default :data:`DEFAULT_MEMORY_LIMIT`); each DP attempt gets at most 70% of the time left, so a
+wrong estimate still leaves time for the next level. ``options.raw["seconds_per_pair"]`` overrides the
+DP's time-per-pair calibration. The label is in ``stats["path"]``.
 """
 
 from __future__ import annotations
@@ -128,14 +130,16 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             except ProblemTooLargeError as e:
                 tried.append(f"{label}: {e}")
                 continue
-            est = dp.estimate(prob, lattice, ub)
+            est = dp.estimate(prob, lattice, ub, seconds_per_pair=options.raw.get("seconds_per_pair"))
             left = deadline - time.perf_counter()
             if est.seconds > 0.7 * left or est.memory_bytes > mem_limit:
                 tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "
                              f"{est.memory_bytes / 1e9:.2f} GB")
                 continue
-            run = dp.run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
-                            threads=options.threads)
+            # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
+            # the refinement and the IP rather than end with nothing but the first heuristic
+            run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
+                            progress=options.progress, threads=options.threads)
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 if found is None or run.value <= found[1] or label == "exact":

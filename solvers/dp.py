@@ -45,6 +45,7 @@ __all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimat
 
 DEFAULT_MAX_IDEALS = 3_000_000
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
+_MAX_CHUNK = 64  # ideals per kernel call at most
 
 
 # --------------------------------------------------------------------------- preparation
@@ -412,7 +413,9 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
         target = _CHUNK_SECONDS
         if deadline is not None:
             target = max(0.01, min(target, 0.5 * (deadline - time.perf_counter())))
-        step = max(1, int(step * min(2.0, target / max(dt, 1e-6))))
+        # capped: larger ideals cost far more than the small ones a chunk was sized on, and a call
+        # costs only tens of microseconds
+        step = max(1, min(_MAX_CHUNK, int(step * min(2.0, target / max(dt, 1e-6)))))
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []
@@ -444,7 +447,7 @@ class Estimate:
 
 
 def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int = 300,
-             seed: int = 0) -> Estimate:
+             seed: int = 0, seconds_per_pair: float | None = None) -> Estimate:
     """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals."""
     N = lattice.num_ideals
     comp, unsup, mem, _ = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
@@ -459,7 +462,7 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     W = lattice.words
     avg_boundary = max(1, prob.cn_class.size // 4)
     memory = N * (S * 24 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
-    return Estimate(N, pairs, pairs * SECONDS_PER_PAIR, float(memory))
+    return Estimate(N, pairs, pairs * (seconds_per_pair or SECONDS_PER_PAIR), float(memory))
 
 
 def stages_to_assignment(prob: DPProblem, cluster: Cluster, stages) -> np.ndarray:

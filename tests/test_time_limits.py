@@ -24,6 +24,7 @@ def hard(workloads):
     for name in solver_names():
         if name != "expert":
             get_solver(name)(small.graph, small.cluster, SolveOptions(time_limit=5))
+    get_solver("dp")(w.graph, w.cluster, SolveOptions(time_limit=1.0))  # the DP's parallel kernel
     return w
 
 
