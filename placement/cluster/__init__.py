@@ -4,8 +4,8 @@
   cached per model, cost model and options;
 * :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly),
   ``sensitive`` (Synergy's resource-sensitive allocation), ``proportional`` and ``fifo``;
-* :mod:`~placement.cluster.simulate`: arrivals, completions and leases over time, per-job finish time and
-  rho, average JCT, makespan, utilisation, and a plot of allocations over time;
+* :mod:`~placement.cluster.simulate` (``simulate``): arrivals, completions and leases over time, per-job
+  finish time and rho, average JCT, makespan, utilisation, and a plot of allocations over time;
 * :mod:`~placement.cluster.formats`: the job list / trace file (``JOBS.json``).
 
 The command line is ``placement cluster JOBS.json --policy ftf`` and ``placement cluster simulate
@@ -15,11 +15,13 @@ TRACE.json --policy ftf`` (:mod:`~placement.cluster.command`).
 from .curves import CurveCache, CurvePoint, JobCurve, graph_curve, job_curve
 from .formats import ClusterSpec, JobList, JobSpec, parse_jobs, read_jobs
 from .policies import POLICIES, Allocation, Capacity, Decision, JobState, allocate, fair_share_time
-from .simulate import JobOutcome, SimJob, SimResult, allocate_once, simulate
+from .simulate import JobOutcome, SimJob, SimResult, allocate_once
 
 __all__ = [
     "CurveCache", "CurvePoint", "JobCurve", "graph_curve", "job_curve",
     "ClusterSpec", "JobList", "JobSpec", "parse_jobs", "read_jobs",
     "POLICIES", "Allocation", "Capacity", "Decision", "JobState", "allocate", "fair_share_time",
-    "JobOutcome", "SimJob", "SimResult", "allocate_once", "simulate",
+    "JobOutcome", "SimJob", "SimResult", "allocate_once",
 ]
+# ``simulate`` (the function) stays in :mod:`placement.cluster.simulate`: exporting it here would hide
+# the module of the same name

@@ -371,7 +371,7 @@ class _Choice:
             scale = max(cap.host_memory, 1.0)
             for j, xs in enumerate(self.x):
                 for k, p in enumerate(options[j]):
-                    if p.host_memory:
+                    if p.host_memory > 1e-9 * scale:  # HiGHS drops smaller coefficients anyway
                         rows.append(r)
                         cols.append(int(xs[k]))
                         vals.append(p.host_memory / scale)
@@ -385,16 +385,27 @@ class _Choice:
             r += 1
         self.m.add_rows([-math.inf] * r, hi, rows, cols, vals)
 
-    def solve(self, time_limit, gap=1e-9, feasibility=False):
+    def solve(self, time_limit, gap=1e-9, feasibility=False, start=None):
         """``(picks, proven)``: the option index per job (``None``: waits). With ``feasibility``,
-        ``picks`` is ``None`` when the model is infeasible."""
+        ``picks`` is ``None`` when the model is infeasible. ``start``: feasible picks to start from (so
+        that a time limit still returns a selection)."""
+        import numpy as np
+
         from solvers._milp import INFEASIBLE, OPTIMAL, solve_mip
 
         if self.infeasible:
             if feasibility:
                 return None, True
             raise RuntimeError("allocation MILP: a job has no option")
-        res = solve_mip(self.m, gap=gap, time_limit=time_limit, raw={"abs_gap": 1e-10})
+        x0 = None
+        if start is not None:
+            x0 = np.zeros(self.m.num_cols)
+            for j, k in enumerate(start):
+                x0[self.w[j] if k is None else self.x[j][k]] = 1.0
+        # HiGHS's presolve spends seconds on these set-partitioning models (thousands of binaries, a few
+        # dozen rows) that its root LP solves in milliseconds
+        res = solve_mip(self.m, gap=gap, time_limit=time_limit, start=x0,
+                        raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
         if res.x is None:
             if feasibility and res.status == INFEASIBLE:
                 return None, True
@@ -425,8 +436,9 @@ def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
     big = 2.0 * max([r for rs in rhos for r in rs] + waits + [1.0]) + 1.0
     stats = {"milps": 0}
 
+    dom = [_dominance(o) for o in options]
     # phase 1: the smallest max of rho (running) and big + rho_wait (waiting)
-    z1, picks, ok1 = _bottleneck(cap, options, rhos, [big + w for w in waits], None, time_limit, stats)
+    z1, picks, ok1 = _bottleneck(cap, options, dom, rhos, [big + w for w in waits], None, time_limit, stats)
     if z1 < big:
         may_wait = [False] * n
         limit_wait, zmax, ok2 = 0, z1, True
@@ -434,18 +446,25 @@ def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
         # phase 2: the jobs that may wait are those whose rho_wait is within the optimum; fewest of them
         # wait, then the max rho of the running ones is the smallest it can be
         may_wait = [big + waits[j] <= z1 * (1 + _TOL) for j in range(n)]
-        c = _Choice(cap, options, may_wait, w_cost=1.0)
-        picks, ok = c.solve(time_limit)
+        least = [_minimal(dom[j], list(range(len(options[j])))) for j in range(n)]
+        c = _Choice(cap, [[options[j][k] for k in least[j]] for j in range(n)], may_wait, w_cost=1.0)
+        pos = [{k: i for i, k in enumerate(least[j])} for j in range(n)]
+        start = [None if k is None or k not in pos[j] else pos[j][k] for j, k in enumerate(picks)]
+        if any(k is not None and k not in pos[j] for j, k in enumerate(picks)):
+            start = None
+        got, ok = c.solve(time_limit, start=start)
         stats["milps"] += 1
-        limit_wait = sum(1 for k in picks if k is None)
-        zmax, picks, ok2 = _bottleneck(cap, options, rhos, [0.0 if f else None for f in may_wait], limit_wait,
-                                       time_limit, stats)
+        limit_wait = sum(1 for k in got if k is None)
+        zmax, picks, ok2 = _bottleneck(cap, options, dom, rhos, [0.0 if f else None for f in may_wait],
+                                       limit_wait, time_limit, stats)
         ok2 = ok2 and ok
     # phase 3: the smallest sum of rho among allocations that keep the max (and the number waiting)
     kept = [[k for k, r in enumerate(rhos[j]) if r <= zmax * (1 + _TOL)] for j in range(n)]
     c3 = _Choice(cap, [[options[j][k] for k in kept[j]] for j in range(n)], may_wait,
                  x_cost=[[rhos[j][k] for k in kept[j]] for j in range(n)], max_waiting=limit_wait)
-    picks3, ok3 = c3.solve(time_limit, gap=1e-6)
+    where = [{k: i for i, k in enumerate(kept[j])} for j in range(n)]
+    picks3, ok3 = c3.solve(time_limit, gap=1e-6,
+                           start=[None if k is None else where[j][k] for j, k in enumerate(picks)])
     stats["milps"] += 1
     allocs = [_run(options[j][kept[j][k]]) if k is not None else _wait(cap) for j, k in enumerate(picks3)]
     running = [rhos[j][kept[j][k]] for j, k in enumerate(picks3) if k is not None]
@@ -454,7 +473,31 @@ def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
                     max(running, default=None), stats=stats)
 
 
-def _bottleneck(cap, options, costs, wait_costs, max_waiting, time_limit, stats):
+def _dominance(points: Sequence[CurvePoint]):
+    """``d[q, p]``: point ``q`` needs no more of anything than ``p`` (devices and host memory)."""
+    import numpy as np
+
+    if not points:
+        return np.zeros((0, 0), bool)
+    c = np.array([p.counts for p in points], dtype=np.int64)
+    m = np.array([p.host_memory for p in points])
+    d = (c[:, None, :] <= c[None, :, :]).all(axis=2) & (m[:, None] <= m[None, :])
+    np.fill_diagonal(d, False)
+    return d
+
+
+def _minimal(dom, allowed: list[int]) -> list[int]:
+    """The allowed options no other allowed option dominates (enough for a feasibility question)."""
+    import numpy as np
+
+    if not allowed:
+        return []
+    a = np.asarray(allowed, dtype=np.int64)
+    keep = ~dom[np.ix_(a, a)].any(axis=0)
+    return a[keep].tolist()
+
+
+def _bottleneck(cap, options, dom, costs, wait_costs, max_waiting, time_limit, stats):
     """The smallest ``z`` such that every job can take an option (or wait, where ``wait_costs[j]`` is not
     ``None``) of cost ``<= z`` within the capacity (and at most ``max_waiting`` jobs wait): a binary search
     over the candidate costs, each step a feasibility check (greedy first, else a MILP)."""
@@ -470,7 +513,7 @@ def _bottleneck(cap, options, costs, wait_costs, max_waiting, time_limit, stats)
 
     def feasible(z):
         nonlocal proven
-        allowed = [[k for k, c in enumerate(costs[j]) if c <= z] for j in range(n)]
+        allowed = [_minimal(dom[j], [k for k, c in enumerate(costs[j]) if c <= z]) for j in range(n)]
         wait = [wait_costs[j] is not None and wait_costs[j] <= z for j in range(n)]
         g = _greedy(cap, options, allowed, wait, max_waiting)
         if g is not None:

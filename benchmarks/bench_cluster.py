@@ -1,0 +1,172 @@
+"""Shared-cluster benchmark: one seeded trace of jobs, four allocation policies (README_cluster.md).
+
+The trace draws ``--jobs`` jobs from a pool of models whose one-run curve DP is quick (the reference
+workloads' layer and operator graphs that finish in seconds, and the ONNX zoo models, inference and
+training), gives each an amount of work so that it would take ``T`` on an eighth of the cluster with
+``T`` log-uniform in ``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit,
+and the reference workloads' times are read as milliseconds too), and Poisson arrivals at an offered
+load of ``--load`` (the work's total eighth-of-the-cluster time over eight times the arrival span). Then
+it simulates ``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease and prints average JCT,
+makespan, max rho and utilisation, with each policy's ratio to ``proportional``.
+
+    python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:32]
+        [--host-memory-gb 256] [--load 1.0] [--lease-minutes 10] [--out-dir DIR] [--cache-dir DIR]
+
+Writes ``trace.json`` (a job list for ``placement cluster simulate``), ``results.json`` and one plot per
+policy under ``--out-dir`` (default ``benchmarks/results/cluster``). Curves are cached
+(``--cache-dir``, default ``~/.cache/placement/curves``), so a second run only simulates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.environ.get("PLACEMENT_WORKLOADS", os.path.join(HERE, "..", "..", "shared", "workloads"))
+
+REFERENCE = ["LayerGraphs/bert24_inference", "LayerGraphs/bert24_training", "LayerGraphs/resnet50_inference",
+             "LayerGraphs/resnet50_training", "OperatorGraphs/resnet50_inference",
+             "OperatorGraphs/resnet50_training", "OperatorGraphs/bert_l-3_inference",
+             "OperatorGraphs/bert_l-3_training", "OperatorGraphs/bert_l-6_inference"]
+ZOO = ["squeezenet", "bvlc_alexnet", "zfnet512", "vgg19", "resnet50", "shufflenet", "inception_v1",
+       "densenet121"]
+HOUR_MS = 3.6e6
+
+
+def pool() -> tuple[list[dict], list[str]]:
+    """Candidate jobs (without samples and arrival) and notes on what is missing."""
+    import onnx
+
+    notes = []
+    out = []
+    base = os.path.join(WORKLOADS, "throughput-inputs")
+    if os.path.isdir(base):
+        for r in REFERENCE:
+            path = os.path.join(base, r + ".json")
+            if os.path.exists(path):
+                out.append({"name": r.split("/")[0][:5].lower() + "-" + r.split("/")[1], "model": path})
+    else:
+        notes.append(f"reference workloads not found under {base}: the trace uses the ONNX zoo only")
+    zoo = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    for z in ZOO:
+        path = os.path.join(zoo, f"light_{z}.onnx")
+        if os.path.exists(path):
+            out.append({"name": z, "model": path, "training": False})
+            out.append({"name": z + "-train", "model": path, "training": True})
+    return out, notes
+
+
+def make_trace(args, cache) -> tuple[dict, list[str]]:
+    import numpy as np
+
+    from placement.cluster.curves import job_curve
+    from placement.cluster.formats import parse_jobs
+    from placement.cluster.policies import Capacity, fair_share_time
+
+    cands, notes = pool()
+    cluster = {"devices": args.devices, "host_memory_gb": args.host_memory_gb}
+    jl = parse_jobs({"cluster": cluster, "jobs": [dict(c, samples=1) for c in cands]})
+    cap = Capacity.of(jl.cluster)
+    eighth = []
+    t0 = time.perf_counter()
+    for j in jl.jobs:
+        c = job_curve(j, jl.cluster, cache=cache)
+        eighth.append(fair_share_time(c, cap, 8))
+    notes.append(f"{len(cands)} candidate models; their curves took {time.perf_counter() - t0:.1f} s "
+                 f"(cache hits {cache.hits}, computed {cache.misses})")
+    rng = np.random.default_rng(args.seed)
+    pick = rng.integers(len(cands), size=args.jobs)
+    hours = np.exp(rng.uniform(math.log(args.min_hours), math.log(args.max_hours), size=args.jobs))
+    work = hours * HOUR_MS  # time on an eighth of the cluster
+    span = work.sum() / (8 * args.load)
+    gaps = rng.exponential(span / args.jobs, size=args.jobs)
+    arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    jobs = []
+    for k, (i, w, a) in enumerate(zip(pick.tolist(), work.tolist(), arrivals.tolist())):
+        c = dict(cands[i])
+        c["name"] = f"{k:02d}-{c['name']}"
+        c["samples"] = float(round(w / eighth[i]))
+        c["arrival"] = round(a, 3)
+        jobs.append(c)
+    trace = {"cluster": cluster, "lease": args.lease_minutes * 60e3, "seed": args.seed, "jobs": jobs}
+    return trace, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_cluster", description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--devices", default="a100:8,cpu:32")
+    p.add_argument("--host-memory-gb", type=float, default=256.0)
+    p.add_argument("--load", type=float, default=1.0, help="offered load (default 1.0)")
+    p.add_argument("--min-hours", type=float, default=0.5)
+    p.add_argument("--max-hours", type=float, default=8.0)
+    p.add_argument("--lease-minutes", type=float, default=10.0)
+    p.add_argument("--policies", default="ftf,sensitive,proportional,fifo")
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds per allocation MILP")
+    p.add_argument("--out-dir", default=os.path.join(HERE, "results", "cluster"))
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+
+    from placement.cluster.curves import CurveCache, default_cache_dir, job_curve
+    from placement.cluster.formats import parse_jobs
+    from placement.cluster.policies import Capacity
+    from placement.cluster.simulate import SimJob, plot_allocations, simulate
+    from placement.export import write_json
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    cache = CurveCache(args.cache_dir or default_cache_dir())
+    trace, notes = make_trace(args, cache)
+    trace_path = os.path.join(args.out_dir, "trace.json")
+    write_json(trace_path, trace)
+    jl = parse_jobs(trace, source=trace_path)
+    cap = Capacity.of(jl.cluster)
+    curves = [job_curve(j, jl.cluster, cache=cache) for j in jl.jobs]
+    jobs = [SimJob(j.name, c, j.samples, j.arrival, None, j.model) for j, c in zip(jl.jobs, curves)]
+    for n in notes:
+        print(f"note: {n}")
+    print(f"trace: {len(jobs)} jobs on {jl.cluster.describe()}, lease {jl.lease / 60e3:g} min, "
+          f"seed {args.seed}, last arrival {max(j.arrival for j in jobs) / HOUR_MS:.1f} h")
+    results = {}
+    for pol in args.policies.split(","):
+        t0 = time.perf_counter()
+        r = simulate(jobs, cap, pol, lease=jl.lease, time_limit=args.time_limit)
+        wall = time.perf_counter() - t0
+        results[pol] = (r, wall)
+        print(f"{pol:>12}: avg JCT {r.avg_jct / HOUR_MS:7.2f} h, makespan {r.makespan / HOUR_MS:7.2f} h, "
+              f"max rho {r.max_rho:6.2f}, utilisation {100 * r.utilisation:5.1f}% "
+              f"({r.decisions} decisions, {wall:.0f} s)", flush=True)
+        if not args.no_plots:
+            try:
+                plot_allocations(r, os.path.join(args.out_dir, f"{pol}.png"))
+            except ImportError as e:
+                print(f"note: {e}", file=sys.stderr)
+    base = results.get("proportional")
+    rows = ["| policy | avg JCT (h) | makespan (h) | max rho | mean rho | utilisation (accel / cpu) | "
+            "avg JCT vs proportional | decisions | sim wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    for pol, (r, wall) in results.items():
+        per = r.utilisation_per_kind()
+        hosts = [k for k, h in zip(cap.kinds, cap.host) if h]
+        cpu = per[hosts[0]] if hosts else math.nan
+        ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x lower" if base else "-"
+        mean_rho = sum(j.rho for j in r.jobs) / len(r.jobs)
+        rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | {r.max_rho:.2f} | "
+                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {100 * cpu:.0f}% | {ratio} | "
+                    f"{r.decisions} | {wall:.0f} |")
+    table = "\n".join(rows)
+    print()
+    print(table)
+    write_json(os.path.join(args.out_dir, "results.json"),
+               {"args": vars(args), "notes": notes, "table": table,
+                "results": {pol: r.to_dict(curves, [j.model for j in jl.jobs])
+                            for pol, (r, _) in results.items()}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
