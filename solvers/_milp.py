@@ -154,6 +154,7 @@ def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | N
 
 
 # --------------------------------------------------------------------------- HiGHS
+_SCHEDULER: dict = {"threads": None}  # size the process's HiGHS thread pool was started with
 class _quiet_stdout:
     """Silence the process's standard output (file descriptor 1, where C code writes) for a moment."""
 
@@ -195,7 +196,13 @@ def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
     if time_limit is not None:
         h.setOptionValue("time_limit", max(0.01, float(time_limit)))
     if threads is not None:
+        # HiGHS keeps one thread pool per process and refuses a different size later: restart it
+        if _SCHEDULER["threads"] not in (None, int(threads)):
+            highspy.Highs.resetGlobalScheduler(True)
         h.setOptionValue("threads", int(threads))
+        _SCHEDULER["threads"] = int(threads)
+    elif _SCHEDULER["threads"] is None:
+        _SCHEDULER["threads"] = "default"
     for key, value in raw.get("highs_options", {}).items():
         h.setOptionValue(key, value)
     inf = highspy.kHighsInf

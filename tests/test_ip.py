@@ -281,3 +281,11 @@ def test_canonical_relabelling_keeps_loads():
         a = np.array(a)
         c = model.canonical(a)[model.cls]
         assert evaluate(g, cl, c).max_load == pytest.approx(evaluate(g, cl, a).max_load)
+
+
+def test_thread_count_can_change_between_solves():
+    # HiGHS keeps one thread pool per process; asking for another size later must still work
+    g, cl = _sandwich()
+    for threads in (2, 1, None, 2):
+        sol = ip.solve(g, cl, SolveOptions(threads=threads, raw={"warm_start": False}))
+        assert sol.status is Status.OPTIMAL and sol.objective == pytest.approx(3.0), threads
