@@ -10,11 +10,13 @@ it simulates ``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease 
 makespan, max rho and utilisation, with each policy's ratio to ``proportional``.
 
     python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:32]
-        [--host-memory-gb 256] [--load 1.0] [--lease-minutes 10] [--out-dir DIR] [--cache-dir DIR]
+        [--host-memory-gb 256] [--load 2] [--lease-minutes 10] [--out-dir DIR] [--cache-dir DIR]
 
+``--load`` and ``--seed`` also take comma lists (a sweep: one sub-folder per pair, and a summary table).
 Writes ``trace.json`` (a job list for ``placement cluster simulate``), ``results.json`` and one plot per
-policy under ``--out-dir`` (default ``benchmarks/results/cluster``). Curves are cached
-(``--cache-dir``, default ``~/.cache/placement/curves``), so a second run only simulates.
+policy under ``--out-dir`` (default ``benchmarks/results/cluster``; plots for the first pair only).
+Curves are cached (``--cache-dir``, default ``~/.cache/placement/curves``), so a second run only
+simulates.
 """
 
 from __future__ import annotations
@@ -96,13 +98,93 @@ def make_trace(args, cache) -> tuple[dict, list[str]]:
     return trace, notes
 
 
+def run_one(args, cache, out_dir: str, plots: bool) -> dict:
+    """Make the trace for ``args.load`` and ``args.seed``, simulate every policy, write the trace, the
+    results and (``plots``) one picture per policy to ``out_dir``; return ``{policy: SimResult}``."""
+    from placement.cluster.curves import job_curve
+    from placement.cluster.formats import parse_jobs
+    from placement.cluster.policies import Capacity
+    from placement.cluster.simulate import SimJob, plot_allocations, simulate
+    from placement.export import write_json
+
+    os.makedirs(out_dir, exist_ok=True)
+    trace, notes = make_trace(args, cache)
+    trace_path = os.path.join(out_dir, "trace.json")
+    write_json(trace_path, trace)
+    jl = parse_jobs(trace, source=trace_path)
+    cap = Capacity.of(jl.cluster)
+    curves = [job_curve(j, jl.cluster, cache=cache) for j in jl.jobs]
+    jobs = [SimJob(j.name, c, j.samples, j.arrival, None, j.model) for j, c in zip(jl.jobs, curves)]
+    for n in notes:
+        print(f"note: {n}")
+    last = max(j.arrival for j in jobs) / HOUR_MS
+    print(f"trace: {len(jobs)} jobs on {jl.cluster.describe()}, load {args.load:g}, lease "
+          f"{jl.lease / 60e3:g} min, seed {args.seed}, last arrival {last:.1f} h")
+    results = {}
+    for pol in args.policies.split(","):
+        t0 = time.perf_counter()
+        r = simulate(jobs, cap, pol, lease=jl.lease, time_limit=args.time_limit)
+        wall = time.perf_counter() - t0
+        results[pol] = (r, wall)
+        print(f"{pol:>12}: avg JCT {r.avg_jct / HOUR_MS:7.2f} h, makespan {r.makespan / HOUR_MS:7.2f} h, "
+              f"max rho {r.max_rho:6.2f}, utilisation {100 * r.utilisation:5.1f}% "
+              f"({r.decisions} decisions, {wall:.0f} s)", flush=True)
+        if plots:
+            try:
+                plot_allocations(r, os.path.join(out_dir, f"{pol}.png"))
+            except ImportError as e:
+                print(f"note: {e}", file=sys.stderr)
+    table = _table(results, cap)
+    print()
+    print(table)
+    print()
+    write_json(os.path.join(out_dir, "results.json"),
+               {"args": vars(args), "notes": notes, "table": table,
+                "results": {pol: r.to_dict(curves, [j.model for j in jl.jobs])
+                            for pol, (r, _) in results.items()}})
+    return {pol: r for pol, (r, _) in results.items()}
+
+
+def _table(results, cap) -> str:
+    base = results.get("proportional")
+    rows = ["| policy | avg JCT (h) | makespan (h) | max rho | mean rho | utilisation (accel / cpu) | "
+            "avg JCT vs proportional | decisions | sim wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    hosts = [k for k, h in zip(cap.kinds, cap.host) if h]
+    for pol, (r, wall) in results.items():
+        cpu = r.utilisation_per_kind()[hosts[0]] if hosts else math.nan
+        ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x lower" if base else "-"
+        mean_rho = sum(j.rho for j in r.jobs) / len(r.jobs)
+        rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | {r.max_rho:.2f} | "
+                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {100 * cpu:.0f}% | {ratio} | "
+                    f"{r.decisions} | {wall:.0f} |")
+    return "\n".join(rows)
+
+
+def _margins(results: dict) -> str:
+    """Who wins avg JCT and max rho, by how much over the runner-up; sensitive vs proportional."""
+    def win(metric):
+        order = sorted(results, key=lambda p: metric(results[p]))
+        if len(order) < 2:
+            return order[0], math.nan
+        return order[0], metric(results[order[1]]) / metric(results[order[0]])
+
+    jct, jm = win(lambda r: r.avg_jct)
+    rho, rm = win(lambda r: r.max_rho)
+    out = (f"lowest avg JCT: {jct} ({jm:.2f}x below the next); "
+           f"lowest max rho: {rho} ({rm:.2f}x below the next)")
+    if "sensitive" in results and "proportional" in results:
+        out += (f"; sensitive vs proportional avg JCT: "
+                f"{results['proportional'].avg_jct / results['sensitive'].avg_jct:.2f}x lower")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_cluster", description=__doc__.split("\n")[0])
     p.add_argument("--jobs", type=int, default=40)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", default="0", help="seed, or a comma list to sweep (default 0)")
     p.add_argument("--devices", default="a100:8,cpu:32")
     p.add_argument("--host-memory-gb", type=float, default=256.0)
-    p.add_argument("--load", type=float, default=1.0, help="offered load (default 1.0)")
+    p.add_argument("--load", default="2", help="offered load, or a comma list to sweep (default 2)")
     p.add_argument("--min-hours", type=float, default=0.5)
     p.add_argument("--max-hours", type=float, default=8.0)
     p.add_argument("--lease-minutes", type=float, default=10.0)
@@ -113,58 +195,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
 
-    from placement.cluster.curves import CurveCache, default_cache_dir, job_curve
-    from placement.cluster.formats import parse_jobs
-    from placement.cluster.policies import Capacity
-    from placement.cluster.simulate import SimJob, plot_allocations, simulate
-    from placement.export import write_json
+    from placement.cluster.curves import CurveCache, default_cache_dir
 
-    os.makedirs(args.out_dir, exist_ok=True)
     cache = CurveCache(args.cache_dir or default_cache_dir())
-    trace, notes = make_trace(args, cache)
-    trace_path = os.path.join(args.out_dir, "trace.json")
-    write_json(trace_path, trace)
-    jl = parse_jobs(trace, source=trace_path)
-    cap = Capacity.of(jl.cluster)
-    curves = [job_curve(j, jl.cluster, cache=cache) for j in jl.jobs]
-    jobs = [SimJob(j.name, c, j.samples, j.arrival, None, j.model) for j, c in zip(jl.jobs, curves)]
-    for n in notes:
-        print(f"note: {n}")
-    print(f"trace: {len(jobs)} jobs on {jl.cluster.describe()}, lease {jl.lease / 60e3:g} min, "
-          f"seed {args.seed}, last arrival {max(j.arrival for j in jobs) / HOUR_MS:.1f} h")
-    results = {}
-    for pol in args.policies.split(","):
-        t0 = time.perf_counter()
-        r = simulate(jobs, cap, pol, lease=jl.lease, time_limit=args.time_limit)
-        wall = time.perf_counter() - t0
-        results[pol] = (r, wall)
-        print(f"{pol:>12}: avg JCT {r.avg_jct / HOUR_MS:7.2f} h, makespan {r.makespan / HOUR_MS:7.2f} h, "
-              f"max rho {r.max_rho:6.2f}, utilisation {100 * r.utilisation:5.1f}% "
-              f"({r.decisions} decisions, {wall:.0f} s)", flush=True)
-        if not args.no_plots:
-            try:
-                plot_allocations(r, os.path.join(args.out_dir, f"{pol}.png"))
-            except ImportError as e:
-                print(f"note: {e}", file=sys.stderr)
-    base = results.get("proportional")
-    rows = ["| policy | avg JCT (h) | makespan (h) | max rho | mean rho | utilisation (accel / cpu) | "
-            "avg JCT vs proportional | decisions | sim wall s |", "|---|---|---|---|---|---|---|---|---|"]
-    for pol, (r, wall) in results.items():
-        per = r.utilisation_per_kind()
-        hosts = [k for k, h in zip(cap.kinds, cap.host) if h]
-        cpu = per[hosts[0]] if hosts else math.nan
-        ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x lower" if base else "-"
-        mean_rho = sum(j.rho for j in r.jobs) / len(r.jobs)
-        rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | {r.max_rho:.2f} | "
-                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {100 * cpu:.0f}% | {ratio} | "
-                    f"{r.decisions} | {wall:.0f} |")
-    table = "\n".join(rows)
-    print()
-    print(table)
-    write_json(os.path.join(args.out_dir, "results.json"),
-               {"args": vars(args), "notes": notes, "table": table,
-                "results": {pol: r.to_dict(curves, [j.model for j in jl.jobs])
-                            for pol, (r, _) in results.items()}})
+    loads = [float(x) for x in str(args.load).split(",")]
+    seeds = [int(x) for x in str(args.seed).split(",")]
+    grid = [(ld, sd) for sd in seeds for ld in loads]
+    summary = []
+    for k, (ld, sd) in enumerate(grid):
+        one = argparse.Namespace(**{**vars(args), "load": ld, "seed": sd})
+        out = args.out_dir if len(grid) == 1 else os.path.join(args.out_dir, f"load{ld:g}-seed{sd}")
+        res = run_one(one, cache, out, plots=not args.no_plots and k == 0)
+        summary.append((ld, sd, res))
+        print(_margins(res))
+        print()
+    if len(grid) > 1:
+        pols = args.policies.split(",")
+        print("| load | seed | " + " | ".join(f"{p} avg JCT / max rho" for p in pols) + " |")
+        print("|---|---|" + "---|" * len(pols))
+        for ld, sd, res in summary:
+            cells = [f"{res[p].avg_jct / HOUR_MS:.2f} h / {res[p].max_rho:.2f}" for p in pols]
+            print(f"| {ld:g} | {sd} | " + " | ".join(cells) + " |")
+        for ld, sd, res in summary:
+            print(f"load {ld:g}, seed {sd}: {_margins(res)}")
     return 0
 
 

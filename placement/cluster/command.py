@@ -160,7 +160,8 @@ def format_result(r, jl=None) -> str:
     head = ("allocation for all jobs at once, held until each finishes" if r.mode == "allocation"
             else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
     unit = f" ({r.unit})" if r.unit else ""
-    rows = [["job", "arrival", "allocation", "used", "time/sample", "finish", "JCT", "rho"]]
+    first = "allocation" if r.mode == "allocation" else "first allocation"
+    rows = [["job", "arrival", first, "used", "time/sample", "finish", "JCT", "rho"]]
     for j in r.jobs:
         a = j.allocation
         alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"

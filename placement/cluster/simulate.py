@@ -60,7 +60,8 @@ class JobOutcome:
     finish: float  # inf: never finishes (allocate_once: it waits)
     ideal_time: float  # T_id
     contention: float  # the N of its fair share
-    allocation: Allocation  # the first allocation it ran on (allocate_once: the only one)
+    allocation: Allocation  # the first allocation it ran on (allocate_once: the only one; simulate: see
+    # SimResult.segments for the others)
     done: float  # samples completed (== samples unless it never finishes)
 
     @property
@@ -144,6 +145,11 @@ class SimResult:
                  "host_memory_gb": a.host_memory / GB, "time_per_sample": json_number(a.time_per_sample),
                  "finish_time": json_number(j.finish), "jct": json_number(j.jct), "rho": json_number(j.rho),
                  "ideal_time": json_number(j.ideal_time), "contention": j.contention}
+            if self.mode == "simulation" and math.isfinite(j.jct) and j.jct > 0:
+                # devices its placements used, averaged over its life (waiting included)
+                d["mean_used"] = {k: sum((s.end - s.start) * s.allocations[i].used[t] for s in self.segments
+                                         if s.allocations[i] is not None) / j.jct
+                                  for t, k in enumerate(kinds)}
             if models is not None:
                 d["model"] = models[i]
             if curves is not None:
