@@ -226,7 +226,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
         sol.value_valid = True
         h.setSolution(sol)
     build = time.perf_counter() - t0
-    h.run()
+    interrupted = _run_interruptible(h)
     ms = h.getModelStatus()
     info = h.getInfo()
     elapsed = time.perf_counter() - t0
@@ -246,8 +246,31 @@ def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
     if ms in (S.kTimeLimit, S.kInterrupt, S.kIterationLimit, S.kSolutionLimit, S.kMemoryLimit,
               S.kObjectiveBound, S.kObjectiveTarget):
         what = "time limit reached" if ms == S.kTimeLimit else f"HiGHS stopped: {h.modelStatusToString(ms)}"
+        if interrupted:
+            what = "interrupted (Ctrl-C); best placement so far"
         return MipResult(TIME_LIMIT, x, obj, bound, elapsed, what, stats)
     return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
+
+
+def _run_interruptible(h) -> bool:
+    """Run HiGHS in its own thread so that Ctrl-C stops the search (the incumbent is kept) instead of
+    waiting for the time limit. Returns whether it was interrupted."""
+    if not hasattr(h, "startSolve"):  # pragma: no cover - older highspy
+        h.run()
+        return False
+    h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
+    thread = h.startSolve()
+    interrupted = False
+    while True:
+        try:
+            done, _ = h.wait(0.1)
+            if done:
+                break
+        except KeyboardInterrupt:
+            interrupted = True
+            h.cancelSolve()
+    thread.join()
+    return interrupted
 
 
 # --------------------------------------------------------------------------- PuLP

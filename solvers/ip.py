@@ -176,6 +176,8 @@ def _dp_warm_start(graph, cluster, options: SolveOptions, deadline, stats):
         return None
     stats["dp_status"] = sol.status.value
     stats["dp_time_s"] = sol.time
+    if "interrupted" in sol.message:  # the DP takes Ctrl-C as "stop and return what you have"
+        stats["interrupted"] = True
     return None if sol.assignment is None else np.asarray(sol.assignment, np.int64)
 
 
@@ -671,7 +673,10 @@ def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, ite
     if contiguous and start is not None and options.objective == "max-load" and fixing:
         stats["fixed_by_bound"] = model.fix_by_bound(warm_value * (1 + 1e-9))
     left = _time_left(deadline)
-    if left is not None and warm_a is not None and left < max(0.05, 0.02 * options.time_limit):
+    if stats.get("interrupted") and warm_a is not None:
+        res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
+                              "interrupted (Ctrl-C) before the integer program ran; warm start returned")
+    elif left is not None and warm_a is not None and left < max(0.05, 0.02 * options.time_limit):
         res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
                               "time limit reached before the integer program could run; warm start returned")
     else:

@@ -477,6 +477,8 @@ def _candidates(graph, cluster, options, deadline, stats):
                                                         raw={"max_ideals": options.raw.get("dp_max_ideals",
                                                                                            200_000)}))
             stats["dp_status"] = sol.status.value
+            if "interrupted" in sol.message:  # Ctrl-C during the DP: stop after the starts
+                stats["interrupted"] = True
             if sol.assignment is not None:
                 out.append(("dp", np.asarray(sol.assignment, np.int64)))
         except PlacementError as e:
@@ -546,8 +548,12 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         stats["warm_start"] = best[0] if start is not None else f"{best[0]} (rejected)"
         stats["warm_start_value"] = best[2].total
     left = None if deadline is None else max(0.0, deadline - time.perf_counter())
-    res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
-                          threads=options.threads, start=start, raw=options.raw)
+    if stats.get("interrupted") and best is not None:
+        res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
+                              "interrupted (Ctrl-C) before the integer program ran; warm start returned")
+    else:
+        res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
+                              threads=options.threads, start=start, raw=options.raw)
     stats.update(res.stats)
     stats["mip_status"] = res.status
     elapsed = time.perf_counter() - t_start
