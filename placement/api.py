@@ -15,6 +15,7 @@ Nothing here prints or keeps global state; errors are :class:`graphs.errors.Plac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class Placement:
     cluster: Cluster
     solution: Solution
     evaluation: Evaluation | None
+    objective: str = "max-load"
 
     @property
     def status(self) -> Status:
@@ -46,6 +48,17 @@ class Placement:
     @property
     def assignment(self) -> np.ndarray | None:
         return self.solution.assignment
+
+    @cached_property
+    def latency(self):
+        """The single-sample latency evaluation of the placement (:func:`graphs.latency.latency`), or
+        ``None`` when there is no placement."""
+        if self.assignment is None:
+            return None
+        from graphs.latency import latency
+
+        return latency(self.graph, self.cluster, self.assignment,
+                       subgraphs=self.solution.stats.get("subgraphs"))
 
     @property
     def max_load(self) -> float:
@@ -65,10 +78,11 @@ def place(graph: OpGraph, cluster: Cluster, solver: str | None = None,
     """Place ``graph`` on ``cluster`` with the named solver and evaluate the result. The default,
     :data:`DEFAULT_SOLVER` (``auto``), runs the exact DP whenever it fits the limits and a labelled
     large-graph path otherwise (see :mod:`solvers.auto`)."""
+    options = options or SolveOptions()
     solve = get_solver(solver or DEFAULT_SOLVER)
-    solution = solve(graph, cluster, options or SolveOptions())
+    solution = solve(graph, cluster, options)
     ev = None if solution.assignment is None else _evaluate(graph, cluster, solution.assignment)
-    return Placement(graph, cluster, solution, ev)
+    return Placement(graph, cluster, solution, ev, options.objective)
 
 
 def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:

@@ -9,8 +9,12 @@ Schema (``"schema": "placement-result", "version": 1``)::
      "stats": {...},
      # ONNX inputs: the front-end options the workload was built with
      "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
+     "objective_name": "max-load" | "split-max" | "latency", "latency": single-sample latency,
      # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
-     "maxLoad", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
+     "maxLoad", "totalLatency", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
+
+For ``--objective latency`` the reference fields follow its latency format instead: ``totalLatency``
+and one ``fpgas`` entry ``{"nodes"}`` per accelerator subgraph (``cpus``: all host nodes).
 
 ``utilisation`` = load / max-load. Infinite numbers (no placement) are written as ``null``.
 """
@@ -83,12 +87,23 @@ def result_dict(p: Placement) -> dict:
         stage_order=[cl.device_name(d) for d in ev.stage_order] if ev.stage_order else None,
         devices=devices,
     )
+    lat = p.latency
+    out["objective_name"] = p.objective
+    out["latency"] = _num(lat.total)
     kinds = {k.name for k in cl.kinds}
     if kinds <= {ACCELERATOR, CPU}:
-        out["maxLoad"] = _num(p.max_load)
-        for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
-            out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
-                        for d in ev.devices if d.kind == kind]
+        if p.objective == "latency":
+            # the reference latency evaluator's format: one fpgas entry per accelerator subgraph
+            from graphs.latency import reference_latency_fields
+
+            out.update(reference_latency_fields(g, cl, lat))
+            out["maxLoad"] = _num(p.max_load)
+        else:
+            out["maxLoad"] = _num(p.max_load)
+            out["totalLatency"] = _num(lat.total)
+            for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
+                out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
+                            for d in ev.devices if d.kind == kind]
     return out
 
 

@@ -69,7 +69,16 @@ def format_table(p: Placement, *, show_ops: bool = True) -> str:
 def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
-    parts = [f"max-load {_num(p.max_load)}", f"status {s.status.value}", f"solver {s.solver}"]
+    status = s.status.value
+    if s.status.value == "feasible" and (s.stats.get("mip_status") == "time limit"
+                                        or "time limit" in s.message):
+        status += " (time limit reached)"
+    parts = [f"max-load {_num(p.max_load)}"]
+    if p.objective != "max-load":
+        parts = [f"{p.objective} {_num(s.objective)}", f"max-load {_num(p.max_load)}"]
+    elif p.latency is not None:
+        parts.append(f"latency {_num(p.latency.total)}")
+    parts += [f"status {status}", f"solver {s.solver}"]
     if s.bound is not None and math.isfinite(s.bound):
         parts.append(f"bound {_num(s.bound)}")
     if s.gap is not None:

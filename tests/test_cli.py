@@ -117,3 +117,20 @@ def test_solver_options_are_validated(example):
     assert main(["place", example, "--memory-limit", "0"]) == 2
     assert main(["place", example, "--restarts", "0", "--solver", "local-search"]) == 2
     assert main(["place", example, "--time-limit", "-1"]) == 2
+
+
+def test_results_carry_latency_and_the_latency_objective_writes_the_reference_format(tmp_path, capsys):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({
+        "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,
+        "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0} for i in (1, 2, 3)],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 2, "destId": 3, "cost": 0.5}]}))
+    out = tmp_path / "r.json"
+    assert main(["place", str(wl), "--out", str(out)]) == 0
+    res = json.load(open(out))
+    assert res["objective_name"] == "max-load" and res["totalLatency"] == res["latency"] > 0
+    assert main(["place", str(wl), "--objective", "latency", "--solver", "ip", "--out", str(out)]) == 0
+    assert "latency 3" in capsys.readouterr().out  # everything on one accelerator: 3 x 1.0, no transfer
+    res = json.load(open(out))
+    assert res["objective_name"] == "latency" and res["totalLatency"] == pytest.approx(3.0)
+    assert [sorted(f["nodes"]) for f in res["fpgas"]] == [[1, 2, 3]] and res["cpus"] == [{"nodes": []}]
