@@ -28,6 +28,8 @@ from .curves import JobCurve
 from .formats import GB, json_number
 from .policies import POLICIES, Allocation, Capacity, JobState, allocate, default_request, fair_share_time
 
+HOUR_MS = 3.6e6
+
 __all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations"]
 
 
@@ -335,20 +337,18 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
     import matplotlib
 
     cmap = matplotlib.colormaps.get_cmap("tab20")
-    xs = []
+    # a step per segment; zeros across the gaps between segments (nobody present)
+    scale, unit = (HOUR_MS, "h") if result.unit == "ms" and result.makespan > HOUR_MS else (1.0, result.unit)
+    steps: list[tuple[float, Segment | None]] = []
     for s in result.segments:
-        xs += [s.start, s.end]
+        if steps and s.start > steps[-1][0]:
+            steps += [(steps[-1][0], None), (s.start, None)]
+        steps += [(s.start, s), (s.end, s)]
+    xs = [x / scale for x, _ in steps]
 
     def series(get):
-        ys = []
-        for i in range(len(names)):
-            row = []
-            for s in result.segments:
-                a = s.allocations[i]
-                v = get(a) if a is not None and a.running else 0.0
-                row += [v, v]
-            ys.append(row)
-        return ys
+        return [[get(s.allocations[i]) if s is not None and s.allocations[i] is not None
+                 and s.allocations[i].running else 0.0 for _, s in steps] for i in range(len(names))]
 
     for ax, t in zip(axes, panels):
         ax.stackplot(xs, series(lambda a, t=t: a.used[t]), colors=[cmap(i % 20) for i in range(len(names))],
@@ -361,9 +361,10 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
                      colors=[cmap(i % 20) for i in range(len(names))], linewidth=0)
         ax.set_ylim(0, cap.host_memory / GB)
         ax.set_ylabel("host memory\nGB")
-    axes[-1].set_xlabel(f"time ({result.unit})" if result.unit else "time")
-    fig.suptitle(title or f"{result.policy}: devices used per job over time (avg JCT {result.avg_jct:.4g}, "
-                          f"max rho {result.max_rho:.3g})", fontsize=10)
+    axes[-1].set_xlabel(f"time ({unit})" if unit else "time")
+    jct = f"{result.avg_jct / scale:.4g}" + (f" {unit}" if unit else "")
+    fig.suptitle(title or f"{result.policy}: devices used per job over time (avg JCT {jct}, max rho "
+                          f"{result.max_rho:.3g})", fontsize=10)
     if len(names) <= 20:
         from matplotlib.patches import Patch
 
