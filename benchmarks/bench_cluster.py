@@ -155,9 +155,13 @@ def _table(results, cap) -> str:
         ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x lower" if base else "-"
         mean_rho = sum(j.rho for j in r.jobs) / len(r.jobs)
         rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | {r.max_rho:.2f} | "
-                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {100 * cpu:.0f}% | {ratio} | "
+                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {_pct(cpu)} | {ratio} | "
                     f"{r.decisions} | {wall:.0f} |")
     return "\n".join(rows)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if math.isfinite(x) else "-"
 
 
 def _margins(results: dict) -> str:
