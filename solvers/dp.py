@@ -369,8 +369,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     comp, unsup, mem, size = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
     nt = max(1, min(int(threads or get_num_threads()), get_num_threads()))
-    if N < 2000:
-        nt = 1  # not worth waking threads for
+    if N < 20_000:
+        nt = 1  # a small lattice is done before threads pay for themselves
     dp = np.full((N, S), np.inf)
     dp[0, :] = 0.0
     ch_j = np.full((N, S), -1, np.int64)

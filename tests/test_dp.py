@@ -181,11 +181,12 @@ def test_parallel_layers_give_the_same_table_as_the_serial_kernel(workloads):
     from graphs.ideals import enumerate_ideals
     from solvers.dp import prepare, run_dp
 
-    w = read_workload(os.path.join(workloads, "throughput-inputs/LayerGraphs/gnmt_training.json"))
+    w = read_workload(os.path.join(workloads, "throughput-inputs/LayerGraphs/inceptionv3_inference.json"))
     prob = prepare(w.graph, w.cluster)
     lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
-    one = run_dp(prob, lattice, ub=120.0, threads=1)
-    two = run_dp(prob, lattice, ub=120.0, threads=2)
-    assert one.pairs == two.pairs
+    assert lattice.num_ideals >= 20_000  # large enough for the parallel kernel
+    # a tight bound keeps this quick while still filling most of the table
+    one = run_dp(prob, lattice, ub=6.0, threads=1)
+    two = run_dp(prob, lattice, ub=6.0, threads=2)
+    assert one.pairs == two.pairs and one.pairs > 100_000
     np.testing.assert_array_equal(one.table, two.table)
-    assert one.value == two.value == pytest.approx(107.0044140625, rel=1e-9)
