@@ -25,6 +25,8 @@ _POLICIES = ("ftf", "sensitive", "proportional", "fifo")
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
+        usage="placement cluster JOBS.json [--policy P] [options]\n"
+              "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [options]",
         description="Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
                     "time per sample for every allocation, from one DP run per job), or simulate a trace "
                     "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
