@@ -98,21 +98,10 @@ class JobList:
 
 def read_jobs(path: str | os.PathLike) -> JobList:
     """Read and validate a job list (or trace) file."""
+    from graphs.jsonio import read_json
+
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError("no such file", source=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a JSON file", source=path) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not a UTF-8 text file ({e.reason})", source=path) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
-                         source=path) from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror}", source=path) from None
+    data = read_json(path)
     return parse_jobs(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
 
 
