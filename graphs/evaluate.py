@@ -28,7 +28,7 @@ from .contract import colocation_items, item_edges
 from .errors import InputError
 from .model import Cluster, OpGraph
 
-__all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment"]
+__all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment", "unsupported_problems"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +88,18 @@ def check_assignment(graph: OpGraph, cluster: Cluster, assignment) -> np.ndarray
     return a
 
 
+def unsupported_problems(graph: OpGraph, cluster: Cluster, a: np.ndarray,
+                         node_compute: np.ndarray) -> list[str]:
+    """One line per node placed on a kind that cannot run it (``node_compute`` is ``inf`` there), at most
+    ten and a count of the rest."""
+    unsupported = ~np.isfinite(node_compute)
+    out = [f"node {graph.ids[i]} is not supported on {cluster.device_name(int(a[i]))}"
+           for i in np.flatnonzero(unsupported)[:10]]
+    if unsupported.sum() > 10:
+        out.append(f"... and {int(unsupported.sum()) - 10} more unsupported nodes")
+    return out
+
+
 def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
     """Evaluate ``assignment`` (device number per node; see :class:`~graphs.model.Cluster`)."""
     a = check_assignment(graph, cluster, assignment)
@@ -97,14 +109,7 @@ def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
     kd = dkind[a]
     n = graph.num_nodes
     node_compute = compute_c[kd, np.arange(n)]
-    problems: list[str] = []
-
-    unsupported = ~np.isfinite(node_compute)
-    if unsupported.any():
-        for i in np.flatnonzero(unsupported)[:10]:
-            problems.append(f"node {graph.ids[i]} is not supported on {cluster.device_name(int(a[i]))}")
-        if unsupported.sum() > 10:
-            problems.append(f"... and {int(unsupported.sum()) - 10} more unsupported nodes")
+    problems = unsupported_problems(graph, cluster, a, node_compute)
 
     def per_device(values, mask=None):
         w = values if mask is None else np.where(mask, values, 0.0)

@@ -39,7 +39,7 @@ import numpy as np
 
 from .contract import colocation_items
 from .errors import InputError
-from .evaluate import check_assignment
+from .evaluate import check_assignment, unsupported_problems
 from .model import Cluster, OpGraph
 
 __all__ = ["LatencyEvaluation", "Subgraph", "latency", "host_kinds", "reference_latency_fields"]
@@ -134,14 +134,7 @@ def latency(graph: OpGraph, cluster: Cluster, assignment, *, subgraphs=None) -> 
     is_host_kind = host_kinds(cluster)
     accel_dev = ~is_host_kind[dkind]  # [D]
     node_compute = compute_c[kd, np.arange(n)]
-    problems: list[str] = []
-
-    unsupported = ~np.isfinite(node_compute)
-    if unsupported.any():
-        for i in np.flatnonzero(unsupported)[:10]:
-            problems.append(f"node {graph.ids[i]} is not supported on {cluster.device_name(int(a[i]))}")
-        if unsupported.sum() > 10:
-            problems.append(f"... and {int(unsupported.sum()) - 10} more unsupported nodes")
+    problems = unsupported_problems(graph, cluster, a, node_compute)
     D = cluster.num_devices
     mem = np.zeros(D)
     np.add.at(mem, a, graph.memory)
