@@ -8,11 +8,13 @@ __all__ = ["topological_order"]
 
 
 def topological_order(n: int, src, dst, *, policy: str = "stack", rng: np.random.Generator | None = None,
-                      partial: bool = False) -> np.ndarray | None:
+                      partial: bool = False, key=None) -> np.ndarray | None:
     """Nodes ``0..n-1`` in a topological order of the edges ``src[i] -> dst[i]``; when the graph has a
     cycle, ``None`` (or, with ``partial``, the nodes that could be ordered: none on or behind a cycle).
     Among ready nodes, ``policy`` takes the most recently readied (``"stack"``: depth-first), the
-    earliest readied (``"queue"``: breadth-first) or a random one (``"random"``, drawn from ``rng``)."""
+    earliest readied (``"queue"``: breadth-first) or a random one (``"random"``, drawn from ``rng``).
+    With ``key`` (a number per node; ``"stack"`` only), the nodes readied together are stacked in
+    ascending order of their key, so the largest is taken first."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     indeg = np.bincount(dst, minlength=n).tolist()
@@ -20,7 +22,11 @@ def topological_order(n: int, src, dst, *, policy: str = "stack", rng: np.random
     ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
     succ = dst[o].tolist()
     ready = [u for u in range(n) if indeg[u] == 0]
-    if policy == "stack":
+    keyed = key is not None
+    if keyed:
+        key = np.asarray(key).tolist()
+        ready.sort(key=key.__getitem__)
+    elif policy == "stack":
         ready.reverse()  # pop() then takes the smallest index first
     out = []
     head = 0
@@ -35,8 +41,10 @@ def topological_order(n: int, src, dst, *, policy: str = "stack", rng: np.random
         else:
             u = ready.pop()
         out.append(u)
+        readied = []
         for v in succ[ptr[u]:ptr[u + 1]]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                ready.append(v)
+                readied.append(v)
+        ready.extend(sorted(readied, key=key.__getitem__) if keyed else readied)
     return np.array(out, dtype=np.int64) if len(out) == n or partial else None

@@ -37,6 +37,7 @@ from graphs.contract import colocation_items
 from graphs.errors import InputError
 from graphs.latency import host_kinds
 from graphs.model import Cluster, OpGraph
+from graphs.order import topological_order
 
 from ._common import finish, no_placement, objective_value, require_objective
 from .base import Solution, SolveOptions, Status
@@ -63,25 +64,11 @@ def blocks(graph: OpGraph, *, later_first: bool = False) -> tuple[np.ndarray, in
             s, d = cls[graph.src], cls[graph.dst]
             keep = s != d
     pairs = np.unique(np.stack([s[keep], d[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
-    indeg = np.bincount(pairs[:, 1], minlength=C).tolist()
-    succ: list[list[int]] = [[] for _ in range(C)]
-    for a, b in pairs.tolist():
-        succ[a].append(b)
     first = np.full(C, graph.num_nodes)
     np.minimum.at(first, cls, np.arange(graph.num_nodes))
-    sign = 1 if later_first else -1
-    ready = sorted((c for c in range(C) if indeg[c] == 0), key=lambda c: sign * first[c])
-    order = []
-    while ready:  # depth first: finish a branch before starting the next one
-        u = ready.pop()
-        order.append(u)
-        new = []
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                new.append(v)
-        ready.extend(sorted(new, key=lambda c: sign * first[c]))
-    return cls, C, np.array(order, dtype=np.int64)
+    # depth first (finish a branch before starting the next one), ties by first node
+    order = topological_order(C, pairs[:, 0], pairs[:, 1], key=first if later_first else -first)
+    return cls, C, order
 
 
 class _Setup:

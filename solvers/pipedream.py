@@ -41,6 +41,7 @@ from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError
 from graphs.ideals import chain_ideals
 from graphs.model import Cluster, OpGraph
+from graphs.order import topological_order
 
 from ._common import finish, no_placement, require_objective
 from .base import Solution, SolveOptions, Status
@@ -158,23 +159,7 @@ def linear_order(items: ClassGraph) -> np.ndarray:
     label = np.where(g.colocation >= 0, g.colocation, top + np.arange(g.num_nodes))
     first_node = np.full(C, np.iinfo(np.int64).max)
     np.minimum.at(first_node, items.node_class, label)
-    indeg = np.bincount(items.dst, minlength=C).tolist()
-    succ: list[list[int]] = [[] for _ in range(C)]
-    for a, b in zip(items.src.tolist(), items.dst.tolist()):
-        succ[a].append(b)
-    key = first_node.tolist()
-    stack = sorted((c for c in range(C) if indeg[c] == 0), key=key.__getitem__)
-    out = []
-    while stack:
-        u = stack.pop()
-        out.append(u)
-        ready = []
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-        stack.extend(sorted(ready, key=key.__getitem__))
-    return np.array(out, dtype=np.int64)
+    return topological_order(C, items.src, items.dst, key=first_node)
 
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
