@@ -373,6 +373,9 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
             sol = _replace(sol, assignment=a, objective=ev.max_load, status=Status.FEASIBLE)
     else:
         notes.append("the snapped plan is not contiguous; it cannot be cut into pipeline stages")
+    snap_note = (f"a plan cut at module boundaries ({len(points)} split points): its status is among those "
+                 f"plans; the free cut's max-load is {unsnapped.max_load:.6g} ({unsnapped.status.value})")
+    sol = _replace(sol, message="; ".join(filter(None, [sol.message, snap_note])))
     snapped = Placement(graph, cluster, sol, ev, coarse.objective)
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
     return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
