@@ -27,9 +27,10 @@ points cut the operators into *segments*. The plan is made in two solves with th
    exact solver a lower bound for any plan);
 2. the graph with every segment forced onto one device (:func:`graphs.coarsen.merge_by_key`), so
    that every stage is a union of segments: with the exact DP, the best plan among those cut at split
-   points. If its stages do not follow the execution order (possible only when two consecutive segments
-   exchange no data), each segment is moved to the latest stage of the segments before it, which
-   keeps every edge pointing forward (the plan is then marked ``feasible``).
+   points. Its stages are numbered in execution order (the device of the first operator is stage 0, and
+   so on). If a device's segments are not one run of that order (possible only where segments exchange
+   no data), each segment is moved to the latest stage of the segments before it, which keeps every
+   edge pointing forward (the plan is then marked ``feasible``).
 
 The snapped plan is evaluated by the same evaluator as every plan (``TorchPlacement.placement``); its
 max-load is the planned time per run of the example inputs.
@@ -54,7 +55,8 @@ from graphs.errors import InputError
 
 from .api import Placement, place
 
-__all__ = ["TorchPlacement", "place_module", "operator_graph", "split_spec", "layer_partition"]
+__all__ = ["TorchPlacement", "place_module", "operator_graph", "split_spec", "layer_partition",
+           "in_execution_order"]
 
 # ATen operator -> the ONNX operator the roofline model costs it as
 _VIEWS = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
@@ -352,27 +354,18 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
         raise InputError(f"no placement cut at module boundaries: {coarse.solution.message or coarse.status}",
                          source=source)
     a = np.array(coarse.assignment, dtype=np.int64)
-    ev = evaluate(graph, cluster, a)
+    fwd, moved = in_execution_order(a[:n_fwd], segment)
     notes = []
-    order = list(ev.stage_order or [])
     sol = coarse.solution
-    if order:
-        rank = {d: k for k, d in enumerate(order)}
-        seg_stage = np.zeros(int(segment[-1]) + 1, dtype=np.int64)
-        for i in range(n_fwd):
-            seg_stage[segment[i]] = rank[int(a[i])]
-        mono = np.maximum.accumulate(seg_stage)
-        if not np.array_equal(mono, seg_stage):
-            notes.append("the plan's stages did not follow the execution order; segments were moved to the "
-                         "latest stage before them")
-            fwd = np.array([order[int(mono[segment[i]])] for i in range(n_fwd)], dtype=np.int64)
-            a = _with_backward(graph, a, fwd)
-            ev = evaluate(graph, cluster, a)
-            from solvers.base import Status
+    if moved:
+        notes.append("a device's segments were not one run of the execution order; the later ones were moved "
+                     "to the latest stage before them")
+        a = _with_backward(graph, a, fwd)
+    ev = evaluate(graph, cluster, a)
+    if notes:
+        from solvers.base import Status
 
-            sol = _replace(sol, assignment=a, objective=ev.max_load, status=Status.FEASIBLE)
-    else:
-        notes.append("the snapped plan is not contiguous; it cannot be cut into pipeline stages")
+        sol = _replace(sol, assignment=a, objective=ev.max_load, status=Status.FEASIBLE, bound=None, gap=None)
     snap_note = (f"a plan cut at module boundaries ({len(points)} split points): its status is among those "
                  f"plans; the free cut's max-load is {unsnapped.max_load:.6g} ({unsnapped.status.value})")
     sol = _replace(sol, message="; ".join(filter(None, [sol.message, snap_note])))
@@ -380,6 +373,24 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
     return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
                           g.batch_size, children, tuple(notes))
+
+
+def in_execution_order(a_fwd, segment) -> tuple[np.ndarray, bool]:
+    """Stages in execution order: devices are ranked by their first operator; a device whose segments
+    are not one run of that order (possible only where segments exchange no data) has the later ones
+    moved to the latest stage before them, which keeps every edge pointing forward. Returns the
+    assignment of the operators and whether any moved."""
+    a_fwd = np.asarray(a_fwd, dtype=np.int64)
+    first: dict[int, int] = {}
+    for d in a_fwd.tolist():
+        first.setdefault(d, len(first))
+    seg_stage = np.zeros(int(segment[-1]) + 1, dtype=np.int64)
+    seg_stage[np.asarray(segment)] = [first[d] for d in a_fwd.tolist()]
+    mono = np.maximum.accumulate(seg_stage)
+    if np.array_equal(mono, seg_stage):
+        return a_fwd, False
+    by_stage = np.array([d for d, _ in sorted(first.items(), key=lambda kv: kv[1])], dtype=np.int64)
+    return by_stage[mono[np.asarray(segment)]], True
 
 
 def _replace(sol, **kw):

@@ -14,7 +14,13 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 from graphs.costs import op_flops  # noqa: E402
 from graphs.errors import InputError  # noqa: E402
 from graphs.evaluate import evaluate  # noqa: E402
-from placement.torch import layer_partition, operator_graph, place_module, split_spec  # noqa: E402
+from placement.torch import (  # noqa: E402
+    in_execution_order,
+    layer_partition,
+    operator_graph,
+    place_module,
+    split_spec,
+)
 from tests.torch_models import gpt, mlp_sequential, pipelined_rank, tokens  # noqa: E402
 
 GPT_KW = {"layers": 4, "hidden": 64, "heads": 4, "vocab": 128, "seq_len": 16}
@@ -154,6 +160,34 @@ def test_layer_partition_of_a_sequential_model():
         assert stage_of_layer[m.split(".")[0]] == s
     with pytest.raises(InputError, match="split_points='children'"):
         layer_partition(place_module(gpt(**GPT_KW), (tokens(2),), devices="t4:3"))
+
+
+def test_independent_branches_give_stages_in_execution_order():
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = (torch.nn.Linear(256, 256) for _ in range(3))
+
+        def forward(self, x):
+            return self.a(x), self.b(x), self.c(x)
+
+    tp = place_module(Branches().eval(), (torch.randn(64, 256),), devices="t4:2")
+    p = tp.placement
+    assert list(tp.stage_of_op) == sorted(tp.stage_of_op)
+    assert p.evaluation.valid and p.evaluation.contiguous
+    assert p.max_load == evaluate(p.graph, p.cluster, p.assignment).max_load
+    assert (p.status.value == "feasible") == bool(tp.notes)
+    assert len(split_spec(tp)) == tp.num_stages - 1
+
+
+def test_stages_follow_the_execution_order():
+    seg = np.array([0, 0, 1, 1, 2, 2, 3])
+    a, moved = in_execution_order([2, 2, 0, 0, 1, 1, 1], seg)  # runs already: relabelled, not moved
+    assert not moved and a.tolist() == [2, 2, 0, 0, 1, 1, 1]
+    a, moved = in_execution_order([0, 0, 1, 1, 0, 0, 2], seg)  # device 0 comes back: moved to stage 1
+    assert moved and a.tolist() == [0, 0, 1, 1, 1, 1, 2]
+    a, moved = in_execution_order([1, 1, 0, 0, 1, 1, 0], seg)
+    assert moved and a.tolist() == [1, 1, 0, 0, 0, 0, 0]
 
 
 def test_bad_inputs_raise_input_errors():
