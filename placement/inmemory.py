@@ -39,7 +39,8 @@ from .api import Placement, place
 if TYPE_CHECKING:
     from .onnx_export import Split
 
-__all__ = ["place_model", "annotate", "split", "model_proto", "placement_result", "result_from_annotations"]
+__all__ = ["place_model", "annotate", "annotate_ir", "split", "split_parts", "model_proto",
+           "placement_result", "result_from_annotations"]
 
 # an initializer of more elements than this keeps only its shape and type in the proto the front end
 # reads from an onnx_ir model (the front end itself keeps data only up to this size: see
@@ -164,7 +165,8 @@ def placement_result(placement: Placement | Mapping) -> dict:
 def annotate(model, placement: Placement | Mapping):
     """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
     ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
-    ``ModelProto`` or a path, a clone (sharing the weights) for an ``onnx_ir.Model``."""
+    ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
+    from it as a ``ModelProto`` (weights in external files stay references to those files)."""
     result = placement_result(placement)
     if _is_ir(model):
         out = model.clone()
