@@ -4,6 +4,7 @@ and a pipelined run on CPU whose output matches the unsplit module."""
 import itertools
 import os
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -136,8 +137,14 @@ def test_pipelined_run_on_cpu_matches_the_unsplit_module(gpt_plan):
     world = tp.num_stages
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.pt")
-        mp.spawn(pipelined_rank, args=(world, split_spec(tp), BATCH, 2, os.path.join(d, "init"), out, GPT_KW),
-                 nprocs=world, join=True)
+        ctx = mp.spawn(pipelined_rank, args=(world, split_spec(tp), BATCH, 2, os.path.join(d, "init"), out,
+                                             GPT_KW), nprocs=world, join=False)
+        deadline = time.monotonic() + 300  # a hung collective must not hang the suite
+        while not ctx.join(timeout=2):
+            if time.monotonic() > deadline:
+                for proc in ctx.processes:
+                    proc.kill()
+                pytest.fail("the pipelined run did not finish in 300 s")
         res = torch.load(out)
     assert res["stages"] == world
     assert res["shape"] == (BATCH, 16, 128)
