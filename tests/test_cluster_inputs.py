@@ -300,3 +300,19 @@ def test_sensitive_packing_against_exhaustive_search():
         assert d.objective >= best * (1 - 1e-9)
         gaps.append(1 - d.stats["milp_objective"] / best)
     assert max(gaps) >= 0.0  # the MILP over the options alone is never above the search
+
+
+def test_placement_example_writes_a_job_list_with_input_pipelines(tmp_path, capsys):
+    path = tmp_path / "jobs.json"
+    assert main(["example", str(path)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    jl = parse_jobs(json.loads(path.read_text()), base_dir=str(tmp_path))
+    assert all(j.input is not None or j.throughput is not None for j in jl.jobs)
+    assert jl.jobs[0].input == InputSpec(8.0, 110000.0, 140 * GB, 0.5 * GB)
+    assert (tmp_path / "jobs-transformer.json").exists()
+    assert main(["cluster", "simulate", str(path), "--policy", "sensitive", "--no-cache", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert all(j["finish_time"] is not None for j in res["jobs"])
+    # other names keep their meaning: a reference-format workload
+    assert main(["example", str(tmp_path / "model.json")]) == 0
+    assert "nodes" in json.loads((tmp_path / "model.json").read_text())
