@@ -216,15 +216,15 @@ def test_cli_runs_jobs_with_input_pipelines_and_tables(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- policies on the new model
-def _pipeline_case(rng):
+def _pipeline_case(rng, cap=None):
     """Two or three jobs: image-like (CPU-hungry), speech-like (cache-hungry) or language-like."""
-    cap = Capacity(("acc", "cpu"), (int(rng.integers(2, 5)), int(rng.integers(2, 9))), (False, True),
-                   float(rng.uniform(5, 30)) * GB)
+    cap = cap or Capacity(("acc", "cpu"), (int(rng.integers(2, 5)), int(rng.integers(2, 9))), (False, True),
+                          float(rng.uniform(5, 30)) * GB)
     jobs = []
     for i in range(int(rng.integers(2, 4))):
         t1 = float(rng.uniform(0.5, 2))
         stage = stage_table({(a, 0): t1 / a ** float(rng.uniform(0.6, 1)) for a in range(1, 5)},
-                            limits=(4, 8))
+                            limits=cap.counts)  # a job's limits are at most the cluster's
         kind = rng.integers(3)
         inp = [InputSpec(t1 * float(rng.uniform(2, 4)), 1e5, 50 * GB, 1 * GB),
                InputSpec(t1 * 0.5, 1e6 / t1 * float(rng.uniform(1.5, 3)), float(rng.uniform(5, 25)) * GB,
@@ -316,3 +316,49 @@ def test_placement_example_writes_a_job_list_with_input_pipelines(tmp_path, caps
     # other names keep their meaning: a reference-format workload
     assert main(["example", str(tmp_path / "model.json")]) == 0
     assert "nodes" in json.loads((tmp_path / "model.json").read_text())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_simulation_with_input_pipelines_conserves_work_and_respects_capacity(policy):
+    from placement.cluster.simulate import SimJob, simulate
+
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        states, cap = _pipeline_case(rng)
+        more, _ = _pipeline_case(rng, cap)
+        jobs = [SimJob(f"j{i}", s.curve, float(rng.integers(50, 300)), float(rng.uniform(0, 100)))
+                for i, s in enumerate(states + more)]
+        r = simulate(jobs, cap, policy, lease=40.0)
+        done = [0.0] * len(jobs)
+        for s in r.segments:
+            held = [a for a in s.allocations if a is not None]
+            _check_fits(held, cap)
+            for i, a in enumerate(s.allocations):
+                if a is not None and a.running:
+                    done[i] += (s.end - s.start) / a.time_per_sample
+        for j, o, d in zip(jobs, r.jobs, done):
+            assert math.isfinite(o.finish) and d == pytest.approx(j.samples, rel=1e-9)
+
+
+def test_ftf_on_input_pipelines_reaches_the_exhaustive_min_max_rho():
+    from placement.cluster.policies import rho
+
+    rng = np.random.default_rng(9)
+    for _ in range(6):
+        jobs, cap = _pipeline_case(rng)
+        shares = [fair_share_time(j.curve, cap, j.contention) for j in jobs]
+        ideal = [j.samples * s for j, s in zip(jobs, shares)]
+        opts = [[p for p in j.curve.points if all(a <= b for a, b in zip(p.counts, cap.counts))]
+                for j in jobs]
+        best = math.inf
+        for combo in itertools.product(*opts):
+            if any(sum(p.counts[t] for p in combo) > n for t, n in enumerate(cap.counts)):
+                continue
+            if sum(p.host_memory for p in combo) > cap.host_memory:
+                continue
+            best = min(best, max(rho(j, p.time_per_sample, i) for j, p, i in zip(jobs, combo, ideal)))
+        d = allocate("ftf", jobs, cap, share_times=shares)
+        _check_fits(d.allocations, cap)
+        if math.isfinite(best):  # every job can run at once: ftf's max rho is the exhaustive one
+            assert all(a.running for a in d.allocations)
+            assert d.objective == pytest.approx(best, rel=1e-9)

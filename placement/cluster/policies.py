@@ -21,7 +21,12 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   its fair-share throughput) with CPU cores and host memory going wherever the curves say they help,
   subject to every job running at least as fast as under ``proportional`` (so it never drops below its
   proportional share unless that share gains it nothing); a vanishing penalty leaves useless devices
-  free.
+  free. The MILP is exact over each job's curve points (for a job with an input pipeline: its options,
+  one per device vector and cache level, :mod:`~placement.cluster.inputs`, plus the exact point of its
+  proportional share, so that every floor stays reachable); then the host cores and host memory left
+  free go by marginal gain (Synergy's greedy step: repeatedly, to the job whose normalised throughput one
+  more core, the free memory, or both raise the most, at its exact rate between options). ``status`` is
+  the MILP's; the fill only adds throughput.
 * ``proportional``: each accelerator kind split evenly (round robin in arrival order, up to each job's
   limit), host cores and host memory in proportion to the accelerators a job holds; a job that cannot
   run on its share waits (the last to arrive first) and the split is redone among the others.
