@@ -59,8 +59,9 @@ def family_of(name: str) -> list[str]:
 
 
 def input_for(family: str, t1: float, rng) -> dict:
-    """An input section for a job of ``family`` whose accelerator pipeline takes ``t1`` ms per sample on one
-    accelerator (so that its sensitivity is relative to its own speed, whatever the cost model says):
+    """An input section for a job of ``family`` whose accelerator pipeline takes ``t1`` ms per sample and
+    accelerator (``a`` times its time on ``a`` accelerators, at the ``a`` where that is least), so that its
+    sensitivity is relative to its own speed, whatever the cost model says:
 
     * image: ``cpu_ms_per_sample = k * t1`` with ``k`` uniform in [2.5, 4.5] (CPU-bound below about 3 cores
       per accelerator, heavy augmentation), ImageNet-like samples (110 kB) and dataset (140 GB): storage
@@ -142,9 +143,10 @@ def make_trace(args, cache) -> tuple[dict, list[str]]:
     for k, (i, f, w, a) in enumerate(zip(pick, family, work.tolist(), arrivals.tolist())):
         c = dict(cands[i])
         c["name"] = f"{k:02d}-{f + '-' if f else ''}{c['name']}"
-        if f is not None:
-            one = tuple(1 if t == accel else 0 for t in range(len(cap.kinds)))
-            c["input"] = input_for(f, stages[i].values[one], rng)
+        if f is not None:  # per-accelerator time: a times the time on a accelerators, at the best a
+            t1 = min(a * stages[i].values[tuple(a if t == accel else 0 for t in range(len(cap.kinds)))]
+                     for a in range(1, stages[i].limits[accel] + 1))
+            c["input"] = input_for(f, t1, rng)
         spec = parse_jobs({"cluster": cluster, "jobs": [dict(c, samples=1)]}).jobs[0]
         eighth = fair_share_time(job_rates(spec, jl.cluster, cache=cache), cap, 8)
         c["samples"] = float(round(w / eighth))
