@@ -213,6 +213,18 @@ def test_cli_runs_jobs_with_input_pipelines_and_tables(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     for r in res["results"]:
         assert all(j["finish_time"] is not None for j in r["jobs"])
+        img = r["jobs"][0]
+        assert set(img["input_rates"]) == {"accelerator", "cpu", "storage"}
+        finite = [v for v in img["input_rates"].values() if v is not None]  # JSON: null for inf
+        assert 1 / img["time_per_sample"] == pytest.approx(min(finite), rel=1e-9)
+    # a table at more accelerators than the cluster has; an input pipeline on a cluster without cores
+    bad = dict(doc, jobs=[dict(doc["jobs"][1], throughput={"accelerators": 3, "points": [[1, 0, 5]]})])
+    no_cpu = {"cluster": {"devices": "a100:2", "storage_gbps": 0.5}, "jobs": [doc["jobs"][0]]}
+    for d, msg in ((bad, "at 3 a100 accelerators"), (no_cpu, "needs host CPU cores")):
+        path.write_text(json.dumps(d))
+        assert main(["cluster", str(path), "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and msg in err[0]
 
 
 # --------------------------------------------------------------------------- policies on the new model
@@ -362,3 +374,11 @@ def test_ftf_on_input_pipelines_reaches_the_exhaustive_min_max_rho():
         if math.isfinite(best):  # every job can run at once: ftf's max rho is the exhaustive one
             assert all(a.running for a in d.allocations)
             assert d.objective == pytest.approx(best, rel=1e-9)
+
+
+def test_breakdown_names_the_binding_rate():
+    c = pipeline_curve(_stage(), SPEECH)
+    b = c.rate.breakdown((1, 1), 0.0)  # CPU-bound: 1 acc 0.5/ms, 1 core 0.25/ms, storage 1/ms
+    assert b == pytest.approx({"accelerator": 0.5, "cpu": 0.25, "storage": 1.0})
+    b = c.rate.breakdown((4, 8), 6 * GB)
+    assert b == pytest.approx({"accelerator": 2.0, "cpu": 2.0, "storage": 2.5})

@@ -127,24 +127,35 @@ class AnalyticRate:
             u[self.h] += need
         return tuple(int(x) for x in u), float(self.M[k] + cache_needed(self.input, rate))
 
-    def __call__(self, counts: Sequence[int], memory: float) -> tuple[float, tuple[int, ...], float]:
+    def _best(self, counts: Sequence[int], memory: float):
+        """``(rate, stage point index, used devices, used memory)``; index ``None`` when nothing runs."""
+        zero = (0.0, None, tuple(0 for _ in counts), 0.0)
         if not len(self.t):
-            return 0.0, tuple(0 for _ in counts), 0.0
+            return zero
         cache = np.maximum(memory - self.M, 0.0) if math.isfinite(memory) else np.full(len(self.t), math.inf)
         r, fits = self.rates(counts, cache[:, None])
-        r = r[:, 0]
-        ok = fits & (self.M <= memory * (1 + 1e-12))
-        if not ok.any():
-            return 0.0, tuple(0 for _ in counts), 0.0
-        r = np.where(ok, r, -1.0)
+        r = np.where(fits & (self.M <= memory * (1 + 1e-12)), r[:, 0], -1.0)
         best = float(r.max())
         if best <= 0:
-            return 0.0, tuple(0 for _ in counts), 0.0
+            return zero
         # among the placements reaching the best rate, the one that uses least
-        cands = [k for k in np.flatnonzero(r >= best * (1 - 1e-12))]
-        uses = [self.used(k, counts, best) for k in cands]
-        u, mem = min(uses, key=lambda x: (sum(x[0]), x[1]))
-        return best, u, min(mem, memory)
+        uses = [(self.used(k, counts, best), k) for k in np.flatnonzero(r >= best * (1 - 1e-12))]
+        (u, mem), k = min(uses, key=lambda x: (sum(x[0][0]), x[0][1]))
+        return best, int(k), u, min(mem, memory)
+
+    def __call__(self, counts: Sequence[int], memory: float) -> tuple[float, tuple[int, ...], float]:
+        rate, _, used, mem = self._best(counts, memory)
+        return rate, used, mem
+
+    def breakdown(self, counts: Sequence[int], memory: float) -> dict[str, float]:
+        """The three rates (samples per ms) of the placement the job runs on this allocation (devices and
+        memory held): which one binds."""
+        _, k, _, _ = self._best(counts, memory)
+        if k is None:
+            return {"accelerator": 0.0, "cpu": 0.0, "storage": 0.0}
+        feed = (counts[self.h] - self.P[k][self.h]) if self.h is not None else 0
+        return {"accelerator": float(1 / self.t[k]), "cpu": cpu_rate(self.input, feed),
+                "storage": storage_rate(self.input, memory - self.M[k])}
 
     def options(self, limits: Sequence[int]) -> list[tuple[tuple[int, ...], float, float]]:
         """(used devices, used memory, rate) at every device vector and cache level (before filtering)."""
