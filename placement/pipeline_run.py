@@ -176,16 +176,21 @@ def _start_workers(ctx, procs: list, arglists: list) -> None:
     delivered here once the mask is restored."""
     import signal
 
+    from ._interrupt import deferred
+
     mask = getattr(signal, "pthread_sigmask", None)
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
-    try:
-        for args in arglists:
-            p = ctx.Process(target=_worker, args=args, daemon=True)
-            p.start()
-            procs.append(p)
-    finally:
-        if mask:
-            mask(signal.SIG_SETMASK, old)
+    # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
+    # the command's handler must not raise between a child's start and its entry in ``procs``
+    with deferred():
+        old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
+        try:
+            for args in arglists:
+                p = ctx.Process(target=_worker, args=args, daemon=True)
+                p.start()
+                procs.append(p)
+        finally:
+            if mask:
+                mask(signal.SIG_SETMASK, old)
 
 
 def _stop(procs: list, queues: list) -> None:
