@@ -16,10 +16,11 @@ def human_bytes(x: float | None) -> str:
     if not math.isfinite(x):
         return "inf"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
+        if abs(x) < 1023.995 or unit == "TiB":  # what would print as 1024.00 is the next unit's 1
             if unit == "B":
                 return f"{x:.0f} B"
-            return f"{x:.0f} {unit}" if x == round(x) else f"{x:.2f} {unit}"
+            # whole numbers as such ("40 GiB"), also when the count went through a 6-digit message
+            return f"{round(x)} {unit}" if abs(x - round(x)) < 0.005 else f"{x:.2f} {unit}"
         x /= 1024
     return f"{x:.2f} TiB"  # pragma: no cover
 
