@@ -686,7 +686,9 @@ def _cmd_show(args) -> int:
                   sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(_format_simulation(sim, over, unit))
+        from graphs.latency import latency
+
+        print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total))
     old = data.get("max_load")
     if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
         print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
@@ -716,10 +718,12 @@ def _cmd_show(args) -> int:
     return EXIT_OK
 
 
-def _format_simulation(sim, over, unit: str) -> str:
+def _format_simulation(sim, over, unit: str, model_latency: float | None = None) -> str:
     u = f" {unit}" if unit else ""
+    cu = f" [{unit or 't'}]"
     name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
-    rows = [["stage", "device", "kind", "load", "busy", "util", "compute util", "peak stash"]]
+    # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load)
+    rows = [["stage", "device", "kind", "load" + cu, "busy" + cu, "busy/wall", "compute/wall", "peak stash"]]
     for r in sim.stages:
         stash = "-" if r.peak_stashed is None else str(r.peak_stashed)
         if r.peak_stash_bytes is not None:
@@ -736,11 +740,17 @@ def _format_simulation(sim, over, unit: str) -> str:
     same = math.isclose(steady, sim.max_load, rel_tol=1e-9, abs_tol=1e-12)
     extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
     gain = _gain(steady, over.steady_time_per_sample)
+    lat = f"single-sample latency {sim.latency:.6g}{u} in this schedule (each stage receives, computes and " \
+          f"sends as a whole)"
+    if model_latency is not None and math.isfinite(model_latency):
+        lat += f"; the latency model of `place` gives {model_latency:.6g}{u} (operators start as soon as " \
+               f"their inputs are ready, host operators in parallel)"
     lines += [
         f"makespan {sim.makespan:.6g}{u}; time per sample {sim.time_per_sample:.6g}{u} "
         f"(throughput {sim.throughput:.6g} per{u or ' time unit'})",
         f"steady state: {steady:.6g}{u} per sample; max-load {sim.max_load:.6g}{u} ({extra})",
-        f"single-sample latency {sim.latency:.6g}{u}; bubble {100 * sim.bubble_fraction:.1f}%",
+        lat,
+        f"bubble {100 * sim.bubble_fraction:.1f}%",
         f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per sample ({gain}), "
         f"makespan {over.makespan:.6g}{u}, bubble {100 * over.bubble_fraction:.1f}%",
     ]

@@ -274,3 +274,19 @@ def test_run_takes_model_then_result_like_split(onnx_model, onnx_result, capsys)
     assert "deprecated" not in capsys.readouterr().err
     assert main(["run", onnx_result, onnx_model, "--samples", "2", "--json"]) == 0
     assert "MODEL RESULT" in capsys.readouterr().err  # the older order, with a note
+
+
+def test_one_device_naming_scheme_and_older_results_still_read(onnx_model, workload, tmp_path, capsys):
+    out = str(tmp_path / "r.json")
+    assert main(["place", workload, "--out", out]) == 0
+    res = json.load(open(out))
+    names = [d["name"] for d in res["devices"]]
+    assert all(re.fullmatch(r"[a-z0-9-]+:\d+", n) for n in names), names  # accelerator:0, cpu:0
+    # a result written before (accelerator0, cpu0) still evaluates to the same value
+    for d in res["devices"]:
+        d["name"] = d["name"].replace(":", "")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(res))
+    capsys.readouterr()
+    assert main(["evaluate", workload, str(old), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_load"] == res["max_load"]
