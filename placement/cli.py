@@ -412,10 +412,8 @@ def _cmd_example(args) -> int:
 
 
 def _cmd_bench(argv: list[str]) -> int:
-    try:
-        from benchmarks.suite import main as bench_main
-    except ImportError:
-        raise _UsageError("placement bench runs from a source checkout (the benchmarks/ folder)") from None
+    from .bench.suite import main as bench_main
+
     return bench_main(argv)
 
 
