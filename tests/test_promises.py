@@ -290,3 +290,28 @@ def test_one_device_naming_scheme_and_older_results_still_read(onnx_model, workl
     capsys.readouterr()
     assert main(["evaluate", workload, str(old), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["max_load"] == res["max_load"]
+
+
+def test_split_verify_with_weights_fed_once_still_catches_a_wrong_stage(onnx_model, onnx_result):
+    import onnx
+
+    from graphs.onnx_loader import read_model
+    from placement.onnx_export import split_model, verify_split
+    from placement.simulate import read_result
+
+    model = read_model(onnx_model, load_external_data=True)
+    split = split_model(model, read_result(onnx_result))
+    models = [s.model for s in split.submodels]
+    rep = verify_split(model, models, split.manifest())
+    assert rep.ok and rep.materialized > 0 and rep.worst == 0.0
+    wrong = []
+    changed = False
+    for m in models:
+        m2 = onnx.ModelProto()
+        m2.CopyFrom(m)
+        for n in m2.graph.node:
+            if not changed and n.op_type == "Add":
+                n.op_type, changed = "Sub", True
+        wrong.append(m2)
+    assert changed
+    assert not verify_split(model, wrong, split.manifest()).ok
