@@ -315,3 +315,25 @@ def test_split_verify_with_weights_fed_once_still_catches_a_wrong_stage(onnx_mod
         wrong.append(m2)
     assert changed
     assert not verify_split(model, wrong, split.manifest()).ok
+
+
+def test_cluster_help_documents_the_job_list_and_its_example_parses(tmp_path, capsys):
+    from placement.cluster.command import JOBS_FORMAT
+    from placement.cluster.formats import parse_jobs
+
+    text = _help(["cluster"], capsys)
+    assert "jobs[].model" in text and "host_memory_gb" in text
+    example = json.loads(JOBS_FORMAT[JOBS_FORMAT.index("{"):JOBS_FORMAT.index("}]}") + 3])
+    jobs = parse_jobs(example, base_dir=str(tmp_path))
+    assert [j.name for j in jobs.jobs] == ["resnet", "bert"] and jobs.lease == 600000
+
+
+def test_bench_is_part_of_the_library_and_benchmarks_is_not_installed(capsys, monkeypatch):
+    import sys
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        include = re.search(r"^include = \[(.*)\]", f.read(), re.M).group(1)
+    assert "benchmarks" not in include
+    monkeypatch.setitem(sys.modules, "benchmarks", None)  # as if there were no source checkout
+    assert main(["bench", "--help"]) == 0
+    assert "--seed" in capsys.readouterr().out
