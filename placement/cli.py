@@ -244,6 +244,13 @@ def _print_result(args, placement, out=None) -> None:
 
     out = out or sys.stdout
     data = result_dict(placement, result_path=args.out)
+    if "frontend" in data and hasattr(args, "device_files"):
+        # what the library does not keep in the graph, so that show and evaluate rebuild the same one
+        from .export import source_path
+
+        kw = _frontend(args)
+        data["frontend"]["dims"] = kw["dims"]
+        data["frontend"]["device_files"] = [source_path(f, args.out) for f in kw["device_files"] or ()]
     with _interrupt.deferred():  # a Ctrl-C now lets the result be written, then stops
         if args.out:
             write_json(args.out, data)
@@ -357,8 +364,7 @@ def _cmd_evaluate(args) -> int:
     given = _frontend(args)
     if is_result and args.workload.lower().endswith(".onnx"):
         # the front-end options the result was computed with, unless given again here
-        recorded = {k: v for k, v in (data.get("frontend") or {}).items() if v is not None and v is not False}
-        given = {**recorded, **{k: v for k, v in given.items() if v is not None}}
+        given = {**_recorded_frontend(data, args.split), **{k: v for k, v in given.items() if v is not None}}
     w = load_workload(args.workload, **given)
     if is_result:
         a = assignment_from_result(read_result(args.split), w.graph, w.cluster, source=args.split)
@@ -636,6 +642,15 @@ def _cmd_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
+def _recorded_frontend(data: dict, result_path: str) -> dict:
+    """The front-end options a result records (device files relative to the result file)."""
+    rec = {k: v for k, v in (data.get("frontend") or {}).items() if v not in (None, False, [], {})}
+    if "device_files" in rec:
+        base = os.path.dirname(os.path.abspath(result_path))
+        rec["device_files"] = [os.path.join(base, f) for f in rec["device_files"]]
+    return rec
+
+
 def _load_for_result(args, data: dict):
     """The workload a result is for: --workload, else the result's source (relative to the result file,
     as results store it; then as written, for results of older versions, relative to where they ran)."""
@@ -652,9 +667,8 @@ def _load_for_result(args, data: dict):
         elif not os.path.exists(path):
             raise _UsageError(f"{args.result}: its workload {path!r} was not found; pass --workload PATH")
     given = {k: v for k, v in _frontend(args).items() if v is not None}
-    recorded = {k: v for k, v in (data.get("frontend") or {}).items() if v is not None and v is not False}
     if path.lower().endswith(".onnx"):
-        given = {**recorded, **given}  # the result's own front-end options unless overridden
+        given = {**_recorded_frontend(data, args.result), **given}  # the result's own, unless overridden
     if given.get("optimizer") and not given.get("training"):
         raise _UsageError("--optimizer only applies to training; add --training (or show a training result)")
     return load_workload(path, **given)
