@@ -520,6 +520,16 @@ def _dims(args) -> dict:
     return dims
 
 
+def _warn_unknown_dims(model, dims: dict) -> None:
+    """A --dim naming no symbolic dimension of the model's inputs changes nothing: say so."""
+    names = {d.dim_param for vi in model.graph.input if vi.type.HasField("tensor_type")
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    unknown = sorted(set(dims) - names)
+    if unknown:
+        print(f"warning: --dim {', '.join(unknown)}: no input of the model has such a dimension "
+              f"({', '.join(sorted(names)) or 'it has none'}); ignored", file=sys.stderr)
+
+
 def _read_model(path: str):
     from graphs.onnx_loader import read_model
 
@@ -538,6 +548,7 @@ def _cmd_split(args) -> int:
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
     result = read_result(args.result)
     _output_dir(args.out_dir, "--out-dir")
     _output_file(annotated, "--annotated")
@@ -591,6 +602,7 @@ def _cmd_run(args) -> int:
               file=sys.stderr)
     dims = _dims(args)
     model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
     result = read_result(args.result)
     split = split_model(model, result)
     manifest = split.manifest()

@@ -134,6 +134,11 @@ def test_a_dimension_the_model_does_not_have_is_a_warning(onnx_model, capsys):
     assert re.search(r"warning: .*'foo'.*name no symbolic dimension.*'batch'", err), err
 
 
+def test_split_warns_about_a_dimension_the_model_does_not_have(onnx_model, onnx_result, tmp_path, capsys):
+    assert main(["split", onnx_model, onnx_result, "--out-dir", str(tmp_path), "--dim", "foo=2"]) == 0
+    assert "warning: --dim foo: no input of the model has such a dimension (batch)" in capsys.readouterr().err
+
+
 def test_example_refuses_a_file_that_is_neither_onnx_nor_json(tmp_path, capsys):
     assert main(["example", str(tmp_path / "foo.txt")]) == 2
     assert ".onnx" in _one_error(capsys) and not (tmp_path / "foo.txt").exists()
