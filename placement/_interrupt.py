@@ -36,7 +36,8 @@ def _package_dirs(*names: str) -> tuple[str, ...]:
         except (ImportError, ValueError):
             continue
         if spec is not None and spec.submodule_search_locations:
-            dirs += [os.path.join(os.path.realpath(d), "") for d in spec.submodule_search_locations]
+            for d in spec.submodule_search_locations:  # as imported, and resolved (symlinked installs)
+                dirs += [os.path.join(d, ""), os.path.join(os.path.realpath(d), "")]
     return tuple(dirs)
 
 
