@@ -341,3 +341,11 @@ def test_bench_is_part_of_the_library_and_benchmarks_is_not_installed(capsys, mo
     monkeypatch.setitem(sys.modules, "benchmarks", None)  # as if there were no source checkout
     assert main(["bench", "--help"]) == 0
     assert "--seed" in capsys.readouterr().out
+
+
+def test_show_names_its_columns_and_both_latencies_apart_from_place(onnx_result, capsys):
+    assert main(["show", onnx_result, "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert "busy/wall" in text and "load/max" not in text and " util " not in text
+    assert re.search(r"single-sample latency [\d.]+ ms in this schedule", text)
+    assert re.search(r"the latency model of `place` gives [\d.]+ ms", text)
