@@ -194,6 +194,9 @@ def _print_result(args, placement, out=None) -> None:
         if table:
             out.write(table + "\n\n")
         out.write(format_summary(placement) + "\n")
+        from .serving_cli import mfu_lines
+
+        out.write(mfu_lines(placement))
         if args.out:
             out.write(f"result written to {args.out}\n")
 
@@ -541,6 +544,9 @@ def _cmd_show(args) -> int:
         sys.stdout.write("\n")
     else:
         print(_format_simulation(sim, over, unit))
+        from .serving_cli import show_mfu_lines
+
+        sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
     old = data.get("max_load")
     if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
         print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
