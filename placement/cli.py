@@ -102,21 +102,26 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--costs", default=None, metavar="MODEL",
                    help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
                    "cost table")
-    g.add_argument("--batch-size", type=int, default=None, metavar="N", help="value of a symbolic batch "
-                   "dimension (default 1)")
+    from .serving_cli import batch_size_arg
+
+    g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
+                   "batch dimension (default 1); place and frontier also take auto or a list 1,2,4")
     g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
                    help="value of another symbolic input dimension (repeatable)")
     g.add_argument("--training", action="store_true", default=None, help="add the backward pass")
     g.add_argument("--optimizer", default=None, help="training: sgd, momentum or adam (default adam)")
 
 
-def _frontend(args) -> dict:
-    """The front-end keyword arguments of ``load_workload`` (``None``: not given)."""
+def _frontend(args, sweep: bool = False) -> dict:
+    """The front-end keyword arguments of ``load_workload`` (``None``: not given); ``sweep``: the batch
+    size may be auto or a list."""
     import logging
 
     class _Warnings(logging.Handler):
         def emit(self, record):
             print(f"warning: {record.getMessage()}", file=sys.stderr)
+
+    from .serving_cli import single_batch
 
     log = logging.getLogger("graphs.onnx")
     if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
@@ -130,8 +135,8 @@ def _frontend(args) -> dict:
                 raise _UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
             dims[name] = int(value)
     return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
-            "batch_size": args.batch_size, "dims": dims, "training": args.training,
-            "optimizer": args.optimizer}
+            "batch_size": args.batch_size if sweep else single_batch(args.batch_size), "dims": dims,
+            "training": args.training, "optimizer": args.optimizer}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    from .serving_cli import add_place_options
+
+    add_place_options(p)
 
     e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
                        "(reference result format: fpgas/cpus node lists) on a workload.")
@@ -175,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
+    _add_serving_parsers(sub)
     return parser
 
 
@@ -206,7 +215,10 @@ def _cmd_place(args) -> int:
 
     from .api import place
     from .load import load_workload
+    from .serving_cli import run_place, wants_serving
 
+    if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
+        return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
     raw = {}
@@ -634,6 +646,21 @@ def _cmd_cluster(args) -> int:
 
 
 _COMMANDS.update(cluster=_cmd_cluster)
+
+
+def _add_serving_parsers(sub) -> None:
+    from .serving_cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_serving(args) -> int:
+    from .serving_cli import run
+
+    return run(args)
+
+
+_COMMANDS.update(frontier=_cmd_serving)
 
 
 @contextlib.contextmanager

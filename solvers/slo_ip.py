@@ -20,6 +20,7 @@ closed the gap and the evaluators agree with the program; otherwise ``feasible``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -123,12 +124,41 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
           max_load_max: float = math.inf) -> Solution:
     """The best serving-domain placement for ``minimise`` under the other measure's limit (see the
     module doc). ``stats`` hold ``max_load``, ``latency`` and ``subgraphs`` of the returned placement;
-    status ``infeasible`` when no placement meets the limit (proven)."""
+    status ``infeasible`` when no placement meets the limit (proven).
+
+    Times are scaled so that the all-in-sequence latency bound is :data:`_SCALE` inside the program:
+    the solver's absolute feasibility tolerances (1e-7 per row, adding up along paths) would otherwise
+    be visible on models whose times are fractions of a millisecond."""
     options = options or SolveOptions()
     if minimise not in MINIMISE:
         raise InputError(f"minimise must be one of {', '.join(MINIMISE)}, got {minimise!r}")
     if graph.is_training:
         raise InputError("latency targets are for inference graphs; this graph has backward nodes")
+    h = _horizon(graph, cluster, 1)
+    scale = _SCALE / h if math.isfinite(h) and h > 0 else 1.0
+    g = dataclasses.replace(graph, compute=graph.compute * scale, comm=graph.comm * scale)
+    sol = _solve(g, cluster, options, minimise, latency_max * scale, max_load_max * scale)
+    if sol.assignment is None:
+        msg = sol.message
+        if sol.status == Status.INFEASIBLE and "has " in msg:  # the limit as the caller gave it
+            what = (f"latency <= {latency_max:.6g}" if minimise == "max-load" else
+                    f"max-load <= {max_load_max:.6g}")
+            msg = f"no placement (one subgraph per accelerator) has {what}"
+        return dataclasses.replace(sol, bound=None if sol.bound is None else sol.bound / scale, message=msg)
+    load = evaluate(graph, cluster, sol.assignment).max_load
+    lat = latency(graph, cluster, sol.assignment).total
+    value = load if minimise == "max-load" else lat
+    stats = dict(sol.stats, max_load=load, latency=lat, latency_max=latency_max, max_load_max=max_load_max,
+                 scale=scale)
+    return dataclasses.replace(sol, objective=value, bound=None if sol.bound is None else sol.bound / scale,
+                               stats=stats)
+
+
+_SCALE = 1000.0
+
+
+def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: str, latency_max: float,
+           max_load_max: float) -> Solution:
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"minimise": minimise, "latency_max": latency_max, "max_load_max": max_load_max}
