@@ -660,7 +660,7 @@ def _cmd_serving(args) -> int:
     return run(args)
 
 
-_COMMANDS.update(frontier=_cmd_serving)
+_COMMANDS.update(frontier=_cmd_serving, provision=_cmd_serving)
 
 
 @contextlib.contextmanager

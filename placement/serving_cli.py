@@ -194,7 +194,7 @@ def run_place(args, frontend: dict) -> int:
 
 # ---------------------------------------------------------------- frontier
 def add_parser(sub) -> None:
-    """Register ``frontier``."""
+    """Register ``frontier`` and ``provision``."""
     f = sub.add_parser("frontier", help="throughput-latency frontier of a model",
                        description="Every non-dominated (samples/s, latency) plan of an ONNX model over the "
                        "batch sizes: for each, the best throughput under a latency limit, tightened point "
@@ -209,6 +209,30 @@ def add_parser(sub) -> None:
                    "file per plan, F.<k>.json)")
     f.add_argument("--plot", default=None, metavar="F.png", help="draw the frontier")
     f.add_argument("--json", action="store_true", help="print the frontier JSON")
+
+    v = sub.add_parser("provision", help="cheapest devices for a throughput target",
+                       description="The cheapest allocation of the available devices (prices per "
+                       "device-hour from --prices or the device files) that serves the target samples/s, "
+                       "optionally under a latency target, with its plan and the price-throughput curve of "
+                       "efficient allocations. Exact from one DP run over every allocation without a "
+                       "latency target; with one, allocations are tried cheapest first with the serving IP.")
+    v.add_argument("model", nargs="?", help="ONNX model (.onnx)")
+    v.add_argument("--target-throughput", type=float, default=None, metavar="X", help="samples per second")
+    v.add_argument("--latency-slo", type=float, default=None, metavar="MS",
+                   help="latency of one batch at most MS milliseconds")
+    v.add_argument("--available", default=None, metavar="SPEC", help="devices to choose from, e.g. "
+                   "a100:8,t4:16,cpu:64")
+    v.add_argument("--prices", default=None, metavar="FILE", help="TOML/JSON prices per device-hour "
+                   "([prices] a100 = 3.0)")
+    v.add_argument("--example-prices", default=None, metavar="FILE",
+                   help="write an example prices file (made-up figures) and exit")
+    v.add_argument("--max-solves", type=int, default=200, metavar="K",
+                   help="with --latency-slo: integer programs solved at most (default 200)")
+    v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
+                   "placement result with a 'provision' section)")
+    v.add_argument("--json", action="store_true", help="print the result JSON")
+    _common(v)
+    v.set_defaults(devices=None)
 
 
 def _common(p) -> None:
@@ -271,7 +295,9 @@ def plot_frontier(fr, path: str) -> str:
 
 
 def run(args) -> int:
-    """Run ``frontier`` (or ``provision``)."""
+    """Run ``frontier`` or ``provision``."""
+    if args.command == "provision":
+        return _run_provision(args)
     return _run_frontier(args)
 
 
@@ -323,3 +349,105 @@ def _run_frontier(args) -> int:
             print("note: drawing the frontier needs matplotlib, which is not installed (pip install "
                   "matplotlib); frontier not drawn", file=sys.stderr)
     return 0 if fr.points else 1
+
+
+# ---------------------------------------------------------------- provision
+def _run_provision(args) -> int:
+    import json
+    import sys
+
+    from graphs.devices import parse_devices
+    from graphs.errors import InputError
+
+    from .export import result_dict, write_json
+    from .provision import EXAMPLE_PRICES, kind_prices, provision, read_prices
+    from .serving import batch_workload
+
+    if args.example_prices:
+        with open(args.example_prices, "w", encoding="utf-8") as f:
+            f.write(EXAMPLE_PRICES)
+        print(f"wrote {args.example_prices}: example prices per device-hour (made-up figures; set your own)")
+        return 0
+    if not args.model:
+        raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
+    _need_onnx(args.model, "placement provision")
+    if args.target_throughput is None or not args.available:
+        raise InputError("placement provision needs --target-throughput X (samples/s) and --available SPEC "
+                         "(e.g. a100:8,t4:16,cpu:64)")
+    if args.devices:
+        raise InputError("placement provision takes --available (the devices to choose from), not --devices")
+    if args.latency_slo is not None and not args.latency_slo > 0:
+        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {args.latency_slo}")
+    ds = parse_devices(args.available, args.device_files or ())
+    prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
+    results = []
+    for b in _sizes(args.batch_size) if args.batch_size is not None else [1]:
+        w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or ())
+        results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
+                                        latency_slo=args.latency_slo, options=_options(args),
+                                        max_solves=args.max_solves)))
+    found = [r for r in results if r[2].best is not None]
+    b, w, pv = min(found, key=lambda r: (r[2].best.price, -r[2].best.samples_per_s)) if found else results[0]
+    names = pv.kinds
+
+    def alloc(counts) -> str:
+        return ",".join(f"{k}:{c}" for k, c in zip(names, counts) if c) or "(none)"
+
+    section = {
+        "target_samples_per_s": args.target_throughput, "latency_slo_ms": args.latency_slo,
+        "available": str(ds), "prices_per_hour": dict(zip(names, prices.tolist())), "batch_size": b,
+        "proven": pv.proven, "allocation": alloc(pv.best.counts) if pv.best else None,
+        "price_per_hour": pv.best.price if pv.best else None,
+        "efficient": [{"allocation": alloc(a.counts), "price_per_hour": a.price,
+                       "samples_per_s": a.samples_per_s, "max_load": a.max_load} for a in pv.efficient],
+        "per_batch_size": [{"batch_size": bb, "allocation": alloc(p.best.counts) if p.best else None,
+                            "price_per_hour": p.best.price if p.best else None} for bb, _, p in results],
+    }
+    data = {"schema": "placement-result", "version": 1, "status": "infeasible", "devices": []}
+    if pv.best is not None and pv.solution is not None and pv.solution.assignment is not None:
+        from .api import Placement
+
+        ev = evaluate_plan(w.graph, pv.cluster, pv.solution)
+        placement = Placement(w.graph, pv.cluster, pv.solution, ev)
+        data = result_dict(placement)
+        data.setdefault("frontend", {})["devices"] = alloc(pv.best.counts)
+    data["provision"] = section
+    if args.out:
+        write_json(args.out, data)
+    if args.json:
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
+        print(f"price-throughput curve of efficient allocations (batch {b}{slo}; "
+              + ("every allocation, exact" if args.latency_slo is None else "allocations solved") + "):")
+        rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
+        for a in pv.efficient:
+            rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
+                         f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            print("  " + "  ".join(c.ljust(wd) if i == 0 else c.rjust(wd) for i, (c, wd) in
+                                   enumerate(zip(r, widths))))
+        if pv.best is not None:
+            print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
+                  f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
+                  + ("proven cheapest" if pv.proven else "NOT proven cheapest (a limit was hit)"))
+            sys.stdout.write(mfu_lines(placement))
+            if args.out:
+                print(f"plan written to {args.out}")
+    if pv.best is None:
+        top = max((r[2].max_reachable for r in results if r[2].max_reachable is not None),
+                  key=lambda a: a.samples_per_s, default=None)
+        most = (f"; the most any allocation serves{' under the latency target' if args.latency_slo else ''} "
+                f"is {top.samples_per_s:.6g} samples/s ({alloc(top.counts)})" if top else "")
+        print(f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def evaluate_plan(graph, cluster, solution):
+    from graphs.evaluate import evaluate
+
+    return evaluate(graph, cluster, solution.assignment)

@@ -104,3 +104,22 @@ def test_frontier_command_writes_plans_show_accepts(cnn, tmp_path, capsys):
         assert plan["latency"] == pytest.approx(p["latency_ms"])
         # without host cores every serving-domain plan is contiguous, so show simulates it
         assert plan["contiguous"] and main(["show", p["plan_file"], "--no-draw"]) == 0
+
+
+def test_provision_command(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    out = tmp_path / "p.json"
+    args = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--out", str(out)]
+    assert main(args + ["--target-throughput", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest for 1000 samples/s" in text and "proven cheapest" in text
+    data = json.loads(out.read_text())
+    assert data["provision"]["allocation"] == data["frontend"]["devices"]
+    assert 1e3 / data["max_load"] >= 1000
+    assert main(["show", str(out), "--no-draw"]) == 0
+    assert main(args + ["--target-throughput", "1e12"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "unreachable" in err and "the most any allocation serves" in err
+    assert main(["provision", cnn, "--available", "t4:1", "--target-throughput", "1"]) == 2
+    assert "no price" in capsys.readouterr().err
