@@ -238,7 +238,8 @@ def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_poin
         limit = pt.latency_ms * (1 - _STEP)
     else:
         proven = False  # more points may exist
-    return points, proven
+    # under time limits a later point (not proven) can dominate an earlier one: keep the front only
+    return non_dominated(points), proven
 
 
 def frontier(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from graphs.errors import InfeasibleError, InputError
+from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.evaluate import evaluate
 from graphs.latency import latency
 from graphs.model import Cluster, OpGraph
@@ -172,7 +172,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         return evaluate(graph, cluster, a).max_load, ev
 
     best = None  # (value, name, assignment, max-load, latency evaluation)
-    for name, a in _candidates(graph, cluster, options, deadline, stats):
+    for name, a in _starts(graph, cluster, options, deadline, stats):
         r = measure(a)
         if r is None or r[1].total > lat_tol or r[0] > load_tol:
             continue
@@ -247,6 +247,25 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
     stats.update(max_load=load, latency=lev.total, subgraphs=[int(s) for s in lev.subgraph])
     return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE,
                     "slo-ip", bound=bound, gap=gap, time=elapsed, message=res.message, stats=stats)
+
+
+def _starts(graph: OpGraph, cluster: Cluster, options: SolveOptions, deadline, stats):
+    """The latency IP's starts, with the DP's throughput placement always among them (it is quick, and
+    under a loose latency limit it is what the max-load program has to beat)."""
+    from . import dp
+
+    yield from _candidates(graph, cluster, dataclasses.replace(
+        options, raw={**options.raw, "dp_warm_start": False}), deadline, stats)
+    if options.raw.get("dp_warm_start", True):
+        left = None if deadline is None else max(0.5, 0.3 * (deadline - time.perf_counter()))
+        try:
+            sol = dp.solve(graph, cluster, SolveOptions(time_limit=left, raw={"max_ideals": 200_000}))
+        except PlacementError as e:
+            stats["dp_status"] = f"skipped: {e}"
+            return
+        stats["dp_status"] = sol.status.value
+        if sol.assignment is not None:
+            yield "dp", np.asarray(sol.assignment, np.int64)
 
 
 def lowest_latency(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
