@@ -13,7 +13,8 @@ sequence 128) on ``a100:2,t4:4,cpu:8`` with roofline costs:
 Part 2: SqueezeNet on ``cpu:2`` with ``profile`` costs (onnxruntime on this CPU) at several batch sizes:
 the DP's predicted samples/s against a measured ``placement run`` of the same plan.
 
-    python -m benchmarks.bench_serving [--time-limit 10] [--max-points 4] [--samples 24] [--skip-run]
+    python -m benchmarks.bench_serving [--time-limit 10] [--max-points 4] [--samples 24] [--rounds 3]
+        [--skip-run]
 """
 
 from __future__ import annotations
@@ -96,8 +97,11 @@ def _cli(argv: list[str]) -> dict:
     return json.loads(buf.getvalue())
 
 
-def part2(batches: list[int], samples: int, tmp: str) -> list[dict]:
-    """Profile costs at each batch size, DP placement on two CPU cores, measured pipeline run."""
+def part2(batches: list[int], samples: int, tmp: str, rounds: int = 3) -> list[dict]:
+    """Profile costs at each batch size, DP placement on two CPU cores, measured pipeline run (the
+    median of ``rounds`` runs)."""
+    import statistics
+
     from graphs.onnx_batch import batchable_path
 
     model = batchable_path(_zoo("squeezenet"), cache_dir=tmp)
@@ -106,9 +110,11 @@ def part2(batches: list[int], samples: int, tmp: str) -> list[dict]:
         res = os.path.join(tmp, f"squeezenet_b{b}.json")
         placed = _cli(["place", model, "--devices", "cpu:2", "--costs", "profile", "--batch-size", str(b),
                        "--out", res, "--json"])
-        run = _cli(["run", res, model, "--batch-size", str(b), "--samples", str(samples), "--json"])
+        runs = [_cli(["run", res, model, "--batch-size", str(b), "--samples", str(samples), "--json"])
+                for _ in range(rounds)]
+        run = sorted(runs, key=lambda r: r["measured_ms_per_sample"])[len(runs) // 2]
         predicted = 1e3 * b / placed["max_load"]
-        measured = 1e3 * b / run["measured_ms_per_sample"]
+        measured = 1e3 * b / statistics.median(r["measured_ms_per_sample"] for r in runs)
         rows.append({"batch": b, "stages": run["stages"], "predicted_samples_per_s": predicted,
                      "measured_samples_per_s": measured, "error": (predicted - measured) / measured,
                      "predicted_stage_ms": run["predicted_stage_ms"],
@@ -124,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-points", type=int, default=4, help="frontier points per batch size (4)")
     ap.add_argument("--samples", type=int, default=24, help="batches streamed per measured run (24)")
     ap.add_argument("--batches", default="1,2,4,8", help="part 2 batch sizes (1,2,4,8)")
+    ap.add_argument("--rounds", type=int, default=3, help="part 2: measured runs per batch size, median (3)")
     ap.add_argument("--skip-run", action="store_true", help="skip part 2 (profiling and running)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "serving.json"))
     args = ap.parse_args(argv)
@@ -131,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"cluster": CLUSTER, "time_limit_s": args.time_limit, "max_points": args.max_points,
                "models": part1(_models(tmp), args.time_limit, args.max_points)}
         if not args.skip_run:
-            doc["profiled"] = part2([int(x) for x in args.batches.split(",")], args.samples, tmp)
+            doc["profiled"] = part2([int(x) for x in args.batches.split(",")], args.samples, tmp, args.rounds)
+
+        doc["load_average"] = os.getloadavg()
+        doc["cpus"] = os.cpu_count()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.errors import InputError, PlacementError
 from graphs.evaluate import evaluate
 from graphs.latency import latency
 from graphs.model import OpGraph
@@ -215,11 +215,15 @@ def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_poin
     from solvers import slo_ip
 
     options = options or SolveOptions()
+    pool = _start_pool(w, options)
     points: list[ServingPoint] = []
     proven = True
     limit = math.inf
     for _ in range(max_points):
-        first = slo_ip.solve(w.graph, w.cluster, options, latency_max=limit)
+        fits = [(load, a) for load, lat, a in pool if lat <= limit]
+        start = min(fits, key=lambda x: x[0])[1] if fits else None
+        first = slo_ip.solve(w.graph, w.cluster, dataclasses.replace(options, warm_start=start),
+                             latency_max=limit)
         if first.assignment is None:
             if first.status != Status.INFEASIBLE:
                 proven = False  # stopped at a limit: points beyond this one are unknown
@@ -240,6 +244,42 @@ def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_poin
         proven = False  # more points may exist
     # under time limits a later point (not proven) can dominate an earlier one: keep the front only
     return non_dominated(points), proven
+
+
+def _start_pool(w: Workload, options: SolveOptions, max_allocations: int = 64
+                ) -> list[tuple[float, float, np.ndarray]]:
+    """Starts for the frontier's programs: the DP's placement on sub-clusters (every count of each
+    accelerator kind, host kinds all or none), as ``(max-load, latency, assignment)`` on the full
+    cluster. Fewer devices mean fewer hops: these plans trade throughput for latency, which is what the
+    tightening limits ask for, and a program under a time limit starts from the best that fits."""
+    import itertools
+
+    from graphs.model import Cluster, DeviceKind
+    from solvers import dp
+
+    cl = w.cluster
+    choices = [range(k.count + 1) if k.pays_communication else sorted({0, k.count}) for k in cl.kinds]
+    first = np.concatenate([[0], np.cumsum([k.count for k in cl.kinds])[:-1]])
+    out = []
+    for counts in itertools.islice(itertools.product(*choices), max_allocations + 1):
+        if sum(counts) == 0:
+            continue
+        sub = Cluster(tuple(DeviceKind(k.name, c, k.memory, k.pays_communication)
+                            for k, c in zip(cl.kinds, counts)))
+        try:
+            sol = dp.solve(w.graph, sub, SolveOptions(time_limit=options.time_limit,
+                                                      raw={"max_ideals": 200_000}))
+        except PlacementError:
+            continue
+        if sol.assignment is None:
+            continue
+        sub_first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        kind_of = sub.device_kind()
+        a = first[kind_of[sol.assignment]] + (sol.assignment - sub_first[kind_of[sol.assignment]])
+        lat = latency(w.graph, cl, a)
+        if lat.valid and max(lat.subgraphs_per_device().values(), default=0) <= 1:
+            out.append((evaluate(w.graph, cl, a).max_load, lat.total, a))
+    return out
 
 
 def frontier(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
