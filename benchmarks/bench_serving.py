@@ -132,11 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="1,2,4,8", help="part 2 batch sizes (1,2,4,8)")
     ap.add_argument("--rounds", type=int, default=3, help="part 2: measured runs per batch size, median (3)")
     ap.add_argument("--skip-run", action="store_true", help="skip part 2 (profiling and running)")
+    ap.add_argument("--skip-models", action="store_true", help="skip part 1 (sweeps and frontiers)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "serving.json"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         doc = {"cluster": CLUSTER, "time_limit_s": args.time_limit, "max_points": args.max_points,
-               "models": part1(_models(tmp), args.time_limit, args.max_points)}
+               "models": [] if args.skip_models else part1(_models(tmp), args.time_limit, args.max_points)}
         if not args.skip_run:
             doc["profiled"] = part2([int(x) for x in args.batches.split(",")], args.samples, tmp, args.rounds)
 
