@@ -380,12 +380,23 @@ def _run_provision(args) -> int:
         raise InputError(f"--latency-slo must be a positive number of milliseconds, got {args.latency_slo}")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
+    from .serving import AUTO_MAX_BATCH
+
+    sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
+    auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
+    if auto:
+        sizes = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)]
     results = []
-    for b in _sizes(args.batch_size) if args.batch_size is not None else [1]:
+    for b in sizes:
         w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or ())
         results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
                                         latency_slo=args.latency_slo, options=_options(args),
                                         max_solves=args.max_solves)))
+        if auto and len(results) > 1:
+            prev, cur = results[-2][2].best, results[-1][2].best
+            if (prev is not None and (cur is None or cur.price >= prev.price - 1e-12)) or (
+                    prev is None and cur is None and args.latency_slo is not None):
+                break  # no cheaper at this batch size (or the latency target rules larger ones out)
     found = [r for r in results if r[2].best is not None]
     b, w, pv = min(found, key=lambda r: (r[2].best.price, -r[2].best.samples_per_s)) if found else results[0]
     names = pv.kinds

@@ -123,3 +123,17 @@ def test_provision_command(cnn, tmp_path, capsys):
     assert err.count("error:") == 1 and "unreachable" in err and "the most any allocation serves" in err
     assert main(["provision", cnn, "--available", "t4:1", "--target-throughput", "1"]) == 2
     assert "no price" in capsys.readouterr().err
+
+
+def test_provision_over_batch_sizes_picks_the_cheapest(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    argv = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--target-throughput",
+            "20000", "--json"]
+    capsys.readouterr()
+    assert main(argv + ["--batch-size", "auto"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["provision"]["per_batch_size"]
+    assert len(rows) >= 2 and [r["batch_size"] for r in rows][:2] == [1, 2]
+    found = [r["price_per_hour"] for r in rows if r["price_per_hour"] is not None]
+    assert data["provision"]["price_per_hour"] == min(found)
