@@ -172,9 +172,12 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
         points.append((b, pt, "" if pt is not None else (sol.message or sol.status.value)))
         if pt is None:
             if auto:
-                stopped = (f"batch {b}: no plan meets the latency target" if latency_slo is not None
-                           and sol.status == Status.INFEASIBLE and "latency" in sol.message
-                           else f"batch {b}: {sol.message or 'no placement'} (memory runs out)")
+                if latency_slo is not None and sol.status == Status.INFEASIBLE and "latency" in sol.message:
+                    stopped = f"batch {b}: no plan meets the latency target"
+                elif sol.status == Status.INFEASIBLE:
+                    stopped = f"batch {b}: {sol.message or 'no placement'} (memory runs out)"
+                else:
+                    stopped = f"batch {b}: {sol.message or 'no placement found'}"
                 break
             continue
         if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):

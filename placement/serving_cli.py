@@ -143,6 +143,11 @@ def run_place(args, frontend: dict) -> int:
     from .serving import sweep
 
     _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
+    if args.objective != "max-load" or args.training:
+        from graphs.errors import InputError
+
+        raise InputError("--batch-size auto/LIST and --latency-slo maximise inference throughput: drop "
+                         "--objective and --training (a latency target is --latency-slo MS)")
     if args.latency_slo is not None and not (args.latency_slo > 0 and math.isfinite(args.latency_slo)):
         from graphs.errors import InputError
 
