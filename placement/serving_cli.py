@@ -247,7 +247,8 @@ def _common(p) -> None:
     p.add_argument("--costs", default="roofline", metavar="MODEL",
                    help="roofline (default), profile, or a JSON cost table")
     p.add_argument("--batch-size", default=None, metavar="auto|N|LIST",
-                   help="batch sizes: auto (1, 2, 4, ... while throughput improves), one, or a list 1,2,4")
+                   help="batch sizes: one (default 1), a list 1,2,4, or auto (1, 2, 4, ... while the best "
+                        "throughput improves by 1%%)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds per integer program (default none); points then may be unproven")
     p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap (default 1e-4)")
@@ -318,7 +319,7 @@ def _run_frontier(args) -> int:
         from graphs.errors import InputError
 
         raise InputError("--max-points must be at least 1")
-    sizes = None if args.batch_size is None else _sizes(args.batch_size)
+    sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
     fr = frontier(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
                   device_files=args.device_files or (), max_points=args.max_points)
     data = _frontier_dict(fr, args.out)
