@@ -137,3 +137,18 @@ def test_provision_over_batch_sizes_picks_the_cheapest(cnn, tmp_path, capsys):
     assert len(rows) >= 2 and [r["batch_size"] for r in rows][:2] == [1, 2]
     found = [r["price_per_hour"] for r in rows if r["price_per_hour"] is not None]
     assert data["provision"]["price_per_hour"] == min(found)
+
+
+def test_fixed_batch_resnet_follows_the_batch():
+    from graphs.onnx_batch import batchable_path, check_batch
+    from graphs.onnx_loader import load_onnx
+
+    path = batchable_path(zoo("resnet50"))
+    assert path != zoo("resnet50")  # a rebatched copy: the file's batch is fixed
+    g1, g2 = load_onnx(path, batch_size=1), load_onnx(path, batch_size=2)
+    check_batch(g2, 2)  # its Reshape to [1, 2048] now copies the batch
+    assert g2.outputs[0].shape == (2, 1000)
+    from graphs.costs import op_flops
+
+    assert sum(op_flops(o)[0] for o in g2.ops) == pytest.approx(2 * sum(op_flops(o)[0] for o in g1.ops),
+                                                                 rel=1e-6)
