@@ -115,8 +115,10 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--costs", default=None, metavar="MODEL",
                    help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
                    "cost table")
-    g.add_argument("--batch-size", type=int, default=None, metavar="N", help="value of a symbolic batch "
-                   "dimension (default 1)")
+    from .serving_cli import batch_size_arg
+
+    g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
+                   "batch dimension (default 1); place and frontier also take auto or a list 1,2,4")
     g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
                    help="value of another symbolic input dimension (repeatable)")
     g.add_argument("--training", action="store_true", default=None, help="add the backward pass")
@@ -125,13 +127,16 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(_OPTIMIZERS)} (default adam)")
 
 
-def _frontend(args) -> dict:
-    """The front-end keyword arguments of ``load_workload`` (``None``: not given)."""
+def _frontend(args, sweep: bool = False) -> dict:
+    """The front-end keyword arguments of ``load_workload`` (``None``: not given); ``sweep``: the batch
+    size may be auto or a list."""
     import logging
 
     class _Warnings(logging.Handler):
         def emit(self, record):
             print(f"warning: {record.getMessage()}", file=sys.stderr)
+
+    from .serving_cli import single_batch
 
     log = logging.getLogger("graphs.onnx")
     if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
@@ -146,13 +151,13 @@ def _frontend(args) -> dict:
             dims[name] = int(value)
     if args.devices is not None and not args.devices.strip():
         raise _UsageError("--devices is empty; give kind:count pairs (e.g. a100:4,cpu:1) or a device file")
-    if args.batch_size is not None and args.batch_size < 1:
+    if isinstance(args.batch_size, int) and args.batch_size < 1:
         raise _UsageError("--batch-size must be at least 1")
     if args.optimizer is not None and not args.training and getattr(args, "command", None) != "show":
         raise _UsageError("--optimizer only applies to training; add --training")
     return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
-            "batch_size": args.batch_size, "dims": dims, "training": args.training,
-            "optimizer": args.optimizer}
+            "batch_size": args.batch_size if sweep else single_batch(args.batch_size), "dims": dims,
+            "training": args.training, "optimizer": args.optimizer}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    from .serving_cli import add_place_options
+
+    add_place_options(p)
 
     e = sub.add_parser("evaluate", help="evaluate a given split or result", description="Evaluate a "
                        "placement on a workload: a result file written by placement place --out (for an "
@@ -205,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
+    _add_serving_parsers(sub)
     return parser
 
 
@@ -262,6 +271,9 @@ def _print_result(args, placement, out=None) -> None:
             if table:
                 out.write(table + "\n\n")
             out.write(format_summary(placement) + "\n")
+            from .serving_cli import mfu_lines
+
+            out.write(mfu_lines(placement))
             if args.out:
                 out.write(f"result written to {args.out}\n")
 
@@ -308,6 +320,7 @@ def _cmd_place(args) -> int:
 
     from .api import place
     from .load import load_workload
+    from .serving_cli import run_place, wants_serving
 
     time_limit = _number(args.time_limit, "--time-limit")
     gap = _number(args.gap, "--gap")
@@ -331,6 +344,8 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
+    if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
+        return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
     opts = SolveOptions(objective=args.objective, time_limit=time_limit, gap=gap,
@@ -718,6 +733,9 @@ def _cmd_show(args) -> int:
         from graphs.latency import latency
 
         print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total))
+        from .serving_cli import show_mfu_lines
+
+        sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
     old = data.get("max_load")
     if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
         print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
@@ -811,6 +829,21 @@ def _cmd_cluster(args) -> int:
 
 
 _COMMANDS.update(cluster=_cmd_cluster)
+
+
+def _add_serving_parsers(sub) -> None:
+    from .serving_cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_serving(args) -> int:
+    from .serving_cli import run
+
+    return run(args)
+
+
+_COMMANDS.update(frontier=_cmd_serving, provision=_cmd_serving)
 
 
 @contextlib.contextmanager

@@ -11,13 +11,16 @@ result file's folder, or absolute when the result is not written to a file)::
      # ONNX inputs: the front-end options the workload was built with
      "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
      "objective_name": "max-load" | "split-max" | "latency", "latency": single-sample latency,
+     "compute_utilisation": {"total", "period_ms", ..., "devices": [{"name", "kind", "mfu", ...}]} or null,
      # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
      "maxLoad", "totalLatency", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
 
 For ``--objective latency`` the reference fields follow its latency format instead: ``totalLatency``
 and one ``fpgas`` entry ``{"nodes"}`` per accelerator subgraph (``cpus``: all host nodes).
 
-``utilisation`` = load / max-load. Infinite numbers (no placement) are written as ``null``.
+``utilisation`` = load / max-load (busy time); ``compute_utilisation`` (ONNX inputs) = achieved over
+peak FLOP/s per device and in total (MFU, :mod:`graphs.mfu`). Infinite numbers (no placement) are
+written as ``null``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import math
 import os
 import secrets
 
+from graphs.mfu import compute_utilisation
 from graphs.reference import ACCELERATOR, CPU
 
 from .api import Placement
@@ -107,6 +111,8 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     lat = p.latency
     out["objective_name"] = p.objective
     out["latency"] = _num(lat.total)
+    mfu = compute_utilisation(g, cl, p.assignment)
+    out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
     kinds = {k.name for k in cl.kinds}
     if kinds <= {ACCELERATOR, CPU}:
         if p.objective == "latency":
