@@ -5,7 +5,10 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
 ``roofline``
     FLOPs and bytes of every operator from its shapes (:func:`op_flops`, :func:`op_bytes`);
     time = max(FLOPs / peak, bytes / memory bandwidth) + launch overhead, with the fp16 peak for
-    half-precision operators. An operator without a formula (unknown type, or shapes the formula needs
+    half-precision operators. A calibrated kind (``placement calibrate``) replaces the peak by its
+    measured Conv and MatMul/Gemm rates for those operators and the bandwidth by its measured
+    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`).
+    An operator without a formula (unknown type, or shapes the formula needs
     are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
     out plus a dense product over its weights, and FLOP time *plus* memory time. Control-flow
     operators cost their bodies (``If``: the dearer branch; ``Loop``/``Scan``: the body times its trip
@@ -271,7 +274,10 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
     if op.op_type in _CONTROL and op.subgraphs:
         return spec.launch + _body_sum(op, lambda b: roofline_time(b, spec))
     flops, known = op_flops(op)
-    t_flops, t_bytes = flops / spec.peak(_half(op)), op_bytes(op) / spec.bandwidth
+    nbytes = op_bytes(op)
+    # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
+    # kinds); otherwise exactly peak and bandwidth
+    t_flops, t_bytes = flops / spec.flop_rate(op.op_type, _half(op)), nbytes / spec.bandwidth_at(nbytes)
     if not known:  # conservative: no overlap of arithmetic and memory traffic
         return t_flops + t_bytes + spec.launch
     return max(t_flops, t_bytes) + spec.launch

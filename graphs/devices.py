@@ -24,6 +24,16 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     host = false             # true for host CPU cores: they pay no communication
     unsupported_ops = ["LRN"]  # operator types this kind cannot run
     count = 2                # devices of this kind when the file alone names the cluster
+
+Measured figures (written by ``placement calibrate``, see :mod:`graphs.calibrate`); all optional, and
+a kind without them costs exactly as the plain roofline above. They are *achieved* rates, not scaled
+by ``efficiency``::
+
+    conv_tflops = 0.21       # achieved fp32 FLOP/s of Conv, TFLOP/s
+    matmul_tflops = 0.19     # achieved fp32 FLOP/s of MatMul and Gemm, TFLOP/s
+    bandwidth_curve = [[12288, 60.1], [201326592, 9.8]]
+                             # achieved memory bandwidth by operator size: [bytes one operator reads
+                             # and writes, GB/s] pairs, interpolated on log(bytes), flat beyond the ends
 """
 
 from __future__ import annotations
@@ -38,9 +48,12 @@ from dataclasses import dataclass, field
 from .errors import InputError
 from .model import Cluster, DeviceKind
 
-__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset"]
+__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset", "CONV_TYPES",
+           "MATMUL_TYPES"]
 
 _T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
+CONV_TYPES = frozenset({"Conv", "FusedConv"})  # operators costed at conv_flops when a kind has it
+MATMUL_TYPES = frozenset({"MatMul", "Gemm", "FusedMatMul"})  # ... at matmul_flops
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,10 @@ class DeviceSpec:
     efficiency: float = 1.0
     unsupported_ops: frozenset[str] = field(default_factory=frozenset)
     description: str = ""
+    conv_flops: float | None = None  # achieved fp32 FLOP/s of Conv (None: peak(); measured by calibrate)
+    matmul_flops: float | None = None  # achieved fp32 FLOP/s of MatMul/Gemm (None: peak())
+    # achieved bandwidth by operator size: ((bytes, bytes/s), ...) ascending in bytes; () = bandwidth
+    bandwidth_curve: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -76,6 +93,16 @@ class DeviceSpec:
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        for key in ("conv_flops", "matmul_flops"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
+        curve = tuple(sorted((float(b), float(r)) for b, r in self.bandwidth_curve))
+        if any(not (0 < b < math.inf and 0 < r < math.inf) for b, r in curve) or \
+                len({b for b, _ in curve}) < len(curve):
+            raise InputError(f"device {self.name!r}: bandwidth_curve must be [bytes, GB/s] pairs of positive "
+                             f"numbers with distinct sizes")
+        object.__setattr__(self, "bandwidth_curve", curve)
 
     def peak(self, half: bool = False) -> float:
         """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""
@@ -85,6 +112,32 @@ class DeviceSpec:
     def bandwidth(self) -> float:
         """Attainable memory bandwidth, bytes/s."""
         return self.mem_bandwidth * self.efficiency
+
+    def flop_rate(self, op_type: str, half: bool = False) -> float:
+        """FLOP/s an operator of ``op_type`` reaches: the measured Conv or MatMul/Gemm rate for fp32
+        operators of those types when the kind has one, else :meth:`peak`."""
+        if not half:
+            if op_type in CONV_TYPES and self.conv_flops is not None:
+                return self.conv_flops
+            if op_type in MATMUL_TYPES and self.matmul_flops is not None:
+                return self.matmul_flops
+        return self.peak(half)
+
+    def bandwidth_at(self, nbytes: float) -> float:
+        """Bytes/s an operator moving ``nbytes`` reaches: the measured curve interpolated on log(bytes)
+        (flat beyond its ends) when the kind has one, else :attr:`bandwidth`."""
+        curve = self.bandwidth_curve
+        if not curve:
+            return self.bandwidth
+        if nbytes <= curve[0][0]:
+            return curve[0][1]
+        if nbytes >= curve[-1][0]:
+            return curve[-1][1]
+        for (b0, r0), (b1, r1) in zip(curve, curve[1:]):
+            if nbytes <= b1:
+                w = math.log(nbytes / b0) / math.log(b1 / b0)
+                return r0 + w * (r1 - r0)
+        return curve[-1][1]  # unreachable: nbytes < curve[-1][0]
 
     def transfer_time(self, nbytes: float) -> float:
         """Seconds to move ``nbytes`` over the host link (latency + bytes / bandwidth); 0 for a host core
@@ -159,6 +212,8 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
     "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
     "description": ("description", None),
+    "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
+    "bandwidth_curve": ("bandwidth_curve", None),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -241,6 +296,15 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                 value = frozenset(value)
             elif attr == "description":
                 value = str(value)
+            elif attr == "bandwidth_curve":
+                def number(x) -> bool:
+                    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+                if not isinstance(value, list) or not all(
+                        isinstance(p, list) and len(p) == 2 and all(map(number, p)) for p in value):
+                    raise InputError(f"{where}: bandwidth_curve must be a list of [bytes, GB/s] pairs",
+                                     source=source)
+                value = tuple((float(b), float(r) * _G) for b, r in value)
             elif attr == "memory" and (value is None or value == "unlimited"):
                 value = None
             else:

@@ -1,0 +1,449 @@
+"""Calibrate a device kind to the machine in front of you: measured figures for the roofline model.
+
+Two ways, both returning a :class:`Calibration` that :func:`device_file_text` writes as a TOML device
+file (read back by :func:`graphs.devices.read_device_file`, overriding the preset of the same name):
+
+:func:`calibrate`
+    Micro-benchmarks this module generates and runs in onnxruntime, on the CPU for a host kind and
+    through the CUDA execution provider for an accelerator kind (never a silent CPU fallback: without
+    that provider it raises :class:`~graphs.errors.InputError`). Each benchmark is a chain of ``k``
+    identical operators (the output of one feeds the next) timed as a whole-model run for two chain
+    lengths; the difference divided by the number of extra operators is the time of one operator
+    *inside* a model, with the per-run overheads (session call, copies in and out) cancelled:
+
+    * per-operator overhead (``launch``): a chain of ``Add`` on one-element tensors;
+    * memory bandwidth by size (``bandwidth_curve``): chains of ``Add(x, c)`` from 4 Ki to 16 Mi
+      elements (12 bytes per element: two reads, one write), minus the overhead; the largest is the
+      kind's ``mem_bandwidth``;
+    * Conv (``conv_flops``): 3x3 and 1x1 convolutions that keep their shape, at the channel counts and
+      image sizes of ImageNet CNNs; the rate is their total FLOPs over their total time, minus the
+      overhead;
+    * MatMul (``matmul_flops``): transformer-sized products (128 and 512 rows, width 768 and 1024, a
+      768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``).
+
+    Session settings are those of :func:`graphs.costs.measure_run_time` (graph optimisations off,
+    sequential, ``threads`` intra-op threads), so the figures describe the runs the profile cost model
+    and the benchmarks measure.
+
+:func:`fit_profile`
+    Non-negative least squares (:func:`scipy.optimize.nnls`) of per-operator profile times of one model
+    against its operators' FLOPs (Conv, MatMul/Gemm, other arithmetic) and bytes (memory-bound
+    operators), plus a constant per operator: the rates, bandwidth and overhead that explain that
+    model's profile, to cost other models with.
+
+The library never prints; it measures and returns.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .devices import CONV_TYPES, MATMUL_TYPES, DeviceSpec, preset
+from .errors import InputError
+
+__all__ = ["Calibration", "calibrate", "fit_profile", "device_file_text", "write_device_file",
+           "provider_for", "op_class", "OP_CLASSES"]
+
+_G, _T, _US = 1e9, 1e12, 1e-6
+
+# operator classes the benchmarks and the fit report errors by
+OP_CLASSES = ("Conv", "MatMul/Gemm", "element-wise", "normalisation", "other")
+_NORM = frozenset({"BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
+                   "LpNormalization", "MeanVarianceNormalization", "SkipLayerNormalization",
+                   "SimplifiedLayerNormalization", "RMSNormalization", "LRN", "Softmax", "LogSoftmax"})
+
+
+def op_class(op_type: str) -> str:
+    """The class an operator type's error is reported under: Conv, MatMul/Gemm, element-wise (pointwise
+    arithmetic, activations, sums, data movement), normalisation (batch/layer norms, softmax, LRN),
+    other (pooling, reductions, unknown)."""
+    from .costs import _MOVE, _PER_ELEMENT, _SUM_INPUTS, _VIEW
+
+    if op_type in CONV_TYPES:
+        return "Conv"
+    if op_type in MATMUL_TYPES:
+        return "MatMul/Gemm"
+    if op_type in _NORM:
+        return "normalisation"
+    if op_type in _PER_ELEMENT or op_type in _SUM_INPUTS or op_type in _MOVE or op_type in _VIEW:
+        return "element-wise"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured (or fitted) figures of one device kind, in SI units (FLOP/s, bytes/s, seconds).
+
+    ``fp16_flops`` is ``None`` when fp16 was not measured (the provider has no fp16 MatMul, or a fit).
+    ``bandwidth`` is the large-operator bandwidth; ``bandwidth_curve`` the (bytes, bytes/s) points.
+    ``points`` keeps every benchmark's raw figures for reports; ``method`` says how they were obtained.
+    """
+
+    kind: str
+    base: str
+    method: str  # "micro-benchmarks (<provider>)" or "fit to <model>"
+    threads: int
+    conv_flops: float
+    matmul_flops: float
+    fp16_flops: float | None
+    bandwidth: float
+    launch: float
+    bandwidth_curve: tuple[tuple[float, float], ...] = ()
+    other_flops: float | None = None  # fit only: other arithmetic operators' rate
+    seconds: float = 0.0
+    date: str = ""
+    points: dict = field(default_factory=dict)
+
+    def spec(self, base: DeviceSpec | None = None) -> DeviceSpec:
+        """``base`` (default: the preset named :attr:`base`) with the measured figures: what the written
+        file defines."""
+        base = base or preset(self.base)
+        fp32 = self.other_flops or max(self.conv_flops, self.matmul_flops)
+        return replace(base, name=self.kind, fp32=fp32, fp16=self.fp16_flops or fp32,
+                       mem_bandwidth=self.bandwidth, launch=self.launch, efficiency=1.0,
+                       conv_flops=self.conv_flops, matmul_flops=self.matmul_flops,
+                       bandwidth_curve=self.bandwidth_curve)
+
+
+# --------------------------------------------------------------------------- providers
+def provider_for(spec: DeviceSpec) -> str:
+    """The onnxruntime execution provider that measures ``spec``: the CPU for a host kind, CUDA for an
+    accelerator. :class:`InputError` when onnxruntime or that provider is missing (no fallback)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise InputError("calibrate needs onnxruntime (pip install onnxruntime)") from None
+    if spec.host:
+        return "CPUExecutionProvider"
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in available:
+        raise InputError(
+            f"cannot calibrate {spec.name!r}: it is an accelerator kind and onnxruntime's CUDA execution "
+            f"provider is not available here (installed providers: {', '.join(available)}; install "
+            f"onnxruntime-gpu on a machine with an NVIDIA GPU). Not falling back to the CPU; calibrate "
+            f"the host with 'placement calibrate cpu'")
+    return "CUDAExecutionProvider"
+
+
+def _session(model, provider: str, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as measure_run_time
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+
+
+# --------------------------------------------------------------------------- benchmark models
+def _chain(unit: Callable[[str, str, int], tuple[list, list]], shape: Sequence[int], k: int,
+           dtype=np.float32):
+    """A model whose input ``x`` of ``shape`` goes through ``k`` copies of ``unit`` (each maps a tensor
+    of that shape to one of the same shape): ``unit(inp, out, i) -> (nodes, initializers)``."""
+    import onnx
+    from onnx import helper as h
+
+    et = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes, inits = [], []
+    prev = "x"
+    for i in range(k):
+        out = "y" if i == k - 1 else f"t{i}"
+        n, w = unit(prev, out, i)
+        nodes += n
+        inits += w
+        prev = out
+    graph = h.make_graph(nodes, "calibrate", [h.make_tensor_value_info("x", et, list(shape))],
+                         [h.make_tensor_value_info("y", et, list(shape))], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _add_unit(shape, dtype=np.float32):
+    from onnx import numpy_helper as nh
+
+    c = nh.from_array(np.full(shape, 1e-3, dtype), "c")  # one constant shared by the chain
+
+    def unit(inp, out, i):
+        from onnx import helper as h
+
+        return [h.make_node("Add", [inp, "c"], [out])], ([c] if i == 0 else [])
+    return unit
+
+
+def _conv_unit(channels: int, kernel: int, rng):
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    scale = 1.0 / math.sqrt(channels * kernel * kernel)  # keeps activations O(1) along the chain
+    pad = kernel // 2
+
+    def unit(inp, out, i):
+        w = nh.from_array((rng.standard_normal((channels, channels, kernel, kernel)) * scale)
+                          .astype(np.float32), f"w{i}")
+        b = nh.from_array(np.zeros(channels, np.float32), f"b{i}")
+        return [h.make_node("Conv", [inp, w.name, b.name], [out], kernel_shape=[kernel, kernel],
+                            pads=[pad] * 4)], [w, b]
+    return unit
+
+
+def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
+    """A chain link of MatMuls through ``widths`` (first = last): e.g. (768, 3072, 768) is an MLP pair."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    def unit(inp, out, i):
+        nodes, inits = [], []
+        cur = inp
+        for j, (a, b) in enumerate(zip(widths, widths[1:])):
+            w = nh.from_array((rng.standard_normal((a, b)) / math.sqrt(a)).astype(dtype), f"w{i}_{j}")
+            nxt = out if j == len(widths) - 2 else f"m{i}_{j}"
+            nodes.append(h.make_node("MatMul", [cur, w.name], [nxt]))
+            inits.append(w)
+            cur = nxt
+        return nodes, inits
+    return unit
+
+
+# --------------------------------------------------------------------------- timing
+@dataclass(frozen=True)
+class _Timer:
+    provider: str
+    threads: int
+    budget: float  # seconds of runs per session (after warm-up)
+    min_runs: int = 5
+    max_runs: int = 200
+
+    def run_time(self, model, feed: np.ndarray) -> float:
+        """Median seconds of one whole-model run."""
+        sess = _session(model, self.provider, self.threads)
+        feeds = {"x": feed}
+        for _ in range(2):
+            sess.run(None, feeds)
+        times: list[float] = []
+        t_end = time.perf_counter() + self.budget
+        while len(times) < self.max_runs and (len(times) < self.min_runs or time.perf_counter() < t_end):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+
+    def per_link(self, unit, shape, k1: int, k2: int, dtype=np.float32) -> float:
+        """Seconds one chain link adds to a model run (difference of two chain lengths)."""
+        rng = np.random.default_rng(0)
+        feed = rng.standard_normal(shape).astype(dtype)
+        t1 = self.run_time(_chain(unit, shape, k1, dtype), feed)
+        t2 = self.run_time(_chain(unit, shape, k2, dtype), feed)
+        return max(t2 - t1, 0.0) / (k2 - k1)
+
+
+# shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel) and transformer
+# products (rows, widths through the link)
+CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (256, 56, 1), (512, 28, 1),
+               (1024, 14, 1), (2048, 7, 1))
+MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
+ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
+
+
+def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
+              progress: Callable[[str], None] | None = None) -> Calibration:
+    """Measure the preset ``kind`` on this machine (see the module doc). ``threads``: intra-op threads
+    (the calibrated kind then stands for that many cores); ``budget``: seconds of timed runs per
+    benchmark session (each benchmark runs two); ``progress`` is told each benchmark's name."""
+    if not isinstance(threads, int) or threads < 1:
+        raise InputError(f"threads must be a positive integer, got {threads!r}")
+    base = preset(kind)
+    provider = provider_for(base)
+    t_start = time.perf_counter()
+    timer = _Timer(provider, threads, budget)
+    say = progress or (lambda _msg: None)
+    points: dict = {"provider": provider}
+
+    say("per-operator overhead")
+    launch = timer.per_link(_add_unit((1,)), (1,), 4, 104)
+    points["launch_s"] = launch
+
+    curve = []
+    points["elementwise"] = []
+    for n in ELEMENTWISE_SIZES:
+        say(f"element-wise Add, {n} elements")
+        nbytes = 12.0 * n  # two fp32 reads and one write per element
+        k = 2 if n >= 4 ** 11 else 8 if n >= 4 ** 9 else 32
+        t = timer.per_link(_add_unit((n,)), (n,), 1, 1 + k)
+        work = max(t - launch, 1e-9)
+        curve.append((nbytes, nbytes / work))
+        points["elementwise"].append({"elements": n, "bytes": nbytes, "seconds": t})
+    bandwidth = curve[-1][1]
+
+    rng = np.random.default_rng(0)
+    conv_f = conv_t = 0.0
+    points["conv"] = []
+    for c, side, kern in CONV_SHAPES:
+        say(f"Conv {kern}x{kern}, {c} channels, {side}x{side}")
+        shape = (1, c, side, side)
+        t = timer.per_link(_conv_unit(c, kern, rng), shape, 1, 3)
+        flops = 2.0 * c * c * kern * kern * side * side + c * side * side
+        conv_f, conv_t = conv_f + flops, conv_t + max(t - launch, 1e-9)
+        points["conv"].append({"channels": c, "side": side, "kernel": kern, "flops": flops, "seconds": t})
+
+    def matmuls(dtype) -> tuple[float, list]:
+        tot_f = tot_t = 0.0
+        pts = []
+        for rows, widths in MATMUL_SHAPES:
+            say(f"MatMul {np.dtype(dtype).name}, {rows} rows, widths {widths}")
+            t = timer.per_link(_matmul_unit(widths, rng, dtype), (rows, widths[0]), 1, 3, dtype)
+            flops = sum(2.0 * rows * a * b for a, b in zip(widths, widths[1:]))
+            tot_f, tot_t = tot_f + flops, tot_t + max(t - launch * (len(widths) - 1), 1e-9)
+            pts.append({"rows": rows, "widths": list(widths), "flops": flops, "seconds": t})
+        return tot_f / tot_t, pts
+
+    matmul_flops, points["matmul"] = matmuls(np.float32)
+    fp16 = None
+    try:
+        fp16, points["matmul_fp16"] = matmuls(np.float16)
+    except Exception as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
+        points["fp16_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return Calibration(kind=base.name, base=base.name, method=f"micro-benchmarks ({provider})",
+                       threads=threads, conv_flops=conv_f / conv_t, matmul_flops=matmul_flops,
+                       fp16_flops=fp16, bandwidth=bandwidth, launch=launch,
+                       bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,
+                       date=_now(), points=points)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# --------------------------------------------------------------------------- fit to a profile
+def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, threads: int = 1,
+                repeats: int = 10) -> Calibration:
+    """Fit ``kind``'s Conv, MatMul/Gemm and other-arithmetic rates, bandwidth and per-operator overhead
+    to the per-operator times ``measured`` (ms by node name; default: profiled now with
+    :func:`graphs.costs.profile_ops`) of the :class:`~graphs.onnx_loader.OnnxGraph` ``g``.
+
+    Model, linear in the unknowns: time = FLOPs / rate(class) for Conv, MatMul/Gemm and other operators
+    with arithmetic (pooling, activations with transcendental functions, normalisations) whose
+    arithmetic intensity is above 1 FLOP per byte, bytes / bandwidth for the rest, plus one overhead per
+    operator; solved by non-negative least squares on the times in ms. A class the model has no
+    operator of keeps the preset's figure."""
+    from scipy.optimize import nnls
+
+    from .costs import op_bytes, op_flops, profile_ops
+
+    base = preset(kind)
+    t_start = time.perf_counter()
+    if measured is None:
+        measured = profile_ops(g, repeats=repeats, threads=threads)
+    rows, times, used = [], [], []
+    for op in g.ops:
+        if op.name not in measured or op.subgraphs:
+            continue
+        flops, _known = op_flops(op)
+        nbytes = op_bytes(op)
+        col = np.zeros(5)  # conv FLOPs, matmul FLOPs, other FLOPs, bytes, 1
+        if op.op_type in CONV_TYPES:
+            col[0] = flops
+        elif op.op_type in MATMUL_TYPES:
+            col[1] = flops
+        elif flops > nbytes:
+            col[2] = flops
+        else:
+            col[3] = nbytes
+        col[4] = 1.0
+        rows.append(col)
+        times.append(measured[op.name] * 1e-3)
+        used.append(op)
+    if len(rows) < 3:
+        raise InputError("too few profiled operators to fit (need 3 or more)", source=g.source)
+    a, y = np.array(rows), np.array(times)
+    present = [j for j in range(5) if a[:, j].any()]
+    scale = a[:, present].max(axis=0)  # columns of order 1 for a well-conditioned solve
+    coef, _res = nnls(a[:, present] / scale, y)
+    full = np.zeros(5)
+    full[present] = coef / scale
+
+    def rate(j: int, fallback: float) -> float:
+        return 1.0 / full[j] if full[j] > 0 else fallback
+
+    pred = a @ full
+    points = {"operators": len(used), "profiled_ms": float(y.sum() * 1e3),
+              "fitted_ms": float(pred.sum() * 1e3), "classes_in_model": [
+                  ("conv", "matmul", "other_flops", "bytes", "overhead")[j] for j in present]}
+    conv = rate(0, base.flop_rate("Conv"))
+    matmul = rate(1, base.flop_rate("MatMul"))
+    other = rate(2, max(conv, matmul) if 2 not in present else base.peak())
+    return Calibration(kind=base.name, base=base.name,
+                       method=f"fit to the profile of {os.path.basename(g.source or 'a model')}",
+                       threads=threads, conv_flops=conv, matmul_flops=matmul, fp16_flops=None,
+                       bandwidth=rate(3, base.bandwidth), launch=float(full[4]), other_flops=other,
+                       seconds=time.perf_counter() - t_start, date=_now(), points=points)
+
+
+# --------------------------------------------------------------------------- the device file
+def device_file_text(cal: Calibration) -> str:
+    """A TOML device file defining ``cal.kind`` with the figures, the date and what each one means."""
+    spec = cal.spec()
+    lines = [
+        f"# Device kind {cal.kind!r} calibrated on this machine by 'placement calibrate', {cal.date}.",
+        f"# Method: {cal.method}; {cal.threads} intra-op thread(s); took {cal.seconds:.1f} s.",
+        "# Use it with: placement place MODEL.onnx --devices "
+        f"{cal.kind}:1 --device-file THIS.toml --costs roofline",
+        "# Figures are achieved rates (not spec-sheet peaks), so efficiency is 1.",
+        "",
+        f"[devices.{cal.kind}]",
+        f'base = "{cal.base}"  # everything not below (memory, host link, host flag) comes from the preset',
+        f"fp32_tflops = {spec.fp32 / _T:.6g}  # fp32 FLOP/s of arithmetic other than Conv and MatMul/Gemm",
+    ]
+    if cal.fp16_flops is not None:
+        lines.append(f"fp16_tflops = {cal.fp16_flops / _T:.6g}  # achieved fp16 MatMul FLOP/s "
+                     f"(half-precision operators)")
+    else:
+        lines.append(f"fp16_tflops = {spec.fp16 / _T:.6g}  # fp16 not measured (no fp16 MatMul kernel "
+                     f"on this provider, or a fit): same as fp32")
+    lines += [
+        f"conv_tflops = {cal.conv_flops / _T:.6g}  # achieved fp32 FLOP/s of Conv",
+        f"matmul_tflops = {cal.matmul_flops / _T:.6g}  # achieved fp32 FLOP/s of MatMul and Gemm",
+        f"mem_bandwidth_gbs = {cal.bandwidth / _G:.6g}  # achieved memory bandwidth of large operators, GB/s",
+        f"launch_us = {cal.launch / _US:.6g}  # time every operator adds to a run besides its work, "
+        "microseconds",
+        "efficiency = 1.0",
+    ]
+    if cal.bandwidth_curve:
+        pts = ", ".join(f"[{b:.0f}, {r / _G:.4g}]" for b, r in cal.bandwidth_curve)
+        lines += ["# achieved bandwidth by operator size: [bytes one operator reads and writes, GB/s];",
+                  "# interpolated on log(bytes), flat beyond the ends (small operators run from cache)",
+                  f"bandwidth_curve = [{pts}]"]
+    lines.append(f'description = "{_toml_escape(_describe(cal))}"')
+    return "\n".join(lines) + "\n"
+
+
+def _describe(cal: Calibration) -> str:
+    return (f"{cal.kind} calibrated {cal.date} ({cal.method}, {cal.threads} thread(s)): Conv "
+            f"{cal.conv_flops / _G:.1f} GFLOP/s, MatMul {cal.matmul_flops / _G:.1f} GFLOP/s, "
+            f"{cal.bandwidth / _G:.1f} GB/s, {cal.launch / _US:.2f} us per operator")
+
+
+def _toml_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def write_device_file(cal: Calibration, path: str | os.PathLike) -> str:
+    """Write :func:`device_file_text` to ``path`` atomically; returns the path."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(device_file_text(cal))
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"cannot write device file: {e.strerror}", source=path) from None
+    return path
