@@ -180,6 +180,30 @@ def _add_unit(shape, dtype=np.float32):
     return unit
 
 
+def _activation_unit(channels: int):
+    """BatchNormalization -> Relu -> residual Add of the link's input: the memory-bound operators between
+    the convolutions of a CNN, each reading what the previous one wrote."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    one, zero = np.ones(channels, np.float32), np.zeros(channels, np.float32)
+    params = [nh.from_array(v, n) for v, n in ((one * 0.5, "s"), (zero, "b"), (zero, "m"), (one, "v"))]
+
+    def unit(inp, out, i):
+        return [h.make_node("BatchNormalization", [inp, "s", "b", "m", "v"], [f"n{i}"]),
+                h.make_node("Relu", [f"n{i}"], [f"r{i}"]),
+                h.make_node("Add", [f"r{i}", inp], [out])], (params if i == 0 else [])
+    return unit
+
+
+def _pool_unit():
+    from onnx import helper as h
+
+    def unit(inp, out, i):
+        return [h.make_node("MaxPool", [inp], [out], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], []
+    return unit
+
+
 def _conv_unit(channels: int, kernel: int, rng):
     from onnx import helper as h
     from onnx import numpy_helper as nh
@@ -223,26 +247,31 @@ class _Timer:
     min_runs: int = 5
     max_runs: int = 200
 
-    def run_time(self, model, feed: np.ndarray) -> float:
-        """Median seconds of one whole-model run."""
-        sess = _session(model, self.provider, self.threads)
+    def run_times(self, models: Sequence, feed: np.ndarray) -> list[float]:
+        """Median seconds of one whole-model run of each model; runs alternate between the models so
+        that a change of load on a shared machine hits them alike."""
+        sessions = [_session(m, self.provider, self.threads) for m in models]
         feeds = {"x": feed}
-        for _ in range(2):
-            sess.run(None, feeds)
-        times: list[float] = []
-        t_end = time.perf_counter() + self.budget
-        while len(times) < self.max_runs and (len(times) < self.min_runs or time.perf_counter() < t_end):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        for s in sessions:
+            for _ in range(2):
+                s.run(None, feeds)
+        times: list[list[float]] = [[] for _ in sessions]
+        t_end = time.perf_counter() + self.budget * len(sessions)
+        while True:
+            n = len(times[0])
+            if n >= self.max_runs or (n >= self.min_runs and time.perf_counter() >= t_end):
+                break
+            for s, ts in zip(sessions, times):
+                t0 = time.perf_counter()
+                s.run(None, feeds)
+                ts.append(time.perf_counter() - t0)
+        return [float(np.median(ts)) for ts in times]
 
     def per_link(self, unit, shape, k1: int, k2: int, dtype=np.float32) -> float:
         """Seconds one chain link adds to a model run (difference of two chain lengths)."""
         rng = np.random.default_rng(0)
         feed = rng.standard_normal(shape).astype(dtype)
-        t1 = self.run_time(_chain(unit, shape, k1, dtype), feed)
-        t2 = self.run_time(_chain(unit, shape, k2, dtype), feed)
+        t1, t2 = self.run_times([_chain(unit, shape, k1, dtype), _chain(unit, shape, k2, dtype)], feed)
         return max(t2 - t1, 0.0) / (k2 - k1)
 
 
@@ -252,6 +281,7 @@ CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (256, 56, 1
                (1024, 14, 1), (2048, 7, 1))
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
+_CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
 
 
 def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
@@ -275,14 +305,23 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
     curve = []
     points["elementwise"] = []
     for n in ELEMENTWISE_SIZES:
-        say(f"element-wise Add, {n} elements")
-        nbytes = 12.0 * n  # two fp32 reads and one write per element
-        k = 2 if n >= 4 ** 11 else 8 if n >= 4 ** 9 else 32
-        t = timer.per_link(_add_unit((n,)), (n,), 1, 1 + k)
-        work = max(t - launch, 1e-9)
-        curve.append((nbytes, nbytes / work))
+        say(f"element-wise BatchNormalization, Relu, Add: {n} elements")
+        # bytes as graphs.costs.op_bytes counts them: BN and Relu read and write n floats, Add reads 2n
+        nbytes = 4.0 * 7 * n + 16 * _CHANNELS
+        k = 1 if n >= 4 ** 11 else 4 if n >= 4 ** 9 else 16
+        side = int(math.isqrt(n // _CHANNELS))
+        shape = (1, _CHANNELS, side, side)
+        t = timer.per_link(_activation_unit(_CHANNELS), shape, 1, 1 + k)
+        work = max(t - 3 * launch, 1e-9)
+        curve.append((nbytes / 3, nbytes / work))  # per operator: a third of the link's traffic
         points["elementwise"].append({"elements": n, "bytes": nbytes, "seconds": t})
     bandwidth = curve[-1][1]
+
+    say("MaxPool 3x3")
+    n = _CHANNELS * 56 * 56
+    t = timer.per_link(_pool_unit(), (1, _CHANNELS, 56, 56), 1, 5)
+    other = 9.0 * n / max(t - launch, 1e-9)  # 9 FLOPs per output element, as graphs.costs counts pooling
+    points["maxpool"] = {"elements": n, "flops": 9.0 * n, "seconds": t}
 
     rng = np.random.default_rng(0)
     conv_f = conv_t = 0.0
@@ -314,7 +353,7 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
         points["fp16_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     return Calibration(kind=base.name, base=base.name, method=f"micro-benchmarks ({provider})",
                        threads=threads, conv_flops=conv_f / conv_t, matmul_flops=matmul_flops,
-                       fp16_flops=fp16, bandwidth=bandwidth, launch=launch,
+                       fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
                        bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,
                        date=_now(), points=points)
 
@@ -330,16 +369,18 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     to the per-operator times ``measured`` (ms by node name; default: profiled now with
     :func:`graphs.costs.profile_ops`) of the :class:`~graphs.onnx_loader.OnnxGraph` ``g``.
 
-    Model, linear in the unknowns: time = FLOPs / rate(class) for Conv, MatMul/Gemm and other operators
-    with arithmetic (pooling, activations with transcendental functions, normalisations) whose
-    arithmetic intensity is above 1 FLOP per byte, bytes / bandwidth for the rest, plus one overhead per
-    operator; solved by non-negative least squares on the times in ms. A class the model has no
-    operator of keeps the preset's figure."""
+    Model, linear in the unknowns: time = FLOPs / rate(class) for the operators whose arithmetic
+    intensity (FLOPs per byte) is at least the preset's ridge point (peak / bandwidth), in three classes
+    (Conv, MatMul/Gemm, other), bytes / bandwidth for the rest (a batch-1 Gemm, element-wise operators),
+    plus one overhead per operator; solved by non-negative least squares on the times in seconds. A
+    compute class the model has no operator of takes the fastest fitted rate (the same arithmetic units
+    run it), or the preset's peak when none was fitted; the bandwidth likewise keeps the preset's."""
     from scipy.optimize import nnls
 
     from .costs import op_bytes, op_flops, profile_ops
 
     base = preset(kind)
+    ridge = base.peak() / base.bandwidth
     t_start = time.perf_counter()
     if measured is None:
         measured = profile_ops(g, repeats=repeats, threads=threads)
@@ -350,14 +391,14 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
         flops, _known = op_flops(op)
         nbytes = op_bytes(op)
         col = np.zeros(5)  # conv FLOPs, matmul FLOPs, other FLOPs, bytes, 1
-        if op.op_type in CONV_TYPES:
+        if flops < ridge * nbytes:
+            col[3] = nbytes
+        elif op.op_type in CONV_TYPES:
             col[0] = flops
         elif op.op_type in MATMUL_TYPES:
             col[1] = flops
-        elif flops > nbytes:
-            col[2] = flops
         else:
-            col[3] = nbytes
+            col[2] = flops
         col[4] = 1.0
         rows.append(col)
         times.append(measured[op.name] * 1e-3)
@@ -378,9 +419,9 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     points = {"operators": len(used), "profiled_ms": float(y.sum() * 1e3),
               "fitted_ms": float(pred.sum() * 1e3), "classes_in_model": [
                   ("conv", "matmul", "other_flops", "bytes", "overhead")[j] for j in present]}
-    conv = rate(0, base.flop_rate("Conv"))
-    matmul = rate(1, base.flop_rate("MatMul"))
-    other = rate(2, max(conv, matmul) if 2 not in present else base.peak())
+    fitted = [1.0 / full[j] for j in range(3) if full[j] > 0]
+    fastest = max(fitted) if fitted else base.peak()
+    conv, matmul, other = rate(0, fastest), rate(1, fastest), rate(2, fastest)
     return Calibration(kind=base.name, base=base.name,
                        method=f"fit to the profile of {os.path.basename(g.source or 'a model')}",
                        threads=threads, conv_flops=conv, matmul_flops=matmul, fp16_flops=None,

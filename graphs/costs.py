@@ -105,6 +105,7 @@ _MOVE = frozenset({"Transpose", "Concat", "Split", "Slice", "Gather", "GatherEle
 _VIEW = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Dropout",
                    "Constant", "Optional", "OptionalGetElement", "OptionalHasElement"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
+_GATHER = frozenset({"Gather", "GatherElements", "GatherND"})
 UNKNOWN_FLOPS_PER_ELEMENT = 16.0  # conservative: an unknown operator is charged like a heavy pointwise op
 
 
@@ -252,7 +253,10 @@ def op_bytes(op: Op) -> float:
         return _body_sum(op, op_bytes)
     ins = sum(x.nbytes or 0 for x in op.activations)
     outs = max(sum(y.nbytes or 0 for y in op.outputs), op.output_bytes)
-    return float(ins + op.param_bytes + outs)
+    params = op.param_bytes
+    if op.op_type in _GATHER:  # a lookup reads the rows it returns, not its whole table (embeddings)
+        params = min(params, outs)
+    return float(ins + params + outs)
 
 
 def _body_sum(op: Op, f) -> float:

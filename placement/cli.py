@@ -175,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
+    _add_calibrate_parser(sub)
     return parser
 
 
@@ -628,6 +629,22 @@ def _cmd_cluster(args) -> int:
 
 
 _COMMANDS.update(cluster=_cmd_cluster)
+
+
+# ---------------------------------------------------------------- calibrate (placement/calibrate_cmd.py)
+def _add_calibrate_parser(sub) -> None:
+    from .calibrate_cmd import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_calibrate(args) -> int:
+    from .calibrate_cmd import run
+
+    return run(args)
+
+
+_COMMANDS.update(calibrate=_cmd_calibrate)
 
 
 @contextlib.contextmanager
