@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -29,6 +30,12 @@ def _zoo(name: str) -> str:
 
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
                         f"light_{name}.onnx")
+
+
+def _err(pred: float | None, measured: float, digits: int = 1) -> str:
+    if pred is None or math.isnan(pred):
+        return "—"
+    return f"{pred:.{digits}f} ({pred / measured - 1:+.1%})"
 
 
 def _load() -> float:
@@ -52,7 +59,7 @@ def stored_weights(path: str, tmp: str) -> str | None:
     return out
 
 
-def compare(path: str, device_file: str, *, repeats: int, rounds: int) -> dict:
+def compare(path: str, device_file: str, *, repeats: int, rounds: int, fit_file: str | None = None) -> dict:
     """Predicted (preset, calibrated) and measured whole-model ms, and per-class ms, for one model."""
     from graphs.calibrate import OP_CLASSES, op_class
     from graphs.costs import measure_run_time, profile_ops, roofline_costs
@@ -62,6 +69,7 @@ def compare(path: str, device_file: str, *, repeats: int, rounds: int) -> dict:
     g = load_onnx(path)
     pre = roofline_costs(g, parse_devices("cpu:1")).compute[0]
     cal = roofline_costs(g, parse_devices("cpu:1", [device_file])).compute[0]
+    fit = roofline_costs(g, parse_devices("cpu:1", [fit_file])).compute[0] if fit_file else None
     # medians of rounds of medians: the machine is shared, runs are bimodal under contention
     measured_as_is = statistics.median(measure_run_time(g, repeats=repeats) for _ in range(rounds))
     measured = measured_as_is
@@ -72,7 +80,8 @@ def compare(path: str, device_file: str, *, repeats: int, rounds: int) -> dict:
             assert gs.num_ops == g.num_ops
             measured = statistics.median(measure_run_time(gs, repeats=repeats) for _ in range(rounds))
     prof = profile_ops(g, repeats=repeats)
-    classes = {c: {"profiled": 0.0, "preset": 0.0, "calibrated": 0.0, "ops": 0} for c in OP_CLASSES}
+    classes = {c: {"profiled": 0.0, "preset": 0.0, "calibrated": 0.0, "fitted": 0.0, "ops": 0}
+               for c in OP_CLASSES}
     for i, op in enumerate(g.ops):
         if op.name not in prof:
             continue
@@ -80,10 +89,13 @@ def compare(path: str, device_file: str, *, repeats: int, rounds: int) -> dict:
         c["profiled"] += prof[op.name]
         c["preset"] += pre[i]
         c["calibrated"] += cal[i]
+        c["fitted"] += fit[i] if fit is not None else math.nan
         c["ops"] += 1
     return {"operators": g.num_ops, "measured_ms": measured,
             "measured_generating_weights_ms": measured_as_is, "preset_ms": float(pre.sum()),
-            "calibrated_ms": float(cal.sum()), "profiled_sum_ms": float(sum(prof.values())),
+            "calibrated_ms": float(cal.sum()),
+            "fitted_ms": float(fit.sum()) if fit is not None else None,
+            "profiled_sum_ms": float(sum(prof.values())),
             "classes": {k: v for k, v in classes.items() if v["ops"]}}
 
 
@@ -111,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="measurements per model (median of medians)")
     ap.add_argument("--bert-layers", type=int, default=2)
     ap.add_argument("--device-file", default=None, help="use this calibrated file instead of calibrating")
+    ap.add_argument("--fit-model", default="resnet50", help="zoo model whose profile the fit mode uses "
+                    "('none': skip the fit)")
     ap.add_argument("--pipeline", action="store_true", help="also run ResNet-50 as a 2-stage pipeline")
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--json", default=None, metavar="OUT.json", help="also write the numbers as JSON")
@@ -134,32 +148,47 @@ def main(argv=None) -> int:
         with open(dev, encoding="utf-8") as f:
             out["device_file"] = f.read()
         print(out["device_file"])
+        fit_file = None
+        if args.fit_model != "none":
+            from graphs.calibrate import fit_profile
+            from graphs.onnx_loader import load_onnx
+
+            t0 = time.perf_counter()
+            fcal = fit_profile(load_onnx(_zoo(args.fit_model)), "cpu", repeats=args.repeats)
+            out["fit_s"] = time.perf_counter() - t0
+            fit_file = write_device_file(fcal, os.path.join(tmp, "fit.toml"))
+            with open(fit_file, encoding="utf-8") as f:
+                out["fit_file"] = f.read()
+            print(f"fit to {args.fit_model}'s profile: {out['fit_s']:.1f} s (load {_load():.2f})")
+            print(out["fit_file"])
         bert_path = os.path.join(tmp, f"bert_l{args.bert_layers}.onnx")
         onnx.save(bert(args.bert_layers), bert_path)
         models = {m: _zoo(m) for m in MODELS}
         models[f"bert-L{args.bert_layers}"] = bert_path
         out["models"] = {}
         print("| model | ops | measured ms | (generating weights) | preset ms (err) | calibrated ms (err) "
-              "| load |")
-        print("|---|---|---|---|---|---|---|")
+              f"| fitted to {args.fit_model} ms (err) | load |")
+        print("|---|---|---|---|---|---|---|---|")
         for name, path in models.items():
-            r = compare(path, dev, repeats=args.repeats, rounds=args.rounds)
+            r = compare(path, dev, repeats=args.repeats, rounds=args.rounds, fit_file=fit_file)
             r["load"] = _load()
             out["models"][name] = r
             m = r["measured_ms"]
             pre = r["preset_ms"]
             print(f"| {name} | {r['operators']} | {m:.1f} | {r['measured_generating_weights_ms']:.1f} "
                   f"| {pre:.1f} ({pre / m - 1:+.0%}) "
-                  f"| {r['calibrated_ms']:.1f} ({r['calibrated_ms'] / m - 1:+.1%}) | {r['load']:.2f} |")
+                  f"| {r['calibrated_ms']:.1f} ({r['calibrated_ms'] / m - 1:+.1%}) "
+                  f"| {_err(r['fitted_ms'], m)} | {r['load']:.2f} |")
         print("\nper operator class, predicted vs profiled kernel time (ms):")
-        print("| model | class | ops | profiled | preset (err) | calibrated (err) |")
-        print("|---|---|---|---|---|---|")
+        print("| model | class | ops | profiled | preset (err) | calibrated (err) | fitted (err) |")
+        print("|---|---|---|---|---|---|---|")
         for name, r in out["models"].items():
             for c, v in r["classes"].items():
                 pr = v["profiled"]
                 pre = v["preset"]
                 print(f"| {name} | {c} | {v['ops']} | {pr:.2f} | {pre:.2f} ({pre / pr - 1:+.0%}) "
-                      f"| {v['calibrated']:.2f} ({v['calibrated'] / pr - 1:+.0%}) |")
+                      f"| {v['calibrated']:.2f} ({v['calibrated'] / pr - 1:+.0%}) "
+                      f"| {_err(v['fitted'], pr, 2)} |")
         if args.pipeline:
             m = pipeline(dev, args.samples, args.rounds)
             out["pipeline"] = m

@@ -277,8 +277,8 @@ class _Timer:
 
 # shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel) and transformer
 # products (rows, widths through the link)
-CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (256, 56, 1), (512, 28, 1),
-               (1024, 14, 1), (2048, 7, 1))
+CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (128, 56, 1), (256, 28, 1),
+               (512, 14, 1), (1024, 7, 1))
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
@@ -296,7 +296,7 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
     t_start = time.perf_counter()
     timer = _Timer(provider, threads, budget)
     say = progress or (lambda _msg: None)
-    points: dict = {"provider": provider}
+    points: dict = {"provider": provider, "load_before": _loadavg(), "cpus": os.cpu_count()}
 
     say("per-operator overhead")
     launch = timer.per_link(_add_unit((1,)), (1,), 4, 104)
@@ -351,11 +351,19 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
         fp16, points["matmul_fp16"] = matmuls(np.float16)
     except Exception as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
         points["fp16_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    points["load_after"] = _loadavg()
     return Calibration(kind=base.name, base=base.name, method=f"micro-benchmarks ({provider})",
                        threads=threads, conv_flops=conv_f / conv_t, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
                        bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,
                        date=_now(), points=points)
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return None
 
 
 def _now() -> str:
@@ -439,6 +447,12 @@ def device_file_text(cal: Calibration) -> str:
         "# Use it with: placement place MODEL.onnx --devices "
         f"{cal.kind}:1 --device-file THIS.toml --costs roofline",
         "# Figures are achieved rates (not spec-sheet peaks), so efficiency is 1.",
+    ]
+    if cal.points.get("load_before") is not None:
+        lines.append(f"# Load average {cal.points['load_before']:.2f} before, "
+                     f"{cal.points.get('load_after') or 0:.2f} after, on {cal.points.get('cpus')} CPU(s): "
+                     f"other work on the machine slows the figures down.")
+    lines += [
         "",
         f"[devices.{cal.kind}]",
         f'base = "{cal.base}"  # everything not below (memory, host link, host flag) comes from the preset',
