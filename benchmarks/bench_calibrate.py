@@ -1,12 +1,16 @@
 """Roofline predictions with the preset vs a calibrated device file, against onnxruntime's measured time
 (see benchmarks/README_calibrate.md).
 
-Calibrates the ``cpu`` kind (``graphs.calibrate.calibrate``, one thread), then for the model zoo's
-ResNet-50, SqueezeNet, VGG-19, DenseNet-121 and a generated BERT (2 layers, width 768, sequence 128)
-compares the whole-model roofline prediction (sum of operator times on one ``cpu``) with the preset and
-with the calibrated file against ``graphs.costs.measure_run_time`` (one thread, median), and per
-operator class against the profiled kernel times. Optionally (``--pipeline``) runs ResNet-50 on two
-CPU stages placed with calibrated roofline costs through ``benchmarks.bench_pipeline.measure``.
+Calibrates the ``cpu`` kind (``graphs.calibrate.calibrate``, one thread) with the wall clock and with
+the CPU clock, fits it to ResNet-50's profile (``fit_profile``), then for the model zoo's ResNet-50,
+SqueezeNet, VGG-19, DenseNet-121 and a generated BERT (2 layers, width 768, sequence 128) compares the
+whole-model roofline prediction (sum of operator times on one ``cpu``) with the preset and with each
+file against ``graphs.costs.measure_run_time`` (one thread, median; wall clock, and CPU clock for the
+CPU-clock calibration), and per operator class against the profiled kernel times. The zoo models
+generate their weights at run time (``ConstantOfShape``), which the cost model folds away: the
+measured model has them stored as initializers (the time with the generators is shown too).
+Optionally (``--pipeline``) runs ResNet-50 on two CPU stages placed with the wall-clock calibrated
+roofline costs through ``benchmarks.bench_pipeline.measure``.
 
     python -m benchmarks.bench_calibrate [--repeats 20] [--rounds 3] [--pipeline] [--json OUT.json]
 """
@@ -59,44 +63,46 @@ def stored_weights(path: str, tmp: str) -> str | None:
     return out
 
 
-def compare(path: str, device_file: str, *, repeats: int, rounds: int, fit_file: str | None = None) -> dict:
-    """Predicted (preset, calibrated) and measured whole-model ms, and per-class ms, for one model."""
+def compare(path: str, files: dict[str, str], *, repeats: int, rounds: int) -> dict:
+    """Whole-model ms predicted with the preset and with every device file of ``files`` (label -> path),
+    measured (wall and CPU clock; with generated weights stored, and as the file is), and per operator
+    class against the profiled kernel times, for one model."""
     from graphs.calibrate import OP_CLASSES, op_class
     from graphs.costs import measure_run_time, profile_ops, roofline_costs
     from graphs.devices import parse_devices
     from graphs.onnx_loader import load_onnx
 
     g = load_onnx(path)
-    pre = roofline_costs(g, parse_devices("cpu:1")).compute[0]
-    cal = roofline_costs(g, parse_devices("cpu:1", [device_file])).compute[0]
-    fit = roofline_costs(g, parse_devices("cpu:1", [fit_file])).compute[0] if fit_file else None
-    # medians of rounds of medians: the machine is shared, runs are bimodal under contention
-    measured_as_is = statistics.median(measure_run_time(g, repeats=repeats) for _ in range(rounds))
-    measured = measured_as_is
+    pred = {"preset": roofline_costs(g, parse_devices("cpu:1")).compute[0]}
+    for label, f in files.items():
+        pred[label] = roofline_costs(g, parse_devices("cpu:1", [f])).compute[0]
+
+    def measured(graph, cpu: bool) -> float:
+        # medians of rounds of medians: the machine is shared, wall times are bimodal under contention
+        runs = [measure_run_time(graph, repeats=repeats, cpu_time=cpu) for _ in range(rounds)]
+        return statistics.median(runs)
+
+    r: dict = {"operators": g.num_ops, "wall_generating_weights_ms": measured(g, False)}
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp:
         stored = stored_weights(path, tmp)
-        if stored is not None:
-            gs = load_onnx(stored)
-            assert gs.num_ops == g.num_ops
-            measured = statistics.median(measure_run_time(gs, repeats=repeats) for _ in range(rounds))
+        gs = load_onnx(stored) if stored is not None else g
+        assert gs.num_ops == g.num_ops
+        r["wall_ms"], r["cpu_ms"] = measured(gs, False), measured(gs, True)
     prof = profile_ops(g, repeats=repeats)
-    classes = {c: {"profiled": 0.0, "preset": 0.0, "calibrated": 0.0, "fitted": 0.0, "ops": 0}
-               for c in OP_CLASSES}
+    r["profiled_sum_ms"] = float(sum(prof.values()))
+    r["predicted_ms"] = {k: float(v.sum()) for k, v in pred.items()}
+    classes = {c: {"ops": 0, "profiled": 0.0, **{k: 0.0 for k in pred}} for c in OP_CLASSES}
     for i, op in enumerate(g.ops):
         if op.name not in prof:
             continue
         c = classes[op_class(op.op_type)]
-        c["profiled"] += prof[op.name]
-        c["preset"] += pre[i]
-        c["calibrated"] += cal[i]
-        c["fitted"] += fit[i] if fit is not None else math.nan
         c["ops"] += 1
-    return {"operators": g.num_ops, "measured_ms": measured,
-            "measured_generating_weights_ms": measured_as_is, "preset_ms": float(pre.sum()),
-            "calibrated_ms": float(cal.sum()),
-            "fitted_ms": float(fit.sum()) if fit is not None else None,
-            "profiled_sum_ms": float(sum(prof.values())),
-            "classes": {k: v for k, v in classes.items() if v["ops"]}}
+        c["profiled"] += prof[op.name]
+        for k, v in pred.items():
+            c[k] += float(v[i])
+    r["classes"] = {k: v for k, v in classes.items() if v["ops"]}
+    r["load"] = _load()
+    return r
 
 
 def pipeline(device_file: str, samples: int, rounds: int) -> dict:
@@ -132,64 +138,63 @@ def main(argv=None) -> int:
 
     import onnx
 
-    from graphs.calibrate import calibrate, write_device_file
+    from graphs.calibrate import calibrate, fit_profile, write_device_file
+    from graphs.onnx_loader import load_onnx
     from graphs.transformer import bert
 
-    out: dict = {"load_before": list(os.getloadavg()), "cpus": os.cpu_count()}
+    out: dict = {"load_before": list(os.getloadavg()), "cpus": os.cpu_count(), "files": {}, "seconds": {}}
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPU(s)")
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp:
-        dev = args.device_file
-        if dev is None:
-            t0 = time.perf_counter()
-            cal = calibrate("cpu")
-            out["calibration_s"] = time.perf_counter() - t0
-            dev = write_device_file(cal, os.path.join(tmp, "cpu.toml"))
-            print(f"calibration: {out['calibration_s']:.1f} s (load {_load():.2f})")
-        with open(dev, encoding="utf-8") as f:
-            out["device_file"] = f.read()
-        print(out["device_file"])
-        fit_file = None
+        files: dict[str, str] = {}
+        if args.device_file:
+            files["given"] = args.device_file
+        else:
+            for clock in ("wall", "cpu"):
+                t0 = time.perf_counter()
+                cal = calibrate("cpu", clock=clock)
+                out["seconds"][clock] = time.perf_counter() - t0
+                files[clock] = write_device_file(cal, os.path.join(tmp, f"cpu-{clock}.toml"))
+                print(f"calibration ({clock} clock): {out['seconds'][clock]:.1f} s (load {_load():.2f})")
         if args.fit_model != "none":
-            from graphs.calibrate import fit_profile
-            from graphs.onnx_loader import load_onnx
-
             t0 = time.perf_counter()
             fcal = fit_profile(load_onnx(_zoo(args.fit_model)), "cpu", repeats=args.repeats)
-            out["fit_s"] = time.perf_counter() - t0
-            fit_file = write_device_file(fcal, os.path.join(tmp, "fit.toml"))
-            with open(fit_file, encoding="utf-8") as f:
-                out["fit_file"] = f.read()
-            print(f"fit to {args.fit_model}'s profile: {out['fit_s']:.1f} s (load {_load():.2f})")
-            print(out["fit_file"])
+            out["seconds"]["fit"] = time.perf_counter() - t0
+            files["fit"] = write_device_file(fcal, os.path.join(tmp, "cpu-fit.toml"))
+            print(f"fit to {args.fit_model}'s profile: {out['seconds']['fit']:.1f} s (load {_load():.2f})")
+        for label, f in files.items():
+            with open(f, encoding="utf-8") as fh:
+                out["files"][label] = fh.read()
+            print(out["files"][label])
         bert_path = os.path.join(tmp, f"bert_l{args.bert_layers}.onnx")
         onnx.save(bert(args.bert_layers), bert_path)
         models = {m: _zoo(m) for m in MODELS}
         models[f"bert-L{args.bert_layers}"] = bert_path
         out["models"] = {}
-        print("| model | ops | measured ms | (generating weights) | preset ms (err) | calibrated ms (err) "
-              f"| fitted to {args.fit_model} ms (err) | load |")
-        print("|---|---|---|---|---|---|---|---|")
+        labels = ["preset"] + list(files)
+        print("whole model, ms: measured (median) and predicted (error vs the measurement on the same clock; "
+              "preset and fit vs wall)")
+        print("| model | ops | wall | wall, generating weights | cpu clock | "
+              + " | ".join(f"{k}" for k in labels) + " | load |")
+        print("|---" * (6 + len(labels)) + "|")
         for name, path in models.items():
-            r = compare(path, dev, repeats=args.repeats, rounds=args.rounds, fit_file=fit_file)
-            r["load"] = _load()
+            r = compare(path, files, repeats=args.repeats, rounds=args.rounds)
             out["models"][name] = r
-            m = r["measured_ms"]
-            pre = r["preset_ms"]
-            print(f"| {name} | {r['operators']} | {m:.1f} | {r['measured_generating_weights_ms']:.1f} "
-                  f"| {pre:.1f} ({pre / m - 1:+.0%}) "
-                  f"| {r['calibrated_ms']:.1f} ({r['calibrated_ms'] / m - 1:+.1%}) "
-                  f"| {_err(r['fitted_ms'], m)} | {r['load']:.2f} |")
-        print("\nper operator class, predicted vs profiled kernel time (ms):")
-        print("| model | class | ops | profiled | preset (err) | calibrated (err) | fitted (err) |")
-        print("|---|---|---|---|---|---|---|")
+            cells = []
+            for k in labels:
+                ref = r["cpu_ms"] if k == "cpu" else r["wall_ms"]
+                cells.append(_err(r["predicted_ms"][k], ref))
+            print(f"| {name} | {r['operators']} | {r['wall_ms']:.1f} | {r['wall_generating_weights_ms']:.1f} "
+                  f"| {r['cpu_ms']:.1f} | " + " | ".join(cells) + f" | {r['load']:.2f} |")
+        print("\nper operator class, ms: profiled kernel time and predictions (error)")
+        print("| model | class | ops | profiled | " + " | ".join(labels) + " |")
+        print("|---" * (4 + len(labels)) + "|")
         for name, r in out["models"].items():
             for c, v in r["classes"].items():
                 pr = v["profiled"]
-                pre = v["preset"]
-                print(f"| {name} | {c} | {v['ops']} | {pr:.2f} | {pre:.2f} ({pre / pr - 1:+.0%}) "
-                      f"| {v['calibrated']:.2f} ({v['calibrated'] / pr - 1:+.0%}) "
-                      f"| {_err(v['fitted'], pr, 2)} |")
+                print(f"| {name} | {c} | {v['ops']} | {pr:.2f} | "
+                      + " | ".join(_err(v[k], pr, 2) for k in labels) + " |")
         if args.pipeline:
+            dev = files.get("wall") or files.get("given") or next(iter(files.values()))
             m = pipeline(dev, args.samples, args.rounds)
             out["pipeline"] = m
             err = m["measured_ms_median"] / m["predicted_ms"] - 1

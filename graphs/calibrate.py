@@ -23,7 +23,9 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
 
     Session settings are those of :func:`graphs.costs.measure_run_time` (graph optimisations off,
     sequential, ``threads`` intra-op threads), so the figures describe the runs the profile cost model
-    and the benchmarks measure.
+    and the benchmarks measure. Runs are timed by the wall clock (what they take on this machine as it
+    is loaded now), or by the calling thread's CPU time (``clock="cpu"``, one thread), which other
+    processes on a shared machine do not inflate; either way the median of alternating runs.
 
 :func:`fit_profile`
     Non-negative least squares (:func:`scipy.optimize.nnls`) of per-operator profile times of one model
@@ -239,6 +241,9 @@ def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
 
 
 # --------------------------------------------------------------------------- timing
+CLOCKS = ("wall", "cpu")
+
+
 @dataclass(frozen=True)
 class _Timer:
     provider: str
@@ -246,6 +251,7 @@ class _Timer:
     budget: float  # seconds of runs per session (after warm-up)
     min_runs: int = 5
     max_runs: int = 200
+    clock: str = "wall"  # or "cpu": the calling thread's CPU time (one CPU thread only)
 
     def run_times(self, models: Sequence, feed: np.ndarray) -> list[float]:
         """Median seconds of one whole-model run of each model; runs alternate between the models so
@@ -256,15 +262,16 @@ class _Timer:
             for _ in range(2):
                 s.run(None, feeds)
         times: list[list[float]] = [[] for _ in sessions]
+        clock = time.thread_time if self.clock == "cpu" else time.perf_counter
         t_end = time.perf_counter() + self.budget * len(sessions)
         while True:
             n = len(times[0])
             if n >= self.max_runs or (n >= self.min_runs and time.perf_counter() >= t_end):
                 break
             for s, ts in zip(sessions, times):
-                t0 = time.perf_counter()
+                t0 = clock()
                 s.run(None, feeds)
-                ts.append(time.perf_counter() - t0)
+                ts.append(clock() - t0)
         return [float(np.median(ts)) for ts in times]
 
     def per_link(self, unit, shape, k1: int, k2: int, dtype=np.float32) -> float:
@@ -284,17 +291,25 @@ ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi element
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
 
 
-def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
+def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str = "wall",
               progress: Callable[[str], None] | None = None) -> Calibration:
     """Measure the preset ``kind`` on this machine (see the module doc). ``threads``: intra-op threads
     (the calibrated kind then stands for that many cores); ``budget``: seconds of timed runs per
-    benchmark session (each benchmark runs two); ``progress`` is told each benchmark's name."""
+    benchmark session (each benchmark runs two); ``clock``: ``"wall"`` (what a run takes on this
+    machine as loaded now) or ``"cpu"`` (the calling thread's CPU time, which other processes on a
+    shared machine do not inflate; host kinds with one thread only); ``progress`` is told each
+    benchmark's name."""
     if not isinstance(threads, int) or threads < 1:
         raise InputError(f"threads must be a positive integer, got {threads!r}")
+    if clock not in CLOCKS:
+        raise InputError(f"clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
     base = preset(kind)
     provider = provider_for(base)
+    if clock == "cpu" and (threads != 1 or not base.host):
+        raise InputError("the cpu clock measures the calling thread: it needs a host kind and one thread "
+                         "(use the wall clock otherwise)")
     t_start = time.perf_counter()
-    timer = _Timer(provider, threads, budget)
+    timer = _Timer(provider, threads, budget, clock=clock)
     say = progress or (lambda _msg: None)
     points: dict = {"provider": provider, "load_before": _loadavg(), "cpus": os.cpu_count()}
 
@@ -352,7 +367,8 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25,
     except Exception as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
         points["fp16_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     points["load_after"] = _loadavg()
-    return Calibration(kind=base.name, base=base.name, method=f"micro-benchmarks ({provider})",
+    return Calibration(kind=base.name, base=base.name,
+                       method=f"micro-benchmarks ({provider}, {clock} clock)",
                        threads=threads, conv_flops=conv_f / conv_t, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
                        bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,

@@ -38,6 +38,9 @@ def add_parser(sub) -> None:
                    help="fit the kind to this model's per-operator profile instead of micro-benchmarks "
                         "(host kinds: the profile is taken on this CPU)")
     c.add_argument("--batch-size", type=int, default=None, help="--from-profile: batch size of the model")
+    c.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                   help="wall: what runs take on this machine as loaded now (default); cpu: the thread's CPU "
+                        "time, steadier on a shared machine (cpu kind, one thread)")
     c.add_argument("--budget", type=float, default=0.25, metavar="S",
                    help="seconds of timed runs per benchmark session (default 0.25; more is steadier)")
 
@@ -64,7 +67,7 @@ def run(args) -> int:
         cal = fit_profile(g, spec.name, threads=args.threads)
     else:
         tell = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-        cal = calibrate(spec.name, threads=args.threads, budget=args.budget, progress=tell)
+        cal = calibrate(spec.name, threads=args.threads, budget=args.budget, clock=args.clock, progress=tell)
     write_device_file(cal, out)
     cs = cal.spec()
     print(f"{cal.kind}: {cal.method}, {cal.threads} thread(s), {cal.seconds:.1f} s")

@@ -283,3 +283,20 @@ def test_calibrate_cpu_end_to_end(tmp_path, capsys):
     assert isinstance(s, DeviceSpec) and s.conv_flops > 0 and s.matmul_flops > 0
     assert len(s.bandwidth_curve) == 7
     assert s.launch >= 0
+
+
+def test_cpu_clock_needs_one_host_thread(monkeypatch):
+    import onnxruntime as ort
+
+    from graphs.costs import measure_run_time
+
+    with pytest.raises(InputError, match="clock must be one of"):
+        calibrate("cpu", clock="sundial")
+    with pytest.raises(InputError, match="host kind and one thread"):
+        calibrate("cpu", clock="cpu", threads=2)
+    both = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(ort, "get_available_providers", lambda: both)
+    with pytest.raises(InputError, match="host kind and one thread"):
+        calibrate("a100", clock="cpu")
+    with pytest.raises(InputError, match="threads = 1"):
+        measure_run_time(parse_model(small_cnn()), threads=2, cpu_time=True)
