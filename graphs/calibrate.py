@@ -15,9 +15,11 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
     * memory bandwidth by size (``bandwidth_curve``): chains of ``Add(x, c)`` from 4 Ki to 16 Mi
       elements (12 bytes per element: two reads, one write), minus the overhead; the largest is the
       kind's ``mem_bandwidth``;
-    * Conv (``conv_flops``): 3x3 and 1x1 convolutions that keep their shape, at the channel counts and
-      image sizes of ImageNet CNNs; the rate is their total FLOPs over their total time, minus the
-      overhead;
+    * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
+      that keep their shape, at the channel counts and image sizes of ImageNet CNNs and at few channels
+      or few pixels; :func:`fit_conv_curve` fits the rate of a large convolution and the sizes at which
+      the efficiency halves (a convolution is a matrix product of M = output channels by N = output
+      pixels: narrow ones run the kernel below its peak);
     * MatMul (``matmul_flops``): transformer-sized products (128 and 512 rows, width 768 and 1024, a
       768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``).
 
@@ -50,8 +52,8 @@ import numpy as np
 from .devices import CONV_TYPES, MATMUL_TYPES, DeviceSpec, preset
 from .errors import InputError
 
-__all__ = ["Calibration", "calibrate", "fit_profile", "device_file_text", "write_device_file",
-           "provider_for", "op_class", "OP_CLASSES"]
+__all__ = ["Calibration", "calibrate", "fit_profile", "fit_conv_curve", "device_file_text",
+           "write_device_file", "provider_for", "op_class", "OP_CLASSES"]
 
 _G, _T, _US = 1e9, 1e12, 1e-6
 
@@ -98,7 +100,9 @@ class Calibration:
     bandwidth: float
     launch: float
     bandwidth_curve: tuple[tuple[float, float], ...] = ()
-    other_flops: float | None = None  # fit only: other arithmetic operators' rate
+    other_flops: float | None = None  # other arithmetic operators' rate (MaxPool benchmark, or the fit)
+    conv_half_channels: float = 0.0  # Conv efficiency curve (see graphs.devices); 0 = none
+    conv_half_pixels: float = 0.0
     seconds: float = 0.0
     date: str = ""
     points: dict = field(default_factory=dict)
@@ -110,7 +114,8 @@ class Calibration:
         fp32 = self.other_flops or max(self.conv_flops, self.matmul_flops)
         return replace(base, name=self.kind, fp32=fp32, fp16=self.fp16_flops or fp32,
                        mem_bandwidth=self.bandwidth, launch=self.launch, efficiency=1.0,
-                       conv_flops=self.conv_flops, matmul_flops=self.matmul_flops,
+                       conv_flops=self.conv_flops, conv_half_channels=self.conv_half_channels,
+                       conv_half_pixels=self.conv_half_pixels, matmul_flops=self.matmul_flops,
                        bandwidth_curve=self.bandwidth_curve)
 
 
@@ -285,7 +290,9 @@ class _Timer:
 # shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel) and transformer
 # products (rows, widths through the link)
 CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (128, 56, 1), (256, 28, 1),
-               (512, 14, 1), (1024, 7, 1))
+               (512, 14, 1), (1024, 7, 1),
+               # few channels or few pixels: where a convolution's efficiency falls
+               (16, 56, 3), (32, 28, 3), (64, 7, 3), (32, 56, 1), (128, 7, 1))
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
@@ -339,15 +346,16 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str =
     points["maxpool"] = {"elements": n, "flops": 9.0 * n, "seconds": t}
 
     rng = np.random.default_rng(0)
-    conv_f = conv_t = 0.0
     points["conv"] = []
     for c, side, kern in CONV_SHAPES:
         say(f"Conv {kern}x{kern}, {c} channels, {side}x{side}")
         shape = (1, c, side, side)
-        t = timer.per_link(_conv_unit(c, kern, rng), shape, 1, 3)
         flops = 2.0 * c * c * kern * kern * side * side + c * side * side
-        conv_f, conv_t = conv_f + flops, conv_t + max(t - launch, 1e-9)
+        extra = int(min(16, max(2, 2e8 // flops)))  # small convolutions: more links to time
+        t = timer.per_link(_conv_unit(c, kern, rng), shape, 1, 1 + extra)
         points["conv"].append({"channels": c, "side": side, "kernel": kern, "flops": flops, "seconds": t})
+    conv_rate, half_m, half_n = fit_conv_curve([(p["flops"], p["channels"], p["side"] ** 2,
+                                                 max(p["seconds"] - launch, 1e-9)) for p in points["conv"]])
 
     def matmuls(dtype) -> tuple[float, list]:
         tot_f = tot_t = 0.0
@@ -369,10 +377,30 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str =
     points["load_after"] = _loadavg()
     return Calibration(kind=base.name, base=base.name,
                        method=f"micro-benchmarks ({provider}, {clock} clock)",
-                       threads=threads, conv_flops=conv_f / conv_t, matmul_flops=matmul_flops,
+                       threads=threads, conv_flops=conv_rate, conv_half_channels=half_m,
+                       conv_half_pixels=half_n, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
                        bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,
                        date=_now(), points=points)
+
+
+_HALF_GRID = (0.0,) + tuple(float(x) for x in np.geomspace(0.5, 512, 41))
+
+
+def fit_conv_curve(points: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float]:
+    """The Conv rate ``r`` and half-efficiency sizes ``(hm, hn)`` that best explain ``points`` of
+    (FLOPs, output channels M, output pixels N, seconds) by time = FLOPs / (r M / (M + hm) N / (N + hn)),
+    in relative error: ``hm``, ``hn`` on a grid (0 and 0.5 .. 512), ``r`` by least squares for each."""
+    f, m, n, t = (np.array(x, dtype=float) for x in zip(*points))
+    best = (math.inf, 0.0, 0.0, 0.0)
+    for hm in _HALF_GRID:
+        for hn in _HALF_GRID:
+            a = f * (m + hm) / m * (n + hn) / n / t  # predicted time x rate, relative to the measured time
+            inv = float(a.sum() / (a * a).sum())  # 1 / rate minimising sum((a / rate - 1)^2)
+            err = float(((a * inv - 1.0) ** 2).sum())
+            if err < best[0] - 1e-12:
+                best = (err, 1.0 / inv, hm, hn)
+    return best[1], best[2], best[3]
 
 
 def _loadavg() -> float | None:
@@ -481,7 +509,11 @@ def device_file_text(cal: Calibration) -> str:
         lines.append(f"fp16_tflops = {spec.fp16 / _T:.6g}  # fp16 not measured (no fp16 MatMul kernel "
                      f"on this provider, or a fit): same as fp32")
     lines += [
-        f"conv_tflops = {cal.conv_flops / _T:.6g}  # achieved fp32 FLOP/s of Conv",
+        f"conv_tflops = {cal.conv_flops / _T:.6g}  # achieved fp32 FLOP/s of a large Conv",
+        f"conv_half_channels = {cal.conv_half_channels:.4g}  # a Conv with M output channels (per group) "
+        "and N",
+        f"conv_half_pixels = {cal.conv_half_pixels:.4g}  # output pixels reaches conv_tflops x M / (M + "
+        f"{cal.conv_half_channels:.4g}) x N / (N + {cal.conv_half_pixels:.4g})",
         f"matmul_tflops = {cal.matmul_flops / _T:.6g}  # achieved fp32 FLOP/s of MatMul and Gemm",
         f"mem_bandwidth_gbs = {cal.bandwidth / _G:.6g}  # achieved memory bandwidth of large operators, GB/s",
         f"launch_us = {cal.launch / _US:.6g}  # time every operator adds to a run besides its work, "

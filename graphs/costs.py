@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .devices import DeviceSet, DeviceSpec
+from .devices import CONV_TYPES, DeviceSet, DeviceSpec
 from .errors import InputError
 from .onnx_loader import OnnxGraph, Op
 
@@ -266,6 +266,17 @@ def _body_sum(op: Op, f) -> float:
     return max(parts) if op.op_type == "If" else sum(parts)
 
 
+def _conv_size(op: Op) -> tuple[float, float] | None:
+    """A convolution's output channels per group and output pixels (batch x spatial): the sizes its
+    efficiency depends on (the M and N of the matrix product it becomes)."""
+    y = op.outputs[0] if op.outputs else None
+    if y is None or not y.known or len(y.shape) < 3 or not y.shape[1]:
+        return None
+    group = op.attrs.get("group", 1)
+    group = group if isinstance(group, int) and group > 0 else 1
+    return y.shape[1] / group, y.elements / y.shape[1]
+
+
 def _half(op: Op) -> bool:
     y = op.outputs[0] if op.outputs else None
     return y is not None and y.dtype in ("float16", "bfloat16")
@@ -281,7 +292,8 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
     nbytes = op_bytes(op)
     # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
     # kinds); otherwise exactly peak and bandwidth
-    t_flops, t_bytes = flops / spec.flop_rate(op.op_type, _half(op)), nbytes / spec.bandwidth_at(nbytes)
+    rate = spec.flop_rate(op.op_type, _half(op), _conv_size(op) if op.op_type in CONV_TYPES else None)
+    t_flops, t_bytes = flops / rate, nbytes / spec.bandwidth_at(nbytes)
     if not known:  # conservative: no overlap of arithmetic and memory traffic
         return t_flops + t_bytes + spec.launch
     return max(t_flops, t_bytes) + spec.launch

@@ -29,7 +29,10 @@ Measured figures (written by ``placement calibrate``, see :mod:`graphs.calibrate
 a kind without them costs exactly as the plain roofline above. They are *achieved* rates, not scaled
 by ``efficiency``::
 
-    conv_tflops = 0.21       # achieved fp32 FLOP/s of Conv, TFLOP/s
+    conv_tflops = 0.21       # achieved fp32 FLOP/s of a large Conv, TFLOP/s
+    conv_half_channels = 12  # Conv efficiency by size: a convolution with M output channels (per group)
+    conv_half_pixels = 16    # and N output pixels (batch x spatial) reaches conv_tflops x M / (M +
+                             # conv_half_channels) x N / (N + conv_half_pixels); 0 = no such loss
     matmul_tflops = 0.19     # achieved fp32 FLOP/s of MatMul and Gemm, TFLOP/s
     bandwidth_curve = [[12288, 60.1], [201326592, 9.8]]
                              # achieved memory bandwidth by operator size: [bytes one operator reads
@@ -74,6 +77,8 @@ class DeviceSpec:
     unsupported_ops: frozenset[str] = field(default_factory=frozenset)
     description: str = ""
     conv_flops: float | None = None  # achieved fp32 FLOP/s of Conv (None: peak(); measured by calibrate)
+    conv_half_channels: float = 0.0  # output channels at which a Conv's rate halves (0: no size effect)
+    conv_half_pixels: float = 0.0  # output pixels at which a Conv's rate halves (0: no size effect)
     matmul_flops: float | None = None  # achieved fp32 FLOP/s of MatMul/Gemm (None: peak())
     # achieved bandwidth by operator size: ((bytes, bytes/s), ...) ascending in bytes; () = bandwidth
     bandwidth_curve: tuple[tuple[float, float], ...] = ()
@@ -93,6 +98,10 @@ class DeviceSpec:
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        for key in ("conv_half_channels", "conv_half_pixels"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and 0 <= v < math.inf):
+                raise InputError(f"device {self.name!r}: {key} must be a non-negative number, got {v!r}")
         for key in ("conv_flops", "matmul_flops"):
             v = getattr(self, key)
             if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
@@ -113,12 +122,19 @@ class DeviceSpec:
         """Attainable memory bandwidth, bytes/s."""
         return self.mem_bandwidth * self.efficiency
 
-    def flop_rate(self, op_type: str, half: bool = False) -> float:
+    def flop_rate(self, op_type: str, half: bool = False, conv_size: tuple[float, float] | None = None
+                  ) -> float:
         """FLOP/s an operator of ``op_type`` reaches: the measured Conv or MatMul/Gemm rate for fp32
-        operators of those types when the kind has one, else :meth:`peak`."""
+        operators of those types when the kind has one, else :meth:`peak`. ``conv_size``: a Conv's
+        output channels per group and output pixels, which scale the Conv rate by the kind's
+        efficiency curve (``conv_half_channels``, ``conv_half_pixels``)."""
         if not half:
             if op_type in CONV_TYPES and self.conv_flops is not None:
-                return self.conv_flops
+                if conv_size is None:
+                    return self.conv_flops
+                m, n = conv_size
+                hm, hn = self.conv_half_channels, self.conv_half_pixels
+                return self.conv_flops * (m / (m + hm) if m > 0 else 1.0) * (n / (n + hn) if n > 0 else 1.0)
             if op_type in MATMUL_TYPES and self.matmul_flops is not None:
                 return self.matmul_flops
         return self.peak(half)
@@ -213,6 +229,7 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
     "description": ("description", None),
     "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
+    "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
     "bandwidth_curve": ("bandwidth_curve", None),
 }
 _OTHER_KEYS = ("base", "count")

@@ -68,15 +68,16 @@ def test_bandwidth_curve_interpolates_on_log_size_and_is_flat_beyond():
 
 
 def test_written_file_reads_back_to_the_same_kind(tmp_path):
-    cal = _cal(fp16_flops=900e9)
+    cal = _cal(fp16_flops=900e9, conv_half_channels=12.5, conv_half_pixels=3.0)
     path = write_device_file(cal, tmp_path / "cpu.toml")
     text = open(path, encoding="utf-8").read()
-    assert "2026-01-01" in text and "# achieved fp32 FLOP/s of Conv" in text and "launch_us" in text
+    assert "2026-01-01" in text and "# achieved fp32 FLOP/s of a large Conv" in text and "launch_us" in text
     specs, counts = read_device_file(path)
     got, want = specs["cpu"], cal.spec()
     assert counts == {}
     assert got.host and got.memory is None and got.efficiency == 1.0
-    for key in ("fp32", "fp16", "mem_bandwidth", "launch", "conv_flops", "matmul_flops"):
+    for key in ("fp32", "fp16", "mem_bandwidth", "launch", "conv_flops", "matmul_flops", "conv_half_channels",
+                "conv_half_pixels"):
         assert getattr(got, key) == pytest.approx(getattr(want, key), rel=1e-5), key
     assert [b for b, _ in got.bandwidth_curve] == pytest.approx([b for b, _ in want.bandwidth_curve])
     rates = [r for _, r in want.bandwidth_curve]
@@ -300,3 +301,33 @@ def test_cpu_clock_needs_one_host_thread(monkeypatch):
         calibrate("a100", clock="cpu")
     with pytest.raises(InputError, match="threads = 1"):
         measure_run_time(parse_model(small_cnn()), threads=2, cpu_time=True)
+
+
+def test_conv_curve_fit_recovers_known_sizes_and_rate():
+    from graphs.calibrate import CONV_SHAPES, fit_conv_curve
+
+    r, hm, hn = 200e9, 16.0, 8.0
+    pts = []
+    for c, side, k in CONV_SHAPES:
+        f = 2.0 * c * c * k * k * side * side
+        m, n = c, side * side
+        pts.append((f, m, n, f / (r * m / (m + hm) * n / (n + hn))))
+    got = fit_conv_curve(pts)
+    assert got[0] == pytest.approx(r, rel=1e-9) and got[1:] == (pytest.approx(hm), pytest.approx(hn))
+    # no size effect in the data: no curve
+    flat = [(f, m, n, f / r) for f, m, n, _ in pts]
+    assert fit_conv_curve(flat) == (pytest.approx(r), 0.0, 0.0)
+
+
+def test_conv_efficiency_curve_slows_narrow_convolutions(tmp_path):
+    """With conv_half_channels = 4, the 4-channel Conv of small_cnn runs at half the large-Conv rate."""
+    g = parse_model(small_cnn(batch=64))
+    conv = next(op for op in g.ops if op.op_type == "Conv")
+    flat = _cal(launch=0.0, bandwidth_curve=((1.0, 1e15), (2.0, 1e15))).spec()
+    curved = _cal(launch=0.0, bandwidth_curve=((1.0, 1e15), (2.0, 1e15)), conv_half_channels=4.0).spec()
+    assert roofline_time(conv, curved) == pytest.approx(2 * roofline_time(conv, flat))
+    path = write_device_file(_cal(conv_half_channels=4.0, conv_half_pixels=2.5), tmp_path / "c.toml")
+    s = read_device_file(path)[0]["cpu"]
+    assert (s.conv_half_channels, s.conv_half_pixels) == (4.0, 2.5)
+    assert s.flop_rate("Conv", conv_size=(4, 2.5)) == pytest.approx(400e9 / 4)
+    assert s.flop_rate("Conv", conv_size=(4, 2.5), half=True) == s.peak(True)
