@@ -71,7 +71,9 @@ def run(args) -> int:
     write_device_file(cal, out)
     cs = cal.spec()
     print(f"{cal.kind}: {cal.method}, {cal.threads} thread(s), {cal.seconds:.1f} s")
-    rows = [("Conv, fp32", f"{cal.conv_flops / 1e9:.1f} GFLOP/s"),
+    rows = [("Conv, fp32", f"{cal.conv_flops / 1e9:.1f} GFLOP/s (large; half that at "
+                           f"{cal.conv_half_channels:.3g} output channels or "
+                           f"{cal.conv_half_pixels:.3g} pixels)"),
             ("MatMul/Gemm, fp32", f"{cal.matmul_flops / 1e9:.1f} GFLOP/s"),
             ("other arithmetic, fp32", f"{cs.fp32 / 1e9:.1f} GFLOP/s"),
             ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s" if cal.fp16_flops else "not measured"),
