@@ -28,8 +28,8 @@ from .onnx_loader import OnnxGraph, load_onnx
 from .reference import Workload
 from .training import derive_training
 
-__all__ = ["DEFAULT_DEVICES", "onnx_workload", "prepare_onnx", "build_opgraph", "reference_document",
-           "describe"]
+__all__ = ["DEFAULT_DEVICES", "onnx_workload", "prepare_onnx", "graph_workload", "build_opgraph",
+           "reference_document", "describe"]
 
 #: the cluster used when none is given
 DEFAULT_DEVICES = "a100:4,cpu:1"
@@ -57,14 +57,23 @@ def prepare_onnx(path: str | os.PathLike, devices: str | DeviceSet | None = None
     ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
                                                                       device_files)
     g = load_onnx(path, batch_size=batch_size, dims=dims)
+    return g, graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor, t0=t0)
+
+
+def graph_workload(g: OnnxGraph, devices: DeviceSet, costs: str = "roofline", training: bool = False,
+                   optimizer: str = "adam", *, backward_factor: float = 2.0,
+                   t0: float | None = None) -> Workload:
+    """The costed :class:`Workload` of a loaded model (:func:`prepare_onnx` after loading; an
+    in-memory model parsed with :func:`graphs.onnx_loader.parse_model` goes through here too)."""
     t1 = time.perf_counter()
-    c = compute_costs(g, ds, costs or "roofline")
+    t0 = t1 if t0 is None else t0
+    c = compute_costs(g, devices, costs or "roofline")
     t2 = time.perf_counter()
     graph = build_opgraph(g, c, training=training, optimizer=optimizer, backward_factor=backward_factor,
-                          devices=str(ds))
+                          devices=str(devices))
     t3 = time.perf_counter()
     graph.meta["timings"] = {"load_s": t1 - t0, "costs_s": t2 - t1, "build_s": t3 - t2}
-    return g, Workload(graph, ds.cluster())
+    return Workload(graph, devices.cluster())
 
 
 def _name_parts(op) -> list[str]:

@@ -252,8 +252,12 @@ def _cmd_evaluate(args) -> int:
 def _cmd_example(args) -> int:
     from graphs.example import transformer_layer_graph
 
+    from .cluster.example import is_job_list_name, write_example_jobs
     from .export import write_json
 
+    if is_job_list_name(args.out):  # jobs.json, trace.json: a shared-cluster job list
+        print(write_example_jobs(args.out))
+        return EXIT_OK
     if args.out.lower().endswith(".onnx"):
         if args.layers < 1:
             raise _UsageError("placement example: --layers must be >= 1")

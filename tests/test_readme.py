@@ -39,3 +39,27 @@ def test_api_doctest():
     import placement.api
 
     assert doctest.testmod(placement.api).failed == 0
+
+
+def _run_block(marker: str) -> tuple[str, list[str]]:
+    """Run the README's python block after ``<!-- marker`` and check every ``# expected`` comment of a
+    print line against what that print printed (in order)."""
+    code = re.search(rf"<!-- {marker}.*?```python\n(.*?)```", _readme(), re.S).group(1)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = buf.getvalue().splitlines()
+    expected = [m.strip() for m in re.findall(r"^print\(.*\)\s*#\s*(.*)$", code, re.M)]
+    assert lines == expected
+    return code, lines
+
+
+def test_readme_onnx_pass_pipeline_runs():
+    _run_block("readme-onnx-pass")
+
+
+def test_readme_torch_split_runs():
+    import pytest
+
+    pytest.importorskip("torch", reason="torch is not installed (the [torch] extra)")
+    _run_block("readme-torch")

@@ -57,8 +57,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir, job_curve
+    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir
     from .formats import read_jobs
+    from .inputs import job_rates
     from .policies import POLICIES, Capacity
     from .simulate import SimJob, allocate_once, simulate
 
@@ -81,10 +82,11 @@ def run(args) -> int:
     curves = []
     for k, j in enumerate(jl.jobs):
         before = cache.misses
-        c = job_curve(j, jl.cluster, cache=cache,
+        c = job_rates(j, jl.cluster, cache=cache,
                       curve_time_limit=args.curve_time_limit or DEFAULT_CURVE_TIME_LIMIT)
         if verbose:
-            how = "cached" if cache.misses == before else f"{c.method}, {c.seconds:.1f} s"
+            how = ("measured table" if c.method == "table" else "cached" if cache.misses == before
+                   else f"{c.method}, {c.seconds:.1f} s")
             print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient allocations ({how})",
                   file=sys.stderr)
         for note in c.notes:

@@ -1,0 +1,264 @@
+"""Placement of a model held in memory: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path.
+
+    >>> import placement
+    >>> p = placement.place_model(model_proto, devices="a100:2,cpu:1")  # doctest: +SKIP
+    >>> annotated = placement.annotate(model_proto, p)                   # doctest: +SKIP
+    >>> stages, manifest = placement.split(model_proto, p)               # doctest: +SKIP
+
+:func:`place_model` runs the same front end as a file (:func:`graphs.onnx_workload.onnx_workload`:
+parse, cost, differentiate for training) on the model object, then :func:`placement.api.place`; the
+result is the placement the file gives. :func:`annotate` and :func:`split` apply a placement the way
+``placement split`` does (:mod:`placement.onnx_export`), and give back what they were given: a
+``ModelProto`` for a ``ModelProto`` (or a path), an ``onnx_ir.Model`` for an ``onnx_ir.Model``.
+
+Nothing is read from or written to disk, except the file a path names (read with its external data)
+and a JSON cost table named by ``costs``. Weights already in memory are used as they are:
+
+* a ``ModelProto`` is parsed directly (the front end copies only small tensors, for shape inference);
+* an ``onnx_ir.Model`` is serialised *without* the data of its large initializers (they are written
+  as references to a placeholder, their shapes and types are what the front end reads), and the stage
+  models :func:`split` gives back share the ``onnx_ir`` tensors of the original model, not copies;
+  weights an ``onnx_ir`` model keeps in an external file stay there, unread.
+
+Nothing here prints or imports torch; errors are :class:`graphs.errors.PlacementError` subclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from graphs.errors import InputError
+from solvers.base import SolveOptions
+
+from .api import Placement, place
+
+if TYPE_CHECKING:
+    from .onnx_export import Split
+
+__all__ = ["place_model", "annotate", "annotate_ir", "split", "split_parts", "model_proto",
+           "placement_result", "result_from_annotations"]
+
+# an initializer of more elements than this keeps only its shape and type in the proto the front end
+# reads from an onnx_ir model (the front end itself keeps data only up to this size: see
+# graphs.onnx_loader._KEEP_DATA)
+_LIGHT_ELEMENTS = 4096
+# the placeholder location of those initializers; the split restores the original tensors
+_IN_MEMORY = "placement:in-memory"
+
+
+def _is_ir(model) -> bool:
+    mod = type(model).__module__ or ""
+    if not mod.startswith("onnx_ir"):
+        return False
+    import onnx_ir as ir
+
+    return isinstance(model, ir.Model)
+
+
+def _is_proto(model) -> bool:
+    import onnx
+
+    return isinstance(model, onnx.ModelProto)
+
+
+def _read(path, *, load_external_data: bool):
+    from graphs.onnx_loader import read_model
+
+    return read_model(path, load_external_data=load_external_data)
+
+
+@contextmanager
+def _light_initializers(model):
+    """While open: the large initializers of an ``onnx_ir`` model replaced by placeholders (shape and
+    type, no data), so that serialising the model copies no weights. Restored on exit."""
+    import onnx_ir as ir
+
+    swapped = []
+    try:
+        for v in model.graph.initializers.values():
+            t = v.const_value
+            if t is None or isinstance(t, ir.ExternalTensor) or t.size <= _LIGHT_ELEMENTS:
+                continue
+            stub = ir.ExternalTensor(_IN_MEMORY, offset=0, length=t.nbytes, dtype=t.dtype, shape=t.shape,
+                                     name=v.name, base_dir="")
+            swapped.append((v, t))
+            v.const_value = stub
+        yield
+    finally:
+        for v, t in swapped:
+            v.const_value = t
+
+
+def model_proto(model, *, light: bool = True):
+    """The ``onnx.ModelProto`` of a model given as a proto (itself), a path (read; with ``light``
+    without its external data) or an ``onnx_ir.Model`` (serialised; with ``light`` its large
+    initializers become shape-only placeholders). Returns ``(proto, source)``."""
+    if _is_proto(model):
+        return model, None
+    if isinstance(model, (str, os.PathLike)):
+        return _read(model, load_external_data=not light), os.fspath(model)
+    if _is_ir(model):
+        import onnx_ir as ir
+
+        if not light:
+            return ir.serde.serialize_model(model), None
+        with _light_initializers(model):
+            return ir.serde.serialize_model(model), None
+    raise InputError(f"expected an onnx.ModelProto, an onnx_ir.Model or a path, got {type(model).__name__}")
+
+
+def place_model(model, devices=None, *, training: bool = False, costs: str | Mapping = "roofline",
+                batch_size: int | None = None, solver: str | None = None,
+                options: SolveOptions | None = None, optimizer: str = "adam",
+                dims: Mapping[str, int] | None = None, backward_factor: float = 2.0) -> Placement:
+    """Place an ONNX model on ``devices`` (``"a100:4,cpu:8"`` or a :class:`graphs.devices.DeviceSet`;
+    default :data:`graphs.onnx_workload.DEFAULT_DEVICES`). ``costs``: ``"roofline"``, ``"profile"``, a
+    JSON cost table's path, or the table itself as a mapping. The other arguments are those of
+    :func:`graphs.onnx_workload.onnx_workload` and :func:`placement.api.place`."""
+    from graphs.costs import parse_cost_table
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_loader import parse_model
+    from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
+
+    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
+    proto, source = model_proto(model)
+    external = any(t.data_location == 1 for t in proto.graph.initializer)
+    g = parse_model(proto, source=source, batch_size=batch_size, dims=dims, external_data=external)
+    if isinstance(costs, Mapping):
+        table = parse_cost_table(g, ds, dict(costs), source="cost table")
+        w = _with_costs(g, ds, table, training, optimizer, backward_factor)
+    else:
+        w = graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor)
+    return place(w.graph, w.cluster, solver, options)
+
+
+def _with_costs(g, ds, table, training, optimizer, backward_factor):
+    """The workload of ``g`` with given cost rows (an in-memory cost table)."""
+    from graphs.onnx_workload import build_opgraph
+    from graphs.reference import Workload
+
+    graph = build_opgraph(g, table, training=training, optimizer=optimizer, backward_factor=backward_factor,
+                          devices=str(ds))
+    return Workload(graph, ds.cluster())
+
+
+def placement_result(placement: Placement | Mapping) -> dict:
+    """The result document of a placement (as ``placement place --out`` writes it); a mapping (a result
+    already) is returned as is."""
+    if isinstance(placement, Mapping):
+        return dict(placement)
+    if not isinstance(placement, Placement):
+        raise InputError(f"expected a Placement or a result mapping, got {type(placement).__name__}")
+    from .export import result_dict
+
+    result = result_dict(placement)
+    if not result.get("devices"):
+        raise InputError(f"there is no placement to apply (status {result.get('status')!r}: "
+                         f"{result.get('message') or 'no devices'})")
+    return result
+
+
+def annotate(model, placement: Placement | Mapping):
+    """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
+    ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
+    ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
+    from it as a ``ModelProto`` (weights in external files stay references to those files)."""
+    result = placement_result(placement)
+    if _is_ir(model):
+        out = model.clone()
+        annotate_ir(out, result)
+        return out
+    from .onnx_export import annotate as annotate_proto
+
+    proto, _ = model_proto(model)
+    return annotate_proto(proto, result)
+
+
+def annotate_ir(model, result: Mapping) -> None:
+    """Annotate an ``onnx_ir.Model`` in place: the node metadata and the model's summary that
+    :func:`placement.onnx_export.annotate` writes into a proto (unnamed nodes get their stable names)."""
+    from .onnx_export import annotate as annotate_proto
+
+    proto, _ = model_proto(model)
+    done = annotate_proto(proto, result)
+    nodes = list(model.graph)
+    if len(nodes) != len(done.graph.node):  # serialisation keeps the node list: a broken invariant
+        raise InputError("the model changed while it was annotated")
+    for node, pn in zip(nodes, done.graph.node):
+        node.name = pn.name
+        for k in [k for k in node.metadata_props if k.startswith("placement.")]:
+            del node.metadata_props[k]
+        for p in pn.metadata_props:
+            if p.key.startswith("placement."):
+                node.metadata_props[p.key] = p.value
+    for p in done.metadata_props:
+        if p.key.startswith("placement."):
+            model.metadata_props[p.key] = p.value
+
+
+def result_from_annotations(model) -> dict:
+    """A result document rebuilt from an annotated model (``ModelProto`` or ``onnx_ir.Model``): which
+    node runs where, from the node metadata :func:`annotate` wrote; enough for :func:`split`."""
+    from .onnx_export import KEY_CONSTANT, KEY_DEVICE, KEY_RESULT
+
+    if _is_ir(model):
+        props = dict(model.metadata_props)
+        nodes = [(n.name, dict(n.metadata_props)) for n in model.graph]
+    else:
+        proto, _ = model_proto(model)
+        props = {p.key: p.value for p in proto.metadata_props}
+        nodes = [(n.name, {p.key: p.value for p in n.metadata_props}) for n in proto.graph.node]
+    if KEY_RESULT not in props:
+        raise InputError("the model carries no placement (no 'placement.result' metadata): run the "
+                         "placement pass or placement.annotate first")
+    summary = json.loads(props[KEY_RESULT])
+    devices = [dict(d, nodes=[]) for d in summary.get("devices", [])]
+    by_name = {d["name"]: d for d in devices}
+    for name, meta in nodes:
+        dev = meta.get(KEY_DEVICE)
+        if dev is None or meta.get(KEY_CONSTANT) == "true":
+            continue
+        if dev not in by_name:
+            raise InputError(f"node {name!r} is annotated with device {dev!r}, which the placement summary "
+                             f"does not list")
+        by_name[dev]["nodes"].append(name)
+    return dict(summary, devices=devices)
+
+
+def split(model, placement: Placement | Mapping | None = None) -> tuple[list, dict]:
+    """Cut the model into one sub-model per stage (see :func:`placement.onnx_export.split_model`);
+    returns ``(sub-models in run order, manifest)``, both in memory. The sub-models are
+    ``onnx_ir.Model`` s sharing the original weights for an ``onnx_ir.Model``, ``ModelProto`` s
+    otherwise. Without ``placement`` the model's own annotations (:func:`annotate`) say where nodes go."""
+    s = split_parts(model, placement)
+    return [sm.model for sm in s.submodels], s.manifest()
+
+
+def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
+    """:func:`split`, returning the :class:`placement.onnx_export.Split` (sub-models with their device,
+    stage, inputs and outputs; the manifest is ``.manifest()``)."""
+    from dataclasses import replace
+
+    from .onnx_export import split_model
+
+    result = result_from_annotations(model) if placement is None else placement_result(placement)
+    if not _is_ir(model):
+        proto = model if _is_proto(model) else _read(model, load_external_data=True)
+        return split_model(proto, result)
+    import onnx_ir as ir
+
+    proto, _ = model_proto(model)  # large weights as placeholders, restored below
+    s = split_model(proto, result)
+    tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
+    subs = []
+    for sm in s.submodels:
+        m = ir.serde.deserialize_model(sm.model)
+        for name, v in m.graph.initializers.items():
+            if tensors.get(name) is not None:  # placeholders and external references included
+                v.const_value = tensors[name]
+        subs.append(replace(sm, model=m))
+    return replace(s, submodels=tuple(subs))

@@ -1,0 +1,469 @@
+"""PyTorch front end: place an ``nn.Module`` and hand the plan to ``torch.distributed.pipelining``.
+
+    >>> from placement.torch import place_module, split_spec
+    >>> tp = place_module(model, (tokens,), devices="a100:4")                    # doctest: +SKIP
+    >>> pipe = torch.distributed.pipelining.pipeline(model, (tokens_mb,),
+    ...                                              split_spec=split_spec(tp))  # doctest: +SKIP
+
+**The operator graph.** :func:`place_module` exports the module with ``torch.export`` and makes one
+operator per ``call_function`` node of the exported graph, in the graph's (execution) order: an edge
+wherever a node reads another's output; shapes, element types and so output bytes from each node's
+``meta["val"]``; the parameters and buffers a node reads (the exported program's placeholders, named by
+their state-dict names) are its weights, trainable when they are parameters that require grad. ATen
+operators are costed by the same roofline model as ONNX operators (:mod:`graphs.costs`) through their
+ONNX counterparts (``aten.linear``/``matmul``/``bmm`` -> ``MatMul``, ``addmm`` -> ``Gemm``,
+``convolution`` -> ``Conv``, views -> ``Reshape``, ...); an operator without one is costed conservatively
+with a warning in ``graph.meta["warnings"]``. Training adds the backward pass as for ONNX.
+
+**Snapping to module boundaries.** ``pipeline(module, mb_args, split_spec={fqn: SplitPoint.BEGINNING})``
+cuts the traced graph, in execution order, where the named submodules begin. So a stage boundary can
+only sit where a submodule begins: the *split points* are the submodules whose operators form one run
+of the execution order (called once), each at the position of its first operator (of several
+submodules starting there, the outermost); ``split_points=`` can restrict them to given names, or to
+``"children"`` (the root's direct children, what a DeepSpeed ``PipelineModule`` cuts at). The split
+points cut the operators into *segments*. The plan is made in two solves with the same solver:
+
+1. the operator graph as it is (``TorchPlacement.unsnapped``: what a free cut could reach, and with an
+   exact solver a lower bound for any plan);
+2. the graph with every segment forced onto one device (:func:`graphs.coarsen.merge_by_key`), so
+   that every stage is a union of segments: with the exact DP, the best plan among those cut at split
+   points. Its stages are numbered in execution order (the device of the first operator is stage 0, and
+   so on). If a device's segments are not one run of that order (possible only where segments exchange
+   no data), each segment is moved to the latest stage of the segments before it, which keeps every
+   edge pointing forward (the plan is then marked ``feasible``).
+
+The snapped plan is evaluated by the same evaluator as every plan (``TorchPlacement.placement``); its
+max-load is the planned time per run of the example inputs.
+
+:func:`split_spec` gives the ``{fqn: SplitPoint.BEGINNING}`` dict of the snapped plan (one stage per
+used device, in pipeline order); :func:`layer_partition` the layer indices per stage of a sequential
+model (DeepSpeed ``PipelineModule``-style), with ``parts`` boundaries. The solvers do not replicate
+stages, so the spec carries no replication degrees.
+
+Needs torch (the ``[torch]`` extra). Nothing here prints; problems raise
+:class:`~graphs.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graphs.errors import InputError
+
+from .api import Placement, place
+
+__all__ = ["TorchPlacement", "place_module", "operator_graph", "split_spec", "layer_partition",
+           "in_execution_order"]
+
+# ATen operator -> the ONNX operator the roofline model costs it as
+_VIEWS = ("view", "_unsafe_view", "reshape", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
+          "getitem", "split", "split_with_sizes", "chunk", "unbind", "slice", "select", "alias", "detach",
+          "flatten", "unflatten", "view_as", "expand_as", "narrow", "as_strided", "lift_fresh_copy",
+          "dropout",
+          "_assert_tensor_metadata", "sym_size", "size")
+_ONNX_TYPE = {
+    **dict.fromkeys(_VIEWS, "Reshape"),
+    **dict.fromkeys(("linear", "matmul", "mm", "bmm"), "MatMul"),
+    "addmm": "Gemm", "baddbmm": "MatMul", "convolution": "Conv", "conv1d": "Conv", "conv2d": "Conv",
+    "conv3d": "Conv", "embedding": "Gather", "index_select": "Gather", "gather": "GatherElements",
+    "layer_norm": "LayerNormalization", "native_layer_norm": "LayerNormalization",
+    "rms_norm": "RMSNormalization",
+    "group_norm": "GroupNormalization", "batch_norm": "BatchNormalization",
+    "_native_batch_norm_legit_no_training": "BatchNormalization", "softmax": "Softmax", "_softmax": "Softmax",
+    "log_softmax": "LogSoftmax", "_log_softmax": "LogSoftmax",
+    "add": "Add", "add_": "Add", "sub": "Sub", "rsub": "Sub", "mul": "Mul", "mul_": "Mul", "div": "Div",
+    "neg": "Neg", "abs": "Abs", "relu": "Relu", "relu_": "Relu", "leaky_relu": "LeakyRelu", "clamp": "Clip",
+    "maximum": "Max", "minimum": "Min", "where": "Where", "masked_fill": "Where", "eq": "Equal", "lt": "Less",
+    "gt": "Greater", "le": "LessOrEqual", "ge": "GreaterOrEqual", "logical_not": "Not", "bitwise_not": "Not",
+    "to": "Cast", "_to_copy": "Cast", "type_as": "Cast",
+    "exp": "Exp", "log": "Log", "tanh": "Tanh", "sigmoid": "Sigmoid", "silu": "HardSwish", "erf": "Erf",
+    "sqrt": "Sqrt", "rsqrt": "Sqrt", "pow": "Pow", "sin": "Sin", "cos": "Cos", "gelu": "Gelu",
+    "mean": "ReduceMean", "sum": "ReduceSum", "amax": "ReduceMax", "max": "ReduceMax", "argmax": "ArgMax",
+    "cat": "Concat", "stack": "Concat", "contiguous": "Identity", "clone": "Concat", "copy": "Concat",
+    "pad": "Pad", "constant_pad_nd": "Pad", "repeat": "Tile", "index": "Gather",
+    "arange": "Range", "ones": "ConstantOfShape", "zeros": "ConstantOfShape", "full": "ConstantOfShape",
+    "ones_like": "ConstantOfShape", "zeros_like": "ConstantOfShape", "full_like": "ConstantOfShape",
+    "empty": "ConstantOfShape", "tril": "Trilu", "triu": "Trilu", "cumsum": "CumSum",
+    "max_pool2d": "MaxPool", "avg_pool2d": "AveragePool", "adaptive_avg_pool2d": "GlobalAveragePool",
+}
+
+
+_RANDOM = frozenset({"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "dropout",
+                     "native_dropout", "multinomial"})
+
+
+@dataclass(frozen=True, eq=False)
+class TorchPlacement:
+    """A module's plan. ``placement``: the snapped plan (evaluated on the operator graph; what
+    :func:`split_spec` describes); ``unsnapped``: the free plan of the same graph. ``modules[i]``: the
+    innermost module FQN of operator ``i`` (``""``: the root); ``split_points``: ``{operator index:
+    module FQN}`` where a stage may begin; ``stage_starts``: the module FQN each stage after the first
+    begins at, in pipeline order; ``stage_devices``: the device of each stage."""
+
+    placement: Placement
+    unsnapped: Placement
+    modules: tuple[str, ...]
+    split_points: Mapping[int, str]
+    stage_starts: tuple[str, ...]
+    stage_devices: tuple[str, ...]
+    stage_of_op: tuple[int, ...]
+    batch_size: int
+    children: tuple[str, ...] = ()  # the root's direct children in call order (sequential models)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stage_devices)
+
+    @property
+    def time_per_run(self) -> float:
+        """The snapped plan's max-load: planned milliseconds per run of the example inputs."""
+        return self.placement.max_load
+
+    @property
+    def time_per_sample(self) -> float:
+        """Planned milliseconds per sample (per run / the example batch)."""
+        return self.placement.max_load / max(1, self.batch_size)
+
+
+def _torch():
+    import torch  # absolute: the real torch, not this module
+
+    return torch
+
+
+def _opname(target) -> str:
+    name = getattr(target, "_opname", None) or getattr(target, "__name__", str(target))
+    return name.split(".")[0]
+
+
+def _tensor(name: str, val):
+    from graphs.onnx_loader import Tensor
+
+    torch = _torch()
+    if not isinstance(val, torch.Tensor):
+        return None
+    shape = tuple(int(d) if isinstance(d, int) else None for d in val.shape)
+    dtype = str(val.dtype).replace("torch.", "")
+    return Tensor(name, shape, dtype if dtype != "bool" else "bool", int(val.element_size()))
+
+
+def _flat_nodes(args) -> list:
+    torch = _torch()
+    out = []
+    for a in args:
+        if isinstance(a, torch.fx.Node):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(_flat_nodes(a))
+        elif isinstance(a, dict):
+            out.extend(_flat_nodes(list(a.values())))
+    return out
+
+
+def operator_graph(exported, *, source: str = "torch.export"):
+    """The :class:`graphs.onnx_loader.OnnxGraph` of an exported program (see the module doc) and the
+    innermost module FQN of each operator."""
+    from graphs.onnx_loader import OnnxGraph, Op
+
+    torch = _torch()
+    sig = exported.graph_signature
+    weights = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
+               **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    trainable_names = set()
+    state = dict(exported.state_dict)
+    for ph, fqn in sig.inputs_to_parameters.items():
+        p = state.get(fqn)
+        if p is None or getattr(p, "requires_grad", True):
+            trainable_names.add(ph)
+    nodes = list(exported.graph.nodes)
+    # nodes computed from constants only (a causal mask, position ids; buffers count as constants, trainable
+    # parameters do not) are folded, as the ONNX front end folds them: they become constant inputs of the
+    # operators reading them
+    folded: set = set()
+    for n in nodes:
+        if n.op == "call_function" and _opname(n.target) not in _RANDOM and all(
+                a in folded or (a.name in weights and a.name not in sig.inputs_to_parameters)
+                for a in _flat_nodes(list(n.args) + list(n.kwargs.values()))):
+            folded.add(n)
+    ops_fx = [n for n in nodes if n.op == "call_function" and n not in folded]
+    index = {n: i for i, n in enumerate(ops_fx)}
+    readers: dict = {}
+    for n in ops_fx:
+        for a in _flat_nodes(list(n.args) + list(n.kwargs.values())):
+            readers.setdefault(a, set()).add(n)
+    out_node = next(n for n in nodes if n.op == "output")
+    graph_outputs = set(_flat_nodes(out_node.args))
+    ops, src, dst, modules, warnings = [], [], [], [], []
+    for i, n in enumerate(ops_fx):
+        val = n.meta.get("val")
+        vals = list(val) if isinstance(val, (list, tuple)) else [val]
+        outputs = tuple(t for k, v in enumerate(vals) if (t := _tensor(f"{n.name}:{k}", v)) is not None)
+        inputs, constant, params, trainable = [], [], [], []
+        for a in _flat_nodes(list(n.args) + list(n.kwargs.values())):
+            t = _tensor(weights.get(a.name, a.name), a.meta.get("val"))
+            if a in folded:
+                t = _tensor(a.name, a.meta.get("val"))
+                inputs.append(t)
+                constant.append(True)
+                if t is not None:
+                    params.append(t)
+                    trainable.append(False)
+            elif a.op == "placeholder" and a.name in weights:
+                inputs.append(t)
+                constant.append(True)
+                if t is not None:
+                    params.append(t)
+                    trainable.append(a.name in trainable_names)
+            else:
+                inputs.append(t)
+                constant.append(False)
+                if a in index:
+                    src.append(index[a])
+                    dst.append(i)
+        used = bool(readers.get(n)) or n in graph_outputs
+        out_bytes = sum(t.nbytes or 0 for t in outputs) if used else 0
+        name = _opname(n.target)
+        op_type = _ONNX_TYPE.get(name, f"aten.{name}")
+        attrs = {}
+        if op_type == "Gemm":  # addmm(bias, a, b): the formula reads (a, b, bias)
+            inputs = inputs[1:3] + inputs[:1]
+            constant = constant[1:3] + constant[:1]
+        if op_type in ("MaxPool", "AveragePool") and len(n.args) > 1:
+            k = n.args[1]
+            attrs["kernel_shape"] = list(k) if isinstance(k, (list, tuple)) else [k, k]
+        ops.append(Op(n.name, op_type, "aten", i, tuple(inputs), tuple(constant), outputs, attrs,
+                      tuple(params), tuple(trainable), (), int(out_bytes)))
+        stack = n.meta.get("nn_module_stack") or {}
+        modules.append(_fqn(list(stack.values())[-1][0]) if stack else "")
+    if not ops:
+        raise InputError("the exported module has no operators", source=source)
+    counted = {t.name: (t, tr) for op in ops for t, tr in zip(op.params, op.trainable)
+               if t.is_float and (t.elements or 0) > 1}
+    user_inputs = [n for n in nodes if n.op == "placeholder" and n.name not in weights]
+    ins = tuple(t for n in user_inputs if (t := _tensor(n.name, n.meta.get("val"))) is not None)
+    outs = tuple(t for n in _flat_nodes(out_node.args)
+                 if (t := _tensor(n.name, n.meta.get("val"))) is not None)
+    batch = next((t.shape[0] for t in ins if t.shape and t.shape[0]), 1)
+    g = OnnxGraph(
+        ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64), inputs=ins,
+        outputs=outs, batch_size=int(batch), dims={}, opset=0, source=source, warnings=tuple(warnings),
+        parameters=sum(t.elements or 0 for t, _ in counted.values()),
+        parameter_bytes=sum(t.nbytes or 0 for t, _ in counted.values()),
+        trainable_parameters=sum(t.elements or 0 for t, tr in counted.values() if tr),
+        producer=f"torch.export {torch.__version__}", graph_name=source)
+    return g, tuple(modules)
+
+
+def _fqn(path: str) -> str:
+    """``nn_module_stack`` paths are FQNs (``blocks.0.attn``); older releases wrote ``L['self'].x``."""
+    for prefix in ("L['self'].", "L__self__."):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return "" if path in ("L['self']", "L__self__") else path
+
+
+def _module_runs(modules: Sequence[str]) -> dict[str, list[int]]:
+    """Every module FQN (and its ancestors) -> the operator positions under it."""
+    runs: dict[str, list[int]] = {}
+    for i, m in enumerate(modules):
+        if not m:
+            continue
+        parts = m.split(".")
+        for k in range(1, len(parts) + 1):
+            runs.setdefault(".".join(parts[:k]), []).append(i)
+    return runs
+
+
+def _split_points(modules: Sequence[str], allowed, real: set[str]) -> dict[int, str]:
+    """Operator position -> the outermost allowed module FQN beginning there, for modules whose operators
+    form one run of the order (see the module doc)."""
+    points: dict[int, str] = {}
+    for fqn, pos in _module_runs(modules).items():
+        if fqn not in real or (allowed is not None and fqn not in allowed):
+            continue
+        if pos[-1] - pos[0] + 1 != len(pos) or pos[0] == 0:
+            continue  # not one run (called twice, interleaved), or at the very start: no cut there
+        p = pos[0]
+        if p not in points or fqn.count(".") < points[p].count("."):
+            points[p] = fqn
+    return points
+
+
+def place_module(module, example_args: Sequence, example_kwargs: Mapping | None = None, devices=None, *,
+                 training: bool = False, costs: str | Mapping = "roofline", solver: str | None = None,
+                 options=None, optimizer: str = "adam", split_points: Iterable[str] | str | None = None,
+                 strict: bool = False, backward_factor: float = 2.0) -> TorchPlacement:
+    """Export ``module`` on the example inputs, build and cost its operator graph, place it and snap the
+    stages to module boundaries (see the module doc). ``devices``, ``costs`` (``"roofline"``, a JSON
+    table's path or the table as a mapping), ``solver`` and ``options`` are those of
+    :func:`placement.place_model`; ``split_points``: the module FQNs stages may begin at (default: every
+    submodule that can), or ``"children"``."""
+    from graphs.coarsen import merge_by_key
+    from graphs.costs import parse_cost_table
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.evaluate import evaluate
+    from graphs.onnx_workload import DEFAULT_DEVICES, build_opgraph, graph_workload
+    from graphs.reference import Workload
+
+    torch = _torch()
+    if not isinstance(module, torch.nn.Module):
+        raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    if costs == "profile":
+        raise InputError("the 'profile' cost model runs ONNX models; for a torch module use 'roofline' or a "
+                         "cost table")
+    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
+    source = f"torch:{type(module).__name__}"
+    try:
+        ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
+                                 strict=strict)
+    except Exception as e:  # the exporter's errors are many and untyped
+        raise InputError(f"torch.export failed: {type(e).__name__}: {str(e).strip()[:400]}",
+                         source=source) from None
+    g, modules = operator_graph(ep, source=source)
+    if isinstance(costs, Mapping):
+        table = parse_cost_table(g, ds, dict(costs), source="cost table")
+        w = Workload(build_opgraph(g, table, training=training, optimizer=optimizer,
+                                   backward_factor=backward_factor, devices=str(ds)), ds.cluster())
+    else:
+        w = graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor)
+    graph, cluster = w.graph, w.cluster
+    graph.meta["module"] = modules
+    real = {name for name, _ in module.named_modules() if name}
+    children = tuple(name for name, _ in module.named_children())
+    if split_points == "children":
+        allowed = set(children)
+    elif split_points is None:
+        allowed = None
+    else:
+        allowed = set(split_points)
+        unknown = sorted(allowed - real)
+        if unknown:
+            raise InputError(f"split point(s) {', '.join(unknown[:5])} name no submodule of the module",
+                             source=source)
+    points = _split_points(modules, allowed, real)
+    n_fwd = len(modules)
+    segment = np.cumsum([1 if i in points else 0 for i in range(n_fwd)])
+    unsnapped = place(graph, cluster, solver, options)
+    keys = [int(s) for s in segment] + [None] * (graph.num_nodes - n_fwd)
+    coarse = place(merge_by_key(graph, keys), cluster, solver, options)
+    if coarse.assignment is None:
+        raise InputError(f"no placement cut at module boundaries: {coarse.solution.message or coarse.status}",
+                         source=source)
+    a = np.array(coarse.assignment, dtype=np.int64)
+    fwd, moved = in_execution_order(a[:n_fwd], segment)
+    notes = []
+    sol = coarse.solution
+    if moved:
+        notes.append("a device's segments were not one run of the execution order; the later ones were moved "
+                     "to the latest stage before them")
+        a = _with_backward(graph, a, fwd)
+    ev = evaluate(graph, cluster, a)
+    if notes:
+        from solvers.base import Status
+
+        sol = _replace(sol, assignment=a, objective=ev.max_load, status=Status.FEASIBLE, bound=None, gap=None)
+    snap_note = (f"a plan cut at module boundaries ({len(points)} split points): its status is among those "
+                 f"plans; the free cut's max-load is {unsnapped.max_load:.6g} ({unsnapped.status.value})")
+    sol = _replace(sol, message="; ".join(filter(None, [sol.message, snap_note])))
+    snapped = Placement(graph, cluster, sol, ev, coarse.objective)
+    stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
+    return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
+                          g.batch_size, children, tuple(notes))
+
+
+def in_execution_order(a_fwd, segment) -> tuple[np.ndarray, bool]:
+    """Stages in execution order: devices are ranked by their first operator; a device whose segments
+    are not one run of that order (possible only where segments exchange no data) has the later ones
+    moved to the latest stage before them, which keeps every edge pointing forward. Returns the
+    assignment of the operators and whether any moved."""
+    a_fwd = np.asarray(a_fwd, dtype=np.int64)
+    first: dict[int, int] = {}
+    for d in a_fwd.tolist():
+        first.setdefault(d, len(first))
+    seg_stage = np.zeros(int(segment[-1]) + 1, dtype=np.int64)
+    seg_stage[np.asarray(segment)] = [first[d] for d in a_fwd.tolist()]
+    mono = np.maximum.accumulate(seg_stage)
+    if np.array_equal(mono, seg_stage):
+        return a_fwd, False
+    by_stage = np.array([d for d, _ in sorted(first.items(), key=lambda kv: kv[1])], dtype=np.int64)
+    return by_stage[mono[np.asarray(segment)]], True
+
+
+def _replace(sol, **kw):
+    from dataclasses import replace
+
+    return replace(sol, **kw)
+
+
+def _with_backward(graph, a, fwd):
+    """``fwd`` for the forward nodes; backward twins follow their forward node (colocation)."""
+    out = a.copy()
+    n = len(fwd)
+    out[:n] = fwd
+    for i in range(n, graph.num_nodes):
+        out[i] = fwd[i % n]
+    return out
+
+
+def _stages(a_fwd, points, cluster, n):
+    """Stage index per operator (in execution order), the module FQN each later stage begins at, and the
+    device of each stage."""
+    stage_of_op, starts, devices = [], [], []
+    prev = None
+    for i in range(n):
+        d = int(a_fwd[i])
+        if d != prev:
+            if prev is not None:
+                if i not in points:  # cannot happen: segments share a device
+                    raise InputError(f"internal: a stage begins at operator {i}, which is no split point")
+                starts.append(points[i])
+            devices.append(cluster.device_name(d))
+            prev = d
+        stage_of_op.append(len(devices) - 1)
+    return tuple(stage_of_op), tuple(starts), tuple(devices)
+
+
+def split_spec(tp: TorchPlacement) -> dict:
+    """``{module FQN: SplitPoint.BEGINNING}`` for ``torch.distributed.pipelining.pipeline(...,
+    split_spec=...)``: the snapped plan's stage boundaries (``tp.num_stages`` stages)."""
+    from torch.distributed.pipelining import SplitPoint
+
+    return {fqn: SplitPoint.BEGINNING for fqn in tp.stage_starts}
+
+
+def layer_partition(tp: TorchPlacement) -> dict:
+    """A DeepSpeed ``PipelineModule``-style partition of a sequential model (an ``nn.Sequential``, or a
+    module whose direct children run one after the other): ``{"stages": [[layer indices] per stage],
+    "parts": [boundaries], "layers": [child names]}`` (stage ``s`` holds layers ``parts[s]`` to
+    ``parts[s + 1] - 1``). Every stage must begin at a direct child: place with
+    ``split_points="children"``."""
+    children = list(tp.children)
+    inner = [s for s in tp.stage_starts if s not in children]
+    if inner:
+        raise InputError(f"stage(s) begin inside a layer ({', '.join(inner[:3])}): place the module with "
+                         f"split_points='children' for a layer partition")
+    runs = _module_runs(tp.modules)
+    stage_of_child = {}
+    for c in children:
+        pos = runs.get(c)
+        if pos:
+            stage_of_child[c] = tp.stage_of_op[pos[0]]
+    firsts = sorted((runs[c][0], c) for c in stage_of_child)
+    layers = [c for _, c in firsts]
+    if layers != [c for c in children if c in stage_of_child]:
+        raise InputError("the module's children do not run in the order they are declared: not a sequential "
+                         "model")
+    stages: list[list[int]] = [[] for _ in range(tp.num_stages)]
+    for k, c in enumerate(layers):
+        stages[stage_of_child[c]].append(k)
+    parts = [0]
+    for s in stages[:-1]:
+        parts.append(parts[-1] + len(s))
+    parts.append(len(layers))
+    return {"stages": stages, "parts": parts, "layers": layers}
+
+

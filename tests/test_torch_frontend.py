@@ -1,0 +1,209 @@
+"""The PyTorch front end: operator graph from torch.export, the snapped plan, the pipelining split spec,
+and a pipelined run on CPU whose output matches the unsplit module."""
+
+import itertools
+import os
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, then "
+                                            "'.[torch]')")
+
+from graphs.costs import op_flops  # noqa: E402
+from graphs.errors import InputError  # noqa: E402
+from graphs.evaluate import evaluate  # noqa: E402
+from placement.torch import (  # noqa: E402
+    in_execution_order,
+    layer_partition,
+    operator_graph,
+    place_module,
+    split_spec,
+)
+from tests.torch_models import gpt, mlp_sequential, pipelined_rank, tokens  # noqa: E402
+
+GPT_KW = {"layers": 4, "hidden": 64, "heads": 4, "vocab": 128, "seq_len": 16}
+BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def gpt_plan():
+    model = gpt(**GPT_KW)
+    return model, place_module(model, (tokens(BATCH),), devices="t4:3")
+
+
+def test_the_torch_submodule_does_not_shadow_torch():
+    import placement.torch as pt
+
+    assert pt._torch() is torch and torch.nn.Module is not None
+
+
+def test_operator_graph_has_the_shapes_flops_and_parameters_of_the_module():
+    model = gpt(**GPT_KW)
+    ep = torch.export.export(model, (tokens(2),))
+    g, modules = operator_graph(ep)
+    assert g.parameters == sum(p.numel() for p in model.parameters() if p.numel() > 1)
+    assert g.trainable_parameters == g.parameters
+    assert g.batch_size == 2
+    linears = [(op, m) for op, m in zip(g.ops, modules) if op.name.startswith("linear")]
+    assert len(linears) == 4 * 4 + 1
+    for op, m in linears:
+        mod = model.get_submodule(m)
+        assert isinstance(mod, torch.nn.Linear)
+        flops, exact = op_flops(op)
+        assert exact and flops == 2 * 2 * 16 * mod.in_features * mod.out_features
+        assert op.param_bytes == sum(p.numel() * 4 for p in mod.parameters())
+        assert op.output_bytes == 2 * 16 * mod.out_features * 4
+    # the causal masks are folded (computed from constants only), as the ONNX front end folds them
+    assert not any(op.name.startswith(("ones", "tril")) for op in g.ops)
+    assert all(a < b for a, b in zip(g.src, g.dst))  # edges follow the execution order
+
+
+def _brute_force(tp):
+    """The best plan that cuts at split points: every choice of cut points and of devices per stage."""
+    p = tp.placement
+    graph, cluster = p.graph, p.cluster
+    n = len(tp.modules)
+    positions = sorted(tp.split_points)
+    best = np.inf
+    D = cluster.num_devices
+    for k in range(D):
+        for cuts in itertools.combinations(positions, k):
+            stage = np.searchsorted(np.array(cuts, dtype=np.int64), np.arange(n), side="right")
+            for devs in itertools.permutations(range(D), k + 1):
+                a = np.array(devs)[stage]
+                ev = evaluate(graph, cluster, a)
+                if ev.valid:
+                    best = min(best, ev.max_load)
+    return best
+
+
+def test_the_snapped_plan_is_the_best_cut_at_module_boundaries(gpt_plan):
+    model, tp = gpt_plan
+    p = tp.placement
+    assert p.status.value == "optimal" and tp.unsnapped.status.value == "optimal"
+    assert tp.num_stages == 3 and len(split_spec(tp)) == 2
+    # the evaluator's max-load of the snapped assignment, no better than the free cut
+    assert p.max_load == evaluate(p.graph, p.cluster, p.assignment).max_load
+    assert tp.unsnapped.max_load <= p.max_load + 1e-12
+    # stages begin exactly where their modules begin
+    for fqn in tp.stage_starts:
+        first = min(i for i, m in enumerate(tp.modules) if m == fqn or m.startswith(fqn + "."))
+        assert tp.stage_of_op[first] == tp.stage_of_op[first - 1] + 1
+    assert list(tp.stage_of_op) == sorted(tp.stage_of_op)
+    assert abs(_brute_force(tp) - p.max_load) <= 1e-9 * p.max_load
+    assert tp.time_per_sample == pytest.approx(p.max_load / BATCH)
+
+
+def test_heterogeneous_devices_and_training():
+    model = gpt(layers=2, hidden=32, heads=2, vocab=64, seq_len=8)
+    x = tokens(4, 8, 64)
+    tp = place_module(model, (x,), devices="a100:1,t4:2")
+    assert abs(_brute_force(tp) - tp.placement.max_load) <= 1e-9 * tp.placement.max_load
+    tr = place_module(model, (x,), devices="t4:2", training=True)
+    g = tr.placement.graph
+    assert g.num_nodes == 2 * len(tr.modules)
+    a = tr.placement.assignment
+    n = len(tr.modules)
+    assert np.array_equal(a[:n], a[n:])  # backward twins sit with their forward nodes
+    assert tr.placement.evaluation.valid and tr.placement.evaluation.contiguous
+
+
+def test_pipeline_gives_the_planned_stages_with_the_planned_parameters(gpt_plan):
+    from torch.distributed.pipelining import pipeline
+
+    model, tp = gpt_plan
+    pipe = pipeline(model, mb_args=(tokens(BATCH // 2),), split_spec=split_spec(tp))
+    assert pipe.num_stages == tp.num_stages
+    # every stage holds the parameters of the operators we planned on it
+    planned: list[set] = [set() for _ in range(tp.num_stages)]
+    g_ops = tp.placement.graph.names[:len(tp.modules)]
+    ep = torch.export.export(model, (tokens(BATCH),))
+    graph, _ = operator_graph(ep)
+    assert tuple(o.name for o in graph.ops) == g_ops
+    for o, s in zip(graph.ops, tp.stage_of_op):
+        planned[s].update(t.name for t, tr in zip(o.params, o.trainable) if tr)
+    for k in range(tp.num_stages):
+        got = {name for name, _ in pipe.get_stage_module(k).named_parameters()}
+        assert got == planned[k], k
+
+
+def test_pipelined_run_on_cpu_matches_the_unsplit_module(gpt_plan):
+    import torch.multiprocessing as mp
+
+    _, tp = gpt_plan
+    world = tp.num_stages
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "out.pt")
+        ctx = mp.spawn(pipelined_rank, args=(world, split_spec(tp), BATCH, 2, os.path.join(d, "init"), out,
+                                             GPT_KW), nprocs=world, join=False)
+        deadline = time.monotonic() + 300  # a hung collective must not hang the suite
+        while not ctx.join(timeout=2):
+            if time.monotonic() > deadline:
+                for proc in ctx.processes:
+                    proc.kill()
+                pytest.fail("the pipelined run did not finish in 300 s")
+        res = torch.load(out)
+    assert res["stages"] == world
+    assert res["shape"] == (BATCH, 16, 128)
+    assert res["max_abs_diff"] <= 1e-5 * max(1.0, res["max_abs"])
+
+
+def test_layer_partition_of_a_sequential_model():
+    model = mlp_sequential()
+    x = torch.randn(32, 64)
+    tp = place_module(model, (x,), devices="t4:3", split_points="children")
+    part = layer_partition(tp)
+    assert part["layers"] == [str(i) for i in range(len(model))]
+    assert sorted(i for s in part["stages"] for i in s) == list(range(len(model)))
+    assert [len(s) for s in part["stages"]] == list(np.diff(part["parts"]))
+    assert len(part["stages"]) == tp.num_stages and all(part["stages"])
+    assert set(split_spec(tp)) == {part["layers"][p] for p in part["parts"][1:-1]}
+    # the stages are the layer ranges: every operator of layer i is on the stage holding i
+    stage_of_layer = {str(i): s for s, idx in enumerate(part["stages"]) for i in idx}
+    for m, s in zip(tp.modules, tp.stage_of_op):
+        assert stage_of_layer[m.split(".")[0]] == s
+    with pytest.raises(InputError, match="split_points='children'"):
+        layer_partition(place_module(gpt(**GPT_KW), (tokens(2),), devices="t4:3"))
+
+
+def test_independent_branches_give_stages_in_execution_order():
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = (torch.nn.Linear(256, 256) for _ in range(3))
+
+        def forward(self, x):
+            return self.a(x), self.b(x), self.c(x)
+
+    tp = place_module(Branches().eval(), (torch.randn(64, 256),), devices="t4:2")
+    p = tp.placement
+    assert list(tp.stage_of_op) == sorted(tp.stage_of_op)
+    assert p.evaluation.valid and p.evaluation.contiguous
+    assert p.max_load == evaluate(p.graph, p.cluster, p.assignment).max_load
+    assert (p.status.value == "feasible") == bool(tp.notes)
+    assert len(split_spec(tp)) == tp.num_stages - 1
+
+
+def test_stages_follow_the_execution_order():
+    seg = np.array([0, 0, 1, 1, 2, 2, 3])
+    a, moved = in_execution_order([2, 2, 0, 0, 1, 1, 1], seg)  # runs already: relabelled, not moved
+    assert not moved and a.tolist() == [2, 2, 0, 0, 1, 1, 1]
+    a, moved = in_execution_order([0, 0, 1, 1, 0, 0, 2], seg)  # device 0 comes back: moved to stage 1
+    assert moved and a.tolist() == [0, 0, 1, 1, 1, 1, 2]
+    a, moved = in_execution_order([1, 1, 0, 0, 1, 1, 0], seg)
+    assert moved and a.tolist() == [1, 1, 0, 0, 0, 0, 0]
+
+
+def test_bad_inputs_raise_input_errors():
+    with pytest.raises(InputError, match="torch.nn.Module"):
+        place_module(object(), ())
+    model = mlp_sequential()
+    with pytest.raises(InputError, match="name no submodule"):
+        place_module(model, (torch.randn(2, 64),), split_points=["nope"])
+    with pytest.raises(InputError, match="profile"):
+        place_module(model, (torch.randn(2, 64),), costs="profile")
+    with pytest.raises(InputError, match="torch.export failed"):
+        place_module(model, (torch.randn(2, 3),))

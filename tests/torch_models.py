@@ -1,0 +1,98 @@
+"""Small PyTorch models for the torch front-end tests, and the pipelined run each test process does.
+
+Importable without torch (the tests skip); the models are built only when torch is there."""
+
+from __future__ import annotations
+
+import math
+
+
+def gpt(*, vocab: int = 128, hidden: int = 64, heads: int = 4, layers: int = 4, seq_len: int = 16,
+        seed: int = 0):
+    """A GPT-style decoder: token and position embeddings, ``layers`` pre-norm blocks (causal
+    self-attention with explicit matrix products, MLP with GELU), a final norm and an LM head."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.fc, self.out = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(d // heads)
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+            return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, hidden), nn.Embedding(seq_len, hidden)
+            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(hidden)
+            self.head = nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln_f(x))
+
+    torch.manual_seed(seed)
+    return GPT().eval()
+
+
+def mlp_sequential(widths=(64, 256, 256, 256, 64, 10), seed: int = 0):
+    """An ``nn.Sequential`` of Linear + ReLU layers (a DeepSpeed PipelineModule-style layer list)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    layers = []
+    for a, b in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]).eval()
+
+
+def tokens(batch: int, seq_len: int = 16, vocab: int = 128, seed: int = 1):
+    import torch
+
+    return torch.randint(0, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(seed))
+
+
+def pipelined_rank(rank: int, world: int, spec: dict, batch: int, chunks: int, init_file: str, out_file: str,
+                   model_kwargs: dict) -> None:
+    """One process of a pipelined run: split the GPT with ``spec``, build this rank's stage, run
+    ``ScheduleGPipe`` over ``chunks`` micro-batches on a gloo group; the last rank saves the largest
+    absolute difference from the unsplit module and the stage count."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import ScheduleGPipe, pipeline
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"file://{init_file}")
+    try:
+        model = gpt(**model_kwargs)
+        x = tokens(batch, model_kwargs.get("seq_len", 16), model_kwargs.get("vocab", 128))
+        pipe = pipeline(model, mb_args=(x.chunk(chunks)[0],), split_spec=spec)
+        stage = pipe.build_stage(rank, device=torch.device("cpu"))
+        schedule = ScheduleGPipe(stage, n_microbatches=chunks)
+        with torch.no_grad():
+            if rank == 0:
+                schedule.step(x)
+            elif rank == world - 1:
+                out = schedule.step()
+                ref = model(x)
+                torch.save({"max_abs_diff": float((out - ref).abs().max()), "max_abs": float(ref.abs().max()),
+                            "stages": pipe.num_stages, "shape": tuple(out.shape)}, out_file)
+            else:
+                schedule.step()
+    finally:
+        dist.destroy_process_group()
