@@ -22,7 +22,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "calibrate", help="measure a device kind here and write a device file for the roofline costs",
-        usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--from-profile MODEL.onnx]",
+        usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock wall|cpu] "
+              "[--from-profile MODEL.onnx]",
         description="Measure the achieved Conv and MatMul FLOP/s, memory bandwidth by operator size and "
                     "per-operator overhead of a device kind with onnxruntime micro-benchmarks generated "
                     "here (the CPU for 'cpu', the CUDA execution provider for an accelerator preset), or "
