@@ -261,11 +261,16 @@ class _Timer:
     def run_times(self, models: Sequence, feed: np.ndarray) -> list[float]:
         """Median seconds of one whole-model run of each model; runs alternate between the models so
         that a change of load on a shared machine hits them alike."""
-        sessions = [_session(m, self.provider, self.threads) for m in models]
         feeds = {"x": feed}
-        for s in sessions:
-            for _ in range(2):
-                s.run(None, feeds)
+        try:
+            sessions = [_session(m, self.provider, self.threads) for m in models]
+            for s in sessions:
+                for _ in range(2):
+                    s.run(None, feeds)
+        except Exception as e:  # onnxruntime raises its own types; a provider that cannot run the model
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            raise InputError(f"onnxruntime could not run a calibration benchmark ({model_name(models[0])}) "
+                             f"with {self.provider}: {msg}") from None
         times: list[list[float]] = [[] for _ in sessions]
         clock = time.thread_time if self.clock == "cpu" else time.perf_counter
         t_end = time.perf_counter() + self.budget * len(sessions)
@@ -285,6 +290,12 @@ class _Timer:
         feed = rng.standard_normal(shape).astype(dtype)
         t1, t2 = self.run_times([_chain(unit, shape, k1, dtype), _chain(unit, shape, k2, dtype)], feed)
         return max(t2 - t1, 0.0) / (k2 - k1)
+
+
+def model_name(model) -> str:
+    """What a benchmark model runs: its first operator type and how many operators."""
+    nodes = model.graph.node
+    return f"{nodes[0].op_type} x{len(nodes)}" if nodes else "empty model"
 
 
 # shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel) and transformer

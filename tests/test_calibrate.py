@@ -331,3 +331,12 @@ def test_conv_efficiency_curve_slows_narrow_convolutions(tmp_path):
     assert (s.conv_half_channels, s.conv_half_pixels) == (4.0, 2.5)
     assert s.flop_rate("Conv", conv_size=(4, 2.5)) == pytest.approx(400e9 / 4)
     assert s.flop_rate("Conv", conv_size=(4, 2.5), half=True) == s.peak(True)
+
+
+def test_a_benchmark_the_provider_cannot_run_is_an_input_error():
+    """E.g. a CUDA provider listed but no usable GPU: one typed error naming the benchmark."""
+    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, min_runs=1)
+    bad = _chain(_matmul_unit((8, 8), np.random.default_rng(0)), (3, 8), 2)
+    bad.graph.node[0].op_type = "NoSuchOp"
+    with pytest.raises(InputError, match="could not run a calibration benchmark.*NoSuchOp x2"):
+        timer.run_times([bad], np.zeros((3, 8), np.float32))
