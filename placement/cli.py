@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
     _add_serving_parsers(sub)
+    _add_calibrate_parser(sub)
     return parser
 
 
@@ -837,13 +838,27 @@ def _add_serving_parsers(sub) -> None:
     add_parser(sub)
 
 
+# ---------------------------------------------------------------- calibrate (placement/calibrate_cmd.py)
+def _add_calibrate_parser(sub) -> None:
+    from .calibrate_cmd import add_parser
+
+    add_parser(sub)
+
+
 def _cmd_serving(args) -> int:
     from .serving_cli import run
 
     return run(args)
 
 
+def _cmd_calibrate(args) -> int:
+    from .calibrate_cmd import run
+
+    return run(args)
+
+
 _COMMANDS.update(frontier=_cmd_serving, provision=_cmd_serving)
+_COMMANDS.update(calibrate=_cmd_calibrate)
 
 
 @contextlib.contextmanager
