@@ -1,0 +1,912 @@
+"""The exact dynamic program for replicated pipelines (:mod:`graphs.parallel`): stages with
+data-parallel degree ``d``, tensor-parallel degree ``t`` and a variant per node, several device kinds.
+
+**Stage costs.** For every pair of nested ideals ``J ⊂ I`` (stage ``S = I \\ J``), kind ``k``, degree
+``t`` every node of ``S`` supports and replica count ``d``, the best variants are a multiple-choice
+knapsack: minimise ``sum time/d + resync`` subject to ``sum mem(y) <= capacity``, where ``y`` is the
+stage's in-flight micro-batches. It is solved exactly (all-fastest when that fits; otherwise a Pareto
+dynamic program over (memory, time) with bound pruning), never worse than Piper's greedy. Its optimum
+only grows with ``y`` and an optimal choice at ``y`` stays optimal up to the largest ``y'`` at which it
+still fits, so each (stage, k, t, d) is a short *step function* of ``y``: a few knapsacks, not one per
+``y``.
+
+**Search.** The objective (largest stage time) is one of the step values. For a threshold ``τ`` a
+second DP decides whether some plan has every stage at most ``τ``:
+
+    g[J][s][c] = fewest devices of the last kind that place the nodes outside ideal J, as stages of
+                 cost <= τ, with data-parallel degrees summing to s and c devices used of the other kinds
+
+(suffix DP, Piper's state plus devices per kind): a stage ``(I \\ J, k, t, d)`` ahead of a suffix with
+``s - d`` holds ``y = ceil(s / d)`` micro-batches (``N / d`` under GPipe) and is allowed while its cost at
+that ``y`` is ``<= τ``. A binary search over the sorted step values finds the smallest feasible ``τ``: the
+optimum, proven.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from graphs.errors import InputError
+from graphs.ideals import chain_ideals, enumerate_ideals, push_down
+from graphs.order import topological_order
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelProblem,
+    PlanEvaluation,
+    Stage,
+    evaluate_plan,
+    from_opgraph,
+    resync_bandwidth,
+)
+
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["solve_problem", "ReplicatedResult", "solve", "knapsack"]
+
+_INF = np.inf
+_BIG = np.iinfo(np.int64).max // 4
+
+
+# --------------------------------------------------------------------------- knapsack
+@njit(cache=True)
+def _mem(a, b, w, y, sched):
+    v = 1
+    if sched == 2:
+        v = y
+    elif sched == 3:
+        v = min(y, 2)
+    return a * y + b + (v - 1) * w
+
+
+@njit(cache=True)
+def _knapsack(ptr, cost, mem, cap, out):
+    """Exact multiple-choice knapsack: class ``i`` has choices ``ptr[i]..ptr[i+1]`` (cost, mem); pick one
+    per class, minimise total cost with total mem <= cap. Writes the chosen index per class to ``out``;
+    returns the cost (inf if nothing fits)."""
+    n = ptr.shape[0] - 1
+    tot_m = 0.0
+    tot_c = 0.0
+    for i in range(n):
+        best = ptr[i]
+        for j in range(ptr[i] + 1, ptr[i + 1]):
+            if cost[j] < cost[best] or (cost[j] == cost[best] and mem[j] < mem[best]):
+                best = j
+        out[i] = best
+        tot_m += mem[best]
+        tot_c += cost[best]
+    if tot_m <= cap:
+        return tot_c
+    # suffix minima for pruning
+    rem_m = np.zeros(n + 1)
+    rem_c = np.zeros(n + 1)
+    minm = np.empty(n, np.int64)
+    for i in range(n - 1, -1, -1):
+        bm = ptr[i]
+        bc = ptr[i]
+        for j in range(ptr[i], ptr[i + 1]):
+            if mem[j] < mem[bm] or (mem[j] == mem[bm] and cost[j] < cost[bm]):
+                bm = j
+            if cost[j] < cost[bc]:
+                bc = j
+        minm[i] = bm
+        rem_m[i] = rem_m[i + 1] + mem[bm]
+        rem_c[i] = rem_c[i + 1] + cost[bc]
+    if rem_m[0] > cap:
+        return _INF
+    # classes with two undominated choices at most: a 0/1 knapsack with the LP bound
+    two = True
+    for i in range(n):
+        nd = 0
+        for j in range(ptr[i], ptr[i + 1]):
+            if not _dominated(j, ptr[i], ptr[i + 1], cost, mem):
+                nd += 1
+        if nd > 2:
+            two = False
+            break
+    if two:
+        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out)
+    return _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out)
+
+
+@njit(cache=True)
+def _dominated(j, lo, hi, cost, mem):
+    """Is choice j dominated by another of its class (no better in both, better in one, or an equal
+    twin with a smaller index)?"""
+    for i in range(lo, hi):
+        if i == j:
+            continue
+        if cost[i] <= cost[j] and mem[i] <= mem[j]:
+            if cost[i] < cost[j] or mem[i] < mem[j] or i < j:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
+    """Classes of at most two undominated choices: start from the smallest-memory one and decide, item by
+    item in decreasing time-saved-per-byte order, whether to upgrade; a Pareto list of (bytes used,
+    time saved) states pruned by the LP (fractional) bound of the items left."""
+    n = ptr.shape[0] - 1
+    up = np.full(n, -1, np.int64)  # the upgrade choice of each class, if any
+    dm = np.zeros(n)
+    ds = np.zeros(n)
+    base_c = 0.0
+    for i in range(n):
+        b = minm[i]
+        base_c += cost[b]
+        out[i] = b
+        for j in range(ptr[i], ptr[i + 1]):
+            if j != b and not _dominated(j, ptr[i], ptr[i + 1], cost, mem) and cost[j] < cost[b]:
+                up[i] = j
+                dm[i] = mem[j] - mem[b]
+                ds[i] = cost[b] - cost[j]
+    R = cap - base_m
+    items = np.flatnonzero(up >= 0)
+    m = items.shape[0]
+    eff = np.empty(m)
+    for q in range(m):
+        i = items[q]
+        eff[q] = ds[i] / dm[i] if dm[i] > 0 else _INF
+    order = items[np.argsort(-eff)]
+    w = np.empty(m)
+    v = np.empty(m)
+    for q in range(m):
+        w[q] = dm[order[q]]
+        v[q] = ds[order[q]]
+    cw = np.zeros(m + 1)
+    cv = np.zeros(m + 1)
+    for q in range(m):
+        cw[q + 1] = cw[q] + w[q]
+        cv[q + 1] = cv[q] + v[q]
+    # greedy integral solution: a lower bound on the savings
+    lb = 0.0
+    used = 0.0
+    for q in range(m):
+        if used + w[q] <= R:
+            used += w[q]
+            lb += v[q]
+    size = 1024
+    s_w = np.empty(size)
+    s_v = np.empty(size)
+    s_par = np.empty(size, np.int64)
+    s_take = np.zeros(size, np.bool_)
+    layer = np.zeros(m + 2, np.int64)
+    s_w[0] = 0.0
+    s_v[0] = 0.0
+    s_par[0] = -1
+    layer[1] = 1
+    for q in range(m):
+        lo = layer[q]
+        hi = layer[q + 1]
+        cnt = 2 * (hi - lo)
+        c_w = np.empty(cnt)
+        c_v = np.empty(cnt)
+        c_p = np.empty(cnt, np.int64)
+        c_t = np.empty(cnt, np.bool_)
+        k = 0
+        for p in range(lo, hi):
+            for take in range(2):
+                nw = s_w[p] + (w[q] if take else 0.0)
+                if nw > R:
+                    continue
+                nv = s_v[p] + (v[q] if take else 0.0)
+                # LP bound of items q+1.. with the capacity left
+                left = R - nw
+                a = q + 1
+                lo_b = a
+                hi_b = m
+                while lo_b < hi_b:  # largest b with cw[b] - cw[a] <= left
+                    mid = (lo_b + hi_b + 1) // 2
+                    if cw[mid] - cw[a] <= left:
+                        lo_b = mid
+                    else:
+                        hi_b = mid - 1
+                bnd = nv + cv[lo_b] - cv[a]
+                if lo_b < m:
+                    bnd += (left - (cw[lo_b] - cw[a])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
+                if bnd < lb * (1 - 1e-12) - 1e-300:
+                    continue
+                c_w[k] = nw
+                c_v[k] = nv
+                c_p[k] = p
+                c_t[k] = take == 1
+                k += 1
+        srt = np.argsort(c_w[:k])
+        start = hi
+        best = -1.0
+        for r_ in range(k):
+            r = srt[r_]
+            if c_v[r] > best:
+                best = c_v[r]
+                if start >= size:
+                    size *= 2
+                    s_w = _grow_f(s_w, size)
+                    s_v = _grow_f(s_v, size)
+                    s_par = _grow_i(s_par, size)
+                    s_take = _grow_b(s_take, size)
+                s_w[start] = c_w[r]
+                s_v[start] = c_v[r]
+                s_par[start] = c_p[r]
+                s_take[start] = c_t[r]
+                start += 1
+        layer[q + 2] = start
+    lo = layer[m]
+    hi = layer[m + 1]
+    bp = lo
+    for p in range(lo, hi):
+        if s_v[p] > s_v[bp]:
+            bp = p
+    res = base_c - s_v[bp]
+    p = bp
+    for q in range(m - 1, -1, -1):
+        if s_take[p]:
+            out[order[q]] = up[order[q]]
+        p = s_par[p]
+    return res
+
+
+@njit(cache=True)
+def _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out):
+    """General classes: a Pareto dynamic program over (memory, cost) with back-pointers, pruned by the
+    capacity left and a greedy upper bound."""
+    n = ptr.shape[0] - 1
+    cur = minm.copy()
+    used = rem_m[0]
+    ub = 0.0
+    for i in range(n):
+        ub += cost[cur[i]]
+    while True:
+        bi = -1
+        bj = -1
+        br = -1.0
+        for i in range(n):
+            for j in range(ptr[i], ptr[i + 1]):
+                dc = cost[cur[i]] - cost[j]
+                dm = mem[j] - mem[cur[i]]
+                if dc > 0 and used + dm <= cap:
+                    r = dc / dm if dm > 0 else _INF
+                    if r > br:
+                        br = r
+                        bi = i
+                        bj = j
+        if bi < 0:
+            break
+        used += mem[bj] - mem[cur[bi]]
+        ub -= cost[cur[bi]] - cost[bj]
+        cur[bi] = bj
+    ub = ub * (1 + 1e-12) + 1e-300
+    cap_states = 1024
+    s_mem = np.empty(cap_states)
+    s_cost = np.empty(cap_states)
+    s_par = np.empty(cap_states, np.int64)
+    s_ch = np.empty(cap_states, np.int64)
+    layer = np.zeros(n + 2, np.int64)
+    s_mem[0] = 0.0
+    s_cost[0] = 0.0
+    s_par[0] = -1
+    s_ch[0] = -1
+    layer[1] = 1
+    for i in range(n):
+        lo = layer[i]
+        hi = layer[i + 1]
+        k = (hi - lo) * (ptr[i + 1] - ptr[i])
+        c_mem = np.empty(k)
+        c_cost = np.empty(k)
+        c_par = np.empty(k, np.int64)
+        c_ch = np.empty(k, np.int64)
+        m = 0
+        for p in range(lo, hi):
+            for j in range(ptr[i], ptr[i + 1]):
+                nm = s_mem[p] + mem[j]
+                nc = s_cost[p] + cost[j]
+                if nm + rem_m[i + 1] > cap or nc + rem_c[i + 1] > ub:
+                    continue
+                c_mem[m] = nm
+                c_cost[m] = nc
+                c_par[m] = p
+                c_ch[m] = j
+                m += 1
+        order = np.argsort(c_mem[:m])
+        start = hi
+        best = _INF
+        for q in range(m):
+            r = order[q]
+            if c_cost[r] < best:
+                best = c_cost[r]
+                if start >= cap_states:
+                    cap_states *= 2
+                    s_mem = _grow_f(s_mem, cap_states)
+                    s_cost = _grow_f(s_cost, cap_states)
+                    s_par = _grow_i(s_par, cap_states)
+                    s_ch = _grow_i(s_ch, cap_states)
+                s_mem[start] = c_mem[r]
+                s_cost[start] = c_cost[r]
+                s_par[start] = c_par[r]
+                s_ch[start] = c_ch[r]
+                start += 1
+        layer[i + 2] = start
+    lo = layer[n]
+    hi = layer[n + 1]
+    bp = lo
+    for p in range(lo, hi):
+        if s_cost[p] < s_cost[bp]:
+            bp = p
+    res = s_cost[bp]
+    p = bp
+    for i in range(n - 1, -1, -1):
+        out[i] = s_ch[p]
+        p = s_par[p]
+    return res
+
+
+@njit(cache=True)
+def _grow_b(a, size):
+    b = np.zeros(size, np.bool_)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _grow_f(a, size):
+    b = np.empty(size)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _grow_i(a, size):
+    b = np.empty(size, np.int64)
+    b[:a.shape[0]] = a
+    return b
+
+
+def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[float, list[int]]:
+    """Exact multiple-choice knapsack on ``choices[i] = [(cost, mem), ...]``: minimum total cost with
+    total memory <= ``cap``, and the choice per class (``inf``, ``[]`` when nothing fits)."""
+    ptr = np.cumsum([0] + [len(c) for c in choices]).astype(np.int64)
+    flat = [x for c in choices for x in c]
+    cost = np.array([x[0] for x in flat], float)
+    mem = np.array([x[1] for x in flat], float)
+    out = np.zeros(len(choices), np.int64)
+    v = _knapsack(ptr, cost, mem, float(cap), out)
+    if not math.isfinite(v):
+        return math.inf, []
+    return float(v), [int(out[i] - ptr[i]) for i in range(len(choices))]
+
+
+# --------------------------------------------------------------------------- stage costs
+@njit(cache=True)
+def _pairs_of(I, bits, down_ptr, down_idx, stamp, queue, node_minmem, kt_ok_any, caps_kt, K_T):
+    """Sub-ideals J of I whose stage I \\ J fits some (kind, t) by its smallest memory (the walk stops
+    below a J that fits none: smaller J only add nodes)."""
+    n = node_minmem.shape[1]
+    out = np.empty(queue.shape[0], np.int64)
+    cnt = 0
+    head = 0
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+    while head < tail:
+        J = queue[head]
+        head += 1
+        fits = False
+        for kt in range(K_T):
+            if not kt_ok_any[kt]:
+                continue
+            m = 0.0
+            for u in range(n):
+                if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
+                        (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
+                    m += node_minmem[kt, u]
+            if m <= caps_kt[kt]:
+                fits = True
+                break
+        if not fits:
+            continue
+        out[cnt] = J
+        cnt += 1
+        tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+    return out[:cnt]
+
+
+@njit(cache=True)
+def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
+                 v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
+                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+    """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
+    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full."""
+    T = tvals.shape[0]
+    inside = np.zeros(n, np.bool_)
+    nodes = np.empty(n, np.int64)
+    ns = 0
+    for u in range(n):
+        if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
+                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
+            inside[u] = True
+            nodes[ns] = u
+            ns += 1
+    M = t_src.shape[0]
+    enter = np.zeros(M, np.bool_)
+    leave = np.zeros(M, np.bool_)
+    for e in range(M):
+        cin = 0
+        for p in range(t_ptr[e], t_ptr[e + 1]):
+            if inside[t_dst[p]]:
+                cin += 1
+        if inside[t_src[e]]:
+            leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
+        else:
+            enter[e] = cin > 0
+    for k in range(K):
+        if counts[k] == 0:
+            continue
+        comm = 0.0
+        for e in range(M):
+            if enter[e] or leave[e]:
+                comm += t_time[k, e]
+        for ti in range(T):
+            t = tvals[ti]
+            if t > counts[k]:
+                continue
+            # choices of every node for (k, t), with their time including crossing sync terms
+            ok = True
+            total = 0
+            for q in range(ns):
+                key = (nodes[q] * K + k) * T + ti
+                c = opt_ptr[key + 1] - opt_ptr[key]
+                if c == 0:
+                    ok = False
+                    break
+                total += c
+            if not ok:
+                continue
+            ptr = np.zeros(ns + 1, np.int64)
+            vid = np.empty(total, np.int64)
+            etime = np.empty(total)
+            m = 0
+            for q in range(ns):
+                key = (nodes[q] * K + k) * T + ti
+                for p in range(opt_ptr[key], opt_ptr[key + 1]):
+                    v = opt_var[p]
+                    x = v_time[v]
+                    for r in range(sy_ptr[v], sy_ptr[v + 1]):
+                        e = sy_tensor[r]
+                        if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
+                            x += sy_time[r]
+                    vid[m] = v
+                    etime[m] = x
+                    m += 1
+                ptr[q + 1] = m
+            cost = np.empty(total)
+            mem = np.empty(total)
+            chosen = np.empty(ns, np.int64)
+            for di in range(dvals.shape[0]):
+                d = dvals[di]
+                if t * d > counts[k] or d > smax:
+                    continue
+                bw = bw_res[k, t * d]
+                res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
+                lb = comm / d
+                for p in range(total):
+                    cost[p] = etime[p] / d + res * v_params[vid[p]]
+                # cheapest possible (memory ignored): prune the combo if it exceeds the bound
+                for q in range(ns):
+                    bc = _INF
+                    for p in range(ptr[q], ptr[q + 1]):
+                        if cost[p] < bc:
+                            bc = cost[p]
+                    lb += bc
+                if lb > ub:
+                    continue
+                if sched == 1:
+                    y = N // d
+                    ymax = y
+                else:
+                    y = 1
+                    ymax = (smax + d - 1) // d
+                first = scnt
+                while y <= ymax:
+                    for p in range(total):
+                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                    val = _knapsack(ptr, cost, mem, caps[k], chosen)
+                    if not val < _INF:
+                        break
+                    val += comm / d
+                    if val > ub:
+                        break
+                    A = 0.0
+                    B = 0.0
+                    Wt = 0.0
+                    for q in range(ns):
+                        v = vid[chosen[q]]
+                        A += v_a[v]
+                        B += v_b[v]
+                        Wt += v_w[v]
+                    lo_y = y  # largest y' with the chosen variants still fitting (memory grows with y)
+                    hi_y = ymax
+                    while lo_y < hi_y:
+                        mid = (lo_y + hi_y + 1) // 2
+                        if _mem(A, B, Wt, mid, sched) <= caps[k]:
+                            lo_y = mid
+                        else:
+                            hi_y = mid - 1
+                    yhi = lo_y
+                    if scnt >= o_yhi.shape[0]:
+                        return -1, -1
+                    o_yhi[scnt] = yhi
+                    o_cost[scnt] = val
+                    scnt += 1
+                    y = yhi + 1
+                if scnt > first:
+                    if cnt >= o_k.shape[0]:
+                        return -1, -1
+                    o_k[cnt] = k
+                    o_t[cnt] = t
+                    o_d[cnt] = d
+                    o_step_ptr[cnt + 1] = scnt
+                    cnt += 1
+    return cnt, scnt
+
+
+# --------------------------------------------------------------------------- feasibility DP
+@njit(cache=True)
+def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t, c_d,
+              step_ptr, yhi, cost, sched, N, g, ch):
+    """Fill g[J, s, c] (fewest devices of the last kind) for threshold ``tau``; ``ch`` records the combo
+    used. Returns True when the whole graph can be placed."""
+    g[:, :, :] = _BIG
+    ch[:, :, :] = -1
+    g[NI - 1, 0, 0] = 0
+    ncombo = c_k.shape[0]
+    for q in range(ncombo):  # combos sorted by J descending, so g[I] is final when used
+        Y = 0
+        for p in range(step_ptr[q], step_ptr[q + 1]):
+            if cost[p] <= tau:
+                Y = yhi[p]
+            else:
+                break
+        if Y == 0:
+            continue
+        I = c_pair_i[q]
+        J = c_pair_j[q]
+        k = c_k[q]
+        d = c_d[q]
+        td = c_t[q] * d
+        if sched == 1:
+            stop = smax
+        else:
+            stop = min(smax, d * Y)
+        for s in range(d, stop + 1):
+            src = g[I, s - d]
+            dst = g[J, s]
+            if k == last:
+                for c in range(C1):
+                    x = src[c]
+                    if x < _BIG:
+                        x += td
+                        if x <= counts[last] and x < dst[c]:
+                            dst[c] = x
+                            ch[J, s, c] = q
+            else:
+                st = strides[k]
+                for c in range(C1):
+                    if digits[c, k] < td:
+                        continue
+                    x = src[c - td * st]
+                    if x < dst[c]:
+                        dst[c] = x
+                        ch[J, s, c] = q
+    for s in range(1, smax + 1):
+        for c in range(C1):
+            if g[0, s, c] <= counts[last]:
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------- driver
+@dataclass(frozen=True, eq=False)
+class ReplicatedResult:
+    """The plan found, its evaluation (by :func:`graphs.parallel.evaluate_plan`) and the status."""
+
+    plan: list[Stage] | None
+    evaluation: PlanEvaluation | None
+    objective: float
+    status: Status
+    time: float
+    message: str = ""
+    stats: dict | None = None
+
+
+def _arrays(problem: ParallelProblem):
+    g = problem.graph
+    K = len(problem.kinds)
+    tvals = sorted({v.t for v in g.variants})
+    T = len(tvals)
+    n = g.num_nodes
+    opt_ptr = np.zeros(n * K * T + 1, np.int64)
+    opt_var: list[int] = []
+    for u in range(n):
+        for k in range(K):
+            for ti, t in enumerate(tvals):
+                opt_var.extend(g.options.get((u, k, t), ()))
+                opt_ptr[(u * K + k) * T + ti + 1] = len(opt_var)
+    vs = g.variants
+    sy_ptr = [0]
+    sy_tensor, sy_time, sy_dir = [], [], []
+    for v in vs:
+        for e, x in v.sync_in.items():
+            sy_tensor.append(e)
+            sy_time.append(x)
+            sy_dir.append(0)
+        for e, x in v.sync_out.items():
+            sy_tensor.append(e)
+            sy_time.append(x)
+            sy_dir.append(1)
+        sy_ptr.append(len(sy_tensor))
+    total = sum(k.count for k in problem.kinds)
+    bw_res = np.ones((K, total + 1))
+    for k, kind in enumerate(problem.kinds):
+        for m in range(1, total + 1):
+            bw_res[k, m] = resync_bandwidth(kind, m)
+    return dict(
+        tvals=np.array(tvals, np.int64), opt_ptr=opt_ptr, opt_var=np.array(opt_var, np.int64),
+        v_time=np.array([v.time for v in vs]), v_params=np.array([v.params for v in vs]),
+        v_a=np.array([v.a for v in vs]), v_b=np.array([v.b for v in vs]), v_w=np.array([v.w for v in vs]),
+        sy_ptr=np.array(sy_ptr, np.int64), sy_tensor=np.array(sy_tensor, np.int64),
+        sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
+
+
+def _node_minmem(problem: ParallelProblem, tvals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Smallest memory (y = 1) of each node per (kind, t) (inf: unsupported), whether the (kind, t)
+    is usable, and the kind's capacity per (kind, t)."""
+    g = problem.graph
+    K, T, n = len(problem.kinds), len(tvals), g.num_nodes
+    mm = np.full((K * T, n), np.inf)
+    for (u, k, t), vids in g.options.items():
+        ti = int(np.searchsorted(tvals, t))
+        mm[k * T + ti, u] = min(g.variants[v].a + g.variants[v].b for v in vids)
+    ok = np.array([problem.kinds[k].count >= tvals[ti] for k in range(K) for ti in range(T)])
+    caps = np.array([problem.kinds[k].capacity for k in range(K) for _ in range(T)])
+    return mm, ok, caps
+
+
+def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
+                  max_steps: int = 50_000_000, upper_bound: float = math.inf) -> ReplicatedResult:
+    """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
+
+    A first pass over the prefixes of one topological order (a chain of ideals, cheap) gives a plan whose
+    value bounds the optimum; the full pass then skips every stage option above it."""
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    g = problem.graph
+    order = topological_order(g.num_nodes, g.src, g.dst)
+    chain = _run(problem, chain_ideals(g.num_nodes, order), upper_bound, deadline, max_steps, t0)
+    if chain.plan is not None:
+        upper_bound = min(upper_bound, chain.objective * (1 + 1e-9))
+    lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
+    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+    if full.plan is None and chain.plan is not None:
+        # only a limit can get here: the chain's plan is one of the full lattice's
+        return ReplicatedResult(chain.plan, chain.evaluation, chain.objective, Status.FEASIBLE,
+                                time.perf_counter() - t0,
+                                full.message + "; the best plan over one topological "
+                                "order is returned (not proven optimal)", chain.stats)
+    if full.stats is not None and chain.stats is not None:
+        full.stats["chain_bound"] = chain.objective
+    return full
+
+
+def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
+         t0: float) -> ReplicatedResult:
+    g = problem.graph
+    n = g.num_nodes
+    K = len(problem.kinds)
+    N = problem.microbatches
+    sched = SCHEDULES.index(problem.schedule)
+    counts = np.array([k.count for k in problem.kinds], np.int64)
+    caps = np.array([k.capacity for k in problem.kinds])
+    dvals = np.array(problem.replica_degrees(), np.int64)
+    smax = int(min(N, counts.sum()))
+    arr = _arrays(problem)
+    NI = lattice.num_ideals
+    bits = lattice.bits
+    mm, kt_ok, caps_kt = _node_minmem(problem, arr["tvals"])
+    stamp = np.full(NI, -1, np.int64)
+    queue = np.empty(NI, np.int64)
+
+    size = 1 << 16
+    o_k = np.empty(size, np.int64)
+    o_t = np.empty(size, np.int64)
+    o_d = np.empty(size, np.int64)
+    o_sp = np.zeros(size + 1, np.int64)
+    o_yhi = np.empty(size, np.int64)
+    o_cost = np.empty(size)
+    c_i: list[np.ndarray] = []
+    c_j: list[np.ndarray] = []
+    cnt = scnt = 0
+    pairs = 0
+    # stages ordered by their first ideal J descending, as the feasibility DP needs
+    by_j: list[list[int]] = [[] for _ in range(NI)]
+    for I in range(NI):
+        for J in _pairs_of(I, bits, lattice.down_ptr, lattice.down_idx, stamp, queue, mm, kt_ok, caps_kt,
+                           mm.shape[0]).tolist():
+            by_j[J].append(I)
+    for J in range(NI - 1, -1, -1):
+        if deadline is not None and time.perf_counter() > deadline:
+            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                    "time limit reached while computing stage costs")
+        for I in by_j[J]:
+            pairs += 1
+            before = cnt
+            while True:
+                r = _stage_steps(I, J, bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
+                                 arr["opt_ptr"], arr["opt_var"], arr["v_time"], arr["v_params"], arr["v_a"],
+                                 arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"],
+                                 arr["sy_dir"], g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time,
+                                 sched, N, smax, upper_bound, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+                if r[0] >= 0:
+                    cnt, scnt = r
+                    break
+                if max(o_k.size, o_yhi.size) * 2 > max_steps:
+                    return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                            f"more than {max_steps:,} stage options; the exact DP would not "
+                                            f"fit the budget")
+                o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_k, o_t, o_d))
+                o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
+                o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
+            if cnt > before:
+                c_i.append(np.full(cnt - before, I, np.int64))
+                c_j.append(np.full(cnt - before, J, np.int64))
+    c_k, c_t, c_d = o_k[:cnt].copy(), o_t[:cnt].copy(), o_d[:cnt].copy()
+    step_ptr = o_sp[:cnt + 1].copy()
+    yhi, cost = o_yhi[:scnt].copy(), o_cost[:scnt].copy()
+    c_pair_i = np.concatenate(c_i) if c_i else np.zeros(0, np.int64)
+    c_pair_j = np.concatenate(c_j) if c_j else np.zeros(0, np.int64)
+
+    last = K - 1
+    radix = counts[:last] + 1
+    C1 = int(np.prod(radix)) if last else 1
+    strides = np.ones(K, np.int64)
+    for k in range(1, last):
+        strides[k] = strides[k - 1] * radix[k - 1]
+    digits = np.zeros((C1, K), np.int64)
+    for k in range(last):
+        digits[:, k] = (np.arange(C1) // strides[k]) % radix[k]
+    gt = np.empty((NI, smax + 1, C1), np.int64)
+    ch = np.empty((NI, smax + 1, C1), np.int64)
+    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0}
+
+    def feasible(tau: float) -> bool:
+        stats["dp_runs"] += 1
+        return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
+                              c_d, step_ptr, yhi, cost, sched, N, gt, ch))
+
+    cands = np.unique(cost)
+    elapsed = time.perf_counter() - t0
+    if cands.size == 0 or not feasible(float(cands[-1])):
+        why = ("no stage fits a device's memory" if cands.size == 0
+               else "no plan fits the devices' memory and counts")
+        if math.isfinite(upper_bound):
+            why += f" with every stage at most {upper_bound:g}"
+        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
+                                stats)
+    plan = _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last, strides,
+                    arr)
+    ev = evaluate_plan(problem, plan)
+    lo, hi = 0, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    hi = max(hi, 0)
+    best_plan, best_ev = plan, ev
+    while lo < hi:
+        if deadline is not None and time.perf_counter() > deadline:
+            elapsed = time.perf_counter() - t0
+            return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
+                                    f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
+                                    stats)
+        mid = (lo + hi) // 2
+        if feasible(float(cands[mid])):
+            plan = _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last,
+                            strides, arr)
+            ev = evaluate_plan(problem, plan)
+            if ev.objective < best_ev.objective:
+                best_plan, best_ev = plan, ev
+            hi = min(mid, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1)
+            hi = max(hi, lo)
+        else:
+            lo = mid + 1
+    elapsed = time.perf_counter() - t0
+    stats["lower_bound"] = float(cands[lo])
+    if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
+        raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
+    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
+
+
+def _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last, strides,
+             arr) -> list[Stage]:
+    """The plan the last feasibility run found, with the variants re-chosen (exactly) at each stage's
+    actual in-flight count."""
+    from graphs.parallel import in_flight
+
+    best = None
+    for s in range(1, smax + 1):
+        for c in range(C1):
+            if gt[0, s, c] <= counts[last] and best is None:
+                best = (s, c)
+    s, c = best
+    J = 0
+    raw = []
+    while J != gt.shape[0] - 1:
+        q = int(ch[J, s, c])
+        k, t, d = int(c_k[q]), int(c_t[q]), int(c_d[q])
+        raw.append((J, int(c_pair_i[q]), k, t, d, s))
+        if k != last:
+            c -= t * d * int(strides[k])
+        s -= d
+        J = int(c_pair_i[q])
+    g = problem.graph
+    plan = []
+    n = g.num_nodes
+    for J, I, k, t, d, s in raw:
+        nodes = [u for u in range(n) if (int(bits[I, u >> 6]) >> (u & 63)) & 1
+                 and not (int(bits[J, u >> 6]) >> (u & 63)) & 1]
+        y = in_flight(problem.schedule, d, s, problem.microbatches)
+        plan.append(Stage(tuple(nodes), k, d, t, tuple(_best_variants(problem, nodes, k, t, d, y))))
+    return plan
+
+
+def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d: int, y: int) -> list[int]:
+    """Exact best variants of a stage at in-flight ``y`` (the same knapsack as the DP's)."""
+    g = problem.graph
+    inside = np.zeros(g.num_nodes, bool)
+    inside[nodes] = True
+    from graphs.parallel import _crossing, weight_versions
+
+    enter, leave = _crossing(g, inside)
+    kind = problem.kinds[k]
+    N = problem.microbatches
+    res = 4.0 * (d - 1) / d / N / resync_bandwidth(kind, t * d) if d > 1 else 0.0
+    ver = weight_versions(problem.schedule, y)
+    choices, vids = [], []
+    for u in nodes:
+        opts = g.options[(u, k, t)]
+        row = []
+        for vi in opts:
+            v = g.variants[vi]
+            x = v.time + sum(x for e, x in v.sync_in.items() if enter[e]) + \
+                sum(x for e, x in v.sync_out.items() if leave[e])
+            row.append((x / d + res * v.params, v.a * y + v.b + (ver - 1) * v.w))
+        choices.append(row)
+        vids.append(opts)
+    _, pick = knapsack(choices, kind.capacity)
+    return [vids[i][j] for i, j in enumerate(pick)]
+
+
+# --------------------------------------------------------------------------- common solver signature
+def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
+    """The registry's form: the pipeline-only model of an :class:`~graphs.model.OpGraph` (no parameter
+    sizes, so ``d = t = 1``), solved by the replicated DP; the assignment gives each stage one device."""
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        raise InputError(f"dp-replicated minimises max-load; objective {options.objective!r} is not "
+                         f"supported")
+    problem, item_of = from_opgraph(graph, cluster)
+    r = solve_problem(problem, time_limit=options.time_limit,
+                      max_ideals=int(options.raw.get("max_ideals", 3_000_000)))
+    stats = dict(r.stats or {})
+    if r.plan is None:
+        return Solution(None, math.inf, r.status, "dp-replicated", time=r.time, message=r.message,
+                        stats=stats)
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    nxt = np.zeros(len(cluster.kinds), np.int64)
+    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
+    for st in r.plan:
+        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
+        nxt[st.kind] += 1
+    stats["plan"] = r.plan
+    bound = r.objective if r.status == Status.OPTIMAL else stats.get("lower_bound")
+    gap = 0.0 if r.status == Status.OPTIMAL else None
+    return Solution(item_dev[item_of], r.objective, r.status, "dp-replicated", bound=bound, gap=gap,
+                    time=r.time, message=r.message, stats=stats)
