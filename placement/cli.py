@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    _replicated().add_options(p)
 
     e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
                        "(reference result format: fpgas/cpus node lists) on a workload.")
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("split", help="split file (JSON with 'fpgas' and 'cpus' node-id lists)")
     _add_output_options(e)
     _add_frontend_options(e)
+    _replicated().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors, and write its costed graph in the "
@@ -198,7 +200,15 @@ def _print_result(args, placement, out=None) -> None:
             out.write(f"result written to {args.out}\n")
 
 
+def _replicated():
+    from . import replicated  # replicated stages on Piper-format workloads (placement/replicated.py)
+
+    return replicated
+
+
 def _cmd_place(args) -> int:
+    if _replicated().handles(args.workload):
+        return _replicated().place(args)
     from solvers.base import SolveOptions
 
     from .api import place
@@ -240,6 +250,8 @@ def _cmd_evaluate(args) -> int:
     from .api import Placement, evaluate
     from .load import load_workload
 
+    if _replicated().handles(args.workload):
+        return _replicated().evaluate(args)
     w = load_workload(args.workload, **_frontend(args))
     a = read_split(args.split, w.graph, w.cluster)
     ev = evaluate(w.graph, w.cluster, a)
