@@ -381,44 +381,102 @@ def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[floa
 
 # --------------------------------------------------------------------------- stage costs
 @njit(cache=True)
-def _pairs_of(I, bits, down_ptr, down_idx, stamp, queue, node_minmem, kt_ok_any, caps_kt, K_T):
-    """Sub-ideals J of I whose stage I \\ J fits some (kind, t) by its smallest memory (the walk stops
-    below a J that fits none: smaller J only add nodes)."""
-    n = node_minmem.shape[1]
-    out = np.empty(queue.shape[0], np.int64)
+def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pre_uns, pre_time, kt_ok,
+                     caps_kt, dmax_kt, ub):
+    """Pairs J ⊂ I whose stage I \\ J could be used: some (kind, t) runs all its nodes, holds them at
+    their smallest memory and, with the most replicas allowed, keeps their fastest time within ``ub``.
+    All three only get worse for smaller J, so the walk down the lattice stops there. Counts the pairs
+    (``fill`` False) or writes them."""
+    NI = pre_mem.shape[0]
+    KT = pre_mem.shape[1]
+    stamp = np.full(NI, -1, np.int64)
+    queue = np.empty(NI, np.int64)
     cnt = 0
-    head = 0
-    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
-    while head < tail:
-        J = queue[head]
-        head += 1
-        fits = False
-        for kt in range(K_T):
-            if not kt_ok_any[kt]:
+    for I in range(NI):
+        head = 0
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        while head < tail:
+            J = queue[head]
+            head += 1
+            fits = False
+            for kt in range(KT):
+                if (kt_ok[kt] and pre_uns[I, kt] == pre_uns[J, kt]
+                        and pre_mem[I, kt] - pre_mem[J, kt] <= caps_kt[kt]
+                        and (pre_time[I, kt] - pre_time[J, kt]) / dmax_kt[kt] <= ub):
+                    fits = True
+                    break
+            if not fits:
                 continue
-            m = 0.0
-            for u in range(n):
-                if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
-                        (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
-                    m += node_minmem[kt, u]
-            if m <= caps_kt[kt]:
-                fits = True
-                break
-        if not fits:
-            continue
-        out[cnt] = J
-        cnt += 1
-        tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
-    return out[:cnt]
+            if fill:
+                out_i[cnt] = I
+                out_j[cnt] = J
+            cnt += 1
+            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+    return cnt
 
 
 @njit(cache=True)
-def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
+def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
+               same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
+               t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+    """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
+    is below ``len(pair_i)`` when the output arrays are full."""
+    for q in range(start, pair_i.shape[0]):
+        before = cnt
+        r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
+                              opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
+                              sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt)
+        if r0 < 0:
+            return q, cnt, scnt
+        cnt, scnt = r0, r1
+        for c in range(before, cnt):
+            o_pair[c] = q
+    return pair_i.shape[0], cnt, scnt
+
+
+@njit(cache=True)
+def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
+    E = 0.0
+    A = 0.0
+    B = 0.0
+    Wt = 0.0
+    for q in range(ns):
+        p = chosen[q]
+        v = vid[p]
+        E += etime[p]
+        A += v_a[v]
+        B += v_b[v]
+        Wt += v_w[v]
+    return E, A, B, Wt
+
+
+@njit(cache=True)
+def _last_fit(y, ymax, A, B, Wt, cap, sched):
+    """Largest y' in [y, ymax] at which memory A*y' + B (+ weight versions) still fits (it grows with y)."""
+    lo = y
+    hi = ymax
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _mem(A, B, Wt, mid, sched) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@njit(cache=True)
+def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
                  v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
                  t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
                  o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
     """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
-    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full."""
+    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
+
+    When each node's variants share one parameter size (Piper's files), a variant's cost is
+    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
+    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``."""
     T = tvals.shape[0]
     inside = np.zeros(n, np.bool_)
     nodes = np.empty(n, np.int64)
@@ -441,6 +499,9 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
             leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
         else:
             enter[e] = cin > 0
+    ylimit = N if sched == 1 else smax  # the largest y any d can see
+    sh_yhi = np.empty(ylimit + 1, np.int64)
+    sh_e = np.empty(ylimit + 1)
     for k in range(K):
         if counts[k] == 0:
             continue
@@ -452,8 +513,8 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
             t = tvals[ti]
             if t > counts[k]:
                 continue
-            # choices of every node for (k, t), with their time including crossing sync terms
             ok = True
+            shared = True
             total = 0
             for q in range(ns):
                 key = (nodes[q] * K + k) * T + ti
@@ -461,6 +522,7 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                 if c == 0:
                     ok = False
                     break
+                shared = shared and same_params[key]
                 total += c
             if not ok:
                 continue
@@ -468,8 +530,10 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
             vid = np.empty(total, np.int64)
             etime = np.empty(total)
             m = 0
+            P = 0.0  # parameter bytes (shared case: the same for every choice)
             for q in range(ns):
                 key = (nodes[q] * K + k) * T + ti
+                P += v_params[opt_var[opt_ptr[key]]]
                 for p in range(opt_ptr[key], opt_ptr[key + 1]):
                     v = opt_var[p]
                     x = v_time[v]
@@ -481,27 +545,31 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                     etime[m] = x
                     m += 1
                 ptr[q + 1] = m
-            cost = np.empty(total)
             mem = np.empty(total)
             chosen = np.empty(ns, np.int64)
+            nsh = 0
+            if shared:
+                # one step function over y for all d: (last y, summed time of the best variants)
+                y = 1
+                while y <= ylimit:
+                    for p in range(total):
+                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                    val = _knapsack(ptr, etime, mem, caps[k], chosen)
+                    if not val < _INF:
+                        break
+                    E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                    yhi = _last_fit(y, ylimit, A, B, Wt, caps[k], sched)
+                    sh_yhi[nsh] = yhi
+                    sh_e[nsh] = val
+                    nsh += 1
+                    y = yhi + 1
+            cost = np.empty(total)
             for di in range(dvals.shape[0]):
                 d = dvals[di]
                 if t * d > counts[k] or d > smax:
                     continue
                 bw = bw_res[k, t * d]
                 res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
-                lb = comm / d
-                for p in range(total):
-                    cost[p] = etime[p] / d + res * v_params[vid[p]]
-                # cheapest possible (memory ignored): prune the combo if it exceeds the bound
-                for q in range(ns):
-                    bc = _INF
-                    for p in range(ptr[q], ptr[q + 1]):
-                        if cost[p] < bc:
-                            bc = cost[p]
-                    lb += bc
-                if lb > ub:
-                    continue
                 if sched == 1:
                     y = N // d
                     ymax = y
@@ -509,38 +577,50 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                     y = 1
                     ymax = (smax + d - 1) // d
                 first = scnt
-                while y <= ymax:
+                if shared:
+                    for j in range(nsh):
+                        lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
+                        if lo_y > ymax:
+                            break
+                        if sh_yhi[j] < y:
+                            continue  # gpipe: only y = N / d matters
+                        val = (comm + sh_e[j]) / d + res * P
+                        if val > ub:
+                            break
+                        if scnt >= o_yhi.shape[0]:
+                            return -1, -1
+                        o_yhi[scnt] = min(sh_yhi[j], ymax)
+                        o_cost[scnt] = val
+                        scnt += 1
+                else:
+                    lb = comm / d
                     for p in range(total):
-                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                    val = _knapsack(ptr, cost, mem, caps[k], chosen)
-                    if not val < _INF:
-                        break
-                    val += comm / d
-                    if val > ub:
-                        break
-                    A = 0.0
-                    B = 0.0
-                    Wt = 0.0
+                        cost[p] = etime[p] / d + res * v_params[vid[p]]
                     for q in range(ns):
-                        v = vid[chosen[q]]
-                        A += v_a[v]
-                        B += v_b[v]
-                        Wt += v_w[v]
-                    lo_y = y  # largest y' with the chosen variants still fitting (memory grows with y)
-                    hi_y = ymax
-                    while lo_y < hi_y:
-                        mid = (lo_y + hi_y + 1) // 2
-                        if _mem(A, B, Wt, mid, sched) <= caps[k]:
-                            lo_y = mid
-                        else:
-                            hi_y = mid - 1
-                    yhi = lo_y
-                    if scnt >= o_yhi.shape[0]:
-                        return -1, -1
-                    o_yhi[scnt] = yhi
-                    o_cost[scnt] = val
-                    scnt += 1
-                    y = yhi + 1
+                        bc = _INF
+                        for p in range(ptr[q], ptr[q + 1]):
+                            if cost[p] < bc:
+                                bc = cost[p]
+                        lb += bc
+                    if lb > ub:
+                        continue
+                    while y <= ymax:
+                        for p in range(total):
+                            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                        val = _knapsack(ptr, cost, mem, caps[k], chosen)
+                        if not val < _INF:
+                            break
+                        val += comm / d
+                        if val > ub:
+                            break
+                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                        yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
+                        if scnt >= o_yhi.shape[0]:
+                            return -1, -1
+                        o_yhi[scnt] = yhi
+                        o_cost[scnt] = val
+                        scnt += 1
+                        y = yhi + 1
                 if scnt > first:
                     if cnt >= o_k.shape[0]:
                         return -1, -1
@@ -628,12 +708,15 @@ def _arrays(problem: ParallelProblem):
     T = len(tvals)
     n = g.num_nodes
     opt_ptr = np.zeros(n * K * T + 1, np.int64)
+    same_params = np.ones(n * K * T, np.bool_)
     opt_var: list[int] = []
     for u in range(n):
         for k in range(K):
             for ti, t in enumerate(tvals):
-                opt_var.extend(g.options.get((u, k, t), ()))
+                vids = g.options.get((u, k, t), ())
+                opt_var.extend(vids)
                 opt_ptr[(u * K + k) * T + ti + 1] = len(opt_var)
+                same_params[(u * K + k) * T + ti] = len({g.variants[v].params for v in vids}) <= 1
     vs = g.variants
     sy_ptr = [0]
     sy_tensor, sy_time, sy_dir = [], [], []
@@ -653,25 +736,30 @@ def _arrays(problem: ParallelProblem):
         for m in range(1, total + 1):
             bw_res[k, m] = resync_bandwidth(kind, m)
     return dict(
-        tvals=np.array(tvals, np.int64), opt_ptr=opt_ptr, opt_var=np.array(opt_var, np.int64),
+        tvals=np.array(tvals, np.int64), opt_ptr=opt_ptr, same_params=same_params,
+        opt_var=np.array(opt_var, np.int64),
         v_time=np.array([v.time for v in vs]), v_params=np.array([v.params for v in vs]),
         v_a=np.array([v.a for v in vs]), v_b=np.array([v.b for v in vs]), v_w=np.array([v.w for v in vs]),
         sy_ptr=np.array(sy_ptr, np.int64), sy_tensor=np.array(sy_tensor, np.int64),
         sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
 
 
-def _node_minmem(problem: ParallelProblem, tvals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Smallest memory (y = 1) of each node per (kind, t) (inf: unsupported), whether the (kind, t)
-    is usable, and the kind's capacity per (kind, t)."""
+def _node_minmem(problem: ParallelProblem, tvals, dvals):
+    """Per (kind, t) and node: smallest memory at y = 1 and fastest time (inf: unsupported); whether the
+    (kind, t) is usable, its kind's capacity and the largest d it allows."""
     g = problem.graph
     K, T, n = len(problem.kinds), len(tvals), g.num_nodes
     mm = np.full((K * T, n), np.inf)
+    mt = np.full((K * T, n), np.inf)
     for (u, k, t), vids in g.options.items():
         ti = int(np.searchsorted(tvals, t))
         mm[k * T + ti, u] = min(g.variants[v].a + g.variants[v].b for v in vids)
-    ok = np.array([problem.kinds[k].count >= tvals[ti] for k in range(K) for ti in range(T)])
+        mt[k * T + ti, u] = min(g.variants[v].time for v in vids)
+    dmax = np.array([max([int(d) for d in dvals if d * tvals[ti] <= problem.kinds[k].count], default=0)
+                     for k in range(K) for ti in range(T)], np.int64)
+    ok = dmax > 0
     caps = np.array([problem.kinds[k].capacity for k in range(K) for _ in range(T)])
-    return mm, ok, caps
+    return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
 
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
@@ -714,58 +802,68 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     arr = _arrays(problem)
     NI = lattice.num_ideals
     bits = lattice.bits
-    mm, kt_ok, caps_kt = _node_minmem(problem, arr["tvals"])
-    stamp = np.full(NI, -1, np.int64)
-    queue = np.empty(NI, np.int64)
+    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
+    # per-ideal sums of each node's smallest memory, fastest time and unsupported count, per (kind, t)
+    KT = mm.shape[0]
+    pre_mem = np.zeros((NI, KT))
+    pre_time = np.zeros((NI, KT))
+    pre_uns = np.zeros((NI, KT), np.int64)
+    fin = np.isfinite(mm)
+    for i in range(1, NI):
+        p, v = lattice.parent[i], lattice.added[i]
+        pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
+        pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
+        pre_uns[i] = pre_uns[p] + ~fin[:, v]
+    walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
+            float(upper_bound))
+    npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk)
+    if npairs > max_steps:
+        return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                f"{npairs:,} candidate stages; the exact DP would not fit the budget")
+    pair_i = np.empty(npairs, np.int64)
+    pair_j = np.empty(npairs, np.int64)
+    _enumerate_pairs(True, pair_i, pair_j, n, *walk)
+    # stages ordered by their first ideal J descending, as the feasibility DP needs
+    o = np.argsort(-pair_j, kind="stable")
+    pair_i, pair_j = pair_i[o], pair_j[o]
 
     size = 1 << 16
+    o_pair = np.empty(size, np.int64)
     o_k = np.empty(size, np.int64)
     o_t = np.empty(size, np.int64)
     o_d = np.empty(size, np.int64)
     o_sp = np.zeros(size + 1, np.int64)
     o_yhi = np.empty(size, np.int64)
     o_cost = np.empty(size)
-    c_i: list[np.ndarray] = []
-    c_j: list[np.ndarray] = []
     cnt = scnt = 0
-    pairs = 0
-    # stages ordered by their first ideal J descending, as the feasibility DP needs
-    by_j: list[list[int]] = [[] for _ in range(NI)]
-    for I in range(NI):
-        for J in _pairs_of(I, bits, lattice.down_ptr, lattice.down_idx, stamp, queue, mm, kt_ok, caps_kt,
-                           mm.shape[0]).tolist():
-            by_j[J].append(I)
-    for J in range(NI - 1, -1, -1):
+    start = 0
+    chunk = 4096
+    while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
             return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
                                     "time limit reached while computing stage costs")
-        for I in by_j[J]:
-            pairs += 1
-            before = cnt
-            while True:
-                r = _stage_steps(I, J, bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
-                                 arr["opt_ptr"], arr["opt_var"], arr["v_time"], arr["v_params"], arr["v_a"],
-                                 arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"],
-                                 arr["sy_dir"], g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time,
-                                 sched, N, smax, upper_bound, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
-                if r[0] >= 0:
-                    cnt, scnt = r
-                    break
-                if max(o_k.size, o_yhi.size) * 2 > max_steps:
-                    return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
-                                            f"more than {max_steps:,} stage options; the exact DP would not "
-                                            f"fit the budget")
-                o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_k, o_t, o_d))
-                o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
-                o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
-            if cnt > before:
-                c_i.append(np.full(cnt - before, I, np.int64))
-                c_j.append(np.full(cnt - before, J, np.int64))
+        stop = min(npairs, start + chunk)
+        nxt, cnt, scnt = _all_steps(
+            start, pair_i[:stop], pair_j[:stop], bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
+            arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
+            arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
+            g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound,
+            o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+        if nxt < stop:  # output full: grow and redo that pair
+            if max(o_k.size, o_yhi.size) * 2 > max_steps:
+                return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                        f"more than {max_steps:,} stage options; the exact DP would not "
+                                        f"fit the budget")
+            o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))
+            o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
+            o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
+        start = nxt
+    pairs = npairs
     c_k, c_t, c_d = o_k[:cnt].copy(), o_t[:cnt].copy(), o_d[:cnt].copy()
     step_ptr = o_sp[:cnt + 1].copy()
     yhi, cost = o_yhi[:scnt].copy(), o_cost[:scnt].copy()
-    c_pair_i = np.concatenate(c_i) if c_i else np.zeros(0, np.int64)
-    c_pair_j = np.concatenate(c_j) if c_j else np.zeros(0, np.int64)
+    c_pair_i = pair_i[o_pair[:cnt]]
+    c_pair_j = pair_j[o_pair[:cnt]]
 
     last = K - 1
     radix = counts[:last] + 1

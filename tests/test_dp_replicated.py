@@ -39,9 +39,11 @@ def random_problem(rng: np.random.Generator) -> ParallelProblem:
         else:
             tensors.extend((u, [v], rng.random(K).round(2)) for v in outs)
     variants = []
+    shared = rng.random() < 0.5  # every node's variants share one parameter size (Piper's files)
     for u in range(n):
         for k in range(K):
             for t in (1, 2):
+                params = float(rng.integers(0, 4))
                 if (t == 1 and rng.random() < 0.15) or (t == 2 and rng.random() < 0.5):
                     continue
                 for j in range(int(rng.integers(1, 4))):
@@ -50,7 +52,7 @@ def random_problem(rng: np.random.Generator) -> ParallelProblem:
                     outs = [e for e, (s, _, _) in enumerate(tensors) if s == u]
                     variants.append(Variant(
                         u, k, t, f"v{j}", round(float(rng.random()), 2) * 4 / t,
-                        params=float(rng.integers(0, 4)),
+                        params=params if shared else float(rng.integers(0, 4)),
                         a=float(a), b=float(b) + 0.5, w=float(b) * float(rng.random()),
                         sync_in={e: round(float(rng.random()), 2) for e in ins if rng.random() < 0.5},
                         sync_out={e: round(float(rng.random()), 2) for e in outs if rng.random() < 0.5}))
