@@ -381,12 +381,24 @@ def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[floa
 
 # --------------------------------------------------------------------------- stage costs
 @njit(cache=True)
+def _rest_ok(rest, devices_left, ub):
+    """Can ``rest`` device-seconds per sample of other stages fit ``devices_left`` devices within ``ub``?"""
+    if rest <= 1e-300:
+        return True
+    if devices_left <= 0:
+        return False
+    return rest <= ub * devices_left * (1 + 1e-9)
+
+
+@njit(cache=True)
 def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pre_uns, pre_time, kt_ok,
-                     caps_kt, dmax_kt, ub):
+                     caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals):
     """Pairs J ⊂ I whose stage I \\ J could be used: some (kind, t) runs all its nodes, holds them at
     their smallest memory and, with the most replicas allowed, keeps their fastest time within ``ub``.
-    All three only get worse for smaller J, so the walk down the lattice stops there. Counts the pairs
-    (``fill`` False) or writes them."""
+    All three only get worse for smaller J, so the walk down the lattice stops there. A pair is kept when,
+    in addition, some (kind, t, d) keeps the stage within ``ub`` and leaves enough devices for the rest:
+    every plan's largest stage time is at least the rest's work (device-seconds per sample) over the
+    devices left. Counts the pairs (``fill`` False) or writes them."""
     NI = pre_mem.shape[0]
     KT = pre_mem.shape[1]
     stamp = np.full(NI, -1, np.int64)
@@ -407,18 +419,35 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
                     break
             if not fits:
                 continue
+            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+            rest = pre_work[NI - 1] - (pre_work[I] - pre_work[J])
+            useful = False
+            for kt in range(KT):
+                if (not kt_ok[kt] or pre_uns[I, kt] != pre_uns[J, kt]
+                        or pre_mem[I, kt] - pre_mem[J, kt] > caps_kt[kt]):
+                    continue
+                for d in dvals:
+                    td = kt_t[kt] * d
+                    if td > kt_count[kt] or (pre_time[I, kt] - pre_time[J, kt]) / d > ub:
+                        continue
+                    if _rest_ok(rest, total_devices - td, ub):
+                        useful = True
+                        break
+                if useful:
+                    break
+            if not useful:
+                continue
             if fill:
                 out_i[cnt] = I
                 out_j[cnt] = J
             cnt += 1
-            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
     return cnt
 
 
 @njit(cache=True)
 def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
                same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
-               t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+               t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, pre_work, total_devices,
                o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
     """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
     is below ``len(pair_i)`` when the output arrays are full."""
@@ -427,6 +456,7 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
         r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
                               opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
                               sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+                              pre_work[-1] - (pre_work[pair_i[q]] - pre_work[pair_j[q]]), total_devices,
                               o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt)
         if r0 < 0:
             return q, cnt, scnt
@@ -469,7 +499,7 @@ def _last_fit(y, ymax, A, B, Wt, cap, sched):
 @njit(cache=True)
 def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
                  v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
-                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, rest, total_devices,
                  o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
     """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
     and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
@@ -566,7 +596,7 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
             cost = np.empty(total)
             for di in range(dvals.shape[0]):
                 d = dvals[di]
-                if t * d > counts[k] or d > smax:
+                if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
                     continue
                 bw = bw_res[k, t * d]
                 res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
@@ -634,57 +664,116 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
 
 # --------------------------------------------------------------------------- feasibility DP
 @njit(cache=True)
+def _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax):
+    """Largest s (sum of d from this stage on) at which combo q's stage costs at most tau (0: none)."""
+    Y = 0
+    for p in range(step_ptr[q], step_ptr[q + 1]):
+        if cost[p] <= tau:
+            Y = yhi[p]
+        else:
+            break
+    if Y == 0:
+        return 0
+    if sched == 1:
+        return smax
+    return min(smax, c_d[q] * Y)
+
+
+@njit(cache=True)
 def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t, c_d,
-              step_ptr, yhi, cost, sched, N, g, ch):
-    """Fill g[J, s, c] (fewest devices of the last kind) for threshold ``tau``; ``ch`` records the combo
-    used. Returns True when the whole graph can be placed."""
+              step_ptr, yhi, cost, sched, g):
+    """Fill g[J, s, c] (fewest devices of the last kind) for threshold ``tau``. Returns True when the
+    whole graph can be placed."""
     g[:, :, :] = _BIG
-    ch[:, :, :] = -1
     g[NI - 1, 0, 0] = 0
-    ncombo = c_k.shape[0]
-    for q in range(ncombo):  # combos sorted by J descending, so g[I] is final when used
-        Y = 0
-        for p in range(step_ptr[q], step_ptr[q + 1]):
-            if cost[p] <= tau:
-                Y = yhi[p]
-            else:
-                break
-        if Y == 0:
+    for q in range(c_k.shape[0]):  # combos sorted by J descending, so g[I] is final when used
+        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
+        if stop == 0:
             continue
         I = c_pair_i[q]
         J = c_pair_j[q]
         k = c_k[q]
         d = c_d[q]
         td = c_t[q] * d
-        if sched == 1:
-            stop = smax
-        else:
-            stop = min(smax, d * Y)
-        for s in range(d, stop + 1):
-            src = g[I, s - d]
-            dst = g[J, s]
-            if k == last:
-                for c in range(C1):
-                    x = src[c]
-                    if x < _BIG:
-                        x += td
-                        if x <= counts[last] and x < dst[c]:
-                            dst[c] = x
-                            ch[J, s, c] = q
+        if k == last:
+            if C1 == 1:
+                src = g[I, :, 0]
+                dst = g[J, :, 0]
+                for s in range(d, stop + 1):
+                    x = src[s - d] + td
+                    if x < dst[s]:
+                        dst[s] = x
             else:
-                st = strides[k]
-                for c in range(C1):
+                for s in range(d, stop + 1):
+                    src = g[I, s - d]
+                    dst = g[J, s]
+                    for c in range(C1):
+                        x = src[c] + td
+                        if x < dst[c]:
+                            dst[c] = x
+        else:
+            st = strides[k]
+            for s in range(d, stop + 1):
+                src = g[I, s - d]
+                dst = g[J, s]
+                for c in range(td * st, C1):
                     if digits[c, k] < td:
                         continue
                     x = src[c - td * st]
                     if x < dst[c]:
                         dst[c] = x
-                        ch[J, s, c] = q
     for s in range(1, smax + 1):
         for c in range(C1):
             if g[0, s, c] <= counts[last]:
                 return True
     return False
+
+
+@njit(cache=True)
+def _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr, yhi, cost,
+           sched, g, j_lo, j_hi):
+    """The combos of a plan found by the last :func:`_feasible` run, in pipeline order, with the s each
+    stage starts at. ``j_lo[J]:j_hi[J]`` are the combos whose stage starts at ideal J."""
+    out = np.empty((NI, 2), np.int64)
+    s0 = -1
+    c0 = -1
+    for s in range(1, smax + 1):
+        for c in range(C1):
+            if s0 < 0 and g[0, s, c] <= counts[last]:
+                s0 = s
+                c0 = c
+    J = 0
+    s = s0
+    c = c0
+    m = 0
+    while J != NI - 1:
+        found = -1
+        for q in range(j_lo[J], j_hi[J]):
+            d = c_d[q]
+            if d > s or _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax) < s:
+                continue
+            k = c_k[q]
+            td = c_t[q] * d
+            I = c_pair_i[q]
+            if k == last:
+                if g[I, s - d, c] + td == g[J, s, c]:
+                    found = q
+                    break
+            else:
+                digit = (c // strides[k]) % (counts[k] + 1)
+                if digit >= td and g[I, s - d, c - td * strides[k]] == g[J, s, c]:
+                    found = q
+                    break
+        if found < 0:
+            return out[:0]
+        out[m, 0] = found
+        out[m, 1] = s
+        m += 1
+        if c_k[found] != last:
+            c -= c_t[found] * c_d[found] * strides[c_k[found]]
+        s -= c_d[found]
+        J = c_pair_i[found]
+    return out[:m]
 
 
 # --------------------------------------------------------------------------- driver
@@ -814,8 +903,18 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
         pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
         pre_uns[i] = pre_uns[p] + ~fin[:, v]
+    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
+    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
+                    np.inf).min(axis=0, initial=np.inf)
+    work = np.where(np.isfinite(work), work, 0.0)
+    pre_work = np.zeros(NI)
+    for i in range(1, NI):
+        pre_work[i] = pre_work[lattice.parent[i]] + work[lattice.added[i]]
+    total_devices = int(counts.sum())
+    kt_t = np.tile(arr["tvals"], K)
+    kt_count = np.repeat(counts, len(arr["tvals"]))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
-            float(upper_bound))
+            float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
     npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk)
     if npairs > max_steps:
         return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
@@ -847,8 +946,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             start, pair_i[:stop], pair_j[:stop], bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
             arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
             arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
-            g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound,
-            o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+            g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
+            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
                 return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
@@ -875,13 +974,22 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     for k in range(last):
         digits[:, k] = (np.arange(C1) // strides[k]) % radix[k]
     gt = np.empty((NI, smax + 1, C1), np.int64)
-    ch = np.empty((NI, smax + 1, C1), np.int64)
+    j_lo = np.searchsorted(-c_pair_j, -np.arange(NI), side="left")
+    j_hi = np.searchsorted(-c_pair_j, -np.arange(NI), side="right")
     stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0}
 
     def feasible(tau: float) -> bool:
         stats["dp_runs"] += 1
         return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
-                              c_d, step_ptr, yhi, cost, sched, N, gt, ch))
+                              c_d, step_ptr, yhi, cost, sched, gt))
+
+    def recover(tau: float) -> list[Stage]:
+        raw = _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr,
+                     yhi, cost, sched, gt, j_lo, j_hi)
+        if raw.shape[0] == 0:
+            raise AssertionError("dp-replicated: no plan could be traced back from a feasible table")
+        return _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
+                                        int(c_d[q]), int(s)) for q, s in raw])
 
     cands = np.unique(cost)
     elapsed = time.perf_counter() - t0
@@ -892,8 +1000,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
-    plan = _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last, strides,
-                    arr)
+    plan = recover(float(cands[-1]))
     ev = evaluate_plan(problem, plan)
     lo, hi = 0, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
     hi = max(hi, 0)
@@ -906,8 +1013,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                                     stats)
         mid = (lo + hi) // 2
         if feasible(float(cands[mid])):
-            plan = _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last,
-                            strides, arr)
+            plan = recover(float(cands[mid]))
             ev = evaluate_plan(problem, plan)
             if ev.objective < best_ev.objective:
                 best_plan, best_ev = plan, ev
@@ -922,28 +1028,11 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
 
 
-def _recover(problem, gt, ch, c_pair_i, c_pair_j, c_k, c_t, c_d, bits, counts, smax, C1, last, strides,
-             arr) -> list[Stage]:
-    """The plan the last feasibility run found, with the variants re-chosen (exactly) at each stage's
+def _stages(problem, bits, raw) -> list[Stage]:
+    """Stages from ``(J, I, kind, t, d, s)`` tuples, the variants re-chosen (exactly) at each stage's
     actual in-flight count."""
     from graphs.parallel import in_flight
 
-    best = None
-    for s in range(1, smax + 1):
-        for c in range(C1):
-            if gt[0, s, c] <= counts[last] and best is None:
-                best = (s, c)
-    s, c = best
-    J = 0
-    raw = []
-    while J != gt.shape[0] - 1:
-        q = int(ch[J, s, c])
-        k, t, d = int(c_k[q]), int(c_t[q]), int(c_d[q])
-        raw.append((J, int(c_pair_i[q]), k, t, d, s))
-        if k != last:
-            c -= t * d * int(strides[k])
-        s -= d
-        J = int(c_pair_i[q])
     g = problem.graph
     plan = []
     n = g.num_nodes
