@@ -860,6 +860,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     g = problem.graph
+    upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
     chain = _run(problem, chain_ideals(g.num_nodes, order), upper_bound, deadline, max_steps, t0)
     if chain.plan is not None:
@@ -875,6 +876,32 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if full.stats is not None and chain.stats is not None:
         full.stats["chain_bound"] = chain.objective
     return full
+
+
+def _one_stage_bound(problem: ParallelProblem) -> float:
+    """The best plan with the whole graph in one stage (every kind, t, and the largest d): a cheap upper
+    bound that prunes the chain pass (often the optimum when replication pays)."""
+    g = problem.graph
+    nodes = list(range(g.num_nodes))
+    best = math.inf
+    for k, kind in enumerate(problem.kinds):
+        for t in g.degrees(k):
+            if any((u, k, t) not in g.options for u in nodes):
+                continue
+            ds = [d for d in problem.replica_degrees() if t * d <= kind.count]
+            if not ds:
+                continue
+            d = ds[-1]
+            from graphs.parallel import in_flight
+
+            y = in_flight(problem.schedule, d, d, problem.microbatches)
+            vs = _best_variants(problem, nodes, k, t, d, y)
+            if len(vs) != len(nodes):
+                continue
+            ev = evaluate_plan(problem, [Stage(tuple(nodes), k, d, t, tuple(vs))])
+            if ev.valid:
+                best = min(best, ev.objective * (1 + 1e-9))
+    return best
 
 
 def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
