@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from graphs.errors import InputError
-from graphs.ideals import chain_ideals, enumerate_ideals, push_down
+from graphs.errors import InputError, ProblemTooLargeError
+from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.order import topological_order
 from graphs.parallel import (
     SCHEDULES,
@@ -170,7 +170,7 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
         if used + w[q] <= R:
             used += w[q]
             lb += v[q]
-    size = 1024
+    size = 64
     s_w = np.empty(size)
     s_v = np.empty(size)
     s_par = np.empty(size, np.int64)
@@ -180,14 +180,21 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
     s_v[0] = 0.0
     s_par[0] = -1
     layer[1] = 1
+    c_size = 64
+    c_w = np.empty(c_size)
+    c_v = np.empty(c_size)
+    c_p = np.empty(c_size, np.int64)
+    c_t = np.empty(c_size, np.bool_)
     for q in range(m):
         lo = layer[q]
         hi = layer[q + 1]
         cnt = 2 * (hi - lo)
-        c_w = np.empty(cnt)
-        c_v = np.empty(cnt)
-        c_p = np.empty(cnt, np.int64)
-        c_t = np.empty(cnt, np.bool_)
+        if cnt > c_size:
+            c_size = 2 * cnt
+            c_w = np.empty(c_size)
+            c_v = np.empty(c_size)
+            c_p = np.empty(c_size, np.int64)
+            c_t = np.empty(c_size, np.bool_)
         k = 0
         for p in range(lo, hi):
             for take in range(2):
@@ -280,7 +287,7 @@ def _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out):
         ub -= cost[cur[bi]] - cost[bj]
         cur[bi] = bj
     ub = ub * (1 + 1e-12) + 1e-300
-    cap_states = 1024
+    cap_states = 64
     s_mem = np.empty(cap_states)
     s_cost = np.empty(cap_states)
     s_par = np.empty(cap_states, np.int64)
@@ -579,16 +586,43 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
             chosen = np.empty(ns, np.int64)
             nsh = 0
             if shared:
-                # one step function over y for all d: (last y, summed time of the best variants)
-                y = 1
-                while y <= ylimit:
+                # one step function over y for all d: (last y, summed time of the best variants), over the
+                # y that the d passing the bounds can see
+                emin = 0.0
+                for q in range(ns):
+                    be = _INF
+                    for p in range(ptr[q], ptr[q + 1]):
+                        if etime[p] < be:
+                            be = etime[p]
+                    emin += be
+                dlo = 0
+                dhi = 0
+                for di in range(dvals.shape[0]):
+                    d = dvals[di]
+                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                        continue
+                    res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
+                    if (comm + emin) / d + res * P > ub:
+                        continue
+                    if dlo == 0:
+                        dlo = d
+                    dhi = d
+                if dlo == 0:
+                    continue
+                if sched == 1:
+                    y = N // dhi
+                    ytop = N // dlo
+                else:
+                    y = 1
+                    ytop = (smax + dlo - 1) // dlo
+                while y <= ytop:
                     for p in range(total):
                         mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
                     val = _knapsack(ptr, etime, mem, caps[k], chosen)
                     if not val < _INF:
                         break
                     E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
-                    yhi = _last_fit(y, ylimit, A, B, Wt, caps[k], sched)
+                    yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
                     sh_yhi[nsh] = yhi
                     sh_e[nsh] = val
                     nsh += 1
@@ -610,6 +644,8 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                 if shared:
                     for j in range(nsh):
                         lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
+                        if sched == 1 and lo_y > y:
+                            break
                         if lo_y > ymax:
                             break
                         if sh_yhi[j] < y:
@@ -862,11 +898,24 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     g = problem.graph
     upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
-    chain = _run(problem, chain_ideals(g.num_nodes, order), upper_bound, deadline, max_steps, t0)
-    if chain.plan is not None:
-        upper_bound = min(upper_bound, chain.objective * (1 + 1e-9))
-    lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
+    if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
+        coarse = _run(problem, _sub_chain(g.num_nodes, order, 16), upper_bound, deadline, max_steps, t0)
+        if coarse.plan is not None:
+            upper_bound = min(upper_bound, coarse.objective * (1 + 1e-9))
+    try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
+        lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=min(max_ideals, 2 * g.num_nodes + 2),
+                                   deadline=deadline)
+    except ProblemTooLargeError:
+        lattice = None
+    chain = None
+    if lattice is None:
+        chain = _run(problem, chain_ideals(g.num_nodes, order), upper_bound, deadline, max_steps, t0)
+        if chain.plan is not None:
+            upper_bound = min(upper_bound, chain.objective * (1 + 1e-9))
+        lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
     full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+    if chain is None:
+        return full
     if full.plan is None and chain.plan is not None:
         # only a limit can get here: the chain's plan is one of the full lattice's
         return ReplicatedResult(chain.plan, chain.evaluation, chain.objective, Status.FEASIBLE,
@@ -876,6 +925,18 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if full.stats is not None and chain.stats is not None:
         full.stats["chain_bound"] = chain.objective
     return full
+
+
+def _sub_chain(n: int, order: np.ndarray, m: int) -> IdealLattice:
+    """About ``m`` evenly spaced prefixes of a topological order (and the empty and full sets), as a
+    chain lattice whose ideals differ by several nodes (``added`` is -1)."""
+    full = chain_ideals(n, order)
+    keep = np.unique(np.linspace(0, n, min(m, n) + 1).round().astype(np.int64))
+    N = keep.size
+    return IdealLattice(num_items=n, bits=full.bits[keep].copy(), parent=np.arange(-1, N - 1, dtype=np.int64),
+                        added=np.concatenate([[-1], np.full(N - 1, -1, np.int64)]),
+                        down_ptr=np.concatenate([[0], np.arange(N, dtype=np.int64)]),
+                        down_idx=np.arange(0, N - 1, dtype=np.int64))
 
 
 def _one_stage_bound(problem: ParallelProblem) -> float:
@@ -927,6 +988,12 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     fin = np.isfinite(mm)
     for i in range(1, NI):
         p, v = lattice.parent[i], lattice.added[i]
+        if v < 0:  # a coarse chain: the ideal's own members
+            v = lattice.members(i)
+            pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
+            pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
+            pre_uns[i] = (~fin[:, v]).sum(axis=1)
+            continue
         pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
         pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
         pre_uns[i] = pre_uns[p] + ~fin[:, v]
@@ -936,7 +1003,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     work = np.where(np.isfinite(work), work, 0.0)
     pre_work = np.zeros(NI)
     for i in range(1, NI):
-        pre_work[i] = pre_work[lattice.parent[i]] + work[lattice.added[i]]
+        v = lattice.added[i]
+        pre_work[i] = work[lattice.members(i)].sum() if v < 0 else pre_work[lattice.parent[i]] + work[v]
     total_devices = int(counts.sum())
     kt_t = np.tile(arr["tvals"], K)
     kt_count = np.repeat(counts, len(arr["tvals"]))
