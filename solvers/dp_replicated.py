@@ -152,7 +152,11 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
     for q in range(m):
         i = items[q]
         eff[q] = ds[i] / dm[i] if dm[i] > 0 else _INF
-    order = items[np.argsort(-eff)]
+    # efficiency order, identical items adjacent (sorted by size first, then stably by efficiency)
+    pre = np.argsort(dm[items], kind="mergesort")
+    items = items[pre]
+    eff = eff[pre]
+    order = items[np.argsort(-eff, kind="mergesort")]
     w = np.empty(m)
     v = np.empty(m)
     for q in range(m):
@@ -170,12 +174,20 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
         if used + w[q] <= R:
             used += w[q]
             lb += v[q]
+    # identical items form groups: decide how many of each group to upgrade
+    gstart = np.empty(m + 1, np.int64)
+    ng = 0
+    for q in range(m):
+        if q == 0 or w[q] != w[q - 1] or v[q] != v[q - 1]:
+            gstart[ng] = q
+            ng += 1
+    gstart[ng] = m
     size = 64
     s_w = np.empty(size)
     s_v = np.empty(size)
     s_par = np.empty(size, np.int64)
-    s_take = np.zeros(size, np.bool_)
-    layer = np.zeros(m + 2, np.int64)
+    s_take = np.zeros(size, np.int64)
+    layer = np.zeros(ng + 2, np.int64)
     s_w[0] = 0.0
     s_v[0] = 0.0
     s_par[0] = -1
@@ -184,44 +196,48 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
     c_w = np.empty(c_size)
     c_v = np.empty(c_size)
     c_p = np.empty(c_size, np.int64)
-    c_t = np.empty(c_size, np.bool_)
-    for q in range(m):
-        lo = layer[q]
-        hi = layer[q + 1]
-        cnt = 2 * (hi - lo)
-        if cnt > c_size:
-            c_size = 2 * cnt
+    c_t = np.empty(c_size, np.int64)
+    for gi in range(ng):
+        a = gstart[gi]
+        cnt_g = gstart[gi + 1] - a
+        wq = w[a]
+        vq = v[a]
+        after = gstart[gi + 1]
+        lo = layer[gi]
+        hi = layer[gi + 1]
+        need = (hi - lo) * (cnt_g + 1)
+        if need > c_size:
+            c_size = 2 * need
             c_w = np.empty(c_size)
             c_v = np.empty(c_size)
             c_p = np.empty(c_size, np.int64)
-            c_t = np.empty(c_size, np.bool_)
+            c_t = np.empty(c_size, np.int64)
         k = 0
         for p in range(lo, hi):
-            for take in range(2):
-                nw = s_w[p] + (w[q] if take else 0.0)
+            for take in range(cnt_g + 1):
+                nw = s_w[p] + take * wq
                 if nw > R:
-                    continue
-                nv = s_v[p] + (v[q] if take else 0.0)
-                # LP bound of items q+1.. with the capacity left
+                    break
+                nv = s_v[p] + take * vq
+                # LP bound of the items after this group with the capacity left
                 left = R - nw
-                a = q + 1
-                lo_b = a
+                lo_b = after
                 hi_b = m
-                while lo_b < hi_b:  # largest b with cw[b] - cw[a] <= left
+                while lo_b < hi_b:  # largest b with cw[b] - cw[after] <= left
                     mid = (lo_b + hi_b + 1) // 2
-                    if cw[mid] - cw[a] <= left:
+                    if cw[mid] - cw[after] <= left:
                         lo_b = mid
                     else:
                         hi_b = mid - 1
-                bnd = nv + cv[lo_b] - cv[a]
+                bnd = nv + cv[lo_b] - cv[after]
                 if lo_b < m:
-                    bnd += (left - (cw[lo_b] - cw[a])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
+                    bnd += (left - (cw[lo_b] - cw[after])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
                 if bnd < lb * (1 - 1e-12) - 1e-300:
                     continue
                 c_w[k] = nw
                 c_v[k] = nv
                 c_p[k] = p
-                c_t[k] = take == 1
+                c_t[k] = take
                 k += 1
         srt = np.argsort(c_w[:k])
         start = hi
@@ -235,23 +251,23 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
                     s_w = _grow_f(s_w, size)
                     s_v = _grow_f(s_v, size)
                     s_par = _grow_i(s_par, size)
-                    s_take = _grow_b(s_take, size)
+                    s_take = _grow_i(s_take, size)
                 s_w[start] = c_w[r]
                 s_v[start] = c_v[r]
                 s_par[start] = c_p[r]
                 s_take[start] = c_t[r]
                 start += 1
-        layer[q + 2] = start
-    lo = layer[m]
-    hi = layer[m + 1]
+        layer[gi + 2] = start
+    lo = layer[ng]
+    hi = layer[ng + 1]
     bp = lo
     for p in range(lo, hi):
         if s_v[p] > s_v[bp]:
             bp = p
     res = base_c - s_v[bp]
     p = bp
-    for q in range(m - 1, -1, -1):
-        if s_take[p]:
+    for gi in range(ng - 1, -1, -1):
+        for q in range(gstart[gi], gstart[gi] + s_take[p]):
             out[order[q]] = up[order[q]]
         p = s_par[p]
     return res
@@ -349,13 +365,6 @@ def _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out):
         out[i] = s_ch[p]
         p = s_par[p]
     return res
-
-
-@njit(cache=True)
-def _grow_b(a, size):
-    b = np.zeros(size, np.bool_)
-    b[:a.shape[0]] = a
-    return b
 
 
 @njit(cache=True)
@@ -722,25 +731,36 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
     whole graph can be placed."""
     g[:, :, :] = _BIG
     g[NI - 1, 0, 0] = 0
+    # the range of s at which each ideal's suffix is reachable at all (empty: lo > hi)
+    s_lo = np.full(NI, smax + 1, np.int64)
+    s_hi = np.full(NI, -1, np.int64)
+    s_lo[NI - 1] = 0
+    s_hi[NI - 1] = 0
     for q in range(c_k.shape[0]):  # combos sorted by J descending, so g[I] is final when used
-        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
-        if stop == 0:
-            continue
         I = c_pair_i[q]
+        if s_lo[I] > s_hi[I]:
+            continue
+        d = c_d[q]
+        first = max(d, s_lo[I] + d)
+        if first > smax:
+            continue
+        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
+        stop = min(stop, s_hi[I] + d)
+        if stop < first:
+            continue
         J = c_pair_j[q]
         k = c_k[q]
-        d = c_d[q]
         td = c_t[q] * d
         if k == last:
             if C1 == 1:
                 src = g[I, :, 0]
                 dst = g[J, :, 0]
-                for s in range(d, stop + 1):
+                for s in range(first, stop + 1):
                     x = src[s - d] + td
                     if x < dst[s]:
                         dst[s] = x
             else:
-                for s in range(d, stop + 1):
+                for s in range(first, stop + 1):
                     src = g[I, s - d]
                     dst = g[J, s]
                     for c in range(C1):
@@ -749,7 +769,7 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
                             dst[c] = x
         else:
             st = strides[k]
-            for s in range(d, stop + 1):
+            for s in range(first, stop + 1):
                 src = g[I, s - d]
                 dst = g[J, s]
                 for c in range(td * st, C1):
@@ -758,10 +778,51 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
                     x = src[c - td * st]
                     if x < dst[c]:
                         dst[c] = x
+        if first < s_lo[J]:
+            s_lo[J] = first
+        if stop > s_hi[J]:
+            s_hi[J] = stop
     for s in range(1, smax + 1):
         for c in range(C1):
             if g[0, s, c] <= counts[last]:
                 return True
+    return False
+
+
+@njit(cache=True)
+def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi, cost, sched, g):
+    """:func:`_feasible` for one device kind: ``g[J, s]`` is C-contiguous, so the inner loop is a plain
+    shifted minimum the compiler vectorises."""
+    g[:, :] = _BIG
+    g[NI - 1, 0] = 0
+    s_lo = np.full(NI, smax + 1, np.int64)
+    s_hi = np.full(NI, -1, np.int64)
+    s_lo[NI - 1] = 0
+    s_hi[NI - 1] = 0
+    for q in range(c_pair_i.shape[0]):
+        I = c_pair_i[q]
+        if s_lo[I] > s_hi[I]:
+            continue
+        d = c_d[q]
+        first = max(d, s_lo[I] + d)
+        if first > smax:
+            continue
+        stop = min(_reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax), s_hi[I] + d)
+        if stop < first:
+            continue
+        J = c_pair_j[q]
+        td = c_t[q] * d
+        src = g[I]
+        dst = g[J]
+        for s in range(first, stop + 1):
+            dst[s] = min(dst[s], src[s - d] + td)
+        if first < s_lo[J]:
+            s_lo[J] = first
+        if stop > s_hi[J]:
+            s_hi[J] = stop
+    for s in range(1, smax + 1):
+        if g[0, s] <= count:
+            return True
     return False
 
 
@@ -1075,6 +1136,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
 
     def feasible(tau: float) -> bool:
         stats["dp_runs"] += 1
+        if C1 == 1:
+            return bool(_feasible1(tau, NI, smax, int(counts[last]), c_pair_i, c_pair_j, c_t, c_d, step_ptr,
+                                   yhi, cost, sched, gt.reshape(NI, smax + 1)))
         return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
                               c_d, step_ptr, yhi, cost, sched, gt))
 
