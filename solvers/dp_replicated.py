@@ -1161,7 +1161,10 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                                 stats)
     plan = recover(float(cands[-1]))
     ev = evaluate_plan(problem, plan)
-    lo, hi = 0, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    # every plan's largest stage is at least the total work over all devices
+    lo = int(np.searchsorted(cands, pre_work[-1] / max(1, total_devices) * (1 - 1e-9), side="left"))
+    hi = int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    lo = min(lo, max(hi, 0))
     hi = max(hi, 0)
     best_plan, best_ev = plan, ev
     while lo < hi:
