@@ -408,13 +408,13 @@ def _rest_ok(rest, devices_left, ub):
 
 @njit(cache=True)
 def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pre_uns, pre_time, kt_ok,
-                     caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals):
+                     caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals, limit):
     """Pairs J ⊂ I whose stage I \\ J could be used: some (kind, t) runs all its nodes, holds them at
     their smallest memory and, with the most replicas allowed, keeps their fastest time within ``ub``.
     All three only get worse for smaller J, so the walk down the lattice stops there. A pair is kept when,
     in addition, some (kind, t, d) keeps the stage within ``ub`` and leaves enough devices for the rest:
     every plan's largest stage time is at least the rest's work (device-seconds per sample) over the
-    devices left. Counts the pairs (``fill`` False) or writes them."""
+    devices left. Counts the pairs (``fill`` False; it stops past ``limit``) or writes them."""
     NI = pre_mem.shape[0]
     KT = pre_mem.shape[1]
     stamp = np.full(NI, -1, np.int64)
@@ -457,6 +457,8 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
                 out_i[cnt] = I
                 out_j[cnt] = J
             cnt += 1
+            if cnt > limit and not fill:
+                return cnt
     return cnt
 
 
@@ -959,32 +961,41 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     g = problem.graph
     upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
+    best: ReplicatedResult | None = None  # the best plan of a restricted pass (a bound, not proven)
+
+    def restricted(lattice) -> None:
+        nonlocal best, upper_bound
+        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+        if r.plan is not None and (best is None or r.objective < best.objective):
+            best = r
+            upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
+
+    def fallback(why: str) -> ReplicatedResult:
+        if best is None:
+            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                    f"{why}; no plan found", {})
+        return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
+                                time.perf_counter() - t0,
+                                f"{why}; the best plan over one topological order is returned (not proven "
+                                "optimal)", dict(best.stats or {}))
+
     if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
-        coarse = _run(problem, _sub_chain(g.num_nodes, order, 16), upper_bound, deadline, max_steps, t0)
-        if coarse.plan is not None:
-            upper_bound = min(upper_bound, coarse.objective * (1 + 1e-9))
+        restricted(_sub_chain(g.num_nodes, order, 16))
     try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
         lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=min(max_ideals, 2 * g.num_nodes + 2),
                                    deadline=deadline)
     except ProblemTooLargeError:
-        lattice = None
-    chain = None
-    if lattice is None:
-        chain = _run(problem, chain_ideals(g.num_nodes, order), upper_bound, deadline, max_steps, t0)
-        if chain.plan is not None:
-            upper_bound = min(upper_bound, chain.objective * (1 + 1e-9))
-        lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
+        restricted(chain_ideals(g.num_nodes, order))
+        try:
+            lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
+        except ProblemTooLargeError as e:
+            return fallback(str(e))
     full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
-    if chain is None:
-        return full
-    if full.plan is None and chain.plan is not None:
-        # only a limit can get here: the chain's plan is one of the full lattice's
-        return ReplicatedResult(chain.plan, chain.evaluation, chain.objective, Status.FEASIBLE,
-                                time.perf_counter() - t0,
-                                full.message + "; the best plan over one topological "
-                                "order is returned (not proven optimal)", chain.stats)
-    if full.stats is not None and chain.stats is not None:
-        full.stats["chain_bound"] = chain.objective
+    if full.plan is None and best is not None:
+        # only a limit can get here: the restricted passes' plans are plans of the full lattice
+        return fallback(full.message)
+    if full.stats is not None and best is not None:
+        full.stats["chain_bound"] = best.objective
     return full
 
 
@@ -1069,15 +1080,24 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     total_devices = int(counts.sum())
     kt_t = np.tile(arr["tvals"], K)
     kt_count = np.repeat(counts, len(arr["tvals"]))
+    # the pairs' budget: max_steps, and what the time left allows (about 5 million pairs a second)
+    limit = max_steps
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                                    "time limit reached")
+        limit = int(min(limit, left * 5e6))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
             float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
-    npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk)
-    if npairs > max_steps:
+    npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
+    if npairs > limit:
         return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
-                                f"{npairs:,} candidate stages; the exact DP would not fit the budget")
+                                f"more than {limit:,} candidate stages; the exact DP would not fit the "
+                                f"{'time limit' if limit < max_steps else 'budget'}")
     pair_i = np.empty(npairs, np.int64)
     pair_j = np.empty(npairs, np.int64)
-    _enumerate_pairs(True, pair_i, pair_j, n, *walk)
+    _enumerate_pairs(True, pair_i, pair_j, n, *walk, npairs)
     # stages ordered by their first ideal J descending, as the feasibility DP needs
     o = np.argsort(-pair_j, kind="stable")
     pair_i, pair_j = pair_i[o], pair_j[o]
