@@ -207,7 +207,7 @@ def _replicated():
 
 
 def _cmd_place(args) -> int:
-    if _replicated().handles(args.workload):
+    if _replicated().handles(args.workload, args):
         return _replicated().place(args)
     from solvers.base import SolveOptions
 

@@ -41,12 +41,18 @@ def add_options(p) -> None:
                    help="memory per device (default: maxMemoryPerDevice)")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
                    help="bytes per second per device (default: the file's bandwidth)")
+    g.add_argument("--replicated", action="store_true",
+                   help="ONNX models with --training: solve the replicated model (data-parallel stages, "
+                        "activation recomputation; resync over each kind's host link)")
 
 
-def handles(path: str) -> bool:
-    """Is ``path`` a Piper-format workload (read only when it is a .json file)?"""
+def handles(path: str, args=None) -> bool:
+    """Is ``path`` a Piper-format workload (read only when it is a .json file), or an ONNX model asked
+    for with ``--replicated``?"""
     from graphs.piper import is_piper
 
+    if args is not None and getattr(args, "replicated", False) and str(path).lower().endswith(".onnx"):
+        return True
     if not str(path).lower().endswith(".json") or not os.path.isfile(path):
         return False
     try:
@@ -58,6 +64,8 @@ def handles(path: str) -> bool:
 def load_problem(args) -> ParallelProblem:
     from graphs.piper import parse_piper
 
+    if str(args.workload).lower().endswith(".onnx"):
+        return _training_problem(args)
     for name in ("microbatches", "max_replicas", "max_devices"):
         v = getattr(args, name, None)
         if v is not None and v < (0 if name == "max_devices" else 1):
@@ -65,6 +73,32 @@ def load_problem(args) -> ParallelProblem:
     return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
                        memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
                        schedule=args.schedule, max_replicas=args.max_replicas)
+
+
+def _training_problem(args) -> ParallelProblem:
+    """The replicated problem of an ONNX model with ``--training --replicated``."""
+    from graphs.devices import parse_devices
+    from graphs.onnx_workload import DEFAULT_DEVICES
+    from graphs.replicate import from_training
+
+    from .cli import _frontend
+    from .load import load_workload
+
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} only applies to Piper-format workloads; an ONNX "
+                             f"model's devices come from --devices")
+    if not args.training:
+        raise InputError("--replicated needs --training (replicas resynchronise the weights' gradients)",
+                         source=args.workload)
+    w = load_workload(args.workload, **_frontend(args))
+    ds = parse_devices(args.devices or DEFAULT_DEVICES, args.device_files or ())
+    # replicas resync over the host link; host cores through host memory
+    bw = {sp.name: sp.link_bandwidth if math.isfinite(sp.link_bandwidth) else sp.mem_bandwidth
+          for sp in ds.specs}
+    problem, _ = from_training(w.graph, w.cluster, microbatches=args.microbatches or 8, bandwidth=bw,
+                               schedule=args.schedule, max_replicas=args.max_replicas)
+    return problem
 
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
@@ -179,6 +213,8 @@ def place(args) -> int:
     if args.solver not in (None, "auto", "dp-replicated"):
         raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated")
     problem = load_problem(args)
+    if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
+        raise InputError("--split and --memory-limit do not apply to replicated plans")
     r = solve_problem(problem, time_limit=args.time_limit)
     if r.plan is None:
         raise InfeasibleError(f"{args.workload}: {r.message}")

@@ -81,3 +81,21 @@ def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
     assert main(["place", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "memoryUsageB" in err[0] and "bad.json" in err[0]
+
+
+def test_onnx_training_model_replicated(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    args = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training", "--replicated",
+            "--microbatches", "8", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "optimal" and data["microbatches"] == 8
+    nodes = {n for s in data["stages"] for n in s["nodes"]}
+    assert nodes == {"conv", "relu", "pool", "flatten", "fc", "softmax"}
+    assert main(args[:-1] + ["--max-replicas", "1"]) == 0
+    assert "optimal" in capsys.readouterr().out
+    assert main(["place", path, "--replicated", "--devices", "a100:2"]) == 2
+    assert "needs --training" in capsys.readouterr().err
