@@ -981,6 +981,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
     if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
         restricted(_sub_chain(g.num_nodes, order, 16))
+        if g.num_nodes > 64:
+            restricted(_sub_chain(g.num_nodes, order, 40))
     try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
         lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=min(max_ideals, 2 * g.num_nodes + 2),
                                    deadline=deadline)
