@@ -1177,6 +1177,14 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     if cands.size == 0 or not feasible(float(cands[-1])):
         why = ("no stage fits a device's memory" if cands.size == 0
                else "no plan fits the devices' memory and counts")
+        # name the nodes that fit nowhere even alone, at their smallest variant and one micro-batch
+        alone = np.where(kt_ok[:, None], mm, np.inf) > caps_kt[:, None]
+        bad = np.flatnonzero(alone.all(axis=0)) if mm.shape[0] else np.arange(n)
+        if bad.size:
+            smallest = np.where(kt_ok[:, None], mm, np.inf).min(axis=0, initial=np.inf)
+            shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
+            why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
+                    f"(largest memory {caps_kt.max(initial=0):.4g})")
         if math.isfinite(upper_bound):
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,

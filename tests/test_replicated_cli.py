@@ -52,6 +52,7 @@ def test_infeasible_memory_is_one_error_line_exit_1(tiny, capsys):
     assert main(["place", tiny, "--device-memory", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: infeasible:")
+    assert "node(s) 0 (10 bytes), 1 (10 bytes) fit no device even alone" in err[0]
 
 
 def test_bad_plan_is_one_error_line_exit_2(tiny, tmp_path, capsys):
