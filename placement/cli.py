@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    _replicated().add_options(p)
     from .serving_cli import add_place_options
 
     add_place_options(p)
@@ -186,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "and 'cpus' node-id lists)")
     _add_output_options(e)
     _add_frontend_options(e)
+    _replicated().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -316,6 +318,12 @@ def _cli_words(message: str) -> str:
                   lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
 
 
+def _replicated():
+    from . import replicated  # replicated stages on Piper-format workloads (placement/replicated.py)
+
+    return replicated
+
+
 def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
@@ -345,6 +353,8 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
+    if _replicated().handles(args.workload, args):
+        return _replicated().place(args)
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -375,6 +385,8 @@ def _cmd_evaluate(args) -> int:
 
     if args.out:
         _output_file(args.out, "--out")
+    if _replicated().handles(args.workload):
+        return _replicated().evaluate(args)
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)

@@ -16,6 +16,7 @@ __all__ = ["SOLVERS", "get_solver", "solver_names"]
 SOLVERS: dict[str, str] = {
     "auto": "solvers.auto:solve",
     "dp": "solvers.dp:solve",
+    "dp-replicated": "solvers.dp_replicated:solve",
     "pipedream": "solvers.pipedream:solve",
     "single": "solvers.single:solve",
     "expert": "solvers.expert:solve",

@@ -1,0 +1,242 @@
+"""Replicated plans on the command line: ``placement place`` and ``placement evaluate`` on a Piper-format
+workload (detected from the file), with the schedule, micro-batches and replication options.
+
+    placement place bert32a100.json [--schedule 1f1b|gpipe|pipedream|2bw] [--microbatches N]
+                    [--max-replicas D] [--max-devices K] [--device-memory BYTES] [--bandwidth B/S]
+    placement evaluate bert32a100.json plan.json
+
+The result JSON lists ``stages`` in pipeline order, each with ``nodes`` (the file's node ids),
+``dataParallelDegree``, ``tensorParallelDegree``, ``TMPCids`` (node id -> variant id), ``kind``,
+``devices``, ``time_per_sample``, ``memory`` and ``in_flight``; the top-level ``objective`` is the time
+per sample (the largest stage's).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections import Counter
+
+from graphs.errors import InfeasibleError, InputError
+from graphs.jsonio import read_json
+from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+
+__all__ = ["add_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict", "format_plan",
+           "load_problem"]
+
+
+def add_options(p) -> None:
+    """The replicated-model options of ``place`` and ``evaluate``."""
+    g = p.add_argument_group("replicated stages (Piper-format workloads)")
+    g.add_argument("--schedule", default="1f1b", choices=SCHEDULES,
+                   help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b)")
+    g.add_argument("--microbatches", type=int, default=None, metavar="N",
+                   help="micro-batches per batch (default: the file's mbsInBatch); d must divide it")
+    g.add_argument("--max-replicas", type=int, default=None, metavar="D",
+                   help="largest data-parallel degree per stage (1: pipeline only)")
+    g.add_argument("--max-devices", type=int, default=None, metavar="K", help="devices (default: maxDevices)")
+    g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
+                   help="memory per device (default: maxMemoryPerDevice)")
+    g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
+                   help="bytes per second per device (default: the file's bandwidth)")
+    g.add_argument("--replicated", action="store_true",
+                   help="ONNX models with --training: solve the replicated model (data-parallel stages, "
+                        "activation recomputation; resync over each kind's host link)")
+
+
+def handles(path: str, args=None) -> bool:
+    """Is ``path`` a Piper-format workload (read only when it is a .json file), or an ONNX model asked
+    for with ``--replicated``?"""
+    from graphs.piper import is_piper
+
+    if args is not None and getattr(args, "replicated", False) and str(path).lower().endswith(".onnx"):
+        return True
+    if not str(path).lower().endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        return is_piper(read_json(path))
+    except InputError:
+        return False
+
+
+def load_problem(args) -> ParallelProblem:
+    from graphs.piper import parse_piper
+
+    if str(args.workload).lower().endswith(".onnx"):
+        return _training_problem(args)
+    for name in ("microbatches", "max_replicas", "max_devices"):
+        v = getattr(args, name, None)
+        if v is not None and v < (0 if name == "max_devices" else 1):
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
+                       memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
+                       schedule=args.schedule, max_replicas=args.max_replicas)
+
+
+def _training_problem(args) -> ParallelProblem:
+    """The replicated problem of an ONNX model with ``--training --replicated``."""
+    from graphs.devices import parse_devices
+    from graphs.onnx_workload import DEFAULT_DEVICES
+    from graphs.replicate import from_training
+
+    from .cli import _frontend
+    from .load import load_workload
+
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} only applies to Piper-format workloads; an ONNX "
+                             f"model's devices come from --devices")
+    if not args.training:
+        raise InputError("--replicated needs --training (replicas resynchronise the weights' gradients)",
+                         source=args.workload)
+    w = load_workload(args.workload, **_frontend(args))
+    ds = parse_devices(args.devices or DEFAULT_DEVICES, args.device_files or ())
+    # replicas resync over the host link; host cores through host memory
+    bw = {sp.name: sp.link_bandwidth if math.isfinite(sp.link_bandwidth) else sp.mem_bandwidth
+          for sp in ds.specs}
+    problem, _ = from_training(w.graph, w.cluster, microbatches=args.microbatches or 8, bandwidth=bw,
+                               schedule=args.schedule, max_replicas=args.max_replicas)
+    return problem
+
+
+def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
+                time: float | None = None, message: str = "", workload: str | None = None) -> dict:
+    g = problem.graph
+    stages = []
+    for s in ev.stages:
+        st = s.stage
+        stages.append({
+            "nodes": [g.ids[u] for u in st.nodes],
+            "dataParallelDegree": st.d,
+            "tensorParallelDegree": st.t,
+            "TMPCids": {str(g.ids[u]): g.variants[v].name for u, v in zip(st.nodes, st.variants)},
+            "kind": problem.kinds[st.kind].name,
+            "devices": s.devices,
+            "time_per_sample": s.time_per_sample,
+            "memory": {"weights": s.weights, "stash": s.stash, "peak": s.memory,
+                       "capacity": None if math.isinf(s.capacity) else s.capacity},
+            "in_flight": s.in_flight,
+        })
+    return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
+            "status": status, "message": message, "time": time, "schedule": problem.schedule,
+            "microbatches": problem.microbatches, "objective": ev.objective, "valid": ev.valid,
+            "problems": list(ev.problems), "stages": stages}
+
+
+def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None) -> list[Stage]:
+    """The plan in a result JSON's ``stages``; :class:`InputError` names the stage and field at fault."""
+    g = problem.graph
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        raise InputError("a plan needs a 'stages' list", source=source)
+    index = {str(x): i for i, x in enumerate(g.ids)}
+    kinds = {k.name: i for i, k in enumerate(problem.kinds)}
+    plan = []
+    for i, s in enumerate(data["stages"]):
+        where = f"stages[{i}]"
+        if not isinstance(s, dict):
+            raise InputError(f"{where} must be an object", source=source)
+        for f in ("nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids"):
+            if f not in s:
+                raise InputError(f"{where}: missing field {f!r}", source=source)
+        d, t = s["dataParallelDegree"], s["tensorParallelDegree"]
+        for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{where}: {name} must be a positive integer, got {v!r}", source=source)
+        kname = s.get("kind", problem.kinds[0].name)
+        if kname not in kinds:
+            raise InputError(f"{where}: unknown device kind {kname!r}", source=source)
+        k = kinds[kname]
+        nodes, variants = [], []
+        tm = s["TMPCids"]
+        if not isinstance(tm, dict) or not isinstance(s["nodes"], list):
+            raise InputError(f"{where}: 'nodes' must be a list and 'TMPCids' an object", source=source)
+        for x in s["nodes"]:
+            if str(x) not in index:
+                raise InputError(f"{where}: unknown node {x!r}", source=source)
+            u = index[str(x)]
+            vid = tm.get(str(x))
+            if vid is None:
+                raise InputError(f"{where}: TMPCids has no variant for node {x}", source=source)
+            opts = [v for v in g.options.get((u, k, t), ()) if g.variants[v].name == vid]
+            if not opts:
+                raise InputError(f"{where}: node {x} has no variant {vid!r} for tensor-parallel degree {t}",
+                                 source=source)
+            nodes.append(u)
+            variants.append(opts[0])
+        plan.append(Stage(tuple(nodes), k, d, t, tuple(variants)))
+    return plan
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.3f}"
+
+
+def format_plan(problem: ParallelProblem, ev: PlanEvaluation) -> str:
+    """A per-stage table: kind, d, t, devices, variants used, memory (GB) and in-flight micro-batches."""
+    g = problem.graph
+    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights GB", "stash GB", "peak GB",
+            "y", "time/sample"]
+    rows = []
+    for i, s in enumerate(ev.stages):
+        st = s.stage
+        used = Counter(g.variants[v].name for v in st.variants)
+        rows.append([str(i), problem.kinds[st.kind].name, str(st.d), str(st.t), str(s.devices),
+                     str(len(st.nodes)), ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
+                     _gb(s.weights), _gb(s.stash), _gb(s.memory), str(s.in_flight),
+                     f"{s.time_per_sample:.6g}"])
+    widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str) -> None:
+    from .export import write_json
+
+    if getattr(args, "out", None):
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
+    sys.stdout.write(format_plan(problem, ev) + "\n\n" + summary + "\n")
+    if getattr(args, "out", None):
+        sys.stdout.write(f"result written to {args.out}\n")
+
+
+def place(args) -> int:
+    """``placement place`` on a Piper workload: the exact replicated DP."""
+    from solvers.dp_replicated import solve_problem
+
+    if args.solver not in (None, "auto", "dp-replicated"):
+        raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated")
+    problem = load_problem(args)
+    if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
+        raise InputError("--split and --memory-limit do not apply to replicated plans")
+    r = solve_problem(problem, time_limit=args.time_limit)
+    if r.plan is None:
+        raise InfeasibleError(f"{args.workload}: {r.message}")
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver="dp-replicated", time=r.time,
+                       message=r.message, workload=args.workload)
+    devices = sum(s.devices for s in r.evaluation.stages)
+    summary = (f"objective {r.objective:.9g} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
+               f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
+               f"solved in {r.time:.3g} s")
+    _emit(args, data, problem, r.evaluation, summary)
+    return 0
+
+
+def evaluate(args) -> int:
+    """``placement evaluate`` of a replicated plan (a result JSON's ``stages``) on a Piper workload."""
+    problem = load_problem(args)
+    plan = plan_from_dict(problem, read_json(args.split), source=args.split)
+    ev = evaluate_plan(problem, plan)
+    data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
+                       message=f"plan from {args.split}", workload=args.workload)
+    summary = f"objective {ev.objective:.9g} s per sample" + ("" if ev.valid else " (INVALID)")
+    if ev.problems:
+        summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
+    _emit(args, data, problem, ev, summary)
+    return 0 if ev.valid else 1

@@ -1,0 +1,102 @@
+"""``placement place`` / ``placement evaluate`` on Piper-format workloads (placement/replicated.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.cli import main
+from tests.test_piper import _tiny
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(_tiny()))
+    return str(path)
+
+
+def test_place_prints_stages_and_writes_the_result(tiny, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["place", tiny, "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "stage" in text and "peak GB" in text and "optimal" in text
+    data = json.loads(out.read_text())
+    assert data["status"] == "optimal" and data["objective"] > 0
+    st = data["stages"]
+    assert sum(s["devices"] for s in st) <= 4
+    for s in st:
+        assert set(s) >= {"nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids", "kind", "devices",
+                          "time_per_sample", "memory", "in_flight"}
+        assert set(s["TMPCids"]) == {str(x) for x in s["nodes"]}
+    assert max(s["time_per_sample"] for s in st) == pytest.approx(data["objective"])
+    # evaluate re-scores the same plan
+    assert main(["evaluate", tiny, str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["objective"] == pytest.approx(data["objective"])
+
+
+def test_options_change_the_model(tiny, capsys):
+    assert main(["place", tiny, "--max-replicas", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert all(s["dataParallelDegree"] == 1 for s in one["stages"])
+    assert main(["place", tiny, "--schedule", "gpipe", "--microbatches", "2", "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)
+    assert g["schedule"] == "gpipe" and g["microbatches"] == 2
+    for s in g["stages"]:
+        assert s["in_flight"] == 2 // s["dataParallelDegree"]
+
+
+def test_infeasible_memory_is_one_error_line_exit_1(tiny, capsys):
+    assert main(["place", tiny, "--device-memory", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:")
+    assert "node(s) 0 (10 B), 1 (10 B) fit no device even alone" in err[0]
+
+
+def test_bad_plan_is_one_error_line_exit_2(tiny, tmp_path, capsys):
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 1,
+                                           "tensorParallelDegree": 1,
+                                           "TMPCids": {"0": "vanilla", "1": "fancy"}}]}))
+    assert main(["evaluate", tiny, str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node 1 has no variant 'fancy'" in err[0]
+
+
+def test_plan_whose_degree_does_not_divide_is_reported_invalid(tiny, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 3,
+                                            "tensorParallelDegree": 1,
+                                            "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
+    assert main(["evaluate", tiny, str(plan)]) == 1
+    assert "does not divide" in capsys.readouterr().out
+
+
+def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
+    d = _tiny()
+    del d["nodes"][0]["TMPCs"]["1"][0]["memoryUsageB"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    assert main(["place", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "memoryUsageB" in err[0] and "bad.json" in err[0]
+
+
+def test_onnx_training_model_replicated(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    args = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training", "--replicated",
+            "--microbatches", "8", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "optimal" and data["microbatches"] == 8
+    nodes = {n for s in data["stages"] for n in s["nodes"]}
+    assert nodes == {"conv", "relu", "pool", "flatten", "fc", "softmax"}
+    assert main(args[:-1] + ["--max-replicas", "1"]) == 0
+    assert "optimal" in capsys.readouterr().out
+    assert main(["place", path, "--replicated", "--devices", "a100:2"]) == 2
+    assert "needs --training" in capsys.readouterr().err
