@@ -24,6 +24,9 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     host = false             # true for host CPU cores: they pay no communication
     unsupported_ops = ["LRN"]  # operator types this kind cannot run
     count = 2                # devices of this kind when the file alone names the cluster
+    server_size = 8          # devices per server (replicated / tensor-parallel stages)
+    nvlink_gbs = 300         # bandwidth among the devices of one server, GB/s per device
+    network_gbs = 25         # bandwidth across servers, GB/s per device
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ class DeviceSpec:
     efficiency: float = 1.0
     unsupported_ops: frozenset[str] = field(default_factory=frozenset)
     description: str = ""
+    # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
+    # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
+    # across servers (network); ``None``: unknown (the host link is used)
+    server_size: int | None = None
+    intra_bandwidth: float | None = None
+    inter_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -76,6 +85,14 @@ class DeviceSpec:
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        size = self.server_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
+                             f"got {self.server_size!r}")
+        for key in ("intra_bandwidth", "inter_bandwidth"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
 
     def peak(self, half: bool = False) -> float:
         """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""
@@ -94,10 +111,20 @@ class DeviceSpec:
         return self.link_latency + nbytes / self.link_bandwidth
 
 
-def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description):
+def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description, server=(None, None, None)):
+    size, intra_gbs, inter_gbs = server
     return DeviceSpec(name, fp32 * _T, fp16 * _T, bw_gbs * _G, mem_gib * _GIB, link_gbs * _G,
-                      10 * _US, 5 * _US, description=description)
+                      10 * _US, 5 * _US, description=description, server_size=size,
+                      intra_bandwidth=None if intra_gbs is None else intra_gbs * _G,
+                      inter_bandwidth=None if inter_gbs is None else inter_gbs * _G)
 
+
+# Servers (devices per server, intra-server GB/s, inter-server GB/s; per device, one direction):
+# DGX-1V: NVLink 2 (6 links x 25 GB/s), 4 x 100 Gb/s InfiniBand EDR for 8 GPUs;
+# DGX A100: NVLink 3 (12 x 25 GB/s), one 200 Gb/s HDR port per GPU;
+# DGX H100: NVLink 4 (18 x 25 GB/s), one 400 Gb/s NDR port per GPU;
+# PCIe cloud servers (8 x T4 / 8 x L4, 100 Gb/s Ethernet): peers over PCIe, the network shared by 8.
+_DGX1V, _DGXA100, _DGXH100 = (8, 150, 6.25), (8, 300, 25), (8, 450, 50)
 
 # Vendors' published peak figures (dense, no sparsity). Host links: PCIe x16, one direction.
 PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
@@ -105,17 +132,17 @@ PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
                description="one host CPU core, nominal: 3 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA units), "
                            "no native fp16, ~20 GB/s single-core memory bandwidth; host memory unlimited"),
     _gpu("v100", 15.7, 125, 900, 32, 16, "NVIDIA V100 SXM2 32GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, "
-         "900 GB/s HBM2, PCIe 3.0 x16"),
+         "900 GB/s HBM2, PCIe 3.0 x16", _DGX1V),
     _gpu("a100", 19.5, 312, 1555, 40, 32, "NVIDIA A100 SXM4 40GB: 19.5 TFLOP/s fp32, 312 fp16 tensor, "
-         "1555 GB/s HBM2, PCIe 4.0 x16"),
+         "1555 GB/s HBM2, PCIe 4.0 x16", _DGXA100),
     _gpu("a100-80gb", 19.5, 312, 2039, 80, 32, "NVIDIA A100 SXM4 80GB: 19.5 TFLOP/s fp32, 312 fp16 "
-         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16"),
+         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16", _DGXA100),
     _gpu("h100", 67, 989, 3350, 80, 64, "NVIDIA H100 SXM5 80GB: 67 TFLOP/s fp32, 989 fp16 tensor, "
-         "3.35 TB/s HBM3, PCIe 5.0 x16"),
+         "3.35 TB/s HBM3, PCIe 5.0 x16", _DGXH100),
     _gpu("t4", 8.1, 65, 320, 16, 16, "NVIDIA T4 16GB: 8.1 TFLOP/s fp32, 65 fp16 tensor, 320 GB/s GDDR6, "
-         "PCIe 3.0 x16"),
+         "PCIe 3.0 x16", (8, 16, 1.5625)),
     _gpu("l4", 30.3, 121, 300, 24, 32, "NVIDIA L4 24GB: 30.3 TFLOP/s fp32, 121 fp16 tensor, "
-         "300 GB/s GDDR6, PCIe 4.0 x16"),
+         "300 GB/s GDDR6, PCIe 4.0 x16", (8, 32, 1.5625)),
 )}
 
 
@@ -158,7 +185,8 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "memory_gib": ("memory", _GIB), "link_gbs": ("link_bandwidth", _G),
     "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
     "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
-    "description": ("description", None),
+    "description": ("description", None), "server_size": ("server_size", None),
+    "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -241,6 +269,10 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                 value = frozenset(value)
             elif attr == "description":
                 value = str(value)
+            elif attr == "server_size":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",
+                                     source=source)
             elif attr == "memory" and (value is None or value == "unlimited"):
                 value = None
             else:
