@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     _add_frontend_options(p)
     _replicated().add_options(p)
+    _onnx_replicated().add_options(p)
 
     e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
                        "(reference result format: fpgas/cpus node lists) on a workload.")
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(e)
     _add_frontend_options(e)
     _replicated().add_options(e)
+    _onnx_replicated().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors, and write its costed graph in the "
@@ -206,9 +208,17 @@ def _replicated():
     return replicated
 
 
+def _onnx_replicated():
+    from . import onnx_replicated  # replicated stages of ONNX models (placement/onnx_replicated.py)
+
+    return onnx_replicated
+
+
 def _cmd_place(args) -> int:
     if _replicated().handles(args.workload):
         return _replicated().place(args)
+    if _onnx_replicated().handles(args):
+        return _onnx_replicated().place(args, _frontend(args))
     from solvers.base import SolveOptions
 
     from .api import place
@@ -252,6 +262,8 @@ def _cmd_evaluate(args) -> int:
 
     if _replicated().handles(args.workload):
         return _replicated().evaluate(args)
+    if _onnx_replicated().handles_plan(args):
+        return _onnx_replicated().evaluate(args, _frontend(args))
     w = load_workload(args.workload, **_frontend(args))
     a = read_split(args.split, w.graph, w.cluster)
     ev = evaluate(w.graph, w.cluster, a)

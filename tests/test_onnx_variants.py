@@ -184,3 +184,84 @@ def test_device_topology_figures_and_file_keys():
     with pytest.raises(InputError, match="server_size"):
         parse_device_table({"g": {"base": "v100", "server_size": 0}})
     assert math.isinf(PRESETS["cpu"].link_bandwidth) and PRESETS["cpu"].server_size is None
+
+
+# ---------------------------------------------------------------- the command line
+@pytest.fixture(scope="module")
+def gpt2_path(tmp_path_factory):
+    from graphs.transformer import gpt
+
+    path = tmp_path_factory.mktemp("cli") / "gpt.onnx"
+    onnx.save(gpt(2, hidden=64, heads=4, seq_len=16, vocab=100, weights="random"), str(path))
+    return str(path)
+
+
+def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
+    import json
+
+    from graphs.devices import parse_devices
+    from placement.cli import main
+    from solvers.dp_replicated import solve_problem
+
+    out = tmp_path / "r.json"
+    args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4"]
+    assert main(args + ["--out", str(out), "--schedule", "gpipe", "--microbatches", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "s per sample (optimal)" in text and "schedule gpipe, 8 micro-batches, layer granularity" in text
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "placement-replicated" and doc["schedule"] == "gpipe"
+    assert doc["granularity"] == "layer" and doc["batch_size"] == 4
+    names = [n for s in doc["stages"] for n in s["nodes"]]
+    assert sorted(names) == sorted(["embeddings", "layer0", "layer1", "final_norm", "lm_head"])
+    ops = [o for s in doc["stages"] for o in s["operators"]]
+    assert "layer0/attn/q_proj" in ops and "layer0/attn/q_proj_grad" in ops
+    for s in doc["stages"]:
+        assert s["in_flight"] == 8 // s["dataParallelDegree"]  # GPipe: the replica's whole share
+    # the same as the library's optimum
+    ds = parse_devices("a100:4,v100:4")
+    og, w = prepare_onnx(gpt2_path, ds, training=True, batch_size=4)
+    p, _ = onnx_parallel_problem(og, w.graph, ds, microbatches=8, schedule="gpipe", granularity="layer")
+    assert doc["objective"] == pytest.approx(solve_problem(p).objective, rel=1e-12)
+    # evaluate re-scores the plan with its own settings
+    assert main(["evaluate", gpt2_path, str(out), "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["objective"] == pytest.approx(doc["objective"], rel=1e-12) and ev["valid"]
+    # a broken plan: an invalid degree (exit 1, the problem named), an unknown node (one error line)
+    doc["stages"][0]["dataParallelDegree"] = 3
+    out.write_text(json.dumps(doc))
+    assert main(["evaluate", gpt2_path, str(out)]) == 1
+    assert "does not divide 8 micro-batches" in capsys.readouterr().out
+    doc["stages"][0]["nodes"][0] = "layer9"
+    out.write_text(json.dumps(doc))
+    assert main(["evaluate", gpt2_path, str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "unknown node 'layer9'" in err and err.count("\n") == 1
+
+
+def test_cli_max_replicas_1_is_todays_placement(gpt2_path, capsys):
+    import json
+
+    from placement.cli import main
+    from solvers.dp import solve as dp_solve
+
+    assert main(["place", gpt2_path, "--training", "--devices", "a100:2,cpu:1", "--max-replicas", "1",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "devices" in doc and "stages" not in doc  # today's result format
+    w = prepare_onnx(gpt2_path, "a100:2,cpu:1", training=True)[1]
+    assert doc["max_load"] == pytest.approx(dp_solve(w.graph, w.cluster).objective, rel=1e-9)
+    # and an inference graph stays today's unless replication is asked for
+    assert main(["place", gpt2_path, "--devices", "a100:2", "--json"]) == 0
+    assert "devices" in json.loads(capsys.readouterr().out)
+    assert main(["place", gpt2_path, "--devices", "a100:2", "--max-replicas", "2", "--json"]) == 0
+    assert "stages" in json.loads(capsys.readouterr().out)
+
+
+def test_cli_bad_options(gpt2_path, capsys):
+    from placement.cli import main
+
+    assert main(["place", gpt2_path, "--training", "--max-devices", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "--max-devices" in err and err.count("\n") == 1
+    assert main(["place", gpt2_path, "--training", "--devices", "a100:2", "--device-memory", "1e5"]) == 1
+    assert "error:" in capsys.readouterr().err
