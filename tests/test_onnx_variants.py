@@ -265,3 +265,20 @@ def test_cli_bad_options(gpt2_path, capsys):
     assert err.startswith("error:") and "--max-devices" in err and err.count("\n") == 1
     assert main(["place", gpt2_path, "--training", "--devices", "a100:2", "--device-memory", "1e5"]) == 1
     assert "error:" in capsys.readouterr().err
+
+
+def test_replicated_optimum_is_no_worse_than_pipeline_only_or_data_parallel(gpt2_path):
+    from benchmarks.bench_parallel_plans import data_parallel
+    from solvers.dp_replicated import solve_problem
+
+    ds = parse_devices("a100:2,v100:2")
+    og, w = prepare_onnx(gpt2_path, ds, training=True, batch_size=8)
+    full, _ = onnx_parallel_problem(og, w.graph, ds, granularity="layer")
+    pipe, _ = onnx_parallel_problem(og, w.graph, ds, granularity="layer", max_replicas=1,
+                                    tensor_parallel=False)
+    r, q = solve_problem(full), solve_problem(pipe)
+    assert r.evaluation.valid and q.evaluation.valid
+    assert all(s.stage.d == 1 and s.stage.t == 1 for s in q.evaluation.stages)
+    dp = data_parallel(full)
+    assert dp is not None and dp[0].valid and dp[0].stages[0].stage.d == 2
+    assert r.objective <= min(q.objective, dp[0].objective) * (1 + 1e-12)
