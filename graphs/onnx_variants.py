@@ -38,7 +38,8 @@ device kind:
   variants for each ``t`` (operators outside such layers run replicated), so any stage can be tensor-parallel.
 
 ``granularity="layer"`` first merges each layer key's operators (and their backward twins) into one node
-(a much smaller graph for the exact DP); the variants are the sums of their operators'.
+(a much smaller graph for the exact DP); the variants are the sums of their operators'. A node's id is
+its layer key at that granularity, else its operators' names joined by ``+``.
 
 With ``max_replicas = 1``, ``tensor_parallel = False``, ``recompute = False`` and
 ``stash="once"`` (``A`` folded into ``B``: one micro-batch of activations, as today's memory model),
@@ -267,7 +268,12 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
                     if a_rc < a:
                         variants.append(Variant(c, k, t, "activation recomp", time + f_time,
                                                 params=par / batch, a=a_rc, b=b, w=par, sync_out=sync_out))
-    pg = ParallelGraph.build(ids=bg.ids, names=bg.names, num_kinds=K, edges=np.stack([bg.src, bg.dst], 1),
+    ids = []  # a node's layer key (one layer) or its operators' names
+    for m in members:
+        layer = {keys[i] for i in m.tolist()}
+        ids.append(str(layer.pop()) if granularity == "layer" and len(layer) == 1 and None not in layer
+                   else "+".join(ops[i].name for i in m.tolist()))
+    pg = ParallelGraph.build(ids=ids, names=ids, num_kinds=K, edges=np.stack([bg.src, bg.dst], 1),
                              tensors=tensors, variants=variants, source=graph.source, tensor_edges=False)
     problem = ParallelProblem(pg, kinds, N, schedule, max_replicas=max_replicas)
     return problem, cls
