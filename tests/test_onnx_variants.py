@@ -282,3 +282,26 @@ def test_replicated_optimum_is_no_worse_than_pipeline_only_or_data_parallel(gpt2
     dp = data_parallel(full)
     assert dp is not None and dp[0].valid and dp[0].stages[0].stage.d == 2
     assert r.objective <= min(q.objective, dp[0].objective) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("memory", [None, 1.5e4, 1e4])
+def test_pipeline_only_equals_todays_dp_on_a_cnn_with_two_accelerator_kinds(tmp_path, memory):
+    """The same on a CNN (no layer names) over v100 and a100, memory loose, binding and infeasible."""
+    from solvers.base import Status
+    from solvers.dp import solve as dp_solve
+    from solvers.dp_replicated import solve_problem
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), tmp_path / "cnn.onnx")
+    ds = DeviceSet(tuple(dataclasses.replace(PRESETS[k], memory=memory) for k in ("v100", "a100")), (2, 1))
+    og, w = prepare_onnx(path, ds, training=True, batch_size=8)
+    today = dp_solve(w.graph, w.cluster)
+    assert today.status is (Status.INFEASIBLE if memory == 1e4 else Status.OPTIMAL)
+    p, _ = onnx_parallel_problem(og, w.graph, ds, max_replicas=1, tensor_parallel=False, recompute=False,
+                                 stash="once")
+    r = solve_problem(p, time_limit=120)
+    if today.status is Status.OPTIMAL:
+        assert r.status is Status.OPTIMAL
+        assert r.objective * 1e3 * 8 == pytest.approx(today.objective, rel=1e-9)
+    else:
+        assert r.plan is None
