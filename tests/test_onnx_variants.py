@@ -305,3 +305,25 @@ def test_pipeline_only_equals_todays_dp_on_a_cnn_with_two_accelerator_kinds(tmp_
         assert r.objective * 1e3 * 8 == pytest.approx(today.objective, rel=1e-9)
     else:
         assert r.plan is None
+
+
+def test_a_stage_cut_inside_a_block_pays_the_gather(gpt2_path):
+    """At operator granularity a split output that crosses a stage boundary inside its block (q_proj ->
+    its bias) pays a gather (as an all-reduce) as a sync term of the producer's tensor-parallel variants."""
+    ds = parse_devices("a100:4")
+    og, w = prepare_onnx(gpt2_path, ds, training=True, batch_size=2)
+    p, cls = onnx_parallel_problem(og, w.graph, ds)
+    g = p.graph
+    q = int(cls[[op.name for op in og.ops].index("layer0/attn/q_proj")])
+    bias = int(cls[[op.name for op in og.ops].index("layer0/attn/q_proj/bias")])
+    out = [e for e in range(g.num_tensors) if g.tensor_src[e] == q and bias in g.consumers(e)]
+    nbytes = 2 * 16 * 64 * F32  # batch x sequence x width, float32
+    bw = PRESETS["a100"].intra_bandwidth
+    assert len(out) == 1  # the forward output (the gradient to norm1's twin is all-reduced in the block)
+    for t in (2, 4):
+        for v in _variants(p, q, t=t).values():
+            assert set(v.sync_out) == set(out)
+            assert all(x == pytest.approx(4 * (t - 1) / t * nbytes / bw / 2) for x in v.sync_out.values())
+    assert all(not v.sync_out for v in _variants(p, q).values())  # t = 1: nothing split
+    norm = int(cls[[op.name for op in og.ops].index("layer0/norm1")])
+    assert all(not v.sync_out for v in _variants(p, norm, t=2).values())  # replicated: nothing to gather
