@@ -25,6 +25,9 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     unsupported_ops = ["LRN"]  # operator types this kind cannot run
     price_per_hour = 2.5     # what one device costs per hour (optional; placement provision uses it)
     count = 2                # devices of this kind when the file alone names the cluster
+    server_size = 8          # devices per server (replicated / tensor-parallel stages)
+    nvlink_gbs = 300         # bandwidth among the devices of one server, GB/s per device
+    network_gbs = 25         # bandwidth across servers, GB/s per device
 
 Measured figures (written by ``placement calibrate``, see :mod:`graphs.calibrate`); all optional, and
 a kind without them costs exactly as the plain roofline above. They are *achieved* rates, not scaled
@@ -84,6 +87,12 @@ class DeviceSpec:
     matmul_flops: float | None = None  # achieved fp32 FLOP/s of MatMul/Gemm (None: peak())
     # achieved bandwidth by operator size: ((bytes, bytes/s), ...) ascending in bytes; () = bandwidth
     bandwidth_curve: tuple[tuple[float, float], ...] = ()
+    # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
+    # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
+    # across servers (network); ``None``: unknown (the host link is used)
+    server_size: int | None = None
+    intra_bandwidth: float | None = None
+    inter_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -118,6 +127,14 @@ class DeviceSpec:
             raise InputError(f"device {self.name!r}: bandwidth_curve must be [bytes, GB/s] pairs of positive "
                              f"numbers with distinct sizes")
         object.__setattr__(self, "bandwidth_curve", curve)
+        size = self.server_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
+                             f"got {self.server_size!r}")
+        for key in ("intra_bandwidth", "inter_bandwidth"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
 
     def peak(self, half: bool = False) -> float:
         """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""
@@ -169,10 +186,20 @@ class DeviceSpec:
         return self.link_latency + nbytes / self.link_bandwidth
 
 
-def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description):
+def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description, server=(None, None, None)):
+    size, intra_gbs, inter_gbs = server
     return DeviceSpec(name, fp32 * _T, fp16 * _T, bw_gbs * _G, mem_gib * _GIB, link_gbs * _G,
-                      10 * _US, 5 * _US, description=description)
+                      10 * _US, 5 * _US, description=description, server_size=size,
+                      intra_bandwidth=None if intra_gbs is None else intra_gbs * _G,
+                      inter_bandwidth=None if inter_gbs is None else inter_gbs * _G)
 
+
+# Servers (devices per server, intra-server GB/s, inter-server GB/s; per device, one direction):
+# DGX-1V: NVLink 2 (6 links x 25 GB/s), 4 x 100 Gb/s InfiniBand EDR for 8 GPUs;
+# DGX A100: NVLink 3 (12 x 25 GB/s), one 200 Gb/s HDR port per GPU;
+# DGX H100: NVLink 4 (18 x 25 GB/s), one 400 Gb/s NDR port per GPU;
+# PCIe cloud servers (8 x T4 / 8 x L4, 100 Gb/s Ethernet): peers over PCIe, the network shared by 8.
+_DGX1V, _DGXA100, _DGXH100 = (8, 150, 6.25), (8, 300, 25), (8, 450, 50)
 
 # Vendors' published peak figures (dense, no sparsity). Host links: PCIe x16, one direction.
 PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
@@ -180,17 +207,17 @@ PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
                description="one host CPU core, nominal: 3 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA units), "
                            "no native fp16, ~20 GB/s single-core memory bandwidth; host memory unlimited"),
     _gpu("v100", 15.7, 125, 900, 32, 16, "NVIDIA V100 SXM2 32GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, "
-         "900 GB/s HBM2, PCIe 3.0 x16"),
+         "900 GB/s HBM2, PCIe 3.0 x16", _DGX1V),
     _gpu("a100", 19.5, 312, 1555, 40, 32, "NVIDIA A100 SXM4 40GB: 19.5 TFLOP/s fp32, 312 fp16 tensor, "
-         "1555 GB/s HBM2, PCIe 4.0 x16"),
+         "1555 GB/s HBM2, PCIe 4.0 x16", _DGXA100),
     _gpu("a100-80gb", 19.5, 312, 2039, 80, 32, "NVIDIA A100 SXM4 80GB: 19.5 TFLOP/s fp32, 312 fp16 "
-         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16"),
+         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16", _DGXA100),
     _gpu("h100", 67, 989, 3350, 80, 64, "NVIDIA H100 SXM5 80GB: 67 TFLOP/s fp32, 989 fp16 tensor, "
-         "3.35 TB/s HBM3, PCIe 5.0 x16"),
+         "3.35 TB/s HBM3, PCIe 5.0 x16", _DGXH100),
     _gpu("t4", 8.1, 65, 320, 16, 16, "NVIDIA T4 16GB: 8.1 TFLOP/s fp32, 65 fp16 tensor, 320 GB/s GDDR6, "
-         "PCIe 3.0 x16"),
+         "PCIe 3.0 x16", (8, 16, 1.5625)),
     _gpu("l4", 30.3, 121, 300, 24, 32, "NVIDIA L4 24GB: 30.3 TFLOP/s fp32, 121 fp16 tensor, "
-         "300 GB/s GDDR6, PCIe 4.0 x16"),
+         "300 GB/s GDDR6, PCIe 4.0 x16", (8, 32, 1.5625)),
 )}
 
 
@@ -238,6 +265,8 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
     "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
     "bandwidth_curve": ("bandwidth_curve", None),
+    "server_size": ("server_size", None),
+    "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -330,6 +359,10 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                     raise InputError(f"{where}: bandwidth_curve must be a list of [bytes, GB/s] pairs",
                                      source=source)
                 value = tuple((float(b), float(r) * _G) for b, r in value)
+            elif attr == "server_size":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",
+                                     source=source)
             elif attr == "memory" and (value is None or value == "unlimited"):
                 value = None
             else:

@@ -175,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_frontend_options(p)
     _replicated().add_options(p)
     from .serving_cli import add_place_options
+    _onnx_replicated().add_options(p)
 
     add_place_options(p)
 
@@ -188,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(e)
     _add_frontend_options(e)
     _replicated().add_options(e)
+    _onnx_replicated().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -324,6 +326,12 @@ def _replicated():
     return replicated
 
 
+def _onnx_replicated():
+    from . import onnx_replicated  # replicated stages of ONNX models (placement/onnx_replicated.py)
+
+    return onnx_replicated
+
+
 def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
@@ -355,6 +363,8 @@ def _cmd_place(args) -> int:
         _output_file(args.out, "--out")
     if _replicated().handles(args.workload, args):
         return _replicated().place(args)
+    if _onnx_replicated().handles(args):
+        return _onnx_replicated().place(args, _frontend(args))
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -387,6 +397,8 @@ def _cmd_evaluate(args) -> int:
         _output_file(args.out, "--out")
     if _replicated().handles(args.workload):
         return _replicated().evaluate(args)
+    if _onnx_replicated().handles_plan(args):
+        return _onnx_replicated().evaluate(args, _frontend(args))
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)
