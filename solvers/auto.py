@@ -9,12 +9,17 @@
 3. If no coarse graph fits, the DP runs over the prefixes of several topological orders: **heuristic**.
 4. Every non-exact placement is refined on the original graph by contiguous single-item moves and, when
    the contiguous IP is available and time remains, handed to it as a warm start so that it can improve
-   the placement and prove a bound. Status ``feasible``, with the bound and gap when known.
+   the placement and prove a bound. Status ``feasible``, with the bound and gap when known; ``optimal``
+   only when the IP proved the placement within the requested ``options.gap`` (every option, backend
+   and seed included, reaches the IP), with the IP's own bound and gap: the path is then ``exact`` if
+   that gap is closed and ``within-gap`` otherwise. A bound above the evaluated objective (a model
+   disagreeing with the evaluator) is never trusted and never turns into ``optimal``.
 
 Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
 in bytes (default :data:`DEFAULT_MEMORY_LIMIT`); each DP attempt gets at most 70% of the time left, so a
 wrong estimate still leaves time for the next level. ``options.raw["seconds_per_pair"]`` overrides the
-DP's time-per-pair calibration. The label is in ``stats["path"]``.
+DP's time-per-pair calibration. The label is in ``stats["path"]``: ``exact``, ``within-gap``,
+``exact-on-coarsened`` or ``heuristic``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
 from .refine import refine
 
 __all__ = ["solve", "DEFAULT_TIME_LIMIT", "DEFAULT_MEMORY_LIMIT"]
@@ -171,6 +176,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
              "label": label, "skipped": tried, "items": base.items.num_classes}
     if exact:
+        mismatch = dp.model_mismatch(graph, cluster, a, value)
+        if mismatch:
+            return dp.mismatch_solution("auto", graph, cluster, a, mismatch, dp.lower_bound(base),
+                                        time.perf_counter() - t0, {**stats, "path": "heuristic"})
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
                         time=time.perf_counter() - t0, stats=stats,
                         message="exact: the DP covered every contiguous placement")
@@ -185,20 +194,33 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     left = deadline - time.perf_counter()
     if "ip" in SOLVERS and left > 5 and not interrupted:
-        ip = get_solver("ip")(graph, cluster, SolveOptions(
-            time_limit=left * 0.9, gap=options.gap, threads=options.threads, warm_start=a, raw=options.raw))
+        # every option the user gave (backend, seed, threads, gap, raw...) reaches the IP
+        ip = get_solver("ip")(graph, cluster, replace(options, time_limit=left * 0.9, warm_start=a))
         if ip.assignment is not None and ip.objective < value:
             a, value = ip.assignment, ip.objective
             message += "; improved by the contiguous IP"
-        if ip.bound is not None and math.isfinite(ip.bound):
-            bound = max(bound, ip.bound)
-        stats["ip_status"] = ip.status.value
-        if ip.status is Status.OPTIMAL:
-            return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
-                            time=time.perf_counter() - t0, message=message + "; proven optimal by the IP",
-                            stats={**stats, "path": "exact"})
+        stats.update(ip_status=ip.status.value, ip_bound=ip.bound, ip_gap=ip.gap)
+        # the IP's bound is on the contiguous optimum: judge it against the placement returned here
+        checked = check_bound(ip.bound, value, fallback=bound)
+        consistent = checked.consistent and "bound_mismatch" not in ip.stats
+        if not consistent:
+            stats["bound_mismatch"] = ip.stats.get("bound_mismatch", ip.bound)
+            message += "; the IP's bound disagrees with the evaluator and is not used"
+        else:
+            bound = checked.bound
+        gap = (value - bound) / value if value > 0 else 0.0
+        if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_ROUND_OFF:
+            # "optimal" as the IP means it: within the requested gap, which is reported; "exact" only
+            # when that gap is closed
+            closed = gap <= BOUND_ROUND_OFF
+            message += ("; proven optimal by the IP" if closed else
+                        f"; proven by the IP within {100 * gap:.3g}% of the optimum (gap {options.gap:g} "
+                        f"requested)")
+            return Solution(a, value, Status.OPTIMAL, "auto", bound=bound, gap=max(0.0, gap),
+                            time=time.perf_counter() - t0, message=message,
+                            stats={**stats, "path": "exact" if closed else "within-gap"})
     if interrupted:
         message += "; interrupted"
-    gap = (value - bound) / value if value > 0 else 0.0
+    gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
     return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
                     time=time.perf_counter() - t0, message=message, stats=stats)

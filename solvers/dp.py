@@ -34,14 +34,15 @@ from numba import get_num_threads, get_thread_id, njit, prange, set_num_threads
 
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
+from graphs.evaluate import evaluate
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimate", "Estimate",
-           "DEFAULT_MAX_IDEALS"]
+           "DEFAULT_MAX_IDEALS", "model_mismatch", "mismatch_solution"]
 
 DEFAULT_MAX_IDEALS = 3_000_000
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
@@ -549,7 +550,34 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                         message="no contiguous placement fits the devices' memory "
                                 "(every node fits somewhere, but not all together)")
     a = stages_to_assignment(prob, cluster, run.stages)
+    mismatch = model_mismatch(graph, cluster, a, run.value)
+    if mismatch:
+        return mismatch_solution("dp", graph, cluster, a, mismatch, lower_bound(prob), elapsed, stats)
     return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats)
+
+
+def model_mismatch(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, value: float) -> str:
+    """Why the evaluator disagrees with the DP's ``value`` of ``assignment`` ('' when it agrees). The DP
+    models the evaluator exactly; a disagreement is a bug, and must never be reported as optimal."""
+    ev = evaluate(graph, cluster, assignment)
+    if not ev.valid:
+        return "the DP's placement is invalid: " + "; ".join(ev.problems[:3])
+    if abs(ev.max_load - value) > BOUND_ROUND_OFF * max(abs(value), 1e-12):
+        return f"the DP's value {value:.9g} disagrees with the evaluator's {ev.max_load:.9g}"
+    return ""
+
+
+def mismatch_solution(solver: str, graph: OpGraph, cluster: Cluster, assignment: np.ndarray, reason: str,
+                      bound: float, elapsed: float, stats: dict) -> Solution:
+    """What a solver returns when its exact model and the evaluator disagree: the evaluator's value
+    of the placement, the model-free ``bound`` and never ``optimal`` (``error`` if it is invalid)."""
+    ev = evaluate(graph, cluster, assignment)
+    stats = {**stats, "model_mismatch": reason}
+    if not ev.valid:
+        return Solution(None, math.inf, Status.ERROR, solver, time=elapsed, message=reason, stats=stats)
+    checked = check_bound(bound, ev.max_load)
+    return Solution(assignment, ev.max_load, Status.FEASIBLE, solver, bound=checked.bound, gap=checked.gap,
+                    time=elapsed, message=reason + "; not claimed optimal", stats=stats)
 
 
 @dataclass(frozen=True)
