@@ -39,7 +39,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
-from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 from .refine import refine
 
 __all__ = ["solve", "DEFAULT_TIME_LIMIT", "DEFAULT_MEMORY_LIMIT"]
@@ -209,10 +209,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         else:
             bound = checked.bound
         gap = (value - bound) / value if value > 0 else 0.0
-        if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_ROUND_OFF:
+        if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_TOLERANCE_REL:
             # "optimal" as the IP means it: within the requested gap, which is reported; "exact" only
             # when that gap is closed
-            closed = gap <= BOUND_ROUND_OFF
+            closed = gap <= BOUND_TOLERANCE_REL
             message += ("; proven optimal by the IP" if closed else
                         f"; proven by the IP within {100 * gap:.3g}% of the optimum (gap {options.gap:g} "
                         f"requested)")

@@ -54,11 +54,10 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status, check_bound
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
 
-_TOL = 1e-9
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -271,7 +270,7 @@ def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: s
     checked = check_bound(res.bound, value, fallback=static_bound)
     bound, gap = checked.bound, checked.gap
     proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
-              and gap <= options.gap + _TOL)
+              and gap <= options.gap + BOUND_TOLERANCE_REL)
     if not checked.consistent:
         # the program's bound is above the evaluator's value of a valid placement: its model and the
         # evaluator disagree, so nothing it proved is trusted

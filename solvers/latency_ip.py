@@ -38,7 +38,7 @@ from graphs.latency import host_kinds, latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status, check_bound
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "greedy_fill", "critical_path"]
 
@@ -585,7 +585,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     checked = check_bound(res.bound, value, fallback=lb)
     bound, gap = checked.bound, checked.gap
     proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
-              and gap <= options.gap + 1e-9)
+              and gap <= options.gap + BOUND_TOLERANCE_REL)
     if not checked.consistent:
         stats["bound_mismatch"] = checked.claimed
         msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated latency {value:.6g} "
