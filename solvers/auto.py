@@ -18,8 +18,9 @@
 Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
 in bytes (default :data:`DEFAULT_MEMORY_LIMIT`); each DP attempt gets at most 70% of the time left, so a
 wrong estimate still leaves time for the next level. ``options.raw["seconds_per_pair"]`` overrides the
-DP's time-per-pair calibration. The label is in ``stats["path"]``: ``exact``, ``within-gap``,
-``exact-on-coarsened`` or ``heuristic``.
+DP's time-per-pair calibration. ``stats["steps"]`` lists ``(step, max-load)`` for every stage the path
+ran (``heuristic``, ``exact`` or ``coarsened``, ``refined``, ``ip``). The label is in
+``stats["path"]``: ``exact``, ``within-gap``, ``exact-on-coarsened`` or ``heuristic``.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     tried = []
     found = None  # (assignment, value, label, exact)
+    steps = []  # (step, max-load after it): what each stage of the path achieved, in order
     interrupted = False
     try:
         for label, g in _levels(graph, cluster, base):
@@ -128,6 +130,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if found is None and chain is not None:
                 a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
                 found = (a0, chain.value, "heuristic", False)
+                steps.append(("heuristic", chain.value))
             ub = chain.value * (1 + 1e-9) if chain else math.inf
             try:
                 lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst,
@@ -147,6 +150,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                             progress=options.progress, threads=options.threads)
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
+                steps.append(("exact" if label == "exact" else "coarsened", run.value))
                 if found is None or run.value <= found[1] or label == "exact":
                     found = (dp.stages_to_assignment(prob, cluster, run.stages), run.value, label,
                              label == "exact")
@@ -171,10 +175,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             return Solution(None, math.inf, Status.FEASIBLE if tried else Status.INFEASIBLE, "auto",
                             time=time.perf_counter() - t0, message="no placement found: " + "; ".join(tried))
         found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
+        steps.append(("heuristic", chain.value))
 
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
-             "label": label, "skipped": tried, "items": base.items.num_classes}
+             "label": label, "skipped": tried, "items": base.items.num_classes, "steps": steps}
     if exact:
         mismatch = dp.model_mismatch(graph, cluster, a, value)
         if mismatch:
@@ -188,6 +193,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     if not interrupted:
         a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
     value = evaluate(graph, cluster, a).max_load
+    if not interrupted:
+        steps.append(("refined", value))
     bound = dp.lower_bound(base)
     message = label
     from .registry import SOLVERS, get_solver
@@ -200,6 +207,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             a, value = ip.assignment, ip.objective
             message += "; improved by the contiguous IP"
         stats.update(ip_status=ip.status.value, ip_bound=ip.bound, ip_gap=ip.gap)
+        if ip.assignment is not None:
+            steps.append(("ip", ip.objective))
         # the IP's bound is on the contiguous optimum: judge it against the placement returned here
         checked = check_bound(ip.bound, value, fallback=bound)
         consistent = checked.consistent and "bound_mismatch" not in ip.stats

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import get_num_threads, get_thread_id, njit, prange, set_num_threads
+from numba import config, get_thread_id, njit, prange, set_num_threads
 
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
@@ -359,6 +359,8 @@ class DPRun:
     complete: bool
     table: np.ndarray  # dp[N, S]
     interrupted: bool = False
+    threads: int = 1  # threads the run was allowed
+    parallel_ideals: int = 0  # ideals solved by the multi-threaded kernel
 
 
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
@@ -369,7 +371,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     S = prob.digits.shape[0]
     comp, unsup, mem, size = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
-    nt = max(1, min(int(threads or get_num_threads()), get_num_threads()))
+    # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
+    nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
     if N < 20_000:
         nt = 1  # a small lattice is done before threads pay for themselves
     dp = np.full((N, S), np.inf)
@@ -386,6 +389,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx,
             float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
     pairs = 0
+    parallel_ideals = 0
     lo, step = 1, 16
     complete = True
     interrupted = False
@@ -396,6 +400,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             if nt > 1 and layer_end[lo] - lo >= 4 * nt:
                 hi = min(hi, int(layer_end[lo]))
                 pairs += _dp_chunk_parallel(lo, hi, *args)
+                parallel_ideals += hi - lo
             else:
                 pairs += _dp_chunk(lo, hi, *args)
             if progress is not None:
@@ -429,7 +434,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             s -= int(prob.strides[t])
             I = J
         stages.reverse()
-    return DPRun(value, stages, pairs, complete, dp, interrupted)
+    return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals)
 
 
 # Kernel cost per pair used, measured on the reference workloads (about 140 ns on the 2-core

@@ -59,7 +59,6 @@ from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bou
 __all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
 
 
-
 # --------------------------------------------------------------------------- shared helpers
 def split_loads(graph: OpGraph, cluster: Cluster, assignment) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward load of every device: each node's compute, and its communication (sent and
