@@ -8,7 +8,7 @@ import numba
 import numpy as np
 import pytest
 
-from graphs.contract import contract
+from graphs.contract import colocation_items, contract
 from graphs.errors import InputError
 from graphs.evaluate import evaluate
 from graphs.ideals import enumerate_ideals
@@ -16,7 +16,7 @@ from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.reference import read_workload
 from solvers.base import SolveOptions, Status
 from solvers.dp import solve
-from tests.instances import brute_force, chain, random_instance
+from tests.instances import brute_force, canonical_assignments, chain, random_instance
 
 
 def _check_against_brute_force(inst):
@@ -225,3 +225,73 @@ def test_a_dp_value_the_evaluator_disagrees_with_is_never_optimal(monkeypatch):
     assert sol.status is Status.FEASIBLE and "disagrees with the evaluator" in sol.message
     assert sol.objective == pytest.approx(honest.objective * 1.01)
     assert sol.bound <= sol.objective and "model_mismatch" in sol.stats
+
+
+# ---------------------------------------------------------------- tie-break among optimal placements
+def _lex_brute_force(inst):
+    """Among valid contiguous placements of minimum max-load (up to round-off): the fewest devices
+    used, then the smallest sum of device loads. ``None`` if there is no placement."""
+    g, cl = inst.graph, inst.cluster
+    cls, C = colocation_items(g)
+    found = []
+    for items_dev in canonical_assignments(C, cl):
+        a = np.asarray(items_dev, dtype=np.int64)[cls]
+        ev = evaluate(g, cl, a)
+        if ev.valid and ev.contiguous:
+            loads = [d.load for d in ev.devices if d.nodes.size]
+            found.append((ev.max_load, len(loads), sum(loads)))
+    if not found:
+        return None
+    best = min(f[0] for f in found)
+    tied = [f for f in found if f[0] <= best * (1 + 1e-9) + 1e-12]
+    fewest = min(f[1] for f in tied)
+    return best, fewest, min(f[2] for f in tied if f[1] == fewest)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tie_break_picks_fewest_stages_then_least_total_load(seed):
+    rng = np.random.default_rng(4000 + seed)
+    checked = ties = 0
+    for i in range(50):
+        inst = random_instance(rng, max_items=5, label=f"tie{seed}-{i}")
+        ref = _lex_brute_force(inst)
+        sol = solve(inst.graph, inst.cluster)
+        if ref is None:
+            assert sol.status is Status.INFEASIBLE, inst.label
+            continue
+        assert sol.status is Status.OPTIMAL and sol.stats["tie_break"] == "done", inst.label
+        ev = evaluate(inst.graph, inst.cluster, sol.assignment)
+        loads = [d.load for d in ev.devices if d.nodes.size]
+        assert ev.valid and ev.contiguous
+        assert ev.max_load == pytest.approx(ref[0], rel=1e-9, abs=1e-12), inst.label
+        assert len(loads) == ref[1], inst.label
+        assert sum(loads) == pytest.approx(ref[2], rel=1e-9, abs=1e-12), inst.label
+        plain = solve(inst.graph, inst.cluster, SolveOptions(raw={"tie_break": False}))
+        assert plain.objective == sol.objective  # the max-load itself never changes
+        pev = evaluate(inst.graph, inst.cluster, plain.assignment)
+        ties += (sum(1 for d in pev.devices if d.nodes.size), sum(d.load for d in pev.devices)) != \
+            (len(loads), sum(loads))
+        checked += 1
+    assert checked >= 30
+    assert ties >= 1  # the instances include optima the first pass would have left untidy
+
+
+def test_the_readme_example_on_two_h100s_and_eight_cores_uses_two_stages(tmp_path):
+    """`placement example m.onnx` placed on h100:2,cpu:8: the optimum is tied by placements that put
+    single operators on CPU cores between the accelerators (six stages before the tie-break); the DP
+    returns the two-stage one, with the same max-load."""
+    import onnx
+
+    from graphs.onnx_workload import onnx_workload
+    from graphs.transformer import bert
+
+    path = tmp_path / "m.onnx"
+    onnx.save(bert(6, hidden=512, heads=8, seq_len=128), path)  # what `placement example` writes
+    w = onnx_workload(path, "h100:2,cpu:8")
+    sol = solve(w.graph, w.cluster)
+    plain = solve(w.graph, w.cluster, SolveOptions(raw={"tie_break": False}))
+    assert sol.status is Status.OPTIMAL and sol.objective == plain.objective
+    used = [d for d in evaluate(w.graph, w.cluster, sol.assignment).devices if d.nodes.size]
+    assert len(used) == 2 and all(d.name.startswith("h100") for d in used)
+    plain_used = [d for d in evaluate(w.graph, w.cluster, plain.assignment).devices if d.nodes.size]
+    assert len(plain_used) > 2  # without the tie-break: the arbitrary optimum the issue reported
