@@ -339,14 +339,16 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
 
 # --------------------------------------------------------------------------- tie-break among optima
 # Many contiguous placements often share the optimal max-load M*. Among them the DP returns one with the
-# fewest stages (devices used) and then the smallest sum of stage loads: a second pass over the same
-# lattice keeps only stages of load <= M* and minimises (stages, sum of loads) lexicographically. Both
-# are additive over stages, so this pass is an exact DP where (max-load, stages, sum) in one pass would
-# not be (a max that a later stage sets makes the earlier tie-break values irrelevant).
-_NO_STAGES = np.iinfo(np.int64).max
+# fewest stages (devices used) and then the smallest sum of stage loads.
+# * Fewest stages costs nothing: the first pass's last row holds the optimum for every vector of
+#   devices per kind, so the smallest device vectors c with dp[V][c] = M* are read off it; every chain
+#   of max-load M* on such a c uses all of its k* devices (fewer would contradict the minimum).
+# * Least sum of loads is a second pass over the same lattice, keeping only stages of load <= M* and
+#   states that can end on such a c, minimising the sum (additive over stages, so an exact DP, where
+#   (max-load, stages, sum) in one pass would not be: a max set by a later stage makes the earlier
+#   tie-break values irrelevant). With k* fixed, the prefix and the rest of the graph must fit k* stages
+#   of load <= M*, which confines the pass to a band of the lattice.
 _TIE_ROUND_OFF = 1e-10  # relative: max-loads this close are equal (prefix-sum round-off)
-
-
 @njit(cache=True)
 def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
     """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary)."""
@@ -382,16 +384,18 @@ def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, s
 
 @njit(cache=True)
 def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, nst, tot, ch_j, ch_t, stamp, queue, in_bi,
-               sbits, ok, comm):
-    """Fill ``nst[I]`` / ``tot[I]`` (fewest stages, then least sum of loads, every stage's load <= ``ub``,
-    the optimal max-load) from finished sub-ideals. ``best`` is the first pass's table: a state whose
-    max-load exceeds ``ub`` cannot be reached here. Returns the pairs used."""
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j, ch_t, stamp, queue,
+               in_bi, sbits, ok, comm):
+    """Fill ``tot[I]``, the least sum of stage loads over chains of ``I`` whose stages all have load
+    <= ``ub`` (the optimal max-load), from finished sub-ideals. Only states that can lie on a chain to a
+    fewest-device end state are filled: the prefix fits (``best``, the first pass's table, is <= ``ub``)
+    and the work left after ``I`` at its cheapest (``rest[I]``) fits the stages that remain
+    (``room[s]``; negative for states no end state covers). Returns the pairs used."""
     T = comp.shape[1]
     S = digits.shape[0]
     reachable = False
     for s in range(S):
-        if best[I, s] <= ub:
+        if best[I, s] <= ub and rest[I] <= room[s]:
             reachable = True
             break
     if not reachable:
@@ -417,10 +421,9 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
             lb = comp[I, t] - comp[J, t]
             st = strides[t]
             for s in range(S):
-                if digits[s, t] == 0 or best[I, s] > ub or nst[J, s - st] == _NO_STAGES:
+                if digits[s, t] == 0 or best[I, s] > ub or rest[I] > room[s]:
                     continue
-                k = nst[J, s - st] + 1
-                if k < nst[I, s] or (k == nst[I, s] and tot[J, s - st] + lb < tot[I, s]):
+                if tot[J, s - st] + lb < tot[I, s]:
                     useful = True
                     break
             if useful:
@@ -436,12 +439,10 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
                 continue
             st = strides[t]
             for s in range(S):
-                if digits[s, t] == 0 or nst[J, s - st] == _NO_STAGES:
+                if digits[s, t] == 0 or best[I, s] > ub or rest[I] > room[s]:
                     continue
-                k = nst[J, s - st] + 1
                 total = tot[J, s - st] + load
-                if k < nst[I, s] or (k == nst[I, s] and total < tot[I, s]):
-                    nst[I, s] = k
+                if total < tot[I, s]:
                     tot[I, s] = total
                     ch_j[I, s] = J
                     ch_t[I, s] = t
@@ -452,7 +453,8 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
 
 @njit(cache=True)
 def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, nst, tot, ch_j, ch_t, stamp, queue, in_bi):
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j, ch_t, stamp, queue,
+               in_bi):
     """:func:`_tie_ideal` for ideals ``lo <= I < hi``, one after another."""
     sbits = np.empty(bits.shape[1], np.uint64)
     ok = np.zeros(comp.shape[1], np.bool_)
@@ -460,15 +462,15 @@ def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn
     used = 0
     for I in range(lo, hi):
         used += _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, nst, tot, ch_j, ch_t,
-                           stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
+                           ch_t, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
     return used
 
 
 @njit(cache=True, parallel=True)
 def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                        cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, nst, tot, ch_j, ch_t, stamp,
-                        queue, in_bi):
+                        cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
+                        ch_t, stamp, queue, in_bi):
     """As :func:`_tie_chunk`, ideals of one size spread over threads (see :func:`_dp_chunk_parallel`)."""
     nt = stamp.shape[0]
     sbits = np.empty((nt, bits.shape[1]), np.uint64)
@@ -478,8 +480,8 @@ def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, d
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _tie_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, nst, tot, ch_j, ch_t,
-                           stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
+                           ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
     return used
 
 
@@ -567,6 +569,45 @@ def _trace(prob: DPProblem, lattice: IdealLattice, ch_j, ch_t, full: int) -> lis
     return stages
 
 
+def _fewest_devices(prob: DPProblem, last_row: np.ndarray, ub: float) -> np.ndarray:
+    """The end states of fewest devices: device vectors ``c`` (state numbers) with ``dp[V][c] <= ub``
+    and the smallest number of devices among those."""
+    fits = np.flatnonzero(last_row <= ub)
+    used = prob.digits[fits].sum(axis=1)
+    return fits[used == used.min()]
+
+
+def _room(prob: DPProblem, lattice: IdealLattice, ends: np.ndarray,
+          ub: float) -> tuple[np.ndarray, np.ndarray]:
+    """For the tie-break pass: ``rest[I]``, the work after ideal ``I`` with every item at its cheapest
+    kind, and ``room[s]``, the most work the stages after a state ``s`` can take at load ``ub``: a chain
+    from ``(I, s)`` to an end state ``c >= s`` adds one stage per device of ``c - s``. States below no
+    end state get -1 (unreachable)."""
+    active = prob.counts > 0
+    cheapest = np.where(active[:, None], prob.item_compute, np.inf).min(axis=0)
+    cheapest = np.where(np.isfinite(cheapest), cheapest, 0.0)  # unsupported everywhere: prepare() refused
+    work = np.zeros(lattice.num_ideals)
+    if lattice.num_ideals > 1:
+        work[1:] = cheapest[lattice.added[1:]]
+        work = _prefix_sum(lattice.parent, work)
+    total = work[-1]
+    rest = total - work
+    k = int(prob.digits[ends[0]].sum())  # every end state has the same number of devices
+    below = (prob.digits[:, None, :] <= prob.digits[ends][None, :, :]).all(axis=2).any(axis=1)
+    # slack for the prefix sums' round-off
+    room = np.where(below, ub * (k - prob.digits.sum(axis=1)) + 1e-9 * (abs(total) + ub), -1.0)
+    return rest, room
+
+
+@njit(cache=True)
+def _prefix_sum(parent, added_value):
+    """``out[i] = out[parent[i]] + added_value[i]`` along the lattice's spanning tree."""
+    out = added_value.copy()
+    for i in range(1, parent.shape[0]):
+        out[i] += out[parent[i]]
+    return out
+
+
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
            progress=None, threads: int | None = None, tie_break: bool = False) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
@@ -607,24 +648,25 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     if complete and math.isfinite(value):
         stages = _trace(prob, lattice, ch_j, ch_t, full)
         if tie_break:
-            nst = np.full((N, S), _NO_STAGES, np.int64)
-            nst[0, :] = 0
+            # one stage's load comes out of different prefix-sum differences depending on the pair, so
+            # two chains of equal max-load can differ in the last bits: ties are up to that round-off
+            tie_ub = value * (1 + _TIE_ROUND_OFF)
+            ends = _fewest_devices(prob, dp[N - 1], tie_ub)
+            rest, room = _room(prob, lattice, ends, tie_ub)
             tot = np.full((N, S), np.inf)
             tot[0, :] = 0.0
             ch_j.fill(-1)
             ch_t.fill(-1)
             stamp.fill(-1)  # the first pass stamped with the same owners
-            # one stage's load comes out of different prefix-sum differences depending on the pair, so
-            # two chains of equal max-load can differ in the last bits: ties are up to that round-off
-            tie_ub = value * (1 + _TIE_ROUND_OFF)
-            targs = (*shared, tie_ub, dp, nst, tot, ch_j, ch_t, stamp, queue, in_bi)
+            targs = (*shared, tie_ub, dp, rest, room, tot, ch_j, ch_t, stamp, queue, in_bi)
             p2, par2, done, stopped = _sweep(
                 N, layer_end, nt, lambda lo, hi: _tie_chunk(lo, hi, *targs),
                 lambda lo, hi: _tie_chunk_parallel(lo, hi, *targs), deadline, None)
             pairs += p2
             parallel_ideals += par2
-            if done and nst[N - 1, full] != _NO_STAGES:
-                stages = _trace(prob, lattice, ch_j, ch_t, full)
+            end = int(ends[np.argmin(tot[N - 1, ends])])
+            if done and math.isfinite(tot[N - 1, end]):
+                stages = _trace(prob, lattice, ch_j, ch_t, end)
                 tie = "done"
             else:
                 tie = "interrupted" if stopped else "time limit"
