@@ -383,9 +383,27 @@ def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, s
 
 
 @njit(cache=True)
+def _out_comm(bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx):
+    """``out[X, t]``: the communication (at kind ``t``) of the nodes inside ideal ``X`` whose output
+    leaves it. A stage ``I \\ J`` sends what leaves ``I`` from outside ``J`` and receives what leaves
+    ``J`` into ``I``, so its communication is at least ``|out[I] - out[J]|``."""
+    N = bits.shape[0]
+    T = cn_cost.shape[1]
+    out = np.zeros((N, T))
+    for X in range(N):
+        for p in range(bd_ptr[X], bd_ptr[X + 1]):
+            u = bd_idx[p]
+            c = cn_class[u]
+            if (bits[X, c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                for t in range(T):
+                    out[X, t] += cn_cost[u, t]
+    return out
+
+
+@njit(cache=True)
 def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j, ch_t, stamp, queue,
-               in_bi, sbits, ok, comm):
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
+               queue, in_bi, sbits, ok, comm):
     """Fill ``tot[I]``, the least sum of stage loads over chains of ``I`` whose stages all have load
     <= ``ub`` (the optimal max-load), from finished sub-ideals. Only states that can lie on a chain to a
     fewest-device end state are filled: the prefix fits (``best``, the first pass's table, is <= ``ub``)
@@ -418,7 +436,9 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
         for t in range(T):
             if not ok[t]:
                 continue
-            lb = comp[I, t] - comp[J, t]
+            lb = comp[I, t] - comp[J, t] + abs(out[I, t] - out[J, t])
+            if lb > ub:
+                continue
             st = strides[t]
             for s in range(S):
                 if digits[s, t] == 0 or best[I, s] > ub or rest[I] > room[s]:
@@ -453,8 +473,8 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
 
 @njit(cache=True)
 def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j, ch_t, stamp, queue,
-               in_bi):
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
+               queue, in_bi):
     """:func:`_tie_ideal` for ideals ``lo <= I < hi``, one after another."""
     sbits = np.empty(bits.shape[1], np.uint64)
     ok = np.zeros(comp.shape[1], np.bool_)
@@ -462,15 +482,15 @@ def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn
     used = 0
     for I in range(lo, hi):
         used += _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
-                           ch_t, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                           ch_j, ch_t, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
     return used
 
 
 @njit(cache=True, parallel=True)
 def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                        cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
-                        ch_t, stamp, queue, in_bi):
+                        cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                        ch_j, ch_t, stamp, queue, in_bi):
     """As :func:`_tie_chunk`, ideals of one size spread over threads (see :func:`_dp_chunk_parallel`)."""
     nt = stamp.shape[0]
     sbits = np.empty((nt, bits.shape[1]), np.uint64)
@@ -480,8 +500,8 @@ def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, d
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _tie_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, tot, ch_j,
-                           ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
     return used
 
 
@@ -658,7 +678,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             ch_j.fill(-1)
             ch_t.fill(-1)
             stamp.fill(-1)  # the first pass stamped with the same owners
-            targs = (*shared, tie_ub, dp, rest, room, tot, ch_j, ch_t, stamp, queue, in_bi)
+            out = _out_comm(lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
+            targs = (*shared, tie_ub, dp, rest, room, out, tot, ch_j, ch_t, stamp, queue, in_bi)
             p2, par2, done, stopped = _sweep(
                 N, layer_end, nt, lambda lo, hi: _tie_chunk(lo, hi, *targs),
                 lambda lo, hi: _tie_chunk_parallel(lo, hi, *targs), deadline, None)
