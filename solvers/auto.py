@@ -146,9 +146,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 continue
             # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
             # the refinement and the IP rather than end with nothing but the first heuristic
+            # the tie-break (fewest devices among optima) only where the answer is final: a coarse
+            # placement on fewer devices would leave the refinement fewer devices to move items to
             run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
                             progress=options.progress, threads=options.threads,
-                            tie_break=bool(options.raw.get("tie_break", True)))
+                            tie_break=label == "exact" and bool(options.raw.get("tie_break", True)))
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 steps.append(("exact" if label == "exact" else "coarsened", run.value))
