@@ -88,7 +88,13 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
     return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
             "status": status, "message": message, "time": time, "schedule": problem.schedule,
             "microbatches": problem.microbatches, "objective": ev.objective, "valid": ev.valid,
-            "problems": list(ev.problems), "stages": stages}
+            "problems": list(ev.problems), "stages": stages,
+            # the cluster the plan is for, so that show can rebuild the problem
+            "max_replicas": problem.max_replicas,
+            "kinds": [{"name": k.name, "count": k.count, "memory": k.memory,
+                       "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
+                       "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
+                       "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]}
 
 
 def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None) -> list[Stage]:
