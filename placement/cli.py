@@ -407,6 +407,10 @@ def _cmd_split(args) -> int:
     from .simulate import read_result
 
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.split_command(args, dims)
     model = _read_model(args.model)
     result = read_result(args.result)
     split = split_model(model, result)
@@ -455,6 +459,10 @@ def _cmd_run(args) -> int:
     if args.samples < 1 or args.threads < 1:
         raise _UsageError("placement run: --samples and --threads must be at least 1")
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.run_command(args, dims)
     model = _read_model(args.model)
     result = read_result(args.result)
     split = split_model(model, result)
