@@ -12,12 +12,11 @@ here (a tensor-parallel stage would need its operators split, which the sub-mode
 uses ``t * d`` devices of its kind).
 
 **Run.** The ``k``-th sample fed (the warm-up samples first) is taken by replica ``k mod d`` of every
-stage; a replica sends each sample on to
-the replica of the next stage that takes it, so every replica sees its share in order and the stages
-keep their pipeline order. Each worker is one process with one onnxruntime session on ``threads``
-threads (as :mod:`placement.pipeline_run`, whose per-worker loop this follows); the parent feeds every
-sample at once, times the stream after a warm-up that reaches every replica, and compares the outputs
-with the whole model's.
+stage; a replica sends each sample on to the replica of the next stage that takes it (samples from
+different upstream replicas may arrive out of order; each is independent). Each worker is one process
+with one onnxruntime session on ``threads`` threads (as :mod:`placement.pipeline_run`, whose per-worker
+loop this follows); the parent feeds every sample at once, times the stream after a warm-up that
+reaches every replica, and compares the outputs with the whole model's.
 
 The library functions print nothing; ``split_command`` and ``run_command`` are the CLI's handlers.
 Problems raise :class:`~graphs.errors.InputError`.
