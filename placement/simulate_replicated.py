@@ -268,7 +268,7 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
                  for i in range(S))
     makespan = float(max(finish, default=0.0))
     bottleneck = max(s.busy_per_sample for s in stages)
-    bubble = 1.0 - bottleneck / period if period > 0 else 0.0
+    bubble = max(0.0, 1.0 - bottleneck / period) if period > 0 else 0.0
     return ReplicatedSimulation(schedule, N, batches, makespan, makespan / total, period, bottleneck, bubble,
                                 ev.objective, tuple(stages), tuple(replicas))
 
