@@ -72,10 +72,10 @@ def _gb(x: float) -> str:
 
 def format_simulation(sim: ReplicatedSimulation) -> str:
     head = ["stage", "kind", "d", "t", "model s/sample", "simulated busy", "model y", "simulated y",
-            "model peak GB", "simulated peak GB"]
+            "weight versions", "model peak GB", "simulated peak GB"]
     rows = [[str(s.stage), s.kind, str(s.d), str(s.t), f"{s.model_time_per_sample:.6g}",
-             f"{s.busy_per_sample:.6g}", str(s.model_in_flight), str(s.peak_in_flight), _gb(s.model_memory),
-             _gb(s.peak_memory)] for s in sim.stages]
+             f"{s.busy_per_sample:.6g}", str(s.model_in_flight), str(s.peak_in_flight),
+             str(s.weight_versions), _gb(s.model_memory), _gb(s.peak_memory)] for s in sim.stages]
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
     lines = [f"replicated pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}, "
              f"{sim.microbatches} micro-batches per batch, {sim.batches} batches simulated"]

@@ -53,7 +53,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.parallel import SCHEDULES, ParallelProblem, Stage, evaluate_plan, in_flight, stage_memory
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelProblem,
+    Stage,
+    evaluate_plan,
+    in_flight,
+    stage_memory,
+    weight_versions,
+)
 
 __all__ = ["ReplicaReport", "StageSimulation", "ReplicatedSimulation", "simulate_plan", "stage_links",
            "default_batches"]
@@ -78,6 +86,7 @@ class StageSimulation:
     t: int
     busy_per_sample: float  # its busiest replica's
     peak_in_flight: int
+    weight_versions: int  # the schedule's versions at the simulated peak in flight
     peak_memory: float
     model_time_per_sample: float  # the evaluator's
     model_in_flight: int
@@ -109,6 +118,7 @@ class ReplicatedSimulation:
                         "busy_per_sample": s.busy_per_sample,
                         "model_time_per_sample": s.model_time_per_sample,
                         "peak_in_flight": s.peak_in_flight, "model_in_flight": s.model_in_flight,
+                        "weight_versions": s.weight_versions,
                         "peak_memory": s.peak_memory, "model_memory": s.model_memory,
                         "capacity": None if math.isinf(s.capacity) else s.capacity} for s in self.stages],
         }
@@ -255,7 +265,9 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
         mine = [x for x in replicas if x.stage == i]
         stages.append(StageSimulation(i, problem.kinds[st.kind].name, st.d, st.t,
                                       max(x.busy_per_sample for x in mine),
-                                      max(x.peak_in_flight for x in mine), max(x.peak_memory for x in mine),
+                                      max(x.peak_in_flight for x in mine),
+                                      weight_versions(schedule, max(x.peak_in_flight for x in mine)),
+                                      max(x.peak_memory for x in mine),
                                       se.time_per_sample, se.in_flight, se.memory, se.capacity))
     # the period: between its all-reduces of two batches each replica runs exactly the tasks of as many
     # batches (a batch's worth of forwards and backwards, shifted by its warm-up), so the spacing of a
