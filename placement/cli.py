@@ -500,9 +500,11 @@ def _add_pipeline_parsers(sub) -> None:
     s.add_argument("result", help="result file written by placement place --out")
     s.add_argument("--workload", default=None, metavar="PATH",
                    help="the workload or ONNX model the result is for (default: the result's 'source')")
-    s.add_argument("--schedule", choices=SCHEDULES, default=None,
-                   help="stream (inference default), gpipe or 1f1b (training default)")
-    s.add_argument("--microbatches", "-m", type=int, default=8, metavar="M", help="micro-batches (default 8)")
+    s.add_argument("--schedule", choices=SCHEDULES + ("pipedream", "2bw"), default=None,
+                   help="stream (inference default), gpipe or 1f1b (training default); a replicated plan: "
+                   "1f1b, gpipe, pipedream or 2bw (default: its own)")
+    s.add_argument("--microbatches", "-m", type=int, default=None, metavar="M",
+                   help="micro-batches (default 8; a replicated plan: its own per batch)")
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
     s.add_argument("--out-dir", default=None, metavar="DIR",
                    help="where to write the pictures (default: beside the result file)")
@@ -590,6 +592,10 @@ def _cmd_split(args) -> int:
     from .simulate import read_result
 
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.split_command(args, dims)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     model = _read_model(args.model)
@@ -646,6 +652,10 @@ def _cmd_run(args) -> int:
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.run_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = read_result(args.result)
@@ -735,11 +745,19 @@ def _cmd_show(args) -> int:
     from graphs.evaluate import evaluate
 
     from .draw import PlotsUnavailable, gantt_chart, graph_dot, render_dot, write_text
+    from .simulate import SCHEDULES as SIM_SCHEDULES
     from .simulate import assignment_from_result, read_result, simulate
 
-    if args.microbatches < 1:
+    if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
+    from . import replicated_show  # a replicated plan (result JSON with stages): placement/replicated_show.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_show.show(args)
     data = read_result(args.result)
+    if args.schedule not in SIM_SCHEDULES + (None,):
+        raise _UsageError(f"placement show: schedule {args.schedule} applies to replicated plans only")
+    args.microbatches = 8 if args.microbatches is None else args.microbatches
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
     if not args.no_draw:
         _output_dir(out_dir, "--out-dir")

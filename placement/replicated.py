@@ -122,7 +122,13 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
     return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
             "status": status, "message": message, "time": time, "schedule": problem.schedule,
             "microbatches": problem.microbatches, "objective": ev.objective, "valid": ev.valid,
-            "problems": list(ev.problems), "stages": stages}
+            "problems": list(ev.problems), "stages": stages,
+            # the cluster the plan is for, so that show can rebuild the problem
+            "max_replicas": problem.max_replicas,
+            "kinds": [{"name": k.name, "count": k.count, "memory": k.memory,
+                       "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
+                       "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
+                       "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]}
 
 
 def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None) -> list[Stage]:
@@ -208,17 +214,22 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
 
 def place(args) -> int:
     """``placement place`` on a Piper workload: the exact replicated DP."""
+    from solvers import pipedream_replicated
     from solvers.dp_replicated import solve_problem
 
-    if args.solver not in (None, "auto", "dp-replicated"):
-        raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated")
+    baselines = {"pipedream-replicated": pipedream_replicated.solve_problem,
+                 "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
+    if args.solver not in (None, "auto", "dp-replicated", *baselines):
+        raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated "
+                         f"(or the baselines {', '.join(baselines)})")
+    solver = args.solver if args.solver in baselines else "dp-replicated"
     problem = load_problem(args)
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
         raise InputError("--split and --memory-limit do not apply to replicated plans")
-    r = solve_problem(problem, time_limit=args.time_limit)
+    r = baselines.get(solver, solve_problem)(problem, time_limit=args.time_limit)
     if r.plan is None:
         raise InfeasibleError(f"{args.workload}: {r.message}")
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver="dp-replicated", time=r.time,
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
                        message=r.message, workload=args.workload)
     devices = sum(s.devices for s in r.evaluation.stages)
     summary = (f"objective {r.objective:.9g} s per sample ({r.status}), {len(r.plan)} stages on {devices} "

@@ -18,6 +18,7 @@ SOLVERS: dict[str, str] = {
     "dp": "solvers.dp:solve",
     "dp-replicated": "solvers.dp_replicated:solve",
     "pipedream": "solvers.pipedream:solve",
+    "pipedream-replicated": "solvers.pipedream_replicated:solve",
     "single": "solvers.single:solve",
     "expert": "solvers.expert:solve",
     "local-search": "solvers.local_search:solve",
