@@ -35,24 +35,20 @@ def add_options(p) -> None:
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
                    help="micro-batches per batch (default: the file's mbsInBatch); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="largest data-parallel degree per stage (1: pipeline only)")
+                   help="largest data-parallel degree per stage (1: pipeline only, today's placement; "
+                        "an ONNX inference model takes the replicated model when D > 1)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K", help="devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
                    help="memory per device (default: maxMemoryPerDevice)")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
                    help="bytes per second per device (default: the file's bandwidth)")
-    g.add_argument("--replicated", action="store_true",
-                   help="ONNX models with --training: solve the replicated model (data-parallel stages, "
-                        "activation recomputation; resync over each kind's host link)")
 
 
 def handles(path: str, args=None) -> bool:
-    """Is ``path`` a Piper-format workload (read only when it is a .json file), or an ONNX model asked
-    for with ``--replicated``?"""
+    """Is ``path`` a Piper-format workload (read only when it is a .json file)? (ONNX models take the
+    replicated model through :mod:`placement.onnx_replicated`.)"""
     from graphs.piper import is_piper
 
-    if args is not None and getattr(args, "replicated", False) and str(path).lower().endswith(".onnx"):
-        return True
     if not str(path).lower().endswith(".json") or not os.path.isfile(path):
         return False
     try:
@@ -64,8 +60,6 @@ def handles(path: str, args=None) -> bool:
 def load_problem(args) -> ParallelProblem:
     from graphs.piper import parse_piper
 
-    if str(args.workload).lower().endswith(".onnx"):
-        return _training_problem(args)
     for name in ("microbatches", "max_replicas", "max_devices"):
         v = getattr(args, name, None)
         if v is not None and v < (0 if name == "max_devices" else 1):
@@ -73,32 +67,6 @@ def load_problem(args) -> ParallelProblem:
     return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
                        memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
                        schedule=args.schedule, max_replicas=args.max_replicas)
-
-
-def _training_problem(args) -> ParallelProblem:
-    """The replicated problem of an ONNX model with ``--training --replicated``."""
-    from graphs.devices import parse_devices
-    from graphs.onnx_workload import DEFAULT_DEVICES
-    from graphs.replicate import from_training
-
-    from .cli import _frontend
-    from .load import load_workload
-
-    for name in ("max_devices", "device_memory", "bandwidth"):
-        if getattr(args, name, None) is not None:
-            raise InputError(f"--{name.replace('_', '-')} only applies to Piper-format workloads; an ONNX "
-                             f"model's devices come from --devices")
-    if not args.training:
-        raise InputError("--replicated needs --training (replicas resynchronise the weights' gradients)",
-                         source=args.workload)
-    w = load_workload(args.workload, **_frontend(args))
-    ds = parse_devices(args.devices or DEFAULT_DEVICES, args.device_files or ())
-    # replicas resync over the host link; host cores through host memory
-    bw = {sp.name: sp.link_bandwidth if math.isfinite(sp.link_bandwidth) else sp.mem_bandwidth
-          for sp in ds.specs}
-    problem, _ = from_training(w.graph, w.cluster, microbatches=args.microbatches or 8, bandwidth=bw,
-                               schedule=args.schedule, max_replicas=args.max_replicas)
-    return problem
 
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,

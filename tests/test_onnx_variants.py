@@ -327,3 +327,48 @@ def test_a_stage_cut_inside_a_block_pays_the_gather(gpt2_path):
     assert all(not v.sync_out for v in _variants(p, q).values())  # t = 1: nothing split
     norm = int(cls[[op.name for op in og.ops].index("layer0/norm1")])
     assert all(not v.sync_out for v in _variants(p, norm, t=2).values())  # replicated: nothing to gather
+
+
+def test_every_operator_pair_of_a_cnn_and_replication_beating_the_pipeline_only_optimum(tmp_path):
+    """At operator granularity every node is a forward operator with its backward twin: vanilla stashes
+    the operator's output, recomputation stashes less for one more forward pass with the same ``B``; with
+    4 A100s and 2 CPU cores replicas beat the pipeline-only optimum (both proven optimal)."""
+    from solvers.base import Status
+    from solvers.dp_replicated import solve_problem
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), tmp_path / "cnn.onnx")
+    ds = parse_devices("a100:4,cpu:2")
+    og, w = prepare_onnx(path, ds, training=True, batch_size=64)
+    p, cls = onnx_parallel_problem(og, w.graph, ds, microbatches=8, granularity="op")
+    g = p.graph
+    assert g.num_nodes == og.num_ops and sorted(cls[:og.num_ops].tolist()) == list(range(g.num_nodes))
+    assert (cls[og.num_ops:] == cls[:og.num_ops]).all()  # each backward twin with its forward operator
+    out = {op.name: op.output_bytes for op in og.ops}
+    for (u, _k, t), vids in g.options.items():
+        vs = {g.variants[v].name: g.variants[v] for v in vids}
+        van = vs["vanilla"]
+        assert t == 1 and van.a == pytest.approx(out[g.names[u]])
+        if "activation recomp" in vs:
+            rec = vs["activation recomp"]
+            assert rec.a < van.a and rec.b == van.b and rec.time > van.time
+    # replicas resync over bytes per second (the model's times are seconds per sample)
+    assert p.kinds[0].bandwidth == PRESETS["a100"].link_bandwidth
+    r = solve_problem(p)
+    assert r.status is Status.OPTIMAL and evaluate_plan(p, r.plan).valid
+    one = solve_problem(p.with_options(max_replicas=1))
+    assert one.status is Status.OPTIMAL and all(s.d == 1 for s in one.plan)
+    assert r.objective < one.objective and any(s.d > 1 for s in r.plan)
+
+
+def test_bad_arguments_are_input_errors(tmp_path):
+    from graphs.errors import InputError
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), tmp_path / "cnn.onnx")
+    ds = parse_devices("a100:2")
+    og, w = prepare_onnx(path, ds, training=True)
+    with pytest.raises(InputError, match="granularity"):
+        onnx_parallel_problem(og, w.graph, ds, granularity="block")
+    with pytest.raises(InputError, match="stash"):
+        onnx_parallel_problem(og, w.graph, ds, stash="never")

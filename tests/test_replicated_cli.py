@@ -85,18 +85,23 @@ def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
 
 
 def test_onnx_training_model_replicated(tmp_path, capsys):
+    """An ONNX training graph takes the replicated model by default (graphs/onnx_variants.py);
+    ``--max-replicas 1`` keeps today's output; an inference graph takes it with ``--max-replicas`` > 1."""
     pytest.importorskip("onnx")
     from tests.onnx_models import save, small_cnn
 
     path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
-    args = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training", "--replicated",
-            "--microbatches", "8", "--json"]
+    args = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training",
+            "--microbatches", "8", "--granularity", "op", "--json"]
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "optimal" and data["microbatches"] == 8
     nodes = {n for s in data["stages"] for n in s["nodes"]}
     assert nodes == {"conv", "relu", "pool", "flatten", "fc", "softmax"}
-    assert main(args[:-1] + ["--max-replicas", "1"]) == 0
-    assert "optimal" in capsys.readouterr().out
+    assert main(args + ["--max-replicas", "1"]) == 0
+    assert "stages" not in json.loads(capsys.readouterr().out)
+    assert main(["place", path, "--devices", "a100:2", "--max-replicas", "2", "--json"]) == 0
+    assert "stages" in json.loads(capsys.readouterr().out)
+    # the old switch is gone: --max-replicas says it
     assert main(["place", path, "--replicated", "--devices", "a100:2"]) == 2
-    assert "needs --training" in capsys.readouterr().err
+    assert "--replicated" in capsys.readouterr().err
