@@ -12,7 +12,8 @@ another ``--solver``) keeps today's pipeline-only placement and its output uncha
 the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
 ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight micro-batches), plus each stage's
 ``operators`` (forward and backward) and the ``granularity`` and front-end settings, so that
-``evaluate`` rebuilds the same problem. Times are seconds per sample.
+``evaluate`` rebuilds the same problem. The JSON's times are seconds per sample (``time_unit``); the
+printed table and summary show milliseconds per sample, as the pipeline-only table does.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP."""
     from solvers.dp_replicated import solve_problem
 
-    from .replicated import _emit, result_dict
+    from .replicated import _emit, fmt_time, result_dict
 
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_problem(problem, time_limit=args.time_limit)
@@ -127,10 +128,11 @@ def place(args, frontend: dict) -> int:
                        message=r.message, workload=args.workload)
     data = _with_operators(data, problem, graph_cls, settings)
     devices = sum(s.devices for s in r.evaluation.stages)
-    summary = (f"objective {r.objective:.9g} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
+    obj = fmt_time(r.objective, "ms", 9)
+    summary = (f"objective {obj} ms per sample ({r.status}), {len(r.plan)} stages on {devices} "
                f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
                f"{settings['granularity']} granularity, solved in {r.time:.3g} s")
-    _emit(args, data, problem, r.evaluation, summary)
+    _emit(args, data, problem, r.evaluation, summary, "ms")
     return 0
 
 
@@ -138,7 +140,7 @@ def evaluate(args, frontend: dict) -> int:
     """``placement evaluate model.onnx plan.json`` of a replicated plan: the plan's own settings
     (devices, granularity, schedule, micro-batches) rebuild the problem unless the command line
     overrides them."""
-    from .replicated import _emit, plan_from_dict, result_dict
+    from .replicated import _emit, fmt_time, plan_from_dict, result_dict
 
     data = read_json(args.split)
     problem, graph_cls, settings = load_problem(args, frontend, saved=data)
@@ -147,8 +149,9 @@ def evaluate(args, frontend: dict) -> int:
     out = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                       message=f"plan from {args.split}", workload=args.workload)
     out = _with_operators(out, problem, graph_cls, settings)
-    summary = f"objective {ev.objective:.9g} s per sample" + ("" if ev.valid else " (INVALID)")
+    obj = fmt_time(ev.objective, "ms", 9)
+    summary = f"objective {obj} ms per sample" + ("" if ev.valid else " (INVALID)")
     if ev.problems:
         summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
-    _emit(args, out, problem, ev, summary)
+    _emit(args, out, problem, ev, summary, "ms")
     return 0 if ev.valid else 1

@@ -24,6 +24,7 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["add_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict", "format_plan",
+           "fmt_time", "TIME_UNITS",
            "load_problem"]
 
 
@@ -89,7 +90,8 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
         })
     return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
             "status": status, "message": message, "time": time, "schedule": problem.schedule,
-            "microbatches": problem.microbatches, "objective": ev.objective, "valid": ev.valid,
+            "microbatches": problem.microbatches, "time_unit": "s", "objective": ev.objective,
+            "valid": ev.valid,
             "problems": list(ev.problems), "stages": stages,
             # the cluster the plan is for, so that show can rebuild the problem
             "max_replicas": problem.max_replicas,
@@ -143,30 +145,41 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
     return plan
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.3f}"
+#: how printed times scale from the model's seconds per sample: a Piper file keeps its own unit (seconds:
+#: its model adds bytes / (bytes/s) to ``timePerSample``), an ONNX model prints milliseconds, as its
+#: pipeline-only table does. The result JSON always holds seconds (its ``time_unit``).
+TIME_UNITS = {"s": 1.0, "ms": 1e3}
 
 
-def format_plan(problem: ParallelProblem, ev: PlanEvaluation) -> str:
-    """A per-stage table: kind, d, t, devices, variants used, memory (GB) and in-flight micro-batches."""
+def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
+    """Seconds ``x`` in ``unit`` (no unit suffix)."""
+    return f"{x * TIME_UNITS[unit]:.{digits}g}"
+
+
+def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -> str:
+    """A per-stage table: kind, d, t, devices, variants used, memory per device (binary units) and
+    in-flight micro-batches, time per sample in ``unit``."""
+    from .report import human_bytes
+
     g = problem.graph
-    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights GB", "stash GB", "peak GB",
-            "y", "time/sample"]
+    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights/device", "stash/device",
+            "peak/device", "y", f"time/sample ({unit})"]
     rows = []
     for i, s in enumerate(ev.stages):
         st = s.stage
         used = Counter(g.variants[v].name for v in st.variants)
         rows.append([str(i), problem.kinds[st.kind].name, str(st.d), str(st.t), str(s.devices),
                      str(len(st.nodes)), ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
-                     _gb(s.weights), _gb(s.stash), _gb(s.memory), str(s.in_flight),
-                     f"{s.time_per_sample:.6g}"])
+                     human_bytes(s.weights), human_bytes(s.stash), human_bytes(s.memory), str(s.in_flight),
+                     fmt_time(s.time_per_sample, unit)])
     widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
 
 
-def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str) -> None:
+def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
+          unit: str = "s") -> None:
     from .export import write_json
 
     if getattr(args, "out", None):
@@ -175,7 +188,7 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return
-    sys.stdout.write(format_plan(problem, ev) + "\n\n" + summary + "\n")
+    sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
     if getattr(args, "out", None):
         sys.stdout.write(f"result written to {args.out}\n")
 
@@ -200,7 +213,8 @@ def place(args) -> int:
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
                        message=r.message, workload=args.workload)
     devices = sum(s.devices for s in r.evaluation.stages)
-    summary = (f"objective {r.objective:.9g} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
+    obj = fmt_time(r.objective, "s", 9)
+    summary = (f"objective {obj} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
                f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
                f"solved in {r.time:.3g} s")
     _emit(args, data, problem, r.evaluation, summary)
@@ -214,7 +228,8 @@ def evaluate(args) -> int:
     ev = evaluate_plan(problem, plan)
     data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                        message=f"plan from {args.split}", workload=args.workload)
-    summary = f"objective {ev.objective:.9g} s per sample" + ("" if ev.valid else " (INVALID)")
+    obj = fmt_time(ev.objective, "s", 9)
+    summary = f"objective {obj} s per sample" + ("" if ev.valid else " (INVALID)")
     if ev.problems:
         summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
     _emit(args, data, problem, ev, summary)

@@ -207,8 +207,13 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4"]
     assert main(args + ["--out", str(out), "--schedule", "gpipe", "--microbatches", "8"]) == 0
     text = capsys.readouterr().out
-    assert "s per sample (optimal)" in text and "schedule gpipe, 8 micro-batches, layer granularity" in text
+    assert "schedule gpipe, 8 micro-batches, layer granularity" in text
     doc = json.loads(out.read_text())
+    # printed in ms (as the pipeline-only table), memory in binary units; the JSON holds seconds
+    assert doc["time_unit"] == "s" and "time/sample (ms)" in text and "peak/device" in text
+    shown = float(text.split("objective ")[1].split(" ms per sample (optimal)")[0])
+    assert shown == pytest.approx(doc["objective"] * 1e3, rel=1e-8)
+    assert "iB " in text.splitlines()[1] and " GB" not in text
     assert doc["format"] == "placement-replicated" and doc["schedule"] == "gpipe"
     assert doc["granularity"] == "layer" and doc["batch_size"] == 4
     names = [n for s in doc["stages"] for n in s["nodes"]]
