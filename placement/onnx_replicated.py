@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from graphs.errors import InfeasibleError, InputError
+from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
@@ -118,12 +118,12 @@ def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP."""
     from solvers.dp_replicated import solve_problem
 
-    from .replicated import _emit, fmt_time, result_dict
+    from .replicated import _emit, fmt_time, no_plan, result_dict
 
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_problem(problem, time_limit=args.time_limit)
     if r.plan is None:
-        raise InfeasibleError(f"{args.workload}: {r.message}")
+        return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver="dp-replicated", time=r.time,
                        message=r.message, workload=args.workload)
     data = _with_operators(data, problem, graph_cls, settings)

@@ -178,6 +178,18 @@ def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -
     return "\n".join(lines)
 
 
+def no_plan(args, r) -> int:
+    """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven) or
+    no plan fits (:class:`InfeasibleError`, which the command line prints the same way)."""
+    from solvers.base import Status
+
+    if r.status is Status.STOPPED:
+        print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
+              f"larger --time-limit may find one", file=sys.stderr)
+        return 1
+    raise InfeasibleError(f"{args.workload}: {r.message}")
+
+
 def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
           unit: str = "s") -> None:
     from .export import write_json
@@ -209,7 +221,7 @@ def place(args) -> int:
         raise InputError("--split and --memory-limit do not apply to replicated plans")
     r = baselines.get(solver, solve_problem)(problem, time_limit=args.time_limit)
     if r.plan is None:
-        raise InfeasibleError(f"{args.workload}: {r.message}")
+        return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
                        message=r.message, workload=args.workload)
     devices = sum(s.devices for s in r.evaluation.stages)

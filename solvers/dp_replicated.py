@@ -972,7 +972,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
     def fallback(why: str) -> ReplicatedResult:
         if best is None:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     f"{why}; no plan found", {})
         return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
                                 time.perf_counter() - t0,
@@ -1087,14 +1087,14 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached")
         limit = int(min(limit, left * 5e6))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
             float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
     npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
     if npairs > limit:
-        return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+        return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                 f"more than {limit:,} candidate stages; the exact DP would not fit the "
                                 f"{'time limit' if limit < max_steps else 'budget'}")
     pair_i = np.empty(npairs, np.int64)
@@ -1117,7 +1117,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     chunk = 4096
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached while computing stage costs")
         stop = min(npairs, start + chunk)
         nxt, cnt, scnt = _all_steps(
@@ -1128,7 +1128,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
-                return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                         f"more than {max_steps:,} stage options; the exact DP would not "
                                         f"fit the budget")
             o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))

@@ -261,7 +261,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
         if r is None:
             msg = "time limit reached"
             if best_plan is None:
-                return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0, msg)
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0, msg)
             return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
                                     time.perf_counter() - t0, msg + "; best plan over the kinds tried so far")
         _, plan = r

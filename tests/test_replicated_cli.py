@@ -105,3 +105,10 @@ def test_onnx_training_model_replicated(tmp_path, capsys):
     # the old switch is gone: --max-replicas says it
     assert main(["place", path, "--replicated", "--devices", "a100:2"]) == 2
     assert "--replicated" in capsys.readouterr().err
+
+
+def test_a_time_limit_before_any_plan_is_one_error_line_exit_1(tiny, capsys):
+    assert main(["place", tiny, "--time-limit", "0"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "tiny.json" in err[0]
+    assert "no plan found" in err[0] and "stopped" in err[0] and "infeasible" not in err[0]
