@@ -120,6 +120,9 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
         for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{where}: {name} must be a positive integer, got {v!r}", source=source)
+        if problem.microbatches % d:
+            raise InputError(f"{where}: dataParallelDegree {d} does not divide the {problem.microbatches} "
+                             f"micro-batches per batch (each replica takes an equal share)", source=source)
         kname = s.get("kind", problem.kinds[0].name)
         if kname not in kinds:
             raise InputError(f"{where}: unknown device kind {kname!r}", source=source)

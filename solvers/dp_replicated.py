@@ -950,6 +950,28 @@ def _node_minmem(problem: ParallelProblem, tvals, dvals):
     return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
 
 
+def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, tvals) -> str:
+    """Why no plan fits when every node fits some device alone (``mm``: per (kind, t) and node, the
+    smallest memory per device at one micro-batch in flight): the least memory all nodes need together
+    against what all devices hold, else the node whose smallest memory is the largest."""
+    g = problem.graph
+    usable = np.where(kt_ok[:, None], mm, np.inf)
+    t_of = np.tile(np.asarray(tvals, float), len(problem.kinds))[:, None]
+    need = float((usable * t_of).min(axis=0).sum())  # a t-way stage holds the node on t devices
+    have = float(sum(k.count * k.capacity for k in problem.kinds))
+    if need > have * (1 + 1e-12):
+        return (f"every node at its smallest variant with one micro-batch in flight needs {need:.4g} bytes "
+                f"in all, the {sum(k.count for k in problem.kinds)} device(s) hold {have:.4g} bytes")
+    smallest = usable.min(axis=0)
+    u = int(np.argmax(smallest))
+    kt = int(np.argmin(usable[:, u]))
+    kind = problem.kinds[kt // len(tvals)]
+    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of a "
+            f"{kind.name}'s {kind.capacity:.4g} bytes), but no split into stages fits: under "
+            f"{problem.schedule} a stage holds several of the {problem.microbatches} micro-batches in "
+            f"flight, and the devices bound the stages and replicas")
+
+
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
                   max_steps: int = 50_000_000, upper_bound: float = math.inf) -> ReplicatedResult:
     """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
@@ -1185,6 +1207,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
             why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
                     f"(largest memory {caps_kt.max(initial=0):.4g})")
+        elif mm.shape[0]:
+            why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
         if math.isfinite(upper_bound):
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,

@@ -65,13 +65,29 @@ def test_bad_plan_is_one_error_line_exit_2(tiny, tmp_path, capsys):
     assert len(err) == 1 and "node 1 has no variant 'fancy'" in err[0]
 
 
-def test_plan_whose_degree_does_not_divide_is_reported_invalid(tiny, tmp_path, capsys):
+def test_plan_whose_degree_does_not_divide_is_one_error_line_exit_2(tiny, tmp_path, capsys):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 3,
                                             "tensorParallelDegree": 1,
                                             "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
-    assert main(["evaluate", tiny, str(plan)]) == 1
-    assert "does not divide" in capsys.readouterr().out
+    assert main(["evaluate", tiny, str(plan)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "plan.json" in err[0]
+    assert "stages[0]: dataParallelDegree 3 does not divide the 4 micro-batches" in err[0]
+    # a plan that is well-formed but does not fit (more replicas than devices) is scored invalid, exit 1
+    plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 4,
+                                            "tensorParallelDegree": 1,
+                                            "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
+    assert main(["evaluate", tiny, str(plan), "--max-devices", "2"]) == 1
+    assert "INVALID" in capsys.readouterr().out
+
+
+def test_zero_devices_is_one_error_line_naming_the_field(tmp_path, capsys):
+    d = _tiny()
+    d["maxDevices"] = 0
+    assert main(["place", _write(tmp_path, d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "maxDevices must be positive" in err[0]
 
 
 def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
@@ -112,3 +128,33 @@ def test_a_time_limit_before_any_plan_is_one_error_line_exit_1(tiny, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "tiny.json" in err[0]
     assert "no plan found" in err[0] and "stopped" in err[0] and "infeasible" not in err[0]
+
+
+def _write(tmp_path, d) -> str:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+def test_infeasible_messages_say_what_does_not_fit(tmp_path, capsys):
+    """Every node fits a device alone: the message gives the least memory all nodes need against what the
+    devices hold, or (when that fits) the largest node and why the split into stages does not."""
+    d = _tiny()
+    for node in d["nodes"]:
+        node["TMPCs"]["1"][0].update(memoryUsageA=6.0, memoryUsageB=4.0)  # 10 bytes at one micro-batch
+    d.update(maxDevices=1, maxMemoryPerDevice=15.0)
+    assert main(["place", _write(tmp_path, d)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:")
+    assert "needs 20 B in all, the 1 device(s) hold 15 B" in err[0]
+    # two devices hold 30 bytes, but the first of two stages keeps 2 micro-batches (16 bytes) under 1F1B,
+    # and one stage needs 20 bytes per replica
+    d.update(maxDevices=2)
+    assert main(["place", _write(tmp_path, d)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every node fits a device alone (the largest, 0, needs 10 B" in err[0]
+    assert "under 1f1b" in err[0]
+    # GPipe keeps all 4 micro-batches of a one-replica stage: one more message of the first kind
+    d.update(maxDevices=1, maxMemoryPerDevice=25.0)
+    assert main(["place", _write(tmp_path, d), "--schedule", "gpipe"]) == 1
+    assert "under gpipe" in capsys.readouterr().err
