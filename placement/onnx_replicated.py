@@ -24,7 +24,8 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
-__all__ = ["add_options", "handles", "handles_plan", "load_problem", "place", "evaluate"]
+__all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
+           "evaluate"]
 
 _DP = (None, "auto", "dp-replicated")
 
@@ -100,6 +101,32 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
                 "batch_size": og.batch_size, "training": bool(w.graph.is_training),
                 "optimizer": w.graph.meta.get("training", {}).get("optimizer")}
     return problem, (w.graph, cls), settings
+
+
+def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
+                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
+    """The problem a replicated result of an ONNX model was solved on, rebuilt from the settings it
+    records (devices, costs, batch size, training, granularity, schedule, micro-batches, replica limit,
+    and each kind's memory, which ``--device-memory`` may have set); ``schedule`` and ``microbatches``
+    override the result's."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    for key in ("devices", "granularity"):
+        if not data.get(key):
+            raise InputError(f"the result does not record its {key!r}; was it written by placement place on "
+                             f"an ONNX model?", source=source)
+    mr = data.get("max_replicas")
+    args = SimpleNamespace(workload=workload, max_devices=None, bandwidth=None, device_memory=None,
+                           microbatches=microbatches or data.get("microbatches"),
+                           max_replicas=mr, granularity=data["granularity"],
+                           schedule=schedule or data.get("schedule") or "1f1b")
+    saved = {k: v for k, v in data.items() if k != "schedule"}
+    problem, _, _ = load_problem(args, {}, saved=saved)
+    memory = {k.get("name"): k.get("memory") for k in data.get("kinds") or () if isinstance(k, dict)}
+    kinds = tuple(dataclasses.replace(k, memory=memory[k.name]) if k.name in memory else k
+                  for k in problem.kinds)
+    return problem.with_options(kinds=kinds)
 
 
 def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: dict) -> dict:

@@ -1,10 +1,13 @@
 """``placement show`` of a replicated plan (a result JSON with ``stages``, written by ``placement place``
-on a Piper-format workload): simulate it under its schedule and micro-batches
+on a Piper-format workload or an ONNX model): simulate it under its schedule and micro-batches
 (:mod:`placement.simulate_replicated`) and print, per stage, the simulated busy time per sample and peak
-memory next to the evaluator's.
+memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model).
 
-    placement show result.json [--workload piper.json] [--schedule 1f1b|gpipe|pipedream|2bw]
+    placement show result.json [--workload piper.json|model.onnx] [--schedule 1f1b|gpipe|pipedream|2bw]
                    [--microbatches N] [--json]
+
+An ONNX model's problem is rebuilt from the settings the result records
+(:func:`placement.onnx_replicated.problem_for_result`).
 """
 
 from __future__ import annotations
@@ -104,17 +107,25 @@ def show(args) -> int:
     """``placement show`` on a replicated result: simulate and compare with the evaluator."""
     data = read_json(args.result)
     path = _workload_path(args, data)
-    problem = problem_for_result(data, path, schedule=args.schedule, microbatches=args.microbatches,
-                                 source=args.result)
+    onnx = str(path).lower().endswith(".onnx")
+    if onnx:
+        from .onnx_replicated import problem_for_result as onnx_problem
+
+        problem = onnx_problem(data, path, schedule=args.schedule, microbatches=args.microbatches,
+                               source=args.result)
+    else:
+        problem = problem_for_result(data, path, schedule=args.schedule, microbatches=args.microbatches,
+                                     source=args.result)
     from .replicated import plan_from_dict
 
     plan = plan_from_dict(problem, data, source=args.result)
     sim = simulate_plan(problem, plan)
     if args.json:
-        json.dump({"result": args.result, "simulation": sim.summary()}, sys.stdout, indent=1)
+        json.dump({"result": args.result, "time_unit": "s", "simulation": sim.summary()}, sys.stdout,
+                  indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_simulation(sim))
+        print(format_simulation(sim, "ms" if onnx else "s"))
     if not args.no_draw and not args.json:
         print("note: no pictures are drawn for replicated plans", file=sys.stderr)
     return 0
