@@ -57,7 +57,8 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
 
     raw = read_json(workload)
     if not is_piper(raw):
-        raise InputError("showing a replicated plan needs its Piper-format workload", source=workload)
+        raise InputError("showing a replicated plan needs its Piper-format workload or ONNX model",
+                         source=workload)
     kinds = data.get("kinds") or [{}]
     if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
         raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
