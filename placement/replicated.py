@@ -23,26 +23,39 @@ from graphs.errors import InfeasibleError, InputError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
-__all__ = ["add_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict", "format_plan",
-           "fmt_time", "TIME_UNITS",
-           "load_problem"]
+__all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
+           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan"]
 
 
 def add_options(p) -> None:
     """The replicated-model options of ``place`` and ``evaluate``."""
-    g = p.add_argument_group("replicated stages (Piper-format workloads)")
+    g = p.add_argument_group("replicated stages (Piper-format workloads; ONNX training models, or ONNX "
+                             "models with --max-replicas above 1)")
     g.add_argument("--schedule", default="1f1b", choices=SCHEDULES,
                    help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b)")
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
-                   help="micro-batches per batch (default: the file's mbsInBatch); d must divide it")
+                   help="micro-batches per batch (default: a Piper file's mbsInBatch; an ONNX model: the "
+                        "smallest power of two >= the devices); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree per stage (1: pipeline only, today's placement; "
                         "an ONNX inference model takes the replicated model when D > 1)")
-    g.add_argument("--max-devices", type=int, default=None, metavar="K", help="devices (default: maxDevices)")
+    g.add_argument("--max-devices", type=int, default=None, metavar="K",
+                   help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
-                   help="memory per device (default: maxMemoryPerDevice)")
+                   help="memory per device (default: a Piper file's maxMemoryPerDevice, an ONNX model's "
+                        "device kinds')")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
-                   help="bytes per second per device (default: the file's bandwidth)")
+                   help="Piper files: bytes per second per device (default: the file's bandwidth)")
+
+
+def refuse_options(args) -> None:
+    """Today's (pipeline-only) placement takes none of the replicated model's device options: one
+    :class:`InputError` naming the option instead of ignoring it."""
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} applies to replicated plans only (Piper-format "
+                             f"workloads, ONNX training models, --max-replicas above 1); set a device "
+                             f"kind's memory in a device file (--device-file) for today's placement")
 
 
 def handles(path: str, args=None) -> bool:

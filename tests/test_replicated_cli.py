@@ -158,3 +158,16 @@ def test_infeasible_messages_say_what_does_not_fit(tmp_path, capsys):
     d.update(maxDevices=1, maxMemoryPerDevice=25.0)
     assert main(["place", _write(tmp_path, d), "--schedule", "gpipe"]) == 1
     assert "under gpipe" in capsys.readouterr().err
+
+
+def test_replicated_device_options_are_refused_by_todays_placement(tmp_path, capsys):
+    """``--device-memory`` (and ``--max-devices``, ``--bandwidth``) on a pipeline-only ONNX placement is
+    one error line, not silently ignored."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    for opt in (["--device-memory", "1e3"], ["--max-devices", "2"], ["--bandwidth", "1e9"]):
+        assert main(["place", path, "--devices", "a100:2", *opt]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to replicated plans only")
