@@ -43,10 +43,20 @@ def _is_onnx(path: str) -> bool:
 
 def handles(args) -> bool:
     """Does ``place`` solve the replicated model: an ONNX training graph (or ``--max-replicas`` > 1),
-    replication not switched off, and the replicated DP as the solver?"""
+    replication not switched off, the replicated DP as the solver and the throughput objective? Another
+    ``--objective`` (latency, split-max) keeps today's placement, which has it; asked for together with
+    ``--max-replicas`` > 1 it is an :class:`InputError`."""
     mr = getattr(args, "max_replicas", None)
-    return (_is_onnx(args.workload) and (bool(args.training) or (mr is not None and mr > 1))
-            and mr != 1 and getattr(args, "solver", None) in _DP)
+    if not (_is_onnx(args.workload) and (bool(args.training) or (mr is not None and mr > 1))
+            and mr != 1 and getattr(args, "solver", None) in _DP):
+        return False
+    objective = getattr(args, "objective", None) or "max-load"
+    if objective != "max-load":
+        if mr is not None and mr > 1:
+            raise InputError(f"--objective {objective}: replicated plans minimise the time per sample "
+                             f"(max-load); without --max-replicas the placement is today's, which has it")
+        return False
+    return True
 
 
 def handles_plan(args) -> bool:

@@ -231,6 +231,9 @@ def place(args) -> int:
     if args.solver not in (None, "auto", "dp-replicated", *baselines):
         raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated "
                          f"(or the baselines {', '.join(baselines)})")
+    if (getattr(args, "objective", None) or "max-load") != "max-load":
+        raise InputError(f"--objective {args.objective}: replicated plans of a Piper-format workload "
+                         f"minimise the time per sample (max-load)")
     solver = args.solver if args.solver in baselines else "dp-replicated"
     problem = load_problem(args)
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:

@@ -171,3 +171,22 @@ def test_replicated_device_options_are_refused_by_todays_placement(tmp_path, cap
         assert main(["place", path, "--devices", "a100:2", *opt]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to replicated plans only")
+
+
+def test_other_objectives_keep_todays_placement_or_are_refused(tiny, tmp_path, capsys):
+    """The replicated model minimises the time per sample: ``--objective split-max`` on an ONNX training
+    model gives today's placement (which has that objective), not a silently throughput-optimal plan;
+    with ``--max-replicas`` above 1, or on a Piper file, it is one error line."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    args = ["place", path, "--training", "--devices", "a100:2", "--objective", "split-max", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "stages" not in doc and "devices" in doc
+    for args in (["place", path, "--devices", "a100:2", "--max-replicas", "2", "--objective", "latency"],
+                 ["place", tiny, "--objective", "split-max"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --objective") and "max-load" in err[0]
