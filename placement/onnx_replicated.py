@@ -7,8 +7,10 @@ plan.json`` re-scores such a plan.
                     [--microbatches N] [--max-replicas D] [--granularity layer|op] [--device-memory BYTES]
 
 The replicated model is the default for a training graph (and for an inference graph given
-``--max-replicas`` above 1) when the solver is ``auto`` or ``dp-replicated``; ``--max-replicas 1`` (or
-another ``--solver``) keeps today's pipeline-only placement and its output unchanged. The result JSON is
+``--max-replicas`` above 1) when the solver is ``auto``, ``dp-replicated`` or one of the replicated
+baselines (``pipedream-replicated``, ``data-parallel``) and the objective is max-load; ``--max-replicas 1``
+(or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
+unchanged. The result JSON is
 the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
 ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight micro-batches), plus each stage's
 ``operators`` (forward and backward) and the ``granularity`` and front-end settings, so that
@@ -27,7 +29,7 @@ from graphs.parallel import ParallelProblem, evaluate_plan
 __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
            "evaluate"]
 
-_DP = (None, "auto", "dp-replicated")
+_DP = (None, "auto", "dp-replicated", "pipedream-replicated", "data-parallel")  # replicated.SOLVERS
 
 
 def add_options(p) -> None:
@@ -43,7 +45,8 @@ def _is_onnx(path: str) -> bool:
 
 def handles(args) -> bool:
     """Does ``place`` solve the replicated model: an ONNX training graph (or ``--max-replicas`` > 1),
-    replication not switched off, the replicated DP as the solver and the throughput objective? Another
+    replication not switched off, a replicated solver (:data:`placement.replicated.SOLVERS`) and the
+    throughput objective? Another
     ``--objective`` (latency, split-max) keeps today's placement, which has it; asked for together with
     ``--max-replicas`` > 1 it is an :class:`InputError`."""
     mr = getattr(args, "max_replicas", None)
@@ -152,16 +155,16 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
 
 
 def place(args, frontend: dict) -> int:
-    """``placement place`` of an ONNX model in the replicated model: the exact replicated DP."""
-    from solvers.dp_replicated import solve_problem
+    """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or a
+    baseline: ``--solver pipedream-replicated`` or ``data-parallel``)."""
+    from .replicated import _emit, fmt_time, no_plan, pick_solver, result_dict
 
-    from .replicated import _emit, fmt_time, no_plan, result_dict
-
+    solver, solve = pick_solver(args)
     problem, graph_cls, settings = load_problem(args, frontend)
-    r = solve_problem(problem, time_limit=args.time_limit)
+    r = solve(problem, time_limit=args.time_limit)
     if r.plan is None:
         return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver="dp-replicated", time=r.time,
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
                        message=r.message, workload=args.workload)
     data = _with_operators(data, problem, graph_cls, settings)
     devices = sum(s.devices for s in r.evaluation.stages)

@@ -24,7 +24,7 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
-           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan"]
+           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "SOLVERS", "pick_solver"]
 
 
 def add_options(p) -> None:
@@ -221,24 +221,35 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         sys.stdout.write(f"result written to {args.out}\n")
 
 
-def place(args) -> int:
-    """``placement place`` on a Piper workload: the exact replicated DP."""
+#: the replicated model's solvers: the exact DP and two baselines (solvers/pipedream_replicated.py)
+SOLVERS = ("dp-replicated", "pipedream-replicated", "data-parallel")
+
+
+def pick_solver(args):
+    """``(name, solve_problem)`` of ``--solver`` among :data:`SOLVERS` (``auto`` or none: the exact DP);
+    :class:`InputError` for another solver or objective, or for options that do not apply."""
     from solvers import pipedream_replicated
     from solvers.dp_replicated import solve_problem
 
-    baselines = {"pipedream-replicated": pipedream_replicated.solve_problem,
-                 "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
-    if args.solver not in (None, "auto", "dp-replicated", *baselines):
-        raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated "
-                         f"(or the baselines {', '.join(baselines)})")
+    table = {"dp-replicated": solve_problem, "pipedream-replicated": pipedream_replicated.solve_problem,
+             "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
+    if args.solver not in (None, "auto", *SOLVERS):
+        raise InputError(f"--solver {args.solver}: replicated plans are solved by dp-replicated (or the "
+                         f"baselines pipedream-replicated, data-parallel)")
     if (getattr(args, "objective", None) or "max-load") != "max-load":
-        raise InputError(f"--objective {args.objective}: replicated plans of a Piper-format workload "
-                         f"minimise the time per sample (max-load)")
-    solver = args.solver if args.solver in baselines else "dp-replicated"
-    problem = load_problem(args)
+        raise InputError(f"--objective {args.objective}: replicated plans minimise the time per sample "
+                         f"(max-load)")
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
         raise InputError("--split and --memory-limit do not apply to replicated plans")
-    r = baselines.get(solver, solve_problem)(problem, time_limit=args.time_limit)
+    name = args.solver if args.solver in table else "dp-replicated"
+    return name, table[name]
+
+
+def place(args) -> int:
+    """``placement place`` on a Piper workload: the exact replicated DP (or a baseline)."""
+    solver, solve = pick_solver(args)
+    problem = load_problem(args)
+    r = solve(problem, time_limit=args.time_limit)
     if r.plan is None:
         return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,

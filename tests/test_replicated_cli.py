@@ -190,3 +190,25 @@ def test_other_objectives_keep_todays_placement_or_are_refused(tiny, tmp_path, c
         assert main(args) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: --objective") and "max-load" in err[0]
+
+
+def test_onnx_replicated_baselines_on_the_cli(tmp_path, capsys):
+    """The replicated model of an ONNX training graph takes the same solvers as a Piper file: the exact
+    DP and the baselines, never better than it, each judged by the evaluator (evaluate re-scores it)."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    base = ["place", path, "--training", "--devices", "a100:4,v100:2", "--batch-size", "16", "--json"]
+    values = {}
+    for solver in ("dp-replicated", "pipedream-replicated", "data-parallel"):
+        out = tmp_path / f"{solver}.json"
+        assert main(base + ["--solver", solver, "-o", str(out)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["format"] == "placement-replicated" and doc["solver"] == solver
+        assert doc["status"] == ("optimal" if solver == "dp-replicated" else "feasible")
+        values[solver] = doc["objective"]
+        assert main(["evaluate", path, str(out), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(doc["objective"], rel=1e-12)
+    assert min(values.values()) == pytest.approx(values["dp-replicated"], rel=1e-12)
+    assert len(json.loads((tmp_path / "data-parallel.json").read_text())["stages"]) == 1
