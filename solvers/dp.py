@@ -27,6 +27,9 @@ Why it is fast where the reference is slow:
 
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
+A small lattice compiles only the per-ideal kernels and runs the tiny ones uncompiled (the comment
+above :func:`_leaf`): the first run after installation pays for compiling
+(``benchmarks/README_footprint.md``).
 """
 
 from __future__ import annotations
@@ -219,7 +222,8 @@ def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
 
 @njit(cache=True)
 def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
-    """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary)."""
+    """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary): only
+    nodes on the boundary of ``I`` or of ``J`` can cross it. Shared by both passes."""
     W = bits.shape[1]
     T = comm.shape[0]
     for w in range(W):
