@@ -26,6 +26,7 @@ SOLVERS: dict[str, str] = {
     "greedy-latency": "solvers.greedy:solve",
     "ip": "solvers.ip:solve",
     "ip-noncontig": "solvers.ip:solve_noncontiguous",
+    "ip-replicated": "solvers.ip_replicated:solve",
 }
 
 
