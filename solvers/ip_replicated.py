@@ -400,6 +400,50 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                             msg + (f"; {note}" if note else ""), stats)
 
 
+def model_columns(problem: ParallelProblem) -> int:
+    """How many columns :func:`build_model` would make (to decide whether to run the MILP at all)."""
+    g = problem.graph
+    n, M, K = g.num_nodes, g.num_tensors, len(problem.kinds)
+    counts = [k.count for k in problem.kinds]
+    total = sum(counts)
+    P = max(1, min(n, total, problem.microbatches))
+    degrees = problem.replica_degrees()
+    O = sum(1 for k in range(K) for t in g.degrees(k) for d in degrees if t * d <= counts[k])
+    nsync = sum(len(v.sync_in) + len(v.sync_out) for v in g.variants)
+    smax = 0 if problem.schedule == "gpipe" else max(1, min(problem.microbatches, total))
+    return 1 + P * (n + O + len(g.variants) + 2 * M + nsync + 1 + smax)
+
+
+def _evaluated(problem: ParallelProblem, plan: list[Stage], like: ReplicatedResult) -> ReplicatedResult:
+    """``plan`` judged by the evaluator (it must be valid), with ``like``'s time and stats."""
+    ev = evaluate_plan(problem, plan)
+    if not ev.valid:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
+        raise AssertionError(f"an invalid plan: {ev.problems}")
+    return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, like.time, like.message,
+                            dict(like.stats or {}))
+
+
+def to_solution(r: ReplicatedResult, cluster, item_of: np.ndarray, solver: str,
+                bound: float | None = None) -> Solution:
+    """The registry's :class:`Solution` of a plan of :func:`graphs.parallel.from_opgraph`'s problem: each
+    stage's items on the next ``t * d`` devices of its kind (the first of them named)."""
+    stats = dict(r.stats or {})
+    if r.plan is None:
+        return Solution(None, math.inf, r.status, solver, time=r.time, message=r.message, stats=stats)
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    nxt = np.zeros(len(cluster.kinds), np.int64)
+    item_dev = np.full(int(item_of.max(initial=-1)) + 1, -1, np.int64)
+    for st in r.plan:
+        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.d * st.t
+    stats["plan"] = r.plan
+    gap = None
+    if bound is not None and math.isfinite(r.objective):
+        gap = max(0.0, (r.objective - bound) / r.objective) if r.objective > 0 else 0.0
+    return Solution(item_dev[item_of], r.objective, r.status, solver, bound=bound, gap=gap, time=r.time,
+                    message=r.message, stats=stats)
+
+
 def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
     """The registry's form: the pipeline-only model of an :class:`~graphs.model.OpGraph` (no parameter
     sizes, so ``d = t = 1``, :func:`graphs.parallel.from_opgraph`) by the MILP, warm-started from
@@ -412,16 +456,4 @@ def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
     problem, item_of = from_opgraph(graph, cluster)
     r = solve_problem(problem, time_limit=options.time_limit, gap=options.gap, threads=options.threads,
                       warm_start=options.raw.get("warm_start", "pipedream-replicated"), raw=options.raw)
-    stats = dict(r.stats or {})
-    if r.plan is None:
-        return Solution(None, math.inf, r.status, "ip-replicated", time=r.time, message=r.message,
-                        stats=stats)
-    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
-    nxt = np.zeros(len(cluster.kinds), np.int64)
-    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
-    for st in r.plan:
-        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
-        nxt[st.kind] += st.d * st.t
-    stats["plan"] = r.plan
-    return Solution(item_dev[item_of], r.objective, r.status, "ip-replicated", bound=stats.get("bound"),
-                    gap=stats.get("gap"), time=r.time, message=r.message, stats=stats)
+    return to_solution(r, cluster, item_of, "ip-replicated", bound=(r.stats or {}).get("bound"))
