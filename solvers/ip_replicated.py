@@ -81,10 +81,31 @@ class _Layout:
     s: np.ndarray  # [P]
     Y: np.ndarray | None  # [P, ymax]
     ymax: int
+    lower_bound: float  # L's lower bound (see _lower_bound)
 
 
 def _mem(problem: ParallelProblem, v, y: int) -> float:
     return v.a * y + v.b + (weight_versions(problem.schedule, y) - 1) * v.w
+
+
+def _lower_bound(problem: ParallelProblem, configs) -> float:
+    """A bound every plan's largest stage time meets (the LP relaxation alone sees none): a stage of
+    ``t * d`` devices takes at least ``t * sum time`` device-seconds per sample, so the largest stage is
+    at least the least total work over all devices; and each node's stage at least its fastest time over
+    the most replicas its (kind, t) allows."""
+    g = problem.graph
+    total = sum(k.count for k in problem.kinds)
+    dmax: dict[tuple[int, int], int] = {}
+    for k, t, d in configs:
+        dmax[(k, t)] = max(dmax.get((k, t), 0), d)
+    work, alone = 0.0, 0.0
+    for u in range(g.num_nodes):
+        opts = [(vi, k, t) for (k, t) in dmax for vi in g.options.get((u, k, t), ())]
+        if not opts or total == 0:
+            return 0.0  # infeasible: the rows say so
+        work += min(g.variants[vi].time * t for vi, _, t in opts)
+        alone = max(alone, min(g.variants[vi].time / dmax[(k, t)] for vi, k, t in opts))
+    return max(work / total, alone) * (1 - 1e-9)
 
 
 def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
@@ -103,7 +124,8 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
     smax = max(1, min(N, total))
 
     m = _milp.MilpModel()
-    L = int(m.add_cols(1, lb=0.0, ub=math.inf, cost=1.0)[0])
+    lb = _lower_bound(problem, configs)
+    L = int(m.add_cols(1, lb=lb, ub=math.inf, cost=1.0)[0])
     z = m.add_cols(n * P, integer=True).reshape(n, P)
     m.tighten(z[:, P - 1], lb=1.0)
     c = m.add_cols(P * O, integer=True).reshape(P, O)
@@ -117,7 +139,7 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
                 sync.append((vi, int(e), side, int(m.add_cols(P)[0])))
     s = m.add_cols(P, lb=0.0, ub=float(N))
     Y = None if gpipe else m.add_cols(P * smax, integer=True).reshape(P, smax)
-    lay = _Layout(P, configs, L, z, c, w, enter, leave, sync, s, Y, smax)
+    lay = _Layout(P, configs, L, z, c, w, enter, leave, sync, s, Y, smax, lb)
 
     def rows(lo, hi, entries):
         """Add rows from a list of per-row [(col, val), ...]."""
@@ -388,7 +410,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if plan is None:
         return ReplicatedResult(None, None, math.inf, Status.FEASIBLE if r.status != _milp.ERROR
                                 else Status.ERROR, elapsed, r.message or "no plan found", stats)
-    cb = check_bound(r.bound, ev.objective)
+    cb = check_bound(r.bound, ev.objective, fallback=lay.lower_bound)
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
             and cb.gap <= gap + BOUND_TOLERANCE_REL):
