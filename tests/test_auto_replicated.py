@@ -96,6 +96,12 @@ def test_coarsened_without_refinement_is_labelled_so():
     assert any("merged nodes" in s for s in r.stats["path"])
     assert evaluate_plan(p, r.plan).valid
     assert r.objective >= dp_solve(p).objective * (1 - 1e-9)
+    refined = solve_problem(p, max_ideals=20, ip_time=2.0)  # the MILP starts from the coarse plan
+    assert refined.stats["path"][-1] == "ip-replicated" and refined.stats["label"] in LABELS
+    assert evaluate_plan(p, refined.plan).valid
+    assert dp_solve(p).objective * (1 - 1e-9) <= refined.objective <= r.objective
+    if refined.status is Status.FEASIBLE:
+        assert refined.stats["bound"] is not None and refined.stats["gap"] is not None
 
 
 def test_registry_form_equals_todays_dp():
