@@ -327,6 +327,9 @@ def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], value
 
 def _decode(problem: ParallelProblem, lay: _Layout, x: np.ndarray) -> list[Stage]:
     g = problem.graph
+    var_of: list[list[int]] = [[] for _ in range(g.num_nodes)]
+    for vi, v in enumerate(g.variants):
+        var_of[v.node].append(vi)
     plan = []
     for p in range(lay.P):
         cv = x[lay.c[p]]
@@ -335,7 +338,7 @@ def _decode(problem: ParallelProblem, lay: _Layout, x: np.ndarray) -> list[Stage
         k, t, d = lay.configs[int(cv.argmax())]
         nodes, vs = [], []
         for u in range(g.num_nodes):
-            vids = [vi for vi in range(len(g.variants)) if g.variants[vi].node == u]
+            vids = var_of[u]
             vals = x[lay.w[vids, p]]
             if vals.max(initial=0.0) > 0.5:
                 nodes.append(u)
