@@ -27,6 +27,9 @@ Why it is fast where the reference is slow:
 
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
+A small lattice compiles only the per-ideal kernels and runs the tiny ones uncompiled (the comment
+above :func:`_leaf`): the first run after installation pays for compiling
+(``benchmarks/README_footprint.md``).
 """
 
 from __future__ import annotations
@@ -218,18 +221,51 @@ def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
 
 
 @njit(cache=True)
+def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
+    """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary): only
+    nodes on the boundary of ``I`` or of ``J`` can cross it. Shared by both passes."""
+    W = bits.shape[1]
+    T = comm.shape[0]
+    for w in range(W):
+        sbits[w] = bits[I, w] & ~bits[J, w]
+    for t in range(T):
+        comm[t] = 0.0
+    for side in range(2):
+        a = bd_ptr[I] if side == 0 else bd_ptr[J]
+        b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
+        for p in range(a, b):
+            u = bd_idx[p]
+            if side == 1 and in_bi[u]:
+                continue
+            c = cn_class[u]
+            inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+            cross = False
+            for w in range(W):
+                if inside:
+                    if cn_succ[u, w] & ~sbits[w]:
+                        cross = True
+                        break
+                else:
+                    if cn_succ[u, w] & sbits[w]:
+                        cross = True
+                        break
+            if cross:
+                for t in range(T):
+                    comm[t] += cn_cost[u, t]
+
+
+@njit(cache=True)
 def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
               bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok, comm):
     """Fill ``dp[I]`` (all sub-ideals of ``I`` are done); the last six arrays are scratch space.
     Returns the number of (J, I) pairs used."""
-    W = bits.shape[1]
     T = comp.shape[1]
     S = digits.shape[0]
     used = 0
     for p in range(bd_ptr[I], bd_ptr[I + 1]):
         in_bi[bd_idx[p]] = True
     head = 0
-    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
     while head < tail:
         J = queue[head]
         head += 1
@@ -253,33 +289,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                 break
         if not useful:
             continue
-        # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
-        for w in range(W):
-            sbits[w] = bits[I, w] & ~bits[J, w]
-        for t in range(T):
-            comm[t] = 0.0
-        for side in range(2):
-            a = bd_ptr[I] if side == 0 else bd_ptr[J]
-            b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
-            for p in range(a, b):
-                u = bd_idx[p]
-                if side == 1 and in_bi[u]:
-                    continue
-                c = cn_class[u]
-                inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
-                cross = False
-                for w in range(W):
-                    if inside:
-                        if cn_succ[u, w] & ~sbits[w]:
-                            cross = True
-                            break
-                    else:
-                        if cn_succ[u, w] & sbits[w]:
-                            cross = True
-                            break
-                if cross:
-                    for t in range(T):
-                        comm[t] += cn_cost[u, t]
+        _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm)
         for t in range(T):
             if not ok[t]:
                 continue
@@ -349,37 +359,6 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
 #   tie-break values irrelevant). With k* fixed, the prefix and the rest of the graph must fit k* stages
 #   of load <= M*, which confines the pass to a band of the lattice.
 _TIE_ROUND_OFF = 1e-10  # relative: max-loads this close are equal (prefix-sum round-off)
-@njit(cache=True)
-def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
-    """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary)."""
-    W = bits.shape[1]
-    T = comm.shape[0]
-    for w in range(W):
-        sbits[w] = bits[I, w] & ~bits[J, w]
-    for t in range(T):
-        comm[t] = 0.0
-    for side in range(2):
-        a = bd_ptr[I] if side == 0 else bd_ptr[J]
-        b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
-        for p in range(a, b):
-            u = bd_idx[p]
-            if side == 1 and in_bi[u]:
-                continue
-            c = cn_class[u]
-            inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
-            cross = False
-            for w in range(W):
-                if inside:
-                    if cn_succ[u, w] & ~sbits[w]:
-                        cross = True
-                        break
-                else:
-                    if cn_succ[u, w] & sbits[w]:
-                        cross = True
-                        break
-            if cross:
-                for t in range(T):
-                    comm[t] += cn_cost[u, t]
 
 
 @njit(cache=True)
@@ -422,7 +401,7 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
     for p in range(bd_ptr[I], bd_ptr[I + 1]):
         in_bi[bd_idx[p]] = True
     head = 0
-    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
     while head < tail:
         J = queue[head]
         head += 1
@@ -512,7 +491,7 @@ def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, 
     total = 0
     for I in sample:
         head = 0
-        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
         while head < tail:
             J = queue[head]
             head += 1
@@ -538,6 +517,37 @@ class DPRun:
     # "done", "fewest devices" (large lattice: no least-sum pass), "off", or why the tie-break pass stopped
     # ("time limit", "interrupted")
     tie_break: str = "off"
+
+
+# Compiling a kernel takes a few tenths of a CPU second, paid on the first run after installation (the
+# machine code is cached on disk for later runs), which on a small problem is most of a cold ``place``.
+# So a small lattice compiles only what it needs (benchmarks/README_footprint.md):
+# * a kernel that calls no other kernel runs as numba's pure-Python original (``py_func``, the very same
+#   code) when its loops are at most _PYTHON_WORK steps: milliseconds, where compiling costs 0.1-0.3 s;
+# * a table of at most _SMALL_LATTICE ideals is filled by calling the per-ideal kernel from Python, which
+#   costs microseconds per ideal, so the chunk kernels (_dp_chunk, _tie_chunk) are compiled only for
+#   larger lattices, and the multi-threaded ones only where threads are used (run_dp).
+_PYTHON_WORK = 30_000
+_SMALL_LATTICE = 2_000
+
+
+def _leaf(kernel, work: int):
+    """``kernel`` (one that calls no other kernel), or its pure-Python original when ``work`` (its loop
+    steps) is small enough to run uncompiled faster than it compiles."""
+    return getattr(kernel, "py_func", kernel) if work <= _PYTHON_WORK else kernel
+
+
+def _ideal_by_ideal(kernel, lo: int, hi: int, args: tuple) -> int:
+    """What ``_dp_chunk`` / ``_tie_chunk`` do, the loop in Python: ``kernel(I, ...)`` (:func:`_dp_ideal` or
+    :func:`_tie_ideal`) for ideals ``lo <= I < hi``; ``args`` ends with the per-thread ``stamp``,
+    ``queue`` and ``in_bi`` rows, of which row 0 is used. Returns the pairs used."""
+    *head, stamp, queue, in_bi = args
+    T, W = args[1].shape[1], args[0].shape[1]  # comp, bits
+    sbits, ok, comm = np.empty(W, np.uint64), np.zeros(T, np.bool_), np.zeros(T)
+    used = 0
+    for I in range(lo, hi):
+        used += kernel(I, *head, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+    return used
 
 
 def _sweep(N: int, layer_end: np.ndarray, nt: int, serial, parallel, deadline: float | None,
@@ -611,7 +621,7 @@ def _room(prob: DPProblem, lattice: IdealLattice, ends: np.ndarray,
     work = np.zeros(lattice.num_ideals)
     if lattice.num_ideals > 1:
         work[1:] = cheapest[lattice.added[1:]]
-        work = _prefix_sum(lattice.parent, work)
+        work = _leaf(_prefix_sum, lattice.num_ideals)(lattice.parent, work)
     total = work[-1]
     rest = total - work
     k = int(prob.digits[ends[0]].sum())  # every end state has the same number of devices
@@ -647,7 +657,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     says which."""
     N = lattice.num_ideals
     S = prob.digits.shape[0]
-    comp, unsup, mem, size = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
+                                                               prob.item_compute, prob.item_memory)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
     nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
@@ -667,7 +678,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
               prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx)
     args = (*shared, float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
     pairs, parallel_ideals, complete, interrupted = _sweep(
-        N, layer_end, nt, lambda lo, hi: _dp_chunk(lo, hi, *args),
+        N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *args)) if N > _SMALL_LATTICE
+        else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, args)),
         lambda lo, hi: _dp_chunk_parallel(lo, hi, *args), deadline, progress)
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
@@ -692,10 +704,12 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             ch_j.fill(-1)
             ch_t.fill(-1)
             stamp.fill(-1)  # the first pass stamped with the same owners
-            out = _out_comm(lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
+            out = _leaf(_out_comm, bd_idx.size * prob.counts.size)(
+                lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
             targs = (*shared, tie_ub, dp, rest, room, out, tot, ch_j, ch_t, stamp, queue, in_bi)
             p2, par2, done, stopped = _sweep(
-                N, layer_end, nt, lambda lo, hi: _tie_chunk(lo, hi, *targs),
+                N, layer_end, nt, (lambda lo, hi: _tie_chunk(lo, hi, *targs)) if N > _SMALL_LATTICE
+                else (lambda lo, hi: _ideal_by_ideal(_tie_ideal, lo, hi, targs)),
                 lambda lo, hi: _tie_chunk_parallel(lo, hi, *targs), deadline, None)
             pairs += p2
             parallel_ideals += par2
@@ -718,16 +732,31 @@ class Estimate:
     """What the exact DP over ``ideals`` would cost, before running it."""
 
     ideals: int
-    pairs: float  # estimated pairs the pruned walk uses
+    pairs: float  # estimated pairs the pruned walk uses (or an upper bound: see estimate())
     seconds: float
     memory_bytes: float
 
 
 def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int = 300,
-             seed: int = 0, seconds_per_pair: float | None = None) -> Estimate:
-    """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals."""
+             seed: int = 0, seconds_per_pair: float | None = None,
+             affordable: float | None = None) -> Estimate:
+    """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals.
+
+    ``affordable``: if even every pair of ideals (the most the walk can use) would take at most this many
+    seconds, that upper bound is returned without sampling (on a small lattice the walk's kernel would
+    take longer to compile than the DP takes to run)."""
     N = lattice.num_ideals
-    comp, unsup, mem, _ = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    spp = seconds_per_pair or SECONDS_PER_PAIR
+    S = prob.digits.shape[0]
+    W = lattice.words
+    avg_boundary = max(1, prob.cn_class.size // 4)
+    # per state: the table, two choice arrays, and the tie-break pass's stage count and sum of loads
+    memory = N * (S * 40 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
+    all_pairs = N * (N - 1) / 2
+    if affordable is not None and all_pairs * spp <= affordable:
+        return Estimate(N, all_pairs, all_pairs * spp, float(memory))
+    comp, unsup, mem, _ = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
+                                                            prob.item_compute, prob.item_memory)
     rng = np.random.default_rng(seed)
     ids = np.arange(N, dtype=np.int64) if N <= sample else np.sort(rng.choice(N, sample, replace=False))
     stamp = np.full(N, -1, np.int64)
@@ -735,12 +764,7 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     used = _walk_count(ids, comp, unsup, mem, prob.counts, prob.caps, lattice.down_ptr, lattice.down_idx,
                        float(ub), stamp, queue)
     pairs = used * N / max(1, ids.size)
-    S = prob.digits.shape[0]
-    W = lattice.words
-    avg_boundary = max(1, prob.cn_class.size // 4)
-    # per state: the table, two choice arrays, and the tie-break pass's stage count and sum of loads
-    memory = N * (S * 40 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
-    return Estimate(N, pairs, pairs * (seconds_per_pair or SECONDS_PER_PAIR), float(memory))
+    return Estimate(N, pairs, pairs * spp, float(memory))
 
 
 def stages_to_assignment(prob: DPProblem, cluster: Cluster, stages) -> np.ndarray:
