@@ -7,8 +7,8 @@ plan.json`` re-scores such a plan.
                     [--microbatches N] [--max-replicas D] [--granularity layer|op] [--device-memory BYTES]
 
 The replicated model is the default for a training graph (and for an inference graph given
-``--max-replicas`` above 1) when the solver is ``auto``, ``dp-replicated`` or one of the replicated
-baselines (``pipedream-replicated``, ``data-parallel``) and the objective is max-load; ``--max-replicas 1``
+``--max-replicas`` above 1) when the solver is ``auto`` or one of the replicated model's
+(:data:`placement.replicated.SOLVERS`) and the objective is max-load; ``--max-replicas 1``
 (or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
 unchanged. The result JSON is
 the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
@@ -29,7 +29,8 @@ from graphs.parallel import ParallelProblem, evaluate_plan
 __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
            "evaluate"]
 
-_DP = (None, "auto", "dp-replicated", "pipedream-replicated", "data-parallel")  # replicated.SOLVERS
+_DP = (None, "auto", "dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated",
+       "data-parallel")  # replicated.SOLVERS
 
 
 def add_options(p) -> None:
@@ -155,8 +156,8 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
 
 
 def place(args, frontend: dict) -> int:
-    """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or a
-    baseline: ``--solver pipedream-replicated`` or ``data-parallel``)."""
+    """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
+    of :data:`placement.replicated.SOLVERS`)."""
     from .replicated import _emit, fmt_time, no_plan, pick_solver, result_dict
 
     solver, solve = pick_solver(args)

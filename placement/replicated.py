@@ -221,21 +221,25 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         sys.stdout.write(f"result written to {args.out}\n")
 
 
-#: the replicated model's solvers: the exact DP and two baselines (solvers/pipedream_replicated.py)
-SOLVERS = ("dp-replicated", "pipedream-replicated", "data-parallel")
+#: the replicated model's solvers: the exact DP (the default), the contiguous MILP (warm-started from
+#: PipeDream's planner), auto-replicated (coarsens when the ideals do not fit) and two baselines
+SOLVERS = ("dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated", "data-parallel")
 
 
 def pick_solver(args):
     """``(name, solve_problem)`` of ``--solver`` among :data:`SOLVERS` (``auto`` or none: the exact DP);
     :class:`InputError` for another solver or objective, or for options that do not apply."""
-    from solvers import pipedream_replicated
+    from solvers import auto_replicated, ip_replicated, pipedream_replicated
     from solvers.dp_replicated import solve_problem
 
-    table = {"dp-replicated": solve_problem, "pipedream-replicated": pipedream_replicated.solve_problem,
+    table = {"dp-replicated": solve_problem,
+             "ip-replicated": lambda p, time_limit=None: ip_replicated.solve_problem(
+                 p, time_limit=time_limit, warm_start="pipedream-replicated"),
+             "auto-replicated": auto_replicated.solve_problem,
+             "pipedream-replicated": pipedream_replicated.solve_problem,
              "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
     if args.solver not in (None, "auto", *SOLVERS):
-        raise InputError(f"--solver {args.solver}: replicated plans are solved by dp-replicated (or the "
-                         f"baselines pipedream-replicated, data-parallel)")
+        raise InputError(f"--solver {args.solver}: replicated plans are solved by {', '.join(SOLVERS)}")
     if (getattr(args, "objective", None) or "max-load") != "max-load":
         raise InputError(f"--objective {args.objective}: replicated plans minimise the time per sample "
                          f"(max-load)")
