@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from graphs.devices import parse_devices
-from graphs.parallel import SCHEDULES, Stage, evaluate_plan, in_flight, stage_memory
+from graphs.parallel import SCHEDULES
 
 MODELS = ("gpt2-xl", "bert-large", "resnet50")
 PER_KIND = (4, 8, 16, 32)
@@ -65,31 +65,14 @@ def _model_path(name: str, tmp: str) -> tuple[str, int | None]:
 
 
 def data_parallel(problem):
-    """The best one-stage plan on all devices of one kind (t = 1): ``(evaluation, kind)`` or ``None``."""
-    from solvers.dp_replicated import knapsack
+    """The best one-stage plan on all devices of one kind (t = 1, the variants that fit by an exact
+    knapsack; :func:`solvers.pipedream_replicated.data_parallel`): ``(evaluation, kind)`` or ``None``."""
+    from solvers.pipedream_replicated import data_parallel as one_stage
 
-    g, N = problem.graph, problem.microbatches
-    best = None
-    for k, kind in enumerate(problem.kinds):
-        d = max((x for x in range(1, min(kind.count, N) + 1) if N % x == 0), default=0)
-        if d == 0 or any((u, k, 1) not in g.options for u in range(g.num_nodes)):
-            continue
-        y = in_flight(problem.schedule, d, d, N)
-        choices = []
-        for u in range(g.num_nodes):
-            vs = g.options[(u, k, 1)]
-            choices.append([(g.variants[v].time, stage_memory(problem.schedule, y, g.variants[v].a,
-                                                               g.variants[v].b, g.variants[v].w)[2])
-                            for v in vs])
-        cost, pick = knapsack(choices, kind.capacity)
-        if not pick:
-            continue
-        variants = tuple(g.options[(u, k, 1)][i] for u, i in enumerate(pick))
-        ev = evaluate_plan(problem, [Stage(tuple(range(g.num_nodes)), k, d, 1, variants)])
-        assert ev.valid, ev.problems
-        if best is None or ev.objective < best[0].objective:
-            best = (ev, kind.name)
-    return best
+    r = one_stage(problem)
+    if r.plan is None:
+        return None
+    return r.evaluation, problem.kinds[r.plan[0].kind].name
 
 
 def _describe(problem, r) -> dict:

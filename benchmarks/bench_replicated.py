@@ -107,60 +107,6 @@ def run_one(data: dict, *, label: str, k=None, mem=None, N=None, bw=None, time_l
     return out
 
 
-def data_parallel(problem) -> float:
-    """Pure data parallelism: the whole graph as one stage on one kind, as many replicas as allowed (the
-    best such plan over kinds and tensor-parallel degrees); ``inf`` when it does not fit."""
-    from solvers.dp_replicated import _one_stage_bound
-
-    return _one_stage_bound(problem) / (1 + 1e-9)
-
-
-def plans(models: list[str], configs: list[str], N: int, time_limit: float | None) -> list[dict]:
-    """Pipeline-only optimum vs replicated optimum vs pure data parallelism on ONNX training graphs, and
-    the replicated optimum's peak memory per device under each schedule."""
-    import onnx
-
-    from graphs.devices import parse_devices
-    from graphs.onnx_workload import onnx_workload
-    from graphs.parallel import SCHEDULES
-    from graphs.replicate import from_training
-    from solvers.dp_replicated import solve_problem
-
-    zoo = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-    rows = []
-    print("| model | devices | pipeline only | replicated (stages, d) | data parallel | "
-          + " | ".join(f"{s} tps / peak GB" for s in SCHEDULES) + " | solve time |")
-    print("|---|---|---|---|---|" + "---|" * len(SCHEDULES) + "---|")
-    for model in models:
-        path = model if os.path.exists(model) else os.path.join(zoo, f"light_{model}.onnx")
-        for devices in configs:
-            w = onnx_workload(path, devices=devices, training=True)
-            ds = parse_devices(devices)
-            bw = {sp.name: sp.link_bandwidth if math.isfinite(sp.link_bandwidth) else sp.mem_bandwidth
-                  for sp in ds.specs}
-            p, _ = from_training(w.graph, w.cluster, microbatches=N, bandwidth=bw)
-            t0 = time.perf_counter()
-            one = solve_problem(p.with_options(max_replicas=1), time_limit=time_limit)
-            rep = solve_problem(p, time_limit=time_limit)
-            per = {}
-            for sched in SCHEDULES:
-                r = rep if sched == "1f1b" else solve_problem(p.with_options(schedule=sched),
-                                                              time_limit=time_limit)
-                peak = max(s.memory for s in r.evaluation.stages) if r.evaluation else math.inf
-                per[sched] = (r.objective, peak, str(r.status))
-            took = time.perf_counter() - t0
-            dp = data_parallel(p)
-            shape = ", ".join(f"{p.kinds[s.kind].name}x{s.d}" for s in rep.plan) if rep.plan else "-"
-            print(f"| {os.path.basename(path)} | {devices} | {_fmt(one.objective, 5)} ({one.status}) | "
-                  f"{_fmt(rep.objective, 5)} ({rep.status}; {len(rep.plan or [])}: {shape}) | "
-                  f"{_fmt(dp, 5)} | "
-                  + " | ".join(f"{_fmt(v[0], 5)} / {v[1] / 1e9:.2f}" for v in per.values())
-                  + f" | {took:.3g} s |", flush=True)
-            rows.append({"model": path, "devices": devices, "pipeline": one.objective,
-                         "replicated": rep.objective, "data_parallel": dp, "schedules": per, "time": took})
-    return rows
-
-
 def _warm() -> None:
     from graphs.piper import parse_piper
     from solvers.dp_replicated import solve_problem
@@ -188,19 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gnmt", action="store_true", help="include gnmt (Piper: 222 s) in the table")
     ap.add_argument("--max-k", type=int, default=2048)
     ap.add_argument("--time-limit", type=float, default=None)
-    ap.add_argument("--plans", action="store_true", help="pipeline-only vs replicated vs data parallel on "
-                    "ONNX training graphs (ResNet-50 from onnx's model zoo), memory per schedule")
     ap.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
-    if args.plans:
-        _warm()
-        rows = plans(["resnet50"], ["a100:4,v100:4", "a100:8,v100:8", "a100:16,v100:16", "a100:32,v100:32"],
-                     64, args.time_limit)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1, default=str)
-        if not (args.table or args.grid):
-            return 0
     if not (args.table or args.grid):
         args.table = args.grid = True
     if not os.path.isdir(PIPER_DIR):

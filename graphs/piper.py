@@ -59,7 +59,8 @@ def parse_piper(data, *, source: str | None = None, devices: int | None = None, 
     for key in _TOP:
         if key not in data:
             raise InputError(f"missing top-level field {key!r}", source=source)
-    k = int(_num(data["maxDevices"] if devices is None else devices, "maxDevices", source, integer=True))
+    k = int(_num(data["maxDevices"] if devices is None else devices, "maxDevices", source, positive=True,
+                 integer=True))
     mem = _num(data["maxMemoryPerDevice"] if memory is None else memory, "maxMemoryPerDevice", source)
     bw = _num(data["bandwidth"] if bandwidth is None else bandwidth, "bandwidth", source, positive=True)
     N = int(_num(data["mbsInBatch"] if microbatches is None else microbatches, "mbsInBatch", source,

@@ -365,6 +365,7 @@ def _cmd_place(args) -> int:
         return _replicated().place(args)
     if _onnx_replicated().handles(args):
         return _onnx_replicated().place(args, _frontend(args))
+    _replicated().refuse_options(args)  # --device-memory etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -399,6 +400,7 @@ def _cmd_evaluate(args) -> int:
         return _replicated().evaluate(args)
     if _onnx_replicated().handles_plan(args):
         return _onnx_replicated().evaluate(args, _frontend(args))
+    _replicated().refuse_options(args)
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)

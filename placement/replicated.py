@@ -23,36 +23,46 @@ from graphs.errors import InfeasibleError, InputError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
-__all__ = ["add_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict", "format_plan",
-           "load_problem"]
+__all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
+           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "SOLVERS", "pick_solver"]
 
 
 def add_options(p) -> None:
     """The replicated-model options of ``place`` and ``evaluate``."""
-    g = p.add_argument_group("replicated stages (Piper-format workloads)")
+    g = p.add_argument_group("replicated stages (Piper-format workloads; ONNX training models, or ONNX "
+                             "models with --max-replicas above 1)")
     g.add_argument("--schedule", default="1f1b", choices=SCHEDULES,
                    help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b)")
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
-                   help="micro-batches per batch (default: the file's mbsInBatch); d must divide it")
+                   help="micro-batches per batch (default: a Piper file's mbsInBatch; an ONNX model: the "
+                        "smallest power of two >= the devices); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="largest data-parallel degree per stage (1: pipeline only)")
-    g.add_argument("--max-devices", type=int, default=None, metavar="K", help="devices (default: maxDevices)")
+                   help="largest data-parallel degree per stage (1: pipeline only, today's placement; "
+                        "an ONNX inference model takes the replicated model when D > 1)")
+    g.add_argument("--max-devices", type=int, default=None, metavar="K",
+                   help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
-                   help="memory per device (default: maxMemoryPerDevice)")
+                   help="memory per device (default: a Piper file's maxMemoryPerDevice, an ONNX model's "
+                        "device kinds')")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
-                   help="bytes per second per device (default: the file's bandwidth)")
-    g.add_argument("--replicated", action="store_true",
-                   help="ONNX models with --training: solve the replicated model (data-parallel stages, "
-                        "activation recomputation; resync over each kind's host link)")
+                   help="Piper files: bytes per second per device (default: the file's bandwidth)")
+
+
+def refuse_options(args) -> None:
+    """Today's (pipeline-only) placement takes none of the replicated model's device options: one
+    :class:`InputError` naming the option instead of ignoring it."""
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} applies to replicated plans only (Piper-format "
+                             f"workloads, ONNX training models, --max-replicas above 1); set a device "
+                             f"kind's memory in a device file (--device-file) for today's placement")
 
 
 def handles(path: str, args=None) -> bool:
-    """Is ``path`` a Piper-format workload (read only when it is a .json file), or an ONNX model asked
-    for with ``--replicated``?"""
+    """Is ``path`` a Piper-format workload (read only when it is a .json file)? (ONNX models take the
+    replicated model through :mod:`placement.onnx_replicated`.)"""
     from graphs.piper import is_piper
 
-    if args is not None and getattr(args, "replicated", False) and str(path).lower().endswith(".onnx"):
-        return True
     if not str(path).lower().endswith(".json") or not os.path.isfile(path):
         return False
     try:
@@ -64,8 +74,6 @@ def handles(path: str, args=None) -> bool:
 def load_problem(args) -> ParallelProblem:
     from graphs.piper import parse_piper
 
-    if str(args.workload).lower().endswith(".onnx"):
-        return _training_problem(args)
     for name in ("microbatches", "max_replicas", "max_devices"):
         v = getattr(args, name, None)
         if v is not None and v < (0 if name == "max_devices" else 1):
@@ -73,32 +81,6 @@ def load_problem(args) -> ParallelProblem:
     return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
                        memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
                        schedule=args.schedule, max_replicas=args.max_replicas)
-
-
-def _training_problem(args) -> ParallelProblem:
-    """The replicated problem of an ONNX model with ``--training --replicated``."""
-    from graphs.devices import parse_devices
-    from graphs.onnx_workload import DEFAULT_DEVICES
-    from graphs.replicate import from_training
-
-    from .cli import _frontend
-    from .load import load_workload
-
-    for name in ("max_devices", "device_memory", "bandwidth"):
-        if getattr(args, name, None) is not None:
-            raise InputError(f"--{name.replace('_', '-')} only applies to Piper-format workloads; an ONNX "
-                             f"model's devices come from --devices")
-    if not args.training:
-        raise InputError("--replicated needs --training (replicas resynchronise the weights' gradients)",
-                         source=args.workload)
-    w = load_workload(args.workload, **_frontend(args))
-    ds = parse_devices(args.devices or DEFAULT_DEVICES, args.device_files or ())
-    # replicas resync over the host link; host cores through host memory
-    bw = {sp.name: sp.link_bandwidth if math.isfinite(sp.link_bandwidth) else sp.mem_bandwidth
-          for sp in ds.specs}
-    problem, _ = from_training(w.graph, w.cluster, microbatches=args.microbatches or 8, bandwidth=bw,
-                               schedule=args.schedule, max_replicas=args.max_replicas)
-    return problem
 
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
@@ -121,7 +103,8 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
         })
     return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
             "status": status, "message": message, "time": time, "schedule": problem.schedule,
-            "microbatches": problem.microbatches, "objective": ev.objective, "valid": ev.valid,
+            "microbatches": problem.microbatches, "time_unit": "s", "objective": ev.objective,
+            "valid": ev.valid,
             "problems": list(ev.problems), "stages": stages,
             # the cluster the plan is for, so that show can rebuild the problem
             "max_replicas": problem.max_replicas,
@@ -150,6 +133,9 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
         for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{where}: {name} must be a positive integer, got {v!r}", source=source)
+        if problem.microbatches % d:
+            raise InputError(f"{where}: dataParallelDegree {d} does not divide the {problem.microbatches} "
+                             f"micro-batches per batch (each replica takes an equal share)", source=source)
         kname = s.get("kind", problem.kinds[0].name)
         if kname not in kinds:
             raise InputError(f"{where}: unknown device kind {kname!r}", source=source)
@@ -175,30 +161,53 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
     return plan
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.3f}"
+#: how printed times scale from the model's seconds per sample: a Piper file keeps its own unit (seconds:
+#: its model adds bytes / (bytes/s) to ``timePerSample``), an ONNX model prints milliseconds, as its
+#: pipeline-only table does. The result JSON always holds seconds (its ``time_unit``).
+TIME_UNITS = {"s": 1.0, "ms": 1e3}
 
 
-def format_plan(problem: ParallelProblem, ev: PlanEvaluation) -> str:
-    """A per-stage table: kind, d, t, devices, variants used, memory (GB) and in-flight micro-batches."""
+def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
+    """Seconds ``x`` in ``unit`` (no unit suffix)."""
+    return f"{x * TIME_UNITS[unit]:.{digits}g}"
+
+
+def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -> str:
+    """A per-stage table: kind, d, t, devices, variants used, memory per device (binary units) and
+    in-flight micro-batches, time per sample in ``unit``."""
+    from .report import human_bytes
+
     g = problem.graph
-    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights GB", "stash GB", "peak GB",
-            "y", "time/sample"]
+    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights/device", "stash/device",
+            "peak/device", "y", f"time/sample ({unit})"]
     rows = []
     for i, s in enumerate(ev.stages):
         st = s.stage
         used = Counter(g.variants[v].name for v in st.variants)
         rows.append([str(i), problem.kinds[st.kind].name, str(st.d), str(st.t), str(s.devices),
                      str(len(st.nodes)), ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
-                     _gb(s.weights), _gb(s.stash), _gb(s.memory), str(s.in_flight),
-                     f"{s.time_per_sample:.6g}"])
+                     human_bytes(s.weights), human_bytes(s.stash), human_bytes(s.memory), str(s.in_flight),
+                     fmt_time(s.time_per_sample, unit)])
     widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
 
 
-def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str) -> None:
+def no_plan(args, r) -> int:
+    """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven) or
+    no plan fits (:class:`InfeasibleError`, which the command line prints the same way)."""
+    from solvers.base import Status
+
+    if r.status is Status.STOPPED:
+        print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
+              f"larger --time-limit may find one", file=sys.stderr)
+        return 1
+    raise InfeasibleError(f"{args.workload}: {r.message}")
+
+
+def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
+          unit: str = "s") -> None:
     from .export import write_json
 
     if getattr(args, "out", None):
@@ -207,32 +216,51 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return
-    sys.stdout.write(format_plan(problem, ev) + "\n\n" + summary + "\n")
+    sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
     if getattr(args, "out", None):
         sys.stdout.write(f"result written to {args.out}\n")
 
 
-def place(args) -> int:
-    """``placement place`` on a Piper workload: the exact replicated DP."""
-    from solvers import pipedream_replicated
+#: the replicated model's solvers: the exact DP (the default), the contiguous MILP (warm-started from
+#: PipeDream's planner), auto-replicated (coarsens when the ideals do not fit) and two baselines
+SOLVERS = ("dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated", "data-parallel")
+
+
+def pick_solver(args):
+    """``(name, solve_problem)`` of ``--solver`` among :data:`SOLVERS` (``auto`` or none: the exact DP);
+    :class:`InputError` for another solver or objective, or for options that do not apply."""
+    from solvers import auto_replicated, ip_replicated, pipedream_replicated
     from solvers.dp_replicated import solve_problem
 
-    baselines = {"pipedream-replicated": pipedream_replicated.solve_problem,
-                 "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
-    if args.solver not in (None, "auto", "dp-replicated", *baselines):
-        raise InputError(f"--solver {args.solver}: Piper-format workloads are solved by dp-replicated "
-                         f"(or the baselines {', '.join(baselines)})")
-    solver = args.solver if args.solver in baselines else "dp-replicated"
-    problem = load_problem(args)
+    table = {"dp-replicated": solve_problem,
+             "ip-replicated": lambda p, time_limit=None: ip_replicated.solve_problem(
+                 p, time_limit=time_limit, warm_start="pipedream-replicated"),
+             "auto-replicated": auto_replicated.solve_problem,
+             "pipedream-replicated": pipedream_replicated.solve_problem,
+             "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
+    if args.solver not in (None, "auto", *SOLVERS):
+        raise InputError(f"--solver {args.solver}: replicated plans are solved by {', '.join(SOLVERS)}")
+    if (getattr(args, "objective", None) or "max-load") != "max-load":
+        raise InputError(f"--objective {args.objective}: replicated plans minimise the time per sample "
+                         f"(max-load)")
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
         raise InputError("--split and --memory-limit do not apply to replicated plans")
-    r = baselines.get(solver, solve_problem)(problem, time_limit=args.time_limit)
+    name = args.solver if args.solver in table else "dp-replicated"
+    return name, table[name]
+
+
+def place(args) -> int:
+    """``placement place`` on a Piper workload: the exact replicated DP (or a baseline)."""
+    solver, solve = pick_solver(args)
+    problem = load_problem(args)
+    r = solve(problem, time_limit=args.time_limit)
     if r.plan is None:
-        raise InfeasibleError(f"{args.workload}: {r.message}")
+        return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
                        message=r.message, workload=args.workload)
     devices = sum(s.devices for s in r.evaluation.stages)
-    summary = (f"objective {r.objective:.9g} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
+    obj = fmt_time(r.objective, "s", 9)
+    summary = (f"objective {obj} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
                f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
                f"solved in {r.time:.3g} s")
     _emit(args, data, problem, r.evaluation, summary)
@@ -246,7 +274,8 @@ def evaluate(args) -> int:
     ev = evaluate_plan(problem, plan)
     data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                        message=f"plan from {args.split}", workload=args.workload)
-    summary = f"objective {ev.objective:.9g} s per sample" + ("" if ev.valid else " (INVALID)")
+    obj = fmt_time(ev.objective, "s", 9)
+    summary = f"objective {obj} s per sample" + ("" if ev.valid else " (INVALID)")
     if ev.problems:
         summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
     _emit(args, data, problem, ev, summary)

@@ -39,7 +39,9 @@ __all__ = ["device_result", "replica_plan", "split_replicated", "with_replicas",
 
 
 def replica_plan(data: Mapping) -> list[dict]:
-    """The stages of a replicated result (validated): ``[{"nodes", "d", "kind"}]`` in pipeline order."""
+    """The stages of a replicated result (validated): ``[{"nodes", "d", "kind"}]`` in pipeline order. A
+    stage's ``nodes`` are its ``operators`` where the result lists them (an ONNX result's nodes may be
+    layer keys, its operators are the model's node names), else its ``nodes``."""
     stages = data.get("stages") if isinstance(data, Mapping) else None
     if not isinstance(stages, list) or not stages:
         raise InputError("a replicated plan needs a non-empty 'stages' list")
@@ -55,7 +57,9 @@ def replica_plan(data: Mapping) -> list[dict]:
         if t != 1:
             raise InputError(f"{where}: tensor-parallel degree {t}: splitting operators across devices is "
                              f"not supported by split and run (only t = 1)")
-        out.append({"nodes": [str(x) for x in s["nodes"]], "d": d, "kind": str(s.get("kind") or "cpu")})
+        ops = s.get("operators")
+        names = ops if isinstance(ops, list) and ops else s["nodes"]
+        out.append({"nodes": [str(x) for x in names], "d": d, "kind": str(s.get("kind") or "cpu")})
     return out
 
 

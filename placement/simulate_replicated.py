@@ -125,7 +125,9 @@ class ReplicatedSimulation:
 
 
 def stage_links(problem: ParallelProblem, plan: Sequence[Stage]) -> list[tuple[int, int]]:
-    """``(i, j)`` pairs, ``i < j``: stage ``i`` sends a tensor to stage ``j``."""
+    """``(i, j)`` pairs, ``i < j``: stages ``i`` and ``j`` exchange a tensor. Either way round: in a
+    training graph from an ONNX model a later stage's backward operators send gradients to an earlier
+    stage's, and that is the same forward-then-gradient link as the forward tensor the other way."""
     g = problem.graph
     stage_of = np.full(g.num_nodes, -1, np.int64)
     for i, st in enumerate(plan):
@@ -136,7 +138,7 @@ def stage_links(problem: ParallelProblem, plan: Sequence[Stage]) -> list[tuple[i
         for v in g.consumers(e).tolist():
             b = int(stage_of[v])
             if a != b:
-                links.add((a, b))
+                links.add((min(a, b), max(a, b)))
     return sorted(links)
 
 

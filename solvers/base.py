@@ -2,7 +2,9 @@
 
 Every solver is a function ``solve(graph, cluster, options) -> Solution``. A solver that stops at a
 limit returns its best placement with status ``FEASIBLE``, its bound and gap; it never says ``OPTIMAL``
-unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``.
+unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``. ``STOPPED``: a
+limit (time, budget) stopped the search before any placement was found, so nothing is known either
+way (the replicated solvers use it; the others still say ``FEASIBLE`` with no placement there).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Status(str, enum.Enum):
     OPTIMAL = "optimal"  # proven optimal (within the requested gap for an IP)
     FEASIBLE = "feasible"  # a valid placement; a limit stopped the search or the method is a heuristic
     INFEASIBLE = "infeasible"  # proven: no placement satisfies the constraints
+    STOPPED = "stopped"  # a limit stopped the search before any placement was found: nothing proven
     ERROR = "error"
 
     def __str__(self) -> str:

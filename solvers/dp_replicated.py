@@ -950,6 +950,28 @@ def _node_minmem(problem: ParallelProblem, tvals, dvals):
     return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
 
 
+def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, tvals) -> str:
+    """Why no plan fits when every node fits some device alone (``mm``: per (kind, t) and node, the
+    smallest memory per device at one micro-batch in flight): the least memory all nodes need together
+    against what all devices hold, else the node whose smallest memory is the largest."""
+    g = problem.graph
+    usable = np.where(kt_ok[:, None], mm, np.inf)
+    t_of = np.tile(np.asarray(tvals, float), len(problem.kinds))[:, None]
+    need = float((usable * t_of).min(axis=0).sum())  # a t-way stage holds the node on t devices
+    have = float(sum(k.count * k.capacity for k in problem.kinds))
+    if need > have * (1 + 1e-12):
+        return (f"every node at its smallest variant with one micro-batch in flight needs {need:.4g} bytes "
+                f"in all, the {sum(k.count for k in problem.kinds)} device(s) hold {have:.4g} bytes")
+    smallest = usable.min(axis=0)
+    u = int(np.argmax(smallest))
+    kt = int(np.argmin(usable[:, u]))
+    kind = problem.kinds[kt // len(tvals)]
+    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of a "
+            f"{kind.name}'s {kind.capacity:.4g} bytes), but no split into stages fits: under "
+            f"{problem.schedule} a stage holds several of the {problem.microbatches} micro-batches in "
+            f"flight, and the devices bound the stages and replicas")
+
+
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
                   max_steps: int = 50_000_000, upper_bound: float = math.inf) -> ReplicatedResult:
     """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
@@ -972,7 +994,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
     def fallback(why: str) -> ReplicatedResult:
         if best is None:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     f"{why}; no plan found", {})
         return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
                                 time.perf_counter() - t0,
@@ -1087,14 +1109,14 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached")
         limit = int(min(limit, left * 5e6))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
             float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
     npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
     if npairs > limit:
-        return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+        return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                 f"more than {limit:,} candidate stages; the exact DP would not fit the "
                                 f"{'time limit' if limit < max_steps else 'budget'}")
     pair_i = np.empty(npairs, np.int64)
@@ -1117,7 +1139,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     chunk = 4096
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
-            return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached while computing stage costs")
         stop = min(npairs, start + chunk)
         nxt, cnt, scnt = _all_steps(
@@ -1128,7 +1150,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
-                return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0,
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                         f"more than {max_steps:,} stage options; the exact DP would not "
                                         f"fit the budget")
             o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))
@@ -1185,6 +1207,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
             why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
                     f"(largest memory {caps_kt.max(initial=0):.4g})")
+        elif mm.shape[0]:
+            why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
         if math.isfinite(upper_bound):
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,

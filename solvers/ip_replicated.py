@@ -411,8 +411,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if ev0 is not None and (ev is None or ev0.objective < ev.objective):
         plan, ev = plan0, ev0
     if plan is None:
-        return ReplicatedResult(None, None, math.inf, Status.FEASIBLE if r.status != _milp.ERROR
-                                else Status.ERROR, elapsed, r.message or "no plan found", stats)
+        # a limit before any plan: stopped, nothing proven (an error, or a plan the evaluator rejected: error)
+        failed = r.status == _milp.ERROR or "mip_plan_rejected" in stats
+        return ReplicatedResult(None, None, math.inf, Status.ERROR if failed else Status.STOPPED, elapsed,
+                                r.message or "no plan found", stats)
     cb = check_bound(r.bound, ev.objective, fallback=lay.lower_bound)
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None

@@ -31,7 +31,9 @@ parameters, memory and sync terms (one variant per node, for instance).
 
 **Pure data parallelism** (:func:`data_parallel`): the whole graph as one stage on the devices of one
 kind, ``d`` the largest allowed degree (a divisor of ``N`` up to the kind's count and the replica limit),
-``t = 1`` and the fastest variants; the best kind whose memory it fits.
+``t = 1`` and the variants of least time per sample that fit the kind's memory (an exact knapsack: a
+node may recompute its activations to fit; this is a data-parallel baseline, not PipeDream's); the
+best kind whose memory it fits.
 """
 
 from __future__ import annotations
@@ -52,11 +54,12 @@ from graphs.parallel import (
     from_opgraph,
     in_flight,
     resync_bandwidth,
+    stage_memory,
     weight_versions,
 )
 
 from .base import Solution, SolveOptions, Status
-from .dp_replicated import ReplicatedResult
+from .dp_replicated import ReplicatedResult, knapsack
 
 __all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve"]
 
@@ -261,7 +264,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
         if r is None:
             msg = "time limit reached"
             if best_plan is None:
-                return ReplicatedResult(None, None, math.inf, Status.FEASIBLE, time.perf_counter() - t0, msg)
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0, msg)
             return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
                                     time.perf_counter() - t0, msg + "; best plan over the kinds tried so far")
         _, plan = r
@@ -281,6 +284,31 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
                             f"PipeDream's planner over {len(groups)} linearised groups", stats)
 
 
+def fitting_variants(problem: ParallelProblem, k: int, d: int) -> list[int] | None:
+    """Every node's ``t = 1`` variant on kind ``k`` for one stage holding the whole graph with ``d``
+    replicas: the least time per sample whose memory (at the stage's in-flight count under the schedule)
+    fits the kind, by the exact multiple-choice knapsack; ``None`` when some node has no variant or
+    nothing fits. With no tensor crossing the stage, its time per sample is a sum over nodes of
+    ``time / d`` plus the resync of ``params`` (:func:`graphs.parallel.evaluate_plan`), so the knapsack
+    is exact."""
+    g = problem.graph
+    N = problem.microbatches
+    y = in_flight(problem.schedule, d, d, N)
+    kind = problem.kinds[k]
+    per_param = 4.0 * (d - 1) / d / N / resync_bandwidth(kind, d) if d > 1 else 0.0
+    choices, vids = [], []
+    for u in range(g.num_nodes):
+        opts = g.options.get((u, k, 1))
+        if not opts:
+            return None
+        vs = [g.variants[v] for v in opts]
+        choices.append([(x.time / d + per_param * x.params,
+                         stage_memory(problem.schedule, y, x.a, x.b, x.w)[2]) for x in vs])
+        vids.append(opts)
+    _, pick = knapsack(choices, problem.kinds[k].capacity)
+    return [vids[u][j] for u, j in enumerate(pick)] if pick else None
+
+
 def data_parallel(problem: ParallelProblem) -> ReplicatedResult:
     """Pure data parallelism: one stage holding every node on the devices of one kind (see the module
     doc); the best kind whose memory it fits."""
@@ -289,12 +317,16 @@ def data_parallel(problem: ParallelProblem) -> ReplicatedResult:
     nodes = tuple(range(g.num_nodes))
     best_plan, best_ev, why = None, None, []
     for k, kind in enumerate(problem.kinds):
-        var = fastest_variants(problem, k)
         ds = [d for d in problem.replica_degrees() if d <= kind.count]
-        if var is None or not ds:
-            why.append(f"{kind.name}: " + ("some node has no variant with tensor-parallel degree 1"
-                                           if var is None else "no device"))
+        if not ds:
+            why.append(f"{kind.name}: no device")
             continue
+        if fastest_variants(problem, k) is None:
+            why.append(f"{kind.name}: some node has no variant with tensor-parallel degree 1")
+            continue
+        var = fitting_variants(problem, k, ds[-1])
+        if var is None:  # nothing fits: the fastest variants, for the evaluator to say by how much
+            var = fastest_variants(problem, k)
         plan = [Stage(nodes, k, ds[-1], 1, tuple(var))]
         ev = evaluate_plan(problem, plan)
         if ev.problems:

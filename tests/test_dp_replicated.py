@@ -200,3 +200,38 @@ def test_reference_workloads_equal_todays_dp(workloads, key):
 
     ev = evaluate(w.graph, w.cluster, sol.assignment)
     assert ev.valid and ev.max_load == pytest.approx(ref, rel=1e-9)
+
+
+def test_a_limit_before_any_plan_is_stopped_not_feasible():
+    """At a time limit with no plan the status says so (``stopped``): never ``feasible`` without a plan,
+    never ``infeasible`` without a proof; a plan found in time keeps ``optimal``."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        p = random_problem(rng)
+        r = solve_problem(p, time_limit=0.0)
+        assert r.plan is None and r.status is Status.STOPPED and math.isinf(r.objective)
+        assert "time" in r.message
+        full = solve_problem(p, time_limit=60.0)
+        assert full.status in (Status.OPTIMAL, Status.INFEASIBLE)
+        assert (full.plan is None) == (full.status is Status.INFEASIBLE)
+
+
+def test_time_limit_is_honoured_on_a_large_lattice():
+    """A random 60-node DAG with many ideals: the solve returns within the limit plus a small overshoot
+    (the limit is checked between chunks of work), with an honest status."""
+    import time
+
+    rng = np.random.default_rng(3)
+    n = 60
+    edges = [(u, v) for v in range(n) for u in range(max(0, v - 6), v) if rng.random() < 0.15]
+    variants = [Variant(u, 0, 1, "vanilla", float(rng.random()), 1.0, 1.0, 1.0) for u in range(n)]
+    g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
+                            tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
+    p = ParallelProblem(g, (ParallelKind("gpu", 16, 1e9, 1.0),), 16)
+    solve_problem(p, time_limit=0.5)  # compiled before timing
+    t0 = time.perf_counter()
+    r = solve_problem(p, time_limit=1.0)
+    took = time.perf_counter() - t0
+    assert took < 3.0
+    assert r.status in (Status.OPTIMAL, Status.FEASIBLE, Status.STOPPED)
+    assert (r.plan is None) == (r.status is Status.STOPPED)

@@ -112,3 +112,10 @@ def test_registry_form_equals_todays_dp():
         assert b.status is Status.OPTIMAL, b.message
         assert b.objective == pytest.approx(a.objective, rel=1e-7)
         assert math.isfinite(b.bound) and b.gap is not None
+
+
+def test_a_limit_before_any_plan_is_stopped():
+    """Cold (no warm start) at a limit too short for a first plan: status ``stopped``, no plan, nothing
+    claimed (not ``feasible`` without a plan, not ``infeasible`` without a proof)."""
+    r = solve_problem(_chain_problem(), time_limit=0.0)
+    assert r.plan is None and r.status is Status.STOPPED and "time limit" in r.message

@@ -22,7 +22,7 @@ from graphs.parallel import (
 )
 from solvers.base import Status
 from solvers.dp_replicated import solve_problem as exact
-from solvers.pipedream_replicated import data_parallel, linearise, solve_problem
+from solvers.pipedream_replicated import data_parallel, fastest_variants, linearise, solve_problem
 from tests.instances import WORKLOADS
 from tests.test_dp_replicated import random_problem
 
@@ -205,3 +205,39 @@ def test_piper_workloads_never_better_than_the_optimum(name, kw):
         r = solve_problem(p)
         assert len(r.plan) > 1 and max(s.d for s in r.plan) > 1
         assert r.objective > best.objective * 1.5
+
+
+def test_data_parallel_is_the_best_one_stage_plan_by_brute_force():
+    """Pure data parallelism (one definition, also the benchmarks'): on every kind the largest allowed
+    ``d`` and, among every ``t = 1`` variant combination, the fastest that fits memory (recomputation
+    included), the best kind: brute force over the combinations agrees on random instances, tight
+    memory included."""
+    import itertools
+
+    from graphs.parallel import evaluate_plan
+    from tests.test_dp_replicated import random_problem
+
+    rng = np.random.default_rng(11)
+    checked = fitted = 0
+    for _ in range(200):
+        p = random_problem(rng)
+        g = p.graph
+        best = math.inf
+        for k, kind in enumerate(p.kinds):
+            ds = [d for d in p.replica_degrees() if d <= kind.count]
+            opts = [g.options.get((u, k, 1)) for u in range(g.num_nodes)]
+            if not ds or not all(opts):
+                continue
+            for var in itertools.product(*opts):
+                ev = evaluate_plan(p, [Stage(tuple(range(g.num_nodes)), k, ds[-1], 1, var)])
+                if ev.valid:
+                    best = min(best, ev.objective)
+        r = data_parallel(p)
+        if math.isinf(best):
+            assert r.plan is None and r.status is Status.INFEASIBLE
+            continue
+        checked += 1
+        assert r.status is Status.FEASIBLE and r.objective == pytest.approx(best, rel=1e-9)
+        fast = fastest_variants(p, r.plan[0].kind)
+        fitted += tuple(fast) != r.plan[0].variants
+    assert checked > 50 and fitted > 0  # some instances need a slower variant to fit

@@ -88,3 +88,32 @@ def test_cli_split_and_run(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["replicas"] == [2, 1] and doc["replica_samples"] == [[2, 2], [4]]
     assert max(doc["max_abs_diff"].values()) <= 1e-4
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, training):
+    """A result of ``placement place`` at layer granularity (nodes are layer keys; each stage lists its
+    operators): an inference model with ``--max-replicas 2`` or a training one by default; evaluate,
+    show, split and run all accept it."""
+    from graphs.transformer import gpt
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt(2, hidden=32, heads=2, seq_len=8, vocab=50, weights="random"), path)
+    res = str(tmp_path / "r.json")
+    args = ["place", path, "--devices", "cpu:4", "-o", res, "--json"]
+    assert main(args + (["--training", "--batch-size", "2"] if training else ["--max-replicas", "2"])) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["granularity"] == "layer" and "layer0" in {n for s in data["stages"] for n in s["nodes"]}
+    assert main(["evaluate", path, res, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(data["objective"], rel=1e-12)
+    assert main(["show", res, "--no-draw"]) == 0
+    assert "(equal)" in capsys.readouterr().out
+    out = tmp_path / "stages"
+    assert main(["split", path, res, "--out-dir", str(out), "--verify"]) == 0
+    assert "verify: OK" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["replicas"] for s in manifest["submodels"]] == [s["dataParallelDegree"] for s in data["stages"]]
+    assert main(["run", path, res, "--samples", "4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["replicas"] == [s["dataParallelDegree"] for s in data["stages"]]
+    assert max(doc["max_abs_diff"].values()) <= 1e-4

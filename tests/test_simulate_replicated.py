@@ -114,6 +114,7 @@ def test_show_simulates_a_replicated_plan(placed, capsys):
     assert main(["show", result, "--no-draw"]) == 0
     text = capsys.readouterr().out
     assert "replicated pipeline" in text and "(equal)" in text and "schedule 1f1b" in text
+    assert "model s/sample" in text and "simulated peak/device" in text  # a Piper file's unit: seconds
     for schedule in SCHEDULES:
         assert main(["show", result, "--json", "--schedule", schedule]) == 0
         sim = json.loads(capsys.readouterr().out)["simulation"]
@@ -139,3 +140,74 @@ def test_show_errors_are_one_line(placed, tmp_path, capsys):
     assert main(["show", result, "--workload", str(tmp_path / "missing.json"), "--no-draw"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:")
+
+
+# ---------------------------------------------------------------- ONNX models
+@pytest.fixture(scope="module")
+def gpt_path(tmp_path_factory):
+    onnx = pytest.importorskip("onnx")
+    from graphs.transformer import gpt
+
+    path = tmp_path_factory.mktemp("gpt") / "gpt.onnx"
+    onnx.save(gpt(2, hidden=64, heads=4, seq_len=16, vocab=100, weights="random"), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_simulation_agrees_on_onnx_training_plans(gpt_path, schedule):
+    """A training graph's gradients flow from later stages back to earlier ones (tensors against the
+    stage order): the simulation links them as the forward tensor's pair and agrees with the evaluator,
+    on cuts of every node into 2 and 3 stages with replicas, and on the optimum."""
+    from graphs.devices import parse_devices
+    from graphs.onnx_variants import onnx_parallel_problem
+    from graphs.onnx_workload import prepare_onnx
+    from graphs.order import topological_order
+
+    ds = parse_devices("a100:4,v100:4")
+    og, w = prepare_onnx(gpt_path, ds, training=True, batch_size=4)
+    for gran in ("layer", "op"):
+        p, _ = onnx_parallel_problem(og, w.graph, ds, microbatches=8, schedule=schedule, granularity=gran)
+        g = p.graph
+        assert any(g.tensor_src[e] > min(g.consumers(e)) for e in range(g.num_tensors))  # gradients
+        order = topological_order(g.num_nodes, g.src, g.dst).tolist()
+        n = len(order)
+        for cuts, degrees in (([n // 2], (2, 4)), ([n // 3, 2 * n // 3], (1, 4, 2))):
+            parts = np.split(np.array(order), cuts)
+            plan = [Stage(tuple(int(u) for u in part), i % 2, d, 1,
+                          tuple(g.options[(int(u), i % 2, 1)][0] for u in part))
+                    for i, (part, d) in enumerate(zip(parts, degrees))]
+            _agrees(p, plan, schedule)
+        r = exact(p)
+        _agrees(p, r.plan, schedule)
+
+
+def test_show_simulates_a_replicated_onnx_plan(gpt_path, tmp_path, capsys):
+    """``placement show`` on an ONNX model's replicated result: the problem rebuilt from the result's
+    settings (memory set by --device-memory included), times in ms, the evaluator's values."""
+    out = tmp_path / "r.json"
+    assert main(["place", gpt_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4",
+                 "--microbatches", "8", "--device-memory", "4e9", "-o", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert "(equal)" in text and "model ms/sample" in text and "simulated peak/device" in text
+    shown = float(text.split("bottleneck (busiest device) ")[1].split(" ms per sample")[0])
+    assert shown == pytest.approx(data["objective"] * 1e3, rel=1e-8)
+    for schedule in SCHEDULES:
+        assert main(["show", str(out), "--json", "--schedule", schedule]) == 0
+        sim = json.loads(capsys.readouterr().out)["simulation"]
+        assert sim["schedule"] == schedule
+        assert sim["bottleneck_per_sample"] == pytest.approx(sim["model_time_per_sample"], rel=1e-9)
+        for s in sim["stages"]:
+            assert s["peak_in_flight"] == s["model_in_flight"] and s["capacity"] == 4e9
+            assert s["peak_memory"] == pytest.approx(s["model_memory"], rel=1e-9)
+    sim = json.loads((main(["show", str(out), "--json"]), capsys.readouterr().out)[1])["simulation"]
+    assert sim["model_time_per_sample"] == pytest.approx(data["objective"], rel=1e-9)
+    for st, s in zip(data["stages"], sim["stages"]):
+        assert s["model_memory"] == pytest.approx(st["memory"]["peak"], rel=1e-9)
+    # a result without its settings: one error line
+    del data["granularity"]
+    out.write_text(json.dumps(data))
+    assert main(["show", str(out), "--no-draw"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'granularity'" in err[0]
