@@ -27,6 +27,8 @@ import numpy as np
 
 from graphs.errors import InputError
 
+from ._interrupt import deferred
+
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "Prediction"]
 
 
@@ -135,14 +137,14 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
             ready += 1
         feed_list = [dict(f) for f in feeds]
         # warm-up: one sample through every stage
-        queues[0].put((-1, dict(feed_list[0])))
+        _put(queues[0], (-1, dict(feed_list[0])))
         _collect(queues[-1], 1, deadline, procs, statq)
         t0 = time.perf_counter()
         for i in range(samples):
-            queues[0].put((i, dict(feed_list[i % len(feed_list)])))
+            _put(queues[0], (i, dict(feed_list[i % len(feed_list)])))
         results = _collect(queues[-1], samples, deadline, procs, statq)
         wall = time.perf_counter() - t0
-        queues[0].put(None)
+        _put(queues[0], None)
         busy = [0.0] * len(procs)
         got = 0
         while got < len(procs):
@@ -169,14 +171,14 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     return PipelineRun(samples, len(procs), wall, tuple(busy), diff)
 
 
-def _start_workers(ctx, procs: list, arglists: list) -> None:
+def _start_workers(ctx, procs: list, arglists: list, target=None) -> None:
     """Start one worker per argument tuple, appending each to ``procs`` as soon as it runs. SIGINT is
     blocked in this thread while they start: the children inherit the mask, so a Ctrl-C at the terminal
     (sent to the whole process group) reaches only this process, which stops them; a Ctrl-C meanwhile is
     delivered here once the mask is restored."""
     import signal
 
-    from ._interrupt import deferred
+
 
     mask = getattr(signal, "pthread_sigmask", None)
     # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
@@ -185,7 +187,7 @@ def _start_workers(ctx, procs: list, arglists: list) -> None:
         old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
         try:
             for args in arglists:
-                p = ctx.Process(target=_worker, args=args, daemon=True)
+                p = ctx.Process(target=target or _worker, args=args, daemon=True)
                 p.start()
                 procs.append(p)
         finally:
@@ -197,7 +199,6 @@ def _stop(procs: list, queues: list) -> None:
     """Stop and join every worker and let the queues go without waiting on their feeder threads (after
     an error or Ctrl-C, a feeder may be blocked writing to a pipe nobody reads: joining it at exit
     would hang). A second Ctrl-C waits until this is done (see placement._interrupt)."""
-    from ._interrupt import deferred
 
     with deferred():
         for p in procs:
@@ -213,12 +214,21 @@ def _stop(procs: list, queues: list) -> None:
             q.close()
 
 
+def _put(q, item) -> None:
+    """``q.put(item)`` with Ctrl-C held back until it returns: a KeyboardInterrupt raised inside the
+    queue's lock (a window of a few bytecodes) would leave it held, and stopping the workers, which
+    closes the queue under that lock, would then hang."""
+    with deferred():
+        q.put(item)
+
+
 def _get(q, deadline, procs):
     import queue
 
     while True:
         try:
-            return q.get(timeout=0.5)
+            with deferred():
+                return q.get(timeout=0.5)
         except queue.Empty:
             if time.monotonic() > deadline:
                 raise InputError("the pipeline did not finish in time") from None
@@ -234,10 +244,12 @@ def _collect(q, n: int, deadline, procs, statq) -> dict:
     out = {}
     while len(out) < n:
         try:
-            msg = q.get(timeout=0.5)
+            with deferred():
+                msg = q.get(timeout=0.5)
         except queue.Empty:
             try:
-                kind, k, info = statq.get_nowait()
+                with deferred():
+                    kind, k, info = statq.get_nowait()
                 if kind == "error":
                     raise InputError(f"sub-model {k} failed: {info}")
             except queue.Empty:

@@ -34,6 +34,8 @@ import numpy as np
 
 from graphs.errors import InputError
 
+from ._interrupt import deferred
+
 __all__ = ["device_result", "replica_plan", "split_replicated", "with_replicas", "ReplicatedRun",
            "run_replicated", "split_command", "run_command"]
 
@@ -128,6 +130,10 @@ class ReplicatedRun:
 
 def _replica(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[str], threads: int,
              optimize: bool, upstream: int, inq, outqs, statq) -> None:  # pragma: no cover - child process
+    import signal
+
+    # Ctrl-C is the parent's to handle: it stops the workers (see pipeline_run._worker)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from placement.onnx_export import session
 
     try:
@@ -169,7 +175,7 @@ def run_replicated(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[
                    timeout: float = 600.0) -> ReplicatedRun:
     """Run ``samples`` samples (cycling through ``feeds``) through the sub-models, each with the
     manifest's ``replicas`` worker processes (1 when absent), round robin (see the module doc)."""
-    from .pipeline_run import _get
+    from .pipeline_run import _get, _put, _start_workers, _stop
 
     if samples < 1:
         raise InputError(f"the number of samples must be at least 1, got {samples}")
@@ -193,16 +199,15 @@ def run_replicated(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[
     done = ctx.Queue()
     statq = ctx.Queue()
     procs = []
+    arglists = []
     for k, (m, s) in enumerate(zip(models, subs)):
         data = m if isinstance(m, bytes) else m.SerializeToString()
         outqs = inq[k + 1] if k + 1 < len(subs) else [done]
         upstream = reps[k - 1] if k else 1
-        for r in range(reps[k]):
-            p = ctx.Process(target=_replica, args=(k, r, data, list(s["inputs"]), keep_after[k], threads,
-                                                   optimize, upstream, inq[k][r], outqs, statq), daemon=True)
-            p.start()
-            procs.append(p)
+        arglists += [(k, r, data, list(s["inputs"]), keep_after[k], threads, optimize, upstream, inq[k][r],
+                      outqs, statq) for r in range(reps[k])]
     try:
+        _start_workers(ctx, procs, arglists, target=_replica)
         deadline = time.monotonic() + timeout
         for _ in procs:
             kind, who, info = _get(statq, deadline, procs)
@@ -211,16 +216,16 @@ def run_replicated(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[
         feed_list = [dict(f) for f in feeds]
         warm = max(reps)  # one warm-up sample per replica of the widest stage reaches every replica
         for seq in range(warm):
-            inq[0][seq % reps[0]].put((seq, -1 - seq, dict(feed_list[0])))
+            _put(inq[0][seq % reps[0]], (seq, -1 - seq, dict(feed_list[0])))
         _drain(done, warm, deadline, procs, statq)
         t0 = time.perf_counter()
         for i in range(samples):
             seq = warm + i
-            inq[0][seq % reps[0]].put((seq, i, dict(feed_list[i % len(feed_list)])))
+            _put(inq[0][seq % reps[0]], (seq, i, dict(feed_list[i % len(feed_list)])))
         results = _drain(done, samples, deadline, procs, statq)
         wall = time.perf_counter() - t0
         for q in inq[0]:
-            q.put(None)
+            _put(q, None)
         busy = [[0.0] * d for d in reps]
         taken = [[0] * d for d in reps]
         for _ in procs:
@@ -231,10 +236,7 @@ def run_replicated(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[
         for p in procs:
             p.join(timeout=10)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
+        _stop(procs, [q for qs in inq for q in qs] + [done, statq])
     diff = None
     if reference is not None:
         diff = {}
@@ -257,10 +259,12 @@ def _drain(q, n: int, deadline, procs, statq) -> dict:
     got = 0
     while got < n:
         try:
-            msg = q.get(timeout=0.5)
+            with deferred():
+                msg = q.get(timeout=0.5)
         except queue.Empty:
             try:
-                kind, who, info = statq.get_nowait()
+                with deferred():
+                    kind, who, info = statq.get_nowait()
                 if kind == "error":
                     raise InputError(f"sub-model {who[0]} (replica {who[1]}) failed: {info}")
             except queue.Empty:
