@@ -2,15 +2,19 @@
 
 The trace draws ``--jobs`` jobs from a pool of models whose one-run curve DP is quick (the reference
 workloads' layer and operator graphs that finish in seconds, and the ONNX zoo models, inference and
-training), gives each an amount of work so that it would take ``T`` on an eighth of the cluster with
-``T`` log-uniform in ``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit,
-and the reference workloads' times are read as milliseconds too), and Poisson arrivals at an offered
-load of ``--load`` (the work's total eighth-of-the-cluster time over eight times the arrival span). Then
-it simulates ``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease and prints average JCT,
-makespan, max rho and utilisation, with each policy's ratio to ``proportional``.
+training). With ``--mix synergy`` (the default) each job also gets an input pipeline (Synergy's job mix,
+:func:`input_for`): an image model with heavy augmentation (CPU-bound below about 3 cores per
+accelerator), a speech job (storage-bound unless much of its dataset is cached in host memory) or a
+language model (light preprocessing, small samples); ``--mix none`` is the model without input pipelines.
+Each job's work is set so that it would take ``T`` on an eighth of the cluster with ``T`` log-uniform in
+``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit, and the reference
+workloads' times are read as milliseconds too), and Poisson arrivals at an offered load of ``--load``
+(the work's total eighth-of-the-cluster time over eight times the arrival span). Then it simulates
+``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease and prints average JCT, makespan, max
+rho and utilisation, with each policy's ratio to ``proportional``.
 
-    python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:32]
-        [--host-memory-gb 256] [--load 2] [--lease-minutes 10] [--out-dir DIR] [--cache-dir DIR]
+    python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:24]
+        [--host-memory-gb 500] [--load 2] [--mix synergy] [--lease-minutes 10] [--out-dir DIR]
 
 ``--load`` and ``--seed`` also take comma lists (a sweep: one sub-folder per pair, and a summary table).
 Writes ``trace.json`` (a job list for ``placement cluster simulate``), ``results.json`` and one plot per
@@ -37,6 +41,45 @@ REFERENCE = ["LayerGraphs/bert24_inference", "LayerGraphs/bert24_training", "Lay
 ZOO = ["squeezenet", "bvlc_alexnet", "zfnet512", "vgg19", "resnet50", "shufflenet", "inception_v1",
        "densenet121"]
 HOUR_MS = 3.6e6
+
+# Synergy-like job mix: the share of each family, and which pool models give its accelerator curves
+# (there is no speech model in the pool: speech jobs borrow the transformer encoders', as a
+# Transformer/Conformer acoustic model would)
+MIX = {"image": 0.4, "speech": 0.3, "language": 0.3}
+FAMILY_MODELS = {"image": ("resnet50", "squeezenet", "bvlc_alexnet", "zfnet512", "vgg19", "shufflenet",
+                           "inception_v1", "densenet121"),
+                 "speech": ("bert_l-3", "bert_l-6"),
+                 "language": ("bert24", "bert_l-3", "bert_l-6")}
+STORAGE_GBPS = 0.5
+
+
+def family_of(name: str) -> list[str]:
+    """The families whose accelerator curves a pool model may give."""
+    return [f for f, models in FAMILY_MODELS.items() if any(m in name.lower() for m in models)]
+
+
+def input_for(family: str, t1: float, rng) -> dict:
+    """An input section for a job of ``family`` whose accelerator pipeline takes ``t1`` ms per sample and
+    accelerator (``a`` times its time on ``a`` accelerators, at the ``a`` where that is least), so that its
+    sensitivity is relative to its own speed, whatever the cost model says:
+
+    * image: ``cpu_ms_per_sample = k * t1`` with ``k`` uniform in [2.5, 4.5] (CPU-bound below about 3 cores
+      per accelerator, heavy augmentation), ImageNet-like samples (110 kB) and dataset (140 GB): storage
+      never binds;
+    * speech: ``cpu_ms_per_sample = 0.5 * t1``; samples so large that uncached storage feeds only a
+      fraction ``phi`` uniform in [0.2, 0.4] of one accelerator's rate; dataset uniform in [100, 250] GB;
+    * language: ``cpu_ms_per_sample = 0.2 * t1``, 4 kB samples, a 20 GB dataset: nothing but the
+      accelerators binds.
+    """
+    bw = STORAGE_GBPS * 1e9 / 1e3  # bytes per ms
+    if family == "image":
+        return {"cpu_ms_per_sample": round(float(rng.uniform(2.5, 4.5)) * t1, 6), "sample_bytes": 110000,
+                "dataset_gb": 140}
+    if family == "speech":
+        phi = float(rng.uniform(0.2, 0.4))
+        return {"cpu_ms_per_sample": round(0.5 * t1, 6), "sample_bytes": round(bw * t1 / phi),
+                "dataset_gb": round(float(rng.uniform(100, 250)))}
+    return {"cpu_ms_per_sample": round(0.2 * t1, 6), "sample_bytes": 4000, "dataset_gb": 20}
 
 
 def pool() -> tuple[list[dict], list[str]]:
@@ -67,31 +110,46 @@ def make_trace(args, cache) -> tuple[dict, list[str]]:
 
     from placement.cluster.curves import job_curve
     from placement.cluster.formats import parse_jobs
+    from placement.cluster.inputs import job_rates
     from placement.cluster.policies import Capacity, fair_share_time
 
     cands, notes = pool()
     cluster = {"devices": args.devices, "host_memory_gb": args.host_memory_gb}
+    if args.mix == "synergy":
+        cluster["storage_gbps"] = STORAGE_GBPS
     jl = parse_jobs({"cluster": cluster, "jobs": [dict(c, samples=1) for c in cands]})
     cap = Capacity.of(jl.cluster)
-    eighth = []
     t0 = time.perf_counter()
-    for j in jl.jobs:
-        c = job_curve(j, jl.cluster, cache=cache)
-        eighth.append(fair_share_time(c, cap, 8))
+    stages = [job_curve(j, jl.cluster, cache=cache) for j in jl.jobs]
     notes.append(f"{len(cands)} candidate models; their curves took {time.perf_counter() - t0:.1f} s "
                  f"(cache hits {cache.hits}, computed {cache.misses})")
     rng = np.random.default_rng(args.seed)
-    pick = rng.integers(len(cands), size=args.jobs)
-    hours = np.exp(rng.uniform(math.log(args.min_hours), math.log(args.max_hours), size=args.jobs))
+    n = args.jobs
+    if args.mix == "synergy":
+        fams = list(MIX)
+        family = rng.choice(fams, size=n, p=[MIX[f] for f in fams]).tolist()
+        pick = [int(rng.choice([i for i, c in enumerate(cands)  # training jobs only, as in Synergy
+                                if f in family_of(c["name"]) and "train" in c["name"]])) for f in family]
+    else:
+        family = [None] * n
+        pick = rng.integers(len(cands), size=n).tolist()
+    hours = np.exp(rng.uniform(math.log(args.min_hours), math.log(args.max_hours), size=n))
     work = hours * HOUR_MS  # time on an eighth of the cluster
     span = work.sum() / (8 * args.load)
-    gaps = rng.exponential(span / args.jobs, size=args.jobs)
+    gaps = rng.exponential(span / n, size=n)
     arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    accel = next(t for t, h in enumerate(cap.host) if not h)
     jobs = []
-    for k, (i, w, a) in enumerate(zip(pick.tolist(), work.tolist(), arrivals.tolist())):
+    for k, (i, f, w, a) in enumerate(zip(pick, family, work.tolist(), arrivals.tolist())):
         c = dict(cands[i])
-        c["name"] = f"{k:02d}-{c['name']}"
-        c["samples"] = float(round(w / eighth[i]))
+        c["name"] = f"{k:02d}-{f + '-' if f else ''}{c['name']}"
+        if f is not None:  # per-accelerator time: a times the time on a accelerators, at the best a
+            t1 = min(a * stages[i].values[tuple(a if t == accel else 0 for t in range(len(cap.kinds)))]
+                     for a in range(1, stages[i].limits[accel] + 1))
+            c["input"] = input_for(f, t1, rng)
+        spec = parse_jobs({"cluster": cluster, "jobs": [dict(c, samples=1)]}).jobs[0]
+        eighth = fair_share_time(job_rates(spec, jl.cluster, cache=cache), cap, 8)
+        c["samples"] = float(round(w / eighth))
         c["arrival"] = round(a, 3)
         jobs.append(c)
     trace = {"cluster": cluster, "lease": args.lease_minutes * 60e3, "seed": args.seed, "jobs": jobs}
@@ -101,8 +159,8 @@ def make_trace(args, cache) -> tuple[dict, list[str]]:
 def run_one(args, cache, out_dir: str, plots: bool) -> dict:
     """Make the trace for ``args.load`` and ``args.seed``, simulate every policy, write the trace, the
     results and (``plots``) one picture per policy to ``out_dir``; return ``{policy: SimResult}``."""
-    from placement.cluster.curves import job_curve
     from placement.cluster.formats import parse_jobs
+    from placement.cluster.inputs import job_rates
     from placement.cluster.policies import Capacity
     from placement.cluster.simulate import SimJob, plot_allocations, simulate
     from placement.export import write_json
@@ -113,12 +171,12 @@ def run_one(args, cache, out_dir: str, plots: bool) -> dict:
     write_json(trace_path, trace)
     jl = parse_jobs(trace, source=trace_path)
     cap = Capacity.of(jl.cluster)
-    curves = [job_curve(j, jl.cluster, cache=cache) for j in jl.jobs]
+    curves = [job_rates(j, jl.cluster, cache=cache) for j in jl.jobs]
     jobs = [SimJob(j.name, c, j.samples, j.arrival, None, j.model) for j, c in zip(jl.jobs, curves)]
     for n in notes:
         print(f"note: {n}")
     last = max(j.arrival for j in jobs) / HOUR_MS
-    print(f"trace: {len(jobs)} jobs on {jl.cluster.describe()}, load {args.load:g}, lease "
+    print(f"trace: {len(jobs)} jobs on {jl.cluster.describe()}, mix {args.mix}, load {args.load:g}, lease "
           f"{jl.lease / 60e3:g} min, seed {args.seed}, last arrival {last:.1f} h")
     results = {}
     for pol in args.policies.split(","):
@@ -186,8 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_cluster", description=__doc__.split("\n")[0])
     p.add_argument("--jobs", type=int, default=40)
     p.add_argument("--seed", default="0", help="seed, or a comma list to sweep (default 0)")
-    p.add_argument("--devices", default="a100:8,cpu:32")
-    p.add_argument("--host-memory-gb", type=float, default=256.0)
+    p.add_argument("--devices", default="a100:8,cpu:24", help="default: Synergy's server, 3 cores per GPU")
+    p.add_argument("--host-memory-gb", type=float, default=500.0)
+    p.add_argument("--mix", choices=("synergy", "none"), default="synergy",
+                   help="synergy: image / speech / language input pipelines; none: no input pipelines")
     p.add_argument("--load", default="2", help="offered load, or a comma list to sweep (default 2)")
     p.add_argument("--min-hours", type=float, default=0.5)
     p.add_argument("--max-hours", type=float, default=8.0)

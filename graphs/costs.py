@@ -44,7 +44,7 @@ from .errors import InputError
 from .onnx_loader import OnnxGraph, Op
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
-           "op_flops", "op_bytes", "roofline_time", "profile_ops", "measure_run_time"]
+           "op_flops", "op_bytes", "half_precision", "roofline_time", "profile_ops", "measure_run_time"]
 
 log = logging.getLogger("graphs.onnx")
 
@@ -259,9 +259,13 @@ def _body_sum(op: Op, f) -> float:
     return max(parts) if op.op_type == "If" else sum(parts)
 
 
-def _half(op: Op) -> bool:
+def half_precision(op: Op) -> bool:
+    """Whether ``op`` computes in half precision (its output is fp16/bf16): it runs at the fp16 peak."""
     y = op.outputs[0] if op.outputs else None
     return y is not None and y.dtype in ("float16", "bfloat16")
+
+
+_half = half_precision
 
 
 def roofline_time(op: Op, spec: DeviceSpec) -> float:

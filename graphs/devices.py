@@ -23,6 +23,7 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     efficiency = 0.7         # fraction of peak FLOP/s and bandwidth reached in practice (default 1)
     host = false             # true for host CPU cores: they pay no communication
     unsupported_ops = ["LRN"]  # operator types this kind cannot run
+    price_per_hour = 2.5     # what one device costs per hour (optional; placement provision uses it)
     count = 2                # devices of this kind when the file alone names the cluster
 """
 
@@ -60,6 +61,7 @@ class DeviceSpec:
     efficiency: float = 1.0
     unsupported_ops: frozenset[str] = field(default_factory=frozenset)
     description: str = ""
+    price_per_hour: float | None = None  # user-set (no preset has one)
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -73,6 +75,10 @@ class DeviceSpec:
         if self.memory is not None and not (isinstance(self.memory, (int, float)) and self.memory > 0):
             raise InputError(f"device {self.name!r}: memory must be a positive number or unlimited, "
                              f"got {self.memory!r}")
+        if self.price_per_hour is not None and not (isinstance(self.price_per_hour, (int, float))
+                                                    and 0 <= self.price_per_hour < math.inf):
+            raise InputError(f"device {self.name!r}: price_per_hour must be a non-negative number, got "
+                             f"{self.price_per_hour!r}")
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
@@ -158,7 +164,7 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "memory_gib": ("memory", _GIB), "link_gbs": ("link_bandwidth", _G),
     "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
     "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
-    "description": ("description", None),
+    "description": ("description", None), "price_per_hour": ("price_per_hour", 1.0),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -225,7 +231,8 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                 raise InputError(f"{where}: give {' and '.join(missing)} (or a 'base' preset to start "
                                  f"from)", source=source)
             fields.update(fp16=None, memory=None, link_bandwidth=math.inf, link_latency=0.0, launch=0.0,
-                          host=False, efficiency=1.0, unsupported_ops=frozenset(), description="")
+                          host=False, efficiency=1.0, unsupported_ops=frozenset(), description="",
+                          price_per_hour=None)
         fields["name"] = name
         for key, value in entry.items():
             if key in _OTHER_KEYS:

@@ -78,10 +78,10 @@ class Cluster:
         return np.repeat(np.arange(len(self.kinds)), [k.count for k in self.kinds]).astype(np.int64)
 
     def device_name(self, device: int) -> str:
-        """``gpu0``, ``cpu3``; ``a100:0`` when the kind's name ends in a digit."""
+        """``kind:index`` for every kind: ``a100:0``, ``gpu:1``, ``cpu:3`` (the form ``--devices`` counts
+        them in). Result files of older versions wrote ``gpu1`` for kinds not ending in a digit."""
         t, i = self.devices()[device]
-        name = self.kinds[t].name
-        return f"{name}:{i}" if name[-1:].isdigit() else f"{name}{i}"
+        return f"{self.kinds[t].name}:{i}"
 
     def kind(self, name: str) -> DeviceKind:
         for k in self.kinds:

@@ -328,6 +328,13 @@ def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[
                 fixed_batch = True
             else:
                 rest.append((name, vi.name))
+    seen = {name for vi in graph.input if vi.name not in inits and vi.type.HasField("tensor_type")
+            for axis, d in enumerate(vi.type.tensor_type.shape.dim) if not d.HasField("dim_value")
+            for name in (d.dim_param or f"{vi.name}:{axis}",)}
+    unused = sorted(set(dims) - seen)
+    if unused:
+        warn(f"dimension(s) {', '.join(map(repr, unused))} (dims / --dim) name no symbolic dimension of "
+             f"the model's inputs ({', '.join(map(repr, sorted(seen))) or 'it has none'}); ignored")
     for name, inp in rest:
         if name not in mapping:
             mapping[name] = 1

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .costs import Costs, compute_costs, op_flops
+from .costs import Costs, compute_costs, half_precision, op_flops
 from .devices import DeviceSet, parse_devices
 from .errors import InputError
 from .model import Cluster, OpGraph
@@ -73,6 +73,7 @@ def graph_workload(g: OnnxGraph, devices: DeviceSet, costs: str = "roofline", tr
                           devices=str(devices))
     t3 = time.perf_counter()
     graph.meta["timings"] = {"load_s": t1 - t0, "costs_s": t2 - t1, "build_s": t3 - t2}
+    graph.meta["peak_flops"] = {s.name: (s.fp32, s.fp16) for s in devices.specs}  # catalog peaks, for MFU
     return Workload(graph, devices.cluster())
 
 
@@ -119,6 +120,7 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
         "batch_size": g.batch_size, "parameters": g.parameters, "opset": g.opset,
         "op_type": tuple(op.op_type for op in ops),
         "flops": tuple(op_flops(op)[0] for op in ops),
+        "half": tuple(half_precision(op) for op in ops),
         "output_bytes": tuple(op.output_bytes for op in ops),
         "param_bytes": tuple(int(b) for b in params),
         "layer": layer_keys(g),

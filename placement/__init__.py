@@ -4,15 +4,27 @@
 assignment)`` scores any assignment. Graphs and clusters come from :mod:`graphs`. ONNX models in
 memory (``onnx.ModelProto``, ``onnx_ir.Model``) or on disk: ``place_model``, ``annotate``, ``split``
 (:mod:`placement.inmemory`); an ``onnx_ir`` pass: :mod:`placement.passes`.
+
+The names load on first use, so that ``import placement`` and ``placement --help`` stay quick.
 """
 
-from graphs.errors import CycleError, InfeasibleError, InputError, PlacementError, ProblemTooLargeError
-from graphs.model import Cluster, DeviceKind, Node, OpGraph
-from graphs.reference import Workload, read_split, read_workload
-from solvers.base import Solution, SolveOptions, Status
+from __future__ import annotations
 
-from .api import DEFAULT_SOLVER, Placement, evaluate, place
-from .inmemory import annotate, place_model, split
+import importlib
+
+__version__ = "0.1.0"
+
+_HOME = {
+    "place": "placement.api", "evaluate": "placement.api", "Placement": "placement.api",
+    "DEFAULT_SOLVER": "placement.api",
+    "SolveOptions": "solvers.base", "Solution": "solvers.base", "Status": "solvers.base",
+    "OpGraph": "graphs.model", "Node": "graphs.model", "Cluster": "graphs.model",
+    "DeviceKind": "graphs.model",
+    "Workload": "graphs.reference", "read_workload": "graphs.reference", "read_split": "graphs.reference",
+    "PlacementError": "graphs.errors", "InputError": "graphs.errors", "CycleError": "graphs.errors",
+    "InfeasibleError": "graphs.errors", "ProblemTooLargeError": "graphs.errors",
+    "place_model": "placement.inmemory", "annotate": "placement.inmemory", "split": "placement.inmemory",
+}
 
 __all__ = [
     "place", "evaluate", "place_model", "annotate", "split", "Placement", "DEFAULT_SOLVER", "SolveOptions",
@@ -20,3 +32,15 @@ __all__ = [
     "OpGraph", "Node", "Cluster", "DeviceKind", "Workload", "read_workload", "read_split",
     "PlacementError", "InputError", "CycleError", "InfeasibleError", "ProblemTooLargeError",
 ]
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'placement' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,14 +11,15 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 
-from graphs.errors import InfeasibleError, PlacementError
+from . import _interrupt
 
 __all__ = ["main", "console_main"]
 
-EXIT_OK, EXIT_NO_PLACEMENT, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NO_PLACEMENT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _UsageError(Exception):
@@ -48,7 +49,8 @@ class _Progress:
             return
         self.last = now
         el = now - self.start
-        eta = el * (1 - frac) / frac if frac > 0 else math.inf
+        # an ETA from the first percent or second is noise (early ideals are the cheap ones)
+        eta = el * (1 - frac) / frac if frac >= 0.05 and el >= 2.0 else math.inf
         bar = "#" * int(30 * frac)
         eta_s = f"ETA {eta:.0f}s" if math.isfinite(eta) else ""
         self.stream.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {el:.0f}s {eta_s}   ")
@@ -69,19 +71,25 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                         f"large-graph path otherwise). One of: {', '.join(solver_names())}")
     p.add_argument("--objective", default="max-load", choices=OBJECTIVES,
                    help="max-load (pipelined throughput, default), split-max (training) or latency")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="stop after S seconds")
-    p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap at which an IP stops (1e-4)")
-    p.add_argument("--threads", type=int, default=None, help="solver threads")
-    p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="stop after S seconds and report the best placement found (default: none for the "
+                   "exact solvers; auto gives its large-graph path 300 s)")
+    p.add_argument("--gap", type=float, default=1e-4,
+                   help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="solver threads, >= 1 (default: the solver's choice, usually all cores)")
+    p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers (default 0)")
     p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
                    help="latency objective: contiguous subgraphs one accelerator may run (default 1)")
-    p.add_argument("--backend", default="highs", choices=("highs", "pulp"), help="MIP backend of the IPs")
-    p.add_argument("--memory-limit", type=float, default=None, metavar="GB",
+    p.add_argument("--backend", default="highs", choices=("highs", "pulp"),
+                   help="MIP backend of the IPs (default highs)")
+    p.add_argument("--memory-limit", type=float, default=None, metavar="GiB",
                    help="auto: memory the exact DP may use before the large-graph path takes over "
-                   "(default: 4 GB or half the RAM)")
+                   "(default: 4e9 bytes = 3.7 GiB, or half the RAM if less)")
     p.add_argument("--split", default=None, metavar="SPLIT.json",
                    help="expert: the split to evaluate (fpgas/cpus node-id lists)")
-    p.add_argument("--restarts", type=int, default=None, help="local-search: number of random restarts")
+    p.add_argument("--restarts", type=int, default=None,
+                   help="local-search: number of random restarts (default 10)")
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -89,6 +97,11 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result JSON on stdout instead of a table")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr even when it is "
                    "not a terminal")
+
+
+# graphs.training.OPTIMIZERS, spelled out so that building the parser imports nothing heavy
+# (tests/test_promises.py checks that the two agree)
+_OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw")
 
 
 def _add_frontend_options(p: argparse.ArgumentParser) -> None:
@@ -102,21 +115,28 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--costs", default=None, metavar="MODEL",
                    help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
                    "cost table")
-    g.add_argument("--batch-size", type=int, default=None, metavar="N", help="value of a symbolic batch "
-                   "dimension (default 1)")
+    from .serving_cli import batch_size_arg
+
+    g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
+                   "batch dimension (default 1); place and frontier also take auto or a list 1,2,4")
     g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
                    help="value of another symbolic input dimension (repeatable)")
     g.add_argument("--training", action="store_true", default=None, help="add the backward pass")
-    g.add_argument("--optimizer", default=None, help="training: sgd, momentum or adam (default adam)")
+    g.add_argument("--optimizer", default=None, choices=_OPTIMIZERS,
+                   help=f"with --training: the optimizer whose state each device keeps, one of "
+                   f"{', '.join(_OPTIMIZERS)} (default adam)")
 
 
-def _frontend(args) -> dict:
-    """The front-end keyword arguments of ``load_workload`` (``None``: not given)."""
+def _frontend(args, sweep: bool = False) -> dict:
+    """The front-end keyword arguments of ``load_workload`` (``None``: not given); ``sweep``: the batch
+    size may be auto or a list."""
     import logging
 
     class _Warnings(logging.Handler):
         def emit(self, record):
             print(f"warning: {record.getMessage()}", file=sys.stderr)
+
+    from .serving_cli import single_batch
 
     log = logging.getLogger("graphs.onnx")
     if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
@@ -129,13 +149,22 @@ def _frontend(args) -> dict:
             if not name or not value.isdigit() or int(value) < 1:
                 raise _UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
             dims[name] = int(value)
+    if args.devices is not None and not args.devices.strip():
+        raise _UsageError("--devices is empty; give kind:count pairs (e.g. a100:4,cpu:1) or a device file")
+    if isinstance(args.batch_size, int) and args.batch_size < 1:
+        raise _UsageError("--batch-size must be at least 1")
+    if args.optimizer is not None and not args.training and getattr(args, "command", None) != "show":
+        raise _UsageError("--optimizer only applies to training; add --training")
     return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
-            "batch_size": args.batch_size, "dims": dims, "training": args.training,
-            "optimizer": args.optimizer}
+            "batch_size": args.batch_size if sweep else single_batch(args.batch_size), "dims": dims,
+            "training": args.training, "optimizer": args.optimizer}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="placement", description="Place a DNN operator graph on a set of devices.")
+    parser.add_argument("--version", action="version", version=f"placement {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("place", help="compute a placement", description="Compute a placement of a "
@@ -144,20 +173,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    from .serving_cli import add_place_options
 
-    e = sub.add_parser("evaluate", help="evaluate a given split", description="Evaluate a split "
-                       "(reference result format: fpgas/cpus node lists) on a workload.")
+    add_place_options(p)
+
+    e = sub.add_parser("evaluate", help="evaluate a given split or result", description="Evaluate a "
+                       "placement on a workload: a result file written by placement place --out (for an "
+                       "ONNX model, with the front-end options it records unless given again), or a split "
+                       "in the reference result format (fpgas/cpus node-id lists).")
     e.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
-    e.add_argument("split", help="split file (JSON with 'fpgas' and 'cpus' node-id lists)")
+    e.add_argument("split", help="result file (placement place --out) or split file (JSON with 'fpgas' "
+                   "and 'cpus' node-id lists)")
     _add_output_options(e)
     _add_frontend_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
-                       "operators, parameters, FLOPs and largest tensors, and write its costed graph in the "
-                       "reference JSON format.")
+                       "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
+                       "graph in the reference JSON format. Operators are counted after constant folding "
+                       "(Constant nodes and shape arithmetic on constants become values), so the count is "
+                       "below the model file's node count.")
     i.add_argument("model", help="ONNX model (.onnx)")
     i.add_argument("--out", "-o", default=None, metavar="GRAPH.json",
-                   help="where to write the annotated graph (default: <model name>.json here)")
+                   help="write the annotated graph (reference format) to GRAPH.json (default: write nothing)")
     _add_frontend_options(i)
 
     x = sub.add_parser("example", help="write an example model or workload", description="Write an "
@@ -166,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "format, with its own devices and costs.")
     x.add_argument("out", nargs="?", default="example.json", help="output file, .onnx or .json (default "
                    "example.json)")
-    x.add_argument("--layers", type=int, default=6)
+    x.add_argument("--layers", type=int, default=6, help="transformer layers (encoder blocks) of the example "
+                   "(default 6)")
     x.add_argument("--accelerators", type=int, default=4, help=".json: number of accelerators")
     x.add_argument("--cpus", type=int, default=1, help=".json: number of CPU cores")
     x.add_argument("--training", action="store_true", help="add the backward pass")
@@ -175,7 +213,38 @@ def build_parser() -> argparse.ArgumentParser:
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
+    _add_serving_parsers(sub)
     return parser
+
+
+def _output_file(path: str, flag: str) -> str:
+    """Check, before any work, that ``path`` can be written: create its folder (as every command does
+    for its outputs) and create and delete a file there. One usage error line if not."""
+    import tempfile
+
+    if os.path.isdir(path):
+        raise _UsageError(f"{flag} {path}: is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise _UsageError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    return path
+
+
+def _output_dir(path: str, flag: str) -> str:
+    """As :func:`_output_file` for a folder the command writes several files into."""
+    import tempfile
+
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise _UsageError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    return path
 
 
 def _print_result(args, placement, out=None) -> None:
@@ -183,19 +252,67 @@ def _print_result(args, placement, out=None) -> None:
     from .report import format_summary, format_table
 
     out = out or sys.stdout
-    data = result_dict(placement)
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        json.dump(data, out, indent=1)
-        out.write("\n")
-    else:
-        table = format_table(placement)
-        if table:
-            out.write(table + "\n\n")
-        out.write(format_summary(placement) + "\n")
+    data = result_dict(placement, result_path=args.out)
+    if "frontend" in data and hasattr(args, "device_files"):
+        # what the library does not keep in the graph, so that show and evaluate rebuild the same one
+        from .export import source_path
+
+        kw = _frontend(args)
+        data["frontend"]["dims"] = kw["dims"]
+        data["frontend"]["device_files"] = [source_path(f, args.out) for f in kw["device_files"] or ()]
+    with _interrupt.deferred():  # a Ctrl-C now lets the result be written, then stops
         if args.out:
-            out.write(f"result written to {args.out}\n")
+            write_json(args.out, data)
+        if args.json:
+            json.dump(data, out, indent=1)
+            out.write("\n")
+        else:
+            table = format_table(placement)
+            if table:
+                out.write(table + "\n\n")
+            out.write(format_summary(placement) + "\n")
+            from .serving_cli import mfu_lines
+
+            out.write(mfu_lines(placement))
+            if args.out:
+                out.write(f"result written to {args.out}\n")
+
+
+def _number(value: float | None, flag: str, *, low: float = 0.0, strict: bool = False) -> float | None:
+    """``value`` checked: a number (not NaN) at least ``low`` (above it if ``strict``); inf is None."""
+    if value is None:
+        return None
+    if math.isnan(value) or value < low or (strict and value == low):
+        rel = "above" if strict else "at least"
+        raise _UsageError(f"{flag} must be a number {rel} {low:g}, got {value!r}")
+    return None if math.isinf(value) else value
+
+
+_OPTION_WORDS = {"split": "--split", "restarts": "--restarts", "memory_limit": "--memory-limit"}
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the command line's words: ``options.raw['split']`` becomes ``--split``,
+    a raw byte count the binary units of the table (``6.25091e+07 bytes`` -> ``59.61 MiB``)."""
+    import re
+
+    from .report import human_bytes
+
+    def option(m):
+        return _OPTION_WORDS.get(m.group(2), m.group(0))
+
+    message = re.sub(r"options\.raw\[(['\"])(\w+)\1\]", option, message)
+    message = re.sub(r"\boptions\.(time_limit|gap|threads|seed)\b",
+                     lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+    def size(m):
+        return human_bytes(float(m.group(1)))
+
+    number = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
+    message = re.sub(rf"(?<![\w.]){number} bytes\b", size, message)
+    # the capacity beside a byte count ("needs 59.61 MiB but a t4 holds 1.7e+10")
+    return re.sub(rf"\b(holds|capacity is) {number}(?![\w.])",
+                  lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
 
 
 def _cmd_place(args) -> int:
@@ -203,23 +320,35 @@ def _cmd_place(args) -> int:
 
     from .api import place
     from .load import load_workload
+    from .serving_cli import run_place, wants_serving
 
-    w = load_workload(args.workload, **_frontend(args))
-    progress = _Progress("placing", enabled=True if args.progress else None)
+    time_limit = _number(args.time_limit, "--time-limit")
+    gap = _number(args.gap, "--gap")
+    if gap is None:
+        raise _UsageError("--gap must be finite")
+    if args.threads is not None and args.threads < 1:
+        raise _UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.subgraphs_per_device < 1:
+        raise _UsageError("--subgraphs-per-device must be at least 1")
     raw = {}
-    if args.memory_limit is not None:
-        if args.memory_limit <= 0:
-            raise _UsageError("placement place: --memory-limit must be positive (GB)")
-        raw["memory_limit"] = args.memory_limit * 1e9
+    memory_limit = _number(args.memory_limit, "--memory-limit", strict=True)
+    if memory_limit is not None:
+        raw["memory_limit"] = memory_limit * 2**30
     if args.split is not None:
         raw["split"] = args.split
     if args.restarts is not None:
         if args.restarts < 1:
-            raise _UsageError("placement place: --restarts must be at least 1")
+            raise _UsageError("--restarts must be at least 1")
         raw["restarts"] = args.restarts
-    if args.time_limit is not None and args.time_limit < 0:
-        raise _UsageError("placement place: --time-limit must not be negative")
-    opts = SolveOptions(objective=args.objective, time_limit=args.time_limit, gap=args.gap,
+    if args.solver == "expert" and not args.split:
+        raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
+    if args.out:
+        _output_file(args.out, "--out")
+    if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
+        return run_place(args, _frontend(args, sweep=True))
+    w = load_workload(args.workload, **_frontend(args))
+    progress = _Progress("placing", enabled=True if args.progress else None)
+    opts = SolveOptions(objective=args.objective, time_limit=time_limit, gap=gap,
                         threads=args.threads, seed=args.seed, progress=progress,
                         subgraphs_per_device=args.subgraphs_per_device, backend=args.backend, raw=raw)
     try:
@@ -228,76 +357,110 @@ def _cmd_place(args) -> int:
         progress.done()
     _print_result(args, p)
     if p.evaluation is None:
-        print(f"error: {p.solution.message or 'no placement found'}", file=sys.stderr)
+        print(f"error: {_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
         return EXIT_NO_PLACEMENT
     return EXIT_OK
 
 
 def _cmd_evaluate(args) -> int:
-    from graphs.reference import read_split
+    """Score a split (reference format) or a result file written by ``place`` on the workload."""
+    from graphs.jsonio import read_json
+    from graphs.reference import parse_split
     from solvers.base import Solution, Status
 
     from .api import Placement, evaluate
     from .load import load_workload
+    from .simulate import assignment_from_result, read_result
 
-    w = load_workload(args.workload, **_frontend(args))
-    a = read_split(args.split, w.graph, w.cluster)
+    if args.out:
+        _output_file(args.out, "--out")
+    data = read_json(args.split)
+    is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
+    given = _frontend(args)
+    if is_result and args.workload.lower().endswith(".onnx"):
+        # the front-end options the result was computed with, unless given again here
+        given = {**_recorded_frontend(data, args.split), **{k: v for k, v in given.items() if v is not None}}
+    w = load_workload(args.workload, **given)
+    if is_result:
+        a = assignment_from_result(read_result(args.split), w.graph, w.cluster, source=args.split)
+        what = "placement"
+    else:
+        a = parse_split(data, w.graph, w.cluster, source=args.split)
+        what = "split"
     ev = evaluate(w.graph, w.cluster, a)
-    sol = Solution(a, ev.max_load, Status.FEASIBLE, "given split", message=f"split from {args.split}")
+    sol = Solution(a, ev.max_load, Status.FEASIBLE, f"given {what}", message=f"{what} from {args.split}")
     _print_result(args, Placement(w.graph, w.cluster, sol, ev))
+    recorded_value = data.get("max_load") if is_result else None
+    if isinstance(recorded_value, (int, float)) and recorded_value != ev.max_load:
+        print(f"note: the result file says max-load {recorded_value!r}; evaluated now {ev.max_load!r} "
+              f"(costs re-measured, or another cost model?)", file=sys.stderr)
     return EXIT_OK if ev.valid else EXIT_NO_PLACEMENT
 
 
 def _cmd_example(args) -> int:
     from graphs.example import transformer_layer_graph
 
+    from .cluster.example import is_job_list_name, write_example_jobs
     from .export import write_json
 
-    if args.out.lower().endswith(".onnx"):
-        if args.layers < 1:
-            raise _UsageError("placement example: --layers must be >= 1")
+    if is_job_list_name(args.out):  # jobs.json, trace.json: a shared-cluster job list
+        _output_file(args.out, "placement example:")
+        print(write_example_jobs(args.out))
+        return EXIT_OK
+    suffix = os.path.splitext(args.out)[1].lower()
+    if suffix not in (".onnx", ".json"):
+        raise _UsageError(f"placement example: {args.out!r} must end in .onnx (an ONNX model) or .json "
+                          f"(a reference-format workload)")
+    if args.layers < 1:
+        raise _UsageError("placement example: --layers must be >= 1")
+    if suffix == ".json" and (args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0):
+        raise _UsageError("placement example: there must be at least one device")
+    _output_file(args.out, "placement example:")
+    if suffix == ".onnx":
         import onnx
 
         from graphs.transformer import bert
 
         model = bert(args.layers, hidden=512, heads=8, seq_len=128)
-        onnx.save(model, args.out)
-        print(f"wrote {args.out}: a {args.layers}-layer BERT-style encoder, {len(model.graph.node)} "
-              f"operators. Place it with: placement place {args.out} --devices a100:2,t4:2,cpu:1")
+        with _interrupt.deferred():
+            onnx.save(model, args.out)
+        print(f"wrote {args.out}: a {args.layers}-layer BERT-style encoder, {len(model.graph.node)} ONNX "
+              f"nodes (placement counts fewer operators: constants are folded). Place it with: "
+              f"placement place {args.out} --devices a100:2,t4:2,cpu:1")
         return EXIT_OK
-    if args.layers < 1 or args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0:
-        raise _UsageError("placement example: --layers must be >= 1 and there must be at least one device")
     doc = transformer_layer_graph(args.layers, accelerators=args.accelerators, cpus=args.cpus,
                                   training=args.training)
-    write_json(args.out, doc)
+    with _interrupt.deferred():
+        write_json(args.out, doc)
     print(f"wrote {args.out}: {len(doc['nodes'])} nodes, {len(doc['edges'])} edges, "
           f"{args.accelerators} accelerators + {args.cpus} CPU(s). Place it with: placement place {args.out}")
     return EXIT_OK
 
 
 def _cmd_bench(argv: list[str]) -> int:
-    try:
-        from benchmarks.suite import main as bench_main
-    except ImportError:
-        raise _UsageError("placement bench runs from a source checkout (the benchmarks/ folder)") from None
+    from .bench.suite import main as bench_main
+
     return bench_main(argv)
 
 
 def _cmd_inspect(args) -> int:
-    import os
-
     from graphs.onnx_workload import describe, prepare_onnx, reference_document
 
     from .export import write_json
 
     if not args.model.lower().endswith(".onnx"):
         raise _UsageError(f"placement inspect: {args.model!r} is not an ONNX model (.onnx)")
+    if args.out:
+        _output_file(args.out, "--out")
     g, w = prepare_onnx(args.model, **{k: v for k, v in _frontend(args).items() if v is not None})
     print(describe(g, w.graph, show_warnings=False))
-    out = args.out or os.path.splitext(os.path.basename(args.model))[0] + ".json"
-    write_json(out, reference_document(w.graph, w.cluster))
-    print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms, "
-          f"{w.graph.meta.get('devices')}) written to {out}")
+    print(f"({w.graph.num_nodes} operators after constant folding; the file's Constant nodes and shape "
+          f"arithmetic on constants are values here)")
+    if args.out:
+        with _interrupt.deferred():
+            write_json(args.out, reference_document(w.graph, w.cluster))
+        print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms, "
+              f"{w.graph.meta.get('devices')}) written to {args.out}")
     return EXIT_OK
 
 
@@ -344,8 +507,9 @@ def _add_pipeline_parsers(sub) -> None:
                        "(one onnxruntime session and one thread each, queues between them) on this CPU; "
                        "report measured throughput next to the cost model's prediction. Place with "
                        "--costs profile so that both are measured on this machine.")
-    r.add_argument("result", help="result file written by placement place --out")
     r.add_argument("model", help="the ONNX model (.onnx) the result is for")
+    r.add_argument("result", help="result file written by placement place --out (the order of split; the "
+                   "older order RESULT MODEL still works, with a note)")
     r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
                    help="samples to stream (default 50)")
     r.add_argument("--threads", type=int, default=1, help="onnxruntime threads per stage (default 1)")
@@ -376,6 +540,16 @@ def _dims(args) -> dict:
     return dims
 
 
+def _warn_unknown_dims(model, dims: dict) -> None:
+    """A --dim naming no symbolic dimension of the model's inputs changes nothing: say so."""
+    names = {d.dim_param for vi in model.graph.input if vi.type.HasField("tensor_type")
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    unknown = sorted(set(dims) - names)
+    if unknown:
+        print(f"warning: --dim {', '.join(unknown)}: no input of the model has such a dimension "
+              f"({', '.join(sorted(names)) or 'it has none'}); ignored", file=sys.stderr)
+
+
 def _read_model(path: str):
     from graphs.onnx_loader import read_model
 
@@ -385,21 +559,23 @@ def _read_model(path: str):
 
 
 def _cmd_split(args) -> int:
-    import os
-
     import onnx
 
     from .onnx_export import annotate, split_model, verify_split, write_split
     from .simulate import read_result
 
     dims = _dims(args)
-    model = _read_model(args.model)
-    result = read_result(args.result)
-    split = split_model(model, result)
-    manifest = write_split(split, args.out_dir)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    onnx.save_model(annotate(model, result), annotated)
+    model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
+    result = read_result(args.result)
+    _output_dir(args.out_dir, "--out-dir")
+    _output_file(annotated, "--annotated")
+    split = split_model(model, result)
+    with _interrupt.deferred():
+        manifest = write_split(split, args.out_dir)
+        onnx.save_model(annotate(model, result), annotated)
     print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
           f"{annotated}")
     for s in manifest["submodels"]:
@@ -440,8 +616,13 @@ def _cmd_run(args) -> int:
 
     if args.samples < 1 or args.threads < 1:
         raise _UsageError("placement run: --samples and --threads must be at least 1")
+    if args.model.lower().endswith(".json") and args.result.lower().endswith(".onnx"):
+        args.model, args.result = args.result, args.model
+        print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
+              file=sys.stderr)
     dims = _dims(args)
     model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
     result = read_result(args.result)
     split = split_model(model, result)
     manifest = split.manifest()
@@ -493,33 +674,39 @@ def _cmd_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
-def _load_for_result(args, data: dict):
-    """The workload a result is for: --workload, else the result's source (as written, then relative
-    to the result file)."""
-    import os
+def _recorded_frontend(data: dict, result_path: str) -> dict:
+    """The front-end options a result records (device files relative to the result file)."""
+    rec = {k: v for k, v in (data.get("frontend") or {}).items() if v not in (None, False, [], {})}
+    if "device_files" in rec:
+        base = os.path.dirname(os.path.abspath(result_path))
+        rec["device_files"] = [os.path.join(base, f) for f in rec["device_files"]]
+    return rec
 
+
+def _load_for_result(args, data: dict):
+    """The workload a result is for: --workload, else the result's source (relative to the result file,
+    as results store it; then as written, for results of older versions, relative to where they ran)."""
     from .load import load_workload
 
     path = args.workload or data.get("source")
     if not path:
         raise _UsageError(f"{args.result}: the result does not say which workload it is for; pass "
                           f"--workload PATH")
-    if not args.workload and not os.path.exists(path):
+    if not args.workload:
         beside = os.path.join(os.path.dirname(os.path.abspath(args.result)), path)
         if os.path.exists(beside):
             path = beside
-        else:
+        elif not os.path.exists(path):
             raise _UsageError(f"{args.result}: its workload {path!r} was not found; pass --workload PATH")
     given = {k: v for k, v in _frontend(args).items() if v is not None}
-    recorded = {k: v for k, v in (data.get("frontend") or {}).items() if v is not None and v is not False}
     if path.lower().endswith(".onnx"):
-        given = {**recorded, **given}  # the result's own front-end options unless overridden
+        given = {**_recorded_frontend(data, args.result), **given}  # the result's own, unless overridden
+    if given.get("optimizer") and not given.get("training"):
+        raise _UsageError("--optimizer only applies to training; add --training (or show a training result)")
     return load_workload(path, **given)
 
 
 def _cmd_show(args) -> int:
-    import os
-
     from graphs.evaluate import evaluate
 
     from .draw import PlotsUnavailable, gantt_chart, graph_dot, render_dot, write_text
@@ -528,6 +715,9 @@ def _cmd_show(args) -> int:
     if args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
     data = read_result(args.result)
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
+    if not args.no_draw:
+        _output_dir(out_dir, "--out-dir")
     w = _load_for_result(args, data)
     a = assignment_from_result(data, w.graph, w.cluster, source=args.result)
     ev = evaluate(w.graph, w.cluster, a)
@@ -540,15 +730,18 @@ def _cmd_show(args) -> int:
                   sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(_format_simulation(sim, over, unit))
+        from graphs.latency import latency
+
+        print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total))
+        from .serving_cli import show_mfu_lines
+
+        sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
     old = data.get("max_load")
     if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
         print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
               f"(costs re-measured, or another cost model?)", file=sys.stderr)
     if args.no_draw:
         return EXIT_OK
-    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
-    os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
     shown = sim if not args.overlap else over
     written = []
@@ -572,10 +765,12 @@ def _cmd_show(args) -> int:
     return EXIT_OK
 
 
-def _format_simulation(sim, over, unit: str) -> str:
+def _format_simulation(sim, over, unit: str, model_latency: float | None = None) -> str:
     u = f" {unit}" if unit else ""
+    cu = f" [{unit or 't'}]"
     name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
-    rows = [["stage", "device", "kind", "load", "busy", "util", "compute util", "peak stash"]]
+    # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load)
+    rows = [["stage", "device", "kind", "load" + cu, "busy" + cu, "busy/wall", "compute/wall", "peak stash"]]
     for r in sim.stages:
         stash = "-" if r.peak_stashed is None else str(r.peak_stashed)
         if r.peak_stash_bytes is not None:
@@ -592,11 +787,17 @@ def _format_simulation(sim, over, unit: str) -> str:
     same = math.isclose(steady, sim.max_load, rel_tol=1e-9, abs_tol=1e-12)
     extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
     gain = _gain(steady, over.steady_time_per_sample)
+    lat = f"single-sample latency {sim.latency:.6g}{u} in this schedule (each stage receives, computes and " \
+          f"sends as a whole)"
+    if model_latency is not None and math.isfinite(model_latency):
+        lat += f"; the latency model of `place` gives {model_latency:.6g}{u} (operators start as soon as " \
+               f"their inputs are ready, host operators in parallel)"
     lines += [
         f"makespan {sim.makespan:.6g}{u}; time per sample {sim.time_per_sample:.6g}{u} "
         f"(throughput {sim.throughput:.6g} per{u or ' time unit'})",
         f"steady state: {steady:.6g}{u} per sample; max-load {sim.max_load:.6g}{u} ({extra})",
-        f"single-sample latency {sim.latency:.6g}{u}; bubble {100 * sim.bubble_fraction:.1f}%",
+        lat,
+        f"bubble {100 * sim.bubble_fraction:.1f}%",
         f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per sample ({gain}), "
         f"makespan {over.makespan:.6g}{u}, bubble {100 * over.bubble_fraction:.1f}%",
     ]
@@ -630,38 +831,59 @@ def _cmd_cluster(args) -> int:
 _COMMANDS.update(cluster=_cmd_cluster)
 
 
+def _add_serving_parsers(sub) -> None:
+    from .serving_cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_serving(args) -> int:
+    from .serving_cli import run
+
+    return run(args)
+
+
+_COMMANDS.update(frontier=_cmd_serving, provision=_cmd_serving)
+
+
 @contextlib.contextmanager
 def _user_errors(codes: list):
     """Turn the library's typed errors into one line on stderr and an exit code."""
     try:
         yield
+    except KeyboardInterrupt:
+        _interrupt.quiet()  # a second Ctrl-C while we exit changes nothing
+        print("error: interrupted", file=sys.stderr)
+        codes.append(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        codes.append(EXIT_OK)
     except _UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         codes.append(EXIT_USAGE)
-    except InfeasibleError as e:
-        print(f"error: infeasible: {e}", file=sys.stderr)
-        codes.append(EXIT_NO_PLACEMENT)
-    except PlacementError as e:
-        print(f"error: {e}", file=sys.stderr)
-        codes.append(EXIT_USAGE)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        codes.append(130)
-    except BrokenPipeError:
-        codes.append(EXIT_OK)
+    except Exception as e:
+        from graphs.errors import InfeasibleError, PlacementError
+
+        if isinstance(e, InfeasibleError):
+            print(f"error: infeasible: {_cli_words(str(e))}", file=sys.stderr)
+            codes.append(EXIT_NO_PLACEMENT)
+        elif isinstance(e, PlacementError):
+            print(f"error: {_cli_words(str(e))}", file=sys.stderr)
+            codes.append(EXIT_USAGE)
+        else:
+            raise
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
     codes: list[int] = []
     with _user_errors(codes):
         argv = sys.argv[1:] if argv is None else list(argv)
-        if argv[:1] == ["bench"]:  # the suite parses its own options (benchmarks.suite)
+        if argv[:1] == ["bench"]:  # the suite parses its own options (placement.bench)
             return _cmd_bench(argv[1:])
+        parser = build_parser()
         try:
             args = parser.parse_args(argv)
-        except SystemExit as e:  # --help
+        except SystemExit as e:  # --help, --version
             return int(e.code or 0)
         if args.command is None:
             parser.print_help()
@@ -671,4 +893,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> None:
-    sys.exit(main())
+    """The ``placement`` console script: Ctrl-C handled from the first line (see placement._interrupt)."""
+    _interrupt.install()
+    code = main()
+    _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback
+    sys.exit(code)

@@ -1,6 +1,7 @@
 """Result files: our JSON schema (with the reference's fields beside it) and atomic writing.
 
-Schema (``"schema": "placement-result", "version": 1``)::
+Schema (``"schema": "placement-result", "version": 1``; ``source`` is the workload's path relative to the
+result file's folder, or absolute when the result is not written to a file)::
 
     {"schema", "version", "solver", "status", "objective", "max_load", "bound", "gap", "solve_time_s",
      "message", "valid", "problems", "contiguous", "stage_order": [device names in pipeline order],
@@ -10,13 +11,16 @@ Schema (``"schema": "placement-result", "version": 1``)::
      # ONNX inputs: the front-end options the workload was built with
      "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
      "objective_name": "max-load" | "split-max" | "latency", "latency": single-sample latency,
+     "compute_utilisation": {"total", "period_ms", ..., "devices": [{"name", "kind", "mfu", ...}]} or null,
      # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
      "maxLoad", "totalLatency", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
 
 For ``--objective latency`` the reference fields follow its latency format instead: ``totalLatency``
 and one ``fpgas`` entry ``{"nodes"}`` per accelerator subgraph (``cpus``: all host nodes).
 
-``utilisation`` = load / max-load. Infinite numbers (no placement) are written as ``null``.
+``utilisation`` = load / max-load (busy time); ``compute_utilisation`` (ONNX inputs) = achieved over
+peak FLOP/s per device and in total (MFU, :mod:`graphs.mfu`). Infinite numbers (no placement) are
+written as ``null``.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 
+from graphs.mfu import compute_utilisation
 from graphs.reference import ACCELERATOR, CPU
 
 from .api import Placement
 
-__all__ = ["result_dict", "write_json", "SCHEMA_VERSION"]
+__all__ = ["result_dict", "write_json", "source_path", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 
@@ -46,13 +51,29 @@ def _id(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def result_dict(p: Placement) -> dict:
-    """The result file's content for a placement."""
+def source_path(source: str | None, result_path: str | os.PathLike | None) -> str | None:
+    """The workload's path as a result file stores it: relative to the result file's folder (so that the
+    two can move together and be read from any working directory), absolute when there is no result
+    file or no relative path (another drive)."""
+    if not source:
+        return source
+    full = os.path.abspath(source)
+    if result_path is None:
+        return full
+    try:
+        return os.path.relpath(full, os.path.dirname(os.path.abspath(os.fspath(result_path))))
+    except ValueError:
+        return full
+
+
+def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -> dict:
+    """The result file's content for a placement; ``result_path`` is where it will be written (the
+    workload's path is stored relative to it, see :func:`source_path`)."""
     sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
     out = {
         "schema": "placement-result",
         "version": SCHEMA_VERSION,
-        "source": g.source,
+        "source": source_path(g.source, result_path),
         "solver": sol.solver,
         "status": sol.status.value,
         "objective": _num(sol.objective),
@@ -90,6 +111,8 @@ def result_dict(p: Placement) -> dict:
     lat = p.latency
     out["objective_name"] = p.objective
     out["latency"] = _num(lat.total)
+    mfu = compute_utilisation(g, cl, p.assignment)
+    out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
     kinds = {k.name for k in cl.kinds}
     if kinds <= {ACCELERATOR, CPU}:
         if p.objective == "latency":
@@ -109,10 +132,19 @@ def result_dict(p: Placement) -> dict:
 
 def write_json(path: str | os.PathLike, data: dict) -> None:
     """Write ``data`` as JSON atomically: a temporary file in the same folder, then a rename, so a
-    crash or Ctrl-C never leaves a half-written result."""
+    crash or Ctrl-C never leaves a half-written result. The file gets the usual permissions (0666 less
+    the umask), like every other file the tool writes."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".tmp-{secrets.token_hex(6)}.json")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover
+        raise FileExistsError(f"no free temporary name in {folder}")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1)

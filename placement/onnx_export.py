@@ -694,19 +694,59 @@ def run_split(models, manifest: dict, feeds: Mapping[str, np.ndarray], *, sessio
     return {x: env[x] for x in list(manifest["outputs"]) + list(keep)}
 
 
+def _weights_as_inputs(model, weights: Mapping[str, np.ndarray]):
+    """A copy of ``model`` in which the nodes that generate the given tensors are removed and the tensors
+    become graph inputs (fed at run time), and the names of those inputs. Unlike :func:`materialize`,
+    neither the model nor onnxruntime's session copies the weights: a CPU session reads the arrays it is
+    fed in place."""
+    from onnx import helper
+
+    m = type(model)()
+    m.CopyFrom(model)
+    g = m.graph
+    keep, added = [], []
+    for n in g.node:
+        outs = [x for x in n.output if x]
+        if outs and all(x in weights for x in outs):
+            added.extend(outs)
+        else:
+            keep.append(n)
+    if added:
+        del g.node[:]
+        g.node.extend(keep)
+        for x in added:
+            w = np.asarray(weights[x])
+            g.input.append(helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(w.dtype),
+                                                         list(w.shape)))
+    return m, added
+
+
+class _InputsBut:
+    """A session's inputs without some (for :func:`random_feeds`: the weights, which are fed as given)."""
+
+    def __init__(self, sess, skip):
+        self.sess, self.skip = sess, skip
+
+    def get_inputs(self):
+        return [i for i in self.sess.get_inputs() if i.name not in self.skip]
+
+
 def verify_split(model, models, manifest: dict, *, tolerance: float = 1e-4, seed: int = 0,
                  optimize: bool = True, dims: Mapping[str, int] | None = None,
                  batch_size: int = 1) -> VerifyReport:
     """Run ``model`` and its sub-models ``models`` (as listed in ``manifest``) on the same random
-    inputs, with the same random values for generated weights, and compare every output."""
+    inputs, with the same random values for generated weights, and compare every output.
+
+    Memory: the generated weights exist once, as arrays fed to the sessions (not as initializers copied
+    into each model and each session), and one session is alive at a time."""
     weights = generated_weights(model, seed=seed)
-    whole = materialize(model, weights)
-    parts = [materialize(m, weights) for m in models]
+    whole, whole_weights = _weights_as_inputs(model, weights)
+    parts = [_weights_as_inputs(m, weights) for m in models]
     # the cut tensors become extra outputs of the whole model, so that they are compared too (a model
     # output can hide differences: a softmax over many classes is nearly uniform on random weights)
     outputs = set(manifest["outputs"])
     cut = {}
-    for m in parts:
+    for m, _ in parts:
         for v in m.graph.output:
             if v.name not in outputs and v.name not in cut:
                 cut[v.name] = v
@@ -715,17 +755,22 @@ def verify_split(model, models, manifest: dict, *, tolerance: float = 1e-4, seed
         sess = session(whole, optimize=optimize)
     except Exception as e:
         raise InputError(f"onnxruntime cannot run the model: {str(e)[:300]}") from None
-    feeds = random_feeds(whole, sess, seed=seed, dims=dims, batch_size=batch_size)
+    feeds = random_feeds(whole, _InputsBut(sess, weights), seed=seed, dims=dims, batch_size=batch_size)
     names = [o.name for o in sess.get_outputs()]
-    ref = dict(zip(names, sess.run(names, feeds)))
-    sessions = []
-    for s, m in zip(manifest["submodels"], parts):
+    ref = dict(zip(names, sess.run(names, {**feeds, **{x: weights[x] for x in whole_weights}})))
+    del sess, whole
+    env = dict(feeds)
+    for s, (m, own) in zip(manifest["submodels"], parts):
         try:
-            sessions.append(session(m, optimize=optimize))
+            sess = session(m, optimize=optimize)
         except Exception as e:
             raise InputError(f"onnxruntime cannot run sub-model {s['index']} ({s['device']}): "
                              f"{str(e)[:300]}") from None
-    got = run_split(parts, manifest, feeds, sessions=sessions, keep=list(cut))
+        names = [o.name for o in sess.get_outputs()]
+        env.update(zip(names, sess.run(names, {**{x: env[x] for x in s["inputs"]},
+                                                **{x: weights[x] for x in own}})))
+        del sess
+    got = {x: env[x] for x in list(manifest["outputs"]) + list(cut)}
     diff, mag = {}, {}
     for x in list(manifest["outputs"]) + list(cut):
         a, b = np.asarray(ref[x]), np.asarray(got[x])

@@ -61,6 +61,11 @@ class PipelineRun:
 
 def _worker(k: int, model_bytes: bytes, inputs: list[str], keep: list[str], threads: int, optimize: bool,
             inq, outq, statq) -> None:  # pragma: no cover - runs in a child process
+    import signal
+
+    # Ctrl-C is the parent's to handle: it stops the workers (they start with SIGINT blocked, see
+    # _start_workers; ignoring it too keeps it so if a library unblocks it)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from placement.onnx_export import session
 
     try:
@@ -117,13 +122,10 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     queues = [ctx.Queue() for _ in range(len(subs) + 1)]
     statq = ctx.Queue()
     procs = []
-    for k, (m, s) in enumerate(zip(models, subs)):
-        data = m if isinstance(m, bytes) else m.SerializeToString()
-        p = ctx.Process(target=_worker, args=(k, data, list(s["inputs"]), keep_after[k], threads, optimize,
-                                              queues[k], queues[k + 1], statq), daemon=True)
-        p.start()
-        procs.append(p)
     try:
+        _start_workers(ctx, procs, [(k, m if isinstance(m, bytes) else m.SerializeToString(),
+                                     list(s["inputs"]), keep_after[k], threads, optimize, queues[k],
+                                     queues[k + 1], statq) for k, (m, s) in enumerate(zip(models, subs))])
         deadline = time.monotonic() + timeout
         ready = 0
         while ready < len(procs):
@@ -153,10 +155,7 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
         for p in procs:
             p.join(timeout=10)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
+        _stop(procs, queues + [statq])
     diff = None
     if reference is not None:
         diff = {}
@@ -168,6 +167,50 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
                     0.0 if a.shape == b.shape else math.inf)
                 diff[x] = max(diff.get(x, 0.0), d)
     return PipelineRun(samples, len(procs), wall, tuple(busy), diff)
+
+
+def _start_workers(ctx, procs: list, arglists: list) -> None:
+    """Start one worker per argument tuple, appending each to ``procs`` as soon as it runs. SIGINT is
+    blocked in this thread while they start: the children inherit the mask, so a Ctrl-C at the terminal
+    (sent to the whole process group) reaches only this process, which stops them; a Ctrl-C meanwhile is
+    delivered here once the mask is restored."""
+    import signal
+
+    from ._interrupt import deferred
+
+    mask = getattr(signal, "pthread_sigmask", None)
+    # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
+    # the command's handler must not raise between a child's start and its entry in ``procs``
+    with deferred():
+        old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
+        try:
+            for args in arglists:
+                p = ctx.Process(target=_worker, args=args, daemon=True)
+                p.start()
+                procs.append(p)
+        finally:
+            if mask:
+                mask(signal.SIG_SETMASK, old)
+
+
+def _stop(procs: list, queues: list) -> None:
+    """Stop and join every worker and let the queues go without waiting on their feeder threads (after
+    an error or Ctrl-C, a feeder may be blocked writing to a pipe nobody reads: joining it at exit
+    would hang). A second Ctrl-C waits until this is done (see placement._interrupt)."""
+    from ._interrupt import deferred
+
+    with deferred():
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():  # pragma: no cover - a worker stuck in native code
+                p.kill()
+                p.join(timeout=5)
+        for q in queues:
+            q.cancel_join_thread()
+            q.close()
 
 
 def _get(q, deadline, procs):

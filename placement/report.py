@@ -10,15 +10,25 @@ __all__ = ["format_table", "format_summary", "human_bytes"]
 
 
 def human_bytes(x: float | None) -> str:
+    """A byte count in binary units, as spec sheets give memory: ``40 GiB`` for an A100-40GB."""
     if x is None:
         return "unlimited"
     if not math.isfinite(x):
         return "inf"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(x) < 1000 or unit == "TB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.2f} {unit}"
-        x /= 1000
-    return f"{x:.2f} TB"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1023.995 or unit == "TiB":  # what would print as 1024.00 is the next unit's 1
+            if unit == "B":
+                return f"{x:.0f} B"
+            # whole numbers as such ("40 GiB"), also when the count went through a 6-digit message
+            return f"{round(x)} {unit}" if abs(x - round(x)) < 0.005 else f"{x:.2f} {unit}"
+        x /= 1024
+    return f"{x:.2f} TiB"  # pragma: no cover
+
+
+def time_unit(p: Placement) -> str:
+    """The unit of the workload's times: ``ms`` for ONNX models; a reference-format workload's own
+    (unnamed) unit otherwise."""
+    return p.graph.meta.get("unit") or ""
 
 
 def _num(x: float) -> str:
@@ -35,14 +45,17 @@ def _first_last(p: Placement, nodes) -> str:
 
 
 def format_table(p: Placement, *, show_ops: bool = True) -> str:
-    """One row per device: stage, kind, #nodes, compute, comm in/out, load, memory, utilisation."""
+    """One row per device: stage, kind, #nodes, compute, comm in/out, load (in the workload's time unit:
+    ms for ONNX models, ``t`` for a reference workload's own unit), memory and capacity (binary units),
+    load / max-load."""
     ev = p.evaluation
     if ev is None:
         return ""
     stage = {d: i for i, d in enumerate(ev.stage_order or ())}
     order = sorted(ev.devices, key=lambda d: (stage.get(d.device, len(stage) + d.device)))
-    header = ["device", "stage", "kind", "#nodes", "compute", "comm in", "comm out", "load", "memory",
-              "util"]
+    u = time_unit(p) or "t"
+    header = ["device", "stage", "kind", "#nodes", f"compute [{u}]", f"comm in [{u}]", f"comm out [{u}]",
+              f"load [{u}]", "memory / capacity", "load/max"]
     if show_ops:
         header.append("operators (first .. last)")
     rows = []
@@ -70,14 +83,17 @@ def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
     status = s.status.value
-    if s.status.value == "feasible" and (s.stats.get("mip_status") == "time limit"
-                                        or "time limit" in s.message):
+    if s.status.value == "feasible" and "interrupted" in s.message:
+        status += " (interrupted)"
+    elif s.status.value == "feasible" and (s.stats.get("mip_status") == "time limit"
+                                          or "time limit" in s.message):
         status += " (time limit reached)"
-    parts = [f"max-load {_num(p.max_load)}"]
+    u = f" {time_unit(p)}" if time_unit(p) else ""
+    parts = [f"max-load {_num(p.max_load)}{u}"]
     if p.objective != "max-load":
-        parts = [f"{p.objective} {_num(s.objective)}", f"max-load {_num(p.max_load)}"]
+        parts = [f"{p.objective} {_num(s.objective)}{u}", f"max-load {_num(p.max_load)}{u}"]
     elif p.latency is not None:
-        parts.append(f"latency {_num(p.latency.total)}")
+        parts.append(f"latency {_num(p.latency.total)}{u} (one sample, latency model)")
     parts += [f"status {status}", f"solver {s.solver}"]
     if s.bound is not None and math.isfinite(s.bound):
         parts.append(f"bound {_num(s.bound)}")
@@ -85,6 +101,8 @@ def format_summary(p: Placement) -> str:
         parts.append(f"gap {100 * s.gap:.4g}%")
     parts.append(f"time {s.time:.2f} s")
     lines = [", ".join(parts)]
+    if not u:
+        lines.append("times in the workload's own unit (t)")
     if p.evaluation is not None:
         ev = p.evaluation
         lines.append(f"valid: {'yes' if ev.valid else 'NO'}; contiguous: {'yes' if ev.contiguous else 'no'}")

@@ -628,8 +628,12 @@ def read_result(path: str | os.PathLike) -> dict:
 def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, source: str | None = None
                            ) -> np.ndarray:
     """The assignment (device number per node of ``graph``) a result file describes: its devices by
-    name (``gpu0``...), their nodes by name. Raises :class:`InputError` listing what does not match."""
+    name (``gpu:0``...), their nodes by name. Raises :class:`InputError` listing what does not match."""
     dev_number = {cluster.device_name(d): d for d in range(cluster.num_devices)}
+    # older result files name devices "gpu0" (kind and index run together) where now "gpu:0"
+    for d, (t, i) in enumerate(cluster.devices()):
+        if not cluster.kinds[t].name[-1:].isdigit():
+            dev_number.setdefault(f"{cluster.kinds[t].name}{i}", d)
     index = {name: i for i, name in enumerate(graph.names)}
     a = np.full(graph.num_nodes, -1, np.int64)
     unknown_dev, unknown_node, twice = [], [], []

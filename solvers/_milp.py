@@ -70,6 +70,12 @@ class MilpModel:
         if ub is not None:
             cub[cols] = np.minimum(cub[cols], ub)
 
+    def set_cost(self, cols, cost) -> None:
+        """Replace the objective coefficients of existing columns."""
+        if len(self._cols) > 1:
+            self._cols = [tuple(np.concatenate(p) for p in zip(*self._cols))]
+        self._cols[0][2][np.asarray(cols, np.int64)] = cost
+
     def add_rows(self, lo, hi, rows, cols, vals) -> np.ndarray:
         """Add ``len(lo)`` rows ``lo <= sum(vals * x[cols]) <= hi``; ``rows`` numbers the new rows
         from 0. Duplicate (row, col) entries are summed. Returns the rows' indices."""

@@ -52,7 +52,7 @@ def test_dot_groups_nodes_by_device_and_colours_cut_edges():
     text = draw.graph_dot(g, cl, a, stage_order=(0, 1), title='a "quoted" title')
     assert text.startswith("digraph placement {") and text.rstrip().endswith("}")
     assert "subgraph cluster_0" in text and "subgraph cluster_1" in text
-    assert 'label="gpu0, stage 0 (4 nodes)"' in text
+    assert 'label="gpu:0, stage 0 (4 nodes)"' in text
     for u in range(g.num_nodes):
         assert f"  n{u} [label=" in text
     cut = [ln for ln in text.splitlines() if "->" in ln and "penwidth=2" in ln]

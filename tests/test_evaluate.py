@@ -71,7 +71,7 @@ def test_problems_are_reported_not_raised():
     cl = Cluster((DeviceKind("gpu", 2, memory=10), DeviceKind("cpu", 1)))
     ev = evaluate(g, cl, [0, 0])
     text = " | ".join(ev.problems)
-    assert "not supported on gpu0" in text and "capacity" in text
+    assert "not supported on gpu:0" in text and "capacity" in text
     assert math.isinf(ev.max_load) and not ev.valid
     ev = evaluate(g, cl, [0, 2])
     assert any("colocation class 3 is split" in p for p in ev.problems)

@@ -337,4 +337,4 @@ def test_cli_training_and_bad_inputs(tmp_path, capsys):
     assert main(["place", path, "--dim", "seq"]) == 2
     assert "NAME=N" in capsys.readouterr().err
     assert main(["place", path, "--dim", "seq=8", "--devices", "cpu:2", "--batch-size", "3"]) == 0
-    assert "cpu1" in capsys.readouterr().out
+    assert "cpu:1" in capsys.readouterr().out

@@ -179,7 +179,7 @@ def test_long_simulations_settle_into_the_steady_period():
 def test_not_contiguous_is_refused_with_the_cycle():
     g = OpGraph.from_nodes([Node(x, {"gpu": 1.0}, comm=0.1) for x in "abc"], [("a", "b"), ("b", "c")])
     cl = Cluster((DeviceKind("gpu", 2),))
-    with pytest.raises(InputError, match=r"cycle \(gpu0 -> gpu1 -> gpu0\)"):
+    with pytest.raises(InputError, match=r"cycle \(gpu:0 -> gpu:1 -> gpu:0\)"):
         simulate(g, cl, [0, 1, 0])
 
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from benchmarks import report
-from benchmarks.catalog import WorkloadSpec, configuration, example_specs, reference_specs
-from benchmarks.suite import Job, ResultStore, build_jobs, execute, main, run_jobs
+from placement.bench import report
+from placement.bench.catalog import WorkloadSpec, configuration, example_specs, reference_specs
+from placement.bench.suite import Job, ResultStore, build_jobs, execute, main, run_jobs
 
 TINY = ["--config", "tiny", "--only", "example", "--time-limit", "20", "--workers", "2", "--quiet"]
 

@@ -2,6 +2,8 @@
 
 * :mod:`~placement.cluster.curves`: a job's best time per sample for every allocation (one DP run),
   cached per model, cost model and options;
+* :mod:`~placement.cluster.inputs`: a job's input pipeline (Synergy's model: the minimum of its
+  accelerator, CPU-preprocessing and storage rates, or a measured table over cores and memory);
 * :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly),
   ``sensitive`` (Synergy's resource-sensitive allocation), ``proportional`` and ``fifo``;
 * :mod:`~placement.cluster.simulate` (``simulate``): arrivals, completions and leases over time, per-job
@@ -13,13 +15,15 @@ TRACE.json --policy ftf`` (:mod:`~placement.cluster.command`).
 """
 
 from .curves import CurveCache, CurvePoint, JobCurve, graph_curve, job_curve
-from .formats import ClusterSpec, JobList, JobSpec, parse_jobs, read_jobs
+from .formats import ClusterSpec, InputSpec, JobList, JobSpec, ThroughputTable, parse_jobs, read_jobs
+from .inputs import PipelineCurve, job_rates, pipeline_curve
 from .policies import POLICIES, Allocation, Capacity, Decision, JobState, allocate, fair_share_time
 from .simulate import JobOutcome, SimJob, SimResult, allocate_once
 
 __all__ = [
     "CurveCache", "CurvePoint", "JobCurve", "graph_curve", "job_curve",
-    "ClusterSpec", "JobList", "JobSpec", "parse_jobs", "read_jobs",
+    "ClusterSpec", "InputSpec", "JobList", "JobSpec", "ThroughputTable", "parse_jobs", "read_jobs",
+    "PipelineCurve", "job_rates", "pipeline_curve",
     "POLICIES", "Allocation", "Capacity", "Decision", "JobState", "allocate", "fair_share_time",
     "JobOutcome", "SimJob", "SimResult", "allocate_once",
 ]

@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
+import textwrap
 
 from graphs.errors import InputError
 
@@ -22,16 +24,45 @@ __all__ = ["add_parser", "run"]
 _POLICIES = ("ftf", "sensitive", "proportional", "fifo")
 
 
+JOBS_FORMAT = """\
+the job list (JOBS.json; a trace for simulate has the same format, 'arrival' matters there):
+
+  {"cluster": {"devices": "a100:8,cpu:32", "host_memory_gb": 256},
+   "lease": 600000,
+   "jobs": [{"name": "resnet", "model": "resnet50.onnx", "training": true,
+             "samples": 2e6, "arrival": 0},
+            {"name": "bert", "model": "bert24_training.json", "samples": 5e4,
+             "arrival": 3.6e6, "request": "a100:2,cpu:4", "limit": "a100:4",
+             "host_memory_gb": 8}]}
+
+  cluster.devices     the cluster, as placement place --devices (presets, or kinds from
+                      cluster.device_files); host_memory_gb: host memory all jobs share
+                      (decimal GB, default unlimited)
+  lease               simulate: re-allocation interval (workload time unit; optional)
+  jobs[].model        an ONNX model (front end options: training, batch_size, optimizer,
+                      costs) or a reference-format workload (.json); relative paths are
+                      relative to the job list
+  jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
+  jobs[].request      what it asks for under fifo; limit: the most it can use
+  jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
+  jobs[].accelerator  reference workloads: which cluster kind is their accelerator
+
+Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_cluster.md.
+"""
+
+
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
         usage="placement cluster JOBS.json [--policy P] [options]\n"
               "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [options]",
-        description="Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
-                    "time per sample for every allocation, from one DP run per job), or simulate a trace "
-                    "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
-                    "exactly), sensitive (Synergy: CPU cores and host memory where the curves say they "
-                    "help), proportional, fifo; 'all' compares them.")
+        description=textwrap.fill(
+            "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
+            "time per sample for every allocation, from one DP run per job), or simulate a trace "
+            "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
+            "exactly), sensitive (Synergy: CPU cores and host memory where the curves say they "
+            "help), proportional, fifo; 'all' compares them.", 100),
+        epilog=JOBS_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("target", nargs="+", metavar="JOBS.json | simulate TRACE.json",
                    help="a job list (allocate once for all its jobs), or 'simulate' and a trace (the same "
                         "format: jobs with arrival times and samples)")
@@ -57,8 +88,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir, job_curve
+    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir
     from .formats import read_jobs
+    from .inputs import job_rates
     from .policies import POLICIES, Capacity
     from .simulate import SimJob, allocate_once, simulate
 
@@ -81,10 +113,11 @@ def run(args) -> int:
     curves = []
     for k, j in enumerate(jl.jobs):
         before = cache.misses
-        c = job_curve(j, jl.cluster, cache=cache,
+        c = job_rates(j, jl.cluster, cache=cache,
                       curve_time_limit=args.curve_time_limit or DEFAULT_CURVE_TIME_LIMIT)
         if verbose:
-            how = "cached" if cache.misses == before else f"{c.method}, {c.seconds:.1f} s"
+            how = ("measured table" if c.method == "table" else "cached" if cache.misses == before
+                   else f"{c.method}, {c.seconds:.1f} s")
             print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient allocations ({how})",
                   file=sys.stderr)
         for note in c.notes:

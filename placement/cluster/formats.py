@@ -18,6 +18,12 @@ unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json
 needs whatever it runs on, default 0) and ``accelerator`` (reference workloads: which cluster kind is
 its accelerator when the cluster has several). Relative model paths are relative to the job list.
 
+A job's input pipeline (:mod:`~placement.cluster.inputs`, Synergy's model) is either an ``input`` section,
+``{"cpu_ms_per_sample": 8.0, "sample_bytes": 110000, "dataset_gb": 140, "storage_gbps": 0.5}``
+(``storage_gbps`` defaults to ``cluster.storage_gbps``), or a measured ``throughput`` table at one
+accelerator count, ``{"accelerators": 1, "points": [[cpus, memory_gb, samples_per_second], ...]}`` (a full
+grid; ``model`` is then optional). A job with neither is fed for free (the model before input pipelines).
+
 Every problem is reported with the file and the job (index and name) at fault.
 """
 
@@ -31,8 +37,8 @@ from dataclasses import dataclass, field
 
 from graphs.errors import InputError
 
-__all__ = ["ClusterSpec", "JobSpec", "JobList", "read_jobs", "parse_jobs", "parse_counts", "GB",
-           "json_number"]
+__all__ = ["ClusterSpec", "JobSpec", "JobList", "InputSpec", "ThroughputTable", "read_jobs", "parse_jobs",
+           "parse_counts", "GB", "json_number"]
 
 GB = 1e9  # host memory is given in decimal gigabytes
 
@@ -45,6 +51,7 @@ class ClusterSpec:
     devices: object  # graphs.devices.DeviceSet
     host_memory: float = math.inf
     device_files: tuple[str, ...] = ()
+    storage_gbps: float | None = None  # default storage bandwidth of a job's input pipeline (GB/s)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -65,6 +72,29 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class InputSpec:
+    """A job's input pipeline (per sample, a sample being one unit of the job's ``samples``): CPU
+    milliseconds to decode and augment it, bytes read for it, the dataset's size and the storage bandwidth
+    the job gets (bytes per second)."""
+
+    cpu_ms_per_sample: float
+    sample_bytes: float
+    dataset_bytes: float
+    storage_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class ThroughputTable:
+    """Measured throughput (samples per second) at ``accelerators`` accelerators over a full grid of host
+    cores (``cpus``) and host memory (``memory``, bytes): ``rate[i][k]`` at ``cpus[i]``, ``memory[k]``."""
+
+    accelerators: int
+    cpus: tuple[float, ...]
+    memory: tuple[float, ...]
+    rate: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """One job of a job list (see the module doc). ``model`` is an absolute path."""
 
@@ -81,6 +111,8 @@ class JobSpec:
     host_memory: float = 0.0  # bytes the job needs in host memory whatever it runs on
     accelerator: str | None = None
     index: int = 0
+    input: InputSpec | None = None
+    throughput: ThroughputTable | None = None
 
     @property
     def is_onnx(self) -> bool:
@@ -106,7 +138,8 @@ def read_jobs(path: str | os.PathLike) -> JobList:
 
 
 _JOB_KEYS = ("name", "model", "samples", "arrival", "training", "batch_size", "optimizer", "costs",
-             "request", "limit", "host_memory_gb", "accelerator")
+             "request", "limit", "host_memory_gb", "accelerator", "input", "throughput")
+_INPUT_KEYS = ("cpu_ms_per_sample", "sample_bytes", "dataset_gb", "storage_gbps")
 
 
 def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) -> JobList:
@@ -126,10 +159,10 @@ def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) 
     if not isinstance(cl, dict):
         raise InputError("'cluster' must be an object like {\"devices\": \"a100:8,cpu:32\", "
                          "\"host_memory_gb\": 256}", source=source)
-    bad = sorted(set(cl) - {"devices", "host_memory_gb", "device_files"})
+    bad = sorted(set(cl) - {"devices", "host_memory_gb", "device_files", "storage_gbps"})
     if bad:
         raise InputError(f"cluster: unknown field(s) {', '.join(bad)}; expected devices, host_memory_gb, "
-                         f"device_files", source=source)
+                         f"device_files, storage_gbps", source=source)
     if not isinstance(cl.get("devices"), str):
         raise InputError("cluster.devices must be a string such as \"a100:8,cpu:32\"", source=source)
     files = cl.get("device_files", [])
@@ -148,7 +181,10 @@ def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) 
     mem = cl.get("host_memory_gb")
     host_memory = (math.inf if mem is None
                    else _positive(mem, "cluster.host_memory_gb", source, zero=True) * GB)
-    cluster = ClusterSpec(devices, host_memory, files)
+    storage = cl.get("storage_gbps")
+    if storage is not None:
+        storage = _positive(storage, "cluster.storage_gbps", source)
+    cluster = ClusterSpec(devices, host_memory, files, storage)
 
     lease = data.get("lease")
     if lease is not None:
@@ -180,8 +216,14 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     if not isinstance(name, str) or not name:
         raise InputError(f"{where}: name must be a non-empty string", source=source)
     for key in ("model", "samples"):
-        if key not in j:
+        if key not in j and not (key == "model" and "throughput" in j):
             raise InputError(f"{where}: missing field {key!r}", source=source)
+    if "input" in j and "throughput" in j:
+        raise InputError(f"{where}: give either an input section or a measured throughput table, not both",
+                         source=source)
+    throughput = _parse_table(j["throughput"], f"{where}: throughput", source) if "throughput" in j else None
+    if "model" not in j:  # a measured table alone: no graph, nothing for the front ends to check
+        return _table_job(i, j, name, where, throughput, cluster, source)
     if not isinstance(j["model"], str) or not j["model"]:
         raise InputError(f"{where}: model must be a path to an ONNX model or a reference-format workload",
                          source=source)
@@ -212,17 +254,101 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     limit = parse_counts(j.get("limit"), cluster, f"{where}: limit", source)
     hm = j.get("host_memory_gb", 0)
     host_memory = _positive(hm, f"{where}: host_memory_gb", source, zero=True) * GB
-    acc = j.get("accelerator")
-    if acc is not None:
-        acc = acc.strip().lower()
-        kinds = dict(zip(cluster.kinds, cluster.host))
-        if acc not in kinds or kinds[acc]:
-            accels = [k for k, h in kinds.items() if not h]
-            raise InputError(f"{where}: accelerator {acc!r} is not an accelerator kind of the cluster "
-                             f"({', '.join(accels) or 'none'})", source=source)
+    acc = _accelerator(j, where, cluster, source)
+    inp = _parse_input(j["input"], f"{where}: input", cluster, source) if "input" in j else None
     return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
                    batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
-                   limit=limit, host_memory=host_memory, accelerator=acc, index=i)
+                   limit=limit, host_memory=host_memory, accelerator=acc, index=i, input=inp,
+                   throughput=throughput)
+
+
+def _accelerator(j, where, cluster: ClusterSpec, source) -> str | None:
+    acc = j.get("accelerator")
+    if acc is None:
+        return None
+    if not isinstance(acc, str):
+        raise InputError(f"{where}: accelerator must be a string", source=source)
+    acc = acc.strip().lower()
+    kinds = dict(zip(cluster.kinds, cluster.host))
+    if acc not in kinds or kinds[acc]:
+        accels = [k for k, h in kinds.items() if not h]
+        raise InputError(f"{where}: accelerator {acc!r} is not an accelerator kind of the cluster "
+                         f"({', '.join(accels) or 'none'})", source=source)
+    return acc
+
+
+def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpec:
+    """A job given by its measured throughput table only (no model)."""
+    model_only = [k for k in ("training", "batch_size", "optimizer", "costs", "input") if k in j]
+    if model_only:
+        raise InputError(f"{where}: {', '.join(model_only)} need a model; a job given by its throughput "
+                         f"table alone has none", source=source)
+    samples = _positive(j["samples"], f"{where}: samples", source)
+    arrival = _positive(j.get("arrival", 0), f"{where}: arrival", source, zero=True)
+    hm = _positive(j.get("host_memory_gb", 0), f"{where}: host_memory_gb", source, zero=True) * GB
+    return JobSpec(name=name, model="", samples=samples, arrival=arrival,
+                   request=parse_counts(j.get("request"), cluster, f"{where}: request", source),
+                   limit=parse_counts(j.get("limit"), cluster, f"{where}: limit", source), host_memory=hm,
+                   accelerator=_accelerator(j, where, cluster, source), index=i, throughput=table)
+
+
+def _parse_input(d, where: str, cluster: ClusterSpec, source) -> InputSpec:
+    if not isinstance(d, dict):
+        raise InputError(f"{where} must be an object like {{\"cpu_ms_per_sample\": 8.0, \"sample_bytes\": "
+                         f"110000, \"dataset_gb\": 140, \"storage_gbps\": 0.5}}", source=source)
+    unknown = sorted(set(d) - set(_INPUT_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(_INPUT_KEYS)}",
+                         source=source)
+    for key in _INPUT_KEYS[:3]:
+        if key not in d:
+            raise InputError(f"{where}: missing field {key!r}", source=source)
+    cpu = _positive(d["cpu_ms_per_sample"], f"{where}.cpu_ms_per_sample", source, zero=True)
+    size = _positive(d["sample_bytes"], f"{where}.sample_bytes", source, zero=True)
+    data = _positive(d["dataset_gb"], f"{where}.dataset_gb", source, zero=True) * GB
+    if "storage_gbps" in d:
+        storage = _positive(d["storage_gbps"], f"{where}.storage_gbps", source)
+    elif cluster.storage_gbps is not None:
+        storage = cluster.storage_gbps
+    else:
+        raise InputError(f"{where}: missing field 'storage_gbps' and the cluster sets no default "
+                         f"(cluster.storage_gbps)", source=source)
+    return InputSpec(cpu, size, data, storage * GB)
+
+
+def _parse_table(d, where: str, source) -> ThroughputTable:
+    shape = '{"accelerators": 1, "points": [[cpus, memory_gb, samples_per_second], ...]}'
+    if not isinstance(d, dict) or set(d) != {"accelerators", "points"}:
+        raise InputError(f"{where} must be an object {shape}", source=source)
+    g = d["accelerators"]
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+        raise InputError(f"{where}.accelerators must be a positive integer, got {json.dumps(g)[:40]}",
+                         source=source)
+    pts = d["points"]
+    if not isinstance(pts, list) or not pts:
+        raise InputError(f"{where}.points must be a non-empty list of [cpus, memory_gb, samples_per_second]",
+                         source=source)
+    grid: dict[tuple[float, float], float] = {}
+    for k, p in enumerate(pts):
+        if not isinstance(p, list) or len(p) != 3:
+            raise InputError(f"{where}.points[{k}] must be [cpus, memory_gb, samples_per_second]",
+                             source=source)
+        c = _positive(p[0], f"{where}.points[{k}] cpus", source)
+        m = _positive(p[1], f"{where}.points[{k}] memory_gb", source, zero=True)
+        r = _positive(p[2], f"{where}.points[{k}] samples_per_second", source)
+        if (c, m) in grid:
+            raise InputError(f"{where}.points[{k}]: ({c:g} cpus, {m:g} GB) is measured twice", source=source)
+        grid[(c, m)] = r
+    cpus = sorted({c for c, _ in grid})
+    mems = sorted({m for _, m in grid})
+    missing = [(c, m) for c in cpus for m in mems if (c, m) not in grid]
+    if missing:
+        c, m = missing[0]
+        raise InputError(f"{where}.points must form a full grid of cpus x memory_gb: ({c:g} cpus, {m:g} GB) "
+                         f"is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                         source=source)
+    return ThroughputTable(g, tuple(cpus), tuple(m * GB for m in mems),
+                           tuple(tuple(grid[(c, m)] for m in mems) for c in cpus))
 
 
 def parse_counts(value, cluster: ClusterSpec, what: str, source: str | None = None) -> dict[str, int] | None:

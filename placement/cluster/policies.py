@@ -21,7 +21,12 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   its fair-share throughput) with CPU cores and host memory going wherever the curves say they help,
   subject to every job running at least as fast as under ``proportional`` (so it never drops below its
   proportional share unless that share gains it nothing); a vanishing penalty leaves useless devices
-  free.
+  free. The MILP is exact over each job's curve points (for a job with an input pipeline: its options,
+  one per device vector and cache level, :mod:`~placement.cluster.inputs`, plus the exact point of its
+  proportional share, so that every floor stays reachable); then the host cores and host memory left
+  free go by marginal gain (Synergy's greedy step: repeatedly, to the job whose normalised throughput one
+  more core, the free memory, or both raise the most, at its exact rate between options). ``status`` is
+  the MILP's; the fill only adds throughput.
 * ``proportional``: each accelerator kind split evenly (round robin in arrival order, up to each job's
   limit), host cores and host memory in proportion to the accelerators a job holds; a job that cannot
   run on its share waits (the last to arrive first) and the split is redone among the others.
@@ -581,14 +586,53 @@ def _sensitive(jobs, cap, share_times, time_limit) -> Decision:
     for j, job in enumerate(jobs):
         floor = prop[j].time_per_sample
         opts = [p for p in _options(job, cap) if p.time_per_sample <= floor * (1 + 1e-12)]
+        if prop[j].running and prop[j].point not in opts:  # its proportional point (an input pipeline's
+            opts.append(prop[j].point)  # exact one may lie between options) keeps every floor reachable
         options.append(opts)
         gains.append([share_times[j] / p.time_per_sample for p in opts])
     # maximise normalised throughput; a vanishing charge per device (and per byte) keeps useless ones free
     eps = 1e-7 * min([g for gs in gains for g in gs] + [1.0])
     costs = [[-g + eps * _size(p, cap) for p, g in zip(options[j], gains[j])] for j in range(n)]
     c = _Choice(cap, options, [not prop[j].running for j in range(n)], x_cost=costs)
-    picks, ok = c.solve(time_limit, gap=1e-7)
+    start = [next(k for k, p in enumerate(options[j]) if p == prop[j].point) if prop[j].running else None
+             for j in range(n)]
+    picks, ok = c.solve(time_limit, gap=1e-7, start=start)
     allocs = [_run(options[j][k]) if k is not None else _wait(cap) for j, k in enumerate(picks)]
-    obj = sum(gains[j][k] for j, k in enumerate(picks) if k is not None)
+    milp = sum(gains[j][k] for j, k in enumerate(picks) if k is not None)
+    allocs = _fill(jobs, cap, allocs, share_times)
+    obj = sum(share_times[j] / a.time_per_sample for j, a in enumerate(allocs) if a.running)
     return Decision("sensitive", tuple(allocs), "optimal" if ok else "time limit", obj,
-                    stats={"milps": 1, "waiting": sum(1 for k in picks if k is None)})
+                    stats={"milps": 1, "waiting": sum(1 for k in picks if k is None), "milp_objective": milp,
+                           "fill_gain": obj - milp})
+
+
+def _fill(jobs, cap, allocs, share_times) -> list[Allocation]:
+    """Host cores and host memory the chosen options leave free, given by marginal gain (Synergy's
+    greedy step): repeatedly, the running job whose normalised throughput one more core, the free memory,
+    or both raise the most takes them (the memory it actually uses), until nothing gains. Each job's
+    time per sample comes from :meth:`JobCurve.best_within`, exact for input pipelines between options."""
+    hosts = [t for t, h in enumerate(cap.host) if h]
+    allocs = list(allocs)
+    while True:
+        free = [n - sum(a.devices[t] for a in allocs) for t, n in enumerate(cap.counts)]
+        mem = cap.host_memory - sum(a.host_memory for a in allocs)
+        best, pick = 0.0, None
+        for j, a in enumerate(allocs):
+            if not a.running:
+                continue
+            steps = [(t,) for t in hosts if free[t] > 0] + ([()] if mem > 0 else [])
+            steps += [(t,) + ("mem",) for t in hosts if free[t] > 0 and mem > 0]
+            for st in steps:
+                dev = tuple(d + (1 if t in st else 0) for t, d in enumerate(a.devices))
+                held = a.host_memory + (mem if (not st or "mem" in st) else 0.0)
+                p = jobs[j].curve.best_within(dev, held)
+                if p is None:
+                    continue
+                gain = share_times[j] * (1.0 / p.time_per_sample - 1.0 / a.time_per_sample)
+                if gain > best * (1 + 1e-9) and gain > 1e-9 * share_times[j] / a.time_per_sample:
+                    new_mem = a.host_memory + max(0.0, p.host_memory - a.host_memory)
+                    best, pick = gain, (j, Allocation(dev if any(t in st for t in hosts) else a.devices,
+                                                      min(new_mem, held), p))
+        if pick is None:
+            return allocs
+        allocs[pick[0]] = pick[1]

@@ -154,6 +154,9 @@ class SimResult:
                                   for t, k in enumerate(kinds)}
             if models is not None:
                 d["model"] = models[i]
+            rates = getattr(getattr(curves[i], "rate", None), "breakdown", None) if curves else None
+            if rates is not None and a.running:  # which of its input pipeline's rates binds (per ms)
+                d["input_rates"] = {k: json_number(v) for k, v in rates(a.devices, a.host_memory).items()}
             if curves is not None:
                 c = curves[i]
                 d["curve"] = {"method": c.method, "exact": c.exact, "seconds": c.seconds,

@@ -1,4 +1,4 @@
-"""Tables and plots from the suite's result records (see :mod:`benchmarks.suite`).
+"""Tables and plots from the suite's result records (see :mod:`placement.bench.suite`).
 
 Per objective (throughput = max-load, latency) a Markdown table and a CSV file: every run's objective
 (the evaluator's value of its placement), its ratio to the best known value for that workload (the best

@@ -66,8 +66,9 @@ class WorkloadSpec:
 
 
 def default_workloads_dir() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.environ.get("PLACEMENT_WORKLOADS", os.path.join(here, "..", "..", "shared", "workloads"))
+    """``$PLACEMENT_WORKLOADS``, else ``shared/workloads`` beside the source checkout."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.environ.get("PLACEMENT_WORKLOADS", os.path.join(checkout, "..", "shared", "workloads"))
 
 
 # --------------------------------------------------------------------------- sources

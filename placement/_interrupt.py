@@ -1,0 +1,114 @@
+"""Ctrl-C for the command line: deliver it only where Python code can take it.
+
+Python raises ``KeyboardInterrupt`` at whatever bytecode runs when SIGINT arrives. Inside an import
+(a module left half initialised: numba then fails with "duplicate registration"), inside numba's
+compiler or cache loader (ctypes callbacks from LLVM swallow it, or the dispatcher returns "a result
+with an exception set") that breaks the process instead of stopping it. The handler installed here
+defers the signal while such code runs — any import, numba or llvmlite frames on the stack, or a
+:func:`deferred` block — and delivers it as ``KeyboardInterrupt`` at the first safe bytecode after:
+a watcher thread re-sends SIGINT every few milliseconds until the handler may raise.
+
+Only the console entry points install it (``install()``); the library never touches signals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+__all__ = ["install", "deferred", "installed", "quiet"]
+
+_RETRY_S = 0.02
+_UNSAFE_PREFIXES: tuple[str, ...] = ()
+_state = {"installed": False, "depth": 0, "pending": False, "watcher": None}
+
+
+def _package_dirs(*names: str) -> tuple[str, ...]:
+    import importlib.util
+
+    dirs = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            for d in spec.submodule_search_locations:  # as imported, and resolved (symlinked installs)
+                dirs += [os.path.join(d, ""), os.path.join(os.path.realpath(d), "")]
+    return tuple(dirs)
+
+
+def _unsafe(frame) -> bool:
+    """Whether raising in ``frame`` (or a caller) could corrupt the process: an import, or numba's or
+    llvmlite's own code (compilation, cache loading, ctypes callbacks)."""
+    if _state["depth"] > 0:
+        return True
+    while frame is not None:
+        fn = frame.f_code.co_filename
+        if fn.startswith("<frozen importlib") or (_UNSAFE_PREFIXES and fn.startswith(_UNSAFE_PREFIXES)):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _watch() -> None:
+    """Re-send SIGINT until the handler has delivered it (at a safe point)."""
+    import time
+
+    while _state["pending"]:
+        time.sleep(_RETRY_S)
+        if _state["pending"] and _state["depth"] == 0:
+            os.kill(os.getpid(), signal.SIGINT)
+    _state["watcher"] = None
+
+
+def _handler(signum, frame) -> None:
+    if _unsafe(frame):
+        _state["pending"] = True
+        if _state["depth"] == 0 and _state["watcher"] is None:
+            t = threading.Thread(target=_watch, name="placement-sigint", daemon=True)
+            _state["watcher"] = t
+            t.start()
+        return
+    _state["pending"] = False
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Install the deferring SIGINT handler (main thread of the console entry points only)."""
+    global _UNSAFE_PREFIXES
+    if _state["installed"] or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, _handler)
+    _state["installed"] = True
+    # after the handler, so that a Ctrl-C during this look-up is deferred too
+    _UNSAFE_PREFIXES = _package_dirs("numba", "llvmlite")
+
+
+def installed() -> bool:
+    return _state["installed"]
+
+
+@contextlib.contextmanager
+def deferred():
+    """Hold Ctrl-C back for the block's duration; if one came, raise ``KeyboardInterrupt`` at its end.
+    Without :func:`install` (the library, tests calling ``main``) it changes nothing."""
+    _state["depth"] += 1
+    try:
+        yield
+    finally:
+        _state["depth"] -= 1
+        if _state["depth"] == 0 and _state["pending"] and _state["installed"]:
+            _state["pending"] = False
+            if sys.exc_info()[0] is None:
+                raise KeyboardInterrupt
+
+
+def quiet() -> None:
+    """From now on hold every Ctrl-C back (the process is on its way out; only the console entry
+    points, which installed the handler, are affected)."""
+    if _state["installed"]:
+        _state["depth"] += 1

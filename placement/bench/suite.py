@@ -1,0 +1,564 @@
+"""The benchmark suite: solvers x workloads, each run isolated, with time limits, resumable results and
+Markdown / CSV tables (``placement bench``, or ``python -m placement.bench.suite``).
+
+    python -m placement.bench.suite --config reference --time-limit 60 --workers 2
+    python -m placement.bench.suite --config full --ray              # a local Ray instance
+    python -m placement.bench.suite --config full --ray HOST:6379    # an existing Ray cluster
+
+Every run (a :class:`Job`: workload, solver, objective, time limit, seed) is one fresh process: a time
+limit the solver overruns is enforced by killing it (after twice the limit plus a grace period), and
+the peak memory is that run's alone (it includes ~150 MB of Python, numpy and numba). Locally the
+processes are forked from a server that has the libraries imported already, so starting one costs
+milliseconds; on Ray every job is a task that runs ``python -m placement.bench.suite --worker JOB`` (the
+workers need the repository and the workloads at the same paths, or ``PLACEMENT_WORKLOADS``).
+
+Results are appended, one JSON line per run, to ``results.jsonl`` as runs finish; a run whose key is
+already there is skipped, so an interrupted sweep resumes where it stopped (``--rerun`` runs again).
+The tables (:mod:`placement.bench.report`) are rebuilt from the whole results file at the end.
+
+The objective of every run is the evaluator's value of its placement (``graphs.evaluate`` for
+max-load, ``graphs.latency`` for latency), never the solver's own number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+
+from .catalog import CONFIGURATIONS, WorkloadSpec, configuration, load_workload
+
+__all__ = ["Job", "build_jobs", "execute", "run_jobs", "ResultStore", "main", "THROUGHPUT_SOLVERS",
+           "LATENCY_SOLVERS", "machine_description"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the source checkout (or site-packages when installed)
+# results go beside the benchmark scripts in a checkout, into ./bench-results otherwise
+DEFAULT_OUT = (os.path.join(ROOT, "benchmarks", "results") if os.path.isdir(os.path.join(ROOT, "benchmarks"))
+               else os.path.abspath("bench-results"))
+
+# Solvers per objective, in table order; names not registered (yet) are left out.
+THROUGHPUT_SOLVERS = ("dp", "ip", "ip-noncontig", "pipedream", "partition", "local-search", "expert",
+                      "single")
+LATENCY_SOLVERS = ("ip", "greedy-latency", "expert", "single")  # "ip" with the latency objective
+TINY_SOLVERS = ("dp", "pipedream", "partition", "local-search", "single", "greedy-latency")
+GRACE_S = 60.0  # on top of twice the time limit before a run is killed
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: ``solver`` on ``workload`` for its objective, with a time limit and a seed."""
+
+    workload: WorkloadSpec
+    solver: str
+    time_limit: float
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload.key}|{self.solver}|t{self.time_limit:g}|s{self.seed}"
+
+    def to_json(self) -> dict:
+        return {"workload": self.workload.to_json(), "solver": self.solver, "time_limit": self.time_limit,
+                "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Job:
+        return cls(WorkloadSpec.from_json(d["workload"]), d["solver"], float(d["time_limit"]),
+                   int(d.get("seed", 0)))
+
+
+def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float, solvers: Iterable[str] | None = None,
+               seed: int = 0, limits: dict[str, float] | None = None) -> list[Job]:
+    """Every registered solver that applies to every workload: the throughput solvers on max-load
+    workloads, the latency ones on latency workloads, ``expert`` only where a split exists.
+    ``limits`` overrides the time limit of named solvers."""
+    limits = limits or {}
+    from solvers.registry import SOLVERS
+
+    wanted = None if solvers is None else list(solvers)
+    jobs = []
+    for spec in specs:
+        table = THROUGHPUT_SOLVERS if spec.objective == "max-load" else LATENCY_SOLVERS
+        names = [s for s in table if s in SOLVERS] if wanted is None else \
+            [s for s in wanted if s in SOLVERS and s in table]
+        for name in names:
+            if name == "expert" and not spec.split:
+                continue
+            jobs.append(Job(spec, name, float(limits.get(name, time_limit)), seed))
+    return jobs
+
+
+# --------------------------------------------------------------------------- one run
+def execute(job: Job) -> dict:
+    """Run one job in this process and return its result record (never raises for a solver error)."""
+    import resource
+
+    import numpy as np
+
+    from graphs.errors import PlacementError
+    from graphs.evaluate import evaluate
+    from solvers.base import SolveOptions
+    from solvers.registry import get_solver
+
+    rec = _record(job)
+    t0 = time.perf_counter()
+    try:
+        w = load_workload(job.workload)
+    except Exception as e:  # a workload that cannot be built is that run's result
+        rec.update(status="error", message=f"workload: {type(e).__name__}: {e}")
+        return rec
+    g, cl = w.graph, w.cluster
+    rec.update(nodes=g.num_nodes, edges=g.num_edges, devices=cl.num_devices, load_s=time.perf_counter() - t0)
+    raw = {"split": job.workload.split} if job.solver == "expert" else {}
+    opts = SolveOptions(objective=job.workload.objective, time_limit=job.time_limit, seed=job.seed,
+                        threads=1, raw=raw)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t1 = time.perf_counter()
+    try:
+        sol = get_solver(job.solver)(g, cl, opts)
+    except PlacementError as e:
+        rec.update(status="error", message=f"{type(e).__name__}: {e}", wall_s=time.perf_counter() - t1)
+        return rec
+    except Exception as e:  # a crash is recorded, not propagated: the sweep goes on
+        rec.update(status="error", message=f"crash: {type(e).__name__}: {e}", wall_s=time.perf_counter() - t1)
+        return rec
+    wall = time.perf_counter() - t1
+    rec.update(status=sol.status.value, solver_time_s=sol.time, wall_s=wall, message=sol.message,
+               bound=_num(sol.bound), gap=_num(sol.gap), stats=_small(sol.stats))
+    if sol.assignment is not None:
+        a = np.asarray(sol.assignment)
+        ev = evaluate(g, cl, a)
+        value, problems = ev.max_load, list(ev.problems)
+        if job.workload.objective == "latency":
+            from graphs.latency import latency
+
+            lat = latency(g, cl, a)
+            value = lat.total
+            problems += [p for p in lat.problems if p not in problems]
+        rec.update(value=_num(value), valid=not problems, contiguous=ev.contiguous,
+                   problems=problems[:3], reported=_num(sol.objective))
+    rec["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rec["rss_before_mb"] = rss0
+    return rec
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _small(stats) -> dict:
+    out = {}
+    for k, v in dict(stats or {}).items():
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            out[k] = v
+    return out
+
+
+def _record(job: Job) -> dict:
+    return {"key": job.key, "workload": job.workload.name, "objective": job.workload.objective,
+            "source": job.workload.source, "solver": job.solver, "time_limit": job.time_limit,
+            "seed": job.seed, "known": dict(job.workload.known), "host": platform.node()}
+
+
+def _failed(job: Job, status: str, message: str, wall: float) -> dict:
+    rec = _record(job)
+    rec.update(status=status, message=message, wall_s=wall)
+    return rec
+
+
+# --------------------------------------------------------------------------- isolation
+_PRELOAD = ["numpy", "numba", "scipy.sparse", "networkx", "highspy", "graphs.evaluate", "graphs.reference",
+            "graphs.latency", "placement.bench.catalog", "placement.bench._warm"]
+
+
+def _child(job_json: dict, conn) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # solver logs (HiGHS banners) would garble the progress bar
+    try:
+        rec = execute(Job.from_json(job_json))
+    except BaseException as e:  # pragma: no cover - execute records errors itself
+        rec = {"status": "error", "message": f"crash: {type(e).__name__}: {e}"}
+    conn.send(rec)
+    conn.close()
+
+
+class _Forker:
+    """Runs each job in a fresh process forked from a server that has the libraries imported."""
+
+    def __init__(self):
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("forkserver")
+        self.ctx.set_forkserver_preload(_PRELOAD)
+        self.live: set = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Kill the runs still going (an interrupted sweep leaves nothing behind)."""
+        with self._lock:
+            live = list(self.live)
+        for p in live:
+            if p.is_alive():
+                p.kill()
+
+    def __call__(self, job: Job) -> dict:
+        t0 = time.perf_counter()
+        recv, send = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=_child, args=(job.to_json(), send), daemon=True)
+        p.start()
+        with self._lock:
+            self.live.add(p)
+        send.close()
+        limit = 2 * job.time_limit + GRACE_S
+        rec = None
+        try:
+            if recv.poll(limit):
+                rec = recv.recv()
+            else:
+                rec = _failed(job, "killed", f"no result after {limit:.0f} s (time limit "
+                              f"{job.time_limit:g} s)", time.perf_counter() - t0)
+        except EOFError:
+            pass
+        finally:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+            recv.close()
+            with self._lock:
+                self.live.discard(p)
+        if rec is None:
+            code = p.exitcode or 0
+            why = "killed by a signal (out of memory?)" if code < 0 else f"exit code {code}"
+            rec = _failed(job, "error", f"the run's process died: {why}", time.perf_counter() - t0)
+        return rec
+
+
+def run_subprocess(job_json: dict) -> dict:
+    """Run one job as ``python -m placement.bench.suite --worker JOB`` (used by Ray tasks)."""
+    job = Job.from_json(job_json)
+    t0 = time.perf_counter()
+    limit = 2 * job.time_limit + GRACE_S
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        out = subprocess.run([sys.executable, "-m", "placement.bench.suite", "--worker",
+                              json.dumps(job_json)], capture_output=True, text=True, timeout=limit,
+                             cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return _failed(job, "killed", f"no result after {limit:.0f} s", time.perf_counter() - t0)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or "").strip().splitlines()[-1:] or [f"exit code {out.returncode}"]
+        return _failed(job, "error", tail[0][:300], time.perf_counter() - t0)
+    return json.loads(lines[-1])
+
+
+# --------------------------------------------------------------------------- results file
+class ResultStore:
+    """The results file: one JSON record per line, appended as runs finish (safe across threads)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def records(self) -> list[dict]:
+        if not os.path.exists(self.path):
+            return []
+        out = []
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        continue  # a line cut short by an interrupted run
+        return out
+
+    def done_keys(self) -> set[str]:
+        return {r["key"] for r in self.records() if "key" in r}
+
+    def append(self, rec: dict) -> None:
+        line = json.dumps(rec, sort_keys=True)
+        with self._lock:
+            d = os.path.dirname(self.path)
+            if d:
+                os.makedirs(d, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+                f.flush()
+
+
+# --------------------------------------------------------------------------- progress
+class Progress:
+    """``[#####     ] 12/40  3 err  4m10s ETA 9m  last: solver on workload`` on a stream; one line per
+    finished run when the stream is not a terminal."""
+
+    def __init__(self, total: int, stream=None, enabled: bool = True):
+        self.total, self.done, self.failed = total, 0, 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = time.monotonic()
+
+    def update(self, rec: dict) -> None:
+        self.done += 1
+        self.failed += rec.get("status") in ("error", "killed")
+        if not self.enabled:
+            return
+        el = time.monotonic() - self.start
+        eta = el / self.done * (self.total - self.done)
+        bar = "#" * int(24 * self.done / max(1, self.total))
+        what = f"{rec.get('solver')} on {rec.get('workload')} ({rec.get('objective')}): {rec.get('status')}"
+        line = (f"[{bar:<24}] {self.done}/{self.total}  {self.failed} failed  {_dur(el)} "
+                f"ETA {_dur(eta)}  {what}")
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160))
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _dur(s: float) -> str:
+    s = int(s)
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+# --------------------------------------------------------------------------- running
+def run_jobs(jobs: list[Job], store: ResultStore, *, workers: int = 1, ray_address: str | None = None,
+             use_ray: bool = False, rerun: bool = False,
+             on_result: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run the jobs not already in ``store`` (all with ``rerun``), ``workers`` at a time (or as Ray
+    tasks), appending each record as it finishes; returns the new records."""
+    done = set() if rerun else store.done_keys()
+    todo = [j for j in jobs if j.key not in done]
+    new: list[dict] = []
+
+    def finished(rec: dict) -> None:
+        store.append(rec)
+        new.append(rec)
+        if on_result is not None:
+            on_result(rec)
+
+    if not todo:
+        return new
+    if use_ray:
+        _run_ray(todo, ray_address, finished)
+        return new
+    forker = _Forker()
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        futures = [pool.submit(forker, j) for j in todo]
+        for fut in as_completed(futures):
+            finished(fut.result())
+    finally:  # normally nothing is left; on an interruption, stop the runs still going
+        pool.shutdown(wait=False, cancel_futures=True)
+        forker.close()
+    return new
+
+
+def _run_ray(jobs: list[Job], address: str | None, finished) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise SystemExit("--ray needs Ray: pip install 'placement[ray]'") from None
+    kwargs = {"ignore_reinit_error": True, "log_to_driver": False}
+    if address:
+        kwargs["address"] = address
+        kwargs["runtime_env"] = {"env_vars": {"PLACEMENT_WORKLOADS": os.path.abspath(
+            os.environ.get("PLACEMENT_WORKLOADS", os.path.join(ROOT, "..", "shared", "workloads")))}}
+    else:
+        kwargs["num_cpus"] = os.cpu_count() or 1
+        kwargs["include_dashboard"] = False
+    started_here = not ray.is_initialized()
+    ray.init(**kwargs)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(run_subprocess)
+        pending = {task.remote(j.to_json()): j for j in jobs}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    rec = ray.get(ref)
+                except Exception as e:  # a task lost with its node
+                    rec = _failed(job, "error", f"ray: {type(e).__name__}: {e}", 0.0)
+                finished(rec)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------- machine
+def machine_description() -> dict:
+    """What the runs ran on: CPU model, cores, memory, OS, Python and library versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gb = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+                    break
+    except OSError:
+        pass
+    versions = {}
+    for mod in ("numpy", "numba", "scipy", "highspy", "pymetis", "networkx", "onnx"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:
+            continue
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "versions": versions}
+
+
+# --------------------------------------------------------------------------- command line
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="placement bench",
+        description="Run solvers x workloads with per-run time limits; resumable; writes Markdown and "
+                    "CSV tables (and plots with --plots).")
+    p.add_argument("--config", default="reference", choices=CONFIGURATIONS,
+                   help="tiny (seconds), reference (the shared workloads, default) or full (plus the "
+                        "ONNX zoo and generated transformers)")
+    p.add_argument("--workloads", default=None, metavar="DIR",
+                   help="the shared reference workloads (default: $PLACEMENT_WORKLOADS or "
+                        "../shared/workloads)")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="keep only workloads whose name contains TEXT (repeatable)")
+    p.add_argument("--objective", choices=("max-load", "latency"), default=None,
+                   help="keep only the workloads of one objective")
+    p.add_argument("--solvers", default=None, metavar="A,B", help="comma-separated solvers (default: all "
+                   "that apply)")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="per-run limit (default 60)")
+    p.add_argument("--limit", action="append", default=[], metavar="SOLVER=S",
+                   help="another time limit for one solver, e.g. --limit ip=30 (repeatable)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed passed to every solver (SolveOptions.seed: local-search restarts, auto's "
+                        "random orders...; default 0); part of each run's key, so another seed runs again")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                   help="runs at once on this machine (default: half the cores)")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the jobs as Ray tasks: on the cluster at ADDRESS, or a local Ray instance")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help="results folder: results.jsonl, tables and plots (default benchmarks/results in a "
+                        "source checkout, else ./bench-results)")
+    p.add_argument("--rerun", action="store_true", help="run again jobs already in the results file")
+    p.add_argument("--plots", action="store_true", help="also draw the plots (needs matplotlib)")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="also write the full report (tables and machine) to FILE, e.g. benchmarks/RESULTS.md")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``placement bench``: returns 0 when every run finished (whatever its status), 1 if some run
+    crashed or was killed, 2 on bad usage."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, or bad usage (argparse printed why)
+        return int(e.code or 0)
+    if args.worker is not None:  # one job, result on stdout (used by Ray tasks)
+        print(json.dumps(execute(Job.from_json(json.loads(args.worker)))))
+        return 0
+    from . import report
+
+    specs, notes = configuration(args.config, args.workloads)
+    if args.only:
+        specs = [s for s in specs if any(t in s.name for t in args.only)]
+    if args.objective:
+        specs = [s for s in specs if s.objective == args.objective]
+    solvers = None if args.solvers is None else [s.strip() for s in args.solvers.split(",") if s.strip()]
+    if solvers is None and args.config == "tiny":
+        solvers = list(TINY_SOLVERS)
+    if solvers is not None:
+        from solvers.registry import SOLVERS
+
+        unknown = [s for s in solvers if s not in SOLVERS]
+        if unknown:
+            print(f"error: unknown solver(s): {', '.join(unknown)} (registered: {', '.join(SOLVERS)})",
+                  file=sys.stderr)
+            return 2
+    limits = {}
+    for item in args.limit:
+        name, _, value = item.partition("=")
+        try:
+            limits[name.strip()] = float(value)
+        except ValueError:
+            print(f"error: --limit {item!r}: expected SOLVER=SECONDS", file=sys.stderr)
+            return 2
+    jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed, limits=limits)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    store = ResultStore(os.path.join(args.out, "results.jsonl"))
+    done = set() if args.rerun else store.done_keys()
+    todo = sum(j.key not in done for j in jobs)
+    print(f"{len(jobs)} runs ({len(jobs) - todo} already in {store.path}); {len(specs)} workloads",
+          file=sys.stderr)
+    progress = Progress(todo, enabled=not args.quiet)
+    interrupted = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        import signal
+
+        def _stop(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _stop)  # a killed sweep stops its runs too
+    try:
+        new = run_jobs(jobs, store, workers=args.workers, use_ray=args.ray is not None,
+                       ray_address=args.ray or None, rerun=args.rerun, on_result=progress.update)
+    except KeyboardInterrupt:
+        interrupted, new = True, []
+        print("\ninterrupted: finished runs are kept in the results file; run again to resume",
+              file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    # the tables cover every run of these workloads in the file (earlier passes included)
+    wanted = {s.key for s in specs}
+    records = [r for r in store.records() if f"{r.get('objective')}:{r.get('workload')}" in wanted]
+    paths = report.write_tables(records, args.out)
+    plots = report.write_plots(records, os.path.join(args.out, "plots")) if args.plots else []
+    paths += plots
+    if args.report:
+        command = "placement bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        report.write_report(records, args.report, machine=machine_description(), config=vars(args),
+                            notes=notes, plots=plots, command=command)
+        paths.append(args.report)
+    for p in paths:
+        print(f"wrote {p}", file=sys.stderr)
+    if interrupted:
+        return 130
+    bad = [r for r in new if r.get("status") in ("killed",) or str(r.get("message", "")).startswith("crash")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The cheapest cluster for a throughput target: which devices to rent, from what is available.
+
+Prices are per device-hour, set by the user: ``price_per_hour`` in a device file, or a prices file
+(:func:`read_prices`; :data:`EXAMPLE_PRICES` is an example, not a quote). An *allocation* is a
+number of devices per kind, up to what is available; its cost is the sum of its devices' prices.
+
+Without a latency target, :func:`provision` reads the best max-load of **every** allocation from one
+run of the exact DP (:func:`solvers.dp.curve`, contiguous placements), so the cheapest allocation whose
+throughput (``1000 batch / max-load`` samples/s) meets the target is exact, and so is the
+price–throughput curve of efficient allocations (no cheaper allocation serves as much).
+
+With a latency target, each allocation's best throughput under it is the serving IP's
+(:mod:`solvers.slo_ip`). Allocations are tried cheapest first; one is skipped without a solve when a
+bound already rules it out (its max-load is at least the largest node's and the total work's share per
+device, its latency at least the critical path); the first that meets both targets is the answer, and
+it is exact when every solve before it was proven. ``max_solves`` caps the programs solved.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, DeviceKind, OpGraph
+from solvers.base import Solution, SolveOptions, Status
+
+__all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
+           "sub_cluster"]
+
+#: an example prices file (made-up round numbers in the range of public cloud list prices; set your own)
+EXAMPLE_PRICES = """\
+# Prices per device-hour for placement provision --prices FILE. Example figures only: set your own.
+[prices]
+cpu = 0.05        # one host CPU core
+t4 = 0.35
+l4 = 0.80
+v100 = 2.50
+a100 = 3.00
+a100-80gb = 4.00
+h100 = 6.00
+"""
+
+
+def read_prices(path: str | os.PathLike) -> dict[str, float]:
+    """A prices file: TOML or JSON ``{"prices": {kind: price per device-hour}}`` (or the bare map)."""
+    from graphs.jsonio import read_json
+
+    path = os.fspath(path)
+    if path.lower().endswith(".toml"):
+        import tomllib
+
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise InputError("no such prices file", source=path) from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"not a valid TOML prices file: {e}", source=path) from None
+    else:
+        data = read_json(path)
+    return parse_prices(data, source=path)
+
+
+def parse_prices(data, *, source: str | None = None) -> dict[str, float]:
+    if isinstance(data, dict) and isinstance(data.get("prices"), dict):
+        data = data["prices"]
+    if not isinstance(data, dict) or not data:
+        raise InputError('a prices file maps device kinds to prices per device-hour: [prices] a100 = 3.0',
+                         source=source)
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise InputError(f"price of {k!r} must be a non-negative number, got {v!r}", source=source)
+        out[str(k).strip().lower()] = float(v)
+    return out
+
+
+def kind_prices(specs, prices: Mapping[str, float] | None) -> np.ndarray:
+    """Price per device-hour of every kind (``prices`` first, then the device files'); raises
+    :class:`InputError` naming the kinds without one."""
+    out, missing = [], []
+    for s in specs:
+        p = (prices or {}).get(s.name, s.price_per_hour)
+        if p is None:
+            missing.append(s.name)
+        out.append(p)
+    if missing:
+        raise InputError(f"no price for device kind(s) {', '.join(missing)}: give --prices FILE (see "
+                         f"placement provision --example-prices) or price_per_hour in a device file")
+    return np.array(out, dtype=np.float64)
+
+
+def sub_cluster(cluster: Cluster, counts) -> Cluster:
+    """``cluster`` with ``counts[t]`` devices of kind ``t``."""
+    return Cluster(tuple(DeviceKind(k.name, int(c), k.memory, k.pays_communication)
+                         for k, c in zip(cluster.kinds, counts)))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    counts: tuple[int, ...]
+    price: float  # per hour
+    max_load: float  # ms per batch (inf: no placement)
+    samples_per_s: float
+    proven: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class Provision:
+    """The cheapest allocation meeting the target (``None``: unreachable), its plan, the efficient
+    allocations (price increasing, throughput increasing) and whether the answer is proven."""
+
+    kinds: tuple[str, ...]
+    target: float
+    latency_slo: float | None
+    best: Allocation | None
+    solution: Solution | None
+    cluster: Cluster | None  # the allocation's cluster
+    efficient: tuple[Allocation, ...]
+    proven: bool
+    max_reachable: Allocation | None  # the highest throughput found (when the target is unreachable)
+    solves: int = 0
+
+
+def _efficient(allocs: list[Allocation]) -> list[Allocation]:
+    out: list[Allocation] = []
+    for a in sorted(allocs, key=lambda a: (a.price, -a.samples_per_s, sum(a.counts))):
+        if not math.isfinite(a.max_load):
+            continue
+        if out and a.samples_per_s <= out[-1].samples_per_s * (1 + 1e-12):
+            continue
+        out.append(a)
+    return out
+
+
+def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
+    """A max-load and a latency no placement on ``cl`` beats."""
+    from solvers.latency_ip import critical_path
+
+    compute, _ = graph.costs_for(cl)
+    active = [t for t, k in enumerate(cl.kinds) if k.count > 0]
+    best = compute[active].min(axis=0)
+    if not np.isfinite(best).all():
+        return math.inf, math.inf
+    return float(max(best.max(initial=0.0), best.sum() / cl.num_devices)), critical_path(graph, cl)
+
+
+def provision(graph: OpGraph, available: Cluster, prices, target: float, *, latency_slo: float | None = None,
+              options: SolveOptions | None = None, max_solves: int = 200) -> Provision:
+    """The cheapest allocation of ``available`` serving ``target`` samples/s (and, if given, with the
+    latency of one batch at most ``latency_slo`` ms); see the module doc. ``prices``: per kind, in the
+    cluster's order."""
+    options = options or SolveOptions()
+    if not (target > 0 and math.isfinite(target)):
+        raise InputError(f"the throughput target must be a positive number of samples/s, got {target}")
+    batch = int(graph.meta.get("batch_size") or 1)
+    prices = np.asarray(prices, dtype=np.float64)
+    kinds = tuple(k.name for k in available.kinds)
+    shape = [k.count + 1 for k in available.kinds]
+    allocs_all = [c for c in itertools.product(*(range(n) for n in shape)) if sum(c) > 0]
+
+    def sps(load: float) -> float:
+        return 1e3 * batch / load if load > 0 else math.inf
+
+    if latency_slo is None:
+        from solvers.dp import curve
+
+        cv = curve(graph, available, options)
+        allocs = [Allocation(c, float(np.dot(c, prices)), cv.values[c], sps(cv.values[c]))
+                  for c in allocs_all]
+        eff = _efficient(allocs)
+        best = next((a for a in eff if a.samples_per_s >= target * (1 - 1e-12)), None)
+        top = eff[-1] if eff else None
+        if best is None:
+            return Provision(kinds, target, None, None, None, None, tuple(eff), True, top)
+        from solvers import dp
+
+        cl = sub_cluster(available, best.counts)
+        sol = dp.solve(graph, cl, options)
+        return Provision(kinds, target, None, best, sol, cl, tuple(eff), sol.status == Status.OPTIMAL, top)
+
+    from solvers import slo_ip
+
+    order = sorted(allocs_all, key=lambda c: (float(np.dot(c, prices)), sum(c)))
+    tried: list[Allocation] = []
+    proven = True
+    solves = 0
+    best = sol_best = cl_best = None
+    for c in order:
+        cl = sub_cluster(available, c)
+        price = float(np.dot(c, prices))
+        lb_load, lb_lat = _lower_bounds(graph, cl)
+        if sps(lb_load) < target * (1 - 1e-12) or lb_lat > latency_slo * (1 + 1e-12):
+            continue  # ruled out by a bound: no solve needed
+        if solves >= max_solves:
+            proven = False
+            break
+        solves += 1
+        sol = slo_ip.solve(graph, cl, options, latency_max=latency_slo)
+        if sol.assignment is None:
+            if sol.status != Status.INFEASIBLE:
+                proven = False
+            continue
+        load = evaluate(graph, cl, sol.assignment).max_load
+        a = Allocation(c, price, load, sps(load), sol.status == Status.OPTIMAL)
+        tried.append(a)
+        if a.samples_per_s >= target * (1 - 1e-12):
+            best, sol_best, cl_best = a, sol, cl
+            break
+        proven &= sol.status == Status.OPTIMAL  # a better plan might have met the target
+    eff = _efficient(tried)
+    top = eff[-1] if eff else None
+    return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
+                     proven and (best is None or best.proven), top, solves)

@@ -1,0 +1,165 @@
+"""Ctrl-C at any moment: ``place`` ends with rc 130 and ``error: interrupted``, or rc 0 with the best
+placement so far written; ``run`` stops and joins its workers and exits 130. Never a traceback, never
+ignored, never a hang.
+
+The commands run as real processes (``sys.executable -m placement``) and get SIGINT at moments found by
+watching what the process has loaded (``/proc/PID/maps``): while the front end imports (numpy mapped),
+while numba loads or compiles its kernels (llvmlite mapped; once with an empty kernel cache, so that
+they compile), and mid-solve. Python's own start-up, before the program's first line, is out of any
+program's reach and not tested.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from placement.cli import main
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="moments are found through /proc/PID/maps (Linux)")
+
+
+def _mapped(pid: int, fragment: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return fragment in f.read()
+    except OSError:
+        return False
+
+
+def _wait_for(proc, fragment: str, timeout: float = 60.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        if _mapped(proc.pid, fragment):
+            return True
+        time.sleep(0.003)
+    return False
+
+
+def _finish(proc, timeout: float):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"no exit within {timeout} s of Ctrl-C (hang); stderr:\n{err[-2000:]}")
+    return out, err
+
+
+def _check(rc: int, err: str, result: str) -> None:
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    assert rc in (0, 130), f"rc {rc}: {err[-3000:]}"
+    if rc == 130:
+        assert err.strip().splitlines()[-1] == "error: interrupted", err
+    else:  # finished, or stopped early with the best placement found so far
+        with open(result, encoding="utf-8") as f:
+            res = json.load(f)
+        assert res["valid"] and res["status"] in ("optimal", "feasible")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("interrupt") / "model.onnx")
+    assert main(["example", path, "--layers", "6"]) == 0
+    return path
+
+
+# (what must be loaded, extra seconds after it, empty kernel cache)
+MOMENTS = {
+    "front end importing": ("_multiarray_umath", 0.0, False),
+    "numba loading": ("llvmlite", 0.0, False),
+    "kernels compiling": ("llvmlite", 0.4, True),
+    "early solve": ("llvmlite", 0.25, False),
+    "mid-solve": ("llvmlite", 0.6, False),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_ctrl_c_on_place_gives_130_or_the_best_placement(moment, model, tmp_path):
+    fragment, after, cold = MOMENTS[moment]
+    result = str(tmp_path / "result.json")
+    env = dict(os.environ)
+    if cold:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "place", model, "--devices",
+                             "a100:2,t4:2,cpu:1", "--out", result], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(proc, fragment), "the process ended before the moment came"
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    out, err = _finish(proc, 60)
+    _check(proc.returncode, err, result)
+
+
+def test_second_ctrl_c_on_place_is_clean(model, tmp_path):
+    result = str(tmp_path / "result.json")
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "place", model, "--devices",
+                             "a100:2,t4:2,cpu:1", "--out", result], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(proc, "llvmlite")
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    out, err = _finish(proc, 60)
+    _check(proc.returncode, err, result)
+
+
+def _processes(field: int, value: int) -> list[int]:
+    """Living (not zombie) processes whose /proc stat field ``field`` (1: parent, 3: group) is ``value``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                    rest = f.read().rsplit(")", 1)[1].split()
+                if rest[0] != "Z" and int(rest[field]) == value:
+                    found.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    return _processes(1, pid)
+
+
+@pytest.fixture(scope="module")
+def small_result(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    model, result = str(folder / "m.onnx"), str(folder / "r.json")
+    assert main(["example", model, "--layers", "2"]) == 0
+    assert main(["place", model, "--devices", "a100:2,cpu:1", "--out", result]) == 0
+    return model, result
+
+
+@pytest.mark.parametrize("after", [0.3, 2.5])  # workers starting; samples flowing
+def test_ctrl_c_on_run_stops_and_joins_the_workers(after, small_result):
+    model, result = small_result
+    # a new session: the test sends SIGINT to the whole group, as a terminal's Ctrl-C does
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "run", model, result, "-n", "1000000"],
+                            cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    end = time.monotonic() + 60
+    while not _children(proc.pid) and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert proc.poll() is None, proc.communicate()[1]
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # a second Ctrl-C while it stops
+    t0 = time.monotonic()
+    out, err = _finish(proc, 30)
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == 130 and "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "error: interrupted"
+    end = time.monotonic() + 5  # nothing of the group is left running (the workers were stopped)
+    while _processes(3, proc.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _processes(3, proc.pid)

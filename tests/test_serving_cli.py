@@ -1,0 +1,154 @@
+"""place --batch-size auto|LIST and --latency-slo, placement frontier, on a small ONNX model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.cli import main
+from placement.serving import batch_workload, parse_batch_sizes, sweep
+from tests.onnx_models import save, small_cnn, zoo
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    return save(small_cnn(), tmp_path_factory.mktemp("m") / "cnn.onnx")
+
+
+def test_parse_batch_sizes():
+    assert parse_batch_sizes("auto") is None
+    assert parse_batch_sizes("4,1,2,2") == [1, 2, 4]
+    assert parse_batch_sizes(3) == [3]
+    for bad in ("0", "1,x", "", "-2"):
+        with pytest.raises(Exception, match="batch"):
+            parse_batch_sizes(bad)
+
+
+def test_memory_grows_with_the_batch_and_fixed_batch_models_are_rebatched():
+    w1 = batch_workload(zoo("squeezenet"), "t4:1", 1)
+    w4 = batch_workload(zoo("squeezenet"), "t4:1", 4)
+    assert w4.graph.meta["batch_size"] == 4
+    assert sum(w4.graph.meta["flops"]) == pytest.approx(4 * sum(w1.graph.meta["flops"]), rel=1e-6)
+    assert w4.graph.memory.sum() > w1.graph.memory.sum()
+    out1 = sum(w1.graph.meta["output_bytes"])
+    assert w4.graph.memory.sum() - w1.graph.memory.sum() == pytest.approx(3 * out1, rel=1e-6)
+
+
+def test_auto_sweep_stops_when_memory_runs_out(cnn, tmp_path):
+    # a device that holds the parameters and three batches' outputs: batch sizes 1 and 2 fit, 4 does not
+    w = batch_workload(cnn, "t4:1", 1)
+    params, outs = sum(w.graph.meta["param_bytes"]), sum(w.graph.meta["output_bytes"])
+    dev = tmp_path / "d.toml"
+    dev.write_text(f'[devices.tiny]\nbase = "t4"\nmemory_gib = {(params + 3 * outs) / 2**30!r}\n')
+    sw = sweep(cnn, "tiny:1", None, device_files=[str(dev)])
+    sizes = [b for b, pt, _ in sw.points if pt is not None]
+    assert sizes == [1, 2] and "batch 4" in sw.stopped and "memory" in sw.stopped
+    assert sw.best is not None and sw.best.batch_size == max(
+        (pt for _, pt, _ in sw.points if pt), key=lambda p: p.samples_per_s).batch_size
+
+
+def test_place_batch_list_prints_and_writes_every_batch(cnn, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "best batch size" in text and "samples/s" in text and "compute utilisation (MFU" in text
+    data = json.loads(out.read_text())
+    rows = data["serving"]["batch_sizes"]
+    assert [r["batch_size"] for r in rows] == [1, 4]
+    best = max(rows, key=lambda r: r["samples_per_s"])
+    assert data["serving"]["best_batch_size"] == best["batch_size"]
+    assert data["frontend"]["batch_size"] == best["batch_size"]
+    assert best["samples_per_s"] == pytest.approx(1e3 * best["batch_size"] / data["max_load"])
+    assert main(["show", str(out), "--no-draw"]) == 0  # the result is an ordinary placement result
+
+
+def test_latency_slo_infeasible_names_the_lowest_latency(cnn, capsys):
+    assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "lowest latency achievable is" in err
+
+
+def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,2,4", "--latency-slo", "0.05",
+                 "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["latency"] <= 0.05 * (1 + 1e-9)
+
+
+def test_bad_batch_size_is_one_error_line(cnn, capsys):
+    assert main(["place", cnn, "--batch-size", "two"]) == 2
+    assert capsys.readouterr().err.startswith("error:")
+    assert main(["inspect", cnn, "--batch-size", "auto"]) == 2
+    assert "place and frontier" in capsys.readouterr().err
+
+
+def test_frontier_command_writes_plans_show_accepts(cnn, tmp_path, capsys):
+    out = tmp_path / "f.json"
+    png = tmp_path / "f.png"
+    assert main(["frontier", cnn, "--devices", "t4:1,l4:1", "--batch-size", "1,2", "--out", str(out),
+                 "--plot", str(png)]) == 0
+    cap = capsys.readouterr()
+    assert "non-dominated" in cap.out and "all proven" in cap.out
+    assert png.exists() or "matplotlib" in cap.err
+    data = json.loads(out.read_text())
+    assert data["schema"] == "placement-frontier" and data["points"] and data["proven"]
+    pts = data["points"]
+    for p in pts:
+        for q in pts:
+            better = q["samples_per_s"] >= p["samples_per_s"] and q["latency_ms"] <= p["latency_ms"]
+            assert p is q or not better
+        plan = json.loads(open(p["plan_file"]).read())
+        assert plan["max_load"] == pytest.approx(p["max_load"])
+        assert plan["latency"] == pytest.approx(p["latency_ms"])
+        # without host cores every serving-domain plan is contiguous, so show simulates it
+        assert plan["contiguous"] and main(["show", p["plan_file"], "--no-draw"]) == 0
+
+
+def test_provision_command(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    out = tmp_path / "p.json"
+    args = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--out", str(out)]
+    assert main(args + ["--target-throughput", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest for 1000 samples/s" in text and "proven cheapest" in text
+    data = json.loads(out.read_text())
+    assert data["provision"]["allocation"] == data["frontend"]["devices"]
+    assert 1e3 / data["max_load"] >= 1000
+    assert main(["show", str(out), "--no-draw"]) == 0
+    assert main(args + ["--target-throughput", "1e12"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "unreachable" in err and "the most any allocation serves" in err
+    assert main(["provision", cnn, "--available", "t4:1", "--target-throughput", "1"]) == 2
+    assert "no price" in capsys.readouterr().err
+
+
+def test_provision_over_batch_sizes_picks_the_cheapest(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    argv = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--target-throughput",
+            "20000", "--json"]
+    capsys.readouterr()
+    assert main(argv + ["--batch-size", "auto"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["provision"]["per_batch_size"]
+    assert len(rows) >= 2 and [r["batch_size"] for r in rows][:2] == [1, 2]
+    found = [r["price_per_hour"] for r in rows if r["price_per_hour"] is not None]
+    assert data["provision"]["price_per_hour"] == min(found)
+
+
+def test_fixed_batch_resnet_follows_the_batch():
+    from graphs.onnx_batch import batchable_path, check_batch
+    from graphs.onnx_loader import load_onnx
+
+    path = batchable_path(zoo("resnet50"))
+    assert path != zoo("resnet50")  # a rebatched copy: the file's batch is fixed
+    g1, g2 = load_onnx(path, batch_size=1), load_onnx(path, batch_size=2)
+    check_batch(g2, 2)  # its Reshape to [1, 2048] now copies the batch
+    assert g2.outputs[0].shape == (2, 1000)
+    from graphs.costs import op_flops
+
+    assert sum(op_flops(o)[0] for o in g2.ops) == pytest.approx(2 * sum(op_flops(o)[0] for o in g1.ops),
+                                                                 rel=1e-6)
