@@ -35,6 +35,7 @@ from graphs.order import topological_order
 
 from . import dp
 from .base import Solution, SolveOptions, Status
+from .bounds import bounds_of_items
 from .refine import refine
 
 __all__ = ["solve", "DEFAULT_TIME_LIMIT", "DEFAULT_MEMORY_LIMIT"]
@@ -109,9 +110,23 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         return Solution(None, math.inf, Status.INFEASIBLE, "auto", message=str(e),
                         time=time.perf_counter() - t0)
 
+    # proven lower bounds (solvers/bounds.py): they end the search when an incumbent meets them and
+    # prune the DP's device-count states; raw["bounds"] = False runs without them (for comparison)
+    use_bounds = bool(options.raw.get("bounds", True))
+    report = options.raw.get("report")  # called with {"value", "bound"[, "fraction"]} as they change
+    lower = bounds_of_items(base.item_compute, base.item_memory, base.counts, base.caps) if use_bounds \
+        else None
+    floor = lower.value if lower is not None and math.isfinite(lower.value) else 0.0
+    quick = max(floor, dp.lower_bound(base))
+
+    def tell(value: float | None, **extra) -> None:
+        if report is not None:
+            report({"value": value, "bound": quick} | extra)  # extra may override the bound
+
     tried = []
     found = None  # (assignment, value, label, exact)
     interrupted = False
+    pairs = None
     try:
         for label, g in _levels(graph, cluster, base):
             now = time.perf_counter()
@@ -123,6 +138,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if found is None and chain is not None:
                 a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
                 found = (a0, chain.value, "heuristic", False)
+                tell(chain.value)
+                if use_bounds and g is graph and chain.value <= floor * (1 + 1e-9):
+                    found = (a0, chain.value, "the placement over a topological order meets the lower bound",
+                             True)
+                    break
             ub = chain.value * (1 + 1e-9) if chain else math.inf
             try:
                 lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst,
@@ -138,8 +158,20 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 continue
             # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
             # the refinement and the IP rather than end with nothing but the first heuristic
+            incumbent = found[1] if found is not None else None
+
+            def tick(fraction: float, _value=incumbent) -> None:
+                if options.progress is not None:
+                    options.progress(fraction)
+                tell(_value, fraction=fraction)
+
+            # the floor and the priced-work test hold for any graph coarser than the original too (its
+            # optimum is no better); prices for the LP's kinds and plain work
+            prices = (np.vstack([lower.prices, np.ones_like(lower.prices)]) if lower is not None else None)
             run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
-                            progress=options.progress, threads=options.threads)
+                            progress=tick if (options.progress or report) else None, threads=options.threads,
+                            prices=prices, floor=floor * (1 - 1e-9))
+            pairs = run.pairs
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 if found is None or run.value <= found[1] or label == "exact":
@@ -169,17 +201,21 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
-             "label": label, "skipped": tried, "items": base.items.num_classes}
+             "label": label, "skipped": tried, "items": base.items.num_classes, "pairs": pairs,
+             "lower_bound": None if lower is None else {"item": lower.item, "work": lower.work}}
     if exact:
-        return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
-                        time=time.perf_counter() - t0, stats=stats,
-                        message="exact: the DP covered every contiguous placement")
+        a_ev = evaluate(graph, cluster, a).max_load  # the floor can only have raised the DP's value
+        tell(a_ev, bound=a_ev)
+        how = label if label != "exact" else "the DP covered every contiguous placement"
+        return Solution(a, a_ev, Status.OPTIMAL, "auto", bound=a_ev, gap=0.0,
+                        time=time.perf_counter() - t0, stats=stats, message="exact: " + how)
 
     # repair what coarsening lost, then let the contiguous IP improve and bound it
     if not interrupted:
         a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
     value = evaluate(graph, cluster, a).max_load
-    bound = dp.lower_bound(base)
+    bound = quick
+    tell(value)
     message = label
     from .registry import SOLVERS, get_solver
 
@@ -199,6 +235,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                             stats={**stats, "path": "exact"})
     if interrupted:
         message += "; interrupted"
+    if use_bounds and value <= bound * (1 + 1e-9):
+        return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0, time=time.perf_counter() - t0,
+                        message=message + "; meets the lower bound", stats={**stats, "path": "exact"})
+    tell(value)
     gap = (value - bound) / value if value > 0 else 0.0
     return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
                     time=time.perf_counter() - t0, message=message, stats=stats)

@@ -38,8 +38,9 @@ def test_forced_coarsening_gives_valid_contiguous_labelled_placements_never_belo
             continue
         # a memory budget too small for any lattice forces the large-graph path
         sol = solve(inst.graph, inst.cluster, SolveOptions(time_limit=20, raw={"memory_limit": 1.0}))
-        if sol.status is Status.OPTIMAL:  # the contiguous IP, warm-started, proved it
-            assert sol.stats["path"] == "exact" and "proven optimal by the IP" in sol.message
+        if sol.status is Status.OPTIMAL:  # the contiguous IP, warm-started, or the lower bound proved it
+            assert sol.stats["path"] == "exact"
+            assert "proven optimal by the IP" in sol.message or "meets the lower bound" in sol.message
             assert sol.objective == pytest.approx(opt.objective, rel=1e-6)
         else:
             assert sol.status is Status.FEASIBLE
