@@ -19,6 +19,10 @@ Why it is fast where the reference is slow:
   belong to an optimal placement is still visited, so the answer stays exact; on the reference
   workloads only a small fraction of all ideal pairs is touched.
 
+* with a proven lower bound (:mod:`solvers.bounds`) and prices per kind, :func:`run_dp` also drops the
+  device-count states whose prefix or remainder cannot fit within the upper bound, and stops walking
+  the sub-ideals of ``I`` once every state of ``I`` has reached the lower bound (``auto`` does both).
+
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
 """
