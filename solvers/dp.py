@@ -249,7 +249,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             lb = comp[I, t] - comp[J, t]
             st = strides[t]
             for s in range(S):
-                if alive[I, s] and digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s]:
+                if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s] and alive[I, s]:
                     useful = True
                     break
             if useful:
@@ -292,11 +292,11 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                 continue
             st = strides[t]
             for s in range(S):
-                if digits[s, t] == 0 or not alive[I, s]:
+                if digits[s, t] == 0:
                     continue
                 prev = dp[J, s - st]
                 cand = prev if prev > load else load
-                if cand < dp[I, s]:
+                if cand < dp[I, s] and alive[I, s]:  # (dead states stay at inf)
                     dp[I, s] = cand
                     ch_j[I, s] = J
                     ch_t[I, s] = t
