@@ -114,7 +114,8 @@ def test_a_wrong_estimate_still_leaves_time_for_a_good_answer(workloads):
     took = time.perf_counter() - t
     assert took <= 12.0 * 1.1 + 1.0
     assert sol.status in (Status.FEASIBLE, Status.OPTIMAL)
-    assert any("stopped at the time limit" in x for x in sol.stats["skipped"])
+    if sol.stats["path"] != "exact":  # with the lower bounds' pruning the DP may also finish in time
+        assert any("stopped at the time limit" in x for x in sol.stats["skipped"])
     ev = evaluate(w.graph, w.cluster, sol.assignment)
     assert ev.valid and ev.contiguous
     assert ev.max_load <= 122.7616162109375 * 1.05  # within 5% of the exact optimum
