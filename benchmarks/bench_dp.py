@@ -1,6 +1,7 @@
 """DP speed and memory on every shared throughput workload, next to the reference C++ figures.
 
     python benchmarks/bench_dp.py [--repeat 3] [--only gnmt] [--markdown out.md] [--no-prune]
+    python benchmarks/bench_dp.py --tie-break-cost [--only gnmt]
 
 Each workload runs in a fresh subprocess (so peak memory is that workload's alone); inside it the
 numba kernels are warmed up on a tiny instance first, then ``solvers.dp.solve`` (contraction, ideal
@@ -8,6 +9,10 @@ enumeration, upper bound and DP: the whole solve) is timed ``--repeat`` times (o
 over 20 s) and the median reported.
 ``ratio`` = our median time / the reference's time. Peak RSS is the process's, which includes about
 150 MB of Python, numpy and numba before any work; ``+MB`` is the growth over that baseline.
+
+``--tie-break-cost`` instead times, in one process per workload, the solve with and without the
+tie-break pass (fewest stages, then least total load, among the optima), alternating the two
+``--repeat`` times, and reports both medians and their ratio.
 """
 
 from __future__ import annotations
@@ -59,22 +64,78 @@ def _child(path: str, repeat: int, prune: bool) -> dict:
             "k": w.cluster.kinds[0].count}
 
 
+def _tie_child(path: str, repeat: int) -> dict:
+    import time
+
+    sys.path.insert(0, ROOT)
+    from graphs.evaluate import evaluate
+    from graphs.reference import read_workload
+    from solvers.base import SolveOptions
+    from solvers.dp import solve
+    from tests.instances import chain
+
+    warm = chain(5)
+    solve(warm.graph, warm.cluster)  # load or compile the numba kernels
+    w = read_workload(path)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    sols = {}
+    for _ in range(repeat):
+        for tie in (False, True):
+            t = time.perf_counter()
+            sols[tie] = solve(w.graph, w.cluster, SolveOptions(raw={"tie_break": tie}))
+            times[tie].append(time.perf_counter() - t)
+    used = {tie: sum(1 for d in evaluate(w.graph, w.cluster, s.assignment).devices if d.nodes.size)
+            for tie, s in sols.items()}
+    return {"off": statistics.median(times[False]), "on": statistics.median(times[True]),
+            "value_off": sols[False].objective, "value_on": sols[True].objective,
+            "stages_off": used[False], "stages_on": used[True], "pairs_on": sols[True].stats["pairs_used"]}
+
+
+def _tie_break_cost(keys: list[str], repeat: int) -> int:
+    header = ("| workload | time s, no tie-break | time s, tie-break | ratio | same max-load | stages "
+              "(without → with) |")
+    print(header)
+    print("|" + "---|" * 6)
+    for key in keys:
+        cmd = [sys.executable, os.path.abspath(__file__), "--tie-child", os.path.join(WORKLOADS, key),
+               "--repeat", str(repeat)]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if out.returncode != 0:
+            print(f"| {key} | failed: {out.stderr.strip().splitlines()[-1]} |")
+            continue
+        m = json.loads(out.stdout)
+        same = "yes" if m["value_on"] == m["value_off"] else "NO"
+        print(f"| {key.split('/', 1)[1][:-5]} | {m['off']:.3f} | {m['on']:.3f} | {m['on'] / m['off']:.2f} | "
+              f"{same} | {m['stages_off']} → {m['stages_on']} |", flush=True)
+    print(f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+          f"median of {repeat}, alternating")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="substring filter on workload names")
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
     ap.add_argument("--no-prune", action="store_true", help="walk every ideal pair (measures the walk)")
+    ap.add_argument("--tie-break-cost", action="store_true",
+                    help="time the solve with and without the tie-break pass (see above)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tie-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(_child(args.child, args.repeat, not args.no_prune)))
+        return 0
+    if args.tie_child:
+        print(json.dumps(_tie_child(args.tie_child, args.repeat)))
         return 0
     ref_path = os.path.join(WORKLOADS, "reference_results.json")
     if not os.path.exists(ref_path):
         print(f"reference workloads not found at {WORKLOADS}; set PLACEMENT_WORKLOADS", file=sys.stderr)
         return 2
     ref = json.load(open(ref_path))["throughput"]
+    if args.tie_break_cost:
+        return _tie_break_cost([k for k in sorted(ref) if args.only in k], args.repeat)
     rows = []
     header = ("| workload | k | ideals | ideal pairs | pairs visited | DP maxLoad | = ref | time s (median) "
               "| ref time s | ratio | peak RSS MB (+MB) | ref RSS MB |")

@@ -13,8 +13,10 @@ calls), then ``--repeat`` *warm* runs give the median of every stage:
 * ``build``: the :class:`OpGraph` (:func:`graphs.onnx_workload.build_opgraph`);
 * ``place``: the DP (contraction, ideals, bound, DP, evaluation: :func:`placement.place`).
 
-``--zoo`` adds a table of every zoo model: operators, parameters, ideals and DP time (warm) on the
-cluster. ``--cli`` also times the command line ``placement place MODEL --devices ...`` as a user runs it.
+``--zoo`` adds the zoo table of ``benchmarks/README_onnx.md``: operators, parameters (trainable), the
+published count, ideals, DP time (warm) and max-load of every zoo model on the cluster (``--models ""
+--zoo`` for that table alone, ``--zoo-only inception_v2`` to rerun one model). ``--cli`` also times
+the command line ``placement place MODEL --devices ...`` as a user runs it.
 """
 
 from __future__ import annotations
@@ -93,36 +95,70 @@ def _child(model: str, devices: str, batch: int, repeat: int) -> dict:
     }
 
 
-def _zoo_table(devices: str) -> list[dict]:
+ZOO = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
+       "vgg19", "zfnet512")
+# parameter counts published for these networks (quoted, not computed: the papers, Keras applications
+# for DenseNet-121, the SqueezeNet 1.1 release and torchvision for VGG-19)
+PUBLISHED = {"bvlc_alexnet": "61 M", "densenet121": "8.06 M (Keras)", "inception_v1": "~7.0 M",
+             "inception_v2": "11.2 M", "resnet50": "25.6 M", "squeezenet": "1,235,496",
+             "vgg19": "143,667,240"}
+LABEL = {"squeezenet": "squeezenet (1.1)"}
+
+
+def _zoo_table(devices: str, max_ideals: int, time_limit: float, only: list[str] | None = None) -> list[dict]:
     sys.path.insert(0, ROOT)
-    from graphs.onnx_workload import onnx_workload
+    from graphs.contract import contract
+    from graphs.errors import ProblemTooLargeError
+    from graphs.ideals import enumerate_ideals
+    from graphs.onnx_workload import prepare_onnx
     from placement import place
+    from solvers.base import SolveOptions
 
     out = []
-    w = onnx_workload(_zoo("squeezenet"), devices)
+    _, w = prepare_onnx(_zoo("squeezenet"), devices)
     place(w.graph, w.cluster, "dp")  # warm the numba kernels
-    for name in ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
-                 "squeezenet", "vgg19", "zfnet512"):
+    for name in only or ZOO:
         t0 = time.perf_counter()
-        w = onnx_workload(_zoo(name), devices)
+        g, w = prepare_onnx(_zoo(name), devices)
         t1 = time.perf_counter()
-        from graphs.contract import contract
-        from graphs.errors import ProblemTooLargeError
-        from graphs.ideals import enumerate_ideals
-
         items = contract(w.graph, w.cluster)
         try:
-            ideals = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=30_000).num_ideals
+            ideals = enumerate_ideals(items.num_classes, items.src, items.dst,
+                                      max_ideals=max_ideals).num_ideals
         except ProblemTooLargeError:
             ideals = None
-        row = {"model": name, "ops": w.graph.num_nodes, "parameters": w.graph.meta["parameters"],
-               "ideals": ideals, "load_s": t1 - t0, "dp_s": None, "max_load_ms": None}
+        row = {"model": name, "ops": w.graph.num_nodes, "parameters": g.parameters,
+               "trainable": g.trainable_parameters, "ideals": ideals, "load_s": t1 - t0, "dp_s": None,
+               "max_load_ms": None, "status": None, "gap": None}
         if ideals is not None:
             t2 = time.perf_counter()
-            p = place(w.graph, w.cluster, "dp")
-            row.update(dp_s=time.perf_counter() - t2, max_load_ms=p.max_load)
+            p = place(w.graph, w.cluster, "dp", SolveOptions(time_limit=time_limit))
+            row.update(dp_s=time.perf_counter() - t2, max_load_ms=p.max_load, status=p.status.value,
+                       gap=p.solution.gap)
         out.append(row)
     return out
+
+
+def zoo_markdown(rows: list[dict], devices: str, max_ideals: int) -> list[str]:
+    """The zoo table of ``benchmarks/README_onnx.md``."""
+    lines = [f"Zoo models on `{devices}`, roofline, batch 1 (fixed in the files); DP warm, skipped above "
+             f"{max_ideals:,} ideals:", "",
+             "| model | ops | parameters (trainable) | published | ideals | DP s (warm) | max-load ms |",
+             "|---|---|---|---|---|---|---|"]
+    for z in rows:
+        params = f"{z['parameters']:,}"
+        if z["trainable"] != z["parameters"]:
+            params += f" ({z['trainable']:,})"
+        ideals = f"{z['ideals']:,}" if z["ideals"] is not None else f">{max_ideals:,}"
+        dp = "—" if z["dp_s"] is None else f"{z['dp_s']:.3g}"
+        ml = "—" if z["max_load_ms"] is None else f"{z['max_load_ms']:.4f}"
+        if z["status"] not in (None, "optimal"):
+            ml += f" ({z['status']}, gap {100 * (z['gap'] or 0):.1f}%)"
+        elif z["dp_s"] is not None and z["dp_s"] >= 10:
+            dp += " (optimal)"
+        lines.append(f"| {LABEL.get(z['model'], z['model'])} | {z['ops']} | {params} | "
+                     f"{PUBLISHED.get(z['model'], '')} | {ideals} | {dp} | {ml} |")
+    return lines
 
 
 def _run_child(args_list: list[str]) -> dict:
@@ -154,13 +190,18 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", default="a100:4")
     ap.add_argument("--models", default="resnet50,bert12")
     ap.add_argument("--zoo", action="store_true", help="also tabulate every zoo model")
+    ap.add_argument("--zoo-only", default="", metavar="M1,M2",
+                    help="with --zoo: only these zoo models (e.g. to rerun a long one)")
+    ap.add_argument("--zoo-max-ideals", type=int, default=100_000, help="skip the DP above this many ideals")
+    ap.add_argument("--zoo-time-limit", type=float, default=600.0, help="DP time limit per zoo model (s)")
     ap.add_argument("--cli", action="store_true", help="also time the command line")
     ap.add_argument("--markdown", default=None, metavar="FILE")
     ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
         if args.child[0] == "zoo":
-            print(json.dumps(_zoo_table(args.child[1])))
+            only = args.child[4].split(",") if len(args.child) > 4 and args.child[4] else None
+            print(json.dumps(_zoo_table(args.child[1], int(args.child[2]), float(args.child[3]), only)))
         else:
             model, devices, batch, repeat = args.child
             print(json.dumps(_child(model, devices, int(batch), int(repeat))))
@@ -173,7 +214,8 @@ def main(argv=None) -> int:
              "| max-load ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     results = []
-    for model in args.models.split(","):
+    models = [m for m in args.models.split(",") if m]  # --models "" runs the zoo table only
+    for model in models:
         r = _run_child([model, args.devices, str(args.batch_size), str(args.repeat)])
         results.append(r)
         for run in ("cold", "warm"):
@@ -187,20 +229,12 @@ def main(argv=None) -> int:
         lines += [f"- {name}: {n} ops, {first} .. {last}" for name, n, first, last in r["stages"]]
     if args.cli:
         lines += ["", "| command line (`placement place MODEL --devices ...`), wall s | |", "|---|---|"]
-        for model in args.models.split(","):
+        for model in models:
             lines.append(f"| {model} | {_cli_time(model, args.devices, args.batch_size):.2f} |")
     if args.zoo:
-        rows = _run_child(["zoo", args.devices])
-        lines += ["", f"Zoo models on {args.devices} (warm; ideals of the contracted graph, DP skipped above "
-                      f"30,000 ideals):", "",
-                  "| model | ops | params | ideals | load+costs s | DP s | max-load ms |",
-                  "|---|---|---|---|---|---|---|"]
-        for z in rows:
-            dp = f"{z['dp_s']:.3f}" if z["dp_s"] is not None else "—"
-            ml = f"{z['max_load_ms']:.4f}" if z["max_load_ms"] is not None else "—"
-            lines.append(f"| {z['model']} | {z['ops']} | {z['parameters'] / 1e6:.2f} M | "
-                         f"{z['ideals'] if z['ideals'] is not None else '>30,000'} | {z['load_s']:.3f} | "
-                         f"{dp} | {ml} |")
+        rows = _run_child(["zoo", args.devices, str(args.zoo_max_ideals), str(args.zoo_time_limit),
+                           args.zoo_only])
+        lines += [""] + zoo_markdown(rows, args.devices, args.zoo_max_ideals)
     text = "\n".join(lines)
     print(text)
     if args.markdown:

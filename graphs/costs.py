@@ -5,7 +5,10 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
 ``roofline``
     FLOPs and bytes of every operator from its shapes (:func:`op_flops`, :func:`op_bytes`);
     time = max(FLOPs / peak, bytes / memory bandwidth) + launch overhead, with the fp16 peak for
-    half-precision operators. An operator without a formula (unknown type, or shapes the formula needs
+    half-precision operators. A calibrated kind (``placement calibrate``) replaces the peak by its
+    measured Conv and MatMul/Gemm rates for those operators and the bandwidth by its measured
+    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`).
+    An operator without a formula (unknown type, or shapes the formula needs
     are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
     out plus a dense product over its weights, and FLOP time *plus* memory time. Control-flow
     operators cost their bodies (``If``: the dearer branch; ``Loop``/``Scan``: the body times its trip
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .devices import DeviceSet, DeviceSpec
+from .devices import CONV_TYPES, DeviceSet, DeviceSpec
 from .errors import InputError
 from .onnx_loader import OnnxGraph, Op
 
@@ -102,6 +105,7 @@ _MOVE = frozenset({"Transpose", "Concat", "Split", "Slice", "Gather", "GatherEle
 _VIEW = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Dropout",
                    "Constant", "Optional", "OptionalGetElement", "OptionalHasElement"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
+_GATHER = frozenset({"Gather", "GatherElements", "GatherND"})
 UNKNOWN_FLOPS_PER_ELEMENT = 16.0  # conservative: an unknown operator is charged like a heavy pointwise op
 
 
@@ -249,7 +253,10 @@ def op_bytes(op: Op) -> float:
         return _body_sum(op, op_bytes)
     ins = sum(x.nbytes or 0 for x in op.activations)
     outs = max(sum(y.nbytes or 0 for y in op.outputs), op.output_bytes)
-    return float(ins + op.param_bytes + outs)
+    params = op.param_bytes
+    if op.op_type in _GATHER:  # a lookup reads the rows it returns, not its whole table (embeddings)
+        params = min(params, outs)
+    return float(ins + params + outs)
 
 
 def _body_sum(op: Op, f) -> float:
@@ -257,6 +264,17 @@ def _body_sum(op: Op, f) -> float:
     if not parts:
         return 0.0
     return max(parts) if op.op_type == "If" else sum(parts)
+
+
+def _conv_size(op: Op) -> tuple[float, float] | None:
+    """A convolution's output channels per group and output pixels (batch x spatial): the sizes its
+    efficiency depends on (the M and N of the matrix product it becomes)."""
+    y = op.outputs[0] if op.outputs else None
+    if y is None or not y.known or len(y.shape) < 3 or not y.shape[1]:
+        return None
+    group = op.attrs.get("group", 1)
+    group = group if isinstance(group, int) and group > 0 else 1
+    return y.shape[1] / group, y.elements / y.shape[1]
 
 
 def half_precision(op: Op) -> bool:
@@ -275,7 +293,11 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
     if op.op_type in _CONTROL and op.subgraphs:
         return spec.launch + _body_sum(op, lambda b: roofline_time(b, spec))
     flops, known = op_flops(op)
-    t_flops, t_bytes = flops / spec.peak(_half(op)), op_bytes(op) / spec.bandwidth
+    nbytes = op_bytes(op)
+    # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
+    # kinds); otherwise exactly peak and bandwidth
+    rate = spec.flop_rate(op.op_type, _half(op), _conv_size(op) if op.op_type in CONV_TYPES else None)
+    t_flops, t_bytes = flops / rate, nbytes / spec.bandwidth_at(nbytes)
     if not known:  # conservative: no overlap of arithmetic and memory traffic
         return t_flops + t_bytes + spec.launch
     return max(t_flops, t_bytes) + spec.launch
@@ -499,20 +521,26 @@ def profile_ops(g: OnnxGraph, *, warmup: int = 3, repeats: int = 10, threads: in
     return out
 
 
-def measure_run_time(g: OnnxGraph, *, warmup: int = 3, repeats: int = 10, threads: int = 1) -> float:
+def measure_run_time(g: OnnxGraph, *, warmup: int = 3, repeats: int = 10, threads: int = 1,
+                     cpu_time: bool = False) -> float:
     """Median wall time (ms) of one whole-model run, same session settings as :func:`profile_ops`
-    without the profiler."""
+    without the profiler. ``cpu_time`` (one thread only): the calling thread's CPU time instead, which
+    other processes on a shared machine do not inflate (onnxruntime runs a one-thread session in the
+    caller's thread)."""
     import time
 
+    if cpu_time and threads != 1:
+        raise InputError("CPU-time measurement needs threads = 1 (the work must run in the calling thread)")
+    clock = time.thread_time if cpu_time else time.perf_counter
     model_bytes, feeds = _runnable(g)
     sess = _session(model_bytes, threads=threads, profile_dir=None)
     for _ in range(warmup):
         sess.run(None, feeds)
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         sess.run(None, feeds)
-        times.append((time.perf_counter() - t0) * _MS)
+        times.append((clock() - t0) * _MS)
     return float(np.median(times))
 
 

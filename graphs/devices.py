@@ -25,6 +25,22 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     unsupported_ops = ["LRN"]  # operator types this kind cannot run
     price_per_hour = 2.5     # what one device costs per hour (optional; placement provision uses it)
     count = 2                # devices of this kind when the file alone names the cluster
+    server_size = 8          # devices per server (replicated / tensor-parallel stages)
+    nvlink_gbs = 300         # bandwidth among the devices of one server, GB/s per device
+    network_gbs = 25         # bandwidth across servers, GB/s per device
+
+Measured figures (written by ``placement calibrate``, see :mod:`graphs.calibrate`); all optional, and
+a kind without them costs exactly as the plain roofline above. They are *achieved* rates, not scaled
+by ``efficiency``::
+
+    conv_tflops = 0.21       # achieved fp32 FLOP/s of a large Conv, TFLOP/s
+    conv_half_channels = 12  # Conv efficiency by size: a convolution with M output channels (per group)
+    conv_half_pixels = 16    # and N output pixels (batch x spatial) reaches conv_tflops x M / (M +
+                             # conv_half_channels) x N / (N + conv_half_pixels); 0 = no such loss
+    matmul_tflops = 0.19     # achieved fp32 FLOP/s of MatMul and Gemm, TFLOP/s
+    bandwidth_curve = [[12288, 60.1], [201326592, 9.8]]
+                             # achieved memory bandwidth by operator size: [bytes one operator reads
+                             # and writes, GB/s] pairs, interpolated on log(bytes), flat beyond the ends
 """
 
 from __future__ import annotations
@@ -39,9 +55,12 @@ from dataclasses import dataclass, field
 from .errors import InputError
 from .model import Cluster, DeviceKind
 
-__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset"]
+__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset", "CONV_TYPES",
+           "MATMUL_TYPES"]
 
 _T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
+CONV_TYPES = frozenset({"Conv", "FusedConv"})  # operators costed at conv_flops when a kind has it
+MATMUL_TYPES = frozenset({"MatMul", "Gemm", "FusedMatMul"})  # ... at matmul_flops
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,18 @@ class DeviceSpec:
     unsupported_ops: frozenset[str] = field(default_factory=frozenset)
     description: str = ""
     price_per_hour: float | None = None  # user-set (no preset has one)
+    conv_flops: float | None = None  # achieved fp32 FLOP/s of Conv (None: peak(); measured by calibrate)
+    conv_half_channels: float = 0.0  # output channels at which a Conv's rate halves (0: no size effect)
+    conv_half_pixels: float = 0.0  # output pixels at which a Conv's rate halves (0: no size effect)
+    matmul_flops: float | None = None  # achieved fp32 FLOP/s of MatMul/Gemm (None: peak())
+    # achieved bandwidth by operator size: ((bytes, bytes/s), ...) ascending in bytes; () = bandwidth
+    bandwidth_curve: tuple[tuple[float, float], ...] = ()
+    # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
+    # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
+    # across servers (network); ``None``: unknown (the host link is used)
+    server_size: int | None = None
+    intra_bandwidth: float | None = None
+    inter_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -82,6 +113,28 @@ class DeviceSpec:
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        for key in ("conv_half_channels", "conv_half_pixels"):
+            v = getattr(self, key)
+            if not (isinstance(v, (int, float)) and 0 <= v < math.inf):
+                raise InputError(f"device {self.name!r}: {key} must be a non-negative number, got {v!r}")
+        for key in ("conv_flops", "matmul_flops"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
+        curve = tuple(sorted((float(b), float(r)) for b, r in self.bandwidth_curve))
+        if any(not (0 < b < math.inf and 0 < r < math.inf) for b, r in curve) or \
+                len({b for b, _ in curve}) < len(curve):
+            raise InputError(f"device {self.name!r}: bandwidth_curve must be [bytes, GB/s] pairs of positive "
+                             f"numbers with distinct sizes")
+        object.__setattr__(self, "bandwidth_curve", curve)
+        size = self.server_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
+                             f"got {self.server_size!r}")
+        for key in ("intra_bandwidth", "inter_bandwidth"):
+            v = getattr(self, key)
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
 
     def peak(self, half: bool = False) -> float:
         """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""
@@ -92,6 +145,39 @@ class DeviceSpec:
         """Attainable memory bandwidth, bytes/s."""
         return self.mem_bandwidth * self.efficiency
 
+    def flop_rate(self, op_type: str, half: bool = False, conv_size: tuple[float, float] | None = None
+                  ) -> float:
+        """FLOP/s an operator of ``op_type`` reaches: the measured Conv or MatMul/Gemm rate for fp32
+        operators of those types when the kind has one, else :meth:`peak`. ``conv_size``: a Conv's
+        output channels per group and output pixels, which scale the Conv rate by the kind's
+        efficiency curve (``conv_half_channels``, ``conv_half_pixels``)."""
+        if not half:
+            if op_type in CONV_TYPES and self.conv_flops is not None:
+                if conv_size is None:
+                    return self.conv_flops
+                m, n = conv_size
+                hm, hn = self.conv_half_channels, self.conv_half_pixels
+                return self.conv_flops * (m / (m + hm) if m > 0 else 1.0) * (n / (n + hn) if n > 0 else 1.0)
+            if op_type in MATMUL_TYPES and self.matmul_flops is not None:
+                return self.matmul_flops
+        return self.peak(half)
+
+    def bandwidth_at(self, nbytes: float) -> float:
+        """Bytes/s an operator moving ``nbytes`` reaches: the measured curve interpolated on log(bytes)
+        (flat beyond its ends) when the kind has one, else :attr:`bandwidth`."""
+        curve = self.bandwidth_curve
+        if not curve:
+            return self.bandwidth
+        if nbytes <= curve[0][0]:
+            return curve[0][1]
+        if nbytes >= curve[-1][0]:
+            return curve[-1][1]
+        for (b0, r0), (b1, r1) in zip(curve, curve[1:]):
+            if nbytes <= b1:
+                w = math.log(nbytes / b0) / math.log(b1 / b0)
+                return r0 + w * (r1 - r0)
+        return curve[-1][1]  # unreachable: nbytes < curve[-1][0]
+
     def transfer_time(self, nbytes: float) -> float:
         """Seconds to move ``nbytes`` over the host link (latency + bytes / bandwidth); 0 for a host core
         and for nothing to move."""
@@ -100,10 +186,20 @@ class DeviceSpec:
         return self.link_latency + nbytes / self.link_bandwidth
 
 
-def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description):
+def _gpu(name, fp32, fp16, bw_gbs, mem_gib, link_gbs, description, server=(None, None, None)):
+    size, intra_gbs, inter_gbs = server
     return DeviceSpec(name, fp32 * _T, fp16 * _T, bw_gbs * _G, mem_gib * _GIB, link_gbs * _G,
-                      10 * _US, 5 * _US, description=description)
+                      10 * _US, 5 * _US, description=description, server_size=size,
+                      intra_bandwidth=None if intra_gbs is None else intra_gbs * _G,
+                      inter_bandwidth=None if inter_gbs is None else inter_gbs * _G)
 
+
+# Servers (devices per server, intra-server GB/s, inter-server GB/s; per device, one direction):
+# DGX-1V: NVLink 2 (6 links x 25 GB/s), 4 x 100 Gb/s InfiniBand EDR for 8 GPUs;
+# DGX A100: NVLink 3 (12 x 25 GB/s), one 200 Gb/s HDR port per GPU;
+# DGX H100: NVLink 4 (18 x 25 GB/s), one 400 Gb/s NDR port per GPU;
+# PCIe cloud servers (8 x T4 / 8 x L4, 100 Gb/s Ethernet): peers over PCIe, the network shared by 8.
+_DGX1V, _DGXA100, _DGXH100 = (8, 150, 6.25), (8, 300, 25), (8, 450, 50)
 
 # Vendors' published peak figures (dense, no sparsity). Host links: PCIe x16, one direction.
 PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
@@ -111,17 +207,17 @@ PRESETS: dict[str, DeviceSpec] = {p.name: p for p in (
                description="one host CPU core, nominal: 3 GHz x 32 FP32 FLOP/cycle (AVX2, 2 FMA units), "
                            "no native fp16, ~20 GB/s single-core memory bandwidth; host memory unlimited"),
     _gpu("v100", 15.7, 125, 900, 32, 16, "NVIDIA V100 SXM2 32GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, "
-         "900 GB/s HBM2, PCIe 3.0 x16"),
+         "900 GB/s HBM2, PCIe 3.0 x16", _DGX1V),
     _gpu("a100", 19.5, 312, 1555, 40, 32, "NVIDIA A100 SXM4 40GB: 19.5 TFLOP/s fp32, 312 fp16 tensor, "
-         "1555 GB/s HBM2, PCIe 4.0 x16"),
+         "1555 GB/s HBM2, PCIe 4.0 x16", _DGXA100),
     _gpu("a100-80gb", 19.5, 312, 2039, 80, 32, "NVIDIA A100 SXM4 80GB: 19.5 TFLOP/s fp32, 312 fp16 "
-         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16"),
+         "tensor, 2039 GB/s HBM2e, PCIe 4.0 x16", _DGXA100),
     _gpu("h100", 67, 989, 3350, 80, 64, "NVIDIA H100 SXM5 80GB: 67 TFLOP/s fp32, 989 fp16 tensor, "
-         "3.35 TB/s HBM3, PCIe 5.0 x16"),
+         "3.35 TB/s HBM3, PCIe 5.0 x16", _DGXH100),
     _gpu("t4", 8.1, 65, 320, 16, 16, "NVIDIA T4 16GB: 8.1 TFLOP/s fp32, 65 fp16 tensor, 320 GB/s GDDR6, "
-         "PCIe 3.0 x16"),
+         "PCIe 3.0 x16", (8, 16, 1.5625)),
     _gpu("l4", 30.3, 121, 300, 24, 32, "NVIDIA L4 24GB: 30.3 TFLOP/s fp32, 121 fp16 tensor, "
-         "300 GB/s GDDR6, PCIe 4.0 x16"),
+         "300 GB/s GDDR6, PCIe 4.0 x16", (8, 32, 1.5625)),
 )}
 
 
@@ -164,7 +260,13 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "memory_gib": ("memory", _GIB), "link_gbs": ("link_bandwidth", _G),
     "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
     "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
-    "description": ("description", None), "price_per_hour": ("price_per_hour", 1.0),
+    "description": ("description", None),
+    "price_per_hour": ("price_per_hour", 1.0),
+    "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
+    "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
+    "bandwidth_curve": ("bandwidth_curve", None),
+    "server_size": ("server_size", None),
+    "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -248,6 +350,19 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                 value = frozenset(value)
             elif attr == "description":
                 value = str(value)
+            elif attr == "bandwidth_curve":
+                def number(x) -> bool:
+                    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+                if not isinstance(value, list) or not all(
+                        isinstance(p, list) and len(p) == 2 and all(map(number, p)) for p in value):
+                    raise InputError(f"{where}: bandwidth_curve must be a list of [bytes, GB/s] pairs",
+                                     source=source)
+                value = tuple((float(b), float(r) * _G) for b, r in value)
+            elif attr == "server_size":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",
+                                     source=source)
             elif attr == "memory" and (value is None or value == "unlimited"):
                 value = None
             else:

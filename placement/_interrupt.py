@@ -112,3 +112,7 @@ def quiet() -> None:
     points, which installed the handler, are affected)."""
     if _state["installed"]:
         _state["depth"] += 1
+        if threading.current_thread() is threading.main_thread():
+            # ignored, not merely deferred: at interpreter shutdown Python puts a handler of its own back
+            # to the default action (death by SIGINT, exit -2), but it leaves an ignored signal ignored
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

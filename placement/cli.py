@@ -173,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
+    _replicated().add_options(p)
     from .serving_cli import add_place_options
+    _onnx_replicated().add_options(p)
 
     add_place_options(p)
 
@@ -186,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "and 'cpus' node-id lists)")
     _add_output_options(e)
     _add_frontend_options(e)
+    _replicated().add_options(e)
+    _onnx_replicated().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -214,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_parsers(sub)
     _add_cluster_parser(sub)
     _add_serving_parsers(sub)
+    _add_calibrate_parser(sub)
     return parser
 
 
@@ -315,6 +320,18 @@ def _cli_words(message: str) -> str:
                   lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
 
 
+def _replicated():
+    from . import replicated  # replicated stages on Piper-format workloads (placement/replicated.py)
+
+    return replicated
+
+
+def _onnx_replicated():
+    from . import onnx_replicated  # replicated stages of ONNX models (placement/onnx_replicated.py)
+
+    return onnx_replicated
+
+
 def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
@@ -344,6 +361,11 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
+    if _replicated().handles(args.workload, args):
+        return _replicated().place(args)
+    if _onnx_replicated().handles(args):
+        return _onnx_replicated().place(args, _frontend(args))
+    _replicated().refuse_options(args)  # --device-memory etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -374,6 +396,11 @@ def _cmd_evaluate(args) -> int:
 
     if args.out:
         _output_file(args.out, "--out")
+    if _replicated().handles(args.workload):
+        return _replicated().evaluate(args)
+    if _onnx_replicated().handles_plan(args):
+        return _onnx_replicated().evaluate(args, _frontend(args))
+    _replicated().refuse_options(args)
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)
@@ -475,9 +502,11 @@ def _add_pipeline_parsers(sub) -> None:
     s.add_argument("result", help="result file written by placement place --out")
     s.add_argument("--workload", default=None, metavar="PATH",
                    help="the workload or ONNX model the result is for (default: the result's 'source')")
-    s.add_argument("--schedule", choices=SCHEDULES, default=None,
-                   help="stream (inference default), gpipe or 1f1b (training default)")
-    s.add_argument("--microbatches", "-m", type=int, default=8, metavar="M", help="micro-batches (default 8)")
+    s.add_argument("--schedule", choices=SCHEDULES + ("pipedream", "2bw"), default=None,
+                   help="stream (inference default), gpipe or 1f1b (training default); a replicated plan: "
+                   "1f1b, gpipe, pipedream or 2bw (default: its own)")
+    s.add_argument("--microbatches", "-m", type=int, default=None, metavar="M",
+                   help="micro-batches (default 8; a replicated plan: its own per batch)")
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
     s.add_argument("--out-dir", default=None, metavar="DIR",
                    help="where to write the pictures (default: beside the result file)")
@@ -565,6 +594,10 @@ def _cmd_split(args) -> int:
     from .simulate import read_result
 
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.split_command(args, dims)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     model = _read_model(args.model)
@@ -621,6 +654,10 @@ def _cmd_run(args) -> int:
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
     dims = _dims(args)
+    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_onnx.run_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = read_result(args.result)
@@ -710,11 +747,19 @@ def _cmd_show(args) -> int:
     from graphs.evaluate import evaluate
 
     from .draw import PlotsUnavailable, gantt_chart, graph_dot, render_dot, write_text
+    from .simulate import SCHEDULES as SIM_SCHEDULES
     from .simulate import assignment_from_result, read_result, simulate
 
-    if args.microbatches < 1:
+    if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
+    from . import replicated_show  # a replicated plan (result JSON with stages): placement/replicated_show.py
+
+    if replicated_show.is_replicated_result(args.result):
+        return replicated_show.show(args)
     data = read_result(args.result)
+    if args.schedule not in SIM_SCHEDULES + (None,):
+        raise _UsageError(f"placement show: schedule {args.schedule} applies to replicated plans only")
+    args.microbatches = 8 if args.microbatches is None else args.microbatches
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
     if not args.no_draw:
         _output_dir(out_dir, "--out-dir")
@@ -837,13 +882,27 @@ def _add_serving_parsers(sub) -> None:
     add_parser(sub)
 
 
+# ---------------------------------------------------------------- calibrate (placement/calibrate_cmd.py)
+def _add_calibrate_parser(sub) -> None:
+    from .calibrate_cmd import add_parser
+
+    add_parser(sub)
+
+
 def _cmd_serving(args) -> int:
     from .serving_cli import run
 
     return run(args)
 
 
+def _cmd_calibrate(args) -> int:
+    from .calibrate_cmd import run
+
+    return run(args)
+
+
 _COMMANDS.update(frontier=_cmd_serving, provision=_cmd_serving)
+_COMMANDS.update(calibrate=_cmd_calibrate)
 
 
 @contextlib.contextmanager

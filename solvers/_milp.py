@@ -147,15 +147,18 @@ class MipResult:
 
 
 def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | None = None, gap: float = 1e-4,
-              threads: int | None = None, start: np.ndarray | None = None, raw=None) -> MipResult:
+              threads: int | None = None, start: np.ndarray | None = None, raw=None,
+              seed: int | None = None) -> MipResult:
     """Solve with the named backend (``"highs"`` or ``"pulp"``). ``start`` is a full feasible
-    solution to start from; ``raw`` holds backend options (``log``: print the solver's log;
-    ``pulp_solver``: a PuLP solver name, default ``PULP_CBC_CMD``)."""
+    solution to start from; ``seed`` the solver's random seed (HiGHS ``random_seed``; the bundled
+    CBC's ``randomCbcSeed``, as ``seed + 1`` since CBC reads 0 as "seed from the clock"); ``raw`` holds
+    backend options (``log``: print the solver's log; ``pulp_solver``: a PuLP solver name, default
+    ``PULP_CBC_CMD``)."""
     raw = dict(raw or {})
     if backend == "highs":
-        return _solve_highs(model, time_limit, gap, threads, start, raw)
+        return _solve_highs(model, time_limit, gap, threads, start, raw, seed)
     if backend == "pulp":
-        return _solve_pulp(model, time_limit, gap, threads, start, raw)
+        return _solve_pulp(model, time_limit, gap, threads, start, raw, seed)
     raise InputError(f"unknown MIP backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
 
 
@@ -186,7 +189,7 @@ class _quiet_stdout:
         return False
 
 
-def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
+def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipResult:
     import highspy
 
     t0 = time.perf_counter()
@@ -199,6 +202,8 @@ def _solve_highs(model, time_limit, gap, threads, start, raw) -> MipResult:
     h.setOptionValue("output_flag", bool(raw.get("log", False)))
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("mip_abs_gap", float(raw.get("abs_gap", 1e-9)))
+    if seed is not None:
+        h.setOptionValue("random_seed", int(seed) % 2147483647)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(0.01, float(time_limit)))
     if threads is not None:
@@ -280,7 +285,7 @@ def _run_interruptible(h) -> bool:
 
 
 # --------------------------------------------------------------------------- PuLP
-def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
+def _solve_pulp(model, time_limit, gap, threads, start, raw, seed=None) -> MipResult:
     import pulp
 
     t0 = time.perf_counter()
@@ -316,6 +321,8 @@ def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
     if start is not None:
         kw["warmStart"] = True
     log_path = None
+    if name == "PULP_CBC_CMD" and seed is not None:
+        kw["options"] = [f"randomCbcSeed {int(seed) % 2147483646 + 1}"]
     if name == "PULP_CBC_CMD":
         fd, log_path = tempfile.mkstemp(prefix="cbc-", suffix=".log")
         os.close(fd)
@@ -346,7 +353,10 @@ def _solve_pulp(model, time_limit, gap, threads, start, raw) -> MipResult:
     obj = float(cost @ x) if x is not None else INF
     bound = _pulp_bound(prob, name, log, obj if has_sol else None)
     if sol_status == pulp.LpSolutionOptimal:
-        return MipResult(OPTIMAL, x, obj, bound if bound is not None else obj, elapsed, "", stats)
+        if bound is None:
+            # "optimal" means within the requested relative gap: that, not the objective, is what it proved
+            bound = obj - float(gap) * abs(obj)
+        return MipResult(OPTIMAL, x, obj, bound, elapsed, "", stats)
     if sol_status == pulp.LpSolutionInfeasible or prob.status == pulp.LpStatusInfeasible:
         return MipResult(INFEASIBLE, None, INF, None, elapsed, "the integer program is infeasible", stats)
     if has_sol:
@@ -367,9 +377,7 @@ def _pulp_bound(prob, name: str, log: str, obj: float | None) -> float | None:
                 return float(m[-1])
             except ValueError:
                 return None
-        if re.search(r"^Result - Optimal solution found", log, flags=re.M) and obj is not None:
-            return obj  # within the requested gap; CBC prints no separate bound then
-        return None
+        return None  # "Optimal solution found" alone proves only the requested gap (see the caller)
     model = getattr(prob, "solverModel", None)
     if model is None:
         return None

@@ -9,12 +9,18 @@
 3. If no coarse graph fits, the DP runs over the prefixes of several topological orders: **heuristic**.
 4. Every non-exact placement is refined on the original graph by contiguous single-item moves and, when
    the contiguous IP is available and time remains, handed to it as a warm start so that it can improve
-   the placement and prove a bound. Status ``feasible``, with the bound and gap when known.
+   the placement and prove a bound. Status ``feasible``, with the bound and gap when known; ``optimal``
+   only when the IP closed the gap (path ``exact``). When the IP stops at the requested ``options.gap``
+   (every option, backend and seed included, reaches the IP) its own bound and gap are reported, the
+   path is ``within-gap`` and the status ``feasible``. A bound above the evaluated objective (a model
+   disagreeing with the evaluator) is never trusted and never turns into ``optimal``.
 
 Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
 in bytes (default :data:`DEFAULT_MEMORY_LIMIT`); each DP attempt gets at most 70% of the time left, so a
 wrong estimate still leaves time for the next level. ``options.raw["seconds_per_pair"]`` overrides the
-DP's time-per-pair calibration. The label is in ``stats["path"]``.
+DP's time-per-pair calibration. ``stats["steps"]`` lists ``(step, max-load)`` for every stage the path
+ran (``heuristic``, ``exact`` or ``coarsened``, ``refined``, ``ip``). The label is in
+``stats["path"]``: ``exact``, ``within-gap``, ``exact-on-coarsened`` or ``heuristic``.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 from .bounds import bounds_of_items
 from .refine import refine
 
@@ -125,6 +131,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     tried = []
     found = None  # (assignment, value, label, exact)
+    steps = []  # (step, max-load after it): what each stage of the path achieved, in order
     interrupted = False
     pairs = None
     try:
@@ -138,6 +145,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if found is None and chain is not None:
                 a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
                 found = (a0, chain.value, "heuristic", False)
+                steps.append(("heuristic", chain.value))
                 tell(chain.value)
                 if use_bounds and g is graph and chain.value <= floor * (1 + 1e-9):
                     found = (a0, chain.value, "the placement over a topological order meets the lower bound",
@@ -150,7 +158,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             except ProblemTooLargeError as e:
                 tried.append(f"{label}: {e}")
                 continue
-            est = dp.estimate(prob, lattice, ub, seconds_per_pair=options.raw.get("seconds_per_pair"))
+            est = dp.estimate(prob, lattice, ub, seconds_per_pair=options.raw.get("seconds_per_pair"),
+                              affordable=0.5 * (deadline - time.perf_counter()))
             left = deadline - time.perf_counter()
             if est.seconds > 0.7 * left or est.memory_bytes > mem_limit:
                 tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "
@@ -166,14 +175,18 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 tell(_value, fraction=fraction)
 
             # the floor and the priced-work test hold for any graph coarser than the original too (its
-            # optimum is no better); prices for the LP's kinds and plain work
+            # optimum is no better); prices for the LP's kinds and plain work.
+            # The tie-break (fewest devices among optima) only where the answer is final: a coarse
+            # placement on fewer devices would leave the refinement fewer devices to move items to
             prices = (np.vstack([lower.prices, np.ones_like(lower.prices)]) if lower is not None else None)
             run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
                             progress=tick if (options.progress or report) else None, threads=options.threads,
+                            tie_break=label == "exact" and bool(options.raw.get("tie_break", True)),
                             prices=prices, floor=floor * (1 - 1e-9))
             pairs = run.pairs
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
+                steps.append(("exact" if label == "exact" else "coarsened", run.value))
                 if found is None or run.value <= found[1] or label == "exact":
                     found = (dp.stages_to_assignment(prob, cluster, run.stages), run.value, label,
                              label == "exact")
@@ -198,22 +211,29 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             return Solution(None, math.inf, Status.FEASIBLE if tried else Status.INFEASIBLE, "auto",
                             time=time.perf_counter() - t0, message="no placement found: " + "; ".join(tried))
         found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
+        steps.append(("heuristic", chain.value))
 
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
-             "label": label, "skipped": tried, "items": base.items.num_classes, "pairs": pairs,
+             "label": label, "skipped": tried, "items": base.items.num_classes, "steps": steps,
+             "pairs": pairs,
              "lower_bound": None if lower is None else {"item": lower.item, "work": lower.work}}
     if exact:
-        a_ev = evaluate(graph, cluster, a).max_load  # the floor can only have raised the DP's value
-        tell(a_ev, bound=a_ev)
+        mismatch = dp.model_mismatch(graph, cluster, a, value)
+        if mismatch:
+            return dp.mismatch_solution("auto", graph, cluster, a, mismatch, dp.lower_bound(base),
+                                        time.perf_counter() - t0, {**stats, "path": "heuristic"})
+        tell(value, bound=value)
         how = label if label != "exact" else "the DP covered every contiguous placement"
-        return Solution(a, a_ev, Status.OPTIMAL, "auto", bound=a_ev, gap=0.0,
+        return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
                         time=time.perf_counter() - t0, stats=stats, message="exact: " + how)
 
     # repair what coarsening lost, then let the contiguous IP improve and bound it
     if not interrupted:
         a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
     value = evaluate(graph, cluster, a).max_load
+    if not interrupted:
+        steps.append(("refined", value))
     bound = quick
     tell(value)
     message = label
@@ -221,24 +241,41 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     left = deadline - time.perf_counter()
     if "ip" in SOLVERS and left > 5 and not interrupted:
-        ip = get_solver("ip")(graph, cluster, SolveOptions(
-            time_limit=left * 0.9, gap=options.gap, threads=options.threads, warm_start=a, raw=options.raw))
+        # every option the user gave (backend, seed, threads, gap, raw...) reaches the IP
+        ip = get_solver("ip")(graph, cluster, replace(options, time_limit=left * 0.9, warm_start=a))
         if ip.assignment is not None and ip.objective < value:
             a, value = ip.assignment, ip.objective
             message += "; improved by the contiguous IP"
-        if ip.bound is not None and math.isfinite(ip.bound):
-            bound = max(bound, ip.bound)
-        stats["ip_status"] = ip.status.value
-        if ip.status is Status.OPTIMAL:
-            return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
-                            time=time.perf_counter() - t0, message=message + "; proven optimal by the IP",
-                            stats={**stats, "path": "exact"})
+        stats.update(ip_status=ip.status.value, ip_bound=ip.bound, ip_gap=ip.gap)
+        if ip.assignment is not None:
+            steps.append(("ip", ip.objective))
+        # the IP's bound is on the contiguous optimum: judge it against the placement returned here
+        checked = check_bound(ip.bound, value, fallback=bound)
+        consistent = checked.consistent and "bound_mismatch" not in ip.stats
+        if not consistent:
+            stats["bound_mismatch"] = ip.stats.get("bound_mismatch", ip.bound)
+            message += "; the IP's bound disagrees with the evaluator and is not used"
+        else:
+            bound = checked.bound
+        gap = (value - bound) / value if value > 0 else 0.0
+        if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_TOLERANCE_REL:
+            # "optimal" as the IP means it: within the requested gap, which is reported; "exact" only
+            # when that gap is closed
+            closed = gap <= BOUND_TOLERANCE_REL
+            message += ("; proven optimal by the IP" if closed else
+                        f"; proven by the IP within {100 * gap:.3g}% of the optimum (gap {options.gap:g} "
+                        f"requested)")
+            # a placement proven only within a gap is a feasible one: "optimal" is kept for a closed gap
+            return Solution(a, value, Status.OPTIMAL if closed else Status.FEASIBLE, "auto", bound=bound,
+                            gap=max(0.0, gap),
+                            time=time.perf_counter() - t0, message=message,
+                            stats={**stats, "path": "exact" if closed else "within-gap"})
     if interrupted:
         message += "; interrupted"
     if use_bounds and value <= bound * (1 + 1e-9):
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0, time=time.perf_counter() - t0,
                         message=message + "; meets the lower bound", stats={**stats, "path": "exact"})
     tell(value)
-    gap = (value - bound) / value if value > 0 else 0.0
+    gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
     return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
                     time=time.perf_counter() - t0, message=message, stats=stats)

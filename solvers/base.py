@@ -2,19 +2,22 @@
 
 Every solver is a function ``solve(graph, cluster, options) -> Solution``. A solver that stops at a
 limit returns its best placement with status ``FEASIBLE``, its bound and gap; it never says ``OPTIMAL``
-unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``.
+unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``. ``STOPPED``: a
+limit (time, budget) stopped the search before any placement was found, so nothing is known either
+way (the replicated solvers use it; the others still say ``FEASIBLE`` with no placement there).
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES"]
+__all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES", "CheckedBound", "check_bound"]
 
 OBJECTIVES = ("max-load", "split-max", "latency")
 
@@ -23,6 +26,7 @@ class Status(str, enum.Enum):
     OPTIMAL = "optimal"  # proven optimal (within the requested gap for an IP)
     FEASIBLE = "feasible"  # a valid placement; a limit stopped the search or the method is a heuristic
     INFEASIBLE = "infeasible"  # proven: no placement satisfies the constraints
+    STOPPED = "stopped"  # a limit stopped the search before any placement was found: nothing proven
     ERROR = "error"
 
     def __str__(self) -> str:
@@ -75,3 +79,49 @@ class Solution:
     time: float = 0.0
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+# relative round-off between two evaluations of one placement (summation order)
+BOUND_ROUND_OFF = 1e-9
+# how far a MIP solver's bound may exceed the evaluated objective and still be the same number: its
+# feasibility tolerances (about 1e-7 absolute on a row, 1e-6 on integrality) let the model's loads
+# come out that much lower than the evaluator's
+BOUND_TOLERANCE_REL = 1e-6
+BOUND_TOLERANCE_ABS = 1e-7
+
+
+@dataclass(frozen=True)
+class CheckedBound:
+    """A lower bound judged against the evaluator's objective of the placement it comes with.
+
+    ``consistent`` is ``False`` when the claimed bound exceeded the objective by more than a MIP solver's
+    tolerances (:data:`BOUND_TOLERANCE_REL`, :data:`BOUND_TOLERANCE_ABS`):
+    the model that produced it disagrees with the evaluator, so the claimed bound proves nothing and
+    ``bound`` is the fallback instead. ``gap`` = (objective - bound) / objective, ``None`` with no bound.
+    """
+
+    bound: float | None
+    gap: float | None
+    consistent: bool
+    claimed: float | None
+
+
+def check_bound(claimed: float | None, value: float, fallback: float | None = None) -> CheckedBound:
+    """Judge a solver's ``claimed`` lower bound against ``value``, the evaluator's objective of its
+    placement. A bound at most a MIP solver's tolerance above ``value`` is clamped to it; one further
+    above is not trusted (a model mismatch must never read as a closed gap) and ``fallback`` (a bound
+    that does not depend on that model, or ``None``) is used instead."""
+    consistent = True
+    bound = None if claimed is None or math.isnan(claimed) or claimed == -math.inf else float(claimed)
+    if bound is not None and math.isfinite(value) and \
+            bound > value + BOUND_TOLERANCE_REL * abs(value) + BOUND_TOLERANCE_ABS:
+        consistent = False
+        bound = None
+    if fallback is not None and (bound is None or fallback > bound):
+        bound = fallback
+    if bound is not None and math.isfinite(value):
+        bound = min(bound, value)
+    gap = None
+    if bound is not None and math.isfinite(value):
+        gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
+    return CheckedBound(bound, gap, consistent, claimed)

@@ -8,6 +8,12 @@ used per kind,
 
 and ``dp[∅][c] = 0`` (unused devices). The answer is ``dp[V][counts]``.
 
+Many placements often share that optimum (a one-operator CPU stage between two accelerators costs
+nothing when it is not the bottleneck). A second pass over the same lattice, with every stage's load
+capped at the optimum ``M*``, picks among them lexicographically: fewest stages (devices used), then
+the smallest sum of stage loads. Both are sums over stages, so that pass is an exact DP on
+``(stages, sum)`` pairs; the max-load is unchanged.
+
 Why it is fast where the reference is slow:
 
 * compute, memory and unsupported-node counts of a stage are differences of per-ideal prefix sums;
@@ -25,6 +31,9 @@ Why it is fast where the reference is slow:
 
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
+A small lattice compiles only the per-ideal kernels and runs the tiny ones uncompiled (the comment
+above :func:`_leaf`): the first run after installation pays for compiling
+(``benchmarks/README_footprint.md``).
 """
 
 from __future__ import annotations
@@ -34,18 +43,19 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import get_num_threads, get_thread_id, njit, prange, set_num_threads
+from numba import config, get_thread_id, njit, prange, set_num_threads
 
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError, ProblemTooLargeError
+from graphs.evaluate import evaluate
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimate", "Estimate",
-           "DEFAULT_MAX_IDEALS"]
+           "DEFAULT_MAX_IDEALS", "model_mismatch", "mismatch_solution"]
 
 DEFAULT_MAX_IDEALS = 3_000_000
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
@@ -215,12 +225,45 @@ def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
 
 
 @njit(cache=True)
+def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
+    """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary): only
+    nodes on the boundary of ``I`` or of ``J`` can cross it. Shared by both passes."""
+    W = bits.shape[1]
+    T = comm.shape[0]
+    for w in range(W):
+        sbits[w] = bits[I, w] & ~bits[J, w]
+    for t in range(T):
+        comm[t] = 0.0
+    for side in range(2):
+        a = bd_ptr[I] if side == 0 else bd_ptr[J]
+        b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
+        for p in range(a, b):
+            u = bd_idx[p]
+            if side == 1 and in_bi[u]:
+                continue
+            c = cn_class[u]
+            inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+            cross = False
+            for w in range(W):
+                if inside:
+                    if cn_succ[u, w] & ~sbits[w]:
+                        cross = True
+                        break
+                else:
+                    if cn_succ[u, w] & sbits[w]:
+                        cross = True
+                        break
+            if cross:
+                for t in range(T):
+                    comm[t] += cn_cost[u, t]
+
+
+@njit(cache=True)
 def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
               bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok,
               comm):
     """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in the states ``alive[I]``; the last six arrays
     are scratch space. Returns the number of (J, I) pairs used."""
-    W = bits.shape[1]
     T = comp.shape[1]
     S = digits.shape[0]
     used = 0
@@ -232,7 +275,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     for p in range(bd_ptr[I], bd_ptr[I + 1]):
         in_bi[bd_idx[p]] = True
     head = 0
-    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
     while head < tail:
         J = queue[head]
         head += 1
@@ -257,33 +300,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
         if not useful:
             continue
         improved = False
-        # communication of the stage S = I \ J: only boundary nodes of I or J can cross it
-        for w in range(W):
-            sbits[w] = bits[I, w] & ~bits[J, w]
-        for t in range(T):
-            comm[t] = 0.0
-        for side in range(2):
-            a = bd_ptr[I] if side == 0 else bd_ptr[J]
-            b = bd_ptr[I + 1] if side == 0 else bd_ptr[J + 1]
-            for p in range(a, b):
-                u = bd_idx[p]
-                if side == 1 and in_bi[u]:
-                    continue
-                c = cn_class[u]
-                inside = (sbits[c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
-                cross = False
-                for w in range(W):
-                    if inside:
-                        if cn_succ[u, w] & ~sbits[w]:
-                            cross = True
-                            break
-                    else:
-                        if cn_succ[u, w] & sbits[w]:
-                            cross = True
-                            break
-                if cross:
-                    for t in range(T):
-                        comm[t] += cn_cost[u, t]
+        _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm)
         for t in range(T):
             if not ok[t]:
                 continue
@@ -352,6 +369,143 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
     return used
 
 
+# --------------------------------------------------------------------------- tie-break among optima
+# Many contiguous placements often share the optimal max-load M*. Among them the DP returns one with the
+# fewest stages (devices used) and then the smallest sum of stage loads.
+# * Fewest stages costs nothing: the first pass's last row holds the optimum for every vector of
+#   devices per kind, so the smallest device vectors c with dp[V][c] = M* are read off it; every chain
+#   of max-load M* on such a c uses all of its k* devices (fewer would contradict the minimum).
+# * Least sum of loads is a second pass over the same lattice, keeping only stages of load <= M* and
+#   states that can end on such a c, minimising the sum (additive over stages, so an exact DP, where
+#   (max-load, stages, sum) in one pass would not be: a max set by a later stage makes the earlier
+#   tie-break values irrelevant). With k* fixed, the prefix and the rest of the graph must fit k* stages
+#   of load <= M*, which confines the pass to a band of the lattice.
+_TIE_ROUND_OFF = 1e-10  # relative: max-loads this close are equal (prefix-sum round-off)
+
+
+@njit(cache=True)
+def _out_comm(bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx):
+    """``out[X, t]``: the communication (at kind ``t``) of the nodes inside ideal ``X`` whose output
+    leaves it. A stage ``I \\ J`` sends what leaves ``I`` from outside ``J`` and receives what leaves
+    ``J`` into ``I``, so its communication is at least ``|out[I] - out[J]|``."""
+    N = bits.shape[0]
+    T = cn_cost.shape[1]
+    out = np.zeros((N, T))
+    for X in range(N):
+        for p in range(bd_ptr[X], bd_ptr[X + 1]):
+            u = bd_idx[p]
+            c = cn_class[u]
+            if (bits[X, c >> 6] >> np.uint64(c & 63)) & np.uint64(1):
+                for t in range(T):
+                    out[X, t] += cn_cost[u, t]
+    return out
+
+
+@njit(cache=True)
+def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
+               queue, in_bi, sbits, ok, comm):
+    """Fill ``tot[I]``, the least sum of stage loads over chains of ``I`` whose stages all have load
+    <= ``ub`` (the optimal max-load), from finished sub-ideals. Only states that can lie on a chain to a
+    fewest-device end state are filled: the prefix fits (``best``, the first pass's table, is <= ``ub``)
+    and the work left after ``I`` at its cheapest (``rest[I]``) fits the stages that remain
+    (``room[s]``; negative for states no end state covers). Returns the pairs used."""
+    T = comp.shape[1]
+    S = digits.shape[0]
+    reachable = False
+    for s in range(S):
+        if best[I, s] <= ub and rest[I] <= room[s]:
+            reachable = True
+            break
+    if not reachable:
+        return 0
+    used = 0
+    for p in range(bd_ptr[I], bd_ptr[I + 1]):
+        in_bi[bd_idx[p]] = True
+    head = 0
+    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
+    while head < tail:
+        J = queue[head]
+        head += 1
+        if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+            continue
+        used += 1
+        tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+        # compute alone bounds the stage's load from below: skip the communication when no state
+        # can improve even with that bound
+        useful = False
+        for t in range(T):
+            if not ok[t]:
+                continue
+            lb = comp[I, t] - comp[J, t] + abs(out[I, t] - out[J, t])
+            if lb > ub:
+                continue
+            st = strides[t]
+            for s in range(S):
+                if digits[s, t] == 0 or best[I, s] > ub or rest[I] > room[s]:
+                    continue
+                if tot[J, s - st] + lb < tot[I, s]:
+                    useful = True
+                    break
+            if useful:
+                break
+        if not useful:
+            continue
+        _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm)
+        for t in range(T):
+            if not ok[t]:
+                continue
+            load = comp[I, t] - comp[J, t] + comm[t]
+            if load > ub:
+                continue
+            st = strides[t]
+            for s in range(S):
+                if digits[s, t] == 0 or best[I, s] > ub or rest[I] > room[s]:
+                    continue
+                total = tot[J, s - st] + load
+                if total < tot[I, s]:
+                    tot[I, s] = total
+                    ch_j[I, s] = J
+                    ch_t[I, s] = t
+    for p in range(bd_ptr[I], bd_ptr[I + 1]):
+        in_bi[bd_idx[p]] = False
+    return used
+
+
+@njit(cache=True)
+def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+               bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
+               queue, in_bi):
+    """:func:`_tie_ideal` for ideals ``lo <= I < hi``, one after another."""
+    sbits = np.empty(bits.shape[1], np.uint64)
+    ok = np.zeros(comp.shape[1], np.bool_)
+    comm = np.zeros(comp.shape[1])
+    used = 0
+    for I in range(lo, hi):
+        used += _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                           ch_j, ch_t, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+    return used
+
+
+@njit(cache=True, parallel=True)
+def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                        cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                        ch_j, ch_t, stamp, queue, in_bi):
+    """As :func:`_tie_chunk`, ideals of one size spread over threads (see :func:`_dp_chunk_parallel`)."""
+    nt = stamp.shape[0]
+    sbits = np.empty((nt, bits.shape[1]), np.uint64)
+    ok = np.zeros((nt, comp.shape[1]), np.bool_)
+    comm = np.zeros((nt, comp.shape[1]))
+    used = 0
+    for k in prange(hi - lo):
+        t = get_thread_id()
+        used += _tie_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                           cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
+                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
+    return used
+
+
 @njit(cache=True)
 def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, stamp, queue):
     """Number of (J, I) pairs the DP would use for each ideal I in ``sample`` (no loads computed)."""
@@ -359,7 +513,7 @@ def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, 
     total = 0
     for I in sample:
         head = 0
-        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
         while head < tail:
             J = queue[head]
             head += 1
@@ -413,13 +567,150 @@ class DPRun:
     complete: bool
     table: np.ndarray  # dp[N, S]
     interrupted: bool = False
+    threads: int = 1  # threads the run was allowed
+    parallel_ideals: int = 0  # ideals solved by the multi-threaded kernel
+    # "done", "fewest devices" (large lattice: no least-sum pass), "off", or why the tie-break pass stopped
+    # ("time limit", "interrupted")
+    tie_break: str = "off"
+
+
+# Compiling a kernel takes a few tenths of a CPU second, paid on the first run after installation (the
+# machine code is cached on disk for later runs), which on a small problem is most of a cold ``place``.
+# So a small lattice compiles only what it needs (benchmarks/README_footprint.md):
+# * a kernel that calls no other kernel runs as numba's pure-Python original (``py_func``, the very same
+#   code) when its loops are at most _PYTHON_WORK steps: milliseconds, where compiling costs 0.1-0.3 s;
+# * a table of at most _SMALL_LATTICE ideals is filled by calling the per-ideal kernel from Python, which
+#   costs microseconds per ideal, so the chunk kernels (_dp_chunk, _tie_chunk) are compiled only for
+#   larger lattices, and the multi-threaded ones only where threads are used (run_dp).
+_PYTHON_WORK = 30_000
+_SMALL_LATTICE = 2_000
+
+
+def _leaf(kernel, work: int):
+    """``kernel`` (one that calls no other kernel), or its pure-Python original when ``work`` (its loop
+    steps) is small enough to run uncompiled faster than it compiles."""
+    return getattr(kernel, "py_func", kernel) if work <= _PYTHON_WORK else kernel
+
+
+def _ideal_by_ideal(kernel, lo: int, hi: int, args: tuple) -> int:
+    """What ``_dp_chunk`` / ``_tie_chunk`` do, the loop in Python: ``kernel(I, ...)`` (:func:`_dp_ideal` or
+    :func:`_tie_ideal`) for ideals ``lo <= I < hi``; ``args`` ends with the per-thread ``stamp``,
+    ``queue`` and ``in_bi`` rows, of which row 0 is used. Returns the pairs used."""
+    *head, stamp, queue, in_bi = args
+    T, W = args[1].shape[1], args[0].shape[1]  # comp, bits
+    sbits, ok, comm = np.empty(W, np.uint64), np.zeros(T, np.bool_), np.zeros(T)
+    used = 0
+    for I in range(lo, hi):
+        used += kernel(I, *head, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+    return used
+
+
+def _sweep(N: int, layer_end: np.ndarray, nt: int, serial, parallel, deadline: float | None,
+           progress) -> tuple[int, int, bool, bool]:
+    """Fill a table ideal by ideal (``serial(lo, hi)`` / ``parallel(lo, hi)`` return the pairs used) in
+    chunks sized to about :data:`_CHUNK_SECONDS`. Returns (pairs, ideals done by the parallel kernel,
+    complete, interrupted)."""
+    pairs = 0
+    parallel_ideals = 0
+    lo, step = 1, 16
+    while lo < N:
+        hi = min(N, lo + step)
+        t0 = time.perf_counter()
+        try:
+            if nt > 1 and layer_end[lo] - lo >= 4 * nt:
+                hi = min(hi, int(layer_end[lo]))
+                pairs += parallel(lo, hi)
+                parallel_ideals += hi - lo
+            else:
+                pairs += serial(lo, hi)
+            if progress is not None:
+                progress(hi / N)
+        except KeyboardInterrupt:  # Ctrl-C arrives between chunks: stop and report what we have
+            return pairs, parallel_ideals, False, True
+        dt = time.perf_counter() - t0
+        lo = hi
+        if deadline is not None and time.perf_counter() > deadline and lo < N:
+            return pairs, parallel_ideals, False, False
+        # grow (at most 2x: later ideals are larger and cost more) or shrink chunks so that a call
+        # takes about _CHUNK_SECONDS, and never much more than half the time left
+        target = _CHUNK_SECONDS
+        if deadline is not None:
+            target = max(0.01, min(target, 0.5 * (deadline - time.perf_counter())))
+        # capped: larger ideals cost far more than the small ones a chunk was sized on, and a call
+        # costs only tens of microseconds
+        step = max(1, min(_MAX_CHUNK, int(step * min(2.0, target / max(dt, 1e-6)))))
+    return pairs, parallel_ideals, True, False
+
+
+def _trace(prob: DPProblem, lattice: IdealLattice, ch_j, ch_t, full: int) -> list[tuple[np.ndarray, int]]:
+    """The stages of the chain the choice tables record for the whole graph, in pipeline order."""
+    stages: list[tuple[np.ndarray, int]] = []
+    I, s = lattice.num_ideals - 1, full
+    while I != 0:
+        J, t = int(ch_j[I, s]), int(ch_t[I, s])
+        items = np.setdiff1d(lattice.members(I), lattice.members(J), assume_unique=True)
+        stages.append((items, t))
+        s -= int(prob.strides[t])
+        I = J
+    stages.reverse()
+    return stages
+
+
+def _fewest_devices(prob: DPProblem, last_row: np.ndarray, ub: float) -> np.ndarray:
+    """The end states of fewest devices: device vectors ``c`` (state numbers) with ``dp[V][c] <= ub``
+    and the smallest number of devices among those."""
+    fits = np.flatnonzero(last_row <= ub)
+    used = prob.digits[fits].sum(axis=1)
+    return fits[used == used.min()]
+
+
+def _room(prob: DPProblem, lattice: IdealLattice, ends: np.ndarray,
+          ub: float) -> tuple[np.ndarray, np.ndarray]:
+    """For the tie-break pass: ``rest[I]``, the work after ideal ``I`` with every item at its cheapest
+    kind, and ``room[s]``, the most work the stages after a state ``s`` can take at load ``ub``: a chain
+    from ``(I, s)`` to an end state ``c >= s`` adds one stage per device of ``c - s``. States below no
+    end state get -1 (unreachable)."""
+    active = prob.counts > 0
+    cheapest = np.where(active[:, None], prob.item_compute, np.inf).min(axis=0)
+    cheapest = np.where(np.isfinite(cheapest), cheapest, 0.0)  # unsupported everywhere: prepare() refused
+    work = np.zeros(lattice.num_ideals)
+    if lattice.num_ideals > 1:
+        work[1:] = cheapest[lattice.added[1:]]
+        work = _leaf(_prefix_sum, lattice.num_ideals)(lattice.parent, work)
+    total = work[-1]
+    rest = total - work
+    k = int(prob.digits[ends[0]].sum())  # every end state has the same number of devices
+    below = (prob.digits[:, None, :] <= prob.digits[ends][None, :, :]).all(axis=2).any(axis=1)
+    # slack for the prefix sums' round-off
+    room = np.where(below, ub * (k - prob.digits.sum(axis=1)) + 1e-9 * (abs(total) + ub), -1.0)
+    return rest, room
+
+
+@njit(cache=True)
+def _prefix_sum(parent, added_value):
+    """``out[i] = out[parent[i]] + added_value[i]`` along the lattice's spanning tree."""
+    out = added_value.copy()
+    for i in range(1, parent.shape[0]):
+        out[i] += out[parent[i]]
+    return out
+
+
+# Above this many ideals the tie-break keeps only its free part (fewest devices): its second pass (least
+# sum of loads) costs 1.8-2.5x the first pass's time on GNMT and InceptionV3 (benchmarks/README.md).
+TIE_BREAK_SUM_MAX_IDEALS = 5_000
 
 
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
-           progress=None, threads: int | None = None, prices: np.ndarray | None = None,
-           floor: float = 0.0) -> DPRun:
+           progress=None, threads: int | None = None, tie_break: bool = False,
+           prices: np.ndarray | None = None, floor: float = 0.0) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
     threads (default: numba's thread count; ideals of one size are independent).
+
+    ``tie_break``: among the placements of optimal max-load, return one with the fewest stages and
+    then (up to :data:`TIE_BREAK_SUM_MAX_IDEALS` ideals) the smallest sum of stage loads (a second, exact
+    pass; see :func:`_tie_ideal`). If that pass
+    is stopped (time limit, Ctrl-C) the first pass's optimal placement is returned; ``DPRun.tie_break``
+    says which.
 
     ``prices`` (``[Y, T]``, non-negative, e.g. the work LP's duals of :mod:`solvers.bounds`) with a
     finite ``ub`` drop the device-count states whose prefix or remainder cannot fit within ``ub``
@@ -427,10 +718,12 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     ideal: values below it are equivalent for the final max, so the answer is ``max(optimum, floor)``."""
     N = lattice.num_ideals
     S = prob.digits.shape[0]
-    comp, unsup, mem, size = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
+                                                               prob.item_compute, prob.item_memory)
     alive = _states_within(prob, lattice, mem, ub, prices)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
-    nt = max(1, min(int(threads or get_num_threads()), get_num_threads()))
+    # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
+    nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
     if N < 20_000:
         nt = 1  # a small lattice is done before threads pay for themselves
     dp = np.full((N, S), np.inf)
@@ -443,54 +736,52 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
     if nt > 1:
         set_num_threads(nt)
-    args = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
-            prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx,
-            float(ub), alive, dp, ch_j, ch_t, stamp, queue, in_bi)
-    pairs = 0
-    lo, step = 1, 16
-    complete = True
-    interrupted = False
-    while lo < N:
-        hi = min(N, lo + step)
-        t0 = time.perf_counter()
-        try:
-            if nt > 1 and layer_end[lo] - lo >= 4 * nt:
-                hi = min(hi, int(layer_end[lo]))
-                pairs += _dp_chunk_parallel(lo, hi, *args)
-            else:
-                pairs += _dp_chunk(lo, hi, *args)
-            if progress is not None:
-                progress(hi / N)
-        except KeyboardInterrupt:  # Ctrl-C arrives between chunks: stop and report what we have
-            interrupted = True
-            complete = False
-            break
-        dt = time.perf_counter() - t0
-        lo = hi
-        if deadline is not None and time.perf_counter() > deadline and lo < N:
-            complete = False
-            break
-        # grow (at most 2x: later ideals are larger and cost more) or shrink chunks so that a call
-        # takes about _CHUNK_SECONDS, and never much more than half the time left
-        target = _CHUNK_SECONDS
-        if deadline is not None:
-            target = max(0.01, min(target, 0.5 * (deadline - time.perf_counter())))
-        # capped: larger ideals cost far more than the small ones a chunk was sized on, and a call
-        # costs only tens of microseconds
-        step = max(1, min(_MAX_CHUNK, int(step * min(2.0, target / max(dt, 1e-6)))))
+    shared = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
+              prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx)
+    args = (*shared, float(ub), alive, dp, ch_j, ch_t, stamp, queue, in_bi)
+    pairs, parallel_ideals, complete, interrupted = _sweep(
+        N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *args)) if N > _SMALL_LATTICE
+        else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, args)),
+        lambda lo, hi: _dp_chunk_parallel(lo, hi, *args), deadline, progress)
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []
+    tie = "off"
     if complete and math.isfinite(value):
-        I, s = N - 1, full
-        while I != 0:
-            J, t = int(ch_j[I, s]), int(ch_t[I, s])
-            items = np.setdiff1d(lattice.members(I), lattice.members(J), assume_unique=True)
-            stages.append((items, t))
-            s -= int(prob.strides[t])
-            I = J
-        stages.reverse()
-    return DPRun(value, stages, pairs, complete, dp, interrupted)
+        stages = _trace(prob, lattice, ch_j, ch_t, full)
+        if tie_break:
+            # one stage's load comes out of different prefix-sum differences depending on the pair, so
+            # two chains of equal max-load can differ in the last bits: ties are up to that round-off
+            tie_ub = value * (1 + _TIE_ROUND_OFF)
+            ends = _fewest_devices(prob, dp[N - 1], tie_ub)
+        if tie_break and N > TIE_BREAK_SUM_MAX_IDEALS:
+            # the fewest devices come free from the first pass's table; the least-sum pass would cost
+            # about as much again as the first pass on a large lattice, so it is skipped there
+            stages = _trace(prob, lattice, ch_j, ch_t, int(ends[np.argmin(dp[N - 1, ends])]))
+            tie = "fewest devices"
+        elif tie_break:
+            rest, room = _room(prob, lattice, ends, tie_ub)
+            tot = np.full((N, S), np.inf)
+            tot[0, :] = 0.0
+            ch_j.fill(-1)
+            ch_t.fill(-1)
+            stamp.fill(-1)  # the first pass stamped with the same owners
+            out = _leaf(_out_comm, bd_idx.size * prob.counts.size)(
+                lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
+            targs = (*shared, tie_ub, dp, rest, room, out, tot, ch_j, ch_t, stamp, queue, in_bi)
+            p2, par2, done, stopped = _sweep(
+                N, layer_end, nt, (lambda lo, hi: _tie_chunk(lo, hi, *targs)) if N > _SMALL_LATTICE
+                else (lambda lo, hi: _ideal_by_ideal(_tie_ideal, lo, hi, targs)),
+                lambda lo, hi: _tie_chunk_parallel(lo, hi, *targs), deadline, None)
+            pairs += p2
+            parallel_ideals += par2
+            end = int(ends[np.argmin(tot[N - 1, ends])])
+            if done and math.isfinite(tot[N - 1, end]):
+                stages = _trace(prob, lattice, ch_j, ch_t, end)
+                tie = "done"
+            else:
+                tie = "interrupted" if stopped else "time limit"
+    return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie)
 
 
 def _states_within(prob: DPProblem, lattice: IdealLattice, mem: np.ndarray, ub: float,
@@ -521,16 +812,31 @@ class Estimate:
     """What the exact DP over ``ideals`` would cost, before running it."""
 
     ideals: int
-    pairs: float  # estimated pairs the pruned walk uses
+    pairs: float  # estimated pairs the pruned walk uses (or an upper bound: see estimate())
     seconds: float
     memory_bytes: float
 
 
 def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int = 300,
-             seed: int = 0, seconds_per_pair: float | None = None) -> Estimate:
-    """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals."""
+             seed: int = 0, seconds_per_pair: float | None = None,
+             affordable: float | None = None) -> Estimate:
+    """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals.
+
+    ``affordable``: if even every pair of ideals (the most the walk can use) would take at most this many
+    seconds, that upper bound is returned without sampling (on a small lattice the walk's kernel would
+    take longer to compile than the DP takes to run)."""
     N = lattice.num_ideals
-    comp, unsup, mem, _ = _prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    spp = seconds_per_pair or SECONDS_PER_PAIR
+    S = prob.digits.shape[0]
+    W = lattice.words
+    avg_boundary = max(1, prob.cn_class.size // 4)
+    # per state: the table, two choice arrays, and the tie-break pass's stage count and sum of loads
+    memory = N * (S * 40 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
+    all_pairs = N * (N - 1) / 2
+    if affordable is not None and all_pairs * spp <= affordable:
+        return Estimate(N, all_pairs, all_pairs * spp, float(memory))
+    comp, unsup, mem, _ = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
+                                                            prob.item_compute, prob.item_memory)
     rng = np.random.default_rng(seed)
     ids = np.arange(N, dtype=np.int64) if N <= sample else np.sort(rng.choice(N, sample, replace=False))
     stamp = np.full(N, -1, np.int64)
@@ -538,11 +844,7 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     used = _walk_count(ids, comp, unsup, mem, prob.counts, prob.caps, lattice.down_ptr, lattice.down_idx,
                        float(ub), stamp, queue)
     pairs = used * N / max(1, ids.size)
-    S = prob.digits.shape[0]
-    W = lattice.words
-    avg_boundary = max(1, prob.cn_class.size // 4)
-    memory = N * (S * 24 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
-    return Estimate(N, pairs, pairs * (seconds_per_pair or SECONDS_PER_PAIR), float(memory))
+    return Estimate(N, pairs, pairs * spp, float(memory))
 
 
 def stages_to_assignment(prob: DPProblem, cluster: Cluster, stages) -> np.ndarray:
@@ -573,10 +875,13 @@ def lower_bound(prob: DPProblem) -> float:
 
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
-    """Minimum max-load contiguous placement, exact.
+    """Minimum max-load contiguous placement, exact. Among the placements of that max-load it returns
+    one with the fewest stages (devices used), then, on lattices of up to
+    :data:`TIE_BREAK_SUM_MAX_IDEALS` ideals, the smallest sum of stage loads.
 
-    ``options.raw`` may hold ``max_ideals`` (default :data:`DEFAULT_MAX_IDEALS`) and
-    ``prune`` (default ``True``; ``False`` walks every ideal pair, for measurement).
+    ``options.raw`` may hold ``max_ideals`` (default :data:`DEFAULT_MAX_IDEALS`),
+    ``prune`` (default ``True``; ``False`` walks every ideal pair, for measurement) and ``tie_break``
+    (default ``True``; ``False`` returns the first optimum found, skipping the second pass).
     """
     options = options or SolveOptions()
     if options.objective != "max-load":
@@ -610,8 +915,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         if not options.raw.get("prune", True):
             ub = math.inf
         run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
-                     threads=options.threads)
-        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs)
+                     threads=options.threads, tie_break=bool(options.raw.get("tie_break", True)))
+        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs, tie_break=run.tie_break)
         stop = "interrupted" if run.interrupted else "time limit reached"
     elapsed = time.perf_counter() - t_start
     if run is None or not run.complete:
@@ -629,7 +934,34 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                         message="no contiguous placement fits the devices' memory "
                                 "(every node fits somewhere, but not all together)")
     a = stages_to_assignment(prob, cluster, run.stages)
+    mismatch = model_mismatch(graph, cluster, a, run.value)
+    if mismatch:
+        return mismatch_solution("dp", graph, cluster, a, mismatch, lower_bound(prob), elapsed, stats)
     return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats)
+
+
+def model_mismatch(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, value: float) -> str:
+    """Why the evaluator disagrees with the DP's ``value`` of ``assignment`` ('' when it agrees). The DP
+    models the evaluator exactly; a disagreement is a bug, and must never be reported as optimal."""
+    ev = evaluate(graph, cluster, assignment)
+    if not ev.valid:
+        return "the DP's placement is invalid: " + "; ".join(ev.problems[:3])
+    if abs(ev.max_load - value) > BOUND_ROUND_OFF * max(abs(value), 1e-12):
+        return f"the DP's value {value:.9g} disagrees with the evaluator's {ev.max_load:.9g}"
+    return ""
+
+
+def mismatch_solution(solver: str, graph: OpGraph, cluster: Cluster, assignment: np.ndarray, reason: str,
+                      bound: float, elapsed: float, stats: dict) -> Solution:
+    """What a solver returns when its exact model and the evaluator disagree: the evaluator's value
+    of the placement, the model-free ``bound`` and never ``optimal`` (``error`` if it is invalid)."""
+    ev = evaluate(graph, cluster, assignment)
+    stats = {**stats, "model_mismatch": reason}
+    if not ev.valid:
+        return Solution(None, math.inf, Status.ERROR, solver, time=elapsed, message=reason, stats=stats)
+    checked = check_bound(bound, ev.max_load)
+    return Solution(assignment, ev.max_load, Status.FEASIBLE, solver, bound=checked.bound, gap=checked.gap,
+                    time=elapsed, message=reason + "; not claimed optimal", stats=stats)
 
 
 @dataclass(frozen=True)

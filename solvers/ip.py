@@ -54,11 +54,9 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
-
-_TOL = 1e-9
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -249,7 +247,8 @@ def _static_bound(graph: OpGraph, cluster: Cluster, objective: str) -> float:
 
 
 def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: str, t_start: float,
-            stats: dict, warm_value: float | None, model_value: float | None) -> Solution:
+            stats: dict, warm_value: float | None, model_value: float | None,
+            static_bound: float | None = None) -> Solution:
     """Turn a MIP result into a Solution, judged by the evaluator, with an honest status."""
     elapsed = time.perf_counter() - t_start
     stats = dict(stats)
@@ -267,14 +266,17 @@ def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: s
     value = _objective_value(graph, cluster, assignment, options.objective)
     if model_value is not None:
         stats["model_objective"] = model_value
-    bound = res.bound
-    if bound is not None:
-        bound = min(bound, value)  # a bound above the evaluator's value would only be round-off
-    gap = None if bound is None else ((value - bound) / value if value > 0 else 0.0)
-    if gap is not None and gap < 0:
-        gap = 0.0
-    proven = res.status == _milp.OPTIMAL and gap is not None and gap <= options.gap + _TOL
-    if res.status == _milp.OPTIMAL and not proven:
+    checked = check_bound(res.bound, value, fallback=static_bound)
+    bound, gap = checked.bound, checked.gap
+    proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
+              and gap <= options.gap + BOUND_TOLERANCE_REL)
+    if not checked.consistent:
+        # the program's bound is above the evaluator's value of a valid placement: its model and the
+        # evaluator disagree, so nothing it proved is trusted
+        stats["bound_mismatch"] = checked.claimed
+        msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated objective "
+               f"{value:.6g} (its model disagrees with the evaluator); only the model-free bound is kept")
+    elif res.status == _milp.OPTIMAL and not proven:
         # the solver stopped on its own gap but ours (on the evaluator's value) is not closed
         msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
     else:
@@ -681,7 +683,8 @@ def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, ite
                               "time limit reached before the integer program could run; warm start returned")
     else:
         res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
-                              threads=options.threads, start=start, raw=options.raw)
+                              threads=options.threads, start=start, raw=options.raw,
+                              seed=options.seed)
     a = model.decode(res.x) if res.x is not None else None
     if a is not None:
         ev = evaluate(graph, cluster, a)
@@ -698,9 +701,9 @@ def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, ite
             a = warm_a
             stats["returned"] = "warm start"
     lb = _static_bound(graph, cluster, options.objective)
-    if res.status != _milp.INFEASIBLE and (res.bound is None or res.bound < lb):
+    if a is None and res.status != _milp.INFEASIBLE and (res.bound is None or res.bound < lb):
         res.bound = lb
-    return _result(graph, cluster, options, res, a, solver, t_start, stats, warm_value, model_value)
+    return _result(graph, cluster, options, res, a, solver, t_start, stats, warm_value, model_value, lb)
 
 
 # --------------------------------------------------------------------------- non-contiguous

@@ -38,7 +38,7 @@ from graphs.latency import host_kinds, latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "greedy_fill", "critical_path"]
 
@@ -553,7 +553,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
                               "interrupted (Ctrl-C) before the integer program ran; warm start returned")
     else:
         res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
-                              threads=options.threads, start=start, raw=options.raw)
+                              threads=options.threads, start=start, raw=options.raw,
+                              seed=options.seed)
     stats.update(res.stats)
     stats["mip_status"] = res.status
     elapsed = time.perf_counter() - t_start
@@ -578,16 +579,21 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
                         message=(res.message or "no placement found") + "; no placement found")
     value = ev.total
     lb = critical_path(graph, cluster)
-    if res.bound is None or res.bound < lb:
-        res.bound = lb
     stats["model_objective"] = None if res.x is None else float(res.x[model.T])
     stats["subgraphs"] = [int(s) for s in sub]
     stats["max_load"] = evaluate(graph, cluster, a).max_load
-    bound = None if res.bound is None else min(res.bound, value)
-    gap = None if bound is None else max(0.0, (value - bound) / value if value > 0 else 0.0)
-    proven = res.status == _milp.OPTIMAL and gap is not None and gap <= options.gap + 1e-9
-    msg = res.message if not (res.status == _milp.OPTIMAL and not proven) else \
-        "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
+    checked = check_bound(res.bound, value, fallback=lb)
+    bound, gap = checked.bound, checked.gap
+    proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
+              and gap <= options.gap + BOUND_TOLERANCE_REL)
+    if not checked.consistent:
+        stats["bound_mismatch"] = checked.claimed
+        msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated latency {value:.6g} "
+               f"(its model disagrees with the evaluator); only the critical-path bound is kept")
+    elif res.status == _milp.OPTIMAL and not proven:
+        msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
+    else:
+        msg = res.message
     return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE, solver,
                     bound=bound, gap=gap, time=elapsed, message=msg, stats=stats)
 

@@ -15,30 +15,34 @@ The procedure (``shared/workloads/FORMAT.md``, "The PipeDream-style baseline"):
 
 Every placement it returns is contiguous, so it is never better than the ``dp`` optimum.
 
-The reference drops, before step 2, the edges leaving the input and zero-size layers that PipeDream's
-profiler would not see. They are named by the reference's numbering of class parts: the forward part
-of class ``c`` is ``c``, the backward part is ``max class + rank of c`` (rank from 1 among the
-sorted classes). :data:`REFERENCE_IGNORED` holds them for the BERT-24 and GNMT layer graphs (applied
-to reference-format graphs read from files of those names); ``options.raw["ignore_parts"]`` (a list
-of such numbers) replaces them for any graph. The numbering matters for the training graphs: there,
-part 37 of BERT-24 is the backward part of class 5, not node 37 (``node4grad``, whose part is 36), so
-the reference keeps the backward input node that feeds every layer, the whole backward pass becomes
-one biconnected component and most layers fuse into one stage. That is how the reference's training
-values (e.g. 187.914 for BERT-24, against a DP optimum of 41.75) come about, and they are reproduced
-here; ``ignore_parts=(4, 36)`` drops the intended node instead (BERT-24 training: 41.75).
+The reference also drops, before step 2, the edges leaving the input and zero-size layers that
+PipeDream's profiler would not see, named by the reference's numbering of class parts: the forward part
+of class ``c`` is ``c``, the backward part is ``max class + rank of c`` (rank from 1 among the sorted
+classes). This is **off by default**: the planner treats every graph alike, whatever its file is
+called. Two options turn it on:
+
+* ``options.raw["reference_quirk"]``: ``"bert24"`` or ``"gnmt"`` drops the parts the reference drops
+  for those layer graphs (:data:`REFERENCE_IGNORED`), to reproduce its published values;
+* ``options.raw["ignore_parts"]``: any list of such part numbers (overrides the above).
+
+The numbering matters for the training graphs: there, part 37 of BERT-24 is the backward part of
+class 5, not node 37 (``node4grad``, whose part is 36), so the reference keeps the backward input node
+that feeds every layer, the whole backward pass becomes one biconnected component and most layers fuse
+into one stage. That is how the reference's training values (e.g. 187.914 for BERT-24, against a DP
+optimum of 41.75) come about; ``reference_quirk="bert24"`` reproduces them, and
+``ignore_parts=(4, 36)`` drops the intended node instead (BERT-24 training: 41.75).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import networkx as nx
 import numpy as np
 
 from graphs.contract import ClassGraph, contract
-from graphs.errors import InfeasibleError
+from graphs.errors import InfeasibleError, InputError
 from graphs.ideals import chain_ideals
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
@@ -49,7 +53,7 @@ from .dp import prepare, run_dp, stages_to_assignment
 
 __all__ = ["solve", "pipedream_items", "linear_order", "REFERENCE_IGNORED"]
 
-# file-name prefix -> class parts whose out-edges the reference ignores before step 2
+# reference workload family -> class parts whose out-edges the reference ignores before step 2
 REFERENCE_IGNORED: dict[str, tuple[int, ...]] = {
     "bert24": (4, 37),
     "gnmt": (2, 40, 46, 100, 137, 142),
@@ -73,16 +77,18 @@ def _class_parts(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return part, part_class, number
 
 
-def _ignored_parts(graph: OpGraph, options: SolveOptions) -> tuple[int, ...]:
+def _ignored_parts(options: SolveOptions) -> tuple[int, ...]:
+    """The class parts whose out-edges are dropped: only what the options ask for (never inferred
+    from the graph or its file name)."""
     if "ignore_parts" in options.raw:
         return tuple(int(x) for x in options.raw["ignore_parts"])
-    if graph.meta.get("format") != "reference" or not graph.source:
+    quirk = options.raw.get("reference_quirk")
+    if quirk is None:
         return ()
-    stem = os.path.basename(str(graph.source))
-    for prefix, parts in REFERENCE_IGNORED.items():
-        if stem.startswith(prefix):
-            return parts
-    return ()
+    if quirk not in REFERENCE_IGNORED:
+        raise InputError(f"unknown PipeDream reference_quirk {quirk!r}; choose one of: "
+                         f"{', '.join(REFERENCE_IGNORED)}")
+    return REFERENCE_IGNORED[quirk]
 
 
 def pipedream_items(graph: OpGraph, cluster: Cluster, *, ignore_parts=()) -> ClassGraph:
@@ -163,13 +169,14 @@ def linear_order(items: ClassGraph) -> np.ndarray:
 
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
-    """PipeDream-style placement (see the module doc). ``options.raw["ignore_parts"]`` overrides the
-    class parts whose out-edges are ignored before the biconnected-component step."""
+    """PipeDream-style placement (see the module doc). ``options.raw["reference_quirk"]`` (``"bert24"``
+    or ``"gnmt"``) or ``options.raw["ignore_parts"]`` name class parts whose out-edges are ignored
+    before the biconnected-component step; by default none are."""
     options = options or SolveOptions()
     require_objective("pipedream", options, ("max-load",))
     t0 = time.perf_counter()
     deadline = None if options.time_limit is None else t0 + options.time_limit
-    ignored = _ignored_parts(graph, options)
+    ignored = _ignored_parts(options)
     items = pipedream_items(graph, cluster, ignore_parts=ignored)
     order = linear_order(items)
     stats = {"items": items.num_classes, "ignored_parts": list(ignored)}

@@ -15,8 +15,11 @@ __all__ = ["SOLVERS", "get_solver", "solver_names"]
 # name -> "module:function"; every function is solve(graph, cluster, options) -> Solution
 SOLVERS: dict[str, str] = {
     "auto": "solvers.auto:solve",
+    "auto-replicated": "solvers.auto_replicated:solve",
     "dp": "solvers.dp:solve",
+    "dp-replicated": "solvers.dp_replicated:solve",
     "pipedream": "solvers.pipedream:solve",
+    "pipedream-replicated": "solvers.pipedream_replicated:solve",
     "single": "solvers.single:solve",
     "expert": "solvers.expert:solve",
     "local-search": "solvers.local_search:solve",
@@ -24,6 +27,7 @@ SOLVERS: dict[str, str] = {
     "greedy-latency": "solvers.greedy:solve",
     "ip": "solvers.ip:solve",
     "ip-noncontig": "solvers.ip:solve_noncontiguous",
+    "ip-replicated": "solvers.ip_replicated:solve",
 }
 
 

@@ -168,13 +168,44 @@ def _reference(workloads):
         return json.load(f)["throughput"]
 
 
+def _quirk(key: str) -> str | None:
+    stem = os.path.basename(key)
+    return next((q for q in ("bert24", "gnmt") if stem.startswith(q)), None)
+
+
 def test_pipedream_reproduces_the_reference_values(workloads):
+    """With the reference's dropped edges asked for explicitly (BERT-24, GNMT), the published values."""
     solve = get_solver("pipedream")
     for key, ref in sorted(_reference(workloads).items()):
         w = read_workload(os.path.join(workloads, key))
-        sol = solve(w.graph, w.cluster, SolveOptions())
+        quirk = _quirk(key)
+        sol = solve(w.graph, w.cluster, SolveOptions(raw={} if quirk is None else {"reference_quirk": quirk}))
         assert sol.objective == pytest.approx(ref["pipedream_max_load"], rel=0.01), key
         assert evaluate(w.graph, w.cluster, sol.assignment).contiguous, key
+
+
+def test_pipedream_does_not_depend_on_the_file_name(workloads, tmp_path):
+    """A user's copy of a reference graph under a name starting with "gnmt" (or any other) is planned
+    like every graph: no edges dropped unless asked for."""
+    import shutil
+
+    solve = get_solver("pipedream")
+    key = "throughput-inputs/LayerGraphs/gnmt_inference.json"
+    original = read_workload(os.path.join(workloads, key))
+    shutil.copy(os.path.join(workloads, key), tmp_path / "gnmt_mine.json")
+    shutil.copy(os.path.join(workloads, key), tmp_path / "mine.json")
+    values = []
+    copies = [read_workload(str(tmp_path / name)) for name in ("gnmt_mine.json", "mine.json")]
+    for w in [original, *copies]:
+        sol = solve(w.graph, w.cluster)
+        assert sol.stats["ignored_parts"] == []
+        values.append(sol.objective)
+    assert values[0] == values[1] == values[2]
+    quirk = solve(original.graph, original.cluster, SolveOptions(raw={"reference_quirk": "gnmt"}))
+    assert quirk.stats["ignored_parts"] == [2, 40, 46, 100, 137, 142]
+    assert quirk.objective < values[0]  # here the dropped edges matter (33.03 against 90.44)
+    with pytest.raises(InputError, match="reference_quirk"):
+        solve(original.graph, original.cluster, SolveOptions(raw={"reference_quirk": "gnmt_mine"}))
 
 
 def test_expert_reproduces_the_reference_values(workloads):

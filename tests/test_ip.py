@@ -14,7 +14,7 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.reference import read_workload
 from solvers import _milp, dp, ip
-from solvers.base import SolveOptions, Status
+from solvers.base import BOUND_TOLERANCE_REL, SolveOptions, Status, check_bound
 from solvers.registry import get_solver
 from tests.instances import brute_force, canonical_assignments, random_instance
 
@@ -31,7 +31,7 @@ def _check_value(sol, graph, cluster, *, contiguous):
         assert ev.contiguous
     assert sol.objective == pytest.approx(ev.max_load, rel=1e-12, abs=1e-12)
     if sol.status is Status.OPTIMAL:
-        assert sol.bound is not None and sol.gap is not None and sol.gap <= 1e-4 + 1e-9
+        assert sol.bound is not None and sol.gap is not None and sol.gap <= 1e-4 + BOUND_TOLERANCE_REL
     return ev
 
 
@@ -205,8 +205,48 @@ def test_pulp_bound_is_read_from_the_solver_not_its_summary():
     log = ("Result - Stopped on time limit\n\nObjective value:                72.96341556\n"
            "Lower bound:                    61.566\nGap:                            0.19\n")
     assert _milp._pulp_bound(None, "PULP_CBC_CMD", log, 72.96) == pytest.approx(61.566)
-    assert _milp._pulp_bound(None, "PULP_CBC_CMD", "Result - Optimal solution found\n", 5.0) == 5.0
+    # "Optimal solution found" proves only the requested gap: no bound from the log, the caller derives it
+    assert _milp._pulp_bound(None, "PULP_CBC_CMD", "Result - Optimal solution found\n", 5.0) is None
     assert _milp._pulp_bound(None, "PULP_CBC_CMD", "no summary", 5.0) is None
+
+
+def test_pulp_optimal_within_a_loose_gap_claims_only_that_gap():
+    pytest.importorskip("pulp")
+    g, cl = _hard_instance(12, 3, seed=4)
+    exact = ip.solve(g, cl, SolveOptions(raw={"warm_start": False}))
+    assert exact.status is Status.OPTIMAL
+    res = _milp.solve_mip(ip._ContigModel(g, cl, contract(g, cl), "max-load").m, backend="pulp", gap=0.5)
+    assert res.status == _milp.OPTIMAL
+    assert res.bound <= exact.objective * (1 + 1e-9)  # never the incumbent passed off as a bound
+    assert res.bound >= res.objective * (1 - 0.5) - 1e-9
+
+
+def test_check_bound_trusts_round_off_and_nothing_more():
+    c = check_bound(10.0 * (1 + 1e-7), 10.0)
+    assert c.consistent and c.bound == 10.0 and c.gap == 0.0
+    c = check_bound(9.0, 10.0, fallback=8.0)
+    assert c.consistent and c.bound == 9.0 and c.gap == pytest.approx(0.1)
+    c = check_bound(10.5, 10.0, fallback=8.0)  # a model that disagrees with the evaluator
+    assert not c.consistent and c.bound == 8.0 and c.gap == pytest.approx(0.2) and c.claimed == 10.5
+    c = check_bound(10.5, 10.0)
+    assert not c.consistent and c.bound is None and c.gap is None
+    c = check_bound(None, 10.0, fallback=4.0)
+    assert c.consistent and c.bound == 4.0 and c.gap == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("solver", ["ip", "ip-noncontig"])
+def test_a_model_that_disagrees_with_the_evaluator_is_never_optimal(monkeypatch, solver):
+    """Pretend the evaluator finds every placement 10% cheaper than the program's model: the program's
+    bound then lies above the evaluated objective, which must not read as a closed gap."""
+    g, cl = _hard_instance(10, 3, seed=2)
+    honest = get_solver(solver)(g, cl)
+    assert honest.status is Status.OPTIMAL and "bound_mismatch" not in honest.stats
+    real = ip._objective_value
+    monkeypatch.setattr(ip, "_objective_value", lambda *a: 0.9 * real(*a))
+    sol = get_solver(solver)(g, cl)
+    assert sol.status is Status.FEASIBLE and "disagrees with the evaluator" in sol.message
+    assert sol.stats["bound_mismatch"] > sol.objective
+    assert sol.bound is not None and sol.bound <= sol.objective and sol.gap > 0
 
 
 def test_milp_model_blocks():

@@ -322,9 +322,12 @@ def test_cli_training_and_bad_inputs(tmp_path, capsys):
 
     path = save(small_cnn(), tmp_path / "cnn.onnx")
     assert main(["place", path, "--devices", "a100:2", "--training", "--optimizer", "adam",
-                 "--batch-size", "4", "--json"]) == 0
+                 "--batch-size", "4", "--max-replicas", "1", "--json"]) == 0  # pipeline only: today's
     doc = json.loads(capsys.readouterr().out)
     assert any("conv_grad" in d["nodes"] for d in doc["devices"])
+    assert main(["place", path, "--devices", "a100:2", "--training", "--batch-size", "4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # replicated stages by default
+    assert any("conv_grad" in s["operators"] for s in doc["stages"])
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage")
     assert main(["place", str(bad)]) == 2

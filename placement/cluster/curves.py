@@ -335,14 +335,30 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
     hit = cache.get(key)
     if hit is not None:
         return hit
-    graph, jc, unit = job_graph(job, cluster)
-    c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
-                    curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+    piper = None if job.is_onnx else _piper_data(job.model)
+    if piper is not None:  # the replicated model (replicas, variants): see replicated_curves
+        from .replicated_curves import piper_problem, problem_curve
+
+        c = problem_curve(piper_problem(piper, job, cluster), kinds=cluster.kinds,
+                          base_memory=job.host_memory, time_limit=solve_time_limit)
+    else:
+        graph, jc, unit = job_graph(job, cluster)
+        c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
+                        curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
     if not c.points:
         raise InputError(f"job {job.name!r} ({job.model}): no placement fits even the whole cluster "
                          f"({cluster.devices})")
     cache.put(key, c)
     return c
+
+
+def _piper_data(path: str):
+    """The decoded JSON of a Piper-format workload at ``path``, ``None`` for any other file."""
+    from graphs.jsonio import read_json
+    from graphs.piper import is_piper
+
+    data = read_json(path)
+    return data if is_piper(data) else None
 
 
 # --------------------------------------------------------------------------- the cache

@@ -1,0 +1,461 @@
+"""The replicated pipeline model: stages with data-parallel and tensor-parallel degrees and per-node
+variants (vanilla, activation recomputation, tensor-parallel splits), memory by pipeline schedule.
+
+This generalises the Piper model (``shared/workloads/piper/FORMAT.md``) to several device kinds.
+
+**Graph.** Nodes (already contracted: a node is an *item*, its whole colocation class) form a DAG
+(``src -> dst``); a plan's stages are differences of nested ideals of that DAG. Communication is carried
+by *tensors*: tensor ``e`` is produced by node ``tensor_src[e]`` and consumed by one or more nodes; a
+stage pays ``tensor_time[k, e]`` seconds per sample (forward activation plus backward gradient, on a
+device of kind ``k``) once when ``e`` leaves it (produced inside, some consumer outside) and once when
+``e`` enters it (produced outside, some consumer inside). A Piper edge is a tensor with one consumer
+(``2 * bytes / bandwidth``); a reference-format node's output is one tensor to all its successors.
+
+**Variants.** For each node, kind ``k`` and tensor-parallel degree ``t`` a node has zero or more variants
+(none: it cannot run on ``k`` split ``t`` ways). A variant has ``time`` (seconds per sample, forward
+plus backward, on ``t`` devices of kind ``k``), ``params`` (weight bytes per device, resynchronised
+across replicas), memory ``a`` (bytes per micro-batch in flight), ``b`` (bytes independent of the
+schedule: one copy of the weights, gradients, optimiser state, workspace) and ``w`` (the weight bytes
+inside ``b``, copied once per extra weight version), and sync terms: ``sync_in[e]`` seconds added to
+tensor ``e`` when it enters the node's stage, ``sync_out[e]`` when it leaves it (tensor parallelism's
+extra traffic, Piper's ``syncTimeFw``/``syncTimeBw``).
+
+**Stage.** Node set ``S`` on kind ``k`` with degrees ``t`` and ``d`` (``t * d`` devices) and one variant
+per node. With ``N`` micro-batches per batch, per sample:
+
+    comm     = sum of the crossing tensors' times + sync terms of the chosen variants at crossing tensors
+    resync_v = 4 * (d - 1) * params_v / d / N / resync bandwidth
+    TPS      = comm / d + sum_v resync_v + sum_v time_v / d
+
+The resync bandwidth of kind ``k`` is its intra-server bandwidth when the stage's ``t * d`` devices fit
+in one server (``server_size``), otherwise its inter-server bandwidth (both default to ``bandwidth``).
+
+**Schedule** (memory per device of stage ``i``, ``s_i`` the sum of ``d`` over stages ``i..last``):
+
+* ``1f1b`` (Piper, PipeDream-Flush): ``y = ceil(s_i / d_i)`` micro-batches in flight, one weight version:
+  ``A*y + B``;
+* ``gpipe``: every micro-batch of the replica's share of the batch in flight, ``y = N / d_i``: ``A*y + B``;
+* ``pipedream`` (asynchronous, weight stashing): ``y`` as 1F1B and one weight version per in-flight
+  micro-batch: ``A*y + B + (y - 1) * W``;
+* ``2bw`` (PipeDream-2BW): ``y`` as 1F1B and two weight versions (one when ``y = 1``):
+  ``A*y + B + (min(y, 2) - 1) * W``.
+
+Constraints: stages in pipeline order are nested ideals (every edge goes to the same or a later stage),
+every node in exactly one stage, ``sum t*d`` of the stages of a kind <= that kind's count,
+``sum d <= N``, ``d`` divides ``N``, ``d <= max_replicas``, memory per device <= the kind's memory.
+The objective is the largest stage TPS.
+
+With ``d = t = 1``, ``a = w = params = 0`` and one variant per node and kind this is exactly the
+throughput model of :mod:`graphs.evaluate` on the contracted graph (:func:`from_opgraph`).
+
+:func:`evaluate_plan` is the one evaluator every solver's plan is checked against.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["SCHEDULES", "ParallelKind", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
+           "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
+           "stage_memory", "resync_bandwidth", "from_opgraph"]
+
+SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
+_MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
+
+
+@dataclass(frozen=True)
+class ParallelKind:
+    """``count`` devices of ``memory`` bytes (``None``: unlimited). ``bandwidth`` (bytes/s) converts a
+    Piper file's bytes to times; ``intra_bandwidth`` / ``inter_bandwidth`` (bytes/s, default
+    ``bandwidth``) carry the replicas' parameter resync inside one server of ``server_size`` devices /
+    across servers (``server_size`` ``None``: one server holds them all)."""
+
+    name: str
+    count: int
+    memory: float | None = None
+    bandwidth: float = math.inf
+    server_size: int | None = None
+    intra_bandwidth: float | None = None
+    inter_bandwidth: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InputError("a device kind needs a name")
+        if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 0:
+            raise InputError(f"device kind {self.name!r}: count must be a non-negative integer, "
+                             f"got {self.count!r}")
+        if self.memory is not None and not (self.memory >= 0):
+            raise InputError(f"device kind {self.name!r}: memory must be >= 0 or None, got {self.memory!r}")
+        for what in ("bandwidth", "intra_bandwidth", "inter_bandwidth"):
+            v = getattr(self, what)
+            if v is not None and not (v > 0):
+                raise InputError(f"device kind {self.name!r}: {what} must be positive, got {v!r}")
+        if self.server_size is not None and (isinstance(self.server_size, bool) or self.server_size < 1):
+            raise InputError(f"device kind {self.name!r}: server_size must be a positive integer, "
+                             f"got {self.server_size!r}")
+
+    @property
+    def capacity(self) -> float:
+        return math.inf if self.memory is None else float(self.memory)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run a node on ``t`` devices of kind ``kind`` (see the module doc)."""
+
+    node: int
+    kind: int
+    t: int
+    name: str
+    time: float
+    params: float = 0.0
+    a: float = 0.0
+    b: float = 0.0
+    w: float = 0.0
+    sync_in: Mapping[int, float] = field(default_factory=dict)  # tensor -> seconds
+    sync_out: Mapping[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class ParallelGraph:
+    """Nodes, DAG edges, tensors and variants (see the module doc). Build with :meth:`build`."""
+
+    ids: tuple
+    names: tuple[str, ...]
+    src: np.ndarray  # [E] DAG edges
+    dst: np.ndarray
+    tensor_src: np.ndarray  # [M]
+    tensor_ptr: np.ndarray  # [M+1] consumers of tensor e: tensor_dst[tensor_ptr[e]:tensor_ptr[e+1]]
+    tensor_dst: np.ndarray
+    tensor_time: np.ndarray  # [K, M] seconds per sample, paid by each side
+    variants: tuple[Variant, ...]
+    options: Mapping[tuple[int, int, int], tuple[int, ...]]  # (node, kind, t) -> variant indices
+    source: str | None = None
+
+    @classmethod
+    def build(cls, *, ids: Sequence, names: Sequence[str] | None, num_kinds: int, edges,
+              tensors: Sequence[tuple[int, Sequence[int], Sequence[float]]], variants: Sequence[Variant],
+              source: str | None = None, tensor_edges: bool = True) -> ParallelGraph:
+        """Validate and index. ``tensors``: ``(producer, consumers, time per kind)``; DAG ``edges`` are
+        ``(src, dst)`` pairs, plus the tensors' producer -> consumer pairs when ``tensor_edges`` (a training
+        graph's gradients flow against the order, so :func:`from_opgraph` passes ``False``)."""
+        from .order import topological_order
+
+        n = len(ids)
+        names = tuple(str(x) for x in (names if names is not None else ids))
+        t_src, t_ptr, t_dst = [], [0], []
+        times = np.zeros((num_kinds, len(tensors)))
+        pairs = [tuple(map(int, e)) for e in edges]
+        for e, (u, cons, tm) in enumerate(tensors):
+            cons = sorted({int(v) for v in cons})
+            if not 0 <= u < n or any(not 0 <= v < n for v in cons) or u in cons or not cons:
+                raise InputError(f"tensor {e}: bad producer {u} or consumers {cons}", source=source)
+            t_src.append(int(u))
+            t_dst.extend(cons)
+            t_ptr.append(len(t_dst))
+            times[:, e] = tm
+            if tensor_edges:
+                pairs.extend((int(u), v) for v in cons)
+        if not np.isfinite(times).all() or (times < 0).any():
+            raise InputError("a tensor's time is negative or not finite", source=source)
+        e = np.array(pairs, np.int64).reshape(-1, 2)
+        e = np.unique(e, axis=0) if pairs else np.zeros((0, 2), np.int64)
+        if e.size and ((e < 0) | (e >= n)).any():
+            raise InputError("an edge refers to a node out of range", source=source)
+        if e.size and (e[:, 0] == e[:, 1]).any():
+            raise InputError(f"node {ids[int(e[e[:, 0] == e[:, 1]][0, 0])]} has an edge to itself",
+                             source=source)
+        if topological_order(n, e[:, 0], e[:, 1]) is None:
+            raise InputError("the graph has a cycle", source=source)
+        opts: dict[tuple[int, int, int], list[int]] = {}
+        for i, v in enumerate(variants):
+            where = f"node {ids[v.node]}, variant {v.name!r}" if 0 <= v.node < n else f"variant {i}"
+            if not 0 <= v.node < n or not 0 <= v.kind < num_kinds or v.t < 1:
+                raise InputError(f"{where}: bad node, kind or degree", source=source)
+            for what in ("time", "params", "a", "b", "w"):
+                x = getattr(v, what)
+                if not (isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
+                    raise InputError(f"{where}: {what} must be a finite number >= 0, got {x!r}",
+                                     source=source)
+            if v.w > v.b * (1 + 1e-12):
+                raise InputError(f"{where}: weight bytes {v.w} exceed memory B {v.b}", source=source)
+            for side, d in (("sync_in", v.sync_in), ("sync_out", v.sync_out)):
+                for te, x in d.items():
+                    if not 0 <= te < len(tensors) or not (math.isfinite(x) and x >= 0):
+                        raise InputError(f"{where}: bad {side} entry {te}: {x!r}", source=source)
+            opts.setdefault((v.node, v.kind, v.t), []).append(i)
+
+        def ro(a):
+            a = np.ascontiguousarray(a)
+            a.setflags(write=False)
+            return a
+
+        return cls(tuple(ids), names, ro(e[:, 0]), ro(e[:, 1]), ro(np.array(t_src, np.int64)),
+                   ro(np.array(t_ptr, np.int64)), ro(np.array(t_dst, np.int64)), ro(times),
+                   tuple(variants), {k: tuple(v) for k, v in opts.items()}, source)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.ids)
+
+    @property
+    def num_tensors(self) -> int:
+        return int(self.tensor_src.size)
+
+    def degrees(self, kind: int) -> list[int]:
+        """Tensor-parallel degrees some node can use on ``kind``."""
+        return sorted({t for (_, k, t) in self.options if k == kind})
+
+    def consumers(self, e: int) -> np.ndarray:
+        return self.tensor_dst[self.tensor_ptr[e]:self.tensor_ptr[e + 1]]
+
+
+@dataclass(frozen=True, eq=False)
+class ParallelProblem:
+    """A graph, its device kinds (the graph's kind index ``k`` is ``kinds[k]``), ``microbatches`` ``N``
+    per batch, the ``schedule`` and the largest data-parallel degree allowed."""
+
+    graph: ParallelGraph
+    kinds: tuple[ParallelKind, ...]
+    microbatches: int
+    schedule: str = "1f1b"
+    max_replicas: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", tuple(self.kinds))
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"unknown schedule {self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        N = self.microbatches
+        if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
+            raise InputError(f"micro-batches per batch must be a positive integer, got {N!r}")
+        if self.max_replicas is not None and self.max_replicas < 1:
+            raise InputError(f"max replicas must be >= 1, got {self.max_replicas!r}")
+        names = [k.name for k in self.kinds]
+        if len(set(names)) != len(names):
+            raise InputError(f"device kinds listed twice: {names}")
+        if self.graph.tensor_time.shape[0] != len(self.kinds):
+            raise InputError(f"the graph has costs for {self.graph.tensor_time.shape[0]} device kinds, "
+                             f"the cluster has {len(self.kinds)}")
+
+    def with_options(self, **changes) -> ParallelProblem:
+        return replace(self, **changes)
+
+    def replica_degrees(self) -> list[int]:
+        """Allowed ``d``: divisors of ``N`` up to ``max_replicas`` and the number of devices."""
+        top = min(self.microbatches, sum(k.count for k in self.kinds), self.max_replicas or self.microbatches)
+        return [d for d in range(1, top + 1) if self.microbatches % d == 0]
+
+
+# --------------------------------------------------------------------------- model pieces
+def in_flight(schedule: str, d: int, s: int, N: int) -> int:
+    """Micro-batches a replica of a stage holds in flight: ``s`` is the sum of ``d`` from this stage on."""
+    if schedule == "gpipe":
+        return N // d
+    return -(-s // d)
+
+
+def weight_versions(schedule: str, y: int) -> int:
+    if schedule == "pipedream":
+        return y
+    if schedule == "2bw":
+        return min(y, 2)
+    return 1
+
+
+def stage_memory(schedule: str, y: int, a: float, b: float, w: float) -> tuple[float, float, float]:
+    """``(weights, stash, peak)`` bytes per device for summed ``A``, ``B``, ``W`` of a stage's variants:
+    weights = ``W`` times the versions kept, stash = ``A*y``, peak = ``A*y + B + (versions-1)*W``."""
+    v = weight_versions(schedule, y)
+    return w * v, a * y, a * y + b + (v - 1) * w
+
+
+def resync_bandwidth(kind: ParallelKind, devices: int) -> float:
+    """Bandwidth of the parameter resync among a stage's ``devices`` devices of ``kind``."""
+    fits = kind.server_size is None or devices <= kind.server_size
+    bw = kind.intra_bandwidth if fits else kind.inter_bandwidth
+    return kind.bandwidth if bw is None else bw
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: ``nodes`` (node indices) on ``kind`` (index) with degrees ``d``, ``t`` and
+    ``variants[i]`` (index into the graph's variants) for ``nodes[i]``."""
+
+    nodes: tuple[int, ...]
+    kind: int
+    d: int
+    t: int
+    variants: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StageEvaluation:
+    stage: Stage
+    time_per_sample: float
+    compute: float  # sum of times / d
+    comm: float  # (tensor and sync times) / d
+    resync: float
+    in_flight: int
+    weights: float
+    stash: float
+    memory: float  # peak per device
+    capacity: float
+    devices: int
+
+
+@dataclass(frozen=True)
+class PlanEvaluation:
+    objective: float
+    stages: tuple[StageEvaluation, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def _crossing(g: ParallelGraph, inside: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tensors entering and leaving the node set ``inside`` (bool mask)."""
+    src_in = inside[g.tensor_src]
+    cons_in = np.add.reduceat(inside[g.tensor_dst].astype(np.int64), g.tensor_ptr[:-1]) if g.num_tensors \
+        else np.zeros(0, np.int64)
+    n_cons = np.diff(g.tensor_ptr)
+    enter = ~src_in & (cons_in > 0)
+    leave = src_in & (cons_in < n_cons)
+    return enter, leave
+
+
+def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvaluation:
+    """Time per sample, per-stage details and every broken constraint of ``plan`` (stages in pipeline
+    order). An invalid plan still gets numbers where they can be computed."""
+    g, kinds, N, sched = problem.graph, problem.kinds, problem.microbatches, problem.schedule
+    n = g.num_nodes
+    problems: list[str] = []
+    stage_of = np.full(n, -1, np.int64)
+    for i, st in enumerate(plan):
+        if not st.nodes:
+            problems.append(f"stage {i} is empty")
+        if len(st.variants) != len(st.nodes):
+            problems.append(f"stage {i}: {len(st.variants)} variants for {len(st.nodes)} nodes")
+        for u in st.nodes:
+            if not 0 <= u < n:
+                problems.append(f"stage {i}: node index {u} out of range")
+            elif stage_of[u] >= 0:
+                problems.append(f"node {g.ids[u]} is in stages {stage_of[u]} and {i}")
+            else:
+                stage_of[u] = i
+        if not 0 <= st.kind < len(kinds):
+            problems.append(f"stage {i}: no device kind {st.kind}")
+        if st.d < 1 or st.t < 1:
+            problems.append(f"stage {i}: degrees d={st.d}, t={st.t} must be >= 1")
+        elif N % st.d:
+            problems.append(f"stage {i}: data-parallel degree {st.d} does not divide {N} micro-batches")
+        if problem.max_replicas is not None and st.d > problem.max_replicas:
+            problems.append(f"stage {i}: data-parallel degree {st.d} exceeds the maximum "
+                            f"{problem.max_replicas}")
+    missing = np.flatnonzero(stage_of < 0)
+    if missing.size:
+        problems.append(f"{missing.size} node(s) in no stage, e.g. {g.ids[int(missing[0])]}")
+    if problems:
+        return PlanEvaluation(math.inf, (), tuple(problems))
+    back = stage_of[g.src] > stage_of[g.dst]
+    if back.any():
+        j = int(np.flatnonzero(back)[0])
+        problems.append(f"edge {g.ids[g.src[j]]} -> {g.ids[g.dst[j]]} goes from stage {stage_of[g.src[j]]} "
+                        f"back to stage {stage_of[g.dst[j]]}: the stages are not nested ideals")
+    used = np.zeros(len(kinds), np.int64)
+    sum_d = 0
+    for st in plan:
+        used[st.kind] += st.t * st.d
+        sum_d += st.d
+    for k, kind in enumerate(kinds):
+        if used[k] > kind.count:
+            problems.append(f"the plan uses {used[k]} {kind.name} devices, there are {kind.count}")
+    if sum_d > N:
+        problems.append(f"the data-parallel degrees sum to {sum_d} > {N} micro-batches")
+
+    suffix = np.cumsum([st.d for st in plan][::-1])[::-1]
+    out = []
+    for i, st in enumerate(plan):
+        kind = kinds[st.kind]
+        inside = np.zeros(n, bool)
+        inside[list(st.nodes)] = True
+        enter, leave = _crossing(g, inside)
+        comm = float(g.tensor_time[st.kind, enter].sum() + g.tensor_time[st.kind, leave].sum())
+        time = params = a = b = w = 0.0
+        for u, vi in zip(st.nodes, st.variants):
+            if not 0 <= vi < len(g.variants):
+                problems.append(f"stage {i}: variant index {vi} out of range")
+                continue
+            v = g.variants[vi]
+            if (v.node, v.kind, v.t) != (u, st.kind, st.t):
+                problems.append(f"stage {i}: node {g.ids[u]} uses variant {v.name!r} of node {g.ids[v.node]} "
+                                f"for kind {kinds[v.kind].name} and t={v.t}, not {kind.name} and t={st.t}")
+                continue
+            time += v.time
+            params += v.params
+            a += v.a
+            b += v.b
+            w += v.w
+            comm += sum(x for e, x in v.sync_in.items() if enter[e])
+            comm += sum(x for e, x in v.sync_out.items() if leave[e])
+        for u in st.nodes:
+            if (u, st.kind, st.t) not in g.options:
+                problems.append(f"stage {i}: node {g.ids[u]} has no variant for {kind.name} with "
+                                f"tensor-parallel degree {st.t}")
+        devices = st.t * st.d
+        resync = 4.0 * (st.d - 1) * params / st.d / N / resync_bandwidth(kind, devices) if st.d > 1 else 0.0
+        tps = comm / st.d + resync + time / st.d
+        y = in_flight(sched, st.d, int(suffix[i]), N)
+        weights, stash, peak = stage_memory(sched, y, a, b, w)
+        cap = kind.capacity
+        if peak > cap * (1 + _MEMORY_RTOL):
+            problems.append(f"stage {i} needs {peak:.6g} bytes per {kind.name} device "
+                            f"({y} micro-batches in flight) but a {kind.name} holds {cap:.6g}")
+        out.append(StageEvaluation(st, tps, time / st.d, comm / st.d, resync, y, weights, stash, peak, cap,
+                                   devices))
+    objective = max((s.time_per_sample for s in out), default=0.0)
+    return PlanEvaluation(objective, tuple(out), tuple(problems))
+
+
+# --------------------------------------------------------------------------- from today's model
+def from_opgraph(graph, cluster, *, microbatches: int | None = None) -> tuple[ParallelProblem, np.ndarray]:
+    """The pipeline-only problem of an :class:`~graphs.model.OpGraph` on a :class:`~graphs.model.Cluster`
+    (no parameter sizes, so no replication: ``max_replicas = 1``): one variant per item and kind that
+    runs it, ``B`` = the item's memory, ``A = 0``, the reference communication as tensors. Returns the
+    problem and the item of every node."""
+    from .contract import contract
+
+    items = contract(graph, cluster)  # the zero-cost merge keeps the optimum (d = t = 1)
+    cls = items.node_class
+    C = items.num_classes
+    compute, comm = graph.costs_for(cluster)
+    item_compute = items.class_sums(compute)
+    item_memory = items.class_sums(graph.memory)
+    members = items.members()
+    ids = [graph.ids[int(m[0])] if m.size == 1 else "+".join(str(graph.ids[int(u)]) for u in m[:3])
+           + ("+..." if m.size > 3 else "") for m in members]
+    tensors = []
+    for u in range(graph.num_nodes):
+        succ = graph.dst[graph.src == u]
+        cons = set(cls[succ].tolist()) - {int(cls[u])}
+        if cons:
+            tensors.append((int(cls[u]), sorted(cons), comm[:, u]))
+    variants = []
+    K = len(cluster.kinds)
+    for c in range(C):
+        for k in range(K):
+            if np.isfinite(item_compute[k, c]):
+                variants.append(Variant(c, k, 1, "vanilla", float(item_compute[k, c]),
+                                        b=float(item_memory[c])))
+    g = ParallelGraph.build(ids=ids, names=ids, num_kinds=K, edges=np.stack([items.src, items.dst], 1),
+                            tensors=tensors, variants=variants, source=graph.source, tensor_edges=False)
+    kinds = tuple(ParallelKind(k.name, k.count, k.memory) for k in cluster.kinds)
+    N = microbatches or max(1, cluster.num_devices)
+    return ParallelProblem(g, kinds, N, "1f1b", max_replicas=1), cls

@@ -1,0 +1,104 @@
+"""``placement calibrate``: measure a device kind on this machine and write a device file for it.
+
+    placement calibrate KIND [-o DEVICES.toml] [--threads N]
+    placement calibrate KIND --from-profile MODEL.onnx [-o DEVICES.toml] [--threads N]
+
+The first form runs the micro-benchmarks of :func:`graphs.calibrate.calibrate` (CPU for ``cpu``, the
+CUDA execution provider for an accelerator preset, an error without it); the second fits the kind to
+one model's per-operator profile (:func:`graphs.calibrate.fit_profile`). Either way the file defines
+the kind under its preset name, so ``--device-file DEVICES.toml`` makes ``--devices KIND:n`` use it.
+Bad input raises :class:`~graphs.errors.InputError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from graphs.errors import InputError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    c = sub.add_parser(
+        "calibrate", help="measure a device kind here and write a device file for the roofline costs",
+        usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock wall|cpu] "
+              "[--from-profile MODEL.onnx]",
+        description="Measure the achieved Conv and MatMul FLOP/s, memory bandwidth by operator size and "
+                    "per-operator overhead of a device kind with onnxruntime micro-benchmarks generated "
+                    "here (the CPU for 'cpu', the CUDA execution provider for an accelerator preset), or "
+                    "fit them to one model's profile (--from-profile), and write a TOML device file that "
+                    "overrides the preset: use it with --device-file and --costs roofline.")
+    c.add_argument("kind", metavar="KIND", help="the preset to calibrate (cpu, v100, a100, a100-80gb, h100, "
+                   "t4, l4)")
+    c.add_argument("--out", "-o", default=None, metavar="DEVICES.toml",
+                   help="where to write the device file (default calibrated-KIND.toml here)")
+    c.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="intra-op threads: the calibrated kind stands for N cores (default 1)")
+    c.add_argument("--from-profile", default=None, metavar="MODEL.onnx",
+                   help="fit the kind to this model's per-operator profile instead of micro-benchmarks "
+                        "(host kinds: the profile is taken on this CPU)")
+    c.add_argument("--batch-size", type=int, default=None, help="--from-profile: batch size of the model")
+    c.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                   help="wall: what runs take on this machine as loaded now (default); cpu: the thread's CPU "
+                        "time, steadier on a shared machine (cpu kind, one thread)")
+    c.add_argument("--budget", type=float, default=0.25, metavar="S",
+                   help="seconds of timed runs per benchmark session (default 0.25; more is steadier)")
+
+
+def run(args) -> int:
+    from graphs.calibrate import calibrate, fit_profile, write_device_file
+    from graphs.devices import preset
+
+    spec = preset(args.kind)
+    if args.threads < 1:
+        raise InputError(f"--threads must be at least 1, got {args.threads}")
+    if args.budget <= 0:
+        raise InputError(f"--budget must be positive, got {args.budget}")
+    out = args.out or f"calibrated-{spec.name}.toml"
+    if not out.lower().endswith(".toml"):
+        raise InputError("the device file is written as TOML: give a path ending in .toml", source=out)
+    if args.from_profile:
+        if not spec.host:
+            raise InputError(f"--from-profile profiles operators on this machine's CPU, so it fits host "
+                             f"kinds only (cpu), not {spec.name!r}")
+        from graphs.onnx_loader import load_onnx
+
+        g = load_onnx(args.from_profile, batch_size=args.batch_size)
+        cal = fit_profile(g, spec.name, threads=args.threads)
+    else:
+        tell = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+        cal = calibrate(spec.name, threads=args.threads, budget=args.budget, clock=args.clock, progress=tell)
+    write_device_file(cal, out)
+    cs = cal.spec()
+    print(f"{cal.kind}: {cal.method}, {cal.threads} thread(s), {cal.seconds:.1f} s")
+    rows = [("Conv, fp32", f"{cal.conv_flops / 1e9:.1f} GFLOP/s (large; half that at "
+                           f"{cal.conv_half_channels:.3g} output channels or "
+                           f"{cal.conv_half_pixels:.3g} pixels)"),
+            ("MatMul/Gemm, fp32", f"{cal.matmul_flops / 1e9:.1f} GFLOP/s"),
+            ("other arithmetic, fp32", f"{cs.fp32 / 1e9:.1f} GFLOP/s"),
+            ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s" if cal.fp16_flops else "not measured"),
+            ("memory bandwidth (large)", f"{cal.bandwidth / 1e9:.1f} GB/s"),
+            ("per-operator overhead", f"{cal.launch * 1e6:.2f} us")]
+    if cal.bandwidth_curve:
+        curve = ", ".join(f"{_size(b)} {r / 1e9:.0f}" for b, r in cal.bandwidth_curve)
+        rows.append(("bandwidth by size", curve + " GB/s"))
+    if "profiled_ms" in cal.points:
+        p = cal.points
+        rows.append(("fit", f"{p['operators']} operators, profiled {p['profiled_ms']:.2f} ms, "
+                            f"fitted {p['fitted_ms']:.2f} ms"))
+    if "fp16_error" in cal.points:
+        rows.append(("fp16 MatMul", "not run by this provider"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
+    print(f"wrote {out}: use --devices {cal.kind}:N --device-file {out} --costs roofline "
+          f"(was: {spec.peak() / 1e9:.0f} GFLOP/s, {spec.bandwidth / 1e9:.0f} GB/s)")
+    return 0
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"

@@ -1,0 +1,198 @@
+"""Replicated plans of ONNX models on the command line: ``placement place model.onnx --training`` solves
+the replicated model (:mod:`graphs.onnx_variants`: data-parallel and tensor-parallel stages, activation
+recomputation, memory by schedule) with the exact DP ``dp-replicated``; ``placement evaluate model.onnx
+plan.json`` re-scores such a plan.
+
+    placement place model.onnx --training --devices a100:8,v100:8 [--schedule 1f1b|gpipe|pipedream|2bw]
+                    [--microbatches N] [--max-replicas D] [--granularity layer|op] [--device-memory BYTES]
+
+The replicated model is the default for a training graph (and for an inference graph given
+``--max-replicas`` above 1) when the solver is ``auto`` or one of the replicated model's
+(:data:`placement.replicated.SOLVERS`) and the objective is max-load; ``--max-replicas 1``
+(or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
+unchanged. The result JSON is
+the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
+``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight micro-batches), plus each stage's
+``operators`` (forward and backward) and the ``granularity`` and front-end settings, so that
+``evaluate`` rebuilds the same problem. The JSON's times are seconds per sample (``time_unit``); the
+printed table and summary show milliseconds per sample, as the pipeline-only table does.
+"""
+
+from __future__ import annotations
+
+import os
+
+from graphs.errors import InputError
+from graphs.jsonio import read_json
+from graphs.parallel import ParallelProblem, evaluate_plan
+
+__all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
+           "evaluate"]
+
+_DP = (None, "auto", "dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated",
+       "data-parallel")  # replicated.SOLVERS
+
+
+def add_options(p) -> None:
+    """The ONNX replicated options (the schedule and degrees are :mod:`placement.replicated`'s)."""
+    p.add_argument("--granularity", choices=("layer", "op"), default=None,
+                   help="ONNX replicated model: one node per layer (default where the model's names give "
+                   "layers) or per operator")
+
+
+def _is_onnx(path: str) -> bool:
+    return str(path).lower().endswith(".onnx")
+
+
+def handles(args) -> bool:
+    """Does ``place`` solve the replicated model: an ONNX training graph (or ``--max-replicas`` > 1),
+    replication not switched off, a replicated solver (:data:`placement.replicated.SOLVERS`) and the
+    throughput objective? Another
+    ``--objective`` (latency, split-max) keeps today's placement, which has it; asked for together with
+    ``--max-replicas`` > 1 it is an :class:`InputError`."""
+    mr = getattr(args, "max_replicas", None)
+    if not (_is_onnx(args.workload) and (bool(args.training) or (mr is not None and mr > 1))
+            and mr != 1 and getattr(args, "solver", None) in _DP):
+        return False
+    objective = getattr(args, "objective", None) or "max-load"
+    if objective != "max-load":
+        if mr is not None and mr > 1:
+            raise InputError(f"--objective {objective}: replicated plans minimise the time per sample "
+                             f"(max-load); without --max-replicas the placement is today's, which has it")
+        return False
+    return True
+
+
+def handles_plan(args) -> bool:
+    """Is ``evaluate``'s plan a replicated result of an ONNX model?"""
+    if not _is_onnx(args.workload) or not str(args.split).lower().endswith(".json") \
+            or not os.path.isfile(args.split):
+        return False
+    try:
+        data = read_json(args.split)
+    except InputError:
+        return False
+    return isinstance(data, dict) and data.get("format") == "placement-replicated" and "stages" in data
+
+
+def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[ParallelProblem, object, dict]:
+    """The problem of ``args`` (settings ``saved`` in a plan take precedence where the command line
+    gives none); returns it, the loaded graph's node of every operator, and the settings used."""
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_variants import onnx_parallel_problem
+    from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
+
+    saved = saved or {}
+    for name in ("max_devices", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} is for Piper-format workloads; name an ONNX "
+                             f"model's devices with --devices")
+    for name in ("microbatches", "max_replicas"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    fe = {k: v for k, v in frontend.items() if v is not None}
+    for k in ("devices", "costs", "batch_size", "optimizer", "training"):
+        if k not in fe and saved.get(k) is not None:
+            fe[k] = saved[k]
+    ds = parse_devices(fe.pop("devices", None) or DEFAULT_DEVICES, fe.pop("device_files", None) or ())
+    mem = getattr(args, "device_memory", None)
+    if mem is not None:
+        if not mem > 0:
+            raise InputError(f"--device-memory must be positive, got {mem}")
+        import dataclasses
+
+        ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(mem)) for s in ds.specs),
+                       ds.counts)
+    og, w = prepare_onnx(args.workload, ds, **fe)
+    keys = w.graph.meta.get("layer") or ()
+    gran = args.granularity or saved.get("granularity") or (
+        "layer" if len({k for k in keys if k is not None}) > 1 else "op")
+    schedule = args.schedule if args.schedule != "1f1b" or "schedule" not in saved else saved["schedule"]
+    problem, cls = onnx_parallel_problem(og, w.graph, ds, microbatches=args.microbatches or saved.get(
+        "microbatches"), schedule=schedule, max_replicas=args.max_replicas, granularity=gran)
+    settings = {"granularity": gran, "devices": str(ds), "costs": fe.get("costs") or "roofline",
+                "batch_size": og.batch_size, "training": bool(w.graph.is_training),
+                "optimizer": w.graph.meta.get("training", {}).get("optimizer")}
+    return problem, (w.graph, cls), settings
+
+
+def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
+                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
+    """The problem a replicated result of an ONNX model was solved on, rebuilt from the settings it
+    records (devices, costs, batch size, training, granularity, schedule, micro-batches, replica limit,
+    and each kind's memory, which ``--device-memory`` may have set); ``schedule`` and ``microbatches``
+    override the result's."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    for key in ("devices", "granularity"):
+        if not data.get(key):
+            raise InputError(f"the result does not record its {key!r}; was it written by placement place on "
+                             f"an ONNX model?", source=source)
+    mr = data.get("max_replicas")
+    args = SimpleNamespace(workload=workload, max_devices=None, bandwidth=None, device_memory=None,
+                           microbatches=microbatches or data.get("microbatches"),
+                           max_replicas=mr, granularity=data["granularity"],
+                           schedule=schedule or data.get("schedule") or "1f1b")
+    saved = {k: v for k, v in data.items() if k != "schedule"}
+    problem, _, _ = load_problem(args, {}, saved=saved)
+    memory = {k.get("name"): k.get("memory") for k in data.get("kinds") or () if isinstance(k, dict)}
+    kinds = tuple(dataclasses.replace(k, memory=memory[k.name]) if k.name in memory else k
+                  for k in problem.kinds)
+    return problem.with_options(kinds=kinds)
+
+
+def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: dict) -> dict:
+    graph, cls = graph_cls
+    index = {str(x): i for i, x in enumerate(problem.graph.ids)}
+    members: dict[int, list[str]] = {}
+    for u, c in enumerate(cls.tolist()):
+        members.setdefault(c, []).append(graph.names[u])
+    for st in data["stages"]:
+        st["operators"] = [op for x in st["nodes"] for op in members.get(index[str(x)], [])]
+    data.update(settings)
+    return data
+
+
+def place(args, frontend: dict) -> int:
+    """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
+    of :data:`placement.replicated.SOLVERS`)."""
+    from .replicated import _emit, fmt_time, no_plan, pick_solver, result_dict
+
+    solver, solve = pick_solver(args)
+    problem, graph_cls, settings = load_problem(args, frontend)
+    r = solve(problem, time_limit=args.time_limit)
+    if r.plan is None:
+        return no_plan(args, r)
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
+                       message=r.message, workload=args.workload)
+    data = _with_operators(data, problem, graph_cls, settings)
+    devices = sum(s.devices for s in r.evaluation.stages)
+    obj = fmt_time(r.objective, "ms", 9)
+    summary = (f"objective {obj} ms per sample ({r.status}), {len(r.plan)} stages on {devices} "
+               f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
+               f"{settings['granularity']} granularity, solved in {r.time:.3g} s")
+    _emit(args, data, problem, r.evaluation, summary, "ms")
+    return 0
+
+
+def evaluate(args, frontend: dict) -> int:
+    """``placement evaluate model.onnx plan.json`` of a replicated plan: the plan's own settings
+    (devices, granularity, schedule, micro-batches) rebuild the problem unless the command line
+    overrides them."""
+    from .replicated import _emit, fmt_time, plan_from_dict, result_dict
+
+    data = read_json(args.split)
+    problem, graph_cls, settings = load_problem(args, frontend, saved=data)
+    plan = plan_from_dict(problem, data, source=args.split)
+    ev = evaluate_plan(problem, plan)
+    out = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
+                      message=f"plan from {args.split}", workload=args.workload)
+    out = _with_operators(out, problem, graph_cls, settings)
+    obj = fmt_time(ev.objective, "ms", 9)
+    summary = f"objective {obj} ms per sample" + ("" if ev.valid else " (INVALID)")
+    if ev.problems:
+        summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
+    _emit(args, out, problem, ev, summary, "ms")
+    return 0 if ev.valid else 1

@@ -1,0 +1,132 @@
+"""``placement show`` of a replicated plan (a result JSON with ``stages``, written by ``placement place``
+on a Piper-format workload or an ONNX model): simulate it under its schedule and micro-batches
+(:mod:`placement.simulate_replicated`) and print, per stage, the simulated busy time per sample and peak
+memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model).
+
+    placement show result.json [--workload piper.json|model.onnx] [--schedule 1f1b|gpipe|pipedream|2bw]
+                   [--microbatches N] [--json]
+
+An ONNX model's problem is rebuilt from the settings the result records
+(:func:`placement.onnx_replicated.problem_for_result`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from graphs.errors import InputError
+from graphs.jsonio import read_json
+from graphs.parallel import ParallelProblem
+
+from .simulate_replicated import ReplicatedSimulation, simulate_plan
+
+__all__ = ["is_replicated_result", "problem_for_result", "show", "format_simulation"]
+
+
+def is_replicated_result(path: str) -> bool:
+    """Is ``path`` a replicated plan (``"format": "placement-replicated"``)?"""
+    try:
+        data = read_json(path)
+    except InputError:
+        return False
+    return isinstance(data, dict) and data.get("format") == "placement-replicated"
+
+
+def _workload_path(args, data: dict) -> str:
+    path = getattr(args, "workload", None) or data.get("workload")
+    if not path:
+        raise InputError("the result does not say which workload it is for; pass --workload PATH",
+                         source=args.result)
+    if not getattr(args, "workload", None) and not os.path.exists(path):
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.result)), path)
+        if not os.path.exists(beside):
+            raise InputError(f"its workload {path!r} was not found; pass --workload PATH", source=args.result)
+        path = beside
+    return path
+
+
+def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
+                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
+    """The problem a replicated result was solved on: the Piper workload with the result's recorded
+    device kind (count, memory, bandwidths), replica limit, schedule and micro-batches (``schedule`` and
+    ``microbatches`` override the last two)."""
+    from graphs.piper import is_piper, parse_piper
+
+    raw = read_json(workload)
+    if not is_piper(raw):
+        raise InputError("showing a replicated plan needs its Piper-format workload or ONNX model",
+                         source=workload)
+    kinds = data.get("kinds") or [{}]
+    if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
+        raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
+    k = kinds[0]
+    return parse_piper(raw, source=workload, devices=k.get("count"), memory=k.get("memory"),
+                       bandwidth=k.get("bandwidth"), microbatches=microbatches or data.get("microbatches"),
+                       schedule=schedule or data.get("schedule") or "1f1b",
+                       max_replicas=data.get("max_replicas"), server_size=k.get("server_size"),
+                       intra_bandwidth=k.get("intra_bandwidth"), inter_bandwidth=k.get("inter_bandwidth"))
+
+
+def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
+    """The simulation next to the evaluator, per stage; times per sample in ``unit`` (``s`` for a Piper
+    file, ``ms`` for an ONNX model), memory per device in binary units."""
+    from .replicated import fmt_time
+    from .report import human_bytes
+
+    head = ["stage", "kind", "d", "t", f"model {unit}/sample", f"simulated busy {unit}/sample", "model y",
+            "simulated y", "weight versions", "model peak/device", "simulated peak/device"]
+    rows = [[str(s.stage), s.kind, str(s.d), str(s.t), fmt_time(s.model_time_per_sample, unit),
+             fmt_time(s.busy_per_sample, unit), str(s.model_in_flight), str(s.peak_in_flight),
+             str(s.weight_versions), human_bytes(s.model_memory), human_bytes(s.peak_memory)]
+            for s in sim.stages]
+    widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
+    lines = [f"replicated pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}, "
+             f"{sim.microbatches} micro-batches per batch, {sim.batches} batches simulated"]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    same = math.isclose(sim.bottleneck_per_sample, sim.model_time_per_sample, rel_tol=1e-9, abs_tol=1e-15)
+    flush = ": flush fill and drain" if sim.schedule in ("gpipe", "1f1b") else ""
+    lines += [
+        f"bottleneck (busiest device) {fmt_time(sim.bottleneck_per_sample, unit, 9)} {unit} per sample; "
+        f"model {fmt_time(sim.model_time_per_sample, unit, 9)} ({'equal' if same else 'DIFFERENT'})",
+        f"simulated period {fmt_time(sim.period_per_sample, unit, 9)} {unit} per sample (bubble "
+        f"{100 * sim.bubble_fraction:.1f}%{flush}); makespan {fmt_time(sim.makespan, unit)} {unit}, "
+        f"{fmt_time(sim.time_per_sample, unit)} {unit} "
+        f"per sample over the run",
+    ]
+    for s in sim.stages:
+        if s.peak_memory > s.capacity * (1 + 1e-9):
+            lines.append(f"stage {s.stage} does NOT fit under {sim.schedule}: {human_bytes(s.peak_memory)} "
+                         f"per device, a {s.kind} holds {human_bytes(s.capacity)}")
+    return "\n".join(lines)
+
+
+def show(args) -> int:
+    """``placement show`` on a replicated result: simulate and compare with the evaluator."""
+    data = read_json(args.result)
+    path = _workload_path(args, data)
+    onnx = str(path).lower().endswith(".onnx")
+    if onnx:
+        from .onnx_replicated import problem_for_result as onnx_problem
+
+        problem = onnx_problem(data, path, schedule=args.schedule, microbatches=args.microbatches,
+                               source=args.result)
+    else:
+        problem = problem_for_result(data, path, schedule=args.schedule, microbatches=args.microbatches,
+                                     source=args.result)
+    from .replicated import plan_from_dict
+
+    plan = plan_from_dict(problem, data, source=args.result)
+    sim = simulate_plan(problem, plan)
+    if args.json:
+        json.dump({"result": args.result, "time_unit": "s", "simulation": sim.summary()}, sys.stdout,
+                  indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_simulation(sim, "ms" if onnx else "s"))
+    if not args.no_draw and not args.json:
+        print("note: no pictures are drawn for replicated plans", file=sys.stderr)
+    return 0

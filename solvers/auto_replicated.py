@@ -1,0 +1,138 @@
+"""``auto`` on the replicated model (:mod:`graphs.parallel`): the exact DP when its work fits, otherwise
+the DP on a coarsened graph, refined by the contiguous MILP; every answer labelled for what it is.
+
+1. **Exact.** When the graph has at most ``max_ideals`` ideals, ``dp-replicated`` runs on it (within the
+   time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
+2. **Coarsened.** Otherwise (or when the DP stopped at a limit) chains of nodes are merged
+   (:func:`graphs.parallel_coarsen.merge_chains`), halving the target size until the coarse graph's
+   ideals fit, and the DP solves the coarse problem. Its plan, mapped back, is optimal among the plans
+   that keep every merged chain in one stage: label ``exact-on-coarsened``, status ``feasible``.
+3. **Refined.** The MILP (``ip-replicated``) then starts from the best plan so far on the original graph
+   (when its model has at most ``max_ip_columns`` columns), for at most ``ip_time`` seconds or the time
+   left. A plan it proves optimal is ``exact`` / ``optimal``; a better plan it does not prove is
+   ``heuristic`` (with its bound and gap); otherwise the coarse plan stands, with the MILP's bound.
+4. When nothing above gives a plan, PipeDream's planner (``pipedream-replicated``): ``heuristic``.
+
+The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
+"""
+
+from __future__ import annotations
+
+import time
+
+from graphs.errors import InputError, ProblemTooLargeError
+from graphs.ideals import enumerate_ideals
+from graphs.parallel import ParallelProblem, from_opgraph
+from graphs.parallel_coarsen import merge_chains
+
+from . import dp_replicated, ip_replicated, pipedream_replicated
+from .base import Solution, SolveOptions, Status
+from .dp_replicated import ReplicatedResult
+
+__all__ = ["solve_problem", "solve", "LABELS"]
+
+LABELS = ("exact", "exact-on-coarsened", "heuristic")
+
+
+def _ideals_fit(problem: ParallelProblem, limit: int) -> bool:
+    g = problem.graph
+    try:
+        enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=limit)
+    except ProblemTooLargeError:
+        return False
+    return True
+
+
+def _left(deadline) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+
+def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
+                  max_ip_columns: int = 200_000, ip_time: float = 10.0,
+                  refine: bool = True) -> ReplicatedResult:
+    """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
+    whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``."""
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    path: list[str] = []
+    best: ReplicatedResult | None = None
+    label = "heuristic"
+    n = problem.graph.num_nodes
+
+    def done(r: ReplicatedResult, label: str, status: Status, message: str, extra=None) -> ReplicatedResult:
+        stats = dict(r.stats or {})
+        stats.update(extra or {})
+        stats["label"], stats["path"] = label, path
+        return ReplicatedResult(r.plan, r.evaluation, r.objective, status, time.perf_counter() - t0, message,
+                                stats)
+
+    if _ideals_fit(problem, max_ideals):
+        path.append("dp-replicated")
+        r = dp_replicated.solve_problem(problem, time_limit=_left(deadline))
+        if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            return done(r, "exact", r.status, r.message)
+        if r.plan is not None:
+            best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
+    # coarsen, halving the target, until the coarse ideals fit
+    target = n
+    while (best is None or label == "heuristic") and target > 1:
+        target = max(1, target // 2)
+        co = merge_chains(problem, target)
+        m = co.problem.graph.num_nodes
+        if m == n:
+            break  # no chain edge can be merged
+        if not _ideals_fit(co.problem, max_ideals):
+            if m > target:
+                break  # every mergeable chain is merged and the ideals still do not fit
+            continue
+        path.append(f"dp-replicated on {m} merged nodes")
+        r = dp_replicated.solve_problem(co.problem, time_limit=_left(deadline))
+        if r.plan is not None:
+            rr = ip_replicated._evaluated(problem, co.expand(r.plan), r)
+            if best is None or rr.objective < best.objective:
+                best = rr
+                label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
+        break
+    extra: dict = {}
+    if refine and (deadline is None or _left(deadline) > 0.05):
+        model_cols = ip_replicated.model_columns(problem)
+        if model_cols <= max_ip_columns:
+            path.append("ip-replicated")
+            limit = ip_time if deadline is None else min(ip_time, _left(deadline))
+            ir = ip_replicated.solve_problem(problem, time_limit=limit,
+                                             warm_start=best.plan if best is not None else None)
+            extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
+            if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
+                return done(ir, "exact", ir.status, ir.message, extra)
+            if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
+                best, label = ir, "heuristic"
+        else:
+            path.append(f"ip-replicated skipped ({model_cols:,} columns > {max_ip_columns:,})")
+    if best is None:
+        path.append("pipedream-replicated")
+        r = pipedream_replicated.solve_problem(problem, time_limit=_left(deadline))
+        if r.plan is None:
+            return done(r, "heuristic", r.status, r.message)
+        best, label = r, "heuristic"
+    msg = {"exact-on-coarsened": "optimal among plans that keep each merged chain in one stage",
+           "heuristic": "not proven optimal"}[label]
+    if extra.get("gap") is not None:
+        msg += f"; bound {extra['bound']:.9g}, gap {extra['gap']:.3%}"
+    return done(best, label, Status.FEASIBLE, msg, extra)
+
+
+def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
+    """The registry's form on the pipeline-only model of an :class:`~graphs.model.OpGraph`
+    (:func:`graphs.parallel.from_opgraph`); ``options.raw``: ``max_ideals``, ``max_ip_columns``,
+    ``ip_time``, ``refine``."""
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        raise InputError(f"auto-replicated minimises max-load; objective {options.objective!r} is not "
+                         f"supported")
+    problem, item_of = from_opgraph(graph, cluster)
+    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
+          if k in options.raw}
+    r = solve_problem(problem, time_limit=options.time_limit, **kw)
+    return ip_replicated.to_solution(r, cluster, item_of, "auto-replicated",
+                                     bound=r.objective if r.status is Status.OPTIMAL
+                                     else (r.stats or {}).get("bound"))

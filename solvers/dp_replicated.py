@@ -1,0 +1,1315 @@
+"""The exact dynamic program for replicated pipelines (:mod:`graphs.parallel`): stages with
+data-parallel degree ``d``, tensor-parallel degree ``t`` and a variant per node, several device kinds.
+
+**Stage costs.** For every pair of nested ideals ``J ⊂ I`` (stage ``S = I \\ J``), kind ``k``, degree
+``t`` every node of ``S`` supports and replica count ``d``, the best variants are a multiple-choice
+knapsack: minimise ``sum time/d + resync`` subject to ``sum mem(y) <= capacity``, where ``y`` is the
+stage's in-flight micro-batches. It is solved exactly (all-fastest when that fits; otherwise a Pareto
+dynamic program over (memory, time) with bound pruning), never worse than Piper's greedy. Its optimum
+only grows with ``y`` and an optimal choice at ``y`` stays optimal up to the largest ``y'`` at which it
+still fits, so each (stage, k, t, d) is a short *step function* of ``y``: a few knapsacks, not one per
+``y``.
+
+**Search.** The objective (largest stage time) is one of the step values. For a threshold ``τ`` a
+second DP decides whether some plan has every stage at most ``τ``:
+
+    g[J][s][c] = fewest devices of the last kind that place the nodes outside ideal J, as stages of
+                 cost <= τ, with data-parallel degrees summing to s and c devices used of the other kinds
+
+(suffix DP, Piper's state plus devices per kind): a stage ``(I \\ J, k, t, d)`` ahead of a suffix with
+``s - d`` holds ``y = ceil(s / d)`` micro-batches (``N / d`` under GPipe) and is allowed while its cost at
+that ``y`` is ``<= τ``. A binary search over the sorted step values finds the smallest feasible ``τ``: the
+optimum, proven.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from graphs.errors import InputError, ProblemTooLargeError
+from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
+from graphs.order import topological_order
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelProblem,
+    PlanEvaluation,
+    Stage,
+    evaluate_plan,
+    from_opgraph,
+    resync_bandwidth,
+)
+
+from .base import Solution, SolveOptions, Status
+
+__all__ = ["solve_problem", "ReplicatedResult", "solve", "knapsack"]
+
+_INF = np.inf
+_BIG = np.iinfo(np.int64).max // 4
+
+
+# --------------------------------------------------------------------------- knapsack
+@njit(cache=True)
+def _mem(a, b, w, y, sched):
+    v = 1
+    if sched == 2:
+        v = y
+    elif sched == 3:
+        v = min(y, 2)
+    return a * y + b + (v - 1) * w
+
+
+@njit(cache=True)
+def _knapsack(ptr, cost, mem, cap, out):
+    """Exact multiple-choice knapsack: class ``i`` has choices ``ptr[i]..ptr[i+1]`` (cost, mem); pick one
+    per class, minimise total cost with total mem <= cap. Writes the chosen index per class to ``out``;
+    returns the cost (inf if nothing fits)."""
+    n = ptr.shape[0] - 1
+    tot_m = 0.0
+    tot_c = 0.0
+    for i in range(n):
+        best = ptr[i]
+        for j in range(ptr[i] + 1, ptr[i + 1]):
+            if cost[j] < cost[best] or (cost[j] == cost[best] and mem[j] < mem[best]):
+                best = j
+        out[i] = best
+        tot_m += mem[best]
+        tot_c += cost[best]
+    if tot_m <= cap:
+        return tot_c
+    # suffix minima for pruning
+    rem_m = np.zeros(n + 1)
+    rem_c = np.zeros(n + 1)
+    minm = np.empty(n, np.int64)
+    for i in range(n - 1, -1, -1):
+        bm = ptr[i]
+        bc = ptr[i]
+        for j in range(ptr[i], ptr[i + 1]):
+            if mem[j] < mem[bm] or (mem[j] == mem[bm] and cost[j] < cost[bm]):
+                bm = j
+            if cost[j] < cost[bc]:
+                bc = j
+        minm[i] = bm
+        rem_m[i] = rem_m[i + 1] + mem[bm]
+        rem_c[i] = rem_c[i + 1] + cost[bc]
+    if rem_m[0] > cap:
+        return _INF
+    # classes with two undominated choices at most: a 0/1 knapsack with the LP bound
+    two = True
+    for i in range(n):
+        nd = 0
+        for j in range(ptr[i], ptr[i + 1]):
+            if not _dominated(j, ptr[i], ptr[i + 1], cost, mem):
+                nd += 1
+        if nd > 2:
+            two = False
+            break
+    if two:
+        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out)
+    return _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out)
+
+
+@njit(cache=True)
+def _dominated(j, lo, hi, cost, mem):
+    """Is choice j dominated by another of its class (no better in both, better in one, or an equal
+    twin with a smaller index)?"""
+    for i in range(lo, hi):
+        if i == j:
+            continue
+        if cost[i] <= cost[j] and mem[i] <= mem[j]:
+            if cost[i] < cost[j] or mem[i] < mem[j] or i < j:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
+    """Classes of at most two undominated choices: start from the smallest-memory one and decide, item by
+    item in decreasing time-saved-per-byte order, whether to upgrade; a Pareto list of (bytes used,
+    time saved) states pruned by the LP (fractional) bound of the items left."""
+    n = ptr.shape[0] - 1
+    up = np.full(n, -1, np.int64)  # the upgrade choice of each class, if any
+    dm = np.zeros(n)
+    ds = np.zeros(n)
+    base_c = 0.0
+    for i in range(n):
+        b = minm[i]
+        base_c += cost[b]
+        out[i] = b
+        for j in range(ptr[i], ptr[i + 1]):
+            if j != b and not _dominated(j, ptr[i], ptr[i + 1], cost, mem) and cost[j] < cost[b]:
+                up[i] = j
+                dm[i] = mem[j] - mem[b]
+                ds[i] = cost[b] - cost[j]
+    R = cap - base_m
+    items = np.flatnonzero(up >= 0)
+    m = items.shape[0]
+    eff = np.empty(m)
+    for q in range(m):
+        i = items[q]
+        eff[q] = ds[i] / dm[i] if dm[i] > 0 else _INF
+    # efficiency order, identical items adjacent (sorted by size first, then stably by efficiency)
+    pre = np.argsort(dm[items], kind="mergesort")
+    items = items[pre]
+    eff = eff[pre]
+    order = items[np.argsort(-eff, kind="mergesort")]
+    w = np.empty(m)
+    v = np.empty(m)
+    for q in range(m):
+        w[q] = dm[order[q]]
+        v[q] = ds[order[q]]
+    cw = np.zeros(m + 1)
+    cv = np.zeros(m + 1)
+    for q in range(m):
+        cw[q + 1] = cw[q] + w[q]
+        cv[q + 1] = cv[q] + v[q]
+    # greedy integral solution: a lower bound on the savings
+    lb = 0.0
+    used = 0.0
+    for q in range(m):
+        if used + w[q] <= R:
+            used += w[q]
+            lb += v[q]
+    # identical items form groups: decide how many of each group to upgrade
+    gstart = np.empty(m + 1, np.int64)
+    ng = 0
+    for q in range(m):
+        if q == 0 or w[q] != w[q - 1] or v[q] != v[q - 1]:
+            gstart[ng] = q
+            ng += 1
+    gstart[ng] = m
+    size = 64
+    s_w = np.empty(size)
+    s_v = np.empty(size)
+    s_par = np.empty(size, np.int64)
+    s_take = np.zeros(size, np.int64)
+    layer = np.zeros(ng + 2, np.int64)
+    s_w[0] = 0.0
+    s_v[0] = 0.0
+    s_par[0] = -1
+    layer[1] = 1
+    c_size = 64
+    c_w = np.empty(c_size)
+    c_v = np.empty(c_size)
+    c_p = np.empty(c_size, np.int64)
+    c_t = np.empty(c_size, np.int64)
+    for gi in range(ng):
+        a = gstart[gi]
+        cnt_g = gstart[gi + 1] - a
+        wq = w[a]
+        vq = v[a]
+        after = gstart[gi + 1]
+        lo = layer[gi]
+        hi = layer[gi + 1]
+        need = (hi - lo) * (cnt_g + 1)
+        if need > c_size:
+            c_size = 2 * need
+            c_w = np.empty(c_size)
+            c_v = np.empty(c_size)
+            c_p = np.empty(c_size, np.int64)
+            c_t = np.empty(c_size, np.int64)
+        k = 0
+        for p in range(lo, hi):
+            for take in range(cnt_g + 1):
+                nw = s_w[p] + take * wq
+                if nw > R:
+                    break
+                nv = s_v[p] + take * vq
+                # LP bound of the items after this group with the capacity left
+                left = R - nw
+                lo_b = after
+                hi_b = m
+                while lo_b < hi_b:  # largest b with cw[b] - cw[after] <= left
+                    mid = (lo_b + hi_b + 1) // 2
+                    if cw[mid] - cw[after] <= left:
+                        lo_b = mid
+                    else:
+                        hi_b = mid - 1
+                bnd = nv + cv[lo_b] - cv[after]
+                if lo_b < m:
+                    bnd += (left - (cw[lo_b] - cw[after])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
+                if bnd < lb * (1 - 1e-12) - 1e-300:
+                    continue
+                c_w[k] = nw
+                c_v[k] = nv
+                c_p[k] = p
+                c_t[k] = take
+                k += 1
+        srt = np.argsort(c_w[:k])
+        start = hi
+        best = -1.0
+        for r_ in range(k):
+            r = srt[r_]
+            if c_v[r] > best:
+                best = c_v[r]
+                if start >= size:
+                    size *= 2
+                    s_w = _grow_f(s_w, size)
+                    s_v = _grow_f(s_v, size)
+                    s_par = _grow_i(s_par, size)
+                    s_take = _grow_i(s_take, size)
+                s_w[start] = c_w[r]
+                s_v[start] = c_v[r]
+                s_par[start] = c_p[r]
+                s_take[start] = c_t[r]
+                start += 1
+        layer[gi + 2] = start
+    lo = layer[ng]
+    hi = layer[ng + 1]
+    bp = lo
+    for p in range(lo, hi):
+        if s_v[p] > s_v[bp]:
+            bp = p
+    res = base_c - s_v[bp]
+    p = bp
+    for gi in range(ng - 1, -1, -1):
+        for q in range(gstart[gi], gstart[gi] + s_take[p]):
+            out[order[q]] = up[order[q]]
+        p = s_par[p]
+    return res
+
+
+@njit(cache=True)
+def _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out):
+    """General classes: a Pareto dynamic program over (memory, cost) with back-pointers, pruned by the
+    capacity left and a greedy upper bound."""
+    n = ptr.shape[0] - 1
+    cur = minm.copy()
+    used = rem_m[0]
+    ub = 0.0
+    for i in range(n):
+        ub += cost[cur[i]]
+    while True:
+        bi = -1
+        bj = -1
+        br = -1.0
+        for i in range(n):
+            for j in range(ptr[i], ptr[i + 1]):
+                dc = cost[cur[i]] - cost[j]
+                dm = mem[j] - mem[cur[i]]
+                if dc > 0 and used + dm <= cap:
+                    r = dc / dm if dm > 0 else _INF
+                    if r > br:
+                        br = r
+                        bi = i
+                        bj = j
+        if bi < 0:
+            break
+        used += mem[bj] - mem[cur[bi]]
+        ub -= cost[cur[bi]] - cost[bj]
+        cur[bi] = bj
+    ub = ub * (1 + 1e-12) + 1e-300
+    cap_states = 64
+    s_mem = np.empty(cap_states)
+    s_cost = np.empty(cap_states)
+    s_par = np.empty(cap_states, np.int64)
+    s_ch = np.empty(cap_states, np.int64)
+    layer = np.zeros(n + 2, np.int64)
+    s_mem[0] = 0.0
+    s_cost[0] = 0.0
+    s_par[0] = -1
+    s_ch[0] = -1
+    layer[1] = 1
+    for i in range(n):
+        lo = layer[i]
+        hi = layer[i + 1]
+        k = (hi - lo) * (ptr[i + 1] - ptr[i])
+        c_mem = np.empty(k)
+        c_cost = np.empty(k)
+        c_par = np.empty(k, np.int64)
+        c_ch = np.empty(k, np.int64)
+        m = 0
+        for p in range(lo, hi):
+            for j in range(ptr[i], ptr[i + 1]):
+                nm = s_mem[p] + mem[j]
+                nc = s_cost[p] + cost[j]
+                if nm + rem_m[i + 1] > cap or nc + rem_c[i + 1] > ub:
+                    continue
+                c_mem[m] = nm
+                c_cost[m] = nc
+                c_par[m] = p
+                c_ch[m] = j
+                m += 1
+        order = np.argsort(c_mem[:m])
+        start = hi
+        best = _INF
+        for q in range(m):
+            r = order[q]
+            if c_cost[r] < best:
+                best = c_cost[r]
+                if start >= cap_states:
+                    cap_states *= 2
+                    s_mem = _grow_f(s_mem, cap_states)
+                    s_cost = _grow_f(s_cost, cap_states)
+                    s_par = _grow_i(s_par, cap_states)
+                    s_ch = _grow_i(s_ch, cap_states)
+                s_mem[start] = c_mem[r]
+                s_cost[start] = c_cost[r]
+                s_par[start] = c_par[r]
+                s_ch[start] = c_ch[r]
+                start += 1
+        layer[i + 2] = start
+    lo = layer[n]
+    hi = layer[n + 1]
+    bp = lo
+    for p in range(lo, hi):
+        if s_cost[p] < s_cost[bp]:
+            bp = p
+    res = s_cost[bp]
+    p = bp
+    for i in range(n - 1, -1, -1):
+        out[i] = s_ch[p]
+        p = s_par[p]
+    return res
+
+
+@njit(cache=True)
+def _grow_f(a, size):
+    b = np.empty(size)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _grow_i(a, size):
+    b = np.empty(size, np.int64)
+    b[:a.shape[0]] = a
+    return b
+
+
+def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[float, list[int]]:
+    """Exact multiple-choice knapsack on ``choices[i] = [(cost, mem), ...]``: minimum total cost with
+    total memory <= ``cap``, and the choice per class (``inf``, ``[]`` when nothing fits)."""
+    ptr = np.cumsum([0] + [len(c) for c in choices]).astype(np.int64)
+    flat = [x for c in choices for x in c]
+    cost = np.array([x[0] for x in flat], float)
+    mem = np.array([x[1] for x in flat], float)
+    out = np.zeros(len(choices), np.int64)
+    v = _knapsack(ptr, cost, mem, float(cap), out)
+    if not math.isfinite(v):
+        return math.inf, []
+    return float(v), [int(out[i] - ptr[i]) for i in range(len(choices))]
+
+
+# --------------------------------------------------------------------------- stage costs
+@njit(cache=True)
+def _rest_ok(rest, devices_left, ub):
+    """Can ``rest`` device-seconds per sample of other stages fit ``devices_left`` devices within ``ub``?"""
+    if rest <= 1e-300:
+        return True
+    if devices_left <= 0:
+        return False
+    return rest <= ub * devices_left * (1 + 1e-9)
+
+
+@njit(cache=True)
+def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pre_uns, pre_time, kt_ok,
+                     caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals, limit):
+    """Pairs J ⊂ I whose stage I \\ J could be used: some (kind, t) runs all its nodes, holds them at
+    their smallest memory and, with the most replicas allowed, keeps their fastest time within ``ub``.
+    All three only get worse for smaller J, so the walk down the lattice stops there. A pair is kept when,
+    in addition, some (kind, t, d) keeps the stage within ``ub`` and leaves enough devices for the rest:
+    every plan's largest stage time is at least the rest's work (device-seconds per sample) over the
+    devices left. Counts the pairs (``fill`` False; it stops past ``limit``) or writes them."""
+    NI = pre_mem.shape[0]
+    KT = pre_mem.shape[1]
+    stamp = np.full(NI, -1, np.int64)
+    queue = np.empty(NI, np.int64)
+    cnt = 0
+    for I in range(NI):
+        head = 0
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        while head < tail:
+            J = queue[head]
+            head += 1
+            fits = False
+            for kt in range(KT):
+                if (kt_ok[kt] and pre_uns[I, kt] == pre_uns[J, kt]
+                        and pre_mem[I, kt] - pre_mem[J, kt] <= caps_kt[kt]
+                        and (pre_time[I, kt] - pre_time[J, kt]) / dmax_kt[kt] <= ub):
+                    fits = True
+                    break
+            if not fits:
+                continue
+            tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
+            rest = pre_work[NI - 1] - (pre_work[I] - pre_work[J])
+            useful = False
+            for kt in range(KT):
+                if (not kt_ok[kt] or pre_uns[I, kt] != pre_uns[J, kt]
+                        or pre_mem[I, kt] - pre_mem[J, kt] > caps_kt[kt]):
+                    continue
+                for d in dvals:
+                    td = kt_t[kt] * d
+                    if td > kt_count[kt] or (pre_time[I, kt] - pre_time[J, kt]) / d > ub:
+                        continue
+                    if _rest_ok(rest, total_devices - td, ub):
+                        useful = True
+                        break
+                if useful:
+                    break
+            if not useful:
+                continue
+            if fill:
+                out_i[cnt] = I
+                out_j[cnt] = J
+            cnt += 1
+            if cnt > limit and not fill:
+                return cnt
+    return cnt
+
+
+@njit(cache=True)
+def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
+               same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
+               t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, pre_work, total_devices,
+               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+    """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
+    is below ``len(pair_i)`` when the output arrays are full."""
+    for q in range(start, pair_i.shape[0]):
+        before = cnt
+        r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
+                              opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
+                              sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
+                              pre_work[-1] - (pre_work[pair_i[q]] - pre_work[pair_j[q]]), total_devices,
+                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt)
+        if r0 < 0:
+            return q, cnt, scnt
+        cnt, scnt = r0, r1
+        for c in range(before, cnt):
+            o_pair[c] = q
+    return pair_i.shape[0], cnt, scnt
+
+
+@njit(cache=True)
+def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
+    E = 0.0
+    A = 0.0
+    B = 0.0
+    Wt = 0.0
+    for q in range(ns):
+        p = chosen[q]
+        v = vid[p]
+        E += etime[p]
+        A += v_a[v]
+        B += v_b[v]
+        Wt += v_w[v]
+    return E, A, B, Wt
+
+
+@njit(cache=True)
+def _last_fit(y, ymax, A, B, Wt, cap, sched):
+    """Largest y' in [y, ymax] at which memory A*y' + B (+ weight versions) still fits (it grows with y)."""
+    lo = y
+    hi = ymax
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _mem(A, B, Wt, mid, sched) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@njit(cache=True)
+def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
+                 v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
+                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, rest, total_devices,
+                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+    """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
+    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
+
+    When each node's variants share one parameter size (Piper's files), a variant's cost is
+    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
+    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``."""
+    T = tvals.shape[0]
+    inside = np.zeros(n, np.bool_)
+    nodes = np.empty(n, np.int64)
+    ns = 0
+    for u in range(n):
+        if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
+                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
+            inside[u] = True
+            nodes[ns] = u
+            ns += 1
+    M = t_src.shape[0]
+    enter = np.zeros(M, np.bool_)
+    leave = np.zeros(M, np.bool_)
+    for e in range(M):
+        cin = 0
+        for p in range(t_ptr[e], t_ptr[e + 1]):
+            if inside[t_dst[p]]:
+                cin += 1
+        if inside[t_src[e]]:
+            leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
+        else:
+            enter[e] = cin > 0
+    ylimit = N if sched == 1 else smax  # the largest y any d can see
+    sh_yhi = np.empty(ylimit + 1, np.int64)
+    sh_e = np.empty(ylimit + 1)
+    for k in range(K):
+        if counts[k] == 0:
+            continue
+        comm = 0.0
+        for e in range(M):
+            if enter[e] or leave[e]:
+                comm += t_time[k, e]
+        for ti in range(T):
+            t = tvals[ti]
+            if t > counts[k]:
+                continue
+            ok = True
+            shared = True
+            total = 0
+            for q in range(ns):
+                key = (nodes[q] * K + k) * T + ti
+                c = opt_ptr[key + 1] - opt_ptr[key]
+                if c == 0:
+                    ok = False
+                    break
+                shared = shared and same_params[key]
+                total += c
+            if not ok:
+                continue
+            ptr = np.zeros(ns + 1, np.int64)
+            vid = np.empty(total, np.int64)
+            etime = np.empty(total)
+            m = 0
+            P = 0.0  # parameter bytes (shared case: the same for every choice)
+            for q in range(ns):
+                key = (nodes[q] * K + k) * T + ti
+                P += v_params[opt_var[opt_ptr[key]]]
+                for p in range(opt_ptr[key], opt_ptr[key + 1]):
+                    v = opt_var[p]
+                    x = v_time[v]
+                    for r in range(sy_ptr[v], sy_ptr[v + 1]):
+                        e = sy_tensor[r]
+                        if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
+                            x += sy_time[r]
+                    vid[m] = v
+                    etime[m] = x
+                    m += 1
+                ptr[q + 1] = m
+            mem = np.empty(total)
+            chosen = np.empty(ns, np.int64)
+            nsh = 0
+            if shared:
+                # one step function over y for all d: (last y, summed time of the best variants), over the
+                # y that the d passing the bounds can see
+                emin = 0.0
+                for q in range(ns):
+                    be = _INF
+                    for p in range(ptr[q], ptr[q + 1]):
+                        if etime[p] < be:
+                            be = etime[p]
+                    emin += be
+                dlo = 0
+                dhi = 0
+                for di in range(dvals.shape[0]):
+                    d = dvals[di]
+                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                        continue
+                    res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
+                    if (comm + emin) / d + res * P > ub:
+                        continue
+                    if dlo == 0:
+                        dlo = d
+                    dhi = d
+                if dlo == 0:
+                    continue
+                if sched == 1:
+                    y = N // dhi
+                    ytop = N // dlo
+                else:
+                    y = 1
+                    ytop = (smax + dlo - 1) // dlo
+                while y <= ytop:
+                    for p in range(total):
+                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                    val = _knapsack(ptr, etime, mem, caps[k], chosen)
+                    if not val < _INF:
+                        break
+                    E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                    yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
+                    sh_yhi[nsh] = yhi
+                    sh_e[nsh] = val
+                    nsh += 1
+                    y = yhi + 1
+            cost = np.empty(total)
+            for di in range(dvals.shape[0]):
+                d = dvals[di]
+                if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                    continue
+                bw = bw_res[k, t * d]
+                res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
+                if sched == 1:
+                    y = N // d
+                    ymax = y
+                else:
+                    y = 1
+                    ymax = (smax + d - 1) // d
+                first = scnt
+                if shared:
+                    for j in range(nsh):
+                        lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
+                        if sched == 1 and lo_y > y:
+                            break
+                        if lo_y > ymax:
+                            break
+                        if sh_yhi[j] < y:
+                            continue  # gpipe: only y = N / d matters
+                        val = (comm + sh_e[j]) / d + res * P
+                        if val > ub:
+                            break
+                        if scnt >= o_yhi.shape[0]:
+                            return -1, -1
+                        o_yhi[scnt] = min(sh_yhi[j], ymax)
+                        o_cost[scnt] = val
+                        scnt += 1
+                else:
+                    lb = comm / d
+                    for p in range(total):
+                        cost[p] = etime[p] / d + res * v_params[vid[p]]
+                    for q in range(ns):
+                        bc = _INF
+                        for p in range(ptr[q], ptr[q + 1]):
+                            if cost[p] < bc:
+                                bc = cost[p]
+                        lb += bc
+                    if lb > ub:
+                        continue
+                    while y <= ymax:
+                        for p in range(total):
+                            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                        val = _knapsack(ptr, cost, mem, caps[k], chosen)
+                        if not val < _INF:
+                            break
+                        val += comm / d
+                        if val > ub:
+                            break
+                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                        yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
+                        if scnt >= o_yhi.shape[0]:
+                            return -1, -1
+                        o_yhi[scnt] = yhi
+                        o_cost[scnt] = val
+                        scnt += 1
+                        y = yhi + 1
+                if scnt > first:
+                    if cnt >= o_k.shape[0]:
+                        return -1, -1
+                    o_k[cnt] = k
+                    o_t[cnt] = t
+                    o_d[cnt] = d
+                    o_step_ptr[cnt + 1] = scnt
+                    cnt += 1
+    return cnt, scnt
+
+
+# --------------------------------------------------------------------------- feasibility DP
+@njit(cache=True)
+def _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax):
+    """Largest s (sum of d from this stage on) at which combo q's stage costs at most tau (0: none)."""
+    Y = 0
+    for p in range(step_ptr[q], step_ptr[q + 1]):
+        if cost[p] <= tau:
+            Y = yhi[p]
+        else:
+            break
+    if Y == 0:
+        return 0
+    if sched == 1:
+        return smax
+    return min(smax, c_d[q] * Y)
+
+
+@njit(cache=True)
+def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t, c_d,
+              step_ptr, yhi, cost, sched, g):
+    """Fill g[J, s, c] (fewest devices of the last kind) for threshold ``tau``. Returns True when the
+    whole graph can be placed."""
+    g[:, :, :] = _BIG
+    g[NI - 1, 0, 0] = 0
+    # the range of s at which each ideal's suffix is reachable at all (empty: lo > hi)
+    s_lo = np.full(NI, smax + 1, np.int64)
+    s_hi = np.full(NI, -1, np.int64)
+    s_lo[NI - 1] = 0
+    s_hi[NI - 1] = 0
+    for q in range(c_k.shape[0]):  # combos sorted by J descending, so g[I] is final when used
+        I = c_pair_i[q]
+        if s_lo[I] > s_hi[I]:
+            continue
+        d = c_d[q]
+        first = max(d, s_lo[I] + d)
+        if first > smax:
+            continue
+        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
+        stop = min(stop, s_hi[I] + d)
+        if stop < first:
+            continue
+        J = c_pair_j[q]
+        k = c_k[q]
+        td = c_t[q] * d
+        if k == last:
+            if C1 == 1:
+                src = g[I, :, 0]
+                dst = g[J, :, 0]
+                for s in range(first, stop + 1):
+                    x = src[s - d] + td
+                    if x < dst[s]:
+                        dst[s] = x
+            else:
+                for s in range(first, stop + 1):
+                    src = g[I, s - d]
+                    dst = g[J, s]
+                    for c in range(C1):
+                        x = src[c] + td
+                        if x < dst[c]:
+                            dst[c] = x
+        else:
+            st = strides[k]
+            for s in range(first, stop + 1):
+                src = g[I, s - d]
+                dst = g[J, s]
+                for c in range(td * st, C1):
+                    if digits[c, k] < td:
+                        continue
+                    x = src[c - td * st]
+                    if x < dst[c]:
+                        dst[c] = x
+        if first < s_lo[J]:
+            s_lo[J] = first
+        if stop > s_hi[J]:
+            s_hi[J] = stop
+    for s in range(1, smax + 1):
+        for c in range(C1):
+            if g[0, s, c] <= counts[last]:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi, cost, sched, g):
+    """:func:`_feasible` for one device kind: ``g[J, s]`` is C-contiguous, so the inner loop is a plain
+    shifted minimum the compiler vectorises."""
+    g[:, :] = _BIG
+    g[NI - 1, 0] = 0
+    s_lo = np.full(NI, smax + 1, np.int64)
+    s_hi = np.full(NI, -1, np.int64)
+    s_lo[NI - 1] = 0
+    s_hi[NI - 1] = 0
+    for q in range(c_pair_i.shape[0]):
+        I = c_pair_i[q]
+        if s_lo[I] > s_hi[I]:
+            continue
+        d = c_d[q]
+        first = max(d, s_lo[I] + d)
+        if first > smax:
+            continue
+        stop = min(_reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax), s_hi[I] + d)
+        if stop < first:
+            continue
+        J = c_pair_j[q]
+        td = c_t[q] * d
+        src = g[I]
+        dst = g[J]
+        for s in range(first, stop + 1):
+            dst[s] = min(dst[s], src[s - d] + td)
+        if first < s_lo[J]:
+            s_lo[J] = first
+        if stop > s_hi[J]:
+            s_hi[J] = stop
+    for s in range(1, smax + 1):
+        if g[0, s] <= count:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr, yhi, cost,
+           sched, g, j_lo, j_hi):
+    """The combos of a plan found by the last :func:`_feasible` run, in pipeline order, with the s each
+    stage starts at. ``j_lo[J]:j_hi[J]`` are the combos whose stage starts at ideal J."""
+    out = np.empty((NI, 2), np.int64)
+    s0 = -1
+    c0 = -1
+    for s in range(1, smax + 1):
+        for c in range(C1):
+            if s0 < 0 and g[0, s, c] <= counts[last]:
+                s0 = s
+                c0 = c
+    J = 0
+    s = s0
+    c = c0
+    m = 0
+    while J != NI - 1:
+        found = -1
+        for q in range(j_lo[J], j_hi[J]):
+            d = c_d[q]
+            if d > s or _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax) < s:
+                continue
+            k = c_k[q]
+            td = c_t[q] * d
+            I = c_pair_i[q]
+            if k == last:
+                if g[I, s - d, c] + td == g[J, s, c]:
+                    found = q
+                    break
+            else:
+                digit = (c // strides[k]) % (counts[k] + 1)
+                if digit >= td and g[I, s - d, c - td * strides[k]] == g[J, s, c]:
+                    found = q
+                    break
+        if found < 0:
+            return out[:0]
+        out[m, 0] = found
+        out[m, 1] = s
+        m += 1
+        if c_k[found] != last:
+            c -= c_t[found] * c_d[found] * strides[c_k[found]]
+        s -= c_d[found]
+        J = c_pair_i[found]
+    return out[:m]
+
+
+# --------------------------------------------------------------------------- driver
+@dataclass(frozen=True, eq=False)
+class ReplicatedResult:
+    """The plan found, its evaluation (by :func:`graphs.parallel.evaluate_plan`) and the status."""
+
+    plan: list[Stage] | None
+    evaluation: PlanEvaluation | None
+    objective: float
+    status: Status
+    time: float
+    message: str = ""
+    stats: dict | None = None
+
+
+def _arrays(problem: ParallelProblem):
+    g = problem.graph
+    K = len(problem.kinds)
+    tvals = sorted({v.t for v in g.variants})
+    T = len(tvals)
+    n = g.num_nodes
+    opt_ptr = np.zeros(n * K * T + 1, np.int64)
+    same_params = np.ones(n * K * T, np.bool_)
+    opt_var: list[int] = []
+    for u in range(n):
+        for k in range(K):
+            for ti, t in enumerate(tvals):
+                vids = g.options.get((u, k, t), ())
+                opt_var.extend(vids)
+                opt_ptr[(u * K + k) * T + ti + 1] = len(opt_var)
+                same_params[(u * K + k) * T + ti] = len({g.variants[v].params for v in vids}) <= 1
+    vs = g.variants
+    sy_ptr = [0]
+    sy_tensor, sy_time, sy_dir = [], [], []
+    for v in vs:
+        for e, x in v.sync_in.items():
+            sy_tensor.append(e)
+            sy_time.append(x)
+            sy_dir.append(0)
+        for e, x in v.sync_out.items():
+            sy_tensor.append(e)
+            sy_time.append(x)
+            sy_dir.append(1)
+        sy_ptr.append(len(sy_tensor))
+    total = sum(k.count for k in problem.kinds)
+    bw_res = np.ones((K, total + 1))
+    for k, kind in enumerate(problem.kinds):
+        for m in range(1, total + 1):
+            bw_res[k, m] = resync_bandwidth(kind, m)
+    return dict(
+        tvals=np.array(tvals, np.int64), opt_ptr=opt_ptr, same_params=same_params,
+        opt_var=np.array(opt_var, np.int64),
+        v_time=np.array([v.time for v in vs]), v_params=np.array([v.params for v in vs]),
+        v_a=np.array([v.a for v in vs]), v_b=np.array([v.b for v in vs]), v_w=np.array([v.w for v in vs]),
+        sy_ptr=np.array(sy_ptr, np.int64), sy_tensor=np.array(sy_tensor, np.int64),
+        sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
+
+
+def _node_minmem(problem: ParallelProblem, tvals, dvals):
+    """Per (kind, t) and node: smallest memory at y = 1 and fastest time (inf: unsupported); whether the
+    (kind, t) is usable, its kind's capacity and the largest d it allows."""
+    g = problem.graph
+    K, T, n = len(problem.kinds), len(tvals), g.num_nodes
+    mm = np.full((K * T, n), np.inf)
+    mt = np.full((K * T, n), np.inf)
+    for (u, k, t), vids in g.options.items():
+        ti = int(np.searchsorted(tvals, t))
+        mm[k * T + ti, u] = min(g.variants[v].a + g.variants[v].b for v in vids)
+        mt[k * T + ti, u] = min(g.variants[v].time for v in vids)
+    dmax = np.array([max([int(d) for d in dvals if d * tvals[ti] <= problem.kinds[k].count], default=0)
+                     for k in range(K) for ti in range(T)], np.int64)
+    ok = dmax > 0
+    caps = np.array([problem.kinds[k].capacity for k in range(K) for _ in range(T)])
+    return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
+
+
+def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, tvals) -> str:
+    """Why no plan fits when every node fits some device alone (``mm``: per (kind, t) and node, the
+    smallest memory per device at one micro-batch in flight): the least memory all nodes need together
+    against what all devices hold, else the node whose smallest memory is the largest."""
+    g = problem.graph
+    usable = np.where(kt_ok[:, None], mm, np.inf)
+    t_of = np.tile(np.asarray(tvals, float), len(problem.kinds))[:, None]
+    need = float((usable * t_of).min(axis=0).sum())  # a t-way stage holds the node on t devices
+    have = float(sum(k.count * k.capacity for k in problem.kinds))
+    if need > have * (1 + 1e-12):
+        return (f"every node at its smallest variant with one micro-batch in flight needs {need:.4g} bytes "
+                f"in all, the {sum(k.count for k in problem.kinds)} device(s) hold {have:.4g} bytes")
+    smallest = usable.min(axis=0)
+    u = int(np.argmax(smallest))
+    kt = int(np.argmin(usable[:, u]))
+    kind = problem.kinds[kt // len(tvals)]
+    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of a "
+            f"{kind.name}'s {kind.capacity:.4g} bytes), but no split into stages fits: under "
+            f"{problem.schedule} a stage holds several of the {problem.microbatches} micro-batches in "
+            f"flight, and the devices bound the stages and replicas")
+
+
+def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
+                  max_steps: int = 50_000_000, upper_bound: float = math.inf) -> ReplicatedResult:
+    """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
+
+    A first pass over the prefixes of one topological order (a chain of ideals, cheap) gives a plan whose
+    value bounds the optimum; the full pass then skips every stage option above it."""
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    g = problem.graph
+    upper_bound = min(upper_bound, _one_stage_bound(problem))
+    order = topological_order(g.num_nodes, g.src, g.dst)
+    best: ReplicatedResult | None = None  # the best plan of a restricted pass (a bound, not proven)
+
+    def restricted(lattice) -> None:
+        nonlocal best, upper_bound
+        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+        if r.plan is not None and (best is None or r.objective < best.objective):
+            best = r
+            upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
+
+    def fallback(why: str) -> ReplicatedResult:
+        if best is None:
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                    f"{why}; no plan found", {})
+        return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
+                                time.perf_counter() - t0,
+                                f"{why}; the best plan over one topological order is returned (not proven "
+                                "optimal)", dict(best.stats or {}))
+
+    if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
+        restricted(_sub_chain(g.num_nodes, order, 16))
+        if g.num_nodes > 64:
+            restricted(_sub_chain(g.num_nodes, order, 40))
+    try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
+        lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=min(max_ideals, 2 * g.num_nodes + 2),
+                                   deadline=deadline)
+    except ProblemTooLargeError:
+        restricted(chain_ideals(g.num_nodes, order))
+        try:
+            lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
+        except ProblemTooLargeError as e:
+            return fallback(str(e))
+    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+    if full.plan is None and best is not None:
+        # only a limit can get here: the restricted passes' plans are plans of the full lattice
+        return fallback(full.message)
+    if full.stats is not None and best is not None:
+        full.stats["chain_bound"] = best.objective
+    return full
+
+
+def _sub_chain(n: int, order: np.ndarray, m: int) -> IdealLattice:
+    """About ``m`` evenly spaced prefixes of a topological order (and the empty and full sets), as a
+    chain lattice whose ideals differ by several nodes (``added`` is -1)."""
+    full = chain_ideals(n, order)
+    keep = np.unique(np.linspace(0, n, min(m, n) + 1).round().astype(np.int64))
+    N = keep.size
+    return IdealLattice(num_items=n, bits=full.bits[keep].copy(), parent=np.arange(-1, N - 1, dtype=np.int64),
+                        added=np.concatenate([[-1], np.full(N - 1, -1, np.int64)]),
+                        down_ptr=np.concatenate([[0], np.arange(N, dtype=np.int64)]),
+                        down_idx=np.arange(0, N - 1, dtype=np.int64))
+
+
+def _one_stage_bound(problem: ParallelProblem) -> float:
+    """The best plan with the whole graph in one stage (every kind, t, and the largest d): a cheap upper
+    bound that prunes the chain pass (often the optimum when replication pays)."""
+    g = problem.graph
+    nodes = list(range(g.num_nodes))
+    best = math.inf
+    for k, kind in enumerate(problem.kinds):
+        for t in g.degrees(k):
+            if any((u, k, t) not in g.options for u in nodes):
+                continue
+            ds = [d for d in problem.replica_degrees() if t * d <= kind.count]
+            if not ds:
+                continue
+            d = ds[-1]
+            from graphs.parallel import in_flight
+
+            y = in_flight(problem.schedule, d, d, problem.microbatches)
+            vs = _best_variants(problem, nodes, k, t, d, y)
+            if len(vs) != len(nodes):
+                continue
+            ev = evaluate_plan(problem, [Stage(tuple(nodes), k, d, t, tuple(vs))])
+            if ev.valid:
+                best = min(best, ev.objective * (1 + 1e-9))
+    return best
+
+
+def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
+         t0: float) -> ReplicatedResult:
+    g = problem.graph
+    n = g.num_nodes
+    K = len(problem.kinds)
+    N = problem.microbatches
+    sched = SCHEDULES.index(problem.schedule)
+    counts = np.array([k.count for k in problem.kinds], np.int64)
+    caps = np.array([k.capacity for k in problem.kinds])
+    dvals = np.array(problem.replica_degrees(), np.int64)
+    smax = int(min(N, counts.sum()))
+    arr = _arrays(problem)
+    NI = lattice.num_ideals
+    bits = lattice.bits
+    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
+    # per-ideal sums of each node's smallest memory, fastest time and unsupported count, per (kind, t)
+    KT = mm.shape[0]
+    pre_mem = np.zeros((NI, KT))
+    pre_time = np.zeros((NI, KT))
+    pre_uns = np.zeros((NI, KT), np.int64)
+    fin = np.isfinite(mm)
+    for i in range(1, NI):
+        p, v = lattice.parent[i], lattice.added[i]
+        if v < 0:  # a coarse chain: the ideal's own members
+            v = lattice.members(i)
+            pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
+            pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
+            pre_uns[i] = (~fin[:, v]).sum(axis=1)
+            continue
+        pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
+        pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
+        pre_uns[i] = pre_uns[p] + ~fin[:, v]
+    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
+    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
+                    np.inf).min(axis=0, initial=np.inf)
+    work = np.where(np.isfinite(work), work, 0.0)
+    pre_work = np.zeros(NI)
+    for i in range(1, NI):
+        v = lattice.added[i]
+        pre_work[i] = work[lattice.members(i)].sum() if v < 0 else pre_work[lattice.parent[i]] + work[v]
+    total_devices = int(counts.sum())
+    kt_t = np.tile(arr["tvals"], K)
+    kt_count = np.repeat(counts, len(arr["tvals"]))
+    # the pairs' budget: max_steps, and what the time left allows (about 5 million pairs a second)
+    limit = max_steps
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                    "time limit reached")
+        limit = int(min(limit, left * 5e6))
+    walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
+            float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
+    npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
+    if npairs > limit:
+        return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                f"more than {limit:,} candidate stages; the exact DP would not fit the "
+                                f"{'time limit' if limit < max_steps else 'budget'}")
+    pair_i = np.empty(npairs, np.int64)
+    pair_j = np.empty(npairs, np.int64)
+    _enumerate_pairs(True, pair_i, pair_j, n, *walk, npairs)
+    # stages ordered by their first ideal J descending, as the feasibility DP needs
+    o = np.argsort(-pair_j, kind="stable")
+    pair_i, pair_j = pair_i[o], pair_j[o]
+
+    size = 1 << 16
+    o_pair = np.empty(size, np.int64)
+    o_k = np.empty(size, np.int64)
+    o_t = np.empty(size, np.int64)
+    o_d = np.empty(size, np.int64)
+    o_sp = np.zeros(size + 1, np.int64)
+    o_yhi = np.empty(size, np.int64)
+    o_cost = np.empty(size)
+    cnt = scnt = 0
+    start = 0
+    chunk = 4096
+    while start < npairs:
+        if deadline is not None and time.perf_counter() > deadline:
+            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                    "time limit reached while computing stage costs")
+        stop = min(npairs, start + chunk)
+        nxt, cnt, scnt = _all_steps(
+            start, pair_i[:stop], pair_j[:stop], bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
+            arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
+            arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
+            g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
+            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+        if nxt < stop:  # output full: grow and redo that pair
+            if max(o_k.size, o_yhi.size) * 2 > max_steps:
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                        f"more than {max_steps:,} stage options; the exact DP would not "
+                                        f"fit the budget")
+            o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))
+            o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
+            o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
+        start = nxt
+    pairs = npairs
+    c_k, c_t, c_d = o_k[:cnt].copy(), o_t[:cnt].copy(), o_d[:cnt].copy()
+    step_ptr = o_sp[:cnt + 1].copy()
+    yhi, cost = o_yhi[:scnt].copy(), o_cost[:scnt].copy()
+    c_pair_i = pair_i[o_pair[:cnt]]
+    c_pair_j = pair_j[o_pair[:cnt]]
+
+    last = K - 1
+    radix = counts[:last] + 1
+    C1 = int(np.prod(radix)) if last else 1
+    strides = np.ones(K, np.int64)
+    for k in range(1, last):
+        strides[k] = strides[k - 1] * radix[k - 1]
+    digits = np.zeros((C1, K), np.int64)
+    for k in range(last):
+        digits[:, k] = (np.arange(C1) // strides[k]) % radix[k]
+    gt = np.empty((NI, smax + 1, C1), np.int64)
+    j_lo = np.searchsorted(-c_pair_j, -np.arange(NI), side="left")
+    j_hi = np.searchsorted(-c_pair_j, -np.arange(NI), side="right")
+    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0}
+
+    def feasible(tau: float) -> bool:
+        stats["dp_runs"] += 1
+        if C1 == 1:
+            return bool(_feasible1(tau, NI, smax, int(counts[last]), c_pair_i, c_pair_j, c_t, c_d, step_ptr,
+                                   yhi, cost, sched, gt.reshape(NI, smax + 1)))
+        return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
+                              c_d, step_ptr, yhi, cost, sched, gt))
+
+    def recover(tau: float) -> list[Stage]:
+        raw = _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr,
+                     yhi, cost, sched, gt, j_lo, j_hi)
+        if raw.shape[0] == 0:
+            raise AssertionError("dp-replicated: no plan could be traced back from a feasible table")
+        return _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
+                                        int(c_d[q]), int(s)) for q, s in raw])
+
+    cands = np.unique(cost)
+    elapsed = time.perf_counter() - t0
+    if cands.size == 0 or not feasible(float(cands[-1])):
+        why = ("no stage fits a device's memory" if cands.size == 0
+               else "no plan fits the devices' memory and counts")
+        # name the nodes that fit nowhere even alone, at their smallest variant and one micro-batch
+        alone = np.where(kt_ok[:, None], mm, np.inf) > caps_kt[:, None]
+        bad = np.flatnonzero(alone.all(axis=0)) if mm.shape[0] else np.arange(n)
+        if bad.size:
+            smallest = np.where(kt_ok[:, None], mm, np.inf).min(axis=0, initial=np.inf)
+            shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
+            why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
+                    f"(largest memory {caps_kt.max(initial=0):.4g})")
+        elif mm.shape[0]:
+            why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
+        if math.isfinite(upper_bound):
+            why += f" with every stage at most {upper_bound:g}"
+        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
+                                stats)
+    plan = recover(float(cands[-1]))
+    ev = evaluate_plan(problem, plan)
+    # every plan's largest stage is at least the total work over all devices
+    lo = int(np.searchsorted(cands, pre_work[-1] / max(1, total_devices) * (1 - 1e-9), side="left"))
+    hi = int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    lo = min(lo, max(hi, 0))
+    hi = max(hi, 0)
+    best_plan, best_ev = plan, ev
+    while lo < hi:
+        if deadline is not None and time.perf_counter() > deadline:
+            elapsed = time.perf_counter() - t0
+            return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
+                                    f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
+                                    stats)
+        mid = (lo + hi) // 2
+        if feasible(float(cands[mid])):
+            plan = recover(float(cands[mid]))
+            ev = evaluate_plan(problem, plan)
+            if ev.objective < best_ev.objective:
+                best_plan, best_ev = plan, ev
+            hi = min(mid, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1)
+            hi = max(hi, lo)
+        else:
+            lo = mid + 1
+    elapsed = time.perf_counter() - t0
+    stats["lower_bound"] = float(cands[lo])
+    if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
+        raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
+    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
+
+
+def _stages(problem, bits, raw) -> list[Stage]:
+    """Stages from ``(J, I, kind, t, d, s)`` tuples, the variants re-chosen (exactly) at each stage's
+    actual in-flight count."""
+    from graphs.parallel import in_flight
+
+    g = problem.graph
+    plan = []
+    n = g.num_nodes
+    for J, I, k, t, d, s in raw:
+        nodes = [u for u in range(n) if (int(bits[I, u >> 6]) >> (u & 63)) & 1
+                 and not (int(bits[J, u >> 6]) >> (u & 63)) & 1]
+        y = in_flight(problem.schedule, d, s, problem.microbatches)
+        plan.append(Stage(tuple(nodes), k, d, t, tuple(_best_variants(problem, nodes, k, t, d, y))))
+    return plan
+
+
+def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d: int, y: int) -> list[int]:
+    """Exact best variants of a stage at in-flight ``y`` (the same knapsack as the DP's)."""
+    g = problem.graph
+    inside = np.zeros(g.num_nodes, bool)
+    inside[nodes] = True
+    from graphs.parallel import _crossing, weight_versions
+
+    enter, leave = _crossing(g, inside)
+    kind = problem.kinds[k]
+    N = problem.microbatches
+    res = 4.0 * (d - 1) / d / N / resync_bandwidth(kind, t * d) if d > 1 else 0.0
+    ver = weight_versions(problem.schedule, y)
+    choices, vids = [], []
+    for u in nodes:
+        opts = g.options[(u, k, t)]
+        row = []
+        for vi in opts:
+            v = g.variants[vi]
+            x = v.time + sum(x for e, x in v.sync_in.items() if enter[e]) + \
+                sum(x for e, x in v.sync_out.items() if leave[e])
+            row.append((x / d + res * v.params, v.a * y + v.b + (ver - 1) * v.w))
+        choices.append(row)
+        vids.append(opts)
+    _, pick = knapsack(choices, kind.capacity)
+    return [vids[i][j] for i, j in enumerate(pick)]
+
+
+# --------------------------------------------------------------------------- common solver signature
+def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
+    """The registry's form: the pipeline-only model of an :class:`~graphs.model.OpGraph` (no parameter
+    sizes, so ``d = t = 1``), solved by the replicated DP; the assignment gives each stage one device."""
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        raise InputError(f"dp-replicated minimises max-load; objective {options.objective!r} is not "
+                         f"supported")
+    problem, item_of = from_opgraph(graph, cluster)
+    r = solve_problem(problem, time_limit=options.time_limit,
+                      max_ideals=int(options.raw.get("max_ideals", 3_000_000)))
+    stats = dict(r.stats or {})
+    if r.plan is None:
+        return Solution(None, math.inf, r.status, "dp-replicated", time=r.time, message=r.message,
+                        stats=stats)
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    nxt = np.zeros(len(cluster.kinds), np.int64)
+    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
+    for st in r.plan:
+        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
+        nxt[st.kind] += 1
+    stats["plan"] = r.plan
+    bound = r.objective if r.status == Status.OPTIMAL else stats.get("lower_bound")
+    gap = 0.0 if r.status == Status.OPTIMAL else None
+    return Solution(item_dev[item_of], r.objective, r.status, "dp-replicated", bound=bound, gap=gap,
+                    time=r.time, message=r.message, stats=stats)

@@ -1,0 +1,367 @@
+"""Baselines on the replicated model (:mod:`graphs.parallel`): PipeDream's own planner and pure data
+parallelism.
+
+**PipeDream's planner** (Narayanan et al., SOSP 2019, §3.1): the graph is linearised and a dynamic
+program over its layer prefixes and worker counts splits it into stages, choosing each stage's
+replication. Here:
+
+1. *linearise* as :mod:`solvers.pipedream` does: view the DAG as undirected, merge the tails of the edges
+   of every biconnected component into one group (merging further where that would leave a cycle
+   between groups; the out-edges of input nodes that compute nothing and hold no parameters are left
+   out of this step, as the profiler PipeDream plans from does not see them) and walk the groups in a
+   topological order that always continues with the most recently readied group;
+2. per device kind (PipeDream assumes identical workers), the DP over the prefixes of that walk and the
+   devices used. PipeDream writes it over prefixes, ``A(j, m) = min max(A(i, m - m'), T(i+1..j, m'))``;
+   it is run here over suffixes, ``F(i, s) = min over (j, d) of max(T(i..j, d), F(j, s - d))``, so that
+   a stage knows how many replicas follow it: with ``t = 1`` the devices a suffix uses are the sum of
+   its data-parallel degrees, which sets the stage's in-flight micro-batches (and so its memory) under
+   every schedule. ``T`` is the stage's time per sample in the model of :mod:`graphs.parallel` (not
+   PipeDream's overlap model), so the plans are judged by the same evaluator as every other solver's;
+3. PipeDream has no tensor parallelism and no recomputation: every node runs its fastest variant with
+   ``t = 1`` (ties: the least memory). A kind on which some node has no ``t = 1`` variant is skipped.
+
+The best plan over the kinds is returned with status ``feasible`` (a baseline, never called optimal) and
+checked by :func:`graphs.parallel.evaluate_plan`.
+
+**When it equals the exact optimum** (``dp-replicated``): the DP itself is exact over its own space, so
+it matches the optimum whenever the optimum lies in that space: the graph is a path (its ideals are
+exactly the prefixes of the walk, and no biconnected component has two tails), there is one device
+kind, every variant has ``t = 1``, and every node's fastest variant is no worse than its others in time,
+parameters, memory and sync terms (one variant per node, for instance).
+
+**Pure data parallelism** (:func:`data_parallel`): the whole graph as one stage on the devices of one
+kind, ``d`` the largest allowed degree (a divisor of ``N`` up to the kind's count and the replica limit),
+``t = 1`` and the variants of least time per sample that fit the kind's memory (an exact knapsack: a
+node may recompute its activations to fit; this is a data-parallel baseline, not PipeDream's); the
+best kind whose memory it fits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import networkx as nx
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.order import topological_order
+from graphs.parallel import (
+    ParallelGraph,
+    ParallelProblem,
+    Stage,
+    evaluate_plan,
+    from_opgraph,
+    in_flight,
+    resync_bandwidth,
+    stage_memory,
+    weight_versions,
+)
+
+from .base import Solution, SolveOptions, Status
+from .dp_replicated import ReplicatedResult, knapsack
+
+__all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve"]
+
+_MEMORY_RTOL = 1e-9  # as graphs.parallel's evaluator
+
+
+# --------------------------------------------------------------------------- linearisation
+def linearise(g: ParallelGraph) -> list[list[int]]:
+    """Groups of nodes in pipeline order: the tails of every biconnected component merged (and any
+    cycle between groups merged away), walked depth-first (the most recently readied group next)."""
+    n = g.num_nodes
+    root = list(range(n))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    # PipeDream's profiler sees layers, not the input tensors: the out-edges of inputs that compute
+    # nothing and hold no parameters (Piper's "tensor" nodes, e.g. BERT's mask read by every layer)
+    # would make the whole graph one biconnected component, so they are left out of this step
+    has_pred = np.zeros(n, bool)
+    has_pred[g.dst] = True
+    idle = np.ones(n, bool)
+    for v in g.variants:
+        if v.time > 0 or v.params > 0:
+            idle[v.node] = False
+    tails: dict[frozenset, list[int]] = {}
+    for a, b in zip(g.src.tolist(), g.dst.tolist()):
+        if not has_pred[a] and idle[a]:
+            continue
+        tails.setdefault(frozenset((a, b)), []).append(a)
+    und = nx.Graph()
+    und.add_nodes_from(range(n))
+    und.add_edges_from(tuple(e) for e in tails)
+    for comp in nx.biconnected_component_edges(und):
+        ts = [t for e in comp for t in tails[frozenset(e)]]
+        for t in ts[1:]:
+            a, b = find(ts[0]), find(t)
+            if a != b:
+                root[max(a, b)] = min(a, b)
+    label = np.array([find(u) for u in range(n)], np.int64)
+    # merging can close a cycle between groups: merge each strongly connected component of groups
+    dg = nx.DiGraph()
+    dg.add_nodes_from(np.unique(label).tolist())
+    dg.add_edges_from((int(a), int(b)) for a, b in zip(label[g.src], label[g.dst]) if a != b)
+    cond = nx.condensation(dg)
+    comp_of = cond.graph["mapping"]
+    group = np.array([comp_of[int(x)] for x in label], np.int64)
+    G = cond.number_of_nodes()
+    gs, gd = group[g.src], group[g.dst]
+    keep = gs != gd
+    first = np.full(G, n, np.int64)
+    np.minimum.at(first, group, np.arange(n))
+    order = topological_order(G, gs[keep], gd[keep], key=-first)  # smallest first node taken first
+    return [np.flatnonzero(group == c).tolist() for c in order.tolist()]
+
+
+def fastest_variants(problem: ParallelProblem, k: int) -> list[int] | None:
+    """Every node's fastest ``t = 1`` variant on kind ``k`` (ties: the least memory at one micro-batch,
+    then the first listed); ``None`` when some node has none."""
+    g = problem.graph
+    out = []
+    for u in range(g.num_nodes):
+        opts = g.options.get((u, k, 1))
+        if not opts:
+            return None
+        out.append(min(opts, key=lambda v: (g.variants[v].time, g.variants[v].a + g.variants[v].b)))
+    return out
+
+
+# --------------------------------------------------------------------------- stage costs on a chain
+def _chain_costs(problem: ParallelProblem, groups: list[list[int]], k: int, var: list[int], deadline):
+    """For every stage ``[i, j)`` of the chain of groups: per-sample work (compute plus crossing tensors
+    and sync terms, not yet divided by ``d``) and summed ``params``, ``A``, ``B``, ``W``. ``None`` on
+    the deadline."""
+    g = problem.graph
+    m = len(groups)
+    M = g.num_tensors
+    vs = [g.variants[v] for v in var]
+    ttime = g.tensor_time[k]
+    n_cons = np.diff(g.tensor_ptr).tolist()
+    produced = [[] for _ in range(g.num_nodes)]
+    consumed = [[] for _ in range(g.num_nodes)]
+    for e in range(M):
+        produced[int(g.tensor_src[e])].append(e)
+        for v in g.consumers(e).tolist():
+            consumed[v].append(e)
+    work = np.full((m + 1, m + 1), np.nan)
+    sums = np.zeros((4, m + 1, m + 1))  # params, a, b, w
+    for i in range(m):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        src_in = [False] * M
+        cons_in = [0] * M
+        sin = [0.0] * M
+        sout = [0.0] * M
+        comm = comp = params = a = b = w = 0.0
+
+        def contrib(e: int, src_in=src_in, cons_in=cons_in, sin=sin, sout=sout) -> float:
+            enter = not src_in[e] and cons_in[e] > 0
+            leave = src_in[e] and cons_in[e] < n_cons[e]
+            return (ttime[e] + sin[e] if enter else 0.0) + (ttime[e] + sout[e] if leave else 0.0)
+
+        for j in range(i, m):
+            for u in groups[j]:
+                v = vs[u]
+                comp += v.time
+                params += v.params
+                a += v.a
+                b += v.b
+                w += v.w
+                touched = set(produced[u]) | set(consumed[u]) | set(v.sync_in) | set(v.sync_out)
+                for e in touched:
+                    comm -= contrib(e)
+                for e in produced[u]:
+                    src_in[e] = True
+                for e in consumed[u]:
+                    cons_in[e] += 1
+                for e, x in v.sync_in.items():
+                    sin[e] += x
+                for e, x in v.sync_out.items():
+                    sout[e] += x
+                for e in touched:
+                    comm += contrib(e)
+            work[i, j + 1] = comp + comm
+            sums[:, i, j + 1] = (params, a, b, w)
+    return work, sums
+
+
+# --------------------------------------------------------------------------- the planner
+def _plan_on_kind(problem: ParallelProblem, groups, k: int, var: list[int], deadline):
+    """PipeDream's DP on kind ``k``: ``(value, plan)``, ``(inf, None)`` when nothing fits, ``None`` on the
+    deadline."""
+    kind = problem.kinds[k]
+    N, sched = problem.microbatches, problem.schedule
+    S = min(kind.count, N)
+    dvals = [d for d in problem.replica_degrees() if d <= S]
+    m = len(groups)
+    if S < 1 or not dvals:
+        return math.inf, None
+    costs = _chain_costs(problem, groups, k, var, deadline)
+    if costs is None:
+        return None
+    work, sums = costs
+    cap = kind.capacity * (1 + _MEMORY_RTOL)
+    F = np.full((m + 1, S + 1), np.inf)
+    F[m, 0] = 0.0
+    choice_j = np.zeros((m + 1, S + 1), np.int64)
+    choice_d = np.zeros((m + 1, S + 1), np.int64)
+    # per degree d: the suffix sums s = d..S a stage can head, its in-flight y and extra weight versions
+    ladder = {}
+    for d in dvals:
+        s = np.arange(d, S + 1)
+        y = np.array([in_flight(sched, d, int(x), N) for x in s], np.int64)
+        ver = np.array([weight_versions(sched, int(x)) for x in y], np.int64)
+        ladder[d] = (s, y, ver - 1, 4.0 * (d - 1) / d / N / resync_bandwidth(kind, d))
+    for i in range(m - 1, -1, -1):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        for j in range(i + 1, m + 1):
+            params, a, b, w = sums[:, i, j]
+            for d in dvals:
+                s, y, extra, res = ladder[d]
+                cost = work[i, j] / d + res * params
+                if j == m:  # the last stage: nothing follows
+                    s, y, extra = s[:1], y[:1], extra[:1]
+                fits = a * y + b + extra * w <= cap
+                val = np.maximum(cost, F[j, s - d])
+                better = fits & (val < F[i, s])
+                if better.any():
+                    sb = s[better]
+                    F[i, sb] = val[better]
+                    choice_j[i, sb] = j
+                    choice_d[i, sb] = d
+    s0 = int(np.argmin(F[0, 1:])) + 1
+    best = float(F[0, s0])
+    if not math.isfinite(best):
+        return math.inf, None
+    plan, i, s = [], 0, s0
+    while i < m:
+        j, d = int(choice_j[i, s]), int(choice_d[i, s])
+        nodes = sorted(u for q in range(i, j) for u in groups[q])
+        plan.append(Stage(tuple(nodes), k, d, 1, tuple(var[u] for u in nodes)))
+        i, s = j, s - d
+    return best, plan
+
+
+def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) -> ReplicatedResult:
+    """PipeDream's planner on ``problem`` (see the module doc): the best plan over the device kinds."""
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    groups = linearise(problem.graph)
+    best_plan, best_ev, why = None, None, []
+    for k, kind in enumerate(problem.kinds):
+        var = fastest_variants(problem, k)
+        if var is None:
+            why.append(f"{kind.name}: some node has no variant with tensor-parallel degree 1")
+            continue
+        r = _plan_on_kind(problem, groups, k, var, deadline)
+        if r is None:
+            msg = "time limit reached"
+            if best_plan is None:
+                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0, msg)
+            return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
+                                    time.perf_counter() - t0, msg + "; best plan over the kinds tried so far")
+        _, plan = r
+        if plan is None:
+            why.append(f"{kind.name}: no split of the linearised graph fits the memory")
+            continue
+        ev = evaluate_plan(problem, plan)
+        if ev.problems:  # the evaluator is the judge
+            raise AssertionError(f"pipedream-replicated produced an invalid plan: {ev.problems}")
+        if best_ev is None or ev.objective < best_ev.objective:
+            best_plan, best_ev = plan, ev
+    stats = {"groups": len(groups)}
+    if best_plan is None:
+        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0,
+                                "; ".join(why) or "no device kind", stats)
+    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
+                            f"PipeDream's planner over {len(groups)} linearised groups", stats)
+
+
+def fitting_variants(problem: ParallelProblem, k: int, d: int) -> list[int] | None:
+    """Every node's ``t = 1`` variant on kind ``k`` for one stage holding the whole graph with ``d``
+    replicas: the least time per sample whose memory (at the stage's in-flight count under the schedule)
+    fits the kind, by the exact multiple-choice knapsack; ``None`` when some node has no variant or
+    nothing fits. With no tensor crossing the stage, its time per sample is a sum over nodes of
+    ``time / d`` plus the resync of ``params`` (:func:`graphs.parallel.evaluate_plan`), so the knapsack
+    is exact."""
+    g = problem.graph
+    N = problem.microbatches
+    y = in_flight(problem.schedule, d, d, N)
+    kind = problem.kinds[k]
+    per_param = 4.0 * (d - 1) / d / N / resync_bandwidth(kind, d) if d > 1 else 0.0
+    choices, vids = [], []
+    for u in range(g.num_nodes):
+        opts = g.options.get((u, k, 1))
+        if not opts:
+            return None
+        vs = [g.variants[v] for v in opts]
+        choices.append([(x.time / d + per_param * x.params,
+                         stage_memory(problem.schedule, y, x.a, x.b, x.w)[2]) for x in vs])
+        vids.append(opts)
+    _, pick = knapsack(choices, problem.kinds[k].capacity)
+    return [vids[u][j] for u, j in enumerate(pick)] if pick else None
+
+
+def data_parallel(problem: ParallelProblem) -> ReplicatedResult:
+    """Pure data parallelism: one stage holding every node on the devices of one kind (see the module
+    doc); the best kind whose memory it fits."""
+    t0 = time.perf_counter()
+    g = problem.graph
+    nodes = tuple(range(g.num_nodes))
+    best_plan, best_ev, why = None, None, []
+    for k, kind in enumerate(problem.kinds):
+        ds = [d for d in problem.replica_degrees() if d <= kind.count]
+        if not ds:
+            why.append(f"{kind.name}: no device")
+            continue
+        if fastest_variants(problem, k) is None:
+            why.append(f"{kind.name}: some node has no variant with tensor-parallel degree 1")
+            continue
+        var = fitting_variants(problem, k, ds[-1])
+        if var is None:  # nothing fits: the fastest variants, for the evaluator to say by how much
+            var = fastest_variants(problem, k)
+        plan = [Stage(nodes, k, ds[-1], 1, tuple(var))]
+        ev = evaluate_plan(problem, plan)
+        if ev.problems:
+            why.append(f"{kind.name}: " + "; ".join(ev.problems))
+            continue
+        if best_ev is None or ev.objective < best_ev.objective:
+            best_plan, best_ev = plan, ev
+    if best_plan is None:
+        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0,
+                                "pure data parallelism does not fit: " + ("; ".join(why) or "no device kind"))
+    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
+                            f"one stage, {best_plan[0].d} replicas")
+
+
+# --------------------------------------------------------------------------- common solver signature
+def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
+    """The registry's form: PipeDream's planner on the pipeline-only model of an
+    :class:`~graphs.model.OpGraph` (:func:`graphs.parallel.from_opgraph`: no parameter sizes, so
+    ``d = 1``); the assignment gives each stage one device of its kind."""
+    options = options or SolveOptions()
+    if options.objective != "max-load":
+        raise InputError(f"pipedream-replicated minimises max-load; objective {options.objective!r} is not "
+                         f"supported")
+    problem, item_of = from_opgraph(graph, cluster)
+    r = solve_problem(problem, time_limit=options.time_limit)
+    stats = dict(r.stats or {})
+    if r.plan is None:
+        return Solution(None, math.inf, r.status, "pipedream-replicated", time=r.time, message=r.message,
+                        stats=stats)
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    nxt = np.zeros(len(cluster.kinds), np.int64)
+    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
+    for st in r.plan:
+        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.d
+    stats["plan"] = r.plan
+    return Solution(item_dev[item_of], r.objective, Status.FEASIBLE, "pipedream-replicated", time=r.time,
+                    message=r.message, stats=stats)

@@ -1,0 +1,120 @@
+"""``auto`` on the replicated model (solvers/auto_replicated.py) and the chain coarsening it uses
+(graphs/parallel_coarsen.py): never better than the exact DP's optimum, equal when the exact path runs,
+labels that say what was proven, coarse plans that map back to valid plans of the same value."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphs.parallel import SCHEDULES, evaluate_plan
+from graphs.parallel_coarsen import merge_chains
+from solvers.auto_replicated import LABELS, solve_problem
+from solvers.base import SolveOptions, Status
+from solvers.dp_replicated import solve_problem as dp_solve
+from solvers.registry import get_solver
+from tests.test_dp_replicated import random_problem
+from tests.test_ip_replicated import _chain_problem
+
+
+def test_coarse_plans_map_back_with_the_same_value():
+    rng = np.random.default_rng(21)
+    merged = checked = 0
+    for _ in range(150):
+        p = random_problem(rng)
+        co = merge_chains(p, 1)
+        merged += p.graph.num_nodes - co.problem.graph.num_nodes
+        assert sorted(u for m in co.members for u in m) == list(range(p.graph.num_nodes))
+        r = dp_solve(co.problem)
+        if r.plan is None:
+            continue
+        ev = evaluate_plan(p, co.expand(r.plan))
+        assert ev.valid, ev.problems
+        assert ev.objective == pytest.approx(r.objective, rel=1e-9, abs=1e-12)
+        assert ev.objective >= dp_solve(p).objective * (1 - 1e-9)
+        checked += 1
+    assert merged >= 10 and checked >= 50
+
+
+def test_chain_merges_multiply_variants_within_the_cap():
+    p = _chain_problem(n=10, devices=4, N=4)
+    co = merge_chains(p, 1, max_variants=4)  # two t=1 variants per node: pairs only (2 x 2 = 4)
+    assert co.problem.graph.num_nodes <= 7  # a matching of the 9 chain edges, greedily
+    assert all(len(m) <= 2 for m in co.members)
+    assert max(len(v) for v in co.problem.graph.options.values()) == 4
+    r = dp_solve(co.problem)
+    ev = evaluate_plan(p, co.expand(r.plan))
+    assert ev.valid and ev.objective == pytest.approx(r.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_exact_path_equals_the_dp(schedule):
+    rng = np.random.default_rng(100 + SCHEDULES.index(schedule))
+    for _ in range(20):
+        p = random_problem(rng).with_options(schedule=schedule)
+        want = dp_solve(p)
+        r = solve_problem(p)
+        assert r.stats["label"] == "exact" and r.stats["path"] == ["dp-replicated"]
+        assert r.status is want.status
+        if want.plan is not None:
+            assert r.objective == want.objective
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forced_coarsening_is_never_better_than_the_optimum(seed):
+    rng = np.random.default_rng(200 + seed)
+    labels = set()
+    for _ in range(20):
+        p = random_problem(rng)
+        want = dp_solve(p)
+        r = solve_problem(p, max_ideals=1, ip_time=5.0)  # no ideals fit: coarsening, then the MILP
+        assert r.stats["label"] in LABELS
+        labels.add(r.stats["label"])
+        assert "dp-replicated" not in r.stats["path"]
+        if r.plan is None:
+            assert want.plan is None or r.status is not Status.INFEASIBLE
+            continue
+        ev = evaluate_plan(p, r.plan)
+        assert ev.valid, ev.problems
+        assert r.objective == ev.objective
+        if want.plan is not None:
+            assert r.objective >= want.objective * (1 - 1e-9)
+            if r.status is Status.OPTIMAL:
+                assert r.stats["label"] == "exact"
+                assert r.objective == pytest.approx(want.objective, rel=1e-6)
+        else:
+            assert r.status is Status.INFEASIBLE
+    assert "exact" in labels
+
+
+def test_coarsened_without_refinement_is_labelled_so():
+    p = _chain_problem(n=30, devices=4, N=4)
+    r = solve_problem(p, max_ideals=20, refine=False)
+    assert r.stats["label"] == "exact-on-coarsened" and r.status is Status.FEASIBLE
+    assert any("merged nodes" in s for s in r.stats["path"])
+    assert evaluate_plan(p, r.plan).valid
+    assert r.objective >= dp_solve(p).objective * (1 - 1e-9)
+    refined = solve_problem(p, max_ideals=20, ip_time=2.0)  # the MILP starts from the coarse plan
+    assert refined.stats["path"][-1] == "ip-replicated" and refined.stats["label"] in LABELS
+    assert evaluate_plan(p, refined.plan).valid
+    assert dp_solve(p).objective * (1 - 1e-9) <= refined.objective <= r.objective
+    if refined.status is Status.FEASIBLE:
+        assert refined.stats["bound"] is not None and refined.stats["gap"] is not None
+
+
+def test_registry_form_equals_todays_dp():
+    from solvers.dp import solve as today
+    from tests.instances import random_instance
+
+    solver = get_solver("auto-replicated")
+    rng = np.random.default_rng(12)
+    for _ in range(15):
+        inst = random_instance(rng, max_items=5)
+        a = today(inst.graph, inst.cluster)
+        b = solver(inst.graph, inst.cluster, SolveOptions())
+        assert b.status is a.status
+        if a.status is Status.OPTIMAL:
+            assert b.objective == pytest.approx(a.objective, rel=1e-9)
+            assert b.stats["label"] == "exact" and math.isclose(b.bound, b.objective)

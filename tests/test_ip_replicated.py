@@ -1,0 +1,121 @@
+"""The contiguous MILP for replicated pipelines (solvers/ip_replicated.py): equal to the exact DP
+(dp-replicated, itself checked against brute force) on small random instances under every schedule,
+warm starts, honest statuses under a time limit, and the registry form on today's model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelGraph,
+    ParallelKind,
+    ParallelProblem,
+    Stage,
+    Variant,
+    evaluate_plan,
+)
+from solvers.base import SolveOptions, Status
+from solvers.dp_replicated import solve_problem as dp_solve
+from solvers.ip_replicated import solve_problem
+from solvers.registry import get_solver
+from tests.test_dp_replicated import random_problem
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_equals_the_exact_dp_on_random_instances(schedule):
+    rng = np.random.default_rng(SCHEDULES.index(schedule))
+    feasible = 0
+    for _ in range(40):
+        p = random_problem(rng).with_options(schedule=schedule)
+        want = dp_solve(p)
+        r = solve_problem(p, gap=1e-9)
+        if want.status is Status.INFEASIBLE:
+            assert r.status is Status.INFEASIBLE and r.plan is None
+            continue
+        feasible += 1
+        assert r.status is Status.OPTIMAL, r.message
+        ev = evaluate_plan(p, r.plan)
+        assert ev.valid, ev.problems
+        assert r.objective == ev.objective
+        assert r.objective == pytest.approx(want.objective, rel=1e-7, abs=1e-12)
+    assert feasible >= 20  # the comparison must not be vacuous
+
+
+def _chain_problem(n: int = 40, devices: int = 8, N: int = 8) -> ParallelProblem:
+    """A chain of ``n`` nodes, each with a vanilla and a recompute variant (t = 1) and a t = 2 split."""
+    rng = np.random.default_rng(5)
+    tensors = [(u, [u + 1], [float(rng.uniform(0.1, 0.5))]) for u in range(n - 1)]
+    V = []
+    for u in range(n):
+        x = float(rng.uniform(1, 3))
+        V.append(Variant(u, 0, 1, "vanilla", x, params=5.0, a=2.0, b=4.0, w=2.0))
+        V.append(Variant(u, 0, 1, "recompute", 1.3 * x, params=5.0, a=0.5, b=4.0, w=2.0))
+        V.append(Variant(u, 0, 2, "vanilla", 0.6 * x, params=2.5, a=1.0, b=2.0, w=1.0))
+    g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=1, edges=[], tensors=tensors,
+                            variants=V)
+    return ParallelProblem(g, (ParallelKind("gpu", devices, 60.0, bandwidth=10.0),), N, "1f1b")
+
+
+@pytest.mark.parametrize("start", ["dp-replicated", "pipedream-replicated"])
+def test_warm_start_is_used_and_never_lost(start):
+    p = _chain_problem(n=12, devices=4, N=4)
+    r = solve_problem(p, warm_start=start, time_limit=60)
+    assert r.stats["warm_start"] is not None
+    assert r.plan is not None and evaluate_plan(p, r.plan).valid
+    assert r.objective <= r.stats["warm_start"] * (1 + 1e-12)
+    if r.status is Status.OPTIMAL:
+        assert r.objective == pytest.approx(dp_solve(p).objective, rel=1e-6)
+
+
+def test_time_limit_gives_feasible_with_bound_and_gap():
+    p = _chain_problem()
+    from solvers.pipedream_replicated import solve_problem as pipedream
+
+    start = pipedream(p).plan
+    r = solve_problem(p, warm_start=start, time_limit=0.05)
+    assert r.status is Status.FEASIBLE
+    assert r.plan is not None and evaluate_plan(p, r.plan).valid
+    assert "gap" in r.message
+    best = dp_solve(p).objective
+    assert r.objective >= best * (1 - 1e-9)
+    bound = r.stats["bound"]
+    assert bound is None or bound <= best * (1 + 1e-6)
+    assert r.stats["gap"] is None or 0.0 <= r.stats["gap"] <= 1.0
+
+
+def test_invalid_warm_start_is_an_input_error():
+    p = _chain_problem(n=4, devices=2, N=2)
+    with pytest.raises(InputError, match="warm-start"):
+        solve_problem(p, warm_start=[Stage((0, 1), 0, 1, 1, (0, 2))])
+    with pytest.raises(InputError, match="unknown warm start"):
+        solve_problem(p, warm_start="nope")
+
+
+def test_registry_form_equals_todays_dp():
+    from solvers.dp import solve as today
+    from tests.instances import random_instance
+
+    solver = get_solver("ip-replicated")
+    rng = np.random.default_rng(11)
+    for _ in range(15):
+        inst = random_instance(rng, max_items=5)
+        a = today(inst.graph, inst.cluster)
+        b = solver(inst.graph, inst.cluster, SolveOptions(gap=1e-9))
+        if a.status is Status.INFEASIBLE:
+            assert b.status is Status.INFEASIBLE
+            continue
+        assert b.status is Status.OPTIMAL, b.message
+        assert b.objective == pytest.approx(a.objective, rel=1e-7)
+        assert math.isfinite(b.bound) and b.gap is not None
+
+
+def test_a_limit_before_any_plan_is_stopped():
+    """Cold (no warm start) at a limit too short for a first plan: status ``stopped``, no plan, nothing
+    claimed (not ``feasible`` without a plan, not ``infeasible`` without a proof)."""
+    r = solve_problem(_chain_problem(), time_limit=0.0)
+    assert r.plan is None and r.status is Status.STOPPED and "time limit" in r.message

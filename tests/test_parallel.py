@@ -1,0 +1,173 @@
+"""The replicated pipeline model (graphs/parallel.py): hand-computed stage times and memory, every
+schedule, topology, and the evaluator's constraint checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from graphs.errors import InputError
+from graphs.model import Cluster, DeviceKind, Node, OpGraph
+from graphs.parallel import (
+    ParallelGraph,
+    ParallelKind,
+    ParallelProblem,
+    Stage,
+    Variant,
+    evaluate_plan,
+    from_opgraph,
+    in_flight,
+    stage_memory,
+)
+
+
+def _chain(schedule="1f1b", N=4, count=4, memory=None, **kind):
+    """a -> b -> c, one kind; tensor a->b costs 0.5 s, b->c 0.25 s per side. b has a recompute variant
+    and a t=2 split with sync terms."""
+    tensors = [(0, [1], [0.5]), (1, [2], [0.25])]
+    V = [
+        Variant(0, 0, 1, "vanilla", 2.0, params=100.0, a=10.0, b=40.0, w=20.0),
+        Variant(1, 0, 1, "vanilla", 4.0, params=200.0, a=30.0, b=50.0, w=25.0),
+        Variant(1, 0, 1, "activation recomp", 5.0, params=200.0, a=5.0, b=60.0, w=25.0),
+        Variant(1, 0, 2, "vanilla", 2.5, params=100.0, a=15.0, b=25.0, w=12.0, sync_in={0: 0.1},
+                sync_out={1: 0.2}),
+        Variant(2, 0, 1, "vanilla", 1.0, params=0.0, a=0.0, b=10.0),
+        Variant(2, 0, 2, "vanilla", 0.5, params=0.0, a=0.0, b=5.0),
+    ]
+    g = ParallelGraph.build(ids=["a", "b", "c"], names=None, num_kinds=1, edges=[], tensors=tensors,
+                            variants=V)
+    k = ParallelKind("gpu", count, memory, bandwidth=100.0, **kind)
+    return ParallelProblem(g, (k,), N, schedule)
+
+
+def test_single_stage_replicated_hand_computed():
+    p = _chain()
+    ev = evaluate_plan(p, [Stage((0, 1, 2), 0, 2, 1, (0, 1, 4))])
+    assert ev.valid
+    s = ev.stages[0]
+    # no crossing tensors; compute (2+4+1)/2; resync 4*(2-1)*(100+200)/2/4/100
+    assert s.compute == pytest.approx(3.5)
+    assert s.comm == 0
+    assert s.resync == pytest.approx(4 * 300 / 2 / 4 / 100)
+    assert ev.objective == pytest.approx(3.5 + 1.5)
+    # 1f1b: one stage with d=2: y = ceil(2/2) = 1; memory A + B = 40 + 100
+    assert s.in_flight == 1 and s.memory == pytest.approx(140.0)
+
+
+def test_two_stages_comm_sync_and_in_flight():
+    p = _chain(N=4, count=6)
+    # stage 0: a with d=2; stage 1: b (t=2 split) + c with d=2 -> 4 devices
+    ev = evaluate_plan(p, [Stage((0,), 0, 2, 1, (0,)), Stage((1, 2), 0, 2, 2, (3, 5))])
+    assert ev.valid, ev.problems
+    s0, s1 = ev.stages
+    assert s0.comm == pytest.approx(0.5 / 2)  # tensor a->b leaves stage 0
+    assert s0.time_per_sample == pytest.approx(0.25 + 2.0 / 2 + 4 * 100 / 2 / 4 / 100)
+    # stage 1: tensor a->b enters (0.5) plus b's sync_in on it (0.1); b->c stays inside, so no sync_out
+    assert s1.comm == pytest.approx(0.6 / 2)
+    assert s1.time_per_sample == pytest.approx(0.3 + 3.0 / 2 + 4 * 100 / 2 / 4 / 100)
+    assert ev.objective == pytest.approx(max(s0.time_per_sample, s1.time_per_sample))
+    # in flight: stage 0 holds ceil((2+2)/2) = 2, the last ceil(2/2) = 1
+    assert (s0.in_flight, s1.in_flight) == (2, 1)
+    assert s0.memory == pytest.approx(10 * 2 + 40)
+    assert s1.devices == 4
+
+
+@pytest.mark.parametrize("schedule, y, peak", [
+    ("1f1b", 3, 10 * 3 + 40),
+    ("gpipe", 6, 10 * 6 + 40),  # N / d = 6 / 1
+    ("pipedream", 3, 10 * 3 + 40 + 2 * 20),  # three weight versions
+    ("2bw", 3, 10 * 3 + 40 + 20),  # two versions
+])
+def test_schedules_set_in_flight_and_weight_versions(schedule, y, peak):
+    p = _chain(schedule=schedule, N=6, count=3)
+    ev = evaluate_plan(p, [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,)),
+                           Stage((2,), 0, 1, 1, (4,))])
+    assert ev.valid
+    assert ev.stages[0].in_flight == y
+    assert ev.stages[0].memory == pytest.approx(peak)
+
+
+def test_memory_helpers():
+    assert in_flight("1f1b", 2, 5, 8) == 3
+    assert in_flight("gpipe", 2, 5, 8) == 4
+    assert stage_memory("2bw", 1, 1.0, 10.0, 4.0) == (4.0, 1.0, 11.0)  # one version when y = 1
+    assert stage_memory("pipedream", 4, 1.0, 10.0, 4.0) == (16.0, 4.0, 26.0)
+
+
+def test_topology_intra_and_inter_server_resync():
+    stage = [Stage((0, 1, 2), 0, 4, 1, (0, 1, 4))]
+    fits = evaluate_plan(_chain(count=4, server_size=4, intra_bandwidth=1000.0, inter_bandwidth=10.0), stage)
+    spans = evaluate_plan(_chain(count=4, server_size=2, intra_bandwidth=1000.0, inter_bandwidth=10.0), stage)
+    assert fits.stages[0].resync == pytest.approx(4 * 3 * 300 / 4 / 4 / 1000)
+    assert spans.stages[0].resync == pytest.approx(4 * 3 * 300 / 4 / 4 / 10)
+
+
+def test_memory_limit_and_recompute_variant():
+    p = _chain(N=6, count=3, memory=150.0)
+    plan = [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,)), Stage((2,), 0, 1, 1, (4,))]
+    ev = evaluate_plan(p, plan)  # b vanilla: 30*2 + 50 = 110 fits; a: 10*3+40 = 70
+    assert ev.valid
+    p = _chain(N=6, count=3, memory=100.0)
+    ev = evaluate_plan(p, plan)
+    assert not ev.valid and any("stage 1 needs 110" in x for x in ev.problems)
+    plan[1] = Stage((1,), 0, 1, 1, (2,))  # recompute: 5*2 + 60 = 70
+    assert evaluate_plan(p, plan).valid
+
+
+@pytest.mark.parametrize("plan, message", [
+    ([Stage((0, 1), 0, 1, 1, (0, 1))], "in no stage"),
+    ([Stage((1, 2), 0, 1, 1, (1, 4)), Stage((0,), 0, 1, 1, (0,))], "not nested ideals"),
+    ([Stage((0, 1, 2), 0, 3, 1, (0, 1, 4))], "does not divide"),
+    ([Stage((0, 1, 2), 0, 2, 2, (0, 3, 5))], "has no variant"),
+    ([Stage((0,), 0, 4, 1, (0,)), Stage((1, 2), 0, 1, 1, (1, 4))], "uses 5 gpu devices"),
+    ([Stage((0, 1, 2), 0, 1, 1, (0, 0, 4))], "uses variant"),
+    ([Stage((0, 1), 0, 1, 1, (0, 1)), Stage((1, 2), 0, 1, 1, (1, 4))], "in stages 0 and 1"),
+])
+def test_evaluator_reports_every_broken_constraint(plan, message):
+    ev = evaluate_plan(_chain(N=4, count=4), plan)
+    assert not ev.valid and any(message in x for x in ev.problems), ev.problems
+
+
+def test_sum_of_degrees_must_not_exceed_microbatches():
+    p = _chain(N=2, count=8)
+    ev = evaluate_plan(p, [Stage((0,), 0, 2, 1, (0,)), Stage((1, 2), 0, 2, 1, (1, 4))])
+    assert any("sum to 4 > 2" in x for x in ev.problems)
+
+
+def test_bad_problem_inputs_raise():
+    p = _chain()
+    with pytest.raises(InputError, match="schedule"):
+        p.with_options(schedule="zigzag")
+    with pytest.raises(InputError, match="micro-batches"):
+        p.with_options(microbatches=0)
+    with pytest.raises(InputError, match="weight bytes"):
+        ParallelGraph.build(ids=["a"], names=None, num_kinds=1, edges=[], tensors=[],
+                            variants=[Variant(0, 0, 1, "v", 1.0, b=1.0, w=2.0)])
+    with pytest.raises(InputError, match="cycle"):
+        ParallelGraph.build(ids=["a", "b"], names=None, num_kinds=1, edges=[(0, 1), (1, 0)], tensors=[],
+                            variants=[])
+
+
+def test_from_opgraph_keeps_todays_loads():
+    """d = t = 1: a stage's time equals the reference evaluator's device load."""
+    from graphs.evaluate import evaluate
+
+    nodes = [Node("x", {"gpu": 1.0, "cpu": 3.0}, memory=2.0, comm=0.5),
+             Node("y", {"gpu": 2.0, "cpu": 1.0}, memory=1.0, comm={"gpu": 0.25}),
+             Node("z", {"gpu": 1.5}, memory=1.0, comm=0.0)]
+    g = OpGraph.from_nodes(nodes, [("x", "y"), ("x", "z"), ("y", "z")])
+    cl = Cluster((DeviceKind("gpu", 2, 3.0), DeviceKind("cpu", 1, None, pays_communication=False)))
+    prob, item = from_opgraph(g, cl)
+    assert prob.max_replicas == 1
+    opt = {(v.node, v.kind): i for i, v in enumerate(prob.graph.variants)}
+    plan = [Stage((int(item[0]),), 0, 1, 1, (opt[int(item[0]), 0],)),
+            Stage((int(item[1]),), 1, 1, 1, (opt[int(item[1]), 1],)),
+            Stage((int(item[2]),), 0, 1, 1, (opt[int(item[2]), 0],))]
+    ev = evaluate_plan(prob, plan)
+    ref = evaluate(g, cl, [0, 2, 1])
+    assert ev.valid and ref.valid
+    loads = sorted(d.load for d in ref.devices if d.nodes.size)
+    assert sorted(s.time_per_sample for s in ev.stages) == pytest.approx(loads)
+    assert ev.objective == pytest.approx(ref.max_load)
+    assert math.isfinite(ev.objective)

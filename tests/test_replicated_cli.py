@@ -1,0 +1,233 @@
+"""``placement place`` / ``placement evaluate`` on Piper-format workloads (placement/replicated.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.cli import main
+from tests.test_piper import _tiny
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(_tiny()))
+    return str(path)
+
+
+def test_place_prints_stages_and_writes_the_result(tiny, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["place", tiny, "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "stage" in text and "peak/device" in text and "time/sample (s)" in text and "optimal" in text
+    data = json.loads(out.read_text())
+    assert data["status"] == "optimal" and data["objective"] > 0
+    st = data["stages"]
+    assert sum(s["devices"] for s in st) <= 4
+    for s in st:
+        assert set(s) >= {"nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids", "kind", "devices",
+                          "time_per_sample", "memory", "in_flight"}
+        assert set(s["TMPCids"]) == {str(x) for x in s["nodes"]}
+    assert max(s["time_per_sample"] for s in st) == pytest.approx(data["objective"])
+    # evaluate re-scores the same plan
+    assert main(["evaluate", tiny, str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["objective"] == pytest.approx(data["objective"])
+
+
+def test_options_change_the_model(tiny, capsys):
+    assert main(["place", tiny, "--max-replicas", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert all(s["dataParallelDegree"] == 1 for s in one["stages"])
+    assert main(["place", tiny, "--schedule", "gpipe", "--microbatches", "2", "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)
+    assert g["schedule"] == "gpipe" and g["microbatches"] == 2
+    for s in g["stages"]:
+        assert s["in_flight"] == 2 // s["dataParallelDegree"]
+
+
+def test_infeasible_memory_is_one_error_line_exit_1(tiny, capsys):
+    assert main(["place", tiny, "--device-memory", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:")
+    assert "node(s) 0 (10 B), 1 (10 B) fit no device even alone" in err[0]
+
+
+def test_bad_plan_is_one_error_line_exit_2(tiny, tmp_path, capsys):
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 1,
+                                           "tensorParallelDegree": 1,
+                                           "TMPCids": {"0": "vanilla", "1": "fancy"}}]}))
+    assert main(["evaluate", tiny, str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node 1 has no variant 'fancy'" in err[0]
+
+
+def test_plan_whose_degree_does_not_divide_is_one_error_line_exit_2(tiny, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 3,
+                                            "tensorParallelDegree": 1,
+                                            "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
+    assert main(["evaluate", tiny, str(plan)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "plan.json" in err[0]
+    assert "stages[0]: dataParallelDegree 3 does not divide the 4 micro-batches" in err[0]
+    # a plan that is well-formed but does not fit (more replicas than devices) is scored invalid, exit 1
+    plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 4,
+                                            "tensorParallelDegree": 1,
+                                            "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
+    assert main(["evaluate", tiny, str(plan), "--max-devices", "2"]) == 1
+    assert "INVALID" in capsys.readouterr().out
+
+
+def test_zero_devices_is_one_error_line_naming_the_field(tmp_path, capsys):
+    d = _tiny()
+    d["maxDevices"] = 0
+    assert main(["place", _write(tmp_path, d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "maxDevices must be positive" in err[0]
+
+
+def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
+    d = _tiny()
+    del d["nodes"][0]["TMPCs"]["1"][0]["memoryUsageB"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    assert main(["place", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "memoryUsageB" in err[0] and "bad.json" in err[0]
+
+
+def test_onnx_training_model_replicated(tmp_path, capsys):
+    """An ONNX training graph takes the replicated model by default (graphs/onnx_variants.py);
+    ``--max-replicas 1`` keeps today's output; an inference graph takes it with ``--max-replicas`` > 1."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    args = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training",
+            "--microbatches", "8", "--granularity", "op", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "optimal" and data["microbatches"] == 8
+    nodes = {n for s in data["stages"] for n in s["nodes"]}
+    assert nodes == {"conv", "relu", "pool", "flatten", "fc", "softmax"}
+    assert main(args + ["--max-replicas", "1"]) == 0
+    assert "stages" not in json.loads(capsys.readouterr().out)
+    assert main(["place", path, "--devices", "a100:2", "--max-replicas", "2", "--json"]) == 0
+    assert "stages" in json.loads(capsys.readouterr().out)
+    # the old switch is gone: --max-replicas says it
+    assert main(["place", path, "--replicated", "--devices", "a100:2"]) == 2
+    assert "--replicated" in capsys.readouterr().err
+
+
+def test_a_time_limit_before_any_plan_is_one_error_line_exit_1(tiny, capsys):
+    assert main(["place", tiny, "--time-limit", "0"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "tiny.json" in err[0]
+    assert "no plan found" in err[0] and "stopped" in err[0] and "infeasible" not in err[0]
+
+
+def _write(tmp_path, d) -> str:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+def test_infeasible_messages_say_what_does_not_fit(tmp_path, capsys):
+    """Every node fits a device alone: the message gives the least memory all nodes need against what the
+    devices hold, or (when that fits) the largest node and why the split into stages does not."""
+    d = _tiny()
+    for node in d["nodes"]:
+        node["TMPCs"]["1"][0].update(memoryUsageA=6.0, memoryUsageB=4.0)  # 10 bytes at one micro-batch
+    d.update(maxDevices=1, maxMemoryPerDevice=15.0)
+    assert main(["place", _write(tmp_path, d)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:")
+    assert "needs 20 B in all, the 1 device(s) hold 15 B" in err[0]
+    # two devices hold 30 bytes, but the first of two stages keeps 2 micro-batches (16 bytes) under 1F1B,
+    # and one stage needs 20 bytes per replica
+    d.update(maxDevices=2)
+    assert main(["place", _write(tmp_path, d)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every node fits a device alone (the largest, 0, needs 10 B" in err[0]
+    assert "under 1f1b" in err[0]
+    # GPipe keeps all 4 micro-batches of a one-replica stage: one more message of the first kind
+    d.update(maxDevices=1, maxMemoryPerDevice=25.0)
+    assert main(["place", _write(tmp_path, d), "--schedule", "gpipe"]) == 1
+    assert "under gpipe" in capsys.readouterr().err
+
+
+def test_replicated_device_options_are_refused_by_todays_placement(tmp_path, capsys):
+    """``--device-memory`` (and ``--max-devices``, ``--bandwidth``) on a pipeline-only ONNX placement is
+    one error line, not silently ignored."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    for opt in (["--device-memory", "1e3"], ["--max-devices", "2"], ["--bandwidth", "1e9"]):
+        assert main(["place", path, "--devices", "a100:2", *opt]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to replicated plans only")
+
+
+def test_other_objectives_keep_todays_placement_or_are_refused(tiny, tmp_path, capsys):
+    """The replicated model minimises the time per sample: ``--objective split-max`` on an ONNX training
+    model gives today's placement (which has that objective), not a silently throughput-optimal plan;
+    with ``--max-replicas`` above 1, or on a Piper file, it is one error line."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    args = ["place", path, "--training", "--devices", "a100:2", "--objective", "split-max", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "stages" not in doc and "devices" in doc
+    for args in (["place", path, "--devices", "a100:2", "--max-replicas", "2", "--objective", "latency"],
+                 ["place", tiny, "--objective", "split-max"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --objective") and "max-load" in err[0]
+
+
+def test_onnx_replicated_baselines_on_the_cli(tmp_path, capsys):
+    """The replicated model of an ONNX training graph takes the same solvers as a Piper file: the exact
+    DP and the baselines, never better than it, each judged by the evaluator (evaluate re-scores it)."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    base = ["place", path, "--training", "--devices", "a100:4,v100:2", "--batch-size", "16", "--json"]
+    values = {}
+    for solver in ("dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated",
+                   "data-parallel"):
+        out = tmp_path / f"{solver}.json"
+        assert main(base + ["--solver", solver, "-o", str(out)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["format"] == "placement-replicated" and doc["solver"] == solver
+        # auto-replicated takes the exact path on a small graph; the MILP is optimal when it proves it
+        allowed = {"dp-replicated": {"optimal"}, "auto-replicated": {"optimal"},
+                   "ip-replicated": {"optimal", "feasible"}}.get(solver, {"feasible"})
+        assert doc["status"] in allowed
+        values[solver] = doc["objective"]
+        assert main(["evaluate", path, str(out), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(doc["objective"], rel=1e-12)
+    assert min(values.values()) == pytest.approx(values["dp-replicated"], rel=1e-12)
+    assert len(json.loads((tmp_path / "data-parallel.json").read_text())["stages"]) == 1
+
+
+def test_piper_file_takes_every_replicated_solver(tiny, capsys):
+    values = {}
+    for solver in ("dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated",
+                   "data-parallel"):
+        assert main(["place", tiny, "--solver", solver, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["solver"] == solver
+        values[solver] = doc["objective"]
+    best = values["dp-replicated"]
+    assert values["ip-replicated"] == pytest.approx(best) and values["auto-replicated"] == pytest.approx(best)
+    assert min(values.values()) == pytest.approx(best)
+    assert main(["place", tiny, "--solver", "ip"]) == 2
+    assert "replicated plans are solved by dp-replicated" in capsys.readouterr().err

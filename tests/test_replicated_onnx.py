@@ -1,0 +1,119 @@
+"""Replicated plans on ONNX models (placement/replicated_onnx.py): split writes one sub-model per stage
+with its replicas in the manifest; run starts d worker processes per stage and deals samples round
+robin, outputs equal to the whole model's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from graphs.errors import InputError  # noqa: E402
+from graphs.onnx_loader import load_onnx  # noqa: E402
+from placement.cli import main  # noqa: E402
+from placement.onnx_export import generated_weights, materialize, random_feeds, session  # noqa: E402
+from placement.replicated_onnx import device_result, run_replicated, split_replicated  # noqa: E402
+from tests.test_split import zoo  # noqa: E402
+
+
+def plan(path: str, ds, *, t=1) -> dict:
+    """Stages of equal operator count (front-end names, topological order) with degrees ``ds``."""
+    names = list(load_onnx(path).names)
+    b = np.linspace(0, len(names), len(ds) + 1).round().astype(int)
+    return {"format": "placement-replicated", "version": 1, "workload": path, "stages": [
+        {"nodes": names[b[k]:b[k + 1]], "dataParallelDegree": d, "tensorParallelDegree": t, "kind": "cpu"}
+        for k, d in enumerate(ds)]}
+
+
+def test_split_lists_the_replicas():
+    path = zoo("squeezenet")
+    model = onnx.load(path)
+    split, manifest = split_replicated(model, plan(path, [2, 1, 3]))
+    assert len(split.submodels) == 3
+    subs = manifest["submodels"]
+    assert [s["replicas"] for s in subs] == [2, 1, 3]
+    assert [s["replica_devices"] for s in subs] == [["cpu0", "cpu1"], ["cpu2"], ["cpu3", "cpu4", "cpu5"]]
+    assert [s["stage"] for s in subs] == [0, 1, 2]
+    assert device_result(plan(path, [2, 1, 3]))["devices"][2]["name"] == "stage2"
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"stages": []}, "non-empty"),
+    ({"stages": [{"nodes": ["x"], "dataParallelDegree": 0}]}, "positive integer"),
+])
+def test_bad_plans_raise(bad, message):
+    with pytest.raises(InputError, match=message):
+        device_result(bad)
+
+
+def test_tensor_parallel_stages_are_refused():
+    path = zoo("squeezenet")
+    with pytest.raises(InputError, match="tensor-parallel"):
+        split_replicated(onnx.load(path), plan(path, [1, 1], t=2))
+
+
+def test_run_deals_samples_round_robin_and_matches_the_model():
+    path = zoo("squeezenet")
+    model = onnx.load(path)
+    split, manifest = split_replicated(model, plan(path, [1, 2]))
+    weights = generated_weights(model)
+    whole = materialize(model, weights)
+    sess = session(whole)
+    feeds = [random_feeds(whole, sess, seed=i) for i in range(3)]
+    names = [o.name for o in sess.get_outputs()]
+    reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
+    parts = [materialize(s.model, weights) for s in split.submodels]
+    run = run_replicated(parts, manifest, feeds, samples=7, reference=reference, timeout=240)
+    assert run.replicas == (1, 2) and run.workers == 3
+    assert run.taken == ((7,), (4, 3))  # sample i to replica i mod d (after 2 warm-up samples)
+    assert all(b > 0 for bs in run.busy_s for b in bs)
+    assert max(run.max_abs_diff.values()) <= 1e-4
+
+
+def test_cli_split_and_run(tmp_path, capsys):
+    path = zoo("squeezenet")
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(plan(path, [2, 1])))
+    out = tmp_path / "stages"
+    assert main(["split", path, str(res), "--out-dir", str(out), "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "2 replica(s) on cpu0, cpu1" in text and "verify: OK" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["replicas"] for s in manifest["submodels"]] == [2, 1] and manifest["replicated"]
+    assert main(["run", str(res), path, "--samples", "4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["replicas"] == [2, 1] and doc["replica_samples"] == [[2, 2], [4]]
+    assert max(doc["max_abs_diff"].values()) <= 1e-4
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, training):
+    """A result of ``placement place`` at layer granularity (nodes are layer keys; each stage lists its
+    operators): an inference model with ``--max-replicas 2`` or a training one by default; evaluate,
+    show, split and run all accept it."""
+    from graphs.transformer import gpt
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt(2, hidden=32, heads=2, seq_len=8, vocab=50, weights="random"), path)
+    res = str(tmp_path / "r.json")
+    args = ["place", path, "--devices", "cpu:4", "-o", res, "--json"]
+    assert main(args + (["--training", "--batch-size", "2"] if training else ["--max-replicas", "2"])) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["granularity"] == "layer" and "layer0" in {n for s in data["stages"] for n in s["nodes"]}
+    assert main(["evaluate", path, res, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(data["objective"], rel=1e-12)
+    assert main(["show", res, "--no-draw"]) == 0
+    assert "(equal)" in capsys.readouterr().out
+    out = tmp_path / "stages"
+    assert main(["split", path, res, "--out-dir", str(out), "--verify"]) == 0
+    assert "verify: OK" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["replicas"] for s in manifest["submodels"]] == [s["dataParallelDegree"] for s in data["stages"]]
+    assert main(["run", path, res, "--samples", "4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["replicas"] == [s["dataParallelDegree"] for s in data["stages"]]
+    assert max(doc["max_abs_diff"].values()) <= 1e-4
