@@ -41,6 +41,7 @@ from graphs.order import topological_order
 
 from . import dp
 from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
+from .bounds import bounds_of_items
 from .refine import refine
 
 __all__ = ["solve", "DEFAULT_TIME_LIMIT", "DEFAULT_MEMORY_LIMIT"]
@@ -115,10 +116,24 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         return Solution(None, math.inf, Status.INFEASIBLE, "auto", message=str(e),
                         time=time.perf_counter() - t0)
 
+    # proven lower bounds (solvers/bounds.py): they end the search when an incumbent meets them and
+    # prune the DP's device-count states; raw["bounds"] = False runs without them (for comparison)
+    use_bounds = bool(options.raw.get("bounds", True))
+    report = options.raw.get("report")  # called with {"value", "bound"[, "fraction"]} as they change
+    lower = bounds_of_items(base.item_compute, base.item_memory, base.counts, base.caps) if use_bounds \
+        else None
+    floor = lower.value if lower is not None and math.isfinite(lower.value) else 0.0
+    quick = max(floor, dp.lower_bound(base))
+
+    def tell(value: float | None, **extra) -> None:
+        if report is not None:
+            report({"value": value, "bound": quick} | extra)  # extra may override the bound
+
     tried = []
     found = None  # (assignment, value, label, exact)
     steps = []  # (step, max-load after it): what each stage of the path achieved, in order
     interrupted = False
+    pairs = None
     try:
         for label, g in _levels(graph, cluster, base):
             now = time.perf_counter()
@@ -131,6 +146,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
                 found = (a0, chain.value, "heuristic", False)
                 steps.append(("heuristic", chain.value))
+                tell(chain.value)
+                if use_bounds and g is graph and chain.value <= floor * (1 + 1e-9):
+                    found = (a0, chain.value, "the placement over a topological order meets the lower bound",
+                             True)
+                    break
             ub = chain.value * (1 + 1e-9) if chain else math.inf
             try:
                 lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst,
@@ -147,11 +167,23 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 continue
             # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
             # the refinement and the IP rather than end with nothing but the first heuristic
-            # the tie-break (fewest devices among optima) only where the answer is final: a coarse
+            incumbent = found[1] if found is not None else None
+
+            def tick(fraction: float, _value=incumbent) -> None:
+                if options.progress is not None:
+                    options.progress(fraction)
+                tell(_value, fraction=fraction)
+
+            # the floor and the priced-work test hold for any graph coarser than the original too (its
+            # optimum is no better); prices for the LP's kinds and plain work.
+            # The tie-break (fewest devices among optima) only where the answer is final: a coarse
             # placement on fewer devices would leave the refinement fewer devices to move items to
+            prices = (np.vstack([lower.prices, np.ones_like(lower.prices)]) if lower is not None else None)
             run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
-                            progress=options.progress, threads=options.threads,
-                            tie_break=label == "exact" and bool(options.raw.get("tie_break", True)))
+                            progress=tick if (options.progress or report) else None, threads=options.threads,
+                            tie_break=label == "exact" and bool(options.raw.get("tie_break", True)),
+                            prices=prices, floor=floor * (1 - 1e-9))
+            pairs = run.pairs
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 steps.append(("exact" if label == "exact" else "coarsened", run.value))
@@ -183,15 +215,18 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
-             "label": label, "skipped": tried, "items": base.items.num_classes, "steps": steps}
+             "label": label, "skipped": tried, "items": base.items.num_classes, "steps": steps,
+             "pairs": pairs,
+             "lower_bound": None if lower is None else {"item": lower.item, "work": lower.work}}
     if exact:
         mismatch = dp.model_mismatch(graph, cluster, a, value)
         if mismatch:
             return dp.mismatch_solution("auto", graph, cluster, a, mismatch, dp.lower_bound(base),
                                         time.perf_counter() - t0, {**stats, "path": "heuristic"})
+        tell(value, bound=value)
+        how = label if label != "exact" else "the DP covered every contiguous placement"
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
-                        time=time.perf_counter() - t0, stats=stats,
-                        message="exact: the DP covered every contiguous placement")
+                        time=time.perf_counter() - t0, stats=stats, message="exact: " + how)
 
     # repair what coarsening lost, then let the contiguous IP improve and bound it
     if not interrupted:
@@ -199,7 +234,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     value = evaluate(graph, cluster, a).max_load
     if not interrupted:
         steps.append(("refined", value))
-    bound = dp.lower_bound(base)
+    bound = quick
+    tell(value)
     message = label
     from .registry import SOLVERS, get_solver
 
@@ -236,6 +272,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                             stats={**stats, "path": "exact" if closed else "within-gap"})
     if interrupted:
         message += "; interrupted"
+    if use_bounds and value <= bound * (1 + 1e-9):
+        return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0, time=time.perf_counter() - t0,
+                        message=message + "; meets the lower bound", stats={**stats, "path": "exact"})
+    tell(value)
     gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
     return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
                     time=time.perf_counter() - t0, message=message, stats=stats)

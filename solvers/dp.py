@@ -25,6 +25,10 @@ Why it is fast where the reference is slow:
   belong to an optimal placement is still visited, so the answer stays exact; on the reference
   workloads only a small fraction of all ideal pairs is touched.
 
+* with a proven lower bound (:mod:`solvers.bounds`) and prices per kind, :func:`run_dp` also drops the
+  device-count states whose prefix or remainder cannot fit within the upper bound, and stops walking
+  the sub-ideals of ``I`` once every state of ``I`` has reached the lower bound (``auto`` does both).
+
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
 A small lattice compiles only the per-ideal kernels and runs the tiny ones uncompiled (the comment
@@ -256,12 +260,18 @@ def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, s
 
 @njit(cache=True)
 def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-              bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok, comm):
-    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done); the last six arrays are scratch space.
-    Returns the number of (J, I) pairs used."""
+              bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok,
+              comm):
+    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in the states ``alive[I]``; the last six arrays
+    are scratch space. Returns the number of (J, I) pairs used."""
     T = comp.shape[1]
     S = digits.shape[0]
     used = 0
+    any_alive = False
+    for s in range(S):
+        any_alive = any_alive or alive[I, s]
+    if not any_alive:
+        return 0
     for p in range(bd_ptr[I], bd_ptr[I + 1]):
         in_bi[bd_idx[p]] = True
     head = 0
@@ -282,13 +292,14 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             lb = comp[I, t] - comp[J, t]
             st = strides[t]
             for s in range(S):
-                if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s]:
+                if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s] and alive[I, s]:
                     useful = True
                     break
             if useful:
                 break
         if not useful:
             continue
+        improved = False
         _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm)
         for t in range(T):
             if not ok[t]:
@@ -302,10 +313,21 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                     continue
                 prev = dp[J, s - st]
                 cand = prev if prev > load else load
-                if cand < dp[I, s]:
+                if cand < dp[I, s] and alive[I, s]:  # (dead states stay at inf)
                     dp[I, s] = cand
                     ch_j[I, s] = J
                     ch_t[I, s] = t
+                    improved = True
+        if improved:
+            # dp[0] holds the floor (a proven lower bound on the optimum): states at the floor cannot
+            # improve, and once every state of I is there the rest of the walk is useless
+            settled = True
+            for s in range(S):
+                if alive[I, s] and dp[I, s] > dp[0, 0]:
+                    settled = False
+                    break
+            if settled:
+                break
     for p in range(bd_ptr[I], bd_ptr[I + 1]):
         in_bi[bd_idx[p]] = False
     return used
@@ -313,7 +335,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
 
 @njit(cache=True)
 def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
-              cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
+              cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive,
               dp, ch_j, ch_t, stamp, queue, in_bi):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
     ``stamp``, ``queue`` and ``in_bi`` have one row per thread; the serial kernel uses row 0."""
@@ -323,14 +345,14 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
     used = 0
     for I in range(lo, hi):
         used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t,
+                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t,
                           stamp[0], queue[0], in_bi[0], sbits, ok, comm)
     return used
 
 
 @njit(cache=True, parallel=True)
 def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
-                       cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub,
+                       cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive,
                        dp, ch_j, ch_t, stamp, queue, in_bi):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
@@ -342,7 +364,7 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, dp, ch_j, ch_t,
+                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t,
                           stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
     return used
 
@@ -501,6 +523,39 @@ def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, 
     return total
 
 
+@njit(cache=True)
+def _alive_states(work, work_total, mem, mem_total, prices, digits, counts, caps, ub):
+    """``alive[I, s]``: the items of ideal ``I`` fit ``s`` devices, and the rest of the graph fits the
+    other ``counts - s``, within load ``ub`` by the priced-work test of :mod:`solvers.bounds`
+    (``work[I, y]``: the prefix sum of ``min_t prices[y, t] compute[t, i]``) and by memory. Every state
+    on a chain of stage loads <= ``ub`` passes, so the DP restricted to these states stays exact."""
+    N = work.shape[0]
+    S, T = digits.shape
+    Y = prices.shape[0]
+    alive = np.ones((N, S), np.bool_)
+    for s in range(S):
+        for y in range(Y):
+            have = 0.0
+            rest = 0.0
+            for t in range(T):
+                have += prices[y, t] * digits[s, t]
+                rest += prices[y, t] * (counts[t] - digits[s, t])
+            slack = 1e-9 * (work_total[y] + ub * (have + rest))  # prefix-sum round-off
+            for I in range(N):
+                if work[I, y] > ub * have + slack or work_total[y] - work[I, y] > ub * rest + slack:
+                    alive[I, s] = False
+        room = 0.0
+        room_rest = 0.0
+        for t in range(T):
+            room += caps[t] * digits[s, t] if digits[s, t] > 0 else 0.0
+            room_rest += caps[t] * (counts[t] - digits[s, t]) if counts[t] > digits[s, t] else 0.0
+        slack = 1e-9 * mem_total
+        for I in range(N):
+            if mem[I] > room + slack or mem_total - mem[I] > room_rest + slack:
+                alive[I, s] = False
+    return alive
+
+
 # --------------------------------------------------------------------------- driver
 @dataclass
 class DPRun:
@@ -646,7 +701,8 @@ TIE_BREAK_SUM_MAX_IDEALS = 5_000
 
 
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
-           progress=None, threads: int | None = None, tie_break: bool = False) -> DPRun:
+           progress=None, threads: int | None = None, tie_break: bool = False,
+           prices: np.ndarray | None = None, floor: float = 0.0) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
     threads (default: numba's thread count; ideals of one size are independent).
 
@@ -654,18 +710,24 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     then (up to :data:`TIE_BREAK_SUM_MAX_IDEALS` ideals) the smallest sum of stage loads (a second, exact
     pass; see :func:`_tie_ideal`). If that pass
     is stopped (time limit, Ctrl-C) the first pass's optimal placement is returned; ``DPRun.tie_break``
-    says which."""
+    says which.
+
+    ``prices`` (``[Y, T]``, non-negative, e.g. the work LP's duals of :mod:`solvers.bounds`) with a
+    finite ``ub`` drop the device-count states whose prefix or remainder cannot fit within ``ub``
+    (:func:`_alive_states`). ``floor``, a proven lower bound on the optimum, is the load of the empty
+    ideal: values below it are equivalent for the final max, so the answer is ``max(optimum, floor)``."""
     N = lattice.num_ideals
     S = prob.digits.shape[0]
     comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
                                                                prob.item_compute, prob.item_memory)
+    alive = _states_within(prob, lattice, mem, ub, prices)
     bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
     nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
     if N < 20_000:
         nt = 1  # a small lattice is done before threads pay for themselves
     dp = np.full((N, S), np.inf)
-    dp[0, :] = 0.0
+    dp[0, :] = floor
     ch_j = np.full((N, S), -1, np.int64)
     ch_t = np.full((N, S), -1, np.int64)
     stamp = np.full((nt, N), -1, np.int64)
@@ -676,7 +738,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
         set_num_threads(nt)
     shared = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
               prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx)
-    args = (*shared, float(ub), dp, ch_j, ch_t, stamp, queue, in_bi)
+    args = (*shared, float(ub), alive, dp, ch_j, ch_t, stamp, queue, in_bi)
     pairs, parallel_ideals, complete, interrupted = _sweep(
         N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *args)) if N > _SMALL_LATTICE
         else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, args)),
@@ -720,6 +782,24 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             else:
                 tie = "interrupted" if stopped else "time limit"
     return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie)
+
+
+def _states_within(prob: DPProblem, lattice: IdealLattice, mem: np.ndarray, ub: float,
+                   prices: np.ndarray | None) -> np.ndarray:
+    """The ``alive`` mask of :func:`run_dp` (all states when there are no prices or no finite bound)."""
+    N, S = lattice.num_ideals, prob.digits.shape[0]
+    if prices is None or not math.isfinite(ub):
+        return np.ones((N, S), np.bool_)
+    prices = np.atleast_2d(np.asarray(prices, dtype=np.float64))
+    usable = ((prob.counts[:, None] > 0) & np.isfinite(prob.item_compute)
+              & (prob.item_memory[None, :] <= prob.caps[:, None]))
+    # per item and price vector: its cheapest priced compute over the kinds that can take it
+    cost = np.where(usable[None], prices[:, :, None] * np.where(usable, prob.item_compute, 0.0)[None], np.inf)
+    item_work = cost.min(axis=1)  # [Y, C]
+    work, _, _, _ = _prefix(lattice.parent, lattice.added, item_work, prob.item_memory)
+    full = lattice.num_ideals - 1
+    return _alive_states(work, work[full].copy(), mem, float(mem[full]), prices, prob.digits, prob.counts,
+                         prob.caps, float(ub))
 
 
 # Kernel cost per pair used, measured on the reference workloads (about 140 ns on the 2-core
