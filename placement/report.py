@@ -83,9 +83,9 @@ def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
     status = s.status.value
-    if s.status.value == "feasible" and "interrupted" in s.message:
+    if s.status.value in ("feasible", "stopped") and "interrupted" in s.message:
         status += " (interrupted)"
-    elif s.status.value == "feasible" and (s.stats.get("mip_status") == "time limit"
+    elif s.status.value in ("feasible", "stopped") and (s.stats.get("mip_status") == "time limit"
                                           or "time limit" in s.message):
         status += " (time limit reached)"
     u = f" {time_unit(p)}" if time_unit(p) else ""

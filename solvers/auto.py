@@ -208,7 +208,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         rng = np.random.default_rng(options.seed)
         chain = _chain_bound(base, _random_orders(base.items, 8, rng))
         if chain is None:
-            return Solution(None, math.inf, Status.FEASIBLE if tried else Status.INFEASIBLE, "auto",
+            return Solution(None, math.inf, Status.STOPPED if tried else Status.INFEASIBLE, "auto",
                             time=time.perf_counter() - t0, message="no placement found: " + "; ".join(tried))
         found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
         steps.append(("heuristic", chain.value))

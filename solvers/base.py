@@ -4,7 +4,7 @@ Every solver is a function ``solve(graph, cluster, options) -> Solution``. A sol
 limit returns its best placement with status ``FEASIBLE``, its bound and gap; it never says ``OPTIMAL``
 unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``. ``STOPPED``: a
 limit (time, budget) stopped the search before any placement was found, so nothing is known either
-way (the replicated solvers use it; the others still say ``FEASIBLE`` with no placement there).
+way.
 """
 
 from __future__ import annotations

@@ -927,7 +927,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                             gap=(best_chain.value - lb) / best_chain.value if best_chain.value else 0.0,
                             time=elapsed, message=f"{stop}; best placement over a few topological orders "
                             f"returned (not proven optimal)", stats=stats)
-        return Solution(None, math.inf, Status.FEASIBLE, "dp", bound=lb, time=elapsed,
+        return Solution(None, math.inf, Status.STOPPED, "dp", bound=lb, time=elapsed,
                         message=f"{stop} before any placement was found", stats=stats)
     if not math.isfinite(run.value):
         return Solution(None, math.inf, Status.INFEASIBLE, "dp", time=elapsed, stats=stats,

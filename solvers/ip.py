@@ -260,7 +260,7 @@ def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: s
         return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
                         message="no placement satisfies the constraints (the integer program is infeasible)")
     if assignment is None:
-        status = Status.ERROR if res.status == _milp.ERROR else Status.FEASIBLE
+        status = Status.ERROR if res.status == _milp.ERROR else Status.STOPPED
         return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     value = _objective_value(graph, cluster, assignment, options.objective)

@@ -574,7 +574,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         sub = ev.subgraph
         stats["returned"] = "warm start"
     if a is None:
-        status = Status.FEASIBLE if res.status != _milp.ERROR else Status.ERROR
+        status = Status.STOPPED if res.status != _milp.ERROR else Status.ERROR
         return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     value = ev.total

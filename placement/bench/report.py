@@ -70,7 +70,8 @@ def _rows(records: list[dict], objective: str) -> list[dict]:
         v = r.get("value") if _ok(r) else None
         rows.append({
             "workload": r["workload"], "objective": objective, "solver": r["solver"],
-            "status": r.get("status") if (v is not None or r.get("status") != "feasible") else "no placement",
+            "status": r.get("status") if (v is not None or r.get("status") not in ("feasible", "stopped"))
+            else "no placement",
             "value": v, "ratio_to_best": (v / b if v is not None and b else None), "best_known": b,
             "gap": r.get("gap"), "solve_time_s": r.get("wall_s"), "peak_rss_mb": r.get("peak_rss_mb"),
             "nodes": r.get("nodes"), "edges": r.get("edges"), "devices": r.get("devices"),
