@@ -93,6 +93,10 @@ def _need_onnx(path: str, what: str) -> None:
     if not path.lower().endswith(".onnx"):
         raise InputError(f"{what} needs an ONNX model (.onnx): batch sizes and FLOPs come from its shapes",
                          source=path)
+    import os
+
+    if not os.path.isfile(path):  # before anything else is checked or computed
+        raise InputError("no such file", source=path)
 
 
 def _sizes(value):
@@ -370,8 +374,15 @@ def _run_provision(args) -> int:
     from .serving import batch_workload
 
     if args.example_prices:
-        with open(args.example_prices, "w", encoding="utf-8") as f:
-            f.write(EXAMPLE_PRICES)
+        import os
+
+        try:  # the output's folder is created as for every command's outputs; one error line if it cannot be
+            os.makedirs(os.path.dirname(os.path.abspath(args.example_prices)), exist_ok=True)
+            with open(args.example_prices, "w", encoding="utf-8") as f:
+                f.write(EXAMPLE_PRICES)
+        except OSError as e:
+            raise InputError(f"--example-prices {args.example_prices}: cannot write there "
+                             f"({e.strerror or e})") from None
         print(f"wrote {args.example_prices}: example prices per device-hour (made-up figures; set your own)")
         return 0
     if not args.model:

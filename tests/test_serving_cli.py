@@ -152,3 +152,18 @@ def test_fixed_batch_resnet_follows_the_batch():
 
     assert sum(op_flops(o)[0] for o in g2.ops) == pytest.approx(2 * sum(op_flops(o)[0] for o in g1.ops),
                                                                  rel=1e-6)
+
+
+def test_provision_edges_are_one_error_line(tmp_path, capsys):
+    """A missing model is named before anything else; --example-prices creates its folder, and a path
+    that cannot be written is one error line."""
+    assert main(["provision", str(tmp_path / "nope.onnx"), "--target-throughput", "10",
+                 "--available", "a100:2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.onnx" in err[0] and "no such file" in err[0]
+    out = tmp_path / "new" / "dir" / "prices.toml"
+    assert main(["provision", "--example-prices", str(out)]) == 0 and out.read_text().strip()
+    capsys.readouterr()
+    assert main(["provision", "--example-prices", "/proc/x/prices.toml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --example-prices")
