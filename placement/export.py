@@ -133,9 +133,16 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
 def write_json(path: str | os.PathLike, data: dict) -> None:
     """Write ``data`` as JSON atomically: a temporary file in the same folder, then a rename, so a
     crash or Ctrl-C never leaves a half-written result. The file gets the usual permissions (0666 less
-    the umask), like every other file the tool writes."""
+    the umask), like every other file the tool writes. A missing folder is created, as for every
+    output of the command line; a folder that cannot be written raises :class:`InputError`."""
+    from graphs.errors import InputError
+
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot write there ({e.strerror or e})", source=path) from None
     for _ in range(100):
         tmp = os.path.join(folder, f".tmp-{secrets.token_hex(6)}.json")
         try:
@@ -143,6 +150,8 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
             break
         except FileExistsError:
             continue
+        except OSError as e:
+            raise InputError(f"cannot write there ({e.strerror or e})", source=path) from None
     else:  # pragma: no cover
         raise FileExistsError(f"no free temporary name in {folder}")
     try:

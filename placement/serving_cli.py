@@ -306,6 +306,10 @@ def plot_frontier(fr, path: str) -> str:
 
 def run(args) -> int:
     """Run ``frontier`` or ``provision``."""
+    if getattr(args, "out", None):
+        from .cli import _output_file
+
+        _output_file(args.out, "--out")  # before any work: a folder created, or one error line
     if args.command == "provision":
         return _run_provision(args)
     return _run_frontier(args)

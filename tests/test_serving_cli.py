@@ -167,3 +167,13 @@ def test_provision_edges_are_one_error_line(tmp_path, capsys):
     assert main(["provision", "--example-prices", "/proc/x/prices.toml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --example-prices")
+
+
+def test_frontier_out_in_a_missing_folder_is_created_and_an_unwritable_one_is_one_line(cnn, tmp_path, capsys):
+    out = tmp_path / "new" / "dir" / "f.json"
+    assert main(["frontier", cnn, "--devices", "t4:1", "--batch-size", "1", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["points"]
+    capsys.readouterr()
+    assert main(["frontier", cnn, "--devices", "t4:1", "--out", "/proc/x/f.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --out /proc/x/f.json")
