@@ -555,6 +555,7 @@ def write_device_file(cal: Calibration, path: str | os.PathLike) -> str:
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # as for every output
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(device_file_text(cal))
         os.replace(tmp, path)

@@ -596,10 +596,12 @@ def _cmd_split(args) -> int:
     dims = _dims(args)
     from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
 
-    if replicated_show.is_replicated_result(args.result):
-        return replicated_onnx.split_command(args, dims)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
+    if replicated_show.is_replicated_result(args.result):
+        _output_dir(args.out_dir, "--out-dir")
+        _output_file(annotated, "--annotated")
+        return replicated_onnx.split_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = read_result(args.result)

@@ -89,7 +89,7 @@ def with_replicas(manifest: dict, stages: list[dict]) -> dict:
     names, nxt = [], {}
     for s in stages:
         k = s["kind"]
-        names.append([f"{k}{nxt.get(k, 0) + r}" for r in range(s["d"])])
+        names.append([f"{k}:{nxt.get(k, 0) + r}" for r in range(s["d"])])  # kind:index, as everywhere
         nxt[k] = nxt.get(k, 0) + s["d"]
     for entry in manifest["submodels"]:
         st = entry.get("stage")

@@ -36,7 +36,8 @@ def test_split_lists_the_replicas():
     assert len(split.submodels) == 3
     subs = manifest["submodels"]
     assert [s["replicas"] for s in subs] == [2, 1, 3]
-    assert [s["replica_devices"] for s in subs] == [["cpu0", "cpu1"], ["cpu2"], ["cpu3", "cpu4", "cpu5"]]
+    assert [s["replica_devices"] for s in subs] == [["cpu:0", "cpu:1"], ["cpu:2"],
+                                                    ["cpu:3", "cpu:4", "cpu:5"]]
     assert [s["stage"] for s in subs] == [0, 1, 2]
     assert device_result(plan(path, [2, 1, 3]))["devices"][2]["name"] == "stage2"
 
@@ -81,7 +82,7 @@ def test_cli_split_and_run(tmp_path, capsys):
     out = tmp_path / "stages"
     assert main(["split", path, str(res), "--out-dir", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
-    assert "2 replica(s) on cpu0, cpu1" in text and "verify: OK" in text
+    assert "2 replica(s) on cpu:0, cpu:1" in text and "verify: OK" in text
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["replicas"] for s in manifest["submodels"]] == [2, 1] and manifest["replicated"]
     assert main(["run", str(res), path, "--samples", "4", "--json"]) == 0
