@@ -57,3 +57,16 @@ def no_placement(name: str, t_start: float, message: str, *, status: Status = St
     or FEASIBLE with no assignment when a limit stopped it first)."""
     return Solution(None, math.inf, status, name, time=time.perf_counter() - t_start, message=message,
                     stats=dict(stats or {}))
+
+
+def replicated_assignment(plan, cluster: Cluster, item_of: np.ndarray, num_nodes: int) -> np.ndarray:
+    """The device of every operator for a plan of :func:`graphs.parallel.from_opgraph`'s problem (the
+    registry's form of the replicated solvers): each stage's nodes on the next ``t * d`` devices of its
+    kind, named by the first of them; ``item_of`` maps operators to the problem's nodes."""
+    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
+    nxt = np.zeros(len(cluster.kinds), np.int64)
+    node_dev = np.full(num_nodes, -1, np.int64)
+    for st in plan:
+        node_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.d * st.t
+    return node_dev[item_of]

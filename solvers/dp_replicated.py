@@ -44,6 +44,7 @@ from graphs.parallel import (
     resync_bandwidth,
 )
 
+from ._common import replicated_assignment
 from .base import Solution, SolveOptions, Status
 
 __all__ = ["solve_problem", "ReplicatedResult", "solve", "knapsack"]
@@ -1302,14 +1303,9 @@ def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
     if r.plan is None:
         return Solution(None, math.inf, r.status, "dp-replicated", time=r.time, message=r.message,
                         stats=stats)
-    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
-    nxt = np.zeros(len(cluster.kinds), np.int64)
-    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
-    for st in r.plan:
-        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
-        nxt[st.kind] += 1
     stats["plan"] = r.plan
     bound = r.objective if r.status == Status.OPTIMAL else stats.get("lower_bound")
     gap = 0.0 if r.status == Status.OPTIMAL else None
-    return Solution(item_dev[item_of], r.objective, r.status, "dp-replicated", bound=bound, gap=gap,
+    a = replicated_assignment(r.plan, cluster, item_of, problem.graph.num_nodes)
+    return Solution(a, r.objective, r.status, "dp-replicated", bound=bound, gap=gap,
                     time=r.time, message=r.message, stats=stats)

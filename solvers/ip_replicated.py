@@ -59,6 +59,7 @@ from graphs.parallel import (
 )
 
 from . import _milp
+from ._common import replicated_assignment
 from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 from .dp_replicated import ReplicatedResult
 
@@ -457,17 +458,12 @@ def to_solution(r: ReplicatedResult, cluster, item_of: np.ndarray, solver: str,
     stats = dict(r.stats or {})
     if r.plan is None:
         return Solution(None, math.inf, r.status, solver, time=r.time, message=r.message, stats=stats)
-    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
-    nxt = np.zeros(len(cluster.kinds), np.int64)
-    item_dev = np.full(int(item_of.max(initial=-1)) + 1, -1, np.int64)
-    for st in r.plan:
-        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
-        nxt[st.kind] += st.d * st.t
     stats["plan"] = r.plan
     gap = None
     if bound is not None and math.isfinite(r.objective):
         gap = max(0.0, (r.objective - bound) / r.objective) if r.objective > 0 else 0.0
-    return Solution(item_dev[item_of], r.objective, r.status, solver, bound=bound, gap=gap, time=r.time,
+    a = replicated_assignment(r.plan, cluster, item_of, int(item_of.max(initial=-1)) + 1)
+    return Solution(a, r.objective, r.status, solver, bound=bound, gap=gap, time=r.time,
                     message=r.message, stats=stats)
 
 

@@ -58,6 +58,7 @@ from graphs.parallel import (
     weight_versions,
 )
 
+from ._common import replicated_assignment
 from .base import Solution, SolveOptions, Status
 from .dp_replicated import ReplicatedResult, knapsack
 
@@ -356,12 +357,7 @@ def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
     if r.plan is None:
         return Solution(None, math.inf, r.status, "pipedream-replicated", time=r.time, message=r.message,
                         stats=stats)
-    first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]])
-    nxt = np.zeros(len(cluster.kinds), np.int64)
-    item_dev = np.full(problem.graph.num_nodes, -1, np.int64)
-    for st in r.plan:
-        item_dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
-        nxt[st.kind] += st.d
     stats["plan"] = r.plan
-    return Solution(item_dev[item_of], r.objective, Status.FEASIBLE, "pipedream-replicated", time=r.time,
+    a = replicated_assignment(r.plan, cluster, item_of, problem.graph.num_nodes)
+    return Solution(a, r.objective, Status.FEASIBLE, "pipedream-replicated", time=r.time,
                     message=r.message, stats=stats)
