@@ -222,7 +222,10 @@ def _put(q, item) -> None:
         q.put(item)
 
 
-def _get(q, deadline, procs):
+def _get(q, deadline, procs, statq=None, who=str):
+    """The next item on ``q``. While none comes, the wait ends in an :class:`InputError` at the deadline,
+    when a worker has died, or (``statq`` given) when a worker reports an error; ``who`` names the
+    worker of a report."""
     import queue
 
     while True:
@@ -230,33 +233,27 @@ def _get(q, deadline, procs):
             with deferred():
                 return q.get(timeout=0.5)
         except queue.Empty:
-            if time.monotonic() > deadline:
-                raise InputError("the pipeline did not finish in time") from None
-            dead = [k for k, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)]
-            if dead:
-                code = procs[dead[0]].exitcode
-                raise InputError(f"pipeline worker {dead[0]} died (exit code {code})") from None
-
-
-def _collect(q, n: int, deadline, procs, statq) -> dict:
-    import queue
-
-    out = {}
-    while len(out) < n:
-        try:
-            with deferred():
-                msg = q.get(timeout=0.5)
-        except queue.Empty:
+            pass
+        if statq is not None:
             try:
                 with deferred():
                     kind, k, info = statq.get_nowait()
                 if kind == "error":
-                    raise InputError(f"sub-model {k} failed: {info}")
+                    raise InputError(f"sub-model {who(k)} failed: {info}")
             except queue.Empty:
                 pass
-            if time.monotonic() > deadline:
-                raise InputError("the pipeline did not finish in time") from None
-            continue
+        if time.monotonic() > deadline:
+            raise InputError("the pipeline did not finish in time") from None
+        dead = [k for k, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)]
+        if dead:
+            code = procs[dead[0]].exitcode
+            raise InputError(f"pipeline worker {dead[0]} died (exit code {code})") from None
+
+
+def _collect(q, n: int, deadline, procs, statq) -> dict:
+    out = {}
+    while len(out) < n:
+        msg = _get(q, deadline, procs, statq)
         if msg is None:
             kind, k, info = _get(statq, deadline, procs)
             raise InputError(f"sub-model {k} failed: {info}")

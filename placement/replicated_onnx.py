@@ -34,8 +34,6 @@ import numpy as np
 
 from graphs.errors import InputError
 
-from ._interrupt import deferred
-
 __all__ = ["device_result", "replica_plan", "split_replicated", "with_replicas", "ReplicatedRun",
            "run_replicated", "split_command", "run_command"]
 
@@ -253,28 +251,12 @@ def run_replicated(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[
 
 def _drain(q, n: int, deadline, procs, statq) -> dict:
     """``n`` finished samples from the last stage's queue (warm-up ones included in the count)."""
-    import queue
+    from .pipeline_run import _get
 
     out = {}
     got = 0
     while got < n:
-        try:
-            with deferred():
-                msg = q.get(timeout=0.5)
-        except queue.Empty:
-            try:
-                with deferred():
-                    kind, who, info = statq.get_nowait()
-                if kind == "error":
-                    raise InputError(f"sub-model {who[0]} (replica {who[1]}) failed: {info}")
-            except queue.Empty:
-                pass
-            if time.monotonic() > deadline:
-                raise InputError("the pipeline did not finish in time") from None
-            dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
-            if dead:
-                raise InputError(f"a pipeline worker died (exit code {dead[0].exitcode})") from None
-            continue
+        msg = _get(q, deadline, procs, statq, who=lambda w: f"{w[0]} (replica {w[1]})")
         if msg is None:
             raise InputError("a pipeline worker stopped early")
         _, i, env = msg
