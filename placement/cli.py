@@ -645,8 +645,8 @@ def _names(xs, k: int = 3) -> str:
 
 
 def _cmd_run(args) -> int:
-    from .onnx_export import generated_weights, materialize, random_feeds, session, split_model
-    from .pipeline_run import predicted_time_per_sample, run_pipeline
+    from .onnx_export import split_model
+    from .pipeline_run import predicted_time_per_sample, run_inputs, run_pipeline
     from .simulate import read_result
 
     if args.samples < 1 or args.threads < 1:
@@ -665,17 +665,9 @@ def _cmd_run(args) -> int:
     result = read_result(args.result)
     split = split_model(model, result)
     manifest = split.manifest()
-    weights = generated_weights(model, seed=args.seed)
-    whole = materialize(model, weights)
-    parts = [materialize(s.model, weights) for s in split.submodels]
-    sess = session(whole, optimize=args.optimize, threads=args.threads)
-    feeds = [random_feeds(whole, sess, seed=args.seed + i, dims=dims, batch_size=args.batch_size)
-             for i in range(2)]
-    reference = None
-    if not args.no_check:
-        names = [o.name for o in sess.get_outputs()]
-        reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
-    del sess
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
+                                         batch_size=args.batch_size, threads=args.threads,
+                                         optimize=args.optimize, check=not args.no_check)
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     pred = predicted_time_per_sample(result, args.samples)

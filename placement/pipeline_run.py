@@ -97,6 +97,25 @@ def _worker(k: int, model_bytes: bytes, inputs: list[str], keep: list[str], thre
         outq.put(None)
 
 
+def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, batch_size: int | None,
+               threads: int = 1, optimize: bool = False, check: bool = True):
+    """What a run of the split ``model`` feeds the workers: the sub-models with the generated weights
+    filled in, two random input samples, and (``check``) the whole model's outputs for them, to compare
+    the pipeline's with. Returns ``(parts, feeds, reference)``."""
+    from .onnx_export import generated_weights, materialize, random_feeds, session
+
+    weights = generated_weights(model, seed=seed)
+    whole = materialize(model, weights)
+    parts = [materialize(m, weights) for m in submodels]
+    sess = session(whole, optimize=optimize, threads=threads)
+    feeds = [random_feeds(whole, sess, seed=seed + i, dims=dims, batch_size=batch_size) for i in range(2)]
+    reference = None
+    if check:
+        names = [o.name for o in sess.get_outputs()]
+        reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
+    return parts, feeds, reference
+
+
 def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[str, np.ndarray]], *,
                  samples: int, threads: int = 1, optimize: bool = False,
                  reference: Sequence[Mapping[str, np.ndarray]] | None = None,

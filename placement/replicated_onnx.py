@@ -312,21 +312,13 @@ def run_command(args, dims: dict) -> int:
     import json
     import sys
 
-    from .onnx_export import generated_weights, materialize, random_feeds, session
+    from .pipeline_run import run_inputs
 
     model, data = _read(args)
     split, manifest = split_replicated(model, data)
-    weights = generated_weights(model, seed=args.seed)
-    whole = materialize(model, weights)
-    parts = [materialize(s.model, weights) for s in split.submodels]
-    sess = session(whole, optimize=args.optimize, threads=args.threads)
-    feeds = [random_feeds(whole, sess, seed=args.seed + i, dims=dims, batch_size=args.batch_size)
-             for i in range(2)]
-    reference = None
-    if not args.no_check:
-        names = [o.name for o in sess.get_outputs()]
-        reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
-    del sess
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
+                                         batch_size=args.batch_size, threads=args.threads,
+                                         optimize=args.optimize, check=not args.no_check)
     run = run_replicated(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                          optimize=args.optimize, reference=reference)
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
