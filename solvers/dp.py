@@ -259,61 +259,119 @@ def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, s
 
 
 @njit(cache=True)
-def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-              bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t, stamp, queue, in_bi, sbits, ok,
-              comm):
-    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in the states ``alive[I]``; the last six arrays
-    are scratch space. Returns the number of (J, I) pairs used."""
-    T = comp.shape[1]
-    S = digits.shape[0]
-    used = 0
-    any_alive = False
-    for s in range(S):
-        any_alive = any_alive or alive[I, s]
-    if not any_alive:
-        return 0
-    for p in range(bd_ptr[I], bd_ptr[I + 1]):
-        in_bi[bd_idx[p]] = True
-    head = 0
-    tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
-    while head < tail:
-        J = queue[head]
-        head += 1
-        if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
-            continue  # every smaller J only makes the stage bigger
-        used += 1
-        tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
-        # compute alone bounds the stage's load from below: if no state can improve even
-        # with that bound, the (costlier) communication need not be computed
-        useful = False
-        for t in range(T):
-            if not ok[t]:
-                continue
-            lb = comp[I, t] - comp[J, t]
-            st = strides[t]
-            for s in range(S):
-                if digits[s, t] != 0 and dp[J, s - st] < dp[I, s] and lb < dp[I, s] and alive[I, s]:
-                    useful = True
+def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, pred_idx, c):
+    """Turn ``c``, the communication per kind of a stage ``S`` (``sbits``), into that of ``S + {x}``.
+    Only two kinds of node can change what they pay: ``x``'s own nodes (they stop receiving into ``S``
+    and send if some successor is outside ``S + {x}``) and the nodes whose output goes to ``x`` (inside
+    ``S`` they may stop sending; outside it they now receive). Costs ``O(W)`` per such node instead of
+    a pass over both borders."""
+    W = sbits.shape[0]
+    T = c.shape[0]
+    xw = x >> 6
+    xbit = np.uint64(1) << np.uint64(x & 63)
+    for q in range(own_ptr[x], own_ptr[x + 1]):
+        u = own_idx[q]
+        into = False
+        leaves = False
+        for w in range(W):
+            sw = sbits[w] | xbit if w == xw else sbits[w]
+            if cn_succ[u, w] & sbits[w]:
+                into = True
+            if cn_succ[u, w] & ~sw:
+                leaves = True
+        f = (1.0 if leaves else 0.0) - (1.0 if into else 0.0)
+        if f != 0.0:
+            for t in range(T):
+                c[t] += f * cn_cost[u, t]
+    for q in range(pred_ptr[x], pred_ptr[x + 1]):
+        u = pred_idx[q]
+        cu = cn_class[u]
+        if (sbits[cu >> 6] >> np.uint64(cu & 63)) & np.uint64(1):
+            # u sent to x before; it still sends if another successor is outside the stage
+            leaves = False
+            for w in range(W):
+                sw = sbits[w] | xbit if w == xw else sbits[w]
+                if cn_succ[u, w] & ~sw:
+                    leaves = True
                     break
-            if useful:
-                break
-        if not useful:
+            if not leaves:
+                for t in range(T):
+                    c[t] -= cn_cost[u, t]
+        else:
+            # u now receives into the stage, unless it already did
+            into = False
+            for w in range(W):
+                if cn_succ[u, w] & sbits[w]:
+                    into = True
+                    break
+            if not into:
+                for t in range(T):
+                    c[t] += cn_cost[u, t]
+
+
+@njit(cache=True)
+def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ, down_ptr,
+              down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt,
+              par_idx, dp, ch_j, ch_t, stamp, queue, cq, sbits, ok):
+    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its alive states
+    ``al_idx[al_ptr[I]:al_ptr[I + 1]]`` (the others stay ``inf``). ``stamp``, ``queue``, ``cq``,
+    ``sbits`` and ``ok`` are scratch space. Returns the number of (J, I) pairs used.
+
+    The walk goes down the Hasse edges from ``I``; every sub-ideal ``J`` it reaches is one item ``x``
+    (``down_item``) short of the sub-ideal it was reached from, so the stage ``I \\ J`` is that one's
+    stage plus ``x`` and its communication (``cq``, per queue slot) is updated by :func:`_add_item` in
+    time proportional to ``x``'s nodes and predecessors, not recomputed from the borders."""
+    T = comp.shape[1]
+    W = bits.shape[1]
+    a0, a1 = al_ptr[I], al_ptr[I + 1]
+    used = 0
+    if a1 == a0:
+        return 0
+    stamp[I] = I
+    queue[0] = I
+    for t in range(T):
+        cq[0, t] = 0.0
+    head, tail = 0, 1
+    while head < tail:
+        k = head
+        J = queue[k]
+        head += 1
+        if J != I:
+            if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+                continue  # every smaller J only makes the stage bigger
+            used += 1
+        for w in range(W):
+            sbits[w] = bits[I, w] & ~bits[J, w]
+        for e in range(down_ptr[J], down_ptr[J + 1]):
+            K = down_idx[e]
+            if stamp[K] != I:
+                stamp[K] = I
+                queue[tail] = K
+                for t in range(T):
+                    cq[tail, t] = cq[k, t]
+                _add_item(down_item[e], sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr,
+                          pred_idx, cq[tail])
+                tail += 1
+        if J == I:
             continue
         improved = False
-        _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm)
         for t in range(T):
             if not ok[t]:
                 continue
-            load = comp[I, t] - comp[J, t] + comm[t]
+            load = comp[I, t] - comp[J, t] + cq[k, t]
             if load > ub:
                 continue
             st = strides[t]
-            for s in range(S):
-                if digits[s, t] == 0:
+            for q in range(par_cnt[J]):
+                s0 = par_idx[J, q]
+                if digits[s0, t] == counts[t]:
                     continue
-                prev = dp[J, s - st]
+                s = s0 + st
+                if not alive[I, s]:
+                    continue
+                prev = dp[J, s0]
                 cand = prev if prev > load else load
-                if cand < dp[I, s] and alive[I, s]:  # (dead states stay at inf)
+                if cand < dp[I, s]:
                     dp[I, s] = cand
                     ch_j[I, s] = J
                     ch_t[I, s] = t
@@ -322,51 +380,119 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             # dp[0] holds the floor (a proven lower bound on the optimum): states at the floor cannot
             # improve, and once every state of I is there the rest of the walk is useless
             settled = True
-            for s in range(S):
-                if alive[I, s] and dp[I, s] > dp[0, 0]:
+            for q in range(a0, a1):
+                if dp[I, al_idx[q]] > dp[0, 0]:
                     settled = False
                     break
             if settled:
                 break
-    for p in range(bd_ptr[I], bd_ptr[I + 1]):
-        in_bi[bd_idx[p]] = False
+    _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx)
     return used
 
 
 @njit(cache=True)
-def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
-              cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive,
-              dp, ch_j, ch_t, stamp, queue, in_bi):
+def _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx):
+    """Make ``dp[I]`` monotone (``dp[I][c] <= dp[I][c - e_k]``: a device may stay unused), copying the
+    choices along, and list in ``par_idx[I]`` its strict states: those better than every smaller one.
+
+    The walk only extends strict states of a sub-ideal: a state ``c`` with ``dp[J][c] = dp[J][c - e_k]``
+    gives the same candidates as ``c - e_k`` one device later, and the closure carries them up."""
+    S, T = digits.shape
+    for t in range(T):
+        st = strides[t]
+        for s in range(S):
+            if digits[s, t] > 0 and dp[I, s - st] < dp[I, s]:
+                dp[I, s] = dp[I, s - st]
+                ch_j[I, s] = ch_j[I, s - st]
+                ch_t[I, s] = ch_t[I, s - st]
+    n = 0
+    for s in range(S):
+        v = dp[I, s]
+        if not v < np.inf:
+            continue
+        strict = True
+        for t in range(T):
+            if digits[s, t] > 0 and not v < dp[I, s - strides[t]]:
+                strict = False
+                break
+        if strict:
+            par_idx[I, n] = s
+            n += 1
+    par_cnt[I] = n
+
+
+@njit(cache=True)
+def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+              down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr, al_idx, alive,
+              par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
-    ``stamp``, ``queue`` and ``in_bi`` have one row per thread; the serial kernel uses row 0."""
+    ``stamp``, ``queue`` and ``cq`` have one row per thread; the serial kernel uses row 0."""
     sbits = np.empty(bits.shape[1], np.uint64)
     ok = np.zeros(comp.shape[1], np.bool_)
-    comm = np.zeros(comp.shape[1])
     used = 0
     for I in range(lo, hi):
         used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t,
-                          stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+                          cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
+                          al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp[0], queue[0], cq[0],
+                          sbits, ok)
     return used
 
 
 @njit(cache=True, parallel=True)
-def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits,
-                       cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive,
-                       dp, ch_j, ch_t, stamp, queue, in_bi):
+def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+                       cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
+                       al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
     nt = stamp.shape[0]
     sbits = np.empty((nt, bits.shape[1]), np.uint64)
     ok = np.zeros((nt, comp.shape[1]), np.bool_)
-    comm = np.zeros((nt, comp.shape[1]))
     used = 0
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, alive, dp, ch_j, ch_t,
-                          stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
+                          cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
+                          al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp[t], queue[t], cq[t],
+                          sbits[t], ok[t])
     return used
+
+
+@njit(cache=True)
+def _edge_items(bits, down_ptr, down_idx):
+    """``item[e]``: the one item that the Hasse edge ``e`` (ideal -> immediate sub-ideal) removes."""
+    N, W = bits.shape
+    item = np.empty(down_idx.shape[0], np.int64)
+    for j in range(N):
+        for e in range(down_ptr[j], down_ptr[j + 1]):
+            k = down_idx[e]
+            for w in range(W):
+                d = bits[j, w] & ~bits[k, w]
+                if d:
+                    b = 0
+                    while not (d >> np.uint64(b)) & np.uint64(1):
+                        b += 1
+                    item[e] = w * 64 + b
+                    break
+    return item
+
+
+def _item_nodes(prob: DPProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CSR lists, per item, of its communicating nodes (``own``) and of the communicating nodes of other
+    items whose output it takes (``pred``), as indices into ``prob.cn_*``: what :func:`_add_item`
+    visits when the item joins a stage."""
+    C = prob.items.num_classes
+    M = prob.cn_class.size
+    own_ptr = np.zeros(C + 1, np.int64)
+    np.cumsum(np.bincount(prob.cn_class, minlength=C), out=own_ptr[1:])
+    own_idx = np.argsort(prob.cn_class, kind="stable").astype(np.int64)
+    # unpack the successor bitsets: (node, item) pairs
+    bitsu8 = prob.cn_succ.view(np.uint8).reshape(M, -1) if M else np.zeros((0, 8), np.uint8)
+    flags = np.unpackbits(bitsu8, axis=1, bitorder="little")[:, :C] if M else np.zeros((0, C), np.uint8)
+    u, x = np.nonzero(flags)
+    order = np.argsort(x, kind="stable")
+    pred_ptr = np.zeros(C + 1, np.int64)
+    np.cumsum(np.bincount(x, minlength=C), out=pred_ptr[1:])
+    return own_ptr, own_idx, pred_ptr, u[order].astype(np.int64)
 
 
 # --------------------------------------------------------------------------- tie-break among optima
@@ -592,16 +718,14 @@ def _leaf(kernel, work: int):
     return getattr(kernel, "py_func", kernel) if work <= _PYTHON_WORK else kernel
 
 
-def _ideal_by_ideal(kernel, lo: int, hi: int, args: tuple) -> int:
-    """What ``_dp_chunk`` / ``_tie_chunk`` do, the loop in Python: ``kernel(I, ...)`` (:func:`_dp_ideal` or
-    :func:`_tie_ideal`) for ideals ``lo <= I < hi``; ``args`` ends with the per-thread ``stamp``,
-    ``queue`` and ``in_bi`` rows, of which row 0 is used. Returns the pairs used."""
-    *head, stamp, queue, in_bi = args
-    T, W = args[1].shape[1], args[0].shape[1]  # comp, bits
-    sbits, ok, comm = np.empty(W, np.uint64), np.zeros(T, np.bool_), np.zeros(T)
+def _ideal_by_ideal(kernel, lo: int, hi: int, head: tuple, rows: tuple, scratch: tuple) -> int:
+    """What ``_dp_chunk`` / ``_tie_chunk`` do, the loop in Python: ``kernel(I, *head, *rows[.][0],
+    *scratch)`` (:func:`_dp_ideal` or :func:`_tie_ideal`) for ideals ``lo <= I < hi``, with row 0 of
+    each per-thread array in ``rows``. Returns the pairs used."""
+    mine = tuple(r[0] for r in rows)
     used = 0
     for I in range(lo, hi):
-        used += kernel(I, *head, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
+        used += kernel(I, *head, *mine, *scratch)
     return used
 
 
@@ -721,7 +845,20 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
                                                                prob.item_compute, prob.item_memory)
     alive = _states_within(prob, lattice, mem, ub, prices)
-    bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
+    # the kernel loops over each ideal's alive states only (a quarter of them on multi-kind clusters)
+    al_rows, al_idx = np.nonzero(alive)
+    al_ptr = np.zeros(N + 1, np.int64)
+    np.cumsum(np.bincount(al_rows, minlength=N), out=al_ptr[1:])
+    al_idx = al_idx.astype(np.int64)
+    del al_rows
+    # the strict states of each finished ideal (_close_row): the only ones the walk extends
+    par_cnt = np.zeros(N, np.int64)
+    par_idx = np.empty((N, S), np.int32)
+    par_cnt[0] = 1
+    par_idx[0, 0] = 0
+    down_item = _leaf(_edge_items, lattice.down_idx.size * lattice.words)(lattice.bits, lattice.down_ptr,
+                                                                           lattice.down_idx)
+    own_ptr, own_idx, pred_ptr, pred_idx = _item_nodes(prob)
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
     nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
     if N < 20_000:
@@ -733,16 +870,19 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     stamp = np.full((nt, N), -1, np.int64)
     queue = np.empty((nt, N), np.int64)
     in_bi = np.zeros((nt, prob.cn_class.size), np.bool_)
+    cq = np.empty((nt, N, prob.counts.size))
     layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
     if nt > 1:
         set_num_threads(nt)
-    shared = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
-              prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr, lattice.down_idx)
-    args = (*shared, float(ub), alive, dp, ch_j, ch_t, stamp, queue, in_bi)
+    head = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
+            prob.cn_cost, prob.cn_succ, lattice.down_ptr, lattice.down_idx, down_item, own_ptr, own_idx,
+            pred_ptr, pred_idx, float(ub), al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t)
+    rows = (stamp, queue, cq)
+    scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_))
     pairs, parallel_ideals, complete, interrupted = _sweep(
-        N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *args)) if N > _SMALL_LATTICE
-        else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, args)),
-        lambda lo, hi: _dp_chunk_parallel(lo, hi, *args), deadline, progress)
+        N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *head, *rows)) if N > _SMALL_LATTICE
+        else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, head, rows, scratch)),
+        lambda lo, hi: _dp_chunk_parallel(lo, hi, *head, *rows), deadline, progress)
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []
@@ -766,12 +906,19 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             ch_j.fill(-1)
             ch_t.fill(-1)
             stamp.fill(-1)  # the first pass stamped with the same owners
+            bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
             out = _leaf(_out_comm, bd_idx.size * prob.counts.size)(
                 lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
-            targs = (*shared, tie_ub, dp, rest, room, out, tot, ch_j, ch_t, stamp, queue, in_bi)
+            thead = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
+                     prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr,
+                     lattice.down_idx, tie_ub, dp, rest, room, out, tot, ch_j, ch_t)
+            targs = (*thead, stamp, queue, in_bi)
+            tscratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_),
+                        np.zeros(prob.counts.size))
             p2, par2, done, stopped = _sweep(
                 N, layer_end, nt, (lambda lo, hi: _tie_chunk(lo, hi, *targs)) if N > _SMALL_LATTICE
-                else (lambda lo, hi: _ideal_by_ideal(_tie_ideal, lo, hi, targs)),
+                else (lambda lo, hi: _ideal_by_ideal(_tie_ideal, lo, hi, thead, (stamp, queue, in_bi),
+                                                     tscratch)),
                 lambda lo, hi: _tie_chunk_parallel(lo, hi, *targs), deadline, None)
             pairs += p2
             parallel_ideals += par2

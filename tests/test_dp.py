@@ -325,3 +325,48 @@ def test_the_readme_example_on_two_h100s_and_eight_cores_uses_the_fewest_devices
             continue
         sub = onnx_workload(path, ",".join(f"{k}:{n}" for k, n in (("h100", h100), ("cpu", cpus)) if n))
         assert solve(sub.graph, sub.cluster).objective > sol.objective * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_stage_communication_by_adding_items_equals_the_border_pass(training):
+    """The walk updates a stage's communication one item at a time (``_add_item``); on every pair of
+    ideals of random instances (backward edges that point to earlier items included) it equals the
+    direct pass over both borders (``_stage_comm``)."""
+    from solvers import dp as dpm
+
+    rng = np.random.default_rng(11 if training else 12)
+    pairs = 0
+    for _ in range(25):
+        inst = random_instance(rng, max_items=7, training=training)
+        try:
+            prob = dpm.prepare(inst.graph, inst.cluster)
+        except Exception:  # infeasible instances have no pairs to check
+            continue
+        lat = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+        bd_ptr, bd_idx = dpm._boundaries(lat.bits, prob.cn_class, prob.cn_succ)
+        down_item = dpm._edge_items(lat.bits, lat.down_ptr, lat.down_idx)
+        own_ptr, own_idx, pred_ptr, pred_idx = dpm._item_nodes(prob)
+        T = prob.counts.size
+        for i in range(1, lat.num_ideals):
+            in_bi = np.zeros(prob.cn_class.size, np.bool_)
+            in_bi[bd_idx[bd_ptr[i]:bd_ptr[i + 1]]] = True
+            comm = {i: np.zeros(T)}
+            queue = [i]
+            while queue:
+                j = queue.pop(0)
+                sbits = lat.bits[i] & ~lat.bits[j]
+                for e in range(lat.down_ptr[j], lat.down_ptr[j + 1]):
+                    k = int(lat.down_idx[e])
+                    if k in comm:
+                        continue
+                    c = comm[j].copy()
+                    dpm._add_item(down_item[e], sbits, prob.cn_class, prob.cn_cost, prob.cn_succ, own_ptr,
+                                  own_idx, pred_ptr, pred_idx, c)
+                    direct = np.zeros(T)
+                    dpm._stage_comm(i, k, lat.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx,
+                                    in_bi, np.empty_like(sbits), direct)
+                    np.testing.assert_allclose(c, direct, rtol=1e-12, atol=1e-12)
+                    comm[k] = c
+                    queue.append(k)
+                    pairs += 1
+    assert pairs > 200
