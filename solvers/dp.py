@@ -259,13 +259,13 @@ def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, s
 
 
 @njit(cache=True)
-def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, pred_idx, c):
+def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, own_idx, pred_ptr, pred_idx, c):
     """Turn ``c``, the communication per kind of a stage ``S`` (``sbits``), into that of ``S + {x}``.
     Only two kinds of node can change what they pay: ``x``'s own nodes (they stop receiving into ``S``
     and send if some successor is outside ``S + {x}``) and the nodes whose output goes to ``x`` (inside
-    ``S`` they may stop sending; outside it they now receive). Costs ``O(W)`` per such node instead of
-    a pass over both borders."""
-    W = sbits.shape[0]
+    ``S`` they may stop sending; outside it they now receive). A node's successor items are read as its
+    few non-zero bitset words (``sw_*``), so the cost is a few word tests per such node instead of a
+    pass over both borders."""
     T = c.shape[0]
     xw = x >> 6
     xbit = np.uint64(1) << np.uint64(x & 63)
@@ -273,11 +273,13 @@ def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, 
         u = own_idx[q]
         into = False
         leaves = False
-        for w in range(W):
+        for r in range(sw_ptr[u], sw_ptr[u + 1]):
+            w = sw_word[r]
+            m = sw_mask[r]
             sw = sbits[w] | xbit if w == xw else sbits[w]
-            if cn_succ[u, w] & sbits[w]:
+            if m & sbits[w]:
                 into = True
-            if cn_succ[u, w] & ~sw:
+            if m & ~sw:
                 leaves = True
         f = (1.0 if leaves else 0.0) - (1.0 if into else 0.0)
         if f != 0.0:
@@ -289,9 +291,10 @@ def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, 
         if (sbits[cu >> 6] >> np.uint64(cu & 63)) & np.uint64(1):
             # u sent to x before; it still sends if another successor is outside the stage
             leaves = False
-            for w in range(W):
+            for r in range(sw_ptr[u], sw_ptr[u + 1]):
+                w = sw_word[r]
                 sw = sbits[w] | xbit if w == xw else sbits[w]
-                if cn_succ[u, w] & ~sw:
+                if sw_mask[r] & ~sw:
                     leaves = True
                     break
             if not leaves:
@@ -300,8 +303,8 @@ def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, 
         else:
             # u now receives into the stage, unless it already did
             into = False
-            for w in range(W):
-                if cn_succ[u, w] & sbits[w]:
+            for r in range(sw_ptr[u], sw_ptr[u + 1]):
+                if sw_mask[r] & sbits[sw_word[r]]:
                     into = True
                     break
             if not into:
@@ -310,9 +313,9 @@ def _add_item(x, sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr, 
 
 
 @njit(cache=True)
-def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ, down_ptr,
-              down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt,
-              par_idx, dp, ch_j, ch_t, stamp, queue, cq, sbits, ok):
+def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
+              sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr,
+              al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, sbits, ok):
     """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its alive states
     ``al_idx[al_ptr[I]:al_ptr[I + 1]]`` (the others stay ``inf``). ``stamp``, ``queue``, ``cq``,
     ``sbits`` and ``ok`` are scratch space. Returns the number of (J, I) pairs used.
@@ -349,8 +352,8 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                 queue[tail] = K
                 for t in range(T):
                     cq[tail, t] = cq[k, t]
-                _add_item(down_item[e], sbits, cn_class, cn_cost, cn_succ, own_ptr, own_idx, pred_ptr,
-                          pred_idx, cq[tail])
+                _add_item(down_item[e], sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, own_idx,
+                          pred_ptr, pred_idx, cq[tail])
                 tail += 1
         if J == I:
             continue
@@ -422,9 +425,9 @@ def _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx):
 
 
 @njit(cache=True)
-def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
-              down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr, al_idx, alive,
-              par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
+def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr,
+              sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
+              al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
     ``stamp``, ``queue`` and ``cq`` have one row per thread; the serial kernel uses row 0."""
     sbits = np.empty(bits.shape[1], np.uint64)
@@ -432,16 +435,17 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_
     used = 0
     for I in range(lo, hi):
         used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-                          al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp[0], queue[0], cq[0],
-                          sbits, ok)
+                          sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
+                          pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
+                          stamp[0], queue[0], cq[0], sbits, ok)
     return used
 
 
 @njit(cache=True, parallel=True)
 def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                       cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-                       al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
+                       sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr,
+                       pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue,
+                       cq):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
     nt = stamp.shape[0]
@@ -451,9 +455,9 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          cn_succ, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-                          al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp[t], queue[t], cq[t],
-                          sbits[t], ok[t])
+                          sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
+                          pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
+                          stamp[t], queue[t], cq[t], sbits[t], ok[t])
     return used
 
 
@@ -493,6 +497,14 @@ def _item_nodes(prob: DPProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     pred_ptr = np.zeros(C + 1, np.int64)
     np.cumsum(np.bincount(x, minlength=C), out=pred_ptr[1:])
     return own_ptr, own_idx, pred_ptr, u[order].astype(np.int64)
+
+
+def _sparse_words(succ: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero words of each row of a bitset array, CSR: ``(ptr, word index, word)``."""
+    u, w = np.nonzero(succ)
+    ptr = np.zeros(succ.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(u, minlength=succ.shape[0]), out=ptr[1:])
+    return ptr, w.astype(np.int64), np.ascontiguousarray(succ[u, w])
 
 
 # --------------------------------------------------------------------------- tie-break among optima
@@ -859,6 +871,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     down_item = _leaf(_edge_items, lattice.down_idx.size * lattice.words)(lattice.bits, lattice.down_ptr,
                                                                            lattice.down_idx)
     own_ptr, own_idx, pred_ptr, pred_idx = _item_nodes(prob)
+    sw_ptr, sw_word, sw_mask = _sparse_words(prob.cn_succ)
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
     nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
     if N < 20_000:
@@ -875,8 +888,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     if nt > 1:
         set_num_threads(nt)
     head = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
-            prob.cn_cost, prob.cn_succ, lattice.down_ptr, lattice.down_idx, down_item, own_ptr, own_idx,
-            pred_ptr, pred_idx, float(ub), al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t)
+            prob.cn_cost, sw_ptr, sw_word, sw_mask, lattice.down_ptr, lattice.down_idx, down_item, own_ptr,
+            own_idx, pred_ptr, pred_idx, float(ub), al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t)
     rows = (stamp, queue, cq)
     scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_))
     pairs, parallel_ideals, complete, interrupted = _sweep(

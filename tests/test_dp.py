@@ -346,6 +346,7 @@ def test_stage_communication_by_adding_items_equals_the_border_pass(training):
         bd_ptr, bd_idx = dpm._boundaries(lat.bits, prob.cn_class, prob.cn_succ)
         down_item = dpm._edge_items(lat.bits, lat.down_ptr, lat.down_idx)
         own_ptr, own_idx, pred_ptr, pred_idx = dpm._item_nodes(prob)
+        sw_ptr, sw_word, sw_mask = dpm._sparse_words(prob.cn_succ)
         T = prob.counts.size
         for i in range(1, lat.num_ideals):
             in_bi = np.zeros(prob.cn_class.size, np.bool_)
@@ -360,8 +361,8 @@ def test_stage_communication_by_adding_items_equals_the_border_pass(training):
                     if k in comm:
                         continue
                     c = comm[j].copy()
-                    dpm._add_item(down_item[e], sbits, prob.cn_class, prob.cn_cost, prob.cn_succ, own_ptr,
-                                  own_idx, pred_ptr, pred_idx, c)
+                    dpm._add_item(down_item[e], sbits, prob.cn_class, prob.cn_cost, sw_ptr, sw_word, sw_mask,
+                                  own_ptr, own_idx, pred_ptr, pred_idx, c)
                     direct = np.zeros(T)
                     dpm._stage_comm(i, k, lat.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx,
                                     in_bi, np.empty_like(sbits), direct)
