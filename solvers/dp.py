@@ -343,12 +343,15 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
                 continue  # every smaller J only makes the stage bigger
             used += 1
-        for w in range(W):
-            sbits[w] = bits[I, w] & ~bits[J, w]
+        have_bits = False
         for e in range(down_ptr[J], down_ptr[J + 1]):
             K = down_idx[e]
             if stamp[K] != I:
                 stamp[K] = I
+                if not have_bits:  # the stage's bitset, only when some sub-ideal is new
+                    for w in range(W):
+                        sbits[w] = bits[I, w] & ~bits[J, w]
+                    have_bits = True
                 queue[tail] = K
                 for t in range(T):
                     cq[tail, t] = cq[k, t]
