@@ -17,8 +17,12 @@ the smallest sum of stage loads. Both are sums over stages, so that pass is an e
 Why it is fast where the reference is slow:
 
 * compute, memory and unsupported-node counts of a stage are differences of per-ideal prefix sums;
-* a stage's communication only involves nodes on the boundary of ``I`` or of ``J``, so each pair
-  costs O(boundary), not O(nodes);
+* the walk from ``I`` reaches each sub-ideal ``J`` from one that is a single item larger, so the stage
+  ``I \\ J`` grows one item at a time and its communication is updated from that item's nodes and
+  their neighbours (:func:`_add_item`): a few bitset words per pair, not a pass over both borders;
+* ``dp[J]`` is monotone in the device counts (a device may stay unused), and a state that is no better
+  than a smaller one adds nothing a smaller one does not: only the *strict* states of ``J`` (two or three
+  of 225 on Llama graphs over three kinds) are extended, and each finished row is closed upwards;
 * pairs are never materialised: for each ``I`` the sub-ideals are walked down the lattice's Hasse
   edges, and the walk stops where a stage's compute already exceeds an upper bound on the optimum
   (from the same DP restricted to a few topological orders) or fits no device. Every pair that could
@@ -315,15 +319,22 @@ def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, ow
 @njit(cache=True)
 def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
               sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr,
-              al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, sbits, ok):
+              al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain,
+              sbits, ok, eager, tally):
     """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its alive states
     ``al_idx[al_ptr[I]:al_ptr[I + 1]]`` (the others stay ``inf``). ``stamp``, ``queue``, ``cq``,
-    ``sbits`` and ``ok`` are scratch space. Returns the number of (J, I) pairs used.
+    ``cpar``, ``citem``, ``cdone``, ``chain``, ``sbits`` and ``ok`` are scratch space. Returns the
+    number of (J, I) pairs used.
 
     The walk goes down the Hasse edges from ``I``; every sub-ideal ``J`` it reaches is one item ``x``
-    (``down_item``) short of the sub-ideal it was reached from, so the stage ``I \\ J`` is that one's
-    stage plus ``x`` and its communication (``cq``, per queue slot) is updated by :func:`_add_item` in
-    time proportional to ``x``'s nodes and predecessors, not recomputed from the borders."""
+    (``down_item``) short of the sub-ideal it was reached from (queue slot ``cpar``), so the stage
+    ``I \\ J`` is that one's stage plus ``x``. Its communication (``cq``, per slot) is needed only when
+    the compute-only bound lets the pair improve ``dp[I]``; it is then derived from the nearest slot up
+    the discovery tree whose communication is known (``cdone``), by :func:`_add_item` per step, in time
+    proportional to the added items' nodes and neighbours, not recomputed from the borders. With
+    ``eager`` (most pairs pass that bound, as on multi-kind clusters) every slot's communication is
+    derived when it is queued, which costs less than the test it saves. ``tally`` counts the pairs
+    used and those that needed their communication, for the caller's choice of ``eager``."""
     T = comp.shape[1]
     W = bits.shape[1]
     a0, a1 = al_ptr[I], al_ptr[I + 1]
@@ -334,6 +345,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     queue[0] = I
     for t in range(T):
         cq[0, t] = 0.0
+    cdone[0] = True
     head, tail = 0, 1
     while head < tail:
         k = head
@@ -343,23 +355,68 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
                 continue  # every smaller J only makes the stage bigger
             used += 1
+            tally[0] += 1
         have_bits = False
         for e in range(down_ptr[J], down_ptr[J + 1]):
             K = down_idx[e]
             if stamp[K] != I:
                 stamp[K] = I
-                if not have_bits:  # the stage's bitset, only when some sub-ideal is new
-                    for w in range(W):
-                        sbits[w] = bits[I, w] & ~bits[J, w]
-                    have_bits = True
                 queue[tail] = K
-                for t in range(T):
-                    cq[tail, t] = cq[k, t]
-                _add_item(down_item[e], sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, own_idx,
-                          pred_ptr, pred_idx, cq[tail])
+                cpar[tail] = k
+                citem[tail] = down_item[e]
+                cdone[tail] = eager
+                if eager:
+                    if not have_bits:
+                        for w in range(W):
+                            sbits[w] = bits[I, w] & ~bits[J, w]
+                        have_bits = True
+                    for t in range(T):
+                        cq[tail, t] = cq[k, t]
+                    _add_item(down_item[e], sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr,
+                              own_idx, pred_ptr, pred_idx, cq[tail])
                 tail += 1
         if J == I:
             continue
+        # compute alone bounds the load from below: when no strict state of J can improve I even so, the
+        # communication is not needed (it often is not: most pairs of a one-kind cluster end here)
+        useful = eager
+        for t in range(T):
+            if useful:
+                break
+            if not ok[t]:
+                continue
+            lb = comp[I, t] - comp[J, t]
+            st = strides[t]
+            for q in range(par_cnt[J]):
+                s0 = par_idx[J, q]
+                if digits[s0, t] == counts[t]:
+                    continue
+                s = s0 + st
+                if alive[I, s] and lb < dp[I, s] and dp[J, s0] < dp[I, s]:
+                    useful = True
+                    break
+            if useful:
+                break
+        if not useful:
+            continue
+        tally[1] += 1
+        # the stage's communication, from the nearest slot above it whose communication is known
+        n = 0
+        j = k
+        while not cdone[j]:
+            chain[n] = j
+            n += 1
+            j = cpar[j]
+        for r in range(n - 1, -1, -1):
+            j = chain[r]
+            pj = cpar[j]
+            for t in range(T):
+                cq[j, t] = cq[pj, t]
+            for w in range(W):
+                sbits[w] = bits[I, w] & ~bits[queue[pj], w]
+            _add_item(citem[j], sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, own_idx,
+                      pred_ptr, pred_idx, cq[j])
+            cdone[j] = True
         improved = False
         for t in range(T):
             if not ok[t]:
@@ -428,19 +485,29 @@ def _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx):
 
 
 @njit(cache=True)
+def _eager(tally):
+    """Derive every queued slot's communication up front when, so far, most pairs needed it."""
+    return 2 * tally[1] > tally[0]
+
+
+@njit(cache=True)
 def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr,
               sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-              al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq):
+              al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone,
+              chain):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
-    ``stamp``, ``queue`` and ``cq`` have one row per thread; the serial kernel uses row 0."""
+    ``stamp``, ``queue``, ``cq``, ``cpar``, ``citem``, ``cdone`` and ``chain`` have one row per thread;
+    the serial kernel uses row 0."""
     sbits = np.empty(bits.shape[1], np.uint64)
     ok = np.zeros(comp.shape[1], np.bool_)
+    tally = np.zeros(2, np.int64)
     used = 0
     for I in range(lo, hi):
         used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                           sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
                           pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
-                          stamp[0], queue[0], cq[0], sbits, ok)
+                          stamp[0], queue[0], cq[0], cpar[0], citem[0], cdone[0], chain[0], sbits, ok,
+                          _eager(tally), tally)
     return used
 
 
@@ -448,19 +515,21 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_
 def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                        sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr,
                        pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue,
-                       cq):
+                       cq, cpar, citem, cdone, chain):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
     nt = stamp.shape[0]
     sbits = np.empty((nt, bits.shape[1]), np.uint64)
     ok = np.zeros((nt, comp.shape[1]), np.bool_)
+    tally = np.zeros((nt, 2), np.int64)
     used = 0
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                           sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
                           pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
-                          stamp[t], queue[t], cq[t], sbits[t], ok[t])
+                          stamp[t], queue[t], cq[t], cpar[t], citem[t], cdone[t], chain[t], sbits[t], ok[t],
+                          _eager(tally[t]), tally[t])
     return used
 
 
@@ -893,8 +962,10 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     head = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
             prob.cn_cost, sw_ptr, sw_word, sw_mask, lattice.down_ptr, lattice.down_idx, down_item, own_ptr,
             own_idx, pred_ptr, pred_idx, float(ub), al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t)
-    rows = (stamp, queue, cq)
-    scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_))
+    rows = (stamp, queue, cq, np.empty((nt, N), np.int64), np.empty((nt, N), np.int64),
+            np.zeros((nt, N), np.bool_), np.empty((nt, N), np.int64))
+    scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_), False,
+               np.zeros(2, np.int64))
     pairs, parallel_ideals, complete, interrupted = _sweep(
         N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *head, *rows)) if N > _SMALL_LATTICE
         else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, head, rows, scratch)),
