@@ -329,3 +329,32 @@ def test_thread_count_can_change_between_solves():
     for threads in (2, 1, None, 2):
         sol = ip.solve(g, cl, SolveOptions(threads=threads, raw={"warm_start": False}))
         assert sol.status is Status.OPTIMAL and sol.objective == pytest.approx(3.0), threads
+
+
+def test_noncontiguous_is_never_worse_than_the_baselines_it_is_compared_with():
+    """The program's start, and so its answer, is at most the partitioner's and the local-search
+    baseline's values (same seed): both are among its starts."""
+    from solvers import local_search, partition
+
+    rng = np.random.default_rng(404)
+    checked = 0
+    for i in range(6):
+        inst = random_instance(rng, max_items=14, label=f"base{i}")
+        g, cl = inst.graph, inst.cluster
+        opts = SolveOptions(time_limit=4.0, seed=i, raw={"dp_warm_start": False})
+        sol = ip.solve_noncontiguous(g, cl, opts)
+        if sol.assignment is None:
+            continue
+        _check_value(sol, g, cl, contiguous=False)
+        assert sol.stats["local_search_restarts"] >= local_search.DEFAULT_RESTARTS, inst.label
+        for base in (partition.solve(g, cl, SolveOptions(seed=i)),
+                     local_search.solve(g, cl, SolveOptions(seed=i))):
+            if base.assignment is not None:
+                # the start alone (before the MIP, which may close the gap anyway) is at most theirs
+                assert sol.stats["warm_start_value"] <= base.objective * (1 + 1e-9) + 1e-12, \
+                    (inst.label, base.solver)
+                assert sol.objective <= base.objective * (1 + 1e-9) + 1e-12, (inst.label, base.solver)
+        if sol.status is not Status.OPTIMAL:
+            assert sol.gap is not None and sol.bound is not None and sol.bound <= sol.objective
+        checked += 1
+    assert checked >= 4
