@@ -65,10 +65,12 @@ def test_contiguous_ip_equals_dp_and_noncontiguous_is_not_worse(seed):
 
 def test_noncontiguous_ip_equals_brute_force():
     rng = np.random.default_rng(77)
-    for i in range(25):
+    for i in range(36):
         inst = random_instance(rng, max_items=4, label=f"free{i}")
         best = brute_force(inst, contiguous=False)
-        sol = ip.solve_noncontiguous(inst.graph, inst.cluster, SolveOptions(raw={"warm_start": i % 2 == 0}))
+        # both formulations: with and without the explicit symmetry breaking (off by default)
+        raw = {"warm_start": i % 2 == 0, "symmetry": i % 3 == 0}
+        sol = ip.solve_noncontiguous(inst.graph, inst.cluster, SolveOptions(raw=raw))
         if math.isinf(best):
             assert sol.status is Status.INFEASIBLE, inst.label
             continue
