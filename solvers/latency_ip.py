@@ -652,16 +652,20 @@ def _longest_path(graph: OpGraph, weight: np.ndarray) -> list[int]:
     return path[::-1]
 
 
+_BETWEEN_MAX_PATH = 2000  # longer paths: segments count the path's own nodes only (tables are m x m)
+
+
 def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
     """A lower bound on any placement's latency from one path ``v_1 -> ... -> v_m`` of the graph.
 
     Along the path every node finishes after its predecessor on it: a host node takes its compute on a
-    host kind; on an accelerator, the path's nodes in one subgraph are consecutive (a subgraph is
-    convex) and the subgraph takes at least their compute, plus the communication of the path node
-    before them (outside the subgraph, it feeds it) and of the last of them when the path goes on
-    (it feeds a node outside), and holds at most the device's memory. The bound is the cheapest way to
-    cut the path into host nodes and such segments (a shortest path over cut points), each segment on
-    its cheapest accelerator kind; what the rest of the graph adds is left out, so it stays a bound."""
+    host kind; on an accelerator, the path's nodes in one subgraph are consecutive, and as a subgraph is
+    convex it also holds every node on a path between them (``v_i ->* x ->* v_j``). So the subgraph of
+    a segment ``v_i .. v_j`` takes at least the compute of all those nodes, plus the communication of
+    ``v_{i-1}`` (outside, it feeds the subgraph) and of ``v_j`` when the path goes on (it feeds a node
+    outside), and holds their memory within one device's. The bound is the cheapest way to cut the path
+    into host nodes and such segments (a shortest path over cut points), each segment on its cheapest
+    accelerator kind; what the rest of the graph adds is left out, so it stays a bound."""
     path = np.asarray(path, np.int64)
     m = path.size
     if m == 0:
@@ -669,24 +673,59 @@ def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
     compute_c, comm_c = graph.costs_for(cluster)
     hosts = host_kinds(cluster)
     active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+    accel = [t for t in active if not hosts[t]]
     host_cost = np.full(m, np.inf)
     for t in active:
         if hosts[t]:
             host_cost = np.minimum(host_cost, compute_c[t, path])
-    mem = graph.memory[path]
+    weights = [compute_c[t] for t in accel] + [graph.memory]
+    if m <= _BETWEEN_MAX_PATH:
+        # node x lies between v_i and v_j (both included) iff i <= first[x] and last[x] <= j, with
+        # first[x] the last path index reaching x and last[x] the first path index x reaches
+        n = graph.num_nodes
+        pos = np.full(n, -1, np.int64)
+        pos[path] = np.arange(m)
+        reach_in = pos.copy()
+        reach_out = np.where(pos >= 0, pos, m)
+        order = graph.topological_order()
+        s_ord = np.argsort(graph.dst, kind="stable")
+        s_ptr = np.concatenate([[0], np.cumsum(np.bincount(graph.dst, minlength=n))])
+        for v in order.tolist():
+            preds = graph.src[s_ord[s_ptr[v]:s_ptr[v + 1]]]
+            if preds.size:
+                reach_in[v] = max(reach_in[v], int(reach_in[preds].max()))
+        succ_ptr, succ_idx = graph.successors_csr()
+        for v in order[::-1].tolist():
+            kids = succ_idx[succ_ptr[v]:succ_ptr[v + 1]]
+            if kids.size:
+                reach_out[v] = min(reach_out[v], int(reach_out[kids].min()))
+        inside = (reach_in >= 0) & (reach_out < m)
+        ri, ro = reach_in[inside], reach_out[inside]
+        tables = []
+        for w in weights:
+            cell = np.zeros((m, m))
+            np.add.at(cell, (ri, ro), w[inside])
+            # table[i, j] = sum of cell[a, b] over a >= i, b <= j
+            tables.append(np.cumsum(np.cumsum(cell[::-1], axis=0)[::-1], axis=1))
+
+        def sums(i):
+            return [tab[i, i:] for tab in tables]
+    else:
+        def sums(i):
+            return [np.cumsum(w[path[i:]]) for w in weights]
+
     best = np.full(m + 1, np.inf)  # best[i]: the first i path nodes finished
     best[0] = 0.0
-    accel = [t for t in active if not hosts[t]]
     for i in range(m):
         if not np.isfinite(best[i]):
             continue
         best[i + 1] = min(best[i + 1], best[i] + host_cost[i])
-        for t in accel:
+        *comps, mem = sums(i)
+        for t, comp in zip(accel, comps):
             cap = cluster.kinds[t].memory
-            comp = np.cumsum(compute_c[t, path[i:]])
             ok = np.isfinite(comp)
             if cap is not None:
-                ok &= np.cumsum(mem[i:]) <= cap
+                ok &= mem <= cap
             k = int(np.argmin(ok)) if not ok.all() else ok.size  # segments v_i .. v_j, j < i + k
             if k == 0:
                 continue

@@ -257,3 +257,22 @@ def test_latency_bounds_never_exceed_the_exhaustive_optimum(items, count):
         checked += 1
         stronger += lb > critical_path(g, cl) + tol
     assert checked >= count // 2 and stronger >= count // 20, (checked, stronger)
+
+
+def test_path_bound_counts_the_nodes_a_convex_subgraph_must_hold():
+    """a -> b -> d with a -> c -> d: a subgraph holding a and d holds c too (it is convex), and a, b, c,
+    d together exceed an accelerator's memory, so the path a, b, d must be cut once, paying b's
+    transfer out and in: 1 + 1 + 10 (b out) + 10 (b in) + 1 = 23, not the 3 of the critical path."""
+    from solvers.latency_ip import critical_path, latency_bound, path_bound
+    from tests.instances import Instance
+
+    cost = {"acc": 1.0, "cpu": 100.0}
+    nodes = [Node("a", cost, comm=10.0, memory=0.5), Node("b", cost, comm=10.0, memory=0.5),
+             Node("c", cost, comm=10.0, memory=1.5), Node("d", cost, comm=10.0, memory=0.5)]
+    g = OpGraph.from_nodes(nodes, [("a", "b"), ("b", "d"), ("a", "c"), ("c", "d")])
+    cl = Cluster((DeviceKind("acc", 2, 2.0, True), DeviceKind("cpu", 1, None, False)))
+    ia, ib, idd = (list(g.ids).index(x) for x in "abd")
+    assert critical_path(g, cl) == pytest.approx(3.0)
+    assert path_bound(g, cl, [ia, ib, idd]) == pytest.approx(23.0)
+    assert latency_bound(g, cl) >= 23.0 - 1e-9
+    assert latency_bound(g, cl) <= _brute_latency(Instance(g, cl), 4) + 1e-9
