@@ -360,3 +360,19 @@ def test_noncontiguous_is_never_worse_than_the_baselines_it_is_compared_with():
             assert sol.gap is not None and sol.bound is not None and sol.bound <= sol.objective
         checked += 1
     assert checked >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["LayerGraphs/gnmt_training", "LayerGraphs/inceptionv3_training",
+                                  "OperatorGraphs/bert_l-12_inference"])
+def test_noncontiguous_at_the_suites_limit_beats_the_baselines(workloads, name):
+    """Issue 14: within the suite's 30 s the program is at most the partitioner's and the local-search
+    baseline's values on the workloads where either used to beat it."""
+    from solvers import local_search, partition
+
+    w = read_workload(os.path.join(workloads, "throughput-inputs", f"{name}.json"))
+    sol = ip.solve_noncontiguous(w.graph, w.cluster, SolveOptions(time_limit=30, threads=1))
+    _check_value(sol, w.graph, w.cluster, contiguous=False)
+    for base in (partition.solve(w.graph, w.cluster), local_search.solve(w.graph, w.cluster)):
+        assert sol.objective <= base.objective * (1 + 1e-9), (base.solver, base.objective)
+    assert sol.bound is not None and sol.bound <= sol.objective
