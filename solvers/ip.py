@@ -16,17 +16,24 @@ stage membership). Every stage's load is at most ``L``; minimise ``L``.
 
 **Non-contiguous** (``ip-noncontig``): the same with ``x[c, d]`` (binary) per colocation class and
 device, no ideal constraints; its optimum is at most the contiguous one. Devices of one kind are
-interchangeable, so they are ordered by the smallest item each holds (symmetry breaking).
+interchangeable; ordering them by the smallest item each holds (symmetry breaking) is available
+(``raw["symmetry"] = True``) but off by default: HiGHS's own symmetry detection does better without
+it (at 30 s, gaps on GNMT inference 1.6% instead of 4.9%, GNMT training 0.9% instead of 3.0%; see
+``benchmarks/README_ip.md``).
 
 ``objective="split-max"`` (training) minimises max forward load + max backward load instead: a node's
 compute and communication count in its own pass (see :func:`split_loads`).
 
 Both start from the best of ``options.warm_start``, a few greedy chains and the DP's placement (optimal
-for the contiguous program, so the solver only has to prove it); the non-contiguous one then runs the
-local-search baseline from there. With a start of max-load ``U`` the contiguous program fixes, before
-solving, every stage variable that no placement of max-load ``<= U`` can set otherwise: an item can sit
-in the first ``p + 1`` stages only if the work of all its ancestors fits in ``p + 1`` stages of load
-``U``, and after them only if its descendants' work fits in the other stages. That confines each item
+for the contiguous program, so the solver only has to prove it). The non-contiguous one also starts
+from the baselines it is compared with: the partitioner and best single-item moves from it, the
+local-search baseline's seeded restarts (the baseline's own first ones), and moves from the best
+contiguous start, so that it is never worse than them when it has the time to run them.
+
+With a start of max-load ``U`` the contiguous program fixes, before solving, every stage variable that
+no placement of max-load ``<= U`` can set otherwise: an item can sit in the first ``p + 1`` stages only
+if the work of all its ancestors fits in ``p + 1`` stages of load ``U``, and after them only if its
+descendants' work fits in the other stages. That confines each item
 to a few stages around where its ancestors' work puts it, which the LP relaxation cannot see on its
 own (fractional stages smear every item over all of them), and is what lets HiGHS prove the layer
 graphs optimal.
@@ -35,8 +42,10 @@ Both report what the MIP solver proved: status, objective (the evaluator's value
 placement), best bound and gap; a limit never yields ``optimal``, and the start is returned if the
 solver found nothing better. ``options.raw``: ``log`` (print the solver log), ``warm_start``
 (``False`` to start cold), ``dp_warm_start`` (``False``: no DP start), ``fixing`` (``False``: no bound
-fixing), ``symmetry`` (``False`` to skip symmetry breaking), ``local_search`` (``False``: none),
-``local_search_s`` (at most this many seconds, default 60, and 15% of the time left),
+fixing), ``symmetry`` (``False`` to skip symmetry breaking; the non-contiguous program's default is
+``False``), ``local_search`` (``False``: none),
+``local_search_s`` (at most this many seconds for the baselines, default 60, and
+``local_search_share`` of the time left, default 0.4), ``local_search_restarts`` (default 20),
 ``dp_time_share`` (fraction of the time left the DP start may use, default 0.3), ``highs_options``
 (passed to HiGHS), ``pulp_solver`` (e.g. ``"GUROBI"``, ``"CPLEX_PY"``; default the bundled CBC).
 """
@@ -596,35 +605,72 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     return _drive(graph, cluster, options, model, "ip", t_start, deadline, stats, items, True)
 
 
-def _local_search(graph, cluster, options, deadline, start, stats):
-    """Best single-item moves from ``start`` (the local-search baseline), within a share of the time
-    limit: a better start for the non-contiguous program, whose LP bound proves little on big graphs."""
-    from graphs.errors import PlacementError
+class _Heuristics:
+    """Non-contiguous starts from the baselines for the non-contiguous program, whose LP bound proves
+    little on big graphs, so that these decide what it returns there: the partitioner
+    (:mod:`solvers.partition`) and best single-item moves from it, the local-search baseline's own
+    seeded random restarts (its first ``DEFAULT_RESTARTS`` are the baseline's, so given the time the
+    program starts from at least what the baseline returns), and best moves from a contiguous start."""
 
-    try:
+    def __init__(self, graph, cluster, options, stats) -> None:
         from . import local_search
-    except ImportError:  # pragma: no cover - the baseline is optional here
-        return None
-    left = _time_left(deadline)
-    budget = float(options.raw.get("local_search_s", 60.0))
-    if left is not None:
-        budget = min(budget, float(options.raw.get("local_search_share", 0.15)) * left)
-    if budget < 1.0:
-        return None
-    try:
-        sol = local_search.solve(graph, cluster, SolveOptions(
-            time_limit=budget, warm_start=start, seed=options.seed,
-            raw={"restarts": int(options.raw.get("local_search_restarts", 2))}))
-    except PlacementError:
-        return None
-    stats["local_search_value"] = None if sol.assignment is None else sol.objective
-    return None if sol.assignment is None else np.asarray(sol.assignment, np.int64)
+
+        self.ls = local_search
+        self.graph, self.cluster, self.options, self.stats = graph, cluster, options, stats
+        self.prob = local_search.move_problem(graph, cluster)
+        self.found: list[tuple[str, np.ndarray]] = []
+
+    def _budget(self, deadline, share: float) -> float:
+        left = _time_left(deadline)
+        budget = float(self.options.raw.get("local_search_s", 60.0))
+        return budget if left is None else min(budget, share * left)
+
+    def _descend(self, name: str, a: np.ndarray, stop: float) -> None:
+        # a descent under way finishes its current batch of moves after the stop
+        item_dev = np.zeros(self.prob.num_items, np.int64)
+        item_dev[self.prob.node_item] = a
+        item_dev, _ = self.ls.descend(self.prob, item_dev, deadline=stop)
+        if self.ls.overflow(self.prob, item_dev) <= 0.0:
+            self.found.append((name, item_dev[self.prob.node_item]))
+
+    def baselines(self, deadline) -> None:
+        """The partitioner, moves from it, and the local-search restarts, within a share of the time
+        left (``raw["local_search_share"]``, default 0.4)."""
+        from graphs.errors import PlacementError
+
+        from . import partition
+
+        t0 = time.perf_counter()
+        stop = t0 + self._budget(deadline, float(self.options.raw.get("local_search_share", 0.4)))
+        seed = self.options.seed
+        try:
+            part = partition.solve(self.graph, self.cluster, SolveOptions(seed=seed))
+        except PlacementError:
+            part = None
+        if part is not None and part.assignment is not None:
+            a = np.asarray(part.assignment, np.int64)
+            self.found.append(("partition", a))
+            self._descend("partition+moves", a, stop)
+        rng = np.random.default_rng(seed)
+        restarts = int(self.options.raw.get("local_search_restarts", 2 * self.ls.DEFAULT_RESTARTS))
+        runs = 0
+        while runs < restarts and time.perf_counter() < stop:
+            self._descend("local-search", self.ls.random_start(self.prob, rng)[self.prob.node_item], stop)
+            runs += 1
+        self.stats["local_search_restarts"] = runs
+        self.stats["heuristics_s"] = time.perf_counter() - t0
+
+    def moves_from(self, name: str, a: np.ndarray, deadline) -> None:
+        """Best single-item moves from ``a`` within 15% of the time left."""
+        t0 = time.perf_counter()
+        self._descend(name + "+moves", a, t0 + self._budget(deadline, 0.15))
+        self.stats["heuristics_s"] = self.stats.get("heuristics_s", 0.0) + time.perf_counter() - t0
 
 
 def _warm_start(graph, cluster, options, deadline, model, stats, items, contiguous=True):
-    """The best valid start among options.warm_start, greedy chains, the DP and (non-contiguous,
-    max-load) a local search from the best of those: ``(vector, value, assignment)``, all ``None``
-    when there is none (or ``raw["warm_start"]`` is ``False``)."""
+    """The best valid start among options.warm_start, greedy chains, the DP and (non-contiguous) the
+    baselines (:class:`_Heuristics`) and best moves from the best of the others: ``(vector, value,
+    assignment)``, all ``None`` when there is none (or ``raw["warm_start"]`` is ``False``)."""
     if options.raw.get("warm_start", True) is False:
         return None, None, None
     cand = []
@@ -635,28 +681,38 @@ def _warm_start(graph, cluster, options, deadline, model, stats, items, contiguo
                              f"({graph.num_nodes},)")
         cand.append(("given", a.astype(np.int64)))
     cand += [("greedy", a) for a in greedy_chains(graph, cluster, items)]
+    heur = None
+    if not contiguous and options.raw.get("local_search", True):
+        heur = _Heuristics(graph, cluster, options, stats)
+        if heur.prob.allowed.any(axis=1).all():
+            heur.baselines(deadline)  # before the DP, which may use its whole share and finish nothing
+        else:
+            heur = None
     if options.warm_start is None:
         a = _dp_warm_start(graph, cluster, options, deadline, stats)
         if a is not None:
             cand.append(("dp", a))
     best = None
-    for name, a in cand:
+
+    def consider(name, a):
+        nonlocal best
         ev = evaluate(graph, cluster, a)
         if not ev.valid:
             stats.setdefault("warm_start_rejected", []).append(name)
-            continue
+            return
+        # the baselines optimise max-load; under split-max their placements are candidates all the same
         value = _objective_value(graph, cluster, a, options.objective)
         if best is None or value < best[1] - 1e-12 or (name == "given" and value <= best[1]):
             best = (name, value, a)
-        if len(cand) > 1:
-            stats[f"warm_{name}"] = min(value, stats.get(f"warm_{name}", math.inf))
-    if (best is not None and not contiguous and options.objective == "max-load"
-            and options.raw.get("local_search", True)):
-        a = _local_search(graph, cluster, options, deadline, best[2], stats)
-        if a is not None and evaluate(graph, cluster, a).valid:
-            value = _objective_value(graph, cluster, a, options.objective)
-            if value < best[1] - 1e-12:
-                best = ("local-search", value, a)
+        stats[f"warm_{name}"] = min(value, stats.get(f"warm_{name}", math.inf))
+
+    for name, a in cand:
+        consider(name, a)
+    if heur is not None:
+        if best is not None:
+            heur.moves_from(best[0], best[2], deadline)
+        for name, a in heur.found:
+            consider(name, a)
     if best is None:
         return None, None, None
     v = model.start_vector(best[2])
@@ -870,7 +926,7 @@ def solve_noncontiguous(graph: OpGraph, cluster: Cluster, options: SolveOptions 
     try:
         items = contract(graph, cluster)
         model = _FreeModel(graph, cluster, options.objective,
-                           symmetry=bool(options.raw.get("symmetry", True)))
+                           symmetry=bool(options.raw.get("symmetry", False)))
     except InfeasibleError as e:
         return Solution(None, math.inf, Status.INFEASIBLE, "ip-noncontig", message=str(e),
                         time=time.perf_counter() - t_start)

@@ -19,6 +19,12 @@ and ``t`` a host kind:
   least every sink's finish. The conditional constraints use the horizon ``M`` = the warm start's
   latency (no better placement finishes later), which also bounds every time variable.
 
+The latency variable starts at :func:`latency_bound`: the largest of the critical path and a bound on
+a few long paths that counts the transfers and memory limits a path cannot avoid (:func:`path_bound`),
+which the LP relaxation misses (fractional placements pay almost no communication); it is also the
+reported bound when the MIP solver proves less (``options.raw["path_bound"] = False``: the critical
+path only, as before).
+
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
 (the reference's latency heuristic) and everything on a host.
@@ -40,7 +46,7 @@ from graphs.model import Cluster, OpGraph
 from . import _milp
 from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
 
-__all__ = ["solve", "greedy_fill", "critical_path"]
+__all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
 
 
 def greedy_fill(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
@@ -542,6 +548,15 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     except InfeasibleError as e:
         return Solution(None, math.inf, Status.INFEASIBLE, solver, message=str(e),
                         time=time.perf_counter() - t_start, stats=stats)
+    lb = latency_bound(graph, cluster)
+    stats["critical_path"] = critical_path(graph, cluster)
+    stats["path_bound"] = lb
+    if options.raw.get("path_bound", True):
+        # the latency variable starts at the bound (a hair below, and never above the horizon, so that
+        # round-off cannot cut off an optimal start): HiGHS's LP relaxation cannot see it
+        model.m.tighten([model.T], lb=min(lb, horizon) * (1 - 1e-9))
+    else:
+        lb = stats["critical_path"]
     start = None
     if best is not None and options.raw.get("warm_start", True) is not False:
         start = model.start_vector(best[1], best[2].subgraph)
@@ -578,7 +593,6 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         return Solution(None, math.inf, status, solver, bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     value = ev.total
-    lb = critical_path(graph, cluster)
     stats["model_objective"] = None if res.x is None else float(res.x[model.T])
     stats["subgraphs"] = [int(s) for s in sub]
     stats["max_load"] = evaluate(graph, cluster, a).max_load
@@ -589,7 +603,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     if not checked.consistent:
         stats["bound_mismatch"] = checked.claimed
         msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated latency {value:.6g} "
-               f"(its model disagrees with the evaluator); only the critical-path bound is kept")
+               f"(its model disagrees with the evaluator); only the path bound is kept")
     elif res.status == _milp.OPTIMAL and not proven:
         msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
     else:
@@ -615,6 +629,146 @@ def critical_path(graph: OpGraph, cluster: Cluster) -> float:
         if idx.size:
             finish[v] = cheapest[v] + finish[graph.src[idx]].max()
     return float(finish.max(initial=0.0))
+
+
+def _longest_path(graph: OpGraph, weight: np.ndarray) -> list[int]:
+    """The nodes of a path of largest total ``weight``, source to sink."""
+    n = graph.num_nodes
+    order_e = np.argsort(graph.dst, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(graph.dst, minlength=n))])
+    finish = weight.astype(float).copy()
+    parent = np.full(n, -1, np.int64)
+    for v in graph.topological_order().tolist():
+        idx = order_e[ptr[v]:ptr[v + 1]]
+        if idx.size:
+            p = int(graph.src[idx][np.argmax(finish[graph.src[idx]])])
+            finish[v] = weight[v] + finish[p]
+            parent[v] = p
+    v = int(np.argmax(finish)) if n else -1
+    path = []
+    while v >= 0:
+        path.append(v)
+        v = int(parent[v])
+    return path[::-1]
+
+
+_BETWEEN_MAX_PATH = 2000  # longer paths: segments count the path's own nodes only (tables are m x m)
+
+
+def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
+    """A lower bound on any placement's latency from one path ``v_1 -> ... -> v_m`` of the graph.
+
+    Along the path every node finishes after its predecessor on it: a host node takes its compute on a
+    host kind; on an accelerator, the path's nodes in one subgraph are consecutive, and as a subgraph is
+    convex it also holds every node on a path between them (``v_i ->* x ->* v_j``). So the subgraph of
+    a segment ``v_i .. v_j`` takes at least the compute of all those nodes, plus the communication of
+    ``v_{i-1}`` (outside, it feeds the subgraph) and of ``v_j`` when the path goes on (it feeds a node
+    outside), and holds their memory within one device's. The bound is the cheapest way to cut the path
+    into host nodes and such segments (a shortest path over cut points), each segment on its cheapest
+    accelerator kind; what the rest of the graph adds is left out, so it stays a bound."""
+    path = np.asarray(path, np.int64)
+    m = path.size
+    if m == 0:
+        return 0.0
+    compute_c, comm_c = graph.costs_for(cluster)
+    hosts = host_kinds(cluster)
+    active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+    accel = [t for t in active if not hosts[t]]
+    host_cost = np.full(m, np.inf)
+    for t in active:
+        if hosts[t]:
+            host_cost = np.minimum(host_cost, compute_c[t, path])
+    weights = [compute_c[t] for t in accel] + [graph.memory]
+    if m <= _BETWEEN_MAX_PATH:
+        # node x lies between v_i and v_j (both included) iff i <= first[x] and last[x] <= j, with
+        # first[x] the last path index reaching x and last[x] the first path index x reaches
+        n = graph.num_nodes
+        pos = np.full(n, -1, np.int64)
+        pos[path] = np.arange(m)
+        reach_in = pos.copy()
+        reach_out = np.where(pos >= 0, pos, m)
+        order = graph.topological_order()
+        s_ord = np.argsort(graph.dst, kind="stable")
+        s_ptr = np.concatenate([[0], np.cumsum(np.bincount(graph.dst, minlength=n))])
+        for v in order.tolist():
+            preds = graph.src[s_ord[s_ptr[v]:s_ptr[v + 1]]]
+            if preds.size:
+                reach_in[v] = max(reach_in[v], int(reach_in[preds].max()))
+        succ_ptr, succ_idx = graph.successors_csr()
+        for v in order[::-1].tolist():
+            kids = succ_idx[succ_ptr[v]:succ_ptr[v + 1]]
+            if kids.size:
+                reach_out[v] = min(reach_out[v], int(reach_out[kids].min()))
+        inside = (reach_in >= 0) & (reach_out < m)
+        ri, ro = reach_in[inside], reach_out[inside]
+        tables = []
+        for w in weights:
+            cell = np.zeros((m, m))
+            np.add.at(cell, (ri, ro), w[inside])
+            # table[i, j] = sum of cell[a, b] over a >= i, b <= j
+            tables.append(np.cumsum(np.cumsum(cell[::-1], axis=0)[::-1], axis=1))
+
+        def sums(i):
+            return [tab[i, i:] for tab in tables]
+    else:
+        def sums(i):
+            return [np.cumsum(w[path[i:]]) for w in weights]
+
+    best = np.full(m + 1, np.inf)  # best[i]: the first i path nodes finished
+    best[0] = 0.0
+    for i in range(m):
+        if not np.isfinite(best[i]):
+            continue
+        best[i + 1] = min(best[i + 1], best[i] + host_cost[i])
+        *comps, mem = sums(i)
+        for t, comp in zip(accel, comps):
+            cap = cluster.kinds[t].memory
+            ok = np.isfinite(comp)
+            if cap is not None:
+                ok &= mem <= cap
+            k = int(np.argmin(ok)) if not ok.all() else ok.size  # segments v_i .. v_j, j < i + k
+            if k == 0:
+                continue
+            seg = comp[:k] + (comm_c[t, path[i - 1]] if i > 0 else 0.0)
+            seg[: m - 1 - i] += comm_c[t, path[i:i + k]][: m - 1 - i]  # the path goes on after v_j
+            np.minimum(best[i + 1:i + 1 + k], best[i] + seg, out=best[i + 1:i + 1 + k])
+    return float(best[m])
+
+
+def latency_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """A lower bound on any placement's latency: the critical path, and :func:`path_bound` on the
+    longest paths by a few weights (compute at the cheapest and at the host kinds, communication,
+    memory, compute plus communication), which counts the transfers and memory limits a path cannot
+    avoid."""
+    lb = critical_path(graph, cluster)
+    if graph.num_nodes == 0:
+        return lb
+    compute_c, comm_c = graph.costs_for(cluster)
+    hosts = host_kinds(cluster)
+    active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
+
+    def finite_min(rows):
+        if not rows:
+            return np.zeros(graph.num_nodes)
+        v = np.min(np.stack(rows), axis=0)
+        return np.where(np.isfinite(v), v, 0.0)
+
+    cheapest = finite_min([compute_c[t] for t in active])
+    host = finite_min([compute_c[t] for t in active if hosts[t]])
+    comm = finite_min([comm_c[t] for t in active if not hosts[t]])
+    weights = [cheapest, host, comm, graph.memory / max(float(graph.memory.max(initial=0.0)), 1e-300),
+               cheapest + comm]
+    seen = set()
+    for w in weights:
+        path = _longest_path(graph, w)
+        key = tuple(path)
+        if key in seen:
+            continue
+        seen.add(key)
+        b = path_bound(graph, cluster, path)
+        if math.isfinite(b):  # inf: some path node runs nowhere, which the solver reports itself
+            lb = max(lb, b)
+    return lb
 
 
 def _horizon(graph: OpGraph, cluster: Cluster, q: int) -> float:

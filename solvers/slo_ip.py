@@ -33,7 +33,7 @@ from graphs.model import Cluster, OpGraph
 
 from . import _milp
 from .base import Solution, SolveOptions, Status
-from .latency_ip import _candidates, _horizon, _LatencyModel, critical_path
+from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
 __all__ = ["solve", "in_domain", "MINIMISE"]
 
@@ -237,7 +237,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
     value = load if minimise == "max-load" else lev.total
     bound = res.bound
     if minimise == "latency":
-        lb = critical_path(graph, cluster)
+        lb = latency_bound(graph, cluster)  # the path bound: valid for every placement, so here too
         bound = lb if bound is None else max(bound, lb)
     if bound is not None:
         bound = min(bound, value)

@@ -65,10 +65,12 @@ def test_contiguous_ip_equals_dp_and_noncontiguous_is_not_worse(seed):
 
 def test_noncontiguous_ip_equals_brute_force():
     rng = np.random.default_rng(77)
-    for i in range(25):
+    for i in range(36):
         inst = random_instance(rng, max_items=4, label=f"free{i}")
         best = brute_force(inst, contiguous=False)
-        sol = ip.solve_noncontiguous(inst.graph, inst.cluster, SolveOptions(raw={"warm_start": i % 2 == 0}))
+        # both formulations: with and without the explicit symmetry breaking (off by default)
+        raw = {"warm_start": i % 2 == 0, "symmetry": i % 3 == 0}
+        sol = ip.solve_noncontiguous(inst.graph, inst.cluster, SolveOptions(raw=raw))
         if math.isinf(best):
             assert sol.status is Status.INFEASIBLE, inst.label
             continue
@@ -329,3 +331,48 @@ def test_thread_count_can_change_between_solves():
     for threads in (2, 1, None, 2):
         sol = ip.solve(g, cl, SolveOptions(threads=threads, raw={"warm_start": False}))
         assert sol.status is Status.OPTIMAL and sol.objective == pytest.approx(3.0), threads
+
+
+def test_noncontiguous_is_never_worse_than_the_baselines_it_is_compared_with():
+    """The program's start, and so its answer, is at most the partitioner's and the local-search
+    baseline's values (same seed): both are among its starts."""
+    from solvers import local_search, partition
+
+    rng = np.random.default_rng(404)
+    checked = 0
+    for i in range(6):
+        inst = random_instance(rng, max_items=14, label=f"base{i}")
+        g, cl = inst.graph, inst.cluster
+        opts = SolveOptions(time_limit=4.0, seed=i, raw={"dp_warm_start": False})
+        sol = ip.solve_noncontiguous(g, cl, opts)
+        if sol.assignment is None:
+            continue
+        _check_value(sol, g, cl, contiguous=False)
+        assert sol.stats["local_search_restarts"] >= local_search.DEFAULT_RESTARTS, inst.label
+        for base in (partition.solve(g, cl, SolveOptions(seed=i)),
+                     local_search.solve(g, cl, SolveOptions(seed=i))):
+            if base.assignment is not None:
+                # the start alone (before the MIP, which may close the gap anyway) is at most theirs
+                assert sol.stats["warm_start_value"] <= base.objective * (1 + 1e-9) + 1e-12, \
+                    (inst.label, base.solver)
+                assert sol.objective <= base.objective * (1 + 1e-9) + 1e-12, (inst.label, base.solver)
+        if sol.status is not Status.OPTIMAL:
+            assert sol.gap is not None and sol.bound is not None and sol.bound <= sol.objective
+        checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["LayerGraphs/gnmt_training", "LayerGraphs/inceptionv3_training",
+                                  "OperatorGraphs/bert_l-12_inference"])
+def test_noncontiguous_at_the_suites_limit_beats_the_baselines(workloads, name):
+    """Issue 14: within the suite's 30 s the program is at most the partitioner's and the local-search
+    baseline's values on the workloads where either used to beat it."""
+    from solvers import local_search, partition
+
+    w = read_workload(os.path.join(workloads, "throughput-inputs", f"{name}.json"))
+    sol = ip.solve_noncontiguous(w.graph, w.cluster, SolveOptions(time_limit=30, threads=1))
+    _check_value(sol, w.graph, w.cluster, contiguous=False)
+    for base in (partition.solve(w.graph, w.cluster), local_search.solve(w.graph, w.cluster)):
+        assert sol.objective <= base.objective * (1 + 1e-9), (base.solver, base.objective)
+    assert sol.bound is not None and sol.bound <= sol.objective

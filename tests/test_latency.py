@@ -213,3 +213,66 @@ def test_latency_ip_never_worse_than_the_reference_greedy(workloads):
     assert ev.valid and sol.objective == pytest.approx(ev.total)
     assert sol.objective <= 100.219  # FORMAT.md: the reference greedy's latency
     assert sol.bound is not None and sol.bound <= sol.objective
+
+
+def _maximal_paths(g):
+    """Every source-to-sink path of a small graph."""
+    import networkx as nx
+
+    dg = nx.DiGraph()
+    dg.add_nodes_from(range(g.num_nodes))
+    dg.add_edges_from(zip(g.src.tolist(), g.dst.tolist()))
+    sources = [v for v in dg if dg.in_degree(v) == 0]
+    sinks = [v for v in dg if dg.out_degree(v) == 0]
+    for s in sources:
+        for t in sinks:
+            if s == t:
+                yield [s]
+            else:
+                yield from nx.all_simple_paths(dg, s, t)
+
+
+@pytest.mark.parametrize("items,count", [(3, 120), pytest.param(4, 70, marks=pytest.mark.slow)])
+def test_latency_bounds_never_exceed_the_exhaustive_optimum(items, count):
+    """path_bound on every source-to-sink path, and latency_bound, are at most the smallest latency of
+    any placement with any subgraphs (as many per accelerator as there are classes); and the path bound
+    is above the critical path on many of them (it is not the old bound in disguise)."""
+    from graphs.contract import colocation_items
+    from solvers.latency_ip import critical_path, latency_bound, path_bound
+    from tests.instances import random_instance
+
+    rng = np.random.default_rng(919 + items)
+    checked = stronger = 0
+    for i in range(count):
+        inst = random_instance(rng, max_items=items, training=False, label=f"lb{items}-{i}")
+        g, cl = inst.graph, inst.cluster
+        best = _brute_latency(inst, max(1, colocation_items(g)[1]))
+        if math.isinf(best):
+            continue
+        tol = 1e-9 * max(1.0, best)
+        lb = latency_bound(g, cl)
+        assert lb <= best + tol, (inst.label, lb, best)
+        for path in _maximal_paths(g):
+            assert path_bound(g, cl, path) <= best + tol, (inst.label, path)
+        checked += 1
+        stronger += lb > critical_path(g, cl) + tol
+    assert checked >= count // 2 and stronger >= count // 20, (checked, stronger)
+
+
+def test_path_bound_counts_the_nodes_a_convex_subgraph_must_hold():
+    """a -> b -> d with a -> c -> d: a subgraph holding a and d holds c too (it is convex), and a, b, c,
+    d together exceed an accelerator's memory, so the path a, b, d must be cut once, paying b's
+    transfer out and in: 1 + 1 + 10 (b out) + 10 (b in) + 1 = 23, not the 3 of the critical path."""
+    from solvers.latency_ip import critical_path, latency_bound, path_bound
+    from tests.instances import Instance
+
+    cost = {"acc": 1.0, "cpu": 100.0}
+    nodes = [Node("a", cost, comm=10.0, memory=0.5), Node("b", cost, comm=10.0, memory=0.5),
+             Node("c", cost, comm=10.0, memory=1.5), Node("d", cost, comm=10.0, memory=0.5)]
+    g = OpGraph.from_nodes(nodes, [("a", "b"), ("b", "d"), ("a", "c"), ("c", "d")])
+    cl = Cluster((DeviceKind("acc", 2, 2.0, True), DeviceKind("cpu", 1, None, False)))
+    ia, ib, idd = (list(g.ids).index(x) for x in "abd")
+    assert critical_path(g, cl) == pytest.approx(3.0)
+    assert path_bound(g, cl, [ia, ib, idd]) == pytest.approx(23.0)
+    assert latency_bound(g, cl) >= 23.0 - 1e-9
+    assert latency_bound(g, cl) <= _brute_latency(Instance(g, cl), 4) + 1e-9
