@@ -423,7 +423,7 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
     cnt = 0
     for I in range(NI):
         head = 0
-        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
         while head < tail:
             J = queue[head]
             head += 1
