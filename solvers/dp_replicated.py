@@ -54,7 +54,7 @@ _BIG = np.iinfo(np.int64).max // 4
 
 
 # --------------------------------------------------------------------------- knapsack
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _mem(a, b, w, y, sched):
     v = 1
     if sched == 2:
@@ -64,11 +64,28 @@ def _mem(a, b, w, y, sched):
     return a * y + b + (v - 1) * w
 
 
+def _workspace(n: int, states: int = 256) -> tuple:
+    """Scratch arrays of the knapsack for up to ``n`` classes (the hot loops call it thousands of times a
+    second, so it allocates nothing itself but what outgrows these)."""
+    return (np.empty(9 * (n + 2)), np.empty(6 * (n + 2), np.int64), np.empty(states), np.empty(states),
+            np.empty(states, np.int64), np.empty(states, np.int64), np.empty(states), np.empty(states),
+            np.empty(states, np.int64), np.empty(states, np.int64), np.empty(states, np.int64))
+
+
+_workspace_nb = njit(cache=True)(_workspace)
+
+
 @njit(cache=True)
 def _knapsack(ptr, cost, mem, cap, out):
     """Exact multiple-choice knapsack: class ``i`` has choices ``ptr[i]..ptr[i+1]`` (cost, mem); pick one
     per class, minimise total cost with total mem <= cap. Writes the chosen index per class to ``out``;
     returns the cost (inf if nothing fits)."""
+    return _knapsack_ws(ptr, cost, mem, cap, out, _workspace_nb(ptr.shape[0] - 1, 256))
+
+
+@njit(cache=True)
+def _knapsack_ws(ptr, cost, mem, cap, out, ws):
+    """:func:`_knapsack` with the scratch arrays of :func:`_workspace`."""
     n = ptr.shape[0] - 1
     tot_m = 0.0
     tot_c = 0.0
@@ -83,9 +100,12 @@ def _knapsack(ptr, cost, mem, cap, out):
     if tot_m <= cap:
         return tot_c
     # suffix minima for pruning
-    rem_m = np.zeros(n + 1)
-    rem_c = np.zeros(n + 1)
-    minm = np.empty(n, np.int64)
+    wf = ws[0]
+    rem_m = wf[0:n + 1]
+    rem_c = wf[n + 2:2 * n + 3]
+    minm = ws[1][0:n]
+    rem_m[n] = 0.0
+    rem_c[n] = 0.0
     for i in range(n - 1, -1, -1):
         bm = ptr[i]
         bc = ptr[i]
@@ -102,6 +122,8 @@ def _knapsack(ptr, cost, mem, cap, out):
     # classes with two undominated choices at most: a 0/1 knapsack with the LP bound
     two = True
     for i in range(n):
+        if ptr[i + 1] - ptr[i] <= 2:
+            continue
         nd = 0
         for j in range(ptr[i], ptr[i + 1]):
             if not _dominated(j, ptr[i], ptr[i + 1], cost, mem):
@@ -110,11 +132,11 @@ def _knapsack(ptr, cost, mem, cap, out):
             two = False
             break
     if two:
-        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out)
+        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out, ws)
     return _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _dominated(j, lo, hi, cost, mem):
     """Is choice j dominated by another of its class (no better in both, better in one, or an equal
     twin with a smaller index)?"""
@@ -128,43 +150,69 @@ def _dominated(j, lo, hi, cost, mem):
 
 
 @njit(cache=True)
-def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
+def _knapsack01(ptr, cost, mem, cap, minm, base_m, out, ws):
     """Classes of at most two undominated choices: start from the smallest-memory one and decide, item by
     item in decreasing time-saved-per-byte order, whether to upgrade; a Pareto list of (bytes used,
     time saved) states pruned by the LP (fractional) bound of the items left."""
     n = ptr.shape[0] - 1
-    up = np.full(n, -1, np.int64)  # the upgrade choice of each class, if any
-    dm = np.zeros(n)
-    ds = np.zeros(n)
+    wf, wi, s_w, s_v, s_par, s_take, c_w, c_v, c_p, c_t, srt = ws
+    o = n + 2
+    dm = wf[2 * o:3 * o]
+    ds = wf[3 * o:4 * o]
+    eff = wf[4 * o:5 * o]
+    w = wf[5 * o:6 * o]
+    v = wf[6 * o:7 * o]
+    cw = wf[7 * o:8 * o]
+    cv = wf[8 * o:9 * o]
+    up = wi[o:2 * o]  # the upgrade choice of each class, if any
+    items = wi[2 * o:3 * o]
+    order = wi[3 * o:4 * o]
+    gstart = wi[4 * o:5 * o]
+    layer = wi[5 * o:6 * o]
+    m = 0
     base_c = 0.0
     for i in range(n):
         b = minm[i]
         base_c += cost[b]
         out[i] = b
+        up[i] = -1
         for j in range(ptr[i], ptr[i + 1]):
             if j != b and not _dominated(j, ptr[i], ptr[i + 1], cost, mem) and cost[j] < cost[b]:
                 up[i] = j
                 dm[i] = mem[j] - mem[b]
                 ds[i] = cost[b] - cost[j]
+        if up[i] >= 0:
+            items[m] = i
+            m += 1
     R = cap - base_m
-    items = np.flatnonzero(up >= 0)
-    m = items.shape[0]
-    eff = np.empty(m)
-    for q in range(m):
-        i = items[q]
-        eff[q] = ds[i] / dm[i] if dm[i] > 0 else _INF
-    # efficiency order, identical items adjacent (sorted by size first, then stably by efficiency)
-    pre = np.argsort(dm[items], kind="mergesort")
-    items = items[pre]
-    eff = eff[pre]
-    order = items[np.argsort(-eff, kind="mergesort")]
-    w = np.empty(m)
-    v = np.empty(m)
+    for i in range(n):
+        if up[i] >= 0:
+            eff[i] = ds[i] / dm[i] if dm[i] > 0 else _INF
+    # efficiency order (decreasing), then size (increasing), then class order, so identical items are
+    # adjacent: an insertion sort for the usual few items
+    if m <= 64:
+        for q in range(m):
+            i = items[q]
+            e = eff[i]
+            r = q - 1
+            while r >= 0:
+                x = order[r]
+                if eff[x] < e or (eff[x] == e and dm[x] > dm[i]):
+                    order[r + 1] = x
+                    r -= 1
+                else:
+                    break
+            order[r + 1] = i
+    else:
+        its = items[:m]
+        pre = np.argsort(dm[its], kind="mergesort")
+        its = its[pre]
+        order[:m] = its[np.argsort(-eff[its], kind="mergesort")]
     for q in range(m):
         w[q] = dm[order[q]]
         v[q] = ds[order[q]]
-    cw = np.zeros(m + 1)
-    cv = np.zeros(m + 1)
+    cw[0] = 0.0
+    cv[0] = 0.0
     for q in range(m):
         cw[q + 1] = cw[q] + w[q]
         cv[q + 1] = cv[q] + v[q]
@@ -176,28 +224,20 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
             used += w[q]
             lb += v[q]
     # identical items form groups: decide how many of each group to upgrade
-    gstart = np.empty(m + 1, np.int64)
     ng = 0
     for q in range(m):
         if q == 0 or w[q] != w[q - 1] or v[q] != v[q - 1]:
             gstart[ng] = q
             ng += 1
     gstart[ng] = m
-    size = 64
-    s_w = np.empty(size)
-    s_v = np.empty(size)
-    s_par = np.empty(size, np.int64)
-    s_take = np.zeros(size, np.int64)
-    layer = np.zeros(ng + 2, np.int64)
+    size = s_w.shape[0]
     s_w[0] = 0.0
     s_v[0] = 0.0
     s_par[0] = -1
+    s_take[0] = 0
+    layer[0] = 0
     layer[1] = 1
-    c_size = 64
-    c_w = np.empty(c_size)
-    c_v = np.empty(c_size)
-    c_p = np.empty(c_size, np.int64)
-    c_t = np.empty(c_size, np.int64)
+    c_size = c_w.shape[0]
     for gi in range(ng):
         a = gstart[gi]
         cnt_g = gstart[gi + 1] - a
@@ -213,6 +253,7 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
             c_v = np.empty(c_size)
             c_p = np.empty(c_size, np.int64)
             c_t = np.empty(c_size, np.int64)
+            srt = np.empty(c_size, np.int64)
         k = 0
         for p in range(lo, hi):
             for take in range(cnt_g + 1):
@@ -240,19 +281,30 @@ def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
                 c_p[k] = p
                 c_t[k] = take
                 k += 1
-        srt = np.argsort(c_w[:k])
+        # candidates by bytes used: they arrive nearly sorted, so an insertion sort when few
+        if k <= 64:
+            for r in range(k):
+                x = c_w[r]
+                i = r - 1
+                while i >= 0 and c_w[srt[i]] > x:
+                    srt[i + 1] = srt[i]
+                    i -= 1
+                srt[i + 1] = r
+        else:
+            srt[:k] = np.argsort(c_w[:k])
+        if hi + k > size:  # room for every candidate, grown here and not in the loop below (an array
+            while hi + k > size:  # re-bound inside a hot loop costs reference counting per iteration)
+                size *= 2
+            s_w = _grow_f(s_w, size)
+            s_v = _grow_f(s_v, size)
+            s_par = _grow_i(s_par, size)
+            s_take = _grow_i(s_take, size)
         start = hi
         best = -1.0
         for r_ in range(k):
             r = srt[r_]
             if c_v[r] > best:
                 best = c_v[r]
-                if start >= size:
-                    size *= 2
-                    s_w = _grow_f(s_w, size)
-                    s_v = _grow_f(s_v, size)
-                    s_par = _grow_i(s_par, size)
-                    s_take = _grow_i(s_take, size)
                 s_w[start] = c_w[r]
                 s_v[start] = c_v[r]
                 s_par[start] = c_p[r]
@@ -397,7 +449,7 @@ def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[floa
 
 
 # --------------------------------------------------------------------------- stage costs
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rest_ok(rest, devices_left, ub):
     """Can ``rest`` device-seconds per sample of other stages fit ``devices_left`` devices within ``ub``?"""
     if rest <= 1e-300:
@@ -467,16 +519,17 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
 def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
                same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
                t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, pre_work, total_devices,
-               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo):
     """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
     is below ``len(pair_i)`` when the output arrays are full."""
+    ws = _workspace_nb(n, 256)
     for q in range(start, pair_i.shape[0]):
         before = cnt
         r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
                               opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
                               sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
                               pre_work[-1] - (pre_work[pair_i[q]] - pre_work[pair_j[q]]), total_devices,
-                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt)
+                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo, ws)
         if r0 < 0:
             return q, cnt, scnt
         cnt, scnt = r0, r1
@@ -485,7 +538,7 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
     return pair_i.shape[0], cnt, scnt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
     E = 0.0
     A = 0.0
@@ -501,7 +554,7 @@ def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
     return E, A, B, Wt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _last_fit(y, ymax, A, B, Wt, cap, sched):
     """Largest y' in [y, ymax] at which memory A*y' + B (+ weight versions) still fits (it grows with y)."""
     lo = y
@@ -519,7 +572,7 @@ def _last_fit(y, ymax, A, B, Wt, cap, sched):
 def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
                  v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
                  t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, rest, total_devices,
-                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
+                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo, ws):
     """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
     and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
 
@@ -627,18 +680,8 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                 else:
                     y = 1
                     ytop = (smax + dlo - 1) // dlo
-                while y <= ytop:
-                    for p in range(total):
-                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                    val = _knapsack(ptr, etime, mem, caps[k], chosen)
-                    if not val < _INF:
-                        break
-                    E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
-                    yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
-                    sh_yhi[nsh] = yhi
-                    sh_e[nsh] = val
-                    nsh += 1
-                    y = yhi + 1
+                nsh = _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, caps[k], sched, y, ytop, mem,
+                                  chosen, sh_yhi, sh_e, ws)
             cost = np.empty(total)
             for di in range(dvals.shape[0]):
                 d = dvals[di]
@@ -685,7 +728,7 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
                     while y <= ymax:
                         for p in range(total):
                             mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                        val = _knapsack(ptr, cost, mem, caps[k], chosen)
+                        val = _knapsack_ws(ptr, cost, mem, caps[k], chosen, ws)
                         if not val < _INF:
                             break
                         val += comm / d
@@ -710,8 +753,159 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
     return cnt, scnt
 
 
-# --------------------------------------------------------------------------- feasibility DP
+# --------------------------------------------------------------------------- memo of step functions
+# Stages with the same knapsack (identical layers: the same variants, in the same order, with the same
+# boundary syncs) have the same step function over y; it is computed once. ``memo`` is a tuple of arrays:
+# an open-addressing table of entry numbers, per entry its hash, instance (a float record in ``inst``),
+# first y, last y covered and steps (in ``syhi``/``se``), and counters ``n``: entries, instance floats and
+# steps used, a full flag (Python grows the arrays between chunks), hits and misses.
+_M_E, _M_I, _M_S, _M_FULL, _M_HIT, _M_MISS = 0, 1, 2, 3, 4, 5
+
+
+def _new_memo(entries: int, floats: int, steps: int) -> tuple:
+    size = 1 << max(4, int(2 * entries - 1).bit_length())
+    return (np.full(size, -1, np.int64), np.empty(entries, np.int64), np.empty(entries + 1, np.int64),
+            np.empty(floats), np.empty(entries, np.int64), np.empty(entries, np.int64),
+            np.empty(entries, np.int64), np.empty(entries, np.int64), np.empty(steps, np.int64),
+            np.empty(steps), np.zeros(6, np.int64))
+
+
+def _grow_memo(memo: tuple) -> tuple:
+    """A memo with room for twice as many entries, floats or steps as the ones that ran out."""
+    table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n = memo
+    ent = hsh.size * 2 if n[_M_E] * 2 >= hsh.size else hsh.size
+    if ent != hsh.size:  # the table is rebuilt at twice the size
+        new = _new_memo(ent, inst.size, syhi.size)
+        table = new[0]
+        _rehash(table, hsh, n[_M_E])
+        hsh, iptr, y0, ycov, s0, s1 = (np.resize(a, ent + (a is iptr)) for a in (hsh, iptr, y0, ycov, s0, s1))
+    if n[_M_I] * 2 >= inst.size:
+        inst = np.resize(inst, inst.size * 2)
+    if n[_M_S] * 2 >= syhi.size:
+        syhi, se = np.resize(syhi, syhi.size * 2), np.resize(se, se.size * 2)
+    n[_M_FULL] = 0
+    return table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n
+
+
 @njit(cache=True)
+def _rehash(table, hsh, count):
+    mask = table.shape[0] - 1
+    for e in range(count):
+        slot = hsh[e] & mask
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = e
+
+
+@njit(cache=True)
+def _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi, sh_e, ws):
+    """The step function over y in [y, ytop] of the knapsack with times ``etime`` (the same for every d):
+    (number of steps, whether it ended because nothing fits any more)."""
+    total = ptr[ns]
+    nsh = 0
+    while y <= ytop:
+        for p in range(total):
+            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+        val = _knapsack_ws(ptr, etime, mem, cap, chosen, ws)
+        if not val < _INF:
+            return nsh, True
+        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+        yhi = _last_fit(y, ytop, A, B, Wt, cap, sched)
+        sh_yhi[nsh] = yhi
+        sh_e[nsh] = val
+        nsh += 1
+        y = yhi + 1
+    return nsh, False
+
+
+@njit(cache=True)
+def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi, sh_e,
+                ws):
+    """:func:`_shared_steps` through the memo: a stage whose knapsack (times, memory terms, class sizes,
+    capacity) equals one solved before from the same first y, as far as ``ytop`` or to its end, reuses its
+    steps. The sequence from a given y is deterministic, so the steps are the ones it would compute (the
+    last may reach past ``ytop``; the caller clips at each d's largest y)."""
+    table, hsh, iptr, inst, m_y0, m_ycov, m_s0, m_s1, syhi, se, cnt = memo
+    total = ptr[ns]
+    size = 2 + ns + 4 * total
+    rec = np.empty(size)
+    rec[0] = cap
+    rec[1] = ns
+    w = 2
+    for q in range(ns):
+        rec[w] = ptr[q + 1] - ptr[q]
+        w += 1
+    for p in range(total):
+        v = vid[p]
+        rec[w] = etime[p]
+        rec[w + 1] = v_a[v]
+        rec[w + 2] = v_b[v]
+        rec[w + 3] = v_w[v]
+        w += 4
+    bits = rec.view(np.uint64)
+    h = np.uint64(14695981039346656037)
+    for i in range(size):
+        h = (h ^ bits[i]) * np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+    hv = np.int64(h >> np.uint64(1))
+    mask = table.shape[0] - 1
+    slot = hv & mask
+    found = -1
+    while table[slot] >= 0:
+        e = table[slot]
+        if hsh[e] == hv and iptr[e + 1] - iptr[e] == size:
+            same = True
+            b = iptr[e]
+            for i in range(size):
+                if inst[b + i] != rec[i]:
+                    same = False
+                    break
+            if same:
+                found = e
+                break
+        slot = (slot + 1) & mask
+    if found >= 0 and m_y0[found] == y and ytop <= m_ycov[found]:
+        cnt[_M_HIT] += 1
+        nsh = m_s1[found] - m_s0[found]
+        for j in range(nsh):
+            sh_yhi[j] = syhi[m_s0[found] + j]
+            sh_e[j] = se[m_s0[found] + j]
+        return nsh
+    cnt[_M_MISS] += 1
+    nsh, ended = _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen,
+                               sh_yhi, sh_e, ws)
+    e = found
+    if e < 0:
+        e = cnt[_M_E]
+        if 2 * (e + 1) > table.shape[0] or e >= hsh.shape[0] or cnt[_M_I] + size > inst.shape[0]:
+            cnt[_M_FULL] = 1
+            return nsh
+    if cnt[_M_S] + nsh > syhi.shape[0]:
+        cnt[_M_FULL] = 1
+        return nsh
+    if found < 0:
+        b = cnt[_M_I]
+        inst[b:b + size] = rec
+        iptr[e] = b
+        iptr[e + 1] = b + size
+        cnt[_M_I] = b + size
+        hsh[e] = hv
+        table[slot] = e
+        cnt[_M_E] = e + 1
+    m_y0[e] = y
+    m_ycov[e] = _BIG if ended else ytop
+    b = cnt[_M_S]
+    syhi[b:b + nsh] = sh_yhi[:nsh]
+    se[b:b + nsh] = sh_e[:nsh]
+    m_s0[e] = b
+    m_s1[e] = b + nsh
+    cnt[_M_S] = b + nsh
+    return nsh
+
+
+
+# --------------------------------------------------------------------------- feasibility DP
+@njit(cache=True, inline="always")
 def _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax):
     """Largest s (sum of d from this stage on) at which combo q's stage costs at most tau (0: none)."""
     Y = 0
@@ -734,6 +928,8 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
     whole graph can be placed."""
     g[:, :, :] = _BIG
     g[NI - 1, 0, 0] = 0
+    W = smax + 1
+    gf = g.reshape(NI * W * C1)
     # the range of s at which each ideal's suffix is reachable at all (empty: lo > hi)
     s_lo = np.full(NI, smax + 1, np.int64)
     s_hi = np.full(NI, -1, np.int64)
@@ -747,40 +943,42 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
         first = max(d, s_lo[I] + d)
         if first > smax:
             continue
-        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
+        # _reach, written out: a call with array arguments costs reference counting per combo
+        Y = 0
+        for p in range(step_ptr[q], step_ptr[q + 1]):
+            if cost[p] <= tau:
+                Y = yhi[p]
+            else:
+                break
+        if Y == 0:
+            continue
+        stop = smax if sched == 1 else min(smax, d * Y)
         stop = min(stop, s_hi[I] + d)
         if stop < first:
             continue
         J = c_pair_j[q]
         k = c_k[q]
         td = c_t[q] * d
+        # flat offsets of g[I, s - d] and g[J, s] (row views would cost reference counting per row)
         if k == last:
-            if C1 == 1:
-                src = g[I, :, 0]
-                dst = g[J, :, 0]
-                for s in range(first, stop + 1):
-                    x = src[s - d] + td
-                    if x < dst[s]:
-                        dst[s] = x
-            else:
-                for s in range(first, stop + 1):
-                    src = g[I, s - d]
-                    dst = g[J, s]
-                    for c in range(C1):
-                        x = src[c] + td
-                        if x < dst[c]:
-                            dst[c] = x
-        else:
-            st = strides[k]
             for s in range(first, stop + 1):
-                src = g[I, s - d]
-                dst = g[J, s]
-                for c in range(td * st, C1):
+                src = (I * W + s - d) * C1
+                dst = (J * W + s) * C1
+                for c in range(C1):
+                    x = gf[src + c] + td
+                    if x < gf[dst + c]:
+                        gf[dst + c] = x
+        else:
+            sh = td * strides[k]
+            for s in range(first, stop + 1):
+                src = (I * W + s - d) * C1 - sh
+                dst = (J * W + s) * C1
+                for c in range(sh, C1):
                     if digits[c, k] < td:
                         continue
-                    x = src[c - td * st]
-                    if x < dst[c]:
-                        dst[c] = x
+                    x = gf[src + c]
+                    if x < gf[dst + c]:
+                        gf[dst + c] = x
         if first < s_lo[J]:
             s_lo[J] = first
         if stop > s_hi[J]:
@@ -798,6 +996,8 @@ def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi
     shifted minimum the compiler vectorises."""
     g[:, :] = _BIG
     g[NI - 1, 0] = 0
+    W = smax + 1
+    gf = g.reshape(NI * W)
     s_lo = np.full(NI, smax + 1, np.int64)
     s_hi = np.full(NI, -1, np.int64)
     s_lo[NI - 1] = 0
@@ -810,15 +1010,25 @@ def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi
         first = max(d, s_lo[I] + d)
         if first > smax:
             continue
-        stop = min(_reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax), s_hi[I] + d)
+        # _reach, written out: a call with array arguments costs reference counting per combo
+        Y = 0
+        for p in range(step_ptr[q], step_ptr[q + 1]):
+            if cost[p] <= tau:
+                Y = yhi[p]
+            else:
+                break
+        if Y == 0:
+            continue
+        stop = smax if sched == 1 else min(smax, d * Y)
+        stop = min(stop, s_hi[I] + d)
         if stop < first:
             continue
         J = c_pair_j[q]
         td = c_t[q] * d
-        src = g[I]
-        dst = g[J]
+        src = I * W - d  # flat offsets, not row views: a view per combo costs reference counting
+        dst = J * W
         for s in range(first, stop + 1):
-            dst[s] = min(dst[s], src[s - d] + td)
+            gf[dst + s] = min(gf[dst + s], gf[src + s] + td)
         if first < s_lo[J]:
             s_lo[J] = first
         if stop > s_hi[J]:
@@ -1138,6 +1348,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     cnt = scnt = 0
     start = 0
     chunk = 4096
+    ent = max(64, min(npairs * K * len(arr["tvals"]), 1 << 14))
+    memo = _new_memo(ent, 64 * ent, 8 * ent)
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
             return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
@@ -1148,7 +1360,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
             arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
             g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
-            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt, memo)
+        if memo[-1][_M_FULL]:
+            memo = _grow_memo(memo)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
                 return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
@@ -1177,7 +1391,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     gt = np.empty((NI, smax + 1, C1), np.int64)
     j_lo = np.searchsorted(-c_pair_j, -np.arange(NI), side="left")
     j_hi = np.searchsorted(-c_pair_j, -np.arange(NI), side="right")
-    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0}
+    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0,
+             "knapsack_memo_hits": int(memo[-1][_M_HIT]), "knapsack_memo_misses": int(memo[-1][_M_MISS])}
 
     def feasible(tau: float) -> bool:
         stats["dp_runs"] += 1
@@ -1187,13 +1402,26 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
                               c_d, step_ptr, yhi, cost, sched, gt))
 
-    def recover(tau: float) -> list[Stage]:
+    def trace(tau: float) -> tuple[np.ndarray, float]:
+        """The combos and s of a plan in the table of the last feasible run, and its value in the DP's
+        own costs (each stage's step at its in-flight count): the search narrows on that value, and only
+        the final plan is built and evaluated."""
         raw = _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr,
                      yhi, cost, sched, gt, j_lo, j_hi)
         if raw.shape[0] == 0:
             raise AssertionError("dp-replicated: no plan could be traced back from a feasible table")
-        return _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
+        value = 0.0
+        for q, s in raw:
+            d = int(c_d[q])
+            y = N // d if problem.schedule == "gpipe" else -(-int(s) // d)
+            a, b = int(step_ptr[q]), int(step_ptr[q + 1])
+            value = max(value, float(cost[a + int(np.searchsorted(yhi[a:b], y, side="left"))]))
+        return raw, value
+
+    def build(raw: np.ndarray) -> tuple[list[Stage], PlanEvaluation]:
+        plan = _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
                                         int(c_d[q]), int(s)) for q, s in raw])
+        return plan, evaluate_plan(problem, plan)
 
     cands = np.unique(cost)
     elapsed = time.perf_counter() - t0
@@ -1214,34 +1442,36 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
-    plan = recover(float(cands[-1]))
-    ev = evaluate_plan(problem, plan)
+    best_raw, best_value = trace(float(cands[-1]))
     # every plan's largest stage is at least the total work over all devices
     lo = int(np.searchsorted(cands, pre_work[-1] / max(1, total_devices) * (1 - 1e-9), side="left"))
-    hi = int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    hi = int(np.searchsorted(cands, best_value * (1 + 1e-12), side="right")) - 1
     lo = min(lo, max(hi, 0))
     hi = max(hi, 0)
-    best_plan, best_ev = plan, ev
     while lo < hi:
         if deadline is not None and time.perf_counter() > deadline:
+            best_plan, best_ev = build(best_raw)
             elapsed = time.perf_counter() - t0
             return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
                                     f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
                                     stats)
         mid = (lo + hi) // 2
         if feasible(float(cands[mid])):
-            plan = recover(float(cands[mid]))
-            ev = evaluate_plan(problem, plan)
-            if ev.objective < best_ev.objective:
-                best_plan, best_ev = plan, ev
-            hi = min(mid, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1)
+            raw, value = trace(float(cands[mid]))
+            if value < best_value:
+                best_raw, best_value = raw, value
+            hi = min(mid, int(np.searchsorted(cands, value * (1 + 1e-12), side="right")) - 1)
             hi = max(hi, lo)
         else:
             lo = mid + 1
+    best_plan, best_ev = build(best_raw)
     elapsed = time.perf_counter() - t0
     stats["lower_bound"] = float(cands[lo])
     if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
         raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
+    if not best_ev.objective <= best_value * (1 + 1e-9):  # the DP's costs and the evaluator must agree
+        raise AssertionError(f"dp-replicated: plan evaluates to {best_ev.objective!r}, the DP's costs say "
+                             f"{best_value!r}")
     return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
 
 
