@@ -757,34 +757,47 @@ def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, 
 # Stages with the same knapsack (identical layers: the same variants, in the same order, with the same
 # boundary syncs) have the same step function over y; it is computed once. ``memo`` is a tuple of arrays:
 # an open-addressing table of entry numbers, per entry its hash, instance (a float record in ``inst``),
-# first y, last y covered and steps (in ``syhi``/``se``), and counters ``n``: entries, instance floats and
-# steps used, a full flag (Python grows the arrays between chunks), hits and misses.
-_M_E, _M_I, _M_S, _M_FULL, _M_HIT, _M_MISS = 0, 1, 2, 3, 4, 5
+# first y, last y covered and steps (in ``syhi``/``se``); counters (entries, instance floats and steps
+# used, a full flag: Python grows the arrays between chunks, hits, misses, and whether the memo is on);
+# the id of each variant's memory terms, and a scratch record.
+_M_E, _M_I, _M_S, _M_FULL, _M_HIT, _M_MISS, _M_ON = 0, 1, 2, 3, 4, 5, 6  # entries of memo[_M_COUNTS]
+_M_COUNTS = 10
+_MEMO_ENTRIES = 1 << 14  # the most entries a memo starts with (it grows)
 
 
-def _new_memo(entries: int, floats: int, steps: int) -> tuple:
+def _new_memo(entries: int, floats: int, steps: int, on: bool, cid: np.ndarray, scratch: int) -> tuple:
     size = 1 << max(4, int(2 * entries - 1).bit_length())
-    return (np.full(size, -1, np.int64), np.empty(entries, np.int64), np.empty(entries + 1, np.int64),
+    memo = (np.full(size, -1, np.int64), np.empty(entries, np.int64), np.empty(entries + 1, np.int64),
             np.empty(floats), np.empty(entries, np.int64), np.empty(entries, np.int64),
             np.empty(entries, np.int64), np.empty(entries, np.int64), np.empty(steps, np.int64),
-            np.empty(steps), np.zeros(6, np.int64))
+            np.empty(steps), np.zeros(7, np.int64), cid, np.empty(scratch))
+    memo[_M_COUNTS][_M_ON] = on
+    return memo
 
 
-def _grow_memo(memo: tuple) -> tuple:
-    """A memo with room for twice as many entries, floats or steps as the ones that ran out."""
-    table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n = memo
-    ent = hsh.size * 2 if n[_M_E] * 2 >= hsh.size else hsh.size
-    if ent != hsh.size:  # the table is rebuilt at twice the size
-        new = _new_memo(ent, inst.size, syhi.size)
-        table = new[0]
+def _grow_memo(memo: tuple, steps: int) -> tuple:
+    """The memo with at least half of each array free, and room for one more record and ``steps`` steps
+    (the most one stage can have)."""
+    table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n, cid, rec = memo
+    ent = hsh.size
+    while n[_M_E] * 2 >= ent:
+        ent *= 2
+    if ent != hsh.size:  # the table is rebuilt at the new size
+        table = _new_memo(ent, 0, 0, True, cid, 0)[0]
         _rehash(table, hsh, n[_M_E])
-        hsh, iptr, y0, ycov, s0, s1 = (np.resize(a, ent + (a is iptr)) for a in (hsh, iptr, y0, ycov, s0, s1))
-    if n[_M_I] * 2 >= inst.size:
-        inst = np.resize(inst, inst.size * 2)
-    if n[_M_S] * 2 >= syhi.size:
-        syhi, se = np.resize(syhi, syhi.size * 2), np.resize(se, se.size * 2)
+        more = ent - hsh.size
+        hsh, iptr, y0, ycov, s0, s1 = (_doubled(a, n[_M_E] + (a is iptr), more)
+                                       for a in (hsh, iptr, y0, ycov, s0, s1))
+    size = inst.size
+    while n[_M_I] * 2 >= size or size - n[_M_I] < rec.size:
+        size *= 2
+    inst = _doubled(inst, n[_M_I], size - inst.size)
+    size = syhi.size
+    while n[_M_S] * 2 >= size or size - n[_M_S] < steps:
+        size *= 2
+    syhi, se = _doubled(syhi, n[_M_S], size - syhi.size), _doubled(se, n[_M_S], size - se.size)
     n[_M_FULL] = 0
-    return table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n
+    return table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n, cid, rec
 
 
 @njit(cache=True)
@@ -825,10 +838,14 @@ def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, m
     capacity) equals one solved before from the same first y, as far as ``ytop`` or to its end, reuses its
     steps. The sequence from a given y is deterministic, so the steps are the ones it would compute (the
     last may reach past ``ytop``; the caller clips at each d's largest y)."""
-    table, hsh, iptr, inst, m_y0, m_ycov, m_s0, m_s1, syhi, se, cnt = memo
+    table, hsh, iptr, inst, m_y0, m_ycov, m_s0, m_s1, syhi, se, cnt, cid, rec = memo
+    if not cnt[_M_ON]:
+        return _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi,
+                             sh_e, ws)[0]
+    # the instance as a record: capacity, class sizes, and per choice its time and the id of its memory
+    # terms (variants with equal A, B and W share an id)
     total = ptr[ns]
-    size = 2 + ns + 4 * total
-    rec = np.empty(size)
+    size = 2 + ns + 2 * total
     rec[0] = cap
     rec[1] = ns
     w = 2
@@ -836,12 +853,9 @@ def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, m
         rec[w] = ptr[q + 1] - ptr[q]
         w += 1
     for p in range(total):
-        v = vid[p]
         rec[w] = etime[p]
-        rec[w + 1] = v_a[v]
-        rec[w + 2] = v_b[v]
-        rec[w + 3] = v_w[v]
-        w += 4
+        rec[w + 1] = cid[vid[p]]
+        w += 2
     bits = rec.view(np.uint64)
     h = np.uint64(14695981039346656037)
     for i in range(size):
@@ -885,7 +899,7 @@ def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, m
         return nsh
     if found < 0:
         b = cnt[_M_I]
-        inst[b:b + size] = rec
+        inst[b:b + size] = rec[:size]
         iptr[e] = b
         iptr[e + 1] = b + size
         cnt[_M_I] = b + size
@@ -1129,6 +1143,7 @@ def _arrays(problem: ParallelProblem):
             sy_time.append(x)
             sy_dir.append(1)
         sy_ptr.append(len(sy_tensor))
+    cid: dict[tuple, float] = {}
     total = sum(k.count for k in problem.kinds)
     bw_res = np.ones((K, total + 1))
     for k, kind in enumerate(problem.kinds):
@@ -1139,6 +1154,7 @@ def _arrays(problem: ParallelProblem):
         opt_var=np.array(opt_var, np.int64),
         v_time=np.array([v.time for v in vs]), v_params=np.array([v.params for v in vs]),
         v_a=np.array([v.a for v in vs]), v_b=np.array([v.b for v in vs]), v_w=np.array([v.w for v in vs]),
+        v_cid=np.array([cid.setdefault((v.a, v.b, v.w), float(len(cid))) for v in vs]),
         sy_ptr=np.array(sy_ptr, np.int64), sy_tensor=np.array(sy_tensor, np.int64),
         sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
 
@@ -1195,10 +1211,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
     best: ReplicatedResult | None = None  # the best plan of a restricted pass (a bound, not proven)
+    data = _node_data(problem)  # shared by every pass
 
     def restricted(lattice) -> None:
         nonlocal best, upper_bound
-        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
         if r.plan is not None and (best is None or r.objective < best.objective):
             best = r
             upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
@@ -1225,7 +1242,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
         except ProblemTooLargeError as e:
             return fallback(str(e))
-    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
     if full.plan is None and best is not None:
         # only a limit can get here: the restricted passes' plans are plans of the full lattice
         return fallback(full.message)
@@ -1272,8 +1289,50 @@ def _one_stage_bound(problem: ParallelProblem) -> float:
     return best
 
 
+def _node_data(problem: ParallelProblem) -> dict:
+    """What every pass over a lattice needs of the problem: the flat arrays of the variants, per (kind, t)
+    and node the smallest memory and fastest time, and each node's least work."""
+    K = len(problem.kinds)
+    dvals = np.array(problem.replica_degrees(), np.int64)
+    arr = _arrays(problem)
+    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
+    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
+    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
+                    np.inf).min(axis=0, initial=np.inf)
+    work = np.where(np.isfinite(work), work, 0.0)
+    # repeated nodes (the same variants and syncs: identical layers) make repeated stage knapsacks, which
+    # the memo of step functions then solves once; without them it would only cost its hashing
+    g = problem.graph
+    content: dict[int, list] = {}
+    for (u, k, t), vids in sorted(g.options.items()):
+        content.setdefault(u, []).append((k, t, tuple(
+            (v.time, v.params, v.a, v.b, v.w, tuple(sorted(v.sync_in.values())),
+             tuple(sorted(v.sync_out.values()))) for v in (g.variants[i] for i in vids))))
+    repeated = g.num_nodes - len({tuple(c) for c in content.values()})
+    return dict(arr=arr, dvals=dvals, mm=mm, kt_ok=kt_ok, caps_kt=caps_kt, mt=mt, dmax_kt=dmax_kt, work=work,
+                repeated=4 * repeated >= g.num_nodes)
+
+
+@njit(cache=True)
+def _prefix_sums(parent, added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, pre_work):
+    """Per-ideal sums along the lattice's parent links (each ideal adds one node to its parent)."""
+    for i in range(1, parent.shape[0]):
+        p = parent[i]
+        v = added[i]
+        for kt in range(mm.shape[0]):
+            if fin[kt, v]:
+                pre_mem[i, kt] = pre_mem[p, kt] + mm[kt, v]
+                pre_time[i, kt] = pre_time[p, kt] + mt[kt, v]
+                pre_uns[i, kt] = pre_uns[p, kt]
+            else:
+                pre_mem[i, kt] = pre_mem[p, kt] + 0.0
+                pre_time[i, kt] = pre_time[p, kt] + 0.0
+                pre_uns[i, kt] = pre_uns[p, kt] + 1
+        pre_work[i] = pre_work[p] + work[v]
+
+
 def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
-         t0: float) -> ReplicatedResult:
+         t0: float, data: dict | None = None) -> ReplicatedResult:
     g = problem.graph
     n = g.num_nodes
     K = len(problem.kinds)
@@ -1281,37 +1340,35 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     sched = SCHEDULES.index(problem.schedule)
     counts = np.array([k.count for k in problem.kinds], np.int64)
     caps = np.array([k.capacity for k in problem.kinds])
-    dvals = np.array(problem.replica_degrees(), np.int64)
     smax = int(min(N, counts.sum()))
-    arr = _arrays(problem)
+    data = data or _node_data(problem)
+    arr, dvals, work = data["arr"], data["dvals"], data["work"]
+    mm, kt_ok, caps_kt, mt, dmax_kt = (data[x] for x in ("mm", "kt_ok", "caps_kt", "mt", "dmax_kt"))
     NI = lattice.num_ideals
     bits = lattice.bits
-    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
     # per-ideal sums of each node's smallest memory, fastest time and unsupported count, per (kind, t)
     KT = mm.shape[0]
     pre_mem = np.zeros((NI, KT))
     pre_time = np.zeros((NI, KT))
     pre_uns = np.zeros((NI, KT), np.int64)
-    fin = np.isfinite(mm)
-    for i in range(1, NI):
-        p, v = lattice.parent[i], lattice.added[i]
-        if v < 0:  # a coarse chain: the ideal's own members
-            v = lattice.members(i)
-            pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
-            pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
-            pre_uns[i] = (~fin[:, v]).sum(axis=1)
-            continue
-        pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
-        pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
-        pre_uns[i] = pre_uns[p] + ~fin[:, v]
-    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
-    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
-                    np.inf).min(axis=0, initial=np.inf)
-    work = np.where(np.isfinite(work), work, 0.0)
     pre_work = np.zeros(NI)
-    for i in range(1, NI):
-        v = lattice.added[i]
-        pre_work[i] = work[lattice.members(i)].sum() if v < 0 else pre_work[lattice.parent[i]] + work[v]
+    fin = np.isfinite(mm)
+    if NI > 1 and (lattice.added[1:] >= 0).all():
+        _prefix_sums(lattice.parent, lattice.added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, pre_work)
+    else:
+        for i in range(1, NI):
+            p, v = lattice.parent[i], lattice.added[i]
+            if v < 0:  # a coarse chain: the ideal's own members
+                v = lattice.members(i)
+                pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
+                pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
+                pre_uns[i] = (~fin[:, v]).sum(axis=1)
+                pre_work[i] = work[v].sum()
+                continue
+            pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
+            pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
+            pre_uns[i] = pre_uns[p] + ~fin[:, v]
+            pre_work[i] = pre_work[p] + work[v]
     total_devices = int(counts.sum())
     kt_t = np.tile(arr["tvals"], K)
     kt_count = np.repeat(counts, len(arr["tvals"]))
@@ -1348,8 +1405,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     cnt = scnt = 0
     start = 0
     chunk = 4096
-    ent = max(64, min(npairs * K * len(arr["tvals"]), 1 << 14))
-    memo = _new_memo(ent, 64 * ent, 8 * ent)
+    ent = max(1, min(npairs * K * len(arr["tvals"]), _MEMO_ENTRIES))
+    memo = _new_memo(ent, 32 * ent, 8 * ent, data["repeated"], arr["v_cid"],
+                     2 + n + 2 * arr["opt_var"].size)
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
             return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
@@ -1361,21 +1419,21 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
             g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
             total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt, memo)
-        if memo[-1][_M_FULL]:
-            memo = _grow_memo(memo)
+        if memo[_M_COUNTS][_M_FULL]:
+            memo = _grow_memo(memo, smax + N + 2)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
                 return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                         f"more than {max_steps:,} stage options; the exact DP would not "
                                         f"fit the budget")
-            o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))
-            o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
-            o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
+            o_pair, o_k, o_t, o_d = (_doubled(a, cnt) for a in (o_pair, o_k, o_t, o_d))
+            o_sp = _doubled(o_sp, cnt + 1, o_sp.size - 1)
+            o_yhi, o_cost = (_doubled(a, scnt) for a in (o_yhi, o_cost))
         start = nxt
     pairs = npairs
-    c_k, c_t, c_d = o_k[:cnt].copy(), o_t[:cnt].copy(), o_d[:cnt].copy()
-    step_ptr = o_sp[:cnt + 1].copy()
-    yhi, cost = o_yhi[:scnt].copy(), o_cost[:scnt].copy()
+    c_k, c_t, c_d = o_k[:cnt], o_t[:cnt], o_d[:cnt]
+    step_ptr = o_sp[:cnt + 1]
+    yhi, cost = o_yhi[:scnt], o_cost[:scnt]
     c_pair_i = pair_i[o_pair[:cnt]]
     c_pair_j = pair_j[o_pair[:cnt]]
 
@@ -1392,7 +1450,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     j_lo = np.searchsorted(-c_pair_j, -np.arange(NI), side="left")
     j_hi = np.searchsorted(-c_pair_j, -np.arange(NI), side="right")
     stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0,
-             "knapsack_memo_hits": int(memo[-1][_M_HIT]), "knapsack_memo_misses": int(memo[-1][_M_MISS])}
+             "knapsack_memo_hits": int(memo[_M_COUNTS][_M_HIT]),
+             "knapsack_memo_misses": int(memo[_M_COUNTS][_M_MISS])}
 
     def feasible(tau: float) -> bool:
         stats["dp_runs"] += 1
@@ -1473,6 +1532,13 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         raise AssertionError(f"dp-replicated: plan evaluates to {best_ev.objective!r}, the DP's costs say "
                              f"{best_value!r}")
     return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
+
+
+def _doubled(a: np.ndarray, used: int, extra: int | None = None) -> np.ndarray:
+    """``a`` with ``extra`` (default: its size) more slots, its first ``used`` entries kept."""
+    b = np.empty(a.size + (a.size if extra is None else extra), a.dtype)
+    b[:used] = a[:used]
+    return b
 
 
 def _stages(problem, bits, raw) -> list[Stage]:

@@ -235,3 +235,79 @@ def test_time_limit_is_honoured_on_a_large_lattice():
     assert took < 3.0
     assert r.status in (Status.OPTIMAL, Status.FEASIBLE, Status.STOPPED)
     assert (r.plan is None) == (r.status is Status.STOPPED)
+
+
+# ---------------------------------------------------------------- repeated layers (the step-function memo)
+def layers_problem(rng: np.random.Generator, n: int) -> ParallelProblem:
+    """A chain of ``n`` identical layers (the same variants, syncs and edge costs) after a distinct first
+    node: stages of equal length have equal knapsacks, so the DP's memo of step functions is used."""
+    K = int(rng.integers(1, 3))
+    edges = [(u, u + 1) for u in range(n - 1)]
+    cost = rng.random(K).round(2)
+    tensors = [(u, [u + 1], cost) for u in range(n - 1)]
+    layer = [(round(float(rng.random()), 2) + 0.1, float(rng.integers(0, 4)), float(a), float(b) + 0.5,
+              float(b) * float(rng.random()), round(float(rng.random()), 2), round(float(rng.random()), 2))
+             for a, b in rng.random((int(rng.integers(1, 4)), 2)).round(2)]
+    variants = []
+    for u in range(n):
+        mine = layer if u else [(x[0] * 2, *x[1:]) for x in layer]
+        for k in range(K):
+            for t in (1, 2):
+                for j, (tm, params, a, b, w, si, so) in enumerate(mine):
+                    variants.append(Variant(u, k, t, f"v{j}", tm / t, params=params, a=a / t, b=b / t,
+                                            w=w / t, sync_in={u - 1: si} if u else {},
+                                            sync_out={u: so} if u < n - 1 else {}))
+    g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=K, edges=edges, tensors=tensors,
+                            variants=variants)
+    kinds = tuple(ParallelKind(f"k{k}", int(rng.integers(1, 5)), float(rng.uniform(1.0, 0.8 * n + 2)),
+                               bandwidth=float(rng.uniform(1, 4))) for k in range(K))
+    return ParallelProblem(g, kinds, int(rng.choice([1, 2, 4, 6, 8])), str(rng.choice(SCHEDULES)))
+
+
+def _without_memo(monkeypatch):
+    import solvers.dp_replicated as dpr
+
+    real = dpr._node_data
+    monkeypatch.setattr(dpr, "_node_data", lambda p: dict(real(p), repeated=False))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repeated_layers_equal_brute_force(seed):
+    import solvers.dp_replicated as dpr
+
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(6):
+        p = layers_problem(rng, 4)
+        assert dpr._node_data(p)["repeated"]
+        want = brute_force(p)
+        r = solve_problem(p)
+        if math.isinf(want):
+            assert r.status is Status.INFEASIBLE
+            continue
+        assert r.status is Status.OPTIMAL
+        assert r.objective == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_the_memo_changes_nothing_but_time(monkeypatch):
+    """With and without the memo of step functions: the same plan, value and stage options (a reused step
+    function is the one that would have been computed)."""
+    import solvers.dp_replicated as dpr
+
+    rng = np.random.default_rng(5)
+    probs = [layers_problem(rng, int(rng.integers(6, 30))) for _ in range(30)]
+    memo = [solve_problem(p) for p in probs]
+    assert sum(r.stats.get("knapsack_memo_hits", 0) for r in memo) > 0
+    with monkeypatch.context() as m:  # a memo that starts with one entry has to grow
+        grown = []
+        m.setattr(dpr, "_MEMO_ENTRIES", 1)
+        m.setattr(dpr, "_grow_memo", lambda *a, real=dpr._grow_memo: grown.append(1) or real(*a))
+        tiny = [solve_problem(p) for p in probs]
+        assert grown
+    _without_memo(monkeypatch)
+    for p, a, c in zip(probs, memo, tiny):
+        b = solve_problem(p)
+        assert b.stats.get("knapsack_memo_hits", 0) == 0
+        for x in (a, c):
+            assert (x.status, x.objective, x.plan) == (b.status, b.objective, b.plan)
+            for key in ("pairs", "stage_options", "steps"):
+                assert x.stats.get(key) == b.stats.get(key)
