@@ -520,21 +520,220 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
                same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
                t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, pre_work, total_devices,
                o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo):
-    """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
-    is below ``len(pair_i)`` when the output arrays are full."""
+    """Append the (kind, t, d) step functions of the stages ``I \\ J`` of the pairs from ``start`` on to the
+    output arrays (from ``cnt`` combos and ``scnt`` steps on); returns (next pair, combos, steps): the
+    next pair is below ``len(pair_i)`` when the output arrays are full (that pair is to be redone).
+
+    When each node's variants share one parameter size (Piper's files), a variant's cost is
+    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
+    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``. (One
+    function for all pairs: the arrays a call would pass cost reference counting per pair.)"""
     ws = _workspace_nb(n, 256)
-    for q in range(start, pair_i.shape[0]):
-        before = cnt
-        r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
-                              opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
-                              sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
-                              pre_work[-1] - (pre_work[pair_i[q]] - pre_work[pair_j[q]]), total_devices,
-                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo, ws)
-        if r0 < 0:
-            return q, cnt, scnt
-        cnt, scnt = r0, r1
-        for c in range(before, cnt):
-            o_pair[c] = q
+    T = tvals.shape[0]
+    M = t_src.shape[0]
+    inside = np.zeros(n, np.bool_)
+    nodes = np.empty(n, np.int64)
+    enter = np.zeros(M, np.bool_)
+    leave = np.zeros(M, np.bool_)
+    ylimit = N if sched == 1 else smax  # the largest y any d can see
+    sh_yhi = np.empty(ylimit + 1, np.int64)
+    sh_e = np.empty(ylimit + 1)
+    for pq in range(start, pair_i.shape[0]):
+        I = pair_i[pq]
+        J = pair_j[pq]
+        rest = pre_work[-1] - (pre_work[I] - pre_work[J])
+        cnt0 = cnt
+        scnt0 = scnt
+        ns = 0
+        for u in range(n):
+            inside[u] = (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
+                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1))
+            if inside[u]:
+                nodes[ns] = u
+                ns += 1
+        for e in range(M):
+            cin = 0
+            for p in range(t_ptr[e], t_ptr[e + 1]):
+                if inside[t_dst[p]]:
+                    cin += 1
+            if inside[t_src[e]]:
+                leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
+                enter[e] = False
+            else:
+                enter[e] = cin > 0
+                leave[e] = False
+        for k in range(K):
+            if counts[k] == 0:
+                continue
+            comm = 0.0
+            for e in range(M):
+                if enter[e] or leave[e]:
+                    comm += t_time[k, e]
+            for ti in range(T):
+                t = tvals[ti]
+                if t > counts[k]:
+                    continue
+                ok = True
+                shared = True
+                total = 0
+                for q in range(ns):
+                    key = (nodes[q] * K + k) * T + ti
+                    c = opt_ptr[key + 1] - opt_ptr[key]
+                    if c == 0:
+                        ok = False
+                        break
+                    shared = shared and same_params[key]
+                    total += c
+                if not ok:
+                    continue
+                ptr = np.zeros(ns + 1, np.int64)
+                vid = np.empty(total, np.int64)
+                etime = np.empty(total)
+                m = 0
+                P = 0.0  # parameter bytes (shared case: the same for every choice)
+                for q in range(ns):
+                    key = (nodes[q] * K + k) * T + ti
+                    P += v_params[opt_var[opt_ptr[key]]]
+                    for p in range(opt_ptr[key], opt_ptr[key + 1]):
+                        v = opt_var[p]
+                        x = v_time[v]
+                        for r in range(sy_ptr[v], sy_ptr[v + 1]):
+                            e = sy_tensor[r]
+                            if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
+                                x += sy_time[r]
+                        vid[m] = v
+                        etime[m] = x
+                        m += 1
+                    ptr[q + 1] = m
+                mem = np.empty(total)
+                chosen = np.empty(ns, np.int64)
+                nsh = 0
+                if shared:
+                    # one step function over y for all d: (last y, summed time of the best variants), over the
+                    # y that the d passing the bounds can see
+                    emin = 0.0
+                    for q in range(ns):
+                        be = _INF
+                        for p in range(ptr[q], ptr[q + 1]):
+                            if etime[p] < be:
+                                be = etime[p]
+                        emin += be
+                    dlo = 0
+                    dhi = 0
+                    for di in range(dvals.shape[0]):
+                        d = dvals[di]
+                        if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                            continue
+                        res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
+                        if (comm + emin) / d + res * P > ub:
+                            continue
+                        if dlo == 0:
+                            dlo = d
+                        dhi = d
+                    if dlo == 0:
+                        continue
+                    if sched == 1:
+                        y = N // dhi
+                        ytop = N // dlo
+                    else:
+                        y = 1
+                        ytop = (smax + dlo - 1) // dlo
+                    # the fastest variants, when they fit over the whole range, are the one step (as
+                    # _shared_steps would find it); else the step function, through the memo
+                    tot_m = 0.0
+                    tot_c = 0.0
+                    for i in range(ns):
+                        best = ptr[i]
+                        mb = _mem(v_a[vid[best]], v_b[vid[best]], v_w[vid[best]], y, sched)
+                        for j in range(ptr[i] + 1, ptr[i + 1]):
+                            mj = _mem(v_a[vid[j]], v_b[vid[j]], v_w[vid[j]], y, sched)
+                            if etime[j] < etime[best] or (etime[j] == etime[best] and mj < mb):
+                                best = j
+                                mb = mj
+                        chosen[i] = best
+                        tot_m += mb
+                        tot_c += etime[best]
+                    nsh = 0
+                    if y <= ytop and tot_m <= caps[k]:
+                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                        yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
+                        if yhi >= ytop:
+                            sh_yhi[0] = yhi
+                            sh_e[0] = tot_c
+                            nsh = 1
+                    if nsh == 0:
+                        nsh = _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, caps[k], sched, y, ytop,
+                                          mem, chosen, sh_yhi, sh_e, ws)
+                cost = np.empty(total)
+                for di in range(dvals.shape[0]):
+                    d = dvals[di]
+                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                        continue
+                    bw = bw_res[k, t * d]
+                    res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
+                    if sched == 1:
+                        y = N // d
+                        ymax = y
+                    else:
+                        y = 1
+                        ymax = (smax + d - 1) // d
+                    first = scnt
+                    if shared:
+                        for j in range(nsh):
+                            lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
+                            if sched == 1 and lo_y > y:
+                                break
+                            if lo_y > ymax:
+                                break
+                            if sh_yhi[j] < y:
+                                continue  # gpipe: only y = N / d matters
+                            val = (comm + sh_e[j]) / d + res * P
+                            if val > ub:
+                                break
+                            if scnt >= o_yhi.shape[0]:
+                                return pq, cnt0, scnt0
+                            o_yhi[scnt] = min(sh_yhi[j], ymax)
+                            o_cost[scnt] = val
+                            scnt += 1
+                    else:
+                        lb = comm / d
+                        for p in range(total):
+                            cost[p] = etime[p] / d + res * v_params[vid[p]]
+                        for q in range(ns):
+                            bc = _INF
+                            for p in range(ptr[q], ptr[q + 1]):
+                                if cost[p] < bc:
+                                    bc = cost[p]
+                            lb += bc
+                        if lb > ub:
+                            continue
+                        while y <= ymax:
+                            for p in range(total):
+                                mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                            val = _knapsack_ws(ptr, cost, mem, caps[k], chosen, ws)
+                            if not val < _INF:
+                                break
+                            val += comm / d
+                            if val > ub:
+                                break
+                            E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                            yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
+                            if scnt >= o_yhi.shape[0]:
+                                return pq, cnt0, scnt0
+                            o_yhi[scnt] = yhi
+                            o_cost[scnt] = val
+                            scnt += 1
+                            y = yhi + 1
+                    if scnt > first:
+                        if cnt >= o_k.shape[0]:
+                            return pq, cnt0, scnt0
+                        o_k[cnt] = k
+                        o_t[cnt] = t
+                        o_d[cnt] = d
+                        o_step_ptr[cnt + 1] = scnt
+                        cnt += 1
+        for c in range(cnt0, cnt):
+            o_pair[c] = pq
     return pair_i.shape[0], cnt, scnt
 
 
@@ -566,191 +765,6 @@ def _last_fit(y, ymax, A, B, Wt, cap, sched):
         else:
             hi = mid - 1
     return lo
-
-
-@njit(cache=True)
-def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
-                 v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
-                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, rest, total_devices,
-                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo, ws):
-    """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
-    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
-
-    When each node's variants share one parameter size (Piper's files), a variant's cost is
-    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
-    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``."""
-    T = tvals.shape[0]
-    inside = np.zeros(n, np.bool_)
-    nodes = np.empty(n, np.int64)
-    ns = 0
-    for u in range(n):
-        if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
-                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
-            inside[u] = True
-            nodes[ns] = u
-            ns += 1
-    M = t_src.shape[0]
-    enter = np.zeros(M, np.bool_)
-    leave = np.zeros(M, np.bool_)
-    for e in range(M):
-        cin = 0
-        for p in range(t_ptr[e], t_ptr[e + 1]):
-            if inside[t_dst[p]]:
-                cin += 1
-        if inside[t_src[e]]:
-            leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
-        else:
-            enter[e] = cin > 0
-    ylimit = N if sched == 1 else smax  # the largest y any d can see
-    sh_yhi = np.empty(ylimit + 1, np.int64)
-    sh_e = np.empty(ylimit + 1)
-    for k in range(K):
-        if counts[k] == 0:
-            continue
-        comm = 0.0
-        for e in range(M):
-            if enter[e] or leave[e]:
-                comm += t_time[k, e]
-        for ti in range(T):
-            t = tvals[ti]
-            if t > counts[k]:
-                continue
-            ok = True
-            shared = True
-            total = 0
-            for q in range(ns):
-                key = (nodes[q] * K + k) * T + ti
-                c = opt_ptr[key + 1] - opt_ptr[key]
-                if c == 0:
-                    ok = False
-                    break
-                shared = shared and same_params[key]
-                total += c
-            if not ok:
-                continue
-            ptr = np.zeros(ns + 1, np.int64)
-            vid = np.empty(total, np.int64)
-            etime = np.empty(total)
-            m = 0
-            P = 0.0  # parameter bytes (shared case: the same for every choice)
-            for q in range(ns):
-                key = (nodes[q] * K + k) * T + ti
-                P += v_params[opt_var[opt_ptr[key]]]
-                for p in range(opt_ptr[key], opt_ptr[key + 1]):
-                    v = opt_var[p]
-                    x = v_time[v]
-                    for r in range(sy_ptr[v], sy_ptr[v + 1]):
-                        e = sy_tensor[r]
-                        if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
-                            x += sy_time[r]
-                    vid[m] = v
-                    etime[m] = x
-                    m += 1
-                ptr[q + 1] = m
-            mem = np.empty(total)
-            chosen = np.empty(ns, np.int64)
-            nsh = 0
-            if shared:
-                # one step function over y for all d: (last y, summed time of the best variants), over the
-                # y that the d passing the bounds can see
-                emin = 0.0
-                for q in range(ns):
-                    be = _INF
-                    for p in range(ptr[q], ptr[q + 1]):
-                        if etime[p] < be:
-                            be = etime[p]
-                    emin += be
-                dlo = 0
-                dhi = 0
-                for di in range(dvals.shape[0]):
-                    d = dvals[di]
-                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
-                        continue
-                    res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
-                    if (comm + emin) / d + res * P > ub:
-                        continue
-                    if dlo == 0:
-                        dlo = d
-                    dhi = d
-                if dlo == 0:
-                    continue
-                if sched == 1:
-                    y = N // dhi
-                    ytop = N // dlo
-                else:
-                    y = 1
-                    ytop = (smax + dlo - 1) // dlo
-                nsh = _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, caps[k], sched, y, ytop, mem,
-                                  chosen, sh_yhi, sh_e, ws)
-            cost = np.empty(total)
-            for di in range(dvals.shape[0]):
-                d = dvals[di]
-                if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
-                    continue
-                bw = bw_res[k, t * d]
-                res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
-                if sched == 1:
-                    y = N // d
-                    ymax = y
-                else:
-                    y = 1
-                    ymax = (smax + d - 1) // d
-                first = scnt
-                if shared:
-                    for j in range(nsh):
-                        lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
-                        if sched == 1 and lo_y > y:
-                            break
-                        if lo_y > ymax:
-                            break
-                        if sh_yhi[j] < y:
-                            continue  # gpipe: only y = N / d matters
-                        val = (comm + sh_e[j]) / d + res * P
-                        if val > ub:
-                            break
-                        if scnt >= o_yhi.shape[0]:
-                            return -1, -1
-                        o_yhi[scnt] = min(sh_yhi[j], ymax)
-                        o_cost[scnt] = val
-                        scnt += 1
-                else:
-                    lb = comm / d
-                    for p in range(total):
-                        cost[p] = etime[p] / d + res * v_params[vid[p]]
-                    for q in range(ns):
-                        bc = _INF
-                        for p in range(ptr[q], ptr[q + 1]):
-                            if cost[p] < bc:
-                                bc = cost[p]
-                        lb += bc
-                    if lb > ub:
-                        continue
-                    while y <= ymax:
-                        for p in range(total):
-                            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                        val = _knapsack_ws(ptr, cost, mem, caps[k], chosen, ws)
-                        if not val < _INF:
-                            break
-                        val += comm / d
-                        if val > ub:
-                            break
-                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
-                        yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
-                        if scnt >= o_yhi.shape[0]:
-                            return -1, -1
-                        o_yhi[scnt] = yhi
-                        o_cost[scnt] = val
-                        scnt += 1
-                        y = yhi + 1
-                if scnt > first:
-                    if cnt >= o_k.shape[0]:
-                        return -1, -1
-                    o_k[cnt] = k
-                    o_t[cnt] = t
-                    o_d[cnt] = d
-                    o_step_ptr[cnt + 1] = scnt
-                    cnt += 1
-    return cnt, scnt
 
 
 # --------------------------------------------------------------------------- memo of step functions
@@ -842,9 +856,9 @@ def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, m
     if not cnt[_M_ON]:
         return _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi,
                              sh_e, ws)[0]
+    total = ptr[ns]
     # the instance as a record: capacity, class sizes, and per choice its time and the id of its memory
     # terms (variants with equal A, B and W share an id)
-    total = ptr[ns]
     size = 2 + ns + 2 * total
     rec[0] = cap
     rec[1] = ns
