@@ -538,6 +538,13 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
     ylimit = N if sched == 1 else smax  # the largest y any d can see
     sh_yhi = np.empty(ylimit + 1, np.int64)
     sh_e = np.empty(ylimit + 1)
+    V = opt_var.shape[0]  # the most choices a stage can have
+    b_ptr = np.empty(n + 1, np.int64)
+    b_chosen = np.empty(n, np.int64)
+    b_vid = np.empty(V, np.int64)
+    b_etime = np.empty(V)
+    b_mem = np.empty(V)
+    b_cost = np.empty(V)
     for pq in range(start, pair_i.shape[0]):
         I = pair_i[pq]
         J = pair_j[pq]
@@ -586,9 +593,10 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
                     total += c
                 if not ok:
                     continue
-                ptr = np.zeros(ns + 1, np.int64)
-                vid = np.empty(total, np.int64)
-                etime = np.empty(total)
+                ptr = b_ptr[:ns + 1]  # views of buffers made once (an allocation costs more)
+                ptr[0] = 0
+                vid = b_vid[:total]
+                etime = b_etime[:total]
                 m = 0
                 P = 0.0  # parameter bytes (shared case: the same for every choice)
                 for q in range(ns):
@@ -605,8 +613,8 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
                         etime[m] = x
                         m += 1
                     ptr[q + 1] = m
-                mem = np.empty(total)
-                chosen = np.empty(ns, np.int64)
+                mem = b_mem[:total]
+                chosen = b_chosen[:ns]
                 nsh = 0
                 if shared:
                     # one step function over y for all d: (last y, summed time of the best variants), over the
@@ -664,7 +672,7 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
                     if nsh == 0:
                         nsh = _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, caps[k], sched, y, ytop,
                                           mem, chosen, sh_yhi, sh_e, ws)
-                cost = np.empty(total)
+                cost = b_cost[:total]
                 for di in range(dvals.shape[0]):
                     d = dvals[di]
                     if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
