@@ -66,10 +66,10 @@ def _mem(a, b, w, y, sched):
 
 def _workspace(n: int, states: int = 256) -> tuple:
     """Scratch arrays of the knapsack for up to ``n`` classes (the hot loops call it thousands of times a
-    second, so it allocates nothing itself but what outgrows these)."""
-    return (np.empty(9 * (n + 2)), np.empty(6 * (n + 2), np.int64), np.empty(states), np.empty(states),
-            np.empty(states, np.int64), np.empty(states, np.int64), np.empty(states), np.empty(states),
-            np.empty(states, np.int64), np.empty(states, np.int64), np.empty(states, np.int64))
+    second, so it allocates nothing itself but what outgrows these). Rows, not views, of a few 2-D
+    arrays: every array a numba function takes or slices costs it reference counting."""
+    return (np.empty((9, n + 2)), np.empty((6, n + 2), np.int64), np.empty((2, states)),
+            np.empty((2, states), np.int64), np.empty((2, states)), np.empty((3, states), np.int64))
 
 
 _workspace_nb = njit(cache=True)(_workspace)
@@ -99,13 +99,12 @@ def _knapsack_ws(ptr, cost, mem, cap, out, ws):
         tot_c += cost[best]
     if tot_m <= cap:
         return tot_c
-    # suffix minima for pruning
+    # suffix minima for pruning: rows 0 and 1 of wf (memory, cost), the smallest-memory choice in row 0
+    # of wi
     wf = ws[0]
-    rem_m = wf[0:n + 1]
-    rem_c = wf[n + 2:2 * n + 3]
-    minm = ws[1][0:n]
-    rem_m[n] = 0.0
-    rem_c[n] = 0.0
+    wi = ws[1]
+    wf[0, n] = 0.0
+    wf[1, n] = 0.0
     for i in range(n - 1, -1, -1):
         bm = ptr[i]
         bc = ptr[i]
@@ -114,10 +113,10 @@ def _knapsack_ws(ptr, cost, mem, cap, out, ws):
                 bm = j
             if cost[j] < cost[bc]:
                 bc = j
-        minm[i] = bm
-        rem_m[i] = rem_m[i + 1] + mem[bm]
-        rem_c[i] = rem_c[i + 1] + cost[bc]
-    if rem_m[0] > cap:
+        wi[0, i] = bm
+        wf[0, i] = wf[0, i + 1] + mem[bm]
+        wf[1, i] = wf[1, i + 1] + cost[bc]
+    if wf[0, 0] > cap:
         return _INF
     # classes with two undominated choices at most: a 0/1 knapsack with the LP bound
     two = True
@@ -132,8 +131,8 @@ def _knapsack_ws(ptr, cost, mem, cap, out, ws):
             two = False
             break
     if two:
-        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out, ws)
-    return _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out)
+        return _knapsack01(ptr, cost, mem, cap, wf[0, 0], out, ws)
+    return _pareto(ptr, cost, mem, cap, wi[0, :n].copy(), wf[0, :n + 1].copy(), wf[1, :n + 1].copy(), out)
 
 
 @njit(cache=True, inline="always")
@@ -150,179 +149,165 @@ def _dominated(j, lo, hi, cost, mem):
 
 
 @njit(cache=True)
-def _knapsack01(ptr, cost, mem, cap, minm, base_m, out, ws):
-    """Classes of at most two undominated choices: start from the smallest-memory one and decide, item by
-    item in decreasing time-saved-per-byte order, whether to upgrade; a Pareto list of (bytes used,
-    time saved) states pruned by the LP (fractional) bound of the items left."""
+def _knapsack01(ptr, cost, mem, cap, base_m, out, ws):
+    """Classes of at most two undominated choices: start from the smallest-memory one (row 0 of the int
+    workspace) and decide, item by item in decreasing time-saved-per-byte order, whether to upgrade; a
+    Pareto list of (bytes used, time saved) states pruned by the LP (fractional) bound of the items left.
+
+    Workspace rows: float 2 dm, 3 ds, 4 eff (per class), 5 w, 6 v, 7 cw, 8 cv (per item in order); int
+    1 up (the upgrade choice per class), 2 items, 3 order, 4 gstart (group starts), 5 layer (state
+    layers); states (w, v) and (parent, take); candidates (w, v) and (parent, take, sorted order)."""
     n = ptr.shape[0] - 1
-    wf, wi, s_w, s_v, s_par, s_take, c_w, c_v, c_p, c_t, srt = ws
-    o = n + 2
-    dm = wf[2 * o:3 * o]
-    ds = wf[3 * o:4 * o]
-    eff = wf[4 * o:5 * o]
-    w = wf[5 * o:6 * o]
-    v = wf[6 * o:7 * o]
-    cw = wf[7 * o:8 * o]
-    cv = wf[8 * o:9 * o]
-    up = wi[o:2 * o]  # the upgrade choice of each class, if any
-    items = wi[2 * o:3 * o]
-    order = wi[3 * o:4 * o]
-    gstart = wi[4 * o:5 * o]
-    layer = wi[5 * o:6 * o]
+    wf, wi, sf, si, cf, ci = ws
     m = 0
     base_c = 0.0
     for i in range(n):
-        b = minm[i]
+        b = wi[0, i]
         base_c += cost[b]
         out[i] = b
-        up[i] = -1
+        wi[1, i] = -1
         for j in range(ptr[i], ptr[i + 1]):
             if j != b and not _dominated(j, ptr[i], ptr[i + 1], cost, mem) and cost[j] < cost[b]:
-                up[i] = j
-                dm[i] = mem[j] - mem[b]
-                ds[i] = cost[b] - cost[j]
-        if up[i] >= 0:
-            items[m] = i
+                wi[1, i] = j
+                wf[2, i] = mem[j] - mem[b]
+                wf[3, i] = cost[b] - cost[j]
+        if wi[1, i] >= 0:
+            wi[2, m] = i
             m += 1
+            wf[4, i] = wf[3, i] / wf[2, i] if wf[2, i] > 0 else _INF
     R = cap - base_m
-    for i in range(n):
-        if up[i] >= 0:
-            eff[i] = ds[i] / dm[i] if dm[i] > 0 else _INF
     # efficiency order (decreasing), then size (increasing), then class order, so identical items are
     # adjacent: an insertion sort for the usual few items
     if m <= 64:
         for q in range(m):
-            i = items[q]
-            e = eff[i]
+            i = wi[2, q]
+            e = wf[4, i]
             r = q - 1
             while r >= 0:
-                x = order[r]
-                if eff[x] < e or (eff[x] == e and dm[x] > dm[i]):
-                    order[r + 1] = x
+                x = wi[3, r]
+                if wf[4, x] < e or (wf[4, x] == e and wf[2, x] > wf[2, i]):
+                    wi[3, r + 1] = x
                     r -= 1
                 else:
                     break
-            order[r + 1] = i
+            wi[3, r + 1] = i
     else:
-        its = items[:m]
-        pre = np.argsort(dm[its], kind="mergesort")
+        its = wi[2, :m].copy()
+        pre = np.argsort(wf[2][its], kind="mergesort")
         its = its[pre]
-        order[:m] = its[np.argsort(-eff[its], kind="mergesort")]
+        wi[3, :m] = its[np.argsort(-wf[4][its], kind="mergesort")]
+    wf[7, 0] = 0.0
+    wf[8, 0] = 0.0
     for q in range(m):
-        w[q] = dm[order[q]]
-        v[q] = ds[order[q]]
-    cw[0] = 0.0
-    cv[0] = 0.0
-    for q in range(m):
-        cw[q + 1] = cw[q] + w[q]
-        cv[q + 1] = cv[q] + v[q]
+        wf[5, q] = wf[2, wi[3, q]]
+        wf[6, q] = wf[3, wi[3, q]]
+        wf[7, q + 1] = wf[7, q] + wf[5, q]
+        wf[8, q + 1] = wf[8, q] + wf[6, q]
     # greedy integral solution: a lower bound on the savings
     lb = 0.0
     used = 0.0
     for q in range(m):
-        if used + w[q] <= R:
-            used += w[q]
-            lb += v[q]
+        if used + wf[5, q] <= R:
+            used += wf[5, q]
+            lb += wf[6, q]
     # identical items form groups: decide how many of each group to upgrade
     ng = 0
     for q in range(m):
-        if q == 0 or w[q] != w[q - 1] or v[q] != v[q - 1]:
-            gstart[ng] = q
+        if q == 0 or wf[5, q] != wf[5, q - 1] or wf[6, q] != wf[6, q - 1]:
+            wi[4, ng] = q
             ng += 1
-    gstart[ng] = m
-    size = s_w.shape[0]
-    s_w[0] = 0.0
-    s_v[0] = 0.0
-    s_par[0] = -1
-    s_take[0] = 0
-    layer[0] = 0
-    layer[1] = 1
-    c_size = c_w.shape[0]
+    wi[4, ng] = m
+    size = sf.shape[1]
+    sf[0, 0] = 0.0
+    sf[1, 0] = 0.0
+    si[0, 0] = -1
+    si[1, 0] = 0
+    wi[5, 0] = 0
+    wi[5, 1] = 1
     for gi in range(ng):
-        a = gstart[gi]
-        cnt_g = gstart[gi + 1] - a
-        wq = w[a]
-        vq = v[a]
-        after = gstart[gi + 1]
-        lo = layer[gi]
-        hi = layer[gi + 1]
+        a = wi[4, gi]
+        after = wi[4, gi + 1]
+        cnt_g = after - a
+        wq = wf[5, a]
+        vq = wf[6, a]
+        lo = wi[5, gi]
+        hi = wi[5, gi + 1]
         need = (hi - lo) * (cnt_g + 1)
-        if need > c_size:
-            c_size = 2 * need
-            c_w = np.empty(c_size)
-            c_v = np.empty(c_size)
-            c_p = np.empty(c_size, np.int64)
-            c_t = np.empty(c_size, np.int64)
-            srt = np.empty(c_size, np.int64)
+        if need > cf.shape[1]:
+            cf = np.empty((2, 2 * need))
+            ci = np.empty((3, 2 * need), np.int64)
         k = 0
         for p in range(lo, hi):
             for take in range(cnt_g + 1):
-                nw = s_w[p] + take * wq
+                nw = sf[0, p] + take * wq
                 if nw > R:
                     break
-                nv = s_v[p] + take * vq
+                nv = sf[1, p] + take * vq
                 # LP bound of the items after this group with the capacity left
                 left = R - nw
                 lo_b = after
                 hi_b = m
                 while lo_b < hi_b:  # largest b with cw[b] - cw[after] <= left
                     mid = (lo_b + hi_b + 1) // 2
-                    if cw[mid] - cw[after] <= left:
+                    if wf[7, mid] - wf[7, after] <= left:
                         lo_b = mid
                     else:
                         hi_b = mid - 1
-                bnd = nv + cv[lo_b] - cv[after]
+                bnd = nv + wf[8, lo_b] - wf[8, after]
                 if lo_b < m:
-                    bnd += (left - (cw[lo_b] - cw[after])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
+                    bnd += (left - (wf[7, lo_b] - wf[7, after])) * (
+                        wf[6, lo_b] / wf[5, lo_b] if wf[5, lo_b] > 0 else _INF)
                 if bnd < lb * (1 - 1e-12) - 1e-300:
                     continue
-                c_w[k] = nw
-                c_v[k] = nv
-                c_p[k] = p
-                c_t[k] = take
+                cf[0, k] = nw
+                cf[1, k] = nv
+                ci[0, k] = p
+                ci[1, k] = take
                 k += 1
         # candidates by bytes used: they arrive nearly sorted, so an insertion sort when few
         if k <= 64:
             for r in range(k):
-                x = c_w[r]
+                x = cf[0, r]
                 i = r - 1
-                while i >= 0 and c_w[srt[i]] > x:
-                    srt[i + 1] = srt[i]
+                while i >= 0 and cf[0, ci[2, i]] > x:
+                    ci[2, i + 1] = ci[2, i]
                     i -= 1
-                srt[i + 1] = r
+                ci[2, i + 1] = r
         else:
-            srt[:k] = np.argsort(c_w[:k])
+            ci[2, :k] = np.argsort(cf[0, :k])
         if hi + k > size:  # room for every candidate, grown here and not in the loop below (an array
             while hi + k > size:  # re-bound inside a hot loop costs reference counting per iteration)
                 size *= 2
-            s_w = _grow_f(s_w, size)
-            s_v = _grow_f(s_v, size)
-            s_par = _grow_i(s_par, size)
-            s_take = _grow_i(s_take, size)
+            sf2 = np.empty((2, size))
+            si2 = np.empty((2, size), np.int64)
+            sf2[:, :hi] = sf[:, :hi]
+            si2[:, :hi] = si[:, :hi]
+            sf = sf2
+            si = si2
         start = hi
         best = -1.0
         for r_ in range(k):
-            r = srt[r_]
-            if c_v[r] > best:
-                best = c_v[r]
-                s_w[start] = c_w[r]
-                s_v[start] = c_v[r]
-                s_par[start] = c_p[r]
-                s_take[start] = c_t[r]
+            r = ci[2, r_]
+            if cf[1, r] > best:
+                best = cf[1, r]
+                sf[0, start] = cf[0, r]
+                sf[1, start] = cf[1, r]
+                si[0, start] = ci[0, r]
+                si[1, start] = ci[1, r]
                 start += 1
-        layer[gi + 2] = start
-    lo = layer[ng]
-    hi = layer[ng + 1]
+        wi[5, gi + 2] = start
+    lo = wi[5, ng]
+    hi = wi[5, ng + 1]
     bp = lo
     for p in range(lo, hi):
-        if s_v[p] > s_v[bp]:
+        if sf[1, p] > sf[1, bp]:
             bp = p
-    res = base_c - s_v[bp]
+    res = base_c - sf[1, bp]
     p = bp
     for gi in range(ng - 1, -1, -1):
-        for q in range(gstart[gi], gstart[gi] + s_take[p]):
-            out[order[q]] = up[order[q]]
-        p = s_par[p]
+        for q in range(wi[4, gi], wi[4, gi] + si[1, p]):
+            out[wi[3, q]] = wi[1, wi[3, q]]
+        p = si[0, p]
     return res
 
 
