@@ -155,6 +155,34 @@ def test_knapsack_equals_brute_force():
         assert sum(ch[i][j][0] for i, j in enumerate(pick)) == pytest.approx(v, abs=1e-9)
 
 
+def test_knapsack_equals_a_capacity_dp_on_many_classes():
+    """Up to 90 classes with integer memory (more items and candidates than the insertion sorts take, and
+    more states than the workspace starts with; identical items in groups): against a DP over memory."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n = int(rng.integers(40, 90))
+        kinds = [(float(rng.integers(5, 30)), float(rng.integers(0, 6)), float(rng.integers(1, 9)))
+                 for _ in range(int(rng.integers(2, 8)))]  # (time, memory, extra time of the lean choice)
+        ch = []
+        for _ in range(n):
+            tm, mm, dt = kinds[int(rng.integers(len(kinds)))]
+            ch.append([(tm, mm + float(rng.integers(1, 6))), (tm + dt, mm)] if rng.random() < 0.9
+                      else [(tm, mm), (tm + dt, mm + 1.0), (tm + 2 * dt, 0.0)])
+        cap = float(sum(min(m for _, m in c) for c in ch) + rng.integers(0, 3 * n))
+        best = np.full(int(cap) + 1, np.inf)
+        best[0] = 0.0
+        for c in ch:  # least time per memory used, class by class
+            nxt = np.full_like(best, np.inf)
+            for tm, mm in c:
+                m = int(mm)
+                nxt[m:] = np.minimum(nxt[m:], best[:best.size - m] + tm)
+            best = nxt
+        v, pick = knapsack(ch, cap)
+        assert v == pytest.approx(best.min(), abs=1e-9)
+        assert sum(ch[i][j][1] for i, j in enumerate(pick)) <= cap
+        assert sum(ch[i][j][0] for i, j in enumerate(pick)) == pytest.approx(v, abs=1e-9)
+
+
 def test_knapsack_beats_the_greedy_where_it_is_not_exact():
     # greedy by time saved per byte takes the 3-for-2 upgrade first and then cannot afford the 2-for-5
     ch = [[(10.0, 0.0), (7.0, 2.0)], [(10.0, 0.0), (5.0, 3.0)]]
