@@ -1046,10 +1046,18 @@ def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi
             continue
         J = c_pair_j[q]
         td = c_t[q] * d
-        src = I * W - d  # flat offsets, not row views: a view per combo costs reference counting
-        dst = J * W
-        for s in range(first, stop + 1):
-            gf[dst + s] = min(gf[dst + s], gf[src + s] + td)
+        if stop - first < 32:  # flat offsets, not row views: a view per combo costs reference counting
+            src = I * W - d
+            dst = J * W
+            for s in range(first, stop + 1):
+                gf[dst + s] = min(gf[dst + s], gf[src + s] + td)
+        else:  # long ranges: slices indexed from 0, a loop the compiler vectorises
+            a = g[I, first - d:stop + 1 - d]
+            b = g[J, first:stop + 1]
+            for s in range(stop + 1 - first):
+                x = a[s] + td
+                if x < b[s]:
+                    b[s] = x
         if first < s_lo[J]:
             s_lo[J] = first
         if stop > s_hi[J]:
