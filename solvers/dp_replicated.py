@@ -1229,9 +1229,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     data = _node_data(problem)  # shared by every pass
 
     def restricted(lattice) -> None:
+        # a bound only: the plan is built (variants re-chosen, evaluated) if a limit makes it the answer
         nonlocal best, upper_bound
-        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
-        if r.plan is not None and (best is None or r.objective < best.objective):
+        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data, build=False)
+        if math.isfinite(r.objective) and (best is None or r.objective < best.objective):
             best = r
             upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
 
@@ -1239,10 +1240,14 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if best is None:
             return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     f"{why}; no plan found", {})
-        return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
-                                time.perf_counter() - t0,
+        stats = dict(best.stats or {})
+        plan, ev = (best.plan, best.evaluation) if best.plan is not None else stats["build"]()
+        stats.pop("build", None)
+        if ev.problems:  # the evaluator is the judge, as in _run
+            raise AssertionError(f"dp-replicated produced an invalid plan: {ev.problems}")
+        return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
                                 f"{why}; the best plan over one topological order is returned (not proven "
-                                "optimal)", dict(best.stats or {}))
+                                "optimal)", stats)
 
     if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
         restricted(_sub_chain(g.num_nodes, order, 16))
@@ -1347,7 +1352,9 @@ def _prefix_sums(parent, added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, p
 
 
 def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
-         t0: float, data: dict | None = None) -> ReplicatedResult:
+         t0: float, data: dict | None = None, build: bool = True) -> ReplicatedResult:
+    """One pass over ``lattice``. With ``build`` False an optimal pass returns no plan, its value in the
+    DP's own costs as the objective and ``stats["build"]``, which builds and evaluates the plan."""
     g = problem.graph
     n = g.num_nodes
     K = len(problem.kinds)
@@ -1492,7 +1499,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             value = max(value, float(cost[a + int(np.searchsorted(yhi[a:b], y, side="left"))]))
         return raw, value
 
-    def build(raw: np.ndarray) -> tuple[list[Stage], PlanEvaluation]:
+    def build_plan(raw: np.ndarray) -> tuple[list[Stage], PlanEvaluation]:
         plan = _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
                                         int(c_d[q]), int(s)) for q, s in raw])
         return plan, evaluate_plan(problem, plan)
@@ -1524,7 +1531,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     hi = max(hi, 0)
     while lo < hi:
         if deadline is not None and time.perf_counter() > deadline:
-            best_plan, best_ev = build(best_raw)
+            best_plan, best_ev = build_plan(best_raw)
             elapsed = time.perf_counter() - t0
             return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
                                     f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
@@ -1538,9 +1545,12 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             hi = max(hi, lo)
         else:
             lo = mid + 1
-    best_plan, best_ev = build(best_raw)
-    elapsed = time.perf_counter() - t0
     stats["lower_bound"] = float(cands[lo])
+    if not build:
+        stats["build"] = lambda: build_plan(best_raw)
+        return ReplicatedResult(None, None, best_value, Status.OPTIMAL, time.perf_counter() - t0, "", stats)
+    best_plan, best_ev = build_plan(best_raw)
+    elapsed = time.perf_counter() - t0
     if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
         raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
     if not best_ev.objective <= best_value * (1 + 1e-9):  # the DP's costs and the evaluator must agree
