@@ -54,7 +54,7 @@ _BIG = np.iinfo(np.int64).max // 4
 
 
 # --------------------------------------------------------------------------- knapsack
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _mem(a, b, w, y, sched):
     v = 1
     if sched == 2:
@@ -64,11 +64,28 @@ def _mem(a, b, w, y, sched):
     return a * y + b + (v - 1) * w
 
 
+def _workspace(n: int, states: int = 256) -> tuple:
+    """Scratch arrays of the knapsack for up to ``n`` classes (the hot loops call it thousands of times a
+    second, so it allocates nothing itself but what outgrows these). Rows, not views, of a few 2-D
+    arrays: every array a numba function takes or slices costs it reference counting."""
+    return (np.empty((9, n + 2)), np.empty((6, n + 2), np.int64), np.empty((2, states)),
+            np.empty((2, states), np.int64), np.empty((2, states)), np.empty((3, states), np.int64))
+
+
+_workspace_nb = njit(cache=True)(_workspace)
+
+
 @njit(cache=True)
 def _knapsack(ptr, cost, mem, cap, out):
     """Exact multiple-choice knapsack: class ``i`` has choices ``ptr[i]..ptr[i+1]`` (cost, mem); pick one
     per class, minimise total cost with total mem <= cap. Writes the chosen index per class to ``out``;
     returns the cost (inf if nothing fits)."""
+    return _knapsack_ws(ptr, cost, mem, cap, out, _workspace_nb(ptr.shape[0] - 1, 256))
+
+
+@njit(cache=True)
+def _knapsack_ws(ptr, cost, mem, cap, out, ws):
+    """:func:`_knapsack` with the scratch arrays of :func:`_workspace`."""
     n = ptr.shape[0] - 1
     tot_m = 0.0
     tot_c = 0.0
@@ -82,10 +99,12 @@ def _knapsack(ptr, cost, mem, cap, out):
         tot_c += cost[best]
     if tot_m <= cap:
         return tot_c
-    # suffix minima for pruning
-    rem_m = np.zeros(n + 1)
-    rem_c = np.zeros(n + 1)
-    minm = np.empty(n, np.int64)
+    # suffix minima for pruning: rows 0 and 1 of wf (memory, cost), the smallest-memory choice in row 0
+    # of wi
+    wf = ws[0]
+    wi = ws[1]
+    wf[0, n] = 0.0
+    wf[1, n] = 0.0
     for i in range(n - 1, -1, -1):
         bm = ptr[i]
         bc = ptr[i]
@@ -94,14 +113,16 @@ def _knapsack(ptr, cost, mem, cap, out):
                 bm = j
             if cost[j] < cost[bc]:
                 bc = j
-        minm[i] = bm
-        rem_m[i] = rem_m[i + 1] + mem[bm]
-        rem_c[i] = rem_c[i + 1] + cost[bc]
-    if rem_m[0] > cap:
+        wi[0, i] = bm
+        wf[0, i] = wf[0, i + 1] + mem[bm]
+        wf[1, i] = wf[1, i + 1] + cost[bc]
+    if wf[0, 0] > cap:
         return _INF
     # classes with two undominated choices at most: a 0/1 knapsack with the LP bound
     two = True
     for i in range(n):
+        if ptr[i + 1] - ptr[i] <= 2:
+            continue
         nd = 0
         for j in range(ptr[i], ptr[i + 1]):
             if not _dominated(j, ptr[i], ptr[i + 1], cost, mem):
@@ -110,11 +131,11 @@ def _knapsack(ptr, cost, mem, cap, out):
             two = False
             break
     if two:
-        return _knapsack01(ptr, cost, mem, cap, minm, rem_m[0], out)
-    return _pareto(ptr, cost, mem, cap, minm, rem_m, rem_c, out)
+        return _knapsack01(ptr, cost, mem, cap, wf[0, 0], out, ws)
+    return _pareto(ptr, cost, mem, cap, wi[0, :n].copy(), wf[0, :n + 1].copy(), wf[1, :n + 1].copy(), out)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _dominated(j, lo, hi, cost, mem):
     """Is choice j dominated by another of its class (no better in both, better in one, or an equal
     twin with a smaller index)?"""
@@ -128,149 +149,165 @@ def _dominated(j, lo, hi, cost, mem):
 
 
 @njit(cache=True)
-def _knapsack01(ptr, cost, mem, cap, minm, base_m, out):
-    """Classes of at most two undominated choices: start from the smallest-memory one and decide, item by
-    item in decreasing time-saved-per-byte order, whether to upgrade; a Pareto list of (bytes used,
-    time saved) states pruned by the LP (fractional) bound of the items left."""
+def _knapsack01(ptr, cost, mem, cap, base_m, out, ws):
+    """Classes of at most two undominated choices: start from the smallest-memory one (row 0 of the int
+    workspace) and decide, item by item in decreasing time-saved-per-byte order, whether to upgrade; a
+    Pareto list of (bytes used, time saved) states pruned by the LP (fractional) bound of the items left.
+
+    Workspace rows: float 2 dm, 3 ds, 4 eff (per class), 5 w, 6 v, 7 cw, 8 cv (per item in order); int
+    1 up (the upgrade choice per class), 2 items, 3 order, 4 gstart (group starts), 5 layer (state
+    layers); states (w, v) and (parent, take); candidates (w, v) and (parent, take, sorted order)."""
     n = ptr.shape[0] - 1
-    up = np.full(n, -1, np.int64)  # the upgrade choice of each class, if any
-    dm = np.zeros(n)
-    ds = np.zeros(n)
+    wf, wi, sf, si, cf, ci = ws
+    m = 0
     base_c = 0.0
     for i in range(n):
-        b = minm[i]
+        b = wi[0, i]
         base_c += cost[b]
         out[i] = b
+        wi[1, i] = -1
         for j in range(ptr[i], ptr[i + 1]):
             if j != b and not _dominated(j, ptr[i], ptr[i + 1], cost, mem) and cost[j] < cost[b]:
-                up[i] = j
-                dm[i] = mem[j] - mem[b]
-                ds[i] = cost[b] - cost[j]
+                wi[1, i] = j
+                wf[2, i] = mem[j] - mem[b]
+                wf[3, i] = cost[b] - cost[j]
+        if wi[1, i] >= 0:
+            wi[2, m] = i
+            m += 1
+            wf[4, i] = wf[3, i] / wf[2, i] if wf[2, i] > 0 else _INF
     R = cap - base_m
-    items = np.flatnonzero(up >= 0)
-    m = items.shape[0]
-    eff = np.empty(m)
+    # efficiency order (decreasing), then size (increasing), then class order, so identical items are
+    # adjacent: an insertion sort for the usual few items
+    if m <= 64:
+        for q in range(m):
+            i = wi[2, q]
+            e = wf[4, i]
+            r = q - 1
+            while r >= 0:
+                x = wi[3, r]
+                if wf[4, x] < e or (wf[4, x] == e and wf[2, x] > wf[2, i]):
+                    wi[3, r + 1] = x
+                    r -= 1
+                else:
+                    break
+            wi[3, r + 1] = i
+    else:
+        its = wi[2, :m].copy()
+        pre = np.argsort(wf[2][its], kind="mergesort")
+        its = its[pre]
+        wi[3, :m] = its[np.argsort(-wf[4][its], kind="mergesort")]
+    wf[7, 0] = 0.0
+    wf[8, 0] = 0.0
     for q in range(m):
-        i = items[q]
-        eff[q] = ds[i] / dm[i] if dm[i] > 0 else _INF
-    # efficiency order, identical items adjacent (sorted by size first, then stably by efficiency)
-    pre = np.argsort(dm[items], kind="mergesort")
-    items = items[pre]
-    eff = eff[pre]
-    order = items[np.argsort(-eff, kind="mergesort")]
-    w = np.empty(m)
-    v = np.empty(m)
-    for q in range(m):
-        w[q] = dm[order[q]]
-        v[q] = ds[order[q]]
-    cw = np.zeros(m + 1)
-    cv = np.zeros(m + 1)
-    for q in range(m):
-        cw[q + 1] = cw[q] + w[q]
-        cv[q + 1] = cv[q] + v[q]
+        wf[5, q] = wf[2, wi[3, q]]
+        wf[6, q] = wf[3, wi[3, q]]
+        wf[7, q + 1] = wf[7, q] + wf[5, q]
+        wf[8, q + 1] = wf[8, q] + wf[6, q]
     # greedy integral solution: a lower bound on the savings
     lb = 0.0
     used = 0.0
     for q in range(m):
-        if used + w[q] <= R:
-            used += w[q]
-            lb += v[q]
+        if used + wf[5, q] <= R:
+            used += wf[5, q]
+            lb += wf[6, q]
     # identical items form groups: decide how many of each group to upgrade
-    gstart = np.empty(m + 1, np.int64)
     ng = 0
     for q in range(m):
-        if q == 0 or w[q] != w[q - 1] or v[q] != v[q - 1]:
-            gstart[ng] = q
+        if q == 0 or wf[5, q] != wf[5, q - 1] or wf[6, q] != wf[6, q - 1]:
+            wi[4, ng] = q
             ng += 1
-    gstart[ng] = m
-    size = 64
-    s_w = np.empty(size)
-    s_v = np.empty(size)
-    s_par = np.empty(size, np.int64)
-    s_take = np.zeros(size, np.int64)
-    layer = np.zeros(ng + 2, np.int64)
-    s_w[0] = 0.0
-    s_v[0] = 0.0
-    s_par[0] = -1
-    layer[1] = 1
-    c_size = 64
-    c_w = np.empty(c_size)
-    c_v = np.empty(c_size)
-    c_p = np.empty(c_size, np.int64)
-    c_t = np.empty(c_size, np.int64)
+    wi[4, ng] = m
+    size = sf.shape[1]
+    sf[0, 0] = 0.0
+    sf[1, 0] = 0.0
+    si[0, 0] = -1
+    si[1, 0] = 0
+    wi[5, 0] = 0
+    wi[5, 1] = 1
     for gi in range(ng):
-        a = gstart[gi]
-        cnt_g = gstart[gi + 1] - a
-        wq = w[a]
-        vq = v[a]
-        after = gstart[gi + 1]
-        lo = layer[gi]
-        hi = layer[gi + 1]
+        a = wi[4, gi]
+        after = wi[4, gi + 1]
+        cnt_g = after - a
+        wq = wf[5, a]
+        vq = wf[6, a]
+        lo = wi[5, gi]
+        hi = wi[5, gi + 1]
         need = (hi - lo) * (cnt_g + 1)
-        if need > c_size:
-            c_size = 2 * need
-            c_w = np.empty(c_size)
-            c_v = np.empty(c_size)
-            c_p = np.empty(c_size, np.int64)
-            c_t = np.empty(c_size, np.int64)
+        if need > cf.shape[1]:
+            cf = np.empty((2, 2 * need))
+            ci = np.empty((3, 2 * need), np.int64)
         k = 0
         for p in range(lo, hi):
             for take in range(cnt_g + 1):
-                nw = s_w[p] + take * wq
+                nw = sf[0, p] + take * wq
                 if nw > R:
                     break
-                nv = s_v[p] + take * vq
+                nv = sf[1, p] + take * vq
                 # LP bound of the items after this group with the capacity left
                 left = R - nw
                 lo_b = after
                 hi_b = m
                 while lo_b < hi_b:  # largest b with cw[b] - cw[after] <= left
                     mid = (lo_b + hi_b + 1) // 2
-                    if cw[mid] - cw[after] <= left:
+                    if wf[7, mid] - wf[7, after] <= left:
                         lo_b = mid
                     else:
                         hi_b = mid - 1
-                bnd = nv + cv[lo_b] - cv[after]
+                bnd = nv + wf[8, lo_b] - wf[8, after]
                 if lo_b < m:
-                    bnd += (left - (cw[lo_b] - cw[after])) * (v[lo_b] / w[lo_b] if w[lo_b] > 0 else _INF)
+                    bnd += (left - (wf[7, lo_b] - wf[7, after])) * (
+                        wf[6, lo_b] / wf[5, lo_b] if wf[5, lo_b] > 0 else _INF)
                 if bnd < lb * (1 - 1e-12) - 1e-300:
                     continue
-                c_w[k] = nw
-                c_v[k] = nv
-                c_p[k] = p
-                c_t[k] = take
+                cf[0, k] = nw
+                cf[1, k] = nv
+                ci[0, k] = p
+                ci[1, k] = take
                 k += 1
-        srt = np.argsort(c_w[:k])
+        # candidates by bytes used: they arrive nearly sorted, so an insertion sort when few
+        if k <= 64:
+            for r in range(k):
+                x = cf[0, r]
+                i = r - 1
+                while i >= 0 and cf[0, ci[2, i]] > x:
+                    ci[2, i + 1] = ci[2, i]
+                    i -= 1
+                ci[2, i + 1] = r
+        else:
+            ci[2, :k] = np.argsort(cf[0, :k])
+        if hi + k > size:  # room for every candidate, grown here and not in the loop below (an array
+            while hi + k > size:  # re-bound inside a hot loop costs reference counting per iteration)
+                size *= 2
+            sf2 = np.empty((2, size))
+            si2 = np.empty((2, size), np.int64)
+            sf2[:, :hi] = sf[:, :hi]
+            si2[:, :hi] = si[:, :hi]
+            sf = sf2
+            si = si2
         start = hi
         best = -1.0
         for r_ in range(k):
-            r = srt[r_]
-            if c_v[r] > best:
-                best = c_v[r]
-                if start >= size:
-                    size *= 2
-                    s_w = _grow_f(s_w, size)
-                    s_v = _grow_f(s_v, size)
-                    s_par = _grow_i(s_par, size)
-                    s_take = _grow_i(s_take, size)
-                s_w[start] = c_w[r]
-                s_v[start] = c_v[r]
-                s_par[start] = c_p[r]
-                s_take[start] = c_t[r]
+            r = ci[2, r_]
+            if cf[1, r] > best:
+                best = cf[1, r]
+                sf[0, start] = cf[0, r]
+                sf[1, start] = cf[1, r]
+                si[0, start] = ci[0, r]
+                si[1, start] = ci[1, r]
                 start += 1
-        layer[gi + 2] = start
-    lo = layer[ng]
-    hi = layer[ng + 1]
+        wi[5, gi + 2] = start
+    lo = wi[5, ng]
+    hi = wi[5, ng + 1]
     bp = lo
     for p in range(lo, hi):
-        if s_v[p] > s_v[bp]:
+        if sf[1, p] > sf[1, bp]:
             bp = p
-    res = base_c - s_v[bp]
+    res = base_c - sf[1, bp]
     p = bp
     for gi in range(ng - 1, -1, -1):
-        for q in range(gstart[gi], gstart[gi] + s_take[p]):
-            out[order[q]] = up[order[q]]
-        p = s_par[p]
+        for q in range(wi[4, gi], wi[4, gi] + si[1, p]):
+            out[wi[3, q]] = wi[1, wi[3, q]]
+        p = si[0, p]
     return res
 
 
@@ -397,7 +434,7 @@ def knapsack(choices: list[list[tuple[float, float]]], cap: float) -> tuple[floa
 
 
 # --------------------------------------------------------------------------- stage costs
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rest_ok(rest, devices_left, ub):
     """Can ``rest`` device-seconds per sample of other stages fit ``devices_left`` devices within ``ub``?"""
     if rest <= 1e-300:
@@ -423,7 +460,7 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
     cnt = 0
     for I in range(NI):
         head = 0
-        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, 0)
+        tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
         while head < tail:
             J = queue[head]
             head += 1
@@ -467,25 +504,233 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
 def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var,
                same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
                t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, pre_work, total_devices,
-               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
-    """Step functions of the pairs from ``start`` on; returns (next pair, combos, steps): the next pair
-    is below ``len(pair_i)`` when the output arrays are full."""
-    for q in range(start, pair_i.shape[0]):
-        before = cnt
-        r0, r1 = _stage_steps(pair_i[q], pair_j[q], bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr,
-                              opt_var, same_params, v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor,
-                              sy_time, sy_dir, t_src, t_ptr, t_dst, t_time, sched, N, smax, ub,
-                              pre_work[-1] - (pre_work[pair_i[q]] - pre_work[pair_j[q]]), total_devices,
-                              o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt)
-        if r0 < 0:
-            return q, cnt, scnt
-        cnt, scnt = r0, r1
-        for c in range(before, cnt):
-            o_pair[c] = q
+               o_pair, o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt, memo):
+    """Append the (kind, t, d) step functions of the stages ``I \\ J`` of the pairs from ``start`` on to the
+    output arrays (from ``cnt`` combos and ``scnt`` steps on); returns (next pair, combos, steps): the
+    next pair is below ``len(pair_i)`` when the output arrays are full (that pair is to be redone).
+
+    When each node's variants share one parameter size (Piper's files), a variant's cost is
+    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
+    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``. (One
+    function for all pairs: the arrays a call would pass cost reference counting per pair.)"""
+    ws = _workspace_nb(n, 256)
+    T = tvals.shape[0]
+    M = t_src.shape[0]
+    inside = np.zeros(n, np.bool_)
+    nodes = np.empty(n, np.int64)
+    enter = np.zeros(M, np.bool_)
+    leave = np.zeros(M, np.bool_)
+    ylimit = N if sched == 1 else smax  # the largest y any d can see
+    sh_yhi = np.empty(ylimit + 1, np.int64)
+    sh_e = np.empty(ylimit + 1)
+    V = opt_var.shape[0]  # the most choices a stage can have
+    b_ptr = np.empty(n + 1, np.int64)
+    b_chosen = np.empty(n, np.int64)
+    b_vid = np.empty(V, np.int64)
+    b_etime = np.empty(V)
+    b_mem = np.empty(V)
+    b_cost = np.empty(V)
+    for pq in range(start, pair_i.shape[0]):
+        I = pair_i[pq]
+        J = pair_j[pq]
+        rest = pre_work[-1] - (pre_work[I] - pre_work[J])
+        cnt0 = cnt
+        scnt0 = scnt
+        ns = 0
+        for u in range(n):
+            inside[u] = (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
+                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1))
+            if inside[u]:
+                nodes[ns] = u
+                ns += 1
+        for e in range(M):
+            cin = 0
+            for p in range(t_ptr[e], t_ptr[e + 1]):
+                if inside[t_dst[p]]:
+                    cin += 1
+            if inside[t_src[e]]:
+                leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
+                enter[e] = False
+            else:
+                enter[e] = cin > 0
+                leave[e] = False
+        for k in range(K):
+            if counts[k] == 0:
+                continue
+            comm = 0.0
+            for e in range(M):
+                if enter[e] or leave[e]:
+                    comm += t_time[k, e]
+            for ti in range(T):
+                t = tvals[ti]
+                if t > counts[k]:
+                    continue
+                ok = True
+                shared = True
+                total = 0
+                for q in range(ns):
+                    key = (nodes[q] * K + k) * T + ti
+                    c = opt_ptr[key + 1] - opt_ptr[key]
+                    if c == 0:
+                        ok = False
+                        break
+                    shared = shared and same_params[key]
+                    total += c
+                if not ok:
+                    continue
+                ptr = b_ptr[:ns + 1]  # views of buffers made once (an allocation costs more)
+                ptr[0] = 0
+                vid = b_vid[:total]
+                etime = b_etime[:total]
+                m = 0
+                P = 0.0  # parameter bytes (shared case: the same for every choice)
+                for q in range(ns):
+                    key = (nodes[q] * K + k) * T + ti
+                    P += v_params[opt_var[opt_ptr[key]]]
+                    for p in range(opt_ptr[key], opt_ptr[key + 1]):
+                        v = opt_var[p]
+                        x = v_time[v]
+                        for r in range(sy_ptr[v], sy_ptr[v + 1]):
+                            e = sy_tensor[r]
+                            if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
+                                x += sy_time[r]
+                        vid[m] = v
+                        etime[m] = x
+                        m += 1
+                    ptr[q + 1] = m
+                mem = b_mem[:total]
+                chosen = b_chosen[:ns]
+                nsh = 0
+                if shared:
+                    # one step function over y for all d: (last y, summed time of the best variants), over the
+                    # y that the d passing the bounds can see
+                    emin = 0.0
+                    for q in range(ns):
+                        be = _INF
+                        for p in range(ptr[q], ptr[q + 1]):
+                            if etime[p] < be:
+                                be = etime[p]
+                        emin += be
+                    dlo = 0
+                    dhi = 0
+                    for di in range(dvals.shape[0]):
+                        d = dvals[di]
+                        if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                            continue
+                        res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
+                        if (comm + emin) / d + res * P > ub:
+                            continue
+                        if dlo == 0:
+                            dlo = d
+                        dhi = d
+                    if dlo == 0:
+                        continue
+                    if sched == 1:
+                        y = N // dhi
+                        ytop = N // dlo
+                    else:
+                        y = 1
+                        ytop = (smax + dlo - 1) // dlo
+                    # the fastest variants, when they fit over the whole range, are the one step (as
+                    # _shared_steps would find it); else the step function, through the memo
+                    tot_m = 0.0
+                    tot_c = 0.0
+                    for i in range(ns):
+                        best = ptr[i]
+                        mb = _mem(v_a[vid[best]], v_b[vid[best]], v_w[vid[best]], y, sched)
+                        for j in range(ptr[i] + 1, ptr[i + 1]):
+                            mj = _mem(v_a[vid[j]], v_b[vid[j]], v_w[vid[j]], y, sched)
+                            if etime[j] < etime[best] or (etime[j] == etime[best] and mj < mb):
+                                best = j
+                                mb = mj
+                        chosen[i] = best
+                        tot_m += mb
+                        tot_c += etime[best]
+                    nsh = 0
+                    if y <= ytop and tot_m <= caps[k]:
+                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                        yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
+                        if yhi >= ytop:
+                            sh_yhi[0] = yhi
+                            sh_e[0] = tot_c
+                            nsh = 1
+                    if nsh == 0:
+                        nsh = _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, caps[k], sched, y, ytop,
+                                          mem, chosen, sh_yhi, sh_e, ws)
+                cost = b_cost[:total]
+                for di in range(dvals.shape[0]):
+                    d = dvals[di]
+                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
+                        continue
+                    bw = bw_res[k, t * d]
+                    res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
+                    if sched == 1:
+                        y = N // d
+                        ymax = y
+                    else:
+                        y = 1
+                        ymax = (smax + d - 1) // d
+                    first = scnt
+                    if shared:
+                        for j in range(nsh):
+                            lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
+                            if sched == 1 and lo_y > y:
+                                break
+                            if lo_y > ymax:
+                                break
+                            if sh_yhi[j] < y:
+                                continue  # gpipe: only y = N / d matters
+                            val = (comm + sh_e[j]) / d + res * P
+                            if val > ub:
+                                break
+                            if scnt >= o_yhi.shape[0]:
+                                return pq, cnt0, scnt0
+                            o_yhi[scnt] = min(sh_yhi[j], ymax)
+                            o_cost[scnt] = val
+                            scnt += 1
+                    else:
+                        lb = comm / d
+                        for p in range(total):
+                            cost[p] = etime[p] / d + res * v_params[vid[p]]
+                        for q in range(ns):
+                            bc = _INF
+                            for p in range(ptr[q], ptr[q + 1]):
+                                if cost[p] < bc:
+                                    bc = cost[p]
+                            lb += bc
+                        if lb > ub:
+                            continue
+                        while y <= ymax:
+                            for p in range(total):
+                                mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+                            val = _knapsack_ws(ptr, cost, mem, caps[k], chosen, ws)
+                            if not val < _INF:
+                                break
+                            val += comm / d
+                            if val > ub:
+                                break
+                            E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+                            yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
+                            if scnt >= o_yhi.shape[0]:
+                                return pq, cnt0, scnt0
+                            o_yhi[scnt] = yhi
+                            o_cost[scnt] = val
+                            scnt += 1
+                            y = yhi + 1
+                    if scnt > first:
+                        if cnt >= o_k.shape[0]:
+                            return pq, cnt0, scnt0
+                        o_k[cnt] = k
+                        o_t[cnt] = t
+                        o_d[cnt] = d
+                        o_step_ptr[cnt + 1] = scnt
+                        cnt += 1
+        for c in range(cnt0, cnt):
+            o_pair[c] = pq
     return pair_i.shape[0], cnt, scnt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
     E = 0.0
     A = 0.0
@@ -501,7 +746,7 @@ def _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w):
     return E, A, B, Wt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _last_fit(y, ymax, A, B, Wt, cap, sched):
     """Largest y' in [y, ymax] at which memory A*y' + B (+ weight versions) still fits (it grows with y)."""
     lo = y
@@ -515,203 +760,173 @@ def _last_fit(y, ymax, A, B, Wt, cap, sched):
     return lo
 
 
-@njit(cache=True)
-def _stage_steps(I, J, bits, n, K, tvals, dvals, counts, caps, bw_res, opt_ptr, opt_var, same_params,
-                 v_time, v_params, v_a, v_b, v_w, sy_ptr, sy_tensor, sy_time, sy_dir,
-                 t_src, t_ptr, t_dst, t_time, sched, N, smax, ub, rest, total_devices,
-                 o_k, o_t, o_d, o_step_ptr, o_yhi, o_cost, cnt, scnt):
-    """Append the (kind, t, d) step functions of stage I \\ J to the output arrays (from ``cnt`` combos
-    and ``scnt`` steps on); returns the new counts, or (-1, -1) when the output is full.
+# --------------------------------------------------------------------------- memo of step functions
+# Stages with the same knapsack (identical layers: the same variants, in the same order, with the same
+# boundary syncs) have the same step function over y; it is computed once. ``memo`` is a tuple of arrays:
+# an open-addressing table of entry numbers, per entry its hash, instance (a float record in ``inst``),
+# first y, last y covered and steps (in ``syhi``/``se``); counters (entries, instance floats and steps
+# used, a full flag: Python grows the arrays between chunks, hits, misses, and whether the memo is on);
+# the id of each variant's memory terms, and a scratch record.
+_M_E, _M_I, _M_S, _M_FULL, _M_HIT, _M_MISS, _M_ON = 0, 1, 2, 3, 4, 5, 6  # entries of memo[_M_COUNTS]
+_M_COUNTS = 10
+_MEMO_ENTRIES = 1 << 14  # the most entries a memo starts with (it grows)
 
-    When each node's variants share one parameter size (Piper's files), a variant's cost is
-    ``time / d`` plus a per-node constant, so the best variants at a given ``y`` are the same for every
-    ``d``: the step function over ``y`` is computed once per (kind, t) and rescaled per ``d``."""
-    T = tvals.shape[0]
-    inside = np.zeros(n, np.bool_)
-    nodes = np.empty(n, np.int64)
-    ns = 0
-    for u in range(n):
-        if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
-                (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1)):
-            inside[u] = True
-            nodes[ns] = u
-            ns += 1
-    M = t_src.shape[0]
-    enter = np.zeros(M, np.bool_)
-    leave = np.zeros(M, np.bool_)
-    for e in range(M):
-        cin = 0
-        for p in range(t_ptr[e], t_ptr[e + 1]):
-            if inside[t_dst[p]]:
-                cin += 1
-        if inside[t_src[e]]:
-            leave[e] = cin < t_ptr[e + 1] - t_ptr[e]
-        else:
-            enter[e] = cin > 0
-    ylimit = N if sched == 1 else smax  # the largest y any d can see
-    sh_yhi = np.empty(ylimit + 1, np.int64)
-    sh_e = np.empty(ylimit + 1)
-    for k in range(K):
-        if counts[k] == 0:
-            continue
-        comm = 0.0
-        for e in range(M):
-            if enter[e] or leave[e]:
-                comm += t_time[k, e]
-        for ti in range(T):
-            t = tvals[ti]
-            if t > counts[k]:
-                continue
-            ok = True
-            shared = True
-            total = 0
-            for q in range(ns):
-                key = (nodes[q] * K + k) * T + ti
-                c = opt_ptr[key + 1] - opt_ptr[key]
-                if c == 0:
-                    ok = False
+
+def _new_memo(entries: int, floats: int, steps: int, on: bool, cid: np.ndarray, scratch: int) -> tuple:
+    size = 1 << max(4, int(2 * entries - 1).bit_length())
+    memo = (np.full(size, -1, np.int64), np.empty(entries, np.int64), np.empty(entries + 1, np.int64),
+            np.empty(floats), np.empty(entries, np.int64), np.empty(entries, np.int64),
+            np.empty(entries, np.int64), np.empty(entries, np.int64), np.empty(steps, np.int64),
+            np.empty(steps), np.zeros(7, np.int64), cid, np.empty(scratch))
+    memo[_M_COUNTS][_M_ON] = on
+    return memo
+
+
+def _grow_memo(memo: tuple, steps: int) -> tuple:
+    """The memo with at least half of each array free, and room for one more record and ``steps`` steps
+    (the most one stage can have)."""
+    table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n, cid, rec = memo
+    ent = hsh.size
+    while n[_M_E] * 2 >= ent:
+        ent *= 2
+    if ent != hsh.size:  # the table is rebuilt at the new size
+        table = _new_memo(ent, 0, 0, True, cid, 0)[0]
+        _rehash(table, hsh, n[_M_E])
+        more = ent - hsh.size
+        hsh, iptr, y0, ycov, s0, s1 = (_doubled(a, n[_M_E] + (a is iptr), more)
+                                       for a in (hsh, iptr, y0, ycov, s0, s1))
+    size = inst.size
+    while n[_M_I] * 2 >= size or size - n[_M_I] < rec.size:
+        size *= 2
+    inst = _doubled(inst, n[_M_I], size - inst.size)
+    size = syhi.size
+    while n[_M_S] * 2 >= size or size - n[_M_S] < steps:
+        size *= 2
+    syhi, se = _doubled(syhi, n[_M_S], size - syhi.size), _doubled(se, n[_M_S], size - se.size)
+    n[_M_FULL] = 0
+    return table, hsh, iptr, inst, y0, ycov, s0, s1, syhi, se, n, cid, rec
+
+
+@njit(cache=True)
+def _rehash(table, hsh, count):
+    mask = table.shape[0] - 1
+    for e in range(count):
+        slot = hsh[e] & mask
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = e
+
+
+@njit(cache=True)
+def _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi, sh_e, ws):
+    """The step function over y in [y, ytop] of the knapsack with times ``etime`` (the same for every d):
+    (number of steps, whether it ended because nothing fits any more)."""
+    total = ptr[ns]
+    nsh = 0
+    while y <= ytop:
+        for p in range(total):
+            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
+        val = _knapsack_ws(ptr, etime, mem, cap, chosen, ws)
+        if not val < _INF:
+            return nsh, True
+        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
+        yhi = _last_fit(y, ytop, A, B, Wt, cap, sched)
+        sh_yhi[nsh] = yhi
+        sh_e[nsh] = val
+        nsh += 1
+        y = yhi + 1
+    return nsh, False
+
+
+@njit(cache=True)
+def _memo_steps(memo, ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi, sh_e,
+                ws):
+    """:func:`_shared_steps` through the memo: a stage whose knapsack (times, memory terms, class sizes,
+    capacity) equals one solved before from the same first y, as far as ``ytop`` or to its end, reuses its
+    steps. The sequence from a given y is deterministic, so the steps are the ones it would compute (the
+    last may reach past ``ytop``; the caller clips at each d's largest y)."""
+    table, hsh, iptr, inst, m_y0, m_ycov, m_s0, m_s1, syhi, se, cnt, cid, rec = memo
+    if not cnt[_M_ON]:
+        return _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen, sh_yhi,
+                             sh_e, ws)[0]
+    total = ptr[ns]
+    # the instance as a record: capacity, class sizes, and per choice its time and the id of its memory
+    # terms (variants with equal A, B and W share an id)
+    size = 2 + ns + 2 * total
+    rec[0] = cap
+    rec[1] = ns
+    w = 2
+    for q in range(ns):
+        rec[w] = ptr[q + 1] - ptr[q]
+        w += 1
+    for p in range(total):
+        rec[w] = etime[p]
+        rec[w + 1] = cid[vid[p]]
+        w += 2
+    bits = rec.view(np.uint64)
+    h = np.uint64(14695981039346656037)
+    for i in range(size):
+        h = (h ^ bits[i]) * np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+    hv = np.int64(h >> np.uint64(1))
+    mask = table.shape[0] - 1
+    slot = hv & mask
+    found = -1
+    while table[slot] >= 0:
+        e = table[slot]
+        if hsh[e] == hv and iptr[e + 1] - iptr[e] == size:
+            same = True
+            b = iptr[e]
+            for i in range(size):
+                if inst[b + i] != rec[i]:
+                    same = False
                     break
-                shared = shared and same_params[key]
-                total += c
-            if not ok:
-                continue
-            ptr = np.zeros(ns + 1, np.int64)
-            vid = np.empty(total, np.int64)
-            etime = np.empty(total)
-            m = 0
-            P = 0.0  # parameter bytes (shared case: the same for every choice)
-            for q in range(ns):
-                key = (nodes[q] * K + k) * T + ti
-                P += v_params[opt_var[opt_ptr[key]]]
-                for p in range(opt_ptr[key], opt_ptr[key + 1]):
-                    v = opt_var[p]
-                    x = v_time[v]
-                    for r in range(sy_ptr[v], sy_ptr[v + 1]):
-                        e = sy_tensor[r]
-                        if (sy_dir[r] == 0 and enter[e]) or (sy_dir[r] == 1 and leave[e]):
-                            x += sy_time[r]
-                    vid[m] = v
-                    etime[m] = x
-                    m += 1
-                ptr[q + 1] = m
-            mem = np.empty(total)
-            chosen = np.empty(ns, np.int64)
-            nsh = 0
-            if shared:
-                # one step function over y for all d: (last y, summed time of the best variants), over the
-                # y that the d passing the bounds can see
-                emin = 0.0
-                for q in range(ns):
-                    be = _INF
-                    for p in range(ptr[q], ptr[q + 1]):
-                        if etime[p] < be:
-                            be = etime[p]
-                    emin += be
-                dlo = 0
-                dhi = 0
-                for di in range(dvals.shape[0]):
-                    d = dvals[di]
-                    if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
-                        continue
-                    res = 4.0 * (d - 1) / d / N / bw_res[k, t * d] if d > 1 else 0.0
-                    if (comm + emin) / d + res * P > ub:
-                        continue
-                    if dlo == 0:
-                        dlo = d
-                    dhi = d
-                if dlo == 0:
-                    continue
-                if sched == 1:
-                    y = N // dhi
-                    ytop = N // dlo
-                else:
-                    y = 1
-                    ytop = (smax + dlo - 1) // dlo
-                while y <= ytop:
-                    for p in range(total):
-                        mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                    val = _knapsack(ptr, etime, mem, caps[k], chosen)
-                    if not val < _INF:
-                        break
-                    E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
-                    yhi = _last_fit(y, ytop, A, B, Wt, caps[k], sched)
-                    sh_yhi[nsh] = yhi
-                    sh_e[nsh] = val
-                    nsh += 1
-                    y = yhi + 1
-            cost = np.empty(total)
-            for di in range(dvals.shape[0]):
-                d = dvals[di]
-                if t * d > counts[k] or d > smax or not _rest_ok(rest, total_devices - t * d, ub):
-                    continue
-                bw = bw_res[k, t * d]
-                res = 4.0 * (d - 1) / d / N / bw if d > 1 else 0.0
-                if sched == 1:
-                    y = N // d
-                    ymax = y
-                else:
-                    y = 1
-                    ymax = (smax + d - 1) // d
-                first = scnt
-                if shared:
-                    for j in range(nsh):
-                        lo_y = 1 if j == 0 else sh_yhi[j - 1] + 1
-                        if sched == 1 and lo_y > y:
-                            break
-                        if lo_y > ymax:
-                            break
-                        if sh_yhi[j] < y:
-                            continue  # gpipe: only y = N / d matters
-                        val = (comm + sh_e[j]) / d + res * P
-                        if val > ub:
-                            break
-                        if scnt >= o_yhi.shape[0]:
-                            return -1, -1
-                        o_yhi[scnt] = min(sh_yhi[j], ymax)
-                        o_cost[scnt] = val
-                        scnt += 1
-                else:
-                    lb = comm / d
-                    for p in range(total):
-                        cost[p] = etime[p] / d + res * v_params[vid[p]]
-                    for q in range(ns):
-                        bc = _INF
-                        for p in range(ptr[q], ptr[q + 1]):
-                            if cost[p] < bc:
-                                bc = cost[p]
-                        lb += bc
-                    if lb > ub:
-                        continue
-                    while y <= ymax:
-                        for p in range(total):
-                            mem[p] = _mem(v_a[vid[p]], v_b[vid[p]], v_w[vid[p]], y, sched)
-                        val = _knapsack(ptr, cost, mem, caps[k], chosen)
-                        if not val < _INF:
-                            break
-                        val += comm / d
-                        if val > ub:
-                            break
-                        E, A, B, Wt = _chosen_sums(ns, ptr, chosen, vid, etime, v_a, v_b, v_w)
-                        yhi = _last_fit(y, ymax, A, B, Wt, caps[k], sched)
-                        if scnt >= o_yhi.shape[0]:
-                            return -1, -1
-                        o_yhi[scnt] = yhi
-                        o_cost[scnt] = val
-                        scnt += 1
-                        y = yhi + 1
-                if scnt > first:
-                    if cnt >= o_k.shape[0]:
-                        return -1, -1
-                    o_k[cnt] = k
-                    o_t[cnt] = t
-                    o_d[cnt] = d
-                    o_step_ptr[cnt + 1] = scnt
-                    cnt += 1
-    return cnt, scnt
+            if same:
+                found = e
+                break
+        slot = (slot + 1) & mask
+    if found >= 0 and m_y0[found] == y and ytop <= m_ycov[found]:
+        cnt[_M_HIT] += 1
+        nsh = m_s1[found] - m_s0[found]
+        for j in range(nsh):
+            sh_yhi[j] = syhi[m_s0[found] + j]
+            sh_e[j] = se[m_s0[found] + j]
+        return nsh
+    cnt[_M_MISS] += 1
+    nsh, ended = _shared_steps(ns, ptr, vid, etime, v_a, v_b, v_w, cap, sched, y, ytop, mem, chosen,
+                               sh_yhi, sh_e, ws)
+    e = found
+    if e < 0:
+        e = cnt[_M_E]
+        if 2 * (e + 1) > table.shape[0] or e >= hsh.shape[0] or cnt[_M_I] + size > inst.shape[0]:
+            cnt[_M_FULL] = 1
+            return nsh
+    if cnt[_M_S] + nsh > syhi.shape[0]:
+        cnt[_M_FULL] = 1
+        return nsh
+    if found < 0:
+        b = cnt[_M_I]
+        inst[b:b + size] = rec[:size]
+        iptr[e] = b
+        iptr[e + 1] = b + size
+        cnt[_M_I] = b + size
+        hsh[e] = hv
+        table[slot] = e
+        cnt[_M_E] = e + 1
+    m_y0[e] = y
+    m_ycov[e] = _BIG if ended else ytop
+    b = cnt[_M_S]
+    syhi[b:b + nsh] = sh_yhi[:nsh]
+    se[b:b + nsh] = sh_e[:nsh]
+    m_s0[e] = b
+    m_s1[e] = b + nsh
+    cnt[_M_S] = b + nsh
+    return nsh
+
 
 
 # --------------------------------------------------------------------------- feasibility DP
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax):
     """Largest s (sum of d from this stage on) at which combo q's stage costs at most tau (0: none)."""
     Y = 0
@@ -734,6 +949,8 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
     whole graph can be placed."""
     g[:, :, :] = _BIG
     g[NI - 1, 0, 0] = 0
+    W = smax + 1
+    gf = g.reshape(NI * W * C1)
     # the range of s at which each ideal's suffix is reachable at all (empty: lo > hi)
     s_lo = np.full(NI, smax + 1, np.int64)
     s_hi = np.full(NI, -1, np.int64)
@@ -747,40 +964,42 @@ def _feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair
         first = max(d, s_lo[I] + d)
         if first > smax:
             continue
-        stop = _reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax)
+        # _reach, written out: a call with array arguments costs reference counting per combo
+        Y = 0
+        for p in range(step_ptr[q], step_ptr[q + 1]):
+            if cost[p] <= tau:
+                Y = yhi[p]
+            else:
+                break
+        if Y == 0:
+            continue
+        stop = smax if sched == 1 else min(smax, d * Y)
         stop = min(stop, s_hi[I] + d)
         if stop < first:
             continue
         J = c_pair_j[q]
         k = c_k[q]
         td = c_t[q] * d
+        # flat offsets of g[I, s - d] and g[J, s] (row views would cost reference counting per row)
         if k == last:
-            if C1 == 1:
-                src = g[I, :, 0]
-                dst = g[J, :, 0]
-                for s in range(first, stop + 1):
-                    x = src[s - d] + td
-                    if x < dst[s]:
-                        dst[s] = x
-            else:
-                for s in range(first, stop + 1):
-                    src = g[I, s - d]
-                    dst = g[J, s]
-                    for c in range(C1):
-                        x = src[c] + td
-                        if x < dst[c]:
-                            dst[c] = x
-        else:
-            st = strides[k]
             for s in range(first, stop + 1):
-                src = g[I, s - d]
-                dst = g[J, s]
-                for c in range(td * st, C1):
+                src = (I * W + s - d) * C1
+                dst = (J * W + s) * C1
+                for c in range(C1):
+                    x = gf[src + c] + td
+                    if x < gf[dst + c]:
+                        gf[dst + c] = x
+        else:
+            sh = td * strides[k]
+            for s in range(first, stop + 1):
+                src = (I * W + s - d) * C1 - sh
+                dst = (J * W + s) * C1
+                for c in range(sh, C1):
                     if digits[c, k] < td:
                         continue
-                    x = src[c - td * st]
-                    if x < dst[c]:
-                        dst[c] = x
+                    x = gf[src + c]
+                    if x < gf[dst + c]:
+                        gf[dst + c] = x
         if first < s_lo[J]:
             s_lo[J] = first
         if stop > s_hi[J]:
@@ -798,6 +1017,8 @@ def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi
     shifted minimum the compiler vectorises."""
     g[:, :] = _BIG
     g[NI - 1, 0] = 0
+    W = smax + 1
+    gf = g.reshape(NI * W)
     s_lo = np.full(NI, smax + 1, np.int64)
     s_hi = np.full(NI, -1, np.int64)
     s_lo[NI - 1] = 0
@@ -810,15 +1031,33 @@ def _feasible1(tau, NI, smax, count, c_pair_i, c_pair_j, c_t, c_d, step_ptr, yhi
         first = max(d, s_lo[I] + d)
         if first > smax:
             continue
-        stop = min(_reach(q, tau, step_ptr, yhi, cost, c_d, sched, smax), s_hi[I] + d)
+        # _reach, written out: a call with array arguments costs reference counting per combo
+        Y = 0
+        for p in range(step_ptr[q], step_ptr[q + 1]):
+            if cost[p] <= tau:
+                Y = yhi[p]
+            else:
+                break
+        if Y == 0:
+            continue
+        stop = smax if sched == 1 else min(smax, d * Y)
+        stop = min(stop, s_hi[I] + d)
         if stop < first:
             continue
         J = c_pair_j[q]
         td = c_t[q] * d
-        src = g[I]
-        dst = g[J]
-        for s in range(first, stop + 1):
-            dst[s] = min(dst[s], src[s - d] + td)
+        if stop - first < 32:  # flat offsets, not row views: a view per combo costs reference counting
+            src = I * W - d
+            dst = J * W
+            for s in range(first, stop + 1):
+                gf[dst + s] = min(gf[dst + s], gf[src + s] + td)
+        else:  # long ranges: slices indexed from 0, a loop the compiler vectorises
+            a = g[I, first - d:stop + 1 - d]
+            b = g[J, first:stop + 1]
+            for s in range(stop + 1 - first):
+                x = a[s] + td
+                if x < b[s]:
+                    b[s] = x
         if first < s_lo[J]:
             s_lo[J] = first
         if stop > s_hi[J]:
@@ -919,6 +1158,7 @@ def _arrays(problem: ParallelProblem):
             sy_time.append(x)
             sy_dir.append(1)
         sy_ptr.append(len(sy_tensor))
+    cid: dict[tuple, float] = {}
     total = sum(k.count for k in problem.kinds)
     bw_res = np.ones((K, total + 1))
     for k, kind in enumerate(problem.kinds):
@@ -929,6 +1169,7 @@ def _arrays(problem: ParallelProblem):
         opt_var=np.array(opt_var, np.int64),
         v_time=np.array([v.time for v in vs]), v_params=np.array([v.params for v in vs]),
         v_a=np.array([v.a for v in vs]), v_b=np.array([v.b for v in vs]), v_w=np.array([v.w for v in vs]),
+        v_cid=np.array([cid.setdefault((v.a, v.b, v.w), float(len(cid))) for v in vs]),
         sy_ptr=np.array(sy_ptr, np.int64), sy_tensor=np.array(sy_tensor, np.int64),
         sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
 
@@ -985,11 +1226,13 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
     best: ReplicatedResult | None = None  # the best plan of a restricted pass (a bound, not proven)
+    data = _node_data(problem)  # shared by every pass
 
     def restricted(lattice) -> None:
+        # a bound only: the plan is built (variants re-chosen, evaluated) if a limit makes it the answer
         nonlocal best, upper_bound
-        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
-        if r.plan is not None and (best is None or r.objective < best.objective):
+        r = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data, build=False)
+        if math.isfinite(r.objective) and (best is None or r.objective < best.objective):
             best = r
             upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
 
@@ -997,10 +1240,14 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if best is None:
             return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     f"{why}; no plan found", {})
-        return ReplicatedResult(best.plan, best.evaluation, best.objective, Status.FEASIBLE,
-                                time.perf_counter() - t0,
+        stats = dict(best.stats or {})
+        plan, ev = (best.plan, best.evaluation) if best.plan is not None else stats["build"]()
+        stats.pop("build", None)
+        if ev.problems:  # the evaluator is the judge, as in _run
+            raise AssertionError(f"dp-replicated produced an invalid plan: {ev.problems}")
+        return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
                                 f"{why}; the best plan over one topological order is returned (not proven "
-                                "optimal)", dict(best.stats or {}))
+                                "optimal)", stats)
 
     if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
         restricted(_sub_chain(g.num_nodes, order, 16))
@@ -1015,7 +1262,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
         except ProblemTooLargeError as e:
             return fallback(str(e))
-    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0)
+    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
     if full.plan is None and best is not None:
         # only a limit can get here: the restricted passes' plans are plans of the full lattice
         return fallback(full.message)
@@ -1062,8 +1309,52 @@ def _one_stage_bound(problem: ParallelProblem) -> float:
     return best
 
 
+def _node_data(problem: ParallelProblem) -> dict:
+    """What every pass over a lattice needs of the problem: the flat arrays of the variants, per (kind, t)
+    and node the smallest memory and fastest time, and each node's least work."""
+    K = len(problem.kinds)
+    dvals = np.array(problem.replica_degrees(), np.int64)
+    arr = _arrays(problem)
+    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
+    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
+    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
+                    np.inf).min(axis=0, initial=np.inf)
+    work = np.where(np.isfinite(work), work, 0.0)
+    # repeated nodes (the same variants and syncs: identical layers) make repeated stage knapsacks, which
+    # the memo of step functions then solves once; without them it would only cost its hashing
+    g = problem.graph
+    content: dict[int, list] = {}
+    for (u, k, t), vids in sorted(g.options.items()):
+        content.setdefault(u, []).append((k, t, tuple(
+            (v.time, v.params, v.a, v.b, v.w, tuple(sorted(v.sync_in.values())),
+             tuple(sorted(v.sync_out.values()))) for v in (g.variants[i] for i in vids))))
+    repeated = g.num_nodes - len({tuple(c) for c in content.values()})
+    return dict(arr=arr, dvals=dvals, mm=mm, kt_ok=kt_ok, caps_kt=caps_kt, mt=mt, dmax_kt=dmax_kt, work=work,
+                repeated=4 * repeated >= g.num_nodes)
+
+
+@njit(cache=True)
+def _prefix_sums(parent, added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, pre_work):
+    """Per-ideal sums along the lattice's parent links (each ideal adds one node to its parent)."""
+    for i in range(1, parent.shape[0]):
+        p = parent[i]
+        v = added[i]
+        for kt in range(mm.shape[0]):
+            if fin[kt, v]:
+                pre_mem[i, kt] = pre_mem[p, kt] + mm[kt, v]
+                pre_time[i, kt] = pre_time[p, kt] + mt[kt, v]
+                pre_uns[i, kt] = pre_uns[p, kt]
+            else:
+                pre_mem[i, kt] = pre_mem[p, kt] + 0.0
+                pre_time[i, kt] = pre_time[p, kt] + 0.0
+                pre_uns[i, kt] = pre_uns[p, kt] + 1
+        pre_work[i] = pre_work[p] + work[v]
+
+
 def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
-         t0: float) -> ReplicatedResult:
+         t0: float, data: dict | None = None, build: bool = True) -> ReplicatedResult:
+    """One pass over ``lattice``. With ``build`` False an optimal pass returns no plan, its value in the
+    DP's own costs as the objective and ``stats["build"]``, which builds and evaluates the plan."""
     g = problem.graph
     n = g.num_nodes
     K = len(problem.kinds)
@@ -1071,37 +1362,35 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     sched = SCHEDULES.index(problem.schedule)
     counts = np.array([k.count for k in problem.kinds], np.int64)
     caps = np.array([k.capacity for k in problem.kinds])
-    dvals = np.array(problem.replica_degrees(), np.int64)
     smax = int(min(N, counts.sum()))
-    arr = _arrays(problem)
+    data = data or _node_data(problem)
+    arr, dvals, work = data["arr"], data["dvals"], data["work"]
+    mm, kt_ok, caps_kt, mt, dmax_kt = (data[x] for x in ("mm", "kt_ok", "caps_kt", "mt", "dmax_kt"))
     NI = lattice.num_ideals
     bits = lattice.bits
-    mm, kt_ok, caps_kt, mt, dmax_kt = _node_minmem(problem, arr["tvals"], dvals)
     # per-ideal sums of each node's smallest memory, fastest time and unsupported count, per (kind, t)
     KT = mm.shape[0]
     pre_mem = np.zeros((NI, KT))
     pre_time = np.zeros((NI, KT))
     pre_uns = np.zeros((NI, KT), np.int64)
-    fin = np.isfinite(mm)
-    for i in range(1, NI):
-        p, v = lattice.parent[i], lattice.added[i]
-        if v < 0:  # a coarse chain: the ideal's own members
-            v = lattice.members(i)
-            pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
-            pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
-            pre_uns[i] = (~fin[:, v]).sum(axis=1)
-            continue
-        pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
-        pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
-        pre_uns[i] = pre_uns[p] + ~fin[:, v]
-    # work of a node: its fewest device-seconds per sample over kinds and t (t * fastest time)
-    work = np.where(np.isfinite(mt), mt * np.repeat(arr["tvals"][None, :], K, axis=0).reshape(-1)[:, None],
-                    np.inf).min(axis=0, initial=np.inf)
-    work = np.where(np.isfinite(work), work, 0.0)
     pre_work = np.zeros(NI)
-    for i in range(1, NI):
-        v = lattice.added[i]
-        pre_work[i] = work[lattice.members(i)].sum() if v < 0 else pre_work[lattice.parent[i]] + work[v]
+    fin = np.isfinite(mm)
+    if NI > 1 and (lattice.added[1:] >= 0).all():
+        _prefix_sums(lattice.parent, lattice.added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, pre_work)
+    else:
+        for i in range(1, NI):
+            p, v = lattice.parent[i], lattice.added[i]
+            if v < 0:  # a coarse chain: the ideal's own members
+                v = lattice.members(i)
+                pre_mem[i] = np.where(fin[:, v], mm[:, v], 0.0).sum(axis=1)
+                pre_time[i] = np.where(fin[:, v], mt[:, v], 0.0).sum(axis=1)
+                pre_uns[i] = (~fin[:, v]).sum(axis=1)
+                pre_work[i] = work[v].sum()
+                continue
+            pre_mem[i] = pre_mem[p] + np.where(fin[:, v], mm[:, v], 0.0)
+            pre_time[i] = pre_time[p] + np.where(fin[:, v], mt[:, v], 0.0)
+            pre_uns[i] = pre_uns[p] + ~fin[:, v]
+            pre_work[i] = pre_work[p] + work[v]
     total_devices = int(counts.sum())
     kt_t = np.tile(arr["tvals"], K)
     kt_count = np.repeat(counts, len(arr["tvals"]))
@@ -1138,6 +1427,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     cnt = scnt = 0
     start = 0
     chunk = 4096
+    ent = max(1, min(npairs * K * len(arr["tvals"]), _MEMO_ENTRIES))
+    memo = _new_memo(ent, 32 * ent, 8 * ent, data["repeated"], arr["v_cid"],
+                     2 + n + 2 * arr["opt_var"].size)
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
             return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
@@ -1148,20 +1440,22 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
             arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
             g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
-            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt)
+            total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt, memo)
+        if memo[_M_COUNTS][_M_FULL]:
+            memo = _grow_memo(memo, smax + N + 2)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
                 return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                         f"more than {max_steps:,} stage options; the exact DP would not "
                                         f"fit the budget")
-            o_pair, o_k, o_t, o_d = (np.resize(a, a.size * 2) for a in (o_pair, o_k, o_t, o_d))
-            o_sp = np.concatenate([o_sp, np.zeros(o_sp.size - 1, np.int64)])
-            o_yhi, o_cost = (np.resize(a, a.size * 2) for a in (o_yhi, o_cost))
+            o_pair, o_k, o_t, o_d = (_doubled(a, cnt) for a in (o_pair, o_k, o_t, o_d))
+            o_sp = _doubled(o_sp, cnt + 1, o_sp.size - 1)
+            o_yhi, o_cost = (_doubled(a, scnt) for a in (o_yhi, o_cost))
         start = nxt
     pairs = npairs
-    c_k, c_t, c_d = o_k[:cnt].copy(), o_t[:cnt].copy(), o_d[:cnt].copy()
-    step_ptr = o_sp[:cnt + 1].copy()
-    yhi, cost = o_yhi[:scnt].copy(), o_cost[:scnt].copy()
+    c_k, c_t, c_d = o_k[:cnt], o_t[:cnt], o_d[:cnt]
+    step_ptr = o_sp[:cnt + 1]
+    yhi, cost = o_yhi[:scnt], o_cost[:scnt]
     c_pair_i = pair_i[o_pair[:cnt]]
     c_pair_j = pair_j[o_pair[:cnt]]
 
@@ -1177,7 +1471,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     gt = np.empty((NI, smax + 1, C1), np.int64)
     j_lo = np.searchsorted(-c_pair_j, -np.arange(NI), side="left")
     j_hi = np.searchsorted(-c_pair_j, -np.arange(NI), side="right")
-    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0}
+    stats = {"ideals": NI, "pairs": pairs, "stage_options": cnt, "steps": scnt, "dp_runs": 0,
+             "knapsack_memo_hits": int(memo[_M_COUNTS][_M_HIT]),
+             "knapsack_memo_misses": int(memo[_M_COUNTS][_M_MISS])}
 
     def feasible(tau: float) -> bool:
         stats["dp_runs"] += 1
@@ -1187,13 +1483,26 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         return bool(_feasible(tau, NI, smax, C1, last, strides, digits, counts, c_pair_i, c_pair_j, c_k, c_t,
                               c_d, step_ptr, yhi, cost, sched, gt))
 
-    def recover(tau: float) -> list[Stage]:
+    def trace(tau: float) -> tuple[np.ndarray, float]:
+        """The combos and s of a plan in the table of the last feasible run, and its value in the DP's
+        own costs (each stage's step at its in-flight count): the search narrows on that value, and only
+        the final plan is built and evaluated."""
         raw = _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr,
                      yhi, cost, sched, gt, j_lo, j_hi)
         if raw.shape[0] == 0:
             raise AssertionError("dp-replicated: no plan could be traced back from a feasible table")
-        return _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
+        value = 0.0
+        for q, s in raw:
+            d = int(c_d[q])
+            y = N // d if problem.schedule == "gpipe" else -(-int(s) // d)
+            a, b = int(step_ptr[q]), int(step_ptr[q + 1])
+            value = max(value, float(cost[a + int(np.searchsorted(yhi[a:b], y, side="left"))]))
+        return raw, value
+
+    def build_plan(raw: np.ndarray) -> tuple[list[Stage], PlanEvaluation]:
+        plan = _stages(problem, bits, [(int(c_pair_j[q]), int(c_pair_i[q]), int(c_k[q]), int(c_t[q]),
                                         int(c_d[q]), int(s)) for q, s in raw])
+        return plan, evaluate_plan(problem, plan)
 
     cands = np.unique(cost)
     elapsed = time.perf_counter() - t0
@@ -1214,35 +1523,47 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             why += f" with every stage at most {upper_bound:g}"
         return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
-    plan = recover(float(cands[-1]))
-    ev = evaluate_plan(problem, plan)
+    best_raw, best_value = trace(float(cands[-1]))
     # every plan's largest stage is at least the total work over all devices
     lo = int(np.searchsorted(cands, pre_work[-1] / max(1, total_devices) * (1 - 1e-9), side="left"))
-    hi = int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1
+    hi = int(np.searchsorted(cands, best_value * (1 + 1e-12), side="right")) - 1
     lo = min(lo, max(hi, 0))
     hi = max(hi, 0)
-    best_plan, best_ev = plan, ev
     while lo < hi:
         if deadline is not None and time.perf_counter() > deadline:
+            best_plan, best_ev = build_plan(best_raw)
             elapsed = time.perf_counter() - t0
             return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
                                     f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
                                     stats)
         mid = (lo + hi) // 2
         if feasible(float(cands[mid])):
-            plan = recover(float(cands[mid]))
-            ev = evaluate_plan(problem, plan)
-            if ev.objective < best_ev.objective:
-                best_plan, best_ev = plan, ev
-            hi = min(mid, int(np.searchsorted(cands, ev.objective * (1 + 1e-12), side="right")) - 1)
+            raw, value = trace(float(cands[mid]))
+            if value < best_value:
+                best_raw, best_value = raw, value
+            hi = min(mid, int(np.searchsorted(cands, value * (1 + 1e-12), side="right")) - 1)
             hi = max(hi, lo)
         else:
             lo = mid + 1
-    elapsed = time.perf_counter() - t0
     stats["lower_bound"] = float(cands[lo])
+    if not build:
+        stats["build"] = lambda: build_plan(best_raw)
+        return ReplicatedResult(None, None, best_value, Status.OPTIMAL, time.perf_counter() - t0, "", stats)
+    best_plan, best_ev = build_plan(best_raw)
+    elapsed = time.perf_counter() - t0
     if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
         raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
+    if not best_ev.objective <= best_value * (1 + 1e-9):  # the DP's costs and the evaluator must agree
+        raise AssertionError(f"dp-replicated: plan evaluates to {best_ev.objective!r}, the DP's costs say "
+                             f"{best_value!r}")
     return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
+
+
+def _doubled(a: np.ndarray, used: int, extra: int | None = None) -> np.ndarray:
+    """``a`` with ``extra`` (default: its size) more slots, its first ``used`` entries kept."""
+    b = np.empty(a.size + (a.size if extra is None else extra), a.dtype)
+    b[:used] = a[:used]
+    return b
 
 
 def _stages(problem, bits, raw) -> list[Stage]:

@@ -155,6 +155,34 @@ def test_knapsack_equals_brute_force():
         assert sum(ch[i][j][0] for i, j in enumerate(pick)) == pytest.approx(v, abs=1e-9)
 
 
+def test_knapsack_equals_a_capacity_dp_on_many_classes():
+    """Up to 90 classes with integer memory (more items and candidates than the insertion sorts take, and
+    more states than the workspace starts with; identical items in groups): against a DP over memory."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n = int(rng.integers(40, 90))
+        kinds = [(float(rng.integers(5, 30)), float(rng.integers(0, 6)), float(rng.integers(1, 9)))
+                 for _ in range(int(rng.integers(2, 8)))]  # (time, memory, extra time of the lean choice)
+        ch = []
+        for _ in range(n):
+            tm, mm, dt = kinds[int(rng.integers(len(kinds)))]
+            ch.append([(tm, mm + float(rng.integers(1, 6))), (tm + dt, mm)] if rng.random() < 0.9
+                      else [(tm, mm), (tm + dt, mm + 1.0), (tm + 2 * dt, 0.0)])
+        cap = float(sum(min(m for _, m in c) for c in ch) + rng.integers(0, 3 * n))
+        best = np.full(int(cap) + 1, np.inf)
+        best[0] = 0.0
+        for c in ch:  # least time per memory used, class by class
+            nxt = np.full_like(best, np.inf)
+            for tm, mm in c:
+                m = int(mm)
+                nxt[m:] = np.minimum(nxt[m:], best[:best.size - m] + tm)
+            best = nxt
+        v, pick = knapsack(ch, cap)
+        assert v == pytest.approx(best.min(), abs=1e-9)
+        assert sum(ch[i][j][1] for i, j in enumerate(pick)) <= cap
+        assert sum(ch[i][j][0] for i, j in enumerate(pick)) == pytest.approx(v, abs=1e-9)
+
+
 def test_knapsack_beats_the_greedy_where_it_is_not_exact():
     # greedy by time saved per byte takes the 3-for-2 upgrade first and then cannot afford the 2-for-5
     ch = [[(10.0, 0.0), (7.0, 2.0)], [(10.0, 0.0), (5.0, 3.0)]]
@@ -235,3 +263,99 @@ def test_time_limit_is_honoured_on_a_large_lattice():
     assert took < 3.0
     assert r.status in (Status.OPTIMAL, Status.FEASIBLE, Status.STOPPED)
     assert (r.plan is None) == (r.status is Status.STOPPED)
+
+
+# ---------------------------------------------------------------- repeated layers (the step-function memo)
+def layers_problem(rng: np.random.Generator, n: int) -> ParallelProblem:
+    """A chain of ``n`` identical layers (the same variants, syncs and edge costs) after a distinct first
+    node: stages of equal length have equal knapsacks, so the DP's memo of step functions is used."""
+    K = int(rng.integers(1, 3))
+    edges = [(u, u + 1) for u in range(n - 1)]
+    cost = rng.random(K).round(2)
+    tensors = [(u, [u + 1], cost) for u in range(n - 1)]
+    layer = [(round(float(rng.random()), 2) + 0.1, float(rng.integers(0, 4)), float(a), float(b) + 0.5,
+              float(b) * float(rng.random()), round(float(rng.random()), 2), round(float(rng.random()), 2))
+             for a, b in rng.random((int(rng.integers(1, 4)), 2)).round(2)]
+    variants = []
+    for u in range(n):
+        mine = layer if u else [(x[0] * 2, *x[1:]) for x in layer]
+        for k in range(K):
+            for t in (1, 2):
+                for j, (tm, params, a, b, w, si, so) in enumerate(mine):
+                    variants.append(Variant(u, k, t, f"v{j}", tm / t, params=params, a=a / t, b=b / t,
+                                            w=w / t, sync_in={u - 1: si} if u else {},
+                                            sync_out={u: so} if u < n - 1 else {}))
+    g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=K, edges=edges, tensors=tensors,
+                            variants=variants)
+    kinds = tuple(ParallelKind(f"k{k}", int(rng.integers(1, 5)), float(rng.uniform(1.0, 0.8 * n + 2)),
+                               bandwidth=float(rng.uniform(1, 4))) for k in range(K))
+    return ParallelProblem(g, kinds, int(rng.choice([1, 2, 4, 6, 8])), str(rng.choice(SCHEDULES)))
+
+
+def _without_memo(monkeypatch):
+    import solvers.dp_replicated as dpr
+
+    real = dpr._node_data
+    monkeypatch.setattr(dpr, "_node_data", lambda p: dict(real(p), repeated=False))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repeated_layers_equal_brute_force(seed):
+    import solvers.dp_replicated as dpr
+
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(6):
+        p = layers_problem(rng, 4)
+        assert dpr._node_data(p)["repeated"]
+        want = brute_force(p)
+        r = solve_problem(p)
+        if math.isinf(want):
+            assert r.status is Status.INFEASIBLE
+            continue
+        assert r.status is Status.OPTIMAL
+        assert r.objective == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_the_memo_changes_nothing_but_time(monkeypatch):
+    """With and without the memo of step functions: the same plan, value and stage options (a reused step
+    function is the one that would have been computed)."""
+    import solvers.dp_replicated as dpr
+
+    rng = np.random.default_rng(5)
+    probs = [layers_problem(rng, int(rng.integers(6, 30))) for _ in range(30)]
+    memo = [solve_problem(p) for p in probs]
+    assert sum(r.stats.get("knapsack_memo_hits", 0) for r in memo) > 0
+    with monkeypatch.context() as m:  # a memo that starts with one entry has to grow
+        grown = []
+        m.setattr(dpr, "_MEMO_ENTRIES", 1)
+        m.setattr(dpr, "_grow_memo", lambda *a, real=dpr._grow_memo: grown.append(1) or real(*a))
+        tiny = [solve_problem(p) for p in probs]
+        assert grown
+    _without_memo(monkeypatch)
+    for p, a, c in zip(probs, memo, tiny):
+        b = solve_problem(p)
+        assert b.stats.get("knapsack_memo_hits", 0) == 0
+        for x in (a, c):
+            assert (x.status, x.objective, x.plan) == (b.status, b.objective, b.plan)
+            for key in ("pairs", "stage_options", "steps"):
+                assert x.stats.get(key) == b.stats.get(key)
+
+
+def test_a_lattice_over_the_budget_returns_the_chain_plan_built_and_evaluated():
+    """Past ``max_ideals`` the best plan of the chain passes is the answer (``feasible``, not proven): it
+    is built only then, and is valid with the evaluator's value."""
+    rng = np.random.default_rng(9)
+    n = 30
+    edges = [(u, v) for v in range(n) for u in range(max(0, v - 4), v) if rng.random() < 0.3]
+    variants = [Variant(u, 0, 1, name, float(rng.random()) * f, 1.0, a, 1.0)
+                for u in range(n) for name, f, a in (("vanilla", 1.0, 2.0), ("recompute", 1.3, 0.5))]
+    g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
+                            tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
+    p = ParallelProblem(g, (ParallelKind("gpu", 8, 40.0, 1.0),), 8)
+    r = solve_problem(p, max_ideals=40)
+    assert r.status is Status.FEASIBLE and "not proven" in r.message
+    ev = evaluate_plan(p, r.plan)
+    assert ev.valid, ev.problems
+    assert r.objective == ev.objective == r.evaluation.objective
+    assert "build" not in r.stats
+    assert solve_problem(p).objective <= r.objective
