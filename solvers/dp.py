@@ -533,22 +533,20 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
     return used
 
 
-@njit(cache=True)
-def _edge_items(bits, down_ptr, down_idx):
-    """``item[e]``: the one item that the Hasse edge ``e`` (ideal -> immediate sub-ideal) removes."""
-    N, W = bits.shape
-    item = np.empty(down_idx.shape[0], np.int64)
-    for j in range(N):
-        for e in range(down_ptr[j], down_ptr[j + 1]):
-            k = down_idx[e]
-            for w in range(W):
-                d = bits[j, w] & ~bits[k, w]
-                if d:
-                    b = 0
-                    while not (d >> np.uint64(b)) & np.uint64(1):
-                        b += 1
-                    item[e] = w * 64 + b
-                    break
+def _edge_items(lattice: IdealLattice) -> np.ndarray:
+    """``item[e]``: the one item that the Hasse edge ``e`` (ideal -> immediate sub-ideal) removes
+    (vectorised over edges, in blocks to bound the temporary bitsets)."""
+    down_ptr, down_idx, bits = lattice.down_ptr, lattice.down_idx, lattice.bits
+    E = down_idx.size
+    src = np.repeat(np.arange(lattice.num_ideals, dtype=np.int64), np.diff(down_ptr))
+    item = np.empty(E, np.int64)
+    step = max(1, 4_000_000 // max(1, lattice.words))
+    for lo in range(0, E, step):
+        hi = min(E, lo + step)
+        d = bits[src[lo:hi]] & ~bits[down_idx[lo:hi]]
+        w = np.argmax(d != 0, axis=1)
+        one = d[np.arange(hi - lo), w]  # a single set bit: a power of two, exact as a float
+        item[lo:hi] = w * 64 + np.frexp(one.astype(np.float64))[1] - 1
     return item
 
 
@@ -940,8 +938,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     par_idx = np.empty((N, S), np.int32)
     par_cnt[0] = 1
     par_idx[0, 0] = 0
-    down_item = _leaf(_edge_items, lattice.down_idx.size * lattice.words)(lattice.bits, lattice.down_ptr,
-                                                                           lattice.down_idx)
+    down_item = _edge_items(lattice)
     own_ptr, own_idx, pred_ptr, pred_idx = _item_nodes(prob)
     sw_ptr, sw_word, sw_mask = _sparse_words(prob.cn_succ)
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting

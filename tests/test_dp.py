@@ -344,7 +344,7 @@ def test_stage_communication_by_adding_items_equals_the_border_pass(training):
             continue
         lat = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
         bd_ptr, bd_idx = dpm._boundaries(lat.bits, prob.cn_class, prob.cn_succ)
-        down_item = dpm._edge_items(lat.bits, lat.down_ptr, lat.down_idx)
+        down_item = dpm._edge_items(lat)
         own_ptr, own_idx, pred_ptr, pred_idx = dpm._item_nodes(prob)
         sw_ptr, sw_word, sw_mask = dpm._sparse_words(prob.cn_succ)
         T = prob.counts.size
