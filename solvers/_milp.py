@@ -26,6 +26,8 @@ from scipy.sparse import coo_matrix
 
 from graphs.errors import InputError
 
+from .base import BOUND_TOLERANCE_REL, check_bound
+
 __all__ = ["MilpModel", "MipResult", "solve_mip", "BACKENDS"]
 
 BACKENDS = ("highs", "pulp")
@@ -144,6 +146,39 @@ class MipResult:
     time: float
     message: str = ""
     stats: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a :class:`MipResult` proves about a placement the evaluator scored (:func:`judge`)."""
+
+    bound: float | None
+    gap: float | None
+    proven: bool  # the solver closed the requested gap on the evaluated value, with a trusted bound
+    message: str
+    mismatch: float | None  # the solver's bound, when it exceeds the evaluated value (not trusted)
+
+
+def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, what: str,
+          kept: str) -> Verdict:
+    """Judge ``res``'s bound against ``value``, the evaluator's ``what`` (e.g. "objective") of its
+    placement, with ``fallback`` the model-free bound (``kept`` names it in the message): the one rule
+    every integer program of the project reports by."""
+    checked = check_bound(res.bound, value, fallback=fallback)
+    proven = (res.status == OPTIMAL and checked.consistent and checked.gap is not None
+              and checked.gap <= gap + BOUND_TOLERANCE_REL)
+    if not checked.consistent:
+        # the program's bound is above the evaluator's value of a valid placement: its model and the
+        # evaluator disagree, so nothing it proved is trusted
+        msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated {what} "
+               f"{value:.6g} (its model disagrees with the evaluator); only {kept} is kept")
+    elif res.status == OPTIMAL and not proven:
+        # the solver stopped on its own gap but ours (on the evaluator's value) is not closed
+        msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
+    else:
+        msg = res.message
+    return Verdict(checked.bound, checked.gap, proven, msg,
+                   None if checked.consistent else checked.claimed)
 
 
 def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | None = None, gap: float = 1e-4,

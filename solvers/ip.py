@@ -63,7 +63,7 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
+from .base import Solution, SolveOptions, Status
 
 __all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
 
@@ -275,21 +275,11 @@ def _result(graph, cluster, options, res: _milp.MipResult, assignment, solver: s
     value = _objective_value(graph, cluster, assignment, options.objective)
     if model_value is not None:
         stats["model_objective"] = model_value
-    checked = check_bound(res.bound, value, fallback=static_bound)
-    bound, gap = checked.bound, checked.gap
-    proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
-              and gap <= options.gap + BOUND_TOLERANCE_REL)
-    if not checked.consistent:
-        # the program's bound is above the evaluator's value of a valid placement: its model and the
-        # evaluator disagree, so nothing it proved is trusted
-        stats["bound_mismatch"] = checked.claimed
-        msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated objective "
-               f"{value:.6g} (its model disagrees with the evaluator); only the model-free bound is kept")
-    elif res.status == _milp.OPTIMAL and not proven:
-        # the solver stopped on its own gap but ours (on the evaluator's value) is not closed
-        msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
-    else:
-        msg = res.message
+    verdict = _milp.judge(res, value, static_bound, options.gap, what="objective",
+                          kept="the model-free bound")
+    bound, gap, proven, msg = verdict.bound, verdict.gap, verdict.proven, verdict.message
+    if verdict.mismatch is not None:
+        stats["bound_mismatch"] = verdict.mismatch
     status = Status.OPTIMAL if proven else Status.FEASIBLE
     if res.status == _milp.ERROR:
         msg = res.message

@@ -44,7 +44,7 @@ from graphs.latency import host_kinds, latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
+from .base import Solution, SolveOptions, Status
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
 
@@ -596,18 +596,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     stats["model_objective"] = None if res.x is None else float(res.x[model.T])
     stats["subgraphs"] = [int(s) for s in sub]
     stats["max_load"] = evaluate(graph, cluster, a).max_load
-    checked = check_bound(res.bound, value, fallback=lb)
-    bound, gap = checked.bound, checked.gap
-    proven = (res.status == _milp.OPTIMAL and checked.consistent and gap is not None
-              and gap <= options.gap + BOUND_TOLERANCE_REL)
-    if not checked.consistent:
-        stats["bound_mismatch"] = checked.claimed
-        msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated latency {value:.6g} "
-               f"(its model disagrees with the evaluator); only the path bound is kept")
-    elif res.status == _milp.OPTIMAL and not proven:
-        msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
-    else:
-        msg = res.message
+    verdict = _milp.judge(res, value, lb, options.gap, what="latency", kept="the path bound")
+    bound, gap, proven, msg = verdict.bound, verdict.gap, verdict.proven, verdict.message
+    if verdict.mismatch is not None:
+        stats["bound_mismatch"] = verdict.mismatch
     return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE, solver,
                     bound=bound, gap=gap, time=elapsed, message=msg, stats=stats)
 
