@@ -40,7 +40,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
-from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
+from .base import BOUND_TOLERANCE_REL, IP_MIN_SECONDS, Solution, SolveOptions, Status, check_bound
 from .bounds import bounds_of_items
 from .refine import refine
 
@@ -240,7 +240,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     from .registry import SOLVERS, get_solver
 
     left = deadline - time.perf_counter()
-    if "ip" in SOLVERS and left > 5 and not interrupted:
+    if "ip" in SOLVERS and left > IP_MIN_SECONDS and not interrupted:
         # every option the user gave (backend, seed, threads, gap, raw...) reaches the IP
         ip = get_solver("ip")(graph, cluster, replace(options, time_limit=left * 0.9, warm_start=a))
         if ip.assignment is not None and ip.objective < value:

@@ -9,8 +9,10 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
    that keep every merged chain in one stage: label ``exact-on-coarsened``, status ``feasible``.
 3. **Refined.** The MILP (``ip-replicated``) then starts from the best plan so far on the original graph
    (when its model has at most ``max_ip_columns`` columns), for at most ``ip_time`` seconds or the time
-   left. A plan it proves optimal is ``exact`` / ``optimal``; a better plan it does not prove is
-   ``heuristic`` (with its bound and gap); otherwise the coarse plan stands, with the MILP's bound.
+   left; under a time limit only with at least :data:`solvers.base.IP_MIN_SECONDS` left (HiGHS's root
+   phases ignore a shorter limit). A plan it proves optimal is ``exact`` / ``optimal``; a better plan it
+   does not prove is ``heuristic`` (with its bound and gap); otherwise the coarse plan stands, with the
+   MILP's bound.
 4. When nothing above gives a plan, PipeDream's planner (``pipedream-replicated``): ``heuristic``.
 
 The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
@@ -26,7 +28,7 @@ from graphs.parallel import ParallelProblem, from_opgraph
 from graphs.parallel_coarsen import merge_chains
 
 from . import dp_replicated, ip_replicated, pipedream_replicated
-from .base import Solution, SolveOptions, Status
+from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status
 from .dp_replicated import ReplicatedResult
 
 __all__ = ["solve_problem", "solve", "LABELS"]
@@ -94,7 +96,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
     extra: dict = {}
-    if refine and (deadline is None or _left(deadline) > 0.05):
+    if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_replicated.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip-replicated")
