@@ -318,11 +318,11 @@ def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, ow
 
 @njit(cache=True)
 def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
-              sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, al_ptr,
-              al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain,
-              sbits, ok, eager, tally):
-    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its alive states
-    ``al_idx[al_ptr[I]:al_ptr[I + 1]]`` (the others stay ``inf``). ``stamp``, ``queue``, ``cq``,
+              sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, alive,
+              par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain, sbits, ok,
+              eager, tally):
+    """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its states ``s`` with ``alive[I, s]`` (the
+    others stay ``inf`` until :func:`_close_row`). ``stamp``, ``queue``, ``cq``,
     ``cpar``, ``citem``, ``cdone``, ``chain``, ``sbits`` and ``ok`` are scratch space. Returns the
     number of (J, I) pairs used.
 
@@ -334,12 +334,19 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     proportional to the added items' nodes and neighbours, not recomputed from the borders. With
     ``eager`` (most pairs pass that bound, as on multi-kind clusters) every slot's communication is
     derived when it is queued, which costs less than the test it saves. ``tally`` counts the pairs
-    used and those that needed their communication, for the caller's choice of ``eager``."""
+    used and those that needed their communication, for the caller's choice of ``eager`` (in eager
+    mode every pair counts as needing it, so that choice holds until the caller's tally is reset: one
+    chunk of ideals)."""
     T = comp.shape[1]
     W = bits.shape[1]
-    a0, a1 = al_ptr[I], al_ptr[I + 1]
+    S = digits.shape[0]
     used = 0
-    if a1 == a0:
+    any_alive = False
+    for s in range(S):
+        if alive[I, s]:
+            any_alive = True
+            break
+    if not any_alive:
         return 0
     stamp[I] = I
     queue[0] = I
@@ -443,8 +450,8 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
             # dp[0] holds the floor (a proven lower bound on the optimum): states at the floor cannot
             # improve, and once every state of I is there the rest of the walk is useless
             settled = True
-            for q in range(a0, a1):
-                if dp[I, al_idx[q]] > dp[0, 0]:
+            for s in range(S):
+                if alive[I, s] and dp[I, s] > dp[0, 0]:
                     settled = False
                     break
             if settled:
@@ -493,7 +500,7 @@ def _eager(tally):
 @njit(cache=True)
 def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr,
               sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-              al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone,
+              alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone,
               chain):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
     ``stamp``, ``queue``, ``cq``, ``cpar``, ``citem``, ``cdone`` and ``chain`` have one row per thread;
@@ -505,7 +512,7 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_
     for I in range(lo, hi):
         used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                           sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
-                          pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
+                          pred_ptr, pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t,
                           stamp[0], queue[0], cq[0], cpar[0], citem[0], cdone[0], chain[0], sbits, ok,
                           _eager(tally), tally)
     return used
@@ -514,7 +521,7 @@ def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_
 @njit(cache=True, parallel=True)
 def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                        sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr,
-                       pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue,
+                       pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue,
                        cq, cpar, citem, cdone, chain):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
@@ -527,7 +534,7 @@ def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, di
         t = get_thread_id()
         used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                           sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
-                          pred_ptr, pred_idx, ub, al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t,
+                          pred_ptr, pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t,
                           stamp[t], queue[t], cq[t], cpar[t], citem[t], cdone[t], chain[t], sbits[t], ok[t],
                           _eager(tally[t]), tally[t])
     return used
@@ -927,12 +934,6 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
                                                                prob.item_compute, prob.item_memory)
     alive = _states_within(prob, lattice, mem, ub, prices)
-    # the kernel loops over each ideal's alive states only (a quarter of them on multi-kind clusters)
-    al_rows, al_idx = np.nonzero(alive)
-    al_ptr = np.zeros(N + 1, np.int64)
-    np.cumsum(np.bincount(al_rows, minlength=N), out=al_ptr[1:])
-    al_idx = al_idx.astype(np.int64)
-    del al_rows
     # the strict states of each finished ideal (_close_row): the only ones the walk extends
     par_cnt = np.zeros(N, np.int64)
     par_idx = np.empty((N, S), np.int32)
@@ -951,14 +952,13 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     ch_t = np.full((N, S), -1, np.int64)
     stamp = np.full((nt, N), -1, np.int64)
     queue = np.empty((nt, N), np.int64)
-    in_bi = np.zeros((nt, prob.cn_class.size), np.bool_)
     cq = np.empty((nt, N, prob.counts.size))
     layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
     if nt > 1:
         set_num_threads(nt)
     head = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
             prob.cn_cost, sw_ptr, sw_word, sw_mask, lattice.down_ptr, lattice.down_idx, down_item, own_ptr,
-            own_idx, pred_ptr, pred_idx, float(ub), al_ptr, al_idx, alive, par_cnt, par_idx, dp, ch_j, ch_t)
+            own_idx, pred_ptr, pred_idx, float(ub), alive, par_cnt, par_idx, dp, ch_j, ch_t)
     rows = (stamp, queue, cq, np.empty((nt, N), np.int64), np.empty((nt, N), np.int64),
             np.zeros((nt, N), np.bool_), np.empty((nt, N), np.int64))
     scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_), False,
@@ -991,6 +991,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             ch_t.fill(-1)
             stamp.fill(-1)  # the first pass stamped with the same owners
             bd_ptr, bd_idx = _boundaries(lattice.bits, prob.cn_class, prob.cn_succ)
+            in_bi = np.zeros((nt, prob.cn_class.size), np.bool_)
             out = _leaf(_out_comm, bd_idx.size * prob.counts.size)(
                 lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
             thead = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
