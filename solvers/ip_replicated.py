@@ -246,15 +246,7 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
             y = N // d
             mem = {vi: _mem(problem, g.variants[vi], y) for (u, kk, tq), vv in g.options.items()
                    if kk == k and tq == t for vi in vv}
-            worst: dict[int, float] = {}
-            for vi, x in mem.items():
-                worst[g.variants[vi].node] = max(worst.get(g.variants[vi].node, 0.0), x)
-            big = max(0.0, sum(worst.values()) - cap)
-            if big == 0.0:
-                continue
-            for p in range(P):
-                m_rows.append([(w[vi, p], x) for vi, x in mem.items() if x] + [(c[p, oi], big)])
-                m_hi.append(cap + big)
+            _memory_rows(g, w, mem, cap, [c[p, oi] for p in range(P)], m_rows, m_hi)
         rows(-inf, np.array(m_hi), m_rows)
     else:
         # one-hot in-flight count, used slots only
@@ -271,17 +263,25 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
             vids = [vi for (u, kk, tq), vv in g.options.items() if kk == k for vi in vv]
             for j in range(1, smax + 1):
                 mem = {vi: _mem(problem, g.variants[vi], j) for vi in vids}
-                worst: dict[int, float] = {}
-                for vi, x in mem.items():
-                    worst[g.variants[vi].node] = max(worst.get(g.variants[vi].node, 0.0), x)
-                big = max(0.0, sum(worst.values()) - cap)
-                if big == 0.0:
-                    continue
-                for p in range(P):
-                    m_rows.append([(w[vi, p], x) for vi, x in mem.items() if x] + [(Y[p, j - 1], big)])
-                    m_hi.append(cap + big)
+                _memory_rows(g, w, mem, cap, [Y[p, j - 1] for p in range(P)], m_rows, m_hi)
         rows(-inf, np.array(m_hi) if m_hi else 0.0, m_rows)
     return m, lay
+
+
+def _memory_rows(g, w, mem: dict, cap: float, on, m_rows: list, m_hi: list) -> None:
+    """Append the big-M memory rows of one case (a configuration, or an in-flight count): in every
+    stage slot ``p`` the chosen variants (columns ``w[vi, p]``) use ``mem[vi]`` each and must fit ``cap``
+    when the column ``on[p]`` is 1. ``big`` is what the heaviest variant of every node could exceed
+    ``cap`` by; no rows when that cannot happen."""
+    worst: dict[int, float] = {}
+    for vi, x in mem.items():
+        worst[g.variants[vi].node] = max(worst.get(g.variants[vi].node, 0.0), x)
+    big = max(0.0, sum(worst.values()) - cap)
+    if big == 0.0:
+        return
+    for p, col in enumerate(on):
+        m_rows.append([(w[vi, p], x) for vi, x in mem.items() if x] + [(col, big)])
+        m_hi.append(cap + big)
 
 
 def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], value: float, ncols: int):
