@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import sys
@@ -253,7 +252,7 @@ def _output_dir(path: str, flag: str) -> str:
 
 
 def _print_result(args, placement, out=None) -> None:
-    from .export import result_dict, write_json
+    from .export import print_json, result_dict, write_json
     from .report import format_summary, format_table
 
     out = out or sys.stdout
@@ -269,8 +268,7 @@ def _print_result(args, placement, out=None) -> None:
         if args.out:
             write_json(args.out, data)
         if args.json:
-            json.dump(data, out, indent=1)
-            out.write("\n")
+            print_json(data, out)
         else:
             table = format_table(placement)
             if table:
@@ -683,8 +681,9 @@ def _cmd_run(args) -> int:
            "notes": list(split.notes)}
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
     if args.json:
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from .export import print_json
+
+        print_json(doc)
     else:
         for note in split.notes:
             print(f"note: {note}")
@@ -765,9 +764,9 @@ def _cmd_show(args) -> int:
     over = simulate(w.graph, w.cluster, a, schedule=sim.schedule, microbatches=args.microbatches,
                     overlap=True)
     if args.json:
-        json.dump({"result": args.result, "simulation": sim.summary(), "overlapped": over.summary()},
-                  sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from .export import print_json
+
+        print_json({"result": args.result, "simulation": sim.summary(), "overlapped": over.summary()})
     else:
         from graphs.latency import latency
 

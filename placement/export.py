@@ -29,13 +29,14 @@ import json
 import math
 import os
 import secrets
+import sys
 
 from graphs.mfu import compute_utilisation
 from graphs.reference import ACCELERATOR, CPU
 
 from .api import Placement
 
-__all__ = ["result_dict", "write_json", "source_path", "SCHEMA_VERSION"]
+__all__ = ["result_dict", "write_json", "print_json", "source_path", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 
@@ -128,6 +129,14 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
                 out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
                             for d in ev.devices if d.kind == kind]
     return out
+
+
+def print_json(data: dict, out=None) -> None:
+    """Print ``data`` as the JSON document of a ``--json`` run (indented one space, a final newline) to
+    ``out`` (default: standard output)."""
+    out = out or sys.stdout
+    json.dump(data, out, indent=1)
+    out.write("\n")
 
 
 def write_json(path: str | os.PathLike, data: dict) -> None:

@@ -13,7 +13,6 @@ per sample (the largest stage's).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -208,13 +207,12 @@ def no_plan(args, r) -> int:
 
 def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
           unit: str = "s") -> None:
-    from .export import write_json
+    from .export import print_json, write_json
 
     if getattr(args, "out", None):
         write_json(args.out, data)
     if getattr(args, "json", False):
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(data)
         return
     sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
     if getattr(args, "out", None):

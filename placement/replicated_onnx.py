@@ -309,9 +309,7 @@ def split_command(args, dims: dict) -> int:
 
 def run_command(args, dims: dict) -> int:
     """``placement run RESULT MODEL`` for a replicated plan: ``d`` processes per stage."""
-    import json
-    import sys
-
+    from .export import print_json
     from .pipeline_run import run_inputs
 
     model, data = _read(args)
@@ -328,8 +326,7 @@ def run_command(args, dims: dict) -> int:
            "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
            "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
     if args.json:
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(doc)
     else:
         print(f"{run.samples} samples through {len(run.replicas)} stage(s) on {run.workers} worker "
               f"process(es) in {run.wall_s:.3f} s")

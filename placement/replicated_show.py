@@ -12,7 +12,6 @@ An ONNX model's problem is rebuilt from the settings the result records
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -122,9 +121,9 @@ def show(args) -> int:
     plan = plan_from_dict(problem, data, source=args.result)
     sim = simulate_plan(problem, plan)
     if args.json:
-        json.dump({"result": args.result, "time_unit": "s", "simulation": sim.summary()}, sys.stdout,
-                  indent=1)
-        sys.stdout.write("\n")
+        from .export import print_json
+
+        print_json({"result": args.result, "time_unit": "s", "simulation": sim.summary()})
     else:
         print(format_simulation(sim, "ms" if onnx else "s"))
     if not args.no_draw and not args.json:

@@ -139,10 +139,9 @@ def _serving_section(sw) -> dict:
 
 def run_place(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo``: sweep, print, write."""
-    import json
     import sys
 
-    from .export import result_dict, write_json
+    from .export import print_json, result_dict, write_json
     from .report import format_summary, format_table
     from .serving import sweep
 
@@ -167,8 +166,7 @@ def run_place(args, frontend: dict) -> int:
     if args.out:
         write_json(args.out, data)
     if args.json:
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(data)
     else:
         slo = f", latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
         print(f"batch sizes{slo} (samples/s = batch / max-load; latency = one batch end to end)")
@@ -316,10 +314,9 @@ def run(args) -> int:
 
 
 def _run_frontier(args) -> int:
-    import json
     import sys
 
-    from .export import write_json
+    from .export import print_json, write_json
     from .serving import frontier
 
     _need_onnx(args.model, "placement frontier")
@@ -336,8 +333,7 @@ def _run_frontier(args) -> int:
             write_json(pt["plan_file"], pt["plan"])
         write_json(args.out, data)
     if args.json:
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(data)
     else:
         rows = [["#", "batch", "samples/s", "latency ms", "max-load ms", "MFU", "proven"]]
         for k, p in enumerate(fr.points):
@@ -367,13 +363,12 @@ def _run_frontier(args) -> int:
 
 # ---------------------------------------------------------------- provision
 def _run_provision(args) -> int:
-    import json
     import sys
 
     from graphs.devices import parse_devices
     from graphs.errors import InputError
 
-    from .export import result_dict, write_json
+    from .export import print_json, result_dict, write_json
     from .provision import EXAMPLE_PRICES, kind_prices, provision, read_prices
     from .serving import batch_workload
 
@@ -447,8 +442,7 @@ def _run_provision(args) -> int:
     if args.out:
         write_json(args.out, data)
     if args.json:
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(data)
     else:
         slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
         print(f"price-throughput curve of efficient allocations (batch {b}{slo}; "

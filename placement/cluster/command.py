@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import textwrap
@@ -145,8 +144,9 @@ def run(args) -> int:
 
         write_json(args.out, doc)
     if args.json:
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from placement.export import print_json
+
+        print_json(doc)
     else:
         for r in results:
             print(format_result(r, jl))
