@@ -159,7 +159,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 tried.append(f"{label}: {e}")
                 continue
             est = dp.estimate(prob, lattice, ub, seconds_per_pair=options.raw.get("seconds_per_pair"),
-                              affordable=0.5 * (deadline - time.perf_counter()))
+                              affordable=0.5 * (deadline - time.perf_counter()), threads=options.threads)
             left = deadline - time.perf_counter()
             if est.seconds > 0.7 * left or est.memory_bytes > mem_limit:
                 tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "

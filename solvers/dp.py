@@ -62,6 +62,7 @@ __all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimat
            "DEFAULT_MAX_IDEALS", "model_mismatch", "mismatch_solution"]
 
 DEFAULT_MAX_IDEALS = 3_000_000
+_PAD = 128  # bytes between two threads' scratch rows (two cache lines)
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
 _MAX_CHUNK = 64  # ideals per kernel call at most
 
@@ -229,6 +230,19 @@ def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
 
 
 @njit(cache=True)
+def _rec_fits(I, J, rec, counts, caps, ub, ok):
+    """:func:`_stage_fits` on the packed per-ideal records of :func:`_records`."""
+    T = counts.shape[0]
+    m = rec[I, 2 * T] - rec[J, 2 * T]
+    any_ok = False
+    for t in range(T):
+        ok[t] = (counts[t] > 0 and rec[I, T + t] == rec[J, T + t] and m <= caps[t]
+                 and rec[I, t] - rec[J, t] <= ub)
+        any_ok = any_ok or ok[t]
+    return any_ok
+
+
+@njit(cache=True)
 def _stage_comm(I, J, bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx, in_bi, sbits, comm):
     """Communication per kind of the stage ``I \\ J`` into ``comm`` (``in_bi`` marks I's boundary): only
     nodes on the boundary of ``I`` or of ``J`` can cross it. Shared by both passes."""
@@ -317,9 +331,9 @@ def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, ow
 
 
 @njit(cache=True)
-def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
-              sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub, alive,
-              par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain, sbits, ok,
+def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
+              sw_mask, down, own_ptr, own_idx, pred_ptr, pred_idx, ub, alive,
+              dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain, sb, sbits, ok,
               eager, tally):
     """Fill ``dp[I]`` (all sub-ideals of ``I`` are done) in its states ``s`` with ``alive[I, s]`` (the
     others stay ``inf`` until :func:`_close_row`). ``stamp``, ``queue``, ``cq``,
@@ -327,7 +341,7 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     number of (J, I) pairs used.
 
     The walk goes down the Hasse edges from ``I``; every sub-ideal ``J`` it reaches is one item ``x``
-    (``down_item``) short of the sub-ideal it was reached from (queue slot ``cpar``), so the stage
+    (``down[e, 1]``) short of the sub-ideal it was reached from (queue slot ``cpar``), so the stage
     ``I \\ J`` is that one's stage plus ``x``. Its communication (``cq``, per slot) is needed only when
     the compute-only bound lets the pair improve ``dp[I]``; it is then derived from the nearest slot up
     the discovery tree whose communication is known (``cdone``), by :func:`_add_item` per step, in time
@@ -337,9 +351,10 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     used and those that needed their communication, for the caller's choice of ``eager`` (in eager
     mode every pair counts as needing it, so that choice holds until the caller's tally is reset: one
     chunk of ideals)."""
-    T = comp.shape[1]
+    T = counts.shape[0]
     W = bits.shape[1]
     S = digits.shape[0]
+    P = 2 * T + 4  # rec (_records): compute, unsupported, memory, Hasse edges, strict states
     used = 0
     any_alive = False
     for s in range(S):
@@ -352,6 +367,9 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
     queue[0] = I
     for t in range(T):
         cq[0, t] = 0.0
+    if eager:
+        for w in range(W):
+            sb[0, w] = 0
     cdone[0] = True
     head, tail = 0, 1
     while head < tail:
@@ -359,27 +377,28 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
         J = queue[k]
         head += 1
         if J != I:
-            if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+            if not _rec_fits(I, J, rec, counts, caps, ub, ok):
                 continue  # every smaller J only makes the stage bigger
             used += 1
             tally[0] += 1
-        have_bits = False
-        for e in range(down_ptr[J], down_ptr[J + 1]):
-            K = down_idx[e]
+        for e in range(int(rec[J, 2 * T + 1]), int(rec[J, 2 * T + 2])):
+            K = down[e, 0]
             if stamp[K] != I:
                 stamp[K] = I
                 queue[tail] = K
                 cpar[tail] = k
-                citem[tail] = down_item[e]
+                citem[tail] = down[e, 1]
                 cdone[tail] = eager
                 if eager:
-                    if not have_bits:
-                        for w in range(W):
-                            sbits[w] = bits[I, w] & ~bits[J, w]
-                        have_bits = True
+                    # the slot's stage, from its parent's (a stream of writes, where bits[J] is a
+                    # random read of a large table)
+                    x = down[e, 1]
+                    for w in range(W):
+                        sb[tail, w] = sb[k, w]
+                    sb[tail, x >> 6] |= np.uint64(1) << np.uint64(x & 63)
                     for t in range(T):
                         cq[tail, t] = cq[k, t]
-                    _add_item(down_item[e], sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr,
+                    _add_item(x, sb[k], cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr,
                               own_idx, pred_ptr, pred_idx, cq[tail])
                 tail += 1
         if J == I:
@@ -392,14 +411,20 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                 break
             if not ok[t]:
                 continue
-            lb = comp[I, t] - comp[J, t]
+            lb = rec[I, t] - rec[J, t]
             st = strides[t]
-            for q in range(par_cnt[J]):
-                s0 = par_idx[J, q]
+            n = int(rec[J, P - 1])
+            for q in range(n if n >= 0 else S):
+                if n >= 0:
+                    s0 = int(rec[J, P + 2 * q])
+                    prev = rec[J, P + 2 * q + 1]
+                else:
+                    s0 = q
+                    prev = dp[J, q]
                 if digits[s0, t] == counts[t]:
                     continue
                 s = s0 + st
-                if alive[I, s] and lb < dp[I, s] and dp[J, s0] < dp[I, s]:
+                if alive[I, s] and lb < dp[I, s] and prev < dp[I, s]:
                     useful = True
                     break
             if useful:
@@ -428,18 +453,23 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
         for t in range(T):
             if not ok[t]:
                 continue
-            load = comp[I, t] - comp[J, t] + cq[k, t]
+            load = rec[I, t] - rec[J, t] + cq[k, t]
             if load > ub:
                 continue
             st = strides[t]
-            for q in range(par_cnt[J]):
-                s0 = par_idx[J, q]
+            n = int(rec[J, P - 1])
+            for q in range(n if n >= 0 else S):
+                if n >= 0:
+                    s0 = int(rec[J, P + 2 * q])
+                    prev = rec[J, P + 2 * q + 1]
+                else:
+                    s0 = q
+                    prev = dp[J, q]
                 if digits[s0, t] == counts[t]:
                     continue
                 s = s0 + st
-                if not alive[I, s]:
+                if not alive[I, s] or not prev < np.inf:
                     continue
-                prev = dp[J, s0]
                 cand = prev if prev > load else load
                 if cand < dp[I, s]:
                     dp[I, s] = cand
@@ -456,18 +486,21 @@ def _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class
                     break
             if settled:
                 break
-    _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx)
+    _close_row(I, dp, ch_j, ch_t, strides, digits, rec)
     return used
 
 
 @njit(cache=True)
-def _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx):
+def _close_row(I, dp, ch_j, ch_t, strides, digits, rec):
     """Make ``dp[I]`` monotone (``dp[I][c] <= dp[I][c - e_k]``: a device may stay unused), copying the
-    choices along, and list in ``par_idx[I]`` its strict states: those better than every smaller one.
+    choices along, and record in ``rec[I]`` (:func:`_records`) its strict states: those better than
+    every smaller one.
 
     The walk only extends strict states of a sub-ideal: a state ``c`` with ``dp[J][c] = dp[J][c - e_k]``
     gives the same candidates as ``c - e_k`` one device later, and the closure carries them up."""
     S, T = digits.shape
+    R = rec.shape[1]
+    P = 2 * T + 4
     for t in range(T):
         st = strides[t]
         for s in range(S):
@@ -486,9 +519,12 @@ def _close_row(I, dp, ch_j, ch_t, strides, digits, par_cnt, par_idx):
                 strict = False
                 break
         if strict:
-            par_idx[I, n] = s
+            if P + 2 * n + 1 < R:
+                rec[I, P + 2 * n] = s
+                rec[I, P + 2 * n + 1] = v
             n += 1
-    par_cnt[I] = n
+    # more strict states than the row holds: the walk then extends every finite state (exact too)
+    rec[I, P - 1] = n if P + 2 * n <= R else -1
 
 
 @njit(cache=True)
@@ -498,46 +534,72 @@ def _eager(tally):
 
 
 @njit(cache=True)
-def _dp_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr,
-              sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr, pred_idx, ub,
-              alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone,
-              chain):
+def _dp_chunk(lo, hi, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr,
+              sw_word, sw_mask, down, own_ptr, own_idx, pred_ptr, pred_idx, ub,
+              alive, dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone,
+              chain, sb):
     """Fill ``dp[I]`` for ideals ``lo <= I < hi``, one after another. Returns the pairs used.
-    ``stamp``, ``queue``, ``cq``, ``cpar``, ``citem``, ``cdone`` and ``chain`` have one row per thread;
-    the serial kernel uses row 0."""
+    ``stamp``, ``queue``, ``cq``, ``cpar``, ``citem``, ``cdone``, ``chain`` and ``sb`` have one row per
+    thread; the serial kernel uses row 0."""
     sbits = np.empty(bits.shape[1], np.uint64)
-    ok = np.zeros(comp.shape[1], np.bool_)
+    ok = np.zeros(counts.shape[0], np.bool_)
     tally = np.zeros(2, np.int64)
     used = 0
     for I in range(lo, hi):
-        used += _dp_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
-                          pred_ptr, pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t,
-                          stamp[0], queue[0], cq[0], cpar[0], citem[0], cdone[0], chain[0], sbits, ok,
+        used += _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
+                          sw_ptr, sw_word, sw_mask, down, own_ptr, own_idx,
+                          pred_ptr, pred_idx, ub, alive, dp, ch_j, ch_t,
+                          stamp[0], queue[0], cq[0], cpar[0], citem[0], cdone[0], chain[0], sb[0], sbits, ok,
                           _eager(tally), tally)
     return used
 
 
 @njit(cache=True, parallel=True)
-def _dp_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                       sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx, pred_ptr,
-                       pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t, stamp, queue,
-                       cq, cpar, citem, cdone, chain):
+def _dp_chunk_parallel(lo, hi, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
+                       sw_ptr, sw_word, sw_mask, down, own_ptr, own_idx, pred_ptr,
+                       pred_idx, ub, alive, dp, ch_j, ch_t, stamp, queue,
+                       cq, cpar, citem, cdone, chain, sb):
     """As :func:`_dp_chunk`, the ideals spread over threads: ``lo..hi`` must be ideals of one size
     (none is a sub-ideal of another), so every thread writes its own rows and reads finished ones."""
     nt = stamp.shape[0]
-    sbits = np.empty((nt, bits.shape[1]), np.uint64)
-    ok = np.zeros((nt, comp.shape[1]), np.bool_)
-    tally = np.zeros((nt, 2), np.int64)
+    # per-thread scratch written at every pair: rows padded to _PAD bytes, or the threads' rows share
+    # cache lines and every write moves the line between cores (it made two threads slower than one)
+    sbits = np.empty((nt, max(bits.shape[1], _PAD // 8)), np.uint64)
+    ok = np.zeros((nt, max(counts.shape[0], _PAD)), np.bool_)
+    tally = np.zeros((nt, _PAD // 8), np.int64)
     used = 0
     for k in prange(hi - lo):
         t = get_thread_id()
-        used += _dp_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
-                          sw_ptr, sw_word, sw_mask, down_ptr, down_idx, down_item, own_ptr, own_idx,
-                          pred_ptr, pred_idx, ub, alive, par_cnt, par_idx, dp, ch_j, ch_t,
-                          stamp[t], queue[t], cq[t], cpar[t], citem[t], cdone[t], chain[t], sbits[t], ok[t],
-                          _eager(tally[t]), tally[t])
+        used += _dp_ideal(lo + k, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
+                          sw_ptr, sw_word, sw_mask, down, own_ptr, own_idx,
+                          pred_ptr, pred_idx, ub, alive, dp, ch_j, ch_t,
+                          stamp[t], queue[t], cq[t], cpar[t], citem[t], cdone[t], chain[t], sb[t], sbits[t],
+                          ok[t], _eager(tally[t]), tally[t])
     return used
+
+
+_STRICT_SLOTS = 14  # strict states a record holds (Llama-8 over a100:4,t4:4,cpu:8: median 7, at most 13)
+
+
+def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.ndarray, S: int,
+             floor: float) -> np.ndarray:
+    """One row per ideal with what the walk reads of a sub-ideal, side by side, so that a pair costs a
+    few cache lines instead of one per array (on Llama-16 the separate arrays no longer fit the cache):
+    compute per kind, unsupported items per kind (counts, exact as floats), memory, the range of its
+    Hasse edges in ``down``, then (filled by :func:`_close_row`) the number of strict states and up to
+    :data:`_STRICT_SLOTS` (state, value) pairs; -1 when there are more (the walk then reads the
+    table)."""
+    N, T = comp.shape
+    rec = np.zeros((N, 2 * T + 4 + 2 * min(S, _STRICT_SLOTS)))
+    rec[:, :T] = comp
+    rec[:, T:2 * T] = unsup
+    rec[:, 2 * T] = mem
+    rec[:, 2 * T + 1] = down_ptr[:-1]
+    rec[:, 2 * T + 2] = down_ptr[1:]
+    rec[0, 2 * T + 3] = 1  # the empty ideal: state 0 at the floor
+    rec[0, 2 * T + 4] = 0
+    rec[0, 2 * T + 5] = floor
+    return rec
 
 
 def _edge_items(lattice: IdealLattice) -> np.ndarray:
@@ -709,15 +771,15 @@ def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, d
                         ch_j, ch_t, stamp, queue, in_bi):
     """As :func:`_tie_chunk`, ideals of one size spread over threads (see :func:`_dp_chunk_parallel`)."""
     nt = stamp.shape[0]
-    sbits = np.empty((nt, bits.shape[1]), np.uint64)
-    ok = np.zeros((nt, comp.shape[1]), np.bool_)
-    comm = np.zeros((nt, comp.shape[1]))
+    sbits = np.empty((nt, max(bits.shape[1], _PAD // 8)), np.uint64)  # padded: see _dp_chunk_parallel
+    ok = np.zeros((nt, max(comp.shape[1], _PAD)), np.bool_)
+    comm = np.zeros((nt, max(comp.shape[1], _PAD // 8)))
     used = 0
     for k in prange(hi - lo):
         t = get_thread_id()
         used += _tie_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
                            cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
-                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t])
+                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t, :comp.shape[1]])
     return used
 
 
@@ -739,36 +801,53 @@ def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, 
 
 
 @njit(cache=True)
-def _alive_states(work, work_total, mem, mem_total, prices, digits, counts, caps, ub):
-    """``alive[I, s]``: the items of ideal ``I`` fit ``s`` devices, and the rest of the graph fits the
-    other ``counts - s``, within load ``ub`` by the priced-work test of :mod:`solvers.bounds`
-    (``work[I, y]``: the prefix sum of ``min_t prices[y, t] compute[t, i]``) and by memory. Every state
-    on a chain of stage loads <= ``ub`` passes, so the DP restricted to these states stays exact."""
+def _alive_states(alive, work, unplaced, prices, digits, counts, ub, prefix_states, rest_states):
+    """Clear ``alive[I, s]`` where ideal ``I`` cannot fit the devices of state ``s`` (for ``s`` in
+    ``prefix_states``), or the rest of the graph cannot fit the other ``counts - s`` (for ``s`` in
+    ``rest_states``), within load ``ub`` by the priced-work test of :mod:`solvers.bounds`. ``work[I, y]``
+    is the prefix sum of ``min_t prices[y, t] compute[t, i]`` over the kinds ``t`` that side may use,
+    ``unplaced[I, y]`` the number of items no such kind can take. Every state on a chain of stage
+    loads <= ``ub`` passes, so the DP restricted to these states stays exact."""
     N = work.shape[0]
-    S, T = digits.shape
+    T = digits.shape[1]
     Y = prices.shape[0]
-    alive = np.ones((N, S), np.bool_)
+    full = N - 1
+    for side in range(2):
+        states = prefix_states if side == 0 else rest_states
+        for s in states:
+            for y in range(Y):
+                have = 0.0
+                for t in range(T):
+                    d = digits[s, t] if side == 0 else counts[t] - digits[s, t]
+                    have += prices[y, t] * d
+                total = work[full, y]
+                slack = 1e-9 * (total + ub * have)  # prefix-sum round-off
+                for I in range(N):
+                    if side == 0:
+                        bad = unplaced[I, y] > 0 or work[I, y] > ub * have + slack
+                    else:
+                        bad = unplaced[full, y] > unplaced[I, y] or total - work[I, y] > ub * have + slack
+                    if bad:
+                        alive[I, s] = False
+
+
+@njit(cache=True)
+def _alive_memory(alive, mem, digits, counts, caps):
+    """Clear ``alive[I, s]`` where ideal ``I`` cannot fit the memory of state ``s``'s devices or the rest
+    of the graph that of the others."""
+    N = mem.shape[0]
+    S, T = digits.shape
+    mem_total = mem[N - 1]
+    slack = 1e-9 * mem_total
     for s in range(S):
-        for y in range(Y):
-            have = 0.0
-            rest = 0.0
-            for t in range(T):
-                have += prices[y, t] * digits[s, t]
-                rest += prices[y, t] * (counts[t] - digits[s, t])
-            slack = 1e-9 * (work_total[y] + ub * (have + rest))  # prefix-sum round-off
-            for I in range(N):
-                if work[I, y] > ub * have + slack or work_total[y] - work[I, y] > ub * rest + slack:
-                    alive[I, s] = False
         room = 0.0
         room_rest = 0.0
         for t in range(T):
             room += caps[t] * digits[s, t] if digits[s, t] > 0 else 0.0
             room_rest += caps[t] * (counts[t] - digits[s, t]) if counts[t] > digits[s, t] else 0.0
-        slack = 1e-9 * mem_total
         for I in range(N):
             if mem[I] > room + slack or mem_total - mem[I] > room_rest + slack:
                 alive[I, s] = False
-    return alive
 
 
 # --------------------------------------------------------------------------- driver
@@ -935,17 +1014,12 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
                                                                prob.item_compute, prob.item_memory)
     alive = _states_within(prob, lattice, mem, ub, prices)
     # the strict states of each finished ideal (_close_row): the only ones the walk extends
-    par_cnt = np.zeros(N, np.int64)
-    par_idx = np.empty((N, S), np.int32)
-    par_cnt[0] = 1
-    par_idx[0, 0] = 0
-    down_item = _edge_items(lattice)
+    rec = _records(comp, unsup, mem, lattice.down_ptr, S, floor)
+    # each Hasse edge's sub-ideal and the item it removes, side by side (one cache line for both)
+    down = np.ascontiguousarray(np.stack([lattice.down_idx, _edge_items(lattice)], axis=1))
     own_ptr, own_idx, pred_ptr, pred_idx = _item_nodes(prob)
     sw_ptr, sw_word, sw_mask = _sparse_words(prob.cn_succ)
-    # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
-    nt = max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
-    if N < 20_000:
-        nt = 1  # a small lattice is done before threads pay for themselves
+    nt = _thread_count(threads, N)
     dp = np.full((N, S), np.inf)
     dp[0, :] = floor
     ch_j = np.full((N, S), -1, np.int64)
@@ -956,11 +1030,12 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
     if nt > 1:
         set_num_threads(nt)
-    head = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
-            prob.cn_cost, sw_ptr, sw_word, sw_mask, lattice.down_ptr, lattice.down_idx, down_item, own_ptr,
-            own_idx, pred_ptr, pred_idx, float(ub), alive, par_cnt, par_idx, dp, ch_j, ch_t)
+    head = (lattice.bits, rec, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
+            prob.cn_cost, sw_ptr, sw_word, sw_mask, down, own_ptr,
+            own_idx, pred_ptr, pred_idx, float(ub), alive, dp, ch_j, ch_t)
     rows = (stamp, queue, cq, np.empty((nt, N), np.int64), np.empty((nt, N), np.int64),
-            np.zeros((nt, N), np.bool_), np.empty((nt, N), np.int64))
+            np.zeros((nt, N), np.bool_), np.empty((nt, N), np.int64),
+            np.empty((nt, N, lattice.words), np.uint64))
     scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_), False,
                np.zeros(2, np.int64))
     pairs, parallel_ideals, complete, interrupted = _sweep(
@@ -1016,27 +1091,51 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie)
 
 
+def _thread_count(threads: int | None, N: int) -> int:
+    """Threads :func:`run_dp` uses on a lattice of ``N`` ideals when allowed ``threads``."""
+    if N < 20_000:
+        return 1  # a small lattice is done before threads pay for themselves
+    # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
+    return max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
+
+
 def _states_within(prob: DPProblem, lattice: IdealLattice, mem: np.ndarray, ub: float,
                    prices: np.ndarray | None) -> np.ndarray:
-    """The ``alive`` mask of :func:`run_dp` (all states when there are no prices or no finite bound)."""
+    """The ``alive`` mask of :func:`run_dp` (all states when there are no prices or no finite bound).
+
+    A prefix on the devices of state ``s`` may use only the kinds ``s`` has, and the rest only the kinds
+    left over: so the priced work of each side is taken over those kinds alone, once per set of kinds
+    (a state with CPUs only then needs the CPUs' own time, not the accelerators'; on Llama graphs over
+    a100, t4 and CPUs that removed the CPU-only states, a third of those alive)."""
     N, S = lattice.num_ideals, prob.digits.shape[0]
     if prices is None or not math.isfinite(ub):
         return np.ones((N, S), np.bool_)
     prices = np.atleast_2d(np.asarray(prices, dtype=np.float64))
+    T = prob.counts.size
     usable = ((prob.counts[:, None] > 0) & np.isfinite(prob.item_compute)
               & (prob.item_memory[None, :] <= prob.caps[:, None]))
-    # per item and price vector: its cheapest priced compute over the kinds that can take it
-    cost = np.where(usable[None], prices[:, :, None] * np.where(usable, prob.item_compute, 0.0)[None], np.inf)
-    item_work = cost.min(axis=1)  # [Y, C]
-    work, _, _, _ = _prefix(lattice.parent, lattice.added, item_work, prob.item_memory)
-    full = lattice.num_ideals - 1
-    return _alive_states(work, work[full].copy(), mem, float(mem[full]), prices, prob.digits, prob.counts,
-                         prob.caps, float(ub))
+    priced = prices[:, :, None] * np.where(usable, prob.item_compute, 0.0)[None]  # [Y, T, C]
+    bit = 1 << np.arange(T)
+    kinds_of = (prob.digits > 0) @ bit  # the kinds a state's prefix may use, as a bit set
+    kinds_rest = ((prob.counts[None, :] - prob.digits) > 0) @ bit
+    alive = np.ones((N, S), np.bool_)
+    for kinds in np.union1d(kinds_of, kinds_rest):
+        mine = (kinds & bit) > 0
+        cost = np.where((usable & mine[:, None])[None], priced, np.inf).min(axis=1)  # [Y, C]
+        work, unplaced, _, _ = _leaf(_prefix, N * cost.shape[0])(lattice.parent, lattice.added, cost,
+                                                                 prob.item_memory)
+        _alive_states(alive, work, unplaced, prices, prob.digits, prob.counts, float(ub),
+                      np.flatnonzero(kinds_of == kinds), np.flatnonzero(kinds_rest == kinds))
+    _alive_memory(alive, mem, prob.digits, prob.counts, prob.caps)
+    return alive
 
 
 # Kernel cost per pair used, measured on the reference workloads (about 140 ns on the 2-core
 # development machine); used only to estimate, with a safety factor.
 SECONDS_PER_PAIR = 2.5e-7
+# What each thread beyond the first adds: two threads ran 1.7-1.8x as fast as one (InceptionV3
+# training, Llama-8 and Llama-16 training over a100:4,t4:4,cpu:8; benchmarks/README_llm.md)
+_THREAD_GAIN = 0.7
 
 
 @dataclass(frozen=True)
@@ -1051,14 +1150,16 @@ class Estimate:
 
 def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int = 300,
              seed: int = 0, seconds_per_pair: float | None = None,
-             affordable: float | None = None) -> Estimate:
+             affordable: float | None = None, threads: int | None = None) -> Estimate:
     """Estimate the DP's pairs, time and memory by walking the sub-ideals of a random sample of ideals.
+    The time is for :func:`run_dp` allowed ``threads`` (default: numba's thread count).
 
     ``affordable``: if even every pair of ideals (the most the walk can use) would take at most this many
     seconds, that upper bound is returned without sampling (on a small lattice the walk's kernel would
     take longer to compile than the DP takes to run)."""
     N = lattice.num_ideals
-    spp = seconds_per_pair or SECONDS_PER_PAIR
+    # a given time per pair is taken as it is (a measurement); the default one gains from threads
+    spp = seconds_per_pair or SECONDS_PER_PAIR / (1 + _THREAD_GAIN * (_thread_count(threads, N) - 1))
     S = prob.digits.shape[0]
     W = lattice.words
     avg_boundary = max(1, prob.cn_class.size // 4)

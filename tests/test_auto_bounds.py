@@ -13,7 +13,7 @@ from solvers import dp
 from solvers.auto import solve
 from solvers.base import SolveOptions, Status
 from solvers.bounds import bounds_of_items
-from tests.instances import random_instance
+from tests.instances import brute_force, random_instance
 
 
 @pytest.mark.parametrize("kinds", [None, 3])
@@ -82,3 +82,50 @@ def test_no_early_stop_when_communication_keeps_the_optimum_above_the_bound():
     sol = solve(g, Cluster((DeviceKind("gpu", 2),)))
     assert sol.status is Status.OPTIMAL and sol.objective == 2.5  # 2 ops + the one crossing edge
     assert "meets the lower bound" not in sol.message and sol.stats["pairs"] > 0
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, slots):
+    """A sub-ideal with more strict states than its record holds (dp._records) is read from the table:
+    with one or two slots most multi-kind instances take that path, and the optimum must not move."""
+    monkeypatch.setattr(dp, "_STRICT_SLOTS", slots)
+    rng = np.random.default_rng(40 + slots)
+    checked = 0
+    for i in range(60):
+        inst = random_instance(rng, max_items=6, kinds=3, label=f"s{i}")
+        try:
+            prob = dp.prepare(inst.graph, inst.cluster)
+        except InfeasibleError:
+            continue
+        lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+        run = dp.run_dp(prob, lattice)
+        want = brute_force(inst)
+        assert run.value == pytest.approx(want, rel=1e-9, abs=1e-12), inst.label
+        checked += math.isfinite(want)
+    assert checked >= 20
+
+
+def test_a_state_of_slow_devices_only_is_dropped_where_its_own_kind_cannot_take_the_prefix():
+    """The priced-work test takes each side's work over the kinds that side has: a prefix on CPUs alone
+    needs the CPUs' own time. Two accelerators and two CPUs 100x slower, a chain of ten unit items,
+    bound 5: no non-empty prefix fits the CPUs alone (one item takes 100 there), while the plain work
+    (every item at the accelerator's time, 1) would fit their 2 x 5; the optimum is unchanged."""
+    n = 10
+    g = OpGraph.build(names=[f"a{i}" for i in range(n)], kinds=("acc", "cpu"),
+                      compute=np.vstack([np.ones(n), np.full(n, 100.0)]), comm=np.zeros((2, n)),
+                      memory=np.zeros(n), edges=[(i, i + 1) for i in range(n - 1)])
+    cluster = Cluster((DeviceKind("acc", 2), DeviceKind("cpu", 2)))
+    prob = dp.prepare(g, cluster)
+    lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+    b = bounds_of_items(prob.item_compute, prob.item_memory, prob.counts, prob.caps)
+    prices = np.vstack([b.prices, np.ones_like(b.prices)])
+    comp, _, mem, size = dp._prefix(lattice.parent, lattice.added, prob.item_compute, prob.item_memory)
+    alive = dp._states_within(prob, lattice, mem, 5.0, prices)
+    cpus_only = [s for s in range(prob.digits.shape[0]) if prob.digits[s, 0] == 0 and prob.digits[s, 1] > 0]
+    assert cpus_only
+    for s in cpus_only:
+        assert not alive[size >= 1, s].any()  # one unit item is already 100 > 5 on a CPU
+    # the optimum is 5 (two accelerators, five items each), with and without the pruning
+    plain = dp.run_dp(prob, lattice).value
+    run = dp.run_dp(prob, lattice, ub=5.0 * (1 + 1e-9), prices=prices, floor=b.value * (1 - 1e-9))
+    assert plain == pytest.approx(5.0) and run.value == pytest.approx(5.0)
