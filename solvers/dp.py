@@ -331,6 +331,15 @@ def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, ow
 
 
 @njit(cache=True)
+def _strict_state(rec, dp, J, P, n, q):
+    """The ``q``-th state the walk extends from ``J`` and its value: from ``J``'s record when it holds
+    all ``n`` strict states, else (``n = -1``) state ``q`` of the table row."""
+    if n >= 0:
+        return int(rec[J, P + 2 * q]), rec[J, P + 2 * q + 1]
+    return q, dp[J, q]
+
+
+@njit(cache=True)
 def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw_ptr, sw_word,
               sw_mask, down, own_ptr, own_idx, pred_ptr, pred_idx, ub, alive,
               dp, ch_j, ch_t, stamp, queue, cq, cpar, citem, cdone, chain, sb, sbits, ok,
@@ -415,12 +424,7 @@ def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw
             st = strides[t]
             n = int(rec[J, P - 1])
             for q in range(n if n >= 0 else S):
-                if n >= 0:
-                    s0 = int(rec[J, P + 2 * q])
-                    prev = rec[J, P + 2 * q + 1]
-                else:
-                    s0 = q
-                    prev = dp[J, q]
+                s0, prev = _strict_state(rec, dp, J, P, n, q)
                 if digits[s0, t] == counts[t]:
                     continue
                 s = s0 + st
@@ -459,12 +463,7 @@ def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw
             st = strides[t]
             n = int(rec[J, P - 1])
             for q in range(n if n >= 0 else S):
-                if n >= 0:
-                    s0 = int(rec[J, P + 2 * q])
-                    prev = rec[J, P + 2 * q + 1]
-                else:
-                    s0 = q
-                    prev = dp[J, q]
+                s0, prev = _strict_state(rec, dp, J, P, n, q)
                 if digits[s0, t] == counts[t]:
                     continue
                 s = s0 + st
