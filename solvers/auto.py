@@ -17,9 +17,11 @@
 
 Limits: ``options.time_limit`` (default :data:`DEFAULT_TIME_LIMIT` s) and ``options.raw["memory_limit"]``
 in bytes (default :data:`DEFAULT_MEMORY_LIMIT`); each DP attempt gets at most 70% of the time left, so a
-wrong estimate still leaves time for the next level. ``options.raw["seconds_per_pair"]`` overrides the
-DP's time-per-pair calibration. ``stats["steps"]`` lists ``(step, max-load)`` for every stage the path
-ran (``heuristic``, ``exact`` or ``coarsened``, ``refined``, ``ip``). The label is in
+wrong estimate still leaves time for the next level. An estimate over that share but within
+:data:`TRIAL_FACTOR` of it is tried all the same (the estimate's time per pair is cautious), and given
+up as soon as the run's own progress projects it past the share. ``options.raw["seconds_per_pair"]``
+overrides the DP's time-per-pair calibration. ``stats["steps"]`` lists ``(step, max-load)`` for every
+stage the path ran (``heuristic``, ``exact`` or ``coarsened``, ``refined``, ``ip``). The label is in
 ``stats["path"]``: ``exact``, ``within-gap``, ``exact-on-coarsened`` or ``heuristic``.
 """
 
@@ -58,6 +60,36 @@ def _physical_memory() -> float:
 
 DEFAULT_MEMORY_LIMIT = min(4e9, 0.5 * _physical_memory())
 _BYTES_PER_IDEAL_ENUMERATED = 400  # Python ints, dict entries and frontier lists while enumerating
+
+
+# The estimate's time per pair is a cautious constant (dp.SECONDS_PER_PAIR): with two threads the DP
+# took 20-110 ns a pair on InceptionV3 and Llama graphs where the estimate assumes 147, so an estimate up
+# to this many times the budget is tried rather than skipped (Llama-32 training over a100:4,t4:4,cpu:8:
+# estimated 333 s, exact in 155 s); _Trial stops a run that its own progress shows to be too slow.
+TRIAL_FACTOR = 4.0
+
+
+class _Trial:
+    """``run_dp``'s ``watch`` for a run the estimate puts over ``budget`` seconds: once it has had a tenth
+    of the budget and done 1% of the estimated ``pairs``, it gives up when the time so far, scaled by
+    the pairs left, exceeds the budget (judged again after every chunk)."""
+
+    def __init__(self, pairs: float, budget: float, clock=time.perf_counter) -> None:
+        self.pairs, self.budget, self.clock = max(1.0, pairs), budget, clock
+        self.start = clock()
+        self.gave_up = False
+        self.verdict = ""
+
+    def __call__(self, done: int) -> bool:
+        spent = self.clock() - self.start
+        if spent < 0.1 * self.budget or done < 0.01 * self.pairs:
+            return False
+        projected = spent * self.pairs / done
+        if projected > self.budget:
+            self.gave_up = True
+            self.verdict = (f"gave up after {spent:.0f} s: {done:.3g} of about {self.pairs:.3g} pairs done, "
+                            f"projected {projected:.0f} s against {self.budget:.0f} s")
+        return self.gave_up
 
 
 def _chain_bound(prob: dp.DPProblem, orders) -> dp.DPRun | None:
@@ -161,12 +193,16 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             est = dp.estimate(prob, lattice, ub, seconds_per_pair=options.raw.get("seconds_per_pair"),
                               affordable=0.5 * (deadline - time.perf_counter()), threads=options.threads)
             left = deadline - time.perf_counter()
-            if est.seconds > 0.7 * left or est.memory_bytes > mem_limit:
+            # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
+            # the refinement and the IP rather than end with nothing but the first heuristic
+            budget = 0.7 * left
+            if est.seconds > TRIAL_FACTOR * budget or est.memory_bytes > mem_limit:
                 tried.append(f"{label}: {lattice.num_ideals:,} ideals, estimated {est.seconds:.0f} s and "
                              f"{est.memory_bytes / 1e9:.2f} GB")
                 continue
-            # an estimate can be wrong (a busy machine): keep 30% of the time for the coarser levels,
-            # the refinement and the IP rather than end with nothing but the first heuristic
+            # over the budget by the estimate, but within TRIAL_FACTOR of it: run, and give up as soon
+            # as the pairs done so far project past the budget
+            trial = _Trial(est.pairs, budget) if est.seconds > budget else None
             incumbent = found[1] if found is not None else None
 
             def tick(fraction: float, _value=incumbent) -> None:
@@ -182,7 +218,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
                             progress=tick if (options.progress or report) else None, threads=options.threads,
                             tie_break=label == "exact" and bool(options.raw.get("tie_break", True)),
-                            prices=prices, floor=floor * (1 - 1e-9))
+                            prices=prices, floor=floor * (1 - 1e-9), watch=trial)
             pairs = run.pairs
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
@@ -197,7 +233,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if run.complete:  # coarser graphs only get harder to fit
                 tried.append(f"{label}: no placement of this coarsened graph fits the devices' memory")
                 break
-            tried.append(f"{label}: stopped at the time limit")
+            tried.append(f"{label}: {trial.verdict}" if trial is not None and trial.gave_up
+                         else f"{label}: stopped at the time limit")
             if interrupted:
                 break
     except KeyboardInterrupt:

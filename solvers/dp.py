@@ -897,10 +897,10 @@ def _ideal_by_ideal(kernel, lo: int, hi: int, head: tuple, rows: tuple, scratch:
 
 
 def _sweep(N: int, layer_end: np.ndarray, nt: int, serial, parallel, deadline: float | None,
-           progress) -> tuple[int, int, bool, bool]:
+           progress, watch=None) -> tuple[int, int, bool, bool]:
     """Fill a table ideal by ideal (``serial(lo, hi)`` / ``parallel(lo, hi)`` return the pairs used) in
-    chunks sized to about :data:`_CHUNK_SECONDS`. Returns (pairs, ideals done by the parallel kernel,
-    complete, interrupted)."""
+    chunks sized to about :data:`_CHUNK_SECONDS`; ``watch(pairs so far)`` returning true stops it as the
+    deadline does. Returns (pairs, ideals done by the parallel kernel, complete, interrupted)."""
     pairs = 0
     parallel_ideals = 0
     lo, step = 1, 16
@@ -920,7 +920,8 @@ def _sweep(N: int, layer_end: np.ndarray, nt: int, serial, parallel, deadline: f
             return pairs, parallel_ideals, False, True
         dt = time.perf_counter() - t0
         lo = hi
-        if deadline is not None and time.perf_counter() > deadline and lo < N:
+        if lo < N and ((deadline is not None and time.perf_counter() > deadline)
+                       or (watch is not None and watch(pairs))):
             return pairs, parallel_ideals, False, False
         # grow (at most 2x: later ideals are larger and cost more) or shrink chunks so that a call
         # takes about _CHUNK_SECONDS, and never much more than half the time left
@@ -993,7 +994,7 @@ TIE_BREAK_SUM_MAX_IDEALS = 5_000
 
 def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, deadline: float | None = None,
            progress=None, threads: int | None = None, tie_break: bool = False,
-           prices: np.ndarray | None = None, floor: float = 0.0) -> DPRun:
+           prices: np.ndarray | None = None, floor: float = 0.0, watch=None) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
     threads (default: numba's thread count; ideals of one size are independent).
 
@@ -1006,7 +1007,11 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     ``prices`` (``[Y, T]``, non-negative, e.g. the work LP's duals of :mod:`solvers.bounds`) with a
     finite ``ub`` drop the device-count states whose prefix or remainder cannot fit within ``ub``
     (:func:`_alive_states`). ``floor``, a proven lower bound on the optimum, is the load of the empty
-    ideal: values below it are equivalent for the final max, so the answer is ``max(optimum, floor)``."""
+    ideal: values below it are equivalent for the final max, so the answer is ``max(optimum, floor)``.
+
+    ``watch``, if given, is called after every chunk of the first pass with the pairs used so far; when it
+    returns true the run stops there (incomplete), as at the deadline: ``auto`` uses it to give up a run
+    that its progress shows will not finish in time."""
     N = lattice.num_ideals
     S = prob.digits.shape[0]
     comp, unsup, mem, size = _leaf(_prefix, N * prob.counts.size)(lattice.parent, lattice.added,
@@ -1040,7 +1045,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     pairs, parallel_ideals, complete, interrupted = _sweep(
         N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *head, *rows)) if N > _SMALL_LATTICE
         else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, head, rows, scratch)),
-        lambda lo, hi: _dp_chunk_parallel(lo, hi, *head, *rows), deadline, progress)
+        lambda lo, hi: _dp_chunk_parallel(lo, hi, *head, *rows), deadline, progress, watch)
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []

@@ -28,6 +28,45 @@ def test_auto_is_the_exact_dp_when_it_fits():
             assert a.stats["path"] == "exact" and a.objective == pytest.approx(b.objective, rel=1e-12)
 
 
+def test_an_estimate_over_the_budget_is_tried_and_one_far_over_it_is_not(monkeypatch):
+    """The estimate's time per pair is cautious: up to TRIAL_FACTOR times the DP's share of the limit the
+    exact DP still runs (and here finishes: optimal), beyond that it is skipped."""
+    from solvers import auto, dp
+
+    inst = random_instance(np.random.default_rng(5), max_items=6, training=False, kinds=1)
+    want = dp_solve(inst.graph, inst.cluster)
+    assert want.status is Status.OPTIMAL
+    real = dp.estimate
+    for factor, tried in ((0.5 * auto.TRIAL_FACTOR, True), (2 * auto.TRIAL_FACTOR, False)):
+        def claimed(*args, _f=factor, **kw):
+            e = real(*args, **kw)
+            return dp.Estimate(e.ideals, e.pairs, _f * 0.7 * 100.0, e.memory_bytes)
+
+        monkeypatch.setattr(dp, "estimate", claimed)
+        sol = solve(inst.graph, inst.cluster, SolveOptions(time_limit=100.0))
+        if tried:
+            assert sol.status is Status.OPTIMAL and sol.stats["path"] == "exact", sol.stats["skipped"]
+            assert sol.objective == pytest.approx(want.objective, rel=1e-12)
+        else:
+            assert sol.stats["skipped"][0].startswith("exact: ") and "estimated" in sol.stats["skipped"][0]
+
+
+def test_a_trial_gives_up_only_once_its_progress_projects_past_the_budget():
+    from solvers.auto import _Trial
+
+    now = [0.0]
+    trial = _Trial(pairs=1000, budget=10.0, clock=lambda: now[0])
+    now[0] = 0.5
+    assert not trial(900)  # too early to judge (a tenth of the budget)
+    now[0] = 2.0
+    assert not trial(5)  # too little done to judge (1% of the pairs)
+    assert not trial(500)  # 2 s for half: 4 s in all
+    assert not trial.gave_up
+    now[0] = 3.0
+    assert trial(200)  # 3 s for a fifth: 15 s in all
+    assert trial.gave_up and "projected 15 s against 10 s" in trial.verdict
+
+
 def test_forced_coarsening_gives_valid_contiguous_labelled_placements_never_below_the_optimum():
     rng = np.random.default_rng(22)
     checked = 0

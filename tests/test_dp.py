@@ -204,6 +204,25 @@ def test_parallel_layers_give_the_same_table_as_the_serial_kernel(workloads):
     np.testing.assert_array_equal(one.table, two.table)
 
 
+def test_a_watch_that_says_stop_ends_the_run_incomplete(workloads):
+    """run_dp's watch (what auto's trial uses): asked after every chunk, a true answer stops the run as
+    the deadline does; a false one changes nothing."""
+    from graphs.ideals import enumerate_ideals
+    from solvers.dp import prepare, run_dp
+
+    w = read_workload(os.path.join(workloads, "throughput-inputs/LayerGraphs/gnmt_training.json"))
+    prob = prepare(w.graph, w.cluster)
+    lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+    seen = []
+    stopped = run_dp(prob, lattice, ub=120.0, watch=lambda pairs: seen.append(pairs) or True)
+    assert not stopped.complete and math.isinf(stopped.value) and len(seen) == 1
+    assert stopped.pairs == seen[0]
+    full = run_dp(prob, lattice, ub=120.0, watch=lambda pairs: seen.append(pairs) and False)
+    plain = run_dp(prob, lattice, ub=120.0)
+    assert full.complete and full.value == plain.value and full.pairs == plain.pairs
+    assert seen == sorted(seen) and len(seen) > 2
+
+
 def test_a_dp_value_the_evaluator_disagrees_with_is_never_optimal(monkeypatch):
     """If the DP's model and the evaluator ever disagree (a bug), the answer is the evaluator's value,
     labelled feasible, with a bound that does not come from the DP."""
