@@ -215,7 +215,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             # The tie-break (fewest devices among optima) only where the answer is final: a coarse
             # placement on fewer devices would leave the refinement fewer devices to move items to
             prices = (np.vstack([lower.prices, np.ones_like(lower.prices)]) if lower is not None else None)
-            run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + 0.7 * left,
+            run = dp.run_dp(prob, lattice, ub=ub, deadline=time.perf_counter() + budget,
                             progress=tick if (options.progress or report) else None, threads=options.threads,
                             tie_break=label == "exact" and bool(options.raw.get("tie_break", True)),
                             prices=prices, floor=floor * (1 - 1e-9), watch=trial)
