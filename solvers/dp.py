@@ -30,8 +30,12 @@ Why it is fast where the reference is slow:
   workloads only a small fraction of all ideal pairs is touched.
 
 * with a proven lower bound (:mod:`solvers.bounds`) and prices per kind, :func:`run_dp` also drops the
-  device-count states whose prefix or remainder cannot fit within the upper bound, and stops walking
-  the sub-ideals of ``I`` once every state of ``I`` has reached the lower bound (``auto`` does both).
+  device-count states whose prefix or remainder cannot fit within the upper bound (each side's work
+  counted over the kinds it has), and stops walking the sub-ideals of ``I`` once every state of ``I``
+  has reached the lower bound (``auto`` does both);
+* the walk is bound by memory, not arithmetic: what it reads of a sub-ideal sits in one record
+  (:func:`_records`), and the threads' scratch rows are padded apart (shared cache lines made two
+  threads slower than one).
 
 The kernel is compiled with numba: the lattice walk is irregular, sequential work that numpy cannot
 vectorise (see ``benchmarks/README.md`` for the measurements behind that choice).
