@@ -1030,8 +1030,10 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     nt = _thread_count(threads, N)
     dp = np.full((N, S), np.inf)
     dp[0, :] = floor
-    ch_j = np.full((N, S), -1, np.int64)
-    ch_t = np.full((N, S), -1, np.int64)
+    # the choice tables: the sub-ideal and the kind of the last stage per state (narrow types: with the
+    # table they are most of the DP's memory: 13 bytes a state, where two int64 tables made it 24)
+    ch_j = np.full((N, S), -1, np.int32 if N < 2**31 else np.int64)
+    ch_t = np.full((N, S), -1, np.int8 if prob.counts.size < 128 else np.int64)
     stamp = np.full((nt, N), -1, np.int64)
     queue = np.empty((nt, N), np.int64)
     cq = np.empty((nt, N, prob.counts.size))
@@ -1171,8 +1173,10 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     S = prob.digits.shape[0]
     W = lattice.words
     avg_boundary = max(1, prob.cn_class.size // 4)
-    # per state: the table, two choice arrays, and the tie-break pass's stage count and sum of loads
-    memory = N * (S * 40 + W * 8 + 8 * avg_boundary + 64) + lattice.down_idx.size * 8
+    # per state: the table (8 bytes), the two choice tables (4 + 1), the alive mask (1) and the tie-break
+    # pass's sums (8; only on small lattices, counted anyway); per ideal: its bits, boundary, record
+    memory = N * (S * 22 + W * 8 + 8 * avg_boundary + 64 + 8 * (8 + 2 * min(S, _STRICT_SLOTS))) \
+        + lattice.down_idx.size * 16
     all_pairs = N * (N - 1) / 2
     if affordable is not None and all_pairs * spp <= affordable:
         return Estimate(N, all_pairs, all_pairs * spp, float(memory))
