@@ -221,21 +221,10 @@ def _prefix(parent, added, item_compute, item_memory):
 
 
 @njit(cache=True)
-def _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+def _stage_fits(I, J, rec, counts, caps, ub, ok):
     """Can the stage ``I \\ J`` go on some device kind (supported, fits its memory, compute within
-    ``ub``)? Fills ``ok[t]`` per kind. All three only get worse for smaller ``J``."""
-    m = mem[I] - mem[J]
-    any_ok = False
-    for t in range(comp.shape[1]):
-        ok[t] = (counts[t] > 0 and unsup[I, t] == unsup[J, t] and m <= caps[t]
-                 and comp[I, t] - comp[J, t] <= ub)
-        any_ok = any_ok or ok[t]
-    return any_ok
-
-
-@njit(cache=True)
-def _rec_fits(I, J, rec, counts, caps, ub, ok):
-    """:func:`_stage_fits` on the packed per-ideal records of :func:`_records`."""
+    ``ub``)? Fills ``ok[t]`` per kind; reads the per-ideal records of :func:`_records`. All three only
+    get worse for smaller ``J``."""
     T = counts.shape[0]
     m = rec[I, 2 * T] - rec[J, 2 * T]
     any_ok = False
@@ -390,7 +379,7 @@ def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw
         J = queue[k]
         head += 1
         if J != I:
-            if not _rec_fits(I, J, rec, counts, caps, ub, ok):
+            if not _stage_fits(I, J, rec, counts, caps, ub, ok):
                 continue  # every smaller J only makes the stage bigger
             used += 1
             tally[0] += 1
@@ -458,6 +447,8 @@ def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw
                       pred_ptr, pred_idx, cq[j])
             cdone[j] = True
         improved = False
+        # the same states as the test above, written out again: a helper that also returned the target
+        # state measured 13% slower on Llama-8 (9x when numba did not inline it)
         for t in range(T):
             if not ok[t]:
                 continue
@@ -584,16 +575,16 @@ def _dp_chunk_parallel(lo, hi, bits, rec, counts, caps, strides, digits, cn_clas
 _STRICT_SLOTS = 14  # strict states a record holds (Llama-8 over a100:4,t4:4,cpu:8: median 7, at most 13)
 
 
-def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.ndarray, S: int,
+def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.ndarray, slots: int,
              floor: float) -> np.ndarray:
     """One row per ideal with what the walk reads of a sub-ideal, side by side, so that a pair costs a
     few cache lines instead of one per array (on Llama-16 the separate arrays no longer fit the cache):
     compute per kind, unsupported items per kind (counts, exact as floats), memory, the range of its
     Hasse edges in ``down``, then (filled by :func:`_close_row`) the number of strict states and up to
-    :data:`_STRICT_SLOTS` (state, value) pairs; -1 when there are more (the walk then reads the
-    table)."""
+    ``slots`` (state, value) pairs, at least one (the empty ideal's); -1 when there are more (the walk
+    then reads the table)."""
     N, T = comp.shape
-    rec = np.zeros((N, 2 * T + 4 + 2 * min(S, _STRICT_SLOTS)))
+    rec = np.zeros((N, 2 * T + 4 + 2 * max(1, slots)))
     rec[:, :T] = comp
     rec[:, T:2 * T] = unsup
     rec[:, 2 * T] = mem
@@ -682,7 +673,7 @@ def _out_comm(bits, cn_class, cn_cost, cn_succ, bd_ptr, bd_idx):
 
 
 @njit(cache=True)
-def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+def _tie_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
                bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
                queue, in_bi, sbits, ok, comm):
     """Fill ``tot[I]``, the least sum of stage loads over chains of ``I`` whose stages all have load
@@ -690,7 +681,7 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
     fewest-device end state are filled: the prefix fits (``best``, the first pass's table, is <= ``ub``)
     and the work left after ``I`` at its cheapest (``rest[I]``) fits the stages that remain
     (``room[s]``; negative for states no end state covers). Returns the pairs used."""
-    T = comp.shape[1]
+    T = counts.shape[0]
     S = digits.shape[0]
     reachable = False
     for s in range(S):
@@ -707,7 +698,7 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
     while head < tail:
         J = queue[head]
         head += 1
-        if not _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+        if not _stage_fits(I, J, rec, counts, caps, ub, ok):
             continue
         used += 1
         tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
@@ -717,7 +708,7 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
         for t in range(T):
             if not ok[t]:
                 continue
-            lb = comp[I, t] - comp[J, t] + abs(out[I, t] - out[J, t])
+            lb = rec[I, t] - rec[J, t] + abs(out[I, t] - out[J, t])
             if lb > ub:
                 continue
             st = strides[t]
@@ -735,7 +726,7 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
         for t in range(T):
             if not ok[t]:
                 continue
-            load = comp[I, t] - comp[J, t] + comm[t]
+            load = rec[I, t] - rec[J, t] + comm[t]
             if load > ub:
                 continue
             st = strides[t]
@@ -753,43 +744,44 @@ def _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_clas
 
 
 @njit(cache=True)
-def _tie_chunk(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
+def _tie_chunk(lo, hi, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, cn_succ,
                bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot, ch_j, ch_t, stamp,
                queue, in_bi):
     """:func:`_tie_ideal` for ideals ``lo <= I < hi``, one after another."""
     sbits = np.empty(bits.shape[1], np.uint64)
-    ok = np.zeros(comp.shape[1], np.bool_)
-    comm = np.zeros(comp.shape[1])
+    ok = np.zeros(counts.shape[0], np.bool_)
+    comm = np.zeros(counts.shape[0])
     used = 0
     for I in range(lo, hi):
-        used += _tie_ideal(I, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+        used += _tie_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
                            cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
                            ch_j, ch_t, stamp[0], queue[0], in_bi[0], sbits, ok, comm)
     return used
 
 
 @njit(cache=True, parallel=True)
-def _tie_chunk_parallel(lo, hi, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+def _tie_chunk_parallel(lo, hi, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
                         cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
                         ch_j, ch_t, stamp, queue, in_bi):
     """As :func:`_tie_chunk`, ideals of one size spread over threads (see :func:`_dp_chunk_parallel`)."""
     nt = stamp.shape[0]
     sbits = np.empty((nt, max(bits.shape[1], _PAD // 8)), np.uint64)  # padded: see _dp_chunk_parallel
-    ok = np.zeros((nt, max(comp.shape[1], _PAD)), np.bool_)
-    comm = np.zeros((nt, max(comp.shape[1], _PAD // 8)))
+    ok = np.zeros((nt, max(counts.shape[0], _PAD)), np.bool_)
+    comm = np.zeros((nt, max(counts.shape[0], _PAD // 8)))
     used = 0
     for k in prange(hi - lo):
         t = get_thread_id()
-        used += _tie_ideal(lo + k, bits, comp, unsup, mem, counts, caps, strides, digits, cn_class, cn_cost,
+        used += _tie_ideal(lo + k, bits, rec, counts, caps, strides, digits, cn_class, cn_cost,
                            cn_succ, bd_ptr, bd_idx, down_ptr, down_idx, ub, best, rest, room, out, tot,
-                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t], comm[t, :comp.shape[1]])
+                           ch_j, ch_t, stamp[t], queue[t], in_bi[t], sbits[t], ok[t],
+                           comm[t, :counts.shape[0]])
     return used
 
 
 @njit(cache=True)
-def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, stamp, queue):
+def _walk_count(sample, rec, counts, caps, down_ptr, down_idx, ub, stamp, queue):
     """Number of (J, I) pairs the DP would use for each ideal I in ``sample`` (no loads computed)."""
-    ok = np.zeros(comp.shape[1], np.bool_)
+    ok = np.zeros(counts.shape[0], np.bool_)
     total = 0
     for I in sample:
         head = 0
@@ -797,7 +789,7 @@ def _walk_count(sample, comp, unsup, mem, counts, caps, down_ptr, down_idx, ub, 
         while head < tail:
             J = queue[head]
             head += 1
-            if _stage_fits(I, J, comp, unsup, mem, counts, caps, ub, ok):
+            if _stage_fits(I, J, rec, counts, caps, ub, ok):
                 total += 1
                 tail = push_down(J, I, down_ptr, down_idx, stamp, queue, tail)
     return total
@@ -1022,7 +1014,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
                                                                prob.item_compute, prob.item_memory)
     alive = _states_within(prob, lattice, mem, ub, prices)
     # the strict states of each finished ideal (_close_row): the only ones the walk extends
-    rec = _records(comp, unsup, mem, lattice.down_ptr, S, floor)
+    rec = _records(comp, unsup, mem, lattice.down_ptr, min(S, _STRICT_SLOTS), floor)
     # each Hasse edge's sub-ideal and the item it removes, side by side (one cache line for both)
     down = np.ascontiguousarray(np.stack([lattice.down_idx, _edge_items(lattice)], axis=1))
     own_ptr, own_idx, pred_ptr, pred_idx = _item_nodes(prob)
@@ -1079,7 +1071,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             in_bi = np.zeros((nt, prob.cn_class.size), np.bool_)
             out = _leaf(_out_comm, bd_idx.size * prob.counts.size)(
                 lattice.bits, prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx)
-            thead = (lattice.bits, comp, unsup, mem, prob.counts, prob.caps, prob.strides, prob.digits,
+            thead = (lattice.bits, rec, prob.counts, prob.caps, prob.strides, prob.digits,
                      prob.cn_class, prob.cn_cost, prob.cn_succ, bd_ptr, bd_idx, lattice.down_ptr,
                      lattice.down_idx, tie_ub, dp, rest, room, out, tot, ch_j, ch_t)
             targs = (*thead, stamp, queue, in_bi)
@@ -1186,8 +1178,9 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     ids = np.arange(N, dtype=np.int64) if N <= sample else np.sort(rng.choice(N, sample, replace=False))
     stamp = np.full(N, -1, np.int64)
     queue = np.empty(N, np.int64)
-    used = _walk_count(ids, comp, unsup, mem, prob.counts, prob.caps, lattice.down_ptr, lattice.down_idx,
-                       float(ub), stamp, queue)
+    rec = _records(comp, unsup, mem, lattice.down_ptr, 1, 0.0)  # the walk reads only the stage sums
+    used = _walk_count(ids, rec, prob.counts, prob.caps, lattice.down_ptr, lattice.down_idx, float(ub),
+                       stamp, queue)
     pairs = used * N / max(1, ids.size)
     return Estimate(N, pairs, pairs * spp, float(memory))
 
