@@ -572,7 +572,13 @@ def _dp_chunk_parallel(lo, hi, bits, rec, counts, caps, strides, digits, cn_clas
     return used
 
 
-_STRICT_SLOTS = 14  # strict states a record holds (Llama-8 over a100:4,t4:4,cpu:8: median 7, at most 13)
+# Strict states a record holds to begin with (Llama-8 training over a100:4,t4:4,cpu:8: median 7, at most
+# 13). When a chunk of ideals has more, the records grow to that many plus _STRICT_MARGIN (_widen): an
+# ideal whose record overflows makes every pair below it read its whole table row, which took Llama-16
+# training over the same devices (median 11, at most 19) from 30 s to 59 s; records that large from the
+# start cost Llama-8 5-9% (their rows spread over more pages).
+_STRICT_SLOTS = 14
+_STRICT_MARGIN = 4
 
 
 def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.ndarray, slots: int,
@@ -594,6 +600,30 @@ def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.
     rec[0, 2 * T + 4] = 0
     rec[0, 2 * T + 5] = floor
     return rec
+
+
+def _strict_counts(rows: np.ndarray, digits: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    """Strict states per table row (closed rows, as :func:`_close_row` counts them): finite and below
+    the value of every state with one device fewer."""
+    strict = np.isfinite(rows)
+    for t in range(digits.shape[1]):
+        has = np.flatnonzero(digits[:, t] > 0)
+        strict[:, has] &= rows[:, has] < rows[:, has - strides[t]]
+    return strict.sum(axis=1)
+
+
+def _widen(rec: np.ndarray, dp: np.ndarray, ch_j: np.ndarray, ch_t: np.ndarray, digits: np.ndarray,
+           strides: np.ndarray, spilled: np.ndarray) -> np.ndarray:
+    """Records (:func:`_records`) with room for the strict states of the finished ideals ``spilled``
+    (their records overflowed) and _STRICT_MARGIN more, those ideals' strict states recorded."""
+    S, T = digits.shape
+    P = 2 * T + 4
+    slots = min(S, int(_strict_counts(dp[spilled], digits, strides).max()) + _STRICT_MARGIN)
+    wide = np.zeros((rec.shape[0], P + 2 * slots))
+    wide[:, :rec.shape[1]] = rec
+    for I in spilled:
+        _close_row(int(I), dp, ch_j, ch_t, strides, digits, wide)  # closed already: records only
+    return wide
 
 
 def _edge_items(lattice: IdealLattice) -> np.ndarray:
@@ -861,6 +891,7 @@ class DPRun:
     # "done", "fewest devices" (large lattice: no least-sum pass), "off", or why the tie-break pass stopped
     # ("time limit", "interrupted")
     tie_break: str = "off"
+    slots: int = 0  # strict states a record held at the end (grown to what the ideals needed)
 
 
 # Compiling a kernel takes a few tenths of a CPU second, paid on the first run after installation (the
@@ -1032,18 +1063,29 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
     layer_end = np.searchsorted(size, size, side="right")  # first ideal of the next size
     if nt > 1:
         set_num_threads(nt)
-    head = (lattice.bits, rec, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
+    head = [lattice.bits, rec, prob.counts, prob.caps, prob.strides, prob.digits, prob.cn_class,
             prob.cn_cost, sw_ptr, sw_word, sw_mask, down, own_ptr,
-            own_idx, pred_ptr, pred_idx, float(ub), alive, dp, ch_j, ch_t)
+            own_idx, pred_ptr, pred_idx, float(ub), alive, dp, ch_j, ch_t]
     rows = (stamp, queue, cq, np.empty((nt, N), np.int64), np.empty((nt, N), np.int64),
             np.zeros((nt, N), np.bool_), np.empty((nt, N), np.int64),
             np.empty((nt, N, lattice.words), np.uint64))
     scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_), False,
                np.zeros(2, np.int64))
+    P = 2 * prob.counts.size + 4  # a record's head (_records), then its number of strict states
+
+    def widened(used: int, lo: int, hi: int) -> int:
+        # after each chunk: records that overflowed get room (the kernels read head[1] from now on)
+        nonlocal rec
+        spilled = lo + np.flatnonzero(rec[lo:hi, P - 1] < 0)
+        if spilled.size:
+            rec = head[1] = _widen(rec, dp, ch_j, ch_t, prob.digits, prob.strides, spilled)
+        return used
+
     pairs, parallel_ideals, complete, interrupted = _sweep(
-        N, layer_end, nt, (lambda lo, hi: _dp_chunk(lo, hi, *head, *rows)) if N > _SMALL_LATTICE
-        else (lambda lo, hi: _ideal_by_ideal(_dp_ideal, lo, hi, head, rows, scratch)),
-        lambda lo, hi: _dp_chunk_parallel(lo, hi, *head, *rows), deadline, progress, watch)
+        N, layer_end, nt, (lambda lo, hi: widened(_dp_chunk(lo, hi, *head, *rows), lo, hi))
+        if N > _SMALL_LATTICE
+        else (lambda lo, hi: widened(_ideal_by_ideal(_dp_ideal, lo, hi, head, rows, scratch), lo, hi)),
+        lambda lo, hi: widened(_dp_chunk_parallel(lo, hi, *head, *rows), lo, hi), deadline, progress, watch)
     full = int(np.dot(prob.counts, prob.strides))
     value = float(dp[N - 1, full]) if complete else math.inf
     stages: list[tuple[np.ndarray, int]] = []
@@ -1090,7 +1132,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
                 tie = "done"
             else:
                 tie = "interrupted" if stopped else "time limit"
-    return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie)
+    return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie,
+                 (rec.shape[1] - P) // 2)
 
 
 def _thread_count(threads: int | None, N: int) -> int:

@@ -84,13 +84,19 @@ def test_no_early_stop_when_communication_keeps_the_optimum_above_the_bound():
     assert "meets the lower bound" not in sol.message and sol.stats["pairs"] > 0
 
 
-@pytest.mark.parametrize("slots", [1, 2])
-def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, slots):
-    """A sub-ideal with more strict states than its record holds (dp._records) is read from the table:
-    with one or two slots most multi-kind instances take that path, and the optimum must not move."""
+@pytest.mark.parametrize("slots,margin", [(1, None), (2, None), (1, 0), (2, 3)])
+def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, slots, margin):
+    """A sub-ideal with more strict states than its record holds (dp._records) is read from the table
+    until the records grow (dp._widen, after its chunk of ideals): with one or two slots most multi-kind
+    instances take both paths, and the optimum must not move. With margin None the records never grow,
+    so every overflowing sub-ideal is read from the table; with margin 0 they grow again and again."""
     monkeypatch.setattr(dp, "_STRICT_SLOTS", slots)
-    rng = np.random.default_rng(40 + slots)
-    checked = 0
+    if margin is None:
+        monkeypatch.setattr(dp, "_widen", lambda rec, *args: rec)
+    else:
+        monkeypatch.setattr(dp, "_STRICT_MARGIN", margin)
+    rng = np.random.default_rng(40 + slots + (margin or 0))
+    checked = grown = 0
     for i in range(60):
         inst = random_instance(rng, max_items=6, kinds=3, label=f"s{i}")
         try:
@@ -102,7 +108,9 @@ def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, sl
         want = brute_force(inst)
         assert run.value == pytest.approx(want, rel=1e-9, abs=1e-12), inst.label
         checked += math.isfinite(want)
+        grown += run.slots > slots
     assert checked >= 20
+    assert grown == 0 if margin is None else grown >= 5
 
 
 def test_a_state_of_slow_devices_only_is_dropped_where_its_own_kind_cannot_take_the_prefix():
