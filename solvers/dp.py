@@ -326,7 +326,7 @@ def _add_item(x, sbits, cn_class, cn_cost, sw_ptr, sw_word, sw_mask, own_ptr, ow
 @njit(cache=True)
 def _strict_state(rec, dp, J, P, n, q):
     """The ``q``-th state the walk extends from ``J`` and its value: from ``J``'s record when it holds
-    all ``n`` strict states, else (``n = -1``) state ``q`` of the table row."""
+    all ``n`` strict states, else (``n < 0``: more than it holds) state ``q`` of the table row."""
     if n >= 0:
         return int(rec[J, P + 2 * q]), rec[J, P + 2 * q + 1]
     return q, dp[J, q]
@@ -517,8 +517,9 @@ def _close_row(I, dp, ch_j, ch_t, strides, digits, rec):
                 rec[I, P + 2 * n] = s
                 rec[I, P + 2 * n + 1] = v
             n += 1
-    # more strict states than the row holds: the walk then extends every finite state (exact too)
-    rec[I, P - 1] = n if P + 2 * n <= R else -1
+    # more strict states than the row holds: the walk then extends every finite state (exact too), and
+    # run_dp widens the records to the number kept here
+    rec[I, P - 1] = n if P + 2 * n <= R else -n
 
 
 @njit(cache=True)
@@ -587,8 +588,8 @@ def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.
     few cache lines instead of one per array (on Llama-16 the separate arrays no longer fit the cache):
     compute per kind, unsupported items per kind (counts, exact as floats), memory, the range of its
     Hasse edges in ``down``, then (filled by :func:`_close_row`) the number of strict states and up to
-    ``slots`` (state, value) pairs, at least one (the empty ideal's); -1 when there are more (the walk
-    then reads the table)."""
+    ``slots`` (state, value) pairs, at least one (the empty ideal's); minus their number when there are
+    more (the walk then reads the table, until :func:`_widen`)."""
     N, T = comp.shape
     rec = np.zeros((N, 2 * T + 4 + 2 * max(1, slots)))
     rec[:, :T] = comp
@@ -602,23 +603,13 @@ def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.
     return rec
 
 
-def _strict_counts(rows: np.ndarray, digits: np.ndarray, strides: np.ndarray) -> np.ndarray:
-    """Strict states per table row (closed rows, as :func:`_close_row` counts them): finite and below
-    the value of every state with one device fewer."""
-    strict = np.isfinite(rows)
-    for t in range(digits.shape[1]):
-        has = np.flatnonzero(digits[:, t] > 0)
-        strict[:, has] &= rows[:, has] < rows[:, has - strides[t]]
-    return strict.sum(axis=1)
-
-
 def _widen(rec: np.ndarray, dp: np.ndarray, ch_j: np.ndarray, ch_t: np.ndarray, digits: np.ndarray,
            strides: np.ndarray, spilled: np.ndarray) -> np.ndarray:
     """Records (:func:`_records`) with room for the strict states of the finished ideals ``spilled``
     (their records overflowed) and _STRICT_MARGIN more, those ideals' strict states recorded."""
     S, T = digits.shape
     P = 2 * T + 4
-    slots = min(S, int(_strict_counts(dp[spilled], digits, strides).max()) + _STRICT_MARGIN)
+    slots = min(S, int(-rec[spilled, P - 1].min()) + _STRICT_MARGIN)  # _close_row kept -count
     wide = np.zeros((rec.shape[0], P + 2 * slots))
     wide[:, :rec.shape[1]] = rec
     for I in spilled:
