@@ -1201,7 +1201,7 @@ def estimate(prob: DPProblem, lattice: IdealLattice, ub: float, *, sample: int =
     avg_boundary = max(1, prob.cn_class.size // 4)
     # per state: the table (8 bytes), the two choice tables (4 + 1), the alive mask (1) and the tie-break
     # pass's sums (8; only on small lattices, counted anyway); per ideal: its bits, boundary, record (at
-    # its first width: _widen grows it, by 144 bytes on Llama-16 training over three kinds)
+    # its first width: _widen grows it; on Llama-16 training over three kinds from 14 to 19 slots, 80 bytes)
     memory = N * (S * 22 + W * 8 + 8 * avg_boundary + 64 + 8 * (8 + 2 * min(S, _STRICT_SLOTS))) \
         + lattice.down_idx.size * 16
     all_pairs = N * (N - 1) / 2
