@@ -20,10 +20,11 @@ and ``t`` a host kind:
   latency (no better placement finishes later), which also bounds every time variable.
 
 The latency variable starts at :func:`latency_bound`: the largest of the critical path and a bound on
-a few long paths that counts the transfers and memory limits a path cannot avoid (:func:`path_bound`),
-which the LP relaxation misses (fractional placements pay almost no communication); it is also the
-reported bound when the MIP solver proves less (``options.raw["path_bound"] = False``: the critical
-path only, as before).
+a few long paths that counts the transfers and memory limits a path cannot avoid, including the
+transfers of nodes off the path that a segment's subgraph cannot hold (with ``q = 1``, through their
+colocation classes) (:func:`path_bound`), which the LP relaxation misses (fractional placements pay
+almost no communication); it is also the reported bound when the MIP solver proves less
+(``options.raw["path_bound"] = False``: the critical path only, as before).
 
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
@@ -548,7 +549,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     except InfeasibleError as e:
         return Solution(None, math.inf, Status.INFEASIBLE, solver, message=str(e),
                         time=time.perf_counter() - t_start, stats=stats)
-    lb = latency_bound(graph, cluster)
+    lb = latency_bound(graph, cluster, subgraphs_per_device=q)
     stats["critical_path"] = critical_path(graph, cluster)
     stats["path_bound"] = lb
     if options.raw.get("path_bound", True):
@@ -647,17 +648,32 @@ def _longest_path(graph: OpGraph, weight: np.ndarray) -> list[int]:
 _BETWEEN_MAX_PATH = 2000  # longer paths: segments count the path's own nodes only (tables are m x m)
 
 
-def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
+def path_bound(graph: OpGraph, cluster: Cluster, path, *, one_subgraph: bool = False) -> float:
     """A lower bound on any placement's latency from one path ``v_1 -> ... -> v_m`` of the graph.
 
     Along the path every node finishes after its predecessor on it: a host node takes its compute on a
-    host kind; on an accelerator, the path's nodes in one subgraph are consecutive, and as a subgraph is
-    convex it also holds every node on a path between them (``v_i ->* x ->* v_j``). So the subgraph of
-    a segment ``v_i .. v_j`` takes at least the compute of all those nodes, plus the communication of
-    ``v_{i-1}`` (outside, it feeds the subgraph) and of ``v_j`` when the path goes on (it feeds a node
-    outside), and holds their memory within one device's. The bound is the cheapest way to cut the path
-    into host nodes and such segments (a shortest path over cut points), each segment on its cheapest
-    accelerator kind; what the rest of the graph adds is left out, so it stays a bound."""
+    host kind; on an accelerator, the path's nodes in one subgraph ``S`` are consecutive (a *segment*
+    ``v_i .. v_j``), and as ``S`` is convex it also holds every node on a path between them
+    (``v_i ->* x ->* v_j``, the *between-set*). So ``S`` takes at least the compute of the between-set
+    and holds its memory within one device's. The bound is the cheapest way to cut the path into host
+    nodes and such segments (a shortest path over cut points), each segment on its cheapest
+    accelerator kind; what the rest of the graph adds is left out, so it stays a bound.
+
+    Transfers a segment must pay (each node once, as the model counts them). With ``ri[z]`` the last
+    path index that reaches ``z`` and ``ro[z]`` the first path index ``z`` reaches:
+
+    * no node ``z`` with ``ri[z] > j`` is in ``S``: ``v_i ->* v_{j+1} ->* z`` would put ``v_{j+1}`` in
+      the convex ``S``, and the segment ends at ``v_j``. Likewise no ``z`` with ``ro[z] < i``
+      (``z ->* v_{i-1} ->* v_i``). So a between-set node with a successor ``y``, ``ri[y] > j``, sends
+      its output out of ``S`` (``v_j`` itself when the path goes on), and a node ``x``, ``ro[x] < i``,
+      with a successor in the between-set sends its output into ``S`` (``v_{i-1}`` itself);
+    * with one subgraph per accelerator (``one_subgraph``), a colocation class sits in one subgraph,
+      so the two tests above apply to a node's whole class (largest ``ri``, smallest ``ro`` over it),
+      and a class with a member in the between-set brings its other members (those in no between-set
+      of the path) into ``S``: their compute, memory and outgoing transfers count too.
+
+    Every charge is a distinct node's transfer in or out of ``S``, so their sum is at most ``S``'s.
+    A cut of the path that no placement realises only adds options to the minimum: still a bound."""
     path = np.asarray(path, np.int64)
     m = path.size
     if m == 0:
@@ -670,41 +686,90 @@ def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
     for t in active:
         if hosts[t]:
             host_cost = np.minimum(host_cost, compute_c[t, path])
-    weights = [compute_c[t] for t in accel] + [graph.memory]
+    n = graph.num_nodes
     if m <= _BETWEEN_MAX_PATH:
-        # node x lies between v_i and v_j (both included) iff i <= first[x] and last[x] <= j, with
-        # first[x] the last path index reaching x and last[x] the first path index x reaches
-        n = graph.num_nodes
+        # node x lies between v_i and v_j (both included) iff i <= ri[x] and ro[x] <= j
         pos = np.full(n, -1, np.int64)
         pos[path] = np.arange(m)
-        reach_in = pos.copy()
-        reach_out = np.where(pos >= 0, pos, m)
+        ri = pos.copy()
+        ro = np.where(pos >= 0, pos, m)
         order = graph.topological_order()
         s_ord = np.argsort(graph.dst, kind="stable")
         s_ptr = np.concatenate([[0], np.cumsum(np.bincount(graph.dst, minlength=n))])
         for v in order.tolist():
             preds = graph.src[s_ord[s_ptr[v]:s_ptr[v + 1]]]
             if preds.size:
-                reach_in[v] = max(reach_in[v], int(reach_in[preds].max()))
+                ri[v] = max(ri[v], int(ri[preds].max()))
         succ_ptr, succ_idx = graph.successors_csr()
         for v in order[::-1].tolist():
             kids = succ_idx[succ_ptr[v]:succ_ptr[v + 1]]
             if kids.size:
-                reach_out[v] = min(reach_out[v], int(reach_out[kids].min()))
-        inside = (reach_in >= 0) & (reach_out < m)
-        ri, ro = reach_in[inside], reach_out[inside]
-        tables = []
-        for w in weights:
-            cell = np.zeros((m, m))
-            np.add.at(cell, (ri, ro), w[inside])
-            # table[i, j] = sum of cell[a, b] over a >= i, b <= j
-            tables.append(np.cumsum(np.cumsum(cell[::-1], axis=0)[::-1], axis=1))
+                ro[v] = min(ro[v], int(ro[kids].min()))
+        inside = (ri >= 0) & (ro < m)
+        ri_x, ro_x = ri, ro  # the exclusion tests (per class with one subgraph per accelerator)
+        extra = np.zeros(0, np.int64)
+        rep = np.zeros(0, np.int64)
+        if one_subgraph:
+            cls, C = colocation_items(graph)
+            cri = np.full(C, -1, np.int64)
+            np.maximum.at(cri, cls, ri)
+            cro = np.full(C, m, np.int64)
+            np.minimum.at(cro, cls, ro)
+            ri_x, ro_x = cri[cls], cro[cls]
+            # a class's members in no between-set follow one inside member (any: a subset of S)
+            crep = np.full(C, -1, np.int64)
+            ins = np.flatnonzero(inside)
+            crep[cls[ins]] = ins
+            extra = np.flatnonzero(~inside & (crep[cls] >= 0))
+            rep = crep[cls[extra]]
+        so = np.full(n, -1, np.int64)  # the largest ri_x over a node's successors
+        np.maximum.at(so, graph.src, ri_x[graph.dst])
+        ins = np.flatnonzero(inside)
+        a_pt = np.concatenate([ri[ins], ri[rep]])  # where each node counts: (its ri, its ro) or its rep's
+        b_pt = np.concatenate([ro[ins], ro[rep]])
+        who = np.concatenate([ins, extra])
+        out_end = so[who]  # it sends out of S while j < out_end
+        sends = out_end > b_pt
 
-        def sums(i):
-            return [tab[i, i:] for tab in tables]
+        def table(w_pt, w_end=None):
+            cell = np.zeros((m, m))
+            np.add.at(cell, (a_pt, b_pt), w_pt)
+            if w_end is not None:
+                np.add.at(cell, (a_pt[sends], out_end[sends]), -w_end)
+            # table[i, j] = sum of cell[a, b] over a >= i, b <= j
+            return np.cumsum(np.cumsum(cell[::-1], axis=0)[::-1], axis=1)
+
+        mem_tab = table(graph.memory[who])
+        comp_tabs = [table(compute_c[t, who]) for t in accel]
+        out_tabs = [table(np.where(sends, comm_c[t, who], 0.0), comm_c[t, who[sends]]) for t in accel]
+        # side inputs: edges x -> y, y inside; x pays into S = segment i..j when ro_x[x] < i and j >= ro[y]
+        e_in = inside[graph.dst]
+        ex, ey = graph.src[e_in], graph.dst[e_in]
+        ex_ro, ey_ri, ey_ro = ro_x[ex], ri[ey], ro[ey]
+
+        def side_in(i):
+            sel = (ex_ro < i) & (ey_ri >= i)
+            first = np.full(n, m, np.int64)  # per sender, the first j with a receiver in the between-set
+            np.minimum.at(first, ex[sel], ey_ro[sel])
+            senders = np.flatnonzero(first < m)
+            out = []
+            for t in accel:
+                acc = np.bincount(first[senders], weights=comm_c[t, senders], minlength=m)
+                out.append(np.cumsum(acc)[i:])
+            return out
+
+        def seg_costs(i):
+            ins_c = side_in(i)
+            return ([comp_tabs[k][i, i:] + out_tabs[k][i, i:] + ins_c[k] for k in range(len(accel))],
+                    mem_tab[i, i:])
     else:
-        def sums(i):
-            return [np.cumsum(w[path[i:]]) for w in weights]
+        def seg_costs(i):
+            comps = []
+            for t in accel:
+                seg = np.cumsum(compute_c[t, path[i:]]) + (comm_c[t, path[i - 1]] if i > 0 else 0.0)
+                seg[: m - 1 - i] += comm_c[t, path[i:m - 1]]  # the path goes on after v_j
+                comps.append(seg)
+            return comps, np.cumsum(graph.memory[path[i:]])
 
     best = np.full(m + 1, np.inf)  # best[i]: the first i path nodes finished
     best[0] = 0.0
@@ -712,29 +777,29 @@ def path_bound(graph: OpGraph, cluster: Cluster, path) -> float:
         if not np.isfinite(best[i]):
             continue
         best[i + 1] = min(best[i + 1], best[i] + host_cost[i])
-        *comps, mem = sums(i)
-        for t, comp in zip(accel, comps):
+        segs, mem = seg_costs(i)
+        for t, seg in zip(accel, segs):
             cap = cluster.kinds[t].memory
-            ok = np.isfinite(comp)
+            ok = np.isfinite(seg)
             if cap is not None:
                 ok &= mem <= cap
             k = int(np.argmin(ok)) if not ok.all() else ok.size  # segments v_i .. v_j, j < i + k
             if k == 0:
                 continue
-            seg = comp[:k] + (comm_c[t, path[i - 1]] if i > 0 else 0.0)
-            seg[: m - 1 - i] += comm_c[t, path[i:i + k]][: m - 1 - i]  # the path goes on after v_j
-            np.minimum(best[i + 1:i + 1 + k], best[i] + seg, out=best[i + 1:i + 1 + k])
+            np.minimum(best[i + 1:i + 1 + k], best[i] + seg[:k], out=best[i + 1:i + 1 + k])
     return float(best[m])
 
 
-def latency_bound(graph: OpGraph, cluster: Cluster) -> float:
+def latency_bound(graph: OpGraph, cluster: Cluster, *, subgraphs_per_device: int | None = None) -> float:
     """A lower bound on any placement's latency: the critical path, and :func:`path_bound` on the
     longest paths by a few weights (compute at the cheapest and at the host kinds, communication,
     memory, compute plus communication), which counts the transfers and memory limits a path cannot
-    avoid."""
+    avoid. ``subgraphs_per_device == 1``: a bound for placements with one subgraph per accelerator
+    only (colocated nodes share it); ``None``: for any number."""
     lb = critical_path(graph, cluster)
     if graph.num_nodes == 0:
         return lb
+    one = subgraphs_per_device == 1
     compute_c, comm_c = graph.costs_for(cluster)
     hosts = host_kinds(cluster)
     active = [t for t, k in enumerate(cluster.kinds) if k.count > 0]
@@ -757,7 +822,7 @@ def latency_bound(graph: OpGraph, cluster: Cluster) -> float:
         if key in seen:
             continue
         seen.add(key)
-        b = path_bound(graph, cluster, path)
+        b = path_bound(graph, cluster, path, one_subgraph=one)
         if math.isfinite(b):  # inf: some path node runs nowhere, which the solver reports itself
             lb = max(lb, b)
     return lb

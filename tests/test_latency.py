@@ -276,3 +276,102 @@ def test_path_bound_counts_the_nodes_a_convex_subgraph_must_hold():
     assert path_bound(g, cl, [ia, ib, idd]) == pytest.approx(23.0)
     assert latency_bound(g, cl) >= 23.0 - 1e-9
     assert latency_bound(g, cl) <= _brute_latency(Instance(g, cl), 4) + 1e-9
+
+
+def _split_instance(rng, label, max_items=4):
+    """A small random DAG whose accelerators hold 25-80% of its memory (so placements must split it),
+    with colocation classes (at most ``max_items``), a host kind and sometimes a second accelerator
+    kind."""
+    from tests.instances import Instance
+
+    n = int(rng.integers(3, 8))
+    edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.4]
+    acc = rng.uniform(0.1, 2.0, n)
+    two = rng.random() < 0.3
+    compute = [acc] + ([acc * rng.uniform(0.5, 2.0, n)] if two else []) + [acc * rng.uniform(0.5, 15.0, n)]
+    comm = [rng.uniform(0, 3, n) for _ in compute[:-1]] + [np.zeros(n)]
+    memory = rng.uniform(0, 1, n)
+    colo = np.arange(n)
+    while len(set(colo.tolist())) > 1 and (len(set(colo.tolist())) > max_items or rng.random() < 0.3):
+        a, b = rng.choice(n, 2, replace=False)
+        colo[colo == colo[b]] = colo[a]
+    tot = float(memory.sum())
+    kinds = [DeviceKind("acc", int(rng.integers(1, 4)), float(rng.uniform(0.25, 0.8)) * tot, True)]
+    if two:
+        kinds.append(DeviceKind("acc2", int(rng.integers(1, 3)), float(rng.uniform(0.2, 0.9)) * tot, True))
+    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
+    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
+                      compute=np.array(compute), comm=np.array(comm), memory=memory, edges=edges,
+                      backward=[False] * n, colocation=colo, source=label)
+    return Instance(g, Cluster(tuple(kinds)), label)
+
+
+def _all_paths(g):
+    """Every path of a small graph (one node or more)."""
+    import networkx as nx
+
+    dg = nx.DiGraph()
+    dg.add_nodes_from(range(g.num_nodes))
+    dg.add_edges_from(zip(g.src.tolist(), g.dst.tolist()))
+    for s in dg:
+        yield [s]
+        for t in nx.descendants(dg, s):
+            yield from nx.all_simple_paths(dg, s, t)
+
+
+@pytest.mark.parametrize("count", [120, pytest.param(400, marks=pytest.mark.slow)])
+def test_latency_bounds_with_forced_splits_never_exceed_the_exhaustive_optimum(count):
+    """On graphs whose memory must be split (and the usual random instances), path_bound on every path
+    and latency_bound are at most the exhaustive optimum: with one subgraph per accelerator
+    (``subgraphs_per_device=1``, colocated nodes share a subgraph) against placements with one, and
+    without against any number of subgraphs; and both beat the critical path on many."""
+    from graphs.contract import colocation_items
+    from solvers.latency_ip import critical_path, latency_bound, path_bound
+    from tests.instances import random_instance
+
+    rng = np.random.default_rng(4242)
+    checked = stronger = 0
+    for i in range(count):
+        inst = _split_instance(rng, f"split-{i}") if i % 2 == 0 else \
+            random_instance(rng, max_items=4, training=False, label=f"rand-{i}")
+        g, cl = inst.graph, inst.cluster
+        one = _brute_latency(inst, 1)
+        if math.isinf(one):
+            continue
+        C = colocation_items(g)[1]
+        # any number of subgraphs: as many as classes, enumerated up to 3 classes (4 under -m slow)
+        anyq = _brute_latency(inst, C) if C <= (4 if count > 200 else 3) else math.inf
+        tol = 1e-9 * max(1.0, one)
+        lb1 = latency_bound(g, cl, subgraphs_per_device=1)
+        lbq = latency_bound(g, cl)
+        assert lb1 <= one + tol, (inst.label, lb1, one)
+        assert lbq <= anyq + tol, (inst.label, lbq, anyq)
+        assert lbq <= one + tol, (inst.label, lbq, one)
+        for path in _all_paths(g):
+            assert path_bound(g, cl, path, one_subgraph=True) <= one + tol, (inst.label, path)
+            assert path_bound(g, cl, path) <= anyq + tol, (inst.label, path)
+        checked += 1
+        stronger += lb1 > critical_path(g, cl) + tol
+    assert checked >= count // 2 and stronger >= count // 4, (checked, stronger)
+
+
+def test_path_bound_charges_the_transfers_a_colocated_far_node_forces():
+    """a -> b -> c with x (a weight, colocated with a) -> c, and memory that keeps a and c apart: with
+    one subgraph per accelerator x's subgraph holds a, so x's output leaves it (10) and enters c's (10);
+    the path a, b, c alone sees 5 (a cut at b, b's transfer out and in)."""
+    from solvers.latency_ip import latency_bound, path_bound
+    from tests.instances import Instance
+
+    cost = {"acc": 1.0, "cpu": 100.0}
+    nodes = [Node("a", cost, comm=1.0, memory=1.0, colocation=0), Node("b", cost, comm=1.0, memory=1.0),
+             Node("c", cost, comm=1.0, memory=1.0), Node("x", {"acc": 0.0, "cpu": 0.0}, comm=10.0,
+                                                         memory=0.0, colocation=0)]
+    g = OpGraph.from_nodes(nodes, [("a", "b"), ("b", "c"), ("x", "c")])
+    cl = Cluster((DeviceKind("acc", 2, 2.0, True), DeviceKind("cpu", 1, None, False)))
+    path = [list(g.ids).index(v) for v in "abc"]
+    best = _brute_latency(Instance(g, cl), 1)
+    assert best == pytest.approx(25.0)  # {a, b, x} then {c}: 2 + 1 + 10, then 1 + 10 + 1
+    assert path_bound(g, cl, path) == pytest.approx(5.0)
+    assert path_bound(g, cl, path, one_subgraph=True) == pytest.approx(25.0)
+    assert latency_bound(g, cl, subgraphs_per_device=1) == pytest.approx(25.0)
+    assert latency_bound(g, cl) <= _brute_latency(Instance(g, cl), 3) + 1e-9
