@@ -249,7 +249,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     if seed is not None:
         h.setOptionValue("random_seed", int(seed) % 2147483647)
     if time_limit is not None:
-        h.setOptionValue("time_limit", max(0.01, float(time_limit)))
+        h.setOptionValue("time_limit", time_limit)
     if threads is not None:
         # HiGHS keeps one thread pool per process and refuses a different size later: restart it
         if _SCHEDULER["threads"] not in (None, int(threads)):
@@ -283,7 +283,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     build = time.perf_counter() - t0
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
     # here, in case HiGHS misses its own check for long
-    deadline = None if time_limit is None else time.perf_counter() + max(0.01, float(time_limit)) + 0.1
+    deadline = None if time_limit is None else time.perf_counter() + time_limit + 0.1
     interrupted, overran = _run_interruptible(h, deadline)
     ms = h.getModelStatus()
     info = h.getInfo()
