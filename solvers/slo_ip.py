@@ -16,6 +16,8 @@ the class's host place) with ``z >= `` every core's compute, cores ordered by lo
 latency column gets the bound ``latency_max`` and, being then a valid horizon, the big-M of the
 conditional time constraints. What the solver proves is what is reported: ``optimal`` only when HiGHS
 closed the gap and the evaluators agree with the program; otherwise ``feasible`` with the proven bound.
+Minimising latency, that bound is at least :func:`solvers.latency_ip.latency_bound` for one subgraph
+per accelerator (``stats["path_bound"]``), which counts the transfers that memory and colocation force.
 """
 
 from __future__ import annotations
@@ -150,6 +152,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     value = load if minimise == "max-load" else lat
     stats = dict(sol.stats, max_load=load, latency=lat, latency_max=latency_max, max_load_max=max_load_max,
                  scale=scale)
+    if "path_bound" in stats:  # in the caller's units, as the bound
+        stats["path_bound"] = stats["path_bound"] / scale
     return dataclasses.replace(sol, objective=value, bound=None if sol.bound is None else sol.bound / scale,
                                stats=stats)
 
@@ -237,7 +241,10 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
     value = load if minimise == "max-load" else lev.total
     bound = res.bound
     if minimise == "latency":
-        lb = latency_bound(graph, cluster)  # the path bound: valid for every placement, so here too
+        # the path bound for one subgraph per accelerator: the domain here (the max-load limit only
+        # narrows it further)
+        lb = latency_bound(graph, cluster, subgraphs_per_device=1)
+        stats["path_bound"] = lb
         bound = lb if bound is None else max(bound, lb)
     if bound is not None:
         bound = min(bound, value)

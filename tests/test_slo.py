@@ -80,3 +80,25 @@ def test_latency_under_a_throughput_target_equals_brute_force(seed):
             assert sol.status == Status.OPTIMAL
             assert sol.objective == pytest.approx(want, rel=1e-6, abs=1e-9)
             assert sol.stats["max_load"] <= U * (1 + 1e-9) + 1e-12
+
+
+def test_latency_path_bound_is_the_one_subgraph_one_and_stays_below_brute_force():
+    """Minimising latency, the solver's path bound is :func:`latency_bound` for one subgraph per
+    accelerator (its domain): never above the domain's optimum, and stronger than the general bound on
+    some of these instances (so dropping the domain would show)."""
+    from solvers.latency_ip import latency_bound
+
+    opts = SolveOptions(gap=1e-9, raw={"dp_warm_start": False})
+    stronger = 0
+    for seed in range(3):
+        for inst, _ in _instances(8, 300 + seed):
+            pts = domain_points(inst)
+            if not pts:
+                continue
+            sol = slo_ip.solve(inst.graph, inst.cluster, opts, minimise="latency")
+            lb = sol.stats["path_bound"]
+            assert lb <= min(p[1] for p in pts) * (1 + 1e-9) + 1e-12, inst.label
+            general = latency_bound(inst.graph, inst.cluster)
+            assert lb >= general * (1 - 1e-9) - 1e-12, inst.label
+            stronger += lb > general * (1 + 1e-9) + 1e-12
+    assert stronger > 0
