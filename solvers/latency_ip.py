@@ -28,7 +28,9 @@ almost no communication); it is also the reported bound when the MIP solver prov
 
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
-(the reference's latency heuristic) and everything on a host.
+(the reference's latency heuristic), everything on a host, and the latency local search
+(:mod:`solvers.latency_search`) from the best of these (``stats["warm_start"]`` says which won,
+``stats["search"]`` how the search went; ``options.raw["latency_search"] = False`` leaves it out).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from graphs.model import Cluster, OpGraph
 
 from . import _milp
 from .base import Solution, SolveOptions, Status
+from .latency_search import in_domain
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
 
@@ -463,7 +466,7 @@ class _LatencyModel:
 
 
 def _candidates(graph, cluster, options, deadline, stats):
-    """Warm-start placements: given, DP, greedy fills, all on a host."""
+    """Warm-start placements: given, DP, greedy fills, all on a host, the local search from the best."""
     out = []
     if options.warm_start is not None:
         a = np.asarray(options.warm_start, np.int64)
@@ -513,7 +516,39 @@ def _candidates(graph, cluster, options, deadline, stats):
         if cluster.kinds[t].count > 0 and np.isfinite(compute_c[t]).all():
             out.append(("host", np.full(graph.num_nodes, first[t], np.int64)))
             break
+    if options.raw.get("latency_search", True) and not stats.get("interrupted"):
+        searched = _searched(graph, cluster, options, deadline, stats, out)
+        if searched is not None:
+            out.append(searched)
     return out
+
+
+def _searched(graph, cluster, options, deadline, stats, starts):
+    """The latency local search (:mod:`solvers.latency_search`) from the best of ``starts``, within a share
+    of the time left (``raw["search_time_share"]``, default 0.15; ``raw["search_time_s"]``, default 30 s,
+    without a limit). ``(name, placement)`` when it improves the start, else ``None``."""
+    from . import latency_search
+
+    q = int(options.subgraphs_per_device)
+    best = None
+    for name, a in starts:
+        ev = latency(graph, cluster, a)
+        if latency_search.in_domain(ev, q) and (best is None or ev.total < best[0]):
+            best = (ev.total, name, a)
+    if best is None:
+        return None
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    budget = float(options.raw.get("search_time_s", 30.0)) if left is None else \
+        float(options.raw.get("search_time_share", 0.15)) * left
+    res = latency_search.improve(graph, cluster, best[2], subgraphs_per_device=q, time_limit=budget)
+    stats["search"] = {"from": best[1], "start": res.start_latency, "latency": res.latency,
+                       "evaluations": res.evaluations, "moves": res.moves, "time_s": round(res.seconds, 3),
+                       "stopped": res.stopped}
+    if res.stopped == "interrupted":  # Ctrl-C during the search: stop after the starts
+        stats["interrupted"] = True
+    if res.latency < best[0]:
+        return (f"search from {best[1]}", res.assignment)
+    return None
 
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
@@ -531,7 +566,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     best = None
     for name, a in _candidates(graph, cluster, options, deadline, stats):
         ev = latency(graph, cluster, a)
-        if not ev.valid or max(ev.subgraphs_per_device().values(), default=0) > q:
+        if not in_domain(ev, q):
             continue
         stats[f"warm_{name}"] = ev.total
         if best is None or ev.total < best[2].total:
