@@ -1,6 +1,7 @@
 """The latency local search (solvers.latency_search): never worse than its start, always in the latency
 IP's domain (valid, at most q subgraphs per accelerator), within its deadline, and it finds the better
-cut points on hand-made chains."""
+cut points on hand-made chains. The cut start (solvers.latency_cuts): valid, and the exhaustive optimum
+on chains (where its cost is the latency)."""
 
 import math
 
@@ -187,12 +188,86 @@ def test_latency_ip_takes_the_search_as_a_start_and_says_so():
 
     g, cl, start, best = _cascade_chain()
     sol = solve(g, cl, SolveOptions(objective="latency", warm_start=start, time_limit=20,
-                                    raw={"dp_warm_start": False}))
-    assert sol.stats["search"]["latency"] == pytest.approx(best)
+                                    raw={"dp_warm_start": False, "cut_starts": False}))
+    assert min(r["latency"] for r in sol.stats["search"]) == pytest.approx(best)
     assert sol.stats["warm_start"].startswith("search from")
     assert sol.stats["warm_start_value"] == pytest.approx(best)
     assert sol.objective <= best + 1e-9
     assert sol.bound is not None and sol.bound <= sol.objective + 1e-9
     off = solve(g, cl, SolveOptions(objective="latency", warm_start=start, time_limit=20,
-                                    raw={"dp_warm_start": False, "latency_search": False}))
+                                    raw={"dp_warm_start": False, "cut_starts": False,
+                                         "latency_search": False}))
     assert "search" not in off.stats and not off.stats["warm_start"].startswith("search")
+
+
+# ---------------------------------------------------------------- the cut start (solvers.latency_cuts)
+def _random_chain(rng, label):
+    """A chain of 2-6 nodes, no colocation, one or two accelerator kinds (some nodes unsupported on the
+    second) with memory that may force cuts, and an unlimited host kind."""
+    n = int(rng.integers(2, 7))
+    acc = rng.uniform(0.1, 2.0, n)
+    acc[rng.random(n) < 0.15] = 0.0
+    two = rng.random() < 0.5
+    compute = [acc]
+    if two:
+        other = acc * rng.uniform(0.3, 2.0, n)
+        other[rng.random(n) < 0.15] = math.inf
+        compute.append(other)
+    compute.append(acc * rng.uniform(0.5, 6.0, n))
+    comm = [rng.uniform(0, 3, n) for _ in compute[:-1]] + [np.zeros(n)]
+    memory = rng.uniform(0, 1, n)
+    tot = float(memory.sum())
+    kinds = [DeviceKind("acc", int(rng.integers(1, 4)), float(rng.uniform(0.3, 1.1)) * tot, True)]
+    if two:
+        kinds.append(DeviceKind("acc2", int(rng.integers(1, 3)), float(rng.uniform(0.3, 1.1)) * tot, True))
+    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
+    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
+                      compute=np.array(compute), comm=np.array(comm), memory=memory,
+                      edges=[(i, i + 1) for i in range(n - 1)], backward=[False] * n, source=label)
+    from tests.instances import Instance
+
+    return Instance(g, Cluster(tuple(kinds)), label)
+
+
+def test_cut_start_is_the_exhaustive_optimum_on_chains():
+    """On a chain every placement with one subgraph per accelerator is a cut of its one topological
+    order, and the pieces run one after another: the cut's cost is the latency, so the cheapest cut is
+    the optimum over every placement."""
+    from solvers.latency_cuts import cut_placement
+    from tests.test_latency import _brute_latency
+
+    rng = np.random.default_rng(31)
+    checked = 0
+    for i in range(80):
+        inst = _random_chain(rng, f"chain-{i}")
+        best = _brute_latency(inst, 1)
+        a = cut_placement(inst.graph, inst.cluster, later_first=bool(i % 2))
+        if math.isinf(best):
+            assert a is None, inst.label
+            continue
+        ev = latency(inst.graph, inst.cluster, a)
+        assert in_domain(ev, 1), (inst.label, ev.problems)
+        assert ev.total == pytest.approx(best, rel=1e-9, abs=1e-9), inst.label
+        checked += 1
+    assert checked >= 60
+
+
+def test_cut_start_is_valid_on_random_dags():
+    """One convex piece per accelerator, memory and colocation held, whenever a cut exists (hosts here
+    have no memory limit); and on the hand-made chains it is already the optimum."""
+    from solvers.latency_cuts import cut_placement
+
+    rng = np.random.default_rng(8)
+    found = 0
+    for i in range(60):
+        g, cl = _dag_instance(rng, f"dag-{i}")
+        for later in (False, True):
+            a = cut_placement(g, cl, later_first=later)
+            if a is not None:
+                ev = latency(g, cl, a)
+                assert in_domain(ev, 1), (g.source, ev.problems)
+                found += 1
+    assert found >= 100
+    g, cl, _, best = _cascade_chain()
+    assert latency(g, cl, cut_placement(g, cl)).total == pytest.approx(best)
+    assert cut_placement(g, cl, deadline=0.0) is None
