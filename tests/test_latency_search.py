@@ -143,6 +143,30 @@ def test_ctrl_c_returns_the_best_so_far(monkeypatch):
     _check(g, cl, start, 1, res)
 
 
+def test_ctrl_c_in_the_search_makes_the_latency_ip_return_its_best_start(monkeypatch):
+    """As with Ctrl-C in the DP start: the integer program does not run, the best start is returned."""
+    from solvers.base import SolveOptions, Status
+    from solvers.latency_ip import solve
+
+    g, cl, start, _ = _cascade_chain()
+    calls = {"n": 0}
+    real = latency_search.latency
+
+    def interrupted_on_the_third(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(latency_search, "latency", interrupted_on_the_third)
+    sol = solve(g, cl, SolveOptions(objective="latency", warm_start=start, time_limit=20,
+                                    raw={"dp_warm_start": False, "cut_starts": False}))
+    assert sol.stats["interrupted"] and sol.stats["search"][-1]["stopped"] == "interrupted"
+    assert "interrupted" in sol.message and sol.status is Status.FEASIBLE
+    ev = latency(g, cl, sol.assignment)
+    assert in_domain(ev, 1) and sol.objective == pytest.approx(ev.total) and ev.total <= 29.0
+
+
 def _chain_instance(comm, memory_cap, accelerators):
     n = len(comm)
     nodes = [Node(f"a{i}", {"acc": 1.0, "cpu": 10.0}, comm=comm[i], memory=1.0) for i in range(n)]
