@@ -467,9 +467,9 @@ class _LatencyModel:
         return a, sub
 
 
-def _candidates(graph, cluster, options, deadline, stats):
-    """Warm-start placements: given, DP, greedy fills, all on a host, cut topological orders, and the local
-    search from these."""
+def _candidates(graph, cluster, options, deadline, stats, *, search: bool = False):
+    """Warm-start placements: given, DP, greedy fills, all on a host; with ``search`` (what :func:`solve`
+    asks for) also cut topological orders and the local search from the best starts."""
     out = []
     if options.warm_start is not None:
         a = np.asarray(options.warm_start, np.int64)
@@ -519,14 +519,14 @@ def _candidates(graph, cluster, options, deadline, stats):
         if cluster.kinds[t].count > 0 and np.isfinite(compute_c[t]).all():
             out.append(("host", np.full(graph.num_nodes, first[t], np.int64)))
             break
-    if options.raw.get("cut_starts", True) and not stats.get("interrupted"):
+    if search and options.raw.get("cut_starts", True) and not stats.get("interrupted"):
         from .latency_cuts import cut_placement
 
         for name, later in (("cuts", False), ("cuts-later", True)):
             a = cut_placement(graph, cluster, later_first=later, deadline=deadline)
             if a is not None:
                 out.append((name, a))
-    if options.raw.get("latency_search", True) and not stats.get("interrupted"):
+    if search and options.raw.get("latency_search", True) and not stats.get("interrupted"):
         searched = _searched(graph, cluster, options, deadline, stats, out)
         if searched is not None:
             out.append(searched)
@@ -587,7 +587,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"objective": "latency", "subgraphs_per_device": q}
     best = None
-    for name, a in _candidates(graph, cluster, options, deadline, stats):
+    for name, a in _candidates(graph, cluster, options, deadline, stats, search=True):
         ev = latency(graph, cluster, a)
         if not in_domain(ev, q):
             continue
