@@ -565,7 +565,7 @@ def _searched(graph, cluster, options, deadline, stats, starts):
         runs.append({"from": name, "start": res.start_latency, "latency": res.latency,
                      "evaluations": res.evaluations, "moves": res.moves, "time_s": round(res.seconds, 3),
                      "stopped": res.stopped})
-        if res.latency < best[0]:
+        if res.latency < best[0] - 1e-9 * max(1.0, abs(best[0])):  # not round-off of the same schedule
             best = (res.latency, name, res.assignment)
         if res.stopped == "interrupted":  # Ctrl-C during the search: stop after the starts
             stats["interrupted"] = True

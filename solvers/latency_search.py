@@ -18,8 +18,8 @@ A placement then reads as *runs*, maximal stretches of that order on one device,
 
 ``s`` runs over 1, 2, 3, 4, 6, 8, 12, 16, ... up to the run's length, so a round tries near and far cut
 points. Moves are grouped (the pushes at one boundary, the splits of one run, the moves of one item); a
-group is evaluated whole and its best candidate taken if it lowers the latency. Pushes go first; splits
-and item moves only when no push helps. The search stops at a local optimum, at the deadline, after
+group is evaluated whole and its best candidate taken if it lowers the latency (by more than round-off:
+a relative 1e-9). Pushes go first; splits and item moves only when no push helps. The search stops at a local optimum, at the deadline, after
 ``max_evaluations`` or on Ctrl-C, and returns the best placement seen: never worse than the start.
 
 With ``q = 1`` candidates are evaluated with every accelerator node in subgraph 0, which is the same
@@ -61,6 +61,11 @@ class SearchResult:
     moves: int  # improving moves taken
     seconds: float
     stopped: str  # "local optimum", "time limit", "evaluations", "interrupted" or "invalid start"
+
+
+def _tolerance(value: float) -> float:
+    """How much lower a latency must be to count as better (not round-off of the same schedule)."""
+    return 1e-9 * max(1.0, abs(value))
 
 
 class _Stop(Exception):
@@ -293,7 +298,7 @@ class _Search:
         improved = False
         i = 0
         while i < count():
-            best, best_a = self.value, None
+            best, best_a = self.value - _tolerance(self.value), None
             for a in groups(i):
                 v = self.score(a)
                 if v < best:
