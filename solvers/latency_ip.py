@@ -523,7 +523,11 @@ def _candidates(graph, cluster, options, deadline, stats, *, search: bool = Fals
         from .latency_cuts import cut_placement
 
         for name, later in (("cuts", False), ("cuts-later", True)):
-            a = cut_placement(graph, cluster, later_first=later, deadline=deadline)
+            # a start: 10% of the time left each (30 s without a limit), else none
+            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            until = time.perf_counter() + (float(options.raw.get("cut_time_s", 30.0)) if left is None
+                                           else 0.1 * left)
+            a = cut_placement(graph, cluster, later_first=later, deadline=until)
             if a is not None:
                 out.append((name, a))
     if search and options.raw.get("latency_search", True) and not stats.get("interrupted"):

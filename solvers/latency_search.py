@@ -19,8 +19,9 @@ A placement then reads as *runs*, maximal stretches of that order on one device,
 ``s`` runs over 1, 2, 3, 4, 6, 8, 12, 16, ... up to the run's length, so a round tries near and far cut
 points. Moves are grouped (the pushes at one boundary, the splits of one run, the moves of one item); a
 group is evaluated whole and its best candidate taken if it lowers the latency (by more than round-off:
-a relative 1e-9). Pushes go first; splits and item moves only when no push helps. The search stops at a local optimum, at the deadline, after
-``max_evaluations`` or on Ctrl-C, and returns the best placement seen: never worse than the start.
+a relative 1e-9). Pushes go first; splits and item moves only when no push helps. The search stops at a
+local optimum, at the deadline, after ``max_evaluations`` or on Ctrl-C, and returns the best placement
+seen: never worse than the start.
 
 With ``q = 1`` candidates are evaluated with every accelerator node in subgraph 0, which is the same
 verdict and latency as the default convex pieces (:func:`in_domain` on them) and about 4x faster: when
