@@ -28,7 +28,11 @@ almost no communication); it is also the reported bound when the MIP solver prov
 
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
-(the reference's latency heuristic) and everything on a host.
+(the reference's latency heuristic), everything on a host, a topological order cut at its cheapest points
+(:mod:`solvers.latency_cuts`; ``options.raw["cut_starts"] = False`` leaves them out), and the latency
+local search (:mod:`solvers.latency_search`) from each of these, best first, within 15% of the time left
+(``stats["warm_start"]`` says which won, ``stats["search"]`` lists the searches;
+``options.raw["latency_search"] = False`` leaves it out).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from graphs.model import Cluster, OpGraph
 
 from . import _milp
 from .base import Solution, SolveOptions, Status
+from .latency_search import in_domain
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
 
@@ -462,8 +467,9 @@ class _LatencyModel:
         return a, sub
 
 
-def _candidates(graph, cluster, options, deadline, stats):
-    """Warm-start placements: given, DP, greedy fills, all on a host."""
+def _candidates(graph, cluster, options, deadline, stats, *, search: bool = False):
+    """Warm-start placements: given, DP, greedy fills, all on a host; with ``search`` (what :func:`solve`
+    asks for) also cut topological orders and the local search from the best starts."""
     out = []
     if options.warm_start is not None:
         a = np.asarray(options.warm_start, np.int64)
@@ -513,7 +519,63 @@ def _candidates(graph, cluster, options, deadline, stats):
         if cluster.kinds[t].count > 0 and np.isfinite(compute_c[t]).all():
             out.append(("host", np.full(graph.num_nodes, first[t], np.int64)))
             break
+    if search and options.raw.get("cut_starts", True) and not stats.get("interrupted"):
+        from .latency_cuts import cut_placement
+
+        for name, later in (("cuts", False), ("cuts-later", True)):
+            # a start: 10% of the time left each (30 s without a limit), else none
+            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            until = time.perf_counter() + (float(options.raw.get("cut_time_s", 30.0)) if left is None
+                                           else 0.1 * left)
+            a = cut_placement(graph, cluster, later_first=later, deadline=until)
+            if a is not None:
+                out.append((name, a))
+    if search and options.raw.get("latency_search", True) and not stats.get("interrupted"):
+        searched = _searched(graph, cluster, options, deadline, stats, out)
+        if searched is not None:
+            out.append(searched)
     return out
+
+
+def _searched(graph, cluster, options, deadline, stats, starts):
+    """The latency local search (:mod:`solvers.latency_search`) from every distinct start in the domain,
+    best first, within a share of the time left (``raw["search_time_share"]``, default 0.15;
+    ``raw["search_time_s"]``, default 30 s, without a limit). ``(name, placement)`` of the best it finds
+    when that beats every start, else ``None``; ``stats["search"]`` lists the runs."""
+    from . import latency_search
+
+    q = int(options.subgraphs_per_device)
+    ready = []
+    for name, a in starts:
+        ev = latency(graph, cluster, a)
+        if latency_search.in_domain(ev, q):
+            ready.append((ev.total, name, np.asarray(a, np.int64)))
+    if not ready:
+        return None
+    ready.sort(key=lambda r: r[0])
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    budget = float(options.raw.get("search_time_s", 30.0)) if left is None else \
+        float(options.raw.get("search_time_share", 0.15)) * left
+    until = time.perf_counter() + budget
+    runs, seen = [], []
+    best = (ready[0][0], None, None)
+    for _value, name, a in ready:
+        if time.perf_counter() >= until:
+            break
+        if any(np.array_equal(a, b) for b in seen):
+            continue
+        seen.append(a)
+        res = latency_search.improve(graph, cluster, a, subgraphs_per_device=q, deadline=until)
+        runs.append({"from": name, "start": res.start_latency, "latency": res.latency,
+                     "evaluations": res.evaluations, "moves": res.moves, "time_s": round(res.seconds, 3),
+                     "stopped": res.stopped})
+        if res.latency < best[0] - 1e-9 * max(1.0, abs(best[0])):  # not round-off of the same schedule
+            best = (res.latency, name, res.assignment)
+        if res.stopped == "interrupted":  # Ctrl-C during the search: stop after the starts
+            stats["interrupted"] = True
+            break
+    stats["search"] = runs
+    return None if best[1] is None else (f"search from {best[1]}", best[2])
 
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
@@ -529,9 +591,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"objective": "latency", "subgraphs_per_device": q}
     best = None
-    for name, a in _candidates(graph, cluster, options, deadline, stats):
+    for name, a in _candidates(graph, cluster, options, deadline, stats, search=True):
         ev = latency(graph, cluster, a)
-        if not ev.valid or max(ev.subgraphs_per_device().values(), default=0) > q:
+        if not in_domain(ev, q):
             continue
         stats[f"warm_{name}"] = ev.total
         if best is None or ev.total < best[2].total:
