@@ -220,6 +220,14 @@ def _prefix(parent, added, item_compute, item_memory):
     return comp, unsup, mem, size
 
 
+@njit(cache=True, inline="always")
+def _states_at(T):
+    """Where a record's strict states begin (:func:`_records`): after compute and unsupported counts
+    per kind (``2 T``), memory, the Hasse edge range (two) and the number of strict states, at
+    ``_states_at(T) - 1``."""
+    return 2 * T + 4
+
+
 @njit(cache=True)
 def _stage_fits(I, J, rec, counts, caps, ub, ok):
     """Can the stage ``I \\ J`` go on some device kind (supported, fits its memory, compute within
@@ -356,7 +364,7 @@ def _dp_ideal(I, bits, rec, counts, caps, strides, digits, cn_class, cn_cost, sw
     T = counts.shape[0]
     W = bits.shape[1]
     S = digits.shape[0]
-    P = 2 * T + 4  # rec (_records): compute, unsupported, memory, Hasse edges, strict states
+    P = _states_at(T)  # rec (_records): compute, unsupported, memory, Hasse edges, strict states
     used = 0
     any_alive = False
     for s in range(S):
@@ -494,7 +502,7 @@ def _close_row(I, dp, ch_j, ch_t, strides, digits, rec):
     gives the same candidates as ``c - e_k`` one device later, and the closure carries them up."""
     S, T = digits.shape
     R = rec.shape[1]
-    P = 2 * T + 4
+    P = _states_at(T)
     for t in range(T):
         st = strides[t]
         for s in range(S):
@@ -591,15 +599,16 @@ def _records(comp: np.ndarray, unsup: np.ndarray, mem: np.ndarray, down_ptr: np.
     ``slots`` (state, value) pairs, at least one (the empty ideal's); minus their number when there are
     more (the walk then reads the table, until :func:`_widen`)."""
     N, T = comp.shape
-    rec = np.zeros((N, 2 * T + 4 + 2 * max(1, slots)))
+    P = _states_at(T)
+    rec = np.zeros((N, P + 2 * max(1, slots)))
     rec[:, :T] = comp
     rec[:, T:2 * T] = unsup
     rec[:, 2 * T] = mem
     rec[:, 2 * T + 1] = down_ptr[:-1]
     rec[:, 2 * T + 2] = down_ptr[1:]
-    rec[0, 2 * T + 3] = 1  # the empty ideal: state 0 at the floor
-    rec[0, 2 * T + 4] = 0
-    rec[0, 2 * T + 5] = floor
+    rec[0, P - 1] = 1  # the empty ideal: state 0 at the floor
+    rec[0, P] = 0
+    rec[0, P + 1] = floor
     return rec
 
 
@@ -608,7 +617,7 @@ def _widen(rec: np.ndarray, dp: np.ndarray, ch_j: np.ndarray, ch_t: np.ndarray, 
     """Records (:func:`_records`) with room for the strict states of the finished ideals ``spilled``
     (their records overflowed) and _STRICT_MARGIN more, those ideals' strict states recorded."""
     S, T = digits.shape
-    P = 2 * T + 4
+    P = _states_at(T)
     slots = min(S, int(-rec[spilled, P - 1].min()) + _STRICT_MARGIN)  # _close_row kept -count
     wide = np.zeros((rec.shape[0], P + 2 * slots))
     wide[:, :rec.shape[1]] = rec
@@ -1062,7 +1071,7 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
             np.empty((nt, N, lattice.words), np.uint64))
     scratch = (np.empty(lattice.words, np.uint64), np.zeros(prob.counts.size, np.bool_), False,
                np.zeros(2, np.int64))
-    P = 2 * prob.counts.size + 4  # a record's head (_records), then its number of strict states
+    P = _states_at(prob.counts.size)  # a record's head (_records) ends with its number of strict states
 
     def widened(used: int, lo: int, hi: int) -> int:
         # after each chunk: records that overflowed get room (the kernels read head[1] from now on)
