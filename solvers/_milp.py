@@ -229,6 +229,12 @@ class _quiet_stdout:
 # So it is given the limit less this reserve (at most a quarter of the limit), and the answer comes
 # within the limit instead of up to 0.8 s after it.
 _HIGHS_LATE = 0.8
+# HiGHS 1.16 can also miss both for minutes: stuck in the presolve of a RINS sub-MIP
+# (HPresolve::strengthenInequalities), seen on ip-noncontig for onnx/inception_v2 from a good start.
+# Past this many seconds after cancelling, the search is abandoned (its thread is a daemon and may keep
+# one core busy until it ends) and the best solution its callbacks reported is returned.
+_HIGHS_ABANDON = 2.0
+_ABANDONED: list = []  # abandoned solvers, kept alive while their threads may run
 
 
 def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipResult:
@@ -280,11 +286,32 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         sol.col_value = np.asarray(start, np.float64).tolist()
         sol.value_valid = True
         h.setSolution(sol)
+    # the best solution and bound so far, from HiGHS's callbacks: all there is if the search must be
+    # abandoned (_run_interruptible)
+    seen = {"x": None, "obj": INF, "bound": None}
+
+    def improving(e) -> None:
+        out = e.data_out
+        obj = float(out.objective_function_value)
+        if obj < seen["obj"]:
+            seen["x"], seen["obj"] = np.array(out.mip_solution, np.float64), obj
+        b = float(out.mip_dual_bound)
+        if math.isfinite(b) and abs(b) < inf:
+            seen["bound"] = b if seen["bound"] is None else max(seen["bound"], b)
+
+    h.cbMipImprovingSolution.subscribe(improving)
     build = time.perf_counter() - t0
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
     # here, in case HiGHS misses its own check for long
     deadline = None if time_limit is None else time.perf_counter() + time_limit + 0.1
-    interrupted, overran = _run_interruptible(h, deadline)
+    interrupted, overran, abandoned = _run_interruptible(h, deadline)
+    if abandoned:
+        what = ("interrupted (Ctrl-C); best placement so far" if interrupted else "time limit reached")
+        return MipResult(TIME_LIMIT, seen["x"], seen["obj"], seen["bound"], time.perf_counter() - t0,
+                         f"{what}; HiGHS did not stop within {_HIGHS_ABANDON:g} s of being cancelled (its "
+                         "search was abandoned; best solution it reported kept)",
+                         {"build_s": build, "cols": nc, "rows": nr, "nonzeros": int(A.nnz),
+                          "abandoned": True})
     ms = h.getModelStatus()
     info = h.getInfo()
     elapsed = time.perf_counter() - t0
@@ -311,29 +338,41 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
 
 
-def _run_interruptible(h, deadline: float | None = None) -> tuple[bool, bool]:
+def _run_interruptible(h, deadline: float | None = None,
+                       grace: float | None = None) -> tuple[bool, bool, bool]:
     """Run HiGHS in its own thread so that Ctrl-C stops the search (the incumbent is kept) instead of
     waiting for the time limit, and so does passing ``deadline`` (``time.perf_counter()``). Returns
-    whether it was interrupted and whether the deadline cancelled it."""
+    whether it was interrupted, whether the deadline cancelled it, and whether it was *abandoned*:
+    still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled. Then the caller must
+    leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported."""
     if not hasattr(h, "startSolve"):  # pragma: no cover - older highspy
         h.run()
-        return False, False
+        return False, False, False
+    grace = _HIGHS_ABANDON if grace is None else grace
     h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
     thread = h.startSolve()
     interrupted = overran = False
+    cancelled_at = None
     while True:
         try:
             done, _ = h.wait(0.05)
             if done:
                 break
-            if deadline is not None and not overran and time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if deadline is not None and not overran and now > deadline:
                 overran = True
                 h.cancelSolve()
+                cancelled_at = now if cancelled_at is None else cancelled_at
+            if cancelled_at is not None and now - cancelled_at > grace:
+                _ABANDONED.append(h)  # keep it alive: its thread may still be running
+                return interrupted, overran, True
         except KeyboardInterrupt:
             interrupted = True
             h.cancelSolve()
+            if cancelled_at is None:
+                cancelled_at = time.perf_counter()
     thread.join()
-    return interrupted, overran
+    return interrupted, overran, False
 
 
 # --------------------------------------------------------------------------- PuLP

@@ -4,6 +4,7 @@ import itertools
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -376,3 +377,81 @@ def test_noncontiguous_at_the_suites_limit_beats_the_baselines(workloads, name):
     for base in (partition.solve(w.graph, w.cluster), local_search.solve(w.graph, w.cluster)):
         assert sol.objective <= base.objective * (1 + 1e-9), (base.solver, base.objective)
     assert sol.bound is not None and sol.bound <= sol.objective
+
+
+class _StuckSolver:
+    """A stand-in for a HiGHS that ignores cancelSolve (as 1.16 can, deep in a sub-MIP's presolve)."""
+
+    def __init__(self, ctrl_c: bool = False):
+        self.HandleUserInterrupt = False
+        self.cancelled = 0
+        self.ctrl_c = ctrl_c
+
+    def startSolve(self):
+        return None
+
+    def wait(self, timeout):
+        if self.ctrl_c:
+            self.ctrl_c = False
+            raise KeyboardInterrupt
+        time.sleep(timeout)
+        return False, None
+
+    def cancelSolve(self):
+        self.cancelled += 1
+
+
+@pytest.mark.parametrize("ctrl_c", [False, True])
+def test_a_solver_that_ignores_cancel_is_abandoned_after_the_grace(monkeypatch, ctrl_c):
+    monkeypatch.setattr(_milp, "_ABANDONED", [])
+    h = _StuckSolver(ctrl_c)
+    t0 = time.perf_counter()
+    deadline = None if ctrl_c else t0 + 0.2
+    interrupted, overran, abandoned = _milp._run_interruptible(h, deadline, grace=0.3)
+    took = time.perf_counter() - t0
+    assert abandoned and h.cancelled >= 1 and _milp._ABANDONED == [h]
+    assert (interrupted, overran) == ((True, False) if ctrl_c else (False, True))
+    assert took < (0.3 if ctrl_c else 0.5) + 1.0  # cancelled, then the grace, not forever
+
+
+def _market_split(rng, m=4, n=40):
+    """A market-split MIP (min total slack of m equal-split rows over n binaries): incumbents come at
+    once, the proof takes HiGHS far longer than this test waits."""
+    model = _milp.MilpModel()
+    x = model.add_cols(n, ub=1, integer=True)
+    s = model.add_cols(2 * m, ub=np.inf, cost=1.0)
+    a = rng.integers(0, 100, size=(m, n))
+    rows = np.concatenate([np.repeat(np.arange(m), n), np.arange(m), np.arange(m)])
+    cols = np.concatenate([np.tile(x, m), s[:m], s[m:]])
+    vals = np.concatenate([a.ravel(), np.ones(m), -np.ones(m)])
+    rhs = a.sum(axis=1) // 2
+    model.add_rows(rhs, rhs, rows, cols, vals)
+    return model
+
+
+def test_highs_that_misses_its_limits_returns_the_best_it_reported(monkeypatch):
+    """HiGHS made deaf to its time limit and to cancelSolve: the search is abandoned shortly after the
+    limit, and the best solution and bound its callbacks reported come back, honestly labelled."""
+    import highspy
+
+    real_cancel = highspy.Highs.cancelSolve
+    monkeypatch.setattr(highspy.Highs, "cancelSolve", lambda self: None)
+    monkeypatch.setattr(_milp, "_HIGHS_ABANDON", 0.5)
+    monkeypatch.setattr(_milp, "_ABANDONED", [])
+    model = _market_split(np.random.default_rng(3))
+    t0 = time.perf_counter()
+    try:
+        res = _milp.solve_mip(model, time_limit=1.0, threads=1,
+                              raw={"highs_options": {"time_limit": 1e6}})
+        took = time.perf_counter() - t0
+    finally:
+        for h in _milp._ABANDONED:  # stop the abandoned search, so it does not run through later tests
+            real_cancel(h)
+            h.wait(30)
+    assert res.stats.get("abandoned") and len(_milp._ABANDONED) == 1
+    assert took < 1.0 + 0.1 + 0.5 + 2.0
+    assert res.status == _milp.TIME_LIMIT and "abandoned" in res.message
+    assert res.x is not None and model.check(res.x) == []
+    _, _, cost, *_ = model.arrays()
+    assert res.objective == pytest.approx(float(cost @ res.x), abs=1e-6)
+    assert res.bound is None or res.bound <= res.objective + 1e-6
