@@ -125,19 +125,24 @@ def test_respects_a_deadline_and_an_evaluation_budget():
     _check(g, cl, a, 1, res)
 
 
-def test_ctrl_c_returns_the_best_so_far(monkeypatch):
-    """A KeyboardInterrupt inside an evaluation stops the search with the best placement found."""
-    g, cl, start, _ = _cascade_chain()
+def _ctrl_c_at_call(k: int):
+    """The latency evaluator, with a KeyboardInterrupt raised at its ``k``-th call."""
     calls = {"n": 0}
     real = latency_search.latency
 
-    def interrupted_on_the_fifth(*args, **kw):
+    def evaluate(*args, **kw):
         calls["n"] += 1
-        if calls["n"] == 5:
+        if calls["n"] == k:
             raise KeyboardInterrupt
         return real(*args, **kw)
 
-    monkeypatch.setattr(latency_search, "latency", interrupted_on_the_fifth)
+    return evaluate
+
+
+def test_ctrl_c_returns_the_best_so_far(monkeypatch):
+    """A KeyboardInterrupt inside an evaluation stops the search with the best placement found."""
+    g, cl, start, _ = _cascade_chain()
+    monkeypatch.setattr(latency_search, "latency", _ctrl_c_at_call(5))
     res = improve(g, cl, start)
     assert res.stopped == "interrupted"
     _check(g, cl, start, 1, res)
@@ -149,16 +154,7 @@ def test_ctrl_c_in_the_search_makes_the_latency_ip_return_its_best_start(monkeyp
     from solvers.latency_ip import solve
 
     g, cl, start, _ = _cascade_chain()
-    calls = {"n": 0}
-    real = latency_search.latency
-
-    def interrupted_on_the_third(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(*args, **kw)
-
-    monkeypatch.setattr(latency_search, "latency", interrupted_on_the_third)
+    monkeypatch.setattr(latency_search, "latency", _ctrl_c_at_call(3))
     sol = solve(g, cl, SolveOptions(objective="latency", warm_start=start, time_limit=20,
                                     raw={"dp_warm_start": False, "cut_starts": False}))
     assert sol.stats["interrupted"] and sol.stats["search"][-1]["stopped"] == "interrupted"
