@@ -17,6 +17,7 @@ import math
 import os
 import re
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -234,7 +235,7 @@ _HIGHS_LATE = 0.8
 # Past this many seconds after cancelling, the search is abandoned (its thread is a daemon and may keep
 # one core busy until it ends) and the best solution its callbacks reported is returned.
 _HIGHS_ABANDON = 2.0
-_ABANDONED: list = []  # abandoned solvers, kept alive while their threads may run
+_ABANDONED: list = []  # (solver, thread) of abandoned searches, kept alive while their threads may run
 
 
 def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipResult:
@@ -256,7 +257,9 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         h.setOptionValue("random_seed", int(seed) % 2147483647)
     if time_limit is not None:
         h.setOptionValue("time_limit", time_limit)
-    if threads is not None:
+    if threads is not None and _SCHEDULER["threads"] not in (None, int(threads)) and _abandoned_running():
+        pass  # the pool cannot be restarted under an abandoned search: this one runs on it as it is
+    elif threads is not None:
         # HiGHS keeps one thread pool per process and refuses a different size later: restart it
         if _SCHEDULER["threads"] not in (None, int(threads)):
             highspy.Highs.resetGlobalScheduler(True)
@@ -338,6 +341,11 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
 
 
+def _abandoned_running() -> bool:
+    """Whether a search abandoned by :func:`_run_interruptible` may still be running."""
+    return any(thread.is_alive() for _, thread in _ABANDONED)
+
+
 def _run_interruptible(h, deadline: float | None = None,
                        grace: float | None = None) -> tuple[bool, bool, bool]:
     """Run HiGHS in its own thread so that Ctrl-C stops the search (the incumbent is kept) instead of
@@ -345,18 +353,25 @@ def _run_interruptible(h, deadline: float | None = None,
     whether it was interrupted, whether the deadline cancelled it, and whether it was *abandoned*:
     still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled. Then the caller must
     leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported."""
-    if not hasattr(h, "startSolve"):  # pragma: no cover - older highspy
-        h.run()
-        return False, False, False
     grace = _HIGHS_ABANDON if grace is None else grace
     h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
-    thread = h.startSolve()
+    # our own thread, not highspy's startSolve: that one holds a lock shared by every Highs object, so
+    # after an abandoned search no other could start in this process
+    finished = threading.Event()
+
+    def run() -> None:
+        try:
+            h.run()
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=run, daemon=True, name="highs")
+    thread.start()
     interrupted = overran = False
     cancelled_at = None
     while True:
         try:
-            done, _ = h.wait(0.05)
-            if done:
+            if finished.wait(0.05):
                 break
             now = time.perf_counter()
             if deadline is not None and not overran and now > deadline:
@@ -364,7 +379,7 @@ def _run_interruptible(h, deadline: float | None = None,
                 h.cancelSolve()
                 cancelled_at = now if cancelled_at is None else cancelled_at
             if cancelled_at is not None and now - cancelled_at > grace:
-                _ABANDONED.append(h)  # keep it alive: its thread may still be running
+                _ABANDONED.append((h, thread))  # keep it alive: its thread may still be running
                 return interrupted, overran, True
         except KeyboardInterrupt:
             interrupted = True

@@ -1,9 +1,11 @@
 """Throughput integer programs (solvers.ip): against the DP, brute force and the evaluator."""
 
+import _thread
 import itertools
 import json
 import math
 import os
+import threading
 import time
 
 import numpy as np
@@ -382,20 +384,13 @@ def test_noncontiguous_at_the_suites_limit_beats_the_baselines(workloads, name):
 class _StuckSolver:
     """A stand-in for a HiGHS that ignores cancelSolve (as 1.16 can, deep in a sub-MIP's presolve)."""
 
-    def __init__(self, ctrl_c: bool = False):
+    def __init__(self):
         self.HandleUserInterrupt = False
         self.cancelled = 0
-        self.ctrl_c = ctrl_c
+        self.release = threading.Event()
 
-    def startSolve(self):
-        return None
-
-    def wait(self, timeout):
-        if self.ctrl_c:
-            self.ctrl_c = False
-            raise KeyboardInterrupt
-        time.sleep(timeout)
-        return False, None
+    def run(self):
+        self.release.wait(30)
 
     def cancelSolve(self):
         self.cancelled += 1
@@ -404,14 +399,20 @@ class _StuckSolver:
 @pytest.mark.parametrize("ctrl_c", [False, True])
 def test_a_solver_that_ignores_cancel_is_abandoned_after_the_grace(monkeypatch, ctrl_c):
     monkeypatch.setattr(_milp, "_ABANDONED", [])
-    h = _StuckSolver(ctrl_c)
+    h = _StuckSolver()
     t0 = time.perf_counter()
     deadline = None if ctrl_c else t0 + 0.2
-    interrupted, overran, abandoned = _milp._run_interruptible(h, deadline, grace=0.3)
-    took = time.perf_counter() - t0
-    assert abandoned and h.cancelled >= 1 and _milp._ABANDONED == [h]
-    assert (interrupted, overran) == ((True, False) if ctrl_c else (False, True))
-    assert took < (0.3 if ctrl_c else 0.5) + 1.0  # cancelled, then the grace, not forever
+    if ctrl_c:
+        threading.Timer(0.2, _thread.interrupt_main).start()
+    try:
+        interrupted, overran, abandoned = _milp._run_interruptible(h, deadline, grace=0.3)
+        took = time.perf_counter() - t0
+        assert abandoned and h.cancelled >= 1 and [x for x, _ in _milp._ABANDONED] == [h]
+        assert _milp._abandoned_running()
+        assert (interrupted, overran) == ((True, False) if ctrl_c else (False, True))
+        assert took < 0.5 + 1.0  # cancelled, then the grace, not forever
+    finally:
+        h.release.set()
 
 
 def _market_split(rng, m=4, n=40):
@@ -444,10 +445,18 @@ def test_highs_that_misses_its_limits_returns_the_best_it_reported(monkeypatch):
         res = _milp.solve_mip(model, time_limit=1.0, threads=1,
                               raw={"highs_options": {"time_limit": 1e6}})
         took = time.perf_counter() - t0
+        # another solve in the same process while that search still runs (highspy's own solve thread
+        # would refuse: its lock is shared by every Highs object)
+        assert _milp._abandoned_running()
+        small = _milp.MilpModel()
+        x = small.add_cols(2, ub=1, integer=True, cost=[-1.0, -2.0])
+        small.add_rows([-np.inf], [1.0], [0, 0], x, [1.0, 1.0])
+        again = _milp.solve_mip(small, threads=2)
+        assert again.status == _milp.OPTIMAL and again.objective == pytest.approx(-2.0)
     finally:
-        for h in _milp._ABANDONED:  # stop the abandoned search, so it does not run through later tests
+        for h, thread in _milp._ABANDONED:  # stop the abandoned search, so that it ends with the test
             real_cancel(h)
-            h.wait(30)
+            thread.join(30)
     assert res.stats.get("abandoned") and len(_milp._ABANDONED) == 1
     assert took < 1.0 + 0.1 + 0.5 + 2.0
     assert res.status == _milp.TIME_LIMIT and "abandoned" in res.message
