@@ -105,6 +105,23 @@ def random_instance(rng: np.random.Generator, *, max_items: int = 6, training: b
     return Instance(g, Cluster(tuple(kinds_)), label)
 
 
+def latency_instance(rng: np.random.Generator, compute: list, comm: list, memory: np.ndarray, edges,
+                     label: str, *, accelerators, colocation=None) -> Instance:
+    """A latency instance (inference): ``compute`` and ``comm`` rows for one or two accelerator kinds,
+    then the host's; accelerator kind ``k`` gets ``rng.integers(*accelerators[k][0])`` devices, each
+    holding ``rng.uniform(*accelerators[k][1])`` of the graph's memory; one or two host cores, unlimited
+    memory."""
+    n = len(memory)
+    tot = float(np.sum(memory))
+    kinds = [DeviceKind(name, int(rng.integers(*counts)), float(rng.uniform(*share)) * tot, True)
+             for name, (counts, share) in zip(("acc", "acc2"), accelerators[:len(compute) - 1])]
+    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
+    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
+                      compute=np.array(compute), comm=np.array(comm), memory=memory, edges=edges,
+                      backward=[False] * n, colocation=colocation, source=label)
+    return Instance(g, Cluster(tuple(kinds)), label)
+
+
 def canonical_assignments(num_items: int, cluster: Cluster):
     """Every assignment of items to devices up to renaming identical devices (devices of one kind are
     opened in order)."""

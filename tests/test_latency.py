@@ -282,7 +282,7 @@ def _split_instance(rng, label, max_items=4):
     """A small random DAG whose accelerators hold 25-80% of its memory (so placements must split it),
     with colocation classes (at most ``max_items``), a host kind and sometimes a second accelerator
     kind."""
-    from tests.instances import Instance
+    from tests.instances import latency_instance
 
     n = int(rng.integers(3, 8))
     edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.4]
@@ -295,15 +295,8 @@ def _split_instance(rng, label, max_items=4):
     while len(set(colo.tolist())) > 1 and (len(set(colo.tolist())) > max_items or rng.random() < 0.3):
         a, b = rng.choice(n, 2, replace=False)
         colo[colo == colo[b]] = colo[a]
-    tot = float(memory.sum())
-    kinds = [DeviceKind("acc", int(rng.integers(1, 4)), float(rng.uniform(0.25, 0.8)) * tot, True)]
-    if two:
-        kinds.append(DeviceKind("acc2", int(rng.integers(1, 3)), float(rng.uniform(0.2, 0.9)) * tot, True))
-    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
-    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
-                      compute=np.array(compute), comm=np.array(comm), memory=memory, edges=edges,
-                      backward=[False] * n, colocation=colo, source=label)
-    return Instance(g, Cluster(tuple(kinds)), label)
+    return latency_instance(rng, compute, comm, memory, edges, label, colocation=colo,
+                            accelerators=[((1, 4), (0.25, 0.8)), ((1, 3), (0.2, 0.9))])
 
 
 def _all_paths(g):

@@ -13,7 +13,7 @@ from graphs.latency import latency
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from solvers import latency_search
 from solvers.latency_search import improve, in_domain
-from tests.instances import random_instance
+from tests.instances import latency_instance, random_instance
 
 
 def _dag_instance(rng, label):
@@ -23,29 +23,30 @@ def _dag_instance(rng, label):
     n = int(rng.integers(4, 25))
     p = float(rng.uniform(0.1, 0.5))
     edges = [(u, v) for v in range(n) for u in range(max(0, v - 6), v) if rng.random() < p]
-    acc = rng.uniform(0.1, 2.0, n)
-    two = rng.random() < 0.5
-    compute = [acc]
-    if two:
-        other = acc * rng.uniform(0.3, 2.0, n)
-        other[rng.random(n) < 0.1] = math.inf
-        compute.append(other)
-    compute.append(acc * rng.uniform(0.5, 15.0, n))
-    comm = [rng.uniform(0, 3, n) for _ in compute[:-1]] + [np.zeros(n)]
+    compute, comm = _compute_rows(rng, rng.uniform(0.1, 2.0, n), unsupported=0.1, host_slowdown=15.0)
     memory = rng.uniform(0, 1, n)
     colo = np.arange(n)
     for _ in range(int(rng.integers(0, 3))):
         a, b = rng.choice(n, 2, replace=False)
         colo[colo == colo[b]] = colo[a]
-    tot = float(memory.sum())
-    kinds = [DeviceKind("acc", int(rng.integers(1, 5)), float(rng.uniform(0.2, 0.8)) * tot, True)]
-    if two:
-        kinds.append(DeviceKind("acc2", int(rng.integers(1, 4)), float(rng.uniform(0.2, 0.9)) * tot, True))
-    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
-    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
-                      compute=np.array(compute), comm=np.array(comm), memory=memory, edges=edges,
-                      backward=[False] * n, colocation=colo, source=label)
-    return g, Cluster(tuple(kinds))
+    inst = latency_instance(rng, compute, comm, memory, edges, label, colocation=colo,
+                            accelerators=[((1, 5), (0.2, 0.8)), ((1, 4), (0.2, 0.9))])
+    return inst.graph, inst.cluster
+
+
+def _compute_rows(rng, acc, *, unsupported: float, host_slowdown: float):
+    """Compute and communication rows: the accelerator's ``acc``; half the time a second accelerator kind
+    0.3-2x as fast that cannot run a fraction ``unsupported`` of the nodes; the host up to
+    ``host_slowdown`` times slower, with no communication."""
+    n = acc.size
+    compute = [acc]
+    if rng.random() < 0.5:
+        other = acc * rng.uniform(0.3, 2.0, n)
+        other[rng.random(n) < unsupported] = math.inf
+        compute.append(other)
+    compute.append(acc * rng.uniform(0.5, host_slowdown, n))
+    comm = [rng.uniform(0, 3, n) for _ in compute[:-1]] + [np.zeros(n)]
+    return compute, comm
 
 
 def _starts(rng, g, cl, q, count=4):
@@ -227,26 +228,10 @@ def _random_chain(rng, label):
     n = int(rng.integers(2, 7))
     acc = rng.uniform(0.1, 2.0, n)
     acc[rng.random(n) < 0.15] = 0.0
-    two = rng.random() < 0.5
-    compute = [acc]
-    if two:
-        other = acc * rng.uniform(0.3, 2.0, n)
-        other[rng.random(n) < 0.15] = math.inf
-        compute.append(other)
-    compute.append(acc * rng.uniform(0.5, 6.0, n))
-    comm = [rng.uniform(0, 3, n) for _ in compute[:-1]] + [np.zeros(n)]
+    compute, comm = _compute_rows(rng, acc, unsupported=0.15, host_slowdown=6.0)
     memory = rng.uniform(0, 1, n)
-    tot = float(memory.sum())
-    kinds = [DeviceKind("acc", int(rng.integers(1, 4)), float(rng.uniform(0.3, 1.1)) * tot, True)]
-    if two:
-        kinds.append(DeviceKind("acc2", int(rng.integers(1, 3)), float(rng.uniform(0.3, 1.1)) * tot, True))
-    kinds.append(DeviceKind("cpu", int(rng.integers(1, 3)), None, False))
-    g = OpGraph.build(names=[f"n{i}" for i in range(n)], kinds=[k.name for k in kinds],
-                      compute=np.array(compute), comm=np.array(comm), memory=memory,
-                      edges=[(i, i + 1) for i in range(n - 1)], backward=[False] * n, source=label)
-    from tests.instances import Instance
-
-    return Instance(g, Cluster(tuple(kinds)), label)
+    return latency_instance(rng, compute, comm, memory, [(i, i + 1) for i in range(n - 1)], label,
+                            accelerators=[((1, 4), (0.3, 1.1)), ((1, 3), (0.3, 1.1))])
 
 
 def test_cut_start_is_the_exhaustive_optimum_on_chains():
