@@ -257,11 +257,12 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         h.setOptionValue("random_seed", int(seed) % 2147483647)
     if time_limit is not None:
         h.setOptionValue("time_limit", time_limit)
-    if threads is not None and _SCHEDULER["threads"] not in (None, int(threads)) and _abandoned_running():
-        pass  # the pool cannot be restarted under an abandoned search: this one runs on it as it is
-    elif threads is not None:
+    resize = threads is not None and _SCHEDULER["threads"] not in (None, int(threads))
+    if resize and _abandoned_running():
+        threads = None  # the pool cannot be restarted under an abandoned search: run on it as it is
+    if threads is not None:
         # HiGHS keeps one thread pool per process and refuses a different size later: restart it
-        if _SCHEDULER["threads"] not in (None, int(threads)):
+        if resize:
             highspy.Highs.resetGlobalScheduler(True)
         h.setOptionValue("threads", int(threads))
         _SCHEDULER["threads"] = int(threads)
@@ -273,6 +274,11 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
 
     def fin(a):
         return np.clip(np.asarray(a, np.float64), -inf, inf)
+
+    def finite(v) -> float | None:
+        """A bound HiGHS reported, or None where it has none (infinite)."""
+        v = float(v)
+        return v if math.isfinite(v) and abs(v) < inf else None
 
     nc, nr = model.num_cols, model.num_rows
     integrality = np.where(integer, int(highspy.HighsVarType.kInteger.value),
@@ -298,12 +304,13 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         obj = float(out.objective_function_value)
         if obj < seen["obj"]:
             seen["x"], seen["obj"] = np.array(out.mip_solution, np.float64), obj
-        b = float(out.mip_dual_bound)
-        if math.isfinite(b) and abs(b) < inf:
+        b = finite(out.mip_dual_bound)
+        if b is not None:
             seen["bound"] = b if seen["bound"] is None else max(seen["bound"], b)
 
     h.cbMipImprovingSolution.subscribe(improving)
     build = time.perf_counter() - t0
+    stats = {"build_s": build, "cols": nc, "rows": nr, "nonzeros": int(A.nnz)}
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
     # here, in case HiGHS misses its own check for long
     deadline = None if time_limit is None else time.perf_counter() + time_limit + 0.1
@@ -313,8 +320,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         return MipResult(TIME_LIMIT, seen["x"], seen["obj"], seen["bound"], time.perf_counter() - t0,
                          f"{what}; HiGHS did not stop within {_HIGHS_ABANDON:g} s of being cancelled (its "
                          "search was abandoned; best solution it reported kept)",
-                         {"build_s": build, "cols": nc, "rows": nr, "nonzeros": int(A.nnz),
-                          "abandoned": True})
+                         {**stats, "abandoned": True})
     ms = h.getModelStatus()
     info = h.getInfo()
     elapsed = time.perf_counter() - t0
@@ -322,11 +328,8 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
     x = np.array(h.getSolution().col_value) if has_sol else None
     obj = float(info.objective_function_value) if has_sol else INF
-    bound = float(info.mip_dual_bound)
-    if not math.isfinite(bound) or abs(bound) >= inf:
-        bound = None
-    stats = {"nodes": int(info.mip_node_count), "build_s": build, "cols": nc, "rows": nr,
-             "nonzeros": int(A.nnz)}
+    bound = finite(info.mip_dual_bound)
+    stats = {"nodes": int(info.mip_node_count), **stats}
     if ms == S.kOptimal:
         return MipResult(OPTIMAL, x, obj, bound, elapsed, "", stats)
     if ms == S.kInfeasible:
