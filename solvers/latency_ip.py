@@ -50,7 +50,7 @@ from graphs.model import Cluster, OpGraph
 
 from . import _milp
 from .base import Solution, SolveOptions, Status
-from .latency_search import in_domain
+from .latency_search import improve, in_domain, tolerance
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
 
@@ -542,13 +542,11 @@ def _searched(graph, cluster, options, deadline, stats, starts):
     best first, within a share of the time left (``raw["search_time_share"]``, default 0.15;
     ``raw["search_time_s"]``, default 30 s, without a limit). ``(name, placement)`` of the best it finds
     when that beats every start, else ``None``; ``stats["search"]`` lists the runs."""
-    from . import latency_search
-
     q = int(options.subgraphs_per_device)
     ready = []
     for name, a in starts:
         ev = latency(graph, cluster, a)
-        if latency_search.in_domain(ev, q):
+        if in_domain(ev, q):
             ready.append((ev.total, name, np.asarray(a, np.int64)))
     if not ready:
         return None
@@ -565,11 +563,11 @@ def _searched(graph, cluster, options, deadline, stats, starts):
         if any(np.array_equal(a, b) for b in seen):
             continue
         seen.append(a)
-        res = latency_search.improve(graph, cluster, a, subgraphs_per_device=q, deadline=until)
+        res = improve(graph, cluster, a, subgraphs_per_device=q, deadline=until)
         runs.append({"from": name, "start": res.start_latency, "latency": res.latency,
                      "evaluations": res.evaluations, "moves": res.moves, "time_s": round(res.seconds, 3),
                      "stopped": res.stopped})
-        if res.latency < best[0] - 1e-9 * max(1.0, abs(best[0])):  # not round-off of the same schedule
+        if res.latency < best[0] - tolerance(best[0]):  # not round-off of the same schedule
             best = (res.latency, name, res.assignment)
         if res.stopped == "interrupted":  # Ctrl-C during the search: stop after the starts
             stats["interrupted"] = True

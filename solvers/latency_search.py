@@ -42,7 +42,7 @@ from graphs.latency import LatencyEvaluation, host_kinds, latency
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
-__all__ = ["SearchResult", "improve", "in_domain"]
+__all__ = ["SearchResult", "improve", "in_domain", "tolerance"]
 
 
 def in_domain(ev: LatencyEvaluation, subgraphs_per_device: int) -> bool:
@@ -64,7 +64,7 @@ class SearchResult:
     stopped: str  # "local optimum", "time limit", "evaluations", "interrupted" or "invalid start"
 
 
-def _tolerance(value: float) -> float:
+def tolerance(value: float) -> float:
     """How much lower a latency must be to count as better (not round-off of the same schedule)."""
     return 1e-9 * max(1.0, abs(value))
 
@@ -115,12 +115,13 @@ class _Search:
         self.bsup = ~unsup
         self.dkind = cluster.device_kind()
         self.D = int(self.dkind.size)
-        self.host_dev = host_kinds(cluster)[self.dkind]
+        hosts = host_kinds(cluster)
+        self.host_dev = hosts[self.dkind]
         self.caps = np.array([math.inf if cluster.kinds[t].memory is None else float(cluster.kinds[t].memory)
                               for t in self.dkind.tolist()])
         first = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])[:-1]]).astype(np.int64)
         self.host_reps = [int(first[t]) for t, k in enumerate(cluster.kinds)
-                          if k.count > 0 and host_kinds(cluster)[t]]
+                          if k.count > 0 and hosts[t]]
         be = self.block[graph.src] != self.block[graph.dst]
         pairs = np.unique(np.stack([self.block[graph.src][be], self.block[graph.dst][be]], axis=1), axis=0) \
             if be.any() else np.zeros((0, 2), np.int64)
@@ -299,7 +300,7 @@ class _Search:
         improved = False
         i = 0
         while i < count():
-            best, best_a = self.value - _tolerance(self.value), None
+            best, best_a = self.value - tolerance(self.value), None
             for a in groups(i):
                 v = self.score(a)
                 if v < best:
