@@ -23,7 +23,7 @@ from graphs.evaluate import Evaluation
 from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
 from solvers.base import Solution, SolveOptions, Status
-from solvers.registry import get_solver
+from solvers.registry import solve
 
 __all__ = ["Placement", "place", "evaluate", "DEFAULT_SOLVER"]
 
@@ -79,8 +79,7 @@ def place(graph: OpGraph, cluster: Cluster, solver: str | None = None,
     :data:`DEFAULT_SOLVER` (``auto``), runs the exact DP whenever it fits the limits and a labelled
     large-graph path otherwise (see :mod:`solvers.auto`)."""
     options = options or SolveOptions()
-    solve = get_solver(solver or DEFAULT_SOLVER)
-    solution = solve(graph, cluster, options)
+    solution = solve(graph, cluster, solver=solver or DEFAULT_SOLVER, options=options)
     ev = None if solution.assignment is None else _evaluate(graph, cluster, solution.assignment)
     return Placement(graph, cluster, solution, ev, options.objective)
 

@@ -8,7 +8,7 @@ plan.json`` re-scores such a plan.
 
 The replicated model is the default for a training graph (and for an inference graph given
 ``--max-replicas`` above 1) when the solver is ``auto`` or one of the replicated model's
-(:data:`placement.replicated.SOLVERS`) and the objective is max-load; ``--max-replicas 1``
+(:data:`solvers.registry.STAGE_SOLVERS`) and the objective is max-load; ``--max-replicas 1``
 (or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
 unchanged. The result JSON is
 the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
@@ -29,8 +29,6 @@ from graphs.parallel import ParallelProblem, evaluate_plan
 __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
            "evaluate"]
 
-_DP = (None, "auto", "dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated",
-       "data-parallel")  # replicated.SOLVERS
 
 
 def add_options(p) -> None:
@@ -44,16 +42,27 @@ def _is_onnx(path: str) -> bool:
     return str(path).lower().endswith(".onnx")
 
 
+def _stage_solver(name: str | None) -> bool:
+    """Has ``--solver`` a stage form (:data:`solvers.registry.STAGE_SOLVERS`)? An unknown name is left
+    to the registry's error."""
+    from solvers.registry import ALIASES, STAGE_SOLVERS
+
+    return name is None or ALIASES.get(name, name) in STAGE_SOLVERS
+
+
 def handles(args) -> bool:
     """Does ``place`` solve the replicated model: an ONNX training graph (or ``--max-replicas`` > 1),
-    replication not switched off, a replicated solver (:data:`placement.replicated.SOLVERS`) and the
+    replication not switched off, a replicated solver (:data:`solvers.registry.STAGE_SOLVERS`) and the
     throughput objective? Another
     ``--objective`` (latency, split-max) keeps today's placement, which has it; asked for together with
     ``--max-replicas`` > 1 it is an :class:`InputError`."""
     mr = getattr(args, "max_replicas", None)
     if not (_is_onnx(args.workload) and (bool(args.training) or (mr is not None and mr > 1))
-            and mr != 1 and getattr(args, "solver", None) in _DP):
+            and mr != 1 and _stage_solver(getattr(args, "solver", None))):
         return False
+    from .replicated import refuse_serving
+
+    refuse_serving(args)
     objective = getattr(args, "objective", None) or "max-load"
     if objective != "max-load":
         if mr is not None and mr > 1:
@@ -157,20 +166,19 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
 
 def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
-    of :data:`placement.replicated.SOLVERS`)."""
-    from .replicated import _emit, fmt_time, no_plan, pick_solver, result_dict
+    of :data:`solvers.registry.STAGE_SOLVERS`)."""
+    from .replicated import _emit, _status_words, fmt_time, no_plan, result_dict, solve_args
 
-    solver, solve = pick_solver(args)
     problem, graph_cls, settings = load_problem(args, frontend)
-    r = solve(problem, time_limit=args.time_limit)
+    r = solve_args(problem, args)
     if r.plan is None:
         return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
-                       message=r.message, workload=args.workload)
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
+                       message=r.message, workload=args.workload, bound=r.bound)
     data = _with_operators(data, problem, graph_cls, settings)
     devices = sum(s.devices for s in r.evaluation.stages)
     obj = fmt_time(r.objective, "ms", 9)
-    summary = (f"objective {obj} ms per sample ({r.status}), {len(r.plan)} stages on {devices} "
+    summary = (f"objective {obj} ms per sample ({_status_words(r)}), {len(r.plan)} stages on {devices} "
                f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
                f"{settings['granularity']} granularity, solved in {r.time:.3g} s")
     _emit(args, data, problem, r.evaluation, summary, "ms")

@@ -23,7 +23,8 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
-           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "SOLVERS", "pick_solver"]
+           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "solve_args",
+           "refuse_serving"]
 
 
 def add_options(p) -> None:
@@ -82,8 +83,16 @@ def load_problem(args) -> ParallelProblem:
                        schedule=args.schedule, max_replicas=args.max_replicas)
 
 
+def _status_words(r) -> str:
+    """The status with what was proven: ``optimal``, or ``feasible, bound B, gap G``."""
+    if r.bound is None or r.gap is None or str(r.status) == "optimal":
+        return str(r.status)
+    return f"{r.status}, bound {r.bound:.9g}, gap {r.gap:.3%}"
+
+
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
-                time: float | None = None, message: str = "", workload: str | None = None) -> dict:
+                time: float | None = None, message: str = "", workload: str | None = None,
+                bound: float | None = None) -> dict:
     g = problem.graph
     stages = []
     for s in ev.stages:
@@ -101,7 +110,7 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
             "in_flight": s.in_flight,
         })
     return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
-            "status": status, "message": message, "time": time, "schedule": problem.schedule,
+            "status": status, "message": message, "time": time, "bound": bound, "schedule": problem.schedule,
             "microbatches": problem.microbatches, "time_unit": "s", "objective": ev.objective,
             "valid": ev.valid,
             "problems": list(ev.problems), "stages": stages,
@@ -202,6 +211,10 @@ def no_plan(args, r) -> int:
         print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
               f"larger --time-limit may find one", file=sys.stderr)
         return 1
+    if r.status is not Status.INFEASIBLE:  # a baseline found none in its family: nothing proven
+        print(f"error: {args.workload}: no plan found (status {r.status}, nothing proven): {r.message}; "
+              f"an exact solver (auto, dp, ip) decides whether one exists", file=sys.stderr)
+        return 1
     raise InfeasibleError(f"{args.workload}: {r.message}")
 
 
@@ -219,56 +232,81 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         sys.stdout.write(f"result written to {args.out}\n")
 
 
-#: the replicated model's solvers: the exact DP (the default), the contiguous MILP (warm-started from
-#: PipeDream's planner), auto-replicated (coarsens when the ideals do not fit) and two baselines
-SOLVERS = ("dp-replicated", "ip-replicated", "auto-replicated", "pipedream-replicated", "data-parallel")
+def refuse_serving(args) -> None:
+    """A latency target or a batch-size sweep is solved on the one-device-per-stage model only so far:
+    with replicas it is one error naming the option, never a target silently dropped."""
+    why = ("not supported on the stage model yet (Piper files, training graphs, --max-replicas above 1); "
+           "an ONNX inference model with --max-replicas 1 takes it")
+    if getattr(args, "latency_slo", None) is not None:
+        raise InputError(f"--latency-slo: {why}")
+    if isinstance(getattr(args, "batch_size", None), str):
+        raise InputError(f"--batch-size {args.batch_size}: a sweep of batch sizes {why}; or give one "
+                         f"batch size")
 
 
-def pick_solver(args):
-    """``(name, solve_problem)`` of ``--solver`` among :data:`SOLVERS` (``auto`` or none: the exact DP);
-    :class:`InputError` for another solver or objective, or for options that do not apply."""
-    from solvers import auto_replicated, ip_replicated, pipedream_replicated
-    from solvers.dp_replicated import solve_problem
+def solve_args(problem: ParallelProblem, args):
+    """The answer of ``--solver`` (default ``auto``) on the stage-model ``problem``, through the one
+    checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there."""
+    from solvers.base import SolveOptions
+    from solvers.registry import solve
 
-    table = {"dp-replicated": solve_problem,
-             "ip-replicated": lambda p, time_limit=None: ip_replicated.solve_problem(
-                 p, time_limit=time_limit, warm_start="pipedream-replicated"),
-             "auto-replicated": auto_replicated.solve_problem,
-             "pipedream-replicated": pipedream_replicated.solve_problem,
-             "data-parallel": lambda p, time_limit=None: pipedream_replicated.data_parallel(p)}
-    if args.solver not in (None, "auto", *SOLVERS):
-        raise InputError(f"--solver {args.solver}: replicated plans are solved by {', '.join(SOLVERS)}")
-    if (getattr(args, "objective", None) or "max-load") != "max-load":
-        raise InputError(f"--objective {args.objective}: replicated plans minimise the time per sample "
-                         f"(max-load)")
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
-        raise InputError("--split and --memory-limit do not apply to replicated plans")
-    name = args.solver if args.solver in table else "dp-replicated"
-    return name, table[name]
+        raise InputError("--split and --memory-limit do not apply to stage-model plans (replicas)")
+    options = SolveOptions(objective=getattr(args, "objective", None) or "max-load",
+                           time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
+                           threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
+                           backend=getattr(args, "backend", "highs"),
+                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1))
+    return solve(problem, solver=args.solver or "auto", options=options)
 
 
 def place(args) -> int:
     """``placement place`` on a Piper workload: the exact replicated DP (or a baseline)."""
-    solver, solve = pick_solver(args)
+    refuse_serving(args)
     problem = load_problem(args)
-    r = solve(problem, time_limit=args.time_limit)
+    r = solve_args(problem, args)
     if r.plan is None:
         return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver=solver, time=r.time,
-                       message=r.message, workload=args.workload)
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
+                       message=r.message, workload=args.workload, bound=r.bound)
     devices = sum(s.devices for s in r.evaluation.stages)
     obj = fmt_time(r.objective, "s", 9)
-    summary = (f"objective {obj} s per sample ({r.status}), {len(r.plan)} stages on {devices} "
+    summary = (f"objective {obj} s per sample ({_status_words(r)}), {len(r.plan)} stages on {devices} "
                f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
                f"solved in {r.time:.3g} s")
     _emit(args, data, problem, r.evaluation, summary)
     return 0
 
 
+def _with_recorded(args, data):
+    """``args`` with the settings a result file records filled in where the command line gives none."""
+    import copy
+
+    if not isinstance(data, dict) or data.get("format") != "placement-replicated":
+        return args
+    args = copy.copy(args)
+    kinds = [k for k in data.get("kinds") or () if isinstance(k, dict)]
+    recorded = {"max_devices": kinds[0].get("count") if len(kinds) == 1 else None,
+                "device_memory": kinds[0].get("memory") if len(kinds) == 1 else None,
+                "bandwidth": kinds[0].get("bandwidth") if len(kinds) == 1 else None,
+                "microbatches": data.get("microbatches"), "max_replicas": data.get("max_replicas")}
+    for name, value in recorded.items():
+        if getattr(args, name, None) is None and value is not None:
+            setattr(args, name, value)
+    # --schedule has a default: the recorded one stands unless another is asked for
+    if getattr(args, "schedule", "1f1b") == "1f1b" and data.get("schedule") in SCHEDULES:
+        args.schedule = data["schedule"]
+    return args
+
+
 def evaluate(args) -> int:
-    """``placement evaluate`` of a replicated plan (a result JSON's ``stages``) on a Piper workload."""
+    """``placement evaluate`` of a replicated plan (a result JSON's ``stages``) on a Piper workload: the
+    settings the plan records (devices, memory, bandwidth, schedule, micro-batches, replica limit)
+    rebuild the problem it was solved on, unless the command line gives them again."""
+    data = read_json(args.split)
+    args = _with_recorded(args, data)
     problem = load_problem(args)
-    plan = plan_from_dict(problem, read_json(args.split), source=args.split)
+    plan = plan_from_dict(problem, data, source=args.split)
     ev = evaluate_plan(problem, plan)
     data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                        message=f"plan from {args.split}", workload=args.workload)

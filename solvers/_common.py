@@ -27,15 +27,20 @@ def require_objective(name: str, options: SolveOptions, supported: tuple[str, ..
                          f"(it supports: {', '.join(supported)})")
 
 
-def objective_value(graph: OpGraph, cluster: Cluster, assignment,
-                    objective: str) -> tuple[float, tuple[str, ...]]:
-    """The evaluator's value of ``assignment`` for ``objective`` and the list of validity problems."""
+def objective_value(graph: OpGraph, cluster: Cluster, assignment, objective: str,
+                    subgraphs=None) -> tuple[float, tuple[str, ...]]:
+    """The evaluator's value of ``assignment`` for ``objective`` and the list of validity problems
+    (``subgraphs``: the latency model's contiguous pieces, where a solver chose them)."""
     ev = evaluate(graph, cluster, assignment)
     if objective == "latency":
         from graphs.latency import latency  # the latency model
 
-        lat = latency(graph, cluster, assignment)
+        lat = latency(graph, cluster, assignment, subgraphs=subgraphs)
         return lat.total, tuple(dict.fromkeys(ev.problems + lat.problems))
+    if objective == "split-max":
+        from .ip import split_max  # max forward load + max backward load
+
+        return split_max(graph, cluster, assignment), ev.problems
     return ev.max_load, ev.problems
 
 

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import time
 
-from graphs.errors import InputError, ProblemTooLargeError
+from graphs.errors import ProblemTooLargeError
 from graphs.ideals import enumerate_ideals
-from graphs.parallel import ParallelProblem, from_opgraph
+from graphs.parallel import ParallelProblem
 from graphs.parallel_coarsen import merge_chains
 
 from . import dp_replicated, ip_replicated, pipedream_replicated
-from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status
-from .dp_replicated import ReplicatedResult
+from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status, stage_solution
 
-__all__ = ["solve_problem", "solve", "LABELS"]
+__all__ = ["solve_problem", "solve_stages", "LABELS"]
 
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
 
@@ -51,22 +50,24 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True) -> ReplicatedResult:
+                  refine: bool = True) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
-    best: ReplicatedResult | None = None
+    best: Solution | None = None
     label = "heuristic"
     n = problem.graph.num_nodes
 
-    def done(r: ReplicatedResult, label: str, status: Status, message: str, extra=None) -> ReplicatedResult:
+    def done(r: Solution, label: str, status: Status, message: str, extra=None) -> Solution:
         stats = dict(r.stats or {})
         stats.update(extra or {})
         stats["label"], stats["path"] = label, path
-        return ReplicatedResult(r.plan, r.evaluation, r.objective, status, time.perf_counter() - t0, message,
-                                stats)
+        # a bound proven on the problem itself: the exact step's, or the MILP's (never a coarse pass's)
+        bound = r.objective if status is Status.OPTIMAL else stats.get("bound")
+        return stage_solution("auto", r.plan, r.evaluation, r.objective, status, time.perf_counter() - t0,
+                              message, stats, bound=bound)
 
     if _ideals_fit(problem, max_ideals):
         path.append("dp-replicated")
@@ -113,8 +114,16 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if best is None:
         path.append("pipedream-replicated")
         r = pipedream_replicated.solve_problem(problem, time_limit=_left(deadline))
+        if r.plan is None and (deadline is None or _left(deadline) > 0):
+            # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
+            path.append("dp-replicated")
+            r = dp_replicated.solve_problem(problem, time_limit=_left(deadline))
+            if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
+                return done(r, "exact", r.status, r.message)
         if r.plan is None:
-            return done(r, "heuristic", r.status, r.message)
+            # nothing proven: a limit or a restricted planner stopped every step short of a plan
+            status = Status.STOPPED if r.status is Status.STOPPED else Status.UNKNOWN
+            return done(r, "heuristic", status, r.message)
         best, label = r, "heuristic"
     msg = {"exact-on-coarsened": "optimal among plans that keep each merged chain in one stage",
            "heuristic": "not proven optimal"}[label]
@@ -123,18 +132,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     return done(best, label, Status.FEASIBLE, msg, extra)
 
 
-def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
-    """The registry's form on the pipeline-only model of an :class:`~graphs.model.OpGraph`
-    (:func:`graphs.parallel.from_opgraph`); ``options.raw``: ``max_ideals``, ``max_ip_columns``,
-    ``ip_time``, ``refine``."""
+def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``, and
+    ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time`` and ``refine``."""
     options = options or SolveOptions()
-    if options.objective != "max-load":
-        raise InputError(f"auto-replicated minimises max-load; objective {options.objective!r} is not "
-                         f"supported")
-    problem, item_of = from_opgraph(graph, cluster)
     kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
           if k in options.raw}
-    r = solve_problem(problem, time_limit=options.time_limit, **kw)
-    return ip_replicated.to_solution(r, cluster, item_of, "auto-replicated",
-                                     bound=r.objective if r.status is Status.OPTIMAL
-                                     else (r.stats or {}).get("bound"))
+    return solve_problem(problem, time_limit=options.time_limit, **kw)

@@ -4,7 +4,13 @@ Every solver is a function ``solve(graph, cluster, options) -> Solution``. A sol
 limit returns its best placement with status ``FEASIBLE``, its bound and gap; it never says ``OPTIMAL``
 unless it proved it. ``INFEASIBLE`` is a status too, with the reason in ``message``. ``STOPPED``: a
 limit (time, budget) stopped the search before any placement was found, so nothing is known either
-way.
+way. ``UNKNOWN``: a method that searches a restricted family of placements (a baseline) found none in
+it; that proves nothing about the problem.
+
+A solution of the pipeline model (an :class:`~graphs.model.OpGraph` on a :class:`~graphs.model.Cluster`)
+carries an ``assignment`` (device per operator); one of the stage model (:mod:`graphs.parallel`) carries
+a ``plan`` (stages with degrees and variants) and its ``evaluation``. :func:`solvers.registry.solve` is
+the one entry point that checks either against the one evaluator.
 """
 
 from __future__ import annotations
@@ -18,16 +24,17 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES", "CheckedBound", "check_bound",
-           "IP_MIN_SECONDS"]
+           "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution"]
 
 OBJECTIVES = ("max-load", "split-max", "latency")
 
 
 class Status(str, enum.Enum):
-    OPTIMAL = "optimal"  # proven optimal (within the requested gap for an IP)
+    OPTIMAL = "optimal"  # proven optimal: the gap is closed (at most CLOSED_GAP)
     FEASIBLE = "feasible"  # a valid placement; a limit stopped the search or the method is a heuristic
     INFEASIBLE = "infeasible"  # proven: no placement satisfies the constraints
     STOPPED = "stopped"  # a limit stopped the search before any placement was found: nothing proven
+    UNKNOWN = "unknown"  # a restricted method (a baseline) found no placement: nothing proven
     ERROR = "error"
 
     def __str__(self) -> str:
@@ -64,11 +71,14 @@ class SolveOptions:
 
 @dataclass(frozen=True, eq=False)
 class Solution:
-    """A solver's answer: ``assignment[u]`` is the device number of node ``u`` (see ``Cluster``).
+    """A solver's answer: ``assignment[u]`` is the device number of node ``u`` (see ``Cluster``); for
+    the stage model, ``plan`` (stages in pipeline order, :class:`graphs.parallel.Stage`) and its
+    ``evaluation`` (:class:`graphs.parallel.PlanEvaluation`). A stage-model plan solved for an
+    :class:`~graphs.model.OpGraph` carries both: the plan and the device of every operator.
 
     ``objective`` is the solver's value of its objective on that assignment; ``bound`` a proven lower
     bound (``None`` when unknown), ``gap`` = (objective - bound) / objective. ``stats`` holds
-    solver-specific counters (ideals, pairs visited, nodes explored...).
+    solver-specific counters (ideals, pairs visited, nodes explored...), plain JSON-able values.
     """
 
     assignment: np.ndarray | None
@@ -80,7 +90,30 @@ class Solution:
     time: float = 0.0
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
+    plan: tuple | None = None
+    evaluation: Any = None
 
+    @property
+    def found(self) -> bool:
+        """Is there a placement (an assignment or a plan)?"""
+        return self.assignment is not None or self.plan is not None
+
+
+def stage_solution(solver: str, plan, evaluation, objective: float, status: Status, time: float,
+                   message: str = "", stats: Mapping[str, Any] | None = None, *,
+                   bound: float | None = None) -> Solution:
+    """A :class:`Solution` of the stage model: ``plan`` and its ``evaluation`` (``None`` for none)."""
+    gap = None
+    if bound is not None and math.isfinite(objective):
+        gap = max(0.0, (objective - bound) / objective) if objective > 0 else 0.0
+    return Solution(None, objective, status, solver, bound=bound, gap=gap, time=time, message=message,
+                    stats=dict(stats or {}), plan=None if plan is None else tuple(plan),
+                    evaluation=evaluation)
+
+
+#: a relative gap at most this (plus a MIP solver's tolerance, :data:`BOUND_TOLERANCE_REL`) is closed:
+#: only then is a solution ``optimal`` (a requested ``--gap`` that is met is ``feasible``, within-gap)
+CLOSED_GAP = 1e-9
 
 # relative round-off between two evaluations of one placement (summation order)
 BOUND_ROUND_OFF = 1e-9

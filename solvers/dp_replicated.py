@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from graphs.errors import InputError, ProblemTooLargeError
+from graphs.errors import ProblemTooLargeError
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.order import topological_order
 from graphs.parallel import (
@@ -40,14 +39,12 @@ from graphs.parallel import (
     PlanEvaluation,
     Stage,
     evaluate_plan,
-    from_opgraph,
     resync_bandwidth,
 )
 
-from ._common import replicated_assignment
-from .base import Solution, SolveOptions, Status
+from .base import Solution, SolveOptions, Status, stage_solution
 
-__all__ = ["solve_problem", "ReplicatedResult", "solve", "knapsack"]
+__all__ = ["solve_problem", "solve_stages", "knapsack"]
 
 _INF = np.inf
 _BIG = np.iinfo(np.int64).max // 4
@@ -1116,19 +1113,6 @@ def _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_
 
 
 # --------------------------------------------------------------------------- driver
-@dataclass(frozen=True, eq=False)
-class ReplicatedResult:
-    """The plan found, its evaluation (by :func:`graphs.parallel.evaluate_plan`) and the status."""
-
-    plan: list[Stage] | None
-    evaluation: PlanEvaluation | None
-    objective: float
-    status: Status
-    time: float
-    message: str = ""
-    stats: dict | None = None
-
-
 def _arrays(problem: ParallelProblem):
     g = problem.graph
     K = len(problem.kinds)
@@ -1215,7 +1199,7 @@ def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarra
 
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
-                  max_steps: int = 50_000_000, upper_bound: float = math.inf) -> ReplicatedResult:
+                  max_steps: int = 50_000_000, upper_bound: float = math.inf) -> Solution:
     """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
 
     A first pass over the prefixes of one topological order (a chain of ideals, cheap) gives a plan whose
@@ -1225,7 +1209,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     g = problem.graph
     upper_bound = min(upper_bound, _one_stage_bound(problem))
     order = topological_order(g.num_nodes, g.src, g.dst)
-    best: ReplicatedResult | None = None  # the best plan of a restricted pass (a bound, not proven)
+    best: Solution | None = None  # the best plan of a restricted pass (a bound, not proven)
     data = _node_data(problem)  # shared by every pass
 
     def restricted(lattice) -> None:
@@ -1236,18 +1220,20 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             best = r
             upper_bound = min(upper_bound, r.objective * (1 + 1e-9))
 
-    def fallback(why: str) -> ReplicatedResult:
+    def fallback(why: str) -> Solution:
         if best is None:
-            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
-                                    f"{why}; no plan found", {})
+            return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                  f"{why}; no plan found", {})
         stats = dict(best.stats or {})
         plan, ev = (best.plan, best.evaluation) if best.plan is not None else stats["build"]()
         stats.pop("build", None)
+        # the restricted pass's optimum bounds the full problem from above, not from below
+        stats["chain_value"] = stats.pop("lower_bound", best.objective)
         if ev.problems:  # the evaluator is the judge, as in _run
             raise AssertionError(f"dp-replicated produced an invalid plan: {ev.problems}")
-        return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
-                                f"{why}; the best plan over one topological order is returned (not proven "
-                                "optimal)", stats)
+        return stage_solution("dp", plan, ev, ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
+                              f"{why}; the best plan over one topological order is returned (not proven "
+                              "optimal)", stats, bound=min(ev.objective, _work_lower_bound(problem, data)))
 
     if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
         restricted(_sub_chain(g.num_nodes, order, 16))
@@ -1281,6 +1267,14 @@ def _sub_chain(n: int, order: np.ndarray, m: int) -> IdealLattice:
                         added=np.concatenate([[-1], np.full(N - 1, -1, np.int64)]),
                         down_ptr=np.concatenate([[0], np.arange(N, dtype=np.int64)]),
                         down_idx=np.arange(0, N - 1, dtype=np.int64))
+
+
+def _work_lower_bound(problem: ParallelProblem, data: dict) -> float:
+    """A lower bound on every plan's time per sample: a stage of ``t * d`` devices takes at least the
+    sum of its variants' ``time / d``, so the largest stage is at least the nodes' least device-seconds
+    (``t`` times the fastest time) over all devices."""
+    total = sum(k.count for k in problem.kinds)
+    return float(data["work"].sum()) / max(1, total)
 
 
 def _one_stage_bound(problem: ParallelProblem) -> float:
@@ -1352,7 +1346,7 @@ def _prefix_sums(parent, added, mm, mt, fin, work, pre_mem, pre_time, pre_uns, p
 
 
 def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_steps: int,
-         t0: float, data: dict | None = None, build: bool = True) -> ReplicatedResult:
+         t0: float, data: dict | None = None, build: bool = True) -> Solution:
     """One pass over ``lattice``. With ``build`` False an optimal pass returns no plan, its value in the
     DP's own costs as the objective and ``stats["build"]``, which builds and evaluates the plan."""
     g = problem.graph
@@ -1399,14 +1393,14 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+            return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached")
         limit = int(min(limit, left * 5e6))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
             float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
     npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
     if npairs > limit:
-        return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+        return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                 f"more than {limit:,} candidate stages; the exact DP would not fit the "
                                 f"{'time limit' if limit < max_steps else 'budget'}")
     pair_i = np.empty(npairs, np.int64)
@@ -1432,7 +1426,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                      2 + n + 2 * arr["opt_var"].size)
     while start < npairs:
         if deadline is not None and time.perf_counter() > deadline:
-            return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+            return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached while computing stage costs")
         stop = min(npairs, start + chunk)
         nxt, cnt, scnt = _all_steps(
@@ -1445,7 +1439,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             memo = _grow_memo(memo, smax + N + 2)
         if nxt < stop:  # output full: grow and redo that pair
             if max(o_k.size, o_yhi.size) * 2 > max_steps:
-                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                         f"more than {max_steps:,} stage options; the exact DP would not "
                                         f"fit the budget")
             o_pair, o_k, o_t, o_d = (_doubled(a, cnt) for a in (o_pair, o_k, o_t, o_d))
@@ -1521,7 +1515,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
         if math.isfinite(upper_bound):
             why += f" with every stage at most {upper_bound:g}"
-        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
+        return stage_solution("dp", None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
     best_raw, best_value = trace(float(cands[-1]))
     # every plan's largest stage is at least the total work over all devices
@@ -1533,9 +1527,10 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         if deadline is not None and time.perf_counter() > deadline:
             best_plan, best_ev = build_plan(best_raw)
             elapsed = time.perf_counter() - t0
-            return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
-                                    f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
-                                    stats)
+            # cands[lo] bounds the optimum over this lattice: the problem's when it is the full one
+            return stage_solution("dp", best_plan, best_ev, best_ev.objective, Status.FEASIBLE, elapsed,
+                                  f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
+                                  stats, bound=float(cands[lo]) if build else None)
         mid = (lo + hi) // 2
         if feasible(float(cands[mid])):
             raw, value = trace(float(cands[mid]))
@@ -1548,7 +1543,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     stats["lower_bound"] = float(cands[lo])
     if not build:
         stats["build"] = lambda: build_plan(best_raw)
-        return ReplicatedResult(None, None, best_value, Status.OPTIMAL, time.perf_counter() - t0, "", stats)
+        return stage_solution("dp", None, None, best_value, Status.OPTIMAL, time.perf_counter() - t0, "",
+                              stats)
     best_plan, best_ev = build_plan(best_raw)
     elapsed = time.perf_counter() - t0
     if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
@@ -1556,7 +1552,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     if not best_ev.objective <= best_value * (1 + 1e-9):  # the DP's costs and the evaluator must agree
         raise AssertionError(f"dp-replicated: plan evaluates to {best_ev.objective!r}, the DP's costs say "
                              f"{best_value!r}")
-    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats)
+    return stage_solution("dp", best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats,
+                          bound=best_ev.objective)
 
 
 def _doubled(a: np.ndarray, used: int, extra: int | None = None) -> np.ndarray:
@@ -1609,24 +1606,10 @@ def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d
     return [vids[i][j] for i, j in enumerate(pick)]
 
 
-# --------------------------------------------------------------------------- common solver signature
-def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
-    """The registry's form: the pipeline-only model of an :class:`~graphs.model.OpGraph` (no parameter
-    sizes, so ``d = t = 1``), solved by the replicated DP; the assignment gives each stage one device."""
+# --------------------------------------------------------------------------- the registry's form
+def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``, and
+    ``options.raw``'s ``max_ideals`` and ``max_steps``."""
     options = options or SolveOptions()
-    if options.objective != "max-load":
-        raise InputError(f"dp-replicated minimises max-load; objective {options.objective!r} is not "
-                         f"supported")
-    problem, item_of = from_opgraph(graph, cluster)
-    r = solve_problem(problem, time_limit=options.time_limit,
-                      max_ideals=int(options.raw.get("max_ideals", 3_000_000)))
-    stats = dict(r.stats or {})
-    if r.plan is None:
-        return Solution(None, math.inf, r.status, "dp-replicated", time=r.time, message=r.message,
-                        stats=stats)
-    stats["plan"] = r.plan
-    bound = r.objective if r.status == Status.OPTIMAL else stats.get("lower_bound")
-    gap = 0.0 if r.status == Status.OPTIMAL else None
-    a = replicated_assignment(r.plan, cluster, item_of, problem.graph.num_nodes)
-    return Solution(a, r.objective, r.status, "dp-replicated", bound=bound, gap=gap,
-                    time=r.time, message=r.message, stats=stats)
+    kw = {k: int(options.raw[k]) for k in ("max_ideals", "max_steps") if k in options.raw}
+    return solve_problem(problem, time_limit=options.time_limit, **kw)

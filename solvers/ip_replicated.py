@@ -52,18 +52,15 @@ from graphs.parallel import (
     ParallelProblem,
     Stage,
     evaluate_plan,
-    from_opgraph,
     in_flight,
     resync_bandwidth,
     weight_versions,
 )
 
 from . import _milp
-from ._common import replicated_assignment
-from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound
-from .dp_replicated import ReplicatedResult
+from .base import BOUND_TOLERANCE_REL, Solution, SolveOptions, Status, check_bound, stage_solution
 
-__all__ = ["solve_problem", "solve", "build_model"]
+__all__ = ["solve_problem", "solve_stages", "build_model"]
 
 
 @dataclass
@@ -368,7 +365,7 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, gap: float = 1e-6,
                   warm_start: Sequence[Stage] | str | None = None, threads: int | None = None,
-                  raw=None) -> ReplicatedResult:
+                  raw=None) -> Solution:
     """Solve ``problem`` by the contiguous MILP (see the module doc). ``gap`` is HiGHS's relative gap:
     ``optimal`` means proven within it (plus the solver's tolerance, ``BOUND_TOLERANCE_REL``)."""
     t0 = time.perf_counter()
@@ -399,7 +396,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     stats.update(r.stats)
     elapsed = time.perf_counter() - t0
     if r.status == _milp.INFEASIBLE:
-        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, elapsed,
+        return stage_solution("ip", None, None, math.inf, Status.INFEASIBLE, elapsed,
                                 "no plan fits the devices' memory and counts (the integer program is "
                                 "infeasible)", stats)
     plan, ev = None, None
@@ -414,17 +411,17 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if plan is None:
         # a limit before any plan: stopped, nothing proven (an error, or a plan the evaluator rejected: error)
         failed = r.status == _milp.ERROR or "mip_plan_rejected" in stats
-        return ReplicatedResult(None, None, math.inf, Status.ERROR if failed else Status.STOPPED, elapsed,
+        return stage_solution("ip", None, None, math.inf, Status.ERROR if failed else Status.STOPPED, elapsed,
                                 r.message or "no plan found", stats)
     cb = check_bound(r.bound, ev.objective, fallback=lay.lower_bound)
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
             and cb.gap <= gap + BOUND_TOLERANCE_REL):
-        return ReplicatedResult(plan, ev, ev.objective, Status.OPTIMAL, elapsed, note, stats)
+        return stage_solution("ip", plan, ev, ev.objective, Status.OPTIMAL, elapsed, note, stats)
     msg = r.message or "not proven optimal"
     if cb.gap is not None:
         msg += f"; bound {cb.bound:.9g}, gap {cb.gap:.3%}"
-    return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, elapsed,
+    return stage_solution("ip", plan, ev, ev.objective, Status.FEASIBLE, elapsed,
                             msg + (f"; {note}" if note else ""), stats)
 
 
@@ -442,41 +439,19 @@ def model_columns(problem: ParallelProblem) -> int:
     return 1 + P * (n + O + len(g.variants) + 2 * M + nsync + 1 + smax)
 
 
-def _evaluated(problem: ParallelProblem, plan: list[Stage], like: ReplicatedResult) -> ReplicatedResult:
+def _evaluated(problem: ParallelProblem, plan: list[Stage], like: Solution) -> Solution:
     """``plan`` judged by the evaluator (it must be valid), with ``like``'s time and stats."""
     ev = evaluate_plan(problem, plan)
     if not ev.valid:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
         raise AssertionError(f"an invalid plan: {ev.problems}")
-    return ReplicatedResult(plan, ev, ev.objective, Status.FEASIBLE, like.time, like.message,
+    return stage_solution("ip", plan, ev, ev.objective, Status.FEASIBLE, like.time, like.message,
                             dict(like.stats or {}))
 
 
-def to_solution(r: ReplicatedResult, cluster, item_of: np.ndarray, solver: str,
-                bound: float | None = None) -> Solution:
-    """The registry's :class:`Solution` of a plan of :func:`graphs.parallel.from_opgraph`'s problem: each
-    stage's items on the next ``t * d`` devices of its kind (the first of them named)."""
-    stats = dict(r.stats or {})
-    if r.plan is None:
-        return Solution(None, math.inf, r.status, solver, time=r.time, message=r.message, stats=stats)
-    stats["plan"] = r.plan
-    gap = None
-    if bound is not None and math.isfinite(r.objective):
-        gap = max(0.0, (r.objective - bound) / r.objective) if r.objective > 0 else 0.0
-    a = replicated_assignment(r.plan, cluster, item_of, int(item_of.max(initial=-1)) + 1)
-    return Solution(a, r.objective, r.status, solver, bound=bound, gap=gap, time=r.time,
-                    message=r.message, stats=stats)
-
-
-def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
-    """The registry's form: the pipeline-only model of an :class:`~graphs.model.OpGraph` (no parameter
-    sizes, so ``d = t = 1``, :func:`graphs.parallel.from_opgraph`) by the MILP, warm-started from
-    PipeDream's planner (``options.raw["warm_start"]``: another start, or ``None`` for none); the
-    assignment gives each stage one device of its kind."""
+def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
+    """The registry's stage form (:func:`solvers.registry.solve`): the MILP warm-started from PipeDream's
+    planner (``options.raw["warm_start"]``: another start, or ``None`` for none), with ``options``'
+    time limit, gap and threads."""
     options = options or SolveOptions()
-    if options.objective != "max-load":
-        raise InputError(f"ip-replicated minimises max-load; objective {options.objective!r} is not "
-                         f"supported")
-    problem, item_of = from_opgraph(graph, cluster)
-    r = solve_problem(problem, time_limit=options.time_limit, gap=options.gap, threads=options.threads,
-                      warm_start=options.raw.get("warm_start", "pipedream-replicated"), raw=options.raw)
-    return to_solution(r, cluster, item_of, "ip-replicated", bound=(r.stats or {}).get("bound"))
+    return solve_problem(problem, time_limit=options.time_limit, gap=options.gap, threads=options.threads,
+                         warm_start=options.raw.get("warm_start", "pipedream-replicated"), raw=options.raw)

@@ -44,25 +44,23 @@ import time
 import networkx as nx
 import numpy as np
 
-from graphs.errors import InputError
 from graphs.order import topological_order
 from graphs.parallel import (
     ParallelGraph,
     ParallelProblem,
     Stage,
     evaluate_plan,
-    from_opgraph,
     in_flight,
     resync_bandwidth,
     stage_memory,
     weight_versions,
 )
 
-from ._common import replicated_assignment
-from .base import Solution, SolveOptions, Status
-from .dp_replicated import ReplicatedResult, knapsack
+from .base import Solution, SolveOptions, Status, stage_solution
+from .dp_replicated import knapsack
 
-__all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve"]
+__all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve_stages",
+           "solve_data_parallel"]
 
 _MEMORY_RTOL = 1e-9  # as graphs.parallel's evaluator
 
@@ -250,7 +248,7 @@ def _plan_on_kind(problem: ParallelProblem, groups, k: int, var: list[int], dead
     return best, plan
 
 
-def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) -> ReplicatedResult:
+def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) -> Solution:
     """PipeDream's planner on ``problem`` (see the module doc): the best plan over the device kinds."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
@@ -265,8 +263,9 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
         if r is None:
             msg = "time limit reached"
             if best_plan is None:
-                return ReplicatedResult(None, None, math.inf, Status.STOPPED, time.perf_counter() - t0, msg)
-            return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
+                return stage_solution("pipedream", None, None, math.inf, Status.STOPPED,
+                                      time.perf_counter() - t0, msg)
+            return stage_solution("pipedream", best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
                                     time.perf_counter() - t0, msg + "; best plan over the kinds tried so far")
         _, plan = r
         if plan is None:
@@ -279,9 +278,12 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
             best_plan, best_ev = plan, ev
     stats = {"groups": len(groups)}
     if best_plan is None:
-        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0,
-                                "; ".join(why) or "no device kind", stats)
-    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
+        # a restricted planner that finds nothing has proven nothing about the problem
+        return stage_solution("pipedream", None, None, math.inf, Status.UNKNOWN, time.perf_counter() - t0,
+                              "PipeDream's planner found no plan: " + ("; ".join(why) or "no device kind"),
+                              stats)
+    return stage_solution("pipedream", best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
+                          time.perf_counter() - t0,
                             f"PipeDream's planner over {len(groups)} linearised groups", stats)
 
 
@@ -310,7 +312,7 @@ def fitting_variants(problem: ParallelProblem, k: int, d: int) -> list[int] | No
     return [vids[u][j] for u, j in enumerate(pick)] if pick else None
 
 
-def data_parallel(problem: ParallelProblem) -> ReplicatedResult:
+def data_parallel(problem: ParallelProblem) -> Solution:
     """Pure data parallelism: one stage holding every node on the devices of one kind (see the module
     doc); the best kind whose memory it fits."""
     t0 = time.perf_counter()
@@ -336,28 +338,20 @@ def data_parallel(problem: ParallelProblem) -> ReplicatedResult:
         if best_ev is None or ev.objective < best_ev.objective:
             best_plan, best_ev = plan, ev
     if best_plan is None:
-        return ReplicatedResult(None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0,
-                                "pure data parallelism does not fit: " + ("; ".join(why) or "no device kind"))
-    return ReplicatedResult(best_plan, best_ev, best_ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
+        return stage_solution("data-parallel", None, None, math.inf, Status.UNKNOWN, time.perf_counter() - t0,
+                              "pure data parallelism does not fit: " + ("; ".join(why) or "no device kind"))
+    return stage_solution("data-parallel", best_plan, best_ev, best_ev.objective, Status.FEASIBLE,
+                          time.perf_counter() - t0,
                             f"one stage, {best_plan[0].d} replicas")
 
 
-# --------------------------------------------------------------------------- common solver signature
-def solve(graph, cluster, options: SolveOptions | None = None) -> Solution:
-    """The registry's form: PipeDream's planner on the pipeline-only model of an
-    :class:`~graphs.model.OpGraph` (:func:`graphs.parallel.from_opgraph`: no parameter sizes, so
-    ``d = 1``); the assignment gives each stage one device of its kind."""
+# --------------------------------------------------------------------------- the registry's forms
+def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
+    """The registry's stage form of PipeDream's planner (:func:`solvers.registry.solve`)."""
     options = options or SolveOptions()
-    if options.objective != "max-load":
-        raise InputError(f"pipedream-replicated minimises max-load; objective {options.objective!r} is not "
-                         f"supported")
-    problem, item_of = from_opgraph(graph, cluster)
-    r = solve_problem(problem, time_limit=options.time_limit)
-    stats = dict(r.stats or {})
-    if r.plan is None:
-        return Solution(None, math.inf, r.status, "pipedream-replicated", time=r.time, message=r.message,
-                        stats=stats)
-    stats["plan"] = r.plan
-    a = replicated_assignment(r.plan, cluster, item_of, problem.graph.num_nodes)
-    return Solution(a, r.objective, Status.FEASIBLE, "pipedream-replicated", time=r.time,
-                    message=r.message, stats=stats)
+    return solve_problem(problem, time_limit=options.time_limit)
+
+
+def solve_data_parallel(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
+    """The registry's stage form of pure data parallelism (:func:`solvers.registry.solve`)."""
+    return data_parallel(problem)

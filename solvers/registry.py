@@ -1,45 +1,266 @@
-"""Solvers by name. Modules are imported on first use, so heavy dependencies (highspy, onnxruntime)
-load only when their solver is asked for."""
+"""Solvers by name: one list, with what each can do, and one :func:`solve` that runs any of them and
+checks its answer against the one evaluator.
+
+A solver has up to two forms:
+
+* the **pipeline** form, ``solve(graph, cluster, options) -> Solution``, on the one-device-per-stage
+  model of an :class:`~graphs.model.OpGraph` (the NeurIPS 2020 model, host CPUs included);
+* the **stages** form, ``solve_stages(problem, options) -> Solution``, on the stage model of
+  :mod:`graphs.parallel` (replicas ``d``, tensor-parallel degree ``t``, a variant per node, memory by
+  schedule), of which the first is the ``d = t = 1``, one-variant case (:func:`graphs.parallel.from_opgraph`).
+
+Modules are imported on first use, so heavy dependencies (highspy, onnxruntime) load only when their
+solver is asked for. The command line's ``--solver`` choices, its help and the benchmark suite's lists
+all come from :data:`SOLVERS`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from graphs.errors import InputError
 
-from .base import Solution
+from .base import BOUND_TOLERANCE_REL, CLOSED_GAP, OBJECTIVES, Solution, SolveOptions, Status, check_bound
 
-__all__ = ["SOLVERS", "get_solver", "solver_names"]
+__all__ = ["SolverInfo", "SOLVERS", "ALIASES", "get_solver", "solver_names", "solver_info", "solve",
+           "canonical_name", "STAGE_SOLVERS"]
 
-# name -> "module:function"; every function is solve(graph, cluster, options) -> Solution
-SOLVERS: dict[str, str] = {
-    "auto": "solvers.auto:solve",
-    "auto-replicated": "solvers.auto_replicated:solve",
-    "dp": "solvers.dp:solve",
-    "dp-replicated": "solvers.dp_replicated:solve",
-    "pipedream": "solvers.pipedream:solve",
-    "pipedream-replicated": "solvers.pipedream_replicated:solve",
-    "single": "solvers.single:solve",
-    "expert": "solvers.expert:solve",
-    "local-search": "solvers.local_search:solve",
-    "partition": "solvers.partition:solve",
-    "greedy-latency": "solvers.greedy:solve",
-    "ip": "solvers.ip:solve",
-    "ip-noncontig": "solvers.ip:solve_noncontiguous",
-    "ip-replicated": "solvers.ip_replicated:solve",
-}
+
+@dataclass(frozen=True)
+class SolverInfo:
+    """What a solver is and can do. ``pipeline`` / ``stages``: ``"module:function"`` of its two forms
+    (``None``: it has no such form). ``objectives``: those of its pipeline form (the stage form always
+    minimises the time per sample, ``max-load``). ``exact``: it proves optimality and infeasibility (a
+    limit aside); a solver that is not exact never answers ``infeasible``. ``contiguous``: its plans'
+    stages are contiguous (nested ideals). ``honours``: the :class:`SolveOptions` fields it reads besides
+    ``objective``, ``time_limit``, ``progress`` and ``raw``; another one set away from its default is
+    refused, never ignored."""
+
+    name: str
+    summary: str
+    pipeline: str | None = None
+    stages: str | None = None
+    objectives: tuple[str, ...] = ("max-load",)
+    exact: bool = False
+    contiguous: bool = True
+    honours: frozenset[str] = frozenset()
+
+
+_IP_OPTIONS = frozenset({"gap", "threads", "seed", "backend", "warm_start", "subgraphs_per_device"})
+
+#: every solver, in the order the command line lists them
+SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
+    SolverInfo("auto", "the exact DP when it fits the limits, a labelled large-graph path otherwise",
+               "solvers.auto:solve", "solvers.auto_replicated:solve_stages", OBJECTIVES, exact=True,
+               honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"})),
+    SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
+               "solvers.dp_replicated:solve_stages", exact=True, honours=frozenset({"threads"})),
+    SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
+               "solvers.ip_replicated:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS),
+    SolverInfo("ip-noncontig", "non-contiguous integer program (HiGHS)", "solvers.ip:solve_noncontiguous",
+               None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS),
+    SolverInfo("pipedream", "PipeDream's planner (a linearised graph, replicated stages)",
+               "solvers.pipedream:solve", "solvers.pipedream_replicated:solve_stages"),
+    SolverInfo("data-parallel", "pure data parallelism: one stage on every device of one kind", None,
+               "solvers.pipedream_replicated:solve_data_parallel"),
+    SolverInfo("single", "the whole graph on one device", "solvers.single:solve",
+               objectives=("max-load", "latency")),
+    SolverInfo("expert", "a given split (--split), evaluated", "solvers.expert:solve",
+               objectives=("max-load", "latency"), contiguous=False),
+    SolverInfo("local-search", "local search from random starts", "solvers.local_search:solve",
+               contiguous=False, honours=frozenset({"seed", "warm_start"})),
+    SolverInfo("partition", "METIS graph partitioning", "solvers.partition:solve", contiguous=False,
+               honours=frozenset({"seed"})),
+    SolverInfo("greedy-latency", "greedy list scheduling", "solvers.greedy:solve",
+               objectives=("latency", "max-load"), contiguous=False),
+)}
+
+#: names of earlier releases, accepted with a note: the stage model's twins of one solver each
+ALIASES: dict[str, str] = {"dp-replicated": "dp", "ip-replicated": "ip", "auto-replicated": "auto",
+                           "pipedream-replicated": "pipedream"}
+
+#: the solvers with a stage form
+STAGE_SOLVERS: tuple[str, ...] = tuple(n for n, s in SOLVERS.items() if s.stages)
 
 
 def solver_names() -> list[str]:
     return list(SOLVERS)
 
 
-def get_solver(name: str) -> Callable[..., Solution]:
-    """The solve function registered as ``name``; :class:`InputError` lists the choices otherwise."""
-    try:
-        target = SOLVERS[name]
-    except KeyError:
-        raise InputError(f"unknown solver {name!r}; choose one of: {', '.join(SOLVERS)}") from None
+def canonical_name(name: str) -> tuple[str, str]:
+    """``(name, note)``: the solver ``name`` stands for (an alias resolved, with a note saying so);
+    :class:`InputError` lists the choices for an unknown name."""
+    if name in SOLVERS:
+        return name, ""
+    if name in ALIASES:
+        new = ALIASES[name]
+        return new, f"solver {name!r} is now {new!r} (one solver for both models); the old name goes " \
+                    f"in the next release"
+    raise InputError(f"unknown solver {name!r}; choose one of: {', '.join(SOLVERS)}")
+
+
+def solver_info(name: str) -> SolverInfo:
+    return SOLVERS[canonical_name(name)[0]]
+
+
+def _load(target: str) -> Callable[..., Solution]:
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
+
+
+def get_solver(name: str) -> Callable[..., Solution]:
+    """The pipeline form ``solve(graph, cluster, options) -> Solution`` of ``name`` (unchecked: prefer
+    :func:`solve`); :class:`InputError` lists the choices otherwise."""
+    info = solver_info(name)
+    if info.pipeline is None:
+        raise InputError(f"the {info.name} solver places stage models only (replicas, variants): give it "
+                         f"a stage-model problem")
+    return _load(info.pipeline)
+
+
+_DEFAULTS = SolveOptions()
+_FLAG = {"gap": "--gap", "threads": "--threads", "seed": "--seed", "backend": "--backend",
+         "warm_start": "a warm start", "subgraphs_per_device": "--subgraphs-per-device"}
+
+
+def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) -> None:
+    honours = info.honours if not stages else _STAGE_HONOURS.get(info.name, frozenset())
+    for f in _FLAG:
+        if f not in honours and getattr(options, f) != getattr(_DEFAULTS, f):
+            where = " on the stage model (replicas)" if stages else ""
+            reads = ", ".join(sorted(_FLAG[x] for x in honours)) or "no such option"
+            raise InputError(f"{_FLAG[f]} does not apply to the {info.name} solver{where} "
+                             f"(it reads: {reads})")
+
+
+#: what the stage forms read (each maps it to its own arguments)
+_STAGE_HONOURS = {"ip": frozenset({"gap", "threads"}), "auto": frozenset(), "dp": frozenset(),
+                  "pipedream": frozenset(), "data-parallel": frozenset()}
+
+
+def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptions | None = None,
+          form: str | None = None) -> Solution:
+    """Run ``solver`` (default ``auto``) and return its answer checked by the one evaluator.
+
+    ``graph`` is an :class:`~graphs.model.OpGraph` with its ``cluster``, or a
+    :class:`~graphs.parallel.ParallelProblem` (no cluster). ``form``: ``"pipeline"`` or ``"stages"``
+    (default: the problem's own; an OpGraph solved in the stage form goes through
+    :func:`graphs.parallel.from_opgraph` and comes back with both the plan and the assignment).
+
+    The wrapper refuses, with one :class:`InputError` naming it, an objective or option the solver cannot
+    honour; re-evaluates every returned placement (an invalid one, or a value the evaluator disagrees
+    with, is a bug and raises :class:`AssertionError`); keeps the bound at most the value; calls a
+    solution ``optimal`` only when its gap is closed (at most :data:`~solvers.base.CLOSED_GAP`; a met
+    ``--gap`` is ``feasible``, labelled within-gap in ``stats["path"]``); and never lets a solver that is
+    not exact answer ``infeasible`` (its restricted family is empty: ``unknown``)."""
+    from graphs.parallel import ParallelProblem
+
+    options = options or SolveOptions()
+    name, note = canonical_name(solver or "auto")
+    info = SOLVERS[name]
+    is_stage_problem = isinstance(graph, ParallelProblem)
+    if is_stage_problem and cluster is not None:
+        raise TypeError("a stage-model problem carries its devices: pass no cluster")
+    form = form or ("stages" if is_stage_problem else "pipeline")
+    if form not in ("pipeline", "stages"):
+        raise ValueError(f"form must be 'pipeline' or 'stages', got {form!r}")
+    if form == "pipeline" and is_stage_problem:
+        raise InputError("a stage-model problem is solved in the stage form")
+    target = info.stages if form == "stages" else info.pipeline
+    if target is None:
+        have = "stage-model problems (replicas, variants)" if info.stages else \
+            "the one-device-per-stage model"
+        names = STAGE_SOLVERS if form == "stages" else [n for n, s in SOLVERS.items() if s.pipeline]
+        raise InputError(f"the {name} solver solves {have} only; choose one of: {', '.join(names)}")
+    objectives = ("max-load",) if form == "stages" else info.objectives
+    if options.objective not in objectives:
+        raise InputError(f"the {name} solver does not support objective {options.objective!r}"
+                         + (" on the stage model (replicas), which minimises the time per sample (max-load)"
+                            if form == "stages" else f" (it supports: {', '.join(objectives)})"))
+    _refuse_unhonoured(info, options, form == "stages")
+    if form == "pipeline":
+        sol = _load(target)(graph, cluster, options)
+        sol = _checked_pipeline(info, graph, cluster, sol, options)
+    elif is_stage_problem:
+        sol = _checked_stages(info, graph, _load(target)(graph, options))
+    else:
+        from graphs.parallel import from_opgraph
+
+        from ._common import replicated_assignment
+
+        problem, item_of = from_opgraph(graph, cluster)
+        sol = _checked_stages(info, problem, _load(target)(problem, options))
+        if sol.plan is not None:
+            a = replicated_assignment(sol.plan, cluster, item_of, problem.graph.num_nodes)
+            sol = dataclasses.replace(sol, assignment=a)
+            sol = _checked_pipeline(info, graph, cluster, sol, options)
+    if sol.solver != name:
+        sol = dataclasses.replace(sol, solver=name)
+    if note:
+        sol = dataclasses.replace(sol, message=f"{sol.message}; {note}" if sol.message else note)
+    return sol
+
+
+def _honest(info: SolverInfo, sol: Solution, value: float) -> Solution:
+    """The status, bound and gap the answer has proven, whatever the solver said."""
+    status, message, stats = sol.status, sol.message, dict(sol.stats or {})
+    if not sol.found:
+        if status is Status.INFEASIBLE and not info.exact:
+            status = Status.UNKNOWN  # a baseline's empty family proves nothing about the problem
+            message = message or f"the {info.name} solver found no placement"
+        if status is Status.FEASIBLE:  # 'feasible' with nothing in hand is not a placement
+            status = Status.UNKNOWN
+        return dataclasses.replace(sol, status=status, message=message, bound=None, gap=None)
+    claimed = sol.bound
+    if status is Status.OPTIMAL and claimed is None:
+        claimed = value  # the solver claims a proof: the wrapper holds it to the evaluator's value
+    cb = check_bound(claimed, value)
+    bound, gap = cb.bound, cb.gap
+    if sol.bound is not None and sol.gap is not None and sol.bound <= value:
+        bound, gap = sol.bound, sol.gap  # the solver's own figures, where they hold
+    if status is Status.OPTIMAL:
+        if not info.exact:
+            raise AssertionError(f"the {info.name} solver is not exact but answered optimal")
+        # closed: at most CLOSED_GAP, plus the MIP solver's feasibility tolerance (the same number)
+        if gap is None or gap > CLOSED_GAP + BOUND_TOLERANCE_REL:
+            status = Status.FEASIBLE
+            stats.setdefault("path", "within-gap")
+            why = "within the requested gap, not proven optimal"
+            why += f" (gap {gap:.3g})" if gap is not None else ""
+            message = f"{message}; {why}" if message else why
+    elif status is Status.INFEASIBLE:
+        raise AssertionError(f"the {info.name} solver answered infeasible with a placement")
+    return dataclasses.replace(sol, status=status, bound=bound, gap=gap, message=message, stats=stats)
+
+
+def _checked_pipeline(info: SolverInfo, graph, cluster, sol: Solution, options: SolveOptions) -> Solution:
+    if sol.assignment is None:
+        return _honest(info, sol, math.inf)
+    from ._common import objective_value
+
+    value, problems = objective_value(graph, cluster, sol.assignment, options.objective,
+                                      (sol.stats or {}).get("subgraphs"))
+    if problems:
+        raise AssertionError(f"the {info.name} solver returned an invalid placement: "
+                             f"{'; '.join(problems[:3])}")
+    if math.isfinite(sol.objective) and not math.isclose(sol.objective, value, rel_tol=1e-6, abs_tol=1e-9):
+        raise AssertionError(f"the {info.name} solver says {sol.objective!r}, the evaluator {value!r}")
+    return _honest(info, dataclasses.replace(sol, objective=value), value)
+
+
+def _checked_stages(info: SolverInfo, problem, sol: Solution) -> Solution:
+    from graphs.parallel import evaluate_plan
+
+    if sol.plan is None:
+        return _honest(info, sol, math.inf)
+    ev = evaluate_plan(problem, sol.plan)
+    if ev.problems:
+        raise AssertionError(f"the {info.name} solver returned an invalid plan: "
+                             f"{'; '.join(ev.problems[:3])}")
+    if not math.isclose(sol.objective, ev.objective, rel_tol=1e-6, abs_tol=1e-12):
+        raise AssertionError(f"the {info.name} solver says {sol.objective!r}, the evaluator {ev.objective!r}")
+    return _honest(info, dataclasses.replace(sol, objective=ev.objective, evaluation=ev), ev.objective)

@@ -14,7 +14,7 @@ from graphs.parallel_coarsen import merge_chains
 from solvers.auto_replicated import LABELS, solve_problem
 from solvers.base import SolveOptions, Status
 from solvers.dp_replicated import solve_problem as dp_solve
-from solvers.registry import get_solver
+from solvers.registry import solve
 from tests.test_dp_replicated import random_problem
 from tests.test_ip_replicated import _chain_problem
 
@@ -108,12 +108,11 @@ def test_registry_form_equals_todays_dp():
     from solvers.dp import solve as today
     from tests.instances import random_instance
 
-    solver = get_solver("auto-replicated")
     rng = np.random.default_rng(12)
     for _ in range(15):
         inst = random_instance(rng, max_items=5)
         a = today(inst.graph, inst.cluster)
-        b = solver(inst.graph, inst.cluster, SolveOptions())
+        b = solve(inst.graph, inst.cluster, solver="auto", options=SolveOptions(), form="stages")
         assert b.status is a.status
         if a.status is Status.OPTIMAL:
             assert b.objective == pytest.approx(a.objective, rel=1e-9)

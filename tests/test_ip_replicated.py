@@ -22,7 +22,7 @@ from graphs.parallel import (
 from solvers.base import SolveOptions, Status
 from solvers.dp_replicated import solve_problem as dp_solve
 from solvers.ip_replicated import solve_problem
-from solvers.registry import get_solver
+from solvers.registry import solve
 from tests.test_dp_replicated import random_problem
 
 
@@ -100,12 +100,11 @@ def test_registry_form_equals_todays_dp():
     from solvers.dp import solve as today
     from tests.instances import random_instance
 
-    solver = get_solver("ip-replicated")
     rng = np.random.default_rng(11)
     for _ in range(15):
         inst = random_instance(rng, max_items=5)
         a = today(inst.graph, inst.cluster)
-        b = solver(inst.graph, inst.cluster, SolveOptions(gap=1e-9))
+        b = solve(inst.graph, inst.cluster, solver="ip", options=SolveOptions(gap=1e-9), form="stages")
         if a.status is Status.INFEASIBLE:
             assert b.status is Status.INFEASIBLE
             continue
