@@ -28,7 +28,8 @@ from .contract import colocation_items, item_edges
 from .errors import InputError
 from .model import Cluster, OpGraph
 
-__all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment", "unsupported_problems"]
+__all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment", "unsupported_problems", "split_loads",
+           "split_max"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,3 +192,37 @@ def _device_order(graph: OpGraph, cls: np.ndarray, item_dev: np.ndarray, D: int)
             if indeg[v] == 0:
                 ready.append(v)
     return order if len(order) == len(used) else None
+
+
+def split_loads(graph: OpGraph, cluster: Cluster, assignment) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward load of every device: each node's compute, and its communication (sent and
+    received, counted as in :func:`evaluate`), count in the node's own pass."""
+    a = np.asarray(assignment, np.int64)
+    compute_c, comm_c = graph.costs_for(cluster)
+    dkind = cluster.device_kind()
+    kd = dkind[a]
+    n = graph.num_nodes
+    D = cluster.num_devices
+    bwd = graph.backward
+    node_compute = compute_c[kd, np.arange(n)]
+    fwd_l, bwd_l = np.zeros(D), np.zeros(D)
+    np.add.at(fwd_l, a[~bwd], node_compute[~bwd])
+    np.add.at(bwd_l, a[bwd], node_compute[bwd])
+    s, d = graph.src, graph.dst
+    cross = a[s] != a[d]
+    senders = np.unique(s[cross])
+    for mask, acc in ((~bwd[senders], fwd_l), (bwd[senders], bwd_l)):
+        u = senders[mask]
+        np.add.at(acc, a[u], comm_c[kd[u], u])
+    recv = np.unique(np.stack([s[cross], a[d[cross]]], axis=1), axis=0)
+    if recv.size:
+        ru, rd = recv[:, 0], recv[:, 1]
+        for mask, acc in ((~bwd[ru], fwd_l), (bwd[ru], bwd_l)):
+            np.add.at(acc, rd[mask], comm_c[dkind[rd[mask]], ru[mask]])
+    return fwd_l, bwd_l
+
+
+def split_max(graph: OpGraph, cluster: Cluster, assignment) -> float:
+    """The split-max objective: max forward load + max backward load."""
+    f, b = split_loads(graph, cluster, assignment)
+    return float(f.max(initial=0.0) + b.max(initial=0.0))

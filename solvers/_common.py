@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.evaluate import evaluate
+from graphs.evaluate import evaluate, split_max
 from graphs.model import Cluster, OpGraph
 
 from .base import Solution, SolveOptions, Status
@@ -38,8 +38,6 @@ def objective_value(graph: OpGraph, cluster: Cluster, assignment, objective: str
         lat = latency(graph, cluster, assignment, subgraphs=subgraphs)
         return lat.total, tuple(dict.fromkeys(ev.problems + lat.problems))
     if objective == "split-max":
-        from .ip import split_max  # max forward load + max backward load
-
         return split_max(graph, cluster, assignment), ev.problems
     return ev.max_load, ev.problems
 

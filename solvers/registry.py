@@ -27,7 +27,7 @@ from graphs.errors import InputError
 from .base import BOUND_TOLERANCE_REL, CLOSED_GAP, OBJECTIVES, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["SolverInfo", "SOLVERS", "ALIASES", "get_solver", "solver_names", "solver_info", "solve",
-           "canonical_name", "STAGE_SOLVERS"]
+           "canonical_name", "STAGE_SOLVERS", "bench_solvers"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class SolverInfo:
     limit aside); a solver that is not exact never answers ``infeasible``. ``contiguous``: its plans'
     stages are contiguous (nested ideals). ``honours``: the :class:`SolveOptions` fields it reads besides
     ``objective``, ``time_limit``, ``progress`` and ``raw``; another one set away from its default is
-    refused, never ignored."""
+    refused, never ignored. ``bench``: the benchmark suite's tables that list it (:func:`bench_solvers`)."""
 
     name: str
     summary: str
@@ -48,6 +48,7 @@ class SolverInfo:
     exact: bool = False
     contiguous: bool = True
     honours: frozenset[str] = frozenset()
+    bench: tuple[str, ...] = ()  # the benchmark suite's tables it appears in: max-load, latency, tiny
 
 
 _IP_OPTIONS = frozenset({"gap", "threads", "seed", "backend", "warm_start", "subgraphs_per_device"})
@@ -58,25 +59,28 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                "solvers.auto:solve", "solvers.auto_replicated:solve_stages", OBJECTIVES, exact=True,
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"})),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
-               "solvers.dp_replicated:solve_stages", exact=True, honours=frozenset({"threads"})),
+               "solvers.dp_replicated:solve_stages", exact=True, honours=frozenset({"threads"}),
+               bench=("max-load", "tiny")),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
-               "solvers.ip_replicated:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS),
+               "solvers.ip_replicated:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
+               bench=("max-load", "latency")),
     SolverInfo("ip-noncontig", "non-contiguous integer program (HiGHS)", "solvers.ip:solve_noncontiguous",
-               None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS),
+               None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS, bench=("max-load",)),
     SolverInfo("pipedream", "PipeDream's planner (a linearised graph, replicated stages)",
-               "solvers.pipedream:solve", "solvers.pipedream_replicated:solve_stages"),
+               "solvers.pipedream:solve", "solvers.pipedream_replicated:solve_stages",
+               bench=("max-load", "tiny")),
     SolverInfo("data-parallel", "pure data parallelism: one stage on every device of one kind", None,
                "solvers.pipedream_replicated:solve_data_parallel"),
     SolverInfo("single", "the whole graph on one device", "solvers.single:solve",
-               objectives=("max-load", "latency")),
+               objectives=("max-load", "latency"), bench=("max-load", "latency", "tiny")),
     SolverInfo("expert", "a given split (--split), evaluated", "solvers.expert:solve",
-               objectives=("max-load", "latency"), contiguous=False),
+               objectives=("max-load", "latency"), contiguous=False, bench=("max-load", "latency")),
     SolverInfo("local-search", "local search from random starts", "solvers.local_search:solve",
-               contiguous=False, honours=frozenset({"seed", "warm_start"})),
+               contiguous=False, honours=frozenset({"seed", "warm_start"}), bench=("max-load", "tiny")),
     SolverInfo("partition", "METIS graph partitioning", "solvers.partition:solve", contiguous=False,
-               honours=frozenset({"seed"})),
+               honours=frozenset({"seed"}), bench=("max-load", "tiny")),
     SolverInfo("greedy-latency", "greedy list scheduling", "solvers.greedy:solve",
-               objectives=("latency", "max-load"), contiguous=False),
+               objectives=("latency", "max-load"), contiguous=False, bench=("latency", "tiny")),
 )}
 
 #: names of earlier releases, accepted with a note: the stage model's twins of one solver each
@@ -89,6 +93,19 @@ STAGE_SOLVERS: tuple[str, ...] = tuple(n for n, s in SOLVERS.items() if s.stages
 
 def solver_names() -> list[str]:
     return list(SOLVERS)
+
+
+#: the benchmark tables' order: exact solvers first, then the baselines
+_BENCH_ORDER = ("dp", "ip", "ip-noncontig", "pipedream", "partition", "local-search", "greedy-latency",
+                "expert", "single")
+
+
+def bench_solvers(table: str) -> tuple[str, ...]:
+    """The solvers of the benchmark suite's ``table`` (``max-load``, ``latency`` or ``tiny``), in table
+    order."""
+    names = [n for n, s in SOLVERS.items() if table in s.bench]
+    rank = {n: i for i, n in enumerate(_BENCH_ORDER)}
+    return tuple(sorted(names, key=lambda n: rank.get(n, len(rank))))
 
 
 def canonical_name(name: str) -> tuple[str, str]:

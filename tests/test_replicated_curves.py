@@ -1,4 +1,4 @@
-"""Replication-aware job curves (placement/cluster/replicated_curves.py): every allocation's value
+"""Replication-aware job curves (placement/cluster/curves.py, problem_curve): every allocation's value
 equals a separate dp-replicated run on that many devices, efficient points, and Piper-format jobs in a
 job list get this curve."""
 
@@ -12,9 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from placement.cluster.curves import CurveCache, job_curve
+from placement.cluster.curves import CurveCache, job_curve, problem_curve
 from placement.cluster.formats import parse_jobs
-from placement.cluster.replicated_curves import problem_curve
 from solvers.base import Status
 from solvers.dp_replicated import solve_problem
 from tests.test_dp_replicated import random_problem

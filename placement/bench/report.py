@@ -103,12 +103,12 @@ def _solvers_in(rows: list[dict], order) -> list[str]:
 
 def markdown_tables(records: list[dict], objective: str) -> str:
     """The summary (workload x solver: value and ratio to the best known) and the per-run details."""
-    from .suite import LATENCY_SOLVERS, THROUGHPUT_SOLVERS
+    from solvers.registry import bench_solvers
 
     rows = _rows(records, objective)
     if not rows:
         return "_no runs_\n"
-    order = THROUGHPUT_SOLVERS if objective == "max-load" else LATENCY_SOLVERS
+    order = bench_solvers("max-load" if objective == "max-load" else "latency")
     solvers = _solvers_in(rows, order)
     cell: dict[tuple[str, str], dict] = {(r["workload"], r["solver"]): r for r in rows}
     workloads = sorted({r["workload"] for r in rows}, key=_natural)
@@ -245,7 +245,7 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .suite import THROUGHPUT_SOLVERS
+    from solvers.registry import bench_solvers
 
     os.makedirs(out_dir, exist_ok=True)
     paths = []
@@ -255,7 +255,7 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
         by_w[r["workload"]][r["solver"]] = r
     workloads = sorted(by_w, key=_natural)
     if workloads:
-        solvers = _solvers_in(rows, THROUGHPUT_SOLVERS)
+        solvers = _solvers_in(rows, bench_solvers("max-load"))
         colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(solvers)}
         cols = 4
         nrows = math.ceil(len(workloads) / cols)

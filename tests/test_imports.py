@@ -1,0 +1,62 @@
+"""The import graph of the package flows one way: ``graphs`` -> ``solvers`` -> ``placement``, with no
+circle between modules (function-level imports included: a lazy import is still a dependency)."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import networkx as nx
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+PACKAGES = ("graphs", "solvers", "placement")
+
+
+def _module(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+    return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def import_graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    modules = {}
+    for pkg in PACKAGES:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, pkg)):
+            for f in files:
+                if f.endswith(".py"):
+                    p = os.path.join(dirpath, f)
+                    modules[_module(p)] = p
+    for name, path in modules.items():
+        g.add_node(name)
+        is_pkg = path.endswith("__init__.py")
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = name.split(".")
+                    parts = parts if is_pkg else parts[:-1]
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([base] if base else []))
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            for t in targets:
+                while t and t not in modules:
+                    t = t.rpartition(".")[0]
+                if t and t != name and not name.startswith(t + ".") and not t == name.rpartition(".")[0]:
+                    g.add_edge(name, t)
+    return g
+
+
+def test_the_import_graph_has_no_circle():
+    cycles = list(nx.simple_cycles(import_graph()))
+    assert not cycles, f"import circles: {sorted(cycles, key=len)[:5]}"
+
+
+def test_imports_flow_from_graphs_to_solvers_to_placement():
+    rank = {p: i for i, p in enumerate(PACKAGES)}
+    wrong = [(a, b) for a, b in import_graph().edges if rank[b.split(".")[0]] > rank[a.split(".")[0]]]
+    assert not wrong, wrong
