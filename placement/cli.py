@@ -330,6 +330,15 @@ def _onnx_replicated():
     return onnx_replicated
 
 
+def _refuse_stage_options(args) -> None:
+    """The one-device-per-stage placement has no schedule, micro-batches or granularity to set: one
+    error naming the option instead of ignoring it."""
+    for flag in ("schedule", "microbatches", "granularity"):
+        if getattr(args, flag, None) is not None:
+            raise _UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "
+                              f"--max-replicas above 1), not to this one-device-per-stage placement")
+
+
 def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
@@ -345,6 +354,12 @@ def _cmd_place(args) -> int:
         raise _UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.subgraphs_per_device < 1:
         raise _UsageError("--subgraphs-per-device must be at least 1")
+    if args.seed < 0:
+        raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    for flag in ("max_replicas", "microbatches"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise _UsageError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
     raw = {}
     memory_limit = _number(args.memory_limit, "--memory-limit", strict=True)
     if memory_limit is not None:
@@ -364,6 +379,7 @@ def _cmd_place(args) -> int:
     if _onnx_replicated().handles(args):
         return _onnx_replicated().place(args, _frontend(args))
     _replicated().refuse_options(args)  # --device-memory etc. would be silently ignored here
+    _refuse_stage_options(args)
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -392,6 +408,9 @@ def _cmd_evaluate(args) -> int:
     from .load import load_workload
     from .simulate import assignment_from_result, read_result
 
+    if args.workload.lower().endswith(".json") and str(args.split).lower().endswith(".onnx"):
+        raise _UsageError(f"placement evaluate takes WORKLOAD RESULT: the model first "
+                          f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
     if _replicated().handles(args.workload):

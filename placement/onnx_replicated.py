@@ -117,7 +117,7 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
     keys = w.graph.meta.get("layer") or ()
     gran = args.granularity or saved.get("granularity") or (
         "layer" if len({k for k in keys if k is not None}) > 1 else "op")
-    schedule = args.schedule if args.schedule != "1f1b" or "schedule" not in saved else saved["schedule"]
+    schedule = args.schedule or saved.get("schedule") or "1f1b"
     problem, cls = onnx_parallel_problem(og, w.graph, ds, microbatches=args.microbatches or saved.get(
         "microbatches"), schedule=schedule, max_replicas=args.max_replicas, granularity=gran)
     settings = {"granularity": gran, "devices": str(ds), "costs": fe.get("costs") or "roofline",

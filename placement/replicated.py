@@ -31,8 +31,9 @@ def add_options(p) -> None:
     """The replicated-model options of ``place`` and ``evaluate``."""
     g = p.add_argument_group("replicated stages (Piper-format workloads; ONNX training models, or ONNX "
                              "models with --max-replicas above 1)")
-    g.add_argument("--schedule", default="1f1b", choices=SCHEDULES,
-                   help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b)")
+    g.add_argument("--schedule", default=None, choices=SCHEDULES,
+                   help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b; "
+                        "a result being evaluated: its own)")
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
                    help="micro-batches per batch (default: a Piper file's mbsInBatch; an ONNX model: the "
                         "smallest power of two >= the devices); d must divide it")
@@ -80,7 +81,7 @@ def load_problem(args) -> ParallelProblem:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
     return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
                        memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
-                       schedule=args.schedule, max_replicas=args.max_replicas)
+                       schedule=args.schedule or "1f1b", max_replicas=args.max_replicas)
 
 
 def _status_words(r) -> str:
@@ -293,8 +294,7 @@ def _with_recorded(args, data):
     for name, value in recorded.items():
         if getattr(args, name, None) is None and value is not None:
             setattr(args, name, value)
-    # --schedule has a default: the recorded one stands unless another is asked for
-    if getattr(args, "schedule", "1f1b") == "1f1b" and data.get("schedule") in SCHEDULES:
+    if getattr(args, "schedule", None) is None and data.get("schedule") in SCHEDULES:
         args.schedule = data["schedule"]
     return args
 

@@ -517,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed, limits=limits)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    if not jobs:  # nothing to run: say why, and leave the tables already written alone
+        why = "no workload matches" if specs or args.only or args.objective else \
+            f"no workloads found for --config {args.config}"
+        print(f"error: {why}; give the reference workloads with --workloads DIR (or $PLACEMENT_WORKLOADS), "
+              f"or try --config tiny", file=sys.stderr)
+        return 2
     store = ResultStore(os.path.join(args.out, "results.jsonl"))
     done = set() if args.rerun else store.done_keys()
     todo = sum(j.key not in done for j in jobs)
