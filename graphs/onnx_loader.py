@@ -50,6 +50,34 @@ _KEEP_DATA = 4096  # initializers up to this many elements keep their data for s
 _NON_TRAINABLE_SLOTS = {"BatchNormalization": {3, 4}}
 
 
+# --------------------------------------------------------------------------- exporter metadata
+def module_scope(node) -> tuple[str, ...]:
+    """The module path an exporter recorded for ``node`` (outermost first, the node's own name left out):
+    ``torch.onnx``'s ``pkg.torch.onnx.name_scopes`` (``['', 'blocks.0', 'blocks.0.fc', 'linear_6']``)
+    or its ``namespace`` (``': GPT/blocks.0: Block/fc: Linear'``); ``()`` where none is recorded."""
+    import ast
+
+    props = {p.key: p.value for p in getattr(node, "metadata_props", ())}
+    text = props.get("pkg.torch.onnx.name_scopes")
+    if text:
+        try:
+            scopes = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            scopes = None
+        if isinstance(scopes, (list, tuple)) and all(isinstance(x, str) for x in scopes):
+            return tuple(x for x in scopes[:-1] if x)
+    text = props.get("namespace")
+    if text:
+        names = [part.split(": ")[0].strip() for part in text.split("/")]
+        path, out = "", []
+        for name in names:
+            if name:
+                path = f"{path}.{name}" if path else name
+                out.append(path)
+        return tuple(out)
+    return ()
+
+
 # --------------------------------------------------------------------------- data
 @dataclass(frozen=True)
 class Tensor:
@@ -109,6 +137,7 @@ class Op:
     subgraphs: tuple[Subgraph, ...] = ()
     output_bytes: int = 0
     sizes_estimated: bool = False  # some output size was unknown and estimated
+    scope: tuple[str, ...] = ()  # the exporter's module path (outermost first), where it records one
 
     @property
     def activations(self) -> list[Tensor]:
@@ -648,7 +677,7 @@ class _Parser:
         return Op(name=name, op_type=n.op_type, domain=domain, position=position, inputs=inputs,
                   constant=constant, outputs=outputs, attrs=attrs, params=tuple(params.values()),
                   trainable=tuple(trainable[k] for k in params), subgraphs=tuple(subgraphs),
-                  output_bytes=int(out_bytes), sizes_estimated=estimated)
+                  output_bytes=int(out_bytes), sizes_estimated=estimated, scope=module_scope(n))
 
     def _carried(self, n, inputs, k: int, t: Tensor) -> Tensor:
         """A loop-carried output has its initial value's shape when inference left it unknown."""

@@ -78,27 +78,66 @@ def graph_workload(g: OnnxGraph, devices: DeviceSet, costs: str = "roofline", tr
 
 
 def _name_parts(op) -> list[str]:
-    """Components of the first hierarchical name among the operator's own, its outputs' and its
-    parameters' (``inception_3a/1x1_w_0`` -> ``["inception_3a", "1x1_w_0"]``)."""
+    """The operator's hierarchy, outermost first: the exporter's module path where it records one
+    (``torch.onnx``'s name scopes), else the components of the first hierarchical name among the
+    operator's own, its outputs' and its parameters' (``inception_3a/1x1_w_0`` -> ``["inception_3a",
+    "1x1_w_0"]``). An index stays with its container (``/blocks.0/ln2`` -> ``["blocks.0", "ln2"]``):
+    ``blocks.0`` and ``blocks.1`` are two layers, not one called ``blocks``."""
+    if op.scope:
+        return list(op.scope) + [op.name]
     for name in [op.name] + [t.name for t in op.outputs] + [t.name for t in op.params]:
-        parts = [p for p in name.replace(".", "/").split("/") if p]
+        parts: list[str] = []
+        for p in name.replace(".", "/").split("/"):
+            if not p:
+                continue
+            if p.isdigit() and parts:
+                parts[-1] = f"{parts[-1]}.{p}"
+            else:
+                parts.append(p)
         if len(parts) >= 2:
             return parts
     return []
 
 
+def _keys_at(parts: list[list[str]], members: list[int], depth: int, keys: list[str | None]) -> None:
+    """Layer keys of ``members``: descend while they share one component, or into the component that
+    holds most of them (a model wrapper such as ``model`` around ``model.layers.0``..., beside a small
+    ``lm_head``); the components at the depth where they divide are the layers."""
+    deeper = [i for i in members if len(parts[i]) > depth + 1]
+    groups: dict[str, list[int]] = {}
+    for i in deeper:
+        groups.setdefault(parts[i][depth], []).append(i)
+    if not groups:
+        return
+    big = max(groups, key=lambda k: len(groups[k]))
+    splits_below = len({parts[i][depth + 1] for i in groups[big] if len(parts[i]) > depth + 2}) > 1
+    if (len(groups) == 1 or 2 * len(groups[big]) > len(members)) and splits_below:
+        for k, g in groups.items():
+            if k != big:
+                for i in g:
+                    keys[i] = _key(parts[i], depth)
+        _keys_at(parts, groups[big], depth + 1, keys)
+        return
+    for i in deeper:
+        keys[i] = _key(parts[i], depth)
+
+
+def _key(parts: list[str], depth: int) -> str:
+    """The name of the layer at ``depth``: an exporter's module path is already whole
+    (``model.layers.0`` inside ``model``), a name's components are joined (``gpu_0/res2_0``)."""
+    if depth and parts[depth].startswith(parts[depth - 1] + "."):
+        return parts[depth]
+    return "/".join(parts[:depth + 1])
+
+
 def layer_keys(g: OnnxGraph) -> tuple[str | None, ...]:
-    """The layer of every operator: the first name component that is not shared by all of them and is
-    not the last (``gpu_0/res2_0/conv`` -> ``res2_0``); an operator without one (an activation, say)
-    joins the layer of a predecessor that has one."""
+    """The layer of every operator: the component of its hierarchy (:func:`_name_parts`) at the depth
+    where the operators divide (``gpu_0/res2_0/conv`` -> ``gpu_0/res2_0``); an operator without one (an
+    activation, say) joins the layer of a predecessor that has one. ``None`` everywhere when the names
+    show no layers."""
     parts = [_name_parts(op) for op in g.ops]
-    depth = 0
-    while True:
-        firsts = {p[depth] for p in parts if len(p) > depth + 1}
-        if len(firsts) != 1 or all(len(p) <= depth + 2 for p in parts if p):
-            break
-        depth += 1
-    keys = ["/".join(p[:depth + 1]) if len(p) > depth + 1 else None for p in parts]
+    keys: list[str | None] = [None] * len(parts)
+    _keys_at(parts, [i for i, p in enumerate(parts) if p], 0, keys)
     if len({k for k in keys if k is not None}) <= 1:
         return (None,) * len(keys)  # one common prefix says nothing about layers
     preds: list[list[int]] = [[] for _ in keys]

@@ -114,12 +114,21 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
         ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(mem)) for s in ds.specs),
                        ds.counts)
     og, w = prepare_onnx(args.workload, ds, **fe)
-    keys = w.graph.meta.get("layer") or ()
-    gran = args.granularity or saved.get("granularity") or (
-        "layer" if len({k for k in keys if k is not None}) > 1 else "op")
+    layers = len({k for k in w.graph.meta.get("layer") or () if k is not None})
+    given = args.granularity or saved.get("granularity")
+    gran = given or ("layer" if layers > 1 else "op")
     schedule = args.schedule or saved.get("schedule") or "1f1b"
-    problem, cls = onnx_parallel_problem(og, w.graph, ds, microbatches=args.microbatches or saved.get(
-        "microbatches"), schedule=schedule, max_replicas=args.max_replicas, granularity=gran)
+
+    def build(granularity):
+        return onnx_parallel_problem(og, w.graph, ds, microbatches=args.microbatches or saved.get(
+            "microbatches"), schedule=schedule, max_replicas=args.max_replicas, granularity=granularity)
+
+    problem, cls = build(gran)
+    if given is None and gran == "layer" and 2 * problem.graph.num_nodes < layers:
+        # the layers' operators interleave, so merging them made cycles that merged most of the graph: a
+        # layer node would hide the splits the operators allow, so the operators are the nodes
+        gran = "op"
+        problem, cls = build(gran)
     settings = {"granularity": gran, "devices": str(ds), "costs": fe.get("costs") or "roofline",
                 "batch_size": og.batch_size, "training": bool(w.graph.is_training),
                 "optimizer": w.graph.meta.get("training", {}).get("optimizer")}

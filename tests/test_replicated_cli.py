@@ -114,7 +114,8 @@ def test_onnx_training_model_replicated(tmp_path, capsys):
     assert data["status"] == "optimal" and data["microbatches"] == 8
     nodes = {n for s in data["stages"] for n in s["nodes"]}
     assert nodes == {"conv", "relu", "pool", "flatten", "fc", "softmax"}
-    assert main(args + ["--max-replicas", "1"]) == 0
+    pipeline = ["place", path, "--devices", "a100:4,cpu:2", "--batch-size", "64", "--training", "--json"]
+    assert main(pipeline + ["--max-replicas", "1"]) == 0
     assert "stages" not in json.loads(capsys.readouterr().out)
     assert main(["place", path, "--devices", "a100:2", "--max-replicas", "2", "--json"]) == 0
     assert "stages" in json.loads(capsys.readouterr().out)

@@ -49,6 +49,107 @@ def gpt(*, vocab: int = 128, hidden: int = 64, heads: int = 4, layers: int = 4, 
     return GPT().eval()
 
 
+def llama(*, vocab: int = 256, hidden: int = 128, heads: int = 4, kv_heads: int = 2, ffn: int = 344,
+          layers: int = 16, seed: int = 0):
+    """A Llama-style decoder wrapped as Hugging Face's are (``model.layers.N`` inside a ``model``, an
+    ``lm_head`` beside it): RMSNorm, rotary embeddings, grouped-query attention, SwiGLU."""
+    import torch
+    from torch import nn
+
+    dh = hidden // heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden))
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+    def rope(x, cos, sin):
+        rot = torch.cat([-x[..., dh // 2:], x[..., :dh // 2]], -1)
+        return x * cos + rot * sin
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = nn.Linear(hidden, heads * dh, bias=False)
+            self.k_proj = nn.Linear(hidden, kv_heads * dh, bias=False)
+            self.v_proj = nn.Linear(hidden, kv_heads * dh, bias=False)
+            self.o_proj = nn.Linear(heads * dh, hidden, bias=False)
+
+        def forward(self, x, cos, sin):
+            b, t, _ = x.shape
+            q = self.q_proj(x).view(b, t, heads, dh).transpose(1, 2)
+            k = self.k_proj(x).view(b, t, kv_heads, dh).transpose(1, 2)
+            v = self.v_proj(x).view(b, t, kv_heads, dh).transpose(1, 2)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            k = k.repeat_interleave(heads // kv_heads, dim=1)
+            v = v.repeat_interleave(heads // kv_heads, dim=1)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(dh)
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            return self.o_proj((att @ v).transpose(1, 2).reshape(b, t, heads * dh))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj = nn.Linear(hidden, ffn, bias=False)
+            self.up_proj = nn.Linear(hidden, ffn, bias=False)
+            self.down_proj = nn.Linear(ffn, hidden, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm, self.post_attention_layernorm = RMSNorm(), RMSNorm()
+            self.self_attn, self.mlp = Attention(), MLP()
+
+        def forward(self, x, cos, sin):
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+            return x + self.mlp(self.post_attention_layernorm(x))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, hidden)
+            self.layers = nn.ModuleList([Layer() for _ in range(layers)])
+            self.norm = RMSNorm()
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            inv = 1.0 / 10000.0 ** (torch.arange(0, dh, 2, dtype=torch.float32) / dh)
+            ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
+            cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+            x = self.embed_tokens(idx)
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+            return self.norm(x)
+
+    class ForCausalLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Model()
+            self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, idx):
+            return self.lm_head(self.model(idx))
+
+    torch.manual_seed(seed)
+    return ForCausalLM().eval()
+
+
+def export(model, example, path: str, *, dynamo: bool = True) -> str:
+    """``torch.onnx.export`` of ``model`` to ``path`` (the dynamo exporter by default, as torch >= 2.9
+    does; it records each operator's module path in the node metadata)."""
+    import torch
+
+    torch.onnx.export(model, (example,), path, dynamo=dynamo, verbose=False)
+    return path
+
+
 def mlp_sequential(widths=(64, 256, 256, 256, 64, 10), seed: int = 0):
     """An ``nn.Sequential`` of Linear + ReLU layers (a DeepSpeed PipelineModule-style layer list)."""
     import torch
