@@ -76,7 +76,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gap", type=float, default=1e-4,
                    help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
     p.add_argument("--threads", type=int, default=None,
-                   help="solver threads, >= 1 (default: the solver's choice, usually all cores)")
+                   help="solver threads, >= 1 (default: the DP takes the cores other work leaves free now, "
+                        "HiGHS its own choice)")
     p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers (default 0)")
     p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
                    help="latency objective: contiguous subgraphs one accelerator may run (default 1)")

@@ -1023,7 +1023,8 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
            progress=None, threads: int | None = None, tie_break: bool = False,
            prices: np.ndarray | None = None, floor: float = 0.0, watch=None) -> DPRun:
     """Run the DP over ``lattice`` keeping only stages whose load is at most ``ub``, on ``threads``
-    threads (default: numba's thread count; ideals of one size are independent).
+    threads (default: the cores other work leaves free, :func:`solvers._cpu.idle_cores`; ideals of one
+    size are independent).
 
     ``tie_break``: among the placements of optimal max-load, return one with the fewest stages and
     then (up to :data:`TIE_BREAK_SUM_MAX_IDEALS` ideals) the smallest sum of stage loads (a second, exact
@@ -1141,7 +1142,11 @@ def _thread_count(threads: int | None, N: int) -> int:
     if N < 20_000:
         return 1  # a small lattice is done before threads pay for themselves
     # numba's pool size is fixed at start-up (config); get_num_threads() is only the last setting
-    return max(1, min(int(threads or config.NUMBA_NUM_THREADS), config.NUMBA_NUM_THREADS))
+    if threads is None:  # the default: the cores other work leaves free now (solvers._cpu)
+        from ._cpu import idle_cores
+
+        threads = idle_cores()
+    return max(1, min(int(threads), config.NUMBA_NUM_THREADS))
 
 
 def _states_within(prob: DPProblem, lattice: IdealLattice, mem: np.ndarray, ub: float,
