@@ -1,4 +1,4 @@
-"""The command line's promises at the edges (README, "Promises (tested)"): output paths, bad values,
+"""The command line's promises at the edges (docs/cli.md, "Promises (tested)"): output paths, bad values,
 results that evaluate reproduces, paths and permissions of what it writes, help and messages.
 
 In-process through ``main(argv)``; the Ctrl-C promises are in test_promises_interrupt.py.
