@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from graphs.errors import InfeasibleError, InputError
 
@@ -87,6 +87,7 @@ class SimResult:
     unit: str = ""
     mode: str = "simulation"
     statuses: tuple[str, ...] = ()
+    stats: Mapping = field(default_factory=dict)  # simulator-specific figures (rounds, MILPs, bounds)
 
     @property
     def avg_jct(self) -> float:
