@@ -12,8 +12,8 @@ A job list is one JSON object::
 jobs share. ``cluster.servers`` (optional) says how the cluster is cut into servers: a number of identical
 servers (every kind and the host memory divided evenly), or a list of per-server figures
 ``[{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]`` that add up to the cluster; without it the
-cluster is one server. ``lease`` (optional) is the re-allocation interval of a simulation, in the workloads' time
-unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
+cluster is one server. ``lease`` (optional) is the re-allocation interval of a simulation, in the
+workloads' time unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
 ``accelerator`` and ``cpu`` map to the cluster's accelerator kind and host kind), ``samples`` (work, > 0),
 ``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
 ``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 from graphs.errors import InputError
 
-__all__ = ["ClusterSpec", "ServerSpec", "JobSpec", "JobList", "InputSpec", "ThroughputTable", "read_jobs", "parse_jobs",
-           "parse_counts", "with_servers", "GB", "json_number"]
+__all__ = ["ClusterSpec", "ServerSpec", "JobSpec", "JobList", "InputSpec", "ThroughputTable", "read_jobs",
+           "parse_jobs", "parse_counts", "with_servers", "GB", "json_number"]
 
 GB = 1e9  # host memory is given in decimal gigabytes
 

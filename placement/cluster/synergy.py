@@ -102,8 +102,8 @@ class Menu:
 def _kinds(capacity: Capacity) -> tuple[int, int | None]:
     accel = [t for t, h in enumerate(capacity.host) if not h]
     if len(accel) != 1:
-        raise InputError(f"Synergy's allocation needs a cluster with exactly one accelerator kind (GPUs); this "
-                         f"one has {len(accel) or 'none'} ({', '.join(capacity.kinds)})")
+        raise InputError(f"Synergy's allocation needs a cluster with exactly one accelerator kind (GPUs); "
+                         f"this one has {len(accel) or 'none'} ({', '.join(capacity.kinds)})")
     hosts = [t for t, h in enumerate(capacity.host) if h]
     return accel[0], (hosts[0] if hosts else None)
 
@@ -187,7 +187,7 @@ def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
     n = len(menus)
     mod.add_rows([1.0] * n, [1.0] * n, rows, cols, vals)
     rows, cols, vals = [], [], []
-    for j, (m, x) in enumerate(zip(menus, xs)):
+    for m, x in zip(menus, xs):
         for o, c in zip(m.options, x):
             if o.cores:
                 rows.append(0)
@@ -339,8 +339,9 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     """Replay ``jobs`` on ``cluster`` (its ``servers``) in rounds of ``round_length``: ``base`` picks the
     jobs and their GPUs, ``allocation`` (``proportional``, ``tune``, ``opt``) their cores and memory (see
     the module doc). ``progress(done, total)`` is called at each completion. The result's ``stats`` hold
-    the rounds, MILPs solved and, for ``tune``, the mean ratio of TUNE's total normalised throughput to
-    OPT's bound over the rounds where they differ from the proportional one."""
+    the rounds, the server splits TUNE solved (each distinct set of jobs on a server once) and, for
+    ``tune``, the mean ratio of TUNE's total normalised throughput to OPT's bound over the rounds where
+    some job has more than one option."""
     if allocation not in ALLOCATIONS:
         raise InputError(f"unknown allocation {allocation!r}; choose one of: {', '.join(ALLOCATIONS)}")
     if base not in BASES:
@@ -352,7 +353,7 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     if not jobs:
         raise InputError("no jobs")
     cl = _Cluster(jobs, cluster)
-    acc, host = cl.acc, cl.host
+    acc = cl.acc
     servers = cl.servers
     S = len(servers)
     T = len(cl.capacity.kinds)
@@ -370,7 +371,7 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     t = math.ceil(jobs[order[0]].arrival / R - 1e-12) * R
     segments: list[Segment] = []
     tune_memo: dict[tuple, tuple[list[Option], float]] = {}
-    stats = {"rounds": 0, "milps": 0, "tune_over_opt": [], "opt_over_prop": []}
+    stats = {"rounds": 0, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
     t_prop = [1.0 / cl.menu(i, 0, min(j.gpus, servers[0].counts[acc])).prop.rate for i, j in enumerate(jobs)]
     done = 0
     while done < n:
@@ -528,7 +529,8 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
             free_c[s] -= m.share[0]
             free_m[s] -= m.share[1]
     tune_total = 0.0
-    for s, ids in by_server.items():
+    for s, ids in sorted(by_server.items()):  # a canonical order: OPT's cached rates follow it
+        ids = sorted(ids)
         ms = [cl.menu(i, s, placed[i][0][1]) for i in ids]
         if allocation == "proportional":
             for i, m in zip(ids, ms):
@@ -539,23 +541,23 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
         menus_all += ms
         ids_all += ids
         if allocation == "tune":
-            key = (s, tuple(sorted(ids)))
+            key = (s, tuple((i, placed[i][0][1]) for i in ids), free_c[s], free_m[s])
             if key not in tune_memo:
-                order = sorted(range(len(ids)), key=lambda k: ids[k])
-                picks, val = tune_server([ms[k] for k in order], free_c[s], free_m[s], time_limit=time_limit)
-                if not all(len(m.options) == 1 for m in ms):
-                    stats["milps"] += 1
-                tune_memo[key] = ({ids[k]: p for k, p in zip(order, picks)}, val)
+                picks, val = tune_server(ms, free_c[s], free_m[s], time_limit=time_limit)
+                stats["server_splits"] += 1
+                tune_memo[key] = (dict(zip(ids, picks)), val)
             picks, val = tune_memo[key]
             tune_total += val
             for i in ids:
                 o = picks[i]
                 rates[i] = o.rate
-                allocs[i] = Allocation(_counts(T, acc, host, cl.jobs[i].gpus, o.cores), float(o.memory), o.point)
+                allocs[i] = Allocation(_counts(T, acc, host, cl.jobs[i].gpus, o.cores), float(o.memory),
+                                       o.point)
     if allocation in ("tune", "opt") and menus_all and any(len(m.options) > 1 for m in menus_all):
-        cores = sum(free_c)
-        mem = sum(free_m)
-        bound, lp_rates = opt_bound(menus_all, cores, mem)
+        key = ("opt", tuple(sorted((i, tuple(w)) for i, w in placed.items())))
+        if key not in tune_memo:
+            tune_memo[key] = opt_bound(menus_all, sum(free_c), sum(free_m))
+        bound, lp_rates = tune_memo[key]
         prop_total = float(len(menus_all))
         if allocation == "tune":
             stats["tune_over_opt"].append(tune_total / bound if bound > 0 else 1.0)
@@ -578,7 +580,7 @@ def _contention(arrival: Sequence[float], finish: Sequence[float]) -> list[float
     f = np.asarray(finish, float)
     times = np.unique(np.concatenate([a, f]))
     # jobs present on [times[k], times[k+1])
-    n_at = (np.searchsorted(np.sort(a), times, side="right") - np.searchsorted(np.sort(f), times, side="right"))
+    n_at = np.searchsorted(np.sort(a), times, side="right") - np.searchsorted(np.sort(f), times, side="right")
     F = np.concatenate([[0.0], np.cumsum(n_at[:-1] * np.diff(times))])
     life = f - a
     area = np.interp(f, times, F) - np.interp(a, times, F)
