@@ -10,7 +10,7 @@ Each job's work is set so that it would take ``T`` on an eighth of the cluster w
 ``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit, and the reference
 workloads' times are read as milliseconds too), and Poisson arrivals at an offered load of ``--load``
 (the work's total eighth-of-the-cluster time over eight times the arrival span). Then it simulates
-``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease and prints average JCT, makespan, max
+``ftf``, ``joint`` (formerly ``sensitive``), ``proportional`` and ``fifo`` with a lease and prints average JCT, makespan, max
 rho and utilisation, with each policy's ratio to ``proportional``.
 
     python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:24]
@@ -232,7 +232,7 @@ def _pct(x: float) -> str:
 
 
 def _margins(results: dict) -> str:
-    """Who wins avg JCT and max rho, by how much over the runner-up; sensitive vs proportional."""
+    """Who wins avg JCT and max rho, by how much over the runner-up; joint vs proportional."""
     def win(metric):
         order = sorted(results, key=lambda p: metric(results[p]))
         if len(order) < 2:
@@ -243,9 +243,9 @@ def _margins(results: dict) -> str:
     rho, rm = win(lambda r: r.max_rho)
     out = (f"lowest avg JCT: {jct} ({jm:.2f}x below the next); "
            f"lowest max rho: {rho} ({rm:.2f}x below the next)")
-    if "sensitive" in results and "proportional" in results:
-        out += (f"; sensitive vs proportional avg JCT: "
-                f"{results['proportional'].avg_jct / results['sensitive'].avg_jct:.2f}x lower")
+    if "joint" in results and "proportional" in results:
+        out += (f"; joint vs proportional avg JCT: "
+                f"{results['proportional'].avg_jct / results['joint'].avg_jct:.2f}x lower")
     return out
 
 
@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-hours", type=float, default=0.5)
     p.add_argument("--max-hours", type=float, default=8.0)
     p.add_argument("--lease-minutes", type=float, default=10.0)
-    p.add_argument("--policies", default="ftf,sensitive,proportional,fifo")
+    p.add_argument("--policies", default="ftf,joint,proportional,fifo")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds per allocation MILP")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results", "cluster"))
     p.add_argument("--cache-dir", default=None)
