@@ -10,8 +10,8 @@ Each job's work is set so that it would take ``T`` on an eighth of the cluster w
 ``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit, and the reference
 workloads' times are read as milliseconds too), and Poisson arrivals at an offered load of ``--load``
 (the work's total eighth-of-the-cluster time over eight times the arrival span). Then it simulates
-``ftf``, ``joint`` (formerly ``sensitive``), ``proportional`` and ``fifo`` with a lease and prints average JCT, makespan, max
-rho and utilisation, with each policy's ratio to ``proportional``.
+``ftf``, ``joint`` (formerly ``sensitive``), ``proportional`` and ``fifo`` with a lease and prints
+average JCT, makespan, max rho and utilisation, with each policy's ratio to ``proportional``.
 
     python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:24]
         [--host-memory-gb 500] [--load 2] [--mix synergy] [--lease-minutes 10] [--out-dir DIR]
