@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 
@@ -412,7 +413,7 @@ def synergy_main(args) -> int:
         per_128 = kw.pop("per_128")
         doc = philly_trace(profs, jobs_per_hour=load_for(16, per_128), devices="v100:16,cpu:48",
                            host_memory_gb=1000, servers=2, cpu_limit=24, **kw)
-        slug = label.split(",")[0].replace(" ", "-") + f"-seed{kw['seed']}"
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", label.split(",")[0]).strip("-") + f"-seed{kw['seed']}"
         write_json(os.path.join(args.out_dir, f"trace-{slug}.json"), doc)
         hjl = parse_jobs(doc)
         hjobs = synergy_jobs(hjl, hjl.cluster)
@@ -431,6 +432,7 @@ def synergy_main(args) -> int:
     if args.scale:
         doc = philly_trace(profs, jobs=1000, jobs_per_hour=load_for(128), devices="v100:128,cpu:384",
                            host_memory_gb=8000, servers=16, seed=7, gpu_mix="multi", cpu_limit=24)
+        write_json(os.path.join(args.out_dir, "trace-scale-1000.json"), doc)  # for the CLI as well
         t0 = time.perf_counter()
         sjl = parse_jobs(doc)
         sjobs = synergy_jobs(sjl, sjl.cluster)
