@@ -59,7 +59,8 @@ def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
         usage="placement cluster JOBS.json [--policy P] [options]\n"
-              "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [options]",
+              "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [opts]\n"
+              "       placement cluster simulate TRACE.json --policy tune [--base B] [--servers N] [options]",
         description=textwrap.fill(
             "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
             "time per sample for every allocation, from one DP run per job), or simulate a trace "
