@@ -470,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.synergy:
         if args.out_dir == os.path.join(HERE, "results", "cluster"):
-            args.out_dir = os.path.join(HERE, "results", "cluster-synergy")
+            # under the git-ignored results/cluster: the traces written there hold Synergy's profiles
+            args.out_dir = os.path.join(HERE, "results", "cluster", "synergy")
         return synergy_main(args)
 
     from placement.cluster.curves import CurveCache, default_cache_dir
