@@ -10,8 +10,8 @@ Each job's work is set so that it would take ``T`` on an eighth of the cluster w
 ``[--min-hours, --max-hours]`` (times are milliseconds, the ONNX cost model's unit, and the reference
 workloads' times are read as milliseconds too), and Poisson arrivals at an offered load of ``--load``
 (the work's total eighth-of-the-cluster time over eight times the arrival span). Then it simulates
-``ftf``, ``sensitive``, ``proportional`` and ``fifo`` with a lease and prints average JCT, makespan, max
-rho and utilisation, with each policy's ratio to ``proportional``.
+``ftf``, ``joint`` (formerly ``sensitive``), ``proportional`` and ``fifo`` with a lease and prints
+average JCT, makespan, max rho and utilisation, with each policy's ratio to ``proportional``.
 
     python -m benchmarks.bench_cluster [--jobs 40] [--seed 0] [--devices a100:8,cpu:24]
         [--host-memory-gb 500] [--load 2] [--mix synergy] [--lease-minutes 10] [--out-dir DIR]
@@ -21,6 +21,15 @@ Writes ``trace.json`` (a job list for ``placement cluster simulate``), ``results
 policy under ``--out-dir`` (default ``benchmarks/results/cluster``; plots for the first pair only).
 Curves are cached (``--cache-dir``, default ``~/.cache/placement/curves``), so a second run only
 simulates.
+
+``--synergy`` runs Synergy's own semantics instead (:mod:`placement.cluster.synergy`), in one run: the
+shared trace ``../shared/workloads/synergy/`` (300 jobs, 2 servers, FIFO) under every base scheduler and
+allocation, printed beside Synergy's own figures for it; then held-out Philly-like traces drawn over
+the same profiles (:mod:`placement.cluster.traces`: other seeds, loads and Synergy's multi-GPU mix);
+then, with ``--scale``, a 1,000-job trace on 128 GPUs, timed. Plots of the JCT distributions per policy
+go to ``--out-dir`` when matplotlib is installed.
+
+    python -m benchmarks.bench_cluster --synergy [--scale] [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 
@@ -223,7 +233,7 @@ def _pct(x: float) -> str:
 
 
 def _margins(results: dict) -> str:
-    """Who wins avg JCT and max rho, by how much over the runner-up; sensitive vs proportional."""
+    """Who wins avg JCT and max rho, by how much over the runner-up; joint vs proportional."""
     def win(metric):
         order = sorted(results, key=lambda p: metric(results[p]))
         if len(order) < 2:
@@ -234,14 +244,214 @@ def _margins(results: dict) -> str:
     rho, rm = win(lambda r: r.max_rho)
     out = (f"lowest avg JCT: {jct} ({jm:.2f}x below the next); "
            f"lowest max rho: {rho} ({rm:.2f}x below the next)")
-    if "sensitive" in results and "proportional" in results:
-        out += (f"; sensitive vs proportional avg JCT: "
-                f"{results['proportional'].avg_jct / results['sensitive'].avg_jct:.2f}x lower")
+    if "joint" in results and "proportional" in results:
+        out += (f"; joint vs proportional avg JCT: "
+                f"{results['proportional'].avg_jct / results['joint'].avg_jct:.2f}x lower")
     return out
+
+
+# --------------------------------------------------------------------------- Synergy's semantics
+SYNERGY_TRACE = os.path.join(WORKLOADS, "synergy", "trace_2servers_9jph.json")
+# Synergy's own simulator on the shared trace (FORMAT.md next to it), hours
+SYNERGY_FIGURES = {"fifo+proportional": {"avg": 49.27, "median": 49.31, "p99": 180.44, "makespan": 408.0},
+                   "fifo+tune": {"avg": 34.45, "median": 31.71, "p99": 152.95, "makespan": 380.8}}
+ROUND_POLICIES = ("fifo+proportional", "fifo+tune", "fifo+opt", "las+proportional", "las+tune",
+                  "srtf+proportional", "srtf+tune", "ftf+proportional", "ftf+tune")
+
+
+def _synergy_run(jobs, cluster, specs, label, progress=False):
+    """Simulate every ``base+allocation`` in ``specs``; ``{spec: (SimResult, wall seconds)}``."""
+    from placement.cluster.command import _Bar
+    from placement.cluster.synergy import simulate_rounds
+
+    out = {}
+    for spec in specs:
+        base, alloc = spec.split("+")
+        bar = _Bar(f"{label} {spec}") if progress else None
+        t0 = time.perf_counter()
+        out[spec] = (simulate_rounds(jobs, cluster, alloc, base=base, progress=bar), time.perf_counter() - t0)
+        if bar is not None:
+            bar.close()
+    return out
+
+
+def _event_run(jl, policies, lease):
+    """The event-driven curve policies (``ftf``: max rho minimised at every decision, ``joint``) on the
+    same jobs, as one pool of devices (they have no servers)."""
+    from placement.cluster.inputs import job_rates
+    from placement.cluster.policies import Capacity
+    from placement.cluster.simulate import SimJob, simulate
+
+    cap = Capacity.of(jl.cluster)
+    jobs = [SimJob(j.name, job_rates(j, jl.cluster), j.samples, j.arrival) for j in jl.jobs]
+    out = {}
+    for pol in policies:
+        t0 = time.perf_counter()
+        out[pol] = (simulate(jobs, cap, pol, lease=lease, time_limit=10.0), time.perf_counter() - t0)
+    return out
+
+
+def _synergy_table(results, figures=None) -> str:
+    import numpy as np
+
+    rows = ["| policy | avg JCT h | Synergy's | median h | p99 h | Synergy's p99 | makespan h | Synergy's | "
+            "max rho | avg JCT gain over fifo+proportional | TUNE / OPT bound (mean, min) | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    base = results.get("fifo+proportional")
+    for spec, (r, wall) in results.items():
+        jct = [j.jct / HOUR_MS for j in r.jobs]
+        f = (figures or {}).get(spec, {})
+        ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x" if base else "-"
+        st = r.stats
+        bound = (f"{st['tune_over_opt_mean']:.3f}, {st['tune_over_opt_min']:.3f}"
+                 if st.get("tune_over_opt_mean") is not None else "-")
+        rows.append(f"| {spec} | {r.avg_jct / HOUR_MS:.2f} | {f.get('avg', '-')} | {np.median(jct):.2f} | "
+                    f"{np.percentile(jct, 99):.2f} | {f.get('p99', '-')} | {r.makespan / HOUR_MS:.1f} | "
+                    f"{f.get('makespan', '-')} | {r.max_rho:.2f} | {ratio} | {bound} | {wall:.0f} |")
+    return "\n".join(rows)
+
+
+def _checks(results, figures=None) -> list[str]:
+    """The issue's measured goals on one trace, each line PASS or FAIL with the numbers."""
+    out = []
+    prop, tune = results["fifo+proportional"][0], results["fifo+tune"][0]
+    ours = prop.avg_jct / tune.avg_jct
+    if figures:
+        want = figures["fifo+proportional"]["avg"]
+        dev = prop.avg_jct / HOUR_MS / want - 1
+        out.append(f"{'PASS' if abs(dev) <= 0.03 else 'FAIL'}: GPU-proportional avg JCT "
+                   f"{prop.avg_jct / HOUR_MS:.2f} h vs Synergy's {want} h ({100 * dev:+.1f}%, goal within "
+                   f"3%)")
+        theirs = want / figures["fifo+tune"]["avg"]
+        strict = (ours - 1) >= 0.8 * (theirs - 1)  # the stricter reading: 0.8 of the reduction
+        ok = ours >= 0.8 * theirs and strict
+        out.append(f"{'PASS' if ok else 'FAIL'}: TUNE's gain {ours:.3f}x vs Synergy's "
+                   f"{theirs:.3f}x: {ours / theirs:.2f} of it as a ratio, {(ours - 1) / (theirs - 1):.2f} of "
+                   f"it as the reduction (goal: at least 0.8)")
+    else:
+        out.append(f"{'PASS' if ours >= 1 - 1e-9 else 'FAIL'}: TUNE's gain over GPU-proportional {ours:.3f}x "
+                   f"(no Synergy figure for this trace)")
+    ftf = min((s for s in results if s.startswith("ftf")), key=lambda s: results[s][0].max_rho)
+    other = min((s for s in results if not s.startswith("ftf")), key=lambda s: results[s][0].max_rho)
+    a, b = results[ftf][0].max_rho, results[other][0].max_rho
+    verdict = "PASS" if a <= b * (1 + 1e-9) else "FAIL"
+    out.append(f"{verdict}: lowest max rho: best ftf {ftf} {a:.3f}, best other {other} {b:.3f}"
+               + (" (a tie: nobody queues, every base admits the same jobs)" if math.isclose(a, b) else ""))
+    return out
+
+
+def _summary_table(summary) -> str:
+    """One row per trace: FIFO's GPU-proportional and TUNE average JCT, TUNE's gain, OPT's, and max rho
+    per policy (the lowest in bold)."""
+    specs = [s for s in ROUND_POLICIES if s != "fifo+opt"]
+    rows = ["| trace | fifo+proportional avg JCT h | fifo+tune | TUNE gain | fifo+opt | "
+            + " | ".join(f"max rho {s}" for s in specs) + " |", "|---|---|---|---|---|" + "---|" * len(specs)]
+    for label, res in summary:
+        p, t, o = (res[k][0].avg_jct / HOUR_MS for k in ("fifo+proportional", "fifo+tune", "fifo+opt"))
+        low = min(res[s][0].max_rho for s in specs)
+        cells = [(f"**{res[s][0].max_rho:.2f}**" if res[s][0].max_rho <= low * (1 + 1e-9)
+                  else f"{res[s][0].max_rho:.2f}") for s in specs]
+        rows.append(f"| {label} | {p:.2f} | {t:.2f} | {p / t:.3f}x | {o:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _jct_plot(results, path: str, title: str) -> str | None:
+    """Empirical CDFs of JCT per policy (matplotlib, optional)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    import numpy as np
+
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    for spec, (r, _) in results.items():
+        jct = np.sort([j.jct / HOUR_MS for j in r.jobs])
+        ax.step(jct, np.arange(1, len(jct) + 1) / len(jct), where="post", label=spec, linewidth=1.2)
+    ax.set_xscale("log")
+    ax.set_xlabel("JCT (h, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def synergy_main(args) -> int:
+    from placement.cluster.command import synergy_jobs
+    from placement.cluster.formats import parse_jobs, read_jobs, with_servers
+    from placement.cluster.traces import load_for, philly_trace, profiles
+    from placement.export import write_json
+
+    if not os.path.exists(SYNERGY_TRACE):
+        print(f"error: Synergy's trace not found at {SYNERGY_TRACE} (set PLACEMENT_WORKLOADS)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(args.out_dir, exist_ok=True)
+    jl = read_jobs(SYNERGY_TRACE)
+    cl = with_servers(jl.cluster, 2)
+    t0 = time.perf_counter()
+    jobs = synergy_jobs(jl, cl)
+    print(f"shared trace: {len(jobs)} jobs on {cl.describe()}, 2 servers, rounds of 300 s "
+          f"(curves {time.perf_counter() - t0:.1f} s)")
+    res = _synergy_run(jobs, cl, ROUND_POLICIES, "shared", args.progress)
+    if args.event_driven:
+        res.update(_event_run(jl, ("ftf", "joint"), 300e3))
+    print(_synergy_table(res, SYNERGY_FIGURES))
+    for line in _checks(res, SYNERGY_FIGURES):
+        print(line)
+    _jct_plot(res, os.path.join(args.out_dir, "jct-shared.png"), "JCT distribution, Synergy's shared trace")
+    print()
+    summary = [("Synergy's shared trace (300 jobs)", res)]
+    profs = profiles(jl, cores_per_gpu=3, memory_gb_per_gpu=62.5)
+    held = [("single, seed 1", dict(jobs=300, gpu_mix="single", seed=1, per_128=9.0)),
+            ("single, seed 2, load 7/h per 128", dict(jobs=300, gpu_mix="single", seed=2, per_128=7.0)),
+            ("single, 200 jobs, seed 3", dict(jobs=200, gpu_mix="single", seed=3, per_128=9.0)),
+            ("multi-GPU mix, 150 jobs, seed 4", dict(jobs=150, gpu_mix="multi", seed=4, per_128=9.0)),
+            ("few jobs: 12, nobody queues", dict(jobs=12, gpu_mix="single", seed=5, per_128=1.0))]
+    for label, kw in held:
+        per_128 = kw.pop("per_128")
+        doc = philly_trace(profs, jobs_per_hour=load_for(16, per_128), devices="v100:16,cpu:48",
+                           host_memory_gb=1000, servers=2, cpu_limit=24, **kw)
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", label.split(",")[0]).strip("-") + f"-seed{kw['seed']}"
+        write_json(os.path.join(args.out_dir, f"trace-{slug}.json"), doc)
+        hjl = parse_jobs(doc)
+        hjobs = synergy_jobs(hjl, hjl.cluster)
+        hres = _synergy_run(hjobs, hjl.cluster, ROUND_POLICIES, label, args.progress)
+        if args.event_driven and len(hjobs) <= 40:
+            hres.update(_event_run(hjl, ("ftf", "joint"), 300e3))
+        print(f"held-out: {label} ({len(hjobs)} jobs, {per_128:g} jobs/h per 128 GPUs)")
+        print(_synergy_table(hres))
+        for line in _checks(hres):
+            print(line)
+        _jct_plot(hres, os.path.join(args.out_dir, f"jct-{slug}.png"), f"JCT distribution, {label}")
+        summary.append((label, hres))
+        print()
+    print(_summary_table(summary))
+    print()
+    if args.scale:
+        doc = philly_trace(profs, jobs=1000, jobs_per_hour=load_for(128), devices="v100:128,cpu:384",
+                           host_memory_gb=8000, servers=16, seed=7, gpu_mix="multi", cpu_limit=24)
+        write_json(os.path.join(args.out_dir, "trace-scale-1000.json"), doc)  # for the CLI as well
+        t0 = time.perf_counter()
+        sjl = parse_jobs(doc)
+        sjobs = synergy_jobs(sjl, sjl.cluster)
+        built = time.perf_counter() - t0
+        sres = _synergy_run(sjobs, sjl.cluster, ("fifo+proportional", "fifo+tune", "ftf+tune"), "1000 jobs",
+                            True)
+        print(f"scale: 1,000 jobs (multi-GPU mix) on 128 GPUs in 16 servers, 9 jobs/h; curves {built:.0f} s")
+        print(_synergy_table(sres))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_cluster", description=__doc__.split("\n")[0])
+    p.add_argument("--synergy", action="store_true",
+                   help="Synergy's semantics on its shared trace and held-out traces (see the doc)")
+    p.add_argument("--scale", action="store_true", help="--synergy: also a 1,000-job trace on 128 GPUs")
+    p.add_argument("--event-driven", action="store_true",
+                   help="--synergy: also the event-driven ftf and joint policies (slow on 300 jobs)")
+    p.add_argument("--progress", action="store_true", help="--synergy: progress bars on stderr")
     p.add_argument("--jobs", type=int, default=40)
     p.add_argument("--seed", default="0", help="seed, or a comma list to sweep (default 0)")
     p.add_argument("--devices", default="a100:8,cpu:24", help="default: Synergy's server, 3 cores per GPU")
@@ -252,12 +462,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-hours", type=float, default=0.5)
     p.add_argument("--max-hours", type=float, default=8.0)
     p.add_argument("--lease-minutes", type=float, default=10.0)
-    p.add_argument("--policies", default="ftf,sensitive,proportional,fifo")
+    p.add_argument("--policies", default="ftf,joint,proportional,fifo")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds per allocation MILP")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results", "cluster"))
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    if args.synergy:
+        if args.out_dir == os.path.join(HERE, "results", "cluster"):
+            # under the git-ignored results/cluster: the traces written there hold Synergy's profiles
+            args.out_dir = os.path.join(HERE, "results", "cluster", "synergy")
+        return synergy_main(args)
 
     from placement.cluster.curves import CurveCache, default_cache_dir
 

@@ -1,4 +1,5 @@
-"""Allocation policies: ftf reaches the exhaustive optimum, sensitive keeps its floors and optimum, the
+"""Allocation policies: ftf reaches the exhaustive optimum, joint (Synergy-like, also choosing accelerator
+counts) keeps its floors and optimum, the
 baselines follow their rules, and every policy respects the cluster's capacity."""
 
 import itertools
@@ -129,7 +130,7 @@ def test_ftf_minimises_max_rho_when_every_job_can_run():
     assert [a.devices for a in d.allocations] == [(2, 0), (1, 0)]
 
 
-def test_every_policy_respects_capacity_and_sensitive_keeps_its_floors():
+def test_every_policy_respects_capacity_and_joint_keeps_its_floors():
     rng = np.random.default_rng(4)
     for _ in range(25):
         jobs, cap = _random_case(rng)
@@ -137,12 +138,12 @@ def test_every_policy_respects_capacity_and_sensitive_keeps_its_floors():
         for d in decisions.values():
             assert len(d.allocations) == len(jobs)
             _fits(d.allocations, cap)
-        prop, sens = decisions["proportional"], decisions["sensitive"]
+        prop, sens = decisions["proportional"], decisions["joint"]
         for a, b in zip(prop.allocations, sens.allocations):
             assert b.time_per_sample <= a.time_per_sample * (1 + 1e-12)
 
 
-def test_sensitive_maximises_normalised_throughput_above_the_floors():
+def test_joint_maximises_normalised_throughput_above_the_floors():
     rng = np.random.default_rng(7)
     for _ in range(15):
         jobs, cap = _random_case(rng)
@@ -154,11 +155,11 @@ def test_sensitive_maximises_normalised_throughput_above_the_floors():
                    for p, a in zip(combo, prop)):
                 continue
             best = max(best, sum(s / p.time_per_sample for p, s in zip(combo, shares) if p))
-        d = allocate("sensitive", jobs, cap, share_times=shares)
+        d = allocate("joint", jobs, cap, share_times=shares)
         assert d.objective == pytest.approx(best, rel=1e-6)
 
 
-def test_sensitive_gives_host_cores_to_the_job_that_gains_from_them():
+def test_joint_gives_host_cores_to_the_job_that_gains_from_them():
     # "eager" speeds up with host cores, "flat" does not; proportional splits cores by accelerators
     eager = table_curve({(1, 0): 4.0, (1, 1): 3.0, (1, 2): 2.0, (2, 0): 2.0, (2, 1): 1.6, (2, 2): 1.2})
     flat = table_curve({(1, 0): 4.0, (2, 0): 2.0})
@@ -167,7 +168,7 @@ def test_sensitive_gives_host_cores_to_the_job_that_gains_from_them():
     prop = allocate("proportional", jobs, cap).allocations
     assert [a.devices for a in prop] == [(1, 1), (1, 1)]
     assert prop[1].used == (1, 0)  # its core sits idle
-    sens = allocate("sensitive", jobs, cap).allocations
+    sens = allocate("joint", jobs, cap).allocations
     assert [a.devices for a in sens] == [(1, 2), (1, 0)]
     assert sens[0].time_per_sample == 2.0 and sens[1].time_per_sample == 4.0
 

@@ -5,7 +5,12 @@
 * :mod:`~placement.cluster.inputs`: a job's input pipeline (Synergy's model: the minimum of its
   accelerator, CPU-preprocessing and storage rates, or a measured table over cores and memory);
 * :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly),
-  ``sensitive`` (Synergy's resource-sensitive allocation), ``proportional`` and ``fifo``;
+  ``joint`` (accelerator counts, host-core stages, CPU and memory chosen jointly; ``sensitive`` is its
+  old name), ``proportional`` and ``fifo``, over the whole cluster as one pool;
+* :mod:`~placement.cluster.synergy` (``simulate_rounds``): Synergy as Synergy does it, in rounds on the
+  cluster's servers: a base scheduler (FIFO, LAS, SRTF, FTF) picks the jobs and their GPUs, then
+  GPU-proportional CPU and memory, Synergy-TUNE or the Synergy-OPT bound;
+* :mod:`~placement.cluster.traces`: Philly-like traces over Synergy's profiled jobs;
 * :mod:`~placement.cluster.simulate` (``simulate``): arrivals, completions and leases over time, per-job
   finish time and rho, average JCT, makespan, utilisation, and a plot of allocations over time;
 * :mod:`~placement.cluster.formats`: the job list / trace file (``JOBS.json``).
@@ -15,14 +20,26 @@ TRACE.json --policy ftf`` (:mod:`~placement.cluster.command`).
 """
 
 from .curves import CurveCache, CurvePoint, JobCurve, graph_curve, job_curve
-from .formats import ClusterSpec, InputSpec, JobList, JobSpec, ThroughputTable, parse_jobs, read_jobs
+from .formats import (
+    ClusterSpec,
+    InputSpec,
+    JobList,
+    JobSpec,
+    ServerSpec,
+    ThroughputTable,
+    parse_jobs,
+    read_jobs,
+    with_servers,
+)
 from .inputs import PipelineCurve, job_rates, pipeline_curve
 from .policies import POLICIES, Allocation, Capacity, Decision, JobState, allocate, fair_share_time
 from .simulate import JobOutcome, SimJob, SimResult, allocate_once
+from .synergy import GpuJob, simulate_rounds
 
 __all__ = [
     "CurveCache", "CurvePoint", "JobCurve", "graph_curve", "job_curve",
-    "ClusterSpec", "InputSpec", "JobList", "JobSpec", "ThroughputTable", "parse_jobs", "read_jobs",
+    "ClusterSpec", "InputSpec", "JobList", "JobSpec", "ServerSpec", "ThroughputTable", "parse_jobs",
+    "read_jobs", "with_servers", "GpuJob", "simulate_rounds",
     "PipelineCurve", "job_rates", "pipeline_curve",
     "POLICIES", "Allocation", "Capacity", "Decision", "JobState", "allocate", "fair_share_time",
     "JobOutcome", "SimJob", "SimResult", "allocate_once",

@@ -2,6 +2,7 @@
 
     placement cluster JOBS.json --policy ftf [--out RESULT.json] [--json]
     placement cluster simulate TRACE.json --policy ftf [--lease S] [--plot FILE.png]
+    placement cluster simulate TRACE.json --policy tune [--base fifo] [--servers N] [--lease ROUND]
 
 ``--policy all`` runs every policy and ends with a comparison table. Curves are cached in
 ``~/.cache/placement/curves`` (``--cache-dir``, ``--no-cache``). Bad input raises
@@ -12,15 +13,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import textwrap
 
 from graphs.errors import InputError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "synergy_jobs"]
 
-_POLICIES = ("ftf", "sensitive", "proportional", "fifo")
+_POLICIES = ("ftf", "joint", "fifo", "proportional", "tune", "opt")
+_SYNERGY = ("proportional", "tune", "opt")  # simulate: Synergy's rounds, a base scheduler, servers
 
 
 JOBS_FORMAT = """\
@@ -45,6 +48,8 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
   jobs[].request      what it asks for under fifo; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
   jobs[].accelerator  reference workloads: which cluster kind is their accelerator
+  cluster.servers     how the cluster is cut into servers: a number of identical ones,
+                      or [{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]
 
 Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_cluster.md.
 """
@@ -54,22 +59,37 @@ def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
         usage="placement cluster JOBS.json [--policy P] [options]\n"
-              "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [options]",
+              "       placement cluster simulate TRACE.json [--policy P] [--lease T] [--plot FILE] [opts]\n"
+              "       placement cluster simulate TRACE.json --policy tune [--base B] [--servers N] [options]",
         description=textwrap.fill(
             "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
             "time per sample for every allocation, from one DP run per job), or simulate a trace "
             "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
-            "exactly), sensitive (Synergy: CPU cores and host memory where the curves say they "
-            "help), proportional, fifo; 'all' compares them.", 100),
+            "exactly at every decision), joint (accelerator counts, host-core stages, CPU cores and "
+            "memory chosen jointly; 'sensitive' is its old name), fifo; and, in simulate, Synergy's "
+            "own allocations in rounds on the cluster's servers after a base scheduler (--base) "
+            "has picked the jobs and their GPUs: proportional (CPU and memory in proportion to "
+            "GPUs, capped at that share), tune (Synergy-TUNE: per server, CPU and memory to the "
+            "jobs that gain, none below its proportional rate), opt (Synergy-OPT, the LP bound); "
+            "'all' compares them.", 100),
         epilog=JOBS_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("target", nargs="+", metavar="JOBS.json | simulate TRACE.json",
                    help="a job list (allocate once for all its jobs), or 'simulate' and a trace (the same "
                         "format: jobs with arrival times and samples)")
-    c.add_argument("--policy", default="ftf", choices=_POLICIES + ("all",), help="allocation policy "
-                   "(default ftf)")
+    c.add_argument("--policy", default="ftf", choices=_POLICIES + ("sensitive", "all"),
+                   help="allocation policy (default ftf; sensitive = joint, its old name)")
+    c.add_argument("--base", default="fifo", choices=("fifo", "las", "srtf", "ftf"),
+                   help="simulate with proportional, tune, opt: the base scheduler that picks the jobs and "
+                        "their GPUs each round (default fifo)")
+    c.add_argument("--servers", type=int, default=None, metavar="N",
+                   help="cut the cluster into N identical servers (overrides cluster.servers)")
+    c.add_argument("--fairness", type=float, default=1.0, metavar="F",
+                   help="--base ftf: Themis's knob, the fraction of most unfair jobs that bid first each "
+                        "round (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
                    help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
-                        "else only at arrivals and completions)")
+                        "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
+                        "ms)")
     c.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     c.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     c.add_argument("--plot", default=None, metavar="FILE.png",
@@ -83,15 +103,17 @@ def add_parser(sub) -> None:
                         "solves (default 120)")
     c.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds per allocation MILP (default: none)")
-    c.add_argument("--progress", action="store_true", help="report curve computations on stderr")
+    c.add_argument("--progress", action="store_true",
+                   help="report curve computations and simulation progress on stderr")
 
 
 def run(args) -> int:
     from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir
-    from .formats import read_jobs
+    from .formats import read_jobs, with_servers
     from .inputs import job_rates
-    from .policies import POLICIES, Capacity
+    from .policies import Capacity
     from .simulate import SimJob, allocate_once, simulate
+    from .synergy import DEFAULT_ROUND, simulate_rounds
 
     target = list(args.target)
     if len(target) == 2 and target[0] == "simulate":
@@ -106,7 +128,19 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
+    if args.policy in ("tune", "opt") and mode != "simulate":
+        raise InputError(f"placement cluster: --policy {args.policy} runs in rounds: use simulate")
+    if not 0 < args.fairness <= 1:
+        raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
+    if args.servers is not None and args.servers < 1:
+        raise InputError("placement cluster: --servers must be at least 1")
+    if args.policy == "sensitive":
+        print("note: policy 'sensitive' is now called 'joint' (it also re-chooses accelerator counts and "
+              "host-core stages); Synergy's own allocation is 'tune'", file=sys.stderr)
     jl = read_jobs(path)
+    if args.servers is not None:
+        jl = dataclasses.replace(jl, cluster=with_servers(jl.cluster, args.servers, source=path,
+                                                          what="--servers"))
     cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
     verbose = args.progress or (sys.stderr.isatty() and not args.json)
     curves = []
@@ -125,11 +159,20 @@ def run(args) -> int:
     cap = Capacity.of(jl.cluster)
     jobs = [SimJob(j.name, c, j.samples, j.arrival, _request(j, cap), j.model)
             for j, c in zip(jl.jobs, curves)]
-    policies = POLICIES if args.policy == "all" else (args.policy,)
+    policies = (_POLICIES if mode == "simulate" else ("ftf", "joint", "proportional", "fifo")) \
+        if args.policy == "all" else (args.policy,)
     lease = args.lease if args.lease is not None else jl.lease
     results = []
     for pol in policies:
-        if mode == "simulate":
+        if mode == "simulate" and pol in _SYNERGY:
+            gjobs = synergy_jobs(jl, jl.cluster, curves)
+            bar = _Bar(f"{args.base}+{pol}") if verbose else None
+            results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
+                                           round_length=lease or DEFAULT_ROUND, fairness=args.fairness,
+                                           time_limit=args.time_limit, progress=bar))
+            if bar is not None:
+                bar.close()
+        elif mode == "simulate":
             results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit))
         else:
             results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit))
@@ -158,6 +201,41 @@ def run(args) -> int:
     if args.plot:
         _plots(results, args.plot, args.json)
     return 0
+
+
+def synergy_jobs(jl, cluster, curves=None) -> list:
+    """The jobs of job list ``jl`` as Synergy sees them (:class:`~placement.cluster.synergy.GpuJob`): each
+    with its curve on ``cluster`` (``curves`` when already computed) and its fixed GPU demand (its
+    ``request``'s accelerators, a throughput table's own count, else the knee of its curve)."""
+    from .inputs import job_rates
+    from .policies import Capacity
+    from .synergy import GpuJob, _kinds, gpu_demand
+
+    cap = Capacity.of(cluster)
+    acc, _ = _kinds(cap)
+    if curves is None:
+        curves = [job_rates(j, cluster) for j in jl.jobs]
+    return [GpuJob(j.name, c, j.samples, j.arrival, gpu_demand(c, _request(j, cap), acc), j.model)
+            for j, c in zip(jl.jobs, curves)]
+
+
+class _Bar:
+    """A progress bar on stderr: jobs completed out of all."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self.shown = label, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        pct = int(100 * done / total)
+        if pct != self.shown:
+            self.shown = pct
+            filled = pct // 4
+            print(f"\r{self.label}: [{'#' * filled}{' ' * (25 - filled)}] {done}/{total} jobs done",
+                  end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.shown >= 0:
+            print(file=sys.stderr)
 
 
 def _request(job, cap):

@@ -9,8 +9,11 @@ A job list is one JSON object::
 
 ``cluster.devices`` is the compact device form of ``placement place --devices`` (presets, or kinds from
 ``cluster.device_files``); ``host_memory_gb`` (decimal GB, default unlimited) is the host memory all
-jobs share. ``lease`` (optional) is the re-allocation interval of a simulation, in the workloads' time
-unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
+jobs share. ``cluster.servers`` (optional) says how the cluster is cut into servers: a number of identical
+servers (every kind and the host memory divided evenly), or a list of per-server figures
+``[{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]`` that add up to the cluster; without it the
+cluster is one server. ``lease`` (optional) is the re-allocation interval of a simulation, in the
+workloads' time unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
 ``accelerator`` and ``cpu`` map to the cluster's accelerator kind and host kind), ``samples`` (work, > 0),
 ``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
 ``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
@@ -37,10 +40,19 @@ from dataclasses import dataclass, field
 
 from graphs.errors import InputError
 
-__all__ = ["ClusterSpec", "JobSpec", "JobList", "InputSpec", "ThroughputTable", "read_jobs", "parse_jobs",
-           "parse_counts", "GB", "json_number"]
+__all__ = ["ClusterSpec", "ServerSpec", "JobSpec", "JobList", "InputSpec", "ThroughputTable", "read_jobs",
+           "parse_jobs", "parse_counts", "with_servers", "GB", "json_number"]
 
 GB = 1e9  # host memory is given in decimal gigabytes
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One server of the cluster: devices per cluster kind (``counts``, in the cluster's kind order) and its
+    host memory (bytes, ``inf`` = unlimited)."""
+
+    counts: tuple[int, ...]
+    host_memory: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,12 @@ class ClusterSpec:
     host_memory: float = math.inf
     device_files: tuple[str, ...] = ()
     storage_gbps: float | None = None  # default storage bandwidth of a job's input pipeline (GB/s)
+    servers: tuple[ServerSpec, ...] = ()  # () = one server holding everything
+
+    @property
+    def server_list(self) -> tuple[ServerSpec, ...]:
+        """The servers (one holding the whole cluster when none were given)."""
+        return self.servers or (ServerSpec(self.counts, self.host_memory),)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -159,10 +177,10 @@ def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) 
     if not isinstance(cl, dict):
         raise InputError("'cluster' must be an object like {\"devices\": \"a100:8,cpu:32\", "
                          "\"host_memory_gb\": 256}", source=source)
-    bad = sorted(set(cl) - {"devices", "host_memory_gb", "device_files", "storage_gbps"})
+    bad = sorted(set(cl) - {"devices", "host_memory_gb", "device_files", "storage_gbps", "servers"})
     if bad:
         raise InputError(f"cluster: unknown field(s) {', '.join(bad)}; expected devices, host_memory_gb, "
-                         f"device_files, storage_gbps", source=source)
+                         f"device_files, storage_gbps, servers", source=source)
     if not isinstance(cl.get("devices"), str):
         raise InputError("cluster.devices must be a string such as \"a100:8,cpu:32\"", source=source)
     files = cl.get("device_files", [])
@@ -185,6 +203,8 @@ def parse_jobs(data, *, source: str | None = None, base_dir: str | None = None) 
     if storage is not None:
         storage = _positive(storage, "cluster.storage_gbps", source)
     cluster = ClusterSpec(devices, host_memory, files, storage)
+    if cl.get("servers") is not None:
+        cluster = with_servers(cluster, cl["servers"], source=source)
 
     lease = data.get("lease")
     if lease is not None:
@@ -349,6 +369,53 @@ def _parse_table(d, where: str, source) -> ThroughputTable:
                          source=source)
     return ThroughputTable(g, tuple(cpus), tuple(m * GB for m in mems),
                            tuple(tuple(grid[(c, m)] for m in mems) for c in cpus))
+
+
+def with_servers(cluster: ClusterSpec, servers, *, source: str | None = None,
+                 what: str = "cluster.servers") -> ClusterSpec:
+    """``cluster`` cut into ``servers``: a positive number of identical servers (each kind's count and the
+    host memory divisible evenly), or a list of ``{"devices": ..., "host_memory_gb": ...}`` adding up to
+    the cluster (see the module doc)."""
+    import dataclasses
+
+    if isinstance(servers, bool) or not isinstance(servers, (int, list)):
+        raise InputError(f"{what} must be a number of identical servers or a list of "
+                         f"{{\"devices\": \"v100:8,cpu:24\", \"host_memory_gb\": 500}}", source=source)
+    if isinstance(servers, int):
+        if servers < 1:
+            raise InputError(f"{what} must be at least 1, got {servers}", source=source)
+        uneven = [f"{k}:{n}" for k, n in zip(cluster.kinds, cluster.counts) if n % servers]
+        if uneven:
+            raise InputError(f"{what}: {servers} identical servers cannot split {', '.join(uneven)} evenly; "
+                             f"give the servers as a list instead", source=source)
+        one = ServerSpec(tuple(n // servers for n in cluster.counts), cluster.host_memory / servers)
+        return dataclasses.replace(cluster, servers=(one,) * servers)
+    if not servers:
+        raise InputError(f"{what} must not be empty", source=source)
+    out = []
+    for i, s in enumerate(servers):
+        here = f"{what}[{i}]"
+        if not isinstance(s, dict) or not isinstance(s.get("devices"), str):
+            raise InputError(f"{here} must be an object like {{\"devices\": \"v100:8,cpu:24\", "
+                             f"\"host_memory_gb\": 500}}", source=source)
+        bad = sorted(set(s) - {"devices", "host_memory_gb"})
+        if bad:
+            raise InputError(f"{here}: unknown field(s) {', '.join(bad)}; expected devices, host_memory_gb",
+                             source=source)
+        counts = parse_counts(s["devices"], cluster, f"{here}.devices", source)
+        mem = s.get("host_memory_gb")
+        mem = math.inf if mem is None else _positive(mem, f"{here}.host_memory_gb", source, zero=True) * GB
+        out.append(ServerSpec(tuple(counts.get(k, 0) for k in cluster.kinds), mem))
+    for t, (k, n) in enumerate(zip(cluster.kinds, cluster.counts)):
+        total = sum(s.counts[t] for s in out)
+        if total != n:
+            raise InputError(f"{what}: the servers hold {total} {k}, cluster.devices has {n}", source=source)
+    mem = sum(s.host_memory for s in out)
+    if not (math.isinf(mem) and math.isinf(cluster.host_memory)) and not math.isclose(
+            mem, cluster.host_memory, rel_tol=1e-9):
+        raise InputError(f"{what}: the servers hold {mem / GB:g} GB of host memory, cluster.host_memory_gb "
+                         f"is {cluster.host_memory / GB:g}", source=source)
+    return dataclasses.replace(cluster, servers=tuple(out))
 
 
 def parse_counts(value, cluster: ClusterSpec, what: str, source: str | None = None) -> dict[str, int] | None:

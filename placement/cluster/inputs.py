@@ -190,36 +190,51 @@ class TableRate:
         self.grid = np.vstack([np.zeros((1, grid.shape[1])), grid])  # 0 cores: rate 0
         self.mem = np.asarray(table.memory, dtype=float)
 
+    def _column(self, memory: float) -> np.ndarray:
+        """The rate at every measured core count (with 0 cores first) at ``memory`` bytes (linear between
+        the measured levels, flat beyond the last)."""
+        memory = min(memory, self.mem[-1])
+        k = int(np.searchsorted(self.mem, memory, side="right")) - 1
+        if k >= len(self.mem) - 1:
+            return self.grid[:, -1]
+        w = (memory - self.mem[k]) / (self.mem[k + 1] - self.mem[k])
+        return self.grid[:, k] * (1 - w) + self.grid[:, k + 1] * w
+
     def _interp(self, cores: float, memory: float) -> float:
         cores = min(cores, self.cpus[-1])
         if memory < self.mem[0] * (1 - 1e-12) or cores <= 0:
             return 0.0
-        memory = min(memory, self.mem[-1])
-        col = np.array([np.interp(memory, self.mem, row) for row in self.grid])
-        return float(np.interp(cores, self.cpus, col))
+        return float(np.interp(cores, self.cpus, self._column(memory)))
+
+    def _least_memory(self, cores: float, rate: float, most: float) -> float:
+        """The least memory (at least the smallest level, at most ``most``) at which ``cores`` cores reach
+        ``rate``: the rate is linear in memory between levels, so the first level reaching it and the
+        one before bound a linear solve."""
+        at = np.array([np.interp(min(cores, self.cpus[-1]), self.cpus, self.grid[:, k])
+                       for k in range(len(self.mem))])
+        ok = np.flatnonzero(at >= rate * (1 - 1e-12))
+        if not len(ok) or ok[0] == 0:
+            return float(self.mem[0]) if len(ok) else float(most)
+        k = int(ok[0])
+        lo, hi = at[k - 1], at[k]
+        m = self.mem[k - 1] + (self.mem[k] - self.mem[k - 1]) * (rate - lo) / (hi - lo)
+        return float(min(max(m, self.mem[k - 1]), most))
 
     def __call__(self, counts: Sequence[int], memory: float) -> tuple[float, tuple[int, ...], float]:
         zero = (0.0, tuple(0 for _ in counts), 0.0)
         if counts[self.acc] < self.table.accelerators or self.h is None:
             return zero
-        rate = self._interp(counts[self.h], memory - self.base)
+        avail = memory - self.base
+        if avail < self.mem[0] * (1 - 1e-12) or counts[self.h] <= 0:
+            return zero
+        col = self._column(avail)
+        rate = float(np.interp(min(counts[self.h], self.cpus[-1]), self.cpus, col))
         if rate <= 0:
             return zero
         # the fewest cores, then the least memory, that keep the rate
-        cores = next(c for c in range(int(counts[self.h]) + 1)
-                     if self._interp(c, memory - self.base) >= rate * (1 - 1e-12))
-        m = min(memory - self.base, self.mem[-1])
-        lo, hi = self.mem[0], m
-        if self._interp(cores, lo) >= rate * (1 - 1e-12):
-            m = lo
-        else:
-            for _ in range(60):  # the rate is monotone in memory: bisect for the least that keeps it
-                mid = (lo + hi) / 2
-                if self._interp(cores, mid) >= rate * (1 - 1e-12):
-                    hi = mid
-                else:
-                    lo = mid
-            m = hi
+        whole = np.interp(np.arange(int(counts[self.h]) + 1), self.cpus, col)
+        cores = int(np.flatnonzero(whole >= rate * (1 - 1e-12))[0])
+        m = self._least_memory(cores, rate, min(avail, self.mem[-1]))
         u = [0] * len(counts)
         u[self.acc] = self.table.accelerators
         u[self.h] = cores

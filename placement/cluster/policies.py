@@ -17,7 +17,9 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   afford to (lexicographically: the largest ``rho_wait`` among waiting jobs is minimised first, then
   the number of waiting jobs, then the maximum ``rho`` of the running ones), and the sum of ``rho``
   breaks the remaining ties, so no device that would help a running job is left idle.
-* ``sensitive`` (Synergy, OSDI 2022) maximises total normalised throughput (each job's throughput over
+* ``joint`` (Synergy's idea, OSDI 2022, taken further; ``sensitive`` is its old name, still accepted)
+  chooses accelerator counts, host-core pipeline stages, CPU cores and host memory jointly: it maximises
+  total normalised throughput (each job's throughput over
   its fair-share throughput) with CPU cores and host memory going wherever the curves say they help,
   subject to every job running at least as fast as under ``proportional`` (so it never drops below its
   proportional share unless that share gains it nothing); a vanishing penalty leaves useless devices
@@ -47,9 +49,10 @@ from graphs.errors import InputError
 from .curves import CurvePoint, JobCurve
 
 __all__ = ["POLICIES", "Capacity", "JobState", "Allocation", "Decision", "allocate", "fair_share_time",
-           "default_request", "rho", "rho_wait", "KNEE"]
+           "default_request", "rho", "rho_wait", "KNEE", "ALIASES"]
 
-POLICIES = ("ftf", "sensitive", "proportional", "fifo")
+POLICIES = ("ftf", "joint", "proportional", "fifo")
+ALIASES = {"sensitive": "joint"}  # old names still accepted
 KNEE = 0.10  # fifo's default request: the smallest allocation within this of the best time per sample
 _TOL = 1e-9
 
@@ -194,6 +197,7 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
     ``share_times``: each job's fair-share time per sample (:func:`fair_share_time` at its contention),
     when the caller has them; ``lease``: the re-allocation interval (``ftf``'s waiting estimate);
     ``time_limit``: seconds per MILP (``None``: none)."""
+    policy = ALIASES.get(policy, policy)
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
     for j in jobs:
@@ -205,7 +209,7 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
     t0 = time.perf_counter()
     if not jobs:
         return Decision(policy, (), "rule", None, 0.0)
-    if share_times is None and policy in ("ftf", "sensitive"):
+    if share_times is None and policy in ("ftf", "joint"):
         share_times = [fair_share_time(j.curve, capacity, j.contention) for j in jobs]
     if policy == "proportional":
         d = Decision(policy, tuple(_proportional(jobs, capacity)), "rule")
@@ -601,7 +605,7 @@ def _sensitive(jobs, cap, share_times, time_limit) -> Decision:
     milp = sum(gains[j][k] for j, k in enumerate(picks) if k is not None)
     allocs = _fill(jobs, cap, allocs, share_times)
     obj = sum(share_times[j] / a.time_per_sample for j, a in enumerate(allocs) if a.running)
-    return Decision("sensitive", tuple(allocs), "optimal" if ok else "time limit", obj,
+    return Decision("joint", tuple(allocs), "optimal" if ok else "time limit", obj,
                     stats={"milps": 1, "waiting": sum(1 for k in picks if k is None), "milp_objective": milp,
                            "fill_gain": obj - milp})
 

@@ -19,14 +19,23 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from graphs.errors import InfeasibleError, InputError
 
 from .curves import JobCurve
 from .formats import GB, json_number
-from .policies import POLICIES, Allocation, Capacity, JobState, allocate, default_request, fair_share_time
+from .policies import (
+    ALIASES,
+    POLICIES,
+    Allocation,
+    Capacity,
+    JobState,
+    allocate,
+    default_request,
+    fair_share_time,
+)
 
 HOUR_MS = 3.6e6
 
@@ -87,6 +96,7 @@ class SimResult:
     unit: str = ""
     mode: str = "simulation"
     statuses: tuple[str, ...] = ()
+    stats: Mapping = field(default_factory=dict)  # simulator-specific figures (rounds, MILPs, bounds)
 
     @property
     def avg_jct(self) -> float:
@@ -131,7 +141,8 @@ class SimResult:
                 "utilisation_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind().items()},
                 "held_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind(held=True).items()},
                 "waiting": sum(1 for j in self.jobs if not math.isfinite(j.finish)),
-                "decisions": self.decisions, "solve_seconds": self.solve_seconds}
+                "decisions": self.decisions, "solve_seconds": self.solve_seconds,
+                **({"stats": dict(self.stats)} if self.stats else {})}
 
     def to_dict(self, curves: Sequence[JobCurve] | None = None, models: Sequence[str] | None = None) -> dict:
         kinds = self.capacity.kinds
@@ -189,6 +200,7 @@ class _Shares:
 
 
 def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None:
+    policy = ALIASES.get(policy, policy)
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
     if not jobs:
@@ -210,6 +222,7 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
              time_limit: float | None = None, progress=None) -> SimResult:
     """Replay ``jobs`` on ``capacity`` under ``policy`` (see the module doc); ``time_limit`` bounds each
     MILP; ``progress`` is called with the fraction of jobs completed."""
+    policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
     if lease is not None and not lease > 0:
         raise InputError(f"lease must be positive, got {lease}")
@@ -296,6 +309,7 @@ def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
                   time_limit: float | None = None) -> SimResult:
     """One allocation for all ``jobs`` at the time the last one arrives, held until each finishes (a job
     that waits never finishes: finish ``inf``). ``rho`` uses ``N = len(jobs)``."""
+    policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
     n = len(jobs)
     now = max(j.arrival for j in jobs)
