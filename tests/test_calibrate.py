@@ -71,7 +71,7 @@ def test_written_file_reads_back_to_the_same_kind(tmp_path):
     cal = _cal(fp16_flops=900e9, conv_half_channels=12.5, conv_half_pixels=3.0)
     path = write_device_file(cal, tmp_path / "cpu.toml")
     text = open(path, encoding="utf-8").read()
-    assert "2026-01-01" in text and "# achieved fp32 FLOP/s of a large Conv" in text and "launch_us" in text
+    assert "2026-01-01" in text and "# measured fp32 FLOP/s of a large Conv" in text and "launch_us" in text
     specs, counts = read_device_file(path)
     got, want = specs["cpu"], cal.spec()
     assert counts == {}
@@ -308,9 +308,9 @@ def test_conv_curve_fit_recovers_known_sizes_and_rate():
 
     r, hm, hn = 200e9, 16.0, 8.0
     pts = []
-    for c, side, k in CONV_SHAPES:
-        f = 2.0 * c * c * k * k * side * side
-        m, n = c, side * side
+    for c, side, k, groups in CONV_SHAPES:
+        f = 2.0 * c * (c // groups) * k * k * side * side
+        m, n = c / groups, side * side
         pts.append((f, m, n, f / (r * m / (m + hm) * n / (n + hn))))
     got = fit_conv_curve(pts)
     assert got[0] == pytest.approx(r, rel=1e-9) and got[1:] == (pytest.approx(hm), pytest.approx(hn))
