@@ -226,21 +226,37 @@ def _activation_unit(channels: int):
     return unit
 
 
-def _op_node(op_type: str, attrs: Mapping):
-    """``node(inp, out, i) -> NodeProto``: one operator of ``op_type`` with ``attrs``."""
+def _op_node(op_type: str, attrs: Mapping, params: Sequence[str] = ()):
+    """``node(inp, out, i) -> NodeProto``: one operator of ``op_type`` with ``attrs``, reading ``inp``
+    and then the initializers named ``params``."""
     from onnx import helper as h
 
     def node(inp, out, i):
-        return h.make_node(op_type, [inp], [out], **attrs)
+        return h.make_node(op_type, [inp, *params], [out], **attrs)
     return node
 
 
-def _op_unit(op_type: str, attrs: Mapping):
-    """A chain link of one shape-keeping operator (LRN, stride-1 padded pooling)."""
-    node = _op_node(op_type, attrs)
+def _op_params(op_type: str, shape: Sequence[int]) -> list:
+    """The constant inputs a benchmark operator needs (a BatchNormalization's per-channel statistics,
+    a LayerNormalization's scale and bias), as initializers."""
+    from onnx import numpy_helper as nh
+
+    if op_type == "BatchNormalization":
+        one, zero = np.ones(shape[1], np.float32), np.zeros(shape[1], np.float32)
+        return [nh.from_array(v, n) for v, n in ((one * 0.5, "s"), (zero, "b"), (zero, "m"), (one, "v"))]
+    if op_type == "LayerNormalization":
+        w = shape[-1]
+        return [nh.from_array(np.ones(w, np.float32), "s"), nh.from_array(np.zeros(w, np.float32), "b")]
+    return []
+
+
+def _op_unit(op_type: str, attrs: Mapping, shape: Sequence[int] = ()):
+    """A chain link of one shape-keeping operator (LRN, stride-1 padded pooling, normalisations)."""
+    params = _op_params(op_type, shape)
+    node = _op_node(op_type, attrs, [p.name for p in params])
 
     def unit(inp, out, i):
-        return [node(inp, out, i)], []
+        return [node(inp, out, i)], (params if i == 0 else [])
     return unit
 
 
@@ -588,13 +604,16 @@ CONV_SHAPES = ((64, 56, 3, 1), (128, 28, 3, 1), (256, 14, 3, 1), (512, 7, 3, 1),
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
-# operators with a rate of their own (graphs.devices.DeviceSpec.op_flops): their kernels run far from
-# the other-arithmetic rate; (op type, attributes, channels, input side) -- strided ones are fanned out
-OP_BENCHMARKS = (("LRN", {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}, 64, 56),
-                 ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 64, 56),
-                 ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}, 64, 56),
-                 ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 64, 28),
-                 ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, 128, 28))
+# operators with a rate of their own (graphs.devices.DeviceSpec.op_flops), whose kernels run far from
+# the other-arithmetic rate: (op type, attributes, input shape); strided ones are fanned out, not chained
+OP_BENCHMARKS = (("LRN", {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}, (1, 64, 56, 56)),
+                 ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 64, 56, 56)),
+                 ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 64, 56, 56)),
+                 ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 64, 28, 28)),
+                 ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 128, 28, 28)),
+                 ("BatchNormalization", {}, (1, 64, 56, 56)), ("BatchNormalization", {}, (1, 256, 14, 14)),
+                 ("LayerNormalization", {"axis": -1}, (128, 768)),
+                 ("Softmax", {"axis": -1}, (12, 128, 128)))
 
 
 def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float | None = None,
@@ -665,22 +684,26 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
 
     points["ops"] = []
     per_type: dict[str, list[float]] = {}
-    for op_type, attrs, c, side in OP_BENCHMARKS:
+    for op_type, attrs, in_shape in OP_BENCHMARKS:
+        k = attrs.get("kernel_shape")
         strides = attrs.get("strides", [1, 1])
-        k = attrs.get("kernel_shape", [1, 1])
-        label = (f"{op_type} size {attrs['size']}" if op_type == "LRN" else
-                 f"{op_type} {k[0]}x{k[1]} stride {strides[0]}")
-        say(f"{label}, {c} channels, {side}x{side}")
-        out_side = (side + sum(attrs.get("pads", [0, 0, 0, 0])[::2]) - k[0]) // strides[0] + 1
-        in_shape, out_shape = (1, c, side, side), (1, c, out_side, out_side)
+        label = (f"{op_type} {k[0]}x{k[1]} stride {strides[0]}" if k else
+                 f"{op_type} size {attrs['size']}" if op_type == "LRN" else op_type)
+        label += f", {'x'.join(map(str, in_shape))}"
+        say(label)
+        out_shape = tuple(in_shape)
+        if k:  # pooling
+            pads = attrs.get("pads", [0, 0, 0, 0])
+            out_shape = tuple(in_shape[:2]) + tuple((in_shape[2 + d] + pads[d] + pads[d + 2] - k[d])
+                                                    // strides[d] + 1 for d in range(2))
         flops = _op_benchmark_flops(op_type, attrs, math.prod(out_shape))
-        if out_shape == in_shape:
-            t = timer.per_link(_op_unit(op_type, attrs), in_shape, 1, 5, name=label)
+        if out_shape == tuple(in_shape):
+            t = timer.per_link(_op_unit(op_type, attrs, in_shape), in_shape, 1, 5, name=label)
         else:
             t = timer.per_copy(_op_node(op_type, attrs), in_shape, out_shape, 1, 5, name=label)
         work = max(t - launch, 1e-9)
-        points["ops"].append({"op_type": op_type, "attrs": dict(attrs), "input": in_shape, "flops": flops,
-                              "seconds": t})
+        points["ops"].append({"op_type": op_type, "attrs": dict(attrs), "input": list(in_shape),
+                              "flops": flops, "seconds": t})
         acc = per_type.setdefault(op_type, [0.0, 0.0])
         acc[0] += flops
         acc[1] += work
@@ -743,9 +766,13 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
 
 def _op_benchmark_flops(op_type: str, attrs: Mapping, out_elements: int) -> float:
     """FLOPs of one operator benchmark as graphs.costs.op_flops counts them."""
+    from .costs import _PER_ELEMENT
+
     if op_type == "LRN":
         return float(out_elements * (2 * int(attrs["size"]) + 6))
-    return float(out_elements * math.prod(attrs["kernel_shape"]))  # pooling: kernel elements per output
+    if "kernel_shape" in attrs:  # pooling: kernel elements per output
+        return float(out_elements * math.prod(attrs["kernel_shape"]))
+    return float(out_elements * _PER_ELEMENT[op_type])
 
 
 _HALF_GRID = (0.0,) + tuple(float(x) for x in np.geomspace(0.5, 512, 41))
