@@ -171,7 +171,12 @@ def _session(model, provider: str, threads: int):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+    if sess.get_providers()[:1] != [provider]:  # onnxruntime falls back to the CPU when CUDA cannot start
+        raise InputError(f"onnxruntime did not start {provider} (the session runs on "
+                         f"{', '.join(sess.get_providers())}): not measuring a fallback; check the GPU and "
+                         f"the CUDA libraries onnxruntime-gpu needs")
+    return sess
 
 
 # --------------------------------------------------------------------------- benchmark models
@@ -318,6 +323,10 @@ def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
 CLOCKS = ("auto", "wall", "cpu")
 SETTLE_TOLERANCE = 0.03  # a benchmark's figure is settled when its 95 % interval is within +-3 %
 COMPETING_LIMIT = 0.25  # cores of other work (before or during) that make a calibration disturbed
+# how much of the figures competing work holding every other core can take away (shared caches and memory
+# bandwidth, which neither clock sees): 0.5 is above the slowdown measured on this project's 2-core
+# machine (about 30 %, benchmarks/README_calibrate.md)
+CONTENTION_SLOWDOWN = 0.5
 SPREAD_LIMIT = 0.05  # median interquartile range of the repeats, over the median, that does too
 UNSETTLED_LIMIT = 0.25  # share of benchmarks that hit the time cap before settling that does too
 
@@ -547,10 +556,9 @@ def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, loa
     repeats' spread at its 90th percentile over benchmarks (a figure is a median: how far the load
     moved it is of the order of the range it moved the runs in); with the wall clock, the 90th
     percentile of wall over CPU time less 1 (the time spent descheduled); and the share of the
-    machine's other cores that the competing work held, ``competing / (cpus - threads)``, capped at 1
-    (competing work on other cores shares the caches and the memory bandwidth, which neither clock
-    sees; on this project's 2-core machine one competing process slowed the figures by a comparable
-    share: ``benchmarks/README_calibrate.md``)."""
+    machine's other cores that the competing work held, ``competing / (cpus - threads)`` capped at 1,
+    times :data:`CONTENTION_SLOWDOWN` (competing work on other cores shares the caches and the memory
+    bandwidth, which neither clock sees)."""
     reasons = []
     known = [c for c in (competing_before, competing_during) if c is not None]
     competing = max(known) if known else None
@@ -577,7 +585,8 @@ def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, loa
     hws = [s.halfwidth for s in series if s.settled and math.isfinite(s.halfwidth)]
     bound = max([max(hws, default=0.0), float(np.percentile(spreads, 90))]
                 + ([float(np.percentile(ratios, 90)) - 1.0] if clock == "wall" else [])
-                + ([min(1.0, competing / max(1, cpus - threads))] if competing is not None else []))
+                + ([CONTENTION_SLOWDOWN * min(1.0, competing / max(1, cpus - threads))]
+                   if competing is not None else []))
     return Disturbance(cpus=cpus, threads=threads, clock=clock, load_before=load_before,
                        load_after=load_after,
                        competing_before=competing_before, competing_during=competing_during, spread=spread,

@@ -124,7 +124,7 @@ def test_benchmark_chains_keep_their_shape_and_run():
     import onnxruntime  # noqa: F401
 
     rng = np.random.default_rng(0)
-    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, min_runs=1)
+    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, cap=0.0, min_runs=1)
     f32 = np.float32
     cases = [(_activation_unit(4), (1, 4, 8, 8), f32), (_pool_unit(), (1, 4, 8, 8), f32),
              (_conv_unit(4, 3, rng), (1, 4, 8, 8), f32), (_conv_unit(4, 1, rng), (1, 4, 5, 5), f32),
@@ -335,7 +335,7 @@ def test_conv_efficiency_curve_slows_narrow_convolutions(tmp_path):
 
 def test_a_benchmark_the_provider_cannot_run_is_an_input_error():
     """E.g. a CUDA provider listed but no usable GPU: one typed error naming the benchmark."""
-    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, min_runs=1)
+    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, cap=0.0, min_runs=1)
     bad = _chain(_matmul_unit((8, 8), np.random.default_rng(0)), (3, 8), 2)
     bad.graph.node[0].op_type = "NoSuchOp"
     with pytest.raises(InputError, match="could not run a calibration benchmark.*NoSuchOp x2"):
