@@ -132,6 +132,8 @@ class Calibration:
         obtained: ``"measured"`` (micro-benchmarks), ``"fitted"`` (to operators of its class) or why not."""
         if figure in self.sources:
             return self.sources[figure]
+        if figure == "fp16" and self.fp16_flops is None:
+            return "not measured: same as the other-arithmetic rate"
         return "fitted" if self.method.startswith("fit") else "measured"
 
     def copied(self) -> list[str]:
