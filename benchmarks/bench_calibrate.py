@@ -325,6 +325,15 @@ def report(out: dict) -> None:
               f"{c['bandwidth_gbs']:.1f} | {c['launch_us']:.2f} | "
               f"{', '.join(_g(ops.get(t)) for t in ('LRN', 'MaxPool', 'AveragePool'))} | "
               f"{c['line']} |")
+    if "quiet" in cals and "competing" in cals:
+        q, c = cals["quiet"], cals["competing"]
+        keys = ("conv_gflops", "matmul_gflops", "other_gflops", "bandwidth_gbs")
+        shifts = {k: c[k] / q[k] - 1 for k in keys}
+        worst = max(abs(v) for v in shifts.values())
+        print("competing vs quiet calibration: " + ", ".join(f"{k.split('_')[0]} {v:+.1%}" for k, v in
+                                                              shifts.items())
+              + f"; largest shift {worst:.0%}, the tool's bound {c['bound']:.0%} "
+              f"({'covered' if worst <= c['bound'] else 'NOT covered'})")
     print("\nwhole model, ms: measured (CPU clock; wall) and predicted (error vs the CPU-clock time)")
     print("| model | held out | ops | measured | wall | " + " | ".join(labels) + " | load | other cores |")
     print("|---" * (7 + len(labels)) + "|")

@@ -555,8 +555,8 @@ def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, loa
     :data:`UNSETTLED_LIMIT` of the benchmarks hit their time cap before settling.
 
     The bound is the largest of: the relative 95 % half-width of the least certain settled figure; the
-    repeats' spread at its 90th percentile over benchmarks (a figure is a median: how far the load
-    moved it is of the order of the range it moved the runs in); with the wall clock, the 90th
+    repeats' median spread (a figure is a median: how far the load moved it is of the order of the
+    range it moved the runs in); with the wall clock, the 90th
     percentile of wall over CPU time less 1 (the time spent descheduled); and the share of the
     machine's other cores that the competing work held, ``competing / (cpus - threads)`` capped at 1,
     times :data:`CONTENTION_SLOWDOWN` (competing work on other cores shares the caches and the memory
@@ -585,7 +585,7 @@ def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, loa
                        f"{SETTLE_TOLERANCE:.0%} within their time cap")
     ratios = np.array([s.wall_over_cpu for s in series]) if series else np.ones(1)
     hws = [s.halfwidth for s in series if s.settled and math.isfinite(s.halfwidth)]
-    bound = max([max(hws, default=0.0), float(np.percentile(spreads, 90))]
+    bound = max([max(hws, default=0.0), spread]
                 + ([float(np.percentile(ratios, 90)) - 1.0] if clock == "wall" else [])
                 + ([CONTENTION_SLOWDOWN * min(1.0, competing / max(1, cpus - threads))]
                    if competing is not None else []))
