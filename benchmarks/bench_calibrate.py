@@ -7,8 +7,8 @@ others are held out), a generated BERT (``graphs.transformer.bert``, 2 layers; t
 exporter graphs this benchmark makes with ``torch.onnx`` from random weights (held out): a GPT-2-style
 and a BERT-style stack of 4 blocks (width 768, 12 heads, sequence 128).
 
-Two conditions, both calibrating the ``cpu`` kind with ``graphs.calibrate.calibrate`` (defaults: one
-thread, the thread's CPU time):
+The benchmark pins itself to the last CPU (``--no-pin``: not). Two conditions, both calibrating the
+``cpu`` kind with ``graphs.calibrate.calibrate`` (defaults: one thread, the thread's CPU time):
 
 * **quiet**: no competing process of the benchmark's own; other users of the machine may still be
   running (the load average and the cores other processes used are reported with every table);
@@ -161,6 +161,8 @@ def _burn(stop) -> None:
     until ``stop`` is set (arithmetic and memory traffic, as a colleague's job would)."""
     import numpy as np
 
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))  # not the benchmark's pinned core only
     rng = np.random.default_rng(1)
     a = rng.standard_normal((512, 512)).astype(np.float32)
     big = np.ones(16 * 2 ** 20, np.float32)
@@ -253,7 +255,10 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=None, help="comma-separated subset of the models (default: all)")
     ap.add_argument("--fit-model", default="none", help="also fit to this zoo model's profile (default none)")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="also write the numbers as JSON")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin this process to the last CPU")
     args = ap.parse_args(argv)
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # one core: no migrations mid-run
 
     import onnx
 
