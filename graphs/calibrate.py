@@ -12,22 +12,29 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
     *inside* a model, with the per-run overheads (session call, copies in and out) cancelled:
 
     * per-operator overhead (``launch``): a chain of ``Add`` on one-element tensors;
-    * memory bandwidth by size (``bandwidth_curve``): chains of ``Add(x, c)`` from 4 Ki to 16 Mi
-      elements (12 bytes per element: two reads, one write), minus the overhead; the largest is the
-      kind's ``mem_bandwidth``;
+    * memory bandwidth by size (``bandwidth_curve``): chains of BatchNormalization -> Relu -> residual
+      Add from 4 Ki to 16 Mi elements (bytes as :func:`graphs.costs.op_bytes` counts them), minus the
+      overhead; the largest is the kind's ``mem_bandwidth``;
     * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
-      that keep their shape, at the channel counts and image sizes of ImageNet CNNs and at few channels
-      or few pixels; :func:`fit_conv_curve` fits the rate of a large convolution and the sizes at which
-      the efficiency halves (a convolution is a matrix product of M = output channels by N = output
-      pixels: narrow ones run the kernel below its peak);
+      that keep their shape, at the channel counts and image sizes of ImageNet CNNs, at few channels
+      or few pixels, grouped and depthwise; :func:`fit_conv_curve` fits the rate of a large
+      convolution and the sizes at which the efficiency halves (a convolution is a matrix product of
+      M = output channels by N = output pixels: narrow ones run the kernel below its peak);
     * MatMul (``matmul_flops``): transformer-sized products (128 and 512 rows, width 768 and 1024, a
-      768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``).
+      768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``);
+    * operators whose kernels run far from the other-arithmetic rate (``op_flops``): LRN, MaxPool and
+      AveragePool (stride 1 chained, stride 2 fanned out from one input), BatchNormalization,
+      LayerNormalization, Softmax; the stride-1 MaxPool is also the other-arithmetic rate.
 
     Session settings are those of :func:`graphs.costs.measure_run_time` (graph optimisations off,
     sequential, ``threads`` intra-op threads), so the figures describe the runs the profile cost model
-    and the benchmarks measure. Runs are timed by the wall clock (what they take on this machine as it
-    is loaded now), or by the calling thread's CPU time (``clock="cpu"``, one thread), which other
-    processes on a shared machine do not inflate; either way the median of alternating runs.
+    and the benchmarks measure. The two sessions of a benchmark alternate, and repeat until the 95 %
+    interval of the figure is within ``tolerance`` (after ``budget`` seconds, at most ``cap``). Both
+    clocks are recorded; the figures use the calling thread's CPU time for one host thread
+    (``clock="auto"``, or ``"cpu"``: time spent descheduled by other processes does not count) and the
+    wall clock otherwise. Competing work is measured before and during (:func:`assess`):
+    :attr:`Calibration.disturbance` says whether, and how far, it may have moved the figures, and
+    ``strict`` refuses a disturbed calibration (:class:`CalibrationDisturbed`).
 
 :func:`fit_profile`
     Non-negative least squares (:func:`scipy.optimize.nnls`) of per-operator profile times of one model
