@@ -12,22 +12,29 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
     *inside* a model, with the per-run overheads (session call, copies in and out) cancelled:
 
     * per-operator overhead (``launch``): a chain of ``Add`` on one-element tensors;
-    * memory bandwidth by size (``bandwidth_curve``): chains of ``Add(x, c)`` from 4 Ki to 16 Mi
-      elements (12 bytes per element: two reads, one write), minus the overhead; the largest is the
-      kind's ``mem_bandwidth``;
+    * memory bandwidth by size (``bandwidth_curve``): chains of BatchNormalization -> Relu -> residual
+      Add from 4 Ki to 16 Mi elements (bytes as :func:`graphs.costs.op_bytes` counts them), minus the
+      overhead; the largest is the kind's ``mem_bandwidth``;
     * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
-      that keep their shape, at the channel counts and image sizes of ImageNet CNNs and at few channels
-      or few pixels; :func:`fit_conv_curve` fits the rate of a large convolution and the sizes at which
-      the efficiency halves (a convolution is a matrix product of M = output channels by N = output
-      pixels: narrow ones run the kernel below its peak);
+      that keep their shape, at the channel counts and image sizes of ImageNet CNNs, at few channels
+      or few pixels, grouped and depthwise; :func:`fit_conv_curve` fits the rate of a large
+      convolution and the sizes at which the efficiency halves (a convolution is a matrix product of
+      M = output channels by N = output pixels: narrow ones run the kernel below its peak);
     * MatMul (``matmul_flops``): transformer-sized products (128 and 512 rows, width 768 and 1024, a
-      768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``).
+      768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``);
+    * operators whose kernels run far from the other-arithmetic rate (``op_flops``): LRN, MaxPool and
+      AveragePool (stride 1 chained, stride 2 fanned out from one input), BatchNormalization,
+      LayerNormalization, Softmax; the stride-1 MaxPool is also the other-arithmetic rate.
 
     Session settings are those of :func:`graphs.costs.measure_run_time` (graph optimisations off,
     sequential, ``threads`` intra-op threads), so the figures describe the runs the profile cost model
-    and the benchmarks measure. Runs are timed by the wall clock (what they take on this machine as it
-    is loaded now), or by the calling thread's CPU time (``clock="cpu"``, one thread), which other
-    processes on a shared machine do not inflate; either way the median of alternating runs.
+    and the benchmarks measure. The two sessions of a benchmark alternate, and repeat until the 95 %
+    interval of the figure is within ``tolerance`` (after ``budget`` seconds, at most ``cap``). Both
+    clocks are recorded; the figures use the calling thread's CPU time for one host thread
+    (``clock="auto"``, or ``"cpu"``: time spent descheduled by other processes does not count) and the
+    wall clock otherwise. Competing work is measured before and during (:func:`assess`):
+    :attr:`Calibration.disturbance` says whether, and how far, it may have moved the figures, and
+    ``strict`` refuses a disturbed calibration (:class:`CalibrationDisturbed`).
 
 :func:`fit_profile`
     Non-negative least squares (:func:`scipy.optimize.nnls`) of per-operator profile times of one model
@@ -50,10 +57,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .devices import CONV_TYPES, MATMUL_TYPES, DeviceSpec, preset
-from .errors import InputError
+from .errors import InputError, PlacementError
 
-__all__ = ["Calibration", "calibrate", "fit_profile", "fit_conv_curve", "device_file_text",
-           "write_device_file", "provider_for", "op_class", "OP_CLASSES"]
+__all__ = ["Calibration", "Disturbance", "CalibrationDisturbed", "Series", "calibrate", "assess",
+           "probe_machine", "fit_profile", "fit_conv_curve", "device_file_text", "write_device_file",
+           "provider_for", "op_class", "OP_CLASSES", "FIGURES", "CONV_SHAPES", "OP_BENCHMARKS"]
 
 _G, _T, _US = 1e9, 1e12, 1e-6
 
@@ -86,7 +94,12 @@ class Calibration:
     """Measured (or fitted) figures of one device kind, in SI units (FLOP/s, bytes/s, seconds).
 
     ``fp16_flops`` is ``None`` when fp16 was not measured (the provider has no fp16 MatMul, or a fit).
-    ``bandwidth`` is the large-operator bandwidth; ``bandwidth_curve`` the (bytes, bytes/s) points.
+    ``bandwidth`` is the large-operator bandwidth; ``bandwidth_curve`` the (bytes, bytes/s) points;
+    ``op_flops`` the rates of operator types measured on their own (LRN, pooling).
+    ``sources`` says where a figure did not come from its own measurement (figure name -> how it was
+    obtained, e.g. ``"copied from MatMul/Gemm: no Conv in the model"``); a figure it does not name was
+    measured (micro-benchmarks) or fitted to operators of its class (a fit).
+    ``disturbance`` is what competing work did to the micro-benchmarks (``None`` for a fit).
     ``points`` keeps every benchmark's raw figures for reports; ``method`` says how they were obtained.
     """
 
@@ -103,9 +116,12 @@ class Calibration:
     other_flops: float | None = None  # other arithmetic operators' rate (MaxPool benchmark, or the fit)
     conv_half_channels: float = 0.0  # Conv efficiency curve (see graphs.devices); 0 = none
     conv_half_pixels: float = 0.0
+    op_flops: tuple[tuple[str, float], ...] = ()
     seconds: float = 0.0
     date: str = ""
     points: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+    disturbance: Disturbance | None = None
 
     def spec(self, base: DeviceSpec | None = None) -> DeviceSpec:
         """``base`` (default: the preset named :attr:`base`) with the measured figures: what the written
@@ -116,7 +132,23 @@ class Calibration:
                        mem_bandwidth=self.bandwidth, launch=self.launch, efficiency=1.0,
                        conv_flops=self.conv_flops, conv_half_channels=self.conv_half_channels,
                        conv_half_pixels=self.conv_half_pixels, matmul_flops=self.matmul_flops,
-                       bandwidth_curve=self.bandwidth_curve)
+                       bandwidth_curve=self.bandwidth_curve, op_flops=self.op_flops)
+
+    def source(self, figure: str) -> str:
+        """How ``figure`` (``conv``, ``matmul``, ``other``, ``bandwidth``, ``launch``, ``fp16``) was
+        obtained: ``"measured"`` (micro-benchmarks), ``"fitted"`` (to operators of its class) or why not."""
+        if figure in self.sources:
+            return self.sources[figure]
+        if figure == "fp16" and self.fp16_flops is None:
+            return "not measured: same as the other-arithmetic rate"
+        return "fitted" if self.method.startswith("fit") else "measured"
+
+    def copied(self) -> list[str]:
+        """The figures that were not measured or fitted on their own (see :attr:`sources`)."""
+        return [k for k in FIGURES if self.source(k) not in ("measured", "fitted")]
+
+
+FIGURES = ("conv", "matmul", "other", "bandwidth", "launch", "fp16")  # Calibration.source's names
 
 
 # --------------------------------------------------------------------------- providers
@@ -148,7 +180,12 @@ def _session(model, provider: str, threads: int):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+    if sess.get_providers()[:1] != [provider]:  # onnxruntime falls back to the CPU when CUDA cannot start
+        raise InputError(f"onnxruntime did not start {provider} (the session runs on "
+                         f"{', '.join(sess.get_providers())}): not measuring a fallback; check the GPU and "
+                         f"the CUDA libraries onnxruntime-gpu needs")
+    return sess
 
 
 # --------------------------------------------------------------------------- benchmark models
@@ -203,27 +240,73 @@ def _activation_unit(channels: int):
     return unit
 
 
-def _pool_unit():
+def _op_node(op_type: str, attrs: Mapping, params: Sequence[str] = ()):
+    """``node(inp, out, i) -> NodeProto``: one operator of ``op_type`` with ``attrs``, reading ``inp``
+    and then the initializers named ``params``."""
     from onnx import helper as h
 
+    def node(inp, out, i):
+        return h.make_node(op_type, [inp, *params], [out], **attrs)
+    return node
+
+
+def _op_params(op_type: str, shape: Sequence[int]) -> list:
+    """The constant inputs a benchmark operator needs (a BatchNormalization's per-channel statistics,
+    a LayerNormalization's scale and bias), as initializers."""
+    from onnx import numpy_helper as nh
+
+    if op_type == "BatchNormalization":
+        one, zero = np.ones(shape[1], np.float32), np.zeros(shape[1], np.float32)
+        return [nh.from_array(v, n) for v, n in ((one * 0.5, "s"), (zero, "b"), (zero, "m"), (one, "v"))]
+    if op_type == "LayerNormalization":
+        w = shape[-1]
+        return [nh.from_array(np.ones(w, np.float32), "s"), nh.from_array(np.zeros(w, np.float32), "b")]
+    return []
+
+
+def _op_unit(op_type: str, attrs: Mapping, shape: Sequence[int] = ()):
+    """A chain link of one shape-keeping operator (LRN, stride-1 padded pooling, normalisations)."""
+    params = _op_params(op_type, shape)
+    node = _op_node(op_type, attrs, [p.name for p in params])
+
     def unit(inp, out, i):
-        return [h.make_node("MaxPool", [inp], [out], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], []
+        return [node(inp, out, i)], (params if i == 0 else [])
     return unit
 
 
-def _conv_unit(channels: int, kernel: int, rng):
+def _pool_unit():
+    return _op_unit("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})
+
+
+def _fan(node, in_shape: Sequence[int], out_shape: Sequence[int], k: int):
+    """A model whose input ``x`` of ``in_shape`` feeds ``k`` copies of ``node`` (``node(inp, out, i)``),
+    each an output of ``out_shape``: for operators whose output shape differs from their input's."""
+    import onnx
+    from onnx import helper as h
+
+    et = onnx.TensorProto.FLOAT
+    nodes = [node("x", f"y{i}", i) for i in range(k)]
+    graph = h.make_graph(nodes, "calibrate", [h.make_tensor_value_info("x", et, list(in_shape))],
+                         [h.make_tensor_value_info(f"y{i}", et, list(out_shape)) for i in range(k)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _conv_unit(channels: int, kernel: int, rng, groups: int = 1):
     from onnx import helper as h
     from onnx import numpy_helper as nh
 
-    scale = 1.0 / math.sqrt(channels * kernel * kernel)  # keeps activations O(1) along the chain
+    per_group = channels // groups
+    scale = 1.0 / math.sqrt(per_group * kernel * kernel)  # keeps activations O(1) along the chain
     pad = kernel // 2
 
     def unit(inp, out, i):
-        w = nh.from_array((rng.standard_normal((channels, channels, kernel, kernel)) * scale)
+        w = nh.from_array((rng.standard_normal((channels, per_group, kernel, kernel)) * scale)
                           .astype(np.float32), f"w{i}")
         b = nh.from_array(np.zeros(channels, np.float32), f"b{i}")
         return [h.make_node("Conv", [inp, w.name, b.name], [out], kernel_shape=[kernel, kernel],
-                            pads=[pad] * 4)], [w, b]
+                            pads=[pad] * 4, group=groups)], [w, b]
     return unit
 
 
@@ -246,21 +329,97 @@ def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
 
 
 # --------------------------------------------------------------------------- timing
-CLOCKS = ("wall", "cpu")
+CLOCKS = ("auto", "wall", "cpu")
+SETTLE_TOLERANCE = 0.03  # a benchmark's figure is settled when its 95 % interval is within +-3 %
+COMPETING_LIMIT = 0.25  # cores of other work (before or during) that make a calibration disturbed
+# how much of the figures competing work holding every other core can take away (shared caches and memory
+# bandwidth, which neither clock sees): 0.5 is above the slowdown measured on this project's 2-core
+# machine (about 30 %, benchmarks/README_calibrate.md)
+CONTENTION_SLOWDOWN = 0.5
+SPREAD_LIMIT = 0.05  # median interquartile range of the repeats, over the median, that does too
+UNSETTLED_LIMIT = 0.25  # share of benchmarks that hit the time cap before settling that does too
+
+
+@dataclass(frozen=True)
+class Series:
+    """One benchmark's timed runs (every session it alternates between): how steady they were."""
+
+    name: str
+    runs: int  # timed runs of each session
+    seconds: float  # wall time of all its timed runs
+    settled: bool  # the figure's 95 % interval reached the tolerance before the cap
+    halfwidth: float  # that interval's half-width relative to the figure
+    spread: float  # interquartile range over the median of the timed clock, median over its sessions
+    wall_over_cpu: float  # median wall time over median thread CPU time (1: never descheduled)
+    competing: float | None  # cores other processes kept busy meanwhile (None: not measurable here)
+
+
+def _median_halfwidth(ts: np.ndarray) -> float:
+    """Half the width of the distribution-free 95 % confidence interval of the median of ``ts`` (the
+    order statistics at n/2 -+ 0.98 sqrt(n))."""
+    n = ts.size
+    if n < 4:
+        return math.inf
+    x = np.sort(ts)
+    lo = max(0, math.floor(n / 2 - 0.98 * math.sqrt(n)))
+    hi = min(n - 1, math.ceil(n / 2 + 0.98 * math.sqrt(n)))
+    return float(x[hi] - x[lo]) / 2
+
+
+def _figure(times: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The figure a benchmark measures (the median of one session, or the last session's median minus
+    the first's) and the half-width of its 95 % interval."""
+    meds = [float(np.median(t)) for t in times]
+    hws = [_median_halfwidth(t) for t in times]
+    if len(times) == 1:
+        return meds[0], hws[0]
+    return meds[-1] - meds[0], math.hypot(hws[0], hws[-1])
+
+
+def _cpu_sample() -> tuple[float, float, float, float] | None:
+    """(wall s, busy CPU-seconds of the whole machine, stolen CPU-seconds, this process's CPU-seconds)
+    from ``/proc/stat``; ``None`` where there is none (not Linux)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu" or len(first) < 8:
+        return None
+    v = [int(x) for x in first[1:]]
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    busy = (v[0] + v[1] + v[2] + v[5] + v[6]) / tick  # user, nice, system, irq, softirq
+    steal = (v[7] if len(v) > 7 else 0) / tick
+    return time.perf_counter(), busy, steal, time.process_time()
+
+
+def _competing(a, b) -> float | None:
+    """Cores that processes other than this one kept busy (or the hypervisor stole) between two
+    :func:`_cpu_sample` s; ``None`` when unknown or too short to tell (clock ticks are 10 ms)."""
+    if a is None or b is None or b[0] - a[0] < 0.2:
+        return None
+    dt = b[0] - a[0]
+    others = (b[1] - a[1]) - (b[3] - a[3])
+    return max(0.0, others + (b[2] - a[2])) / dt
 
 
 @dataclass(frozen=True)
 class _Timer:
     provider: str
     threads: int
-    budget: float  # seconds of runs per session (after warm-up)
+    budget: float  # at least this many seconds of timed runs per session (after warm-up)
+    cap: float = math.inf  # at most this many (unless min_runs needs more)
+    tol: float = SETTLE_TOLERANCE
     min_runs: int = 5
-    max_runs: int = 200
+    max_runs: int = 20000
     clock: str = "wall"  # or "cpu": the calling thread's CPU time (one CPU thread only)
+    log: list = field(default_factory=list, compare=False)  # a Series per benchmark
 
-    def run_times(self, models: Sequence, feed: np.ndarray) -> list[float]:
-        """Median seconds of one whole-model run of each model; runs alternate between the models so
-        that a change of load on a shared machine hits them alike."""
+    def run_times(self, models: Sequence, feed: np.ndarray, name: str | None = None) -> list[float]:
+        """Median seconds of one whole-model run of each model, on the timer's clock. Runs alternate
+        between the models (in turn forwards and backwards) so that a change of load on a shared
+        machine hits them alike, and repeat until the figure (:func:`_figure`) is known within ``tol``
+        and ``budget`` has passed, or ``cap`` has: the record goes to :attr:`log`."""
         feeds = {"x": feed}
         try:
             sessions = [_session(m, self.provider, self.threads) for m in models]
@@ -271,24 +430,56 @@ class _Timer:
             msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
             raise InputError(f"onnxruntime could not run a calibration benchmark ({model_name(models[0])}) "
                              f"with {self.provider}: {msg}") from None
-        times: list[list[float]] = [[] for _ in sessions]
-        clock = time.thread_time if self.clock == "cpu" else time.perf_counter
-        t_end = time.perf_counter() + self.budget * len(sessions)
+        k = len(sessions)
+        wall = np.zeros((k, 64))
+        cpu = np.zeros((k, 64))
+        n = 0
+        t_start = time.perf_counter()
+        sample0 = _cpu_sample()
+        t_min, t_cap = t_start + self.budget * k, t_start + self.cap * k
+        settled, hw_rel = False, math.inf
         while True:
-            n = len(times[0])
-            if n >= self.max_runs or (n >= self.min_runs and time.perf_counter() >= t_end):
-                break
-            for s, ts in zip(sessions, times):
-                t0 = clock()
-                s.run(None, feeds)
-                ts.append(clock() - t0)
-        return [float(np.median(ts)) for ts in times]
+            if n >= self.min_runs and n % 4 == 0:
+                now = time.perf_counter()
+                chosen = cpu if self.clock == "cpu" else wall
+                fig, hw = _figure([chosen[j, :n] for j in range(k)])
+                hw_rel = hw / abs(fig) if fig else math.inf
+                settled = hw_rel <= self.tol
+                if (settled and now >= t_min) or now >= t_cap or n >= self.max_runs:
+                    break
+            if n == wall.shape[1]:
+                wall, cpu = np.pad(wall, ((0, 0), (0, n))), np.pad(cpu, ((0, 0), (0, n)))
+            order = range(k) if n % 2 == 0 else range(k - 1, -1, -1)
+            for j in order:
+                c0, w0 = time.thread_time(), time.perf_counter()
+                sessions[j].run(None, feeds)
+                w1, c1 = time.perf_counter(), time.thread_time()
+                wall[j, n], cpu[j, n] = w1 - w0, c1 - c0
+            n += 1
+        wall, cpu = wall[:, :n], cpu[:, :n]
+        chosen = cpu if self.clock == "cpu" else wall
+        meds = [float(np.median(t)) for t in chosen]
+        spread = float(np.median([(np.percentile(t, 75) - np.percentile(t, 25)) / max(np.median(t), 1e-12)
+                                  for t in chosen]))
+        ratio = float(np.median([np.median(w) / max(np.median(c), 1e-12) for w, c in zip(wall, cpu)]))
+        self.log.append(Series(name or model_name(models[0]), n, time.perf_counter() - t_start, settled,
+                               hw_rel, spread, ratio, _competing(sample0, _cpu_sample())))
+        return meds
 
-    def per_link(self, unit, shape, k1: int, k2: int, dtype=np.float32) -> float:
+    def per_link(self, unit, shape, k1: int, k2: int, dtype=np.float32, name: str | None = None) -> float:
         """Seconds one chain link adds to a model run (difference of two chain lengths)."""
         rng = np.random.default_rng(0)
         feed = rng.standard_normal(shape).astype(dtype)
-        t1, t2 = self.run_times([_chain(unit, shape, k1, dtype), _chain(unit, shape, k2, dtype)], feed)
+        t1, t2 = self.run_times([_chain(unit, shape, k1, dtype), _chain(unit, shape, k2, dtype)], feed, name)
+        return max(t2 - t1, 0.0) / (k2 - k1)
+
+    def per_copy(self, node, in_shape, out_shape, k1: int, k2: int, name: str | None = None) -> float:
+        """Seconds one more copy of ``node`` (reading the model input) adds to a model run: for operators
+        that change their input's shape (strided pooling), which cannot be chained."""
+        rng = np.random.default_rng(0)
+        feed = rng.standard_normal(in_shape).astype(np.float32)
+        t1, t2 = self.run_times([_fan(node, in_shape, out_shape, k1), _fan(node, in_shape, out_shape, k2)],
+                                feed, name)
         return max(t2 - t1, 0.0) / (k2 - k1)
 
 
@@ -298,41 +489,200 @@ def model_name(model) -> str:
     return f"{nodes[0].op_type} x{len(nodes)}" if nodes else "empty model"
 
 
-# shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel) and transformer
-# products (rows, widths through the link)
-CONV_SHAPES = ((64, 56, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (128, 56, 1), (256, 28, 1),
-               (512, 14, 1), (1024, 7, 1),
+@dataclass(frozen=True)
+class Disturbance:
+    """What other work on the machine did to a calibration, and whether its figures can be trusted.
+
+    ``competing_*``: cores other processes kept busy (or the hypervisor stole) in the half second
+    before and during the benchmarks (``/proc/stat``; ``None`` where unavailable); ``load_*``: the
+    1-minute load average; ``spread``: the median over benchmarks of the repeats' interquartile range
+    over their median; ``wall_over_cpu``: median wall time over thread CPU time of a run (1 = never
+    descheduled); ``bound``: how far the figures may be off, as a fraction (see :func:`assess`)."""
+
+    cpus: int
+    threads: int
+    clock: str
+    load_before: float | None
+    load_after: float | None
+    competing_before: float | None
+    competing_during: float | None
+    spread: float
+    wall_over_cpu: float
+    unsettled: int
+    benchmarks: int
+    bound: float
+    reasons: tuple[str, ...]
+
+    @property
+    def disturbed(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def load(self) -> float | None:
+        """The higher load average of before and after (the figure the warning quotes)."""
+        loads = [x for x in (self.load_before, self.load_after) if x is not None]
+        return max(loads) if loads else None
+
+    def line(self) -> str:
+        """One line: ``calibration disturbed: load 4.7 on 2 cores; figures may be off by up to 30%
+        (...)``, or ``calibration undisturbed: ...``."""
+        load = f"load {self.load:.1f}" if self.load is not None else "load unknown"
+        if not self.disturbed:
+            return (f"calibration undisturbed: {load} on {self.cpus} cores, repeats spread "
+                    f"{self.spread:.0%}, figures within about {self.bound:.0%}")
+        return (f"calibration disturbed: {load} on {self.cpus} cores; figures may be off by up to "
+                f"{self.bound:.0%} ({'; '.join(self.reasons)})")
+
+    def as_dict(self) -> dict:
+        return {"disturbed": self.disturbed, "line": self.line(), "cpus": self.cpus, "threads": self.threads,
+                "clock": self.clock, "load_before": self.load_before, "load_after": self.load_after,
+                "competing_before": self.competing_before, "competing_during": self.competing_during,
+                "spread": self.spread, "wall_over_cpu": self.wall_over_cpu, "unsettled": self.unsettled,
+                "benchmarks": self.benchmarks, "bound": self.bound, "reasons": list(self.reasons)}
+
+
+class CalibrationDisturbed(PlacementError):
+    """``strict`` calibration refused: other work on the machine would skew the figures. ``disturbance``
+    says how."""
+
+    def __init__(self, disturbance: Disturbance, when: str) -> None:
+        self.disturbance = disturbance
+        super().__init__(f"{disturbance.line()}; refusing to calibrate {when} (--strict): run it when the "
+                         f"machine is idle, or without --strict to write the figures with this warning")
+
+
+def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, load_before: float | None,
+           load_after: float | None, competing_before: float | None,
+           competing_during: float | None) -> Disturbance:
+    """Whether a calibration was disturbed, and by how much its figures may be off.
+
+    Disturbed when other work kept at least :data:`COMPETING_LIMIT` cores busy before or during the
+    benchmarks (where ``/proc/stat`` cannot tell: when the load average beyond this run's own threads
+    reached 0.5), when the repeats spread by more than :data:`SPREAD_LIMIT`, or when more than
+    :data:`UNSETTLED_LIMIT` of the benchmarks hit their time cap before settling.
+
+    The bound is the largest of: the relative 95 % half-width of the least certain settled figure; the
+    repeats' median spread (a figure is a median: how far the load moved it is of the order of the
+    range it moved the runs in); with the wall clock, the 90th
+    percentile of wall over CPU time less 1 (the time spent descheduled); and the share of the
+    machine's other cores that the competing work held, ``competing / (cpus - threads)`` capped at 1,
+    times :data:`CONTENTION_SLOWDOWN` (competing work on other cores shares the caches and the memory
+    bandwidth, which neither clock sees)."""
+    reasons = []
+    known = [c for c in (competing_before, competing_during) if c is not None]
+    competing = max(known) if known else None
+    if competing is not None:
+        if competing >= COMPETING_LIMIT:
+            when = ("before and during" if all(c >= COMPETING_LIMIT for c in known) and len(known) == 2
+                    else "before" if competing_before is not None and competing_before >= COMPETING_LIMIT
+                    else "during")
+            reasons.append(f"other work used {competing:.1f} core(s) {when} the benchmarks")
+    else:
+        loads = [x for x in (load_before, None if load_after is None else load_after - threads)
+                 if x is not None]
+        if loads and max(loads) >= 0.5:
+            reasons.append(f"load average {max(loads):.1f} beyond this run's {threads} thread(s)")
+    spreads = np.array([s.spread for s in series]) if series else np.zeros(1)
+    spread = float(np.median(spreads))
+    if spread > SPREAD_LIMIT:
+        reasons.append(f"repeats spread {spread:.0%}")
+    unsettled = sum(not s.settled for s in series)
+    if series and unsettled > UNSETTLED_LIMIT * len(series):
+        reasons.append(f"{unsettled} of {len(series)} benchmarks did not settle to "
+                       f"{SETTLE_TOLERANCE:.0%} within their time cap")
+    ratios = np.array([s.wall_over_cpu for s in series]) if series else np.ones(1)
+    hws = [s.halfwidth for s in series if s.settled and math.isfinite(s.halfwidth)]
+    bound = max([max(hws, default=0.0), spread]
+                + ([float(np.percentile(ratios, 90)) - 1.0] if clock == "wall" else [])
+                + ([CONTENTION_SLOWDOWN * min(1.0, competing / max(1, cpus - threads))]
+                   if competing is not None else []))
+    return Disturbance(cpus=cpus, threads=threads, clock=clock, load_before=load_before,
+                       load_after=load_after,
+                       competing_before=competing_before, competing_during=competing_during, spread=spread,
+                       wall_over_cpu=float(np.median(ratios)), unsettled=unsettled, benchmarks=len(series),
+                       bound=max(bound, 0.0), reasons=tuple(reasons))
+
+
+def probe_machine(seconds: float = 0.5) -> tuple[float | None, float | None]:
+    """(cores other processes kept busy over the next ``seconds``, 1-minute load average): what
+    :func:`calibrate` checks before it starts."""
+    a = _cpu_sample()
+    time.sleep(seconds)
+    return _competing(a, _cpu_sample()), _loadavg()
+
+
+# shapes of the benchmarks: ImageNet-CNN convolutions (channels, image side, kernel, groups) and
+# transformer products (rows, widths through the link)
+CONV_SHAPES = ((64, 56, 3, 1), (128, 28, 3, 1), (256, 14, 3, 1), (512, 7, 3, 1), (128, 56, 1, 1),
+               (256, 28, 1, 1), (512, 14, 1, 1), (1024, 7, 1, 1),
                # few channels or few pixels: where a convolution's efficiency falls
-               (16, 56, 3), (32, 28, 3), (64, 7, 3), (32, 56, 1), (128, 7, 1))
+               (16, 56, 3, 1), (32, 28, 3, 1), (64, 7, 3, 1), (32, 56, 1, 1), (128, 7, 1, 1),
+               # grouped and depthwise (one channel per group: MobileNet, ShuffleNet)
+               (240, 28, 1, 3), (120, 28, 3, 120), (240, 14, 3, 240))
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
+# operators with a rate of their own (graphs.devices.DeviceSpec.op_flops), whose kernels run far from
+# the other-arithmetic rate: (op type, attributes, input shape); strided ones are fanned out, not chained
+OP_BENCHMARKS = (("LRN", {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}, (1, 64, 56, 56)),
+                 ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 64, 56, 56)),
+                 ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}, (1, 64, 56, 56)),
+                 ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 64, 28, 28)),
+                 ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 128, 28, 28)),
+                 ("BatchNormalization", {}, (1, 64, 56, 56)), ("BatchNormalization", {}, (1, 256, 14, 14)),
+                 ("LayerNormalization", {"axis": -1}, (128, 768)),
+                 ("Softmax", {"axis": -1}, (12, 128, 128)))
 
 
-def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str = "wall",
+def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float | None = None,
+              clock: str = "auto", tolerance: float = SETTLE_TOLERANCE, strict: bool = False,
               progress: Callable[[str], None] | None = None) -> Calibration:
     """Measure the preset ``kind`` on this machine (see the module doc). ``threads``: intra-op threads
-    (the calibrated kind then stands for that many cores); ``budget``: seconds of timed runs per
-    benchmark session (each benchmark runs two); ``clock``: ``"wall"`` (what a run takes on this
-    machine as loaded now) or ``"cpu"`` (the calling thread's CPU time, which other processes on a
-    shared machine do not inflate; host kinds with one thread only); ``progress`` is told each
-    benchmark's name."""
+    (the calibrated kind then stands for that many cores); ``budget``: at least this many seconds of
+    timed runs per benchmark session (each benchmark runs two), and then on until the figure settles
+    within ``tolerance`` (relative 95 % interval) or ``cap`` seconds (default 4 x budget) have passed;
+    ``clock``: ``"wall"`` (what a run takes on this machine as loaded now), ``"cpu"`` (the calling
+    thread's CPU time, which other processes on a shared machine do not inflate; host kinds with one
+    thread only) or ``"auto"`` (the CPU clock where it can be used, else the wall clock).
+
+    Competing work is measured before (half a second) and during the benchmarks, and
+    :attr:`Calibration.disturbance` says whether it skewed the figures (:func:`assess`); with
+    ``strict`` a disturbed calibration raises :class:`CalibrationDisturbed` instead (before the
+    benchmarks when the machine is already busy). ``progress`` is told each benchmark's name."""
     if not isinstance(threads, int) or threads < 1:
         raise InputError(f"threads must be a positive integer, got {threads!r}")
     if clock not in CLOCKS:
         raise InputError(f"clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise InputError(f"budget must be a positive number of seconds, got {budget!r}")
+    cap = 4 * budget if cap is None else cap
+    if not cap >= budget:
+        raise InputError(f"the time cap ({cap!r} s) must be at least the budget ({budget!r} s)")
+    if not 0 < tolerance < 1:
+        raise InputError(f"tolerance must be a fraction in (0, 1), got {tolerance!r}")
     base = preset(kind)
     provider = provider_for(base)
     if clock == "cpu" and (threads != 1 or not base.host):
         raise InputError("the cpu clock measures the calling thread: it needs a host kind and one thread "
                          "(use the wall clock otherwise)")
+    if clock == "auto":
+        clock = "cpu" if base.host and threads == 1 else "wall"
     t_start = time.perf_counter()
-    timer = _Timer(provider, threads, budget, clock=clock)
+    cpus = os.cpu_count() or 1
+    competing_before, load_before = probe_machine(0.5)
+    if strict:
+        early = assess([], cpus=cpus, threads=threads, clock=clock, load_before=load_before, load_after=None,
+                       competing_before=competing_before, competing_during=None)
+        if early.disturbed:
+            raise CalibrationDisturbed(early, "before the benchmarks")
+    sample0 = _cpu_sample()
+    timer = _Timer(provider, threads, budget, cap=cap, tol=tolerance, clock=clock)
     say = progress or (lambda _msg: None)
-    points: dict = {"provider": provider, "load_before": _loadavg(), "cpus": os.cpu_count()}
+    points: dict = {"provider": provider, "load_before": load_before, "cpus": cpus, "clock": clock,
+                    "tolerance": tolerance, "budget_s": budget, "cap_s": cap}
 
     say("per-operator overhead")
-    launch = timer.per_link(_add_unit((1,)), (1,), 4, 104)
+    launch = timer.per_link(_add_unit((1,)), (1,), 4, 104, name="launch: Add x100, 1 element")
     points["launch_s"] = launch
 
     curve = []
@@ -344,28 +694,56 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str =
         k = 1 if n >= 4 ** 11 else 4 if n >= 4 ** 9 else 16
         side = int(math.isqrt(n // _CHANNELS))
         shape = (1, _CHANNELS, side, side)
-        t = timer.per_link(_activation_unit(_CHANNELS), shape, 1, 1 + k)
+        t = timer.per_link(_activation_unit(_CHANNELS), shape, 1, 1 + k, name=f"element-wise {n}")
         work = max(t - 3 * launch, 1e-9)
         curve.append((nbytes / 3, nbytes / work))  # per operator: a third of the link's traffic
         points["elementwise"].append({"elements": n, "bytes": nbytes, "seconds": t})
     bandwidth = curve[-1][1]
 
-    say("MaxPool 3x3")
-    n = _CHANNELS * 56 * 56
-    t = timer.per_link(_pool_unit(), (1, _CHANNELS, 56, 56), 1, 5)
-    other = 9.0 * n / max(t - launch, 1e-9)  # 9 FLOPs per output element, as graphs.costs counts pooling
-    points["maxpool"] = {"elements": n, "flops": 9.0 * n, "seconds": t}
+    points["ops"] = []
+    per_type: dict[str, list[float]] = {}
+    for op_type, attrs, in_shape in OP_BENCHMARKS:
+        k = attrs.get("kernel_shape")
+        strides = attrs.get("strides", [1, 1])
+        label = (f"{op_type} {k[0]}x{k[1]} stride {strides[0]}" if k else
+                 f"{op_type} size {attrs['size']}" if op_type == "LRN" else op_type)
+        label += f", {'x'.join(map(str, in_shape))}"
+        say(label)
+        out_shape = tuple(in_shape)
+        if k:  # pooling
+            pads = attrs.get("pads", [0, 0, 0, 0])
+            out_shape = tuple(in_shape[:2]) + tuple((in_shape[2 + d] + pads[d] + pads[d + 2] - k[d])
+                                                    // strides[d] + 1 for d in range(2))
+        flops = _op_benchmark_flops(op_type, attrs, math.prod(out_shape))
+        if out_shape == tuple(in_shape):
+            t = timer.per_link(_op_unit(op_type, attrs, in_shape), in_shape, 1, 5, name=label)
+        else:
+            t = timer.per_copy(_op_node(op_type, attrs), in_shape, out_shape, 1, 5, name=label)
+        work = max(t - launch, 1e-9)
+        points["ops"].append({"op_type": op_type, "attrs": dict(attrs), "input": list(in_shape),
+                              "flops": flops, "seconds": t})
+        acc = per_type.setdefault(op_type, [0.0, 0.0])
+        acc[0] += flops
+        acc[1] += work
+    op_rates = tuple((op, f / t) for op, (f, t) in sorted(per_type.items()))
+    # other arithmetic: the stride-1 MaxPool (pooling-like work at the same intensity)
+    pool1 = next(p for p in points["ops"] if p["op_type"] == "MaxPool")
+    other = pool1["flops"] / max(pool1["seconds"] - launch, 1e-9)
+    points["maxpool"] = {"elements": pool1["flops"] / 9.0, "flops": pool1["flops"],
+                         "seconds": pool1["seconds"]}
 
     rng = np.random.default_rng(0)
     points["conv"] = []
-    for c, side, kern in CONV_SHAPES:
-        say(f"Conv {kern}x{kern}, {c} channels, {side}x{side}")
+    for c, side, kern, groups in CONV_SHAPES:
+        say(f"Conv {kern}x{kern}, {c} channels{f', {groups} groups' if groups > 1 else ''}, {side}x{side}")
         shape = (1, c, side, side)
-        flops = 2.0 * c * c * kern * kern * side * side + c * side * side
+        flops = 2.0 * c * (c // groups) * kern * kern * side * side + c * side * side
         extra = int(min(16, max(2, 2e8 // flops)))  # small convolutions: more links to time
-        t = timer.per_link(_conv_unit(c, kern, rng), shape, 1, 1 + extra)
-        points["conv"].append({"channels": c, "side": side, "kernel": kern, "flops": flops, "seconds": t})
-    conv_rate, half_m, half_n = fit_conv_curve([(p["flops"], p["channels"], p["side"] ** 2,
+        t = timer.per_link(_conv_unit(c, kern, rng, groups), shape, 1, 1 + extra,
+                           name=f"Conv {kern}x{kern} c{c} g{groups} {side}x{side}")
+        points["conv"].append({"channels": c, "side": side, "kernel": kern, "groups": groups, "flops": flops,
+                               "seconds": t})
+    conv_rate, half_m, half_n = fit_conv_curve([(p["flops"], p["channels"] / p["groups"], p["side"] ** 2,
                                                  max(p["seconds"] - launch, 1e-9)) for p in points["conv"]])
 
     def matmuls(dtype) -> tuple[float, list]:
@@ -373,7 +751,8 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str =
         pts = []
         for rows, widths in MATMUL_SHAPES:
             say(f"MatMul {np.dtype(dtype).name}, {rows} rows, widths {widths}")
-            t = timer.per_link(_matmul_unit(widths, rng, dtype), (rows, widths[0]), 1, 3, dtype)
+            t = timer.per_link(_matmul_unit(widths, rng, dtype), (rows, widths[0]), 1, 3, dtype,
+                               name=f"MatMul {np.dtype(dtype).name} {rows}x{widths}")
             flops = sum(2.0 * rows * a * b for a, b in zip(widths, widths[1:]))
             tot_f, tot_t = tot_f + flops, tot_t + max(t - launch * (len(widths) - 1), 1e-9)
             pts.append({"rows": rows, "widths": list(widths), "flops": flops, "seconds": t})
@@ -383,16 +762,35 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, clock: str =
     fp16 = None
     try:
         fp16, points["matmul_fp16"] = matmuls(np.float16)
-    except Exception as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
-        points["fp16_error"] = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-    points["load_after"] = _loadavg()
+    except InputError as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
+        points["fp16_error"] = str(e)[:200]
+    load_after = _loadavg()
+    points["load_after"] = load_after
+    dist = assess(timer.log, cpus=cpus, threads=threads, clock=clock, load_before=load_before,
+                  load_after=load_after, competing_before=competing_before,
+                  competing_during=_competing(sample0, _cpu_sample()))
+    points["series"] = [s.__dict__ for s in timer.log]
+    if strict and dist.disturbed:
+        raise CalibrationDisturbed(dist, "with these figures")
+    sources = {"fp16": "measured" if fp16 is not None else "not measured: same as fp32"}
     return Calibration(kind=base.name, base=base.name,
                        method=f"micro-benchmarks ({provider}, {clock} clock)",
                        threads=threads, conv_flops=conv_rate, conv_half_channels=half_m,
                        conv_half_pixels=half_n, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
-                       bandwidth_curve=tuple(curve), seconds=time.perf_counter() - t_start,
-                       date=_now(), points=points)
+                       bandwidth_curve=tuple(curve), op_flops=op_rates, seconds=time.perf_counter() - t_start,
+                       date=_now(), points=points, sources=sources, disturbance=dist)
+
+
+def _op_benchmark_flops(op_type: str, attrs: Mapping, out_elements: int) -> float:
+    """FLOPs of one operator benchmark as graphs.costs.op_flops counts them."""
+    from .costs import _PER_ELEMENT
+
+    if op_type == "LRN":
+        return float(out_elements * (2 * int(attrs["size"]) + 6))
+    if "kernel_shape" in attrs:  # pooling: kernel elements per output
+        return float(out_elements * math.prod(attrs["kernel_shape"]))
+    return float(out_elements * _PER_ELEMENT[op_type])
 
 
 _HALF_GRID = (0.0,) + tuple(float(x) for x in np.geomspace(0.5, 512, 41))
@@ -437,7 +835,9 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     (Conv, MatMul/Gemm, other), bytes / bandwidth for the rest (a batch-1 Gemm, element-wise operators),
     plus one overhead per operator; solved by non-negative least squares on the times in seconds. A
     compute class the model has no operator of takes the fastest fitted rate (the same arithmetic units
-    run it), or the preset's peak when none was fitted; the bandwidth likewise keeps the preset's."""
+    run it), or the preset's peak when none was fitted; the bandwidth likewise keeps the preset's.
+    Such figures are named in :attr:`Calibration.sources` (``"copied from ...: why"``), so that the
+    printout and the file do not present them as fitted."""
     from scipy.optimize import nnls
 
     from .costs import op_bytes, op_flops, profile_ops
@@ -475,26 +875,50 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     full = np.zeros(5)
     full[present] = coef / scale
 
-    def rate(j: int, fallback: float) -> float:
-        return 1.0 / full[j] if full[j] > 0 else fallback
-
     pred = a @ full
+    names = ("conv", "matmul", "other", "bandwidth", "overhead")
     points = {"operators": len(used), "profiled_ms": float(y.sum() * 1e3),
-              "fitted_ms": float(pred.sum() * 1e3), "classes_in_model": [
-                  ("conv", "matmul", "other_flops", "bytes", "overhead")[j] for j in present]}
-    fitted = [1.0 / full[j] for j in range(3) if full[j] > 0]
-    fastest = max(fitted) if fitted else base.peak()
-    conv, matmul, other = rate(0, fastest), rate(1, fastest), rate(2, fastest)
+              "fitted_ms": float(pred.sum() * 1e3), "classes_in_model": [names[j] for j in present],
+              "operators_by_class": {names[j]: int((a[:, j] > 0).sum()) for j in range(4)}}
+    label = {0: "Conv", 1: "MatMul/Gemm", 2: "other arithmetic"}
+    fitted = {j: 1.0 / full[j] for j in range(3) if full[j] > 0}
+    sources: dict[str, str] = {}
+    rates = {}
+    fastest = max(fitted, key=fitted.get) if fitted else None
+    for j in range(3):
+        if j in fitted:
+            rates[j] = fitted[j]
+            continue
+        count = points["operators_by_class"][names[j]]
+        why = (f"no compute-bound {label[j]} operator in the model" if count == 0 else
+               f"the fit gave the FLOPs of its {count} {label[j]} operator(s) no time")
+        if fastest is not None:
+            rates[j] = fitted[fastest]
+            sources[names[j]] = f"copied from {label[fastest]}: {why}"
+        else:
+            rates[j] = base.peak()
+            sources[names[j]] = f"preset peak: {why}, and no other class was fitted"
+    if full[3] > 0:
+        bandwidth = 1.0 / full[3]
+    else:
+        bandwidth = base.bandwidth
+        count = points["operators_by_class"]["bandwidth"]
+        sources["bandwidth"] = ("preset: no memory-bound operator in the model" if count == 0 else
+                                f"preset: the fit gave the bytes of its {count} memory-bound operator(s) no "
+                                f"time")
+    sources["fp16"] = "not measured (a fit): same as the other-arithmetic rate"
     return Calibration(kind=base.name, base=base.name,
                        method=f"fit to the profile of {os.path.basename(g.source or 'a model')}",
-                       threads=threads, conv_flops=conv, matmul_flops=matmul, fp16_flops=None,
-                       bandwidth=rate(3, base.bandwidth), launch=float(full[4]), other_flops=other,
-                       seconds=time.perf_counter() - t_start, date=_now(), points=points)
+                       threads=threads, conv_flops=rates[0], matmul_flops=rates[1], fp16_flops=None,
+                       bandwidth=bandwidth, launch=float(full[4]), other_flops=rates[2],
+                       seconds=time.perf_counter() - t_start, date=_now(), points=points, sources=sources)
 
 
 # --------------------------------------------------------------------------- the device file
 def device_file_text(cal: Calibration) -> str:
-    """A TOML device file defining ``cal.kind`` with the figures, the date and what each one means."""
+    """A TOML device file defining ``cal.kind`` with the figures, the date and what each one means; a
+    disturbed calibration's warning line and every copied figure are written where a reader sees them
+    (the head, the key's own comment, the description)."""
     spec = cal.spec()
     lines = [
         f"# Device kind {cal.kind!r} calibrated on this machine by 'placement calibrate', {cal.date}.",
@@ -503,15 +927,33 @@ def device_file_text(cal: Calibration) -> str:
         f"{cal.kind}:1 --device-file THIS.toml --costs roofline",
         "# Figures are achieved rates (not spec-sheet peaks), so efficiency is 1.",
     ]
-    if cal.points.get("load_before") is not None:
+    d = cal.disturbance
+    if d is not None:
+        lines.append(f"# {d.line().upper() if d.disturbed else d.line()}")
+        lines.append(f"# Load average {_num(d.load_before)} before, {_num(d.load_after)} after, on {d.cpus} "
+                     f"CPU(s); other work used {_num(d.competing_before)} core(s) before and "
+                     f"{_num(d.competing_during)} during; repeats spread {d.spread:.1%} (median); "
+                     f"{d.benchmarks - d.unsettled} of {d.benchmarks} benchmarks settled to "
+                     f"{cal.points.get('tolerance', SETTLE_TOLERANCE):.0%}.")
+    elif cal.points.get("load_before") is not None:
         lines.append(f"# Load average {cal.points['load_before']:.2f} before, "
                      f"{cal.points.get('load_after') or 0:.2f} after, on {cal.points.get('cpus')} CPU(s): "
                      f"other work on the machine slows the figures down.")
+    copied = cal.copied()
+    verb = "fitted" if cal.method.startswith("fit") else "measured"
+    if copied:
+        lines.append(f"# Not {verb}: {', '.join(copied)} (see each key's comment).")
+
+    def how(figure: str, what: str) -> str:
+        src = cal.source(figure)
+        return f"{src} {what}" if src in ("measured", "fitted") else f"{what}; NOT {verb.upper()}: {src}"
+
     lines += [
         "",
         f"[devices.{cal.kind}]",
         f'base = "{cal.base}"  # everything not below (memory, host link, host flag) comes from the preset',
-        f"fp32_tflops = {spec.fp32 / _T:.6g}  # fp32 FLOP/s of arithmetic other than Conv and MatMul/Gemm",
+        f"fp32_tflops = {spec.fp32 / _T:.6g}  # "
+        + how("other", "fp32 FLOP/s of arithmetic other than Conv and MatMul/Gemm"),
     ]
     if cal.fp16_flops is not None:
         lines.append(f"fp16_tflops = {cal.fp16_flops / _T:.6g}  # achieved fp16 MatMul FLOP/s "
@@ -520,17 +962,22 @@ def device_file_text(cal: Calibration) -> str:
         lines.append(f"fp16_tflops = {spec.fp16 / _T:.6g}  # fp16 not measured (no fp16 MatMul kernel "
                      f"on this provider, or a fit): same as fp32")
     lines += [
-        f"conv_tflops = {cal.conv_flops / _T:.6g}  # achieved fp32 FLOP/s of a large Conv",
+        f"conv_tflops = {cal.conv_flops / _T:.6g}  # " + how("conv", "fp32 FLOP/s of a large Conv"),
         f"conv_half_channels = {cal.conv_half_channels:.4g}  # a Conv with M output channels (per group) "
         "and N",
         f"conv_half_pixels = {cal.conv_half_pixels:.4g}  # output pixels reaches conv_tflops x M / (M + "
         f"{cal.conv_half_channels:.4g}) x N / (N + {cal.conv_half_pixels:.4g})",
-        f"matmul_tflops = {cal.matmul_flops / _T:.6g}  # achieved fp32 FLOP/s of MatMul and Gemm",
-        f"mem_bandwidth_gbs = {cal.bandwidth / _G:.6g}  # achieved memory bandwidth of large operators, GB/s",
+        f"matmul_tflops = {cal.matmul_flops / _T:.6g}  # " + how("matmul", "fp32 FLOP/s of MatMul and Gemm"),
+        f"mem_bandwidth_gbs = {cal.bandwidth / _G:.6g}  # "
+        + how("bandwidth", "memory bandwidth of large operators, GB/s"),
         f"launch_us = {cal.launch / _US:.6g}  # time every operator adds to a run besides its work, "
         "microseconds",
         "efficiency = 1.0",
     ]
+    if cal.op_flops:
+        rates = ", ".join(f"{op} = {r / _G:.4g}" for op, r in cal.op_flops)
+        lines += ["# measured fp32 GFLOP/s of operator types whose kernels run far from fp32_tflops",
+                  f"op_gflops = {{ {rates} }}"]
     if cal.bandwidth_curve:
         pts = ", ".join(f"[{b:.0f}, {r / _G:.4g}]" for b, r in cal.bandwidth_curve)
         lines += ["# achieved bandwidth by operator size: [bytes one operator reads and writes, GB/s];",
@@ -540,10 +987,20 @@ def device_file_text(cal: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _num(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.2f}"
+
+
 def _describe(cal: Calibration) -> str:
-    return (f"{cal.kind} calibrated {cal.date} ({cal.method}, {cal.threads} thread(s)): Conv "
+    text = (f"{cal.kind} calibrated {cal.date} ({cal.method}, {cal.threads} thread(s)): Conv "
             f"{cal.conv_flops / _G:.1f} GFLOP/s, MatMul {cal.matmul_flops / _G:.1f} GFLOP/s, "
             f"{cal.bandwidth / _G:.1f} GB/s, {cal.launch / _US:.2f} us per operator")
+    if cal.copied():
+        verb = "fitted" if cal.method.startswith("fit") else "measured"
+        text += f"; copied, not {verb}: {', '.join(cal.copied())}"
+    if cal.disturbance is not None and cal.disturbance.disturbed:
+        text += f"; {cal.disturbance.line()}"
+    return text
 
 
 def _toml_escape(s: str) -> str:

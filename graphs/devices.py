@@ -41,6 +41,8 @@ by ``efficiency``::
     bandwidth_curve = [[12288, 60.1], [201326592, 9.8]]
                              # achieved memory bandwidth by operator size: [bytes one operator reads
                              # and writes, GB/s] pairs, interpolated on log(bytes), flat beyond the ends
+    op_gflops = { LRN = 0.3, MaxPool = 2.5 }
+                             # achieved fp32 GFLOP/s of these operator types, instead of fp32_tflops
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ class DeviceSpec:
     matmul_flops: float | None = None  # achieved fp32 FLOP/s of MatMul/Gemm (None: peak())
     # achieved bandwidth by operator size: ((bytes, bytes/s), ...) ascending in bytes; () = bandwidth
     bandwidth_curve: tuple[tuple[float, float], ...] = ()
+    # achieved fp32 FLOP/s of operator types measured on their own (calibrate: LRN, pooling), which
+    # replace fp32 for those types: ((op type, FLOP/s), ...); () = none
+    op_flops: tuple[tuple[str, float], ...] = ()
     # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
     # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
     # across servers (network); ``None``: unknown (the host link is used)
@@ -127,6 +132,10 @@ class DeviceSpec:
             raise InputError(f"device {self.name!r}: bandwidth_curve must be [bytes, GB/s] pairs of positive "
                              f"numbers with distinct sizes")
         object.__setattr__(self, "bandwidth_curve", curve)
+        ops = tuple(sorted((str(t), r) for t, r in dict(self.op_flops).items()))
+        if any(not (isinstance(r, (int, float)) and 0 < r < math.inf) for _, r in ops):
+            raise InputError(f"device {self.name!r}: op_gflops must map operator types to positive numbers")
+        object.__setattr__(self, "op_flops", ops)
         size = self.server_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
@@ -160,6 +169,9 @@ class DeviceSpec:
                 return self.conv_flops * (m / (m + hm) if m > 0 else 1.0) * (n / (n + hn) if n > 0 else 1.0)
             if op_type in MATMUL_TYPES and self.matmul_flops is not None:
                 return self.matmul_flops
+            for t, r in self.op_flops:
+                if t == op_type:
+                    return r
         return self.peak(half)
 
     def bandwidth_at(self, nbytes: float) -> float:
@@ -264,7 +276,7 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "price_per_hour": ("price_per_hour", 1.0),
     "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
     "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
-    "bandwidth_curve": ("bandwidth_curve", None),
+    "bandwidth_curve": ("bandwidth_curve", None), "op_gflops": ("op_flops", None),
     "server_size": ("server_size", None),
     "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
@@ -359,6 +371,12 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                     raise InputError(f"{where}: bandwidth_curve must be a list of [bytes, GB/s] pairs",
                                      source=source)
                 value = tuple((float(b), float(r) * _G) for b, r in value)
+            elif attr == "op_flops":
+                if not isinstance(value, dict) or not all(
+                        isinstance(r, (int, float)) and not isinstance(r, bool) for r in value.values()):
+                    raise InputError(f"{where}: op_gflops must be a table of operator type = GFLOP/s",
+                                     source=source)
+                value = tuple((str(t), float(r) * _G) for t, r in value.items())
             elif attr == "server_size":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",

@@ -10,12 +10,19 @@ every ``period`` = max-load milliseconds):
 * a device's FLOPs per sample are the operator FLOPs of its nodes as ``placement inspect`` counts
   them (:func:`graphs.costs.op_flops`; a backward node counts ``backward_factor`` times its forward
   twin, the factor its time was derived with);
-* its **peak time** is the time those FLOPs would take at the catalog's peak FLOP/s of its kind (the
-  fp16 peak for half-precision operators, fp32 otherwise; no efficiency factor);
-* its **MFU** = peak time / period = achieved FLOP/s over peak FLOP/s;
+* its **peak time** is the time those FLOPs would take at the peak FLOP/s of its kind for each
+  operator's class: the catalog's fp32 peak (the fp16 one for half-precision operators; no efficiency
+  factor) for a preset; for a calibrated kind (``placement calibrate``) the measured rate of the
+  operator's class, Conv, MatMul/Gemm or other arithmetic (the highest of the other-arithmetic rate
+  and the kind's own-rate operators'), since those are the fastest rates its costs use;
+* an operator whose cost (measured, or from a cost table) is below its peak time ran faster than the
+  "peak": its peak time is then its cost (the peak was understated), and :attr:`PlanMFU.capped` counts
+  such operators, so that MFU is never above 100 %;
+* its **MFU** = peak time / period = achieved FLOP/s over peak FLOP/s, where a device's peak FLOP/s is
+  its FLOPs over their peak time (the peak of the mix of classes it runs);
 * the plan's **total MFU** = all devices' FLOPs per period over the sum of the peaks of every device
-  of the cluster (devices left idle count: they are paid for), at the precision of most of the
-  model's FLOPs.
+  of the cluster (devices left idle count: they are paid for, at the peak of the whole model's mix on
+  their kind). Each device's achieved rate is at most its peak, so the total is at most 1 too.
 
 The period comes from the costs, so where those are measured (``--costs profile`` or a cost table),
 MFU uses the measured times. Graphs without FLOP annotations (reference JSON workloads) or without
@@ -32,7 +39,7 @@ import numpy as np
 from .evaluate import check_assignment, evaluate
 from .model import Cluster, OpGraph
 
-__all__ = ["DeviceMFU", "PlanMFU", "compute_utilisation", "has_flops"]
+__all__ = ["DeviceMFU", "PlanMFU", "compute_utilisation", "has_flops", "peak_rates"]
 
 _MS = 1e-3  # graph times are milliseconds
 
@@ -45,7 +52,7 @@ class DeviceMFU:
     name: str
     kind: str
     flops: float  # per sample (one batch)
-    peak_flops: float  # FLOP/s: fp32 peak (the fp16 one when all its FLOPs are half precision)
+    peak_flops: float  # FLOP/s: its FLOPs over their peak time (the fp32 peak for a preset, fp32 work)
     achieved: float  # FLOP/s in steady state
     mfu: float  # peak time of its FLOPs / period
 
@@ -60,14 +67,18 @@ class PlanMFU:
     achieved: float  # FLOP/s, all devices
     peak_flops: float  # FLOP/s, every device of the cluster
     total: float  # achieved / peak_flops
+    capped: int = 0  # operators whose cost beat their kind's peak (their peak time is their cost)
 
     def as_dict(self) -> dict:
         """The result file's ``compute_utilisation`` object."""
         return {
-            "definition": "achieved FLOP/s over the catalog's peak FLOP/s (MFU), one sample per max-load",
+            "definition": "achieved FLOP/s over the peak FLOP/s of each operator's class on its kind (the "
+                          "catalog's peak, or a calibrated kind's measured Conv / MatMul / other rate), "
+                          "one sample per max-load",
             "period_ms": self.period_ms if math.isfinite(self.period_ms) else None,
             "flops_per_sample": self.flops, "achieved_flops_per_s": self.achieved,
             "peak_flops_per_s": self.peak_flops, "total": self.total,
+            "operators_faster_than_peak": self.capped,
             "devices": [{"device": d.device, "name": d.name, "kind": d.kind, "flops_per_sample": d.flops,
                          "peak_flops_per_s": d.peak_flops, "achieved_flops_per_s": d.achieved, "mfu": d.mfu}
                         for d in self.devices],
@@ -94,6 +105,34 @@ def node_flops(graph: OpGraph) -> np.ndarray:
     return out
 
 
+def peak_rates(spec) -> tuple[float, float, float, float]:
+    """``(other, fp16, conv, matmul)`` FLOP/s that MFU measures a :class:`~graphs.devices.DeviceSpec`
+    against: for a preset the catalog's fp32 peak (fp16 for half precision) in every class; for a
+    calibrated kind the measured Conv and MatMul/Gemm rates, and for other arithmetic the highest of
+    its fp32 rate and its own-rate operators' (``op_gflops``). What the front end stores in
+    ``graph.meta["peak_flops"]`` for each kind."""
+    other = max([float(spec.fp32)] + [float(r) for _, r in getattr(spec, "op_flops", ())])
+    conv = spec.conv_flops if getattr(spec, "conv_flops", None) else other
+    matmul = spec.matmul_flops if getattr(spec, "matmul_flops", None) else other
+    return other, float(spec.fp16), float(conv), float(matmul)
+
+
+def _node_rates(graph: OpGraph, peaks: tuple, half: np.ndarray) -> np.ndarray:
+    """Peak FLOP/s of every node on a kind with ``peaks`` (``(fp32, fp16)`` or :func:`peak_rates`)."""
+    from .devices import CONV_TYPES, MATMUL_TYPES
+
+    fp32, fp16 = float(peaks[0]), float(peaks[1])
+    conv, matmul = (float(peaks[2]), float(peaks[3])) if len(peaks) >= 4 else (fp32, fp32)
+    types = graph.meta.get("op_type")
+    rate = np.full(graph.num_nodes, fp32)
+    if types:
+        nf = len(types)
+        for i in range(graph.num_nodes):
+            t = types[i % nf]
+            rate[i] = conv if t in CONV_TYPES else matmul if t in MATMUL_TYPES else fp32
+    return np.where(half, fp16, rate)
+
+
 def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
                         period_ms: float | None = None) -> PlanMFU | None:
     """MFU of a placement (see the module doc); ``period_ms`` defaults to the placement's max-load.
@@ -111,22 +150,39 @@ def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
     half = half[np.arange(graph.num_nodes) % half.size] if half.size else np.zeros(graph.num_nodes, bool)
     dkind = cluster.device_kind()
     period_s = period_ms * _MS
-    model_half = float(flops[half].sum()) > float(flops[~half].sum())  # mostly half precision
+    ok = period_s > 0 and math.isfinite(period_s)
+    kind_index = {k.name: t for t, k in enumerate(cluster.kinds)}
+    # peak seconds of every node on every kind: its FLOPs at its class's rate, at most its cost there
+    peak_s = np.empty((len(cluster.kinds), graph.num_nodes))
+    capped = np.zeros((len(cluster.kinds), graph.num_nodes), bool)
+    for k in cluster.kinds:
+        t = kind_index[k.name]
+        ideal = flops / _node_rates(graph, peaks[k.name], half)
+        cost = np.asarray(graph.compute[t], dtype=np.float64) * _MS
+        capped[t] = np.isfinite(cost) & (cost < ideal * (1 - 1e-9))
+        peak_s[t] = np.where(capped[t], cost, ideal)
+    total_f = float(flops.sum())
     out = []
     total_peak = 0.0
+    n_capped = 0
     for d in range(cluster.num_devices):
-        kind = cluster.kinds[int(dkind[d])]
-        fp32, fp16 = (float(x) for x in peaks[kind.name])
-        total_peak += fp16 if model_half else fp32
+        t = int(dkind[d])
+        kind = cluster.kinds[t]
         on = a == d
         f = float(flops[on].sum())
-        peak_time = float((flops[on] / np.where(half[on], fp16, fp32)).sum())  # seconds
-        peak = fp16 if on.any() and half[on].all() else fp32
-        ok = period_s > 0 and math.isfinite(period_s)
+        p_time = float(peak_s[t, on].sum())
+        model_time = float(peak_s[t].sum())  # the whole model's mix on this kind: an idle device's peak
+        if f > 0 and p_time > 0:
+            peak = f / p_time
+        elif total_f > 0 and model_time > 0:
+            peak = total_f / model_time
+        else:
+            peak = float(peaks[kind.name][0])
+        total_peak += peak
+        n_capped += int(capped[t, on].sum())
         out.append(DeviceMFU(d, cluster.device_name(d), kind.name, f, peak,
-                             f / period_s if ok else 0.0, peak_time / period_s if ok else 0.0))
+                             f / period_s if ok else 0.0, p_time / period_s if ok else 0.0))
     total_flops = float(sum(x.flops for x in out))
-    ok = period_s > 0 and math.isfinite(period_s)
     achieved = total_flops / period_s if ok else 0.0
     return PlanMFU(tuple(out), float(period_ms), total_flops, achieved, total_peak,
-                   achieved / total_peak if total_peak > 0 else 0.0)
+                   achieved / total_peak if total_peak > 0 else 0.0, n_capped)

@@ -23,6 +23,7 @@ import numpy as np
 from .costs import Costs, compute_costs, half_precision, op_flops
 from .devices import DeviceSet, parse_devices
 from .errors import InputError
+from .mfu import peak_rates
 from .model import Cluster, OpGraph
 from .onnx_loader import OnnxGraph, load_onnx
 from .reference import Workload
@@ -73,7 +74,7 @@ def graph_workload(g: OnnxGraph, devices: DeviceSet, costs: str = "roofline", tr
                           devices=str(devices))
     t3 = time.perf_counter()
     graph.meta["timings"] = {"load_s": t1 - t0, "costs_s": t2 - t1, "build_s": t3 - t2}
-    graph.meta["peak_flops"] = {s.name: (s.fp32, s.fp16) for s in devices.specs}  # catalog peaks, for MFU
+    graph.meta["peak_flops"] = {s.name: peak_rates(s) for s in devices.specs}  # for MFU (graphs.mfu)
     return Workload(graph, devices.cluster())
 
 

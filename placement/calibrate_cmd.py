@@ -1,13 +1,15 @@
 """``placement calibrate``: measure a device kind on this machine and write a device file for it.
 
-    placement calibrate KIND [-o DEVICES.toml] [--threads N]
+    placement calibrate KIND [-o DEVICES.toml] [--threads N] [--strict]
     placement calibrate KIND --from-profile MODEL.onnx [-o DEVICES.toml] [--threads N]
 
 The first form runs the micro-benchmarks of :func:`graphs.calibrate.calibrate` (CPU for ``cpu``, the
 CUDA execution provider for an accelerator preset, an error without it); the second fits the kind to
 one model's per-operator profile (:func:`graphs.calibrate.fit_profile`). Either way the file defines
 the kind under its preset name, so ``--device-file DEVICES.toml`` makes ``--devices KIND:n`` use it.
-Bad input raises :class:`~graphs.errors.InputError` (exit 2).
+A calibration that competing work disturbed prints one ``calibration disturbed: ...`` line (stderr)
+and writes it into the file; ``--strict`` refuses instead (exit 2, no file). A fit names the rates it
+copied rather than fitted. Bad input raises :class:`~graphs.errors.InputError` (exit 2).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "calibrate", help="measure a device kind here and write a device file for the roofline costs",
-        usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock wall|cpu] "
-              "[--from-profile MODEL.onnx]",
+        usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock auto|wall|cpu] "
+              "[--budget S] [--cap S] [--tolerance F] [--strict] [--from-profile MODEL.onnx]",
         description="Measure the achieved Conv and MatMul FLOP/s, memory bandwidth by operator size and "
                     "per-operator overhead of a device kind with onnxruntime micro-benchmarks generated "
                     "here (the CPU for 'cpu', the CUDA execution provider for an accelerator preset), or "
@@ -39,11 +41,19 @@ def add_parser(sub) -> None:
                    help="fit the kind to this model's per-operator profile instead of micro-benchmarks "
                         "(host kinds: the profile is taken on this CPU)")
     c.add_argument("--batch-size", type=int, default=None, help="--from-profile: batch size of the model")
-    c.add_argument("--clock", default="wall", choices=("wall", "cpu"),
-                   help="wall: what runs take on this machine as loaded now (default); cpu: the thread's CPU "
-                        "time, steadier on a shared machine (cpu kind, one thread)")
+    c.add_argument("--clock", default="auto", choices=("auto", "wall", "cpu"),
+                   help="auto (default): the thread's CPU time where it measures the work (cpu kind, one "
+                        "thread), else the wall clock; wall: what runs take on this machine as loaded now; "
+                        "cpu: the thread's CPU time, which other processes do not inflate")
     c.add_argument("--budget", type=float, default=0.25, metavar="S",
-                   help="seconds of timed runs per benchmark session (default 0.25; more is steadier)")
+                   help="at least S seconds of timed runs per benchmark session (default 0.25)")
+    c.add_argument("--cap", type=float, default=None, metavar="S",
+                   help="at most S seconds per session while its figure has not settled (default 4 x budget)")
+    c.add_argument("--tolerance", type=float, default=0.03, metavar="F",
+                   help="a figure has settled when its 95%% interval is within +-F (default 0.03)")
+    c.add_argument("--strict", action="store_true",
+                   help="refuse (exit 2, no file) when competing work on the machine disturbs the "
+                        "benchmarks, instead of writing the figures with a warning")
 
 
 def run(args) -> int:
@@ -53,8 +63,12 @@ def run(args) -> int:
     spec = preset(args.kind)
     if args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
-    if args.budget <= 0:
+    if not args.budget > 0:
         raise InputError(f"--budget must be positive, got {args.budget}")
+    if args.cap is not None and not args.cap >= args.budget:
+        raise InputError(f"--cap must be at least --budget ({args.budget}), got {args.cap}")
+    if not 0 < args.tolerance < 1:
+        raise InputError(f"--tolerance must be a fraction between 0 and 1, got {args.tolerance}")
     out = args.out or f"calibrated-{spec.name}.toml"
     if not out.lower().endswith(".toml"):
         raise InputError("the device file is written as TOML: give a path ending in .toml", source=out)
@@ -68,18 +82,33 @@ def run(args) -> int:
         cal = fit_profile(g, spec.name, threads=args.threads)
     else:
         tell = (lambda m: print(f"  {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-        cal = calibrate(spec.name, threads=args.threads, budget=args.budget, clock=args.clock, progress=tell)
+        cal = calibrate(spec.name, threads=args.threads, budget=args.budget, cap=args.cap, clock=args.clock,
+                        tolerance=args.tolerance, strict=args.strict, progress=tell)
     write_device_file(cal, out)
-    cs = cal.spec()
+    d = cal.disturbance
+    if d is not None and d.disturbed:
+        print(d.line(), file=sys.stderr, flush=True)
     print(f"{cal.kind}: {cal.method}, {cal.threads} thread(s), {cal.seconds:.1f} s")
-    rows = [("Conv, fp32", f"{cal.conv_flops / 1e9:.1f} GFLOP/s (large; half that at "
-                           f"{cal.conv_half_channels:.3g} output channels or "
-                           f"{cal.conv_half_pixels:.3g} pixels)"),
-            ("MatMul/Gemm, fp32", f"{cal.matmul_flops / 1e9:.1f} GFLOP/s"),
-            ("other arithmetic, fp32", f"{cs.fp32 / 1e9:.1f} GFLOP/s"),
-            ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s" if cal.fp16_flops else "not measured"),
-            ("memory bandwidth (large)", f"{cal.bandwidth / 1e9:.1f} GB/s"),
-            ("per-operator overhead", f"{cal.launch * 1e6:.2f} us")]
+    verb = "fitted" if cal.method.startswith("fit") else "measured"
+
+    def rate(figure: str, text: str) -> str:
+        src = cal.source(figure)
+        return f"{text} ({verb})" if src in ("measured", "fitted") else f"{text} (NOT {verb.upper()}: {src})"
+
+    cs = cal.spec()
+    curve = cal.conv_half_channels or cal.conv_half_pixels
+    rows = [("Conv, fp32", rate("conv", f"{cal.conv_flops / 1e9:.1f} GFLOP/s")
+             + (f"; half that at {cal.conv_half_channels:.3g} output channels or "
+                f"{cal.conv_half_pixels:.3g} pixels" if curve else "")),
+            ("MatMul/Gemm, fp32", rate("matmul", f"{cal.matmul_flops / 1e9:.1f} GFLOP/s")),
+            ("other arithmetic, fp32", rate("other", f"{cs.fp32 / 1e9:.1f} GFLOP/s")),
+            ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s (measured)" if cal.fp16_flops else
+             "not measured (same as the other-arithmetic rate)"),
+            ("memory bandwidth (large)", rate("bandwidth", f"{cal.bandwidth / 1e9:.1f} GB/s")),
+            ("per-operator overhead", f"{cal.launch * 1e6:.2f} us ({verb})")]
+    if cal.op_flops:
+        rows.append(("own-rate operators", ", ".join(f"{t} {r / 1e9:.3g}" for t, r in cal.op_flops)
+                     + " GFLOP/s (measured)"))
     if cal.bandwidth_curve:
         curve = ", ".join(f"{_size(b)} {r / 1e9:.0f}" for b, r in cal.bandwidth_curve)
         rows.append(("bandwidth by size", curve + " GB/s"))
@@ -89,9 +118,14 @@ def run(args) -> int:
                             f"fitted {p['fitted_ms']:.2f} ms"))
     if "fp16_error" in cal.points:
         rows.append(("fp16 MatMul", "not run by this provider"))
+    if d is not None:
+        rows.append(("machine", d.line()))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
+    copied = cal.copied()
+    if copied:
+        print(f"copied, not {verb}: {', '.join(copied)} (each row above says from where and why)")
     print(f"wrote {out}: use --devices {cal.kind}:N --device-file {out} --costs roofline "
           f"(was: {spec.peak() / 1e9:.0f} GFLOP/s, {spec.bandwidth / 1e9:.0f} GB/s)")
     return 0

@@ -71,7 +71,7 @@ def test_written_file_reads_back_to_the_same_kind(tmp_path):
     cal = _cal(fp16_flops=900e9, conv_half_channels=12.5, conv_half_pixels=3.0)
     path = write_device_file(cal, tmp_path / "cpu.toml")
     text = open(path, encoding="utf-8").read()
-    assert "2026-01-01" in text and "# achieved fp32 FLOP/s of a large Conv" in text and "launch_us" in text
+    assert "2026-01-01" in text and "# measured fp32 FLOP/s of a large Conv" in text and "launch_us" in text
     specs, counts = read_device_file(path)
     got, want = specs["cpu"], cal.spec()
     assert counts == {}
@@ -124,7 +124,7 @@ def test_benchmark_chains_keep_their_shape_and_run():
     import onnxruntime  # noqa: F401
 
     rng = np.random.default_rng(0)
-    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, min_runs=1)
+    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, cap=0.0, min_runs=1)
     f32 = np.float32
     cases = [(_activation_unit(4), (1, 4, 8, 8), f32), (_pool_unit(), (1, 4, 8, 8), f32),
              (_conv_unit(4, 3, rng), (1, 4, 8, 8), f32), (_conv_unit(4, 1, rng), (1, 4, 5, 5), f32),
@@ -308,9 +308,9 @@ def test_conv_curve_fit_recovers_known_sizes_and_rate():
 
     r, hm, hn = 200e9, 16.0, 8.0
     pts = []
-    for c, side, k in CONV_SHAPES:
-        f = 2.0 * c * c * k * k * side * side
-        m, n = c, side * side
+    for c, side, k, groups in CONV_SHAPES:
+        f = 2.0 * c * (c // groups) * k * k * side * side
+        m, n = c / groups, side * side
         pts.append((f, m, n, f / (r * m / (m + hm) * n / (n + hn))))
     got = fit_conv_curve(pts)
     assert got[0] == pytest.approx(r, rel=1e-9) and got[1:] == (pytest.approx(hm), pytest.approx(hn))
@@ -335,7 +335,7 @@ def test_conv_efficiency_curve_slows_narrow_convolutions(tmp_path):
 
 def test_a_benchmark_the_provider_cannot_run_is_an_input_error():
     """E.g. a CUDA provider listed but no usable GPU: one typed error naming the benchmark."""
-    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, min_runs=1)
+    timer = _Timer("CPUExecutionProvider", 1, budget=0.0, cap=0.0, min_runs=1)
     bad = _chain(_matmul_unit((8, 8), np.random.default_rng(0)), (3, 8), 2)
     bad.graph.node[0].op_type = "NoSuchOp"
     with pytest.raises(InputError, match="could not run a calibration benchmark.*NoSuchOp x2"):
