@@ -118,14 +118,39 @@ def parse_batch_sizes(text: str | int | Sequence[int] | None) -> list[int] | Non
 
 
 def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: str = "roofline",
-                   dims=None, device_files: Iterable[str] = (), activations: bool = True) -> Workload:
+                   dims=None, device_files: Iterable[str] = (), activations: bool = True,
+                   models: dict | None = None) -> Workload:
     """The model at ``batch_size`` (a fixed batch in the file is made symbolic first,
-    :mod:`graphs.onnx_batch`), costed, with each node's output added to its memory (``activations``)."""
-    from graphs.onnx_batch import batchable_path, check_batch
-    from graphs.onnx_workload import prepare_onnx
+    :mod:`graphs.onnx_batch`), costed, with each node's output added to its memory (``activations``).
 
-    src = batchable_path(path)
-    g, w = prepare_onnx(src, devices, costs, batch_size, dims=dims, device_files=device_files)
+    ``models``: a dict the caller keeps across batch sizes; the file is then read once for all of them
+    (a 4-layer GPT-2 file is 400 MB: reading it takes seconds)."""
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_batch import batchable_path, check_batch, has_symbolic_batch
+    from graphs.onnx_loader import parse_model, read_model
+    from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
+
+    models = {} if models is None else models
+
+    def model_of(p: str):
+        st = os.stat(p)
+        key = (os.path.abspath(p), st.st_size, st.st_mtime_ns)
+        if key not in models:
+            models.clear()  # one model at a time
+            models[key] = read_model(p)
+        return models[key]
+
+    t0 = time.perf_counter()
+    src = os.fspath(path)
+    model = model_of(src)
+    if not has_symbolic_batch(model):
+        src = batchable_path(src)
+        model = model_of(src)
+    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
+                                                                      device_files)
+    external = any(t.data_location == 1 for t in model.graph.initializer)
+    g = parse_model(model, source=src, batch_size=batch_size, dims=dims, external_data=external)
+    w = graph_workload(g, ds, costs, t0=t0)
     check_batch(g, batch_size)
     graph = w.graph
     if activations:
@@ -177,8 +202,9 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     points: list[tuple[int, ServingPoint | None, str]] = []
     best: ServingPoint | None = None
     stopped = ""
+    models: dict = {}  # the file read once
     for b in sizes:
-        w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files)
+        w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=options)
         points.append((b, pt, "" if pt is not None else (sol.message or sol.status.value)))
         if pt is None:
@@ -204,7 +230,8 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     if best is None and latency_slo is not None:
         from solvers import slo_ip
 
-        w = batch_workload(path, devices, sizes[0], costs=costs, dims=dims, device_files=device_files)
+        w = batch_workload(path, devices, sizes[0], costs=costs, dims=dims, device_files=device_files,
+                           models=models)
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
     return Sweep(tuple(points), best, stopped, latency_slo, lowest)
@@ -298,6 +325,14 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
         if on_point is not None:
             on_point(pt)
 
+    def complete(descent: list[ServingPoint]) -> bool:
+        """The descent reached the latency end: whether every point of it is proven (then they are the
+        frontier, and nothing else found is kept)."""
+        if all(p.proven for p in descent):
+            found[:] = descent
+            return True
+        return False
+
     def program(start, **limits) -> Solution:
         opts = dataclasses.replace(options, time_limit=clock.budget(_PROGRAM_SHARE), raw=raw,
                                    warm_start=start)
@@ -315,8 +350,10 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
         return False, why
     end = dp_run(_QUICK_IDEALS, 0.5)
     exact = end.status == Status.OPTIMAL
+    early = None
     if not exact and end.assignment is not None and not clock.halted():
-        emit(_point(g, cl, end, proven=False))  # a first point now: what follows may take long
+        early = _point(g, cl, end, proven=False)
+        emit(early)  # a first point now: what follows may take long
     pool: list[tuple[float, float, np.ndarray]] | None = None
     descent: list[ServingPoint] = []  # the points from the throughput end down, in order
     limit = math.inf
@@ -335,11 +372,9 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
             first = program(start, latency_max=limit)
         if first.assignment is None:
             if first.status == Status.INFEASIBLE:  # nothing below the last latency: complete
-                complete = all(p.proven for p in descent)
-                if complete:
-                    found[:] = descent  # proven: these are the frontier (nothing else is needed)
-                return complete, ""
-            return False, clock.halted() or (first.message or "no plan found")
+                return complete(descent), ""
+            return False, clock.halted() or ("time limit reached" if first.status == Status.STOPPED
+                                             else first.message or "no plan found")
         load = evaluate(g, cl, first.assignment).max_load
         second = first
         if not clock.halted():
@@ -351,12 +386,13 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
         if descent and pt.latency_ms >= descent[-1].latency_ms * (1 - 1e-9):
             return False, "no progress (numerical limits)"
         descent.append(pt)
-        emit(pt)
+        if early is not None and _same(early, pt) and early.proven == pt.proven:
+            found[found.index(early)] = pt  # the programs kept the early point: said already
+        else:
+            emit(pt)
+        early = None
         if pt.latency_ms <= 0:  # nothing is faster than no time at all: complete
-            complete = all(p.proven for p in descent)
-            if complete:
-                found[:] = descent
-            return complete, ""
+            return complete(descent), ""
         limit = pt.latency_ms * (1 - _STEP)
         if pool is None and not clock.halted():
             pool = _start_pool(w, clock, options.threads)
@@ -376,6 +412,11 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
                     if on_point is not None:
                         on_point(descent[0])
     return False, clock.halted() or f"the point limit ({max_points}) was reached; more points may exist"
+
+
+def _same(p: ServingPoint, q: ServingPoint, rel: float = 1e-9) -> bool:
+    return math.isclose(p.max_load, q.max_load, rel_tol=rel) and math.isclose(p.latency_ms, q.latency_ms,
+                                                                               rel_tol=rel)
 
 
 def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allocations: int = 64
@@ -439,6 +480,7 @@ class FrontierSearch:
         self.device_files, self.max_points = tuple(device_files), max_points
         self.deadline, self.stop, self.on_point = deadline, stop, on_point
         self.found: dict[int, list[ServingPoint]] = {}
+        self._models: dict = {}  # the file, read once for every batch size
         self.proven = False
         self.stopped = "not started"
 
@@ -456,7 +498,7 @@ class FrontierSearch:
                 proven, stopped = False, stopped or f"batch {b}: {why}"
                 break
             w = batch_workload(self.path, self.devices, b, costs=self.costs, dims=self.dims,
-                               device_files=self.device_files)
+                               device_files=self.device_files, models=self._models)
             # the time left, shared by the batch sizes still to do (an auto sweep: half of it each)
             left = clock.left()
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))

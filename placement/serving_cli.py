@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -326,17 +327,29 @@ def _check_plot(path: str) -> None:
 
 
 class _Interrupts:
-    """Ctrl-C during a ``frontier`` or ``provision`` run: the first one is recorded (``hit``) and passed
+    """Ctrl-C during a ``frontier`` or ``provision`` run. The first one is recorded (``hit``) and passed
     on to the handler in place (the console's deferring one, :mod:`placement._interrupt`, or Python's),
     so that it ends whatever runs: a solver that catches it and returns its best (the DP, HiGHS, the
-    local search) as much as Python code. The command then asks ``hit`` between steps and stops. Later
-    ones are ignored (the command is already stopping, within a solver's reaction time), so that a
-    second Ctrl-C cannot tear a solver's thread away from its cleanup."""
+    local search) as much as Python code; the command asks ``hit`` between steps and stops. Later ones
+    are ignored: the command is already stopping, and a second Ctrl-C must not tear a solver's thread
+    away from its cleanup.
+
+    On the console a solver may still be slow to let go (HiGHS sometimes needs seconds to honour a
+    cancel, and a Ctrl-C inside numba's compiler waits for the compiler): :data:`GRACE_S` after the
+    Ctrl-C, if the command has not begun writing its results, a watchdog thread writes what was found
+    (``finish``), prints ``error: interrupted`` and ends the process with 130, without waiting for the
+    solver. :meth:`begin_finish` decides, once, which of the two writes."""
+
+    GRACE_S = 1.0
 
     def __init__(self) -> None:
         self.hit = False
         self.delivered = False
+        self.finish = None  # what the watchdog calls to write the results so far
         self._prev = None
+        self._finishing = False
+        self._owner: int | None = None
+        self._lock = threading.Lock()
 
     def __call__(self) -> bool:
         return self.hit
@@ -344,16 +357,54 @@ class _Interrupts:
     def _handler(self, signum, frame) -> None:
         if self.delivered:
             return
-        self.hit = True
+        if not self.hit:
+            self.hit = True
+            self._watch()
         try:
             self._prev(signum, frame)  # the deferring handler may hold it back until a safe point
         except KeyboardInterrupt:
             self.delivered = True
             raise
 
+    def _watch(self) -> None:
+        from . import _interrupt
+
+        if _interrupt.installed():  # the console only: tests calling main() keep their process
+            threading.Thread(target=self._watchdog, name="placement-ctrl-c", daemon=True).start()
+
+    def _watchdog(self) -> None:
+        import os
+        import sys
+        import time
+
+        time.sleep(self.GRACE_S)
+        if not self.begin_finish():
+            return  # the command is writing its results itself
+        try:
+            if self.finish is not None:
+                self.finish()
+        except Exception as e:  # the results could not be written: say so, still end
+            print(f"error: writing the results after Ctrl-C failed: {e}", file=sys.stderr)
+        print("error: interrupted", file=sys.stderr)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+
+    def begin_finish(self) -> bool:
+        """Claim the writing of the results: true for the first thread to ask (again true for it),
+        false for the other."""
+        with self._lock:
+            if self._finishing:
+                return self._owner == threading.get_ident()
+            self._finishing, self._owner = True, threading.get_ident()
+            self.delivered = True  # from now on every Ctrl-C is ignored
+            return True
+
     def __enter__(self) -> _Interrupts:
         import signal
-        import threading
 
         prev = signal.getsignal(signal.SIGINT)
         if threading.current_thread() is threading.main_thread() and callable(prev):
@@ -361,16 +412,20 @@ class _Interrupts:
             signal.signal(signal.SIGINT, self._handler)
         return self
 
-    def settle(self) -> None:
-        """From now on every Ctrl-C is ignored (the results are being written)."""
-        self.delivered = True
-
     def __exit__(self, *exc) -> bool:
         import signal
 
         if self._prev is not None and signal.getsignal(signal.SIGINT) == self._handler:
             signal.signal(signal.SIGINT, self._prev)
         return False
+
+
+def _wait_for_watchdog() -> None:
+    """The watchdog is writing the results and will end the process: wait for it."""
+    import time
+
+    while True:
+        time.sleep(1.0)
 
 
 def run(args) -> int:
@@ -400,6 +455,8 @@ def run(args) -> int:
                 code = _run_frontier(args, deadline, ctrl_c)
         except KeyboardInterrupt:
             code = 130
+        if not ctrl_c.begin_finish():
+            _wait_for_watchdog()
         if ctrl_c.hit:
             code = 130
     if code == 130:
@@ -510,7 +567,6 @@ def _frontier_table(fr) -> str:
 def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     import sys
 
-    from .export import print_json, write_json
     from .serving import FrontierSearch
 
     _need_onnx(args.model, "placement frontier")
@@ -536,46 +592,57 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         print(f"frontier of {args.model} on {args.devices or 'a100:4,cpu:1'}, batch sizes "
               f"{args.batch_size or 1} (time limit for the whole command: {limit}); points as found:",
               flush=True)
+    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True)
     try:
-        fr = search.run()
+        search.run()
     except KeyboardInterrupt:
         ctrl_c.hit = True
-    ctrl_c.settle()
+    if not ctrl_c.begin_finish():
+        _wait_for_watchdog()
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        if ctrl_c.hit:
-            import dataclasses
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit)
 
-            fr = dataclasses.replace(search.result(), proven=False, stopped="interrupted (Ctrl-C)")
-        data = _frontier_dict(fr, args.out)
+
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
+    """Write and print what ``search`` found (all of it, or so far when ``interrupted``)."""
+    import dataclasses
+    import sys
+
+    from .export import print_json, write_json
+
+    fr = search.result()
+    if interrupted:
+        fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
+    data = _frontier_dict(fr, args.out)
+    if args.out and fr.points:
+        for pt in data["points"]:
+            write_json(pt["plan_file"], pt["plan"])
+        write_json(args.out, data)
+    if args.json:
+        print_json(data)
+    else:
+        sized = ", ".join(str(b) for b in fr.per_batch) or "none"
+        print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
+              + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
+              + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
+        if fr.points:
+            print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
+            print(_frontier_table(fr))
         if args.out and fr.points:
-            for pt in data["points"]:
-                write_json(pt["plan_file"], pt["plan"])
-            write_json(args.out, data)
-        if args.json:
-            print_json(data)
-        else:
-            sized = ", ".join(str(b) for b in fr.per_batch) or "none"
-            print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
-                  + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
-                  + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
-            if fr.points:
-                print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
-                print(_frontier_table(fr))
-            if args.out and fr.points:
-                first = data["points"][0]["plan_file"]
-                print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")
-        if args.plot and fr.points and not plot_note:
-            try:
-                plot_frontier(fr, args.plot)
-                if not args.json:
-                    print(f"plot written to {args.plot}")
-            except ImportError:
-                print("note: drawing the frontier needs matplotlib, which could not be imported; frontier "
-                      "not drawn", file=sys.stderr)
+            first = data["points"][0]["plan_file"]
+            print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")
+    if args.plot and fr.points and not plot_note:
+        try:
+            plot_frontier(fr, args.plot)
+            if not args.json:
+                print(f"plot written to {args.plot}")
+        except ImportError:
+            print("note: drawing the frontier needs matplotlib, which could not be imported; frontier "
+                  "not drawn", file=sys.stderr)
     sys.stdout.flush()
-    if ctrl_c.hit:
+    if interrupted:
         return 130
     if not fr.points:
         print(f"error: no plan found{': ' + fr.stopped if fr.stopped else ''}"
@@ -626,11 +693,14 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     if auto:
         sizes = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)]
     results = []
+    models: dict = {}  # the file, read once for every batch size
+    ctrl_c.finish = lambda: _provision_report(args, ds, prices, list(results), interrupted=True)
     try:
         for i, b in enumerate(sizes):
             if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
                 break
-            w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or ())
+            w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
+                               models=models)
             left = None if deadline is None else max(0.0, deadline - time.perf_counter())
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
             results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
@@ -646,7 +716,8 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
                     break  # no cheaper at this batch size (or the latency target rules larger ones out)
     except KeyboardInterrupt:
         ctrl_c.hit = True
-    ctrl_c.settle()
+    if not ctrl_c.begin_finish():
+        _wait_for_watchdog()
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
