@@ -31,6 +31,11 @@ def output_dir(path: str, flag: str) -> str:
 
 
 def _writable_folder(folder: str, path: str, flag: str) -> None:
+    up = folder
+    while not os.path.exists(up) and os.path.dirname(up) != up:
+        up = os.path.dirname(up)
+    if os.path.exists(up) and not os.path.isdir(up):  # makedirs would say only "File exists"
+        raise InputError(f"{flag} {path}: cannot write there ({up} is a file, not a folder)")
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):

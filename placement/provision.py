@@ -169,6 +169,23 @@ def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
     return float(max(best.max(initial=0.0), best.sum() / cl.num_devices)), critical_path(graph, cl)
 
 
+def _lattice_in_time(graph: OpGraph, cluster: Cluster, deadline: float | None) -> None:
+    """Raise :class:`ProblemTooLargeError` when the DP's lattice cannot even be enumerated by
+    ``deadline``: :func:`solvers.dp.curve` enumerates it without a deadline (its DP has one)."""
+    if deadline is None:
+        return
+    from graphs.errors import InfeasibleError
+    from graphs.ideals import enumerate_ideals
+    from solvers.dp import DEFAULT_MAX_IDEALS, prepare
+
+    try:
+        items = prepare(graph, cluster).items
+    except InfeasibleError:
+        return  # the curve says so itself
+    enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=DEFAULT_MAX_IDEALS,
+                     deadline=deadline)
+
+
 def provision(graph: OpGraph, available: Cluster, prices, target: float, *, latency_slo: float | None = None,
               options: SolveOptions | None = None, max_solves: int = 200, deadline: float | None = None,
               stop: Callable[[], bool] | None = None) -> Provision:
@@ -208,6 +225,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         from solvers.dp import curve
 
         try:
+            _lattice_in_time(graph, available, deadline)
             cv = curve(graph, available, timed())
         except ProblemTooLargeError as e:
             why = halted() or ("time limit reached" if deadline is not None else str(e))
