@@ -266,13 +266,12 @@ def add_parser(sub) -> None:
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")
-    _common(v)
+    _common(v, devices="not for provision: the devices to choose from are --available")
     v.set_defaults(devices=None)
 
 
-def _common(p) -> None:
-    p.add_argument("--devices", default=None, metavar="SPEC",
-                   help="cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)")
+def _common(p, devices: str = "cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)") -> None:
+    p.add_argument("--devices", default=None, metavar="SPEC", help=devices)
     p.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
                    help="TOML/JSON file defining device kinds (repeatable)")
     p.add_argument("--costs", default="roofline", metavar="MODEL",

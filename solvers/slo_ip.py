@@ -251,7 +251,8 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         chosen = (best[2], best[3], best[4])
         stats["returned"] = "warm start"
     if chosen is None:
-        status = Status.ERROR if res.status == _milp.ERROR else Status.FEASIBLE
+        # a limit before any placement: "stopped" (nothing found, nothing proven)
+        status = Status.ERROR if res.status == _milp.ERROR else Status.STOPPED
         return Solution(None, math.inf, status, "slo-ip", bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     a, load, lev = chosen
