@@ -13,20 +13,28 @@ With a latency target, each allocation's best throughput under it is the serving
 (:mod:`solvers.slo_ip`). Allocations are tried cheapest first; one is skipped without a solve when a
 bound already rules it out (its max-load is at least the largest node's and the total work's share per
 device, its latency at least the critical path); the first that meets both targets is the answer, and
-it is exact when every solve before it was proven. ``max_solves`` caps the programs solved.
+it is exact when every solve before it was proven. ``max_solves`` caps the programs solved. When no
+allocation has a plan under the latency target, the lowest latency of the available devices (the
+serving IP's, minimising latency) says by how much it is missed.
+
+``options.time_limit`` bounds the whole call (as ``deadline``, a ``time.perf_counter()`` value, does),
+and ``stop()`` returning true ends it after the solve that runs (Ctrl-C on the command line): the
+answer is then what was found, ``proven`` false and ``stopped`` saying why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.errors import InputError, ProblemTooLargeError
 from graphs.evaluate import evaluate
 from graphs.model import Cluster, DeviceKind, OpGraph
 from solvers.base import Solution, SolveOptions, Status
@@ -127,6 +135,15 @@ class Provision:
     proven: bool
     max_reachable: Allocation | None  # the highest throughput found (when the target is unreachable)
     solves: int = 0
+    stopped: str = ""  # why the search ended before it could answer for sure ("" when it did not)
+    # with a latency target that no allocation meets: the serving IP's lowest latency on all the
+    # available devices (objective: the lowest found; bound: what is proven), else None
+    lowest_latency: Solution | None = None
+
+    @property
+    def latency_unmet(self) -> bool:
+        """Whether no allocation was found with a plan under the latency target."""
+        return self.latency_slo is not None and self.best is None and not self.efficient
 
 
 def _efficient(allocs: list[Allocation]) -> list[Allocation]:
@@ -152,14 +169,49 @@ def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
     return float(max(best.max(initial=0.0), best.sum() / cl.num_devices)), critical_path(graph, cl)
 
 
+def _lattice_in_time(graph: OpGraph, cluster: Cluster, deadline: float | None) -> None:
+    """Raise :class:`ProblemTooLargeError` when the DP's lattice cannot even be enumerated by
+    ``deadline``: :func:`solvers.dp.curve` enumerates it without a deadline (its DP has one)."""
+    if deadline is None:
+        return
+    from graphs.errors import InfeasibleError
+    from graphs.ideals import enumerate_ideals
+    from solvers.dp import DEFAULT_MAX_IDEALS, prepare
+
+    try:
+        items = prepare(graph, cluster).items
+    except InfeasibleError:
+        return  # the curve says so itself
+    enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=DEFAULT_MAX_IDEALS,
+                     deadline=deadline)
+
+
 def provision(graph: OpGraph, available: Cluster, prices, target: float, *, latency_slo: float | None = None,
-              options: SolveOptions | None = None, max_solves: int = 200) -> Provision:
+              options: SolveOptions | None = None, max_solves: int = 200, deadline: float | None = None,
+              stop: Callable[[], bool] | None = None) -> Provision:
     """The cheapest allocation of ``available`` serving ``target`` samples/s (and, if given, with the
     latency of one batch at most ``latency_slo`` ms); see the module doc. ``prices``: per kind, in the
     cluster's order."""
     options = options or SolveOptions()
     if not (target > 0 and math.isfinite(target)):
         raise InputError(f"the throughput target must be a positive number of samples/s, got {target}")
+    if deadline is None and options.time_limit is not None:
+        deadline = time.perf_counter() + options.time_limit
+
+    def left() -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+    def halted() -> str:
+        if stop is not None and stop():
+            return "interrupted"
+        if deadline is not None and left() <= 0.05:
+            return "time limit reached"
+        return ""
+
+    def timed(share: float = 1.0) -> SolveOptions:
+        t = left()
+        return dataclasses.replace(options, time_limit=None if t is None else max(0.05, share * t))
+
     batch = int(graph.meta.get("batch_size") or 1)
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in available.kinds)
@@ -172,7 +224,13 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if latency_slo is None:
         from solvers.dp import curve
 
-        cv = curve(graph, available, options)
+        try:
+            _lattice_in_time(graph, available, deadline)
+            cv = curve(graph, available, timed())
+        except ProblemTooLargeError as e:
+            why = halted() or ("time limit reached" if deadline is not None else str(e))
+            return Provision(kinds, target, None, None, None, None, (), False, None,
+                             stopped=f"{why}: the DP over every allocation did not finish")
         allocs = [Allocation(c, float(np.dot(c, prices)), cv.values[c], sps(cv.values[c]))
                   for c in allocs_all]
         eff = _efficient(allocs)
@@ -180,11 +238,15 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         top = eff[-1] if eff else None
         if best is None:
             return Provision(kinds, target, None, None, None, None, tuple(eff), True, top)
-        from solvers import dp
+        from solvers.registry import get_solver
 
         cl = sub_cluster(available, best.counts)
-        sol = dp.solve(graph, cl, options)
-        return Provision(kinds, target, None, best, sol, cl, tuple(eff), sol.status == Status.OPTIMAL, top)
+        sol = get_solver("dp")(graph, cl, timed())
+        why = "" if sol.status == Status.OPTIMAL else (halted() or sol.message)
+        if sol.assignment is None:
+            return Provision(kinds, target, None, best, None, None, tuple(eff), False, top, stopped=why)
+        return Provision(kinds, target, None, best, sol, cl, tuple(eff), sol.status == Status.OPTIMAL, top,
+                         stopped=why)
 
     from solvers import slo_ip
 
@@ -192,18 +254,25 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     tried: list[Allocation] = []
     proven = True
     solves = 0
+    stopped = ""
     best = sol_best = cl_best = None
-    for c in order:
+    for i, c in enumerate(order):
         cl = sub_cluster(available, c)
         price = float(np.dot(c, prices))
         lb_load, lb_lat = _lower_bounds(graph, cl)
         if sps(lb_load) < target * (1 - 1e-12) or lb_lat > latency_slo * (1 + 1e-12):
             continue  # ruled out by a bound: no solve needed
         if solves >= max_solves:
+            proven, stopped = False, f"the solve limit ({max_solves}) was reached"
+            break
+        stopped = halted()
+        if stopped:
             proven = False
             break
         solves += 1
-        sol = slo_ip.solve(graph, cl, options, latency_max=latency_slo)
+        # the time left, shared by the allocations still to try (at least a tenth of it each)
+        sol = slo_ip.solve(graph, cl, timed(max(0.1, 1 / (len(order) - i))), latency_max=latency_slo,
+                           stop=stop)
         if sol.assignment is None:
             if sol.status != Status.INFEASIBLE:
                 proven = False
@@ -217,5 +286,9 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         proven &= sol.status == Status.OPTIMAL  # a better plan might have met the target
     eff = _efficient(tried)
     top = eff[-1] if eff else None
+    lowest = None
+    if best is None and not eff and not halted():
+        # no allocation has a plan under the latency target: how low can the latency go at all?
+        lowest = slo_ip.solve(graph, available, timed(), minimise="latency", stop=stop)
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
-                     proven and (best is None or best.proven), top, solves)
+                     proven and (best is None or best.proven) and not stopped, top, solves, stopped, lowest)

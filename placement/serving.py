@@ -15,9 +15,17 @@ latency is the time one batch takes end to end (:mod:`graphs.latency`).
 * :func:`frontier` gives every batch size's non-dominated (samples/s, latency) plans, by the epsilon-
   constraint method on the serving IP: from no latency limit, minimise max-load, then minimise latency
   at that max-load; tighten the limit to just below that latency (a relative step of ``1e-5``, the
-  frontier's resolution); repeat until infeasible. Across batch sizes
-  the dominated points are dropped. A point is *proven* when both of its programs were solved to
-  optimality.
+  frontier's resolution); repeat until infeasible. The throughput end's max-load is the exact DP's
+  (``get_solver("dp")``: contiguous placements, which without host cores are exactly the serving
+  domain, so no program is needed for it; with host cores the program starts from it). Across batch
+  sizes the dominated points are dropped. A point is *proven* when its max-load and its latency were
+  both proven optimal (the DP or the program, then the program).
+* One deadline bounds the whole frontier (``options.time_limit``, :class:`FrontierSearch`): every
+  program gets a share of the time left, points are reported as they are found (``on_point``), and
+  what was found when the time runs out (or ``stop()`` says so: Ctrl-C on the command line) is the
+  answer, each point labelled proven or not. On a model whose DP lattice is too large to finish (more
+  than :data:`_QUICK_IDEALS` ideals, then a share of the time), the DP's best chain placement is the
+  first, unproven point.
 
 Nothing here prints; errors are :class:`graphs.errors.PlacementError` subclasses.
 """
@@ -27,7 +35,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,8 +50,8 @@ from solvers.base import Solution, SolveOptions, Status
 
 from .api import Placement, place
 
-__all__ = ["ServingPoint", "Sweep", "Frontier", "parse_batch_sizes", "batch_workload", "serving_point",
-           "sweep", "frontier", "non_dominated", "AUTO_MAX_BATCH"]
+__all__ = ["ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes", "batch_workload",
+           "serving_point", "sweep", "frontier", "batch_frontier", "non_dominated", "AUTO_MAX_BATCH"]
 
 AUTO_MAX_BATCH = 1024
 _IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than this fraction
@@ -83,7 +92,8 @@ class Frontier:
 
     points: tuple[ServingPoint, ...]
     per_batch: dict  # batch size -> its own non-dominated points (before merging)
-    proven: bool
+    proven: bool  # complete, every point proven
+    stopped: str = ""  # why the search ended before it was complete ("" when it was not cut short)
 
 
 def parse_batch_sizes(text: str | int | Sequence[int] | None) -> list[int] | None:
@@ -108,14 +118,39 @@ def parse_batch_sizes(text: str | int | Sequence[int] | None) -> list[int] | Non
 
 
 def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: str = "roofline",
-                   dims=None, device_files: Iterable[str] = (), activations: bool = True) -> Workload:
+                   dims=None, device_files: Iterable[str] = (), activations: bool = True,
+                   models: dict | None = None) -> Workload:
     """The model at ``batch_size`` (a fixed batch in the file is made symbolic first,
-    :mod:`graphs.onnx_batch`), costed, with each node's output added to its memory (``activations``)."""
-    from graphs.onnx_batch import batchable_path, check_batch
-    from graphs.onnx_workload import prepare_onnx
+    :mod:`graphs.onnx_batch`), costed, with each node's output added to its memory (``activations``).
 
-    src = batchable_path(path)
-    g, w = prepare_onnx(src, devices, costs, batch_size, dims=dims, device_files=device_files)
+    ``models``: a dict the caller keeps across batch sizes; the file is then read once for all of them
+    (a 4-layer GPT-2 file is 400 MB: reading it takes seconds)."""
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_batch import batchable_path, check_batch, has_symbolic_batch
+    from graphs.onnx_loader import parse_model, read_model
+    from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
+
+    models = {} if models is None else models
+
+    def model_of(p: str):
+        st = os.stat(p)
+        key = (os.path.abspath(p), st.st_size, st.st_mtime_ns)
+        if key not in models:
+            models.clear()  # one model at a time
+            models[key] = read_model(p)
+        return models[key]
+
+    t0 = time.perf_counter()
+    src = os.fspath(path)
+    model = model_of(src)
+    if not has_symbolic_batch(model):
+        src = batchable_path(src)
+        model = model_of(src)
+    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
+                                                                      device_files)
+    external = any(t.data_location == 1 for t in model.graph.initializer)
+    g = parse_model(model, source=src, batch_size=batch_size, dims=dims, external_data=external)
+    w = graph_workload(g, ds, costs, t0=t0)
     check_batch(g, batch_size)
     graph = w.graph
     if activations:
@@ -127,13 +162,14 @@ def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: 
     return Workload(graph, w.cluster)
 
 
-def _point(graph: OpGraph, cluster, sol: Solution, objective: str = "max-load") -> ServingPoint:
+def _point(graph: OpGraph, cluster, sol: Solution, objective: str = "max-load", *,
+           proven: bool | None = None) -> ServingPoint:
     ev = evaluate(graph, cluster, sol.assignment)
     p = Placement(graph, cluster, sol, ev, objective)
     b = int(graph.meta.get("batch_size") or 1)
     lat = latency(graph, cluster, sol.assignment, subgraphs=sol.stats.get("subgraphs")).total
     sps = 1e3 * b / ev.max_load if ev.max_load > 0 else math.inf
-    return ServingPoint(b, p, sps, lat, sol.status == Status.OPTIMAL)
+    return ServingPoint(b, p, sps, lat, sol.status == Status.OPTIMAL if proven is None else proven)
 
 
 def serving_point(w: Workload, *, latency_slo: float | None = None, solver: str | None = None,
@@ -166,8 +202,9 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     points: list[tuple[int, ServingPoint | None, str]] = []
     best: ServingPoint | None = None
     stopped = ""
+    models: dict = {}  # the file read once
     for b in sizes:
-        w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files)
+        w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=options)
         points.append((b, pt, "" if pt is not None else (sol.message or sol.status.value)))
         if pt is None:
@@ -193,16 +230,21 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     if best is None and latency_slo is not None:
         from solvers import slo_ip
 
-        w = batch_workload(path, devices, sizes[0], costs=costs, dims=dims, device_files=device_files)
+        w = batch_workload(path, devices, sizes[0], costs=costs, dims=dims, device_files=device_files,
+                           models=models)
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
     return Sweep(tuple(points), best, stopped, latency_slo, lowest)
 
 
+def _auto_sizes(max_batch: int) -> list[int]:
+    return [1 << k for k in range(int(math.log2(max_batch)) + 1)]
+
+
 def non_dominated(points: Iterable[ServingPoint], rel: float = 1e-9) -> list[ServingPoint]:
     """The points no other point beats on both samples/s (higher) and latency (lower), by samples/s
-    decreasing; of equal points the first (smaller batch) is kept."""
-    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size))
+    decreasing; of equal points a proven one, then the first (smaller batch) is kept."""
+    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, not p.proven))
     out: list[ServingPoint] = []
     for p in pts:
         if out and p.latency_ms >= out[-1].latency_ms * (1 - rel):
@@ -211,67 +253,203 @@ def non_dominated(points: Iterable[ServingPoint], rel: float = 1e-9) -> list[Ser
     return out
 
 
-def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_points: int = 50
+# ---------------------------------------------------------------- the frontier, under one deadline
+_QUICK_IDEALS = 20_000  # the first DP run's lattice cap: exact on most models, a second or less
+_MIN_PROGRAM_S = 0.5  # no program is started with less time than this left
+_PROGRAM_SHARE = 0.2  # each program gets this share of the time left (at least _MIN_PROGRAM_S)
+_EXACT_SHARE = 0.25  # the full exact DP, when the quick one could not be exact: this share of the time left
+_POOL_SHARE = 0.1  # the sub-cluster starts: this share of the time left
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+class _Clock:
+    """The deadline (``time.perf_counter()``; ``None``: none) and the caller's ``stop`` of one search."""
+
+    def __init__(self, deadline: float | None, stop: Callable[[], bool] | None):
+        self.deadline, self.stop = deadline, stop
+
+    def halted(self) -> str:
+        """Why the search must end now ("" when it may go on)."""
+        if self.stop is not None and self.stop():
+            return "interrupted"
+        if self.deadline is not None and self.deadline - _now() < _MIN_PROGRAM_S:
+            return "time limit reached"
+        return ""
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - _now())
+
+    def budget(self, share: float) -> float | None:
+        """Seconds for the next step: ``share`` of the time left, at least :data:`_MIN_PROGRAM_S` (or
+        what is left); ``None`` without a deadline."""
+        left = self.left()
+        return None if left is None else min(left, max(_MIN_PROGRAM_S, share * left))
+
+
+def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_points: int = 50,
+                   deadline: float | None = None, stop: Callable[[], bool] | None = None,
+                   on_point: Callable[[ServingPoint], None] | None = None
                    ) -> tuple[list[ServingPoint], bool]:
     """One workload's non-dominated (max-load, latency) plans by the epsilon-constraint method (see the
-    module doc), and whether every point was proven."""
-    from solvers import slo_ip
+    module doc), and whether every point was proven and the frontier is complete.
 
+    ``options.time_limit`` bounds the whole call (as ``deadline``, a ``time.perf_counter()`` value,
+    does); ``stop`` returning true ends it after the program that runs; ``on_point`` is called with
+    every point as it is found (some are later dominated: the list returned holds the front only)."""
     options = options or SolveOptions()
-    pool = _start_pool(w, options)
-    points: list[ServingPoint] = []
-    proven = True
+    if deadline is None and options.time_limit is not None:
+        deadline = _now() + options.time_limit
+    found: list[ServingPoint] = []
+    proven, _ = _batch_frontier(w, options, max_points, _Clock(deadline, stop), on_point, found)
+    return non_dominated(found), proven
+
+
+def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: _Clock,
+                    on_point: Callable[[ServingPoint], None] | None, found: list[ServingPoint]
+                    ) -> tuple[bool, str]:
+    """The search of :func:`batch_frontier`, appending every point it finds to ``found`` as it goes (so
+    that a ``KeyboardInterrupt`` leaves them there). Returns (complete and proven, why it stopped early)."""
+    from solvers import slo_ip
+    from solvers.registry import get_solver
+
+    dp_solve = get_solver("dp")
+    g, cl = w.graph, w.cluster
+    hosts = any(not k.pays_communication and k.count > 0 for k in cl.kinds)
+    raw = {**options.raw, "dp_warm_start": False}  # the starts come from here (the DP runs once)
+
+    def emit(pt: ServingPoint) -> None:
+        found.append(pt)
+        if on_point is not None:
+            on_point(pt)
+
+    def complete(descent: list[ServingPoint]) -> bool:
+        """The descent reached the latency end: whether every point of it is proven (then they are the
+        frontier, and nothing else found is kept)."""
+        if all(p.proven for p in descent):
+            found[:] = descent
+            return True
+        return False
+
+    def program(start, **limits) -> Solution:
+        opts = dataclasses.replace(options, time_limit=clock.budget(_PROGRAM_SHARE), raw=raw,
+                                   warm_start=start)
+        return slo_ip.solve(g, cl, opts, stop=clock.stop, **limits)
+
+    def dp_run(max_ideals: int | None, share: float) -> Solution:
+        dp_raw = {} if max_ideals is None else {"max_ideals": max_ideals}
+        return dp_solve(g, cl, SolveOptions(time_limit=clock.budget(share), threads=options.threads,
+                                            raw=dp_raw))
+
+    # the throughput end: the exact DP's optimum (contiguous placements: without host cores exactly the
+    # serving domain, so its max-load is the domain's best; with them a start the program may beat)
+    why = clock.halted()
+    if why:
+        return False, why
+    end = dp_run(_QUICK_IDEALS, 0.5)
+    exact = end.status == Status.OPTIMAL
+    early = None
+    if not exact and end.assignment is not None and not clock.halted():
+        early = _point(g, cl, end, proven=False)
+        emit(early)  # a first point now: what follows may take long
+    pool: list[tuple[float, float, np.ndarray]] | None = None
+    descent: list[ServingPoint] = []  # the points from the throughput end down, in order
     limit = math.inf
-    for _ in range(max_points):
-        fits = [(load, a) for load, lat, a in pool if lat <= limit]
-        start = min(fits, key=lambda x: x[0])[1] if fits else None
-        first = slo_ip.solve(w.graph, w.cluster, dataclasses.replace(options, warm_start=start),
-                             latency_max=limit)
+    retried = exact
+    while len(descent) < max_points:
+        why = clock.halted()
+        if why:
+            return False, why
+        if limit == math.inf and exact and not hosts:
+            first = end  # the DP's optimum is the domain's: no program needed for the max-load
+        else:
+            fits = [(load, a) for load, lat, a in (pool or []) if lat <= limit]
+            if limit == math.inf and end.assignment is not None:
+                fits.append((evaluate(g, cl, end.assignment).max_load, end.assignment))
+            start = min(fits, key=lambda x: x[0])[1] if fits else None
+            first = program(start, latency_max=limit)
         if first.assignment is None:
-            if first.status != Status.INFEASIBLE:
-                proven = False  # stopped at a limit: points beyond this one are unknown
-            break
-        load = first.stats["max_load"]
-        second = slo_ip.solve(w.graph, w.cluster, dataclasses.replace(options, warm_start=first.assignment),
-                              minimise="latency", max_load_max=load, latency_max=limit)
-        sol = second if second.assignment is not None else first
-        pt = _point(w.graph, w.cluster, sol)
-        ok = first.status == Status.OPTIMAL and second.status == Status.OPTIMAL
-        pt = dataclasses.replace(pt, proven=ok)
-        proven &= ok
-        if points and pt.latency_ms >= points[-1].latency_ms * (1 - 1e-9):
-            break  # no progress (numerical limits)
-        points.append(pt)
+            if first.status == Status.INFEASIBLE:  # nothing below the last latency: complete
+                return complete(descent), ""
+            return False, clock.halted() or ("time limit reached" if first.status == Status.STOPPED
+                                             else first.message or "no plan found")
+        load = evaluate(g, cl, first.assignment).max_load
+        second = first
+        if not clock.halted():
+            second = program(first.assignment, minimise="latency", max_load_max=load, latency_max=limit)
+            if second.assignment is None:
+                second = first
+        ok = first.status == Status.OPTIMAL and second is not first and second.status == Status.OPTIMAL
+        pt = _point(g, cl, second, proven=ok)
+        if descent and pt.latency_ms >= descent[-1].latency_ms * (1 - 1e-9):
+            return False, "no progress (numerical limits)"
+        descent.append(pt)
+        if early is not None and _same(early, pt) and early.proven == pt.proven:
+            found[found.index(early)] = pt  # the programs kept the early point: said already
+        else:
+            emit(pt)
+        early = None
+        if pt.latency_ms <= 0:  # nothing is faster than no time at all: complete
+            return complete(descent), ""
         limit = pt.latency_ms * (1 - _STEP)
-    else:
-        proven = False  # more points may exist
-    # under time limits a later point (not proven) can dominate an earlier one: keep the front only
-    return non_dominated(points), proven
+        if pool is None and not clock.halted():
+            pool = _start_pool(w, clock, options.threads)
+        if not retried and not clock.halted():
+            retried = True  # the full exact DP, once, within a share of the time left
+            full = dp_run(None, _EXACT_SHARE)
+            if full.status == Status.OPTIMAL and full.assignment is not None:
+                end, exact = full, True
+                top = descent[0]
+                if full.objective < top.max_load * (1 - 1e-9):
+                    descent, limit = [], math.inf  # a better throughput end: from the top again
+                elif (not hosts and not top.proven and second is not first
+                      and second.status == Status.OPTIMAL and len(descent) == 1):
+                    # the DP proves the top's max-load; its latency program was proven already
+                    descent[0] = dataclasses.replace(top, proven=True)
+                    found[found.index(top)] = descent[0]
+                    if on_point is not None:
+                        on_point(descent[0])
+    return False, clock.halted() or f"the point limit ({max_points}) was reached; more points may exist"
 
 
-def _start_pool(w: Workload, options: SolveOptions, max_allocations: int = 64
+def _same(p: ServingPoint, q: ServingPoint, rel: float = 1e-9) -> bool:
+    return math.isclose(p.max_load, q.max_load, rel_tol=rel) and math.isclose(p.latency_ms, q.latency_ms,
+                                                                               rel_tol=rel)
+
+
+def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allocations: int = 64
                 ) -> list[tuple[float, float, np.ndarray]]:
     """Starts for the frontier's programs: the DP's placement on sub-clusters (every count of each
     accelerator kind, host kinds all or none), as ``(max-load, latency, assignment)`` on the full
     cluster. Fewer devices mean fewer hops: these plans trade throughput for latency, which is what the
-    tightening limits ask for, and a program under a time limit starts from the best that fits."""
+    tightening limits ask for, and a program under a time limit starts from the best that fits. Built
+    within a share of the time left (:data:`_POOL_SHARE`); the DP's lattice is capped as for the first
+    run (on a larger one it returns its best chain placement quickly)."""
     import itertools
 
     from graphs.model import Cluster, DeviceKind
-    from solvers import dp
+    from solvers.registry import get_solver
 
+    dp_solve = get_solver("dp")
     cl = w.cluster
+    left = clock.left()
+    until = None if left is None else _now() + _POOL_SHARE * left
     choices = [range(k.count + 1) if k.pays_communication else sorted({0, k.count}) for k in cl.kinds]
     first = np.concatenate([[0], np.cumsum([k.count for k in cl.kinds])[:-1]])
     out = []
     for counts in itertools.islice(itertools.product(*choices), max_allocations + 1):
-        if sum(counts) == 0:
-            continue
+        if sum(counts) == 0 or counts == tuple(k.count for k in cl.kinds):
+            continue  # the full cluster is the throughput end's own run
+        if clock.halted() or (until is not None and _now() > until):
+            break
         sub = Cluster(tuple(DeviceKind(k.name, c, k.memory, k.pays_communication)
                             for k, c in zip(cl.kinds, counts)))
         try:
-            sol = dp.solve(w.graph, sub, SolveOptions(time_limit=options.time_limit,
-                                                      raw={"max_ideals": 200_000}))
+            sol = dp_solve(w.graph, sub, SolveOptions(
+                time_limit=None if until is None else max(0.05, until - _now()), threads=threads,
+                raw={"max_ideals": _QUICK_IDEALS}))
         except PlacementError:
             continue
         if sol.assignment is None:
@@ -285,29 +463,77 @@ def _start_pool(w: Workload, options: SolveOptions, max_allocations: int = 64
     return out
 
 
+class FrontierSearch:
+    """The frontier over batch sizes as a search that can be watched and cut short: :meth:`run` calls
+    ``on_point(point)`` for every point as it is found and ends at the deadline (``options.time_limit``
+    seconds from :meth:`run`, for the whole search: every batch size, loading included) or when ``stop()``
+    returns true; :meth:`result` is what it has found so far, also after a ``KeyboardInterrupt`` escaped
+    :meth:`run`."""
+
+    def __init__(self, path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
+                 costs: str = "roofline", options: SolveOptions | None = None, dims=None,
+                 device_files: Iterable[str] = (), max_points: int = 50, deadline: float | None = None,
+                 stop: Callable[[], bool] | None = None,
+                 on_point: Callable[[ServingPoint], None] | None = None):
+        self.path, self.devices, self.batch_sizes = path, devices, batch_sizes
+        self.costs, self.options, self.dims = costs, options or SolveOptions(), dims
+        self.device_files, self.max_points = tuple(device_files), max_points
+        self.deadline, self.stop, self.on_point = deadline, stop, on_point
+        self.found: dict[int, list[ServingPoint]] = {}
+        self._models: dict = {}  # the file, read once for every batch size
+        self.proven = False
+        self.stopped = "not started"
+
+    def run(self) -> Frontier:
+        if self.deadline is None and self.options.time_limit is not None:
+            self.deadline = _now() + self.options.time_limit
+        clock = _Clock(self.deadline, self.stop)
+        auto = self.batch_sizes is None
+        sizes = _auto_sizes(AUTO_MAX_BATCH) if auto else list(self.batch_sizes)
+        self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
+        proven, stopped, best = True, "", 0.0
+        for i, b in enumerate(sizes):
+            why = clock.halted()
+            if why:
+                proven, stopped = False, stopped or f"batch {b}: {why}"
+                break
+            w = batch_workload(self.path, self.devices, b, costs=self.costs, dims=self.dims,
+                               device_files=self.device_files, models=self._models)
+            # the time left, shared by the batch sizes still to do (an auto sweep: half of it each)
+            left = clock.left()
+            share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
+            sub = _Clock(None if share is None else min(self.deadline, _now() + share), self.stop)
+            pts = self.found.setdefault(b, [])
+            ok, why = _batch_frontier(w, self.options, self.max_points, sub, self.on_point, pts)
+            proven &= ok
+            if why:
+                stopped = stopped or f"batch {b}: {why}"
+                if why == "interrupted":
+                    break
+            if not pts:
+                if auto:
+                    break
+                continue
+            top = max(p.samples_per_s for p in pts)
+            if auto and best and top <= best * (1 + _IMPROVES):
+                break
+            best = max(best, top)
+        self.proven, self.stopped = proven and not stopped, stopped
+        return self.result()
+
+    def result(self) -> Frontier:
+        """The non-dominated points found so far (the whole frontier once :meth:`run` has returned)."""
+        per_batch = {b: non_dominated(v) for b, v in self.found.items()}
+        merged = non_dominated([p for pts in self.found.values() for p in pts])
+        return Frontier(tuple(merged), per_batch, self.proven, self.stopped)
+
+
 def frontier(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
              costs: str = "roofline", options: SolveOptions | None = None, dims=None,
-             device_files: Iterable[str] = (), max_points: int = 50) -> Frontier:
+             device_files: Iterable[str] = (), max_points: int = 50,
+             on_point: Callable[[ServingPoint], None] | None = None) -> Frontier:
     """Non-dominated (samples/s, latency) plans over the batch sizes (``None``: those an auto sweep
-    tries, stopping once the best throughput stops improving)."""
-    options = options or SolveOptions()
-    auto = batch_sizes is None
-    sizes = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)] if auto else list(batch_sizes)
-    per_batch: dict[int, list[ServingPoint]] = {}
-    proven = True
-    best = 0.0
-    for b in sizes:
-        w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files)
-        pts, ok = batch_frontier(w, options, max_points=max_points)
-        per_batch[b] = pts
-        proven &= ok
-        if not pts:
-            if auto:
-                break
-            continue
-        top = max(p.samples_per_s for p in pts)
-        if auto and best and top <= best * (1 + _IMPROVES):
-            break
-        best = max(best, top)
-    merged = non_dominated([p for pts in per_batch.values() for p in pts])
-    return Frontier(tuple(merged), per_batch, proven)
+    tries, stopping once the best throughput stops improving); ``options.time_limit`` bounds the whole
+    search (see :class:`FrontierSearch`)."""
+    return FrontierSearch(path, devices, batch_sizes, costs=costs, options=options, dims=dims,
+                          device_files=device_files, max_points=max_points, on_point=on_point).run()

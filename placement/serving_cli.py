@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -48,13 +49,22 @@ def show_mfu_lines(graph, cluster, assignment, period_ms: float | None) -> str:
 # ---------------------------------------------------------------- place --batch-size / --latency-slo
 def batch_size_arg(text: str):
     """``--batch-size``: an int for one batch size; ``"auto"`` or a comma list (kept as text) for a
-    sweep, which only ``place`` and ``frontier`` run."""
+    sweep, which only ``place`` and ``frontier`` run. A bad value is an ``argparse.ArgumentTypeError``
+    (argparse names the flag: ``argument --batch-size: ...``)."""
+    import argparse
+
     t = text.strip().lower()
     if t.isdigit() and int(t) >= 1:
         return int(t)
+    from graphs.errors import InputError
+
     from .serving import parse_batch_sizes
 
-    parse_batch_sizes(t)  # raises InputError on a malformed list
+    try:
+        parse_batch_sizes(t)
+    except InputError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a batch size: give a positive integer, auto, or "
+                                         f"a list of positive integers such as 1,2,4") from None
     return t
 
 
@@ -82,8 +92,9 @@ def wants_serving(args) -> bool:
 def _options(args):
     from solvers.base import SolveOptions
 
-    return SolveOptions(time_limit=args.time_limit, gap=args.gap, threads=args.threads,
-                        seed=getattr(args, "seed", 0),
+    t = args.time_limit
+    return SolveOptions(time_limit=None if t is None or math.isinf(t) else t, gap=args.gap,
+                        threads=args.threads, seed=getattr(args, "seed", 0),
                         backend=getattr(args, "backend", "highs"))
 
 
@@ -108,7 +119,7 @@ def _sizes(value):
 
 
 def _sweep_rows(sw) -> str:
-    rows = [["batch", "samples/s", "latency ms", "max-load ms", "status", "MFU", "note"]]
+    rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
     for b, pt, why in sw.points:
         if pt is None:
             rows.append([str(b), "-", "-", "-", "-", "-", why])
@@ -135,6 +146,14 @@ def _serving_section(sw) -> dict:
                          "status": pt.placement.status.value if pt else None, "note": why}
                         for b, pt, why in sw.points],
     }
+
+
+def per_batch_summary(text: str, batch: int) -> str:
+    """:func:`placement.report.format_summary` of a plan at batch size ``batch``: its figures are per
+    batch, so the latency is labelled as one batch's, not one sample's (batch 1: unchanged)."""
+    if batch == 1:
+        return text
+    return text.replace("(one sample, latency model)", f"(one batch of {batch} samples, latency model)")
 
 
 def run_place(args, frontend: dict) -> int:
@@ -169,7 +188,7 @@ def run_place(args, frontend: dict) -> int:
         print_json(data)
     else:
         slo = f", latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
-        print(f"batch sizes{slo} (samples/s = batch / max-load; latency = one batch end to end)")
+        print(f"batch sizes{slo} (samples/s = 1000 x batch / max-load; latency = one batch end to end)")
         print(_sweep_rows(sw))
         if sw.stopped:
             print(f"stopped: {sw.stopped}")
@@ -188,11 +207,11 @@ def run_place(args, frontend: dict) -> int:
         gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
                 f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
         print(f"\nbest batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
-              f"{p.latency_ms:.6g} ms")
+              f"{p.latency_ms:.6g} ms per batch")
         table = format_table(p.placement)
         if table:
             print(table + "\n")
-        print(format_summary(p.placement))
+        print(per_batch_summary(format_summary(p.placement), p.batch_size))
         sys.stdout.write(mfu_lines(p.placement))
         if args.out:
             print(f"result written to {args.out}")
@@ -200,22 +219,30 @@ def run_place(args, frontend: dict) -> int:
 
 
 # ---------------------------------------------------------------- frontier
+DEFAULT_TIME_LIMIT = 60.0  # seconds for the whole frontier / provision command
+_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
 def add_parser(sub) -> None:
     """Register ``frontier`` and ``provision``."""
     f = sub.add_parser("frontier", help="throughput-latency frontier of a model",
                        description="Every non-dominated (samples/s, latency) plan of an ONNX model over the "
                        "batch sizes: for each, the best throughput under a latency limit, tightened point "
-                       "by point (epsilon-constraint on the serving integer program); proven points are "
-                       "optimal for both measures. Each plan is a placement result (placement show reads "
-                       "it).")
+                       "by point (epsilon-constraint on the serving integer program), from the exact DP's "
+                       "throughput optimum down; proven points are optimal for both measures. Points are "
+                       "printed as they are found; when --time-limit runs out (or on Ctrl-C) the points "
+                       "found so far are the answer, each labelled proven or not. Each plan is a "
+                       "placement result (placement show reads it).")
     f.add_argument("model", help="ONNX model (.onnx)")
     _common(f)
     f.add_argument("--max-points", type=int, default=50, metavar="K", help="points per batch size at most "
                    "(default 50)")
     f.add_argument("--out", "-o", default=None, metavar="F.json", help="write the frontier (and one result "
-                   "file per plan, F.<k>.json)")
-    f.add_argument("--plot", default=None, metavar="F.png", help="draw the frontier")
-    f.add_argument("--json", action="store_true", help="print the frontier JSON")
+                   "file per plan, F.<k>.json; default: write nothing)")
+    f.add_argument("--plot", default=None, metavar="F.png", help="draw the frontier (needs matplotlib; "
+                   f"formats {', '.join(_PLOT_FORMATS)}; default: no drawing)")
+    f.add_argument("--json", action="store_true", help="print the frontier JSON (instead of the points "
+                   "and the table)")
 
     v = sub.add_parser("provision", help="cheapest devices for a throughput target",
                        description="The cheapest allocation of the available devices (prices per "
@@ -224,37 +251,255 @@ def add_parser(sub) -> None:
                        "efficient allocations. Exact from one DP run over every allocation without a "
                        "latency target; with one, allocations are tried cheapest first with the serving IP.")
     v.add_argument("model", nargs="?", help="ONNX model (.onnx)")
-    v.add_argument("--target-throughput", type=float, default=None, metavar="X", help="samples per second")
+    v.add_argument("--target-throughput", type=float, default=None, metavar="X",
+                   help="samples per second (required)")
     v.add_argument("--latency-slo", type=float, default=None, metavar="MS",
-                   help="latency of one batch at most MS milliseconds")
-    v.add_argument("--available", default=None, metavar="SPEC", help="devices to choose from, e.g. "
-                   "a100:8,t4:16,cpu:64")
+                   help="latency of one batch at most MS milliseconds (default: no latency target)")
+    v.add_argument("--available", default=None, metavar="SPEC", help="devices to choose from (required), "
+                   "e.g. a100:8,t4:16,cpu:64")
     v.add_argument("--prices", default=None, metavar="FILE", help="TOML/JSON prices per device-hour "
-                   "([prices] a100 = 3.0)")
+                   "([prices] a100 = 3.0; default: price_per_hour of the device files)")
     v.add_argument("--example-prices", default=None, metavar="FILE",
                    help="write an example prices file (made-up figures) and exit")
     v.add_argument("--max-solves", type=int, default=200, metavar="K",
                    help="with --latency-slo: integer programs solved at most (default 200)")
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
-                   "placement result with a 'provision' section)")
+                   "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")
-    _common(v)
+    _common(v, devices="not for provision: the devices to choose from are --available")
     v.set_defaults(devices=None)
 
 
-def _common(p) -> None:
-    p.add_argument("--devices", default=None, metavar="SPEC", help="cluster, e.g. a100:2,t4:4,cpu:8")
+def _common(p, devices: str = "cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)") -> None:
+    p.add_argument("--devices", default=None, metavar="SPEC", help=devices)
     p.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
                    help="TOML/JSON file defining device kinds (repeatable)")
     p.add_argument("--costs", default="roofline", metavar="MODEL",
                    help="roofline (default), profile, or a JSON cost table")
-    p.add_argument("--batch-size", default=None, metavar="auto|N|LIST",
-                   help="batch sizes: one (default 1), a list 1,2,4, or auto (1, 2, 4, ... while the best "
-                        "throughput improves by 1%%)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="seconds per integer program (default none); points then may be unproven")
+    p.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="auto|N|LIST",
+                   help="batch sizes: one (default 1), a list 1,2,4, or auto (1, 2, 4, ... up to "
+                        "1024 while the best throughput improves by 1%%)")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
+                   help=f"seconds for the whole command, the model's loading included (default "
+                        f"{DEFAULT_TIME_LIMIT:g}; inf: none); what was found by then is the answer, "
+                        f"labelled proven or not")
     p.add_argument("--gap", type=float, default=1e-4, help="relative MIP gap (default 1e-4)")
-    p.add_argument("--threads", type=int, default=None, help="solver threads")
+    p.add_argument("--threads", type=int, default=None, help="solver threads (default: the solvers' own)")
+
+
+def _check_numbers(args) -> None:
+    """The numeric flags, before any work: one error naming the flag."""
+    from graphs.errors import InputError
+
+    t = args.time_limit
+    if math.isnan(t) or t <= 0:
+        raise InputError(f"--time-limit must be a positive number of seconds (inf: none), got {t!r}")
+    if not (args.gap >= 0 and math.isfinite(args.gap)):
+        raise InputError(f"--gap must be a finite number at least 0, got {args.gap!r}")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads must be at least 1, got {args.threads}")
+    if getattr(args, "max_points", 1) < 1:
+        raise InputError(f"--max-points must be at least 1, got {args.max_points}")
+    if getattr(args, "max_solves", 1) < 1:
+        raise InputError(f"--max-solves must be at least 1, got {args.max_solves}")
+    if getattr(args, "target_throughput", None) is not None and not (
+            args.target_throughput > 0 and math.isfinite(args.target_throughput)):
+        raise InputError(f"--target-throughput must be a positive number of samples/s, got "
+                         f"{args.target_throughput!r}")
+    slo = getattr(args, "latency_slo", None)
+    if slo is not None and not (slo > 0 and math.isfinite(slo)):
+        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo!r}")
+
+
+def _check_plot(path: str) -> None:
+    import os
+
+    from graphs.errors import InputError
+
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in _PLOT_FORMATS:
+        raise InputError(f"--plot {path}: the file name must end in one of "
+                         f"{', '.join('.' + e for e in _PLOT_FORMATS)}")
+    from .outputs import output_file
+
+    output_file(path, "--plot")
+
+
+class _Interrupts:
+    """Ctrl-C during a ``frontier`` or ``provision`` run. The first one is recorded (``hit``) and passed
+    on to the handler in place (the console's deferring one, :mod:`placement._interrupt`, or Python's),
+    so that it ends whatever runs: a solver that catches it and returns its best (the DP, HiGHS, the
+    local search) as much as Python code; the command asks ``hit`` between steps and stops. Later ones
+    are ignored: the command is already stopping, and a second Ctrl-C must not tear a solver's thread
+    away from its cleanup.
+
+    On the console a solver may still be slow to let go (HiGHS sometimes needs seconds to honour a
+    cancel, and a Ctrl-C inside numba's compiler waits for the compiler): :data:`GRACE_S` after the
+    Ctrl-C, if the command has not begun writing its results, a watchdog thread writes what was found
+    (``finish``), prints ``error: interrupted`` and ends the process with 130, without waiting for the
+    solver. :meth:`begin_finish` decides, once, which of the two writes."""
+
+    GRACE_S = 1.0
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.delivered = False
+        self.finish = None  # what the watchdog calls to write the results so far
+        self._prev = None
+        self._finishing = False
+        self._owner: int | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        return self.hit
+
+    def _handler(self, signum, frame) -> None:
+        if self.delivered:
+            return
+        if not self.hit:
+            self.hit = True
+            self._watch()
+        try:
+            self._prev(signum, frame)  # the deferring handler may hold it back until a safe point
+        except KeyboardInterrupt:
+            self.delivered = True
+            raise
+
+    def _watch(self) -> None:
+        from . import _interrupt
+
+        if _interrupt.installed():  # the console only: tests calling main() keep their process
+            threading.Thread(target=self._watchdog, name="placement-ctrl-c", daemon=True).start()
+
+    def _watchdog(self) -> None:
+        import os
+        import sys
+        import time
+
+        time.sleep(self.GRACE_S)
+        if not self.begin_finish():
+            return  # the command is writing its results itself
+        try:
+            if self.finish is not None:
+                self.finish()
+        except Exception as e:  # the results could not be written: say so, still end
+            print(f"error: writing the results after Ctrl-C failed: {e}", file=sys.stderr)
+        print("error: interrupted", file=sys.stderr)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+
+    def begin_finish(self) -> bool:
+        """Claim the writing of the results: true for the first thread to ask (again true for it),
+        false for the other."""
+        with self._lock:
+            if self._finishing:
+                return self._owner == threading.get_ident()
+            self._finishing, self._owner = True, threading.get_ident()
+            self.delivered = True  # from now on every Ctrl-C is ignored
+            return True
+
+    def __enter__(self) -> _Interrupts:
+        import signal
+
+        prev = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread() and callable(prev):
+            self._prev = prev
+            signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        import signal
+
+        if self._prev is not None and signal.getsignal(signal.SIGINT) == self._handler:
+            signal.signal(signal.SIGINT, self._prev)
+        return False
+
+
+def _wait_for_watchdog() -> None:
+    """The watchdog is writing the results and will end the process: wait for it."""
+    import time
+
+    while True:
+        time.sleep(1.0)
+
+
+def run(args) -> int:
+    """Run ``frontier`` or ``provision``: outputs and values checked first, then one deadline
+    (``--time-limit``, from here) for all the work; Ctrl-C stops it, the best so far is written and
+    the exit code is 130."""
+    import sys
+    import time
+
+    from .outputs import output_file
+
+    started = time.perf_counter()
+    if args.command == "provision" and args.example_prices:
+        return _write_example_prices(args.example_prices)
+    _check_numbers(args)
+    if getattr(args, "out", None):
+        output_file(args.out, "--out")  # before any work: a folder created, or one error line
+    if getattr(args, "plot", None):
+        _check_plot(args.plot)
+    deadline = started + args.time_limit if math.isfinite(args.time_limit) else None
+    _warnings_as_lines()
+    with _Interrupts() as ctrl_c:
+        try:
+            if args.command == "provision":
+                code = _run_provision(args, deadline, ctrl_c)
+            else:
+                code = _run_frontier(args, deadline, ctrl_c)
+        except KeyboardInterrupt:
+            code = 130
+        if not ctrl_c.begin_finish():
+            _wait_for_watchdog()
+        if ctrl_c.hit:
+            code = 130
+    if code == 130:
+        from . import _interrupt
+
+        _interrupt.quiet()  # a Ctrl-C while we exit changes nothing
+        print("error: interrupted", file=sys.stderr)
+    _exit_past_abandoned_solver(code)
+    return code
+
+
+def _exit_past_abandoned_solver(code: int) -> None:
+    """When HiGHS did not stop within its grace after being cancelled, :mod:`solvers._milp` abandons its
+    search in a daemon thread. Python's exit would then tear down HiGHS's C++ threads under it
+    (``terminate called without an active exception``, exit 134), so the console command leaves
+    without that teardown, its output flushed. Tests calling ``main`` (no console) are not affected."""
+    import os
+    import sys
+
+    from . import _interrupt
+
+    milp = sys.modules.get("solvers._milp")
+    if milp is None or not _interrupt.installed() or not milp._abandoned_running():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _warnings_as_lines() -> None:
+    """The ONNX front end's warnings as ``warning: ...`` lines on stderr (as for ``place``)."""
+    import logging
+    import sys
+
+    class _Warnings(logging.Handler):
+        def emit(self, record):
+            print(f"warning: {record.getMessage()}", file=sys.stderr)
+
+    log = logging.getLogger("graphs.onnx")
+    if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
+        log.addHandler(_Warnings())
 
 
 def _frontier_dict(fr, out: str | None) -> dict:
@@ -269,9 +514,9 @@ def _frontier_dict(fr, out: str | None) -> dict:
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
                        "latency_ms": p.latency_ms, "max_load": p.max_load, "proven": p.proven,
                        "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
-    return {"schema": "placement-frontier", "version": 1, "proven": fr.proven,
+    return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
-                          "max-load (ms)",
+                          "max-load (ms); latency_ms and max_load are per batch",
             "batch_sizes": {str(b): len(v) for b, v in fr.per_batch.items()}, "points": points}
 
 
@@ -302,88 +547,136 @@ def plot_frontier(fr, path: str) -> str:
     return path
 
 
-def run(args) -> int:
-    """Run ``frontier`` or ``provision``."""
-    if getattr(args, "out", None):
-        from .cli import _output_file
-
-        _output_file(args.out, "--out")  # before any work: a folder created, or one error line
-    if args.command == "provision":
-        return _run_provision(args)
-    return _run_frontier(args)
+def _point_line(p) -> str:
+    """One point as it is found (stdout, flushed)."""
+    return (f"found: batch {p.batch_size}: {p.samples_per_s:.6g} samples/s, latency {p.latency_ms:.6g} ms "
+            f"per batch, max-load {p.max_load:.6g} ms per batch, {'proven' if p.proven else 'not proven'}")
 
 
-def _run_frontier(args) -> int:
+def _frontier_table(fr) -> str:
+    rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]]
+    for k, p in enumerate(fr.points):
+        m = compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
+        rows.append([str(k), str(p.batch_size), f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}",
+                     f"{p.max_load:.6g}", _pct(m.total) if m else "-", "yes" if p.proven else "no"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
+    import sys
+
+    from .serving import FrontierSearch
+
+    _need_onnx(args.model, "placement frontier")
+    sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
+    plot_note = ""
+    if args.plot:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            plot_note = ("note: drawing the frontier needs matplotlib, which is not installed (pip install "
+                         "matplotlib); frontier not drawn")
+            print(plot_note, file=sys.stderr)
+
+    def found(p) -> None:
+        if not args.json:
+            print(_point_line(p), flush=True)
+
+    search = FrontierSearch(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
+                            device_files=args.device_files or (), max_points=args.max_points,
+                            deadline=deadline, stop=ctrl_c, on_point=found)
+    if not args.json:
+        limit = f"{args.time_limit:g} s" if deadline is not None else "none"
+        print(f"frontier of {args.model} on {args.devices or 'a100:4,cpu:1'}, batch sizes "
+              f"{args.batch_size or 1} (time limit for the whole command: {limit}); points as found:",
+              flush=True)
+    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True)
+    try:
+        search.run()
+    except KeyboardInterrupt:
+        ctrl_c.hit = True
+    if not ctrl_c.begin_finish():
+        _wait_for_watchdog()
+    from . import _interrupt
+
+    with _interrupt.deferred():  # the results are written whole
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit)
+
+
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
+    """Write and print what ``search`` found (all of it, or so far when ``interrupted``)."""
+    import dataclasses
     import sys
 
     from .export import print_json, write_json
-    from .serving import frontier
 
-    _need_onnx(args.model, "placement frontier")
-    if args.max_points < 1:
-        from graphs.errors import InputError
-
-        raise InputError("--max-points must be at least 1")
-    sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
-    fr = frontier(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
-                  device_files=args.device_files or (), max_points=args.max_points)
+    fr = search.result()
+    if interrupted:
+        fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     data = _frontier_dict(fr, args.out)
-    if args.out:
+    if args.out and fr.points:
         for pt in data["points"]:
             write_json(pt["plan_file"], pt["plan"])
         write_json(args.out, data)
     if args.json:
         print_json(data)
     else:
-        rows = [["#", "batch", "samples/s", "latency ms", "max-load ms", "MFU", "proven"]]
-        for k, p in enumerate(fr.points):
-            m = compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
-            rows.append([str(k), str(p.batch_size), f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}",
-                         f"{p.max_load:.6g}", _pct(m.total) if m else "-", "yes" if p.proven else "no"])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        print(f"frontier: {len(fr.points)} non-dominated plan(s) over batch sizes "
-              f"{', '.join(str(b) for b in fr.per_batch)}; "
-              + ("all proven" if fr.proven else "NOT all proven (a limit was hit)"))
-        for r in rows:
-            print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-        if args.out:
-            first = data["points"][0]["plan_file"] if data["points"] else None
-            print(f"frontier written to {args.out}" + (f"; one result file per plan ({first}, ...)"
-                                                       if first else ""))
-    if args.plot:
+        sized = ", ".join(str(b) for b in fr.per_batch) or "none"
+        print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
+              + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
+              + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
+        if fr.points:
+            print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
+            print(_frontier_table(fr))
+        if args.out and fr.points:
+            first = data["points"][0]["plan_file"]
+            print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")
+    if args.plot and fr.points and not plot_note:
         try:
             plot_frontier(fr, args.plot)
             if not args.json:
                 print(f"plot written to {args.plot}")
         except ImportError:
-            print("note: drawing the frontier needs matplotlib, which is not installed (pip install "
-                  "matplotlib); frontier not drawn", file=sys.stderr)
-    return 0 if fr.points else 1
+            print("note: drawing the frontier needs matplotlib, which could not be imported; frontier "
+                  "not drawn", file=sys.stderr)
+    sys.stdout.flush()
+    if interrupted:
+        return 130
+    if not fr.points:
+        print(f"error: no plan found{': ' + fr.stopped if fr.stopped else ''}"
+              + (f" (--time-limit {args.time_limit:g} s)" if "time limit" in fr.stopped else ""),
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 # ---------------------------------------------------------------- provision
-def _run_provision(args) -> int:
-    import sys
+def _write_example_prices(path: str) -> int:
+    from graphs.errors import InputError
+
+    from .outputs import output_file
+    from .provision import EXAMPLE_PRICES
+
+    output_file(path, "--example-prices")  # the folder created, as for every command's outputs
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(EXAMPLE_PRICES)
+    except OSError as e:
+        raise InputError(f"--example-prices {path}: cannot write there ({e.strerror or e})") from None
+    print(f"wrote {path}: example prices per device-hour (made-up figures; set your own)")
+    return 0
+
+
+def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
+    import time
 
     from graphs.devices import parse_devices
     from graphs.errors import InputError
 
-    from .export import print_json, result_dict, write_json
-    from .provision import EXAMPLE_PRICES, kind_prices, provision, read_prices
-    from .serving import batch_workload
+    from .provision import kind_prices, provision, read_prices
+    from .serving import AUTO_MAX_BATCH, batch_workload
 
-    if args.example_prices:
-        import os
-
-        try:  # the output's folder is created as for every command's outputs; one error line if it cannot be
-            os.makedirs(os.path.dirname(os.path.abspath(args.example_prices)), exist_ok=True)
-            with open(args.example_prices, "w", encoding="utf-8") as f:
-                f.write(EXAMPLE_PRICES)
-        except OSError as e:
-            raise InputError(f"--example-prices {args.example_prices}: cannot write there "
-                             f"({e.strerror or e})") from None
-        print(f"wrote {args.example_prices}: example prices per device-hour (made-up figures; set your own)")
-        return 0
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
     _need_onnx(args.model, "placement provision")
@@ -392,30 +685,63 @@ def _run_provision(args) -> int:
                          "(e.g. a100:8,t4:16,cpu:64)")
     if args.devices:
         raise InputError("placement provision takes --available (the devices to choose from), not --devices")
-    if args.latency_slo is not None and not args.latency_slo > 0:
-        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {args.latency_slo}")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
-    from .serving import AUTO_MAX_BATCH
-
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
         sizes = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)]
     results = []
-    for b in sizes:
-        w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or ())
-        results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
-                                        latency_slo=args.latency_slo, options=_options(args),
-                                        max_solves=args.max_solves)))
-        if auto and len(results) > 1:
-            prev, cur = results[-2][2].best, results[-1][2].best
-            if (prev is not None and (cur is None or cur.price >= prev.price - 1e-12)) or (
-                    prev is None and cur is None and args.latency_slo is not None):
-                break  # no cheaper at this batch size (or the latency target rules larger ones out)
+    models: dict = {}  # the file, read once for every batch size
+    ctrl_c.finish = lambda: _provision_report(args, ds, prices, list(results), interrupted=True)
+    try:
+        for i, b in enumerate(sizes):
+            if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
+                break
+            w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
+                               models=models)
+            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
+            results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
+                                            latency_slo=args.latency_slo, options=_options(args),
+                                            max_solves=args.max_solves, stop=ctrl_c,
+                                            deadline=None if share is None else time.perf_counter() + share)))
+            if results[-1][2].stopped == "interrupted":
+                break
+            if auto and len(results) > 1:
+                prev, cur = results[-2][2].best, results[-1][2].best
+                if (prev is not None and (cur is None or cur.price >= prev.price - 1e-12)) or (
+                        prev is None and cur is None and args.latency_slo is not None):
+                    break  # no cheaper at this batch size (or the latency target rules larger ones out)
+    except KeyboardInterrupt:
+        ctrl_c.hit = True
+    if not ctrl_c.begin_finish():
+        _wait_for_watchdog()
+    from . import _interrupt
+
+    with _interrupt.deferred():  # the results are written whole
+        code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit)
+    return 130 if ctrl_c.hit else code
+
+
+def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
+    import sys
+
+    from .export import print_json, result_dict, write_json
+
+    slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
+    if not results:
+        if not interrupted:
+            print(f"error: no answer within --time-limit {args.time_limit:g} s (the model's loading took it "
+                  f"all)", file=sys.stderr)
+            return 1
+        return 130
     found = [r for r in results if r[2].best is not None]
     b, w, pv = min(found, key=lambda r: (r[2].best.price, -r[2].best.samples_per_s)) if found else results[0]
     names = pv.kinds
+    stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
+                                                             "")
+    proven = pv.proven and not stopped
 
     def alloc(counts) -> str:
         return ",".join(f"{k}:{c}" for k, c in zip(names, counts) if c) or "(none)"
@@ -423,14 +749,17 @@ def _run_provision(args) -> int:
     section = {
         "target_samples_per_s": args.target_throughput, "latency_slo_ms": args.latency_slo,
         "available": str(ds), "prices_per_hour": dict(zip(names, prices.tolist())), "batch_size": b,
-        "proven": pv.proven, "allocation": alloc(pv.best.counts) if pv.best else None,
+        "proven": proven, "stopped": stopped or None,
+        "allocation": alloc(pv.best.counts) if pv.best else None,
         "price_per_hour": pv.best.price if pv.best else None,
         "efficient": [{"allocation": alloc(a.counts), "price_per_hour": a.price,
-                       "samples_per_s": a.samples_per_s, "max_load": a.max_load} for a in pv.efficient],
+                       "samples_per_s": a.samples_per_s, "max_load_ms_per_batch": a.max_load}
+                      for a in pv.efficient],
         "per_batch_size": [{"batch_size": bb, "allocation": alloc(p.best.counts) if p.best else None,
                             "price_per_hour": p.best.price if p.best else None} for bb, _, p in results],
     }
     data = {"schema": "placement-result", "version": 1, "status": "infeasible", "devices": []}
+    placement = None
     if pv.best is not None and pv.solution is not None and pv.solution.assignment is not None:
         from .api import Placement
 
@@ -444,7 +773,6 @@ def _run_provision(args) -> int:
     if args.json:
         print_json(data)
     else:
-        slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
         print(f"price-throughput curve of efficient allocations (batch {b}{slo}; "
               + ("every allocation, exact" if args.latency_slo is None else "allocations solved") + "):")
         rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
@@ -455,22 +783,53 @@ def _run_provision(args) -> int:
         for r in rows:
             print("  " + "  ".join(c.ljust(wd) if i == 0 else c.rjust(wd) for i, (c, wd) in
                                    enumerate(zip(r, widths))))
+        if stopped:
+            print(f"stopped: {stopped}")
         if pv.best is not None:
             print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
                   f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
-                  + ("proven cheapest" if pv.proven else "NOT proven cheapest (a limit was hit)"))
-            sys.stdout.write(mfu_lines(placement))
-            if args.out:
-                print(f"plan written to {args.out}")
-    if pv.best is None:
+                  + ("proven cheapest" if proven else "NOT proven cheapest (a limit was hit)"))
+            if placement is not None:
+                sys.stdout.write(mfu_lines(placement))
+        if args.out:
+            print(("plan" if placement is not None else "result") + f" written to {args.out}")
+    if pv.best is not None or interrupted:
+        return 0
+    print(_provision_failure(args, ds, results, stopped), file=sys.stderr)
+    return 1
+
+
+def _provision_failure(args, ds, results, stopped: str) -> str:
+    """The one error line when no allocation was found: the latency target, the throughput, or a limit."""
+    if any(r[2].efficient or r[2].best for r in results) or args.latency_slo is None:
         top = max((r[2].max_reachable for r in results if r[2].max_reachable is not None),
                   key=lambda a: a.samples_per_s, default=None)
-        most = (f"; the most any allocation serves{' under the latency target' if args.latency_slo else ''} "
-                f"is {top.samples_per_s:.6g} samples/s ({alloc(top.counts)})" if top else "")
-        print(f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}",
-              file=sys.stderr)
-        return 1
-    return 0
+        if top is None and stopped:
+            return f"error: no answer: {stopped} (--time-limit {args.time_limit:g} s)"
+        names = results[0][2].kinds
+        most = ""
+        if top is not None:
+            where = ",".join(f"{k}:{c}" for k, c in zip(names, top.counts) if c)
+            under = " under the latency target" if args.latency_slo else ""
+            most = f"; the most any allocation serves{under} is {top.samples_per_s:.6g} samples/s ({where})"
+        lim = f" (not proven: {stopped})" if stopped else ""
+        return f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}{lim}"
+    # no allocation has any plan under the latency target: that is what cannot be met
+    b, _, pv = results[0]
+    low = pv.lowest_latency
+    what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
+    if low is None or low.assignment is None:
+        return f"error: infeasible: {what}" + (f" (not proven: {stopped})" if stopped else "")
+    if low.status.value == "optimal":
+        return (f"error: infeasible: {what}; the lowest latency achievable is {low.objective:.6g} ms "
+                f"(batch {b})")
+    bound = low.bound if low.bound is not None else 0.0
+    if bound > args.latency_slo:
+        return (f"error: infeasible: {what}; the lowest latency achievable is at least {bound:.6g} ms "
+                f"(the best plan found takes {low.objective:.6g} ms, batch {b})")
+    return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms with {ds}; the lowest "
+            f"latency found is {low.objective:.6g} ms (batch {b}; not proven lowest"
+            + (f": {stopped}" if stopped else "") + ")")
 
 
 def evaluate_plan(graph, cluster, solution):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -123,10 +124,14 @@ class _ServingModel(_LatencyModel):
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
           minimise: str = "max-load", latency_max: float = math.inf,
-          max_load_max: float = math.inf) -> Solution:
+          max_load_max: float = math.inf, stop: Callable[[], bool] | None = None) -> Solution:
     """The best serving-domain placement for ``minimise`` under the other measure's limit (see the
     module doc). ``stats`` hold ``max_load``, ``latency`` and ``subgraphs`` of the returned placement;
     status ``infeasible`` when no placement meets the limit (proven).
+
+    ``stop`` (a callable, e.g. "was Ctrl-C pressed"), when it returns true after the starts, skips the
+    integer program: the best start is returned as ``feasible`` (nothing proven), or ``stopped``
+    without one. A Ctrl-C that one of the starts (the DP, the local search) swallowed counts too.
 
     Times are scaled so that the all-in-sequence latency bound is :data:`_SCALE` inside the program:
     the solver's absolute feasibility tolerances (1e-7 per row, adding up along paths) would otherwise
@@ -139,7 +144,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     h = _horizon(graph, cluster, 1)
     scale = _SCALE / h if math.isfinite(h) and h > 0 else 1.0
     g = dataclasses.replace(graph, compute=graph.compute * scale, comm=graph.comm * scale)
-    sol = _solve(g, cluster, options, minimise, latency_max * scale, max_load_max * scale)
+    sol = _solve(g, cluster, options, minimise, latency_max * scale, max_load_max * scale, stop)
     if sol.assignment is None:
         msg = sol.message
         if sol.status == Status.INFEASIBLE and "has " in msg:  # the limit as the caller gave it
@@ -162,7 +167,7 @@ _SCALE = 1000.0
 
 
 def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: str, latency_max: float,
-           max_load_max: float) -> Solution:
+           max_load_max: float, stop: Callable[[], bool] | None = None) -> Solution:
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"minimise": minimise, "latency_max": latency_max, "max_load_max": max_load_max}
@@ -183,6 +188,18 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         value = r[0] if minimise == "max-load" else r[1].total
         if best is None or value < best[0]:
             best = (value, name, a, r[0], r[1])
+    if stats.get("interrupted") or (stop is not None and stop()):
+        # Ctrl-C (or the caller's stop) during the starts: no integer program; nothing is proven
+        elapsed = time.perf_counter() - t_start
+        why = "interrupted (Ctrl-C)" if stats.get("interrupted") else "stopped"
+        stats["stopped"] = why
+        if best is None:
+            return Solution(None, math.inf, Status.STOPPED, "slo-ip", time=elapsed, stats=stats,
+                            message=f"{why} before any placement was found")
+        stats.update(max_load=best[3], latency=best[4].total, subgraphs=[int(s) for s in best[4].subgraph],
+                     returned=best[1])
+        return Solution(np.asarray(best[2], np.int64), best[0], Status.FEASIBLE, "slo-ip", time=elapsed,
+                        stats=stats, message=f"{why}: best start ({best[1]}) returned, not proven optimal")
     # the big-M horizon: a latency some optimal placement does not exceed (every placement's latency is
     # under the all-in-sequence bound; under the limit; for latency, under the best start's)
     horizon = min(_horizon(graph, cluster, 1), latency_max)
@@ -234,7 +251,8 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         chosen = (best[2], best[3], best[4])
         stats["returned"] = "warm start"
     if chosen is None:
-        status = Status.ERROR if res.status == _milp.ERROR else Status.FEASIBLE
+        # a limit before any placement: "stopped" (nothing found, nothing proven)
+        status = Status.ERROR if res.status == _milp.ERROR else Status.STOPPED
         return Solution(None, math.inf, status, "slo-ip", bound=res.bound, time=elapsed, stats=stats,
                         message=(res.message or "no placement found") + "; no placement found")
     a, load, lev = chosen
@@ -271,6 +289,8 @@ def _starts(graph: OpGraph, cluster: Cluster, options: SolveOptions, deadline, s
             stats["dp_status"] = f"skipped: {e}"
             return
         stats["dp_status"] = sol.status.value
+        if "interrupted" in sol.message:  # Ctrl-C during the DP (it stops and returns what it has)
+            stats["interrupted"] = True
         if sol.assignment is not None:
             yield "dp", np.asarray(sol.assignment, np.int64)
 

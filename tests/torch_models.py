@@ -197,3 +197,61 @@ def pipelined_rank(rank: int, world: int, spec: dict, batch: int, chunks: int, i
                 schedule.step()
     finally:
         dist.destroy_process_group()
+
+
+def gpt2(*, layers: int = 4, hidden: int = 768, heads: int = 12, vocab: int = 50257, positions: int = 1024,
+         seed: int = 0):
+    """A GPT-2-style decoder (the GPT-2 small shapes by default, ``layers`` blocks): token and position
+    embeddings, pre-norm blocks (causal self-attention with a fused QKV projection, an MLP with the
+    tanh GELU), a final norm and an LM head tied to the token embedding, as in GPT-2."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.c_attn, self.c_proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.c_fc, self.mlp_proj = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=-1)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // heads))
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            x = x + self.c_proj((att @ v).transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp_proj(nn.functional.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, hidden), nn.Embedding(positions, hidden)
+            self.h = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(hidden)
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for blk in self.h:
+                x = blk(x)
+            return nn.functional.linear(self.ln_f(x), self.wte.weight)  # the tied LM head
+
+    torch.manual_seed(seed)
+    return GPT2().eval()
+
+
+def export_onnx(model, path, example, *, dynamic_batch: bool = True) -> str:
+    """``torch.onnx.export`` of ``model`` on ``example`` (one tensor) to ``path``, with a symbolic batch
+    dimension (``dynamic_batch``) as a model exported for serving has. The TorchScript exporter
+    (``dynamo=False``): the torch.export one needs onnxscript, which the test environment lacks."""
+    import warnings
+
+    import torch
+
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
+    with warnings.catch_warnings():  # the exporter's deprecation and tracer warnings
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (example,), str(path), dynamo=False, input_names=["input"],
+                          output_names=["output"], dynamic_axes=axes, opset_version=17)
+    return str(path)
