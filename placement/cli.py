@@ -15,6 +15,8 @@ import sys
 import time
 
 from . import _interrupt
+from .outputs import output_dir as _output_dir
+from .outputs import output_file as _output_file
 
 __all__ = ["main", "console_main"]
 
@@ -220,36 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serving_parsers(sub)
     _add_calibrate_parser(sub)
     return parser
-
-
-def _output_file(path: str, flag: str) -> str:
-    """Check, before any work, that ``path`` can be written: create its folder (as every command does
-    for its outputs) and create and delete a file there. One usage error line if not."""
-    import tempfile
-
-    if os.path.isdir(path):
-        raise _UsageError(f"{flag} {path}: is a folder; give a file name")
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        raise _UsageError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
-    return path
-
-
-def _output_dir(path: str, flag: str) -> str:
-    """As :func:`_output_file` for a folder the command writes several files into."""
-    import tempfile
-
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as e:
-        raise _UsageError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
-    return path
 
 
 def _print_result(args, placement, out=None) -> None:

@@ -20,10 +20,11 @@ def _blocks(lang: str) -> list[str]:
         return re.findall(rf"```{lang}\n(.*?)```", f.read(), re.S)
 
 
-def test_the_json_example_is_a_valid_job_list_with_servers():
-    (block,) = _blocks("json")
-    jl = parse_jobs(json.loads(block))
-    assert len(jl.cluster.servers) == 2 and jl.cluster.servers[0].counts == (8, 24)
+def test_the_json_examples_are_valid_job_lists_one_with_servers():
+    lists = [parse_jobs(json.loads(block)) for block in _blocks("json")]
+    assert len(lists) == 2
+    assert len(lists[0].cluster.servers) == 2 and lists[0].cluster.servers[0].counts == (8, 24)
+    assert any(job.input is not None for job in lists[1].jobs)  # the input-pipeline example
 
 
 @pytest.mark.parametrize("block", _blocks("sh"))

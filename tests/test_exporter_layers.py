@@ -16,9 +16,9 @@ pytest.importorskip("torch", reason="torch is not installed (the [torch] extra)"
 def _export(tmp_path, model, example, name, dynamo=True):
     if dynamo:
         pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter needs onnxscript")
-    from tests.torch_models import export
+    from tests.torch_models import export_onnx
 
-    return export(model, example, str(tmp_path / name), dynamo=dynamo)
+    return export_onnx(model, str(tmp_path / name), example, dynamic_batch=False, dynamo=dynamo)
 
 
 @pytest.fixture(scope="module")

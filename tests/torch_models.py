@@ -141,15 +141,6 @@ def llama(*, vocab: int = 256, hidden: int = 128, heads: int = 4, kv_heads: int 
     return ForCausalLM().eval()
 
 
-def export(model, example, path: str, *, dynamo: bool = True) -> str:
-    """``torch.onnx.export`` of ``model`` to ``path`` (the dynamo exporter by default, as torch >= 2.9
-    does; it records each operator's module path in the node metadata)."""
-    import torch
-
-    torch.onnx.export(model, (example,), path, dynamo=dynamo, verbose=False)
-    return path
-
-
 def mlp_sequential(widths=(64, 256, 256, 256, 64, 10), seed: int = 0):
     """An ``nn.Sequential`` of Linear + ReLU layers (a DeepSpeed PipelineModule-style layer list)."""
     import torch
@@ -241,10 +232,11 @@ def gpt2(*, layers: int = 4, hidden: int = 768, heads: int = 12, vocab: int = 50
     return GPT2().eval()
 
 
-def export_onnx(model, path, example, *, dynamic_batch: bool = True) -> str:
+def export_onnx(model, path, example, *, dynamic_batch: bool = True, dynamo: bool = False) -> str:
     """``torch.onnx.export`` of ``model`` on ``example`` (one tensor) to ``path``, with a symbolic batch
-    dimension (``dynamic_batch``) as a model exported for serving has. The TorchScript exporter
-    (``dynamo=False``): the torch.export one needs onnxscript, which the test environment lacks."""
+    dimension (``dynamic_batch``) as a model exported for serving has. ``dynamo``: the torch.export-based
+    exporter (torch's default since 2.9; it needs onnxscript, and records each operator's module path
+    in the node metadata) instead of the TorchScript one."""
     import warnings
 
     import torch
@@ -252,6 +244,11 @@ def export_onnx(model, path, example, *, dynamic_batch: bool = True) -> str:
     axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None
     with warnings.catch_warnings():  # the exporter's deprecation and tracer warnings
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (example,), str(path), dynamo=False, input_names=["input"],
-                          output_names=["output"], dynamic_axes=axes, opset_version=17)
+        if dynamo:
+            shapes = ({0: torch.export.Dim("batch")},) if dynamic_batch else None
+            torch.onnx.export(model, (example,), str(path), dynamo=True, input_names=["input"],
+                              output_names=["output"], dynamic_shapes=shapes, verbose=False)
+        else:
+            torch.onnx.export(model, (example,), str(path), dynamo=False, input_names=["input"],
+                              output_names=["output"], dynamic_axes=axes, opset_version=17)
     return str(path)
