@@ -205,6 +205,18 @@ def test_a_job_spanning_servers_runs_on_its_proportional_shares_there():
     assert r.jobs[3].finish == pytest.approx(1000.0 + 1e3 / 0.2)
 
 
+def test_a_job_larger_than_any_server_spans_them():
+    """A 4-GPU job on two servers of 2 GPUs, 4 cores, 40 GB: it holds both (8 cores, 80 GB) and runs at
+    its table's rate for 8 cores, 200 samples/s: 1,000 samples in 5,000 ms."""
+    t = ThroughputTable(4, (4.0, 8.0), (40 * GB,), ((100.0,), (200.0,)))
+    cl = _cluster(2, gpus=2, cores=4, mem_gb=40)
+    r = simulate_rounds([GpuJob("big", _curve(t, cl.counts), 1e3, 0.0, 4)], cl, "tune", base="ftf",
+                        round_length=1e3)
+    a = r.jobs[0].allocation
+    assert a.devices == (4, 8) and a.host_memory == pytest.approx(80 * GB)
+    assert r.jobs[0].finish == pytest.approx(5000.0)
+
+
 # --------------------------------------------------------------------------- the cluster section
 @pytest.mark.parametrize("servers, msg", [
     (3, "cannot split"),

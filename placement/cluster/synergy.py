@@ -299,12 +299,25 @@ class _Cluster:
         for j in jobs:
             if j.gpus > gpus:
                 raise InfeasibleError(f"job {j.name!r} needs {j.gpus} GPUs, the cluster has {gpus}")
+        # each job's GPU-proportional rate: on the largest server that holds all its GPUs, else (a job
+        # larger than any server must span) on its GPUs' share of the whole cluster's cores and memory
+        self.prop_rate: list[float] = []
+        T = len(self.capacity.kinds)
         for i, j in enumerate(jobs):
-            s = max(range(len(self.servers)), key=lambda s: self.servers[s].counts[self.acc])
-            g = min(j.gpus, self.servers[s].counts[self.acc])
-            if self.menu(i, s, g).prop is None:
-                raise InfeasibleError(f"job {j.name!r} cannot run on its GPU-proportional share of a server "
-                                      f"({g} GPU(s) with their cores and memory)")
+            fit = [s for s, sv in enumerate(self.servers) if sv.counts[self.acc] >= j.gpus]
+            if fit:
+                s = max(fit, key=lambda s: (self.servers[s].counts[self.acc], -s))
+                p = self.menu(i, s, j.gpus).prop
+                rate = None if p is None else p.rate
+            else:
+                cores = (j.gpus * self.capacity.counts[self.host]) // gpus if self.host is not None else 0
+                q = j.curve.best_within(_counts(T, self.acc, self.host, j.gpus, cores),
+                                        self.capacity.host_memory * j.gpus / gpus)
+                rate = None if q is None else 1.0 / q.time_per_sample
+            if rate is None:
+                raise InfeasibleError(f"job {j.name!r} cannot run on its GPU-proportional share "
+                                      f"({j.gpus} GPU(s) with their cores and memory)")
+            self.prop_rate.append(rate)
 
     def menu(self, i: int, s: int, g: int) -> Menu:
         key = (i, s, g)
@@ -372,7 +385,7 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     segments: list[Segment] = []
     tune_memo: dict[tuple, tuple[list[Option], float]] = {}
     stats = {"rounds": 0, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
-    t_prop = [1.0 / cl.menu(i, 0, min(j.gpus, servers[0].counts[acc])).prop.rate for i, j in enumerate(jobs)]
+    t_prop = [1.0 / r for r in cl.prop_rate]
     done = 0
     while done < n:
         while nxt < n and jobs[order[nxt]].arrival <= t + 1e-9:
