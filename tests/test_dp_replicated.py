@@ -342,17 +342,21 @@ def test_the_memo_changes_nothing_but_time(monkeypatch):
                 assert x.stats.get(key) == b.stats.get(key)
 
 
-def test_a_lattice_over_the_budget_returns_the_chain_plan_built_and_evaluated():
-    """Past ``max_ideals`` the best plan of the chain passes is the answer (``feasible``, not proven): it
-    is built only then, and is valid with the evaluator's value."""
+def _banded_problem(n: int) -> ParallelProblem:
+    """A random DAG of ``n`` nodes with edges at most 4 apart, two variants per node, one kind."""
     rng = np.random.default_rng(9)
-    n = 30
     edges = [(u, v) for v in range(n) for u in range(max(0, v - 4), v) if rng.random() < 0.3]
     variants = [Variant(u, 0, 1, name, float(rng.random()) * f, 1.0, a, 1.0)
                 for u in range(n) for name, f, a in (("vanilla", 1.0, 2.0), ("recompute", 1.3, 0.5))]
     g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
                             tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
-    p = ParallelProblem(g, (ParallelKind("gpu", 8, 40.0, 1.0),), 8)
+    return ParallelProblem(g, (ParallelKind("gpu", 8, 40.0, 1.0),), 8)
+
+
+def test_a_lattice_over_the_budget_returns_the_chain_plan_built_and_evaluated():
+    """Past ``max_ideals`` the best plan of the chain passes is the answer (``feasible``, not proven): it
+    is built only then, and is valid with the evaluator's value."""
+    p = _banded_problem(30)
     r = solve_problem(p, max_ideals=40)
     assert r.status is Status.FEASIBLE and "not proven" in r.message
     ev = evaluate_plan(p, r.plan)
@@ -366,14 +370,7 @@ def test_the_chain_pass_value_is_never_reported_as_a_bound():
     """The restricted pass's optimum bounds the problem's from above; with the full lattice over the
     budget, the bound reported is a proven one (below the true optimum, found here with the full
     lattice). Before, the chain pass's value was the bound: above the optimum on GNMT."""
-    rng = np.random.default_rng(9)
-    n = 14
-    edges = [(u, v) for v in range(n) for u in range(max(0, v - 4), v) if rng.random() < 0.3]
-    variants = [Variant(u, 0, 1, name, float(rng.random()) * f, 1.0, a, 1.0)
-                for u in range(n) for name, f, a in (("vanilla", 1.0, 2.0), ("recompute", 1.3, 0.5))]
-    g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
-                            tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
-    p = ParallelProblem(g, (ParallelKind("gpu", 8, 40.0, 1.0),), 8)
+    p = _banded_problem(14)
     best = solve_problem(p)
     assert best.status is Status.OPTIMAL
     r = solve_problem(p, max_ideals=40)
