@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["install", "deferred", "installed", "quiet"]
+__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver"]
 
 _RETRY_S = 0.02
 _UNSAFE_PREFIXES: tuple[str, ...] = ()
@@ -116,3 +116,19 @@ def quiet() -> None:
             # ignored, not merely deferred: at interpreter shutdown Python puts a handler of its own back
             # to the default action (death by SIGINT, exit -2), but it leaves an ignored signal ignored
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def exit_past_abandoned_solver(code: int) -> None:
+    """When HiGHS did not stop within its grace after being cancelled, :mod:`solvers._milp` abandons its
+    search in a daemon thread. Python's exit would then tear down HiGHS's C++ threads under it
+    (``terminate called without an active exception``, exit 134), so the console command leaves
+    without that teardown, its output flushed. Tests calling ``main`` (no console) are not affected."""
+    milp = sys.modules.get("solvers._milp")
+    if milp is None or not installed() or not milp._abandoned_running():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -941,4 +941,5 @@ def console_main() -> None:
     _interrupt.install()
     code = main()
     _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback
+    _interrupt.exit_past_abandoned_solver(code)  # HiGHS still running after a cancel: no C++ teardown
     sys.exit(code)

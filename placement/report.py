@@ -93,7 +93,9 @@ def format_summary(p: Placement) -> str:
     if p.objective != "max-load":
         parts = [f"{p.objective} {_num(s.objective)}{u}", f"max-load {_num(p.max_load)}{u}"]
     elif p.latency is not None:
-        parts.append(f"latency {_num(p.latency.total)}{u} (one sample, latency model)")
+        batch = int(p.graph.meta.get("batch_size") or 1)  # an ONNX model's figures are per run of a batch
+        what = "one sample" if batch == 1 else f"one batch of {batch} samples"
+        parts.append(f"latency {_num(p.latency.total)}{u} ({what}, latency model)")
     parts += [f"status {status}", f"solver {s.solver}"]
     if s.bound is not None and math.isfinite(s.bound):
         parts.append(f"bound {_num(s.bound)}")

@@ -148,14 +148,6 @@ def _serving_section(sw) -> dict:
     }
 
 
-def per_batch_summary(text: str, batch: int) -> str:
-    """:func:`placement.report.format_summary` of a plan at batch size ``batch``: its figures are per
-    batch, so the latency is labelled as one batch's, not one sample's (batch 1: unchanged)."""
-    if batch == 1:
-        return text
-    return text.replace("(one sample, latency model)", f"(one batch of {batch} samples, latency model)")
-
-
 def run_place(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo``: sweep, print, write."""
     import sys
@@ -211,7 +203,7 @@ def run_place(args, frontend: dict) -> int:
         table = format_table(p.placement)
         if table:
             print(table + "\n")
-        print(per_batch_summary(format_summary(p.placement), p.batch_size))
+        print(format_summary(p.placement))
         sys.stdout.write(mfu_lines(p.placement))
         if args.out:
             print(f"result written to {args.out}")
@@ -463,29 +455,10 @@ def run(args) -> int:
 
         _interrupt.quiet()  # a Ctrl-C while we exit changes nothing
         print("error: interrupted", file=sys.stderr)
-    _exit_past_abandoned_solver(code)
+    from ._interrupt import exit_past_abandoned_solver
+
+    exit_past_abandoned_solver(code)
     return code
-
-
-def _exit_past_abandoned_solver(code: int) -> None:
-    """When HiGHS did not stop within its grace after being cancelled, :mod:`solvers._milp` abandons its
-    search in a daemon thread. Python's exit would then tear down HiGHS's C++ threads under it
-    (``terminate called without an active exception``, exit 134), so the console command leaves
-    without that teardown, its output flushed. Tests calling ``main`` (no console) are not affected."""
-    import os
-    import sys
-
-    from . import _interrupt
-
-    milp = sys.modules.get("solvers._milp")
-    if milp is None or not _interrupt.installed() or not milp._abandoned_running():
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 def _warnings_as_lines() -> None:

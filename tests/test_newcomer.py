@@ -67,3 +67,10 @@ def test_a_baseline_with_no_placement_is_unknown_not_feasible(tmp_path, capsys):
         assert sol.assignment is None and sol.status is Status.UNKNOWN, (name, sol.status)
     exact = solve(g, cl, solver="dp")
     assert exact.status is Status.INFEASIBLE
+
+
+def test_a_batch_plan_is_labelled_per_batch(model, capsys):
+    """``place --batch-size 8`` prints one batch's latency: before, it said 'one sample'."""
+    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "(one batch of 8 samples, latency model)" in out and "(one sample" not in out
