@@ -762,7 +762,8 @@ def _cmd_show(args) -> int:
     else:
         from graphs.latency import latency
 
-        print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total))
+        print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total,
+                                 batch=int(w.graph.meta.get("batch_size") or 1)))
         from .serving_cli import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
@@ -795,8 +796,11 @@ def _cmd_show(args) -> int:
     return EXIT_OK
 
 
-def _format_simulation(sim, over, unit: str, model_latency: float | None = None) -> str:
+def _format_simulation(sim, over, unit: str, model_latency: float | None = None, batch: int = 1) -> str:
+    """``show``'s summary; ``batch``: the samples in one run of the model (an ONNX model's batch size),
+    whose figures are then per batch, and said so."""
     u = f" {unit}" if unit else ""
+    item = "sample" if batch == 1 else f"batch ({batch} samples)"
     cu = f" [{unit or 't'}]"
     name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
     # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load)
@@ -817,18 +821,19 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None)
     same = math.isclose(steady, sim.max_load, rel_tol=1e-9, abs_tol=1e-12)
     extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
     gain = _gain(steady, over.steady_time_per_sample)
-    lat = f"single-sample latency {sim.latency:.6g}{u} in this schedule (each stage receives, computes and " \
+    one = "one-sample" if batch == 1 else "one-batch"
+    lat = f"{one} latency {sim.latency:.6g}{u} in this schedule (each stage receives, computes and " \
           f"sends as a whole)"
     if model_latency is not None and math.isfinite(model_latency):
         lat += f"; the latency model of `place` gives {model_latency:.6g}{u} (operators start as soon as " \
                f"their inputs are ready, host operators in parallel)"
     lines += [
-        f"makespan {sim.makespan:.6g}{u}; time per sample {sim.time_per_sample:.6g}{u} "
-        f"(throughput {sim.throughput:.6g} per{u or ' time unit'})",
-        f"steady state: {steady:.6g}{u} per sample; max-load {sim.max_load:.6g}{u} ({extra})",
+        f"makespan {sim.makespan:.6g}{u}; time per {item} {sim.time_per_sample:.6g}{u} "
+        f"(throughput {sim.throughput:.6g} {'' if batch == 1 else 'batches '}per{u or ' time unit'})",
+        f"steady state: {steady:.6g}{u} per {item}; max-load {sim.max_load:.6g}{u} ({extra})",
         lat,
         f"bubble {100 * sim.bubble_fraction:.1f}%",
-        f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per sample ({gain}), "
+        f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per {item} ({gain}), "
         f"makespan {over.makespan:.6g}{u}, bubble {100 * over.bubble_fraction:.1f}%",
     ]
     return "\n".join(lines)

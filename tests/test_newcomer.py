@@ -74,3 +74,12 @@ def test_a_batch_plan_is_labelled_per_batch(model, capsys):
     assert main(["place", model, "--devices", "a100:2", "--batch-size", "8"]) == 0
     out = capsys.readouterr().out
     assert "(one batch of 8 samples, latency model)" in out and "(one sample" not in out
+
+
+def test_show_of_a_batch_plan_says_per_batch(model, tmp_path, capsys):
+    out = tmp_path / "b8.json"
+    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert "per batch (8 samples)" in text and "one-batch latency" in text and "per sample" not in text

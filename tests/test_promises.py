@@ -351,5 +351,5 @@ def test_show_names_its_columns_and_both_latencies_apart_from_place(onnx_result,
     assert main(["show", onnx_result, "--no-draw"]) == 0
     text = capsys.readouterr().out
     assert "busy/wall" in text and "load/max" not in text and " util " not in text
-    assert re.search(r"single-sample latency [\d.]+ ms in this schedule", text)
+    assert re.search(r"one-sample latency [\d.]+ ms in this schedule", text)
     assert re.search(r"the latency model of `place` gives [\d.]+ ms", text)
