@@ -160,25 +160,10 @@ def _pareto(opts: list[Option]) -> list[Option]:
 
 
 # --------------------------------------------------------------------------- one server: TUNE
-def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
-                time_limit: float | None = None) -> tuple[list[Option], float]:
-    """Synergy-TUNE on one server: one option per job (``menus``), within ``cores`` and ``memory``, every
-    job at least at its proportional rate, the total normalised throughput ``sum(rate / prop rate)``
-    maximal (ties: the fewest resources). Returns the picks and that total."""
-    if not menus:
-        return [], 0.0
-    best = [max(m.options, key=lambda o: (o.rate, -o.cores, -o.memory)) for m in menus]
-    if _fits(best, cores, memory):  # everyone gets their fastest option
-        return best, _value(menus, best)
-    from solvers._milp import MilpModel, solve_mip
-
-    scale_m = memory if math.isfinite(memory) and memory > 0 else 1.0
-    scale_c = cores if cores > 0 else 1.0
-    eps = 1e-7
-    mod = MilpModel()
-    xs = [mod.add_cols(len(m.options), lb=0, ub=1, integer=True,
-                       cost=[-(o.rate / m.prop.rate) + eps * (o.cores / scale_c + o.memory / scale_m)
-                             for o in m.options]) for m in menus]
+def _choice_and_capacity_rows(mod, menus, xs, cores: float, memory: float, scale_c: float,
+                              scale_m: float) -> None:
+    """The rows TUNE's program and OPT's LP share: one option per job (columns ``xs[j]``), and the
+    options' cores and memory (scaled) within ``cores`` and ``memory`` (``inf``: memory unbounded)."""
     rows, cols, vals = [], [], []
     for j, x in enumerate(xs):
         rows += [j] * len(x)
@@ -199,6 +184,28 @@ def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
                 vals.append(o.memory / scale_m)
     mod.add_rows([-math.inf] * 2, [cores / scale_c, memory / scale_m if math.isfinite(memory) else math.inf],
                  rows, cols, vals)
+
+
+def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
+                time_limit: float | None = None) -> tuple[list[Option], float]:
+    """Synergy-TUNE on one server: one option per job (``menus``), within ``cores`` and ``memory``, every
+    job at least at its proportional rate, the total normalised throughput ``sum(rate / prop rate)``
+    maximal (ties: the fewest resources). Returns the picks and that total."""
+    if not menus:
+        return [], 0.0
+    best = [max(m.options, key=lambda o: (o.rate, -o.cores, -o.memory)) for m in menus]
+    if _fits(best, cores, memory):  # everyone gets their fastest option
+        return best, _value(menus, best)
+    from solvers._milp import MilpModel, solve_mip
+
+    scale_m = memory if math.isfinite(memory) and memory > 0 else 1.0
+    scale_c = cores if cores > 0 else 1.0
+    eps = 1e-7
+    mod = MilpModel()
+    xs = [mod.add_cols(len(m.options), lb=0, ub=1, integer=True,
+                       cost=[-(o.rate / m.prop.rate) + eps * (o.cores / scale_c + o.memory / scale_m)
+                             for o in m.options]) for m in menus]
+    _choice_and_capacity_rows(mod, menus, xs, cores, memory, scale_c, scale_m)
     start = np.zeros(mod.num_cols)
     for m, x in zip(menus, xs):
         start[x[m.options.index(m.prop)]] = 1.0
@@ -258,26 +265,7 @@ def opt_bound(menus: Sequence[Menu], cores: float, memory: float) -> tuple[float
     mod = MilpModel()
     xs = [mod.add_cols(len(m.options), lb=0.0, ub=1.0, cost=[-(o.rate / m.prop.rate) for o in m.options])
           for m in menus]
-    n = len(menus)
-    rows, cols, vals = [], [], []
-    for j, x in enumerate(xs):
-        rows += [j] * len(x)
-        cols += list(x)
-        vals += [1.0] * len(x)
-    mod.add_rows([1.0] * n, [1.0] * n, rows, cols, vals)
-    rows, cols, vals = [], [], []
-    for m, x in zip(menus, xs):
-        for o, c in zip(m.options, x):
-            if o.cores:
-                rows.append(0)
-                cols.append(int(c))
-                vals.append(o.cores / scale_c)
-            if o.memory and math.isfinite(memory):
-                rows.append(1)
-                cols.append(int(c))
-                vals.append(o.memory / scale_m)
-    mod.add_rows([-math.inf] * 2, [cores / scale_c, memory / scale_m if math.isfinite(memory) else math.inf],
-                 rows, cols, vals)
+    _choice_and_capacity_rows(mod, menus, xs, cores, memory, scale_c, scale_m)
     res = solve_mip(mod, gap=1e-9, raw={"highs_options": {"presolve": "off"}})
     if res.x is None:
         raise RuntimeError(f"Synergy-OPT LP: {res.status} {res.message}")
