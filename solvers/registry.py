@@ -48,6 +48,7 @@ class SolverInfo:
     exact: bool = False
     contiguous: bool = True
     honours: frozenset[str] = frozenset()
+    stage_honours: frozenset[str] = frozenset()  # what its stage form reads, as ``honours``
     bench: tuple[str, ...] = ()  # the benchmark suite's tables it appears in: max-load, latency, tiny
 
 
@@ -63,7 +64,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                bench=("max-load", "tiny")),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
                "solvers.ip_replicated:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
-               bench=("max-load", "latency")),
+               stage_honours=frozenset({"gap", "threads"}), bench=("max-load", "latency")),
     SolverInfo("ip-noncontig", "non-contiguous integer program (HiGHS)", "solvers.ip:solve_noncontiguous",
                None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS, bench=("max-load",)),
     SolverInfo("pipedream", "PipeDream's planner (a linearised graph, replicated stages)",
@@ -145,18 +146,13 @@ _FLAG = {"gap": "--gap", "threads": "--threads", "seed": "--seed", "backend": "-
 
 
 def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) -> None:
-    honours = info.honours if not stages else _STAGE_HONOURS.get(info.name, frozenset())
+    honours = info.stage_honours if stages else info.honours
     for f in _FLAG:
         if f not in honours and getattr(options, f) != getattr(_DEFAULTS, f):
             where = " on the stage model (replicas)" if stages else ""
             reads = ", ".join(sorted(_FLAG[x] for x in honours)) or "no such option"
             raise InputError(f"{_FLAG[f]} does not apply to the {info.name} solver{where} "
                              f"(it reads: {reads})")
-
-
-#: what the stage forms read (each maps it to its own arguments)
-_STAGE_HONOURS = {"ip": frozenset({"gap", "threads"}), "auto": frozenset(), "dp": frozenset(),
-                  "pipedream": frozenset(), "data-parallel": frozenset()}
 
 
 def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptions | None = None,
