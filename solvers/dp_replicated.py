@@ -1519,7 +1519,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                                 stats)
     best_raw, best_value = trace(float(cands[-1]))
     # every plan's largest stage is at least the total work over all devices
-    lo = int(np.searchsorted(cands, pre_work[-1] / max(1, total_devices) * (1 - 1e-9), side="left"))
+    lo = int(np.searchsorted(cands, _work_lower_bound(problem, data) * (1 - 1e-9), side="left"))
     hi = int(np.searchsorted(cands, best_value * (1 + 1e-12), side="right")) - 1
     lo = min(lo, max(hi, 0))
     hi = max(hi, 0)
