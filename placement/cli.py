@@ -591,6 +591,7 @@ def _cmd_split(args) -> int:
     if replicated_show.is_replicated_result(args.result):
         _output_dir(args.out_dir, "--out-dir")
         _output_file(annotated, "--annotated")
+        _warn_unknown_dims(_read_model(args.model), dims)
         return replicated_onnx.split_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
@@ -649,6 +650,7 @@ def _cmd_run(args) -> int:
     from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
 
     if replicated_show.is_replicated_result(args.result):
+        _warn_unknown_dims(_read_model(args.model), dims)
         return replicated_onnx.run_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)

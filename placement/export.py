@@ -1,10 +1,17 @@
 """Result files: our JSON schema (with the reference's fields beside it) and atomic writing.
 
-Schema (``"schema": "placement-result", "version": 1``; ``source`` is the workload's path relative to the
-result file's folder, or absolute when the result is not written to a file)::
+Schema (``"schema": "placement-result", "version": 2``; ``source`` is the workload's path relative to the
+result file's folder, or absolute when the result is not written to a file). This is the
+one-device-per-stage form (``"model": "one-device-per-stage"``); a stage plan with replicas
+(``"model": "stages"``) is written by :func:`placement.replicated.result_dict`. Both list ``stages`` in
+pipeline order with the devices each uses, and ``devices``, one row per device; version 1 was this
+without ``model``, ``time_unit`` and ``stages``, and is read the same::
 
-    {"schema", "version", "solver", "status", "objective", "max_load", "bound", "gap", "solve_time_s",
-     "message", "valid", "problems", "contiguous", "stage_order": [device names in pipeline order],
+    {"schema", "version", "model", "time_unit", "solver", "status", "objective", "max_load", "bound", "gap",
+     "solve_time_s", "message", "valid", "problems", "contiguous",
+     "stage_order": [device names in pipeline order],
+     "stages": [{"devices": [name], "kind", "dataParallelDegree": 1, "tensorParallelDegree": 1,
+                 "nodes": [ids], "time_per_sample": load, "memory": {"peak", "capacity"}}],
      "devices": [{"device", "name", "kind", "stage", "nodes": [node names], "node_ids": [...],
                   "compute", "comm_in", "comm_out", "load", "memory", "capacity", "utilisation"}],
      "stats": {...},
@@ -38,7 +45,7 @@ from .api import Placement
 
 __all__ = ["result_dict", "write_json", "print_json", "source_path", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
 
 
 def _num(x):
@@ -74,6 +81,9 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     out = {
         "schema": "placement-result",
         "version": SCHEMA_VERSION,
+        "model": "one-device-per-stage",
+        # milliseconds for an ONNX model; a reference workload's times are in its own unit ("t")
+        "time_unit": g.meta.get("unit") or "t",
         "source": source_path(g.source, result_path),
         "solver": sol.solver,
         "status": sol.status.value,
@@ -104,10 +114,19 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
             "utilisation": (_num(d.load / p.max_load)
                             if p.max_load > 0 and math.isfinite(p.max_load) else None),
         })
+    # the stages the devices make: one device each (d = t = 1), in pipeline order, as a stage plan lists
+    # them; a device outside the pipeline order (a host) follows
+    order = list(ev.stage_order or ()) + sorted(d.device for d in ev.devices if d.device not in stage)
+    by_number = {d.device: d for d in ev.devices}
+    stages = [{"devices": [by_number[u].name], "kind": by_number[u].kind, "dataParallelDegree": 1,
+               "tensorParallelDegree": 1, "nodes": [_id(g.ids[x]) for x in by_number[u].nodes],
+               "time_per_sample": _num(by_number[u].load), "memory": {"peak": by_number[u].memory,
+                                                                     "capacity": by_number[u].capacity}}
+              for u in order if u in by_number and len(by_number[u].nodes)]
     out.update(
         valid=ev.valid, problems=list(ev.problems), contiguous=ev.contiguous,
         stage_order=[cl.device_name(d) for d in ev.stage_order] if ev.stage_order else None,
-        devices=devices,
+        stages=stages, devices=devices,
     )
     lat = p.latency
     out["objective_name"] = p.objective

@@ -50,26 +50,40 @@ def _stage_solver(name: str | None) -> bool:
     return name is None or ALIASES.get(name, name) in STAGE_SOLVERS
 
 
-def handles(args) -> bool:
-    """Does ``place`` solve the replicated model: an ONNX training graph (or ``--max-replicas`` > 1),
-    replication not switched off, a replicated solver (:data:`solvers.registry.STAGE_SOLVERS`) and the
-    throughput objective? Another
-    ``--objective`` (latency, split-max) keeps today's placement, which has it; asked for together with
-    ``--max-replicas`` > 1 it is an :class:`InputError`."""
-    mr = getattr(args, "max_replicas", None)
-    if not (_is_onnx(args.workload) and (bool(args.training) or (mr is not None and mr > 1))
-            and mr != 1 and _stage_solver(getattr(args, "solver", None))):
-        return False
-    from .replicated import refuse_serving
-
-    refuse_serving(args)
+def _one_device_per_stage_only(args) -> str | None:
+    """The option (its flag) of ``args`` that only the one-device-per-stage placement solves so far, or
+    ``None``: a latency objective or target, a batch-size sweep, a given split or a memory limit."""
     objective = getattr(args, "objective", None) or "max-load"
     if objective != "max-load":
-        if mr is not None and mr > 1:
-            raise InputError(f"--objective {objective}: replicated plans minimise the time per sample "
-                             f"(max-load); without --max-replicas the placement is today's, which has it")
+        return f"--objective {objective}"
+    if getattr(args, "latency_slo", None) is not None:
+        return "--latency-slo"
+    if isinstance(getattr(args, "batch_size", None), str):
+        return f"--batch-size {args.batch_size}"
+    for flag in ("split", "memory_limit"):
+        if getattr(args, flag, None) is not None:
+            return "--" + flag.replace("_", "-")
+    return None
+
+
+def handles(args) -> bool:
+    """Does ``place`` solve the stage model (replicas, tensor parallelism, schedule-aware memory) on this
+    ONNX model? It does by default, for training and inference alike, when the solver has a stage form
+    (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
+    placement, as does an option only that placement solves so far (see
+    :func:`_one_device_per_stage_only`); that option together with ``--max-replicas`` above 1 is an
+    :class:`InputError` naming it."""
+    mr = getattr(args, "max_replicas", None)
+    if not _is_onnx(args.workload) or mr == 1 or not _stage_solver(getattr(args, "solver", None)):
         return False
-    return True
+    flag = _one_device_per_stage_only(args)
+    if flag is None:
+        return True
+    if mr is None:
+        return False
+    raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
+                     f"(max-load) and does not take it yet; without --max-replicas, or with "
+                     f"--max-replicas 1, the one-device-per-stage placement solves it")
 
 
 def handles_plan(args) -> bool:
@@ -81,7 +95,9 @@ def handles_plan(args) -> bool:
         data = read_json(args.split)
     except InputError:
         return False
-    return isinstance(data, dict) and data.get("format") == "placement-replicated" and "stages" in data
+    from .replicated import is_stage_result
+
+    return is_stage_result(data)
 
 
 def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[ParallelProblem, object, dict]:
@@ -90,6 +106,8 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_variants import onnx_parallel_problem
     from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
+
+    from .export import source_path
 
     saved = saved or {}
     for name in ("max_devices", "bandwidth"):
@@ -101,9 +119,14 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
         if v is not None and v < 1:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
     fe = {k: v for k, v in frontend.items() if v is not None}
-    for k in ("devices", "costs", "batch_size", "optimizer", "training"):
+    for k in ("devices", "costs", "batch_size", "optimizer", "training", "dims"):
         if k not in fe and saved.get(k) is not None:
             fe[k] = saved[k]
+    if "device_files" not in fe and saved.get("device_files"):
+        # stored relative to the result file (as a one-device-per-stage result stores them)
+        base = os.path.dirname(os.path.abspath(saved["_path"])) if saved.get("_path") else ""
+        fe["device_files"] = [os.path.join(base, f) for f in saved["device_files"]]
+    files = fe.get("device_files") or ()
     ds = parse_devices(fe.pop("devices", None) or DEFAULT_DEVICES, fe.pop("device_files", None) or ())
     mem = getattr(args, "device_memory", None)
     if mem is not None:
@@ -129,9 +152,12 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
         # layer node would hide the splits the operators allow, so the operators are the nodes
         gran = "op"
         problem, cls = build(gran)
+    out = getattr(args, "out", None)
     settings = {"granularity": gran, "devices": str(ds), "costs": fe.get("costs") or "roofline",
                 "batch_size": og.batch_size, "training": bool(w.graph.is_training),
-                "optimizer": w.graph.meta.get("training", {}).get("optimizer")}
+                "optimizer": w.graph.meta.get("training", {}).get("optimizer"),
+                "dims": fe.get("dims") or None,
+                "device_files": [source_path(f, out) for f in files] or None}
     return problem, (w.graph, cls), settings
 
 
@@ -144,6 +170,9 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     import dataclasses
     from types import SimpleNamespace
 
+    from .replicated import read_stage_result
+
+    data = read_stage_result(data)
     for key in ("devices", "granularity"):
         if not data.get(key):
             raise InputError(f"the result does not record its {key!r}; was it written by placement place on "
@@ -153,7 +182,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
                            microbatches=microbatches or data.get("microbatches"),
                            max_replicas=mr, granularity=data["granularity"],
                            schedule=schedule or data.get("schedule") or "1f1b")
-    saved = {k: v for k, v in data.items() if k != "schedule"}
+    saved = {**{k: v for k, v in data.items() if k != "schedule"}, "_path": source}
     problem, _, _ = load_problem(args, {}, saved=saved)
     memory = {k.get("name"): k.get("memory") for k in data.get("kinds") or () if isinstance(k, dict)}
     kinds = tuple(dataclasses.replace(k, memory=memory[k.name]) if k.name in memory else k
@@ -169,14 +198,14 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
         members.setdefault(c, []).append(graph.names[u])
     for st in data["stages"]:
         st["operators"] = [op for x in st["nodes"] for op in members.get(index[str(x)], [])]
-    data.update(settings)
+    data["problem"].update(settings)
     return data
 
 
 def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
     of :data:`solvers.registry.STAGE_SOLVERS`)."""
-    from .replicated import _emit, _status_words, fmt_time, no_plan, result_dict, solve_args
+    from .replicated import _emit, no_plan, plan_summary, result_dict, solve_args
 
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_args(problem, args)
@@ -185,11 +214,8 @@ def place(args, frontend: dict) -> int:
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
                        message=r.message, workload=args.workload, bound=r.bound)
     data = _with_operators(data, problem, graph_cls, settings)
-    devices = sum(s.devices for s in r.evaluation.stages)
-    obj = fmt_time(r.objective, "ms", 9)
-    summary = (f"objective {obj} ms per sample ({_status_words(r)}), {len(r.plan)} stages on {devices} "
-               f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
-               f"{settings['granularity']} granularity, solved in {r.time:.3g} s")
+    summary = plan_summary(problem, r.evaluation, "ms", result=r,
+                           extra=f"{settings['granularity']} granularity")
     _emit(args, data, problem, r.evaluation, summary, "ms")
     return 0
 
@@ -198,18 +224,16 @@ def evaluate(args, frontend: dict) -> int:
     """``placement evaluate model.onnx plan.json`` of a replicated plan: the plan's own settings
     (devices, granularity, schedule, micro-batches) rebuild the problem unless the command line
     overrides them."""
-    from .replicated import _emit, fmt_time, plan_from_dict, result_dict
+    from .replicated import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
 
     data = read_json(args.split)
-    problem, graph_cls, settings = load_problem(args, frontend, saved=data)
+    saved = {**read_stage_result(data), "_path": args.split}
+    problem, graph_cls, settings = load_problem(args, frontend, saved=saved)
     plan = plan_from_dict(problem, data, source=args.split)
     ev = evaluate_plan(problem, plan)
     out = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                       message=f"plan from {args.split}", workload=args.workload)
     out = _with_operators(out, problem, graph_cls, settings)
-    obj = fmt_time(ev.objective, "ms", 9)
-    summary = f"objective {obj} ms per sample" + ("" if ev.valid else " (INVALID)")
-    if ev.problems:
-        summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
+    summary = plan_summary(problem, ev, "ms", extra=f"{settings['granularity']} granularity")
     _emit(args, out, problem, ev, summary, "ms")
     return 0 if ev.valid else 1

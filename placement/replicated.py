@@ -24,7 +24,8 @@ from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, e
 
 __all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
            "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "solve_args",
-           "refuse_serving"]
+           "refuse_serving", "is_stage_result", "read_stage_result", "plan_summary", "stage_devices",
+           "RESULT_VERSION"]
 
 
 def add_options(p) -> None:
@@ -84,43 +85,83 @@ def load_problem(args) -> ParallelProblem:
                        schedule=args.schedule or "1f1b", max_replicas=args.max_replicas)
 
 
-def _status_words(r) -> str:
-    """The status with what was proven: ``optimal``, or ``feasible, bound B, gap G``."""
-    if r.bound is None or r.gap is None or str(r.status) == "optimal":
-        return str(r.status)
-    return f"{r.status}, bound {r.bound:.9g}, gap {r.gap:.3%}"
+#: the result file's schema version of a stage plan; version 1 was ``"format": "placement-replicated"``
+#: with the problem's settings at the top level, and is still read (:func:`read_stage_result`)
+RESULT_VERSION = 2
 
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
                 time: float | None = None, message: str = "", workload: str | None = None,
-                bound: float | None = None) -> dict:
+                bound: float | None = None, settings: dict | None = None) -> dict:
+    """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
+    seconds per sample (``time_unit``), the ``problem`` section that rebuilds the problem without flags
+    (schedule, micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end
+    settings), ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
+    device derived from the stages (numbered kind by kind, as the stage table prints them)."""
     g = problem.graph
-    stages = []
-    for s in ev.stages:
+    names = stage_devices(problem, [s.stage for s in ev.stages])
+    stages, devices = [], []
+    offset = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
+    for i, s in enumerate(ev.stages):
         st = s.stage
+        kname = problem.kinds[st.kind].name
+        first = int(names[i].split(":")[1].split("-")[0])
+        ids = [f"{kname}:{first + j}" for j in range(s.devices)]
         stages.append({
             "nodes": [g.ids[u] for u in st.nodes],
             "dataParallelDegree": st.d,
             "tensorParallelDegree": st.t,
             "TMPCids": {str(g.ids[u]): g.variants[v].name for u, v in zip(st.nodes, st.variants)},
-            "kind": problem.kinds[st.kind].name,
-            "devices": s.devices,
+            "kind": kname,
+            "devices": ids,
             "time_per_sample": s.time_per_sample,
+            "compute": s.compute, "comm": s.comm, "resync": s.resync,
             "memory": {"weights": s.weights, "stash": s.stash, "peak": s.memory,
                        "capacity": None if math.isinf(s.capacity) else s.capacity},
             "in_flight": s.in_flight,
         })
-    return {"format": "placement-replicated", "version": 1, "workload": workload, "solver": solver,
-            "status": status, "message": message, "time": time, "bound": bound, "schedule": problem.schedule,
-            "microbatches": problem.microbatches, "time_unit": "s", "objective": ev.objective,
-            "valid": ev.valid,
-            "problems": list(ev.problems), "stages": stages,
-            # the cluster the plan is for, so that show can rebuild the problem
-            "max_replicas": problem.max_replicas,
-            "kinds": [{"name": k.name, "count": k.count, "memory": k.memory,
-                       "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
-                       "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
-                       "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]}
+        for j, name in enumerate(ids):  # replica r holds devices r*t .. r*t+t-1 (its tensor-parallel group)
+            devices.append({"device": offset[st.kind] + first + j, "name": name, "kind": kname, "stage": i,
+                            "replica": j // st.t, "tp_rank": j % st.t})
+    value = ev.objective if math.isfinite(ev.objective) else None
+    gap = None
+    if bound is not None and value and math.isfinite(bound):
+        gap = max(0.0, (value - bound) / value)
+    kinds = [{"name": k.name, "count": k.count, "memory": k.memory,
+              "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
+              "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
+              "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]
+    return {"schema": "placement-result", "version": RESULT_VERSION, "model": "stages",
+            "workload": workload, "solver": solver, "status": status, "message": message,
+            "solve_time_s": time, "time_unit": "s", "objective_name": "max-load", "objective": value,
+            "max_load": value, "bound": bound, "gap": gap, "valid": ev.valid, "problems": list(ev.problems),
+            # the evaluator reports stages that are not nested ideals as a problem
+            "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
+            "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
+                        "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
+            "stages": stages, "devices": devices}
+
+
+def is_stage_result(data) -> bool:
+    """Is ``data`` (a parsed result file) a stage plan: version 2 with ``"model": "stages"``, or a
+    version-1 ``"format": "placement-replicated"`` file?"""
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        return False
+    return data.get("format") == "placement-replicated" or (
+        data.get("schema") == "placement-result" and data.get("model") == "stages")
+
+
+def read_stage_result(data: dict) -> dict:
+    """A stage plan's result file as one flat mapping, whichever version wrote it: the problem's
+    settings at the top level (version 2 keeps them under ``problem``), ``stages`` as written, times in
+    seconds per sample."""
+    if data.get("format") == "placement-replicated":  # version 1: already flat, seconds
+        return data
+    flat = {k: v for k, v in data.items() if k != "problem"}
+    flat.update(data.get("problem") or {})
+    if data.get("time_unit") not in (None, "s"):
+        raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')")
+    return flat
 
 
 def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None) -> list[Stage]:
@@ -128,6 +169,7 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
     g = problem.graph
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise InputError("a plan needs a 'stages' list", source=source)
+    data = read_stage_result(data)
     index = {str(x): i for i, x in enumerate(g.ids)}
     kinds = {k.name: i for i, k in enumerate(problem.kinds)}
     plan = []
@@ -181,25 +223,82 @@ def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
     return f"{x * TIME_UNITS[unit]:.{digits}g}"
 
 
+def stage_devices(problem: ParallelProblem, plan) -> list[str]:
+    """Each stage's devices, numbered kind by kind in stage order: ``a100:0-3`` for a stage on the
+    first four A100s (``t * d`` devices)."""
+    nxt = [0] * len(problem.kinds)
+    out = []
+    for st in plan:
+        first, n = nxt[st.kind], st.t * st.d
+        nxt[st.kind] += n
+        name = problem.kinds[st.kind].name
+        out.append(f"{name}:{first}" if n == 1 else f"{name}:{first}-{first + n - 1}")
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else x
+
+
+def _node_range(problem: ParallelProblem, nodes) -> str:
+    names = problem.graph.names
+    if not nodes:
+        return ""
+    first, last = names[nodes[0]], names[nodes[-1]]
+    return first if len(nodes) == 1 else f"{first} .. {last}"
+
+
 def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -> str:
-    """A per-stage table: kind, d, t, devices, variants used, memory per device (binary units) and
-    in-flight micro-batches, time per sample in ``unit``."""
+    """A per-stage table: its devices (``t * d`` of one kind), the degrees, its nodes (count and first ..
+    last), the variants used, compute, communication and replica resync per sample, the time per sample
+    (in ``unit``), peak memory per device against the device's, and the micro-batches in flight ``y``."""
     from .report import human_bytes
 
-    g = problem.graph
-    head = ["stage", "kind", "d", "t", "devices", "nodes", "variants", "weights/device", "stash/device",
-            "peak/device", "y", f"time/sample ({unit})"]
+    head = ["stage", "devices", "d", "t", "#nodes", "variants", f"compute ({unit})", f"comm ({unit})",
+            f"resync ({unit})", f"time/sample ({unit})", "memory / device", "y", "nodes (first .. last)"]
     rows = []
+    names = stage_devices(problem, [s.stage for s in ev.stages])
+    g = problem.graph
     for i, s in enumerate(ev.stages):
         st = s.stage
         used = Counter(g.variants[v].name for v in st.variants)
-        rows.append([str(i), problem.kinds[st.kind].name, str(st.d), str(st.t), str(s.devices),
-                     str(len(st.nodes)), ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
-                     human_bytes(s.weights), human_bytes(s.stash), human_bytes(s.memory), str(s.in_flight),
-                     fmt_time(s.time_per_sample, unit)])
+        rows.append([str(i), names[i], str(st.d), str(st.t), str(len(st.nodes)),
+                     ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
+                     fmt_time(s.compute, unit), fmt_time(s.comm, unit), fmt_time(s.resync, unit),
+                     fmt_time(s.time_per_sample, unit),
+                     f"{human_bytes(s.memory)} / {human_bytes(_finite(s.capacity))}",
+                     str(s.in_flight), _node_range(problem, st.nodes)])
     widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, result=None,
+                 extra: str = "") -> str:
+    """The lines under the stage table, worded as the one-device-per-stage summary is: max-load per
+    sample (with samples per second), status, solver, bound, gap and time of ``result`` (a
+    :class:`~solvers.base.Solution`; ``None``: a given plan), then the devices used, the schedule and
+    ``extra`` settings, and every broken constraint."""
+    rate = f" ({1 / ev.objective:,.6g} samples/s)" if 0 < ev.objective < math.inf else ""
+    parts = [f"max-load {fmt_time(ev.objective, unit, 9)} {unit} per sample{rate}"]
+    if result is None:
+        parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
+    else:
+        parts += [f"status {result.status}", f"solver {result.solver}"]
+        if result.bound is not None and math.isfinite(result.bound):
+            parts.append(f"bound {fmt_time(result.bound, unit, 9)}")
+        if result.gap is not None:
+            parts.append(f"gap {100 * result.gap:.4g}%")
+        parts.append(f"time {result.time:.2f} s")
+    used = sum(s.devices for s in ev.stages)
+    total = sum(k.count for k in problem.kinds)
+    lines = [", ".join(parts),
+             f"{len(ev.stages)} stage(s) on {used} of {total} devices; schedule {problem.schedule}, "
+             f"{problem.microbatches} micro-batches per batch" + (f", {extra}" if extra else "")]
+    lines += [f"  problem: {x}" for x in ev.problems]
+    if result is not None and result.message:
+        lines.append(result.message)
     return "\n".join(lines)
 
 
@@ -270,11 +369,7 @@ def place(args) -> int:
         return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
                        message=r.message, workload=args.workload, bound=r.bound)
-    devices = sum(s.devices for s in r.evaluation.stages)
-    obj = fmt_time(r.objective, "s", 9)
-    summary = (f"objective {obj} s per sample ({_status_words(r)}), {len(r.plan)} stages on {devices} "
-               f"devices, schedule {problem.schedule}, {problem.microbatches} micro-batches, "
-               f"solved in {r.time:.3g} s")
+    summary = plan_summary(problem, r.evaluation, "s", result=r)
     _emit(args, data, problem, r.evaluation, summary)
     return 0
 
@@ -283,8 +378,9 @@ def _with_recorded(args, data):
     """``args`` with the settings a result file records filled in where the command line gives none."""
     import copy
 
-    if not isinstance(data, dict) or data.get("format") != "placement-replicated":
+    if not is_stage_result(data):
         return args
+    data = read_stage_result(data)
     args = copy.copy(args)
     kinds = [k for k in data.get("kinds") or () if isinstance(k, dict)]
     recorded = {"max_devices": kinds[0].get("count") if len(kinds) == 1 else None,
@@ -310,9 +406,6 @@ def evaluate(args) -> int:
     ev = evaluate_plan(problem, plan)
     data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                        message=f"plan from {args.split}", workload=args.workload)
-    obj = fmt_time(ev.objective, "s", 9)
-    summary = f"objective {obj} s per sample" + ("" if ev.valid else " (INVALID)")
-    if ev.problems:
-        summary += "\n" + "\n".join(f"problem: {p}" for p in ev.problems)
+    summary = plan_summary(problem, ev, "s")
     _emit(args, data, problem, ev, summary)
     return 0 if ev.valid else 1

@@ -31,7 +31,9 @@ def is_replicated_result(path: str) -> bool:
         data = read_json(path)
     except InputError:
         return False
-    return isinstance(data, dict) and data.get("format") == "placement-replicated"
+    from .replicated import is_stage_result
+
+    return is_stage_result(data)
 
 
 def _workload_path(args, data: dict) -> str:
@@ -54,6 +56,9 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     ``microbatches`` override the last two)."""
     from graphs.piper import is_piper, parse_piper
 
+    from .replicated import read_stage_result
+
+    data = read_stage_result(data)
     raw = read_json(workload)
     if not is_piper(raw):
         raise InputError("showing a replicated plan needs its Piper-format workload or ONNX model",
@@ -105,7 +110,9 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
 
 def show(args) -> int:
     """``placement show`` on a replicated result: simulate and compare with the evaluator."""
-    data = read_json(args.result)
+    from .replicated import read_stage_result
+
+    data = read_stage_result(read_json(args.result))
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
     if onnx:

@@ -615,6 +615,9 @@ def read_result(path: str | os.PathLike) -> dict:
     if not isinstance(data, dict) or data.get("schema") != "placement-result":
         raise InputError("not a placement result (expected a JSON object with \"schema\": "
                          "\"placement-result\", as written by placement place --out)", source=path)
+    if data.get("model") == "stages" or data.get("format") == "placement-replicated":
+        raise InputError("a stage plan (stages with replicas): it is read by placement show, split and run "
+                         "on the command line, not as a one-device-per-stage result", source=path)
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
         raise InputError(f"the result holds no placement (status {data.get('status')!r}: "

@@ -24,8 +24,16 @@ def test_example_then_place_prints_a_table_and_writes_json(example, tmp_path, ca
         assert column in text
     assert "status optimal" in text and "max-load" in text
     res = json.load(open(out))
-    assert res["schema"] == "placement-result" and res["version"] == 1
+    assert res["schema"] == "placement-result" and res["version"] == 2
+    assert res["model"] == "one-device-per-stage" and res["time_unit"] == "t"
     assert res["status"] == "optimal" and res["valid"] and res["contiguous"]
+    # the stages are the used devices, one each, in pipeline order; their loads are the devices' loads
+    load = {d["name"]: d["load"] for d in res["devices"]}
+    assert [s["devices"][0] for s in res["stages"]][:len(res["stage_order"])] == \
+        [n for n in res["stage_order"] if any(d["name"] == n and d["nodes"] for d in res["devices"])]
+    assert all(s["time_per_sample"] == load[s["devices"][0]] and s["dataParallelDegree"] == 1
+               for s in res["stages"])
+    assert max(s["time_per_sample"] for s in res["stages"]) == pytest.approx(res["max_load"])
     # reference fields, readable by the reference tooling
     assert res["maxLoad"] == pytest.approx(max(d["load"] for d in res["fpgas"] + res["cpus"]))
     placed = sorted(n for d in res["fpgas"] + res["cpus"] for n in d["nodes"])
@@ -118,10 +126,14 @@ def test_readme_flow_onnx_example_placed_on_a_mixed_cluster(tmp_path, capsys):
     assert main(["example", model, "--layers", "2"]) == 0
     assert main(["place", model, "--devices", "a100:2,t4:2,cpu:1", "--out", out]) == 0
     text = capsys.readouterr().out
-    assert "status optimal" in text and "a100:0" in text and "layer0/" in text
+    # replicas by default: the stage table, its devices named as the cluster numbers them
+    assert "status optimal" in text and "a100:0-1" in text and "layer0" in text
     res = json.load(open(out))
-    assert res["frontend"]["devices"] == "a100:2,t4:2,cpu:1" and res["valid"] and res["contiguous"]
-    assert {d["kind"] for d in res["devices"]} == {"a100", "t4", "cpu"}
+    assert (res["schema"], res["version"], res["model"]) == ("placement-result", 2, "stages")
+    assert res["problem"]["devices"] == "a100:2,t4:2,cpu:1" and res["valid"] and res["contiguous"]
+    assert {d["kind"] for d in res["devices"]} <= {"a100", "t4", "cpu"} and len(res["devices"]) >= 2
+    # the device rows are the stages' devices, each once
+    assert sorted(d["name"] for d in res["devices"]) == sorted(n for s in res["stages"] for n in s["devices"])
 
 
 def test_solver_options_are_validated(example):

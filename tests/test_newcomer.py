@@ -3,6 +3,8 @@ traceback, never an option silently ignored."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from placement.cli import main
@@ -28,8 +30,8 @@ def _one_error(capsys, *words):
     (["--solver", "local-search", "--seed", "-1"], ["--seed", "non-negative"]),
     (["--max-replicas", "0"], ["--max-replicas", "positive"]),
     (["--microbatches", "0"], ["--microbatches", "positive"]),
-    (["--schedule", "gpipe"], ["--schedule", "stage-model"]),
-    (["--granularity", "op"], ["--granularity", "stage-model"]),
+    (["--schedule", "gpipe", "--max-replicas", "1"], ["--schedule", "stage-model"]),
+    (["--granularity", "op", "--max-replicas", "1"], ["--granularity", "stage-model"]),
 ])
 def test_place_refuses_bad_or_inapplicable_options(model, capsys, flags, words):
     assert main(["place", model, "--devices", "a100:2", *flags]) == 2
@@ -70,15 +72,23 @@ def test_a_baseline_with_no_placement_is_unknown_not_feasible(tmp_path, capsys):
 
 
 def test_a_batch_plan_is_labelled_per_batch(model, capsys):
-    """``place --batch-size 8`` prints one batch's latency: before, it said 'one sample'."""
-    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8"]) == 0
+    """``place --batch-size 8`` prints one batch's latency: before, it said 'one sample'. A stage plan
+    (replicas, the default) divides its times by the batch: they are per sample, and say so."""
+    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8", "--max-replicas", "1"]) == 0
     out = capsys.readouterr().out
     assert "(one batch of 8 samples, latency model)" in out and "(one sample" not in out
+    batch = float(re.search(r"max-load ([\d.]+) ms", out).group(1))
+    assert main(["place", model, "--devices", "a100:1", "--batch-size", "8"]) == 0
+    one = float(re.search(r"max-load ([\d.]+) ms per sample", capsys.readouterr().out).group(1))
+    assert main(["place", model, "--devices", "a100:1", "--batch-size", "8", "--max-replicas", "1"]) == 0
+    single = float(re.search(r"max-load ([\d.]+) ms", capsys.readouterr().out).group(1))
+    assert one == pytest.approx(single / 8, rel=1e-3) and batch > 0  # one A100: the batch's time / 8
 
 
 def test_show_of_a_batch_plan_says_per_batch(model, tmp_path, capsys):
     out = tmp_path / "b8.json"
-    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8", "-o", str(out)]) == 0
+    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8", "--max-replicas", "1",
+                 "-o", str(out)]) == 0
     capsys.readouterr()
     assert main(["show", str(out), "--no-draw"]) == 0
     text = capsys.readouterr().out

@@ -207,15 +207,16 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4"]
     assert main(args + ["--out", str(out), "--schedule", "gpipe", "--microbatches", "8"]) == 0
     text = capsys.readouterr().out
-    assert "schedule gpipe, 8 micro-batches, layer granularity" in text
+    assert "schedule gpipe, 8 micro-batches per batch, layer granularity" in text
     doc = json.loads(out.read_text())
     # printed in ms (as the pipeline-only table), memory in binary units; the JSON holds seconds
-    assert doc["time_unit"] == "s" and "time/sample (ms)" in text and "peak/device" in text
-    shown = float(text.split("objective ")[1].split(" ms per sample (optimal)")[0])
+    assert doc["time_unit"] == "s" and "time/sample (ms)" in text and "memory / device" in text
+    shown = float(text.split("max-load ")[1].split(" ms per sample")[0])
+    assert "status optimal" in text
     assert shown == pytest.approx(doc["objective"] * 1e3, rel=1e-8)
     assert "iB " in text.splitlines()[1] and " GB" not in text
-    assert doc["format"] == "placement-replicated" and doc["schedule"] == "gpipe"
-    assert doc["granularity"] == "layer" and doc["batch_size"] == 4
+    assert doc["model"] == "stages" and doc["problem"]["schedule"] == "gpipe"
+    assert doc["problem"]["granularity"] == "layer" and doc["problem"]["batch_size"] == 4
     names = [n for s in doc["stages"] for n in s["nodes"]]
     assert sorted(names) == sorted(["embeddings", "layer0", "layer1", "final_norm", "lm_head"])
     ops = [o for s in doc["stages"] for o in s["operators"]]
@@ -255,14 +256,14 @@ def test_cli_max_replicas_1_is_todays_placement(gpt2_path, capsys):
     assert main(["place", gpt2_path, "--training", "--devices", "a100:2,cpu:1", "--max-replicas", "1",
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert "devices" in doc and "stages" not in doc  # today's result format
+    assert doc["model"] == "one-device-per-stage"  # d = t = 1, one device per stage
     w = prepare_onnx(gpt2_path, "a100:2,cpu:1", training=True)[1]
     assert doc["max_load"] == pytest.approx(dp_solve(w.graph, w.cluster).objective, rel=1e-9)
-    # and an inference graph stays today's unless replication is asked for
+    # an inference graph has replicas by default too; --max-replicas 1 keeps one device per stage
     assert main(["place", gpt2_path, "--devices", "a100:2", "--json"]) == 0
-    assert "devices" in json.loads(capsys.readouterr().out)
-    assert main(["place", gpt2_path, "--devices", "a100:2", "--max-replicas", "2", "--json"]) == 0
-    assert "stages" in json.loads(capsys.readouterr().out)
+    assert json.loads(capsys.readouterr().out)["model"] == "stages"
+    assert main(["place", gpt2_path, "--devices", "a100:2", "--max-replicas", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "one-device-per-stage"
 
 
 def test_cli_bad_options(gpt2_path, capsys):

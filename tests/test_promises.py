@@ -33,8 +33,11 @@ def workload(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def onnx_result(onnx_model, tmp_path_factory):
+    """A one-device-per-stage result (``--max-replicas 1``): the drawings, latency and utilisation
+    figures promised below are those of that placement; stage plans with replicas are checked in
+    tests/test_replicated_onnx.py."""
     out = str(tmp_path_factory.mktemp("promises") / "result.json")
-    assert main(["place", onnx_model, "--devices", DEVICES, "--out", out]) == 0
+    assert main(["place", onnx_model, "--devices", DEVICES, "--max-replicas", "1", "--out", out]) == 0
     return out
 
 
@@ -175,7 +178,7 @@ def test_evaluate_reproduces_every_result_place_writes(case, onnx_model, workloa
     capsys.readouterr()
     assert main(["evaluate", model, out, "--json"]) == 0  # the result records its front-end options
     ev = json.loads(capsys.readouterr().out)
-    if "stages" in res:  # an ONNX training graph: the replicated model by default
+    if res["model"] == "stages":  # an ONNX model: the stage model (replicas) by default
         assert ev["valid"] and ev["objective"] == res["objective"]  # exactly
         assert [s["time_per_sample"] for s in ev["stages"]] == [s["time_per_sample"] for s in res["stages"]]
         return
@@ -245,7 +248,12 @@ def test_help_gives_defaults_and_documents_every_option(capsys):
 
 
 def test_the_place_table_labels_units_and_columns(onnx_model, capsys):
-    assert main(["place", onnx_model, "--devices", DEVICES]) == 0
+    assert main(["place", onnx_model, "--devices", DEVICES]) == 0  # replicas: one row per stage
+    text = capsys.readouterr().out
+    for column in ("devices", "compute (ms)", "comm (ms)", "time/sample (ms)", "memory / device"):
+        assert column in text
+    assert "/ 40 GiB" in text and re.search(r"max-load [\d.]+ ms per sample \([\d,.]+ samples/s\)", text)
+    assert main(["place", onnx_model, "--devices", DEVICES, "--max-replicas", "1"]) == 0  # one per device
     text = capsys.readouterr().out
     for column in ("compute [ms]", "comm in [ms]", "comm out [ms]", "load [ms]", "memory / capacity",
                    "load/max"):

@@ -104,7 +104,8 @@ def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, traini
     args = ["place", path, "--devices", "cpu:4", "-o", res, "--json"]
     assert main(args + (["--training", "--batch-size", "2"] if training else ["--max-replicas", "2"])) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["granularity"] == "layer" and "layer0" in {n for s in data["stages"] for n in s["nodes"]}
+    assert data["problem"]["granularity"] == "layer"
+    assert "layer0" in {n for s in data["stages"] for n in s["nodes"]}
     assert main(["evaluate", path, res, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == pytest.approx(data["objective"], rel=1e-12)
     assert main(["show", res, "--no-draw"]) == 0

@@ -127,7 +127,8 @@ def test_show_simulates_a_replicated_plan(placed, capsys):
     assert main(["show", result, "--json"]) == 0
     sim = json.loads(capsys.readouterr().out)["simulation"]
     data = json.loads(open(result).read())
-    assert sim["schedule"] == data["schedule"] and sim["microbatches"] == data["microbatches"]
+    setting = data["problem"]
+    assert sim["schedule"] == setting["schedule"] and sim["microbatches"] == setting["microbatches"]
     assert sim["model_time_per_sample"] == pytest.approx(data["objective"], rel=1e-9)
 
 
@@ -206,7 +207,7 @@ def test_show_simulates_a_replicated_onnx_plan(gpt_path, tmp_path, capsys):
     for st, s in zip(data["stages"], sim["stages"]):
         assert s["model_memory"] == pytest.approx(st["memory"]["peak"], rel=1e-9)
     # a result without its settings: one error line
-    del data["granularity"]
+    del data["problem"]["granularity"]
     out.write_text(json.dumps(data))
     assert main(["show", str(out), "--no-draw"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
