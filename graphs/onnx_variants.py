@@ -3,8 +3,8 @@ the model itself.
 
 :func:`onnx_parallel_problem` starts from the pipeline-only problem of the costed operator graph
 (:func:`graphs.parallel.from_opgraph` on the graph :func:`graphs.onnx_workload.build_opgraph` makes, so
-the nodes, tensors and their times are exactly today's) and replaces each node's variant by these, per
-device kind:
+the nodes, tensors and their times are exactly the one-device-per-stage placement's) and replaces each
+node's variant by these, per device kind:
 
 * **units**: seconds per sample. The graph's times are milliseconds per micro-batch (one run of the
   model at the front end's batch size ``b``, the value of a symbolic batch dimension; 1 when the
@@ -42,9 +42,10 @@ device kind:
 its layer key at that granularity, else its operators' names joined by ``+``.
 
 With ``max_replicas = 1``, ``tensor_parallel = False``, ``recompute = False`` and
-``stash="once"`` (``A`` folded into ``B``: one micro-batch of activations, as today's memory model),
-the problem is today's pipeline-only one: the DP's optimum times ``1e3 * b`` is today's max-load. With
-``stash="schedule"`` (the default) memory is ``A*y + B`` by schedule; that agrees with today's where
+``stash="once"`` (``A`` folded into ``B``: one micro-batch of activations, as the one-device-per-stage
+memory model),
+the problem is the one-device-per-stage one: the DP's optimum times ``1e3 * b`` is its max-load. With
+``stash="schedule"`` (the default) memory is ``A*y + B`` by schedule; that agrees with it where
 memory does not bind.
 """
 

@@ -424,7 +424,7 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvalua
     return PlanEvaluation(objective, tuple(out), tuple(problems))
 
 
-# --------------------------------------------------------------------------- from today's model
+# ------------------------------------------------------------ from the one-device-per-stage model
 def from_opgraph(graph, cluster, *, microbatches: int | None = None) -> tuple[ParallelProblem, np.ndarray]:
     """The pipeline-only problem of an :class:`~graphs.model.OpGraph` on a :class:`~graphs.model.Cluster`
     (no parameter sizes, so no replication: ``max_replicas = 1``): one variant per item and kind that

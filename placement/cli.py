@@ -170,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("place", help="compute a placement", description="Compute a placement of a "
-                       "workload (reference-format JSON or ONNX model) and print a per-device table.")
+                       "workload (reference-format JSON, Piper file or ONNX model) and print a table: one "
+                       "row per stage (its devices, replicas and tensor-parallel degree), or one per "
+                       "device for a one-device-per-stage placement.")
     p.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     _add_solve_options(p)
     _add_output_options(p)

@@ -1,21 +1,18 @@
-"""Replicated plans of ONNX models on the command line: ``placement place model.onnx --training`` solves
-the replicated model (:mod:`graphs.onnx_variants`: data-parallel and tensor-parallel stages, activation
-recomputation, memory by schedule) with the exact DP ``dp-replicated``; ``placement evaluate model.onnx
-plan.json`` re-scores such a plan.
+"""Stage plans of ONNX models on the command line: ``placement place model.onnx`` solves the stage model
+(:mod:`graphs.onnx_variants`: data-parallel and tensor-parallel stages, activation recomputation, memory
+by schedule) for inference and training alike; ``placement evaluate model.onnx plan.json`` re-scores
+such a plan.
 
-    placement place model.onnx --training --devices a100:8,v100:8 [--schedule 1f1b|gpipe|pipedream|2bw]
+    placement place model.onnx [--training] --devices a100:8,v100:8 [--schedule 1f1b|gpipe|pipedream|2bw]
                     [--microbatches N] [--max-replicas D] [--granularity layer|op] [--device-memory BYTES]
 
-The replicated model is the default for a training graph (and for an inference graph given
-``--max-replicas`` above 1) when the solver is ``auto`` or one of the replicated model's
-(:data:`solvers.registry.STAGE_SOLVERS`) and the objective is max-load; ``--max-replicas 1``
-(or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
-unchanged. The result JSON is
-the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
-``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight micro-batches), plus each stage's
-``operators`` (forward and backward) and the ``granularity`` and front-end settings, so that
-``evaluate`` rebuilds the same problem. The JSON's times are seconds per sample (``time_unit``); the
-printed table and summary show milliseconds per sample, as the pipeline-only table does.
+``--max-replicas 1``, a solver without a stage form, or an option only the one-device-per-stage
+placement solves (:func:`_one_device_per_stage_only`) keeps that placement and its output. The result
+is the stage plan of :mod:`placement.replicated` (schema version 2: ``stages`` with ``nodes`` — layer
+keys, or operator names at ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight
+micro-batches), plus each stage's ``operators`` (forward and backward) and, in its ``problem`` section,
+the granularity and front-end settings, so that ``evaluate`` rebuilds the same problem. The JSON's times
+are seconds per sample (``time_unit``); the printed table and summary show milliseconds per sample.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_fo
 def add_options(p) -> None:
     """The ONNX replicated options (the schedule and degrees are :mod:`placement.replicated`'s)."""
     p.add_argument("--granularity", choices=("layer", "op"), default=None,
-                   help="ONNX replicated model: one node per layer (default where the model's names give "
+                   help="ONNX stage plans: one node per layer (default where the model's names give "
                    "layers) or per operator")
 
 

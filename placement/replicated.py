@@ -30,8 +30,8 @@ __all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "res
 
 def add_options(p) -> None:
     """The replicated-model options of ``place`` and ``evaluate``."""
-    g = p.add_argument_group("replicated stages (Piper-format workloads; ONNX training models, or ONNX "
-                             "models with --max-replicas above 1)")
+    g = p.add_argument_group("stage plans: replicas, tensor parallelism, schedules (Piper-format workloads "
+                             "and ONNX models; --max-replicas 1 gives one device per stage)")
     g.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b; "
                         "a result being evaluated: its own)")
@@ -39,8 +39,9 @@ def add_options(p) -> None:
                    help="micro-batches per batch (default: a Piper file's mbsInBatch; an ONNX model: the "
                         "smallest power of two >= the devices); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="largest data-parallel degree per stage (1: pipeline only, today's placement; "
-                        "an ONNX inference model takes the replicated model when D > 1)")
+                   help="largest data-parallel degree per stage (default: as many as the devices and "
+                        "micro-batches allow; 1: one device per stage, the per-device table and its "
+                        "latency, batch-size and SLO options)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
@@ -51,13 +52,13 @@ def add_options(p) -> None:
 
 
 def refuse_options(args) -> None:
-    """Today's (pipeline-only) placement takes none of the replicated model's device options: one
+    """The one-device-per-stage placement takes none of the stage model's device options: one
     :class:`InputError` naming the option instead of ignoring it."""
     for name in ("max_devices", "device_memory", "bandwidth"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name.replace('_', '-')} applies to replicated plans only (Piper-format "
-                             f"workloads, ONNX training models, --max-replicas above 1); set a device "
-                             f"kind's memory in a device file (--device-file) for today's placement")
+                             f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
+                             f"in a device file (--device-file) for the one-device-per-stage placement")
 
 
 def handles(path: str, args=None) -> bool:
@@ -285,12 +286,9 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     if result is None:
         parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
     else:
-        parts += [f"status {result.status}", f"solver {result.solver}"]
-        if result.bound is not None and math.isfinite(result.bound):
-            parts.append(f"bound {fmt_time(result.bound, unit, 9)}")
-        if result.gap is not None:
-            parts.append(f"gap {100 * result.gap:.4g}%")
-        parts.append(f"time {result.time:.2f} s")
+        from .report import status_parts
+
+        parts += status_parts(result, lambda b: fmt_time(b, unit, 9))
     used = sum(s.devices for s in ev.stages)
     total = sum(k.count for k in problem.kinds)
     lines = [", ".join(parts),

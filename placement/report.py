@@ -6,7 +6,7 @@ import math
 
 from .api import Placement
 
-__all__ = ["format_table", "format_summary", "human_bytes"]
+__all__ = ["format_table", "format_summary", "human_bytes", "status_parts"]
 
 
 def human_bytes(x: float | None) -> str:
@@ -79,15 +79,28 @@ def format_table(p: Placement, *, show_ops: bool = True) -> str:
     return "\n".join(lines)
 
 
+def status_parts(s, bound=None) -> list[str]:
+    """``status ..., solver ..., bound ..., gap ..., time ...`` of a solution, as every summary words
+    them; ``bound`` formats the bound (default: four decimals). The status says when a Ctrl-C or the
+    time limit ended the search."""
+    status = s.status.value
+    if status in ("feasible", "stopped") and "interrupted" in s.message:
+        status += " (interrupted)"
+    elif status in ("feasible", "stopped") and (s.stats.get("mip_status") == "time limit"
+                                                or "time limit" in s.message):
+        status += " (time limit reached)"
+    parts = [f"status {status}", f"solver {s.solver}"]
+    if s.bound is not None and math.isfinite(s.bound):
+        parts.append(f"bound {(bound or _num)(s.bound)}")
+    if s.gap is not None:
+        parts.append(f"gap {100 * s.gap:.4g}%")
+    parts.append(f"time {s.time:.2f} s")
+    return parts
+
+
 def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
-    status = s.status.value
-    if s.status.value in ("feasible", "stopped") and "interrupted" in s.message:
-        status += " (interrupted)"
-    elif s.status.value in ("feasible", "stopped") and (s.stats.get("mip_status") == "time limit"
-                                          or "time limit" in s.message):
-        status += " (time limit reached)"
     u = f" {time_unit(p)}" if time_unit(p) else ""
     parts = [f"max-load {_num(p.max_load)}{u}"]
     if p.objective != "max-load":
@@ -96,12 +109,7 @@ def format_summary(p: Placement) -> str:
         batch = int(p.graph.meta.get("batch_size") or 1)  # an ONNX model's figures are per run of a batch
         what = "one sample" if batch == 1 else f"one batch of {batch} samples"
         parts.append(f"latency {_num(p.latency.total)}{u} ({what}, latency model)")
-    parts += [f"status {status}", f"solver {s.solver}"]
-    if s.bound is not None and math.isfinite(s.bound):
-        parts.append(f"bound {_num(s.bound)}")
-    if s.gap is not None:
-        parts.append(f"gap {100 * s.gap:.4g}%")
-    parts.append(f"time {s.time:.2f} s")
+    parts += status_parts(s)
     lines = [", ".join(parts)]
     if not u:
         lines.append("times in the workload's own unit (t)")

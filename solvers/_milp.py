@@ -235,6 +235,7 @@ _HIGHS_LATE = 0.8
 # Past this many seconds after cancelling, the search is abandoned (its thread is a daemon and may keep
 # one core busy until it ends) and the best solution its callbacks reported is returned.
 _HIGHS_ABANDON = 2.0
+_HIGHS_ABANDON_INTERRUPTED = 0.5  # the same after Ctrl-C
 _ABANDONED: list = []  # (solver, thread) of abandoned searches, kept alive while their threads may run
 
 
@@ -387,6 +388,9 @@ def _run_interruptible(h, deadline: float | None = None,
         except KeyboardInterrupt:
             interrupted = True
             h.cancelSolve()
+            # a user waiting on Ctrl-C gets the best solution so far within the 2 s promised, not after
+            # the deadline's grace
+            grace = min(grace, _HIGHS_ABANDON_INTERRUPTED)
             if cancelled_at is None:
                 cancelled_at = time.perf_counter()
     thread.join()

@@ -23,6 +23,7 @@ max-load, ``graphs.latency`` for latency), never the solver's own number.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -109,7 +110,7 @@ def execute(job: Job) -> dict:
     from graphs.errors import PlacementError
     from graphs.evaluate import evaluate
     from solvers.base import SolveOptions
-    from solvers.registry import get_solver
+    from solvers.registry import SOLVERS, canonical_name, solve
 
     rec = _record(job)
     t0 = time.perf_counter()
@@ -121,12 +122,18 @@ def execute(job: Job) -> dict:
     g, cl = w.graph, w.cluster
     rec.update(nodes=g.num_nodes, edges=g.num_edges, devices=cl.num_devices, load_s=time.perf_counter() - t0)
     raw = {"split": job.workload.split} if job.solver == "expert" else {}
+    # one thread for every solver that reads it, so that a table's times compare solvers, not how many
+    # cores each grabbed; a solver that reads no thread count keeps the default (the checked solve
+    # refuses an option its solver would ignore)
+    reads = SOLVERS[canonical_name(job.solver)[0]].honours
     opts = SolveOptions(objective=job.workload.objective, time_limit=job.time_limit, seed=job.seed,
-                        threads=1, raw=raw)
+                        threads=1 if "threads" in reads else None, raw=raw)
+    if "seed" not in reads:
+        opts = dataclasses.replace(opts, seed=SolveOptions().seed)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t1 = time.perf_counter()
     try:
-        sol = get_solver(job.solver)(g, cl, opts)
+        sol = solve(g, cl, solver=job.solver, options=opts)  # checked by the one evaluator
     except PlacementError as e:
         rec.update(status="error", message=f"{type(e).__name__}: {e}", wall_s=time.perf_counter() - t1)
         return rec
