@@ -11,7 +11,7 @@ The replicated model is the default for a training graph (and for an inference g
 (:data:`solvers.registry.STAGE_SOLVERS`) and the objective is max-load; ``--max-replicas 1``
 (or another ``--solver`` or ``--objective``) keeps today's pipeline-only placement and its output
 unchanged. The result JSON is
-the one of :mod:`placement.replicated` (``stages`` with ``nodes`` — layer keys, or operator names at
+the one of :mod:`placement.stages` (``stages`` with ``nodes`` — layer keys, or operator names at
 ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight micro-batches), plus each stage's
 ``operators`` (forward and backward) and the ``granularity`` and front-end settings, so that
 ``evaluate`` rebuilds the same problem. The JSON's times are seconds per sample (``time_unit``); the
@@ -32,7 +32,7 @@ __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_fo
 
 
 def add_options(p) -> None:
-    """The ONNX replicated options (the schedule and degrees are :mod:`placement.replicated`'s)."""
+    """The ONNX replicated options (the schedule and degrees are :mod:`placement.stages`'s)."""
     p.add_argument("--granularity", choices=("layer", "op"), default=None,
                    help="ONNX replicated model: one node per layer (default where the model's names give "
                    "layers) or per operator")
@@ -95,7 +95,7 @@ def handles_plan(args) -> bool:
         data = read_json(args.split)
     except InputError:
         return False
-    from .replicated import is_stage_result
+    from .stages import is_stage_result
 
     return is_stage_result(data)
 
@@ -170,7 +170,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     import dataclasses
     from types import SimpleNamespace
 
-    from .replicated import read_stage_result
+    from .stages import read_stage_result
 
     data = read_stage_result(data)
     for key in ("devices", "granularity"):
@@ -205,7 +205,7 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
 def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
     of :data:`solvers.registry.STAGE_SOLVERS`)."""
-    from .replicated import _emit, no_plan, plan_summary, result_dict, solve_args
+    from .stages import _emit, no_plan, plan_summary, result_dict, solve_args
 
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_args(problem, args)
@@ -224,7 +224,7 @@ def evaluate(args, frontend: dict) -> int:
     """``placement evaluate model.onnx plan.json`` of a replicated plan: the plan's own settings
     (devices, granularity, schedule, micro-batches) rebuild the problem unless the command line
     overrides them."""
-    from .replicated import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
+    from .stages import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
 
     data = read_json(args.split)
     saved = {**read_stage_result(data), "_path": args.split}
