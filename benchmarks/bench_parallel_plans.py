@@ -66,8 +66,8 @@ def _model_path(name: str, tmp: str) -> tuple[str, int | None]:
 
 def data_parallel(problem):
     """The best one-stage plan on all devices of one kind (t = 1, the variants that fit by an exact
-    knapsack; :func:`solvers.pipedream_replicated.data_parallel`): ``(evaluation, kind)`` or ``None``."""
-    from solvers.pipedream_replicated import data_parallel as one_stage
+    knapsack; :func:`solvers.pipedream_stages.data_parallel`): ``(evaluation, kind)`` or ``None``."""
+    from solvers.pipedream_stages import data_parallel as one_stage
 
     r = one_stage(problem)
     if r.plan is None:
@@ -92,7 +92,7 @@ def _describe(problem, r) -> dict:
 def run_case(model: str, path: str, batch: int | None, n: int, time_limit: float) -> dict:
     from graphs.onnx_variants import onnx_parallel_problem
     from graphs.onnx_workload import prepare_onnx
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     ds = parse_devices(f"a100:{n},v100:{n}")
     og, w = prepare_onnx(path, ds, training=True, batch_size=batch)

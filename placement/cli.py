@@ -177,9 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_solve_options(p)
     _add_output_options(p)
     _add_frontend_options(p)
-    _replicated().add_options(p)
+    _stages().add_options(p)
     from .serving_cli import add_place_options
-    _onnx_replicated().add_options(p)
+    _onnx_stages().add_options(p)
 
     add_place_options(p)
 
@@ -192,8 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "and 'cpus' node-id lists)")
     _add_output_options(e)
     _add_frontend_options(e)
-    _replicated().add_options(e)
-    _onnx_replicated().add_options(e)
+    _stages().add_options(e)
+    _onnx_stages().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -293,16 +293,16 @@ def _cli_words(message: str) -> str:
                   lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
 
 
-def _replicated():
-    from . import replicated  # replicated stages on Piper-format workloads (placement/replicated.py)
+def _stages():
+    from . import stages  # stage plans: Piper-format workloads, results, the table (placement/stages.py)
 
-    return replicated
+    return stages
 
 
-def _onnx_replicated():
-    from . import onnx_replicated  # replicated stages of ONNX models (placement/onnx_replicated.py)
+def _onnx_stages():
+    from . import onnx_stages  # stage plans of ONNX models (placement/onnx_stages.py)
 
-    return onnx_replicated
+    return onnx_stages
 
 
 def _refuse_stage_options(args) -> None:
@@ -349,11 +349,11 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
-    if _replicated().handles(args.workload, args):
-        return _replicated().place(args)
-    if _onnx_replicated().handles(args):
-        return _onnx_replicated().place(args, _frontend(args))
-    _replicated().refuse_options(args)  # --device-memory etc. would be silently ignored here
+    if _stages().handles(args.workload, args):
+        return _stages().place(args)
+    if _onnx_stages().handles(args):
+        return _onnx_stages().place(args, _frontend(args))
+    _stages().refuse_options(args)  # --device-memory etc. would be silently ignored here
     _refuse_stage_options(args)
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
@@ -388,11 +388,11 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    if _replicated().handles(args.workload):
-        return _replicated().evaluate(args)
-    if _onnx_replicated().handles_plan(args):
-        return _onnx_replicated().evaluate(args, _frontend(args))
-    _replicated().refuse_options(args)
+    if _stages().handles(args.workload):
+        return _stages().evaluate(args)
+    if _onnx_stages().handles_plan(args):
+        return _onnx_stages().evaluate(args, _frontend(args))
+    _stages().refuse_options(args)
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)
@@ -586,15 +586,15 @@ def _cmd_split(args) -> int:
     from .simulate import read_result
 
     dims = _dims(args)
-    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+    from . import stage_run, stage_show  # replicated plans: placement/stage_run.py
 
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    if replicated_show.is_replicated_result(args.result):
+    if stage_show.is_replicated_result(args.result):
         _output_dir(args.out_dir, "--out-dir")
         _output_file(annotated, "--annotated")
         _warn_unknown_dims(_read_model(args.model), dims)
-        return replicated_onnx.split_command(args, dims)
+        return stage_run.split_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = read_result(args.result)
@@ -649,11 +649,11 @@ def _cmd_run(args) -> int:
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
     dims = _dims(args)
-    from . import replicated_onnx, replicated_show  # replicated plans: placement/replicated_onnx.py
+    from . import stage_run, stage_show  # replicated plans: placement/stage_run.py
 
-    if replicated_show.is_replicated_result(args.result):
+    if stage_show.is_replicated_result(args.result):
         _warn_unknown_dims(_read_model(args.model), dims)
-        return replicated_onnx.run_command(args, dims)
+        return stage_run.run_command(args, dims)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = read_result(args.result)
@@ -741,10 +741,10 @@ def _cmd_show(args) -> int:
 
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
-    from . import replicated_show  # a replicated plan (result JSON with stages): placement/replicated_show.py
+    from . import stage_show  # a replicated plan (result JSON with stages): placement/stage_show.py
 
-    if replicated_show.is_replicated_result(args.result):
-        return replicated_show.show(args)
+    if stage_show.is_replicated_result(args.result):
+        return stage_show.show(args)
     data = read_result(args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):
         raise _UsageError(f"placement show: schedule {args.schedule} applies to replicated plans only")

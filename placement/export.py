@@ -3,7 +3,7 @@
 Schema (``"schema": "placement-result", "version": 2``; ``source`` is the workload's path relative to the
 result file's folder, or absolute when the result is not written to a file). This is the
 one-device-per-stage form (``"model": "one-device-per-stage"``); a stage plan with replicas
-(``"model": "stages"``) is written by :func:`placement.replicated.result_dict`. Both list ``stages`` in
+(``"model": "stages"``) is written by :func:`placement.stages.result_dict`. Both list ``stages`` in
 pipeline order with the devices each uses, and ``devices``, one row per device; version 1 was this
 without ``model``, ``time_unit`` and ``stages``, and is read the same::
 

@@ -21,8 +21,8 @@ from solvers.base import SolveOptions, Status
 from solvers.registry import SOLVERS, STAGE_SOLVERS, solve
 from tests.instances import brute_force as brute_force_pipeline
 from tests.instances import random_instance
-from tests.test_dp_replicated import brute_force as brute_force_stages
-from tests.test_dp_replicated import random_problem
+from tests.test_dp_stages import brute_force as brute_force_stages
+from tests.test_dp_stages import random_problem
 
 _REL = 1e-6
 

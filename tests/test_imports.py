@@ -60,3 +60,12 @@ def test_imports_flow_from_graphs_to_solvers_to_placement():
     rank = {p: i for i, p in enumerate(PACKAGES)}
     wrong = [(a, b) for a, b in import_graph().edges if rank[b.split(".")[0]] > rank[a.split(".")[0]]]
     assert not wrong, wrong
+
+
+def test_no_module_is_named_after_a_second_model():
+    """One model: the stage model's modules are named for what they hold (stages), not as a twin
+    ("replicated") of the one-device-per-stage model's."""
+    names = [os.path.relpath(os.path.join(d, f), ROOT) for top in ("graphs", "solvers", "placement", "tests",
+                                                                   "benchmarks")
+             for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
+    assert names and not [n for n in names if "replicated" in n or "parallel_coarsen" in n]

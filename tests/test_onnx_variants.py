@@ -132,7 +132,7 @@ def test_pipeline_only_equals_todays_dp(tmp_path, memory):
     from graphs.transformer import gpt
     from solvers.base import Status
     from solvers.dp import solve as dp_solve
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     path = tmp_path / "gpt.onnx"
     onnx.save(gpt(1, hidden=16, heads=2, seq_len=4, vocab=40, weights="random"), str(path))
@@ -201,7 +201,7 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
 
     from graphs.devices import parse_devices
     from placement.cli import main
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     out = tmp_path / "r.json"
     args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4"]
@@ -278,7 +278,7 @@ def test_cli_bad_options(gpt2_path, capsys):
 
 def test_replicated_optimum_is_no_worse_than_pipeline_only_or_data_parallel(gpt2_path):
     from benchmarks.bench_parallel_plans import data_parallel
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     ds = parse_devices("a100:2,v100:2")
     og, w = prepare_onnx(gpt2_path, ds, training=True, batch_size=8)
@@ -298,7 +298,7 @@ def test_pipeline_only_equals_todays_dp_on_a_cnn_with_two_accelerator_kinds(tmp_
     """The same on a CNN (no layer names) over v100 and a100, memory loose, binding and infeasible."""
     from solvers.base import Status
     from solvers.dp import solve as dp_solve
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
     from tests.onnx_models import save, small_cnn
 
     path = save(small_cnn(), tmp_path / "cnn.onnx")
@@ -343,7 +343,7 @@ def test_every_operator_pair_of_a_cnn_and_replication_beating_the_pipeline_only_
     the operator's output, recomputation stashes less for one more forward pass with the same ``B``; with
     4 A100s and 2 CPU cores replicas beat the pipeline-only optimum (both proven optimal)."""
     from solvers.base import Status
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
     from tests.onnx_models import save, small_cnn
 
     path = save(small_cnn(), tmp_path / "cnn.onnx")

@@ -13,7 +13,7 @@ from graphs.errors import InputError
 from graphs.parallel import Stage, evaluate_plan
 from graphs.piper import is_piper, parse_piper, read_piper
 from solvers.base import Status
-from solvers.dp_replicated import solve_problem
+from solvers.dp_stages import solve_problem
 from tests.instances import WORKLOADS
 
 PIPER = os.path.join(WORKLOADS, "piper")
@@ -147,7 +147,7 @@ def test_max_replicas_one_is_pipeline_only(piper_dir):
 
 
 def test_grown_bert_has_the_layers_and_reads(piper_dir):
-    from benchmarks.bench_replicated import grow_bert
+    from benchmarks.bench_stages import grow_bert
 
     data = json.load(open(os.path.join(piper_dir, "bert32a100.json")))
     big = grow_bert(data, 40)

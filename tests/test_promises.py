@@ -35,7 +35,7 @@ def workload(tmp_path_factory):
 def onnx_result(onnx_model, tmp_path_factory):
     """A one-device-per-stage result (``--max-replicas 1``): the drawings, latency and utilisation
     figures promised below are those of that placement; stage plans with replicas are checked in
-    tests/test_replicated_onnx.py."""
+    tests/test_onnx_stages.py."""
     out = str(tmp_path_factory.mktemp("promises") / "result.json")
     assert main(["place", onnx_model, "--devices", DEVICES, "--max-replicas", "1", "--out", out]) == 0
     return out

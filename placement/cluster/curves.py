@@ -472,7 +472,7 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
     ``kinds``: the shared cluster's kind names in its order (default: the problem's); ``time_limit``:
     seconds per allocation (an allocation stopped by it makes the curve inexact, said in ``notes``)."""
     from solvers.base import Status
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     t0 = time.perf_counter()
     own = [k.name for k in problem.kinds]

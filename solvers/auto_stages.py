@@ -4,7 +4,7 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, ``dp-replicated`` runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit) chains of nodes are merged
-   (:func:`graphs.parallel_coarsen.merge_chains`), halving the target size until the coarse graph's
+   (:func:`graphs.coarsen.merge_stage_chains`), halving the target size until the coarse graph's
    ideals fit, and the DP solves the coarse problem. Its plan, mapped back, is optimal among the plans
    that keep every merged chain in one stage: label ``exact-on-coarsened``, status ``feasible``.
 3. **Refined.** The MILP (``ip-replicated``) then starts from the best plan so far on the original graph
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import time
 
+from graphs.coarsen import merge_stage_chains
 from graphs.errors import ProblemTooLargeError
 from graphs.ideals import enumerate_ideals
 from graphs.parallel import ParallelProblem
-from graphs.parallel_coarsen import merge_chains
 
-from . import dp_replicated, ip_replicated, pipedream_replicated
+from . import dp_stages, ip_stages, pipedream_stages
 from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
@@ -71,7 +71,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
     if _ideals_fit(problem, max_ideals):
         path.append("dp-replicated")
-        r = dp_replicated.solve_problem(problem, time_limit=_left(deadline))
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return done(r, "exact", r.status, r.message)
         if r.plan is not None:
@@ -80,7 +80,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     target = n
     while (best is None or label == "heuristic") and target > 1:
         target = max(1, target // 2)
-        co = merge_chains(problem, target)
+        co = merge_stage_chains(problem, target)
         m = co.problem.graph.num_nodes
         if m == n:
             break  # no chain edge can be merged
@@ -89,20 +89,20 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue
         path.append(f"dp-replicated on {m} merged nodes")
-        r = dp_replicated.solve_problem(co.problem, time_limit=_left(deadline))
+        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline))
         if r.plan is not None:
-            rr = ip_replicated._evaluated(problem, co.expand(r.plan), r)
+            rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
             if best is None or rr.objective < best.objective:
                 best = rr
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
     extra: dict = {}
     if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
-        model_cols = ip_replicated.model_columns(problem)
+        model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip-replicated")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            ir = ip_replicated.solve_problem(problem, time_limit=limit,
+            ir = ip_stages.solve_problem(problem, time_limit=limit,
                                              warm_start=best.plan if best is not None else None)
             extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
@@ -113,11 +113,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             path.append(f"ip-replicated skipped ({model_cols:,} columns > {max_ip_columns:,})")
     if best is None:
         path.append("pipedream-replicated")
-        r = pipedream_replicated.solve_problem(problem, time_limit=_left(deadline))
+        r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
         if r.plan is None and (deadline is None or _left(deadline) > 0):
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
             path.append("dp-replicated")
-            r = dp_replicated.solve_problem(problem, time_limit=_left(deadline))
+            r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)
         if r.plan is None:

@@ -2,7 +2,7 @@
 (``dp-replicated``) and ``auto-replicated`` on Piper's workloads at small device counts: wall time,
 status and value; the MILP cold and warm-started from the DP's plan.
 
-    python -m benchmarks.bench_ip_replicated [--ip-time 30] [--only resnet:8 ...]
+    python -m benchmarks.bench_ip_stages [--ip-time 30] [--only resnet:8 ...]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def _cell(r, secs: float) -> str:
 
 def main() -> None:
     from graphs.piper import read_piper
-    from solvers import auto_replicated, dp_replicated, ip_replicated
-    from solvers.ip_replicated import model_columns
+    from solvers import auto_stages, dp_stages, ip_stages
+    from solvers.ip_stages import model_columns
     from tests.instances import WORKLOADS
 
     ap = argparse.ArgumentParser()
@@ -47,14 +47,14 @@ def main() -> None:
         p = read_piper(path, devices=k)
         row = [name, str(k), str(p.microbatches), str(p.graph.num_nodes), f"{model_columns(p):,}"]
         t = time.perf_counter()
-        d = dp_replicated.solve_problem(p)
+        d = dp_stages.solve_problem(p)
         row.append(_cell(d, time.perf_counter() - t))
         for start in (d.plan, None):
             t = time.perf_counter()
-            r = ip_replicated.solve_problem(p, time_limit=args.ip_time, warm_start=start)
+            r = ip_stages.solve_problem(p, time_limit=args.ip_time, warm_start=start)
             row.append(_cell(r, time.perf_counter() - t))
         t = time.perf_counter()
-        a = auto_replicated.solve_problem(p, time_limit=args.ip_time)
+        a = auto_stages.solve_problem(p, time_limit=args.ip_time)
         row.append(_cell(a, time.perf_counter() - t) + f" [{a.stats['label']}]")
         print("| " + " | ".join(row) + " |", flush=True)
 

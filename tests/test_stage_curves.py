@@ -15,8 +15,8 @@ import pytest
 from placement.cluster.curves import CurveCache, job_curve, problem_curve
 from placement.cluster.formats import parse_jobs
 from solvers.base import Status
-from solvers.dp_replicated import solve_problem
-from tests.test_dp_replicated import random_problem
+from solvers.dp_stages import solve_problem
+from tests.test_dp_stages import random_problem
 
 
 def _separate(p, counts) -> float:

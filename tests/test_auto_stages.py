@@ -1,5 +1,5 @@
-"""``auto`` on the replicated model (solvers/auto_replicated.py) and the chain coarsening it uses
-(graphs/parallel_coarsen.py): never better than the exact DP's optimum, equal when the exact path runs,
+"""``auto`` on the replicated model (solvers/auto_stages.py) and the chain coarsening it uses
+(graphs/coarsen.py): never better than the exact DP's optimum, equal when the exact path runs,
 labels that say what was proven, coarse plans that map back to valid plans of the same value."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
+from graphs.coarsen import merge_stage_chains
 from graphs.parallel import SCHEDULES, evaluate_plan
-from graphs.parallel_coarsen import merge_chains
-from solvers.auto_replicated import LABELS, solve_problem
+from solvers.auto_stages import LABELS, solve_problem
 from solvers.base import SolveOptions, Status
-from solvers.dp_replicated import solve_problem as dp_solve
+from solvers.dp_stages import solve_problem as dp_solve
 from solvers.registry import solve
-from tests.test_dp_replicated import random_problem
-from tests.test_ip_replicated import _chain_problem
+from tests.test_dp_stages import random_problem
+from tests.test_ip_stages import _chain_problem
 
 
 def test_coarse_plans_map_back_with_the_same_value():
@@ -24,7 +24,7 @@ def test_coarse_plans_map_back_with_the_same_value():
     merged = checked = 0
     for _ in range(150):
         p = random_problem(rng)
-        co = merge_chains(p, 1)
+        co = merge_stage_chains(p, 1)
         merged += p.graph.num_nodes - co.problem.graph.num_nodes
         assert sorted(u for m in co.members for u in m) == list(range(p.graph.num_nodes))
         r = dp_solve(co.problem)
@@ -40,7 +40,7 @@ def test_coarse_plans_map_back_with_the_same_value():
 
 def test_chain_merges_multiply_variants_within_the_cap():
     p = _chain_problem(n=10, devices=4, N=4)
-    co = merge_chains(p, 1, max_variants=4)  # two t=1 variants per node: pairs only (2 x 2 = 4)
+    co = merge_stage_chains(p, 1, max_variants=4)  # two t=1 variants per node: pairs only (2 x 2 = 4)
     assert co.problem.graph.num_nodes <= 7  # a matching of the 9 chain edges, greedily
     assert all(len(m) <= 2 for m in co.members)
     assert max(len(v) for v in co.problem.graph.options.values()) == 4

@@ -352,9 +352,9 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
         return None, ""
     if isinstance(warm_start, str):
         if warm_start == "dp-replicated":
-            from .dp_replicated import solve_problem as run
+            from .dp_stages import solve_problem as run
         elif warm_start == "pipedream-replicated":
-            from .pipedream_replicated import solve_problem as run
+            from .pipedream_stages import solve_problem as run
         else:
             raise InputError(f"unknown warm start {warm_start!r}; give a plan, 'dp-replicated' or "
                              f"'pipedream-replicated'")
@@ -389,7 +389,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     # the big-M time rows turn HiGHS's feasibility tolerance (1e-6 absolute) into an error on L of that
     # size, tighter tolerances keep the bound within the relative gap asked for
     # size; presolve is off because HiGHS 1.16's presolve proved wrong optima (bounds above a plan the
-    # model admits) on small random instances of this model, found by tests/test_ip_replicated.py
+    # model admits) on small random instances of this model, found by tests/test_ip_stages.py
     raw["highs_options"] = {"mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9,
                             "presolve": "off", **dict(raw.get("highs_options", {}))}
     r = _milp.solve_mip(model, time_limit=left, gap=gap, threads=threads, start=start, raw=raw)

@@ -1,5 +1,5 @@
 """PipeDream's planner and pure data parallelism on the replicated model
-(solvers/pipedream_replicated.py): valid plans (graphs.parallel's evaluator), never better than the
+(solvers/pipedream_stages.py): valid plans (graphs.parallel's evaluator), never better than the
 exact optimum (dp-replicated) on random instances and Piper's workloads, equal to it on chains where
 PipeDream's DP is exact (a path, one kind, t = 1, the fastest variant dominating)."""
 
@@ -21,10 +21,10 @@ from graphs.parallel import (
     evaluate_plan,
 )
 from solvers.base import Status
-from solvers.dp_replicated import solve_problem as exact
-from solvers.pipedream_replicated import data_parallel, fastest_variants, linearise, solve_problem
+from solvers.dp_stages import solve_problem as exact
+from solvers.pipedream_stages import data_parallel, fastest_variants, linearise, solve_problem
 from tests.instances import WORKLOADS
-from tests.test_dp_replicated import random_problem
+from tests.test_dp_stages import random_problem
 
 GiB = 2 ** 30
 
@@ -216,7 +216,7 @@ def test_data_parallel_is_the_best_one_stage_plan_by_brute_force():
     import itertools
 
     from graphs.parallel import evaluate_plan
-    from tests.test_dp_replicated import random_problem
+    from tests.test_dp_stages import random_problem
 
     rng = np.random.default_rng(11)
     checked = fitted = 0

@@ -1,4 +1,4 @@
-"""Replicated plans on ONNX models (placement/replicated_onnx.py): split writes one sub-model per stage
+"""Replicated plans on ONNX models (placement/stage_run.py): split writes one sub-model per stage
 with its replicas in the manifest; run starts d worker processes per stage and deals samples round
 robin, outputs equal to the whole model's."""
 
@@ -16,7 +16,7 @@ from graphs.errors import InputError  # noqa: E402
 from graphs.onnx_loader import load_onnx  # noqa: E402
 from placement.cli import main  # noqa: E402
 from placement.onnx_export import generated_weights, materialize, random_feeds, session  # noqa: E402
-from placement.replicated_onnx import device_result, run_replicated, split_replicated  # noqa: E402
+from placement.stage_run import device_result, run_replicated, split_replicated  # noqa: E402
 from tests.test_split import zoo  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""``placement place`` / ``placement evaluate`` on Piper-format workloads (placement/replicated.py)."""
+"""``placement place`` / ``placement evaluate`` on Piper-format workloads (placement/stages.py)."""
 
 from __future__ import annotations
 

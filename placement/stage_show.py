@@ -1,13 +1,13 @@
 """``placement show`` of a replicated plan (a result JSON with ``stages``, written by ``placement place``
 on a Piper-format workload or an ONNX model): simulate it under its schedule and micro-batches
-(:mod:`placement.simulate_replicated`) and print, per stage, the simulated busy time per sample and peak
+(:mod:`placement.simulate_stages`) and print, per stage, the simulated busy time per sample and peak
 memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model).
 
     placement show result.json [--workload piper.json|model.onnx] [--schedule 1f1b|gpipe|pipedream|2bw]
                    [--microbatches N] [--json]
 
 An ONNX model's problem is rebuilt from the settings the result records
-(:func:`placement.onnx_replicated.problem_for_result`).
+(:func:`placement.onnx_stages.problem_for_result`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem
 
-from .simulate_replicated import ReplicatedSimulation, simulate_plan
+from .simulate_stages import ReplicatedSimulation, simulate_plan
 
 __all__ = ["is_replicated_result", "problem_for_result", "show", "format_simulation"]
 
@@ -31,7 +31,7 @@ def is_replicated_result(path: str) -> bool:
         data = read_json(path)
     except InputError:
         return False
-    from .replicated import is_stage_result
+    from .stages import is_stage_result
 
     return is_stage_result(data)
 
@@ -56,7 +56,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     ``microbatches`` override the last two)."""
     from graphs.piper import is_piper, parse_piper
 
-    from .replicated import read_stage_result
+    from .stages import read_stage_result
 
     data = read_stage_result(data)
     raw = read_json(workload)
@@ -77,8 +77,8 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
 def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
     """The simulation next to the evaluator, per stage; times per sample in ``unit`` (``s`` for a Piper
     file, ``ms`` for an ONNX model), memory per device in binary units."""
-    from .replicated import fmt_time
     from .report import human_bytes
+    from .stages import fmt_time
 
     head = ["stage", "kind", "d", "t", f"model {unit}/sample", f"simulated busy {unit}/sample", "model y",
             "simulated y", "weight versions", "model peak/device", "simulated peak/device"]
@@ -110,20 +110,20 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
 
 def show(args) -> int:
     """``placement show`` on a replicated result: simulate and compare with the evaluator."""
-    from .replicated import read_stage_result
+    from .stages import read_stage_result
 
     data = read_stage_result(read_json(args.result))
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
     if onnx:
-        from .onnx_replicated import problem_for_result as onnx_problem
+        from .onnx_stages import problem_for_result as onnx_problem
 
         problem = onnx_problem(data, path, schedule=args.schedule, microbatches=args.microbatches,
                                source=args.result)
     else:
         problem = problem_for_result(data, path, schedule=args.schedule, microbatches=args.microbatches,
                                      source=args.result)
-    from .replicated import plan_from_dict
+    from .stages import plan_from_dict
 
     plan = plan_from_dict(problem, data, source=args.result)
     sim = simulate_plan(problem, plan)

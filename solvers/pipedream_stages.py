@@ -57,7 +57,7 @@ from graphs.parallel import (
 )
 
 from .base import Solution, SolveOptions, Status, stage_solution
-from .dp_replicated import knapsack
+from .dp_stages import knapsack
 
 __all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve_stages",
            "solve_data_parallel"]

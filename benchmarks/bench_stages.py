@@ -1,8 +1,8 @@
 """The exact replicated DP (``dp-replicated``) against Piper's reference table and scalability grid
 (``shared/workloads/piper/FORMAT.md``): our time per sample and wall time next to Piper's C++ (results
-in benchmarks/README_replicated.md).
+in benchmarks/README_stages.md).
 
-    python -m benchmarks.bench_replicated [--grid] [--table] [--gnmt] [--max-k 2048] [--time-limit S]
+    python -m benchmarks.bench_stages [--grid] [--table] [--gnmt] [--max-k 2048] [--time-limit S]
 
 BERT is grown to 64 and 96 layers by duplicating a middle ``ParallelTransformerLayer`` node with its
 edges and variants, re-pointing the neighbours' sync costs to the copy (:func:`grow_bert`).
@@ -91,7 +91,7 @@ def grow_bert(data: dict, layers: int) -> dict:
 def run_one(data: dict, *, label: str, k=None, mem=None, N=None, bw=None, time_limit=None) -> dict:
     from graphs.parallel import evaluate_plan
     from graphs.piper import parse_piper
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     p = parse_piper(data, source=label, devices=k, memory=mem, microbatches=N, bandwidth=bw)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -109,7 +109,7 @@ def run_one(data: dict, *, label: str, k=None, mem=None, N=None, bw=None, time_l
 
 def _warm() -> None:
     from graphs.piper import parse_piper
-    from solvers.dp_replicated import solve_problem
+    from solvers.dp_stages import solve_problem
 
     v = {"id": "vanilla", "timePerSample": 1.0, "parameterSize": 4.0, "memoryUsageA": 2.0,
          "memoryUsageB": 8.0}

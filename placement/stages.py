@@ -63,7 +63,7 @@ def refuse_options(args) -> None:
 
 def handles(path: str, args=None) -> bool:
     """Is ``path`` a Piper-format workload (read only when it is a .json file)? (ONNX models take the
-    replicated model through :mod:`placement.onnx_replicated`.)"""
+    replicated model through :mod:`placement.onnx_stages`.)"""
     from graphs.piper import is_piper
 
     if not str(path).lower().endswith(".json") or not os.path.isfile(path):

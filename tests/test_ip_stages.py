@@ -1,4 +1,4 @@
-"""The contiguous MILP for replicated pipelines (solvers/ip_replicated.py): equal to the exact DP
+"""The contiguous MILP for replicated pipelines (solvers/ip_stages.py): equal to the exact DP
 (dp-replicated, itself checked against brute force) on small random instances under every schedule,
 warm starts, honest statuses under a time limit, and the registry form on today's model."""
 
@@ -20,10 +20,10 @@ from graphs.parallel import (
     evaluate_plan,
 )
 from solvers.base import SolveOptions, Status
-from solvers.dp_replicated import solve_problem as dp_solve
-from solvers.ip_replicated import solve_problem
+from solvers.dp_stages import solve_problem as dp_solve
+from solvers.ip_stages import solve_problem
 from solvers.registry import solve
-from tests.test_dp_replicated import random_problem
+from tests.test_dp_stages import random_problem
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -74,7 +74,7 @@ def test_warm_start_is_used_and_never_lost(start):
 
 def test_time_limit_gives_feasible_with_bound_and_gap():
     p = _chain_problem()
-    from solvers.pipedream_replicated import solve_problem as pipedream
+    from solvers.pipedream_stages import solve_problem as pipedream
 
     start = pipedream(p).plan
     r = solve_problem(p, warm_start=start, time_limit=0.05)

@@ -1,9 +1,9 @@
 """Baselines on the replicated model, Piper's workloads: time per sample of the pipeline-only optimum
 (``d = 1``), the replicated optimum (``dp-replicated``), PipeDream's planner (``pipedream-replicated``)
 and pure data parallelism; then, per schedule, the replicated optimum's peak memory per device and its
-simulated period (``placement.simulate_replicated``) next to the evaluator's numbers.
+simulated period (``placement.simulate_stages``) next to the evaluator's numbers.
 
-    python -m benchmarks.bench_replicated_baselines [--skip-gnmt]
+    python -m benchmarks.bench_stage_baselines [--skip-gnmt]
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ def _setting(name: str, kw: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from graphs.piper import read_piper
-    from placement.simulate_replicated import simulate_plan
-    from solvers.dp_replicated import solve_problem as exact
-    from solvers.pipedream_replicated import data_parallel
-    from solvers.pipedream_replicated import solve_problem as pipedream
+    from placement.simulate_stages import simulate_plan
+    from solvers.dp_stages import solve_problem as exact
+    from solvers.pipedream_stages import data_parallel
+    from solvers.pipedream_stages import solve_problem as pipedream
     from tests.instances import WORKLOADS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

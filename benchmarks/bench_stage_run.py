@@ -1,7 +1,7 @@
 """``placement run`` of replicated CPU plans against the same stages unreplicated: measured throughput
 on this machine (ONNX model zoo's light ResNet-50, random weights, one onnxruntime thread per worker).
 
-    python -m benchmarks.bench_replicated_run [--samples 40] [--repeats 3] [--model resnet50]
+    python -m benchmarks.bench_stage_run [--samples 40] [--repeats 3] [--model resnet50]
 
 Plans (operators in the front end's topological order, cut by operator count):
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from graphs.onnx_loader import load_onnx
     from placement.onnx_export import generated_weights, materialize, random_feeds, session
-    from placement.replicated_onnx import run_replicated, split_replicated
+    from placement.stage_run import run_replicated, split_replicated
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50", help="light model of onnx's test zoo (default resnet50)")

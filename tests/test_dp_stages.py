@@ -1,4 +1,4 @@
-"""The exact replicated DP (solvers/dp_replicated.py) against brute force on small random instances
+"""The exact replicated DP (solvers/dp_stages.py) against brute force on small random instances
 (several kinds, replication, tensor-parallel variants, recompute, tight memory, every schedule), its
 knapsack against brute force, and against today's DP with d = t = 1."""
 
@@ -22,7 +22,7 @@ from graphs.parallel import (
     evaluate_plan,
 )
 from solvers.base import Status
-from solvers.dp_replicated import knapsack, solve_problem
+from solvers.dp_stages import knapsack, solve_problem
 from solvers.registry import solve
 
 
@@ -294,7 +294,7 @@ def layers_problem(rng: np.random.Generator, n: int) -> ParallelProblem:
 
 
 def _without_memo(monkeypatch):
-    import solvers.dp_replicated as dpr
+    import solvers.dp_stages as dpr
 
     real = dpr._node_data
     monkeypatch.setattr(dpr, "_node_data", lambda p: dict(real(p), repeated=False))
@@ -302,7 +302,7 @@ def _without_memo(monkeypatch):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_repeated_layers_equal_brute_force(seed):
-    import solvers.dp_replicated as dpr
+    import solvers.dp_stages as dpr
 
     rng = np.random.default_rng(100 + seed)
     for _ in range(6):
@@ -320,7 +320,7 @@ def test_repeated_layers_equal_brute_force(seed):
 def test_the_memo_changes_nothing_but_time(monkeypatch):
     """With and without the memo of step functions: the same plan, value and stage options (a reused step
     function is the one that would have been computed)."""
-    import solvers.dp_replicated as dpr
+    import solvers.dp_stages as dpr
 
     rng = np.random.default_rng(5)
     probs = [layers_problem(rng, int(rng.integers(6, 30))) for _ in range(30)]

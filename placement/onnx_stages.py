@@ -8,7 +8,7 @@ such a plan.
 
 ``--max-replicas 1``, a solver without a stage form, or an option only the one-device-per-stage
 placement solves (:func:`_one_device_per_stage_only`) keeps that placement and its output. The result
-is the stage plan of :mod:`placement.replicated` (schema version 2: ``stages`` with ``nodes`` — layer
+is the stage plan of :mod:`placement.stages` (schema version 2: ``stages`` with ``nodes`` — layer
 keys, or operator names at ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight
 micro-batches), plus each stage's ``operators`` (forward and backward) and, in its ``problem`` section,
 the granularity and front-end settings, so that ``evaluate`` rebuilds the same problem. The JSON's times
@@ -29,7 +29,7 @@ __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_fo
 
 
 def add_options(p) -> None:
-    """The ONNX replicated options (the schedule and degrees are :mod:`placement.replicated`'s)."""
+    """The ONNX replicated options (the schedule and degrees are :mod:`placement.stages`'s)."""
     p.add_argument("--granularity", choices=("layer", "op"), default=None,
                    help="ONNX stage plans: one node per layer (default where the model's names give "
                    "layers) or per operator")
@@ -92,7 +92,7 @@ def handles_plan(args) -> bool:
         data = read_json(args.split)
     except InputError:
         return False
-    from .replicated import is_stage_result
+    from .stages import is_stage_result
 
     return is_stage_result(data)
 
@@ -167,7 +167,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     import dataclasses
     from types import SimpleNamespace
 
-    from .replicated import read_stage_result
+    from .stages import read_stage_result
 
     data = read_stage_result(data)
     for key in ("devices", "granularity"):
@@ -202,7 +202,7 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
 def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
     of :data:`solvers.registry.STAGE_SOLVERS`)."""
-    from .replicated import _emit, no_plan, plan_summary, result_dict, solve_args
+    from .stages import _emit, no_plan, plan_summary, result_dict, solve_args
 
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_args(problem, args)
@@ -221,7 +221,7 @@ def evaluate(args, frontend: dict) -> int:
     """``placement evaluate model.onnx plan.json`` of a replicated plan: the plan's own settings
     (devices, granularity, schedule, micro-batches) rebuild the problem unless the command line
     overrides them."""
-    from .replicated import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
+    from .stages import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
 
     data = read_json(args.split)
     saved = {**read_stage_result(data), "_path": args.split}
