@@ -22,6 +22,7 @@ import threading
 __all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver"]
 
 _RETRY_S = 0.02
+_HARD_EXIT_S = 1.0  # a Ctrl-C deferred this long past a safe point ends the process (see _watch)
 _UNSAFE_PREFIXES: tuple[str, ...] = ()
 _state = {"installed": False, "depth": 0, "pending": False, "watcher": None}
 
@@ -55,14 +56,33 @@ def _unsafe(frame) -> bool:
 
 
 def _watch() -> None:
-    """Re-send SIGINT until the handler has delivered it (at a safe point)."""
+    """Re-send SIGINT until the handler has delivered it (at a safe point). When no safe point comes
+    within :data:`_HARD_EXIT_S` (numba compiling its kernels on a cold cache takes a minute or more), and
+    no :func:`deferred` block (a result being written) holds it back, the process ends there with exit
+    130, as a delivered Ctrl-C would end it before any placement exists: a user's Ctrl-C is never left
+    waiting on a compiler."""
     import time
 
+    start = time.monotonic()
     while _state["pending"]:
         time.sleep(_RETRY_S)
         if _state["pending"] and _state["depth"] == 0:
+            if time.monotonic() - start > _HARD_EXIT_S:
+                _exit_interrupted()
             os.kill(os.getpid(), signal.SIGINT)
     _state["watcher"] = None
+
+
+def _exit_interrupted() -> None:
+    """End the process now, as the command line ends an interrupted command (exit 130). Only the
+    atomic writes of :func:`placement.export.write_json` (inside :func:`deferred`) and numba's cache
+    (written to a temporary name, then renamed) touch files, so nothing is left half-written."""
+    try:
+        sys.stderr.write("\nerror: interrupted\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        os._exit(130)
 
 
 def _handler(signum, frame) -> None:

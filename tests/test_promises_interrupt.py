@@ -76,6 +76,7 @@ MOMENTS = {
     "front end importing": ("_multiarray_umath", 0.0, False),
     "numba loading": ("llvmlite", 0.0, False),
     "kernels compiling": ("llvmlite", 0.4, True),
+    "kernels compiling, later": ("llvmlite", 3.0, True),
     "early solve": ("llvmlite", 0.25, False),
     "mid-solve": ("llvmlite", 0.6, False),
 }
@@ -93,9 +94,12 @@ def test_ctrl_c_on_place_gives_130_or_the_best_placement(moment, model, tmp_path
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert _wait_for(proc, fragment), "the process ended before the moment came"
     time.sleep(after)
+    sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = _finish(proc, 60)
     _check(proc.returncode, err, result)
+    # the promise is 2 s; the slack is for a loaded CI machine (a cold compile used to hold it a minute)
+    assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
 
 
 def test_second_ctrl_c_on_place_is_clean(model, tmp_path):
