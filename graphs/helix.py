@@ -23,7 +23,7 @@ from .jsonio import read_json
 
 __all__ = ["HelixCluster", "HelixLink", "HelixModel", "HelixNode", "NodeProfile", "ReferenceLayout",
            "SOURCE", "SINK", "is_helix", "read_helix", "parse_helix", "parse_layout", "layout_problems",
-           "max_flow"]
+           "max_flow", "max_flow_solution", "FlowSolution"]
 
 SOURCE, SINK = "source", "sink"
 Layout = Mapping[int, tuple[int, int]]
@@ -163,11 +163,11 @@ def parse_helix(data, *, source: str | None = None) -> HelixCluster:
     for key, m in models_raw.items():
         m = _obj(m, f"models.{key}", source)
         ub = m.get("compute_upper_bound_tokens_per_s")
+        if ub is not None:
+            ub = _num(ub, f"models.{key}.compute_upper_bound_tokens_per_s", source)
         models[key] = HelixModel(key, str(m.get("name", key)),
                                  _int(_get(m, "num_layers", f"models.{key}", source),
-                                      f"models.{key}.num_layers", source, minimum=1),
-                                 None if ub is None else _num(ub, f"models.{key}.compute_upper_bound_tokens_per_s",
-                                                              source))
+                                      f"models.{key}.num_layers", source, minimum=1), ub)
     nodes_raw = _get(data, "nodes", "the file", source)
     if not isinstance(nodes_raw, list) or not nodes_raw:
         raise InputError("nodes must be a non-empty list", source=source)
@@ -282,12 +282,28 @@ def layout_problems(cluster: HelixCluster, model: str, layout: Layout) -> list[s
     return bad
 
 
+@dataclass(frozen=True)
+class FlowSolution:
+    """A maximum flow of a layout: its ``value``, the flow through each used node and along each used
+    direction of a link (``(a, b)`` with node indices or :data:`SOURCE` / :data:`SINK`)."""
+
+    value: float
+    node_flow: Mapping[int, float]
+    link_flow: Mapping[tuple[int | str, int | str], float]
+
+
 def max_flow(cluster: HelixCluster, model: str, layout: Layout, partial_inference: bool = False) -> float:
     """Helix's score of ``layout`` (tokens/s through all the model's layers): the maximum flow from the
     source to the sink, every used node split into an arc of capacity ``capacity_tokens_per_s[k]``, with
     source -> i iff i starts at layer 0, i -> sink iff i ends at the last layer, and i -> j iff i's layers
     end where j's begin (with ``partial_inference``: where j's begin at or before that and end after), each
     along an existing link with that link's capacity. :class:`InputError` for an invalid layout."""
+    return max_flow_solution(cluster, model, layout, partial_inference).value
+
+
+def max_flow_solution(cluster: HelixCluster, model: str, layout: Layout,
+                      partial_inference: bool = False) -> FlowSolution:
+    """:func:`max_flow` with the flow itself (node and link flows)."""
     import networkx as nx
 
     if model not in cluster.models:
@@ -301,16 +317,23 @@ def max_flow(cluster: HelixCluster, model: str, layout: Layout, partial_inferenc
     g = nx.DiGraph()
     for i, (s, e) in used.items():
         g.add_edge(("in", i), ("out", i), capacity=cluster.node(i).profiles[model].capacity_at(e - s))
+    arcs = {}
     for (a, b), cap in cluster.directed_links(model).items():
         if a == SOURCE and b in used and used[b][0] == 0:
-            g.add_edge(SOURCE, ("in", b), capacity=cap)
+            arcs[(a, b)] = (SOURCE, ("in", b))
         elif b == SINK and a in used and used[a][1] == L:
-            g.add_edge(("out", a), SINK, capacity=cap)
+            arcs[(a, b)] = (("out", a), SINK)
         elif a in used and b in used:
             ea, (sb, eb) = used[a][1], used[b]
             if ea == sb or (partial_inference and sb <= ea < eb):
-                g.add_edge(("out", a), ("in", b), capacity=cap)
+                arcs[(a, b)] = (("out", a), ("in", b))
+        else:
+            continue
+        if (a, b) in arcs:
+            g.add_edge(*arcs[(a, b)], capacity=cap)
     if SOURCE not in g or SINK not in g:
-        return 0.0
-    value, _ = nx.maximum_flow(g, SOURCE, SINK)
-    return float(value)
+        return FlowSolution(0.0, {i: 0.0 for i in used}, {})
+    value, flow = nx.maximum_flow(g, SOURCE, SINK)
+    nodes = {i: float(flow[("in", i)][("out", i)]) for i in used}
+    links = {ab: float(flow[u][v]) for ab, (u, v) in arcs.items() if flow[u][v] > 0}
+    return FlowSolution(float(value), nodes, links)
