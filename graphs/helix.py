@@ -333,7 +333,9 @@ def max_flow_solution(cluster: HelixCluster, model: str, layout: Layout,
             g.add_edge(*arcs[(a, b)], capacity=cap)
     if SOURCE not in g or SINK not in g:
         return FlowSolution(0.0, {i: 0.0 for i in used}, {})
-    value, flow = nx.maximum_flow(g, SOURCE, SINK)
+    # Edmonds-Karp, not networkx's default preflow-push: that one can fail on float capacities
+    # (IndexError in its height levels), which every capacity here is
+    value, flow = nx.maximum_flow(g, SOURCE, SINK, flow_func=nx.algorithms.flow.edmonds_karp)
     nodes = {i: float(flow[("in", i)][("out", i)]) for i in used}
     links = {ab: float(flow[u][v]) for ab, (u, v) in arcs.items() if flow[u][v] > 0}
     return FlowSolution(float(value), nodes, links)
