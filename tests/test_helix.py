@@ -17,8 +17,20 @@ import numpy as np
 import pytest
 
 from graphs.errors import InputError
-from graphs.helix import (SINK, SOURCE, HelixCluster, HelixLink, HelixModel, HelixNode, NodeProfile,
-                          is_helix, layout_problems, max_flow, parse_helix, read_helix)
+from graphs.helix import (
+    SINK,
+    SOURCE,
+    HelixCluster,
+    HelixLink,
+    HelixModel,
+    HelixNode,
+    NodeProfile,
+    is_helix,
+    layout_problems,
+    max_flow,
+    parse_helix,
+    read_helix,
+)
 from solvers.base import Status
 from solvers.helix_layout import layer_budget_bound, solve_layout
 from tests.instances import WORKLOADS
