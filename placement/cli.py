@@ -174,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     _add_solve_options(p)
     _add_output_options(p)
+    p.add_argument("--model", default=None, help="Helix cluster file: the model to lay out (default: "
+                   "the file's only model); the time limit there defaults to 60 s")
     _add_frontend_options(p)
     _replicated().add_options(p)
     from .serving_cli import add_place_options
@@ -297,6 +299,12 @@ def _replicated():
     return replicated
 
 
+def _helix():
+    from . import helix_cmd  # layouts of LLM layers on Helix clusters (placement/helix_cmd.py)
+
+    return helix_cmd
+
+
 def _onnx_replicated():
     from . import onnx_replicated  # replicated stages of ONNX models (placement/onnx_replicated.py)
 
@@ -347,6 +355,9 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
+    # an LLM-serving cluster of Helix (placement/helix_cmd.py); --model says the file must be one
+    if args.model is not None or _helix().handles(args.workload):
+        return _helix().place(args, time_limit)
     if _replicated().handles(args.workload, args):
         return _replicated().place(args)
     if _onnx_replicated().handles(args):

@@ -229,3 +229,56 @@ def test_beats_the_published_layouts(clusters, name, model, published):
     assert math.isfinite(r.bound) and r.bound >= r.value
     if name == "single24" and model == "llama70b":
         assert r.status is Status.OPTIMAL  # the chain reaches the layer-budget bound
+
+
+# ------------------------------------------------------------------------------------------- command line
+def test_place_command_writes_a_layout_in_the_reference_format(clusters, tmp_path, capsys):
+    from graphs.helix import parse_layout
+    from placement.cli import main
+
+    out = tmp_path / "plan.json"
+    path = os.path.join(HELIX, "single24.json")
+    assert main(["place", path, "--model", "llama70b", "--out", str(out), "--time-limit", "20"]) == 0
+    table = capsys.readouterr().out
+    for word in ("A100", "[0, ", "max-flow", "bound", "gap", "status     optimal", "time",
+                 "helix_ilp 1289.56"):
+        assert word in table
+    data = json.loads(out.read_text())
+    assert data["model"] == "llama70b" and data["status"] == "optimal"
+    assert set(data["layout"]) == {str(n.index) for n in clusters["single24"].nodes}
+    # the written layout, read back as a reference layout is, scores what the file says
+    layout = parse_layout(data["layout"])
+    assert max_flow(clusters["single24"], "llama70b", layout) == pytest.approx(data["maxflow_tokens_per_s"])
+    assert data["bound_tokens_per_s"] >= data["maxflow_tokens_per_s"]
+    assert data["maxflow_tokens_per_s"] > data["published_maxflow"]["helix_ilp"]
+
+
+def test_place_command_honours_the_time_limit(clusters, capsys):
+    from placement.cli import main
+
+    path = os.path.join(HELIX, "3cluster24.json")
+    assert main(["place", path, "--model", "llama30b", "--time-limit", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["time_s"] <= 3.5
+    assert data["maxflow_tokens_per_s"] > 0 and data["status"] in ("feasible", "optimal")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["place", "{single24}"], ["several models", "--model", "llama70b, llama30b"]),
+    (["place", "{single24}", "--model", "gpt2"], ["--model gpt2", "no such model", "llama70b, llama30b"]),
+    (["place", "{missing}", "--model", "llama70b"], ["no such file"]),
+    (["place", "{piper}", "--model", "llama70b"], ["--model applies to Helix cluster files"]),
+])
+def test_place_command_errors(clusters, tmp_path, capsys, argv, words):
+    from placement.cli import main
+
+    piper = tmp_path / "other.json"
+    piper.write_text(json.dumps({"nodes": [], "edges": []}))
+    paths = {"single24": os.path.join(HELIX, "single24.json"), "missing": str(tmp_path / "nope.json"),
+             "piper": str(piper)}
+    argv = [a.format(**paths) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    for w in words:
+        assert w in err
