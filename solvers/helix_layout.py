@@ -3,13 +3,10 @@ with a proven upper bound.
 
 Three steps, each on its own; the reported value is always :func:`graphs.helix.max_flow` of the layout:
 
-1. **Bound** (:func:`layer_budget_bound`). In a layout of flow ``F``, every unit of flow passes through
-   exactly one node holding layer ``l``, for every layer ``l`` (a path's layer ranges are contiguous and
-   disjoint), so the flows ``phi_i`` of the nodes holding ``l`` add up to ``F``; and ``phi_i <=
-   min(c_i(k_i), F)``. Summed over the ``L`` layers, ``sum_i k_i phi_i = L F``, hence
-   ``sum_i max_k k min(c_i(k), F) >= L F``. The left side divided by ``F`` does not increase with ``F``,
-   so every layout's flow is at most the largest ``F`` that satisfies it. Links only take flow away, so
-   the bound holds whatever the links are.
+1. **Bounds** (:mod:`solvers.helix_bounds`): the layer budget (``sum_i max_k k min(c_i(k), F) >= L F``
+   in every layout of flow ``F``) and, when the construction does not reach it, the tighter cover bound
+   (a linear program over the covers of ``F`` by node capacities that every layer needs). Both hold
+   whatever the links are, since links only take flow away.
 2. **Construction** (:func:`_stage_chain`): a chain of *stages*, each a set of nodes of one region that
    hold the same layers (capacities add), stages one after another over ``[0, L)``; its flow is the
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
@@ -48,8 +45,9 @@ from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, NodeProfile, max_flow
 
 from .base import Status
+from .helix_bounds import cover_bound, layer_budget_bound
 
-__all__ = ["LayoutResult", "layer_budget_bound", "solve_layout"]
+__all__ = ["LayoutResult", "solve_layout"]
 
 # the relative tolerance within which the scored value counts as reaching the bound (float noise of
 # max-flow and HiGHS, far below any real difference between layouts)
@@ -96,34 +94,6 @@ def _groups(cluster: HelixCluster, model: str) -> list[_Group]:
         p = n.profiles[model]
         by.setdefault((n.region or 0, n.gpu_type, p), []).append(n.index)
     return [_Group(r, t, p, tuple(sorted(ix))) for (r, t, p), ix in by.items() if p.max_num_layers > 0]
-
-
-# ------------------------------------------------------------------------------------------- 1. bound
-def _budget(profiles: list[NodeProfile], F: float) -> float:
-    """``sum_i max_k k min(c_i(k) / F, 1)``: layers' worth of flow ``F`` the nodes can carry at most."""
-    return sum(max(k * min(p.capacity_at(k) / F, 1.0) for k in range(1, p.max_num_layers + 1))
-               for p in profiles if p.max_num_layers > 0)
-
-
-def layer_budget_bound(cluster: HelixCluster, model: str) -> float:
-    """An upper bound on the max-flow of every layout of ``model`` on ``cluster``: the largest ``F`` with
-    ``sum_i max_k k min(c_i(k), F) >= L F`` (the module docstring proves it)."""
-    L = cluster.models[model].num_layers
-    profiles = [n.profiles[model] for n in cluster.nodes]
-    hi = sum(max(p.capacity, default=0.0) for p in profiles)  # no flow beats every node in parallel
-    if hi <= 0 or _budget(profiles, hi) >= L:
-        return hi
-    lo = 0.0
-    # the budget is piecewise smooth in F with breaks at the capacities: bisect to float precision
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if _budget(profiles, mid) >= L:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 # ------------------------------------------------------------------------------------------- links
@@ -541,10 +511,16 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         stats["with_idle_nodes"] = value
     bound = B
     message = ""
+    if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        # the cover bound gets at most a quarter of what is left (it needs about 2 s here)
+        left = deadline - time.monotonic()
+        bound = cover_bound(cluster, model, value, B, deadline=time.monotonic() + 0.25 * left)
+        stats["cover_bound"] = bound
     if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
         from ._milp import OPTIMAL, solve_mip
 
-        mp = _aggregated_milp(cluster, model, groups, regions, fast, B)
+        # no node carries more than the whole flow, itself at most the bound proven so far
+        mp = _aggregated_milp(cluster, model, groups, regions, fast, bound)
         start = _milp_start(cluster, model, groups, mp, layout) if layout else None
         left = None if not math.isfinite(deadline) else max(0.5, deadline - time.monotonic())
         res = solve_mip(mp.model, time_limit=left, gap=1e-7, threads=threads, start=start)

@@ -32,7 +32,8 @@ from graphs.helix import (
     read_helix,
 )
 from solvers.base import Status
-from solvers.helix_layout import layer_budget_bound, solve_layout
+from solvers.helix_bounds import cover_bound, layer_budget_bound
+from solvers.helix_layout import solve_layout
 from tests.instances import WORKLOADS
 
 HELIX = os.path.join(WORKLOADS, "helix")
@@ -187,7 +188,9 @@ def test_solver_equals_brute_force_on_one_region(seed, n, L):
     assert r.value == pytest.approx(best, rel=1e-6, abs=1e-9)
     assert r.status is Status.OPTIMAL
     assert r.bound >= best * (1 - 1e-6)
-    assert layer_budget_bound(c, "m") >= best * (1 - 1e-9)
+    budget = layer_budget_bound(c, "m")
+    assert budget >= best * (1 - 1e-9)
+    assert budget * (1 + 1e-9) >= cover_bound(c, "m", 0.0, budget) >= best * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("seed, n, L", _tiny_cases(2))
@@ -201,6 +204,29 @@ def test_bounds_hold_with_slow_links_between_regions(seed, n, L):
     assert layer_budget_bound(c, "m") >= best * (1 - 1e-9)
     if r.status is Status.OPTIMAL:
         assert r.value == pytest.approx(best, rel=1e-6)
+
+
+def test_cover_pricing_is_the_cheapest_cover():
+    """The covering knapsack of the cover bound against every multiset of up to 4 items."""
+    from solvers.helix_bounds import _CoverLP
+
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        c = _tiny(rng, 3, 4)
+        lp = _CoverLP(c, "m")
+        J = len(lp.cap)
+        pi = rng.uniform(0.01, 1.0, J)
+        F = float(rng.uniform(0.5, 2.5) * lp.cap.max())
+        delta = F * 1e-4
+        cost, a = lp._price(pi, F, delta)
+        assert a @ np.ceil(lp.cap / delta) >= math.floor(F / delta)  # a cover on the grid
+        assert cost == pytest.approx(a @ pi)
+        best = math.inf
+        for m in itertools.product(range(5), repeat=J):
+            m = np.array(m)
+            if m @ lp.cap >= F:  # every true cover is one the pricing considered
+                best = min(best, m @ pi)
+        assert cost <= best + 1e-12, trial
 
 
 def test_unknown_model_is_an_input_error():
