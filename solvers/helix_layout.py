@@ -291,7 +291,7 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads):
     orders = _orders(groups, regions, L)
     best, lo = {}, 0.0
     max_nodes = 16
-    while hi - lo > 1e-6 * hi and time.monotonic() < deadline:
+    while hi - lo > 1e-5 * hi and time.monotonic() < deadline:
         mid = 0.5 * (lo + hi) if lo > 0 else hi * 0.5
         pats = {r: _patterns(groups, gis[r], L, mid, max_nodes) for r in regions}
         found = None
@@ -311,6 +311,38 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads):
         # the chain's own capacity (its smallest stage) may exceed the target: start from there
         lo = max(mid, min(p[2] for seg in found for (_, p, _) in seg))
     return best, lo
+
+
+def _chains(cluster, model, groups, regions, slow, hi, deadline, threads):
+    """Chains side by side on disjoint sets of regions, their flows adding up: the best partition of
+    the regions into sets that each run the best chain found for them (the whole set first, then
+    smaller ones while time is left; up to 4 regions). Returns ``(layout, scored value)``."""
+    if len(regions) > 4:
+        subsets = [tuple(regions)]
+    else:
+        subsets = [sub for m in range(len(regions), 0, -1) for sub in itertools.combinations(regions, m)]
+    found: dict[frozenset, tuple[float, dict]] = {}
+    for sub in subsets:
+        if time.monotonic() >= deadline:
+            break
+        layout, _ = _stage_chain(cluster, model, groups, list(sub), slow, hi, deadline, threads)
+        if layout:
+            found[frozenset(sub)] = (max_flow(cluster, model, layout), layout)
+    best: dict[frozenset, tuple[float, dict]] = {frozenset(): (0.0, {})}
+    for m in range(1, len(regions) + 1):  # best split of every set of regions, smaller sets first
+        for sub in itertools.combinations(regions, m):
+            U = frozenset(sub)
+            first = min(U)
+            options = [(v + best[U - T][0], {**lay, **best[U - T][1]}) for T, (v, lay) in found.items()
+                       if first in T and T <= U and U - T in best]
+            if options:
+                best[U] = max(options, key=lambda o: o[0])
+    whole = best.get(frozenset(regions))
+    if whole is None:  # no chain fits in the time (or at all): the best one found on some regions
+        whole = max(found.values(), key=lambda o: o[0], default=(0.0, {}))
+    layout = whole[1]
+    # side by side, the chains may share links as well: the scorer has the last word
+    return layout, (max_flow(cluster, model, layout) if layout else 0.0)
 
 
 def _add_idle(cluster, model, layout, value, deadline):
@@ -503,8 +535,7 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     stats: dict[str, object] = {"layer_bound": B, "exact": exact, "groups": len(groups)}
     # the chain gets at most half the time, so that the MILP has some
     chain_deadline = t0 + 0.5 * (deadline - t0) if math.isfinite(deadline) else math.inf
-    layout, _ = _stage_chain(cluster, model, groups, regions, slow, B, chain_deadline, threads)
-    value = max_flow(cluster, model, layout) if layout else 0.0
+    layout, value = _chains(cluster, model, groups, regions, slow, B, chain_deadline, threads)
     stats["construction"] = value
     if layout and value < B * (1 - _REACHED):
         layout, value = _add_idle(cluster, model, layout, value, chain_deadline)
