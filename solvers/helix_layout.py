@@ -12,12 +12,13 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
    (layers, nodes per group) of capacity ``>= F`` that cover exactly ``L`` layers within the node counts;
    between regions, the two stages at the border need ``p q C >= F`` for ``p`` and ``q`` nodes and the
-   slowest link ``C`` between the regions. ``F`` is searched by bisection. Idle nodes are then added
-   where they raise the scored flow.
+   slowest link ``C`` between the regions. ``F`` is searched by bisection. On several regions, chains
+   may also run side by side on disjoint sets of regions, their flows adding up (:func:`_chains`: the
+   best partition). Idle nodes are then added where they raise the scored flow.
 3. **Aggregated MILP** (:func:`_aggregated_milp`), warm-started from the construction, for the time
    left: nodes of one region with the same GPU profile are interchangeable, so the decision is an
    integer count ``n[g, s, k]`` of group-``g`` nodes holding layers ``[s, s + k)``, with a flow ``f <=
-   min(c_g(k), B) n`` (``B`` the bound of step 1, which no node's flow can exceed) and flow conservation
+   min(c_g(k), B) n`` (``B`` the bound of step 1: no node carries more than the whole flow) and conservation
    at every layer boundary of every region. Within a region, every node ending at a boundary is merged
    with every node starting there, which can only add flow; between regions a boundary's flow is at most
    ``C_max p q`` (``p`` nodes ending there, ``q`` starting, linearised exactly with a binary expansion
@@ -27,8 +28,7 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    whose links (source and sink included) can each carry what any node can, merging adds nothing: the
    MILP is an **exact** reformulation and its optimum is the best layout.
 
-The status is ``optimal`` only when the scored value reaches the proven bound (the smaller of the two
-bounds).
+The status is ``optimal`` only when the scored value reaches the proven bound (the smallest of them).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class LayoutResult:
     """A layout (``{node index: (start layer, num layers)}``), its ``value`` by
     :func:`graphs.helix.max_flow`, a proven upper ``bound`` on every layout's value, the status
     (``optimal`` only when the value reaches the bound) and the seconds it took. ``stats``: what each
-    step found (``layer_bound``, ``construction``, ``milp_status``, ``milp_bound``, ``exact``)."""
+    step found (``layer_bound``, ``cover_bound``, ``construction``, ``milp_status``, ``milp_bound``,
+    ``exact``: whether the MILP is an exact reformulation)."""
 
     model: str
     layout: Mapping[int, tuple[int, int]]

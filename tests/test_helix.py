@@ -207,7 +207,7 @@ def test_bounds_hold_with_slow_links_between_regions(seed, n, L):
 
 
 def test_cover_pricing_is_the_cheapest_cover():
-    """The covering knapsack of the cover bound against every multiset of up to 4 items."""
+    """The covering knapsack of the cover bound against every multiset of up to 3 of each item."""
     from solvers.helix_bounds import _CoverLP
 
     rng = np.random.default_rng(3)
@@ -222,7 +222,7 @@ def test_cover_pricing_is_the_cheapest_cover():
         assert a @ np.ceil(lp.cap / delta) >= math.floor(F / delta)  # a cover on the grid
         assert cost == pytest.approx(a @ pi)
         best = math.inf
-        for m in itertools.product(range(5), repeat=J):
+        for m in itertools.product(range(4), repeat=J):
             m = np.array(m)
             if m @ lp.cap >= F:  # every true cover is one the pricing considered
                 best = min(best, m @ pi)
