@@ -320,6 +320,24 @@ def _refuse_stage_options(args) -> None:
                               f"--max-replicas above 1), not to this one-device-per-stage placement")
 
 
+_HELIX_OPTIONS = ("--model", "--time-limit", "--threads", "--out", "--json")
+
+
+def _refuse_for_helix(args) -> None:
+    """A Helix cluster file takes only :data:`_HELIX_OPTIONS`: any other ``place`` option set away from
+    its default is refused, never ignored."""
+    import argparse
+
+    keep = {"help", "workload", "progress"} | {o[2:].replace("-", "_") for o in _HELIX_OPTIONS}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices["place"]._actions:
+        if action.dest in keep or not action.option_strings:
+            continue
+        if getattr(args, action.dest, action.default) != action.default:
+            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file (it "
+                              f"takes {', '.join(_HELIX_OPTIONS)})")
+
+
 def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
@@ -357,6 +375,7 @@ def _cmd_place(args) -> int:
         _output_file(args.out, "--out")
     # an LLM-serving cluster of Helix (placement/helix_cmd.py); --model says the file must be one
     if args.model is not None or _helix().handles(args.workload):
+        _refuse_for_helix(args)
         return _helix().place(args, time_limit)
     if _replicated().handles(args.workload, args):
         return _replicated().place(args)

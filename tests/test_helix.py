@@ -294,6 +294,8 @@ def test_place_command_honours_the_time_limit(clusters, capsys):
     (["place", "{single24}", "--model", "gpt2"], ["--model gpt2", "no such model", "llama70b, llama30b"]),
     (["place", "{missing}", "--model", "llama70b"], ["no such file"]),
     (["place", "{piper}", "--model", "llama70b"], ["--model applies to Helix cluster files"]),
+    (["place", "{single24}", "--model", "llama70b", "--solver", "dp"], ["--solver does not apply"]),
+    (["place", "{single24}", "--model", "llama70b", "--batch-size", "8"], ["--batch-size does not apply"]),
 ])
 def test_place_command_errors(clusters, tmp_path, capsys, argv, words):
     from placement.cli import main
