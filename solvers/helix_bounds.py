@@ -45,6 +45,8 @@ def layer_budget_bound(cluster: HelixCluster, model: str) -> float:
     ``sum_i max_k k min(c_i(k), F) >= L F`` (module docstring)."""
     L = cluster.models[model].num_layers
     profiles = [n.profiles[model] for n in cluster.nodes]
+    if sum(p.max_num_layers for p in profiles) < L:  # no chain of nodes holds every layer
+        return 0.0
     hi = sum(max(p.capacity, default=0.0) for p in profiles)  # no flow beats every node in parallel
     if hi <= 0 or _budget(profiles, hi) >= L:
         return hi
@@ -84,7 +86,8 @@ class _CoverLP:
         one item at a time: ``g[x]`` (cheapest to reach ``x`` grid steps, ``0`` for ``x <= 0``) becomes
         ``min_m g[x - m cu] + m pi_j``, a running minimum along each residue class of ``cu``."""
         G = int(math.floor(F / delta))
-        cu = np.maximum(np.ceil(self.cap / delta).astype(np.int64), 1)
+        # an item of capacity F or more covers alone: counting it as F keeps the arrays small
+        cu = np.maximum(np.ceil(np.minimum(self.cap, F) / delta).astype(np.int64), 1)
         g = np.zeros(G + 1)
         g[1:] = np.inf
         stages = [g]

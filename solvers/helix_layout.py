@@ -526,6 +526,12 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     deadline = math.inf if time_limit is None else t0 + float(time_limit)
     groups = _groups(cluster, model)
     B = layer_budget_bound(cluster, model)
+    if B <= 0:
+        L = cluster.models[model].num_layers
+        return LayoutResult(model, {}, 0.0, 0.0, Status.INFEASIBLE, time.monotonic() - t0,
+                            f"the nodes cannot hold the model's {L} layers between them (their "
+                            f"max_num_layers add up to less), so no layout has any flow",
+                            {"layer_bound": 0.0})
     cap_max = {a: max((min(c, B) for c in grp.profile.capacity), default=0.0)
                for grp in groups for a in grp.nodes}
     exact = _merge_is_exact(cluster, model, cap_max)

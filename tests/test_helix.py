@@ -206,6 +206,28 @@ def test_bounds_hold_with_slow_links_between_regions(seed, n, L):
         assert r.value == pytest.approx(best, rel=1e-6)
 
 
+def test_the_relaxed_milp_bound_holds_where_it_is_needed():
+    """A two-region case where the construction misses the optimum: the MILP runs, and its bound (a
+    relaxation's) is still at least the optimum."""
+    c = _tiny(np.random.default_rng(100), 3, 4, regions=2)
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.value < best and r.status is Status.FEASIBLE
+    assert r.stats["milp_bound"] >= best * (1 - 1e-6)
+    assert r.bound >= best * (1 - 1e-6)
+
+
+def test_nodes_that_cannot_hold_the_model_are_infeasible():
+    c = _tiny(np.random.default_rng(0), 2, 3)
+    small = NodeProfile(1, (10.0,))
+    c = HelixCluster("small", None, tuple(HelixNode(n.index, n.name, n.gpu_type, None, {"m": small})
+                                          for n in c.nodes), c.links, c.models)
+    assert layer_budget_bound(c, "m") == 0.0
+    r = solve_layout(c, "m")
+    assert r.status is Status.INFEASIBLE and r.value == 0.0 and r.bound == 0.0
+    assert "cannot hold the model's 3 layers" in r.message
+
+
 def test_cover_pricing_is_the_cheapest_cover():
     """The covering knapsack of the cover bound against every multiset of up to 3 of each item."""
     from solvers.helix_bounds import _CoverLP
