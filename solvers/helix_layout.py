@@ -554,13 +554,14 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         left = deadline - time.monotonic()
         bound = cover_bound(cluster, model, value, B, deadline=time.monotonic() + 0.25 * left)
         stats["cover_bound"] = bound
-    if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+    # under a second left, building the MILP alone would overrun the limit, and it could not do much
+    if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
         from ._milp import OPTIMAL, solve_mip
 
         # no node carries more than the whole flow, itself at most the bound proven so far
         mp = _aggregated_milp(cluster, model, groups, regions, fast, bound)
         start = _milp_start(cluster, model, groups, mp, layout) if layout else None
-        left = None if not math.isfinite(deadline) else max(0.5, deadline - time.monotonic())
+        left = None if not math.isfinite(deadline) else max(0.1, deadline - time.monotonic())
         res = solve_mip(mp.model, time_limit=left, gap=1e-7, threads=threads, start=start)
         stats.update(milp_status=res.status, milp_time=res.time, milp_start=start is not None)
         if res.bound is not None:
