@@ -260,22 +260,20 @@ def _chain_ip(groups, gis, order, pats, L, F, slow, time_limit, threads):
 def _chain_layout(cluster, model, groups, gis, stages) -> dict[int, tuple[int, int]]:
     """Nodes for a chain of stages: border stages take the nodes with the fastest links to the other
     region first."""
-    dl = cluster.directed_links(model)
     region = {n.index: n.region or 0 for n in cluster.nodes}
-    pools = {g: list(grp.nodes) for g, grp in enumerate(groups)}
+    outside = dict.fromkeys(region, 0.0)  # each node's link capacity to and from other regions
+    for (a, b), v in cluster.directed_links(model).items():
+        if a in region and b in region and region[a] != region[b]:
+            outside[a] += v
+            outside[b] += v
+    # fastest-linked first; border stages pick before the others
+    pools = {g: sorted(grp.nodes, key=lambda a: -outside[a]) for g, grp in enumerate(groups)}
     flat = [st for seg in stages for st in seg]
-    order = sorted(range(len(flat)), key=lambda i: flat[i][2] == "x")  # border stages pick first
+    order = sorted(range(len(flat)), key=lambda i: flat[i][2] == "x")
     picked: dict[int, list[int]] = {}
     for i in order:
         r, (ell, counts, _), key = flat[i]
-        nodes = []
-        for g, c in zip(gis[r], counts):
-            if key != "x":
-                pools[g].sort(key=lambda a: -sum(v for (x, y), v in dl.items() if x == a or y == a
-                                                 if isinstance(x, int) and isinstance(y, int)
-                                                 and region[x] != region[y]))
-            nodes += [pools[g].pop(0) for _ in range(c)]
-        picked[i] = nodes
+        picked[i] = [pools[g].pop(0) for g, c in zip(gis[r], counts) for _ in range(c)]
     layout, s = {}, 0
     for i, (_, (ell, _, _), _) in enumerate(flat):
         for a in picked[i]:
