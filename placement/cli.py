@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     _add_solve_options(p)
     _add_output_options(p)
+    p.add_argument("--model", default=None, help="Helix cluster file: the model to lay out (default: "
+                   "the file's only model); the time limit there defaults to 60 s")
     _add_frontend_options(p)
     _stages().add_options(p)
     from .serving_cli import add_place_options
@@ -299,6 +301,12 @@ def _stages():
     return stages
 
 
+def _helix():
+    from . import helix_cmd  # layouts of LLM layers on Helix clusters (placement/helix_cmd.py)
+
+    return helix_cmd
+
+
 def _onnx_stages():
     from . import onnx_stages  # stage plans of ONNX models (placement/onnx_stages.py)
 
@@ -312,6 +320,24 @@ def _refuse_stage_options(args) -> None:
         if getattr(args, flag, None) is not None:
             raise _UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "
                               f"--max-replicas above 1), not to this one-device-per-stage placement")
+
+
+_HELIX_OPTIONS = ("--model", "--time-limit", "--threads", "--out", "--json")
+
+
+def _refuse_for_helix(args) -> None:
+    """A Helix cluster file takes only :data:`_HELIX_OPTIONS`: any other ``place`` option set away from
+    its default is refused, never ignored."""
+    import argparse
+
+    keep = {"help", "workload", "progress"} | {o[2:].replace("-", "_") for o in _HELIX_OPTIONS}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices["place"]._actions:
+        if action.dest in keep or not action.option_strings:
+            continue
+        if getattr(args, action.dest, action.default) != action.default:
+            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file (it "
+                              f"takes {', '.join(_HELIX_OPTIONS)})")
 
 
 def _cmd_place(args) -> int:
@@ -349,6 +375,10 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
+    # an LLM-serving cluster of Helix (placement/helix_cmd.py); --model says the file must be one
+    if args.model is not None or _helix().handles(args.workload):
+        _refuse_for_helix(args)
+        return _helix().place(args, time_limit)
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):

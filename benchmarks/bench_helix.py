@@ -1,0 +1,94 @@
+"""Helix's LLM-serving clusters (see benchmarks/README_llm_serving.md): our layouts beside the published
+ones, all scored by the same max-flow (:func:`graphs.helix.max_flow`, Helix's own rule).
+
+For each cluster file in ``shared/workloads/helix`` and each model: ``solve_layout`` with a time limit
+(default 60 s, 2 threads), its scored value, proven bound, gap, status and seconds, and every published
+layout's score (Helix MILP, Swarm, Petals, with partial inference for Petals as its paper runs it).
+
+    python -m benchmarks.bench_helix [--time-limit 60] [--threads 2] [--out benchmarks/results/helix.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+FILES = ("single24", "3cluster24")
+
+
+def _published(cluster, model: str) -> dict[str, float]:
+    from graphs.helix import max_flow
+
+    out = {}
+    for method, ref in cluster.references.get(model, {}).items():
+        out[method] = max_flow(cluster, model, ref.layout)
+        if method == "petals":
+            out["petals (partial inference)"] = max_flow(cluster, model, ref.layout, partial_inference=True)
+    return out
+
+
+def run(time_limit: float, threads: int, folder: str) -> list[dict]:
+    """One row per (cluster, model)."""
+    from graphs.helix import read_helix
+    from solvers.helix_layout import solve_layout
+
+    rows = []
+    for name in FILES:
+        cluster = read_helix(os.path.join(folder, f"{name}.json"))
+        for model in cluster.models:
+            r = solve_layout(cluster, model, time_limit=time_limit, threads=threads)
+            rows.append({"cluster": name, "model": model, "value": r.value, "bound": r.bound, "gap": r.gap,
+                         "status": str(r.status), "time_s": r.time, "layer_bound": r.stats["layer_bound"],
+                         "milp_bound": r.stats.get("milp_bound"), "construction": r.stats["construction"],
+                         "published": _published(cluster, model), "layout": r.layout})
+            print(f"{name} {model}: {r.value:.2f} (bound {r.bound:.2f}, gap {100 * r.gap:.2f}%, {r.status}, "
+                  f"{r.time:.1f} s)", file=sys.stderr)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """The markdown table of the README."""
+    lines = ["| cluster | model | ours (tokens/s) | proven bound | gap | status | time | Helix MILP | "
+             "Swarm | Petals | Petals, partial inference | ours / best published |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = r["published"]
+        helix = max((v for k, v in p.items() if k.startswith("helix_ilp") and "ablation" not in k
+                     and "examples" not in k), default=None)
+        best = max(p.values(), default=None)
+        cells = [r["cluster"], r["model"], f"{r['value']:.2f}", f"{r['bound']:.2f}", f"{100 * r['gap']:.2f}%",
+                 r["status"], f"{r['time_s']:.1f} s", f"{helix:.2f}" if helix is not None else "-",
+                 f"{p.get('swarm', 0):.2f}", f"{p.get('petals', 0):.2f}",
+                 f"{p.get('petals (partial inference)', 0):.2f}",
+                 f"{r['value'] / best:.2f}x" if best else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.instances import WORKLOADS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workloads", default=os.path.join(WORKLOADS, "helix"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "helix.json"))
+    args = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(args.workloads, "single24.json")):
+        print(f"error: Helix cluster files not found in {args.workloads}", file=sys.stderr)
+        return 2
+    rows = run(args.time_limit, args.threads, args.workloads)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        saved = [{**r, "layout": {str(k): list(v) for k, v in r["layout"].items()}} for r in rows]
+        json.dump({"time_limit": args.time_limit, "threads": args.threads, "machine": platform.machine(),
+                   "cpus": os.cpu_count(), "rows": saved}, f, indent=1)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

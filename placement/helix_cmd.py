@@ -1,0 +1,123 @@
+"""``placement place CLUSTER.json --model M`` on a Helix cluster file (``shared/workloads/helix``).
+
+The command line sends a file here when :func:`handles` says it is a Helix cluster; :func:`place` solves
+(:func:`solvers.helix_layout.solve_layout`), prints a table and writes the layout in the format of the
+files' ``reference_layouts`` (``{"model": ..., "layout": {"<node index>": [start, num_layers]}}``) with
+our value, bound and status beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from graphs.errors import InputError
+
+__all__ = ["handles", "place", "result_json", "format_result", "DEFAULT_TIME_LIMIT"]
+
+#: seconds ``place`` gives the solver when ``--time-limit`` is not set
+DEFAULT_TIME_LIMIT = 60.0
+SCHEMA = "placement-helix-layout"
+
+
+def handles(path: str) -> bool:
+    """Is ``path`` a Helix cluster file (read only when it is a .json file)?"""
+    from graphs.helix import is_helix
+    from graphs.jsonio import read_json
+
+    if not str(path).lower().endswith(".json") or not os.path.isfile(path):
+        return False
+    try:
+        return is_helix(read_json(path))
+    except InputError:
+        return False
+
+
+def _model(cluster, model: str | None) -> str:
+    names = list(cluster.models)
+    if model is None:
+        if len(names) == 1:
+            return names[0]
+        raise InputError(f"the cluster file has several models; choose one with --model ({', '.join(names)})",
+                         source=cluster.source)
+    if model not in cluster.models:
+        raise InputError(f"--model {model}: no such model in the file (models: {', '.join(names)})",
+                         source=cluster.source)
+    return model
+
+
+def result_json(cluster, result) -> dict:
+    """The JSON written by ``--out``: the layout (every node; ``[0, 0]`` = unused) and what we proved,
+    with the published layouts' scores for comparison."""
+    layout = {str(n.index): list(result.layout.get(n.index, (0, 0))) for n in cluster.nodes}
+    published = {m: r.maxflow for m, r in cluster.references.get(result.model, {}).items()}
+    gap = result.gap
+    return {"schema": SCHEMA, "version": 1, "cluster": cluster.name, "model": result.model,
+            "layout": layout, "status": str(result.status), "maxflow_tokens_per_s": result.value,
+            "bound_tokens_per_s": result.bound, "gap": gap if gap != float("inf") else None,
+            "time_s": result.time, "message": result.message, "published_maxflow": published}
+
+
+def format_result(cluster, result) -> str:
+    """A table of the layout: each used node's layers and flow, the GPU types, then value and bound."""
+    from graphs.helix import max_flow_solution
+
+    model = cluster.models[result.model]
+    flows = max_flow_solution(cluster, result.model, result.layout).node_flow if result.layout else {}
+    lines = [f"Helix cluster {cluster.name or cluster.source} ({len(cluster.nodes)} nodes), model "
+             f"{result.model} ({model.num_layers} layers)", ""]
+    head = f"{'node':>4}  {'GPU':<6} {'region':>6}  {'layers':<9} {'k':>3}  {'capacity':>10}  {'flow':>10}"
+    lines += [head, "-" * len(head)]
+    for i, (s, k) in sorted(result.layout.items(), key=lambda kv: (kv[1][0], kv[0])):
+        n = cluster.node(i)
+        region = "-" if n.region is None else str(n.region)
+        lines.append(f"{i:>4}  {n.gpu_type:<6} {region:>6}  {f'[{s}, {s + k})':<9} {k:>3}  "
+                     f"{n.profiles[result.model].capacity_at(k):>10.1f}  {flows.get(i, 0.0):>10.1f}")
+    lines += ["", f"{'GPU':<6} {'nodes':>5} {'used':>5}  layers per node"]
+    for t in dict.fromkeys(n.gpu_type for n in cluster.nodes):
+        nodes = [n.index for n in cluster.nodes if n.gpu_type == t]
+        ks = sorted({result.layout[i][1] for i in nodes if i in result.layout})
+        used = sum(i in result.layout for i in nodes)
+        lines.append(f"{t:<6} {len(nodes):>5} {used:>5}  {', '.join(map(str, ks)) or '-'}")
+    gap = "-" if result.gap == float("inf") else f"{100 * result.gap:.2f}%"
+    lines += ["", f"max-flow   {result.value:.2f} tokens/s",
+              f"bound      {result.bound:.2f} tokens/s (proven upper bound on every layout)",
+              f"gap        {gap}", f"status     {result.status}" + (f" ({result.message})" if result.message
+                                                                     else ""),
+              f"time       {result.time:.1f} s"]
+    refs = cluster.references.get(result.model, {})
+    if refs:
+        lines.append("published  " + ", ".join(f"{m} {r.maxflow:.2f}" for m, r in refs.items()
+                                             if r.maxflow is not None))
+    return "\n".join(lines)
+
+
+def place(args, time_limit: float | None) -> int:
+    """Run ``placement place`` on a Helix file; returns the exit code (0: a layout, 1: none found).
+    ``time_limit``: the checked ``--time-limit`` (``None``: none), used when the option was given."""
+    from graphs.helix import is_helix, read_helix
+    from graphs.jsonio import read_json
+    from solvers.helix_layout import solve_layout
+
+    from .export import print_json, write_json
+
+    if not is_helix(read_json(args.workload)):  # reached with --model on another kind of file
+        raise InputError("--model applies to Helix cluster files (nodes, links and machine_num_dict); "
+                         "this is not one", source=args.workload)
+    cluster = read_helix(args.workload)
+    model = _model(cluster, args.model)
+    limit = DEFAULT_TIME_LIMIT if args.time_limit is None else time_limit
+    result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
+    data = result_json(cluster, result)
+    if args.out:
+        write_json(args.out, data)
+    if args.json:
+        print_json(data, sys.stdout)
+    else:
+        sys.stdout.write(format_result(cluster, result) + "\n")
+        if args.out:
+            sys.stdout.write(f"layout written to {args.out}\n")
+    if not result.layout:
+        print(f"error: {result.message}", file=sys.stderr)
+        return 1
+    return 0

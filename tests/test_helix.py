@@ -1,0 +1,334 @@
+"""Helix's LLM-serving clusters: the reader and scorer (graphs/helix.py), the layout solver
+(solvers/helix_layout.py) and ``placement place`` on a Helix file.
+
+The scorer must reproduce every published layout's score in the shared files (Helix's own evaluation,
+computed by Helix's code); the solver must equal an exhaustive search on tiny clusters built here, and
+its bound must never be below that optimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from graphs.errors import InputError
+from graphs.helix import (
+    SINK,
+    SOURCE,
+    HelixCluster,
+    HelixLink,
+    HelixModel,
+    HelixNode,
+    NodeProfile,
+    is_helix,
+    layout_problems,
+    max_flow,
+    parse_helix,
+    read_helix,
+)
+from solvers.base import Status
+from solvers.helix_bounds import cover_bound, layer_budget_bound
+from solvers.helix_layout import solve_layout
+from tests.instances import WORKLOADS
+
+HELIX = os.path.join(WORKLOADS, "helix")
+FILES = ("single24", "3cluster24")
+
+
+@pytest.fixture(scope="module")
+def clusters() -> dict[str, HelixCluster]:
+    if not all(os.path.exists(os.path.join(HELIX, f"{f}.json")) for f in FILES):
+        pytest.skip(f"Helix cluster files not found at {HELIX} (set PLACEMENT_WORKLOADS)")
+    return {f: read_helix(os.path.join(HELIX, f"{f}.json")) for f in FILES}
+
+
+# ------------------------------------------------------------------------------------------- reader
+def test_reads_both_files(clusters):
+    for c in clusters.values():
+        assert len(c.nodes) == 24
+        assert set(c.models) == {"llama70b", "llama30b"}
+        assert c.models["llama70b"].num_layers == 80 and c.models["llama30b"].num_layers == 60
+        a100 = next(n for n in c.nodes if n.gpu_type == "A100")
+        assert a100.profiles["llama70b"].max_num_layers == 12
+        assert len(a100.profiles["llama70b"].capacity) == 12
+    assert {n.region for n in clusters["single24"].nodes} == {None}
+    assert {n.region for n in clusters["3cluster24"].nodes} == {0, 1, 2}
+    # node-node links carry both directions, source and sink links one
+    c = clusters["single24"]
+    assert all(link.bidirectional == (SOURCE not in (link.a, link.b) and SINK not in (link.a, link.b))
+               for link in c.links)
+    assert c.directed_links("llama70b")[(3, 7)] == pytest.approx(1e9 / 16384)
+
+
+def test_scorer_reproduces_every_published_score(clusters):
+    """Helix's own max-flow of each published layout (FORMAT.md), with and without partial inference."""
+    checked = 0
+    for name, c in clusters.items():
+        for model, methods in c.references.items():
+            for method, ref in methods.items():
+                for partial, expected in ((False, ref.maxflow), (True, ref.maxflow_partial_inference)):
+                    if expected is None:
+                        continue
+                    got = max_flow(c, model, ref.layout, partial_inference=partial)
+                    assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), (name, model, method, partial)
+                    checked += 1
+    assert checked >= 28
+
+
+def test_helix_ilp_reference_values(clusters):
+    """The published values the issue compares against."""
+    refs = {(f, m): max_flow(clusters[f], m, r.layout) for f in FILES for m in ("llama70b", "llama30b")
+            for meth, r in clusters[f].references[m].items() if meth.startswith("helix_ilp")
+            and "ablation" not in meth and "examples" not in meth}
+    assert refs[("single24", "llama70b")] == pytest.approx(1289.5557702751464)
+    assert refs[("3cluster24", "llama70b")] == pytest.approx(1212.1768454598214)
+    assert refs[("single24", "llama30b")] == pytest.approx(1137.176823339832)
+
+
+def _raw(clusters) -> dict:
+    with open(os.path.join(HELIX, "single24.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.pop("models"), "models"),
+    (lambda d: d["models"]["llama70b"].update(num_layers=0), "models.llama70b.num_layers"),
+    (lambda d: d["nodes"][3].pop("gpu_type"), "nodes[3]"),
+    (lambda d: d["nodes"][3].update(index=0), "nodes[3].index"),
+    (lambda d: d["nodes"][5]["throughput"]["llama30b"]["capacity_tokens_per_s"].pop("4"),
+     "nodes[5].throughput.llama30b.capacity_tokens_per_s"),
+    (lambda d: d["nodes"][5]["throughput"]["llama30b"]["capacity_tokens_per_s"].update({"2": -1}),
+     "nodes[5].throughput.llama30b.capacity_tokens_per_s[2]"),
+    (lambda d: d["links"][30].update(b=99), "links[30].b"),
+    (lambda d: d["links"][30]["token_capacity_per_s"].pop("llama30b"), "links[30].token_capacity_per_s"),
+    (lambda d: d["reference_layouts"]["llama70b"]["swarm"]["layout"].update({"2": [1]}),
+     "reference_layouts.llama70b.swarm.layout[2]"),
+])
+def test_bad_input_names_the_field(clusters, edit, field):
+    data = _raw(clusters)
+    edit(data)
+    with pytest.raises(InputError) as e:
+        parse_helix(data, source="x.json")
+    assert str(e.value).startswith("x.json: ") and field in str(e.value)
+
+
+def test_detection_and_file_errors(tmp_path):
+    assert not is_helix({"nodes": [], "edges": []})
+    assert is_helix({"nodes": [], "links": [], "machine_num_dict": {}})
+    with pytest.raises(InputError, match="no such file"):
+        read_helix(tmp_path / "missing.json")
+
+
+def test_invalid_layouts_are_refused(clusters):
+    c = clusters["single24"]
+    t4 = next(n.index for n in c.nodes if n.gpu_type == "T4")
+    assert layout_problems(c, "llama70b", {t4: (0, 4)}) == []
+    assert "max_num_layers 4" in layout_problems(c, "llama70b", {t4: (0, 5)})[0]
+    assert "outside" in layout_problems(c, "llama70b", {t4: (78, 4)})[0]
+    assert "not in the cluster" in layout_problems(c, "llama70b", {99: (0, 1)})[0]
+    with pytest.raises(InputError, match="invalid layout"):
+        max_flow(c, "llama70b", {t4: (0, 5)})
+    assert max_flow(c, "llama70b", {t4: (0, 4)}) == 0.0  # no path to the sink
+
+
+# ------------------------------------------------------------------------------------------- tiny clusters
+def _tiny(rng: np.random.Generator, n_nodes: int, L: int, regions: int = 1) -> HelixCluster:
+    """A random cluster of ``n_nodes`` nodes of 1-2 GPU types, a complete graph of links; with two
+    regions, links between them are slow (they bind)."""
+    types = {}
+    for t in ("x", "y")[: int(rng.integers(1, 3))]:
+        kmax = int(rng.integers(1, L + 1))
+        base = float(rng.uniform(50, 200))
+        # a capacity table that is not always monotone in k (as Helix's)
+        caps = tuple(float(base / k * rng.uniform(0.7, 1.3)) for k in range(1, kmax + 1))
+        types[t] = NodeProfile(kmax, caps)
+    names = list(types)
+    nodes = tuple(HelixNode(i, f"n{i}", names[i % len(names)], (i % regions) if regions > 1 else None,
+                            {"m": types[names[i % len(names)]]}) for i in range(n_nodes))
+    links = [HelixLink(SOURCE, i, False, {"m": 1e6}) for i in range(n_nodes)]
+    links += [HelixLink(i, SINK, False, {"m": 1e6}) for i in range(n_nodes)]
+    for a, b in itertools.combinations(range(n_nodes), 2):
+        slow = regions > 1 and nodes[a].region != nodes[b].region
+        links.append(HelixLink(a, b, True, {"m": float(rng.uniform(5, 40)) if slow else 1e6}))
+    return HelixCluster("tiny", None, nodes, tuple(links), {"m": HelixModel("m", "m", L, None)})
+
+
+def _brute_force(c: HelixCluster) -> float:
+    L = c.models["m"].num_layers
+    options = []
+    for n in c.nodes:
+        kmax = n.profiles["m"].max_num_layers
+        options.append([None] + [(s, k) for k in range(1, kmax + 1) for s in range(L - k + 1)])
+    best = 0.0
+    for choice in itertools.product(*options):
+        layout = {n.index: ch for n, ch in zip(c.nodes, choice) if ch is not None}
+        if layout:
+            best = max(best, max_flow(c, "m", layout))
+    return best
+
+
+def _tiny_cases(regions: int) -> list[tuple[int, int, int]]:
+    # (seed, nodes, layers) small enough for an exhaustive search of a few thousand layouts
+    return [(s, n, L) for s, (n, L) in enumerate([(2, 3), (2, 5), (3, 3), (3, 4), (3, 5), (4, 3), (4, 3),
+                                                  (3, 4)])][: 8 if regions == 1 else 6]
+
+
+@pytest.mark.parametrize("seed, n, L", _tiny_cases(1))
+def test_solver_equals_brute_force_on_one_region(seed, n, L):
+    c = _tiny(np.random.default_rng(seed), n, L)
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=30)
+    assert r.stats["exact"]
+    assert r.value == pytest.approx(max_flow(c, "m", r.layout))  # the scorer's number
+    assert r.value == pytest.approx(best, rel=1e-6, abs=1e-9)
+    assert r.status is Status.OPTIMAL
+    assert r.bound >= best * (1 - 1e-6)
+    budget = layer_budget_bound(c, "m")
+    assert budget >= best * (1 - 1e-9)
+    assert budget * (1 + 1e-9) >= cover_bound(c, "m", 0.0, budget) >= best * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed, n, L", _tiny_cases(2))
+def test_bounds_hold_with_slow_links_between_regions(seed, n, L):
+    c = _tiny(np.random.default_rng(100 + seed), n, L, regions=2)
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=30)
+    assert not r.stats["exact"]
+    assert r.value <= best * (1 + 1e-9)
+    assert r.bound >= best * (1 - 1e-6)  # the MILP is a relaxation: its bound holds
+    assert layer_budget_bound(c, "m") >= best * (1 - 1e-9)
+    if r.status is Status.OPTIMAL:
+        assert r.value == pytest.approx(best, rel=1e-6)
+
+
+def test_the_relaxed_milp_bound_holds_where_it_is_needed():
+    """A two-region case where the construction misses the optimum: the MILP runs, and its bound (a
+    relaxation's) is still at least the optimum."""
+    c = _tiny(np.random.default_rng(100), 3, 4, regions=2)
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.value < best and r.status is Status.FEASIBLE
+    assert r.stats["milp_bound"] >= best * (1 - 1e-6)
+    assert r.bound >= best * (1 - 1e-6)
+
+
+def test_nodes_that_cannot_hold_the_model_are_infeasible():
+    c = _tiny(np.random.default_rng(0), 2, 3)
+    small = NodeProfile(1, (10.0,))
+    c = HelixCluster("small", None, tuple(HelixNode(n.index, n.name, n.gpu_type, None, {"m": small})
+                                          for n in c.nodes), c.links, c.models)
+    assert layer_budget_bound(c, "m") == 0.0
+    r = solve_layout(c, "m")
+    assert r.status is Status.INFEASIBLE and r.value == 0.0 and r.bound == 0.0
+    assert "cannot hold the model's 3 layers" in r.message
+
+
+def test_cover_pricing_is_the_cheapest_cover():
+    """The covering knapsack of the cover bound against every multiset of up to 3 of each item."""
+    from solvers.helix_bounds import _CoverLP
+
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        c = _tiny(rng, 3, 4)
+        lp = _CoverLP(c, "m")
+        J = len(lp.cap)
+        pi = rng.uniform(0.01, 1.0, J)
+        F = float(rng.uniform(0.5, 2.5) * lp.cap.max())
+        delta = F * 1e-4
+        cost, a = lp._price(pi, F, delta)
+        assert a @ np.ceil(lp.cap / delta) >= math.floor(F / delta)  # a cover on the grid
+        assert cost == pytest.approx(a @ pi)
+        best = math.inf
+        for m in itertools.product(range(4), repeat=J):
+            m = np.array(m)
+            if m @ lp.cap >= F:  # every true cover is one the pricing considered
+                best = min(best, m @ pi)
+        assert cost <= best + 1e-12, trial
+
+
+def test_unknown_model_is_an_input_error():
+    c = _tiny(np.random.default_rng(0), 2, 3)
+    with pytest.raises(InputError, match="no model 'llama70b'"):
+        solve_layout(c, "llama70b")
+
+
+# ------------------------------------------------------------------------------------------- the clusters
+@pytest.mark.parametrize("name, model, published", [
+    ("single24", "llama70b", 1289.5557702751464),
+    ("single24", "llama30b", 1137.176823339832),
+    ("3cluster24", "llama70b", 1212.1768454598214),
+    ("3cluster24", "llama30b", 1137.176823339832),
+])
+def test_beats_the_published_layouts(clusters, name, model, published):
+    """Construction and bound only (no MILP), to keep this fast: the layout's scored flow is at least
+    every published layout's and the bound is at least the flow."""
+    c = clusters[name]
+    r = solve_layout(c, model, time_limit=30, threads=1, milp=False)
+    assert r.value == pytest.approx(max_flow(c, model, r.layout))
+    assert not layout_problems(c, model, r.layout)
+    for ref in c.references[model].values():
+        assert r.value >= (ref.maxflow or 0.0)
+    assert r.value > published
+    assert math.isfinite(r.bound) and r.bound >= r.value
+    if name == "single24" and model == "llama70b":
+        assert r.status is Status.OPTIMAL  # the chain reaches the layer-budget bound
+
+
+# ------------------------------------------------------------------------------------------- command line
+def test_place_command_writes_a_layout_in_the_reference_format(clusters, tmp_path, capsys):
+    from graphs.helix import parse_layout
+    from placement.cli import main
+
+    out = tmp_path / "plan.json"
+    path = os.path.join(HELIX, "single24.json")
+    assert main(["place", path, "--model", "llama70b", "--out", str(out), "--time-limit", "20"]) == 0
+    table = capsys.readouterr().out
+    for word in ("A100", "[0, ", "max-flow", "bound", "gap", "status     optimal", "time",
+                 "helix_ilp 1289.56"):
+        assert word in table
+    data = json.loads(out.read_text())
+    assert data["model"] == "llama70b" and data["status"] == "optimal"
+    assert set(data["layout"]) == {str(n.index) for n in clusters["single24"].nodes}
+    # the written layout, read back as a reference layout is, scores what the file says
+    layout = parse_layout(data["layout"])
+    assert max_flow(clusters["single24"], "llama70b", layout) == pytest.approx(data["maxflow_tokens_per_s"])
+    assert data["bound_tokens_per_s"] >= data["maxflow_tokens_per_s"]
+    assert data["maxflow_tokens_per_s"] > data["published_maxflow"]["helix_ilp"]
+
+
+def test_place_command_honours_the_time_limit(clusters, capsys):
+    from placement.cli import main
+
+    path = os.path.join(HELIX, "3cluster24.json")
+    assert main(["place", path, "--model", "llama30b", "--time-limit", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["time_s"] <= 3.5
+    assert data["maxflow_tokens_per_s"] > 0 and data["status"] in ("feasible", "optimal")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["place", "{single24}"], ["several models", "--model", "llama70b, llama30b"]),
+    (["place", "{single24}", "--model", "gpt2"], ["--model gpt2", "no such model", "llama70b, llama30b"]),
+    (["place", "{missing}", "--model", "llama70b"], ["no such file"]),
+    (["place", "{piper}", "--model", "llama70b"], ["--model applies to Helix cluster files"]),
+    (["place", "{single24}", "--model", "llama70b", "--solver", "dp"], ["--solver does not apply"]),
+    (["place", "{single24}", "--model", "llama70b", "--batch-size", "8"], ["--batch-size does not apply"]),
+])
+def test_place_command_errors(clusters, tmp_path, capsys, argv, words):
+    from placement.cli import main
+
+    piper = tmp_path / "other.json"
+    piper.write_text(json.dumps({"nodes": [], "edges": []}))
+    paths = {"single24": os.path.join(HELIX, "single24.json"), "missing": str(tmp_path / "nope.json"),
+             "piper": str(piper)}
+    argv = [a.format(**paths) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    for w in words:
+        assert w in err
