@@ -24,15 +24,16 @@ def _burn(stop) -> None:
             x = (x * 1103515245 + 12345) & 0xFFFFFFFF
 
 
-def _solve(workload: str, threads: int | None) -> float:
+def _solve(workload: str, threads: int | None) -> tuple[float, int]:
+    """Seconds of one exact DP solve, and the thread count its kernel ran on."""
     from graphs.reference import read_workload
     from solvers.base import SolveOptions
     from solvers.dp import solve
 
     w = read_workload(workload)
     t = time.perf_counter()
-    solve(w.graph, w.cluster, SolveOptions(threads=threads))
-    return time.perf_counter() - t
+    sol = solve(w.graph, w.cluster, SolveOptions(threads=threads))
+    return time.perf_counter() - t, int(sol.stats.get("threads", 0))
 
 
 def main(argv=None) -> int:
@@ -53,8 +54,8 @@ def main(argv=None) -> int:
     _solve(path, 1)  # compile and load the kernels first
     print(f"InceptionV3 training, exact DP; median of {args.repeats}; load before: "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print("| machine | " + " | ".join(settings) + " | default / 1 thread |")
-    print("|---|" + "---|" * (len(settings) + 1))
+    print("| machine | " + " | ".join(settings) + " | default / 1 thread | threads the default chose |")
+    print("|---|" + "---|" * (len(settings) + 2))
     for label in ("quiet", "one competing process"):
         stop, burner = mp.Event(), None
         if label != "quiet":
@@ -62,17 +63,21 @@ def main(argv=None) -> int:
             burner.start()
             time.sleep(1.0)
         times = {k: [] for k in settings}
+        chosen = []
         try:
             for _ in range(args.repeats):
                 for k, th in settings.items():
-                    times[k].append(_solve(path, th))
+                    t, used = _solve(path, th)
+                    times[k].append(t)
+                    if th is None:
+                        chosen.append(used)
         finally:
             stop.set()
             if burner is not None:
                 burner.join(5)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"| {label} | " + " | ".join(f"{med[k]:.1f} s" for k in settings)
-              + f" | {med['default'] / med['1 thread']:.2f} |")
+              + f" | {med['default'] / med['1 thread']:.2f} | {', '.join(map(str, chosen))} |", flush=True)
     return 0
 
 

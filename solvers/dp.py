@@ -1303,7 +1303,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             ub = math.inf
         run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
                      threads=options.threads, tie_break=bool(options.raw.get("tie_break", True)))
-        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs, tie_break=run.tie_break)
+        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs, tie_break=run.tie_break,
+                     threads=run.threads)
         stop = "interrupted" if run.interrupted else "time limit reached"
     elapsed = time.perf_counter() - t_start
     if run is None or not run.complete:
