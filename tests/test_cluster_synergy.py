@@ -117,7 +117,8 @@ def test_tune_in_a_round_equals_a_brute_force_on_each_server_of_a_tiny_cluster(s
     server = cl.servers[0]
     curves = [_curve(_table(rng, str(rng.choice(["image", "speech", "language"]))), cl.counts)
               for _ in range(4)]
-    jobs = [GpuJob(f"j{k}", c, 1e9, 0.0, 1) for k, c in enumerate(curves)]  # nobody finishes in round 0
+    # at most 0.8 samples per ms (200 samples/s, doubled by memory or cores): nobody finishes in round 0
+    jobs = [GpuJob(f"j{k}", c, 5e3, 0.0, 1) for k, c in enumerate(curves)]
     r = simulate_rounds(jobs, cl, "tune", round_length=1e3)
     first = r.segments[0].allocations
     assert r.segments[0].start == 0.0 and all(a is not None and a.running for a in first)
