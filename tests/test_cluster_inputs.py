@@ -257,14 +257,14 @@ def _check_fits(allocs, cap):
             assert all(u <= d for u, d in zip(a.used, a.devices)) and a.point.host_memory <= a.host_memory + 1
 
 
-def test_policies_respect_capacity_and_joint_never_falls_below_proportional():
+def test_policies_respect_capacity_and_joint_never_falls_below_even():
     rng = np.random.default_rng(2)
     for _ in range(12):
         jobs, cap = _pipeline_case(rng)
         d = {pol: allocate(pol, jobs, cap, lease=5.0) for pol in POLICIES}
         for dec in d.values():
             _check_fits(dec.allocations, cap)
-        for a, b in zip(d["proportional"].allocations, d["joint"].allocations):
+        for a, b in zip(d["even"].allocations, d["joint"].allocations):
             assert b.time_per_sample <= a.time_per_sample * (1 + 1e-9)
 
 
@@ -295,7 +295,7 @@ def _exhaustive(jobs, cap, shares, floors, cores_step=1, mem_steps=40):
 
 def _options_search(jobs, cap, shares, prop):
     """The best total normalised throughput over every combination of the options the joint MILP chooses
-    from (each job's curve points at least as fast as its proportional allocation, plus that allocation's
+    from (each job's curve points at least as fast as its even-share allocation, plus that allocation's
     own point), within the capacity: what the MILP alone must reach, by a second method."""
     per_job = []
     for j, a in zip(jobs, prop):
@@ -330,7 +330,7 @@ def test_joint_packing_against_exhaustive_search():
         cap = Capacity(cap.kinds, (min(cap.counts[0], 3), min(cap.counts[1], 6)), cap.host, cap.host_memory)
         shares = [fair_share_time(j.curve, cap, j.contention) for j in jobs]
         d = allocate("joint", jobs, cap, share_times=shares)
-        prop = allocate("proportional", jobs, cap).allocations
+        prop = allocate("even", jobs, cap).allocations
         floors = [1 / a.time_per_sample if a.running else 0.0 for a in prop]
         best = _exhaustive(jobs, cap, shares, floors)
         assert d.objective >= best * (1 - 1e-9)

@@ -138,7 +138,7 @@ def test_every_policy_respects_capacity_and_joint_keeps_its_floors():
         for d in decisions.values():
             assert len(d.allocations) == len(jobs)
             _fits(d.allocations, cap)
-        prop, sens = decisions["proportional"], decisions["joint"]
+        prop, sens = decisions["even"], decisions["joint"]
         for a, b in zip(prop.allocations, sens.allocations):
             assert b.time_per_sample <= a.time_per_sample * (1 + 1e-12)
 
@@ -148,7 +148,7 @@ def test_joint_maximises_normalised_throughput_above_the_floors():
     for _ in range(15):
         jobs, cap = _random_case(rng)
         shares = [fair_share_time(j.curve, cap, j.contention) for j in jobs]
-        prop = allocate("proportional", jobs, cap).allocations
+        prop = allocate("even", jobs, cap).allocations
         best = -1.0
         for combo in _feasible_combos(jobs, cap):
             if any((p.time_per_sample if p else math.inf) > a.time_per_sample * (1 + 1e-12)
@@ -160,12 +160,12 @@ def test_joint_maximises_normalised_throughput_above_the_floors():
 
 
 def test_joint_gives_host_cores_to_the_job_that_gains_from_them():
-    # "eager" speeds up with host cores, "flat" does not; proportional splits cores by accelerators
+    # "eager" speeds up with host cores, "flat" does not; even splits cores by accelerators
     eager = table_curve({(1, 0): 4.0, (1, 1): 3.0, (1, 2): 2.0, (2, 0): 2.0, (2, 1): 1.6, (2, 2): 1.2})
     flat = table_curve({(1, 0): 4.0, (2, 0): 2.0})
     jobs = [JobState("eager", eager, 10, 10, 0, 2, 0), JobState("flat", flat, 10, 10, 0, 2, 1)]
     cap = Capacity(("acc", "cpu"), (2, 2), (False, True))
-    prop = allocate("proportional", jobs, cap).allocations
+    prop = allocate("even", jobs, cap).allocations
     assert [a.devices for a in prop] == [(1, 1), (1, 1)]
     assert prop[1].used == (1, 0)  # its core sits idle
     sens = allocate("joint", jobs, cap).allocations
@@ -173,17 +173,17 @@ def test_joint_gives_host_cores_to_the_job_that_gains_from_them():
     assert sens[0].time_per_sample == 2.0 and sens[1].time_per_sample == 4.0
 
 
-def test_proportional_splits_evenly_and_host_resources_by_accelerators():
+def test_even_splits_evenly_and_host_resources_by_accelerators():
     c = table_curve({(1, 0): 2.0, (2, 0): 1.0, (3, 0): 0.7}, limits=(4, 6))
     jobs = [JobState(n, c, 10, 10, 0, 3, i) for i, n in enumerate("abc")]
     cap = Capacity(("acc", "cpu"), (4, 6), (False, True), 12e9)
-    d = allocate("proportional", jobs, cap).allocations
+    d = allocate("even", jobs, cap).allocations
     assert [a.devices for a in d] == [(2, 3), (1, 2), (1, 1)]  # first arrival gets the extra one
     assert [a.host_memory for a in d] == pytest.approx([6e9, 3e9, 3e9])
     # a job that cannot run on its share waits (the last to arrive) and the others split again
     big = table_curve({(3, 0): 1.0}, limits=(4, 0))
     jobs = [JobState("a", big, 10, 10, 0, 2, 0), JobState("b", big, 10, 10, 0, 2, 1)]
-    d = allocate("proportional", jobs, Capacity(("acc", "cpu"), (4, 0), (False, True))).allocations
+    d = allocate("even", jobs, Capacity(("acc", "cpu"), (4, 0), (False, True))).allocations
     assert d[0].devices == (4, 0) and d[0].running and not d[1].running
 
 

@@ -18,11 +18,11 @@ from tests.test_cluster_policies import linear, table_curve
 CAP2 = Capacity(("acc", "cpu"), (2, 0), (False, True))
 
 
-def test_proportional_jcts_and_rho_match_a_hand_computation():
+def test_even_jcts_and_rho_match_a_hand_computation():
     # A (100 samples) alone on 2 accelerators from 0 to 10: 20 samples. B (40) arrives: 1 each, B done at
     # 50, A has 40 left; alone again on 2 until 70.
     jobs = [SimJob("A", linear(2), 100, 0.0), SimJob("B", linear(2), 40, 10.0)]
-    r = simulate(jobs, CAP2, "proportional")
+    r = simulate(jobs, CAP2, "even")
     a, b = r.jobs
     assert (a.finish, b.finish) == pytest.approx((70.0, 50.0))
     assert (a.jct, b.jct) == pytest.approx((70.0, 40.0))
@@ -46,8 +46,8 @@ def test_fifo_runs_jobs_one_after_another_when_each_asks_for_everything():
 
 def test_a_lease_adds_decisions_but_changes_nothing_when_nothing_changes():
     jobs = [SimJob("A", linear(2), 100, 0.0), SimJob("B", linear(2), 40, 10.0)]
-    plain = simulate(jobs, CAP2, "proportional")
-    leased = simulate(jobs, CAP2, "proportional", lease=7.0)
+    plain = simulate(jobs, CAP2, "even")
+    leased = simulate(jobs, CAP2, "even", lease=7.0)
     assert leased.decisions > plain.decisions
     assert [j.finish for j in leased.jobs] == pytest.approx([j.finish for j in plain.jobs])
 
@@ -173,7 +173,7 @@ def test_cli_simulates_every_policy_with_a_plot(job_list, tmp_path, capsys):
     assert main(["cluster", "simulate", job_list, "--policy", "all", "--no-cache", "--json",
                  "--plot", plot]) == 0
     res = json.loads(capsys.readouterr().out)
-    names = ["ftf", "joint", "fifo", "fifo+proportional", "fifo+tune", "fifo+opt"]
+    names = ["ftf", "joint", "even", "fifo", "fifo+proportional", "fifo+tune", "fifo+opt"]
     assert [r["policy"] for r in res["results"]] == names
     for r in res["results"]:
         assert r["mode"] == "simulation" and r["timeline"]

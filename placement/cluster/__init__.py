@@ -6,10 +6,12 @@
   accelerator, CPU-preprocessing and storage rates, or a measured table over cores and memory);
 * :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly),
   ``joint`` (accelerator counts, host-core stages, CPU and memory chosen jointly; ``sensitive`` is its
-  old name), ``proportional`` and ``fifo``, over the whole cluster as one pool;
-* :mod:`~placement.cluster.synergy` (``simulate_rounds``): Synergy as Synergy does it, in rounds on the
-  cluster's servers: a base scheduler (FIFO, LAS, SRTF, FTF) picks the jobs and their GPUs, then
-  GPU-proportional CPU and memory, Synergy-TUNE or the Synergy-OPT bound;
+  old name), ``even`` (every accelerator kind split evenly; ``proportional`` before issue #26) and
+  ``fifo``, over the whole cluster as one pool;
+* :mod:`~placement.cluster.synergy` (``simulate_rounds``; ``allocate_rounds_once``, one round held):
+  Synergy as Synergy does it, in rounds on the cluster's servers: a base scheduler (FIFO, LAS, SRTF,
+  FTF) picks the jobs and their GPUs, then ``proportional`` (GPU-proportional CPU and memory, capped at
+  that share), ``tune`` (Synergy-TUNE) or ``opt`` (the Synergy-OPT bound);
 * :mod:`~placement.cluster.traces`: Philly-like traces over Synergy's profiled jobs;
 * :mod:`~placement.cluster.simulate` (``simulate``): arrivals, completions and leases over time, per-job
   finish time and rho, average JCT, makespan, utilisation, and a plot of allocations over time;

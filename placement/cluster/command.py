@@ -22,8 +22,8 @@ from graphs.errors import InputError
 
 __all__ = ["add_parser", "run", "synergy_jobs"]
 
-_POLICIES = ("ftf", "joint", "fifo", "proportional", "tune", "opt")
-_SYNERGY = ("proportional", "tune", "opt")  # simulate: Synergy's rounds, a base scheduler, servers
+_POLICIES = ("ftf", "joint", "even", "fifo", "proportional", "tune", "opt")
+_SYNERGY = ("proportional", "tune", "opt")  # Synergy's allocation on the servers, after a base scheduler
 
 
 JOBS_FORMAT = """\
@@ -64,14 +64,15 @@ def add_parser(sub) -> None:
         description=textwrap.fill(
             "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
             "time per sample for every allocation, from one DP run per job), or simulate a trace "
-            "of arriving jobs. Policies: ftf (Themis's finish-time fairness, max rho minimised "
-            "exactly at every decision), joint (accelerator counts, host-core stages, CPU cores and "
-            "memory chosen jointly; 'sensitive' is its old name), fifo; and, in simulate, Synergy's "
-            "own allocations in rounds on the cluster's servers after a base scheduler (--base) "
-            "has picked the jobs and their GPUs: proportional (CPU and memory in proportion to "
-            "GPUs, capped at that share), tune (Synergy-TUNE: per server, CPU and memory to the "
-            "jobs that gain, none below its proportional rate), opt (Synergy-OPT, the LP bound); "
-            "'all' compares them.", 100),
+            "of arriving jobs. Over the cluster as one pool: ftf (Themis's finish-time fairness, "
+            "max rho minimised exactly at every decision), joint (accelerator counts, host-core "
+            "stages, CPU cores and memory chosen jointly; 'sensitive' is its old name), even (every "
+            "accelerator kind split evenly, CPU and memory by accelerators held), fifo. Synergy's "
+            "own allocations on the cluster's servers, after a base scheduler (--base) has picked "
+            "the jobs and their fixed GPU demands (in simulate every round, else once): "
+            "proportional (CPU and memory in proportion to GPUs, capped at that share: Synergy's "
+            "+fair), tune (Synergy-TUNE: per server, CPU and memory to the jobs that gain, none "
+            "below its proportional rate), opt (Synergy-OPT, the LP bound). 'all' compares them.", 100),
         epilog=JOBS_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("target", nargs="+", metavar="JOBS.json | simulate TRACE.json",
                    help="a job list (allocate once for all its jobs), or 'simulate' and a trace (the same "
@@ -79,8 +80,8 @@ def add_parser(sub) -> None:
     c.add_argument("--policy", default="ftf", choices=_POLICIES + ("sensitive", "all"),
                    help="allocation policy (default ftf; sensitive = joint, its old name)")
     c.add_argument("--base", default="fifo", choices=("fifo", "las", "srtf", "ftf"),
-                   help="simulate with proportional, tune, opt: the base scheduler that picks the jobs and "
-                        "their GPUs each round (default fifo)")
+                   help="with proportional, tune, opt: the base scheduler that picks the jobs and their "
+                        "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
                    help="cut the cluster into N identical servers (overrides cluster.servers)")
     c.add_argument("--fairness", type=float, default=1.0, metavar="F",
@@ -113,7 +114,7 @@ def run(args) -> int:
     from .inputs import job_rates
     from .policies import Capacity
     from .simulate import SimJob, allocate_once, simulate
-    from .synergy import DEFAULT_ROUND, simulate_rounds
+    from .synergy import DEFAULT_ROUND, allocate_rounds_once, simulate_rounds
 
     target = list(args.target)
     if len(target) == 2 and target[0] == "simulate":
@@ -128,8 +129,6 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
-    if args.policy in ("tune", "opt") and mode != "simulate":
-        raise InputError(f"placement cluster: --policy {args.policy} runs in rounds: use simulate")
     if not 0 < args.fairness <= 1:
         raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
     if args.servers is not None and args.servers < 1:
@@ -159,13 +158,17 @@ def run(args) -> int:
     cap = Capacity.of(jl.cluster)
     jobs = [SimJob(j.name, c, j.samples, j.arrival, _request(j, cap), j.model)
             for j, c in zip(jl.jobs, curves)]
-    policies = (_POLICIES if mode == "simulate" else ("ftf", "joint", "proportional", "fifo")) \
-        if args.policy == "all" else (args.policy,)
+    policies = _POLICIES if args.policy == "all" else (args.policy,)
     lease = args.lease if args.lease is not None else jl.lease
     results = []
+    gjobs = None
     for pol in policies:
-        if mode == "simulate" and pol in _SYNERGY:
+        if pol in _SYNERGY and gjobs is None:
             gjobs = synergy_jobs(jl, jl.cluster, curves)
+        if mode != "simulate" and pol in _SYNERGY:
+            results.append(allocate_rounds_once(gjobs, jl.cluster, pol, base=args.base,
+                                                fairness=args.fairness, time_limit=args.time_limit))
+        elif mode == "simulate" and pol in _SYNERGY:
             bar = _Bar(f"{args.base}+{pol}") if verbose else None
             results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
                                            round_length=lease or DEFAULT_ROUND, fairness=args.fairness,

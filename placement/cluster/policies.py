@@ -21,16 +21,18 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   chooses accelerator counts, host-core pipeline stages, CPU cores and host memory jointly: it maximises
   total normalised throughput (each job's throughput over
   its fair-share throughput) with CPU cores and host memory going wherever the curves say they help,
-  subject to every job running at least as fast as under ``proportional`` (so it never drops below its
-  proportional share unless that share gains it nothing); a vanishing penalty leaves useless devices
+  subject to every job running at least as fast as under ``even`` (so it never drops below its
+  even share unless that share gains it nothing); a vanishing penalty leaves useless devices
   free. The MILP is exact over each job's curve points (for a job with an input pipeline: its options,
   one per device vector and cache level, :mod:`~placement.cluster.inputs`, plus the exact point of its
-  proportional share, so that every floor stays reachable); then the host cores and host memory left
+  even share, so that every floor stays reachable); then the host cores and host memory left
   free go by marginal gain (Synergy's greedy step: repeatedly, to the job whose normalised throughput one
   more core, the free memory, or both raise the most, at its exact rate between options). ``status`` is
   the MILP's; the fill only adds throughput.
-* ``proportional``: each accelerator kind split evenly (round robin in arrival order, up to each job's
-  limit), host cores and host memory in proportion to the accelerators a job holds; a job that cannot
+* ``even`` (called ``proportional`` before issue #26; that name is now Synergy's GPU-proportional
+  allocation, :mod:`placement.cluster.synergy`): each accelerator kind split evenly (round robin in
+  arrival order, up to each job's limit), host cores and host memory in proportion to the accelerators
+  a job holds; a job that cannot
   run on its share waits (the last to arrive first) and the split is redone among the others.
 * ``fifo``: in arrival order, each job takes its request (the job list's ``request``, else the smallest
   allocation within 10% of its best time per sample) when it fits what is left; one that does not fit
@@ -49,10 +51,14 @@ from graphs.errors import InputError
 from .curves import CurvePoint, JobCurve
 
 __all__ = ["POLICIES", "Capacity", "JobState", "Allocation", "Decision", "allocate", "fair_share_time",
-           "default_request", "rho", "rho_wait", "KNEE", "ALIASES"]
+           "default_request", "rho", "rho_wait", "KNEE", "ALIASES", "RENAMED", "check_policy"]
 
-POLICIES = ("ftf", "joint", "proportional", "fifo")
+POLICIES = ("ftf", "joint", "even", "fifo")
 ALIASES = {"sensitive": "joint"}  # old names still accepted
+# a name these policies no longer take: it means Synergy's GPU-proportional allocation everywhere now
+RENAMED = {"proportional": "the even split of every accelerator kind is now policy 'even'; 'proportional' "
+                           "is Synergy's GPU-proportional allocation (CPU and memory in proportion to GPUs "
+                           "on each server, capped at that share): placement.cluster.synergy"}
 KNEE = 0.10  # fifo's default request: the smallest allocation within this of the best time per sample
 _TOL = 1e-9
 
@@ -198,8 +204,7 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
     when the caller has them; ``lease``: the re-allocation interval (``ftf``'s waiting estimate);
     ``time_limit``: seconds per MILP (``None``: none)."""
     policy = ALIASES.get(policy, policy)
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    check_policy(policy)
     for j in jobs:
         if any(p.time_per_sample <= 0 for p in j.curve.points):
             raise InputError(f"job {j.name!r}: its curve has a time per sample of 0 (a model without work)")
@@ -211,8 +216,8 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
         return Decision(policy, (), "rule", None, 0.0)
     if share_times is None and policy in ("ftf", "joint"):
         share_times = [fair_share_time(j.curve, capacity, j.contention) for j in jobs]
-    if policy == "proportional":
-        d = Decision(policy, tuple(_proportional(jobs, capacity)), "rule")
+    if policy == "even":
+        d = Decision(policy, tuple(_even(jobs, capacity)), "rule")
     elif policy == "fifo":
         d = Decision(policy, tuple(_fifo(jobs, capacity)), "rule")
     elif policy == "ftf":
@@ -222,6 +227,15 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
     _check_capacity(d.allocations, capacity)
     return Decision(d.policy, d.allocations, d.status, d.objective, time.perf_counter() - t0, d.notes,
                     d.stats)
+
+
+def check_policy(policy: str) -> None:
+    """An :class:`~graphs.errors.InputError` unless ``policy`` (aliases resolved) is one of
+    :data:`POLICIES`; a renamed one says what it is called now."""
+    if policy in RENAMED:
+        raise InputError(f"policy {policy!r}: {RENAMED[policy]}")
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
 
 
 def _check_capacity(allocs: Sequence[Allocation], cap: Capacity) -> None:
@@ -243,8 +257,8 @@ def _run(p: CurvePoint) -> Allocation:
     return Allocation(p.counts, p.host_memory, p)
 
 
-# --------------------------------------------------------------------------- proportional
-def _proportional(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
+# --------------------------------------------------------------------------- even
+def _even(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
     active = sorted(range(len(jobs)), key=lambda i: (jobs[i].order, i))
     out = [_wait(cap) for _ in jobs]
     while active:
@@ -584,13 +598,13 @@ def _greedy(cap, options, allowed, wait, max_waiting):
 
 
 def _sensitive(jobs, cap, share_times, time_limit) -> Decision:
-    prop = _proportional(jobs, cap)
+    prop = _even(jobs, cap)
     n = len(jobs)
     options, gains = [], []
     for j, job in enumerate(jobs):
         floor = prop[j].time_per_sample
         opts = [p for p in _options(job, cap) if p.time_per_sample <= floor * (1 + 1e-12)]
-        if prop[j].running and prop[j].point not in opts:  # its proportional point (an input pipeline's
+        if prop[j].running and prop[j].point not in opts:  # its even-share point (an input pipeline's
             opts.append(prop[j].point)  # exact one may lie between options) keeps every floor reachable
         options.append(opts)
         gains.append([share_times[j] / p.time_per_sample for p in opts])

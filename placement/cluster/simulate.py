@@ -28,11 +28,11 @@ from .curves import JobCurve
 from .formats import GB, json_number
 from .policies import (
     ALIASES,
-    POLICIES,
     Allocation,
     Capacity,
     JobState,
     allocate,
+    check_policy,
     default_request,
     fair_share_time,
 )
@@ -201,8 +201,7 @@ class _Shares:
 
 def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None:
     policy = ALIASES.get(policy, policy)
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    check_policy(policy)
     if not jobs:
         raise InputError("no jobs")
     for j in jobs:

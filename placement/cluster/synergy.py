@@ -56,7 +56,8 @@ from .policies import Allocation, Capacity, fair_share_time
 from .simulate import JobOutcome, Segment, SimResult
 
 __all__ = ["BASES", "ALLOCATIONS", "DEFAULT_ROUND", "GpuJob", "Option", "Menu", "job_menu", "tune_server",
-           "opt_bound", "brute_force_server", "simulate_rounds", "gpu_demand"]
+           "opt_bound", "simulate_rounds", "allocate_rounds_once",
+           "gpu_demand"]
 
 BASES = ("fifo", "las", "srtf", "ftf")
 ALLOCATIONS = ("proportional", "tune", "opt")
@@ -227,29 +228,6 @@ def _value(menus: Sequence[Menu], picks: Sequence[Option]) -> float:
     return sum(o.rate / m.prop.rate for m, o in zip(menus, picks))
 
 
-def brute_force_server(menus: Sequence[Menu], cores: int, memory: float,
-                       rate: Callable[[int, int, float], float], levels: Sequence[Sequence[float]]) -> float:
-    """The best total normalised throughput over every split of ``cores`` whole cores and of the memory
-    among the jobs, job ``j`` taking one of ``levels[j]`` memory amounts, its rate ``rate(j, cores,
-    memory)`` (from its curve, not from its menu), none below its proportional rate: for tests."""
-    import itertools
-
-    per_job = []
-    for j, m in enumerate(menus):
-        choices = []
-        for c in range(cores + 1):
-            for mem in levels[j]:
-                r = rate(j, c, mem)
-                if r >= m.prop.rate * (1 - _TOL):
-                    choices.append((c, mem, r / m.prop.rate))
-        per_job.append(choices)
-    best = -math.inf
-    for combo in itertools.product(*per_job):
-        if sum(c[0] for c in combo) <= cores and sum(c[1] for c in combo) <= memory * (1 + 1e-12):
-            best = max(best, sum(c[2] for c in combo))
-    return best
-
-
 # --------------------------------------------------------------------------- the cluster: OPT
 def opt_bound(menus: Sequence[Menu], cores: float, memory: float) -> tuple[float, list[float]]:
     """Synergy-OPT: the LP over all jobs' options with the cluster's cores and memory as one pool, each
@@ -333,6 +311,43 @@ def _place(g: int, free: list[int]) -> list[tuple[int, int]] | None:
     return out
 
 
+def _admit(ranked: Sequence[int], jobs: Sequence[GpuJob], servers: Sequence[ServerSpec], acc: int,
+           placed: dict[int, list[tuple[int, int]]]) -> dict[int, list[tuple[int, int]]]:
+    """One round's GPUs: in ``ranked`` order each job is admitted while the cluster has GPUs for it (one
+    that does not fit is skipped). Jobs ``placed`` last round on one server keep it; one that spanned
+    servers moves onto a single server when one has room for all its GPUs; the others are placed
+    best-fit (:func:`_place`). Returns ``{job: [(server, GPUs there), ...]}``."""
+    free_total = sum(s.counts[acc] for s in servers)
+    admitted = []
+    for i in ranked:
+        if jobs[i].gpus <= free_total:
+            admitted.append(i)
+            free_total -= jobs[i].gpus
+    free = [s.counts[acc] for s in servers]
+    now: dict[int, list[tuple[int, int]]] = {}
+    keep = set(admitted) & set(placed)
+    for i in admitted:
+        if i in keep and len(placed[i]) == 1:
+            now[i] = placed[i]
+            for s, g in now[i]:
+                free[s] -= g
+    for i in admitted:  # a job that spans servers moves onto one when one has room for all its GPUs
+        if i in keep and len(placed[i]) > 1:
+            fit = [s for s, f in enumerate(free) if f >= jobs[i].gpus]
+            now[i] = [(min(fit, key=lambda s: (free[s], s)), jobs[i].gpus)] if fit else placed[i]
+            for s, g in now[i]:
+                free[s] -= g
+    for i in admitted:
+        if i not in keep:
+            where = _place(jobs[i].gpus, free)
+            if where is None:
+                raise AssertionError("admitted job does not fit")
+            now[i] = where
+            for s, g in where:
+                free[s] -= g
+    return now
+
+
 def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: str = "tune", *,
                     base: str = "fifo", round_length: float = DEFAULT_ROUND, fairness: float = 1.0,
                     time_limit: float | None = None,
@@ -343,16 +358,9 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     the rounds, the server splits TUNE solved (each distinct set of jobs on a server once) and, for
     ``tune``, the mean ratio of TUNE's total normalised throughput to OPT's bound over the rounds where
     some job has more than one option."""
-    if allocation not in ALLOCATIONS:
-        raise InputError(f"unknown allocation {allocation!r}; choose one of: {', '.join(ALLOCATIONS)}")
-    if base not in BASES:
-        raise InputError(f"unknown base scheduler {base!r}; choose one of: {', '.join(BASES)}")
     if not round_length > 0:
         raise InputError(f"the round (lease) must be positive, got {round_length}")
-    if not 0 < fairness <= 1:
-        raise InputError(f"the fairness knob f must be in (0, 1], got {fairness}")
-    if not jobs:
-        raise InputError("no jobs")
+    _check_args(jobs, allocation, base, fairness)
     cl = _Cluster(jobs, cluster)
     acc = cl.acc
     servers = cl.servers
@@ -384,29 +392,7 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
             continue
         stats["rounds"] += 1
         ranked = _rank(base, active, jobs, remaining, attained, t, t_prop, G, fairness)
-        free_total = G
-        admitted = []
-        for i in ranked:
-            if jobs[i].gpus <= free_total:
-                admitted.append(i)
-                free_total -= jobs[i].gpus
-        free = [s.counts[acc] for s in servers]
-        now: dict[int, list[tuple[int, int]]] = {}
-        keep = set(admitted) & set(placed)
-        for i in admitted:
-            if i in keep:
-                now[i] = placed[i]
-                for s, g in now[i]:
-                    free[s] -= g
-        for i in admitted:
-            if i not in keep:
-                where = _place(jobs[i].gpus, free)
-                if where is None:
-                    raise AssertionError("admitted job does not fit")
-                now[i] = where
-                for s, g in where:
-                    free[s] -= g
-        placed = now
+        placed = _admit(ranked, jobs, servers, acc, placed)
         rates, allocs = _allocate(allocation, cl, placed, tune_memo, stats, time_limit, T)
         # advance one round; jobs finishing inside it leave their resources idle until the next one
         ends = []
@@ -451,10 +437,62 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     gain = stats.pop("opt_over_prop")
     stats["tune_over_opt_mean"] = float(np.mean(ratio)) if ratio else None
     stats["tune_over_opt_min"] = float(np.min(ratio)) if ratio else None
+    stats["tune_over_opt_max"] = float(np.max(ratio)) if ratio else None
     stats["opt_over_prop_mean"] = float(np.mean(gain)) if gain else None
     stats.update(base=base, allocation=allocation, round=R, servers=S, fairness=fairness)
     return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), tuple(segments), R,
                      stats["rounds"], 0.0, jobs[0].curve.unit or "ms", "simulation", ("optimal",), stats)
+
+
+def _check_args(jobs, allocation: str, base: str, fairness: float) -> None:
+    if allocation not in ALLOCATIONS:
+        raise InputError(f"unknown allocation {allocation!r}; choose one of: {', '.join(ALLOCATIONS)}")
+    if base not in BASES:
+        raise InputError(f"unknown base scheduler {base!r}; choose one of: {', '.join(BASES)}")
+    if not 0 < fairness <= 1:
+        raise InputError(f"the fairness knob f must be in (0, 1], got {fairness}")
+    if not jobs:
+        raise InputError("no jobs")
+
+
+def allocate_rounds_once(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: str = "proportional", *,
+                         base: str = "fifo", fairness: float = 1.0,
+                         time_limit: float | None = None) -> SimResult:
+    """One round of Synergy's allocation for all ``jobs`` at the time the last one arrives, held until
+    each finishes (the one-shot ``placement cluster JOBS.json --policy proportional|tune|opt``): ``base``
+    ranks the jobs (nothing received yet), they are admitted while GPUs are free and placed on the
+    servers, and ``allocation`` gives them cores and memory exactly as a round of
+    :func:`simulate_rounds` does. A job not admitted waits (finish ``inf``). ``rho`` uses ``N =
+    len(jobs)``, as :func:`placement.cluster.simulate.allocate_once`."""
+    _check_args(jobs, allocation, base, fairness)
+    cl = _Cluster(jobs, cluster)
+    T = len(cl.capacity.kinds)
+    G = sum(s.counts[cl.acc] for s in cl.servers)
+    n = len(jobs)
+    now = max(j.arrival for j in jobs)
+    ranked = _rank(base, list(range(n)), jobs, [float(j.samples) for j in jobs], [0.0] * n, now,
+                   [1.0 / r for r in cl.prop_rate], G, fairness)
+    placed = _admit(ranked, jobs, cl.servers, cl.acc, {})
+    stats = {"rounds": 1, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
+    rates, allocs = _allocate(allocation, cl, placed, {}, stats, time_limit, T)
+    outcomes, ends, held = [], [], []
+    for i, j in enumerate(jobs):
+        a = allocs.get(i, _WAIT[T])
+        fin = now + j.samples / rates[i] if i in rates else math.inf
+        ends.append(fin)
+        held.append(a)
+        st = fair_share_time(j.curve, cl.capacity, n)
+        outcomes.append(JobOutcome(j.name, j.arrival, j.samples, fin, j.samples * st, float(n), a,
+                                   j.samples if i in rates else 0.0))
+    cuts = sorted({now} | {e for e in ends if math.isfinite(e)})
+    segments = tuple(Segment(s, e, tuple(a if end >= e else None for a, end in zip(held, ends)))
+                     for s, e in zip(cuts, cuts[1:]))
+    ratio = stats.pop("tune_over_opt")
+    stats.pop("opt_over_prop")
+    stats["tune_over_opt"] = ratio[0] if ratio else None
+    stats.update(base=base, allocation=allocation, servers=len(cl.servers), fairness=fairness)
+    return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), segments, None, 1, 0.0,
+                     jobs[0].curve.unit or "ms", "allocation", ("optimal",), stats)
 
 
 class _WaitAlloc(dict):
