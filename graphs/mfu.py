@@ -39,7 +39,7 @@ import numpy as np
 from .evaluate import check_assignment, evaluate
 from .model import Cluster, OpGraph
 
-__all__ = ["DeviceMFU", "PlanMFU", "compute_utilisation", "has_flops", "peak_rates"]
+__all__ = ["DeviceMFU", "PlanMFU", "compute_utilisation", "stage_utilisation", "has_flops", "peak_rates"]
 
 _MS = 1e-3  # graph times are milliseconds
 
@@ -137,14 +137,36 @@ def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
                         period_ms: float | None = None) -> PlanMFU | None:
     """MFU of a placement (see the module doc); ``period_ms`` defaults to the placement's max-load.
     ``None`` when the graph has no FLOP annotations or a kind has no catalog peak."""
-    if not has_flops(graph):
-        return None
-    peaks = graph.meta["peak_flops"]
-    if any(k.name not in peaks for k in cluster.kinds):
+    if not has_flops(graph) or any(k.name not in graph.meta["peak_flops"] for k in cluster.kinds):
         return None
     a = check_assignment(graph, cluster, assignment)
     if period_ms is None:
         period_ms = evaluate(graph, cluster, a).max_load
+    return _utilisation(graph, cluster, [(a == d, 1.0) for d in range(cluster.num_devices)], period_ms)
+
+
+def stage_utilisation(graph: OpGraph, cluster: Cluster, stages, period_ms: float) -> PlanMFU | None:
+    """MFU of a stage plan, one sample every ``period_ms``: ``stages`` are ``(kind index, node mask,
+    devices)`` in pipeline order, each stage's ``devices`` (``d * t``) numbered kind by kind in that
+    order, as the stage table names them; each of them does ``1 / devices`` of its stage's FLOPs (its
+    replica's share of the samples, its share of a tensor-parallel split). ``None`` as for
+    :func:`compute_utilisation`."""
+    if not has_flops(graph) or any(k.name not in graph.meta["peak_flops"] for k in cluster.kinds):
+        return None
+    start = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])])
+    nxt = [0] * len(cluster.kinds)
+    share = [(np.zeros(graph.num_nodes, bool), 1.0)] * cluster.num_devices
+    for kind, mask, devices in stages:
+        mask = np.asarray(mask, bool)  # one array per stage: its operators are counted once (capped)
+        for j in range(devices):
+            share[int(start[kind]) + nxt[kind] + j] = (mask, 1.0 / devices)
+        nxt[kind] += devices
+    return _utilisation(graph, cluster, share, period_ms)
+
+
+def _utilisation(graph: OpGraph, cluster: Cluster, share, period_ms: float) -> PlanMFU:
+    """MFU when device ``d`` runs the fraction ``share[d][1]`` of the nodes ``share[d][0]`` (a mask)."""
+    peaks = graph.meta["peak_flops"]
     flops = node_flops(graph)
     half = np.asarray(graph.meta.get("half", (False,) * len(graph.meta["flops"])), dtype=bool)
     half = half[np.arange(graph.num_nodes) % half.size] if half.size else np.zeros(graph.num_nodes, bool)
@@ -165,12 +187,13 @@ def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
     out = []
     total_peak = 0.0
     n_capped = 0
+    counted: set[int] = set()
     for d in range(cluster.num_devices):
         t = int(dkind[d])
         kind = cluster.kinds[t]
-        on = a == d
-        f = float(flops[on].sum())
-        p_time = float(peak_s[t, on].sum())
+        on, frac = share[d]
+        f = float(flops[on].sum()) * frac
+        p_time = float(peak_s[t, on].sum()) * frac
         model_time = float(peak_s[t].sum())  # the whole model's mix on this kind: an idle device's peak
         if f > 0 and p_time > 0:
             peak = f / p_time
@@ -179,7 +202,9 @@ def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
         else:
             peak = float(peaks[kind.name][0])
         total_peak += peak
-        n_capped += int(capped[t, on].sum())
+        if id(on) not in counted:  # the devices of one stage share its mask
+            counted.add(id(on))
+            n_capped += int(capped[t, on].sum())
         out.append(DeviceMFU(d, cluster.device_name(d), kind.name, f, peak,
                              f / period_s if ok else 0.0, p_time / period_s if ok else 0.0))
     total_flops = float(sum(x.flops for x in out))

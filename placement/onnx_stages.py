@@ -213,8 +213,47 @@ def place(args, frontend: dict) -> int:
     data = _with_operators(data, problem, graph_cls, settings)
     summary = plan_summary(problem, r.evaluation, "ms", result=r,
                            extra=f"{settings['granularity']} granularity")
+    mfu = _utilisation(problem, r.evaluation, graph_cls, settings)
+    data["compute_utilisation"] = None if mfu is None else mfu.as_dict()
+    summary += _mfu_line(problem, r.evaluation, mfu)
     _emit(args, data, problem, r.evaluation, summary, "ms")
     return 0
+
+
+def _utilisation(problem: ParallelProblem, ev, graph_cls, settings: dict):
+    """MFU of the plan (:func:`graphs.mfu.stage_utilisation`): the operators of each stage, one run of
+    the model's batch every ``batch`` samples' time, since the graph's FLOPs and times are per run."""
+    import numpy as np
+
+    from graphs.mfu import stage_utilisation
+    from graphs.model import Cluster, DeviceKind
+
+    graph, cls = graph_cls
+    if not ev.stages or not (0 < ev.objective < float("inf")):
+        return None
+    cluster = Cluster(tuple(DeviceKind(k.name, k.count, k.memory) for k in problem.kinds))
+    stages = [(s.stage.kind, np.isin(cls, list(s.stage.nodes)), s.devices) for s in ev.stages]
+    period_ms = ev.objective * 1e3 * int(settings.get("batch_size") or 1)
+    return stage_utilisation(graph, cluster, stages, period_ms)
+
+
+def _mfu_line(problem: ParallelProblem, ev, mfu) -> str:
+    """The MFU line under the stage table: the plan's total and each stage's (its devices alike)."""
+    if mfu is None:
+        return ""
+    from .serving_cli import _pct
+    from .stages import stage_devices
+
+    names = stage_devices(problem, [s.stage for s in ev.stages])
+    parts = []
+    offset: dict[int, int] = {}  # devices of each kind used by the stages before
+    for i, s in enumerate(ev.stages):
+        k = s.stage.kind
+        start = sum(kk.count for kk in problem.kinds[:k]) + offset.get(k, 0)
+        offset[k] = offset.get(k, 0) + s.devices
+        parts.append(f"{names[i]} {_pct(mfu.devices[start].mfu)}")
+    return (f"\ncompute utilisation (MFU: achieved / peak FLOP/s, not busy time): total {_pct(mfu.total)} "
+            f"({mfu.achieved / 1e12:.4g} of {mfu.peak_flops / 1e12:.4g} TFLOP/s); " + ", ".join(parts))
 
 
 def evaluate(args, frontend: dict) -> int:
@@ -232,5 +271,8 @@ def evaluate(args, frontend: dict) -> int:
                       message=f"plan from {args.split}", workload=args.workload)
     out = _with_operators(out, problem, graph_cls, settings)
     summary = plan_summary(problem, ev, "ms", extra=f"{settings['granularity']} granularity")
+    mfu = _utilisation(problem, ev, graph_cls, settings) if ev.valid else None
+    out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
+    summary += _mfu_line(problem, ev, mfu)
     _emit(args, out, problem, ev, summary, "ms")
     return 0 if ev.valid else 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -70,7 +71,7 @@ def test_reference_workloads_have_no_mfu(tmp_path):
 
 def test_place_and_show_print_and_write_mfu(cnn_path, tmp_path, capsys):
     out = tmp_path / "r.json"
-    # MFU is worked out for one-device-per-stage plans (a stage plan's table has none yet)
+    # a one-device-per-stage plan: show's simulator prints its MFU too (stage plans: the test below)
     assert main(["place", cnn_path, "--devices", "t4:1,cpu:1", "--max-replicas", "1", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "compute utilisation (MFU" in text and "util" in text
@@ -79,6 +80,24 @@ def test_place_and_show_print_and_write_mfu(cnn_path, tmp_path, capsys):
     assert 0 < cu["total"] <= 1 and {d["name"] for d in cu["devices"]} == {"t4:0", "cpu:0"}
     assert main(["show", str(out), "--no-draw"]) == 0
     assert "compute utilisation (MFU" in capsys.readouterr().out
+
+
+def test_a_stage_plan_has_the_mfu_of_its_replicas(cnn_path, capsys):
+    """Four replicas of the whole model (one stage, ``d = 4``, no cut to pay) each run a quarter of the
+    samples: every device's MFU is that of the model alone on one device, a second method."""
+    assert main(["place", cnn_path, "--devices", "a100:4", "--batch-size", "8", "--json"]) == 0
+    stage = json.loads(capsys.readouterr().out)
+    assert [s["dataParallelDegree"] for s in stage["stages"]] == [4]
+    assert main(["place", cnn_path, "--devices", "a100:1", "--batch-size", "8", "--max-replicas", "1",
+                 "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)["compute_utilisation"]
+    cu = stage["compute_utilisation"]
+    assert [d["name"] for d in cu["devices"]] == ["a100:0", "a100:1", "a100:2", "a100:3"]
+    for d in cu["devices"]:
+        assert d["mfu"] == pytest.approx(one["devices"][0]["mfu"], rel=1e-9)
+    assert cu["total"] == pytest.approx(one["total"], rel=1e-9)
+    assert main(["place", cnn_path, "--devices", "a100:4", "--batch-size", "8"]) == 0
+    assert re.search(r"compute utilisation \(MFU.*a100:0-3 [\d.]+%", capsys.readouterr().out)
 
 
 # --------------------------------------------------------------------------- calibrated kinds (issue #27)
