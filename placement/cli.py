@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "the file's only model); the time limit there defaults to 60 s")
     _add_frontend_options(p)
     _stages().add_options(p)
+    _llm().add_options(p)
     from .serving_cli import add_place_options
     _onnx_stages().add_options(p)
 
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_frontend_options(e)
     _stages().add_options(e)
     _onnx_stages().add_options(e)
+    _llm().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -301,6 +303,12 @@ def _stages():
     return stages
 
 
+def _llm():
+    from . import llm_cmd  # decoding an LLM from its model config (placement/llm_cmd.py)
+
+    return llm_cmd
+
+
 def _helix():
     from . import helix_cmd  # layouts of LLM layers on Helix clusters (placement/helix_cmd.py)
 
@@ -379,6 +387,9 @@ def _cmd_place(args) -> int:
     if args.model is not None or _helix().handles(args.workload):
         _refuse_for_helix(args)
         return _helix().place(args, time_limit)
+    if _llm().handles(args.workload):
+        _stages().refuse_serving(args)
+        return _llm().place(args)
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):
@@ -418,6 +429,8 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
+    if _llm().handles(args.workload):
+        return _llm().evaluate(args)
     if _stages().handles(args.workload):
         return _stages().evaluate(args)
     if _onnx_stages().handles_plan(args):

@@ -276,13 +276,14 @@ def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -
 
 
 def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, result=None,
-                 extra: str = "") -> str:
+                 extra: str = "", sample: str = "sample") -> str:
     """The lines under the stage table, worded as the one-device-per-stage summary is: max-load per
     sample (with samples per second), status, solver, bound, gap and time of ``result`` (a
     :class:`~solvers.base.Solution`; ``None``: a given plan), then the devices used, the schedule and
-    ``extra`` settings, and every broken constraint."""
-    rate = f" ({1 / ev.objective:,.6g} samples/s)" if 0 < ev.objective < math.inf else ""
-    parts = [f"max-load {fmt_time(ev.objective, unit, 9)} {unit} per sample{rate}"]
+    ``extra`` settings, and every broken constraint. ``sample``: what one sample is (an LLM's: a token).
+    """
+    rate = f" ({1 / ev.objective:,.6g} {sample}s/s)" if 0 < ev.objective < math.inf else ""
+    parts = [f"max-load {fmt_time(ev.objective, unit, 9)} {unit} per {sample}{rate}"]
     if result is None:
         parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
     else:
