@@ -201,13 +201,14 @@ def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
         rec["traceback"] = any(s in stderr for s in BAD_STDERR)
         lines = stderr.strip().splitlines()
         rec["last_line"] = lines[-1][:200] if lines else ""
-        # Python's own start-up (site's .pth files), before the program's first line: out of its reach
-        rec["python_startup"] = "init_import_site" in stderr
+        # Python's own start-up (site's .pth files, runpy finding the package), before the program's
+        # first line: out of its reach. Its traceback has no frame of the project's files.
+        rec["python_startup"] = rec["traceback"] and ("init_import_site" in stderr
+                                                      or os.path.join(ROOT, "") not in stderr)
         rec["result"] = _result_state(cmd, folder)
         if rec["result"] == "n/a" and cmd.done:
             rec["result"] = "complete" if cmd.done in stdout else "none"
-        if rec["traceback"]:
-            rec["stderr_tail"] = stderr[-3000:]
+        tail = stderr[-3000:]
     if "exit_s" in rec or rec.get("hang"):
         # exit 0: the result was already shown, or place stopped with its best placement so far
         zero_ok = rec["result"] == "complete" and (rec["done_at_signal"] or cmd.name == "place")
@@ -215,6 +216,8 @@ def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
                        and rec["left_running"] == 0 and rec["result"] != "incomplete"
                        and ((rec["rc"] == 130 and rec["last_line"] == "error: interrupted")
                             or (rec["rc"] == 0 and zero_ok)))
+        if not rec["pass"]:
+            rec["stderr_tail"] = tail
     return rec
 
 

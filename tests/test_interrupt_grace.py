@@ -158,3 +158,36 @@ def test_ctrl_c_in_numpys_field_promotion_is_a_keyboard_interrupt(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out.strip() == "40 []", out
+
+
+def test_ctrl_c_while_run_starts_its_workers_starts_no_more(tmp_path):
+    """``run`` starts its workers with Ctrl-C held back (a worker must be in the list that stopping
+    goes through); each start took up to a second on a busy machine (the child starts Python before it
+    reads the model), and a Ctrl-C held for all of them waited 3-4.5 s. Held per worker, it stops the
+    starting after the worker at hand."""
+    proc = _script(tmp_path, """
+        import time
+        from placement.pipeline_run import _start_workers
+
+        class Slow:  # a worker whose start takes 0.5 s, as a spawned one on a busy machine
+            def __init__(self, target=None, args=(), daemon=None):
+                pass
+
+            def start(self):
+                print('ready' if not procs else 'started', flush=True)
+                time.sleep(0.5)
+
+        class Context:
+            Process = Slow
+
+        procs = []
+        try:
+            _start_workers(Context(), procs, [()] * 8)
+            print('all started', flush=True)
+        except KeyboardInterrupt:
+            print('interrupted after', len(procs), flush=True)
+        """)
+    rc, out, err, waited = _interrupt_when_ready(proc)
+    assert rc == 0, err
+    assert out.strip().splitlines()[-1] in ("interrupted after 1", "interrupted after 2"), out
+    assert waited < 3  # 8 starts would take 4 s
