@@ -77,6 +77,7 @@ COMMANDS = {
 def _env(cache: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else ROOT
+    env["PYTHONUNBUFFERED"] = "1"  # what the command printed is in the file when the signal goes
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = cache
     return env

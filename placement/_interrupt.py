@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 
 __all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver"]
 
@@ -119,18 +120,27 @@ def _overdue_exit() -> None:
 
 def _handler(signum, frame) -> None:
     if _unsafe(frame):
-        _state["pending"] = True
-        if _state["depth"] == 0 and _state["watcher"] is None:
-            t = threading.Thread(target=_watch, name="placement-sigint", daemon=True)
-            _state["watcher"] = t
-            t.start()
+        _hold()
         return
     _state["pending"] = False
     raise KeyboardInterrupt
 
 
-def install() -> None:
-    """Install the deferring SIGINT handler (main thread of the console entry points only)."""
+def _hold() -> None:
+    """Hold a Ctrl-C back: the watcher delivers it at a safe point (or ends the process after the
+    grace); a deferred block delivers it at its end."""
+    _state["pending"] = True
+    if _state["depth"] == 0 and _state["watcher"] is None:
+        t = threading.Thread(target=_watch, name="placement-sigint", daemon=True)
+        _state["watcher"] = t
+        t.start()
+
+
+def install(held: Sequence[int] = ()) -> None:
+    """Install the deferring SIGINT handler (main thread of the console entry points only). ``held``:
+    the Ctrl-Cs the caller held back until now (``python -m placement`` holds them from its first line,
+    while this module loads; read after the handler is in place, so none is lost); one is delivered
+    like any other held-back Ctrl-C."""
     global _UNSAFE_PREFIXES
     if _state["installed"] or threading.current_thread() is not threading.main_thread():
         return
@@ -138,6 +148,8 @@ def install() -> None:
     _state["installed"] = True
     # after the handler, so that a Ctrl-C during this look-up is deferred too
     _UNSAFE_PREFIXES = _unsafe_paths()
+    if held:  # not raised here: it would escape __main__ as a traceback; delivered inside the command
+        _hold()
 
 
 def installed() -> bool:

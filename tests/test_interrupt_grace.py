@@ -191,3 +191,25 @@ def test_ctrl_c_while_run_starts_its_workers_starts_no_more(tmp_path):
     assert rc == 0, err
     assert out.strip().splitlines()[-1] in ("interrupted after 1", "interrupted after 2"), out
     assert waited < 3  # 8 starts would take 4 s
+
+
+def test_a_ctrl_c_held_before_the_handler_is_delivered_inside_the_command():
+    """``python -m placement`` holds Ctrl-C from its first line while the handler's module loads (a
+    KeyboardInterrupt there was a traceback from placement/__main__.py); ``install(held=...)`` delivers
+    it after, not inside ``install`` itself (that would escape __main__ as a traceback)."""
+    code = textwrap.dedent("""
+        import time
+        from placement import _interrupt
+        try:
+            _interrupt.install(held=[2])
+        except KeyboardInterrupt:
+            print('raised in install')
+        try:
+            time.sleep(5)
+            print('never delivered')
+        except KeyboardInterrupt:
+            print('delivered')
+        """)
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert r.stdout.split() == ["delivered"], (r.stdout, r.stderr)
