@@ -4,9 +4,17 @@ Python raises ``KeyboardInterrupt`` at whatever bytecode runs when SIGINT arrive
 (a module left half initialised: numba then fails with "duplicate registration"), inside numba's
 compiler or cache loader (ctypes callbacks from LLVM swallow it, or the dispatcher returns "a result
 with an exception set") that breaks the process instead of stopping it. The handler installed here
-defers the signal while such code runs — any import, numba or llvmlite frames on the stack, or a
+defers the signal while such code runs — any import, numba or llvmlite frames on the stack, numpy's
+Python helpers for its C code (which turn the ``KeyboardInterrupt`` into a ``TypeError``), or a
 :func:`deferred` block — and delivers it as ``KeyboardInterrupt`` at the first safe bytecode after:
 a watcher thread re-sends SIGINT every few milliseconds until the handler may raise.
+
+Such code can run for long: numba's first kernel load (its imports, its target registry, the cached
+kernels read back) takes seconds on a busy machine, a compilation with an empty cache minutes. When
+the Ctrl-C is still held back :data:`GRACE_S` after it came, and no :func:`deferred` block (nor
+:func:`quiet`) holds it, the watcher ends the process: ``error: interrupted`` on stderr, exit 130,
+without waiting for the import or the compiler (nothing is half-written then: results are written in
+deferred blocks, and atomically).
 
 Only the console entry points install it (``install()``); the library never touches signals.
 """
@@ -18,13 +26,15 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 
 __all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver"]
 
 _RETRY_S = 0.02
-_HARD_EXIT_S = 1.0  # a Ctrl-C deferred this long past a safe point ends the process (see _watch)
+GRACE_S = 1.0  # after frontier's and provision's own watchdog (0.6 s), which writes what they found
 _UNSAFE_PREFIXES: tuple[str, ...] = ()
-_state = {"installed": False, "depth": 0, "pending": False, "watcher": None}
+_state = {"installed": False, "depth": 0, "pending": False, "watcher": None, "exiting": False}
+_lock = threading.Lock()  # the forced exit against quiet()/deferred() from another thread
 
 
 def _package_dirs(*names: str) -> tuple[str, ...]:
@@ -42,6 +52,17 @@ def _package_dirs(*names: str) -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def _unsafe_paths() -> tuple[str, ...]:
+    """Where raising ``KeyboardInterrupt`` breaks the process: numba's and llvmlite's folders, and the
+    Python helpers numpy's C code calls back into. Those turn any exception into one of their own: a
+    Ctrl-C while ``np.unique(pairs, axis=0)`` promotes its structured view's fields became "TypeError:
+    Cannot compare structured arrays unless they have a common dtype" (a traceback, exit 1)."""
+    paths = list(_package_dirs("numba", "llvmlite"))
+    for d in _package_dirs("numpy"):
+        paths += [os.path.join(d, "_core", "_internal.py"), os.path.join(d, "core", "_internal.py")]
+    return tuple(paths)
+
+
 def _unsafe(frame) -> bool:
     """Whether raising in ``frame`` (or a caller) could corrupt the process: an import, or numba's or
     llvmlite's own code (compilation, cache loading, ctypes callbacks)."""
@@ -56,56 +77,79 @@ def _unsafe(frame) -> bool:
 
 
 def _watch() -> None:
-    """Re-send SIGINT until the handler has delivered it (at a safe point). When no safe point comes
-    within :data:`_HARD_EXIT_S` (numba compiling its kernels on a cold cache takes a minute or more), and
-    no :func:`deferred` block (a result being written) holds it back, the process ends there with exit
-    130, as a delivered Ctrl-C would end it before any placement exists: a user's Ctrl-C is never left
-    waiting on a compiler."""
+    """Re-send SIGINT until the handler has delivered it (at a safe point); past the grace, end the
+    process."""
     import time
 
-    start = time.monotonic()
+    give_up = time.monotonic() + GRACE_S
     while _state["pending"]:
         time.sleep(_RETRY_S)
         if _state["pending"] and _state["depth"] == 0:
-            if time.monotonic() - start > _HARD_EXIT_S:
-                _exit_interrupted()
+            if time.monotonic() >= give_up:
+                _overdue_exit()
             os.kill(os.getpid(), signal.SIGINT)
     _state["watcher"] = None
 
 
-def _exit_interrupted() -> None:
-    """End the process now, as the command line ends an interrupted command (exit 130). Only the
-    atomic writes of :func:`placement.export.write_json` (inside :func:`deferred`) and numba's cache
-    (written to a temporary name, then renamed) touch files, so nothing is left half-written."""
+def _overdue_exit() -> None:
+    """The Ctrl-C could not be delivered within the grace (an import, numba's loader or compiler):
+    exit 130 now. Not while a deferred block or :func:`quiet` holds Ctrl-C (a result being written, a
+    command on its way out, frontier's watchdog writing what was found)."""
+    with _lock:
+        if _state["depth"] > 0 or _state["exiting"]:
+            return
+        _state["exiting"] = True
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:  # run's workers block Ctrl-C (placement.pipeline_run): they must not outlive us
+        try:
+            for child in mp.active_children():
+                child.terminate()
+        except Exception:  # noqa: BLE001 - leaving matters more than a child we could not reach
+            pass
     try:
-        sys.stderr.write("\nerror: interrupted\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-    finally:
-        os._exit(130)
+        print("error: interrupted", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(130)
 
 
 def _handler(signum, frame) -> None:
     if _unsafe(frame):
-        _state["pending"] = True
-        if _state["depth"] == 0 and _state["watcher"] is None:
-            t = threading.Thread(target=_watch, name="placement-sigint", daemon=True)
-            _state["watcher"] = t
-            t.start()
+        _hold()
         return
     _state["pending"] = False
     raise KeyboardInterrupt
 
 
-def install() -> None:
-    """Install the deferring SIGINT handler (main thread of the console entry points only)."""
+def _hold() -> None:
+    """Hold a Ctrl-C back: the watcher delivers it at a safe point (or ends the process after the
+    grace); a deferred block delivers it at its end."""
+    _state["pending"] = True
+    if _state["depth"] == 0 and _state["watcher"] is None:
+        t = threading.Thread(target=_watch, name="placement-sigint", daemon=True)
+        _state["watcher"] = t
+        t.start()
+
+
+def install(held: Sequence[int] = ()) -> None:
+    """Install the deferring SIGINT handler (main thread of the console entry points only). ``held``:
+    the Ctrl-Cs the caller held back until now (``python -m placement`` holds them from its first line,
+    while this module loads; read after the handler is in place, so none is lost); one is delivered
+    like any other held-back Ctrl-C."""
     global _UNSAFE_PREFIXES
     if _state["installed"] or threading.current_thread() is not threading.main_thread():
         return
     signal.signal(signal.SIGINT, _handler)
     _state["installed"] = True
     # after the handler, so that a Ctrl-C during this look-up is deferred too
-    _UNSAFE_PREFIXES = _package_dirs("numba", "llvmlite")
+    _UNSAFE_PREFIXES = _unsafe_paths()
+    if held:  # not raised here: it would escape __main__ as a traceback; delivered inside the command
+        _hold()
 
 
 def installed() -> bool:
@@ -116,11 +160,13 @@ def installed() -> bool:
 def deferred():
     """Hold Ctrl-C back for the block's duration; if one came, raise ``KeyboardInterrupt`` at its end.
     Without :func:`install` (the library, tests calling ``main``) it changes nothing."""
-    _state["depth"] += 1
+    with _lock:
+        _state["depth"] += 1
     try:
         yield
     finally:
-        _state["depth"] -= 1
+        with _lock:
+            _state["depth"] -= 1
         if _state["depth"] == 0 and _state["pending"] and _state["installed"]:
             _state["pending"] = False
             if sys.exc_info()[0] is None:
@@ -131,7 +177,8 @@ def quiet() -> None:
     """From now on hold every Ctrl-C back (the process is on its way out; only the console entry
     points, which installed the handler, are affected)."""
     if _state["installed"]:
-        _state["depth"] += 1
+        with _lock:
+            _state["depth"] += 1
         if threading.current_thread() is threading.main_thread():
             # ignored, not merely deferred: at interpreter shutdown Python puts a handler of its own back
             # to the default action (death by SIGINT, exit -2), but it leaves an ignored signal ignored

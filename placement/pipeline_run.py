@@ -192,26 +192,27 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
 
 def _start_workers(ctx, procs: list, arglists: list, target=None) -> None:
     """Start one worker per argument tuple, appending each to ``procs`` as soon as it runs. SIGINT is
-    blocked in this thread while they start: the children inherit the mask, so a Ctrl-C at the terminal
+    blocked in this thread while each starts: the children inherit the mask, so a Ctrl-C at the terminal
     (sent to the whole process group) reaches only this process, which stops them; a Ctrl-C meanwhile is
-    delivered here once the mask is restored."""
+    delivered here once the worker being started is in ``procs``, and no further worker is started."""
     import signal
 
-
-
     mask = getattr(signal, "pthread_sigmask", None)
-    # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
-    # the command's handler must not raise between a child's start and its entry in ``procs``
-    with deferred():
-        old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
-        try:
-            for args in arglists:
+    for args in arglists:
+        # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
+        # the command's handler must not raise between a child's start and its entry in ``procs``. One
+        # block per worker, not one for all: a start takes up to a second on a busy machine (the child
+        # must start Python before it reads the model sent to it), so holding a Ctrl-C back for all of
+        # them kept it waiting up to 4.5 s
+        with deferred():
+            old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
+            try:
                 p = ctx.Process(target=target or _worker, args=args, daemon=True)
                 p.start()
                 procs.append(p)
-        finally:
-            if mask:
-                mask(signal.SIG_SETMASK, old)
+            finally:
+                if mask:
+                    mask(signal.SIG_SETMASK, old)
 
 
 def _stop(procs: list, queues: list) -> None:

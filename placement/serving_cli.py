@@ -331,7 +331,7 @@ class _Interrupts:
     (``finish``), prints ``error: interrupted`` and ends the process with 130, without waiting for the
     solver. :meth:`begin_finish` decides, once, which of the two writes."""
 
-    GRACE_S = 1.0
+    GRACE_S = 0.6  # before the console handler's own forced exit (placement._interrupt.GRACE_S)
 
     def __init__(self) -> None:
         self.hit = False
@@ -392,6 +392,12 @@ class _Interrupts:
                 return self._owner == threading.get_ident()
             self._finishing, self._owner = True, threading.get_ident()
             self.delivered = True  # from now on every Ctrl-C is ignored
+            if self.hit:
+                from . import _interrupt
+
+                # on the way out with 130: hold Ctrl-C from here on, so that the console handler's own
+                # forced exit (a Ctrl-C it still holds back, placement._interrupt) cannot cut the writing
+                _interrupt.quiet()
             return True
 
     def __enter__(self) -> _Interrupts:

@@ -319,16 +319,18 @@ def no_plan(args, r) -> int:
 
 def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
           unit: str = "s") -> None:
+    from . import _interrupt
     from .export import print_json, write_json
 
-    if getattr(args, "out", None):
-        write_json(args.out, data)
-    if getattr(args, "json", False):
-        print_json(data)
-        return
-    sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
-    if getattr(args, "out", None):
-        sys.stdout.write(f"result written to {args.out}\n")
+    with _interrupt.deferred():  # a Ctrl-C now lets the result be written and shown, then stops
+        if getattr(args, "out", None):
+            write_json(args.out, data)
+        if getattr(args, "json", False):
+            print_json(data)
+            return
+        sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
+        if getattr(args, "out", None):
+            sys.stdout.write(f"result written to {args.out}\n")
 
 
 def refuse_serving(args) -> None:

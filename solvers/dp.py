@@ -1381,6 +1381,8 @@ def curve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     deadline = None if options.time_limit is None else t0 + options.time_limit
     run = run_dp(prob, lattice, ub=math.inf, deadline=deadline, progress=options.progress,
                  threads=options.threads)
+    if run.interrupted:  # Ctrl-C: a curve has no best-so-far to give, and it is not "too expensive"
+        raise KeyboardInterrupt
     if not run.complete:
         raise ProblemTooLargeError("the throughput curve's DP did not finish within the time limit")
     last = run.table[lattice.num_ideals - 1]

@@ -163,3 +163,22 @@ def test_reference_job_maps_accelerator_and_cpu_to_the_cluster_kinds(workloads, 
     c2 = job_curve(pick.jobs[0], pick.cluster)
     assert c2.kinds == ("v100", "a100", "cpu") and c2.limits == (0, 2, 2)
     assert c2.values[(0, 2, 0)] == pytest.approx(c.values[(2, 0)], rel=1e-12)
+
+
+def test_ctrl_c_in_the_curve_dp_stops_the_curve_not_falls_back(monkeypatch):
+    """A Ctrl-C stops the DP between chunks (it returns, interrupted); a curve has no best-so-far, so
+    it is a KeyboardInterrupt (``cluster simulate`` exits 130), not "too expensive" and a fallback to
+    per-allocation solves that ran on for seconds (benchmarks/bench_interrupt.py found it)."""
+    import dataclasses
+
+    from solvers import dp
+
+    real = dp.run_dp
+
+    def interrupted(*a, **kw):
+        return dataclasses.replace(real(*a, **kw), complete=False, interrupted=True)
+
+    monkeypatch.setattr(dp, "run_dp", interrupted)
+    inst = _random_instances(2, 1)[0]
+    with pytest.raises(KeyboardInterrupt):
+        graph_curve(inst.graph, inst.cluster)

@@ -249,6 +249,8 @@ def _placement(graph, cluster, counts, value, time_limit):
     from solvers.base import SolveOptions, Status
 
     sol = dp.solve(graph, _sub_cluster(cluster, counts), SolveOptions(time_limit=time_limit))
+    if sol.status is not Status.OPTIMAL and (sol.message or "").startswith("interrupted"):
+        raise KeyboardInterrupt  # the DP stopped for a Ctrl-C: the command stops, not the next solve
     if sol.status is not Status.OPTIMAL or sol.assignment is None:
         return None, (f"no exact placement for {counts} within the time limit: host memory taken as the "
                       f"whole model's")
