@@ -32,7 +32,7 @@ from graphs.helix import (
     read_helix,
 )
 from solvers.base import Status
-from solvers.helix_bounds import cover_bound, layer_budget_bound
+from solvers.helix_bounds import cover_bound, crossing_bound, layer_budget_bound
 from solvers.helix_layout import solve_layout
 from tests.instances import WORKLOADS
 
@@ -248,6 +248,49 @@ def test_cover_pricing_is_the_cheapest_cover():
             m = np.array(m)
             if m @ lp.cap >= F:  # every true cover is one the pricing considered
                 best = min(best, m @ pi)
+        assert cost <= best + 1e-12, trial
+
+
+def test_crossing_bound_holds_on_random_multi_region_clusters():
+    """The link-aware bound is at least the exhaustive optimum on random clusters of 2-3 regions with
+    slow links between them, never above the cover bound it starts from, and on some of them clearly
+    below it (it sees the links)."""
+    bites = 0
+    for seed in range(16):
+        rng = np.random.default_rng(1000 + seed)
+        n, L, regions = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.integers(2, 4))
+        c = _tiny(rng, n, L, regions=regions)
+        best = _brute_force(c)
+        cover = cover_bound(c, "m", 0.0, layer_budget_bound(c, "m"))
+        cross = crossing_bound(c, "m", 0.0, cover)
+        assert best * (1 - 1e-6) <= cross <= cover, seed
+        bites += cross < 0.99 * cover
+    assert bites >= 3
+
+
+def test_crossing_bound_on_one_region_is_the_cover_bound():
+    """No slow links: case (A) holds the whole cluster, so nothing is proven beyond the cover bound."""
+    c = _tiny(np.random.default_rng(4), 3, 4)
+    cover = cover_bound(c, "m", 0.0, layer_budget_bound(c, "m"))
+    assert crossing_bound(c, "m", 0.0, cover) == pytest.approx(cover, rel=1e-4)
+
+
+def test_multi_item_pricing_is_the_cheapest_cover_of_two_items_or_more():
+    """The pricing of the crossing bound's extra row against every multiset of up to 3 of each item."""
+    from solvers.helix_bounds import _CoverLP
+
+    rng = np.random.default_rng(5)
+    for trial in range(30):
+        lp = _CoverLP(_tiny(rng, 3, 4), "m")
+        J = len(lp.cap)
+        pi = rng.uniform(0.01, 1.0, J)
+        F = float(rng.uniform(0.3, 2.5) * lp.cap.max())
+        delta = F * 1e-4
+        cost, a = lp._price_multi(pi, F, delta)
+        assert a.sum() >= 2 and a @ np.ceil(lp.cap / delta) >= math.floor(F / delta)
+        assert cost == pytest.approx(a @ pi)
+        best = min(m @ pi for m in map(np.array, itertools.product(range(4), repeat=J))
+                   if m.sum() >= 2 and m @ lp.cap >= F)
         assert cost <= best + 1e-12, trial
 
 
