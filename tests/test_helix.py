@@ -375,3 +375,121 @@ def test_place_command_errors(clusters, tmp_path, capsys, argv, words):
     assert err.startswith("error: ") and "Traceback" not in err
     for w in words:
         assert w in err
+
+
+# ------------------------------------------------------------------------------------------- vLLM outputs
+@pytest.mark.parametrize("L, pp, partition, expected", [
+    (20, 4, None, [5, 5, 5, 5]),
+    (9, 4, None, [2, 2, 3, 2]),  # one left over: the second-to-last stage
+    (10, 4, None, [2, 3, 3, 2]),  # two: second- and third-to-last
+    (7, 4, None, [2, 2, 2, 1]),  # pp - 1 left over: every stage but the last, the first included
+    (25, 2, None, [13, 12]),
+    (25, 3, None, [8, 9, 8]),
+    (5, 1, None, [5]),
+    (80, 24, None, [3] * 15 + [4] * 8 + [3]),  # 80 = 24 * 3 + 8: stages 15..22 get one more
+    (20, 4, "4,6,6,4", [4, 6, 6, 4]),
+    (80, 3, "2,70,8", [2, 70, 8]),
+])
+def test_vllm_partition_rule_by_hand(L, pp, partition, expected):
+    from placement.vllm_out import pp_indices, pp_partition
+
+    bounds = np.r_[0, np.cumsum(expected)]
+    ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert pp_partition(L, pp, partition) == ranges
+    assert [pp_indices(L, r, pp, partition) for r in range(pp)] == ranges
+
+
+@pytest.mark.parametrize("partition, words", [("5,5,5", "3 layer counts"), ("5,5,5,4", "add up to 19"),
+                                              ("5,5,x,5", "invalid partition")])
+def test_vllm_partition_rule_refuses_what_vllm_refuses(partition, words):
+    from placement.vllm_out import pp_partition
+
+    with pytest.raises(ValueError, match=words):
+        pp_partition(20, 4, partition)
+
+
+def _check_chains(c, model, layout, chains):
+    L = c.models[model].num_layers
+    for nodes in chains:
+        assert layout[nodes[0]][0] == 0 and sum(layout[i][1] for i in nodes) == L
+        for a, b in zip(nodes, nodes[1:]):
+            assert layout[a][0] + layout[a][1] == layout[b][0]
+
+
+def test_flow_paths_and_disjoint_replicas_on_random_layouts():
+    """The paths add up to the max-flow and are chains over [0, L); the replicas are disjoint chains
+    whose throughput is their bottleneck, and add up to at most the max-flow."""
+    from placement.vllm_out import flow_paths, vllm_replicas
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for trial in range(40):
+        c = _tiny(rng, 5, 4, regions=int(rng.integers(1, 3)))
+        layout = {}
+        for n in c.nodes:
+            k = int(rng.integers(1, n.profiles["m"].max_num_layers + 1))
+            layout[n.index] = (int(rng.integers(0, 4 - k + 1)), k)
+        value = max_flow(c, "m", layout)
+        paths = flow_paths(c, "m", layout)
+        assert sum(p.flow for p in paths) == pytest.approx(value, rel=1e-6, abs=1e-9)
+        _check_chains(c, "m", layout, [p.nodes for p in paths])
+        reps = vllm_replicas(c, "m", layout)
+        _check_chains(c, "m", layout, [r.nodes for r in reps])
+        used = [i for r in reps for i in r.nodes]
+        assert len(used) == len(set(used))
+        dl = c.directed_links("m")
+        for r in reps:
+            caps = [c.node(i).profiles["m"].capacity_at(layout[i][1]) for i in r.nodes]
+            links = [dl[(a, b)] for a, b in zip(r.nodes, r.nodes[1:])]
+            links += [dl[(SOURCE, r.nodes[0])], dl[(r.nodes[-1], SINK)]]
+            assert r.tokens_per_s == pytest.approx(min(caps + links))
+            # the replica alone, scored by the one evaluator, carries what it claims
+            alone = {i: layout[i] for i in r.nodes}
+            assert max_flow(c, "m", alone) >= r.tokens_per_s * (1 - 1e-9)
+        assert sum(r.tokens_per_s for r in reps) <= value * (1 + 1e-9)
+        checked += bool(paths)
+    assert checked >= 10
+
+
+def test_place_command_writes_vllm_replicas(clusters, tmp_path, capsys):
+    """LLaMA-2 70B on 4 A100 + 8 L4 + 12 T4: the vLLM partition is written and vLLM's rule, applied to
+    it, gives exactly the layout's layer ranges."""
+    from graphs.helix import parse_layout
+    from placement.cli import main
+    from placement.vllm_out import pp_partition
+
+    out = tmp_path / "plan.json"
+    path = os.path.join(HELIX, "single24.json")
+    assert main(["place", path, "--model", "llama70b", "--engine", "vllm", "--out", str(out),
+                 "--time-limit", "20"]) == 0
+    text = capsys.readouterr().out
+    for word in ("vLLM deployment", "VLLM_PP_LAYER_PARTITION=", "--pipeline-parallel-size",
+                 "--tensor-parallel-size 1", "vLLM replicas", "Helix max-flow"):
+        assert word in text
+    data = json.loads(out.read_text())
+    layout = parse_layout(data["layout"])
+    v = data["vllm"]
+    assert v["num_layers"] == 80 and v["replicas"]
+    kinds = set()
+    for r in v["replicas"]:
+        part = r["env"]["VLLM_PP_LAYER_PARTITION"]
+        ranges = pp_partition(80, r["pipeline_parallel_size"], part)
+        assert ranges == [tuple(s["layers"]) for s in r["nodes"]]
+        for s in r["nodes"]:
+            st, k = layout[s["index"]]
+            assert tuple(s["layers"]) == (st, st + k)
+            kinds.add(s["gpu_type"])
+        assert r["flags"] == ["--tensor-parallel-size", "1", "--pipeline-parallel-size",
+                              str(r["pipeline_parallel_size"])]
+    assert kinds == {"A100", "L4", "T4"}
+    assert v["maxflow_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["replicas_tokens_per_s"] <= v["maxflow_tokens_per_s"] * (1 + 1e-9)
+    # the optimal layout is one chain of 24 single nodes: vLLM serves all of it
+    assert v["replicas_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+
+
+def test_engine_applies_to_helix_files_only(tmp_path, capsys):
+    from placement.cli import main
+
+    assert main(["place", "examples/does-not-matter.json", "--engine", "vllm"]) == 2
+    assert "--engine applies to Helix cluster files" in capsys.readouterr().err
