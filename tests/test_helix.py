@@ -423,7 +423,7 @@ def test_flow_paths_and_disjoint_replicas_on_random_layouts():
 
     rng = np.random.default_rng(7)
     checked = 0
-    for trial in range(40):
+    for _trial in range(40):
         c = _tiny(rng, 5, 4, regions=int(rng.integers(1, 3)))
         layout = {}
         for n in c.nodes:
