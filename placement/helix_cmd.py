@@ -19,6 +19,8 @@ __all__ = ["handles", "place", "result_json", "format_result", "DEFAULT_TIME_LIM
 
 #: seconds ``place`` gives the solver when ``--time-limit`` is not set
 DEFAULT_TIME_LIMIT = 60.0
+#: seconds for planning vLLM replicas with ``--engine vllm``, on top of the solve (1-2 s on Helix's files)
+VLLM_PLAN_TIME = 10.0
 SCHEMA = "placement-helix-layout"
 
 
@@ -113,9 +115,13 @@ def place(args, time_limit: float | None) -> int:
     data = result_json(cluster, result)
     vllm = getattr(args, "engine", None) == "vllm" and bool(result.layout)
     if vllm:
+        from solvers.helix_vllm import plan_replicas
+
         from .vllm_out import vllm_json
 
-        data["vllm"] = vllm_json(cluster, model, result.layout)
+        # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
+        planned = plan_replicas(cluster, model, time_limit=VLLM_PLAN_TIME, threads=args.threads)
+        data["vllm"] = vllm_json(cluster, model, result.layout, planned)
     if args.out:
         write_json(args.out, data)
     if args.json:

@@ -24,6 +24,10 @@ figures come out of it here:
   throughput the smallest of its nodes' capacities and the links between them (Helix's own capacity
   model of a pipeline); their sum is what vLLM would get from this layout. Chosen greedily, widest
   chain first.
+
+A layout good for Helix (stages of several nodes in parallel) can leave most nodes in no such chain, so
+:func:`vllm_json` also takes replicas planned for vLLM from scratch (:mod:`solvers.helix_vllm`) and
+deploys whichever serve more.
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from graphs.errors import InputError
-from graphs.helix import SINK, SOURCE, HelixCluster, max_flow_solution
+from graphs.helix import SINK, SOURCE, HelixCluster, max_flow, max_flow_solution
 
 __all__ = ["pp_indices", "pp_partition", "FlowPath", "flow_paths", "VllmReplica", "vllm_replicas",
-           "vllm_json", "format_vllm"]
+           "planned_replicas", "vllm_json", "format_vllm"]
 
 ENV = "VLLM_PP_LAYER_PARTITION"
 
@@ -193,13 +197,33 @@ def vllm_replicas(cluster: HelixCluster, model: str,
 
 
 # ------------------------------------------------------------------------------------------- output
-def vllm_json(cluster: HelixCluster, model: str, layout: Mapping[int, tuple[int, int]]) -> dict:
-    """The ``vllm`` section of the result: one entry per replica (nodes, GPU types, flags, env var,
-    tokens/s), the replicas' total, the layout's max-flow and its decomposition into flow paths."""
+Chain = Sequence[tuple[int, tuple[int, int]]]  # (node, (start, layers)) in stage order
+
+
+def planned_replicas(cluster: HelixCluster, model: str, chains: Sequence[Chain]) -> list[VllmReplica]:
+    """Replicas of chains planned for vLLM (:func:`solvers.helix_vllm.plan_replicas`), each at its
+    max-flow scored alone."""
+    out = []
+    for chain in chains:
+        lay = dict(chain)
+        out.append(_replica(cluster, model, lay, [i for i, _ in chain], max_flow(cluster, model, lay)))
+    return out
+
+
+def vllm_json(cluster: HelixCluster, model: str, layout: Mapping[int, tuple[int, int]],
+              planned: Sequence[Chain] = ()) -> dict:
+    """The ``vllm`` section of the result: one entry per replica (nodes, GPU types, layers, flags, env
+    var, tokens/s), the replicas' total, the layout's max-flow and its decomposition into flow paths.
+    The replicas are the disjoint chains of ``layout`` or the ``planned`` chains, whichever serve more
+    (``replicas_from``: ``"layout"`` or ``"vllm plan"``; both totals are given)."""
     if not layout:
         raise InputError("no layout to deploy", source=cluster.source)
     m = cluster.models[model]
-    reps = vllm_replicas(cluster, model, layout)
+    from_layout = vllm_replicas(cluster, model, layout)
+    plan = planned_replicas(cluster, model, planned)
+    t_layout = sum(r.tokens_per_s for r in from_layout)
+    t_plan = sum(r.tokens_per_s for r in plan)
+    reps = plan if t_plan > t_layout * (1 + 1e-9) else from_layout
     paths = flow_paths(cluster, model, layout)
     entries = []
     for r in reps:
@@ -212,9 +236,12 @@ def vllm_json(cluster: HelixCluster, model: str, layout: Mapping[int, tuple[int,
             "command": f"{ENV}={r.partition} vllm serve <{m.name}> " + " ".join(flags)})
     return {"model": m.name, "num_layers": m.num_layers, "replicas": entries,
             "replicas_tokens_per_s": sum(r.tokens_per_s for r in reps),
+            "replicas_from": "vllm plan" if reps is plan else "layout",
+            "layout_replicas_tokens_per_s": t_layout,
+            "planned_replicas_tokens_per_s": t_plan if planned else None,
             "maxflow_tokens_per_s": sum(p.flow for p in paths),
             "flow_paths": [{"nodes": list(p.nodes), "tokens_per_s": p.flow} for p in paths],
-            "unused_nodes": sorted(set(layout) - {i for r in reps for i in r.nodes}),
+            "unused_nodes": sorted({n.index for n in cluster.nodes} - {i for r in reps for i in r.nodes}),
             "note": "replicas do not share nodes, as vLLM's cannot; the max-flow's paths do, so "
                     "replicas_tokens_per_s, not maxflow_tokens_per_s, is what vLLM would serve"}
 
@@ -228,9 +255,13 @@ def format_vllm(data: Mapping) -> str:
                            for s in r["nodes"])
         lines += ["", f"replica {n}: {r['tokens_per_s']:.2f} tokens/s, {r['pipeline_parallel_size']} stages",
                   f"  stages   {stages}", f"  command  {r['command']}"]
-    lines += ["", f"vLLM replicas  {data['replicas_tokens_per_s']:.2f} tokens/s (each node in one replica)",
+    src = ("planned for vLLM" if data["replicas_from"] == "vllm plan" else "the layout's disjoint chains")
+    lines += ["", f"vLLM replicas  {data['replicas_tokens_per_s']:.2f} tokens/s (each node in one replica; "
+              f"{src})", f"  from the layout's chains {data['layout_replicas_tokens_per_s']:.2f}"
+              + ("" if data["planned_replicas_tokens_per_s"] is None
+                 else f", planned for vLLM {data['planned_replicas_tokens_per_s']:.2f}"),
               f"Helix max-flow {data['maxflow_tokens_per_s']:.2f} tokens/s over {len(data['flow_paths'])} "
               f"path(s) that may share nodes"]
     if data["unused_nodes"]:
-        lines.append(f"layout nodes in no replica: {', '.join(map(str, data['unused_nodes']))}")
+        lines.append(f"nodes in no replica: {', '.join(map(str, data['unused_nodes']))}")
     return "\n".join(lines)

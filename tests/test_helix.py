@@ -486,6 +486,8 @@ def test_place_command_writes_vllm_replicas(clusters, tmp_path, capsys):
     assert v["replicas_tokens_per_s"] <= v["maxflow_tokens_per_s"] * (1 + 1e-9)
     # the optimal layout is one chain of 24 single nodes: vLLM serves all of it
     assert v["replicas_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["layout_replicas_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["planned_replicas_tokens_per_s"] <= v["replicas_tokens_per_s"] * (1 + 1e-9)
 
 
 def test_engine_applies_to_helix_files_only(tmp_path, capsys):
@@ -493,3 +495,40 @@ def test_engine_applies_to_helix_files_only(tmp_path, capsys):
 
     assert main(["place", "examples/does-not-matter.json", "--engine", "vllm"]) == 2
     assert "--engine applies to Helix cluster files" in capsys.readouterr().err
+
+
+def _best_single_chain(c: HelixCluster) -> float:
+    """The best layout that is one chain of single nodes over [0, L), by exhaustive search."""
+    L = c.models["m"].num_layers
+    best = 0.0
+    for size in range(1, len(c.nodes) + 1):
+        for order in itertools.permutations(c.nodes, size):
+            kmax = [n.profiles["m"].max_num_layers for n in order]
+            for ks in itertools.product(*[range(1, k + 1) for k in kmax]):
+                if sum(ks) != L:
+                    continue
+                starts = np.r_[0, np.cumsum(ks)[:-1]]
+                layout = {n.index: (int(s), k) for n, s, k in zip(order, starts, ks)}
+                best = max(best, max_flow(c, "m", layout))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_planned_vllm_replicas_are_disjoint_chains(seed):
+    """Replicas planned for vLLM: node-disjoint chains over [0, L) that vLLM's rule lays out as
+    planned, scored alone by the one evaluator; on one region they serve at least the best single
+    chain (found exhaustively)."""
+    from placement.vllm_out import planned_replicas
+    from solvers.helix_vllm import chains_value, plan_replicas
+
+    rng = np.random.default_rng(200 + seed)
+    c = _tiny(rng, 4, 4, regions=1 if seed < 4 else 2)
+    chains = plan_replicas(c, "m", time_limit=10)
+    used = [i for ch in chains for i, _ in ch]
+    assert len(used) == len(set(used))
+    for ch in chains:
+        _check_chains(c, "m", dict(ch), [[i for i, _ in ch]])
+    reps = planned_replicas(c, "m", chains)  # checks each partition against the rule
+    assert sum(r.tokens_per_s for r in reps) == pytest.approx(chains_value(c, "m", chains))
+    if seed < 4:
+        assert chains_value(c, "m", chains) >= _best_single_chain(c) * (1 - 1e-9)
