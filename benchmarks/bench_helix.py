@@ -65,6 +65,11 @@ def run(time_limit: float, threads: int, folder: str) -> list[dict]:
     return rows
 
 
+def _pct(gap: float) -> str:
+    """A gap in percent: two decimals, three below 0.01% (a gap above float noise never reads 0.00%)."""
+    return f"{100 * gap:.3f}%" if 1e-7 <= gap < 1e-4 else f"{100 * gap:.2f}%"
+
+
 def table(rows: list[dict]) -> str:
     """The markdown table of the README."""
     lines = ["| cluster | model | ours (tokens/s) | proven bound | gap | status | time | Helix MILP | "
@@ -76,7 +81,7 @@ def table(rows: list[dict]) -> str:
         helix = max((v for k, v in p.items() if k.startswith("helix_ilp") and "ablation" not in k
                      and "examples" not in k), default=None)
         best = max(p.values(), default=None)
-        cells = [r["cluster"], r["model"], f"{r['value']:.2f}", f"{r['bound']:.2f}", f"{100 * r['gap']:.2f}%",
+        cells = [r["cluster"], r["model"], f"{r['value']:.2f}", f"{r['bound']:.2f}", _pct(r["gap"]),
                  r["status"], f"{r['time_s']:.1f} s", f"{helix:.2f}" if helix is not None else "-",
                  f"{p.get('swarm', 0):.2f}", f"{p.get('petals', 0):.2f}",
                  f"{p.get('petals (partial inference)', 0):.2f}",
