@@ -217,6 +217,21 @@ def test_the_relaxed_milp_bound_holds_where_it_is_needed():
     assert r.bound >= best * (1 - 1e-6)
 
 
+def test_construction_builds_stages_of_lanes():
+    """Three nodes, two layers, capacity 10 with one layer and 4 with two: the best layout runs one
+    node over both layers beside the other two one after another (4 + 10 = 14; every node over both
+    layers gives 12, a plain chain 10). The construction alone (no MILP) finds it."""
+    prof = NodeProfile(2, (10.0, 4.0))
+    nodes = tuple(HelixNode(i, f"n{i}", "x", None, {"m": prof}) for i in range(3))
+    links = [HelixLink(SOURCE, i, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(i, SINK, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(a, b, True, {"m": 1e6}) for a, b in itertools.combinations(range(3), 2)]
+    c = HelixCluster("lanes", None, nodes, tuple(links), {"m": HelixModel("m", "m", 2, None)})
+    assert _brute_force(c) == pytest.approx(14.0)
+    r = solve_layout(c, "m", time_limit=20, milp=False)
+    assert r.value == pytest.approx(14.0) and r.bound >= 14.0
+
+
 def test_nodes_that_cannot_hold_the_model_are_infeasible():
     c = _tiny(np.random.default_rng(0), 2, 3)
     small = NodeProfile(1, (10.0,))
@@ -320,6 +335,10 @@ def test_beats_the_published_layouts(clusters, name, model, published):
     assert math.isfinite(r.bound) and r.bound >= r.value
     if name == "single24" and model == "llama70b":
         assert r.status is Status.OPTIMAL  # the chain reaches the layer-budget bound
+    if name == "single24" and model == "llama30b":
+        assert r.gap < 1e-3  # stages of lanes reach the cover bound
+    if name == "3cluster24" and model == "llama70b":
+        assert r.gap < 1e-3  # the crossing bound meets the chain
 
 
 # ------------------------------------------------------------------------------------------- command line
