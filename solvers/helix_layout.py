@@ -15,9 +15,12 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
    (layers, nodes per group) of capacity ``>= F`` that cover exactly ``L`` layers within the node counts;
    between regions, the two stages at the border need ``p q C >= F`` for ``p`` and ``q`` nodes and the
-   slowest link ``C`` between the regions. ``F`` is searched by bisection. On several regions, chains
-   may also run side by side on disjoint sets of regions, their flows adding up (:func:`_chains`: the
-   best partition). Idle nodes are then added where they raise the scored flow.
+   slowest link ``C`` between the regions. Inside a region a stage may also be two *lanes* side by
+   side, at least one of two nodes in series (:func:`_lane_patterns`: a node holding ``ell`` layers
+   beside two holding parts of them, which plain stages cannot express). ``F`` is searched by
+   bisection. On several regions, chains may also run side by side on disjoint sets of regions, their
+   flows adding up (:func:`_chains`: the best partition). Idle nodes are then added where they raise
+   the scored flow.
 3. **Aggregated MILP** (:func:`_aggregated_milp`), warm-started from the construction, for the time
    left: nodes of one region with the same GPU profile are interchangeable, so the decision is an
    integer count ``n[g, s, k]`` of group-``g`` nodes holding layers ``[s, s + k)``, with a flow ``f <=
