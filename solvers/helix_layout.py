@@ -58,6 +58,8 @@ __all__ = ["LayoutResult", "solve_layout"]
 # the relative tolerance within which the scored value counts as reaching the bound (float noise of
 # max-flow and HiGHS, far below any real difference between layouts)
 _REACHED = 1e-7
+# stages of lanes only in regions of at most this many groups (their patterns grow with its square)
+_LANE_GROUPS = 6
 
 
 @dataclass(frozen=True)
@@ -351,8 +353,9 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, l
     while hi - lo > 1e-5 * hi and time.monotonic() < deadline:
         mid = 0.5 * (lo + hi) if lo > 0 else hi * 0.5
         pats = {r: _patterns(groups, gis[r], L, mid, max_nodes) for r in regions}
-        if lanes:
-            pats = {r: p + _lane_patterns(groups, gis[r], L, mid, p) for r, p in pats.items()}
+        if lanes:  # pairs of groups make lanes: with many groups, too many patterns for the IP
+            pats = {r: p + (_lane_patterns(groups, gis[r], L, mid, p) if len(gis[r]) <= _LANE_GROUPS else [])
+                    for r, p in pats.items()}
         found = None
         for order in orders:
             if any(not pats[r] for r in order):
@@ -600,23 +603,26 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     stats: dict[str, object] = {"layer_bound": B, "exact": exact, "groups": len(groups)}
     # the chain gets at most half the time, so that the MILP has some
     chain_deadline = t0 + 0.5 * (deadline - t0) if math.isfinite(deadline) else math.inf
-    layout, value = _chains(cluster, model, groups, regions, slow, B, chain_deadline, threads)
+    # the construction on coarse groups (capacities at most the true ones, so every stage it builds
+    # carries at least what it planned): nodes whose profiles differ a little stay interchangeable there
+    layout, value = _chains(cluster, model, _coarse(groups), regions, slow, B, chain_deadline, threads)
     stats["construction"] = value
     if layout and value < B * (1 - _REACHED):
         layout, value = _add_idle(cluster, model, layout, value, chain_deadline)
         stats["with_idle_nodes"] = value
     bound = B
     message = ""
+    upper = _upper_cluster(cluster, model)
     if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
         # the cover bound gets at most a quarter of what is left (it needs about 2 s here)
         left = deadline - time.monotonic()
-        bound = cover_bound(cluster, model, value, B, deadline=time.monotonic() + 0.25 * left)
+        bound = cover_bound(upper, model, value, B, deadline=time.monotonic() + 0.25 * left)
         stats["cover_bound"] = bound
     slow = any(cap < bound for cap in cluster.directed_links(model).values())
     if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
         # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s here)
         left = deadline - time.monotonic()
-        bound = crossing_bound(cluster, model, value, bound, deadline=time.monotonic() + left / 3)
+        bound = crossing_bound(upper, model, value, bound, deadline=time.monotonic() + left / 3)
         stats["crossing_bound"] = bound
     # under a second left, building the MILP alone would overrun the limit, and it could not do much
     if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
@@ -651,6 +657,38 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         message = "time limit reached" if time.monotonic() >= deadline else "bound not reached"
     return LayoutResult(model, dict(sorted(layout.items())), value, bound, status,
                         time.monotonic() - t0, message, stats)
+
+
+def _upper_cluster(cluster: HelixCluster, model: str) -> HelixCluster:
+    """The cluster with every node's profile raised to the largest capacity, for every ``k``, of the
+    nodes of its GPU type and layer limit: every layout flows at least as much there (capacities only
+    rise), so its bounds hold here, and the cover LP has a few types instead of one per node where
+    profiles differ slightly (on Helix's files it is the cluster itself)."""
+    import dataclasses
+
+    by: dict[tuple, list[NodeProfile]] = {}
+    for n in cluster.nodes:
+        p = n.profiles[model]
+        by.setdefault((n.gpu_type, p.max_num_layers), []).append(p)
+    up = {key: NodeProfile(key[1], tuple(max(p.capacity[k] for p in ps) for k in range(key[1])))
+          for key, ps in by.items()}
+    nodes = tuple(dataclasses.replace(n, profiles={**n.profiles, model: up[(n.gpu_type,
+                                                                            n.profiles[model].max_num_layers)]})
+                  for n in cluster.nodes)
+    return dataclasses.replace(cluster, nodes=nodes)
+
+
+def _coarse(groups: list[_Group]) -> list[_Group]:
+    """Groups of one region, GPU type and layer limit, each with the smallest capacity of its members
+    for every ``k`` (the construction's view; the scorer and the MILP keep the true profiles)."""
+    by: dict[tuple, list[_Group]] = {}
+    for g in groups:
+        by.setdefault((g.region, g.gpu_type, g.profile.max_num_layers), []).append(g)
+    out = []
+    for (r, t, kmax), gs in by.items():
+        caps = tuple(min(g.profile.capacity[k] for g in gs) for k in range(kmax))
+        out.append(_Group(r, t, NodeProfile(kmax, caps), tuple(sorted(a for g in gs for a in g.nodes))))
+    return out
 
 
 def _groups_merged(groups: list[_Group]) -> list[_Group]:

@@ -232,6 +232,34 @@ def test_construction_builds_stages_of_lanes():
     assert r.value == pytest.approx(14.0) and r.bound >= 14.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_nodes_whose_profiles_differ_slightly(seed):
+    """Every node its own profile (capacities within 3% of its type's): the construction's coarse
+    groups take the smallest capacity, the bounds' cluster the largest, and the result is still scored
+    by the true capacities and bounded above the exhaustive optimum."""
+    import dataclasses
+
+    from solvers.helix_layout import _coarse, _groups, _upper_cluster
+
+    rng = np.random.default_rng(300 + seed)
+    base = _tiny(rng, 4, 3, regions=1 if seed < 2 else 2)
+    def jitter(p: NodeProfile) -> NodeProfile:
+        return NodeProfile(p.max_num_layers, tuple(x * rng.uniform(0.97, 1.03) for x in p.capacity))
+
+    nodes = tuple(dataclasses.replace(n, profiles={"m": jitter(n.profiles["m"])}) for n in base.nodes)
+    c = dataclasses.replace(base, nodes=nodes)
+    up = _upper_cluster(c, "m")
+    for n, u in zip(c.nodes, up.nodes):
+        assert all(a <= b for a, b in zip(n.profiles["m"].capacity, u.profiles["m"].capacity))
+    for g in _coarse(_groups(c, "m")):
+        for a in g.nodes:
+            assert all(x <= y for x, y in zip(g.profile.capacity, c.node(a).profiles["m"].capacity))
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.value == pytest.approx(max_flow(c, "m", r.layout)) and r.value <= best * (1 + 1e-9)
+    assert r.bound >= best * (1 - 1e-6)
+
+
 def test_nodes_that_cannot_hold_the_model_are_infeasible():
     c = _tiny(np.random.default_rng(0), 2, 3)
     small = NodeProfile(1, (10.0,))
