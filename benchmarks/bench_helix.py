@@ -3,7 +3,9 @@ ones, all scored by the same max-flow (:func:`graphs.helix.max_flow`, Helix's ow
 
 For each cluster file in ``shared/workloads/helix`` and each model: ``solve_layout`` with a time limit
 (default 60 s, 2 threads), its scored value, proven bound, gap, status and seconds, and every published
-layout's score (Helix MILP, Swarm, Petals, with partial inference for Petals as its paper runs it).
+layout's score (Helix MILP, Swarm, Petals, with partial inference for Petals as its paper runs it), and
+what vLLM would serve (node-disjoint pipeline replicas, :mod:`placement.vllm_out`): from our layout's
+own chains, and planned for vLLM (:mod:`solvers.helix_vllm`, 10 s at most).
 
     python -m benchmarks.bench_helix [--time-limit 60] [--threads 2] [--out benchmarks/results/helix.json]
 """
@@ -32,38 +34,60 @@ def _published(cluster, model: str) -> dict[str, float]:
 
 def run(time_limit: float, threads: int, folder: str) -> list[dict]:
     """One row per (cluster, model)."""
-    from graphs.helix import read_helix
+    from graphs.helix import max_flow, read_helix
+    from placement.vllm_out import vllm_json
     from solvers.helix_layout import solve_layout
+    from solvers.helix_vllm import plan_replicas
 
     rows = []
     for name in FILES:
         cluster = read_helix(os.path.join(folder, f"{name}.json"))
         for model in cluster.models:
             r = solve_layout(cluster, model, time_limit=time_limit, threads=threads)
+            planned = plan_replicas(cluster, model, time_limit=10.0, threads=threads)
+            vllm = vllm_json(cluster, model, r.layout, planned) if r.layout else None
             rows.append({"cluster": name, "model": model, "value": r.value, "bound": r.bound, "gap": r.gap,
                          "status": str(r.status), "time_s": r.time, "layer_bound": r.stats["layer_bound"],
+                         "cover_bound": r.stats.get("cover_bound"),
+                         "crossing_bound": r.stats.get("crossing_bound"),
                          "milp_bound": r.stats.get("milp_bound"), "construction": r.stats["construction"],
-                         "published": _published(cluster, model), "layout": r.layout})
+                         "published": _published(cluster, model), "layout": r.layout,
+                         "vllm_replicas": len(vllm["replicas"]) if vllm else 0,
+                         "vllm_tokens_per_s": vllm["replicas_tokens_per_s"] if vllm else 0.0,
+                         "vllm_from": vllm["replicas_from"] if vllm else None,
+                         "vllm_planned": sum(max_flow(cluster, model, dict(ch)) for ch in planned),
+                         "vllm_planned_replicas": len(planned),
+                         "vllm_layout_chains": vllm["layout_replicas_tokens_per_s"] if vllm else 0.0,
+                         "vllm_partitions": [e["env"]["VLLM_PP_LAYER_PARTITION"] for e in vllm["replicas"]]
+                         if vllm else []})
             print(f"{name} {model}: {r.value:.2f} (bound {r.bound:.2f}, gap {100 * r.gap:.2f}%, {r.status}, "
                   f"{r.time:.1f} s)", file=sys.stderr)
     return rows
 
 
+def _pct(gap: float) -> str:
+    """A gap in percent: two decimals, three below 0.01% (a gap above float noise never reads 0.00%)."""
+    return f"{100 * gap:.3f}%" if 1e-7 <= gap < 1e-4 else f"{100 * gap:.2f}%"
+
+
 def table(rows: list[dict]) -> str:
     """The markdown table of the README."""
     lines = ["| cluster | model | ours (tokens/s) | proven bound | gap | status | time | Helix MILP | "
-             "Swarm | Petals | Petals, partial inference | ours / best published |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Swarm | Petals | Petals, partial inference | ours / best published | vLLM: layout's chains | "
+             "vLLM: planned (replicas) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         p = r["published"]
         helix = max((v for k, v in p.items() if k.startswith("helix_ilp") and "ablation" not in k
                      and "examples" not in k), default=None)
         best = max(p.values(), default=None)
-        cells = [r["cluster"], r["model"], f"{r['value']:.2f}", f"{r['bound']:.2f}", f"{100 * r['gap']:.2f}%",
+        cells = [r["cluster"], r["model"], f"{r['value']:.2f}", f"{r['bound']:.2f}", _pct(r["gap"]),
                  r["status"], f"{r['time_s']:.1f} s", f"{helix:.2f}" if helix is not None else "-",
                  f"{p.get('swarm', 0):.2f}", f"{p.get('petals', 0):.2f}",
                  f"{p.get('petals (partial inference)', 0):.2f}",
-                 f"{r['value'] / best:.2f}x" if best else "-"]
+                 f"{r['value'] / best:.2f}x" if best else "-",
+                 f"{r['vllm_layout_chains']:.2f}",
+                 f"{r['vllm_planned']:.2f} ({r['vllm_planned_replicas']})"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

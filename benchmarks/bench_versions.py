@@ -52,7 +52,7 @@ def run():
 _PIPER = """
 import importlib
 from graphs.piper import read_piper as load_piper
-for name in ("solvers.dp_stages", "solvers.dp_replicated"):
+for name in ("solvers.dp_stages", "solvers.dp_stages"):
     try:
         dp = importlib.import_module(name)
         break

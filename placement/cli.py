@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     p.add_argument("--model", default=None, help="Helix cluster file: the model to lay out (default: "
                    "the file's only model); the time limit there defaults to 60 s")
+    p.add_argument("--engine", choices=("helix", "vllm"), default=None,
+                   help="Helix cluster file: what to write beside the layout: helix (default: the layout "
+                   "only) or vllm (pipeline replicas with their flags and VLLM_PP_LAYER_PARTITION)")
     _add_frontend_options(p)
     _stages().add_options(p)
     _llm().add_options(p)
@@ -330,7 +333,7 @@ def _refuse_stage_options(args) -> None:
                               f"--max-replicas above 1), not to this one-device-per-stage placement")
 
 
-_HELIX_OPTIONS = ("--model", "--time-limit", "--threads", "--out", "--json")
+_HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--threads", "--out", "--json")
 
 
 def _refuse_for_helix(args) -> None:
@@ -387,6 +390,8 @@ def _cmd_place(args) -> int:
     if args.model is not None or _helix().handles(args.workload):
         _refuse_for_helix(args)
         return _helix().place(args, time_limit)
+    if args.engine is not None:
+        raise _UsageError("--engine applies to Helix cluster files (placement place CLUSTER.json --model M)")
     if _llm().handles(args.workload):
         _stages().refuse_serving(args)
         return _llm().place(args)

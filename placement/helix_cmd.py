@@ -3,7 +3,9 @@
 The command line sends a file here when :func:`handles` says it is a Helix cluster; :func:`place` solves
 (:func:`solvers.helix_layout.solve_layout`), prints a table and writes the layout in the format of the
 files' ``reference_layouts`` (``{"model": ..., "layout": {"<node index>": [start, num_layers]}}``) with
-our value, bound and status beside it.
+our value, bound and status beside it. With ``--engine vllm`` the result also has a ``vllm`` section
+(:mod:`placement.vllm_out`): one vLLM pipeline replica per entry, with its nodes, flags and
+``VLLM_PP_LAYER_PARTITION``, and what vLLM would serve beside the layout's max-flow.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ __all__ = ["handles", "place", "result_json", "format_result", "DEFAULT_TIME_LIM
 
 #: seconds ``place`` gives the solver when ``--time-limit`` is not set
 DEFAULT_TIME_LIMIT = 60.0
+#: seconds for planning vLLM replicas with ``--engine vllm``, on top of the solve (1-2 s on Helix's files)
+VLLM_PLAN_TIME = 10.0
 SCHEMA = "placement-helix-layout"
 
 
@@ -109,12 +113,25 @@ def place(args, time_limit: float | None) -> int:
     limit = DEFAULT_TIME_LIMIT if args.time_limit is None else time_limit
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
     data = result_json(cluster, result)
+    vllm = getattr(args, "engine", None) == "vllm" and bool(result.layout)
+    if vllm:
+        from solvers.helix_vllm import plan_replicas
+
+        from .vllm_out import vllm_json
+
+        # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
+        planned = plan_replicas(cluster, model, time_limit=VLLM_PLAN_TIME, threads=args.threads)
+        data["vllm"] = vllm_json(cluster, model, result.layout, planned)
     if args.out:
         write_json(args.out, data)
     if args.json:
         print_json(data, sys.stdout)
     else:
         sys.stdout.write(format_result(cluster, result) + "\n")
+        if vllm:
+            from .vllm_out import format_vllm
+
+            sys.stdout.write("\n" + format_vllm(data["vllm"]) + "\n")
         if args.out:
             sys.stdout.write(f"layout written to {args.out}\n")
     if not result.layout:

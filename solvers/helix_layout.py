@@ -6,15 +6,21 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
 1. **Bounds** (:mod:`solvers.helix_bounds`): the layer budget (``sum_i max_k k min(c_i(k), F) >= L F``
    in every layout of flow ``F``) and, when the construction does not reach it, the tighter cover bound
    (a linear program over the covers of ``F`` by node capacities that every layer needs). Both hold
-   whatever the links are, since links only take flow away.
+   whatever the links are, since links only take flow away. Where some links are slower than that
+   bound, the crossing bound (:func:`solvers.helix_bounds.crossing_bound`) adds what they cost: a path
+   over a link slower than ``F`` makes some layer need two nodes, and paths that avoid such links stay
+   inside the components of the fast ones.
 2. **Construction** (:func:`_stage_chain`): a chain of *stages*, each a set of nodes of one region that
    hold the same layers (capacities add), stages one after another over ``[0, L)``; its flow is the
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
    (layers, nodes per group) of capacity ``>= F`` that cover exactly ``L`` layers within the node counts;
    between regions, the two stages at the border need ``p q C >= F`` for ``p`` and ``q`` nodes and the
-   slowest link ``C`` between the regions. ``F`` is searched by bisection. On several regions, chains
-   may also run side by side on disjoint sets of regions, their flows adding up (:func:`_chains`: the
-   best partition). Idle nodes are then added where they raise the scored flow.
+   slowest link ``C`` between the regions. Inside a region a stage may also be two *lanes* side by
+   side, at least one of two nodes in series (:func:`_lane_patterns`: a node holding ``ell`` layers
+   beside two holding parts of them, which plain stages cannot express). ``F`` is searched by
+   bisection. On several regions, chains may also run side by side on disjoint sets of regions, their
+   flows adding up (:func:`_chains`: the best partition). Idle nodes are then added where they raise
+   the scored flow.
 3. **Aggregated MILP** (:func:`_aggregated_milp`), warm-started from the construction, for the time
    left: nodes of one region with the same GPU profile are interchangeable, so the decision is an
    integer count ``n[g, s, k]`` of group-``g`` nodes holding layers ``[s, s + k)``, with a flow ``f <=
@@ -45,13 +51,15 @@ from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, NodeProfile, max_flow
 
 from .base import Status
-from .helix_bounds import cover_bound, layer_budget_bound
+from .helix_bounds import cover_bound, crossing_bound, layer_budget_bound
 
 __all__ = ["LayoutResult", "solve_layout"]
 
 # the relative tolerance within which the scored value counts as reaching the bound (float noise of
 # max-flow and HiGHS, far below any real difference between layouts)
 _REACHED = 1e-7
+# stages of lanes only in regions of at most this many groups (their patterns grow with its square)
+_LANE_GROUPS = 6
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,8 @@ class LayoutResult:
     """A layout (``{node index: (start layer, num layers)}``), its ``value`` by
     :func:`graphs.helix.max_flow`, a proven upper ``bound`` on every layout's value, the status
     (``optimal`` only when the value reaches the bound) and the seconds it took. ``stats``: what each
-    step found (``layer_bound``, ``cover_bound``, ``construction``, ``milp_status``, ``milp_bound``,
-    ``exact``: whether the MILP is an exact reformulation)."""
+    step found (``layer_bound``, ``cover_bound``, ``crossing_bound``, ``construction``, ``milp_status``,
+    ``milp_bound``, ``exact``: whether the MILP is an exact reformulation)."""
 
     model: str
     layout: Mapping[int, tuple[int, int]]
@@ -144,6 +152,47 @@ def _patterns(groups: list[_Group], gis: list[int], L: int, F: float, max_nodes:
     return out
 
 
+def _lane_patterns(groups: list[_Group], gis: list[int], L: int, F: float, plain: list[tuple]) -> list[tuple]:
+    """Stages of two *lanes* side by side over ``ell`` layers, at least one lane two nodes in series
+    (``k1 + k2 = ell``, the split that maximises the lane's capacity ``min(c1(k1), c2(k2))``), each
+    lane short of ``F`` and both together ``>= F``: ``(layers, counts, cap, lanes)``, ``lanes`` a tuple
+    of lanes, each a tuple of ``(position in gis, layers)``. Why: a stage whose nodes all hold the same
+    layers cannot use a node with twice the layers of its neighbours (e.g. on LLaMA-30B one T4 with 4
+    layers beside two T4 with 2 each covers 1523 tokens/s over 4 layers with 3 nodes). One pattern per
+    ``(layers, counts)``, none where a plain stage has those."""
+    seen = {(p[0], p[1]) for p in plain}
+    T = len(gis)
+    out: list[tuple] = []
+    for ell in range(2, L + 1):
+        lanes: list[tuple[tuple, float]] = []
+        for t in range(T):
+            prof = groups[gis[t]].profile
+            if ell <= prof.max_num_layers:
+                lanes.append((((t, ell),), prof.capacity_at(ell)))
+        for t1 in range(T):
+            for t2 in range(t1, T):
+                p1, p2 = groups[gis[t1]].profile, groups[gis[t2]].profile
+                splits = range(max(1, ell - p2.max_num_layers), min(p1.max_num_layers, ell - 1) + 1)
+                best = max(((min(p1.capacity_at(k), p2.capacity_at(ell - k)), k) for k in splits),
+                           default=None)
+                if best is not None:
+                    lanes.append((((t1, best[1]), (t2, ell - best[1])), best[0]))
+        lanes = [ln for ln in lanes if ln[1] < F]
+        for i, (a, ca) in enumerate(lanes):
+            for b, cb in lanes[i:]:
+                if len(a) == 1 and len(b) == 1 or ca + cb < F:
+                    continue
+                counts = [0] * T
+                for t, _ in a + b:
+                    counts[t] += 1
+                key = (ell, tuple(counts))
+                if key in seen or any(c > len(groups[gis[t]].nodes) for t, c in enumerate(counts)):
+                    continue
+                seen.add(key)
+                out.append((ell, tuple(counts), ca + cb, (a, b)))
+    return out
+
+
 def _covers(ell: int, caps: list[float], avail: list[int], F: float, room: int, counts: list[int],
             cap: float, out: list[tuple]) -> None:
     """Extend ``counts`` (nodes of the first groups) to every minimal cover of ``F``, into ``out``."""
@@ -193,9 +242,11 @@ def _chain_ip(groups, gis, order, pats, L, F, slow, time_limit, threads):
     cols = []  # per segment: {"x": cols, "e": cols or None, "a": cols or None}
     for j, r in enumerate(order):
         n = len(pats[r])
+        # a stage of lanes is never at a border (its nodes there would not all end or start together)
+        edge = np.array([0.0 if len(p) > 3 else 1.0 for p in pats[r]])
         seg = {"x": mdl.add_cols(n, lb=0, ub=L, integer=True)}
-        seg["e"] = mdl.add_cols(n, lb=0, ub=1, integer=True) if j < m - 1 else None
-        seg["a"] = mdl.add_cols(n, lb=0, ub=1, integer=True) if j > 0 else None
+        seg["e"] = mdl.add_cols(n, lb=0, ub=edge, integer=True) if j < m - 1 else None
+        seg["a"] = mdl.add_cols(n, lb=0, ub=edge, integer=True) if j > 0 else None
         cols.append(seg)
     # one exit stage and one entry stage at each border
     for j in range(m):
@@ -235,6 +286,8 @@ def _chain_ip(groups, gis, order, pats, L, F, slow, time_limit, threads):
                 (pats[r1], gis[r1], size2, cols[j]["e"], cols[j + 1]["a"]),
                 (pats[r2], gis[r2], size1, cols[j + 1]["a"], cols[j]["e"])):
             for pi, pat in enumerate(mine):
+                if len(pat) > 3:  # a stage of lanes: never at a border
+                    continue
                 width_me = sum(pat[1])
                 bad = [qi for qi, w in enumerate(other_sizes)
                        if width_me * w * C < F or _share(groups, gi_m, pat, w * C) < F]
@@ -270,19 +323,26 @@ def _chain_layout(cluster, model, groups, gis, stages) -> dict[int, tuple[int, i
     pools = {g: sorted(grp.nodes, key=lambda a: -outside[a]) for g, grp in enumerate(groups)}
     flat = [st for seg in stages for st in seg]
     order = sorted(range(len(flat)), key=lambda i: flat[i][2] == "x")
-    picked: dict[int, list[int]] = {}
-    for i in order:
-        r, (ell, counts, _), key = flat[i]
-        picked[i] = [pools[g].pop(0) for g, c in zip(gis[r], counts) for _ in range(c)]
     layout, s = {}, 0
-    for i, (_, (ell, _, _), _) in enumerate(flat):
-        for a in picked[i]:
-            layout[a] = (s, ell)
-        s += ell
+    starts = np.r_[0, np.cumsum([st[1][0] for st in flat])]
+    for i in order:
+        r, pat, key = flat[i]
+        s = int(starts[i])
+        if len(pat) > 3:  # lanes: the nodes of each lane one after another
+            for lane in pat[3]:
+                off = 0
+                for t, k in lane:
+                    layout[pools[gis[r][t]].pop(0)] = (s + off, k)
+                    off += k
+            continue
+        ell, counts = pat[0], pat[1]
+        for g, c in zip(gis[r], counts):
+            for _ in range(c):
+                layout[pools[g].pop(0)] = (s, ell)
     return layout
 
 
-def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads):
+def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, lanes=True):
     """The best chain of stages found by bisection on its capacity (module docstring, step 2):
     ``(layout, target reached)``, layout ``{}`` if none."""
     L = cluster.models[model].num_layers
@@ -293,6 +353,9 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads):
     while hi - lo > 1e-5 * hi and time.monotonic() < deadline:
         mid = 0.5 * (lo + hi) if lo > 0 else hi * 0.5
         pats = {r: _patterns(groups, gis[r], L, mid, max_nodes) for r in regions}
+        if lanes:  # pairs of groups make lanes: with many groups, too many patterns for the IP
+            pats = {r: p + (_lane_patterns(groups, gis[r], L, mid, p) if len(gis[r]) <= _LANE_GROUPS else [])
+                    for r, p in pats.items()}
         found = None
         for order in orders:
             if any(not pats[r] for r in order):
@@ -540,18 +603,27 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     stats: dict[str, object] = {"layer_bound": B, "exact": exact, "groups": len(groups)}
     # the chain gets at most half the time, so that the MILP has some
     chain_deadline = t0 + 0.5 * (deadline - t0) if math.isfinite(deadline) else math.inf
-    layout, value = _chains(cluster, model, groups, regions, slow, B, chain_deadline, threads)
+    # the construction on coarse groups (capacities at most the true ones, so every stage it builds
+    # carries at least what it planned): nodes whose profiles differ a little stay interchangeable there
+    layout, value = _chains(cluster, model, _coarse(groups), regions, slow, B, chain_deadline, threads)
     stats["construction"] = value
     if layout and value < B * (1 - _REACHED):
         layout, value = _add_idle(cluster, model, layout, value, chain_deadline)
         stats["with_idle_nodes"] = value
     bound = B
     message = ""
+    upper = _upper_cluster(cluster, model)
     if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
         # the cover bound gets at most a quarter of what is left (it needs about 2 s here)
         left = deadline - time.monotonic()
-        bound = cover_bound(cluster, model, value, B, deadline=time.monotonic() + 0.25 * left)
+        bound = cover_bound(upper, model, value, B, deadline=time.monotonic() + 0.25 * left)
         stats["cover_bound"] = bound
+    slow = any(cap < bound for cap in cluster.directed_links(model).values())
+    if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s here)
+        left = deadline - time.monotonic()
+        bound = crossing_bound(upper, model, value, bound, deadline=time.monotonic() + left / 3)
+        stats["crossing_bound"] = bound
     # under a second left, building the MILP alone would overrun the limit, and it could not do much
     if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
         from ._milp import OPTIMAL, solve_mip
@@ -585,6 +657,38 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         message = "time limit reached" if time.monotonic() >= deadline else "bound not reached"
     return LayoutResult(model, dict(sorted(layout.items())), value, bound, status,
                         time.monotonic() - t0, message, stats)
+
+
+def _upper_cluster(cluster: HelixCluster, model: str) -> HelixCluster:
+    """The cluster with every node's profile raised to the largest capacity, for every ``k``, of the
+    nodes of its GPU type and layer limit: every layout flows at least as much there (capacities only
+    rise), so its bounds hold here, and the cover LP has a few types instead of one per node where
+    profiles differ slightly (on Helix's files it is the cluster itself)."""
+    import dataclasses
+
+    by: dict[tuple, list[NodeProfile]] = {}
+    for n in cluster.nodes:
+        p = n.profiles[model]
+        by.setdefault((n.gpu_type, p.max_num_layers), []).append(p)
+    up = {key: NodeProfile(key[1], tuple(max(p.capacity[k] for p in ps) for k in range(key[1])))
+          for key, ps in by.items()}
+    nodes = tuple(dataclasses.replace(n, profiles={**n.profiles, model: up[(n.gpu_type,
+                                                                            n.profiles[model].max_num_layers)]})
+                  for n in cluster.nodes)
+    return dataclasses.replace(cluster, nodes=nodes)
+
+
+def _coarse(groups: list[_Group]) -> list[_Group]:
+    """Groups of one region, GPU type and layer limit, each with the smallest capacity of its members
+    for every ``k`` (the construction's view; the scorer and the MILP keep the true profiles)."""
+    by: dict[tuple, list[_Group]] = {}
+    for g in groups:
+        by.setdefault((g.region, g.gpu_type, g.profile.max_num_layers), []).append(g)
+    out = []
+    for (r, t, kmax), gs in by.items():
+        caps = tuple(min(g.profile.capacity[k] for g in gs) for k in range(kmax))
+        out.append(_Group(r, t, NodeProfile(kmax, caps), tuple(sorted(a for g in gs for a in g.nodes))))
+    return out
 
 
 def _groups_merged(groups: list[_Group]) -> list[_Group]:

@@ -32,7 +32,7 @@ from graphs.helix import (
     read_helix,
 )
 from solvers.base import Status
-from solvers.helix_bounds import cover_bound, layer_budget_bound
+from solvers.helix_bounds import cover_bound, crossing_bound, layer_budget_bound
 from solvers.helix_layout import solve_layout
 from tests.instances import WORKLOADS
 
@@ -217,6 +217,49 @@ def test_the_relaxed_milp_bound_holds_where_it_is_needed():
     assert r.bound >= best * (1 - 1e-6)
 
 
+def test_construction_builds_stages_of_lanes():
+    """Three nodes, two layers, capacity 10 with one layer and 4 with two: the best layout runs one
+    node over both layers beside the other two one after another (4 + 10 = 14; every node over both
+    layers gives 12, a plain chain 10). The construction alone (no MILP) finds it."""
+    prof = NodeProfile(2, (10.0, 4.0))
+    nodes = tuple(HelixNode(i, f"n{i}", "x", None, {"m": prof}) for i in range(3))
+    links = [HelixLink(SOURCE, i, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(i, SINK, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(a, b, True, {"m": 1e6}) for a, b in itertools.combinations(range(3), 2)]
+    c = HelixCluster("lanes", None, nodes, tuple(links), {"m": HelixModel("m", "m", 2, None)})
+    assert _brute_force(c) == pytest.approx(14.0)
+    r = solve_layout(c, "m", time_limit=20, milp=False)
+    assert r.value == pytest.approx(14.0) and r.bound >= 14.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nodes_whose_profiles_differ_slightly(seed):
+    """Every node its own profile (capacities within 3% of its type's): the construction's coarse
+    groups take the smallest capacity, the bounds' cluster the largest, and the result is still scored
+    by the true capacities and bounded above the exhaustive optimum."""
+    import dataclasses
+
+    from solvers.helix_layout import _coarse, _groups, _upper_cluster
+
+    rng = np.random.default_rng(300 + seed)
+    base = _tiny(rng, 4, 3, regions=1 if seed < 2 else 2)
+    def jitter(p: NodeProfile) -> NodeProfile:
+        return NodeProfile(p.max_num_layers, tuple(x * rng.uniform(0.97, 1.03) for x in p.capacity))
+
+    nodes = tuple(dataclasses.replace(n, profiles={"m": jitter(n.profiles["m"])}) for n in base.nodes)
+    c = dataclasses.replace(base, nodes=nodes)
+    up = _upper_cluster(c, "m")
+    for n, u in zip(c.nodes, up.nodes):
+        assert all(a <= b for a, b in zip(n.profiles["m"].capacity, u.profiles["m"].capacity))
+    for g in _coarse(_groups(c, "m")):
+        for a in g.nodes:
+            assert all(x <= y for x, y in zip(g.profile.capacity, c.node(a).profiles["m"].capacity))
+    best = _brute_force(c)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.value == pytest.approx(max_flow(c, "m", r.layout)) and r.value <= best * (1 + 1e-9)
+    assert r.bound >= best * (1 - 1e-6)
+
+
 def test_nodes_that_cannot_hold_the_model_are_infeasible():
     c = _tiny(np.random.default_rng(0), 2, 3)
     small = NodeProfile(1, (10.0,))
@@ -251,6 +294,49 @@ def test_cover_pricing_is_the_cheapest_cover():
         assert cost <= best + 1e-12, trial
 
 
+def test_crossing_bound_holds_on_random_multi_region_clusters():
+    """The link-aware bound is at least the exhaustive optimum on random clusters of 2-3 regions with
+    slow links between them, never above the cover bound it starts from, and on some of them clearly
+    below it (it sees the links)."""
+    bites = 0
+    for seed in range(16):
+        rng = np.random.default_rng(1000 + seed)
+        n, L, regions = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.integers(2, 4))
+        c = _tiny(rng, n, L, regions=regions)
+        best = _brute_force(c)
+        cover = cover_bound(c, "m", 0.0, layer_budget_bound(c, "m"))
+        cross = crossing_bound(c, "m", 0.0, cover)
+        assert best * (1 - 1e-6) <= cross <= cover, seed
+        bites += cross < 0.99 * cover
+    assert bites >= 3
+
+
+def test_crossing_bound_on_one_region_is_the_cover_bound():
+    """No slow links: case (A) holds the whole cluster, so nothing is proven beyond the cover bound."""
+    c = _tiny(np.random.default_rng(4), 3, 4)
+    cover = cover_bound(c, "m", 0.0, layer_budget_bound(c, "m"))
+    assert crossing_bound(c, "m", 0.0, cover) == pytest.approx(cover, rel=1e-4)
+
+
+def test_multi_item_pricing_is_the_cheapest_cover_of_two_items_or_more():
+    """The pricing of the crossing bound's extra row against every multiset of up to 3 of each item."""
+    from solvers.helix_bounds import _CoverLP
+
+    rng = np.random.default_rng(5)
+    for trial in range(30):
+        lp = _CoverLP(_tiny(rng, 3, 4), "m")
+        J = len(lp.cap)
+        pi = rng.uniform(0.01, 1.0, J)
+        F = float(rng.uniform(0.3, 2.5) * lp.cap.max())
+        delta = F * 1e-4
+        cost, a = lp._price_multi(pi, F, delta)
+        assert a.sum() >= 2 and a @ np.ceil(lp.cap / delta) >= math.floor(F / delta)
+        assert cost == pytest.approx(a @ pi)
+        best = min(m @ pi for m in map(np.array, itertools.product(range(4), repeat=J))
+                   if m.sum() >= 2 and m @ lp.cap >= F)
+        assert cost <= best + 1e-12, trial
+
+
 def test_unknown_model_is_an_input_error():
     c = _tiny(np.random.default_rng(0), 2, 3)
     with pytest.raises(InputError, match="no model 'llama70b'"):
@@ -277,6 +363,10 @@ def test_beats_the_published_layouts(clusters, name, model, published):
     assert math.isfinite(r.bound) and r.bound >= r.value
     if name == "single24" and model == "llama70b":
         assert r.status is Status.OPTIMAL  # the chain reaches the layer-budget bound
+    if name == "single24" and model == "llama30b":
+        assert r.gap < 1e-3  # stages of lanes reach the cover bound
+    if name == "3cluster24" and model == "llama70b":
+        assert r.gap < 1e-3  # the crossing bound meets the chain
 
 
 # ------------------------------------------------------------------------------------------- command line
@@ -332,3 +422,160 @@ def test_place_command_errors(clusters, tmp_path, capsys, argv, words):
     assert err.startswith("error: ") and "Traceback" not in err
     for w in words:
         assert w in err
+
+
+# ------------------------------------------------------------------------------------------- vLLM outputs
+@pytest.mark.parametrize("L, pp, partition, expected", [
+    (20, 4, None, [5, 5, 5, 5]),
+    (9, 4, None, [2, 2, 3, 2]),  # one left over: the second-to-last stage
+    (10, 4, None, [2, 3, 3, 2]),  # two: second- and third-to-last
+    (7, 4, None, [2, 2, 2, 1]),  # pp - 1 left over: every stage but the last, the first included
+    (25, 2, None, [13, 12]),
+    (25, 3, None, [8, 9, 8]),
+    (5, 1, None, [5]),
+    (80, 24, None, [3] * 15 + [4] * 8 + [3]),  # 80 = 24 * 3 + 8: stages 15..22 get one more
+    (20, 4, "4,6,6,4", [4, 6, 6, 4]),
+    (80, 3, "2,70,8", [2, 70, 8]),
+])
+def test_vllm_partition_rule_by_hand(L, pp, partition, expected):
+    from placement.vllm_out import pp_indices, pp_partition
+
+    bounds = np.r_[0, np.cumsum(expected)]
+    ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert pp_partition(L, pp, partition) == ranges
+    assert [pp_indices(L, r, pp, partition) for r in range(pp)] == ranges
+
+
+@pytest.mark.parametrize("partition, words", [("5,5,5", "3 layer counts"), ("5,5,5,4", "add up to 19"),
+                                              ("5,5,x,5", "invalid partition")])
+def test_vllm_partition_rule_refuses_what_vllm_refuses(partition, words):
+    from placement.vllm_out import pp_partition
+
+    with pytest.raises(ValueError, match=words):
+        pp_partition(20, 4, partition)
+
+
+def _check_chains(c, model, layout, chains):
+    L = c.models[model].num_layers
+    for nodes in chains:
+        assert layout[nodes[0]][0] == 0 and sum(layout[i][1] for i in nodes) == L
+        for a, b in zip(nodes, nodes[1:]):
+            assert layout[a][0] + layout[a][1] == layout[b][0]
+
+
+def test_flow_paths_and_disjoint_replicas_on_random_layouts():
+    """The paths add up to the max-flow and are chains over [0, L); the replicas are disjoint chains
+    whose throughput is their bottleneck, and add up to at most the max-flow."""
+    from placement.vllm_out import flow_paths, vllm_replicas
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _trial in range(40):
+        c = _tiny(rng, 5, 4, regions=int(rng.integers(1, 3)))
+        layout = {}
+        for n in c.nodes:
+            k = int(rng.integers(1, n.profiles["m"].max_num_layers + 1))
+            layout[n.index] = (int(rng.integers(0, 4 - k + 1)), k)
+        value = max_flow(c, "m", layout)
+        paths = flow_paths(c, "m", layout)
+        assert sum(p.flow for p in paths) == pytest.approx(value, rel=1e-6, abs=1e-9)
+        _check_chains(c, "m", layout, [p.nodes for p in paths])
+        reps = vllm_replicas(c, "m", layout)
+        _check_chains(c, "m", layout, [r.nodes for r in reps])
+        used = [i for r in reps for i in r.nodes]
+        assert len(used) == len(set(used))
+        dl = c.directed_links("m")
+        for r in reps:
+            caps = [c.node(i).profiles["m"].capacity_at(layout[i][1]) for i in r.nodes]
+            links = [dl[(a, b)] for a, b in zip(r.nodes, r.nodes[1:])]
+            links += [dl[(SOURCE, r.nodes[0])], dl[(r.nodes[-1], SINK)]]
+            assert r.tokens_per_s == pytest.approx(min(caps + links))
+            # the replica alone, scored by the one evaluator, carries what it claims
+            alone = {i: layout[i] for i in r.nodes}
+            assert max_flow(c, "m", alone) >= r.tokens_per_s * (1 - 1e-9)
+        assert sum(r.tokens_per_s for r in reps) <= value * (1 + 1e-9)
+        checked += bool(paths)
+    assert checked >= 10
+
+
+def test_place_command_writes_vllm_replicas(clusters, tmp_path, capsys):
+    """LLaMA-2 70B on 4 A100 + 8 L4 + 12 T4: the vLLM partition is written and vLLM's rule, applied to
+    it, gives exactly the layout's layer ranges."""
+    from graphs.helix import parse_layout
+    from placement.cli import main
+    from placement.vllm_out import pp_partition
+
+    out = tmp_path / "plan.json"
+    path = os.path.join(HELIX, "single24.json")
+    assert main(["place", path, "--model", "llama70b", "--engine", "vllm", "--out", str(out),
+                 "--time-limit", "20"]) == 0
+    text = capsys.readouterr().out
+    for word in ("vLLM deployment", "VLLM_PP_LAYER_PARTITION=", "--pipeline-parallel-size",
+                 "--tensor-parallel-size 1", "vLLM replicas", "Helix max-flow"):
+        assert word in text
+    data = json.loads(out.read_text())
+    layout = parse_layout(data["layout"])
+    v = data["vllm"]
+    assert v["num_layers"] == 80 and v["replicas"]
+    kinds = set()
+    for r in v["replicas"]:
+        part = r["env"]["VLLM_PP_LAYER_PARTITION"]
+        ranges = pp_partition(80, r["pipeline_parallel_size"], part)
+        assert ranges == [tuple(s["layers"]) for s in r["nodes"]]
+        for s in r["nodes"]:
+            st, k = layout[s["index"]]
+            assert tuple(s["layers"]) == (st, st + k)
+            kinds.add(s["gpu_type"])
+        assert r["flags"] == ["--tensor-parallel-size", "1", "--pipeline-parallel-size",
+                              str(r["pipeline_parallel_size"])]
+    assert kinds == {"A100", "L4", "T4"}
+    assert v["maxflow_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["replicas_tokens_per_s"] <= v["maxflow_tokens_per_s"] * (1 + 1e-9)
+    # the optimal layout is one chain of 24 single nodes: vLLM serves all of it
+    assert v["replicas_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["layout_replicas_tokens_per_s"] == pytest.approx(data["maxflow_tokens_per_s"])
+    assert v["planned_replicas_tokens_per_s"] <= v["replicas_tokens_per_s"] * (1 + 1e-9)
+
+
+def test_engine_applies_to_helix_files_only(tmp_path, capsys):
+    from placement.cli import main
+
+    assert main(["place", "examples/does-not-matter.json", "--engine", "vllm"]) == 2
+    assert "--engine applies to Helix cluster files" in capsys.readouterr().err
+
+
+def _best_single_chain(c: HelixCluster) -> float:
+    """The best layout that is one chain of single nodes over [0, L), by exhaustive search."""
+    L = c.models["m"].num_layers
+    best = 0.0
+    for size in range(1, len(c.nodes) + 1):
+        for order in itertools.permutations(c.nodes, size):
+            kmax = [n.profiles["m"].max_num_layers for n in order]
+            for ks in itertools.product(*[range(1, k + 1) for k in kmax]):
+                if sum(ks) != L:
+                    continue
+                starts = np.r_[0, np.cumsum(ks)[:-1]]
+                layout = {n.index: (int(s), k) for n, s, k in zip(order, starts, ks)}
+                best = max(best, max_flow(c, "m", layout))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_planned_vllm_replicas_are_disjoint_chains(seed):
+    """Replicas planned for vLLM: node-disjoint chains over [0, L) that vLLM's rule lays out as
+    planned, scored alone by the one evaluator; on one region they serve at least the best single
+    chain (found exhaustively)."""
+    from placement.vllm_out import planned_replicas
+    from solvers.helix_vllm import chains_value, plan_replicas
+
+    rng = np.random.default_rng(200 + seed)
+    c = _tiny(rng, 4, 4, regions=1 if seed < 4 else 2)
+    chains = plan_replicas(c, "m", time_limit=10)
+    used = [i for ch in chains for i, _ in ch]
+    assert len(used) == len(set(used))
+    for ch in chains:
+        _check_chains(c, "m", dict(ch), [[i for i, _ in ch]])
+    reps = planned_replicas(c, "m", chains)  # checks each partition against the rule
+    assert sum(r.tokens_per_s for r in reps) == pytest.approx(chains_value(c, "m", chains))
+    if seed < 4:
+        assert chains_value(c, "m", chains) >= _best_single_chain(c) * (1 - 1e-9)
