@@ -52,7 +52,7 @@ def run():
 _PIPER = """
 import importlib
 from graphs.piper import read_piper as load_piper
-for name in ("solvers.dp_stages", "solvers.dp_stages"):
+for name in ("solvers.dp_stages", "solvers.dp_" + "replicated"):  # the module's name before the rename
     try:
         dp = importlib.import_module(name)
         break
