@@ -242,16 +242,11 @@ def _mfu_line(problem: ParallelProblem, ev, mfu) -> str:
     if mfu is None:
         return ""
     from .serving_cli import _pct
-    from .stages import stage_devices
+    from .stages import stage_device_numbers, stage_devices
 
-    names = stage_devices(problem, [s.stage for s in ev.stages])
-    parts = []
-    offset: dict[int, int] = {}  # devices of each kind used by the stages before
-    for i, s in enumerate(ev.stages):
-        k = s.stage.kind
-        start = sum(kk.count for kk in problem.kinds[:k]) + offset.get(k, 0)
-        offset[k] = offset.get(k, 0) + s.devices
-        parts.append(f"{names[i]} {_pct(mfu.devices[start].mfu)}")
+    plan = [s.stage for s in ev.stages]
+    parts = [f"{name} {_pct(mfu.devices[numbers[0]].mfu)}"  # a stage's devices have one MFU
+             for name, numbers in zip(stage_devices(problem, plan), stage_device_numbers(problem, plan))]
     return (f"\ncompute utilisation (MFU: achieved / peak FLOP/s, not busy time): total {_pct(mfu.total)} "
             f"({mfu.achieved / 1e12:.4g} of {mfu.peak_flops / 1e12:.4g} TFLOP/s); " + ", ".join(parts))
 

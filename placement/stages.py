@@ -25,6 +25,7 @@ from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, e
 __all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
            "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "solve_args",
            "refuse_serving", "is_stage_result", "read_stage_result", "plan_summary", "stage_devices",
+           "stage_device_numbers",
            "RESULT_VERSION"]
 
 
@@ -100,13 +101,12 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
     settings), ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
     device derived from the stages (numbered kind by kind, as the stage table prints them)."""
     g = problem.graph
-    names = stage_devices(problem, [s.stage for s in ev.stages])
+    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
     stages, devices = [], []
-    offset = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
     for i, s in enumerate(ev.stages):
         st = s.stage
         kname = problem.kinds[st.kind].name
-        first = int(names[i].split(":")[1].split("-")[0])
+        first = numbers[i][0] - sum(k.count for k in problem.kinds[:st.kind])
         ids = [f"{kname}:{first + j}" for j in range(s.devices)]
         stages.append({
             "nodes": [g.ids[u] for u in st.nodes],
@@ -122,7 +122,7 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
             "in_flight": s.in_flight,
         })
         for j, name in enumerate(ids):  # replica r holds devices r*t .. r*t+t-1 (its tensor-parallel group)
-            devices.append({"device": offset[st.kind] + first + j, "name": name, "kind": kname, "stage": i,
+            devices.append({"device": numbers[i][j], "name": name, "kind": kname, "stage": i,
                             "replica": j // st.t, "tp_rank": j % st.t})
     value = ev.objective if math.isfinite(ev.objective) else None
     gap = None
@@ -224,15 +224,27 @@ def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
     return f"{x * TIME_UNITS[unit]:.{digits}g}"
 
 
-def stage_devices(problem: ParallelProblem, plan) -> list[str]:
-    """Each stage's devices, numbered kind by kind in stage order: ``a100:0-3`` for a stage on the
-    first four A100s (``t * d`` devices)."""
+def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
+    """Each stage's devices as cluster device numbers (numbered kind by kind, as
+    :meth:`graphs.model.Cluster.devices` does), the kinds' devices taken in stage order."""
+    start = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
     nxt = [0] * len(problem.kinds)
     out = []
     for st in plan:
-        first, n = nxt[st.kind], st.t * st.d
-        nxt[st.kind] += n
+        first = start[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.t * st.d
+        out.append(range(first, first + st.t * st.d))
+    return out
+
+
+def stage_devices(problem: ParallelProblem, plan) -> list[str]:
+    """Each stage's devices by name: ``a100:0-3`` for a stage on the first four A100s (``t * d``
+    devices; :func:`stage_device_numbers`)."""
+    out = []
+    for st, numbers in zip(plan, stage_device_numbers(problem, plan)):
         name = problem.kinds[st.kind].name
+        first = numbers[0] - sum(k.count for k in problem.kinds[:st.kind])
+        n = len(numbers)
         out.append(f"{name}:{first}" if n == 1 else f"{name}:{first}-{first + n - 1}")
     return out
 

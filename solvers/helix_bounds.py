@@ -217,10 +217,19 @@ def cover_bound(cluster: HelixCluster, model: str, lo: float, hi: float, *, dead
     by bisection to ``rel_tol``; ``hi`` if none was proven by ``deadline``. ``lo``: a flow some layout
     reaches (so the LP covers it)."""
     lp = _CoverLP(cluster, model)
+    return _bisect(lambda F: lp.coverable(F, deadline), lo, hi, rel_tol=rel_tol, deadline=deadline)
+
+
+def _bisect(reachable, lo: float, hi: float, *, rel_tol: float, deadline: float,
+            first: float | None = None) -> float:
+    """The smallest ``F`` in ``(lo, hi]`` at which ``reachable(F)`` was ``False`` (proven impossible),
+    bisected to ``rel_tol``: ``True`` raises ``lo``, ``None`` (undecided by ``deadline``) stops;
+    ``first``: the point tried first, where it lies in ``(lo, hi)``."""
     lo = max(lo, 0.0)
     while hi - lo > rel_tol * hi and time.monotonic() < deadline:
-        mid = 0.5 * (lo + hi)
-        ok = lp.coverable(mid, deadline)
+        mid = first if first is not None and first < hi else 0.5 * (lo + hi)
+        first = None
+        ok = reachable(mid)
         if ok is None:
             break
         if ok:
@@ -289,22 +298,14 @@ def crossing_bound(cluster: HelixCluster, model: str, lo: float, hi: float, *, d
     regions, so a layer needs two nodes, which no flow above 1754.38 can afford.
     """
     lp = _CoverLP(cluster, model)
-    lo = max(lo, 0.0)
+
+    def reachable(F: float) -> bool | None:
+        if _separate_bound(cluster, model, F) >= F:
+            return True
+        # the pricing's grid as fine as the bisection: capacities rounded up by less than the
+        # tolerance, so a layout just below ``hi`` cannot hide behind the rounding
+        return lp.coverable(F, deadline, multi=True, grid=rel_tol)
+
     # first just above ``lo``: where ``lo`` is optimal, one LP proves it
-    probe = lo * (1 + 2 * rel_tol) if lo > 0 else None
-    while hi - lo > rel_tol * hi and time.monotonic() < deadline:
-        mid = probe if probe is not None and probe < hi else 0.5 * (lo + hi)
-        probe = None
-        if _separate_bound(cluster, model, mid) >= mid:
-            ok: bool | None = True
-        else:
-            # the pricing's grid as fine as the bisection: capacities rounded up by less than the
-            # tolerance, so a layout just below ``hi`` cannot hide behind the rounding
-            ok = lp.coverable(mid, deadline, multi=True, grid=rel_tol)
-        if ok is None:
-            break
-        if ok:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    first = lo * (1 + 2 * rel_tol) if lo > 0 else None
+    return _bisect(reachable, lo, hi, rel_tol=rel_tol, deadline=deadline, first=first)
