@@ -63,8 +63,8 @@ from .order import topological_order
 from .parallel import ParallelGraph, ParallelKind, ParallelProblem, Variant, from_opgraph
 from .training import OPTIMIZERS
 
-__all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "onnx_parallel_problem", "parallel_kinds",
-           "default_microbatches", "allreduce_time"]
+__all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "onnx_parallel_problem", "stage_problem",
+           "parallel_kinds", "default_microbatches", "allreduce_time"]
 
 #: tensor-parallel degrees offered (each capped by the kind's count and server size)
 TP_DEGREES = (2, 4, 8)
@@ -278,3 +278,25 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
                              tensors=tensors, variants=variants, source=graph.source, tensor_edges=False)
     problem = ParallelProblem(pg, kinds, N, schedule, max_replicas=max_replicas)
     return problem, cls
+
+
+def stage_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *, granularity: str | None = None,
+                  microbatches: int | None = None, schedule: str = "1f1b",
+                  max_replicas: int | None = None) -> tuple[ParallelProblem, np.ndarray, str]:
+    """:func:`onnx_parallel_problem` at the granularity given, or by default one node per layer where
+    the model's names give layers and the layer nodes keep the splits (else one per operator). Returns
+    the problem, the node of every operator of ``graph`` and the granularity used."""
+    layers = len({k for k in graph.meta.get("layer") or () if k is not None})
+    gran = granularity or ("layer" if layers > 1 else "op")
+
+    def build(granularity):
+        return onnx_parallel_problem(g, graph, devices, microbatches=microbatches, schedule=schedule,
+                                     max_replicas=max_replicas, granularity=granularity)
+
+    problem, cls = build(gran)
+    if granularity is None and gran == "layer" and 2 * problem.graph.num_nodes < layers:
+        # the layers' operators interleave, so merging them made cycles that merged most of the graph: a
+        # layer node would hide the splits the operators allow, so the operators are the nodes
+        gran = "op"
+        problem, cls = build(gran)
+    return problem, cls, gran

@@ -114,16 +114,30 @@ def model_proto(model, *, light: bool = True):
 def place_model(model, devices=None, *, training: bool = False, costs: str | Mapping = "roofline",
                 batch_size: int | None = None, solver: str | None = None,
                 options: SolveOptions | None = None, optimizer: str = "adam",
-                dims: Mapping[str, int] | None = None, backward_factor: float = 2.0) -> Placement:
+                dims: Mapping[str, int] | None = None, backward_factor: float = 2.0,
+                max_replicas: int | None = None, schedule: str | None = None,
+                microbatches: int | None = None, granularity: str | None = None) -> Placement:
     """Place an ONNX model on ``devices`` (``"a100:4,cpu:8"`` or a :class:`graphs.devices.DeviceSet`;
     default :data:`graphs.onnx_workload.DEFAULT_DEVICES`). ``costs``: ``"roofline"``, ``"profile"``, a
     JSON cost table's path, or the table itself as a mapping. The other arguments are those of
-    :func:`graphs.onnx_workload.onnx_workload` and :func:`placement.api.place`."""
+    :func:`graphs.onnx_workload.onnx_workload` and :func:`placement.api.place`.
+
+    As ``placement place model.onnx`` does, it solves the stage model (replicas up to ``max_replicas``
+    per stage, default as many as the devices allow; tensor parallelism; recompute; memory by
+    ``schedule``, default ``1f1b``, over ``microbatches``; one node per layer or per operator,
+    ``granularity``) and returns a stage plan (``Placement.model == "stages"``). ``max_replicas=1``, a
+    solver without a stage form, or an objective other than max-load gives the one-device-per-stage
+    placement instead; such an objective with ``max_replicas`` above 1, and stage options
+    (``schedule``, ``microbatches``, ``granularity``) with ``max_replicas=1``, are an
+    :class:`InputError`."""
     from graphs.costs import parse_cost_table
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_loader import parse_model
     from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
 
+    options = options or SolveOptions()
+    stages = _stage_model(max_replicas, solver, options, schedule=schedule, microbatches=microbatches,
+                          granularity=granularity)
     ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
     proto, source = model_proto(model)
     external = any(t.data_location == 1 for t in proto.graph.initializer)
@@ -133,7 +147,61 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
         w = _with_costs(g, ds, table, training, optimizer, backward_factor)
     else:
         w = graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor)
-    return place(w.graph, w.cluster, solver, options)
+    if not stages:
+        return place(w.graph, w.cluster, solver, options)
+    import dataclasses
+
+    from graphs.onnx_variants import onnx_parallel_problem, stage_problem
+    from solvers.registry import solve
+
+    from .onnx_stages import solve_refined
+
+    schedule = schedule or "1f1b"
+    problem, node_of, gran = stage_problem(g, w.graph, ds, granularity=granularity, microbatches=microbatches,
+                                           schedule=schedule, max_replicas=max_replicas)
+
+    def finer():
+        return onnx_parallel_problem(g, w.graph, ds, microbatches=microbatches, schedule=schedule,
+                                     max_replicas=max_replicas, granularity="op")
+
+    def solve_one(pr, time_limit):
+        return solve(pr, solver=solver or "auto", options=dataclasses.replace(options, time_limit=time_limit))
+
+    problem, node_of, gran, sol = solve_refined(problem, node_of, gran,
+                                                finer if granularity is None and gran == "layer" else None,
+                                                solve_one, options.time_limit)
+    batch = max(1, int(g.batch_size or 1))
+    settings = {"granularity": gran, "devices": str(ds),
+                "costs": costs if isinstance(costs, str) else "cost table", "batch_size": g.batch_size,
+                "training": bool(training), "optimizer": optimizer if training else None,
+                "dims": dict(dims) if dims else None, "device_files": None}
+    return Placement(w.graph, w.cluster, sol, None, options.objective, problem=problem, node_of=node_of,
+                     time_scale=1e3 * batch, settings=settings)
+
+
+def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -> bool:
+    """Does :func:`place_model` solve the stage model? (See its doc; the same rule as the command
+    line's, :func:`placement.onnx_stages.handles`.)"""
+    from solvers.registry import ALIASES, STAGE_SOLVERS
+
+    for name, v in (("max_replicas", max_replicas), ("microbatches", stage_options["microbatches"])):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name} must be a positive integer, got {v!r}")
+    given = [k for k, v in stage_options.items() if v is not None]
+    stage_solver = solver is None or ALIASES.get(solver, solver) in STAGE_SOLVERS
+    if max_replicas == 1 or not stage_solver:
+        if given:
+            why = "max_replicas=1" if max_replicas == 1 else f"the {solver} solver"
+            raise InputError(f"{given[0]} is a stage-model option; {why} gives the one-device-per-stage "
+                             f"placement, which does not take it")
+        return False
+    if options.objective != "max-load":
+        if max_replicas is None and not given:
+            return False
+        raise InputError(f"objective {options.objective!r}: the stage model minimises the time per sample "
+                         f"(max-load) and does not take it yet; with max_replicas=1 the "
+                         f"one-device-per-stage placement solves it")
+    return True
 
 
 def _with_costs(g, ds, table, training, optimizer, backward_factor):
@@ -147,12 +215,17 @@ def _with_costs(g, ds, table, training, optimizer, backward_factor):
 
 
 def placement_result(placement: Placement | Mapping) -> dict:
-    """The result document of a placement (as ``placement place --out`` writes it); a mapping (a result
-    already) is returned as is."""
+    """The result document of a placement (as ``placement place --out`` writes it: a stage plan's
+    with its ``stages`` and each stage's ``operators``); a mapping (a result already) is returned as
+    is."""
     if isinstance(placement, Mapping):
         return dict(placement)
     if not isinstance(placement, Placement):
         raise InputError(f"expected a Placement or a result mapping, got {type(placement).__name__}")
+    if placement.problem is not None:
+        from .onnx_stages import stage_result
+
+        return stage_result(placement)
     from .export import result_dict
 
     result = result_dict(placement)
@@ -203,7 +276,7 @@ def annotate_ir(model, result: Mapping) -> None:
 def result_from_annotations(model) -> dict:
     """A result document rebuilt from an annotated model (``ModelProto`` or ``onnx_ir.Model``): which
     node runs where, from the node metadata :func:`annotate` wrote; enough for :func:`split`."""
-    from .onnx_export import KEY_CONSTANT, KEY_DEVICE, KEY_RESULT
+    from .onnx_export import KEY_CONSTANT, KEY_DEVICE, KEY_RESULT, KEY_STAGE
 
     if _is_ir(model):
         props = dict(model.metadata_props)
@@ -216,6 +289,17 @@ def result_from_annotations(model) -> dict:
         raise InputError("the model carries no placement (no 'placement.result' metadata): run the "
                          "placement pass or placement.annotate first")
     summary = json.loads(props[KEY_RESULT])
+    if summary.get("model") == "stages":  # a stage plan: each stage's operators, by their stage
+        stages = [dict(s, nodes=[]) for s in summary.get("stages") or ()]
+        for name, meta in nodes:
+            st = meta.get(KEY_STAGE)
+            if st is None or meta.get(KEY_CONSTANT) == "true":
+                continue
+            if not st.isdigit() or int(st) >= len(stages):
+                raise InputError(f"node {name!r} is annotated with stage {st!r}, which the placement summary "
+                                 f"does not list")
+            stages[int(st)]["nodes"].append(name)
+        return dict(summary, schema="placement-result", stages=stages)
     devices = [dict(d, nodes=[]) for d in summary.get("devices", [])]
     by_name = {d["name"]: d for d in devices}
     for name, meta in nodes:

@@ -37,7 +37,8 @@ import numpy as np
 
 from graphs.errors import InputError
 
-__all__ = ["StagePlan", "SubModel", "Split", "node_placement", "annotate", "read_annotations", "plan_split",
+__all__ = ["StagePlan", "SubModel", "Split", "node_placement", "replica_plan", "device_result",
+           "split_stages", "annotate", "read_annotations", "plan_split",
            "split_model", "write_split", "read_split_manifest", "generated_weights", "materialize",
            "random_feeds", "verify_split", "VerifyReport", "session"]
 
@@ -145,9 +146,88 @@ def node_placement(model, result: Mapping) -> StagePlan:
     return StagePlan(tuple(names), device, kind, stage, constant, contiguous)
 
 
+# --------------------------------------------------------------------------- stage plans (replicas)
+def replica_plan(data: Mapping) -> list[dict]:
+    """The stages of a stage plan's result (validated): ``[{"nodes", "d", "kind", "devices"}]`` in
+    pipeline order. A stage's ``nodes`` are its ``operators`` where the result lists them (an ONNX
+    result's nodes may be layer keys, its operators are the model's node names), else its ``nodes``;
+    ``devices`` name its ``d`` replicas: the result's own where it lists them, else numbered per kind
+    across the stages in pipeline order (``kind:index``)."""
+    stages = data.get("stages") if isinstance(data, Mapping) else None
+    if not isinstance(stages, list) or not stages:
+        raise InputError("a replicated plan needs a non-empty 'stages' list")
+    out, nxt = [], {}
+    for i, s in enumerate(stages):
+        where = f"stages[{i}]"
+        if not isinstance(s, Mapping) or not isinstance(s.get("nodes"), list) or not s["nodes"]:
+            raise InputError(f"{where} needs a non-empty 'nodes' list")
+        d, t = s.get("dataParallelDegree", 1), s.get("tensorParallelDegree", 1)
+        for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{where}: {name} must be a positive integer, got {v!r}")
+        if t != 1:
+            raise InputError(f"{where}: tensor-parallel degree {t}: splitting operators across devices is "
+                             f"not supported by split and run (only t = 1)")
+        ops = s.get("operators")
+        names = ops if isinstance(ops, list) and ops else s["nodes"]
+        kind = str(s.get("kind") or "cpu")
+        given = s.get("devices")
+        if isinstance(given, list) and len(given) == d and all(isinstance(x, str) for x in given):
+            devices = list(given)
+        else:
+            devices = [f"{kind}:{nxt.get(kind, 0) + r}" for r in range(d)]
+        nxt[kind] = nxt.get(kind, 0) + d
+        out.append({"nodes": [str(x) for x in names], "d": d, "kind": kind, "devices": devices})
+    return out
+
+
+def _group_name(devices: list[str]) -> str:
+    """``a100:0-3`` for ``a100:0`` .. ``a100:3`` (as the stage table names a stage's devices)."""
+    if len(devices) == 1:
+        return devices[0]
+    kind, _, first = devices[0].rpartition(":")
+    _, _, last = devices[-1].rpartition(":")
+    numbers = [x.rpartition(":") for x in devices]
+    if first.isdigit() and last.isdigit() and all(k == kind for k, _, _ in numbers) and \
+            [n for _, _, n in numbers] == [str(j) for j in range(int(first), int(last) + 1)]:
+        return f"{kind}:{first}-{last}"
+    return ",".join(devices)
+
+
+def device_result(data: Mapping) -> dict:
+    """A stage plan's result as a placement result with one row per stage (named by its devices,
+    ``a100:0-3``), as :func:`split_model` and :func:`annotate` read it."""
+    devices = [{"device": i, "name": _group_name(s["devices"]), "kind": s["kind"], "stage": i,
+                "nodes": s["nodes"]} for i, s in enumerate(replica_plan(data))]
+    return {"schema": "placement-result", "version": 1, "contiguous": True,
+            "stage_order": [d["name"] for d in devices], "devices": devices}
+
+
+def split_stages(model, data: Mapping) -> Split:
+    """:func:`split_model` of a stage plan: one sub-model per stage, listing its replicas' devices
+    (``Split.replica_devices``; the manifest's ``replicas`` and ``replica_devices``)."""
+    import dataclasses
+
+    stages = replica_plan(data)
+    split = split_model(model, device_result(data))
+    return dataclasses.replace(split, replica_devices=tuple(tuple(stages[s.stage]["devices"])
+                                                            for s in split.submodels))
+
+
 # --------------------------------------------------------------------------- annotation
 def annotate(model, result: Mapping):
-    """A copy of ``model`` with the placement in its nodes' ``metadata_props`` (see the module doc)."""
+    """A copy of ``model`` with the placement in its nodes' ``metadata_props`` (see the module doc). A
+    stage plan's node is annotated with its stage's devices (``a100:0-3``), and the summary lists the
+    stages (kind, degrees, devices)."""
+    from .stages import is_stage_result
+
+    stage_rows = None
+    if is_stage_result(result):
+        stage_rows = [{"kind": s.get("kind"), "dataParallelDegree": s.get("dataParallelDegree", 1),
+                       "tensorParallelDegree": s.get("tensorParallelDegree", 1), "devices": r["devices"]}
+                      for s, r in zip(result["stages"], replica_plan(result))]
+        result = {**{k: result.get(k) for k in ("solver", "status", "objective", "max_load", "time_unit")},
+                  **device_result(result)}
     plan = node_placement(model, result)
     m = type(model)()
     m.CopyFrom(model)
@@ -172,6 +252,8 @@ def annotate(model, result: Mapping):
                                           "stage_order", "source")}
     summary["devices"] = [{k: d.get(k) for k in ("name", "kind", "stage", "load", "memory")}
                           for d in result["devices"]]
+    if stage_rows is not None:
+        summary.update(model="stages", time_unit=result.get("time_unit"), stages=stage_rows)
     _drop_props(m.metadata_props, KEY_RESULT)
     _prop(m.metadata_props, KEY_RESULT, json.dumps(summary))
     return m
@@ -263,6 +345,8 @@ class Split:
     flows: tuple[dict, ...]  # {"tensor", "from": index or "input", "to": [index or "output"]}
     contiguous: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: per sub-model, the devices of its replicas (a stage plan's ``d`` workers); ``None``: one device each
+    replica_devices: tuple[tuple[str, ...], ...] | None = None
 
     def manifest(self, files: list[str] | None = None) -> dict:
         subs = []
@@ -271,10 +355,16 @@ class Split:
                      "inputs": list(s.inputs), "outputs": list(s.outputs), "nodes": len(s.nodes)}
             if files is not None:
                 entry["file"] = files[k]
+            if self.replica_devices is not None:
+                entry["replicas"] = len(self.replica_devices[k])
+                entry["replica_devices"] = list(self.replica_devices[k])
             subs.append(entry)
-        return {"schema": "placement-split", "version": 1, "contiguous": self.contiguous,
-                "inputs": list(self.inputs), "outputs": list(self.outputs), "submodels": subs,
-                "flows": list(self.flows), "notes": list(self.notes)}
+        out = {"schema": "placement-split", "version": 1, "contiguous": self.contiguous,
+               "inputs": list(self.inputs), "outputs": list(self.outputs), "submodels": subs,
+               "flows": list(self.flows), "notes": list(self.notes)}
+        if self.replica_devices is not None:
+            out["replicated"] = True
+        return out
 
 
 def plan_split(model, plan: StagePlan) -> list[tuple[str, int, list[int]]]:
@@ -341,9 +431,14 @@ def _acyclic(g, plan: StagePlan, groups, producer) -> bool:
 
 
 def split_model(model, result: Mapping) -> Split:
-    """Cut ``model`` into sub-models as the placement ``result`` says (see the module doc)."""
+    """Cut ``model`` into sub-models as the placement ``result`` says (see the module doc); a stage
+    plan's result gives one sub-model per stage with its replicas (:func:`split_stages`)."""
     import onnx
 
+    from .stages import is_stage_result
+
+    if is_stage_result(result):
+        return split_stages(model, result)
     plan = node_placement(model, result)
     g = model.graph
     try:

@@ -24,15 +24,16 @@ from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
 __all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
-           "evaluate"]
+           "evaluate", "stage_result"]
 
 
 
 def add_options(p) -> None:
     """The ONNX replicated options (the schedule and degrees are :mod:`placement.stages`'s)."""
     p.add_argument("--granularity", choices=("layer", "op"), default=None,
-                   help="ONNX stage plans: one node per layer (default where the model's names give "
-                   "layers) or per operator")
+                   help="ONNX stage plans: one node per layer or per operator (default: layers where "
+                   "the model's names give them, then operators within max(10 s, 3x the layer solve) "
+                   "and --time-limit, keeping the faster plan)")
 
 
 def _is_onnx(path: str) -> bool:
@@ -100,8 +101,15 @@ def handles_plan(args) -> bool:
 def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[ParallelProblem, object, dict]:
     """The problem of ``args`` (settings ``saved`` in a plan take precedence where the command line
     gives none); returns it, the loaded graph's node of every operator, and the settings used."""
+    problem, graph_cls, settings, _ = _load(args, frontend, saved)
+    return problem, graph_cls, settings
+
+
+def _load(args, frontend: dict, saved: dict | None = None):
+    """:func:`load_problem`, also returning the builder of the problem at operator granularity when the
+    default chose layers (``None`` otherwise): :func:`solve_refined` may refine to it."""
     from graphs.devices import DeviceSet, parse_devices
-    from graphs.onnx_variants import onnx_parallel_problem
+    from graphs.onnx_variants import onnx_parallel_problem, stage_problem
     from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
 
     from .export import source_path
@@ -134,28 +142,72 @@ def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[Paral
         ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(mem)) for s in ds.specs),
                        ds.counts)
     og, w = prepare_onnx(args.workload, ds, **fe)
-    layers = len({k for k in w.graph.meta.get("layer") or () if k is not None})
-    given = args.granularity or saved.get("granularity")
-    gran = given or ("layer" if layers > 1 else "op")
     schedule = args.schedule or saved.get("schedule") or "1f1b"
-
-    def build(granularity):
-        return onnx_parallel_problem(og, w.graph, ds, microbatches=args.microbatches or saved.get(
-            "microbatches"), schedule=schedule, max_replicas=args.max_replicas, granularity=granularity)
-
-    problem, cls = build(gran)
-    if given is None and gran == "layer" and 2 * problem.graph.num_nodes < layers:
-        # the layers' operators interleave, so merging them made cycles that merged most of the graph: a
-        # layer node would hide the splits the operators allow, so the operators are the nodes
-        gran = "op"
-        problem, cls = build(gran)
+    given = args.granularity or saved.get("granularity")
+    microbatches = args.microbatches or saved.get("microbatches")
+    problem, cls, gran = stage_problem(og, w.graph, ds, schedule=schedule, max_replicas=args.max_replicas,
+                                       granularity=given, microbatches=microbatches)
+    finer = None
+    if given is None and gran == "layer":
+        def finer():
+            return onnx_parallel_problem(og, w.graph, ds, microbatches=microbatches, schedule=schedule,
+                                         max_replicas=args.max_replicas, granularity="op")
     out = getattr(args, "out", None)
     settings = {"granularity": gran, "devices": str(ds), "costs": fe.get("costs") or "roofline",
                 "batch_size": og.batch_size, "training": bool(w.graph.is_training),
                 "optimizer": w.graph.meta.get("training", {}).get("optimizer"),
                 "dims": fe.get("dims") or None,
                 "device_files": [source_path(f, out) for f in files] or None}
-    return problem, (w.graph, cls), settings
+    return problem, (w.graph, cls), settings, finer
+
+
+#: the operator-granularity refinement's time: at least this many seconds, or this many times the
+#: layer solve's, within what the time limit leaves
+REFINE_MIN_S, REFINE_FACTOR = 10.0, 3.0
+
+
+def solve_refined(problem: ParallelProblem, cls, granularity: str, finer, solve_one,
+                  time_limit: float | None):
+    """Solve ``problem`` (``solve_one(problem, time_limit) -> Solution``); where the default chose
+    layer nodes (``finer`` builds the operator-granularity problem) also solve the operators as nodes,
+    within :data:`REFINE_MIN_S` / :data:`REFINE_FACTOR` and the time left, and keep the better plan:
+    layer nodes are a choice that makes the solve quick, never a loss (a layer node cannot be split
+    between stages, nor its operators' variants chosen one by one). Returns ``(problem, cls,
+    granularity, solution)`` of the plan kept; its message says what the refinement found."""
+    import dataclasses
+    import time
+
+    t0 = time.perf_counter()
+    sol = solve_one(problem, time_limit)
+    if finer is None:
+        return problem, cls, granularity, sol
+    spent = time.perf_counter() - t0
+    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
+    if time_limit is not None:
+        budget = min(budget, time_limit - spent)
+
+    def noted(s, note):  # the time of both solves
+        return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,
+                                   time=time.perf_counter() - t0)
+
+    if budget < 0.5:
+        return problem, cls, granularity, noted(sol, "operator granularity not tried: no time left")
+    try:
+        fine, fine_cls = finer()
+        fsol = solve_one(fine, budget)
+    except KeyboardInterrupt:
+        if sol.plan is None:
+            raise
+        return problem, cls, granularity, noted(sol, "operator granularity interrupted: the layer plan")
+    if fsol.plan is not None and (sol.plan is None or fsol.objective < sol.objective):
+        what = "no layer plan" if sol.plan is None else \
+            f"{100 * (1 - fsol.objective / sol.objective):.3g}% faster than the layer plan"
+        return fine, fine_cls, "op", noted(fsol, f"operator granularity: {what}")
+    if sol.plan is None and fsol.status is not sol.status:
+        # nothing at layer granularity proves nothing about the operators'
+        return fine, fine_cls, "op", noted(fsol, f"layer granularity: {sol.status.value}")
+    same = "as fast" if fsol.plan is not None and fsol.objective == sol.objective else "no faster"
+    return problem, cls, granularity, noted(sol, f"operator granularity {fsol.status.value}, {same}")
 
 
 def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
@@ -199,22 +251,51 @@ def _with_operators(data: dict, problem: ParallelProblem, graph_cls, settings: d
     return data
 
 
+def _result(problem: ParallelProblem, r, graph_cls, settings: dict, workload) -> tuple[dict, object]:
+    """The result document of the answer ``r`` (a stage plan) and its MFU."""
+    from .stages import result_dict
+
+    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
+                       message=r.message, workload=workload, bound=r.bound)
+    data = _with_operators(data, problem, graph_cls, settings)
+    mfu = _utilisation(problem, r.evaluation, graph_cls, settings)
+    data["compute_utilisation"] = None if mfu is None else mfu.as_dict()
+    return data, mfu
+
+
+def stage_result(p) -> dict:
+    """The result document of a stage plan (a :class:`placement.api.Placement` of the stage model, as
+    :func:`placement.place_model` gives), as ``placement place --out`` writes it."""
+    r = p.solution
+    if r.plan is None:
+        raise InputError(f"there is no placement to apply (status {r.status.value!r}: "
+                         f"{r.message or 'no plan'})")
+    data, _ = _result(p.problem, r, (p.graph, p.node_of), dict(p.settings), p.graph.source)
+    return data
+
+
 def place(args, frontend: dict) -> int:
     """``placement place`` of an ONNX model in the replicated model: the exact replicated DP (or another
     of :data:`solvers.registry.STAGE_SOLVERS`)."""
-    from .stages import _emit, no_plan, plan_summary, result_dict, solve_args
+    import copy
 
-    problem, graph_cls, settings = load_problem(args, frontend)
-    r = solve_args(problem, args)
+    from .stages import _emit, no_plan, plan_summary, solve_args
+
+    problem, (graph, cls), settings, finer = _load(args, frontend)
+
+    def solve_one(pr, time_limit):
+        a = copy.copy(args)
+        a.time_limit = time_limit
+        return solve_args(pr, a)
+
+    problem, cls, settings["granularity"], r = solve_refined(problem, cls, settings["granularity"], finer,
+                                                             solve_one, args.time_limit)
+    graph_cls = (graph, cls)
     if r.plan is None:
         return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                       message=r.message, workload=args.workload, bound=r.bound)
-    data = _with_operators(data, problem, graph_cls, settings)
+    data, mfu = _result(problem, r, graph_cls, settings, args.workload)
     summary = plan_summary(problem, r.evaluation, "ms", result=r,
                            extra=f"{settings['granularity']} granularity")
-    mfu = _utilisation(problem, r.evaluation, graph_cls, settings)
-    data["compute_utilisation"] = None if mfu is None else mfu.as_dict()
     summary += _mfu_line(problem, r.evaluation, mfu)
     _emit(args, data, problem, r.evaluation, summary, "ms")
     return 0

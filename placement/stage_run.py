@@ -6,10 +6,10 @@ The plan is a result JSON with ``stages`` (``"format": "placement-replicated"``)
 name the model's operators, ``dataParallelDegree`` is ``d`` and ``tensorParallelDegree`` must be 1
 here (a tensor-parallel stage would need its operators split, which the sub-models do not do).
 
-**Split.** The stages become a one-device-per-stage placement (device ``stage<i>``) cut by
-:func:`placement.onnx_export.split_model`; every manifest entry then gains ``replicas`` (``d``) and
-``replica_devices`` (``<kind><j>``, numbered per kind across the stages in pipeline order, as the plan
-uses ``t * d`` devices of its kind).
+**Split.** The stages become a one-device-per-stage placement (each stage a device named by its
+replicas, ``cpu:3-5``) cut by :func:`placement.onnx_export.split_stages`; every manifest entry then has
+``replicas`` (``d``) and ``replica_devices`` (the result's own device names, or ``kind:index`` numbered
+per kind across the stages in pipeline order).
 
 **Run.** The ``k``-th sample fed (the warm-up samples first) is taken by replica ``k mod d`` of every
 stage; a replica sends each sample on to the replica of the next stage that takes it (samples from
@@ -34,67 +34,20 @@ import numpy as np
 
 from graphs.errors import InputError
 
-__all__ = ["device_result", "replica_plan", "split_replicated", "with_replicas", "ReplicatedRun",
-           "run_replicated", "split_command", "run_command"]
+from .onnx_export import device_result, replica_plan
 
-
-def replica_plan(data: Mapping) -> list[dict]:
-    """The stages of a replicated result (validated): ``[{"nodes", "d", "kind"}]`` in pipeline order. A
-    stage's ``nodes`` are its ``operators`` where the result lists them (an ONNX result's nodes may be
-    layer keys, its operators are the model's node names), else its ``nodes``."""
-    stages = data.get("stages") if isinstance(data, Mapping) else None
-    if not isinstance(stages, list) or not stages:
-        raise InputError("a replicated plan needs a non-empty 'stages' list")
-    out = []
-    for i, s in enumerate(stages):
-        where = f"stages[{i}]"
-        if not isinstance(s, Mapping) or not isinstance(s.get("nodes"), list) or not s["nodes"]:
-            raise InputError(f"{where} needs a non-empty 'nodes' list")
-        d, t = s.get("dataParallelDegree", 1), s.get("tensorParallelDegree", 1)
-        for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{where}: {name} must be a positive integer, got {v!r}")
-        if t != 1:
-            raise InputError(f"{where}: tensor-parallel degree {t}: splitting operators across devices is "
-                             f"not supported by split and run (only t = 1)")
-        ops = s.get("operators")
-        names = ops if isinstance(ops, list) and ops else s["nodes"]
-        out.append({"nodes": [str(x) for x in names], "d": d, "kind": str(s.get("kind") or "cpu")})
-    return out
-
-
-def device_result(data: Mapping) -> dict:
-    """The plan as a one-device-per-stage placement result (device ``stage<i>``), as
-    :func:`placement.onnx_export.split_model` reads it."""
-    devices = [{"device": i, "name": f"stage{i}", "kind": s["kind"], "stage": i, "nodes": s["nodes"]}
-               for i, s in enumerate(replica_plan(data))]
-    return {"schema": "placement-result", "version": 1, "contiguous": True,
-            "stage_order": [d["name"] for d in devices], "devices": devices}
+__all__ = ["device_result", "replica_plan", "split_replicated", "ReplicatedRun", "run_replicated",
+           "split_command", "run_command"]
 
 
 def split_replicated(model, data: Mapping):
-    """``(split, manifest)``: the sub-models of the plan's stages and the manifest with every
-    sub-model's ``replicas`` and ``replica_devices``."""
-    from .onnx_export import split_model
+    """``(split, manifest)``: the sub-models of the plan's stages (:func:`placement.onnx_export.
+    split_model` of :func:`placement.onnx_export.device_result`), the manifest listing every sub-model's
+    ``replicas`` and ``replica_devices``."""
+    from .onnx_export import split_stages
 
-    stages = replica_plan(data)
-    split = split_model(model, device_result(data))
-    return split, with_replicas(split.manifest(), stages)
-
-
-def with_replicas(manifest: dict, stages: list[dict]) -> dict:
-    """``manifest`` with ``replicas`` and ``replica_devices`` in every sub-model entry."""
-    names, nxt = [], {}
-    for s in stages:
-        k = s["kind"]
-        names.append([f"{k}:{nxt.get(k, 0) + r}" for r in range(s["d"])])  # kind:index, as everywhere
-        nxt[k] = nxt.get(k, 0) + s["d"]
-    for entry in manifest["submodels"]:
-        st = entry.get("stage")
-        entry["replicas"] = stages[st]["d"]
-        entry["replica_devices"] = names[st]
-    manifest["replicated"] = True
-    return manifest
+    split = split_stages(model, data)
+    return split, split.manifest()
 
 
 # --------------------------------------------------------------------------- running
@@ -281,13 +234,11 @@ def split_command(args, dims: dict) -> int:
 
     import onnx
 
-    from .export import write_json
-    from .onnx_export import MANIFEST, annotate, verify_split, write_split
+    from .onnx_export import annotate, verify_split, write_split
 
     model, data = _read(args)
     split, _ = split_replicated(model, data)
-    manifest = with_replicas(write_split(split, args.out_dir), replica_plan(data))
-    write_json(os.path.join(args.out_dir, MANIFEST), manifest)
+    manifest = write_split(split, args.out_dir)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     onnx.save_model(annotate(model, device_result(data)), annotated)

@@ -201,18 +201,22 @@ def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | N
 # --------------------------------------------------------------------------- HiGHS
 _SCHEDULER: dict = {"threads": None}  # size the process's HiGHS thread pool was started with
 class _quiet_stdout:
-    """Silence the process's standard output (file descriptor 1, where C code writes) for a moment."""
+    """Silence the process's standard output (file descriptor 1, where C code writes, whatever
+    ``sys.stdout`` is: a caller's capture replaces that object, not the descriptor) for a moment."""
 
     def __enter__(self):
         import sys
 
         try:
             sys.stdout.flush()
-            self.fd = sys.stdout.fileno()
-        except (AttributeError, OSError, ValueError):  # no real stdout (captured, closed): nothing to hide
+        except (AttributeError, OSError, ValueError):
+            pass
+        self.fd = 1
+        try:
+            self.saved = os.dup(self.fd)
+        except OSError:  # no descriptor 1 (closed): nothing to hide
             self.fd = None
             return self
-        self.saved = os.dup(self.fd)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, self.fd)
         os.close(devnull)

@@ -39,7 +39,7 @@ def test_split_lists_the_replicas():
     assert [s["replica_devices"] for s in subs] == [["cpu:0", "cpu:1"], ["cpu:2"],
                                                     ["cpu:3", "cpu:4", "cpu:5"]]
     assert [s["stage"] for s in subs] == [0, 1, 2]
-    assert device_result(plan(path, [2, 1, 3]))["devices"][2]["name"] == "stage2"
+    assert device_result(plan(path, [2, 1, 3]))["devices"][2]["name"] == "cpu:3-5"  # its replicas
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -101,7 +101,7 @@ def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, traini
     path = str(tmp_path / "gpt.onnx")
     onnx.save(gpt(2, hidden=32, heads=2, seq_len=8, vocab=50, weights="random"), path)
     res = str(tmp_path / "r.json")
-    args = ["place", path, "--devices", "cpu:4", "-o", res, "--json"]
+    args = ["place", path, "--devices", "cpu:4", "-o", res, "--json", "--granularity", "layer"]
     assert main(args + (["--training", "--batch-size", "2"] if training else ["--max-replicas", "2"])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["problem"]["granularity"] == "layer"
@@ -119,3 +119,60 @@ def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, traini
     doc = json.loads(capsys.readouterr().out)
     assert doc["replicas"] == [s["dataParallelDegree"] for s in data["stages"]]
     assert max(doc["max_abs_diff"].values()) <= 1e-4
+
+
+def _answer(value, status="optimal", plan=True):
+    from solvers.base import Status, stage_solution
+
+    return stage_solution("auto", [] if plan else None, None, value, Status(status), 0.0)
+
+
+@pytest.mark.parametrize("layer,op,kept,status", [
+    ((2.0,), (1.5,), "op", "optimal"),  # the operators cut where a layer node cannot
+    ((2.0,), (2.0,), "layer", "optimal"),  # as fast: the layer plan stays
+    ((2.0,), (2.5, "feasible"), "layer", "optimal"),  # stopped early above the layer plan
+    # no layer plan proves nothing of the operators'
+    ((float("inf"), "infeasible", False), (float("inf"), "stopped", False), "op", "stopped"),
+    ((float("inf"), "infeasible", False), (float("inf"), "infeasible", False), "layer", "infeasible"),
+    ((float("inf"), "infeasible", False), (3.0, "feasible"), "op", "feasible"),
+])
+def test_the_operator_refinement_keeps_the_better_plan_and_an_honest_status(layer, op, kept, status):
+    from placement.onnx_stages import solve_refined
+
+    answers = {"L": _answer(*layer), "O": _answer(*op)}
+    seen = []
+
+    def solve_one(problem, time_limit):
+        seen.append((problem, time_limit))
+        return answers[problem]
+
+    problem, cls, gran, sol = solve_refined("L", "cls-L", "layer", lambda: ("O", "cls-O"), solve_one, 60.0)
+    assert gran == ("op" if kept == "op" else "layer") and problem == kept[0].upper()
+    assert sol.status.value == status and "granularity" in sol.message
+    assert seen[0] == ("L", 60.0) and seen[1][0] == "O" and seen[1][1] <= 60.0
+
+
+def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
+    import time
+
+    from placement.onnx_stages import solve_refined
+
+    def slow(problem, time_limit):
+        time.sleep(0.3)
+        return _answer(2.0)
+
+    _, _, gran, sol = solve_refined("L", None, "layer", lambda: ("O", None), slow, 0.6)
+    assert gran == "layer" and "not tried: no time left" in sol.message
+
+    def interrupted(problem, time_limit):
+        if problem == "O":
+            raise KeyboardInterrupt
+        return _answer(2.0)
+
+    _, _, gran, sol = solve_refined("L", None, "layer", lambda: ("O", None), interrupted, None)
+    assert gran == "layer" and sol.status.value == "optimal" and "interrupted" in sol.message
+    # without a layer plan there is nothing to give: the Ctrl-C goes on
+    with pytest.raises(KeyboardInterrupt):
+        solve_refined("L", None, "layer", lambda: ("O", None),
+                      lambda p, t: _answer(float("inf"), "stopped", False) if p == "L" else interrupted(p, t),
+                      None)

@@ -204,7 +204,8 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     from solvers.dp_stages import solve_problem
 
     out = tmp_path / "r.json"
-    args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4"]
+    args = ["place", gpt2_path, "--training", "--devices", "a100:4,v100:4", "--batch-size", "4",
+            "--granularity", "layer"]
     assert main(args + ["--out", str(out), "--schedule", "gpipe", "--microbatches", "8"]) == 0
     text = capsys.readouterr().out
     assert "schedule gpipe, 8 micro-batches per batch, layer granularity" in text
