@@ -19,7 +19,8 @@ from graphs.model import Cluster, OpGraph
 
 from .simulate import BACKWARD, COMPUTE, FORWARD, RECV, SEND, Simulation
 
-__all__ = ["PlotsUnavailable", "gantt_chart", "graph_dot", "write_text", "render_dot", "DEVICE_COLOURS"]
+__all__ = ["PlotsUnavailable", "gantt_chart", "stage_gantt_chart", "graph_dot", "write_text", "render_dot",
+           "DEVICE_COLOURS"]
 
 #: one colour per device (cycled); colour-blind-safe first (Okabe-Ito), then Tableau
 DEVICE_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -89,6 +90,56 @@ def gantt_chart(sim: Simulation, path: str | os.PathLike, *, title: str | None =
         legend.append(Patch(facecolor=_PHASE_COLOUR[BACKWARD], label="backward"))
     if any(t.part in (RECV, SEND) and t.duration > 0 for t in sim.tasks):
         legend.append(Patch(facecolor=_COMM_COLOUR[FORWARD], hatch="///", label="communication"))
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    return path
+
+
+def stage_gantt_chart(sim, path: str | os.PathLike, *, devices: Sequence[Sequence[str]], scale: float = 1.0,
+                      unit: str = "", title: str | None = None, label_microbatches: bool = True) -> str:
+    """Draw a stage plan's simulated schedule (:class:`placement.simulate_stages.ReplicatedSimulation`)
+    into ``path``: one row per replica (``devices[i][r]`` names replica ``r`` of stage ``i``; stage 0 on
+    top), forwards in blue, backwards in orange, the stage's parameter all-reduce in grey, hatched; the
+    micro-batch number on every bar wide enough to hold it. Times are multiplied by ``scale`` (seconds
+    to ``unit``). Returns the path written."""
+    Figure = _matplotlib_figure()
+    path = os.fspath(path)
+    rows = [(s.stage, r) for s in sim.stages for r in range(s.d)]
+    row_of = {k: i for i, k in enumerate(rows)}
+    width = min(18.0, 6.0 + 0.08 * len(sim.tasks) ** 0.5 * 10)
+    fig = Figure(figsize=(width, max(2.0, 0.45 * len(rows) + 1.4)))
+    ax = fig.add_subplot(1, 1, 1)
+    span = (sim.makespan * scale) or 1.0
+    colour = {"F": _PHASE_COLOUR[FORWARD], "B": _PHASE_COLOUR[BACKWARD], "R": "#BAB0AC"}
+    for t in sim.tasks:
+        if t.duration <= 0:
+            continue
+        y = len(rows) - 1 - row_of[(t.stage, t.replica)]
+        x, w = t.start * scale, t.duration * scale
+        ax.broken_barh([(x, w)], (y - 0.4, 0.8), facecolors=colour[t.kind], edgecolors="white", linewidth=0.5,
+                       hatch="///" if t.kind == "R" else None)
+        if label_microbatches and t.kind != "R" and w > 0.018 * span:
+            ax.text(x + w / 2, y, str(t.index), ha="center", va="center", fontsize=7, color="white")
+    labels = [f"stage {i}: {devices[i][r]}" for i, r in rows]
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels[::-1], fontsize=8)
+    ax.set_xlim(0, span * 1.01)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlabel(f"time ({unit})" if unit else "time")
+    head = title or f"{sim.schedule}, {sim.microbatches} micro-batches per batch, {sim.batches} batches"
+    u = f" {unit}" if unit else ""
+    ax.set_title(f"{head}\nmakespan {sim.makespan * scale:.4g}{u}, bubble {100 * sim.bubble_fraction:.1f}%, "
+                 f"period {sim.period_per_sample * scale:.4g}{u}/sample "
+                 f"(model {sim.model_time_per_sample * scale:.4g})", fontsize=9)
+    from matplotlib.patches import Patch
+
+    legend = [Patch(facecolor=colour["F"], label="forward")]
+    if any(t.kind == "B" and t.duration > 0 for t in sim.tasks):
+        legend.append(Patch(facecolor=colour["B"], label="backward"))
+    if any(t.kind == "R" and t.duration > 0 for t in sim.tasks):
+        legend.append(Patch(facecolor=colour["R"], hatch="///", label="all-reduce"))
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()

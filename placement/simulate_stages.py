@@ -5,7 +5,8 @@ running its micro-batches under the plan's schedule, batch after batch, event by
 runs the micro-batches ``m`` with ``m mod d_i = r`` (round robin; ``d_i`` divides ``N``). Per micro-batch
 it is busy ``d_i * (compute + comm)`` of the evaluator's per-sample terms (the stage's whole compute,
 crossing tensors and sync terms: a replica does all of it for the micro-batches it takes), split into a
-forward task (``forward_fraction`` of it, a third by default) and a backward task (the rest). After its
+forward task (``forward_fraction`` of it, a third by default; all of it for inference) and a backward
+task (the rest). After its
 last backward of a batch, each replica joins the stage's parameter all-reduce: a collective that starts
 when every replica of the stage has reached it and lasts ``N * resync`` (the evaluator's per-sample
 resync, paid once per batch).
@@ -63,8 +64,8 @@ from graphs.parallel import (
     weight_versions,
 )
 
-__all__ = ["ReplicaReport", "StageSimulation", "ReplicatedSimulation", "simulate_plan", "stage_links",
-           "default_batches"]
+__all__ = ["ReplicaReport", "ReplicaTask", "StageSimulation", "ReplicatedSimulation", "simulate_plan",
+           "stage_links", "default_batches"]
 
 FLUSH = ("gpipe", "1f1b")
 
@@ -76,6 +77,20 @@ class ReplicaReport:
     busy_per_sample: float  # busy time in one batch / N
     peak_in_flight: int
     peak_memory: float  # bytes, the evaluator's formula at the simulated peak in flight
+
+
+@dataclass(frozen=True)
+class ReplicaTask:
+    """One task of a replica's action list as simulated: ``kind`` ``"F"`` (forward), ``"B"``
+    (backward) or ``"R"`` (the stage's parameter all-reduce of batch ``index``); ``index`` is the
+    micro-batch (numbered across batches) for ``F`` and ``B``."""
+
+    stage: int
+    replica: int
+    kind: str
+    index: int
+    start: float
+    duration: float
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,7 @@ class ReplicatedSimulation:
     model_time_per_sample: float  # the evaluator's objective
     stages: tuple[StageSimulation, ...]
     replicas: tuple[ReplicaReport, ...]
+    tasks: tuple[ReplicaTask, ...] = ()  # every replica's tasks in the order it runs them
 
     def summary(self) -> dict:
         return {
@@ -195,8 +211,8 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
         batches = default_batches(problem, plan, schedule)
     if batches < 2:
         raise InputError(f"simulate at least 2 batches, got {batches}")
-    if not 0 < forward_fraction < 1:
-        raise InputError(f"the forward fraction must lie strictly between 0 and 1, got {forward_fraction}")
+    if not 0 < forward_fraction <= 1:  # 1: inference, the forwards only
+        raise InputError(f"the forward fraction must lie in (0, 1], got {forward_fraction}")
     problem = problem.with_options(schedule=schedule)
     # a plan over memory under this schedule is still simulated (its stages say so); anything else
     # wrong with it is an error
@@ -283,8 +299,11 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     makespan = float(max(finish, default=0.0))
     bottleneck = max(s.busy_per_sample for s in stages)
     bubble = max(0.0, 1.0 - bottleneck / period) if period > 0 else 0.0
+    key_of = {v: k for k, v in node_of.items()}
+    tasks = tuple(ReplicaTask(i, r, key_of[v][1], key_of[v][2], start[v], dur[v])
+                  for (i, r), seq in zip(rep_index, seqs) for v in seq)
     return ReplicatedSimulation(schedule, N, batches, makespan, makespan / total, period, bottleneck, bubble,
-                                ev.objective, tuple(stages), tuple(replicas))
+                                ev.objective, tuple(stages), tuple(replicas), tasks)
 
 
 def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:

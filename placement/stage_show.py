@@ -1,10 +1,11 @@
 """``placement show`` of a replicated plan (a result JSON with ``stages``, written by ``placement place``
 on a Piper-format workload or an ONNX model): simulate it under its schedule and micro-batches
 (:mod:`placement.simulate_stages`) and print, per stage, the simulated busy time per sample and peak
-memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model).
+memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model), and draw the
+simulated schedule, one row per replica (:func:`placement.draw.stage_gantt_chart`).
 
     placement show result.json [--workload piper.json|model.onnx] [--schedule 1f1b|gpipe|pipedream|2bw]
-                   [--microbatches N] [--json]
+                   [--microbatches N] [--json] [--out-dir DIR] [--format png|svg] [--no-draw]
 
 An ONNX model's problem is rebuilt from the settings the result records
 (:func:`placement.onnx_stages.problem_for_result`).
@@ -113,6 +114,11 @@ def show(args) -> int:
     from .stages import read_stage_result
 
     data = read_stage_result(read_json(args.result))
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
+    if not args.no_draw:  # checked before any work
+        from .outputs import output_dir
+
+        output_dir(out_dir, "--out-dir")
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
     if onnx:
@@ -126,13 +132,33 @@ def show(args) -> int:
     from .stages import plan_from_dict
 
     plan = plan_from_dict(problem, data, source=args.result)
-    sim = simulate_plan(problem, plan)
+    # an ONNX model's inference plan runs forwards only (a Piper file is a training job)
+    forwards_only = onnx and data.get("training") is False
+    sim = simulate_plan(problem, plan, forward_fraction=1.0 if forwards_only else 1 / 3)
     if args.json:
         from .export import print_json
 
         print_json({"result": args.result, "time_unit": "s", "simulation": sim.summary()})
     else:
         print(format_simulation(sim, "ms" if onnx else "s"))
-    if not args.no_draw and not args.json:
-        print("note: no pictures are drawn for replicated plans", file=sys.stderr)
+    if args.no_draw:
+        return 0
+    from .draw import PlotsUnavailable, stage_gantt_chart
+    from .stages import stage_device_numbers
+
+    names = [k.name for k in problem.kinds for _ in range(k.count)]
+    index = [j for k in problem.kinds for j in range(k.count)]
+    devices = [[f"{names[n]}:{index[n]}" + (f"+{st.t - 1}" if st.t > 1 else "")
+                for n in list(numbers)[::st.t]]
+               for st, numbers in zip(plan, stage_device_numbers(problem, plan))]
+    stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
+    try:
+        path = stage_gantt_chart(sim, f"{stem}.gantt.{args.format}", devices=devices,
+                                 scale=1e3 if onnx else 1.0, unit="ms" if onnx else "s")
+    except PlotsUnavailable as e:
+        print(f"note: {e}; Gantt chart not drawn", file=sys.stderr)
+        return 0
+    if not args.json:
+        print(f"wrote {path}")
     return 0
+

@@ -37,8 +37,9 @@ max-load is the planned time per run of the example inputs.
 
 :func:`split_spec` gives the ``{fqn: SplitPoint.BEGINNING}`` dict of the snapped plan (one stage per
 used device, in pipeline order); :func:`layer_partition` the layer indices per stage of a sequential
-model (DeepSpeed ``PipelineModule``-style), with ``parts`` boundaries. The solvers do not replicate
-stages, so the spec carries no replication degrees.
+model (DeepSpeed ``PipelineModule``-style), with ``parts`` boundaries. With ``max_replicas`` the stage
+model may replicate a stage (``TorchPlacement.stage_replicas``); the spec carries the stage boundaries
+only.
 
 Needs torch (the ``[torch]`` extra). Nothing here prints; problems raise
 :class:`~graphs.errors.InputError`.
@@ -113,6 +114,8 @@ class TorchPlacement:
     batch_size: int
     children: tuple[str, ...] = ()  # the root's direct children in call order (sequential models)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: each stage's data-parallel replicas (a stage plan: ``max_replicas`` above 1); ``()``: one device each
+    stage_replicas: tuple[int, ...] = ()
 
     @property
     def num_stages(self) -> int:
@@ -296,12 +299,20 @@ def _split_points(modules: Sequence[str], allowed, real: set[str]) -> dict[int, 
 def place_module(module, example_args: Sequence, example_kwargs: Mapping | None = None, devices=None, *,
                  training: bool = False, costs: str | Mapping = "roofline", solver: str | None = None,
                  options=None, optimizer: str = "adam", split_points: Iterable[str] | str | None = None,
-                 strict: bool = False, backward_factor: float = 2.0) -> TorchPlacement:
+                 strict: bool = False, backward_factor: float = 2.0, max_replicas: int = 1,
+                 schedule: str | None = None, microbatches: int | None = None) -> TorchPlacement:
     """Export ``module`` on the example inputs, build and cost its operator graph, place it and snap the
     stages to module boundaries (see the module doc). ``devices``, ``costs`` (``"roofline"``, a JSON
     table's path or the table as a mapping), ``solver`` and ``options`` are those of
     :func:`placement.place_model`; ``split_points``: the module FQNs stages may begin at (default: every
-    submodule that can), or ``"children"``."""
+    submodule that can), or ``"children"``.
+
+    ``max_replicas`` above 1 (or ``None``: as many as the devices allow) solves the stage model: each
+    stage, still cut at split points, may run ``d`` data-parallel replicas (``stage_replicas``), with
+    memory by ``schedule`` (default ``1f1b``) over ``microbatches``; no tensor parallelism or
+    recomputation (``split_spec`` cannot express them). The default stays one device per stage:
+    ``pipeline()`` runs one device per stage, and replicas need a data-parallel group per stage around
+    it."""
     from graphs.coarsen import merge_by_key
     from graphs.costs import parse_cost_table
     from graphs.devices import DeviceSet, parse_devices
@@ -347,6 +358,10 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     points = _split_points(modules, allowed, real)
     n_fwd = len(modules)
     segment = np.cumsum([1 if i in points else 0 for i in range(n_fwd)])
+    if max_replicas != 1 or schedule is not None or microbatches is not None:
+        return _place_stages(g, graph, ds, modules, points, segment, children, source, solver=solver,
+                             options=options, max_replicas=max_replicas, schedule=schedule,
+                             microbatches=microbatches)
     unsnapped = place(graph, cluster, solver, options)
     keys = [int(s) for s in segment] + [None] * (graph.num_nodes - n_fwd)
     coarse = place(merge_by_key(graph, keys), cluster, solver, options)
@@ -373,6 +388,84 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
     return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
                           g.batch_size, children, tuple(notes))
+
+
+def _place_stages(g, graph, ds, modules, points, segment, children, source, *, solver, options, max_replicas,
+                  schedule, microbatches) -> TorchPlacement:
+    """:func:`place_module` in the stage model (replicas per stage; see its doc)."""
+    import dataclasses
+
+    from graphs.onnx_variants import onnx_parallel_problem
+    from graphs.parallel import Stage, evaluate_plan
+    from solvers.base import SolveOptions, Status
+    from solvers.registry import solve
+
+    from .stages import stage_devices
+
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise InputError(f"max_replicas must be a positive integer or None, got {max_replicas!r}")
+    options = options or SolveOptions()
+    cluster, n_fwd = ds.cluster(), len(modules)
+    batch = max(1, int(g.batch_size or 1))
+
+    def build(keys):
+        gr = dataclasses.replace(graph, meta={**graph.meta, "layer": keys})
+        return onnx_parallel_problem(g, gr, ds, microbatches=microbatches, schedule=schedule or "1f1b",
+                                     max_replicas=max_replicas, tensor_parallel=False, recompute=False,
+                                     granularity="layer")
+
+    def placement(problem, node_of, sol):
+        return Placement(graph, cluster, sol, None, options.objective, problem=problem, node_of=node_of,
+                         time_scale=1e3 * batch, settings={"granularity": "module boundaries"})
+
+    free, free_cls = build((None,) * n_fwd)
+    unsnapped = placement(free, free_cls, solve(free, solver=solver or "auto", options=options))
+    problem, cls = build(tuple(f"segment {int(s)}" for s in segment))
+    sol = solve(problem, solver=solver or "auto", options=options)
+    if sol.plan is None:
+        raise InputError(f"no placement cut at module boundaries: {sol.message or sol.status.value}",
+                         source=source)
+    plan = list(sol.plan)
+    stage_of_node = {u: i for i, st in enumerate(plan) for u in st.nodes}
+    order = np.array([stage_of_node[int(cls[i])] for i in range(n_fwd)], dtype=np.int64)
+    fwd, moved = in_execution_order(order, segment)
+    labels = list(dict.fromkeys(fwd.tolist()))  # the stages in execution order
+    notes = []
+    if moved or labels != sorted(labels):
+        # torch cuts in execution order: the stages in that order, each keeping its kind and degrees and
+        # taking the segments moved into it, re-evaluated (memory in flight depends on the position)
+        if moved:
+            notes.append("a stage's segments were not one run of the execution order; the later ones were "
+                         "moved to the latest stage before them")
+        else:
+            notes.append("the stages run in another order than the plan's (independent branches): the plan "
+                         "re-evaluated in execution order")
+        pg = problem.graph
+        variant = {(v.node, v.kind, v.t): j for j, v in enumerate(pg.variants) if v.name == "vanilla"}
+        stages = []
+        for k in labels:
+            ns = sorted({int(cls[i]) for i in range(n_fwd) if fwd[i] == k})
+            st = plan[k]
+            chosen = tuple(variant[(u, st.kind, st.t)] for u in ns)
+            stages.append(Stage(tuple(ns), st.kind, st.d, st.t, chosen))
+        plan = stages
+        ev = evaluate_plan(problem, plan)
+        if not ev.valid:
+            raise InputError(f"no placement cut at module boundaries in execution order: "
+                             f"{'; '.join(ev.problems[:3])}", source=source)
+        sol = dataclasses.replace(sol, plan=tuple(plan), evaluation=ev, objective=ev.objective,
+                                  status=Status.FEASIBLE, bound=None, gap=None)
+        fwd = np.array([labels.index(int(x)) for x in fwd], dtype=np.int64)
+    free_value = unsnapped.max_load
+    snap_note = (f"a plan cut at module boundaries ({len(points)} split points): its status is among those "
+                 f"plans; the free cut's time per run is {free_value:.6g} ({unsnapped.status.value})")
+    sol = dataclasses.replace(sol, message="; ".join(filter(None, [sol.message, snap_note])))
+    snapped = placement(problem, cls, sol)
+    starts = tuple(points[i] for i in range(1, n_fwd) if fwd[i] != fwd[i - 1])
+    return TorchPlacement(snapped, unsnapped, modules, points, starts,
+                          tuple(stage_devices(problem, plan)), tuple(int(x) for x in fwd), g.batch_size,
+                          children, tuple(notes), tuple(st.d for st in plan))
 
 
 def in_execution_order(a_fwd, segment) -> tuple[np.ndarray, bool]:

@@ -120,3 +120,63 @@ def test_show_finds_the_workload_beside_the_result_and_reports_mismatches(tmp_pa
     (tmp_path / "bad.json").write_text("{}")
     assert main(["show", "../bad.json"]) == 2
     assert "not a placement result" in capsys.readouterr().err
+
+
+def _stage_result(tmp_path, *extra) -> str:
+    import onnx
+
+    from graphs.transformer import transformer_model
+
+    path = str(tmp_path / "dec.onnx")
+    onnx.save(transformer_model(layers=2, hidden=64, decoder=True), path)
+    res = str(tmp_path / "r.json")
+    assert main(["place", path, "--devices", "t4:3", "--out", res, *extra]) == 0
+    return res
+
+
+def test_the_stage_simulation_lists_every_replica_task_in_a_schedule_that_holds(tmp_path, capsys):
+    """Each replica's tasks run one at a time, a forward after the same micro-batch's forward on the
+    stages feeding it, a backward after its forward; a stage's all-reduce starts on all its replicas
+    at once; busy time from the tasks equals the report's."""
+    from placement.onnx_stages import problem_for_result
+    from placement.simulate_stages import simulate_plan, stage_links
+    from placement.stages import plan_from_dict, read_stage_result
+
+    res = _stage_result(tmp_path, "--training")
+    data = json.loads(open(res).read())
+    problem = problem_for_result(read_stage_result(data), data["workload"], source=res)
+    plan = plan_from_dict(problem, data)
+    sim = simulate_plan(problem, plan)
+    by_replica = {}
+    for t in sim.tasks:
+        by_replica.setdefault((t.stage, t.replica), []).append(t)
+    assert set(by_replica) == {(i, r) for i, st in enumerate(plan) for r in range(st.d)}
+    done = {(t.stage, t.kind, t.index): t.start + t.duration for t in sim.tasks}
+    for (i, r), tasks in by_replica.items():
+        for a, b in zip(tasks, tasks[1:]):
+            assert b.start >= a.start + a.duration - 1e-12
+        assert sum(t.duration for t in tasks) / sim.batches / sim.microbatches == pytest.approx(
+            next(x.busy_per_sample for x in sim.replicas if (x.stage, x.replica) == (i, r)), rel=1e-9)
+    feeds = stage_links(problem, plan)
+    for t in sim.tasks:
+        if t.kind == "F":
+            assert all(t.start >= done[(a, "F", t.index)] - 1e-12 for a, b in feeds if b == t.stage)
+        elif t.kind == "B":
+            assert t.start >= done[(t.stage, "F", t.index)] - 1e-12
+    for i in range(len(plan)):
+        starts = {(t.index, t.start) for t in sim.tasks if t.stage == i and t.kind == "R"}
+        assert len(starts) == sim.batches  # one start per batch, shared by the replicas
+
+
+def test_show_draws_a_stage_plan(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    res = _stage_result(tmp_path)
+    capsys.readouterr()
+    assert main(["show", res, "--out-dir", "pics"]) == 0
+    assert "wrote " in capsys.readouterr().out
+    assert open(tmp_path / "pics" / "r.gantt.png", "rb").read()[:4] == b"\x89PNG"
+    assert main(["show", res, "--no-draw", "--out-dir", "nope"]) == 0 and not (tmp_path / "nope").exists()
+    (tmp_path / "afile").write_text("x")
+    assert main(["show", res, "--out-dir", "afile/pics"]) == 2
+    assert "--out-dir" in capsys.readouterr().err

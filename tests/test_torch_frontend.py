@@ -207,3 +207,49 @@ def test_bad_inputs_raise_input_errors():
         place_module(model, (torch.randn(2, 64),), costs="profile")
     with pytest.raises(InputError, match="torch.export failed"):
         place_module(model, (torch.randn(2, 3),))
+
+
+# --------------------------------------------------------------------------- stage plans (replicas)
+def test_replicas_serve_a_model_that_fits_one_device():
+    """Inference on two T4s: no plan beats the one-device time shared by both devices (both busy all
+    the time), and one stage of two replicas reaches it; one device per stage cannot (it pays the cut)."""
+    model = mlp_sequential()
+    x = torch.randn(32, 64)
+    alone = place_module(model, (x,), devices="t4:1").time_per_run
+    tp = place_module(model, (x,), devices="t4:2", max_replicas=None)
+    assert tp.placement.model == "stages" and tp.placement.status.value == "optimal"
+    assert tp.time_per_run == pytest.approx(alone / 2, rel=1e-12)
+    assert tp.stage_replicas == (2,) and tp.stage_devices == ("t4:0-1",) and split_spec(tp) == {}
+    one = place_module(model, (x,), devices="t4:2")
+    assert one.stage_replicas == () and one.time_per_run > tp.time_per_run
+
+
+def test_stage_plans_are_cut_at_module_boundaries_in_execution_order(gpt_plan):
+    from torch.distributed.pipelining import pipeline
+
+    _, one = gpt_plan
+    model = gpt(**GPT_KW)  # a fresh one: pipeline() has traced the fixture's already
+    x = tokens(BATCH)
+    tp = place_module(model, (x,), devices="t4:3", max_replicas=None)
+    p = tp.placement
+    assert p.status.value == "optimal" and tp.time_per_run <= one.time_per_run * (1 + 1e-12)
+    assert tp.unsnapped.max_load <= tp.time_per_run * (1 + 1e-12)  # a free cut is no worse
+    assert list(tp.stage_of_op) == sorted(tp.stage_of_op) and len(tp.stage_replicas) == tp.num_stages
+    assert sum(tp.stage_replicas) <= 3
+    for fqn in tp.stage_starts:
+        assert fqn in tp.split_points.values()
+    # every stage's operators are the plan's stage nodes, in pipeline order
+    for k, s in enumerate(p.stages):
+        ops = {i for i, st in enumerate(tp.stage_of_op) if st == k}
+        assert {int(p.node_of[i]) for i in ops} == set(s.stage.nodes)
+    pipe = pipeline(model, mb_args=(x[:2],), split_spec=split_spec(tp))
+    assert pipe.num_stages == tp.num_stages
+
+
+def test_stage_plan_options_are_checked():
+    model = mlp_sequential()
+    with pytest.raises(InputError, match="max_replicas must be a positive integer"):
+        place_module(model, (torch.randn(2, 64),), max_replicas=0)
+    tp = place_module(model, (torch.randn(8, 64),), devices="t4:2", schedule="gpipe", microbatches=4,
+                      training=True)
+    assert tp.placement.problem.schedule == "gpipe" and tp.placement.problem.microbatches == 4
