@@ -23,7 +23,7 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
-__all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
+__all__ = ["add_options", "handles", "serving", "handles_plan", "load_problem", "problem_for_result", "place",
            "evaluate"]
 
 
@@ -78,9 +78,24 @@ def handles(args) -> bool:
         return True
     if mr is None:
         return False
+    if serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
+        import copy
+
+        rest = copy.copy(args)
+        rest.latency_slo, rest.batch_size = None, None
+        flag = _one_device_per_stage_only(rest)
+        if flag is None:
+            return True
     raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
                      f"(max-load) and does not take it yet; without --max-replicas, or with "
                      f"--max-replicas 1, the one-device-per-stage placement solves it")
+
+
+def serving(args) -> bool:
+    """A batch-size sweep (``--batch-size auto`` or a list) or a latency target (``--latency-slo``)?
+    With ``--max-replicas`` above 1 the stage model takes them (:mod:`placement.serving_stages`)."""
+    return (getattr(args, "latency_slo", None) is not None
+            or isinstance(getattr(args, "batch_size", None), str))
 
 
 def handles_plan(args) -> bool:
@@ -204,6 +219,10 @@ def place(args, frontend: dict) -> int:
     of :data:`solvers.registry.STAGE_SOLVERS`)."""
     from .stages import _emit, no_plan, plan_summary, result_dict, solve_args
 
+    if serving(args):
+        from .serving_cli import run_place_stages
+
+        return run_place_stages(args, frontend)
     problem, graph_cls, settings = load_problem(args, frontend)
     r = solve_args(problem, args)
     if r.plan is None:
