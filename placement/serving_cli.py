@@ -368,8 +368,15 @@ def add_parser(sub) -> None:
     f.add_argument("--json", action="store_true", help="print the frontier JSON (instead of the points "
                    "and the table)")
     f.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="1 (the default): one device per stage; above 1 is refused for now (place "
-                   "--latency-slo and --batch-size take the stage model)")
+                   help="above 1: add the stage model's plans (replicas d <= D, tensor parallelism; the "
+                   "stage optimum is the throughput end), not proven frontier points (default: one "
+                   "device per stage only)")
+    f.add_argument("--microbatches", type=int, default=None, metavar="N",
+                   help="with --max-replicas: micro-batches per batch (default: the smallest power of two "
+                   ">= the devices)")
+    f.add_argument("--granularity", choices=("layer", "op"), default=None,
+                   help="with --max-replicas: one node per layer (default where the model's names give "
+                   "layers) or per operator")
 
     v = sub.add_parser("provision", help="cheapest devices for a throughput target",
                        description="The cheapest allocation of the available devices (prices per "
@@ -626,18 +633,28 @@ def _warnings_as_lines() -> None:
         log.addHandler(_Warnings())
 
 
-def _frontier_dict(fr, out: str | None) -> dict:
+def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
+    """The frontier file; ``model``: the ONNX model of a frontier with replicas (its stage plans' results
+    name it, and every point says which model its plan is in and what is proven of it)."""
     import os
 
     from .export import result_dict
+    from .serving_stages import StagePoint
 
     points = []
     stem = os.path.splitext(out)[0] if out else None
     for k, p in enumerate(fr.points):
-        plan = result_dict(p.placement)
+        stage = isinstance(p, StagePoint)
+        plan = stage_result(p, model) if stage else result_dict(p.placement)
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
-                       "latency_ms": p.latency_ms, "max_load": p.max_load, "proven": p.proven,
+                       "latency_ms": p.latency_ms, "max_load": p.max_load,
+                       # a stage plan proves at most its throughput (the stage optimum), never a
+                       # frontier point; a one-device-per-stage point is proven in that model only
+                       "proven": p.proven and model is None,
                        "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
+        if model is not None:
+            points[-1]["model"] = "stages" if stage else "one device per stage"
+            points[-1]["proof"] = _proof(p, True)
     return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
                           "max-load (ms); latency_ms and max_load are per batch",
@@ -671,20 +688,86 @@ def plot_frontier(fr, path: str) -> str:
     return path
 
 
-def _point_line(p) -> str:
+def _proof(p, stages: bool = False) -> str:
+    """What is proven of a frontier point: a stage plan's (placement.serving_stages) or a
+    one-device-per-stage plan's (optimal for both measures in that model; ``stages``: beside stage
+    plans, which that proof does not cover)."""
+    from .serving_stages import StagePoint
+
+    if isinstance(p, StagePoint):
+        return "throughput proven (stage optimum)" if p.proven else f"not proven ({p.how})"
+    if stages:
+        return "proven among one-device-per-stage plans" if p.proven else "not proven"
+    return "proven" if p.proven else "not proven"
+
+
+def _point_line(p, stages: bool = False) -> str:
     """One point as it is found (stdout, flushed)."""
+    from .serving_stages import StagePoint
+
+    what = ("stage plan, " if isinstance(p, StagePoint) else "one device per stage, ") if stages else ""
     return (f"found: batch {p.batch_size}: {p.samples_per_s:.6g} samples/s, latency {p.latency_ms:.6g} ms "
-            f"per batch, max-load {p.max_load:.6g} ms per batch, {'proven' if p.proven else 'not proven'}")
+            f"per batch, max-load {p.max_load:.6g} ms per batch, {what}{_proof(p, stages)}")
 
 
-def _frontier_table(fr) -> str:
-    rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]]
+def _point_mfu(p):
+    from .serving_stages import StagePoint
+
+    if isinstance(p, StagePoint):
+        return _stage_mfu(p)
+    return compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
+
+
+def _frontier_table(fr, stages: bool = False) -> str:
+    from .serving_stages import StagePoint
+
+    rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]
+            + (["plan"] if stages else [])]
     for k, p in enumerate(fr.points):
-        m = compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
+        m = _point_mfu(p)
+        plan = []
+        if stages:
+            plan = [", ".join(f"{p.problem.kinds[s.stage.kind].name}x{s.stage.d}"
+                              + (f" t{s.stage.t}" if s.stage.t > 1 else "") for s in p.evaluation.stages)
+                    if isinstance(p, StagePoint) else "one device per stage"]
         rows.append([str(k), str(p.batch_size), f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}",
-                     f"{p.max_load:.6g}", _pct(m.total) if m else "-", "yes" if p.proven else "no"])
+                     f"{p.max_load:.6g}", _pct(m.total) if m else "-",
+                     _proof(p, True) if stages else ("yes" if p.proven else "no")] + plan)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+    return "\n".join("  ".join(c.rjust(w) if i < 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     .rstrip() for r in rows)
+
+
+def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found) -> list:
+    """``frontier --max-replicas D``: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
+    stage optimum's samples/s improve by more than 1%), reported as found (placement.serving_stages)."""
+    import time
+
+    from . import serving_stages
+    from .serving import AUTO_MAX_BATCH
+
+    auto = sizes is None
+    todo = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)] if auto else list(sizes)
+    fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
+    out: list = []
+    paths: dict = {}
+    best = 0.0
+    for b in todo:
+        if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
+            break
+        problem, graph_cls, settings = serving_stages.stage_problem(
+            args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
+            granularity=args.granularity, paths=paths)
+        left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+        pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left)
+        for p in pts:
+            out.append(p)
+            found(p)
+        top = max((p.samples_per_s for p in pts), default=0.0)
+        if auto and (not pts or top <= best * (1 + 0.01)):
+            break
+        best = max(best, top)
+    return out
 
 
 def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
@@ -693,15 +776,18 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from .serving import FrontierSearch
 
     _need_onnx(args.model, "placement frontier")
-    if args.max_replicas is not None and args.max_replicas != 1:
+    for name in ("max_replicas", "microbatches"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            from graphs.errors import InputError
+
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    stages = args.max_replicas is not None and args.max_replicas > 1
+    if not stages and (args.microbatches is not None or args.granularity is not None):
         from graphs.errors import InputError
 
-        if args.max_replicas < 1:
-            raise InputError(f"--max-replicas must be a positive integer, got {args.max_replicas}")
-        raise InputError(f"--max-replicas {args.max_replicas}: the frontier of the stage model (replicas) is "
-                         f"not built yet; the frontier is the one-device-per-stage model's (--max-replicas 1 "
-                         f"or none), and place --latency-slo MS --max-replicas {args.max_replicas} gives the "
-                         f"stage model's best plan under one latency target")
+        flag = "--microbatches" if args.microbatches is not None else "--granularity"
+        raise InputError(f"{flag}: applies to the stage model; add --max-replicas D (D > 1)")
     sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
     plot_note = ""
     if args.plot:
@@ -714,7 +800,7 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
 
     def found(p) -> None:
         if not args.json:
-            print(_point_line(p), flush=True)
+            print(_point_line(p, stages), flush=True)
 
     search = FrontierSearch(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
                             device_files=args.device_files or (), max_points=args.max_points,
@@ -724,9 +810,16 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         print(f"frontier of {args.model} on {args.devices or 'a100:4,cpu:1'}, batch sizes "
               f"{args.batch_size or 1} (time limit for the whole command: {limit}); points as found:",
               flush=True)
-    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True)
+        if stages:
+            print(f"with replicas (--max-replicas {args.max_replicas}): the stage plans first (the stage "
+                  f"optimum is the throughput end), then the one-device-per-stage frontier", flush=True)
+    extra: list = []
+    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra)
     try:
-        search.run()
+        if stages:
+            extra.extend(_stage_frontier_points(args, sizes, deadline, ctrl_c, found))
+        if not ctrl_c.hit:
+            search.run()
     except KeyboardInterrupt:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
@@ -734,20 +827,29 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit)
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra)
 
 
-def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
-    """Write and print what ``search`` found (all of it, or so far when ``interrupted``)."""
-    import dataclasses
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=()) -> int:
+    """Write and print what ``search`` found (all of it, or so far when ``interrupted``), with the stage
+    plans ``extra`` (``--max-replicas``): then the frontier is the non-dominated points of both, and not
+    proven (no stage plan's latency is)."""
     import sys
 
     from .export import print_json, write_json
+    from .serving import Frontier, non_dominated
 
     fr = search.result()
+    stages = args.max_replicas is not None and args.max_replicas > 1
+    if stages:
+        extra = list(extra)
+        per_batch = {b: non_dominated(list(fr.per_batch.get(b, [])) + [p for p in extra if p.batch_size == b])
+                     for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
+        merged = non_dominated(list(fr.points) + extra)
+        fr = Frontier(tuple(merged), per_batch, False, fr.stopped)
     if interrupted:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
-    data = _frontier_dict(fr, args.out)
+    data = _frontier_dict(fr, args.out, args.model if stages else None)
     if args.out and fr.points:
         for pt in data["points"]:
             write_json(pt["plan_file"], pt["plan"])
@@ -759,9 +861,12 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
         print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
               + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
+        if stages:
+            print("(with replicas: stage plans and one-device-per-stage plans together; the stage optimum's "
+                  "throughput is proven, no point's latency is: not a proven frontier)")
         if fr.points:
             print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
-            print(_frontier_table(fr))
+            print(_frontier_table(fr, stages))
         if args.out and fr.points:
             first = data["points"][0]["plan_file"]
             print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")

@@ -11,7 +11,8 @@ whole model is a plan too.
   order; ``d`` does not shorten it, ``t`` does).
 * **Batch size** (:func:`sweep`): at each batch size the exact stage optimum (``--solver``, default
   ``auto``), as the one-device-per-stage sweep does (``auto``: 1, 2, 4, ... while samples/s improve by
-  more than 1%).
+  more than 1%, or until no plan fits). Memory per node is the one-device-per-stage sweep's: its
+  parameters plus its outputs at that batch size (:func:`with_outputs`).
 * **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
   the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
   that meet it, **not proven**: one stage holding the whole model on each kind and tensor-parallel
@@ -43,7 +44,7 @@ import numpy as np
 from graphs.errors import InputError
 from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
-__all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision",
+__all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
            "latency_lower_bound", "work_lower_bound"]
 
 _IMPROVES = 0.01  # as placement.serving: an auto sweep continues while samples/s grow by more than this
@@ -116,7 +117,23 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     fe = {k: v for k, v in frontend.items() if k != "batch_size"}
     fe["batch_size"] = batch_size
     fe["training"] = False
-    return load_problem(args, fe)
+    problem, graph_cls, settings = load_problem(args, fe)
+    return with_outputs(problem, graph_cls), graph_cls, settings
+
+
+def with_outputs(problem: ParallelProblem, graph_cls) -> ParallelProblem:
+    """``problem`` with every variant's memory ``B`` holding its node's outputs at the batch size too, as
+    the one-device-per-stage sweep counts them (:func:`placement.serving.batch_workload`: parameters +
+    outputs, a conservative working set: no tensor is freed while the stage runs; a tensor-parallel
+    split's outputs counted whole), so that memory grows with the batch and ends an auto sweep."""
+    graph, cls = graph_cls
+    out = np.asarray(graph.meta.get("output_bytes") or (), np.float64)
+    if out.size != cls.size:
+        return problem
+    node_out = np.bincount(cls, weights=out, minlength=problem.graph.num_nodes)
+    g = problem.graph
+    variants = tuple(dataclasses.replace(v, b=v.b + float(node_out[v.node])) for v in g.variants)
+    return problem.with_options(graph=dataclasses.replace(g, variants=variants))
 
 
 def with_counts(problem: ParallelProblem, counts) -> ParallelProblem:
@@ -233,6 +250,40 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
            f"misses it; the best of one-stage plans and stage optima with d capped ({how})")
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
             "time": time.perf_counter() - t0, "bound": None, "message": msg, **optimum}, optimum
+
+
+def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
+                    time_limit: float | None = None) -> list[StagePoint]:
+    """Stage plans for a frontier at one batch size, none of them proven a frontier point: the stage
+    optimum (its throughput proven when the solver is exact: the frontier's throughput end; its latency
+    is not proven the least at that throughput), the optima with ``d`` capped at each smaller allowed
+    degree, and one stage holding the whole model on each kind and tensor-parallel degree (most
+    replicas). The caller keeps the non-dominated ones."""
+    from solvers.base import Status
+
+    from .stages import solve_args
+
+    a = SimpleNamespace(**vars(args))
+    a.time_limit = time_limit
+    a.solver = getattr(args, "solver", None)
+    out: list[StagePoint] = []
+    degrees = problem.replica_degrees()
+    for d in reversed(degrees):
+        r = solve_args(problem.with_options(max_replicas=d), a)
+        if r.plan is None:
+            continue
+        top = d == degrees[-1]
+        how = "stage optimum" if top else f"stage optimum with d <= {d}"
+        exact = r.status is Status.OPTIMAL
+        out.append(StagePoint(batch_size, problem, r.evaluation, str(r.status) if top else "feasible",
+                              r.solver, top and exact, how, r.time, r.bound if top else None,
+                              r.message or "", graph_cls, settings))
+    for plan in _one_stage_plans(problem):
+        e = evaluate_plan(problem, plan)
+        if e.valid:
+            out.append(StagePoint(batch_size, problem, e, "feasible", "data-parallel", False, "one stage",
+                                  None, None, "", graph_cls, settings))
+    return out
 
 
 def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
