@@ -33,7 +33,7 @@ def _sweep(path: str, devices: str, replicas: int) -> dict:
                 "--json"])
     sv = doc["serving"]
     rows = [r for r in sv["batch_sizes"] if r["samples_per_s"] is not None]
-    best = max(rows, key=lambda r: r["samples_per_s"])
+    best = next(r for r in rows if r["batch_size"] == sv["best_batch_size"])  # the sweep's own choice
     return {"best_batch": best["batch_size"], "best_samples_per_s": best["samples_per_s"],
             "batch1_samples_per_s": rows[0]["samples_per_s"] if rows[0]["batch_size"] == 1 else None,
             "best_status": best["status"], "stopped": sv["stopped"], "seconds": time.perf_counter() - t0,

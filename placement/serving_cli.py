@@ -11,7 +11,9 @@ __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%" if x >= 0.001 else f"{100 * x:.3g}%"
+    from graphs.mfu import pct  # numpy stays out of `placement --help`
+
+    return pct(x)
 
 
 def compute_utilisation(graph, cluster, assignment, period_ms=None):
@@ -82,7 +84,8 @@ def add_place_options(p) -> None:
     """``place`` options of this module."""
     p.add_argument("--latency-slo", type=float, default=None, metavar="MS",
                    help="maximise throughput with the latency of one batch at most MS (ms), across "
-                        "placements and batch sizes (ONNX models)")
+                        "placements and batch sizes (ONNX models; with --max-replicas D > 1 on the stage "
+                        "model, docs/serving.md)")
 
 
 def wants_serving(args) -> bool:
@@ -1116,6 +1119,10 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
     b, _, pv = results[0]
     low = pv.lowest_latency
     what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
+    if args.max_replicas not in (None, 1) and not stopped and not all(r[2].proven for r in results):
+        return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
+                f"of {ds} (not proven: under a latency target the stage model is searched over a family of "
+                f"plans, placement/serving_stages.py)")
     if low is None or low.assignment is None:
         return f"error: infeasible: {what}" + (f" (not proven: {stopped})" if stopped else "")
     if low.status.value == "optimal":

@@ -257,6 +257,16 @@ def test_provision_with_replicas_is_the_cheapest_by_place_on_each_allocation(cnn
         assert sec["model"] == "stages" and sec["proven"]
         assert sec["price_per_hour"] == pytest.approx(min(price[c] for c in ok))
         assert "proven cheapest" in cap.out and data["model"] == "stages"
+        # a latency target every plan meets changes nothing
+        assert main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                     "--target-throughput", repr(target), "--max-replicas", "4", "--microbatches", "4",
+                     "--latency-slo", "1e6", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["provision"]["price_per_hour"] == sec["price_per_hour"]
+    # a latency target below every plan's: one error line, exit 1
+    assert main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                 "--target-throughput", "1", "--max-replicas", "4", "--latency-slo", "1e-9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:") and "latency target" in err[0], err
 
 
 def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):
@@ -265,7 +275,8 @@ def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):
     prices = tmp_path / "p.toml"
     prices.write_text("[prices]\na100 = 3.0\n")
     cases = [
-        (["frontier", cnn, "--devices", "a100:2", "--max-replicas", "2"], "--max-replicas 2"),
+        (["frontier", cnn, "--devices", "a100:2", "--microbatches", "2"], "--microbatches"),
+        (["frontier", cnn, "--devices", "a100:2", "--granularity", "op"], "--granularity"),
         (["frontier", cnn, "--devices", "a100:2", "--max-replicas", "0"], "--max-replicas"),
         (["provision", cnn, "--available", "a100:2", "--prices", str(prices), "--target-throughput", "10",
           "--microbatches", "2"], "--microbatches"),
