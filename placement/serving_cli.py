@@ -698,7 +698,7 @@ def _proof(p, stages: bool = False) -> str:
     from .serving_stages import StagePoint
 
     if isinstance(p, StagePoint):
-        return "throughput proven (stage optimum)" if p.proven else f"not proven ({p.how})"
+        return f"throughput proven ({p.how})" if p.proven else f"not proven ({p.how})"
     if stages:
         return "proven among one-device-per-stage plans" if p.proven else "not proven"
     return "proven" if p.proven else "not proven"

@@ -246,6 +246,13 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
                       "message": "no plan found meets the latency target (not proven: the throughput "
                                  "optimum misses it, and so does every plan tried)"}
     e, how, name = min(meets, key=lambda c: (c[0].objective, c[0].latency))
+    if exact and e.objective <= ev.objective * (1 + 1e-9):
+        # as fast as the proven optimum: no plan serves more, under the target or not
+        how += ", as fast as the stage optimum"
+        msg = (f"the throughput optimum's own plan misses the target, this one ({how}) serves as much and "
+               f"meets it: proven")
+        return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
+                "time": time.perf_counter() - t0, "bound": ev.objective, "message": msg, **optimum}, optimum
     msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s) "
            f"misses it; the best of one-stage plans and stage optima with d capped ({how})")
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
@@ -268,21 +275,27 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
     a.solver = getattr(args, "solver", None)
     out: list[StagePoint] = []
     degrees = problem.replica_degrees()
+    best = None  # the stage optimum's time per sample, when proven
     for d in reversed(degrees):
         r = solve_args(problem.with_options(max_replicas=d), a)
         if r.plan is None:
             continue
         top = d == degrees[-1]
         how = "stage optimum" if top else f"stage optimum with d <= {d}"
-        exact = r.status is Status.OPTIMAL
-        out.append(StagePoint(batch_size, problem, r.evaluation, str(r.status) if top else "feasible",
-                              r.solver, top and exact, how, r.time, r.bound if top else None,
+        if top and r.status is Status.OPTIMAL:
+            best = r.evaluation.objective
+        # a capped optimum as fast as the proven optimum has its throughput proven too
+        proven = best is not None and r.evaluation.objective <= best * (1 + 1e-9)
+        out.append(StagePoint(batch_size, problem, r.evaluation, "optimal" if proven else "feasible",
+                              r.solver, proven, how, r.time, best if proven else None,
                               r.message or "", graph_cls, settings))
     for plan in _one_stage_plans(problem):
         e = evaluate_plan(problem, plan)
         if e.valid:
-            out.append(StagePoint(batch_size, problem, e, "feasible", "data-parallel", False, "one stage",
-                                  None, None, "", graph_cls, settings))
+            proven = best is not None and e.objective <= best * (1 + 1e-9)
+            out.append(StagePoint(batch_size, problem, e, "optimal" if proven else "feasible",
+                                  "data-parallel", proven, "one stage", None, best if proven else None, "",
+                                  graph_cls, settings))
     return out
 
 

@@ -333,11 +333,12 @@ def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn,
                  "--time-limit", "30", "--max-points", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "stage plan, throughput proven (stage optimum)" in text and "not a proven frontier" in text
+    # a plan as fast as the proven optimum has its throughput proven too, however it was found
     fr = json.loads(out.read_text())
     assert fr["proven"] is False and fr["points"]
     top = fr["points"][0]
     assert top["samples_per_s"] == pytest.approx(sps, rel=1e-9) and top["model"] == "stages"
-    assert top["proof"] == "throughput proven (stage optimum)" and top["proven"] is False
+    assert top["proof"].startswith("throughput proven (") and top["proven"] is False
     pts = [(p["samples_per_s"], p["latency_ms"]) for p in fr["points"]]
     assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(pts, pts[1:]))  # non-dominated, in order
     for p in fr["points"]:
