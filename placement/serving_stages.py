@@ -16,7 +16,8 @@ whole model is a plan too.
 * **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
   the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
   that meet it, **not proven**: one stage holding the whole model on each kind and tensor-parallel
-  degree with the most replicas that fit, and the stage optima with ``d`` capped at each allowed degree.
+  degree with the most replicas that fit, and the stage optima with ``d`` capped at each allowed degree
+  (its bound: the optimum without the target; one as fast as that optimum is proven after all).
   A target below a lower bound on every plan's latency (each node's fastest variant on an available
   kind, no communication) is proven unreachable.
 * **Provision** (:func:`provision`): allocations (devices per kind, at most the available) cheapest
@@ -253,10 +254,13 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
                f"meets it: proven")
         return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
                 "time": time.perf_counter() - t0, "bound": ev.objective, "message": msg, **optimum}, optimum
-    msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s) "
-           f"misses it; the best of one-stage plans and stage optima with d capped ({how})")
+    msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s"
+           f"{', proven' if exact else ''}) misses it; the best of one-stage plans and stage optima with d "
+           f"capped ({how})")
+    # the optimum without the target bounds the time per sample under it (when proven)
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
-            "time": time.perf_counter() - t0, "bound": None, "message": msg, **optimum}, optimum
+            "time": time.perf_counter() - t0, "bound": ev.objective if exact else None, "message": msg,
+            **optimum}, optimum
 
 
 def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,

@@ -103,6 +103,8 @@ def test_best_plan_and_latency_bound_against_every_plan(seed):
             assert under and got.objective >= min(under) * (1 - 1e-9)
             if ans["proven"]:
                 assert got.objective == pytest.approx(min(under), rel=1e-9)
+            if ans["bound"] is not None:  # the optimum without the target: at most every plan's
+                assert ans["bound"] <= min(under) * (1 + 1e-9)
 
 
 def _brute_cheapest(p, prices, target, latency=None):
@@ -352,3 +354,22 @@ def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn,
             assert main(["evaluate", cnn, p["plan_file"], "--json"]) == 0
             again = json.loads(capsys.readouterr().out)
             assert again["objective"] == pytest.approx(plan["objective"], rel=1e-9)
+
+
+def test_auto_sweep_under_a_latency_target_stops_at_the_first_batch_none_meets(cnn, capsys):
+    from placement.cli import main
+
+    lat = {}
+    for b in (1, 2):
+        _, doc = _one_batch(main, capsys, cnn, "a100:2", b)
+        lat[b] = doc["latency_s"] * 1e3 * b if "latency_s" in doc else \
+            sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"]) * 1e3 * b
+    assert lat[2] > lat[1]
+    slo = (lat[1] + lat[2]) / 2
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "auto", "--max-replicas", "2",
+                 "--microbatches", "2", "--latency-slo", repr(slo), "--json"]) == 0
+    sv = json.loads(capsys.readouterr().out)["serving"]
+    rows = sv["batch_sizes"]
+    assert rows[0]["batch_size"] == 1 and rows[0]["latency_ms"] <= slo
+    assert all(r["latency_ms"] is None or r["latency_ms"] <= slo * (1 + 1e-9) for r in rows)
+    assert rows[-1]["samples_per_s"] is None and sv["stopped"].startswith(f"batch {rows[-1]['batch_size']}")
