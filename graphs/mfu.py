@@ -211,3 +211,8 @@ def _utilisation(graph: OpGraph, cluster: Cluster, share, period_ms: float) -> P
     achieved = total_flops / period_s if ok else 0.0
     return PlanMFU(tuple(out), float(period_ms), total_flops, achieved, total_peak,
                    achieved / total_peak if total_peak > 0 else 0.0, n_capped)
+
+
+def pct(x: float) -> str:
+    """A utilisation as printed: ``12.34%``, three significant digits below 0.1%."""
+    return f"{100 * x:.2f}%" if x >= 0.001 else f"{100 * x:.3g}%"

@@ -321,7 +321,9 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
                     trainable[t.name] = t
     return OnnxGraph(
         ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64),
-        inputs=inputs, outputs=outputs, batch_size=batch_size or 1, dims=dimmap, opset=opset,
+        # a batch fixed in the file is that batch: ``batch_size`` was ignored, so a run is one sample
+        inputs=inputs, outputs=outputs, batch_size=(batch_size or 1) if fixed else 1, dims=dimmap,
+        opset=opset,
         source=source, warnings=tuple(warnings),
         parameters=sum(t.elements or 0 for t in counted.values()),
         parameter_bytes=sum(t.nbytes or 0 for t in counted.values()),

@@ -45,6 +45,20 @@ every node in exactly one stage, ``sum t*d`` of the stages of a kind <= that kin
 ``sum d <= N``, ``d`` divides ``N``, ``d <= max_replicas``, memory per device <= the kind's memory.
 The objective is the largest stage TPS.
 
+**Latency** (one sample end to end, no pipelining; what a latency target bounds): a micro-batch visits
+the stages in pipeline order and one replica of each takes it whole, so
+
+    latency_S = sum_v time_v + comm        (not divided by d; no resync: once per batch, off its path)
+    latency   = sum over the stages of latency_S
+
+in seconds per sample like the TPS (a micro-batch of ``b`` samples takes ``b * latency``). Replicas
+(``d``) add throughput, never speed; tensor parallelism (``t``) shortens a stage through its variants'
+times, and pays its sync terms. With ``d = t = 1`` and one accelerator per stage this is the latency
+model of :mod:`graphs.latency` for a pipeline whose stages run one after another (each crossing tensor
+paid by the stage it leaves and by the one it enters, as there); where two stages could run side by
+side (branches of the graph) or a host stage's nodes on separate cores, it counts them one after
+another, so there it is larger than that model's value for the same placement (conservative).
+
 With ``d = t = 1``, ``a = w = params = 0`` and one variant per node and kind this is exactly the
 throughput model of :mod:`graphs.evaluate` on the contracted graph (:func:`from_opgraph`).
 
@@ -307,13 +321,23 @@ class StageEvaluation:
     memory: float  # peak per device
     capacity: float
     devices: int
+    #: one sample's time through this stage on one replica (seconds per sample): its variants' time plus
+    #: its crossing tensors and sync terms, not divided by ``d`` (a replica takes a micro-batch alone) and
+    #: without the resync (once per batch, off a sample's path); ``t`` helps through the variants' time
+    latency: float = 0.0
 
 
 @dataclass(frozen=True)
 class PlanEvaluation:
+    """``objective``: the time per sample (the largest stage's). ``latency``: one sample's time end to
+    end (seconds per sample, the unit of ``objective``): the sum over the stages, in pipeline order, of
+    :attr:`StageEvaluation.latency`; a micro-batch of ``b`` samples takes ``b * latency`` seconds
+    (``inf`` when the plan cannot be scored)."""
+
     objective: float
     stages: tuple[StageEvaluation, ...]
     problems: tuple[str, ...]
+    latency: float = math.inf
 
     @property
     def valid(self) -> bool:
@@ -419,9 +443,9 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvalua
             problems.append(f"stage {i} needs {peak:.6g} bytes per {kind.name} device "
                             f"({y} micro-batches in flight) but a {kind.name} holds {cap:.6g}")
         out.append(StageEvaluation(st, tps, time / st.d, comm / st.d, resync, y, weights, stash, peak, cap,
-                                   devices))
+                                   devices, time + comm))
     objective = max((s.time_per_sample for s in out), default=0.0)
-    return PlanEvaluation(objective, tuple(out), tuple(problems))
+    return PlanEvaluation(objective, tuple(out), tuple(problems), float(sum(s.latency for s in out)))
 
 
 # ------------------------------------------------------------ from the one-device-per-stage model

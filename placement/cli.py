@@ -398,6 +398,10 @@ def _cmd_place(args) -> int:
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):
+        if _onnx_stages().serving(args):  # a sweep or a latency target on the stage model
+            from .serving_cli import run_place_stages
+
+            return run_place_stages(args, _frontend(args, sweep=True))
         return _onnx_stages().place(args, _frontend(args))
     _stages().refuse_options(args)  # --device-memory etc. would be silently ignored here
     _refuse_stage_options(args)

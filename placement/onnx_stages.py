@@ -7,7 +7,9 @@ such a plan.
                     [--microbatches N] [--max-replicas D] [--granularity layer|op] [--device-memory BYTES]
 
 ``--max-replicas 1``, a solver without a stage form, or an option only the one-device-per-stage
-placement solves (:func:`_one_device_per_stage_only`) keeps that placement and its output. The result
+placement solves (:func:`_one_device_per_stage_only`) keeps that placement and its output. A batch-size
+sweep or ``--latency-slo`` with ``--max-replicas`` above 1 runs on the stage model
+(:mod:`placement.serving_stages`; without ``--max-replicas``: one device per stage, as before). The result
 is the stage plan of :mod:`placement.stages` (schema version 2: ``stages`` with ``nodes`` — layer
 keys, or operator names at ``--granularity op`` —, degrees, ``TMPCids``, memory and in-flight
 micro-batches), plus each stage's ``operators`` (forward and backward) and, in its ``problem`` section,
@@ -23,7 +25,7 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
-__all__ = ["add_options", "handles", "handles_plan", "load_problem", "problem_for_result", "place",
+__all__ = ["add_options", "handles", "serving", "handles_plan", "load_problem", "problem_for_result", "place",
            "evaluate", "stage_result"]
 
 
@@ -70,7 +72,8 @@ def handles(args) -> bool:
     (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
     placement, as does an option only that placement solves so far (see
     :func:`_one_device_per_stage_only`); that option together with ``--max-replicas`` above 1 is an
-    :class:`InputError` naming it."""
+    :class:`InputError` naming it, except a batch-size sweep and ``--latency-slo`` (:func:`serving`),
+    which the stage model takes then (:mod:`placement.serving_stages`)."""
     mr = getattr(args, "max_replicas", None)
     if not _is_onnx(args.workload) or mr == 1 or not _stage_solver(getattr(args, "solver", None)):
         return False
@@ -79,9 +82,24 @@ def handles(args) -> bool:
         return True
     if mr is None:
         return False
+    if serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
+        import copy
+
+        rest = copy.copy(args)
+        rest.latency_slo, rest.batch_size = None, None
+        flag = _one_device_per_stage_only(rest)
+        if flag is None:
+            return True
     raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
                      f"(max-load) and does not take it yet; without --max-replicas, or with "
                      f"--max-replicas 1, the one-device-per-stage placement solves it")
+
+
+def serving(args) -> bool:
+    """A batch-size sweep (``--batch-size auto`` or a list) or a latency target (``--latency-slo``)?
+    With ``--max-replicas`` above 1 the stage model takes them (:mod:`placement.serving_stages`)."""
+    return (getattr(args, "latency_slo", None) is not None
+            or isinstance(getattr(args, "batch_size", None), str))
 
 
 def handles_plan(args) -> bool:
@@ -281,6 +299,11 @@ def place(args, frontend: dict) -> int:
 
     from .stages import _emit, no_plan, plan_summary, solve_args
 
+    if serving(args):
+        # one batch size here; the command line sends a sweep or a latency target to
+        # placement.serving_cli.run_place_stages, never dropped
+        raise InputError("--batch-size auto/LIST and --latency-slo: placement.serving_cli.run_place_stages "
+                         "takes them on the stage model")
     problem, (graph, cls), settings, finer = _load(args, frontend)
 
     def solve_one(pr, time_limit):
@@ -322,7 +345,8 @@ def _mfu_line(problem: ParallelProblem, ev, mfu) -> str:
     """The MFU line under the stage table: the plan's total and each stage's (its devices alike)."""
     if mfu is None:
         return ""
-    from .serving_cli import _pct
+    from graphs.mfu import pct as _pct
+
     from .stages import stage_device_numbers, stage_devices
 
     plan = [s.stage for s in ev.stages]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
@@ -10,7 +11,9 @@ __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%" if x >= 0.001 else f"{100 * x:.3g}%"
+    from graphs.mfu import pct  # numpy stays out of `placement --help`
+
+    return pct(x)
 
 
 def compute_utilisation(graph, cluster, assignment, period_ms=None):
@@ -81,7 +84,8 @@ def add_place_options(p) -> None:
     """``place`` options of this module."""
     p.add_argument("--latency-slo", type=float, default=None, metavar="MS",
                    help="maximise throughput with the latency of one batch at most MS (ms), across "
-                        "placements and batch sizes (ONNX models)")
+                        "placements and batch sizes (ONNX models; with --max-replicas D > 1 on the stage "
+                        "model, docs/serving.md)")
 
 
 def wants_serving(args) -> bool:
@@ -210,6 +214,137 @@ def run_place(args, frontend: dict) -> int:
     return 0
 
 
+def _as_result(pt):
+    """A :class:`~placement.serving_stages.StagePoint` as the summary's solution (status, bound, time)."""
+    from types import SimpleNamespace
+
+    from solvers.base import Status
+
+    v = pt.evaluation.objective
+    gap = None if pt.bound is None or not v or not math.isfinite(pt.bound) else max(0.0, (v - pt.bound) / v)
+    return SimpleNamespace(status=Status(pt.status), solver=pt.solver, bound=pt.bound, gap=gap,
+                           time=pt.time or 0.0, message=pt.message or "", stats={})
+
+
+def _stage_mfu(pt):
+    from .onnx_stages import _utilisation
+
+    if pt.graph_cls is None or not pt.evaluation.valid:
+        return None
+    return _utilisation(pt.problem, pt.evaluation, pt.graph_cls, pt.settings or {"batch_size": pt.batch_size})
+
+
+def _stage_sweep_rows(sw) -> str:
+    rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
+    for b, pt, why in sw.points:
+        if pt is None:
+            rows.append([str(b), "-", "-", "-", "-", "-", why])
+            continue
+        m = _stage_mfu(pt)
+        note = ("<- best; " if sw.best is pt else "") + pt.how + ("" if pt.proven else " (not proven)")
+        rows.append([str(b), f"{pt.samples_per_s:.6g}", f"{pt.latency_ms:.6g}", f"{pt.max_load:.6g}",
+                     pt.status, _pct(m.total) if m else "-", note])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if 0 < i < 6 else c.ljust(w) for i, (c, w) in
+                               enumerate(zip(r, widths))).rstrip() for r in rows)
+
+
+def stage_result(pt, workload: str) -> dict:
+    """The result file of a stage plan found by a serving command (:func:`placement.stages.result_dict`
+    with each stage's operators and the front-end settings)."""
+    from .onnx_stages import _with_operators
+    from .stages import result_dict
+
+    data = result_dict(pt.problem, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
+                       message=pt.message, workload=workload, bound=pt.bound)
+    if pt.graph_cls is not None:
+        data = _with_operators(data, pt.problem, pt.graph_cls, pt.settings or {})
+    data["latency_s"] = pt.evaluation.latency if math.isfinite(pt.evaluation.latency) else None
+    m = _stage_mfu(pt)
+    data["compute_utilisation"] = None if m is None else m.as_dict()
+    return data
+
+
+def run_place_stages(args, frontend: dict) -> int:
+    """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo`` on the stage model
+    (``--max-replicas`` above 1; :mod:`placement.serving_stages`): sweep, print, write."""
+    import sys
+
+    from graphs.errors import InputError
+
+    from . import serving_stages
+    from .export import print_json, write_json
+    from .onnx_stages import _mfu_line
+    from .stages import format_plan, plan_summary
+
+    _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
+    serving_stages.check_stage_args(args, "--batch-size auto/LIST and --latency-slo")
+    slo = args.latency_slo
+    if slo is not None and not (slo > 0 and math.isfinite(slo)):
+        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo}")
+    sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
+    sw = serving_stages.sweep(args.workload, frontend, sizes, args, latency_slo=slo)
+    if sw.best is not None:
+        data = stage_result(sw.best, args.workload)
+    else:
+        data = {"schema": "placement-result", "version": 2, "model": "stages", "status": "infeasible",
+                "stages": [], "devices": []}
+
+    def num(x):
+        return x if x is not None and math.isfinite(x) else None
+
+    data["serving"] = {
+        "model": "stages", "max_replicas": args.max_replicas, "latency_slo_ms": slo, "stopped": sw.stopped,
+        "lowest_latency_ms": num(sw.lowest_latency), "lowest_latency_proven": sw.lowest_proven,
+        "best_batch_size": sw.best.batch_size if sw.best else None,
+        "definition": "samples/s = 1 / time per sample; max_load and latency_ms are per batch: latency = "
+                      "one batch end to end on one replica of each stage (graphs.parallel.evaluate_plan)",
+        "batch_sizes": [{"batch_size": b, "samples_per_s": num(pt.samples_per_s) if pt else None,
+                         "latency_ms": num(pt.latency_ms) if pt else None,
+                         "max_load": num(pt.max_load) if pt else None,
+                         "status": pt.status if pt else None, "proven": pt.proven if pt else None,
+                         "how": pt.how if pt else None, "note": why} for b, pt, why in sw.points],
+    }
+    if args.out:
+        write_json(args.out, data)
+    if args.json:
+        print_json(data)
+    else:
+        what = f", latency <= {slo:g} ms" if slo is not None else ""
+        print(f"batch sizes on the stage model (--max-replicas {args.max_replicas}){what} (samples/s = 1 / "
+              f"time per sample; latency = one batch end to end, one replica of each stage)")
+        print(_stage_sweep_rows(sw))
+        if sw.stopped:
+            print(f"stopped: {sw.stopped}")
+    if sw.best is None:
+        if slo is not None:
+            low = ""
+            if sw.lowest_latency is not None:
+                low = (f"; the lowest latency achievable is at least {sw.lowest_latency:.6g} ms (batch "
+                       f"{sw.points[0][0]})")
+            proof = "" if sw.lowest_proven else " found (not proven: no plan tried meets it)"
+            print(f"error: {'infeasible: ' if sw.lowest_proven else ''}no plan{proof} meets the latency "
+                  f"target of {slo:g} ms at any batch size tried{low}", file=sys.stderr)
+        else:
+            print("error: no batch size has a plan", file=sys.stderr)
+        return 1
+    if not args.json:
+        p = sw.best
+        first = next((pt for b, pt, _ in sw.points if pt is not None), None)
+        gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
+                f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
+        print(f"\nbest batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
+              f"{p.latency_ms:.6g} ms per batch; "
+              + ("proven best" if p.proven else "NOT proven best") + f" ({p.how})\n")
+        print(format_plan(p.problem, p.evaluation, "ms") + "\n")
+        extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
+        print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
+              + _mfu_line(p.problem, p.evaluation, _stage_mfu(p)))
+        if args.out:
+            print(f"result written to {args.out}")
+    return 0
+
+
 # ---------------------------------------------------------------- frontier
 DEFAULT_TIME_LIMIT = 60.0  # seconds for the whole frontier / provision command
 _PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
@@ -235,6 +370,16 @@ def add_parser(sub) -> None:
                    f"formats {', '.join(_PLOT_FORMATS)}; default: no drawing)")
     f.add_argument("--json", action="store_true", help="print the frontier JSON (instead of the points "
                    "and the table)")
+    f.add_argument("--max-replicas", type=int, default=None, metavar="D",
+                   help="above 1: add the stage model's plans (replicas d <= D, tensor parallelism; the "
+                   "stage optimum is the throughput end), not proven frontier points (default: one "
+                   "device per stage only)")
+    f.add_argument("--microbatches", type=int, default=None, metavar="N",
+                   help="with --max-replicas: micro-batches per batch (default: the smallest power of two "
+                   ">= the devices)")
+    f.add_argument("--granularity", choices=("layer", "op"), default=None,
+                   help="with --max-replicas: one node per layer (default where the model's names give "
+                   "layers) or per operator")
 
     v = sub.add_parser("provision", help="cheapest devices for a throughput target",
                        description="The cheapest allocation of the available devices (prices per "
@@ -255,6 +400,16 @@ def add_parser(sub) -> None:
                    help="write an example prices file (made-up figures) and exit")
     v.add_argument("--max-solves", type=int, default=200, metavar="K",
                    help="with --latency-slo: integer programs solved at most (default 200)")
+    v.add_argument("--max-replicas", type=int, default=None, metavar="D",
+                   help="above 1: plans of the stage model (replicas d <= D, tensor parallelism, a "
+                   "replica of the whole model too), allocations tried cheapest first with the exact "
+                   "stage DP (default: one device per stage, every allocation from one DP run)")
+    v.add_argument("--granularity", choices=("layer", "op"), default=None,
+                   help="with --max-replicas: one node per layer (default where the model's names give "
+                   "layers) or per operator")
+    v.add_argument("--microbatches", type=int, default=None, metavar="N",
+                   help="with --max-replicas: micro-batches per batch (default: the smallest power of two "
+                   ">= the available devices); d divides it")
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")
@@ -481,18 +636,28 @@ def _warnings_as_lines() -> None:
         log.addHandler(_Warnings())
 
 
-def _frontier_dict(fr, out: str | None) -> dict:
+def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
+    """The frontier file; ``model``: the ONNX model of a frontier with replicas (its stage plans' results
+    name it, and every point says which model its plan is in and what is proven of it)."""
     import os
 
     from .export import result_dict
+    from .serving_stages import StagePoint
 
     points = []
     stem = os.path.splitext(out)[0] if out else None
     for k, p in enumerate(fr.points):
-        plan = result_dict(p.placement)
+        stage = isinstance(p, StagePoint)
+        plan = stage_result(p, model) if stage else result_dict(p.placement)
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
-                       "latency_ms": p.latency_ms, "max_load": p.max_load, "proven": p.proven,
+                       "latency_ms": p.latency_ms, "max_load": p.max_load,
+                       # a stage plan proves at most its throughput (the stage optimum), never a
+                       # frontier point; a one-device-per-stage point is proven in that model only
+                       "proven": p.proven and model is None,
                        "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
+        if model is not None:
+            points[-1]["model"] = "stages" if stage else "one device per stage"
+            points[-1]["proof"] = _proof(p, True)
     return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
                           "max-load (ms); latency_ms and max_load are per batch",
@@ -526,20 +691,86 @@ def plot_frontier(fr, path: str) -> str:
     return path
 
 
-def _point_line(p) -> str:
+def _proof(p, stages: bool = False) -> str:
+    """What is proven of a frontier point: a stage plan's (placement.serving_stages) or a
+    one-device-per-stage plan's (optimal for both measures in that model; ``stages``: beside stage
+    plans, which that proof does not cover)."""
+    from .serving_stages import StagePoint
+
+    if isinstance(p, StagePoint):
+        return f"throughput proven ({p.how})" if p.proven else f"not proven ({p.how})"
+    if stages:
+        return "proven among one-device-per-stage plans" if p.proven else "not proven"
+    return "proven" if p.proven else "not proven"
+
+
+def _point_line(p, stages: bool = False) -> str:
     """One point as it is found (stdout, flushed)."""
+    from .serving_stages import StagePoint
+
+    what = ("stage plan, " if isinstance(p, StagePoint) else "one device per stage, ") if stages else ""
     return (f"found: batch {p.batch_size}: {p.samples_per_s:.6g} samples/s, latency {p.latency_ms:.6g} ms "
-            f"per batch, max-load {p.max_load:.6g} ms per batch, {'proven' if p.proven else 'not proven'}")
+            f"per batch, max-load {p.max_load:.6g} ms per batch, {what}{_proof(p, stages)}")
 
 
-def _frontier_table(fr) -> str:
-    rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]]
+def _point_mfu(p):
+    from .serving_stages import StagePoint
+
+    if isinstance(p, StagePoint):
+        return _stage_mfu(p)
+    return compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
+
+
+def _frontier_table(fr, stages: bool = False) -> str:
+    from .serving_stages import StagePoint
+
+    rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]
+            + (["plan"] if stages else [])]
     for k, p in enumerate(fr.points):
-        m = compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
+        m = _point_mfu(p)
+        plan = []
+        if stages:
+            plan = [", ".join(f"{p.problem.kinds[s.stage.kind].name}x{s.stage.d}"
+                              + (f" t{s.stage.t}" if s.stage.t > 1 else "") for s in p.evaluation.stages)
+                    if isinstance(p, StagePoint) else "one device per stage"]
         rows.append([str(k), str(p.batch_size), f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}",
-                     f"{p.max_load:.6g}", _pct(m.total) if m else "-", "yes" if p.proven else "no"])
+                     f"{p.max_load:.6g}", _pct(m.total) if m else "-",
+                     _proof(p, True) if stages else ("yes" if p.proven else "no")] + plan)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+    return "\n".join("  ".join(c.rjust(w) if i < 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     .rstrip() for r in rows)
+
+
+def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found) -> list:
+    """``frontier --max-replicas D``: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
+    stage optimum's samples/s improve by more than 1%), reported as found (placement.serving_stages)."""
+    import time
+
+    from . import serving_stages
+    from .serving import AUTO_MAX_BATCH
+
+    auto = sizes is None
+    todo = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)] if auto else list(sizes)
+    fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
+    out: list = []
+    paths: dict = {}
+    best = 0.0
+    for b in todo:
+        if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
+            break
+        problem, graph_cls, settings = serving_stages.stage_problem(
+            args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
+            granularity=args.granularity, paths=paths)
+        left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+        pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left)
+        for p in pts:
+            out.append(p)
+            found(p)
+        top = max((p.samples_per_s for p in pts), default=0.0)
+        if auto and (not pts or top <= best * (1 + 0.01)):
+            break
+        best = max(best, top)
+    return out
 
 
 def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
@@ -548,6 +779,18 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from .serving import FrontierSearch
 
     _need_onnx(args.model, "placement frontier")
+    for name in ("max_replicas", "microbatches"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            from graphs.errors import InputError
+
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    stages = args.max_replicas is not None and args.max_replicas > 1
+    if not stages and (args.microbatches is not None or args.granularity is not None):
+        from graphs.errors import InputError
+
+        flag = "--microbatches" if args.microbatches is not None else "--granularity"
+        raise InputError(f"{flag}: applies to the stage model; add --max-replicas D (D > 1)")
     sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
     plot_note = ""
     if args.plot:
@@ -560,7 +803,7 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
 
     def found(p) -> None:
         if not args.json:
-            print(_point_line(p), flush=True)
+            print(_point_line(p, stages), flush=True)
 
     search = FrontierSearch(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
                             device_files=args.device_files or (), max_points=args.max_points,
@@ -570,9 +813,16 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         print(f"frontier of {args.model} on {args.devices or 'a100:4,cpu:1'}, batch sizes "
               f"{args.batch_size or 1} (time limit for the whole command: {limit}); points as found:",
               flush=True)
-    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True)
+        if stages:
+            print(f"with replicas (--max-replicas {args.max_replicas}): the stage plans first (the stage "
+                  f"optimum is the throughput end), then the one-device-per-stage frontier", flush=True)
+    extra: list = []
+    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra)
     try:
-        search.run()
+        if stages:
+            extra.extend(_stage_frontier_points(args, sizes, deadline, ctrl_c, found))
+        if not ctrl_c.hit:
+            search.run()
     except KeyboardInterrupt:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
@@ -580,20 +830,29 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit)
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra)
 
 
-def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
-    """Write and print what ``search`` found (all of it, or so far when ``interrupted``)."""
-    import dataclasses
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=()) -> int:
+    """Write and print what ``search`` found (all of it, or so far when ``interrupted``), with the stage
+    plans ``extra`` (``--max-replicas``): then the frontier is the non-dominated points of both, and not
+    proven (no stage plan's latency is)."""
     import sys
 
     from .export import print_json, write_json
+    from .serving import Frontier, non_dominated
 
     fr = search.result()
+    stages = args.max_replicas is not None and args.max_replicas > 1
+    if stages:
+        extra = list(extra)
+        per_batch = {b: non_dominated(list(fr.per_batch.get(b, [])) + [p for p in extra if p.batch_size == b])
+                     for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
+        merged = non_dominated(list(fr.points) + extra)
+        fr = Frontier(tuple(merged), per_batch, False, fr.stopped)
     if interrupted:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
-    data = _frontier_dict(fr, args.out)
+    data = _frontier_dict(fr, args.out, args.model if stages else None)
     if args.out and fr.points:
         for pt in data["points"]:
             write_json(pt["plan_file"], pt["plan"])
@@ -605,9 +864,12 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool) -> int:
         print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
               + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
+        if stages:
+            print("(with replicas: stage plans and one-device-per-stage plans together; the stage optimum's "
+                  "throughput is proven, no point's latency is: not a proven frontier)")
         if fr.points:
             print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
-            print(_frontier_table(fr))
+            print(_frontier_table(fr, stages))
         if args.out and fr.points:
             first = data["points"][0]["plan_file"]
             print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")
@@ -666,6 +928,14 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         raise InputError("placement provision takes --available (the devices to choose from), not --devices")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
+    stages = args.max_replicas is not None and args.max_replicas > 1
+    for name in ("max_replicas", "microbatches"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    for name, v in (("microbatches", args.microbatches), ("granularity", args.granularity)):
+        if not stages and v is not None:
+            raise InputError(f"--{name}: applies to the stage model; add --max-replicas D (D > 1)")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
@@ -677,14 +947,25 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         for i, b in enumerate(sizes):
             if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
                 break
-            w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
-                               models=models)
+            if stages:
+                w = _stage_problem_of(args, b, models)
+            else:
+                w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
+                                   models=models)
             left = None if deadline is None else max(0.0, deadline - time.perf_counter())
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
-            results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
-                                            latency_slo=args.latency_slo, options=_options(args),
-                                            max_solves=args.max_solves, stop=ctrl_c,
-                                            deadline=None if share is None else time.perf_counter() + share)))
+            until = None if share is None else time.perf_counter() + share
+            if stages:
+                from . import serving_stages
+
+                pv, _ = serving_stages.provision(w, prices, args.target_throughput, args,
+                                                 latency_slo=args.latency_slo, batch_size=b, deadline=until,
+                                                 stop=ctrl_c, max_solves=args.max_solves)
+                results.append((b, w, pv))
+            else:
+                results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
+                                                latency_slo=args.latency_slo, options=_options(args),
+                                                max_solves=args.max_solves, stop=ctrl_c, deadline=until)))
             if results[-1][2].stopped == "interrupted":
                 break
             if auto and len(results) > 1:
@@ -701,6 +982,25 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     with _interrupt.deferred():  # the results are written whole
         code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit)
     return 130 if ctrl_c.hit else code
+
+
+def _stage_problem_of(args, b: int, cache: dict):
+    """The stage problem of ``provision --max-replicas`` at batch ``b`` on the available devices (its
+    operators' map and settings kept in ``cache`` for the result file)."""
+    from types import SimpleNamespace
+
+    from . import serving_stages
+
+    a = SimpleNamespace(microbatches=args.microbatches, schedule=None, max_replicas=args.max_replicas,
+                        granularity=None)
+    fe = {"devices": args.available, "device_files": args.device_files, "costs": args.costs}
+    problem, graph_cls, settings = serving_stages.stage_problem(
+        args.model, fe, b, microbatches=a.microbatches, max_replicas=a.max_replicas,
+        granularity=args.granularity, paths=cache.setdefault("paths", {}))
+    if not hasattr(args, "_stage_graphs"):
+        args._stage_graphs = {}
+    args._stage_graphs[b] = (graph_cls, settings)
+    return problem
 
 
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
@@ -739,7 +1039,17 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     }
     data = {"schema": "placement-result", "version": 1, "status": "infeasible", "devices": []}
     placement = None
-    if pv.best is not None and pv.solution is not None and pv.solution.assignment is not None:
+    from .serving_stages import StagePoint
+
+    stage_pt = pv.solution if isinstance(pv.solution, StagePoint) else None
+    if stage_pt is not None:
+        graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
+        stage_pt = dataclasses.replace(stage_pt, graph_cls=graph_cls, settings=settings)
+        data = stage_result(stage_pt, args.model)
+        section["model"] = "stages"
+        section["max_replicas"] = args.max_replicas
+        section["solves"] = pv.solves
+    elif pv.best is not None and pv.solution is not None and pv.solution.assignment is not None:
         from .api import Placement
 
         ev = evaluate_plan(w.graph, pv.cluster, pv.solution)
@@ -752,8 +1062,12 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     if args.json:
         print_json(data)
     else:
-        print(f"price-throughput curve of efficient allocations (batch {b}{slo}; "
-              + ("every allocation, exact" if args.latency_slo is None else "allocations solved") + "):")
+        if isinstance(pv.solution, StagePoint) or (pv.best is None and args.max_replicas not in (None, 1)):
+            how = (f"stage model, --max-replicas {args.max_replicas}: allocations solved cheapest first, "
+                   f"{pv.solves} solve(s)")
+        else:
+            how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
+        print(f"price-throughput curve of efficient allocations (batch {b}{slo}; {how}):")
         rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
         for a in pv.efficient:
             rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
@@ -770,8 +1084,16 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
                   + ("proven cheapest" if proven else "NOT proven cheapest (a limit was hit)"))
             if placement is not None:
                 sys.stdout.write(mfu_lines(placement))
+            if stage_pt is not None:
+                from .onnx_stages import _mfu_line
+                from .stages import format_plan
+
+                print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
+                print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
+                      + _mfu_line(stage_pt.problem, stage_pt.evaluation, _stage_mfu(stage_pt)))
         if args.out:
-            print(("plan" if placement is not None else "result") + f" written to {args.out}")
+            print(("plan" if placement is not None or stage_pt is not None else "result")
+                  + f" written to {args.out}")
     if pv.best is not None or interrupted:
         return 0
     print(_provision_failure(args, ds, results, stopped), file=sys.stderr)
@@ -797,6 +1119,10 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
     b, _, pv = results[0]
     low = pv.lowest_latency
     what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
+    if args.max_replicas not in (None, 1) and not stopped and not all(r[2].proven for r in results):
+        return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
+                f"of {ds} (not proven: under a latency target the stage model is searched over a family of "
+                f"plans, placement/serving_stages.py)")
     if low is None or low.assignment is None:
         return f"error: infeasible: {what}" + (f" (not proven: {stopped})" if stopped else "")
     if low.status.value == "optimal":

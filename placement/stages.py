@@ -41,8 +41,8 @@ def add_options(p) -> None:
                         "smallest power of two >= the devices); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree per stage (default: as many as the devices and "
-                        "micro-batches allow; 1: one device per stage, the per-device table and its "
-                        "latency, batch-size and SLO options)")
+                        "micro-batches allow; 1: one device per stage and its per-device table; an ONNX "
+                        "model's --batch-size sweep and --latency-slo take the stage model only with D > 1)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
@@ -348,8 +348,8 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
 def refuse_serving(args) -> None:
     """A latency target or a batch-size sweep is solved on the one-device-per-stage model only so far:
     with replicas it is one error naming the option, never a target silently dropped."""
-    why = ("not supported on the stage model yet (Piper files, training graphs, --max-replicas above 1); "
-           "an ONNX inference model with --max-replicas 1 takes it")
+    why = ("not supported on the stage model of this workload yet (Piper files, LLM configs, training "
+           "graphs); an ONNX inference model takes it (with --max-replicas D > 1 on the stage model)")
     if getattr(args, "latency_slo", None) is not None:
         raise InputError(f"--latency-slo: {why}")
     if isinstance(getattr(args, "batch_size", None), str):

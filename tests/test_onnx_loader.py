@@ -88,6 +88,7 @@ def test_fixed_batch_model_warns_that_batch_size_is_ignored(caplog):
     assert any("batch size 4 ignored" in w for w in g.warnings)
     assert "batch size 4 ignored" in caplog.text
     assert g.ops[0].outputs[0].shape[0] == 1
+    assert g.batch_size == 1  # the run is the file's batch: per-sample times are not divided by 4
 
 
 def test_other_symbolic_dims_come_from_dims_or_default_to_one_with_a_warning():

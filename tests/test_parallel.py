@@ -171,3 +171,42 @@ def test_from_opgraph_keeps_todays_loads():
     assert sorted(s.time_per_sample for s in ev.stages) == pytest.approx(loads)
     assert ev.objective == pytest.approx(ref.max_load)
     assert math.isfinite(ev.objective)
+
+
+def test_latency_hand_computed_d_does_not_help_t_does():
+    """One sample end to end: per stage its variants' time plus its crossing tensors and sync terms, not
+    divided by d, no resync (docs/model.md)."""
+    p = _chain(N=4, count=6)
+    one = evaluate_plan(p, [Stage((0, 1, 2), 0, 1, 1, (0, 1, 4))])
+    assert one.latency == pytest.approx(2.0 + 4.0 + 1.0)
+    replicated = evaluate_plan(p, [Stage((0, 1, 2), 0, 4, 1, (0, 1, 4))])
+    assert replicated.objective < one.objective and replicated.latency == pytest.approx(one.latency)
+    # stage 0: a (2.0) + a->b leaving (0.5); stage 1: b t=2 (2.5) + c t=2 (0.5) + a->b entering (0.5)
+    # + b's sync_in on it (0.1)
+    ev = evaluate_plan(p, [Stage((0,), 0, 2, 1, (0,)), Stage((1, 2), 0, 2, 2, (3, 5))])
+    assert [s.latency for s in ev.stages] == pytest.approx([2.5, 3.6])
+    assert ev.latency == pytest.approx(6.1)
+    assert evaluate_plan(p, [Stage((0, 1), 0, 1, 1, (0, 1))]).latency == math.inf  # c in no stage
+
+
+def test_latency_of_a_chain_pipeline_is_the_latency_models():
+    """d = t = 1, one accelerator per stage, a chain: the latency model of graphs.latency."""
+    from graphs.latency import latency
+
+    nodes = [Node("x", {"gpu": 1.0}, memory=1.0, comm=0.5),
+             Node("y", {"gpu": 2.0}, memory=1.0, comm=0.25),
+             Node("z", {"gpu": 1.5}, memory=1.0, comm=0.125)]
+    g = OpGraph.from_nodes(nodes, [("x", "y"), ("y", "z")])
+    cl = Cluster((DeviceKind("gpu", 3, 3.0),))
+    prob, item = from_opgraph(g, cl)
+    opt = {(v.node, v.kind): i for i, v in enumerate(prob.graph.variants)}
+    for assignment in ([0, 1, 2], [0, 0, 1], [0, 1, 1], [0, 0, 0]):
+        stages: list[list[int]] = []
+        for u, dev in enumerate(assignment):
+            if u == 0 or dev != assignment[u - 1]:
+                stages.append([])
+            stages[-1].append(int(item[u]))
+        plan = [Stage(tuple(s), 0, 1, 1, tuple(opt[c, 0] for c in s)) for s in stages]
+        ev = evaluate_plan(prob, plan)
+        assert ev.valid
+        assert ev.latency == pytest.approx(latency(g, cl, assignment).total), assignment

@@ -271,21 +271,23 @@ def test_options_reach_the_solver_or_are_refused(tiny, capsys):
         assert len(err) == 1 and f"{flag} does not apply" in err[0], err
 
 
-def test_serving_options_are_refused_on_the_stage_model_not_dropped(tiny, tmp_path, capsys):
-    """--latency-slo and a --batch-size sweep with replicas: one error naming the option (before, the
-    target was silently ignored, and 'auto' failed with a message for another command)."""
+def test_serving_options_are_taken_or_refused_on_the_stage_model_not_dropped(tiny, tmp_path, capsys):
+    """--latency-slo and a --batch-size sweep with replicas: an ONNX model takes them on the stage model
+    (placement/serving_stages.py; values checked in tests/test_serving_stages.py), a Piper file refuses
+    them in one error naming the option (before, the target was silently ignored, and 'auto' failed
+    with a message for another command)."""
     pytest.importorskip("onnx")
     from tests.onnx_models import save, small_cnn
 
     path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
-    for args, flag in ((["place", path, "--devices", "a100:2", "--max-replicas", "2", "--latency-slo", "5"],
-                        "--latency-slo"),
-                       (["place", path, "--devices", "a100:2", "--max-replicas", "2", "--batch-size", "auto"],
-                        "--batch-size auto"),
-                       (["place", tiny, "--latency-slo", "5"], "--latency-slo")):
-        assert main(args) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"error: {flag}") and "stage model" in err[0], err
+    for args in (["place", path, "--devices", "a100:2", "--max-replicas", "2", "--latency-slo", "5"],
+                 ["place", path, "--devices", "a100:2", "--max-replicas", "2", "--batch-size", "1,2"]):
+        assert main(args + ["--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["model"] == "stages" and doc["serving"]["model"] == "stages"
+    assert main(["place", tiny, "--latency-slo", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --latency-slo") and "stage model" in err[0], err
 
 
 def _as_version_1(doc: dict) -> dict:

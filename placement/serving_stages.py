@@ -1,0 +1,441 @@
+"""Serving on the stage model (replicas ``d``, tensor parallelism ``t``, variants: :mod:`graphs.parallel`)
+for ONNX inference models: the batch-size sweep and the latency target of ``placement place`` and the
+cheapest devices of ``placement provision``, with ``--max-replicas D`` (``D > 1``). A replica of the
+whole model is a plan too.
+
+* **Units.** The stage model's objective is seconds per sample (:mod:`graphs.onnx_variants`: one run of
+  the model at batch ``b`` is a micro-batch), so a plan serves ``1 / objective`` samples/s; a batch of
+  ``b`` samples leaves every ``1e3 b objective`` ms (the ``max-load ms/batch`` of the
+  one-device-per-stage sweep) and takes ``1e3 b latency`` ms end to end, ``latency`` being the one
+  evaluator's (:attr:`graphs.parallel.PlanEvaluation.latency`: one replica of each stage, in pipeline
+  order; ``d`` does not shorten it, ``t`` does).
+* **Batch size** (:func:`sweep`): at each batch size the exact stage optimum (``--solver``, default
+  ``auto``), as the one-device-per-stage sweep does (``auto``: 1, 2, 4, ... while samples/s improve by
+  more than 1%, or until no plan fits). Memory per node is the one-device-per-stage sweep's: its
+  parameters plus its outputs at that batch size (:func:`with_outputs`).
+* **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
+  the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
+  that meet it, **not proven**: one stage holding the whole model on each kind and tensor-parallel
+  degree with the most replicas that fit, and the stage optima with ``d`` capped at each allowed degree
+  (its bound: the optimum without the target; one as fast as that optimum is proven after all).
+  A target below a lower bound on every plan's latency (each node's fastest variant on an available
+  kind, no communication) is proven unreachable.
+* **Provision** (:func:`provision`): allocations (devices per kind, at most the available) cheapest
+  first; an allocation is the available problem with fewer devices (its micro-batches, replica limit
+  and variants unchanged), so a plan on an allocation is a plan on any larger one. One is skipped
+  without a solve when the work bound rules it out (every node's least ``t``-device work on its kinds,
+  over the allocation's devices, exceeds the time per sample the target allows) or when an allocation
+  holding it was proven short of the target. The first allocation whose plan meets the target is the
+  answer, proven cheapest when every allocation before it was proven short (solved exactly, or skipped
+  by a bound) and its own plan is proven (always, without a latency target, once the DP is exact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+
+__all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
+           "latency_lower_bound", "work_lower_bound"]
+
+_IMPROVES = 0.01  # as placement.serving: an auto sweep continues while samples/s grow by more than this
+_REL = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class StagePoint:
+    """One stage plan at one batch size and what it serves. ``proven``: no plan of the stage model
+    serves more samples/s under what was asked (the target, if any); ``how``: how it was found."""
+
+    batch_size: int
+    problem: ParallelProblem
+    evaluation: PlanEvaluation
+    status: str
+    solver: str
+    proven: bool
+    how: str
+    time: float | None = None
+    bound: float | None = None
+    message: str = ""
+    graph_cls: object = None
+    settings: dict | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        x = self.evaluation.objective
+        return 1.0 / x if x > 0 else math.inf
+
+    @property
+    def max_load(self) -> float:
+        """Milliseconds per batch of ``batch_size`` samples (the pipeline's period)."""
+        return self.evaluation.objective * 1e3 * self.batch_size
+
+    @property
+    def latency_ms(self) -> float:
+        """One batch end to end, milliseconds."""
+        return self.evaluation.latency * 1e3 * self.batch_size
+
+
+@dataclass(frozen=True, eq=False)
+class StageSweep:
+    points: tuple[tuple[int, StagePoint | None, str], ...]
+    best: StagePoint | None
+    stopped: str
+    latency_slo: float | None = None
+    lowest_latency: float | None = None  # ms per batch, a lower bound, when no batch size meets the target
+    lowest_proven: bool = False
+
+
+# ------------------------------------------------------------------------------------ the problem
+def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: int | None = None,
+                  schedule: str | None = None, max_replicas: int | None = None,
+                  granularity: str | None = None, device_memory: float | None = None,
+                  paths: dict | None = None):
+    """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
+    symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
+    ``(problem, graph_cls, settings)`` of :func:`placement.onnx_stages.load_problem`. ``paths``: a dict
+    kept across batch sizes (the symbolic copy is looked up once)."""
+    from graphs.onnx_batch import batchable_path
+
+    from .onnx_stages import load_problem
+
+    paths = {} if paths is None else paths
+    if path not in paths:
+        paths[path] = batchable_path(path)
+    args = SimpleNamespace(workload=paths[path], max_devices=None, bandwidth=None, microbatches=microbatches,
+                           max_replicas=max_replicas, granularity=granularity, schedule=schedule,
+                           device_memory=device_memory, out=None)
+    fe = {k: v for k, v in frontend.items() if k != "batch_size"}
+    fe["batch_size"] = batch_size
+    fe["training"] = False
+    problem, graph_cls, settings = load_problem(args, fe)
+    return with_outputs(problem, graph_cls), graph_cls, settings
+
+
+def with_outputs(problem: ParallelProblem, graph_cls) -> ParallelProblem:
+    """``problem`` with every variant's memory ``B`` holding its node's outputs at the batch size too, as
+    the one-device-per-stage sweep counts them (:func:`placement.serving.batch_workload`: parameters +
+    outputs, a conservative working set: no tensor is freed while the stage runs; a tensor-parallel
+    split's outputs counted whole), so that memory grows with the batch and ends an auto sweep."""
+    graph, cls = graph_cls
+    out = np.asarray(graph.meta.get("output_bytes") or (), np.float64)
+    if out.size != cls.size:
+        return problem
+    node_out = np.bincount(cls, weights=out, minlength=problem.graph.num_nodes)
+    g = problem.graph
+    variants = tuple(dataclasses.replace(v, b=v.b + float(node_out[v.node])) for v in g.variants)
+    return problem.with_options(graph=dataclasses.replace(g, variants=variants))
+
+
+def with_counts(problem: ParallelProblem, counts) -> ParallelProblem:
+    """``problem`` with ``counts[k]`` devices of kind ``k`` (everything else as it is)."""
+    kinds = tuple(dataclasses.replace(k, count=int(c)) for k, c in zip(problem.kinds, counts))
+    return problem.with_options(kinds=kinds)
+
+
+def _fastest(problem: ParallelProblem, present) -> np.ndarray:
+    """Per node: its least time over the variants on kinds in ``present`` (any ``t``), and its least
+    ``t * time`` (the device-seconds it needs at least)."""
+    g = problem.graph
+    lat = np.full(g.num_nodes, math.inf)
+    work = np.full(g.num_nodes, math.inf)
+    for v in g.variants:
+        if present[v.kind] and v.t <= problem.kinds[v.kind].count:
+            lat[v.node] = min(lat[v.node], v.time)
+            work[v.node] = min(work[v.node], v.t * v.time)
+    return lat, work
+
+
+def latency_lower_bound(problem: ParallelProblem) -> float:
+    """No plan's latency (seconds per sample) is below this: every node's fastest variant on a kind with
+    devices, no communication."""
+    lat, _ = _fastest(problem, [k.count > 0 for k in problem.kinds])
+    return float(lat.sum())
+
+
+def work_lower_bound(problem: ParallelProblem) -> float:
+    """No plan's time per sample is below this: a stage of ``t * d`` devices takes at least its variants'
+    time over ``d``, so the devices' time per sample covers every node's least ``t * time``."""
+    devices = sum(k.count for k in problem.kinds)
+    if devices == 0:
+        return math.inf
+    _, work = _fastest(problem, [k.count > 0 for k in problem.kinds])
+    return float(work.sum()) / devices
+
+
+# ------------------------------------------------------------------------------- one batch size
+def _one_stage_plans(problem: ParallelProblem) -> list[list[Stage]]:
+    """The whole model as one stage on each kind and tensor-parallel degree, with the most replicas that
+    fit, each node's fastest variant (its latency: the least of that kind and degree)."""
+    g = problem.graph
+    out = []
+    degrees = problem.replica_degrees()
+    for k, kind in enumerate(problem.kinds):
+        for t in sorted(g.degrees(k)):
+            if t > kind.count:
+                continue
+            variants = []
+            for u in range(g.num_nodes):
+                opts = g.options.get((u, k, t))
+                if not opts:
+                    break
+                variants.append(min(opts, key=lambda v: (g.variants[v].time, g.variants[v].b)))
+            else:
+                ds = [d for d in degrees if t * d <= kind.count]
+                if ds:
+                    out.append([Stage(tuple(range(g.num_nodes)), k, max(ds), t, tuple(variants))])
+    return out
+
+
+def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
+              time_limit: float | None = None, solver: str | None = None):
+    """The most samples/s of the stage ``problem`` (with one sample's latency at most ``latency``
+    seconds per sample, if given; see the module doc). Returns ``(answer, why)``: ``answer`` a dict with
+    ``evaluation``, ``status``, ``solver``, ``proven``, ``how``, ``time``, ``bound``, ``message`` (``None``
+    when no plan was found) and ``why`` the reason there is none, with ``proven_none`` in it when
+    none exists."""
+    from solvers.base import Status
+
+    from .stages import solve_args
+
+    t0 = time.perf_counter()
+    a = SimpleNamespace(**vars(args))
+    a.time_limit = time_limit if time_limit is not None else getattr(args, "time_limit", None)
+    a.solver = solver or getattr(args, "solver", None)
+    if latency is not None:
+        low = latency_lower_bound(problem)
+        if low > latency * (1 + _REL):
+            return None, {"proven_none": True, "lowest": low,
+                          "message": "no plan meets the latency target (a bound proves it)"}
+    r = solve_args(problem, a)
+    if r.plan is None:
+        proven = r.status is Status.INFEASIBLE
+        return None, {"proven_none": proven, "message": r.message or str(r.status), "status": str(r.status)}
+    ev = r.evaluation
+    exact = r.status is Status.OPTIMAL
+    optimum = {"optimum": ev.objective, "optimum_proven": exact}  # the most samples/s, whatever the latency
+    if latency is None or ev.latency <= latency * (1 + _REL):
+        how = "stage optimum" + ("" if latency is None else ", its latency meets the target")
+        return {"evaluation": ev, "status": str(r.status), "solver": r.solver, "proven": exact, "how": how,
+                "time": r.time, "bound": r.bound, "message": r.message, **optimum}, optimum
+    # the throughput optimum misses the target: the best of a family of plans that meet it (not proven)
+    cands: list[tuple[PlanEvaluation, str, str]] = []
+    for plan in _one_stage_plans(problem):
+        e = evaluate_plan(problem, plan)
+        if e.valid:
+            cands.append((e, "one stage", "data-parallel"))
+    degrees = problem.replica_degrees()
+    for d in degrees[:-1]:  # the last is the optimum's own cap
+        s = solve_args(problem.with_options(max_replicas=d), a)
+        if s.plan is not None:
+            cands.append((s.evaluation, f"stage optimum with d <= {d}", s.solver))
+    meets = [c for c in cands if c[0].latency <= latency * (1 + _REL)]
+    if not meets:
+        lows = [c[0].latency for c in cands]
+        return None, {"proven_none": False, "lowest": latency_lower_bound(problem),
+                      "lowest_found": min(lows) if lows else None, **optimum,
+                      "message": "no plan found meets the latency target (not proven: the throughput "
+                                 "optimum misses it, and so does every plan tried)"}
+    e, how, name = min(meets, key=lambda c: (c[0].objective, c[0].latency))
+    if exact and e.objective <= ev.objective * (1 + 1e-9):
+        # as fast as the proven optimum: no plan serves more, under the target or not
+        how += ", as fast as the stage optimum"
+        msg = (f"the throughput optimum's own plan misses the target, this one ({how}) serves as much and "
+               f"meets it: proven")
+        return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
+                "time": time.perf_counter() - t0, "bound": ev.objective, "message": msg, **optimum}, optimum
+    msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s"
+           f"{', proven' if exact else ''}) misses it; the best of one-stage plans and stage optima with d "
+           f"capped ({how})")
+    # the optimum without the target bounds the time per sample under it (when proven)
+    return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
+            "time": time.perf_counter() - t0, "bound": ev.objective if exact else None, "message": msg,
+            **optimum}, optimum
+
+
+def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
+                    time_limit: float | None = None) -> list[StagePoint]:
+    """Stage plans for a frontier at one batch size, none of them proven a frontier point: the stage
+    optimum (its throughput proven when the solver is exact: the frontier's throughput end; its latency
+    is not proven the least at that throughput), the optima with ``d`` capped at each smaller allowed
+    degree, and one stage holding the whole model on each kind and tensor-parallel degree (most
+    replicas). The caller keeps the non-dominated ones."""
+    from solvers.base import Status
+
+    from .stages import solve_args
+
+    a = SimpleNamespace(**vars(args))
+    a.time_limit = time_limit
+    a.solver = getattr(args, "solver", None)
+    out: list[StagePoint] = []
+    degrees = problem.replica_degrees()
+    best = None  # the stage optimum's time per sample, when proven
+    for d in reversed(degrees):
+        r = solve_args(problem.with_options(max_replicas=d), a)
+        if r.plan is None:
+            continue
+        top = d == degrees[-1]
+        how = "stage optimum" if top else f"stage optimum with d <= {d}"
+        if top and r.status is Status.OPTIMAL:
+            best = r.evaluation.objective
+        # a capped optimum as fast as the proven optimum has its throughput proven too
+        proven = best is not None and r.evaluation.objective <= best * (1 + 1e-9)
+        out.append(StagePoint(batch_size, problem, r.evaluation, "optimal" if proven else "feasible",
+                              r.solver, proven, how, r.time, best if proven else None,
+                              r.message or "", graph_cls, settings))
+    for plan in _one_stage_plans(problem):
+        e = evaluate_plan(problem, plan)
+        if e.valid:
+            proven = best is not None and e.objective <= best * (1 + 1e-9)
+            out.append(StagePoint(batch_size, problem, e, "optimal" if proven else "feasible",
+                                  "data-parallel", proven, "one stage", None, best if proven else None, "",
+                                  graph_cls, settings))
+    return out
+
+
+def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
+    return StagePoint(b, problem, ans["evaluation"], ans["status"], ans["solver"], ans["proven"], ans["how"],
+                      ans["time"], ans["bound"], ans["message"] or "", graph_cls, settings)
+
+
+def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | None = None,
+          max_batch: int = 1024, on_point: Callable | None = None) -> StageSweep:
+    """The stage model's best plan at each batch size (``None``: auto; see the module doc)."""
+    auto = batch_sizes is None
+    sizes = [1 << k for k in range(int(math.log2(max_batch)) + 1)] if auto else list(batch_sizes)
+    points: list[tuple[int, StagePoint | None, str]] = []
+    best: StagePoint | None = None
+    stopped = ""
+    paths: dict = {}
+    first_why: dict = {}
+    for b in sizes:
+        problem, graph_cls, settings = stage_problem(
+            path, frontend, b, microbatches=args.microbatches, schedule=args.schedule,
+            max_replicas=args.max_replicas, granularity=args.granularity,
+            device_memory=getattr(args, "device_memory", None), paths=paths)
+        lat = None if latency_slo is None else latency_slo / (1e3 * b)
+        ans, why = best_plan(problem, args, latency=lat)
+        if ans is None:
+            points.append((b, None, why.get("message", "no plan")))
+            if not first_why:
+                first_why = dict(why, batch=b)
+            if auto:
+                stopped = f"batch {b}: {why.get('message', 'no plan')}"
+                break
+            continue
+        pt = _point(b, problem, graph_cls, settings, ans)
+        points.append((b, pt, ""))
+        if on_point is not None:
+            on_point(pt)
+        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):
+            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
+                       f"{best.batch_size}'s {best.samples_per_s:.6g}")
+            break
+        if best is None or pt.samples_per_s > best.samples_per_s * (1 + _REL):
+            best = pt
+    else:
+        if auto:
+            stopped = f"reached the largest batch tried ({sizes[-1]})"
+    lowest = None
+    lowest_proven = False
+    if best is None and latency_slo is not None and first_why.get("lowest") is not None:
+        lowest = first_why["lowest"] * 1e3 * first_why["batch"]
+        lowest_proven = bool(first_why.get("proven_none"))
+    return StageSweep(tuple(points), best, stopped, latency_slo, lowest, lowest_proven)
+
+
+# ------------------------------------------------------------------------------------ provision
+def provision(problem: ParallelProblem, prices, target: float, args, *, latency_slo: float | None = None,
+              batch_size: int = 1, deadline: float | None = None, stop: Callable[[], bool] | None = None,
+              max_solves: int = 200):
+    """The cheapest allocation of ``problem``'s devices serving ``target`` samples/s (with one batch's
+    latency at most ``latency_slo`` ms, if given) on the stage model; see the module doc. Returns a
+    :class:`placement.provision.Provision` whose ``solution`` is a :class:`StagePoint` (``cluster``
+    ``None``) and ``stage_problem`` the allocation's problem."""
+    from .provision import Allocation, Provision, _efficient
+
+    prices = np.asarray(prices, dtype=np.float64)
+    kinds = tuple(k.name for k in problem.kinds)
+    avail = [k.count for k in problem.kinds]
+    allocs = [c for c in itertools.product(*(range(n + 1) for n in avail)) if sum(c) > 0]
+    order = sorted(allocs, key=lambda c: (float(np.dot(c, prices)), sum(c)))
+    need = 1.0 / target  # seconds per sample at most
+    lat = None if latency_slo is None else latency_slo / (1e3 * batch_size)
+
+    def left() -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+    def halted() -> str:
+        if stop is not None and stop():
+            return "interrupted"
+        if deadline is not None and left() <= 0.05:
+            return "time limit reached"
+        return ""
+
+    short: list[tuple[int, ...]] = []  # allocations proven to serve less than the target
+    tried: list = []
+    proven, solves, stopped = True, 0, ""
+    best = best_pt = None
+    top = None
+    for i, c in enumerate(order):
+        if any(all(x <= y for x, y in zip(c, s)) for s in short):
+            continue  # a larger allocation was proven short: so is this one
+        sub = with_counts(problem, c)
+        if work_lower_bound(sub) > need * (1 + _REL):
+            short.append(c)
+            continue
+        if solves >= max_solves:
+            proven, stopped = False, f"the solve limit ({max_solves}) was reached"
+            break
+        stopped = halted()
+        if stopped:
+            proven = False
+            break
+        solves += 1
+        t = left()
+        share = None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i)))
+        ans, why = best_plan(sub, args, latency=lat, time_limit=share)
+        if why.get("optimum_proven") and 1.0 / why["optimum"] < target * (1 - _REL):
+            short.append(c)  # the most this allocation serves, whatever the latency, is short of the target
+        if ans is None:
+            if not why.get("proven_none"):
+                proven = False
+            elif lat is None:
+                short.append(c)  # no plan at all
+            continue
+        ev = ans["evaluation"]
+        a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
+                       1.0 / ev.objective if ev.objective > 0 else math.inf, ans["proven"])
+        tried.append(a)
+        if top is None or a.samples_per_s > top.samples_per_s:
+            top = a
+        if a.samples_per_s >= target * (1 - _REL):
+            best, best_pt = a, _point(batch_size, sub, None, None, ans)
+            break
+        if c not in short:
+            proven = False  # a better plan might have met the target
+    eff = _efficient(tried)
+    proven = proven and (best is None or best.proven) and not stopped
+    pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
+                   top or (eff[-1] if eff else None), solves, stopped)
+    return pv, (best_pt.problem if best_pt is not None else None)
+
+
+def check_stage_args(args, what: str) -> None:
+    """The stage options of a serving command: positive, and no training."""
+    for name in ("max_replicas", "microbatches"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    if getattr(args, "training", None):
+        raise InputError(f"{what} maximises inference throughput: drop --training")

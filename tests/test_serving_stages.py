@@ -1,0 +1,375 @@
+"""Serving on the stage model (placement/serving_stages.py): the best plan under a latency target and
+the cheapest allocation against brute force over every plan of small random problems, the latency
+lower bound, and the command line (place --batch-size/--latency-slo and provision with --max-replicas,
+frontier's refusal) against the single-batch place path and by hand."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from graphs.ideals import enumerate_ideals
+from graphs.parallel import Stage, evaluate_plan
+from placement import serving_stages as ss
+from tests.test_dp_stages import random_problem
+
+ARGS = SimpleNamespace(time_limit=None, solver="dp")
+
+
+def all_plans(p):
+    """Every valid plan's evaluation (stages: chains of nested ideals; every kind, t, d, variant)."""
+    g = p.graph
+    n = g.num_nodes
+    lat = enumerate_ideals(n, g.src, g.dst)
+    sets = [frozenset(lat.members(i).tolist()) for i in range(lat.num_ideals)]
+    full = frozenset(range(n))
+    total = sum(k.count for k in p.kinds)
+
+    def chains(cur):
+        if cur == full:
+            yield []
+            return
+        for s in sets:
+            if cur < s:
+                for rest in chains(s):
+                    yield [tuple(sorted(s - cur))] + rest
+
+    degrees = p.replica_degrees()
+    out = []
+    for chain in chains(frozenset()):
+        if len(chain) > total:
+            continue
+        opts = []
+        for nodes in chain:
+            o = []
+            for k in range(len(p.kinds)):
+                for t in g.degrees(k):
+                    lists = [g.options.get((u, k, t)) for u in nodes]
+                    if any(x is None for x in lists):
+                        continue
+                    o.extend((k, t, d, vs) for d in degrees if t * d <= p.kinds[k].count
+                             for vs in itertools.product(*lists))
+            opts.append(o)
+        for combo in itertools.product(*opts):
+            used = [0] * len(p.kinds)
+            for k, t, d, _ in combo:
+                used[k] += t * d
+            if any(used[k] > p.kinds[k].count for k in range(len(p.kinds))) \
+                    or sum(c[2] for c in combo) > p.microbatches:
+                continue
+            ev = evaluate_plan(p, [Stage(nodes, k, d, t, vs) for nodes, (k, t, d, vs) in zip(chain, combo)])
+            if ev.valid:
+                out.append(ev)
+    return out
+
+
+def _problems(count, seed=0, max_nodes=4):
+    rng = np.random.default_rng(seed)
+    while count:
+        p = random_problem(rng)
+        if p.graph.num_nodes <= max_nodes:
+            count -= 1
+            yield p
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_plan_and_latency_bound_against_every_plan(seed):
+    """Without a target: the brute-force optimum. With one: proven answers equal the best plan meeting
+    it; unproven ones meet it and are no better than that; 'none, proven' means no plan meets it; the
+    lower bound is at most every plan's latency."""
+    for p in _problems(8, seed):
+        plans = all_plans(p)
+        ans, why = ss.best_plan(p, ARGS)
+        if not plans:
+            assert ans is None and why.get("proven_none")
+            continue
+        best = min(e.objective for e in plans)
+        assert ans["proven"] and ans["evaluation"].objective == pytest.approx(best, rel=1e-9)
+        lats = sorted({e.latency for e in plans})
+        assert ss.latency_lower_bound(p) <= lats[0] * (1 + 1e-12)
+        for bound in (lats[0] * 0.999, lats[0], lats[len(lats) // 2], lats[-1]):
+            under = [e.objective for e in plans if e.latency <= bound * (1 + 1e-12)]
+            ans, why = ss.best_plan(p, ARGS, latency=bound)
+            if ans is None:
+                assert not why.get("proven_none") or not under, (bound, under)
+                continue
+            got = ans["evaluation"]
+            assert got.valid and got.latency <= bound * (1 + 1e-9)
+            assert under and got.objective >= min(under) * (1 - 1e-9)
+            if ans["proven"]:
+                assert got.objective == pytest.approx(min(under), rel=1e-9)
+            if ans["bound"] is not None:  # the optimum without the target: at most every plan's
+                assert ans["bound"] <= min(under) * (1 + 1e-9)
+
+
+def _brute_cheapest(p, prices, target, latency=None):
+    best = None
+    for c in itertools.product(*(range(k.count + 1) for k in p.kinds)):
+        if sum(c) == 0:
+            continue
+        plans = all_plans(ss.with_counts(p, c))
+        ok = [e for e in plans if 1 / e.objective >= target * (1 - 1e-12)
+              and (latency is None or e.latency <= latency * (1 + 1e-12))]
+        price = float(np.dot(c, prices))
+        if ok and (best is None or price < best - 1e-12):
+            best = price
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
+    rng = np.random.default_rng(100 + seed)
+    for p in _problems(5, 100 + seed):
+        plans = all_plans(p)
+        if not plans:
+            continue
+        prices = rng.uniform(0.5, 3.0, len(p.kinds)).round(2)
+        objs = sorted(e.objective for e in plans)
+        for target in (1 / objs[-1], 1 / objs[len(objs) // 2], 1 / objs[0], 2 / objs[0]):
+            pv, sub = ss.provision(p, prices, target, ARGS)
+            want = _brute_cheapest(p, prices, target)
+            assert pv.proven
+            if want is None:
+                assert pv.best is None
+                continue
+            assert pv.best is not None and pv.best.price == pytest.approx(want)
+            assert pv.best.samples_per_s >= target * (1 - 1e-9)
+            ev = evaluate_plan(sub, [s.stage for s in pv.solution.evaluation.stages])
+            assert ev.valid and ev.objective == pytest.approx(pv.solution.evaluation.objective)
+        # under a latency target (batch 1: ms = 1e3 s per sample): proven answers are the cheapest
+        lat = sorted(e.latency for e in plans)[len(plans) // 2]
+        target = 1 / objs[-1]
+        pv, _ = ss.provision(p, prices, target, ARGS, latency_slo=lat * 1e3)
+        want = _brute_cheapest(p, prices, target, lat)
+        if pv.best is not None:
+            assert want is not None and pv.best.price >= want - 1e-9
+            assert pv.solution.evaluation.latency <= lat * (1 + 1e-9)
+            if pv.proven:
+                assert pv.best.price == pytest.approx(want)
+        elif pv.proven:
+            assert want is None
+
+
+# ------------------------------------------------------------------------------- command line
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    from tests.onnx_models import save, small_cnn
+
+    return save(small_cnn(), tmp_path_factory.mktemp("m") / "cnn.onnx")
+
+
+def _one_batch(main, capsys, cnn, devices, b, *extra):
+    """The single-batch place path's stage optimum: (samples/s, latency ms per batch)."""
+    assert main(["place", cnn, "--devices", devices, "--batch-size", str(b), "--max-replicas", "2",
+                 "--microbatches", "2", "--json", *extra]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "stages" and doc["status"] == "optimal"
+    return 1 / doc["objective"], doc
+
+
+def test_place_sweep_with_replicas_is_the_single_batch_optimum_per_batch(cnn, tmp_path, capsys):
+    from placement.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "1,4,16", "--max-replicas", "2",
+                 "--microbatches", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "batch sizes on the stage model (--max-replicas 2)" in text and "proven best" in text
+    data = json.loads(out.read_text())
+    rows = data["serving"]["batch_sizes"]
+    assert [r["batch_size"] for r in rows] == [1, 4, 16] and data["model"] == "stages"
+    for r in rows:
+        sps, doc = _one_batch(main, capsys, cnn, "a100:2", r["batch_size"])
+        assert r["samples_per_s"] == pytest.approx(sps, rel=1e-9) and r["proven"]
+        assert r["max_load"] == pytest.approx(1e3 * r["batch_size"] / sps, rel=1e-9)
+        # latency by hand from the plan's stages: (compute + comm) x d per stage, summed, per batch
+        lat = sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"])
+        assert r["latency_ms"] == pytest.approx(lat * 1e3 * r["batch_size"], rel=1e-9)
+    best = max(rows, key=lambda r: r["samples_per_s"])
+    assert data["serving"]["best_batch_size"] == best["batch_size"]
+    assert data["objective"] == pytest.approx(1 / best["samples_per_s"])
+    assert data["latency_s"] * 1e3 * best["batch_size"] == pytest.approx(best["latency_ms"])
+    # auto: doubling from 1 while samples/s improve by more than 1%
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "auto", "--max-replicas", "2",
+                 "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)["serving"]
+    sizes = [r["batch_size"] for r in auto["batch_sizes"]]
+    assert sizes[0] == 1 and all(b == 2 * a for a, b in zip(sizes, sizes[1:])) and auto["stopped"]
+
+
+def test_place_latency_slo_with_replicas(cnn, capsys):
+    from placement.cli import main
+
+    sps, doc = _one_batch(main, capsys, cnn, "a100:2", 4)
+    lat_ms = doc["latency_s"] * 1e3 * 4 if "latency_s" in doc else None
+    if lat_ms is None:
+        lat_ms = sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"]) * 4e3
+    base = ["place", cnn, "--devices", "a100:2", "--batch-size", "4", "--max-replicas", "2",
+            "--microbatches", "2", "--json"]
+    # a target the throughput optimum meets: that optimum, proven
+    assert main(base + ["--latency-slo", f"{lat_ms * 1.01!r}"]) == 0
+    row = json.loads(capsys.readouterr().out)["serving"]["batch_sizes"][0]
+    assert row["samples_per_s"] == pytest.approx(sps) and row["proven"]
+    assert row["latency_ms"] <= lat_ms * 1.01
+    # a target below every plan's latency: one error line, exit 1, the bound named
+    assert main(base[:-1] + ["--latency-slo", f"{lat_ms * 1e-3!r}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible: no plan meets the latency target"), err
+    for bad in ("0", "-1", "nan"):
+        assert main(base[:-1] + ["--latency-slo", bad]) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and "--latency-slo" in err[0], err
+
+
+def test_provision_with_replicas_is_the_cheapest_by_place_on_each_allocation(cnn, tmp_path, capsys):
+    """Second method: place (stage model, the same micro-batches) on every allocation, by hand."""
+    from placement.cli import main
+
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\nt4 = 0.35\n")
+    rate = {}
+    for a, t in itertools.product(range(2), range(3)):
+        if a + t == 0:
+            continue
+        dev = ",".join(f"{k}:{c}" for k, c in (("a100", a), ("t4", t)) if c)
+        assert main(["place", cnn, "--devices", dev, "--max-replicas", "4", "--microbatches", "4",
+                     "--json"]) == 0
+        rate[(a, t)] = 1 / json.loads(capsys.readouterr().out)["objective"]
+    price = {c: 3.0 * c[0] + 0.35 * c[1] for c in rate}
+    for target in sorted(rate.values())[::2] + [max(rate.values()) * 2]:
+        ok = [c for c in rate if rate[c] >= target * (1 - 1e-9)]
+        out = tmp_path / "v.json"
+        code = main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                     "--target-throughput", repr(target), "--max-replicas", "4", "--microbatches", "4",
+                     "--out", str(out)])
+        cap = capsys.readouterr()
+        if not ok:
+            assert code == 1
+            err = cap.err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith("error: infeasible:"), err
+            continue
+        assert code == 0, cap.err
+        data = json.loads(out.read_text())
+        sec = data["provision"]
+        assert sec["model"] == "stages" and sec["proven"]
+        assert sec["price_per_hour"] == pytest.approx(min(price[c] for c in ok))
+        assert "proven cheapest" in cap.out and data["model"] == "stages"
+        # a latency target every plan meets changes nothing
+        assert main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                     "--target-throughput", repr(target), "--max-replicas", "4", "--microbatches", "4",
+                     "--latency-slo", "1e6", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["provision"]["price_per_hour"] == sec["price_per_hour"]
+    # a latency target below every plan's: one error line, exit 1
+    assert main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                 "--target-throughput", "1", "--max-replicas", "4", "--latency-slo", "1e-9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: infeasible:") and "latency target" in err[0], err
+
+
+def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):
+    from placement.cli import main
+
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\n")
+    cases = [
+        (["frontier", cnn, "--devices", "a100:2", "--microbatches", "2"], "--microbatches"),
+        (["frontier", cnn, "--devices", "a100:2", "--granularity", "op"], "--granularity"),
+        (["frontier", cnn, "--devices", "a100:2", "--max-replicas", "0"], "--max-replicas"),
+        (["provision", cnn, "--available", "a100:2", "--prices", str(prices), "--target-throughput", "10",
+          "--microbatches", "2"], "--microbatches"),
+        (["provision", cnn, "--available", "a100:2", "--prices", str(prices), "--target-throughput", "10",
+          "--max-replicas", "0"], "--max-replicas"),
+        (["place", cnn, "--devices", "a100:2", "--max-replicas", "2", "--batch-size", "1,2", "--training"],
+         "--training"),
+    ]
+    for args, flag in cases:
+        assert main(args) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and flag in err[0], (args, err)
+
+
+def test_work_bound_and_dominance_are_lower_bounds():
+    for p in _problems(10, 7):
+        plans = all_plans(p)
+        if plans:
+            assert ss.work_lower_bound(p) <= min(e.objective for e in plans) * (1 + 1e-12)
+            assert math.isfinite(ss.latency_lower_bound(p))
+
+
+def test_stage_memory_counts_outputs_and_an_auto_sweep_stops_when_memory_runs_out(cnn, tmp_path):
+    """Memory per node as the one-device-per-stage sweep's: parameters + outputs at the batch size."""
+    from placement.serving import batch_workload
+
+    fe = {"devices": "t4:1"}
+    p1, gc1, _ = ss.stage_problem(cnn, fe, 1)
+    p4, _, _ = ss.stage_problem(cnn, fe, 4)
+    out1 = sum(gc1[0].meta["output_bytes"])
+    b1 = sum(v.b for v in p1.graph.variants if v.t == 1)
+    b4 = sum(v.b for v in p4.graph.variants if v.t == 1)
+    assert b4 - b1 == pytest.approx(3 * out1, rel=1e-9)
+    w = batch_workload(cnn, "t4:1", 1)
+    params, outs = sum(w.graph.meta["param_bytes"]), sum(w.graph.meta["output_bytes"])
+    assert b1 == pytest.approx(params + outs, rel=1e-9)
+    dev = tmp_path / "d.toml"
+    dev.write_text(f'[devices.tiny]\nbase = "t4"\nmemory_gib = {(params + 3 * outs) / 2**30!r}\n')
+    args = SimpleNamespace(time_limit=None, solver=None, microbatches=None, schedule=None, max_replicas=2,
+                           granularity=None)
+    sw = ss.sweep(cnn, {"devices": "tiny:1", "device_files": [str(dev)]}, None, args)
+    sizes = [b for b, pt, _ in sw.points if pt is not None]
+    assert sizes == [1, 2] and "batch 4" in sw.stopped, sw.stopped
+    found = [pt for _, pt, _ in sw.points if pt]
+    assert sw.best.batch_size == max(found, key=lambda p: p.samples_per_s).batch_size
+
+
+def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn, tmp_path, capsys):
+    from placement.cli import main
+
+    sps, doc = _one_batch(main, capsys, cnn, "a100:2", 1)
+    out = tmp_path / "f.json"
+    assert main(["frontier", cnn, "--devices", "a100:2", "--max-replicas", "2", "--microbatches", "2",
+                 "--time-limit", "30", "--max-points", "3", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "stage plan, throughput proven (stage optimum)" in text and "not a proven frontier" in text
+    # a plan as fast as the proven optimum has its throughput proven too, however it was found
+    fr = json.loads(out.read_text())
+    assert fr["proven"] is False and fr["points"]
+    top = fr["points"][0]
+    assert top["samples_per_s"] == pytest.approx(sps, rel=1e-9) and top["model"] == "stages"
+    assert top["proof"].startswith("throughput proven (") and top["proven"] is False
+    pts = [(p["samples_per_s"], p["latency_ms"]) for p in fr["points"]]
+    assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(pts, pts[1:]))  # non-dominated, in order
+    for p in fr["points"]:
+        plan = json.loads(open(p["plan_file"]).read())
+        if p["model"] == "stages":
+            assert plan["model"] == "stages"
+            assert 1 / plan["objective"] == pytest.approx(p["samples_per_s"], rel=1e-9)
+            assert plan["latency_s"] * 1e3 == pytest.approx(p["latency_ms"], rel=1e-9)
+        # the stage plan re-scores to the same figures
+        if p["model"] == "stages":
+            assert main(["evaluate", cnn, p["plan_file"], "--json"]) == 0
+            again = json.loads(capsys.readouterr().out)
+            assert again["objective"] == pytest.approx(plan["objective"], rel=1e-9)
+
+
+def test_auto_sweep_under_a_latency_target_stops_at_the_first_batch_none_meets(cnn, capsys):
+    from placement.cli import main
+
+    lat = {}
+    for b in (1, 2):
+        _, doc = _one_batch(main, capsys, cnn, "a100:2", b)
+        lat[b] = doc["latency_s"] * 1e3 * b if "latency_s" in doc else \
+            sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"]) * 1e3 * b
+    assert lat[2] > lat[1]
+    slo = (lat[1] + lat[2]) / 2
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "auto", "--max-replicas", "2",
+                 "--microbatches", "2", "--latency-slo", repr(slo), "--json"]) == 0
+    sv = json.loads(capsys.readouterr().out)["serving"]
+    rows = sv["batch_sizes"]
+    assert rows[0]["batch_size"] == 1 and rows[0]["latency_ms"] <= slo
+    assert all(r["latency_ms"] is None or r["latency_ms"] <= slo * (1 + 1e-9) for r in rows)
+    assert rows[-1]["samples_per_s"] is None and sv["stopped"].startswith(f"batch {rows[-1]['batch_size']}")
