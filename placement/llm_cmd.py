@@ -23,6 +23,8 @@ model, and, where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), scores all
 
 from __future__ import annotations
 
+import math
+
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
@@ -167,55 +169,72 @@ class GoodputSearch:
 def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
                    max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
                    progress=None) -> GoodputSearch:
-    """The batch size and plan of most goodput for a :class:`graphs.llm.ServingModel`.
+    """The batch size, micro-batch count and plan of most goodput for a
+    :class:`graphs.llm.ServingModel`.
 
     ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, stopping at
-    the first whose KV cache no plan fits: a larger batch needs more memory per device). Each batch's
-    decode problem is solved by ``solve(problem)`` (the exact stage DP through the registry: the plan
-    of most tokens/s) and that plan's goodput scored; when the batch has at most ``exhaustive_limit``
-    plans (:func:`graphs.llm.chain_plans`), every one is scored and the best kept, so the answer is the
-    most goodput over every plan of those batches. Ties go to the smaller batch, then to the DP's plan."""
+    the first whose KV cache no plan fits: a larger batch needs more memory per device). For each
+    batch, the micro-batch counts ``N`` tried are ``microbatches`` (when it divides the batch) or every
+    power of two dividing the batch up to the devices' default (the decode problem's own default is
+    the largest): fewer micro-batches mean larger ones and fewer stages (``sum d <= N``), a shorter
+    step through the pipeline, which is what TPOT pays. Each ``(batch, N)`` decode problem is solved by
+    ``solve(problem)`` (the exact stage DP through the registry: the plan of most tokens/s) and that
+    plan's goodput scored; when the problem has at most ``exhaustive_limit`` plans
+    (:func:`graphs.llm.chain_plans`) every one is scored and the best kept, so where every problem
+    was small the answer is the most goodput over every plan of those batches and micro-batch counts.
+    Ties go to the smaller batch, then the larger ``N``, then to the DP's plan."""
     from graphs.llm import chain_plans
+    from graphs.onnx_variants import default_microbatches
     from graphs.parallel import evaluate_plan
     from solvers.base import Status
 
     auto = batches is None
     sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
+    top_n = default_microbatches(model.devices)
     points: list[GoodputPoint] = []
     best = None
     for i, b in enumerate(sizes):
         if progress is not None:
             progress(i / len(sizes))
-        p = model.problem(b, microbatches=microbatches if microbatches and b % microbatches == 0 else None,
-                          max_replicas=max_replicas)
-        r = solve(p)
-        plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
-        cand = []  # (goodput, plan, evaluation, serving)
-        if r.plan is not None:
-            cand.append((r.plan, r.evaluation))
-        if plans is not None:
-            for plan in plans:
+        if microbatches and b % microbatches == 0:
+            counts = [microbatches]
+        else:
+            top = math.gcd(b, top_n)
+            counts = [n for n in (2 ** j for j in range(top.bit_length())) if n <= top][::-1]
+        top = None  # (plan, evaluation, serving, problem, result)
+        exhaustive, nplans, first = True, 0, None
+        for n in counts:
+            p = model.problem(b, microbatches=n, max_replicas=max_replicas)
+            r = solve(p)
+            first = first or (p, r)
+            plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
+            exhaustive = exhaustive and plans is not None
+            nplans += len(plans or ())
+            cand = [(r.plan, r.evaluation)] if r.plan is not None else []
+            for plan in plans or ():
                 ev = evaluate_plan(p, plan)
                 if ev.valid:
                     cand.append((plan, ev))
-        top = None
-        for plan, ev in cand:
-            sv = model.evaluate(p, plan, b, evaluation=ev)
-            if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
-                top = (plan, ev, sv)
+            for plan, ev in cand:
+                sv = model.evaluate(p, plan, b, evaluation=ev)
+                if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
+                    top = (plan, ev, sv, p, r)
+            if r.status is Status.INFEASIBLE and n == counts[0]:
+                break  # the most micro-batches allow every plan fewer allow (same memory): none fits
         if top is None:
+            p, r = first
             why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
                 f"no plan found ({r.status}: {r.message})"
-            points.append(GoodputPoint(b, p, r, None, None, None, plans is not None,
-                                       None if plans is None else len(plans), why))
+            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
+                                       why))
             if auto and r.status is Status.INFEASIBLE:
                 break
             continue
-        note = "" if r.plan is None or top[0] == r.plan else "not the DP's plan (more goodput)"
-        pt = GoodputPoint(b, p, r, top[0], top[1], top[2], plans is not None,
-                          None if plans is None else len(plans), note)
+        plan, ev, sv, p, r = top
+        note = "" if r.plan is None or plan == r.plan else "not the DP's plan (more goodput)"
+        pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
         points.append(pt)
-        if best is None or pt.serving.goodput > best.serving.goodput * (1 + 1e-12):
+        if best is None or sv.goodput > best.serving.goodput * (1 + 1e-12):
             best = pt
     if progress is not None:
         progress(1.0)
@@ -258,25 +277,24 @@ def _refuse_flags(args) -> None:
 
 
 def _ms(x: float) -> str:
-    import math
-
     return f"{x * 1e3:.4g}" if math.isfinite(x) else "inf"
 
 
 def _sweep_table(search) -> str:
-    rows = [["batch", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
+    rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
              "plans scored", "limit", "note"]]
     for pt in search.points:
         if pt.serving is None:
-            rows.append([str(pt.batch), "-", "-", "-", "-", "-", "-", "-", pt.note])
+            rows.append([str(pt.batch), "-", "-", "-", "-", "-", "-", "-", "-", pt.note])
             continue
         s = pt.serving
-        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP plan"
+        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP's per N"
         note = "; ".join(x for x in (pt.note, "<- best" if pt is search.best else "") if x)
-        rows.append([str(pt.batch), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full), f"{s.rate:.6g}",
-                     f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit, note])
+        rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
+                     f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
+                     note])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if 0 < i < 6 else c.ljust(w) for i, (c, w) in
+    return "\n".join("  ".join(c.rjust(w) if 0 < i < 7 else c.ljust(w) for i, (c, w) in
                                enumerate(zip(r, widths))).rstrip() for r in rows)
 
 
@@ -364,11 +382,12 @@ def place_goodput(args) -> int:
     sv, r = best.serving, best.result
     dp_word = "proven optimal" if str(r.status) == "optimal" else f"status {r.status}"
     if search.exhaustive:
-        proven = ("every plan of every batch size tried was scored: the goodput is the most over them "
-                  "(under the serving model, at each batch's micro-batch count)")
+        proven = ("every plan of every batch size and micro-batch count tried was scored: the goodput is "
+                  "the most over them, exact under the serving model")
     else:
-        proven = ("the plan of each batch size is the decode DP's (most tokens/s, not proven to be the "
-                  "most goodput); batch sizes with few plans had all of them scored")
+        proven = ("each plan is the decode DP's at its batch size and micro-batch count (most tokens/s, "
+                  "proven; not proven to be the most goodput: the goodput is that plan's, exact under "
+                  "the serving model); a batch whose problems have few plans had all of them scored")
     data = result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
                        f"{r.solver}", time=None, message=proven, workload=args.workload,
                        settings=_settings(model, best.batch))

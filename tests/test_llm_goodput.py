@@ -177,13 +177,16 @@ def test_the_search_is_the_brute_force_over_batch_sizes_and_every_plan():
     assert search.exhaustive and search.best is not None
     best, step = 0.0, 0.0
     for b in batches:
-        p = sm.problem(b)
-        plans = list(_all_plans(p))
-        assert len(plans) == len(chain_plans(p, 10 ** 6))
-        for plan in plans:
-            r = _brute_goodput(TINY, devices, mix, p, plan, b, ttft, tpot)
-            if r is not None and r[0] > best:
-                best, step = r
+        for n in (1, 2, 4):  # the micro-batch counts: powers of two dividing the batch, up to 4 devices'
+            if b % n:
+                continue
+            p = sm.problem(b, microbatches=n)
+            plans = list(_all_plans(p))
+            assert len(plans) == len(chain_plans(p, 10 ** 6))
+            for plan in plans:
+                r = _brute_goodput(TINY, devices, mix, p, plan, b, ttft, tpot)
+                if r is not None and r[0] > best:
+                    best, step = r
     ours = search.best.serving.goodput
     assert best > 0
     assert best * (1 - 1e-12) <= ours <= best + 2 * step * 1.0 + 1e-9
