@@ -1,0 +1,111 @@
+"""Goodput of LLM serving on the stage model (issue 25): the batch size, micro-batch count and plan of
+most requests/s meeting TTFT and TPOT targets, beside the plan ``place`` gives for decode tokens/s.
+
+    python -m benchmarks.bench_llm_goodput [--only NAME] [--markdown out.md]
+
+Each case is a model config (Llama-2 shapes, nothing downloaded), a cluster, a request mix and the two
+targets. Two rows per case:
+
+* ``goodput``: :func:`placement.llm_cmd.goodput_search` as ``placement place config.json --objective
+  goodput`` runs it (batch sizes 1, 2, 4, .. until the KV cache no longer fits; per batch every
+  power-of-two micro-batch count; the exact stage DP's plan of most tokens/s for each; goodput scored
+  by :class:`graphs.llm.ServingModel`);
+* ``decode DP, default N``: the same batch sweep with the decode problem's default micro-batch count
+  (what ``placement place config.json --batch-size B`` solves), the best goodput over the batches.
+
+Times are wall-clock seconds of the whole sweep on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+LLAMA2_70B = {"hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
+              "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 32000,
+              "torch_dtype": "float16"}
+LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+             "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+             "torch_dtype": "float16"}
+# chat-like: short prompts and answers of a few hundred tokens (a ShareGPT-like shape, our buckets)
+CHAT = {"buckets": [{"input": 128, "output": 256, "weight": 30}, {"input": 512, "output": 256, "weight": 35},
+                    {"input": 1024, "output": 512, "weight": 25},
+                    {"input": 2048, "output": 512, "weight": 10}]}
+# prefill-heavy: long documents, short summaries
+SUMMARY = {"buckets": [{"input": 2048, "output": 128, "weight": 50},
+                       {"input": 4096, "output": 256, "weight": 40},
+                       {"input": 8192, "output": 256, "weight": 10}]}
+HELIX24 = "a100:4,l4:8,t4:12"
+CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms
+    ("70b-chat", LLAMA2_70B, HELIX24, "chat", CHAT, 3000, 200),
+    ("70b-chat-tight", LLAMA2_70B, HELIX24, "chat", CHAT, 1000, 100),
+    ("70b-summary", LLAMA2_70B, HELIX24, "summary", SUMMARY, 8000, 200),
+    ("70b-summary-tight", LLAMA2_70B, HELIX24, "summary", SUMMARY, 1500, 100),
+    ("7b-chat", LLAMA2_7B, "a100:2,t4:4", "chat", CHAT, 1000, 100),
+]
+
+
+def _row(name, how, devices, mix_name, ttft, tpot, pt, seconds):
+    if pt is None:
+        return (f"| {name} | {how} | {devices} | {mix_name} | {ttft} / {tpot} | - | - | - | - | - | 0 | - "
+                f"| - | {seconds:.1f} |")
+    s = pt.serving
+    stages = ", ".join(f"{pt.problem.kinds[x.stage.kind].name} {x.stage.t}x{x.stage.d}"
+                       for x in pt.evaluation.stages)
+    return (f"| {name} | {how} | {devices} | {mix_name} | {ttft} / {tpot} | {pt.batch} | "
+            f"{pt.problem.microbatches} | {stages} | {s.tokens_per_s:,.0f} | {s.tpot * 1e3:.1f} | "
+            f"{s.goodput:.3f} | {100 * s.attainment:.0f}% | {s.limit} | {seconds:.1f} |")
+
+
+def run(only: str | None = None) -> list[str]:
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_config, read_mix
+    from placement.llm_cmd import AUTO_BATCH_CAP, goodput_search
+    from solvers.base import Status
+    from solvers.registry import solve
+
+    rows = ["| case | plan | devices | mix | TTFT / TPOT target (ms) | batch | N | stages (kind t x d) | "
+            "decode tokens/s | TPOT ms at the rate | goodput req/s | meet | limit | time (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, cfg, devices, mix_name, mix, ttft, tpot in CASES:
+        if only and name != only:
+            continue
+        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
+                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        t = time.perf_counter()
+        search = goodput_search(model, None, solve)
+        rows.append(_row(name, "goodput", devices, mix_name, ttft, tpot, search.best,
+                         time.perf_counter() - t))
+        print(rows[-1], flush=True)
+        t = time.perf_counter()
+        best = None
+        for i in range(AUTO_BATCH_CAP.bit_length()):
+            p = model.problem(2 ** i)
+            r = solve(p)
+            if r.status is Status.INFEASIBLE:
+                break
+            sv = model.evaluate(p, r.plan, 2 ** i, evaluation=r.evaluation)
+            if best is None or sv.goodput > best.serving.goodput:
+                from placement.llm_cmd import GoodputPoint
+
+                best = GoodputPoint(2 ** i, p, r, r.plan, r.evaluation, sv, False, None)
+        rows.append(_row(name, "decode DP, default N", devices, mix_name, ttft, tpot, best,
+                         time.perf_counter() - t))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=None, help="one case: " + ", ".join(c[0] for c in CASES))
+    ap.add_argument("--markdown", default=None, metavar="OUT.md")
+    args = ap.parse_args()
+    rows = run(args.only)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write("\n".join(rows) + "\n")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
