@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .devices import DeviceSet
 from .errors import InputError
@@ -44,7 +44,8 @@ from .parallel import ParallelGraph, ParallelProblem, Variant
 
 __all__ = ["LLMConfig", "read_config", "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
-           "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans"]
+           "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
+           "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -388,6 +389,8 @@ class GoodputEvaluation:
     slots: float  # KV-cache slots in use on average at that rate (at most batch)
     limit: str  # what stops a higher rate
     buckets: tuple[BucketServing, ...]
+    kv_transfer: float = 0.0  # disaggregated: mean seconds to move a prompt's KV cache to the decode pool
+    prefill_pool: tuple | None = None  # disaggregated: (problem, plan, evaluation) of the prefill pool
 
 
 _MEETS_RTOL = 1e-9
@@ -511,42 +514,57 @@ class ServingModel:
         lin = g + c + batch * a
         limits["KV slots"] = 2 * batch / (lin + math.sqrt(max(lin * lin - 4 * a * g * batch, 0.0)))
         limits["prefill capacity"] = 1 / a  # a supremum: the wait grows without bound there
-        base_name, base = min(limits.items(), key=lambda kv: kv[1])
-
-        order = sorted(range(nb), key=lambda j: P[j])
-        best = (0.0, 0.0, base_name if base < 0 else "TTFT target")
-        cum = 0.0
-        for pos, j in enumerate(order):
-            cum += shares[j]
-            if pos + 1 < nb and P[order[pos + 1]] == P[j]:
-                continue  # equal prefill latencies: these buckets meet the target together
-            if base < 0:
-                break
-            lam, why = base, base_name
-            if self.ttft is not None:
-                room = self.ttft - P[j]
-                if room < 0:
-                    break
-                cap = room / (e2 / 2 + room * a)
-                if cap < lam:
-                    lam, why = cap, "TTFT target"
-            if lam * cum > best[0]:
-                best = (lam * cum, lam, why)
-        _, lam, why = best
+        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits)
         rho = lam * a
-        wait = lam * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
         tpot = t0 / (1 - rho) if rho < 1 else math.inf
-        tpot_ok = self.tpot is None or D <= 0 or tpot <= self.tpot * (1 + _MEETS_RTOL)
-        rows = []
-        for j, b in enumerate(self.mix.buckets):
-            ttft = wait + P[j]
-            ok = tpot_ok and (self.ttft is None or ttft <= self.ttft * (1 + _MEETS_RTOL))
-            rows.append(BucketServing(b, shares[j], P[j], S[j], ttft, ok))
-        met = sum(r.share for r in rows if r.meets) if lam > 0 else 0.0
-        rate = 1 / ev.objective if ev.objective > 0 else math.inf
         slots = lam * (g + D * tpot) if rho < 1 else math.inf
-        return GoodputEvaluation(batch, True, (), rate, step, t0, lam, lam * met, met, tpot, wait, rho, slots,
-                                 why if lam > 0 else _why_none(self, t0, P, D), tuple(rows))
+        return _evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D)
+
+
+def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float, e2: float,
+               limits: dict) -> tuple[float, str]:
+    """The arrival rate of most goodput and what stops a higher one: for each prefix of the buckets
+    sorted by prefill latency ``P``, the largest rate at which the prefix meets the TTFT target
+    (``W + P <= ttft``, ``W = lam e2 / (2 (1 - lam a))``) within the bucket-independent ``limits``
+    (name -> largest rate; a negative one: no rate), times the prefix's share."""
+    base_name, base = min(limits.items(), key=lambda kv: kv[1])
+    nb = len(P)
+    order = sorted(range(nb), key=lambda j: P[j])
+    best = (0.0, 0.0, base_name if base < 0 else "TTFT target")
+    cum = 0.0
+    for pos, j in enumerate(order):
+        cum += shares[j]
+        if pos + 1 < nb and P[order[pos + 1]] == P[j]:
+            continue  # equal prefill latencies: these buckets meet the target together
+        if base < 0:
+            break
+        lam, why = base, base_name
+        if ttft is not None:
+            room = ttft - P[j]
+            if room < 0:
+                break
+            cap = room / (e2 / 2 + room * a)
+            if cap < lam:
+                lam, why = cap, "TTFT target"
+        if lam * cum > best[0]:
+            best = (lam * cum, lam, why)
+    return best[1], best[2]
+
+
+def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D,
+                kv_transfer: float = 0.0) -> GoodputEvaluation:
+    rho = lam * a
+    wait = lam * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
+    tpot_ok = model.tpot is None or D <= 0 or tpot <= model.tpot * (1 + _MEETS_RTOL)
+    rows = []
+    for j, b in enumerate(model.mix.buckets):
+        ttft = wait + P[j]
+        ok = tpot_ok and (model.ttft is None or ttft <= model.ttft * (1 + _MEETS_RTOL))
+        rows.append(BucketServing(b, shares[j], P[j], S[j], ttft, ok))
+    met = sum(r.share for r in rows if r.meets) if lam > 0 else 0.0
+    rate = 1 / ev.objective if ev.objective > 0 else math.inf
+    return GoodputEvaluation(batch, True, (), rate, step, t0, lam, lam * met, met, tpot, wait, rho, slots,
+                             why if lam > 0 else _why_none(model, t0, P, D), tuple(rows), kv_transfer)
 
 
 def _why_none(model: ServingModel, t0: float, P: list[float], D: float) -> str:
@@ -621,3 +639,103 @@ def chain_plans(problem: ParallelProblem, limit: int, *, max_states: int = 50_00
 
     walk(0, counts, 0, [])
     return out
+
+
+# ------------------------------------------------------------------------------- disaggregated pools
+def prefill_problem(cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, microbatches: int | None = None,
+                    max_replicas: int | None = None) -> ParallelProblem:
+    """The stage-model problem of a prefill pool: a "sample" is one request's prefill, a node's time
+    its :func:`prefill_node_time` averaged over the mix, the tensors the prompt's hidden states
+    (mean prompt) over the host links, memory the weights plus, per request in flight (``N / d`` per
+    replica under ``gpipe``), the KV cache of the longest prompt. Its optimum (the exact stage DP)
+    is the pool's plan of most prefills per second (``1 / max_i E[p_i] / d_i``)."""
+    from .onnx_variants import default_microbatches, parallel_kinds
+
+    N = microbatches or default_microbatches(devices)
+    shares = mix.shares
+    longest = max(b.input for b in mix.buckets)
+    mean_in = sum(p * b.input for p, b in zip(shares, mix.buckets))
+    by = cfg.dtype_bytes
+    L = cfg.layers
+    ids = ["embed"] + [f"layer{i}" for i in range(L)] + ["head"]
+    emb_bytes = cfg.vocab * cfg.hidden * by
+    variants: list[Variant] = []
+    for k, (spec, count) in enumerate(zip(devices.specs, devices.counts)):
+        for t in _degrees(cfg, spec, count):
+            embed, layer, head = (sum(p * prefill_node_time(cfg, spec, t, u, b.input)
+                                      for p, b in zip(shares, mix.buckets)) for u in (0, 1, L + 1))
+            variants.append(Variant(0, k, t, "vanilla", embed, b=float(emb_bytes)))
+            for i in range(L):  # every block is the same
+                variants.append(Variant(1 + i, k, t, "vanilla", layer, a=float(longest * _kv_token(cfg, t)),
+                                        b=float(cfg.block_params * by / t)))
+            variants.append(Variant(L + 1, k, t, "vanilla", head, b=float(emb_bytes + cfg.hidden * by)))
+    token = cfg.hidden * by
+    tensors = [(u, [u + 1], [0.0 if s.host else mean_in * token / s.link_bandwidth for s in devices.specs])
+               for u in range(L + 1)]
+    g = ParallelGraph.build(ids=ids, names=ids, num_kinds=len(devices.specs),
+                            edges=[(u, u + 1) for u in range(L + 1)], tensors=tensors, variants=variants,
+                            source=cfg.name)
+    return ParallelProblem(g, parallel_kinds(devices), N, "gpipe", max_replicas=max_replicas)
+
+
+def kv_transfer_time(cfg: LLMConfig, tokens: int, bandwidth: float) -> float:
+    """Seconds to move the KV cache of ``tokens`` tokens (every layer) over ``bandwidth`` bytes/s."""
+    return tokens * cfg.layers * cfg.kv_bytes_per_token / bandwidth
+
+
+def prefill_profile(prefill: ServingModel, pre_problem: ParallelProblem, pev) -> tuple:
+    """``(P, S, link)`` of a prefill pool's evaluated plan: per bucket the prefill latency and the
+    bottleneck's occupancy, and the slowest host link of the kinds it uses."""
+    nb = len(prefill.mix.buckets)
+    P = [0.0] * nb
+    S = [0.0] * nb
+    for s in pev.stages:
+        p = prefill.stage_prefill(pre_problem, s.stage)
+        for j in range(nb):
+            P[j] += p[j]
+            S[j] = max(S[j], p[j] / s.stage.d)
+    return P, S, min(prefill.devices.specs[s.stage.kind].link_bandwidth for s in pev.stages)
+
+
+def disaggregated_goodput(prefill: ServingModel, pre_problem: ParallelProblem, pre_plan,
+                          decode: ServingModel, problem: ParallelProblem, plan, batch: int, *,
+                          pre_evaluation=None, evaluation=None, profile=None) -> GoodputEvaluation:
+    """The goodput of separate pools: ``pre_plan`` (of :func:`prefill_problem` on ``prefill``'s devices)
+    prefills every prompt, ``plan`` (of ``decode.problem(batch)``) decodes, and each request's KV cache
+    moves between them over the slower host link of the two pools' kinds used.
+
+    The model of :class:`ServingModel` with the pools apart: TTFT = the prefill pool's M/G/1 wait plus
+    the prompt's prefill latency (the first token comes from the prefill); TPOT = the decode pool's
+    full batch ``T0`` (no prefill stalls it); a KV slot is held for the transfer and the ``output - 1``
+    decode steps, ``lam (E[transfer] + E[output - 1] T0) <= batch``; the prefill pool's load
+    ``lam E[S] < 1``. ``profile``: :func:`prefill_profile` of the prefill plan, when the caller has it."""
+    from .parallel import evaluate_plan
+
+    pev = pre_evaluation if pre_evaluation is not None else evaluate_plan(pre_problem, pre_plan)
+    ev = evaluation if evaluation is not None else evaluate_plan(problem, plan)
+    mix = decode.mix
+    shares = mix.shares
+    if not (pev.valid and ev.valid):
+        empty = tuple(BucketServing(b, p, math.inf, math.inf, math.inf, False)
+                      for b, p in zip(mix.buckets, shares))
+        return GoodputEvaluation(batch, False, pev.problems + ev.problems, 0.0, math.inf, math.inf, 0.0, 0.0,
+                                 0.0, math.inf, math.inf, 0.0, 0.0, "invalid plan", empty)
+    m = batch / problem.microbatches
+    step = sum(m * s.stage.d * s.time_per_sample for s in ev.stages)
+    t0 = max(step, batch * ev.objective)
+    P, S, pre_link = profile if profile is not None else prefill_profile(prefill, pre_problem, pev)
+    link = min([pre_link] + [decode.devices.specs[s.stage.kind].link_bandwidth for s in ev.stages])
+    transfer = sum(q * kv_transfer_time(decode.cfg, b.input, link) for q, b in zip(shares, mix.buckets))
+    a = sum(q * x for q, x in zip(shares, S))
+    e2 = sum(q * x * x for q, x in zip(shares, S))
+    D = mix.decode_steps
+    limits = {}
+    if decode.tpot is not None and D > 0:
+        limits["TPOT target"] = math.inf if t0 <= decode.tpot else -1.0
+    occupancy = transfer + D * t0
+    limits["KV slots"] = batch / occupancy if occupancy > 0 else math.inf
+    limits["prefill capacity"] = 1 / a
+    lam, why = _best_rate(decode.ttft, shares, P, a, e2, limits)
+    out = _evaluation(decode, batch, ev, step, t0, lam, why, t0, lam * occupancy, shares, P, S, a, e2, D,
+                      kv_transfer=transfer)
+    return replace(out, prefill_pool=(pre_problem, tuple(pre_plan), pev))

@@ -32,7 +32,7 @@ __all__ = ["add_options", "handles", "place", "evaluate", "goodput_search", "Goo
            "EXHAUSTIVE_PLANS"]
 
 DEFAULT_CONTEXT = 2048
-EXHAUSTIVE_PLANS = 20_000  # a batch size with at most this many plans has all of them scored
+EXHAUSTIVE_PLANS = 2_000  # a batch size with at most this many plans has all of them scored
 AUTO_BATCH_CAP = 8192
 
 
@@ -48,6 +48,9 @@ def add_options(p) -> None:
                    help="--objective goodput: the time-to-first-token target (ms)")
     g.add_argument("--tpot-slo", type=float, default=None, metavar="MS",
                    help="--objective goodput: the time-per-output-token target (ms)")
+    g.add_argument("--disaggregate", action="store_true", default=None,
+                   help="--objective goodput: also try separate prefill and decode pools (whole device kinds "
+                        "to each, the KV cache moved between them) and keep the better layout")
 
 
 def handles(path: str) -> bool:
@@ -135,7 +138,8 @@ def evaluate(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------- goodput
-_GOODPUT_FLAGS = (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"))
+_GOODPUT_FLAGS = (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
+                  ("disaggregate", "--disaggregate"))
 
 
 def refuse_goodput_options(args) -> None:
@@ -168,7 +172,7 @@ class GoodputSearch:
 
 def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
                    max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
-                   progress=None) -> GoodputSearch:
+                   progress=None, score=None) -> GoodputSearch:
     """The batch size, micro-batch count and plan of most goodput for a
     :class:`graphs.llm.ServingModel`.
 
@@ -182,7 +186,8 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     plan's goodput scored; when the problem has at most ``exhaustive_limit`` plans
     (:func:`graphs.llm.chain_plans`) every one is scored and the best kept, so where every problem
     was small the answer is the most goodput over every plan of those batches and micro-batch counts.
-    Ties go to the smaller batch, then the larger ``N``, then to the DP's plan."""
+    Ties go to the smaller batch, then the larger ``N``, then to the DP's plan. ``score(problem, plan,
+    batch, evaluation)`` (default ``model.evaluate``) gives a plan's :class:`GoodputEvaluation`."""
     from graphs.llm import chain_plans
     from graphs.onnx_variants import default_microbatches
     from graphs.parallel import evaluate_plan
@@ -216,7 +221,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 if ev.valid:
                     cand.append((plan, ev))
             for plan, ev in cand:
-                sv = model.evaluate(p, plan, b, evaluation=ev)
+                sv = score(p, plan, b, ev) if score else model.evaluate(p, plan, b, evaluation=ev)
                 if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
                     top = (plan, ev, sv, p, r)
             if r.status is Status.INFEASIBLE and n == counts[0]:
@@ -241,6 +246,71 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     return GoodputSearch(points, best)
 
 
+class DisaggregatedSearch:
+    """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
+    kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
+
+    def __init__(self, splits, best):
+        self.splits, self.best = splits, best
+
+
+def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
+                         exhaustive_limit: int = EXHAUSTIVE_PLANS, progress=None) -> DisaggregatedSearch:
+    """Separate prefill and decode pools (:func:`graphs.llm.disaggregated_goodput`) for a
+    :class:`graphs.llm.ServingModel`: every split of the device kinds, whole kinds to one pool or the
+    other (``2^K - 2`` splits of ``K`` kinds). For each, the prefill pool's plans are the exact stage
+    DP's of :func:`graphs.llm.prefill_problem` (most prefills per second) at each power-of-two
+    micro-batch count up to the pool's default; the decode pool is searched as :func:`goodput_search`
+    does, each decode plan scored with the best of those prefill plans."""
+    from graphs.devices import DeviceSet
+    from graphs.llm import ServingModel, disaggregated_goodput, prefill_problem, prefill_profile
+    from graphs.onnx_variants import default_microbatches
+
+    K = len(model.devices.specs)
+    splits = []
+    best = None
+    masks = [m for m in range(1, 2 ** K - 1)]
+    for i, mask in enumerate(masks):
+        if progress is not None:
+            progress(i / len(masks))
+        pre_k = [k for k in range(K) if mask >> k & 1]
+        dec_k = [k for k in range(K) if not mask >> k & 1]
+
+        def pool(ks):
+            return DeviceSet(tuple(model.devices.specs[k] for k in ks),
+                             tuple(model.devices.counts[k] for k in ks))
+
+        pre_ds, dec_ds = pool(pre_k), pool(dec_k)
+        names = (str(pre_ds), str(dec_ds))
+        pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        top = default_microbatches(pre_ds)
+        prefills = []
+        for n in (2 ** j for j in range(top.bit_length())):
+            pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
+            r = solve(pp)
+            if r.plan is not None and all(r.plan != q[1] for q in prefills):
+                prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
+        if not prefills:
+            splits.append((*names, None, "no prefill plan fits"))
+            continue
+
+        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):
+            return max((disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev,
+                                              evaluation=ev, profile=prof)
+                        for pp, pplan, pev, prof in prefills), key=lambda sv: sv.goodput)
+
+        search = goodput_search(dec, batches, solve, max_replicas=max_replicas,
+                                exhaustive_limit=exhaustive_limit, score=score)
+        splits.append((*names, search, "" if search.best else "no decode plan fits"))
+        if search.best is not None and (best is None or search.best.serving.goodput >
+                                        best.serving.goodput * (1 + 1e-12)):
+            best = search.best
+    if progress is not None:
+        progress(1.0)
+    return DisaggregatedSearch(splits, best)
+
+
 def _serving_model(args, saved: dict | None = None):
     from graphs.devices import parse_devices
     from graphs.llm import ServingModel, check_slo, read_config, read_mix
@@ -258,7 +328,7 @@ def _serving_model(args, saved: dict | None = None):
         raise InputError("--objective goodput needs --requests MIX.json (buckets of input and output tokens "
                          "with weights, docs/formats.md)")
     slo = {}
-    for dest, flag in _GOODPUT_FLAGS[1:]:
+    for dest, flag in _GOODPUT_FLAGS[1:3]:
         v = getattr(args, dest, None)
         v = v if v is not None else saved.get(dest + "_ms")
         slo[dest] = None if v is None else check_slo(flag, v) / 1000
@@ -354,7 +424,8 @@ def _settings(model, batch: int) -> dict:
 
 def place_goodput(args) -> int:
     """``place config.json --objective goodput``: the sweep table, the best plan's stage table, its
-    buckets and what is proven."""
+    buckets and what is proven; with ``--disaggregate`` also every split into prefill and decode pools,
+    and the better layout."""
     import argparse
     import sys
 
@@ -367,44 +438,97 @@ def place_goodput(args) -> int:
     model = _serving_model(args)
     batches = parse_batch_sizes(args.batch_size)
     solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
+
+    def solve(p):
+        return solve_args(p, solve_ns)
+
     progress = _Progress("goodput: batch sizes", enabled=True if args.progress else None)
     try:
-        search = goodput_search(model, batches, lambda p: solve_args(p, solve_ns),
-                                microbatches=args.microbatches, max_replicas=args.max_replicas,
-                                progress=progress)
+        search = goodput_search(model, batches, solve, microbatches=args.microbatches,
+                                max_replicas=args.max_replicas, progress=progress)
     finally:
         progress.done()
+    split = None
+    if getattr(args, "disaggregate", False):
+        if len(model.devices.specs) < 2:
+            raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
+                             "give at least two kinds")
+        progress = _Progress("goodput: pools", enabled=True if args.progress else None)
+        try:
+            split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
+                                         progress=progress)
+        finally:
+            progress.done()
     best = search.best
+    disagg = split is not None and split.best is not None and \
+        (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
+    if disagg:
+        best = split.best
     if best is None:
         raise InfeasibleError(f"{args.workload}: no plan at any batch size tried "
                               f"({', '.join(str(p.batch) for p in search.points)}): "
                               f"{search.points[-1].note if search.points else 'none'}")
     sv, r = best.serving, best.result
-    dp_word = "proven optimal" if str(r.status) == "optimal" else f"status {r.status}"
-    if search.exhaustive:
-        proven = ("every plan of every batch size and micro-batch count tried was scored: the goodput is "
-                  "the most over them, exact under the serving model")
+    if best.plan == r.plan:
+        dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
+            ("proven the most tokens/s" if str(r.status) == "optimal" else f"status {r.status}")
+    else:
+        dp_word = "not the decode DP's plan: the most goodput among all the problem's plans"
+    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
+                                                             for x in split.splits))
+    if exhaustive:
+        proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
+                  "is the most over them, exact under the serving model")
     else:
         proven = ("each plan is the decode DP's at its batch size and micro-batch count (most tokens/s, "
                   "proven; not proven to be the most goodput: the goodput is that plan's, exact under "
                   "the serving model); a batch whose problems have few plans had all of them scored")
+    if split is not None:
+        proven += ("; disaggregated: whole device kinds to each pool, the prefill pool's plans the prefill "
+                   "DP's (most prefills/s) at each micro-batch count")
+    settings = _settings(model, best.batch)
+    pre_lines = []
+    if disagg:
+        pre_problem, pre_plan, pev = sv.prefill_pool
+        pre_devices, dec_devices = best_pool(split, best)
+        settings.update({"devices": dec_devices, "objective": "goodput-disaggregated",
+                         "prefill_devices": pre_devices})
+        pre_lines = [f"prefill pool ({pre_devices}), times per request (mean over the mix):",
+                     format_plan(pre_problem, pev, "ms"), "",
+                     f"decode pool ({dec_devices}), times per token:"]
     data = result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
-                       f"{r.solver}", time=None, message=proven, workload=args.workload,
-                       settings=_settings(model, best.batch))
+                       f"{r.solver}", time=None, message=proven, workload=args.workload, settings=settings)
     data["goodput"] = serving_dict(model, sv)
+    data["goodput"]["layout"] = "disaggregated" if disagg else "colocated"
     data["goodput"]["sweep"] = [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
                                  p.serving.goodput, "exhaustive": p.exhaustive, "note": p.note}
                                 for p in search.points]
+    if disagg:
+        data["goodput"]["kv_transfer_s"] = sv.kv_transfer
+        data["goodput"]["prefill_pool"] = result_dict(pre_problem, pev, status="feasible", solver=r.solver,
+                                                      workload=args.workload)
+    if split is not None:
+        colocated = search.best.serving.goodput if search.best else 0.0
+        data["goodput"]["layouts"] = [{"layout": "colocated", "prefill": str(model.devices),
+                                       "decode": str(model.devices), "goodput_rps": colocated}] + \
+            [{"layout": "disaggregated", "prefill": a, "decode": b,
+              "goodput_rps": x.best.serving.goodput if x and x.best else 0.0, "note": note}
+             for a, b, x, note in split.splits]
     sizes = "auto: powers of two until the KV cache no longer fits" if batches is None else \
         ", ".join(map(str, batches))
-    lines = [_sweep_table(search), "", f"best: batch {best.batch}, "
-             f"{len(best.evaluation.stages)} stage(s), {best.problem.microbatches} micro-batches; decode "
-             f"{sv.tokens_per_s:,.6g} tokens/s (the DP's plan at this batch: {dp_word})",
-             format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
-             _goodput_summary(model, sv),
-             f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
-             f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
-             f"proven: {proven}"]
+    lines = [_sweep_table(search)]
+    if split is not None:
+        lines += ["", "colocated sweep above; prefill and decode pools:",
+                  _layout_table(model, search, split, best)]
+    moved = f"; KV cache moved to the decode pool in {_ms(sv.kv_transfer)} ms on average" if disagg else ""
+    lines += ["", f"best: {'disaggregated' if disagg else 'colocated'}, batch {best.batch}, "
+              f"{len(best.evaluation.stages)} decode stage(s), {best.problem.microbatches} micro-batches; "
+              f"decode {sv.tokens_per_s:,.6g} tokens/s ({dp_word})", *pre_lines,
+              format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
+              _goodput_summary(model, sv) + moved,
+              f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
+              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
+              f"proven: {proven}"]
     if getattr(args, "json", False):
         _emit(args, data, best.problem, best.evaluation, "", "ms")
         return 0
@@ -416,3 +540,30 @@ def place_goodput(args) -> int:
     if getattr(args, "out", None):
         sys.stdout.write(f"result written to {args.out}\n")
     return 0
+
+
+def best_pool(split, point):
+    """The prefill and decode pools' devices of the split whose search holds ``point``."""
+    for pre, dec, x, _ in split.splits:
+        if x is not None and x.best is point:
+            return pre, dec
+    raise AssertionError("the point is no split's best")
+
+
+def _layout_table(model, search, split, best) -> str:
+    rows = [["layout", "prefill pool", "decode pool", "batch", "N", "goodput req/s", "meet", "limit", "note"]]
+
+    def row(kind, pre, dec, pt, note=""):
+        if pt is None:
+            rows.append([kind, pre, dec, "-", "-", "0", "-", "-", note])
+            return
+        s = pt.serving
+        rows.append([kind, pre, dec, str(pt.batch), str(pt.problem.microbatches), f"{s.goodput:.6g}",
+                     f"{100 * s.attainment:.0f}%", s.limit, "<- best" if pt is best else note])
+
+    row("colocated", str(model.devices), str(model.devices), search.best)
+    for pre, dec, x, note in split.splits:
+        row("disaggregated", pre, dec, x.best if x else None, note)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if 2 < i < 7 else c.ljust(w) for i, (c, w) in
+                               enumerate(zip(r, widths))).rstrip() for r in rows)

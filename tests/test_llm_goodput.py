@@ -302,3 +302,61 @@ def test_cli_refuses_goodput_options_where_they_do_not_apply(tmp_path, capsys, f
                                  "edges": [], "maxFPGAs": 1, "maxCPUs": 1, "maxSizePerFPGA": 1}))
     assert main(["place", str(piper), "--objective", "goodput"]) == 2
     assert "apply to an LLM model config" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- disaggregated pools
+def test_disaggregated_goodput_by_hand():
+    """Prefill on one T4, decode on one A100, one bucket: TTFT is the prefill pool's M/G/1 wait plus the
+    prefill, TPOT the decode pool's full batch (no prefill stalls it), and the slots hold each request
+    for the KV transfer and its decode steps."""
+    from graphs.llm import disaggregated_goodput, kv_transfer_time, prefill_problem
+
+    mix = read_mix({"buckets": [{"input": 512, "output": 33, "weight": 1}]})
+    pre_ds, dec_ds = parse_devices("t4:1"), parse_devices("a100:1")
+    t4 = pre_ds.specs[0]
+    P = sum(prefill_node_time(TINY, t4, 1, u, 512) for u in range(4))
+    pp = prefill_problem(TINY, pre_ds, mix, microbatches=1)
+    assert evaluate_plan(pp, _one_stage(pp)).objective == pytest.approx(P, rel=1e-12)  # one request's
+    for ttft_x, limit, B in ((100.0, "KV slots", 8), (1.5, "TTFT target", 64)):
+        dec = ServingModel(TINY, dec_ds, mix, ttft=ttft_x * P, tpot=1.0)
+        problem = dec.problem(B, microbatches=1)
+        ev = evaluate_plan(problem, _one_stage(problem))
+        T0 = B * ev.objective
+        link = min(t4.link_bandwidth, dec_ds.specs[0].link_bandwidth)
+        move = kv_transfer_time(TINY, 512, link)
+        assert move == pytest.approx(512 * 2 * KV / link)
+        pre = ServingModel(TINY, pre_ds, mix, ttft=ttft_x * P, tpot=1.0)
+        sv = disaggregated_goodput(pre, pp, _one_stage(pp), dec, problem, _one_stage(problem), B)
+        lam = B / (move + 32 * T0) if limit == "KV slots" else 0.5 / P
+        assert sv.limit == limit and sv.goodput == pytest.approx(lam, rel=1e-9)
+        assert sv.tpot == pytest.approx(T0, rel=1e-12) and sv.kv_transfer == pytest.approx(move, rel=1e-12)
+        assert sv.buckets[0].ttft == pytest.approx(P + lam * P * P / (2 * (1 - lam * P)), rel=1e-9)
+
+
+@pytest.mark.parametrize("mix, layout", [
+    ({"buckets": [{"input": 4096, "output": 64, "weight": 1}]}, "disaggregated"),  # prefill-heavy
+    ({"buckets": [{"input": 128, "output": 1024, "weight": 1}]}, "colocated"),  # decode-heavy
+])
+def test_disaggregate_keeps_the_better_layout(tmp_path, capsys, files, mix, layout):
+    cfg, _ = files
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps(mix))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:4", "--objective", "goodput", "--requests",
+                 str(path), "--ttft-slo", "1000", "--tpot-slo", "30", "--disaggregate",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"best: {layout}" in text
+    g = json.loads(out.read_text())["goodput"]
+    assert g["layout"] == layout and len(g["layouts"]) == 3  # colocated and the two splits of two kinds
+    assert g["goodput_rps"] == pytest.approx(max(x["goodput_rps"] for x in g["layouts"]), rel=1e-12)
+    assert (g["goodput_rps"] > g["layouts"][0]["goodput_rps"]) == (layout == "disaggregated")
+
+
+def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
+    cfg, mix = files
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:2", "--disaggregate"]) == 2
+    assert "--disaggregate applies with --objective goodput" in capsys.readouterr().err
+    assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
+                 "--disaggregate"]) == 2
+    assert "at least two kinds" in capsys.readouterr().err
