@@ -2,6 +2,7 @@
 most requests/s meeting TTFT and TPOT targets, beside the plan ``place`` gives for decode tokens/s.
 
     python -m benchmarks.bench_llm_goodput [--only NAME] [--markdown out.md]
+    python -m benchmarks.bench_llm_goodput --phases [--only NAME] [--markdown out.md]
 
 Each case is a model config (Llama-2 shapes, nothing downloaded), a cluster, a request mix and the two
 targets. Two rows per case:
@@ -12,6 +13,11 @@ targets. Two rows per case:
   by :class:`graphs.llm.ServingModel`);
 * ``decode DP, default N``: the same batch sweep with the decode problem's default micro-batch count
   (what ``placement place config.json --batch-size B`` solves), the best goodput over the batches.
+
+``--phases``: on a prefill-heavy and a decode-heavy mix, the colocated search's best beside every split
+of the device kinds into a prefill pool and a decode pool (:func:`placement.llm_cmd.disaggregated_search`,
+what ``--disaggregate`` adds); the layout ``place`` keeps is marked. A split's time is the
+disaggregated search's divided by the number of splits.
 
 Times are wall-clock seconds of the whole sweep on this machine.
 """
@@ -95,12 +101,68 @@ def run(only: str | None = None) -> list[str]:
     return rows
 
 
+DECODE_HEAVY = {"buckets": [{"input": 128, "output": 1024, "weight": 1}]}
+PREFILL_HEAVY = {"buckets": [{"input": 4096, "output": 64, "weight": 1}]}
+PHASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms
+    ("7b-prefill-heavy", LLAMA2_7B, "a100:2,l4:4", "prefill-heavy", PREFILL_HEAVY, 1000, 30),
+    ("7b-decode-heavy", LLAMA2_7B, "a100:2,l4:4", "decode-heavy", DECODE_HEAVY, 1000, 30),
+    ("70b-prefill-heavy", LLAMA2_70B, HELIX24, "prefill-heavy", PREFILL_HEAVY, 3000, 200),
+    ("70b-decode-heavy", LLAMA2_70B, HELIX24, "decode-heavy", DECODE_HEAVY, 3000, 200),
+]
+
+
+def phases(only: str | None = None) -> list[str]:
+    """Colocated against disaggregated (``--disaggregate``): the colocated search's best, then every
+    split of the device kinds into a prefill pool and a decode pool."""
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_config, read_mix
+    from placement.llm_cmd import disaggregated_search, goodput_search
+    from solvers.registry import solve
+
+    rows = ["| case | devices | mix (input/output) | TTFT / TPOT target (ms) | layout | prefill pool "
+            "| decode pool | batch | N | goodput req/s | meet | limit | KV move ms | time (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, cfg, devices, mix_name, mix, ttft, tpot in PHASES:
+        if only and name != only:
+            continue
+        b = mix["buckets"][0]
+        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
+                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        t = time.perf_counter()
+        co = goodput_search(model, None, solve)
+        t_co = time.perf_counter() - t
+        t = time.perf_counter()
+        di = disaggregated_search(model, None, solve)
+        t_di = time.perf_counter() - t
+        best = max([co.best] + [x.best for _, _, x, _ in di.splits if x and x.best],
+                   key=lambda pt: pt.serving.goodput if pt else -1.0)
+        head = f"| {name} | {devices} | {mix_name} ({b['input']}/{b['output']}) | {ttft} / {tpot} "
+
+        def cell(pt, best=best):
+            if pt is None:
+                return "- | - | 0 | - | - | -"
+            s = pt.serving
+            mark = " **(kept)**" if pt is best else ""
+            return (f"{pt.batch} | {pt.problem.microbatches} | {s.goodput:.3f}{mark} "
+                    f"| {100 * s.attainment:.0f}% | {s.limit} | {s.kv_transfer * 1e3:.1f}")
+
+        rows.append(head + f"| colocated | {devices} | {devices} | {cell(co.best)} | {t_co:.1f} |")
+        print(rows[-1], flush=True)
+        for pre, dec, x, _ in di.splits:
+            rows.append(head + f"| disaggregated | {pre} | {dec} | {cell(x.best if x else None)} "
+                        f"| {t_di / len(di.splits):.1f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="one case: " + ", ".join(c[0] for c in CASES))
     ap.add_argument("--markdown", default=None, metavar="OUT.md")
+    ap.add_argument("--phases", action="store_true", help="the colocated / disaggregated table instead: "
+                    + ", ".join(c[0] for c in PHASES))
     args = ap.parse_args()
-    rows = run(args.only)
+    rows = phases(args.only) if args.phases else run(args.only)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("\n".join(rows) + "\n")

@@ -13,12 +13,13 @@ The result file is a stage plan (:func:`placement.stages.result_dict`, times in 
 output token meet targets, for a request mix (docs/formats.md):
 
     placement place config.json --objective goodput --requests mix.json --ttft-slo 2000 --tpot-slo 100
-                    [--devices ...] [--batch-size auto|B|B1,B2,..]
+                    [--devices ...] [--batch-size auto|B|B1,B2,..] [--disaggregate]
 
 sweeps the batch size (``auto``: 1, 2, 4, .. until the KV cache no longer fits), solves each batch's
 decode problem with the exact stage DP (most tokens/s), scores every plan's goodput with the serving
 model, and, where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), scores all of them
-(:func:`goodput_search`).
+(:func:`goodput_search`). ``--disaggregate`` also tries separate prefill and decode pools
+(:func:`disaggregated_search`) and keeps the layout of more goodput.
 """
 
 from __future__ import annotations
