@@ -256,7 +256,8 @@ class DisaggregatedSearch:
 
 
 def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
-                         exhaustive_limit: int = EXHAUSTIVE_PLANS, progress=None) -> DisaggregatedSearch:
+                         microbatches: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
+                         progress=None) -> DisaggregatedSearch:
     """Separate prefill and decode pools (:func:`graphs.llm.disaggregated_goodput`) for a
     :class:`graphs.llm.ServingModel`: every split of the device kinds, whole kinds to one pool or the
     other (``2^K - 2`` splits of ``K`` kinds). For each, the prefill pool's plans are the exact stage
@@ -301,7 +302,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
                                               evaluation=ev, profile=prof)
                         for pp, pplan, pev, prof in prefills), key=lambda sv: sv.goodput)
 
-        search = goodput_search(dec, batches, solve, max_replicas=max_replicas,
+        search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
                                 exhaustive_limit=exhaustive_limit, score=score)
         splits.append((*names, search, "" if search.best else "no decode plan fits"))
         if search.best is not None and (best is None or search.best.serving.goodput >
@@ -457,7 +458,7 @@ def place_goodput(args) -> int:
         progress = _Progress("goodput: pools", enabled=True if args.progress else None)
         try:
             split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
-                                         progress=progress)
+                                         microbatches=args.microbatches, progress=progress)
         finally:
             progress.done()
     best = search.best
