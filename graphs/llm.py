@@ -29,6 +29,15 @@ micro-batches of ``batch / N`` sequences that flow through the pipeline:
 The decode FLOPs of a block per token are ``2 x`` its weights plus ``4 x context x hidden`` for the
 attention over the cache; the weights of a block are ``q, o: hidden^2``, ``k, v: hidden x n_kv d_head``,
 and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down).
+
+**Serving** (the second half of the module): :func:`layer_prefill_time` (a prompt of ``I`` tokens,
+compute-bound: ``2 x`` weights per token plus causal attention's ``2 x hidden x I (I + 1)``) beside
+:func:`layer_decode_step`; a request mix (:func:`read_mix`: buckets of input and output tokens with
+weights); :class:`ServingModel`, whose class doc states the serving model (TTFT = an M/G/1 prefill
+wait + the prefill through the stages, TPOT = the full batch's step stalled by the prefills' share,
+KV slots by Little's law) and scores the goodput of any decode plan; :func:`chain_plans`, every plan of
+a small chain problem; and separate prefill and decode pools (:func:`prefill_problem`,
+:func:`disaggregated_goodput`).
 """
 
 from __future__ import annotations
