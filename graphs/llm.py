@@ -29,20 +29,32 @@ micro-batches of ``batch / N`` sequences that flow through the pipeline:
 The decode FLOPs of a block per token are ``2 x`` its weights plus ``4 x context x hidden`` for the
 attention over the cache; the weights of a block are ``q, o: hidden^2``, ``k, v: hidden x n_kv d_head``,
 and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down).
+
+**Serving** (the second half of the module): :func:`layer_prefill_time` (a prompt of ``I`` tokens,
+compute-bound: ``2 x`` weights per token plus causal attention's ``2 x hidden x I (I + 1)``) beside
+:func:`layer_decode_step`; a request mix (:func:`read_mix`: buckets of input and output tokens with
+weights); :class:`ServingModel`, whose class doc states the serving model (TTFT = an M/G/1 prefill
+wait + the prefill through the stages, TPOT = the full batch's step stalled by the prefills' share,
+KV slots by Little's law) and scores the goodput of any decode plan; :func:`chain_plans`, every plan of
+a small chain problem; and separate prefill and decode pools (:func:`prefill_problem`,
+:func:`disaggregated_goodput`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .devices import DeviceSet
 from .errors import InputError
 from .jsonio import read_json
 from .parallel import ParallelGraph, ParallelProblem, Variant
 
-__all__ = ["LLMConfig", "read_config", "is_llm_config", "decode_problem", "TP_DEGREES"]
+__all__ = ["LLMConfig", "read_config", "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
+           "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
+           "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
+           "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -147,14 +159,84 @@ def _degrees(cfg: LLMConfig, spec, count: int) -> list[int]:
     return out if not spec.host else [1]
 
 
+def _kv_token(cfg: LLMConfig, t: int) -> float:
+    """KV-cache bytes of one token in one layer on one of ``t`` devices: ``t`` above the key/value heads
+    replicates them, so each device keeps one head's cache."""
+    return cfg.kv_bytes_per_token / min(t, cfg.kv_heads)
+
+
+def _peak(spec) -> float:
+    return spec.fp16 if spec.fp16 > 0 else spec.fp32
+
+
+def layer_decode_step(cfg: LLMConfig, spec, t: int, batch: int, context: int | float) -> float:
+    """Seconds of one decode step of one decoder block for ``batch`` sequences whose caches hold
+    ``context`` tokens on average, on ``t`` devices of ``spec`` (bandwidth-bound: the weights read once,
+    each sequence's cache once; see the module doc). FLOPs and bytes are sums over the sequences, so a
+    batch of mixed contexts takes exactly the time of its mean context."""
+    from .onnx_variants import allreduce_time
+
+    by = cfg.dtype_bytes
+    w = cfg.block_params * by / t
+    flops = 2 * cfg.block_params / t * batch + 4 * context * cfg.hidden / t * batch
+    moved = w + batch * context * _kv_token(cfg, t)
+    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
+        + 2 * allreduce_time(batch * cfg.hidden * by, t, spec.intra_bandwidth or spec.link_bandwidth)
+
+
+def layer_prefill_time(cfg: LLMConfig, spec, t: int, tokens: int) -> float:
+    """Seconds to prefill one prompt of ``tokens`` tokens through one decoder block on ``t`` devices of
+    ``spec`` (compute-bound for long prompts): ``2 x`` the block's weights per token plus causal
+    attention's quadratic term ``4 x hidden x (1 + 2 + .. + tokens) = 2 x hidden x tokens (tokens + 1)``
+    FLOPs, against the weights read once and the prompt's KV cache written once; the two all-reduces of
+    the prompt's hidden states at ``t > 1`` and a launch per matrix product. (At one token this is the
+    decode step of one sequence at a context of one token.)"""
+    from .onnx_variants import allreduce_time
+
+    by = cfg.dtype_bytes
+    w = cfg.block_params * by / t
+    flops = 2 * cfg.block_params / t * tokens + 2 * cfg.hidden * tokens * (tokens + 1) / t
+    moved = w + tokens * _kv_token(cfg, t)
+    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
+        + 2 * allreduce_time(tokens * cfg.hidden * cfg.dtype_bytes, t,
+                             spec.intra_bandwidth or spec.link_bandwidth)
+
+
+def embed_time(cfg: LLMConfig, spec, tokens: int) -> float:
+    """Seconds of the embedding gather of ``tokens`` rows (one launch)."""
+    return spec.launch + tokens * cfg.hidden * cfg.dtype_bytes / spec.mem_bandwidth
+
+
+def head_step(cfg: LLMConfig, spec, rows: int) -> float:
+    """Seconds of the final norm and LM head for ``rows`` positions (decode: one per sequence; prefill:
+    the prompt's last position only, the one whose logits give the first token)."""
+    head_w = cfg.vocab * cfg.hidden * cfg.dtype_bytes + cfg.hidden * cfg.dtype_bytes
+    return max(2 * cfg.vocab * cfg.hidden * rows / _peak(spec), head_w / spec.mem_bandwidth) + spec.launch
+
+
+def prefill_node_time(cfg: LLMConfig, spec, t: int, node: int, tokens: int) -> float:
+    """Prefill seconds of node ``node`` of :func:`decode_problem`'s chain (0: embed, 1..L: the blocks,
+    L+1: the head) for one prompt of ``tokens`` tokens on ``t`` devices of ``spec`` (the embedding and
+    the head run replicated at ``t > 1``, as in decoding)."""
+    if node == 0:
+        return embed_time(cfg, spec, tokens)
+    if node == cfg.layers + 1:
+        return head_step(cfg, spec, 1)
+    return layer_prefill_time(cfg, spec, t, tokens)
+
+
 def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: int,
-                   microbatches: int | None = None, max_replicas: int | None = None) -> ParallelProblem:
+                   microbatches: int | None = None, max_replicas: int | None = None,
+                   memory_context: int | None = None) -> ParallelProblem:
     """The stage-model problem of decoding ``batch`` sequences at ``context`` tokens (see the module
     doc); ``microbatches`` (default: the largest power of two dividing ``batch`` and at most the number
-    of devices' next power of two) must divide ``batch``."""
-    from .onnx_variants import allreduce_time, default_microbatches, parallel_kinds
+    of devices' next power of two) must divide ``batch``. ``memory_context`` (default ``context``): the
+    tokens of each sequence's KV cache that memory must hold, when it differs from the context the step
+    times are computed at (a request mix: times at its mean context, memory at its longest request)."""
+    from .onnx_variants import default_microbatches, parallel_kinds
 
-    for what, v in (("batch", batch), ("context", context)):
+    mem_context = context if memory_context is None else memory_context
+    for what, v in (("batch", batch), ("context", context), ("memory context", mem_context)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"{what} must be a positive integer, got {v!r}")
     if microbatches is None:
@@ -168,26 +250,17 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
     emb_bytes = cfg.vocab * cfg.hidden * by
     variants: list[Variant] = []
     for k, (spec, count) in enumerate(zip(devices.specs, devices.counts)):
-        peak = spec.fp16 if spec.fp16 > 0 else spec.fp32
-        bw = spec.intra_bandwidth or spec.link_bandwidth
         for t in _degrees(cfg, spec, count):
             # embedding: a gather of m rows per step
-            gather = spec.launch + m * cfg.hidden * by / spec.mem_bandwidth
-            variants.append(Variant(0, k, t, "vanilla", gather / m, b=float(emb_bytes)))
+            variants.append(Variant(0, k, t, "vanilla", embed_time(cfg, spec, m) / m, b=float(emb_bytes)))
             w = cfg.block_params * by / t
-            # t above the key/value heads replicates them: each device keeps one head's cache
-            kv_token = cfg.kv_bytes_per_token / min(t, cfg.kv_heads)
-            flops = 2 * cfg.block_params / t * m + 4 * context * cfg.hidden / t * m
-            moved = w + m * context * kv_token
-            step = max(flops / peak, moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
-                + 2 * allreduce_time(m * cfg.hidden * by, t, bw)
-            a = float(m * context * kv_token)  # the KV cache of one micro-batch's sequences
+            step = layer_decode_step(cfg, spec, t, m, context)
+            a = float(m * mem_context * _kv_token(cfg, t))  # the KV cache of one micro-batch's sequences
             for i in range(L):
                 variants.append(Variant(1 + i, k, t, "vanilla", step / m, a=a, b=float(w)))
             # the LM head keeps its own copy of the matrix (also when tied: it may sit on another stage)
-            head_w = emb_bytes + cfg.hidden * by
-            head_step = max(2 * cfg.vocab * cfg.hidden * m / peak, head_w / spec.mem_bandwidth) + spec.launch
-            variants.append(Variant(L + 1, k, t, "vanilla", head_step / m, b=float(head_w)))
+            variants.append(Variant(L + 1, k, t, "vanilla", head_step(cfg, spec, m) / m,
+                                    b=float(emb_bytes + cfg.hidden * by)))
     token = cfg.hidden * by
     tensors = [(u, [u + 1], [0.0 if s.host else token / s.link_bandwidth for s in devices.specs])
                for u in range(L + 1)]
@@ -195,3 +268,483 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
                             edges=[(u, u + 1) for u in range(L + 1)], tensors=tensors, variants=variants,
                             source=cfg.name)
     return ParallelProblem(g, parallel_kinds(devices), microbatches, "gpipe", max_replicas=max_replicas)
+
+
+# =========================================================================== serving: prefill and goodput
+# A request mix, TTFT / TPOT targets and the goodput of a decode plan (docs/serving.md, "Goodput").
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Requests of ``input`` prompt tokens and ``output`` generated tokens (the first one comes from the
+    prefill), ``weight`` their share of the arrivals (relative; the mix normalises)."""
+
+    input: int
+    output: int
+    weight: float
+
+
+@dataclass(frozen=True)
+class RequestMix:
+    """A histogram of request sizes (:func:`read_mix`)."""
+
+    buckets: tuple[Bucket, ...]
+    source: str | None = None
+
+    @property
+    def shares(self) -> list[float]:
+        total = sum(b.weight for b in self.buckets)
+        return [b.weight / total for b in self.buckets]
+
+    @property
+    def memory_context(self) -> int:
+        """Tokens a sequence's KV cache must hold: the longest request's prompt plus its output."""
+        return max(b.input + b.output for b in self.buckets)
+
+    @property
+    def decode_steps(self) -> float:
+        """Mean decode steps per request, ``E[output - 1]``."""
+        return sum(p * (b.output - 1) for p, b in zip(self.shares, self.buckets))
+
+    @property
+    def decode_context(self) -> int:
+        """The mean context of a decode step (rounded up): over a request's ``output - 1`` steps the cache
+        holds ``input + 1 .. input + output - 1`` tokens, mean ``input + output / 2``, weighted by the
+        steps (each step of each running sequence is one token of the batch). A step's FLOPs and bytes
+        are sums over its sequences (:func:`layer_decode_step`), so this mean gives the mean step time.
+        Without decode steps (every output one token): the longest prompt."""
+        steps = sum(p * (b.output - 1) for p, b in zip(self.shares, self.buckets))
+        if steps <= 0:
+            return max(b.input for b in self.buckets)
+        tokens = sum(p * (b.output - 1) * (b.input + b.output / 2) for p, b in zip(self.shares, self.buckets))
+        return max(1, math.ceil(tokens / steps - 1e-9))
+
+
+def read_mix(source: str | os.PathLike | dict | list) -> RequestMix:
+    """A :class:`RequestMix` from a JSON file (or its parsed content): ``{"buckets": [{"input": 512,
+    "output": 128, "weight": 3}, ...]}`` or the bare list (docs/formats.md). Every field is required:
+    ``input`` and ``output`` positive integers (tokens), ``weight`` a positive number; a bad one is an
+    :class:`InputError` naming the file, the bucket and the field."""
+    where = None
+    if not isinstance(source, (dict, list)):
+        where = os.fspath(source)
+        source = read_json(where)
+    items = source.get("buckets") if isinstance(source, dict) else source
+    if isinstance(source, dict) and "buckets" not in source:
+        raise InputError("a request mix needs a 'buckets' list of {input, output, weight}", source=where)
+    if not isinstance(items, list) or not items:
+        raise InputError("'buckets' must be a non-empty list of {input, output, weight}", source=where)
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"bucket {i} must be an object with input, output and weight", source=where)
+        for key in ("input", "output", "weight"):
+            if key not in item:
+                raise InputError(f"bucket {i} has no {key!r} (each bucket needs input, output, weight)",
+                                 source=where)
+        unknown = sorted(set(item) - {"input", "output", "weight"})
+        if unknown:
+            raise InputError(f"bucket {i}: unknown field {unknown[0]!r} (a bucket has input, output, weight)",
+                             source=where)
+        for key in ("input", "output"):
+            v = item[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"bucket {i}: {key!r} must be a positive integer (tokens), got {v!r}",
+                                 source=where)
+        w = item["weight"]
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0 < w < math.inf):
+            raise InputError(f"bucket {i}: 'weight' must be a positive number, got {w!r}", source=where)
+        out.append(Bucket(item["input"], item["output"], float(w)))
+    return RequestMix(tuple(out), where)
+
+
+def check_slo(name: str, value: float | None) -> float | None:
+    """A latency target in seconds (``None``: none): positive and finite, else an :class:`InputError`
+    naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise InputError(f"{name} must be a positive number of milliseconds, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class BucketServing:
+    bucket: Bucket
+    share: float
+    prefill: float  # seconds: the prompt through every stage, no waiting
+    occupancy: float  # seconds of the pipeline's prefill bottleneck, max over stages of p_i / d_i
+    ttft: float  # seconds at the plan's rate: queueing wait + prefill
+    meets: bool  # TTFT and TPOT within the targets
+
+
+@dataclass(frozen=True)
+class GoodputEvaluation:
+    """The goodput of one decode plan at batch ``batch`` (see :func:`ServingModel.evaluate`); times in
+    seconds, rates per second."""
+
+    batch: int
+    valid: bool
+    problems: tuple[str, ...]
+    tokens_per_s: float  # decode capacity, 1 / the plan's time per token
+    step_latency: float  # one decode step of one micro-batch through every stage
+    tpot_full: float  # TPOT of the full batch with no prefill: max(step latency, batch / tokens_per_s)
+    rate: float  # requests/s arriving at which the goodput is reached
+    goodput: float  # requests/s meeting both targets at that rate
+    attainment: float  # their share of the requests
+    tpot: float  # at that rate (decode stalled by the prefills' share of the bottleneck)
+    wait: float  # mean queueing wait before a prefill at that rate
+    prefill_load: float  # the prefill share of the bottleneck's time at that rate
+    slots: float  # KV-cache slots in use on average at that rate (at most batch)
+    limit: str  # what stops a higher rate
+    buckets: tuple[BucketServing, ...]
+    kv_transfer: float = 0.0  # disaggregated: mean seconds to move a prompt's KV cache to the decode pool
+    prefill_pool: tuple | None = None  # disaggregated: (problem, plan, evaluation) of the prefill pool
+
+
+_MEETS_RTOL = 1e-9
+
+
+class ServingModel:
+    """A model config, devices, a request mix and TTFT / TPOT targets (seconds; ``None``: none): the
+    decode problem of each batch size and the goodput of any plan of it.
+
+    **The serving model** (colocated prefill and decode, continuous batching, per replica):
+
+    * the engine decodes ``batch`` sequences per step (its KV slots), the plan's micro-batches of
+      ``m = batch / N`` flowing through the stages; decode times at the mix's mean context
+      (:attr:`RequestMix.decode_context`), memory at its longest request (:attr:`RequestMix.memory_context`);
+    * **TPOT** of a full batch: ``T0 = max(sum_i m d_i tps_i, batch x tps_max)``, the larger of one
+      micro-batch's step through every stage (``m d_i tps_i`` on a replica of stage ``i``) and the
+      round of all ``N`` micro-batches at the bottleneck (the stage evaluator's times per token);
+    * **prefill**: a prompt of ``I`` tokens runs alone on one replica of each stage in turn:
+      ``p_i(I)`` = its nodes' :func:`prefill_node_time` plus the hidden states of ``I`` tokens over the
+      links the stage's tensors cross; latency ``P(I) = sum_i p_i(I)``; the pipeline's prefill
+      bottleneck is busy ``S(I) = max_i p_i(I) / d_i`` per request (replicas take requests in turn);
+    * **queueing**: Poisson arrivals at rate ``lam``, sizes drawn from the mix; prefills have priority
+      over decode steps and queue first come, first served at the bottleneck: an M/G/1 queue with
+      service ``S``, load ``rho = lam E[S]``, mean wait ``W = lam E[S^2] / (2 (1 - rho))``
+      (Pollaczek-Khinchine); **TTFT(I) = W + P(I)**;
+    * decode steps stall while the bottleneck prefills: **TPOT = T0 / (1 - rho)**;
+    * KV slots: a request holds one from its prefill to its last token, ``P + (output - 1) TPOT``
+      seconds; by Little's law ``lam (E[P] + E[output - 1] TPOT) <= batch``.
+
+    **Goodput** at rate ``lam``: ``lam`` times the share of requests whose TTFT and TPOT meet the
+    targets. Every quantity grows with ``lam``, and the buckets meeting the TTFT target at any rate are
+    those with the shortest prefill latencies, so the best rate is, for one of the prefixes of the
+    buckets sorted by ``P``, the largest ``lam`` at which that prefix meets the TTFT target, TPOT meets
+    its target and the slots suffice: each a closed form (a quadratic for the slots). The maximum over
+    the prefixes is the plan's goodput, exact under this model.
+    """
+
+    def __init__(self, cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, ttft: float | None = None,
+                 tpot: float | None = None) -> None:
+        self.cfg, self.devices, self.mix = cfg, devices, mix
+        self.ttft = check_slo("the TTFT target", ttft)
+        self.tpot = check_slo("the TPOT target", tpot)
+        self._prefix: dict = {}
+
+    def problem(self, batch: int, *, microbatches: int | None = None,
+                max_replicas: int | None = None) -> ParallelProblem:
+        """The decode problem of ``batch`` KV slots for this mix."""
+        return decode_problem(self.cfg, self.devices, batch=batch, context=self.mix.decode_context,
+                              memory_context=self.mix.memory_context, microbatches=microbatches,
+                              max_replicas=max_replicas)
+
+    def _node_prefix(self, k: int, t: int):
+        """Per bucket, prefix sums over the chain's nodes of the prefill times on kind ``k`` at ``t``."""
+        key = (k, t)
+        if key not in self._prefix:
+            import numpy as np
+
+            spec = self.devices.specs[k]
+            n = self.cfg.layers + 2
+            table = np.zeros((len(self.mix.buckets), n + 1))
+            for j, b in enumerate(self.mix.buckets):
+                times = [prefill_node_time(self.cfg, spec, t, u, b.input) for u in range(n)]
+                table[j, 1:] = np.cumsum(times)
+            self._prefix[key] = table
+        return self._prefix[key]
+
+    def stage_prefill(self, problem: ParallelProblem, stage) -> list[float]:
+        """``p_i(I)`` of one stage, per bucket: its nodes' prefill times plus the prompt's hidden states
+        over the tensors entering and leaving it (``input`` x the stage model's per-token times)."""
+        import numpy as np
+
+        from .parallel import _crossing
+
+        g = problem.graph
+        nodes = sorted(stage.nodes)
+        table = self._node_prefix(stage.kind, stage.t)
+        if nodes == list(range(nodes[0], nodes[-1] + 1)):
+            compute = table[:, nodes[-1] + 1] - table[:, nodes[0]]
+        else:  # not a range of the chain (the evaluator reports such a plan invalid): node by node
+            diffs = np.diff(table, axis=1)
+            compute = diffs[:, nodes].sum(axis=1)
+        inside = np.zeros(g.num_nodes, bool)
+        inside[nodes] = True
+        enter, leave = _crossing(g, inside)
+        per_token = float(g.tensor_time[stage.kind, enter].sum() + g.tensor_time[stage.kind, leave].sum())
+        return [float(c) + b.input * per_token for c, b in zip(compute, self.mix.buckets)]
+
+    def evaluate(self, problem: ParallelProblem, plan, batch: int, evaluation=None) -> GoodputEvaluation:
+        """The goodput of ``plan`` (stages of :meth:`problem` ``(batch)``), scored by the one evaluator
+        (:func:`graphs.parallel.evaluate_plan`) and the model of the class doc."""
+        from .parallel import evaluate_plan
+
+        ev = evaluation if evaluation is not None else evaluate_plan(problem, plan)
+        shares = self.mix.shares
+        nb = len(self.mix.buckets)
+        if not ev.valid:
+            empty = tuple(BucketServing(b, p, math.inf, math.inf, math.inf, False)
+                          for b, p in zip(self.mix.buckets, shares))
+            return GoodputEvaluation(batch, False, ev.problems, 0.0, math.inf, math.inf, 0.0, 0.0, 0.0,
+                                     math.inf, math.inf, 0.0, 0.0, "invalid plan", empty)
+        m = batch / problem.microbatches
+        step = sum(m * s.stage.d * s.time_per_sample for s in ev.stages)
+        t0 = max(step, batch * ev.objective)
+        P = [0.0] * nb
+        S = [0.0] * nb
+        for s in ev.stages:
+            p = self.stage_prefill(problem, s.stage)
+            for j in range(nb):
+                P[j] += p[j]
+                S[j] = max(S[j], p[j] / s.stage.d)
+        a = sum(q * x for q, x in zip(shares, S))  # E[S]
+        e2 = sum(q * x * x for q, x in zip(shares, S))  # E[S^2]
+        g = sum(q * x for q, x in zip(shares, P))  # E[P]
+        D = self.mix.decode_steps
+        c = D * t0
+
+        # the rate limits that do not depend on the buckets: TPOT and the KV slots
+        limits = {}
+        if self.tpot is not None and D > 0:
+            limits["TPOT target"] = (1 - t0 / self.tpot) / a if t0 <= self.tpot else -1.0
+        lin = g + c + batch * a
+        limits["KV slots"] = 2 * batch / (lin + math.sqrt(max(lin * lin - 4 * a * g * batch, 0.0)))
+        limits["prefill capacity"] = 1 / a  # a supremum: the wait grows without bound there
+        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits)
+        rho = lam * a
+        tpot = t0 / (1 - rho) if rho < 1 else math.inf
+        slots = lam * (g + D * tpot) if rho < 1 else math.inf
+        return _evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D)
+
+
+def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float, e2: float,
+               limits: dict) -> tuple[float, str]:
+    """The arrival rate of most goodput and what stops a higher one: for each prefix of the buckets
+    sorted by prefill latency ``P``, the largest rate at which the prefix meets the TTFT target
+    (``W + P <= ttft``, ``W = lam e2 / (2 (1 - lam a))``) within the bucket-independent ``limits``
+    (name -> largest rate; a negative one: no rate), times the prefix's share."""
+    base_name, base = min(limits.items(), key=lambda kv: kv[1])
+    nb = len(P)
+    order = sorted(range(nb), key=lambda j: P[j])
+    best = (0.0, 0.0, base_name if base < 0 else "TTFT target")
+    cum = 0.0
+    for pos, j in enumerate(order):
+        cum += shares[j]
+        if pos + 1 < nb and P[order[pos + 1]] == P[j]:
+            continue  # equal prefill latencies: these buckets meet the target together
+        if base < 0:
+            break
+        lam, why = base, base_name
+        if ttft is not None:
+            room = ttft - P[j]
+            if room < 0:
+                break
+            cap = room / (e2 / 2 + room * a)
+            if cap < lam:
+                lam, why = cap, "TTFT target"
+        if lam * cum > best[0]:
+            best = (lam * cum, lam, why)
+    return best[1], best[2]
+
+
+def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D,
+                kv_transfer: float = 0.0) -> GoodputEvaluation:
+    rho = lam * a
+    wait = lam * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
+    tpot_ok = model.tpot is None or D <= 0 or tpot <= model.tpot * (1 + _MEETS_RTOL)
+    rows = []
+    for j, b in enumerate(model.mix.buckets):
+        ttft = wait + P[j]
+        ok = tpot_ok and (model.ttft is None or ttft <= model.ttft * (1 + _MEETS_RTOL))
+        rows.append(BucketServing(b, shares[j], P[j], S[j], ttft, ok))
+    met = sum(r.share for r in rows if r.meets) if lam > 0 else 0.0
+    rate = 1 / ev.objective if ev.objective > 0 else math.inf
+    return GoodputEvaluation(batch, True, (), rate, step, t0, lam, lam * met, met, tpot, wait, rho, slots,
+                             why if lam > 0 else _why_none(model, t0, P, D), tuple(rows), kv_transfer)
+
+
+def _why_none(model: ServingModel, t0: float, P: list[float], D: float) -> str:
+    if model.tpot is not None and D > 0 and t0 > model.tpot:
+        return "TPOT target unreachable (the full batch's step is slower)"
+    if model.ttft is not None and min(P) > model.ttft:
+        return "TTFT target unreachable (every prompt's prefill is slower)"
+    return "no rate meets the targets"
+
+
+def chain_plans(problem: ParallelProblem, limit: int, *, max_states: int = 50_000):
+    """Every plan of a chain problem (:func:`decode_problem`'s): consecutive node ranges, each on a
+    kind and degrees ``t``, ``d`` that fit the counts, ``sum d <= N`` and ``d`` dividing ``N``, with the
+    node's first variant at ``(kind, t)`` (the LLM problems have one). ``None`` when there are more
+    than ``limit``, or when counting them would visit more than ``max_states`` states (position, devices
+    left, replicas left): the caller then does not enumerate. Memory is not checked here: the
+    evaluator does. The plans are counted first (a memoised recursion, saturating at ``limit + 1``),
+    so only branches that complete are walked."""
+    import functools
+
+    from .parallel import Stage
+
+    g = problem.graph
+    n = g.num_nodes
+    counts = tuple(k.count for k in problem.kinds)
+    N = problem.microbatches
+    states = n * (N + 1) * math.prod(c + 1 for c in counts)
+    if states > max_states:
+        return None
+    ds = problem.replica_degrees()
+    choices = []  # (k, t, supported[u]) per kind and degree
+    for k in range(len(counts)):
+        for t in g.degrees(k):
+            ok = [(u, k, t) in g.options for u in range(n)]
+            choices.append((k, t, ok))
+
+    def steps(lo: int, left: tuple, sum_d: int):
+        for k, t, ok in choices:
+            for hi in range(lo + 1, n + 1):
+                if not ok[hi - 1]:
+                    break
+                for d in ds:
+                    if t * d <= left[k] and sum_d + d <= N:
+                        rest = left[:k] + (left[k] - t * d,) + left[k + 1:]
+                        yield hi, k, t, d, rest
+
+    @functools.cache
+    def count(lo: int, left: tuple, sum_d: int) -> int:
+        if lo == n:
+            return 1
+        total = 0
+        for hi, _, _, d, rest in steps(lo, left, sum_d):
+            total += count(hi, rest, sum_d + d)
+            if total > limit:
+                return limit + 1
+        return total
+
+    if count(0, counts, 0) > limit:
+        return None
+    out: list = []
+
+    def walk(lo: int, left: tuple, sum_d: int, stages: list) -> None:
+        if lo == n:
+            out.append(tuple(stages))
+            return
+        for hi, k, t, d, rest in steps(lo, left, sum_d):
+            if count(hi, rest, sum_d + d):
+                stages.append(Stage(tuple(range(lo, hi)), k, d, t,
+                                    tuple(g.options[(u, k, t)][0] for u in range(lo, hi))))
+                walk(hi, rest, sum_d + d, stages)
+                stages.pop()
+
+    walk(0, counts, 0, [])
+    return out
+
+
+# ------------------------------------------------------------------------------- disaggregated pools
+def prefill_problem(cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, microbatches: int | None = None,
+                    max_replicas: int | None = None) -> ParallelProblem:
+    """The stage-model problem of a prefill pool: a "sample" is one request's prefill, a node's time
+    its :func:`prefill_node_time` averaged over the mix, the tensors the prompt's hidden states
+    (mean prompt) over the host links, memory the weights plus, per request in flight (``N / d`` per
+    replica under ``gpipe``), the KV cache of the longest prompt. Its optimum (the exact stage DP)
+    is the pool's plan of most prefills per second (``1 / max_i E[p_i] / d_i``)."""
+    from .onnx_variants import default_microbatches, parallel_kinds
+
+    N = microbatches or default_microbatches(devices)
+    shares = mix.shares
+    longest = max(b.input for b in mix.buckets)
+    mean_in = sum(p * b.input for p, b in zip(shares, mix.buckets))
+    by = cfg.dtype_bytes
+    L = cfg.layers
+    ids = ["embed"] + [f"layer{i}" for i in range(L)] + ["head"]
+    emb_bytes = cfg.vocab * cfg.hidden * by
+    variants: list[Variant] = []
+    for k, (spec, count) in enumerate(zip(devices.specs, devices.counts)):
+        for t in _degrees(cfg, spec, count):
+            embed, layer, head = (sum(p * prefill_node_time(cfg, spec, t, u, b.input)
+                                      for p, b in zip(shares, mix.buckets)) for u in (0, 1, L + 1))
+            variants.append(Variant(0, k, t, "vanilla", embed, b=float(emb_bytes)))
+            for i in range(L):  # every block is the same
+                variants.append(Variant(1 + i, k, t, "vanilla", layer, a=float(longest * _kv_token(cfg, t)),
+                                        b=float(cfg.block_params * by / t)))
+            variants.append(Variant(L + 1, k, t, "vanilla", head, b=float(emb_bytes + cfg.hidden * by)))
+    token = cfg.hidden * by
+    tensors = [(u, [u + 1], [0.0 if s.host else mean_in * token / s.link_bandwidth for s in devices.specs])
+               for u in range(L + 1)]
+    g = ParallelGraph.build(ids=ids, names=ids, num_kinds=len(devices.specs),
+                            edges=[(u, u + 1) for u in range(L + 1)], tensors=tensors, variants=variants,
+                            source=cfg.name)
+    return ParallelProblem(g, parallel_kinds(devices), N, "gpipe", max_replicas=max_replicas)
+
+
+def kv_transfer_time(cfg: LLMConfig, tokens: int, bandwidth: float) -> float:
+    """Seconds to move the KV cache of ``tokens`` tokens (every layer) over ``bandwidth`` bytes/s."""
+    return tokens * cfg.layers * cfg.kv_bytes_per_token / bandwidth
+
+
+def prefill_profile(prefill: ServingModel, pre_problem: ParallelProblem, pev) -> tuple:
+    """``(P, S, link)`` of a prefill pool's evaluated plan: per bucket the prefill latency and the
+    bottleneck's occupancy, and the slowest host link of the kinds it uses."""
+    nb = len(prefill.mix.buckets)
+    P = [0.0] * nb
+    S = [0.0] * nb
+    for s in pev.stages:
+        p = prefill.stage_prefill(pre_problem, s.stage)
+        for j in range(nb):
+            P[j] += p[j]
+            S[j] = max(S[j], p[j] / s.stage.d)
+    return P, S, min(prefill.devices.specs[s.stage.kind].link_bandwidth for s in pev.stages)
+
+
+def disaggregated_goodput(prefill: ServingModel, pre_problem: ParallelProblem, pre_plan,
+                          decode: ServingModel, problem: ParallelProblem, plan, batch: int, *,
+                          pre_evaluation=None, evaluation=None, profile=None) -> GoodputEvaluation:
+    """The goodput of separate pools: ``pre_plan`` (of :func:`prefill_problem` on ``prefill``'s devices)
+    prefills every prompt, ``plan`` (of ``decode.problem(batch)``) decodes, and each request's KV cache
+    moves between them over the slower host link of the two pools' kinds used.
+
+    The model of :class:`ServingModel` with the pools apart: TTFT = the prefill pool's M/G/1 wait plus
+    the prompt's prefill latency (the first token comes from the prefill); TPOT = the decode pool's
+    full batch ``T0`` (no prefill stalls it); a KV slot is held for the transfer and the ``output - 1``
+    decode steps, ``lam (E[transfer] + E[output - 1] T0) <= batch``; the prefill pool's load
+    ``lam E[S] < 1``. ``profile``: :func:`prefill_profile` of the prefill plan, when the caller has it."""
+    from .parallel import evaluate_plan
+
+    pev = pre_evaluation if pre_evaluation is not None else evaluate_plan(pre_problem, pre_plan)
+    ev = evaluation if evaluation is not None else evaluate_plan(problem, plan)
+    mix = decode.mix
+    shares = mix.shares
+    if not (pev.valid and ev.valid):
+        empty = tuple(BucketServing(b, p, math.inf, math.inf, math.inf, False)
+                      for b, p in zip(mix.buckets, shares))
+        return GoodputEvaluation(batch, False, pev.problems + ev.problems, 0.0, math.inf, math.inf, 0.0, 0.0,
+                                 0.0, math.inf, math.inf, 0.0, 0.0, "invalid plan", empty)
+    m = batch / problem.microbatches
+    step = sum(m * s.stage.d * s.time_per_sample for s in ev.stages)
+    t0 = max(step, batch * ev.objective)
+    P, S, pre_link = profile if profile is not None else prefill_profile(prefill, pre_problem, pev)
+    link = min([pre_link] + [decode.devices.specs[s.stage.kind].link_bandwidth for s in ev.stages])
+    transfer = sum(q * kv_transfer_time(decode.cfg, b.input, link) for q, b in zip(shares, mix.buckets))
+    a = sum(q * x for q, x in zip(shares, S))
+    e2 = sum(q * x * x for q, x in zip(shares, S))
+    D = mix.decode_steps
+    limits = {}
+    if decode.tpot is not None and D > 0:
+        limits["TPOT target"] = math.inf if t0 <= decode.tpot else -1.0
+    occupancy = transfer + D * t0
+    limits["KV slots"] = batch / occupancy if occupancy > 0 else math.inf
+    limits["prefill capacity"] = 1 / a
+    lam, why = _best_rate(decode.ttft, shares, P, a, e2, limits)
+    out = _evaluation(decode, batch, ev, step, t0, lam, why, t0, lam * occupancy, shares, P, S, a, e2, D,
+                      kv_transfer=transfer)
+    return replace(out, prefill_pool=(pre_problem, tuple(pre_plan), pev))

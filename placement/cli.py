@@ -70,8 +70,10 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", default=None,
                    help=f"solver to use (default: auto = the exact DP when it fits the limits, a labelled "
                         f"large-graph path otherwise). One of: {', '.join(solver_names())}")
-    p.add_argument("--objective", default="max-load", choices=OBJECTIVES,
-                   help="max-load (pipelined throughput, default), split-max (training) or latency")
+    p.add_argument("--objective", default="max-load", choices=OBJECTIVES + ("goodput",),
+                   help="max-load (pipelined throughput, default), split-max (training), latency, or "
+                        "goodput (an LLM model config: requests/s meeting --ttft-slo and --tpot-slo for "
+                        "the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after S seconds and report the best placement found (default: none for the "
                    "exact solvers; auto gives its large-graph path 300 s)")
@@ -393,8 +395,15 @@ def _cmd_place(args) -> int:
     if args.engine is not None:
         raise _UsageError("--engine applies to Helix cluster files (placement place CLUSTER.json --model M)")
     if _llm().handles(args.workload):
+        if args.objective == "goodput":
+            return _llm().place_goodput(args)
+        _llm().refuse_goodput_options(args)
         _stages().refuse_serving(args)
         return _llm().place(args)
+    if args.objective == "goodput" or any(getattr(args, f, None) is not None
+                                          for f in ("requests", "ttft_slo", "tpot_slo")):
+        raise _UsageError("--objective goodput, --requests, --ttft-slo and --tpot-slo apply to an LLM "
+                          "model config (config.json with num_hidden_layers and hidden_size)")
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):

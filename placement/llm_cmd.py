@@ -8,16 +8,33 @@ weights + the KV cache of the batch, the objective the time per generated token.
 The result file is a stage plan (:func:`placement.stages.result_dict`, times in seconds per token) whose
 ``problem`` section records the model config's path, the devices, the batch and the context, so that
 ``evaluate`` re-scores it without flags.
+
+**Goodput** (:class:`graphs.llm.ServingModel`): requests/s whose time to first token and time per
+output token meet targets, for a request mix (docs/formats.md):
+
+    placement place config.json --objective goodput --requests mix.json --ttft-slo 2000 --tpot-slo 100
+                    [--devices ...] [--batch-size auto|B|B1,B2,..] [--disaggregate]
+
+sweeps the batch size (``auto``: 1, 2, 4, .. until the KV cache no longer fits), solves each batch's
+decode problem with the exact stage DP (most tokens/s), scores every plan's goodput with the serving
+model, and, where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), scores all of them
+(:func:`goodput_search`). ``--disaggregate`` also tries separate prefill and decode pools
+(:func:`disaggregated_search`) and keeps the layout of more goodput.
 """
 
 from __future__ import annotations
 
+import math
+
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-__all__ = ["add_options", "handles", "place", "evaluate"]
+__all__ = ["add_options", "handles", "place", "evaluate", "goodput_search", "GoodputSearch", "serving_dict",
+           "EXHAUSTIVE_PLANS"]
 
 DEFAULT_CONTEXT = 2048
+EXHAUSTIVE_PLANS = 2_000  # a batch size with at most this many plans has all of them scored
+AUTO_BATCH_CAP = 8192
 
 
 def add_options(p) -> None:
@@ -25,6 +42,16 @@ def add_options(p) -> None:
     g.add_argument("--context", type=int, default=None, metavar="TOKENS",
                    help=f"tokens of each sequence's KV cache (default {DEFAULT_CONTEXT}); --batch-size is "
                         f"the number of sequences decoded together (default 1)")
+    g.add_argument("--requests", default=None, metavar="MIX.json",
+                   help="--objective goodput: the request mix, buckets of input and output tokens with "
+                        "weights (docs/formats.md)")
+    g.add_argument("--ttft-slo", type=float, default=None, metavar="MS",
+                   help="--objective goodput: the time-to-first-token target (ms)")
+    g.add_argument("--tpot-slo", type=float, default=None, metavar="MS",
+                   help="--objective goodput: the time-per-output-token target (ms)")
+    g.add_argument("--disaggregate", action="store_true", default=None,
+                   help="--objective goodput: also try separate prefill and decode pools (whole device kinds "
+                        "to each, the KV cache moved between them) and keep the better layout")
 
 
 def handles(path: str) -> bool:
@@ -44,12 +71,7 @@ def _problem(args, saved: dict | None = None):
     from graphs.llm import decode_problem, read_config
 
     saved = saved or {}
-    for flag in ("max_devices", "bandwidth", "device_memory", "granularity", "training", "optimizer",
-                 "costs", "dim", "schedule"):
-        if getattr(args, flag, None) not in (None, False, []):
-            raise InputError(f"--{flag.replace('_', '-')} does not apply to a model config (it takes "
-                             f"--devices, --device-file, --batch-size, --context, --microbatches, "
-                             f"--max-replicas)")
+    _refuse_flags(args)
     batch = args.batch_size if args.batch_size is not None else saved.get("batch_size", 1)
     if not isinstance(batch, int):
         raise InputError(f"--batch-size {batch}: a model config takes one batch size (sequences decoded "
@@ -58,11 +80,15 @@ def _problem(args, saved: dict | None = None):
     devices = args.devices or saved.get("devices") or "a100:4"
     ds = parse_devices(devices, args.device_files or ())
     cfg = read_config(args.workload)
+    memory_context = saved.get("memory_context") if args.context is None else None
     problem = decode_problem(cfg, ds, batch=batch, context=context,
                              microbatches=args.microbatches or saved.get("microbatches"),
-                             max_replicas=args.max_replicas or saved.get("max_replicas"))
+                             max_replicas=args.max_replicas or saved.get("max_replicas"),
+                             memory_context=memory_context)
     settings = {"devices": str(ds), "batch_size": batch, "context": context, "model": cfg.name,
                 "params": cfg.params}
+    if memory_context is not None:
+        settings["memory_context"] = memory_context
     return problem, settings
 
 
@@ -89,9 +115,457 @@ def evaluate(args) -> int:
     from .stages import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
 
     data = read_json(args.split)
-    problem, settings = _problem(args, read_stage_result(data) if isinstance(data, dict) else None)
-    ev = evaluate_plan(problem, plan_from_dict(problem, data, source=args.split))
+    saved = read_stage_result(data) if isinstance(data, dict) else None
+    goodput = isinstance(saved, dict) and saved.get("objective") == "goodput"
+    if not goodput:
+        refuse_goodput_options(args)
+    problem, settings = _problem(args, saved)
+    plan = plan_from_dict(problem, data, source=args.split)
+    ev = evaluate_plan(problem, plan)
+    summary = plan_summary(problem, ev, "ms", sample="token")
+    sv = None
+    if goodput:  # re-score the goodput under the recorded mix and targets (or those given again)
+        model = _serving_model(args, saved)
+        sv = model.evaluate(problem, plan, settings["batch_size"], evaluation=ev)
+        keep = ("objective", "requests", "ttft_slo_ms", "tpot_slo_ms")
+        settings.update({k: v for k, v in _settings(model, sv.batch).items() if k in keep})
+        summary += "\n\n" + _bucket_table(sv) + "\n\n" + _goodput_summary(model, sv)
     out = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                       message=f"plan from {args.split}", workload=args.workload, settings=settings)
-    _emit(args, out, problem, ev, plan_summary(problem, ev, "ms", sample="token"), "ms")
+    if sv is not None:
+        out["goodput"] = serving_dict(model, sv)
+    _emit(args, out, problem, ev, summary, "ms")
     return 0 if ev.valid else 1
+
+
+# ------------------------------------------------------------------------------------------- goodput
+_GOODPUT_FLAGS = (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
+                  ("disaggregate", "--disaggregate"))
+
+
+def refuse_goodput_options(args) -> None:
+    """``--requests``, ``--ttft-slo`` and ``--tpot-slo`` set the goodput objective's inputs: without
+    ``--objective goodput`` they are refused, never ignored."""
+    for dest, flag in _GOODPUT_FLAGS:
+        if getattr(args, dest, None) is not None:
+            raise InputError(f"{flag} applies with --objective goodput (a request mix and latency targets)")
+
+
+class GoodputPoint:
+    """One batch size of a :func:`goodput_search`: the decode DP's answer, the plan of most goodput
+    found (``None``: no plan fits), whether every plan of that batch was scored, and a note."""
+
+    def __init__(self, batch, problem, result, plan, evaluation, serving, exhaustive, plans, note=""):
+        self.batch, self.problem, self.result, self.plan = batch, problem, result, plan
+        self.evaluation, self.serving, self.exhaustive, self.plans, self.note = \
+            evaluation, serving, exhaustive, plans, note
+
+
+class GoodputSearch:
+    def __init__(self, points, best):
+        self.points, self.best = points, best
+
+    @property
+    def exhaustive(self) -> bool:
+        """Every plan of every batch size that fits was scored."""
+        return all(p.exhaustive for p in self.points if p.plan is not None)
+
+
+def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
+                   max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
+                   progress=None, score=None) -> GoodputSearch:
+    """The batch size, micro-batch count and plan of most goodput for a
+    :class:`graphs.llm.ServingModel`.
+
+    ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, stopping at
+    the first whose KV cache no plan fits: a larger batch needs more memory per device). For each
+    batch, the micro-batch counts ``N`` tried are ``microbatches`` (when it divides the batch) or every
+    power of two dividing the batch up to the devices' default (the decode problem's own default is
+    the largest): fewer micro-batches mean larger ones and fewer stages (``sum d <= N``), a shorter
+    step through the pipeline, which is what TPOT pays. Each ``(batch, N)`` decode problem is solved by
+    ``solve(problem)`` (the exact stage DP through the registry: the plan of most tokens/s) and that
+    plan's goodput scored; when the problem has at most ``exhaustive_limit`` plans
+    (:func:`graphs.llm.chain_plans`) every one is scored and the best kept, so where every problem
+    was small the answer is the most goodput over every plan of those batches and micro-batch counts.
+    Ties go to the smaller batch, then the larger ``N``, then to the DP's plan. ``score(problem, plan,
+    batch, evaluation)`` (default ``model.evaluate``) gives a plan's :class:`GoodputEvaluation`."""
+    from graphs.llm import chain_plans
+    from graphs.onnx_variants import default_microbatches
+    from graphs.parallel import evaluate_plan
+    from solvers.base import Status
+
+    auto = batches is None
+    sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
+    top_n = default_microbatches(model.devices)
+    points: list[GoodputPoint] = []
+    best = None
+    for i, b in enumerate(sizes):
+        if progress is not None:
+            progress(i / len(sizes))
+        if microbatches and b % microbatches == 0:
+            counts = [microbatches]
+        else:
+            top = math.gcd(b, top_n)
+            counts = [n for n in (2 ** j for j in range(top.bit_length())) if n <= top][::-1]
+        top = None  # (plan, evaluation, serving, problem, result)
+        exhaustive, nplans, first = True, 0, None
+        for n in counts:
+            p = model.problem(b, microbatches=n, max_replicas=max_replicas)
+            r = solve(p)
+            first = first or (p, r)
+            plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
+            exhaustive = exhaustive and plans is not None
+            nplans += len(plans or ())
+            cand = [(r.plan, r.evaluation)] if r.plan is not None else []
+            for plan in plans or ():
+                ev = evaluate_plan(p, plan)
+                if ev.valid:
+                    cand.append((plan, ev))
+            for plan, ev in cand:
+                sv = score(p, plan, b, ev) if score else model.evaluate(p, plan, b, evaluation=ev)
+                if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
+                    top = (plan, ev, sv, p, r)
+            if r.status is Status.INFEASIBLE and n == counts[0]:
+                break  # the most micro-batches allow every plan fewer allow (same memory): none fits
+        if top is None:
+            p, r = first
+            why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
+                f"no plan found ({r.status}: {r.message})"
+            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
+                                       why))
+            if auto and r.status is Status.INFEASIBLE:
+                break
+            continue
+        plan, ev, sv, p, r = top
+        note = "" if r.plan is None or plan == r.plan else "not the DP's plan (more goodput)"
+        pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
+        points.append(pt)
+        if best is None or sv.goodput > best.serving.goodput * (1 + 1e-12):
+            best = pt
+    if progress is not None:
+        progress(1.0)
+    return GoodputSearch(points, best)
+
+
+class DisaggregatedSearch:
+    """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
+    kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
+
+    def __init__(self, splits, best):
+        self.splits, self.best = splits, best
+
+
+def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
+                         microbatches: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
+                         progress=None) -> DisaggregatedSearch:
+    """Separate prefill and decode pools (:func:`graphs.llm.disaggregated_goodput`) for a
+    :class:`graphs.llm.ServingModel`: every split of the device kinds, whole kinds to one pool or the
+    other (``2^K - 2`` splits of ``K`` kinds). For each, the prefill pool's plans are the exact stage
+    DP's of :func:`graphs.llm.prefill_problem` (most prefills per second) at each power-of-two
+    micro-batch count up to the pool's default; the decode pool is searched as :func:`goodput_search`
+    does, each decode plan scored with the best of those prefill plans."""
+    from graphs.devices import DeviceSet
+    from graphs.llm import ServingModel, disaggregated_goodput, prefill_problem, prefill_profile
+    from graphs.onnx_variants import default_microbatches
+
+    K = len(model.devices.specs)
+    splits = []
+    best = None
+    masks = [m for m in range(1, 2 ** K - 1)]
+    for i, mask in enumerate(masks):
+        if progress is not None:
+            progress(i / len(masks))
+        pre_k = [k for k in range(K) if mask >> k & 1]
+        dec_k = [k for k in range(K) if not mask >> k & 1]
+
+        def pool(ks):
+            return DeviceSet(tuple(model.devices.specs[k] for k in ks),
+                             tuple(model.devices.counts[k] for k in ks))
+
+        pre_ds, dec_ds = pool(pre_k), pool(dec_k)
+        names = (str(pre_ds), str(dec_ds))
+        pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        top = default_microbatches(pre_ds)
+        prefills = []
+        for n in (2 ** j for j in range(top.bit_length())):
+            pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
+            r = solve(pp)
+            if r.plan is not None and all(r.plan != q[1] for q in prefills):
+                prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
+        if not prefills:
+            splits.append((*names, None, "no prefill plan fits"))
+            continue
+
+        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):
+            return max((disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev,
+                                              evaluation=ev, profile=prof)
+                        for pp, pplan, pev, prof in prefills), key=lambda sv: sv.goodput)
+
+        search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
+                                exhaustive_limit=exhaustive_limit, score=score)
+        splits.append((*names, search, "" if search.best else "no decode plan fits"))
+        if search.best is not None and (best is None or search.best.serving.goodput >
+                                        best.serving.goodput * (1 + 1e-12)):
+            best = search.best
+    if progress is not None:
+        progress(1.0)
+    return DisaggregatedSearch(splits, best)
+
+
+def _serving_model(args, saved: dict | None = None):
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, check_slo, read_config, read_mix
+
+    saved = saved or {}
+    _refuse_flags(args)
+    if getattr(args, "context", None) is not None:
+        raise InputError("--context does not apply with --objective goodput: the request mix sets each "
+                         "sequence's context")
+    if args.requests is not None:
+        mix = read_mix(args.requests)
+    elif saved.get("requests"):
+        mix = read_mix(saved["requests"])
+    else:
+        raise InputError("--objective goodput needs --requests MIX.json (buckets of input and output tokens "
+                         "with weights, docs/formats.md)")
+    slo = {}
+    for dest, flag in _GOODPUT_FLAGS[1:3]:
+        v = getattr(args, dest, None)
+        v = v if v is not None else saved.get(dest + "_ms")
+        slo[dest] = None if v is None else check_slo(flag, v) / 1000
+    ds = parse_devices(args.devices or saved.get("devices") or "a100:4", args.device_files or ())
+    cfg = read_config(args.workload)
+    return ServingModel(cfg, ds, mix, ttft=slo["ttft_slo"], tpot=slo["tpot_slo"])
+
+
+def _refuse_flags(args) -> None:
+    for flag in ("max_devices", "bandwidth", "device_memory", "granularity", "training", "optimizer",
+                 "costs", "dim", "schedule", "latency_slo"):
+        if getattr(args, flag, None) not in (None, False, []):
+            raise InputError(f"--{flag.replace('_', '-')} does not apply to a model config (it takes "
+                             f"--devices, --device-file, --batch-size, --context, --microbatches, "
+                             f"--max-replicas; with --objective goodput --requests, --ttft-slo, --tpot-slo)")
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.4g}" if math.isfinite(x) else "inf"
+
+
+def _sweep_table(search) -> str:
+    rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
+             "plans scored", "limit", "note"]]
+    for pt in search.points:
+        if pt.serving is None:
+            rows.append([str(pt.batch), "-", "-", "-", "-", "-", "-", "-", "-", pt.note])
+            continue
+        s = pt.serving
+        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP's per N"
+        note = "; ".join(x for x in (pt.note, "<- best" if pt is search.best else "") if x)
+        rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
+                     f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
+                     note])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if 0 < i < 7 else c.ljust(w) for i, (c, w) in
+                               enumerate(zip(r, widths))).rstrip() for r in rows)
+
+
+def _bucket_table(sv) -> str:
+    rows = [["input", "output", "share", "prefill ms", "TTFT ms", "meets"]]
+    for r in sv.buckets:
+        rows.append([str(r.bucket.input), str(r.bucket.output), f"{100 * r.share:.1f}%", _ms(r.prefill),
+                     _ms(r.ttft), "yes" if r.meets else "no"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def serving_dict(model, sv) -> dict:
+    """The ``goodput`` section of a result file: the targets, the plan's figures (seconds, per second)
+    and one row per bucket."""
+    import math
+
+    def num(x):
+        return x if math.isfinite(x) else None
+
+    return {"ttft_slo_s": model.ttft, "tpot_slo_s": model.tpot, "batch_size": sv.batch,
+            "goodput_rps": sv.goodput, "rate_rps": sv.rate, "attainment": sv.attainment,
+            "tokens_per_s": num(sv.tokens_per_s), "tpot_full_batch_s": num(sv.tpot_full),
+            "tpot_s": num(sv.tpot), "step_latency_s": num(sv.step_latency), "wait_s": num(sv.wait),
+            "prefill_load": sv.prefill_load, "kv_slots_used": num(sv.slots), "limit": sv.limit,
+            "buckets": [{"input": r.bucket.input, "output": r.bucket.output, "weight": r.bucket.weight,
+                         "share": r.share, "prefill_s": r.prefill, "ttft_s": num(r.ttft), "meets": r.meets}
+                        for r in sv.buckets]}
+
+
+def _targets(model) -> str:
+    parts = []
+    if model.ttft is not None:
+        parts.append(f"TTFT <= {_ms(model.ttft)} ms")
+    if model.tpot is not None:
+        parts.append(f"TPOT <= {_ms(model.tpot)} ms")
+    return " and ".join(parts) or "no targets"
+
+
+def _goodput_summary(model, sv) -> str:
+    return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
+            f"({100 * sv.attainment:.1f}% meet {_targets(model)}), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
+            f"({_ms(sv.tpot_full)} ms for the full batch without prefills), mean prefill wait "
+            f"{_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%, KV slots in use "
+            f"{sv.slots:.4g} of {sv.batch}; the rate is limited by the {sv.limit}")
+
+
+def _settings(model, batch: int) -> dict:
+    return {"devices": str(model.devices), "batch_size": batch, "context": model.mix.decode_context,
+            "memory_context": model.mix.memory_context, "model": model.cfg.name, "params": model.cfg.params,
+            "objective": "goodput",
+            "requests": {"buckets": [{"input": b.input, "output": b.output, "weight": b.weight}
+                                     for b in model.mix.buckets]},
+            "ttft_slo_ms": None if model.ttft is None else model.ttft * 1e3,
+            "tpot_slo_ms": None if model.tpot is None else model.tpot * 1e3}
+
+
+def place_goodput(args) -> int:
+    """``place config.json --objective goodput``: the sweep table, the best plan's stage table, its
+    buckets and what is proven; with ``--disaggregate`` also every split into prefill and decode pools,
+    and the better layout."""
+    import argparse
+    import sys
+
+    from graphs.errors import InfeasibleError
+
+    from .cli import _Progress
+    from .serving import parse_batch_sizes
+    from .stages import _emit, format_plan, result_dict, solve_args
+
+    model = _serving_model(args)
+    batches = parse_batch_sizes(args.batch_size)
+    solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
+
+    def solve(p):
+        return solve_args(p, solve_ns)
+
+    progress = _Progress("goodput: batch sizes", enabled=True if args.progress else None)
+    try:
+        search = goodput_search(model, batches, solve, microbatches=args.microbatches,
+                                max_replicas=args.max_replicas, progress=progress)
+    finally:
+        progress.done()
+    split = None
+    if getattr(args, "disaggregate", False):
+        if len(model.devices.specs) < 2:
+            raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
+                             "give at least two kinds")
+        progress = _Progress("goodput: pools", enabled=True if args.progress else None)
+        try:
+            split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
+                                         microbatches=args.microbatches, progress=progress)
+        finally:
+            progress.done()
+    best = search.best
+    disagg = split is not None and split.best is not None and \
+        (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
+    if disagg:
+        best = split.best
+    if best is None:
+        raise InfeasibleError(f"{args.workload}: no plan at any batch size tried "
+                              f"({', '.join(str(p.batch) for p in search.points)}): "
+                              f"{search.points[-1].note if search.points else 'none'}")
+    sv, r = best.serving, best.result
+    if best.plan == r.plan:
+        dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
+            ("proven the most tokens/s" if str(r.status) == "optimal" else f"status {r.status}")
+    else:
+        dp_word = "not the decode DP's plan: the most goodput among all the problem's plans"
+    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
+                                                             for x in split.splits))
+    if exhaustive:
+        proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
+                  "is the most over them, exact under the serving model")
+    else:
+        proven = ("each plan is the decode DP's at its batch size and micro-batch count (most tokens/s, "
+                  "proven; not proven to be the most goodput: the goodput is that plan's, exact under "
+                  "the serving model); a batch whose problems have few plans had all of them scored")
+    if split is not None:
+        proven += ("; disaggregated: whole device kinds to each pool, the prefill pool's plans the prefill "
+                   "DP's (most prefills/s) at each micro-batch count")
+    settings = _settings(model, best.batch)
+    pre_lines = []
+    if disagg:
+        pre_problem, pre_plan, pev = sv.prefill_pool
+        pre_devices, dec_devices = best_pool(split, best)
+        settings.update({"devices": dec_devices, "objective": "goodput-disaggregated",
+                         "prefill_devices": pre_devices})
+        pre_lines = [f"prefill pool ({pre_devices}), times per request (mean over the mix):",
+                     format_plan(pre_problem, pev, "ms"), "",
+                     f"decode pool ({dec_devices}), times per token:"]
+    data = result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
+                       f"{r.solver}", time=None, message=proven, workload=args.workload, settings=settings)
+    data["goodput"] = serving_dict(model, sv)
+    data["goodput"]["layout"] = "disaggregated" if disagg else "colocated"
+    data["goodput"]["sweep"] = [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
+                                 p.serving.goodput, "exhaustive": p.exhaustive, "note": p.note}
+                                for p in search.points]
+    if disagg:
+        data["goodput"]["kv_transfer_s"] = sv.kv_transfer
+        data["goodput"]["prefill_pool"] = result_dict(pre_problem, pev, status="feasible", solver=r.solver,
+                                                      workload=args.workload)
+    if split is not None:
+        colocated = search.best.serving.goodput if search.best else 0.0
+        data["goodput"]["layouts"] = [{"layout": "colocated", "prefill": str(model.devices),
+                                       "decode": str(model.devices), "goodput_rps": colocated}] + \
+            [{"layout": "disaggregated", "prefill": a, "decode": b,
+              "goodput_rps": x.best.serving.goodput if x and x.best else 0.0, "note": note}
+             for a, b, x, note in split.splits]
+    sizes = "auto: powers of two until the KV cache no longer fits" if batches is None else \
+        ", ".join(map(str, batches))
+    lines = [_sweep_table(search)]
+    if split is not None:
+        lines += ["", "colocated sweep above; prefill and decode pools:",
+                  _layout_table(model, search, split, best)]
+    moved = f"; KV cache moved to the decode pool in {_ms(sv.kv_transfer)} ms on average" if disagg else ""
+    lines += ["", f"best: {'disaggregated' if disagg else 'colocated'}, batch {best.batch}, "
+              f"{len(best.evaluation.stages)} decode stage(s), {best.problem.microbatches} micro-batches; "
+              f"decode {sv.tokens_per_s:,.6g} tokens/s ({dp_word})", *pre_lines,
+              format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
+              _goodput_summary(model, sv) + moved,
+              f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
+              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
+              f"proven: {proven}"]
+    if getattr(args, "json", False):
+        _emit(args, data, best.problem, best.evaluation, "", "ms")
+        return 0
+    if getattr(args, "out", None):
+        from .export import write_json
+
+        write_json(args.out, data)
+    sys.stdout.write("\n".join(lines) + "\n")
+    if getattr(args, "out", None):
+        sys.stdout.write(f"result written to {args.out}\n")
+    return 0
+
+
+def best_pool(split, point):
+    """The prefill and decode pools' devices of the split whose search holds ``point``."""
+    for pre, dec, x, _ in split.splits:
+        if x is not None and x.best is point:
+            return pre, dec
+    raise AssertionError("the point is no split's best")
+
+
+def _layout_table(model, search, split, best) -> str:
+    rows = [["layout", "prefill pool", "decode pool", "batch", "N", "goodput req/s", "meet", "limit", "note"]]
+
+    def row(kind, pre, dec, pt, note=""):
+        if pt is None:
+            rows.append([kind, pre, dec, "-", "-", "0", "-", "-", note])
+            return
+        s = pt.serving
+        rows.append([kind, pre, dec, str(pt.batch), str(pt.problem.microbatches), f"{s.goodput:.6g}",
+                     f"{100 * s.attainment:.0f}%", s.limit, "<- best" if pt is best else note])
+
+    row("colocated", str(model.devices), str(model.devices), search.best)
+    for pre, dec, x, note in split.splits:
+        row("disaggregated", pre, dec, x.best if x else None, note)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if 2 < i < 7 else c.ljust(w) for i, (c, w) in
+                               enumerate(zip(r, widths))).rstrip() for r in rows)

@@ -1,0 +1,362 @@
+"""LLM serving on the stage model (graphs/llm.py ServingModel, placement/llm_cmd.py goodput): prefill and
+decode times by hand, TTFT / TPOT / goodput by hand on one device, the search against a brute force over
+batch sizes and every plan, bad request mixes and targets, the command line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from graphs.devices import parse_devices
+from graphs.errors import InputError
+from graphs.llm import LLMConfig, ServingModel, chain_plans, prefill_node_time, read_mix
+from graphs.parallel import Stage, evaluate_plan
+from placement.cli import main
+from placement.llm_cmd import goodput_search
+
+TINY = LLMConfig("tiny", layers=2, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
+BLOCK = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256  # q, o; k, v (2 heads of 64); MLP; norms
+KV = 2 * 2 * 64 * 2  # bytes of one token's keys and values in one layer
+
+
+def _one_stage(problem):
+    g = problem.graph
+    n = g.num_nodes
+    return [Stage(tuple(range(n)), 0, 1, 1, tuple(g.options[(u, 0, 1)][0] for u in range(n)))]
+
+
+def _by_hand(batch):
+    """Prefill of a 4096-token prompt and the decode step of ``batch`` sequences at 4101 tokens (the mean
+    context of a 4096 + 10 request: 4096 + 10 / 2) through the tiny model on one A100, by the roofline."""
+    spec = parse_devices("a100:1").specs[0]
+    peak, bw, launch = spec.fp16, spec.mem_bandwidth, spec.launch
+    s = 4096
+    flops = 2 * BLOCK * s + 2 * 256 * s * (s + 1)  # the weights per token, causal attention's square
+    layer_prefill = max(flops / peak, (2 * BLOCK + s * KV) / bw) + 7 * launch
+    assert flops / peak > (2 * BLOCK + s * KV) / bw  # compute-bound
+    head_w = 1000 * 256 * 2 + 256 * 2
+    prefill = (launch + s * 256 * 2 / bw) + 2 * layer_prefill + (head_w / bw + launch)
+    m, c = batch, 4101
+    layer_step = max((2 * BLOCK * m + 4 * c * 256 * m) / peak, (2 * BLOCK + m * c * KV) / bw) + 7 * launch
+    assert (2 * BLOCK * m + 4 * c * 256 * m) / peak < (2 * BLOCK + m * c * KV) / bw  # bandwidth-bound
+    step = (launch + m * 256 * 2 / bw) + 2 * layer_step + max(2 * 1000 * 256 * m / peak, head_w / bw) + launch
+    return prefill, step
+
+
+MIX1 = {"buckets": [{"input": 4096, "output": 10, "weight": 1}]}
+
+
+@pytest.mark.parametrize("batch, ttft, tpot, limit", [
+    (64, 1.5, 4.0, "TTFT target"),  # multiples of the prefill and of the full batch's TPOT
+    (64, None, 1.25, "TPOT target"),
+    (1, None, None, "KV slots"),
+])
+def test_ttft_tpot_and_goodput_by_hand_on_one_device(batch, ttft, tpot, limit):
+    P, T0 = _by_hand(batch)
+    mix = read_mix(MIX1)
+    assert (mix.decode_context, mix.memory_context, mix.decode_steps) == (4101, 4106, 9)
+    sm = ServingModel(TINY, parse_devices("a100:1"), mix, ttft=None if ttft is None else ttft * P,
+                      tpot=None if tpot is None else tpot * T0)
+    problem = sm.problem(batch, microbatches=1)
+    plan = _one_stage(problem)
+    ev = evaluate_plan(problem, plan)
+    # memory: the KV cache of the batch at the longest request, 4096 + 10 tokens, in two layers
+    assert ev.stages[0].stash == pytest.approx(2 * batch * 4106 * KV, rel=1e-12)
+    sv = sm.evaluate(problem, plan, batch)
+    assert sv.buckets[0].prefill == pytest.approx(P, rel=1e-12)
+    assert sv.tpot_full == pytest.approx(T0, rel=1e-12)
+    assert sv.limit == limit
+    # one bucket on one device: the prefill bottleneck S is the prefill P, E[S] = P, E[S^2] = P^2
+    if limit == "TTFT target":  # lam P^2 / (2 (1 - lam P)) = 0.5 P  ->  lam = 0.5 / P
+        lam = 0.5 / P
+    elif limit == "TPOT target":  # T0 / (1 - lam P) = 1.25 T0  ->  lam = 0.2 / P
+        lam = 0.2 / P
+    else:  # lam (P + 9 T0 / (1 - lam P)) = 1: the smaller root of P^2 lam^2 - (2P + 9 T0) lam + 1
+        b = 2 * P + 9 * T0
+        lam = (b - math.sqrt(b * b - 4 * P * P)) / (2 * P * P)
+    assert sv.rate == pytest.approx(lam, rel=1e-9)
+    assert sv.goodput == pytest.approx(lam, rel=1e-9) and sv.attainment == 1.0
+    wait = lam * P * P / (2 * (1 - lam * P))
+    assert sv.wait == pytest.approx(wait, rel=1e-9)
+    assert sv.buckets[0].ttft == pytest.approx(wait + P, rel=1e-9)
+    assert sv.tpot == pytest.approx(T0 / (1 - lam * P), rel=1e-9)
+    assert sv.slots == pytest.approx(lam * (P + 9 * sv.tpot), rel=1e-9) and sv.slots <= batch * (1 + 1e-9)
+
+
+def test_targets_nothing_can_meet_give_zero_goodput():
+    P, T0 = _by_hand(64)
+    mix = read_mix(MIX1)
+    problem = ServingModel(TINY, parse_devices("a100:1"), mix).problem(64, microbatches=1)
+    for ttft, tpot, words in ((None, 0.9 * T0, "TPOT target unreachable"), (0.9 * P, None, "TTFT target")):
+        sv = ServingModel(TINY, parse_devices("a100:1"), mix, ttft=ttft, tpot=tpot).evaluate(
+            problem, _one_stage(problem), 64)
+        assert sv.goodput == 0 and words in sv.limit
+
+
+def test_prefill_at_one_token_is_the_decode_step_of_one_sequence():
+    from graphs.llm import layer_decode_step, layer_prefill_time
+
+    for spec in parse_devices("a100:1,t4:2,l4:2").specs:
+        for t in (1, 2):
+            one = layer_decode_step(TINY, spec, t, 1, 1)
+            assert layer_prefill_time(TINY, spec, t, 1) == pytest.approx(one, rel=1e-12)
+
+
+# ------------------------------------------------------------------ brute force over batches and plans
+def _all_plans(problem):
+    """Every plan of the chain, written independently of chain_plans: cut points, then a kind and
+    degrees per segment."""
+    g, n, N = problem.graph, problem.graph.num_nodes, problem.microbatches
+    counts = [k.count for k in problem.kinds]
+    opts = [(k, t, d) for k in range(len(counts)) for t in (1, 2, 4, 8) for d in range(1, N + 1)
+            if N % d == 0 and t * d <= counts[k]]
+    for cuts_n in range(n):
+        for cuts in itertools.combinations(range(1, n), cuts_n):
+            bounds = (0, *cuts, n)
+            segs = [range(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+            for choice in itertools.product(opts, repeat=len(segs)):
+                if sum(d for _, _, d in choice) > N:
+                    continue
+                used = [0] * len(counts)
+                for k, t, d in choice:
+                    used[k] += t * d
+                if any(u > c for u, c in zip(used, counts)):
+                    continue
+                if any((u, k, t) not in g.options for seg, (k, t, _) in zip(segs, choice) for u in seg):
+                    continue
+                yield [Stage(tuple(seg), k, d, t, tuple(g.options[(u, k, t)][0] for u in seg))
+                       for seg, (k, t, d) in zip(segs, choice)]
+
+
+def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
+    """The serving model's goodput of one plan from its definitions, maximised over a dense grid of
+    arrival rates (a lower bound on the supremum, within one grid step of it)."""
+    ev = evaluate_plan(problem, plan)
+    if not ev.valid:
+        return None
+    shares = np.array([b.weight for b in mix.buckets])
+    shares /= shares.sum()
+    n = problem.graph.num_nodes
+    P = np.zeros(len(shares))
+    S = np.zeros(len(shares))
+    for st in plan:
+        spec = devices.specs[st.kind]
+        link = 0.0 if spec.host else cfg.hidden * cfg.dtype_bytes / spec.link_bandwidth
+        crossings = (min(st.nodes) > 0) + (max(st.nodes) < n - 1)
+        p = np.array([sum(prefill_node_time(cfg, spec, st.t, u, b.input) for u in st.nodes)
+                      + b.input * link * crossings for b in mix.buckets])
+        P += p
+        S = np.maximum(S, p / st.d)
+    m = batch / problem.microbatches
+    t0 = max(sum(m * s.stage.d * s.time_per_sample for s in ev.stages), batch * ev.objective)
+    D = sum(q * (b.output - 1) for q, b in zip(shares, mix.buckets))
+    a, e2, g = shares @ S, shares @ S ** 2, shares @ P
+    lam = np.linspace(0, 1 / a, 400_001)[1:-1]
+    rho = lam * a
+    wait = lam * e2 / (2 * (1 - rho))
+    tp = t0 / (1 - rho)
+    ok = (lam * (g + D * tp) <= batch) & (tp <= tpot)
+    met = sum(q * (wait + p <= ttft) for q, p in zip(shares, P))
+    return float(np.max(lam * met * ok)), float(lam[1] - lam[0])
+
+
+def test_the_search_is_the_brute_force_over_batch_sizes_and_every_plan():
+    from solvers.registry import solve
+
+    devices = parse_devices("a100:1,t4:2")
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
+                                {"input": 3000, "output": 20, "weight": 1}]})
+    ttft, tpot = 2.5e-4, 3.2e-4
+    sm = ServingModel(TINY, devices, mix, ttft=ttft, tpot=tpot)
+    batches = list(range(1, 9))
+    search = goodput_search(sm, batches, solve)
+    assert search.exhaustive and search.best is not None
+    best, step = 0.0, 0.0
+    for b in batches:
+        for n in (1, 2, 4):  # the micro-batch counts: powers of two dividing the batch, up to 4 devices'
+            if b % n:
+                continue
+            p = sm.problem(b, microbatches=n)
+            plans = list(_all_plans(p))
+            assert len(plans) == len(chain_plans(p, 10 ** 6))
+            for plan in plans:
+                r = _brute_goodput(TINY, devices, mix, p, plan, b, ttft, tpot)
+                if r is not None and r[0] > best:
+                    best, step = r
+    ours = search.best.serving.goodput
+    assert best > 0
+    assert best * (1 - 1e-12) <= ours <= best + 2 * step * 1.0 + 1e-9
+    # the goodput plan is re-scored by the one evaluator, and the DP's plan is no better
+    assert evaluate_plan(search.best.problem, search.best.plan).valid
+    for pt in search.points:
+        dp = sm.evaluate(pt.problem, pt.result.plan, pt.batch)
+        assert dp.goodput <= pt.serving.goodput * (1 + 1e-12)
+
+
+def test_the_best_batch_trades_tpot_against_capacity():
+    """With a tight TPOT target the largest batch is not the best: its full batch's step is too slow."""
+    from solvers.registry import solve
+
+    devices = parse_devices("t4:2")
+    mix = read_mix({"buckets": [{"input": 128, "output": 64, "weight": 1}]})
+    loose = goodput_search(ServingModel(TINY, devices, mix, ttft=0.01, tpot=1.0), [1, 4, 16, 64], solve)
+    assert loose.best.batch == 64
+    t_full = {pt.batch: pt.serving.tpot_full for pt in loose.points}
+    tight = goodput_search(ServingModel(TINY, devices, mix, ttft=0.01, tpot=1.2 * t_full[16]),
+                           [1, 4, 16, 64], solve)
+    assert tight.best.batch == 16
+    gp = {pt.batch: pt.serving.goodput for pt in tight.points}
+    assert gp[64] < gp[16] < {pt.batch: pt.serving.goodput for pt in loose.points}[16] * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------------------- bad input, the CLI
+@pytest.mark.parametrize("mix, words", [
+    ({"buckets": [{"input": 10, "weight": 1}]}, "bucket 0 has no 'output'"),
+    ({"buckets": [{"input": 10, "output": 5, "weight": 1}, {"input": 0, "output": 5, "weight": 1}]},
+     "bucket 1: 'input' must be a positive integer"),
+    ({"buckets": [{"input": 10, "output": 5, "weight": -2}]}, "'weight' must be a positive number"),
+    ({"buckets": []}, "non-empty list"),
+    ({"requests": []}, "needs a 'buckets' list"),
+    ({"buckets": [{"input": 10, "output": 5, "weight": 1, "prio": 2}]}, "unknown field 'prio'"),
+])
+def test_bad_mixes_name_the_file_and_field(tmp_path, mix, words):
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps(mix))
+    with pytest.raises(InputError, match=words) as e:
+        read_mix(path)
+    assert str(e.value).startswith(str(path))
+
+
+def test_negative_targets_are_refused():
+    mix = read_mix(MIX1)
+    with pytest.raises(InputError, match="TTFT target must be a positive"):
+        ServingModel(TINY, parse_devices("a100:1"), mix, ttft=-1.0)
+
+
+LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+             "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+             "torch_dtype": "float16"}
+
+
+@pytest.fixture
+def files(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 256, "output": 128, "weight": 5},
+                                           {"input": 4096, "output": 256, "weight": 1}]}))
+    return cfg, mix
+
+
+def test_place_goodput_and_evaluate_it(tmp_path, capsys, files):
+    cfg, mix = files
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:2", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "4,16",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "goodput req/s" in text and "TTFT ms" in text and "proven:" in text and "<- best" in text
+    doc = json.loads(out.read_text())
+    g = doc["goodput"]
+    assert g["goodput_rps"] > 0 and g["batch_size"] in (4, 16) and len(g["buckets"]) == 2
+    assert doc["problem"]["objective"] == "goodput" and doc["problem"]["memory_context"] == 4352
+    assert main(["evaluate", str(cfg), str(out), "--json"]) == 0  # the recorded mix and targets
+    again = json.loads(capsys.readouterr().out)
+    assert again["goodput"]["goodput_rps"] == pytest.approx(g["goodput_rps"], rel=1e-12)
+    assert again["objective"] == pytest.approx(doc["objective"], rel=1e-12)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--ttft-slo", "-5"], "--ttft-slo must be a positive number"),
+    (["--tpot-slo", "nan"], "--tpot-slo must be a positive number"),
+    (["--requests", "MISSING"], "no such file"),
+    (["--requests", "BAD"], "bucket 0 has no 'weight'"),
+    (["--context", "100"], "--context does not apply"),
+])
+def test_cli_errors_are_one_line(tmp_path, capsys, files, extra, words):
+    cfg, mix = files
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"buckets": [{"input": 1, "output": 1}]}))
+    names = {"MISSING": str(tmp_path / "missing.json"), "BAD": str(bad)}
+    extra = [names.get(x, x) for x in extra]
+    args = ["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix)]
+    if "--requests" in extra:
+        args = args[:-2]
+    assert main(args + extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_refuses_goodput_options_where_they_do_not_apply(tmp_path, capsys, files):
+    cfg, mix = files
+    assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput"]) == 2
+    assert "needs --requests" in capsys.readouterr().err
+    assert main(["place", str(cfg), "--devices", "a100:2", "--requests", str(mix)]) == 2
+    assert "applies with --objective goodput" in capsys.readouterr().err
+    piper = tmp_path / "w.json"
+    piper.write_text(json.dumps({"nodes": [{"id": 0, "cpuLatency": 1, "fpgaLatency": 1, "size": 1}],
+                                 "edges": [], "maxFPGAs": 1, "maxCPUs": 1, "maxSizePerFPGA": 1}))
+    assert main(["place", str(piper), "--objective", "goodput"]) == 2
+    assert "apply to an LLM model config" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- disaggregated pools
+def test_disaggregated_goodput_by_hand():
+    """Prefill on one T4, decode on one A100, one bucket: TTFT is the prefill pool's M/G/1 wait plus the
+    prefill, TPOT the decode pool's full batch (no prefill stalls it), and the slots hold each request
+    for the KV transfer and its decode steps."""
+    from graphs.llm import disaggregated_goodput, kv_transfer_time, prefill_problem
+
+    mix = read_mix({"buckets": [{"input": 512, "output": 33, "weight": 1}]})
+    pre_ds, dec_ds = parse_devices("t4:1"), parse_devices("a100:1")
+    t4 = pre_ds.specs[0]
+    P = sum(prefill_node_time(TINY, t4, 1, u, 512) for u in range(4))
+    pp = prefill_problem(TINY, pre_ds, mix, microbatches=1)
+    assert evaluate_plan(pp, _one_stage(pp)).objective == pytest.approx(P, rel=1e-12)  # one request's
+    for ttft_x, limit, B in ((100.0, "KV slots", 8), (1.5, "TTFT target", 64)):
+        dec = ServingModel(TINY, dec_ds, mix, ttft=ttft_x * P, tpot=1.0)
+        problem = dec.problem(B, microbatches=1)
+        ev = evaluate_plan(problem, _one_stage(problem))
+        T0 = B * ev.objective
+        link = min(t4.link_bandwidth, dec_ds.specs[0].link_bandwidth)
+        move = kv_transfer_time(TINY, 512, link)
+        assert move == pytest.approx(512 * 2 * KV / link)
+        pre = ServingModel(TINY, pre_ds, mix, ttft=ttft_x * P, tpot=1.0)
+        sv = disaggregated_goodput(pre, pp, _one_stage(pp), dec, problem, _one_stage(problem), B)
+        lam = B / (move + 32 * T0) if limit == "KV slots" else 0.5 / P
+        assert sv.limit == limit and sv.goodput == pytest.approx(lam, rel=1e-9)
+        assert sv.tpot == pytest.approx(T0, rel=1e-12) and sv.kv_transfer == pytest.approx(move, rel=1e-12)
+        assert sv.buckets[0].ttft == pytest.approx(P + lam * P * P / (2 * (1 - lam * P)), rel=1e-9)
+
+
+@pytest.mark.parametrize("mix, layout", [
+    ({"buckets": [{"input": 4096, "output": 64, "weight": 1}]}, "disaggregated"),  # prefill-heavy
+    ({"buckets": [{"input": 128, "output": 1024, "weight": 1}]}, "colocated"),  # decode-heavy
+])
+def test_disaggregate_keeps_the_better_layout(tmp_path, capsys, files, mix, layout):
+    cfg, _ = files
+    path = tmp_path / "mix.json"
+    path.write_text(json.dumps(mix))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:4", "--objective", "goodput", "--requests",
+                 str(path), "--ttft-slo", "1000", "--tpot-slo", "30", "--disaggregate",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"best: {layout}" in text
+    g = json.loads(out.read_text())["goodput"]
+    assert g["layout"] == layout and len(g["layouts"]) == 3  # colocated and the two splits of two kinds
+    assert g["goodput_rps"] == pytest.approx(max(x["goodput_rps"] for x in g["layouts"]), rel=1e-12)
+    assert (g["goodput_rps"] > g["layouts"][0]["goodput_rps"]) == (layout == "disaggregated")
+
+
+def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
+    cfg, mix = files
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:2", "--disaggregate"]) == 2
+    assert "--disaggregate applies with --objective goodput" in capsys.readouterr().err
+    assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
+                 "--disaggregate"]) == 2
+    assert "at least two kinds" in capsys.readouterr().err
