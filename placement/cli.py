@@ -12,9 +12,9 @@ import contextlib
 import math
 import os
 import sys
-import time
 
 from . import _interrupt
+from .outputs import Progress as _Progress
 from .outputs import output_dir as _output_dir
 from .outputs import output_file as _output_file
 
@@ -30,37 +30,6 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would exit; we return a code instead
         raise _UsageError(f"{self.prog}: {message}")
-
-
-class _Progress:
-    """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced)."""
-
-    def __init__(self, label: str, stream=None, enabled: bool | None = None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.label = label
-        self.start = time.monotonic()
-        self.last = 0.0
-
-    def __call__(self, frac: float) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self.last < 0.2 and frac < 1:
-            return
-        self.last = now
-        el = now - self.start
-        # an ETA from the first percent or second is noise (early ideals are the cheap ones)
-        eta = el * (1 - frac) / frac if frac >= 0.05 and el >= 2.0 else math.inf
-        bar = "#" * int(30 * frac)
-        eta_s = f"ETA {eta:.0f}s" if math.isfinite(eta) else ""
-        self.stream.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {el:.0f}s {eta_s}   ")
-        self.stream.flush()
-
-    def done(self) -> None:
-        if self.enabled and self.last:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _add_solve_options(p: argparse.ArgumentParser) -> None:

@@ -433,7 +433,7 @@ def place_goodput(args) -> int:
 
     from graphs.errors import InfeasibleError
 
-    from .cli import _Progress
+    from .outputs import Progress as _Progress
     from .serving import parse_batch_sizes
     from .stages import _emit, format_plan, result_dict, solve_args
 

@@ -1,17 +1,21 @@
-"""Output paths, checked before any work: every command creates the folders its outputs go into, and an
-output that cannot be written is one error naming the flag, raised before anything is solved.
+"""Outputs: paths checked before any work (every command creates the folders its outputs go into, and an
+output that cannot be written is one error naming the flag, raised before anything is solved), and the
+progress bar long commands show on stderr.
 
 Nothing here imports the command line (:mod:`placement.cli`), so any command module can use it.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import tempfile
+import time
 
 from graphs.errors import InputError
 
-__all__ = ["output_file", "output_dir"]
+__all__ = ["output_file", "output_dir", "Progress"]
 
 
 def output_file(path: str, flag: str) -> str:
@@ -42,3 +46,34 @@ def _writable_folder(folder: str, path: str, flag: str) -> None:
             pass
     except OSError as e:
         raise InputError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+
+
+class Progress:
+    """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced)."""
+
+    def __init__(self, label: str, stream=None, enabled: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.label = label
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, frac: float) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2 and frac < 1:
+            return
+        self.last = now
+        el = now - self.start
+        # an ETA from the first percent or second is noise (early ideals are the cheap ones)
+        eta = el * (1 - frac) / frac if frac >= 0.05 and el >= 2.0 else math.inf
+        bar = "#" * int(30 * frac)
+        eta_s = f"ETA {eta:.0f}s" if math.isfinite(eta) else ""
+        self.stream.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {el:.0f}s {eta_s}   ")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled and self.last:
+            self.stream.write("\n")
+            self.stream.flush()

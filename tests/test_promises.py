@@ -277,7 +277,7 @@ def test_infeasible_messages_use_the_tables_units(tmp_path, capsys):
 def test_no_eta_before_it_means_something():
     import io
 
-    from placement.cli import _Progress
+    from placement.outputs import Progress as _Progress
 
     buf = io.StringIO()
     p = _Progress("placing", stream=buf, enabled=True)
