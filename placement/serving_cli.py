@@ -199,11 +199,7 @@ def run_place(args, frontend: dict) -> int:
         return 1
     if not args.json:
         p = sw.best
-        first = next((pt for b, pt, _ in sw.points if pt is not None), None)
-        gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
-                f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
-        print(f"\nbest batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
-              f"{p.latency_ms:.6g} ms per batch")
+        print("\n" + _best_batch_line(sw))
         table = format_table(p.placement)
         if table:
             print(table + "\n")
@@ -263,6 +259,16 @@ def stage_result(pt, workload: str) -> dict:
     m = _stage_mfu(pt)
     data["compute_utilisation"] = None if m is None else m.as_dict()
     return data
+
+
+def _best_batch_line(sw) -> str:
+    """``best batch size B: X samples/s (Yx batch 1's Z), latency L ms per batch`` of a sweep."""
+    p = sw.best
+    first = next((pt for b, pt, _ in sw.points if pt is not None), None)
+    gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
+            f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
+    return (f"best batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
+            f"{p.latency_ms:.6g} ms per batch")
 
 
 def run_place_stages(args, frontend: dict) -> int:
@@ -330,12 +336,8 @@ def run_place_stages(args, frontend: dict) -> int:
         return 1
     if not args.json:
         p = sw.best
-        first = next((pt for b, pt, _ in sw.points if pt is not None), None)
-        gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
-                f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
-        print(f"\nbest batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
-              f"{p.latency_ms:.6g} ms per batch; "
-              + ("proven best" if p.proven else "NOT proven best") + f" ({p.how})\n")
+        print("\n" + _best_batch_line(sw) + "; " + ("proven best" if p.proven else "NOT proven best")
+              + f" ({p.how})\n")
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
         print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)

@@ -11,19 +11,18 @@ import os
 import numpy as np
 import pytest
 
-from graphs.ideals import enumerate_ideals
 from graphs.parallel import (
     SCHEDULES,
     ParallelGraph,
     ParallelKind,
     ParallelProblem,
-    Stage,
     Variant,
     evaluate_plan,
 )
 from solvers.base import Status
 from solvers.dp_stages import knapsack, solve_problem
 from solvers.registry import solve
+from tests.brute_stages import all_plans
 
 
 def random_problem(rng: np.random.Generator) -> ParallelProblem:
@@ -72,50 +71,7 @@ def random_problem(rng: np.random.Generator) -> ParallelProblem:
 
 
 def brute_force(p: ParallelProblem) -> float:
-    g = p.graph
-    n = g.num_nodes
-    lat = enumerate_ideals(n, g.src, g.dst)
-    sets = [frozenset(lat.members(i).tolist()) for i in range(lat.num_ideals)]
-    full = frozenset(range(n))
-    total = sum(k.count for k in p.kinds)
-    best = math.inf
-
-    def chains(cur):
-        if cur == full:
-            yield []
-            return
-        for s in sets:
-            if cur < s:
-                for rest in chains(s):
-                    yield [tuple(sorted(s - cur))] + rest
-
-    degrees = p.replica_degrees()
-    for chain in chains(frozenset()):
-        if len(chain) > total:
-            continue
-        opts = []
-        for nodes in chain:
-            o = []
-            for k in range(len(p.kinds)):
-                for t in g.degrees(k):
-                    lists = [g.options.get((u, k, t)) for u in nodes]
-                    if any(x is None for x in lists):
-                        continue
-                    for d in degrees:
-                        if t * d <= p.kinds[k].count:
-                            o.extend((k, t, d, vs) for vs in itertools.product(*lists))
-            opts.append(o)
-        for combo in itertools.product(*opts):
-            used = [0] * len(p.kinds)
-            for k, t, d, _ in combo:
-                used[k] += t * d
-            if any(used[k] > p.kinds[k].count for k in range(len(p.kinds))) \
-                    or sum(c[2] for c in combo) > p.microbatches:
-                continue
-            ev = evaluate_plan(p, [Stage(nodes, k, d, t, vs) for nodes, (k, t, d, vs) in zip(chain, combo)])
-            if ev.valid and ev.objective < best:
-                best = ev.objective
-    return best
+    return min((ev.objective for ev in all_plans(p)), default=math.inf)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -13,59 +13,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from graphs.ideals import enumerate_ideals
-from graphs.parallel import Stage, evaluate_plan
+from graphs.parallel import evaluate_plan
 from placement import serving_stages as ss
+from tests.brute_stages import all_plans
 from tests.test_dp_stages import random_problem
 
 ARGS = SimpleNamespace(time_limit=None, solver="dp")
-
-
-def all_plans(p):
-    """Every valid plan's evaluation (stages: chains of nested ideals; every kind, t, d, variant)."""
-    g = p.graph
-    n = g.num_nodes
-    lat = enumerate_ideals(n, g.src, g.dst)
-    sets = [frozenset(lat.members(i).tolist()) for i in range(lat.num_ideals)]
-    full = frozenset(range(n))
-    total = sum(k.count for k in p.kinds)
-
-    def chains(cur):
-        if cur == full:
-            yield []
-            return
-        for s in sets:
-            if cur < s:
-                for rest in chains(s):
-                    yield [tuple(sorted(s - cur))] + rest
-
-    degrees = p.replica_degrees()
-    out = []
-    for chain in chains(frozenset()):
-        if len(chain) > total:
-            continue
-        opts = []
-        for nodes in chain:
-            o = []
-            for k in range(len(p.kinds)):
-                for t in g.degrees(k):
-                    lists = [g.options.get((u, k, t)) for u in nodes]
-                    if any(x is None for x in lists):
-                        continue
-                    o.extend((k, t, d, vs) for d in degrees if t * d <= p.kinds[k].count
-                             for vs in itertools.product(*lists))
-            opts.append(o)
-        for combo in itertools.product(*opts):
-            used = [0] * len(p.kinds)
-            for k, t, d, _ in combo:
-                used[k] += t * d
-            if any(used[k] > p.kinds[k].count for k in range(len(p.kinds))) \
-                    or sum(c[2] for c in combo) > p.microbatches:
-                continue
-            ev = evaluate_plan(p, [Stage(nodes, k, d, t, vs) for nodes, (k, t, d, vs) in zip(chain, combo)])
-            if ev.valid:
-                out.append(ev)
-    return out
 
 
 def _problems(count, seed=0, max_nodes=4):
