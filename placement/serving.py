@@ -25,7 +25,8 @@ latency is the time one batch takes end to end (:mod:`graphs.latency`).
   what was found when the time runs out (or ``stop()`` says so: Ctrl-C on the command line) is the
   answer, each point labelled proven or not. On a model whose DP lattice is too large to finish (more
   than :data:`_QUICK_IDEALS` ideals, then a share of the time), the DP's best chain placement is the
-  first, unproven point.
+  first, unproven point; otherwise the DP's optimal placement is, until the program minimising the
+  latency at its max-load replaces it.
 
 Nothing here prints; errors are :class:`graphs.errors.PlacementError` subclasses.
 """
@@ -351,9 +352,11 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     end = dp_run(_QUICK_IDEALS, 0.5)
     exact = end.status == Status.OPTIMAL
     early = None
-    if not exact and end.assignment is not None and not clock.halted():
+    if end.assignment is not None and not clock.halted():
+        # a first point now, the throughput end's plan as the DP gave it: the program that minimises the
+        # latency at its max-load may take long (a model of a hundred operators: tens of seconds)
         early = _point(g, cl, end, proven=False)
-        emit(early)  # a first point now: what follows may take long
+        emit(early)
     pool: list[tuple[float, float, np.ndarray]] | None = None
     descent: list[ServingPoint] = []  # the points from the throughput end down, in order
     limit = math.inf
