@@ -525,8 +525,8 @@ def _add_pipeline_parsers(sub) -> None:
     s.add_argument("--workload", default=None, metavar="PATH",
                    help="the workload or ONNX model the result is for (default: the result's 'source')")
     s.add_argument("--schedule", choices=SCHEDULES + ("pipedream", "2bw"), default=None,
-                   help="stream (inference default), gpipe or 1f1b (training default); a replicated plan: "
-                   "1f1b, gpipe, pipedream or 2bw (default: its own)")
+                   help="stream (inference default), gpipe or 1f1b (training default); a stage plan: "
+                   "1f1b, gpipe, pipedream or 2bw (default: its own; an inference plan: stream)")
     s.add_argument("--microbatches", "-m", type=int, default=None, metavar="M",
                    help="micro-batches (default 8; a replicated plan: its own per batch)")
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")

@@ -24,7 +24,9 @@ of every later stage it sends a tensor to (the gradient coming back).
   then the remaining backwards, then the all-reduce (a flush);
 * ``pipedream``, ``2bw``: the same one-forward-one-backward order run continuously across batches (no
   flush: the next batch's forwards proceed on stashed or double-buffered weights), the all-reduce after
-  each batch's last backward.
+  each batch's last backward;
+* ``stream`` (inference, forwards only): each replica's forwards in order, batch after batch, no
+  backward, no all-reduce, nothing stashed (one micro-batch in flight while it runs).
 
 **Measured.** The makespan of ``batches`` batches and the time per sample over them; the *period*
 (the spacing of the slowest stage's all-reduces over the later batches, per sample: what the schedule
@@ -68,6 +70,9 @@ __all__ = ["ReplicaReport", "ReplicaTask", "StageSimulation", "ReplicatedSimulat
            "stage_links", "default_batches"]
 
 FLUSH = ("gpipe", "1f1b")
+#: an inference plan's schedule: every replica runs its forwards one after the other, batch after batch,
+#: with nothing to flush or all-reduce
+STREAM = "stream"
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,8 @@ def default_batches(problem: ParallelProblem, plan: Sequence[Stage], schedule: s
     enough for the micro-batches admitted ahead (``sum of s_i``) to settle, twice over."""
     if schedule in FLUSH:
         return 3
+    if schedule == STREAM:
+        return 6
     s = np.cumsum([st.d for st in plan][::-1]).sum()
     return int(min(64, 4 + math.ceil(2 * s / problem.microbatches)))
 
@@ -205,14 +212,19 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     problem's; the model's memory and time are the evaluator's under that schedule). :class:`InputError`
     when the plan is invalid."""
     schedule = schedule or problem.schedule
-    if schedule not in SCHEDULES:
-        raise InputError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    if schedule not in SCHEDULES + (STREAM,):
+        raise InputError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES + (STREAM,))}")
     if batches is None:
         batches = default_batches(problem, plan, schedule)
     if batches < 2:
         raise InputError(f"simulate at least 2 batches, got {batches}")
     if not 0 < forward_fraction <= 1:  # 1: inference, the forwards only
         raise InputError(f"the forward fraction must lie in (0, 1], got {forward_fraction}")
+    stream = schedule == STREAM
+    if stream:
+        if forward_fraction != 1:
+            raise InputError("the stream schedule is an inference plan's: forwards only")
+        schedule = problem.schedule  # memory: nothing stashed, so the schedule's formula is the weights
     problem = problem.with_options(schedule=schedule)
     # a plan over memory under this schedule is still simulated (its stages say so); anything else
     # wrong with it is an error
@@ -242,7 +254,7 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
         for r in range(st.d):
             mbs = list(range(r, total, st.d))
             seq = []
-            for kind, x in _order(schedule, mbs, y, N, st.d):
+            for kind, x in ([("F", m) for m in mbs] if stream else _order(schedule, mbs, y, N, st.d)):
                 key = (i, kind, x)
                 if key not in node_of:
                     node_of[key] = len(dur)
@@ -276,6 +288,8 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
             kind = kind_of[v]
             cur += 1 if kind == "F" else -1 if kind == "B" else 0
             peak = max(peak, cur)
+        if stream:  # a forward holds its micro-batch only while it runs: nothing waits for a backward
+            peak = min(peak, 1)
         a, b, w = _sums(problem, st)
         replicas.append(ReplicaReport(i, r, busy, peak, stage_memory(schedule, peak, a, b, w)[2]))
     stages = []
@@ -290,20 +304,24 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     # the period: between its all-reduces of two batches each replica runs exactly the tasks of as many
     # batches (a batch's worth of forwards and backwards, shifted by its warm-up), so the spacing of a
     # stage's all-reduces is never below its busy time; the slowest stage's spacing is the period
-    if schedule in FLUSH or batches < 4:  # every batch after the first is alike
+    if (schedule in FLUSH and not stream) or batches < 4:  # every batch after the first is alike
         lo, hi = 0, batches - 1
     else:  # the later half, before the last batch (which drains without followers)
         lo, hi = (batches - 2) // 2, batches - 2
-    period = max((finish[node_of[(i, "R", hi)]] - finish[node_of[(i, "R", lo)]]) / (hi - lo) / N
-                 for i in range(S))
+
+    def batch_end(i, b):  # a stage's all-reduce of batch b; streaming, its forward of the batch's last
+        return finish[node_of[(i, "F", b * N + N - 1)] if stream else node_of[(i, "R", b)]]
+
+    period = max((batch_end(i, hi) - batch_end(i, lo)) / (hi - lo) / N for i in range(S))
     makespan = float(max(finish, default=0.0))
     bottleneck = max(s.busy_per_sample for s in stages)
     bubble = max(0.0, 1.0 - bottleneck / period) if period > 0 else 0.0
     key_of = {v: k for k, v in node_of.items()}
     tasks = tuple(ReplicaTask(i, r, key_of[v][1], key_of[v][2], start[v], dur[v])
                   for (i, r), seq in zip(rep_index, seqs) for v in seq)
-    return ReplicatedSimulation(schedule, N, batches, makespan, makespan / total, period, bottleneck, bubble,
-                                ev.objective, tuple(stages), tuple(replicas), tasks)
+    return ReplicatedSimulation(STREAM if stream else schedule, N, batches, makespan, makespan / total,
+                                period, bottleneck, bubble, ev.objective, tuple(stages), tuple(replicas),
+                                tasks)
 
 
 def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:

@@ -121,20 +121,25 @@ def show(args) -> int:
         output_dir(out_dir, "--out-dir")
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
+    given = None if args.schedule == "stream" else args.schedule  # stream is the simulation's, not the plan's
     if onnx:
         from .onnx_stages import problem_for_result as onnx_problem
 
-        problem = onnx_problem(data, path, schedule=args.schedule, microbatches=args.microbatches,
+        problem = onnx_problem(data, path, schedule=given, microbatches=args.microbatches,
                                source=args.result)
     else:
-        problem = problem_for_result(data, path, schedule=args.schedule, microbatches=args.microbatches,
+        problem = problem_for_result(data, path, schedule=given, microbatches=args.microbatches,
                                      source=args.result)
     from .stages import plan_from_dict
 
     plan = plan_from_dict(problem, data, source=args.result)
     # an ONNX model's inference plan runs forwards only (a Piper file is a training job)
     forwards_only = onnx and data.get("training") is False
-    sim = simulate_plan(problem, plan, forward_fraction=1.0 if forwards_only else 1 / 3)
+    schedule = args.schedule or ("stream" if forwards_only else None)
+    if schedule == "stream" and not forwards_only:
+        raise InputError("--schedule stream: streams an inference plan; this plan trains (forwards and "
+                         "backwards)")
+    sim = simulate_plan(problem, plan, schedule=schedule, forward_fraction=1.0 if forwards_only else 1 / 3)
     if args.json:
         from .export import print_json
 

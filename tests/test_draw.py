@@ -180,3 +180,21 @@ def test_show_draws_a_stage_plan(tmp_path, capsys, monkeypatch):
     (tmp_path / "afile").write_text("x")
     assert main(["show", res, "--out-dir", "afile/pics"]) == 2
     assert "--out-dir" in capsys.readouterr().err
+
+
+def test_an_inference_stage_plan_streams(tmp_path, capsys):
+    """Forwards only, batch after batch, nothing to flush: every replica busy at the plan's time per
+    sample in the steady state, so the simulated period is the evaluator's (no bubble)."""
+    res = _stage_result(tmp_path)
+    capsys.readouterr()
+    assert main(["show", res, "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    assert sim["schedule"] == "stream"
+    assert sim["period_per_sample"] == pytest.approx(sim["model_time_per_sample"], rel=1e-9)
+    assert sim["bubble_fraction"] == pytest.approx(0.0, abs=1e-9)
+    # a training plan has backwards to run: it cannot stream
+    trained = _stage_result(tmp_path, "--training")
+    capsys.readouterr()
+    assert main(["show", trained, "--no-draw", "--schedule", "stream"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --schedule stream")
