@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, replace
 
 from .devices import DeviceSet
@@ -51,7 +52,8 @@ from .errors import InputError
 from .jsonio import read_json
 from .parallel import ParallelGraph, ParallelProblem, Variant
 
-__all__ = ["LLMConfig", "read_config", "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
+__all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", "is_onnx_decoder",
+           "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
            "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput"]
@@ -147,6 +149,120 @@ def read_config(source: str | os.PathLike | dict, *, name: str | None = None) ->
                          _DTYPES[dtype], bool(source.get("tie_word_embeddings", False)))
     except InputError as e:
         raise InputError(str(e), source=where) from None
+
+
+# the past key/value inputs of an exported decoder: optimum's and onnxruntime-genai's
+# (``past_key_values.3.key``) and the older ``past.3.key``
+_PAST_INPUT = re.compile(r"^past(?:_key_values)?\.(\d+)\.(key|value)$")
+_ONNX_BYTES = {1: 4, 10: 2, 16: 2, 11: 8}  # FLOAT, FLOAT16, BFLOAT16, DOUBLE
+
+
+def _past_inputs(graph) -> dict[int, dict[str, object]]:
+    """``{layer: {"key": input, "value": input}}`` of a graph's past key/value inputs."""
+    out: dict[int, dict[str, object]] = {}
+    for v in graph.input:
+        m = _PAST_INPUT.match(v.name)
+        if m:
+            out.setdefault(int(m.group(1)), {})[m.group(2)] = v
+    return out
+
+
+def is_onnx_decoder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an ONNX decoder with past key/value inputs (read without its weights)."""
+    import onnx
+
+    if not str(path).lower().endswith(".onnx") or not os.path.isfile(path):
+        return False
+    try:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    except Exception:  # not a model: the ONNX front end says why, where it is read
+        return False
+    return bool(_past_inputs(model.graph))
+
+
+def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLMConfig:
+    """The :class:`LLMConfig` of an ONNX decoder exported with past key/values (the layout of optimum
+    and onnxruntime-genai: inputs ``past_key_values.N.key``/``.value`` of shape ``[batch, kv_heads,
+    past_tokens, head_dim]``), read from its graph alone (weights are not loaded): layers from the past
+    inputs, key/value heads and head size from their shapes, hidden size and vocabulary from the token
+    embedding (the ``Gather`` on the token ids), the MLP width from the matrices beside it, the element
+    size from the embedding's type, and tied embeddings when the file stores no second vocabulary-sized
+    matrix (an exporter that writes the tied head out as its own matrix makes two: the file's memory).
+    What cannot be read is an :class:`InputError` naming it."""
+    import collections
+
+    import onnx
+
+    where = os.fspath(path)
+    try:
+        model = onnx.load(where, load_external_data=False)
+    except FileNotFoundError:
+        raise InputError("no such file", source=where) from None
+    except Exception as e:  # protobuf's errors are untyped
+        raise InputError(f"not an ONNX model ({type(e).__name__})", source=where) from None
+    g = model.graph
+    past = _past_inputs(g)
+    if not past:
+        raise InputError("no past key/value inputs (past_key_values.N.key): not a decoder exported with its "
+                         "KV cache", source=where)
+    layers = sorted(past)
+    if layers != list(range(len(layers))) or any(set(past[i]) != {"key", "value"} for i in layers):
+        raise InputError(f"past key/value inputs for layers {layers}: every layer 0..{len(layers) - 1} "
+                         f"needs a key and a value", source=where)
+
+    def dims(v) -> list:
+        return [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+
+    shape = dims(past[0]["key"])
+    if len(shape) != 4 or shape[1] is None or shape[3] is None:
+        raise InputError(f"{past[0]['key'].name} has shape {shape}: expected [batch, kv_heads, past_tokens, "
+                         f"head_dim] with kv_heads and head_dim fixed", source=where)
+    kv_heads, head_dim = int(shape[1]), int(shape[3])
+    inits = {t.name: t for t in g.initializer}
+    ids = {v.name for v in g.input if v.type.tensor_type.elem_type in (6, 7)}  # INT32, INT64 inputs
+    embed = None
+    for n in g.node:
+        if n.op_type == "Gather" and len(n.input) >= 2 and n.input[1] in ids and n.input[0] in inits \
+                and len(inits[n.input[0]].dims) == 2:
+            embed = inits[n.input[0]]
+            break
+    if embed is None:
+        raise InputError("no token embedding (a Gather of an initializer by the token ids) found",
+                         source=where)
+    vocab, hidden = (int(x) for x in embed.dims)
+    if hidden % head_dim:
+        raise InputError(f"hidden size {hidden} is not a multiple of the head size {head_dim}", source=where)
+    widths = collections.Counter()
+    vocab_matrices = 0
+    for t in g.initializer:
+        if len(t.dims) != 2:
+            continue
+        a, b = (int(x) for x in t.dims)
+        if {a, b} == {hidden, vocab}:
+            vocab_matrices += 1
+        elif hidden in (a, b):
+            other = b if a == hidden else a
+            if other not in (hidden, kv_heads * head_dim):
+                widths[other] += 1
+    if not widths:
+        raise InputError(f"no MLP matrix (hidden {hidden} x width) found", source=where)
+    intermediate = widths.most_common(1)[0][0]
+    if embed.data_type not in _ONNX_BYTES:
+        raise InputError(f"the embedding's element type {embed.data_type} is not a float type", source=where)
+    stem = os.path.splitext(os.path.basename(where))[0]
+    try:
+        return LLMConfig(name or stem, len(layers), hidden, hidden // head_dim, kv_heads,
+                         intermediate, vocab, _ONNX_BYTES[embed.data_type],
+                         tied_embeddings=vocab_matrices < 2)
+    except InputError as e:
+        raise InputError(str(e), source=where) from None
+
+
+def read_model_config(source: str | os.PathLike | dict, *, name: str | None = None) -> LLMConfig:
+    """:func:`read_config` of a ``config.json``, :func:`config_from_onnx` of an ``.onnx`` decoder."""
+    if not isinstance(source, dict) and str(source).lower().endswith(".onnx"):
+        return config_from_onnx(source, name=name)
+    return read_config(source, name=name)
 
 
 def _degrees(cfg: LLMConfig, spec, count: int) -> list[int]:

@@ -363,7 +363,7 @@ def _cmd_place(args) -> int:
         return _helix().place(args, time_limit)
     if args.engine is not None:
         raise _UsageError("--engine applies to Helix cluster files (placement place CLUSTER.json --model M)")
-    if _llm().handles(args.workload):
+    if _llm().handles(args.workload, args):
         if args.objective == "goodput":
             return _llm().place_goodput(args)
         _llm().refuse_goodput_options(args)
@@ -371,8 +371,9 @@ def _cmd_place(args) -> int:
         return _llm().place(args)
     if args.objective == "goodput" or any(getattr(args, f, None) is not None
                                           for f in ("requests", "ttft_slo", "tpot_slo")):
-        raise _UsageError("--objective goodput, --requests, --ttft-slo and --tpot-slo apply to an LLM "
-                          "model config (config.json with num_hidden_layers and hidden_size)")
+        raise _UsageError("--objective goodput, --requests, --ttft-slo and --tpot-slo apply to an LLM: a "
+                          "model config (config.json with num_hidden_layers and hidden_size) or an ONNX "
+                          "decoder exported with its KV cache")
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):
@@ -416,7 +417,7 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    if _llm().handles(args.workload):
+    if _llm().handles(args.workload, args):
         return _llm().evaluate(args)
     if _stages().handles(args.workload):
         return _stages().evaluate(args)

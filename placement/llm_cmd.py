@@ -54,11 +54,24 @@ def add_options(p) -> None:
                         "to each, the KV cache moved between them) and keep the better layout")
 
 
-def handles(path: str) -> bool:
-    """Is ``path`` a model config (``num_hidden_layers`` and ``hidden_size``)?"""
-    from graphs.llm import is_llm_config
+def handles(path: str, args=None) -> bool:
+    """Is ``path`` an LLM to decode: a model config (``num_hidden_layers`` and ``hidden_size``), or an ONNX
+    decoder exported with its KV cache (``past_key_values.N.key`` inputs, :func:`graphs.llm.config_from_onnx`)
+    when ``args`` ask for decoding (``--context``, ``--objective goodput`` or its options; for
+    ``evaluate``, a plan that records a context)? An ONNX model asked to decode that has no past key/value
+    inputs is an :class:`InputError`."""
+    from graphs.llm import is_llm_config, is_onnx_decoder
 
-    if not str(path).lower().endswith(".json"):
+    low = str(path).lower()
+    if low.endswith(".onnx"):
+        if args is None or not _decoding(args):
+            return False
+        if not is_onnx_decoder(path):
+            raise InputError("--context and --objective goodput decode an LLM: this ONNX model has no past "
+                             "key/value inputs (past_key_values.N.key), so it is not a decoder exported with "
+                             "its KV cache", source=str(path))
+        return True
+    if not low.endswith(".json"):
         return False
     try:
         return is_llm_config(read_json(path))
@@ -66,9 +79,25 @@ def handles(path: str) -> bool:
         return False
 
 
+def _decoding(args) -> bool:
+    """Do ``args`` ask to decode an LLM (see :func:`handles`)?"""
+    if getattr(args, "context", None) is not None or getattr(args, "objective", None) == "goodput" \
+            or any(getattr(args, dest, None) for dest, _ in _GOODPUT_FLAGS):
+        return True
+    plan = getattr(args, "split", None)
+    if plan and str(plan).lower().endswith(".json"):
+        try:
+            data = read_json(plan)
+        except InputError:
+            return False
+        section = data.get("problem") if isinstance(data, dict) else None
+        return isinstance(section, dict) and "context" in section
+    return False
+
+
 def _problem(args, saved: dict | None = None):
     from graphs.devices import parse_devices
-    from graphs.llm import decode_problem, read_config
+    from graphs.llm import decode_problem, read_model_config
 
     saved = saved or {}
     _refuse_flags(args)
@@ -79,7 +108,7 @@ def _problem(args, saved: dict | None = None):
     context = args.context if args.context is not None else saved.get("context", DEFAULT_CONTEXT)
     devices = args.devices or saved.get("devices") or "a100:4"
     ds = parse_devices(devices, args.device_files or ())
-    cfg = read_config(args.workload)
+    cfg = read_model_config(args.workload)
     memory_context = saved.get("memory_context") if args.context is None else None
     problem = decode_problem(cfg, ds, batch=batch, context=context,
                              microbatches=args.microbatches or saved.get("microbatches"),
@@ -315,7 +344,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
 
 def _serving_model(args, saved: dict | None = None):
     from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, check_slo, read_config, read_mix
+    from graphs.llm import ServingModel, check_slo, read_mix, read_model_config
 
     saved = saved or {}
     _refuse_flags(args)
@@ -335,7 +364,7 @@ def _serving_model(args, saved: dict | None = None):
         v = v if v is not None else saved.get(dest + "_ms")
         slo[dest] = None if v is None else check_slo(flag, v) / 1000
     ds = parse_devices(args.devices or saved.get("devices") or "a100:4", args.device_files or ())
-    cfg = read_config(args.workload)
+    cfg = read_model_config(args.workload)
     return ServingModel(cfg, ds, mix, ttft=slo["ttft_slo"], tpot=slo["tpot_slo"])
 
 

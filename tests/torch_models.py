@@ -252,3 +252,94 @@ def export_onnx(model, path, example, *, dynamic_batch: bool = True, dynamo: boo
             torch.onnx.export(model, (example,), str(path), dynamo=False, input_names=["input"],
                               output_names=["output"], dynamic_axes=axes, opset_version=17)
     return str(path)
+
+
+def llama_with_cache(*, vocab: int = 256, hidden: int = 128, heads: int = 4, kv_heads: int = 2,
+                     ffn: int = 344, layers: int = 3, tied: bool = False, seed: int = 0):
+    """A Llama-style decoder that takes and returns its KV cache, as exported for serving: ``forward(ids,
+    k0, v0, k1, v1, ...)`` with each past of shape ``[batch, kv_heads, past, head_dim]`` returns the
+    logits and the presents (the past with the new tokens' keys and values appended)."""
+    import torch
+    from torch import nn
+
+    dh = hidden // heads
+
+    class RMSNorm(nn.Module):  # written out: the TorchScript exporter has no aten::rms_norm at opset 17
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden))
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = RMSNorm(), RMSNorm()
+            self.q_proj = nn.Linear(hidden, heads * dh, bias=False)
+            self.k_proj = nn.Linear(hidden, kv_heads * dh, bias=False)
+            self.v_proj = nn.Linear(hidden, kv_heads * dh, bias=False)
+            self.o_proj = nn.Linear(heads * dh, hidden, bias=False)
+            self.gate_proj = nn.Linear(hidden, ffn, bias=False)
+            self.up_proj = nn.Linear(hidden, ffn, bias=False)
+            self.down_proj = nn.Linear(ffn, hidden, bias=False)
+
+        def forward(self, x, pk, pv):
+            b, t, _ = x.shape
+            h = self.norm1(x)
+            q = self.q_proj(h).view(b, t, heads, dh).transpose(1, 2)
+            k = torch.cat([pk, self.k_proj(h).view(b, t, kv_heads, dh).transpose(1, 2)], 2)
+            v = torch.cat([pv, self.v_proj(h).view(b, t, kv_heads, dh).transpose(1, 2)], 2)
+            kk = k.repeat_interleave(heads // kv_heads, dim=1)
+            vv = v.repeat_interleave(heads // kv_heads, dim=1)
+            att = ((q @ kk.transpose(-2, -1)) / math.sqrt(dh)).softmax(-1)
+            x = x + self.o_proj((att @ vv).transpose(1, 2).reshape(b, t, heads * dh))
+            h = self.norm2(x)
+            return x + self.down_proj(nn.functional.silu(self.gate_proj(h)) * self.up_proj(h)), k, v
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(vocab, hidden)
+            self.layers = nn.ModuleList([Block() for _ in range(layers)])
+            self.norm = RMSNorm()
+            self.lm_head = nn.Linear(hidden, vocab, bias=False)
+            if tied:
+                self.lm_head.weight = self.embed_tokens.weight
+
+        def forward(self, ids, *past):
+            x = self.embed_tokens(ids)
+            presents = []
+            for i, layer in enumerate(self.layers):
+                x, k, v = layer(x, past[2 * i], past[2 * i + 1])
+                presents += [k, v]
+            return (self.lm_head(self.norm(x)), *presents)
+
+    torch.manual_seed(seed)
+    model = Decoder().eval()
+    model.kv_heads, model.head_dim = kv_heads, dh
+    return model
+
+
+def export_decoder(model, path, *, batch: int = 2, past: int = 5, new: int = 1) -> str:
+    """``torch.onnx.export`` of a :func:`llama_with_cache` decoder with the input and output names of
+    optimum's exports (``input_ids``, ``past_key_values.N.key``/``.value``, ``logits``,
+    ``present.N.key``/``.value``), batch and lengths symbolic."""
+    import warnings
+
+    import torch
+
+    layers, kv_heads, dh = len(model.layers), model.kv_heads, model.head_dim
+    ids = torch.randint(0, model.embed_tokens.num_embeddings, (batch, new))
+    pasts = [torch.randn(batch, kv_heads, past, dh) for _ in range(2 * layers)]
+    kv = [f"{i}.{x}" for i in range(layers) for x in ("key", "value")]
+    inputs = ["input_ids"] + [f"past_key_values.{n}" for n in kv]
+    outputs = ["logits"] + [f"present.{n}" for n in kv]
+    axes = {"input_ids": {0: "batch", 1: "tokens"}, "logits": {0: "batch", 1: "tokens"}}
+    axes.update({n: {0: "batch", 2: "past"} for n in inputs[1:]})
+    axes.update({n: {0: "batch", 2: "total"} for n in outputs[1:]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (ids, *pasts), str(path), dynamo=False, input_names=inputs,
+                          output_names=outputs, dynamic_axes=axes, opset_version=17)
+    return str(path)
