@@ -84,9 +84,11 @@ def add_parser(sub) -> None:
                         "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
                    help="cut the cluster into N identical servers (overrides cluster.servers)")
-    c.add_argument("--fairness", type=float, default=1.0, metavar="F",
-                   help="--base ftf: Themis's knob, the fraction of most unfair jobs that bid first each "
-                        "round (default 1)")
+    c.add_argument("--fairness", type=float, default=None, metavar="F",
+                   help="Themis's knob, in (0, 1]: the fraction of most unfair jobs that bid each round. "
+                        "--policy ftf: they bid in an auction that maximises the product of their rho "
+                        "improvements, the others share what is left (default: no auction, max rho "
+                        "minimised exactly); --base ftf: they are admitted first (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
                    help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
                         "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
@@ -129,8 +131,9 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
-    if not 0 < args.fairness <= 1:
+    if args.fairness is not None and not 0 < args.fairness <= 1:  # nan too
         raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
+    knob = 1.0 if args.fairness is None else args.fairness  # the round schedules' base ftf
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
     if args.policy == "sensitive":
@@ -167,18 +170,20 @@ def run(args) -> int:
             gjobs = synergy_jobs(jl, jl.cluster, curves)
         if mode != "simulate" and pol in _SYNERGY:
             results.append(allocate_rounds_once(gjobs, jl.cluster, pol, base=args.base,
-                                                fairness=args.fairness, time_limit=args.time_limit))
+                                                fairness=knob, time_limit=args.time_limit))
         elif mode == "simulate" and pol in _SYNERGY:
             bar = _Bar(f"{args.base}+{pol}") if verbose else None
             results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
-                                           round_length=lease or DEFAULT_ROUND, fairness=args.fairness,
+                                           round_length=lease or DEFAULT_ROUND, fairness=knob,
                                            time_limit=args.time_limit, progress=bar))
             if bar is not None:
                 bar.close()
         elif mode == "simulate":
-            results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit))
+            results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit,
+                                    fairness=args.fairness if pol == "ftf" else None))
         else:
-            results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit))
+            results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit,
+                                         fairness=args.fairness if pol == "ftf" else None))
     models = [j.model for j in jl.jobs]
     docs = [r.to_dict(curves, models) for r in results]
     for d in docs:
@@ -275,6 +280,8 @@ def format_result(r, jl=None) -> str:
     kinds = r.capacity.kinds
     head = ("allocation for all jobs at once, held until each finishes" if r.mode == "allocation"
             else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
+    if r.policy == "ftf" and r.stats.get("fairness") is not None:
+        head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
     unit = f" ({r.unit})" if r.unit else ""
     first = "allocation" if r.mode == "allocation" else "first allocation"
     rows = [["job", "arrival", first, "used", "time/sample", "finish", "JCT", "rho"]]
