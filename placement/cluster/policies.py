@@ -545,6 +545,13 @@ def auction(cap: Capacity, options: Sequence[Sequence[CurvePoint]], rho_old: Seq
     eps = 1e-7 * min(g for gs in gains for g in gs)
     costs = [[-g + eps * _size(options[j][k], cap) / (1 + len(cap.counts)) for g, k in zip(gains[j], keep[j])]
              for j in range(n)]
+    # every bidder's own best at once, when it fits, is the optimum (each term is at its largest)
+    own = [min(range(len(keep[j])), key=lambda i, j=j: costs[j][i]) if keep[j] else None for j in range(n)]
+    chosen = [options[j][keep[j][i]] for j, i in enumerate(own) if i is not None]
+    used = [sum(p.counts[t] for p in chosen) for t in range(len(cap.counts))]
+    if _fits(used, sum(p.host_memory for p in chosen), cap.counts, cap.host_memory):
+        picks = [None if i is None else keep[j][i] for j, i in enumerate(own)]
+        return picks, sum(gains[j][i] for j, i in enumerate(own) if i is not None), True
     c = _Choice(cap, [[options[j][k] for k in keep[j]] for j in range(n)], [True] * n, x_cost=costs)
     got, ok = c.solve(time_limit, gap=1e-9, start=[None] * n)
     picks = [None if k is None else keep[j][k] for j, k in enumerate(got)]
