@@ -152,6 +152,14 @@ def test_cli_rejects_an_invalid_knob_naming_the_option(tmp_path, capsys, bad):
     assert "error:" in err and "--fairness" in err
 
 
+@pytest.mark.parametrize("args", [["--policy", "joint"], ["--policy", "tune"], ["--policy", "even"]])
+def test_cli_rejects_the_knob_where_nothing_uses_it(tmp_path, capsys, args):
+    path = _table_jobs(tmp_path)
+    assert main(["cluster", "simulate", path, *args, "--fairness", "0.5", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "--fairness applies to --policy ftf" in err
+
+
 def test_cli_runs_the_auction(tmp_path, capsys):
     path = _table_jobs(tmp_path)
     assert main(["cluster", "simulate", path, "--policy", "ftf", "--fairness", "0.5", "--json",
@@ -161,3 +169,11 @@ def test_cli_runs_the_auction(tmp_path, capsys):
     assert all(math.isfinite(j["finish_time"]) for j in doc["jobs"])
     assert main(["cluster", "simulate", path, "--policy", "ftf", "--fairness", "0.5", "--no-cache"]) == 0
     assert "auction, fairness knob 0.5" in capsys.readouterr().out
+    # the one-shot command, one decision held until each job finishes: the one bidder of three (f = 0.2)
+    # is a, the earliest (it has waited longest: highest rho_wait); its rate grows with every core, so
+    # it takes all 12, and b and c, left with none, wait for good
+    assert main(["cluster", path, "--policy", "ftf", "--fairness", "0.2", "--json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jobs = {j["name"]: j for j in doc["jobs"]}
+    assert doc["mode"] == "allocation" and jobs["a"]["allocation"] == {"a100": 1, "cpu": 12}
+    assert jobs["b"]["finish_time"] is None and jobs["c"]["finish_time"] is None

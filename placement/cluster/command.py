@@ -133,6 +133,10 @@ def run(args) -> int:
         raise InputError("placement cluster: --lease applies to simulate only")
     if args.fairness is not None and not 0 < args.fairness <= 1:  # nan too
         raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
+    if args.fairness is not None and args.policy not in ("ftf", "all") and not (
+            args.policy in _SYNERGY and args.base == "ftf"):
+        raise InputError("placement cluster: --fairness applies to --policy ftf (its auction) and to "
+                         "--base ftf (with proportional, tune, opt)")
     knob = 1.0 if args.fairness is None else args.fairness  # the round schedules' base ftf
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
