@@ -144,7 +144,7 @@ def _table_jobs(tmp_path):
     return str(path)
 
 
-@pytest.mark.parametrize("bad", ["0", "1.5", "-1", "nan"])
+@pytest.mark.parametrize("bad", ["0", "1.5", "-1", "nan", "half"])
 def test_cli_rejects_an_invalid_knob_naming_the_option(tmp_path, capsys, bad):
     path = _table_jobs(tmp_path)
     assert main(["cluster", "simulate", path, "--policy", "ftf", "--fairness", bad, "--no-cache"]) == 2
@@ -152,10 +152,13 @@ def test_cli_rejects_an_invalid_knob_naming_the_option(tmp_path, capsys, bad):
     assert "error:" in err and "--fairness" in err
 
 
-@pytest.mark.parametrize("args", [["--policy", "joint"], ["--policy", "tune"], ["--policy", "even"]])
+@pytest.mark.parametrize("args", [["--policy", "joint"], ["--policy", "tune"], ["--policy", "even"],
+                                  ["--policy", "tune", "--base", "ftf", "--fairness", "exact"]])
 def test_cli_rejects_the_knob_where_nothing_uses_it(tmp_path, capsys, args):
     path = _table_jobs(tmp_path)
-    assert main(["cluster", "simulate", path, *args, "--fairness", "0.5", "--no-cache"]) == 2
+    if "--fairness" not in args:
+        args = args + ["--fairness", "0.5"]
+    assert main(["cluster", "simulate", path, *args, "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert "error:" in err and "--fairness applies to --policy ftf" in err
 
@@ -169,6 +172,13 @@ def test_cli_runs_the_auction(tmp_path, capsys):
     assert all(math.isfinite(j["finish_time"]) for j in doc["jobs"])
     assert main(["cluster", "simulate", path, "--policy", "ftf", "--fairness", "0.5", "--no-cache"]) == 0
     assert "auction, fairness knob 0.5" in capsys.readouterr().out
+    # the defaults: simulate auctions with the knob at 0.2 (the fairest measured), 'exact' turns it off,
+    # and the one-shot command is exact unless told otherwise
+    for args, knob in ((["simulate"], 0.2), (["simulate", "--fairness", "exact"], None), ([], None)):
+        argv = ["cluster", *args[:1], path, *args[1:], "--policy", "ftf", "--json", "--no-cache"]
+        assert main(argv) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["summary"].get("stats", {}).get("fairness") == knob, args
     # the one-shot command, one decision held until each job finishes: the one bidder of three (f = 0.2)
     # is a, the earliest (it has waited longest: highest rho_wait); its rate grows with every core, so
     # it takes all 12, and b and c, left with none, wait for good

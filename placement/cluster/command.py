@@ -55,6 +55,16 @@ Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_c
 """
 
 
+# --policy ftf in simulate: Themis's knob by default, the fairest we measured (benchmarks/README_cluster.md,
+# "Themis's auction and fairness knob"); --fairness exact: no auction, max rho minimised exactly
+FTF_FAIRNESS = 0.2
+
+
+def knob(value: str):
+    """``--fairness``: a number, or ``exact`` (ftf without the auction)."""
+    return "exact" if value.strip().lower() == "exact" else float(value)
+
+
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
@@ -84,11 +94,13 @@ def add_parser(sub) -> None:
                         "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
                    help="cut the cluster into N identical servers (overrides cluster.servers)")
-    c.add_argument("--fairness", type=float, default=None, metavar="F",
+    c.add_argument("--fairness", type=knob, default=None, metavar="F",
                    help="Themis's knob, in (0, 1]: the fraction of most unfair jobs that bid each round. "
-                        "--policy ftf: they bid in an auction that maximises the product of their rho "
-                        "improvements, the others share what is left (default: no auction, max rho "
-                        "minimised exactly); --base ftf: they are admitted first (default 1)")
+                        f"--policy ftf: they bid in an auction that maximises the product of their rho "
+                        f"improvements, the others share what is left (default in simulate "
+                        f"{FTF_FAIRNESS:g}, the fairest measured; 'exact' or the one-shot command's "
+                        f"default: no auction, max rho minimised exactly); --base ftf: they are admitted "
+                        f"first (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
                    help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
                         "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
@@ -131,13 +143,18 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
-    if args.fairness is not None and not 0 < args.fairness <= 1:  # nan too
-        raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
+    exact = args.fairness == "exact"
+    if args.fairness is not None and not exact and not 0 < args.fairness <= 1:  # nan too
+        raise InputError(f"placement cluster: --fairness must be in (0, 1] or 'exact', got {args.fairness:g}")
     if args.fairness is not None and args.policy not in ("ftf", "all") and not (
-            args.policy in _SYNERGY and args.base == "ftf"):
+            args.policy in _SYNERGY and args.base == "ftf" and not exact):
         raise InputError("placement cluster: --fairness applies to --policy ftf (its auction) and to "
-                         "--base ftf (with proportional, tune, opt)")
-    knob = 1.0 if args.fairness is None else args.fairness  # the round schedules' base ftf
+                         "--base ftf (with proportional, tune, opt; a number there)")
+    knob = 1.0 if args.fairness is None or exact else args.fairness  # the round schedules' base ftf
+    # ftf's auction: the measured default in simulate (leases re-auction); the one-shot command holds one
+    # decision until each job finishes, where a job left out would wait for good: exact there by default
+    ftf_knob = (None if exact else args.fairness if args.fairness is not None
+                else FTF_FAIRNESS if mode == "simulate" else None)
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
     if args.policy == "sensitive":
@@ -184,10 +201,10 @@ def run(args) -> int:
                 bar.close()
         elif mode == "simulate":
             results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit,
-                                    fairness=args.fairness if pol == "ftf" else None))
+                                    fairness=ftf_knob if pol == "ftf" else None))
         else:
             results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit,
-                                         fairness=args.fairness if pol == "ftf" else None))
+                                         fairness=ftf_knob if pol == "ftf" else None))
     models = [j.model for j in jl.jobs]
     docs = [r.to_dict(curves, models) for r in results]
     for d in docs:
