@@ -74,8 +74,9 @@ def add_parser(sub) -> None:
         description=textwrap.fill(
             "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
             "time per sample for every allocation, from one DP run per job), or simulate a trace "
-            "of arriving jobs. Over the cluster as one pool: ftf (Themis's finish-time fairness, "
-            "max rho minimised exactly at every decision), joint (accelerator counts, host-core "
+            "of arriving jobs. Over the cluster as one pool: ftf (Themis's finish-time fairness: in "
+            "simulate, leases auctioned among the most unfair jobs, --fairness; else max rho minimised "
+            "exactly at every decision), joint (accelerator counts, host-core "
             "stages, CPU cores and memory chosen jointly; 'sensitive' is its old name), even (every "
             "accelerator kind split evenly, CPU and memory by accelerators held), fifo. Synergy's "
             "own allocations on the cluster's servers, after a base scheduler (--base) has picked "
