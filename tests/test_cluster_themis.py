@@ -172,9 +172,9 @@ def test_cli_runs_the_auction(tmp_path, capsys):
     assert all(math.isfinite(j["finish_time"]) for j in doc["jobs"])
     assert main(["cluster", "simulate", path, "--policy", "ftf", "--fairness", "0.5", "--no-cache"]) == 0
     assert "auction, fairness knob 0.5" in capsys.readouterr().out
-    # the defaults: simulate auctions with the knob at 0.2 (the fairest measured), 'exact' turns it off,
+    # the defaults: simulate auctions with the knob at 0.1 (the fairest measured), 'exact' turns it off,
     # and the one-shot command is exact unless told otherwise
-    for args, knob in ((["simulate"], 0.2), (["simulate", "--fairness", "exact"], None), ([], None)):
+    for args, knob in ((["simulate"], 0.1), (["simulate", "--fairness", "exact"], None), ([], None)):
         argv = ["cluster", *args[:1], path, *args[1:], "--policy", "ftf", "--json", "--no-cache"]
         assert main(argv) == 0
         doc = json.loads(capsys.readouterr().out)

@@ -57,7 +57,7 @@ Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_c
 
 # --policy ftf in simulate: Themis's knob by default, the fairest we measured (benchmarks/README_cluster.md,
 # "Themis's auction and fairness knob"); --fairness exact: no auction, max rho minimised exactly
-FTF_FAIRNESS = 0.2
+FTF_FAIRNESS = 0.1
 
 
 def knob(value: str):

@@ -27,7 +27,7 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   ``f = 1``: every job bids. Themis's partial allocation, which withholds part of each winner's share to
   make bidding truthful, is not applied: the bids here are the jobs' own curves, not reports.
   ``fairness=None`` (the default here) is the exact ``ftf``; ``placement cluster simulate --policy ftf``
-  runs the auction at ``f = 0.2``, the fairest measured (benchmarks/README_cluster.md).
+  runs the auction at ``f = 0.1``, the fairest measured (benchmarks/README_cluster.md).
 * ``joint`` (Synergy's idea, OSDI 2022, taken further; ``sensitive`` is its old name, still accepted)
   chooses accelerator counts, host-core pipeline stages, CPU cores and host memory jointly: it maximises
   total normalised throughput (each job's throughput over
