@@ -191,7 +191,8 @@ def run_one(args, cache, out_dir: str, plots: bool) -> dict:
     results = {}
     for pol in args.policies.split(","):
         t0 = time.perf_counter()
-        r = simulate(jobs, cap, pol, lease=jl.lease, time_limit=args.time_limit)
+        name, knob = policy_spec(pol)
+        r = simulate(jobs, cap, name, lease=jl.lease, time_limit=args.time_limit, fairness=knob)
         wall = time.perf_counter() - t0
         results[pol] = (r, wall)
         print(f"{pol:>12}: avg JCT {r.avg_jct / HOUR_MS:7.2f} h, makespan {r.makespan / HOUR_MS:7.2f} h, "
@@ -213,18 +214,31 @@ def run_one(args, cache, out_dir: str, plots: bool) -> dict:
     return {pol: r for pol, (r, _) in results.items()}
 
 
+def policy_spec(spec: str) -> tuple[str, float | None]:
+    """``ftf@F``: policy ``ftf`` with Themis's auction at fairness knob ``F``; any other name as is."""
+    name, _, knob = spec.partition("@")
+    return name, (float(knob) if knob else None)
+
+
+def _p99(r) -> float:
+    import numpy as np
+
+    return float(np.percentile([j.jct for j in r.jobs], 99))
+
+
 def _table(results, cap) -> str:
     base = results.get("even")
-    rows = ["| policy | avg JCT (h) | makespan (h) | max rho | mean rho | utilisation (accel / cpu) | "
-            "avg JCT vs even | decisions | sim wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| policy | avg JCT (h) | p99 JCT (h) | makespan (h) | max rho | mean rho | "
+            "utilisation (accel / cpu) | avg JCT vs even | decisions | sim wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     hosts = [k for k, h in zip(cap.kinds, cap.host) if h]
     for pol, (r, wall) in results.items():
         cpu = r.utilisation_per_kind()[hosts[0]] if hosts else math.nan
         ratio = f"{base[0].avg_jct / r.avg_jct:.2f}x lower" if base else "-"
         mean_rho = sum(j.rho for j in r.jobs) / len(r.jobs)
-        rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | {r.max_rho:.2f} | "
-                    f"{mean_rho:.2f} | {100 * r.utilisation:.0f}% / {_pct(cpu)} | {ratio} | "
-                    f"{r.decisions} | {wall:.0f} |")
+        rows.append(f"| {pol} | {r.avg_jct / HOUR_MS:.2f} | {_p99(r) / HOUR_MS:.2f} | "
+                    f"{r.makespan / HOUR_MS:.2f} | {r.max_rho:.3f} | {mean_rho:.3f} | "
+                    f"{100 * r.utilisation:.0f}% / {_pct(cpu)} | {ratio} | {r.decisions} | {wall:.0f} |")
     return "\n".join(rows)
 
 
@@ -287,7 +301,9 @@ def _event_run(jl, policies, lease):
     out = {}
     for pol in policies:
         t0 = time.perf_counter()
-        out[pol] = (simulate(jobs, cap, pol, lease=lease, time_limit=10.0), time.perf_counter() - t0)
+        name, knob = policy_spec(pol)
+        out[pol] = (simulate(jobs, cap, name, lease=lease, time_limit=10.0, fairness=knob),
+                    time.perf_counter() - t0)
     return out
 
 
@@ -295,8 +311,9 @@ def _synergy_table(results, figures=None) -> str:
     import numpy as np
 
     rows = ["| policy | avg JCT h | Synergy's | median h | p99 h | Synergy's p99 | makespan h | Synergy's | "
-            "max rho | avg JCT gain over fifo+proportional | TUNE / OPT bound (mean, min) | wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "max rho | mean rho | avg JCT gain over fifo+proportional | TUNE / OPT bound (mean, min) | "
+            "wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     base = results.get("fifo+proportional")
     for spec, (r, wall) in results.items():
         jct = [j.jct / HOUR_MS for j in r.jobs]
@@ -307,7 +324,8 @@ def _synergy_table(results, figures=None) -> str:
                  if st.get("tune_over_opt_mean") is not None else "-")
         rows.append(f"| {spec} | {r.avg_jct / HOUR_MS:.2f} | {f.get('avg', '-')} | {np.median(jct):.2f} | "
                     f"{np.percentile(jct, 99):.2f} | {f.get('p99', '-')} | {r.makespan / HOUR_MS:.1f} | "
-                    f"{f.get('makespan', '-')} | {r.max_rho:.2f} | {ratio} | {bound} | {wall:.0f} |")
+                    f"{f.get('makespan', '-')} | {r.max_rho:.3f} | "
+                    f"{sum(j.rho for j in r.jobs) / len(r.jobs):.3f} | {ratio} | {bound} | {wall:.0f} |")
     return "\n".join(rows)
 
 
@@ -405,20 +423,25 @@ def synergy_main(args) -> int:
         return 2
     os.makedirs(args.out_dir, exist_ok=True)
     jl = read_jobs(SYNERGY_TRACE)
-    cl = with_servers(jl.cluster, 2)
-    t0 = time.perf_counter()
-    jobs = synergy_jobs(jl, cl)
-    print(f"shared trace: {len(jobs)} jobs on {cl.describe()}, 2 servers, rounds of 300 s "
-          f"(curves {time.perf_counter() - t0:.1f} s)")
-    res = _synergy_run(jobs, cl, ROUND_POLICIES, "shared", args.progress)
-    if args.event_driven:
-        res.update(_event_run(jl, ("ftf", "joint"), 300e3))
-    print(_synergy_table(res, SYNERGY_FIGURES))
-    for line in _checks(res, SYNERGY_FIGURES):
-        print(line)
-    _jct_plot(res, os.path.join(args.out_dir, "jct-shared.png"), "JCT distribution, Synergy's shared trace")
-    print()
-    summary = [("Synergy's shared trace (300 jobs)", res)]
+    chosen = None if args.held_out is None else {int(k) for k in args.held_out.split(",")}
+    knobs = tuple(f"ftf@{f}" for f in args.ftf_fairness.split(",") if f)
+    summary = []
+    if chosen is None or 0 in chosen:
+        cl = with_servers(jl.cluster, 2)
+        t0 = time.perf_counter()
+        jobs = synergy_jobs(jl, cl)
+        print(f"shared trace: {len(jobs)} jobs on {cl.describe()}, 2 servers, rounds of 300 s "
+              f"(curves {time.perf_counter() - t0:.1f} s)")
+        res = _synergy_run(jobs, cl, ROUND_POLICIES, "shared", args.progress)
+        if args.event_driven:
+            res.update(_event_run(jl, ("ftf",) + knobs + ("joint",), 300e3))
+        print(_synergy_table(res, SYNERGY_FIGURES))
+        for line in _checks(res, SYNERGY_FIGURES):
+            print(line)
+        _jct_plot(res, os.path.join(args.out_dir, "jct-shared.png"),
+                  "JCT distribution, Synergy's shared trace")
+        print()
+        summary.append(("Synergy's shared trace (300 jobs)", res))
     profs = profiles(jl, cores_per_gpu=3, memory_gb_per_gpu=62.5)
     held = [("single, seed 1", dict(jobs=300, gpu_mix="single", seed=1, per_128=9.0)),
             ("single, seed 2, load 7/h per 128", dict(jobs=300, gpu_mix="single", seed=2, per_128=7.0)),
@@ -427,7 +450,9 @@ def synergy_main(args) -> int:
             ("few jobs: 12, nobody queues", dict(jobs=12, gpu_mix="single", seed=5, per_128=1.0)),
             ("30 jobs single, load 20/h per 128", dict(jobs=30, gpu_mix="single", seed=103, per_128=20.0)),
             ("30 jobs multi-GPU, 9/h per 128", dict(jobs=30, gpu_mix="multi", seed=103, per_128=9.0))]
-    for label, kw in held:
+    for k, (label, kw) in enumerate(held):
+        if chosen is not None and k + 1 not in chosen:
+            continue
         per_128 = kw.pop("per_128")
         doc = philly_trace(profs, jobs_per_hour=load_for(16, per_128), devices="v100:16,cpu:48",
                            host_memory_gb=1000, servers=2, cpu_limit=24, **kw)
@@ -437,7 +462,7 @@ def synergy_main(args) -> int:
         hjobs = synergy_jobs(hjl, hjl.cluster)
         hres = _synergy_run(hjobs, hjl.cluster, ROUND_POLICIES, label, args.progress)
         if args.event_driven_held_out and len(hjobs) <= 40:
-            hres.update(_event_run(hjl, ("ftf", "joint", "even", "fifo"), 300e3))
+            hres.update(_event_run(hjl, ("ftf",) + knobs + ("joint", "even", "fifo"), 300e3))
         print(f"held-out: {label} ({len(hjobs)} jobs, {per_128:g} jobs/h per 128 GPUs)")
         print(_synergy_table(hres))
         for line in _checks(hres):
@@ -473,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="--synergy: also the event-driven policies (ftf, joint, even, fifo; one pool, no "
                         "servers) on the held-out traces of at most 40 jobs")
     p.add_argument("--progress", action="store_true", help="--synergy: progress bars on stderr")
+    p.add_argument("--ftf-fairness", default="", metavar="F,F,...",
+                   help="--synergy --event-driven(-held-out): also ftf with Themis's auction at these "
+                        "fairness knobs (policy ftf@F); without --synergy, write ftf@F in --policies")
+    p.add_argument("--held-out", default=None, metavar="K,K,...",
+                   help="--synergy: only these held-out traces (1-based, in the doc's order) and skip "
+                        "the shared trace when 0 is not listed")
     p.add_argument("--jobs", type=int, default=40)
     p.add_argument("--seed", default="0", help="seed, or a comma list to sweep (default 0)")
     p.add_argument("--devices", default="a100:8,cpu:24", help="default: Synergy's server, 3 cores per GPU")

@@ -4,7 +4,8 @@
   cached per model, cost model and options;
 * :mod:`~placement.cluster.inputs`: a job's input pipeline (Synergy's model: the minimum of its
   accelerator, CPU-preprocessing and storage rates, or a measured table over cores and memory);
-* :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly),
+* :mod:`~placement.cluster.policies`: ``ftf`` (Themis's finish-time fairness, minimised exactly, or
+  with Themis's fairness knob: an auction among the most unfair jobs, the leftover to the others),
   ``joint`` (accelerator counts, host-core stages, CPU and memory chosen jointly; ``sensitive`` is its
   old name), ``even`` (every accelerator kind split evenly; ``proportional`` before issue #26) and
   ``fifo``, over the whole cluster as one pool;

@@ -55,6 +55,16 @@ Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_c
 """
 
 
+# --policy ftf in simulate: Themis's knob by default, the fairest we measured (benchmarks/README_cluster.md,
+# "Themis's auction and fairness knob"); --fairness exact: no auction, max rho minimised exactly
+FTF_FAIRNESS = 0.1
+
+
+def knob(value: str):
+    """``--fairness``: a number, or ``exact`` (ftf without the auction)."""
+    return "exact" if value.strip().lower() == "exact" else float(value)
+
+
 def add_parser(sub) -> None:
     c = sub.add_parser(
         "cluster", help="share one cluster among several jobs (allocate, or simulate a trace)",
@@ -64,8 +74,9 @@ def add_parser(sub) -> None:
         description=textwrap.fill(
             "Allocate a heterogeneous cluster among jobs from their throughput curves (the best "
             "time per sample for every allocation, from one DP run per job), or simulate a trace "
-            "of arriving jobs. Over the cluster as one pool: ftf (Themis's finish-time fairness, "
-            "max rho minimised exactly at every decision), joint (accelerator counts, host-core "
+            "of arriving jobs. Over the cluster as one pool: ftf (Themis's finish-time fairness: in "
+            "simulate, leases auctioned among the most unfair jobs, --fairness; else max rho minimised "
+            "exactly at every decision), joint (accelerator counts, host-core "
             "stages, CPU cores and memory chosen jointly; 'sensitive' is its old name), even (every "
             "accelerator kind split evenly, CPU and memory by accelerators held), fifo. Synergy's "
             "own allocations on the cluster's servers, after a base scheduler (--base) has picked "
@@ -84,9 +95,13 @@ def add_parser(sub) -> None:
                         "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
                    help="cut the cluster into N identical servers (overrides cluster.servers)")
-    c.add_argument("--fairness", type=float, default=1.0, metavar="F",
-                   help="--base ftf: Themis's knob, the fraction of most unfair jobs that bid first each "
-                        "round (default 1)")
+    c.add_argument("--fairness", type=knob, default=None, metavar="F",
+                   help="Themis's knob, in (0, 1]: the fraction of most unfair jobs that bid each round. "
+                        f"--policy ftf: they bid in an auction that maximises the product of their rho "
+                        f"improvements, the others share what is left (default in simulate "
+                        f"{FTF_FAIRNESS:g}, the fairest measured; 'exact' or the one-shot command's "
+                        f"default: no auction, max rho minimised exactly); --base ftf: they are admitted "
+                        f"first (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
                    help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
                         "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
@@ -129,8 +144,18 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
-    if not 0 < args.fairness <= 1:
-        raise InputError(f"placement cluster: --fairness must be in (0, 1], got {args.fairness:g}")
+    exact = args.fairness == "exact"
+    if args.fairness is not None and not exact and not 0 < args.fairness <= 1:  # nan too
+        raise InputError(f"placement cluster: --fairness must be in (0, 1] or 'exact', got {args.fairness:g}")
+    if args.fairness is not None and args.policy not in ("ftf", "all") and not (
+            args.policy in _SYNERGY and args.base == "ftf" and not exact):
+        raise InputError("placement cluster: --fairness applies to --policy ftf (its auction) and to "
+                         "--base ftf (with proportional, tune, opt; a number there)")
+    knob = 1.0 if args.fairness is None or exact else args.fairness  # the round schedules' base ftf
+    # ftf's auction: the measured default in simulate (leases re-auction); the one-shot command holds one
+    # decision until each job finishes, where a job left out would wait for good: exact there by default
+    ftf_knob = (None if exact else args.fairness if args.fairness is not None
+                else FTF_FAIRNESS if mode == "simulate" else None)
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
     if args.policy == "sensitive":
@@ -167,18 +192,20 @@ def run(args) -> int:
             gjobs = synergy_jobs(jl, jl.cluster, curves)
         if mode != "simulate" and pol in _SYNERGY:
             results.append(allocate_rounds_once(gjobs, jl.cluster, pol, base=args.base,
-                                                fairness=args.fairness, time_limit=args.time_limit))
+                                                fairness=knob, time_limit=args.time_limit))
         elif mode == "simulate" and pol in _SYNERGY:
             bar = _Bar(f"{args.base}+{pol}") if verbose else None
             results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
-                                           round_length=lease or DEFAULT_ROUND, fairness=args.fairness,
+                                           round_length=lease or DEFAULT_ROUND, fairness=knob,
                                            time_limit=args.time_limit, progress=bar))
             if bar is not None:
                 bar.close()
         elif mode == "simulate":
-            results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit))
+            results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit,
+                                    fairness=ftf_knob if pol == "ftf" else None))
         else:
-            results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit))
+            results.append(allocate_once(jobs, cap, pol, time_limit=args.time_limit,
+                                         fairness=ftf_knob if pol == "ftf" else None))
     models = [j.model for j in jl.jobs]
     docs = [r.to_dict(curves, models) for r in results]
     for d in docs:
@@ -275,6 +302,8 @@ def format_result(r, jl=None) -> str:
     kinds = r.capacity.kinds
     head = ("allocation for all jobs at once, held until each finishes" if r.mode == "allocation"
             else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
+    if r.policy == "ftf" and r.stats.get("fairness") is not None:
+        head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
     unit = f" ({r.unit})" if r.unit else ""
     first = "allocation" if r.mode == "allocation" else "first allocation"
     rows = [["job", "arrival", first, "used", "time/sample", "finish", "JCT", "rho"]]

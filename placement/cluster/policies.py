@@ -17,6 +17,17 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   afford to (lexicographically: the largest ``rho_wait`` among waiting jobs is minimised first, then
   the number of waiting jobs, then the maximum ``rho`` of the running ones), and the sum of ``rho``
   breaks the remaining ties, so no device that would help a running job is left idle.
+* ``ftf`` with Themis's **fairness knob** ``f`` (``fairness``, in ``(0, 1]``): the leases of the paper.
+  At each decision only the ``ceil(f * N)`` most unfair jobs (at least one; the highest ``rho_wait``,
+  their ``rho`` if left out of this lease) bid, and an **auction** among them (:func:`auction`) gives
+  them the allocation that maximises the product of their ``rho`` improvements ``rho_wait / rho``
+  (Themis's Nash-welfare objective, as a sum of logs over the curve points: a MILP on HiGHS; a bidder
+  that gets nothing improves by 1). What the bidders leave goes to the others (non-bidders and bidders
+  that won nothing) by the exact ``ftf`` above among them, on the leftover capacity (work-conserving).
+  ``f = 1``: every job bids. Themis's partial allocation, which withholds part of each winner's share to
+  make bidding truthful, is not applied: the bids here are the jobs' own curves, not reports.
+  ``fairness=None`` (the default here) is the exact ``ftf``; ``placement cluster simulate --policy ftf``
+  runs the auction at ``f = 0.1``, the fairest measured (benchmarks/README_cluster.md).
 * ``joint`` (Synergy's idea, OSDI 2022, taken further; ``sensitive`` is its old name, still accepted)
   chooses accelerator counts, host-core pipeline stages, CPU cores and host memory jointly: it maximises
   total normalised throughput (each job's throughput over
@@ -51,7 +62,8 @@ from graphs.errors import InputError
 from .curves import CurvePoint, JobCurve
 
 __all__ = ["POLICIES", "Capacity", "JobState", "Allocation", "Decision", "allocate", "fair_share_time",
-           "default_request", "rho", "rho_wait", "KNEE", "ALIASES", "RENAMED", "check_policy"]
+           "default_request", "rho", "rho_wait", "KNEE", "ALIASES", "RENAMED", "check_policy",
+           "check_fairness", "auction", "bidders"]
 
 POLICIES = ("ftf", "joint", "even", "fifo")
 ALIASES = {"sensitive": "joint"}  # old names still accepted
@@ -197,14 +209,18 @@ def _fits(counts, mem, cap_counts, cap_mem) -> bool:
 
 # --------------------------------------------------------------------------- entry point
 def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease: float = 0.0,
-             time_limit: float | None = None, share_times: Sequence[float] | None = None) -> Decision:
+             time_limit: float | None = None, share_times: Sequence[float] | None = None,
+             fairness: float | None = None) -> Decision:
     """Allocate ``capacity`` among ``jobs`` with ``policy`` (one of :data:`POLICIES`).
 
     ``share_times``: each job's fair-share time per sample (:func:`fair_share_time` at its contention),
     when the caller has them; ``lease``: the re-allocation interval (``ftf``'s waiting estimate);
-    ``time_limit``: seconds per MILP (``None``: none)."""
+    ``time_limit``: seconds per MILP (``None``: none); ``fairness``: ``ftf`` only, Themis's knob ``f`` in
+    ``(0, 1]`` (the fraction of most unfair jobs that bid in the auction, :func:`auction`; ``None``:
+    no auction, max ``rho`` minimised exactly)."""
     policy = ALIASES.get(policy, policy)
     check_policy(policy)
+    check_fairness(fairness, policy)
     for j in jobs:
         if any(p.time_per_sample <= 0 for p in j.curve.points):
             raise InputError(f"job {j.name!r}: its curve has a time per sample of 0 (a model without work)")
@@ -221,7 +237,7 @@ def allocate(policy: str, jobs: Sequence[JobState], capacity: Capacity, *, lease
     elif policy == "fifo":
         d = Decision(policy, tuple(_fifo(jobs, capacity)), "rule")
     elif policy == "ftf":
-        d = _ftf(jobs, capacity, list(share_times), lease, time_limit)
+        d = _ftf(jobs, capacity, list(share_times), lease, time_limit, fairness)
     else:
         d = _sensitive(jobs, capacity, list(share_times), time_limit)
     _check_capacity(d.allocations, capacity)
@@ -236,6 +252,23 @@ def check_policy(policy: str) -> None:
         raise InputError(f"policy {policy!r}: {RENAMED[policy]}")
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+
+
+def check_fairness(fairness: float | None, policy: str = "ftf", what: str = "the fairness knob f") -> None:
+    """An :class:`~graphs.errors.InputError` unless ``fairness`` is ``None`` or a number in ``(0, 1]``
+    (and the policy is ``ftf``, the one that holds the auction); ``what`` names it in the message."""
+    if fairness is None:
+        return
+    if policy != "ftf":
+        raise InputError(f"{what} applies to policy ftf (its auction), not {policy!r}")
+    if isinstance(fairness, bool) or not isinstance(fairness, (int, float)) or not 0 < fairness <= 1:
+        raise InputError(f"{what} must be a number in (0, 1] (the fraction of most unfair jobs that bid), "
+                         f"got {fairness!r}")
+
+
+def bidders(fairness: float, n: int) -> int:
+    """How many of ``n`` jobs bid under knob ``fairness``: ``ceil(f * n)``, at least one."""
+    return min(n, max(1, math.ceil(fairness * n - 1e-9)))
 
 
 def _check_capacity(allocs: Sequence[Allocation], cap: Capacity) -> None:
@@ -442,15 +475,17 @@ class _Choice:
         return picks, res.status == OPTIMAL
 
 
-def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
+def _ftf(jobs, cap, share_times, lease, time_limit, fairness=None) -> Decision:
     able = [j for j in range(len(jobs)) if _options(jobs[j], cap) and math.isfinite(share_times[j])]
     if len(able) < len(jobs):  # a job that cannot run on this cluster at all waits, out of the problem
-        d = (_ftf([jobs[j] for j in able], cap, [share_times[j] for j in able], lease, time_limit) if able
-             else Decision("ftf", (), "optimal", None))
+        d = (_ftf([jobs[j] for j in able], cap, [share_times[j] for j in able], lease, time_limit, fairness)
+             if able else Decision("ftf", (), "optimal", None))
         allocs = [_wait(cap)] * len(jobs)
         for j, a in zip(able, d.allocations):
             allocs[j] = a
         return Decision("ftf", tuple(allocs), d.status, d.objective, stats=d.stats)
+    if fairness is not None:
+        return _ftf_auction(jobs, cap, share_times, lease, time_limit, fairness)
     n = len(jobs)
     ideal = [j.samples * s for j, s in zip(jobs, share_times)]
     options = [_options(j, cap) for j in jobs]
@@ -494,6 +529,74 @@ def _ftf(jobs, cap, share_times, lease, time_limit) -> Decision:
     stats.update(waiting=sum(1 for k in picks3 if k is None), phase1=z1 if z1 < big else math.inf)
     return Decision("ftf", tuple(allocs), "optimal" if ok1 and ok2 else "time limit",
                     max(running, default=None), stats=stats)
+
+
+def auction(cap: Capacity, options: Sequence[Sequence[CurvePoint]], rho_old: Sequence[float],
+            rho_new: Sequence[Sequence[float]], time_limit: float | None = None):
+    """Themis's auction among the bidders: one option per bidder (or nothing) within ``cap``, maximising
+    the product of the ``rho`` improvements ``rho_old[j] / rho_new[j][k]`` (a bidder that gets nothing
+    improves by 1), as the sum of their logs over the discrete options (a MILP on HiGHS). Options that
+    do not improve on ``rho_old`` are never worth taking and are left out; among allocations of equal
+    product a vanishing charge per device leaves useless devices free (for the others).
+    ``(picks, log_product, proven)``: the option index per bidder (``None``: nothing)."""
+    n = len(options)
+    keep = [[k for k, r in enumerate(rho_new[j]) if r < rho_old[j] * (1 - 1e-12)] for j in range(n)]
+    gains = [[math.log(rho_old[j] / rho_new[j][k]) for k in keep[j]] for j in range(n)]
+    if not any(keep):
+        return [None] * n, 0.0, True
+    eps = 1e-7 * min(g for gs in gains for g in gs)
+    costs = [[-g + eps * _size(options[j][k], cap) / (1 + len(cap.counts)) for g, k in zip(gains[j], keep[j])]
+             for j in range(n)]
+    # every bidder's own best at once, when it fits, is the optimum (each term is at its largest)
+    own = [min(range(len(keep[j])), key=lambda i, j=j: costs[j][i]) if keep[j] else None for j in range(n)]
+    chosen = [options[j][keep[j][i]] for j, i in enumerate(own) if i is not None]
+    used = [sum(p.counts[t] for p in chosen) for t in range(len(cap.counts))]
+    if _fits(used, sum(p.host_memory for p in chosen), cap.counts, cap.host_memory):
+        picks = [None if i is None else keep[j][i] for j, i in enumerate(own)]
+        return picks, sum(gains[j][i] for j, i in enumerate(own) if i is not None), True
+    c = _Choice(cap, [[options[j][k] for k in keep[j]] for j in range(n)], [True] * n, x_cost=costs)
+    got, ok = c.solve(time_limit, gap=1e-9, start=[None] * n)
+    picks = [None if k is None else keep[j][k] for j, k in enumerate(got)]
+    total = sum(gains[j][keep[j].index(k)] for j, k in enumerate(picks) if k is not None)
+    return picks, total, ok
+
+
+def _ftf_auction(jobs, cap, share_times, lease, time_limit, fairness) -> Decision:
+    """``ftf`` with Themis's knob (every job here can run on ``cap``): the :func:`bidders` jobs with the
+    highest ``rho_wait`` (the most unfair if left out of this lease) bid; :func:`auction` gives them the
+    allocation that maximises the product of their ``rho`` improvements over ``rho_wait``; what it
+    leaves goes to the others (the non-bidders and the bidders that won nothing) by the exact ``ftf``
+    (max ``rho`` among them minimised), so no device that would help some job is left idle."""
+    n = len(jobs)
+    ideal = [j.samples * s for j, s in zip(jobs, share_times)]
+    options = [_options(j, cap) for j in jobs]
+    waits = [rho_wait(j, share_times[i], ideal[i], lease) for i, j in enumerate(jobs)]
+    ranked = sorted(range(n), key=lambda j: (-waits[j], jobs[j].order, j))
+    bid = sorted(ranked[:bidders(fairness, n)])
+    rhos = {j: [rho(jobs[j], p.time_per_sample, ideal[j]) for p in options[j]] for j in bid}
+    picks, log_product, ok = auction(cap, [options[j] for j in bid], [waits[j] for j in bid],
+                                     [rhos[j] for j in bid], time_limit)
+    allocs = [_wait(cap)] * n
+    for j, k in zip(bid, picks):
+        if k is not None:
+            allocs[j] = _run(options[j][k])
+    counts = tuple(c - sum(a.devices[t] for a in allocs) for t, c in enumerate(cap.counts))
+    mem = cap.host_memory - sum(a.host_memory for a in allocs)
+    left = Capacity(cap.kinds, counts, cap.host, max(0.0, mem))
+    others = [j for j in range(n) if not allocs[j].running]
+    stats = {"milps": 1, "bidders": len(bid), "winners": sum(1 for k in picks if k is not None),
+             "log_product": log_product}
+    status = "optimal" if ok else "time limit"
+    if others:
+        d = _ftf([jobs[j] for j in others], left, [share_times[j] for j in others], lease, time_limit)
+        for j, a in zip(others, d.allocations):
+            allocs[j] = a
+        stats["milps"] += d.stats.get("milps", 0)
+        if d.status == "time limit":
+            status = d.status
+    stats["waiting"] = sum(1 for a in allocs if not a.running)
+    running = [rho(jobs[j], a.time_per_sample, ideal[j]) for j, a in enumerate(allocs) if a.running]
+    return Decision("ftf", tuple(allocs), status, max(running, default=None), stats=stats)
 
 
 def _dominance(points: Sequence[CurvePoint]):

@@ -32,6 +32,7 @@ from .policies import (
     Capacity,
     JobState,
     allocate,
+    check_fairness,
     check_policy,
     default_request,
     fair_share_time,
@@ -218,11 +219,14 @@ def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None
 
 
 def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: float | None = None,
-             time_limit: float | None = None, progress=None) -> SimResult:
+             time_limit: float | None = None, progress=None, fairness: float | None = None) -> SimResult:
     """Replay ``jobs`` on ``capacity`` under ``policy`` (see the module doc); ``time_limit`` bounds each
-    MILP; ``progress`` is called with the fraction of jobs completed."""
+    MILP; ``progress`` is called with the fraction of jobs completed; ``fairness``: ``ftf``'s knob (the
+    fraction of most unfair jobs that bid in each decision's auction; ``None``: max ``rho`` minimised
+    exactly, :func:`~placement.cluster.policies.allocate`)."""
     policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
+    check_fairness(fairness, policy)
     if lease is not None and not lease > 0:
         raise InputError(f"lease must be positive, got {lease}")
     n = len(jobs)
@@ -255,7 +259,7 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
                                    rank[i], jobs[i].request))
             share_times.append(shares(i, jobs[i].curve, nc))
         d = allocate(policy, states, capacity, lease=lease or 0.0, time_limit=time_limit,
-                     share_times=share_times)
+                     share_times=share_times, fairness=fairness)
         decisions += 1
         solve_s += d.seconds
         statuses.append(d.status)
@@ -301,11 +305,12 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
                                    first[i] or Allocation(tuple(0 for _ in capacity.kinds), 0.0, None),
                                    j.samples - remaining[i]))
     return SimResult(policy, capacity, tuple(outcomes), tuple(segments), lease, decisions, solve_s,
-                     jobs[0].curve.unit, "simulation", tuple(statuses))
+                     jobs[0].curve.unit, "simulation", tuple(statuses),
+                     {"fairness": fairness} if fairness is not None else {})
 
 
 def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
-                  time_limit: float | None = None) -> SimResult:
+                  time_limit: float | None = None, fairness: float | None = None) -> SimResult:
     """One allocation for all ``jobs`` at the time the last one arrives, held until each finishes (a job
     that waits never finishes: finish ``inf``). ``rho`` uses ``N = len(jobs)``."""
     policy = ALIASES.get(policy, policy)
@@ -317,7 +322,7 @@ def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
     share_times = [fair_share_time(j.curve, capacity, n) for j in jobs]
     states = [JobState(j.name, j.curve, j.samples, j.samples, now - j.arrival, float(n), rank[i], j.request)
               for i, j in enumerate(jobs)]
-    d = allocate(policy, states, capacity, time_limit=time_limit, share_times=share_times)
+    d = allocate(policy, states, capacity, time_limit=time_limit, share_times=share_times, fairness=fairness)
     outcomes, ends = [], []
     for j, a, st in zip(jobs, d.allocations, share_times):
         fin = now + j.samples * a.time_per_sample
@@ -330,7 +335,8 @@ def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
     for s, e in zip(cuts, cuts[1:]):
         segments.append(Segment(s, e, tuple(a if end >= e else None for a, end in zip(d.allocations, ends))))
     return SimResult(policy, capacity, tuple(outcomes), tuple(segments), None, 1, d.seconds,
-                     jobs[0].curve.unit, "allocation", (d.status,))
+                     jobs[0].curve.unit, "allocation", (d.status,),
+                     {"fairness": fairness} if fairness is not None else {})
 
 
 def plot_allocations(result: SimResult, path: str, *, title: str | None = None) -> str:
