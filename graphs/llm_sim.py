@@ -109,6 +109,7 @@ class SimResult:
     ttft: dict  # mean, p50, p90, p99, count over the window's arrivals that got a first token
     tpot: dict  # the same over the window's finished requests of more than one output token
     mean_batch: float  # sequences held in KV slots, time-averaged over the window
+    offered_tokens_per_s: float = 0.0  # output tokens of the requests arriving in the window / its length
     token_times: list = field(default_factory=list, repr=False)  # every output token's time (for the plot)
     ttfts: list = field(default_factory=list, repr=False)
     tpots: list = field(default_factory=list, repr=False)
@@ -284,16 +285,18 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         held_area += total_held * (seconds - max(last_t, warmup))
     window = seconds - warmup
     ttfts, tpots = [], []
+    offered = 0
     for q, (arr, _inp, out, _tag) in enumerate(requests):
         if not warmup <= arr < seconds:
             continue
+        offered += out
         if not math.isnan(first[q]):
             ttfts.append(first[q] - arr)
         if out > 1 and not math.isnan(finish[q]):
             tpots.append((finish[q] - first[q]) / (out - 1))
     return SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
                      tokens / window, decoded / window, _stats(ttfts), _stats(tpots), held_area / window,
-                     token_times, ttfts, tpots)
+                     offered / window, token_times, ttfts, tpots)
 
 
 def _stage_timers(model, problem, plan):
@@ -344,7 +347,9 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
                   keep_tokens: bool = False) -> SimResult:
     """Simulate ``plan`` (stages of ``model.problem(batch)`` or any problem of the same chain) serving a
     Poisson trace at ``rate`` requests/s (``"auto"``: 80% of :func:`planned_rate`) for ``seconds``,
-    sizes drawn from ``model.mix`` with ``seed`` (or ``trace``: ``(time, bucket index)`` pairs). The
+    sizes drawn from ``model.mix`` with ``seed`` (or ``trace``: ``(time, bucket index)`` pairs), measured
+    after ``warmup`` seconds (default: 20% of the trace, or 1.5 x the longest request's lifetime under
+    the serving model, at most half the trace). The
     result's ``planned`` holds the planner's decode tokens/s, the serving model's rate and the output
     tokens/s it predicts at the simulated rate (``rate x E[output]``, when the rate is below its own)."""
     from .parallel import evaluate_plan
@@ -361,16 +366,27 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
         trace = poisson_trace(model.mix, rate, seconds, seed)
     buckets = model.mix.buckets
     requests = [(t, buckets[b].input, buckets[b].output, b) for t, b in trace]
+    if warmup is None:  # past the longest request's lifetime under the serving model (tokens/s then steady)
+        life = max(x.prefill + (x.bucket.output - 1) * sv.tpot for x in sv.buckets)
+        warmup = min(0.5 * seconds, max(0.2 * seconds, 1.5 * life))
     steps, pres = _stage_timers(model, problem, plan)
     res = simulate_pipeline([st.d for st in plan], batch, problem.microbatches,
                             lambda i, n, c: steps[i](n, c), lambda i, q: pres[i][requests[q][3]], requests,
                             seconds=seconds, warmup=warmup, progress=progress, keep_tokens=keep_tokens)
     res.rate = rate
     mean_out = sum(p * b.output for p, b in zip(model.mix.shares, buckets))
+    shares = model.mix.shares
+    a = sum(q * x.occupancy for q, x in zip(shares, sv.buckets))  # the serving model's E[S], E[S^2], E[P]
+    e2 = sum(q * x.occupancy ** 2 for q, x in zip(shares, sv.buckets))
+    ep = sum(q * x.prefill for q, x in zip(shares, sv.buckets))
+    rho = rate * a
+    wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
     res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
                    "tokens_per_s_at_rate": min(rate, cap) * mean_out,
                    "load": rate / cap if cap > 0 else math.inf,
-                   "tpot_s": sv.tpot_full, "mean_output": mean_out,
+                   "tpot_full_s": sv.tpot_full, "mean_output": mean_out,
+                   "tpot_s_at_rate": sv.tpot_full / (1 - rho) if rho < 1 else math.inf,
+                   "ttft_mean_s_at_rate": wait + ep,
                    "prefill_s": [b.prefill for b in sv.buckets]}
     return res
 

@@ -466,7 +466,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
              f"{pl['rate_rps']:.6g}, limited by the {pl['limit']}) for {seconds:g} s, seed {seed}; "
              f"{res.arrived} requests, {res.finished} finished",
              f"  tokens/s {res.tokens_per_s:,.6g} (planned {pl['tokens_per_s_at_rate']:,.6g} at this rate: "
-             f"{100 * ratio:.1f}%), decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
+             f"{100 * ratio:.1f}%; this trace's arrivals ask for {res.offered_tokens_per_s:,.6g}), "
+             f"decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
              f"{res.mean_batch:.4g} of {batch} on average (measured from {res.warmup:g} s)",
              row("TTFT", res.ttft), row("TPOT", res.tpot)]
     if plot is not None:
@@ -474,7 +475,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
         lines.append(f"plot written to {plot}")
     out = {"rate_rps": res.rate, "seconds": seconds, "warmup_s": res.warmup, "seed": seed,
            "requests": res.arrived, "finished": res.finished, "tokens_per_s": res.tokens_per_s,
-           "decode_tokens_per_s": res.decode_tokens_per_s, "mean_kv_slots": res.mean_batch,
+           "decode_tokens_per_s": res.decode_tokens_per_s,
+           "offered_tokens_per_s": res.offered_tokens_per_s, "mean_kv_slots": res.mean_batch,
            "ttft_s": res.ttft, "tpot_s": res.tpot, "planned_rate_rps": pl["rate_rps"],
            "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio}
     return "\n".join(lines), out
