@@ -2,7 +2,8 @@
 a Poisson trace at 80% of its planned rate (:func:`graphs.llm_sim.simulate_plan`), and the simulated
 output tokens/s is compared with what the serving model predicts at that rate; then at 150% (overload),
 the simulated capacity against the planned one; and at 150% with prefills that take no time, the decode
-side alone: the simulated decode tokens/s against the full batch's ``B / T0``.
+side alone: at 150% of the full batch's ``B / T0`` (in requests/s: ``/ E[output]``) with prefills that
+take no time, the simulated decode tokens/s against ``B / T0``.
 
     python -m benchmarks.bench_llm_sim [--only NAME] [--seconds S] [--seed N] [--markdown out.md]
 
@@ -46,7 +47,8 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
     rows = ["| case | plan | batch / N | stages (kind t x d) | planned req/s (limit) | 80%: planned tokens/s "
             "| trace asks tokens/s | simulated tokens/s | sim / planned "
             "| TTFT ms mean / p50 / p90 / p99 (model mean) | TPOT ms mean / p50 / p99 (model) "
-            "| 150%: simulated / planned tokens/s | 150%, prefills free: decode tokens/s / B / T0 | sim s |",
+            "| 150%: simulated / planned tokens/s | prefills free, 150% of B / T0: decode tokens/s / B / T0 "
+            "| sim s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, cfg, devices, mix_name, mix, ttft, tpot in CASES:
         if only and name != only:
@@ -64,16 +66,17 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
             lo = simulate_plan(model, problem, plan, batch, rate="auto", seconds=seconds, seed=seed)
             hi = simulate_plan(model, problem, plan, batch, rate=1.5 * lo.planned["rate_rps"],
                                seconds=seconds, seed=seed)
-            # the decode side alone: the same overload trace with prefills that take no time
+            # the decode side alone: prefills that take no time, at 150% of the full batch's B / T0
+            full = batch / lo.planned["tpot_full_s"]
             steps, _ = _stage_timers(model, problem, plan)
             bk = model.mix.buckets
             reqs = [(x, bk[b].input, bk[b].output, b)
-                    for x, b in poisson_trace(model.mix, 1.5 * lo.planned["rate_rps"], seconds, seed)]
+                    for x, b in poisson_trace(model.mix, 1.5 * full / lo.planned["mean_output"], seconds,
+                                              seed)]
             free = simulate_pipeline([st.d for st in plan], batch, problem.microbatches,
                                      lambda i, n, c, steps=steps: steps[i](n, c), lambda i, q: 0.0, reqs,
                                      seconds=seconds,
                                      warmup=lo.warmup)
-            full = batch / lo.planned["tpot_full_s"]
             took = time.perf_counter() - t
             pl = lo.planned
             from graphs.parallel import evaluate_plan
