@@ -436,6 +436,11 @@ def simulate_options(args) -> tuple | None:
         from .serving_cli import _check_plot
 
         _check_plot(args.plot)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib); "
+                             "--simulate runs without --plot") from None
     return rate, seconds, getattr(args, "seed", 0) or 0, args.plot
 
 

@@ -168,3 +168,17 @@ def test_cli_bad_simulate_options(capsys, files, extra, words):
     assert main(args + extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_written_or_a_clear_error_without_matplotlib(tmp_path, capsys, files, monkeypatch):
+    cfg, mix = files
+    args = ["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+            "--batch-size", "8", "--simulate", "auto", "--trace-seconds", "5", "--plot"]
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "sim.png"
+    assert main(args + [str(png)]) == 0
+    assert png.stat().st_size > 1000 and "plot written to" in capsys.readouterr().out
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # as if not installed
+    assert main(args + [str(tmp_path / "other.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --plot needs matplotlib") and len(err.strip().splitlines()) == 1
