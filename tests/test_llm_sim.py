@@ -182,3 +182,13 @@ def test_plot_written_or_a_clear_error_without_matplotlib(tmp_path, capsys, file
     assert main(args + [str(tmp_path / "other.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --plot needs matplotlib") and len(err.strip().splitlines()) == 1
+
+
+def test_simulate_options_are_refused_for_other_workloads(tmp_path, capsys):
+    piper = tmp_path / "w.json"
+    piper.write_text(json.dumps({"nodes": [{"id": 0, "time": 1.0}], "edges": []}))
+    for cmd in (["place", str(piper), "--simulate", "1"], ["place", str(piper), "--plot", "a.png"],
+                ["evaluate", str(piper), str(piper), "--simulate", "auto"]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and "--simulate" in err and len(err.strip().splitlines()) == 1
