@@ -122,10 +122,11 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     """The engine of the module doc on stages with replicas ``d`` (``d[i]`` dividing ``microbatches``
     is not required: micro-batch ``j`` runs on replica ``j mod d[i]``), ``batch`` KV slots in
     ``microbatches`` micro-batches, ``decode_time(i, n, context)`` seconds of a step of ``n`` sequences
-    of mean context ``context`` on a replica of stage ``i``, ``prefill_time(i, r)`` seconds of request
-    ``r``'s prefill there, and ``requests`` ``(arrival, input, output, tag)`` sorted by arrival (``tag``:
-    passed to ``prefill_time`` as ``r``'s bucket is looked up by the caller; the index is ``r``).
-    ``progress(frac)``: called with the simulated fraction of ``2 x seconds`` at most."""
+    of mean context ``context`` on a replica of stage ``i``, ``prefill_time(i, r)`` seconds of the
+    prefill of request ``r`` (its index in ``requests``) there, and ``requests`` ``(arrival, input
+    tokens, output tokens, tag)`` sorted by arrival (``tag``: the caller's, e.g. the bucket). Arrivals
+    fall in ``[0, seconds)``; the run drains until ``2 x seconds`` at most; ``progress(frac)`` is called
+    with the simulated fraction of that."""
     if batch % microbatches:
         raise InputError(f"{microbatches} micro-batches do not divide {batch} KV slots")
     if warmup is None:
