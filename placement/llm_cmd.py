@@ -58,7 +58,8 @@ def add_options(p) -> None:
                         "admission "
                         "(graphs/llm_sim.py); prints tokens/s and TTFT / TPOT percentiles")
     g.add_argument("--trace-seconds", type=float, default=None, metavar="S",
-                   help="--simulate: seconds of arrivals (default 120; the first 20%% are a warm-up)")
+                   help="--simulate: seconds of arrivals (default 120; a warm-up of 20-50%% of it is not "
+                        "measured)")
     g.add_argument("--plot", default=None, metavar="F.png",
                    help="--simulate: draw tokens/s over time and the TTFT / TPOT distributions (matplotlib)")
     if not any("--seed" in a.option_strings for a in p._actions):
