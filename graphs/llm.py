@@ -37,7 +37,8 @@ weights); :class:`ServingModel`, whose class doc states the serving model (TTFT 
 wait + the prefill through the stages, TPOT = the full batch's step stalled by the prefills' share,
 KV slots by Little's law) and scores the goodput of any decode plan; :func:`chain_plans`, every plan of
 a small chain problem; and separate prefill and decode pools (:func:`prefill_problem`,
-:func:`disaggregated_goodput`).
+:func:`disaggregated_goodput`). :mod:`graphs.llm_sim` simulates a plan serving a request trace (discrete
+events, continuous batching, KV-slot admission) with these same per-layer times, to check the figures.
 """
 
 from __future__ import annotations

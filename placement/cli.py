@@ -370,10 +370,11 @@ def _cmd_place(args) -> int:
         _stages().refuse_serving(args)
         return _llm().place(args)
     if args.objective == "goodput" or any(getattr(args, f, None) is not None
-                                          for f in ("requests", "ttft_slo", "tpot_slo")):
-        raise _UsageError("--objective goodput, --requests, --ttft-slo and --tpot-slo apply to an LLM: a "
-                          "model config (config.json with num_hidden_layers and hidden_size) or an ONNX "
-                          "decoder exported with its KV cache")
+                                          for f in ("requests", "ttft_slo", "tpot_slo", "simulate",
+                                                    "trace_seconds", "plot")):
+        raise _UsageError("--objective goodput, --requests, --ttft-slo, --tpot-slo and --simulate apply to "
+                          "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
+                          "ONNX decoder exported with its KV cache")
     if _stages().handles(args.workload, args):
         return _stages().place(args)
     if _onnx_stages().handles(args):
@@ -419,6 +420,9 @@ def _cmd_evaluate(args) -> int:
         _output_file(args.out, "--out")
     if _llm().handles(args.workload, args):
         return _llm().evaluate(args)
+    if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
+        raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
+                          "result (config.json with num_hidden_layers and hidden_size)")
     if _stages().handles(args.workload):
         return _stages().evaluate(args)
     if _onnx_stages().handles_plan(args):

@@ -52,6 +52,18 @@ def add_options(p) -> None:
     g.add_argument("--disaggregate", action="store_true", default=None,
                    help="--objective goodput: also try separate prefill and decode pools (whole device kinds "
                         "to each, the KV cache moved between them) and keep the better layout")
+    g.add_argument("--simulate", default=None, metavar="RATE|auto",
+                   help="--objective goodput: simulate the plan serving a Poisson trace at RATE requests/s "
+                        "(auto: 80%% of the plan's planned rate), continuous batching with KV-cache "
+                        "admission "
+                        "(graphs/llm_sim.py); prints tokens/s and TTFT / TPOT percentiles")
+    g.add_argument("--trace-seconds", type=float, default=None, metavar="S",
+                   help="--simulate: seconds of arrivals (default 120; a warm-up of 20-50%% of it is not "
+                        "measured)")
+    g.add_argument("--plot", default=None, metavar="F.png",
+                   help="--simulate: draw tokens/s over time and the TTFT / TPOT distributions (matplotlib)")
+    if not any("--seed" in a.option_strings for a in p._actions):
+        g.add_argument("--seed", type=int, default=0, help="--simulate: seed of the trace (default 0)")
 
 
 def handles(path: str, args=None) -> bool:
@@ -155,6 +167,7 @@ def evaluate(args) -> int:
     sv = None
     if goodput:  # re-score the goodput under the recorded mix and targets (or those given again)
         model = _serving_model(args, saved)
+        sim = simulate_options(args)
         sv = model.evaluate(problem, plan, settings["batch_size"], evaluation=ev)
         keep = ("objective", "requests", "ttft_slo_ms", "tpot_slo_ms")
         settings.update({k: v for k, v in _settings(model, sv.batch).items() if k in keep})
@@ -163,13 +176,18 @@ def evaluate(args) -> int:
                       message=f"plan from {args.split}", workload=args.workload, settings=settings)
     if sv is not None:
         out["goodput"] = serving_dict(model, sv)
+        if sim is not None and ev.valid:
+            text, out["simulation"] = run_simulation(args, sim, model, problem, plan,
+                                                     settings["batch_size"], ev)
+            summary += "\n\n" + text
     _emit(args, out, problem, ev, summary, "ms")
     return 0 if ev.valid else 1
 
 
 # ------------------------------------------------------------------------------------------- goodput
 _GOODPUT_FLAGS = (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
-                  ("disaggregate", "--disaggregate"))
+                  ("disaggregate", "--disaggregate"), ("simulate", "--simulate"),
+                  ("trace_seconds", "--trace-seconds"), ("plot", "--plot"))
 
 
 def refuse_goodput_options(args) -> None:
@@ -426,6 +444,79 @@ def serving_dict(model, sv) -> dict:
                         for r in sv.buckets]}
 
 
+def simulate_options(args) -> tuple | None:
+    """``--simulate RATE|auto``, ``--trace-seconds``, ``--seed``, ``--plot``, checked before any solve
+    (``None``: no simulation asked for; ``--trace-seconds`` or ``--plot`` alone are refused)."""
+    rate = getattr(args, "simulate", None)
+    if rate is None:
+        for dest, flag in (("trace_seconds", "--trace-seconds"), ("plot", "--plot")):
+            if getattr(args, dest, None) is not None:
+                raise InputError(f"{flag} applies with --simulate RATE|auto")
+        return None
+    from graphs.llm_sim import parse_rate
+
+    rate = parse_rate(rate)
+    seconds = args.trace_seconds if args.trace_seconds is not None else 120.0
+    if not (0 < seconds < math.inf):
+        raise InputError(f"--trace-seconds {seconds:g}: give a positive number of seconds")
+    if getattr(args, "disaggregate", None):
+        raise InputError("--simulate models a colocated plan (prefill and decode on the same stages); it "
+                         "does not simulate separate pools: drop --disaggregate")
+    if args.plot is not None:
+        from .serving_cli import _check_plot
+
+        _check_plot(args.plot)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib); "
+                             "--simulate runs without --plot") from None
+    return rate, seconds, getattr(args, "seed", 0) or 0, args.plot
+
+
+def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None) -> tuple[str, dict]:
+    """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`) with a progress bar; the summary lines
+    and the result file's ``simulation`` section."""
+    from graphs.llm_sim import plot_simulation, simulate_plan
+
+    from .outputs import Progress as _Progress
+
+    rate, seconds, seed, plot = opts
+    progress = _Progress("simulate", enabled=True if getattr(args, "progress", False) else None)
+    try:
+        res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds, seed=seed,
+                            progress=progress, keep_tokens=plot is not None)
+    finally:
+        progress.done()
+    pl = res.planned
+    ratio = res.tokens_per_s / pl["tokens_per_s_at_rate"] if pl["tokens_per_s_at_rate"] > 0 else math.nan
+
+    def row(name, st):
+        if not st["count"]:
+            return f"  {name}  none measured (no request of the window got there)"
+        return (f"  {name}  mean {_ms(st['mean'])}  p50 {_ms(st['p50'])}  p90 {_ms(st['p90'])}  "
+                f"p99 {_ms(st['p99'])} ms  ({st['count']} requests)")
+
+    lines = [f"simulated: {res.rate:.6g} requests/s ({100 * pl['load']:.0f}% of the planned "
+             f"{pl['rate_rps']:.6g}, limited by the {pl['limit']}) for {seconds:g} s, seed {seed}; "
+             f"{res.arrived} requests, {res.finished} finished",
+             f"  tokens/s {res.tokens_per_s:,.6g} (planned {pl['tokens_per_s_at_rate']:,.6g} at this rate: "
+             f"{100 * ratio:.1f}%; this trace's arrivals ask for {res.offered_tokens_per_s:,.6g}), "
+             f"decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
+             f"{res.mean_batch:.4g} of {batch} on average (measured from {res.warmup:g} s)",
+             row("TTFT", res.ttft), row("TPOT", res.tpot)]
+    if plot is not None:
+        plot_simulation(res, plot, title=f"{model.cfg.name}: {res.rate:.4g} requests/s on {model.devices}")
+        lines.append(f"plot written to {plot}")
+    out = {"rate_rps": res.rate, "seconds": seconds, "warmup_s": res.warmup, "seed": seed,
+           "requests": res.arrived, "finished": res.finished, "tokens_per_s": res.tokens_per_s,
+           "decode_tokens_per_s": res.decode_tokens_per_s,
+           "offered_tokens_per_s": res.offered_tokens_per_s, "mean_kv_slots": res.mean_batch,
+           "ttft_s": res.ttft, "tpot_s": res.tpot, "planned_rate_rps": pl["rate_rps"],
+           "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio}
+    return "\n".join(lines), out
+
+
 def _targets(model) -> str:
     parts = []
     if model.ttft is not None:
@@ -467,6 +558,7 @@ def place_goodput(args) -> int:
     from .stages import _emit, format_plan, result_dict, solve_args
 
     model = _serving_model(args)
+    sim = simulate_options(args)
     batches = parse_batch_sizes(args.batch_size)
     solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
 
@@ -560,6 +652,10 @@ def place_goodput(args) -> int:
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
               f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
               f"proven: {proven}"]
+    if sim is not None:
+        text, data["simulation"] = run_simulation(args, sim, model, best.problem, best.plan, best.batch,
+                                                  best.evaluation)
+        lines += ["", text]
     if getattr(args, "json", False):
         _emit(args, data, best.problem, best.evaluation, "", "ms")
         return 0

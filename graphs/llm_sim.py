@@ -1,0 +1,432 @@
+"""A discrete-event simulator of one LLM serving plan (:mod:`graphs.llm`): a decode plan's stages
+(layer ranges on kinds, degrees ``d`` and ``t``, ``N`` micro-batches of ``m = batch / N`` KV slots)
+serving a request trace, to check the figures the planner and :class:`graphs.llm.ServingModel`
+predict (docs/serving.md, "Simulating a plan").
+
+**The engine** (colocated prefill and decode, continuous batching, one pipeline):
+
+* **requests** arrive as a Poisson process at ``rate`` per second with sizes drawn from a
+  :class:`graphs.llm.RequestMix` (:func:`poisson_trace`; seeded, reproducible), or from a given trace;
+* **admission**: the plan's KV cache holds ``batch`` sequences at the mix's longest request (the memory
+  the planner sized), ``m`` per micro-batch; an arrival waits first come, first served for a free slot
+  (in the micro-batch with the fewest held) and holds it from its prefill to its last token;
+* **prefill**: the prompt runs alone on one replica of each stage in turn (replicas take prefills in
+  turn), at :meth:`ServingModel.stage_prefill`'s times; a server runs a waiting prefill before a
+  waiting decode step; the prefill's end is the first token;
+* **decode**: each micro-batch loops through the stages (micro-batch ``j`` on replica ``j mod d_i`` of
+  stage ``i``); an iteration's step time on a stage is computed from its sequences' **actual** number
+  and mean context with the planner's per-layer functions (:func:`layer_decode_step`, :func:`embed_time`,
+  :func:`head_step`, plus the hidden states over the links the stage's tensors cross); at the end of an
+  iteration every sequence emits a token, finished ones free their slots, and prefilled requests waiting
+  for the micro-batch join it (the iteration boundary); the ``N`` micro-batches are in flight together,
+  each server taking them first come, first served.
+
+It reports output tokens/s over the measured window (after a warm-up), TTFT (arrival to the first
+token) and TPOT (the mean time between a request's later tokens) as mean, p50, p90 and p99 over the
+requests that arrived in the window. The step and prefill times can be replaced (``decode_time``,
+``prefill_time``) to test the engine by hand.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from .errors import InputError
+
+__all__ = ["poisson_trace", "simulate_pipeline", "simulate_plan", "planned_rate", "SimResult", "parse_rate",
+           "plot_simulation"]
+
+
+def poisson_trace(mix, rate: float, seconds: float, seed: int = 0) -> list[tuple[float, int]]:
+    """Arrivals ``(time, bucket index)`` of a Poisson process at ``rate`` per second over ``[0, seconds)``
+    with buckets drawn by the mix's shares (numpy's generator seeded with ``seed``: reproducible)."""
+    import numpy as np
+
+    _positive("the arrival rate", rate)
+    _positive("the trace length", seconds)
+    rng = np.random.default_rng(seed)
+    shares = np.asarray(mix.shares)
+    out = []
+    t = 0.0
+    chunk = max(16, int(rate * seconds * 1.2) + 16)
+    while True:
+        gaps = rng.exponential(1.0 / rate, chunk)
+        picks = rng.choice(len(shares), size=chunk, p=shares)
+        for g, b in zip(gaps, picks):
+            t += float(g)
+            if t >= seconds:
+                return out
+            out.append((t, int(b)))
+
+
+def _positive(what: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+        raise InputError(f"{what} must be a positive number, got {v!r}")
+    return float(v)
+
+
+def parse_rate(text: str) -> float | str:
+    """``--simulate RATE|auto``: a positive number of requests/s, or ``auto`` (80% of the plan's planned
+    rate)."""
+    if str(text).strip().lower() == "auto":
+        return "auto"
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"--simulate {text}: give a rate in requests/s (a positive number) "
+                         f"or 'auto'") from None
+    if not (0 < v < math.inf):
+        raise InputError(f"--simulate {text}: the rate must be a positive number of requests/s")
+    return v
+
+
+def _stats(xs: list[float]) -> dict:
+    import numpy as np
+
+    if not xs:
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan, "count": 0}
+    a = np.asarray(xs)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"mean": float(a.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+            "count": len(xs)}
+
+
+@dataclass
+class SimResult:
+    """What one simulation measured; times in seconds, rates per second."""
+
+    rate: float  # requests/s offered
+    seconds: float  # the trace's arrival window
+    warmup: float  # measured window: [warmup, seconds]
+    arrived: int  # requests in the trace
+    finished: int  # of them, finished (the simulation drains until at most ``2 x seconds``)
+    tokens_per_s: float  # output tokens (the first from the prefill, the rest decoded) in the window / its
+    # length
+    decode_tokens_per_s: float  # decoded tokens only, same window
+    ttft: dict  # mean, p50, p90, p99, count over the window's arrivals that got a first token
+    tpot: dict  # the same over the window's finished requests of more than one output token
+    mean_batch: float  # sequences held in KV slots, time-averaged over the window
+    offered_tokens_per_s: float = 0.0  # output tokens of the requests arriving in the window / its length
+    token_times: list = field(default_factory=list, repr=False)  # every output token's time (for the plot)
+    ttfts: list = field(default_factory=list, repr=False)
+    tpots: list = field(default_factory=list, repr=False)
+    planned: dict = field(default_factory=dict)  # simulate_plan: the planner's and serving model's figures
+
+
+def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, prefill_time,
+                      requests: list[tuple[float, int, int, int]], *, seconds: float,
+                      warmup: float | None = None, progress=None, keep_tokens: bool = False) -> SimResult:
+    """The engine of the module doc on stages with replicas ``d`` (``d[i]`` dividing ``microbatches``
+    is not required: micro-batch ``j`` runs on replica ``j mod d[i]``), ``batch`` KV slots in
+    ``microbatches`` micro-batches, ``decode_time(i, n, context)`` seconds of a step of ``n`` sequences
+    of mean context ``context`` on a replica of stage ``i``, ``prefill_time(i, r)`` seconds of the
+    prefill of request ``r`` (its index in ``requests``) there, and ``requests`` ``(arrival, input
+    tokens, output tokens, tag)`` sorted by arrival (``tag``: the caller's, e.g. the bucket). Arrivals
+    fall in ``[0, seconds)``; the run drains until ``2 x seconds`` at most; ``progress(frac)`` is called
+    with the simulated fraction of that."""
+    if batch % microbatches:
+        raise InputError(f"{microbatches} micro-batches do not divide {batch} KV slots")
+    if warmup is None:
+        warmup = 0.2 * seconds
+    if not 0 <= warmup < seconds:
+        raise InputError(f"the warm-up must be in [0, {seconds}) seconds, got {warmup!r}")
+    S = len(d)
+    N = microbatches
+    m = batch // N
+    horizon = 2 * seconds
+    nreq = len(requests)
+    gen = [0] * nreq
+    first = [math.nan] * nreq
+    finish = [math.nan] * nreq
+    mb_of = [-1] * nreq
+    members: list[list[int]] = [[] for _ in range(N)]
+    joining: list[list[int]] = [[] for _ in range(N)]
+    held = [0] * N
+    in_flight = [False] * N
+    waiting: deque = deque()
+    pre_q = [[deque() for _ in range(d[i])] for i in range(S)]
+    dec_q = [[deque() for _ in range(d[i])] for i in range(S)]
+    busy = [[False] * d[i] for i in range(S)]
+    rr = [0] * S  # the next replica of each stage to take a prefill
+    heap: list = []
+    seq = 0
+    tokens = decoded = 0
+    token_times: list[float] = []
+    held_area = 0.0  # integral of the slots held over the window
+    total_held = 0
+    last_t = 0.0
+
+    def push(t, kind, data):
+        nonlocal seq
+        heapq.heappush(heap, (t, seq, kind, data))
+        seq += 1
+
+    def emit(t, decode: bool):
+        nonlocal tokens, decoded
+        if warmup <= t <= seconds:
+            tokens += 1
+            decoded += decode
+        if keep_tokens:
+            token_times.append(t)
+
+    def start(i, r, now):
+        if busy[i][r]:
+            return
+        if pre_q[i][r]:
+            job = pre_q[i][r].popleft()
+            dur = prefill_time(i, job[1])
+        elif dec_q[i][r]:
+            job = dec_q[i][r].popleft()
+            dur = decode_time(i, job[2], job[3])
+        else:
+            return
+        busy[i][r] = True
+        push(now + dur, 1, (i, r, job))
+
+    def submit(i, r, job, now):
+        (pre_q if job[0] == "p" else dec_q)[i][r].append(job)
+        start(i, r, now)
+
+    def release(j):
+        nonlocal total_held
+        held[j] -= 1
+        total_held -= 1
+
+    def iterate(j, now):
+        members[j].extend(joining[j])
+        joining[j].clear()
+        if not members[j]:
+            in_flight[j] = False
+            return
+        in_flight[j] = True
+        n = len(members[j])
+        ctx = sum(requests[q][1] + gen[q] for q in members[j]) / n
+        submit(0, j % d[0], ("d", j, n, ctx), now)
+
+    def admit(now):
+        nonlocal total_held
+        while waiting:
+            j = min(range(N), key=lambda x: held[x])
+            if held[j] >= m:
+                return
+            q = waiting.popleft()
+            held[j] += 1
+            total_held += 1
+            mb_of[q] = j
+            r = rr[0]
+            rr[0] = (r + 1) % d[0]
+            submit(0, r, ("p", q), now)
+
+    nxt = 0
+    if nreq:
+        push(requests[0][0], 0, 0)
+        nxt = 1
+    while heap:
+        now, _, kind, data = heapq.heappop(heap)
+        if now > horizon:
+            break
+        lo, hi = max(last_t, warmup), min(now, seconds)
+        if hi > lo:
+            held_area += total_held * (hi - lo)
+        last_t = now
+        if progress is not None:
+            progress(min(1.0, now / horizon))
+        if kind == 0:  # an arrival
+            waiting.append(data)
+            if nxt < nreq:
+                push(requests[nxt][0], 0, nxt)
+                nxt += 1
+            admit(now)
+            continue
+        i, r, job = data
+        busy[i][r] = False
+        if job[0] == "p":
+            q = job[1]
+            if i + 1 < S:
+                nr = rr[i + 1]
+                rr[i + 1] = (nr + 1) % d[i + 1]
+                submit(i + 1, nr, job, now)
+            else:
+                gen[q] = 1
+                first[q] = now
+                emit(now, False)
+                j = mb_of[q]
+                if requests[q][2] <= 1:
+                    finish[q] = now
+                    release(j)
+                    admit(now)
+                else:
+                    joining[j].append(q)
+                    if not in_flight[j]:
+                        iterate(j, now)
+        else:
+            j = job[1]
+            if i + 1 < S:
+                submit(i + 1, j % d[i + 1], job, now)
+            else:
+                still = []
+                for q in members[j]:
+                    gen[q] += 1
+                    emit(now, True)
+                    if gen[q] >= requests[q][2]:
+                        finish[q] = now
+                        release(j)
+                    else:
+                        still.append(q)
+                members[j] = still
+                iterate(j, now)
+                admit(now)
+        start(i, r, now)
+    if progress is not None:
+        progress(1.0)
+    if last_t < seconds:
+        held_area += total_held * (seconds - max(last_t, warmup))
+    window = seconds - warmup
+    ttfts, tpots = [], []
+    offered = 0
+    for q, (arr, _inp, out, _tag) in enumerate(requests):
+        if not warmup <= arr < seconds:
+            continue
+        offered += out
+        if not math.isnan(first[q]):
+            ttfts.append(first[q] - arr)
+        if out > 1 and not math.isnan(finish[q]):
+            tpots.append((finish[q] - first[q]) / (out - 1))
+    return SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
+                     tokens / window, decoded / window, _stats(ttfts), _stats(tpots), held_area / window,
+                     offered / window, token_times, ttfts, tpots)
+
+
+def _stage_timers(model, problem, plan):
+    """Per stage: ``decode_time(n, context)`` from the planner's per-layer functions, and the prefill
+    seconds of each bucket (:meth:`ServingModel.stage_prefill`)."""
+    import numpy as np
+
+    from .llm import embed_time, head_step, layer_decode_step
+    from .parallel import _crossing
+
+    cfg, g = model.cfg, problem.graph
+    L = cfg.layers
+    steps, pres = [], []
+    for st in plan:
+        spec = model.devices.specs[st.kind]
+        nodes = set(st.nodes)
+        layers = sum(1 for u in nodes if 1 <= u <= L)
+        inside = np.zeros(g.num_nodes, bool)
+        inside[list(nodes)] = True
+        enter, leave = _crossing(g, inside)
+        comm = float(g.tensor_time[st.kind, enter].sum() + g.tensor_time[st.kind, leave].sum())
+
+        def step(n, c, spec=spec, t=st.t, layers=layers, emb=0 in nodes, head=L + 1 in nodes, comm=comm):
+            x = layers * layer_decode_step(cfg, spec, t, n, c) + n * comm
+            if emb:
+                x += embed_time(cfg, spec, n)
+            if head:
+                x += head_step(cfg, spec, n)
+            return x
+
+        steps.append(step)
+        pres.append(model.stage_prefill(problem, st))
+    return steps, pres
+
+
+def planned_rate(model, problem, plan, batch: int, evaluation=None):
+    """The serving model's rate for ``plan`` without targets (requests/s: the KV slots or the prefill
+    capacity limit it) and its evaluation."""
+    from .llm import ServingModel
+
+    free = ServingModel(model.cfg, model.devices, model.mix)
+    sv = free.evaluate(problem, plan, batch, evaluation=evaluation)
+    return sv.rate, sv
+
+
+def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto", seconds: float = 120.0,
+                  seed: int = 0, warmup: float | None = None, trace=None, progress=None,
+                  keep_tokens: bool = False) -> SimResult:
+    """Simulate ``plan`` (stages of ``model.problem(batch)`` or any problem of the same chain) serving a
+    Poisson trace at ``rate`` requests/s (``"auto"``: 80% of :func:`planned_rate`) for ``seconds``,
+    sizes drawn from ``model.mix`` with ``seed`` (or ``trace``: ``(time, bucket index)`` pairs), measured
+    after ``warmup`` seconds (default: 20% of the trace, or 1.5 x the longest request's lifetime under
+    the serving model, at most half the trace). The
+    result's ``planned`` holds the planner's decode tokens/s, the serving model's rate and the output
+    tokens/s it predicts at the simulated rate (``rate x E[output]``, when the rate is below its own)."""
+    from .parallel import evaluate_plan
+
+    ev = evaluate_plan(problem, plan)
+    if not ev.valid:
+        raise InputError("cannot simulate an invalid plan: " + "; ".join(ev.problems))
+    _positive("the trace length (--trace-seconds)", seconds)
+    cap, sv = planned_rate(model, problem, plan, batch, evaluation=ev)
+    if rate == "auto":
+        rate = 0.8 * cap
+    rate = _positive("the arrival rate", rate)
+    if trace is None:
+        trace = poisson_trace(model.mix, rate, seconds, seed)
+    buckets = model.mix.buckets
+    requests = [(t, buckets[b].input, buckets[b].output, b) for t, b in trace]
+    if warmup is None:  # past the longest request's lifetime under the serving model (tokens/s then steady)
+        life = max(x.prefill + (x.bucket.output - 1) * sv.tpot for x in sv.buckets)
+        warmup = min(0.5 * seconds, max(0.2 * seconds, 1.5 * life))
+    steps, pres = _stage_timers(model, problem, plan)
+    res = simulate_pipeline([st.d for st in plan], batch, problem.microbatches,
+                            lambda i, n, c: steps[i](n, c), lambda i, q: pres[i][requests[q][3]], requests,
+                            seconds=seconds, warmup=warmup, progress=progress, keep_tokens=keep_tokens)
+    res.rate = rate
+    mean_out = sum(p * b.output for p, b in zip(model.mix.shares, buckets))
+    shares = model.mix.shares
+    a = sum(q * x.occupancy for q, x in zip(shares, sv.buckets))  # the serving model's E[S], E[S^2], E[P]
+    e2 = sum(q * x.occupancy ** 2 for q, x in zip(shares, sv.buckets))
+    ep = sum(q * x.prefill for q, x in zip(shares, sv.buckets))
+    rho = rate * a
+    wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
+    res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
+                   "tokens_per_s_at_rate": min(rate, cap) * mean_out,
+                   "load": rate / cap if cap > 0 else math.inf,
+                   "tpot_full_s": sv.tpot_full, "mean_output": mean_out,
+                   "tpot_s_at_rate": sv.tpot_full / (1 - rho) if rho < 1 else math.inf,
+                   "ttft_mean_s_at_rate": wait + ep,
+                   "prefill_s": [b.prefill for b in sv.buckets]}
+    return res
+
+
+def plot_simulation(res: SimResult, path: str, title: str = "") -> None:
+    """Tokens/s over time (1 s bins, the planned figure as a line) and the TTFT and TPOT distributions;
+    needs matplotlib (an :class:`InputError` saying so when it is not installed)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib); the "
+                         "simulation itself does not") from None
+    import numpy as np
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    if res.token_times:
+        end = max(res.token_times)
+        bins = np.arange(0, math.ceil(end) + 1)
+        h, e = np.histogram(res.token_times, bins=bins)
+        a.plot(e[:-1], h, lw=1, label="simulated")
+    want = res.planned.get("tokens_per_s_at_rate")
+    if want:
+        a.axhline(want, color="k", ls="--", lw=1, label="planned at this rate")
+    a.axvspan(res.warmup, res.seconds, color="0.9", zorder=0, label="measured window")
+    a.set_xlabel("time (s)")
+    a.set_ylabel("output tokens/s")
+    a.legend(fontsize=8)
+    for xs, lab in ((res.ttfts, "TTFT"), (res.tpots, "TPOT")):
+        if xs:
+            v = np.sort(np.asarray(xs) * 1e3)
+            b.plot(v, np.arange(1, len(v) + 1) / len(v), label=lab)
+    b.set_xscale("log")
+    b.set_xlabel("ms")
+    b.set_ylabel("share of requests")
+    b.legend(fontsize=8)
+    fig.suptitle(title or f"{res.rate:.4g} requests/s for {res.seconds:g} s")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,194 @@
+"""The serving simulator (graphs/llm_sim.py): a tiny engine traced by hand, the simulator against the
+analytic ServingModel where they must agree (low load: TTFT = the prefill; overload: the full batch's
+tokens/s), reproducible seeds, and bad options on the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from graphs.devices import parse_devices
+from graphs.errors import InputError
+from graphs.llm import LLMConfig, ServingModel, read_mix
+from graphs.llm_sim import poisson_trace, simulate_pipeline, simulate_plan
+from graphs.parallel import Stage, evaluate_plan
+from placement.cli import main
+
+TINY = LLMConfig("tiny", layers=2, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
+
+
+def _constant(requests, *, d=(1,), batch=2, microbatches=1, step=0.1, prefill=0.5, seconds=2.0, warmup=0.0):
+    return simulate_pipeline(list(d), batch, microbatches, lambda i, n, c: step, lambda i, q: prefill,
+                             requests, seconds=seconds, warmup=warmup)
+
+
+def test_one_stage_constant_times_by_hand():
+    # R0 at 0: prefill [0, 0.5] (first token), steps [0.5, 0.6], [0.6, 0.7]: done at 0.7.
+    # R1 at 0.65: a slot is free, but the server is in R0's step until 0.7; the prefill then goes first,
+    # [0.7, 1.2] (TTFT 0.55), steps to 1.3 and 1.4. Six tokens in 2 s.
+    res = _constant([(0.0, 10, 3, 0), (0.65, 10, 3, 0)])
+    assert res.finished == 2
+    assert res.tokens_per_s == pytest.approx(6 / 2)
+    assert res.decode_tokens_per_s == pytest.approx(4 / 2)
+    assert res.ttft["mean"] == pytest.approx((0.5 + 0.55) / 2)
+    assert res.ttft["count"] == 2
+    assert res.tpot["mean"] == pytest.approx(0.1)
+    # slots held: R0 over [0, 0.7], R1 over [0.65, 1.4]
+    assert res.mean_batch == pytest.approx((0.7 + 0.75) / 2)
+
+
+def test_kv_slots_admit_one_at_a_time_by_hand():
+    # one slot: R1 (at 0.1) waits for R0's last token at 0.7 before its prefill: TTFT 1.2 - 0.1
+    res = _constant([(0.0, 10, 3, 0), (0.1, 10, 3, 0)], batch=1)
+    assert res.ttft["mean"] == pytest.approx((0.5 + 1.1) / 2)
+    # two slots: R1 is admitted at 0.1 and its prefill waits for R0's; at 0.5 it goes before R0's first
+    # step (a waiting prefill is taken before a waiting decode step): [0.5, 1.0], TTFT 0.9
+    res = _constant([(0.0, 10, 3, 0), (0.1, 10, 3, 0)], batch=2)
+    assert res.ttft["mean"] == pytest.approx((0.5 + 0.9) / 2)
+
+
+def test_full_pipeline_round_by_hand():
+    # two stages, two micro-batches of one slot, steps of 0.1 per stage, prefills of no time: two requests
+    # at 0 of 11 tokens each, first tokens at 0. Micro-batch 0 (R0) takes stage 0 over [0, 0.1], stage 1
+    # over [0.1, 0.2], and loops with period 0.2: tokens at 0.2, 0.4, .., 2.0 (TPOT 0.2). Micro-batch 1
+    # (R1) waits for stage 0 until 0.1, then runs half a period behind: 0.3, 0.5, .., 2.1 (TPOT 0.21).
+    res = simulate_pipeline([1, 1], 2, 2, lambda i, n, c: 0.1, lambda i, q: 0.0,
+                            [(0.0, 5, 11, 0), (0.0, 5, 11, 0)], seconds=10.0, warmup=0.0)
+    assert res.tpot["mean"] == pytest.approx((0.2 + 0.21) / 2)
+    assert res.tokens_per_s * 10 == pytest.approx(22)
+    assert res.mean_batch * 10 == pytest.approx(2.0 + 2.1)
+
+
+def _one_a100(batch, mix):
+    model = ServingModel(TINY, parse_devices("a100:1"), read_mix(mix))
+    problem = model.problem(batch, microbatches=1)
+    g = problem.graph
+    n = g.num_nodes
+    plan = [Stage(tuple(range(n)), 0, 1, 1, tuple(g.options[(u, 0, 1)][0] for u in range(n)))]
+    return model, problem, plan
+
+
+def test_low_load_ttft_is_the_prefill():
+    mix = {"buckets": [{"input": 2048, "output": 4, "weight": 1}]}
+    model, problem, plan = _one_a100(8, mix)
+    sv = model.evaluate(problem, plan, 8)
+    P = sv.buckets[0].prefill
+    res = simulate_plan(model, problem, plan, 8, rate=0.01 / P, seconds=20000 * P, seed=1)
+    assert res.ttft["count"] > 50
+    # a prefill waits at most one decode step in progress, rarely at this load
+    assert res.ttft["p50"] == pytest.approx(P, rel=1e-9)
+    assert res.ttft["mean"] == pytest.approx(P, rel=0.02)
+
+
+def test_overload_full_batch_gives_the_planned_tokens_per_s():
+    # long outputs, one-token prompts, overload: the batch stays full, so a decode token costs the planner's
+    # time per token (the full batch's step at the mix's mean context / batch); the one server is never
+    # idle and also runs one prefill P per request (E[output - 1] = 799 decode tokens), so by work
+    # conservation decode tokens/s = 1 / (time per token + P / 799): the planned tokens/s less the
+    # prefills' share. The trace is 30 request lifetimes long: the window sees the mix's mean context.
+    mix = {"buckets": [{"input": 1, "output": 1000, "weight": 1}, {"input": 1, "output": 600, "weight": 1}]}
+    model, problem, plan = _one_a100(16, mix)
+    ev = evaluate_plan(problem, plan)
+    planned = 1 / ev.objective
+    cap = planned / 800  # requests/s that planned tokens/s would serve
+    step = 16 * ev.objective
+    res = simulate_plan(model, problem, plan, 16, rate=20 * cap, seconds=30000 * step, seed=2)
+    P = model.evaluate(problem, plan, 16).buckets[0].prefill
+    assert res.mean_batch == pytest.approx(16, rel=0.01)
+    assert res.decode_tokens_per_s == pytest.approx(1 / (ev.objective + P / 799), rel=0.01)
+    assert res.decode_tokens_per_s == pytest.approx(planned, rel=0.03)
+
+
+def test_seeds_reproduce():
+    mix = read_mix({"buckets": [{"input": 64, "output": 8, "weight": 1}, {"input": 128, "output": 4,
+                                                                           "weight": 2}]})
+    a, b, c = (poisson_trace(mix, 50.0, 10.0, s) for s in (3, 3, 4))
+    assert a == b and a != c
+    assert 350 < len(a) < 650 and all(0 <= t < 10 for t, _ in a)
+    model, problem, plan = _one_a100(4, {"buckets": [{"input": 64, "output": 8, "weight": 1}]})
+    r1 = simulate_plan(model, problem, plan, 4, rate="auto", seconds=1.0, seed=5)
+    r2 = simulate_plan(model, problem, plan, 4, rate="auto", seconds=1.0, seed=5)
+    assert (r1.tokens_per_s, r1.ttft, r1.tpot) == (r2.tokens_per_s, r2.ttft, r2.tpot)
+    assert r1.planned["load"] == pytest.approx(0.8)
+
+
+def test_bad_library_inputs():
+    model, problem, plan = _one_a100(4, {"buckets": [{"input": 64, "output": 8, "weight": 1}]})
+    for kw in ({"rate": -1.0}, {"rate": math.nan}, {"seconds": 0.0}, {"rate": "fast"}):
+        with pytest.raises(InputError):
+            simulate_plan(model, problem, plan, 4, **kw)
+    with pytest.raises(InputError, match="do not divide"):
+        simulate_pipeline([1], 3, 2, lambda *a: 1.0, lambda *a: 1.0, [], seconds=1.0)
+
+
+LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+             "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+             "torch_dtype": "float16"}
+
+
+@pytest.fixture
+def files(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 256, "output": 64, "weight": 1}]}))
+    return cfg, mix
+
+
+def test_cli_simulate(tmp_path, capsys, files):
+    cfg, mix = files
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+                 "--batch-size", "8", "--simulate", "auto", "--trace-seconds", "20", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "simulated:" in text and "TTFT" in text and "p99" in text
+    sim = json.loads(out.read_text())["simulation"]
+    assert sim["rate_rps"] == pytest.approx(0.8 * sim["planned_rate_rps"])
+    assert sim["ttft_s"]["count"] > 0 and 0.5 < sim["ratio"] < 1.5
+    assert main(["evaluate", str(cfg), str(out), "--simulate", "1", "--trace-seconds", "10"]) == 0
+    assert "simulated: 1 requests/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--objective", "goodput", "--simulate", "fast"], "--simulate fast: give a rate"),
+    (["--objective", "goodput", "--simulate", "-2"], "positive number of requests/s"),
+    (["--objective", "goodput", "--simulate", "1", "--trace-seconds", "0"], "--trace-seconds 0"),
+    (["--objective", "goodput", "--trace-seconds", "5"], "applies with --simulate"),
+    (["--objective", "goodput", "--simulate", "1", "--plot", "x.txt"], "--plot x.txt"),
+    (["--objective", "goodput", "--simulate", "1", "--disaggregate"], "drop --disaggregate"),
+    (["--simulate", "1"], "applies with --objective goodput"),
+])
+def test_cli_bad_simulate_options(capsys, files, extra, words):
+    cfg, mix = files
+    args = ["place", str(cfg), "--devices", "a100:1,l4:1", "--batch-size", "8"]
+    if "goodput" in extra:
+        args += ["--requests", str(mix)]
+    assert main(args + extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_written_or_a_clear_error_without_matplotlib(tmp_path, capsys, files, monkeypatch):
+    cfg, mix = files
+    args = ["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+            "--batch-size", "8", "--simulate", "auto", "--trace-seconds", "5", "--plot"]
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "sim.png"
+    assert main(args + [str(png)]) == 0
+    assert png.stat().st_size > 1000 and "plot written to" in capsys.readouterr().out
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # as if not installed
+    assert main(args + [str(tmp_path / "other.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --plot needs matplotlib") and len(err.strip().splitlines()) == 1
+
+
+def test_simulate_options_are_refused_for_other_workloads(tmp_path, capsys):
+    piper = tmp_path / "w.json"
+    piper.write_text(json.dumps({"nodes": [{"id": 0, "time": 1.0}], "edges": []}))
+    for cmd in (["place", str(piper), "--simulate", "1"], ["place", str(piper), "--plot", "a.png"],
+                ["evaluate", str(piper), str(piper), "--simulate", "auto"]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and "--simulate" in err and len(err.strip().splitlines()) == 1
