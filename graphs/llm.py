@@ -604,6 +604,19 @@ class ServingModel:
         per_token = float(g.tensor_time[stage.kind, enter].sum() + g.tensor_time[stage.kind, leave].sum())
         return [float(c) + b.input * per_token for c, b in zip(compute, self.mix.buckets)]
 
+
+    def prefill_times(self, problem: ParallelProblem, ev) -> tuple[list[float], list[float]]:
+        """Per bucket of the mix, an evaluated plan's prefill latency (the prompt through every stage) and
+        its bottleneck's occupancy (the largest stage's prefill time over its replicas)."""
+        nb = len(self.mix.buckets)
+        P = [0.0] * nb
+        S = [0.0] * nb
+        for s in ev.stages:
+            p = self.stage_prefill(problem, s.stage)
+            for k in range(nb):
+                P[k] += p[k]
+                S[k] = max(S[k], p[k] / s.stage.d)
+        return P, S
     def evaluate(self, problem: ParallelProblem, plan, batch: int, evaluation=None) -> GoodputEvaluation:
         """The goodput of ``plan`` (stages of :meth:`problem` ``(batch)``), scored by the one evaluator
         (:func:`graphs.parallel.evaluate_plan`) and the model of the class doc."""
@@ -611,7 +624,6 @@ class ServingModel:
 
         ev = evaluation if evaluation is not None else evaluate_plan(problem, plan)
         shares = self.mix.shares
-        nb = len(self.mix.buckets)
         if not ev.valid:
             empty = tuple(BucketServing(b, p, math.inf, math.inf, math.inf, False)
                           for b, p in zip(self.mix.buckets, shares))
@@ -620,13 +632,7 @@ class ServingModel:
         m = batch / problem.microbatches
         step = sum(m * s.stage.d * s.time_per_sample for s in ev.stages)
         t0 = max(step, batch * ev.objective)
-        P = [0.0] * nb
-        S = [0.0] * nb
-        for s in ev.stages:
-            p = self.stage_prefill(problem, s.stage)
-            for j in range(nb):
-                P[j] += p[j]
-                S[j] = max(S[j], p[j] / s.stage.d)
+        P, S = self.prefill_times(problem, ev)
         a = sum(q * x for q, x in zip(shares, S))  # E[S]
         e2 = sum(q * x * x for q, x in zip(shares, S))  # E[S^2]
         g = sum(q * x for q, x in zip(shares, P))  # E[P]
@@ -812,14 +818,7 @@ def kv_transfer_time(cfg: LLMConfig, tokens: int, bandwidth: float) -> float:
 def prefill_profile(prefill: ServingModel, pre_problem: ParallelProblem, pev) -> tuple:
     """``(P, S, link)`` of a prefill pool's evaluated plan: per bucket the prefill latency and the
     bottleneck's occupancy, and the slowest host link of the kinds it uses."""
-    nb = len(prefill.mix.buckets)
-    P = [0.0] * nb
-    S = [0.0] * nb
-    for s in pev.stages:
-        p = prefill.stage_prefill(pre_problem, s.stage)
-        for j in range(nb):
-            P[j] += p[j]
-            S[j] = max(S[j], p[j] / s.stage.d)
+    P, S = prefill.prefill_times(pre_problem, pev)
     return P, S, min(prefill.devices.specs[s.stage.kind].link_bandwidth for s in pev.stages)
 
 
