@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from graphs.errors import InputError
+from graphs.errors import InputError, PlacementError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
@@ -217,6 +217,10 @@ def solve_refined(problem: ParallelProblem, cls, granularity: str, finer, solve_
         if sol.plan is None:
             raise
         return problem, cls, granularity, noted(sol, "operator granularity interrupted: the layer plan")
+    except PlacementError as e:  # the refinement is a second chance, not a requirement
+        if sol.plan is None:
+            raise
+        return problem, cls, granularity, noted(sol, f"operator granularity not solved ({e})")
     if fsol.plan is not None and (sol.plan is None or fsol.objective < sol.objective):
         what = "no layer plan" if sol.plan is None else \
             f"{100 * (1 - fsol.objective / sol.objective):.3g}% faster than the layer plan"

@@ -176,3 +176,16 @@ def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
         solve_refined("L", None, "layer", lambda: ("O", None),
                       lambda p, t: _answer(float("inf"), "stopped", False) if p == "L" else interrupted(p, t),
                       None)
+
+
+def test_a_refinement_that_fails_keeps_the_layer_plan():
+    from graphs.errors import ProblemTooLargeError
+    from placement.onnx_stages import solve_refined
+
+    def finer():
+        raise ProblemTooLargeError("too many operators")
+
+    _, _, gran, sol = solve_refined("L", None, "layer", finer, lambda p, t: _answer(2.0), None)
+    assert gran == "layer" and sol.status.value == "optimal" and "too many operators" in sol.message
+    with pytest.raises(ProblemTooLargeError):  # nothing else to give
+        solve_refined("L", None, "layer", finer, lambda p, t: _answer(float("inf"), "stopped", False), None)
