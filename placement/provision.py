@@ -157,6 +157,27 @@ def _efficient(allocs: list[Allocation]) -> list[Allocation]:
     return out
 
 
+class _Deadline:
+    """A provisioning search's deadline (``time.perf_counter()``; ``None``: none) and its caller's
+    ``stop``: the time left, and why the search must end now ("" when it may go on)."""
+
+    def __init__(self, deadline: float | None, stop: Callable[[], bool] | None) -> None:
+        self.deadline, self.stop = deadline, stop
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
+
+    def halted(self) -> str:
+        if self.stop is not None and self.stop():
+            return "interrupted"
+        if self.deadline is not None and self.left() <= 0.05:
+            return "time limit reached"
+        return ""
+
+    def calls(self):
+        return self.left, self.halted
+
+
 def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
     """A max-load and a latency no placement on ``cl`` beats."""
     from solvers.latency_ip import critical_path
@@ -198,15 +219,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if deadline is None and options.time_limit is not None:
         deadline = time.perf_counter() + options.time_limit
 
-    def left() -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-    def halted() -> str:
-        if stop is not None and stop():
-            return "interrupted"
-        if deadline is not None and left() <= 0.05:
-            return "time limit reached"
-        return ""
+    left, halted = _Deadline(deadline, stop).calls()
 
     def timed(share: float = 1.0) -> SolveOptions:
         t = left()

@@ -362,7 +362,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     latency at most ``latency_slo`` ms, if given) on the stage model; see the module doc. Returns a
     :class:`placement.provision.Provision` whose ``solution`` is a :class:`StagePoint` (``cluster``
     ``None``) and ``stage_problem`` the allocation's problem."""
-    from .provision import Allocation, Provision, _efficient
+    from .provision import Allocation, Provision, _Deadline, _efficient
 
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in problem.kinds)
@@ -372,16 +372,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     need = 1.0 / target  # seconds per sample at most
     lat = None if latency_slo is None else latency_slo / (1e3 * batch_size)
 
-    def left() -> float | None:
-        return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-    def halted() -> str:
-        if stop is not None and stop():
-            return "interrupted"
-        if deadline is not None and left() <= 0.05:
-            return "time limit reached"
-        return ""
-
+    left, halted = _Deadline(deadline, stop).calls()
     short: list[tuple[int, ...]] = []  # allocations proven to serve less than the target
     tried: list = []
     proven, solves, stopped = True, 0, ""

@@ -15,6 +15,7 @@ from graphs.llm import LLMConfig, ServingModel, read_mix
 from graphs.llm_sim import poisson_trace, simulate_pipeline, simulate_plan
 from graphs.parallel import Stage, evaluate_plan
 from placement.cli import main
+from tests.test_llm_goodput import LLAMA2_7B
 
 TINY = LLMConfig("tiny", layers=2, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
 
@@ -121,11 +122,6 @@ def test_bad_library_inputs():
             simulate_plan(model, problem, plan, 4, **kw)
     with pytest.raises(InputError, match="do not divide"):
         simulate_pipeline([1], 3, 2, lambda *a: 1.0, lambda *a: 1.0, [], seconds=1.0)
-
-
-LLAMA2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
-             "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-             "torch_dtype": "float16"}
 
 
 @pytest.fixture
