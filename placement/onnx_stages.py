@@ -80,7 +80,7 @@ def handles(args) -> bool:
     flag = _one_device_per_stage_only(args)
     if flag is None:
         return True
-    if mr is None:
+    if mr is None and not serving_default(args):
         return False
     if serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
         import copy
@@ -100,6 +100,15 @@ def serving(args) -> bool:
     With ``--max-replicas`` above 1 the stage model takes them (:mod:`placement.serving_stages`)."""
     return (getattr(args, "latency_slo", None) is not None
             or isinstance(getattr(args, "batch_size", None), str))
+
+
+def serving_default(args) -> bool:
+    """Does a serving command without ``--max-replicas`` take the stage model? For inference, without a
+    latency target: a plan with replicas is then never slower than one device per stage (the stage
+    model at operator granularity holds every such plan, and layer nodes are refined). With
+    ``--latency-slo`` the one-device-per-stage integer program is exact under the target, which the
+    stage model's search is not, so it stays the default there."""
+    return getattr(args, "latency_slo", None) is None and not getattr(args, "training", False)
 
 
 def handles_plan(args) -> bool:

@@ -84,8 +84,8 @@ def add_place_options(p) -> None:
     """``place`` options of this module."""
     p.add_argument("--latency-slo", type=float, default=None, metavar="MS",
                    help="maximise throughput with the latency of one batch at most MS (ms), across "
-                        "placements and batch sizes (ONNX models; with --max-replicas D > 1 on the stage "
-                        "model, docs/serving.md)")
+                        "placements and batch sizes (ONNX models: one device per stage, exact; with "
+                        "--max-replicas D > 1 on the stage model, docs/serving.md)")
 
 
 def wants_serving(args) -> bool:
@@ -273,7 +273,7 @@ def _best_batch_line(sw) -> str:
 
 def run_place_stages(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo`` on the stage model
-    (``--max-replicas`` above 1; :mod:`placement.serving_stages`): sweep, print, write."""
+    (:func:`_uses_stages`; :mod:`placement.serving_stages`): sweep, print, write."""
     import sys
 
     from graphs.errors import InputError
@@ -317,7 +317,7 @@ def run_place_stages(args, frontend: dict) -> int:
         print_json(data)
     else:
         what = f", latency <= {slo:g} ms" if slo is not None else ""
-        print(f"batch sizes on the stage model (--max-replicas {args.max_replicas}){what} (samples/s = 1 / "
+        print(f"batch sizes on the stage model ({_replicas_words(args)}){what} (samples/s = 1 / "
               f"time per sample; latency = one batch end to end, one replica of each stage)")
         print(_stage_sweep_rows(sw))
         if sw.stopped:
@@ -373,22 +373,25 @@ def add_parser(sub) -> None:
     f.add_argument("--json", action="store_true", help="print the frontier JSON (instead of the points "
                    "and the table)")
     f.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="above 1: add the stage model's plans (replicas d <= D, tensor parallelism; the "
-                   "stage optimum is the throughput end), not proven frontier points (default: one "
+                   help="largest data-parallel degree of the stage model's plans (replicas, tensor "
+                   "parallelism; the stage optimum is the throughput end), added to the one-device-per-stage "
+                   "frontier, not proven frontier points (default: as many as the devices allow; 1: one "
                    "device per stage only)")
     f.add_argument("--microbatches", type=int, default=None, metavar="N",
-                   help="with --max-replicas: micro-batches per batch (default: the smallest power of two "
+                   help="the stage model's micro-batches per batch (default: the smallest power of two "
                    ">= the devices)")
     f.add_argument("--granularity", choices=("layer", "op"), default=None,
-                   help="with --max-replicas: one node per layer (default where the model's names give "
-                   "layers) or per operator")
+                   help="the stage model's nodes: one per layer or per operator (default: layers where the "
+                   "model's names give them, refined to operators within max(10 s, 3x the layer solve))")
 
     v = sub.add_parser("provision", help="cheapest devices for a throughput target",
                        description="The cheapest allocation of the available devices (prices per "
                        "device-hour from --prices or the device files) that serves the target samples/s, "
                        "optionally under a latency target, with its plan and the price-throughput curve of "
-                       "efficient allocations. Exact from one DP run over every allocation without a "
-                       "latency target; with one, allocations are tried cheapest first with the serving IP.")
+                       "efficient allocations. By default on the stage model (replicas), allocations tried "
+                       "cheapest first with the exact stage DP; with --max-replicas 1, exact from one DP run "
+                       "over every allocation; with a latency target (and no --max-replicas D > 1), "
+                       "allocations tried cheapest first with the serving IP.")
     v.add_argument("model", nargs="?", help="ONNX model (.onnx)")
     v.add_argument("--target-throughput", type=float, default=None, metavar="X",
                    help="samples per second (required)")
@@ -403,14 +406,15 @@ def add_parser(sub) -> None:
     v.add_argument("--max-solves", type=int, default=200, metavar="K",
                    help="with --latency-slo: integer programs solved at most (default 200)")
     v.add_argument("--max-replicas", type=int, default=None, metavar="D",
-                   help="above 1: plans of the stage model (replicas d <= D, tensor parallelism, a "
-                   "replica of the whole model too), allocations tried cheapest first with the exact "
-                   "stage DP (default: one device per stage, every allocation from one DP run)")
+                   help="largest data-parallel degree of the stage model (replicas d <= D, tensor "
+                   "parallelism, a replica of the whole model too), allocations tried cheapest first with "
+                   "the exact stage DP (default: as many as the devices allow, without --latency-slo; 1, or "
+                   "a latency target without D: one device per stage, every allocation from one DP run)")
     v.add_argument("--granularity", choices=("layer", "op"), default=None,
-                   help="with --max-replicas: one node per layer (default where the model's names give "
-                   "layers) or per operator")
+                   help="the stage model's nodes: one per layer or per operator (default: layers where the "
+                   "model's names give them, refined to operators within max(10 s, 3x the layer solve))")
     v.add_argument("--microbatches", type=int, default=None, metavar="N",
-                   help="with --max-replicas: micro-batches per batch (default: the smallest power of two "
+                   help="the stage model's micro-batches per batch (default: the smallest power of two "
                    ">= the available devices); d divides it")
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
@@ -743,9 +747,34 @@ def _frontier_table(fr, stages: bool = False) -> str:
                      .rstrip() for r in rows)
 
 
-def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found) -> list:
+def _uses_stages(args) -> bool:
+    """Does this serving command solve the stage model (replicas)? ``--max-replicas`` above 1 asks for
+    it, 1 for one device per stage; without it, :func:`placement.onnx_stages.serving_default`."""
+    from .onnx_stages import serving_default
+
+    mr = args.max_replicas
+    return mr > 1 if mr is not None else serving_default(args)
+
+
+def _replicas_words(args) -> str:
+    mr = args.max_replicas
+    if mr is not None:
+        return f"--max-replicas {mr}"
+    return "replicas as the devices allow; --max-replicas 1: none"
+
+
+def _unproven(p):
+    """The stage point ``p`` with its throughput no longer claimed proven."""
+    if not p.proven:
+        return p
+    return dataclasses.replace(p, proven=False, status="feasible" if p.status == "optimal" else p.status,
+                               bound=None)
+
+
+def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list) -> list:
     """``frontier --max-replicas D``: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
-    stage optimum's samples/s improve by more than 1%), reported as found (placement.serving_stages)."""
+    stage optimum's samples/s improve by more than 1%), reported as found (placement.serving_stages) and
+    added to ``out`` as found (a Ctrl-C keeps them)."""
     import time
 
     from . import serving_stages
@@ -754,20 +783,41 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found) -
     auto = sizes is None
     todo = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)] if auto else list(sizes)
     fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
-    out: list = []
     paths: dict = {}
     best = 0.0
     for b in todo:
         if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
             break
-        problem, graph_cls, settings = serving_stages.stage_problem(
+        problem, graph_cls, settings, fine = serving_stages.stage_problem(
             args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
-            granularity=args.granularity, paths=paths)
+            granularity=args.granularity, paths=paths, refinable=True)
         left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+        t0 = time.perf_counter()
         pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left)
-        for p in pts:
-            out.append(p)
-            found(p)
+        start = len(out)  # kept as found: a Ctrl-C during the refinement keeps them
+        for p in pts:  # with layer nodes, a throughput proven among layer plans only: not yet proven
+            out.append(p if fine is None else _unproven(p))
+            found(out[-1])
+        fpts: list = []
+        if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
+            from .onnx_stages import REFINE_FACTOR, REFINE_MIN_S
+
+            budget = max(REFINE_MIN_S, REFINE_FACTOR * (time.perf_counter() - t0))
+            if deadline is not None:
+                budget = min(budget, deadline - time.perf_counter())
+            if budget >= 0.05:
+                fp, fcls, fset = fine()
+                fpts = [dataclasses.replace(p, how=p.how + ", operator nodes") for p in
+                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=budget)]
+            both = pts + fpts
+            if any(p.proven for p in pts) and any(p.proven for p in fpts):
+                top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
+                pts = [p if p.evaluation.objective <= top * (1 + 1e-9) else _unproven(p) for p in both]
+            else:
+                pts = [_unproven(p) for p in both]
+            out[start:] = pts  # one step: a Ctrl-C sees the old points or the new
+            for p in fpts:
+                found(next(q for q in pts if q.evaluation is p.evaluation))
         top = max((p.samples_per_s for p in pts), default=0.0)
         if auto and (not pts or top <= best * (1 + 0.01)):
             break
@@ -787,12 +837,12 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
             from graphs.errors import InputError
 
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
-    stages = args.max_replicas is not None and args.max_replicas > 1
+    stages = _uses_stages(args)
     if not stages and (args.microbatches is not None or args.granularity is not None):
         from graphs.errors import InputError
 
         flag = "--microbatches" if args.microbatches is not None else "--granularity"
-        raise InputError(f"{flag}: applies to the stage model; add --max-replicas D (D > 1)")
+        raise InputError(f"{flag}: applies to the stage model, which --max-replicas 1 turns off")
     sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
     plot_note = ""
     if args.plot:
@@ -816,13 +866,13 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
               f"{args.batch_size or 1} (time limit for the whole command: {limit}); points as found:",
               flush=True)
         if stages:
-            print(f"with replicas (--max-replicas {args.max_replicas}): the stage plans first (the stage "
+            print(f"with replicas ({_replicas_words(args)}): the stage plans first (the stage "
                   f"optimum is the throughput end), then the one-device-per-stage frontier", flush=True)
     extra: list = []
     ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra)
     try:
         if stages:
-            extra.extend(_stage_frontier_points(args, sizes, deadline, ctrl_c, found))
+            _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra)
         if not ctrl_c.hit:
             search.run()
     except KeyboardInterrupt:
@@ -845,7 +895,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     from .serving import Frontier, non_dominated
 
     fr = search.result()
-    stages = args.max_replicas is not None and args.max_replicas > 1
+    stages = _uses_stages(args)
     if stages:
         extra = list(extra)
         per_batch = {b: non_dominated(list(fr.per_batch.get(b, [])) + [p for p in extra if p.batch_size == b])
@@ -930,14 +980,16 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
         raise InputError("placement provision takes --available (the devices to choose from), not --devices")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
-    stages = args.max_replicas is not None and args.max_replicas > 1
+    stages = _uses_stages(args)
     for name in ("max_replicas", "microbatches"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
     for name, v in (("microbatches", args.microbatches), ("granularity", args.granularity)):
         if not stages and v is not None:
-            raise InputError(f"--{name}: applies to the stage model; add --max-replicas D (D > 1)")
+            raise InputError(f"--{name}: applies to the stage model, which --max-replicas 1 and "
+                             f"--latency-slo turn off (give --max-replicas D, D > 1, to use it with a "
+                             f"latency target)")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
@@ -950,7 +1002,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
             if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
                 break
             if stages:
-                w = _stage_problem_of(args, b, models)
+                w, fine = _stage_problem_of(args, b, models)
             else:
                 w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
                                    models=models)
@@ -962,7 +1014,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
 
                 pv, _ = serving_stages.provision(w, prices, args.target_throughput, args,
                                                  latency_slo=args.latency_slo, batch_size=b, deadline=until,
-                                                 stop=ctrl_c, max_solves=args.max_solves)
+                                                 stop=ctrl_c, max_solves=args.max_solves, fine=fine)
                 results.append((b, w, pv))
             else:
                 results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
@@ -996,13 +1048,13 @@ def _stage_problem_of(args, b: int, cache: dict):
     a = SimpleNamespace(microbatches=args.microbatches, schedule=None, max_replicas=args.max_replicas,
                         granularity=None)
     fe = {"devices": args.available, "device_files": args.device_files, "costs": args.costs}
-    problem, graph_cls, settings = serving_stages.stage_problem(
+    problem, graph_cls, settings, fine = serving_stages.stage_problem(
         args.model, fe, b, microbatches=a.microbatches, max_replicas=a.max_replicas,
-        granularity=args.granularity, paths=cache.setdefault("paths", {}))
+        granularity=args.granularity, paths=cache.setdefault("paths", {}), refinable=True)
     if not hasattr(args, "_stage_graphs"):
         args._stage_graphs = {}
     args._stage_graphs[b] = (graph_cls, settings)
-    return problem
+    return problem, fine
 
 
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
@@ -1045,8 +1097,9 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
 
     stage_pt = pv.solution if isinstance(pv.solution, StagePoint) else None
     if stage_pt is not None:
-        graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
-        stage_pt = dataclasses.replace(stage_pt, graph_cls=graph_cls, settings=settings)
+        if stage_pt.graph_cls is None:  # else a refined plan's, at operator granularity
+            graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
+            stage_pt = dataclasses.replace(stage_pt, graph_cls=graph_cls, settings=settings)
         data = stage_result(stage_pt, args.model)
         section["model"] = "stages"
         section["max_replicas"] = args.max_replicas
@@ -1064,8 +1117,8 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     if args.json:
         print_json(data)
     else:
-        if isinstance(pv.solution, StagePoint) or (pv.best is None and args.max_replicas not in (None, 1)):
-            how = (f"stage model, --max-replicas {args.max_replicas}: allocations solved cheapest first, "
+        if isinstance(pv.solution, StagePoint) or (pv.best is None and _uses_stages(args)):
+            how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
                    f"{pv.solves} solve(s)")
         else:
             how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
@@ -1115,13 +1168,22 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
             where = ",".join(f"{k}:{c}" for k, c in zip(names, top.counts) if c)
             under = " under the latency target" if args.latency_slo else ""
             most = f"; the most any allocation serves{under} is {top.samples_per_s:.6g} samples/s ({where})"
+        else:  # every allocation ruled out without a solve: the stage model's work bound says by how much
+            from graphs.parallel import ParallelProblem
+
+            from .serving_stages import work_lower_bound
+
+            works = [work_lower_bound(r[1]) for r in results if isinstance(r[1], ParallelProblem)]
+            if works and min(works) > 0:
+                most = (f"; the most any allocation serves is at most {1 / min(works):.6g} samples/s (every "
+                        f"operator's least work over all the devices)")
         lim = f" (not proven: {stopped})" if stopped else ""
         return f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}{lim}"
     # no allocation has any plan under the latency target: that is what cannot be met
     b, _, pv = results[0]
     low = pv.lowest_latency
     what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
-    if args.max_replicas not in (None, 1) and not stopped and not all(r[2].proven for r in results):
+    if _uses_stages(args) and not stopped and not all(r[2].proven for r in results):
         return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
                 f"of {ds} (not proven: under a latency target the stage model is searched over a family of "
                 f"plans, placement/serving_stages.py)")

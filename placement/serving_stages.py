@@ -100,14 +100,16 @@ class StageSweep:
 def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: int | None = None,
                   schedule: str | None = None, max_replicas: int | None = None,
                   granularity: str | None = None, device_memory: float | None = None,
-                  paths: dict | None = None):
+                  paths: dict | None = None, refinable: bool = False):
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
     symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
     ``(problem, graph_cls, settings)`` of :func:`placement.onnx_stages.load_problem`. ``paths``: a dict
-    kept across batch sizes (the symbolic copy is looked up once)."""
+    kept across batch sizes (the symbolic copy is looked up once). With ``refinable`` a fourth item:
+    where the default chose layer nodes, a function giving the same triple at operator granularity
+    (built once, on first call), else ``None`` (see :func:`best_refined`)."""
     from graphs.onnx_batch import batchable_path
 
-    from .onnx_stages import load_problem
+    from .onnx_stages import _load
 
     paths = {} if paths is None else paths
     if path not in paths:
@@ -118,8 +120,22 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     fe = {k: v for k, v in frontend.items() if k != "batch_size"}
     fe["batch_size"] = batch_size
     fe["training"] = False
-    problem, graph_cls, settings = load_problem(args, fe)
-    return with_outputs(problem, graph_cls), graph_cls, settings
+    problem, graph_cls, settings, finer = _load(args, fe)
+    out = with_outputs(problem, graph_cls), graph_cls, settings
+    if not refinable:
+        return out
+    if finer is None:
+        return (*out, None)
+    built: list = []
+
+    def fine():
+        if not built:
+            fp, fcls = finer()
+            built.append((with_outputs(fp, (graph_cls[0], fcls)), (graph_cls[0], fcls),
+                          {**settings, "granularity": "op"}))
+        return built[0]
+
+    return (*out, fine)
 
 
 def with_outputs(problem: ParallelProblem, graph_cls) -> ParallelProblem:
@@ -263,6 +279,81 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
             **optimum}, optimum
 
 
+def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProblem] | None = None, *,
+                 latency: float | None = None, time_limit: float | None = None):
+    """:func:`best_plan` on ``problem``; where its nodes are layers (``fine`` gives the problem with
+    operators as nodes), :func:`best_plan` on the operators too, within the time
+    :func:`placement.onnx_stages.solve_refined` gives a refinement, and the better answer kept (more
+    samples/s; layer nodes make the solve quick, never a loss: a layer cannot be split between stages).
+    Returns ``(answer, why, refined)``: ``refined`` is true when the operators' answer was kept. The
+    answer is proven only as far as both were: "no plan serves more" needs the operators' answer when
+    it was not tried."""
+    from .onnx_stages import REFINE_FACTOR, REFINE_MIN_S
+
+    t0 = time.perf_counter()
+    ans, why = best_plan(problem, args, latency=latency, time_limit=time_limit)
+    if fine is None:
+        return ans, why, False
+    spent = time.perf_counter() - t0
+    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
+    if time_limit is not None:
+        budget = min(budget, time_limit - spent)
+
+    def noted(a, note, *changes: dict):
+        a = dict(a, message=f"{a['message']}; {note}" if a.get("message") else note,
+                 time=time.perf_counter() - t0)
+        for c in changes:
+            a.update(c)
+        return a
+
+    if budget < 0.05:
+        if ans is None:
+            return None, dict(why, proven_none=False), False
+        return noted(ans, "operator granularity not tried: no time left", _proof(ans, False)), \
+            dict(why, optimum_proven=False), False
+    fans, fwhy = best_plan(fine(), args, latency=latency, time_limit=budget)
+    both = {  # what holds for the stage model at both granularities
+        "proven_none": bool(why.get("proven_none")) and bool(fwhy.get("proven_none")),
+        "optimum_proven": bool(why.get("optimum_proven")) and bool(fwhy.get("optimum_proven")),
+    }
+    opts = [w["optimum"] for w in (why, fwhy) if w.get("optimum") is not None]
+    if opts:
+        both["optimum"] = min(opts)
+    lows = [w["lowest"] for w in (why, fwhy) if w.get("lowest") is not None]
+    if lows:
+        both["lowest"] = min(lows)
+    if fans is not None and (ans is None or fans["evaluation"].objective < ans["evaluation"].objective
+                             * (1 - _REL)):
+        what = "no layer plan" if ans is None else \
+            f"{100 * (1 - fans['evaluation'].objective / ans['evaluation'].objective):.3g}% faster than " \
+            f"the layer plan"
+        # a bound on the stage model holds at both granularities: the lesser of the two
+        bound = fans.get("bound") if ans is None and why.get("proven_none") else \
+            min(fans["bound"], ans["bound"]) if ans is not None and fans.get("bound") is not None \
+            and ans.get("bound") is not None else None
+        proven = fans["proven"] and (ans is None and bool(why.get("proven_none")) or ans is not None
+                                     and ans["proven"])
+        return noted(fans, f"operator granularity: {what}", {"how": fans["how"] + ", operator nodes",
+                                                               "bound": bound}, _proof(fans, proven)), \
+            dict(fwhy, **both), True
+    if ans is None:
+        msg = fwhy.get("message") or why.get("message", "no plan")
+        return None, dict(why, **both, message=msg), False
+    same = "as fast" if fans is not None and fans["evaluation"].objective <= \
+        ans["evaluation"].objective * (1 + _REL) else "no faster" if fans is not None else "no plan"
+    proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
+    return noted(ans, f"operator granularity: {same}", _proof(ans, proven)), dict(why, **both), False
+
+
+def _proof(ans: dict, proven: bool) -> dict:
+    """An answer's ``proven`` and ``status`` once a refinement has said how far its proof reaches (an
+    unproven one keeps no bound: its bound held at its own granularity only)."""
+    if proven:
+        return {"proven": True}
+    return {"proven": False, "status": "feasible" if ans["status"] == "optimal" else ans["status"],
+            "bound": None}
+
+
 def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
                     time_limit: float | None = None) -> list[StagePoint]:
     """Stage plans for a frontier at one batch size, none of them proven a frontier point: the stage
@@ -319,12 +410,14 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
     paths: dict = {}
     first_why: dict = {}
     for b in sizes:
-        problem, graph_cls, settings = stage_problem(
+        problem, graph_cls, settings, fine = stage_problem(
             path, frontend, b, microbatches=args.microbatches, schedule=args.schedule,
             max_replicas=args.max_replicas, granularity=args.granularity,
-            device_memory=getattr(args, "device_memory", None), paths=paths)
+            device_memory=getattr(args, "device_memory", None), paths=paths, refinable=True)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
-        ans, why = best_plan(problem, args, latency=lat)
+        ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat)
+        if refined:
+            problem, graph_cls, settings = fine()
         if ans is None:
             points.append((b, None, why.get("message", "no plan")))
             if not first_why:
@@ -357,11 +450,13 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
 # ------------------------------------------------------------------------------------ provision
 def provision(problem: ParallelProblem, prices, target: float, args, *, latency_slo: float | None = None,
               batch_size: int = 1, deadline: float | None = None, stop: Callable[[], bool] | None = None,
-              max_solves: int = 200):
+              max_solves: int = 200, fine: Callable | None = None):
     """The cheapest allocation of ``problem``'s devices serving ``target`` samples/s (with one batch's
     latency at most ``latency_slo`` ms, if given) on the stage model; see the module doc. Returns a
     :class:`placement.provision.Provision` whose ``solution`` is a :class:`StagePoint` (``cluster``
-    ``None``) and ``stage_problem`` the allocation's problem."""
+    ``None``) and ``stage_problem`` the allocation's problem. ``fine``: where ``problem``'s nodes are
+    layers, the operator-granularity ``(problem, graph_cls, settings)`` of :func:`stage_problem`; each
+    allocation is then refined (:func:`best_refined`)."""
     from .provision import Allocation, Provision, _Deadline, _efficient
 
     prices = np.asarray(prices, dtype=np.float64)
@@ -395,7 +490,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         solves += 1
         t = left()
         share = None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i)))
-        ans, why = best_plan(sub, args, latency=lat, time_limit=share)
+        ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
+                                         latency=lat, time_limit=share)
         if why.get("optimum_proven") and 1.0 / why["optimum"] < target * (1 - _REL):
             short.append(c)  # the most this allocation serves, whatever the latency, is short of the target
         if ans is None:
@@ -411,7 +507,11 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         if top is None or a.samples_per_s > top.samples_per_s:
             top = a
         if a.samples_per_s >= target * (1 - _REL):
-            best, best_pt = a, _point(batch_size, sub, None, None, ans)
+            if refined:
+                fp, fcls, fset = fine()
+                best, best_pt = a, _point(batch_size, with_counts(fp, c), fcls, fset, ans)
+            else:
+                best, best_pt = a, _point(batch_size, sub, None, None, ans)
             break
         if c not in short:
             proven = False  # a better plan might have met the target

@@ -42,7 +42,7 @@ def add_options(p) -> None:
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree per stage (default: as many as the devices and "
                         "micro-batches allow; 1: one device per stage and its per-device table; an ONNX "
-                        "model's --batch-size sweep and --latency-slo take the stage model only with D > 1)")
+                        "model's --latency-slo takes the stage model only with D > 1)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",

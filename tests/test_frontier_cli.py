@@ -58,7 +58,8 @@ def test_frontier_prints_points_as_found_and_keeps_to_its_time_limit(gpt2_model,
     out = tmp_path / "f.json"
     limit = 12.0
     rc, lines, err, wall = _timed_run(["frontier", gpt2_model, "--devices", "a100:2,t4:2", "--time-limit",
-                                       str(limit), "--out", str(out)], ceiling=limit + 30)
+                                       str(limit), "--out", str(out), "--max-replicas", "1"],
+                                      ceiling=limit + 30)
     assert rc == 0, err[-2000:]
     assert "Traceback" not in err
     found = [(t, s) for t, s in lines if s.startswith("found:")]
@@ -92,7 +93,7 @@ def test_frontier_throughput_end_is_the_throughput_optimum(cnn, tmp_path, capsys
     """Without host cores the top point's max-load is the contiguous optimum; the contiguous MILP
     (``--solver ip``, proven optimal), a second method, gives the same."""
     out = tmp_path / "f.json"
-    assert main(["frontier", cnn, "--devices", "t4:1,l4:1", "--out", str(out)]) == 0
+    assert main(["frontier", cnn, "--devices", "t4:1,l4:1", "--out", str(out), "--max-replicas", "1"]) == 0
     capsys.readouterr()
     data = json.loads(out.read_text())
     assert data["proven"] and data["stopped"] is None
@@ -223,7 +224,7 @@ def test_provision_time_limit_bounds_the_command(gpt2_model, tmp_path, capsys):
     capsys.readouterr()
     t0 = time.monotonic()
     code = main(["provision", gpt2_model, "--available", "a100:2,t4:2", "--prices", str(prices),
-                 "--target-throughput", "100", "--time-limit", "4"])
+                 "--target-throughput", "100", "--time-limit", "4", "--max-replicas", "1"])
     wall = time.monotonic() - t0
     err = capsys.readouterr().err.strip().splitlines()
     err = [e for e in err if not e.startswith("warning:")]

@@ -50,7 +50,8 @@ def test_auto_sweep_stops_when_memory_runs_out(cnn, tmp_path):
 
 def test_place_batch_list_prints_and_writes_every_batch(cnn, tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,4", "--out", str(out)]) == 0
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,4", "--max-replicas", "1",
+                 "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "best batch size" in text and "samples/s" in text and "compute utilisation (MFU" in text
     data = json.loads(out.read_text())
@@ -88,7 +89,7 @@ def test_frontier_command_writes_plans_show_accepts(cnn, tmp_path, capsys):
     out = tmp_path / "f.json"
     png = tmp_path / "f.png"
     assert main(["frontier", cnn, "--devices", "t4:1,l4:1", "--batch-size", "1,2", "--out", str(out),
-                 "--plot", str(png)]) == 0
+                 "--plot", str(png), "--max-replicas", "1"]) == 0
     cap = capsys.readouterr()
     assert "non-dominated" in cap.out and "all proven" in cap.out
     assert png.exists() or "matplotlib" in cap.err
@@ -110,7 +111,8 @@ def test_provision_command(cnn, tmp_path, capsys):
     prices = tmp_path / "prices.toml"
     assert main(["provision", "--example-prices", str(prices)]) == 0
     out = tmp_path / "p.json"
-    args = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--out", str(out)]
+    args = ["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices), "--out", str(out),
+            "--max-replicas", "1"]
     assert main(args + ["--target-throughput", "1000"]) == 0
     text = capsys.readouterr().out
     assert "cheapest for 1000 samples/s" in text and "proven cheapest" in text
@@ -177,3 +179,77 @@ def test_frontier_out_in_a_missing_folder_is_created_and_an_unwritable_one_is_on
     assert main(["frontier", cnn, "--devices", "t4:1", "--out", "/proc/x/f.json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --out /proc/x/f.json")
+
+
+# ----------------------------------------------------------------- the default: replicas where they help
+def test_default_sweep_replicates_a_model_that_fits_one_device(cnn, tmp_path, capsys):
+    """Without --max-replicas the sweep solves the stage model: on two A100s the small CNN runs whole on
+    each, so every batch size serves twice what one A100 serves (hand: one device's time / 2; inference,
+    no all-reduce), and at least what one device per stage serves."""
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "1,4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "batch sizes on the stage model" in text and "best batch size" in text
+    data = json.loads(out.read_text())
+    assert data["model"] == "stages" and data["serving"]["best_batch_size"] in (1, 4)
+    rows = {r["batch_size"]: r for r in data["serving"]["batch_sizes"]}
+    for b in (1, 4):
+        one = batch_workload(cnn, "a100:1", b)
+        t1 = float(one.graph.compute[0].sum())  # ms per batch
+        assert rows[b]["samples_per_s"] == pytest.approx(2 * 1e3 * b / t1, rel=1e-9)
+    assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "1,4", "--max-replicas", "1",
+                 "--json"]) == 0
+    per_device = {r["batch_size"]: r["samples_per_s"]
+                  for r in json.loads(capsys.readouterr().out)["serving"]["batch_sizes"]}
+    assert all(rows[b]["samples_per_s"] >= per_device[b] * (1 - 1e-9) for b in (1, 4))
+    assert main(["show", str(out), "--no-draw"]) == 0
+
+
+def test_default_sweep_of_a_layered_model_is_never_below_one_device_per_stage(tmp_path, capsys):
+    """Layer nodes are refined to operators in the sweep, so the default is never slower than one
+    device per stage (the stage model at operator granularity holds every such plan); on BERT-2L the
+    layer plan alone is slower on these devices, so the operators' plan is the one kept."""
+    model = str(tmp_path / "bert.onnx")
+    assert main(["example", model, "--layers", "2"]) == 0
+    capsys.readouterr()
+    argv = ["place", model, "--devices", "a100:1,t4:1,cpu:2", "--batch-size", "1,8", "--json"]
+    assert main(argv + ["--max-replicas", "1"]) == 0
+    per_device = {r["batch_size"]: r["samples_per_s"]
+                  for r in json.loads(capsys.readouterr().out)["serving"]["batch_sizes"]}
+    assert main(argv + ["--granularity", "layer"]) == 0
+    layers = {r["batch_size"]: r["samples_per_s"]
+              for r in json.loads(capsys.readouterr().out)["serving"]["batch_sizes"]}
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    default = {r["batch_size"]: r for r in data["serving"]["batch_sizes"]}
+    for b in (1, 8):
+        assert default[b]["samples_per_s"] >= per_device[b] * (1 - 1e-9)
+        assert default[b]["samples_per_s"] >= layers[b] * (1 - 1e-9)
+    assert any(layers[b] < per_device[b] * (1 - 1e-6) for b in (1, 8))  # the refinement mattered
+    assert "operator nodes" in default[8]["how"]
+
+
+def test_default_provision_is_never_dearer_than_one_device_per_stage(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    argv = ["provision", cnn, "--available", "a100:2,t4:2", "--prices", str(prices), "--target-throughput",
+            "50000", "--json"]
+    capsys.readouterr()
+    assert main(argv + ["--max-replicas", "1"]) in (0, 1)
+    per_device = json.loads(capsys.readouterr().out)["provision"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["provision"]["allocation"] is not None and data["model"] == "stages"
+    assert 1 / data["objective"] >= 50000 * (1 - 1e-9)
+    if per_device["price_per_hour"] is not None:
+        assert data["provision"]["price_per_hour"] <= per_device["price_per_hour"] + 1e-9
+
+
+def test_default_provision_that_cannot_be_met_says_by_how_much(cnn, tmp_path, capsys):
+    prices = tmp_path / "prices.toml"
+    assert main(["provision", "--example-prices", str(prices)]) == 0
+    capsys.readouterr()
+    assert main(["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices),
+                 "--target-throughput", "1e12"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unreachable" in err[0] and "at most" in err[0]
