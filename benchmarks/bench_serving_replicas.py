@@ -4,10 +4,11 @@ provision answer (see benchmarks/README_serving.md, "Serving commands with repli
 For each model and cluster, through the command line (roofline costs, catalog figures):
 
 * ``placement place MODEL --devices C --batch-size auto --max-replicas 1`` (one device per stage: the
-  exact DP per batch size, memory = parameters + outputs) and ``--max-replicas 8`` (the stage model:
-  the exact stage optimum per batch size, placement/serving_stages.py); the best samples/s of each;
-* ``placement provision MODEL --available C --prices EXAMPLE --target-throughput T`` with and without
-  ``--max-replicas 8``, batch 1, ``T`` = ``--target-share`` of the one-device-per-stage batch-1
+  exact DP per batch size, memory = parameters + outputs) and without ``--max-replicas`` (the default,
+  the stage model: the exact stage optimum per batch size, layer nodes refined to operators,
+  placement/serving_stages.py); the best samples/s of each;
+* ``placement provision MODEL --available C --prices EXAMPLE --target-throughput T`` with
+  ``--max-replicas 1`` and without it, batch 1, ``T`` = ``--target-share`` of the one-device-per-stage batch-1
   throughput on all of ``C`` (so both reach it): the cheapest allocation, its price and whether it is
   proven.
 
@@ -27,10 +28,10 @@ from benchmarks.bench_serving import _cli, _zoo
 CLUSTERS = ("a100:8", "a100:2,t4:4")
 
 
-def _sweep(path: str, devices: str, replicas: int) -> dict:
+def _sweep(path: str, devices: str, replicas: int | None) -> dict:
     t0 = time.perf_counter()
-    doc = _cli(["place", path, "--devices", devices, "--batch-size", "auto", "--max-replicas", str(replicas),
-                "--json"])
+    argv = ["place", path, "--devices", devices, "--batch-size", "auto", "--json"]
+    doc = _cli(argv + (["--max-replicas", str(replicas)] if replicas else []))
     sv = doc["serving"]
     rows = [r for r in sv["batch_sizes"] if r["samples_per_s"] is not None]
     best = next(r for r in rows if r["batch_size"] == sv["best_batch_size"])  # the sweep's own choice
@@ -56,10 +57,10 @@ def measure(models: dict[str, str], prices: str, share: float, clusters=CLUSTERS
     for name, path in models.items():
         for devices in clusters:
             one = _sweep(path, devices, 1)
-            rep = _sweep(path, devices, 8)
+            rep = _sweep(path, devices, None)
             target = share * one["batch1_samples_per_s"]
-            p1 = _provision(path, devices, prices, target, None)
-            p8 = _provision(path, devices, prices, target, 8)
+            p1 = _provision(path, devices, prices, target, 1)
+            p8 = _provision(path, devices, prices, target, None)
             rows.append({"model": name, "devices": devices, "sweep_one": one, "sweep_replicas": rep,
                          "target": target, "provision_one": p1, "provision_replicas": p8})
             print(f"{name} {devices}: sweep one/stage {one['best_samples_per_s']:.0f} "

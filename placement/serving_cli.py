@@ -807,8 +807,9 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
                 budget = min(budget, deadline - time.perf_counter())
             if budget >= 0.05:
                 fp, fcls, fset = fine()
+                each = budget / len(fp.replica_degrees())  # frontier_points solves once per degree
                 fpts = [dataclasses.replace(p, how=p.how + ", operator nodes") for p in
-                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=budget)]
+                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=each)]
             both = pts + fpts
             if any(p.proven for p in pts) and any(p.proven for p in fpts):
                 top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
