@@ -1,5 +1,5 @@
-"""Replication-aware job curves (placement/cluster/curves.py, problem_curve): every allocation's value
-equals a separate dp-replicated run on that many devices, efficient points, and Piper-format jobs in a
+"""Stage-model job curves (placement/cluster/curves.py, problem_curve): every allocation's value
+equals a separate stage-model dp run on that many devices, efficient points, and Piper-format jobs in a
 job list get this curve."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_curve_equals_separate_runs_per_allocation(seed):
     for _ in range(25):
         p = random_problem(rng)
         c = problem_curve(p)
-        assert c.exact and c.method == "dp-replicated-per-count"
+        assert c.exact and c.method == "stage-dp-per-count"
         assert c.limits == tuple(k.count for k in p.kinds)
         for counts in itertools.product(*(range(k.count + 1) for k in p.kinds)):
             want = math.inf if sum(counts) == 0 else _separate(p, counts)
@@ -56,7 +56,7 @@ def test_curve_maps_onto_the_cluster_kinds():
     assert all(pt.counts[0] == 0 and pt.host_memory == 5.0 for pt in c.points)
 
 
-def test_piper_job_gets_the_replicated_curve(workloads, tmp_path):
+def test_piper_job_gets_the_stage_model_curve(workloads, tmp_path):
     path = os.path.join(workloads, "piper", "gnmt.json")
     if not os.path.exists(path):
         pytest.skip("the Piper workloads are not among the shared workloads")
@@ -64,7 +64,7 @@ def test_piper_job_gets_the_replicated_curve(workloads, tmp_path):
                      "jobs": [{"model": path, "samples": 10, "limit": "a100:2"}]})
     cache = CurveCache(tmp_path / "cache")
     c = job_curve(jl.jobs[0], jl.cluster, cache=cache)
-    assert c.method == "dp-replicated-per-count" and c.kinds == ("a100", "cpu")
+    assert c.method == "stage-dp-per-count" and c.kinds == ("a100", "cpu")
     assert c.limits == (2, 0)
     from graphs.piper import read_piper
 
