@@ -17,9 +17,9 @@ fit both its devices and its host memory (:meth:`JobCurve.best_within`).
 
 **ONNX jobs** get the stage model by default (:func:`onnx_curve`: replicas, tensor parallelism,
 variants), per allocation the faster of its plan and the one-device-per-stage curve's, so a job that
-fits one GPU is replicated rather than pipelined and no point is worse than the pipeline-only one. A job
-with ``"max_replicas": 1`` gets the one-device-per-stage curve alone; Piper-format jobs get the stage
-model (:func:`problem_curve`); reference-format jobs the one-device-per-stage curve.
+fits one GPU runs as replicas rather than as a pipeline and no point is worse than the pipeline-only
+one. A job with ``"max_replicas": 1`` gets the one-device-per-stage curve alone; Piper-format jobs get
+the stage model (:func:`problem_curve`); reference-format jobs the one-device-per-stage curve.
 
 Curves are cached per (model file and its content hash, devices and their figures, cost model, training,
 batch size, optimiser, limits, replica limit, base memory, options) in a :class:`CurveCache`: in memory,
