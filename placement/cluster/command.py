@@ -177,7 +177,7 @@ def run(args) -> int:
         if verbose:
             how = ("measured table" if c.method == "table" else "cached" if cache.misses == before
                    else f"{c.method}, {c.seconds:.1f} s")
-            print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient allocations ({how})",
+            print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient points ({how})",
                   file=sys.stderr)
         for note in c.notes:
             print(f"note: job {j.name}: {note}", file=sys.stderr)

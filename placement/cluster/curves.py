@@ -61,8 +61,9 @@ _REL = 1e-12  # a point is "strictly faster" than another by more than this rela
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """An efficient allocation: ``counts`` devices per cluster kind give ``time_per_sample``, strictly less
-    than any smaller allocation gives, with a placement that needs ``host_memory`` bytes of host memory."""
+    """An efficient allocation: ``counts`` devices per cluster kind give ``time_per_sample`` with a
+    placement that needs ``host_memory`` bytes of host memory, strictly less than any smaller allocation
+    gives within that memory."""
 
     counts: tuple[int, ...]
     time_per_sample: float
@@ -74,7 +75,8 @@ class JobCurve:
     """A job's throughput curve over the cluster's kinds (see the module doc).
 
     ``values[c]`` is the time per sample with at most ``c[t]`` devices of kind ``t``, for every ``c`` up to
-    ``limits`` (``inf``: no placement fits). ``points`` are the efficient allocations, by total devices.
+    ``limits`` (``inf``: no placement fits). ``points`` are the efficient (allocation, host memory)
+    pairs, by total devices: an allocation may have two, a faster one and one holding less host memory.
     """
 
     kinds: tuple[str, ...]
