@@ -73,6 +73,11 @@ def test_piper_job_gets_the_stage_model_curve(workloads, tmp_path):
         want = solve_problem(read_piper(path, devices=n)).objective
         assert c.values[(n, 0)] == pytest.approx(want, rel=1e-9)
     assert job_curve(jl.jobs[0], jl.cluster, cache=cache) is c and cache.hits == 1
+    one = parse_jobs({"cluster": {"devices": "a100:2"},
+                      "jobs": [{"model": path, "samples": 10, "max_replicas": 1}]})
+    c1 = job_curve(one.jobs[0], one.cluster, cache=cache)
+    assert c1.values[(2,)] == pytest.approx(
+        solve_problem(read_piper(path, devices=2, max_replicas=1)).objective, rel=1e-9)
 
 
 # --------------------------------------------------------------------------- ONNX jobs

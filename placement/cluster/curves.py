@@ -650,6 +650,5 @@ def piper_problem(data, job, cluster) -> ParallelProblem:
     count = min(count, (job.limit or {}).get(acc, count))
     if count < 1:
         raise InputError(f"job {job.name!r}: its limit leaves it no {acc} device")
-    p = parse_piper(data, source=job.model, devices=count)
-    return p.with_options(kinds=(dataclasses.replace(p.kinds[0], name=acc),),
-                          max_replicas=job.max_replicas if job.max_replicas is not None else p.max_replicas)
+    p = parse_piper(data, source=job.model, devices=count, max_replicas=job.max_replicas)
+    return p.with_options(kinds=(dataclasses.replace(p.kinds[0], name=acc),))
