@@ -30,6 +30,13 @@ then, with ``--scale``, a 1,000-job trace on 128 GPUs, timed. Plots of the JCT d
 go to ``--out-dir`` when matplotlib is installed.
 
     python -m benchmarks.bench_cluster --synergy [--scale] [--out-dir DIR]
+
+``--replicas`` compares ONNX jobs' curves on the stage model (replicas, the default) with their
+one-device-per-stage curves (``"max_replicas": 1``): curve points of zoo models, inference and training,
+on ``a100:8`` and ``a100:4,t4:4``, and a short ``a100:8`` simulation (``--jobs`` zoo jobs, seeded) of
+both under ``ftf`` and ``even``, average JCT and makespan (:func:`replicas_main`).
+
+    python -m benchmarks.bench_cluster --replicas [--jobs 8] [--seed 0]
 """
 
 from __future__ import annotations
@@ -487,11 +494,92 @@ def synergy_main(args) -> int:
     return 0
 
 
+REPLICA_MODELS = ("resnet50", "inception_v1", "vgg19")
+REPLICA_CLUSTERS = {"a100:8": ((1,), (2,), (4,), (8,)),
+                    "a100:4,t4:4": ((1, 0), (4, 0), (0, 4), (4, 4))}
+
+
+def replicas_main(args) -> int:
+    """``--replicas``: stage-model curves of ONNX jobs against one device per stage (see the module doc)."""
+    import numpy as np
+
+    from placement.cluster.curves import CurveCache, job_curve
+    from placement.cluster.formats import parse_jobs
+    from placement.cluster.policies import Capacity
+    from placement.cluster.simulate import SimJob, simulate
+
+    def zoo(name: str) -> str:
+        import onnx
+
+        return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                            f"light_{name}.onnx")
+
+    cache = CurveCache()  # no disk cache: the curve times are part of the table
+
+    def curve(model, training, devices, **extra):
+        jl = parse_jobs({"cluster": {"devices": devices},
+                         "jobs": [{"model": zoo(model), "samples": 1, "training": training, **extra}]})
+        return job_curve(jl.jobs[0], jl.cluster, cache=cache)
+
+    print("| model | mode | cluster | allocation | one device per stage (ms/run) | stage model (ms/run) | "
+          "speed-up | curve s (old / new) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in REPLICA_MODELS:
+        for training in (False, True):
+            for devices, allocations in REPLICA_CLUSTERS.items():
+                old = curve(model, training, devices, max_replicas=1)
+                new = curve(model, training, devices)
+                for k, a in enumerate(allocations):
+                    o, n = old.values[a], new.values[a]
+                    kinds = devices.split(",")
+                    alloc = ",".join(f"{kd.split(':')[0]}:{x}" for kd, x in zip(kinds, a) if x)
+                    secs = f"{old.seconds:.1f} / {new.seconds:.1f}" if k == 0 else ""
+                    print(f"| {model} | {'training' if training else 'inference'} | {devices} | {alloc} | "
+                          f"{o:.4f} | {n:.4f} | {o / n:.2f}x | {secs} |", flush=True)
+    # a short trace on a100:8: every job alone on one GPU takes 0.5 to 4 h, arrivals at load 2
+    seed = int(str(args.seed).split(",")[0])
+    rng = np.random.default_rng(seed)
+    cands = [(m, t) for m in REPLICA_MODELS for t in (False, True)]
+    pick = rng.integers(len(cands), size=args.jobs).tolist()
+    hours = np.exp(rng.uniform(math.log(0.5), math.log(4.0), size=args.jobs))
+    gaps = rng.exponential(hours.sum() * HOUR_MS / (8 * 2.0) / args.jobs, size=args.jobs)
+    arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    cluster = {"devices": "a100:8"}
+    cap = None
+    rows = []
+    for label, extra in (("stage model (default)", {}), ("one device per stage (max_replicas 1)",
+                                                          {"max_replicas": 1})):
+        jobs = []
+        for k, (i, h, a) in enumerate(zip(pick, hours.tolist(), arrivals.tolist())):
+            model, training = cands[i]
+            c = curve(model, training, "a100:8", **extra)
+            samples = round(h * HOUR_MS / c.values[(1,)])
+            jl = parse_jobs({"cluster": cluster, "jobs": [{"model": zoo(model), "samples": samples,
+                                                           "training": training, **extra}]})
+            cap = Capacity.of(jl.cluster)
+            jobs.append(SimJob(f"{k:02d}-{model}{'-train' if training else ''}", c, samples, a))
+        for pol in ("ftf", "even"):
+            name, knob = policy_spec(pol)
+            r = simulate(jobs, cap, name, lease=10 * 60e3, time_limit=args.time_limit, fairness=knob)
+            rows.append((label, pol, r))
+    print()
+    print(f"{args.jobs} jobs on a100:8 (seed {seed}, lease 10 min):")
+    print()
+    print("| curves | policy | avg JCT (h) | makespan (h) | max rho |")
+    print("|---|---|---|---|---|")
+    for label, pol, r in rows:
+        print(f"| {label} | {pol} | {r.avg_jct / HOUR_MS:.2f} | {r.makespan / HOUR_MS:.2f} | "
+              f"{r.max_rho:.2f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_cluster", description=__doc__.split("\n")[0])
     p.add_argument("--synergy", action="store_true",
                    help="Synergy's semantics on its shared trace and held-out traces (see the doc)")
     p.add_argument("--scale", action="store_true", help="--synergy: also a 1,000-job trace on 128 GPUs")
+    p.add_argument("--replicas", action="store_true",
+                   help="ONNX jobs' stage-model curves against one device per stage (a table and a trace)")
     p.add_argument("--event-driven", action="store_true",
                    help="--synergy: also the event-driven ftf and joint policies (slow on 300 jobs)")
     p.add_argument("--event-driven-held-out", action="store_true",
@@ -520,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    if args.replicas:
+        return replicas_main(args)
     if args.synergy:
         if args.out_dir == os.path.join(HERE, "results", "cluster"):
             # under the git-ignored results/cluster: the traces written there hold Synergy's profiles

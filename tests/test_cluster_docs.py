@@ -1,4 +1,4 @@
-"""docs/clusters.md: its shell blocks run (each within 20 s) and its JSON example is a valid job list."""
+"""docs/clusters.md: its shell blocks run (each within 20 s) and its JSON examples are valid job lists."""
 
 import json
 import os
@@ -22,9 +22,10 @@ def _blocks(lang: str) -> list[str]:
 
 def test_the_json_examples_are_valid_job_lists_one_with_servers():
     lists = [parse_jobs(json.loads(block)) for block in _blocks("json")]
-    assert len(lists) == 2
+    assert len(lists) == 3
     assert len(lists[0].cluster.servers) == 2 and lists[0].cluster.servers[0].counts == (8, 24)
-    assert any(job.input is not None for job in lists[1].jobs)  # the input-pipeline example
+    assert [job.max_replicas for job in lists[1].jobs] == [None, 1]  # replicas by default, or not
+    assert any(job.input is not None for job in lists[2].jobs)  # the input-pipeline example
 
 
 @pytest.mark.parametrize("block", _blocks("sh"))

@@ -48,6 +48,8 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
   jobs[].request      what it asks for under fifo; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
   jobs[].accelerator  reference workloads: which cluster kind is their accelerator
+  jobs[].max_replicas ONNX and Piper models: most replicas of a stage (default unlimited;
+                      1: the one-device-per-stage curve)
   cluster.servers     how the cluster is cut into servers: a number of identical ones,
                       or [{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]
 
@@ -175,7 +177,7 @@ def run(args) -> int:
         if verbose:
             how = ("measured table" if c.method == "table" else "cached" if cache.misses == before
                    else f"{c.method}, {c.seconds:.1f} s")
-            print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient allocations ({how})",
+            print(f"curve {k + 1}/{len(jl.jobs)} {j.name}: {len(c.points)} efficient points ({how})",
                   file=sys.stderr)
         for note in c.notes:
             print(f"note: job {j.name}: {note}", file=sys.stderr)

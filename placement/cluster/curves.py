@@ -15,9 +15,16 @@ DP returns for that allocation (:func:`solvers.dp.solve` on that many devices), 
 placement the job would run. An allocation's time per sample is therefore the best over the points that
 fit both its devices and its host memory (:meth:`JobCurve.best_within`).
 
+**ONNX jobs** get the stage model by default (:func:`onnx_curve`: replicas, tensor parallelism,
+variants), per allocation the faster of its plan and the one-device-per-stage curve's, so a job that
+fits one GPU runs as replicas rather than as a pipeline and no point is worse than the pipeline-only
+one. A job with ``"max_replicas": 1`` gets the one-device-per-stage curve alone; Piper-format jobs get
+the stage model (:func:`problem_curve`); reference-format jobs the one-device-per-stage curve.
+
 Curves are cached per (model file and its content hash, devices and their figures, cost model, training,
-batch size, optimiser, limits, base memory, options) in a :class:`CurveCache`: in memory, and as JSON in
-a folder when one is given (the command line uses ``~/.cache/placement/curves`` or ``--cache-dir``).
+batch size, optimiser, limits, replica limit, base memory, options) in a :class:`CurveCache`: in memory,
+and as JSON in a folder when one is given (the command line uses ``~/.cache/placement/curves`` or
+``--cache-dir``).
 """
 
 from __future__ import annotations
@@ -42,9 +49,11 @@ if TYPE_CHECKING:
 
 __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "job_graph",
            "default_cache_dir", "DEFAULT_CURVE_TIME_LIMIT", "DEFAULT_SOLVE_TIME_LIMIT", "problem_curve",
-           "piper_problem"]
+           "piper_problem", "onnx_curve", "faster_of"]
 
-CURVE_FORMAT = 1
+#: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
+#: named ``stage-dp-per-count`` (a cache of version 1 is recomputed, never misread)
+CURVE_FORMAT = 2
 DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
 DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
 _REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
@@ -52,8 +61,9 @@ _REL = 1e-12  # a point is "strictly faster" than another by more than this rela
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """An efficient allocation: ``counts`` devices per cluster kind give ``time_per_sample``, strictly less
-    than any smaller allocation gives, with a placement that needs ``host_memory`` bytes of host memory."""
+    """An efficient allocation: ``counts`` devices per cluster kind give ``time_per_sample`` with a
+    placement that needs ``host_memory`` bytes of host memory, strictly less than any smaller allocation
+    gives within that memory."""
 
     counts: tuple[int, ...]
     time_per_sample: float
@@ -65,7 +75,8 @@ class JobCurve:
     """A job's throughput curve over the cluster's kinds (see the module doc).
 
     ``values[c]`` is the time per sample with at most ``c[t]`` devices of kind ``t``, for every ``c`` up to
-    ``limits`` (``inf``: no placement fits). ``points`` are the efficient allocations, by total devices.
+    ``limits`` (``inf``: no placement fits). ``points`` are the efficient (allocation, host memory)
+    pairs, by total devices: an allocation may have two, a faster one and one holding less host memory.
     """
 
     kinds: tuple[str, ...]
@@ -284,15 +295,11 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
     if job.is_onnx:
         from graphs.onnx_workload import onnx_workload
 
-        w = onnx_workload(job.model, cluster.devices, costs=job.costs or "roofline",
+        devices = job_devices(job, cluster)
+        w = onnx_workload(job.model, devices, costs=job.costs or "roofline",
                           batch_size=job.batch_size, training=bool(job.training),
                           optimizer=job.optimizer or "adam")
-        kinds = tuple(DeviceKind(k.name, cap(k.name, k.count), k.memory, k.pays_communication)
-                      for k in w.cluster.kinds)
-        kinds = tuple(k for k in kinds if k.count > 0)
-        if not kinds:
-            raise InputError(f"job {job.name!r}: its limit leaves it no device")
-        return w.graph, Cluster(kinds), str(w.graph.meta.get("unit", "ms"))
+        return w.graph, w.cluster, str(w.graph.meta.get("unit", "ms"))
 
     from graphs.reference import ACCELERATOR, CPU, read_workload
 
@@ -321,6 +328,19 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
     return graph, Cluster(tuple(kinds)), ""
 
 
+def job_devices(job: JobSpec, cluster: ClusterSpec):
+    """The devices an ONNX job may use: the cluster's kinds at their counts or the job's ``limit``,
+    kinds left with none dropped (a :class:`graphs.devices.DeviceSet`)."""
+    from graphs.devices import DeviceSet
+
+    limit = dict(job.limit or {})
+    kept = [(s, min(c, limit.get(s.name, c))) for s, c in zip(cluster.devices.specs, cluster.counts)]
+    kept = [(s, c) for s, c in kept if c > 0]
+    if not kept:
+        raise InputError(f"job {job.name!r}: its limit leaves it no device")
+    return DeviceSet(tuple(s for s, _ in kept), tuple(c for _, c in kept))
+
+
 def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = None,
               curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
               solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
@@ -331,6 +351,7 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
         "cluster": [[s.name, c, h] for s, c, h in zip(cluster.devices.specs, cluster.counts, cluster.host)],
         "limit": dict(job.limit or {}), "accelerator": job.accelerator, "training": bool(job.training),
         "batch_size": job.batch_size, "optimizer": job.optimizer, "base_memory": job.host_memory,
+        "max_replicas": job.max_replicas,
         "curve_time_limit": curve_time_limit, "solve_time_limit": solve_time_limit,
     }
     if job.is_onnx:  # the cost model depends on the device figures and the cost table
@@ -346,7 +367,13 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
     if piper is not None:  # the stage model (replicas, variants): see problem_curve
         c = problem_curve(piper_problem(piper, job, cluster), kinds=cluster.kinds,
                           base_memory=job.host_memory, time_limit=solve_time_limit)
+    elif job.is_onnx and job.max_replicas != 1:
+        c = onnx_curve(job, cluster, curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
     else:
+        if not job.is_onnx and job.max_replicas not in (None, 1):
+            raise InputError(f"job {job.name!r}: max_replicas {job.max_replicas} needs an ONNX or "
+                             f"Piper-format model; a reference-format workload ({job.model}) has one "
+                             f"device per stage")
         graph, jc, unit = job_graph(job, cluster)
         c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
                         curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
@@ -448,9 +475,9 @@ class CurveCache:
 
 
 # --------------------------------------------------------------------------- stage-model curves
-# Replication-aware throughput curves: a job's best time per sample under the replicated model
-# (:mod:`graphs.parallel`: data- and tensor-parallel stages, variants, memory by schedule) for every
-# vector of devices per kind, from the exact DP ``dp-replicated``.
+# A job's best time per sample under the stage model (:mod:`graphs.parallel`: data- and tensor-parallel
+# stages, variants, memory by schedule) for every vector of devices per kind, from the exact DP
+# (:func:`solvers.dp_stages.solve_problem`).
 #
 # **One run or one per allocation.** The DP's feasibility table ``g[J][s][c]`` (fewest devices of the last
 # kind, given ``c`` devices of the others) answers every allocation at once, but only for one threshold
@@ -464,15 +491,20 @@ class CurveCache:
 #
 # Piper-format jobs (``../shared/workloads/piper/FORMAT.md``) get this curve: the file's single kind is
 # the cluster's accelerator kind (``accelerator`` when the cluster has several), with the file's memory,
-# bandwidth and micro-batches and the cluster's count (or the job's ``limit``). The replicated model has
-# no host kinds, so a point's host memory is the job's base memory.
+# bandwidth and micro-batches and the cluster's count (or the job's ``limit``); they have no host kinds,
+# so a point's host memory is the job's base memory. ONNX jobs get it through :func:`onnx_curve`, where
+# a point's host memory also holds what its plan's stages on host kinds hold (per device, times their
+# devices).
 
 
 def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = None, base_memory: float = 0.0,
-                  unit: str = "", time_limit: float | None = None) -> JobCurve:
-    """The curve of ``problem`` for every allocation up to its kinds' counts (see the module doc).
+                  unit: str = "", time_limit: float | None = None, host: Sequence[bool] | None = None,
+                  scale: float = 1.0) -> JobCurve:
+    """The curve of ``problem`` for every allocation up to its kinds' counts (see the section doc).
     ``kinds``: the shared cluster's kind names in its order (default: the problem's); ``time_limit``:
-    seconds per allocation (an allocation stopped by it makes the curve inexact, said in ``notes``)."""
+    seconds per allocation (an allocation stopped by it makes the curve inexact, said in ``notes``);
+    ``host``: which of the problem's kinds are host CPU cores (default none); ``scale``: the curve's
+    unit per unit of the problem's objective."""
     from solvers.base import Status
     from solvers.dp_stages import solve_problem
 
@@ -482,10 +514,15 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
     missing = [k for k in own if k not in kinds]
     if missing:
         raise InputError(f"the job's device kinds {missing} are not in the cluster ({', '.join(kinds)})")
+    own_host = tuple(bool(h) for h in host) if host is not None else (False,) * len(own)
+    if len(own_host) != len(own):
+        raise InputError(f"host: one flag per kind of the problem ({len(own)}), got {len(own_host)}")
     where = [kinds.index(k) for k in own]
     limits = [0] * len(kinds)
-    for k, pos in zip(problem.kinds, where):
+    flags = [False] * len(kinds)
+    for k, pos, h in zip(problem.kinds, where, own_host):
         limits[pos] = int(k.count)
+        flags[pos] = h
 
     def full(c) -> tuple[int, ...]:
         out = [0] * len(kinds)
@@ -494,38 +531,109 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
         return tuple(out)
 
     values: dict[tuple[int, ...], float] = {}
+    memory: dict[tuple[int, ...], float] = {}  # host memory of the plan that gives values[c]
     exact, notes, runs = True, [], 0
     grid = itertools.product(*(range(k.count + 1) for k in problem.kinds))
     for c in sorted(grid, key=lambda c: (sum(c), c)):
-        smaller = min((values[c[:t] + (x - 1,) + c[t + 1:]] for t, x in enumerate(c) if x > 0),
-                      default=math.inf)
         if sum(c) == 0:
-            values[c] = math.inf
+            values[c], memory[c] = math.inf, float(base_memory)
             continue
+        below = [c[:t] + (x - 1,) + c[t + 1:] for t, x in enumerate(c) if x > 0]
+        prev = min(below, key=lambda b: (values[b], memory[b]))
+        smaller = values[prev]
         sub = problem.with_options(kinds=tuple(dataclasses.replace(k, count=int(x))
                                                for k, x in zip(problem.kinds, c)))
         runs += 1
         r = solve_problem(sub, time_limit=time_limit,
                           upper_bound=smaller * (1 + 1e-9) if math.isfinite(smaller) else math.inf)
-        v = r.objective if r.plan is not None else math.inf
+        v = r.objective * scale if r.plan is not None else math.inf
         if r.status not in (Status.OPTIMAL, Status.INFEASIBLE):
             exact = False
             notes.append(f"{full(c)}: {r.message or r.status}")
-        values[c] = min(v, smaller)
+        if v < smaller:
+            values[c], memory[c] = v, float(base_memory) + _stage_host_memory(sub, r, own_host)
+        else:
+            values[c], memory[c] = smaller, memory[prev]
     points = []
     for c, v in values.items():
         if math.isfinite(v) and _efficient(values, c, v):
-            points.append(CurvePoint(full(c), v, float(base_memory)))
+            points.append(CurvePoint(full(c), v, memory[c]))
     points.sort(key=lambda p: (sum(p.counts), p.counts))
-    return JobCurve(kinds, tuple(limits), tuple(False for _ in kinds),
+    return JobCurve(kinds, tuple(limits), tuple(flags),
                     {full(c): v for c, v in values.items()}, tuple(points), float(base_memory), unit,
-                    "dp-replicated-per-count", exact,
-                    time.perf_counter() - t0, tuple(notes) + (f"{runs} dp-replicated runs",))
+                    "stage-dp-per-count", exact,
+                    time.perf_counter() - t0, tuple(notes) + (f"{runs} stage-model dp runs",))
+
+
+def _stage_host_memory(problem: ParallelProblem, solution, host: Sequence[bool]) -> float:
+    """Bytes the plan of ``solution`` holds on host kinds: each host stage's peak per device times its
+    devices."""
+    if not any(host):
+        return 0.0
+    from graphs.parallel import evaluate_plan
+
+    ev = solution.evaluation if solution.evaluation is not None else evaluate_plan(problem, solution.plan)
+    return float(sum(s.memory * s.devices for s in ev.stages if host[s.stage.kind]))
+
+
+def onnx_curve(job: JobSpec, cluster: ClusterSpec, *,
+               curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
+               solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
+    """The curve of an ONNX job on the stage model (replicas up to the job's ``max_replicas``, tensor
+    parallelism, variants; the problem of :func:`placement.onnx_stages.load_problem` on the job's
+    devices, front-end settings and default schedule), per allocation the faster of it and the
+    one-device-per-stage curve of the same costed graph (:func:`faster_of`). Times are milliseconds per
+    run of the model at the job's batch size, as the one-device-per-stage curve's."""
+    from types import SimpleNamespace
+
+    from placement.onnx_stages import load_problem
+
+    devices = job_devices(job, cluster)
+    args = SimpleNamespace(workload=job.model, max_devices=None, bandwidth=None, microbatches=None,
+                           max_replicas=job.max_replicas, granularity=None, schedule=None,
+                           device_memory=None, out=None)
+    frontend = {"devices": str(devices), "device_files": list(cluster.device_files) or None,
+                "costs": job.costs or "roofline", "batch_size": job.batch_size,
+                "training": bool(job.training), "optimizer": job.optimizer or "adam"}
+    problem, (graph, _), settings = load_problem(args, frontend)
+    batch = max(1, int(settings.get("batch_size") or 1))
+    stage = problem_curve(problem, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
+                          time_limit=solve_time_limit, host=[s.host for s in devices.specs],
+                          scale=1e3 * batch)  # seconds per sample -> ms per run of the batch
+    one = graph_curve(graph, devices.cluster(), kinds=cluster.kinds, base_memory=job.host_memory,
+                      unit="ms", curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+    return faster_of(stage, one, note=f"stage model at {settings['granularity']} granularity, "
+                                      f"{problem.microbatches} micro-batches, {problem.schedule}")
+
+
+def faster_of(a: JobCurve, b: JobCurve, *, note: str = "") -> JobCurve:
+    """The curve whose value at every allocation is the smaller of ``a``'s and ``b``'s (two curves over
+    the same kinds and limits). Its points are those of both that no other point dominates (no more
+    devices of any kind, no more host memory, as fast), so :meth:`JobCurve.best_within` is never worse
+    than either curve's under any host memory."""
+    if (a.kinds, a.limits, a.host) != (b.kinds, b.limits, b.host):
+        raise InputError(f"curves over different kinds or limits: {a.kinds} {a.limits} and "
+                         f"{b.kinds} {b.limits}")
+    values = {c: min(v, b.values[c]) for c, v in a.values.items()}
+    kept: list[CurvePoint] = []
+    for p in sorted(a.points + b.points, key=lambda p: (p.time_per_sample, sum(p.counts), p.host_memory)):
+        if not any(q.time_per_sample <= p.time_per_sample * (1 + _REL)
+                   and q.host_memory <= p.host_memory * (1 + _REL)
+                   and all(x <= y for x, y in zip(q.counts, p.counts)) for q in kept):
+            kept.append(p)
+    kept.sort(key=lambda p: (sum(p.counts), p.counts, p.host_memory))
+    faster = sum(a.values[c] < b.values[c] * (1 - _REL) for c in values)
+    notes = a.notes + b.notes + (f"per allocation the faster of {a.method} and {b.method}"
+                                 + (f" ({note})" if note else "")
+                                 + f": {a.method} faster at {faster} of {len(values)} allocations",)
+    return JobCurve(a.kinds, a.limits, a.host, values, tuple(kept), a.base_memory, a.unit or b.unit,
+                    f"faster of {a.method}, {b.method}", a.exact and b.exact, a.seconds + b.seconds, notes)
 
 
 def piper_problem(data, job, cluster) -> ParallelProblem:
-    """The replicated problem of a Piper-format job (decoded ``data``) on the shared ``cluster`` (a
-    :class:`~placement.cluster.formats.ClusterSpec`): see the module doc."""
+    """The stage problem of a Piper-format job (decoded ``data``) on the shared ``cluster`` (a
+    :class:`~placement.cluster.formats.ClusterSpec`), with the job's ``max_replicas``: see the section
+    doc above :func:`problem_curve`."""
     from graphs.piper import parse_piper
 
     accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
@@ -542,5 +650,5 @@ def piper_problem(data, job, cluster) -> ParallelProblem:
     count = min(count, (job.limit or {}).get(acc, count))
     if count < 1:
         raise InputError(f"job {job.name!r}: its limit leaves it no {acc} device")
-    p = parse_piper(data, source=job.model, devices=count)
+    p = parse_piper(data, source=job.model, devices=count, max_replicas=job.max_replicas)
     return p.with_options(kinds=(dataclasses.replace(p.kinds[0], name=acc),))

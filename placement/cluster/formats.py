@@ -18,8 +18,10 @@ workloads' time unit. Each job: ``model`` (an ONNX model, or a reference-format 
 ``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
 ``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
 ``limit`` (the most it can use, which also bounds its curve's DP), ``host_memory_gb`` (host memory it
-needs whatever it runs on, default 0) and ``accelerator`` (reference workloads: which cluster kind is
-its accelerator when the cluster has several). Relative model paths are relative to the job list.
+needs whatever it runs on, default 0), ``accelerator`` (reference workloads: which cluster kind is
+its accelerator when the cluster has several) and ``max_replicas`` (ONNX and Piper-format models: the
+largest data-parallel degree of a stage, default unlimited; 1 gives an ONNX job the
+one-device-per-stage curve). Relative model paths are relative to the job list.
 
 A job's input pipeline (:mod:`~placement.cluster.inputs`, Synergy's model) is either an ``input`` section,
 ``{"cpu_ms_per_sample": 8.0, "sample_bytes": 110000, "dataset_gb": 140, "storage_gbps": 0.5}``
@@ -131,6 +133,7 @@ class JobSpec:
     index: int = 0
     input: InputSpec | None = None
     throughput: ThroughputTable | None = None
+    max_replicas: int | None = None  # largest data-parallel degree of a stage (None: unlimited)
 
     @property
     def is_onnx(self) -> bool:
@@ -156,7 +159,8 @@ def read_jobs(path: str | os.PathLike) -> JobList:
 
 
 _JOB_KEYS = ("name", "model", "samples", "arrival", "training", "batch_size", "optimizer", "costs",
-             "request", "limit", "host_memory_gb", "accelerator", "input", "throughput")
+             "request", "limit", "host_memory_gb", "accelerator", "input", "throughput",
+             "max_replicas")
 _INPUT_KEYS = ("cpu_ms_per_sample", "sample_bytes", "dataset_gb", "storage_gbps")
 
 
@@ -259,6 +263,11 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     batch = j.get("batch_size")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InputError(f"{where}: batch_size must be a positive integer", source=source)
+    max_replicas = j.get("max_replicas")
+    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
+                                     or max_replicas < 1):
+        raise InputError(f"{where}: max_replicas must be a positive integer (1: one device per stage), "
+                         f"got {max_replicas!r}", source=source)
     for key in ("optimizer", "costs", "accelerator"):
         if j.get(key) is not None and not isinstance(j[key], str):
             raise InputError(f"{where}: {key} must be a string", source=source)
@@ -279,7 +288,7 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
                    batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
                    limit=limit, host_memory=host_memory, accelerator=acc, index=i, input=inp,
-                   throughput=throughput)
+                   throughput=throughput, max_replicas=max_replicas)
 
 
 def _accelerator(j, where, cluster: ClusterSpec, source) -> str | None:
@@ -299,7 +308,8 @@ def _accelerator(j, where, cluster: ClusterSpec, source) -> str | None:
 
 def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpec:
     """A job given by its measured throughput table only (no model)."""
-    model_only = [k for k in ("training", "batch_size", "optimizer", "costs", "input") if k in j]
+    model_only = [k for k in ("training", "batch_size", "optimizer", "costs", "input", "max_replicas")
+                  if k in j]
     if model_only:
         raise InputError(f"{where}: {', '.join(model_only)} need a model; a job given by its throughput "
                          f"table alone has none", source=source)
