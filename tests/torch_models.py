@@ -232,6 +232,36 @@ def gpt2(*, layers: int = 4, hidden: int = 768, heads: int = 12, vocab: int = 50
     return GPT2().eval()
 
 
+def bert(*, layers: int = 4, hidden: int = 768, heads: int = 12, vocab: int = 30522, positions: int = 512,
+         seed: int = 0):
+    """A BERT-style encoder (BERT-base shapes by default, ``layers`` blocks): token and position
+    embeddings with their LayerNorm, post-norm blocks (bidirectional self-attention, an MLP with the
+    erf GELU) as torch's own ``nn.TransformerEncoderLayer`` builds them, and a masked-LM head (dense,
+    GELU, LayerNorm, the tied decoder)."""
+    import torch
+    from torch import nn
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.word, self.position = nn.Embedding(vocab, hidden), nn.Embedding(positions, hidden)
+            self.norm = nn.LayerNorm(hidden)
+            self.layers = nn.ModuleList([nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.0,
+                                                                    activation="gelu", batch_first=True)
+                                         for _ in range(layers)])
+            self.dense, self.head_norm = nn.Linear(hidden, hidden), nn.LayerNorm(hidden)
+
+        def forward(self, idx):
+            x = self.norm(self.word(idx) + self.position(torch.arange(idx.shape[1])))
+            for layer in self.layers:
+                x = layer(x)
+            x = self.head_norm(nn.functional.gelu(self.dense(x)))
+            return nn.functional.linear(x, self.word.weight)
+
+    torch.manual_seed(seed)
+    return Bert().eval()
+
+
 def export_onnx(model, path, example, *, dynamic_batch: bool = True, dynamo: bool = False) -> str:
     """``torch.onnx.export`` of ``model`` on ``example`` (one tensor) to ``path``, with a symbolic batch
     dimension (``dynamic_batch``) as a model exported for serving has. ``dynamo``: the torch.export-based
