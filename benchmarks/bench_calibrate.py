@@ -243,7 +243,9 @@ def _calibration_row(label: str, cal, seconds: float) -> dict:
             "competing_during": d.competing_during, "spread": d.spread,
             "conv_gflops": cal.conv_flops / 1e9, "matmul_gflops": cal.matmul_flops / 1e9,
             "other_gflops": cal.spec().fp32 / 1e9, "bandwidth_gbs": cal.bandwidth / 1e9,
-            "launch_us": cal.launch * 1e6, "op_gflops": {t: r / 1e9 for t, r in cal.op_flops}}
+            "launch_us": cal.launch * 1e6, "op_gflops": {t: r / 1e9 for t, r in cal.op_flops},
+            "conv_half": [cal.conv_half_channels, cal.conv_half_pixels],
+            "depthwise": None if cal.depthwise is None else [[r / 1e9, c * 1e6] for r, c in cal.depthwise]}
 
 
 def main(argv=None) -> int:
