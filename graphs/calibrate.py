@@ -1049,7 +1049,7 @@ def device_file_text(cal: Calibration) -> str:
     if cal.depthwise is not None:
         (r1, c1), (r2, c2) = cal.depthwise
         lines += ["# depthwise Conv (one input channel per group), [stride 1, strided]: time = FLOPs /",
-                  "# depthwise_gflops + channels x depthwise_channel_us, instead of conv_tflops and its curve",
+                  "# depthwise_gflops + channels x depthwise_channel_us (not conv_tflops and its curve)",
                   f"depthwise_gflops = [{r1 / _G:.4g}, {r2 / _G:.4g}]",
                   f"depthwise_channel_us = [{c1 / _US:.4g}, {c2 / _US:.4g}]"]
     if cal.bandwidth_curve:
