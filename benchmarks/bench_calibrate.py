@@ -15,9 +15,10 @@ The benchmark pins itself to the last CPU (``--no-pin``: not). Two conditions, b
 * **competing**: ``--competitors`` processes (default 1) started by the benchmark, each alternating
   a 512 x 512 matrix product and a pass over a 64 MB array, run during the calibration.
 
-Measurements (no competitor of ours): the median of ``--rounds`` medians of ``--repeats`` runs, one
-thread, by the thread's CPU time and by the wall clock, with the zoo models' run-time weight
-generators replaced by stored weights (the cost model folds the generators away); per operator class,
+Measurements (no competitor of ours): the median of ``--rounds`` medians of ``--repeats`` runs (their
+range is reported: how far other work moved the reference), one thread, by the thread's CPU time and
+by the wall clock, with the zoo models' run-time weight generators replaced by stored weights (the
+cost model folds the generators away); per operator class,
 onnxruntime's profiled kernel times scaled to the CPU-clock whole-model time. Errors: predicted /
 measured - 1, against the CPU-clock time. ``--fit-model`` adds a fit to that model's profile.
 
@@ -207,7 +208,8 @@ def measure(path: str, tmp: str, *, repeats: int, rounds: int) -> dict:
     gs = load_onnx(stored) if stored is not None else g
     assert gs.num_ops == g.num_ops
     s0, t0 = _cpu_sample(), time.perf_counter()
-    cpu = statistics.median(measure_run_time(gs, repeats=repeats, cpu_time=True) for _ in range(rounds))
+    cpu_rounds = [measure_run_time(gs, repeats=repeats, cpu_time=True) for _ in range(rounds)]
+    cpu = statistics.median(cpu_rounds)
     wall = statistics.median(measure_run_time(gs, repeats=repeats) for _ in range(rounds))
     competing = _competing(s0, _cpu_sample())
     prof = profile_ops(g, repeats=repeats)
@@ -216,7 +218,8 @@ def measure(path: str, tmp: str, *, repeats: int, rounds: int) -> dict:
         if op.name in prof:
             classes[op_class(op.op_type)] = classes.get(op_class(op.op_type), 0.0) + prof[op.name]
     total = sum(classes.values())
-    return {"operators": g.num_ops, "cpu_ms": cpu, "wall_ms": wall, "profiled_ms": total,
+    return {"operators": g.num_ops, "cpu_ms": cpu, "cpu_rounds_ms": cpu_rounds, "wall_ms": wall,
+            "profiled_ms": total,
             "classes_ms": {c: v * cpu / total for c, v in classes.items()}, "load": _load(),
             "competing": competing, "seconds": time.perf_counter() - t0}
 
@@ -243,7 +246,9 @@ def _calibration_row(label: str, cal, seconds: float) -> dict:
             "competing_during": d.competing_during, "spread": d.spread,
             "conv_gflops": cal.conv_flops / 1e9, "matmul_gflops": cal.matmul_flops / 1e9,
             "other_gflops": cal.spec().fp32 / 1e9, "bandwidth_gbs": cal.bandwidth / 1e9,
-            "launch_us": cal.launch * 1e6, "op_gflops": {t: r / 1e9 for t, r in cal.op_flops}}
+            "launch_us": cal.launch * 1e6, "op_gflops": {t: r / 1e9 for t, r in cal.op_flops},
+            "conv_half": [cal.conv_half_channels, cal.conv_half_pixels],
+            "depthwise": None if cal.depthwise is None else [[r / 1e9, c * 1e6] for r, c in cal.depthwise]}
 
 
 def main(argv=None) -> int:
@@ -339,13 +344,17 @@ def report(out: dict) -> None:
                                                               shifts.items())
               + f"; largest shift {worst:.0%}, the tool's bound {c['bound']:.0%} "
               f"({'covered' if worst <= c['bound'] else 'NOT covered'})")
-    print("\nwhole model, ms: measured (CPU clock; wall) and predicted (error vs the CPU-clock time)")
-    print("| model | held out | ops | measured | wall | " + " | ".join(labels) + " | load | other cores |")
-    print("|---" * (7 + len(labels)) + "|")
+    print("\nwhole model, ms: measured (CPU clock: the median of the rounds' medians, and their range; wall) "
+          "and predicted (error vs the CPU-clock time)")
+    print("| model | held out | ops | measured | rounds | wall | " + " | ".join(labels)
+          + " | load | other cores |")
+    print("|---" * (8 + len(labels)) + "|")
     for name, r in out["models"].items():
         cells = [_err(r["predicted"][k]["ms"], r["cpu_ms"]) for k in labels]
+        rounds = r.get("cpu_rounds_ms") or [r["cpu_ms"]]
         print(f"| {name} | {'yes' if r['held_out'] else 'no'} | {r['operators']} | {r['cpu_ms']:.1f} | "
-              f"{r['wall_ms']:.1f} | " + " | ".join(cells) + f" | {r['load']:.1f} | {_f(r['competing'])} |")
+              f"{min(rounds):.1f}–{max(rounds):.1f} | {r['wall_ms']:.1f} | " + " | ".join(cells)
+              + f" | {r['load']:.1f} | {_f(r['competing'])} |")
     for label in ("quiet", "competing"):
         if label not in cals:
             continue

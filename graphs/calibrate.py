@@ -17,9 +17,12 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
       overhead; the largest is the kind's ``mem_bandwidth``;
     * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
       that keep their shape, at the channel counts and image sizes of ImageNet CNNs, at few channels
-      or few pixels, grouped and depthwise; :func:`fit_conv_curve` fits the rate of a large
+      or few pixels, and grouped; :func:`fit_conv_curve` fits the rate of a large
       convolution and the sizes at which the efficiency halves (a convolution is a matrix product of
       M = output channels by N = output pixels: narrow ones run the kernel below its peak);
+    * depthwise Conv (``depthwise``): 3x3, one channel per group, at stride 1 (chained) and 2 (fanned
+      out); :func:`fit_depthwise` fits a rate and a time per channel for each (such a kernel runs
+      channel by channel: one matrix row per group, far beyond the narrow end of the Conv curve);
     * MatMul (``matmul_flops``): transformer-sized products (128 and 512 rows, width 768 and 1024, a
       768 -> 3072 -> 768 MLP pair), the same way; fp16 too where the provider runs it (``fp16``);
     * operators whose kernels run far from the other-arithmetic rate (``op_flops``): LRN, MaxPool and
@@ -61,7 +64,8 @@ from .errors import InputError, PlacementError
 
 __all__ = ["Calibration", "Disturbance", "CalibrationDisturbed", "Series", "calibrate", "assess",
            "probe_machine", "fit_profile", "fit_conv_curve", "device_file_text", "write_device_file",
-           "provider_for", "op_class", "OP_CLASSES", "FIGURES", "CONV_SHAPES", "OP_BENCHMARKS"]
+           "provider_for", "op_class", "OP_CLASSES", "FIGURES", "CONV_SHAPES", "OP_BENCHMARKS",
+           "DEPTHWISE_SHAPES", "fit_depthwise"]
 
 _G, _T, _US = 1e9, 1e12, 1e-6
 
@@ -117,6 +121,8 @@ class Calibration:
     conv_half_channels: float = 0.0  # Conv efficiency curve (see graphs.devices); 0 = none
     conv_half_pixels: float = 0.0
     op_flops: tuple[tuple[str, float], ...] = ()
+    # depthwise Conv: ((FLOP/s, seconds per channel) at stride 1, (the same) strided); None: not measured
+    depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
     seconds: float = 0.0
     date: str = ""
     points: dict = field(default_factory=dict)
@@ -132,7 +138,8 @@ class Calibration:
                        mem_bandwidth=self.bandwidth, launch=self.launch, efficiency=1.0,
                        conv_flops=self.conv_flops, conv_half_channels=self.conv_half_channels,
                        conv_half_pixels=self.conv_half_pixels, matmul_flops=self.matmul_flops,
-                       bandwidth_curve=self.bandwidth_curve, op_flops=self.op_flops)
+                       bandwidth_curve=self.bandwidth_curve, op_flops=self.op_flops,
+                       depthwise=self.depthwise if self.depthwise is not None else base.depthwise)
 
     def source(self, figure: str) -> str:
         """How ``figure`` (``conv``, ``matmul``, ``other``, ``bandwidth``, ``launch``, ``fp16``) was
@@ -308,6 +315,26 @@ def _conv_unit(channels: int, kernel: int, rng, groups: int = 1):
         return [h.make_node("Conv", [inp, w.name, b.name], [out], kernel_shape=[kernel, kernel],
                             pads=[pad] * 4, group=groups)], [w, b]
     return unit
+
+
+def _depthwise_fan(channels: int, side: int, stride: int, k: int, rng):
+    """``k`` depthwise 3x3 convolutions of ``stride`` (padding 1), each with its own weights, all reading
+    the model input [1, channels, side, side]: strided ones change the shape, so they are fanned out."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    out = (side + 2 - 3) // stride + 1
+    inits = []
+
+    def node(inp, y, i):
+        w = nh.from_array((rng.standard_normal((channels, 1, 3, 3)) / 3.0).astype(np.float32), f"w{i}")
+        b = nh.from_array(np.zeros(channels, np.float32), f"b{i}")
+        inits.extend([w, b])
+        return h.make_node("Conv", [inp, w.name, b.name], [y], kernel_shape=[3, 3], pads=[1] * 4,
+                           strides=[stride, stride], group=channels)
+    model = _fan(node, (1, channels, side, side), (1, channels, out, out), k)
+    model.graph.initializer.extend(inits)
+    return model
 
 
 def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
@@ -617,8 +644,11 @@ CONV_SHAPES = ((64, 56, 3, 1), (128, 28, 3, 1), (256, 14, 3, 1), (512, 7, 3, 1),
                (256, 28, 1, 1), (512, 14, 1, 1), (1024, 7, 1, 1),
                # few channels or few pixels: where a convolution's efficiency falls
                (16, 56, 3, 1), (32, 28, 3, 1), (64, 7, 3, 1), (32, 56, 1, 1), (128, 7, 1, 1),
-               # grouped and depthwise (one channel per group: MobileNet, ShuffleNet)
-               (240, 28, 1, 3), (120, 28, 3, 120), (240, 14, 3, 240))
+               # grouped (ShuffleNet's 1x1 group convolutions)
+               (240, 28, 1, 3))
+# depthwise 3x3 convolutions (one channel per group: MobileNet, ShuffleNet), (channels, input side, stride):
+# costed on their own (DeviceSpec.depthwise), not by the Conv curve; stride 1 chained, strided fanned out
+DEPTHWISE_SHAPES = ((120, 28, 1), (240, 14, 1), (544, 7, 1), (112, 56, 2), (272, 14, 2))
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
@@ -746,6 +776,25 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
     conv_rate, half_m, half_n = fit_conv_curve([(p["flops"], p["channels"] / p["groups"], p["side"] ** 2,
                                                  max(p["seconds"] - launch, 1e-9)) for p in points["conv"]])
 
+    points["depthwise"] = []
+    for c, side, stride in DEPTHWISE_SHAPES:
+        say(f"depthwise Conv 3x3, {c} channels, {side}x{side}, stride {stride}")
+        out = (side - 1) // stride + 1
+        flops = 19.0 * c * out * out  # 2 x 9 per output, plus the bias (as graphs.costs counts it)
+        name = f"depthwise Conv 3x3 c{c} {side}x{side} stride {stride}"
+        if stride == 1:
+            t = timer.per_link(_conv_unit(c, 3, rng, c), (1, c, side, side), 1, 5, name=name)
+        else:
+            feed = np.random.default_rng(0).standard_normal((1, c, side, side)).astype(np.float32)
+            t1, t2 = timer.run_times([_depthwise_fan(c, side, stride, 1, rng),
+                                      _depthwise_fan(c, side, stride, 5, rng)], feed, name)
+            t = max(t2 - t1, 0.0) / 4
+        points["depthwise"].append({"channels": c, "side": side, "stride": stride, "flops": flops,
+                                    "seconds": t})
+    dw = tuple(fit_depthwise([(p["flops"], p["channels"], max(p["seconds"] - launch, 1e-9))
+                              for p in points["depthwise"] if (p["stride"] > 1) == strided])
+               for strided in (False, True))
+
     def matmuls(dtype) -> tuple[float, list]:
         tot_f = tot_t = 0.0
         pts = []
@@ -778,7 +827,8 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
                        threads=threads, conv_flops=conv_rate, conv_half_channels=half_m,
                        conv_half_pixels=half_n, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
-                       bandwidth_curve=tuple(curve), op_flops=op_rates, seconds=time.perf_counter() - t_start,
+                       bandwidth_curve=tuple(curve), op_flops=op_rates, depthwise=dw,
+                       seconds=time.perf_counter() - t_start,
                        date=_now(), points=points, sources=sources, disturbance=dist)
 
 
@@ -810,6 +860,24 @@ def fit_conv_curve(points: Sequence[tuple[float, float, float, float]]) -> tuple
             if err < best[0] - 1e-12:
                 best = (err, 1.0 / inv, hm, hn)
     return best[1], best[2], best[3]
+
+
+def fit_depthwise(points: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
+    """The rate ``r`` (FLOP/s) and per-channel time ``c`` (s) that best explain ``points`` of (FLOPs,
+    channels, seconds) by time = FLOPs / r + channels x c, in relative error (non-negative least squares
+    on time / measured = 1). With one point, or a fit that gives the FLOPs no time: ``c`` = 0 and ``r``
+    the plain rate that fits best."""
+    from scipy.optimize import nnls
+
+    if not points:
+        raise InputError("fit_depthwise needs at least one (FLOPs, channels, seconds) point")
+    f, ch, t = (np.array(x, dtype=float) for x in zip(*points))
+    if len(points) >= 2:
+        coef, _ = nnls(np.stack([f / t, ch / t], axis=1), np.ones_like(t))
+        if coef[0] > 0:
+            return float(1.0 / coef[0]), float(coef[1])
+    a = f / t  # FLOPs alone: 1 / r minimising sum((f / (r t) - 1)^2)
+    return float((a * a).sum() / a.sum()), 0.0
 
 
 def _loadavg() -> float | None:
@@ -978,6 +1046,12 @@ def device_file_text(cal: Calibration) -> str:
         rates = ", ".join(f"{op} = {r / _G:.4g}" for op, r in cal.op_flops)
         lines += ["# measured fp32 GFLOP/s of operator types whose kernels run far from fp32_tflops",
                   f"op_gflops = {{ {rates} }}"]
+    if cal.depthwise is not None:
+        (r1, c1), (r2, c2) = cal.depthwise
+        lines += ["# depthwise Conv (one input channel per group), [stride 1, strided]: time = FLOPs /",
+                  "# depthwise_gflops + channels x depthwise_channel_us (not conv_tflops and its curve)",
+                  f"depthwise_gflops = [{r1 / _G:.4g}, {r2 / _G:.4g}]",
+                  f"depthwise_channel_us = [{c1 / _US:.4g}, {c2 / _US:.4g}]"]
     if cal.bandwidth_curve:
         pts = ", ".join(f"[{b:.0f}, {r / _G:.4g}]" for b, r in cal.bandwidth_curve)
         lines += ["# achieved bandwidth by operator size: [bytes one operator reads and writes, GB/s];",

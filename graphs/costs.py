@@ -6,7 +6,8 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
     FLOPs and bytes of every operator from its shapes (:func:`op_flops`, :func:`op_bytes`);
     time = max(FLOPs / peak, bytes / memory bandwidth) + launch overhead, with the fp16 peak for
     half-precision operators. A calibrated kind (``placement calibrate``) replaces the peak by its
-    measured Conv and MatMul/Gemm rates for those operators and the bandwidth by its measured
+    measured Conv and MatMul/Gemm rates for those operators, a depthwise convolution's arithmetic by its
+    depthwise figures (:meth:`DeviceSpec.depthwise_time`) and the bandwidth by its measured
     bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`).
     An operator without a formula (unknown type, or shapes the formula needs
     are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
@@ -47,7 +48,8 @@ from .errors import InputError
 from .onnx_loader import OnnxGraph, Op
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
-           "op_flops", "op_bytes", "half_precision", "roofline_time", "profile_ops", "measure_run_time"]
+           "op_flops", "op_bytes", "half_precision", "depthwise", "roofline_time", "profile_ops",
+           "measure_run_time"]
 
 log = logging.getLogger("graphs.onnx")
 
@@ -277,6 +279,19 @@ def _conv_size(op: Op) -> tuple[float, float] | None:
     return y.shape[1] / group, y.elements / y.shape[1]
 
 
+def depthwise(op: Op) -> tuple[int, bool] | None:
+    """A depthwise convolution's channels (groups, one input channel each) and whether it is strided;
+    ``None`` for any other operator (or unknown weight shape)."""
+    if op.op_type not in CONV_TYPES:
+        return None
+    w = _shape(op.inputs[1] if len(op.inputs) > 1 else None)
+    group = op.attrs.get("group", 1)
+    if w is None or len(w) < 3 or w[1] != 1 or not isinstance(group, int) or group < 2:
+        return None
+    strides = op.attrs.get("strides") or [1]
+    return group, any(int(s) > 1 for s in strides)
+
+
 def half_precision(op: Op) -> bool:
     """Whether ``op`` computes in half precision (its output is fp16/bf16): it runs at the fp16 peak."""
     y = op.outputs[0] if op.outputs else None
@@ -296,8 +311,13 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
     nbytes = op_bytes(op)
     # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
     # kinds); otherwise exactly peak and bandwidth
-    rate = spec.flop_rate(op.op_type, _half(op), _conv_size(op) if op.op_type in CONV_TYPES else None)
-    t_flops, t_bytes = flops / rate, nbytes / spec.bandwidth_at(nbytes)
+    dw = depthwise(op) if spec.depthwise is not None and not _half(op) else None
+    if dw is not None:  # the kind's depthwise figures: per-channel time plus FLOPs at the depthwise rate
+        t_flops = spec.depthwise_time(flops, *dw)
+    else:
+        t_flops = flops / spec.flop_rate(op.op_type, _half(op),
+                                         _conv_size(op) if op.op_type in CONV_TYPES else None)
+    t_bytes = nbytes / spec.bandwidth_at(nbytes)
     if not known:  # conservative: no overlap of arithmetic and memory traffic
         return t_flops + t_bytes + spec.launch
     return max(t_flops, t_bytes) + spec.launch

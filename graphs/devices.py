@@ -43,6 +43,9 @@ by ``efficiency``::
                              # and writes, GB/s] pairs, interpolated on log(bytes), flat beyond the ends
     op_gflops = { LRN = 0.3, MaxPool = 2.5 }
                              # achieved fp32 GFLOP/s of these operator types, instead of fp32_tflops
+    depthwise_gflops = [7.3, 1.6]     # depthwise Conv (one input channel per group), stride 1 and
+    depthwise_channel_us = [0.36, 0.45]  # strided: time = FLOPs / rate + channels x per-channel time,
+                             # instead of the Conv curve (whose narrow end it is far beyond)
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ class DeviceSpec:
     # achieved fp32 FLOP/s of operator types measured on their own (calibrate: LRN, pooling), which
     # replace fp32 for those types: ((op type, FLOP/s), ...); () = none
     op_flops: tuple[tuple[str, float], ...] = ()
+    # depthwise Conv (one input channel per group): ((FLOP/s, seconds per channel) at stride 1, (the
+    # same) strided), measured by calibrate; None: the Conv rate and curve
+    depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
     # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
     # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
     # across servers (network); ``None``: unknown (the host link is used)
@@ -136,6 +142,13 @@ class DeviceSpec:
         if any(not (isinstance(r, (int, float)) and 0 < r < math.inf) for _, r in ops):
             raise InputError(f"device {self.name!r}: op_gflops must map operator types to positive numbers")
         object.__setattr__(self, "op_flops", ops)
+        if self.depthwise is not None:
+            dw = tuple(tuple(pair) for pair in self.depthwise)
+            if len(dw) != 2 or any(len(p) != 2 or not all(isinstance(x, (int, float)) for x in p)
+                                   or not (0 < p[0] < math.inf and 0 <= p[1] < math.inf) for p in dw):
+                raise InputError(f"device {self.name!r}: depthwise_gflops and depthwise_channel_us must each "
+                                 f"be two numbers (stride 1, strided): positive rates, non-negative times")
+            object.__setattr__(self, "depthwise", dw)
         size = self.server_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
@@ -173,6 +186,15 @@ class DeviceSpec:
                 if t == op_type:
                     return r
         return self.peak(half)
+
+    def depthwise_time(self, flops: float, channels: float, strided: bool) -> float | None:
+        """Seconds of arithmetic a depthwise Conv of ``flops`` over ``channels`` channels takes by the
+        kind's depthwise figures (``FLOPs / rate + channels x per-channel time``, the strided pair when
+        ``strided``), or ``None`` when it has none (the Conv rate applies)."""
+        if self.depthwise is None:
+            return None
+        rate, per_channel = self.depthwise[1 if strided else 0]
+        return flops / rate + channels * per_channel
 
     def bandwidth_at(self, nbytes: float) -> float:
         """Bytes/s an operator moving ``nbytes`` reaches: the measured curve interpolated on log(bytes)
@@ -277,6 +299,7 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
     "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
     "bandwidth_curve": ("bandwidth_curve", None), "op_gflops": ("op_flops", None),
+    "depthwise_gflops": ("depthwise", None), "depthwise_channel_us": ("depthwise", None),
     "server_size": ("server_size", None),
     "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
@@ -377,6 +400,20 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                     raise InputError(f"{where}: op_gflops must be a table of operator type = GFLOP/s",
                                      source=source)
                 value = tuple((str(t), float(r) * _G) for t, r in value.items())
+            elif attr == "depthwise":  # the two keys make one field
+                if ("depthwise_gflops" in entry) != ("depthwise_channel_us" in entry):
+                    raise InputError(f"{where}: give depthwise_gflops and depthwise_channel_us together",
+                                     source=source)
+                rates, times = entry["depthwise_gflops"], entry["depthwise_channel_us"]
+
+                def pair(v) -> bool:
+                    return isinstance(v, list) and len(v) == 2 and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+
+                if not (pair(rates) and pair(times)):
+                    raise InputError(f"{where}: depthwise_gflops and depthwise_channel_us must be two "
+                                     f"numbers each [stride 1, strided]", source=source)
+                value = tuple((float(r) * _G, float(t) * _US) for r, t in zip(rates, times))
             elif attr == "server_size":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",

@@ -106,6 +106,10 @@ def run(args) -> int:
              "not measured (same as the other-arithmetic rate)"),
             ("memory bandwidth (large)", rate("bandwidth", f"{cal.bandwidth / 1e9:.1f} GB/s")),
             ("per-operator overhead", f"{cal.launch * 1e6:.2f} us ({verb})")]
+    if cal.depthwise is not None:
+        (r1, c1), (r2, c2) = cal.depthwise
+        rows.append(("depthwise Conv", f"{r1 / 1e9:.3g} GFLOP/s + {c1 * 1e6:.3g} us per channel, strided "
+                     f"{r2 / 1e9:.3g} GFLOP/s + {c2 * 1e6:.3g} us per channel ({verb})"))
     if cal.op_flops:
         rows.append(("own-rate operators", ", ".join(f"{t} {r / 1e9:.3g}" for t, r in cal.op_flops)
                      + " GFLOP/s (measured)"))

@@ -284,6 +284,7 @@ def test_calibrate_cpu_end_to_end(tmp_path, capsys):
     assert isinstance(s, DeviceSpec) and s.conv_flops > 0 and s.matmul_flops > 0
     assert len(s.bandwidth_curve) == 7
     assert s.launch >= 0
+    assert s.depthwise is not None and all(r > 0 and c >= 0 for r, c in s.depthwise)
 
 
 def test_cpu_clock_needs_one_host_thread(monkeypatch):

@@ -304,10 +304,18 @@ def test_new_benchmark_models_are_valid_and_run():
         onnx.checker.check_model(m, full_check=True)
         (t,) = timer.run_times([m], rng.standard_normal(shape).astype(np.float32))
         assert t > 0, op_type
-    for c, side, k, groups in gc.CONV_SHAPES[-3:]:
+    for c, side, k, groups in gc.CONV_SHAPES[-1:]:
         m = _chain(_conv_unit(c, k, rng, groups), (1, c, side, side), 2)
         onnx.checker.check_model(m, full_check=True)
         assert {a.name: a for a in m.graph.node[0].attribute}["group"].i == groups
+    for c, side, stride in gc.DEPTHWISE_SHAPES:
+        m = (_chain(_conv_unit(c, 3, rng, c), (1, c, side, side), 2) if stride == 1 else
+             gc._depthwise_fan(c, side, stride, 2, rng))
+        onnx.checker.check_model(m, full_check=True)
+        outs = timer.run_times([m], rng.standard_normal((1, c, side, side)).astype(np.float32))
+        assert outs[0] > 0
+        out = (side - 1) // stride + 1
+        assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim] == [1, c, out, out]
 
 
 def test_benchmark_flops_agree_with_the_cost_model():
@@ -325,6 +333,79 @@ def test_benchmark_flops_agree_with_the_cost_model():
         (op,) = parse_model(m).ops
         want = gc._op_benchmark_flops(op_type, attrs, int(np.prod(out)))
         assert op_flops(op) == (pytest.approx(want), True), op_type
+
+
+def test_depthwise_benchmark_flops_agree_with_the_cost_model():
+    """The FLOPs a depthwise benchmark is credited with (19 per output: 2 x 9 and the bias) are what
+    graphs.costs charges its node, and graphs.costs.depthwise recognises it (strided or not)."""
+    from graphs.costs import depthwise, op_flops
+
+    rng = np.random.default_rng(0)
+    for c, side, stride in gc.DEPTHWISE_SHAPES:
+        m = (_chain(_conv_unit(c, 3, rng, c), (1, c, side, side), 1) if stride == 1 else
+             gc._depthwise_fan(c, side, stride, 1, rng))
+        (op,) = parse_model(m).ops
+        out = (side - 1) // stride + 1
+        assert op_flops(op) == (pytest.approx(19.0 * c * out * out), True)
+        assert depthwise(op) == (c, stride > 1)
+    dense = parse_model(_chain(_conv_unit(8, 3, rng, 1), (1, 8, 6, 6), 1)).ops[0]
+    grouped = parse_model(_chain(_conv_unit(8, 3, rng, 4), (1, 8, 6, 6), 1)).ops[0]  # 2 channels per group
+    assert depthwise(dense) is None and depthwise(grouped) is None
+
+
+def test_depthwise_fit_recovers_a_known_rate_and_channel_time():
+    r, c = 5e9, 0.4e-6
+    pts = [(19.0 * ch * ((s - 1) // st + 1) ** 2, ch, 0.0) for ch, s, st in gc.DEPTHWISE_SHAPES]
+    pts = [(f, ch, f / r + ch * c) for f, ch, _ in pts]
+    got = gc.fit_depthwise(pts)
+    assert got == (pytest.approx(r, rel=1e-9), pytest.approx(c, rel=1e-9))
+    # one point: no channel time can be told apart, the plain rate
+    assert gc.fit_depthwise(pts[:1]) == (pytest.approx(pts[0][0] / pts[0][2]), 0.0)
+    # no per-channel time in the data: none fitted
+    assert gc.fit_depthwise([(f, ch, f / r) for f, ch, _ in pts]) == (pytest.approx(r), pytest.approx(0.0))
+    with pytest.raises(InputError, match="at least one"):
+        gc.fit_depthwise([])
+
+
+def test_depthwise_conv_is_costed_by_its_own_figures_by_hand(tmp_path):
+    """8 channels, 6x6, 3x3 depthwise: stride 1 -> 6x6 out, 19 x 288 = 5472 FLOPs, 5472 / 2e9 + 8 x 1 us
+    = 10.736 us; stride 2 -> 3x3 out, 19 x 72 = 1368 FLOPs, 1368 / 1e9 + 8 x 2 us = 17.368 us. Dense and
+    grouped convolutions keep the Conv rate; a file without depthwise figures keeps the Conv curve."""
+    from graphs.costs import roofline_time
+
+    rng = np.random.default_rng(0)
+    flat = dict(launch=0.0, bandwidth_curve=((1.0, 1e18), (2.0, 1e18)))
+    dw = ((2e9, 1e-6), (1e9, 2e-6))
+    spec = _cal(depthwise=dw, **flat).spec()
+    plain = _cal(**flat).spec()
+    s1 = parse_model(_chain(_conv_unit(8, 3, rng, 8), (1, 8, 6, 6), 1)).ops[0]
+    s2 = parse_model(gc._depthwise_fan(8, 6, 2, 1, rng)).ops[0]
+    assert roofline_time(s1, spec) == pytest.approx(10.736e-6)
+    assert roofline_time(s2, spec) == pytest.approx(17.368e-6)
+    assert roofline_time(s1, plain) == pytest.approx(5472 / 400e9)  # the Conv rate, no curve in _cal
+    for groups in (1, 4):
+        op = parse_model(_chain(_conv_unit(8, 3, rng, groups), (1, 8, 6, 6), 1)).ops[0]
+        assert roofline_time(op, spec) == roofline_time(op, plain)
+    # the written file reads back to the same figures
+    back = read_device_file(write_device_file(_cal(depthwise=dw), tmp_path / "d.toml"))[0]["cpu"]
+    assert back.depthwise == ((pytest.approx(2e9), pytest.approx(1e-6)),
+                              (pytest.approx(1e9), pytest.approx(2e-6)))
+    assert preset("cpu").depthwise is None and _cal().spec().depthwise is None
+
+
+@pytest.mark.parametrize("body, message", [
+    ("depthwise_gflops = [1, 2]", "together"),
+    ("depthwise_channel_us = [1, 2]", "together"),
+    ("depthwise_gflops = [1]\ndepthwise_channel_us = [1, 2]", "two numbers each"),
+    ("depthwise_gflops = [1, true]\ndepthwise_channel_us = [1, 2]", "two numbers each"),
+    ("depthwise_gflops = [0, 2]\ndepthwise_channel_us = [1, 2]", "positive rates, non-negative times"),
+    ("depthwise_gflops = [1, 2]\ndepthwise_channel_us = [-1, 2]", "positive rates, non-negative times"),
+])
+def test_bad_depthwise_figures_are_explained(tmp_path, body, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(f'[devices.cpu]\nbase = "cpu"\n{body}\n')
+    with pytest.raises(InputError, match=message):
+        read_device_file(f)
 
 
 def test_own_rate_operators_round_trip_and_bad_values_are_explained(tmp_path):
