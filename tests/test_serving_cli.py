@@ -229,10 +229,15 @@ def test_default_sweep_of_a_layered_model_is_never_below_one_device_per_stage(tm
     assert "operator nodes" in default[8]["how"]
 
 
-def test_default_provision_is_never_dearer_than_one_device_per_stage(cnn, tmp_path, capsys):
-    prices = tmp_path / "prices.toml"
-    assert main(["provision", "--example-prices", str(prices)]) == 0
-    argv = ["provision", cnn, "--available", "a100:2,t4:2", "--prices", str(prices), "--target-throughput",
+@pytest.fixture(scope="module")
+def prices(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prices") / "prices.toml"
+    assert main(["provision", "--example-prices", str(path)]) == 0
+    return str(path)
+
+
+def test_default_provision_is_never_dearer_than_one_device_per_stage(cnn, prices, capsys):
+    argv = ["provision", cnn, "--available", "a100:2,t4:2", "--prices", prices, "--target-throughput",
             "50000", "--json"]
     capsys.readouterr()
     assert main(argv + ["--max-replicas", "1"]) in (0, 1)
@@ -245,11 +250,9 @@ def test_default_provision_is_never_dearer_than_one_device_per_stage(cnn, tmp_pa
         assert data["provision"]["price_per_hour"] <= per_device["price_per_hour"] + 1e-9
 
 
-def test_default_provision_that_cannot_be_met_says_by_how_much(cnn, tmp_path, capsys):
-    prices = tmp_path / "prices.toml"
-    assert main(["provision", "--example-prices", str(prices)]) == 0
+def test_default_provision_that_cannot_be_met_says_by_how_much(cnn, prices, capsys):
     capsys.readouterr()
-    assert main(["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices),
+    assert main(["provision", cnn, "--available", "t4:2,cpu:2", "--prices", prices,
                  "--target-throughput", "1e12"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unreachable" in err[0] and "at most" in err[0]
