@@ -90,6 +90,8 @@ def handles(args) -> bool:
         flag = _one_device_per_stage_only(rest)
         if flag is None:
             return True
+    if mr is None:  # an option only one device per stage takes: that placement, as asked
+        return False
     raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
                      f"(max-load) and does not take it yet; without --max-replicas, or with "
                      f"--max-replicas 1, the one-device-per-stage placement solves it")

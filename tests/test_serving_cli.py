@@ -256,3 +256,16 @@ def test_default_provision_that_cannot_be_met_says_by_how_much(cnn, prices, caps
                  "--target-throughput", "1e12"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unreachable" in err[0] and "at most" in err[0]
+
+
+def test_a_sweep_with_an_option_only_one_device_per_stage_takes_runs_that_placement(cnn, capsys):
+    """Without --max-replicas, an option the stage model does not take (a memory limit) keeps the sweep
+    on one device per stage, as before replicas became the default; with --max-replicas 2 it is one
+    error naming it."""
+    assert main(["place", cnn, "--devices", "t4:2", "--batch-size", "1,2", "--memory-limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("batch sizes (samples/s = 1000 x batch / max-load") and "stage model" not in out
+    assert main(["place", cnn, "--devices", "t4:2", "--batch-size", "1,2", "--memory-limit", "1",
+                 "--max-replicas", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--memory-limit" in err[0]
