@@ -760,7 +760,7 @@ def _replicas_words(args) -> str:
     mr = args.max_replicas
     if mr is not None:
         return f"--max-replicas {mr}"
-    return "replicas as the devices allow; --max-replicas 1: none"
+    return "replicas as the devices allow"
 
 
 def _unproven(p):
