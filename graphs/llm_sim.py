@@ -17,9 +17,10 @@ predict (docs/serving.md, "Simulating a plan").
   stage ``i``); an iteration's step time on a stage is computed from its sequences' **actual** number
   and mean context with the planner's per-layer functions (:func:`layer_decode_step`, :func:`embed_time`,
   :func:`head_step`, plus the hidden states over the links the stage's tensors cross); at the end of an
-  iteration every sequence emits a token, finished ones free their slots, and prefilled requests waiting
-  for the micro-batch join it (the iteration boundary); the ``N`` micro-batches are in flight together,
-  each server taking them first come, first served.
+  iteration every sequence emits a token and finished ones free their slots; prefilled requests join
+  their micro-batch's next step when that step starts on the first stage (as an engine's scheduler
+  forms each step's batch when it launches it); the ``N`` micro-batches are in flight together, each
+  server taking them first come, first served.
 
 It reports output tokens/s over the measured window (after a warm-up), TTFT (arrival to the first
 token) and TPOT (the mean time between a request's later tokens) as mean, p50, p90 and p99 over the
@@ -180,6 +181,8 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
             dur = prefill_time(i, job[1])
         elif dec_q[i][r]:
             job = dec_q[i][r].popleft()
+            if i == 0 and joining[job[1]]:  # the step is formed when it starts: prefilled requests join
+                job = _step_job(job[1])
             dur = decode_time(i, job[2], job[3])
         else:
             return
@@ -195,16 +198,18 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         held[j] -= 1
         total_held -= 1
 
-    def iterate(j, now):
+    def _step_job(j):
         members[j].extend(joining[j])
         joining[j].clear()
-        if not members[j]:
+        n = len(members[j])
+        return ("d", j, n, sum(requests[q][1] + gen[q] for q in members[j]) / n)
+
+    def iterate(j, now):
+        if not members[j] and not joining[j]:
             in_flight[j] = False
             return
         in_flight[j] = True
-        n = len(members[j])
-        ctx = sum(requests[q][1] + gen[q] for q in members[j]) / n
-        submit(0, j % d[0], ("d", j, n, ctx), now)
+        submit(0, j % d[0], _step_job(j), now)
 
     def admit(now):
         nonlocal total_held
@@ -353,6 +358,7 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     the serving model, at most half the trace). The
     result's ``planned`` holds the planner's decode tokens/s, the serving model's rate and the output
     tokens/s it predicts at the simulated rate (``rate x E[output]``, when the rate is below its own)."""
+    from .llm import decode_stall
     from .parallel import evaluate_plan
 
     ev = evaluate_plan(problem, plan)
@@ -382,11 +388,12 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     ep = sum(q * x.prefill for q, x in zip(shares, sv.buckets))
     rho = rate * a
     wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
+    stall = decode_stall(rate, a, sv.convoy)
     res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
                    "tokens_per_s_at_rate": min(rate, cap) * mean_out,
                    "load": rate / cap if cap > 0 else math.inf,
                    "tpot_full_s": sv.tpot_full, "mean_output": mean_out,
-                   "tpot_s_at_rate": sv.tpot_full / (1 - rho) if rho < 1 else math.inf,
+                   "tpot_s_at_rate": sv.tpot_full / (1 - stall) if stall < 1 else math.inf,
                    "ttft_mean_s_at_rate": wait + ep,
                    "prefill_s": [b.prefill for b in sv.buckets]}
     return res

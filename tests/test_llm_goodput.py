@@ -143,6 +143,7 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
     n = problem.graph.num_nodes
     P = np.zeros(len(shares))
     S = np.zeros(len(shares))
+    Q = np.zeros(len(shares))  # sum over the stages of p_i / d_i
     for st in plan:
         spec = devices.specs[st.kind]
         link = 0.0 if spec.host else cfg.hidden * cfg.dtype_bytes / spec.link_bandwidth
@@ -151,14 +152,17 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
                       + b.input * link * crossings for b in mix.buckets])
         P += p
         S = np.maximum(S, p / st.d)
-    m = batch / problem.microbatches
+        Q += p / st.d
+    N = problem.microbatches
+    m = batch / N
     t0 = max(sum(m * s.stage.d * s.time_per_sample for s in ev.stages), batch * ev.objective)
+    C = np.maximum(S, Q - (N - 1) / N * t0)  # a lone prefill's stall of the ring
     D = sum(q * (b.output - 1) for q, b in zip(shares, mix.buckets))
     a, e2, g = shares @ S, shares @ S ** 2, shares @ P
     lam = np.linspace(0, 1 / a, 400_001)[1:-1]
     rho = lam * a
     wait = lam * e2 / (2 * (1 - rho))
-    tp = t0 / (1 - rho)
+    tp = t0 / ((1 - rho) * np.exp(-lam * (shares @ (C - S))))
     ok = (lam * (g + D * tp) <= batch) & (tp <= tpot)
     met = sum(q * (wait + p <= ttft) for q, p in zip(shares, P))
     return float(np.max(lam * met * ok)), float(lam[1] - lam[0])

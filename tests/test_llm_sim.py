@@ -188,3 +188,38 @@ def test_simulate_options_are_refused_for_other_workloads(tmp_path, capsys):
         assert main(cmd) == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and "--simulate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_lone_prefill_stalls_a_ring_without_slack_by_hand():
+    # two stages, two micro-batches of one sequence, steps of 0.01 s per stage: T0 = 0.02 s, the ring
+    # has no slack. A prompt of 0.1 s per stage arrives at 0.005: stage 0 prefills over [0.01, 0.11]
+    # (B waits there, A waits after its stage 1), stage 1 over [0.11, 0.21] (both wait behind it);
+    # stage 1 decodes again from 0.21. Stage 1 did B, A, then B, A from 0.21: by 0.23 four steps
+    # instead of 23, so 19 tokens (0.19 s of the ring) are lost: C = max(S, sum p - (N - 1) / N T0)
+    # = max(0.1, 0.2 - 0.01) = 0.19 s, the serving model's convoy stall.
+    def run(extra):
+        reqs = [(0.0, 5, 10 ** 6, 0), (0.0, 5, 10 ** 6, 0)] + ([(0.005, 5, 1, 1)] if extra else [])
+        return simulate_pipeline([1, 1], 4, 2, lambda i, n, c: 0.01, lambda i, q: 0.1 if q == 2 else 0.0,
+                                 reqs, seconds=1.0, warmup=0.0)
+
+    lost = (run(False).decode_tokens_per_s - run(True).decode_tokens_per_s) * 1.0
+    assert lost == pytest.approx(19, abs=1e-9)
+    S, Q, N, T0 = 0.1, 0.2, 2, 0.02
+    assert max(S, Q - (N - 1) / N * T0) * 100 == pytest.approx(lost)  # 100 tokens/s without prefills
+
+
+def test_one_stage_one_microbatch_model_and_simulator_agree():
+    # one stage, one micro-batch, fixed times: a step of 10 ms, a prefill of 20 ms, 21 output tokens,
+    # Poisson arrivals at 10/s, slots never short (batch 64). The prefills take rho = 10 x 0.02 = 20% of
+    # the server, and no convoy (one stage): the serving model's TPOT = T0 / (1 - rho) = 12.5 ms, its
+    # decode_stall 0.2; below capacity every request is served: 10 x 21 = 210 tokens/s.
+    from graphs.llm import decode_stall
+
+    assert decode_stall(10.0, 0.02, 0.0) == pytest.approx(0.2)
+    reqs = [(t, 5, 21, b) for t, b in poisson_trace(read_mix({"buckets": [
+        {"input": 5, "output": 21, "weight": 1}]}), 10.0, 2000.0, seed=3)]
+    res = simulate_pipeline([1], 64, 1, lambda i, n, c: 0.01, lambda i, q: 0.02, reqs, seconds=2000.0,
+                            warmup=100.0)
+    assert res.tpot["mean"] == pytest.approx(0.01 / (1 - 0.2), rel=0.02)
+    assert res.tokens_per_s == pytest.approx(res.offered_tokens_per_s, rel=0.01)
+    assert res.tokens_per_s == pytest.approx(210, rel=0.03)
