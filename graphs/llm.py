@@ -594,7 +594,7 @@ class ServingModel:
 
     def stage_prefill(self, problem: ParallelProblem, stage) -> list[float]:
         """``p_i(I)`` of one stage, per bucket: its nodes' prefill times plus the prompt's hidden states
-        over the tensors entering and leaving it (``input`` x the stage model's per-token times)."""
+        (``input`` tokens) over the kind's host link, once per tensor entering or leaving it."""
         import numpy as np
 
         from .parallel import _crossing
@@ -610,7 +610,11 @@ class ServingModel:
         inside = np.zeros(g.num_nodes, bool)
         inside[nodes] = True
         enter, leave = _crossing(g, inside)
-        per_token = float(g.tensor_time[stage.kind, enter].sum() + g.tensor_time[stage.kind, leave].sum())
+        # per token and crossing tensor: one hidden state over the kind's host link (the problem's own
+        # tensor times are per sample: a token in the decode problem, a mean prompt in the prefill one)
+        spec = self.devices.specs[stage.kind]
+        link = 0.0 if spec.host else self.cfg.hidden * self.cfg.dtype_bytes / spec.link_bandwidth
+        per_token = int(enter.sum() + leave.sum()) * link
         return [float(c) + b.input * per_token for c, b in zip(compute, self.mix.buckets)]
 
 

@@ -364,3 +364,22 @@ def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
     assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
                  "--disaggregate"]) == 2
     assert "at least two kinds" in capsys.readouterr().err
+
+
+def test_a_prefill_pools_stages_pay_the_prompts_hidden_states_once_per_token():
+    # two T4 stages of the tiny model's prefill problem (embed + layer 0 | layer 1 + head): each crosses
+    # one tensor, the 512 prompt tokens' hidden states (256 x 2 bytes each) over the T4's link
+    from graphs.llm import prefill_problem
+
+    mix = read_mix({"buckets": [{"input": 512, "output": 33, "weight": 1}]})
+    ds = parse_devices("t4:2")
+    t4 = ds.specs[0]
+    pp = prefill_problem(TINY, ds, mix, microbatches=2)
+    g = pp.graph
+    plan = [Stage(nodes, 0, 1, 1, tuple(g.options[(u, 0, 1)][0] for u in nodes))
+            for nodes in ((0, 1), (2, 3))]
+    move = 512 * 256 * 2 / t4.link_bandwidth
+    sm = ServingModel(TINY, ds, mix)
+    for st in plan:
+        compute = sum(prefill_node_time(TINY, t4, 1, u, 512) for u in st.nodes)
+        assert sm.stage_prefill(pp, st) == [pytest.approx(compute + move, rel=1e-12)]
