@@ -298,8 +298,9 @@ class DisaggregatedSearch:
     """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
     kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
 
-    def __init__(self, splits, best):
+    def __init__(self, splits, best, pools=None):
         self.splits, self.best = splits, best
+        self.pools = pools or [None] * len(splits)  # per split: (prefill model, decode model)
 
 
 def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
@@ -317,6 +318,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
 
     K = len(model.devices.specs)
     splits = []
+    pools = []
     best = None
     masks = [m for m in range(1, 2 ** K - 1)]
     for i, mask in enumerate(masks):
@@ -334,6 +336,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
         pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
         dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
         top = default_microbatches(pre_ds)
+        pools.append((pre, dec))
         prefills = []
         for n in (2 ** j for j in range(top.bit_length())):
             pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
@@ -357,7 +360,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
             best = search.best
     if progress is not None:
         progress(1.0)
-    return DisaggregatedSearch(splits, best)
+    return DisaggregatedSearch(splits, best, pools)
 
 
 def _serving_model(args, saved: dict | None = None):
@@ -459,9 +462,6 @@ def simulate_options(args) -> tuple | None:
     seconds = args.trace_seconds if args.trace_seconds is not None else 120.0
     if not (0 < seconds < math.inf):
         raise InputError(f"--trace-seconds {seconds:g}: give a positive number of seconds")
-    if getattr(args, "disaggregate", None):
-        raise InputError("--simulate models a colocated plan (prefill and decode on the same stages); it "
-                         "does not simulate separate pools: drop --disaggregate")
     if args.plot is not None:
         from .serving_cli import _check_plot
 
@@ -474,9 +474,11 @@ def simulate_options(args) -> tuple | None:
     return rate, seconds, getattr(args, "seed", 0) or 0, args.plot
 
 
-def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None) -> tuple[str, dict]:
-    """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`) with a progress bar; the summary lines
-    and the result file's ``simulation`` section."""
+def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None,
+                   prefill_pool=None) -> tuple[str, dict]:
+    """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`; ``prefill_pool``: a disaggregated
+    layout's ``(prefill model, problem, plan)``, ``model`` then the decode pool's) with a progress bar;
+    the summary lines and the result file's ``simulation`` section."""
     from graphs.llm_sim import plot_simulation, simulate_plan
 
     from .outputs import Progress as _Progress
@@ -484,8 +486,9 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
     rate, seconds, seed, plot = opts
     progress = _Progress("simulate", enabled=True if getattr(args, "progress", False) else None)
     try:
-        res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds, seed=seed,
-                            progress=progress, keep_tokens=plot is not None)
+        res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds,
+                            seed=seed, progress=progress, keep_tokens=plot is not None,
+                            prefill_pool=prefill_pool)
     finally:
         progress.done()
     pl = res.planned
@@ -505,6 +508,9 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
              f"decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
              f"{res.mean_batch:.4g} of {batch} on average (measured from {res.warmup:g} s)",
              row("TTFT", res.ttft), row("TPOT", res.tpot)]
+    if prefill_pool is not None:
+        lines[0] += (f"; disaggregated: prompts on the prefill pool ({prefill_pool[0].devices}), each KV "
+                     f"cache moved in {_ms(pl['kv_transfer_s'])} ms on average")
     if plot is not None:
         plot_simulation(res, plot, title=f"{model.cfg.name}: {res.rate:.4g} requests/s on {model.devices}")
         lines.append(f"plot written to {plot}")
@@ -513,7 +519,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
            "decode_tokens_per_s": res.decode_tokens_per_s,
            "offered_tokens_per_s": res.offered_tokens_per_s, "mean_kv_slots": res.mean_batch,
            "ttft_s": res.ttft, "tpot_s": res.tpot, "planned_rate_rps": pl["rate_rps"],
-           "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio}
+           "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio,
+           "layout": "colocated" if prefill_pool is None else "disaggregated"}
     return "\n".join(lines), out
 
 
@@ -653,8 +660,12 @@ def place_goodput(args) -> int:
               f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
               f"proven: {proven}"]
     if sim is not None:
-        text, data["simulation"] = run_simulation(args, sim, model, best.problem, best.plan, best.batch,
-                                                  best.evaluation)
+        sim_model, pool = model, None
+        if disagg:
+            pre_model, sim_model = best_pool(split, best, models=True)
+            pool = (pre_model, pre_problem, pre_plan)
+        text, data["simulation"] = run_simulation(args, sim, sim_model, best.problem, best.plan, best.batch,
+                                                  best.evaluation, prefill_pool=pool)
         lines += ["", text]
     if getattr(args, "json", False):
         _emit(args, data, best.problem, best.evaluation, "", "ms")
@@ -669,11 +680,12 @@ def place_goodput(args) -> int:
     return 0
 
 
-def best_pool(split, point):
-    """The prefill and decode pools' devices of the split whose search holds ``point``."""
-    for pre, dec, x, _ in split.splits:
+def best_pool(split, point, *, models: bool = False):
+    """The prefill and decode pools' devices of the split whose search holds ``point`` (``models``: their
+    :class:`graphs.llm.ServingModel` s)."""
+    for (pre, dec, x, _), pair in zip(split.splits, split.pools):
         if x is not None and x.best is point:
-            return pre, dec
+            return pair if models else (pre, dec)
     raise AssertionError("the point is no split's best")
 
 
