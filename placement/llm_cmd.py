@@ -659,6 +659,12 @@ def place_goodput(args) -> int:
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
               f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
               f"proven: {proven}"]
+    if getattr(args, "engine", None) == "sglang":
+        from .vllm_out import format_sglang, sglang_json
+
+        data["sglang"] = sglang_json(model.cfg.layers, (best.problem, best.plan),
+                                     (pre_problem, pre_plan) if disagg else None, model=f"<{model.cfg.name}>")
+        lines += ["", format_sglang(data["sglang"])]
     if sim is not None:
         sim_model, pool = model, None
         if disagg:

@@ -383,3 +383,66 @@ def test_a_prefill_pools_stages_pay_the_prompts_hidden_states_once_per_token():
     for st in plan:
         compute = sum(prefill_node_time(TINY, t4, 1, u, 512) for u in st.nodes)
         assert sm.stage_prefill(pp, st) == [pytest.approx(compute + move, rel=1e-12)]
+
+
+# ------------------------------------------------------------------------------- SGLang arguments
+def _stages(problem, spec):
+    """Stages ``(first node, last node, kind, t, d)`` of a chain problem."""
+    g = problem.graph
+    return [Stage(tuple(range(a, b + 1)), k, d, t, tuple(g.options[(u, k, t)][0] for u in range(a, b + 1)))
+            for a, b, k, t, d in spec]
+
+
+def test_sglang_servers_of_known_plans():
+    from graphs.llm import prefill_problem
+    from placement.vllm_out import sglang_json, sglang_server
+
+    cfg = LLMConfig("m", layers=6, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
+    ds = parse_devices("a100:4,l4:4")
+    mix = read_mix(MIX1)
+    dec = ServingModel(cfg, ds, mix).problem(8, microbatches=4)
+    # colocated: embed + layers 0-1 on 2 A100 (t 2), layers 2-5 + head on 2 L4 (t 2), each stage twice
+    plan = _stages(dec, [(0, 2, 0, 2, 2), (3, 7, 1, 2, 2)])
+    sv = sglang_server(dec, plan, 6)
+    assert sv["flags"] == ["--tp-size", "2", "--pp-size", "2", "--dp-size", "2", "--port", "30000"]
+    assert sv["env"] == {"SGLANG_PP_LAYER_PARTITION": "2,4"}
+    assert sv["command"] == ("SGLANG_PP_LAYER_PARTITION=2,4 python -m sglang.launch_server "
+                             "--model-path <model> --tp-size 2 --pp-size 2 --dp-size 2 --port 30000")
+    assert [s["layers"] for s in sv["stages"]] == [[0, 2], [2, 6]]
+    assert [(s["kind"], s["gpus"]) for s in sv["stages"]] == [("a100", 4), ("l4", 4)]
+    # stages of different tensor-parallel degrees: no single SGLang server
+    bad = sglang_server(dec, _stages(dec, [(0, 2, 0, 4, 1), (3, 7, 1, 2, 1)]), 6)
+    assert bad["command"] is None and "one --tp-size" in bad["note"]
+    # disaggregated: prefill on the 4 A100 (one stage, t 4), decode on the 4 L4 (t 4), and the router
+    pre_ds, dec_ds = parse_devices("a100:4"), parse_devices("l4:4")
+    pp = prefill_problem(cfg, pre_ds, mix, microbatches=1)
+    dp = ServingModel(cfg, dec_ds, mix).problem(8, microbatches=1)
+    out = sglang_json(6, (dp, _stages(dp, [(0, 7, 0, 4, 1)])), (pp, _stages(pp, [(0, 7, 0, 4, 1)])))
+    pre, de = out["servers"]
+    assert out["layout"] == "disaggregated"
+    assert pre["flags"] == ["--tp-size", "4", "--pp-size", "1", "--dp-size", "1", "--disaggregation-mode",
+                            "prefill", "--port", "30000"] and pre["env"] == {}
+    assert de["flags"][-4:] == ["--disaggregation-mode", "decode", "--port", "30001"]
+    assert de["stages"][0]["kind"] == "l4" and pre["stages"][0]["kind"] == "a100"
+    assert out["router"].startswith("python -m sglang_router.launch_router --pd-disaggregation "
+                                    "--prefill http://<prefill-host>:30000 --decode http://<decode-host>:30001")
+
+
+def test_engine_sglang_on_the_command_line(tmp_path, capsys, files):
+    cfg, _ = files
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 4096, "output": 64, "weight": 1}]}))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "1000", "--tpot-slo", "30", "--disaggregate", "--engine", "sglang",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    sg = data["sglang"]
+    assert sg["layout"] == "disaggregated" and "SGLang deployment (disaggregated)" in text
+    assert [s["mode"] for s in sg["servers"]] == ["prefill", "decode"]
+    # the pools' devices: each server's GPUs are its pool's
+    assert {s["kind"] for s in sg["servers"][0]["stages"]} == {"l4"}
+    assert {s["kind"] for s in sg["servers"][1]["stages"]} == {"a100"}
+    assert main(["place", str(cfg), "--devices", "a100:2", "--engine", "sglang"]) == 2
+    assert "--engine sglang applies to a model config with --objective goodput" in capsys.readouterr().err
