@@ -25,6 +25,7 @@ model, and, where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), scores all
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
@@ -361,6 +362,131 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
     if progress is not None:
         progress(1.0)
     return DisaggregatedSearch(splits, best, pools)
+
+
+# ------------------------------------------------------------------------ cheapest devices per bucket
+@dataclass(frozen=True)
+class Instance:
+    """One serving instance: ``count`` devices of one kind, ``price`` per hour, and per bucket of the mix
+    the requests/s it serves alone meeting the targets (``capacity``, 0: none)."""
+
+    kind: str
+    count: int
+    price: float
+    capacity: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BucketProvision:
+    """The cheapest instances for a rate (:func:`provision_buckets`): how many of each ``instances[i]``
+    (``used[i]``), the requests/s of each bucket sent to each (``load[i][b]``), the cost per hour, and the
+    cheapest that uses one instance type only (``single``: ``(index, count, cost)``, or ``None``)."""
+
+    instances: tuple[Instance, ...]
+    used: tuple[int, ...]
+    load: tuple[tuple[float, ...], ...]
+    cost: float
+    single: tuple[int, int, float] | None
+
+
+def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
+    """Mélange's allocation (Griggs et al., 2024), as a small mixed-integer program: integer counts
+    ``m_i`` of each instance and requests/s ``x_ib`` of bucket ``b`` sent to instance ``i``, minimising
+    ``sum_i price_i m_i`` with every bucket's ``demand[b]`` served (``sum_i x_ib = demand[b]``), each
+    instance type within its capacity (``sum_b x_ib / capacity_ib <= m_i``, an instance time-sharing its
+    buckets) and each kind's devices within ``available[kind]`` (``sum_i count_i m_i``). Returns the
+    counts, the loads and the cost; an :class:`~graphs.errors.InfeasibleError` when no mix serves it."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    from graphs.errors import InfeasibleError
+
+    n, nb = len(instances), len(demand)
+    # variables: m_0..m_{n-1}, then x_ib at n + i nb + b (only where capacity_ib > 0)
+    nv = n + n * nb
+    c = np.zeros(nv)
+    c[:n] = [x.price for x in instances]
+    rows, lo, hi = [], [], []
+    for b in range(nb):  # every bucket served
+        r = np.zeros(nv)
+        r[[n + i * nb + b for i in range(n)]] = 1.0
+        rows.append(r)
+        lo.append(demand[b])
+        hi.append(demand[b])
+    for i, x in enumerate(instances):  # time-sharing within each instance type
+        r = np.zeros(nv)
+        r[i] = -1.0
+        for b in range(nb):
+            if x.capacity[b] > 0:
+                r[n + i * nb + b] = 1.0 / x.capacity[b]
+        rows.append(r)
+        lo.append(-np.inf)
+        hi.append(0.0)
+    for kind, avail in available.items():  # the devices there are
+        r = np.zeros(nv)
+        for i, x in enumerate(instances):
+            if x.kind == kind:
+                r[i] = x.count
+        rows.append(r)
+        lo.append(-np.inf)
+        hi.append(avail)
+    ub = np.full(nv, np.inf)
+    for i, x in enumerate(instances):
+        ub[i] = available.get(x.kind, 0) // x.count
+        for b in range(nb):
+            if x.capacity[b] <= 0:
+                ub[n + i * nb + b] = 0.0
+    integrality = np.zeros(nv)
+    integrality[:n] = 1
+    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
+               bounds=Bounds(np.zeros(nv), ub))
+    if res.status != 0 or res.x is None:
+        raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
+                              "there are" + ("" if res.status == 2 else f" ({res.message})"))
+    m = tuple(int(round(v)) for v in res.x[:n])
+    load = [[max(0.0, float(res.x[n + i * nb + b])) for b in range(nb)] for i in range(n)]
+    return m, load, float(sum(x.price * k for x, k in zip(instances, m)))
+
+
+def provision_buckets(model, rate: float, prices, solve, *, sizes=None) -> BucketProvision:
+    """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
+    bucket as Mélange provisions: an instance is ``n`` devices of one kind (``n`` a power of two up to the
+    kind's count, or ``sizes[kind]``), its capacity for each bucket the goodput of its best plan on that
+    bucket alone (:func:`goodput_search`, 100% of the bucket's requests meeting both targets, else 0);
+    :func:`cheapest_instances` then mixes them, each bucket's requests sent where they cost least.
+    ``prices``: per kind (:func:`placement.provision.kind_prices`'s order)."""
+    from graphs.devices import DeviceSet
+    from graphs.llm import RequestMix, ServingModel
+
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
+        raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
+    mix = model.mix
+    instances = []
+    for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
+        counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
+        for n in counts:
+            cap = []
+            for b in mix.buckets:
+                one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
+                                   tpot=model.tpot)
+                best = goodput_search(one, None, solve).best
+                cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
+            if any(cap):
+                instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
+    if not instances:
+        from graphs.errors import InfeasibleError
+
+        raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
+    demand = [rate * p for p in mix.shares]
+    available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
+    used, load, cost = cheapest_instances(instances, demand, available)
+    single = None
+    for i, x in enumerate(instances):  # one instance type for the whole mix, for comparison
+        if all(c > 0 for c in x.capacity):
+            m = math.ceil(sum(d / c for d, c in zip(demand, x.capacity)) - 1e-9)
+            if m * x.count <= available[x.kind] and (single is None or m * x.price < single[2]):
+                single = (i, m, m * x.price)
+    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single)
 
 
 def _serving_model(args, saved: dict | None = None):

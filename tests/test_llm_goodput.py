@@ -446,3 +446,66 @@ def test_engine_sglang_on_the_command_line(tmp_path, capsys, files):
     assert {s["kind"] for s in sg["servers"][1]["stages"]} == {"a100"}
     assert main(["place", str(cfg), "--devices", "a100:2", "--engine", "sglang"]) == 2
     assert "--engine sglang applies to a model config with --objective goodput" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ cheapest devices per bucket (Mélange)
+def test_cheapest_instances_by_hand():
+    from graphs.errors import InfeasibleError
+    from placement.llm_cmd import Instance, cheapest_instances
+
+    # A (3 $/h) serves 10 short or 2 long requests/s, B (1 $/h) 5 short or 0.5 long. Per dollar, short
+    # requests go furthest on B (5 against 3.3), long ones on A (0.67 against 0.5): 10 short and 2 long
+    # requests/s need 2 B and 1 A, 5 $/h; A alone needs 10/10 + 2/2 = 2 (6 $/h), B alone 2 + 4 = 6 (6 $/h)
+    a = Instance("a", 1, 3.0, (10.0, 2.0))
+    b = Instance("b", 1, 1.0, (5.0, 0.5))
+    used, load, cost = cheapest_instances([a, b], [10.0, 2.0], {"a": 4, "b": 8})
+    assert used == (1, 2) and cost == pytest.approx(5.0)
+    assert load[0] == pytest.approx([0.0, 2.0], abs=1e-7) and load[1] == pytest.approx([10.0, 0.0], abs=1e-7)
+    # with a single B: 1 A + 1 B serve the 2 long on A and only 5 short on B, so the short ones take a
+    # second A: 2 A, 6 $/h
+    used, load, cost = cheapest_instances([a, b], [10.0, 2.0], {"a": 4, "b": 1})
+    assert cost == pytest.approx(6.0) and used == (2, 0)
+    with pytest.raises(InfeasibleError, match="no mix of the instances"):
+        cheapest_instances([a, b], [10.0, 2.0], {"a": 1, "b": 1})
+
+
+def test_cheapest_instances_infeasible():
+    from graphs.errors import InfeasibleError
+    from placement.llm_cmd import Instance, cheapest_instances
+
+    a = Instance("a", 1, 3.0, (10.0, 0.0))  # cannot serve the long bucket at all
+    with pytest.raises(InfeasibleError, match="no mix of the instances"):
+        cheapest_instances([a], [1.0, 1.0], {"a": 4})
+
+
+def test_provision_buckets_covers_each_bucket_at_least_cost():
+    from placement.llm_cmd import provision_buckets
+    from solvers.registry import solve
+
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
+                                {"input": 3000, "output": 20, "weight": 1}]})
+    sm = ServingModel(TINY, parse_devices("a100:1,t4:2"), mix, ttft=2.5e-4, tpot=3.2e-4)
+    prices = {"a100": 3.0, "t4": 0.5}
+    rate = 6000.0  # more than the one A100 serves alone; a T4 cannot serve the 3000-token prompts in time
+    out = provision_buckets(sm, rate, [prices["a100"], prices["t4"]], solve)
+    a100 = next(x for x in out.instances if x.kind == "a100")
+    assert all(x.capacity[1] == 0 for x in out.instances if x.kind == "t4")
+    assert sum(rate * q / c for q, c in zip(mix.shares, a100.capacity)) > 1
+    # so the long prompts go to the A100, the short ones fill it and the rest goes to one T4: 3.5 $/h
+    t4 = next(x for x in out.instances if (x.kind, x.count) == ("t4", 1))
+    left = rate * mix.shares[0] - (1 - rate * mix.shares[1] / a100.capacity[1]) * a100.capacity[0]
+    assert 0 < left <= t4.capacity[0]
+    assert out.cost == pytest.approx(3.5) and out.single is None
+    assert [(x.kind, x.count) for x in out.instances] == [(x.kind, x.count) for x in out.instances
+                                                          if x.kind in prices]
+    for b, share in enumerate(mix.shares):  # every bucket's requests are served
+        assert sum(row[b] for row in out.load) == pytest.approx(rate * share, rel=1e-7)
+    for x, m, row in zip(out.instances, out.used, out.load):  # within each instance type's time
+        assert sum(v / c for v, c in zip(row, x.capacity) if c > 0) <= m * (1 + 1e-7)
+        assert all(v <= 1e-9 for v, c in zip(row, x.capacity) if c == 0)
+        assert x.price == pytest.approx(prices[x.kind] * x.count)
+    assert sum(x.count * m for x, m in zip(out.instances, out.used) if x.kind == "t4") <= 2
+    assert out.cost == pytest.approx(sum(x.price * m for x, m in zip(out.instances, out.used)))
+    assert out.single is None or out.cost <= out.single[2] * (1 + 1e-9)
+    with pytest.raises(InputError, match="target rate"):
+        provision_buckets(sm, 0, [3.0, 0.5], solve)
