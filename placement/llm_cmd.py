@@ -448,31 +448,39 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
     return m, load, float(sum(x.price * k for x, k in zip(instances, m)))
 
 
-def provision_buckets(model, rate: float, prices, solve, *, sizes=None) -> BucketProvision:
-    """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
-    bucket as Mélange provisions: an instance is ``n`` devices of one kind (``n`` a power of two up to the
-    kind's count, or ``sizes[kind]``), its capacity for each bucket the goodput of its best plan on that
-    bucket alone (:func:`goodput_search`, 100% of the bucket's requests meeting both targets, else 0);
-    :func:`cheapest_instances` then mixes them, each bucket's requests sent where they cost least.
-    ``prices``: per kind (:func:`placement.provision.kind_prices`'s order)."""
+def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
+    """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
+    to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
+    instance's capacity for a bucket the goodput of its best plan on that bucket alone
+    (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both)."""
     from graphs.devices import DeviceSet
     from graphs.llm import RequestMix, ServingModel
 
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
-        raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
-    mix = model.mix
     instances = []
     for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
         counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
         for n in counts:
             cap = []
-            for b in mix.buckets:
+            for b in model.mix.buckets:
                 one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
                                    tpot=model.tpot)
                 best = goodput_search(one, None, solve).best
                 cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
             if any(cap):
                 instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
+    return instances
+
+
+def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instances=None) -> BucketProvision:
+    """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
+    bucket as Mélange provisions: the instances of :func:`bucket_instances` (or ``instances``, already
+    scored) mixed by :func:`cheapest_instances`, each bucket's requests sent where they cost least.
+    ``prices``: per kind of ``model.devices``, per device-hour."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
+        raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
+    mix = model.mix
+    if instances is None:
+        instances = bucket_instances(model, prices, solve, sizes=sizes)
     if not instances:
         from graphs.errors import InfeasibleError
 
