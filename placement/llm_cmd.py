@@ -397,55 +397,47 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
     buckets) and each kind's devices within ``available[kind]`` (``sum_i count_i m_i``). Returns the
     counts, the loads and the cost; an :class:`~graphs.errors.InfeasibleError` when no mix serves it."""
     import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
     from graphs.errors import InfeasibleError
+    from solvers._milp import OPTIMAL, MilpModel, solve_mip
 
     n, nb = len(instances), len(demand)
-    # variables: m_0..m_{n-1}, then x_ib at n + i nb + b (only where capacity_ib > 0)
-    nv = n + n * nb
-    c = np.zeros(nv)
-    c[:n] = [x.price for x in instances]
-    rows, lo, hi = [], [], []
-    for b in range(nb):  # every bucket served
-        r = np.zeros(nv)
-        r[[n + i * nb + b for i in range(n)]] = 1.0
-        rows.append(r)
-        lo.append(demand[b])
-        hi.append(demand[b])
-    for i, x in enumerate(instances):  # time-sharing within each instance type
-        r = np.zeros(nv)
-        r[i] = -1.0
-        for b in range(nb):
-            if x.capacity[b] > 0:
-                r[n + i * nb + b] = 1.0 / x.capacity[b]
-        rows.append(r)
-        lo.append(-np.inf)
-        hi.append(0.0)
-    for kind, avail in available.items():  # the devices there are
-        r = np.zeros(nv)
-        for i, x in enumerate(instances):
-            if x.kind == kind:
-                r[i] = x.count
-        rows.append(r)
-        lo.append(-np.inf)
-        hi.append(avail)
-    ub = np.full(nv, np.inf)
-    for i, x in enumerate(instances):
-        ub[i] = available.get(x.kind, 0) // x.count
-        for b in range(nb):
-            if x.capacity[b] <= 0:
-                ub[n + i * nb + b] = 0.0
-    integrality = np.zeros(nv)
-    integrality[:n] = 1
-    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
-               bounds=Bounds(np.zeros(nv), ub))
-    if res.status != 0 or res.x is None:
+    mm = MilpModel()
+    m = mm.add_cols(n, lb=0.0, ub=[available.get(inst.kind, 0) // inst.count for inst in instances],
+                    integer=True, cost=[inst.price for inst in instances])
+    flows = mm.add_cols(n * nb, lb=0.0,
+                        ub=[np.inf if c > 0 else 0.0 for inst in instances for c in inst.capacity])
+    cell = flows.reshape(n, nb)
+    # every bucket served: sum_i x_ib = demand_b
+    mm.add_rows(demand, demand, np.repeat(np.arange(nb), n), cell.T.ravel(), 1.0)
+    # time-sharing within each instance type: sum_b x_ib / capacity_ib - m_i <= 0
+    rows, cols, vals = [], [], []
+    for i, inst in enumerate(instances):
+        rows.append(i)
+        cols.append(m[i])
+        vals.append(-1.0)
+        for b, c in enumerate(inst.capacity):
+            if c > 0:
+                rows.append(i)
+                cols.append(cell[i, b])
+                vals.append(1.0 / c)
+    mm.add_rows(np.full(n, -np.inf), 0.0, rows, cols, vals)
+    kinds = sorted(available)  # the devices there are, per kind
+    rows, cols, vals = [], [], []
+    for r, kind in enumerate(kinds):
+        for i, inst in enumerate(instances):
+            if inst.kind == kind:
+                rows.append(r)
+                cols.append(m[i])
+                vals.append(float(inst.count))
+    mm.add_rows(np.full(len(kinds), -np.inf), [float(available[k]) for k in kinds], rows, cols, vals)
+    res = solve_mip(mm, gap=1e-9)
+    if res.status != OPTIMAL or res.x is None:
         raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
-                              "there are" + ("" if res.status == 2 else f" ({res.message})"))
-    m = tuple(int(round(v)) for v in res.x[:n])
-    load = [[max(0.0, float(res.x[n + i * nb + b])) for b in range(nb)] for i in range(n)]
-    return m, load, float(sum(x.price * k for x, k in zip(instances, m)))
+                              f"there are (the solver: {res.status})")
+    used = tuple(int(round(v)) for v in res.x[m])
+    load = [[max(0.0, float(res.x[cell[i, b]])) for b in range(nb)] for i in range(n)]
+    return used, load, float(sum(inst.price * k for inst, k in zip(instances, used)))
 
 
 def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
