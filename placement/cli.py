@@ -929,6 +929,8 @@ def _add_calibrate_parser(sub) -> None:
 def _cmd_serving(args) -> int:
     from .serving_cli import run
 
+    if args.command == "provision" and args.model and not args.example_prices and _llm().handles(args.model):
+        return _llm().provision_command(args)  # an LLM config: the cheapest instances per bucket
     return run(args)
 
 

@@ -489,6 +489,69 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single)
 
 
+def provision_command(args) -> int:
+    """``placement provision config.json --requests MIX --target-throughput R --available SPEC``: the
+    cheapest instances per request-size bucket (:func:`provision_buckets`); a table, ``--out`` / ``--json``
+    the ``provision_buckets`` section."""
+    import json
+    import sys
+
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, check_slo, read_mix, read_model_config
+    from solvers.registry import solve
+
+    from .provision import kind_prices, read_prices
+
+    if args.requests is None or args.target_throughput is None or not args.available:
+        raise InputError("placement provision of a model config needs --requests MIX.json, "
+                         "--target-throughput R (requests/s) and --available SPEC (e.g. a100:4,l4:8)")
+    if args.devices:
+        raise InputError("placement provision takes --available (the devices to choose from), not --devices")
+    for dest, flag, default in (
+            ("latency_slo", "--latency-slo", None), ("max_replicas", "--max-replicas", None),
+            ("granularity", "--granularity", None), ("microbatches", "--microbatches", None),
+            ("batch_size", "--batch-size", None), ("max_solves", "--max-solves", 200), ("gap", "--gap", 1e-4),
+            ("threads", "--threads", None)):
+        if getattr(args, dest, default) != default:
+            raise InputError(f"{flag} does not apply to a model config (the goodput search picks batch "
+                             f"sizes and plans per instance; the targets are --ttft-slo and --tpot-slo)")
+    ds = parse_devices(args.available, args.device_files or ())
+    prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
+    slo = {}
+    for dest, flag in (("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
+        v = check_slo(flag, getattr(args, dest))
+        slo[dest] = None if v is None else v / 1e3
+    model = ServingModel(read_model_config(args.model), ds, read_mix(args.requests), ttft=slo["ttft_slo"],
+                         tpot=slo["tpot_slo"])
+    out = provision_buckets(model, args.target_throughput, prices, solve)
+    buckets = model.mix.buckets
+    rows = [f"{x.kind} x{x.count}: {m} (" + ", ".join(f"{b.input}/{b.output}: {v:.4g}"
+                                                       for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
+            for x, m, load in zip(out.instances, out.used, out.load) if m]
+    one = None if out.single is None else out.instances[out.single[0]]
+    data = {"provision_buckets": {
+        "target_rps": args.target_throughput, "cost_per_hour": out.cost,
+        "instances": [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
+                       "capacity_rps": list(x.capacity), "count": m, "load_rps": list(load)}
+                      for x, m, load in zip(out.instances, out.used, out.load)],
+        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
+        "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
+                                                 "count": out.single[1], "cost_per_hour": out.single[2]}}}
+    if getattr(args, "out", None):
+        from .export import write_json
+
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    single = "no single instance type serves the mix within the devices" if one is None else \
+        f"one instance type: {out.single[1]} x ({one.kind} x{one.count}), {out.single[2]:.4g} per hour"
+    sys.stdout.write("\n".join([f"cheapest instances for {args.target_throughput:g} requests/s "
+                                 f"({_targets(model)}), per request-size bucket:", *("  " + r for r in rows),
+                                 f"cost {out.cost:.4g} per hour; {single}"]) + "\n")
+    return 0
+
+
 def _serving_model(args, saved: dict | None = None):
     from graphs.devices import parse_devices
     from graphs.llm import ServingModel, check_slo, read_mix, read_model_config

@@ -509,3 +509,27 @@ def test_provision_buckets_covers_each_bucket_at_least_cost():
     assert out.single is None or out.cost <= out.single[2] * (1 + 1e-9)
     with pytest.raises(InputError, match="target rate"):
         provision_buckets(sm, 0, [3.0, 0.5], solve)
+
+
+def test_provision_command_for_a_model_config(tmp_path, capsys, files):
+    cfg, _ = files
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 128, "output": 64, "weight": 3},
+                                           {"input": 2048, "output": 64, "weight": 1}]}))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"prices": {"a100": 3.0, "t4": 0.5}}))
+    out = tmp_path / "prov.json"
+    args = ["provision", str(cfg), "--requests", str(mix), "--available", "a100:2,t4:2", "--prices",
+            str(prices), "--ttft-slo", "1000", "--tpot-slo", "100"]
+    assert main(args + ["--target-throughput", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest instances for 2 requests/s" in text and "per hour" in text
+    p = json.loads(out.read_text())["provision_buckets"]
+    used = [x for x in p["instances"] if x["count"]]
+    assert p["cost_per_hour"] == pytest.approx(sum(x["count"] * x["price_per_hour"] for x in used))
+    for b in range(2):  # each bucket's 2 x share requests/s served
+        assert sum(x["load_rps"][b] for x in p["instances"]) == pytest.approx(2 * (0.75, 0.25)[b], rel=1e-6)
+    assert main(args + ["--target-throughput", "2", "--latency-slo", "5"]) == 2
+    assert "--latency-slo does not apply to a model config" in capsys.readouterr().err
+    assert main(["provision", str(cfg), "--available", "a100:2", "--target-throughput", "2"]) == 2
+    assert "needs --requests" in capsys.readouterr().err
