@@ -533,3 +533,36 @@ def test_provision_command_for_a_model_config(tmp_path, capsys, files):
     assert "--latency-slo does not apply to a model config" in capsys.readouterr().err
     assert main(["provision", str(cfg), "--available", "a100:2", "--target-throughput", "2"]) == 2
     assert "needs --requests" in capsys.readouterr().err
+
+
+def test_the_convoy_charged_at_the_tpot_and_slot_limits():
+    # plans of several stages in few micro-batches: a prompt stalls the ring for max(S, sum p / d -
+    # (N - 1) / N T0); at the rate the TPOT target (or the slots) allows, the TPOT is the target (the
+    # slots are all held), with TPOT = T0 / ((1 - lam E[S]) exp(-lam E[C - S]))
+    devices = parse_devices("a100:1,t4:2")
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
+                                {"input": 3000, "output": 20, "weight": 1}]})
+    free = ServingModel(TINY, devices, mix)
+    seen = 0
+    for b in (2, 4, 8):
+        p = free.problem(b, microbatches=2)
+        for plan in chain_plans(p, 10 ** 6):
+            sv = free.evaluate(p, plan, b)
+            if not sv.valid or len(plan) < 2:
+                continue
+            per = [free.stage_prefill(p, st) for st in plan]
+            S = [max(x[k] / st.d for x, st in zip(per, plan)) for k in range(2)]
+            Q = [sum(x[k] / st.d for x, st in zip(per, plan)) for k in range(2)]
+            convoy = sum(q * max(0.0, Q[k] - 0.5 * sv.tpot_full - S[k]) for k, q in enumerate(mix.shares))
+            assert sv.convoy == pytest.approx(convoy, rel=1e-9, abs=1e-15)
+            if convoy <= 0:
+                continue
+            seen += 1
+            a = sum(q * s for q, s in zip(mix.shares, S))
+            tpot = sv.tpot_full / ((1 - sv.rate * a) * math.exp(-sv.rate * convoy))
+            assert sv.tpot == pytest.approx(tpot, rel=1e-9)
+            assert sv.limit == "KV slots" and sv.slots == pytest.approx(b, rel=1e-9)
+            target = 1.001 * sv.tpot_full  # a TPOT target just above the full batch's: it binds first
+            tight = ServingModel(TINY, devices, mix, tpot=target).evaluate(p, plan, b)
+            assert tight.limit == "TPOT target" and tight.tpot == pytest.approx(target, rel=1e-9)
+    assert seen > 0
