@@ -159,6 +159,10 @@ def evaluate(args) -> int:
     data = read_json(args.split)
     saved = read_stage_result(data) if isinstance(data, dict) else None
     goodput = isinstance(saved, dict) and saved.get("objective") == "goodput"
+    if isinstance(saved, dict) and saved.get("objective") == "goodput-disaggregated" and \
+            getattr(args, "simulate", None) is not None:
+        raise InputError("evaluate re-scores a disaggregated result's decode pool only; to simulate both "
+                         "pools run place ... --disaggregate --simulate RATE|auto", source=args.split)
     if not goodput:
         refuse_goodput_options(args)
     problem, settings = _problem(args, saved)

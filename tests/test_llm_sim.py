@@ -269,3 +269,5 @@ def test_cli_simulate_a_disaggregated_plan(tmp_path, capsys, files):
     assert sim["layout"] == "disaggregated"
     assert sim["planned_rate_rps"] >= data["goodput"]["rate_rps"]  # without targets (here the TTFT's)
     assert 0.9 < sim["ratio"] < 1.1
+    assert main(["evaluate", str(cfg), str(out), "--simulate", "auto"]) == 2
+    assert "--disaggregate --simulate" in capsys.readouterr().err
