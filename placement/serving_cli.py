@@ -929,10 +929,10 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
 
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
+    _need_onnx(args.model, "placement provision")
     for dest, flag in (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
         if getattr(args, dest, None) is not None:
             raise InputError(f"{flag} applies to an LLM model config (config.json), not to an ONNX model")
-    _need_onnx(args.model, "placement provision")
     if args.target_throughput is None or not args.available:
         raise InputError("placement provision needs --target-throughput X (samples/s) and --available SPEC "
                          "(e.g. a100:8,t4:16,cpu:64)")
