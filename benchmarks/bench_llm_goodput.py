@@ -3,6 +3,7 @@ most requests/s meeting TTFT and TPOT targets, beside the plan ``place`` gives f
 
     python -m benchmarks.bench_llm_goodput [--only NAME] [--markdown out.md]
     python -m benchmarks.bench_llm_goodput --phases [--only NAME] [--markdown out.md]
+    python -m benchmarks.bench_llm_goodput --buckets [--markdown out.md]
 
 Each case is a model config (Llama-2 shapes, nothing downloaded), a cluster, a request mix and the two
 targets. Two rows per case:
@@ -18,6 +19,10 @@ targets. Two rows per case:
 of the device kinds into a prefill pool and a decode pool (:func:`placement.llm_cmd.disaggregated_search`,
 what ``--disaggregate`` adds); the layout ``place`` keeps is marked. A split's time is the
 disaggregated search's divided by the number of splits.
+
+``--buckets``: the cheapest devices per request-size bucket (:func:`placement.llm_cmd.provision_buckets`,
+Mélange's provisioning) for a range of rates, beside the cheapest single instance type, at the
+assumed prices :data:`PRICES`.
 
 Times are wall-clock seconds of the whole sweep on this machine.
 """
@@ -155,14 +160,51 @@ def phases(only: str | None = None) -> list[str]:
     return rows
 
 
+PRICES = {"a100": 3.67, "l4": 0.80, "t4": 0.53}  # assumed $ per device-hour (typical on-demand, 2026)
+BUCKET_CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms, rates (requests/s)
+    ("7b-chat", LLAMA2_7B, "a100:4,l4:8,t4:8", "chat", CHAT, 1000, 100, (2.0, 8.0, 20.0)),
+]
+
+
+def buckets(only=None) -> list[str]:
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_config, read_mix
+    from placement.llm_cmd import bucket_instances, provision_buckets
+    from solvers.registry import solve
+
+    rows = ["| case | devices | mix | TTFT / TPOT target (ms) | rate req/s "
+            "| per bucket: instances (kind x devices: count) | $/h | one instance type: instances, $/h "
+            "| instances scored (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, cfg, devices, mix_name, mix, ttft, tpot, rates in BUCKET_CASES:
+        if only and name != only:
+            continue
+        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
+                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        prices = [PRICES[s.name] for s in model.devices.specs]
+        t = time.perf_counter()
+        inst = bucket_instances(model, prices, solve)
+        took = time.perf_counter() - t
+        for rate in rates:
+            out = provision_buckets(model, rate, prices, solve, instances=inst)
+            used = ", ".join(f"{x.kind} x{x.count}: {m}" for x, m in zip(out.instances, out.used) if m)
+            one = out.single and out.instances[out.single[0]]
+            single = "none fits" if out.single is None else \
+                f"{one.kind} x{one.count}: {out.single[1]}, {out.single[2]:.2f}"
+            rows.append(f"| {name} | {devices} | {mix_name} | {ttft} / {tpot} | {rate:g} | {used} "
+                        f"| {out.cost:.2f} | {single} | {took:.1f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="one case: " + ", ".join(c[0] for c in CASES))
     ap.add_argument("--markdown", default=None, metavar="OUT.md")
     ap.add_argument("--phases", action="store_true", help="the colocated / disaggregated table instead: "
                     + ", ".join(c[0] for c in PHASES))
+    ap.add_argument("--buckets", action="store_true", help="the cheapest devices per request-size bucket")
     args = ap.parse_args()
-    rows = phases(args.only) if args.phases else run(args.only)
+    rows = buckets(args.only) if args.buckets else phases(args.only) if args.phases else run(args.only)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("\n".join(rows) + "\n")

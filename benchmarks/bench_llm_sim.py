@@ -5,7 +5,9 @@ the simulated capacity against the planned one; and at 150% with prefills that t
 side alone: at 150% of the full batch's ``B / T0`` (in requests/s: ``/ E[output]``) with prefills that
 take no time, the simulated decode tokens/s against ``B / T0``.
 
-    python -m benchmarks.bench_llm_sim [--only NAME] [--seconds S] [--seed N] [--markdown out.md]
+    python -m benchmarks.bench_llm_sim [--only NAME] [--seconds S] [--seed N] [--markdown out.md] [--pools]
+
+``--pools``: the disaggregated layouts instead (:func:`run_pools`).
 
 Plans, per case (the clusters, mixes and targets of :mod:`benchmarks.bench_llm_goodput`):
 
@@ -104,6 +106,61 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
     return rows
 
 
+def run_pools(only=None, seconds=600.0, seed=0) -> list[str]:
+    """The disaggregated layouts: per case of :data:`benchmarks.bench_llm_goodput.PHASES`, the best split
+    into a prefill pool and a decode pool (``place --disaggregate``'s, kept or not) simulated at 80% and
+    150% of its planned rate (:func:`graphs.llm.disaggregated_goodput` without targets)."""
+    from benchmarks.bench_llm_goodput import PHASES
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_config, read_mix
+    from graphs.llm_sim import simulate_plan
+    from placement.llm_cmd import best_pool, disaggregated_search, goodput_search
+    from solvers.registry import solve
+
+    rows = ["| case | prefill pool | decode pool | batch / N | planned req/s (limit) | KV move ms "
+            "| 80%: planned tokens/s | trace asks tokens/s | simulated tokens/s | sim / planned "
+            "| TTFT ms mean / p50 / p99 (model mean) | TPOT ms mean / p99 (model) "
+            "| 150%: simulated / planned tokens/s | kept | sim s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, cfg, devices, mix_name, mix, ttft, tpot in PHASES:
+        if only and name != only:
+            continue
+        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
+                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        split = disaggregated_search(model, None, solve)
+        if split.best is None:
+            continue
+        colocated = goodput_search(model, None, solve).best
+        kept = colocated is None or split.best.serving.goodput > colocated.serving.goodput * (1 + 1e-12)
+        best = split.best
+        pre_model, dec_model = best_pool(split, best, models=True)
+        pre_problem, pre_plan, _ = best.serving.prefill_pool
+        pool = (pre_model, pre_problem, pre_plan)
+        t = time.perf_counter()
+        lo = simulate_plan(dec_model, best.problem, best.plan, best.batch, rate="auto", seconds=seconds,
+                           seed=seed, prefill_pool=pool)
+        hi = simulate_plan(dec_model, best.problem, best.plan, best.batch, rate=1.5 * lo.planned["rate_rps"],
+                           seconds=seconds, seed=seed, prefill_pool=pool)
+        took = time.perf_counter() - t
+        pl = lo.planned
+        ratio = lo.tokens_per_s / pl["tokens_per_s_at_rate"]
+        ok = "yes" if abs(ratio - 1) <= 0.10 else "**no**"
+        tt, tp = lo.ttft, lo.tpot
+        pre_d, dec_d = best_pool(split, best)
+        rows.append(f"| {name} ({mix_name}) | {pre_d} | {dec_d} | {best.batch} / {best.problem.microbatches} "
+                    f"| {pl['rate_rps']:.3f} ({pl['limit']}) | {_ms(pl['kv_transfer_s'])} "
+                    f"| {pl['tokens_per_s_at_rate']:,.0f} | {lo.offered_tokens_per_s:,.0f} "
+                    f"| {lo.tokens_per_s:,.0f} | {100 * ratio:.1f}% {ok} "
+                    f"| {_ms(tt['mean'])} / {_ms(tt['p50'])} / {_ms(tt['p99'])} "
+                    f"({_ms(pl['ttft_mean_s_at_rate'])}) | {_ms(tp['mean'])} / {_ms(tp['p99'])} "
+                    f"({_ms(pl['tpot_s_at_rate'])}) "
+                    f"| {hi.tokens_per_s:,.0f} / {hi.planned['tokens_per_s_at_rate']:,.0f} "
+                    f"= {100 * hi.tokens_per_s / hi.planned['tokens_per_s_at_rate']:.0f}% "
+                    f"| {'yes' if kept else 'no'} | {took:.1f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="one case: " + ", ".join(c[0] for c in CASES))
@@ -111,8 +168,10 @@ def main() -> None:
                     "(default 600)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--markdown", default=None, metavar="OUT.md")
+    ap.add_argument("--pools", action="store_true", help="the disaggregated layouts of the phases cases "
+                    "(benchmarks.bench_llm_goodput --phases) instead")
     args = ap.parse_args()
-    rows = run(args.only, args.seconds, args.seed)
+    rows = (run_pools if args.pools else run)(args.only, args.seconds, args.seed)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("\n".join(rows) + "\n")

@@ -57,7 +57,8 @@ __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", 
            "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
-           "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput"]
+           "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput",
+           "decode_stall"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -509,7 +510,7 @@ class GoodputEvaluation:
     rate: float  # requests/s arriving at which the goodput is reached
     goodput: float  # requests/s meeting both targets at that rate
     attainment: float  # their share of the requests
-    tpot: float  # at that rate (decode stalled by the prefills' share of the bottleneck)
+    tpot: float  # at that rate (decode stalled by the prefills, :func:`decode_stall`)
     wait: float  # mean queueing wait before a prefill at that rate
     prefill_load: float  # the prefill share of the bottleneck's time at that rate
     slots: float  # KV-cache slots in use on average at that rate (at most batch)
@@ -517,6 +518,7 @@ class GoodputEvaluation:
     buckets: tuple[BucketServing, ...]
     kv_transfer: float = 0.0  # disaggregated: mean seconds to move a prompt's KV cache to the decode pool
     prefill_pool: tuple | None = None  # disaggregated: (problem, plan, evaluation) of the prefill pool
+    convoy: float = 0.0  # colocated: E[C - S], seconds a prefill stalls decode beyond the bottleneck's share
 
 
 _MEETS_RTOL = 1e-9
@@ -542,7 +544,13 @@ class ServingModel:
       over decode steps and queue first come, first served at the bottleneck: an M/G/1 queue with
       service ``S``, load ``rho = lam E[S]``, mean wait ``W = lam E[S^2] / (2 (1 - rho))``
       (Pollaczek-Khinchine); **TTFT(I) = W + P(I)**;
-    * decode steps stall while the bottleneck prefills: **TPOT = T0 / (1 - rho)**;
+    * decode stalls behind the prefills (:func:`decode_stall`): a prompt of ``I`` tokens passes every
+      stage, and the micro-batch behind it waits at each; alone, it stalls the ring of micro-batches
+      for ``C(I) = max(S(I), sum_i p_i(I) / d_i - (N - 1) / N T0)`` (the other ``N - 1`` micro-batches
+      go one round meanwhile), of which ``S`` is the bottleneck's own work and ``C - S`` the convoy
+      beyond it. The bottleneck is busy prefilling ``rho`` of the time; the convoys, Poisson intervals
+      that overlap, cover ``1 - exp(-lam E[C - S])`` of the rest: **TPOT = T0 / ((1 - rho)
+      exp(-lam E[C - S]))**, ``T0 / (1 - rho)`` where the ring's slack absorbs the convoy (``C = S``);
     * KV slots: a request holds one from its prefill to its last token, ``P + (output - 1) TPOT``
       seconds; by Little's law ``lam (E[P] + E[output - 1] TPOT) <= batch``.
 
@@ -550,8 +558,9 @@ class ServingModel:
     targets. Every quantity grows with ``lam``, and the buckets meeting the TTFT target at any rate are
     those with the shortest prefill latencies, so the best rate is, for one of the prefixes of the
     buckets sorted by ``P``, the largest ``lam`` at which that prefix meets the TTFT target, TPOT meets
-    its target and the slots suffice: each a closed form (a quadratic for the slots). The maximum over
-    the prefixes is the plan's goodput, exact under this model.
+    its target and the slots suffice: each a closed form (a quadratic for the slots) without a convoy,
+    else a bisection of a monotone function. The maximum over the prefixes is the plan's goodput,
+    exact under this model.
     """
 
     def __init__(self, cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, ttft: float | None = None,
@@ -585,7 +594,7 @@ class ServingModel:
 
     def stage_prefill(self, problem: ParallelProblem, stage) -> list[float]:
         """``p_i(I)`` of one stage, per bucket: its nodes' prefill times plus the prompt's hidden states
-        over the tensors entering and leaving it (``input`` x the stage model's per-token times)."""
+        (``input`` tokens) over the kind's host link, once per tensor entering or leaving it."""
         import numpy as np
 
         from .parallel import _crossing
@@ -601,22 +610,30 @@ class ServingModel:
         inside = np.zeros(g.num_nodes, bool)
         inside[nodes] = True
         enter, leave = _crossing(g, inside)
-        per_token = float(g.tensor_time[stage.kind, enter].sum() + g.tensor_time[stage.kind, leave].sum())
+        # per token and crossing tensor: one hidden state over the kind's host link (the problem's own
+        # tensor times are per sample: a token in the decode problem, a mean prompt in the prefill one)
+        spec = self.devices.specs[stage.kind]
+        link = 0.0 if spec.host else self.cfg.hidden * self.cfg.dtype_bytes / spec.link_bandwidth
+        per_token = int(enter.sum() + leave.sum()) * link
         return [float(c) + b.input * per_token for c, b in zip(compute, self.mix.buckets)]
 
 
-    def prefill_times(self, problem: ParallelProblem, ev) -> tuple[list[float], list[float]]:
-        """Per bucket of the mix, an evaluated plan's prefill latency (the prompt through every stage) and
-        its bottleneck's occupancy (the largest stage's prefill time over its replicas)."""
+    def prefill_times(self, problem: ParallelProblem, ev) -> tuple[list[float], list[float], list[float]]:
+        """Per bucket of the mix, an evaluated plan's prefill latency (the prompt through every stage),
+        its bottleneck's occupancy (the largest stage's prefill time over its replicas) and the sum over
+        the stages of their prefill times over their replicas."""
         nb = len(self.mix.buckets)
         P = [0.0] * nb
         S = [0.0] * nb
+        Q = [0.0] * nb
         for s in ev.stages:
             p = self.stage_prefill(problem, s.stage)
             for k in range(nb):
                 P[k] += p[k]
                 S[k] = max(S[k], p[k] / s.stage.d)
-        return P, S
+                Q[k] += p[k] / s.stage.d
+        return P, S, Q
+
     def evaluate(self, problem: ParallelProblem, plan, batch: int, evaluation=None) -> GoodputEvaluation:
         """The goodput of ``plan`` (stages of :meth:`problem` ``(batch)``), scored by the one evaluator
         (:func:`graphs.parallel.evaluate_plan`) and the model of the class doc."""
@@ -632,25 +649,65 @@ class ServingModel:
         m = batch / problem.microbatches
         step = sum(m * s.stage.d * s.time_per_sample for s in ev.stages)
         t0 = max(step, batch * ev.objective)
-        P, S = self.prefill_times(problem, ev)
+        P, S, Q = self.prefill_times(problem, ev)
         a = sum(q * x for q, x in zip(shares, S))  # E[S]
         e2 = sum(q * x * x for q, x in zip(shares, S))  # E[S^2]
         g = sum(q * x for q, x in zip(shares, P))  # E[P]
+        N = problem.microbatches
+        convoy = sum(q * max(0.0, x - (N - 1) / N * t0 - s) for q, x, s in zip(shares, Q, S))  # E[C - S]
         D = self.mix.decode_steps
         c = D * t0
 
         # the rate limits that do not depend on the buckets: TPOT and the KV slots
         limits = {}
         if self.tpot is not None and D > 0:
-            limits["TPOT target"] = (1 - t0 / self.tpot) / a if t0 <= self.tpot else -1.0
-        lin = g + c + batch * a
-        limits["KV slots"] = 2 * batch / (lin + math.sqrt(max(lin * lin - 4 * a * g * batch, 0.0)))
+            if t0 > self.tpot:
+                limits["TPOT target"] = -1.0
+            elif convoy == 0:
+                limits["TPOT target"] = (1 - t0 / self.tpot) / a
+            else:  # (1 - lam a) exp(-lam convoy) = t0 / tpot
+                limits["TPOT target"] = _bisect(
+                    lambda x: (1 - x * a) * math.exp(-x * convoy) <= t0 / self.tpot, 1 / a)
+        if convoy == 0:
+            lin = g + c + batch * a
+            limits["KV slots"] = 2 * batch / (lin + math.sqrt(max(lin * lin - 4 * a * g * batch, 0.0)))
+        else:  # lam (g + c / ((1 - lam a) exp(-lam convoy))) = batch, increasing in lam below 1 / a
+            limits["KV slots"] = _bisect(
+                lambda x: x * (g + c * math.exp(x * convoy) / (1 - x * a)) >= batch, 1 / a)
         limits["prefill capacity"] = 1 / a  # a supremum: the wait grows without bound there
         lam, why = _best_rate(self.ttft, shares, P, a, e2, limits)
-        rho = lam * a
-        tpot = t0 / (1 - rho) if rho < 1 else math.inf
-        slots = lam * (g + D * tpot) if rho < 1 else math.inf
-        return _evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D)
+        stall = decode_stall(lam, a, convoy)
+        tpot = t0 / (1 - stall) if stall < 1 else math.inf
+        slots = lam * (g + D * tpot) if stall < 1 else math.inf
+        return replace(_evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D),
+                       convoy=convoy)
+
+
+def decode_stall(lam: float, a: float, convoy: float) -> float:
+    """The share of time decode is stalled by prefills arriving at ``lam`` per second (the serving model
+    of :class:`ServingModel`): the bottleneck's prefill load ``rho = lam a`` (``a = E[S]``) plus the
+    convoys beyond it (``convoy = E[C - S]`` seconds per prefill) over the rest, ``1 - (1 - rho)
+    exp(-lam convoy)``; 1 at or past the prefill capacity."""
+    rho = lam * a
+    if rho >= 1:
+        return 1.0
+    return 1 - (1 - rho) * math.exp(-lam * convoy)
+
+
+def _bisect(past, hi: float) -> float:
+    """The point in ``[0, hi]`` where the monotone predicate ``past`` turns true (``hi`` if never)."""
+    lo = 0.0
+    if not past(hi * (1 - 1e-15)):
+        return hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if past(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float, e2: float,
@@ -818,7 +875,7 @@ def kv_transfer_time(cfg: LLMConfig, tokens: int, bandwidth: float) -> float:
 def prefill_profile(prefill: ServingModel, pre_problem: ParallelProblem, pev) -> tuple:
     """``(P, S, link)`` of a prefill pool's evaluated plan: per bucket the prefill latency and the
     bottleneck's occupancy, and the slowest host link of the kinds it uses."""
-    P, S = prefill.prefill_times(pre_problem, pev)
+    P, S, _ = prefill.prefill_times(pre_problem, pev)
     return P, S, min(prefill.devices.specs[s.stage.kind].link_bandwidth for s in pev.stages)
 
 

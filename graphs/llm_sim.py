@@ -17,9 +17,10 @@ predict (docs/serving.md, "Simulating a plan").
   stage ``i``); an iteration's step time on a stage is computed from its sequences' **actual** number
   and mean context with the planner's per-layer functions (:func:`layer_decode_step`, :func:`embed_time`,
   :func:`head_step`, plus the hidden states over the links the stage's tensors cross); at the end of an
-  iteration every sequence emits a token, finished ones free their slots, and prefilled requests waiting
-  for the micro-batch join it (the iteration boundary); the ``N`` micro-batches are in flight together,
-  each server taking them first come, first served.
+  iteration every sequence emits a token and finished ones free their slots; prefilled requests join
+  their micro-batch's next step when that step starts on the first stage (as an engine's scheduler
+  forms each step's batch when it launches it); the ``N`` micro-batches are in flight together, each
+  server taking them first come, first served.
 
 It reports output tokens/s over the measured window (after a warm-up), TTFT (arrival to the first
 token) and TPOT (the mean time between a request's later tokens) as mean, p50, p90 and p99 over the
@@ -118,7 +119,8 @@ class SimResult:
 
 def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, prefill_time,
                       requests: list[tuple[float, int, int, int]], *, seconds: float,
-                      warmup: float | None = None, progress=None, keep_tokens: bool = False) -> SimResult:
+                      warmup: float | None = None, progress=None, keep_tokens: bool = False,
+                      prefill_d: list[int] | None = None, transfer_time=None) -> SimResult:
     """The engine of the module doc on stages with replicas ``d`` (``d[i]`` dividing ``microbatches``
     is not required: micro-batch ``j`` runs on replica ``j mod d[i]``), ``batch`` KV slots in
     ``microbatches`` micro-batches, ``decode_time(i, n, context)`` seconds of a step of ``n`` sequences
@@ -126,7 +128,14 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     prefill of request ``r`` (its index in ``requests``) there, and ``requests`` ``(arrival, input
     tokens, output tokens, tag)`` sorted by arrival (``tag``: the caller's, e.g. the bucket). Arrivals
     fall in ``[0, seconds)``; the run drains until ``2 x seconds`` at most; ``progress(frac)`` is called
-    with the simulated fraction of that."""
+    with the simulated fraction of that.
+
+    **Disaggregated** (``prefill_d``: the replicas of a separate prefill pool's stages): prompts run on
+    that pool's stages (``prefill_time(i, r)`` on its stage ``i``; replicas in turn, first come, first
+    served) as soon as they arrive; the prefill's end is the first token; the request then waits first
+    come, first served for a KV slot of the decode pool, holds it from then on, its cache moves for
+    ``transfer_time(r)`` seconds (a delay: the moves do not contend), and it joins its micro-batch's
+    next step. The decode pool's stages run decode steps only."""
     if batch % microbatches:
         raise InputError(f"{microbatches} micro-batches do not divide {batch} KV slots")
     if warmup is None:
@@ -134,6 +143,12 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     if not 0 <= warmup < seconds:
         raise InputError(f"the warm-up must be in [0, {seconds}) seconds, got {warmup!r}")
     S = len(d)
+    disagg = prefill_d is not None
+    if disagg and (not prefill_d or transfer_time is None):
+        raise InputError("a disaggregated simulation needs the prefill pool's stages and a transfer time")
+    pre0 = S if disagg else 0  # the prefill stages: pre0 .. last_pre
+    d = list(d) + (list(prefill_d) if disagg else [])
+    last_pre = len(d) - 1 if disagg else S - 1
     N = microbatches
     m = batch // N
     horizon = 2 * seconds
@@ -147,10 +162,10 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     held = [0] * N
     in_flight = [False] * N
     waiting: deque = deque()
-    pre_q = [[deque() for _ in range(d[i])] for i in range(S)]
-    dec_q = [[deque() for _ in range(d[i])] for i in range(S)]
-    busy = [[False] * d[i] for i in range(S)]
-    rr = [0] * S  # the next replica of each stage to take a prefill
+    pre_q = [[deque() for _ in range(d[i])] for i in range(len(d))]
+    dec_q = [[deque() for _ in range(d[i])] for i in range(len(d))]
+    busy = [[False] * d[i] for i in range(len(d))]
+    rr = [0] * len(d)  # the next replica of each stage to take a prefill
     heap: list = []
     seq = 0
     tokens = decoded = 0
@@ -177,9 +192,11 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
             return
         if pre_q[i][r]:
             job = pre_q[i][r].popleft()
-            dur = prefill_time(i, job[1])
+            dur = prefill_time(i - pre0, job[1])
         elif dec_q[i][r]:
             job = dec_q[i][r].popleft()
+            if i == 0 and joining[job[1]]:  # the step is formed when it starts: prefilled requests join
+                job = _step_job(job[1])
             dur = decode_time(i, job[2], job[3])
         else:
             return
@@ -195,16 +212,18 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         held[j] -= 1
         total_held -= 1
 
-    def iterate(j, now):
+    def _step_job(j):
         members[j].extend(joining[j])
         joining[j].clear()
-        if not members[j]:
+        n = len(members[j])
+        return ("d", j, n, sum(requests[q][1] + gen[q] for q in members[j]) / n)
+
+    def iterate(j, now):
+        if not members[j] and not joining[j]:
             in_flight[j] = False
             return
         in_flight[j] = True
-        n = len(members[j])
-        ctx = sum(requests[q][1] + gen[q] for q in members[j]) / n
-        submit(0, j % d[0], ("d", j, n, ctx), now)
+        submit(0, j % d[0], _step_job(j), now)
 
     def admit(now):
         nonlocal total_held
@@ -216,9 +235,15 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
             held[j] += 1
             total_held += 1
             mb_of[q] = j
-            r = rr[0]
-            rr[0] = (r + 1) % d[0]
-            submit(0, r, ("p", q), now)
+            if disagg:  # the cache moves to the decode pool, then the request joins
+                push(now + transfer_time(q), 2, q)
+            else:
+                prefill(q, now)
+
+    def prefill(q, now):
+        r = rr[pre0]
+        rr[pre0] = (r + 1) % d[pre0]
+        submit(pre0, r, ("p", q), now)
 
     nxt = 0
     if nreq:
@@ -235,17 +260,26 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         if progress is not None:
             progress(min(1.0, now / horizon))
         if kind == 0:  # an arrival
-            waiting.append(data)
             if nxt < nreq:
                 push(requests[nxt][0], 0, nxt)
                 nxt += 1
-            admit(now)
+            if disagg:
+                prefill(data, now)
+            else:
+                waiting.append(data)
+                admit(now)
+            continue
+        if kind == 2:  # a cache moved to the decode pool
+            j = mb_of[data]
+            joining[j].append(data)
+            if not in_flight[j]:
+                iterate(j, now)
             continue
         i, r, job = data
         busy[i][r] = False
         if job[0] == "p":
             q = job[1]
-            if i + 1 < S:
+            if i < last_pre:
                 nr = rr[i + 1]
                 rr[i + 1] = (nr + 1) % d[i + 1]
                 submit(i + 1, nr, job, now)
@@ -256,7 +290,11 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
                 j = mb_of[q]
                 if requests[q][2] <= 1:
                     finish[q] = now
-                    release(j)
+                    if not disagg:
+                        release(j)
+                        admit(now)
+                elif disagg:
+                    waiting.append(q)
                     admit(now)
                 else:
                     joining[j].append(q)
@@ -333,33 +371,51 @@ def _stage_timers(model, problem, plan):
     return steps, pres
 
 
-def planned_rate(model, problem, plan, batch: int, evaluation=None):
+def planned_rate(model, problem, plan, batch: int, evaluation=None, prefill_pool=None):
     """The serving model's rate for ``plan`` without targets (requests/s: the KV slots or the prefill
-    capacity limit it) and its evaluation."""
-    from .llm import ServingModel
+    capacity limit it) and its evaluation; with ``prefill_pool`` ``(prefill model, problem, plan)``,
+    :func:`graphs.llm.disaggregated_goodput`'s."""
+    from .llm import ServingModel, disaggregated_goodput
 
     free = ServingModel(model.cfg, model.devices, model.mix)
-    sv = free.evaluate(problem, plan, batch, evaluation=evaluation)
+    if prefill_pool is None:
+        sv = free.evaluate(problem, plan, batch, evaluation=evaluation)
+    else:
+        pre_model, pre_problem, pre_plan = prefill_pool
+        pre = ServingModel(pre_model.cfg, pre_model.devices, model.mix)
+        sv = disaggregated_goodput(pre, pre_problem, pre_plan, free, problem, plan, batch,
+                                   evaluation=evaluation)
     return sv.rate, sv
 
 
 def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto", seconds: float = 120.0,
                   seed: int = 0, warmup: float | None = None, trace=None, progress=None,
-                  keep_tokens: bool = False) -> SimResult:
+                  keep_tokens: bool = False, prefill_pool=None) -> SimResult:
     """Simulate ``plan`` (stages of ``model.problem(batch)`` or any problem of the same chain) serving a
     Poisson trace at ``rate`` requests/s (``"auto"``: 80% of :func:`planned_rate`) for ``seconds``,
     sizes drawn from ``model.mix`` with ``seed`` (or ``trace``: ``(time, bucket index)`` pairs), measured
     after ``warmup`` seconds (default: 20% of the trace, or 1.5 x the longest request's lifetime under
     the serving model, at most half the trace). The
     result's ``planned`` holds the planner's decode tokens/s, the serving model's rate and the output
-    tokens/s it predicts at the simulated rate (``rate x E[output]``, when the rate is below its own)."""
+    tokens/s it predicts at the simulated rate (``rate x E[output]``, when the rate is below its own).
+
+    ``prefill_pool``: ``(prefill model, prefill problem, prefill plan)`` of a disaggregated layout
+    (:func:`graphs.llm.prefill_problem`'s plan on the prefill model's devices, ``plan`` then the decode
+    pool's): the prompts run on that pool, each cache moves over the slower host link of the two
+    plans' kinds (:func:`graphs.llm.kv_transfer_time`), as :func:`graphs.llm.disaggregated_goodput`
+    models it (the disaggregated engine of :func:`simulate_pipeline`)."""
+    from .llm import decode_stall, kv_transfer_time
     from .parallel import evaluate_plan
 
     ev = evaluate_plan(problem, plan)
     if not ev.valid:
         raise InputError("cannot simulate an invalid plan: " + "; ".join(ev.problems))
+    if prefill_pool is not None:
+        pev = evaluate_plan(prefill_pool[1], prefill_pool[2])
+        if not pev.valid:
+            raise InputError("cannot simulate an invalid prefill plan: " + "; ".join(pev.problems))
     _positive("the trace length (--trace-seconds)", seconds)
-    cap, sv = planned_rate(model, problem, plan, batch, evaluation=ev)
+    cap, sv = planned_rate(model, problem, plan, batch, evaluation=ev, prefill_pool=prefill_pool)
     if rate == "auto":
         rate = 0.8 * cap
     rate = _positive("the arrival rate", rate)
@@ -368,12 +424,21 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     buckets = model.mix.buckets
     requests = [(t, buckets[b].input, buckets[b].output, b) for t, b in trace]
     if warmup is None:  # past the longest request's lifetime under the serving model (tokens/s then steady)
-        life = max(x.prefill + (x.bucket.output - 1) * sv.tpot for x in sv.buckets)
+        life = max(x.prefill + (x.bucket.output - 1) * sv.tpot for x in sv.buckets) + sv.kv_transfer
         warmup = min(0.5 * seconds, max(0.2 * seconds, 1.5 * life))
     steps, pres = _stage_timers(model, problem, plan)
+    extra = {}
+    if prefill_pool is not None:
+        pre_model, pre_problem, pre_plan = prefill_pool
+        pres = [pre_model.stage_prefill(pre_problem, st) for st in pre_plan]
+        link = min(m.devices.specs[st.kind].link_bandwidth
+                   for m, p in ((pre_model, pre_plan), (model, plan)) for st in p)
+        moves = [kv_transfer_time(model.cfg, b.input, link) for b in model.mix.buckets]
+        extra = {"prefill_d": [st.d for st in pre_plan], "transfer_time": lambda q: moves[requests[q][3]]}
     res = simulate_pipeline([st.d for st in plan], batch, problem.microbatches,
                             lambda i, n, c: steps[i](n, c), lambda i, q: pres[i][requests[q][3]], requests,
-                            seconds=seconds, warmup=warmup, progress=progress, keep_tokens=keep_tokens)
+                            seconds=seconds, warmup=warmup, progress=progress, keep_tokens=keep_tokens,
+                            **extra)
     res.rate = rate
     mean_out = sum(p * b.output for p, b in zip(model.mix.shares, buckets))
     shares = model.mix.shares
@@ -382,13 +447,14 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     ep = sum(q * x.prefill for q, x in zip(shares, sv.buckets))
     rho = rate * a
     wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
+    stall = 0.0 if prefill_pool is not None else decode_stall(rate, a, sv.convoy)  # apart: no stall
     res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
                    "tokens_per_s_at_rate": min(rate, cap) * mean_out,
                    "load": rate / cap if cap > 0 else math.inf,
                    "tpot_full_s": sv.tpot_full, "mean_output": mean_out,
-                   "tpot_s_at_rate": sv.tpot_full / (1 - rho) if rho < 1 else math.inf,
+                   "tpot_s_at_rate": sv.tpot_full / (1 - stall) if stall < 1 else math.inf,
                    "ttft_mean_s_at_rate": wait + ep,
-                   "prefill_s": [b.prefill for b in sv.buckets]}
+                   "prefill_s": [b.prefill for b in sv.buckets], "kv_transfer_s": sv.kv_transfer}
     return res
 
 

@@ -149,9 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     p.add_argument("--model", default=None, help="Helix cluster file: the model to lay out (default: "
                    "the file's only model); the time limit there defaults to 60 s")
-    p.add_argument("--engine", choices=("helix", "vllm"), default=None,
+    p.add_argument("--engine", choices=("helix", "vllm", "sglang"), default=None,
                    help="Helix cluster file: what to write beside the layout: helix (default: the layout "
-                   "only) or vllm (pipeline replicas with their flags and VLLM_PP_LAYER_PARTITION)")
+                   "only) or vllm (pipeline replicas with their flags and VLLM_PP_LAYER_PARTITION); a model "
+                   "config with --objective goodput: sglang (launch_server arguments, with --disaggregate "
+                   "the prefill and decode servers and the router)")
     _add_frontend_options(p)
     _stages().add_options(p)
     _llm().add_options(p)
@@ -359,11 +361,17 @@ def _cmd_place(args) -> int:
         _output_file(args.out, "--out")
     # an LLM-serving cluster of Helix (placement/helix_cmd.py); --model says the file must be one
     if args.model is not None or _helix().handles(args.workload):
+        if args.engine == "sglang":
+            raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
+                              "cluster file takes --engine helix or vllm")
         _refuse_for_helix(args)
         return _helix().place(args, time_limit)
-    if args.engine is not None:
+    llm = _llm().handles(args.workload, args)
+    if args.engine == "sglang" and not (llm and args.objective == "goodput"):
+        raise _UsageError("--engine sglang applies to a model config with --objective goodput")
+    if args.engine is not None and args.engine != "sglang":
         raise _UsageError("--engine applies to Helix cluster files (placement place CLUSTER.json --model M)")
-    if _llm().handles(args.workload, args):
+    if llm:
         if args.objective == "goodput":
             return _llm().place_goodput(args)
         _llm().refuse_goodput_options(args)
@@ -921,6 +929,8 @@ def _add_calibrate_parser(sub) -> None:
 def _cmd_serving(args) -> int:
     from .serving_cli import run
 
+    if args.command == "provision" and args.model and not args.example_prices and _llm().handles(args.model):
+        return _llm().provision_command(args)  # an LLM config: the cheapest instances per bucket
     return run(args)
 
 

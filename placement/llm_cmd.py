@@ -25,6 +25,7 @@ model, and, where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), scores all
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
@@ -158,6 +159,10 @@ def evaluate(args) -> int:
     data = read_json(args.split)
     saved = read_stage_result(data) if isinstance(data, dict) else None
     goodput = isinstance(saved, dict) and saved.get("objective") == "goodput"
+    if isinstance(saved, dict) and saved.get("objective") == "goodput-disaggregated" and \
+            getattr(args, "simulate", None) is not None:
+        raise InputError("evaluate re-scores a disaggregated result's decode pool only; to simulate both "
+                         "pools run place ... --disaggregate --simulate RATE|auto", source=args.split)
     if not goodput:
         refuse_goodput_options(args)
     problem, settings = _problem(args, saved)
@@ -298,8 +303,9 @@ class DisaggregatedSearch:
     """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
     kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
 
-    def __init__(self, splits, best):
+    def __init__(self, splits, best, pools=None):
         self.splits, self.best = splits, best
+        self.pools = pools or [None] * len(splits)  # per split: (prefill model, decode model)
 
 
 def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
@@ -317,6 +323,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
 
     K = len(model.devices.specs)
     splits = []
+    pools = []
     best = None
     masks = [m for m in range(1, 2 ** K - 1)]
     for i, mask in enumerate(masks):
@@ -334,6 +341,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
         pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
         dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
         top = default_microbatches(pre_ds)
+        pools.append((pre, dec))
         prefills = []
         for n in (2 ** j for j in range(top.bit_length())):
             pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
@@ -357,7 +365,195 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
             best = search.best
     if progress is not None:
         progress(1.0)
-    return DisaggregatedSearch(splits, best)
+    return DisaggregatedSearch(splits, best, pools)
+
+
+# ------------------------------------------------------------------------ cheapest devices per bucket
+@dataclass(frozen=True)
+class Instance:
+    """One serving instance: ``count`` devices of one kind, ``price`` per hour, and per bucket of the mix
+    the requests/s it serves alone meeting the targets (``capacity``, 0: none)."""
+
+    kind: str
+    count: int
+    price: float
+    capacity: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BucketProvision:
+    """The cheapest instances for a rate (:func:`provision_buckets`): how many of each ``instances[i]``
+    (``used[i]``), the requests/s of each bucket sent to each (``load[i][b]``), the cost per hour, and the
+    cheapest that uses one instance type only (``single``: ``(index, count, cost)``, or ``None``)."""
+
+    instances: tuple[Instance, ...]
+    used: tuple[int, ...]
+    load: tuple[tuple[float, ...], ...]
+    cost: float
+    single: tuple[int, int, float] | None
+
+
+def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
+    """Mélange's allocation (Griggs et al., 2024), as a small mixed-integer program: integer counts
+    ``m_i`` of each instance and requests/s ``x_ib`` of bucket ``b`` sent to instance ``i``, minimising
+    ``sum_i price_i m_i`` with every bucket's ``demand[b]`` served (``sum_i x_ib = demand[b]``), each
+    instance type within its capacity (``sum_b x_ib / capacity_ib <= m_i``, an instance time-sharing its
+    buckets) and each kind's devices within ``available[kind]`` (``sum_i count_i m_i``). Returns the
+    counts, the loads and the cost; an :class:`~graphs.errors.InfeasibleError` when no mix serves it."""
+    import numpy as np
+
+    from graphs.errors import InfeasibleError
+    from solvers._milp import OPTIMAL, MilpModel, solve_mip
+
+    n, nb = len(instances), len(demand)
+    mm = MilpModel()
+    m = mm.add_cols(n, lb=0.0, ub=[available.get(inst.kind, 0) // inst.count for inst in instances],
+                    integer=True, cost=[inst.price for inst in instances])
+    flows = mm.add_cols(n * nb, lb=0.0,
+                        ub=[np.inf if c > 0 else 0.0 for inst in instances for c in inst.capacity])
+    cell = flows.reshape(n, nb)
+    # every bucket served: sum_i x_ib = demand_b
+    mm.add_rows(demand, demand, np.repeat(np.arange(nb), n), cell.T.ravel(), 1.0)
+    # time-sharing within each instance type: sum_b x_ib / capacity_ib - m_i <= 0
+    rows, cols, vals = [], [], []
+    for i, inst in enumerate(instances):
+        rows.append(i)
+        cols.append(m[i])
+        vals.append(-1.0)
+        for b, c in enumerate(inst.capacity):
+            if c > 0:
+                rows.append(i)
+                cols.append(cell[i, b])
+                vals.append(1.0 / c)
+    mm.add_rows(np.full(n, -np.inf), 0.0, rows, cols, vals)
+    kinds = sorted(available)  # the devices there are, per kind
+    rows, cols, vals = [], [], []
+    for r, kind in enumerate(kinds):
+        for i, inst in enumerate(instances):
+            if inst.kind == kind:
+                rows.append(r)
+                cols.append(m[i])
+                vals.append(float(inst.count))
+    mm.add_rows(np.full(len(kinds), -np.inf), [float(available[k]) for k in kinds], rows, cols, vals)
+    res = solve_mip(mm, gap=1e-9)
+    if res.status != OPTIMAL or res.x is None:
+        raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
+                              f"there are (the solver: {res.status})")
+    used = tuple(int(round(v)) for v in res.x[m])
+    load = [[max(0.0, float(res.x[cell[i, b]])) for b in range(nb)] for i in range(n)]
+    return used, load, float(sum(inst.price * k for inst, k in zip(instances, used)))
+
+
+def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
+    """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
+    to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
+    instance's capacity for a bucket the goodput of its best plan on that bucket alone
+    (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both)."""
+    from graphs.devices import DeviceSet
+    from graphs.llm import RequestMix, ServingModel
+
+    instances = []
+    for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
+        counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
+        for n in counts:
+            cap = []
+            for b in model.mix.buckets:
+                one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
+                                   tpot=model.tpot)
+                best = goodput_search(one, None, solve).best
+                cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
+            if any(cap):
+                instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
+    return instances
+
+
+def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instances=None) -> BucketProvision:
+    """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
+    bucket as Mélange provisions: the instances of :func:`bucket_instances` (or ``instances``, already
+    scored) mixed by :func:`cheapest_instances`, each bucket's requests sent where they cost least.
+    ``prices``: per kind of ``model.devices``, per device-hour."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
+        raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
+    mix = model.mix
+    if instances is None:
+        instances = bucket_instances(model, prices, solve, sizes=sizes)
+    if not instances:
+        from graphs.errors import InfeasibleError
+
+        raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
+    demand = [rate * p for p in mix.shares]
+    available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
+    used, load, cost = cheapest_instances(instances, demand, available)
+    single = None
+    for i, x in enumerate(instances):  # one instance type for the whole mix, for comparison
+        if all(c > 0 for c in x.capacity):
+            m = math.ceil(sum(d / c for d, c in zip(demand, x.capacity)) - 1e-9)
+            if m * x.count <= available[x.kind] and (single is None or m * x.price < single[2]):
+                single = (i, m, m * x.price)
+    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single)
+
+
+def provision_command(args) -> int:
+    """``placement provision config.json --requests MIX --target-throughput R --available SPEC``: the
+    cheapest instances per request-size bucket (:func:`provision_buckets`); a table, ``--out`` / ``--json``
+    the ``provision_buckets`` section."""
+    import json
+    import sys
+
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, check_slo, read_mix, read_model_config
+    from solvers.registry import solve
+
+    from .provision import kind_prices, read_prices
+
+    if args.requests is None or args.target_throughput is None or not args.available:
+        raise InputError("placement provision of a model config needs --requests MIX.json, "
+                         "--target-throughput R (requests/s) and --available SPEC (e.g. a100:4,l4:8)")
+    if args.devices:
+        raise InputError("placement provision takes --available (the devices to choose from), not --devices")
+    for dest, flag, default in (
+            ("latency_slo", "--latency-slo", None), ("max_replicas", "--max-replicas", None),
+            ("granularity", "--granularity", None), ("microbatches", "--microbatches", None),
+            ("batch_size", "--batch-size", None), ("max_solves", "--max-solves", 200), ("gap", "--gap", 1e-4),
+            ("threads", "--threads", None)):
+        if getattr(args, dest, default) != default:
+            raise InputError(f"{flag} does not apply to a model config (the goodput search picks batch "
+                             f"sizes and plans per instance; the targets are --ttft-slo and --tpot-slo)")
+    ds = parse_devices(args.available, args.device_files or ())
+    prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
+    slo = {}
+    for dest, flag in (("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
+        v = check_slo(flag, getattr(args, dest))
+        slo[dest] = None if v is None else v / 1e3
+    model = ServingModel(read_model_config(args.model), ds, read_mix(args.requests), ttft=slo["ttft_slo"],
+                         tpot=slo["tpot_slo"])
+    out = provision_buckets(model, args.target_throughput, prices, solve)
+    buckets = model.mix.buckets
+    rows = [f"{x.kind} x{x.count}: {m} (" + ", ".join(f"{b.input}/{b.output}: {v:.4g}"
+                                                       for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
+            for x, m, load in zip(out.instances, out.used, out.load) if m]
+    one = None if out.single is None else out.instances[out.single[0]]
+    data = {"provision_buckets": {
+        "target_rps": args.target_throughput, "cost_per_hour": out.cost,
+        "instances": [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
+                       "capacity_rps": list(x.capacity), "count": m, "load_rps": list(load)}
+                      for x, m, load in zip(out.instances, out.used, out.load)],
+        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
+        "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
+                                                 "count": out.single[1], "cost_per_hour": out.single[2]}}}
+    if getattr(args, "out", None):
+        from .export import write_json
+
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    single = "no single instance type serves the mix within the devices" if one is None else \
+        f"one instance type: {out.single[1]} x ({one.kind} x{one.count}), {out.single[2]:.4g} per hour"
+    sys.stdout.write("\n".join([f"cheapest instances for {args.target_throughput:g} requests/s "
+                                 f"({_targets(model)}), per request-size bucket:", *("  " + r for r in rows),
+                                 f"cost {out.cost:.4g} per hour; {single}"]) + "\n")
+    return 0
 
 
 def _serving_model(args, saved: dict | None = None):
@@ -438,7 +634,8 @@ def serving_dict(model, sv) -> dict:
             "goodput_rps": sv.goodput, "rate_rps": sv.rate, "attainment": sv.attainment,
             "tokens_per_s": num(sv.tokens_per_s), "tpot_full_batch_s": num(sv.tpot_full),
             "tpot_s": num(sv.tpot), "step_latency_s": num(sv.step_latency), "wait_s": num(sv.wait),
-            "prefill_load": sv.prefill_load, "kv_slots_used": num(sv.slots), "limit": sv.limit,
+            "prefill_load": sv.prefill_load, "prefill_convoy_s": sv.convoy, "kv_slots_used": num(sv.slots),
+            "limit": sv.limit,
             "buckets": [{"input": r.bucket.input, "output": r.bucket.output, "weight": r.bucket.weight,
                          "share": r.share, "prefill_s": r.prefill, "ttft_s": num(r.ttft), "meets": r.meets}
                         for r in sv.buckets]}
@@ -459,9 +656,6 @@ def simulate_options(args) -> tuple | None:
     seconds = args.trace_seconds if args.trace_seconds is not None else 120.0
     if not (0 < seconds < math.inf):
         raise InputError(f"--trace-seconds {seconds:g}: give a positive number of seconds")
-    if getattr(args, "disaggregate", None):
-        raise InputError("--simulate models a colocated plan (prefill and decode on the same stages); it "
-                         "does not simulate separate pools: drop --disaggregate")
     if args.plot is not None:
         from .serving_cli import _check_plot
 
@@ -474,9 +668,11 @@ def simulate_options(args) -> tuple | None:
     return rate, seconds, getattr(args, "seed", 0) or 0, args.plot
 
 
-def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None) -> tuple[str, dict]:
-    """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`) with a progress bar; the summary lines
-    and the result file's ``simulation`` section."""
+def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None,
+                   prefill_pool=None) -> tuple[str, dict]:
+    """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`; ``prefill_pool``: a disaggregated
+    layout's ``(prefill model, problem, plan)``, ``model`` then the decode pool's) with a progress bar;
+    the summary lines and the result file's ``simulation`` section."""
     from graphs.llm_sim import plot_simulation, simulate_plan
 
     from .outputs import Progress as _Progress
@@ -484,8 +680,9 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
     rate, seconds, seed, plot = opts
     progress = _Progress("simulate", enabled=True if getattr(args, "progress", False) else None)
     try:
-        res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds, seed=seed,
-                            progress=progress, keep_tokens=plot is not None)
+        res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds,
+                            seed=seed, progress=progress, keep_tokens=plot is not None,
+                            prefill_pool=prefill_pool)
     finally:
         progress.done()
     pl = res.planned
@@ -505,6 +702,9 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
              f"decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
              f"{res.mean_batch:.4g} of {batch} on average (measured from {res.warmup:g} s)",
              row("TTFT", res.ttft), row("TPOT", res.tpot)]
+    if prefill_pool is not None:
+        lines[0] += (f"; disaggregated: prompts on the prefill pool ({prefill_pool[0].devices}), each KV "
+                     f"cache moved in {_ms(pl['kv_transfer_s'])} ms on average")
     if plot is not None:
         plot_simulation(res, plot, title=f"{model.cfg.name}: {res.rate:.4g} requests/s on {model.devices}")
         lines.append(f"plot written to {plot}")
@@ -513,7 +713,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
            "decode_tokens_per_s": res.decode_tokens_per_s,
            "offered_tokens_per_s": res.offered_tokens_per_s, "mean_kv_slots": res.mean_batch,
            "ttft_s": res.ttft, "tpot_s": res.tpot, "planned_rate_rps": pl["rate_rps"],
-           "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio}
+           "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio,
+           "layout": "colocated" if prefill_pool is None else "disaggregated"}
     return "\n".join(lines), out
 
 
@@ -530,7 +731,10 @@ def _goodput_summary(model, sv) -> str:
     return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
             f"({100 * sv.attainment:.1f}% meet {_targets(model)}), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
             f"({_ms(sv.tpot_full)} ms for the full batch without prefills), mean prefill wait "
-            f"{_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%, KV slots in use "
+            f"{_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%"
+            + (f" (a prompt's convoy through the stages stalls decode a further {_ms(sv.convoy)} ms on "
+               f"average)" if sv.convoy > 0 else "")
+            + ", KV slots in use "
             f"{sv.slots:.4g} of {sv.batch}; the rate is limited by the {sv.limit}")
 
 
@@ -652,9 +856,19 @@ def place_goodput(args) -> int:
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
               f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
               f"proven: {proven}"]
+    if getattr(args, "engine", None) == "sglang":
+        from .vllm_out import format_sglang, sglang_json
+
+        data["sglang"] = sglang_json(model.cfg.layers, (best.problem, best.plan),
+                                     (pre_problem, pre_plan) if disagg else None, model=f"<{model.cfg.name}>")
+        lines += ["", format_sglang(data["sglang"])]
     if sim is not None:
-        text, data["simulation"] = run_simulation(args, sim, model, best.problem, best.plan, best.batch,
-                                                  best.evaluation)
+        sim_model, pool = model, None
+        if disagg:
+            pre_model, sim_model = best_pool(split, best, models=True)
+            pool = (pre_model, pre_problem, pre_plan)
+        text, data["simulation"] = run_simulation(args, sim, sim_model, best.problem, best.plan, best.batch,
+                                                  best.evaluation, prefill_pool=pool)
         lines += ["", text]
     if getattr(args, "json", False):
         _emit(args, data, best.problem, best.evaluation, "", "ms")
@@ -669,11 +883,12 @@ def place_goodput(args) -> int:
     return 0
 
 
-def best_pool(split, point):
-    """The prefill and decode pools' devices of the split whose search holds ``point``."""
-    for pre, dec, x, _ in split.splits:
+def best_pool(split, point, *, models: bool = False):
+    """The prefill and decode pools' devices of the split whose search holds ``point`` (``models``: their
+    :class:`graphs.llm.ServingModel` s)."""
+    for (pre, dec, x, _), pair in zip(split.splits, split.pools):
         if x is not None and x.best is point:
-            return pre, dec
+            return pair if models else (pre, dec)
     raise AssertionError("the point is no split's best")
 
 

@@ -416,6 +416,13 @@ def add_parser(sub) -> None:
     v.add_argument("--microbatches", type=int, default=None, metavar="N",
                    help="the stage model's micro-batches per batch (default: the smallest power of two "
                    ">= the available devices); d divides it")
+    g = v.add_argument_group("LLM model configs (config.json): the cheapest instances per request-size "
+                             "bucket (Mélange's provisioning), --target-throughput in requests/s; "
+                             "--time-limit does not stop it")
+    g.add_argument("--requests", default=None, metavar="MIX.json", help="the request mix (required for a "
+                   "model config): buckets of input and output tokens with weights")
+    g.add_argument("--ttft-slo", type=float, default=None, metavar="MS", help="time-to-first-token target")
+    g.add_argument("--tpot-slo", type=float, default=None, metavar="MS", help="time-per-output-token target")
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")
@@ -974,6 +981,9 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
     _need_onnx(args.model, "placement provision")
+    for dest, flag in (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
+        if getattr(args, dest, None) is not None:
+            raise InputError(f"{flag} applies to an LLM model config (config.json), not to an ONNX model")
     if args.target_throughput is None or not args.available:
         raise InputError("placement provision needs --target-throughput X (samples/s) and --available SPEC "
                          "(e.g. a100:8,t4:16,cpu:64)")

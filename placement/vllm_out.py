@@ -28,6 +28,20 @@ figures come out of it here:
 A layout good for Helix (stages of several nodes in parallel) can leave most nodes in no such chain, so
 :func:`vllm_json` also takes replicas planned for vLLM from scratch (:mod:`solvers.helix_vllm`) and
 deploys whichever serve more.
+
+**SGLang** (:func:`sglang_json`, ``place config.json --objective goodput --engine sglang``): a stage plan
+of an LLM (:mod:`graphs.llm`) as ``sglang.launch_server`` arguments. One server runs ``--pp-size``
+pipeline stages of ``--tp-size`` GPUs each, the whole pipeline ``--dp-size`` times, the layers split by
+``SGLANG_PP_LAYER_PARTITION`` (comma-separated layer counts, one per stage, as vLLM's variable above);
+a disaggregated layout is a prefill server (``--disaggregation-mode prefill``), a decode server
+(``--disaggregation-mode decode``) and the router in front (``python -m sglang_router.launch_router
+--pd-disaggregation --prefill URL --decode URL``). Flags as SGLang documents them: the server
+arguments page (``--tp-size``, ``--dp-size``) and ``docs/advanced_features/pd_disaggregation.md``
+(``--disaggregation-mode``, the router line) of sgl-project/sglang; ``--pp-size`` and
+``SGLANG_PP_LAYER_PARTITION`` as ``python/sglang/srt/distributed/utils.py`` (``get_pp_indices``)
+reads them. SGLang gives every pipeline stage the same tensor-parallel size and replicates the whole
+pipeline: a plan whose stages differ in ``t`` or ``d`` has no such server, and the entry says why
+instead of giving a command.
 """
 
 from __future__ import annotations
@@ -39,7 +53,7 @@ from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, max_flow, max_flow_solution
 
 __all__ = ["pp_indices", "pp_partition", "FlowPath", "flow_paths", "VllmReplica", "vllm_replicas",
-           "planned_replicas", "vllm_json", "format_vllm"]
+           "planned_replicas", "vllm_json", "format_vllm", "sglang_server", "sglang_json", "format_sglang"]
 
 ENV = "VLLM_PP_LAYER_PARTITION"
 
@@ -264,4 +278,80 @@ def format_vllm(data: Mapping) -> str:
               f"path(s) that may share nodes"]
     if data["unused_nodes"]:
         lines.append(f"nodes in no replica: {', '.join(map(str, data['unused_nodes']))}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- SGLang
+SGLANG_ENV = "SGLANG_PP_LAYER_PARTITION"
+SGLANG_PORTS = {"colocated": 30000, "prefill": 30000, "decode": 30001}  # the ports of SGLang's examples
+
+
+def sglang_server(problem, plan, num_layers: int, *, mode: str = "colocated", model: str = "<model>") -> dict:
+    """The ``sglang.launch_server`` entry of one pipeline ``plan`` (stages of ``problem``, a chain of
+    embedding, ``num_layers`` blocks and head, :func:`graphs.llm.decode_problem` or
+    :func:`graphs.llm.prefill_problem`) in ``mode`` ``colocated``, ``prefill`` or ``decode``:
+    per stage its kind, GPUs and layers; the flags, env var and command, or, where SGLang cannot run
+    the plan as one server (stages of different ``t`` or ``d``), ``command`` ``None`` and the reason."""
+    if mode not in SGLANG_PORTS:
+        raise InputError(f"unknown SGLang server mode {mode!r} (colocated, prefill, decode)")
+    stages, counts = [], []
+    for st in plan:
+        layers = [u - 1 for u in st.nodes if 1 <= u <= num_layers]
+        counts.append(len(layers))
+        stages.append({"kind": problem.kinds[st.kind].name, "gpus": st.t * st.d, "tp": st.t, "dp": st.d,
+                       "layers": [layers[0], layers[-1] + 1] if layers else []})
+    ts, ds = {st.t for st in plan}, {st.d for st in plan}
+    out = {"mode": mode, "stages": stages, "tp_size": None, "pp_size": len(plan), "dp_size": None,
+           "flags": None, "env": None, "command": None, "note": ""}
+    if len(ts) > 1 or len(ds) > 1:
+        out["note"] = ("SGLang runs every pipeline stage at one --tp-size and replicates the whole pipeline "
+                       f"(--dp-size); these stages have tensor-parallel degrees {sorted(ts)} and replicas "
+                       f"{sorted(ds)}: no single server runs this plan")
+        return out
+    if 0 in counts:
+        out["note"] = "a stage holds no transformer layer (only the embedding or the head): SGLang's " \
+                      "partition gives every stage at least one layer"
+        return out
+    t, d = ts.pop(), ds.pop()
+    flags = ["--tp-size", str(t), "--pp-size", str(len(plan)), "--dp-size", str(d)]
+    if mode != "colocated":
+        flags += ["--disaggregation-mode", mode]
+    flags += ["--port", str(SGLANG_PORTS[mode])]
+    env = {SGLANG_ENV: ",".join(map(str, counts))} if len(plan) > 1 else {}
+    prefix = "".join(f"{k}={v} " for k, v in env.items())
+    out.update(tp_size=t, dp_size=d, flags=flags, env=env,
+               command=f"{prefix}python -m sglang.launch_server --model-path {model} " + " ".join(flags))
+    return out
+
+
+def sglang_json(num_layers: int, decode: tuple, prefill: tuple | None = None, *,
+                model: str = "<model>") -> dict:
+    """The ``sglang`` section of a result: ``decode`` ``(problem, plan)`` a colocated plan's, or with
+    ``prefill`` ``(problem, plan)`` the decode pool's of a disaggregated layout; its servers
+    (:func:`sglang_server`) and, disaggregated, the router line."""
+    note = ("a server over GPUs of several machines also needs SGLang's --nnodes, --node-rank and "
+            "--dist-init-addr on each (not written here); stages are listed in pipeline order")
+    if prefill is None:
+        return {"layout": "colocated", "servers": [sglang_server(*decode, num_layers, model=model)],
+                "router": None, "note": note}
+    servers = [sglang_server(*prefill, num_layers, mode="prefill", model=model),
+               sglang_server(*decode, num_layers, mode="decode", model=model)]
+    router = ("python -m sglang_router.launch_router --pd-disaggregation "
+              f"--prefill http://<prefill-host>:{SGLANG_PORTS['prefill']} "
+              f"--decode http://<decode-host>:{SGLANG_PORTS['decode']} --host 0.0.0.0 --port 8000")
+    return {"layout": "disaggregated", "servers": servers, "router": router, "note": note}
+
+
+def format_sglang(data: Mapping) -> str:
+    """The ``sglang`` section as text: per server its stages and command (or why there is none), then the
+    router line of a disaggregated layout."""
+    lines = [f"SGLang deployment ({data['layout']}):"]
+    for sv in data["servers"]:
+        stages = ", ".join(f"{s['kind']} t{s['tp']} x d{s['dp']} layers [{s['layers'][0]},{s['layers'][1]})"
+                           if s["layers"] else f"{s['kind']} t{s['tp']} x d{s['dp']} (no layers)"
+                           for s in sv["stages"])
+        lines += [f"  {sv['mode']} server: {stages}",
+                  f"    command  {sv['command']}" if sv["command"] else f"    no command: {sv['note']}"]
+    if data["router"]:
+        lines.append(f"  router   {data['router']}")
     return "\n".join(lines)

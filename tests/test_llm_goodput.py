@@ -143,6 +143,7 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
     n = problem.graph.num_nodes
     P = np.zeros(len(shares))
     S = np.zeros(len(shares))
+    Q = np.zeros(len(shares))  # sum over the stages of p_i / d_i
     for st in plan:
         spec = devices.specs[st.kind]
         link = 0.0 if spec.host else cfg.hidden * cfg.dtype_bytes / spec.link_bandwidth
@@ -151,14 +152,17 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
                       + b.input * link * crossings for b in mix.buckets])
         P += p
         S = np.maximum(S, p / st.d)
-    m = batch / problem.microbatches
+        Q += p / st.d
+    N = problem.microbatches
+    m = batch / N
     t0 = max(sum(m * s.stage.d * s.time_per_sample for s in ev.stages), batch * ev.objective)
+    C = np.maximum(S, Q - (N - 1) / N * t0)  # a lone prefill's stall of the ring
     D = sum(q * (b.output - 1) for q, b in zip(shares, mix.buckets))
     a, e2, g = shares @ S, shares @ S ** 2, shares @ P
     lam = np.linspace(0, 1 / a, 400_001)[1:-1]
     rho = lam * a
     wait = lam * e2 / (2 * (1 - rho))
-    tp = t0 / (1 - rho)
+    tp = t0 / ((1 - rho) * np.exp(-lam * (shares @ (C - S))))
     ok = (lam * (g + D * tp) <= batch) & (tp <= tpot)
     met = sum(q * (wait + p <= ttft) for q, p in zip(shares, P))
     return float(np.max(lam * met * ok)), float(lam[1] - lam[0])
@@ -360,3 +364,205 @@ def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
     assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
                  "--disaggregate"]) == 2
     assert "at least two kinds" in capsys.readouterr().err
+
+
+def test_a_prefill_pools_stages_pay_the_prompts_hidden_states_once_per_token():
+    # two T4 stages of the tiny model's prefill problem (embed + layer 0 | layer 1 + head): each crosses
+    # one tensor, the 512 prompt tokens' hidden states (256 x 2 bytes each) over the T4's link
+    from graphs.llm import prefill_problem
+
+    mix = read_mix({"buckets": [{"input": 512, "output": 33, "weight": 1}]})
+    ds = parse_devices("t4:2")
+    t4 = ds.specs[0]
+    pp = prefill_problem(TINY, ds, mix, microbatches=2)
+    g = pp.graph
+    plan = [Stage(nodes, 0, 1, 1, tuple(g.options[(u, 0, 1)][0] for u in nodes))
+            for nodes in ((0, 1), (2, 3))]
+    move = 512 * 256 * 2 / t4.link_bandwidth
+    sm = ServingModel(TINY, ds, mix)
+    for st in plan:
+        compute = sum(prefill_node_time(TINY, t4, 1, u, 512) for u in st.nodes)
+        assert sm.stage_prefill(pp, st) == [pytest.approx(compute + move, rel=1e-12)]
+
+
+# ------------------------------------------------------------------------------- SGLang arguments
+def _stages(problem, spec):
+    """Stages ``(first node, last node, kind, t, d)`` of a chain problem."""
+    g = problem.graph
+    return [Stage(tuple(range(a, b + 1)), k, d, t, tuple(g.options[(u, k, t)][0] for u in range(a, b + 1)))
+            for a, b, k, t, d in spec]
+
+
+def test_sglang_servers_of_known_plans():
+    from graphs.llm import prefill_problem
+    from placement.vllm_out import sglang_json, sglang_server
+
+    cfg = LLMConfig("m", layers=6, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
+    ds = parse_devices("a100:4,l4:4")
+    mix = read_mix(MIX1)
+    dec = ServingModel(cfg, ds, mix).problem(8, microbatches=4)
+    # colocated: embed + layers 0-1 on 2 A100 (t 2), layers 2-5 + head on 2 L4 (t 2), each stage twice
+    plan = _stages(dec, [(0, 2, 0, 2, 2), (3, 7, 1, 2, 2)])
+    sv = sglang_server(dec, plan, 6)
+    assert sv["flags"] == ["--tp-size", "2", "--pp-size", "2", "--dp-size", "2", "--port", "30000"]
+    assert sv["env"] == {"SGLANG_PP_LAYER_PARTITION": "2,4"}
+    assert sv["command"] == ("SGLANG_PP_LAYER_PARTITION=2,4 python -m sglang.launch_server "
+                             "--model-path <model> --tp-size 2 --pp-size 2 --dp-size 2 --port 30000")
+    assert [s["layers"] for s in sv["stages"]] == [[0, 2], [2, 6]]
+    assert [(s["kind"], s["gpus"]) for s in sv["stages"]] == [("a100", 4), ("l4", 4)]
+    # stages of different tensor-parallel degrees: no single SGLang server
+    bad = sglang_server(dec, _stages(dec, [(0, 2, 0, 4, 1), (3, 7, 1, 2, 1)]), 6)
+    assert bad["command"] is None and "one --tp-size" in bad["note"]
+    # disaggregated: prefill on the 4 A100 (one stage, t 4), decode on the 4 L4 (t 4), and the router
+    pre_ds, dec_ds = parse_devices("a100:4"), parse_devices("l4:4")
+    pp = prefill_problem(cfg, pre_ds, mix, microbatches=1)
+    dp = ServingModel(cfg, dec_ds, mix).problem(8, microbatches=1)
+    out = sglang_json(6, (dp, _stages(dp, [(0, 7, 0, 4, 1)])), (pp, _stages(pp, [(0, 7, 0, 4, 1)])))
+    pre, de = out["servers"]
+    assert out["layout"] == "disaggregated"
+    assert pre["flags"] == ["--tp-size", "4", "--pp-size", "1", "--dp-size", "1", "--disaggregation-mode",
+                            "prefill", "--port", "30000"] and pre["env"] == {}
+    assert de["flags"][-4:] == ["--disaggregation-mode", "decode", "--port", "30001"]
+    assert de["stages"][0]["kind"] == "l4" and pre["stages"][0]["kind"] == "a100"
+    assert out["router"].startswith("python -m sglang_router.launch_router --pd-disaggregation "
+                                    "--prefill http://<prefill-host>:30000 --decode http://<decode-host>:30001")
+
+
+def test_engine_sglang_on_the_command_line(tmp_path, capsys, files):
+    cfg, _ = files
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 4096, "output": 64, "weight": 1}]}))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,l4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "1000", "--tpot-slo", "30", "--disaggregate", "--engine", "sglang",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    sg = data["sglang"]
+    assert sg["layout"] == "disaggregated" and "SGLang deployment (disaggregated)" in text
+    assert [s["mode"] for s in sg["servers"]] == ["prefill", "decode"]
+    # the pools' devices: each server's GPUs are its pool's
+    assert {s["kind"] for s in sg["servers"][0]["stages"]} == {"l4"}
+    assert {s["kind"] for s in sg["servers"][1]["stages"]} == {"a100"}
+    assert main(["place", str(cfg), "--devices", "a100:2", "--engine", "sglang"]) == 2
+    assert "--engine sglang applies to a model config with --objective goodput" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ cheapest devices per bucket (Mélange)
+def test_cheapest_instances_by_hand():
+    from graphs.errors import InfeasibleError
+    from placement.llm_cmd import Instance, cheapest_instances
+
+    # A (3 $/h) serves 10 short or 2 long requests/s, B (1 $/h) 5 short or 0.5 long. Per dollar, short
+    # requests go furthest on B (5 against 3.3), long ones on A (0.67 against 0.5): 10 short and 2 long
+    # requests/s need 2 B and 1 A, 5 $/h; A alone needs 10/10 + 2/2 = 2 (6 $/h), B alone 2 + 4 = 6 (6 $/h)
+    a = Instance("a", 1, 3.0, (10.0, 2.0))
+    b = Instance("b", 1, 1.0, (5.0, 0.5))
+    used, load, cost = cheapest_instances([a, b], [10.0, 2.0], {"a": 4, "b": 8})
+    assert used == (1, 2) and cost == pytest.approx(5.0)
+    assert load[0] == pytest.approx([0.0, 2.0], abs=1e-7) and load[1] == pytest.approx([10.0, 0.0], abs=1e-7)
+    # with a single B: 1 A + 1 B serve the 2 long on A and only 5 short on B, so the short ones take a
+    # second A: 2 A, 6 $/h
+    used, load, cost = cheapest_instances([a, b], [10.0, 2.0], {"a": 4, "b": 1})
+    assert cost == pytest.approx(6.0) and used == (2, 0)
+    with pytest.raises(InfeasibleError, match="no mix of the instances"):
+        cheapest_instances([a, b], [10.0, 2.0], {"a": 1, "b": 1})
+
+
+def test_cheapest_instances_infeasible():
+    from graphs.errors import InfeasibleError
+    from placement.llm_cmd import Instance, cheapest_instances
+
+    a = Instance("a", 1, 3.0, (10.0, 0.0))  # cannot serve the long bucket at all
+    with pytest.raises(InfeasibleError, match="no mix of the instances"):
+        cheapest_instances([a], [1.0, 1.0], {"a": 4})
+
+
+def test_provision_buckets_covers_each_bucket_at_least_cost():
+    from placement.llm_cmd import provision_buckets
+    from solvers.registry import solve
+
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
+                                {"input": 3000, "output": 20, "weight": 1}]})
+    sm = ServingModel(TINY, parse_devices("a100:1,t4:2"), mix, ttft=2.5e-4, tpot=3.2e-4)
+    prices = {"a100": 3.0, "t4": 0.5}
+    rate = 6000.0  # more than the one A100 serves alone; a T4 cannot serve the 3000-token prompts in time
+    out = provision_buckets(sm, rate, [prices["a100"], prices["t4"]], solve)
+    a100 = next(x for x in out.instances if x.kind == "a100")
+    assert all(x.capacity[1] == 0 for x in out.instances if x.kind == "t4")
+    assert sum(rate * q / c for q, c in zip(mix.shares, a100.capacity)) > 1
+    # so the long prompts go to the A100, the short ones fill it and the rest goes to one T4: 3.5 $/h
+    t4 = next(x for x in out.instances if (x.kind, x.count) == ("t4", 1))
+    left = rate * mix.shares[0] - (1 - rate * mix.shares[1] / a100.capacity[1]) * a100.capacity[0]
+    assert 0 < left <= t4.capacity[0]
+    assert out.cost == pytest.approx(3.5) and out.single is None
+    assert [(x.kind, x.count) for x in out.instances] == [(x.kind, x.count) for x in out.instances
+                                                          if x.kind in prices]
+    for b, share in enumerate(mix.shares):  # every bucket's requests are served
+        assert sum(row[b] for row in out.load) == pytest.approx(rate * share, rel=1e-7)
+    for x, m, row in zip(out.instances, out.used, out.load):  # within each instance type's time
+        assert sum(v / c for v, c in zip(row, x.capacity) if c > 0) <= m * (1 + 1e-7)
+        assert all(v <= 1e-9 for v, c in zip(row, x.capacity) if c == 0)
+        assert x.price == pytest.approx(prices[x.kind] * x.count)
+    assert sum(x.count * m for x, m in zip(out.instances, out.used) if x.kind == "t4") <= 2
+    assert out.cost == pytest.approx(sum(x.price * m for x, m in zip(out.instances, out.used)))
+    assert out.single is None or out.cost <= out.single[2] * (1 + 1e-9)
+    with pytest.raises(InputError, match="target rate"):
+        provision_buckets(sm, 0, [3.0, 0.5], solve)
+
+
+def test_provision_command_for_a_model_config(tmp_path, capsys, files):
+    cfg, _ = files
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"buckets": [{"input": 128, "output": 64, "weight": 3},
+                                           {"input": 2048, "output": 64, "weight": 1}]}))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"prices": {"a100": 3.0, "t4": 0.5}}))
+    out = tmp_path / "prov.json"
+    args = ["provision", str(cfg), "--requests", str(mix), "--available", "a100:2,t4:2", "--prices",
+            str(prices), "--ttft-slo", "1000", "--tpot-slo", "100"]
+    assert main(args + ["--target-throughput", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cheapest instances for 2 requests/s" in text and "per hour" in text
+    p = json.loads(out.read_text())["provision_buckets"]
+    used = [x for x in p["instances"] if x["count"]]
+    assert p["cost_per_hour"] == pytest.approx(sum(x["count"] * x["price_per_hour"] for x in used))
+    for b in range(2):  # each bucket's 2 x share requests/s served
+        assert sum(x["load_rps"][b] for x in p["instances"]) == pytest.approx(2 * (0.75, 0.25)[b], rel=1e-6)
+    assert main(args + ["--target-throughput", "2", "--latency-slo", "5"]) == 2
+    assert "--latency-slo does not apply to a model config" in capsys.readouterr().err
+    assert main(["provision", str(cfg), "--available", "a100:2", "--target-throughput", "2"]) == 2
+    assert "needs --requests" in capsys.readouterr().err
+
+
+def test_the_convoy_charged_at_the_tpot_and_slot_limits():
+    # plans of several stages in few micro-batches: a prompt stalls the ring for max(S, sum p / d -
+    # (N - 1) / N T0); at the rate the TPOT target (or the slots) allows, the TPOT is the target (the
+    # slots are all held), with TPOT = T0 / ((1 - lam E[S]) exp(-lam E[C - S]))
+    devices = parse_devices("a100:1,t4:2")
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
+                                {"input": 3000, "output": 20, "weight": 1}]})
+    free = ServingModel(TINY, devices, mix)
+    seen = 0
+    for b in (2, 4, 8):
+        p = free.problem(b, microbatches=2)
+        for plan in chain_plans(p, 10 ** 6):
+            sv = free.evaluate(p, plan, b)
+            if not sv.valid or len(plan) < 2:
+                continue
+            per = [free.stage_prefill(p, st) for st in plan]
+            S = [max(x[k] / st.d for x, st in zip(per, plan)) for k in range(2)]
+            Q = [sum(x[k] / st.d for x, st in zip(per, plan)) for k in range(2)]
+            convoy = sum(q * max(0.0, Q[k] - 0.5 * sv.tpot_full - S[k]) for k, q in enumerate(mix.shares))
+            assert sv.convoy == pytest.approx(convoy, rel=1e-9, abs=1e-15)
+            if convoy <= 0:
+                continue
+            seen += 1
+            a = sum(q * s for q, s in zip(mix.shares, S))
+            tpot = sv.tpot_full / ((1 - sv.rate * a) * math.exp(-sv.rate * convoy))
+            assert sv.tpot == pytest.approx(tpot, rel=1e-9)
+            assert sv.limit == "KV slots" and sv.slots == pytest.approx(b, rel=1e-9)
+            target = 1.001 * sv.tpot_full  # a TPOT target just above the full batch's: it binds first
+            tight = ServingModel(TINY, devices, mix, tpot=target).evaluate(p, plan, b)
+            assert tight.limit == "TPOT target" and tight.tpot == pytest.approx(target, rel=1e-9)
+    assert seen > 0
