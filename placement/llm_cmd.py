@@ -391,6 +391,9 @@ class BucketProvision:
     load: tuple[tuple[float, ...], ...]
     cost: float
     single: tuple[int, int, float] | None
+    #: why not every instance type was scored (a time limit), else ``""``: then the mix is the cheapest of
+    #: those scored, not proven the cheapest
+    stopped: str = ""
 
 
 def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
@@ -444,11 +447,16 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
     return used, load, float(sum(inst.price * k for inst, k in zip(instances, used)))
 
 
-def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
+def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None = None,
+                     skipped: list | None = None) -> list[Instance]:
     """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
     to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
     instance's capacity for a bucket the goodput of its best plan on that bucket alone
-    (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both)."""
+    (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both).
+    Past ``deadline`` (``time.perf_counter()``) no further instance is scored: each one left is appended
+    to ``skipped`` as ``(kind, devices)``."""
+    import time
+
     from graphs.devices import DeviceSet
     from graphs.llm import RequestMix, ServingModel
 
@@ -456,6 +464,10 @@ def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
     for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
         counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
         for n in counts:
+            if deadline is not None and time.perf_counter() >= deadline:
+                if skipped is not None:
+                    skipped.append((spec.name, n))
+                continue
             cap = []
             for b in model.mix.buckets:
                 one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
@@ -467,19 +479,28 @@ def bucket_instances(model, prices, solve, *, sizes=None) -> list[Instance]:
     return instances
 
 
-def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instances=None) -> BucketProvision:
+def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instances=None,
+                      deadline: float | None = None) -> BucketProvision:
     """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
     bucket as Mélange provisions: the instances of :func:`bucket_instances` (or ``instances``, already
     scored) mixed by :func:`cheapest_instances`, each bucket's requests sent where they cost least.
-    ``prices``: per kind of ``model.devices``, per device-hour."""
+    ``prices``: per kind of ``model.devices``, per device-hour. Past ``deadline`` the instances scored so
+    far are mixed, and ``stopped`` says which were not."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
         raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
     mix = model.mix
+    skipped: list = []
     if instances is None:
-        instances = bucket_instances(model, prices, solve, sizes=sizes)
+        instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped)
+    stopped = ""
+    if skipped:
+        stopped = (f"the time limit came before {len(skipped)} instance type(s) were scored ("
+                   + ", ".join(f"{k} x{n}" for k, n in skipped) + ")")
     if not instances:
         from graphs.errors import InfeasibleError
 
+        if stopped:
+            raise InputError(f"no instance was scored: {stopped}; give --time-limit more seconds")
         raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
     demand = [rate * p for p in mix.shares]
     available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
@@ -490,7 +511,7 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
             m = math.ceil(sum(d / c for d, c in zip(demand, x.capacity)) - 1e-9)
             if m * x.count <= available[x.kind] and (single is None or m * x.price < single[2]):
                 single = (i, m, m * x.price)
-    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single)
+    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single, stopped)
 
 
 def provision_command(args) -> int:
@@ -499,6 +520,7 @@ def provision_command(args) -> int:
     the ``provision_buckets`` section."""
     import json
     import sys
+    import time
 
     from graphs.devices import parse_devices
     from graphs.llm import ServingModel, check_slo, read_mix, read_model_config
@@ -506,6 +528,7 @@ def provision_command(args) -> int:
 
     from .provision import kind_prices, read_prices
 
+    started = time.perf_counter()  # --time-limit bounds the whole command
     if args.requests is None or args.target_throughput is None or not args.available:
         raise InputError("placement provision of a model config needs --requests MIX.json, "
                          "--target-throughput R (requests/s) and --available SPEC (e.g. a100:4,l4:8)")
@@ -527,7 +550,9 @@ def provision_command(args) -> int:
         slo[dest] = None if v is None else v / 1e3
     model = ServingModel(read_model_config(args.model), ds, read_mix(args.requests), ttft=slo["ttft_slo"],
                          tpot=slo["tpot_slo"])
-    out = provision_buckets(model, args.target_throughput, prices, solve)
+    limit = getattr(args, "time_limit", None)
+    deadline = started + limit if limit is not None and math.isfinite(limit) else None
+    out = provision_buckets(model, args.target_throughput, prices, solve, deadline=deadline)
     buckets = model.mix.buckets
     rows = [f"{x.kind} x{x.count}: {m} (" + ", ".join(f"{b.input}/{b.output}: {v:.4g}"
                                                        for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
@@ -540,7 +565,8 @@ def provision_command(args) -> int:
                       for x, m, load in zip(out.instances, out.used, out.load)],
         "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
         "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
-                                                 "count": out.single[1], "cost_per_hour": out.single[2]}}}
+                                                 "count": out.single[1], "cost_per_hour": out.single[2]},
+        "proven_cheapest": not out.stopped, "stopped": out.stopped or None}}
     if getattr(args, "out", None):
         from .export import write_json
 
@@ -553,6 +579,8 @@ def provision_command(args) -> int:
     sys.stdout.write("\n".join([f"cheapest instances for {args.target_throughput:g} requests/s "
                                  f"({_targets(model)}), per request-size bucket:", *("  " + r for r in rows),
                                  f"cost {out.cost:.4g} per hour; {single}"]) + "\n")
+    if out.stopped:
+        sys.stdout.write(f"not proven the cheapest: {out.stopped} (--time-limit {limit:g} s)\n")
     return 0
 
 

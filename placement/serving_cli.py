@@ -418,7 +418,8 @@ def add_parser(sub) -> None:
                    ">= the available devices); d divides it")
     g = v.add_argument_group("LLM model configs (config.json): the cheapest instances per request-size "
                              "bucket (Mélange's provisioning), --target-throughput in requests/s; "
-                             "--time-limit does not stop it")
+                             "past --time-limit the instance types scored so far are mixed, not proven "
+                             "the cheapest")
     g.add_argument("--requests", default=None, metavar="MIX.json", help="the request mix (required for a "
                    "model config): buckets of input and output tokens with weights")
     g.add_argument("--ttft-slo", type=float, default=None, metavar="MS", help="time-to-first-token target")

@@ -509,6 +509,42 @@ def test_provision_buckets_covers_each_bucket_at_least_cost():
     assert out.single is None or out.cost <= out.single[2] * (1 + 1e-9)
     with pytest.raises(InputError, match="target rate"):
         provision_buckets(sm, 0, [3.0, 0.5], solve)
+    # a deadline already past: nothing scored, one error naming the time limit
+    import time
+
+    with pytest.raises(InputError, match="time limit"):
+        provision_buckets(sm, rate, [3.0, 0.5], solve, deadline=time.perf_counter())
+
+
+def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypatch):
+    """A deadline that passes after the first instance type: the mix is of the types scored, labelled
+    with those that were not (never proven the cheapest)."""
+    import time
+
+    from placement import llm_cmd
+    from solvers.registry import solve
+
+    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 1}]})
+    sm = ServingModel(TINY, parse_devices("a100:1,t4:2"), mix, ttft=2.5e-4, tpot=3.2e-4)
+    calls = []
+
+    def timed(*a, **k):  # the goodput search's solver: the clock passes the deadline after one type
+        calls.append(1)
+        return solve(*a, **k)
+
+    out = llm_cmd.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=time.perf_counter() + 1e9)
+    assert not out.stopped
+    scored = [(x.kind, x.count) for x in out.instances]
+    full = len(calls)
+    calls.clear()
+    t0 = time.perf_counter()
+    fake = iter([t0])  # the first reading before the deadline, every later one after it
+    monkeypatch.setattr(time, "perf_counter", lambda: next(fake, t0 + 10.0))
+    part = llm_cmd.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=t0 + 5.0)
+    monkeypatch.undo()
+    assert part.stopped and "t4 x1" in part.stopped and "t4 x2" in part.stopped
+    assert [(x.kind, x.count) for x in part.instances] == [k for k in scored if k[0] == "a100"]
+    assert 0 < len(calls) < full
 
 
 def test_provision_command_for_a_model_config(tmp_path, capsys, files):
