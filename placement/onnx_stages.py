@@ -195,6 +195,13 @@ def _load(args, frontend: dict, saved: dict | None = None):
 REFINE_MIN_S, REFINE_FACTOR = 10.0, 3.0
 
 
+def refine_budget(spent: float, left: float | None) -> float:
+    """Seconds for the operator-granularity solve after a layer solve that took ``spent``, with ``left``
+    seconds of the time limit remaining (``None``: no limit)."""
+    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
+    return budget if left is None else min(budget, left)
+
+
 def solve_refined(problem: ParallelProblem, cls, granularity: str, finer, solve_one,
                   time_limit: float | None):
     """Solve ``problem`` (``solve_one(problem, time_limit) -> Solution``); where the default chose
@@ -211,9 +218,7 @@ def solve_refined(problem: ParallelProblem, cls, granularity: str, finer, solve_
     if finer is None:
         return problem, cls, granularity, sol
     spent = time.perf_counter() - t0
-    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
-    if time_limit is not None:
-        budget = min(budget, time_limit - spent)
+    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
 
     def noted(s, note):  # the time of both solves
         return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,

@@ -773,10 +773,9 @@ def _replicas_words(args) -> str:
 
 def _unproven(p):
     """The stage point ``p`` with its throughput no longer claimed proven."""
-    if not p.proven:
-        return p
-    return dataclasses.replace(p, proven=False, status="feasible" if p.status == "optimal" else p.status,
-                               bound=None)
+    from .serving_stages import proof_fields
+
+    return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
 
 
 def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list) -> list:
@@ -808,11 +807,10 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             found(out[-1])
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
-            from .onnx_stages import REFINE_FACTOR, REFINE_MIN_S
+            from .onnx_stages import refine_budget
 
-            budget = max(REFINE_MIN_S, REFINE_FACTOR * (time.perf_counter() - t0))
-            if deadline is not None:
-                budget = min(budget, deadline - time.perf_counter())
+            now = time.perf_counter()
+            budget = refine_budget(now - t0, None if deadline is None else deadline - now)
             if budget >= 0.05:
                 fp, fcls, fset = fine()
                 each = budget / len(fp.replica_degrees())  # frontier_points solves once per degree

@@ -288,16 +288,14 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     Returns ``(answer, why, refined)``: ``refined`` is true when the operators' answer was kept. The
     answer is proven only as far as both were: "no plan serves more" needs the operators' answer when
     it was not tried."""
-    from .onnx_stages import REFINE_FACTOR, REFINE_MIN_S
+    from .onnx_stages import refine_budget
 
     t0 = time.perf_counter()
     ans, why = best_plan(problem, args, latency=latency, time_limit=time_limit)
     if fine is None:
         return ans, why, False
     spent = time.perf_counter() - t0
-    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
-    if time_limit is not None:
-        budget = min(budget, time_limit - spent)
+    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
 
     def noted(a, note, *changes: dict):
         a = dict(a, message=f"{a['message']}; {note}" if a.get("message") else note,
@@ -309,8 +307,8 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     if budget < 0.05:
         if ans is None:
             return None, dict(why, proven_none=False), False
-        return noted(ans, "operator granularity not tried: no time left", _proof(ans, False)), \
-            dict(why, optimum_proven=False), False
+        return noted(ans, "operator granularity not tried: no time left",
+                     proof_fields(ans["status"], False)), dict(why, optimum_proven=False), False
     fans, fwhy = best_plan(fine(), args, latency=latency, time_limit=budget)
     both = {  # what holds for the stage model at both granularities
         "proven_none": bool(why.get("proven_none")) and bool(fwhy.get("proven_none")),
@@ -333,8 +331,8 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
             and ans.get("bound") is not None else None
         proven = fans["proven"] and (ans is None and bool(why.get("proven_none")) or ans is not None
                                      and ans["proven"])
-        return noted(fans, f"operator granularity: {what}", {"how": fans["how"] + ", operator nodes",
-                                                               "bound": bound}, _proof(fans, proven)), \
+        changes = {"how": fans["how"] + ", operator nodes", "bound": bound}
+        return noted(fans, f"operator granularity: {what}", changes, proof_fields(fans["status"], proven)), \
             dict(fwhy, **both), True
     if ans is None:
         msg = fwhy.get("message") or why.get("message", "no plan")
@@ -342,16 +340,17 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     same = "as fast" if fans is not None and fans["evaluation"].objective <= \
         ans["evaluation"].objective * (1 + _REL) else "no faster" if fans is not None else "no plan"
     proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
-    return noted(ans, f"operator granularity: {same}", _proof(ans, proven)), dict(why, **both), False
+    return noted(ans, f"operator granularity: {same}", proof_fields(ans["status"], proven)), \
+        dict(why, **both), False
 
 
-def _proof(ans: dict, proven: bool) -> dict:
-    """An answer's ``proven`` and ``status`` once a refinement has said how far its proof reaches (an
-    unproven one keeps no bound: its bound held at its own granularity only)."""
+def proof_fields(status: str, proven: bool) -> dict:
+    """An answer's (or a :class:`StagePoint`'s) ``proven``, ``status`` and ``bound`` once a refinement
+    has said how far its proof reaches: an unproven one is not ``optimal`` and keeps no bound (its
+    bound held at its own granularity only)."""
     if proven:
         return {"proven": True}
-    return {"proven": False, "status": "feasible" if ans["status"] == "optimal" else ans["status"],
-            "bound": None}
+    return {"proven": False, "status": "feasible" if status == "optimal" else status, "bound": None}
 
 
 def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
