@@ -56,6 +56,16 @@ CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms
 ]
 
 
+def case_model(name, cfg, devices, mix, ttft_ms, tpot_ms):
+    """The serving model of one case of :data:`CASES`, :data:`PHASES` or :data:`BUCKET_CASES` (targets in
+    ms)."""
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_config, read_mix
+
+    return ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
+                        ttft=ttft_ms / 1e3, tpot=tpot_ms / 1e3)
+
+
 def _row(name, how, devices, mix_name, ttft, tpot, pt, seconds):
     if pt is None:
         return (f"| {name} | {how} | {devices} | {mix_name} | {ttft} / {tpot} | - | - | - | - | - | 0 | - "
@@ -69,8 +79,6 @@ def _row(name, how, devices, mix_name, ttft, tpot, pt, seconds):
 
 
 def run(only: str | None = None) -> list[str]:
-    from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, read_config, read_mix
     from placement.llm_cmd import AUTO_BATCH_CAP, goodput_search
     from solvers.base import Status
     from solvers.registry import solve
@@ -81,8 +89,7 @@ def run(only: str | None = None) -> list[str]:
     for name, cfg, devices, mix_name, mix, ttft, tpot in CASES:
         if only and name != only:
             continue
-        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
-                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        model = case_model(name, cfg, devices, mix, ttft, tpot)
         t = time.perf_counter()
         search = goodput_search(model, None, solve)
         rows.append(_row(name, "goodput", devices, mix_name, ttft, tpot, search.best,
@@ -119,8 +126,6 @@ PHASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms
 def phases(only: str | None = None) -> list[str]:
     """Colocated against disaggregated (``--disaggregate``): the colocated search's best, then every
     split of the device kinds into a prefill pool and a decode pool."""
-    from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, read_config, read_mix
     from placement.llm_cmd import disaggregated_search, goodput_search
     from solvers.registry import solve
 
@@ -131,8 +136,7 @@ def phases(only: str | None = None) -> list[str]:
         if only and name != only:
             continue
         b = mix["buckets"][0]
-        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
-                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        model = case_model(name, cfg, devices, mix, ttft, tpot)
         t = time.perf_counter()
         co = goodput_search(model, None, solve)
         t_co = time.perf_counter() - t
@@ -167,8 +171,6 @@ BUCKET_CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms, rate
 
 
 def buckets(only=None) -> list[str]:
-    from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, read_config, read_mix
     from placement.llm_cmd import bucket_instances, provision_buckets
     from solvers.registry import solve
 
@@ -178,8 +180,7 @@ def buckets(only=None) -> list[str]:
     for name, cfg, devices, mix_name, mix, ttft, tpot, rates in BUCKET_CASES:
         if only and name != only:
             continue
-        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
-                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        model = case_model(name, cfg, devices, mix, ttft, tpot)
         prices = [PRICES[s.name] for s in model.devices.specs]
         t = time.perf_counter()
         inst = bucket_instances(model, prices, solve)

@@ -40,8 +40,7 @@ def _ms(x):
 
 
 def run(only=None, seconds=600.0, seed=0) -> list[str]:
-    from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, read_config, read_mix
+    from benchmarks.bench_llm_goodput import case_model
     from graphs.llm_sim import _stage_timers, poisson_trace, simulate_pipeline, simulate_plan
     from placement.llm_cmd import goodput_search
     from solvers.registry import solve
@@ -55,8 +54,7 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
     for name, cfg, devices, mix_name, mix, ttft, tpot in CASES:
         if only and name != only:
             continue
-        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
-                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        model = case_model(name, cfg, devices, mix, ttft, tpot)
         best = goodput_search(model, None, solve).best
         plans = [("goodput", best.problem, best.plan, best.batch)]
         p = model.problem(best.batch)
@@ -110,9 +108,7 @@ def run_pools(only=None, seconds=600.0, seed=0) -> list[str]:
     """The disaggregated layouts: per case of :data:`benchmarks.bench_llm_goodput.PHASES`, the best split
     into a prefill pool and a decode pool (``place --disaggregate``'s, kept or not) simulated at 80% and
     150% of its planned rate (:func:`graphs.llm.disaggregated_goodput` without targets)."""
-    from benchmarks.bench_llm_goodput import PHASES
-    from graphs.devices import parse_devices
-    from graphs.llm import ServingModel, read_config, read_mix
+    from benchmarks.bench_llm_goodput import PHASES, case_model
     from graphs.llm_sim import simulate_plan
     from placement.llm_cmd import best_pool, disaggregated_search, goodput_search
     from solvers.registry import solve
@@ -125,8 +121,7 @@ def run_pools(only=None, seconds=600.0, seed=0) -> list[str]:
     for name, cfg, devices, mix_name, mix, ttft, tpot in PHASES:
         if only and name != only:
             continue
-        model = ServingModel(read_config(cfg, name=name), parse_devices(devices), read_mix(mix),
-                             ttft=ttft / 1e3, tpot=tpot / 1e3)
+        model = case_model(name, cfg, devices, mix, ttft, tpot)
         split = disaggregated_search(model, None, solve)
         if split.best is None:
             continue
