@@ -797,7 +797,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             break
         problem, graph_cls, settings, fine = serving_stages.stage_problem(
             args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
-            granularity=args.granularity, paths=paths, refinable=True)
+            granularity=args.granularity, paths=paths)
         left = None if deadline is None else max(0.05, deadline - time.perf_counter())
         t0 = time.perf_counter()
         pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left)
@@ -1060,7 +1060,7 @@ def _stage_problem_of(args, b: int, cache: dict):
     fe = {"devices": args.available, "device_files": args.device_files, "costs": args.costs}
     problem, graph_cls, settings, fine = serving_stages.stage_problem(
         args.model, fe, b, microbatches=a.microbatches, max_replicas=a.max_replicas,
-        granularity=args.granularity, paths=cache.setdefault("paths", {}), refinable=True)
+        granularity=args.granularity, paths=cache.setdefault("paths", {}))
     if not hasattr(args, "_stage_graphs"):
         args._stage_graphs = {}
     args._stage_graphs[b] = (graph_cls, settings)

@@ -100,13 +100,13 @@ class StageSweep:
 def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: int | None = None,
                   schedule: str | None = None, max_replicas: int | None = None,
                   granularity: str | None = None, device_memory: float | None = None,
-                  paths: dict | None = None, refinable: bool = False):
+                  paths: dict | None = None):
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
     symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
-    ``(problem, graph_cls, settings)`` of :func:`placement.onnx_stages.load_problem`. ``paths``: a dict
-    kept across batch sizes (the symbolic copy is looked up once). With ``refinable`` a fourth item:
+    ``(problem, graph_cls, settings)`` of :func:`placement.onnx_stages.load_problem`, and a fourth item:
     where the default chose layer nodes, a function giving the same triple at operator granularity
-    (built once, on first call), else ``None`` (see :func:`best_refined`)."""
+    (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict kept across
+    batch sizes (the symbolic copy is looked up once)."""
     from graphs.onnx_batch import batchable_path
 
     from .onnx_stages import _load
@@ -122,8 +122,6 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     fe["training"] = False
     problem, graph_cls, settings, finer = _load(args, fe)
     out = with_outputs(problem, graph_cls), graph_cls, settings
-    if not refinable:
-        return out
     if finer is None:
         return (*out, None)
     built: list = []
@@ -412,7 +410,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         problem, graph_cls, settings, fine = stage_problem(
             path, frontend, b, microbatches=args.microbatches, schedule=args.schedule,
             max_replicas=args.max_replicas, granularity=args.granularity,
-            device_memory=getattr(args, "device_memory", None), paths=paths, refinable=True)
+            device_memory=getattr(args, "device_memory", None), paths=paths)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat)
         if refined:

@@ -261,8 +261,8 @@ def test_stage_memory_counts_outputs_and_an_auto_sweep_stops_when_memory_runs_ou
     from placement.serving import batch_workload
 
     fe = {"devices": "t4:1"}
-    p1, gc1, _ = ss.stage_problem(cnn, fe, 1)
-    p4, _, _ = ss.stage_problem(cnn, fe, 4)
+    p1, gc1, _, _ = ss.stage_problem(cnn, fe, 1)
+    p4, _, _, _ = ss.stage_problem(cnn, fe, 4)
     out1 = sum(gc1[0].meta["output_bytes"])
     b1 = sum(v.b for v in p1.graph.variants if v.t == 1)
     b4 = sum(v.b for v in p4.graph.variants if v.t == 1)
