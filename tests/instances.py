@@ -148,14 +148,58 @@ def canonical_assignments(num_items: int, cluster: Cluster):
     yield from rec(0, [0] * len(counts), [])
 
 
-def brute_force(inst: Instance, *, contiguous: bool = True) -> float:
-    """Minimum max-load over every valid (and, if asked, contiguous) placement; ``inf`` if none."""
+def by_compute_floor(inst: Instance, *, hosts=None, paths: bool = False) -> tuple[np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
+    """Every canonical item assignment (rows of device numbers per colocation item), in increasing order
+    of a floor under any objective that runs each device's nodes one after another: the busiest device's
+    compute (``inf`` where an item sits on a kind that lacks one of its nodes). ``hosts``: one bool per
+    kind whose devices run every node at once (a host's cores), where the floor is the largest node's
+    compute instead. ``paths`` (for one sample's latency): also the longest path of node computes, as a
+    node starts after its inputs are done. Returns ``(assignments, floors, cls)``, ``cls`` the item of
+    every node."""
     g, cl = inst.graph, inst.cluster
     cls, C = colocation_items(g)
+    assignments = np.array(list(canonical_assignments(C, cl)), dtype=np.int64).reshape(-1, C)
+    compute, _ = g.costs_for(cl)
+    K, D, M = len(cl.kinds), cl.num_devices, assignments.shape[0]
+    serial = np.ones(K, bool) if hosts is None else ~np.asarray(hosts, bool)
+    item_compute = np.zeros((K, C))
+    np.add.at(item_compute.T, cls, compute.T)  # inf stays inf: an item some node of which a kind lacks
+    item_largest = np.zeros((K, C))
+    np.maximum.at(item_largest.T, cls, compute.T)
+    dkind = cl.device_kind()
+    kinds = dkind[assignments]
+    per_item = np.where(serial[kinds], item_compute[kinds, np.arange(C)], 0.0)
+    per_device = np.zeros((M, D))
+    np.add.at(per_device, (np.repeat(np.arange(M), C), assignments.ravel()), per_item.ravel())
+    parallel = np.where(serial[kinds], 0.0, item_largest[kinds, np.arange(C)])
+    floor = np.zeros(M)
+    if D:
+        floor = np.maximum(per_device.max(axis=1), parallel.max(axis=1) if C else 0.0)
+    if paths and g.num_nodes:
+        node_compute = compute[kinds[:, cls], np.arange(g.num_nodes)]  # [M, n]
+        finish = np.zeros_like(node_compute)
+        for v in g.topological_order().tolist():
+            preds = g.src[g.dst == v]
+            finish[:, v] = node_compute[:, v] + (finish[:, preds].max(axis=1) if preds.size else 0.0)
+        floor = np.maximum(floor, finish.max(axis=1))
+    order = np.argsort(floor, kind="stable")
+    return assignments[order], floor[order], cls
+
+
+def brute_force(inst: Instance, *, contiguous: bool = True) -> float:
+    """Minimum max-load over every valid (and, if asked, contiguous) placement; ``inf`` if none.
+
+    Every canonical assignment is a candidate, scored by the evaluator in increasing order of its
+    busiest device's compute (a lower bound on its max-load: a load is compute plus communication),
+    stopping once that bound reaches the best valid max-load found: the ones left cannot beat it, so
+    the minimum is that of scoring them all."""
     best = math.inf
-    for items_dev in canonical_assignments(C, cl):
-        a = np.asarray(items_dev, dtype=np.int64)[cls]
-        ev = evaluate(g, cl, a)
+    assignments, floors, cls = by_compute_floor(inst)
+    for items_dev, floor in zip(assignments, floors):
+        if not floor < best:  # also ends at an infinite floor: an unsupported item, never valid
+            break
+        ev = evaluate(inst.graph, inst.cluster, items_dev[cls])
         if not ev.valid or (contiguous and not ev.contiguous):
             continue
         best = min(best, ev.max_load)
@@ -175,5 +219,5 @@ def all_small(seed: int = 0, count: int = 50, **kw) -> list[Instance]:
     return [random_instance(rng, label=f"random-{seed}-{i}", **kw) for i in range(count)]
 
 
-__all__ = ["WORKLOADS", "Instance", "random_instance", "brute_force", "canonical_assignments", "chain",
-           "all_small"]
+__all__ = ["WORKLOADS", "Instance", "random_instance", "brute_force", "by_compute_floor",
+           "canonical_assignments", "chain", "all_small"]

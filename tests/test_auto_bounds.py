@@ -84,9 +84,7 @@ def test_no_early_stop_when_communication_keeps_the_optimum_above_the_bound():
     assert "meets the lower bound" not in sol.message and sol.stats["pairs"] > 0
 
 
-# the two-slot cases take over a minute each on 2 cores: behind the slow marker (the one-slot cases run)
-@pytest.mark.parametrize("slots,margin", [(1, None), pytest.param(2, None, marks=pytest.mark.slow), (1, 0),
-                                          pytest.param(2, 3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("slots,margin", [(1, None), (2, None), (1, 0), (2, 3)])
 def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, slots, margin):
     """A sub-ideal with more strict states than its record holds (dp._records) is read from the table
     until the records grow (dp._widen, after its chunk of ideals): with one or two slots most multi-kind

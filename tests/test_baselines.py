@@ -236,15 +236,17 @@ def test_single_matches_one_accelerator_where_memory_allows(workloads):
 
 # --------------------------------------------------------------------------- greedy latency
 def _brute_force_latency(inst):
-    """Lowest latency over every valid assignment (each accelerator's nodes cut into convex pieces)."""
-    from graphs.contract import colocation_items
-    from graphs.latency import latency
-    from tests.instances import canonical_assignments
+    """Lowest latency over every valid assignment (each accelerator's nodes cut into convex pieces),
+    tried in increasing order of a floor on their latency until the floor reaches the best found."""
+    from graphs.latency import host_kinds, latency
+    from tests.instances import by_compute_floor
 
-    cls, C = colocation_items(inst.graph)
     best = math.inf
-    for items in canonical_assignments(C, inst.cluster):
-        a = np.asarray(items, dtype=np.int64)[cls]
+    assignments, floors, cls = by_compute_floor(inst, hosts=host_kinds(inst.cluster), paths=True)
+    for items, floor in zip(assignments, floors):
+        if not floor < best:
+            break
+        a = items[cls]
         if not evaluate(inst.graph, inst.cluster, a).valid:
             continue
         lat = latency(inst.graph, inst.cluster, a)

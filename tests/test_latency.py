@@ -112,22 +112,24 @@ def test_reference_fields():
 # ---------------------------------------------------------------- the latency IP (solvers.latency_ip)
 def _brute_latency(inst, q):
     """Smallest latency over every placement of the colocation classes and every choice of at most
-    ``q`` subgraphs per accelerator (identical devices opened in order)."""
+    ``q`` subgraphs per accelerator (identical devices opened in order). Placements are tried in
+    increasing order of a floor on their latency (an accelerator's subgraphs run one after another, a
+    host node takes at least its own time), stopping once the floor reaches the best found."""
     import itertools
 
-    from graphs.contract import colocation_items
     from graphs.latency import host_kinds
-    from tests.instances import canonical_assignments
+    from tests.instances import by_compute_floor
 
     g, cl = inst.graph, inst.cluster
-    cls, C = colocation_items(g)
     hosts, dk = host_kinds(cl), cl.device_kind()
     best = math.inf
-    for items_dev in canonical_assignments(C, cl):
-        idev = np.asarray(items_dev, np.int64)
-        acc = [c for c in range(C) if not hosts[dk[idev[c]]]]
+    assignments, floors, cls = by_compute_floor(inst, hosts=hosts, paths=True)
+    for idev, floor in zip(assignments, floors):
+        if not floor < best:
+            break
+        acc = [c for c in range(idev.size) if not hosts[dk[idev[c]]]]
         for subs in itertools.product(range(q), repeat=len(acc)):
-            isub = np.zeros(C, np.int64)
+            isub = np.zeros(idev.size, np.int64)
             isub[acc] = subs
             ev = latency(g, cl, idev[cls], subgraphs=isub[cls])
             if ev.valid:
