@@ -166,6 +166,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     steps = []  # (step, max-load after it): what each stage of the path achieved, in order
     interrupted = False
     pairs = None
+    threads_used = None  # the exact or coarsened DP's thread count, where one ran
     try:
         for label, g in _levels(graph, cluster, base):
             now = time.perf_counter()
@@ -220,6 +221,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                             tie_break=label == "exact" and bool(options.raw.get("tie_break", True)),
                             prices=prices, floor=floor * (1 - 1e-9), watch=trial)
             pairs = run.pairs
+            threads_used = run.threads
             interrupted = run.interrupted
             if run.complete and math.isfinite(run.value):
                 steps.append(("exact" if label == "exact" else "coarsened", run.value))
@@ -253,7 +255,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
              "label": label, "skipped": tried, "items": base.items.num_classes, "steps": steps,
-             "pairs": pairs,
+             "pairs": pairs, "threads": threads_used,
              "lower_bound": None if lower is None else {"item": lower.item, "work": lower.work}}
     if exact:
         mismatch = dp.model_mismatch(graph, cluster, a, value)
