@@ -22,8 +22,8 @@ cost model folds the generators away); per operator class and per memory-bound o
 onnxruntime's profiled kernel times less the profiler's own time per kernel (:func:`profiler_overhead`,
 measured in the same run), scaled to the CPU-clock whole-model time. Errors: predicted / measured - 1,
 against the CPU-clock time. ``quiet, old model`` is the quiet file without the figures of the
-memory-bound operators (``view_us``, ``transpose_*``): the cost model before them, against the same
-measurements. ``--fit-model`` adds a fit to that model's profile.
+memory-bound operators (``view_us``, ``transpose_gbs``, ``transpose_block_us``): the cost model before
+them, against the same measurements. ``--fit-model`` adds a fit to that model's profile.
 
     python -m benchmarks.bench_calibrate [--repeats 10] [--rounds 3] [--competitors 1] [--json OUT.json]
     python -m benchmarks.bench_calibrate --smoke   # seconds: SqueezeNet and ShuffleNet, short budgets
@@ -45,7 +45,7 @@ import warnings
 
 # memory-bound operator types reported on their own (per-type rows), besides the classes
 MEMORY_TYPES = ("Transpose", "Reshape", "Concat", "BatchNormalization", "Mul", "Add", "Sum", "Relu")
-NEW_KEYS = ("view_us", "transpose_factor", "transpose_block_us")  # the keys "quiet, old model" drops
+NEW_KEYS = ("view_us", "transpose_gbs", "transpose_block_us")  # the keys "quiet, old model" drops
 TUNED = ("resnet50", "squeezenet", "vgg19", "densenet121", "bert-L2 (generated)")  # developed on these
 STACKS = ("gpt2", "bert")
 
@@ -304,7 +304,7 @@ def _calibration_row(label: str, cal, seconds: float) -> dict:
             "conv_half": [cal.conv_half_channels, cal.conv_half_pixels],
             "depthwise": None if cal.depthwise is None else [[r / 1e9, c * 1e6] for r, c in cal.depthwise],
             "view_us": None if cal.view_time is None else cal.view_time * 1e6,
-            "transpose": None if cal.transpose is None else [cal.transpose[0], cal.transpose[1] * 1e9]}
+            "transpose": None if cal.transpose is None else [cal.transpose[0] / 1e9, cal.transpose[1] * 1e9]}
 
 
 def main(argv=None) -> int:
@@ -393,7 +393,7 @@ def report(out: dict) -> None:
     labels = ["preset"] + list(out["files"])
     print("\ncalibrations")
     print("| condition | took | load before → after | other processes, cores: before / during | repeats "
-          "spread | Conv | MatMul | other | GB/s | µs/op | view µs | Transpose factor, ns/run | "
+          "spread | Conv | MatMul | other | GB/s | µs/op | view µs | Transpose GB/s, ns/run | "
           "LRN, MaxPool, AveragePool | the tool's verdict |")
     print("|---" * 14 + "|")
     for c in out["calibrations"]:

@@ -17,8 +17,8 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
       overhead; the largest is the kind's ``mem_bandwidth``;
     * metadata-only operators (``view_time``): a chain of Reshapes (each output aliases its input);
     * Transpose (``transpose``): pairs of a permutation and its inverse that copy runs of 1 to 3136
-      contiguous elements; :func:`fit_transpose` fits a factor on the bytes' time at the bandwidth
-      curve and a time per run (a kernel that copies short runs starts one copy per run);
+      contiguous elements, in the caches; :func:`fit_transpose` fits a copy rate and a time per run (a
+      kernel that copies short runs starts one copy per run);
     * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
       that keep their shape, at the channel counts and image sizes of ImageNet CNNs, at few channels
       or few pixels, and grouped; :func:`fit_conv_curve` fits the rate of a large
@@ -128,7 +128,7 @@ class Calibration:
     # depthwise Conv: ((FLOP/s, seconds per channel) at stride 1, (the same) strided); None: not measured
     depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
     view_time: float | None = None  # a metadata-only operator's time (s); None: not measured
-    transpose: tuple[float, float] | None = None  # (factor on bytes' time, s per run); None: not measured
+    transpose: tuple[float, float] | None = None  # (bytes/s, s per run); None: not measured
     seconds: float = 0.0
     date: str = ""
     points: dict = field(default_factory=dict)
@@ -776,15 +776,14 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
     points["view_s"] = view
 
     points["transpose"] = []
-    curve_spec = replace(base, bandwidth_curve=tuple(curve))
     for shape, perm in TRANSPOSE_SHAPES:
         say(f"Transpose {'x'.join(map(str, shape))} by {list(perm)}")
         t = timer.per_link(_transpose_unit(perm), shape, 1, 9, name=f"Transpose {shape} {list(perm)}") / 2
         nbytes, runs = _transpose_figures(shape, perm)
         points["transpose"].append({"shape": list(shape), "perm": list(perm), "bytes": nbytes, "runs": runs,
                                     "seconds": t})
-    transpose = fit_transpose([(p["bytes"] / curve_spec.bandwidth_at(p["bytes"]), p["runs"],
-                                max(p["seconds"] - launch, 1e-9)) for p in points["transpose"]])
+    transpose = fit_transpose([(p["bytes"], p["runs"], max(p["seconds"] - launch, 1e-9))
+                               for p in points["transpose"]])
 
     points["ops"] = []
     per_type: dict[str, list[float]] = {}
@@ -946,21 +945,21 @@ def _transpose_figures(shape: Sequence[int], perm: Sequence[int]) -> tuple[float
 
 
 def fit_transpose(points: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
-    """The factor ``a`` and time per run ``c`` (s) that best explain ``points`` of (seconds of the bytes at
-    the bandwidth curve, contiguous runs, seconds) by time = a x bytes' time + runs x c, in relative error
-    (non-negative least squares on time / measured = 1). With one point, or a fit that gives the bytes no
-    time: ``c`` = 0 and ``a`` the plain factor that fits best."""
+    """The copy rate ``r`` (bytes/s) and time per run ``c`` (s) that best explain ``points`` of (bytes,
+    contiguous runs, seconds) by time = bytes / r + runs x c, in relative error (non-negative least squares
+    on time / measured = 1). With one point, no runs, or a fit that gives the bytes no time: ``c`` = 0 and
+    ``r`` the plain rate that fits best."""
     from scipy.optimize import nnls
 
     if not points:
-        raise InputError("fit_transpose needs at least one (bytes time, runs, seconds) point")
+        raise InputError("fit_transpose needs at least one (bytes, runs, seconds) point")
     b, runs, t = (np.array(x, dtype=float) for x in zip(*points))
     if len(points) >= 2 and runs.any():
         coef, _ = nnls(np.stack([b / t, runs / t], axis=1), np.ones_like(t))
         if coef[0] > 0:
-            return float(coef[0]), float(coef[1])
-    a = b / t  # the factor alone: minimises sum((a x factor - 1)^2)
-    return float(a.sum() / (a * a).sum()), 0.0
+            return float(1.0 / coef[0]), float(coef[1])
+    a = b / t  # bytes alone: 1 / r minimising sum((a / r - 1)^2)
+    return float((a * a).sum() / a.sum()), 0.0
 
 
 def _loadavg() -> float | None:
@@ -1139,10 +1138,10 @@ def device_file_text(cal: Calibration) -> str:
         lines.append(f"view_us = {cal.view_time / _US:.4g}  # measured time of a metadata-only operator "
                      f"(Reshape, Flatten, Squeeze, Unsqueeze), instead of launch_us")
     if cal.transpose is not None:
-        factor, per_run = cal.transpose
-        lines += ["# Transpose: time = launch_us + transpose_factor x its bytes at the bandwidth curve +",
-                  "# transpose_block_us x the contiguous runs it copies (0 when its last axis moves)",
-                  f"transpose_factor = {factor:.4g}",
+        rate, per_run = cal.transpose
+        lines += ["# Transpose: time = launch_us + bytes / the lower of transpose_gbs and the bandwidth at",
+                  "# its size + transpose_block_us x its contiguous runs (none when the last axis moves)",
+                  f"transpose_gbs = {rate / _G:.4g}",
                   f"transpose_block_us = {per_run / _US:.4g}"]
     if cal.bandwidth_curve:
         pts = ", ".join(f"[{b:.0f}, {r / _G:.4g}]" for b, r in cal.bandwidth_curve)

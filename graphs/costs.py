@@ -344,9 +344,9 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
     flops, known = op_flops(op)
     nbytes = op_bytes(op)
     runs = transpose_runs(op) if spec.transpose is not None else None
-    if runs is not None:  # the kind's Transpose figures: a factor on its bytes' time, plus a time per run
-        factor, per_run = spec.transpose
-        return factor * nbytes / spec.bandwidth_at(nbytes) + runs * per_run + spec.launch
+    if runs is not None:  # the kind's Transpose figures: its copy rate (memory's beyond the caches), per run
+        rate, per_run = spec.transpose
+        return nbytes / min(rate, spec.bandwidth_at(nbytes)) + runs * per_run + spec.launch
     # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
     # kinds); otherwise exactly peak and bandwidth
     dw = depthwise(op) if spec.depthwise is not None and not _half(op) else None

@@ -48,9 +48,10 @@ by ``efficiency``::
                              # instead of the Conv curve (whose narrow end it is far beyond)
     view_us = 0.8            # a metadata-only operator (Reshape, Flatten, Squeeze, Unsqueeze): its whole
                              # time, microseconds, instead of launch_us (no data moves)
-    transpose_factor = 0.6   # a Transpose: launch + transpose_factor x its bytes at the bandwidth curve
-    transpose_block_us = 0.012  # + one time per contiguous run it copies (runs = elements / the trailing
-                             # dimensions the permutation keeps in place; none when the last axis moves)
+    transpose_gbs = 50       # a Transpose: launch + bytes / the lower of transpose_gbs and the bandwidth
+    transpose_block_us = 0.012  # at its size, + one time per contiguous run it copies (runs = elements /
+                             # the trailing dimensions the permutation keeps in place; none when the last
+                             # axis moves)
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ class DeviceSpec:
     depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
     # a metadata-only operator's whole time (s; VIEW_TYPES), measured by calibrate; None: launch
     view_time: float | None = None
-    # Transpose: (factor on its bytes' time at the bandwidth curve, seconds per contiguous run copied),
-    # measured by calibrate; None: bytes at the bandwidth curve, like every other operator
+    # Transpose: (bytes/s of its copy, seconds per contiguous run copied), measured by calibrate; None:
+    # bytes at the bandwidth curve, like every other operator
     transpose: tuple[float, float] | None = None
     # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
     # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
@@ -167,7 +168,7 @@ class DeviceSpec:
             tr = tuple(self.transpose)
             if len(tr) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in tr) \
                     or not (0 < tr[0] < math.inf and 0 <= tr[1] < math.inf):
-                raise InputError(f"device {self.name!r}: transpose_factor must be a positive number and "
+                raise InputError(f"device {self.name!r}: transpose_gbs must be a positive number and "
                                  f"transpose_block_us a non-negative one")
             object.__setattr__(self, "transpose", (float(tr[0]), float(tr[1])))
         size = self.server_size
@@ -322,7 +323,7 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "bandwidth_curve": ("bandwidth_curve", None), "op_gflops": ("op_flops", None),
     "depthwise_gflops": ("depthwise", None), "depthwise_channel_us": ("depthwise", None),
     "view_us": ("view_time", _US),
-    "transpose_factor": ("transpose", None), "transpose_block_us": ("transpose", None),
+    "transpose_gbs": ("transpose", None), "transpose_block_us": ("transpose", None),
     "server_size": ("server_size", None),
     "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
@@ -438,14 +439,14 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                                      f"numbers each [stride 1, strided]", source=source)
                 value = tuple((float(r) * _G, float(t) * _US) for r, t in zip(rates, times))
             elif attr == "transpose":  # the two keys make one field
-                if ("transpose_factor" in entry) != ("transpose_block_us" in entry):
-                    raise InputError(f"{where}: give transpose_factor and transpose_block_us together",
+                if ("transpose_gbs" in entry) != ("transpose_block_us" in entry):
+                    raise InputError(f"{where}: give transpose_gbs and transpose_block_us together",
                                      source=source)
-                factor, block = entry["transpose_factor"], entry["transpose_block_us"]
-                if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (factor, block)):
-                    raise InputError(f"{where}: transpose_factor and transpose_block_us must be numbers",
+                rate, block = entry["transpose_gbs"], entry["transpose_block_us"]
+                if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (rate, block)):
+                    raise InputError(f"{where}: transpose_gbs and transpose_block_us must be numbers",
                                      source=source)
-                value = (float(factor), float(block) * _US)
+                value = (float(rate) * _G, float(block) * _US)
             elif attr == "server_size":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",

@@ -114,9 +114,9 @@ def run(args) -> int:
         rows.append(("metadata-only operators", f"{cal.view_time * 1e6:.2f} us each (Reshape, Flatten, "
                      f"Squeeze, Unsqueeze; {verb})"))
     if cal.transpose is not None:
-        factor, per_run = cal.transpose
-        rows.append(("Transpose", f"{factor:.3g} x its bytes at the bandwidth curve + {per_run * 1e9:.3g} ns "
-                     f"per contiguous run ({verb})"))
+        rate, per_run = cal.transpose
+        rows.append(("Transpose", f"{rate / 1e9:.3g} GB/s (at most the bandwidth at its size) + "
+                     f"{per_run * 1e9:.3g} ns per contiguous run ({verb})"))
     if cal.op_flops:
         rows.append(("own-rate operators", ", ".join(f"{t} {r / 1e9:.3g}" for t, r in cal.op_flops)
                      + " GFLOP/s (measured)"))

@@ -18,7 +18,7 @@ from graphs.onnx_loader import load_onnx, parse_model
 from tests.onnx_models import zoo
 from tests.test_calibrate import _cal
 
-_FLAT = dict(launch=1e-6, bandwidth_curve=((1.0, 10e9), (2.0, 10e9)))  # 10 GB/s at every size
+_FLAT = dict(launch=1e-6, bandwidth_curve=((1.0, 100e9), (2.0, 100e9)))  # 100 GB/s at every size
 
 
 def _transpose(shape, perm):
@@ -47,11 +47,11 @@ def test_transpose_runs_of_other_operators_and_the_default_permutation():
 
 
 def test_a_transpose_is_costed_by_its_bytes_and_runs_by_hand():
-    """(1, 4, 34, 14, 14): 26 656 floats, 213 248 bytes in and out, 136 runs of 196. With factor 0.5,
-    10 ns per run, 10 GB/s and 1 us launch: 1 + 0.5 x 21.3248 + 1.36 = 13.0224 us. Twice the channels
+    """(1, 4, 34, 14, 14): 26 656 floats, 213 248 bytes in and out, 136 runs of 196. At 20 GB/s (below
+    the curve's 100), 10 ns per run and 1 us launch: 1 + 10.6624 + 1.36 = 13.0224 us. Twice the channels
     (426 496 bytes, 272 runs): 1 + 21.3248 + 2.72 = 25.0448 us. The same bytes in runs of 49 (544 runs):
-    1 + 10.6624 + 5.44 = 17.1024 us. Without the figures: 1 + 21.3248 = 22.3248 us (bytes at the curve)."""
-    spec = _cal(transpose=(0.5, 10e-9), **_FLAT).spec()
+    1 + 10.6624 + 5.44 = 17.1024 us. Without the figures: 1 + 2.13248 = 3.13248 us (bytes at the curve)."""
+    spec = _cal(transpose=(20e9, 10e-9), **_FLAT).spec()
     plain = _cal(**_FLAT).spec()
     shuffle = (0, 2, 1, 3, 4)
     small, large = _transpose((1, 4, 34, 14, 14), shuffle), _transpose((1, 4, 68, 14, 14), shuffle)
@@ -60,10 +60,14 @@ def test_a_transpose_is_costed_by_its_bytes_and_runs_by_hand():
     assert roofline_time(small, spec) == pytest.approx(13.0224e-6)
     assert roofline_time(large, spec) == pytest.approx(25.0448e-6)
     assert roofline_time(short, spec) == pytest.approx(17.1024e-6)
-    assert roofline_time(small, plain) == pytest.approx(22.3248e-6)
-    # an element-wise transpose (the last axis moves) pays no runs: 1 + 0.5 x 2 x 4 x 98 304 / 10 GB/s
+    assert roofline_time(small, plain) == pytest.approx(3.13248e-6)
+    # an element-wise transpose (the last axis moves) pays no runs: 1 us + 2 x 4 x 98 304 bytes / 20 GB/s
     elementwise = _transpose((1, 12, 128, 64), (0, 1, 3, 2))
-    assert roofline_time(elementwise, spec) == pytest.approx(1e-6 + 0.5 * 786432 / 10e9)
+    assert roofline_time(elementwise, spec) == pytest.approx(1e-6 + 786432 / 20e9)
+    # beyond the caches the memory's bandwidth limits it: 5 GB/s from 400 kB, 1 + 426 496 / 5e9 s + 2.72
+    slow = _cal(transpose=(20e9, 10e-9), launch=1e-6, bandwidth_curve=((1e5, 100e9), (4e5, 5e9))).spec()
+    assert roofline_time(large, slow) == pytest.approx(1e-6 + 426496 / 5e9 + 2.72e-6)
+    assert roofline_time(small, slow) == pytest.approx(roofline_time(small, spec))  # 48 GB/s there: 20
 
 
 def test_a_reshape_costs_its_measured_constant_at_every_size():
@@ -82,11 +86,11 @@ def test_a_file_without_the_new_keys_costs_every_operator_as_before(tmp_path, na
     """The old rules by hand for the operators the figures touch (a Transpose: launch + bytes at the
     curve; a view: the launch), and every other operator exactly the cost with the figures."""
     g = load_onnx(zoo(name))
-    cal = _cal(view_time=0.7e-6, transpose=(0.5, 10e-9))
+    cal = _cal(view_time=0.7e-6, transpose=(20e9, 10e-9))
     new = read_device_file(write_device_file(cal, tmp_path / "new.toml"))[0]["cpu"]
     text = (tmp_path / "new.toml").read_text()
-    assert "view_us" in text and "transpose_factor" in text and "transpose_block_us" in text
-    new_keys = ("view_us", "transpose_factor", "transpose_block_us")
+    assert "view_us" in text and "transpose_gbs" in text and "transpose_block_us" in text
+    new_keys = ("view_us", "transpose_gbs", "transpose_block_us")
     old_text = "\n".join(line for line in text.splitlines() if line.split("=")[0].strip() not in new_keys)
     (tmp_path / "old.toml").write_text(old_text + "\n")
     old = read_device_file(tmp_path / "old.toml")[0]["cpu"]
@@ -107,29 +111,29 @@ def test_a_file_without_the_new_keys_costs_every_operator_as_before(tmp_path, na
 
 
 def test_the_new_figures_round_trip_and_bad_values_are_explained(tmp_path):
-    cal = _cal(view_time=0.69e-6, transpose=(1.02, 12.04e-9))
+    cal = _cal(view_time=0.69e-6, transpose=(51.2e9, 12.04e-9))
     s = read_device_file(write_device_file(cal, tmp_path / "c.toml"))[0]["cpu"]
     assert s.view_time == pytest.approx(0.69e-6)
-    assert s.transpose == (pytest.approx(1.02), pytest.approx(12.04e-9))
+    assert s.transpose == (pytest.approx(51.2e9), pytest.approx(12.04e-9))
     for body, message in (("view_us = -1", "view_us must be a non-negative number"),
-                          ("transpose_factor = 1.0", "together"),
+                          ("transpose_gbs = 50", "together"),
                           ("transpose_block_us = 0.01", "together"),
-                          ("transpose_factor = 0\ntranspose_block_us = 0.01", "positive number"),
-                          ("transpose_factor = 1\ntranspose_block_us = -1", "non-negative"),
-                          ("transpose_factor = true\ntranspose_block_us = 0.01", "must be numbers")):
+                          ("transpose_gbs = 0\ntranspose_block_us = 0.01", "positive number"),
+                          ("transpose_gbs = 50\ntranspose_block_us = -1", "non-negative"),
+                          ("transpose_gbs = true\ntranspose_block_us = 0.01", "must be numbers")):
         f = tmp_path / "bad.toml"
         f.write_text(f'[devices.cpu]\nbase = "cpu"\n{body}\n')
         with pytest.raises(InputError, match=message):
             read_device_file(f)
 
 
-def test_fit_transpose_recovers_a_known_factor_and_run_time():
-    a, c = 0.6, 15e-9
-    sizes = ((20e-6, 32), (20e-6, 2176), (5e-6, 544), (30e-6, 0))
-    pts = [(bt, runs, a * bt + runs * c) for bt, runs in sizes]
-    assert fit_transpose(pts) == (pytest.approx(a, rel=1e-9), pytest.approx(c, rel=1e-9))
-    assert fit_transpose([(bt, 0, a * bt) for bt, _, _ in pts]) == (pytest.approx(a), 0.0)
-    assert fit_transpose(pts[:1]) == (pytest.approx(pts[0][2] / pts[0][0]), 0.0)
+def test_fit_transpose_recovers_a_known_rate_and_run_time():
+    r, c = 50e9, 15e-9
+    sizes = ((2e5, 32), (8.5e5, 2176), (2e5, 544), (8e5, 0))
+    pts = [(b, runs, b / r + runs * c) for b, runs in sizes]
+    assert fit_transpose(pts) == (pytest.approx(r, rel=1e-9), pytest.approx(c, rel=1e-9))
+    assert fit_transpose([(b, 0, b / r) for b, _, _ in pts]) == (pytest.approx(r), 0.0)
+    assert fit_transpose(pts[:1]) == (pytest.approx(pts[0][0] / pts[0][2]), 0.0)
     with pytest.raises(InputError, match="at least one"):
         fit_transpose([])
 
@@ -163,4 +167,4 @@ def test_the_benchmark_links_keep_the_data_and_count_as_the_cost_model_does():
 def test_calibration_without_the_new_figures_keeps_the_base_kind():
     assert _cal().spec().view_time is None and _cal().spec().transpose is None
     text = gc.device_file_text(_cal())
-    assert "view_us" not in text and "transpose_factor" not in text
+    assert "view_us" not in text and "transpose_gbs" not in text
