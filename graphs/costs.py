@@ -8,7 +8,10 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
     half-precision operators. A calibrated kind (``placement calibrate``) replaces the peak by its
     measured Conv and MatMul/Gemm rates for those operators, a depthwise convolution's arithmetic by its
     depthwise figures (:meth:`DeviceSpec.depthwise_time`) and the bandwidth by its measured
-    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`).
+    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`);
+    with its memory-bound figures, a Transpose costs its bytes at its own copy rate plus a time per
+    contiguous run it copies (:func:`transpose_runs`) and a metadata-only operator (:data:`VIEW_TYPES`)
+    its measured time.
     An operator without a formula (unknown type, or shapes the formula needs
     are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
     out plus a dense product over its weights, and FLOP time *plus* memory time. Control-flow
