@@ -18,11 +18,15 @@ The benchmark pins itself to the last CPU (``--no-pin``: not). Two conditions, b
 Measurements (no competitor of ours): the median of ``--rounds`` medians of ``--repeats`` runs (their
 range is reported: how far other work moved the reference), one thread, by the thread's CPU time and
 by the wall clock, with the zoo models' run-time weight generators replaced by stored weights (the
-cost model folds the generators away); per operator class,
-onnxruntime's profiled kernel times scaled to the CPU-clock whole-model time. Errors: predicted /
-measured - 1, against the CPU-clock time. ``--fit-model`` adds a fit to that model's profile.
+cost model folds the generators away); per operator class and per memory-bound operator type,
+onnxruntime's profiled kernel times less the profiler's own time per kernel (:func:`profiler_overhead`,
+measured in the same run), scaled to the CPU-clock whole-model time. Errors: predicted / measured - 1,
+against the CPU-clock time. ``quiet, old model`` is the quiet file without the figures of the
+memory-bound operators (``view_us``, ``transpose_gbs``, ``transpose_block_us``): the cost model before
+them, against the same measurements. ``--fit-model`` adds a fit to that model's profile.
 
     python -m benchmarks.bench_calibrate [--repeats 10] [--rounds 3] [--competitors 1] [--json OUT.json]
+    python -m benchmarks.bench_calibrate --smoke   # seconds: SqueezeNet and ShuffleNet, short budgets
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ import tempfile
 import time
 import warnings
 
+# memory-bound operator types reported on their own (per-type rows), besides the classes
+MEMORY_TYPES = ("Transpose", "Reshape", "Concat", "BatchNormalization", "Mul", "Add", "Sum", "Relu")
+NEW_KEYS = ("view_us", "transpose_gbs", "transpose_block_us")  # the keys "quiet, old model" drops
 TUNED = ("resnet50", "squeezenet", "vgg19", "densenet121", "bert-L2 (generated)")  # developed on these
 STACKS = ("gpt2", "bert")
 
@@ -197,8 +204,34 @@ class Competitors:
 
 
 # --------------------------------------------------------------------------- measuring
-def measure(path: str, tmp: str, *, repeats: int, rounds: int) -> dict:
-    """Whole-model ms (CPU clock and wall clock, generated weights stored) and per-class profiled ms."""
+def profiler_overhead(repeats: int = 20, links: int = 50) -> dict:
+    """What onnxruntime's profiler adds to each kernel event (ms): the median profiled time of a Reshape
+    (metadata-only: its kernel does no work) in a chain of ``2 x links`` of them, less the time one adds
+    to an unprofiled run by the thread's CPU time (the difference of two chain lengths)."""
+    import numpy as np
+    import onnx
+
+    from graphs.calibrate import VIEW_SHAPE, _chain, _reshape_unit
+    from graphs.costs import measure_run_time, profile_ops
+    from graphs.onnx_loader import load_onnx
+
+    with tempfile.TemporaryDirectory(prefix="bench-profiler-") as tmp:
+        times = {}
+        for k in (1, 1 + links):
+            path = os.path.join(tmp, f"reshape{k}.onnx")
+            onnx.save(_chain(_reshape_unit(*VIEW_SHAPE), VIEW_SHAPE[0], k), path)
+            g = load_onnx(path)
+            times[k] = statistics.median(measure_run_time(g, repeats=repeats, cpu_time=True)
+                                         for _ in range(3))
+        prof = profile_ops(g, repeats=repeats)
+    per_op = max(times[1 + links] - times[1], 0.0) / (2 * links)
+    profiled = float(np.median(list(prof.values())))
+    return {"profiled_ms": profiled, "unprofiled_ms": per_op, "overhead_ms": max(profiled - per_op, 0.0)}
+
+
+def measure(path: str, tmp: str, *, repeats: int, rounds: int, overhead_ms: float = 0.0) -> dict:
+    """Whole-model ms (CPU clock and wall clock, generated weights stored) and per-class and per-type
+    profiled ms (each kernel less ``overhead_ms``, the profiler's own time, then scaled to the CPU clock)."""
     from graphs.calibrate import _competing, _cpu_sample, op_class
     from graphs.costs import measure_run_time, profile_ops
     from graphs.onnx_loader import load_onnx
@@ -214,13 +247,21 @@ def measure(path: str, tmp: str, *, repeats: int, rounds: int) -> dict:
     competing = _competing(s0, _cpu_sample())
     prof = profile_ops(g, repeats=repeats)
     classes: dict[str, float] = {}
+    raw: dict[str, float] = {}
+    types: dict[str, float] = {}
     for op in g.ops:
         if op.name in prof:
-            classes[op_class(op.op_type)] = classes.get(op_class(op.op_type), 0.0) + prof[op.name]
-    total = sum(classes.values())
+            c, t = op_class(op.op_type), max(prof[op.name] - overhead_ms, 0.0)
+            classes[c] = classes.get(c, 0.0) + t
+            raw[c] = raw.get(c, 0.0) + prof[op.name]
+            if op.op_type in MEMORY_TYPES:
+                types[op.op_type] = types.get(op.op_type, 0.0) + t
+    total, total_raw = sum(classes.values()), sum(raw.values())
     return {"operators": g.num_ops, "cpu_ms": cpu, "cpu_rounds_ms": cpu_rounds, "wall_ms": wall,
-            "profiled_ms": total,
-            "classes_ms": {c: v * cpu / total for c, v in classes.items()}, "load": _load(),
+            "profiled_ms": total_raw, "profiled_less_overhead_ms": total,
+            "classes_ms": {c: v * cpu / total for c, v in classes.items()},
+            "classes_raw_ms": {c: v * cpu / total_raw for c, v in raw.items()},
+            "types_ms": {c: v * cpu / total for c, v in types.items()}, "load": _load(),
             "competing": competing, "seconds": time.perf_counter() - t0}
 
 
@@ -234,9 +275,22 @@ def predict(path: str, device_file: str | None) -> dict:
     g = load_onnx(path)
     pred = roofline_costs(g, parse_devices("cpu:1", [device_file] if device_file else [])).compute[0]
     classes: dict[str, float] = {}
+    types: dict[str, float] = {}
     for i, op in enumerate(g.ops):
         classes[op_class(op.op_type)] = classes.get(op_class(op.op_type), 0.0) + float(pred[i])
-    return {"ms": float(pred.sum()), "classes_ms": classes}
+        if op.op_type in MEMORY_TYPES:
+            types[op.op_type] = types.get(op.op_type, 0.0) + float(pred[i])
+    return {"ms": float(pred.sum()), "classes_ms": classes, "types_ms": types}
+
+
+def without_new_keys(path: str, out: str) -> str:
+    """A copy of the device file ``path`` without the keys of :data:`NEW_KEYS` (and their comments' lines
+    are harmless): the cost model before the memory-bound operators' figures."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f if line.split("=")[0].strip() not in NEW_KEYS]
+    with open(out, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    return out
 
 
 def _calibration_row(label: str, cal, seconds: float) -> dict:
@@ -248,7 +302,9 @@ def _calibration_row(label: str, cal, seconds: float) -> dict:
             "other_gflops": cal.spec().fp32 / 1e9, "bandwidth_gbs": cal.bandwidth / 1e9,
             "launch_us": cal.launch * 1e6, "op_gflops": {t: r / 1e9 for t, r in cal.op_flops},
             "conv_half": [cal.conv_half_channels, cal.conv_half_pixels],
-            "depthwise": None if cal.depthwise is None else [[r / 1e9, c * 1e6] for r, c in cal.depthwise]}
+            "depthwise": None if cal.depthwise is None else [[r / 1e9, c * 1e6] for r, c in cal.depthwise],
+            "view_us": None if cal.view_time is None else cal.view_time * 1e6,
+            "transpose": None if cal.transpose is None else [cal.transpose[0] / 1e9, cal.transpose[1] * 1e9]}
 
 
 def main(argv=None) -> int:
@@ -261,7 +317,12 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-model", default="none", help="also fit to this zoo model's profile (default none)")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="also write the numbers as JSON")
     ap.add_argument("--no-pin", action="store_true", help="do not pin this process to the last CPU")
+    ap.add_argument("--smoke", action="store_true", help="a quick run that checks the benchmark works: "
+                    "SqueezeNet and ShuffleNet, --repeats 3 --rounds 1 --budget 0.05 --competitors 0")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.repeats, args.rounds, args.budget, args.competitors = 3, 1, 0.05, 0
+        args.models = args.models or "squeezenet,shufflenet"
     if not args.no_pin and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # one core: no migrations mid-run
 
@@ -296,6 +357,8 @@ def main(argv=None) -> int:
                 cal = calibrate("cpu", budget=args.budget)
                 sec = time.perf_counter() - t0
             files[label] = write_device_file(cal, os.path.join(tmp, f"cpu-{label}.toml"))
+            if label == "quiet":
+                files["quiet, old model"] = without_new_keys(files[label], os.path.join(tmp, "cpu-old.toml"))
             out["calibrations"].append(_calibration_row(label, cal, sec))
             print(f"calibration, {label} ({n} competing process(es) of ours): {sec:.1f} s; "
                   f"{cal.disturbance.line()}", flush=True)
@@ -303,8 +366,13 @@ def main(argv=None) -> int:
             fcal = fit_profile(load_onnx(models[args.fit_model]), "cpu", repeats=args.repeats)
             files["fit"] = write_device_file(fcal, os.path.join(tmp, "cpu-fit.toml"))
         out["files"] = {k: open(v, encoding="utf-8").read() for k, v in files.items()}
+        out["profiler"] = profiler_overhead(repeats=max(args.repeats, 5))
+        print(f"profiler overhead: {out['profiler']['overhead_ms'] * 1e3:.2f} us per kernel (a Reshape: "
+              f"{out['profiler']['profiled_ms'] * 1e3:.2f} us profiled, "
+              f"{out['profiler']['unprofiled_ms'] * 1e3:.2f} us unprofiled)", flush=True)
         for name, path in models.items():
-            r = measure(path, tmp, repeats=args.repeats, rounds=args.rounds)
+            r = measure(path, tmp, repeats=args.repeats, rounds=args.rounds,
+                        overhead_ms=out["profiler"]["overhead_ms"])
             r["held_out"] = name not in TUNED
             r["predicted"] = {"preset": predict(path, None),
                               **{k: predict(path, f) for k, f in files.items()}}
@@ -325,14 +393,16 @@ def report(out: dict) -> None:
     labels = ["preset"] + list(out["files"])
     print("\ncalibrations")
     print("| condition | took | load before → after | other processes, cores: before / during | repeats "
-          "spread | Conv | MatMul | other | GB/s | µs/op | LRN, MaxPool, AveragePool | the tool's verdict |")
-    print("|---" * 12 + "|")
+          "spread | Conv | MatMul | other | GB/s | µs/op | view µs | Transpose GB/s, ns/run | "
+          "LRN, MaxPool, AveragePool | the tool's verdict |")
+    print("|---" * 14 + "|")
     for c in out["calibrations"]:
         ops = c["op_gflops"]
         print(f"| {c['label']} | {c['seconds']:.0f} s | {_f(c['load_before'])} → {_f(c['load_after'])} | "
               f"{_f(c['competing_before'])} / {_f(c['competing_during'])} | {c['spread']:.0%} | "
               f"{c['conv_gflops']:.1f} | {c['matmul_gflops']:.1f} | {c['other_gflops']:.1f} | "
-              f"{c['bandwidth_gbs']:.1f} | {c['launch_us']:.2f} | "
+              f"{c['bandwidth_gbs']:.1f} | {c['launch_us']:.2f} | {_f(c.get('view_us'))} | "
+              f"{', '.join(_g(x) for x in c.get('transpose') or (None, None))} | "
               f"{', '.join(_g(ops.get(t)) for t in ('LRN', 'MaxPool', 'AveragePool'))} | "
               f"{c['line']} |")
     if "quiet" in cals and "competing" in cals:
@@ -363,13 +433,26 @@ def report(out: dict) -> None:
         worst = max(errs, key=lambda n: abs(errs[n]))
         print(f"{label}: worst error {errs[worst]:+.1%} ({worst}); held-out models within "
               f"{max(held, default=float('nan')):.1%}; the tool said: {cals[label]['line']}")
-    print("\nper operator class, ms: profiled kernel time scaled to the CPU-clock time, and predictions "
-          "(error)")
-    print("| model | class | profiled, scaled | " + " | ".join(labels[1:]) + " |")
-    print("|---" * (3 + len(labels) - 1) + "|")
+    prof = out.get("profiler")
+    if prof:
+        print(f"\nprofiler overhead: {prof['overhead_ms'] * 1e3:.2f} µs per kernel (a Reshape: "
+              f"{prof['profiled_ms'] * 1e3:.2f} µs profiled, "
+              f"{prof['unprofiled_ms'] * 1e3:.2f} µs unprofiled)")
+    print("\nper operator class, ms: profiled kernel time less the profiler's overhead, scaled to the "
+          "CPU-clock time (in brackets: not less it, as the earlier tables), and predictions (error)")
+    print("| model | class | profiled, scaled | (not less overhead) | " + " | ".join(labels[1:]) + " |")
+    print("|---" * (4 + len(labels) - 1) + "|")
     for name, r in out["models"].items():
+        raw = r.get("classes_raw_ms", {})
         for c, v in sorted(r["classes_ms"].items(), key=lambda kv: -kv[1]):
             cells = [_err(r["predicted"][k]["classes_ms"].get(c, 0.0), v, 2) for k in labels[1:]]
+            print(f"| {name} | {c} | {v:.2f} | {_f(raw.get(c))} | " + " | ".join(cells) + " |")
+    print("\nmemory-bound operator types, ms (the same profile and predictions)")
+    print("| model | type | profiled, scaled | " + " | ".join(labels[1:]) + " |")
+    print("|---" * (3 + len(labels) - 1) + "|")
+    for name, r in out["models"].items():
+        for c, v in sorted(r.get("types_ms", {}).items(), key=lambda kv: -kv[1]):
+            cells = [_err(r["predicted"][k]["types_ms"].get(c, 0.0), v, 2) for k in labels[1:]]
             print(f"| {name} | {c} | {v:.2f} | " + " | ".join(cells) + " |")
     print(f"\nload average after: {', '.join(f'{x:.2f}' for x in out['load_after'])}; "
           f"the benchmark took {out['seconds']:.0f} s")

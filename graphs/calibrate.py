@@ -15,6 +15,10 @@ file (read back by :func:`graphs.devices.read_device_file`, overriding the prese
     * memory bandwidth by size (``bandwidth_curve``): chains of BatchNormalization -> Relu -> residual
       Add from 4 Ki to 16 Mi elements (bytes as :func:`graphs.costs.op_bytes` counts them), minus the
       overhead; the largest is the kind's ``mem_bandwidth``;
+    * metadata-only operators (``view_time``): a chain of Reshapes (each output aliases its input);
+    * Transpose (``transpose``): pairs of a permutation and its inverse that copy runs of 1 to 3136
+      contiguous elements, in the caches; :func:`fit_transpose` fits a copy rate and a time per run (a
+      kernel that copies short runs starts one copy per run);
     * Conv (``conv_flops``, ``conv_half_channels``, ``conv_half_pixels``): 3x3 and 1x1 convolutions
       that keep their shape, at the channel counts and image sizes of ImageNet CNNs, at few channels
       or few pixels, and grouped; :func:`fit_conv_curve` fits the rate of a large
@@ -65,7 +69,7 @@ from .errors import InputError, PlacementError
 __all__ = ["Calibration", "Disturbance", "CalibrationDisturbed", "Series", "calibrate", "assess",
            "probe_machine", "fit_profile", "fit_conv_curve", "device_file_text", "write_device_file",
            "provider_for", "op_class", "OP_CLASSES", "FIGURES", "CONV_SHAPES", "OP_BENCHMARKS",
-           "DEPTHWISE_SHAPES", "fit_depthwise"]
+           "DEPTHWISE_SHAPES", "fit_depthwise", "TRANSPOSE_SHAPES", "fit_transpose"]
 
 _G, _T, _US = 1e9, 1e12, 1e-6
 
@@ -123,6 +127,8 @@ class Calibration:
     op_flops: tuple[tuple[str, float], ...] = ()
     # depthwise Conv: ((FLOP/s, seconds per channel) at stride 1, (the same) strided); None: not measured
     depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
+    view_time: float | None = None  # a metadata-only operator's time (s); None: not measured
+    transpose: tuple[float, float] | None = None  # (bytes/s, s per run); None: not measured
     seconds: float = 0.0
     date: str = ""
     points: dict = field(default_factory=dict)
@@ -139,7 +145,9 @@ class Calibration:
                        conv_flops=self.conv_flops, conv_half_channels=self.conv_half_channels,
                        conv_half_pixels=self.conv_half_pixels, matmul_flops=self.matmul_flops,
                        bandwidth_curve=self.bandwidth_curve, op_flops=self.op_flops,
-                       depthwise=self.depthwise if self.depthwise is not None else base.depthwise)
+                       depthwise=self.depthwise if self.depthwise is not None else base.depthwise,
+                       view_time=self.view_time if self.view_time is not None else base.view_time,
+                       transpose=self.transpose if self.transpose is not None else base.transpose)
 
     def source(self, figure: str) -> str:
         """How ``figure`` (``conv``, ``matmul``, ``other``, ``bandwidth``, ``launch``, ``fp16``) was
@@ -335,6 +343,31 @@ def _depthwise_fan(channels: int, side: int, stride: int, k: int, rng):
     model = _fan(node, (1, channels, side, side), (1, channels, out, out), k)
     model.graph.initializer.extend(inits)
     return model
+
+
+def _reshape_unit(shape: Sequence[int], other: Sequence[int]):
+    """A chain link of two Reshapes, ``shape`` -> ``other`` -> ``shape``: metadata-only operators."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    dims = [nh.from_array(np.array(v, np.int64), n) for v, n in ((list(other), "s_b"), (list(shape), "s_a"))]
+
+    def unit(inp, out, i):
+        return [h.make_node("Reshape", [inp, "s_b"], [f"v{i}"]),
+                h.make_node("Reshape", [f"v{i}", "s_a"], [out])], (dims if i == 0 else [])
+    return unit
+
+
+def _transpose_unit(perm: Sequence[int]):
+    """A chain link of a Transpose by ``perm`` and one by its inverse (the link keeps its shape)."""
+    from onnx import helper as h
+
+    inv = [list(perm).index(d) for d in range(len(perm))]
+
+    def unit(inp, out, i):
+        return [h.make_node("Transpose", [inp], [f"p{i}"], perm=list(perm)),
+                h.make_node("Transpose", [f"p{i}"], [out], perm=inv)], []
+    return unit
 
 
 def _matmul_unit(widths: Sequence[int], rng, dtype=np.float32):
@@ -649,6 +682,14 @@ CONV_SHAPES = ((64, 56, 3, 1), (128, 28, 3, 1), (256, 14, 3, 1), (512, 7, 3, 1),
 # depthwise 3x3 convolutions (one channel per group: MobileNet, ShuffleNet), (channels, input side, stride):
 # costed on their own (DeviceSpec.depthwise), not by the Conv curve; stride 1 chained, strided fanned out
 DEPTHWISE_SHAPES = ((120, 28, 1), (240, 14, 1), (544, 7, 1), (112, 56, 2), (272, 14, 2))
+# Transposes (input shape, permutation), each timed with its inverse: ShuffleNet's channel shuffle with
+# contiguous runs of 49 to 3136 elements at two sizes, a head split (runs of 32) and two that move the last
+# axis (element-wise copies, no runs)
+TRANSPOSE_SHAPES = (((1, 4, 136, 7, 7), (0, 2, 1, 3, 4)), ((1, 4, 8, 28, 28), (0, 2, 1, 3, 4)),
+                    ((1, 4, 544, 7, 7), (0, 2, 1, 3, 4)), ((1, 4, 8, 56, 56), (0, 2, 1, 3, 4)),
+                    ((1, 256, 8, 32), (0, 2, 1, 3)), ((1, 16, 96, 64), (0, 1, 3, 2)),
+                    ((1, 32, 28, 28), (0, 2, 3, 1)))
+VIEW_SHAPE = ((1, 112, 56, 56), (1, 4, 28, 56, 56))  # the Reshape benchmark: a channel shuffle's first
 MATMUL_SHAPES = ((128, (768, 768)), (128, (768, 3072, 768)), (512, (1024, 1024)))
 ELEMENTWISE_SIZES = tuple(4 ** e for e in range(6, 13))  # 4 Ki .. 16 Mi elements
 _CHANNELS = 64  # element-wise benchmarks run on [1, 64, side, side]
@@ -729,6 +770,20 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
         curve.append((nbytes / 3, nbytes / work))  # per operator: a third of the link's traffic
         points["elementwise"].append({"elements": n, "bytes": nbytes, "seconds": t})
     bandwidth = curve[-1][1]
+
+    say("metadata-only operators: Reshape")
+    view = timer.per_link(_reshape_unit(*VIEW_SHAPE), VIEW_SHAPE[0], 2, 52, name="view: Reshape x100") / 2
+    points["view_s"] = view
+
+    points["transpose"] = []
+    for shape, perm in TRANSPOSE_SHAPES:
+        say(f"Transpose {'x'.join(map(str, shape))} by {list(perm)}")
+        t = timer.per_link(_transpose_unit(perm), shape, 1, 9, name=f"Transpose {shape} {list(perm)}") / 2
+        nbytes, runs = _transpose_figures(shape, perm)
+        points["transpose"].append({"shape": list(shape), "perm": list(perm), "bytes": nbytes, "runs": runs,
+                                    "seconds": t})
+    transpose = fit_transpose([(p["bytes"], p["runs"], max(p["seconds"] - launch, 1e-9))
+                               for p in points["transpose"]])
 
     points["ops"] = []
     per_type: dict[str, list[float]] = {}
@@ -828,7 +883,7 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
                        conv_half_pixels=half_n, matmul_flops=matmul_flops,
                        fp16_flops=fp16, bandwidth=bandwidth, launch=launch, other_flops=other,
                        bandwidth_curve=tuple(curve), op_flops=op_rates, depthwise=dw,
-                       seconds=time.perf_counter() - t_start,
+                       view_time=view, transpose=transpose, seconds=time.perf_counter() - t_start,
                        date=_now(), points=points, sources=sources, disturbance=dist)
 
 
@@ -877,6 +932,33 @@ def fit_depthwise(points: Sequence[tuple[float, float, float]]) -> tuple[float, 
         if coef[0] > 0:
             return float(1.0 / coef[0]), float(coef[1])
     a = f / t  # FLOPs alone: 1 / r minimising sum((f / (r t) - 1)^2)
+    return float((a * a).sum() / a.sum()), 0.0
+
+
+def _transpose_figures(shape: Sequence[int], perm: Sequence[int]) -> tuple[float, int]:
+    """Bytes and contiguous runs of one fp32 Transpose of ``shape`` by ``perm`` (as graphs.costs counts)."""
+    from .costs import op_bytes, transpose_runs
+    from .onnx_loader import parse_model
+
+    op = parse_model(_chain(_transpose_unit(perm), shape, 1)).ops[0]
+    return op_bytes(op), int(transpose_runs(op) or 0)
+
+
+def fit_transpose(points: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
+    """The copy rate ``r`` (bytes/s) and time per run ``c`` (s) that best explain ``points`` of (bytes,
+    contiguous runs, seconds) by time = bytes / r + runs x c, in relative error (non-negative least squares
+    on time / measured = 1). With one point, no runs, or a fit that gives the bytes no time: ``c`` = 0 and
+    ``r`` the plain rate that fits best."""
+    from scipy.optimize import nnls
+
+    if not points:
+        raise InputError("fit_transpose needs at least one (bytes, runs, seconds) point")
+    b, runs, t = (np.array(x, dtype=float) for x in zip(*points))
+    if len(points) >= 2 and runs.any():
+        coef, _ = nnls(np.stack([b / t, runs / t], axis=1), np.ones_like(t))
+        if coef[0] > 0:
+            return float(1.0 / coef[0]), float(coef[1])
+    a = b / t  # bytes alone: 1 / r minimising sum((a / r - 1)^2)
     return float((a * a).sum() / a.sum()), 0.0
 
 
@@ -1052,6 +1134,15 @@ def device_file_text(cal: Calibration) -> str:
                   "# depthwise_gflops + channels x depthwise_channel_us (not conv_tflops and its curve)",
                   f"depthwise_gflops = [{r1 / _G:.4g}, {r2 / _G:.4g}]",
                   f"depthwise_channel_us = [{c1 / _US:.4g}, {c2 / _US:.4g}]"]
+    if cal.view_time is not None:
+        lines.append(f"view_us = {cal.view_time / _US:.4g}  # measured time of a metadata-only operator "
+                     f"(Reshape, Flatten, Squeeze, Unsqueeze), instead of launch_us")
+    if cal.transpose is not None:
+        rate, per_run = cal.transpose
+        lines += ["# Transpose: time = launch_us + bytes / the lower of transpose_gbs and the bandwidth at",
+                  "# its size + transpose_block_us x its contiguous runs (none when the last axis moves)",
+                  f"transpose_gbs = {rate / _G:.4g}",
+                  f"transpose_block_us = {per_run / _US:.4g}"]
     if cal.bandwidth_curve:
         pts = ", ".join(f"[{b:.0f}, {r / _G:.4g}]" for b, r in cal.bandwidth_curve)
         lines += ["# achieved bandwidth by operator size: [bytes one operator reads and writes, GB/s];",

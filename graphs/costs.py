@@ -8,7 +8,10 @@ All times are in **milliseconds**. Three models, chosen by name (:func:`compute_
     half-precision operators. A calibrated kind (``placement calibrate``) replaces the peak by its
     measured Conv and MatMul/Gemm rates for those operators, a depthwise convolution's arithmetic by its
     depthwise figures (:meth:`DeviceSpec.depthwise_time`) and the bandwidth by its measured
-    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`).
+    bandwidth at the operator's size (:meth:`DeviceSpec.flop_rate`, :meth:`DeviceSpec.bandwidth_at`);
+    with its memory-bound figures, a Transpose costs its bytes at its own copy rate plus a time per
+    contiguous run it copies (:func:`transpose_runs`) and a metadata-only operator (:data:`VIEW_TYPES`)
+    its measured time.
     An operator without a formula (unknown type, or shapes the formula needs
     are unknown) is charged conservatively: :data:`UNKNOWN_FLOPS_PER_ELEMENT` FLOPs per element in and
     out plus a dense product over its weights, and FLOP time *plus* memory time. Control-flow
@@ -48,8 +51,8 @@ from .errors import InputError
 from .onnx_loader import OnnxGraph, Op
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
-           "op_flops", "op_bytes", "half_precision", "depthwise", "roofline_time", "profile_ops",
-           "measure_run_time"]
+           "op_flops", "op_bytes", "half_precision", "depthwise", "transpose_runs", "roofline_time",
+           "profile_ops", "measure_run_time", "VIEW_TYPES"]
 
 log = logging.getLogger("graphs.onnx")
 
@@ -106,6 +109,8 @@ _MOVE = frozenset({"Transpose", "Concat", "Split", "Slice", "Gather", "GatherEle
 # views and bookkeeping: no arithmetic, nothing moved
 _VIEW = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Dropout",
                    "Constant", "Optional", "OptionalGetElement", "OptionalHasElement"})
+# metadata-only kernels (the output aliases the input): a calibrated kind's view_us is their whole time
+VIEW_TYPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
 _GATHER = frozenset({"Gather", "GatherElements", "GatherND"})
 UNKNOWN_FLOPS_PER_ELEMENT = 16.0  # conservative: an unknown operator is charged like a heavy pointwise op
@@ -292,6 +297,36 @@ def depthwise(op: Op) -> tuple[int, bool] | None:
     return group, any(int(s) > 1 for s in strides)
 
 
+def transpose_runs(op: Op) -> int | None:
+    """The contiguous runs a Transpose copies: its elements over the product of the trailing dimensions
+    the permutation keeps in place (size-1 dimensions dropped); 1 when it only moves size-1 dimensions (one
+    block copy); 0 when the last dimension moves (an element-wise, tiled copy: no run to start). ``None``
+    for any other operator or an unknown input shape."""
+    if op.op_type != "Transpose":
+        return None
+    x = _shape(op.inputs[0] if op.inputs else None)
+    if x is None:
+        return None
+    perm = op.attrs.get("perm")
+    perm = list(range(len(x)))[::-1] if not perm else [int(p) for p in perm]
+    if sorted(perm) != list(range(len(x))):
+        return None
+    keep = [d for d in range(len(x)) if x[d] != 1]  # input axes that are not size 1, renumbered
+    rank = {d: i for i, d in enumerate(keep)}
+    reduced = [rank[p] for p in perm if p in rank]
+    n = math.prod(x)
+    if n == 0:
+        return 0
+    if reduced == sorted(reduced):
+        return 1
+    run = 1
+    for i in range(len(reduced) - 1, -1, -1):
+        if reduced[i] != i:
+            break
+        run *= x[keep[i]]
+    return 0 if run == 1 else n // run
+
+
 def half_precision(op: Op) -> bool:
     """Whether ``op`` computes in half precision (its output is fp16/bf16): it runs at the fp16 peak."""
     y = op.outputs[0] if op.outputs else None
@@ -307,8 +342,14 @@ def roofline_time(op: Op, spec: DeviceSpec) -> float:
         return math.inf
     if op.op_type in _CONTROL and op.subgraphs:
         return spec.launch + _body_sum(op, lambda b: roofline_time(b, spec))
+    if op.op_type in VIEW_TYPES and spec.view_time is not None:  # the kind's measured metadata-only time
+        return spec.view_time
     flops, known = op_flops(op)
     nbytes = op_bytes(op)
+    runs = transpose_runs(op) if spec.transpose is not None else None
+    if runs is not None:  # the kind's Transpose figures: its copy rate (memory's beyond the caches), per run
+        rate, per_run = spec.transpose
+        return nbytes / min(rate, spec.bandwidth_at(nbytes)) + runs * per_run + spec.launch
     # the kind's measured Conv / MatMul rates and size-dependent bandwidth when it has them (calibrated
     # kinds); otherwise exactly peak and bandwidth
     dw = depthwise(op) if spec.depthwise is not None and not _half(op) else None

@@ -46,6 +46,12 @@ by ``efficiency``::
     depthwise_gflops = [7.3, 1.6]     # depthwise Conv (one input channel per group), stride 1 and
     depthwise_channel_us = [0.36, 0.45]  # strided: time = FLOPs / rate + channels x per-channel time,
                              # instead of the Conv curve (whose narrow end it is far beyond)
+    view_us = 0.8            # a metadata-only operator (Reshape, Flatten, Squeeze, Unsqueeze): its whole
+                             # time, microseconds, instead of launch_us (no data moves)
+    transpose_gbs = 50       # a Transpose: launch + bytes / the lower of transpose_gbs and the bandwidth
+    transpose_block_us = 0.012  # at its size, + one time per contiguous run it copies (runs = elements /
+                             # the trailing dimensions the permutation keeps in place; none when the last
+                             # axis moves)
 """
 
 from __future__ import annotations
@@ -98,6 +104,11 @@ class DeviceSpec:
     # depthwise Conv (one input channel per group): ((FLOP/s, seconds per channel) at stride 1, (the
     # same) strided), measured by calibrate; None: the Conv rate and curve
     depthwise: tuple[tuple[float, float], tuple[float, float]] | None = None
+    # a metadata-only operator's whole time (s; VIEW_TYPES), measured by calibrate; None: launch
+    view_time: float | None = None
+    # Transpose: (bytes/s of its copy, seconds per contiguous run copied), measured by calibrate; None:
+    # bytes at the bandwidth curve, like every other operator
+    transpose: tuple[float, float] | None = None
     # topology, for replicated and tensor-parallel stages (graphs/parallel.py): devices per server, and
     # the bandwidth (bytes/s, one direction, per device) among devices of one server (NVLink-class) and
     # across servers (network); ``None``: unknown (the host link is used)
@@ -149,6 +160,17 @@ class DeviceSpec:
                 raise InputError(f"device {self.name!r}: depthwise_gflops and depthwise_channel_us must each "
                                  f"be two numbers (stride 1, strided): positive rates, non-negative times")
             object.__setattr__(self, "depthwise", dw)
+        if self.view_time is not None and not (isinstance(self.view_time, (int, float))
+                                               and 0 <= self.view_time < math.inf):
+            raise InputError(f"device {self.name!r}: view_us must be a non-negative number, "
+                             f"got {self.view_time!r}")
+        if self.transpose is not None:
+            tr = tuple(self.transpose)
+            if len(tr) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in tr) \
+                    or not (0 < tr[0] < math.inf and 0 <= tr[1] < math.inf):
+                raise InputError(f"device {self.name!r}: transpose_gbs must be a positive number and "
+                                 f"transpose_block_us a non-negative one")
+            object.__setattr__(self, "transpose", (float(tr[0]), float(tr[1])))
         size = self.server_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise InputError(f"device {self.name!r}: server_size must be a positive integer, "
@@ -300,6 +322,8 @@ _KEYS = {  # file key -> (DeviceSpec field, scale to SI)
     "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
     "bandwidth_curve": ("bandwidth_curve", None), "op_gflops": ("op_flops", None),
     "depthwise_gflops": ("depthwise", None), "depthwise_channel_us": ("depthwise", None),
+    "view_us": ("view_time", _US),
+    "transpose_gbs": ("transpose", None), "transpose_block_us": ("transpose", None),
     "server_size": ("server_size", None),
     "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
 }
@@ -414,6 +438,15 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                     raise InputError(f"{where}: depthwise_gflops and depthwise_channel_us must be two "
                                      f"numbers each [stride 1, strided]", source=source)
                 value = tuple((float(r) * _G, float(t) * _US) for r, t in zip(rates, times))
+            elif attr == "transpose":  # the two keys make one field
+                if ("transpose_gbs" in entry) != ("transpose_block_us" in entry):
+                    raise InputError(f"{where}: give transpose_gbs and transpose_block_us together",
+                                     source=source)
+                rate, block = entry["transpose_gbs"], entry["transpose_block_us"]
+                if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (rate, block)):
+                    raise InputError(f"{where}: transpose_gbs and transpose_block_us must be numbers",
+                                     source=source)
+                value = (float(rate) * _G, float(block) * _US)
             elif attr == "server_size":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",

@@ -110,6 +110,13 @@ def run(args) -> int:
         (r1, c1), (r2, c2) = cal.depthwise
         rows.append(("depthwise Conv", f"{r1 / 1e9:.3g} GFLOP/s + {c1 * 1e6:.3g} us per channel, strided "
                      f"{r2 / 1e9:.3g} GFLOP/s + {c2 * 1e6:.3g} us per channel ({verb})"))
+    if cal.view_time is not None:
+        rows.append(("metadata-only operators", f"{cal.view_time * 1e6:.2f} us each (Reshape, Flatten, "
+                     f"Squeeze, Unsqueeze; {verb})"))
+    if cal.transpose is not None:
+        rate, per_run = cal.transpose
+        rows.append(("Transpose", f"{rate / 1e9:.3g} GB/s (at most the bandwidth at its size) + "
+                     f"{per_run * 1e9:.3g} ns per contiguous run ({verb})"))
     if cal.op_flops:
         rows.append(("own-rate operators", ", ".join(f"{t} {r / 1e9:.3g}" for t, r in cal.op_flops)
                      + " GFLOP/s (measured)"))
