@@ -39,6 +39,15 @@ def _ms(x):
     return f"{x * 1e3:.0f}" if x >= 0.1 else f"{x * 1e3:.1f}"
 
 
+def _split(res) -> str:
+    """The simulated mean TTFT split (slot wait, first-stage prefill wait, prefill from its start) and
+    the serving model's (slot wait, M/G/1 wait, mean prefill latency)."""
+    pa, pl = res.ttft_parts, res.planned
+    return (f"{_ms(pa['slot'])} / {_ms(pa['queue'])} / {_ms(pa['prefill'])} "
+            f"({_ms(pl['slot_wait_s_at_rate'])} / {_ms(pl['prefill_wait_s_at_rate'])} / "
+            f"{_ms(pl['prefill_mean_s'])})")
+
+
 def run(only=None, seconds=600.0, seed=0) -> list[str]:
     from benchmarks.bench_llm_goodput import case_model
     from graphs.llm_sim import _stage_timers, poisson_trace, simulate_pipeline, simulate_plan
@@ -47,10 +56,11 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
 
     rows = ["| case | plan | batch / N | stages (kind t x d) | planned req/s (limit) | 80%: planned tokens/s "
             "| trace asks tokens/s | simulated tokens/s | sim / planned "
-            "| TTFT ms mean / p50 / p90 / p99 (model mean) | TPOT ms mean / p50 / p99 (model) "
+            "| TTFT ms mean / p50 / p90 / p99 (model mean) "
+            "| TTFT split ms: slot / prefill queue / prefill (model) | TPOT ms mean / p50 / p99 (model) "
             "| 150%: simulated / planned tokens/s | prefills free, 150% of B / T0: decode tokens/s / B / T0 "
             "| sim s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, cfg, devices, mix_name, mix, ttft, tpot in CASES:
         if only and name != only:
             continue
@@ -94,6 +104,7 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
                         f"| {100 * ratio:.1f}% {ok} "
                         f"| {_ms(tt['mean'])} / {_ms(tt['p50'])} / {_ms(tt['p90'])} / {_ms(tt['p99'])} "
                         f"({_ms(pl['ttft_mean_s_at_rate'])}) "
+                        f"| {_split(lo)} "
                         f"| {_ms(tp['mean'])} / {_ms(tp['p50'])} / {_ms(tp['p99'])} "
                         f"({_ms(pl['tpot_s_at_rate'])}) "
                         f"| {hi.tokens_per_s:,.0f} / {hi.planned['tokens_per_s_at_rate']:,.0f} "

@@ -33,12 +33,13 @@ and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down).
 **Serving** (the second half of the module): :func:`layer_prefill_time` (a prompt of ``I`` tokens,
 compute-bound: ``2 x`` weights per token plus causal attention's ``2 x hidden x I (I + 1)``) beside
 :func:`layer_decode_step`; a request mix (:func:`read_mix`: buckets of input and output tokens with
-weights); :class:`ServingModel`, whose class doc states the serving model (TTFT = an M/G/1 prefill
-wait + the prefill through the stages, TPOT = the full batch's step stalled by the prefills' share,
-KV slots by Little's law) and scores the goodput of any decode plan; :func:`chain_plans`, every plan of
-a small chain problem; and separate prefill and decode pools (:func:`prefill_problem`,
-:func:`disaggregated_goodput`). :mod:`graphs.llm_sim` simulates a plan serving a request trace (discrete
-events, continuous batching, KV-slot admission) with these same per-layer times, to check the figures.
+weights); :class:`ServingModel`, whose class doc states the serving model (TTFT = the wait for a KV
+slot + an M/G/1 prefill wait + the prefill through the stages, TPOT = the full batch's step stalled by
+the prefills' share, KV slots by Little's law) and scores the goodput of any decode plan;
+:func:`chain_plans`, every plan of a small chain problem; and separate prefill and decode pools
+(:func:`prefill_problem`, :func:`disaggregated_goodput`). :mod:`graphs.llm_sim` simulates a plan
+serving a request trace (discrete events, continuous batching, KV-slot admission) with these same
+per-layer times, to check the figures.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", 
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
            "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput",
-           "decode_stall"]
+           "decode_stall", "slot_wait"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -519,6 +520,7 @@ class GoodputEvaluation:
     kv_transfer: float = 0.0  # disaggregated: mean seconds to move a prompt's KV cache to the decode pool
     prefill_pool: tuple | None = None  # disaggregated: (problem, plan, evaluation) of the prefill pool
     convoy: float = 0.0  # colocated: E[C - S], seconds a prefill stalls decode beyond the bottleneck's share
+    slot_wait: float = 0.0  # colocated: mean seconds an arrival waits for a KV slot (:func:`slot_wait`)
 
 
 _MEETS_RTOL = 1e-9
@@ -540,10 +542,11 @@ class ServingModel:
       ``p_i(I)`` = its nodes' :func:`prefill_node_time` plus the hidden states of ``I`` tokens over the
       links the stage's tensors cross; latency ``P(I) = sum_i p_i(I)``; the pipeline's prefill
       bottleneck is busy ``S(I) = max_i p_i(I) / d_i`` per request (replicas take requests in turn);
-    * **queueing**: Poisson arrivals at rate ``lam``, sizes drawn from the mix; prefills have priority
-      over decode steps and queue first come, first served at the bottleneck: an M/G/1 queue with
-      service ``S``, load ``rho = lam E[S]``, mean wait ``W = lam E[S^2] / (2 (1 - rho))``
-      (Pollaczek-Khinchine); **TTFT(I) = W + P(I)**;
+    * **queueing**: Poisson arrivals at rate ``lam``, sizes drawn from the mix; an arrival first waits
+      for a KV slot (``Wslot``, below), then its prefill, with priority over decode steps, queues first
+      come, first served at the bottleneck: an M/G/1 queue with service ``S``, load ``rho = lam E[S]``,
+      mean wait ``W = lam E[S^2] / (2 (1 - rho))`` (Pollaczek-Khinchine); **TTFT(I) = Wslot + W +
+      P(I)**;
     * decode stalls behind the prefills (:func:`decode_stall`): a prompt of ``I`` tokens passes every
       stage, and the micro-batch behind it waits at each; alone, it stalls the ring of micro-batches
       for ``C(I) = max(S(I), sum_i p_i(I) / d_i - (N - 1) / N T0)`` (the other ``N - 1`` micro-batches
@@ -551,16 +554,20 @@ class ServingModel:
       beyond it. The bottleneck is busy prefilling ``rho`` of the time; the convoys, Poisson intervals
       that overlap, cover ``1 - exp(-lam E[C - S])`` of the rest: **TPOT = T0 / ((1 - rho)
       exp(-lam E[C - S]))**, ``T0 / (1 - rho)`` where the ring's slack absorbs the convoy (``C = S``);
-    * KV slots: a request holds one from its prefill to its last token, ``P + (output - 1) TPOT``
-      seconds; by Little's law ``lam (E[P] + E[output - 1] TPOT) <= batch``.
+    * KV slots: a request holds one from its prefill to its last token, ``H = E[P] + E[output - 1] TPOT``
+      seconds on average; by Little's law ``u = lam H / batch <= 1``. Occupancy does not move one slot
+      at a time: an arrival's prefill stalls decode for ``C``, deferring the ``lam / (1 - stall)``
+      releases a second of decoding gives, so it moves in steps of ``J = 1 + lam E[C] / (1 - stall)``
+      slots; the wait for a slot is an M/M/k queue's of ``k = batch / J`` servers at load ``u``:
+      **Wslot = ErlangC(k, u) H / (batch (1 - u))** (:func:`slot_wait`; infinite at the KV-slot limit).
 
     **Goodput** at rate ``lam``: ``lam`` times the share of requests whose TTFT and TPOT meet the
     targets. Every quantity grows with ``lam``, and the buckets meeting the TTFT target at any rate are
     those with the shortest prefill latencies, so the best rate is, for one of the prefixes of the
     buckets sorted by ``P``, the largest ``lam`` at which that prefix meets the TTFT target, TPOT meets
-    its target and the slots suffice: each a closed form (a quadratic for the slots) without a convoy,
-    else a bisection of a monotone function. The maximum over the prefixes is the plan's goodput,
-    exact under this model.
+    its target and the slots suffice: the slots and TPOT a closed form (a quadratic for the slots)
+    without a convoy, else, and the TTFT always, a bisection of a monotone function. The maximum over
+    the prefixes is the plan's goodput, exact under this model.
     """
 
     def __init__(self, cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, ttft: float | None = None,
@@ -675,12 +682,17 @@ class ServingModel:
             limits["KV slots"] = _bisect(
                 lambda x: x * (g + c * math.exp(x * convoy) / (1 - x * a)) >= batch, 1 / a)
         limits["prefill capacity"] = 1 / a  # a supremum: the wait grows without bound there
-        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits)
+
+        def waits(x: float) -> float:  # the mean wait for a KV slot at rate x
+            st = decode_stall(x, a, convoy)
+            return slot_wait(x, batch, g + D * t0 / (1 - st), st, a + convoy) if st < 1 else math.inf
+
+        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits, waits)
         stall = decode_stall(lam, a, convoy)
         tpot = t0 / (1 - stall) if stall < 1 else math.inf
         slots = lam * (g + D * tpot) if stall < 1 else math.inf
-        return replace(_evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D),
-                       convoy=convoy)
+        return replace(_evaluation(self, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D,
+                                   slot=waits(lam)), convoy=convoy)
 
 
 def decode_stall(lam: float, a: float, convoy: float) -> float:
@@ -711,11 +723,13 @@ def _bisect(past, hi: float) -> float:
 
 
 def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float, e2: float,
-               limits: dict) -> tuple[float, str]:
+               limits: dict, slot_wait=None) -> tuple[float, str]:
     """The arrival rate of most goodput and what stops a higher one: for each prefix of the buckets
     sorted by prefill latency ``P``, the largest rate at which the prefix meets the TTFT target
-    (``W + P <= ttft``, ``W = lam e2 / (2 (1 - lam a))``) within the bucket-independent ``limits``
-    (name -> largest rate; a negative one: no rate), times the prefix's share."""
+    (``W + slot_wait(lam) + P <= ttft``, ``W = lam e2 / (2 (1 - lam a))``) within the bucket-independent
+    ``limits`` (name -> largest rate; a negative one: no rate), times the prefix's share. ``slot_wait``:
+    a nondecreasing function of the rate (the mean wait for a KV slot; ``None``: none), the TTFT limit
+    then a bisection."""
     base_name, base = min(limits.items(), key=lambda kv: kv[1])
     nb = len(P)
     order = sorted(range(nb), key=lambda j: P[j])
@@ -733,6 +747,9 @@ def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float
             if room < 0:
                 break
             cap = room / (e2 / 2 + room * a)
+            if slot_wait is not None:  # the prefill wait plus the slot wait, both nondecreasing in lam
+                cap = _bisect(lambda x, room=room: x * e2 / (2 * (1 - x * a)) + slot_wait(x) > room,
+                              min(cap, lam))
             if cap < lam:
                 lam, why = cap, "TTFT target"
         if lam * cum > best[0]:
@@ -740,20 +757,59 @@ def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float
     return best[1], best[2]
 
 
+def _erlang_c(servers: float, u: float) -> float:
+    """The probability that an arrival waits in an M/M/k queue of ``k = servers`` servers at utilisation
+    ``u`` (Erlang C), linear in ``k`` between the integers around it (``k < 1``: one server); 1 at
+    ``u >= 1``. Nondecreasing in ``u`` and nonincreasing in ``k``."""
+    if u >= 1:
+        return 1.0
+    if u <= 0:
+        return 0.0
+
+    from scipy.special import gammaincc, gammaln
+
+    def at(k: int) -> float:  # Erlang B = the Poisson(A) pmf at k over its cdf at k (A = u k), then C
+        load = u * k
+        b = math.exp(k * math.log(load) - load - float(gammaln(k + 1))) / float(gammaincc(k + 1, load))
+        return b / (1 - u * (1 - b))
+
+    k = max(1.0, servers)
+    lo = math.floor(k)
+    f = k - lo
+    return at(lo) if f == 0 else (1 - f) * at(lo) + f * at(lo + 1)
+
+
+def slot_wait(lam: float, batch: int, hold: float, stall: float, block: float) -> float:
+    """The mean wait of an arrival for a KV slot (the serving model of :class:`ServingModel`): ``batch``
+    slots each held ``hold`` seconds on average (``E[P] + E[output - 1] TPOT``), load ``u = lam hold /
+    batch``. An arrival's prefill stalls decode for ``block = E[C]`` seconds, deferring the ``lam /
+    (1 - stall)`` slot releases a second of decoding gives, so occupancy moves in steps of ``J = 1 +
+    lam block / (1 - stall)`` slots: the wait of an M/M/k queue of ``k = batch / J`` servers at ``u``
+    (Erlang C), ``C(k, u) hold / (batch (1 - u))``; infinite at ``u >= 1`` (the KV-slot limit)."""
+    if lam <= 0:
+        return 0.0
+    u = lam * hold / batch
+    if u >= 1 or stall >= 1:
+        return math.inf
+    jump = 1 + lam * block / (1 - stall)
+    return _erlang_c(batch / jump, u) * hold / (batch * (1 - u))
+
+
 def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D,
-                kv_transfer: float = 0.0) -> GoodputEvaluation:
+                kv_transfer: float = 0.0, slot: float = 0.0) -> GoodputEvaluation:
     rho = lam * a
     wait = lam * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
     tpot_ok = model.tpot is None or D <= 0 or tpot <= model.tpot * (1 + _MEETS_RTOL)
     rows = []
     for j, b in enumerate(model.mix.buckets):
-        ttft = wait + P[j]
+        ttft = wait + slot + P[j]
         ok = tpot_ok and (model.ttft is None or ttft <= model.ttft * (1 + _MEETS_RTOL))
         rows.append(BucketServing(b, shares[j], P[j], S[j], ttft, ok))
     met = sum(r.share for r in rows if r.meets) if lam > 0 else 0.0
     rate = 1 / ev.objective if ev.objective > 0 else math.inf
     return GoodputEvaluation(batch, True, (), rate, step, t0, lam, lam * met, met, tpot, wait, rho, slots,
-                             why if lam > 0 else _why_none(model, t0, P, D), tuple(rows), kv_transfer)
+                             why if lam > 0 else _why_none(model, t0, P, D), tuple(rows), kv_transfer,
+                             slot_wait=slot)
 
 
 def _why_none(model: ServingModel, t0: float, P: list[float], D: float) -> str:
@@ -887,7 +943,8 @@ def disaggregated_goodput(prefill: ServingModel, pre_problem: ParallelProblem, p
     moves between them over the slower host link of the two pools' kinds used.
 
     The model of :class:`ServingModel` with the pools apart: TTFT = the prefill pool's M/G/1 wait plus
-    the prompt's prefill latency (the first token comes from the prefill); TPOT = the decode pool's
+    the prompt's prefill latency (the first token comes from the prefill; the wait for a decode slot
+    comes after it, so it is not in TTFT); TPOT = the decode pool's
     full batch ``T0`` (no prefill stalls it); a KV slot is held for the transfer and the ``output - 1``
     decode steps, ``lam (E[transfer] + E[output - 1] T0) <= batch``; the prefill pool's load
     ``lam E[S] < 1``. ``profile``: :func:`prefill_profile` of the prefill plan, when the caller has it."""

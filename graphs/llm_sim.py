@@ -24,8 +24,9 @@ predict (docs/serving.md, "Simulating a plan").
 
 It reports output tokens/s over the measured window (after a warm-up), TTFT (arrival to the first
 token) and TPOT (the mean time between a request's later tokens) as mean, p50, p90 and p99 over the
-requests that arrived in the window. The step and prefill times can be replaced (``decode_time``,
-``prefill_time``) to test the engine by hand.
+requests that arrived in the window, and the mean TTFT split into the wait for a KV slot, the wait
+for the first prefill stage and the rest (the prefill's run and any waits at later stages). The step
+and prefill times can be replaced (``decode_time``, ``prefill_time``) to test the engine by hand.
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ class SimResult:
     ttfts: list = field(default_factory=list, repr=False)
     tpots: list = field(default_factory=list, repr=False)
     planned: dict = field(default_factory=dict)  # simulate_plan: the planner's and serving model's figures
+    # the mean TTFT split (seconds): waiting for a KV slot, then for the first prefill stage (a request
+    # with its slot), then from the prefill's start to the first token (the run and any later waits)
+    ttft_parts: dict = field(default_factory=dict)
+    ttft_split: list = field(default_factory=list, repr=False)  # per request: (tag, slot, queue, prefill)
 
 
 def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, prefill_time,
@@ -156,6 +161,8 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     gen = [0] * nreq
     first = [math.nan] * nreq
     finish = [math.nan] * nreq
+    slot_at = [math.nan] * nreq  # when the request got its KV slot (colocated: before its prefill)
+    pre_at = [math.nan] * nreq  # when its prefill started on the first prefill stage
     mb_of = [-1] * nreq
     members: list[list[int]] = [[] for _ in range(N)]
     joining: list[list[int]] = [[] for _ in range(N)]
@@ -193,6 +200,8 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         if pre_q[i][r]:
             job = pre_q[i][r].popleft()
             dur = prefill_time(i - pre0, job[1])
+            if i == pre0:
+                pre_at[job[1]] = now
         elif dec_q[i][r]:
             job = dec_q[i][r].popleft()
             if i == 0 and joining[job[1]]:  # the step is formed when it starts: prefilled requests join
@@ -235,6 +244,7 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
             held[j] += 1
             total_held += 1
             mb_of[q] = j
+            slot_at[q] = now
             if disagg:  # the cache moves to the decode pool, then the request joins
                 push(now + transfer_time(q), 2, q)
             else:
@@ -323,19 +333,23 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     if last_t < seconds:
         held_area += total_held * (seconds - max(last_t, warmup))
     window = seconds - warmup
-    ttfts, tpots = [], []
+    ttfts, tpots, parts = [], [], []
     offered = 0
-    for q, (arr, _inp, out, _tag) in enumerate(requests):
+    for q, (arr, _inp, out, tag) in enumerate(requests):
         if not warmup <= arr < seconds:
             continue
         offered += out
         if not math.isnan(first[q]):
             ttfts.append(first[q] - arr)
+            slot = slot_at[q] - arr if slot_at[q] <= pre_at[q] else 0.0  # disaggregated: after the prefill
+            parts.append((tag, slot, pre_at[q] - arr - slot, first[q] - pre_at[q]))
         if out > 1 and not math.isnan(finish[q]):
             tpots.append((finish[q] - first[q]) / (out - 1))
+    mean = [sum(x[k] for x in parts) / len(parts) if parts else math.nan for k in (1, 2, 3)]
     return SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
                      tokens / window, decoded / window, _stats(ttfts), _stats(tpots), held_area / window,
-                     offered / window, token_times, ttfts, tpots)
+                     offered / window, token_times, ttfts, tpots,
+                     ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts)
 
 
 def _stage_timers(model, problem, plan):
@@ -404,7 +418,7 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     pool's): the prompts run on that pool, each cache moves over the slower host link of the two
     plans' kinds (:func:`graphs.llm.kv_transfer_time`), as :func:`graphs.llm.disaggregated_goodput`
     models it (the disaggregated engine of :func:`simulate_pipeline`)."""
-    from .llm import decode_stall, kv_transfer_time
+    from .llm import decode_stall, kv_transfer_time, slot_wait
     from .parallel import evaluate_plan
 
     ev = evaluate_plan(problem, plan)
@@ -448,12 +462,17 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     rho = rate * a
     wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
     stall = 0.0 if prefill_pool is not None else decode_stall(rate, a, sv.convoy)  # apart: no stall
+    slot = 0.0
+    if prefill_pool is None:  # colocated: the wait for a KV slot comes before the prefill
+        hold = ep + model.mix.decode_steps * sv.tpot_full / (1 - stall) if stall < 1 else math.inf
+        slot = slot_wait(rate, batch, hold, stall, a + sv.convoy) if stall < 1 else math.inf
     res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
                    "tokens_per_s_at_rate": min(rate, cap) * mean_out,
                    "load": rate / cap if cap > 0 else math.inf,
                    "tpot_full_s": sv.tpot_full, "mean_output": mean_out,
                    "tpot_s_at_rate": sv.tpot_full / (1 - stall) if stall < 1 else math.inf,
-                   "ttft_mean_s_at_rate": wait + ep,
+                   "ttft_mean_s_at_rate": slot + wait + ep, "slot_wait_s_at_rate": slot,
+                   "prefill_wait_s_at_rate": wait, "prefill_mean_s": ep,
                    "prefill_s": [b.prefill for b in sv.buckets], "kv_transfer_s": sv.kv_transfer}
     return res
 

@@ -662,7 +662,8 @@ def serving_dict(model, sv) -> dict:
             "goodput_rps": sv.goodput, "rate_rps": sv.rate, "attainment": sv.attainment,
             "tokens_per_s": num(sv.tokens_per_s), "tpot_full_batch_s": num(sv.tpot_full),
             "tpot_s": num(sv.tpot), "step_latency_s": num(sv.step_latency), "wait_s": num(sv.wait),
-            "prefill_load": sv.prefill_load, "prefill_convoy_s": sv.convoy, "kv_slots_used": num(sv.slots),
+            "kv_slot_wait_s": num(sv.slot_wait), "prefill_load": sv.prefill_load,
+            "prefill_convoy_s": sv.convoy, "kv_slots_used": num(sv.slots),
             "limit": sv.limit,
             "buckets": [{"input": r.bucket.input, "output": r.bucket.output, "weight": r.bucket.weight,
                          "share": r.share, "prefill_s": r.prefill, "ttft_s": num(r.ttft), "meets": r.meets}
@@ -758,8 +759,9 @@ def _targets(model) -> str:
 def _goodput_summary(model, sv) -> str:
     return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
             f"({100 * sv.attainment:.1f}% meet {_targets(model)}), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
-            f"({_ms(sv.tpot_full)} ms for the full batch without prefills), mean prefill wait "
-            f"{_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%"
+            f"({_ms(sv.tpot_full)} ms for the full batch without prefills), "
+            + (f"mean wait for a KV slot {_ms(sv.slot_wait)} ms, " if sv.prefill_pool is None else "")
+            + f"mean prefill wait {_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%"
             + (f" (a prompt's convoy through the stages stalls decode a further {_ms(sv.convoy)} ms on "
                f"average)" if sv.convoy > 0 else "")
             + ", KV slots in use "

@@ -82,7 +82,16 @@ def test_ttft_tpot_and_goodput_by_hand_on_one_device(batch, ttft, tpot, limit):
     assert sv.goodput == pytest.approx(lam, rel=1e-9) and sv.attainment == 1.0
     wait = lam * P * P / (2 * (1 - lam * P))
     assert sv.wait == pytest.approx(wait, rel=1e-9)
-    assert sv.buckets[0].ttft == pytest.approx(wait + P, rel=1e-9)
+    # slots held P + 9 TPOT, load u = lam hold / batch: at the KV-slot limit (batch 1) u = 1 and the slot
+    # queue is critical (an infinite mean wait); at 64 slots (about 32 servers: J = 2 at lam P = 1 / 2) u is
+    # at most a quarter and the wait nil
+    u = lam * (P + 9 * T0 / (1 - lam * P)) / batch
+    if batch == 1:
+        assert u == pytest.approx(1, rel=1e-9)
+        assert math.isinf(sv.slot_wait) and math.isinf(sv.buckets[0].ttft)
+    else:
+        assert u < 0.25 and sv.slot_wait < 1e-10 * P
+        assert sv.buckets[0].ttft == pytest.approx(wait + P, rel=1e-9)
     assert sv.tpot == pytest.approx(T0 / (1 - lam * P), rel=1e-9)
     assert sv.slots == pytest.approx(lam * (P + 9 * sv.tpot), rel=1e-9) and sv.slots <= batch * (1 + 1e-9)
 
@@ -162,8 +171,27 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
     lam = np.linspace(0, 1 / a, 400_001)[1:-1]
     rho = lam * a
     wait = lam * e2 / (2 * (1 - rho))
-    tp = t0 / ((1 - rho) * np.exp(-lam * (shares @ (C - S))))
-    ok = (lam * (g + D * tp) <= batch) & (tp <= tpot)
+    stall = 1 - (1 - rho) * np.exp(-lam * (shares @ (C - S)))
+    tp = t0 / (1 - stall)
+    hold = g + D * tp
+    u = lam * hold / batch
+    k = np.maximum(1.0, batch / (1 + lam * (shares @ C) / (1 - stall)))  # servers: slots in steps of J
+
+    uc = np.minimum(u, 1 - 1e-12)
+
+    def erlang_c(n):  # the explicit sum: A^n / n! n / (n - A) over sum_{i<n} A^i / i! + that, A = u n
+        A = uc * n
+        top = A ** n / math.factorial(n) / (1 - uc)
+        return top / (sum(A ** i / math.factorial(i) for i in range(n)) + top)
+
+    lo = np.floor(k).astype(int)
+    f = k - lo
+    c = np.zeros_like(u)
+    for n in np.unique(lo):
+        at = lo == n
+        c[at] = ((1 - f) * erlang_c(int(n)) + f * erlang_c(int(n) + 1))[at]
+    wait = wait + np.where(u < 1, c * hold / (batch * (1 - uc)), np.inf)
+    ok = (u <= 1) & (tp <= tpot)
     met = sum(q * (wait + p <= ttft) for q, p in zip(shares, P))
     return float(np.max(lam * met * ok)), float(lam[1] - lam[0])
 
@@ -602,3 +630,20 @@ def test_the_convoy_charged_at_the_tpot_and_slot_limits():
             tight = ServingModel(TINY, devices, mix, tpot=target).evaluate(p, plan, b)
             assert tight.limit == "TPOT target" and tight.tpot == pytest.approx(target, rel=1e-9)
     assert seen > 0
+
+
+def test_slot_wait_by_hand():
+    from graphs.llm import slot_wait
+
+    # one slot (k = 1 / J < 1 counts as one server): the M/M/1 wait u hold / (1 - u), u = lam hold
+    assert slot_wait(0.25, 1, 2.0, 0.0, 0.0) == pytest.approx(0.5 * 2.0 / 0.5)
+    # 4 slots held 2 s at 1 arrival/s (u = 1/2), each prefill blocking decode 0.5 s at a stall of 1/2:
+    # J = 1 + 1 x 0.5 / 0.5 = 2, k = 2 servers, Erlang C(2, u) = 2 u^2 / (1 + u) = 1/3, wait
+    # C hold / (batch (1 - u)) = 1/3 s; at J = 1.6 (k = 2.5) the mean of C(2, u) and C(3, u)
+    assert slot_wait(1.0, 4, 2.0, 0.5, 0.5) == pytest.approx(1 / 3, rel=1e-12)
+    c3 = (1.5 ** 3 / 6 / 0.5) / (1 + 1.5 + 1.5 ** 2 / 2 + 1.5 ** 3 / 6 / 0.5)  # A = 3u = 1.5
+    assert slot_wait(1.0, 4, 2.0, 0.5, 0.3) == pytest.approx((1 / 3 + c3) / 2 * 2.0 / 2.0, rel=1e-12)
+    assert slot_wait(0.0, 4, 2.0, 0.0, 0.3) == 0.0
+    assert math.isinf(slot_wait(2.0, 4, 2.0, 0.5, 0.3))  # u = 1: the KV-slot limit
+    waits = [slot_wait(x, 8, 2.0 + x, x / 5, 0.1) for x in (0.5, 1.0, 1.5, 2.0, 2.5)]
+    assert waits == sorted(waits) and waits[0] > 0
