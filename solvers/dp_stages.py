@@ -533,7 +533,7 @@ def _all_steps(start, pair_i, pair_j, bits, n, K, tvals, dvals, counts, caps, bw
         rest = pre_work[-1] - (pre_work[I] - pre_work[J])
         cnt0 = cnt
         scnt0 = scnt
-        ns = 0
+        ns = np.int64(0)  # not a literal: one signature of the step functions
         for u in range(n):
             inside[u] = (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) and not (
                 (bits[J, u >> 6] >> np.uint64(u & 63)) & np.uint64(1))
