@@ -94,8 +94,8 @@ def main(argv=None) -> int:
 
     settings = {"1 thread": 1, f"{config.NUMBA_NUM_THREADS} threads": config.NUMBA_NUM_THREADS,
                 "default": None}
+    _warm()
     for case in cases:
-        _warm()
         print(f"\n{CASES[case]}; median of {args.repeats}; load before: {os.getloadavg()[0]:.2f} on "
               f"{os.cpu_count()} cores", flush=True)
         print("| machine | " + " | ".join(settings) + " | default / 1 thread | threads the default chose | "

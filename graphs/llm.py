@@ -59,7 +59,7 @@ __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", 
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
            "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput",
-           "decode_stall", "slot_wait"]
+           "decode_stall", "slot_wait", "colocated_slot_wait"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -684,8 +684,7 @@ class ServingModel:
         limits["prefill capacity"] = 1 / a  # a supremum: the wait grows without bound there
 
         def waits(x: float) -> float:  # the mean wait for a KV slot at rate x
-            st = decode_stall(x, a, convoy)
-            return slot_wait(x, batch, g + D * t0 / (1 - st), st, a + convoy) if st < 1 else math.inf
+            return colocated_slot_wait(x, batch, g, D, t0, a, convoy)
 
         lam, why = _best_rate(self.ttft, shares, P, a, e2, limits, waits)
         stall = decode_stall(lam, a, convoy)
@@ -793,6 +792,19 @@ def slot_wait(lam: float, batch: int, hold: float, stall: float, block: float) -
         return math.inf
     jump = 1 + lam * block / (1 - stall)
     return _erlang_c(batch / jump, u) * hold / (batch * (1 - u))
+
+
+def colocated_slot_wait(lam: float, batch: int, prefill_mean: float, decode_steps: float, t0: float,
+                        a: float, convoy: float) -> float:
+    """:func:`slot_wait` of a colocated plan from the serving model's figures: at ``lam`` the decode is
+    stalled :func:`decode_stall` of the time, a slot is held ``E[P] + E[output - 1] T0 / (1 - stall)``
+    (``prefill_mean = E[P]``, ``decode_steps = E[output - 1]``, ``t0`` the full batch's step) and a
+    prefill blocks decode for ``E[C] = a + convoy`` (``a = E[S]``, ``convoy = E[C - S]``); infinite at
+    or past the prefill capacity."""
+    stall = decode_stall(lam, a, convoy)
+    if stall >= 1:
+        return math.inf
+    return slot_wait(lam, batch, prefill_mean + decode_steps * t0 / (1 - stall), stall, a + convoy)
 
 
 def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S, a, e2, D,

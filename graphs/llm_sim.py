@@ -418,7 +418,7 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     pool's): the prompts run on that pool, each cache moves over the slower host link of the two
     plans' kinds (:func:`graphs.llm.kv_transfer_time`), as :func:`graphs.llm.disaggregated_goodput`
     models it (the disaggregated engine of :func:`simulate_pipeline`)."""
-    from .llm import decode_stall, kv_transfer_time, slot_wait
+    from .llm import colocated_slot_wait, decode_stall, kv_transfer_time
     from .parallel import evaluate_plan
 
     ev = evaluate_plan(problem, plan)
@@ -462,10 +462,9 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     rho = rate * a
     wait = rate * e2 / (2 * (1 - rho)) if rho < 1 else math.inf
     stall = 0.0 if prefill_pool is not None else decode_stall(rate, a, sv.convoy)  # apart: no stall
-    slot = 0.0
-    if prefill_pool is None:  # colocated: the wait for a KV slot comes before the prefill
-        hold = ep + model.mix.decode_steps * sv.tpot_full / (1 - stall) if stall < 1 else math.inf
-        slot = slot_wait(rate, batch, hold, stall, a + sv.convoy) if stall < 1 else math.inf
+    # colocated: the wait for a KV slot comes before the prefill (apart, after the first token)
+    slot = 0.0 if prefill_pool is not None else colocated_slot_wait(
+        rate, batch, ep, model.mix.decode_steps, sv.tpot_full, a, sv.convoy)
     res.planned = {"decode_tokens_per_s": 1 / ev.objective, "rate_rps": cap, "limit": sv.limit,
                    "tokens_per_s_at_rate": min(rate, cap) * mean_out,
                    "load": rate / cap if cap > 0 else math.inf,

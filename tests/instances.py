@@ -153,10 +153,10 @@ def by_compute_floor(inst: Instance, *, hosts=None, paths: bool = False) -> tupl
     """Every canonical item assignment (rows of device numbers per colocation item), in increasing order
     of a floor under any objective that runs each device's nodes one after another: the busiest device's
     compute (``inf`` where an item sits on a kind that lacks one of its nodes). ``hosts``: one bool per
-    kind whose devices run every node at once (a host's cores), where the floor is the largest node's
-    compute instead. ``paths`` (for one sample's latency): also the longest path of node computes, as a
-    node starts after its inputs are done. Returns ``(assignments, floors, cls)``, ``cls`` the item of
-    every node."""
+    kind whose devices run every node at once (a host's cores), left out of that floor. ``paths`` (for
+    one sample's latency): also the longest path of node computes, as a node starts after its inputs
+    are done (which covers each host node's own time). Returns ``(assignments, floors, cls)``, ``cls``
+    the item of every node."""
     g, cl = inst.graph, inst.cluster
     cls, C = colocation_items(g)
     assignments = np.array(list(canonical_assignments(C, cl)), dtype=np.int64).reshape(-1, C)
@@ -165,17 +165,12 @@ def by_compute_floor(inst: Instance, *, hosts=None, paths: bool = False) -> tupl
     serial = np.ones(K, bool) if hosts is None else ~np.asarray(hosts, bool)
     item_compute = np.zeros((K, C))
     np.add.at(item_compute.T, cls, compute.T)  # inf stays inf: an item some node of which a kind lacks
-    item_largest = np.zeros((K, C))
-    np.maximum.at(item_largest.T, cls, compute.T)
     dkind = cl.device_kind()
     kinds = dkind[assignments]
     per_item = np.where(serial[kinds], item_compute[kinds, np.arange(C)], 0.0)
     per_device = np.zeros((M, D))
     np.add.at(per_device, (np.repeat(np.arange(M), C), assignments.ravel()), per_item.ravel())
-    parallel = np.where(serial[kinds], 0.0, item_largest[kinds, np.arange(C)])
-    floor = np.zeros(M)
-    if D:
-        floor = np.maximum(per_device.max(axis=1), parallel.max(axis=1) if C else 0.0)
+    floor = per_device.max(axis=1) if D else np.zeros(M)
     if paths and g.num_nodes:
         node_compute = compute[kinds[:, cls], np.arange(g.num_nodes)]  # [M, n]
         finish = np.zeros_like(node_compute)

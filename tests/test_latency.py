@@ -114,7 +114,7 @@ def _brute_latency(inst, q):
     """Smallest latency over every placement of the colocation classes and every choice of at most
     ``q`` subgraphs per accelerator (identical devices opened in order). Placements are tried in
     increasing order of a floor on their latency (an accelerator's subgraphs run one after another, a
-    host node takes at least its own time), stopping once the floor reaches the best found."""
+    node starts after its inputs are done), stopping once the floor reaches the best found."""
     import itertools
 
     from graphs.latency import host_kinds
