@@ -299,9 +299,14 @@ class DeviceSet:
     counts: tuple[int, ...]
 
     def cluster(self) -> Cluster:
-        """The cluster: one :class:`DeviceKind` per spec, named like it; host cores pay no communication."""
-        return Cluster(tuple(DeviceKind(s.name, c, s.memory, not s.host)
-                             for s, c in zip(self.specs, self.counts)))
+        """The cluster: one :class:`DeviceKind` per spec, named like it; host cores pay no communication.
+        The stage model's topology comes along: a host core resyncs replicas over its memory bandwidth,
+        an accelerator without topology figures over its host link."""
+        return Cluster(tuple(
+            DeviceKind(s.name, c, s.memory, not s.host,
+                       bandwidth=s.mem_bandwidth if s.host else s.link_bandwidth, server_size=s.server_size,
+                       intra_bandwidth=s.intra_bandwidth, inter_bandwidth=s.inter_bandwidth)
+            for s, c in zip(self.specs, self.counts)))
 
     def spec(self, name: str) -> DeviceSpec:
         return _lookup(name, {s.name: s for s in self.specs})

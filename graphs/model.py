@@ -31,12 +31,23 @@ __all__ = ["DeviceKind", "Cluster", "Node", "OpGraph"]
 
 @dataclass(frozen=True)
 class DeviceKind:
-    """A kind of device: ``count`` identical devices of ``memory`` bytes each (``None``: unlimited)."""
+    """A kind of device: ``count`` identical devices of ``memory`` bytes each (``None``: unlimited).
+
+    ``pays_communication``: ``False`` for host CPUs, whose data already lives in host memory, so a stage
+    on them pays no tensor transfer. The rest is the stage model's (:mod:`graphs.parallel`):
+    ``bandwidth`` (bytes/s) converts a Piper file's bytes to times; ``intra_bandwidth`` /
+    ``inter_bandwidth`` (bytes/s, default ``bandwidth``) carry the replicas' parameter resync inside one
+    server of ``server_size`` devices / across servers (``server_size`` ``None``: one server holds them
+    all)."""
 
     name: str
     count: int
     memory: float | None = None
     pays_communication: bool = True
+    bandwidth: float = math.inf
+    server_size: int | None = None
+    intra_bandwidth: float | None = None
+    inter_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -44,10 +55,26 @@ class DeviceKind:
         if not isinstance(self.count, (int, np.integer)) or isinstance(self.count, bool) or self.count < 0:
             raise InputError(f"device kind {self.name!r}: count must be a non-negative integer, "
                              f"got {self.count!r}")
-        if self.memory is not None and not (isinstance(self.memory, (int, float)) and self.memory >= 0
-                                            and not math.isnan(self.memory)):
+        if self.memory is not None and not (isinstance(self.memory, (int, float, np.integer, np.floating))
+                                            and not isinstance(self.memory, bool)
+                                            and self.memory >= 0 and not math.isnan(self.memory)):
             raise InputError(f"device kind {self.name!r}: memory must be a non-negative number or None, "
                              f"got {self.memory!r}")
+        if not isinstance(self.pays_communication, (bool, np.bool_)):
+            raise InputError(f"device kind {self.name!r}: pays_communication must be True or False, "
+                             f"got {self.pays_communication!r}")
+        for what in ("bandwidth", "intra_bandwidth", "inter_bandwidth"):
+            v = getattr(self, what)
+            if v is not None and not (v > 0):
+                raise InputError(f"device kind {self.name!r}: {what} must be positive, got {v!r}")
+        if self.server_size is not None and (isinstance(self.server_size, bool) or self.server_size < 1):
+            raise InputError(f"device kind {self.name!r}: server_size must be a positive integer, "
+                             f"got {self.server_size!r}")
+
+    @property
+    def capacity(self) -> float:
+        """The memory per device, ``inf`` when unlimited."""
+        return math.inf if self.memory is None else float(self.memory)
 
 
 @dataclass(frozen=True)

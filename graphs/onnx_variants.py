@@ -57,10 +57,10 @@ import numpy as np
 
 from .devices import DeviceSet
 from .errors import InputError
-from .model import OpGraph
+from .model import DeviceKind, OpGraph
 from .onnx_loader import OnnxGraph
 from .order import topological_order
-from .parallel import ParallelGraph, ParallelKind, ParallelProblem, Variant, from_opgraph
+from .parallel import ParallelGraph, ParallelProblem, Variant, from_opgraph
 from .training import OPTIMIZERS
 
 __all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "onnx_parallel_problem", "stage_problem",
@@ -139,15 +139,10 @@ def default_microbatches(devices: DeviceSet) -> int:
     return 1 << (total - 1).bit_length()
 
 
-def parallel_kinds(devices: DeviceSet) -> tuple[ParallelKind, ...]:
+def parallel_kinds(devices: DeviceSet) -> tuple[DeviceKind, ...]:
     """The device set's kinds for the replicated model, with their topology: a host core resyncs over
     its memory bandwidth, an accelerator without topology figures over its host link."""
-    out = []
-    for s, c in zip(devices.specs, devices.counts):
-        bw = s.mem_bandwidth if s.host else s.link_bandwidth
-        out.append(ParallelKind(s.name, c, s.memory, bandwidth=bw, server_size=s.server_size,
-                                intra_bandwidth=s.intra_bandwidth, inter_bandwidth=s.inter_bandwidth))
-    return tuple(out)
+    return devices.cluster().kinds
 
 
 def _with_layer_classes(graph: OpGraph, keys: Sequence[str | None]) -> OpGraph:

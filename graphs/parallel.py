@@ -74,49 +74,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .errors import InputError
+from .model import DeviceKind
 
-__all__ = ["SCHEDULES", "ParallelKind", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
+__all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
            "stage_memory", "resync_bandwidth", "from_opgraph"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
 _MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
-
-
-@dataclass(frozen=True)
-class ParallelKind:
-    """``count`` devices of ``memory`` bytes (``None``: unlimited). ``bandwidth`` (bytes/s) converts a
-    Piper file's bytes to times; ``intra_bandwidth`` / ``inter_bandwidth`` (bytes/s, default
-    ``bandwidth``) carry the replicas' parameter resync inside one server of ``server_size`` devices /
-    across servers (``server_size`` ``None``: one server holds them all)."""
-
-    name: str
-    count: int
-    memory: float | None = None
-    bandwidth: float = math.inf
-    server_size: int | None = None
-    intra_bandwidth: float | None = None
-    inter_bandwidth: float | None = None
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise InputError("a device kind needs a name")
-        if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 0:
-            raise InputError(f"device kind {self.name!r}: count must be a non-negative integer, "
-                             f"got {self.count!r}")
-        if self.memory is not None and not (self.memory >= 0):
-            raise InputError(f"device kind {self.name!r}: memory must be >= 0 or None, got {self.memory!r}")
-        for what in ("bandwidth", "intra_bandwidth", "inter_bandwidth"):
-            v = getattr(self, what)
-            if v is not None and not (v > 0):
-                raise InputError(f"device kind {self.name!r}: {what} must be positive, got {v!r}")
-        if self.server_size is not None and (isinstance(self.server_size, bool) or self.server_size < 1):
-            raise InputError(f"device kind {self.name!r}: server_size must be a positive integer, "
-                             f"got {self.server_size!r}")
-
-    @property
-    def capacity(self) -> float:
-        return math.inf if self.memory is None else float(self.memory)
 
 
 @dataclass(frozen=True)
@@ -236,7 +201,7 @@ class ParallelProblem:
     per batch, the ``schedule`` and the largest data-parallel degree allowed."""
 
     graph: ParallelGraph
-    kinds: tuple[ParallelKind, ...]
+    kinds: tuple[DeviceKind, ...]
     microbatches: int
     schedule: str = "1f1b"
     max_replicas: int | None = None
@@ -256,6 +221,12 @@ class ParallelProblem:
         if self.graph.tensor_time.shape[0] != len(self.kinds):
             raise InputError(f"the graph has costs for {self.graph.tensor_time.shape[0]} device kinds, "
                              f"the cluster has {len(self.kinds)}")
+        for k, kind in enumerate(self.kinds):
+            if not isinstance(kind, DeviceKind):
+                raise InputError(f"device kind {k}: expected a DeviceKind, got {type(kind).__name__}")
+            if not kind.pays_communication and self.graph.tensor_time[k].any():
+                raise InputError(f"device kind {kind.name!r} pays no communication (host memory), but the "
+                                 f"graph gives its tensors transfer times", source=self.graph.source)
 
     def with_options(self, **changes) -> ParallelProblem:
         return replace(self, **changes)
@@ -289,7 +260,7 @@ def stage_memory(schedule: str, y: int, a: float, b: float, w: float) -> tuple[f
     return w * v, a * y, a * y + b + (v - 1) * w
 
 
-def resync_bandwidth(kind: ParallelKind, devices: int) -> float:
+def resync_bandwidth(kind: DeviceKind, devices: int) -> float:
     """Bandwidth of the parameter resync among a stage's ``devices`` devices of ``kind``."""
     fits = kind.server_size is None or devices <= kind.server_size
     bw = kind.intra_bandwidth if fits else kind.inter_bandwidth
@@ -480,6 +451,5 @@ def from_opgraph(graph, cluster, *, microbatches: int | None = None) -> tuple[Pa
                                         b=float(item_memory[c])))
     g = ParallelGraph.build(ids=ids, names=ids, num_kinds=K, edges=np.stack([items.src, items.dst], 1),
                             tensors=tensors, variants=variants, source=graph.source, tensor_edges=False)
-    kinds = tuple(ParallelKind(k.name, k.count, k.memory) for k in cluster.kinds)
     N = microbatches or max(1, cluster.num_devices)
-    return ParallelProblem(g, kinds, N, "1f1b", max_replicas=1), cls
+    return ParallelProblem(g, cluster.kinds, N, "1f1b", max_replicas=1), cls

@@ -16,7 +16,8 @@ import os
 
 from .errors import InputError
 from .jsonio import read_json
-from .parallel import ParallelGraph, ParallelKind, ParallelProblem, Variant
+from .model import DeviceKind
+from .parallel import ParallelGraph, ParallelProblem, Variant
 
 __all__ = ["is_piper", "read_piper", "parse_piper", "KIND_NAME"]
 
@@ -126,7 +127,8 @@ def parse_piper(data, *, source: str | None = None, devices: int | None = None, 
                 variants.append(_variant(v, i, nid, t, vj, index, edge_index, bw, source))
     g = ParallelGraph.build(ids=ids, names=names, num_kinds=1, edges=[], tensors=tensors, variants=variants,
                             source=source)
-    kind = ParallelKind(KIND_NAME, k, mem, bw, server_size, intra_bandwidth, inter_bandwidth)
+    kind = DeviceKind(KIND_NAME, k, mem, bandwidth=bw, server_size=server_size,
+                      intra_bandwidth=intra_bandwidth, inter_bandwidth=inter_bandwidth)
     return ParallelProblem(g, (kind,), N, schedule, max_replicas)
 
 

@@ -350,12 +350,12 @@ def _utilisation(problem: ParallelProblem, ev, graph_cls, settings: dict):
     import numpy as np
 
     from graphs.mfu import stage_utilisation
-    from graphs.model import Cluster, DeviceKind
+    from graphs.model import Cluster
 
     graph, cls = graph_cls
     if not ev.stages or not (0 < ev.objective < float("inf")):
         return None
-    cluster = Cluster(tuple(DeviceKind(k.name, k.count, k.memory) for k in problem.kinds))
+    cluster = Cluster(problem.kinds)
     stages = [(s.stage.kind, np.isin(cls, list(s.stage.nodes)), s.devices) for s in ev.stages]
     period_ms = ev.objective * 1e3 * int(settings.get("batch_size") or 1)
     return stage_utilisation(graph, cluster, stages, period_ms)

@@ -36,7 +36,7 @@ import numpy as np
 
 from graphs.errors import InputError, ProblemTooLargeError
 from graphs.evaluate import evaluate
-from graphs.model import Cluster, DeviceKind, OpGraph
+from graphs.model import Cluster, OpGraph
 from solvers.base import Solution, SolveOptions, Status
 
 __all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
@@ -107,8 +107,7 @@ def kind_prices(specs, prices: Mapping[str, float] | None) -> np.ndarray:
 
 def sub_cluster(cluster: Cluster, counts) -> Cluster:
     """``cluster`` with ``counts[t]`` devices of kind ``t``."""
-    return Cluster(tuple(DeviceKind(k.name, int(c), k.memory, k.pays_communication)
-                         for k, c in zip(cluster.kinds, counts)))
+    return Cluster(tuple(dataclasses.replace(k, count=int(c)) for k, c in zip(cluster.kinds, counts)))
 
 
 @dataclass(frozen=True)

@@ -432,7 +432,7 @@ def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allo
     run (on a larger one it returns its best chain placement quickly)."""
     import itertools
 
-    from graphs.model import Cluster, DeviceKind
+    from graphs.model import Cluster
     from solvers.registry import get_solver
 
     dp_solve = get_solver("dp")
@@ -447,8 +447,7 @@ def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allo
             continue  # the full cluster is the throughput end's own run
         if clock.halted() or (until is not None and _now() > until):
             break
-        sub = Cluster(tuple(DeviceKind(k.name, c, k.memory, k.pays_communication)
-                            for k, c in zip(cl.kinds, counts)))
+        sub = Cluster(tuple(dataclasses.replace(k, count=c) for k, c in zip(cl.kinds, counts)))
         try:
             sol = dp_solve(w.graph, sub, SolveOptions(
                 time_limit=None if until is None else max(0.05, until - _now()), threads=threads,

@@ -11,10 +11,10 @@ import os
 import numpy as np
 import pytest
 
+from graphs.model import DeviceKind
 from graphs.parallel import (
     SCHEDULES,
     ParallelGraph,
-    ParallelKind,
     ParallelProblem,
     Variant,
     evaluate_plan,
@@ -61,7 +61,7 @@ def random_problem(rng: np.random.Generator) -> ParallelProblem:
     kinds = []
     for k in range(K):
         server = int(rng.integers(1, 4)) if rng.random() < 0.5 else None
-        kinds.append(ParallelKind(f"k{k}", int(rng.integers(1, 4)), float(rng.uniform(1.0, 2.0 * n + 2)),
+        kinds.append(DeviceKind(f"k{k}", int(rng.integers(1, 4)), float(rng.uniform(1.0, 2.0 * n + 2)),
                                   bandwidth=float(rng.uniform(1, 4)), server_size=server,
                                   intra_bandwidth=float(rng.uniform(2, 8)),
                                   inter_bandwidth=float(rng.uniform(0.5, 2))))
@@ -212,7 +212,7 @@ def test_time_limit_is_honoured_on_a_large_lattice():
     variants = [Variant(u, 0, 1, "vanilla", float(rng.random()), 1.0, 1.0, 1.0) for u in range(n)]
     g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
                             tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
-    p = ParallelProblem(g, (ParallelKind("gpu", 16, 1e9, 1.0),), 16)
+    p = ParallelProblem(g, (DeviceKind("gpu", 16, 1e9, bandwidth=1.0),), 16)
     solve_problem(p, time_limit=0.5)  # compiled before timing
     t0 = time.perf_counter()
     r = solve_problem(p, time_limit=1.0)
@@ -244,7 +244,7 @@ def layers_problem(rng: np.random.Generator, n: int) -> ParallelProblem:
                                             sync_out={u: so} if u < n - 1 else {}))
     g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=K, edges=edges, tensors=tensors,
                             variants=variants)
-    kinds = tuple(ParallelKind(f"k{k}", int(rng.integers(1, 5)), float(rng.uniform(1.0, 0.8 * n + 2)),
+    kinds = tuple(DeviceKind(f"k{k}", int(rng.integers(1, 5)), float(rng.uniform(1.0, 0.8 * n + 2)),
                                bandwidth=float(rng.uniform(1, 4))) for k in range(K))
     return ParallelProblem(g, kinds, int(rng.choice([1, 2, 4, 6, 8])), str(rng.choice(SCHEDULES)))
 
@@ -306,7 +306,7 @@ def _banded_problem(n: int) -> ParallelProblem:
                 for u in range(n) for name, f, a in (("vanilla", 1.0, 2.0), ("recompute", 1.3, 0.5))]
     g = ParallelGraph.build(ids=list(range(n)), names=[str(u) for u in range(n)], num_kinds=1, edges=edges,
                             tensors=[(u, [v], np.array([0.01])) for u, v in edges], variants=variants)
-    return ParallelProblem(g, (ParallelKind("gpu", 8, 40.0, 1.0),), 8)
+    return ParallelProblem(g, (DeviceKind("gpu", 8, 40.0, bandwidth=1.0),), 8)
 
 
 def test_a_lattice_over_the_budget_returns_the_chain_plan_built_and_evaluated():

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from graphs.errors import InputError
+from graphs.model import DeviceKind
 from graphs.parallel import (
     SCHEDULES,
     ParallelGraph,
-    ParallelKind,
     ParallelProblem,
     Stage,
     Variant,
@@ -58,7 +58,7 @@ def _chain_problem(n: int = 40, devices: int = 8, N: int = 8) -> ParallelProblem
         V.append(Variant(u, 0, 2, "vanilla", 0.6 * x, params=2.5, a=1.0, b=2.0, w=1.0))
     g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=1, edges=[], tensors=tensors,
                             variants=V)
-    return ParallelProblem(g, (ParallelKind("gpu", devices, 60.0, bandwidth=10.0),), N, "1f1b")
+    return ParallelProblem(g, (DeviceKind("gpu", devices, 60.0, bandwidth=10.0),), N, "1f1b")
 
 
 @pytest.mark.parametrize("start", ["dp-replicated", "pipedream-replicated"])

@@ -11,7 +11,6 @@ from graphs.errors import InputError
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.parallel import (
     ParallelGraph,
-    ParallelKind,
     ParallelProblem,
     Stage,
     Variant,
@@ -37,7 +36,7 @@ def _chain(schedule="1f1b", N=4, count=4, memory=None, **kind):
     ]
     g = ParallelGraph.build(ids=["a", "b", "c"], names=None, num_kinds=1, edges=[], tensors=tensors,
                             variants=V)
-    k = ParallelKind("gpu", count, memory, bandwidth=100.0, **kind)
+    k = DeviceKind("gpu", count, memory, bandwidth=100.0, **kind)
     return ParallelProblem(g, (k,), N, schedule)
 
 

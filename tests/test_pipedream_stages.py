@@ -11,10 +11,10 @@ import os
 import numpy as np
 import pytest
 
+from graphs.model import DeviceKind
 from graphs.parallel import (
     SCHEDULES,
     ParallelGraph,
-    ParallelKind,
     ParallelProblem,
     Stage,
     Variant,
@@ -79,7 +79,7 @@ def _chain_problem(rng, *, dominated: bool) -> ParallelProblem:
     g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=1, edges=[], tensors=tensors,
                             variants=variants)
     server = int(rng.integers(1, 4)) if rng.random() < 0.5 else None
-    kind = ParallelKind("gpu", int(rng.integers(1, 7)), float(rng.uniform(1.0, 2.0 * n + 2)),
+    kind = DeviceKind("gpu", int(rng.integers(1, 7)), float(rng.uniform(1.0, 2.0 * n + 2)),
                         bandwidth=float(rng.uniform(1, 4)), server_size=server,
                         intra_bandwidth=float(rng.uniform(2, 8)), inter_bandwidth=float(rng.uniform(0.5, 2)))
     N = int(rng.choice([1, 2, 3, 4, 6, 8, 12]))
@@ -111,7 +111,7 @@ def test_strictly_worse_where_the_optimum_mixes_kinds():
     vs = [Variant(0, 0, 1, "v", 1.0), Variant(0, 1, 1, "v", 5.0),
           Variant(1, 0, 1, "v", 5.0), Variant(1, 1, 1, "v", 1.0)]
     g = ParallelGraph.build(ids=[0, 1], names=None, num_kinds=2, edges=[], tensors=tensors, variants=vs)
-    p = ParallelProblem(g, (ParallelKind("a", 1), ParallelKind("b", 1)), 2)
+    p = ParallelProblem(g, (DeviceKind("a", 1), DeviceKind("b", 1)), 2)
     assert exact(p).objective == pytest.approx(1.0)
     assert solve_problem(p).objective == pytest.approx(6.0)
     assert data_parallel(p).objective == pytest.approx(6.0)
@@ -121,7 +121,7 @@ def test_strictly_worse_where_recomputation_is_needed():
     # the vanilla variant does not fit memory, recomputation does: PipeDream runs layers as they are
     vs = [Variant(0, 0, 1, "vanilla", 1.0, a=4.0, b=1.0), Variant(0, 0, 1, "recompute", 1.5, a=1.0, b=1.0)]
     g = ParallelGraph.build(ids=[0], names=None, num_kinds=1, edges=[], tensors=[], variants=vs)
-    p = ParallelProblem(g, (ParallelKind("gpu", 1, memory=3.0),), 1)
+    p = ParallelProblem(g, (DeviceKind("gpu", 1, memory=3.0),), 1)
     assert exact(p).objective == pytest.approx(1.5)
     r = solve_problem(p)
     # a baseline that finds nothing proves nothing
@@ -133,14 +133,14 @@ def test_data_parallel_hand_computed():
     # d = 4: 8/4 + 4 * 3 * 2 / 4 / 4 / 1 = 2 + 1.5
     vs = [Variant(0, 0, 1, "v", 8.0, params=2.0, a=1.0, b=2.0, w=2.0)]
     g = ParallelGraph.build(ids=[0], names=None, num_kinds=1, edges=[], tensors=[], variants=vs)
-    p = ParallelProblem(g, (ParallelKind("gpu", 4, memory=10.0, bandwidth=1.0),), 4)
+    p = ParallelProblem(g, (DeviceKind("gpu", 4, memory=10.0, bandwidth=1.0),), 4)
     r = data_parallel(p)
     assert r.plan == (Stage((0,), 0, 4, 1, (0,)),)
     assert r.objective == pytest.approx(3.5)
     # GPipe keeps N / d = 1 micro-batch per replica; with 3 devices the largest divisor of 4 is 2
-    r = data_parallel(p.with_options(schedule="gpipe", kinds=(ParallelKind("gpu", 3, 10.0, 1.0),)))
+    r = data_parallel(p.with_options(schedule="gpipe", kinds=(DeviceKind("gpu", 3, 10.0, bandwidth=1.0),)))
     assert r.plan[0].d == 2 and r.objective == pytest.approx(4.0 + 4 * 1 * 2 / 2 / 4)
-    tight = p.with_options(schedule="gpipe", kinds=(ParallelKind("gpu", 1, memory=5.0, bandwidth=1.0),))
+    tight = p.with_options(schedule="gpipe", kinds=(DeviceKind("gpu", 1, memory=5.0, bandwidth=1.0),))
     r = data_parallel(tight)  # d = 1 holds 4 micro-batches: 4 + 2 > 5
     assert r.plan is None and "does not fit" in r.message
 

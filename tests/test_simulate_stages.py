@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from graphs.errors import InputError
-from graphs.parallel import SCHEDULES, ParallelGraph, ParallelKind, ParallelProblem, Stage, Variant
+from graphs.model import DeviceKind
+from graphs.parallel import SCHEDULES, ParallelGraph, ParallelProblem, Stage, Variant
 from placement.cli import main
 from placement.simulate_stages import simulate_plan
 from solvers.dp_stages import solve_problem as exact
@@ -76,7 +77,7 @@ def test_balanced_chain_without_flush_runs_at_the_model_rate(schedule):
     vs = [Variant(u, 0, 1, "v", 2.0, a=1.0, b=1.0) for u in range(S)]
     g = ParallelGraph.build(ids=list(range(S)), names=None, num_kinds=1, edges=[], tensors=tensors,
                             variants=vs)
-    p = ParallelProblem(g, (ParallelKind("gpu", S),), N, schedule)
+    p = ParallelProblem(g, (DeviceKind("gpu", S),), N, schedule)
     plan = [Stage((u,), 0, 1, 1, (u,)) for u in range(S)]
     sim = _agrees(p, plan, schedule, batches=12)
     assert sim.period_per_sample == pytest.approx(sim.model_time_per_sample, rel=1e-9)
@@ -88,7 +89,7 @@ def test_balanced_chain_without_flush_runs_at_the_model_rate(schedule):
 def test_invalid_plans_are_refused_and_memory_overflow_is_reported():
     vs = [Variant(0, 0, 1, "v", 1.0, a=1.0, b=1.0)]
     g = ParallelGraph.build(ids=[0], names=None, num_kinds=1, edges=[], tensors=[], variants=vs)
-    p = ParallelProblem(g, (ParallelKind("gpu", 2, memory=2.5),), 4)
+    p = ParallelProblem(g, (DeviceKind("gpu", 2, memory=2.5),), 4)
     with pytest.raises(InputError, match="does not divide"):
         simulate_plan(p, [Stage((0,), 0, 3, 1, (0,))])
     with pytest.raises(InputError, match="schedule"):

@@ -221,10 +221,9 @@ def _efficient(values, c, v) -> bool:
 
 
 def _sub_cluster(cluster, counts):
-    from graphs.model import Cluster, DeviceKind
+    from graphs.model import Cluster
 
-    return Cluster(tuple(DeviceKind(k.name, int(n), k.memory, k.pays_communication)
-                         for k, n in zip(cluster.kinds, counts)))
+    return Cluster(tuple(dataclasses.replace(k, count=int(n)) for k, n in zip(cluster.kinds, counts)))
 
 
 def _per_count(graph, cluster, time_limit):
@@ -285,7 +284,7 @@ def _host_memory(graph, cluster, counts, assignment) -> float:
 def job_graph(job: JobSpec, cluster: ClusterSpec):
     """The job's graph (device kinds named as the cluster's), the largest cluster it may use (the kinds it
     has costs for, at the cluster's counts or its ``limit``) and the time unit."""
-    from graphs.model import Cluster, DeviceKind
+    from graphs.model import Cluster
 
     limit = dict(job.limit or {})
 
@@ -321,7 +320,7 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
     for k in w.cluster.kinds:  # the workload's own memory per accelerator: its costs are for that device
         name = mapping.get(k.name)
         if name is not None and cap(name, counts[name]) > 0:
-            kinds.append(DeviceKind(name, cap(name, counts[name]), k.memory, k.pays_communication))
+            kinds.append(dataclasses.replace(k, name=name, count=cap(name, counts[name])))
     if not kinds:
         raise InputError(f"job {job.name!r}: the cluster has none of the workload's device kinds "
                          f"(accelerator, cpu) or its limit leaves it none")
