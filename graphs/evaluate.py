@@ -16,17 +16,21 @@ can be ordered so that every forward edge between items stays on a device or goe
 (each device then gets the difference of two nested ideals, as in the DP).
 
 It lives in ``graphs`` because it *is* the model: solvers use it too, and ``placement`` re-exports it.
+:func:`evaluate` is the stage model's one evaluator (:func:`graphs.parallel.evaluate_plan`) on the
+operator-level problem (:func:`graphs.parallel.operator_problem`), one ``d = t = 1`` stage per used
+device, seen per device; ``tests/test_evaluate.py`` checks it against a node-by-node recount.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .contract import colocation_items, item_edges
 from .errors import InputError
 from .model import Cluster, OpGraph
+from .parallel import Stage, evaluate_plan, operator_problem
 
 __all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment", "unsupported_problems", "split_loads",
            "split_max"]
@@ -102,96 +106,45 @@ def unsupported_problems(graph: OpGraph, cluster: Cluster, a: np.ndarray,
 
 
 def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
-    """Evaluate ``assignment`` (device number per node; see :class:`~graphs.model.Cluster`)."""
+    """Evaluate ``assignment`` (device number per node; see :class:`~graphs.model.Cluster`).
+
+    This is the one evaluator (:func:`graphs.parallel.evaluate_plan`) on the operator-level stage problem
+    (:func:`graphs.parallel.operator_problem`), one stage per used device with ``d = t = 1``, seen per
+    device."""
     a = check_assignment(graph, cluster, assignment)
-    compute_c, comm_c = graph.costs_for(cluster)
-    D = cluster.num_devices
+    problem, variant = operator_problem(graph, cluster)
     dkind = cluster.device_kind()
-    kd = dkind[a]
-    n = graph.num_nodes
-    node_compute = compute_c[kd, np.arange(n)]
-    problems = unsupported_problems(graph, cluster, a, node_compute)
-
-    def per_device(values, mask=None):
-        w = values if mask is None else np.where(mask, values, 0.0)
-        out = np.zeros(D)
-        np.add.at(out, a, w)  # add.at keeps inf (bincount would turn inf*0 into nan)
-        return out
-
-    bwd = graph.backward
-    comp = per_device(node_compute)
-    comp_f = per_device(node_compute, ~bwd)
-    comp_b = per_device(node_compute, bwd)
-    mem = per_device(graph.memory)
-
-    # communication: sender pays once per node, each other receiving device once per node
-    s, d = graph.src, graph.dst
-    cross = a[s] != a[d]
-    senders = np.unique(s[cross])
-    out = np.zeros(D)
-    np.add.at(out, a[senders], comm_c[kd[senders], senders])
-    recv = np.unique(np.stack([s[cross], a[d[cross]]], axis=1), axis=0)
-    inn = np.zeros(D)
-    if recv.size:
-        ru, rd = recv[:, 0], recv[:, 1]
-        np.add.at(inn, rd, comm_c[dkind[rd], ru])
-
-    caps = [k.memory for k in cluster.kinds]
+    order = np.argsort(a, kind="stable")
+    used, starts = np.unique(a[order], return_index=True)
+    groups = np.split(order, starts[1:]) if used.size else []
+    plan = [Stage(tuple(nodes.tolist()), int(dkind[dev]), 1, 1, tuple(variant[dkind[dev], nodes].tolist()))
+            for dev, nodes in zip(used.tolist(), groups)]
+    pe = evaluate_plan(problem, plan, labels=[cluster.device_name(dev) for dev in used.tolist()])
+    rows = {int(dev): (st, nodes) for dev, st, nodes in zip(used.tolist(), pe.stages, groups)}
+    problems = list(pe.problems)
     devices = []
-    for dev in range(D):
-        t = int(dkind[dev])
-        cap = caps[t]
-        if cap is not None and mem[dev] > cap:
-            problems.append(f"{cluster.device_name(dev)} holds {mem[dev]:.6g} bytes but its capacity is "
-                            f"{cap:.6g}")
-        devices.append(DeviceLoad(
-            device=dev, kind=cluster.kinds[t].name, name=cluster.device_name(dev),
-            nodes=np.flatnonzero(a == dev), compute=float(comp[dev]), compute_forward=float(comp_f[dev]),
-            compute_backward=float(comp_b[dev]), comm_in=float(inn[dev]), comm_out=float(out[dev]),
-            memory=float(mem[dev]), capacity=cap))
-
-    cls, C = colocation_items(graph)
-    item_dev = np.full(C, -1, np.int64)
-    item_dev[cls] = a
-    split = item_dev[cls] != a
-    if split.any():
-        bad_classes = np.unique(graph.colocation[split])
-        for c in bad_classes[:10]:
-            members = np.flatnonzero(graph.colocation == c)
-            where = ", ".join(f"{graph.ids[u]}@{cluster.device_name(int(a[u]))}" for u in members[:6])
-            problems.append(f"colocation class {c} is split across devices: {where}")
-        order = None
-    else:
-        order = _device_order(graph, cls, item_dev, D)
-
-    loads = comp + inn + out
-    max_load = float(loads.max()) if D else 0.0
-    return Evaluation(tuple(devices), max_load, tuple(problems), order is not None,
-                      None if order is None else tuple(order))
-
-
-def _device_order(graph: OpGraph, cls: np.ndarray, item_dev: np.ndarray, D: int) -> list[int] | None:
-    """Devices in an order that every forward item edge respects, or ``None`` if there is none."""
-    s, d = item_edges(graph, cls)
-    ds, dd = item_dev[s], item_dev[d]
-    keep = ds != dd
-    pairs = np.unique(np.stack([ds[keep], dd[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
-    used = sorted(set(item_dev.tolist()))
-    indeg = {u: 0 for u in used}
-    succ: dict[int, list[int]] = {u: [] for u in used}
-    for x, y in pairs.tolist():
-        succ[x].append(y)
-        indeg[y] += 1
-    ready = [u for u in used if indeg[u] == 0]
-    order = []
-    while ready:
-        u = ready.pop(0)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    return order if len(order) == len(used) else None
+    for dev in range(cluster.num_devices):
+        kind = cluster.kinds[int(dkind[dev])]
+        name = cluster.device_name(dev)
+        if dev not in rows:
+            devices.append(DeviceLoad(dev, kind.name, name, np.zeros(0, np.int64), 0.0, 0.0, 0.0, 0.0, 0.0,
+                                      0.0, kind.memory))
+            continue
+        st, nodes = rows[dev]
+        fwd, bwd, mem = st.compute - st.compute_backward, st.compute_backward, st.memory
+        if not math.isfinite(st.compute):  # a node the kind cannot run: inf in its pass; its memory counts
+            times = graph.costs_for(cluster)[0][int(dkind[dev]), nodes]
+            back = graph.backward[nodes]
+            fwd, bwd = float(times[~back].sum()), float(times[back].sum())
+            mem = float(graph.memory[nodes].sum())
+            if mem > kind.capacity:
+                problems.append(f"{name} needs {mem:.6g} bytes per {kind.name} device but its capacity is "
+                                f"{kind.capacity:.6g}")
+        devices.append(DeviceLoad(dev, kind.name, name, np.sort(nodes), st.compute, fwd, bwd, st.comm_in,
+                                  st.comm_out, mem, kind.memory))
+    order_dev = None if pe.stage_order is None else tuple(int(used[i]) for i in pe.stage_order)
+    max_load = max((d.load for d in devices), default=0.0)  # = pe.objective, summed as the rows are
+    return Evaluation(tuple(devices), float(max_load), tuple(problems), pe.contiguous, order_dev)
 
 
 def split_loads(graph: OpGraph, cluster: Cluster, assignment) -> tuple[np.ndarray, np.ndarray]:

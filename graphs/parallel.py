@@ -60,7 +60,11 @@ side (branches of the graph) or a host stage's nodes on separate cores, it count
 another, so there it is larger than that model's value for the same placement (conservative).
 
 With ``d = t = 1``, ``a = w = params = 0`` and one variant per node and kind this is exactly the
-throughput model of :mod:`graphs.evaluate` on the contracted graph (:func:`from_opgraph`).
+throughput model of :mod:`graphs.evaluate`, which is this evaluator on :func:`operator_problem` (the
+operators as nodes, their colocation classes, any assignment a plan); :func:`from_opgraph` gives the
+same model on the contracted graph (items as nodes), which the solvers take. A kind that pays no
+communication (host CPUs) has no tensor times. Problems built with ``contiguous=False`` take stages in
+any order; the evaluation reports whether they are nested ideals in some order.
 
 :func:`evaluate_plan` is the one evaluator every solver's plan is checked against.
 """
@@ -70,6 +74,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -78,7 +83,7 @@ from .model import DeviceKind
 
 __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
-           "stage_memory", "resync_bandwidth", "from_opgraph"]
+           "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
 _MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
@@ -99,6 +104,9 @@ class Variant:
     w: float = 0.0
     sync_in: Mapping[int, float] = field(default_factory=dict)  # tensor -> seconds
     sync_out: Mapping[int, float] = field(default_factory=dict)
+    #: the part of ``time`` spent in the backward pass (training), kept apart so the split-max objective
+    #: (max forward load + max backward load) needs no guess
+    backward_time: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,11 +124,15 @@ class ParallelGraph:
     variants: tuple[Variant, ...]
     options: Mapping[tuple[int, int, int], tuple[int, ...]]  # (node, kind, t) -> variant indices
     source: str | None = None
+    #: [n] colocation class of every node (-1: none): the nodes of a class must share a stage. A solver's
+    #: problem has none (its nodes are items already, :func:`from_opgraph`); the operator-level problem
+    #: of :func:`operator_problem` keeps a training graph's forward/backward twins together with them.
+    colocation: np.ndarray | None = None
 
     @classmethod
     def build(cls, *, ids: Sequence, names: Sequence[str] | None, num_kinds: int, edges,
               tensors: Sequence[tuple[int, Sequence[int], Sequence[float]]], variants: Sequence[Variant],
-              source: str | None = None, tensor_edges: bool = True) -> ParallelGraph:
+              source: str | None = None, tensor_edges: bool = True, colocation=None) -> ParallelGraph:
         """Validate and index. ``tensors``: ``(producer, consumers, time per kind)``; DAG ``edges`` are
         ``(src, dst)`` pairs, plus the tensors' producer -> consumer pairs when ``tensor_edges`` (a training
         graph's gradients flow against the order, so :func:`from_opgraph` passes ``False``)."""
@@ -162,6 +174,10 @@ class ParallelGraph:
                 if not (isinstance(x, (int, float)) and math.isfinite(x) and x >= 0):
                     raise InputError(f"{where}: {what} must be a finite number >= 0, got {x!r}",
                                      source=source)
+            bt = v.backward_time
+            if not (isinstance(bt, (int, float)) and 0 <= bt <= v.time * (1 + 1e-12)):
+                raise InputError(f"{where}: backward_time must be within 0..time, got {v.backward_time!r}",
+                                 source=source)
             if v.w > v.b * (1 + 1e-12):
                 raise InputError(f"{where}: weight bytes {v.w} exceed memory B {v.b}", source=source)
             for side, d in (("sync_in", v.sync_in), ("sync_out", v.sync_out)):
@@ -175,9 +191,15 @@ class ParallelGraph:
             a.setflags(write=False)
             return a
 
+        colo = None
+        if colocation is not None:
+            colo = np.asarray(colocation, np.int64).reshape(-1)
+            if colo.shape != (n,):
+                raise InputError(f"{colo.size} colocation labels for {n} nodes", source=source)
+            colo = ro(colo) if (colo >= 0).any() else None
         return cls(tuple(ids), names, ro(e[:, 0]), ro(e[:, 1]), ro(np.array(t_src, np.int64)),
                    ro(np.array(t_ptr, np.int64)), ro(np.array(t_dst, np.int64)), ro(times),
-                   tuple(variants), {k: tuple(v) for k, v in opts.items()}, source)
+                   tuple(variants), {k: tuple(v) for k, v in opts.items()}, source, colo)
 
     @property
     def num_nodes(self) -> int:
@@ -194,6 +216,19 @@ class ParallelGraph:
     def consumers(self, e: int) -> np.ndarray:
         return self.tensor_dst[self.tensor_ptr[e]:self.tensor_ptr[e + 1]]
 
+    @cached_property
+    def variant_arrays(self) -> dict[str, np.ndarray]:
+        """The variants' fields as arrays (``node``, ``kind``, ``t``, ``time``, ``backward_time``,
+        ``params``, ``a``, ``b``, ``w``) and ``synced``, the variants with sync terms: what the evaluator
+        sums per stage."""
+        vs = self.variants
+        out = {f: np.array([getattr(v, f) for v in vs], np.int64 if f in ("node", "kind", "t") else float)
+               for f in ("node", "kind", "t", "time", "backward_time", "params", "a", "b", "w")}
+        out["synced"] = np.array([bool(v.sync_in or v.sync_out) for v in vs], bool)
+        for a in out.values():
+            a.setflags(write=False)
+        return out
+
 
 @dataclass(frozen=True, eq=False)
 class ParallelProblem:
@@ -205,6 +240,9 @@ class ParallelProblem:
     microbatches: int
     schedule: str = "1f1b"
     max_replicas: int | None = None
+    #: stages must be nested ideals in plan order (a pipeline); ``False``: any assignment of nodes to
+    #: stages is a plan, and the evaluation says whether it is contiguous
+    contiguous: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", tuple(self.kinds))
@@ -296,6 +334,11 @@ class StageEvaluation:
     #: its crossing tensors and sync terms, not divided by ``d`` (a replica takes a micro-batch alone) and
     #: without the resync (once per batch, off a sample's path); ``t`` helps through the variants' time
     latency: float = 0.0
+    #: ``comm`` as received (tensors entering the stage, their sync terms) and sent (leaving), ``/ d``
+    comm_in: float = 0.0
+    comm_out: float = 0.0
+    #: the backward pass's part of ``compute`` (:attr:`Variant.backward_time`), ``/ d``
+    compute_backward: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -303,12 +346,16 @@ class PlanEvaluation:
     """``objective``: the time per sample (the largest stage's). ``latency``: one sample's time end to
     end (seconds per sample, the unit of ``objective``): the sum over the stages, in pipeline order, of
     :attr:`StageEvaluation.latency`; a micro-batch of ``b`` samples takes ``b * latency`` seconds
-    (``inf`` when the plan cannot be scored)."""
+    (``inf`` when the plan cannot be scored). ``contiguous``: the stages can be put in an order in which
+    every edge stays in a stage or goes to a later one (they are then nested ideals); ``stage_order``
+    is such an order (stage indices; ``None`` when there is none or a colocation class is split)."""
 
     objective: float
     stages: tuple[StageEvaluation, ...]
     problems: tuple[str, ...]
     latency: float = math.inf
+    contiguous: bool = True
+    stage_order: tuple[int, ...] | None = None
 
     @property
     def valid(self) -> bool:
@@ -326,44 +373,103 @@ def _crossing(g: ParallelGraph, inside: np.ndarray) -> tuple[np.ndarray, np.ndar
     return enter, leave
 
 
-def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvaluation:
+def _stage_order(g: ParallelGraph, stage_of: np.ndarray, count: int) -> list[int] | None:
+    """Stages in an order every edge respects (Kahn's, first-in first-out from the lowest index), or
+    ``None`` when their quotient graph has a cycle."""
+    ss, dd = stage_of[g.src], stage_of[g.dst]
+    keep = ss != dd
+    pairs = np.unique(np.stack([ss[keep], dd[keep]], 1), axis=0) if keep.any() else np.zeros((0, 2), int)
+    indeg = [0] * count
+    succ: list[list[int]] = [[] for _ in range(count)]
+    for x, y in pairs.tolist():
+        succ[x].append(y)
+        indeg[y] += 1
+    ready = [u for u in range(count) if indeg[u] == 0]
+    order = []
+    while ready:
+        u = ready.pop(0)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return order if len(order) == count else None
+
+
+def _few(lines: list[str], what: str) -> list[str]:
+    return lines if len(lines) <= 10 else lines[:10] + [f"... and {len(lines) - 10} more {what}"]
+
+
+def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
+                  labels: Sequence[str] | None = None) -> PlanEvaluation:
     """Time per sample, per-stage details and every broken constraint of ``plan`` (stages in pipeline
-    order). An invalid plan still gets numbers where they can be computed."""
+    order). An invalid plan still gets numbers where they can be computed: a node without a variant
+    for its stage's kind and degree (variant index ``-1``) makes that stage's time ``inf``.
+    ``labels`` name the stages in messages (default ``stage i``; the one-device-per-stage view names
+    devices)."""
     g, kinds, N, sched = problem.graph, problem.kinds, problem.microbatches, problem.schedule
     n = g.num_nodes
+    va = g.variant_arrays
+    nv = len(g.variants)
+    label = [f"stage {i}" for i in range(len(plan))] if labels is None else [str(x) for x in labels]
     problems: list[str] = []
     stage_of = np.full(n, -1, np.int64)
     for i, st in enumerate(plan):
         if not st.nodes:
-            problems.append(f"stage {i} is empty")
+            problems.append(f"{label[i]} is empty")
         if len(st.variants) != len(st.nodes):
-            problems.append(f"stage {i}: {len(st.variants)} variants for {len(st.nodes)} nodes")
-        for u in st.nodes:
-            if not 0 <= u < n:
-                problems.append(f"stage {i}: node index {u} out of range")
-            elif stage_of[u] >= 0:
-                problems.append(f"node {g.ids[u]} is in stages {stage_of[u]} and {i}")
-            else:
-                stage_of[u] = i
+            problems.append(f"{label[i]}: {len(st.variants)} variants for {len(st.nodes)} nodes")
+        nodes = np.asarray(st.nodes, np.int64)
+        bad = (nodes < 0) | (nodes >= n)
+        if bad.any():
+            problems.append(f"{label[i]}: node index {int(nodes[bad][0])} out of range")
+            nodes = nodes[~bad]
+        twice = stage_of[nodes] >= 0
+        if twice.any() or np.unique(nodes).size < nodes.size:
+            u = int(nodes[twice][0]) if twice.any() else \
+                int(np.sort(nodes)[np.flatnonzero(np.diff(np.sort(nodes)) == 0)[0]])
+            j = int(stage_of[u]) if stage_of[u] >= 0 else i
+            problems.append(f"node {g.ids[u]} is in {label[j]} and {label[i]}")
+        stage_of[nodes[~twice]] = i
         if not 0 <= st.kind < len(kinds):
-            problems.append(f"stage {i}: no device kind {st.kind}")
+            problems.append(f"{label[i]}: no device kind {st.kind}")
         if st.d < 1 or st.t < 1:
-            problems.append(f"stage {i}: degrees d={st.d}, t={st.t} must be >= 1")
+            problems.append(f"{label[i]}: degrees d={st.d}, t={st.t} must be >= 1")
         elif N % st.d:
-            problems.append(f"stage {i}: data-parallel degree {st.d} does not divide {N} micro-batches")
+            problems.append(f"{label[i]}: data-parallel degree {st.d} does not divide {N} micro-batches")
         if problem.max_replicas is not None and st.d > problem.max_replicas:
-            problems.append(f"stage {i}: data-parallel degree {st.d} exceeds the maximum "
+            problems.append(f"{label[i]}: data-parallel degree {st.d} exceeds the maximum "
                             f"{problem.max_replicas}")
     missing = np.flatnonzero(stage_of < 0)
     if missing.size:
         problems.append(f"{missing.size} node(s) in no stage, e.g. {g.ids[int(missing[0])]}")
     if problems:
-        return PlanEvaluation(math.inf, (), tuple(problems))
-    back = stage_of[g.src] > stage_of[g.dst]
-    if back.any():
-        j = int(np.flatnonzero(back)[0])
-        problems.append(f"edge {g.ids[g.src[j]]} -> {g.ids[g.dst[j]]} goes from stage {stage_of[g.src[j]]} "
-                        f"back to stage {stage_of[g.dst[j]]}: the stages are not nested ideals")
+        return PlanEvaluation(math.inf, (), tuple(problems), contiguous=False)
+    order = None
+    split = False
+    if g.colocation is not None:
+        has = g.colocation >= 0
+        labels_c, first = np.unique(g.colocation[has], return_index=True)
+        home = np.full(int(labels_c.max()) + 1 if labels_c.size else 0, -1, np.int64)
+        home[labels_c] = stage_of[np.flatnonzero(has)[first]]
+        off = has & (home[np.where(has, g.colocation, 0)] != stage_of)
+        if off.any():
+            split = True
+            for c in np.unique(g.colocation[off])[:10].tolist():
+                members = np.flatnonzero(g.colocation == c)
+                where = ", ".join(f"{g.ids[u]}@{label[stage_of[u]]}" for u in members[:6])
+                problems.append(f"colocation class {c} is split across stages: {where}")
+    if not split:
+        back = stage_of[g.src] > stage_of[g.dst]
+        if problem.contiguous and not back.any():
+            order = list(range(len(plan)))  # the plan's own order is a pipeline
+        else:
+            order = _stage_order(g, stage_of, len(plan))
+            if problem.contiguous:
+                j = int(np.flatnonzero(back)[0])
+                problems.append(f"edge {g.ids[g.src[j]]} -> {g.ids[g.dst[j]]} goes from "
+                                f"{label[stage_of[g.src[j]]]} back to {label[stage_of[g.dst[j]]]}: the "
+                                f"stages are not nested ideals")
     used = np.zeros(len(kinds), np.int64)
     sum_d = 0
     for st in plan:
@@ -377,33 +483,45 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvalua
 
     suffix = np.cumsum([st.d for st in plan][::-1])[::-1]
     out = []
+    unsupported: list[str] = []
     for i, st in enumerate(plan):
         kind = kinds[st.kind]
+        nodes = np.asarray(st.nodes, np.int64)
+        vi = np.asarray(st.variants, np.int64)
         inside = np.zeros(n, bool)
-        inside[list(st.nodes)] = True
+        inside[nodes] = True
         enter, leave = _crossing(g, inside)
-        comm = float(g.tensor_time[st.kind, enter].sum() + g.tensor_time[st.kind, leave].sum())
-        time = params = a = b = w = 0.0
-        for u, vi in zip(st.nodes, st.variants):
-            if not 0 <= vi < len(g.variants):
-                problems.append(f"stage {i}: variant index {vi} out of range")
-                continue
-            v = g.variants[vi]
-            if (v.node, v.kind, v.t) != (u, st.kind, st.t):
-                problems.append(f"stage {i}: node {g.ids[u]} uses variant {v.name!r} of node {g.ids[v.node]} "
-                                f"for kind {kinds[v.kind].name} and t={v.t}, not {kind.name} and t={st.t}")
-                continue
-            time += v.time
-            params += v.params
-            a += v.a
-            b += v.b
-            w += v.w
-            comm += sum(x for e, x in v.sync_in.items() if enter[e])
-            comm += sum(x for e, x in v.sync_out.items() if leave[e])
-        for u in st.nodes:
+        comm_in = float(g.tensor_time[st.kind, enter].sum())
+        comm_out = float(g.tensor_time[st.kind, leave].sum())
+        known = (vi >= 0) & (vi < nv)
+        safe = np.where(known, vi, 0)
+        fits = known & (va["node"][safe] == nodes) & (va["kind"][safe] == st.kind) & (va["t"][safe] == st.t)
+        lacking = False
+        for j in np.flatnonzero(~fits).tolist():
+            u = int(nodes[j])
             if (u, st.kind, st.t) not in g.options:
-                problems.append(f"stage {i}: node {g.ids[u]} has no variant for {kind.name} with "
-                                f"tensor-parallel degree {st.t}")
+                lacking = True
+                where = label[i] if st.t == 1 else f"{label[i]} split {st.t} ways"
+                unsupported.append(f"node {g.ids[u]} is not supported on {where}")
+            elif known[j]:
+                v = g.variants[int(vi[j])]
+                problems.append(f"{label[i]}: node {g.ids[u]} uses variant {v.name!r} of node "
+                                f"{g.ids[v.node]} for kind {kinds[v.kind].name} and t={v.t}, not {kind.name} "
+                                f"and t={st.t}")
+            else:
+                problems.append(f"{label[i]}: node {g.ids[u]} has no variant chosen")
+        take = safe[fits]
+        time = float(va["time"][take].sum()) + (math.inf if lacking else 0.0)
+        t_bwd = float(va["backward_time"][take].sum())
+        params = float(va["params"][take].sum())
+        a = float(va["a"][take].sum())
+        b = float(va["b"][take].sum())
+        w = float(va["w"][take].sum())
+        for x in take[va["synced"][take]].tolist():
+            v = g.variants[x]
+            comm_in += sum(t for e, t in v.sync_in.items() if enter[e])
+            comm_out += sum(t for e, t in v.sync_out.items() if leave[e])
+        comm = comm_in + comm_out
         devices = st.t * st.d
         resync = 4.0 * (st.d - 1) * params / st.d / N / resync_bandwidth(kind, devices) if st.d > 1 else 0.0
         tps = comm / st.d + resync + time / st.d
@@ -411,15 +529,30 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage]) -> PlanEvalua
         weights, stash, peak = stage_memory(sched, y, a, b, w)
         cap = kind.capacity
         if peak > cap * (1 + _MEMORY_RTOL):
-            problems.append(f"stage {i} needs {peak:.6g} bytes per {kind.name} device "
-                            f"({y} micro-batches in flight) but a {kind.name} holds {cap:.6g}")
+            flight = f" ({y} micro-batches in flight)" if a else ""
+            problems.append(f"{label[i]} needs {peak:.6g} bytes per {kind.name} device{flight} but its "
+                            f"capacity is {cap:.6g}")
         out.append(StageEvaluation(st, tps, time / st.d, comm / st.d, resync, y, weights, stash, peak, cap,
-                                   devices, time + comm))
+                                   devices, time + comm, comm_in / st.d, comm_out / st.d, t_bwd / st.d))
+    problems[:0] = _few(unsupported, "unsupported nodes")
     objective = max((s.time_per_sample for s in out), default=0.0)
-    return PlanEvaluation(objective, tuple(out), tuple(problems), float(sum(s.latency for s in out)))
+    return PlanEvaluation(objective, tuple(out), tuple(problems), float(sum(s.latency for s in out)),
+                          order is not None, None if order is None else tuple(order))
 
 
 # ------------------------------------------------------------ from the one-device-per-stage model
+def _output_tensors(graph, cls: np.ndarray, comm: np.ndarray) -> list[tuple[int, list[int], np.ndarray]]:
+    """One tensor per operator whose output reaches another node (``cls``: the node of every operator):
+    the reference communication, paid once by the sender and once by each receiving stage."""
+    ptr, idx = graph.successors_csr()
+    tensors = []
+    for u in range(graph.num_nodes):
+        cons = set(cls[idx[ptr[u]:ptr[u + 1]]].tolist()) - {int(cls[u])}
+        if cons:
+            tensors.append((int(cls[u]), sorted(cons), comm[:, u]))
+    return tensors
+
+
 def from_opgraph(graph, cluster, *, microbatches: int | None = None) -> tuple[ParallelProblem, np.ndarray]:
     """The pipeline-only problem of an :class:`~graphs.model.OpGraph` on a :class:`~graphs.model.Cluster`
     (no parameter sizes, so no replication: ``max_replicas = 1``): one variant per item and kind that
@@ -432,24 +565,71 @@ def from_opgraph(graph, cluster, *, microbatches: int | None = None) -> tuple[Pa
     C = items.num_classes
     compute, comm = graph.costs_for(cluster)
     item_compute = items.class_sums(compute)
+    item_backward = items.class_sums(np.where(graph.backward, compute, 0.0))
     item_memory = items.class_sums(graph.memory)
     members = items.members()
     ids = [graph.ids[int(m[0])] if m.size == 1 else "+".join(str(graph.ids[int(u)]) for u in m[:3])
            + ("+..." if m.size > 3 else "") for m in members]
-    tensors = []
-    for u in range(graph.num_nodes):
-        succ = graph.dst[graph.src == u]
-        cons = set(cls[succ].tolist()) - {int(cls[u])}
-        if cons:
-            tensors.append((int(cls[u]), sorted(cons), comm[:, u]))
     variants = []
     K = len(cluster.kinds)
     for c in range(C):
         for k in range(K):
-            if np.isfinite(item_compute[k, c]):
-                variants.append(Variant(c, k, 1, "vanilla", float(item_compute[k, c]),
-                                        b=float(item_memory[c])))
+            x = float(item_compute[k, c])
+            if np.isfinite(x):
+                variants.append(Variant(c, k, 1, "vanilla", x, b=float(item_memory[c]),
+                                        backward_time=min(float(item_backward[k, c]), x)))
     g = ParallelGraph.build(ids=ids, names=ids, num_kinds=K, edges=np.stack([items.src, items.dst], 1),
-                            tensors=tensors, variants=variants, source=graph.source, tensor_edges=False)
+                            tensors=_output_tensors(graph, cls, comm), variants=variants, source=graph.source,
+                            tensor_edges=False)
     N = microbatches or max(1, cluster.num_devices)
     return ParallelProblem(g, cluster.kinds, N, "1f1b", max_replicas=1), cls
+
+
+def operator_problem(graph, cluster) -> tuple[ParallelProblem, np.ndarray]:
+    """The one-device-per-stage model of an :class:`~graphs.model.OpGraph` on a
+    :class:`~graphs.model.Cluster` as a stage problem whose nodes are the graph's operators, nothing
+    contracted: one variant per operator and kind that runs it (``B`` its memory, its backward pass's
+    time kept apart), its colocation classes, the pipeline order of the forward edges (a backward
+    operator without a forward twin orders by its mirrored edges), and any assignment a plan
+    (``contiguous = False``: the evaluation says whether it is one). :func:`graphs.evaluate.evaluate`
+    is this problem's evaluation, one stage per device. Returns the problem and ``variant[k, u]``, the
+    variant of operator ``u`` on kind ``k`` (``-1``: the kind cannot run it)."""
+    key = tuple((k.name, bool(k.pays_communication)) for k in cluster.kinds)
+    cache = graph.__dict__.setdefault("_operator_graphs", {})  # the graph is immutable: built once per kinds
+    if key not in cache:
+        cache[key] = _operator_graph(graph, cluster)
+    g, var = cache[key]
+    return ParallelProblem(g, cluster.kinds, max(1, cluster.num_devices), "1f1b", max_replicas=1,
+                           contiguous=False), var
+
+
+def _operator_graph(graph, cluster) -> tuple[ParallelGraph, np.ndarray]:
+    from .contract import colocation_items
+
+    n = graph.num_nodes
+    compute, comm = graph.costs_for(cluster)
+    K = len(cluster.kinds)
+    var = np.full((K, n), -1, np.int64)
+    variants = []
+    bwd = graph.backward
+    for u in range(n):
+        for k in range(K):
+            x = float(compute[k, u])
+            if np.isfinite(x):
+                var[k, u] = len(variants)
+                variants.append(Variant(u, k, 1, "vanilla", x, b=float(graph.memory[u]),
+                                        backward_time=x if bwd[u] else 0.0))
+    # the pipeline order, as graphs.contract.item_edges orders items: forward edges, and mirrored backward
+    # ones where an operator's colocation class has no forward node
+    cls, _ = colocation_items(graph)
+    s, d = graph.src, graph.dst
+    has_fwd = np.zeros(int(cls.max()) + 1 if n else 0, bool)
+    has_fwd[cls[~bwd]] = True
+    fwd = ~bwd[s] & ~bwd[d]
+    standin = bwd[s] & bwd[d] & (~has_fwd[cls[s]] | ~has_fwd[cls[d]])
+    order = np.concatenate([np.stack([s[fwd], d[fwd]], 1), np.stack([d[standin], s[standin]], 1)])
+    g = ParallelGraph.build(ids=graph.ids, names=graph.names, num_kinds=K, edges=order,
+                            tensors=_output_tensors(graph, np.arange(n), comm), variants=variants,
+                            source=graph.source, tensor_edges=False, colocation=graph.colocation)
+    var.setflags(write=False)
+    return g, var

@@ -106,3 +106,97 @@ def test_human_expert_splits_match_the_reference(workloads, name):
     assert expected == _EXPERTS[name]
     assert ev.valid
     assert ev.max_load == pytest.approx(expected, rel=5e-6)  # the reference prints 6 digits
+
+
+def _recount(g: OpGraph, cl: Cluster, a):
+    """Per-device loads, memory and validity counted node by node and edge by edge, straight from the
+    model's definition (FORMAT.md): an independent second method for the evaluator."""
+    import itertools
+
+    kinds = [t for t, k in enumerate(cl.kinds) for _ in range(k.count)]
+    D = cl.num_devices
+    rows = [cl.kinds[kinds[d]] for d in range(D)]
+    col = [g.kind_index(k.name) for k in cl.kinds]
+    compute = [0.0] * D
+    memory = [0.0] * D
+    out = [0.0] * D
+    inn = [0.0] * D
+    valid = True
+    for u in range(g.num_nodes):
+        d = a[u]
+        x = g.compute[col[kinds[d]], u]
+        compute[d] += x
+        memory[d] += g.memory[u]
+        valid &= bool(np.isfinite(x))
+        succ_devs = {a[v] for s_, v in zip(g.src, g.dst) if s_ == u} - {d}
+        if succ_devs and rows[d].pays_communication:
+            out[d] += g.comm[col[kinds[d]], u]
+        for e in succ_devs:
+            if rows[e].pays_communication:
+                inn[e] += g.comm[col[kinds[e]], u]
+    for d in range(D):
+        if rows[d].memory is not None and memory[d] > rows[d].memory:
+            valid = False
+    for c in set(g.colocation.tolist()) - {-1}:
+        valid &= len({a[u] for u in np.flatnonzero(g.colocation == c)}) == 1
+    # contiguous: some order of the used devices in which no forward item edge goes back (brute force)
+    from graphs.contract import colocation_items, item_edges
+
+    cls, C = colocation_items(g)
+    item_dev = {int(cls[u]): a[u] for u in range(g.num_nodes)}
+    split = any(item_dev[int(cls[u])] != a[u] for u in range(g.num_nodes))
+    s, t = item_edges(g, cls)
+    used = sorted(set(a))
+    contiguous = not split and any(
+        all(pos[item_dev[int(x)]] <= pos[item_dev[int(y)]] for x, y in zip(s, t))
+        for perm in itertools.permutations(used) for pos in [{dv: i for i, dv in enumerate(perm)}])
+    loads = [compute[d] + inn[d] + out[d] for d in range(D)]
+    return loads, memory, valid, contiguous
+
+
+def test_one_evaluator_equals_a_node_by_node_recount():
+    """graphs.evaluate is the stage evaluator (graphs.parallel.evaluate_plan) seen per device: on 300
+    random instances (host CPUs, unsupported nodes, memory limits, colocation, training) and random
+    assignments its loads, memory, validity and contiguity equal a recount from the model's text."""
+    from tests.instances import all_small
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for inst in all_small(seed=11, count=300):
+        g, cl = inst.graph, inst.cluster
+        for _ in range(3):
+            a = rng.integers(0, min(cl.num_devices, 5), g.num_nodes).tolist()
+            ev = evaluate(g, cl, a)
+            loads, memory, valid, contiguous = _recount(g, cl, a)
+            assert [d.load for d in ev.devices] == pytest.approx(loads, rel=1e-12), inst.label
+            assert [d.memory for d in ev.devices] == pytest.approx(memory, rel=1e-12), inst.label
+            assert ev.valid == valid, (inst.label, a, ev.problems)
+            assert ev.contiguous == contiguous, (inst.label, a)
+            if ev.contiguous:
+                assert sorted(ev.stage_order) == sorted(set(a))
+            checked += 1
+    assert checked == 900
+
+
+def test_reference_workloads_evaluate_as_recounted(workloads):
+    """The same on a real graph: the largest reference operator graph, random assignments."""
+    w = read_workload(os.path.join(workloads, "throughput-inputs/OperatorGraphs/bert_L-12_training.json"))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        a = rng.integers(0, w.cluster.num_devices, w.graph.num_nodes)
+        ev = evaluate(w.graph, w.cluster, a)
+        g = w.graph
+        # vectorised recount of the loads only (the brute force above is quadratic)
+        col = [g.kind_index(k.name) for k in w.cluster.kinds]
+        dk = w.cluster.device_kind()
+        pays = np.array([k.pays_communication for k in w.cluster.kinds])[dk]
+        loads = np.zeros(w.cluster.num_devices)
+        np.add.at(loads, a, g.compute[np.array(col)[dk[a]], np.arange(g.num_nodes)])
+        pairs = {(int(u), int(a[v])) for u, v in zip(g.src, g.dst) if a[u] != a[v]}
+        for u in {p[0] for p in pairs}:
+            if pays[a[u]]:
+                loads[a[u]] += g.comm[col[dk[a[u]]], u]
+        for u, d in pairs:
+            if pays[d]:
+                loads[d] += g.comm[col[dk[d]], u]
+        assert ev.max_load == pytest.approx(loads.max(), rel=1e-12)

@@ -118,10 +118,10 @@ def test_memory_limit_and_recompute_variant():
     ([Stage((0, 1), 0, 1, 1, (0, 1))], "in no stage"),
     ([Stage((1, 2), 0, 1, 1, (1, 4)), Stage((0,), 0, 1, 1, (0,))], "not nested ideals"),
     ([Stage((0, 1, 2), 0, 3, 1, (0, 1, 4))], "does not divide"),
-    ([Stage((0, 1, 2), 0, 2, 2, (0, 3, 5))], "has no variant"),
+    ([Stage((0, 1, 2), 0, 2, 2, (0, 3, 5))], "is not supported on stage 0 split 2 ways"),
     ([Stage((0,), 0, 4, 1, (0,)), Stage((1, 2), 0, 1, 1, (1, 4))], "uses 5 gpu devices"),
     ([Stage((0, 1, 2), 0, 1, 1, (0, 0, 4))], "uses variant"),
-    ([Stage((0, 1), 0, 1, 1, (0, 1)), Stage((1, 2), 0, 1, 1, (1, 4))], "in stages 0 and 1"),
+    ([Stage((0, 1), 0, 1, 1, (0, 1)), Stage((1, 2), 0, 1, 1, (1, 4))], "is in stage 0 and stage 1"),
 ])
 def test_evaluator_reports_every_broken_constraint(plan, message):
     ev = evaluate_plan(_chain(N=4, count=4), plan)
@@ -209,3 +209,60 @@ def test_latency_of_a_chain_pipeline_is_the_latency_models():
         ev = evaluate_plan(prob, plan)
         assert ev.valid
         assert ev.latency == pytest.approx(latency(g, cl, assignment).total), assignment
+
+
+def test_non_contiguous_problems_report_contiguity_and_an_order():
+    """A problem that does not require a pipeline takes any assignment; the evaluation says whether the
+    stages can be ordered (and gives the order), and the same plan breaks a pipeline problem."""
+    p = _chain()
+    free = p.with_options(contiguous=False)
+    back = [Stage((1, 2), 0, 1, 1, (1, 4)), Stage((0,), 0, 1, 1, (0,))]
+    ev = evaluate_plan(free, back)
+    assert ev.valid and ev.contiguous and ev.stage_order == (1, 0)
+    assert evaluate_plan(p, back).problems and "not nested ideals" in evaluate_plan(p, back).problems[0]
+    # a -> b -> c with a and c together: no order exists
+    ev = evaluate_plan(free, [Stage((0, 2), 0, 1, 1, (0, 4)), Stage((1,), 0, 1, 1, (1,))])
+    assert ev.valid and not ev.contiguous and ev.stage_order is None
+
+
+def test_comm_split_into_received_and_sent_and_backward_time():
+    """comm_in / comm_out: tensors entering / leaving (with their sync terms), over d; the backward
+    pass's part of the compute kept apart."""
+    p = _chain(N=4, count=6)
+    ev = evaluate_plan(p, [Stage((0,), 0, 2, 1, (0,)), Stage((1, 2), 0, 2, 2, (3, 5))])
+    s0, s1 = ev.stages
+    assert (s0.comm_in, s0.comm_out) == pytest.approx((0.0, 0.25))  # a->b leaves: 0.5 / d=2
+    assert (s1.comm_in, s1.comm_out) == pytest.approx(((0.5 + 0.1) / 2, 0.0))  # enters, b's sync_in
+    assert s0.comm_in + s0.comm_out == pytest.approx(s0.comm)
+    g = ParallelGraph.build(ids=["f"], names=None, num_kinds=1, edges=[], tensors=[],
+                            variants=[Variant(0, 0, 1, "vanilla", 3.0, backward_time=2.0)])
+    ev = evaluate_plan(ParallelProblem(g, (DeviceKind("gpu", 2),), 2), [Stage((0,), 0, 2, 1, (0,))])
+    assert (ev.stages[0].compute, ev.stages[0].compute_backward) == pytest.approx((1.5, 1.0))
+    with pytest.raises(InputError, match="backward_time"):
+        ParallelGraph.build(ids=["f"], names=None, num_kinds=1, edges=[], tensors=[],
+                            variants=[Variant(0, 0, 1, "vanilla", 1.0, backward_time=2.0)])
+
+
+def test_colocation_classes_must_share_a_stage():
+    g = ParallelGraph.build(ids=["f", "b"], names=None, num_kinds=1, edges=[], tensors=[(0, [1], [0.5])],
+                            variants=[Variant(0, 0, 1, "v", 1.0), Variant(1, 0, 1, "v", 2.0)],
+                            tensor_edges=False, colocation=[4, 4])
+    p = ParallelProblem(g, (DeviceKind("gpu", 2),), 2, contiguous=False)
+    ev = evaluate_plan(p, [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,))])
+    assert any("colocation class 4 is split across stages: f@stage 0, b@stage 1" in x for x in ev.problems)
+    assert evaluate_plan(p, [Stage((0, 1), 0, 1, 1, (0, 1))]).valid
+
+
+def test_host_kinds_pay_no_communication():
+    """A kind that pays no communication (host memory) carries no tensor times: a graph that gives it
+    some is refused, and from_opgraph keeps the host CPU's semantics."""
+    g = ParallelGraph.build(ids=["x", "y"], names=None, num_kinds=2, edges=[], tensors=[(0, [1], [0.5, 0.5])],
+                            variants=[Variant(0, 0, 1, "v", 1.0), Variant(1, 1, 1, "v", 1.0)])
+    with pytest.raises(InputError, match="pays no communication"):
+        ParallelProblem(g, (DeviceKind("gpu", 1), DeviceKind("cpu", 1, pays_communication=False)), 1)
+    nodes = [Node("x", {"gpu": 1.0, "cpu": 3.0}, comm=0.5), Node("y", {"gpu": 2.0, "cpu": 1.0}, comm=0.25)]
+    og = OpGraph.from_nodes(nodes, [("x", "y")])
+    cl = Cluster((DeviceKind("gpu", 1), DeviceKind("cpu", 1, pays_communication=False)))
+    prob, item = from_opgraph(og, cl)
+    assert prob.kinds[1].pays_communication is False
+    assert not prob.graph.tensor_time[1].any()
