@@ -80,7 +80,7 @@ def handles(args) -> bool:
     flag = _one_device_per_stage_only(args)
     if flag is None:
         return True
-    if mr is None and not serving_default(args):
+    if mr is None and not serving_default(args, place=True):
         return False
     if serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
         import copy
@@ -104,13 +104,17 @@ def serving(args) -> bool:
             or isinstance(getattr(args, "batch_size", None), str))
 
 
-def serving_default(args) -> bool:
+def serving_default(args, *, place: bool = False) -> bool:
     """Does a serving command without ``--max-replicas`` take the stage model? For inference, without a
     latency target: a plan with replicas is then never slower than one device per stage (the stage
     model at operator granularity holds every such plan, and layer nodes are refined). With
-    ``--latency-slo`` the one-device-per-stage integer program is exact under the target, which the
-    stage model's search is not, so it stays the default there."""
-    return getattr(args, "latency_slo", None) is None and not getattr(args, "training", False)
+    ``--latency-slo``: on ``place`` (``place=True``) too, where the one-device-per-stage integer program
+    (exact under the target, which the stage model's search is not) also runs when the stage answer is
+    not proven, and the better plan is kept (``placement.serving_cli._one_device_per_stage_too``);
+    ``frontier`` and ``provision`` keep one device per stage under a target."""
+    if getattr(args, "training", False):
+        return False
+    return getattr(args, "latency_slo", None) is None or place
 
 
 def handles_plan(args) -> bool:

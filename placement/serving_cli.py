@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import time
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -84,8 +85,10 @@ def add_place_options(p) -> None:
     """``place`` options of this module."""
     p.add_argument("--latency-slo", type=float, default=None, metavar="MS",
                    help="maximise throughput with the latency of one batch at most MS (ms), across "
-                        "placements and batch sizes (ONNX models: one device per stage, exact; with "
-                        "--max-replicas D > 1 on the stage model, docs/serving.md)")
+                        "placements and batch sizes (ONNX inference models: the stage model, replicas "
+                        "as the devices allow; where its answer is not proven, also one device per stage "
+                        "(exact for it) within the time left, default max(10 s, 3x the stage search), the "
+                        "better kept; --max-replicas 1: one device per stage only; docs/serving.md)")
 
 
 def wants_serving(args) -> bool:
@@ -154,10 +157,6 @@ def _serving_section(sw) -> dict:
 
 def run_place(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo``: sweep, print, write."""
-    import sys
-
-    from .export import print_json, result_dict, write_json
-    from .report import format_summary, format_table
     from .serving import sweep
 
     _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
@@ -175,9 +174,22 @@ def run_place(args, frontend: dict) -> int:
                latency_slo=args.latency_slo, solver=args.solver if args.latency_slo is None else None,
                options=_options(args), dims=frontend.get("dims"),
                device_files=frontend.get("device_files") or ())
+    return _emit_sweep(args, sw)
+
+
+def _emit_sweep(args, sw, note: str = "") -> int:
+    """Print and write the one-device-per-stage sweep ``sw`` of ``place`` (``note``: a line on why this
+    plan was kept, printed before the table)."""
+    import sys
+
+    from .export import print_json, result_dict, write_json
+    from .report import format_summary, format_table
+
     data = result_dict(sw.best.placement) if sw.best else {"schema": "placement-result", "version": 1,
                                                            "status": "infeasible", "devices": []}
     data["serving"] = _serving_section(sw)
+    if note:
+        data["serving"]["note"] = note
     if args.out:
         write_json(args.out, data)
     if args.json:
@@ -199,6 +211,8 @@ def run_place(args, frontend: dict) -> int:
         return 1
     if not args.json:
         p = sw.best
+        if note:
+            print("\n" + note)
         print("\n" + _best_batch_line(sw))
         table = format_table(p.placement)
         if table:
@@ -271,6 +285,57 @@ def _best_batch_line(sw) -> str:
             f"{p.latency_ms:.6g} ms per batch")
 
 
+def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
+    """``place --latency-slo`` without ``--max-replicas``: where the stage model's answer ``sw`` is not
+    proven (its search under a target is a family of plans, docs/serving.md), also the
+    one-device-per-stage integer program (exact under the target, for plans without replicas), within
+    the time left (no limit: max(10 s, 3x the stage search), as a granularity refinement), at the batch
+    sizes the stage sweep tried. Returns ``(sweep, note)``: the one-device-per-stage sweep when it serves
+    more (its proofs then cover one device per stage only: not ``optimal`` here), else ``None``, and a
+    line saying what was compared.
+
+    Both latencies bound one batch end to end: the stage model's sums its stages (at or above the
+    latency model's for the same placement), so every plan kept meets the target."""
+    from solvers.base import Status
+
+    from .onnx_stages import refine_budget
+    from .serving import Sweep, sweep
+
+    stage_best = sw.best
+    if (stage_best is not None and stage_best.proven) or (stage_best is None and sw.lowest_proven):
+        return None, ""
+    t = args.time_limit
+    budget = refine_budget(spent, None if t is None or math.isinf(t) else t - spent)
+    if budget < 0.05:
+        return None, "one device per stage not tried: no time left"
+    sizes = [b for b, _, _ in sw.points] or [1]
+    opts = dataclasses.replace(_options(args), time_limit=budget / len(sizes))
+    one = sweep(args.workload, frontend.get("devices"), sizes, costs=frontend.get("costs") or "roofline",
+                latency_slo=args.latency_slo, options=opts, dims=frontend.get("dims"),
+                device_files=frontend.get("device_files") or ())
+    if one.best is None or (stage_best is not None
+                            and one.best.samples_per_s <= stage_best.samples_per_s * (1 + 1e-9)):
+        found = "none" if one.best is None else f"{one.best.samples_per_s:.6g} samples/s"
+        return None, (f"one device per stage (the latency-constrained integer program, {budget:.3g} s) "
+                      f"found {found}: the stage plan is kept")
+    why = "one device per stage serves more than the stage model's search found"
+    if stage_best is not None:
+        why += f" ({one.best.samples_per_s:.6g} against {stage_best.samples_per_s:.6g} samples/s)"
+    why += "; proven only among plans without replicas, so not proven best"
+
+    def unproven(pt):
+        sol = pt.placement.solution
+        if sol.status is Status.OPTIMAL:
+            sol = dataclasses.replace(sol, status=Status.FEASIBLE, bound=None, gap=None,
+                                      message=f"{sol.message}; {why}" if sol.message else why)
+        return dataclasses.replace(pt, placement=dataclasses.replace(pt.placement, solution=sol),
+                                   proven=False)
+
+    points = tuple((b, None if pt is None else unproven(pt), w) for b, pt, w in one.points)
+    best = next(pt for (b, pt, _), (_, old, _) in zip(points, one.points) if old is one.best)
+    return Sweep(points, best, one.stopped, one.latency_slo, one.lowest_latency), why
+
+
 def run_place_stages(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo`` on the stage model
     (:func:`_uses_stages`; :mod:`placement.serving_stages`): sweep, print, write."""
@@ -289,7 +354,13 @@ def run_place_stages(args, frontend: dict) -> int:
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
         raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo}")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
+    t0 = time.perf_counter()
     sw = serving_stages.sweep(args.workload, frontend, sizes, args, latency_slo=slo)
+    note = ""
+    if slo is not None and args.max_replicas is None:  # the default: the better of both models' answers
+        one, note = _one_device_per_stage_too(args, frontend, sw, time.perf_counter() - t0)
+        if one is not None:
+            return _emit_sweep(args, one, note)
     if sw.best is not None:
         data = stage_result(sw.best, args.workload)
     else:
@@ -311,6 +382,8 @@ def run_place_stages(args, frontend: dict) -> int:
                          "status": pt.status if pt else None, "proven": pt.proven if pt else None,
                          "how": pt.how if pt else None, "note": why} for b, pt, why in sw.points],
     }
+    if note:
+        data["serving"]["note"] = note
     if args.out:
         write_json(args.out, data)
     if args.json:
@@ -336,6 +409,8 @@ def run_place_stages(args, frontend: dict) -> int:
         return 1
     if not args.json:
         p = sw.best
+        if note:
+            print("\n" + note)
         print("\n" + _best_batch_line(sw) + "; " + ("proven best" if p.proven else "NOT proven best")
               + f" ({p.how})\n")
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")

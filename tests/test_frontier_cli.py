@@ -185,10 +185,14 @@ def test_output_file(tmp_path):
 
 
 def test_batch_figures_are_labelled_per_batch(cnn, capsys):
-    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "8", "--latency-slo", "1000"]) == 0
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "8", "--latency-slo", "1000",
+                 "--max-replicas", "1"]) == 0
     out = capsys.readouterr().out
     assert "(one batch of 8 samples, latency model)" in out and "one sample" not in out
     assert "latency ms/batch" in out and "ms per batch" in out
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "8", "--latency-slo", "1000"]) == 0
+    out = capsys.readouterr().out  # the default: the stage model, its figures per batch too
+    assert "latency ms/batch" in out and "ms per batch" in out and "one sample" not in out
     assert main(["frontier", cnn, "--devices", "t4:1", "--batch-size", "8"]) == 0
     out = capsys.readouterr().out
     assert "latency ms/batch" in out and "max-load ms/batch" in out and "per batch" in out

@@ -167,3 +167,28 @@ def test_ctrl_c_on_run_stops_and_joins_the_workers(after, small_result):
     while _processes(3, proc.pid) and time.monotonic() < end:
         time.sleep(0.05)
     assert not _processes(3, proc.pid)
+
+
+@pytest.mark.parametrize("after", [0.0, 1.0])
+def test_ctrl_c_on_place_under_a_latency_target_while_one_device_per_stage_runs(after, model, tmp_path):
+    """--latency-slo by default: a target the stage model's answer is not proven under, so the
+    one-device-per-stage integer program (HiGHS) runs after it; Ctrl-C there ends the command too."""
+    result = str(tmp_path / "result.json")
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "place", model, "--devices",
+                             "a100:2,t4:2,cpu:1", "--latency-slo", "1.2", "--time-limit", "60", "--out",
+                             result],
+                            cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert _wait_for(proc, "highspy"), "the process ended before the integer program started"
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = _finish(proc, 60)
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    assert proc.returncode in (0, 130), f"rc {proc.returncode}: {err[-3000:]}"
+    if proc.returncode == 130:
+        assert err.strip().splitlines()[-1] == "error: interrupted", err
+    else:
+        with open(result, encoding="utf-8") as f:
+            assert json.load(f)["status"] in ("optimal", "feasible")
+    assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"

@@ -72,10 +72,58 @@ def test_latency_slo_infeasible_names_the_lowest_latency(cnn, capsys):
 
 def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
     out = tmp_path / "s.json"
+    # one device per stage: the latency model's latency of the plan kept
+    assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,2,4", "--latency-slo", "0.05",
+                 "--max-replicas", "1", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["model"] == "one-device-per-stage" and data["latency"] <= 0.05 * (1 + 1e-9)
+    # the default: replicas (the stage model), every batch size's plan within the target
     assert main(["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,2,4", "--latency-slo", "0.05",
                  "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["latency"] <= 0.05 * (1 + 1e-9)
+    assert data["model"] == "stages"
+    rows = data["serving"]["batch_sizes"]
+    assert [r["batch_size"] for r in rows] == [1, 2, 4]
+    assert all(r["latency_ms"] <= 0.05 * (1 + 1e-9) for r in rows)
+    assert data["latency_s"] * 1e3 * data["serving"]["best_batch_size"] <= 0.05 * (1 + 1e-9)
+
+
+def test_latency_slo_by_default_is_the_better_of_replicas_and_one_device_per_stage(cnn, capsys):
+    """--latency-slo without --max-replicas: the stage model's plan when it is proven (then it serves at
+    least what one device per stage does: compared with --max-replicas 1 here); where it is not, the
+    one-device-per-stage program runs too and the plan serving more is kept, its proof (one device per
+    stage only) no longer called optimal."""
+    from types import SimpleNamespace
+
+    from placement.serving_cli import _one_device_per_stage_too
+
+    base = ["place", cnn, "--devices", "t4:2,l4:1", "--latency-slo", "1", "--json"]
+    assert main(base) == 0
+    stage = json.loads(capsys.readouterr().out)
+    assert main(base + ["--max-replicas", "1"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    row = stage["serving"]["batch_sizes"][0]
+    assert stage["model"] == "stages" and row["proven"] and "note" not in stage["serving"]
+    assert row["samples_per_s"] >= one["serving"]["batch_sizes"][0]["samples_per_s"] * (1 - 1e-9)
+
+    args = SimpleNamespace(workload=cnn, latency_slo=1.0, time_limit=20.0, gap=1e-9, threads=None, seed=0,
+                           backend="highs")
+    fe = {"devices": "t4:2,l4:1"}
+
+    def stage_sweep(sps):
+        best = SimpleNamespace(proven=False, samples_per_s=sps)
+        return SimpleNamespace(best=best, points=[(1, best, "")], lowest_proven=False)
+
+    sw, note = _one_device_per_stage_too(args, fe, stage_sweep(1.0), 0.1)  # a poor unproven stage plan
+    assert sw is not None and "one device per stage serves more" in note and "not proven best" in note
+    assert sw.best.samples_per_s > 1.0 and not sw.best.proven
+    assert sw.best.placement.status.value == "feasible" and sw.best.placement.solution.bound is None
+    assert sw.best.latency_ms <= 1.0 * (1 + 1e-9)
+    sw, note = _one_device_per_stage_too(args, fe, stage_sweep(1e12), 0.1)  # a better one: kept
+    assert sw is None and "the stage plan is kept" in note
+    proven = SimpleNamespace(best=SimpleNamespace(proven=True, samples_per_s=1.0), points=[],
+                             lowest_proven=False)
+    assert _one_device_per_stage_too(args, fe, proven, 0.1) == (None, "")
 
 
 def test_bad_batch_size_is_one_error_line(cnn, capsys):
