@@ -80,6 +80,7 @@ class _Layout:
     Y: np.ndarray | None  # [P, ymax]
     ymax: int
     lower_bound: float  # L's lower bound (see _lower_bound)
+    lat: np.ndarray | None = None  # [P] stage latencies, with a latency target
 
 
 def _mem(problem: ParallelProblem, v, y: int) -> float:
@@ -106,8 +107,11 @@ def _lower_bound(problem: ParallelProblem, configs) -> float:
     return max(work / total, alone) * (1 - 1e-9)
 
 
-def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
-    """The MILP of ``problem`` (see the module doc) and where its variables are."""
+def build_model(problem: ParallelProblem,
+                latency_max: float | None = None) -> tuple[_milp.MilpModel, _Layout]:
+    """The MILP of ``problem`` (see the module doc) and where its variables are; with ``latency_max``
+    (seconds per sample, :attr:`graphs.parallel.PlanEvaluation.latency`'s unit) the plan's latency at
+    most that."""
     g = problem.graph
     n, M, K = g.num_nodes, g.num_tensors, len(problem.kinds)
     N = problem.microbatches
@@ -233,6 +237,8 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
             t_rows.append(ent)
             t_lo.append(-big)
     rows(np.array(t_lo), inf, t_rows)
+    if latency_max is not None:
+        _latency_rows(problem, lay, m, rows, sync_of, latency_max)
     # memory by schedule
     if gpipe:
         m_rows, m_hi = [], []
@@ -263,6 +269,47 @@ def build_model(problem: ParallelProblem) -> tuple[_milp.MilpModel, _Layout]:
                 _memory_rows(g, w, mem, cap, [Y[p, j - 1] for p in range(P)], m_rows, m_hi)
         rows(-inf, np.array(m_hi) if m_hi else 0.0, m_rows)
     return m, lay
+
+
+def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict, latency_max: float) -> None:
+    """One sample's latency at most ``latency_max``: per stage slot ``p`` a column ``lat[p]`` at least its
+    variants' time plus its crossing tensors (at the slot's kind: big-M on the kind's configurations)
+    and sync terms, not divided by ``d`` (:func:`graphs.parallel.evaluate_plan`'s ``latency``), and their
+    sum at most the target. ``enter``/``leave`` have lower bounds only, which these rows and the time rows
+    push down to the crossings, so a feasible point's latency bounds its plan's from above: the rows
+    cut no plan off and admit none above the target."""
+    g = problem.graph
+    P, M = lay.P, g.num_tensors
+    tt = g.tensor_time
+    lat = m.add_cols(P, lb=0.0, ub=math.inf)
+    lay.lat = lat
+    per_node: dict[int, float] = {}
+    for v in g.variants:
+        x = v.time + sum(v.sync_in.values()) + sum(v.sync_out.values())
+        per_node[v.node] = max(per_node.get(v.node, 0.0), x)
+    work = sum(per_node.values())
+    l_rows, l_lo = [], []
+    for k in range(len(problem.kinds)):
+        ons = [oi for oi, (kk, _, _) in enumerate(lay.configs) if kk == k]
+        if not ons:
+            continue
+        big = 2.0 * float(tt[k].sum()) + work
+        for p in range(P):
+            ent = [(int(lat[p]), 1.0)] + [(lay.c[p, oi], -big) for oi in ons]
+            ent += [(lay.enter[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
+            ent += [(lay.leave[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
+            for vi, v in enumerate(g.variants):
+                if v.kind != k:
+                    continue  # zero in a slot of kind k
+                if v.time:
+                    ent.append((lay.w[vi, p], -float(v.time)))
+                for col, x, _ in sync_of.get(vi, []):
+                    if x:
+                        ent.append((col + p, -float(x)))
+            l_rows.append(ent)
+            l_lo.append(-big)
+    rows(np.array(l_lo), math.inf, l_rows)
+    rows(-math.inf, float(latency_max), [[(int(lat[p]), 1.0) for p in range(P)]])
 
 
 def _memory_rows(g, w, mem: dict, cap: float, on, m_rows: list, m_hi: list) -> None:
@@ -320,6 +367,9 @@ def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], value
                 return None
             x[lay.Y[p, y - 1]] = 1.0
     x[lay.L] = value * (1 + 1e-9)
+    if lay.lat is not None:
+        for p, se in enumerate(evaluate_plan(problem, plan).stages):
+            x[lay.lat[p]] = se.latency
     return x
 
 
@@ -365,17 +415,28 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, gap: float = 1e-6,
                   warm_start: Sequence[Stage] | str | None = None, threads: int | None = None,
-                  raw=None) -> Solution:
+                  raw=None, latency_max: float | None = None) -> Solution:
     """Solve ``problem`` by the contiguous MILP (see the module doc). ``gap`` is HiGHS's relative gap:
-    ``optimal`` means proven within it (plus the solver's tolerance, ``BOUND_TOLERANCE_REL``)."""
+    ``optimal`` means proven within it (plus the solver's tolerance, ``BOUND_TOLERANCE_REL``).
+    ``latency_max``: only plans whose latency (:attr:`graphs.parallel.PlanEvaluation.latency`, seconds per
+    sample) is at most it; ``optimal`` then means the most samples/s under that target, and
+    ``infeasible`` that no plan meets it."""
     t0 = time.perf_counter()
+    if latency_max is not None and not (latency_max >= 0):
+        raise InputError(f"latency_max must be a number >= 0, got {latency_max!r}")
+
+    def meets(ev) -> bool:
+        return latency_max is None or ev.latency <= latency_max * (1 + 1e-9)
+
     plan0, note = _warm(problem, warm_start, None if time_limit is None else time_limit * 0.3)
     ev0 = None
     if plan0 is not None:
         ev0 = evaluate_plan(problem, plan0)
         if not ev0.valid:
             raise InputError(f"the warm-start plan is not valid: {'; '.join(ev0.problems)}")
-    model, lay = build_model(problem)
+        if not meets(ev0):
+            plan0, ev0, note = None, None, f"{note} dropped: it misses the latency target"
+    model, lay = build_model(problem, latency_max)
     start = None
     stats: dict = {"stage_slots": lay.P, "configs": len(lay.configs)}
     if ev0 is not None:
@@ -396,15 +457,16 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     stats.update(r.stats)
     elapsed = time.perf_counter() - t0
     if r.status == _milp.INFEASIBLE:
+        what = "memory and counts" + ("" if latency_max is None else " within the latency target")
         return stage_solution("ip", None, None, math.inf, Status.INFEASIBLE, elapsed,
-                                "no plan fits the devices' memory and counts (the integer program is "
-                                "infeasible)", stats)
+                              f"no plan fits the devices' {what} (the integer program is infeasible)", stats)
     plan, ev = None, None
     if r.x is not None:
         plan = _decode(problem, lay, r.x)
         ev = evaluate_plan(problem, plan)
-        if not ev.valid:
-            stats["mip_plan_rejected"] = ev.problems[0]
+        if not ev.valid or not meets(ev):
+            stats["mip_plan_rejected"] = ev.problems[0] if ev.problems else \
+                f"latency {ev.latency!r} above the target {latency_max!r}"
             plan, ev = None, None
     if ev0 is not None and (ev is None or ev0.objective < ev.objective):
         plan, ev = plan0, ev0

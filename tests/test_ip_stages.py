@@ -118,3 +118,33 @@ def test_a_limit_before_any_plan_is_stopped():
     claimed (not ``feasible`` without a plan, not ``infeasible`` without a proof)."""
     r = solve_problem(_chain_problem(), time_limit=0.0)
     assert r.plan is None and r.status is Status.STOPPED and "time limit" in r.message
+
+
+def test_under_a_latency_target_equals_brute_force():
+    """latency_max: the most samples/s among plans whose latency meets the target, equal to an
+    independent brute force over every plan (tests/brute_stages.py) on small random instances, at
+    targets between the least latency and the throughput optimum's; infeasible exactly when no plan
+    meets it."""
+    from tests.brute_stages import all_plans
+
+    rng = np.random.default_rng(11)
+    checked = infeasible = 0
+    for _ in range(60):
+        p = random_problem(rng)
+        plans = all_plans(p)
+        if not plans:
+            continue
+        lats = sorted({e.latency for e in plans})
+        for target in (lats[0] * 0.99, lats[0], lats[len(lats) // 2], lats[-1]):
+            meets = [e.objective for e in plans if e.latency <= target * (1 + 1e-9)]
+            r = solve_problem(p, gap=1e-9, latency_max=target)
+            if not meets:
+                assert r.status is Status.INFEASIBLE and r.plan is None, (r.status, r.message)
+                infeasible += 1
+                continue
+            assert r.status is Status.OPTIMAL, r.message
+            ev = evaluate_plan(p, r.plan)
+            assert ev.valid and ev.latency <= target * (1 + 1e-9)
+            assert r.objective == pytest.approx(min(meets), rel=1e-7, abs=1e-12)
+            checked += 1
+    assert checked >= 40 and infeasible >= 5  # neither side vacuous
