@@ -15,9 +15,12 @@ whole model is a plan too.
   parameters plus its outputs at that batch size (:func:`with_outputs`).
 * **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
   the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
-  that meet it, **not proven**: one stage holding the whole model on each kind and tensor-parallel
-  degree with the most replicas that fit, and the stage optima with ``d`` capped at each allowed degree
-  (its bound: the optimum without the target; one as fast as that optimum is proven after all).
+  that meet it (one stage holding the whole model on each kind and tensor-parallel degree with the
+  most replicas that fit, and the stage optima with ``d`` capped at each allowed degree) warm-starts the
+  stage integer program with the latency as a row (:func:`solvers.ip_stages.solve_problem`,
+  ``latency_max``; exact), within the time left: proven when it closes (or no plan meets the target),
+  else the better plan with its bound, **not proven** (one as fast as the unconstrained optimum is
+  proven after all).
   A target below a lower bound on every plan's latency (each node's fastest variant on an available
   kind, no communication) is proven unreachable.
 * **Provision** (:func:`provision`): allocations (devices per kind, at most the available) cheapest
@@ -254,6 +257,13 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
         if s.plan is not None:
             cands.append((s.evaluation, f"stage optimum with d <= {d}", s.solver))
     meets = [c for c in cands if c[0].latency <= latency * (1 + _REL)]
+    under = _under_target(problem, a, latency, min(meets, key=lambda c: c[0].objective) if meets else None,
+                          time.perf_counter() - t0, ev.objective if exact else None, optimum)
+    if under is not None:
+        ans, why = under
+        if ans is not None:
+            ans["time"] = time.perf_counter() - t0
+        return ans, why
     if not meets:
         lows = [c[0].latency for c in cands]
         return None, {"proven_none": False, "lowest": latency_lower_bound(problem),
@@ -270,11 +280,63 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
                 "time": time.perf_counter() - t0, "bound": ev.objective, "message": msg, **optimum}, optimum
     msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s"
            f"{', proven' if exact else ''}) misses it; the best of one-stage plans and stage optima with d "
-           f"capped ({how})")
+           f"capped ({how})" + (f"; {optimum['ip']}" if optimum.get("ip") else ""))
     # the optimum without the target bounds the time per sample under it (when proven)
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
             "time": time.perf_counter() - t0, "bound": ev.objective if exact else None, "message": msg,
             **optimum}, optimum
+
+
+#: the stage integer program under a latency target runs on models of at most this many columns
+IP_COLUMNS = 200_000
+
+
+def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: float, unconstrained,
+                  optimum: dict):
+    """The stage integer program with the latency as a row (:func:`solvers.ip_stages.solve_problem`,
+    ``latency_max``; exact), warm-started from the best candidate ``cand`` that meets the target, within
+    the time left (no limit: max(10 s, 3x what the search took), as a granularity refinement). Returns
+    ``(answer, why)`` as :func:`best_plan` when it proves something (the optimum under the target, or
+    that no plan meets it) or finds a plan better than ``cand`` (then with its bound, the larger of the
+    program's and the ``unconstrained`` optimum's), else ``None``: the family's answer stands, with the
+    reason in ``optimum["ip"]``."""
+    from solvers import ip_stages
+    from solvers.base import CLOSED_GAP, IP_MIN_SECONDS, Status
+
+    from .onnx_stages import refine_budget
+
+    cols = ip_stages.model_columns(problem)
+    left = None if a.time_limit is None or math.isinf(a.time_limit) else a.time_limit - spent
+    if cols > IP_COLUMNS:
+        optimum["ip"] = f"the integer program under the target skipped ({cols:,} columns > {IP_COLUMNS:,})"
+        return None
+    if left is not None and left < IP_MIN_SECONDS:
+        optimum["ip"] = "the integer program under the target not tried: no time left"
+        return None
+    limit = refine_budget(spent, left)
+    r = ip_stages.solve_problem(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
+                                warm_start=None if cand is None else [s.stage for s in cand[0].stages],
+                                threads=getattr(a, "threads", None))
+    if r.status is Status.INFEASIBLE and cand is None:
+        return None, {**optimum, "proven_none": True, "lowest": latency_lower_bound(problem),
+                      "message": "no plan meets the latency target (the integer program under the target "
+                                 "is infeasible)"}
+    if r.plan is None or (cand is not None and r.status is not Status.OPTIMAL
+                          and r.objective >= cand[0].objective * (1 - 1e-12)):
+        optimum["ip"] = f"the integer program under the target ({limit:.3g} s): {r.message or r.status}"
+        return None
+    ev = r.evaluation
+    if r.status is Status.OPTIMAL:
+        return {"evaluation": ev, "status": "optimal", "solver": "ip", "proven": True,
+                "how": "integer program under the target", "time": r.time, "bound": ev.objective,
+                "message": "the most samples/s under the latency target (the stage integer program with "
+                           "the latency as a constraint, proven)", **optimum}, optimum
+    bounds = [b for b in ((r.stats or {}).get("bound"), unconstrained) if b is not None and b <= ev.objective]
+    return {"evaluation": ev, "status": "feasible", "solver": "ip", "proven": False,
+            "how": "integer program under the target (limit)", "time": r.time,
+            "bound": max(bounds) if bounds else None,
+            "message": f"not proven best under the target: the integer program under it stopped at its "
+                       f"limit ({limit:.3g} s): {r.message}", **optimum}, optimum
 
 
 def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProblem] | None = None, *,

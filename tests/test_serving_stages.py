@@ -60,6 +60,31 @@ def test_best_plan_and_latency_bound_against_every_plan(seed):
                 assert ans["bound"] <= min(under) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_a_latency_target_is_solved_exactly_by_the_stage_integer_program(seed):
+    """Where the throughput optimum misses the target, the stage integer program with the latency as a
+    row (solvers.ip_stages, latency_max) answers: on small instances every answer is proven and equals
+    the brute-force optimum under the target, and 'no plan' is proven exactly when none meets it."""
+    solved = none = 0
+    for p in _problems(12, seed + 10):
+        plans = all_plans(p)
+        if not plans:
+            continue
+        lats = sorted({e.latency for e in plans})
+        for bound in (lats[0] * 0.999, lats[0], lats[len(lats) // 2], lats[-1]):
+            under = [e.objective for e in plans if e.latency <= bound * (1 + 1e-12)]
+            ans, why = ss.best_plan(p, ARGS, latency=bound)
+            if not under:
+                assert ans is None and why.get("proven_none"), why
+                none += 1
+                continue
+            assert ans is not None and ans["proven"] and ans["status"] == "optimal", (ans, why)
+            assert ans["evaluation"].objective == pytest.approx(min(under), rel=1e-7)
+            assert ans["evaluation"].latency <= bound * (1 + 1e-9)
+            solved += 1
+    assert solved >= 10 and none >= 2
+
+
 def _brute_cheapest(p, prices, target, latency=None):
     best = None
     for c in itertools.product(*(range(k.count + 1) for k in p.kinds)):
