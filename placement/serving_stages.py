@@ -317,6 +317,8 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
     r = ip_stages.solve_problem(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
                                 warm_start=None if cand is None else [s.stage for s in cand[0].stages],
                                 threads=getattr(a, "threads", None))
+    if "interrupted" in (r.message or ""):  # Ctrl-C stopped the program: the command stops, not the step
+        raise KeyboardInterrupt
     if r.status is Status.INFEASIBLE and cand is None:
         return None, {**optimum, "proven_none": True, "lowest": latency_lower_bound(problem),
                       "message": "no plan meets the latency target (the integer program under the target "
