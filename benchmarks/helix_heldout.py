@@ -36,7 +36,7 @@ import json
 import os
 import random
 
-__all__ = ["load_raw", "perturbed", "subcluster", "resplit", "gpu_mix", "heldout_cases", "placeable"]
+__all__ = ["load_raw", "perturbed", "subcluster", "resplit", "gpu_mix", "tiny", "heldout_cases", "placeable"]
 
 SOURCE, SINK = "source", "sink"
 
@@ -210,6 +210,37 @@ def gpu_mix(data: dict, seed: int, mix: dict[str, int]) -> dict:
     _keep_nodes(out, keep)
     if not placeable(out):
         raise ValueError(f"GPU mix {mix} cannot hold every model")
+    return out
+
+
+def tiny(data: dict, seed: int, nodes: int = 4, layers: int = 4, max_layers: int = 2,
+         spread: float = 0.03) -> dict:
+    """A held-out cluster small enough for an exhaustive search (tests): ``nodes`` random nodes of the
+    file (from at least two regions where it has several), each model cut to its first ``layers``
+    layers, every node to at most ``max_layers`` of them (the first entries of its own table), and the
+    capacities perturbed as :func:`perturbed` does. Links between the kept nodes keep their capacities."""
+    rng = random.Random(f"tiny-{data.get('name')}-{seed}")
+    regions = {n.get("partition") for n in data["nodes"]}
+    for _ in range(1000):
+        keep = set(rng.sample([n["index"] for n in data["nodes"]], nodes))
+        kept_regions = {n.get("partition") for n in data["nodes"] if n["index"] in keep}
+        if len(kept_regions) >= min(2, len(regions)):
+            break
+    out = _derived(perturbed(data, seed, spread), f"{data.get('name')}-tiny{seed}",
+                   f"{nodes} nodes, {layers} layers, at most {max_layers} per node, seed {seed}")
+    _keep_nodes(out, keep)
+    for m in out["models"].values():
+        m["num_layers"] = layers
+        m.pop("compute_upper_bound_tokens_per_s", None)
+    for n in out["nodes"]:
+        for t in n["throughput"].values():
+            k = min(t["max_num_layers"], max_layers)
+            t["max_num_layers"] = k
+            for key in ("capacity_tokens_per_s", "prompt_tokens_per_s", "decode_tokens_per_s"):
+                if key in t:
+                    t[key] = {str(j): t[key][str(j)] for j in range(1, k + 1)}
+    if not placeable(out):
+        raise ValueError("the tiny cluster cannot hold the model")
     return out
 
 
