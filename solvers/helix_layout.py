@@ -51,7 +51,7 @@ from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, NodeProfile, max_flow
 
 from .base import Status
-from .helix_bounds import cover_bound, crossing_bound, layer_budget_bound
+from .helix_bounds import cover_bound, crossing_bound, integer_cover_bound, layer_budget_bound
 
 __all__ = ["LayoutResult", "solve_layout"]
 
@@ -671,6 +671,16 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
             bound = min(bound, crossing_bound(view, model, value, bound, deadline=time.monotonic() + left / 3,
                                               rel_tol=tol))
         stats["crossing_bound"] = bound
+    if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        # the same arguments with whole nodes and layers (an integer program per step; about a second
+        # on a few node types), with half of what is left
+        for view in views:
+            left = deadline - time.monotonic()
+            if left <= 0 or value >= bound * (1 - _REACHED):
+                break
+            bound = min(bound, integer_cover_bound(view, model, value, bound, threads=threads,
+                                                   deadline=time.monotonic() + left / 2 / len(views)))
+        stats["integer_cover_bound"] = bound
     # under a second left, building the MILP alone would overrun the limit, and it could not do much
     if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
         from ._milp import OPTIMAL, solve_mip
