@@ -9,7 +9,11 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    whatever the links are, since links only take flow away. Where some links are slower than that
    bound, the crossing bound (:func:`solvers.helix_bounds.crossing_bound`) adds what they cost: a path
    over a link slower than ``F`` makes some layer need two nodes, and paths that avoid such links stay
-   inside the components of the fast ones.
+   inside the components of the fast ones. Then the same arguments with whole nodes and layers
+   (:func:`solvers.helix_bounds.integer_cover_bound`, an integer program over enumerated covers, and
+   two slow links on some path where paths with one cannot carry the flow). Each bound runs on the
+   cluster with every node raised to the largest profile of its GPU type and layer limit, and where
+   those nodes differ, on the nodes' own profiles too; the smallest proven bound counts.
 2. **Construction** (:func:`_stage_chain`): a chain of *stages*, each a set of nodes of one region that
    hold the same layers (capacities add), stages one after another over ``[0, L)``; its flow is the
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
@@ -20,7 +24,8 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    beside two holding parts of them, which plain stages cannot express). ``F`` is searched by
    bisection. On several regions, chains may also run side by side on disjoint sets of regions, their
    flows adding up (:func:`_chains`: the best partition). Idle nodes are then added where they raise
-   the scored flow.
+   the scored flow, and nodes of one region, GPU type and layer limit exchange layers where that
+   raises it (:func:`_swap_nodes`: the construction plans with the smallest profile of such nodes).
 3. **Aggregated MILP** (:func:`_aggregated_milp`), warm-started from the construction, for the time
    left: nodes of one region with the same GPU profile are interchangeable, so the decision is an
    integer count ``n[g, s, k]`` of group-``g`` nodes holding layers ``[s, s + k)``, with a flow ``f <=
