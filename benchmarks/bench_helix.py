@@ -8,6 +8,12 @@ what vLLM would serve (node-disjoint pipeline replicas, :mod:`placement.vllm_out
 own chains, and planned for vLLM (:mod:`solvers.helix_vllm`, 10 s at most).
 
     python -m benchmarks.bench_helix [--time-limit 60] [--threads 2] [--out benchmarks/results/helix.json]
+
+``--heldout``: the held-out clusters of :mod:`benchmarks.helix_heldout` instead (derived in memory from
+the shipped files, never written), each solved exactly as ``placement place FILE --model M`` solves it
+(:func:`solvers.helix_layout.solve_layout`, the same time limit and threads), into
+``benchmarks/results/helix_heldout.json``; ``--kinds`` and ``--seeds`` choose them, ``--only`` keeps the
+clusters whose name contains one of its comma-separated words.
 """
 
 from __future__ import annotations
@@ -92,6 +98,48 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def run_heldout(time_limit: float, threads: int, folder: str, kinds, seeds, only=None) -> list[dict]:
+    """One row per (held-out cluster, model), solved as the command solves a file."""
+    from graphs.helix import max_flow, parse_helix
+    from solvers.helix_layout import solve_layout
+
+    from .helix_heldout import heldout_cases
+
+    rows = []
+    for kind, name, data in heldout_cases(folder, kinds, seeds):
+        if only and not any(w in name for w in only):
+            continue
+        cluster = parse_helix(data, source=f"heldout:{name}")
+        for model in cluster.models:
+            if only and any(w in ("llama70b", "llama30b") for w in only) and model not in only:
+                continue
+            r = solve_layout(cluster, model, time_limit=time_limit, threads=threads)
+            assert not r.layout or abs(max_flow(cluster, model, r.layout) - r.value) <= 1e-6 * max(r.value, 1)
+            rows.append({"kind": kind, "cluster": name, "model": model, "nodes": len(cluster.nodes),
+                         "value": r.value, "bound": r.bound, "gap": r.gap, "status": str(r.status),
+                         "time_s": r.time, "layer_bound": r.stats.get("layer_bound"),
+                         "cover_bound": r.stats.get("cover_bound"),
+                         "crossing_bound": r.stats.get("crossing_bound"),
+                         "milp_bound": r.stats.get("milp_bound"), "construction": r.stats.get("construction"),
+                         "stats": {k: v for k, v in r.stats.items()
+                                   if isinstance(v, (int, float, str, bool))},
+                         "layout": r.layout})
+            print(f"{name} {model}: {r.value:.2f} (bound {r.bound:.2f}, gap {100 * r.gap:.2f}%, {r.status}, "
+                  f"{r.time:.1f} s)", file=sys.stderr, flush=True)
+    return rows
+
+
+def heldout_table(rows: list[dict]) -> str:
+    """The markdown table of the held-out clusters."""
+    lines = ["| kind | cluster | nodes | model | ours (tokens/s) | proven bound | gap | status | time |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["kind"], r["cluster"], str(r["nodes"]), r["model"], f"{r['value']:.2f}",
+                 f"{r['bound']:.2f}", _pct(r["gap"]), r["status"], f"{r['time_s']:.1f} s"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from tests.instances import WORKLOADS
 
@@ -99,11 +147,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--workloads", default=os.path.join(WORKLOADS, "helix"))
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "helix.json"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/helix.json "
+                    "(helix_heldout.json with --heldout)")
+    ap.add_argument("--heldout", action="store_true", help="the held-out clusters (benchmarks.helix_heldout)")
+    ap.add_argument("--kinds", default="perturb,sub,regions,mix")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--only", default=None, help="comma-separated words: clusters (or models) to keep")
     args = ap.parse_args(argv)
     if not os.path.exists(os.path.join(args.workloads, "single24.json")):
         print(f"error: Helix cluster files not found in {args.workloads}", file=sys.stderr)
         return 2
+    results = os.path.join(os.path.dirname(__file__), "results")
+    if args.heldout:
+        only = args.only.split(",") if args.only else None
+        rows = run_heldout(args.time_limit, args.threads, args.workloads, args.kinds.split(","),
+                           [int(x) for x in args.seeds.split(",")], only)
+        out = args.out or os.path.join(results, "helix_heldout.json")
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            saved = [{**r, "layout": {str(k): list(v) for k, v in r["layout"].items()}} for r in rows]
+            json.dump({"time_limit": args.time_limit, "threads": args.threads, "machine": platform.machine(),
+                       "cpus": os.cpu_count(), "kinds": args.kinds, "seeds": args.seeds, "rows": saved}, f,
+                      indent=1)
+        print(heldout_table(rows))
+        return 0
+    args.out = args.out or os.path.join(results, "helix.json")
     rows = run(args.time_limit, args.threads, args.workloads)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:

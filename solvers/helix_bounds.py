@@ -31,7 +31,7 @@ import numpy as np
 
 from graphs.helix import HelixCluster, NodeProfile
 
-__all__ = ["layer_budget_bound", "cover_bound", "crossing_bound"]
+__all__ = ["layer_budget_bound", "cover_bound", "crossing_bound", "integer_cover_bound"]
 
 
 def _budget(profiles: list[NodeProfile], F: float) -> float:
@@ -307,5 +307,208 @@ def crossing_bound(cluster: HelixCluster, model: str, lo: float, hi: float, *, d
         return lp.coverable(F, deadline, multi=True, grid=rel_tol)
 
     # first just above ``lo``: where ``lo`` is optimal, one LP proves it
+    first = lo * (1 + 2 * rel_tol) if lo > 0 else None
+    return _bisect(reachable, lo, hi, rel_tol=rel_tol, deadline=deadline, first=first)
+
+
+def _pairs_bound(cluster: HelixCluster, model: str, F: float, max_components: int = 12) -> float:
+    """What paths using at most one node-node link slower than ``F`` can carry: the sum, over every
+    set of one or two components of the links ``>= F``, of the layer-budget bound of its nodes
+    (``inf`` with more than ``max_components`` components: not computed)."""
+    import itertools
+
+    comps = _fast_components(cluster, model, F)
+    if len(comps) > max_components:
+        return math.inf
+    L = cluster.models[model].num_layers
+    prof = {n.index: n.profiles[model] for n in cluster.nodes}
+    return sum(_budget_bound([prof[a] for comp in sets for a in comp], L)
+               for m in (1, 2) for sets in itertools.combinations(comps, m))
+
+
+class _IntegerCovers:
+    """The integer cover program of :func:`integer_cover_bound` for one cluster and model."""
+
+    def __init__(self, cluster: HelixCluster, model: str, max_columns: int) -> None:
+        counts: dict[NodeProfile, int] = {}
+        for n in cluster.nodes:
+            p = n.profiles[model]
+            if p.max_num_layers > 0:
+                counts[p] = counts.get(p, 0) + 1
+        self.L = cluster.models[model].num_layers
+        self.types = list(counts)
+        self.count = [counts[p] for p in self.types]
+        self.max_columns = max_columns
+
+    def _items(self, F: float) -> list[tuple[int, int, float]]:
+        """``(type, layers, capacity counted up to F)``: per type the most layers at which a node
+        covers ``F`` alone, every ``k`` above that (short of ``F``), and ``k = 1``."""
+        out = []
+        for t, p in enumerate(self.types):
+            caps = [(k, p.capacity_at(k)) for k in range(1, p.max_num_layers + 1)]
+            alone = max((k for k, c in caps if c >= F), default=0)
+            for k, c in caps:
+                if c > 0 and (k == alone or k > alone or k == 1):
+                    out.append((t, k, min(c, F)))
+        return sorted(out, key=lambda it: -it[2])
+
+    def _columns(self, items, F: float) -> list[tuple[int, ...]] | None:
+        """Minimal covers of ``F`` (multisets of items within the node counts), and every pair of an
+        item covering alone with another item; ``None`` past ``max_columns``."""
+        J = len(items)
+        caps = [c for _, _, c in items]
+        room = list(self.count)
+        out: list[tuple[int, ...]] = []
+        counts = [0] * J
+        tail = [0.0] * (J + 1)  # what the items from j on can add at most
+        for j in range(J - 1, -1, -1):
+            tail[j] = tail[j + 1] + caps[j] * self.count[items[j][0]]
+        thresh = F * (1 - 1e-12)
+
+        def dfs(j: int, total: float, smallest: float) -> bool:
+            if total >= thresh:
+                if total - smallest < thresh:  # items sorted by capacity: dropping the smallest fails
+                    out.append(tuple(counts))
+                return len(out) <= self.max_columns
+            if j == J or total + tail[j] < thresh:
+                return True
+            t = items[j][0]
+            for c in range(min(room[t], math.ceil((F - total) / caps[j]) if caps[j] > 0 else 0), -1, -1):
+                counts[j] = c
+                room[t] -= c
+                ok = dfs(j + 1, total + c * caps[j], caps[j] if c else smallest)
+                room[t] += c
+                counts[j] = 0
+                if not ok:
+                    return False
+            return True
+
+        if not dfs(0, 0.0, math.inf):
+            return None
+        seen = set(out)
+        for j in range(J):
+            if caps[j] < thresh:
+                continue
+            for x in range(J):
+                a = [0] * J
+                a[j] += 1
+                a[x] += 1
+                need = {}
+                for i, c in enumerate(a):
+                    need[items[i][0]] = need.get(items[i][0], 0) + c
+                if all(need[t] <= self.count[t] for t in need) and tuple(a) not in seen:
+                    seen.add(tuple(a))
+                    out.append(tuple(a))
+        return out
+
+    def feasible(self, F: float, deadline: float, multi: int = 0, single_layer: bool = False,
+                 threads: int | None = None) -> bool | None:
+        """Whether integer node counts and layer counts cover ``L`` layers at ``F`` (with at least
+        ``multi`` layers covered by two items or more, with ``single_layer`` items of one layer
+        each): ``False`` only when proven, ``None`` when undecided (deadline, too many covers)."""
+        from ._milp import INFEASIBLE, MilpModel, solve_mip
+
+        items = self._items(F)
+        cols = self._columns(items, F)
+        if cols is None:
+            return None
+        if not cols:
+            return False
+        J, C = len(items), len(cols)
+        A = np.array(cols, float).T  # J x C
+        mdl = MilpModel()
+        y = mdl.add_cols(C, lb=0, ub=self.L, integer=True)
+        u = mdl.add_cols(J, lb=0, ub=[float(self.count[t]) for t, _, _ in items], integer=True)
+        # every item's use at most k per node holding it
+        r, cc, vv = [], [], []
+        for j in range(J):
+            nz = np.flatnonzero(A[j])
+            r += [j] * (len(nz) + 1)
+            cc += list(y[nz]) + [u[j]]
+            vv += list(A[j, nz]) + [-float(items[j][1])]
+        mdl.add_rows(np.full(J, -np.inf), np.zeros(J), r, cc, vv)
+        for t in range(len(self.types)):
+            js = [j for j in range(J) if items[j][0] == t]
+            if js:
+                mdl.add_rows([-np.inf], [float(self.count[t])], np.zeros(len(js), int), u[js], 1.0)
+        mdl.add_rows([float(self.L)], [np.inf], np.zeros(C, int), y, 1.0)
+        # a cover that takes an item twice or more needs that many distinct nodes holding it:
+        # ``y_S <= L z_S`` and ``u_j >= S_j z_S`` with ``z_S`` binary
+        for i in np.flatnonzero(A.max(axis=0) >= 2):
+            z = int(mdl.add_cols(1, lb=0, ub=1, integer=True)[0])
+            mdl.add_rows([-np.inf], [0.0], [0, 0], [y[i], z], [1.0, -float(self.L)])
+            for j in np.flatnonzero(A[:, i] >= 2):
+                mdl.add_rows([0.0], [np.inf], [0, 0], [u[j], z], [1.0, -float(A[j, i])])
+        if multi:
+            ok_items = np.array([(not single_layer) or k == 1 for _, k, _ in items])
+            many = (A.sum(axis=0) >= 2) & (A[~ok_items].sum(axis=0) == 0)
+            if not many.any():
+                return False
+            mdl.add_rows([float(multi)], [np.inf], np.zeros(int(many.sum()), int), y[many], 1.0)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        res = solve_mip(mdl, time_limit=left, gap=1.0, threads=threads)
+        if res.status == INFEASIBLE:
+            return False
+        return True if res.x is not None else None
+
+
+def integer_cover_bound(cluster: HelixCluster, model: str, lo: float, hi: float, *,
+                        deadline: float = math.inf, rel_tol: float = 1e-5, threads: int | None = None,
+                        max_columns: int = 20000) -> float:
+    """An upper bound on every layout's max-flow, at most ``hi``: the cover and crossing arguments
+    with whole nodes.
+
+    **Covers in integers.** In a layout of flow ``F``, a node of type ``t`` holds some ``k`` layers
+    and each layer's holders cover ``F`` (module docstring), so integers ``u_tk`` (nodes of type ``t``
+    holding ``k`` layers, ``sum_k u_tk <= N_t``) and ``y_S`` (layers whose holders contain the cover
+    ``S``) satisfy ``sum_S y_S = L`` and ``sum_S S_j y_S <= k_j u_j`` for every item ``j = (t, k)``:
+    the cover LP of :func:`cover_bound` with the node and layer counts integral, as they are in a
+    layout. The covers ``S`` are enumerated: every layer's holders contain a *minimal* cover (drop
+    holders while they still cover ``F``; using fewer items than a node offers is allowed), and a
+    cover taking an item ``j`` twice or more needs as many distinct nodes: ``u_j >= S_j`` wherever
+    ``y_S > 0`` (a binary per such cover). Items: a
+    node holding ``k`` layers with ``c_t(k) >= F`` may be counted as holding the most layers ``k*``
+    at which its capacity still covers ``F`` (capacity ``>= F`` still, more layers to offer); so per
+    type only ``k*``, every ``k > k*`` (capacities short of ``F``) and ``k = 1`` are items, each
+    counted at ``min(c_t(k), F)``.
+
+    **Crossings.** With the case split of :func:`crossing_bound`: (A) no path uses a link slower than
+    ``F``, the sum of the fast components' budgets is at least ``F`` (then only the covers are asked
+    for); (B) some path does, so some layer has two holders or more (``y`` of the covers of two items
+    or more adds up to one or more; a layer with two holders contains a minimal cover of two items or
+    more, or one item covering alone and another: those pairs are columns too); (C) where paths with
+    at most one slow link cannot carry ``F`` (the sum over every set of one or two fast components of
+    their budgets is below ``F``; a path with at most one slow link stays inside at most two
+    components, and the paths of one set of components carry a flow of the layout restricted to it),
+    some path uses two slow links or more. Two consecutive ones, at boundaries ``b1 < b2`` (layers
+    advance along a path; a source link is at 0, a sink link at ``L``), give each a layer in ``{b -
+    1, b}`` with two holders or more (the claim of :func:`crossing_bound`). They differ unless ``b2 =
+    b1 + 1``, only layer ``b1`` has two holders and layers ``b1 - 1`` and ``b1 + 1`` one each: the
+    path's node ``i`` before the first slow link (it ends at ``b1``) and its node ``k`` after the
+    second (it starts at ``b1 + 1``). A holder of layer ``b1`` that held ``b1 - 1`` too would be
+    ``i``, and one that held ``b1 + 1`` would be ``k``, and neither holds ``b1``: every holder of
+    layer ``b1`` holds that one layer. So in case (C) two layers have two holders or more, or one
+    layer has two or more holders of one layer each (their minimal sub-cover, or a pair of one item
+    covering alone and another, is of items with ``k = 1``; those are kept as items for this).
+
+    ``F`` is bisected in ``(lo, hi]`` for the smallest value proven impossible in every case that
+    applies (by HiGHS on the integer program; undecided stops the search). A layout of flow ``F' >=
+    F`` is in a case that applies at ``F`` (slow links at ``F`` are slow at ``F'``, its covers of
+    ``F'`` cover ``F``, and its node counts hold for both), so none reaches that value. ``None`` of
+    the enumeration (more than ``max_columns`` covers) counts as undecided."""
+    prog = _IntegerCovers(cluster, model, max_columns)
+
+    def reachable(F: float) -> bool | None:
+        if _separate_bound(cluster, model, F) >= F:
+            return prog.feasible(F, deadline, threads=threads)
+        if _pairs_bound(cluster, model, F) >= F:
+            return prog.feasible(F, deadline, multi=1, threads=threads)
+        ok = prog.feasible(F, deadline, multi=2, threads=threads)
+        if ok is None or ok:
+            return ok
+        return prog.feasible(F, deadline, multi=1, single_layer=True, threads=threads)
+
     first = lo * (1 + 2 * rel_tol) if lo > 0 else None
     return _bisect(reachable, lo, hi, rel_tol=rel_tol, deadline=deadline, first=first)

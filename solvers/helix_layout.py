@@ -9,7 +9,11 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    whatever the links are, since links only take flow away. Where some links are slower than that
    bound, the crossing bound (:func:`solvers.helix_bounds.crossing_bound`) adds what they cost: a path
    over a link slower than ``F`` makes some layer need two nodes, and paths that avoid such links stay
-   inside the components of the fast ones.
+   inside the components of the fast ones. Then the same arguments with whole nodes and layers
+   (:func:`solvers.helix_bounds.integer_cover_bound`, an integer program over enumerated covers, and
+   two slow links on some path where paths with one cannot carry the flow). Each bound runs on the
+   cluster with every node raised to the largest profile of its GPU type and layer limit, and where
+   those nodes differ, on the nodes' own profiles too; the smallest proven bound counts.
 2. **Construction** (:func:`_stage_chain`): a chain of *stages*, each a set of nodes of one region that
    hold the same layers (capacities add), stages one after another over ``[0, L)``; its flow is the
    smallest stage capacity. For a target ``F`` a small integer program (HiGHS) picks stage patterns
@@ -20,7 +24,8 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    beside two holding parts of them, which plain stages cannot express). ``F`` is searched by
    bisection. On several regions, chains may also run side by side on disjoint sets of regions, their
    flows adding up (:func:`_chains`: the best partition). Idle nodes are then added where they raise
-   the scored flow.
+   the scored flow, and nodes of one region, GPU type and layer limit exchange layers where that
+   raises it (:func:`_swap_nodes`: the construction plans with the smallest profile of such nodes).
 3. **Aggregated MILP** (:func:`_aggregated_milp`), warm-started from the construction, for the time
    left: nodes of one region with the same GPU profile are interchangeable, so the decision is an
    integer count ``n[g, s, k]`` of group-``g`` nodes holding layers ``[s, s + k)``, with a flow ``f <=
@@ -51,7 +56,7 @@ from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, NodeProfile, max_flow
 
 from .base import Status
-from .helix_bounds import cover_bound, crossing_bound, layer_budget_bound
+from .helix_bounds import cover_bound, crossing_bound, integer_cover_bound, layer_budget_bound
 
 __all__ = ["LayoutResult", "solve_layout"]
 
@@ -429,6 +434,36 @@ def _add_idle(cluster, model, layout, value, deadline):
     return layout, value
 
 
+def _swap_nodes(cluster, model, layout, value, deadline):
+    """Exchange the layers of two nodes of one region, GPU type and layer limit (or give a used node's
+    layers to an idle one of them) while that raises the scored flow: the construction plans with the
+    smallest capacity of such nodes, so where their profiles differ, which node holds which layers
+    matters (each move is kept only when :func:`graphs.helix.max_flow` says it helps)."""
+    layout = dict(layout)
+    key = {n.index: (n.region or 0, n.gpu_type, n.profiles[model].max_num_layers) for n in cluster.nodes
+           if n.profiles[model].max_num_layers > 0}
+    if len({n.profiles[model] for n in cluster.nodes}) <= len(set(key.values())):
+        return layout, value  # nodes of one key share a profile: nothing to gain
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for a, b in itertools.combinations(sorted(key), 2):
+            if key[a] != key[b] or (a not in layout and b not in layout):
+                continue
+            if time.monotonic() >= deadline:
+                break
+            cand = dict(layout)
+            ra, rb = cand.pop(a, None), cand.pop(b, None)
+            if ra is not None:
+                cand[b] = ra
+            if rb is not None:
+                cand[a] = rb
+            v = max_flow(cluster, model, cand)
+            if v > value * (1 + 1e-9):
+                layout, value, improved = cand, v, True
+    return layout, value
+
+
 # ------------------------------------------------------------------------------------------- 3. MILP
 @dataclass
 class _Milp:
@@ -610,20 +645,47 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     if layout and value < B * (1 - _REACHED):
         layout, value = _add_idle(cluster, model, layout, value, chain_deadline)
         stats["with_idle_nodes"] = value
+        layout, value = _swap_nodes(cluster, model, layout, value, chain_deadline)
+        stats["with_swaps"] = value
     bound = B
     message = ""
     upper = _upper_cluster(cluster, model)
+    # where nodes of one GPU type and layer limit differ, the bounds on their own profiles as well
+    # (more item types, slower, but not raised to the largest of each type): both are proven, the
+    # smaller counts
+    views = [upper] + ([cluster] if _profiles(cluster, model) > _profiles(upper, model) else [])
     if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
-        # the cover bound gets at most a quarter of what is left (it needs about 2 s here)
-        left = deadline - time.monotonic()
-        bound = cover_bound(upper, model, value, B, deadline=time.monotonic() + 0.25 * left)
+        # the cover bound gets at most a quarter of what is left (about 2 s on the upper cluster);
+        # on the nodes' own profiles, about 10 s on 24 of them, half of what is then left and a
+        # coarser bisection (both bounds are proven, and the smaller counts)
+        for view, share, tol in zip(views, (0.25, 0.5), (1e-4, 1e-3)):
+            left = deadline - time.monotonic()
+            if left <= 0 or value >= bound * (1 - _REACHED):
+                break
+            bound = min(bound, cover_bound(view, model, value, bound,
+                                           deadline=time.monotonic() + share * left, rel_tol=tol))
         stats["cover_bound"] = bound
     slow = any(cap < bound for cap in cluster.directed_links(model).values())
     if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
-        # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s here)
-        left = deadline - time.monotonic()
-        bound = crossing_bound(upper, model, value, bound, deadline=time.monotonic() + left / 3)
+        # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s on the
+        # upper cluster), then on the nodes' own profiles with a third of what is then left
+        for view, tol in zip(views, (1e-5, 1e-4)):
+            left = deadline - time.monotonic()
+            if left <= 0 or value >= bound * (1 - _REACHED):
+                break
+            bound = min(bound, crossing_bound(view, model, value, bound, deadline=time.monotonic() + left / 3,
+                                              rel_tol=tol))
         stats["crossing_bound"] = bound
+    if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        # the same arguments with whole nodes and layers (an integer program per step; about a second
+        # on a few node types), with half of what is left
+        for view in views:
+            left = deadline - time.monotonic()
+            if left <= 0 or value >= bound * (1 - _REACHED):
+                break
+            bound = min(bound, integer_cover_bound(view, model, value, bound, threads=threads,
+                                                   deadline=time.monotonic() + left / 2 / len(views)))
+        stats["integer_cover_bound"] = bound
     # under a second left, building the MILP alone would overrun the limit, and it could not do much
     if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
         from ._milp import OPTIMAL, solve_mip
@@ -657,6 +719,11 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         message = "time limit reached" if time.monotonic() >= deadline else "bound not reached"
     return LayoutResult(model, dict(sorted(layout.items())), value, bound, status,
                         time.monotonic() - t0, message, stats)
+
+
+def _profiles(cluster: HelixCluster, model: str) -> int:
+    """How many distinct node profiles ``model`` has on ``cluster``."""
+    return len({n.profiles[model] for n in cluster.nodes})
 
 
 def _upper_cluster(cluster: HelixCluster, model: str) -> HelixCluster:

@@ -579,3 +579,117 @@ def test_planned_vllm_replicas_are_disjoint_chains(seed):
     assert sum(r.tokens_per_s for r in reps) == pytest.approx(chains_value(c, "m", chains))
     if seed < 4:
         assert chains_value(c, "m", chains) >= _best_single_chain(c) * (1 - 1e-9)
+
+
+# ------------------------------------------------------------------------------------ held-out clusters
+def _heldout():
+    if not all(os.path.exists(os.path.join(HELIX, f"{f}.json")) for f in FILES):
+        pytest.skip(f"Helix cluster files not found at {HELIX} (set PLACEMENT_WORKLOADS)")
+    from benchmarks import helix_heldout
+
+    return helix_heldout
+
+
+def test_heldout_clusters_follow_the_format():
+    """Every held-out cluster (benchmarks/helix_heldout.py) is a valid file of the format, the same for
+    the same seed, with a complete graph of links, fast inside a region and slow between regions."""
+    hh = _heldout()
+    cases = hh.heldout_cases(HELIX)
+    assert {k for k, _, _ in cases} == set(hh.KINDS)
+    again = hh.heldout_cases(HELIX)
+    assert [json.dumps(d, sort_keys=True) for _, _, d in cases] == [json.dumps(d, sort_keys=True)
+                                                                     for _, _, d in again]
+    for kind, name, data in cases:
+        c = parse_helix(data, source=name)
+        ix = [n.index for n in c.nodes]
+        for model in c.models:
+            dl = c.directed_links(model)
+            assert layer_budget_bound(c, model) > 0, (name, model)
+            assert all((SOURCE, a) in dl and (a, SINK) in dl for a in ix)
+            for a, b in itertools.permutations(ix, 2):
+                fast = dl[(a, b)] > 10_000  # 1 Gbps: 61035 tokens/s for 70B; 10-15 Mbps: under 1200
+                assert fast == (c.node(a).region == c.node(b).region), (name, a, b)
+        if kind == "perturb":  # no two nodes share a profile
+            assert len({n.profiles["llama30b"] for n in c.nodes}) == len(c.nodes)
+        if kind == "mix":
+            counts = {t: sum(n.gpu_type == t for n in c.nodes) for t in ("A100", "L4", "T4")}
+            assert counts in [dict(m) for m in hh.MIXES]
+    # seeds make different clusters
+    assert json.dumps(hh.perturbed(hh.load_raw(HELIX, "single24"), 0)) != json.dumps(
+        hh.perturbed(hh.load_raw(HELIX, "single24"), 1))
+
+
+@pytest.mark.parametrize("name, seed", [("3cluster24", 0), ("3cluster24", 3), ("single24", 1)])
+def test_small_heldout_instance_end_to_end(name, seed):
+    """A held-out cluster cut small (4 nodes of the file, 4 layers, capacities perturbed per node, two
+    regions from the three-region file), solved as ``placement place`` solves a file: the value is the
+    scorer's, at most the exhaustive optimum, and the bound (on the nodes' own profiles and on the
+    upper cluster) at least that optimum."""
+    hh = _heldout()
+    data = hh.tiny(hh.load_raw(HELIX, name), seed)
+    c = parse_helix(data, source="tiny")
+    model = "llama70b"
+    layouts = []
+    for n in c.nodes:
+        kmax = n.profiles[model].max_num_layers
+        layouts.append([None] + [(s, k) for k in range(1, kmax + 1) for s in range(4 - k + 1)])
+    best = max(max_flow(c, model, {n.index: ch for n, ch in zip(c.nodes, choice) if ch is not None})
+               for choice in itertools.product(*layouts) if any(ch is not None for ch in choice))
+    r = solve_layout(c, model, time_limit=10, threads=1)
+    assert r.value == pytest.approx(max_flow(c, model, r.layout))
+    assert r.value <= best * (1 + 1e-9) and r.bound >= r.value
+    assert r.bound >= best * (1 - 1e-6)
+    B = layer_budget_bound(c, model)
+    assert cover_bound(c, model, 0.0, B) >= best * (1 - 1e-6)
+    assert crossing_bound(c, model, 0.0, B) >= best * (1 - 1e-6)
+
+
+def test_swaps_put_the_stronger_node_where_it_helps():
+    """Two nodes of one type whose profiles differ: the swap step gives the two layers to the one that
+    is faster with two, and only ever raises the scored flow."""
+    from solvers.helix_layout import _swap_nodes
+
+    profs = [NodeProfile(2, (10.0, 3.0)), NodeProfile(2, (9.0, 5.0))]
+    nodes = tuple(HelixNode(i, f"n{i}", "x", None, {"m": p}) for i, p in enumerate(profs))
+    links = [HelixLink(SOURCE, i, False, {"m": 1e6}) for i in range(2)]
+    links += [HelixLink(i, SINK, False, {"m": 1e6}) for i in range(2)]
+    links += [HelixLink(0, 1, True, {"m": 1e6})]
+    c = HelixCluster("swap", None, nodes, tuple(links), {"m": HelixModel("m", "m", 3, None)})
+    layout = {0: (0, 2), 1: (2, 1)}
+    v0 = max_flow(c, "m", layout)
+    new, v = _swap_nodes(c, "m", layout, v0, math.inf)
+    assert v0 == pytest.approx(3.0) and new == {1: (0, 2), 0: (2, 1)} and v == pytest.approx(5.0)
+    assert v == pytest.approx(max_flow(c, "m", new))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, cluster, model", [("perturb", "3cluster24-perturb0", "llama30b"),
+                                                  ("sub", "3cluster24-sub0", "llama70b")])
+def test_heldout_gap_within_ten_percent(kind, cluster, model):
+    """The issue's goal on held-out clusters, as the command runs it (60 s, 2 threads)."""
+    hh = _heldout()
+    data = {n: d for _, n, d in hh.heldout_cases(HELIX, [kind], [0])}[cluster]
+    c = parse_helix(data, source=cluster)
+    r = solve_layout(c, model, time_limit=60, threads=2)
+    assert r.value == pytest.approx(max_flow(c, model, r.layout))
+    assert r.gap <= 0.10
+
+
+def test_integer_cover_bound_holds_on_random_clusters():
+    """The integer cover bound (whole nodes and layers, two slow links where paths need them) is at
+    least the exhaustive optimum on random clusters of 1-3 regions, never above the bound it starts
+    from, and below the crossing bound on some of them."""
+    from solvers.helix_bounds import integer_cover_bound
+
+    bites = 0
+    # seeds 2000-2005 drawn as they come; 3001-3156 the ones of 3000-3160 where it bites
+    for seed in [*range(2000, 2006), 3001, 3011, 3046, 3070, 3079, 3095, 3104, 3109, 3149, 3156]:
+        rng = np.random.default_rng(seed)
+        n, L, regions = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.integers(1, 4))
+        c = _tiny(rng, n, L, regions=regions)
+        best = _brute_force(c)
+        cross = crossing_bound(c, "m", 0.0, cover_bound(c, "m", 0.0, layer_budget_bound(c, "m")))
+        integer = integer_cover_bound(c, "m", 0.0, cross)
+        assert best * (1 - 1e-6) <= integer <= cross, seed
+        bites += integer < 0.99 * cross
+    assert bites >= 8
