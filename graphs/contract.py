@@ -22,7 +22,7 @@ import numpy as np
 from .model import Cluster, OpGraph
 from .order import topological_order
 
-__all__ = ["ClassGraph", "contract", "colocation_items", "item_edges"]
+__all__ = ["ClassGraph", "contract", "colocation_items", "order_edges", "item_edges"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,17 +54,22 @@ class ClassGraph:
         return out
 
 
-def item_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Forward edges between items: forward edges, plus mirrored backward edges at stand-in items."""
+def order_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The operator pairs that order a pipeline (``cls``: every operator's item): the forward edges,
+    plus the backward edges mirrored where an endpoint's item has no forward operator (stand-ins)."""
     s, d = graph.src, graph.dst
     bw = graph.backward
     fwd = ~bw[s] & ~bw[d]
     has_fwd = np.zeros(int(cls.max()) + 1 if cls.size else 0, bool)
     has_fwd[cls[~bw]] = True
-    both_bwd = bw[s] & bw[d]
-    standin = both_bwd & (~has_fwd[cls[s]] | ~has_fwd[cls[d]])
-    es = np.concatenate([cls[s[fwd]], cls[d[standin]]])
-    ed = np.concatenate([cls[d[fwd]], cls[s[standin]]])
+    standin = bw[s] & bw[d] & (~has_fwd[cls[s]] | ~has_fwd[cls[d]])
+    return np.concatenate([s[fwd], d[standin]]), np.concatenate([d[fwd], s[standin]])
+
+
+def item_edges(graph: OpGraph, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forward edges between items: :func:`order_edges` between items, without duplicates."""
+    a, b = order_edges(graph, cls)
+    es, ed = cls[a], cls[b]
     keep = es != ed
     if not keep.any():
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

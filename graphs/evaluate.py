@@ -122,6 +122,7 @@ def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
     pe = evaluate_plan(problem, plan, labels=[cluster.device_name(dev) for dev in used.tolist()])
     rows = {int(dev): (st, nodes) for dev, st, nodes in zip(used.tolist(), pe.stages, groups)}
     problems = list(pe.problems)
+    compute = None  # the graph's own costs, for devices holding a node their kind cannot run
     devices = []
     for dev in range(cluster.num_devices):
         kind = cluster.kinds[int(dkind[dev])]
@@ -133,7 +134,8 @@ def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
         st, nodes = rows[dev]
         fwd, bwd, mem = st.compute - st.compute_backward, st.compute_backward, st.memory
         if not math.isfinite(st.compute):  # a node the kind cannot run: inf in its pass; its memory counts
-            times = graph.costs_for(cluster)[0][int(dkind[dev]), nodes]
+            compute = graph.costs_for(cluster)[0] if compute is None else compute
+            times = compute[int(dkind[dev]), nodes]
             back = graph.backward[nodes]
             fwd, bwd = float(times[~back].sum()), float(times[back].sum())
             mem = float(graph.memory[nodes].sum())

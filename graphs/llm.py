@@ -352,7 +352,7 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
     of devices' next power of two) must divide ``batch``. ``memory_context`` (default ``context``): the
     tokens of each sequence's KV cache that memory must hold, when it differs from the context the step
     times are computed at (a request mix: times at its mean context, memory at its longest request)."""
-    from .onnx_variants import default_microbatches, parallel_kinds
+    from .onnx_variants import default_microbatches
 
     mem_context = context if memory_context is None else memory_context
     for what, v in (("batch", batch), ("context", context), ("memory context", mem_context)):
@@ -386,7 +386,7 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
     g = ParallelGraph.build(ids=ids, names=ids, num_kinds=len(devices.specs),
                             edges=[(u, u + 1) for u in range(L + 1)], tensors=tensors, variants=variants,
                             source=cfg.name)
-    return ParallelProblem(g, parallel_kinds(devices), microbatches, "gpipe", max_replicas=max_replicas)
+    return ParallelProblem(g, devices.cluster().kinds, microbatches, "gpipe", max_replicas=max_replicas)
 
 
 # =========================================================================== serving: prefill and goodput
@@ -906,7 +906,7 @@ def prefill_problem(cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, micr
     (mean prompt) over the host links, memory the weights plus, per request in flight (``N / d`` per
     replica under ``gpipe``), the KV cache of the longest prompt. Its optimum (the exact stage DP)
     is the pool's plan of most prefills per second (``1 / max_i E[p_i] / d_i``)."""
-    from .onnx_variants import default_microbatches, parallel_kinds
+    from .onnx_variants import default_microbatches
 
     N = microbatches or default_microbatches(devices)
     shares = mix.shares
@@ -932,7 +932,7 @@ def prefill_problem(cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, micr
     g = ParallelGraph.build(ids=ids, names=ids, num_kinds=len(devices.specs),
                             edges=[(u, u + 1) for u in range(L + 1)], tensors=tensors, variants=variants,
                             source=cfg.name)
-    return ParallelProblem(g, parallel_kinds(devices), N, "gpipe", max_replicas=max_replicas)
+    return ParallelProblem(g, devices.cluster().kinds, N, "gpipe", max_replicas=max_replicas)
 
 
 def kv_transfer_time(cfg: LLMConfig, tokens: int, bandwidth: float) -> float:

@@ -57,14 +57,14 @@ import numpy as np
 
 from .devices import DeviceSet
 from .errors import InputError
-from .model import DeviceKind, OpGraph
+from .model import OpGraph
 from .onnx_loader import OnnxGraph
 from .order import topological_order
 from .parallel import ParallelGraph, ParallelProblem, Variant, from_opgraph
 from .training import OPTIMIZERS
 
 __all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "onnx_parallel_problem", "stage_problem",
-           "parallel_kinds", "default_microbatches", "allreduce_time"]
+           "default_microbatches", "allreduce_time"]
 
 #: tensor-parallel degrees offered (each capped by the kind's count and server size)
 TP_DEGREES = (2, 4, 8)
@@ -139,12 +139,6 @@ def default_microbatches(devices: DeviceSet) -> int:
     return 1 << (total - 1).bit_length()
 
 
-def parallel_kinds(devices: DeviceSet) -> tuple[DeviceKind, ...]:
-    """The device set's kinds for the replicated model, with their topology: a host core resyncs over
-    its memory bandwidth, an accelerator without topology figures over its host link."""
-    return devices.cluster().kinds
-
-
 def _with_layer_classes(graph: OpGraph, keys: Sequence[str | None]) -> OpGraph:
     """``graph`` with each layer's operators (and backward twins) in one colocation class."""
     n_fwd = len(keys)
@@ -206,7 +200,7 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
     keep = np.array([keys[i] is None or not succ_keys[i] <= {keys[i]} for i in range(n)])
 
     ts = tensor_split(g, keys) if tensor_parallel else TensorSplit(n)
-    kinds = parallel_kinds(devices)
+    kinds = cluster.kinds
     degrees: list[list[int]] = []
     for spec, kind in zip(devices.specs, kinds):
         top = min(kind.count, spec.server_size or kind.count)

@@ -424,13 +424,13 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
         if bad.any():
             problems.append(f"{label[i]}: node index {int(nodes[bad][0])} out of range")
             nodes = nodes[~bad]
-        twice = stage_of[nodes] >= 0
-        if twice.any() or np.unique(nodes).size < nodes.size:
-            u = int(nodes[twice][0]) if twice.any() else \
-                int(np.sort(nodes)[np.flatnonzero(np.diff(np.sort(nodes)) == 0)[0]])
-            j = int(stage_of[u]) if stage_of[u] >= 0 else i
-            problems.append(f"node {g.ids[u]} is in {label[j]} and {label[i]}")
-        stage_of[nodes[~twice]] = i
+        uniq, count = np.unique(nodes, return_counts=True)
+        clash = uniq[(count > 1) | (stage_of[uniq] >= 0)]  # listed twice here, or in an earlier stage
+        if clash.size:
+            u = int(clash[0])
+            problems.append(f"node {g.ids[u]} is in {label[stage_of[u]] if stage_of[u] >= 0 else label[i]} "
+                            f"and {label[i]}")
+        stage_of[uniq[stage_of[uniq] < 0]] = i
         if not 0 <= st.kind < len(kinds):
             problems.append(f"{label[i]}: no device kind {st.kind}")
         if st.d < 1 or st.t < 1:
@@ -604,7 +604,7 @@ def operator_problem(graph, cluster) -> tuple[ParallelProblem, np.ndarray]:
 
 
 def _operator_graph(graph, cluster) -> tuple[ParallelGraph, np.ndarray]:
-    from .contract import colocation_items
+    from .contract import colocation_items, order_edges
 
     n = graph.num_nodes
     compute, comm = graph.costs_for(cluster)
@@ -619,15 +619,8 @@ def _operator_graph(graph, cluster) -> tuple[ParallelGraph, np.ndarray]:
                 var[k, u] = len(variants)
                 variants.append(Variant(u, k, 1, "vanilla", x, b=float(graph.memory[u]),
                                         backward_time=x if bwd[u] else 0.0))
-    # the pipeline order, as graphs.contract.item_edges orders items: forward edges, and mirrored backward
-    # ones where an operator's colocation class has no forward node
-    cls, _ = colocation_items(graph)
-    s, d = graph.src, graph.dst
-    has_fwd = np.zeros(int(cls.max()) + 1 if n else 0, bool)
-    has_fwd[cls[~bwd]] = True
-    fwd = ~bwd[s] & ~bwd[d]
-    standin = bwd[s] & bwd[d] & (~has_fwd[cls[s]] | ~has_fwd[cls[d]])
-    order = np.concatenate([np.stack([s[fwd], d[fwd]], 1), np.stack([d[standin], s[standin]], 1)])
+    # the pipeline order between operators, by the rule that orders items (colocation classes)
+    order = np.stack(order_edges(graph, colocation_items(graph)[0]), 1)
     g = ParallelGraph.build(ids=graph.ids, names=graph.names, num_kinds=K, edges=order,
                             tensors=_output_tensors(graph, np.arange(n), comm), variants=variants,
                             source=graph.source, tensor_edges=False, colocation=graph.colocation)
