@@ -224,8 +224,7 @@ def build_model(problem: ParallelProblem,
         big += sum(per_node.values())
         for p in range(P):
             ent = [(L, float(d)), (c[p, oi], -big)]
-            ent += [(enter[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
-            ent += [(leave[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
+            ent += _crossing_terms(lay, tt[k], p)
             for vi in vids:
                 v = g.variants[vi]
                 coef = v.time + d * res * v.params
@@ -271,6 +270,14 @@ def build_model(problem: ParallelProblem,
     return m, lay
 
 
+def _crossing_terms(lay: _Layout, times: np.ndarray, p: int) -> list[tuple[int, float]]:
+    """``-(time of tensor e) * (enter[e, p] + leave[e, p])`` for every tensor that costs anything at the
+    slot's kind (``times``: its row of ``tensor_time``): what stage slot ``p`` pays for crossing tensors."""
+    paid = np.flatnonzero(times > 0).tolist()
+    return ([(lay.enter[e, p], -float(times[e])) for e in paid]
+            + [(lay.leave[e, p], -float(times[e])) for e in paid])
+
+
 def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict, latency_max: float) -> None:
     """One sample's latency at most ``latency_max``: per stage slot ``p`` a column ``lat[p]`` at least its
     variants' time plus its crossing tensors (at the slot's kind: big-M on the kind's configurations)
@@ -279,7 +286,7 @@ def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict
     push down to the crossings, so a feasible point's latency bounds its plan's from above: the rows
     cut no plan off and admit none above the target."""
     g = problem.graph
-    P, M = lay.P, g.num_tensors
+    P = lay.P
     tt = g.tensor_time
     lat = m.add_cols(P, lb=0.0, ub=math.inf)
     lay.lat = lat
@@ -296,8 +303,7 @@ def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict
         big = 2.0 * float(tt[k].sum()) + work
         for p in range(P):
             ent = [(int(lat[p]), 1.0)] + [(lay.c[p, oi], -big) for oi in ons]
-            ent += [(lay.enter[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
-            ent += [(lay.leave[e, p], -float(tt[k, e])) for e in range(M) if tt[k, e] > 0]
+            ent += _crossing_terms(lay, tt[k], p)
             for vi, v in enumerate(g.variants):
                 if v.kind != k:
                     continue  # zero in a slot of kind k
@@ -328,9 +334,9 @@ def _memory_rows(g, w, mem: dict, cap: float, on, m_rows: list, m_hi: list) -> N
         m_hi.append(cap + big)
 
 
-def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], value: float, ncols: int):
-    """The column values of ``plan`` (a valid plan with at most ``P`` stages), ``None`` if it does not fit
-    the slots or a configuration."""
+def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], ev, ncols: int):
+    """The column values of ``plan`` (a valid plan with at most ``P`` stages, ``ev`` its evaluation),
+    ``None`` if it does not fit the slots or a configuration."""
     g = problem.graph
     if len(plan) > lay.P:
         return None
@@ -366,9 +372,9 @@ def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], value
             if y > lay.ymax:
                 return None
             x[lay.Y[p, y - 1]] = 1.0
-    x[lay.L] = value * (1 + 1e-9)
+    x[lay.L] = ev.objective * (1 + 1e-9)
     if lay.lat is not None:
-        for p, se in enumerate(evaluate_plan(problem, plan).stages):
+        for p, se in enumerate(ev.stages):
             x[lay.lat[p]] = se.latency
     return x
 
@@ -440,7 +446,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     start = None
     stats: dict = {"stage_slots": lay.P, "configs": len(lay.configs)}
     if ev0 is not None:
-        start = _encode(problem, lay, plan0, ev0.objective, model.num_cols)
+        start = _encode(problem, lay, plan0, ev0, model.num_cols)
         if start is not None and model.check(start):
             stats["warm_start_rejected"] = model.check(start)[0]
             start = None

@@ -8,7 +8,7 @@ import itertools
 from graphs.ideals import enumerate_ideals
 from graphs.parallel import Stage, evaluate_plan
 
-__all__ = ["all_plans"]
+__all__ = ["all_plans", "latency_targets"]
 
 
 def all_plans(p):
@@ -56,3 +56,10 @@ def all_plans(p):
             if ev.valid:
                 out.append(ev)
     return out
+
+
+def latency_targets(plans, below: float = 0.999) -> list[float]:
+    """Latency targets that probe a search against the evaluations ``plans``: ``below`` times the least
+    latency (no plan meets it unless that is 0), the least, the median and the largest."""
+    lats = sorted({e.latency for e in plans})
+    return [lats[0] * below, lats[0], lats[len(lats) // 2], lats[-1]]

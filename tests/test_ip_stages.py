@@ -125,7 +125,7 @@ def test_under_a_latency_target_equals_brute_force():
     independent brute force over every plan (tests/brute_stages.py) on small random instances, at
     targets between the least latency and the throughput optimum's; infeasible exactly when no plan
     meets it."""
-    from tests.brute_stages import all_plans
+    from tests.brute_stages import all_plans, latency_targets
 
     rng = np.random.default_rng(11)
     checked = infeasible = 0
@@ -134,8 +134,7 @@ def test_under_a_latency_target_equals_brute_force():
         plans = all_plans(p)
         if not plans:
             continue
-        lats = sorted({e.latency for e in plans})
-        for target in (lats[0] * 0.99, lats[0], lats[len(lats) // 2], lats[-1]):
+        for target in latency_targets(plans, below=0.99):
             meets = [e.objective for e in plans if e.latency <= target * (1 + 1e-9)]
             r = solve_problem(p, gap=1e-9, latency_max=target)
             if not meets:
