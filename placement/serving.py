@@ -244,8 +244,10 @@ def _auto_sizes(max_batch: int) -> list[int]:
 
 def non_dominated(points: Iterable[ServingPoint], rel: float = 1e-9) -> list[ServingPoint]:
     """The points no other point beats on both samples/s (higher) and latency (lower), by samples/s
-    decreasing; of equal points a proven one, then the first (smaller batch) is kept."""
-    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, not p.proven))
+    decreasing; of equal points a proven one (a proven frontier point first), then the first (smaller
+    batch) is kept."""
+    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, not p.proven,
+                                        not getattr(p, "frontier", False)))
     out: list[ServingPoint] = []
     for p in pts:
         if out and p.latency_ms >= out[-1].latency_ms * (1 - rel):

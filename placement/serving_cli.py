@@ -740,9 +740,9 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
         plan = stage_result(p, model) if stage else result_dict(p.placement)
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
                        "latency_ms": p.latency_ms, "max_load": p.max_load,
-                       # a stage plan proves at most its throughput (the stage optimum), never a
-                       # frontier point; a one-device-per-stage point is proven in that model only
-                       "proven": p.proven and model is None,
+                       # a stage plan: proven when it is a proven point of the stage model's frontier;
+                       # a one-device-per-stage point is proven in that model only
+                       "proven": p.frontier if stage else p.proven and model is None,
                        "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
         if model is not None:
             points[-1]["model"] = "stages" if stage else "one device per stage"
@@ -787,6 +787,8 @@ def _proof(p, stages: bool = False) -> str:
     from .serving_stages import StagePoint
 
     if isinstance(p, StagePoint):
+        if p.frontier:
+            return "frontier point of the stage model, proven"
         return f"throughput proven ({p.how})" if p.proven else f"not proven ({p.how})"
     if stages:
         return "proven among one-device-per-stage plans" if p.proven else "not proven"
@@ -847,16 +849,22 @@ def _replicas_words(args) -> str:
 
 
 def _unproven(p):
-    """The stage point ``p`` with its throughput no longer claimed proven."""
+    """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point: a
+    frontier point of the layer-node plans, where operator nodes could do better)."""
     from .serving_stages import proof_fields
 
+    if p.frontier:
+        p = dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
     return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
 
 
-def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list) -> list:
-    """``frontier --max-replicas D``: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
-    stage optimum's samples/s improve by more than 1%), reported as found (placement.serving_stages) and
-    added to ``out`` as found (a Ctrl-C keeps them)."""
+def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list,
+                           reports: dict | None = None) -> list:
+    """``frontier`` with replicas: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
+    stage optimum's samples/s improve by more than 1%), with the stage model's exact frontier where its
+    integer program is small enough (:func:`placement.serving_stages.frontier_points`), reported as
+    found and added to ``out`` as found (a Ctrl-C keeps them); ``reports`` receives, per batch size,
+    whether the exact frontier is complete and a note."""
     import time
 
     from . import serving_stages
@@ -875,11 +883,18 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             granularity=args.granularity, paths=paths)
         left = None if deadline is None else max(0.05, deadline - time.perf_counter())
         t0 = time.perf_counter()
-        pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left)
-        start = len(out)  # kept as found: a Ctrl-C during the refinement keeps them
-        for p in pts:  # with layer nodes, a throughput proven among layer plans only: not yet proven
-            out.append(p if fine is None else _unproven(p))
+        start = len(out)  # kept as found: a Ctrl-C during the exact frontier or the refinement keeps them
+
+        def point(p, layers=fine is not None) -> None:
+            out.append(_unproven(p) if layers else p)  # with layer nodes: proven among layer plans only
             found(out[-1])
+
+        report: dict = {}
+        pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left,
+                                             max_points=args.max_points, report=report, on_point=point)
+        if reports is not None:
+            reports[b] = report if fine is None else \
+                dict(report, complete=False, note=f"layer-node plans: {report.get('note')}")
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
             from .onnx_stages import refine_budget
@@ -889,14 +904,22 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             if budget >= 0.05:
                 fp, fcls, fset = fine()
                 each = budget / len(fp.replica_degrees())  # frontier_points solves once per degree
+                freport: dict = {}
                 fpts = [dataclasses.replace(p, how=p.how + ", operator nodes") for p in
-                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=each)]
+                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=each,
+                                                       max_points=args.max_points, report=freport)]
+                if reports is not None and freport.get("complete"):
+                    reports[b] = freport  # operator nodes hold every layer plan: the whole frontier
             both = pts + fpts
+            # an exact point at operator granularity is a frontier point of the stage model (every layer
+            # plan is an operator plan); a layer point's proof holds among layer plans only
+            pts = [dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
+                   if p.frontier else p for p in pts]
+            keep = {id(p) for p in fpts if p.frontier}
             if any(p.proven for p in pts) and any(p.proven for p in fpts):
                 top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
-                pts = [p if p.evaluation.objective <= top * (1 + 1e-9) else _unproven(p) for p in both]
-            else:
-                pts = [_unproven(p) for p in both]
+                keep |= {id(p) for p in pts + fpts if p.evaluation.objective <= top * (1 + 1e-9)}
+            pts = [p if id(p) in keep else _unproven(p) for p in pts + fpts]
             out[start:] = pts  # one step: a Ctrl-C sees the old points or the new
             for p in fpts:
                 found(next(q for q in pts if q.evaluation is p.evaluation))
@@ -951,10 +974,12 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
             print(f"with replicas ({_replicas_words(args)}): the stage plans first (the stage "
                   f"optimum is the throughput end), then the one-device-per-stage frontier", flush=True)
     extra: list = []
-    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra)
+    reports: dict = {}
+    ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra,
+                                             reports=reports)
     try:
         if stages:
-            _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra)
+            _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra, reports)
         if not ctrl_c.hit:
             search.run()
     except KeyboardInterrupt:
@@ -964,13 +989,15 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra)
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra, reports=reports)
 
 
-def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=()) -> int:
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(), reports=None) -> int:
     """Write and print what ``search`` found (all of it, or so far when ``interrupted``), with the stage
-    plans ``extra`` (``--max-replicas``): then the frontier is the non-dominated points of both, and not
-    proven (no stage plan's latency is)."""
+    plans ``extra`` (with replicas): then the frontier is the non-dominated points of both, with each
+    point's proof (a stage plan: a proven point of the stage model's frontier, or its throughput, or
+    nothing; a one-device-per-stage plan: proven in that model) and, per batch size, whether the stage
+    model's exact frontier is complete (``reports``)."""
     import sys
 
     from .export import print_json, write_json
@@ -987,6 +1014,9 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     if interrupted:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     data = _frontier_dict(fr, args.out, args.model if stages else None)
+    if stages:
+        data["stage_frontier"] = {str(b): {"complete": bool(r.get("complete")), "note": r.get("note")}
+                                  for b, r in sorted((reports or {}).items())}
     if args.out and fr.points:
         for pt in data["points"]:
             write_json(pt["plan_file"], pt["plan"])
@@ -999,8 +1029,13 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
               + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
         if stages:
-            print("(with replicas: stage plans and one-device-per-stage plans together; the stage optimum's "
-                  "throughput is proven, no point's latency is: not a proven frontier)")
+            print("(with replicas: stage plans and one-device-per-stage plans together. A stage plan's "
+                  "latency runs its stages one after another; a one-device-per-stage plan's overlaps "
+                  "independent branches, so the merged frontier is not one model's, and not proven)")
+            for b, r in sorted((reports or {}).items()):
+                print(f"stage model, batch {b}: " + ("frontier complete, every point proven"
+                                                    if r.get("complete") else "frontier not complete")
+                      + (f" ({r['note']})" if r.get("note") else ""))
         if fr.points:
             print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
             print(_frontier_table(fr, stages))

@@ -49,6 +49,7 @@ from graphs.errors import InputError
 from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
+           "exact_frontier",
            "latency_lower_bound", "work_lower_bound"]
 
 _IMPROVES = 0.01  # as placement.serving: an auto sweep continues while samples/s grow by more than this
@@ -72,6 +73,9 @@ class StagePoint:
     message: str = ""
     graph_cls: object = None
     settings: dict | None = None
+    #: a proven point of the stage model's frontier at its batch size: no plan serves as many samples/s
+    #: with less latency, or more with as little (:func:`exact_frontier`)
+    frontier: bool = False
 
     @property
     def samples_per_s(self) -> float:
@@ -416,16 +420,24 @@ def proof_fields(status: str, proven: bool) -> dict:
 
 
 def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
-                    time_limit: float | None = None) -> list[StagePoint]:
-    """Stage plans for a frontier at one batch size, none of them proven a frontier point: the stage
-    optimum (its throughput proven when the solver is exact: the frontier's throughput end; its latency
-    is not proven the least at that throughput), the optima with ``d`` capped at each smaller allowed
-    degree, and one stage holding the whole model on each kind and tensor-parallel degree (most
-    replicas). The caller keeps the non-dominated ones."""
+                    time_limit: float | None = None, *, exact: bool = True, max_points: int = 50,
+                    report: dict | None = None, on_point: Callable | None = None) -> list[StagePoint]:
+    """Stage plans for a frontier at one batch size: the stage optimum (its throughput proven when the
+    solver is exact: the frontier's throughput end), the optima with ``d`` capped at each smaller
+    allowed degree, and one stage holding the whole model on each kind and tensor-parallel degree (most
+    replicas); then, with ``exact`` and where the stage integer program is small enough
+    (:data:`IP_COLUMNS`), the proven frontier of :func:`exact_frontier` from the stage optimum on,
+    within the time left (no limit: max(10 s, 3x the time the family took)). The caller keeps the
+    non-dominated ones. ``report`` (a dict) receives ``complete`` (the exact frontier reached its
+    low-latency end: every frontier point is among the points) and ``note`` (how far it got);
+    ``on_point`` is called with each point as it is found."""
     from solvers.base import Status
 
     from .stages import solve_args
 
+    t0 = time.perf_counter()
+    report = {} if report is None else report
+    report.setdefault("complete", False)
     a = SimpleNamespace(**vars(args))
     a.time_limit = time_limit
     a.solver = getattr(args, "solver", None)
@@ -445,6 +457,8 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
         out.append(StagePoint(batch_size, problem, r.evaluation, "optimal" if proven else "feasible",
                               r.solver, proven, how, r.time, best if proven else None,
                               r.message or "", graph_cls, settings))
+        if on_point is not None:
+            on_point(out[-1])
     for plan in _one_stage_plans(problem):
         e = evaluate_plan(problem, plan)
         if e.valid:
@@ -452,7 +466,116 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
             out.append(StagePoint(batch_size, problem, e, "optimal" if proven else "feasible",
                                   "data-parallel", proven, "one stage", None, best if proven else None, "",
                                   graph_cls, settings))
-    return out
+            if on_point is not None:
+                on_point(out[-1])
+    top = next((p for p in out if p.how == "stage optimum"), None)
+    if not exact or top is None:
+        report["note"] = "exact frontier not tried" + ("" if exact else " (not asked)")
+        return out
+    from solvers import ip_stages
+
+    from .onnx_stages import refine_budget
+
+    cols = ip_stages.model_columns(problem)
+    if cols > IP_COLUMNS:
+        report["note"] = f"exact frontier skipped: its integer program has {cols:,} columns > {IP_COLUMNS:,}"
+        return out
+    spent = time.perf_counter() - t0
+    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
+    pts, complete, note = exact_frontier(problem, top, batch_size, graph_cls, settings, time_limit=budget,
+                                         starts=[p.evaluation for p in out], on_point=on_point,
+                                         max_points=max_points,
+                                         threads=getattr(args, "threads", None))
+    report["complete"], report["note"] = complete, note
+    return out + pts
+
+
+#: the exact frontier's resolution in latency: the next point has a latency at least this much (relative,
+#: or an absolute second) below the last one's, so that HiGHS's feasibility tolerance (1e-9 on a model
+#: in units of the largest time) never reads the last point as the next
+FRONTIER_STEP_REL = 1e-6
+FRONTIER_STEP_ABS = 1e-12
+
+
+def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, graph_cls=None,
+                   settings=None, *, time_limit: float | None = None, starts=(), threads: int | None = None,
+                   max_points: int = 50, on_point: Callable | None = None
+                   ) -> tuple[list[StagePoint], bool, str]:
+    """The stage model's frontier at one batch size, point by point from its throughput end (``top``:
+    the stage optimum), by the stage integer program (:func:`solvers.ip_stages.solve_problem`, exact):
+    at a time per sample ``T`` (first the optimum's), the least latency ``A`` among plans no slower than
+    ``T``; then the least time per sample ``T`` among plans with a latency below ``A`` (by
+    :data:`FRONTIER_STEP_REL`); until no plan has a lower latency (proven: the frontier is complete) or
+    the time runs out. A point is proven (``frontier=True``) when both of its solves were, and ``T`` was
+    (the optimum's, for the first). ``starts``: evaluations of known plans, warm starts where they
+    meet a solve's limit; ``max_points``: at most this many points. Returns ``(points, complete,
+    note)``."""
+    from solvers import ip_stages
+    from solvers.base import CLOSED_GAP, IP_MIN_SECONDS, Status
+
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    starts = [e for e in starts if e is not None and e.valid]
+    # HiGHS's root processing ignores its limit (IP_MIN_SECONDS was measured on 16k columns): a small
+    # program may start with less time left
+    least = min(IP_MIN_SECONDS, max(0.2, ip_stages.model_columns(problem) / 3000))
+
+    def left() -> float | None:
+        return None if deadline is None else deadline - time.perf_counter()
+
+    def warm(time_cap: float = math.inf, latency_cap: float = math.inf):
+        """The best known plan within both caps for the solve they belong to (a warm start), or ``None``:
+        the least latency under a time cap, the least time under a latency cap."""
+        ok = [e for e in starts if e.objective <= time_cap * (1 + 1e-9) and e.latency <= latency_cap]
+        key = (lambda e: (e.latency, e.objective)) if math.isfinite(time_cap) else \
+            (lambda e: (e.objective, e.latency))
+        return None if not ok else [s.stage for s in min(ok, key=key).stages]
+
+    def stopped(r=None) -> tuple[list[StagePoint], bool, str]:
+        why = "its time limit" if r is None else (r.message or str(r.status))
+        return points, False, f"exact frontier stopped after {len(points)} point(s): {why}"
+
+    def run(**kw):
+        r = ip_stages.solve_problem(problem, time_limit=left(), gap=CLOSED_GAP, threads=threads, **kw)
+        if "interrupted" in (r.message or ""):  # Ctrl-C stopped the program: the command stops
+            raise KeyboardInterrupt
+        if r.evaluation is not None:
+            starts.append(r.evaluation)
+        return r
+
+    cap, cap_proven = top.evaluation.objective, top.proven
+    points: list[StagePoint] = []
+    while True:
+        rest = left()
+        if rest is not None and rest < least:
+            return stopped()
+        q = run(objective="latency", max_load_max=cap, warm_start=warm(time_cap=cap))
+        if q.evaluation is None:
+            return stopped(q)
+        proven = cap_proven and q.status is Status.OPTIMAL
+        e = q.evaluation
+        how = "frontier point" + ("" if proven else " (not proven: a solve stopped at its limit)")
+        pt = StagePoint(batch_size, problem, e, "optimal" if proven else "feasible", "ip", proven, how,
+                        q.time, e.objective if proven else None, q.message or "", graph_cls, settings,
+                        frontier=proven)
+        points.append(pt)
+        if on_point is not None:
+            on_point(pt)
+        if len(points) >= max_points:
+            return points, False, f"exact frontier stopped at {len(points)} point(s) (--max-points)"
+        below = e.latency - max(FRONTIER_STEP_REL * e.latency, FRONTIER_STEP_ABS)
+        if below < 0:
+            return points, True, f"exact frontier complete: {len(points)} point(s), the last at latency 0"
+        rest = left()
+        if rest is not None and rest < least:
+            return stopped()
+        r = run(latency_max=below, warm_start=warm(latency_cap=below))
+        if r.status is Status.INFEASIBLE:
+            return points, True, (f"exact frontier complete: {len(points)} point(s); no plan has a latency "
+                                  f"below the last (proven)")
+        if r.evaluation is None:
+            return stopped(r)
+        cap, cap_proven = r.evaluation.objective, r.status is Status.OPTIMAL
 
 
 def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:

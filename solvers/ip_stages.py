@@ -81,6 +81,8 @@ class _Layout:
     ymax: int
     lower_bound: float  # L's lower bound (see _lower_bound)
     lat: np.ndarray | None = None  # [P] stage latencies, with a latency target
+    #: seconds -> the model's time unit: every time coefficient, ``L`` and ``lat`` are in ``scale * s``
+    scale: float = 1.0
 
 
 def _mem(problem: ParallelProblem, v, y: int) -> float:
@@ -107,11 +109,15 @@ def _lower_bound(problem: ParallelProblem, configs) -> float:
     return max(work / total, alone) * (1 - 1e-9)
 
 
-def build_model(problem: ParallelProblem,
-                latency_max: float | None = None) -> tuple[_milp.MilpModel, _Layout]:
+def build_model(problem: ParallelProblem, latency_max: float | None = None, *,
+                objective: str = "max-load",
+                max_load_max: float | None = None) -> tuple[_milp.MilpModel, _Layout]:
     """The MILP of ``problem`` (see the module doc) and where its variables are; with ``latency_max``
     (seconds per sample, :attr:`graphs.parallel.PlanEvaluation.latency`'s unit) the plan's latency at
-    most that."""
+    most that. ``objective="latency"`` minimises the latency instead of the time per sample, which
+    ``max_load_max`` then caps (seconds per sample; ``None``: no cap)."""
+    if objective not in ("max-load", "latency"):
+        raise ValueError(f"objective must be 'max-load' or 'latency', got {objective!r}")
     g = problem.graph
     n, M, K = g.num_nodes, g.num_tensors, len(problem.kinds)
     N = problem.microbatches
@@ -126,8 +132,12 @@ def build_model(problem: ParallelProblem,
     smax = max(1, min(N, total))
 
     m = _milp.MilpModel()
+    # times in units of the largest one: HiGHS's feasibility tolerances are absolute (1e-9), and a model
+    # in seconds (1e-4 s per sample is common) would read them as 1e-5 relative
+    ref = max([float(v.time) for v in g.variants] + [float(g.tensor_time.max(initial=0.0))])
+    S = 1.0 / ref if ref > 0 and math.isfinite(ref) else 1.0
     lb = _lower_bound(problem, configs)
-    L = int(m.add_cols(1, lb=lb, ub=math.inf, cost=1.0)[0])
+    L = int(m.add_cols(1, lb=lb * S, ub=math.inf, cost=1.0)[0])
     z = m.add_cols(n * P, integer=True).reshape(n, P)
     m.tighten(z[:, P - 1], lb=1.0)
     c = m.add_cols(P * O, integer=True).reshape(P, O)
@@ -141,7 +151,7 @@ def build_model(problem: ParallelProblem,
                 sync.append((vi, int(e), side, int(m.add_cols(P)[0])))
     s = m.add_cols(P, lb=0.0, ub=float(N))
     Y = None if gpipe else m.add_cols(P * smax, integer=True).reshape(P, smax)
-    lay = _Layout(P, configs, L, z, c, w, enter, leave, sync, s, Y, smax, lb)
+    lay = _Layout(P, configs, L, z, c, w, enter, leave, sync, s, Y, smax, lb, scale=S)
 
     def rows(lo, hi, entries):
         """Add rows from a list of per-row [(col, val), ...]."""
@@ -207,9 +217,9 @@ def build_model(problem: ParallelProblem,
     sync_of: dict[int, list[tuple[int, float, int]]] = {}
     for vi, e, side, col in sync:
         v = g.variants[vi]
-        sync_of.setdefault(vi, []).append((col, (v.sync_in if side == 0 else v.sync_out)[e], e))
+        sync_of.setdefault(vi, []).append((col, (v.sync_in if side == 0 else v.sync_out)[e] * S, e))
     # time per sample, per stage and configuration
-    tt = g.tensor_time
+    tt = g.tensor_time * S
     t_rows, t_lo = [], []
     for oi, (k, t, d) in enumerate(configs):
         kind = problem.kinds[k]
@@ -220,14 +230,14 @@ def build_model(problem: ParallelProblem,
         for vi in vids:
             v = g.variants[vi]
             x = v.time + d * res * v.params + sum(v.sync_in.values()) + sum(v.sync_out.values())
-            per_node[v.node] = max(per_node.get(v.node, 0.0), x)
+            per_node[v.node] = max(per_node.get(v.node, 0.0), x * S)
         big += sum(per_node.values())
         for p in range(P):
             ent = [(L, float(d)), (c[p, oi], -big)]
             ent += _crossing_terms(lay, tt[k], p)
             for vi in vids:
                 v = g.variants[vi]
-                coef = v.time + d * res * v.params
+                coef = (v.time + d * res * v.params) * S
                 if coef:
                     ent.append((w[vi, p], -coef))
                 for col, x, _ in sync_of.get(vi, []):
@@ -236,8 +246,14 @@ def build_model(problem: ParallelProblem,
             t_rows.append(ent)
             t_lo.append(-big)
     rows(np.array(t_lo), inf, t_rows)
-    if latency_max is not None:
+    if latency_max is not None or objective == "latency":
         _latency_rows(problem, lay, m, rows, sync_of, latency_max)
+    if objective == "latency":
+        m.set_cost([L], 0.0)
+        m.set_cost(lay.lat, 1.0)
+        if max_load_max is not None:
+            # the warm start's L is its time per sample plus 1e-9 (see _encode): the cap admits it
+            m.tighten([L], ub=float(max_load_max) * (1 + 2e-9) * S)
     # memory by schedule
     if gpipe:
         m_rows, m_hi = [], []
@@ -278,8 +294,10 @@ def _crossing_terms(lay: _Layout, times: np.ndarray, p: int) -> list[tuple[int, 
             + [(lay.leave[e, p], -float(times[e])) for e in paid])
 
 
-def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict, latency_max: float) -> None:
-    """One sample's latency at most ``latency_max``: per stage slot ``p`` a column ``lat[p]`` at least its
+def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict,
+                  latency_max: float | None) -> None:
+    """One sample's latency at most ``latency_max`` (``None``: the columns and their rows only, for the
+    latency objective): per stage slot ``p`` a column ``lat[p]`` at least its
     variants' time plus its crossing tensors (at the slot's kind: big-M on the kind's configurations)
     and sync terms, not divided by ``d`` (:func:`graphs.parallel.evaluate_plan`'s ``latency``), and their
     sum at most the target. ``enter``/``leave`` have lower bounds only, which these rows and the time rows
@@ -287,13 +305,14 @@ def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict
     cut no plan off and admit none above the target."""
     g = problem.graph
     P = lay.P
-    tt = g.tensor_time
+    S = lay.scale
+    tt = g.tensor_time * S
     lat = m.add_cols(P, lb=0.0, ub=math.inf)
     lay.lat = lat
     per_node: dict[int, float] = {}
     for v in g.variants:
         x = v.time + sum(v.sync_in.values()) + sum(v.sync_out.values())
-        per_node[v.node] = max(per_node.get(v.node, 0.0), x)
+        per_node[v.node] = max(per_node.get(v.node, 0.0), x * S)
     work = sum(per_node.values())
     l_rows, l_lo = [], []
     for k in range(len(problem.kinds)):
@@ -308,14 +327,15 @@ def _latency_rows(problem: ParallelProblem, lay: _Layout, m, rows, sync_of: dict
                 if v.kind != k:
                     continue  # zero in a slot of kind k
                 if v.time:
-                    ent.append((lay.w[vi, p], -float(v.time)))
+                    ent.append((lay.w[vi, p], -float(v.time) * S))
                 for col, x, _ in sync_of.get(vi, []):
                     if x:
                         ent.append((col + p, -float(x)))
             l_rows.append(ent)
             l_lo.append(-big)
     rows(np.array(l_lo), math.inf, l_rows)
-    rows(-math.inf, float(latency_max), [[(int(lat[p]), 1.0) for p in range(P)]])
+    if latency_max is not None:
+        rows(-math.inf, float(latency_max) * S, [[(int(lat[p]), 1.0) for p in range(P)]])
 
 
 def _memory_rows(g, w, mem: dict, cap: float, on, m_rows: list, m_hi: list) -> None:
@@ -372,10 +392,10 @@ def _encode(problem: ParallelProblem, lay: _Layout, plan: Sequence[Stage], ev, n
             if y > lay.ymax:
                 return None
             x[lay.Y[p, y - 1]] = 1.0
-    x[lay.L] = ev.objective * (1 + 1e-9)
+    x[lay.L] = ev.objective * (1 + 1e-9) * lay.scale
     if lay.lat is not None:
         for p, se in enumerate(ev.stages):
-            x[lay.lat[p]] = se.latency
+            x[lay.lat[p]] = se.latency * lay.scale
     return x
 
 
@@ -421,18 +441,33 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, gap: float = 1e-6,
                   warm_start: Sequence[Stage] | str | None = None, threads: int | None = None,
-                  raw=None, latency_max: float | None = None) -> Solution:
+                  raw=None, latency_max: float | None = None, objective: str = "max-load",
+                  max_load_max: float | None = None) -> Solution:
     """Solve ``problem`` by the contiguous MILP (see the module doc). ``gap`` is HiGHS's relative gap:
     ``optimal`` means proven within it (plus the solver's tolerance, ``BOUND_TOLERANCE_REL``).
     ``latency_max``: only plans whose latency (:attr:`graphs.parallel.PlanEvaluation.latency`, seconds per
     sample) is at most it; ``optimal`` then means the most samples/s under that target, and
-    ``infeasible`` that no plan meets it."""
+    ``infeasible`` that no plan meets it.
+
+    ``objective="latency"``: the least latency instead, among plans whose time per sample is at most
+    ``max_load_max`` (if given); the solution's ``objective`` and ``bound`` are then latencies (seconds
+    per sample), ``optimal`` means no such plan has a lower latency, and ``infeasible`` that there is no
+    such plan. With both limits, a plan meets each within a relative ``1e-9``."""
     t0 = time.perf_counter()
     if latency_max is not None and not (latency_max >= 0):
         raise InputError(f"latency_max must be a number >= 0, got {latency_max!r}")
+    if objective not in ("max-load", "latency"):
+        raise InputError(f"objective must be 'max-load' or 'latency', got {objective!r}")
+    if max_load_max is not None and (objective != "latency" or not (max_load_max >= 0)):
+        raise InputError("max_load_max (a number >= 0) caps the time per sample of the latency objective")
+    by_latency = objective == "latency"
 
     def meets(ev) -> bool:
-        return latency_max is None or ev.latency <= latency_max * (1 + 1e-9)
+        return ((latency_max is None or ev.latency <= latency_max * (1 + 1e-9))
+                and (max_load_max is None or ev.objective <= max_load_max * (1 + 1e-9)))
+
+    def value(ev) -> float:
+        return ev.latency if by_latency else ev.objective
 
     plan0, note = _warm(problem, warm_start, None if time_limit is None else time_limit * 0.3)
     ev0 = None
@@ -441,8 +476,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if not ev0.valid:
             raise InputError(f"the warm-start plan is not valid: {'; '.join(ev0.problems)}")
         if not meets(ev0):
-            plan0, ev0, note = None, None, f"{note} dropped: it misses the latency target"
-    model, lay = build_model(problem, latency_max)
+            plan0, ev0, note = None, None, f"{note} dropped: it misses the latency target or time cap"
+    model, lay = build_model(problem, latency_max, objective=objective, max_load_max=max_load_max)
     start = None
     stats: dict = {"stage_slots": lay.P, "configs": len(lay.configs)}
     if ev0 is not None:
@@ -450,7 +485,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if start is not None and model.check(start):
             stats["warm_start_rejected"] = model.check(start)[0]
             start = None
-        stats["warm_start"] = ev0.objective if start is not None else None
+        stats["warm_start"] = value(ev0) if start is not None else None
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
     raw = dict(raw or {})
     # the big-M time rows turn HiGHS's feasibility tolerance (1e-6 absolute) into an error on L of that
@@ -463,7 +498,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     stats.update(r.stats)
     elapsed = time.perf_counter() - t0
     if r.status == _milp.INFEASIBLE:
-        what = "memory and counts" + ("" if latency_max is None else " within the latency target")
+        what = "memory and counts" + ("" if latency_max is None else " within the latency target") \
+            + ("" if max_load_max is None else " within the time per sample cap")
         return stage_solution("ip", None, None, math.inf, Status.INFEASIBLE, elapsed,
                               f"no plan fits the devices' {what} (the integer program is infeasible)", stats)
     plan, ev = None, None
@@ -472,25 +508,34 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         ev = evaluate_plan(problem, plan)
         if not ev.valid or not meets(ev):
             stats["mip_plan_rejected"] = ev.problems[0] if ev.problems else \
-                f"latency {ev.latency!r} above the target {latency_max!r}"
+                f"latency {ev.latency!r} or time per sample {ev.objective!r} above its limit"
             plan, ev = None, None
-    if ev0 is not None and (ev is None or ev0.objective < ev.objective):
+    if ev0 is not None and (ev is None or value(ev0) < value(ev)):
         plan, ev = plan0, ev0
     if plan is None:
         # a limit before any plan: stopped, nothing proven (an error, or a plan the evaluator rejected: error)
         failed = r.status == _milp.ERROR or "mip_plan_rejected" in stats
         return stage_solution("ip", None, None, math.inf, Status.ERROR if failed else Status.STOPPED, elapsed,
                                 r.message or "no plan found", stats)
-    cb = check_bound(r.bound, ev.objective, fallback=lay.lower_bound)
+    fallback = _latency_lower_bound(problem) if by_latency else lay.lower_bound
+    cb = check_bound(None if r.bound is None else r.bound / lay.scale, value(ev), fallback=fallback)
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
             and cb.gap <= gap + BOUND_TOLERANCE_REL):
-        return stage_solution("ip", plan, ev, ev.objective, Status.OPTIMAL, elapsed, note, stats)
+        return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, note, stats)
     msg = r.message or "not proven optimal"
     if cb.gap is not None:
         msg += f"; bound {cb.bound:.9g}, gap {cb.gap:.3%}"
-    return stage_solution("ip", plan, ev, ev.objective, Status.FEASIBLE, elapsed,
+    return stage_solution("ip", plan, ev, value(ev), Status.FEASIBLE, elapsed,
                             msg + (f"; {note}" if note else ""), stats)
+
+
+def _latency_lower_bound(problem: ParallelProblem) -> float:
+    """Every plan's latency is at least the sum of each node's fastest variant (no communication)."""
+    fastest: dict[int, float] = {}
+    for v in problem.graph.variants:
+        fastest[v.node] = min(fastest.get(v.node, math.inf), v.time)
+    return float(sum(fastest.values())) * (1 - 1e-9)
 
 
 def model_columns(problem: ParallelProblem) -> int:

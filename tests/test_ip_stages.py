@@ -147,3 +147,52 @@ def test_under_a_latency_target_equals_brute_force():
             assert r.objective == pytest.approx(min(meets), rel=1e-7, abs=1e-12)
             checked += 1
     assert checked >= 40 and infeasible >= 5  # neither side vacuous
+
+
+def test_least_latency_under_a_time_cap_equals_brute_force():
+    """objective="latency": the least latency among plans whose time per sample is at most the cap,
+    equal to an independent brute force over every plan on small random instances (caps from the
+    throughput optimum to the slowest plan, and one below every plan: infeasible); the two limits
+    together too."""
+    from tests.brute_stages import all_plans
+
+    rng = np.random.default_rng(23)
+    checked = infeasible = both = 0
+    for _ in range(60):
+        p = random_problem(rng)
+        plans = all_plans(p)
+        if not plans:
+            continue
+        times = sorted({e.objective for e in plans})
+        for cap in (times[0] * 0.99, times[0], times[len(times) // 2], None):
+            under = [e.latency for e in plans if cap is None or e.objective <= cap * (1 + 1e-9)]
+            r = solve_problem(p, gap=1e-9, objective="latency", max_load_max=cap)
+            if not under:
+                assert r.status is Status.INFEASIBLE and r.plan is None, (r.status, r.message)
+                infeasible += 1
+                continue
+            assert r.status is Status.OPTIMAL, r.message
+            ev = evaluate_plan(p, r.plan)
+            assert ev.valid and (cap is None or ev.objective <= cap * (1 + 1e-9))
+            assert r.objective == ev.latency
+            assert r.objective == pytest.approx(min(under), rel=1e-7, abs=1e-12)
+            assert r.stats["bound"] <= r.objective
+            checked += 1
+        # both limits: the least latency under the median cap, among plans meeting a latency target
+        cap, lat = times[len(times) // 2], sorted(e.latency for e in plans)[len(plans) // 2]
+        under = [e.latency for e in plans if e.objective <= cap * (1 + 1e-9) and e.latency <= lat * (1 + 1e-9)]
+        r = solve_problem(p, gap=1e-9, objective="latency", max_load_max=cap, latency_max=lat)
+        if under:
+            assert r.status is Status.OPTIMAL and r.objective == pytest.approx(min(under), rel=1e-7, abs=1e-12)
+            both += 1
+        else:
+            assert r.status is Status.INFEASIBLE
+    assert checked >= 60 and infeasible >= 20 and both >= 10  # no side vacuous
+
+
+def test_latency_objective_options_are_checked():
+    p = _chain_problem(6, 4, 4)
+    with pytest.raises(InputError, match="objective"):
+        solve_problem(p, objective="throughput")
+    with pytest.raises(InputError, match="max_load_max"):
+        solve_problem(p, max_load_max=1.0)  # a cap on the time per sample belongs to the latency objective

@@ -312,13 +312,15 @@ def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn,
     assert main(["frontier", cnn, "--devices", "a100:2", "--max-replicas", "2", "--microbatches", "2",
                  "--time-limit", "30", "--max-points", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "stage plan, throughput proven (stage optimum" in text and "not a proven frontier" in text
-    # a plan as fast as the proven optimum has its throughput proven too, however it was found
+    assert "stage plan, throughput proven (stage optimum" in text and "not one model's, and not proven" in text
+    assert "stage model, batch 1: frontier complete, every point proven" in text
+    # the throughput end is the stage optimum, a proven point of the stage model's exact frontier (the
+    # merged frontier, one-device-per-stage plans beside, is not proven)
     fr = json.loads(out.read_text())
-    assert fr["proven"] is False and fr["points"]
+    assert fr["proven"] is False and fr["points"] and fr["stage_frontier"]["1"]["complete"] is True
     top = fr["points"][0]
     assert top["samples_per_s"] == pytest.approx(sps, rel=1e-9) and top["model"] == "stages"
-    assert top["proof"].startswith("throughput proven (") and top["proven"] is False
+    assert top["proof"] == "frontier point of the stage model, proven" and top["proven"] is True
     pts = [(p["samples_per_s"], p["latency_ms"]) for p in fr["points"]]
     assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(pts, pts[1:]))  # non-dominated, in order
     for p in fr["points"]:
@@ -351,3 +353,84 @@ def test_auto_sweep_under_a_latency_target_stops_at_the_first_batch_none_meets(c
     assert rows[0]["batch_size"] == 1 and rows[0]["latency_ms"] <= slo
     assert all(r["latency_ms"] is None or r["latency_ms"] <= slo * (1 + 1e-9) for r in rows)
     assert rows[-1]["samples_per_s"] is None and sv["stopped"].startswith(f"batch {rows[-1]['batch_size']}")
+
+
+def _pareto(plans):
+    """The (time per sample, latency) pairs no plan beats on both, by time per sample increasing."""
+    out: list = []
+    for t, lat in sorted({(e.objective, e.latency) for e in plans}):
+        if not out or lat < out[-1][1] * (1 - 1e-12):
+            out.append((t, lat))
+    return out
+
+
+def _tradeoff_problem(rng):
+    """A small chain on one or two kinds of up to 4 devices whose nodes have a tensor-parallel variant
+    (less latency, more device-seconds) beside the plain one, and a recomputation-like variant (less
+    memory, more time): frontiers of several points, unlike most of random_problem's."""
+    from graphs.model import DeviceKind
+    from graphs.parallel import ParallelGraph, ParallelProblem, Variant
+
+    n, K = int(rng.integers(2, 4)), int(rng.integers(1, 3))
+    edges = [(u, u + 1) for u in range(n - 1)]
+    tensors = [(u, [u + 1], (rng.random(K) * 0.3).round(3)) for u in range(n - 1)]
+    variants = []
+    for u in range(n):
+        for k in range(K):
+            base = float(rng.uniform(0.5, 2.0))
+            variants.append(Variant(u, k, 1, "plain", base, params=float(rng.integers(0, 3)), b=1.0))
+            variants.append(Variant(u, k, 1, "recompute", base * 1.3, params=1.0, b=0.6))
+            variants.append(Variant(u, k, 2, "tp", base * float(rng.uniform(0.55, 0.8)), params=1.0, b=0.6))
+    g = ParallelGraph.build(ids=list(range(n)), names=None, num_kinds=K, edges=edges, tensors=tensors,
+                            variants=variants)
+    kinds = tuple(DeviceKind(f"k{k}", int(rng.integers(2, 5)), float(rng.uniform(1.5, 4.0)),
+                             bandwidth=float(rng.uniform(1, 4))) for k in range(K))
+    return ParallelProblem(g, kinds, int(rng.choice([2, 4])), str(rng.choice(["1f1b", "gpipe", "2bw"])))
+
+
+def test_exact_frontier_equals_the_brute_force_frontier():
+    """frontier_points' exact part (serving_stages.exact_frontier, on the stage integer program): on small
+    random problems it is complete, and its proven points are exactly the non-dominated (time per
+    sample, latency) pairs of every plan (tests/brute_stages.py); the first is the throughput end."""
+    rng = np.random.default_rng(100)
+    checked = several = 0
+    for i in range(80):
+        p = random_problem(rng) if i % 2 else _tradeoff_problem(rng)
+        plans = all_plans(p)
+        if not plans:
+            continue
+        report: dict = {}
+        seen: list = []
+        pts = ss.frontier_points(p, ARGS, 1, report=report, on_point=seen.append)
+        assert seen == pts  # every point reported as found, in order
+        want = _pareto(plans)
+        got = sorted((q.evaluation.objective, q.evaluation.latency) for q in pts if q.frontier)
+        assert report["complete"], report
+        assert len(got) == len(want), (got, want)
+        for (t, lat), (wt, wl) in zip(got, want):
+            assert t == pytest.approx(wt, rel=1e-9, abs=1e-12) and lat == pytest.approx(wl, rel=1e-9, abs=1e-12)
+        assert all(q.proven and q.status == "optimal" for q in pts if q.frontier)
+        checked += 1
+        several += len(want) > 1
+    assert checked >= 50 and several >= 8  # not vacuous: frontiers of more than one point
+
+
+def test_exact_frontier_under_a_time_limit_is_labelled_not_complete():
+    """A limit too short for a second point: what was found, not called complete, nothing claimed past
+    it; max_points stops it too."""
+    rng = np.random.default_rng(7)
+    while True:
+        p = random_problem(rng)
+        plans = all_plans(p)
+        if len(_pareto(plans)) >= 3:
+            break
+    report: dict = {}
+    pts = ss.frontier_points(p, ARGS, 1, report=report, max_points=1)
+    assert [q for q in pts if q.frontier] and len([q for q in pts if q.how == "frontier point"]) == 1
+    assert report["complete"] is False and "max-points" in report["note"]
+    top = min(plans, key=lambda e: e.objective).objective
+    report = {}
+    pts = ss.frontier_points(p, ARGS, 1, report=report, time_limit=1e-3)
+    assert report["complete"] is False and "time limit" in report["note"], report
+    assert not [q for q in pts if q.how.startswith("frontier point")]
+    assert min(q.evaluation.objective for q in pts) == pytest.approx(top, rel=1e-9)
