@@ -50,8 +50,9 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,12 +62,95 @@ from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
 
 __all__ = ["SCHEDULES", "StageCosts", "Task", "StageReport", "Simulation", "stage_costs", "simulate",
-           "simulate_stages", "steady_period", "default_schedule", "stash_bytes_of", "read_result",
+           "simulate_costs", "steady_period", "default_schedule", "stash_bytes_of", "read_result",
            "assignment_from_result"]
 
 SCHEDULES = ("stream", "gpipe", "1f1b")
 FORWARD, BACKWARD = "F", "B"
 RECV, COMPUTE, SEND = "recv", "compute", "send"
+
+
+# --------------------------------------------------------------------------- the engine
+class Action(NamedTuple):
+    """One entry of a lane's action list, named the way ``torch.distributed.pipelining`` names a
+    schedule's actions (``F0``, ``B0``...): of stage ``stage``, ``kind`` ``"F"`` (forward), ``"B"``
+    (backward) or ``"R"`` (the stage's parameter all-reduce), ``index`` the micro-batch (for ``"R"``
+    the batch), ``part`` the part of a task split in three (``"recv"``, ``"compute"``, ``"send"``) or
+    ``""`` for a whole task."""
+
+    stage: int
+    kind: str
+    index: int
+    part: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """What :func:`run_actions` returns: every action's start and finish."""
+
+    start: dict[Action, float]
+    finish: dict[Action, float]
+
+    @property
+    def makespan(self) -> float:
+        return max(self.finish.values(), default=0.0)
+
+
+def run_actions(lanes: Mapping[Hashable, Sequence[Action]], duration: Mapping[Action, float],
+                after: Mapping[Action, Sequence[Action]]) -> Timeline:
+    """Run action lists event by event. ``lanes``: per lane (a device, or one engine of a device), the
+    actions it runs, one at a time, in that order; an action on several lanes is a **collective** (an
+    all-reduce): it starts when every one of them has reached it and occupies them all while it runs.
+    ``duration``: every action's; ``after``: per action, the actions (on any lane) whose finish it
+    waits for (the data dependencies). So an action starts at the moment its lanes' previous actions
+    and all its dependencies have finished, and ends ``duration`` later. :class:`InputError` when the
+    lists deadlock (actions wait on each other) or a dependency is on no lane."""
+    index: dict[Action, int] = {}
+    acts: list[Action] = []
+    for seq in lanes.values():
+        for a in seq:
+            if a not in index:
+                index[a] = len(acts)
+                acts.append(a)
+    T = len(acts)
+    waits = [0] * T
+    dependents: list[list[int]] = [[] for _ in range(T)]
+    for seq in lanes.values():
+        for a, b in zip(seq, seq[1:]):
+            dependents[index[a]].append(index[b])
+            waits[index[b]] += 1
+    for b, deps in after.items():
+        j = index[b]
+        for a in deps:
+            i = index.get(a)
+            if i is None:
+                raise InputError(f"action {b} waits for {a}, which no lane runs")
+            dependents[i].append(j)
+            waits[j] += 1
+    dur = [float(duration[a]) for a in acts]
+    start = [0.0] * T
+    finish = [0.0] * T
+    # events: (finish time, action); popped in time order, so an action whose last wait ends while
+    # the clock reads `now` starts at `now`, the latest finish among what it waited for
+    events: list[tuple[float, int]] = []
+    for i in range(T):
+        if not waits[i]:
+            finish[i] = dur[i]
+            events.append((finish[i], i))
+    heapq.heapify(events)
+    done = 0
+    while events:
+        now, i = heapq.heappop(events)
+        done += 1
+        for j in dependents[i]:
+            waits[j] -= 1
+            if not waits[j]:
+                start[j] = now
+                finish[j] = now + dur[j]
+                heapq.heappush(events, (finish[j], j))
+    if done < T:
+        raise InputError(f"the schedule deadlocks: {T - done} action(s) wait on each other")
+    return Timeline(dict(zip(acts, start)), dict(zip(acts, finish)))
 
 
 # --------------------------------------------------------------------------- per-stage costs
@@ -325,12 +409,12 @@ def simulate(graph: OpGraph, cluster: Cluster, assignment, *, schedule: str | No
     """Simulate the placement ``assignment`` of ``graph`` on ``cluster`` (see the module doc).
     ``schedule``: ``stream`` (default for inference), ``gpipe`` or ``1f1b`` (default for training)."""
     stages = stage_costs(graph, cluster, assignment, stash_bytes=stash_bytes)
-    return simulate_stages(stages, schedule=schedule or default_schedule(graph.is_training),
-                           microbatches=microbatches, overlap=overlap)
+    return simulate_costs(stages, schedule=schedule or default_schedule(graph.is_training),
+                          microbatches=microbatches, overlap=overlap)
 
 
-def simulate_stages(stages: Sequence[StageCosts], *, schedule: str = "stream", microbatches: int = 8,
-                    overlap: bool = False) -> Simulation:
+def simulate_costs(stages: Sequence[StageCosts], *, schedule: str = "stream", microbatches: int = 8,
+                   overlap: bool = False) -> Simulation:
     """Simulate given per-stage costs (in stage order; ``deps`` say who feeds whom)."""
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
@@ -388,7 +472,7 @@ def _peak_stashed(tasks: list[Task]) -> int:
     return peak
 
 
-# --------------------------------------------------------------------------- the event loop
+# --------------------------------------------------------------------------- the pipeline's action lists
 def _device_order(schedule: str, S: int, s: int, M: int, training: bool) -> list[tuple[str, int]]:
     """(phase, micro-batch) in the order stage ``s`` of ``S`` runs them."""
     if not training:
@@ -412,72 +496,41 @@ def _engine_of(part: str, overlap: bool) -> str:
 
 
 def _run(stages: tuple[StageCosts, ...], schedule: str, M: int, overlap: bool) -> tuple[list[Task], float]:
-    """List-schedule every task, each engine running its parts in the schedule's order; return the
-    tasks with their times and the makespan."""
+    """The action lists of the schedule (one lane per device, or per engine with overlap), run by
+    :func:`run_actions`; return the tasks with their times (in stage, then schedule order) and the
+    makespan."""
     S = len(stages)
     training = schedule != "stream"
     phases = (FORWARD, BACKWARD) if training else (FORWARD,)
-    key_index: dict[tuple, int] = {}
-    keys: list[tuple] = []
-    dur: list[float] = []
-    engine: list[tuple[int, str]] = []
-    order: dict[tuple[int, str], list[int]] = {}
+    lanes: dict[tuple[int, str], list[Action]] = {}
+    duration: dict[Action, float] = {}
     for st in stages:
         for ph, m in _device_order(schedule, S, st.stage, M, training):
             for part in (RECV, COMPUTE, SEND):
-                res = (st.stage, _engine_of(part, overlap))
-                key_index[(st.stage, ph, m, part)] = len(keys)
-                order.setdefault(res, []).append(len(keys))
-                keys.append((st.stage, ph, m, part))
-                dur.append(_duration(st, ph, part))
-                engine.append(res)
-    deps: list[list[int]] = [[] for _ in keys]
+                act = Action(st.stage, ph, m, part)
+                lanes.setdefault((st.stage, _engine_of(part, overlap)), []).append(act)
+                duration[act] = _duration(st, ph, part)
+    after: dict[Action, list[Action]] = {}
     for st in stages:
         for ph in phases:
             for m in range(M):
-                r, c, snd = (key_index[(st.stage, ph, m, p)] for p in (RECV, COMPUTE, SEND))
-                deps[c].append(r)
-                deps[snd].append(c)
+                r, c, snd = (Action(st.stage, ph, m, p) for p in (RECV, COMPUTE, SEND))
+                after[c] = [r]
+                after[snd] = [c]
+                after[r] = waits = []
                 if ph == BACKWARD:
-                    deps[r].append(key_index[(st.stage, FORWARD, m, COMPUTE)])
+                    waits.append(Action(st.stage, FORWARD, m, COMPUTE))
                 for src_ph, src, my_ph in st.deps:
                     if my_ph == ph and src_ph in phases:
-                        deps[r].append(key_index[(src, src_ph, m, SEND)])
-    T = len(keys)
-    left = [len(x) for x in deps]
-    dependents: list[list[int]] = [[] for _ in range(T)]
-    for t, ds in enumerate(deps):
-        for x in ds:
-            dependents[x].append(t)
-    start = [math.nan] * T
-    finish = [math.nan] * T
-    pos = dict.fromkeys(order, 0)
-    running = dict.fromkeys(order, False)
-    events: list[tuple[float, int]] = []
-    now = 0.0
-    done = 0
-    while done < T:
-        # every idle engine starts its next part if that part's inputs are all there (now)
-        for r, seq in order.items():
-            if running[r] or pos[r] == len(seq) or left[seq[pos[r]]]:
-                continue
-            t = seq[pos[r]]
-            pos[r] += 1
-            start[t], finish[t] = now, now + dur[t]
-            running[r] = True
-            heapq.heappush(events, (finish[t], t))
-        if not events:
-            raise RuntimeError("pipeline simulation deadlocked (the schedule contradicts the data flow)")
-        now = events[0][0]
-        while events and events[0][0] == now:
-            t = heapq.heappop(events)[1]
-            done += 1
-            running[engine[t]] = False
-            for v in dependents[t]:
-                left[v] -= 1
-    tasks = [Task(stg, ph, m, part, _engine_of(part, overlap), start[t], finish[t])
-             for t, (stg, ph, m, part) in enumerate(keys)]
-    return tasks, (max(finish) if finish else 0.0)
+                        waits.append(Action(src, src_ph, m, SEND))
+    try:
+        tl = run_actions(lanes, duration, after)
+    except InputError as e:  # stage costs in a valid stage order cannot deadlock
+        raise RuntimeError(f"pipeline simulation deadlocked (the schedule contradicts the data flow): "
+                           f"{e}") from e
+    tasks = [Task(a.stage, a.kind, a.index, a.part, _engine_of(a.part, overlap), tl.start[a], tl.finish[a])
+             for a in duration]
+    return tasks, tl.makespan
 
 
 def _duration(st: StageCosts, phase: str, part: str) -> float:

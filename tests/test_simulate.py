@@ -13,7 +13,7 @@ from graphs.errors import InputError
 from graphs.evaluate import evaluate
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.training import derive_training
-from placement.simulate import StageCosts, simulate, simulate_stages, stage_costs
+from placement.simulate import StageCosts, simulate, simulate_costs, stage_costs
 from tests.instances import all_small
 
 
@@ -99,8 +99,8 @@ def test_gpipe_phases_add_their_bottlenecks():
     # forward bottleneck on stage 0, backward bottleneck on stage 1
     st = [StageCosts(0, 0, "d0", "g", 3.0, 1.0, 0, 0, 0, 0, deps=(("B", 1, "B"),)),
           StageCosts(1, 1, "d1", "g", 1.0, 3.0, 0, 0, 0, 0, deps=(("F", 0, "F"),))]
-    gp = simulate_stages(st, schedule="gpipe", microbatches=8)
-    ff = simulate_stages(st, schedule="1f1b", microbatches=8)
+    gp = simulate_costs(st, schedule="gpipe", microbatches=8)
+    ff = simulate_costs(st, schedule="1f1b", microbatches=8)
     assert ff.steady_time_per_sample == pytest.approx(4.0) == pytest.approx(ff.max_load)
     assert 4.0 < gp.steady_time_per_sample <= 6.0 + 1e-9
 
