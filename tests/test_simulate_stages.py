@@ -1,4 +1,4 @@
-"""Simulation of replicated plans (placement/simulate_stages.py) against the evaluator
+"""Simulation of replicated plans (placement/simulate.py, simulate_plan) against the evaluator
 (graphs.parallel): on random plans under every schedule, the busiest device's time per sample is the
 evaluator's, every stage's simulated in-flight peak and peak memory are the evaluator's, and the
 simulated period is never below it (equal where the schedule has no bubble); ``placement show`` on a
@@ -15,7 +15,7 @@ from graphs.errors import InputError
 from graphs.model import DeviceKind
 from graphs.parallel import SCHEDULES, ParallelGraph, ParallelProblem, Stage, Variant
 from placement.cli import main
-from placement.simulate_stages import simulate_plan
+from placement.simulate import simulate_plan
 from solvers.dp_stages import solve_problem as exact
 from solvers.pipedream_stages import data_parallel
 from solvers.pipedream_stages import solve_problem as pipedream
