@@ -728,6 +728,8 @@ _FLUSH = ("gpipe", "1f1b")
 
 @dataclass(frozen=True)
 class ReplicaReport:
+    """One replica's share of a simulated stage plan."""
+
     stage: int
     replica: int
     busy_per_sample: float  # busy time in one batch / N
@@ -751,6 +753,8 @@ class ReplicaTask:
 
 @dataclass(frozen=True)
 class StageSimulation:
+    """A stage of a simulated plan: its busiest replica's figures beside the evaluator's (``model_*``)."""
+
     stage: int
     kind: str
     d: int
@@ -767,6 +771,8 @@ class StageSimulation:
 
 @dataclass(frozen=True, eq=False)
 class ReplicatedSimulation:
+    """A simulated stage plan (see the module doc); times in the problem's unit."""
+
     schedule: str
     microbatches: int
     batches: int
@@ -781,6 +787,7 @@ class ReplicatedSimulation:
     tasks: tuple[ReplicaTask, ...] = ()  # every replica's tasks in the order it runs them
 
     def summary(self) -> dict:
+        """Plain numbers for JSON output."""
         return {
             "schedule": self.schedule, "microbatches": self.microbatches, "batches": self.batches,
             "makespan": self.makespan, "time_per_sample": self.time_per_sample,
@@ -836,6 +843,8 @@ def _replica_order(schedule: str, mbs: list[int], y: int, N: int, d: int) -> lis
 
 
 def _one_f_one_b(mbs: list[int], y: int) -> list[tuple[str, int]]:
+    """1F1B over ``mbs``: ``y`` forwards admitted, then one backward and one forward alternately, then
+    the remaining backwards."""
     w = min(y, len(mbs))
     out = [("F", m) for m in mbs[:w]]
     for k, m in enumerate(mbs):
