@@ -151,6 +151,9 @@ class Action(NamedTuple):
     index: int
     part: str = ""
 
+    def __str__(self) -> str:  # "1F0": stage 1's forward of micro-batch 0; "1F0.send": its send
+        return f"{self.stage}{self.kind}{self.index}" + (f".{self.part}" if self.part else "")
+
 
 @dataclass(frozen=True, eq=False)
 class Timeline:

@@ -200,3 +200,19 @@ def test_summary_is_plain_json():
     d = simulate(g, cl, a, microbatches=4).summary()
     json.dumps(d)
     assert d["schedule"] == "1f1b" and len(d["stages"]) == 3
+
+
+def test_the_engine_runs_each_lane_in_order_and_a_collective_when_all_reach_it():
+    from placement.simulate import Action, run_actions
+
+    a1, a2, b1, b2 = Action(0, "F", 0), Action(0, "F", 1), Action(1, "F", 0), Action(1, "F", 1)
+    ar = Action(0, "R", 0)  # on both lanes: starts once b1 (the later) is done
+    dur = {a1: 2.0, a2: 1.0, b1: 3.0, b2: 2.0, ar: 1.0}
+    tl = run_actions({"x": [a1, ar, a2], "y": [b1, ar, b2]}, dur, {b2: [a2]})
+    assert [(tl.start[v], tl.finish[v]) for v in (a1, b1, ar, a2, b2)] == [
+        (0.0, 2.0), (0.0, 3.0), (3.0, 4.0), (4.0, 5.0), (5.0, 7.0)]  # b2 waits for a2, not only ar
+    assert tl.makespan == 7.0
+    with pytest.raises(InputError, match="deadlocks: 2 action"):
+        run_actions({"x": [a1, b1], "y": [b1, a1]}, dur, {})
+    with pytest.raises(InputError, match="0F0 waits for 1F1"):
+        run_actions({"x": [a1]}, dur, {a1: [b2]})
