@@ -1,7 +1,7 @@
 """Baselines on the replicated model, Piper's workloads: time per sample of the pipeline-only optimum
 (``d = 1``), the replicated optimum (``dp-replicated``), PipeDream's planner (``pipedream-replicated``)
 and pure data parallelism; then, per schedule, the replicated optimum's peak memory per device and its
-simulated period (``placement.simulate_stages``) next to the evaluator's numbers.
+simulated period (``placement.simulate.simulate_plan``) next to the evaluator's numbers.
 
     python -m benchmarks.bench_stage_baselines [--skip-gnmt]
 """
@@ -40,7 +40,7 @@ def _setting(name: str, kw: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from graphs.piper import read_piper
-    from placement.simulate_stages import simulate_plan
+    from placement.simulate import simulate_plan
     from solvers.dp_stages import solve_problem as exact
     from solvers.pipedream_stages import data_parallel
     from solvers.pipedream_stages import solve_problem as pipedream

@@ -99,7 +99,7 @@ def gantt_chart(sim: Simulation, path: str | os.PathLike, *, title: str | None =
 
 def stage_gantt_chart(sim, path: str | os.PathLike, *, devices: Sequence[Sequence[str]], scale: float = 1.0,
                       unit: str = "", title: str | None = None, label_microbatches: bool = True) -> str:
-    """Draw a stage plan's simulated schedule (:class:`placement.simulate_stages.ReplicatedSimulation`)
+    """Draw a stage plan's simulated schedule (:class:`placement.simulate.ReplicatedSimulation`)
     into ``path``: one row per replica (``devices[i][r]`` names replica ``r`` of stage ``i``; stage 0 on
     top), forwards in blue, backwards in orange, the stage's parameter all-reduce in grey, hatched; the
     micro-batch number on every bar wide enough to hold it. Times are multiplied by ``scale`` (seconds

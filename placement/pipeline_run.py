@@ -296,7 +296,7 @@ class Prediction:
 def predicted_time_per_sample(result: Mapping, samples: int) -> Prediction:
     """Simulate the result's stages as a streaming chain in stage order (loads as the result gives
     them: compute plus communication) for ``samples`` samples."""
-    from .simulate import StageCosts, simulate_stages
+    from .simulate import StageCosts, simulate_costs
 
     devs = [d for d in result["devices"] if d.get("nodes")]
     if not devs:
@@ -308,6 +308,6 @@ def predicted_time_per_sample(result: Mapping, samples: int) -> Prediction:
                                  float(d.get("compute") or 0.0), 0.0, float(d.get("comm_in") or 0.0), 0.0,
                                  float(d.get("comm_out") or 0.0), 0.0,
                                  deps=((("F", k - 1, "F"),) if k else ())))
-    sim = simulate_stages(stages, schedule="stream", microbatches=samples)
+    sim = simulate_costs(stages, schedule="stream", microbatches=samples)
     return Prediction(sim.steady_time_per_sample, sim.time_per_sample, sim.makespan,
                       tuple(s.load for s in stages))

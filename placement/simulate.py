@@ -1,14 +1,24 @@
-"""Pipeline simulation: what a placement does with a stream of micro-batches, event by event.
+"""Pipeline simulation, event by event: what a placement or a replicated stage plan does with a stream of
+micro-batches.
 
-Each used device is one pipeline stage (stages numbered in the evaluator's stage order). For one
-micro-batch a stage runs a **forward task** (its forward nodes) and, in training, a **backward task**;
-each task is three parts on the device: *receive* (the ``comm_in`` of the task's inputs), *compute*
-and *send* (the ``comm_out`` of its outputs). The parts cost exactly what :mod:`graphs.evaluate`
-charges, split by phase: a sent tensor belongs to the phase of the node that produces it, a received
-one to the phase of the first node on the receiving device that reads it. So a stage's forward plus
-backward task per micro-batch is its **load**, and the dependencies between tasks are the graph's
-edges between devices (a task waits for the *send* of every task it receives from; a stage's backward
-waits for its own forward).
+**The engine** (:func:`run_actions`). As ``torch.distributed.pipelining`` writes a schedule, every lane
+(a device; with overlap one engine of a device) has an ordered list of :class:`Action` s (forward or
+backward of micro-batch ``m``, or a part of one, or a stage's parameter all-reduce), and the actions
+wait for one another across lanes (the data dependencies). A lane runs its actions one at a time in
+its order; an action starts as soon as the lane's previous action and everything it waits for have
+finished, and an action on several lanes (the all-reduce of a stage's replicas) is a collective that
+starts when all of them reach it. The two simulations below only build action lists and read their
+reports from the engine's timeline.
+
+**One device per stage** (:func:`simulate`, :func:`simulate_costs`). Each used device is one pipeline
+stage (stages numbered in the evaluator's stage order). For one micro-batch a stage runs a **forward
+task** (its forward nodes) and, in training, a **backward task**; each task is three parts on the
+device: *receive* (the ``comm_in`` of the task's inputs), *compute* and *send* (the ``comm_out`` of its
+outputs). The parts cost exactly what :mod:`graphs.evaluate` charges, split by phase: a sent tensor
+belongs to the phase of the node that produces it, a received one to the phase of the first node on the
+receiving device that reads it. So a stage's forward plus backward task per micro-batch is its
+**load**, and the dependencies between tasks are the graph's edges between devices (a task waits for
+the *send* of every task it receives from; a stage's backward waits for its own forward).
 
 Schedules (the order in which a device runs its tasks):
 
@@ -22,27 +32,74 @@ Schedules (the order in which a device runs its tasks):
     ``min(S - s - 1, M)`` warm-up forwards, then alternates one forward and one backward, then drains
     the remaining backwards.
 
-Without overlap a device does one thing at a time (receive, compute, send in sequence), which is the
-max-load model: the steady-state time per sample of ``stream`` and ``1f1b`` is the max-load; that of
-``gpipe`` can be more (up to the largest forward plus the largest backward stage time: its two phases
-are separated, so their bottlenecks add when they sit on different stages).
+Without overlap a device does one thing at a time (receive, compute, send in sequence: one lane), which
+is the max-load model: the steady-state time per sample of ``stream`` and ``1f1b`` is the max-load; that
+of ``gpipe`` can be more (up to the largest forward plus the largest backward stage time: its two
+phases are separated, so their bottlenecks add when they sit on different stages).
 
-With ``overlap=True`` each device has three engines working at once, each in the schedule's order:
-one receives, one computes, one sends (a full-duplex link with its own copy engines, as on GPUs).
-That only removes waits, so it is never slower; in ``stream`` a stage's time per sample drops to
-``max(comm_in, compute, comm_out)`` (in ``1f1b`` the in-flight limit can keep a round trip of
+With ``overlap=True`` each device has three engines (three lanes) working at once, each in the
+schedule's order: one receives, one computes, one sends (a full-duplex link with its own copy engines,
+as on GPUs). That only removes waits, so it is never slower; in ``stream`` a stage's time per sample
+drops to ``max(comm_in, compute, comm_out)`` (in ``1f1b`` the in-flight limit can keep a round trip of
 transfers on the critical path).
 
 Reported (:class:`Simulation`): the makespan of ``M`` micro-batches (one batch, flushed at the end),
 time per sample and throughput of that batch, the steady-state time per sample (the period the
 schedule settles into as ``M`` grows: the cycle time of its timed event graph, see
-:func:`steady_period`), the single-sample latency (one micro-batch alone), the bubble fraction (idle share
-of the stages' time), each stage's utilisation (busy time / wall time: the "GPU utilisation") and, in
-training, the peak number of micro-batches whose activations a stage holds at once (forward started,
-backward not finished) and the bytes that takes when stash sizes are known.
+:func:`steady_period`), the single-sample latency (one micro-batch alone), the bubble fraction (idle
+share of the stages' time), each stage's utilisation (busy time / wall time: the "GPU utilisation")
+and, in training, the peak number of micro-batches whose activations a stage holds at once (forward
+compute started, backward compute not finished) and the bytes that takes when stash sizes are known.
+A placement whose devices cannot be ordered as a pipeline (a cycle between devices: not contiguous)
+raises :class:`~graphs.errors.InputError` saying which devices form the cycle.
 
-Nothing here prints. A placement whose devices cannot be ordered as a pipeline (a cycle between
-devices: not contiguous) raises :class:`~graphs.errors.InputError` saying which devices form the cycle.
+**Replicated stage plans** (:func:`simulate_plan`, a plan of :mod:`graphs.parallel`): every replica of
+every stage is a lane running its micro-batches under the plan's schedule, batch after batch.
+
+*Work.* A micro-batch is the model's unit of samples. Replica ``r`` of stage ``i`` (``d_i`` replicas)
+runs the micro-batches ``m`` with ``m mod d_i = r`` (round robin; ``d_i`` divides ``N``). Per
+micro-batch it is busy ``d_i * (compute + comm)`` of the evaluator's per-sample terms (the stage's whole
+compute, crossing tensors and sync terms: a replica does all of it for the micro-batches it takes), one
+action per task, not split into parts: a forward (``forward_fraction`` of it, a third by default; all
+of it for inference) and a backward (the rest). After its last backward of a batch, each replica joins
+the stage's parameter all-reduce: a collective that lasts ``N * resync`` (the evaluator's per-sample
+resync, paid once per batch).
+
+*Dependencies.* A stage's forward of ``m`` waits for the forward of ``m`` of every earlier stage that
+sends it a tensor; its backward of ``m`` waits for its own forward of ``m`` and for the backward of
+``m`` of every later stage it sends a tensor to (the gradient coming back).
+
+*Schedules* (each replica's action order; ``y_i = ceil(s_i / d_i)``, ``s_i`` the sum of ``d`` from
+stage ``i`` on, is PipeDream's number of micro-batches admitted per replica):
+
+* ``gpipe``: per batch, the forwards of all its micro-batches, then their backwards, then the
+  all-reduce; the next batch starts after it (a flush);
+* ``1f1b`` (PipeDream-Flush): per batch, ``y_i`` forwards, then one backward and one forward
+  alternately, then the remaining backwards, then the all-reduce (a flush); at ``d = 1`` this is the
+  one-device-per-stage ``1f1b`` order (``y_i = S - i``);
+* ``pipedream``, ``2bw``: the same one-forward-one-backward order run continuously across batches (no
+  flush: the next batch's forwards proceed on stashed or double-buffered weights), the all-reduce
+  after each batch's last backward;
+* ``stream`` (inference, forwards only): each replica's forwards in order, batch after batch, no
+  backward, no all-reduce, nothing stashed (one micro-batch in flight while it runs).
+
+*Measured* (:class:`ReplicatedSimulation`). The makespan of ``batches`` batches and the time per sample
+over them; the *period* (the spacing of the slowest stage's all-reduces over the later batches, per
+sample: what the schedule sustains, flushes and fill included); each replica's busy time per sample in
+a batch, whose maximum is the *bottleneck*, which is exactly the evaluator's time per sample (the model
+counts no bubble); the bubble (the share of the period the bottleneck device idles). For memory, each
+replica's peak number of micro-batches in flight (forwards started minus backwards finished, counted
+along its action order), with which the evaluator's formula (``A*y + B`` plus the schedule's extra
+weight versions) gives its peak bytes.
+
+Under every schedule the bottleneck and each stage's peak ``y`` (so its peak memory) are the
+evaluator's. The period is never below the bottleneck: it adds the flush's fill and drain under
+``gpipe`` and ``1f1b``, and under ``pipedream`` and ``2bw`` it equals the bottleneck unless the ``y_i``
+micro-batches a replica may hold do not cover their round trip through the later stages (Piper's
+in-flight count assumes they do; with unequal stages and a per-batch all-reduce they sometimes do not,
+and the simulation shows by how much).
+
+Nothing here prints.
 """
 
 from __future__ import annotations
@@ -50,8 +107,9 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,14 +117,111 @@ from graphs.errors import InputError
 from graphs.evaluate import check_assignment
 from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
+from graphs.parallel import SCHEDULES as _PARALLEL_SCHEDULES
+from graphs.parallel import (
+    ParallelProblem,
+    Stage,
+    evaluate_plan,
+    in_flight,
+    stage_memory,
+    weight_versions,
+)
 
-__all__ = ["SCHEDULES", "StageCosts", "Task", "StageReport", "Simulation", "stage_costs", "simulate",
-           "simulate_stages", "steady_period", "default_schedule", "stash_bytes_of", "read_result",
+__all__ = ["SCHEDULES", "Action", "Timeline", "run_actions", "StageCosts", "Task", "StageReport",
+           "Simulation", "stage_costs", "simulate", "simulate_costs", "steady_period", "default_schedule",
+           "stash_bytes_of", "PLAN_SCHEDULES", "ReplicaReport", "ReplicaTask", "StageSimulation",
+           "ReplicatedSimulation", "simulate_plan", "stage_links", "default_batches", "read_result",
            "assignment_from_result"]
 
 SCHEDULES = ("stream", "gpipe", "1f1b")
 FORWARD, BACKWARD = "F", "B"
 RECV, COMPUTE, SEND = "recv", "compute", "send"
+
+
+# --------------------------------------------------------------------------- the engine
+class Action(NamedTuple):
+    """One entry of a lane's action list, named the way ``torch.distributed.pipelining`` names a
+    schedule's actions (``F0``, ``B0``...): of stage ``stage``, ``kind`` ``"F"`` (forward), ``"B"``
+    (backward) or ``"R"`` (the stage's parameter all-reduce), ``index`` the micro-batch (for ``"R"``
+    the batch), ``part`` the part of a task split in three (``"recv"``, ``"compute"``, ``"send"``) or
+    ``""`` for a whole task."""
+
+    stage: int
+    kind: str
+    index: int
+    part: str = ""
+
+    def __str__(self) -> str:  # "1F0": stage 1's forward of micro-batch 0; "1F0.send": its send
+        return f"{self.stage}{self.kind}{self.index}" + (f".{self.part}" if self.part else "")
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """What :func:`run_actions` returns: every action's start and finish."""
+
+    start: dict[Action, float]
+    finish: dict[Action, float]
+
+    @property
+    def makespan(self) -> float:
+        return max(self.finish.values(), default=0.0)
+
+
+def run_actions(lanes: Mapping[Hashable, Sequence[Action]], duration: Mapping[Action, float],
+                after: Mapping[Action, Sequence[Action]]) -> Timeline:
+    """Run action lists event by event. ``lanes``: per lane (a device, or one engine of a device), the
+    actions it runs, one at a time, in that order; an action on several lanes is a **collective** (an
+    all-reduce): it starts when every one of them has reached it and occupies them all while it runs.
+    ``duration``: every action's; ``after``: per action, the actions (on any lane) whose finish it
+    waits for (the data dependencies). So an action starts at the moment its lanes' previous actions
+    and all its dependencies have finished, and ends ``duration`` later. :class:`InputError` when the
+    lists deadlock (actions wait on each other) or a dependency is on no lane."""
+    index: dict[Action, int] = {}
+    acts: list[Action] = []
+    for seq in lanes.values():
+        for a in seq:
+            if a not in index:
+                index[a] = len(acts)
+                acts.append(a)
+    T = len(acts)
+    waits = [0] * T
+    dependents: list[list[int]] = [[] for _ in range(T)]
+    for seq in lanes.values():
+        for a, b in zip(seq, seq[1:]):
+            dependents[index[a]].append(index[b])
+            waits[index[b]] += 1
+    for b, deps in after.items():
+        j = index[b]
+        for a in deps:
+            i = index.get(a)
+            if i is None:
+                raise InputError(f"action {b} waits for {a}, which no lane runs")
+            dependents[i].append(j)
+            waits[j] += 1
+    dur = [float(duration[a]) for a in acts]
+    start = [0.0] * T
+    finish = [0.0] * T
+    # events: (finish time, action); popped in time order, so an action whose last wait ends while
+    # the clock reads `now` starts at `now`, the latest finish among what it waited for
+    events: list[tuple[float, int]] = []
+    for i in range(T):
+        if not waits[i]:
+            finish[i] = dur[i]
+            events.append((finish[i], i))
+    heapq.heapify(events)
+    done = 0
+    while events:
+        now, i = heapq.heappop(events)
+        done += 1
+        for j in dependents[i]:
+            waits[j] -= 1
+            if not waits[j]:
+                start[j] = now
+                finish[j] = now + dur[j]
+                heapq.heappush(events, (finish[j], j))
+    if done < T:
+        raise InputError(f"the schedule deadlocks: {T - done} action(s) wait on each other")
+    return Timeline(dict(zip(acts, start)), dict(zip(acts, finish)))
 
 
 # --------------------------------------------------------------------------- per-stage costs
@@ -325,12 +480,12 @@ def simulate(graph: OpGraph, cluster: Cluster, assignment, *, schedule: str | No
     """Simulate the placement ``assignment`` of ``graph`` on ``cluster`` (see the module doc).
     ``schedule``: ``stream`` (default for inference), ``gpipe`` or ``1f1b`` (default for training)."""
     stages = stage_costs(graph, cluster, assignment, stash_bytes=stash_bytes)
-    return simulate_stages(stages, schedule=schedule or default_schedule(graph.is_training),
-                           microbatches=microbatches, overlap=overlap)
+    return simulate_costs(stages, schedule=schedule or default_schedule(graph.is_training),
+                          microbatches=microbatches, overlap=overlap)
 
 
-def simulate_stages(stages: Sequence[StageCosts], *, schedule: str = "stream", microbatches: int = 8,
-                    overlap: bool = False) -> Simulation:
+def simulate_costs(stages: Sequence[StageCosts], *, schedule: str = "stream", microbatches: int = 8,
+                   overlap: bool = False) -> Simulation:
     """Simulate given per-stage costs (in stage order; ``deps`` say who feeds whom)."""
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
@@ -388,23 +543,15 @@ def _peak_stashed(tasks: list[Task]) -> int:
     return peak
 
 
-# --------------------------------------------------------------------------- the event loop
+# --------------------------------------------------------------------------- the pipeline's action lists
 def _device_order(schedule: str, S: int, s: int, M: int, training: bool) -> list[tuple[str, int]]:
-    """(phase, micro-batch) in the order stage ``s`` of ``S`` runs them."""
+    """(phase, micro-batch) in the order stage ``s`` of ``S`` runs them (1F1B admits ``S - s``
+    micro-batches before its first backward)."""
     if not training:
         return [(FORWARD, m) for m in range(M)]
     if schedule == "gpipe":
         return [(FORWARD, m) for m in range(M)] + [(BACKWARD, m) for m in range(M)]
-    warm = min(S - s - 1, M)
-    seq = [(FORWARD, m) for m in range(warm)]
-    f, b = warm, 0
-    while f < M:
-        seq.append((FORWARD, f))
-        f += 1
-        seq.append((BACKWARD, b))
-        b += 1
-    seq += [(BACKWARD, m) for m in range(b, M)]
-    return seq
+    return _one_f_one_b(list(range(M)), S - s)
 
 
 def _engine_of(part: str, overlap: bool) -> str:
@@ -412,72 +559,41 @@ def _engine_of(part: str, overlap: bool) -> str:
 
 
 def _run(stages: tuple[StageCosts, ...], schedule: str, M: int, overlap: bool) -> tuple[list[Task], float]:
-    """List-schedule every task, each engine running its parts in the schedule's order; return the
-    tasks with their times and the makespan."""
+    """The action lists of the schedule (one lane per device, or per engine with overlap), run by
+    :func:`run_actions`; return the tasks with their times (in stage, then schedule order) and the
+    makespan."""
     S = len(stages)
     training = schedule != "stream"
     phases = (FORWARD, BACKWARD) if training else (FORWARD,)
-    key_index: dict[tuple, int] = {}
-    keys: list[tuple] = []
-    dur: list[float] = []
-    engine: list[tuple[int, str]] = []
-    order: dict[tuple[int, str], list[int]] = {}
+    lanes: dict[tuple[int, str], list[Action]] = {}
+    duration: dict[Action, float] = {}
     for st in stages:
         for ph, m in _device_order(schedule, S, st.stage, M, training):
             for part in (RECV, COMPUTE, SEND):
-                res = (st.stage, _engine_of(part, overlap))
-                key_index[(st.stage, ph, m, part)] = len(keys)
-                order.setdefault(res, []).append(len(keys))
-                keys.append((st.stage, ph, m, part))
-                dur.append(_duration(st, ph, part))
-                engine.append(res)
-    deps: list[list[int]] = [[] for _ in keys]
+                act = Action(st.stage, ph, m, part)
+                lanes.setdefault((st.stage, _engine_of(part, overlap)), []).append(act)
+                duration[act] = _duration(st, ph, part)
+    after: dict[Action, list[Action]] = {}
     for st in stages:
         for ph in phases:
             for m in range(M):
-                r, c, snd = (key_index[(st.stage, ph, m, p)] for p in (RECV, COMPUTE, SEND))
-                deps[c].append(r)
-                deps[snd].append(c)
+                r, c, snd = (Action(st.stage, ph, m, p) for p in (RECV, COMPUTE, SEND))
+                after[c] = [r]
+                after[snd] = [c]
+                after[r] = waits = []
                 if ph == BACKWARD:
-                    deps[r].append(key_index[(st.stage, FORWARD, m, COMPUTE)])
+                    waits.append(Action(st.stage, FORWARD, m, COMPUTE))
                 for src_ph, src, my_ph in st.deps:
                     if my_ph == ph and src_ph in phases:
-                        deps[r].append(key_index[(src, src_ph, m, SEND)])
-    T = len(keys)
-    left = [len(x) for x in deps]
-    dependents: list[list[int]] = [[] for _ in range(T)]
-    for t, ds in enumerate(deps):
-        for x in ds:
-            dependents[x].append(t)
-    start = [math.nan] * T
-    finish = [math.nan] * T
-    pos = dict.fromkeys(order, 0)
-    running = dict.fromkeys(order, False)
-    events: list[tuple[float, int]] = []
-    now = 0.0
-    done = 0
-    while done < T:
-        # every idle engine starts its next part if that part's inputs are all there (now)
-        for r, seq in order.items():
-            if running[r] or pos[r] == len(seq) or left[seq[pos[r]]]:
-                continue
-            t = seq[pos[r]]
-            pos[r] += 1
-            start[t], finish[t] = now, now + dur[t]
-            running[r] = True
-            heapq.heappush(events, (finish[t], t))
-        if not events:
-            raise RuntimeError("pipeline simulation deadlocked (the schedule contradicts the data flow)")
-        now = events[0][0]
-        while events and events[0][0] == now:
-            t = heapq.heappop(events)[1]
-            done += 1
-            running[engine[t]] = False
-            for v in dependents[t]:
-                left[v] -= 1
-    tasks = [Task(stg, ph, m, part, _engine_of(part, overlap), start[t], finish[t])
-             for t, (stg, ph, m, part) in enumerate(keys)]
-    return tasks, (max(finish) if finish else 0.0)
+                        waits.append(Action(src, src_ph, m, SEND))
+    try:
+        tl = run_actions(lanes, duration, after)
+    except InputError as e:  # stage costs in a valid stage order cannot deadlock
+        raise RuntimeError(f"pipeline simulation deadlocked (the schedule contradicts the data flow): "
+                           f"{e}") from e
+    tasks = [Task(a.stage, a.kind, a.index, a.part, _engine_of(a.part, overlap), tl.start[a], tl.finish[a])
+             for a in duration]
+    return tasks, tl.makespan
 
 
 def _duration(st: StageCosts, phase: str, part: str) -> float:
@@ -603,6 +719,264 @@ def _cycle_time(stages: tuple[StageCosts, ...], phases: tuple[str, ...], overlap
         else:
             hi = mid
     return hi
+
+
+# --------------------------------------------------------------------------- replicated stage plans
+#: a stage plan's schedules: the training schedules of :mod:`graphs.parallel` and inference's ``stream``
+#: (every replica runs its forwards one after the other, batch after batch, nothing to flush or
+#: all-reduce)
+PLAN_SCHEDULES = _PARALLEL_SCHEDULES + ("stream",)
+_FLUSH = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class ReplicaReport:
+    """One replica's share of a simulated stage plan."""
+
+    stage: int
+    replica: int
+    busy_per_sample: float  # busy time in one batch / N
+    peak_in_flight: int
+    peak_memory: float  # bytes, the evaluator's formula at the simulated peak in flight
+
+
+@dataclass(frozen=True)
+class ReplicaTask:
+    """One task of a replica's action list as simulated: ``kind`` ``"F"`` (forward), ``"B"``
+    (backward) or ``"R"`` (the stage's parameter all-reduce of batch ``index``); ``index`` is the
+    micro-batch (numbered across batches) for ``F`` and ``B``."""
+
+    stage: int
+    replica: int
+    kind: str
+    index: int
+    start: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class StageSimulation:
+    """A stage of a simulated plan: its busiest replica's figures beside the evaluator's (``model_*``)."""
+
+    stage: int
+    kind: str
+    d: int
+    t: int
+    busy_per_sample: float  # its busiest replica's
+    peak_in_flight: int
+    weight_versions: int  # the schedule's versions at the simulated peak in flight
+    peak_memory: float
+    model_time_per_sample: float  # the evaluator's
+    model_in_flight: int
+    model_memory: float
+    capacity: float  # bytes per device of its kind (inf: unlimited)
+
+
+@dataclass(frozen=True, eq=False)
+class ReplicatedSimulation:
+    """A simulated stage plan (see the module doc); times in the problem's unit."""
+
+    schedule: str
+    microbatches: int
+    batches: int
+    makespan: float
+    time_per_sample: float  # makespan / (batches * N)
+    period_per_sample: float  # batch-to-batch time of the last batches / N
+    bottleneck_per_sample: float  # the busiest replica's busy time per sample
+    bubble_fraction: float  # 1 - bottleneck / period
+    model_time_per_sample: float  # the evaluator's objective
+    stages: tuple[StageSimulation, ...]
+    replicas: tuple[ReplicaReport, ...]
+    tasks: tuple[ReplicaTask, ...] = ()  # every replica's tasks in the order it runs them
+
+    def summary(self) -> dict:
+        """Plain numbers for JSON output."""
+        return {
+            "schedule": self.schedule, "microbatches": self.microbatches, "batches": self.batches,
+            "makespan": self.makespan, "time_per_sample": self.time_per_sample,
+            "period_per_sample": self.period_per_sample, "bottleneck_per_sample": self.bottleneck_per_sample,
+            "bubble_fraction": self.bubble_fraction, "model_time_per_sample": self.model_time_per_sample,
+            "stages": [{"stage": s.stage, "kind": s.kind, "d": s.d, "t": s.t,
+                        "busy_per_sample": s.busy_per_sample,
+                        "model_time_per_sample": s.model_time_per_sample,
+                        "peak_in_flight": s.peak_in_flight, "model_in_flight": s.model_in_flight,
+                        "weight_versions": s.weight_versions,
+                        "peak_memory": s.peak_memory, "model_memory": s.model_memory,
+                        "capacity": None if math.isinf(s.capacity) else s.capacity} for s in self.stages],
+        }
+
+
+def stage_links(problem: ParallelProblem, plan: Sequence[Stage]) -> list[tuple[int, int]]:
+    """``(i, j)`` pairs, ``i < j``: stages ``i`` and ``j`` exchange a tensor. Either way round: in a
+    training graph from an ONNX model a later stage's backward operators send gradients to an earlier
+    stage's, and that is the same forward-then-gradient link as the forward tensor the other way."""
+    g = problem.graph
+    stage_of = np.full(g.num_nodes, -1, np.int64)
+    for i, st in enumerate(plan):
+        stage_of[list(st.nodes)] = i
+    links = set()
+    for e in range(g.num_tensors):
+        a = int(stage_of[g.tensor_src[e]])
+        for v in g.consumers(e).tolist():
+            b = int(stage_of[v])
+            if a != b:
+                links.add((min(a, b), max(a, b)))
+    return sorted(links)
+
+
+def _replica_order(schedule: str, mbs: list[int], y: int, N: int, d: int) -> list[tuple[str, int]]:
+    """One replica's task order over its micro-batches ``mbs`` (all batches): ``("F", m)``,
+    ``("B", m)`` and ``("R", batch)`` for the all-reduce after a batch."""
+    out: list[tuple[str, int]] = []
+    per = N // d
+    if schedule in _FLUSH:
+        for b in range(0, len(mbs), per):
+            chunk = mbs[b:b + per]
+            if schedule == "gpipe":
+                out += [("F", m) for m in chunk] + [("B", m) for m in chunk]
+            else:
+                out += _one_f_one_b(chunk, y)
+            out.append(("R", chunk[0] // N))
+        return out
+    for kind, m in _one_f_one_b(mbs, y):
+        out.append((kind, m))
+        if kind == "B" and (m // d) % per == per - 1:  # the replica's last micro-batch of its batch
+            out.append(("R", m // N))
+    return out
+
+
+def _one_f_one_b(mbs: list[int], y: int) -> list[tuple[str, int]]:
+    """1F1B over ``mbs``: ``y`` forwards admitted, then one backward and one forward alternately, then
+    the remaining backwards."""
+    w = min(y, len(mbs))
+    out = [("F", m) for m in mbs[:w]]
+    for k, m in enumerate(mbs):
+        out.append(("B", m))
+        if w + k < len(mbs):
+            out.append(("F", mbs[w + k]))
+    return out
+
+
+def default_batches(problem: ParallelProblem, plan: Sequence[Stage], schedule: str) -> int:
+    """Batches to simulate: three under a flush (every batch after the first is alike), otherwise
+    enough for the micro-batches admitted ahead (``sum of s_i``) to settle, twice over."""
+    if schedule in _FLUSH:
+        return 3
+    if schedule == "stream":
+        return 6
+    s = np.cumsum([st.d for st in plan][::-1]).sum()
+    return int(min(64, 4 + math.ceil(2 * s / problem.microbatches)))
+
+
+def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: str | None = None,
+                  batches: int | None = None, forward_fraction: float = 1 / 3) -> ReplicatedSimulation:
+    """Simulate ``plan`` (stages in pipeline order) for ``batches`` batches (default
+    :func:`default_batches`) of the problem's ``N`` micro-batches under ``schedule`` (default: the
+    problem's; the model's memory and time are the evaluator's under that schedule). :class:`InputError`
+    when the plan is invalid."""
+    schedule = schedule or problem.schedule
+    if schedule not in PLAN_SCHEDULES:
+        raise InputError(f"unknown schedule {schedule!r}; choose one of: {', '.join(PLAN_SCHEDULES)}")
+    if batches is None:
+        batches = default_batches(problem, plan, schedule)
+    if batches < 2:
+        raise InputError(f"simulate at least 2 batches, got {batches}")
+    if not 0 < forward_fraction <= 1:  # 1: inference, the forwards only
+        raise InputError(f"the forward fraction must lie in (0, 1], got {forward_fraction}")
+    stream = schedule == "stream"
+    if stream:
+        if forward_fraction != 1:
+            raise InputError("the stream schedule is an inference plan's: forwards only")
+        schedule = problem.schedule  # memory: nothing stashed, so the schedule's formula is the weights
+    problem = problem.with_options(schedule=schedule)
+    # a plan over memory under this schedule is still simulated (its stages say so); anything else
+    # wrong with it is an error
+    loose = problem.with_options(kinds=tuple(replace(k, memory=None) for k in problem.kinds))
+    bad = evaluate_plan(loose, plan).problems
+    if bad:
+        raise InputError("the plan is not valid: " + "; ".join(bad))
+    ev = evaluate_plan(problem, plan)
+    N = problem.microbatches
+    S = len(plan)
+    links = stage_links(problem, plan)
+    preds = [[a for a, b in links if b == i] for i in range(S)]
+    succs = [[b for a, b in links if a == i] for i in range(S)]
+    suffix = np.cumsum([st.d for st in plan][::-1])[::-1]
+    total = batches * N
+
+    # per replica its action list; a stage's all-reduce of a batch is one action on all its replicas
+    lanes: dict[tuple[int, int], list[Action]] = {}
+    duration: dict[Action, float] = {}
+    for i, (st, se) in enumerate(zip(plan, ev.stages)):
+        work = (se.compute + se.comm) * st.d
+        fw, bw = work * forward_fraction, work * (1 - forward_fraction)
+        y = in_flight(schedule, st.d, int(suffix[i]), N)
+        for r in range(st.d):
+            mbs = list(range(r, total, st.d))
+            seq = lanes[(i, r)] = [Action(i, kind, x)
+                                   for kind, x in ([("F", m) for m in mbs] if stream
+                                                   else _replica_order(schedule, mbs, y, N, st.d))]
+            for act in seq:
+                duration[act] = fw if act.kind == "F" else bw if act.kind == "B" else se.resync * N
+    after: dict[Action, list[Action]] = {}
+    for act in duration:
+        i, kind, x = act.stage, act.kind, act.index
+        if kind == "F":
+            after[act] = [Action(j, "F", x) for j in preds[i]]
+        elif kind == "B":
+            after[act] = [Action(i, "F", x)] + [Action(j, "B", x) for j in succs[i]]
+    tl = run_actions(lanes, duration, after)
+    finish = tl.finish
+
+    # per replica: busy time per batch and the peak in flight
+    replicas = []
+    for (i, r), seq in lanes.items():
+        st = plan[i]
+        busy = sum(duration[act] for act in seq) / batches / N
+        # in flight after each task, in the order the replica runs them: forwards started minus
+        # backwards finished (zero-length tasks counted too)
+        cur = peak = 0
+        for act in seq:
+            cur += 1 if act.kind == "F" else -1 if act.kind == "B" else 0
+            peak = max(peak, cur)
+        if stream:  # a forward holds its micro-batch only while it runs: nothing waits for a backward
+            peak = min(peak, 1)
+        a, b, w = _sums(problem, st)
+        replicas.append(ReplicaReport(i, r, busy, peak, stage_memory(schedule, peak, a, b, w)[2]))
+    stages = []
+    for i, (st, se) in enumerate(zip(plan, ev.stages)):
+        mine = [x for x in replicas if x.stage == i]
+        stages.append(StageSimulation(i, problem.kinds[st.kind].name, st.d, st.t,
+                                      max(x.busy_per_sample for x in mine),
+                                      max(x.peak_in_flight for x in mine),
+                                      weight_versions(schedule, max(x.peak_in_flight for x in mine)),
+                                      max(x.peak_memory for x in mine),
+                                      se.time_per_sample, se.in_flight, se.memory, se.capacity))
+    # the period: between its all-reduces of two batches each replica runs exactly the tasks of as many
+    # batches (a batch's worth of forwards and backwards, shifted by its warm-up), so the spacing of a
+    # stage's all-reduces is never below its busy time; the slowest stage's spacing is the period
+    if (schedule in _FLUSH and not stream) or batches < 4:  # every batch after the first is alike
+        lo, hi = 0, batches - 1
+    else:  # the later half, before the last batch (which drains without followers)
+        lo, hi = (batches - 2) // 2, batches - 2
+
+    def batch_end(i, b):  # a stage's all-reduce of batch b; streaming, its forward of the batch's last
+        return finish[Action(i, "F", b * N + N - 1) if stream else Action(i, "R", b)]
+
+    period = max((batch_end(i, hi) - batch_end(i, lo)) / (hi - lo) / N for i in range(S))
+    makespan = tl.makespan
+    bottleneck = max(s.busy_per_sample for s in stages)
+    bubble = max(0.0, 1.0 - bottleneck / period) if period > 0 else 0.0
+    tasks = tuple(ReplicaTask(i, r, act.kind, act.index, tl.start[act], duration[act])
+                  for (i, r), seq in lanes.items() for act in seq)
+    return ReplicatedSimulation("stream" if stream else schedule, N, batches, makespan, makespan / total,
+                                period, bottleneck, bubble, ev.objective, tuple(stages), tuple(replicas),
+                                tasks)
+
+
+def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:
+    vs = [problem.graph.variants[v] for v in st.variants]
+    return sum(v.a for v in vs), sum(v.b for v in vs), sum(v.w for v in vs)
 
 
 # --------------------------------------------------------------------------- result files

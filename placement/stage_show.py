@@ -1,7 +1,7 @@
 """``placement show`` of a replicated plan (a result JSON with ``stages``, written by ``placement place``
 on a Piper-format workload or an ONNX model): simulate it under its schedule and micro-batches
-(:mod:`placement.simulate_stages`) and print, per stage, the simulated busy time per sample and peak
-memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model), and draw the
+(:func:`placement.simulate.simulate_plan`) and print, per stage, the simulated busy time per sample and
+peak memory next to the evaluator's (seconds for a Piper file, milliseconds for an ONNX model), and draw the
 simulated schedule, one row per replica (:func:`placement.draw.stage_gantt_chart`).
 
     placement show result.json [--workload piper.json|model.onnx] [--schedule 1f1b|gpipe|pipedream|2bw]
@@ -21,7 +21,7 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem
 
-from .simulate_stages import ReplicatedSimulation, simulate_plan
+from .simulate import ReplicatedSimulation, simulate_plan
 
 __all__ = ["is_replicated_result", "problem_for_result", "show", "format_simulation"]
 

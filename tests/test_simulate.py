@@ -13,7 +13,7 @@ from graphs.errors import InputError
 from graphs.evaluate import evaluate
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.training import derive_training
-from placement.simulate import StageCosts, simulate, simulate_stages, stage_costs
+from placement.simulate import StageCosts, simulate, simulate_costs, stage_costs
 from tests.instances import all_small
 
 
@@ -99,8 +99,8 @@ def test_gpipe_phases_add_their_bottlenecks():
     # forward bottleneck on stage 0, backward bottleneck on stage 1
     st = [StageCosts(0, 0, "d0", "g", 3.0, 1.0, 0, 0, 0, 0, deps=(("B", 1, "B"),)),
           StageCosts(1, 1, "d1", "g", 1.0, 3.0, 0, 0, 0, 0, deps=(("F", 0, "F"),))]
-    gp = simulate_stages(st, schedule="gpipe", microbatches=8)
-    ff = simulate_stages(st, schedule="1f1b", microbatches=8)
+    gp = simulate_costs(st, schedule="gpipe", microbatches=8)
+    ff = simulate_costs(st, schedule="1f1b", microbatches=8)
     assert ff.steady_time_per_sample == pytest.approx(4.0) == pytest.approx(ff.max_load)
     assert 4.0 < gp.steady_time_per_sample <= 6.0 + 1e-9
 
@@ -200,3 +200,19 @@ def test_summary_is_plain_json():
     d = simulate(g, cl, a, microbatches=4).summary()
     json.dumps(d)
     assert d["schedule"] == "1f1b" and len(d["stages"]) == 3
+
+
+def test_the_engine_runs_each_lane_in_order_and_a_collective_when_all_reach_it():
+    from placement.simulate import Action, run_actions
+
+    a1, a2, b1, b2 = Action(0, "F", 0), Action(0, "F", 1), Action(1, "F", 0), Action(1, "F", 1)
+    ar = Action(0, "R", 0)  # on both lanes: starts once b1 (the later) is done
+    dur = {a1: 2.0, a2: 1.0, b1: 3.0, b2: 2.0, ar: 1.0}
+    tl = run_actions({"x": [a1, ar, a2], "y": [b1, ar, b2]}, dur, {b2: [a2]})
+    assert [(tl.start[v], tl.finish[v]) for v in (a1, b1, ar, a2, b2)] == [
+        (0.0, 2.0), (0.0, 3.0), (3.0, 4.0), (4.0, 5.0), (5.0, 7.0)]  # b2 waits for a2, not only ar
+    assert tl.makespan == 7.0
+    with pytest.raises(InputError, match="deadlocks: 2 action"):
+        run_actions({"x": [a1, b1], "y": [b1, a1]}, dur, {})
+    with pytest.raises(InputError, match="0F0 waits for 1F1"):
+        run_actions({"x": [a1]}, dur, {a1: [b2]})

@@ -1,24 +1,29 @@
-"""Simulation of replicated plans (placement/simulate_stages.py) against the evaluator
+"""Simulation of replicated plans (placement/simulate.py, simulate_plan) against the evaluator
 (graphs.parallel): on random plans under every schedule, the busiest device's time per sample is the
 evaluator's, every stage's simulated in-flight peak and peak memory are the evaluator's, and the
 simulated period is never below it (equal where the schedule has no bubble); ``placement show`` on a
-replicated result."""
+replicated result; a one-device-per-stage placement simulated as a stage plan at d = t = 1 agrees with
+the pipeline path (``simulate``) on what both define alike."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 from graphs.errors import InputError
-from graphs.model import DeviceKind
-from graphs.parallel import SCHEDULES, ParallelGraph, ParallelProblem, Stage, Variant
+from graphs.evaluate import evaluate
+from graphs.model import Cluster, DeviceKind, Node, OpGraph
+from graphs.parallel import SCHEDULES, ParallelGraph, ParallelProblem, Stage, Variant, from_opgraph
+from graphs.training import derive_training
 from placement.cli import main
-from placement.simulate_stages import simulate_plan
+from placement.simulate import simulate, simulate_plan
 from solvers.dp_stages import solve_problem as exact
 from solvers.pipedream_stages import data_parallel
 from solvers.pipedream_stages import solve_problem as pipedream
+from tests.instances import all_small
 from tests.test_dp_stages import random_problem
 from tests.test_piper import _tiny
 
@@ -213,3 +218,110 @@ def test_show_simulates_a_replicated_onnx_plan(gpt_path, tmp_path, capsys):
     assert main(["show", str(out), "--no-draw"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'granularity'" in err[0]
+
+
+# ---------------------------------------------------------------- one device per stage, both ways
+def _as_stage_plan(graph, cluster, assignment, microbatches):
+    """A one-device-per-stage placement as a stage plan at d = t = 1 (:func:`from_opgraph`), its
+    stages in the evaluator's stage order (the pipeline path's stage numbers)."""
+    problem, item = from_opgraph(graph, cluster, microbatches=microbatches)
+    option = {(v.node, v.kind): i for i, v in enumerate(problem.graph.variants)}
+    kind = cluster.device_kind()
+    plan = []
+    for dev in evaluate(graph, cluster, assignment).stage_order:
+        items = sorted(set(item[assignment == dev].tolist()))
+        k = int(kind[dev])
+        plan.append(Stage(tuple(items), k, 1, 1, tuple(option[c, k] for c in items)))
+    return problem, plan
+
+
+def _random_training_chain(rng, devices):
+    """A random forward DAG along a chain (its compute random, no communication: so every stage's
+    forward is exactly a third of its load, the stage path's ``forward_fraction``), its training graph,
+    and a contiguous cut of its items into ``devices`` stages or fewer."""
+    n = int(rng.integers(2, 7))
+    nodes = [Node(f"n{i}", {"gpu": float(rng.uniform(0.5, 3.0))}, comm=0.0) for i in range(n)]
+    edges = [(f"n{i}", f"n{i + 1}") for i in range(n - 1)]
+    edges += [(f"n{u}", f"n{v}") for v in range(n) for u in range(v - 1) if rng.random() < 0.3]
+    g = derive_training(OpGraph.from_nodes(nodes, edges), activation_bytes=np.ones(n))
+    cl = Cluster((DeviceKind("gpu", devices),))
+    _, item = from_opgraph(g, cl)
+    C = int(item.max()) + 1
+    cuts = np.sort(rng.choice(np.arange(1, C), size=min(devices, C) - 1, replace=False))
+    return g, cl, np.searchsorted(cuts, np.arange(C), side="right")[item]
+
+
+def test_stage_path_at_d_1_streams_a_hand_case_like_the_pipeline_path():
+    # a (1) -> b (2) -> c (1), no communication: 6 samples leave after 1 + 6 x 2 + 1 (b paces them)
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}), Node("b", {"gpu": 2.0}), Node("c", {"gpu": 1.0})],
+                           [("a", "b"), ("b", "c")])
+    cl = Cluster((DeviceKind("gpu", 3),))
+    a = np.array([0, 1, 2])
+    problem, plan = _as_stage_plan(g, cl, a, 3)
+    staged = simulate_plan(problem, plan, schedule="stream", forward_fraction=1.0, batches=2)
+    piped = simulate(g, cl, a, schedule="stream", microbatches=6)
+    assert staged.makespan == pytest.approx(14.0) and piped.makespan == pytest.approx(14.0)
+    assert staged.bottleneck_per_sample == pytest.approx(2.0) == piped.steady_time_per_sample
+    assert staged.period_per_sample == pytest.approx(2.0)
+
+
+def test_stage_path_at_d_1_streams_like_the_pipeline_path_on_random_placements():
+    """Inference, ``stream``, no overlap: the pipeline path's receive, compute and send of a task run
+    back to back on its device, and the stage path's forward is that task whole (its load), waiting
+    for the same stages' forwards; so every micro-batch leaves every stage at the same time both ways,
+    and the bottleneck (busiest device per sample) is the evaluator's max-load both ways."""
+    rng = np.random.default_rng(5)
+    checked = 0
+    for inst in all_small(5, 60, training=False):
+        g, cl = inst.graph, inst.cluster
+        _, item = from_opgraph(g, cl)
+        for _ in range(6):  # a contiguous placement of whole items on two devices or more
+            a = rng.integers(0, cl.num_devices, int(item.max()) + 1)[item]
+            ev = evaluate(g, cl, a)
+            if ev.contiguous and math.isfinite(ev.max_load) and len(set(a.tolist())) > 1:
+                break
+        else:
+            continue
+        N, batches = 4, 3
+        problem, plan = _as_stage_plan(g, cl, a, N)
+        staged = simulate_plan(problem, plan, schedule="stream", forward_fraction=1.0, batches=batches)
+        piped = simulate(g, cl, a, schedule="stream", microbatches=N * batches)
+        assert staged.bottleneck_per_sample == pytest.approx(ev.max_load, rel=1e-9)
+        assert piped.steady_time_per_sample == pytest.approx(ev.max_load, rel=1e-9)
+        leaves = {(t.stage, t.microbatch): t.finish for t in piped.tasks if t.part == "send"}
+        assert len(leaves) == len(staged.tasks)
+        for t in staged.tasks:
+            assert t.start + t.duration == pytest.approx(leaves[t.stage, t.index], rel=1e-9, abs=1e-12)
+        assert staged.makespan == pytest.approx(piped.makespan, rel=1e-9)
+        checked += 1
+    assert checked > 20
+
+
+def test_stage_path_at_d_1_trains_1f1b_like_the_pipeline_path():
+    """Training, ``1f1b``, no overlap, one replica per stage: the stage path admits ``y = S - i``
+    micro-batches before a stage's first backward, the pipeline path ``S - s - 1`` warm-up forwards
+    and then one more before its first backward: the same order. So the peak in flight is
+    ``min(S - s, N)`` both ways (counted along the order by one, in time by the other), the bottleneck
+    is the evaluator's max-load, and (forward a third of the load, as the stage path splits it) the
+    first batch runs every task at the same time as the pipeline path's one batch of ``N``."""
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        g, cl, a = _random_training_chain(rng, int(rng.integers(2, 5)))
+        S = len(set(a.tolist()))
+        N = int(rng.integers(S, S + 5))  # the stage model needs N >= the sum of d
+        problem, plan = _as_stage_plan(g, cl, a, N)
+        staged = simulate_plan(problem, plan, schedule="1f1b", batches=2)
+        piped = simulate(g, cl, a, schedule="1f1b", microbatches=N)
+        ev = evaluate(g, cl, a)
+        assert [s.peak_in_flight for s in staged.stages] == [min(S - s, N) for s in range(S)]
+        assert [r.peak_stashed for r in piped.stages] == [min(S - s, N) for s in range(S)]
+        assert staged.bottleneck_per_sample == pytest.approx(ev.max_load, rel=1e-9)
+        assert piped.steady_time_per_sample == pytest.approx(ev.max_load, rel=1e-9)
+        computed = {(t.stage, t.phase, t.microbatch): (t.start, t.finish) for t in piped.tasks
+                    if t.part == "compute"}
+        first = [t for t in staged.tasks if t.kind != "R" and t.index < N]
+        assert len(first) == len(computed)
+        for t in first:
+            start, finish = computed[t.stage, t.kind, t.index]
+            assert t.start == pytest.approx(start, rel=1e-9, abs=1e-12)
+            assert t.start + t.duration == pytest.approx(finish, rel=1e-9, abs=1e-12)
