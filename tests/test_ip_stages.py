@@ -180,10 +180,12 @@ def test_least_latency_under_a_time_cap_equals_brute_force():
             checked += 1
         # both limits: the least latency under the median cap, among plans meeting a latency target
         cap, lat = times[len(times) // 2], sorted(e.latency for e in plans)[len(plans) // 2]
-        under = [e.latency for e in plans if e.objective <= cap * (1 + 1e-9) and e.latency <= lat * (1 + 1e-9)]
+        under = [e.latency for e in plans
+                 if e.objective <= cap * (1 + 1e-9) and e.latency <= lat * (1 + 1e-9)]
         r = solve_problem(p, gap=1e-9, objective="latency", max_load_max=cap, latency_max=lat)
         if under:
-            assert r.status is Status.OPTIMAL and r.objective == pytest.approx(min(under), rel=1e-7, abs=1e-12)
+            assert r.status is Status.OPTIMAL
+            assert r.objective == pytest.approx(min(under), rel=1e-7, abs=1e-12)
             both += 1
         else:
             assert r.status is Status.INFEASIBLE

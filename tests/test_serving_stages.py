@@ -312,7 +312,8 @@ def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn,
     assert main(["frontier", cnn, "--devices", "a100:2", "--max-replicas", "2", "--microbatches", "2",
                  "--time-limit", "30", "--max-points", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "stage plan, throughput proven (stage optimum" in text and "not one model's, and not proven" in text
+    assert "stage plan, throughput proven (stage optimum" in text
+    assert "not one model's, and not proven" in text
     assert "stage model, batch 1: frontier complete, every point proven" in text
     # the throughput end is the stage optimum, a proven point of the stage model's exact frontier (the
     # merged frontier, one-device-per-stage plans beside, is not proven)
@@ -408,7 +409,8 @@ def test_exact_frontier_equals_the_brute_force_frontier():
         assert report["complete"], report
         assert len(got) == len(want), (got, want)
         for (t, lat), (wt, wl) in zip(got, want):
-            assert t == pytest.approx(wt, rel=1e-9, abs=1e-12) and lat == pytest.approx(wl, rel=1e-9, abs=1e-12)
+            assert t == pytest.approx(wt, rel=1e-9, abs=1e-12)
+            assert lat == pytest.approx(wl, rel=1e-9, abs=1e-12)
         assert all(q.proven and q.status == "optimal" for q in pts if q.frontier)
         checked += 1
         several += len(want) > 1
