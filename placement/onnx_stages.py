@@ -80,7 +80,7 @@ def handles(args) -> bool:
     flag = _one_device_per_stage_only(args)
     if flag is None:
         return True
-    if mr is None and not serving_default(args, place=True):
+    if mr is None and not serving_default(args):
         return False
     if serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
         import copy
@@ -104,17 +104,16 @@ def serving(args) -> bool:
             or isinstance(getattr(args, "batch_size", None), str))
 
 
-def serving_default(args, *, place: bool = False) -> bool:
-    """Does a serving command without ``--max-replicas`` take the stage model? For inference, without a
-    latency target: a plan with replicas is then never slower than one device per stage (the stage
-    model at operator granularity holds every such plan, and layer nodes are refined). With
-    ``--latency-slo``: on ``place`` (``place=True``) too, where the one-device-per-stage integer program
-    (exact under the target, which the stage model's search is not) also runs when the stage answer is
-    not proven, and the better plan is kept (``placement.serving_cli._one_device_per_stage_too``);
-    ``frontier`` and ``provision`` keep one device per stage under a target."""
-    if getattr(args, "training", False):
-        return False
-    return getattr(args, "latency_slo", None) is None or place
+def serving_default(args) -> bool:
+    """Does a serving command without ``--max-replicas`` take the stage model? For inference, yes: without
+    a latency target a plan with replicas is never slower than one device per stage (the stage model at
+    operator granularity holds every such plan, and layer nodes are refined). With ``--latency-slo``
+    (``place`` and ``provision``), where the stage answer is not proven the one-device-per-stage search
+    also runs in the time left and the better answer is kept
+    (``placement.serving_cli._one_device_per_stage_too`` and
+    ``_one_device_per_stage_provision_too``): a stage plan's latency runs its stages one after another,
+    a one-device-per-stage plan's lets independent branches overlap."""
+    return not getattr(args, "training", False)
 
 
 def handles_plan(args) -> bool:

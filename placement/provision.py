@@ -138,6 +138,7 @@ class Provision:
     # with a latency target that no allocation meets: the serving IP's lowest latency on all the
     # available devices (objective: the lowest found; bound: what is proven), else None
     lowest_latency: Solution | None = None
+    how: str = ""  # how the answer was found, where the command tried more than one model
 
     @property
     def latency_unmet(self) -> bool:

@@ -464,9 +464,12 @@ def add_parser(sub) -> None:
                        "device-hour from --prices or the device files) that serves the target samples/s, "
                        "optionally under a latency target, with its plan and the price-throughput curve of "
                        "efficient allocations. By default on the stage model (replicas), allocations tried "
-                       "cheapest first with the exact stage DP; with --max-replicas 1, exact from one DP run "
-                       "over every allocation; with a latency target (and no --max-replicas D > 1), "
-                       "allocations tried cheapest first with the serving IP.")
+                       "cheapest first with the exact stage DP (under a latency target, the stage integer "
+                       "program with the latency as a row; where that answer is not proven and no "
+                       "--max-replicas is given, the one-device-per-stage search too, the cheaper kept); "
+                       "with --max-replicas 1, one device per stage: exact from one DP run over every "
+                       "allocation, or under a latency target allocations tried cheapest first with the "
+                       "serving IP.")
     v.add_argument("model", nargs="?", help="ONNX model (.onnx)")
     v.add_argument("--target-throughput", type=float, default=None, metavar="X",
                    help="samples per second (required)")
@@ -483,8 +486,8 @@ def add_parser(sub) -> None:
     v.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree of the stage model (replicas d <= D, tensor "
                    "parallelism, a replica of the whole model too), allocations tried cheapest first with "
-                   "the exact stage DP (default: as many as the devices allow, without --latency-slo; 1, or "
-                   "a latency target without D: one device per stage, every allocation from one DP run)")
+                   "the exact stage DP (default: as many as the devices allow; 1: one device per stage, "
+                   "every allocation from one DP run)")
     v.add_argument("--granularity", choices=("layer", "op"), default=None,
                    help="the stage model's nodes: one per layer or per operator (default: layers where the "
                    "model's names give them, refined to operators within max(10 s, 3x the layer solve))")
@@ -1107,9 +1110,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
     for name, v in (("microbatches", args.microbatches), ("granularity", args.granularity)):
         if not stages and v is not None:
-            raise InputError(f"--{name}: applies to the stage model, which --max-replicas 1 and "
-                             f"--latency-slo turn off (give --max-replicas D, D > 1, to use it with a "
-                             f"latency target)")
+            raise InputError(f"--{name}: applies to the stage model, which --max-replicas 1 turns off")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
@@ -1136,6 +1137,21 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
                                                  latency_slo=args.latency_slo, batch_size=b, deadline=until,
                                                  stop=ctrl_c, max_solves=args.max_solves, fine=fine)
                 results.append((b, w, pv))
+                if _one_device_per_stage_provision_too(args, pv, ctrl_c, until):
+                    w1 = batch_workload(args.model, ds, b, costs=args.costs,
+                                        device_files=args.device_files or (), models=models)
+                    left = None if until is None else max(0.0, until - time.perf_counter())
+                    pv1 = provision(w1.graph, w1.cluster, prices, args.target_throughput,
+                                    latency_slo=args.latency_slo, options=_options(args),
+                                    max_solves=args.max_solves, stop=ctrl_c,
+                                    deadline=None if left is None else time.perf_counter() + left)
+                    if pv1.best is not None and (pv.best is None or (pv1.best.price, -pv1.best.samples_per_s)
+                                                 < (pv.best.price, -pv.best.samples_per_s)):
+                        # cheaper among one-device-per-stage plans: neither search proved it cheapest of all
+                        why = "one device per stage (the stage model's answer was not proven)"
+                        results[-1] = (b, w1, dataclasses.replace(pv1, proven=False,
+                                                                  stopped=pv1.stopped or pv.stopped,
+                                                                  how=why))
             else:
                 results.append((b, w, provision(w.graph, w.cluster, prices, args.target_throughput,
                                                 latency_slo=args.latency_slo, options=_options(args),
@@ -1156,6 +1172,19 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     with _interrupt.deferred():  # the results are written whole
         code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit)
     return 130 if ctrl_c.hit else code
+
+
+def _one_device_per_stage_provision_too(args, pv, ctrl_c, until: float | None) -> bool:
+    """``provision --latency-slo`` without ``--max-replicas``: when the stage model's answer ``pv`` is not
+    proven (under a target its programs may stop at their limits, and a stage plan's latency runs its
+    stages one after another, where a one-device-per-stage plan's lets branches overlap), the
+    one-device-per-stage search also runs in the time left and the cheaper answer is kept, as ``place
+    --latency-slo`` does."""
+    import time
+
+    if args.latency_slo is None or args.max_replicas is not None or pv.proven or ctrl_c.hit:
+        return False
+    return until is None or until - time.perf_counter() > 0.5
 
 
 def _stage_problem_of(args, b: int, cache: dict):
@@ -1202,7 +1231,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     section = {
         "target_samples_per_s": args.target_throughput, "latency_slo_ms": args.latency_slo,
         "available": str(ds), "prices_per_hour": dict(zip(names, prices.tolist())), "batch_size": b,
-        "proven": proven, "stopped": stopped or None,
+        "proven": proven, "stopped": stopped or None, "how": pv.how or None,
         "allocation": alloc(pv.best.counts) if pv.best else None,
         "price_per_hour": pv.best.price if pv.best else None,
         "efficient": [{"allocation": alloc(a.counts), "price_per_hour": a.price,
@@ -1248,11 +1277,15 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
             rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
                          f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        for r in rows:
+        for r in rows if pv.efficient else ():
             print("  " + "  ".join(c.ljust(wd) if i == 0 else c.rjust(wd) for i, (c, wd) in
                                    enumerate(zip(r, widths))))
+        if not pv.efficient:
+            print("  (none found)")
         if stopped:
             print(f"stopped: {stopped}")
+        if pv.how:
+            print(f"answer: {pv.how}")
         if pv.best is not None:
             print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
                   f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
@@ -1307,7 +1340,10 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
         return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
                 f"of {ds} (not proven: under a latency target the stage model is searched over a family of "
                 f"plans, placement/serving_stages.py)")
-    if low is None or low.assignment is None:
+    if low is None or (low.assignment is None and low.plan is None):
+        if low is not None and low.bound is not None and low.bound > args.latency_slo:
+            return (f"error: infeasible: {what}; the lowest latency achievable is at least "
+                    f"{low.bound:.6g} ms (batch {b})")
         return f"error: infeasible: {what}" + (f" (not proven: {stopped})" if stopped else "")
     if low.status.value == "optimal":
         return (f"error: infeasible: {what}; the lowest latency achievable is {low.objective:.6g} ms "

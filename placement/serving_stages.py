@@ -701,9 +701,37 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
             proven = False  # a better plan might have met the target
     eff = _efficient(tried)
     proven = proven and (best is None or best.proven) and not stopped
+    lowest = None
+    if lat is not None and best is None and not eff and not halted():
+        lowest = lowest_latency(fine()[0] if fine is not None else problem, batch_size, left())
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
-                   top or (eff[-1] if eff else None), solves, stopped)
+                   top or (eff[-1] if eff else None), solves, stopped, lowest_latency=lowest)
     return pv, (best_pt.problem if best_pt is not None else None)
+
+
+def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: float | None = None):
+    """The least latency of one batch (ms) over every plan of ``problem``, as a
+    :class:`solvers.base.Solution` (``objective`` the least found, ``bound`` what is proven, both ms;
+    ``optimal`` when they meet): the stage integer program with the latency as its objective
+    (:func:`solvers.ip_stages.solve_problem`) where it is small enough (:data:`IP_COLUMNS`), else only
+    the bound of :func:`latency_lower_bound`."""
+    from solvers import ip_stages
+    from solvers.base import CLOSED_GAP, Status, stage_solution
+
+    ms = 1e3 * batch_size
+    low = latency_lower_bound(problem) * ms
+    if ip_stages.model_columns(problem) > IP_COLUMNS or (time_limit is not None and time_limit < 0.2):
+        return stage_solution("bound", None, None, math.inf, Status.STOPPED, 0.0,
+                              "the least latency's bound only", bound=low)
+    r = ip_stages.solve_problem(problem, objective="latency", time_limit=time_limit, gap=CLOSED_GAP)
+    if "interrupted" in (r.message or ""):
+        raise KeyboardInterrupt
+    if r.evaluation is None:
+        return stage_solution("ip", None, None, math.inf, r.status, r.time, r.message, bound=low)
+    bound = max(low, (r.stats or {}).get("bound") * ms if (r.stats or {}).get("bound") is not None else low)
+    value = r.evaluation.latency * ms
+    return stage_solution("ip", r.plan, r.evaluation, value, r.status, r.time, r.message,
+                          bound=value if r.status is Status.OPTIMAL else min(bound, value))
 
 
 def check_stage_args(args, what: str) -> None:

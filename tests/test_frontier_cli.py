@@ -199,13 +199,25 @@ def test_batch_figures_are_labelled_per_batch(cnn, capsys):
 
 
 def test_provision_names_an_unmeetable_latency_target(cnn, tmp_path, capsys):
-    """No allocation meets 1e-6 ms: the error says so, with the lowest latency of the available devices,
-    which the latency IP (one subgraph per accelerator, a second method) confirms."""
+    """No allocation meets 1e-6 ms: the error says so, with the lowest latency of the available devices.
+    One device per stage: the latency IP (one subgraph per accelerator, a second method) confirms it.
+    With replicas (the default): a brute force over every stage plan of the available devices does."""
     prices = tmp_path / "prices.toml"
     assert main(["provision", "--example-prices", str(prices)]) == 0
     capsys.readouterr()
     assert main(["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices),
                  "--target-throughput", "10", "--latency-slo", "1e-6"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "meets the latency target of 1e-06 ms" in err[0], err
+    low = float(err[0].split("the lowest latency achievable is ")[1].split(" ms")[0])
+    from placement import serving_stages as ss
+    from tests.brute_stages import all_plans
+
+    problem, _, _, fine = ss.stage_problem(cnn, {"devices": "t4:2,cpu:2"}, 1)
+    plans = all_plans(fine()[0] if fine is not None else problem)
+    assert low == pytest.approx(min(e.latency for e in plans) * 1e3, rel=1e-5)
+    assert main(["provision", cnn, "--available", "t4:2,cpu:2", "--prices", str(prices),
+                 "--target-throughput", "10", "--latency-slo", "1e-6", "--max-replicas", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "meets the latency target of 1e-06 ms" in err[0], err
     assert "samples/s is unreachable" not in err[0]

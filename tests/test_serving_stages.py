@@ -259,7 +259,7 @@ def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):
          "--granularity"),
         (["frontier", cnn, "--devices", "a100:2", "--max-replicas", "0"], "--max-replicas"),
         (["provision", cnn, "--available", "a100:2", "--prices", str(prices), "--target-throughput", "10",
-          "--microbatches", "2", "--latency-slo", "5"], "--microbatches"),
+          "--microbatches", "2", "--latency-slo", "5", "--max-replicas", "1"], "--microbatches"),
         (["provision", cnn, "--available", "a100:2", "--prices", str(prices), "--target-throughput", "10",
           "--max-replicas", "0"], "--max-replicas"),
         (["place", cnn, "--devices", "a100:2", "--max-replicas", "2", "--batch-size", "1,2", "--training"],
@@ -431,8 +431,45 @@ def test_exact_frontier_under_a_time_limit_is_labelled_not_complete():
     assert [q for q in pts if q.frontier] and len([q for q in pts if q.how == "frontier point"]) == 1
     assert report["complete"] is False and "max-points" in report["note"]
     top = min(plans, key=lambda e: e.objective).objective
-    report = {}
-    pts = ss.frontier_points(p, ARGS, 1, report=report, time_limit=1e-3)
-    assert report["complete"] is False and "time limit" in report["note"], report
-    assert not [q for q in pts if q.how.startswith("frontier point")]
-    assert min(q.evaluation.objective for q in pts) == pytest.approx(top, rel=1e-9)
+    family = ss.frontier_points(p, ARGS, 1, exact=False)
+    first = next(q for q in family if q.how == "stage optimum")
+    assert first.evaluation.objective == pytest.approx(top, rel=1e-9)
+    pts, complete, note = ss.exact_frontier(p, first, 1, time_limit=0.0)
+    assert pts == [] and complete is False and "time limit" in note, note
+
+
+def test_provision_under_a_latency_target_also_tries_one_device_per_stage_when_unproven(
+        cnn, tmp_path, capsys, monkeypatch):
+    """provision --latency-slo without --max-replicas: a proven stage answer stands alone; an unproven
+    one (here made so) is compared with the one-device-per-stage search, the cheaper kept and not called
+    proven cheapest, with a line saying which answered. --max-replicas D keeps the stage model only."""
+    import dataclasses
+
+    from placement.cli import main
+
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\nt4 = 0.5\n")
+    base = ["provision", cnn, "--available", "a100:1,t4:1", "--prices", str(prices),
+            "--target-throughput", "10", "--latency-slo", "5", "--json"]
+    assert main(base) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["provision"]["proven"] is True and doc["provision"]["how"] is None
+    assert doc["provision"]["model"] == "stages"
+    real = ss.provision
+    calls = []
+
+    def unproven(*a, **k):  # the stage answer as if a limit had stopped it: nothing found, not proven
+        pv, prob = real(*a, **k)
+        calls.append(pv)
+        return dataclasses.replace(pv, best=None, solution=None, efficient=(), proven=False), prob
+
+    monkeypatch.setattr(ss, "provision", unproven)
+    assert main(base) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sec = doc["provision"]
+    assert calls and sec["how"].startswith("one device per stage") and sec["proven"] is False
+    assert "model" not in sec  # a one-device-per-stage plan's result
+    # the one-device-per-stage answer is the cheapest allocation meeting the target: t4:1 serves 10/s
+    assert sec["allocation"] == "t4:1" and sec["price_per_hour"] == pytest.approx(0.5)
+    assert main(base + ["--max-replicas", "2"]) == 1  # the stage model alone: nothing found
+    capsys.readouterr()
