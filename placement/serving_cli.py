@@ -1310,7 +1310,13 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
 
 def _provision_failure(args, ds, results, stopped: str) -> str:
     """The one error line when no allocation was found: the latency target, the throughput, or a limit."""
-    if any(r[2].efficient or r[2].best for r in results) or args.latency_slo is None:
+    from graphs.parallel import ParallelProblem
+
+    # the stage model names the least latency only where some allocation had plans and none met the
+    # target: otherwise the throughput is what cannot be met
+    latency = args.latency_slo is not None and any(not isinstance(r[1], ParallelProblem)
+                                                   or r[2].lowest_latency is not None for r in results)
+    if any(r[2].efficient or r[2].best for r in results) or not latency:
         top = max((r[2].max_reachable for r in results if r[2].max_reachable is not None),
                   key=lambda a: a.samples_per_s, default=None)
         if top is None and stopped:
@@ -1322,8 +1328,6 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
             under = " under the latency target" if args.latency_slo else ""
             most = f"; the most any allocation serves{under} is {top.samples_per_s:.6g} samples/s ({where})"
         else:  # every allocation ruled out without a solve: the stage model's work bound says by how much
-            from graphs.parallel import ParallelProblem
-
             from .serving_stages import work_lower_bound
 
             works = [work_lower_bound(r[1]) for r in results if isinstance(r[1], ParallelProblem)]

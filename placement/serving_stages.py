@@ -657,6 +657,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     proven, solves, stopped = True, 0, ""
     best = best_pt = None
     top = None
+    blocked = False  # some allocation has plans, none under the latency target
     for i, c in enumerate(order):
         if any(all(x <= y for x, y in zip(c, s)) for s in short):
             continue  # a larger allocation was proven short: so is this one
@@ -683,6 +684,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
                 proven = False
             elif lat is None:
                 short.append(c)  # no plan at all
+            blocked = blocked or (lat is not None and (why.get("optimum") is not None
+                                                       or why.get("lowest") is not None))
             continue
         ev = ans["evaluation"]
         a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
@@ -702,23 +705,42 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     eff = _efficient(tried)
     proven = proven and (best is None or best.proven) and not stopped
     lowest = None
-    if lat is not None and best is None and not eff and not halted():
-        lowest = lowest_latency(fine()[0] if fine is not None else problem, batch_size, left())
+    if blocked and best is None and not eff and not halted():  # the latency target is what is not met
+        t = left()
+        limit = LOWEST_LATENCY_S if t is None else min(t, LOWEST_LATENCY_S)
+        lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
                    top or (eff[-1] if eff else None), solves, stopped, lowest_latency=lowest)
     return pv, (best_pt.problem if best_pt is not None else None)
 
 
-def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: float | None = None):
+#: seconds at most for the least latency of an unmeetable target's message
+LOWEST_LATENCY_S = 10.0
+
+
+def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: float | None = None, *,
+                   finer: ParallelProblem | None = None):
     """The least latency of one batch (ms) over every plan of ``problem``, as a
     :class:`solvers.base.Solution` (``objective`` the least found, ``bound`` what is proven, both ms;
     ``optimal`` when they meet): the stage integer program with the latency as its objective
     (:func:`solvers.ip_stages.solve_problem`) where it is small enough (:data:`IP_COLUMNS`), else only
-    the bound of :func:`latency_lower_bound`."""
+    the bound of :func:`latency_lower_bound`. ``finer``: the same model at operator granularity, whose
+    plans include ``problem``'s: solved instead where it is small enough, else only its bound holds."""
     from solvers import ip_stages
     from solvers.base import CLOSED_GAP, Status, stage_solution
 
     ms = 1e3 * batch_size
+    if finer is not None:
+        if ip_stages.model_columns(finer) <= IP_COLUMNS:
+            return lowest_latency(finer, batch_size, time_limit)
+        low = latency_lower_bound(finer) * ms  # operator plans may be faster than layer plans
+        ans = lowest_latency(problem, batch_size, time_limit)
+        if ans.status is Status.OPTIMAL:
+            ans = dataclasses.replace(ans, status=Status.FEASIBLE, bound=min(low, ans.objective),
+                                      message="least among layer-node plans")
+        elif ans.bound is not None:
+            ans = dataclasses.replace(ans, bound=min(low, ans.bound))
+        return ans
     low = latency_lower_bound(problem) * ms
     if ip_stages.model_columns(problem) > IP_COLUMNS or (time_limit is not None and time_limit < 0.2):
         return stage_solution("bound", None, None, math.inf, Status.STOPPED, 0.0,

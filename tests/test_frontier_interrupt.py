@@ -146,7 +146,7 @@ def test_several_ctrl_c_on_frontier_are_clean(gpt2_model, tmp_path):
 def test_one_ctrl_c_ends_provision(after, gpt2_model, prices, tmp_path):
     out = tmp_path / "p.json"
     proc = _Proc(["provision", gpt2_model, "--available", "a100:2,t4:2", "--prices", prices,
-                  "--target-throughput", "3000", "--latency-slo", "1.45", "--out", str(out)])
+                  "--target-throughput", "2000", "--latency-slo", "1.45", "--out", str(out)])
     assert proc.mapped("llvmlite")
     time.sleep(after)
     rc, err, _ = proc.interrupt()

@@ -473,3 +473,21 @@ def test_provision_under_a_latency_target_also_tries_one_device_per_stage_when_u
     assert sec["allocation"] == "t4:1" and sec["price_per_hour"] == pytest.approx(0.5)
     assert main(base + ["--max-replicas", "2"]) == 1  # the stage model alone: nothing found
     capsys.readouterr()
+
+
+def test_provision_under_a_latency_target_names_what_cannot_be_met(cnn, tmp_path, capsys):
+    """A throughput beyond every allocation under a latency target every plan meets: the error is the
+    throughput's (a work bound), not the latency's; a latency below every plan's: the latency's, with
+    the least latency of the available devices."""
+    from placement.cli import main
+
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\n")
+    base = ["provision", cnn, "--available", "a100:2", "--prices", str(prices)]
+    assert main(base + ["--target-throughput", "1e12", "--latency-slo", "1e6"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "samples/s is unreachable" in err[0] and "latency" not in err[0], err
+    assert main(base + ["--target-throughput", "1", "--latency-slo", "1e-9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "meets the latency target of 1e-09 ms" in err[0], err
+    assert "the lowest latency achievable is" in err[0]
