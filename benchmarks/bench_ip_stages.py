@@ -1,6 +1,6 @@
-"""The contiguous MILP on the replicated model (``ip-replicated``) against the exact DP
-(``dp-replicated``) and ``auto-replicated`` on Piper's workloads at small device counts: wall time,
-status and value; the MILP cold and warm-started from the DP's plan.
+"""The contiguous MILP of the stage model (``ip``'s stage form, ``solvers/ip_stages.py``) against the
+exact DP (``dp``) and ``auto`` on Piper's workloads at small device counts: wall time, status and value;
+the MILP cold and warm-started from the DP's plan.
 
     python -m benchmarks.bench_ip_stages [--ip-time 30] [--only resnet:8 ...]
 """
@@ -34,8 +34,7 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], metavar="NAME:K", help="run only these settings")
     args = ap.parse_args()
     only = {(s.split(":")[0], int(s.split(":")[1])) for s in args.only}
-    print("| workload | k | N | nodes | MILP columns | dp-replicated | ip-replicated (DP start) "
-          "| ip-replicated (cold) | auto-replicated |")
+    print("| workload | k | N | nodes | MILP columns | dp | ip (DP start) | ip (cold) | auto |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, k in SETTINGS:
         if only and (name, k) not in only:
