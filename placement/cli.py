@@ -297,9 +297,20 @@ def _onnx_stages():
     return onnx_stages
 
 
+def _refuse_stage_device_options(args) -> None:
+    """The one-device-per-stage placement reads its devices from ``--devices`` and device files: the
+    stage model's device options are refused, naming the option, never ignored."""
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise _UsageError(f"--{name.replace('_', '-')} applies to stage-model plans only (Piper-format "
+                              f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
+                              f"in a device file (--device-file) for the one-device-per-stage placement")
+
+
 def _refuse_stage_options(args) -> None:
-    """The one-device-per-stage placement has no schedule, micro-batches or granularity to set: one
-    error naming the option instead of ignoring it."""
+    """The one-device-per-stage placement has no schedule, micro-batches, granularity or stage-model
+    device options to set: one error naming the option instead of ignoring it."""
+    _refuse_stage_device_options(args)
     for flag in ("schedule", "microbatches", "granularity"):
         if getattr(args, flag, None) is not None:
             raise _UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "
@@ -359,14 +370,18 @@ def _cmd_place(args) -> int:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:
         _output_file(args.out, "--out")
-    # an LLM-serving cluster of Helix (placement/helix_cmd.py); --model says the file must be one
-    if args.model is not None or _helix().handles(args.workload):
+    from .inputs import model_for, workload_kind
+
+    # what the workload is, and which model places it, decided in one place (placement/inputs.py);
+    # --model says the file must be a Helix cluster (placement/helix_cmd.py checks it)
+    model = "helix" if args.model is not None else model_for(workload_kind(args.workload, args), args)
+    if model == "helix":
         if args.engine == "sglang":
             raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
                               "cluster file takes --engine helix or vllm")
         _refuse_for_helix(args)
         return _helix().place(args, time_limit)
-    llm = _llm().handles(args.workload, args)
+    llm = model == "llm"
     if args.engine == "sglang" and not (llm and args.objective == "goodput"):
         raise _UsageError("--engine sglang applies to a model config with --objective goodput")
     if args.engine is not None and args.engine != "sglang":
@@ -383,16 +398,15 @@ def _cmd_place(args) -> int:
         raise _UsageError("--objective goodput, --requests, --ttft-slo, --tpot-slo and --simulate apply to "
                           "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
                           "ONNX decoder exported with its KV cache")
-    if _stages().handles(args.workload, args):
-        return _stages().place(args)
-    if _onnx_stages().handles(args):
+    if model == "stages":
+        if not args.workload.lower().endswith(".onnx"):  # a Piper-format workload
+            return _stages().place(args)
         if _onnx_stages().serving(args):  # a sweep or a latency target on the stage model
             from .serving_cli import run_place_stages
 
             return run_place_stages(args, _frontend(args, sweep=True))
         return _onnx_stages().place(args, _frontend(args))
-    _stages().refuse_options(args)  # --device-memory etc. would be silently ignored here
-    _refuse_stage_options(args)
+    _refuse_stage_options(args)  # --device-memory, --schedule etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
     w = load_workload(args.workload, **_frontend(args))
@@ -426,16 +440,19 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    if _llm().handles(args.workload, args):
+    from .inputs import holds_stage_plan, workload_kind
+
+    kind = workload_kind(args.workload, args)  # placement/inputs.py
+    if kind == "llm":
         return _llm().evaluate(args)
     if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
         raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
                           "result (config.json with num_hidden_layers and hidden_size)")
-    if _stages().handles(args.workload):
+    if kind == "piper":
         return _stages().evaluate(args)
-    if _onnx_stages().handles_plan(args):
+    if kind == "onnx" and holds_stage_plan(args.split):
         return _onnx_stages().evaluate(args, _frontend(args))
-    _stages().refuse_options(args)
+    _refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)
@@ -629,11 +646,12 @@ def _cmd_split(args) -> int:
     from .simulate import read_result
 
     dims = _dims(args)
-    from . import stage_run, stage_show  # replicated plans: placement/stage_run.py
+    from . import stage_run  # stage plans: placement/stage_run.py
+    from .inputs import holds_stage_plan
 
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    if stage_show.is_replicated_result(args.result):
+    if holds_stage_plan(args.result):
         _output_dir(args.out_dir, "--out-dir")
         _output_file(annotated, "--annotated")
         _warn_unknown_dims(_read_model(args.model), dims)
@@ -692,9 +710,10 @@ def _cmd_run(args) -> int:
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
     dims = _dims(args)
-    from . import stage_run, stage_show  # replicated plans: placement/stage_run.py
+    from . import stage_run  # stage plans: placement/stage_run.py
+    from .inputs import holds_stage_plan
 
-    if stage_show.is_replicated_result(args.result):
+    if holds_stage_plan(args.result):
         _warn_unknown_dims(_read_model(args.model), dims)
         return stage_run.run_command(args, dims)
     model = _read_model(args.model)
@@ -784,9 +803,10 @@ def _cmd_show(args) -> int:
 
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
-    from . import stage_show  # a replicated plan (result JSON with stages): placement/stage_show.py
+    from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
+    from .inputs import holds_stage_plan
 
-    if stage_show.is_replicated_result(args.result):
+    if holds_stage_plan(args.result):
         return stage_show.show(args)
     data = read_result(args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):
@@ -927,9 +947,11 @@ def _add_calibrate_parser(sub) -> None:
 
 
 def _cmd_serving(args) -> int:
+    from .inputs import workload_kind
     from .serving_cli import run
 
-    if args.command == "provision" and args.model and not args.example_prices and _llm().handles(args.model):
+    if args.command == "provision" and args.model and not args.example_prices \
+            and workload_kind(args.model) == "llm":
         return _llm().provision_command(args)  # an LLM config: the cheapest instances per bucket
     return run(args)
 

@@ -1,40 +1,26 @@
 """``placement place CLUSTER.json --model M`` on a Helix cluster file (``shared/workloads/helix``).
 
-The command line sends a file here when :func:`handles` says it is a Helix cluster; :func:`place` solves
-(:func:`solvers.helix_layout.solve_layout`), prints a table and writes the layout in the format of the
-files' ``reference_layouts`` (``{"model": ..., "layout": {"<node index>": [start, num_layers]}}``) with
-our value, bound and status beside it. With ``--engine vllm`` the result also has a ``vllm`` section
-(:mod:`placement.vllm_out`): one vLLM pipeline replica per entry, with its nodes, flags and
-``VLLM_PP_LAYER_PARTITION``, and what vLLM would serve beside the layout's max-flow.
+The command line sends a file here when :func:`placement.inputs.workload_kind` says it is a Helix cluster;
+:func:`place` solves (:func:`solvers.helix_layout.solve_layout`), prints a table and writes the layout in
+the format of the files' ``reference_layouts`` (``{"model": ..., "layout": {"<node index>": [start,
+num_layers]}}``) with our value, bound and status beside it. With ``--engine vllm`` the result also has a
+``vllm`` section (:mod:`placement.vllm_out`): one vLLM pipeline replica per entry, with its nodes, flags
+and ``VLLM_PP_LAYER_PARTITION``, and what vLLM would serve beside the layout's max-flow.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 from graphs.errors import InputError
 
-__all__ = ["handles", "place", "result_json", "format_result", "DEFAULT_TIME_LIMIT"]
+__all__ = ["place", "result_json", "format_result", "DEFAULT_TIME_LIMIT"]
 
 #: seconds ``place`` gives the solver when ``--time-limit`` is not set
 DEFAULT_TIME_LIMIT = 60.0
 #: seconds for planning vLLM replicas with ``--engine vllm``, on top of the solve (1-2 s on Helix's files)
 VLLM_PLAN_TIME = 10.0
 SCHEMA = "placement-helix-layout"
-
-
-def handles(path: str) -> bool:
-    """Is ``path`` a Helix cluster file (read only when it is a .json file)?"""
-    from graphs.helix import is_helix
-    from graphs.jsonio import read_json
-
-    if not str(path).lower().endswith(".json") or not os.path.isfile(path):
-        return False
-    try:
-        return is_helix(read_json(path))
-    except InputError:
-        return False
 
 
 def _model(cluster, model: str | None) -> str:

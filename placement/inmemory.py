@@ -181,7 +181,7 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
 
 def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -> bool:
     """Does :func:`place_model` solve the stage model? (See its doc; the same rule as the command
-    line's, :func:`placement.onnx_stages.handles`.)"""
+    line's, :func:`placement.onnx_stages.takes_stage_model`.)"""
     from solvers.registry import ALIASES, STAGE_SOLVERS
 
     for name, v in (("max_replicas", max_replicas), ("microbatches", stage_options["microbatches"])):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-__all__ = ["add_options", "handles", "place", "evaluate", "goodput_search", "GoodputSearch", "serving_dict",
+__all__ = ["add_options", "place", "evaluate", "goodput_search", "GoodputSearch", "serving_dict",
            "EXHAUSTIVE_PLANS"]
 
 DEFAULT_CONTEXT = 2048
@@ -65,47 +65,6 @@ def add_options(p) -> None:
                    help="--simulate: draw tokens/s over time and the TTFT / TPOT distributions (matplotlib)")
     if not any("--seed" in a.option_strings for a in p._actions):
         g.add_argument("--seed", type=int, default=0, help="--simulate: seed of the trace (default 0)")
-
-
-def handles(path: str, args=None) -> bool:
-    """Is ``path`` an LLM to decode: a model config (``num_hidden_layers`` and ``hidden_size``), or an ONNX
-    decoder exported with its KV cache (``past_key_values.N.key`` inputs, :func:`graphs.llm.config_from_onnx`)
-    when ``args`` ask for decoding (``--context``, ``--objective goodput`` or its options; for
-    ``evaluate``, a plan that records a context)? An ONNX model asked to decode that has no past key/value
-    inputs is an :class:`InputError`."""
-    from graphs.llm import is_llm_config, is_onnx_decoder
-
-    low = str(path).lower()
-    if low.endswith(".onnx"):
-        if args is None or not _decoding(args):
-            return False
-        if not is_onnx_decoder(path):
-            raise InputError("--context and --objective goodput decode an LLM: this ONNX model has no past "
-                             "key/value inputs (past_key_values.N.key), so it is not a decoder exported with "
-                             "its KV cache", source=str(path))
-        return True
-    if not low.endswith(".json"):
-        return False
-    try:
-        return is_llm_config(read_json(path))
-    except InputError:
-        return False
-
-
-def _decoding(args) -> bool:
-    """Do ``args`` ask to decode an LLM (see :func:`handles`)?"""
-    if getattr(args, "context", None) is not None or getattr(args, "objective", None) == "goodput" \
-            or any(getattr(args, dest, None) for dest, _ in _GOODPUT_FLAGS):
-        return True
-    plan = getattr(args, "split", None)
-    if plan and str(plan).lower().endswith(".json"):
-        try:
-            data = read_json(plan)
-        except InputError:
-            return False
-        section = data.get("problem") if isinstance(data, dict) else None
-        return isinstance(section, dict) and "context" in section
-    return False
 
 
 def _problem(args, saved: dict | None = None):

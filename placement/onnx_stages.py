@@ -25,7 +25,7 @@ from graphs.errors import InputError, PlacementError
 from graphs.jsonio import read_json
 from graphs.parallel import ParallelProblem, evaluate_plan
 
-__all__ = ["add_options", "handles", "serving", "handles_plan", "load_problem", "problem_for_result", "place",
+__all__ = ["add_options", "takes_stage_model", "serving", "load_problem", "problem_for_result", "place",
            "evaluate", "stage_result"]
 
 
@@ -66,7 +66,7 @@ def _one_device_per_stage_only(args) -> str | None:
     return None
 
 
-def handles(args) -> bool:
+def takes_stage_model(args) -> bool:
     """Does ``place`` solve the stage model (replicas, tensor parallelism, schedule-aware memory) on this
     ONNX model? It does by default, for training and inference alike, when the solver has a stage form
     (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
@@ -114,20 +114,6 @@ def serving_default(args) -> bool:
     ``_one_device_per_stage_provision_too``): a stage plan's latency runs its stages one after another,
     a one-device-per-stage plan's lets independent branches overlap."""
     return not getattr(args, "training", False)
-
-
-def handles_plan(args) -> bool:
-    """Is ``evaluate``'s plan a replicated result of an ONNX model?"""
-    if not _is_onnx(args.workload) or not str(args.split).lower().endswith(".json") \
-            or not os.path.isfile(args.split):
-        return False
-    try:
-        data = read_json(args.split)
-    except InputError:
-        return False
-    from .stages import is_stage_result
-
-    return is_stage_result(data)
 
 
 def load_problem(args, frontend: dict, saved: dict | None = None) -> tuple[ParallelProblem, object, dict]:

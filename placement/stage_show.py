@@ -23,18 +23,7 @@ from graphs.parallel import ParallelProblem
 
 from .simulate import ReplicatedSimulation, simulate_plan
 
-__all__ = ["is_replicated_result", "problem_for_result", "show", "format_simulation"]
-
-
-def is_replicated_result(path: str) -> bool:
-    """Is ``path`` a replicated plan (``"format": "placement-replicated"``)?"""
-    try:
-        data = read_json(path)
-    except InputError:
-        return False
-    from .stages import is_stage_result
-
-    return is_stage_result(data)
+__all__ = ["problem_for_result", "show", "format_simulation"]
 
 
 def _workload_path(args, data: dict) -> str:

@@ -14,7 +14,6 @@ per sample (the largest stage's).
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections import Counter
 
@@ -22,7 +21,7 @@ from graphs.errors import InfeasibleError, InputError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
-__all__ = ["add_options", "refuse_options", "handles", "place", "evaluate", "result_dict", "plan_from_dict",
+__all__ = ["add_options", "place", "evaluate", "result_dict", "plan_from_dict",
            "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "solve_args",
            "refuse_serving", "is_stage_result", "read_stage_result", "plan_summary", "stage_devices",
            "stage_device_numbers",
@@ -50,29 +49,6 @@ def add_options(p) -> None:
                         "device kinds')")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
                    help="Piper files: bytes per second per device (default: the file's bandwidth)")
-
-
-def refuse_options(args) -> None:
-    """The one-device-per-stage placement takes none of the stage model's device options: one
-    :class:`InputError` naming the option instead of ignoring it."""
-    for name in ("max_devices", "device_memory", "bandwidth"):
-        if getattr(args, name, None) is not None:
-            raise InputError(f"--{name.replace('_', '-')} applies to replicated plans only (Piper-format "
-                             f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
-                             f"in a device file (--device-file) for the one-device-per-stage placement")
-
-
-def handles(path: str, args=None) -> bool:
-    """Is ``path`` a Piper-format workload (read only when it is a .json file)? (ONNX models take the
-    replicated model through :mod:`placement.onnx_stages`.)"""
-    from graphs.piper import is_piper
-
-    if not str(path).lower().endswith(".json") or not os.path.isfile(path):
-        return False
-    try:
-        return is_piper(read_json(path))
-    except InputError:
-        return False
 
 
 def load_problem(args) -> ParallelProblem:

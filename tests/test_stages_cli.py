@@ -161,7 +161,7 @@ def test_infeasible_messages_say_what_does_not_fit(tmp_path, capsys):
     assert "under gpipe" in capsys.readouterr().err
 
 
-def test_replicated_device_options_are_refused_by_todays_placement(tmp_path, capsys):
+def test_stage_device_options_are_refused_by_the_one_device_per_stage_placement(tmp_path, capsys):
     """``--device-memory`` (and ``--max-devices``, ``--bandwidth``) on a pipeline-only ONNX placement is
     one error line, not silently ignored."""
     pytest.importorskip("onnx")
@@ -171,7 +171,7 @@ def test_replicated_device_options_are_refused_by_todays_placement(tmp_path, cap
     for opt in (["--device-memory", "1e3"], ["--max-devices", "2"], ["--bandwidth", "1e9"]):
         assert main(["place", path, "--devices", "a100:2", "--max-replicas", "1", *opt]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to replicated plans only")
+        assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to stage-model plans only")
 
 
 def test_other_objectives_keep_todays_placement_or_are_refused(tiny, tmp_path, capsys):
