@@ -105,9 +105,10 @@ def part0(tmp: str) -> dict:
     with open(os.path.join(tmp, "gpt2_f.json"), encoding="utf-8") as f:
         fr = json.load(f)
     run = {"first_point_s": found[0][0] if found else None, "total_s": total, "exit": proc.returncode,
-           "found_lines": len(found), "points": [{k: p[k] for k in ("samples_per_s", "latency_ms", "max_load",
-                                                                    "proven")} for p in fr["points"]],
-           "stopped": fr["stopped"], "proven": fr["proven"]}
+           "found_lines": len(found),
+           "points": [{k: p.get(k) for k in ("samples_per_s", "latency_ms", "max_load", "proven", "model",
+                                             "proof")} for p in fr["points"]],
+           "stopped": fr["stopped"], "proven": fr["proven"], "stage_frontier": fr.get("stage_frontier")}
     print(f"gpt2 frontier: first point {run['first_point_s']:.1f} s, total {total:.1f} s, "
           f"{len(fr['points'])} points", file=sys.stderr)
     moments = {"front end importing": ("_multiarray_umath", 0.0), "numba loading": ("llvmlite", 0.0),

@@ -247,7 +247,8 @@ def non_dominated(points: Iterable[ServingPoint], rel: float = 1e-9) -> list[Ser
     decreasing; of equal points a proven one (a proven frontier point first), then the first (smaller
     batch) is kept."""
     pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, not p.proven,
-                                        not getattr(p, "frontier", False)))
+                                        not getattr(p, "frontier", False),
+                                        not getattr(p, "how", "").startswith("frontier point")))
     out: list[ServingPoint] = []
     for p in pts:
         if out and p.latency_ms >= out[-1].latency_ms * (1 - rel):
