@@ -1,19 +1,19 @@
-"""``auto`` on the replicated model (:mod:`graphs.parallel`): the exact DP when its work fits, otherwise
+"""``auto`` on the stage model (:mod:`graphs.parallel`): the exact DP when its work fits, otherwise
 the DP on a coarsened graph, refined by the contiguous MILP; every answer labelled for what it is.
 
-1. **Exact.** When the graph has at most ``max_ideals`` ideals, ``dp-replicated`` runs on it (within the
+1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit) chains of nodes are merged
    (:func:`graphs.coarsen.merge_stage_chains`), halving the target size until the coarse graph's
    ideals fit, and the DP solves the coarse problem. Its plan, mapped back, is optimal among the plans
    that keep every merged chain in one stage: label ``exact-on-coarsened``, status ``feasible``.
-3. **Refined.** The MILP (``ip-replicated``) then starts from the best plan so far on the original graph
+3. **Refined.** The MILP (``ip``) then starts from the best plan so far on the original graph
    (when its model has at most ``max_ip_columns`` columns), for at most ``ip_time`` seconds or the time
    left; under a time limit only with at least :data:`solvers.base.IP_MIN_SECONDS` left (HiGHS's root
    phases ignore a shorter limit). A plan it proves optimal is ``exact`` / ``optimal``; a better plan it
    does not prove is ``heuristic`` (with its bound and gap); otherwise the coarse plan stands, with the
    MILP's bound.
-4. When nothing above gives a plan, PipeDream's planner (``pipedream-replicated``): ``heuristic``.
+4. When nothing above gives a plan, PipeDream's planner (``pipedream``): ``heuristic``.
 
 The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
 """
@@ -70,7 +70,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                               message, stats, bound=bound)
 
     if _ideals_fit(problem, max_ideals):
-        path.append("dp-replicated")
+        path.append("dp")
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return done(r, "exact", r.status, r.message)
@@ -88,7 +88,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             if m > target:
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue
-        path.append(f"dp-replicated on {m} merged nodes")
+        path.append(f"dp on {m} merged nodes")
         r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline))
         if r.plan is not None:
             rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
@@ -100,7 +100,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
-            path.append("ip-replicated")
+            path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
             ir = ip_stages.solve_problem(problem, time_limit=limit,
                                              warm_start=best.plan if best is not None else None)
@@ -110,13 +110,13 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
                 best, label = ir, "heuristic"
         else:
-            path.append(f"ip-replicated skipped ({model_cols:,} columns > {max_ip_columns:,})")
+            path.append(f"ip skipped ({model_cols:,} columns > {max_ip_columns:,})")
     if best is None:
-        path.append("pipedream-replicated")
+        path.append("pipedream")
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
         if r.plan is None and (deadline is None or _left(deadline) > 0):
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
-            path.append("dp-replicated")
+            path.append("dp")
             r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)

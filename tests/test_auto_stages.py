@@ -56,7 +56,7 @@ def test_exact_path_equals_the_dp(schedule):
         p = random_problem(rng).with_options(schedule=schedule)
         want = dp_solve(p)
         r = solve_problem(p)
-        assert r.stats["label"] == "exact" and r.stats["path"] == ["dp-replicated"]
+        assert r.stats["label"] == "exact" and r.stats["path"] == ["dp"]
         assert r.status is want.status
         if want.plan is not None:
             assert r.objective == want.objective
@@ -72,7 +72,7 @@ def test_forced_coarsening_is_never_better_than_the_optimum(seed):
         r = solve_problem(p, max_ideals=1, ip_time=5.0)  # no ideals fit: coarsening, then the MILP
         assert r.stats["label"] in LABELS
         labels.add(r.stats["label"])
-        assert "dp-replicated" not in r.stats["path"]
+        assert "dp" not in r.stats["path"]
         if r.plan is None:
             assert want.plan is None or r.status is not Status.INFEASIBLE
             continue
@@ -97,7 +97,7 @@ def test_coarsened_without_refinement_is_labelled_so():
     assert evaluate_plan(p, r.plan).valid
     assert r.objective >= dp_solve(p).objective * (1 - 1e-9)
     refined = solve_problem(p, max_ideals=20, ip_time=2.0)  # the MILP starts from the coarse plan
-    assert refined.stats["path"][-1] == "ip-replicated" and refined.stats["label"] in LABELS
+    assert refined.stats["path"][-1] == "ip" and refined.stats["label"] in LABELS
     assert evaluate_plan(p, refined.plan).valid
     assert dp_solve(p).objective * (1 - 1e-9) <= refined.objective <= r.objective
     if refined.status is Status.FEASIBLE:
