@@ -641,8 +641,8 @@ def pipeline_misfit(problem: ParallelProblem) -> str:
     micro-batches in flight; ``params`` only cost a resync at ``d > 1``); each node has at most one variant
     per kind, at least one in all, and the same ``b`` on every kind (a node's memory); the only allowed
     data-parallel degree is 1 (:meth:`ParallelProblem.replica_degrees`); ``N`` is at least the number of
-    devices (so ``sum d <= N`` never cuts a plan of one device per stage); and there is a device. Any
-    tensors fit (several per producer too): each is one communicating node of the
+    devices (so ``sum d <= N`` never cuts a plan of one device per stage); and there are a node and a
+    device. Any tensors fit (several per producer too): each is one communicating node of the
     :class:`~graphs.model.OpGraph`, paid once by its producer's device and once by every other device
     holding one of its consumers, as a stage pays it."""
     g = problem.graph
@@ -650,6 +650,8 @@ def pipeline_misfit(problem: ParallelProblem) -> str:
         return "the stages need not be nested ideals (contiguous=False)"
     if g.colocation is not None:
         return "the nodes have colocation classes"
+    if g.num_nodes == 0:
+        return "the graph has no nodes"
     devices = sum(k.count for k in problem.kinds)
     if devices < 1:
         return "there are no devices"
