@@ -62,9 +62,11 @@ another, so there it is larger than that model's value for the same placement (c
 With ``d = t = 1``, ``a = w = params = 0`` and one variant per node and kind this is exactly the
 throughput model of :mod:`graphs.evaluate`, which is this evaluator on :func:`operator_problem` (the
 operators as nodes, their colocation classes, any assignment a plan); :func:`from_opgraph` gives the
-same model on the contracted graph (items as nodes), which the solvers take. A kind that pays no
-communication (host CPUs) has no tensor times. Problems built with ``contiguous=False`` take stages in
-any order; the evaluation reports whether they are nested ideals in some order.
+same model on the contracted graph (items as nodes), which the solvers take. Conversely
+:func:`pipeline_misfit` says whether a stage problem is exactly that model, and :func:`to_opgraph` turns
+one that is into an :class:`~graphs.model.OpGraph` (what the stage DP hands the pipeline kernel). A kind
+that pays no communication (host CPUs) has no tensor times. Problems built with ``contiguous=False`` take
+stages in any order; the evaluation reports whether they are nested ideals in some order.
 
 :func:`evaluate_plan` is the one evaluator every solver's plan is checked against.
 """

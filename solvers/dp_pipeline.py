@@ -27,10 +27,10 @@ def solve_pipeline(problem: ParallelProblem, *, time_limit: float | None = None,
     with the statuses and bounds of :func:`solvers.dp_stages.solve_problem`: ``optimal`` (proven),
     ``feasible`` (a limit stopped the search: the best plan over a few topological orders, a lower
     bound), ``infeasible`` (no plan fits the devices, or none has every stage at most ``upper_bound``)
-    or ``stopped``. ``time_limit`` and ``max_ideals`` bound the search as there; ``threads``: the
-    kernel's threads (``None``: its default). Raises :class:`~graphs.errors.InputError` when the problem
-    is not the pipeline model, and :class:`AssertionError` when the evaluator disagrees with the
-    kernel's value (a bug)."""
+    or ``stopped`` (a limit, before any plan at most ``upper_bound`` was found). ``time_limit`` and
+    ``max_ideals`` bound the search as there; ``threads``: the kernel's threads (``None``: its default).
+    Raises :class:`~graphs.errors.InputError` when the problem is not the pipeline model, and
+    :class:`AssertionError` when the evaluator disagrees with the kernel's value (a bug)."""
     t0 = time.perf_counter()
     graph, cluster = to_opgraph(problem)
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
@@ -54,5 +54,9 @@ def solve_pipeline(problem: ParallelProblem, *, time_limit: float | None = None,
                                   f"no plan has every stage at most {upper_bound:g}", stats)
         return stage_solution("dp", plan, ev, ev.objective, Status.OPTIMAL, elapsed, "", stats,
                               bound=ev.objective)
+    if not ev.objective <= upper_bound:  # the stage kernel keeps no plan above the bound either
+        return stage_solution("dp", None, None, math.inf, Status.STOPPED, elapsed,
+                              f"{sol.message}; no plan with every stage at most {upper_bound:g} found", stats,
+                              bound=sol.bound)
     bound = None if sol.bound is None else min(ev.objective, sol.bound)
     return stage_solution("dp", plan, ev, ev.objective, sol.status, elapsed, sol.message, stats, bound=bound)

@@ -231,6 +231,12 @@ def test_max_ideals_and_time_limits_hold_on_the_pipeline_path():
     assert r.bound is not None and r.bound <= best.objective * (1 + 1e-12)
     full = solve_problem(p)
     assert full.status is Status.OPTIMAL and full.objective == pytest.approx(best.objective, rel=1e-9)
+    for ub in (r.objective * 0.999, best.objective * 0.999):  # below the chain plan: none kept above it
+        for kernel in ("auto", "stage"):
+            q = solve_problem(p, max_ideals=40, upper_bound=ub, kernel=kernel)
+            assert q.status in (Status.STOPPED, Status.FEASIBLE, Status.INFEASIBLE), kernel
+            assert q.plan is None or q.objective <= ub
+            assert (q.plan is None) == (q.status is not Status.FEASIBLE)
     for limit in (0.0, 1e-4):
         q = solve_problem(p, time_limit=limit)
         assert q.stats["kernel"] == "pipeline"
