@@ -1201,7 +1201,7 @@ def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarra
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
                   max_steps: int = 50_000_000, upper_bound: float = math.inf,
-                  kernel: str = "auto") -> Solution:
+                  kernel: str = "auto", threads: int | None = None) -> Solution:
     """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
 
     ``kernel``: ``"auto"`` runs the one-device-per-stage pipeline kernel (:mod:`solvers.dp`, through
@@ -1209,7 +1209,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     (:func:`graphs.parallel.pipeline_misfit` is ``''``), else the stage kernel; ``"stage"`` always runs
     the stage kernel; ``"pipeline"`` the pipeline kernel (an :class:`~graphs.errors.InputError` when the
     problem is not that model). ``stats["kernel"]`` says which ran. ``time_limit``, ``max_ideals`` and
-    ``upper_bound`` hold for both; ``max_steps`` (stage options) only for the stage kernel.
+    ``upper_bound`` hold for both; ``max_steps`` (stage options) only for the stage kernel, ``threads``
+    (``None``: its default) only for the pipeline kernel.
 
     The stage kernel: a first pass over the prefixes of one topological order (a chain of ideals, cheap)
     gives a plan whose value bounds the optimum; the full pass then skips every stage option above it."""
@@ -1218,7 +1219,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if kernel == "pipeline" or (kernel == "auto" and is_pipeline_model(problem)):
         from .dp_pipeline import solve_pipeline
 
-        return solve_pipeline(problem, time_limit=time_limit, max_ideals=max_ideals, upper_bound=upper_bound)
+        return solve_pipeline(problem, time_limit=time_limit, max_ideals=max_ideals, upper_bound=upper_bound,
+                              threads=threads)
     sol = _solve_stage_kernel(problem, time_limit, max_ideals, max_steps, upper_bound)
     sol.stats["kernel"] = "stage"
     return sol
@@ -1630,10 +1632,10 @@ def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d
 
 # --------------------------------------------------------------------------- the registry's form
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
-    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``, and
-    ``options.raw``'s ``max_ideals``, ``max_steps`` and ``kernel`` (``auto``, ``stage`` or ``pipeline``;
-    see :func:`solve_problem`)."""
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``,
+    ``options.threads`` (the pipeline kernel's), and ``options.raw``'s ``max_ideals``, ``max_steps`` and
+    ``kernel`` (``auto``, ``stage`` or ``pipeline``; see :func:`solve_problem`)."""
     options = options or SolveOptions()
     kw = {k: int(options.raw[k]) for k in ("max_ideals", "max_steps") if k in options.raw}
     kernel = str(options.raw.get("kernel", "auto"))
-    return solve_problem(problem, time_limit=options.time_limit, kernel=kernel, **kw)
+    return solve_problem(problem, time_limit=options.time_limit, kernel=kernel, threads=options.threads, **kw)
