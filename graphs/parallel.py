@@ -62,9 +62,11 @@ another, so there it is larger than that model's value for the same placement (c
 With ``d = t = 1``, ``a = w = params = 0`` and one variant per node and kind this is exactly the
 throughput model of :mod:`graphs.evaluate`, which is this evaluator on :func:`operator_problem` (the
 operators as nodes, their colocation classes, any assignment a plan); :func:`from_opgraph` gives the
-same model on the contracted graph (items as nodes), which the solvers take. A kind that pays no
-communication (host CPUs) has no tensor times. Problems built with ``contiguous=False`` take stages in
-any order; the evaluation reports whether they are nested ideals in some order.
+same model on the contracted graph (items as nodes), which the solvers take. Conversely
+:func:`pipeline_misfit` says whether a stage problem is exactly that model, and :func:`to_opgraph` turns
+one that is into an :class:`~graphs.model.OpGraph` (what the stage DP hands the pipeline kernel). A kind
+that pays no communication (host CPUs) has no tensor times. Problems built with ``contiguous=False`` take
+stages in any order; the evaluation reports whether they are nested ideals in some order.
 
 :func:`evaluate_plan` is the one evaluator every solver's plan is checked against.
 """
@@ -79,11 +81,12 @@ from functools import cached_property
 import numpy as np
 
 from .errors import InputError
-from .model import DeviceKind
+from .model import Cluster, DeviceKind, OpGraph
 
 __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
-           "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem"]
+           "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem", "pipeline_misfit",
+           "is_pipeline_model", "to_opgraph", "plan_of_assignment"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
 _MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
@@ -626,3 +629,115 @@ def _operator_graph(graph, cluster) -> tuple[ParallelGraph, np.ndarray]:
                             source=graph.source, tensor_edges=False, colocation=graph.colocation)
     var.setflags(write=False)
     return g, var
+
+
+# ------------------------------------------------------------ back to the one-device-per-stage model
+def pipeline_misfit(problem: ParallelProblem) -> str:
+    """Why ``problem`` is not exactly the one-device-per-stage pipeline model of :mod:`graphs.evaluate`
+    (``''`` when it is): then :func:`to_opgraph` gives an :class:`~graphs.model.OpGraph` and
+    :class:`~graphs.model.Cluster` whose contiguous placements are this problem's plans, one device per
+    stage, at the same values (``d = t = 1`` stages of one variant each).
+
+    It is when: stages must be nested ideals (``contiguous``); no colocation classes; every variant has
+    ``t = 1``, ``a = 0``, ``w = 0`` and no sync terms (memory ``b`` whatever the schedule or the
+    micro-batches in flight; ``params`` only cost a resync at ``d > 1``); each node has at most one variant
+    per kind, at least one in all, and the same ``b`` on every kind (a node's memory); the only allowed
+    data-parallel degree is 1 (:meth:`ParallelProblem.replica_degrees`); ``N`` is at least the number of
+    devices (so ``sum d <= N`` never cuts a plan of one device per stage); and there are a node and a
+    device. Any tensors fit (several per producer too): each is one communicating node of the
+    :class:`~graphs.model.OpGraph`, paid once by its producer's device and once by every other device
+    holding one of its consumers, as a stage pays it."""
+    g = problem.graph
+    if not problem.contiguous:
+        return "the stages need not be nested ideals (contiguous=False)"
+    if g.colocation is not None:
+        return "the nodes have colocation classes"
+    if g.num_nodes == 0:
+        return "the graph has no nodes"
+    devices = sum(k.count for k in problem.kinds)
+    if devices < 1:
+        return "there are no devices"
+    if problem.replica_degrees() != [1]:
+        return f"data-parallel degrees {problem.replica_degrees()} are allowed, not only 1"
+    if problem.microbatches < devices:
+        return f"{problem.microbatches} micro-batches bound the stages below the {devices} devices"
+    va = g.variant_arrays
+    if len(g.variants):
+        if (va["t"] != 1).any():
+            return "some variant is tensor-parallel (t > 1)"
+        if (va["a"] != 0).any() or (va["w"] != 0).any():
+            return "some variant's memory depends on the micro-batches in flight or weight versions (a, w)"
+        if va["synced"].any():
+            return "some variant has sync terms"
+    if any(len(v) != 1 for v in g.options.values()):
+        return "some node has two variants for one kind"
+    b: dict[int, float] = {}
+    for (u, _, _), (v,) in g.options.items():
+        if b.setdefault(u, g.variants[v].b) != g.variants[v].b:
+            return f"node {g.ids[u]}'s memory b differs between kinds"
+    if len(b) != g.num_nodes:
+        return "some node has no variant"
+    return ""
+
+
+def is_pipeline_model(problem: ParallelProblem) -> bool:
+    """Whether ``problem`` is exactly the one-device-per-stage pipeline model (:func:`pipeline_misfit`)."""
+    return not pipeline_misfit(problem)
+
+
+def to_opgraph(problem: ParallelProblem) -> tuple[OpGraph, Cluster]:
+    """The :class:`~graphs.model.OpGraph` and :class:`~graphs.model.Cluster` of a problem that is the
+    pipeline model (:func:`pipeline_misfit` is ``''``; raises :class:`InputError` otherwise).
+
+    Node ``c < n`` of the graph is the problem's node ``c`` (forward; compute its variant's time on each
+    kind, ``inf`` where it has none; memory its ``b``; no communication), with the problem's DAG edges
+    between them, which alone order the pipeline. Each tensor ``e`` is a backward node ``n + e``
+    colocated with its producer (no compute or memory, communication ``tensor_time[:, e]``) with an edge
+    to a backward stand-in of each consumer (colocated with it, no costs). Backward edges order nothing,
+    so the placements' items are the problem's nodes and their contiguity is the problem's; the graph's
+    evaluation charges each tensor as the stage model does. The cluster has the problem's kinds."""
+    why = pipeline_misfit(problem)
+    if why:
+        raise InputError(f"not the one-device-per-stage pipeline model: {why}", source=problem.graph.source)
+    g = problem.graph
+    n, M, K = g.num_nodes, g.num_tensors, len(problem.kinds)
+    consumers = np.unique(g.tensor_dst)
+    stand_in = np.full(n, -1, np.int64)
+    stand_in[consumers] = n + M + np.arange(consumers.size)
+    total = n + M + consumers.size
+    compute = np.zeros((K, total))
+    compute[:, :n] = np.inf
+    for (u, k, _), (v,) in g.options.items():
+        compute[k, u] = g.variants[v].time
+    comm = np.zeros((K, total))
+    comm[:, n:n + M] = g.tensor_time
+    memory = np.zeros(total)
+    for (u, _, _), (v,) in g.options.items():
+        memory[u] = g.variants[v].b  # the same on every kind (pipeline_misfit)
+    edges = [np.stack([g.src, g.dst], 1),
+             np.stack([n + np.repeat(np.arange(M), np.diff(g.tensor_ptr)), stand_in[g.tensor_dst]], 1)]
+    colocation = np.concatenate([np.arange(n), g.tensor_src, consumers])
+    backward = np.arange(total) >= n
+    names = [f"v{u}" for u in range(n)] + [f"t{e}" for e in range(M)] + [f"r{u}" for u in consumers.tolist()]
+    graph = OpGraph.build(names=names, kinds=[k.name for k in problem.kinds], compute=compute, comm=comm,
+                          memory=memory, edges=np.concatenate(edges), backward=backward,
+                          colocation=colocation, source=g.source)
+    return graph, Cluster(problem.kinds)
+
+
+def plan_of_assignment(problem: ParallelProblem, cluster: Cluster, device_of: np.ndarray) -> list[Stage]:
+    """The stage plan of a placement of :func:`to_opgraph`'s graph (``device_of``: the device of every
+    node of the problem, the graph's first ``n`` nodes): one ``d = t = 1`` stage per used device, each
+    node on its only variant for that device's kind, the stages in a pipeline order (Kahn's over the
+    problem's DAG edges; any order when the placement is not contiguous, which the evaluation reports)."""
+    g = problem.graph
+    device_of = np.asarray(device_of, np.int64)[:g.num_nodes]
+    used, stage_of = np.unique(device_of, return_inverse=True)
+    order = _stage_order(g, stage_of.astype(np.int64), used.size) or list(range(used.size))
+    dkind = cluster.device_kind()
+    plan = []
+    for i in order:
+        nodes = np.flatnonzero(stage_of == i).tolist()
+        k = int(dkind[used[i]])
+        plan.append(Stage(tuple(nodes), k, 1, 1, tuple(g.options.get((u, k, 1), (-1,))[0] for u in nodes)))
+    return plan

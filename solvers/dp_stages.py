@@ -30,7 +30,7 @@ import time
 import numpy as np
 from numba import njit
 
-from graphs.errors import ProblemTooLargeError
+from graphs.errors import InputError, ProblemTooLargeError
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.order import topological_order
 from graphs.parallel import (
@@ -39,6 +39,7 @@ from graphs.parallel import (
     PlanEvaluation,
     Stage,
     evaluate_plan,
+    is_pipeline_model,
     resync_bandwidth,
 )
 
@@ -1199,11 +1200,34 @@ def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarra
 
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
-                  max_steps: int = 50_000_000, upper_bound: float = math.inf) -> Solution:
+                  max_steps: int = 50_000_000, upper_bound: float = math.inf,
+                  kernel: str = "auto", threads: int | None = None) -> Solution:
     """The optimal plan of ``problem`` (proven), or an infeasible / limit status.
 
-    A first pass over the prefixes of one topological order (a chain of ideals, cheap) gives a plan whose
-    value bounds the optimum; the full pass then skips every stage option above it."""
+    ``kernel``: ``"auto"`` runs the one-device-per-stage pipeline kernel (:mod:`solvers.dp`, through
+    :func:`solvers.dp_pipeline.solve_pipeline`) when the problem is exactly that model
+    (:func:`graphs.parallel.pipeline_misfit` is ``''``), else the stage kernel; ``"stage"`` always runs
+    the stage kernel; ``"pipeline"`` the pipeline kernel (an :class:`~graphs.errors.InputError` when the
+    problem is not that model). ``stats["kernel"]`` says which ran. ``time_limit``, ``max_ideals`` and
+    ``upper_bound`` hold for both; ``max_steps`` (stage options) only for the stage kernel, ``threads``
+    (``None``: its default) only for the pipeline kernel.
+
+    The stage kernel: a first pass over the prefixes of one topological order (a chain of ideals, cheap)
+    gives a plan whose value bounds the optimum; the full pass then skips every stage option above it."""
+    if kernel not in ("auto", "stage", "pipeline"):
+        raise InputError(f"unknown dp kernel {kernel!r}; choose one of: auto, stage, pipeline")
+    if kernel == "pipeline" or (kernel == "auto" and is_pipeline_model(problem)):
+        from .dp_pipeline import solve_pipeline
+
+        return solve_pipeline(problem, time_limit=time_limit, max_ideals=max_ideals, upper_bound=upper_bound,
+                              threads=threads)
+    sol = _solve_stage_kernel(problem, time_limit, max_ideals, max_steps, upper_bound)
+    sol.stats["kernel"] = "stage"
+    return sol
+
+
+def _solve_stage_kernel(problem: ParallelProblem, time_limit: float | None, max_ideals: int, max_steps: int,
+                        upper_bound: float) -> Solution:
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     g = problem.graph
@@ -1608,8 +1632,10 @@ def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d
 
 # --------------------------------------------------------------------------- the registry's form
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
-    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``, and
-    ``options.raw``'s ``max_ideals`` and ``max_steps``."""
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``,
+    ``options.threads`` (the pipeline kernel's), and ``options.raw``'s ``max_ideals``, ``max_steps`` and
+    ``kernel`` (``auto``, ``stage`` or ``pipeline``; see :func:`solve_problem`)."""
     options = options or SolveOptions()
     kw = {k: int(options.raw[k]) for k in ("max_ideals", "max_steps") if k in options.raw}
-    return solve_problem(problem, time_limit=options.time_limit, **kw)
+    kernel = str(options.raw.get("kernel", "auto"))
+    return solve_problem(problem, time_limit=options.time_limit, kernel=kernel, threads=options.threads, **kw)

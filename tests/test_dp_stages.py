@@ -147,7 +147,11 @@ def test_knapsack_beats_the_greedy_where_it_is_not_exact():
 
 
 # ---------------------------------------------------------------- today's model and reference workloads
-def test_random_reference_instances_equal_todays_dp():
+@pytest.mark.parametrize("kernel", ["stage", "auto"])
+def test_random_reference_instances_equal_todays_dp(kernel):
+    """``kernel="stage"`` forces the stage kernel, which ``auto`` would not run on these problems (they
+    are the pipeline model: tests/test_dp_dispatch.py)."""
+    from solvers.base import SolveOptions
     from solvers.dp import solve as dp_solve
     from tests.instances import random_instance
 
@@ -155,7 +159,8 @@ def test_random_reference_instances_equal_todays_dp():
     for _ in range(30):
         inst = random_instance(rng, max_items=5)
         a = dp_solve(inst.graph, inst.cluster)
-        b = solve(inst.graph, inst.cluster, solver="dp", form="stages")
+        b = solve(inst.graph, inst.cluster, solver="dp", form="stages",
+                  options=SolveOptions(raw={"kernel": kernel}))
         assert a.status == b.status
         if a.status is Status.OPTIMAL:
             assert b.objective == pytest.approx(a.objective, rel=1e-9)
@@ -167,19 +172,22 @@ _FEW = ["throughput-inputs/LayerGraphs/bert24_training.json",
         "throughput-inputs/OperatorGraphs/resnet50_training.json"]
 
 
+@pytest.mark.parametrize("kernel", ["stage", "auto"])
 @pytest.mark.parametrize("key", _FEW)
-def test_reference_workloads_equal_todays_dp(workloads, key):
+def test_reference_workloads_equal_todays_dp(workloads, key, kernel):
     import json
 
     from graphs.reference import read_workload
+    from solvers.base import SolveOptions
 
     path = os.path.join(workloads, key)
     if not os.path.exists(path):
         pytest.skip(f"{key} is not among the shared workloads")
     ref = json.load(open(os.path.join(workloads, "reference_results.json")))["throughput"][key]["dp_max_load"]
     w = read_workload(path)
-    sol = solve(w.graph, w.cluster, solver="dp", form="stages")
+    sol = solve(w.graph, w.cluster, solver="dp", form="stages", options=SolveOptions(raw={"kernel": kernel}))
     assert sol.status is Status.OPTIMAL
+    assert sol.stats["kernel"] == ("stage" if kernel == "stage" else "pipeline")
     assert sol.objective == pytest.approx(ref, rel=1e-9)
     from graphs.evaluate import evaluate
 
