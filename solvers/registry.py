@@ -61,6 +61,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"})),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
+               stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
                bench=("max-load", "tiny")),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
                "solvers.ip_stages:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
