@@ -1289,7 +1289,9 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         if pv.best is not None:
             print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
                   f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
-                  + ("proven cheapest" if proven else "NOT proven cheapest (a limit was hit)"))
+                  + ("proven cheapest" if proven else "NOT proven cheapest ("
+                     + (stopped or "an answer on the way, the kept one's or a cheaper allocation's, is not "
+                                   "proven") + ")"))
             if placement is not None:
                 sys.stdout.write(mfu_lines(placement))
             if stage_pt is not None:
