@@ -897,7 +897,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
                                              max_points=args.max_points, report=report, on_point=point)
         if reports is not None:
             reports[b] = report if fine is None else \
-                dict(report, complete=False, note=f"layer-node plans: {report.get('note')}")
+                dict(report, complete=False, layers_complete=bool(report.get("complete")))
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
             from .onnx_stages import refine_budget
@@ -1018,7 +1018,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     data = _frontier_dict(fr, args.out, args.model if stages else None)
     if stages:
-        data["stage_frontier"] = {str(b): {"complete": bool(r.get("complete")), "note": r.get("note")}
+        data["stage_frontier"] = {str(b): {"complete": bool(r.get("complete")), "note": r.get("note"),
+                                           "layer_nodes_complete": r.get("layers_complete")}
                                   for b, r in sorted((reports or {}).items())}
     if args.out and fr.points:
         for pt in data["points"]:
@@ -1036,9 +1037,14 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                   "latency runs its stages one after another; a one-device-per-stage plan's overlaps "
                   "independent branches, so the merged frontier is not one model's, and not proven)")
             for b, r in sorted((reports or {}).items()):
-                print(f"stage model, batch {b}: " + ("frontier complete, every point proven"
-                                                    if r.get("complete") else "frontier not complete")
-                      + (f" ({r['note']})" if r.get("note") else ""))
+                if r.get("complete"):
+                    what = "frontier complete, every point proven"
+                elif r.get("layers_complete"):
+                    what = ("the layer-node plans' frontier complete, each point proven among them; not "
+                            "proven at operator nodes")
+                else:
+                    what = "frontier not complete"
+                print(f"stage model, batch {b}: {what}" + (f" ({r['note']})" if r.get("note") else ""))
         if fr.points:
             print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
             print(_frontier_table(fr, stages))

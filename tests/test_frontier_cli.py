@@ -259,3 +259,25 @@ def test_slo_ip_stop_skips_the_program(cnn):
     assert sol.status == Status.FEASIBLE and sol.assignment is not None
     assert "mip_status" not in sol.stats and "stopped" in sol.message
     assert math.isfinite(sol.stats["max_load"]) and sol.bound is None
+
+
+def test_frontier_says_how_far_the_stage_frontier_is_proven(tmp_path, capsys):
+    """On a model with layer nodes whose operator-node frontier does not close in the time: the
+    layer-node plans' frontier is complete and said to be so, each of its points proven among layer
+    plans only, never called a frontier point of the stage model."""
+    model = str(tmp_path / "bert.onnx")
+    assert main(["example", model, "--layers", "2"]) == 0
+    out = tmp_path / "f.json"
+    assert main(["frontier", model, "--devices", "a100:1,t4:1,cpu:2", "--time-limit", "10",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    report = data["stage_frontier"]["1"]
+    if report["complete"]:  # the operator nodes closed after all: then every stage point is proven
+        assert "stage model, batch 1: frontier complete, every point proven" in text
+        return
+    assert report["layer_nodes_complete"] is True, report
+    assert "the layer-node plans' frontier complete, each point proven among them" in text
+    assert "stage plan, not proven (frontier point of the layer-node plans)" in text  # as found
+    assert "frontier point of the stage model, proven" not in text
+    assert not any(p["proven"] for p in data["points"] if p.get("model") == "stages")
