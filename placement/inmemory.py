@@ -180,28 +180,30 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
 
 
 def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -> bool:
-    """Does :func:`place_model` solve the stage model? (See its doc; the same rule as the command
-    line's, :func:`placement.onnx_stages.takes_stage_model`.)"""
-    from solvers.registry import ALIASES, STAGE_SOLVERS
+    """Does :func:`place_model` solve the stage model? The command line's rule,
+    :func:`placement.onnx_stages.takes_stage_model` (its errors in this function's parameters):
+    ``max_replicas=1``, a solver without a stage form or an objective only one device per stage takes
+    keep that placement, and such an objective with ``max_replicas`` above 1 is an :class:`InputError`;
+    so is a stage-model option (``schedule``, ``microbatches``, ``granularity``) given where that
+    placement runs, naming it."""
+    from types import SimpleNamespace
+
+    from .onnx_stages import takes_stage_model
 
     for name, v in (("max_replicas", max_replicas), ("microbatches", stage_options["microbatches"])):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise InputError(f"{name} must be a positive integer, got {v!r}")
+    args = SimpleNamespace(workload="model.onnx", max_replicas=max_replicas, solver=solver,
+                           objective=options.objective, training=False)
+    if takes_stage_model(args, library=True):
+        return True
     given = [k for k, v in stage_options.items() if v is not None]
-    stage_solver = solver is None or ALIASES.get(solver, solver) in STAGE_SOLVERS
-    if max_replicas == 1 or not stage_solver:
-        if given:
-            why = "max_replicas=1" if max_replicas == 1 else f"the {solver} solver"
-            raise InputError(f"{given[0]} is a stage-model option; {why} gives the one-device-per-stage "
-                             f"placement, which does not take it")
-        return False
-    if options.objective != "max-load":
-        if max_replicas is None and not given:
-            return False
-        raise InputError(f"objective {options.objective!r}: the stage model minimises the time per sample "
-                         f"(max-load) and does not take it yet; with max_replicas=1 the "
-                         f"one-device-per-stage placement solves it")
-    return True
+    if given:
+        why = ("max_replicas=1" if max_replicas == 1 else f"objective {options.objective!r}"
+               if options.objective != "max-load" else f"the {solver} solver")
+        raise InputError(f"{given[0]} is a stage-model option; {why} gives the one-device-per-stage "
+                         f"placement, which does not take it")
+    return False
 
 
 def _with_costs(g, ds, table, training, optimizer, backward_factor):

@@ -50,12 +50,13 @@ def _stage_solver(name: str | None) -> bool:
     return name is None or ALIASES.get(name, name) in STAGE_SOLVERS
 
 
-def _one_device_per_stage_only(args) -> str | None:
-    """The option (its flag) of ``args`` that only the one-device-per-stage placement solves so far, or
-    ``None``: a latency objective or target, a batch-size sweep, a given split or a memory limit."""
+def _one_device_per_stage_only(args, library: bool = False) -> str | None:
+    """The option (its flag, or with ``library`` its :func:`placement.place_model` parameter) of ``args``
+    that only the one-device-per-stage placement solves so far, or ``None``: a latency objective or
+    target, a batch-size sweep, a given split or a memory limit."""
     objective = getattr(args, "objective", None) or "max-load"
     if objective != "max-load":
-        return f"--objective {objective}"
+        return f"objective {objective!r}" if library else f"--objective {objective}"
     if getattr(args, "latency_slo", None) is not None:
         return "--latency-slo"
     if isinstance(getattr(args, "batch_size", None), str):
@@ -66,18 +67,19 @@ def _one_device_per_stage_only(args) -> str | None:
     return None
 
 
-def takes_stage_model(args) -> bool:
+def takes_stage_model(args, *, library: bool = False) -> bool:
     """Does ``place`` solve the stage model (replicas, tensor parallelism, schedule-aware memory) on this
     ONNX model? It does by default, for training and inference alike, when the solver has a stage form
     (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
     placement, as does an option only that placement solves so far (see
     :func:`_one_device_per_stage_only`); that option together with ``--max-replicas`` above 1 is an
     :class:`InputError` naming it, except a batch-size sweep and ``--latency-slo`` (:func:`serving`),
-    which the stage model takes then (:mod:`placement.serving_stages`)."""
+    which the stage model takes then (:mod:`placement.serving_stages`). ``library``: the rule of
+    :func:`placement.place_model`, its errors naming its parameters rather than flags."""
     mr = getattr(args, "max_replicas", None)
     if not _is_onnx(args.workload) or mr == 1 or not _stage_solver(getattr(args, "solver", None)):
         return False
-    flag = _one_device_per_stage_only(args)
+    flag = _one_device_per_stage_only(args, library)
     if flag is None:
         return True
     if mr is None and not serving_default(args):
@@ -92,6 +94,10 @@ def takes_stage_model(args) -> bool:
             return True
     if mr is None:  # an option only one device per stage takes: that placement, as asked
         return False
+    if library:
+        raise InputError(f"{flag}: the stage model (max_replicas={mr}) minimises the time per sample "
+                         f"(max-load) and does not take it yet; without max_replicas, or with "
+                         f"max_replicas=1, the one-device-per-stage placement solves it")
     raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
                      f"(max-load) and does not take it yet; without --max-replicas, or with "
                      f"--max-replicas 1, the one-device-per-stage placement solves it")
