@@ -549,9 +549,7 @@ def _device_order(schedule: str, S: int, s: int, M: int, training: bool) -> list
     micro-batches before its first backward)."""
     if not training:
         return [(FORWARD, m) for m in range(M)]
-    if schedule == "gpipe":
-        return [(FORWARD, m) for m in range(M)] + [(BACKWARD, m) for m in range(M)]
-    return _one_f_one_b(list(range(M)), S - s)
+    return _flushed_order(schedule, list(range(M)), S - s)
 
 
 def _engine_of(part: str, overlap: bool) -> str:
@@ -832,10 +830,7 @@ def _replica_order(schedule: str, mbs: list[int], y: int, N: int, d: int) -> lis
     if schedule in _FLUSH:
         for b in range(0, len(mbs), per):
             chunk = mbs[b:b + per]
-            if schedule == "gpipe":
-                out += [("F", m) for m in chunk] + [("B", m) for m in chunk]
-            else:
-                out += _one_f_one_b(chunk, y)
+            out += _flushed_order(schedule, chunk, y)
             out.append(("R", chunk[0] // N))
         return out
     for kind, m in _one_f_one_b(mbs, y):
@@ -843,6 +838,14 @@ def _replica_order(schedule: str, mbs: list[int], y: int, N: int, d: int) -> lis
         if kind == "B" and (m // d) % per == per - 1:  # the replica's last micro-batch of its batch
             out.append(("R", m // N))
     return out
+
+
+def _flushed_order(schedule: str, mbs: list[int], y: int) -> list[tuple[str, int]]:
+    """One flushed batch of micro-batches ``mbs`` on one device: under ``gpipe`` every forward then
+    every backward, else 1F1B with ``y`` forwards admitted."""
+    if schedule == "gpipe":
+        return [(FORWARD, m) for m in mbs] + [(BACKWARD, m) for m in mbs]
+    return _one_f_one_b(mbs, y)
 
 
 def _one_f_one_b(mbs: list[int], y: int) -> list[tuple[str, int]]:
