@@ -86,7 +86,8 @@ from .model import Cluster, DeviceKind, OpGraph
 __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
            "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem", "pipeline_misfit",
-           "is_pipeline_model", "to_opgraph", "plan_of_assignment"]
+           "is_pipeline_model", "to_opgraph", "plan_of_assignment", "latency_lower_bound",
+           "work_lower_bound"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
 _MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
@@ -401,6 +402,36 @@ def _stage_order(g: ParallelGraph, stage_of: np.ndarray, count: int) -> list[int
 
 def _few(lines: list[str], what: str) -> list[str]:
     return lines if len(lines) <= 10 else lines[:10] + [f"... and {len(lines) - 10} more {what}"]
+
+
+def _fastest(problem: ParallelProblem, present) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: its least time over the variants on kinds in ``present`` (any ``t``), and its least
+    ``t * time`` (the device-seconds it needs at least)."""
+    g = problem.graph
+    lat = np.full(g.num_nodes, math.inf)
+    work = np.full(g.num_nodes, math.inf)
+    for v in g.variants:
+        if present[v.kind] and v.t <= problem.kinds[v.kind].count:
+            lat[v.node] = min(lat[v.node], v.time)
+            work[v.node] = min(work[v.node], v.t * v.time)
+    return lat, work
+
+
+def latency_lower_bound(problem: ParallelProblem) -> float:
+    """No plan's latency (seconds per sample) is below this: every node's fastest variant on a kind with
+    devices, no communication."""
+    lat, _ = _fastest(problem, [k.count > 0 for k in problem.kinds])
+    return float(lat.sum())
+
+
+def work_lower_bound(problem: ParallelProblem) -> float:
+    """No plan's time per sample is below this: a stage of ``t * d`` devices takes at least its variants'
+    time over ``d``, so the devices' time per sample covers every node's least ``t * time``."""
+    devices = sum(k.count for k in problem.kinds)
+    if devices == 0:
+        return math.inf
+    _, work = _fastest(problem, [k.count > 0 for k in problem.kinds])
+    return float(work.sum()) / devices
 
 
 def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,

@@ -851,13 +851,20 @@ def _replicas_words(args) -> str:
     return "replicas as the devices allow"
 
 
+def _among_layer_plans(p):
+    """The stage point ``p`` of a layer-node problem: an exact frontier point there is one among the
+    layer-node plans only (operator nodes could do better), not of the stage model."""
+    if p.frontier:
+        return dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
+    return p
+
+
 def _unproven(p):
-    """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point: a
-    frontier point of the layer-node plans, where operator nodes could do better)."""
+    """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point:
+    :func:`_among_layer_plans`)."""
     from .serving_stages import proof_fields
 
-    if p.frontier:
-        p = dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
+    p = _among_layer_plans(p)
     return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
 
 
@@ -916,8 +923,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             both = pts + fpts
             # an exact point at operator granularity is a frontier point of the stage model (every layer
             # plan is an operator plan); a layer point's proof holds among layer plans only
-            pts = [dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
-                   if p.frontier else p for p in pts]
+            pts = [_among_layer_plans(p) for p in pts]
             keep = {id(p) for p in fpts if p.frontier}
             if any(p.proven for p in pts) and any(p.proven for p in fpts):
                 top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
@@ -1146,11 +1152,9 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
                 if _one_device_per_stage_provision_too(args, pv, ctrl_c, until):
                     w1 = batch_workload(args.model, ds, b, costs=args.costs,
                                         device_files=args.device_files or (), models=models)
-                    left = None if until is None else max(0.0, until - time.perf_counter())
                     pv1 = provision(w1.graph, w1.cluster, prices, args.target_throughput,
                                     latency_slo=args.latency_slo, options=_options(args),
-                                    max_solves=args.max_solves, stop=ctrl_c,
-                                    deadline=None if left is None else time.perf_counter() + left)
+                                    max_solves=args.max_solves, stop=ctrl_c, deadline=until)
                     if pv1.best is not None and (pv.best is None or (pv1.best.price, -pv1.best.samples_per_s)
                                                  < (pv.best.price, -pv.best.samples_per_s)):
                         # cheaper among one-device-per-stage plans: neither search proved it cheapest of all

@@ -46,7 +46,14 @@ from types import SimpleNamespace
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+from graphs.parallel import (
+    ParallelProblem,
+    PlanEvaluation,
+    Stage,
+    evaluate_plan,
+    latency_lower_bound,
+    work_lower_bound,
+)
 
 __all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
            "exact_frontier",
@@ -164,36 +171,6 @@ def with_counts(problem: ParallelProblem, counts) -> ParallelProblem:
     return problem.with_options(kinds=kinds)
 
 
-def _fastest(problem: ParallelProblem, present) -> np.ndarray:
-    """Per node: its least time over the variants on kinds in ``present`` (any ``t``), and its least
-    ``t * time`` (the device-seconds it needs at least)."""
-    g = problem.graph
-    lat = np.full(g.num_nodes, math.inf)
-    work = np.full(g.num_nodes, math.inf)
-    for v in g.variants:
-        if present[v.kind] and v.t <= problem.kinds[v.kind].count:
-            lat[v.node] = min(lat[v.node], v.time)
-            work[v.node] = min(work[v.node], v.t * v.time)
-    return lat, work
-
-
-def latency_lower_bound(problem: ParallelProblem) -> float:
-    """No plan's latency (seconds per sample) is below this: every node's fastest variant on a kind with
-    devices, no communication."""
-    lat, _ = _fastest(problem, [k.count > 0 for k in problem.kinds])
-    return float(lat.sum())
-
-
-def work_lower_bound(problem: ParallelProblem) -> float:
-    """No plan's time per sample is below this: a stage of ``t * d`` devices takes at least its variants'
-    time over ``d``, so the devices' time per sample covers every node's least ``t * time``."""
-    devices = sum(k.count for k in problem.kinds)
-    if devices == 0:
-        return math.inf
-    _, work = _fastest(problem, [k.count > 0 for k in problem.kinds])
-    return float(work.sum()) / devices
-
-
 # ------------------------------------------------------------------------------- one batch size
 def _one_stage_plans(problem: ParallelProblem) -> list[list[Stage]]:
     """The whole model as one stage on each kind and tensor-parallel degree, with the most replicas that
@@ -295,6 +272,17 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
 IP_COLUMNS = 200_000
 
 
+def _solve_ip(problem: ParallelProblem, **kw):
+    """:func:`solvers.ip_stages.solve_problem` as a step of a command: a Ctrl-C that stopped the program
+    stops the command (:class:`KeyboardInterrupt`), not just the step."""
+    from solvers import ip_stages
+
+    r = ip_stages.solve_problem(problem, **kw)
+    if "interrupted" in (r.message or ""):
+        raise KeyboardInterrupt
+    return r
+
+
 def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: float, unconstrained,
                   optimum: dict):
     """The stage integer program with the latency as a row (:func:`solvers.ip_stages.solve_problem`,
@@ -318,11 +306,9 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
         optimum["ip"] = "the integer program under the target not tried: no time left"
         return None
     limit = refine_budget(spent, left)
-    r = ip_stages.solve_problem(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
-                                warm_start=None if cand is None else [s.stage for s in cand[0].stages],
-                                threads=getattr(a, "threads", None))
-    if "interrupted" in (r.message or ""):  # Ctrl-C stopped the program: the command stops, not the step
-        raise KeyboardInterrupt
+    r = _solve_ip(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
+                  warm_start=None if cand is None else [s.stage for s in cand[0].stages],
+                  threads=getattr(a, "threads", None))
     if r.status is Status.INFEASIBLE and cand is None:
         return None, {**optimum, "proven_none": True, "lowest": latency_lower_bound(problem),
                       "message": "no plan meets the latency target (the integer program under the target "
@@ -536,9 +522,7 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
         return points, False, f"exact frontier stopped after {len(points)} point(s): {why}"
 
     def run(**kw):
-        r = ip_stages.solve_problem(problem, time_limit=left(), gap=CLOSED_GAP, threads=threads, **kw)
-        if "interrupted" in (r.message or ""):  # Ctrl-C stopped the program: the command stops
-            raise KeyboardInterrupt
+        r = _solve_ip(problem, time_limit=left(), gap=CLOSED_GAP, threads=threads, **kw)
         if r.evaluation is not None:
             starts.append(r.evaluation)
         return r
@@ -745,12 +729,11 @@ def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: fl
     if ip_stages.model_columns(problem) > IP_COLUMNS or (time_limit is not None and time_limit < 0.2):
         return stage_solution("bound", None, None, math.inf, Status.STOPPED, 0.0,
                               "the least latency's bound only", bound=low)
-    r = ip_stages.solve_problem(problem, objective="latency", time_limit=time_limit, gap=CLOSED_GAP)
-    if "interrupted" in (r.message or ""):
-        raise KeyboardInterrupt
+    r = _solve_ip(problem, objective="latency", time_limit=time_limit, gap=CLOSED_GAP)
     if r.evaluation is None:
         return stage_solution("ip", None, None, math.inf, r.status, r.time, r.message, bound=low)
-    bound = max(low, (r.stats or {}).get("bound") * ms if (r.stats or {}).get("bound") is not None else low)
+    proven = (r.stats or {}).get("bound")  # seconds per sample, what the program proved
+    bound = low if proven is None else max(low, proven * ms)
     value = r.evaluation.latency * ms
     return stage_solution("ip", r.plan, r.evaluation, value, r.status, r.time, r.message,
                           bound=value if r.status is Status.OPTIMAL else min(bound, value))

@@ -53,6 +53,7 @@ from graphs.parallel import (
     Stage,
     evaluate_plan,
     in_flight,
+    latency_lower_bound,
     resync_bandwidth,
     weight_versions,
 )
@@ -517,7 +518,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         failed = r.status == _milp.ERROR or "mip_plan_rejected" in stats
         return stage_solution("ip", None, None, math.inf, Status.ERROR if failed else Status.STOPPED, elapsed,
                                 r.message or "no plan found", stats)
-    fallback = _latency_lower_bound(problem) if by_latency else lay.lower_bound
+    fallback = latency_lower_bound(problem) if by_latency else lay.lower_bound
     cb = check_bound(None if r.bound is None else r.bound / lay.scale, value(ev), fallback=fallback)
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
@@ -528,14 +529,6 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         msg += f"; bound {cb.bound:.9g}, gap {cb.gap:.3%}"
     return stage_solution("ip", plan, ev, value(ev), Status.FEASIBLE, elapsed,
                             msg + (f"; {note}" if note else ""), stats)
-
-
-def _latency_lower_bound(problem: ParallelProblem) -> float:
-    """Every plan's latency is at least the sum of each node's fastest variant (no communication)."""
-    fastest: dict[int, float] = {}
-    for v in problem.graph.variants:
-        fastest[v.node] = min(fastest.get(v.node, math.inf), v.time)
-    return float(sum(fastest.values())) * (1 - 1e-9)
 
 
 def model_columns(problem: ParallelProblem) -> int:
