@@ -1,6 +1,6 @@
 """LLM-shaped graphs through ``auto``: time to the first plan, to a 1% proven gap, to exact.
 
-    python benchmarks/bench_llm.py [--only llama-16] [--time-limit S] [--variants today,bounds]
+    python benchmarks/bench_llm.py [--only llama-16] [--time-limit S] [--variants no-bounds,bounds]
                                    [--markdown out.md] [--jsonl out.jsonl]
 
 Cases: the project's Llama-style decoder (:func:`graphs.transformer.llama`: TinyLlama widths, grouped-
@@ -9,7 +9,7 @@ GPT-2 small widths) at 16 and 32 layers, each placed for inference and for train
 costs on ``a100:4,t4:4,cpu:8`` and on ``h100:8``. Every case runs once per variant, each run in a fresh
 subprocess (its peak RSS is its own), under the same time limit:
 
-* ``today``: ``auto`` with the lower bounds off (``raw={"bounds": False}``), as it was before them;
+* ``no-bounds``: ``auto`` with the lower bounds off (``raw={"bounds": False}``), as it was before them;
 * ``bounds``: ``auto`` as it is (cheap lower bounds end the search when the incumbent meets them, and
   prune the DP otherwise).
 
@@ -32,7 +32,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLUSTERS = ("a100:4,t4:4,cpu:8", "h100:8")
-VARIANTS = {"today": {"bounds": False}, "bounds": {}}
+VARIANTS = {"no-bounds": {"bounds": False}, "bounds": {}}
 
 
 def cases() -> list[tuple[str, dict]]:

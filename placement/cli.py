@@ -158,7 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
     _stages().add_options(p)
     _llm().add_options(p)
     from .serving_cli import add_place_options
-    _onnx_stages().add_options(p)
 
     add_place_options(p)
 
@@ -172,7 +171,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(e)
     _add_frontend_options(e)
     _stages().add_options(e)
-    _onnx_stages().add_options(e)
     _llm().add_options(e)
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
@@ -291,12 +289,6 @@ def _helix():
     return helix_cmd
 
 
-def _onnx_stages():
-    from . import onnx_stages  # stage plans of ONNX models (placement/onnx_stages.py)
-
-    return onnx_stages
-
-
 def _refuse_stage_device_options(args) -> None:
     """The one-device-per-stage placement reads its devices from ``--devices`` and device files: the
     stage model's device options are refused, naming the option, never ignored."""
@@ -339,8 +331,9 @@ def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
     from .api import place
+    from .inputs import wants_serving
     from .load import load_workload
-    from .serving_cli import run_place, wants_serving
+    from .serving_cli import run_place
 
     time_limit = _number(args.time_limit, "--time-limit")
     gap = _number(args.gap, "--gap")
@@ -398,14 +391,13 @@ def _cmd_place(args) -> int:
         raise _UsageError("--objective goodput, --requests, --ttft-slo, --tpot-slo and --simulate apply to "
                           "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
                           "ONNX decoder exported with its KV cache")
-    if model == "stages":
-        if not args.workload.lower().endswith(".onnx"):  # a Piper-format workload
-            return _stages().place(args)
-        if _onnx_stages().serving(args):  # a sweep or a latency target on the stage model
-            from .serving_cli import run_place_stages
+    if model == "stages":  # load, solve, emit (placement/stages.py)
+        if args.workload.lower().endswith(".onnx") and wants_serving(args):
+            from .serving_cli import run_place_stages  # a sweep or a latency target on the stage model
 
             return run_place_stages(args, _frontend(args, sweep=True))
-        return _onnx_stages().place(args, _frontend(args))
+        _stages().refuse_serving(args)
+        return _stages().place(args, _stages().load(args, _frontend(args)))
     _refuse_stage_options(args)  # --device-memory, --schedule etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
         return run_place(args, _frontend(args, sweep=True))
@@ -448,10 +440,8 @@ def _cmd_evaluate(args) -> int:
     if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
         raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
                           "result (config.json with num_hidden_layers and hidden_size)")
-    if kind == "piper":
-        return _stages().evaluate(args)
-    if kind == "onnx" and holds_stage_plan(args.split):
-        return _onnx_stages().evaluate(args, _frontend(args))
+    if kind == "piper" or (kind == "onnx" and holds_stage_plan(args.split)):
+        return _stages().evaluate(args, _frontend(args))  # a stage plan (placement/stages.py)
     _refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"

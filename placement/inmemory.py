@@ -151,44 +151,36 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
         return place(w.graph, w.cluster, solver, options)
     import dataclasses
 
-    from graphs.onnx_variants import onnx_parallel_problem, stage_problem
     from solvers.registry import solve
 
-    from .onnx_stages import solve_refined
+    from .stages import onnx_workload, solve_refined
 
-    schedule = schedule or "1f1b"
-    problem, node_of, gran = stage_problem(g, w.graph, ds, granularity=granularity, microbatches=microbatches,
-                                           schedule=schedule, max_replicas=max_replicas)
-
-    def finer():
-        return onnx_parallel_problem(g, w.graph, ds, microbatches=microbatches, schedule=schedule,
-                                     max_replicas=max_replicas, granularity="op")
+    settings = {"devices": str(ds), "costs": costs if isinstance(costs, str) else "cost table",
+                "batch_size": g.batch_size, "training": bool(training),
+                "optimizer": optimizer if training else None, "dims": dict(dims) if dims else None,
+                "device_files": None}
+    sw = onnx_workload(g, w.graph, ds, schedule=schedule, max_replicas=max_replicas, granularity=granularity,
+                       microbatches=microbatches, settings=settings)
 
     def solve_one(pr, time_limit):
         return solve(pr, solver=solver or "auto", options=dataclasses.replace(options, time_limit=time_limit))
 
-    problem, node_of, gran, sol = solve_refined(problem, node_of, gran,
-                                                finer if granularity is None and gran == "layer" else None,
-                                                solve_one, options.time_limit)
+    sw, sol = solve_refined(sw, solve_one, options.time_limit)
     batch = max(1, int(g.batch_size or 1))
-    settings = {"granularity": gran, "devices": str(ds),
-                "costs": costs if isinstance(costs, str) else "cost table", "batch_size": g.batch_size,
-                "training": bool(training), "optimizer": optimizer if training else None,
-                "dims": dict(dims) if dims else None, "device_files": None}
-    return Placement(w.graph, w.cluster, sol, None, options.objective, problem=problem, node_of=node_of,
-                     time_scale=1e3 * batch, settings=settings)
+    return Placement(w.graph, w.cluster, sol, None, options.objective, problem=sw.problem, node_of=sw.node_of,
+                     time_scale=1e3 * batch, settings=dict(sw.settings))
 
 
 def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -> bool:
     """Does :func:`place_model` solve the stage model? The command line's rule,
-    :func:`placement.onnx_stages.takes_stage_model` (its errors in this function's parameters):
+    :func:`placement.inputs.takes_stage_model` (its errors in this function's parameters):
     ``max_replicas=1``, a solver without a stage form or an objective only one device per stage takes
     keep that placement, and such an objective with ``max_replicas`` above 1 is an :class:`InputError`;
     so is a stage-model option (``schedule``, ``microbatches``, ``granularity``) given where that
     placement runs, naming it."""
     from types import SimpleNamespace
 
-    from .onnx_stages import takes_stage_model
+    from .inputs import takes_stage_model
 
     for name, v in (("max_replicas", max_replicas), ("microbatches", stage_options["microbatches"])):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -225,7 +217,7 @@ def placement_result(placement: Placement | Mapping) -> dict:
     if not isinstance(placement, Placement):
         raise InputError(f"expected a Placement or a result mapping, got {type(placement).__name__}")
     if placement.problem is not None:
-        from .onnx_stages import stage_result
+        from .stages import stage_result
 
         return stage_result(placement)
     from .export import result_dict

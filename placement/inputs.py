@@ -8,6 +8,9 @@ reader and which model take its input, instead of each front end claiming files.
 * :func:`model_for` — the model ``place`` and ``evaluate`` run on it: ``"helix"``, ``"llm"``,
   ``"stages"`` (the stage model: replicas, tensor parallelism, variants, memory by schedule) or
   ``"pipeline"`` (one device per stage, the NeurIPS 2020 model);
+* :func:`takes_stage_model` — whether ``place`` solves an ONNX model on the stage model or with one
+  device per stage (and :func:`wants_serving`, :func:`serving_default`: whether a batch-size sweep or a
+  latency target is asked for, and which model takes it by default);
 * :func:`holds_stage_plan` — whether a result file holds a stage plan (``stages``), which ``evaluate``,
   ``show``, ``split`` and ``run`` read as such.
 
@@ -22,7 +25,8 @@ import os
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-__all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "holds_stage_plan", "asks_to_decode"]
+__all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "holds_stage_plan", "asks_to_decode",
+           "takes_stage_model", "wants_serving", "serving_default"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
 MODELS = ("helix", "llm", "stages", "pipeline")
@@ -86,15 +90,13 @@ def model_for(kind: str, args) -> str:
     """The model ``place`` runs on a workload of ``kind`` with ``args`` (one of :data:`MODELS`): a Helix
     cluster and an LLM their own; a Piper workload the stage model; an ONNX model the stage model unless
     ``--max-replicas 1``, a solver without a stage form or an option only one device per stage takes asks
-    for that placement (:func:`placement.onnx_stages.takes_stage_model`); any other graph one device per
+    for that placement (:func:`takes_stage_model`); any other graph one device per
     stage."""
     if kind in ("helix", "llm"):
         return kind
     if kind == "piper":
         return "stages"
     if kind == "onnx":
-        from .onnx_stages import takes_stage_model
-
         return "stages" if takes_stage_model(args) else "pipeline"
     return "pipeline"
 
@@ -106,3 +108,88 @@ def holds_stage_plan(path: str) -> bool:
 
     data = _json(path)
     return data is not None and is_stage_result(data)
+
+
+def _is_onnx(path: str) -> bool:
+    return str(path).lower().endswith(".onnx")
+
+
+def _stage_solver(name: str | None) -> bool:
+    """Has ``--solver`` a stage form (:data:`solvers.registry.STAGE_SOLVERS`)? An unknown name is left
+    to the registry's error."""
+    from solvers.registry import ALIASES, STAGE_SOLVERS
+
+    return name is None or ALIASES.get(name, name) in STAGE_SOLVERS
+
+
+def _one_device_per_stage_only(args, library: bool = False) -> str | None:
+    """The option (its flag, or with ``library`` its :func:`placement.place_model` parameter) of ``args``
+    that only the one-device-per-stage placement solves so far, or ``None``: a latency objective or
+    target, a batch-size sweep, a given split or a memory limit."""
+    objective = getattr(args, "objective", None) or "max-load"
+    if objective != "max-load":
+        return f"objective {objective!r}" if library else f"--objective {objective}"
+    if getattr(args, "latency_slo", None) is not None:
+        return "--latency-slo"
+    if isinstance(getattr(args, "batch_size", None), str):
+        return f"--batch-size {args.batch_size}"
+    for flag in ("split", "memory_limit"):
+        if getattr(args, flag, None) is not None:
+            return "--" + flag.replace("_", "-")
+    return None
+
+
+def takes_stage_model(args, *, library: bool = False) -> bool:
+    """Does ``place`` solve the stage model (replicas, tensor parallelism, schedule-aware memory) on this
+    ONNX model? It does by default, for training and inference alike, when the solver has a stage form
+    (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
+    placement, as does an option only that placement solves so far (see
+    :func:`_one_device_per_stage_only`); that option together with ``--max-replicas`` above 1 is an
+    :class:`InputError` naming it, except a batch-size sweep and ``--latency-slo`` (:func:`wants_serving`),
+    which the stage model takes then (:mod:`placement.serving_stages`). ``library``: the rule of
+    :func:`placement.place_model`, its errors naming its parameters rather than flags."""
+    mr = getattr(args, "max_replicas", None)
+    if not _is_onnx(args.workload) or mr == 1 or not _stage_solver(getattr(args, "solver", None)):
+        return False
+    flag = _one_device_per_stage_only(args, library)
+    if flag is None:
+        return True
+    if mr is None and not serving_default(args):
+        return False
+    if wants_serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
+        import copy
+
+        rest = copy.copy(args)
+        rest.latency_slo, rest.batch_size = None, None
+        flag = _one_device_per_stage_only(rest)
+        if flag is None:
+            return True
+    if mr is None:  # an option only one device per stage takes: that placement, as asked
+        return False
+    if library:
+        raise InputError(f"{flag}: the stage model (max_replicas={mr}) minimises the time per sample "
+                         f"(max-load) and does not take it yet; without max_replicas, or with "
+                         f"max_replicas=1, the one-device-per-stage placement solves it")
+    raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
+                     f"(max-load) and does not take it yet; without --max-replicas, or with "
+                     f"--max-replicas 1, the one-device-per-stage placement solves it")
+
+
+def wants_serving(args) -> bool:
+    """A batch-size sweep (``--batch-size auto`` or a list) or a latency target (``--latency-slo``)?
+    The stage model (:mod:`placement.serving_stages`) takes them where :func:`takes_stage_model` says,
+    one device per stage (:mod:`placement.serving`) otherwise."""
+    return (getattr(args, "latency_slo", None) is not None
+            or isinstance(getattr(args, "batch_size", None), str))
+
+
+def serving_default(args) -> bool:
+    """Does a serving command without ``--max-replicas`` take the stage model? For inference, yes: without
+    a latency target a plan with replicas is never slower than one device per stage (the stage model at
+    operator granularity holds every such plan, and layer nodes are refined). With ``--latency-slo``
+    (``place`` and ``provision``), where the stage answer is not proven the one-device-per-stage search
+    also runs in the time left and the better answer is kept
+    (``placement.serving_cli._one_device_per_stage_too`` and
+    ``_one_device_per_stage_provision_too``): a stage plan's latency runs its stages one after another,
+    a one-device-per-stage plan's lets independent branches overlap."""
+    return not getattr(args, "training", False)

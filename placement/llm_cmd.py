@@ -95,18 +95,12 @@ def _problem(args, saved: dict | None = None):
 
 def place(args) -> int:
     """Solve the decode problem of the model config ``args.workload`` and print the stage table."""
-    from .stages import _emit, no_plan, plan_summary, result_dict, solve_args
+    from . import stages
 
     problem, settings = _problem(args)
-    r = solve_args(problem, args)
-    if r.plan is None:
-        return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                       message=r.message, workload=args.workload, bound=r.bound, settings=settings)
-    summary = plan_summary(problem, r.evaluation, "ms", result=r, sample="token",
-                           extra=f"{settings['batch_size']} sequences at {settings['context']} tokens")
-    _emit(args, data, problem, r.evaluation, summary, "ms")
-    return 0
+    return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
+                                                   settings=settings,
+                                                   extra="{batch_size} sequences at {context} tokens"))
 
 
 def evaluate(args) -> int:
@@ -645,9 +639,9 @@ def simulate_options(args) -> tuple | None:
     if not (0 < seconds < math.inf):
         raise InputError(f"--trace-seconds {seconds:g}: give a positive number of seconds")
     if args.plot is not None:
-        from .serving_cli import _check_plot
+        from .outputs import plot_file
 
-        _check_plot(args.plot)
+        plot_file(args.plot)
         try:
             import matplotlib  # noqa: F401
         except ImportError:

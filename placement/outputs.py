@@ -15,7 +15,7 @@ import time
 
 from graphs.errors import InputError
 
-__all__ = ["output_file", "output_dir", "Progress"]
+__all__ = ["output_file", "output_dir", "plot_file", "PLOT_FORMATS", "Progress"]
 
 
 def output_file(path: str, flag: str) -> str:
@@ -26,6 +26,20 @@ def output_file(path: str, flag: str) -> str:
         raise InputError(f"{flag} {path}: is a folder; give a file name")
     _writable_folder(os.path.dirname(os.path.abspath(path)), path, flag)
     return path
+
+
+#: the file types ``--plot`` draws (matplotlib's, by the name's ending)
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
+def plot_file(path: str, flag: str = "--plot") -> str:
+    """``path`` for a drawing: its name ends in one of :data:`PLOT_FORMATS` and it can be written
+    (:func:`output_file`), else an :class:`InputError` naming ``flag``, before any work."""
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in PLOT_FORMATS:
+        raise InputError(f"{flag} {path}: the file name must end in one of "
+                         f"{', '.join('.' + e for e in PLOT_FORMATS)}")
+    return output_file(path, flag)
 
 
 def output_dir(path: str, flag: str) -> str:

@@ -237,7 +237,7 @@ def _as_result(pt):
 
 
 def _stage_mfu(pt):
-    from .onnx_stages import _utilisation
+    from .stages import _utilisation
 
     if pt.graph_cls is None or not pt.evaluation.valid:
         return None
@@ -262,13 +262,12 @@ def _stage_sweep_rows(sw) -> str:
 def stage_result(pt, workload: str) -> dict:
     """The result file of a stage plan found by a serving command (:func:`placement.stages.result_dict`
     with each stage's operators and the front-end settings)."""
-    from .onnx_stages import _with_operators
-    from .stages import result_dict
+    from .stages import StageWorkload, workload_result
 
-    data = result_dict(pt.problem, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
-                       message=pt.message, workload=workload, bound=pt.bound)
-    if pt.graph_cls is not None:
-        data = _with_operators(data, pt.problem, pt.graph_cls, pt.settings or {})
+    graph, node_of = pt.graph_cls if pt.graph_cls is not None else (None, None)
+    w = StageWorkload(pt.problem, settings=pt.settings or {}, graph=graph, node_of=node_of)
+    data, _ = workload_result(w, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
+                              message=pt.message, workload=workload, bound=pt.bound)
     data["latency_s"] = pt.evaluation.latency if math.isfinite(pt.evaluation.latency) else None
     m = _stage_mfu(pt)
     data["compute_utilisation"] = None if m is None else m.as_dict()
@@ -298,8 +297,8 @@ def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
     latency model's for the same placement), so every plan kept meets the target."""
     from solvers.base import Status
 
-    from .onnx_stages import refine_budget
     from .serving import Sweep, sweep
+    from .stages import refine_budget
 
     stage_best = sw.best
     if (stage_best is not None and stage_best.proven) or (stage_best is None and sw.lowest_proven):
@@ -345,8 +344,7 @@ def run_place_stages(args, frontend: dict) -> int:
 
     from . import serving_stages
     from .export import print_json, write_json
-    from .onnx_stages import _mfu_line
-    from .stages import format_plan, plan_summary
+    from .stages import _mfu_line, format_plan, plan_summary
 
     _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
     serving_stages.check_stage_args(args, "--batch-size auto/LIST and --latency-slo")
@@ -424,11 +422,12 @@ def run_place_stages(args, frontend: dict) -> int:
 
 # ---------------------------------------------------------------- frontier
 DEFAULT_TIME_LIMIT = 60.0  # seconds for the whole frontier / provision command
-_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
 
 
 def add_parser(sub) -> None:
     """Register ``frontier`` and ``provision``."""
+    from .outputs import PLOT_FORMATS
+
     f = sub.add_parser("frontier", help="throughput-latency frontier of a model",
                        description="Every non-dominated (samples/s, latency) plan of an ONNX model over the "
                        "batch sizes: for each, the best throughput under a latency limit, tightened point "
@@ -444,7 +443,7 @@ def add_parser(sub) -> None:
     f.add_argument("--out", "-o", default=None, metavar="F.json", help="write the frontier (and one result "
                    "file per plan, F.<k>.json; default: write nothing)")
     f.add_argument("--plot", default=None, metavar="F.png", help="draw the frontier (needs matplotlib; "
-                   f"formats {', '.join(_PLOT_FORMATS)}; default: no drawing)")
+                   f"formats {', '.join(PLOT_FORMATS)}; default: no drawing)")
     f.add_argument("--json", action="store_true", help="print the frontier JSON (instead of the points "
                    "and the table)")
     f.add_argument("--max-replicas", type=int, default=None, metavar="D",
@@ -548,20 +547,6 @@ def _check_numbers(args) -> None:
     slo = getattr(args, "latency_slo", None)
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
         raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo!r}")
-
-
-def _check_plot(path: str) -> None:
-    import os
-
-    from graphs.errors import InputError
-
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if ext not in _PLOT_FORMATS:
-        raise InputError(f"--plot {path}: the file name must end in one of "
-                         f"{', '.join('.' + e for e in _PLOT_FORMATS)}")
-    from .outputs import output_file
-
-    output_file(path, "--plot")
 
 
 class _Interrupts:
@@ -679,7 +664,7 @@ def run(args) -> int:
     import sys
     import time
 
-    from .outputs import output_file
+    from .outputs import output_file, plot_file
 
     started = time.perf_counter()
     if args.command == "provision" and args.example_prices:
@@ -688,7 +673,7 @@ def run(args) -> int:
     if getattr(args, "out", None):
         output_file(args.out, "--out")  # before any work: a folder created, or one error line
     if getattr(args, "plot", None):
-        _check_plot(args.plot)
+        plot_file(args.plot)
     deadline = started + args.time_limit if math.isfinite(args.time_limit) else None
     _warnings_as_lines()
     with _Interrupts() as ctrl_c:
@@ -837,8 +822,8 @@ def _frontier_table(fr, stages: bool = False) -> str:
 
 def _uses_stages(args) -> bool:
     """Does this serving command solve the stage model (replicas)? ``--max-replicas`` above 1 asks for
-    it, 1 for one device per stage; without it, :func:`placement.onnx_stages.serving_default`."""
-    from .onnx_stages import serving_default
+    it, 1 for one device per stage; without it, :func:`placement.inputs.serving_default`."""
+    from .inputs import serving_default
 
     mr = args.max_replicas
     return mr > 1 if mr is not None else serving_default(args)
@@ -907,7 +892,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
                 dict(report, complete=False, layers_complete=bool(report.get("complete")))
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
-            from .onnx_stages import refine_budget
+            from .stages import refine_budget
 
             now = time.perf_counter()
             budget = refine_budget(now - t0, None if deadline is None else deadline - now)
@@ -1305,8 +1290,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
             if placement is not None:
                 sys.stdout.write(mfu_lines(placement))
             if stage_pt is not None:
-                from .onnx_stages import _mfu_line
-                from .stages import format_plan
+                from .stages import _mfu_line, format_plan
 
                 print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
                 print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")

@@ -117,34 +117,33 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
                   paths: dict | None = None):
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
     symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
-    ``(problem, graph_cls, settings)`` of :func:`placement.onnx_stages.load_problem`, and a fourth item:
-    where the default chose layer nodes, a function giving the same triple at operator granularity
-    (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict kept across
-    batch sizes (the symbolic copy is looked up once)."""
+    ``(problem, graph_cls, settings)`` of :func:`placement.stages.read_onnx` (its problem, ``(graph,
+    node_of)`` and settings), with every variant's memory holding its outputs (:func:`with_outputs`),
+    and a fourth item: where the default chose layer nodes, a function giving the same triple at operator
+    granularity (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict
+    kept across batch sizes (the symbolic copy is looked up once)."""
     from graphs.onnx_batch import batchable_path
 
-    from .onnx_stages import _load
+    from .stages import read_onnx
 
     paths = {} if paths is None else paths
     if path not in paths:
         paths[path] = batchable_path(path)
-    args = SimpleNamespace(workload=paths[path], max_devices=None, bandwidth=None, microbatches=microbatches,
-                           max_replicas=max_replicas, granularity=granularity, schedule=schedule,
-                           device_memory=device_memory, out=None)
     fe = {k: v for k, v in frontend.items() if k != "batch_size"}
     fe["batch_size"] = batch_size
     fe["training"] = False
-    problem, graph_cls, settings, finer = _load(args, fe)
-    out = with_outputs(problem, graph_cls), graph_cls, settings
-    if finer is None:
+    w = read_onnx(paths[path], fe, schedule=schedule, max_replicas=max_replicas, granularity=granularity,
+                  microbatches=microbatches, device_memory=device_memory)
+    settings = dict(w.settings)
+    out = with_outputs(w.problem, w.graph_cls), w.graph_cls, settings
+    if w.finer is None:
         return (*out, None)
     built: list = []
 
     def fine():
         if not built:
-            fp, fcls = finer()
-            built.append((with_outputs(fp, (graph_cls[0], fcls)), (graph_cls[0], fcls),
-                          {**settings, "granularity": "op"}))
+            f = w.refined()
+            built.append((with_outputs(f.problem, f.graph_cls), f.graph_cls, dict(f.settings)))
         return built[0]
 
     return (*out, fine)
@@ -295,7 +294,7 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
     from solvers import ip_stages
     from solvers.base import CLOSED_GAP, IP_MIN_SECONDS, Status
 
-    from .onnx_stages import refine_budget
+    from .stages import refine_budget
 
     cols = ip_stages.model_columns(problem)
     left = None if a.time_limit is None or math.isinf(a.time_limit) else a.time_limit - spent
@@ -335,12 +334,12 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
                  latency: float | None = None, time_limit: float | None = None):
     """:func:`best_plan` on ``problem``; where its nodes are layers (``fine`` gives the problem with
     operators as nodes), :func:`best_plan` on the operators too, within the time
-    :func:`placement.onnx_stages.solve_refined` gives a refinement, and the better answer kept (more
+    :func:`placement.stages.solve_refined` gives a refinement, and the better answer kept (more
     samples/s; layer nodes make the solve quick, never a loss: a layer cannot be split between stages).
     Returns ``(answer, why, refined)``: ``refined`` is true when the operators' answer was kept. The
     answer is proven only as far as both were: "no plan serves more" needs the operators' answer when
     it was not tried."""
-    from .onnx_stages import refine_budget
+    from .stages import refine_budget
 
     t0 = time.perf_counter()
     ans, why = best_plan(problem, args, latency=latency, time_limit=time_limit)
@@ -460,7 +459,7 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
         return out
     from solvers import ip_stages
 
-    from .onnx_stages import refine_budget
+    from .stages import refine_budget
 
     cols = ip_stages.model_columns(problem)
     if cols > IP_COLUMNS:

@@ -8,7 +8,7 @@ simulated schedule, one row per replica (:func:`placement.draw.stage_gantt_chart
                    [--microbatches N] [--json] [--out-dir DIR] [--format png|svg] [--no-draw]
 
 An ONNX model's problem is rebuilt from the settings the result records
-(:func:`placement.onnx_stages.problem_for_result`).
+(:func:`placement.stages.problem_for_result`, as a Piper-format workload's).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import sys
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
-from graphs.parallel import ParallelProblem
 
 from .simulate import ReplicatedSimulation, simulate_plan
 
-__all__ = ["problem_for_result", "show", "format_simulation"]
+__all__ = ["show", "format_simulation"]
 
 
 def _workload_path(args, data: dict) -> str:
@@ -37,31 +36,6 @@ def _workload_path(args, data: dict) -> str:
             raise InputError(f"its workload {path!r} was not found; pass --workload PATH", source=args.result)
         path = beside
     return path
-
-
-def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
-                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
-    """The problem a replicated result was solved on: the Piper workload with the result's recorded
-    device kind (count, memory, bandwidths), replica limit, schedule and micro-batches (``schedule`` and
-    ``microbatches`` override the last two)."""
-    from graphs.piper import is_piper, parse_piper
-
-    from .stages import read_stage_result
-
-    data = read_stage_result(data)
-    raw = read_json(workload)
-    if not is_piper(raw):
-        raise InputError("showing a replicated plan needs its Piper-format workload or ONNX model",
-                         source=workload)
-    kinds = data.get("kinds") or [{}]
-    if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
-        raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
-    k = kinds[0]
-    return parse_piper(raw, source=workload, devices=k.get("count"), memory=k.get("memory"),
-                       bandwidth=k.get("bandwidth"), microbatches=microbatches or data.get("microbatches"),
-                       schedule=schedule or data.get("schedule") or "1f1b",
-                       max_replicas=data.get("max_replicas"), server_size=k.get("server_size"),
-                       intra_bandwidth=k.get("intra_bandwidth"), inter_bandwidth=k.get("inter_bandwidth"))
 
 
 def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
@@ -111,15 +85,10 @@ def show(args) -> int:
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
     given = None if args.schedule == "stream" else args.schedule  # stream is the simulation's, not the plan's
-    if onnx:
-        from .onnx_stages import problem_for_result as onnx_problem
+    from .stages import plan_from_dict, problem_for_result
 
-        problem = onnx_problem(data, path, schedule=given, microbatches=args.microbatches,
-                               source=args.result)
-    else:
-        problem = problem_for_result(data, path, schedule=given, microbatches=args.microbatches,
-                                     source=args.result)
-    from .stages import plan_from_dict
+    problem = problem_for_result(data, path, schedule=given, microbatches=args.microbatches,
+                                 source=args.result)
 
     plan = plan_from_dict(problem, data, source=args.result)
     # an ONNX model's inference plan runs forwards only (a Piper file is a training job)

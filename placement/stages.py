@@ -1,35 +1,59 @@
-"""Replicated plans on the command line: ``placement place`` and ``placement evaluate`` on a Piper-format
-workload (detected from the file), with the schedule, micro-batches and replication options.
+"""Stage plans: the stage model (replicas ``d``, tensor parallelism ``t``, a variant per node, memory by
+schedule) of a Piper-format workload, an ONNX model or an LLM config, on the command line and for the
+serving, cluster and library callers. Every command is load, solve, emit:
+
+* **load**: a reader gives a :class:`StageWorkload`: the problem, the map back to the model's operators
+  (an ONNX model), the front-end settings a result records, and, where the default chose layer nodes,
+  the operator-granularity problem the solve may refine to. :func:`read_piper` and :func:`read_onnx`
+  (:func:`onnx_workload` for a graph already loaded) are the readers; :func:`load` is the command
+  line's, and with the settings a result file records it rebuilds the problem that result was solved
+  on (:func:`problem_for_result`);
+* **solve**: :func:`solve_refined` runs ``--solver`` through the one checked entry point
+  (:func:`solvers.registry.solve`, via :func:`solve_args`), and refines layer nodes to operators when
+  there is time;
+* **emit**: the result file (:func:`workload_result`, :func:`result_dict`: ``"schema":
+  "placement-result", "version": 2``), the stage table (:func:`format_plan`) and the summary
+  (:func:`plan_summary`).
 
     placement place bert32a100.json [--schedule 1f1b|gpipe|pipedream|2bw] [--microbatches N]
                     [--max-replicas D] [--max-devices K] [--device-memory BYTES] [--bandwidth B/S]
-    placement evaluate bert32a100.json plan.json
+    placement place model.onnx [--training] --devices a100:8,v100:8 [--granularity layer|op] [...]
+    placement evaluate WORKLOAD plan.json
 
-The result JSON lists ``stages`` in pipeline order, each with ``nodes`` (the file's node ids),
-``dataParallelDegree``, ``tensorParallelDegree``, ``TMPCids`` (node id -> variant id), ``kind``,
-``devices``, ``time_per_sample``, ``memory`` and ``in_flight``; the top-level ``objective`` is the time
-per sample (the largest stage's).
+The result JSON lists ``stages`` in pipeline order, each with ``nodes`` (the file's node ids, an ONNX
+model's layer keys or operator names), ``dataParallelDegree``, ``tensorParallelDegree``, ``TMPCids``
+(node id -> variant id), ``kind``, ``devices``, ``time_per_sample``, ``memory`` and ``in_flight`` (an
+ONNX model's stages also their ``operators``); the top-level ``objective`` is the time per sample (the
+largest stage's), in seconds (``time_unit``). The table prints a Piper file's times in its own unit
+(seconds) and an ONNX model's or an LLM's in milliseconds.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import os
 import sys
 from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from graphs.errors import InfeasibleError, InputError
+import numpy as np
+
+from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
-__all__ = ["add_options", "place", "evaluate", "result_dict", "plan_from_dict",
-           "format_plan", "fmt_time", "TIME_UNITS", "load_problem", "no_plan", "solve_args",
-           "refuse_serving", "is_stage_result", "read_stage_result", "plan_summary", "stage_devices",
-           "stage_device_numbers",
-           "RESULT_VERSION"]
+__all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
+           "problem_for_result", "solve_refined", "refine_budget", "place", "evaluate", "result_dict",
+           "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time", "TIME_UNITS",
+           "no_plan", "solve_args", "refuse_serving", "is_stage_result", "read_stage_result",
+           "plan_summary", "stage_devices", "stage_device_numbers", "RESULT_VERSION"]
 
 
 def add_options(p) -> None:
-    """The replicated-model options of ``place`` and ``evaluate``."""
+    """The stage-model options of ``place`` and ``evaluate``."""
     g = p.add_argument_group("stage plans: replicas, tensor parallelism, schedules (Piper-format workloads "
                              "and ONNX models; --max-replicas 1 gives one device per stage)")
     g.add_argument("--schedule", default=None, choices=SCHEDULES,
@@ -49,18 +73,388 @@ def add_options(p) -> None:
                         "device kinds')")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
                    help="Piper files: bytes per second per device (default: the file's bandwidth)")
+    g.add_argument("--granularity", choices=("layer", "op"), default=None,
+                   help="ONNX stage plans: one node per layer or per operator (default: layers where "
+                   "the model's names give them, then operators within max(10 s, 3x the layer solve) "
+                   "and --time-limit, keeping the faster plan)")
 
 
-def load_problem(args) -> ParallelProblem:
+# ------------------------------------------------------------------------------------------ load
+@dataclass(frozen=True)
+class StageWorkload:
+    """A stage problem as a reader gives it. ``unit``: how its times print (``"s"``: a Piper file's own
+    unit; ``"ms"``); ``sample``: what one sample is (an LLM's: a token); ``settings``: the front end's
+    settings, which a result records in its ``problem`` section and :func:`load` reads back; ``extra``:
+    the summary's words for them (formatted with ``settings``). An ONNX model's: ``graph``, its operator
+    graph, and ``node_of``, each operator's node in ``problem``; ``finer``: where the default chose
+    layer nodes, the builder of the operator-granularity ``(problem, node_of)``."""
+
+    problem: ParallelProblem
+    source: str | None = None
+    unit: str = "s"
+    sample: str = "sample"
+    settings: Mapping = field(default_factory=dict)
+    extra: str = ""
+    graph: object = None
+    node_of: np.ndarray | None = None
+    finer: Callable[[], tuple[ParallelProblem, np.ndarray]] | None = None
+
+    @property
+    def graph_cls(self) -> tuple:
+        """``(graph, node_of)``: the operators and the node of each (``(None, None)`` without them)."""
+        return self.graph, self.node_of
+
+    def words(self) -> str:
+        """The summary's words for the settings (``extra`` formatted)."""
+        return self.extra.format(**self.settings)
+
+    def refined(self) -> StageWorkload:
+        """The same workload at operator granularity (:attr:`finer` built)."""
+        problem, node_of = self.finer()
+        return dataclasses.replace(self, problem=problem, node_of=node_of, finer=None,
+                                   settings={**self.settings, "granularity": "op"})
+
+
+def read_piper(path: str, *, schedule: str | None = None, **overrides) -> StageWorkload:
+    """A Piper-format workload (:func:`graphs.piper.parse_piper`): ``schedule`` (default 1f1b), and the
+    keywords of ``parse_piper`` that override the file's devices, memory, bandwidths, server size and
+    micro-batches, or set the replica limit (``None``: the file's)."""
     from graphs.piper import parse_piper
 
-    for name in ("microbatches", "max_replicas", "max_devices"):
+    problem = parse_piper(read_json(path), source=path, schedule=schedule or "1f1b", **overrides)
+    return StageWorkload(problem, source=str(path))
+
+
+def onnx_workload(og, graph, devices, *, schedule: str | None = None, max_replicas: int | None = None,
+                  granularity: str | None = None, microbatches: int | None = None,
+                  settings: Mapping | None = None, source: str | None = None) -> StageWorkload:
+    """The stage workload of a loaded ONNX model: ``og`` its :class:`~graphs.onnx_loader.OnnxGraph`,
+    ``graph`` its costed operator graph on the :class:`~graphs.devices.DeviceSet` ``devices``
+    (:func:`graphs.onnx_variants.stage_problem`: layer nodes where the names give layers, unless
+    ``granularity`` says). ``settings``: the front end's, recorded in the result."""
+    from graphs.onnx_variants import onnx_parallel_problem, stage_problem
+
+    schedule = schedule or "1f1b"
+    problem, node_of, gran = stage_problem(og, graph, devices, schedule=schedule, max_replicas=max_replicas,
+                                           granularity=granularity, microbatches=microbatches)
+    finer = None
+    if granularity is None and gran == "layer":
+        def finer():
+            return onnx_parallel_problem(og, graph, devices, microbatches=microbatches, schedule=schedule,
+                                         max_replicas=max_replicas, granularity="op")
+    settings = {**(settings or {}), "granularity": gran}
+    return StageWorkload(problem, source=source, unit="ms", settings=settings,
+                         extra="{granularity} granularity", graph=graph, node_of=node_of, finer=finer)
+
+
+def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | None = None,
+              max_replicas: int | None = None, granularity: str | None = None,
+              microbatches: int | None = None, device_memory: float | None = None,
+              out: str | None = None) -> StageWorkload:
+    """The stage workload of the ONNX model at ``path``. ``frontend``: the front end's options
+    (``devices``, ``device_files``, ``costs``, ``batch_size``, ``dims``, ``training``, ``optimizer``;
+    missing or ``None``: the default); ``device_memory``: every accelerator kind's memory; ``out``: the
+    result file the device files' paths are recorded relative to."""
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
+
+    from .export import source_path
+
+    fe = {k: v for k, v in (frontend or {}).items() if v is not None}
+    files = fe.pop("device_files", None) or ()
+    ds = parse_devices(fe.pop("devices", None) or DEFAULT_DEVICES, files)
+    if device_memory is not None:
+        if not device_memory > 0:
+            raise InputError(f"--device-memory must be positive, got {device_memory}")
+        ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(device_memory))
+                             for s in ds.specs), ds.counts)
+    og, w = prepare_onnx(path, ds, **fe)
+    settings = {"devices": str(ds), "costs": fe.get("costs") or "roofline", "batch_size": og.batch_size,
+                "training": bool(w.graph.is_training),
+                "optimizer": w.graph.meta.get("training", {}).get("optimizer"),
+                "dims": fe.get("dims") or None,
+                "device_files": [source_path(f, out) for f in files] or None}
+    return onnx_workload(og, w.graph, ds, schedule=schedule, max_replicas=max_replicas,
+                         granularity=granularity, microbatches=microbatches, settings=settings,
+                         source=str(path))
+
+
+_ONNX_FLAGS = {"devices": "--devices", "device_files": "--device-file", "costs": "--costs",
+               "batch_size": "--batch-size", "dims": "--dim", "training": "--training",
+               "optimizer": "--optimizer"}
+
+
+def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) -> StageWorkload:
+    """The stage workload of ``args.workload`` (a Piper-format file, else an ONNX model) with the
+    command line's options; ``frontend``: the ONNX front end's (:data:`_ONNX_FLAGS`, which a Piper file
+    refuses, naming them). ``saved``: the settings a result file records (:func:`read_stage_result`,
+    and ``_path``, the file's path): they rebuild the problem that result was solved on wherever the
+    command line gives none (schedule, micro-batches, replica limit, each kind's count, memory and
+    bandwidth, and an ONNX model's front-end settings and granularity)."""
+    saved = saved or {}
+    for name in ("microbatches", "max_replicas"):
         v = getattr(args, name, None)
-        if v is not None and v < (0 if name == "max_devices" else 1):
+        if v is not None and v < 1:
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
-    return parse_piper(read_json(args.workload), source=args.workload, devices=args.max_devices,
-                       memory=args.device_memory, microbatches=args.microbatches, bandwidth=args.bandwidth,
-                       schedule=args.schedule or "1f1b", max_replicas=args.max_replicas)
+    schedule = getattr(args, "schedule", None) or saved.get("schedule")
+    microbatches = getattr(args, "microbatches", None) or saved.get("microbatches")
+    max_replicas = getattr(args, "max_replicas", None) or saved.get("max_replicas")
+    memory = getattr(args, "device_memory", None)
+    kinds = [k for k in saved.get("kinds") or () if isinstance(k, dict)]
+    if not str(args.workload).lower().endswith(".onnx"):  # a Piper-format workload
+        given = [_ONNX_FLAGS[k] for k, v in (frontend or {}).items() if v not in (None, False)]
+        if getattr(args, "granularity", None) is not None:
+            given.append("--granularity")
+        if given:
+            raise InputError(f"{', '.join(given)}: {'applies' if len(given) == 1 else 'apply'} to ONNX "
+                             f"models; a Piper-format workload carries its own costs and devices (set "
+                             f"them with --max-devices, --device-memory and --bandwidth)",
+                             source=args.workload)
+        devices = getattr(args, "max_devices", None)
+        if devices is not None and devices < 0:
+            raise InputError(f"--max-devices must be a non-negative integer, got {devices}")
+        given = {"devices": devices, "memory": memory, "bandwidth": getattr(args, "bandwidth", None)}
+        if len(kinds) == 1:  # a Piper file's one kind, as the result records it
+            k = kinds[0]
+            recorded = {"devices": k.get("count"), "memory": k.get("memory"), "bandwidth": k.get("bandwidth"),
+                        "server_size": k.get("server_size"), "intra_bandwidth": k.get("intra_bandwidth"),
+                        "inter_bandwidth": k.get("inter_bandwidth")}
+            given = {**recorded, **{f: v for f, v in given.items() if v is not None}}
+        return read_piper(args.workload, schedule=schedule, microbatches=microbatches,
+                          max_replicas=max_replicas, **given)
+    for name in ("max_devices", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} is for Piper-format workloads; name an ONNX "
+                             f"model's devices with --devices")
+    fe = {k: v for k, v in (frontend or {}).items() if v is not None}
+    for k in ("devices", "costs", "batch_size", "optimizer", "training", "dims"):
+        if k not in fe and saved.get(k) is not None:
+            fe[k] = saved[k]
+    if "device_files" not in fe and saved.get("device_files"):
+        # stored relative to the result file (as a one-device-per-stage result stores them)
+        base = os.path.dirname(os.path.abspath(saved["_path"])) if saved.get("_path") else ""
+        fe["device_files"] = [os.path.join(base, f) for f in saved["device_files"]]
+    w = read_onnx(args.workload, fe, schedule=schedule, max_replicas=max_replicas,
+                  granularity=getattr(args, "granularity", None) or saved.get("granularity"),
+                  microbatches=microbatches, device_memory=memory, out=getattr(args, "out", None))
+    recorded = {k.get("name"): k.get("memory") for k in kinds if k.get("memory") is not None}
+    if memory is None and recorded:  # each kind's memory as the result records it (--device-memory)
+        problem = w.problem.with_options(kinds=tuple(
+            dataclasses.replace(k, memory=recorded[k.name]) if k.name in recorded else k
+            for k in w.problem.kinds))
+        w = dataclasses.replace(w, problem=problem)
+    return w
+
+
+def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
+                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
+    """The problem the stage-plan result ``data`` was solved on, for its Piper-format workload or ONNX
+    model ``workload``, rebuilt from the settings the result records (:func:`load`); ``schedule`` and
+    ``microbatches`` override the result's."""
+    from types import SimpleNamespace
+
+    flat = read_stage_result(data)
+    if str(workload).lower().endswith(".onnx"):
+        for key in ("devices", "granularity"):
+            if not flat.get(key):
+                raise InputError(f"the result does not record its {key!r}; was it written by placement "
+                                 f"place on an ONNX model?", source=source)
+    else:
+        from graphs.piper import is_piper
+
+        if not is_piper(read_json(workload)):
+            raise InputError("a stage plan is rebuilt from its Piper-format workload or ONNX model",
+                             source=workload)
+        kinds = flat.get("kinds") or [{}]
+        if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
+            raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
+    args = SimpleNamespace(workload=workload, schedule=schedule, microbatches=microbatches)
+    return load(args, {}, saved={**flat, "_path": source}).problem
+
+
+# ----------------------------------------------------------------------------------------- solve
+#: the operator-granularity refinement's time: at least this many seconds, or this many times the
+#: layer solve's, within what the time limit leaves
+REFINE_MIN_S, REFINE_FACTOR = 10.0, 3.0
+
+
+def refine_budget(spent: float, left: float | None) -> float:
+    """Seconds for the operator-granularity solve after a layer solve that took ``spent``, with ``left``
+    seconds of the time limit remaining (``None``: no limit)."""
+    budget = max(REFINE_MIN_S, REFINE_FACTOR * spent)
+    return budget if left is None else min(budget, left)
+
+
+def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
+    """Solve ``w.problem`` (``solve_one(problem, time_limit) -> Solution``); where the default chose
+    layer nodes (``w.finer``) also solve the operators as nodes, within :data:`REFINE_MIN_S` /
+    :data:`REFINE_FACTOR` and the time left, and keep the better plan: layer nodes are a choice that
+    makes the solve quick, never a loss (a layer node cannot be split between stages, nor its operators'
+    variants chosen one by one). Returns ``(workload, solution)`` of the plan kept (the workload at
+    operator granularity when that plan is kept); its message says what the refinement found."""
+    import time
+
+    t0 = time.perf_counter()
+    sol = solve_one(w.problem, time_limit)
+    if w.finer is None:
+        return w, sol
+    spent = time.perf_counter() - t0
+    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
+
+    def noted(s, note):  # the time of both solves
+        return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,
+                                   time=time.perf_counter() - t0)
+
+    if budget < 0.5:
+        return w, noted(sol, "operator granularity not tried: no time left")
+    try:
+        fine = w.refined()
+        fsol = solve_one(fine.problem, budget)
+    except KeyboardInterrupt:
+        if sol.plan is None:
+            raise
+        return w, noted(sol, "operator granularity interrupted: the layer plan")
+    except PlacementError as e:  # the refinement is a second chance, not a requirement
+        if sol.plan is None:
+            raise
+        return w, noted(sol, f"operator granularity not solved ({e})")
+    if fsol.plan is not None and (sol.plan is None or fsol.objective < sol.objective):
+        what = "no layer plan" if sol.plan is None else \
+            f"{100 * (1 - fsol.objective / sol.objective):.3g}% faster than the layer plan"
+        return fine, noted(fsol, f"operator granularity: {what}")
+    if sol.plan is None and fsol.status is not sol.status:
+        # nothing at layer granularity proves nothing about the operators'
+        return fine, noted(fsol, f"layer granularity: {sol.status.value}")
+    same = "as fast" if fsol.plan is not None and fsol.objective == sol.objective else "no faster"
+    return w, noted(sol, f"operator granularity {fsol.status.value}, {same}")
+
+
+def refuse_serving(args) -> None:
+    """A latency target or a batch-size sweep is solved on the one-device-per-stage model only so far:
+    with replicas it is one error naming the option, never a target silently dropped."""
+    why = ("not supported on the stage model of this workload yet (Piper files, LLM configs, training "
+           "graphs); an ONNX inference model takes it (with --max-replicas D > 1 on the stage model)")
+    if getattr(args, "latency_slo", None) is not None:
+        raise InputError(f"--latency-slo: {why}")
+    if isinstance(getattr(args, "batch_size", None), str):
+        raise InputError(f"--batch-size {args.batch_size}: a sweep of batch sizes {why}; or give one "
+                         f"batch size")
+
+
+def solve_args(problem: ParallelProblem, args):
+    """The answer of ``--solver`` (default ``auto``) on the stage-model ``problem``, through the one
+    checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there."""
+    from solvers.base import SolveOptions
+    from solvers.registry import solve
+
+    if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
+        raise InputError("--split and --memory-limit do not apply to stage-model plans (replicas)")
+    options = SolveOptions(objective=getattr(args, "objective", None) or "max-load",
+                           time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
+                           threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
+                           backend=getattr(args, "backend", "highs"),
+                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1))
+    return solve(problem, solver=args.solver or "auto", options=options)
+
+
+# ------------------------------------------------------------------------------------------ emit
+def workload_result(w: StageWorkload, ev: PlanEvaluation, **kw) -> tuple[dict, object]:
+    """The result document of the plan evaluated as ``ev`` on ``w`` (:func:`result_dict` with ``kw``,
+    the workload's settings and, for an ONNX model, each stage's ``operators`` and the plan's
+    ``compute_utilisation``) and its MFU (``None`` without operators)."""
+    data = result_dict(w.problem, ev, workload=kw.pop("workload", w.source), settings=dict(w.settings), **kw)
+    if w.graph is None:
+        return data, None
+    members: dict[int, list[str]] = {}
+    for u, c in enumerate(np.asarray(w.node_of).tolist()):
+        members.setdefault(c, []).append(w.graph.names[u])
+    index = {str(x): i for i, x in enumerate(w.problem.graph.ids)}
+    for st in data["stages"]:
+        st["operators"] = [op for x in st["nodes"] for op in members.get(index[str(x)], [])]
+    mfu = _utilisation(w.problem, ev, w.graph_cls, w.settings) if ev.valid else None
+    data["compute_utilisation"] = None if mfu is None else mfu.as_dict()
+    return data, mfu
+
+
+def stage_result(p) -> dict:
+    """The result document of a stage plan (a :class:`placement.api.Placement` of the stage model, as
+    :func:`placement.place_model` gives), as ``placement place --out`` writes it."""
+    r = p.solution
+    if r.plan is None:
+        raise InputError(f"there is no placement to apply (status {r.status.value!r}: "
+                         f"{r.message or 'no plan'})")
+    w = StageWorkload(p.problem, source=p.graph.source, settings=dict(p.settings), graph=p.graph,
+                      node_of=p.node_of)
+    data, _ = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
+                              message=r.message, bound=r.bound)
+    return data
+
+
+def place(args, w: StageWorkload) -> int:
+    """``placement place`` on the stage workload ``w`` (:func:`load`, or an LLM config's): solve it with
+    ``--solver`` (default ``auto``), refined to operators where that is faster (:func:`solve_refined`),
+    write the result and print the stage table."""
+    def solve_one(problem, time_limit):
+        a = copy.copy(args)
+        a.time_limit = time_limit
+        return solve_args(problem, a)
+
+    w, r = solve_refined(w, solve_one, args.time_limit)
+    if r.plan is None:
+        return no_plan(args, r)
+    data, mfu = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
+                                message=r.message, workload=args.workload, bound=r.bound)
+    summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
+    summary += _mfu_line(w.problem, r.evaluation, mfu)
+    _emit(args, data, w.problem, r.evaluation, summary, w.unit)
+    return 0
+
+
+def evaluate(args, frontend: Mapping | None = None) -> int:
+    """``placement evaluate WORKLOAD plan.json`` of a stage plan (a result JSON's ``stages``) on a
+    Piper-format workload or an ONNX model: the settings the plan records rebuild the problem it was
+    solved on (:func:`load`), unless the command line gives them again."""
+    data = read_json(args.split)
+    saved = {**read_stage_result(data), "_path": args.split} if is_stage_result(data) else {}
+    w = load(args, frontend, saved=saved)
+    plan = plan_from_dict(w.problem, data, source=args.split)
+    ev = evaluate_plan(w.problem, plan)
+    out, mfu = workload_result(w, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
+                               message=f"plan from {args.split}", workload=args.workload)
+    summary = plan_summary(w.problem, ev, w.unit, extra=w.words(), sample=w.sample)
+    summary += _mfu_line(w.problem, ev, mfu)
+    _emit(args, out, w.problem, ev, summary, w.unit)
+    return 0 if ev.valid else 1
+
+
+def _utilisation(problem: ParallelProblem, ev, graph_cls, settings: dict):
+    """MFU of the plan (:func:`graphs.mfu.stage_utilisation`): the operators of each stage, one run of
+    the model's batch every ``batch`` samples' time, since the graph's FLOPs and times are per run."""
+    import numpy as np
+
+    from graphs.mfu import stage_utilisation
+    from graphs.model import Cluster
+
+    graph, cls = graph_cls
+    if not ev.stages or not (0 < ev.objective < float("inf")):
+        return None
+    cluster = Cluster(problem.kinds)
+    stages = [(s.stage.kind, np.isin(cls, list(s.stage.nodes)), s.devices) for s in ev.stages]
+    period_ms = ev.objective * 1e3 * int(settings.get("batch_size") or 1)
+    return stage_utilisation(graph, cluster, stages, period_ms)
+
+
+def _mfu_line(problem: ParallelProblem, ev, mfu) -> str:
+    """The MFU line under the stage table: the plan's total and each stage's (its devices alike)."""
+    if mfu is None:
+        return ""
+    from graphs.mfu import pct as _pct
+
+    plan = [s.stage for s in ev.stages]
+    parts = [f"{name} {_pct(mfu.devices[numbers[0]].mfu)}"  # a stage's devices have one MFU
+             for name, numbers in zip(stage_devices(problem, plan), stage_device_numbers(problem, plan))]
+    return (f"\ncompute utilisation (MFU: achieved / peak FLOP/s, not busy time): total {_pct(mfu.total)} "
+            f"({mfu.achieved / 1e12:.4g} of {mfu.peak_flops / 1e12:.4g} TFLOP/s); " + ", ".join(parts))
 
 
 #: the result file's schema version of a stage plan; version 1 was ``"format": "placement-replicated"``
@@ -319,82 +713,3 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
         sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
         if getattr(args, "out", None):
             sys.stdout.write(f"result written to {args.out}\n")
-
-
-def refuse_serving(args) -> None:
-    """A latency target or a batch-size sweep is solved on the one-device-per-stage model only so far:
-    with replicas it is one error naming the option, never a target silently dropped."""
-    why = ("not supported on the stage model of this workload yet (Piper files, LLM configs, training "
-           "graphs); an ONNX inference model takes it (with --max-replicas D > 1 on the stage model)")
-    if getattr(args, "latency_slo", None) is not None:
-        raise InputError(f"--latency-slo: {why}")
-    if isinstance(getattr(args, "batch_size", None), str):
-        raise InputError(f"--batch-size {args.batch_size}: a sweep of batch sizes {why}; or give one "
-                         f"batch size")
-
-
-def solve_args(problem: ParallelProblem, args):
-    """The answer of ``--solver`` (default ``auto``) on the stage-model ``problem``, through the one
-    checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there."""
-    from solvers.base import SolveOptions
-    from solvers.registry import solve
-
-    if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
-        raise InputError("--split and --memory-limit do not apply to stage-model plans (replicas)")
-    options = SolveOptions(objective=getattr(args, "objective", None) or "max-load",
-                           time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
-                           threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
-                           backend=getattr(args, "backend", "highs"),
-                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1))
-    return solve(problem, solver=args.solver or "auto", options=options)
-
-
-def place(args) -> int:
-    """``placement place`` on a Piper workload: the exact replicated DP (or a baseline)."""
-    refuse_serving(args)
-    problem = load_problem(args)
-    r = solve_args(problem, args)
-    if r.plan is None:
-        return no_plan(args, r)
-    data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                       message=r.message, workload=args.workload, bound=r.bound)
-    summary = plan_summary(problem, r.evaluation, "s", result=r)
-    _emit(args, data, problem, r.evaluation, summary)
-    return 0
-
-
-def _with_recorded(args, data):
-    """``args`` with the settings a result file records filled in where the command line gives none."""
-    import copy
-
-    if not is_stage_result(data):
-        return args
-    data = read_stage_result(data)
-    args = copy.copy(args)
-    kinds = [k for k in data.get("kinds") or () if isinstance(k, dict)]
-    recorded = {"max_devices": kinds[0].get("count") if len(kinds) == 1 else None,
-                "device_memory": kinds[0].get("memory") if len(kinds) == 1 else None,
-                "bandwidth": kinds[0].get("bandwidth") if len(kinds) == 1 else None,
-                "microbatches": data.get("microbatches"), "max_replicas": data.get("max_replicas")}
-    for name, value in recorded.items():
-        if getattr(args, name, None) is None and value is not None:
-            setattr(args, name, value)
-    if getattr(args, "schedule", None) is None and data.get("schedule") in SCHEDULES:
-        args.schedule = data["schedule"]
-    return args
-
-
-def evaluate(args) -> int:
-    """``placement evaluate`` of a replicated plan (a result JSON's ``stages``) on a Piper workload: the
-    settings the plan records (devices, memory, bandwidth, schedule, micro-batches, replica limit)
-    rebuild the problem it was solved on, unless the command line gives them again."""
-    data = read_json(args.split)
-    args = _with_recorded(args, data)
-    problem = load_problem(args)
-    plan = plan_from_dict(problem, data, source=args.split)
-    ev = evaluate_plan(problem, plan)
-    data = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
-                       message=f"plan from {args.split}", workload=args.workload)
-    summary = plan_summary(problem, ev, "s")
-    _emit(args, data, problem, ev, summary)
-    return 0 if ev.valid else 1

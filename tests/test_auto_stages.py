@@ -104,14 +104,14 @@ def test_coarsened_without_refinement_is_labelled_so():
         assert refined.stats["bound"] is not None and refined.stats["gap"] is not None
 
 
-def test_registry_form_equals_todays_dp():
-    from solvers.dp import solve as today
+def test_registry_form_equals_the_pipeline_dp():
+    from solvers.dp import solve as pipeline_dp
     from tests.instances import random_instance
 
     rng = np.random.default_rng(12)
     for _ in range(15):
         inst = random_instance(rng, max_items=5)
-        a = today(inst.graph, inst.cluster)
+        a = pipeline_dp(inst.graph, inst.cluster)
         b = solve(inst.graph, inst.cluster, solver="auto", options=SolveOptions(), form="stages")
         assert b.status is a.status
         if a.status is Status.OPTIMAL:

@@ -1,6 +1,6 @@
 """The exact replicated DP (solvers/dp_stages.py) against brute force on small random instances
 (several kinds, replication, tensor-parallel variants, recompute, tight memory, every schedule), its
-knapsack against brute force, and against today's DP with d = t = 1."""
+knapsack against brute force, and against the pipeline DP with d = t = 1."""
 
 from __future__ import annotations
 
@@ -146,9 +146,9 @@ def test_knapsack_beats_the_greedy_where_it_is_not_exact():
     assert knapsack(ch, 3.0) == (15.0, [0, 1])
 
 
-# ---------------------------------------------------------------- today's model and reference workloads
+# ---------------------------------------------------------- the pipeline model and reference workloads
 @pytest.mark.parametrize("kernel", ["stage", "auto"])
-def test_random_reference_instances_equal_todays_dp(kernel):
+def test_random_reference_instances_equal_the_pipeline_dp(kernel):
     """``kernel="stage"`` forces the stage kernel, which ``auto`` would not run on these problems (they
     are the pipeline model: tests/test_dp_dispatch.py)."""
     from solvers.base import SolveOptions
@@ -174,7 +174,7 @@ _FEW = ["throughput-inputs/LayerGraphs/bert24_training.json",
 
 @pytest.mark.parametrize("kernel", ["stage", "auto"])
 @pytest.mark.parametrize("key", _FEW)
-def test_reference_workloads_equal_todays_dp(workloads, key, kernel):
+def test_reference_workloads_equal_the_pipeline_dp(workloads, key, kernel):
     import json
 
     from graphs.reference import read_workload

@@ -1,6 +1,6 @@
 """The contiguous MILP for replicated pipelines (solvers/ip_stages.py): equal to the exact DP
 (dp-replicated, itself checked against brute force) on small random instances under every schedule,
-warm starts, honest statuses under a time limit, and the registry form on today's model."""
+warm starts, honest statuses under a time limit, and the registry form on the pipeline model."""
 
 from __future__ import annotations
 
@@ -96,14 +96,14 @@ def test_invalid_warm_start_is_an_input_error():
         solve_problem(p, warm_start="nope")
 
 
-def test_registry_form_equals_todays_dp():
-    from solvers.dp import solve as today
+def test_registry_form_equals_the_pipeline_dp():
+    from solvers.dp import solve as pipeline_dp
     from tests.instances import random_instance
 
     rng = np.random.default_rng(11)
     for _ in range(15):
         inst = random_instance(rng, max_items=5)
-        a = today(inst.graph, inst.cluster)
+        a = pipeline_dp(inst.graph, inst.cluster)
         b = solve(inst.graph, inst.cluster, solver="ip", options=SolveOptions(gap=1e-9), form="stages")
         if a.status is Status.INFEASIBLE:
             assert b.status is Status.INFEASIBLE

@@ -324,7 +324,7 @@ def test_cli_training_and_bad_inputs(tmp_path, capsys):
 
     path = save(small_cnn(), tmp_path / "cnn.onnx")
     assert main(["place", path, "--devices", "a100:2", "--training", "--optimizer", "adam",
-                 "--batch-size", "4", "--max-replicas", "1", "--json"]) == 0  # pipeline only: today's
+                 "--batch-size", "4", "--max-replicas", "1", "--json"]) == 0  # pipeline only
     doc = json.loads(capsys.readouterr().out)
     assert any("conv_grad" in d["nodes"] for d in doc["devices"])
     assert main(["place", path, "--devices", "a100:2", "--training", "--batch-size", "4", "--json"]) == 0

@@ -127,6 +127,14 @@ def _answer(value, status="optimal", plan=True):
     return stage_solution("auto", [] if plan else None, None, value, Status(status), 0.0)
 
 
+def _layers(problem, finer, node_of=None):
+    """A stage workload at layer granularity whose operator-granularity problem ``finer`` builds (the
+    problems are stand-ins: ``solve_one`` answers them)."""
+    from placement.stages import StageWorkload
+
+    return StageWorkload(problem, settings={"granularity": "layer"}, node_of=node_of, finer=finer)
+
+
 @pytest.mark.parametrize("layer,op,kept,status", [
     ((2.0,), (1.5,), "op", "optimal"),  # the operators cut where a layer node cannot
     ((2.0,), (2.0,), "layer", "optimal"),  # as fast: the layer plan stays
@@ -137,7 +145,7 @@ def _answer(value, status="optimal", plan=True):
     ((float("inf"), "infeasible", False), (3.0, "feasible"), "op", "feasible"),
 ])
 def test_the_operator_refinement_keeps_the_better_plan_and_an_honest_status(layer, op, kept, status):
-    from placement.onnx_stages import solve_refined
+    from placement.stages import solve_refined
 
     answers = {"L": _answer(*layer), "O": _answer(*op)}
     seen = []
@@ -146,8 +154,9 @@ def test_the_operator_refinement_keeps_the_better_plan_and_an_honest_status(laye
         seen.append((problem, time_limit))
         return answers[problem]
 
-    problem, cls, gran, sol = solve_refined("L", "cls-L", "layer", lambda: ("O", "cls-O"), solve_one, 60.0)
-    assert gran == ("op" if kept == "op" else "layer") and problem == kept[0].upper()
+    w, sol = solve_refined(_layers("L", lambda: ("O", "cls-O"), "cls-L"), solve_one, 60.0)
+    assert w.settings["granularity"] == ("op" if kept == "op" else "layer") and w.problem == kept[0].upper()
+    assert w.node_of == f"cls-{w.problem}"
     assert sol.status.value == status and "granularity" in sol.message
     assert seen[0] == ("L", 60.0) and seen[1][0] == "O" and seen[1][1] <= 60.0
 
@@ -155,37 +164,39 @@ def test_the_operator_refinement_keeps_the_better_plan_and_an_honest_status(laye
 def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
     import time
 
-    from placement.onnx_stages import solve_refined
+    from placement.stages import solve_refined
 
     def slow(problem, time_limit):
         time.sleep(0.3)
         return _answer(2.0)
 
-    _, _, gran, sol = solve_refined("L", None, "layer", lambda: ("O", None), slow, 0.6)
-    assert gran == "layer" and "not tried: no time left" in sol.message
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), slow, 0.6)
+    assert w.settings["granularity"] == "layer" and "not tried: no time left" in sol.message
 
     def interrupted(problem, time_limit):
         if problem == "O":
             raise KeyboardInterrupt
         return _answer(2.0)
 
-    _, _, gran, sol = solve_refined("L", None, "layer", lambda: ("O", None), interrupted, None)
-    assert gran == "layer" and sol.status.value == "optimal" and "interrupted" in sol.message
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), interrupted, None)
+    assert w.settings["granularity"] == "layer" and sol.status.value == "optimal"
+    assert "interrupted" in sol.message
     # without a layer plan there is nothing to give: the Ctrl-C goes on
     with pytest.raises(KeyboardInterrupt):
-        solve_refined("L", None, "layer", lambda: ("O", None),
+        solve_refined(_layers("L", lambda: ("O", None)),
                       lambda p, t: _answer(float("inf"), "stopped", False) if p == "L" else interrupted(p, t),
                       None)
 
 
 def test_a_refinement_that_fails_keeps_the_layer_plan():
     from graphs.errors import ProblemTooLargeError
-    from placement.onnx_stages import solve_refined
+    from placement.stages import solve_refined
 
     def finer():
         raise ProblemTooLargeError("too many operators")
 
-    _, _, gran, sol = solve_refined("L", None, "layer", finer, lambda p, t: _answer(2.0), None)
-    assert gran == "layer" and sol.status.value == "optimal" and "too many operators" in sol.message
+    w, sol = solve_refined(_layers("L", finer), lambda p, t: _answer(2.0), None)
+    assert w.settings["granularity"] == "layer" and sol.status.value == "optimal"
+    assert "too many operators" in sol.message
     with pytest.raises(ProblemTooLargeError):  # nothing else to give
-        solve_refined("L", None, "layer", finer, lambda p, t: _answer(float("inf"), "stopped", False), None)
+        solve_refined(_layers("L", finer), lambda p, t: _answer(float("inf"), "stopped", False), None)

@@ -1,5 +1,6 @@
 """The replicated model of an ONNX model (graphs/onnx_variants.py): bytes and times of every variant by
-hand on a tiny MLP, the tensor-parallel split of a transformer block, and today's DP as its special case."""
+hand on a tiny MLP, the tensor-parallel split of a transformer block, and the pipeline DP as its special
+case."""
 
 from __future__ import annotations
 
@@ -126,8 +127,8 @@ def _ds(memory):
 
 
 @pytest.mark.parametrize("memory", [None, 3e4, 5e3])
-def test_pipeline_only_equals_todays_dp(tmp_path, memory):
-    """max-replicas 1, t = 1, no recomputation, activations counted once: today's model exactly (memory
+def test_pipeline_only_equals_the_pipeline_dp(tmp_path, memory):
+    """max-replicas 1, t = 1, no recomputation, activations counted once: the pipeline model exactly (memory
     binding or not); activations stashed per micro-batch in flight agree where memory does not bind."""
     from graphs.transformer import gpt
     from solvers.base import Status
@@ -138,16 +139,16 @@ def test_pipeline_only_equals_todays_dp(tmp_path, memory):
     onnx.save(gpt(1, hidden=16, heads=2, seq_len=4, vocab=40, weights="random"), str(path))
     ds = _ds(memory)
     og, w = prepare_onnx(str(path), ds, training=True, batch_size=2)
-    today = dp_solve(w.graph, w.cluster)
+    pipeline = dp_solve(w.graph, w.cluster)
     p, _ = onnx_parallel_problem(og, w.graph, ds, max_replicas=1, tensor_parallel=False, recompute=False,
                                  stash="once")
     r = solve_problem(p, time_limit=120)
-    assert r.status is today.status
+    assert r.status is pipeline.status
     wf = prepare_onnx(str(path), _ds(None), training=True, batch_size=2)[1]
     free = dp_solve(wf.graph, wf.cluster)
-    assert (today.objective > free.objective * 1.01) == (memory is not None)  # the memory binds
-    if today.status is Status.OPTIMAL:
-        assert r.objective * 1e3 * 2 == pytest.approx(today.objective, rel=1e-9)
+    assert (pipeline.objective > free.objective * 1.01) == (memory is not None)  # the memory binds
+    if pipeline.status is Status.OPTIMAL:
+        assert r.objective * 1e3 * 2 == pytest.approx(pipeline.objective, rel=1e-9)
     if memory is None:
         q = p.with_options(graph=onnx_parallel_problem(og, w.graph, ds, max_replicas=1, tensor_parallel=False,
                                                        recompute=False)[0].graph)
@@ -248,7 +249,7 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     assert err.startswith("error:") and "unknown node 'layer9'" in err and err.count("\n") == 1
 
 
-def test_cli_max_replicas_1_is_todays_placement(gpt2_path, capsys):
+def test_cli_max_replicas_1_is_the_one_device_per_stage_placement(gpt2_path, capsys):
     import json
 
     from placement.cli import main
@@ -295,7 +296,7 @@ def test_replicated_optimum_is_no_worse_than_pipeline_only_or_data_parallel(gpt2
 
 
 @pytest.mark.parametrize("memory", [None, 1.5e4, 1e4])
-def test_pipeline_only_equals_todays_dp_on_a_cnn_with_two_accelerator_kinds(tmp_path, memory):
+def test_pipeline_only_equals_the_pipeline_dp_on_a_cnn_with_two_accelerator_kinds(tmp_path, memory):
     """The same on a CNN (no layer names) over v100 and a100, memory loose, binding and infeasible."""
     from solvers.base import Status
     from solvers.dp import solve as dp_solve
@@ -305,14 +306,14 @@ def test_pipeline_only_equals_todays_dp_on_a_cnn_with_two_accelerator_kinds(tmp_
     path = save(small_cnn(), tmp_path / "cnn.onnx")
     ds = DeviceSet(tuple(dataclasses.replace(PRESETS[k], memory=memory) for k in ("v100", "a100")), (2, 1))
     og, w = prepare_onnx(path, ds, training=True, batch_size=8)
-    today = dp_solve(w.graph, w.cluster)
-    assert today.status is (Status.INFEASIBLE if memory == 1e4 else Status.OPTIMAL)
+    pipeline = dp_solve(w.graph, w.cluster)
+    assert pipeline.status is (Status.INFEASIBLE if memory == 1e4 else Status.OPTIMAL)
     p, _ = onnx_parallel_problem(og, w.graph, ds, max_replicas=1, tensor_parallel=False, recompute=False,
                                  stash="once")
     r = solve_problem(p, time_limit=120)
-    if today.status is Status.OPTIMAL:
+    if pipeline.status is Status.OPTIMAL:
         assert r.status is Status.OPTIMAL
-        assert r.objective * 1e3 * 8 == pytest.approx(today.objective, rel=1e-9)
+        assert r.objective * 1e3 * 8 == pytest.approx(pipeline.objective, rel=1e-9)
     else:
         assert r.plan is None
 

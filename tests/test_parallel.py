@@ -148,7 +148,7 @@ def test_bad_problem_inputs_raise():
                             variants=[])
 
 
-def test_from_opgraph_keeps_todays_loads():
+def test_from_opgraph_keeps_the_pipeline_loads():
     """d = t = 1: a stage's time equals the reference evaluator's device load."""
     from graphs.evaluate import evaluate
 

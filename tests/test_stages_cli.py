@@ -102,7 +102,8 @@ def test_bad_piper_file_is_one_error_line(tmp_path, capsys):
 
 def test_onnx_training_model_replicated(tmp_path, capsys):
     """An ONNX training graph takes the replicated model by default (graphs/onnx_variants.py);
-    ``--max-replicas 1`` keeps today's output; an inference graph takes it with ``--max-replicas`` > 1."""
+    ``--max-replicas 1`` keeps the pipeline output; an inference graph takes it with ``--max-replicas``
+    above 1."""
     pytest.importorskip("onnx")
     from tests.onnx_models import save, small_cnn
 
@@ -174,9 +175,9 @@ def test_stage_device_options_are_refused_by_the_one_device_per_stage_placement(
         assert len(err) == 1 and err[0].startswith(f"error: {opt[0]} applies to stage-model plans only")
 
 
-def test_other_objectives_keep_todays_placement_or_are_refused(tiny, tmp_path, capsys):
+def test_other_objectives_keep_the_pipeline_placement_or_are_refused(tiny, tmp_path, capsys):
     """The replicated model minimises the time per sample: ``--objective split-max`` on an ONNX training
-    model gives today's placement (which has that objective), not a silently throughput-optimal plan;
+    model gives the pipeline placement (which has that objective), not a silently throughput-optimal plan;
     with ``--max-replicas`` above 1, or on a Piper file, it is one error line."""
     pytest.importorskip("onnx")
     from tests.onnx_models import save, small_cnn
@@ -338,3 +339,42 @@ def test_version_1_onnx_result_files_are_read_and_rescored(tmp_path, capsys):
     old.write_text(json.dumps(_as_version_1(doc)))
     assert main(["evaluate", path, str(old), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == doc["objective"]
+
+
+@pytest.mark.parametrize("option", [["--devices", "a100:2"], ["--costs", "profile"], ["--batch-size", "4"],
+                                    ["--training"], ["--granularity", "op"], ["--dim", "seq=8"],
+                                    ["--device-file", "d.toml"]])
+@pytest.mark.parametrize("command", ["place", "evaluate"])
+def test_a_piper_file_refuses_the_onnx_front_end_options(tiny, tmp_path, capsys, option, command):
+    """A Piper-format workload carries its own devices and costs: an ONNX front-end option is one error
+    line naming it, exit 2 (it used to be ignored without a word)."""
+    args = ["place", tiny]
+    if command == "evaluate":
+        plan = tmp_path / "plan.json"
+        assert main(["place", tiny, "-o", str(plan)]) == 0
+        capsys.readouterr()
+        args = ["evaluate", tiny, str(plan)]
+    assert main(args + option) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option[0] in err[0] and "Piper-format workload" in err[0]
+
+
+def test_evaluate_rescores_an_onnx_plan_under_the_device_memory_it_was_placed_with(tmp_path, capsys):
+    """``--device-memory`` is recorded in the result's kinds, and ``evaluate`` (and ``show``) rebuild the
+    problem with it unless given again: before, ``evaluate`` checked the plan against the kinds' default
+    memory (40 GiB for an A100), not the 200 MB it was placed under."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    out = tmp_path / "plan.json"
+    assert main(["place", path, "--devices", "a100:2,t4:2", "--device-memory", "2e8", "-o", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads(out.read_text())
+    assert {k["name"]: k["memory"] for k in doc["problem"]["kinds"]} == {"a100": 2e8, "t4": 2e8}
+    assert main(["evaluate", path, str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [s["memory"]["capacity"] for s in again["stages"]] == [2e8] * len(doc["stages"])
+    assert again["objective"] == doc["objective"]
+    assert main(["evaluate", path, str(out), "--device-memory", "1e9", "--json"]) == 0  # given again: that
+    assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {1e9}

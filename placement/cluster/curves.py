@@ -579,22 +579,18 @@ def onnx_curve(job: JobSpec, cluster: ClusterSpec, *,
                curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
                solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
     """The curve of an ONNX job on the stage model (replicas up to the job's ``max_replicas``, tensor
-    parallelism, variants; the problem of :func:`placement.onnx_stages.load_problem` on the job's
+    parallelism, variants; the problem of :func:`placement.stages.read_onnx` on the job's
     devices, front-end settings and default schedule), per allocation the faster of it and the
     one-device-per-stage curve of the same costed graph (:func:`faster_of`). Times are milliseconds per
     run of the model at the job's batch size, as the one-device-per-stage curve's."""
-    from types import SimpleNamespace
-
-    from placement.onnx_stages import load_problem
+    from placement.stages import read_onnx
 
     devices = job_devices(job, cluster)
-    args = SimpleNamespace(workload=job.model, max_devices=None, bandwidth=None, microbatches=None,
-                           max_replicas=job.max_replicas, granularity=None, schedule=None,
-                           device_memory=None, out=None)
     frontend = {"devices": str(devices), "device_files": list(cluster.device_files) or None,
                 "costs": job.costs or "roofline", "batch_size": job.batch_size,
                 "training": bool(job.training), "optimizer": job.optimizer or "adam"}
-    problem, (graph, _), settings = load_problem(args, frontend)
+    w = read_onnx(job.model, frontend, max_replicas=job.max_replicas)
+    problem, graph, settings = w.problem, w.graph, w.settings
     batch = max(1, int(settings.get("batch_size") or 1))
     stage = problem_curve(problem, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
                           time_limit=solve_time_limit, host=[s.host for s in devices.specs],
