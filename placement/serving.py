@@ -52,7 +52,8 @@ from solvers.base import Solution, SolveOptions, Status
 from .api import Placement, place
 
 __all__ = ["ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes", "batch_workload",
-           "serving_point", "sweep", "frontier", "batch_frontier", "non_dominated", "AUTO_MAX_BATCH"]
+           "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier", "non_dominated",
+           "AUTO_MAX_BATCH"]
 
 AUTO_MAX_BATCH = 1024
 _IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than this fraction
@@ -75,16 +76,73 @@ class ServingPoint:
     def max_load(self) -> float:
         return self.placement.max_load
 
+    @property
+    def status(self) -> str:
+        return self.placement.status.value
+
+    @property
+    def how(self) -> str:
+        """How the plan was found (the stage model's points say which search; here: the solver)."""
+        return self.placement.solution.solver
+
+    def utilisation(self):
+        """The plan's MFU (:func:`graphs.mfu.compute_utilisation`), ``None`` when it has none."""
+        from graphs.mfu import compute_utilisation
+
+        p = self.placement
+        return compute_utilisation(p.graph, p.cluster, p.assignment)
+
 
 @dataclass(frozen=True, eq=False)
 class Sweep:
-    """Every batch size tried, in order: a :class:`ServingPoint`, or the reason there is none."""
+    """Every batch size tried, in order: its point (a :class:`ServingPoint`, or the stage model's
+    :class:`~placement.serving_stages.StagePoint`), or ``None`` and the reason there is none; ``best``
+    serves the most samples/s (the smaller batch on a tie); ``stopped``: why an auto sweep stopped
+    (``""`` for a given list). When no batch size meets ``latency_slo``: ``lowest_latency``, the
+    smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``:
+    then no plan meets the target)."""
 
-    points: tuple[tuple[int, ServingPoint | None, str], ...]
-    best: ServingPoint | None
-    stopped: str  # why an auto sweep stopped ("" for a given list)
+    points: tuple[tuple[int, object, str], ...]
+    best: object
+    stopped: str
     latency_slo: float | None = None
-    lowest_latency: float | None = None  # when no batch size meets the target: the smallest latency
+    lowest_latency: float | None = None
+    lowest_proven: bool = False
+
+
+def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
+                  max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None) -> tuple:
+    """The batch-size sweep of both models: ``point_at(b) -> (point, why, stop)`` gives the best plan at
+    batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
+    ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
+    the first size without a plan or whose samples/s are no more than :data:`_IMPROVES` above the best
+    so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
+    with each point found."""
+    auto = batch_sizes is None
+    sizes = _auto_sizes(max_batch) if auto else list(batch_sizes)
+    points: list[tuple[int, object, str]] = []
+    best = None
+    stopped = ""
+    for b in sizes:
+        pt, why, stop = point_at(b)
+        points.append((b, pt, "" if pt is not None else why))
+        if pt is None:
+            if auto:
+                stopped = f"batch {b}: {stop or why}"
+                break
+            continue
+        if on_point is not None:
+            on_point(pt)
+        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):
+            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
+                       f"{best.batch_size}'s {best.samples_per_s:.6g}")
+            break
+        if best is None or pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
+            best = pt
+    else:
+        if auto:
+            stopped = f"reached the largest batch tried ({sizes[-1]})"
+    return tuple(points), best, stopped
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,47 +253,34 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
           costs: str = "roofline", latency_slo: float | None = None, solver: str | None = None,
           options: SolveOptions | None = None, dims=None, device_files: Iterable[str] = (),
           max_batch: int = AUTO_MAX_BATCH) -> Sweep:
-    """Place the model at each batch size (``None``: auto, see the module doc); the best is the one
-    with the most samples/s (the smaller batch on a tie)."""
+    """Place the model at each batch size (``None``: auto, see :func:`sweep_batches`); the best is the
+    one with the most samples/s (the smaller batch on a tie)."""
     options = options or SolveOptions()
-    auto = batch_sizes is None
-    sizes = [1 << k for k in range(int(math.log2(max_batch)) + 1)] if auto else list(batch_sizes)
-    points: list[tuple[int, ServingPoint | None, str]] = []
-    best: ServingPoint | None = None
-    stopped = ""
     models: dict = {}  # the file read once
-    for b in sizes:
+
+    def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=options)
-        points.append((b, pt, "" if pt is not None else (sol.message or sol.status.value)))
-        if pt is None:
-            if auto:
-                if latency_slo is not None and sol.status == Status.INFEASIBLE and "latency" in sol.message:
-                    stopped = f"batch {b}: no plan meets the latency target"
-                elif sol.status == Status.INFEASIBLE:
-                    stopped = f"batch {b}: {sol.message or 'no placement'} (memory runs out)"
-                else:
-                    stopped = f"batch {b}: {sol.message or 'no placement found'}"
-                break
-            continue
-        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):
-            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
-                       f"{best.batch_size}'s {best.samples_per_s:.6g}")
-            break
-        if best is None or pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
-            best = pt
-    else:
-        if auto:
-            stopped = f"reached the largest batch tried ({sizes[-1]})"
+        if pt is not None:
+            return pt, "", None
+        if latency_slo is not None and sol.status == Status.INFEASIBLE and "latency" in sol.message:
+            stop = "no plan meets the latency target"
+        elif sol.status == Status.INFEASIBLE:
+            stop = f"{sol.message or 'no placement'} (memory runs out)"
+        else:
+            stop = sol.message or "no placement found"
+        return None, sol.message or sol.status.value, stop
+
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch)
     lowest = None
     if best is None and latency_slo is not None:
         from solvers import slo_ip
 
-        w = batch_workload(path, devices, sizes[0], costs=costs, dims=dims, device_files=device_files,
+        w = batch_workload(path, devices, points[0][0], costs=costs, dims=dims, device_files=device_files,
                            models=models)
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
-    return Sweep(tuple(points), best, stopped, latency_slo, lowest)
+    return Sweep(points, best, stopped, latency_slo, lowest)
 
 
 def _auto_sizes(max_batch: int) -> list[int]:

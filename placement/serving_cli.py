@@ -126,32 +126,46 @@ def _sizes(value):
 
 
 def _sweep_rows(sw) -> str:
+    """The table of a batch-size sweep (:class:`placement.serving.Sweep`, of either model)."""
     rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
     for b, pt, why in sw.points:
         if pt is None:
             rows.append([str(b), "-", "-", "-", "-", "-", why])
             continue
-        m = compute_utilisation(pt.placement.graph, pt.placement.cluster, pt.placement.assignment)
-        best = " <- best" if sw.best is pt else ""
+        m = pt.utilisation()
+        note = ("<- best; " if sw.best is pt else "") + pt.how + ("" if pt.proven else " (not proven)")
         rows.append([str(b), f"{pt.samples_per_s:.6g}", f"{pt.latency_ms:.6g}", f"{pt.max_load:.6g}",
-                     pt.placement.status.value, _pct(m.total) if m else "-", best.strip()])
+                     pt.status, _pct(m.total) if m else "-", note])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) if 0 < i < 6 else c.ljust(w) for i, (c, w) in
                                enumerate(zip(r, widths))).rstrip() for r in rows)
 
 
-def _serving_section(sw) -> dict:
+#: what the sweep's figures mean, per model (the serving section's ``definition``)
+_DEFINITIONS = {
+    "one-device-per-stage": "samples/s = 1000 x batch / max-load; max_load and latency_ms are per batch: "
+                            "latency = one batch end to end, branches on different devices overlapping "
+                            "(graphs.latency)",
+    "stages": "samples/s = 1 / time per sample; max_load and latency_ms are per batch: latency = one batch "
+              "end to end on one replica of each stage, the stages one after another "
+              "(graphs.parallel.evaluate_plan)",
+}
+
+
+def _serving_section(sw, model: str, **extra) -> dict:
+    """The result file's ``serving`` section of a sweep: one format for both models (``model``)."""
     def num(x):
         return x if x is not None and math.isfinite(x) else None
 
     return {
-        "latency_slo_ms": sw.latency_slo, "stopped": sw.stopped, "lowest_latency_ms": num(sw.lowest_latency),
-        "best_batch_size": sw.best.batch_size if sw.best else None,
+        "model": model, **extra, "latency_slo_ms": sw.latency_slo, "stopped": sw.stopped,
+        "lowest_latency_ms": num(sw.lowest_latency), "lowest_latency_proven": sw.lowest_proven,
+        "best_batch_size": sw.best.batch_size if sw.best else None, "definition": _DEFINITIONS[model],
         "batch_sizes": [{"batch_size": b, "samples_per_s": num(pt.samples_per_s) if pt else None,
                          "latency_ms": num(pt.latency_ms) if pt else None,
                          "max_load": num(pt.max_load) if pt else None,
-                         "status": pt.placement.status.value if pt else None, "note": why}
-                        for b, pt, why in sw.points],
+                         "status": pt.status if pt else None, "proven": pt.proven if pt else None,
+                         "how": pt.how if pt else None, "note": why} for b, pt, why in sw.points],
     }
 
 
@@ -187,7 +201,7 @@ def _emit_sweep(args, sw, note: str = "") -> int:
 
     data = result_dict(sw.best.placement) if sw.best else {"schema": "placement-result", "version": 1,
                                                            "status": "infeasible", "devices": []}
-    data["serving"] = _serving_section(sw)
+    data["serving"] = _serving_section(sw, "one-device-per-stage")
     if note:
         data["serving"]["note"] = note
     if args.out:
@@ -236,29 +250,6 @@ def _as_result(pt):
                            time=pt.time or 0.0, message=pt.message or "", stats={})
 
 
-def _stage_mfu(pt):
-    from .stages import _utilisation
-
-    if pt.graph_cls is None or not pt.evaluation.valid:
-        return None
-    return _utilisation(pt.problem, pt.evaluation, pt.graph_cls, pt.settings or {"batch_size": pt.batch_size})
-
-
-def _stage_sweep_rows(sw) -> str:
-    rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
-    for b, pt, why in sw.points:
-        if pt is None:
-            rows.append([str(b), "-", "-", "-", "-", "-", why])
-            continue
-        m = _stage_mfu(pt)
-        note = ("<- best; " if sw.best is pt else "") + pt.how + ("" if pt.proven else " (not proven)")
-        rows.append([str(b), f"{pt.samples_per_s:.6g}", f"{pt.latency_ms:.6g}", f"{pt.max_load:.6g}",
-                     pt.status, _pct(m.total) if m else "-", note])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if 0 < i < 6 else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(r, widths))).rstrip() for r in rows)
-
-
 def stage_result(pt, workload: str) -> dict:
     """The result file of a stage plan found by a serving command (:func:`placement.stages.result_dict`
     with each stage's operators and the front-end settings)."""
@@ -269,7 +260,7 @@ def stage_result(pt, workload: str) -> dict:
     data, _ = workload_result(w, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
                               message=pt.message, workload=workload, bound=pt.bound)
     data["latency_s"] = pt.evaluation.latency if math.isfinite(pt.evaluation.latency) else None
-    m = _stage_mfu(pt)
+    m = pt.utilisation()
     data["compute_utilisation"] = None if m is None else m.as_dict()
     return data
 
@@ -365,21 +356,7 @@ def run_place_stages(args, frontend: dict) -> int:
         data = {"schema": "placement-result", "version": 2, "model": "stages", "status": "infeasible",
                 "stages": [], "devices": []}
 
-    def num(x):
-        return x if x is not None and math.isfinite(x) else None
-
-    data["serving"] = {
-        "model": "stages", "max_replicas": args.max_replicas, "latency_slo_ms": slo, "stopped": sw.stopped,
-        "lowest_latency_ms": num(sw.lowest_latency), "lowest_latency_proven": sw.lowest_proven,
-        "best_batch_size": sw.best.batch_size if sw.best else None,
-        "definition": "samples/s = 1 / time per sample; max_load and latency_ms are per batch: latency = "
-                      "one batch end to end on one replica of each stage (graphs.parallel.evaluate_plan)",
-        "batch_sizes": [{"batch_size": b, "samples_per_s": num(pt.samples_per_s) if pt else None,
-                         "latency_ms": num(pt.latency_ms) if pt else None,
-                         "max_load": num(pt.max_load) if pt else None,
-                         "status": pt.status if pt else None, "proven": pt.proven if pt else None,
-                         "how": pt.how if pt else None, "note": why} for b, pt, why in sw.points],
-    }
+    data["serving"] = _serving_section(sw, "stages", max_replicas=args.max_replicas)
     if note:
         data["serving"]["note"] = note
     if args.out:
@@ -390,7 +367,7 @@ def run_place_stages(args, frontend: dict) -> int:
         what = f", latency <= {slo:g} ms" if slo is not None else ""
         print(f"batch sizes on the stage model ({_replicas_words(args)}){what} (samples/s = 1 / "
               f"time per sample; latency = one batch end to end, one replica of each stage)")
-        print(_stage_sweep_rows(sw))
+        print(_sweep_rows(sw))
         if sw.stopped:
             print(f"stopped: {sw.stopped}")
     if sw.best is None:
@@ -414,7 +391,7 @@ def run_place_stages(args, frontend: dict) -> int:
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
         print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
-              + _mfu_line(p.problem, p.evaluation, _stage_mfu(p)))
+              + _mfu_line(p.problem, p.evaluation, p.utilisation()))
         if args.out:
             print(f"result written to {args.out}")
     return 0
@@ -792,21 +769,13 @@ def _point_line(p, stages: bool = False) -> str:
             f"per batch, max-load {p.max_load:.6g} ms per batch, {what}{_proof(p, stages)}")
 
 
-def _point_mfu(p):
-    from .serving_stages import StagePoint
-
-    if isinstance(p, StagePoint):
-        return _stage_mfu(p)
-    return compute_utilisation(p.placement.graph, p.placement.cluster, p.placement.assignment)
-
-
 def _frontier_table(fr, stages: bool = False) -> str:
     from .serving_stages import StagePoint
 
     rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]
             + (["plan"] if stages else [])]
     for k, p in enumerate(fr.points):
-        m = _point_mfu(p)
+        m = p.utilisation()
         plan = []
         if stages:
             plan = [", ".join(f"{p.problem.kinds[s.stage.kind].name}x{s.stage.d}"
@@ -1294,7 +1263,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
 
                 print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
                 print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
-                      + _mfu_line(stage_pt.problem, stage_pt.evaluation, _stage_mfu(stage_pt)))
+                      + _mfu_line(stage_pt.problem, stage_pt.evaluation, stage_pt.utilisation()))
         if args.out:
             print(("plan" if placement is not None or stage_pt is not None else "result")
                   + f" written to {args.out}")

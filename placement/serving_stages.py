@@ -55,11 +55,10 @@ from graphs.parallel import (
     work_lower_bound,
 )
 
-__all__ = ["StagePoint", "StageSweep", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
+__all__ = ["StagePoint", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
            "exact_frontier",
            "latency_lower_bound", "work_lower_bound"]
 
-_IMPROVES = 0.01  # as placement.serving: an auto sweep continues while samples/s grow by more than this
 _REL = 1e-12
 
 
@@ -99,15 +98,14 @@ class StagePoint:
         """One batch end to end, milliseconds."""
         return self.evaluation.latency * 1e3 * self.batch_size
 
+    def utilisation(self):
+        """The plan's MFU (:func:`placement.stages.workload_result`'s), ``None`` without operators."""
+        from .stages import _utilisation
 
-@dataclass(frozen=True, eq=False)
-class StageSweep:
-    points: tuple[tuple[int, StagePoint | None, str], ...]
-    best: StagePoint | None
-    stopped: str
-    latency_slo: float | None = None
-    lowest_latency: float | None = None  # ms per batch, a lower bound, when no batch size meets the target
-    lowest_proven: bool = False
+        if self.graph_cls is None or not self.evaluation.valid:
+            return None
+        return _utilisation(self.problem, self.evaluation, self.graph_cls,
+                            self.settings or {"batch_size": self.batch_size})
 
 
 # ------------------------------------------------------------------------------------ the problem
@@ -567,16 +565,15 @@ def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
 
 
 def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | None = None,
-          max_batch: int = 1024, on_point: Callable | None = None) -> StageSweep:
-    """The stage model's best plan at each batch size (``None``: auto; see the module doc)."""
-    auto = batch_sizes is None
-    sizes = [1 << k for k in range(int(math.log2(max_batch)) + 1)] if auto else list(batch_sizes)
-    points: list[tuple[int, StagePoint | None, str]] = []
-    best: StagePoint | None = None
-    stopped = ""
+          max_batch: int = 1024, on_point: Callable | None = None):
+    """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
+    :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
+    from .serving import Sweep, sweep_batches
+
     paths: dict = {}
     first_why: dict = {}
-    for b in sizes:
+
+    def point_at(b: int):
         problem, graph_cls, settings, fine = stage_problem(
             path, frontend, b, microbatches=args.microbatches, schedule=args.schedule,
             max_replicas=args.max_replicas, granularity=args.granularity,
@@ -586,32 +583,18 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         if refined:
             problem, graph_cls, settings = fine()
         if ans is None:
-            points.append((b, None, why.get("message", "no plan")))
             if not first_why:
-                first_why = dict(why, batch=b)
-            if auto:
-                stopped = f"batch {b}: {why.get('message', 'no plan')}"
-                break
-            continue
-        pt = _point(b, problem, graph_cls, settings, ans)
-        points.append((b, pt, ""))
-        if on_point is not None:
-            on_point(pt)
-        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):
-            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
-                       f"{best.batch_size}'s {best.samples_per_s:.6g}")
-            break
-        if best is None or pt.samples_per_s > best.samples_per_s * (1 + _REL):
-            best = pt
-    else:
-        if auto:
-            stopped = f"reached the largest batch tried ({sizes[-1]})"
+                first_why.update(why, batch=b)
+            return None, why.get("message", "no plan"), None
+        return _point(b, problem, graph_cls, settings, ans), "", None
+
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point)
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:
         lowest = first_why["lowest"] * 1e3 * first_why["batch"]
         lowest_proven = bool(first_why.get("proven_none"))
-    return StageSweep(tuple(points), best, stopped, latency_slo, lowest, lowest_proven)
+    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven)
 
 
 # ------------------------------------------------------------------------------------ provision
