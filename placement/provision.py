@@ -13,7 +13,9 @@ With a latency target, each allocation's best throughput under it is the serving
 (:mod:`solvers.slo_ip`). Allocations are tried cheapest first; one is skipped without a solve when a
 bound already rules it out (its max-load is at least the largest node's and the total work's share per
 device, its latency at least the critical path); the first that meets both targets is the answer, and
-it is exact when every solve before it was proven. ``max_solves`` caps the programs solved. When no
+it is exact when every solve before it was proven. ``max_solves`` caps the programs solved. That search
+is :func:`cheapest_first`, which the stage model's provisioning (:func:`placement.serving_stages.provision`)
+runs too, with its own bound and solve. When no
 allocation has a plan under the latency target, the lowest latency of the available devices (the
 serving IP's, minimising latency) says by how much it is missed.
 
@@ -40,7 +42,7 @@ from graphs.model import Cluster, OpGraph
 from solvers.base import Solution, SolveOptions, Status
 
 __all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
-           "sub_cluster"]
+           "sub_cluster", "cheapest_first", "Tried", "Search"]
 
 #: an example prices file (made-up round numbers in the range of public cloud list prices; set your own)
 EXAMPLE_PRICES = """\
@@ -178,6 +180,74 @@ class _Deadline:
         return self.left, self.halted
 
 
+@dataclass(frozen=True)
+class Tried:
+    """What one allocation's solve found: its best plan under the latency target as an
+    :class:`Allocation` and the caller's ``answer`` for it (``None``: no plan found), and whether it is
+    proven that no plan on the allocation meets the targets (``short``) or that none was missed
+    (``proven``: no plan under the latency target exists where ``alloc`` is ``None``)."""
+
+    alloc: Allocation | None = None
+    answer: object = None
+    short: bool = False
+    proven: bool = True
+
+
+@dataclass(frozen=True)
+class Search:
+    """The outcome of :func:`cheapest_first`: every allocation with a plan (``tried``), the first that
+    meets the target and its answer, whether that is proven cheapest, the solves run and why the search
+    ended early (``""``: it did not)."""
+
+    tried: tuple[Allocation, ...]
+    best: Allocation | None
+    answer: object
+    proven: bool
+    solves: int
+    stopped: str
+
+
+def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable, clock: _Deadline,
+                   max_solves: int) -> Search:
+    """The latency-target search of both models: the allocations of ``order`` (price increasing) in
+    turn, skipping one that a bound rules out (``rule_out(c)``) or that is no larger than one proven
+    short (fewer devices serve no more: every plan on it is a plan on the larger allocation), solving
+    the rest (``solve_at(c, time_limit) -> Tried``, each with its share of the time left, at least a
+    tenth) until one meets ``target`` samples/s, the time runs out, ``clock`` says stop or
+    ``max_solves`` is reached. The answer is proven cheapest when every allocation before it was
+    proven short or ruled out."""
+    short: list[tuple[int, ...]] = []
+    tried: list[Allocation] = []
+    proven, solves, stopped = True, 0, ""
+    for i, c in enumerate(order):
+        if any(all(x <= y for x, y in zip(c, s)) for s in short):
+            continue  # a larger allocation was proven short: so is this one
+        if rule_out(c):
+            short.append(c)
+            continue
+        if solves >= max_solves:
+            proven, stopped = False, f"the solve limit ({max_solves}) was reached"
+            break
+        stopped = clock.halted()
+        if stopped:
+            proven = False
+            break
+        solves += 1
+        t = clock.left()
+        got = solve_at(c, None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i))))
+        if got.short:
+            short.append(c)
+        if got.alloc is None:
+            proven = proven and got.proven
+            continue
+        tried.append(got.alloc)
+        if got.alloc.samples_per_s >= target * (1 - 1e-12):
+            return Search(tuple(tried), got.alloc, got.answer, proven, solves, "")
+        if not got.short:
+            proven = False  # a better plan might have met the target
+    return Search(tuple(tried), None, None, proven, solves, stopped)
+
+
 def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
     """A max-load and a latency no placement on ``cl`` beats."""
     from solvers.latency_ip import critical_path
@@ -264,39 +334,25 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     from solvers import slo_ip
 
     order = sorted(allocs_all, key=lambda c: (float(np.dot(c, prices)), sum(c)))
-    tried: list[Allocation] = []
-    proven = True
-    solves = 0
-    stopped = ""
-    best = sol_best = cl_best = None
-    for i, c in enumerate(order):
+
+    def rule_out(c) -> bool:  # a bound rules it out: no solve needed
+        lb_load, lb_lat = _lower_bounds(graph, sub_cluster(available, c))
+        return sps(lb_load) < target * (1 - 1e-12) or lb_lat > latency_slo * (1 + 1e-12)
+
+    def solve_at(c, time_limit) -> Tried:
         cl = sub_cluster(available, c)
-        price = float(np.dot(c, prices))
-        lb_load, lb_lat = _lower_bounds(graph, cl)
-        if sps(lb_load) < target * (1 - 1e-12) or lb_lat > latency_slo * (1 + 1e-12):
-            continue  # ruled out by a bound: no solve needed
-        if solves >= max_solves:
-            proven, stopped = False, f"the solve limit ({max_solves}) was reached"
-            break
-        stopped = halted()
-        if stopped:
-            proven = False
-            break
-        solves += 1
-        # the time left, shared by the allocations still to try (at least a tenth of it each)
-        sol = slo_ip.solve(graph, cl, timed(max(0.1, 1 / (len(order) - i))), latency_max=latency_slo,
-                           stop=stop)
+        sol = slo_ip.solve(graph, cl, dataclasses.replace(options, time_limit=time_limit),
+                           latency_max=latency_slo, stop=stop)
         if sol.assignment is None:
-            if sol.status != Status.INFEASIBLE:
-                proven = False
-            continue
+            return Tried(short=sol.status == Status.INFEASIBLE, proven=sol.status == Status.INFEASIBLE)
         load = evaluate(graph, cl, sol.assignment).max_load
-        a = Allocation(c, price, load, sps(load), sol.status == Status.OPTIMAL)
-        tried.append(a)
-        if a.samples_per_s >= target * (1 - 1e-12):
-            best, sol_best, cl_best = a, sol, cl
-            break
-        proven &= sol.status == Status.OPTIMAL  # a better plan might have met the target
+        a = Allocation(c, float(np.dot(c, prices)), load, sps(load), sol.status == Status.OPTIMAL)
+        # proven best under the target and short of it: no plan on this allocation meets both
+        return Tried(a, (sol, cl), short=a.proven and a.samples_per_s < target * (1 - 1e-12))
+
+    found = cheapest_first(order, target, rule_out, solve_at, _Deadline(deadline, stop), max_solves)
+    tried, best, proven, stopped = list(found.tried), found.best, found.proven, found.stopped
+    sol_best, cl_best = found.answer or (None, None)
     eff = _efficient(tried)
     top = eff[-1] if eff else None
     lowest = None
@@ -304,4 +360,5 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         # no allocation has a plan under the latency target: how low can the latency go at all?
         lowest = slo_ip.solve(graph, available, timed(), minimise="latency", stop=stop)
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
-                     proven and (best is None or best.proven) and not stopped, top, solves, stopped, lowest)
+                     proven and (best is None or best.proven) and not stopped, top, found.solves, stopped,
+                     lowest)

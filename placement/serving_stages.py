@@ -607,7 +607,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     ``None``) and ``stage_problem`` the allocation's problem. ``fine``: where ``problem``'s nodes are
     layers, the operator-granularity ``(problem, graph_cls, settings)`` of :func:`stage_problem`; each
     allocation is then refined (:func:`best_refined`)."""
-    from .provision import Allocation, Provision, _Deadline, _efficient
+    from .provision import Allocation, Provision, Tried, _Deadline, _efficient, cheapest_first
 
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in problem.kinds)
@@ -617,66 +617,48 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     need = 1.0 / target  # seconds per sample at most
     lat = None if latency_slo is None else latency_slo / (1e3 * batch_size)
 
-    left, halted = _Deadline(deadline, stop).calls()
-    short: list[tuple[int, ...]] = []  # allocations proven to serve less than the target
-    tried: list = []
-    proven, solves, stopped = True, 0, ""
-    best = best_pt = None
-    top = None
+    clock = _Deadline(deadline, stop)
     blocked = False  # some allocation has plans, none under the latency target
-    for i, c in enumerate(order):
-        if any(all(x <= y for x, y in zip(c, s)) for s in short):
-            continue  # a larger allocation was proven short: so is this one
+
+    def rule_out(c) -> bool:
+        return work_lower_bound(with_counts(problem, c)) > need * (1 + _REL)
+
+    def solve_at(c, time_limit) -> Tried:
+        nonlocal blocked
         sub = with_counts(problem, c)
-        if work_lower_bound(sub) > need * (1 + _REL):
-            short.append(c)
-            continue
-        if solves >= max_solves:
-            proven, stopped = False, f"the solve limit ({max_solves}) was reached"
-            break
-        stopped = halted()
-        if stopped:
-            proven = False
-            break
-        solves += 1
-        t = left()
-        share = None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i)))
         ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
-                                         latency=lat, time_limit=share)
-        if why.get("optimum_proven") and 1.0 / why["optimum"] < target * (1 - _REL):
-            short.append(c)  # the most this allocation serves, whatever the latency, is short of the target
+                                         latency=lat, time_limit=time_limit)
+        # the most this allocation serves, whatever the latency, is short of the target
+        short = bool(why.get("optimum_proven")) and 1.0 / why["optimum"] < target * (1 - _REL)
         if ans is None:
-            if not why.get("proven_none"):
-                proven = False
-            elif lat is None:
-                short.append(c)  # no plan at all
             blocked = blocked or (lat is not None and (why.get("optimum") is not None
                                                        or why.get("lowest") is not None))
-            continue
+            none = bool(why.get("proven_none"))
+            return Tried(short=short or (none and lat is None), proven=none)  # proven none: no plan at all
         ev = ans["evaluation"]
         a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
                        1.0 / ev.objective if ev.objective > 0 else math.inf, ans["proven"])
-        tried.append(a)
-        if top is None or a.samples_per_s > top.samples_per_s:
-            top = a
+        point = None
         if a.samples_per_s >= target * (1 - _REL):
             if refined:
                 fp, fcls, fset = fine()
-                best, best_pt = a, _point(batch_size, with_counts(fp, c), fcls, fset, ans)
+                point = _point(batch_size, with_counts(fp, c), fcls, fset, ans)
             else:
-                best, best_pt = a, _point(batch_size, sub, None, None, ans)
-            break
-        if c not in short:
-            proven = False  # a better plan might have met the target
+                point = _point(batch_size, sub, None, None, ans)
+        return Tried(a, point, short=short)
+
+    found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)
+    tried, best, best_pt, stopped = list(found.tried), found.best, found.answer, found.stopped
+    top = max(tried, key=lambda a: a.samples_per_s, default=None)
     eff = _efficient(tried)
-    proven = proven and (best is None or best.proven) and not stopped
+    proven = found.proven and (best is None or best.proven) and not stopped
     lowest = None
-    if blocked and best is None and not eff and not halted():  # the latency target is what is not met
-        t = left()
+    if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met
+        t = clock.left()
         limit = LOWEST_LATENCY_S if t is None else min(t, LOWEST_LATENCY_S)
         lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
-                   top or (eff[-1] if eff else None), solves, stopped, lowest_latency=lowest)
+                   top, found.solves, stopped, lowest_latency=lowest)
     return pv, (best_pt.problem if best_pt is not None else None)
 
 

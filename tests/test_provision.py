@@ -97,3 +97,46 @@ def test_example_prices_parse_and_bad_prices_are_explained():
     assert prices["a100"] > prices["t4"] > prices["cpu"] > 0
     with pytest.raises(InputError, match="non-negative"):
         parse_prices({"prices": {"a100": -1}})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cheapest_first_search_finds_the_cheapest_allocation_meeting_the_target(seed):
+    """:func:`placement.provision.cheapest_first`, the latency-target search of both models, on random
+    monotone throughputs (more devices never serve less) against every allocation: the first allocation
+    in price order that meets the target, proven; a bound that rules some short allocations out and the
+    pruning below proven-short ones never skip the answer, and every skipped allocation was short."""
+    from placement.provision import Allocation, Tried, _Deadline, cheapest_first
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 4, size=rng.integers(1, 4))
+    prices = rng.uniform(0.5, 3.0, size=counts.size)
+    weight = rng.uniform(0.2, 2.0, size=counts.size)
+    allocs = [c for c in itertools.product(*(range(n + 1) for n in counts)) if sum(c) > 0]
+    order = sorted(allocs, key=lambda c: (float(np.dot(c, prices)), sum(c)))
+
+    def serves(c):  # monotone: concave in each kind's count
+        return float(np.dot(weight, np.sqrt(c)))
+
+    target = float(rng.uniform(0.3, 1.1) * serves(tuple(counts)))
+    bound_rules_out = {c for c in allocs if serves(c) < target and rng.random() < 0.4}
+    solved = []
+
+    def solve_at(c, time_limit):
+        solved.append(c)
+        a = Allocation(c, float(np.dot(c, prices)), 1.0 / serves(c), serves(c))
+        return Tried(a, ("plan", c), short=serves(c) < target)
+
+    found = cheapest_first(order, target, lambda c: c in bound_rules_out, solve_at, _Deadline(None, None),
+                           max_solves=10_000)
+    expected = next((c for c in order if serves(c) >= target * (1 - 1e-12)), None)
+    assert found.proven and found.stopped == ""
+    assert (found.best.counts if found.best else None) == expected
+    assert found.answer == (None if expected is None else ("plan", expected))
+    assert all(serves(c) < target for c in solved[:-1] if c != expected)
+    assert not set(solved) & bound_rules_out and found.solves == len(solved)
+    # an unproven solve makes the answer unproven; the solve limit stops the search, saying so
+    unproven = cheapest_first(order, target, lambda c: False,
+                              lambda c, t: Tried(Allocation(c, 0.0, 1.0, 0.0, False)), _Deadline(None, None),
+                              max_solves=2)
+    assert not unproven.proven and unproven.best is None
+    assert unproven.stopped == ("the solve limit (2) was reached" if len(order) > 2 else "")
