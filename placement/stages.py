@@ -70,11 +70,13 @@ RESULT_VERSION = 2
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
                 time: float | None = None, message: str = "", workload: str | None = None,
-                bound: float | None = None, settings: dict | None = None) -> dict:
+                bound: float | None = None, settings: dict | None = None,
+                compile_s: float | None = None) -> dict:
     """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
-    seconds per sample (``time_unit``), the ``problem`` section that rebuilds the problem without flags
-    (schedule, micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end
-    settings), ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
+    seconds per sample (``time_unit``; ``compile_s``, when given, the seconds compiling the kernels took,
+    not in ``solve_time_s``), the ``problem`` section that rebuilds the problem without flags (schedule,
+    micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end settings),
+    ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
     device derived from the stages (numbered kind by kind, as the stage table prints them)."""
     g = problem.graph
     numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
@@ -116,7 +118,7 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
             "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
             "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
                         "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
-            "stages": stages, "devices": devices}
+            "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
 
 
 def is_stage_result(data) -> bool:
@@ -357,7 +359,8 @@ def place(args) -> int:
     if r.plan is None:
         return no_plan(args, r)
     data = result_dict(problem, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                       message=r.message, workload=args.workload, bound=r.bound)
+                       message=r.message, workload=args.workload, bound=r.bound,
+                       compile_s=(r.stats or {}).get("compile_s"))
     summary = plan_summary(problem, r.evaluation, "s", result=r)
     _emit(args, data, problem, r.evaluation, summary)
     return 0
