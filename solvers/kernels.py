@@ -6,8 +6,9 @@ installing or updating compiles for 35-95 s on 2 cores. Inside a solve that time
 time limit (a first ``place --time-limit 5`` found nothing). So :func:`solvers.registry.solve`, when given
 a time limit, first calls :func:`warm` on its solver's kernel modules (:attr:`SolverInfo.kernels`): the
 kernels those modules call from Python, with the argument types their solves pass (:data:`SIGNATURES`),
-are compiled there, or loaded from the cache, and the solve finds them ready. A kernel the table misses
-is compiled where it is first called, as before (and counted in ``compile_s``).
+that the cache does not hold (:func:`cached`) are compiled there, and the solve finds them ready; those it
+holds are left for the solve to load, as before (a warm run does not load kernels it never calls). A
+kernel the table misses is compiled where it is first called, as before (and counted in ``compile_s``).
 
 Without a time limit nothing is compiled ahead: a solve then compiles only what it runs (a small lattice
 runs some kernels uncompiled, :func:`solvers.dp._leaf`), which is less.
@@ -23,7 +24,7 @@ import importlib
 import re
 import time
 
-__all__ = ["SIGNATURES", "signature", "warm", "compile_seconds"]
+__all__ = ["SIGNATURES", "signature", "warm", "cached", "compile_seconds"]
 
 # The argument types, one word each: i, f, b = int64, float64, bool scalars; i1, f2, u2, b1, ... = a
 # C-contiguous array of int64, float64, uint64, bool of that many dimensions (i32_2, i8_2: int32, int8);
@@ -91,14 +92,31 @@ SIGNATURES: dict[str, dict[str, str]] = {
 
 
 def warm(kernels) -> None:
-    """Compile, or load from numba's cache, the ``kernels`` (a module of :data:`SIGNATURES`: all it lists,
-    or ``"module:kernel"``) that this process has not yet: their first calls in a solve compile nothing."""
+    """Compile the ``kernels`` (a module of :data:`SIGNATURES`: all it lists, or ``"module:kernel"``) that
+    neither this process nor numba's cache has: their first calls in a solve then compile nothing. A
+    cached one is left for the solve to load (loading one it would not call costs time)."""
     for entry in kernels:
         name, _, only = entry.partition(":")
         module = importlib.import_module(name)
         for kernel, words in SIGNATURES[name].items():
-            if not only or kernel == only:
-                getattr(module, kernel).compile(signature(words))  # nothing when this process has it
+            if only and kernel != only:
+                continue
+            dispatcher, sig = getattr(module, kernel), signature(words)
+            if sig not in dispatcher.overloads and not cached(dispatcher, sig):
+                dispatcher.compile(sig)
+
+
+def cached(dispatcher, sig: tuple) -> bool:
+    """Whether numba's on-disk cache holds ``dispatcher``'s machine code for the argument types ``sig``
+    (for this source and this machine), without loading it. It reads numba's own index (numba 0.68's
+    ``FunctionCache``, not a public interface): where that fails, ``False`` (then compiling is how to
+    know, and loads what the cache has)."""
+    try:
+        cache = dispatcher._cache
+        key = cache._index_key(sig, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - another numba, a cache off: compiling decides instead
+        return False
 
 
 @contextlib.contextmanager
