@@ -7,8 +7,9 @@ one ``note:`` line on stderr when the first compile of the process starts, and :
 compiling took. stderr only: ``--json`` keeps stdout for the result.
 
 Importing numba costs about a second, and many commands never need it: :func:`install` registers the
-listener when ``numba.core.event`` is imported, not before. Only the command line installs it (the
-library never prints).
+listener when ``numba.core.event`` is imported, not before. Only the command line installs it, for the
+command's duration (:func:`done` takes it away: the library, tests calling it after a command included,
+never prints).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ __all__ = ["install", "done", "MESSAGE"]
 MESSAGE = ("note: compiling the solver's kernels (numba; the first run after installing or updating, about "
            "a minute on 2 cores; later runs load them from the cache)")
 
-_state = {"installed": False, "announced": False, "depth": 0, "start": 0.0, "seconds": 0.0}
+_state = {"listener": None, "announced": False, "depth": 0, "start": 0.0, "seconds": 0.0}
 
 
 def _say(line: str) -> None:
@@ -54,7 +55,9 @@ def _listener(event):
 
 
 def _register(event) -> None:
-    event.register("numba:compile", _listener(event))
+    if _state["listener"] is None:
+        _state["listener"] = (event, _listener(event))
+        event.register("numba:compile", _state["listener"][1])
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -63,7 +66,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != "numba.core.event":
             return None
-        sys.meta_path.remove(self)
+        _unhook()
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -77,20 +80,26 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _unhook() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
+
+
 def install() -> None:
-    """Announce this process's compiles from now on (once; idempotent)."""
-    if _state["installed"]:
-        return
-    _state["installed"] = True
+    """Announce the compiles from now until :func:`done` (the first of the process only)."""
     event = sys.modules.get("numba.core.event")
     if event is not None:
         _register(event)
-    else:
+    elif _state["listener"] is None and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
 
 
 def done() -> None:
-    """After a command: how long it compiled, if it did (then counted anew)."""
-    seconds, _state["seconds"] = _state["seconds"], 0.0
+    """After a command: stop listening, and say how long it compiled, if it did."""
+    _unhook()
+    if _state["listener"] is not None:
+        event, listener = _state["listener"]
+        _state["listener"] = None
+        event.unregister("numba:compile", listener)
+    seconds, _state["seconds"], _state["depth"] = _state["seconds"], 0.0, 0
     if seconds >= 1.0:
         _say(f"note: compiled the solver's kernels in {seconds:.0f} s; later runs load them from the cache")
