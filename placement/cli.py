@@ -13,7 +13,7 @@ import math
 import os
 import sys
 
-from . import _interrupt
+from . import _compile_notice, _interrupt
 from .outputs import Progress as _Progress
 from .outputs import output_dir as _output_dir
 from .outputs import output_file as _output_file
@@ -45,7 +45,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                         "the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after S seconds and report the best placement found (default: none for the "
-                   "exact solvers; auto gives its large-graph path 300 s)")
+                   "exact solvers; auto gives its large-graph path 300 s). The first run after installing or "
+                   "updating compiles the solver's kernels first (announced on stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
                    help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
     p.add_argument("--threads", type=int, default=None,
@@ -998,7 +999,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
-        return _COMMANDS[args.command](args)
+        _compile_notice.install()  # a cold numba cache compiles for a minute: say so (stderr)
+        try:
+            return _COMMANDS[args.command](args)
+        finally:
+            _compile_notice.done()
     return codes[0] if codes else EXIT_OK
 
 

@@ -94,7 +94,9 @@ def status_parts(s, bound=None) -> list[str]:
         parts.append(f"bound {(bound or _num)(s.bound)}")
     if s.gap is not None:
         parts.append(f"gap {100 * s.gap:.4g}%")
-    parts.append(f"time {s.time:.2f} s")
+    compiled = (s.stats or {}).get("compile_s") or 0.0
+    parts.append(f"time {s.time:.2f} s" + (f" (and {compiled:.0f} s compiling the kernels, a first run)"
+                                           if compiled >= 0.5 else ""))
     return parts
 
 

@@ -298,18 +298,21 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     sol = solve_one(w.problem, time_limit)
     if w.finer is None:
         return w, sol
-    spent = time.perf_counter() - t0
+    compiled = [(sol.stats or {}).get("compile_s", 0.0)]  # a cold kernel cache: not solve time
+    spent = time.perf_counter() - t0 - compiled[0]
     budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
 
-    def noted(s, note):  # the time of both solves
+    def noted(s, note):  # the time of both solves, and of their compiling
+        stats = {**(s.stats or {}), "compile_s": sum(compiled)} if sum(compiled) else s.stats
         return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,
-                                   time=time.perf_counter() - t0)
+                                   time=time.perf_counter() - t0 - sum(compiled), stats=stats)
 
     if budget < 0.5:
         return w, noted(sol, "operator granularity not tried: no time left")
     try:
         fine = w.refined()
         fsol = solve_one(fine.problem, budget)
+        compiled.append((fsol.stats or {}).get("compile_s", 0.0))
     except KeyboardInterrupt:
         if sol.plan is None:
             raise
@@ -386,7 +389,7 @@ def stage_result(p) -> dict:
     w = StageWorkload(p.problem, source=p.graph.source, settings=dict(p.settings), graph=p.graph,
                       node_of=p.node_of)
     data, _ = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                              message=r.message, bound=r.bound)
+                              message=r.message, bound=r.bound, compile_s=(r.stats or {}).get("compile_s"))
     return data
 
 
@@ -403,7 +406,8 @@ def place(args, w: StageWorkload) -> int:
     if r.plan is None:
         return no_plan(args, r)
     data, mfu = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                                message=r.message, workload=args.workload, bound=r.bound)
+                                message=r.message, workload=args.workload, bound=r.bound,
+                                compile_s=(r.stats or {}).get("compile_s"))
     summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     _emit(args, data, w.problem, r.evaluation, summary, w.unit)
@@ -464,11 +468,13 @@ RESULT_VERSION = 2
 
 def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
                 time: float | None = None, message: str = "", workload: str | None = None,
-                bound: float | None = None, settings: dict | None = None) -> dict:
+                bound: float | None = None, settings: dict | None = None,
+                compile_s: float | None = None) -> dict:
     """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
-    seconds per sample (``time_unit``), the ``problem`` section that rebuilds the problem without flags
-    (schedule, micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end
-    settings), ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
+    seconds per sample (``time_unit``; ``compile_s``, when given, the seconds compiling the kernels took,
+    not in ``solve_time_s``), the ``problem`` section that rebuilds the problem without flags (schedule,
+    micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end settings),
+    ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
     device derived from the stages (numbered kind by kind, as the stage table prints them)."""
     g = problem.graph
     numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
@@ -510,7 +516,7 @@ def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, so
             "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
             "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
                         "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
-            "stages": stages, "devices": devices}
+            "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
 
 
 def is_stage_result(data) -> bool:

@@ -16,9 +16,11 @@ all come from :data:`SOLVERS`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,19 +52,25 @@ class SolverInfo:
     honours: frozenset[str] = frozenset()
     stage_honours: frozenset[str] = frozenset()  # what its stage form reads, as ``honours``
     bench: tuple[str, ...] = ()  # the benchmark suite's tables it appears in: max-load, latency, tiny
+    # the numba kernels its pipeline / stage form runs, compiled before its clock starts when it has a time
+    # limit (solvers.kernels.warm: a module of kernels.SIGNATURES, or "module:kernel")
+    kernels: tuple[str, ...] = ()
+    stage_kernels: tuple[str, ...] = ()
 
 
+_KNAPSACK = "solvers.dp_stages:_knapsack"
 _IP_OPTIONS = frozenset({"gap", "threads", "seed", "backend", "warm_start", "subgraphs_per_device"})
 
 #: every solver, in the order the command line lists them
 SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
     SolverInfo("auto", "the exact DP when it fits the limits, a labelled large-graph path otherwise",
                "solvers.auto:solve", "solvers.auto_stages:solve_stages", OBJECTIVES, exact=True,
-               honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"})),
+               honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
+               kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",)),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
-               bench=("max-load", "tiny")),
+               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",)),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
                "solvers.ip_stages:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
                stage_honours=frozenset({"gap", "threads"}), bench=("max-load", "latency")),
@@ -70,17 +78,18 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS, bench=("max-load",)),
     SolverInfo("pipedream", "PipeDream's planner (a linearised graph, replicated stages)",
                "solvers.pipedream:solve", "solvers.pipedream_stages:solve_stages",
-               bench=("max-load", "tiny")),
+               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=(_KNAPSACK,)),
     SolverInfo("data-parallel", "pure data parallelism: one stage on every device of one kind", None,
-               "solvers.pipedream_stages:solve_data_parallel"),
+               "solvers.pipedream_stages:solve_data_parallel", stage_kernels=(_KNAPSACK,)),
     SolverInfo("single", "the whole graph on one device", "solvers.single:solve",
                objectives=("max-load", "latency"), bench=("max-load", "latency", "tiny")),
     SolverInfo("expert", "a given split (--split), evaluated", "solvers.expert:solve",
                objectives=("max-load", "latency"), contiguous=False, bench=("max-load", "latency")),
     SolverInfo("local-search", "local search from random starts", "solvers.local_search:solve",
-               contiguous=False, honours=frozenset({"seed", "warm_start"}), bench=("max-load", "tiny")),
+               contiguous=False, honours=frozenset({"seed", "warm_start"}), bench=("max-load", "tiny"),
+               kernels=("solvers.local_search",)),
     SolverInfo("partition", "METIS graph partitioning", "solvers.partition:solve", contiguous=False,
-               honours=frozenset({"seed"}), bench=("max-load", "tiny")),
+               honours=frozenset({"seed"}), bench=("max-load", "tiny"), kernels=("solvers.local_search",)),
     SolverInfo("greedy-latency", "greedy list scheduling", "solvers.greedy:solve",
                objectives=("latency", "max-load"), contiguous=False, bench=("latency", "tiny")),
 )}
@@ -170,7 +179,12 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     with, is a bug and raises :class:`AssertionError`); keeps the bound at most the value; calls a
     solution ``optimal`` only when its gap is closed (at most :data:`~solvers.base.CLOSED_GAP`; a met
     ``--gap`` is ``feasible``, labelled within-gap in ``stats["path"]``); and never lets a solver that is
-    not exact answer ``infeasible`` (its restricted family is empty: ``unknown``)."""
+    not exact answer ``infeasible`` (its restricted family is empty: ``unknown``).
+
+    Compiling numba kernels (an empty kernel cache: the first run after installing or updating) is not
+    solving: with a time limit the solver's kernels (:attr:`SolverInfo.kernels`) are compiled before its
+    clock starts (:func:`solvers.kernels.warm`); the solution's ``time`` leaves any compiling out and
+    ``stats["compile_s"]`` says how long it took."""
     from graphs.parallel import ParallelProblem
 
     options = options or SolveOptions()
@@ -196,27 +210,50 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
                          + (" on the stage model (replicas), which minimises the time per sample (max-load)"
                             if form == "stages" else f" (it supports: {', '.join(objectives)})"))
     _refuse_unhonoured(info, options, form == "stages")
-    if form == "pipeline":
-        sol = _load(target)(graph, cluster, options)
-        sol = _checked_pipeline(info, graph, cluster, sol, options)
-    elif is_stage_problem:
-        sol = _checked_stages(info, graph, _load(target)(graph, options))
-    else:
-        from graphs.parallel import from_opgraph
+    run = _load(target)
+    kernels = info.stage_kernels if form == "stages" else info.kernels
+    with _compiling(bool(kernels)) as compile_s:
+        if kernels and options.time_limit is not None:
+            from .kernels import warm
 
-        from ._common import replicated_assignment
+            warm(kernels)  # a time limit is the solve's: compiling (a cold numba cache) comes first
+        warmed = compile_s()
+        if form == "pipeline":
+            sol = _checked_pipeline(info, graph, cluster, run(graph, cluster, options), options)
+        elif is_stage_problem:
+            sol = _checked_stages(info, graph, run(graph, options))
+        else:
+            from graphs.parallel import from_opgraph
 
-        problem, item_of = from_opgraph(graph, cluster)
-        sol = _checked_stages(info, problem, _load(target)(problem, options))
-        if sol.plan is not None:
-            a = replicated_assignment(sol.plan, cluster, item_of, problem.graph.num_nodes)
-            sol = dataclasses.replace(sol, assignment=a)
-            sol = _checked_pipeline(info, graph, cluster, sol, options)
+            from ._common import replicated_assignment
+
+            problem, item_of = from_opgraph(graph, cluster)
+            sol = _checked_stages(info, problem, run(problem, options))
+            if sol.plan is not None:
+                a = replicated_assignment(sol.plan, cluster, item_of, problem.graph.num_nodes)
+                sol = dataclasses.replace(sol, assignment=a)
+                sol = _checked_pipeline(info, graph, cluster, sol, options)
+    if compile_s() > 0:  # its time is the solve's; the compiling is told apart (a kernel warm() missed)
+        sol = dataclasses.replace(sol, time=max(0.0, sol.time - (compile_s() - warmed)),
+                                  stats={**(sol.stats or {}), "compile_s": compile_s()})
     if sol.solver != name:
         sol = dataclasses.replace(sol, solver=name)
     if note:
         sol = dataclasses.replace(sol, message=f"{sol.message}; {note}" if sol.message else note)
     return sol
+
+
+@contextlib.contextmanager
+def _compiling(kernels: bool):
+    """``spent()``: the seconds numba compiled in the block (:func:`solvers.kernels.compile_seconds`);
+    watched where the solver runs kernels or numba is loaded already (importing it costs a second)."""
+    if not kernels and "numba" not in sys.modules:
+        yield lambda: 0.0
+        return
+    from .kernels import compile_seconds
+
+    with compile_seconds() as spent:
+        yield spent
 
 
 def _honest(info: SolverInfo, sol: Solution, value: float) -> Solution:
