@@ -1,12 +1,15 @@
-"""Run a split model as a real pipeline on this CPU: one worker process per sub-model, each with one
-onnxruntime session on one thread, queues between them.
+"""Run a split model as a real pipeline on this CPU: one worker process per replica of each sub-model
+(one per sub-model for a one-device-per-stage placement, ``d`` for a stage of ``d`` replicas), each with
+one onnxruntime session on one thread, queues between them.
 
 The sub-models run as a chain in their run order (the order of :func:`placement.onnx_export.split_model`,
 a topological order of their dependencies). A message carries one sample's tensors that some later
 sub-model or the model's outputs still need; each worker takes what it reads, adds what it computes,
 drops what nobody after it needs and passes the rest on. The parent feeds every sample at once (so the
 first stage never starves), collects the outputs from the last queue and times the whole stream after
-one warm-up sample has gone through every stage.
+warm-up samples have gone through every replica. The ``k``-th sample fed is taken by replica ``k mod d``
+of every stage of ``d`` replicas (samples from different upstream replicas may arrive out of order; each
+is independent).
 
 :func:`predicted_time_per_sample` gives the cost model's view of the same pipeline from the result
 file: the simulated streaming schedule of its stages (each stage's load from the result, in the
@@ -34,13 +37,19 @@ __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "Predicti
 
 @dataclass(frozen=True)
 class PipelineRun:
-    """What a pipelined run measured."""
+    """What a pipelined run measured. Per sub-model (stage), per replica: ``busy_s`` the time spent in
+    ``session.run`` over the timed samples, ``taken`` the timed samples it ran."""
 
     samples: int
-    workers: int
-    wall_s: float  # from the first sample in to the last sample out (after the warm-up sample)
-    busy_s: tuple[float, ...]  # per worker: time spent in session.run over the timed samples
+    replicas: tuple[int, ...]  # per sub-model (1: one worker)
+    wall_s: float  # from the first sample in to the last sample out (after the warm-up samples)
+    busy_s: tuple[tuple[float, ...], ...]
+    taken: tuple[tuple[int, ...], ...]
     max_abs_diff: Mapping[str, float] | None  # outputs vs the whole model on the same inputs
+
+    @property
+    def workers(self) -> int:
+        return sum(self.replicas)
 
     @property
     def throughput(self) -> float:
@@ -53,16 +62,21 @@ class PipelineRun:
 
     @property
     def stage_ms(self) -> tuple[float, ...]:
-        """Mean compute time per sample of each worker (ms)."""
-        return tuple(1e3 * b / self.samples for b in self.busy_s)
+        """Per sub-model: its replicas' compute time per sample of the stream (ms), i.e. the stage's time
+        per sample with its replicas side by side (one worker: its mean compute time per sample)."""
+        return tuple(1e3 * sum(b) / len(b) / self.samples for b in self.busy_s)
 
     @property
     def utilisation(self) -> tuple[float, ...]:
-        return tuple(b / self.wall_s if self.wall_s > 0 else 0.0 for b in self.busy_s)
+        """Per sub-model: the share of the wall time its replicas computed (their mean)."""
+        return tuple(sum(b) / len(b) / self.wall_s if self.wall_s > 0 else 0.0 for b in self.busy_s)
 
 
-def _worker(k: int, model_bytes: bytes, inputs: list[str], keep: list[str], threads: int, optimize: bool,
-            inq, outq, statq) -> None:  # pragma: no cover - runs in a child process
+def _worker(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[str], threads: int,
+            optimize: bool, upstream: int, inq, outqs, statq) -> None:  # pragma: no cover - child process
+    """Replica ``r`` of sub-model ``k``: runs each sample that comes on ``inq`` and sends it on to the
+    replica of the next sub-model that takes it (``outqs``, round robin by the sample's sequence
+    number); it stops after a stop from each of its ``upstream`` senders."""
     import signal
 
     # Ctrl-C is the parent's to handle: it stops the workers (they start with SIGINT blocked, see
@@ -76,13 +90,18 @@ def _worker(k: int, model_bytes: bytes, inputs: list[str], keep: list[str], thre
         keep_set = set(keep)
         busy = 0.0
         count = 0
-        statq.put(("ready", k, None))
+        stops = 0
+        statq.put(("ready", (k, r), None))
         while True:
             msg = inq.get()
-            if msg is None:
-                outq.put(None)
+            if msg is None:  # one stop from every upstream replica (the parent counts as one)
+                stops += 1
+                if stops < upstream:
+                    continue
+                for q in outqs:
+                    q.put(None)
                 break
-            i, env = msg
+            seq, i, env = msg
             t0 = time.perf_counter()
             vals = sess.run(names, {x: env[x] for x in inputs})
             dt = time.perf_counter() - t0
@@ -90,11 +109,12 @@ def _worker(k: int, model_bytes: bytes, inputs: list[str], keep: list[str], thre
                 busy += dt
                 count += 1
             env.update(zip(names, vals))
-            outq.put((i, {x: v for x, v in env.items() if x in keep_set}))
-        statq.put(("stats", k, (busy, count)))
+            outqs[seq % len(outqs)].put((seq, i, {x: v for x, v in env.items() if x in keep_set}))
+        statq.put(("stats", (k, r), (busy, count)))
     except Exception as e:  # report, and keep the pipeline from hanging
-        statq.put(("error", k, f"{type(e).__name__}: {str(e)[:400]}"))
-        outq.put(None)
+        statq.put(("error", (k, r), f"{type(e).__name__}: {str(e)[:400]}"))
+        for q in outqs:
+            q.put(None)
 
 
 def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, batch_size: int | None,
@@ -121,10 +141,12 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
                  reference: Sequence[Mapping[str, np.ndarray]] | None = None,
                  timeout: float = 600.0) -> PipelineRun:
     """Run ``samples`` samples (cycling through ``feeds``) through the sub-models ``models`` as listed in
-    ``manifest`` (see :mod:`placement.onnx_export`). ``optimize``: onnxruntime graph optimisations
-    (off by default, as when profiling costs, so that each operator runs as measured). ``reference``:
-    the whole model's outputs for each feed; when given, every sample's outputs are compared with
-    them (``max_abs_diff``)."""
+    ``manifest`` (see :mod:`placement.onnx_export`), each with the manifest's ``replicas`` worker
+    processes (1 when absent: one device per stage). The ``k``-th sample fed (the warm-up samples
+    first) is taken by replica ``k mod d`` of every stage of ``d`` replicas; enough warm-up samples go
+    first to reach every replica. ``optimize``: onnxruntime graph optimisations (off by default, as when
+    profiling costs, so that each operator runs as measured). ``reference``: the whole model's outputs
+    for each feed; when given, every sample's outputs are compared with them (``max_abs_diff``)."""
     if samples < 1:
         raise InputError(f"the number of samples must be at least 1, got {samples}")
     if not feeds:
@@ -132,6 +154,9 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     subs = list(manifest["submodels"])
     if len(subs) != len(models):
         raise InputError(f"the manifest lists {len(subs)} sub-models but {len(models)} were given")
+    reps = [s.get("replicas", 1) for s in subs]
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in reps):
+        raise InputError("every sub-model needs a whole number of replicas, at least one")
     outputs = list(manifest["outputs"])
     keep_after = []
     for k in range(len(subs)):
@@ -140,57 +165,67 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
             later.update(s["inputs"])
         keep_after.append(sorted(later))
     ctx = mp.get_context("spawn")
-    queues = [ctx.Queue() for _ in range(len(subs) + 1)]
+    inq = [[ctx.Queue() for _ in range(d)] for d in reps]
+    done = ctx.Queue()
     statq = ctx.Queue()
     procs = []
+    arglists = []
+    for k, (m, s) in enumerate(zip(models, subs)):
+        data = m if isinstance(m, bytes) else m.SerializeToString()
+        outqs = inq[k + 1] if k + 1 < len(subs) else [done]
+        upstream = reps[k - 1] if k else 1
+        arglists += [(k, r, data, list(s["inputs"]), keep_after[k], threads, optimize, upstream, inq[k][r],
+                      outqs, statq) for r in range(reps[k])]
+
+    def who(w) -> str:  # a worker in messages: its sub-model, and its replica where there are several
+        return f"{w[0]}" if reps[w[0]] == 1 else f"{w[0]} (replica {w[1]})"
+
     try:
-        _start_workers(ctx, procs, [(k, m if isinstance(m, bytes) else m.SerializeToString(),
-                                     list(s["inputs"]), keep_after[k], threads, optimize, queues[k],
-                                     queues[k + 1], statq) for k, (m, s) in enumerate(zip(models, subs))])
+        _start_workers(ctx, procs, arglists)
         deadline = time.monotonic() + timeout
-        ready = 0
-        while ready < len(procs):
-            kind, k, info = _get(statq, deadline, procs)
+        for _ in procs:
+            kind, w, info = _get(statq, deadline, procs)
             if kind == "error":
-                raise InputError(f"sub-model {k} could not start: {info}")
-            ready += 1
+                raise InputError(f"sub-model {who(w)} could not start: {info}")
         feed_list = [dict(f) for f in feeds]
-        # warm-up: one sample through every stage
-        _put(queues[0], (-1, dict(feed_list[0])))
-        _collect(queues[-1], 1, deadline, procs, statq)
+        warm = max(reps)  # one warm-up sample per replica of the widest stage reaches every replica
+        for seq in range(warm):
+            _put(inq[0][seq % reps[0]], (seq, -1 - seq, dict(feed_list[0])))
+        _collect(done, warm, deadline, procs, statq, who)
         t0 = time.perf_counter()
         for i in range(samples):
-            _put(queues[0], (i, dict(feed_list[i % len(feed_list)])))
-        results = _collect(queues[-1], samples, deadline, procs, statq)
+            seq = warm + i
+            _put(inq[0][seq % reps[0]], (seq, i, dict(feed_list[i % len(feed_list)])))
+        results = _collect(done, samples, deadline, procs, statq, who)
         wall = time.perf_counter() - t0
-        _put(queues[0], None)
-        busy = [0.0] * len(procs)
-        got = 0
-        while got < len(procs):
-            kind, k, info = _get(statq, deadline, procs)
-            if kind == "stats":
-                busy[k] = info[0]
-                got += 1
-            elif kind == "error":
-                raise InputError(f"sub-model {k} failed: {info}")
+        for q in inq[0]:
+            _put(q, None)
+        busy = [[0.0] * d for d in reps]
+        taken = [[0] * d for d in reps]
+        for _ in procs:
+            kind, w, info = _get(statq, deadline, procs)
+            if kind == "error":
+                raise InputError(f"sub-model {who(w)} failed: {info}")
+            busy[w[0]][w[1]], taken[w[0]][w[1]] = info
         for p in procs:
             p.join(timeout=10)
     finally:
-        _stop(procs, queues + [statq])
+        _stop(procs, [q for qs in inq for q in qs] + [done, statq])
     diff = None
     if reference is not None:
         diff = {}
         for i, env in results.items():
-            r = reference[i % len(reference)]
+            ref = reference[i % len(reference)]
             for x in outputs:
-                a, b = np.asarray(r[x], dtype=np.float64), np.asarray(env[x], dtype=np.float64)
+                a, b = np.asarray(ref[x], dtype=np.float64), np.asarray(env[x], dtype=np.float64)
                 d = float(np.max(np.abs(a - b))) if a.shape == b.shape and a.size else (
                     0.0 if a.shape == b.shape else math.inf)
                 diff[x] = max(diff.get(x, 0.0), d)
-    return PipelineRun(samples, len(procs), wall, tuple(busy), diff)
+    return PipelineRun(samples, tuple(reps), wall, tuple(tuple(b) for b in busy),
+                       tuple(tuple(t) for t in taken), diff)
 
 
-def _start_workers(ctx, procs: list, arglists: list, target=None) -> None:
+def _start_workers(ctx, procs: list, arglists: list) -> None:
     """Start one worker per argument tuple, appending each to ``procs`` as soon as it runs. SIGINT is
     blocked in this thread while each starts: the children inherit the mask, so a Ctrl-C at the terminal
     (sent to the whole process group) reaches only this process, which stops them; a Ctrl-C meanwhile is
@@ -207,7 +242,7 @@ def _start_workers(ctx, procs: list, arglists: list, target=None) -> None:
         with deferred():
             old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
             try:
-                p = ctx.Process(target=target or _worker, args=args, daemon=True)
+                p = ctx.Process(target=_worker, args=args, daemon=True)
                 p.start()
                 procs.append(p)
             finally:
@@ -270,14 +305,16 @@ def _get(q, deadline, procs, statq=None, who=str):
             raise InputError(f"pipeline worker {dead[0]} died (exit code {code})") from None
 
 
-def _collect(q, n: int, deadline, procs, statq) -> dict:
+def _collect(q, n: int, deadline, procs, statq, who=str) -> dict:
+    """``n`` finished samples from the last stage's queue (warm-up ones included in the count)."""
     out = {}
     while len(out) < n:
-        msg = _get(q, deadline, procs, statq)
-        if msg is None:
-            kind, k, info = _get(statq, deadline, procs)
-            raise InputError(f"sub-model {k} failed: {info}")
-        i, env = msg
+        msg = _get(q, deadline, procs, statq, who=who)
+        if msg is None:  # a worker failed: it reports why, then stops the stream
+            kind, w, info = _get(statq, deadline, procs)
+            raise InputError(f"sub-model {who(w)} failed: {info}" if kind == "error" else
+                             "a pipeline worker stopped early")
+        _, i, env = msg
         out[i] = env
     return out
 

@@ -16,7 +16,8 @@ from graphs.errors import InputError  # noqa: E402
 from graphs.onnx_loader import load_onnx  # noqa: E402
 from placement.cli import main  # noqa: E402
 from placement.onnx_export import generated_weights, materialize, random_feeds, session  # noqa: E402
-from placement.stage_run import device_result, run_replicated, split_replicated  # noqa: E402
+from placement.pipeline_run import run_pipeline  # noqa: E402
+from placement.stage_run import device_result, split_stage_plan  # noqa: E402
 from tests.test_split import zoo  # noqa: E402
 
 
@@ -32,7 +33,7 @@ def plan(path: str, ds, *, t=1) -> dict:
 def test_split_lists_the_replicas():
     path = zoo("squeezenet")
     model = onnx.load(path)
-    split, manifest = split_replicated(model, plan(path, [2, 1, 3]))
+    split, manifest = split_stage_plan(model, plan(path, [2, 1, 3]))
     assert len(split.submodels) == 3
     subs = manifest["submodels"]
     assert [s["replicas"] for s in subs] == [2, 1, 3]
@@ -54,13 +55,13 @@ def test_bad_plans_raise(bad, message):
 def test_tensor_parallel_stages_are_refused():
     path = zoo("squeezenet")
     with pytest.raises(InputError, match="tensor-parallel"):
-        split_replicated(onnx.load(path), plan(path, [1, 1], t=2))
+        split_stage_plan(onnx.load(path), plan(path, [1, 1], t=2))
 
 
 def test_run_deals_samples_round_robin_and_matches_the_model():
     path = zoo("squeezenet")
     model = onnx.load(path)
-    split, manifest = split_replicated(model, plan(path, [1, 2]))
+    split, manifest = split_stage_plan(model, plan(path, [1, 2]))
     weights = generated_weights(model)
     whole = materialize(model, weights)
     sess = session(whole)
@@ -68,7 +69,7 @@ def test_run_deals_samples_round_robin_and_matches_the_model():
     names = [o.name for o in sess.get_outputs()]
     reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
     parts = [materialize(s.model, weights) for s in split.submodels]
-    run = run_replicated(parts, manifest, feeds, samples=7, reference=reference, timeout=240)
+    run = run_pipeline(parts, manifest, feeds, samples=7, reference=reference, timeout=240)
     assert run.replicas == (1, 2) and run.workers == 3
     assert run.taken == ((7,), (4, 3))  # sample i to replica i mod d (after 2 warm-up samples)
     assert all(b > 0 for bs in run.busy_s for b in bs)

@@ -34,8 +34,9 @@ def test_two_stage_run_completes_and_matches():
     names = [o.name for o in sess.get_outputs()]
     reference = [dict(zip(names, sess.run(names, f))) for f in feeds]
     run = run_pipeline(parts, split.manifest(), feeds, samples=7, reference=reference, timeout=240)
-    assert run.samples == 7 and run.workers == 2
-    assert run.wall_s > 0 and len(run.busy_s) == 2 and all(b > 0 for b in run.busy_s)
+    assert run.samples == 7 and run.workers == 2 and run.replicas == (1, 1)
+    assert run.wall_s > 0 and len(run.busy_s) == 2 and all(b > 0 for (b,) in run.busy_s)
+    assert run.taken == ((7,), (7,))  # one worker per stage runs every timed sample
     assert max(run.max_abs_diff.values()) <= 1e-4
     assert all(0 < u <= 1.0 + 1e-6 for u in run.utilisation)
 
