@@ -134,6 +134,14 @@ def _frontend(args, sweep: bool = False) -> dict:
             "training": args.training, "optimizer": args.optimizer}
 
 
+def _frontend_given(args) -> dict:
+    """The ONNX front-end options as given, unchecked: what a Piper-format workload refuses, naming them
+    (placement.stages.load), before any advice on how to combine them."""
+    return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
+            "batch_size": args.batch_size, "dims": args.dim, "training": args.training,
+            "optimizer": args.optimizer}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -393,11 +401,14 @@ def _cmd_place(args) -> int:
                           "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
                           "ONNX decoder exported with its KV cache")
     if model == "stages":  # load, solve, emit (placement/stages.py)
-        if args.workload.lower().endswith(".onnx") and wants_serving(args):
+        if not args.workload.lower().endswith(".onnx"):  # a Piper-format workload
+            w = _stages().load(args, _frontend_given(args))
+            _stages().refuse_serving(args)
+            return _stages().place(args, w)
+        if wants_serving(args):
             from .serving_cli import run_place_stages  # a sweep or a latency target on the stage model
 
             return run_place_stages(args, _frontend(args, sweep=True))
-        _stages().refuse_serving(args)
         return _stages().place(args, _stages().load(args, _frontend(args)))
     _refuse_stage_options(args)  # --device-memory, --schedule etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
@@ -441,8 +452,10 @@ def _cmd_evaluate(args) -> int:
     if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
         raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
                           "result (config.json with num_hidden_layers and hidden_size)")
-    if kind == "piper" or (kind == "onnx" and holds_stage_plan(args.split)):
-        return _stages().evaluate(args, _frontend(args))  # a stage plan (placement/stages.py)
+    if kind == "piper":  # a stage plan (placement/stages.py), as every stage plan below
+        return _stages().evaluate(args, _frontend_given(args))
+    if kind == "onnx" and holds_stage_plan(args.split):
+        return _stages().evaluate(args, _frontend(args))
     _refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     data = read_json(args.split)
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"

@@ -53,10 +53,10 @@ from .api import Placement, place
 
 __all__ = ["ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes", "batch_workload",
            "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier", "non_dominated",
-           "AUTO_MAX_BATCH"]
+           "AUTO_MAX_BATCH", "IMPROVES", "auto_sizes"]
 
 AUTO_MAX_BATCH = 1024
-_IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than this fraction
+IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than this fraction
 # the frontier's resolution: the next point must be this much faster (relative); well above the MIP
 # solver's tolerances, so that the program cannot return the previous point within them
 _STEP = 1e-5
@@ -115,11 +115,11 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     """The batch-size sweep of both models: ``point_at(b) -> (point, why, stop)`` gives the best plan at
     batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
     ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
-    the first size without a plan or whose samples/s are no more than :data:`_IMPROVES` above the best
+    the first size without a plan or whose samples/s are no more than :data:`IMPROVES` above the best
     so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
     with each point found."""
     auto = batch_sizes is None
-    sizes = _auto_sizes(max_batch) if auto else list(batch_sizes)
+    sizes = auto_sizes(max_batch) if auto else list(batch_sizes)
     points: list[tuple[int, object, str]] = []
     best = None
     stopped = ""
@@ -133,7 +133,7 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
             continue
         if on_point is not None:
             on_point(pt)
-        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + _IMPROVES):
+        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + IMPROVES):
             stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
                        f"{best.batch_size}'s {best.samples_per_s:.6g}")
             break
@@ -280,10 +280,12 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
                            models=models)
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
+        return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven=sol.status is Status.OPTIMAL)
     return Sweep(points, best, stopped, latency_slo, lowest)
 
 
-def _auto_sizes(max_batch: int) -> list[int]:
+def auto_sizes(max_batch: int) -> list[int]:
+    """The batch sizes an auto sweep tries: 1, 2, 4, ... up to ``max_batch``."""
     return [1 << k for k in range(int(math.log2(max_batch)) + 1)]
 
 
@@ -539,7 +541,7 @@ class FrontierSearch:
             self.deadline = _now() + self.options.time_limit
         clock = _Clock(self.deadline, self.stop)
         auto = self.batch_sizes is None
-        sizes = _auto_sizes(AUTO_MAX_BATCH) if auto else list(self.batch_sizes)
+        sizes = auto_sizes(AUTO_MAX_BATCH) if auto else list(self.batch_sizes)
         self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
         proven, stopped, best = True, "", 0.0
         for i, b in enumerate(sizes):
@@ -565,7 +567,7 @@ class FrontierSearch:
                     break
                 continue
             top = max(p.samples_per_s for p in pts)
-            if auto and best and top <= best * (1 + _IMPROVES):
+            if auto and best and top <= best * (1 + IMPROVES):
                 break
             best = max(best, top)
         self.proven, self.stopped = proven and not stopped, stopped

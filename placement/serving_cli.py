@@ -216,8 +216,11 @@ def _emit_sweep(args, sw, note: str = "") -> int:
             print(f"stopped: {sw.stopped}")
     if sw.best is None:
         if args.latency_slo is not None:
-            low = ("; the lowest latency achievable is "
-                   f"{sw.lowest_latency:.6g} ms (batch {sw.points[0][0]})" if sw.lowest_latency else "")
+            low = ""
+            if sw.lowest_latency:  # what is proven of it: the least latency, or a plan's (not proven least)
+                low = (f"; the lowest latency achievable is {sw.lowest_latency:.6g} ms" if sw.lowest_proven
+                       else f"; the lowest latency found is {sw.lowest_latency:.6g} ms (not proven least)")
+                low += f" (batch {sw.points[0][0]})"
             print(f"error: infeasible: no plan meets the latency target of {args.latency_slo:g} ms at any "
                   f"batch size tried{low}", file=sys.stderr)
         else:
@@ -260,8 +263,7 @@ def stage_result(pt, workload: str) -> dict:
     data, _ = workload_result(w, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
                               message=pt.message, workload=workload, bound=pt.bound)
     data["latency_s"] = pt.evaluation.latency if math.isfinite(pt.evaluation.latency) else None
-    m = pt.utilisation()
-    data["compute_utilisation"] = None if m is None else m.as_dict()
+    data.setdefault("compute_utilisation", None)  # no operators: no MFU
     return data
 
 
@@ -832,10 +834,10 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     import time
 
     from . import serving_stages
-    from .serving import AUTO_MAX_BATCH
+    from .serving import AUTO_MAX_BATCH, IMPROVES, auto_sizes
 
     auto = sizes is None
-    todo = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)] if auto else list(sizes)
+    todo = auto_sizes(AUTO_MAX_BATCH) if auto else list(sizes)
     fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
     paths: dict = {}
     best = 0.0
@@ -887,7 +889,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             for p in fpts:
                 found(next(q for q in pts if q.evaluation is p.evaluation))
         top = max((p.samples_per_s for p in pts), default=0.0)
-        if auto and (not pts or top <= best * (1 + 0.01)):
+        if auto and (not pts or top <= best * (1 + IMPROVES)):
             break
         best = max(best, top)
     return out
@@ -1054,7 +1056,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from graphs.errors import InputError
 
     from .provision import kind_prices, provision, read_prices
-    from .serving import AUTO_MAX_BATCH, batch_workload
+    from .serving import AUTO_MAX_BATCH, auto_sizes, batch_workload
 
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
@@ -1080,7 +1082,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
-        sizes = [1 << k for k in range(int(math.log2(AUTO_MAX_BATCH)) + 1)]
+        sizes = auto_sizes(AUTO_MAX_BATCH)
     results = []
     models: dict = {}  # the file, read once for every batch size
     ctrl_c.finish = lambda: _provision_report(args, ds, prices, list(results), interrupted=True)

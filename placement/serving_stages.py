@@ -565,10 +565,10 @@ def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
 
 
 def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | None = None,
-          max_batch: int = 1024, on_point: Callable | None = None):
+          max_batch: int | None = None, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
-    from .serving import Sweep, sweep_batches
+    from .serving import AUTO_MAX_BATCH, Sweep, sweep_batches
 
     paths: dict = {}
     first_why: dict = {}
@@ -588,7 +588,8 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             return None, why.get("message", "no plan"), None
         return _point(b, problem, graph_cls, settings, ans), "", None
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point)
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch or AUTO_MAX_BATCH,
+                                          on_point=on_point)
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:

@@ -202,31 +202,32 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
     memory = getattr(args, "device_memory", None)
     kinds = [k for k in saved.get("kinds") or () if isinstance(k, dict)]
     if not str(args.workload).lower().endswith(".onnx"):  # a Piper-format workload
-        given = [_ONNX_FLAGS[k] for k, v in (frontend or {}).items() if v not in (None, False)]
+        flags = [_ONNX_FLAGS[k] for k, v in (frontend or {}).items() if v not in (None, False)]
         if getattr(args, "granularity", None) is not None:
-            given.append("--granularity")
-        if given:
-            raise InputError(f"{', '.join(given)}: {'applies' if len(given) == 1 else 'apply'} to ONNX "
-                             f"models; a Piper-format workload carries its own costs and devices (set "
-                             f"them with --max-devices, --device-memory and --bandwidth)",
-                             source=args.workload)
+            flags.append("--granularity")
+        if flags:
+            raise InputError(f"{', '.join(flags)}: {'applies' if len(flags) == 1 else 'apply'} to ONNX "
+                             f"models only; a Piper-format workload gives its nodes' costs, its batch and "
+                             f"its devices itself (set those with --max-devices, --device-memory and "
+                             f"--bandwidth)", source=args.workload)
         devices = getattr(args, "max_devices", None)
         if devices is not None and devices < 0:
             raise InputError(f"--max-devices must be a non-negative integer, got {devices}")
-        given = {"devices": devices, "memory": memory, "bandwidth": getattr(args, "bandwidth", None)}
+        overrides = {"devices": devices, "memory": memory, "bandwidth": getattr(args, "bandwidth", None)}
         if len(kinds) == 1:  # a Piper file's one kind, as the result records it
             k = kinds[0]
             recorded = {"devices": k.get("count"), "memory": k.get("memory"), "bandwidth": k.get("bandwidth"),
                         "server_size": k.get("server_size"), "intra_bandwidth": k.get("intra_bandwidth"),
                         "inter_bandwidth": k.get("inter_bandwidth")}
-            given = {**recorded, **{f: v for f, v in given.items() if v is not None}}
+            overrides = {**recorded, **{f: v for f, v in overrides.items() if v is not None}}
         return read_piper(args.workload, schedule=schedule, microbatches=microbatches,
-                          max_replicas=max_replicas, **given)
+                          max_replicas=max_replicas, **overrides)
     for name in ("max_devices", "bandwidth"):
         if getattr(args, name, None) is not None:
             raise InputError(f"--{name.replace('_', '-')} is for Piper-format workloads; name an ONNX "
                              f"model's devices with --devices")
     fe = {k: v for k, v in (frontend or {}).items() if v is not None}
+    own_devices = bool(fe.get("devices") or fe.get("device_files"))  # given again: not the recorded ones
     for k in ("devices", "costs", "batch_size", "optimizer", "training", "dims"):
         if k not in fe and saved.get(k) is not None:
             fe[k] = saved[k]
@@ -238,7 +239,7 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
                   granularity=getattr(args, "granularity", None) or saved.get("granularity"),
                   microbatches=microbatches, device_memory=memory, out=getattr(args, "out", None))
     recorded = {k.get("name"): k.get("memory") for k in kinds if k.get("memory") is not None}
-    if memory is None and recorded:  # each kind's memory as the result records it (--device-memory)
+    if memory is None and recorded and not own_devices:  # each kind's memory as recorded (--device-memory)
         problem = w.problem.with_options(kinds=tuple(
             dataclasses.replace(k, memory=recorded[k.name]) if k.name in recorded else k
             for k in w.problem.kinds))
@@ -434,8 +435,6 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
 def _utilisation(problem: ParallelProblem, ev, graph_cls, settings: dict):
     """MFU of the plan (:func:`graphs.mfu.stage_utilisation`): the operators of each stage, one run of
     the model's batch every ``batch`` samples' time, since the graph's FLOPs and times are per run."""
-    import numpy as np
-
     from graphs.mfu import stage_utilisation
     from graphs.model import Cluster
 

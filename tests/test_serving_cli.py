@@ -70,6 +70,17 @@ def test_latency_slo_infeasible_names_the_lowest_latency(cnn, capsys):
     assert err.count("error:") == 1 and "lowest latency achievable is" in err
 
 
+def test_one_device_per_stage_sweep_records_whether_its_lowest_latency_is_proven(cnn, capsys):
+    """The serving section's ``lowest_latency_proven`` is the latency program's proof (it was always
+    false on this model), and the message says 'achievable' only then."""
+    args = ["place", cnn, "--devices", "t4:1,cpu:1", "--max-replicas", "1", "--latency-slo", "1e-6", "--json"]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    serving = json.loads(captured.out)["serving"]
+    assert serving["model"] == "one-device-per-stage" and serving["lowest_latency_ms"] > 0
+    assert serving["lowest_latency_proven"] is True and "lowest latency achievable is" in captured.err
+
+
 def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
     out = tmp_path / "s.json"
     # one device per stage: the latency model's latency of the plan kept

@@ -342,12 +342,13 @@ def test_version_1_onnx_result_files_are_read_and_rescored(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("option", [["--devices", "a100:2"], ["--costs", "profile"], ["--batch-size", "4"],
-                                    ["--training"], ["--granularity", "op"], ["--dim", "seq=8"],
-                                    ["--device-file", "d.toml"]])
+                                    ["--batch-size", "auto"], ["--training"], ["--optimizer", "adam"],
+                                    ["--granularity", "op"], ["--dim", "seq=8"], ["--device-file", "d.toml"]])
 @pytest.mark.parametrize("command", ["place", "evaluate"])
 def test_a_piper_file_refuses_the_onnx_front_end_options(tiny, tmp_path, capsys, option, command):
     """A Piper-format workload carries its own devices and costs: an ONNX front-end option is one error
-    line naming it, exit 2 (it used to be ignored without a word)."""
+    line naming it, exit 2 (it used to be ignored without a word), before any advice on combining the
+    front end's options (``--optimizer`` without ``--training``, a sweep of batch sizes)."""
     args = ["place", tiny]
     if command == "evaluate":
         plan = tmp_path / "plan.json"
@@ -378,3 +379,23 @@ def test_evaluate_rescores_an_onnx_plan_under_the_device_memory_it_was_placed_wi
     assert again["objective"] == doc["objective"]
     assert main(["evaluate", path, str(out), "--device-memory", "1e9", "--json"]) == 0  # given again: that
     assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {1e9}
+
+
+def test_evaluate_takes_a_device_file_given_again_over_the_recorded_memory(tmp_path, capsys):
+    """Devices given again on ``evaluate`` (``--device-file``) are the ones scored, their memory too: the
+    recorded per-kind memory stands in only for ``--device-memory`` when the devices are the result's."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    small, big = tmp_path / "g1.toml", tmp_path / "g80.toml"
+    small.write_text('[devices.mygpu]\nbase = "a100"\nmemory_gib = 1\n')
+    big.write_text('[devices.mygpu]\nbase = "a100"\nmemory_gib = 80\n')
+    out = tmp_path / "plan.json"
+    assert main(["place", path, "--devices", "mygpu:2", "--device-file", str(small), "--max-replicas", "2",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", path, str(out), "--json"]) == 0
+    assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {2**30}
+    assert main(["evaluate", path, str(out), "--device-file", str(big), "--json"]) == 0
+    assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {80 * 2**30}
