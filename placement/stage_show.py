@@ -30,11 +30,13 @@ def _workload_path(args, data: dict) -> str:
     if not path:
         raise InputError("the result does not say which workload it is for; pass --workload PATH",
                          source=args.result)
-    if not getattr(args, "workload", None) and not os.path.exists(path):
+    if not getattr(args, "workload", None):
+        # recorded relative to the result file (older files: as typed, relative to where place ran)
         beside = os.path.join(os.path.dirname(os.path.abspath(args.result)), path)
-        if not os.path.exists(beside):
+        if os.path.exists(beside):
+            return beside
+        if not os.path.exists(path):
             raise InputError(f"its workload {path!r} was not found; pass --workload PATH", source=args.result)
-        path = beside
     return path
 
 

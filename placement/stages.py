@@ -407,12 +407,20 @@ def place(args, w: StageWorkload) -> int:
     if r.plan is None:
         return no_plan(args, r)
     data, mfu = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                                message=r.message, workload=args.workload, bound=r.bound,
+                                message=r.message, workload=_recorded_path(args), bound=r.bound,
                                 compile_s=(r.stats or {}).get("compile_s"))
     summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     _emit(args, data, w.problem, r.evaluation, summary, w.unit)
     return 0
+
+
+def _recorded_path(args) -> str | None:
+    """The workload's path as the result file records it: relative to the result file (``--out``), so
+    that ``show`` finds it from any folder; absolute without one."""
+    from .export import source_path
+
+    return source_path(args.workload, getattr(args, "out", None))
 
 
 def evaluate(args, frontend: Mapping | None = None) -> int:
@@ -425,7 +433,7 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
     plan = plan_from_dict(w.problem, data, source=args.split)
     ev = evaluate_plan(w.problem, plan)
     out, mfu = workload_result(w, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
-                               message=f"plan from {args.split}", workload=args.workload)
+                               message=f"plan from {args.split}", workload=_recorded_path(args))
     summary = plan_summary(w.problem, ev, w.unit, extra=w.words(), sample=w.sample)
     summary += _mfu_line(w.problem, ev, mfu)
     _emit(args, out, w.problem, ev, summary, w.unit)

@@ -143,7 +143,8 @@ def test_the_stage_simulation_lists_every_replica_task_in_a_schedule_that_holds(
 
     res = _stage_result(tmp_path, "--training")
     data = json.loads(open(res).read())
-    problem = problem_for_result(read_stage_result(data), data["workload"], source=res)
+    workload = os.path.join(os.path.dirname(res), data["workload"])  # recorded relative to the result
+    problem = problem_for_result(read_stage_result(data), workload, source=res)
     plan = plan_from_dict(problem, data)
     sim = simulate_plan(problem, plan)
     by_replica = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -399,3 +400,23 @@ def test_evaluate_takes_a_device_file_given_again_over_the_recorded_memory(tmp_p
     assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {2**30}
     assert main(["evaluate", path, str(out), "--device-file", str(big), "--json"]) == 0
     assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {80 * 2**30}
+
+
+def test_a_stage_result_records_its_workload_beside_it_and_show_finds_it_from_any_folder(
+        tmp_path, capsys, monkeypatch):
+    """``place --out`` records the workload relative to the result file (as a one-device-per-stage
+    result does), so ``show`` works from another folder; before, the path as typed was recorded and
+    ``show`` failed there ("its workload 'cnn.onnx' was not found")."""
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True)
+    save(small_cnn(), str(work / "cnn.onnx"))
+    monkeypatch.chdir(work)
+    assert main(["place", "cnn.onnx", "--devices", "a100:2", "--max-replicas", "2", "-o", "out/r.json"]) == 0
+    capsys.readouterr()
+    assert json.loads((work / "out" / "r.json").read_text())["workload"] == os.path.join("..", "cnn.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "work/out/r.json", "--no-draw", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["simulation"]
