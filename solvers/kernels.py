@@ -20,6 +20,7 @@ listener of :func:`compile_seconds` lives for its block only. Nothing here print
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import re
 import time
@@ -33,8 +34,9 @@ __all__ = ["SIGNATURES", "signature", "warm", "cached", "compile_seconds"]
 _DTYPES = {"i": "int64", "f": "float64", "b": "boolean", "u": "uint64", "i32_": "int32", "i8_": "int8"}
 
 
+@functools.cache
 def signature(words: str) -> tuple:
-    """The numba argument types ``words`` spell (the legend above)."""
+    """The numba argument types ``words`` spell (the legend above); parsed once per process."""
     from numba.core import types
 
     def one(word: str):
@@ -111,12 +113,21 @@ def cached(dispatcher, sig: tuple) -> bool:
     (for this source and this machine), without loading it. It reads numba's own index (numba 0.68's
     ``FunctionCache``, not a public interface): where that fails, ``False`` (then compiling is how to
     know, and loads what the cache has)."""
+    if (id(dispatcher), sig) in _SEEN_CACHED:
+        return True
     try:
         cache = dispatcher._cache
         key = cache._index_key(sig, dispatcher.targetctx.codegen())
-        return key in cache._cache_file._load_index()
+        found = key in cache._cache_file._load_index()
     except Exception:  # noqa: BLE001 - another numba, a cache off: compiling decides instead
         return False
+    if found:  # an entry stays while the process runs: the index is read once (a read costs ~0.2 ms)
+        _SEEN_CACHED.add((id(dispatcher), sig))
+    return found
+
+
+#: (dispatcher, argument types) found in numba's on-disk cache in this process
+_SEEN_CACHED: set = set()
 
 
 @contextlib.contextmanager
