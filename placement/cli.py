@@ -129,9 +129,8 @@ def _frontend(args, sweep: bool = False) -> dict:
         raise _UsageError("--batch-size must be at least 1")
     if args.optimizer is not None and not args.training and getattr(args, "command", None) != "show":
         raise _UsageError("--optimizer only applies to training; add --training")
-    return {"devices": args.devices, "device_files": args.device_files, "costs": args.costs,
-            "batch_size": args.batch_size if sweep else single_batch(args.batch_size), "dims": dims,
-            "training": args.training, "optimizer": args.optimizer}
+    return {**_frontend_given(args), "dims": dims,
+            "batch_size": args.batch_size if sweep else single_batch(args.batch_size)}
 
 
 def _frontend_given(args) -> dict:

@@ -380,6 +380,12 @@ def workload_result(w: StageWorkload, ev: PlanEvaluation, **kw) -> tuple[dict, o
     return data, mfu
 
 
+def _answer_fields(r) -> dict:
+    """The result fields of a solver's answer ``r`` (a :class:`~solvers.base.Solution`)."""
+    return {"status": str(r.status), "solver": r.solver, "time": r.time, "message": r.message,
+            "bound": r.bound, "compile_s": (r.stats or {}).get("compile_s")}
+
+
 def stage_result(p) -> dict:
     """The result document of a stage plan (a :class:`placement.api.Placement` of the stage model, as
     :func:`placement.place_model` gives), as ``placement place --out`` writes it."""
@@ -389,8 +395,7 @@ def stage_result(p) -> dict:
                          f"{r.message or 'no plan'})")
     w = StageWorkload(p.problem, source=p.graph.source, settings=dict(p.settings), graph=p.graph,
                       node_of=p.node_of)
-    data, _ = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                              message=r.message, bound=r.bound, compile_s=(r.stats or {}).get("compile_s"))
+    data, _ = workload_result(w, r.evaluation, **_answer_fields(r))
     return data
 
 
@@ -406,9 +411,7 @@ def place(args, w: StageWorkload) -> int:
     w, r = solve_refined(w, solve_one, args.time_limit)
     if r.plan is None:
         return no_plan(args, r)
-    data, mfu = workload_result(w, r.evaluation, status=str(r.status), solver=r.solver, time=r.time,
-                                message=r.message, workload=_recorded_path(args), bound=r.bound,
-                                compile_s=(r.stats or {}).get("compile_s"))
+    data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))
     summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     _emit(args, data, w.problem, r.evaluation, summary, w.unit)
