@@ -215,7 +215,7 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
     the rest (``solve_at(c, time_limit) -> Tried``, each with its share of the time left, at least a
     tenth) until one meets ``target`` samples/s, the time runs out, ``clock`` says stop or
     ``max_solves`` is reached. The answer is proven cheapest when every allocation before it was
-    proven short or ruled out."""
+    proven short or ruled out and its own plan is proven (:attr:`Allocation.proven`)."""
     short: list[tuple[int, ...]] = []
     tried: list[Allocation] = []
     proven, solves, stopped = True, 0, ""
@@ -242,7 +242,7 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
             continue
         tried.append(got.alloc)
         if got.alloc.samples_per_s >= target * (1 - 1e-12):
-            return Search(tuple(tried), got.alloc, got.answer, proven, solves, "")
+            return Search(tuple(tried), got.alloc, got.answer, proven and got.alloc.proven, solves, "")
         if not got.short:
             proven = False  # a better plan might have met the target
     return Search(tuple(tried), None, None, proven, solves, stopped)
@@ -289,7 +289,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if deadline is None and options.time_limit is not None:
         deadline = time.perf_counter() + options.time_limit
 
-    left, halted = _Deadline(deadline, stop).calls()
+    clock = _Deadline(deadline, stop)
+    left, halted = clock.calls()
 
     def timed(share: float = 1.0) -> SolveOptions:
         t = left()
@@ -350,7 +351,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         # proven best under the target and short of it: no plan on this allocation meets both
         return Tried(a, (sol, cl), short=a.proven and a.samples_per_s < target * (1 - 1e-12))
 
-    found = cheapest_first(order, target, rule_out, solve_at, _Deadline(deadline, stop), max_solves)
+    found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)
     tried, best, proven, stopped = list(found.tried), found.best, found.proven, found.stopped
     sol_best, cl_best = found.answer or (None, None)
     eff = _efficient(tried)
@@ -360,5 +361,4 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         # no allocation has a plan under the latency target: how low can the latency go at all?
         lowest = slo_ip.solve(graph, available, timed(), minimise="latency", stop=stop)
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
-                     proven and (best is None or best.proven) and not stopped, top, found.solves, stopped,
-                     lowest)
+                     proven, top, found.solves, stopped, lowest)

@@ -55,6 +55,8 @@ from graphs.parallel import (
     work_lower_bound,
 )
 
+from .serving import AUTO_MAX_BATCH
+
 __all__ = ["StagePoint", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
            "exact_frontier",
            "latency_lower_bound", "work_lower_bound"]
@@ -565,10 +567,10 @@ def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
 
 
 def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | None = None,
-          max_batch: int | None = None, on_point: Callable | None = None):
+          max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
-    from .serving import AUTO_MAX_BATCH, Sweep, sweep_batches
+    from .serving import Sweep, sweep_batches
 
     paths: dict = {}
     first_why: dict = {}
@@ -588,8 +590,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             return None, why.get("message", "no plan"), None
         return _point(b, problem, graph_cls, settings, ans), "", None
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch or AUTO_MAX_BATCH,
-                                          on_point=on_point)
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point)
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:
@@ -652,7 +653,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     tried, best, best_pt, stopped = list(found.tried), found.best, found.answer, found.stopped
     top = max(tried, key=lambda a: a.samples_per_s, default=None)
     eff = _efficient(tried)
-    proven = found.proven and (best is None or best.proven) and not stopped
+    proven = found.proven
     lowest = None
     if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met
         t = clock.left()
