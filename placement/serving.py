@@ -272,7 +272,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
         return None, sol.message or sol.status.value, stop
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch)
-    lowest = None
+    lowest, lowest_proven = None, False
     if best is None and latency_slo is not None:
         from solvers import slo_ip
 
@@ -280,11 +280,11 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
                            models=models)
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
-        return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven=sol.status is Status.OPTIMAL)
-    return Sweep(points, best, stopped, latency_slo, lowest)
+        lowest_proven = sol.status is Status.OPTIMAL
+    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven)
 
 
-def auto_sizes(max_batch: int) -> list[int]:
+def auto_sizes(max_batch: int = AUTO_MAX_BATCH) -> list[int]:
     """The batch sizes an auto sweep tries: 1, 2, 4, ... up to ``max_batch``."""
     return [1 << k for k in range(int(math.log2(max_batch)) + 1)]
 
@@ -541,7 +541,7 @@ class FrontierSearch:
             self.deadline = _now() + self.options.time_limit
         clock = _Clock(self.deadline, self.stop)
         auto = self.batch_sizes is None
-        sizes = auto_sizes(AUTO_MAX_BATCH) if auto else list(self.batch_sizes)
+        sizes = auto_sizes() if auto else list(self.batch_sizes)
         self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
         proven, stopped, best = True, "", 0.0
         for i, b in enumerate(sizes):

@@ -834,10 +834,10 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     import time
 
     from . import serving_stages
-    from .serving import AUTO_MAX_BATCH, IMPROVES, auto_sizes
+    from .serving import IMPROVES, auto_sizes
 
     auto = sizes is None
-    todo = auto_sizes(AUTO_MAX_BATCH) if auto else list(sizes)
+    todo = auto_sizes() if auto else list(sizes)
     fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
     paths: dict = {}
     best = 0.0
@@ -1056,7 +1056,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from graphs.errors import InputError
 
     from .provision import kind_prices, provision, read_prices
-    from .serving import AUTO_MAX_BATCH, auto_sizes, batch_workload
+    from .serving import auto_sizes, batch_workload
 
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
@@ -1082,7 +1082,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
-        sizes = auto_sizes(AUTO_MAX_BATCH)
+        sizes = auto_sizes()
     results = []
     models: dict = {}  # the file, read once for every batch size
     ctrl_c.finish = lambda: _provision_report(args, ds, prices, list(results), interrupted=True)
