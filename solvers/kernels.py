@@ -13,8 +13,9 @@ kernel the table misses is compiled where it is first called, as before (and cou
 Without a time limit nothing is compiled ahead: a solve then compiles only what it runs (a small lattice
 runs some kernels uncompiled, :func:`solvers.dp._leaf`), which is less.
 
-Nothing here keeps state: what is compiled is numba's own (its dispatchers' overloads), and the
-listener of :func:`compile_seconds` lives for its block only. Nothing here prints.
+What is compiled is numba's own state (its dispatchers' overloads); this module remembers only the
+argument types it parsed and the kernels it found in numba's cache (neither changes while the process
+runs), and the listener of :func:`compile_seconds` lives for its block only. Nothing here prints.
 """
 
 from __future__ import annotations
