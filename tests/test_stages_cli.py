@@ -326,15 +326,21 @@ def test_version_1_result_files_are_read_and_rescored_to_the_same_value(tiny, tm
     assert sim["model_time_per_sample"] == pytest.approx(doc["objective"], rel=1e-12)
 
 
-def test_version_1_onnx_result_files_are_read_and_rescored(tmp_path, capsys):
+def _placed_cnn(tmp_path, capsys, *options):
+    """A small CNN placed as an ONNX model with ``options``: the model's path, the result file's, and the
+    result written there."""
     pytest.importorskip("onnx")
     from tests.onnx_models import save, small_cnn
 
     path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
     out = tmp_path / "plan.json"
-    assert main(["place", path, "--devices", "a100:2,t4:2", "--device-memory", "1e9", "-o", str(out)]) == 0
+    assert main(["place", path, *options, "-o", str(out)]) == 0
     capsys.readouterr()
-    doc = json.loads(out.read_text())
+    return path, out, json.loads(out.read_text())
+
+
+def test_version_1_onnx_result_files_are_read_and_rescored(tmp_path, capsys):
+    path, out, doc = _placed_cnn(tmp_path, capsys, "--devices", "a100:2,t4:2", "--device-memory", "1e9")
     assert doc["model"] == "stages" and doc["problem"]["granularity"]
     old = tmp_path / "old.json"
     old.write_text(json.dumps(_as_version_1(doc)))
@@ -365,14 +371,7 @@ def test_evaluate_rescores_an_onnx_plan_under_the_device_memory_it_was_placed_wi
     """``--device-memory`` is recorded in the result's kinds, and ``evaluate`` (and ``show``) rebuild the
     problem with it unless given again: before, ``evaluate`` checked the plan against the kinds' default
     memory (40 GiB for an A100), not the 200 MB it was placed under."""
-    pytest.importorskip("onnx")
-    from tests.onnx_models import save, small_cnn
-
-    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
-    out = tmp_path / "plan.json"
-    assert main(["place", path, "--devices", "a100:2,t4:2", "--device-memory", "2e8", "-o", str(out)]) == 0
-    capsys.readouterr()
-    doc = json.loads(out.read_text())
+    path, out, doc = _placed_cnn(tmp_path, capsys, "--devices", "a100:2,t4:2", "--device-memory", "2e8")
     assert {k["name"]: k["memory"] for k in doc["problem"]["kinds"]} == {"a100": 2e8, "t4": 2e8}
     assert main(["evaluate", path, str(out), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
@@ -385,17 +384,11 @@ def test_evaluate_rescores_an_onnx_plan_under_the_device_memory_it_was_placed_wi
 def test_evaluate_takes_a_device_file_given_again_over_the_recorded_memory(tmp_path, capsys):
     """Devices given again on ``evaluate`` (``--device-file``) are the ones scored, their memory too: the
     recorded per-kind memory stands in only for ``--device-memory`` when the devices are the result's."""
-    pytest.importorskip("onnx")
-    from tests.onnx_models import save, small_cnn
-
-    path = save(small_cnn(), str(tmp_path / "cnn.onnx"))
     small, big = tmp_path / "g1.toml", tmp_path / "g80.toml"
     small.write_text('[devices.mygpu]\nbase = "a100"\nmemory_gib = 1\n')
     big.write_text('[devices.mygpu]\nbase = "a100"\nmemory_gib = 80\n')
-    out = tmp_path / "plan.json"
-    assert main(["place", path, "--devices", "mygpu:2", "--device-file", str(small), "--max-replicas", "2",
-                 "-o", str(out)]) == 0
-    capsys.readouterr()
+    path, out, _ = _placed_cnn(tmp_path, capsys, "--devices", "mygpu:2", "--device-file", str(small),
+                               "--max-replicas", "2")
     assert main(["evaluate", path, str(out), "--json"]) == 0
     assert {s["memory"]["capacity"] for s in json.loads(capsys.readouterr().out)["stages"]} == {2**30}
     assert main(["evaluate", path, str(out), "--device-file", str(big), "--json"]) == 0
