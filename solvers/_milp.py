@@ -379,8 +379,12 @@ def _run_interruptible(h, deadline: float | None = None,
     cancelled_at = None
     while True:
         try:
-            if finished.wait(0.05):
+            # a plain sleep and a flag read, not finished.wait(): a KeyboardInterrupt raised inside
+            # Condition.wait can leave its lock released twice ("RuntimeError: release unlocked lock"),
+            # which escaped this loop with HiGHS still running and ended the process in std::terminate
+            if finished.is_set():
                 break
+            time.sleep(0.05)
             now = time.perf_counter()
             if deadline is not None and not overran and now > deadline:
                 overran = True
@@ -397,6 +401,12 @@ def _run_interruptible(h, deadline: float | None = None,
             grace = min(grace, _HIGHS_ABANDON_INTERRUPTED)
             if cancelled_at is None:
                 cancelled_at = time.perf_counter()
+        except BaseException:
+            # anything else escaping leaves the search behind like an abandoned one: cancelled, and
+            # kept alive so that the console's exit skips the teardown under it
+            h.cancelSolve()
+            _ABANDONED.append((h, thread))
+            raise
     thread.join()
     return interrupted, overran, False
 

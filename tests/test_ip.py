@@ -7,6 +7,7 @@ import math
 import os
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -419,6 +420,41 @@ def test_a_solver_that_ignores_cancel_is_abandoned_after_the_grace(monkeypatch, 
     finally:
         h.release.set()
         signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_as_the_search_finishes_cannot_break_the_wait(monkeypatch):
+    """A KeyboardInterrupt inside Condition.wait's lock re-acquire (the search finishing at that moment
+    holds the lock) escapes as "RuntimeError: release unlocked lock" (CPython gh-118433); CI once died
+    of it in std::terminate, HiGHS still running. The wait takes no lock, and whatever else escapes
+    leaves the search cancelled and kept alive as an abandoned one."""
+    monkeypatch.setattr(_milp, "_ABANDONED", [])
+
+    class BrokenEvent(threading.Event):
+        def wait(self, timeout=None):
+            raise RuntimeError("release unlocked lock")
+
+    monkeypatch.setattr(_milp, "threading", types.SimpleNamespace(Event=BrokenEvent,
+                                                                   Thread=threading.Thread))
+    h = _StuckSolver()
+    threading.Timer(0.2, h.release.set).start()
+    assert _milp._run_interruptible(h, None, grace=0.3) == (False, False, False)
+    monkeypatch.undo()
+
+    monkeypatch.setattr(_milp, "_ABANDONED", [])
+    h = _StuckSolver()
+    real_sleep = time.sleep
+
+    def failing_sleep(s):
+        real_sleep(s)
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(_milp.time, "sleep", failing_sleep)
+    try:
+        with pytest.raises(RuntimeError, match="something else"):
+            _milp._run_interruptible(h, None, grace=0.3)
+        assert h.cancelled == 1 and [x for x, _ in _milp._ABANDONED] == [h]
+    finally:
+        h.release.set()
 
 
 def _market_split(rng, m=4, n=40):
