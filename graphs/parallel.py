@@ -663,13 +663,17 @@ def _operator_graph(graph, cluster) -> tuple[ParallelGraph, np.ndarray]:
 
 
 # ------------------------------------------------------------ back to the one-device-per-stage model
-def pipeline_misfit(problem: ParallelProblem) -> str:
+def pipeline_misfit(problem: ParallelProblem, *, contiguous: bool = True) -> str:
     """Why ``problem`` is not exactly the one-device-per-stage pipeline model of :mod:`graphs.evaluate`
     (``''`` when it is): then :func:`to_opgraph` gives an :class:`~graphs.model.OpGraph` and
     :class:`~graphs.model.Cluster` whose contiguous placements are this problem's plans, one device per
     stage, at the same values (``d = t = 1`` stages of one variant each).
 
-    It is when: stages must be nested ideals (``contiguous``); no colocation classes; every variant has
+    ``contiguous=False`` asks for the model of placements that need not be contiguous: the problem must
+    then allow any assignment (``problem.contiguous`` false), and every placement of the graph is a plan.
+
+    It is when: stages must be nested ideals (``contiguous``; need not be, for ``contiguous=False``); no
+    colocation classes; every variant has
     ``t = 1``, ``a = 0``, ``w = 0`` and no sync terms (memory ``b`` whatever the schedule or the
     micro-batches in flight; ``params`` only cost a resync at ``d > 1``); each node has at most one variant
     per kind, at least one in all, and the same ``b`` on every kind (a node's memory); the only allowed
@@ -679,8 +683,6 @@ def pipeline_misfit(problem: ParallelProblem) -> str:
     :class:`~graphs.model.OpGraph`, paid once by its producer's device and once by every other device
     holding one of its consumers, as a stage pays it."""
     g = problem.graph
-    if not problem.contiguous:
-        return "the stages need not be nested ideals (contiguous=False)"
     if g.colocation is not None:
         return "the nodes have colocation classes"
     if g.num_nodes == 0:
@@ -708,6 +710,10 @@ def pipeline_misfit(problem: ParallelProblem) -> str:
             return f"node {g.ids[u]}'s memory b differs between kinds"
     if len(b) != g.num_nodes:
         return "some node has no variant"
+    if contiguous and not problem.contiguous:
+        return "the stages need not be nested ideals (contiguous=False)"
+    if not contiguous and problem.contiguous:
+        return "the stages must be nested ideals (contiguous=True), and these placements need not be"
     return ""
 
 
@@ -716,9 +722,10 @@ def is_pipeline_model(problem: ParallelProblem) -> bool:
     return not pipeline_misfit(problem)
 
 
-def to_opgraph(problem: ParallelProblem) -> tuple[OpGraph, Cluster]:
+def to_opgraph(problem: ParallelProblem, *, contiguous: bool = True) -> tuple[OpGraph, Cluster]:
     """The :class:`~graphs.model.OpGraph` and :class:`~graphs.model.Cluster` of a problem that is the
-    pipeline model (:func:`pipeline_misfit` is ``''``; raises :class:`InputError` otherwise).
+    pipeline model (:func:`pipeline_misfit` with ``contiguous`` is ``''``; raises :class:`InputError`
+    otherwise).
 
     Node ``c < n`` of the graph is the problem's node ``c`` (forward; compute its variant's time on each
     kind, ``inf`` where it has none; memory its ``b``; no communication), with the problem's DAG edges
@@ -727,7 +734,7 @@ def to_opgraph(problem: ParallelProblem) -> tuple[OpGraph, Cluster]:
     to a backward stand-in of each consumer (colocated with it, no costs). Backward edges order nothing,
     so the placements' items are the problem's nodes and their contiguity is the problem's; the graph's
     evaluation charges each tensor as the stage model does. The cluster has the problem's kinds."""
-    why = pipeline_misfit(problem)
+    why = pipeline_misfit(problem, contiguous=contiguous)
     if why:
         raise InputError(f"not the one-device-per-stage pipeline model: {why}", source=problem.graph.source)
     g = problem.graph

@@ -9,6 +9,10 @@ A solver has up to two forms:
   :mod:`graphs.parallel` (replicas ``d``, tensor-parallel degree ``t``, a variant per node, memory by
   schedule), of which the first is the ``d = t = 1``, one-variant case (:func:`graphs.parallel.from_opgraph`).
 
+Either form takes either problem: an OpGraph solved in the stage form goes through ``from_opgraph``,
+and a stage problem given to a solver with only the pipeline form goes through
+:func:`graphs.parallel.to_opgraph` when it is exactly that model (refused by name when it is not).
+
 Modules are imported on first use, so heavy dependencies (highspy, onnxruntime) load only when their
 solver is asked for. The command line's ``--solver`` choices, its help and the benchmark suite's lists
 all come from :data:`SOLVERS`.
@@ -172,7 +176,10 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     ``graph`` is an :class:`~graphs.model.OpGraph` with its ``cluster``, or a
     :class:`~graphs.parallel.ParallelProblem` (no cluster). ``form``: ``"pipeline"`` or ``"stages"``
     (default: the problem's own; an OpGraph solved in the stage form goes through
-    :func:`graphs.parallel.from_opgraph` and comes back with both the plan and the assignment).
+    :func:`graphs.parallel.from_opgraph` and comes back with both the plan and the assignment). A stage
+    problem given to a solver of the one-device-per-stage model alone is placed through
+    :func:`graphs.parallel.to_opgraph` when :func:`graphs.parallel.pipeline_misfit` (at the solver's
+    contiguity) finds it is that model, and comes back with the plan.
 
     The wrapper refuses, with one :class:`InputError` naming it, an objective or option the solver cannot
     honour; re-evaluates every returned placement (an invalid one, or a value the evaluator disagrees
@@ -199,6 +206,10 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     if form == "pipeline" and is_stage_problem:
         raise InputError("a stage-model problem is solved in the stage form")
     target = info.stages if form == "stages" else info.pipeline
+    if is_stage_problem and target is None and info.pipeline is not None:
+        # the one-device-per-stage model is the stage model's d = t = 1 case: a solver of that model
+        # places a stage problem that is exactly it, through its graph (graphs.parallel.to_opgraph)
+        return _solve_through_pipeline(info, graph, options, note)
     if target is None:
         have = "stage-model problems (replicas, variants)" if info.stages else \
             "the one-device-per-stage model"
@@ -213,10 +224,7 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     run = _load(target)
     kernels = info.stage_kernels if form == "stages" else info.kernels
     with _compiling(bool(kernels)) as compile_s:
-        if kernels and options.time_limit is not None:
-            from .kernels import warm
-
-            warm(kernels)  # a time limit is the solve's: compiling (a cold numba cache) comes first
+        _warm_before_the_clock(kernels, options)
         warmed = compile_s()
         if form == "pipeline":
             sol = _checked_pipeline(info, graph, cluster, run(graph, cluster, options), options)
@@ -233,14 +241,61 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
                 a = replicated_assignment(sol.plan, cluster, item_of, problem.graph.num_nodes)
                 sol = dataclasses.replace(sol, assignment=a)
                 sol = _checked_pipeline(info, graph, cluster, sol, options)
-    if compile_s() > 0:  # its time is the solve's; the compiling is told apart (a kernel warm() missed)
-        sol = dataclasses.replace(sol, time=max(0.0, sol.time - (compile_s() - warmed)),
-                                  stats={**(sol.stats or {}), "compile_s": compile_s()})
+    return _named(sol, name, note, compile_s(), warmed)
+
+
+def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions) -> None:
+    if kernels and options.time_limit is not None:
+        from .kernels import warm
+
+        warm(kernels)  # a time limit is the solve's: compiling (a cold numba cache) comes first
+
+
+def _named(sol: Solution, name: str, note: str, compiled: float, warmed: float) -> Solution:
+    """The answer under the solver's registered name, an alias's note added, its time without the
+    compiling that :func:`_warm_before_the_clock` missed (told apart in ``stats["compile_s"]``)."""
+    if compiled > 0:
+        sol = dataclasses.replace(sol, time=max(0.0, sol.time - (compiled - warmed)),
+                                  stats={**(sol.stats or {}), "compile_s": compiled})
     if sol.solver != name:
         sol = dataclasses.replace(sol, solver=name)
     if note:
         sol = dataclasses.replace(sol, message=f"{sol.message}; {note}" if sol.message else note)
     return sol
+
+
+def _solve_through_pipeline(info: SolverInfo, problem, options: SolveOptions, note: str) -> Solution:
+    """A solver of the one-device-per-stage model on a stage ``problem`` that is that model
+    (:func:`graphs.parallel.pipeline_misfit`, at the solver's contiguity): its pipeline form on
+    :func:`graphs.parallel.to_opgraph`'s graph, checked there, and the placement turned into the
+    problem's plan (:func:`graphs.parallel.plan_of_assignment`), checked by the stage evaluator. Anything
+    else is refused by name: the misfit, an objective but the time per sample, the expert's split (it
+    names an operator graph's nodes)."""
+    from graphs.parallel import pipeline_misfit, plan_of_assignment, to_opgraph
+
+    others = ", ".join(STAGE_SOLVERS)
+    if info.name == "expert":
+        raise InputError("the expert solver evaluates a split of an operator graph's nodes; a stage plan "
+                         "is scored by graphs.parallel.evaluate_plan (placement evaluate on the command "
+                         f"line); the solvers of stage-model problems: {others}")
+    why = pipeline_misfit(problem, contiguous=info.contiguous)
+    if why:
+        raise InputError(f"the {info.name} solver places one device per stage, and this stage-model "
+                         f"problem is not that model ({why}); choose one of: {others}",
+                         source=problem.graph.source)
+    if options.objective != "max-load":
+        raise InputError(f"the {info.name} solver does not support objective {options.objective!r} on the "
+                         "stage model (replicas), which minimises the time per sample (max-load)")
+    _refuse_unhonoured(info, options, stages=False)
+    graph, cluster = to_opgraph(problem, contiguous=info.contiguous)
+    with _compiling(bool(info.kernels)) as compile_s:
+        _warm_before_the_clock(info.kernels, options)
+        warmed = compile_s()
+        sol = _checked_pipeline(info, graph, cluster, _load(info.pipeline)(graph, cluster, options), options)
+        if sol.assignment is not None:
+            plan = tuple(plan_of_assignment(problem, cluster, sol.assignment))
+            sol = _checked_stages(info, problem, dataclasses.replace(sol, assignment=None, plan=plan))
+    return _named(sol, info.name, note, compile_s(), warmed)
 
 
 @contextlib.contextmanager

@@ -107,6 +107,51 @@ def test_the_stage_form_of_an_opgraph_equals_the_pipeline_optimum(name):
             assert sol.status is Status.OPTIMAL
 
 
+_PIPELINE_ONLY = [n for n, s in SOLVERS.items() if s.pipeline and not s.stages and n != "expert"]
+
+
+@pytest.mark.parametrize("name", _PIPELINE_ONLY)
+def test_every_pipeline_solver_places_a_stage_problem_of_its_model(name):
+    """The one problem: a solver of the one-device-per-stage model takes a stage-model problem that is
+    that model (from_opgraph's, contiguous or not as the solver's plans are) and answers with a stage
+    plan, honest against the pipeline brute force; a problem with replicas is refused by name."""
+    from graphs.parallel import evaluate_plan, from_opgraph
+
+    info = SOLVERS[name]
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(12):
+        inst = random_instance(rng, max_items=5)
+        problem, _ = from_opgraph(inst.graph, inst.cluster)
+        problem = problem.with_options(contiguous=info.contiguous)
+        best = brute_force_pipeline(inst, contiguous=info.contiguous)
+        if not info.exact:
+            best = min(best, brute_force_pipeline(inst, contiguous=False))
+        sol = solve(problem, solver=name, options=SolveOptions(gap=1e-9) if "gap" in info.honours else None)
+        _check(name, sol, best)
+        if sol.found:
+            assert sol.assignment is None and sol.plan is not None
+            assert all(st.d == 1 and st.t == 1 for st in sol.plan)
+            ev = evaluate_plan(problem, sol.plan)
+            assert ev.valid and ev.objective == pytest.approx(sol.objective, rel=1e-12)
+        checked += sol.found
+    assert checked >= 6
+    with pytest.raises(InputError, match=f"the {name} solver places one device per stage.*data-parallel "
+                                         "degrees"):
+        solve(problem.with_options(max_replicas=None, microbatches=4), solver=name)
+    with pytest.raises(InputError, match="must be nested ideals" if not info.contiguous else
+                       "need not be nested ideals"):
+        solve(problem.with_options(contiguous=not info.contiguous), solver=name)
+    with pytest.raises(InputError, match="objective 'latency' on the stage model"):
+        solve(problem, solver=name, options=SolveOptions(objective="latency"))
+
+
+def test_the_expert_split_is_refused_on_a_stage_problem():
+    p = random_problem(np.random.default_rng(5))
+    with pytest.raises(InputError, match="expert solver evaluates a split of an operator graph"):
+        solve(p, solver="expert", options=SolveOptions(raw={"split": "s.json"}))
+
+
 def test_options_a_solver_cannot_honour_are_refused_by_name():
     p = random_problem(np.random.default_rng(1))
     with pytest.raises(InputError, match="--gap does not apply to the dp solver"):

@@ -237,7 +237,8 @@ def test_piper_file_takes_every_replicated_solver(tiny, capsys):
     assert doc["objective"] == pytest.approx(best)
     # a solver without a stage form is refused by name
     assert main(["place", tiny, "--solver", "local-search"]) == 2
-    assert "the local-search solver solves the one-device-per-stage model only" in capsys.readouterr().err
+    assert "the local-search solver places one device per stage, and this stage-model problem is not that " \
+        "model (data-parallel degrees" in capsys.readouterr().err
 
 
 def test_evaluate_rebuilds_the_problem_the_plan_was_solved_on(tiny, tmp_path, capsys):
