@@ -92,6 +92,31 @@ class ServingPoint:
         p = self.placement
         return compute_utilisation(p.graph, p.cluster, p.assignment)
 
+    # what a serving command says of a point, as the stage model's
+    # (:class:`placement.serving_stages.StagePoint`) says it
+    model = "one device per stage"
+
+    def on_frontier(self, beside_stages: bool = False) -> bool:
+        """Proven a frontier point: by both measures in this model, which beside stage plans
+        (``beside_stages``) proves nothing of the frontier."""
+        return self.proven and not beside_stages
+
+    def proof(self, beside_stages: bool = False) -> str:
+        """What is proven of the point (``beside_stages``: its proof does not cover stage plans)."""
+        if beside_stages:
+            return "proven among one-device-per-stage plans" if self.proven else "not proven"
+        return "proven" if self.proven else "not proven"
+
+    def plan_words(self) -> str:
+        return "one device per stage"
+
+    def result(self, workload: str | None = None) -> dict:
+        """The result file of the placement (:func:`placement.export.result_dict`; it names its own
+        workload)."""
+        from .export import result_dict
+
+        return result_dict(self.placement)
+
 
 @dataclass(frozen=True, eq=False)
 class Sweep:

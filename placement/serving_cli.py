@@ -253,20 +253,6 @@ def _as_result(pt):
                            time=pt.time or 0.0, message=pt.message or "", stats={})
 
 
-def stage_result(pt, workload: str) -> dict:
-    """The result file of a stage plan found by a serving command (:func:`placement.stages.result_dict`
-    with each stage's operators and the front-end settings)."""
-    from .stages import StageWorkload, workload_result
-
-    graph, node_of = pt.graph_cls if pt.graph_cls is not None else (None, None)
-    w = StageWorkload(pt.problem, settings=pt.settings or {}, graph=graph, node_of=node_of)
-    data, _ = workload_result(w, pt.evaluation, status=pt.status, solver=pt.solver, time=pt.time,
-                              message=pt.message, workload=workload, bound=pt.bound)
-    data["latency_s"] = pt.evaluation.latency if math.isfinite(pt.evaluation.latency) else None
-    data.setdefault("compute_utilisation", None)  # no operators: no MFU
-    return data
-
-
 def _best_batch_line(sw) -> str:
     """``best batch size B: X samples/s (Yx batch 1's Z), latency L ms per batch`` of a sweep."""
     p = sw.best
@@ -353,7 +339,7 @@ def run_place_stages(args, frontend: dict) -> int:
         if one is not None:
             return _emit_sweep(args, one, note)
     if sw.best is not None:
-        data = stage_result(sw.best, args.workload)
+        data = sw.best.result(args.workload)
     else:
         data = {"schema": "placement-result", "version": 2, "model": "stages", "status": "infeasible",
                 "stages": [], "devices": []}
@@ -697,23 +683,17 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
     name it, and every point says which model its plan is in and what is proven of it)."""
     import os
 
-    from .export import result_dict
-    from .serving_stages import StagePoint
-
+    beside = model is not None
     points = []
     stem = os.path.splitext(out)[0] if out else None
     for k, p in enumerate(fr.points):
-        stage = isinstance(p, StagePoint)
-        plan = stage_result(p, model) if stage else result_dict(p.placement)
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
                        "latency_ms": p.latency_ms, "max_load": p.max_load,
-                       # a stage plan: proven when it is a proven point of the stage model's frontier;
-                       # a one-device-per-stage point is proven in that model only
-                       "proven": p.frontier if stage else p.proven and model is None,
-                       "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
-        if model is not None:
-            points[-1]["model"] = "stages" if stage else "one device per stage"
-            points[-1]["proof"] = _proof(p, True)
+                       "proven": p.on_frontier(beside),
+                       "plan_file": f"{stem}.{k}.json" if stem else None, "plan": p.result(model)})
+        if beside:
+            points[-1]["model"] = p.model
+            points[-1]["proof"] = p.proof(True)
     return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
                           "max-load (ms); latency_ms and max_load are per batch",
@@ -747,45 +727,22 @@ def plot_frontier(fr, path: str) -> str:
     return path
 
 
-def _proof(p, stages: bool = False) -> str:
-    """What is proven of a frontier point: a stage plan's (placement.serving_stages) or a
-    one-device-per-stage plan's (optimal for both measures in that model; ``stages``: beside stage
-    plans, which that proof does not cover)."""
-    from .serving_stages import StagePoint
-
-    if isinstance(p, StagePoint):
-        if p.frontier:
-            return "frontier point of the stage model, proven"
-        return f"throughput proven ({p.how})" if p.proven else f"not proven ({p.how})"
-    if stages:
-        return "proven among one-device-per-stage plans" if p.proven else "not proven"
-    return "proven" if p.proven else "not proven"
-
-
 def _point_line(p, stages: bool = False) -> str:
-    """One point as it is found (stdout, flushed)."""
-    from .serving_stages import StagePoint
-
-    what = ("stage plan, " if isinstance(p, StagePoint) else "one device per stage, ") if stages else ""
+    """One point as it is found (stdout, flushed); ``stages``: beside the other model's points."""
+    what = f"{'stage plan' if p.model == 'stages' else p.model}, " if stages else ""
     return (f"found: batch {p.batch_size}: {p.samples_per_s:.6g} samples/s, latency {p.latency_ms:.6g} ms "
-            f"per batch, max-load {p.max_load:.6g} ms per batch, {what}{_proof(p, stages)}")
+            f"per batch, max-load {p.max_load:.6g} ms per batch, {what}{p.proof(stages)}")
 
 
 def _frontier_table(fr, stages: bool = False) -> str:
-    from .serving_stages import StagePoint
-
     rows = [["#", "batch", "samples/s", "latency ms/batch", "max-load ms/batch", "MFU", "proven"]
             + (["plan"] if stages else [])]
     for k, p in enumerate(fr.points):
         m = p.utilisation()
-        plan = []
-        if stages:
-            plan = [", ".join(f"{p.problem.kinds[s.stage.kind].name}x{s.stage.d}"
-                              + (f" t{s.stage.t}" if s.stage.t > 1 else "") for s in p.evaluation.stages)
-                    if isinstance(p, StagePoint) else "one device per stage"]
         rows.append([str(k), str(p.batch_size), f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}",
                      f"{p.max_load:.6g}", _pct(m.total) if m else "-",
-                     _proof(p, True) if stages else ("yes" if p.proven else "no")] + plan)
+                     p.proof(True) if stages else ("yes" if p.proven else "no")]
+                    + ([p.plan_words()] if stages else []))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) if i < 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      .rstrip() for r in rows)
@@ -1215,7 +1172,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         if stage_pt.graph_cls is None:  # else a refined plan's, at operator granularity
             graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
             stage_pt = dataclasses.replace(stage_pt, graph_cls=graph_cls, settings=settings)
-        data = stage_result(stage_pt, args.model)
+        data = stage_pt.result(args.model)
         section["model"] = "stages"
         section["max_replicas"] = args.max_replicas
         section["solves"] = pv.solves

@@ -109,6 +109,37 @@ class StagePoint:
         return _utilisation(self.problem, self.evaluation, self.graph_cls,
                             self.settings or {"batch_size": self.batch_size})
 
+    # what a serving command says of a point, as :class:`placement.serving.ServingPoint` says it
+    model = "stages"
+
+    def on_frontier(self, beside_stages: bool = True) -> bool:
+        """Proven a point of the stage model's frontier (:func:`exact_frontier`)."""
+        return self.frontier
+
+    def proof(self, beside_stages: bool = True) -> str:
+        """What is proven of the point."""
+        if self.frontier:
+            return "frontier point of the stage model, proven"
+        return f"throughput proven ({self.how})" if self.proven else f"not proven ({self.how})"
+
+    def plan_words(self) -> str:
+        """The stages' kinds and degrees, as a frontier table's plan column shows them."""
+        return ", ".join(f"{self.problem.kinds[s.stage.kind].name}x{s.stage.d}"
+                         + (f" t{s.stage.t}" if s.stage.t > 1 else "") for s in self.evaluation.stages)
+
+    def result(self, workload: str | None = None) -> dict:
+        """The result file of the plan (:func:`placement.stages.workload_result`, each stage's operators
+        and the front end's settings), ``workload`` the model it names."""
+        from .stages import StageWorkload, workload_result
+
+        graph, node_of = self.graph_cls if self.graph_cls is not None else (None, None)
+        w = StageWorkload(self.problem, settings=self.settings or {}, graph=graph, node_of=node_of)
+        data, _ = workload_result(w, self.evaluation, status=self.status, solver=self.solver, time=self.time,
+                                  message=self.message, workload=workload, bound=self.bound)
+        data["latency_s"] = self.evaluation.latency if math.isfinite(self.evaluation.latency) else None
+        data.setdefault("compute_utilisation", None)  # no operators: no MFU
+        return data
+
 
 # ------------------------------------------------------------------------------------ the problem
 def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: int | None = None,
