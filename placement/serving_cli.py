@@ -191,6 +191,27 @@ def run_place(args, frontend: dict) -> int:
     return _emit_sweep(args, sw)
 
 
+def _target_missed(sw, *, bound: bool) -> str:
+    """The error of a sweep in which no batch size meets its latency target: ``infeasible`` only when
+    the lowest latency is proven above it (:attr:`~placement.serving.Sweep.lowest_proven`), and that
+    latency named: a lower bound (``bound``, the stage model's), else the least latency when proven
+    and a plan's latency (not proven least) otherwise."""
+    low = ""
+    if sw.lowest_latency is not None:
+        x = f"{sw.lowest_latency:.6g} ms"
+        if bound:
+            low = f"; the lowest latency achievable is at least {x}"
+        elif sw.lowest_proven:
+            low = f"; the lowest latency achievable is {x}"
+        else:
+            low = f"; the lowest latency found is {x} (not proven least)"
+        low += f" (batch {sw.points[0][0]})"
+    head = "infeasible: no plan" if sw.lowest_proven else "no plan found"
+    why = "" if sw.lowest_proven else " (not proven infeasible)"
+    return (f"error: {head} meets the latency target of {sw.latency_slo:g} ms at any batch size "
+            f"tried{why}{low}")
+
+
 def _emit_sweep(args, sw, note: str = "") -> int:
     """Print and write the one-device-per-stage sweep ``sw`` of ``place`` (``note``: a line on why this
     plan was kept, printed before the table)."""
@@ -216,13 +237,7 @@ def _emit_sweep(args, sw, note: str = "") -> int:
             print(f"stopped: {sw.stopped}")
     if sw.best is None:
         if args.latency_slo is not None:
-            low = ""
-            if sw.lowest_latency:  # what is proven of it: the least latency, or a plan's (not proven least)
-                low = (f"; the lowest latency achievable is {sw.lowest_latency:.6g} ms" if sw.lowest_proven
-                       else f"; the lowest latency found is {sw.lowest_latency:.6g} ms (not proven least)")
-                low += f" (batch {sw.points[0][0]})"
-            print(f"error: infeasible: no plan meets the latency target of {args.latency_slo:g} ms at any "
-                  f"batch size tried{low}", file=sys.stderr)
+            print(_target_missed(sw, bound=False), file=sys.stderr)
         else:
             print("error: no batch size has a placement", file=sys.stderr)
         return 1
@@ -360,13 +375,7 @@ def run_place_stages(args, frontend: dict) -> int:
             print(f"stopped: {sw.stopped}")
     if sw.best is None:
         if slo is not None:
-            low = ""
-            if sw.lowest_latency is not None:
-                low = (f"; the lowest latency achievable is at least {sw.lowest_latency:.6g} ms (batch "
-                       f"{sw.points[0][0]})")
-            proof = "" if sw.lowest_proven else " found (not proven: no plan tried meets it)"
-            print(f"error: {'infeasible: ' if sw.lowest_proven else ''}no plan{proof} meets the latency "
-                  f"target of {slo:g} ms at any batch size tried{low}", file=sys.stderr)
+            print(_target_missed(sw, bound=True), file=sys.stderr)
         else:
             print("error: no batch size has a plan", file=sys.stderr)
         return 1

@@ -81,6 +81,28 @@ def test_one_device_per_stage_sweep_records_whether_its_lowest_latency_is_proven
     assert serving["lowest_latency_proven"] is True and "lowest latency achievable is" in captured.err
 
 
+@pytest.mark.parametrize("bound", [False, True])
+def test_a_missed_latency_target_is_infeasible_only_when_proven(bound):
+    """One message for both models' sweeps; before, one device per stage said 'infeasible' even when
+    the latency program had not proven its lowest latency."""
+    from placement.serving import Sweep
+    from placement.serving_cli import _target_missed
+
+    def sweep(proven):
+        return Sweep(((2, None, "no plan"), (4, None, "no plan")), None, "", 0.5, 0.75, proven)
+
+    proven, unproven = _target_missed(sweep(True), bound=bound), _target_missed(sweep(False), bound=bound)
+    assert proven.startswith("error: infeasible: no plan meets the latency target of 0.5 ms at any batch")
+    assert unproven.startswith("error: no plan found meets the latency target of 0.5 ms")
+    assert "(not proven infeasible)" in unproven and "infeasible:" not in unproven
+    if bound:  # the stage model's lowest latency is a lower bound, proven or not
+        assert proven.endswith("is at least 0.75 ms (batch 2)")
+        assert unproven.endswith("is at least 0.75 ms (batch 2)")
+    else:
+        assert proven.endswith("the lowest latency achievable is 0.75 ms (batch 2)")
+        assert unproven.endswith("the lowest latency found is 0.75 ms (not proven least) (batch 2)")
+
+
 def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
     out = tmp_path / "s.json"
     # one device per stage: the latency model's latency of the plan kept
