@@ -12,7 +12,7 @@ whole model is a plan too.
 * **Batch size** (:func:`sweep`): at each batch size the exact stage optimum (``--solver``, default
   ``auto``), as the one-device-per-stage sweep does (``auto``: 1, 2, 4, ... while samples/s improve by
   more than 1%, or until no plan fits). Memory per node is the one-device-per-stage sweep's: its
-  parameters plus its outputs at that batch size (:func:`with_outputs`).
+  parameters plus its outputs at that batch size (:func:`placement.stages.with_outputs`).
 * **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
   the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
   that meet it (one stage holding the whole model on each kind and tensor-parallel degree with the
@@ -149,10 +149,11 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
     symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
     ``(problem, graph_cls, settings)`` of :func:`placement.stages.read_onnx` (its problem, ``(graph,
-    node_of)`` and settings), with every variant's memory holding its outputs (:func:`with_outputs`),
-    and a fourth item: where the default chose layer nodes, a function giving the same triple at operator
-    granularity (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict
-    kept across batch sizes (the symbolic copy is looked up once)."""
+    node_of)`` and settings), with every variant's memory holding its outputs
+    (:meth:`~placement.stages.StageWorkload.counting_outputs`, which the settings record), and a fourth
+    item: where the default chose layer nodes, a function giving the same triple at operator granularity
+    (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict kept across
+    batch sizes (the symbolic copy is looked up once)."""
     from graphs.onnx_batch import batchable_path
 
     from .stages import read_onnx
@@ -165,8 +166,8 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     fe["training"] = False
     w = read_onnx(paths[path], fe, schedule=schedule, max_replicas=max_replicas, granularity=granularity,
                   microbatches=microbatches, device_memory=device_memory)
-    settings = dict(w.settings)
-    out = with_outputs(w.problem, w.graph_cls), w.graph_cls, settings
+    w = w.counting_outputs()
+    out = w.problem, w.graph_cls, dict(w.settings)
     if w.finer is None:
         return (*out, None)
     built: list = []
@@ -174,25 +175,10 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     def fine():
         if not built:
             f = w.refined()
-            built.append((with_outputs(f.problem, f.graph_cls), f.graph_cls, dict(f.settings)))
+            built.append((f.problem, f.graph_cls, dict(f.settings)))
         return built[0]
 
     return (*out, fine)
-
-
-def with_outputs(problem: ParallelProblem, graph_cls) -> ParallelProblem:
-    """``problem`` with every variant's memory ``B`` holding its node's outputs at the batch size too, as
-    the one-device-per-stage sweep counts them (:func:`placement.serving.batch_workload`: parameters +
-    outputs, a conservative working set: no tensor is freed while the stage runs; a tensor-parallel
-    split's outputs counted whole), so that memory grows with the batch and ends an auto sweep."""
-    graph, cls = graph_cls
-    out = np.asarray(graph.meta.get("output_bytes") or (), np.float64)
-    if out.size != cls.size:
-        return problem
-    node_out = np.bincount(cls, weights=out, minlength=problem.graph.num_nodes)
-    g = problem.graph
-    variants = tuple(dataclasses.replace(v, b=v.b + float(node_out[v.node])) for v in g.variants)
-    return problem.with_options(graph=dataclasses.replace(g, variants=variants))
 
 
 def with_counts(problem: ParallelProblem, counts) -> ParallelProblem:

@@ -304,6 +304,32 @@ def test_stage_memory_counts_outputs_and_an_auto_sweep_stops_when_memory_runs_ou
     assert sw.best.batch_size == max(found, key=lambda p: p.samples_per_s).batch_size
 
 
+def test_a_serving_plan_is_re_scored_with_the_memory_it_was_found_with(cnn, tmp_path, capsys):
+    """A sweep's plan counts each node's outputs in its memory; evaluate and show rebuild the problem
+    so (the result records it), where they had counted parameters alone: 448 B against 32.44 KiB on
+    the first stage of this plan. By hand: a stage's memory is its nodes' parameters plus outputs."""
+    from placement.cli import main
+    from placement.serving import batch_workload
+
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "t4:2,cpu:2", "--batch-size", "16,32", "--out", str(out)]) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    assert data["problem"]["memory_counts"] == "parameters + outputs"
+    w = batch_workload(cnn, "t4:2,cpu:2", 32)
+    params, outs = np.asarray(w.graph.meta["param_bytes"]), np.asarray(w.graph.meta["output_bytes"])
+    index = {name: i for i, name in enumerate(w.graph.names)}
+    for st in data["stages"]:
+        ops = [index[o] for o in st["operators"]]
+        assert st["memory"]["peak"] == pytest.approx(float(params[ops].sum() + outs[ops].sum()), rel=1e-9)
+    assert main(["evaluate", cnn, str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [st["memory"] for st in again["stages"]] == [st["memory"] for st in data["stages"]]
+    assert again["objective"] == pytest.approx(data["objective"], rel=1e-12)
+    assert main(["evaluate", cnn, str(out)]) == 0
+    assert "memory counts parameters + outputs" in capsys.readouterr().out
+
+
 def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn, tmp_path, capsys):
     from placement.cli import main
 
