@@ -17,14 +17,13 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-import time
 
 __all__ = ["install", "done", "MESSAGE"]
 
 MESSAGE = ("note: compiling the solver's kernels (numba; the first run after installing or updating, about "
            "a minute on 2 cores; later runs load them from the cache)")
 
-_state = {"listener": None, "announced": False, "depth": 0, "start": 0.0, "seconds": 0.0}
+_state = {"listener": None, "announced": False}
 
 
 def _say(line: str) -> None:
@@ -34,24 +33,18 @@ def _say(line: str) -> None:
         pass
 
 
+def _announce() -> None:
+    if not _state["announced"]:
+        _state["announced"] = True
+        _say(MESSAGE)
+
+
 def _listener(event):
-    """The listener (of numba's ``event`` module) that announces the first compile and counts seconds."""
+    """The listener (of numba's ``event`` module) that announces the first compile and counts seconds
+    (:func:`solvers.kernels.compile_timer`)."""
+    from solvers.kernels import compile_timer
 
-    class _Notice(event.Listener):
-        def on_start(self, ev):
-            if _state["depth"] == 0:
-                _state["start"] = time.perf_counter()
-                if not _state["announced"]:
-                    _state["announced"] = True
-                    _say(MESSAGE)
-            _state["depth"] += 1
-
-        def on_end(self, ev):
-            _state["depth"] -= 1
-            if _state["depth"] == 0:
-                _state["seconds"] += time.perf_counter() - _state["start"]
-
-    return _Notice()
+    return compile_timer(event, on_first=_announce)
 
 
 def _register(event) -> None:
@@ -96,10 +89,11 @@ def install() -> None:
 def done() -> None:
     """After a command: stop listening, and say how long it compiled, if it did."""
     _unhook()
+    seconds = 0.0
     if _state["listener"] is not None:
         event, listener = _state["listener"]
         _state["listener"] = None
         event.unregister("numba:compile", listener)
-    seconds, _state["seconds"], _state["depth"] = _state["seconds"], 0.0, 0
+        seconds = listener.seconds()
     if seconds >= 1.0:
         _say(f"note: compiled the solver's kernels in {seconds:.0f} s; later runs load them from the cache")

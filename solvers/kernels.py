@@ -15,7 +15,8 @@ runs some kernels uncompiled, :func:`solvers.dp._leaf`), which is less.
 
 What is compiled is numba's own state (its dispatchers' overloads); this module remembers only the
 argument types it parsed and the kernels it found in numba's cache (neither changes while the process
-runs), and the listener of :func:`compile_seconds` lives for its block only. Nothing here prints.
+runs), and the listener of :func:`compile_seconds` lives for its block only. Nothing here prints (the
+command line's note on compiling, :mod:`placement._compile_notice`, counts with :func:`compile_timer`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import functools
 import importlib
 import re
 import time
+from collections.abc import Callable
 
-__all__ = ["SIGNATURES", "signature", "warm", "cached", "compile_seconds"]
+__all__ = ["SIGNATURES", "signature", "warm", "cached", "compile_timer", "compile_seconds"]
 
 # The argument types, one word each: i, f, b = int64, float64, bool scalars; i1, f2, u2, b1, ... = a
 # C-contiguous array of int64, float64, uint64, bool of that many dimensions (i32_2, i8_2: int32, int8);
@@ -131,26 +133,41 @@ def cached(dispatcher, sig: tuple) -> bool:
 _SEEN_CACHED: set = set()
 
 
-@contextlib.contextmanager
-def compile_seconds():
-    """``with compile_seconds() as spent:`` — ``spent()`` is the wall seconds numba spent compiling
-    (cache misses: a load from the cache fires no event) in the block, nested compiles counted once."""
-    from numba.core import event
+def compile_timer(event, on_first: Callable[[], None] | None = None):
+    """A listener of numba's ``numba:compile`` events (``event``: the module ``numba.core.event``) that
+    counts the wall seconds numba spends compiling: cache misses only (a load from the cache fires no
+    event), nested compiles (a kernel compiling its callees) counted once. ``on_first()`` is called as
+    each outermost compile starts. ``timer.seconds()``: the total so far, a compile under way included;
+    ``timer.depth``: how many compiles are under way."""
 
-    total = [0.0]
-    depth = [0]
-    start = [0.0]
+    class CompileTimer(event.Listener):
+        def __init__(self):
+            self.total, self.depth, self.start = 0.0, 0, 0.0
 
-    class _Timer(event.Listener):
         def on_start(self, ev):
-            if depth[0] == 0:
-                start[0] = time.perf_counter()
-            depth[0] += 1
+            if self.depth == 0:
+                self.start = time.perf_counter()
+                if on_first is not None:
+                    on_first()
+            self.depth += 1
 
         def on_end(self, ev):
-            depth[0] -= 1
-            if depth[0] == 0:
-                total[0] += time.perf_counter() - start[0]
+            self.depth -= 1
+            if self.depth == 0:
+                self.total += time.perf_counter() - self.start
 
-    with event.install_listener("numba:compile", _Timer()):
-        yield lambda: total[0] + (time.perf_counter() - start[0] if depth[0] else 0.0)
+        def seconds(self) -> float:
+            return self.total + (time.perf_counter() - self.start if self.depth else 0.0)
+
+    return CompileTimer()
+
+
+@contextlib.contextmanager
+def compile_seconds():
+    """``with compile_seconds() as spent:`` — ``spent()`` is the wall seconds numba spent compiling in
+    the block (:func:`compile_timer`)."""
+    from numba.core import event
+
+    timer = compile_timer(event)
+    with event.install_listener("numba:compile", timer):
+        yield timer.seconds

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -52,17 +53,20 @@ def test_signature_words():
 def test_the_notice_comes_once_at_the_first_compile_and_counts_nested_ones_once(monkeypatch, capsys):
     from numba.core import event
 
-    monkeypatch.setattr(_compile_notice, "_state",
-                        {"listener": None, "announced": False, "depth": 0, "start": 0.0, "seconds": 0.0})
-    with event.install_listener("numba:compile", _compile_notice._listener(event)):
+    monkeypatch.setattr(_compile_notice, "_state", {"listener": None, "announced": False})
+    listener = _compile_notice._listener(event)
+    with event.install_listener("numba:compile", listener):
         for _ in range(2):
             with event.trigger_event("numba:compile", data={}):  # as a compile that compiles a callee
                 with event.trigger_event("numba:compile", data={}):
-                    assert _compile_notice._state["depth"] == 2
-    assert _compile_notice._state["depth"] == 0 and _compile_notice._state["seconds"] > 0
+                    assert listener.depth == 2
+                    time.sleep(0.01)
+    assert listener.depth == 0 and 0.02 <= listener.seconds() < 1.0
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [_compile_notice.MESSAGE]
-    _compile_notice._state["seconds"] = 2.0
+    listener.total = 2.0  # as if it compiled for 2 s
+    event.register("numba:compile", listener)
+    _compile_notice._state["listener"] = (event, listener)
     _compile_notice.done()
     _compile_notice.done()  # counted anew: nothing more to say
     assert capsys.readouterr().err.splitlines() == [
