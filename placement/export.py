@@ -43,7 +43,7 @@ from graphs.reference import ACCELERATOR, CPU
 
 from .api import Placement
 
-__all__ = ["result_dict", "write_json", "print_json", "source_path", "SCHEMA_VERSION"]
+__all__ = ["result_dict", "no_plan_result", "write_json", "print_json", "source_path", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
 
@@ -72,6 +72,15 @@ def source_path(source: str | None, result_path: str | os.PathLike | None) -> st
         return os.path.relpath(full, os.path.dirname(os.path.abspath(os.fspath(result_path))))
     except ValueError:
         return full
+
+
+def no_plan_result(model: str, proven: bool, message: str = "") -> dict:
+    """The result file of a command that found no plan: no stages and no devices, ``infeasible`` only
+    when it is proven that none exists (``proven``), else ``unknown``; ``model``: the model searched
+    (``"stages"``, ``"one-device-per-stage"``)."""
+    return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": model,
+            "status": "infeasible" if proven else "unknown", "message": message, "stages": [],
+            "devices": []}
 
 
 def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -> dict:

@@ -125,7 +125,8 @@ class Sweep:
     serves the most samples/s (the smaller batch on a tie); ``stopped``: why an auto sweep stopped
     (``""`` for a given list). When no batch size meets ``latency_slo``: ``lowest_latency``, the
     smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``:
-    then no plan meets the target)."""
+    then no plan meets the target). ``none_proven``: no size tried has a plan, and that is proven: each
+    size's search proved that none exists there, or the lowest latency is proven above the target."""
 
     points: tuple[tuple[int, object, str], ...]
     best: object
@@ -133,6 +134,7 @@ class Sweep:
     latency_slo: float | None = None
     lowest_latency: float | None = None
     lowest_proven: bool = False
+    none_proven: bool = False
 
 
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
@@ -282,12 +284,14 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     one with the most samples/s (the smaller batch on a tie)."""
     options = options or SolveOptions()
     models: dict = {}  # the file read once
+    proven_none: list[bool] = []  # per batch size without a plan: whether its solve proved none
 
     def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=options)
         if pt is not None:
             return pt, "", None
+        proven_none.append(sol.status == Status.INFEASIBLE)
         if latency_slo is not None and sol.status == Status.INFEASIBLE and "latency" in sol.message:
             stop = "no plan meets the latency target"
         elif sol.status == Status.INFEASIBLE:
@@ -306,7 +310,9 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
         sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
         lowest_proven = sol.status is Status.OPTIMAL
-    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven)
+    # none: each size's solve proved it, or the least latency is proven above the target
+    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven,
+                 best is None and (all(proven_none) or lowest_proven))
 
 
 def auto_sizes(max_batch: int = AUTO_MAX_BATCH) -> list[int]:

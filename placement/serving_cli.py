@@ -193,9 +193,10 @@ def run_place(args, frontend: dict) -> int:
 
 def _target_missed(sw, *, bound: bool) -> str:
     """The error of a sweep in which no batch size meets its latency target: ``infeasible`` only when
-    the lowest latency is proven above it (:attr:`~placement.serving.Sweep.lowest_proven`), and that
-    latency named: a lower bound (``bound``, the stage model's), else the least latency when proven
-    and a plan's latency (not proven least) otherwise."""
+    that is proven (:attr:`~placement.serving.Sweep.none_proven`), and the lowest latency named: a lower
+    bound (``bound``, the stage model's), else the least latency when proven
+    (:attr:`~placement.serving.Sweep.lowest_proven`) and a plan's latency (not proven least)
+    otherwise."""
     low = ""
     if sw.lowest_latency is not None:
         x = f"{sw.lowest_latency:.6g} ms"
@@ -206,8 +207,8 @@ def _target_missed(sw, *, bound: bool) -> str:
         else:
             low = f"; the lowest latency found is {x} (not proven least)"
         low += f" (batch {sw.points[0][0]})"
-    head = "infeasible: no plan" if sw.lowest_proven else "no plan found"
-    why = "" if sw.lowest_proven else " (not proven infeasible)"
+    head = "infeasible: no plan" if sw.none_proven else "no plan found"
+    why = "" if sw.none_proven else " (not proven infeasible)"
     return (f"error: {head} meets the latency target of {sw.latency_slo:g} ms at any batch size "
             f"tried{why}{low}")
 
@@ -217,11 +218,11 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     plan was kept, printed before the table)."""
     import sys
 
-    from .export import print_json, result_dict, write_json
+    from .export import no_plan_result, print_json, result_dict, write_json
     from .report import format_summary, format_table
 
-    data = result_dict(sw.best.placement) if sw.best else {"schema": "placement-result", "version": 1,
-                                                           "status": "infeasible", "devices": []}
+    data = result_dict(sw.best.placement) if sw.best else no_plan_result("one-device-per-stage",
+                                                                          sw.none_proven)
     data["serving"] = _serving_section(sw, "one-device-per-stage")
     if note:
         data["serving"]["note"] = note
@@ -356,8 +357,9 @@ def run_place_stages(args, frontend: dict) -> int:
     if sw.best is not None:
         data = sw.best.result(args.workload)
     else:
-        data = {"schema": "placement-result", "version": 2, "model": "stages", "status": "infeasible",
-                "stages": [], "devices": []}
+        from .export import no_plan_result
+
+        data = no_plan_result("stages", sw.none_proven)
 
     data["serving"] = _serving_section(sw, "stages", max_replicas=args.max_replicas)
     if note:
@@ -1141,7 +1143,7 @@ def _stage_problem_of(args, b: int, cache: dict):
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     import sys
 
-    from .export import print_json, result_dict, write_json
+    from .export import no_plan_result, print_json, result_dict, write_json
 
     slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
     if not results:
@@ -1172,7 +1174,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         "per_batch_size": [{"batch_size": bb, "allocation": alloc(p.best.counts) if p.best else None,
                             "price_per_hour": p.best.price if p.best else None} for bb, _, p in results],
     }
-    data = {"schema": "placement-result", "version": 1, "status": "infeasible", "devices": []}
+    data = no_plan_result("stages" if _uses_stages(args) else "one-device-per-stage", proven)
     placement = None
     from .serving_stages import StagePoint
 

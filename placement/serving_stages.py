@@ -591,6 +591,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
 
     paths: dict = {}
     first_why: dict = {}
+    proven_none: list[bool] = []  # per batch size without a plan: whether its search proved none
 
     def point_at(b: int):
         problem, graph_cls, settings, fine = stage_problem(
@@ -604,6 +605,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         if ans is None:
             if not first_why:
                 first_why.update(why, batch=b)
+            proven_none.append(bool(why.get("proven_none")))
             return None, why.get("message", "no plan"), None
         return _point(b, problem, graph_cls, settings, ans), "", None
 
@@ -613,7 +615,8 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:
         lowest = first_why["lowest"] * 1e3 * first_why["batch"]
         lowest_proven = bool(first_why.get("proven_none"))
-    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven)
+    return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven,
+                 best is None and (all(proven_none) or lowest_proven))
 
 
 # ------------------------------------------------------------------------------------ provision

@@ -89,7 +89,7 @@ def test_a_missed_latency_target_is_infeasible_only_when_proven(bound):
     from placement.serving_cli import _target_missed
 
     def sweep(proven):
-        return Sweep(((2, None, "no plan"), (4, None, "no plan")), None, "", 0.5, 0.75, proven)
+        return Sweep(((2, None, "no plan"), (4, None, "no plan")), None, "", 0.5, 0.75, proven, proven)
 
     proven, unproven = _target_missed(sweep(True), bound=bound), _target_missed(sweep(False), bound=bound)
     assert proven.startswith("error: infeasible: no plan meets the latency target of 0.5 ms at any batch")
@@ -101,6 +101,39 @@ def test_a_missed_latency_target_is_infeasible_only_when_proven(bound):
     else:
         assert proven.endswith("the lowest latency achievable is 0.75 ms (batch 2)")
         assert unproven.endswith("the lowest latency found is 0.75 ms (not proven least) (batch 2)")
+
+
+def test_a_sweep_without_a_plan_writes_one_result_format_and_an_honest_status(cnn, tmp_path, capsys,
+                                                                            monkeypatch):
+    """No batch size meets the target: the result file is the v2 schema with no stages (one device per
+    stage wrote version 1 without them), 'infeasible' where each size's solve proved it, else
+    'unknown' (it said 'infeasible' whatever was proven)."""
+    from placement import serving
+    from solvers import slo_ip
+    from solvers.base import Solution, Status
+
+    out = tmp_path / "r.json"
+    for extra in ([], ["--max-replicas", "1"]):
+        assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6", "--out", str(out),
+                     *extra]) == 1
+        data = json.loads(out.read_text())
+        assert (data["schema"], data["version"], data["stages"], data["devices"]) == \
+            ("placement-result", 2, [], [])
+        assert data["model"] == ("stages" if not extra else "one-device-per-stage")
+        assert data["status"] == "infeasible", extra
+    capsys.readouterr()
+
+    def stopped(*a, **kw):
+        return Solution(None, float("inf"), Status.STOPPED, "slo-ip", message="time limit reached")
+
+    # every solve stopped by its limit: the target unmet, nothing proven
+    monkeypatch.setattr(serving, "serving_point", lambda w, **kw: (None, stopped()))
+    monkeypatch.setattr(slo_ip, "solve", stopped)
+    assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6", "--out", str(out),
+                 "--max-replicas", "1"]) == 1
+    assert json.loads(out.read_text())["status"] == "unknown"
+    err = capsys.readouterr().err
+    assert err.startswith("error: no plan found meets") and "(not proven infeasible)" in err, err
 
 
 def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
