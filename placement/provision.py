@@ -124,13 +124,15 @@ class Allocation:
 @dataclass(frozen=True, eq=False)
 class Provision:
     """The cheapest allocation meeting the target (``None``: unreachable), its plan, the efficient
-    allocations (price increasing, throughput increasing) and whether the answer is proven."""
+    allocations (price increasing, throughput increasing) and whether the answer is proven. ``model``:
+    the model searched; its plan (``solution``) is a :class:`~solvers.base.Solution` of one device per
+    stage, or the stage model's :class:`~placement.serving_stages.StagePoint`."""
 
     kinds: tuple[str, ...]
     target: float
     latency_slo: float | None
     best: Allocation | None
-    solution: Solution | None
+    solution: object  # a Solution (one device per stage) or a StagePoint (the stage model); None: no plan
     cluster: Cluster | None  # the allocation's cluster
     efficient: tuple[Allocation, ...]
     proven: bool
@@ -141,6 +143,7 @@ class Provision:
     # available devices (objective: the lowest found; bound: what is proven), else None
     lowest_latency: Solution | None = None
     how: str = ""  # how the answer was found, where the command tried more than one model
+    model: str = "one-device-per-stage"  # or "stages"
 
     @property
     def latency_unmet(self) -> bool:

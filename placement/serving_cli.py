@@ -1174,11 +1174,9 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         "per_batch_size": [{"batch_size": bb, "allocation": alloc(p.best.counts) if p.best else None,
                             "price_per_hour": p.best.price if p.best else None} for bb, _, p in results],
     }
-    data = no_plan_result("stages" if _uses_stages(args) else "one-device-per-stage", proven)
+    data = no_plan_result(pv.model, proven)
     placement = None
-    from .serving_stages import StagePoint
-
-    stage_pt = pv.solution if isinstance(pv.solution, StagePoint) else None
+    stage_pt = pv.solution if pv.model == "stages" else None
     if stage_pt is not None:
         if stage_pt.graph_cls is None:  # else a refined plan's, at operator granularity
             graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
@@ -1200,7 +1198,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     if args.json:
         print_json(data)
     else:
-        if isinstance(pv.solution, StagePoint) or (pv.best is None and _uses_stages(args)):
+        if pv.model == "stages":
             how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
                    f"{pv.solves} solve(s)")
         else:

@@ -680,7 +680,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         limit = LOWEST_LATENCY_S if t is None else min(t, LOWEST_LATENCY_S)
         lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
-                   top, found.solves, stopped, lowest_latency=lowest)
+                   top, found.solves, stopped, lowest_latency=lowest, model="stages")
     return pv, (best_pt.problem if best_pt is not None else None)
 
 
