@@ -365,13 +365,21 @@ def _run_interruptible(h, deadline: float | None = None,
     h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
     # our own thread, not highspy's startSolve: that one holds a lock shared by every Highs object, so
     # after an abandoned search no other could start in this process
-    finished = threading.Event()
+    # a plain lock held until the search ends, and a flag: not an Event, whose Condition.wait keeps
+    # Python-side lock state that a KeyboardInterrupt can leave half done ("RuntimeError: release
+    # unlocked lock", CPython gh-118433; it escaped this loop with HiGHS still running and ended the
+    # process in std::terminate). A raw lock's acquire has no such state; the flag covers an interrupt
+    # that lands just after the lock was taken.
+    done = threading.Lock()
+    done.acquire()
+    finished = [False]
 
     def run() -> None:
         try:
             h.run()
         finally:
-            finished.set()
+            finished[0] = True
+            done.release()
 
     thread = threading.Thread(target=run, daemon=True, name="highs")
     thread.start()
@@ -379,12 +387,8 @@ def _run_interruptible(h, deadline: float | None = None,
     cancelled_at = None
     while True:
         try:
-            # a plain sleep and a flag read, not finished.wait(): a KeyboardInterrupt raised inside
-            # Condition.wait can leave its lock released twice ("RuntimeError: release unlocked lock"),
-            # which escaped this loop with HiGHS still running and ended the process in std::terminate
-            if finished.is_set():
+            if finished[0] or done.acquire(timeout=0.05):
                 break
-            time.sleep(0.05)
             now = time.perf_counter()
             if deadline is not None and not overran and now > deadline:
                 overran = True
