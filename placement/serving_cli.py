@@ -1158,6 +1158,10 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
                                                              "")
     proven = pv.proven and not stopped
+    failure = ""
+    if not found:  # proven unreachable when every batch size's search proved it, or a latency bound does
+        failure, proven = _provision_failure(args, ds, results, stopped,
+                                             proven and all(r[2].proven for r in results))
 
     def alloc(counts) -> str:
         return ",".join(f"{k}:{c}" for k, c in zip(names, counts) if c) or "(none)"
@@ -1237,12 +1241,15 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
                   + f" written to {args.out}")
     if pv.best is not None or interrupted:
         return 0
-    print(_provision_failure(args, ds, results, stopped), file=sys.stderr)
+    print(failure, file=sys.stderr)
     return 1
 
 
-def _provision_failure(args, ds, results, stopped: str) -> str:
-    """The one error line when no allocation was found: the latency target, the throughput, or a limit."""
+def _provision_failure(args, ds, results, stopped: str, proven: bool) -> tuple[str, bool]:
+    """The one error line when no allocation was found (the latency target, the throughput, or a limit)
+    and whether it is proven that none exists: by the searches (``proven``), or by the lowest latency
+    of the available devices above the target. It says ``infeasible`` only then, as the result file's
+    status does."""
     from graphs.parallel import ParallelProblem
 
     # the stage model names the least latency only where some allocation had plans and none met the
@@ -1253,7 +1260,7 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
         top = max((r[2].max_reachable for r in results if r[2].max_reachable is not None),
                   key=lambda a: a.samples_per_s, default=None)
         if top is None and stopped:
-            return f"error: no answer: {stopped} (--time-limit {args.time_limit:g} s)"
+            return f"error: no answer: {stopped} (--time-limit {args.time_limit:g} s)", False
         names = results[0][2].kinds
         most = ""
         if top is not None:
@@ -1267,31 +1274,38 @@ def _provision_failure(args, ds, results, stopped: str) -> str:
             if works and min(works) > 0:
                 most = (f"; the most any allocation serves is at most {1 / min(works):.6g} samples/s (every "
                         f"operator's least work over all the devices)")
-        lim = f" (not proven: {stopped})" if stopped else ""
-        return f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}{lim}"
+        if not proven:  # what was searched is short of the target; the rest was not, or not exactly
+            why = stopped or "some allocation's search ended without a proof"
+            return (f"error: no allocation found serves {args.target_throughput:g} samples/s with {ds}{most} "
+                    f"(not proven infeasible: {why})"), False
+        return f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}", True
     # no allocation has any plan under the latency target: that is what cannot be met
     b, _, pv = results[0]
     low = pv.lowest_latency
     what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
     if _uses_stages(args) and not stopped and not all(r[2].proven for r in results):
         return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
-                f"of {ds} (not proven: under a latency target the stage model is searched over a family of "
-                f"plans, placement/serving_stages.py)")
+                f"of {ds} (not proven infeasible: on some allocation the search under the target ended "
+                f"without proving that no plan meets it; a larger --time-limit may)"), False
     if low is None or (low.assignment is None and low.plan is None):
         if low is not None and low.bound is not None and low.bound > args.latency_slo:
             return (f"error: infeasible: {what}; the lowest latency achievable is at least "
-                    f"{low.bound:.6g} ms (batch {b})")
-        return f"error: infeasible: {what}" + (f" (not proven: {stopped})" if stopped else "")
+                    f"{low.bound:.6g} ms (batch {b})"), True
+        if stopped or not proven:
+            return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any "
+                    f"allocation of {ds} (not proven infeasible: "
+                    f"{stopped or 'some search ended without a proof'})"), False
+        return f"error: infeasible: {what}", True
     if low.status.value == "optimal":
         return (f"error: infeasible: {what}; the lowest latency achievable is {low.objective:.6g} ms "
-                f"(batch {b})")
+                f"(batch {b})"), True
     bound = low.bound if low.bound is not None else 0.0
     if bound > args.latency_slo:
         return (f"error: infeasible: {what}; the lowest latency achievable is at least {bound:.6g} ms "
-                f"(the best plan found takes {low.objective:.6g} ms, batch {b})")
+                f"(the best plan found takes {low.objective:.6g} ms, batch {b})"), True
     return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms with {ds}; the lowest "
             f"latency found is {low.objective:.6g} ms (batch {b}; not proven lowest"
-            + (f": {stopped}" if stopped else "") + ")")
+            + (f": {stopped}" if stopped else "") + ")"), False
 
 
 def evaluate_plan(graph, cluster, solution):

@@ -228,6 +228,9 @@ def test_provision_with_replicas_is_the_cheapest_by_place_on_each_allocation(cnn
             assert code == 1
             err = cap.err.strip().splitlines()
             assert len(err) == 1 and err[0].startswith("error: infeasible:"), err
+            data = json.loads(out.read_text())  # the file says what the message says
+            assert (data["status"], data["version"], data["stages"]) == ("infeasible", 2, [])
+            assert data["provision"]["proven"] is True
             continue
         assert code == 0, cap.err
         data = json.loads(out.read_text())
@@ -245,6 +248,29 @@ def test_provision_with_replicas_is_the_cheapest_by_place_on_each_allocation(cnn
                  "--target-throughput", "1", "--max-replicas", "4", "--latency-slo", "1e-9"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: infeasible:") and "latency target" in err[0], err
+
+
+def test_provision_without_a_proof_never_says_infeasible(cnn, tmp_path, capsys, monkeypatch):
+    """Every allocation's search ends without a plan and without a proof (as a time limit leaves it):
+    the message and the file say 'not proven', not 'infeasible' (the message said 'infeasible: ...
+    (not proven: ...)')."""
+    from placement.cli import main
+
+    why = {"proven_none": False, "message": "time limit reached"}
+    monkeypatch.setattr(ss, "best_refined", lambda *a, **kw: (None, why, False))
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\nt4 = 0.35\n")
+    out = tmp_path / "v.json"
+    # with a latency target the stage model alone (without --max-replicas the one-device-per-stage
+    # search would answer in its place)
+    for extra in ([], ["--latency-slo", "5", "--max-replicas", "4"]):
+        assert main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
+                     "--target-throughput", "10", "--out", str(out), *extra]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: no ") and "not proven infeasible" in err[0], err
+        assert "error: infeasible" not in err[0]
+        data = json.loads(out.read_text())
+        assert data["status"] == "unknown" and data["provision"]["proven"] is False
 
 
 def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):
