@@ -358,8 +358,8 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
     counts, the loads and the cost; an :class:`~graphs.errors.InfeasibleError` when no mix serves it."""
     import numpy as np
 
-    from graphs.errors import InfeasibleError
-    from solvers._milp import OPTIMAL, MilpModel, solve_mip
+    from graphs.errors import InfeasibleError, PlacementError
+    from solvers._milp import INFEASIBLE, OPTIMAL, MilpModel, solve_mip
 
     n, nb = len(instances), len(demand)
     mm = MilpModel()
@@ -392,9 +392,12 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
                 vals.append(float(inst.count))
     mm.add_rows(np.full(len(kinds), -np.inf), [float(available[k]) for k in kinds], rows, cols, vals)
     res = solve_mip(mm, gap=1e-9)
-    if res.status != OPTIMAL or res.x is None:
+    if res.status == INFEASIBLE:
         raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
-                              f"there are (the solver: {res.status})")
+                              "there are")
+    if res.status != OPTIMAL or res.x is None:  # no proof either way: not 'infeasible'
+        raise PlacementError(f"the instance mix was not solved (the MILP solver: {res.status}"
+                             f"{': ' + res.message if res.message else ''})")
     used = tuple(int(round(v)) for v in res.x[m])
     load = [[max(0.0, float(res.x[cell[i, b]])) for b in range(nb)] for i in range(n)]
     return used, load, float(sum(inst.price * k for inst, k in zip(instances, used)))
