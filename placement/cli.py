@@ -443,8 +443,9 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    from .inputs import holds_stage_plan, workload_kind
+    from .inputs import holds_stage_plan, refuse_empty_result, workload_kind
 
+    refuse_empty_result(args.split, "evaluate")
     kind = workload_kind(args.workload, args)  # placement/inputs.py
     if kind == "llm":
         return _llm().evaluate(args)
@@ -561,7 +562,7 @@ def _add_pipeline_parsers(sub) -> None:
                    help="stream (inference default), gpipe or 1f1b (training default); a stage plan: "
                    "1f1b, gpipe, pipedream or 2bw (default: its own; an inference plan: stream)")
     s.add_argument("--microbatches", "-m", type=int, default=None, metavar="M",
-                   help="micro-batches (default 8; a replicated plan: its own per batch)")
+                   help="micro-batches (default 8; a stage plan: its own per batch)")
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
     s.add_argument("--out-dir", default=None, metavar="DIR",
                    help="where to write the pictures (default: beside the result file)")
@@ -650,8 +651,9 @@ def _cmd_split(args) -> int:
 
     dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan
+    from .inputs import holds_stage_plan, refuse_empty_result
 
+    refuse_empty_result(args.result, "split")
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     if holds_stage_plan(args.result):
@@ -714,8 +716,9 @@ def _cmd_run(args) -> int:
               file=sys.stderr)
     dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan
+    from .inputs import holds_stage_plan, refuse_empty_result
 
+    refuse_empty_result(args.result, "run")
     if holds_stage_plan(args.result):
         _warn_unknown_dims(_read_model(args.model), dims)
         return stage_run.run_command(args, dims)
@@ -807,13 +810,14 @@ def _cmd_show(args) -> int:
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
     from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
-    from .inputs import holds_stage_plan
+    from .inputs import holds_stage_plan, refuse_empty_result
 
+    refuse_empty_result(args.result, "show")
     if holds_stage_plan(args.result):
         return stage_show.show(args)
     data = read_result(args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):
-        raise _UsageError(f"placement show: schedule {args.schedule} applies to replicated plans only")
+        raise _UsageError(f"placement show: schedule {args.schedule} applies to stage plans (replicas) only")
     args.microbatches = 8 if args.microbatches is None else args.microbatches
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
     if not args.no_draw:

@@ -101,6 +101,19 @@ def model_for(kind: str, args) -> str:
     return "pipeline"
 
 
+def refuse_empty_result(path: str, command: str) -> None:
+    """A result file that holds no plan (a command that found none writes one, with its status:
+    :func:`placement.export.no_plan_result`) is an :class:`InputError` for ``command`` (``evaluate``,
+    ``show``, ``split``, ``run``), naming the file and its status, not a missing field further on."""
+    data = _json(path)
+    if not isinstance(data, dict) or data.get("schema") != "placement-result":
+        return
+    if data.get("stages") == [] and not data.get("devices"):
+        why = f": {data['message']}" if data.get("message") else ""
+        raise InputError(f"the result holds no plan (status {data.get('status', 'unknown')}{why}); there is "
+                         f"nothing to {command}", source=str(path))
+
+
 def holds_stage_plan(path: str) -> bool:
     """Does the result file ``path`` hold a stage plan (``stages``; schema version 2, or version 1's
     ``"format": "placement-replicated"``)?"""

@@ -155,7 +155,7 @@ def replica_plan(data: Mapping) -> list[dict]:
     across the stages in pipeline order (``kind:index``)."""
     stages = data.get("stages") if isinstance(data, Mapping) else None
     if not isinstance(stages, list) or not stages:
-        raise InputError("a replicated plan needs a non-empty 'stages' list")
+        raise InputError("a stage plan needs a non-empty 'stages' list")
     out, nxt = [], {}
     for i, s in enumerate(stages):
         where = f"stages[{i}]"

@@ -53,7 +53,7 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
              str(s.weight_versions), human_bytes(s.model_memory), human_bytes(s.peak_memory)]
             for s in sim.stages]
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
-    lines = [f"replicated pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}, "
+    lines = [f"stage pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}, "
              f"{sim.microbatches} micro-batches per batch, {sim.batches} batches simulated"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

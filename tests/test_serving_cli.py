@@ -136,6 +136,22 @@ def test_a_sweep_without_a_plan_writes_one_result_format_and_an_honest_status(cn
     assert err.startswith("error: no plan found meets") and "(not proven infeasible)" in err, err
 
 
+def test_a_result_without_a_plan_is_refused_by_every_command_that_reads_one(cnn, tmp_path, capsys):
+    """evaluate, show, split and run name the file and its status (show asked for --workload, evaluate
+    printed an empty table 'status INVALID', split spoke of a 'replicated plan')."""
+    out = tmp_path / "none.json"
+    assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6", "--out", str(out)]) == 1
+    capsys.readouterr()
+    for argv, what in ((["evaluate", cnn, str(out)], "evaluate"), (["show", str(out), "--no-draw"], "show"),
+                       (["split", cnn, str(out), "--out-dir", str(tmp_path / "s")], "split"),
+                       (["run", cnn, str(out)], "run")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: {out}: the result holds no plan (status infeasible); there is nothing to "
+                       f"{what}"], err
+    assert not (tmp_path / "s").exists()
+
+
 def test_latency_slo_plan_meets_it(cnn, tmp_path, capsys):
     out = tmp_path / "s.json"
     # one device per stage: the latency model's latency of the plan kept

@@ -119,7 +119,7 @@ def test_show_simulates_a_replicated_plan(placed, capsys):
     capsys.readouterr()
     assert main(["show", result, "--no-draw"]) == 0
     text = capsys.readouterr().out
-    assert "replicated pipeline" in text and "(equal)" in text and "schedule 1f1b" in text
+    assert "stage pipeline" in text and "(equal)" in text and "schedule 1f1b" in text
     assert "model s/sample" in text and "simulated peak/device" in text  # a Piper file's unit: seconds
     for schedule in SCHEDULES:
         assert main(["show", result, "--json", "--schedule", schedule]) == 0
