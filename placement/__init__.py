@@ -1,7 +1,9 @@
 """Device placement for deep-learning operator graphs: the public library interface.
 
 ``place(graph, cluster, solver=...)`` returns a :class:`Placement`; ``evaluate(graph, cluster,
-assignment)`` scores any assignment. Graphs and clusters come from :mod:`graphs`. ONNX models in
+assignment)`` scores any assignment. ``place(problem)`` solves a stage-model :class:`ParallelProblem`
+(``read_piper(path).problem`` for a Piper-format file) and ``evaluate(problem, plan)`` scores a plan
+(a sequence of :class:`Stage`). Graphs and clusters come from :mod:`graphs`. ONNX models in
 memory (``onnx.ModelProto``, ``onnx_ir.Model``) or on disk: ``place_model``, ``annotate``, ``split``
 (:mod:`placement.inmemory`); an ``onnx_ir`` pass: :mod:`placement.passes`.
 
@@ -19,7 +21,8 @@ _HOME = {
     "DEFAULT_SOLVER": "placement.api",
     "SolveOptions": "solvers.base", "Solution": "solvers.base", "Status": "solvers.base",
     "OpGraph": "graphs.model", "Node": "graphs.model", "Cluster": "graphs.model",
-    "DeviceKind": "graphs.model",
+    "DeviceKind": "graphs.model", "ParallelProblem": "graphs.parallel", "Stage": "graphs.parallel",
+    "read_piper": "placement.stages",
     "Workload": "graphs.reference", "read_workload": "graphs.reference", "read_split": "graphs.reference",
     "PlacementError": "graphs.errors", "InputError": "graphs.errors", "CycleError": "graphs.errors",
     "InfeasibleError": "graphs.errors", "ProblemTooLargeError": "graphs.errors",
@@ -29,7 +32,8 @@ _HOME = {
 __all__ = [
     "place", "evaluate", "place_model", "annotate", "split", "Placement", "DEFAULT_SOLVER", "SolveOptions",
     "Solution", "Status",
-    "OpGraph", "Node", "Cluster", "DeviceKind", "Workload", "read_workload", "read_split",
+    "OpGraph", "Node", "Cluster", "DeviceKind", "ParallelProblem", "Stage", "Workload", "read_workload",
+    "read_split", "read_piper",
     "PlacementError", "InputError", "CycleError", "InfeasibleError", "ProblemTooLargeError",
 ]
 

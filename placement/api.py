@@ -1,5 +1,9 @@
 """The library entry points a compiler pass calls: plain functions over plain data.
 
+:func:`place` takes either problem: an operator graph with its cluster (the one-device-per-stage model)
+or a stage-model :class:`~graphs.parallel.ParallelProblem` alone (replicas ``d``, tensor parallelism
+``t``, a variant per node; a Piper file's ``read_piper(path).problem``), whose devices it carries:
+
     >>> from graphs import Cluster, DeviceKind, Node, OpGraph
     >>> from placement import place
     >>> g = OpGraph.from_nodes(
@@ -8,27 +12,37 @@
     >>> p = place(g, Cluster((DeviceKind("gpu", 2),)))  # exact DP, through the default 'auto'
     >>> p.status.value, p.max_load
     ('optimal', 4.5)
+    >>> from graphs.parallel import from_opgraph
+    >>> problem, _ = from_opgraph(g, Cluster((DeviceKind("gpu", 2),)))  # the same, as a stage problem
+    >>> s = place(problem)
+    >>> s.model, s.max_load, s.device_of("c")
+    ('stages', 4.5, 'gpu:1')
 
-Nothing here prints or keeps global state; errors are :class:`graphs.errors.PlacementError` subclasses.
+:func:`evaluate` scores an assignment of the first (``evaluate(graph, cluster, assignment)``) or a plan
+of the second (``evaluate(problem, plan)``, a sequence of :class:`~graphs.parallel.Stage`). Nothing here
+prints or keeps global state; errors are :class:`graphs.errors.PlacementError` subclasses, and a wrong
+kind of argument is a :class:`TypeError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graphs.errors import InputError
 from graphs.evaluate import Evaluation
 from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
+from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 from solvers.base import Solution, SolveOptions, Status
 from solvers.registry import solve
 
 if TYPE_CHECKING:
-    from graphs.parallel import ParallelProblem, PlanEvaluation, StageEvaluation
+    from graphs.parallel import StageEvaluation
 
 __all__ = ["Placement", "place", "evaluate", "DEFAULT_SOLVER"]
 
@@ -39,19 +53,27 @@ DEFAULT_SOLVER = "auto"
 class Placement:
     """A solver's answer together with its evaluation.
 
-    A one-device-per-stage placement (``model == "one-device-per-stage"``) has ``evaluation``, the one
-    evaluator's per-device loads; it is ``None`` only when there is no placement (status
-    ``infeasible``, or a limit hit before any was found; ``solution.message`` says).
+    A one-device-per-stage placement (``model == "one-device-per-stage"``) has ``graph``, ``cluster`` and
+    ``evaluation``, the one evaluator's per-device loads; ``evaluation`` is ``None`` only when there is no
+    placement (status ``infeasible``, or a limit hit before any was found; ``solution.message`` says).
 
     A stage plan (``model == "stages"``: replicas ``d``, tensor parallelism ``t``, a variant per node,
-    memory by schedule; :func:`placement.place_model` by default) also has ``problem``, the stage
-    model's problem it was solved on, and ``stage_evaluation``, the one evaluator's
-    (:func:`graphs.parallel.evaluate_plan`) answer on it; ``evaluation`` is then ``None``, ``stages`` lists
-    the stages and ``node_of`` maps every node of ``graph`` to the problem's node holding it.
+    memory by schedule; :func:`placement.place_model` by default, :func:`place` on a
+    :class:`~graphs.parallel.ParallelProblem`) also has ``problem``, the stage model's problem it was
+    solved on, and ``stage_evaluation``, the one evaluator's (:func:`graphs.parallel.evaluate_plan`)
+    answer on it; ``evaluation`` is then ``None`` and ``stages`` lists the stages. Two kinds of stage plan:
+
+    * of an operator graph (an ONNX model, :func:`placement.place_model`): ``graph`` and ``cluster`` are
+      the operators' and ``node_of`` maps every operator of ``graph`` to the problem's node holding it;
+      nodes are named by the operators' names and ``assignment`` is indexed by ``graph``'s operators;
+    * of a problem alone (:func:`place` on a ParallelProblem, e.g. a Piper file's): ``graph``,
+      ``cluster`` and ``node_of`` are ``None``; the nodes are the problem's, named by their ids
+      (``problem.graph.ids``), ``assignment`` is indexed by the problem's nodes, and ``max_load`` is in
+      the problem's own unit (a Piper file's: seconds per sample).
     """
 
-    graph: OpGraph
-    cluster: Cluster
+    graph: OpGraph | None
+    cluster: Cluster | None
     solution: Solution
     evaluation: Evaluation | None
     objective: str = "max-load"
@@ -61,6 +83,11 @@ class Placement:
     time_scale: float = 1.0
     #: the front-end settings that rebuild the stage problem (granularity, devices, costs, ...)
     settings: Mapping = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.problem is None and (self.graph is None or self.cluster is None):
+            raise TypeError("a one-device-per-stage Placement needs its graph and cluster (a stage plan "
+                            "placed from its problem alone passes problem=)")
 
     @property
     def model(self) -> str:
@@ -97,8 +124,10 @@ class Placement:
 
     @cached_property
     def assignment(self) -> np.ndarray | None:
-        """The device number of every node; for a stage plan, the first device of its stage (a stage
-        holds ``t * d`` devices: :meth:`devices_of`)."""
+        """The device number of every node (devices numbered kind by kind, as
+        :meth:`graphs.model.Cluster.devices`); ``None`` when there is no placement. For a stage plan,
+        the first device of its stage (a stage holds ``t * d`` devices: :meth:`devices_of`), indexed by
+        ``graph``'s operators, or by the problem's nodes when there is no operator graph."""
         if self.problem is None:
             return self.solution.assignment
         if self.stage_evaluation is None:
@@ -110,7 +139,7 @@ class Placement:
             st = s.stage
             dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
             nxt[st.kind] += st.t * st.d
-        return dev[self.node_of]
+        return dev if self.node_of is None else dev[self.node_of]
 
     @cached_property
     def latency(self):
@@ -127,24 +156,37 @@ class Placement:
     @property
     def max_load(self) -> float:
         """The evaluator's max-load of the placement, in the graph's time unit (``inf`` when there is
-        none); for a stage plan, its time per sample scaled to that unit (``time_scale``)."""
+        none); for a stage plan, its time per sample scaled to that unit (``time_scale``; the problem's
+        own unit when there is no operator graph)."""
         if self.problem is not None:
             ev = self.stage_evaluation
             return ev.objective * self.time_scale if ev is not None else float("inf")
         return self.evaluation.max_load if self.evaluation is not None else float("inf")
 
-    def _stage_of(self, node: str) -> int:
+    @cached_property
+    def _node_index(self) -> dict:
+        """Problem node of every node id, for a stage plan without an operator graph."""
+        return {x: u for u, x in enumerate(self.problem.graph.ids)}
+
+    def _stage_of(self, node) -> int:
         if self.assignment is None:
             raise ValueError("there is no placement")
-        try:
-            u = int(self.node_of[self.graph.names.index(node)])
-        except ValueError:
-            raise KeyError(f"no node called {node!r}") from None
+        if self.graph is None:
+            try:
+                u = self._node_index[node]
+            except (KeyError, TypeError):
+                raise KeyError(f"no node with id {node!r} (the problem's node ids: problem.graph.ids)") \
+                    from None
+        else:
+            try:
+                u = int(self.node_of[self.graph.names.index(node)])
+            except ValueError:
+                raise KeyError(f"no node called {node!r}") from None
         return next(i for i, s in enumerate(self.stages) if u in s.stage.nodes)
 
-    def device_of(self, node: str) -> str:
-        """Name of the device holding the node called ``node``; for a stage plan, its stage's devices
-        (``a100:0-3``)."""
+    def device_of(self, node) -> str:
+        """Name of the device holding the node called ``node`` (an operator's name; a problem's node id
+        when the plan has no operator graph); for a stage plan, its stage's devices (``a100:0-3``)."""
         if self.problem is not None:
             names = self._stage_devices[self._stage_of(node)]
             return names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rpartition(':')[2]}"
@@ -153,24 +195,121 @@ class Placement:
         i = self.graph.names.index(node)
         return self.cluster.device_name(int(self.assignment[i]))
 
-    def devices_of(self, node: str) -> list[str]:
-        """Every device that runs the node called ``node``: one, or its stage's ``t * d``."""
+    def devices_of(self, node) -> list[str]:
+        """Every device that runs the node ``node`` (as :meth:`device_of` names it): one, or its stage's
+        ``t * d``."""
         if self.problem is not None:
             return list(self._stage_devices[self._stage_of(node)])
         return [self.device_of(node)]
 
 
-def place(graph: OpGraph, cluster: Cluster, solver: str | None = None,
+def _kind(x) -> str:
+    return "None" if x is None else type(x).__name__
+
+
+def _not_a_graph(fn: str, x) -> TypeError:
+    """The error for a first argument that is neither an OpGraph nor a ParallelProblem."""
+    hint = ""
+    if hasattr(x, "problem") and isinstance(x.problem, ParallelProblem):
+        hint = f"; a {_kind(x)}'s stage problem is its .problem: {fn}(w.problem, ...)"
+    elif hasattr(x, "graph") and isinstance(x.graph, OpGraph) and hasattr(x, "cluster"):
+        hint = f"; a {_kind(x)} holds both: {fn}(w.graph, w.cluster, ...)"
+    elif isinstance(x, str):
+        hint = ("; read a file first (placement.read_piper(path).problem, placement.read_workload(path)), "
+                "or place an ONNX model with placement.place_model")
+    return TypeError(f"{fn}() takes an OpGraph with its Cluster or a ParallelProblem, got {_kind(x)}{hint}")
+
+
+def place(graph: OpGraph | ParallelProblem, cluster: Cluster | None = None, solver: str | None = None,
           options: SolveOptions | None = None) -> Placement:
-    """Place ``graph`` on ``cluster`` with the named solver and evaluate the result. The default,
+    """Place a problem with the named solver and evaluate the result. The default,
     :data:`DEFAULT_SOLVER` (``auto``), runs the exact DP whenever it fits the limits and a labelled
-    large-graph path otherwise (see :mod:`solvers.auto`)."""
+    large-graph path otherwise (see :mod:`solvers.auto`).
+
+    ``place(graph, cluster)``: an :class:`~graphs.model.OpGraph` on a :class:`~graphs.model.Cluster`,
+    one device per stage. ``place(problem)``: a stage-model :class:`~graphs.parallel.ParallelProblem`
+    (it carries its device kinds: no cluster), solved by :func:`solvers.registry.solve` in its stage
+    form; the :class:`Placement` has ``model == "stages"``, no operator graph, and names nodes by the
+    problem's ids. The solver and options are keywords or the third and fourth arguments."""
     options = options or SolveOptions()
+    if not isinstance(options, SolveOptions):
+        raise TypeError(f"options must be a SolveOptions, got {_kind(options)}")
+    if solver is not None and not isinstance(solver, str):
+        raise TypeError(f"solver must be a solver's name (a str), got {_kind(solver)}")
+    if isinstance(graph, ParallelProblem):
+        if cluster is not None:
+            hint = f" (to name the solver: place(problem, solver={cluster!r}))" if isinstance(cluster, str) \
+                else ""
+            raise TypeError(f"place(problem): a ParallelProblem carries its device kinds (problem.kinds), "
+                            f"so it takes no cluster; got {_kind(cluster)}{hint}")
+        solution = solve(graph, solver=solver or DEFAULT_SOLVER, options=options)
+        return Placement(None, None, solution, None, options.objective, problem=graph)
+    if not isinstance(graph, OpGraph):
+        raise _not_a_graph("place", graph)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"place(graph, cluster): an OpGraph is placed on a Cluster, got {_kind(cluster)}")
     solution = solve(graph, cluster, solver=solver or DEFAULT_SOLVER, options=options)
     ev = None if solution.assignment is None else _evaluate(graph, cluster, solution.assignment)
     return Placement(graph, cluster, solution, ev, options.objective)
 
 
-def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
-    """Loads, max-load, validity and contiguity of any assignment (device number per node)."""
+def evaluate(graph: OpGraph | ParallelProblem, cluster=None, assignment=None) -> Evaluation | PlanEvaluation:
+    """Score any placement with the one evaluator of its model.
+
+    ``evaluate(graph, cluster, assignment)``: loads, max-load, validity and contiguity of any
+    assignment (device number per node) of an OpGraph on a Cluster (:func:`graphs.evaluate.evaluate`).
+
+    ``evaluate(problem, plan)``: a ParallelProblem and a plan, a sequence of
+    :class:`~graphs.parallel.Stage` in pipeline order (a solution's ``plan``); returns
+    :func:`graphs.parallel.evaluate_plan`'s :class:`~graphs.parallel.PlanEvaluation` (time per sample,
+    per-stage details, and every broken constraint in ``problems``). A stage whose fields are not
+    node, kind and variant indices and degrees is an :class:`InputError`."""
+    if isinstance(graph, ParallelProblem):
+        plan = cluster
+        if assignment is not None:
+            raise TypeError("evaluate(problem, plan) takes two arguments: a ParallelProblem carries its "
+                            "devices, and its plan says where every node goes")
+        return evaluate_plan(graph, _checked_plan(plan))
+    if not isinstance(graph, OpGraph):
+        raise _not_a_graph("evaluate", graph)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"evaluate(graph, cluster, assignment): an OpGraph is scored on a Cluster, got "
+                        f"{_kind(cluster)}")
+    if assignment is None:
+        raise TypeError("evaluate(graph, cluster, assignment): give the assignment (a device number per "
+                        "node)")
     return _evaluate(graph, cluster, assignment)
+
+
+def _is_index(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _checked_plan(plan) -> list[Stage]:
+    """``plan`` as a list of :class:`Stage`, or a TypeError / InputError naming what is wrong."""
+    if plan is None:
+        raise TypeError("evaluate(problem, plan): give the plan, a sequence of graphs.parallel.Stage")
+    if isinstance(plan, Cluster):
+        raise TypeError("evaluate(problem, plan): a ParallelProblem carries its devices; the second argument "
+                        "is the plan (a sequence of graphs.parallel.Stage), not a Cluster")
+    if isinstance(plan, Placement):
+        raise TypeError("evaluate(problem, plan): the plan is a sequence of Stage; a Placement's is "
+                        "[s.stage for s in p.stages]")
+    if isinstance(plan, (str, bytes, Mapping)) or not isinstance(plan, Iterable):
+        raise TypeError(f"evaluate(problem, plan): the plan is a sequence of graphs.parallel.Stage, got "
+                        f"{_kind(plan)}")
+    stages = list(plan)
+    for i, st in enumerate(stages):
+        if not isinstance(st, Stage):
+            raise TypeError(f"evaluate(problem, plan): plan[{i}] is not a graphs.parallel.Stage "
+                            f"(got {_kind(st)})")
+        for what in ("nodes", "variants"):
+            xs = getattr(st, what)
+            if isinstance(xs, (str, bytes)) or not hasattr(xs, "__iter__") or \
+                    not all(_is_index(x) for x in xs):
+                raise InputError(f"plan[{i}]: {what} must be a sequence of indices (ints; node ids are "
+                                 f"problem.graph.ids' positions), got {xs!r}")
+        for what in ("kind", "d", "t"):
+            if not _is_index(getattr(st, what)):
+                raise InputError(f"plan[{i}]: {what} must be an integer, got {getattr(st, what)!r}")
+    return stages

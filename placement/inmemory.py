@@ -229,12 +229,22 @@ def placement_result(placement: Placement | Mapping) -> dict:
     return result
 
 
+def _of_operators(placement):
+    """``placement``, refused by name when it is a stage plan of a problem alone (no operators to put in
+    a model: :func:`placement.place` on a Piper file's problem, say)."""
+    if isinstance(placement, Placement) and placement.graph is None:
+        raise InputError("this placement was solved on a stage problem alone (placement.place(problem)): "
+                         "it names no ONNX operators; place the model with placement.place_model to "
+                         "annotate or split it")
+    return placement
+
+
 def annotate(model, placement: Placement | Mapping):
     """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
     ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
     ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
     from it as a ``ModelProto`` (weights in external files stay references to those files)."""
-    result = placement_result(placement)
+    result = placement_result(_of_operators(placement))
     if _is_ir(model):
         out = model.clone()
         annotate_ir(out, result)
@@ -323,7 +333,8 @@ def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
 
     from .onnx_export import split_model
 
-    result = result_from_annotations(model) if placement is None else placement_result(placement)
+    result = result_from_annotations(model) if placement is None else \
+        placement_result(_of_operators(placement))
     if not _is_ir(model):
         proto = model if _is_proto(model) else _read(model, load_external_data=True)
         return split_model(proto, result)

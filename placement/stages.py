@@ -427,13 +427,14 @@ def _answer_fields(r) -> dict:
 
 def stage_result(p) -> dict:
     """The result document of a stage plan (a :class:`placement.api.Placement` of the stage model, as
-    :func:`placement.place_model` gives), as ``placement place --out`` writes it."""
+    :func:`placement.place_model` or :func:`placement.place` on a problem gives), as ``placement place
+    --out`` writes it (each stage's ``operators`` only where the plan has an operator graph)."""
     r = p.solution
     if r.plan is None:
         raise InputError(f"there is no placement to apply (status {r.status.value!r}: "
                          f"{r.message or 'no plan'})")
-    w = StageWorkload(p.problem, source=p.graph.source, settings=dict(p.settings), graph=p.graph,
-                      node_of=p.node_of)
+    source = p.problem.graph.source if p.graph is None else p.graph.source  # a problem alone: its own
+    w = StageWorkload(p.problem, source=source, settings=dict(p.settings), graph=p.graph, node_of=p.node_of)
     data, _ = workload_result(w, r.evaluation, **_answer_fields(r))
     return data
 
