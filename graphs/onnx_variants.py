@@ -187,6 +187,9 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
     train = np.array([op.trainable_bytes for op in ops], float) if training else np.zeros(n)
     opt_states = OPTIMIZERS[graph.meta.get("training", {}).get("optimizer", "adam")] if training else 0
     stash_b = out_bytes if training else np.zeros(n)
+    # inference holds every operator's outputs at the batch size besides its weights, as the operator
+    # graph counts them (graphs.onnx_workload.INFERENCE_MEMORY; a tensor-parallel split's counted whole)
+    held_b = np.zeros(n) if training else out_bytes
     compute, _ = graph.costs_for(cluster)
     fwd = compute[:, :n]
     bwd = compute[:, n:] if training else np.zeros((K, n))
@@ -248,7 +251,7 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
                     sync_out = {e: allreduce_time(x, t, bw) / batch for e, x in gathered.get(c, {}).items()}
                 a = float((stash_b[m] / div_out).sum())
                 par = float((train[m] / div).sum())
-                b = float((params[m] / div).sum()) + par * (1 + opt_states)
+                b = float((params[m] / div).sum()) + par * (1 + opt_states) + float(held_b[m].sum())
                 if stash == "once":
                     a, b = 0.0, b + a
                 variants.append(Variant(c, k, t, "vanilla", time, params=par / batch, a=a, b=b, w=par,

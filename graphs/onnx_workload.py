@@ -2,8 +2,10 @@
 
 :func:`onnx_workload` loads the model (:mod:`graphs.onnx_loader`), parses the devices
 (:mod:`graphs.devices`), costs every operator (:mod:`graphs.costs`), builds the :class:`OpGraph`
-(times in milliseconds, memory in bytes: parameters for inference) and, for training, adds the
-backward pass (:mod:`graphs.training`). The graph's ``meta`` keeps per-node annotations (operator
+(times in milliseconds, memory in bytes: for inference each operator's parameters and its outputs
+at the batch size, a conservative working set in which no tensor is freed while its stage runs) and,
+for training, adds the backward pass (:mod:`graphs.training`: parameters, optimizer state and the
+stashed activations). The graph's ``meta`` keeps per-node annotations (operator
 type, FLOPs, output bytes, parameter bytes) and the time each stage took.
 
 :func:`reference_document` writes a graph in the reference JSON format (one accelerator kind and the
@@ -150,11 +152,16 @@ def layer_keys(g: OnnxGraph) -> tuple[str | None, ...]:
     return tuple(keys)
 
 
+#: what an inference graph's memory per operator counts (``meta["memory_model"]``)
+INFERENCE_MEMORY = "parameters + outputs"
+
+
 def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimizer: str = "adam",
                   backward_factor: float = 2.0, devices: str = "") -> OpGraph:
     """The :class:`OpGraph` of a loaded model with the given cost rows (and its backward pass)."""
     ops = g.ops
     params = np.array([op.param_bytes for op in ops], dtype=np.float64)
+    outputs = np.array([op.output_bytes for op in ops], dtype=np.float64)
     meta = {
         "format": "onnx", "unit": "ms", "costs": costs.model, "devices": devices,
         "batch_size": g.batch_size, "parameters": g.parameters, "opset": g.opset,
@@ -166,15 +173,17 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
         "layer": layer_keys(g),
         "warnings": tuple(g.warnings) + tuple(costs.warnings),
     }
+    if not training:  # the one memory model of inference, for every command and batch size
+        meta["memory_model"] = INFERENCE_MEMORY
     graph = OpGraph.build(names=g.names, kinds=costs.kinds, compute=costs.compute, comm=costs.comm,
-                          memory=params, edges=np.stack([g.src, g.dst], axis=1), source=g.source,
-                          meta=meta)
+                          memory=params if training else params + outputs,
+                          edges=np.stack([g.src, g.dst], axis=1), source=g.source, meta=meta)
     if not training:
         return graph
     return derive_training(
         graph, param_bytes=params,
         trainable_bytes=np.array([op.trainable_bytes for op in ops], dtype=np.float64),
-        activation_bytes=np.array([op.output_bytes for op in ops], dtype=np.float64),
+        activation_bytes=outputs,
         backward_compute=costs.backward, backward_factor=backward_factor, optimizer=optimizer)
 
 

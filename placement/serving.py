@@ -6,7 +6,8 @@ latency is the time one batch takes end to end (:mod:`graphs.latency`).
 
 * :func:`batch_workload` costs the model at one batch size (roofline, profile or a table: the front
   end's models), with memory that grows with the batch: every node holds its parameters **and its
-  output** (a conservative working set: no tensor is freed while the stage runs).
+  output** (a conservative working set: no tensor is freed while the stage runs), as inference always
+  counts it (:data:`graphs.onnx_workload.INFERENCE_MEMORY`).
 * :func:`sweep` places the model at each candidate batch size (``auto``: 1, 2, 4, ... until samples/s
   stop improving by more than 1% or nothing fits in memory) and returns the best. Without a latency
   target each point is the default solver's max-load optimum; with one, the serving IP's best
@@ -204,10 +205,9 @@ def parse_batch_sizes(text: str | int | Sequence[int] | None) -> list[int] | Non
 
 
 def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: str = "roofline",
-                   dims=None, device_files: Iterable[str] = (), activations: bool = True,
-                   models: dict | None = None) -> Workload:
+                   dims=None, device_files: Iterable[str] = (), models: dict | None = None) -> Workload:
     """The model at ``batch_size`` (a fixed batch in the file is made symbolic first,
-    :mod:`graphs.onnx_batch`), costed, with each node's output added to its memory (``activations``).
+    :mod:`graphs.onnx_batch`), costed; each node's memory holds its parameters and its output.
 
     ``models``: a dict the caller keeps across batch sizes; the file is then read once for all of them
     (a 4-layer GPT-2 file is 400 MB: reading it takes seconds)."""
@@ -238,14 +238,7 @@ def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: 
     g = parse_model(model, source=src, batch_size=batch_size, dims=dims, external_data=external)
     w = graph_workload(g, ds, costs, t0=t0)
     check_batch(g, batch_size)
-    graph = w.graph
-    if activations:
-        out_bytes = np.asarray(graph.meta["output_bytes"], np.float64)
-        mem = graph.memory + out_bytes
-        mem.setflags(write=False)
-        meta = dict(graph.meta, memory_model="parameters + outputs")
-        graph = dataclasses.replace(graph, memory=mem, meta=meta)
-    return Workload(graph, w.cluster)
+    return Workload(w.graph, w.cluster)
 
 
 def _point(graph: OpGraph, cluster, sol: Solution, objective: str = "max-load", *,

@@ -11,8 +11,8 @@ whole model is a plan too.
   order; ``d`` does not shorten it, ``t`` does).
 * **Batch size** (:func:`sweep`): at each batch size the exact stage optimum (``--solver``, default
   ``auto``), as the one-device-per-stage sweep does (``auto``: 1, 2, 4, ... while samples/s improve by
-  more than 1%, or until no plan fits). Memory per node is the one-device-per-stage sweep's: its
-  parameters plus its outputs at that batch size (:func:`placement.stages.with_outputs`).
+  more than 1%, or until no plan fits). Memory per node is inference's one model: its parameters plus
+  its outputs at that batch size (:data:`graphs.onnx_workload.INFERENCE_MEMORY`).
 * **Latency target** (:func:`best_plan` with ``latency``): the stage optimum when its own latency meets
   the target (then the answer is proven: no plan serves more). Otherwise the best of a family of plans
   that meet it (one stage holding the whole model on each kind and tensor-parallel degree with the
@@ -149,11 +149,10 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
     symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
     ``(problem, graph_cls, settings)`` of :func:`placement.stages.read_onnx` (its problem, ``(graph,
-    node_of)`` and settings), with every variant's memory holding its outputs
-    (:meth:`~placement.stages.StageWorkload.counting_outputs`, which the settings record), and a fourth
-    item: where the default chose layer nodes, a function giving the same triple at operator granularity
-    (built once, on first call), else ``None`` (see :func:`best_refined`). ``paths``: a dict kept across
-    batch sizes (the symbolic copy is looked up once)."""
+    node_of)`` and settings), and a fourth item: where the default chose layer nodes, a function giving
+    the same triple at operator granularity (built once, on first call), else ``None`` (see
+    :func:`best_refined`). ``paths``: a dict kept across batch sizes (the symbolic copy is looked up
+    once)."""
     from graphs.onnx_batch import batchable_path
 
     from .stages import read_onnx
@@ -166,7 +165,6 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     fe["training"] = False
     w = read_onnx(paths[path], fe, schedule=schedule, max_replicas=max_replicas, granularity=granularity,
                   microbatches=microbatches, device_memory=device_memory)
-    w = w.counting_outputs()
     out = w.problem, w.graph_cls, dict(w.settings)
     if w.finer is None:
         return (*out, None)

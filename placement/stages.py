@@ -109,47 +109,10 @@ class StageWorkload:
         return self.extra.format(**self.settings)
 
     def refined(self) -> StageWorkload:
-        """The same workload at operator granularity (:attr:`finer` built), its memory counted as this
-        one's (:meth:`counting_outputs`)."""
+        """The same workload at operator granularity (:attr:`finer` built)."""
         problem, node_of = self.finer()
-        if self.settings.get("memory_counts") == MEMORY_WITH_OUTPUTS:
-            problem = with_outputs(problem, (self.graph, node_of))
         return dataclasses.replace(self, problem=problem, node_of=node_of, finer=None,
                                    settings={**self.settings, "granularity": "op"})
-
-    def counting_outputs(self) -> StageWorkload:
-        """The workload with every variant's memory holding its node's outputs too (:func:`with_outputs`,
-        as the serving commands count it), recorded in ``settings["memory_counts"]`` so that a result's
-        problem is rebuilt so (:func:`load`)."""
-        if self.settings.get("memory_counts") == MEMORY_WITH_OUTPUTS:
-            return self
-        return dataclasses.replace(self, problem=with_outputs(self.problem, self.graph_cls),
-                                   settings={**self.settings, "memory_counts": MEMORY_WITH_OUTPUTS},
-                                   extra=f"{self.extra}, memory counts {{memory_counts}}")
-
-
-#: ``settings["memory_counts"]`` of a workload whose memory holds each node's outputs at the batch size
-#: (:meth:`StageWorkload.counting_outputs`); absent: parameters, and activations by the schedule
-MEMORY_WITH_OUTPUTS = "parameters + outputs"
-
-
-def with_outputs(problem: ParallelProblem, graph_cls) -> ParallelProblem:
-    """``problem`` with every variant's memory ``B`` holding its node's outputs at the batch size too, as
-    the one-device-per-stage sweep counts them (:func:`placement.serving.batch_workload`: parameters +
-    outputs, a conservative working set: no tensor is freed while the stage runs; a tensor-parallel
-    split's outputs counted whole), so that memory grows with the batch and ends an auto sweep.
-    ``graph_cls``: ``(graph, node_of)``, the operators (their ``meta["output_bytes"]``) and the node of
-    each; without them the problem is returned as it is."""
-    graph, cls = graph_cls
-    if graph is None or cls is None:
-        return problem
-    out = np.asarray(graph.meta.get("output_bytes") or (), np.float64)
-    if out.size != cls.size:
-        return problem
-    node_out = np.bincount(cls, weights=out, minlength=problem.graph.num_nodes)
-    g = problem.graph
-    variants = tuple(dataclasses.replace(v, b=v.b + float(node_out[v.node])) for v in g.variants)
-    return problem.with_options(graph=dataclasses.replace(g, variants=variants))
 
 
 def read_piper(path: str, *, schedule: str | None = None, **overrides) -> StageWorkload:
@@ -281,8 +244,6 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
             dataclasses.replace(k, memory=recorded[k.name]) if k.name in recorded else k
             for k in w.problem.kinds))
         w = dataclasses.replace(w, problem=problem)
-    if saved.get("memory_counts") == MEMORY_WITH_OUTPUTS:  # a serving command's plan: its memory so
-        w = w.counting_outputs()
     return w
 
 

@@ -330,30 +330,47 @@ def test_stage_memory_counts_outputs_and_an_auto_sweep_stops_when_memory_runs_ou
     assert sw.best.batch_size == max(found, key=lambda p: p.samples_per_s).batch_size
 
 
-def test_a_serving_plan_is_re_scored_with_the_memory_it_was_found_with(cnn, tmp_path, capsys):
-    """A sweep's plan counts each node's outputs in its memory; evaluate and show rebuild the problem
-    so (the result records it), where they had counted parameters alone: 448 B against 32.44 KiB on
-    the first stage of this plan. By hand: a stage's memory is its nodes' parameters plus outputs."""
+def test_inference_memory_is_one_model_for_every_command_and_batch(cnn, tmp_path, capsys):
+    """Parameters plus outputs at the batch size, whether the batch is given alone or in a sweep, in
+    both models, and evaluate re-scores it so. Before, a single --batch-size counted parameters alone
+    (a batch-100000 plan 'optimal' that a sweep proved cannot fit), and evaluate of a sweep's plan
+    reported 448 B against the sweep's 32.44 KiB. By hand: a stage's memory is its operators' parameter
+    and output bytes."""
     from placement.cli import main
     from placement.serving import batch_workload
 
-    out = tmp_path / "r.json"
-    assert main(["place", cnn, "--devices", "t4:2,cpu:2", "--batch-size", "16,32", "--out", str(out)]) == 0
-    capsys.readouterr()
-    data = json.loads(out.read_text())
-    assert data["problem"]["memory_counts"] == "parameters + outputs"
     w = batch_workload(cnn, "t4:2,cpu:2", 32)
     params, outs = np.asarray(w.graph.meta["param_bytes"]), np.asarray(w.graph.meta["output_bytes"])
     index = {name: i for i, name in enumerate(w.graph.names)}
-    for st in data["stages"]:
-        ops = [index[o] for o in st["operators"]]
-        assert st["memory"]["peak"] == pytest.approx(float(params[ops].sum() + outs[ops].sum()), rel=1e-9)
-    assert main(["evaluate", cnn, str(out), "--json"]) == 0
-    again = json.loads(capsys.readouterr().out)
-    assert [st["memory"] for st in again["stages"]] == [st["memory"] for st in data["stages"]]
-    assert again["objective"] == pytest.approx(data["objective"], rel=1e-12)
-    assert main(["evaluate", cnn, str(out)]) == 0
-    assert "memory counts parameters + outputs" in capsys.readouterr().out
+    for sizes, extra in (("16,32", []), ("32", []), ("16,32", ["--max-replicas", "1"]),
+                         ("32", ["--max-replicas", "1"])):
+        out = tmp_path / "r.json"
+        assert main(["place", cnn, "--devices", "t4:2,cpu:2", "--batch-size", sizes, "--out", str(out),
+                     *extra]) == 0
+        capsys.readouterr()
+        data = json.loads(out.read_text())
+        if extra:
+            by_device = [(d["nodes"], d["memory"]) for d in data["devices"] if d["nodes"]]
+        else:
+            by_device = [(st["operators"], st["memory"]["peak"]) for st in data["stages"]]
+        for ops, mem in by_device:
+            ops = [index[o] for o in ops]
+            assert mem == pytest.approx(float(params[ops].sum() + outs[ops].sum()), rel=1e-9), (sizes, extra)
+        assert main(["evaluate", cnn, str(out), "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+        key = "devices" if extra else "stages"
+        assert [x["memory"] for x in again[key]] == [x["memory"] for x in data[key]], (sizes, extra)
+        assert again["objective"] == pytest.approx(data["objective"], rel=1e-12)
+    # a batch whose outputs fit no device: infeasible alone as in a sweep
+    dev = tmp_path / "d.toml"
+    gib = float(params.sum() + outs.sum()) * (1 + 1e-9) / 2**30  # batch 32 fits one device, 64 does not
+    dev.write_text(f'[devices.tiny]\nbase = "t4"\nmemory_gib = {gib!r}\n')
+    for b, extra in itertools.product(("32", "64"), ([], ["--max-replicas", "1"])):
+        code = main(["place", cnn, "--devices", "tiny:1", "--device-file", str(dev), "--batch-size", b,
+                     *extra])
+        cap = capsys.readouterr()
+        assert (code == 0) == (b == "32"), (b, extra, cap.err)
+        assert b == "32" or "infeasible" in cap.out + cap.err, (b, extra)
 
 
 def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn, tmp_path, capsys):
