@@ -83,6 +83,10 @@ def test_piper_job_gets_the_stage_model_curve(workloads, tmp_path):
 # --------------------------------------------------------------------------- ONNX jobs
 # small_cnn's parameters by hand: conv.w 4x3x3x3, conv.b 4, fc.w 64x10, fc.b 10 float32 values
 _CNN_PARAM_BYTES = 4 * (4 * 3 * 3 * 3 + 4 + 64 * 10 + 10)
+# and its operators' outputs for one sample (inference memory counts them): conv and relu 4x8x8 each,
+# pool and flatten 4x4x4 each, gemm and softmax 10 each, float32
+_CNN_OUTPUT_BYTES = 4 * (2 * 4 * 8 * 8 + 2 * 4 * 4 * 4 + 2 * 10)
+_CNN_BYTES = _CNN_PARAM_BYTES + _CNN_OUTPUT_BYTES
 
 
 @pytest.fixture
@@ -139,19 +143,20 @@ def test_onnx_training_curve_is_never_worse_than_one_device_per_stage(cnn):
 
 
 def test_replicas_on_host_cores_hold_the_weights_once_each(cnn):
-    """Two host cores as two replicas: half the one-core time, each core holding all the parameters;
-    the pipeline over the two cores, holding them once, stays a point for a tighter host memory."""
+    """Two host cores as two replicas: half the one-core time, each core holding all the parameters
+    and outputs; the pipeline over the two cores, holding them once, stays a point for a tighter host
+    memory."""
     t1 = _one_device_ms(cnn, "cpu:2", "cpu")
     c = _curve(cnn, "cpu:2", host_memory_gb=1e-6)  # 1000 bytes of base memory
     one = _curve(cnn, "cpu:2", max_replicas=1, host_memory_gb=1e-6)
     assert c.host == (True,)
     fast = c.best_within((2,))
     assert fast.time_per_sample == pytest.approx(t1 / 2, rel=1e-9)
-    assert fast.host_memory == pytest.approx(1000 + 2 * _CNN_PARAM_BYTES)
-    tight = 1000 + 1.5 * _CNN_PARAM_BYTES
+    assert fast.host_memory == pytest.approx(1000 + 2 * _CNN_BYTES)
+    tight = 1000 + 1.5 * _CNN_BYTES
     assert c.best_within((2,), tight) == one.best_within((2,), tight)
-    assert one.best_within((2,), tight).host_memory == pytest.approx(1000 + _CNN_PARAM_BYTES)
-    assert c.best_within((1,)).host_memory == pytest.approx(1000 + _CNN_PARAM_BYTES)
+    assert one.best_within((2,), tight).host_memory == pytest.approx(1000 + _CNN_BYTES)
+    assert c.best_within((1,)).host_memory == pytest.approx(1000 + _CNN_BYTES)
 
 
 def test_max_replicas_caps_the_data_parallel_degree(cnn):
