@@ -66,8 +66,8 @@ from dataclasses import dataclass, field
 from .errors import InputError
 from .model import Cluster, DeviceKind
 
-__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "parse_devices", "read_device_file", "preset", "CONV_TYPES",
-           "MATMUL_TYPES"]
+__all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "human_bytes", "parse_devices", "read_device_file", "preset",
+           "CONV_TYPES", "MATMUL_TYPES"]
 
 _T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
 CONV_TYPES = frozenset({"Conv", "FusedConv"})  # operators costed at conv_flops when a kind has it
@@ -529,3 +529,18 @@ def parse_devices(spec: str | None, files: Iterable[str | os.PathLike] = ()) -> 
     ds.cluster()  # validates: at least one device
     return ds
 
+
+def human_bytes(x: float | None) -> str:
+    """A byte count in binary units, as spec sheets give memory: ``40 GiB`` for an A100-40GB."""
+    if x is None:
+        return "unlimited"
+    if not math.isfinite(x):
+        return "inf"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1023.995 or unit == "TiB":  # what would print as 1024.00 is the next unit's 1
+            if unit == "B":
+                return f"{x:.0f} B"
+            # whole numbers as such ("40 GiB"), also when the count went through a 6-digit message
+            return f"{round(x)} {unit}" if abs(x - round(x)) < 0.005 else f"{x:.2f} {unit}"
+        x /= 1024
+    return f"{x:.2f} TiB"  # pragma: no cover

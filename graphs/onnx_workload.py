@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from .costs import Costs, compute_costs, half_precision, op_flops
-from .devices import DeviceSet, parse_devices
+from .devices import DeviceSet, human_bytes, parse_devices
 from .errors import InputError
 from .mfu import peak_rates
 from .model import Cluster, OpGraph
@@ -232,14 +232,6 @@ def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = Tru
 
 
 # --------------------------------------------------------------------------- inspect
-def _b(x: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(x) < 1000 or unit == "TB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.2f} {unit}"
-        x /= 1000
-    return f"{x:.2f} TB"
-
-
 def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_warnings: bool = True) -> str:
     """A summary of a loaded model: operators by type, parameters, FLOPs, largest tensors, warnings,
     and (given the costed graph) the compute time per device kind."""
@@ -250,7 +242,8 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     lines.append(f"inputs: {ins}")
     lines.append(f"operators: {g.num_ops}, edges: {len(g.src)}")
     lines.append("  " + ", ".join(f"{k} {v}" for k, v in g.op_types().most_common()))
-    lines.append(f"parameters: {g.parameters:,} ({g.parameters / 1e6:.2f} M, {_b(g.parameter_bytes)}), "
+    size = human_bytes(g.parameter_bytes)
+    lines.append(f"parameters: {g.parameters:,} ({g.parameters / 1e6:.2f} M, {size}), "
                  f"trainable {g.trainable_parameters:,}")
     lines.append(f"FLOPs: {sum(flops) / 1e9:.3f} G per run")
     heavy = sorted(range(g.num_ops), key=lambda i: -flops[i])[:top]
@@ -258,7 +251,7 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     lines += [f"  {g.ops[i].name:<32} {g.ops[i].op_type:<20} {flops[i] / 1e9:9.3f} GFLOPs" for i in heavy]
     tensors = sorted(((t.nbytes or 0, t, op) for op in g.ops for t in op.outputs), key=lambda x: -x[0])
     lines.append("largest tensors:")
-    lines += [f"  {t.name:<32} {str(list(t.shape)):<24} {t.dtype:<8} {_b(nb):>10}  from {op.name}"
+    lines += [f"  {t.name:<32} {str(list(t.shape)):<24} {t.dtype:<8} {human_bytes(nb):>10}  from {op.name}"
               for nb, t, op in tensors[:top]]
     if graph is not None:
         lines.append(f"compute per device kind ({graph.meta.get('costs')}, ms per run):")

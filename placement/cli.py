@@ -45,7 +45,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                         "the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after S seconds and report the best placement found (default: none for the "
-                   "exact solvers; auto gives its large-graph path 300 s). The first run after installing or "
+                   "exact solvers; auto gives its large-graph path 300 s; a batch-size sweep or latency "
+                   "target: S for the whole sweep, from its first solve). The first run after installing or "
                    "updating compiles the solver's kernels first (announced on stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
                    help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
@@ -375,7 +376,16 @@ def _cmd_place(args) -> int:
 
     # what the workload is, and which model places it, decided in one place (placement/inputs.py);
     # --model says the file must be a Helix cluster (placement/helix_cmd.py checks it)
-    model = "helix" if args.model is not None else model_for(workload_kind(args.workload, args), args)
+    kind = workload_kind(args.workload, args)
+    if args.model is not None and kind != "helix" and os.path.isfile(args.workload):
+        from graphs.errors import InputError
+
+        what = {"onnx": "an ONNX model", "llm": "an LLM", "piper": "a Piper-format workload",
+                "graph": "an operator graph"}[kind]
+        raise InputError(f"--model applies to Helix cluster files (nodes, links and machine_num_dict): it "
+                         f"names the model to lay out; this is {what}, not one, so drop --model {args.model}",
+                         source=args.workload)
+    model = "helix" if args.model is not None else model_for(kind, args)
     if model == "helix":
         if args.engine == "sglang":
             raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
@@ -399,6 +409,10 @@ def _cmd_place(args) -> int:
         raise _UsageError("--objective goodput, --requests, --ttft-slo, --tpot-slo and --simulate apply to "
                           "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
                           "ONNX decoder exported with its KV cache")
+    if getattr(args, "latency_slo", None) is not None and args.solver not in (None, "auto"):
+        raise _UsageError(f"--solver {args.solver} does not apply with --latency-slo: a latency target picks "
+                          f"its own solvers (the stage DP and the stage integer program under the target; "
+                          f"the SLO integer program for one device per stage); drop --solver")
     if model == "stages":  # load, solve, emit (placement/stages.py)
         if not args.workload.lower().endswith(".onnx"):  # a Piper-format workload
             w = _stages().load(args, _frontend_given(args))
@@ -814,7 +828,7 @@ def _cmd_show(args) -> int:
 
     refuse_empty_result(args.result, "show")
     if holds_stage_plan(args.result):
-        return stage_show.show(args)
+        return stage_show.show(args, _frontend(args))
     data = read_result(args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):
         raise _UsageError(f"placement show: schedule {args.schedule} applies to stage plans (replicas) only")

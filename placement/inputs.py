@@ -41,6 +41,17 @@ def _json(path: str):
         return None
 
 
+def _decode_flag(args) -> str:
+    """The option by which ``args`` ask to decode an LLM (:func:`asks_to_decode`), for its message."""
+    from .llm_cmd import _GOODPUT_FLAGS
+
+    if getattr(args, "context", None) is not None:
+        return "--context"
+    if getattr(args, "objective", None) == "goodput":
+        return "--objective goodput"
+    return next((flag for dest, flag in _GOODPUT_FLAGS if getattr(args, dest, None)), "the plan's context")
+
+
 def asks_to_decode(args) -> bool:
     """Do ``args`` ask to decode an LLM: ``--context``, ``--objective goodput`` or one of its options,
     or (``evaluate``) a plan that records a context?"""
@@ -70,9 +81,11 @@ def workload_kind(path: str, args=None) -> str:
         if not asks_to_decode(args):
             return "onnx"
         if not is_onnx_decoder(path):
-            raise InputError("--context and --objective goodput decode an LLM: this ONNX model has no past "
-                             "key/value inputs (past_key_values.N.key), so it is not a decoder exported with "
-                             "its KV cache", source=str(path))
+            raise InputError(f"{_decode_flag(args)} applies to an LLM decoder (--context, --objective "
+                             "goodput and its options decode one): this ONNX model has no past key/value "
+                             "inputs (past_key_values.N.key), so it is not a decoder exported with its KV "
+                             "cache",
+                             source=str(path))
         return "llm"
     data = _json(path)
     if data is None:

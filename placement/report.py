@@ -4,25 +4,11 @@ from __future__ import annotations
 
 import math
 
+from graphs.devices import human_bytes
+
 from .api import Placement
 
 __all__ = ["format_table", "format_summary", "human_bytes", "status_parts"]
-
-
-def human_bytes(x: float | None) -> str:
-    """A byte count in binary units, as spec sheets give memory: ``40 GiB`` for an A100-40GB."""
-    if x is None:
-        return "unlimited"
-    if not math.isfinite(x):
-        return "inf"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1023.995 or unit == "TiB":  # what would print as 1024.00 is the next unit's 1
-            if unit == "B":
-                return f"{x:.0f} B"
-            # whole numbers as such ("40 GiB"), also when the count went through a 6-digit message
-            return f"{round(x)} {unit}" if abs(x - round(x)) < 0.005 else f"{x:.2f} {unit}"
-        x /= 1024
-    return f"{x:.2f} TiB"  # pragma: no cover
 
 
 def time_unit(p: Placement) -> str:

@@ -127,7 +127,10 @@ class Sweep:
     (``""`` for a given list). When no batch size meets ``latency_slo``: ``lowest_latency``, the
     smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``:
     then no plan meets the target). ``none_proven``: no size tried has a plan, and that is proven: each
-    size's search proved that none exists there, or the lowest latency is proven above the target."""
+    size's search proved that none exists there, or the lowest latency is proven above the target.
+    ``unproven``: the sizes whose answer is not proven (a plan not proven best at its size, or no plan
+    and none not proven), so that the best is proven best of the sizes tried only when it is proven and
+    no other size is here (:attr:`best_proven`)."""
 
     points: tuple[tuple[int, object, str], ...]
     best: object
@@ -136,22 +139,56 @@ class Sweep:
     lowest_latency: float | None = None
     lowest_proven: bool = False
     none_proven: bool = False
+    unproven: tuple[int, ...] = ()
+
+    @property
+    def best_proven(self) -> bool:
+        """The best plan serves the most samples/s of every plan at the batch sizes tried, proven."""
+        return self.best is not None and bool(self.best.proven) and \
+            not set(self.unproven) - {self.best.batch_size}
+
+
+def unproven_sizes(points, proven_none: Sequence[bool]) -> tuple[int, ...]:
+    """:attr:`Sweep.unproven` of a sweep's ``points``; ``proven_none``: per size without a plan, in
+    order, whether its search proved that none exists."""
+    nones = iter(proven_none)
+    return tuple(b for b, pt, _ in points if (not pt.proven if pt is not None else not next(nones, False)))
+
+
+def sweep_deadline(time_limit: float | None) -> float | None:
+    """The ``time.perf_counter()`` by which a sweep with ``time_limit`` seconds for all its batch sizes
+    must end (``None``: no limit)."""
+    if time_limit is None or math.isinf(time_limit):
+        return None
+    return time.perf_counter() + time_limit
+
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds to ``deadline`` (:func:`sweep_deadline`), at least 0; ``None`` without one."""
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
-                  max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None) -> tuple:
+                  max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None,
+                  deadline: Callable[[], float | None] | None = None) -> tuple:
     """The batch-size sweep of both models: ``point_at(b) -> (point, why, stop)`` gives the best plan at
     batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
     ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
     the first size without a plan or whose samples/s are no more than :data:`IMPROVES` above the best
     so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
-    with each point found."""
+    with each point found. ``deadline()``: the sweep's deadline (:func:`sweep_deadline`; ``None``: none
+    yet): the time limit is the whole sweep's, so once it has passed the sizes not yet tried are left
+    out, and ``stopped`` says so."""
     auto = batch_sizes is None
     sizes = auto_sizes(max_batch) if auto else list(batch_sizes)
     points: list[tuple[int, object, str]] = []
     best = None
     stopped = ""
     for b in sizes:
+        end = deadline() if deadline is not None else None
+        if points and end is not None and time.perf_counter() >= end:
+            stopped = f"time limit reached (--time-limit, the whole sweep's): batch {b} and above not tried"
+            break
         pt, why, stop = point_at(b)
         points.append((b, pt, "" if pt is not None else why))
         if pt is None:
@@ -278,10 +315,15 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     options = options or SolveOptions()
     models: dict = {}  # the file read once
     proven_none: list[bool] = []  # per batch size without a plan: whether its solve proved none
+    clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
 
     def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
-        pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=options)
+        if not clock:  # the model read outside the limit
+            clock.append(sweep_deadline(options.time_limit))
+        left = time_left(clock[0])
+        opts = options if left is None else dataclasses.replace(options, time_limit=left)
+        pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=opts)
         if pt is not None:
             return pt, "", None
         proven_none.append(sol.status == Status.INFEASIBLE)
@@ -293,19 +335,22 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
             stop = sol.message or "no placement found"
         return None, sol.message or sol.status.value, stop
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch)
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch,
+                                          deadline=lambda: clock[0] if clock else None)
     lowest, lowest_proven = None, False
     if best is None and latency_slo is not None:
         from solvers import slo_ip
 
         w = batch_workload(path, devices, points[0][0], costs=costs, dims=dims, device_files=device_files,
                            models=models)
-        sol = slo_ip.solve(w.graph, w.cluster, options, minimise="latency")
+        left = time_left(clock[0] if clock else None)
+        opts = options if left is None else dataclasses.replace(options, time_limit=max(left, 1.0))
+        sol = slo_ip.solve(w.graph, w.cluster, opts, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
         lowest_proven = sol.status is Status.OPTIMAL
     # none: each size's solve proved it, or the least latency is proven above the target
     return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven,
-                 best is None and (all(proven_none) or lowest_proven))
+                 best is None and (all(proven_none) or lowest_proven), unproven_sizes(points, proven_none))
 
 
 def auto_sizes(max_batch: int = AUTO_MAX_BATCH) -> list[int]:
@@ -317,13 +362,20 @@ def non_dominated(points: Iterable[ServingPoint], rel: float = 1e-9) -> list[Ser
     """The points no other point beats on both samples/s (higher) and latency (lower), by samples/s
     decreasing; of equal points a proven one (a proven frontier point first), then the first (smaller
     batch) is kept."""
-    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, not p.proven,
-                                        not getattr(p, "frontier", False),
-                                        not getattr(p, "how", "").startswith("frontier point")))
+    def proof(p):
+        return (not p.proven, not getattr(p, "frontier", False),
+                not getattr(p, "how", "").startswith("frontier point"))
+
+    pts = sorted(points, key=lambda p: (-p.samples_per_s, p.latency_ms, p.batch_size, *proof(p)))
     out: list[ServingPoint] = []
     for p in pts:
         if out and p.latency_ms >= out[-1].latency_ms * (1 - rel):
-            continue  # no faster than a point with at least its throughput
+            last = out[-1]  # no faster than a point with at least its throughput: kept only if it is that
+            # point (equal figures, within rel, at the same batch size) with a stronger proof
+            if p.batch_size == last.batch_size and p.samples_per_s >= last.samples_per_s * (1 - rel) and \
+                    p.latency_ms <= last.latency_ms * (1 + rel) and proof(p) < proof(last):
+                out[-1] = p
+            continue
         out.append(p)
     return out
 

@@ -88,7 +88,8 @@ def add_place_options(p) -> None:
                         "placements and batch sizes (ONNX inference models: the stage model, replicas "
                         "as the devices allow; where its answer is not proven, also one device per stage "
                         "(exact for it) within the time left, default max(10 s, 3x the stage search), the "
-                        "better kept; --max-replicas 1: one device per stage only; docs/serving.md)")
+                        "better kept; --max-replicas 1: one device per stage only; it picks its own "
+                        "solvers, so no --solver; docs/serving.md)")
 
 
 def wants_serving(args) -> bool:
@@ -160,7 +161,8 @@ def _serving_section(sw, model: str, **extra) -> dict:
     return {
         "model": model, **extra, "latency_slo_ms": sw.latency_slo, "stopped": sw.stopped,
         "lowest_latency_ms": num(sw.lowest_latency), "lowest_latency_proven": sw.lowest_proven,
-        "best_batch_size": sw.best.batch_size if sw.best else None, "definition": _DEFINITIONS[model],
+        "best_batch_size": sw.best.batch_size if sw.best else None, "best_proven": sw.best_proven,
+        "definition": _DEFINITIONS[model],
         "batch_sizes": [{"batch_size": b, "samples_per_s": num(pt.samples_per_s) if pt else None,
                          "latency_ms": num(pt.latency_ms) if pt else None,
                          "max_load": num(pt.max_load) if pt else None,
@@ -275,8 +277,16 @@ def _best_batch_line(sw) -> str:
     first = next((pt for b, pt, _ in sw.points if pt is not None), None)
     gain = (f" ({p.samples_per_s / first.samples_per_s:.3g}x batch {first.batch_size}'s "
             f"{first.samples_per_s:.6g})" if first is not None and first is not p else "")
+    if sw.best_proven:
+        proof = "proven best of the batch sizes tried"
+    elif p.proven:
+        others = [b for b in sw.unproven if b != p.batch_size]
+        proof = (f"proven best at batch {p.batch_size}, NOT proven best of the batch sizes tried (batch "
+                 f"{', '.join(map(str, others))}: not proven)")
+    else:
+        proof = "NOT proven best"
     return (f"best batch size {p.batch_size}: {p.samples_per_s:.6g} samples/s{gain}, latency "
-            f"{p.latency_ms:.6g} ms per batch")
+            f"{p.latency_ms:.6g} ms per batch; {proof}")
 
 
 def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
@@ -385,8 +395,7 @@ def run_place_stages(args, frontend: dict) -> int:
         p = sw.best
         if note:
             print("\n" + note)
-        print("\n" + _best_batch_line(sw) + "; " + ("proven best" if p.proven else "NOT proven best")
-              + f" ({p.how})\n")
+        print("\n" + _best_batch_line(sw) + f" ({p.how})\n")
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
         print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
@@ -891,9 +900,17 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
                          "matplotlib); frontier not drawn")
             print(plot_note, file=sys.stderr)
 
+    printed: dict = {}  # a point's figures -> the strength of the proof printed: the same plan found
+    # again is news only when its proof is stronger (the stage optimum reappears under each replica cap)
+
     def found(p) -> None:
-        if not args.json:
-            print(_point_line(p, stages), flush=True)
+        key = (p.batch_size, p.model, f"{p.samples_per_s:.6g}", f"{p.latency_ms:.6g}")
+        # proven; a frontier point among the layer-node plans; neither
+        strength = 2 if p.proven else 1 if getattr(p, "how", "").startswith("frontier point") else 0
+        if args.json or strength <= printed.get(key, -1):
+            return
+        printed[key] = strength
+        print(_point_line(p, stages), flush=True)
 
     search = FrontierSearch(args.model, args.devices, sizes, costs=args.costs, options=_options(args),
                             device_files=args.device_files or (), max_points=args.max_points,
@@ -959,9 +976,17 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         print_json(data)
     else:
         sized = ", ".join(str(b) for b in fr.per_batch) or "none"
+        # fr.stopped: the first batch size whose one-device-per-stage search was cut short (the others
+        # still ran), or the interrupt that stopped everything
+        if not fr.stopped:
+            cut = ""
+        elif interrupted:
+            cut = f" (stopped: {fr.stopped})"
+        else:
+            who = "the one-device-per-stage search" if stages else "a search"
+            cut = f" ({who} cut short at {fr.stopped})"
         print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
-              + ("complete, all proven" if fr.proven else "NOT complete or not all proven")
-              + (f" (stopped: {fr.stopped})" if fr.stopped else ""))
+              + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut)
         if stages:
             print("(with replicas: stage plans and one-device-per-stage plans together. A stage plan's "
                   "latency runs its stages one after another; a one-device-per-stage plan's overlaps "
@@ -970,11 +995,12 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                 if r.get("complete"):
                     what = "frontier complete, every point proven"
                 elif r.get("layers_complete"):
-                    what = ("the layer-node plans' frontier complete, each point proven among them; not "
-                            "proven at operator nodes")
+                    what = ("the layer-node plans' frontier complete, each point proven among them; at "
+                            "operator nodes not proven beyond its throughput end")
                 else:
                     what = "frontier not complete"
-                print(f"stage model, batch {b}: {what}" + (f" ({r['note']})" if r.get("note") else ""))
+                at = "layer nodes: " if r.get("layers_complete") and not r.get("complete") else ""
+                print(f"stage model, batch {b}: {what}" + (f" ({at}{r['note']})" if r.get("note") else ""))
         if fr.points:
             print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
             print(_frontier_table(fr, stages))

@@ -247,10 +247,16 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
         if e.valid:
             cands.append((e, "one stage", "data-parallel"))
     degrees = problem.replica_degrees()
+    limit = a.time_limit
     for d in degrees[:-1]:  # the last is the optimum's own cap
+        if limit is not None and not math.isinf(limit):  # the time limit is the whole search's
+            a.time_limit = limit - (time.perf_counter() - t0)
+            if a.time_limit < 0.05:
+                break
         s = solve_args(problem.with_options(max_replicas=d), a)
         if s.plan is not None:
             cands.append((s.evaluation, f"stage optimum with d <= {d}", s.solver))
+    a.time_limit = limit
     meets = [c for c in cands if c[0].latency <= latency * (1 + _REL)]
     under = _under_target(problem, a, latency, min(meets, key=lambda c: c[0].objective) if meets else None,
                           time.perf_counter() - t0, ev.objective if exact else None, optimum)
@@ -585,11 +591,12 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
           max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
-    from .serving import Sweep, sweep_batches
+    from .serving import Sweep, sweep_batches, sweep_deadline, time_left, unproven_sizes
 
     paths: dict = {}
     first_why: dict = {}
     proven_none: list[bool] = []  # per batch size without a plan: whether its search proved none
+    clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
 
     def point_at(b: int):
         problem, graph_cls, settings, fine = stage_problem(
@@ -597,7 +604,13 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             max_replicas=args.max_replicas, granularity=args.granularity,
             device_memory=getattr(args, "device_memory", None), paths=paths)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
-        ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat)
+        if not clock:  # the model read and the solver loaded, outside the limit: then the clock starts
+            from solvers.registry import prepare
+
+            prepare(getattr(args, "solver", None), "stages")
+            clock.append(sweep_deadline(getattr(args, "time_limit", None)))
+        ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
+                                         time_limit=time_left(clock[0]))
         if refined:
             problem, graph_cls, settings = fine()
         if ans is None:
@@ -607,14 +620,15 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             return None, why.get("message", "no plan"), None
         return _point(b, problem, graph_cls, settings, ans), "", None
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point)
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point,
+                                          deadline=lambda: clock[0] if clock else None)
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:
         lowest = first_why["lowest"] * 1e3 * first_why["batch"]
         lowest_proven = bool(first_why.get("proven_none"))
     return Sweep(points, best, stopped, latency_slo, lowest, lowest_proven,
-                 best is None and (all(proven_none) or lowest_proven))
+                 best is None and (all(proven_none) or lowest_proven), unproven_sizes(points, proven_none))
 
 
 # ------------------------------------------------------------------------------------ provision

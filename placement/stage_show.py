@@ -40,6 +40,30 @@ def _workload_path(args, data: dict) -> str:
     return path
 
 
+def _llm_problem(args, data: dict, path: str, frontend: dict):
+    """The decode problem of the model config ``path`` that the result ``data`` was solved on: its
+    recorded batch, context, devices and micro-batches, unless ``--devices`` / ``--batch-size`` give them
+    again; the ONNX front end's other options do not apply to a model config."""
+    from types import SimpleNamespace
+
+    from .llm_cmd import _problem
+    from .stages import read_stage_result
+
+    for key, flag in (("costs", "--costs"), ("dims", "--dim"), ("training", "--training"),
+                      ("optimizer", "--optimizer")):
+        if frontend.get(key):
+            raise InputError(f"{flag} does not apply to a model config's plan (it takes --devices, "
+                             f"--device-file and --batch-size)", source=args.result)
+    if args.schedule not in (None, "stream"):
+        raise InputError(f"--schedule {args.schedule}: a model config's decode streams its tokens; it takes "
+                         f"no schedule", source=args.result)
+    saved = read_stage_result(data)
+    ns = SimpleNamespace(workload=path, batch_size=frontend.get("batch_size"), context=None,
+                         devices=frontend.get("devices"), device_files=frontend.get("device_files") or (),
+                         microbatches=args.microbatches, max_replicas=None)
+    return _problem(ns, saved)[0]
+
+
 def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
     """The simulation next to the evaluator, per stage; times per sample in ``unit`` (``s`` for a Piper
     file, ``ms`` for an ONNX model), memory per device in binary units."""
@@ -74,8 +98,10 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
     return "\n".join(lines)
 
 
-def show(args) -> int:
-    """``placement show`` on a replicated result: simulate and compare with the evaluator."""
+def show(args, frontend: dict | None = None) -> int:
+    """``placement show`` on a stage-plan result: simulate and compare with the evaluator. ``frontend``:
+    the ONNX front-end options given on the command line (``None`` where not given), which re-cost the
+    plan instead of the settings the result records."""
     from .stages import read_stage_result
 
     data = read_stage_result(read_json(args.result))
@@ -87,14 +113,23 @@ def show(args) -> int:
     path = _workload_path(args, data)
     onnx = str(path).lower().endswith(".onnx")
     given = None if args.schedule == "stream" else args.schedule  # stream is the simulation's, not the plan's
+    from graphs.llm import is_llm_config
+
+    from .inputs import _json
     from .stages import plan_from_dict, problem_for_result
 
-    problem = problem_for_result(data, path, schedule=given, microbatches=args.microbatches,
-                                 source=args.result)
+    llm = is_llm_config(_json(path))
+    if llm:  # a model config's decode plan (placement/llm_cmd.py), rebuilt as evaluate rebuilds it
+        problem = _llm_problem(args, data, path, frontend or {})
+    else:
+        problem = problem_for_result(data, path, schedule=given, microbatches=args.microbatches,
+                                     source=args.result, frontend=frontend)
 
     plan = plan_from_dict(problem, data, source=args.result)
-    # an ONNX model's inference plan runs forwards only (a Piper file is a training job)
-    forwards_only = onnx and data.get("training") is False
+    # an ONNX model's inference plan and an LLM's decode run forwards only (a Piper file is a training job)
+    training = data.get("training") if not (frontend or {}).get("training") else True
+    forwards_only = llm or (onnx and training is False)
+    onnx = onnx or llm  # both print milliseconds
     schedule = args.schedule or ("stream" if forwards_only else None)
     if schedule == "stream" and not forwards_only:
         raise InputError("--schedule stream: streams an inference plan; this plan trains (forwards and "

@@ -64,8 +64,9 @@ def add_options(p) -> None:
                         "smallest power of two >= the devices); d must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree per stage (default: as many as the devices and "
-                        "micro-batches allow; 1: one device per stage and its per-device table; an ONNX "
-                        "model's --latency-slo takes the stage model only with D > 1)")
+                        "micro-batches allow; 1: one device per stage and its per-device table; with an "
+                        "ONNX model's --latency-slo the default also tries one device per stage and keeps "
+                        "the better, a D above 1 keeps to the stage model)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
@@ -248,10 +249,12 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
 
 
 def problem_for_result(data: dict, workload: str, *, schedule: str | None = None,
-                       microbatches: int | None = None, source: str | None = None) -> ParallelProblem:
+                       microbatches: int | None = None, source: str | None = None,
+                       frontend: Mapping | None = None) -> ParallelProblem:
     """The problem the stage-plan result ``data`` was solved on, for its Piper-format workload or ONNX
-    model ``workload``, rebuilt from the settings the result records (:func:`load`); ``schedule`` and
-    ``microbatches`` override the result's."""
+    model ``workload``, rebuilt from the settings the result records (:func:`load`); ``schedule``,
+    ``microbatches`` and the ONNX front-end options ``frontend`` (``None``: not given; a Piper file
+    refuses them) override the result's."""
     from types import SimpleNamespace
 
     flat = read_stage_result(data)
@@ -270,7 +273,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
         if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
             raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
     args = SimpleNamespace(workload=workload, schedule=schedule, microbatches=microbatches)
-    return load(args, {}, saved={**flat, "_path": source}).problem
+    return load(args, frontend or {}, saved={**flat, "_path": source}).problem
 
 
 # ----------------------------------------------------------------------------------------- solve
@@ -357,7 +360,8 @@ def solve_args(problem: ParallelProblem, args):
                            time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
                            threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
                            backend=getattr(args, "backend", "highs"),
-                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1))
+                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1),
+                           raw={} if getattr(args, "restarts", None) is None else {"restarts": args.restarts})
     return solve(problem, solver=args.solver or "auto", options=options)
 
 
@@ -577,7 +581,8 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
                              f"micro-batches per batch (each replica takes an equal share)", source=source)
         kname = s.get("kind", problem.kinds[0].name)
         if kname not in kinds:
-            raise InputError(f"{where}: unknown device kind {kname!r}", source=source)
+            raise InputError(f"{where}: unknown device kind {kname!r}: the plan does not match the devices "
+                             f"({_OTHER_MODEL})", source=source)
         k = kinds[kname]
         nodes, variants = [], []
         tm = s["TMPCids"]
@@ -585,7 +590,8 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
             raise InputError(f"{where}: 'nodes' must be a list and 'TMPCids' an object", source=source)
         for x in s["nodes"]:
             if str(x) not in index:
-                raise InputError(f"{where}: unknown node {x!r}", source=source)
+                raise InputError(f"{where}: unknown node {x!r}: the plan does not match the workload "
+                                 f"({_OTHER_MODEL})", source=source)
             u = index[str(x)]
             vid = tm.get(str(x))
             if vid is None:
@@ -597,7 +603,17 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
             nodes.append(u)
             variants.append(opts[0])
         plan.append(Stage(tuple(nodes), k, d, t, tuple(variants)))
+    placed = {u for st in plan for u in st.nodes}
+    if len(placed) < g.num_nodes:
+        missing = [str(g.ids[u]) for u in range(g.num_nodes) if u not in placed]
+        raise InputError(f"the plan does not match the workload: {len(missing)} of its node(s) are in no "
+                         f"stage: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} "
+                         f"({_OTHER_MODEL})",
+                         source=source)
     return plan
+
+
+_OTHER_MODEL = "was it computed for another model, device set or --training setting?"
 
 
 #: how printed times scale from the model's seconds per sample: a Piper file keeps its own unit (seconds:

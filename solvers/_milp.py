@@ -230,7 +230,7 @@ class _quiet_stdout:
 
 
 # HiGHS reacts to its own limit and to cancelSolve only between steps of its search: up to 0.8 s late on
-# a 16k-column model without presolve (ip-replicated on InceptionV3), during the root node's cut rounds.
+# a 16k-column model without presolve (the stage ip on InceptionV3), during the root node's cut rounds.
 # So it is given the limit less this reserve (at most a quarter of the limit), and the answer comes
 # within the limit instead of up to 0.8 s after it.
 _HIGHS_LATE = 0.8

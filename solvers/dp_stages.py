@@ -1254,7 +1254,7 @@ def _solve_stage_kernel(problem: ParallelProblem, time_limit: float | None, max_
         # the restricted pass's optimum bounds the full problem from above, not from below
         stats["chain_value"] = stats.pop("lower_bound", best.objective)
         if ev.problems:  # the evaluator is the judge, as in _run
-            raise AssertionError(f"dp-replicated produced an invalid plan: {ev.problems}")
+            raise AssertionError(f"the stage DP produced an invalid plan: {ev.problems}")
         return stage_solution("dp", plan, ev, ev.objective, Status.FEASIBLE, time.perf_counter() - t0,
                               f"{why}; the best plan over one topological order is returned (not proven "
                               "optimal)", stats, bound=min(ev.objective, _work_lower_bound(problem, data)))
@@ -1508,7 +1508,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         raw = _trace(tau, NI, smax, C1, last, strides, counts, c_pair_i, c_pair_j, c_k, c_t, c_d, step_ptr,
                      yhi, cost, sched, gt, j_lo, j_hi)
         if raw.shape[0] == 0:
-            raise AssertionError("dp-replicated: no plan could be traced back from a feasible table")
+            raise AssertionError("the stage DP: no plan could be traced back from a feasible table")
         value = 0.0
         for q, s in raw:
             d = int(c_d[q])
@@ -1572,9 +1572,9 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     best_plan, best_ev = build_plan(best_raw)
     elapsed = time.perf_counter() - t0
     if best_ev.problems:  # the evaluator is the judge; a disagreement is a bug worth reporting loudly
-        raise AssertionError(f"dp-replicated produced an invalid plan: {best_ev.problems}")
+        raise AssertionError(f"the stage DP produced an invalid plan: {best_ev.problems}")
     if not best_ev.objective <= best_value * (1 + 1e-9):  # the DP's costs and the evaluator must agree
-        raise AssertionError(f"dp-replicated: plan evaluates to {best_ev.objective!r}, the DP's costs say "
+        raise AssertionError(f"the stage DP: plan evaluates to {best_ev.objective!r}, the DP's costs say "
                              f"{best_value!r}")
     return stage_solution("dp", best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats,
                           bound=best_ev.objective)

@@ -1,6 +1,6 @@
 """The contiguous integer program for replicated pipelines (:mod:`graphs.parallel`), on HiGHS.
 
-The domain is the exact DP's (``dp-replicated``): stages are differences of nested ideals, each on one
+The domain is the exact stage DP's (``dp``): stages are differences of nested ideals, each on one
 device kind with a tensor-parallel degree ``t``, a data-parallel degree ``d`` and one variant per node;
 so the two optima are equal, and every plan is checked by :func:`graphs.parallel.evaluate_plan`.
 
@@ -28,14 +28,15 @@ slots, ``P = min(nodes, devices, N)`` (each stage holds a node, uses a device an
   memory rows are per configuration.
 
 The formulation is exact for the model (no restriction); its size grows with nodes × variants × stage
-slots, so it is meant for small and coarsened graphs (``auto-replicated`` hands it those) and as a bound
+slots, so it is meant for small and coarsened graphs (``auto`` hands it those) and as a bound
 provider under a time limit.
 
 **Statuses.** ``optimal`` only when HiGHS closed the requested gap; on a limit the best plan (the MIP's
 or the warm start's, whichever the evaluator scores better) with the solver's bound and the gap:
 ``feasible``. ``infeasible`` when HiGHS proves it. ``warm_start``: a plan (list of
-:class:`~graphs.parallel.Stage`), or ``"dp-replicated"`` / ``"pipedream-replicated"`` to start from
-that solver's plan.
+:class:`~graphs.parallel.Stage`), or ``"dp"`` / ``"pipedream"`` to start from that solver's plan on
+the stage model (the names of earlier releases, ``"dp-replicated"`` / ``"pipedream-replicated"``,
+too).
 """
 
 from __future__ import annotations
@@ -428,15 +429,17 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
     if warm_start is None:
         return None, ""
     if isinstance(warm_start, str):
-        if warm_start == "dp-replicated":
+        from .registry import ALIASES
+
+        name = ALIASES.get(warm_start, warm_start)
+        if name == "dp":
             from .dp_stages import solve_problem as run
-        elif warm_start == "pipedream-replicated":
+        elif name == "pipedream":
             from .pipedream_stages import solve_problem as run
         else:
-            raise InputError(f"unknown warm start {warm_start!r}; give a plan, 'dp-replicated' or "
-                             f"'pipedream-replicated'")
+            raise InputError(f"unknown warm start {warm_start!r}; give a plan, 'dp' or 'pipedream'")
         r = run(problem, time_limit=time_limit)
-        return r.plan, f"warm start from {warm_start}"
+        return r.plan, f"warm start from {name}"
     return list(warm_start), "warm start from the given plan"
 
 
@@ -560,4 +563,4 @@ def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) 
     time limit, gap and threads."""
     options = options or SolveOptions()
     return solve_problem(problem, time_limit=options.time_limit, gap=options.gap, threads=options.threads,
-                         warm_start=options.raw.get("warm_start", "pipedream-replicated"), raw=options.raw)
+                         warm_start=options.raw.get("warm_start", "pipedream"), raw=options.raw)

@@ -96,10 +96,11 @@ SIGNATURES: dict[str, dict[str, str]] = {
 }
 
 
-def warm(kernels) -> None:
+def warm(kernels, *, load: bool = False) -> None:
     """Compile the ``kernels`` (a module of :data:`SIGNATURES`: all it lists, or ``"module:kernel"``) that
     neither this process nor numba's cache has: their first calls in a solve then compile nothing. A
-    cached one is left for the solve to load (loading one it would not call costs time)."""
+    cached one is left for the solve to load (loading one it would not call costs time), unless
+    ``load``: then it is loaded too, so that a solve's first call costs nothing at all."""
     for entry in kernels:
         name, _, only = entry.partition(":")
         module = importlib.import_module(name)
@@ -107,7 +108,7 @@ def warm(kernels) -> None:
             if only and kernel != only:
                 continue
             dispatcher, sig = getattr(module, kernel), signature(words)
-            if sig not in dispatcher.overloads and not cached(dispatcher, sig):
+            if sig not in dispatcher.overloads and (load or not cached(dispatcher, sig)):
                 dispatcher.compile(sig)
 
 

@@ -23,7 +23,7 @@ replication. Here:
 The best plan over the kinds is returned with status ``feasible`` (a baseline, never called optimal) and
 checked by :func:`graphs.parallel.evaluate_plan`.
 
-**When it equals the exact optimum** (``dp-replicated``): the DP itself is exact over its own space, so
+**When it equals the exact optimum** (``dp``): the DP itself is exact over its own space, so
 it matches the optimum whenever the optimum lies in that space: the graph is a path (its ideals are
 exactly the prefixes of the walk, and no biconnected component has two tails), there is one device
 kind, every variant has ``t = 1``, and every node's fastest variant is no worse than its others in time,
@@ -273,7 +273,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None) 
             continue
         ev = evaluate_plan(problem, plan)
         if ev.problems:  # the evaluator is the judge
-            raise AssertionError(f"pipedream-replicated produced an invalid plan: {ev.problems}")
+            raise AssertionError(f"the pipedream planner produced an invalid stage plan: {ev.problems}")
         if best_ev is None or ev.objective < best_ev.objective:
             best_plan, best_ev = plan, ev
     stats = {"groups": len(groups)}

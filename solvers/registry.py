@@ -33,7 +33,7 @@ from graphs.errors import InputError
 from .base import BOUND_TOLERANCE_REL, CLOSED_GAP, OBJECTIVES, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["SolverInfo", "SOLVERS", "ALIASES", "get_solver", "solver_names", "solver_info", "solve",
-           "canonical_name", "STAGE_SOLVERS", "bench_solvers"]
+           "canonical_name", "STAGE_SOLVERS", "bench_solvers", "RAW_OPTIONS", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,19 @@ class SolverInfo:
     contiguous: bool = True
     honours: frozenset[str] = frozenset()
     stage_honours: frozenset[str] = frozenset()  # what its stage form reads, as ``honours``
+    # the user-level keys of ``options.raw`` it reads (of :data:`RAW_OPTIONS`); another one given is refused
+    raw_honours: frozenset[str] = frozenset()
     bench: tuple[str, ...] = ()  # the benchmark suite's tables it appears in: max-load, latency, tiny
     # the numba kernels its pipeline / stage form runs, compiled before its clock starts when it has a time
     # limit (solvers.kernels.warm: a module of kernels.SIGNATURES, or "module:kernel")
     kernels: tuple[str, ...] = ()
     stage_kernels: tuple[str, ...] = ()
 
+
+#: the keys of ``SolveOptions.raw`` a user sets (the command line's ``--split``, ``--restarts``,
+#: ``--memory-limit``), each read by the solvers that list it in ``raw_honours``: given to another solver
+#: it is refused, never ignored. (Other raw keys are solvers' internal tuning.)
+RAW_OPTIONS: dict[str, str] = {"split": "--split", "restarts": "--restarts", "memory_limit": "--memory-limit"}
 
 _KNAPSACK = "solvers.dp_stages:_knapsack"
 _IP_OPTIONS = frozenset({"gap", "threads", "seed", "backend", "warm_start", "subgraphs_per_device"})
@@ -70,7 +77,8 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
     SolverInfo("auto", "the exact DP when it fits the limits, a labelled large-graph path otherwise",
                "solvers.auto:solve", "solvers.auto_stages:solve_stages", OBJECTIVES, exact=True,
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
-               kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",)),
+               raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
+               stage_kernels=("solvers.dp_stages",)),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
@@ -88,10 +96,11 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
     SolverInfo("single", "the whole graph on one device", "solvers.single:solve",
                objectives=("max-load", "latency"), bench=("max-load", "latency", "tiny")),
     SolverInfo("expert", "a given split (--split), evaluated", "solvers.expert:solve",
-               objectives=("max-load", "latency"), contiguous=False, bench=("max-load", "latency")),
+               objectives=("max-load", "latency"), contiguous=False, bench=("max-load", "latency"),
+               raw_honours=frozenset({"split"})),
     SolverInfo("local-search", "local search from random starts", "solvers.local_search:solve",
                contiguous=False, honours=frozenset({"seed", "warm_start"}), bench=("max-load", "tiny"),
-               kernels=("solvers.local_search",)),
+               raw_honours=frozenset({"restarts"}), kernels=("solvers.local_search",)),
     SolverInfo("partition", "METIS graph partitioning", "solvers.partition:solve", contiguous=False,
                honours=frozenset({"seed"}), bench=("max-load", "tiny"), kernels=("solvers.local_search",)),
     SolverInfo("greedy-latency", "greedy list scheduling", "solvers.greedy:solve",
@@ -167,6 +176,14 @@ def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) ->
             reads = ", ".join(sorted(_FLAG[x] for x in honours)) or "no such option"
             raise InputError(f"{_FLAG[f]} does not apply to the {info.name} solver{where} "
                              f"(it reads: {reads})")
+    # the auto solver's stage form has no memory-hungry DP to limit: memory_limit is its pipeline form's
+    raw_honours = info.raw_honours if not stages else info.raw_honours - {"memory_limit"}
+    for key, flag in RAW_OPTIONS.items():
+        if key in options.raw and key not in raw_honours:
+            readers = [n for n, s in SOLVERS.items() if key in s.raw_honours]
+            raise InputError(f"{flag} does not apply to the {info.name} solver"
+                             f"{' on the stage model (replicas)' if stages else ''}: it is read by the "
+                             f"{', '.join(readers)} solver{'s' if len(readers) > 1 else ''}")
 
 
 def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptions | None = None,
@@ -242,6 +259,22 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
                 sol = dataclasses.replace(sol, assignment=a)
                 sol = _checked_pipeline(info, graph, cluster, sol, options)
     return _named(sol, name, note, compile_s(), warmed)
+
+
+def prepare(solver: str | None = None, form: str = "pipeline") -> None:
+    """Import ``solver``'s (default ``auto``) module of ``form`` (``"pipeline"`` or ``"stages"``) and
+    load or compile its kernels, so that its first :func:`solve` spends nothing on either: for a caller
+    whose own clock (a sweep's time limit) is about to start."""
+    info = solver_info(solver or "auto")
+    target = info.stages if form == "stages" else info.pipeline
+    if target is None:
+        return
+    _load(target)
+    kernels = info.stage_kernels if form == "stages" else info.kernels
+    if kernels:
+        from .kernels import warm
+
+        warm(kernels, load=True)
 
 
 def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions) -> None:

@@ -68,6 +68,19 @@ def test_frontier_equals_brute_force_pareto_set(seed):
                 assert pts[0].max_load == pytest.approx(dp.max_load, rel=1e-6, abs=1e-9)
 
 
+def test_non_dominated_keeps_the_proven_one_of_points_equal_but_for_rounding():
+    """The frontier table showed an unproven one-device-per-stage point where a proven stage plan had
+    the same figures, 1e-13 apart: a float's last digits chose the label."""
+    def pt(b, sps, lat, proven):
+        return ServingPoint(b, None, sps, lat, proven)
+
+    unproven, proven = pt(1, 3553.51 * (1 + 1e-13), 0.502036, False), pt(1, 3553.51, 0.502036, True)
+    other = pt(1, 2000.0, 0.4, False)
+    for order in ([unproven, proven, other], [proven, unproven, other]):
+        assert non_dominated(order) == [proven, other]
+    assert non_dominated([unproven, pt(2, 3553.51, 0.502036, True)]) == [unproven]  # another batch size
+
+
 def test_non_dominated_keeps_the_smaller_batch_of_equal_points():
     def pt(b, sps, lat):
         return ServingPoint(b, None, sps, lat, True)

@@ -281,3 +281,24 @@ def test_frontier_says_how_far_the_stage_frontier_is_proven(tmp_path, capsys):
     assert "stage plan, not proven (frontier point of the layer-node plans)" in text  # as found
     assert "frontier point of the stage model, proven" not in text
     assert not any(p["proven"] for p in data["points"] if p.get("model") == "stages")
+
+
+def test_a_point_found_again_is_printed_only_with_a_stronger_proof(tmp_path, capsys):
+    """The stage optimum reappears under each replica cap; 'found:' printed it once per cap, four
+    identical lines. Now each plan's figures are printed once, again only with a stronger proof
+    (proven, or a frontier point among the layer-node plans)."""
+    from placement.cli import main
+
+    model = str(tmp_path / "bert.onnx")
+    assert main(["example", model, "--layers", "2"]) == 0
+    capsys.readouterr()
+    assert main(["frontier", model, "--devices", "a100:1,t4:1,cpu:2", "--batch-size", "1,8",
+                 "--time-limit", "6"]) == 0
+    found = [s for s in capsys.readouterr().out.splitlines() if s.startswith("found:")]
+    assert found
+    seen: dict = {}
+    for s in found:
+        figures = s.split(", max-load")[0], "one device per stage" in s
+        strength = 2 if "not proven" not in s else 1 if "(frontier point" in s else 0
+        assert strength > seen.get(figures, -1), s
+        seen[figures] = strength

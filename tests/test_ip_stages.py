@@ -61,7 +61,7 @@ def _chain_problem(n: int = 40, devices: int = 8, N: int = 8) -> ParallelProblem
     return ParallelProblem(g, (DeviceKind("gpu", devices, 60.0, bandwidth=10.0),), N, "1f1b")
 
 
-@pytest.mark.parametrize("start", ["dp-replicated", "pipedream-replicated"])
+@pytest.mark.parametrize("start", ["dp", "pipedream", "dp-replicated", "pipedream-replicated"])
 def test_warm_start_is_used_and_never_lost(start):
     p = _chain_problem(n=12, devices=4, N=4)
     r = solve_problem(p, warm_start=start, time_limit=60)

@@ -32,6 +32,19 @@ def _one_error(capsys, *words):
     (["--microbatches", "0"], ["--microbatches", "positive"]),
     (["--schedule", "gpipe", "--max-replicas", "1"], ["--schedule", "stage-model"]),
     (["--granularity", "op", "--max-replicas", "1"], ["--granularity", "stage-model"]),
+    # options a solver does not read were ignored: refused, naming the solvers that read them
+    (["--split", "s.json"], ["--split", "expert"]),
+    (["--split", "s.json", "--max-replicas", "1"], ["--split", "expert"]),
+    (["--restarts", "3"], ["--restarts", "local-search"]),
+    (["--restarts", "3", "--max-replicas", "1"], ["--restarts", "local-search"]),
+    (["--memory-limit", "1", "--solver", "dp", "--max-replicas", "1"], ["--memory-limit", "auto solver"]),
+    # a latency target replaced the named solver without a word
+    (["--solver", "pipedream", "--latency-slo", "5"], ["--solver pipedream", "--latency-slo"]),
+    (["--solver", "dp", "--latency-slo", "5", "--max-replicas", "1"], ["--solver dp", "--latency-slo"]),
+    # an LLM option on an ONNX model that is no decoder named --context instead of itself
+    (["--plot", "x.png"], ["--plot applies to an LLM decoder"]),
+    # --model on an ONNX model was read as a Helix cluster file
+    (["--model", "llama70b"], ["--model applies to Helix cluster files", "an ONNX model"]),
 ])
 def test_place_refuses_bad_or_inapplicable_options(model, capsys, flags, words):
     assert main(["place", model, "--devices", "a100:2", *flags]) == 2
@@ -44,6 +57,19 @@ def test_evaluate_with_its_arguments_swapped_says_so(model, tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", str(out), model]) == 2
     _one_error(capsys, "WORKLOAD RESULT", f"placement evaluate {model} {out}")
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]])
+def test_evaluate_of_another_models_plan_names_the_mismatch(model, tmp_path, capsys, flags):
+    """A plan of a 2-layer model evaluated on the 3-layer one printed an empty table, INVALID."""
+    bigger = str(tmp_path / "b3.onnx")
+    assert main(["example", bigger, "--layers", "3"]) == 0
+    out = tmp_path / "r.json"
+    assert main(["place", model, "--devices", "a100:1,t4:1", "-o", str(out), *flags]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", bigger, str(out)]) == 2
+    _one_error(capsys, "does not match the workload", "another model")
+    assert main(["evaluate", model, str(out)]) == 0  # its own model scores it
 
 
 def test_bench_with_no_workloads_is_an_error_and_writes_nothing(tmp_path, capsys):
@@ -93,3 +119,67 @@ def test_show_of_a_batch_plan_says_per_batch(model, tmp_path, capsys):
     assert main(["show", str(out), "--no-draw"]) == 0
     text = capsys.readouterr().out
     assert "per batch (8 samples)" in text and "one-batch latency" in text and "per sample" not in text
+
+
+def test_inspect_prints_the_binary_units_of_place(model, capsys):
+    """inspect printed decimal MB where place prints MiB: one unit for memory everywhere."""
+    assert main(["inspect", model]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("parameters:"))
+    count = int(re.match(r"parameters: ([\d,]+)", line).group(1).replace(",", ""))
+    assert f"{count * 4 / 2**20:.2f} MiB" in line, line  # float32 weights, 2**20 bytes a MiB
+    assert not re.search(r"\d (KB|MB|GB)\b", out), out
+
+
+def test_show_of_a_stage_plan_honours_the_front_end_options(model, tmp_path, capsys):
+    """show re-scored a stage plan with the settings it records whatever --batch-size, --costs or
+    --devices said; now they re-cost it as evaluate does, or are refused by name."""
+    import json
+
+    out = tmp_path / "r.json"
+    assert main(["place", model, "--devices", "a100:1,t4:1", "-o", str(out)]) == 0
+    capsys.readouterr()
+
+    def model_time(*flags):
+        assert main(["show", str(out), "--no-draw", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)["simulation"]["model_time_per_sample"]
+
+    def evaluated(*flags):
+        assert main(["evaluate", model, str(out), "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)["max_load"]
+
+    own, four = model_time(), model_time("--batch-size", "4")
+    assert own == pytest.approx(evaluated(), rel=1e-12)
+    assert four == pytest.approx(evaluated("--batch-size", "4"), rel=1e-12)
+    assert four < own * 0.9  # batch 4 costs less per sample than batch 1 here: the option was read
+    assert main(["show", str(out), "--no-draw", "--devices", "a100:2"]) == 2
+    _one_error(capsys, "unknown device kind 't4'")
+
+
+_LLAMA = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32, "num_hidden_layers": 32,
+          "num_key_value_heads": 32, "vocab_size": 32000, "torch_dtype": "float16"}
+
+
+@pytest.mark.parametrize("goodput", [False, True])
+def test_show_reads_a_model_configs_plans(tmp_path, capsys, goodput):
+    """show said "a stage plan is rebuilt from its Piper-format workload or ONNX model" for an LLM's
+    decode plan, throughput or goodput: it simulates them now, at the evaluator's time per token."""
+    import json
+
+    cfg, out = tmp_path / "llama.json", tmp_path / "r.json"
+    cfg.write_text(json.dumps(_LLAMA))
+    extra = []
+    if goodput:
+        mix = tmp_path / "mix.json"
+        mix.write_text(json.dumps({"buckets": [{"input": 256, "output": 128, "weight": 1}]}))
+        extra = ["--objective", "goodput", "--requests", str(mix), "--ttft-slo", "300", "--tpot-slo", "40"]
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:2", "--batch-size", "8", "-o", str(out),
+                 *extra]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(cfg), str(out), "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)["max_load"]
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    assert sim["schedule"] == "stream" and sim["model_time_per_sample"] == pytest.approx(want, rel=1e-12)
+    assert main(["show", str(out), "--no-draw", "--costs", "roofline"]) == 2
+    _one_error(capsys, "--costs does not apply to a model config")

@@ -399,3 +399,62 @@ def test_a_sweep_with_an_option_only_one_device_per_stage_takes_runs_that_placem
                  "--max-replicas", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--memory-limit" in err[0]
+
+
+def test_best_batch_is_proven_best_only_when_every_size_tried_is_proven():
+    """A sweep printed 'proven best' for the best batch while another batch's answer was not proven."""
+    from types import SimpleNamespace as P
+
+    from placement.serving import Sweep, unproven_sizes
+    from placement.serving_cli import _best_batch_line
+
+    def pt(b, sps, proven):
+        return P(batch_size=b, samples_per_s=sps, latency_ms=1.0, proven=proven)
+
+    one, two, four = pt(1, 100.0, True), pt(2, 150.0, False), pt(4, 200.0, True)
+    points = ((1, one, ""), (2, two, ""), (4, four, ""), (8, None, "out of memory"))
+    # batch 8: no plan, proven none; batch 2: a plan not proven best there
+    assert unproven_sizes(points, [True]) == (2,)
+    assert unproven_sizes(points, [False]) == (2, 8)
+    sw = Sweep(points, four, "", unproven=(2,))
+    assert not sw.best_proven
+    line = _best_batch_line(sw)
+    assert "proven best at batch 4, NOT proven best of the batch sizes tried (batch 2: not proven)" in line
+    proven = Sweep(points[:1] + points[2:], four, "", unproven=())
+    assert proven.best_proven
+    assert _best_batch_line(proven).endswith("; proven best of the batch sizes tried")
+    assert _best_batch_line(Sweep(points, two, "", unproven=(2,))).endswith("; NOT proven best")
+
+
+def test_a_sweeps_time_limit_is_the_whole_sweeps():
+    """--time-limit 2 under a latency target took 13 s: each batch size, each step in it, had the
+    whole limit. The sweep now stops trying sizes once the deadline has passed, and says so."""
+    import time
+
+    from placement.serving import sweep_batches, sweep_deadline
+
+    tried = []
+
+    def point_at(b):
+        tried.append(b)
+        time.sleep(0.2)
+        return None, "nothing", None
+
+    clock = [sweep_deadline(0.3)]
+    points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], deadline=lambda: clock[0])
+    assert tried == [1, 2] and [b for b, _, _ in points] == [1, 2] and best is None
+    assert stopped.startswith("time limit reached") and "batch 4 and above not tried" in stopped
+    assert sweep_deadline(None) is None and sweep_deadline(float("inf")) is None
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]])
+def test_place_sweep_stops_at_its_time_limit(cnn, tmp_path, capsys, flags):
+    out = tmp_path / "r.json"
+    code = main(["place", str(cnn), "--devices", "a100:1,t4:1", "--batch-size", "1,2,4,8,16,32",
+                 "--latency-slo", "5", "--time-limit", "0.001", "-o", str(out), *flags])
+    text = capsys.readouterr()
+    assert code in (0, 1) and "Traceback" not in text.err
+    data = json.loads(out.read_text())
+    assert [s["batch_size"] for s in data["serving"]["batch_sizes"]] == [1]
+    assert data["serving"]["stopped"].startswith("time limit reached")
+    assert data["serving"]["best_proven"] is False
