@@ -312,6 +312,16 @@ def _refuse_stage_options(args) -> None:
     """The one-device-per-stage placement has no schedule, micro-batches, granularity or stage-model
     device options to set: one error naming the option instead of ignoring it."""
     _refuse_stage_device_options(args)
+    mr = getattr(args, "max_replicas", None)
+    if mr is not None and mr > 1:  # replicas asked for where this placement has none
+        if not str(args.workload).lower().endswith(".onnx"):
+            raise _UsageError(f"--max-replicas {mr}: a reference-format operator graph is placed one device "
+                              f"per stage (its nodes give no parameter sizes to replicate by); replicas apply "
+                              f"to ONNX models and Piper-format workloads")
+        from solvers.registry import STAGE_SOLVERS
+
+        raise _UsageError(f"--max-replicas {mr}: the {args.solver} solver places one device per stage; "
+                          f"replicas need one of: {', '.join(STAGE_SOLVERS)}")
     for flag in ("schedule", "microbatches", "granularity"):
         if getattr(args, flag, None) is not None:
             raise _UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "

@@ -43,6 +43,8 @@ def _one_error(capsys, *words):
     (["--solver", "dp", "--latency-slo", "5", "--max-replicas", "1"], ["--solver dp", "--latency-slo"]),
     # an LLM option on an ONNX model that is no decoder named --context instead of itself
     (["--plot", "x.png"], ["--plot applies to an LLM decoder"]),
+    # replicas asked of a solver that places one device per stage were dropped without a word
+    (["--solver", "ip-noncontig", "--max-replicas", "2"], ["--max-replicas 2", "ip-noncontig", "dp"]),
     # --model on an ONNX model was read as a Helix cluster file
     (["--model", "llama70b"], ["--model applies to Helix cluster files", "an ONNX model"]),
 ])
@@ -183,3 +185,12 @@ def test_show_reads_a_model_configs_plans(tmp_path, capsys, goodput):
     assert sim["schedule"] == "stream" and sim["model_time_per_sample"] == pytest.approx(want, rel=1e-12)
     assert main(["show", str(out), "--no-draw", "--costs", "roofline"]) == 2
     _one_error(capsys, "--costs does not apply to a model config")
+
+
+def test_replicas_on_a_reference_format_graph_are_refused_not_dropped(tmp_path, capsys):
+    tiny = str(tmp_path / "tiny.json")
+    assert main(["example", tiny]) == 0
+    capsys.readouterr()
+    assert main(["place", tiny, "--max-replicas", "2"]) == 2
+    _one_error(capsys, "--max-replicas 2", "reference-format", "one device per stage")
+    assert main(["place", tiny, "--max-replicas", "1"]) == 0  # what it does anyway
