@@ -315,9 +315,9 @@ def _refuse_stage_options(args) -> None:
     mr = getattr(args, "max_replicas", None)
     if mr is not None and mr > 1:  # replicas asked for where this placement has none
         if not str(args.workload).lower().endswith(".onnx"):
-            raise _UsageError(f"--max-replicas {mr}: a reference-format operator graph is placed one device "
-                              f"per stage (its nodes give no parameter sizes to replicate by); replicas apply "
-                              f"to ONNX models and Piper-format workloads")
+            raise _UsageError(f"--max-replicas {mr}: a reference-format operator graph is placed one "
+                              f"device per stage (its nodes give no parameter sizes to replicate by); "
+                              f"replicas apply to ONNX models and Piper-format workloads")
         from solvers.registry import STAGE_SOLVERS
 
         raise _UsageError(f"--max-replicas {mr}: the {args.solver} solver places one device per stage; "

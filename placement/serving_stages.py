@@ -605,10 +605,13 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             device_memory=getattr(args, "device_memory", None), paths=paths)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
         if not clock:  # the model read and the solver loaded, outside the limit: then the clock starts
-            from solvers.registry import prepare
+            deadline_at = sweep_deadline(getattr(args, "time_limit", None))
+            if deadline_at is not None:
+                from solvers.registry import prepare
 
-            prepare(getattr(args, "solver", None), "stages")
-            clock.append(sweep_deadline(getattr(args, "time_limit", None)))
+                prepare(getattr(args, "solver", None), "stages")
+                deadline_at = sweep_deadline(args.time_limit)
+            clock.append(deadline_at)
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
                                          time_limit=time_left(clock[0]))
         if refined:
