@@ -64,13 +64,14 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
     return _problem(ns, saved)[0]
 
 
-def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
-    """The simulation next to the evaluator, per stage; times per sample in ``unit`` (``s`` for a Piper
-    file, ``ms`` for an ONNX model), memory per device in binary units."""
+def format_simulation(sim: ReplicatedSimulation, unit: str = "s", sample: str = "sample") -> str:
+    """The simulation next to the evaluator, per stage; times per ``sample`` (an LLM's decode: per
+    ``token``) in ``unit`` (``s`` for a Piper file, ``ms`` for an ONNX model or an LLM), memory per
+    device in binary units."""
     from .report import human_bytes
     from .stages import fmt_time
 
-    head = ["stage", "kind", "d", "t", f"model {unit}/sample", f"simulated busy {unit}/sample", "model y",
+    head = ["stage", "kind", "d", "t", f"model {unit}/{sample}", f"simulated busy {unit}/{sample}", "model y",
             "simulated y", "weight versions", "model peak/device", "simulated peak/device"]
     rows = [[str(s.stage), s.kind, str(s.d), str(s.t), fmt_time(s.model_time_per_sample, unit),
              fmt_time(s.busy_per_sample, unit), str(s.model_in_flight), str(s.peak_in_flight),
@@ -84,12 +85,12 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s") -> str:
     same = math.isclose(sim.bottleneck_per_sample, sim.model_time_per_sample, rel_tol=1e-9, abs_tol=1e-15)
     flush = ": flush fill and drain" if sim.schedule in ("gpipe", "1f1b") else ""
     lines += [
-        f"bottleneck (busiest device) {fmt_time(sim.bottleneck_per_sample, unit, 9)} {unit} per sample; "
+        f"bottleneck (busiest device) {fmt_time(sim.bottleneck_per_sample, unit, 9)} {unit} per {sample}; "
         f"model {fmt_time(sim.model_time_per_sample, unit, 9)} ({'equal' if same else 'DIFFERENT'})",
-        f"simulated period {fmt_time(sim.period_per_sample, unit, 9)} {unit} per sample (bubble "
+        f"simulated period {fmt_time(sim.period_per_sample, unit, 9)} {unit} per {sample} (bubble "
         f"{100 * sim.bubble_fraction:.1f}%{flush}); makespan {fmt_time(sim.makespan, unit)} {unit}, "
         f"{fmt_time(sim.time_per_sample, unit)} {unit} "
-        f"per sample over the run",
+        f"per {sample} over the run",
     ]
     for s in sim.stages:
         if s.peak_memory > s.capacity * (1 + 1e-9):
@@ -140,7 +141,7 @@ def show(args, frontend: dict | None = None) -> int:
 
         print_json({"result": args.result, "time_unit": "s", "simulation": sim.summary()})
     else:
-        print(format_simulation(sim, "ms" if onnx else "s"))
+        print(format_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample"))
     if args.no_draw:
         return 0
     from .draw import PlotsUnavailable, stage_gantt_chart

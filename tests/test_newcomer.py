@@ -183,6 +183,8 @@ def test_show_reads_a_model_configs_plans(tmp_path, capsys, goodput):
     assert main(["show", str(out), "--no-draw", "--json"]) == 0
     sim = json.loads(capsys.readouterr().out)["simulation"]
     assert sim["schedule"] == "stream" and sim["model_time_per_sample"] == pytest.approx(want, rel=1e-12)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    assert "ms per token;" in capsys.readouterr().out  # a decode step serves a token per sequence
     assert main(["show", str(out), "--no-draw", "--costs", "roofline"]) == 2
     _one_error(capsys, "--costs does not apply to a model config")
 
