@@ -48,6 +48,8 @@ import re
 import sys
 import time
 
+from placement.cluster.formats import HOUR_MS
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.environ.get("PLACEMENT_WORKLOADS", os.path.join(HERE, "..", "..", "shared", "workloads"))
 
@@ -57,8 +59,6 @@ REFERENCE = ["LayerGraphs/bert24_inference", "LayerGraphs/bert24_training", "Lay
              "OperatorGraphs/bert_l-3_training", "OperatorGraphs/bert_l-6_inference"]
 ZOO = ["squeezenet", "bvlc_alexnet", "zfnet512", "vgg19", "resnet50", "shufflenet", "inception_v1",
        "densenet121"]
-HOUR_MS = 3.6e6
-
 # Synergy-like job mix: the share of each family, and which pool models give its accelerator curves
 # (there is no speech model in the pool: speech jobs borrow the transformer encoders', as a
 # Transformer/Conformer acoustic model would)

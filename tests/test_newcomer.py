@@ -196,3 +196,19 @@ def test_replicas_on_a_reference_format_graph_are_refused_not_dropped(tmp_path, 
     assert main(["place", tiny, "--max-replicas", "2"]) == 2
     _one_error(capsys, "--max-replicas 2", "reference-format", "one device per stage")
     assert main(["place", tiny, "--max-replicas", "1"]) == 0  # what it does anyway
+
+
+def test_cluster_durations_of_onnx_jobs_read_in_hours(model, tmp_path, capsys):
+    """Cluster times printed as 2.283e+05 ms; durations over an hour now read in hours, by hand from the
+    job's own time per sample."""
+    import json
+
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"cluster": {"devices": "a100:2"},
+                                "jobs": [{"model": model, "samples": 10**8}]}))
+    assert main(["cluster", str(jobs)]) == 0
+    out = capsys.readouterr().out
+    assert "JCT h" in out and "durations in hours" in out and not re.search(r"\de\+\d", out), out
+    row = next(x.split() for x in out.splitlines() if x.startswith("job0"))
+    per_sample_ms, jct_h = float(row[4]), float(row[6])
+    assert jct_h == pytest.approx(per_sample_ms * 10**8 / 3.6e6, rel=1e-3)

@@ -20,6 +20,8 @@ import textwrap
 
 from graphs.errors import InputError
 
+from .formats import duration_scale
+
 __all__ = ["add_parser", "run", "synergy_jobs"]
 
 _POLICIES = ("ftf", "joint", "even", "fifo", "proportional", "tune", "opt")
@@ -307,20 +309,29 @@ def format_result(r, jl=None) -> str:
     if r.policy == "ftf" and r.stats.get("fairness") is not None:
         head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
     unit = f" ({r.unit})" if r.unit else ""
+    scale, dunit = duration_scale(r.unit, r.makespan)  # hours, not 2.492e+09 ms
+    when = f" {dunit}" if dunit else ""
+
+    def dur(x):
+        return _num(x / scale) if x is not None else _num(x)
+
     first = "allocation" if r.mode == "allocation" else "first allocation"
-    rows = [["job", "arrival", first, "used", "time/sample", "finish", "JCT", "rho"]]
+    rows = [["job", f"arrival{when}", first, "used", f"time/sample{unit}", f"finish{when}", f"JCT{when}",
+             "rho"]]
     for j in r.jobs:
         a = j.allocation
         alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"
         used = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.used) if x) or "-"
-        rows.append([j.name, _num(j.arrival), alloc, used, _num(a.time_per_sample), _num(j.finish),
-                     _num(j.jct), _num(j.rho, 3)])
+        rows.append([j.name, dur(j.arrival), alloc, used, _num(a.time_per_sample), dur(j.finish),
+                     dur(j.jct), _num(j.rho, 3)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [f"policy {r.policy}: {head}; times in the workloads' unit{unit}"]
+    said = f"times in the workloads' unit{unit}" + (", durations in hours" if dunit == "h" else "")
+    lines = [f"policy {r.policy}: {head}; {said}"]
     lines += [_row(row, widths, 4) for row in rows]
     util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.utilisation_per_kind().items() if math.isfinite(v))
     waiting = sum(1 for j in r.jobs if not math.isfinite(j.finish))
-    lines.append(f"max rho {_num(r.max_rho, 3)}, avg JCT {_num(r.avg_jct)}, makespan {_num(r.makespan)}, "
+    lines.append(f"max rho {_num(r.max_rho, 3)}, avg JCT {dur(r.avg_jct)}{when}, makespan "
+                 f"{dur(r.makespan)}{when}, "
                  f"utilisation {100 * r.utilisation:.0f}% ({util})"
                  + (f"; {waiting} job(s) wait with nothing (re-allocation happens in simulate)"
                     if waiting else ""))
@@ -330,9 +341,12 @@ def format_result(r, jl=None) -> str:
 
 
 def format_comparison(results) -> str:
-    rows = [["policy", "max rho", "avg JCT", "makespan", "utilisation"]]
+    span = max((r.makespan for r in results if math.isfinite(r.makespan)), default=math.inf)
+    scale, dunit = duration_scale(results[0].unit if results else "", span)
+    when = f" {dunit}" if dunit else ""
+    rows = [["policy", "max rho", f"avg JCT{when}", f"makespan{when}", "utilisation"]]
     for r in results:
-        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct), _num(r.makespan),
+        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale),
                      f"{100 * r.utilisation:.0f}%"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(_row(row, widths, 1) for row in rows)

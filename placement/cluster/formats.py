@@ -46,6 +46,16 @@ __all__ = ["ClusterSpec", "ServerSpec", "JobSpec", "JobList", "InputSpec", "Thro
            "parse_jobs", "parse_counts", "with_servers", "GB", "json_number"]
 
 GB = 1e9  # host memory is given in decimal gigabytes
+HOUR_MS = 3.6e6  # an ONNX job's times are milliseconds
+
+
+def duration_scale(unit: str, span: float) -> tuple[float, str]:
+    """``(scale, unit)`` to print a cluster's durations in (arrivals, finishes, JCTs, makespan): hours
+    for milliseconds that span more than an hour (``2.492e+09`` ms reads as ``692.2`` h), else the
+    workloads' own ``unit`` (a reference workload's is not said: ``""``)."""
+    if unit == "ms" and math.isfinite(span) and span > HOUR_MS:
+        return HOUR_MS, "h"
+    return 1.0, unit
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from graphs.errors import InfeasibleError, InputError
 
 from .curves import JobCurve
-from .formats import GB, json_number
+from .formats import GB, duration_scale, json_number
 from .policies import (
     ALIASES,
     Allocation,
@@ -37,8 +37,6 @@ from .policies import (
     default_request,
     fair_share_time,
 )
-
-HOUR_MS = 3.6e6
 
 __all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations"]
 
@@ -360,7 +358,7 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
 
     cmap = matplotlib.colormaps.get_cmap("tab20")
     # a step per segment; zeros across the gaps between segments (nobody present)
-    scale, unit = (HOUR_MS, "h") if result.unit == "ms" and result.makespan > HOUR_MS else (1.0, result.unit)
+    scale, unit = duration_scale(result.unit, result.makespan)
     steps: list[tuple[float, Segment | None]] = []
     for s in result.segments:
         if steps and s.start > steps[-1][0]:

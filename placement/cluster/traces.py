@@ -27,7 +27,7 @@ import numpy as np
 
 from graphs.errors import InputError
 
-from .formats import GB, JobList
+from .formats import GB, HOUR_MS, JobList
 
 __all__ = ["Profile", "profiles", "philly_trace", "CLASSES", "CLASS_MIX", "GPU_MIX"]
 
@@ -36,7 +36,6 @@ CLASSES = {"image": ("alexnet", "res18", "res50", "mobilenet", "shufflenet"),
            "speech": ("m5", "deepspeech")}
 CLASS_MIX = {"image": 0.2, "language": 0.7, "speech": 0.1}
 GPU_MIX = {"single": {1: 1.0}, "multi": {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}}
-HOUR_MS = 3.6e6
 
 
 @dataclass(frozen=True)
