@@ -72,6 +72,9 @@ def run(args) -> int:
     out = args.out or f"calibrated-{spec.name}.toml"
     if not out.lower().endswith(".toml"):
         raise InputError("the device file is written as TOML: give a path ending in .toml", source=out)
+    from .outputs import output_file
+
+    output_file(out, "--out")  # before the benchmarks run
     if args.from_profile:
         if not spec.host:
             raise InputError(f"--from-profile profiles operators on this machine's CPU, so it fits host "

@@ -413,12 +413,16 @@ def _cmd_place(args) -> int:
         _llm().refuse_goodput_options(args)
         _stages().refuse_serving(args)
         return _llm().place(args)
-    if args.objective == "goodput" or any(getattr(args, f, None) is not None
-                                          for f in ("requests", "ttft_slo", "tpot_slo", "simulate",
-                                                    "trace_seconds", "plot")):
-        raise _UsageError("--objective goodput, --requests, --ttft-slo, --tpot-slo and --simulate apply to "
-                          "an LLM: a model config (config.json with num_hidden_layers and hidden_size) or an "
-                          "ONNX decoder exported with its KV cache")
+    llm_flags = [flag for dest, flag in (("context", "--context"), ("requests", "--requests"),
+                                         ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
+                                         ("disaggregate", "--disaggregate"), ("simulate", "--simulate"),
+                                         ("trace_seconds", "--trace-seconds"), ("plot", "--plot"))
+                 if getattr(args, dest, None) is not None]
+    if args.objective == "goodput" or llm_flags:
+        flag = llm_flags[0] if llm_flags else "--objective goodput"
+        raise _UsageError(f"{flag} applies to an LLM: a model config (config.json with num_hidden_layers and "
+                          f"hidden_size) or an ONNX decoder exported with its KV cache; this workload is "
+                          f"neither")
     if getattr(args, "latency_slo", None) is not None and args.solver not in (None, "auto"):
         raise _UsageError(f"--solver {args.solver} does not apply with --latency-slo: a latency target picks "
                           f"its own solvers (the stage DP and the stage integer program under the target; "
@@ -677,6 +681,13 @@ def _cmd_split(args) -> int:
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
+    if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
+        raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
+    if not args.verify:  # the verify options do nothing without it: refused, not ignored
+        for flag, value, default in (("--tolerance", args.tolerance, 1e-4), ("--seed", args.seed, 0),
+                                     ("--batch-size", args.batch_size, 1)):
+            if value != default:
+                raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     refuse_empty_result(args.result, "split")
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")

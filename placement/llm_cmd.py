@@ -793,9 +793,15 @@ def place_goodput(args) -> int:
         proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
                   "is the most over them, exact under the serving model")
     else:
-        proven = ("each plan is the decode DP's at its batch size and micro-batch count (most tokens/s, "
+        # a batch whose kept plan is not the DP's: its micro-batch count's problem had few plans, all scored
+        scored = [p.batch for p in search.points
+                  if p.plan is not None and (p.exhaustive or p.plan != p.result.plan)]
+        proven = ("each batch size's plan is the decode DP's at its micro-batch count (most tokens/s, "
                   "proven; not proven to be the most goodput: the goodput is that plan's, exact under "
-                  "the serving model); a batch whose problems have few plans had all of them scored")
+                  "the serving model)")
+        if scored:
+            proven += (f", except at batch {', '.join(map(str, scored))}, where a micro-batch count's "
+                       f"problem has few plans: all of them were scored and the most goodput kept")
     if split is not None:
         proven += ("; disaggregated: whole device kinds to each pool, the prefill pool's plans the prefill "
                    "DP's (most prefills/s) at each micro-batch count")

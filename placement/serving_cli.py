@@ -957,9 +957,10 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     stages = _uses_stages(args)
     if stages:
         extra = list(extra)
+        # both models' points per batch size, at most --max-points of them (the highest throughput)
         per_batch = {b: non_dominated(list(fr.per_batch.get(b, [])) + [p for p in extra if p.batch_size == b])
-                     for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
-        merged = non_dominated(list(fr.points) + extra)
+                     [:args.max_points] for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
+        merged = non_dominated([p for pts in per_batch.values() for p in pts])
         fr = Frontier(tuple(merged), per_batch, False, fr.stopped)
     if interrupted:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")

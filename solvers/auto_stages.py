@@ -50,9 +50,10 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True) -> Solution:
+                  refine: bool = True, threads: int | None = None) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
-    whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``."""
+    whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
+    kernel's and the integer program's (``None``: their own defaults)."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
@@ -71,7 +72,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
     if _ideals_fit(problem, max_ideals):
         path.append("dp")
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return done(r, "exact", r.status, r.message)
         if r.plan is not None:
@@ -89,7 +90,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue
         path.append(f"dp on {m} merged nodes")
-        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline))
+        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads)
         if r.plan is not None:
             rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
             if best is None or rr.objective < best.objective:
@@ -102,8 +103,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            ir = ip_stages.solve_problem(problem, time_limit=limit,
-                                             warm_start=best.plan if best is not None else None)
+            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads,
+                                         warm_start=best.plan if best is not None else None)
             extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)
@@ -117,7 +118,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if r.plan is None and (deadline is None or _left(deadline) > 0):
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
             path.append("dp")
-            r = dp_stages.solve_problem(problem, time_limit=_left(deadline))
+            r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)
         if r.plan is None:
@@ -133,9 +134,9 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
-    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``, and
-    ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time`` and ``refine``."""
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit`` and
+    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time`` and ``refine``."""
     options = options or SolveOptions()
     kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
           if k in options.raw}
-    return solve_problem(problem, time_limit=options.time_limit, **kw)
+    return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)

@@ -77,6 +77,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
     SolverInfo("auto", "the exact DP when it fits the limits, a labelled large-graph path otherwise",
                "solvers.auto:solve", "solvers.auto_stages:solve_stages", OBJECTIVES, exact=True,
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
+               stage_honours=frozenset({"threads"}),  # the DP kernel's and the integer program's
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
                stage_kernels=("solvers.dp_stages",)),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",

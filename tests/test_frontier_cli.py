@@ -302,3 +302,17 @@ def test_a_point_found_again_is_printed_only_with_a_stronger_proof(tmp_path, cap
         strength = 2 if "not proven" not in s else 1 if "(frontier point" in s else 0
         assert strength > seen.get(figures, -1), s
         seen[figures] = strength
+
+
+def test_max_points_holds_for_both_models_together(tmp_path, capsys):
+    """--max-points 1 ("points per batch size at most") gave two: one per model, merged."""
+    from placement.cli import main
+
+    model = str(tmp_path / "bert.onnx")
+    assert main(["example", model, "--layers", "2"]) == 0
+    out = tmp_path / "f.json"
+    assert main(["frontier", model, "--devices", "a100:1,t4:1,cpu:2", "--batch-size", "1,8", "--time-limit",
+                 "6", "--max-points", "1", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    sizes = [p["batch_size"] for p in data["points"]]
+    assert sizes and all(sizes.count(b) == 1 for b in sizes), sizes

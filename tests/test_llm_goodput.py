@@ -333,7 +333,7 @@ def test_cli_refuses_goodput_options_where_they_do_not_apply(tmp_path, capsys, f
     piper.write_text(json.dumps({"nodes": [{"id": 0, "cpuLatency": 1, "fpgaLatency": 1, "size": 1}],
                                  "edges": [], "maxFPGAs": 1, "maxCPUs": 1, "maxSizePerFPGA": 1}))
     assert main(["place", str(piper), "--objective", "goodput"]) == 2
-    assert "apply to an LLM: a model config" in capsys.readouterr().err
+    assert "to an LLM: a model config" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------- disaggregated pools

@@ -212,3 +212,79 @@ def test_cluster_durations_of_onnx_jobs_read_in_hours(model, tmp_path, capsys):
     row = next(x.split() for x in out.splitlines() if x.startswith("job0"))
     per_sample_ms, jct_h = float(row[4]), float(row[6])
     assert jct_h == pytest.approx(per_sample_ms * 10**8 / 3.6e6, rel=1e-3)
+
+
+_BENCH = ["bench", "--config", "tiny", "--only", "bert24", "--quiet", "--out", "{tmp}/bt"]
+_SPLIT = ["split", "{model}", "{result}", "--out-dir", "{tmp}/s"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    # a path under a regular file: a traceback after the work, or a wrong reason ("File exists")
+    (["bench", "--config", "tiny", "--only", "bert24", "--solvers", "single", "--quiet", "--out", "{file}/b"],
+     ["--out", "is a file, not a folder"]),
+    (["bench", "--config", "tiny", "--only", "bert24", "--solvers", "single", "--quiet", "--out", "{tmp}/bt",
+      "--report", "{file}/r.md"], ["--report", "is a file, not a folder"]),
+    (["cluster", "{jobs}", "--plot", "{file}/o.png"], ["--plot", "is a file, not a folder"]),
+    (["cluster", "simulate", "{jobs}", "--plot", "{file}/o.png"], ["--plot", "is a file, not a folder"]),
+    (["cluster", "{jobs}", "--out", "{file}/o.json"], ["--out", "is a file, not a folder"]),
+    (["calibrate", "cpu", "-o", "{file}/c.toml"], ["--out", "is a file, not a folder"]),
+    # bad values that ran
+    (_BENCH + ["--workers", "0"], ["--workers"]),
+    (_BENCH + ["--time-limit", "-1"], ["--time-limit"]),
+    (_BENCH + ["--limit", "single=-2"], ["--limit"]),
+    (_SPLIT + ["--verify", "--tolerance", "-1"], ["--tolerance"]),
+    # options that did nothing without the one they belong to
+    (_SPLIT + ["--seed", "3"], ["--seed", "--verify"]),
+    (_SPLIT + ["--tolerance", "0.1"], ["--tolerance", "--verify"]),
+    (["cluster", "{jobs}", "--policy", "ftf", "--base", "las"], ["--base las", "Synergy"]),
+])
+def test_outputs_and_values_are_checked_before_any_work(model, tmp_path, capsys, argv, words):
+    file = tmp_path / "notes.txt"
+    file.write_text("hi")
+    jobs, result = str(tmp_path / "jobs.json"), str(tmp_path / "r.json")
+    assert main(["example", jobs]) == 0
+    if "{result}" in argv:
+        assert main(["place", model, "--devices", "a100:1,t4:1", "-o", result]) == 0
+    capsys.readouterr()
+    argv = [a.format(file=file, tmp=tmp_path, jobs=jobs, model=model, result=result) for a in argv]
+    assert main(argv) == 2
+    _one_error(capsys, *words)
+    assert not (tmp_path / "s").exists()  # nothing written
+
+
+def test_threads_on_the_default_path_is_honoured(model, tmp_path, capsys):
+    """--threads 1, whose help names the DP's default, was refused on the default (stage model) path."""
+    assert main(["place", model, "--devices", "a100:1,t4:1", "--threads", "1", "--json"]) == 0
+    assert '"status": "optimal"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags", [["--context", "100"], ["--disaggregate"]])
+def test_llm_options_on_other_workloads_are_refused(tmp_path, capsys, flags):
+    tiny = str(tmp_path / "tiny.json")
+    assert main(["example", tiny]) == 0
+    capsys.readouterr()
+    assert main(["place", tiny, *flags]) == 2
+    _one_error(capsys, f"{flags[0]} applies to an LLM")
+
+
+def test_goodput_summary_names_the_batches_whose_plan_is_not_the_dps(tmp_path, capsys):
+    """The best row said 'not the DP's plan (more goodput)' and the closing line 'each plan is the
+    decode DP's': now the line names the batch sizes where another plan was kept."""
+    import json
+
+    cfg, mix, out = tmp_path / "llama.json", tmp_path / "chat.json", tmp_path / "g.json"
+    cfg.write_text(json.dumps(_LLAMA))
+    mix.write_text(json.dumps({"buckets": [{"input": 256, "output": 128, "weight": 5},
+                                           {"input": 1024, "output": 256, "weight": 3},
+                                           {"input": 4096, "output": 256, "weight": 1}]}))
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "8,16,32",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    rows = {int(x.split()[0]): x for x in text.splitlines() if x[:1].isdigit()}
+    not_dp = [b for b, row in rows.items() if "not the DP's plan" in row]
+    line = next(x for x in text.splitlines() if x.startswith("proven:"))
+    for b in not_dp:
+        assert f"batch {b}" in line.split("except at")[1], line
+    if not not_dp:
+        assert "except" not in line

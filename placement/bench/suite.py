@@ -519,8 +519,27 @@ def main(argv: list[str] | None = None) -> int:
         try:
             limits[name.strip()] = float(value)
         except ValueError:
-            print(f"error: --limit {item!r}: expected SOLVER=SECONDS", file=sys.stderr)
+            limits[name.strip()] = math.nan
+        if not limits[name.strip()] > 0:  # nan too
+            print(f"error: --limit {item!r}: expected SOLVER=SECONDS, a positive number", file=sys.stderr)
             return 2
+    if not args.time_limit > 0:
+        print(f"error: --time-limit must be a positive number of seconds, got {args.time_limit:g}",
+              file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print(f"error: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
+    from graphs.errors import InputError
+    from placement.outputs import output_dir, output_file
+
+    try:  # the outputs, before any run
+        output_dir(args.out, "--out")
+        if args.report:
+            output_file(args.report, "--report")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed, limits=limits)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -162,6 +162,16 @@ def run(args) -> int:
                 else FTF_FAIRNESS if mode == "simulate" else None)
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
+    if args.base != "fifo" and args.policy not in _SYNERGY + ("all",):
+        raise InputError(f"placement cluster: --base {args.base} applies to the Synergy allocations "
+                         f"({', '.join(_SYNERGY)}), which take the jobs a base scheduler picks; --policy "
+                         f"{args.policy} schedules the jobs itself")
+    from placement.outputs import output_file, plot_file
+
+    if args.out:  # checked before the curves are computed
+        output_file(args.out, "--out")
+    if args.plot:
+        plot_file(args.plot, "--plot")
     if args.policy == "sensitive":
         print("note: policy 'sensitive' is now called 'joint' (it also re-chooses accelerator counts and "
               "host-core stages); Synergy's own allocation is 'tune'", file=sys.stderr)
