@@ -618,13 +618,16 @@ def _add_pipeline_parsers(sub) -> None:
     r = sub.add_parser("run", help="run a placement as a pipeline of processes", description="Split the "
                        "model as the result says and run the stages as a pipeline of worker processes "
                        "(one onnxruntime session and one thread each, queues between them) on this CPU; "
-                       "report measured throughput next to the cost model's prediction. Place with "
-                       "--costs profile so that both are measured on this machine.")
+                       "report measured throughput next to the cost model's prediction (a stage plan: the "
+                       "stage evaluator's time per sample), per batch and per sample. The inputs have the "
+                       "batch size and dimensions the result was placed at; a different --batch-size or "
+                       "--dim is refused, as the prediction is for the recorded ones (place again at the "
+                       "other size). Place with --costs profile so that both are measured on this machine.")
     r.add_argument("model", help="the ONNX model (.onnx) the result is for")
     r.add_argument("result", help="result file written by placement place --out (the order of split; the "
                    "older order RESULT MODEL still works, with a note)")
     r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
-                   help="samples to stream (default 50)")
+                   help="runs of the model to stream, each one batch of the batch size (default 50)")
     r.add_argument("--threads", type=int, default=1, help="onnxruntime threads per stage (default 1)")
     r.add_argument("--optimize", action="store_true", help="let onnxruntime optimise the stage graphs "
                    "(off by default, as when profiling costs)")
@@ -635,10 +638,11 @@ def _add_pipeline_parsers(sub) -> None:
 
 
 def _add_input_shape_options(p) -> None:
-    p.add_argument("--batch-size", type=int, default=1, metavar="N",
-                   help="value of a symbolic batch dimension of the inputs (default 1)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="value of a symbolic batch dimension of the inputs (default: the batch size the "
+                        "result records, else 1)")
     p.add_argument("--dim", action="append", default=None, metavar="NAME=N",
-                   help="value of another symbolic input dimension (repeatable)")
+                   help="value of another symbolic input dimension (repeatable; default: the result's)")
 
 
 def _dims(args) -> dict:
@@ -648,9 +652,35 @@ def _dims(args) -> dict:
         if not name or not value.isdigit() or int(value) < 1:
             raise _UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
         dims[name] = int(value)
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise _UsageError("--batch-size must be at least 1")
     return dims
+
+
+def _input_shape(args, result_path: str, *, strict: bool) -> dict:
+    """The symbolic input dimensions to feed, the result's recorded ones unless given again; sets
+    ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is for the recorded shape):
+    a batch size or dimension given that differs from the recorded one is refused."""
+    from graphs.jsonio import read_json
+
+    from .pipeline_run import recorded_input_shape
+
+    given = _dims(args)
+    batch, dims = recorded_input_shape(read_json(result_path))
+    if strict and dims is not None:
+        if batch is not None and args.batch_size not in (None, batch):
+            raise _UsageError(f"placement run: --batch-size {args.batch_size}: {result_path} was placed at "
+                              f"batch size {batch} and its prediction is for that batch; omit --batch-size, "
+                              f"or place again with --batch-size {args.batch_size}")
+        other = {k: v for k, v in given.items() if dims.get(k) != v}
+        if other:
+            flags = " ".join(f"--dim {k}={v}" for k, v in other.items())
+            was = ", ".join(f"{k}={dims[k]}" if k in dims else f"{k} not given" for k in other)
+            raise _UsageError(f"placement run: {flags}: {result_path} was placed with {was} and its "
+                              f"prediction is for that; omit it, or place again with {flags}")
+    if args.batch_size is None:
+        args.batch_size = batch or 1
+    return {**(dims or {}), **given}
 
 
 def _warn_unknown_dims(model, dims: dict) -> None:
@@ -677,7 +707,7 @@ def _cmd_split(args) -> int:
     from .onnx_export import annotate, split_model, verify_split, write_split
     from .simulate import read_result
 
-    dims = _dims(args)
+    _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
@@ -689,6 +719,7 @@ def _cmd_split(args) -> int:
             if value != default:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     refuse_empty_result(args.result, "split")
+    dims = _input_shape(args, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     if holds_stage_plan(args.result):
@@ -740,7 +771,14 @@ def _names(xs, k: int = 3) -> str:
 
 def _cmd_run(args) -> int:
     from .onnx_export import split_model
-    from .pipeline_run import predicted_time_per_sample, run_inputs, run_pipeline
+    from .pipeline_run import (
+        describe_runs,
+        format_run_summary,
+        predicted_time_per_sample,
+        run_inputs,
+        run_pipeline,
+        run_report,
+    )
     from .simulate import read_result
 
     if args.samples < 1 or args.threads < 1:
@@ -749,11 +787,12 @@ def _cmd_run(args) -> int:
         args.model, args.result = args.result, args.model
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
-    dims = _dims(args)
+    _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
     refuse_empty_result(args.result, "run")
+    dims = _input_shape(args, args.result, strict=True)
     if holds_stage_plan(args.result):
         _warn_unknown_dims(_read_model(args.model), dims)
         return stage_run.run_command(args, dims)
@@ -771,13 +810,9 @@ def _cmd_run(args) -> int:
     if any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"]):
         print("note: this is a training placement; the run executes the forward pass only, while the "
               "prediction includes the backward pass", file=sys.stderr)
-    doc = {"samples": run.samples, "stages": run.workers, "wall_s": run.wall_s,
-           "measured_ms_per_sample": run.ms_per_sample, "measured_throughput_per_s": run.throughput,
-           "measured_stage_ms": list(run.stage_ms), "utilisation": list(run.utilisation),
-           "predicted_ms_per_sample": pred.time_per_sample,
-           "predicted_steady_ms_per_sample": pred.steady_time_per_sample,
-           "predicted_stage_ms": list(pred.stage_loads), "max_abs_diff": run.max_abs_diff,
-           "notes": list(split.notes)}
+    doc = {"stages": run.workers,
+           **run_report(run, pred, args.batch_size, predicted_by="the result's costs (its stage loads)"),
+           "utilisation": list(run.utilisation), "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
     if args.json:
         from .export import print_json
@@ -786,17 +821,15 @@ def _cmd_run(args) -> int:
     else:
         for note in split.notes:
             print(f"note: {note}")
-        print(f"{run.samples} samples through {run.workers} stage process(es) in {run.wall_s:.3f} s")
-        print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}")
+        print(f"{describe_runs(run.samples, args.batch_size)} through {run.workers} stage process(es) in "
+              f"{run.wall_s:.3f} s")
+        per = "per sample" if args.batch_size == 1 else "per batch"
+        print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}  ({per})")
         for k, s in enumerate(split.submodels):
             p = pred.stage_loads[k] if len(pred.stage_loads) == len(split.submodels) else math.nan
             print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
-        ratio = run.ms_per_sample / pred.time_per_sample if pred.time_per_sample > 0 else math.nan
-        print(f"measured  {run.ms_per_sample:.3f} ms per sample ({run.throughput:.2f} samples/s)")
-        rate = 1e3 / pred.time_per_sample if pred.time_per_sample > 0 else math.inf
-        print(f"predicted {pred.time_per_sample:.3f} ms per sample for {run.samples} samples "
-              f"({rate:.2f} samples/s; steady state {pred.steady_time_per_sample:.3f} "
-              f"ms) by the result's costs; measured / predicted = {ratio:.3f}")
+        for line in format_run_summary(doc):
+            print(line)
         if run.max_abs_diff is not None:
             worst = max(run.max_abs_diff.values(), default=0.0)
             print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")

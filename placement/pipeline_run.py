@@ -13,7 +13,13 @@ is independent).
 
 :func:`predicted_time_per_sample` gives the cost model's view of the same pipeline from the result
 file: the simulated streaming schedule of its stages (each stage's load from the result, in the
-result's time unit) — steady state and for the number of samples run.
+result's time unit) — steady state and for the number of samples run; :func:`predicted_stage_plan` the
+same for a stage plan, from the stage evaluator's recorded time per sample of each stage.
+
+A "sample" of :class:`PipelineRun` and :class:`Prediction` is one run of the model: a batch of the
+batch size the model was placed at (:func:`recorded_input_shape`). :func:`run_report` turns both into
+figures per batch and per sample, and :func:`format_run_summary` into the lines ``placement run``
+prints.
 
 Nothing here prints.
 """
@@ -32,13 +38,15 @@ from graphs.errors import InputError
 
 from ._interrupt import deferred
 
-__all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "Prediction"]
+__all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
+           "recorded_input_shape", "run_report", "format_run_summary", "describe_runs"]
 
 
 @dataclass(frozen=True)
 class PipelineRun:
     """What a pipelined run measured. Per sub-model (stage), per replica: ``busy_s`` the time spent in
-    ``session.run`` over the timed samples, ``taken`` the timed samples it ran."""
+    ``session.run`` over the timed samples, ``taken`` the timed samples it ran. A sample here is one run
+    of the model, at whatever batch size the feeds have."""
 
     samples: int
     replicas: tuple[int, ...]  # per sub-model (1: one worker)
@@ -322,7 +330,8 @@ def _collect(q, n: int, deadline, procs, statq, who=str) -> dict:
 # --------------------------------------------------------------------------- the cost model's view
 @dataclass(frozen=True)
 class Prediction:
-    """The cost model's throughput for the pipeline, in the result's time unit (ms for ONNX)."""
+    """The cost model's throughput for the pipeline in ms (the result's time unit for a one-device-per-stage
+    plan of an ONNX model), per run of the model (one batch)."""
 
     steady_time_per_sample: float
     time_per_sample: float  # for the number of samples asked (fill and drain included)
@@ -348,3 +357,100 @@ def predicted_time_per_sample(result: Mapping, samples: int) -> Prediction:
     sim = simulate_costs(stages, schedule="stream", microbatches=samples)
     return Prediction(sim.steady_time_per_sample, sim.time_per_sample, sim.makespan,
                       tuple(s.load for s in stages))
+
+
+_TO_MS = {"ms": 1.0, "s": 1e3}
+
+
+def predicted_stage_plan(result: Mapping, samples: int, batch_size: int = 1) -> Prediction:
+    """The stage evaluator's view of running a stage plan for ``samples`` runs of the model at
+    ``batch_size``, in ms per run: each stage's recorded ``time_per_sample`` (its replicas side by side,
+    :func:`graphs.parallel.evaluate_plan`'s) times the batch size; a replica of a stage of ``d`` takes
+    ``d`` times that per run, and runs are dealt round robin as :func:`run_pipeline` deals them. The
+    steady state is the busiest stage's (the plan's time per sample, times the batch size)."""
+    stages = list(result.get("stages") or ())
+    if not stages or any(s.get("time_per_sample") is None for s in stages):
+        raise InputError("the stage plan records no time per sample for its stages")
+    unit = result.get("time_unit", "s")
+    if unit not in _TO_MS:
+        raise InputError(f"the stage plan's time unit is {unit!r}, not seconds or milliseconds")
+    loads = [_TO_MS[unit] * batch_size * float(s["time_per_sample"]) for s in stages]
+    reps = [int(s.get("dataParallelDegree") or 1) for s in stages]
+    free = [[0.0] * d for d in reps]  # when each replica is next free
+    end = 0.0
+    for k in range(samples):
+        t = 0.0  # every run is fed at once: it waits only for its replicas
+        for i, (x, d) in enumerate(zip(loads, reps)):
+            t = max(t, free[i][k % d]) + d * x
+            free[i][k % d] = t
+        end = max(end, t)
+    return Prediction(max(loads), end / samples, end, tuple(loads))
+
+
+def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | None]:
+    """The batch size and the other symbolic input dimensions a result was placed at: its ``frontend``
+    settings (one device per stage) or its ``problem`` (a stage plan). ``(None, None)`` for a result
+    that records no front end (older or hand-written ones); a batch size ``None`` where it records none."""
+    rec = result.get("frontend") or result.get("problem")
+    if not isinstance(rec, Mapping) or "batch_size" not in rec:
+        return None, None
+    b = rec.get("batch_size")
+    batch = b if isinstance(b, int) and not isinstance(b, bool) and b >= 1 else None
+    return batch, {str(k): int(v) for k, v in (rec.get("dims") or {}).items()}
+
+
+def run_report(run: PipelineRun, pred: Prediction | None, batch_size: int, *, predicted_by: str) -> dict:
+    """The figures of a run and its prediction per batch (one run of the model at ``batch_size``) and
+    per sample: ``*_ms_per_batch``, ``*_ms_per_sample`` and ``*_samples_per_s`` (``batch_size`` x runs /
+    time), for the stream measured and predicted (fill and drain included), and the predicted steady
+    state; ``pred`` ``None``: no prediction (its fields ``None``)."""
+    b = batch_size
+
+    def rate(ms_per_batch: float) -> float:
+        return 1e3 * b / ms_per_batch if ms_per_batch > 0 else math.inf
+
+    doc = {"batch_size": b, "batches": run.samples, "samples": b * run.samples, "wall_s": run.wall_s,
+           "measured_ms_per_batch": run.ms_per_sample, "measured_ms_per_sample": run.ms_per_sample / b,
+           "measured_samples_per_s": b * run.throughput,
+           "measured_stage_ms_per_batch": list(run.stage_ms), "predicted_by": predicted_by}
+    keys = ("predicted_ms_per_batch", "predicted_ms_per_sample", "predicted_samples_per_s",
+            "predicted_steady_ms_per_batch", "predicted_steady_ms_per_sample",
+            "predicted_steady_samples_per_s", "predicted_stage_ms_per_batch", "measured_over_predicted")
+    if pred is None:
+        return {**doc, **dict.fromkeys(keys)}
+    ratio = run.ms_per_sample / pred.time_per_sample if pred.time_per_sample > 0 else math.nan
+    vals = (pred.time_per_sample, pred.time_per_sample / b, rate(pred.time_per_sample),
+            pred.steady_time_per_sample, pred.steady_time_per_sample / b, rate(pred.steady_time_per_sample),
+            list(pred.stage_loads), ratio)
+    return {**doc, **dict(zip(keys, vals))}
+
+
+def format_run_summary(doc: Mapping) -> list[str]:
+    """The measured and predicted lines of ``placement run`` from :func:`run_report`'s ``doc``: per batch
+    and per sample where the batch has several samples, per sample otherwise."""
+    b = doc["batch_size"]
+
+    def per(ms: float) -> str:
+        if b == 1:
+            return f"{ms:.3f} ms per sample"
+        return f"{ms:.3f} ms per batch of {b} ({ms / b:.4g} ms/sample)"
+
+    lines = [f"measured  {per(doc['measured_ms_per_batch'])}, {doc['measured_samples_per_s']:.2f} samples/s"]
+    if doc["predicted_ms_per_batch"] is None:
+        return lines + [f"predicted: none ({doc['predicted_by']})"]
+    n = doc["batches"]
+    runs = f"{n} {'sample' if b == 1 else 'batch'}" + ("" if n == 1 else "s" if b == 1 else "es")
+    lines += [f"predicted {per(doc['predicted_ms_per_batch'])}, {doc['predicted_samples_per_s']:.2f} "
+              f"samples/s for these {runs} (fill and drain included)",
+              f"          steady state {per(doc['predicted_steady_ms_per_batch'])}, "
+              f"{doc['predicted_steady_samples_per_s']:.2f} samples/s",
+              f"          by {doc['predicted_by']}; measured / predicted time = "
+              f"{doc['measured_over_predicted']:.3f}"]
+    return lines
+
+
+def describe_runs(runs: int, batch_size: int) -> str:
+    """``8 samples``, or ``8 batches of 4 samples (32 samples)``: what a run streamed."""
+    if batch_size == 1:
+        return f"{runs} sample{'s' if runs != 1 else ''}"
+    return f"{runs} batch{'es' if runs != 1 else ''} of {batch_size} samples ({runs * batch_size} samples)"

@@ -83,9 +83,20 @@ def split_command(args, dims: dict) -> int:
 
 
 def run_command(args, dims: dict) -> int:
-    """``placement run RESULT MODEL`` for a replicated plan: ``d`` processes per stage."""
+    """``placement run MODEL RESULT`` for a replicated plan: ``d`` processes per stage, at
+    ``args.batch_size``, next to the stage evaluator's prediction (the plan's recorded time per sample of
+    each stage, :func:`placement.pipeline_run.predicted_stage_plan`)."""
+    import sys
+
     from .export import print_json
-    from .pipeline_run import run_inputs, run_pipeline
+    from .pipeline_run import (
+        describe_runs,
+        format_run_summary,
+        predicted_stage_plan,
+        run_inputs,
+        run_pipeline,
+        run_report,
+    )
 
     model, data = _read(args)
     split, manifest = split_stage_plan(model, data)
@@ -95,20 +106,34 @@ def run_command(args, dims: dict) -> int:
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
-    doc = {"samples": run.samples, "replicas": list(run.replicas), "workers": run.workers,
-           "wall_s": run.wall_s, "measured_ms_per_sample": run.ms_per_sample,
-           "measured_throughput_per_s": run.throughput, "measured_stage_ms": list(run.stage_ms),
+    try:
+        pred = predicted_stage_plan(data, args.samples, args.batch_size)
+        by = "the stage evaluator's time per sample of each stage, as the result records it"
+    except InputError as e:
+        pred, by = None, str(e)
+    if pred is not None and len(pred.stage_loads) != len(split.submodels):
+        pred, by = None, f"the plan has {len(pred.stage_loads)} stages but {len(split.submodels)} sub-models"
+    if (data.get("problem") or {}).get("training"):
+        print("note: this is a training plan; the run executes the forward pass only, while the prediction "
+              "includes the backward pass", file=sys.stderr)
+    doc = {"replicas": list(run.replicas), "workers": run.workers,
+           **run_report(run, pred, args.batch_size, predicted_by=by),
            "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
            "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
     if args.json:
         print_json(doc)
     else:
-        print(f"{run.samples} samples through {len(run.replicas)} stage(s) on {run.workers} worker "
+        b = args.batch_size
+        print(f"{describe_runs(run.samples, b)} through {len(run.replicas)} stage(s) on {run.workers} worker "
               f"process(es) in {run.wall_s:.3f} s")
-        print(f"{'stage':<6}{'replicas':>9}{'ms/sample':>11}  samples per replica")
+        per = "ms/sample" if b == 1 else "ms/batch"
+        print(f"{'stage':<6}{'replicas':>9}{'predicted ' + per:>20}{'measured ' + per:>19}  "
+              f"{'samples' if b == 1 else 'batches'} per replica")
         for k, (d, ms, t) in enumerate(zip(run.replicas, run.stage_ms, run.taken)):
-            print(f"{k:<6}{d:>9}{ms:>11.3f}  {', '.join(map(str, t))}")
-        print(f"measured  {run.ms_per_sample:.3f} ms per sample ({run.throughput:.2f} samples/s)")
+            p = pred.stage_loads[k] if pred is not None else float("nan")
+            print(f"{k:<6}{d:>9}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
+        for line in format_run_summary(doc):
+            print(line)
         if run.max_abs_diff is not None:
             worst = max(run.max_abs_diff.values(), default=0.0)
             print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
