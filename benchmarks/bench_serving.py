@@ -202,13 +202,13 @@ def part2(batches: list[int], samples: int, tmp: str, rounds: int = 3) -> list[d
                        "--out", res, "--json"])
         runs = [_cli(["run", res, model, "--batch-size", str(b), "--samples", str(samples), "--json"])
                 for _ in range(rounds)]
-        run = sorted(runs, key=lambda r: r["measured_ms_per_sample"])[len(runs) // 2]
+        run = sorted(runs, key=lambda r: r["measured_ms_per_batch"])[len(runs) // 2]
         predicted = 1e3 * b / placed["max_load"]
-        measured = 1e3 * b / statistics.median(r["measured_ms_per_sample"] for r in runs)
+        measured = 1e3 * b / statistics.median(r["measured_ms_per_batch"] for r in runs)
         rows.append({"batch": b, "stages": run["stages"], "predicted_samples_per_s": predicted,
                      "measured_samples_per_s": measured, "error": (predicted - measured) / measured,
-                     "predicted_stage_ms": run["predicted_stage_ms"],
-                     "measured_stage_ms": run["measured_stage_ms"]})
+                     "predicted_stage_ms": run["predicted_stage_ms_per_batch"],
+                     "measured_stage_ms": run["measured_stage_ms_per_batch"]})
         print(f"squeezenet profile b={b}: predicted {predicted:.1f}, measured {measured:.1f} samples/s",
               file=sys.stderr)
     return rows

@@ -715,7 +715,7 @@ def _cmd_split(args) -> int:
         raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
     if not args.verify:  # the verify options do nothing without it: refused, not ignored
         for flag, value, default in (("--tolerance", args.tolerance, 1e-4), ("--seed", args.seed, 0),
-                                     ("--batch-size", args.batch_size, 1)):
+                                     ("--batch-size", args.batch_size, None)):
             if value != default:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     refuse_empty_result(args.result, "split")
