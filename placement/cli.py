@@ -594,8 +594,9 @@ def _add_pipeline_parsers(sub) -> None:
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
     s.add_argument("--out-dir", default=None, metavar="DIR",
                    help="where to write the pictures (default: beside the result file)")
-    s.add_argument("--format", choices=("png", "svg"), default="png", help="picture format (default png)")
-    s.add_argument("--no-draw", action="store_true", help="only simulate; write no pictures")
+    s.add_argument("--format", choices=("png", "svg"), default=None, help="picture format (default png)")
+    s.add_argument("--no-draw", action="store_true", help="only simulate; write no pictures (--overlap, "
+                   "--format and --out-dir, which are the pictures', are then refused)")
     s.add_argument("--json", action="store_true", help="print the simulation as JSON")
     _add_frontend_options(s)
 
@@ -880,8 +881,19 @@ def _cmd_show(args) -> int:
     from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
+    if args.no_draw:  # the picture options do nothing without pictures: refused, not ignored
+        for flag, given in (("--overlap", args.overlap), ("--format", args.format is not None),
+                            ("--out-dir", args.out_dir is not None)):
+            if given:
+                raise _UsageError(f"placement show: {flag} sets the pictures, and --no-draw draws none; "
+                                  f"drop one of them")
+    args.format = args.format or "png"
     refuse_empty_result(args.result, "show")
     if holds_stage_plan(args.result):
+        if args.overlap:
+            raise _UsageError("placement show: --overlap draws a one-device-per-stage plan's transfers as "
+                              "their own events; a stage plan's stage time counts its communication with "
+                              "its compute, so there is no separate transfer to overlap")
         return stage_show.show(args, _frontend(args))
     data = read_result(args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):

@@ -98,6 +98,8 @@ def test_show_on_a_reference_result(tmp_path, capsys, monkeypatch):
     assert main(["show", "r.json", "--schedule", "gpipe", "--json", "--no-draw"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simulation"]["schedule"] == "gpipe" and doc["overlapped"]["overlap"] is True
+    assert main(["show", "r.json", "--no-draw", "--overlap"]) == 2  # it chose the picture: none is drawn
+    assert "--overlap sets the pictures" in capsys.readouterr().err
 
 
 def test_show_finds_the_workload_beside_the_result_and_reports_mismatches(tmp_path, capsys, monkeypatch):
@@ -176,7 +178,13 @@ def test_show_draws_a_stage_plan(tmp_path, capsys, monkeypatch):
     assert main(["show", res, "--out-dir", "pics"]) == 0
     assert "wrote " in capsys.readouterr().out
     assert open(tmp_path / "pics" / "r.gantt.png", "rb").read()[:4] == b"\x89PNG"
-    assert main(["show", res, "--no-draw", "--out-dir", "nope"]) == 0 and not (tmp_path / "nope").exists()
+    capsys.readouterr()
+    # the picture options without pictures are refused, not ignored; --overlap has nothing to overlap here
+    for extra in (["--out-dir", "nope"], ["--format", "svg"], ["--overlap"]):
+        assert main(["show", res, "--no-draw", *extra]) == 2 and not (tmp_path / "nope").exists()
+        assert f"{extra[0]} sets the pictures" in capsys.readouterr().err
+    assert main(["show", res, "--overlap"]) == 2
+    assert "no separate transfer to overlap" in capsys.readouterr().err
     (tmp_path / "afile").write_text("x")
     assert main(["show", res, "--out-dir", "afile/pics"]) == 2
     assert "--out-dir" in capsys.readouterr().err

@@ -131,7 +131,7 @@ def markdown_tables(records: list[dict], objective: str) -> str:
                 cells.append(f"{_fmt(r['value'])} ({_ratio(r['ratio_to_best'])})")
         out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(best.get(w))} | " + " | ".join(cells) + " |")
     out += ["", "| workload | solver | status | objective | ratio to best | proven gap | solve time s | "
-            "peak memory MB |", "|---|---|---|---:|---:|---:|---:|---:|"]
+            "peak memory MiB |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         gap = "—" if r["gap"] is None else f"{100 * r['gap']:.2f}%"
         out.append(f"| {r['workload']} | {r['solver']} | {r['status']} | {_fmt(r['value'])} | "
