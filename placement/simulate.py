@@ -1030,9 +1030,10 @@ def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, sour
             else:
                 a[i] = dev_number[d["name"]]
     problems = []
-    if unknown_dev:
+    if unknown_dev:  # the cluster by its current names (the older spellings above are only accepted)
+        names = [cluster.device_name(d) for d in range(cluster.num_devices)]
         problems.append(f"device(s) {', '.join(unknown_dev[:5])} not in the cluster "
-                        f"({', '.join(dev_number)})")
+                        f"({', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
     if unknown_node:
         problems.append(f"{len(unknown_node)} node(s) not in the graph: {', '.join(unknown_node[:5])}"
                         f"{' ...' if len(unknown_node) > 5 else ''}")

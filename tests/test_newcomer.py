@@ -288,3 +288,16 @@ def test_goodput_summary_names_the_batches_whose_plan_is_not_the_dps(tmp_path, c
         assert f"batch {b}" in line.split("except at")[1], line
     if not not_dp:
         assert "except" not in line
+
+
+def test_a_device_mismatch_lists_the_cluster_by_its_names(model):
+    """The cluster was listed as 'cpu:0, cpu0': every device twice, once in an old spelling."""
+    from graphs.errors import InputError
+    from placement.load import load_workload
+    from placement.simulate import assignment_from_result
+
+    w = load_workload(model, devices="cpu:2")
+    doc = {"devices": [{"name": "gpu:3", "nodes": list(w.graph.names)}]}
+    with pytest.raises(InputError) as e:
+        assignment_from_result(doc, w.graph, w.cluster)
+    assert "gpu:3 not in the cluster (cpu:0, cpu:1)" in str(e.value)
