@@ -198,11 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "format, with its own devices and costs.")
     x.add_argument("out", nargs="?", default="example.json", help="output file, .onnx or .json (default "
                    "example.json)")
-    x.add_argument("--layers", type=int, default=6, help="transformer layers (encoder blocks) of the example "
-                   "(default 6)")
-    x.add_argument("--accelerators", type=int, default=4, help=".json: number of accelerators")
-    x.add_argument("--cpus", type=int, default=1, help=".json: number of CPU cores")
-    x.add_argument("--training", action="store_true", help="add the backward pass")
+    x.add_argument("--layers", type=int, default=None, help="transformer layers (encoder blocks) of the "
+                   "example (default 6; not for a job list)")
+    x.add_argument("--accelerators", type=int, default=None, help=".json: number of accelerators (default 4)")
+    x.add_argument("--cpus", type=int, default=None, help=".json: number of CPU cores (default 1)")
+    x.add_argument("--training", action="store_true", help=".json: add the backward pass (an .onnx model "
+                   "is placed for training with place --training)")
 
     sub.add_parser("bench", help="run the benchmark suite", add_help=False,
                    description="Run solvers x workloads and write tables; see `placement bench --help`.")
@@ -514,11 +515,28 @@ def _cmd_example(args) -> int:
     from .cluster.example import is_job_list_name, write_example_jobs
     from .export import write_json
 
-    if is_job_list_name(args.out):  # jobs.json, trace.json: a shared-cluster job list
+    # the options that shape only some kinds of example: refused, not ignored, on the others
+    given = {"--layers": args.layers is not None, "--accelerators": args.accelerators is not None,
+             "--cpus": args.cpus is not None, "--training": args.training}
+    job_list = is_job_list_name(args.out)
+    suffix = os.path.splitext(args.out)[1].lower()
+    shaped = (() if job_list else ("--layers",) if suffix == ".onnx" else tuple(given))
+    for flag, on in given.items():
+        if on and flag not in shaped and (job_list or suffix in (".onnx", ".json")):
+            what = "a shared-cluster job list" if job_list else "an ONNX model"
+            hint = "; place it with --training to train it" if flag == "--training" and not job_list else \
+                "; its devices are given to place with --devices" if not job_list else ""
+            shapes = "a model example (.onnx, .json)" if flag == "--layers" else \
+                "a reference-format layer graph (.json)"
+            raise _UsageError(f"placement example: {flag} shapes {shapes}; {args.out} is {what}, which it "
+                              f"does not change{hint}")
+    args.layers = 6 if args.layers is None else args.layers
+    args.accelerators = 4 if args.accelerators is None else args.accelerators
+    args.cpus = 1 if args.cpus is None else args.cpus
+    if job_list:  # jobs.json, trace.json: a shared-cluster job list
         _output_file(args.out, "placement example:")
         print(write_example_jobs(args.out))
         return EXIT_OK
-    suffix = os.path.splitext(args.out)[1].lower()
     if suffix not in (".onnx", ".json"):
         raise _UsageError(f"placement example: {args.out!r} must end in .onnx (an ONNX model) or .json "
                           f"(a reference-format workload)")

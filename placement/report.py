@@ -99,6 +99,11 @@ def format_summary(p: Placement) -> str:
         parts.append(f"latency {_num(p.latency.total)}{u} ({what}, latency model)")
     parts += status_parts(s)
     lines = [", ".join(parts)]
+    lat = p.latency.total if p.latency is not None else None
+    if lat is not None and math.isfinite(lat) and lat < p.max_load * (1 - 1e-9):
+        # a newcomer reads a latency below the busiest device's load as a bug: the two models differ here
+        lines.append("latency below the max-load: the latency model runs a host CPU's independent operators "
+                     "side by side, each on its own core, where the max-load adds up the host's work")
     if not u:
         lines.append("times in the workload's own unit (t)")
     if p.evaluation is not None:

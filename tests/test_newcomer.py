@@ -301,3 +301,39 @@ def test_a_device_mismatch_lists_the_cluster_by_its_names(model):
     with pytest.raises(InputError) as e:
         assignment_from_result(doc, w.graph, w.cluster)
     assert "gpu:3 not in the cluster (cpu:0, cpu:1)" in str(e.value)
+
+
+def test_a_latency_below_the_max_load_is_explained(model, capsys):
+    """One CPU core: the latency (47.9 ms) printed below the max-load (57.0 ms) with no word why."""
+    assert main(["place", model, "--devices", "cpu:1", "--max-replicas", "1"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"max-load ([\d.]+) ms, latency ([\d.]+) ms", out)
+    assert m and float(m[2]) < float(m[1])
+    assert "latency below the max-load: the latency model runs a host CPU's independent operators" in out
+    assert main(["place", model, "--devices", "a100:1", "--max-replicas", "1"]) == 0
+    assert "latency below the max-load" not in capsys.readouterr().out  # one accelerator: latency = load
+
+
+@pytest.mark.parametrize("out, flags, words", [
+    ("m.onnx", ["--training"], ["--training shapes a reference-format layer graph", "with --training"]),
+    ("m.onnx", ["--accelerators", "2"], ["--accelerators", "--devices"]),
+    ("m.onnx", ["--cpus", "3"], ["--cpus", "an ONNX model"]),
+    ("jobs.json", ["--layers", "3"], ["--layers shapes a model example", "job list"]),
+    ("jobs.json", ["--training"], ["--training", "job list"]),
+])
+def test_example_refuses_options_that_do_not_shape_its_kind(tmp_path, capsys, out, flags, words):
+    """example m.onnx --training wrote an inference model, and jobs.json took --layers, without a word."""
+    assert main(["example", str(tmp_path / out), *flags]) == 2
+    _one_error(capsys, *words)
+    assert not (tmp_path / out).exists()
+
+
+def test_example_options_shape_the_layer_graph(tmp_path):
+    import json
+
+    shape = ["--accelerators", "2", "--layers", "2"]
+    assert main(["example", str(tmp_path / "a.json"), *shape, "--cpus", "0"]) == 0
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert main(["example", str(tmp_path / "b.json"), *shape, "--training"]) == 0
+    trained = json.loads((tmp_path / "b.json").read_text())
+    assert len(trained["nodes"]) > len(doc["nodes"])  # the backward twins
