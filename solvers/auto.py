@@ -264,6 +264,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                                         time.perf_counter() - t0, {**stats, "path": "heuristic"})
         tell(value, bound=value)
         how = label if label != "exact" else "the DP covered every contiguous placement"
+        if options.backend != SolveOptions().backend:  # said, not dropped without a word
+            how += f"; the integer program (backend {options.backend}) was not needed"
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
                         time=time.perf_counter() - t0, stats=stats, message="exact: " + how)
 

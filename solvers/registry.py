@@ -171,6 +171,10 @@ _FLAG = {"gap": "--gap", "threads": "--threads", "seed": "--seed", "backend": "-
 
 def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) -> None:
     honours = info.stage_honours if stages else info.honours
+    if options.subgraphs_per_device != _DEFAULTS.subgraphs_per_device and options.objective != "latency":
+        # only the latency model runs subgraphs one after another: any other objective would drop it
+        raise InputError(f"--subgraphs-per-device applies to the latency objective (how many subgraphs one "
+                         f"accelerator runs in turn); this objective is {options.objective}")
     for f in _FLAG:
         if f not in honours and getattr(options, f) != getattr(_DEFAULTS, f):
             where = " on the stage model (replicas)" if stages else ""

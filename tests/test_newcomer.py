@@ -337,3 +337,19 @@ def test_example_options_shape_the_layer_graph(tmp_path):
     assert main(["example", str(tmp_path / "b.json"), *shape, "--training"]) == 0
     trained = json.loads((tmp_path / "b.json").read_text())
     assert len(trained["nodes"]) > len(doc["nodes"])  # the backward twins
+
+
+def test_subgraphs_per_device_is_the_latency_objectives(model, capsys):
+    """--subgraphs-per-device 2 with the max-load objective changed nothing, on every solver."""
+    for solver in ("auto", "ip", "dp"):
+        assert main(["place", model, "--devices", "a100:2", "--max-replicas", "1", "--solver", solver,
+                     "--subgraphs-per-device", "2"]) == 2
+        _one_error(capsys, "--subgraphs-per-device applies to the latency objective", "max-load")
+    assert main(["place", model, "--devices", "a100:2", "--max-replicas", "1", "--objective", "latency",
+                 "--subgraphs-per-device", "2", "--time-limit", "5"]) == 0
+
+
+def test_auto_says_when_the_backend_it_was_given_did_not_run(model, capsys):
+    pytest.importorskip("pulp")
+    assert main(["place", model, "--devices", "a100:2", "--max-replicas", "1", "--backend", "pulp"]) == 0
+    assert "the integer program (backend pulp) was not needed" in capsys.readouterr().out
