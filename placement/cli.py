@@ -414,10 +414,9 @@ def _cmd_place(args) -> int:
         _llm().refuse_goodput_options(args)
         _stages().refuse_serving(args)
         return _llm().place(args)
-    llm_flags = [flag for dest, flag in (("context", "--context"), ("requests", "--requests"),
-                                         ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
-                                         ("disaggregate", "--disaggregate"), ("simulate", "--simulate"),
-                                         ("trace_seconds", "--trace-seconds"), ("plot", "--plot"))
+    from .llm_cmd import _GOODPUT_FLAGS  # the goodput objective's options, listed once
+
+    llm_flags = [flag for dest, flag in (("context", "--context"),) + _GOODPUT_FLAGS
                  if getattr(args, dest, None) is not None]
     if args.objective == "goodput" or llm_flags:
         flag = llm_flags[0] if llm_flags else "--objective goodput"
@@ -516,20 +515,22 @@ def _cmd_example(args) -> int:
     from .export import write_json
 
     # the options that shape only some kinds of example: refused, not ignored, on the others
-    given = {"--layers": args.layers is not None, "--accelerators": args.accelerators is not None,
-             "--cpus": args.cpus is not None, "--training": args.training}
+    given = [flag for flag, on in (("--layers", args.layers is not None),
+                                   ("--accelerators", args.accelerators is not None),
+                                   ("--cpus", args.cpus is not None), ("--training", args.training)) if on]
     job_list = is_job_list_name(args.out)
     suffix = os.path.splitext(args.out)[1].lower()
-    shaped = (() if job_list else ("--layers",) if suffix == ".onnx" else tuple(given))
-    for flag, on in given.items():
-        if on and flag not in shaped and (job_list or suffix in (".onnx", ".json")):
-            what = "a shared-cluster job list" if job_list else "an ONNX model"
-            hint = "; place it with --training to train it" if flag == "--training" and not job_list else \
-                "; its devices are given to place with --devices" if not job_list else ""
+    if job_list or suffix == ".onnx":
+        what, takes, hints = (("a shared-cluster job list", (), {}) if job_list else
+                              ("an ONNX model", ("--layers",),
+                               {"--training": "; place it with --training to train it",
+                                "--accelerators": "; its devices are given to place with --devices",
+                                "--cpus": "; its devices are given to place with --devices"}))
+        for flag in (f for f in given if f not in takes):
             shapes = "a model example (.onnx, .json)" if flag == "--layers" else \
                 "a reference-format layer graph (.json)"
             raise _UsageError(f"placement example: {flag} shapes {shapes}; {args.out} is {what}, which it "
-                              f"does not change{hint}")
+                              f"does not change{hints.get(flag, '')}")
     args.layers = 6 if args.layers is None else args.layers
     args.accelerators = 4 if args.accelerators is None else args.accelerators
     args.cpus = 1 if args.cpus is None else args.cpus
@@ -676,15 +677,15 @@ def _dims(args) -> dict:
     return dims
 
 
-def _input_shape(args, result_path: str, *, strict: bool) -> dict:
+def _input_shape(args, given: dict, result_path: str, *, strict: bool) -> dict:
     """The symbolic input dimensions to feed, the result's recorded ones unless given again; sets
     ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is for the recorded shape):
-    a batch size or dimension given that differs from the recorded one is refused."""
+    a batch size or dimension given that differs from the recorded one is refused. ``given``: the
+    ``--dim`` values, as :func:`_dims` parsed them."""
     from graphs.jsonio import read_json
 
     from .pipeline_run import recorded_input_shape
 
-    given = _dims(args)
     batch, dims = recorded_input_shape(read_json(result_path))
     if strict and dims is not None:
         if batch is not None and args.batch_size not in (None, batch):
@@ -726,7 +727,7 @@ def _cmd_split(args) -> int:
     from .onnx_export import annotate, split_model, verify_split, write_split
     from .simulate import read_result
 
-    _dims(args)
+    given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
@@ -738,7 +739,7 @@ def _cmd_split(args) -> int:
             if value != default:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     refuse_empty_result(args.result, "split")
-    dims = _input_shape(args, args.result, strict=False)
+    dims = _input_shape(args, given_dims, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     if holds_stage_plan(args.result):
@@ -806,12 +807,12 @@ def _cmd_run(args) -> int:
         args.model, args.result = args.result, args.model
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
-    _dims(args)
+    given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
     refuse_empty_result(args.result, "run")
-    dims = _input_shape(args, args.result, strict=True)
+    dims = _input_shape(args, given_dims, args.result, strict=True)
     if holds_stage_plan(args.result):
         _warn_unknown_dims(_read_model(args.model), dims)
         return stage_run.run_command(args, dims)
