@@ -61,22 +61,35 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     label = "heuristic"
     n = problem.graph.num_nodes
 
-    def done(r: Solution, label: str, status: Status, message: str, extra=None) -> Solution:
+    # lower bounds proven on the problem itself (never a coarse pass's: that bounds the coarse plans),
+    # each with what proved it: the exact step's DP, the MILP's dual bound
+    proven: list[tuple[float, str]] = []
+    stopped: list[str] = []  # why the exact steps did not prove a plan, for the message
+
+    def done(r: Solution, label: str, status: Status, message: str, extra=None, bound=None) -> Solution:
         stats = dict(r.stats or {})
         stats.update(extra or {})
         stats["label"], stats["path"] = label, path
-        # a bound proven on the problem itself: the exact step's, or the MILP's (never a coarse pass's)
-        bound = r.objective if status is Status.OPTIMAL else stats.get("bound")
+        if status is Status.OPTIMAL:
+            bound = r.objective
         return stage_solution("auto", r.plan, r.evaluation, r.objective, status, time.perf_counter() - t0,
                               message, stats, bound=bound)
+
+    def limited() -> str:
+        return " at the time limit" if deadline is not None and _left(deadline) <= 0 else ""
 
     if _ideals_fit(problem, max_ideals):
         path.append("dp")
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return done(r, "exact", r.status, r.message)
+        if r.bound is not None and r.plan is not None:
+            proven.append((r.bound, "the DP's"))
+        stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
         if r.plan is not None:
             best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
+    else:
+        stopped.append(f"the exact DP was not run (more than {max_ideals:,} ideals)")
     # coarsen, halving the target, until the coarse ideals fit
     target = n
     while (best is None or label == "heuristic") and target > 1:
@@ -108,10 +121,16 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)
+            if extra["bound"] is not None and ir.plan is not None:
+                proven.append((extra["bound"], "the integer program's"))
+            stopped.append(f"the integer program stopped{limited() or ' at its limit'}")
             if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
                 best, label = ir, "heuristic"
         else:
             path.append(f"ip skipped ({model_cols:,} columns > {max_ip_columns:,})")
+            stopped.append(f"the integer program was not run ({model_cols:,} columns)")
+    elif refine:
+        stopped.append(f"the integer program was not started (under {IP_MIN_SECONDS:g} s left)")
     if best is None:
         path.append("pipedream")
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
@@ -128,9 +147,15 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         best, label = r, "heuristic"
     msg = {"exact-on-coarsened": "optimal among plans that keep each merged chain in one stage",
            "heuristic": "not proven optimal"}[label]
-    if extra.get("gap") is not None:
-        msg += f"; bound {extra['bound']:.9g}, gap {extra['gap']:.3%}"
-    return done(best, label, Status.FEASIBLE, msg, extra)
+    # every plan's largest stage takes at least the total work over all devices: proven without a search
+    proven.append((dp_stages.work_lower_bound(problem), "total work over all devices"))
+    value, what = max(proven)
+    bound = min(value, best.objective)  # a bound is never above a plan's value (tolerances aside)
+    gap = max(0.0, (best.objective - bound) / best.objective) if best.objective > 0 else 0.0
+    why = f" ({'; '.join(stopped)})" if stopped else ""
+    msg += f"{why}; bound {bound:.9g} ({what}), gap {gap:.3%}"
+    return done(best, label, Status.FEASIBLE, msg, {**extra, "bound": bound, "gap": gap,
+                                                     "bound_from": what}, bound=bound)
 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:

@@ -45,7 +45,7 @@ from graphs.parallel import (
 
 from .base import Solution, SolveOptions, Status, stage_solution
 
-__all__ = ["solve_problem", "solve_stages", "knapsack"]
+__all__ = ["solve_problem", "solve_stages", "knapsack", "work_lower_bound"]
 
 _INF = np.inf
 _BIG = np.iinfo(np.int64).max // 4
@@ -1291,6 +1291,12 @@ def _sub_chain(n: int, order: np.ndarray, m: int) -> IdealLattice:
                         added=np.concatenate([[-1], np.full(N - 1, -1, np.int64)]),
                         down_ptr=np.concatenate([[0], np.arange(N, dtype=np.int64)]),
                         down_idx=np.arange(0, N - 1, dtype=np.int64))
+
+
+def work_lower_bound(problem: ParallelProblem) -> float:
+    """A lower bound on every plan's time per sample, proven whatever a solve did: the nodes' least
+    device-seconds over all devices (:func:`_work_lower_bound`)."""
+    return _work_lower_bound(problem, _node_data(problem))
 
 
 def _work_lower_bound(problem: ParallelProblem, data: dict) -> float:

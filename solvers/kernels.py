@@ -6,9 +6,12 @@ installing or updating compiles for 35-95 s on 2 cores. Inside a solve that time
 time limit (a first ``place --time-limit 5`` found nothing). So :func:`solvers.registry.solve`, when given
 a time limit, first calls :func:`warm` on its solver's kernel modules (:attr:`SolverInfo.kernels`): the
 kernels those modules call from Python, with the argument types their solves pass (:data:`SIGNATURES`),
-that the cache does not hold (:func:`cached`) are compiled there, and the solve finds them ready; those it
-holds are left for the solve to load, as before (a warm run does not load kernels it never calls). A
-kernel the table misses is compiled where it is first called, as before (and counted in ``compile_s``).
+that the cache does not hold (:func:`cached`) are compiled there and those it holds loaded there
+(``load=True``: the first load of a process sets up numba's code generator, about 0.5 s, which on the
+solve's clock was half of a 1 s limit), and the solve finds them ready. The multi-threaded kernels
+(``*_parallel``) are left out for a solve held to one thread. A kernel the table misses is compiled where
+it is first called, as before (and counted in ``compile_s``); every kernel a solver calls from Python is
+listed (``tests/test_kernels.py`` checks it).
 
 Without a time limit nothing is compiled ahead: a solve then compiles only what it runs (a small lattice
 runs some kernels uncompiled, :func:`solvers.dp._leaf`), which is less.
@@ -63,6 +66,9 @@ def signature(words: str) -> tuple:
     return tuple(stack[0])
 
 
+_DP_CHUNK = "i i u2 f2 i1 f1 i1 i2 i1 f2 i1 i1 u1 i2 i1 i1 i1 i1 f b2 f2 i32_2 i8_2 i2 i2 f3 i2 i2 b2 i2 u3"
+_TIE_CHUNK = "i i u2 f2 i1 f1 i1 i2 i1 f2 u2 i1 i1 i1 i1 f f2 f1 f1 f2 f2 i32_2 i8_2 i2 i2 b2"
+
 #: module -> kernel -> its argument types as its solves pass them (legend above; seen on the piper,
 #: throughput and ONNX workloads): a kernel called with other types is compiled there, as before
 SIGNATURES: dict[str, dict[str, str]] = {
@@ -72,12 +78,18 @@ SIGNATURES: dict[str, dict[str, str]] = {
         "_prefix": "i1 i1 f2 f1",
         "_dp_ideal": "i u2 f2 i1 f1 i1 i2 i1 f2 i1 i1 u1 i2 i1 i1 i1 i1 f b2 f2 i32_2 i8_2 i1 i1 f2 i1 i1 b1 "
                      "i1 u2 u1 b1 b i1",
-        "_dp_chunk": "i i u2 f2 i1 f1 i1 i2 i1 f2 i1 i1 u1 i2 i1 i1 i1 i1 f b2 f2 i32_2 i8_2 i2 i2 f3 "
-                     "i2 i2 b2 i2 u3",
+        "_dp_chunk": _DP_CHUNK,
+        "_dp_chunk_parallel": _DP_CHUNK,
         "_tie_ideal": "i u2 f2 i1 f1 i1 i2 i1 f2 u2 i1 i1 i1 i1 f f2 f1 f1 f2 f2 i32_2 i8_2 i1 i1 b1 u1 "
                       "b1 f1",
+        "_tie_chunk": _TIE_CHUNK,
+        "_tie_chunk_parallel": _TIE_CHUNK,
+        "_prefix_sum": "i1 f1",
+        "_out_comm": "u2 i1 f2 u2 i1 i1",
         "_alive_states": "b2 f2 i2 f2 i2 i1 f i1 i1",
         "_alive_memory": "b2 f1 i2 i1 f1",
+        "_close_row": "i f2 i32_2 i8_2 i1 i2 f2",
+        "_walk_count": "i1 f2 i1 f1 i1 i1 f i1 i1",
     },
     "solvers.dp_stages": {
         "_knapsack": "i1 f1 f1 f i1",
@@ -88,6 +100,7 @@ SIGNATURES: dict[str, dict[str, str]] = {
         "_feasible": "f i i i i i1 i2 i1 i1 i1 i1 i1 i1 i1 i1 f1 i i3",
         "_feasible1": "f i i i i1 i1 i1 i1 i1 i1 f1 i i2",
         "_trace": "f i i i i i1 i1 i1 i1 i1 i1 i1 i1 i1 f1 i i3 i1 i1",
+        "_rehash": "i1 i1 i",
     },
     "solvers.local_search": {
         "_state": "i1 i1 i1 f1 f2 f1 f2 i1 i1",
@@ -96,16 +109,19 @@ SIGNATURES: dict[str, dict[str, str]] = {
 }
 
 
-def warm(kernels, *, load: bool = False) -> None:
+def warm(kernels, *, load: bool = False, parallel: bool = True) -> None:
     """Compile the ``kernels`` (a module of :data:`SIGNATURES`: all it lists, or ``"module:kernel"``) that
     neither this process nor numba's cache has: their first calls in a solve then compile nothing. A
     cached one is left for the solve to load (loading one it would not call costs time), unless
-    ``load``: then it is loaded too, so that a solve's first call costs nothing at all."""
+    ``load``: then it is loaded too, so that a solve's first call costs nothing at all (the first load of
+    a process also sets up numba's code generator, about 0.5 s). ``parallel=False`` leaves out the
+    multi-threaded kernels (``*_parallel``: 5-8 s to compile on 2 cores), for a solve that runs on one
+    thread."""
     for entry in kernels:
         name, _, only = entry.partition(":")
         module = importlib.import_module(name)
         for kernel, words in SIGNATURES[name].items():
-            if only and kernel != only:
+            if (only and kernel != only) or (not parallel and kernel.endswith("_parallel")):
                 continue
             dispatcher, sig = getattr(module, kernel), signature(words)
             if sig not in dispatcher.overloads and (load or not cached(dispatcher, sig)):

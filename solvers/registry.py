@@ -244,7 +244,7 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
                             if form == "stages" else f" (it supports: {', '.join(objectives)})"))
     _refuse_unhonoured(info, options, form == "stages")
     run = _load(target)
-    kernels = info.stage_kernels if form == "stages" else info.kernels
+    kernels = _kernels_of(info, form, graph)
     with _compiling(bool(kernels)) as compile_s:
         _warm_before_the_clock(kernels, options)
         warmed = compile_s()
@@ -282,11 +282,34 @@ def prepare(solver: str | None = None, form: str = "pipeline") -> None:
         warm(kernels, load=True)
 
 
+def _kernels_of(info: SolverInfo, form: str, graph) -> tuple[str, ...]:
+    """The kernel modules ``info``'s solve of ``form`` on ``graph`` (an OpGraph or a stage problem) runs:
+    on a stage problem that is the one-device-per-stage model (an OpGraph's always is), the stage DP runs
+    the pipeline DP's kernels (:mod:`solvers.dp_pipeline`)."""
+    if form != "stages":
+        return info.kernels
+    kernels = info.stage_kernels
+    if "solvers.dp_stages" in kernels:
+        from graphs.parallel import ParallelProblem, is_pipeline_model
+
+        if not isinstance(graph, ParallelProblem) or is_pipeline_model(graph):
+            kernels = (*kernels, "solvers.dp")
+    return kernels
+
+
 def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions) -> None:
+    """With a time limit, compile (a cold numba cache) or load (a warm one) the solve's kernels before its
+    clock starts: the limit is the search's. Loading costs ~0.01 s a kernel, but the first load of a
+    process sets up numba's code generator (~0.5 s), and a cold multi-threaded DP kernel compiles for
+    5-8 s: on the solver's clock either took most of a short limit. The multi-threaded kernels are left
+    out when the solve is held to one thread (``threads=1``, or numba has one)."""
     if kernels and options.time_limit is not None:
+        from numba import config
+
         from .kernels import warm
 
-        warm(kernels)  # a time limit is the solve's: compiling (a cold numba cache) comes first
+        threads = config.NUMBA_NUM_THREADS if options.threads is None else options.threads
+        warm(kernels, load=True, parallel=threads > 1)
 
 
 def _named(sol: Solution, name: str, note: str, compiled: float, warmed: float) -> Solution:

@@ -117,3 +117,33 @@ def test_registry_form_equals_the_pipeline_dp():
         if a.status is Status.OPTIMAL:
             assert b.objective == pytest.approx(a.objective, rel=1e-9)
             assert b.stats["label"] == "exact" and math.isclose(b.bound, b.objective)
+
+
+def test_an_unproven_plan_reports_the_bound_that_is_proven():
+    """Coarsened, not refined: the plan is not proven, but every plan's largest stage takes at least the
+    total work over all devices. Before, the bound was null with 'optimal among plans that keep ...'."""
+    from solvers.dp_stages import work_lower_bound
+
+    p = _chain_problem(n=30, devices=4, N=4)
+    r = solve(p, options=SolveOptions(raw={"max_ideals": 20, "refine": False}))
+    assert r.status is Status.FEASIBLE and r.stats["label"] == "exact-on-coarsened"
+    assert r.bound is not None and work_lower_bound(p) <= r.bound <= r.objective
+    assert r.bound <= dp_solve(p).objective * (1 + 1e-9)  # a lower bound on the optimum itself
+    assert r.gap == pytest.approx((r.objective - r.bound) / r.objective)
+    assert "the exact DP was not run (more than 20 ideals)" in r.message and "total work" in r.message
+
+
+def test_a_time_limit_stop_on_piper_gnmt_says_what_stopped_and_what_is_proven(workloads):
+    """GNMT (Piper) at a 1 s limit: the exact DP and the coarse DP stop, the MILP is not started. Before:
+    'not proven optimal', bound null; the DP had proven total work / devices (52.0453)."""
+    import os
+
+    from graphs.piper import read_piper
+
+    p = read_piper(os.path.join(workloads, "piper/gnmt.json"))
+    r = solve(p, options=SolveOptions(time_limit=1.0))
+    assert r.status is Status.FEASIBLE, r.message
+    assert r.bound == pytest.approx(52.0453, rel=1e-9) and r.bound <= r.objective
+    assert 0 < r.gap < 0.05
+    assert "the exact DP stopped at the time limit" in r.message
+    assert "the integer program was not started" in r.message
