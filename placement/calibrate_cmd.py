@@ -1,11 +1,13 @@
 """``placement calibrate``: measure a device kind on this machine and write a device file for it.
 
-    placement calibrate KIND [-o DEVICES.toml] [--threads N] [--strict]
-    placement calibrate KIND --from-profile MODEL.onnx [-o DEVICES.toml] [--threads N]
+    placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock C] [--budget S] [--cap S]
+                             [--tolerance F] [--strict]
+    placement calibrate KIND --from-profile MODEL.onnx [-o DEVICES.toml] [--threads N] [--batch-size N]
 
 The first form runs the micro-benchmarks of :func:`graphs.calibrate.calibrate` (CPU for ``cpu``, the
 CUDA execution provider for an accelerator preset, an error without it); the second fits the kind to
-one model's per-operator profile (:func:`graphs.calibrate.fit_profile`). Either way the file defines
+one model's per-operator profile (:func:`graphs.calibrate.fit_profile`); an option of one form given
+to the other is refused, naming it. Either way the file defines
 the kind under its preset name, so ``--device-file DEVICES.toml`` makes ``--devices KIND:n`` use it.
 A calibration that competing work disturbed prints one ``calibration disturbed: ...`` line (stderr)
 and writes it into the file; ``--strict`` refuses instead (exit 2, no file). A fit names the rates it
@@ -25,7 +27,8 @@ def add_parser(sub) -> None:
     c = sub.add_parser(
         "calibrate", help="measure a device kind here and write a device file for the roofline costs",
         usage="placement calibrate KIND [-o DEVICES.toml] [--threads N] [--clock auto|wall|cpu] "
-              "[--budget S] [--cap S] [--tolerance F] [--strict] [--from-profile MODEL.onnx]",
+              "[--budget S] [--cap S] [--tolerance F] [--strict] "
+              "[--from-profile MODEL.onnx [--batch-size N]]",
         description="Measure the achieved Conv and MatMul FLOP/s, memory bandwidth by operator size and "
                     "per-operator overhead of a device kind with onnxruntime micro-benchmarks generated "
                     "here (the CPU for 'cpu', the CUDA execution provider for an accelerator preset), or "
@@ -40,35 +43,66 @@ def add_parser(sub) -> None:
     c.add_argument("--from-profile", default=None, metavar="MODEL.onnx",
                    help="fit the kind to this model's per-operator profile instead of micro-benchmarks "
                         "(host kinds: the profile is taken on this CPU)")
-    c.add_argument("--batch-size", type=int, default=None, help="--from-profile: batch size of the model")
-    c.add_argument("--clock", default="auto", choices=("auto", "wall", "cpu"),
+    c.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="--from-profile: batch size of the model (default 1)")
+    c.add_argument("--clock", default=None, choices=("auto", "wall", "cpu"),
                    help="auto (default): the thread's CPU time where it measures the work (cpu kind, one "
                         "thread), else the wall clock; wall: what runs take on this machine as loaded now; "
                         "cpu: the thread's CPU time, which other processes do not inflate")
-    c.add_argument("--budget", type=float, default=0.25, metavar="S",
+    c.add_argument("--budget", type=float, default=None, metavar="S",
                    help="at least S seconds of timed runs per benchmark session (default 0.25)")
     c.add_argument("--cap", type=float, default=None, metavar="S",
                    help="at most S seconds per session while its figure has not settled (default 4 x budget)")
-    c.add_argument("--tolerance", type=float, default=0.03, metavar="F",
+    c.add_argument("--tolerance", type=float, default=None, metavar="F",
                    help="a figure has settled when its 95%% interval is within +-F (default 0.03)")
-    c.add_argument("--strict", action="store_true",
+    c.add_argument("--strict", action="store_true", default=None,
                    help="refuse (exit 2, no file) when competing work on the machine disturbs the "
                         "benchmarks, instead of writing the figures with a warning")
 
 
+#: the micro-benchmarks' options (``dest``, flag) and their defaults; a profile fit takes none of them
+_BENCHMARK_OPTIONS = (("clock", "--clock", "auto"), ("budget", "--budget", 0.25), ("cap", "--cap", None),
+                      ("tolerance", "--tolerance", 0.03), ("strict", "--strict", False))
+
+
+def _refuse_dropped_options(args) -> None:
+    """An option of one form only (``--batch-size`` of ``--from-profile``; the micro-benchmarks'
+    :data:`_BENCHMARK_OPTIONS`), given to the other, is an :class:`InputError` naming it, not ignored; the
+    benchmarks' defaults are filled in otherwise."""
+    if args.from_profile:
+        for dest, flag, _ in _BENCHMARK_OPTIONS:
+            if getattr(args, dest, None) is not None:
+                raise InputError(f"{flag} applies to the micro-benchmarks, not to --from-profile (a fit to "
+                                 f"the model's profile runs no benchmark sessions); drop {flag} or "
+                                 f"--from-profile")
+        return
+    if getattr(args, "batch_size", None) is not None:
+        raise InputError("--batch-size applies with --from-profile (the batch size of the profiled "
+                         "model); the micro-benchmarks have no model and no batch size: add --from-profile "
+                         "MODEL.onnx or drop --batch-size")
+    for dest, _, default in _BENCHMARK_OPTIONS:
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, default)
+
+
 def run(args) -> int:
+    """Run ``placement calibrate`` (see the module doc); returns the exit code."""
     from graphs.calibrate import calibrate, fit_profile, write_device_file
     from graphs.devices import preset
 
     spec = preset(args.kind)
     if args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
-    if not args.budget > 0:
-        raise InputError(f"--budget must be positive, got {args.budget}")
-    if args.cap is not None and not args.cap >= args.budget:
-        raise InputError(f"--cap must be at least --budget ({args.budget}), got {args.cap}")
-    if not 0 < args.tolerance < 1:
-        raise InputError(f"--tolerance must be a fraction between 0 and 1, got {args.tolerance}")
+    _refuse_dropped_options(args)
+    if args.from_profile and args.batch_size is not None and args.batch_size < 1:
+        raise InputError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if not args.from_profile:
+        if not args.budget > 0:
+            raise InputError(f"--budget must be positive, got {args.budget}")
+        if args.cap is not None and not args.cap >= args.budget:
+            raise InputError(f"--cap must be at least --budget ({args.budget}), got {args.cap}")
+        if not 0 < args.tolerance < 1:
+            raise InputError(f"--tolerance must be a fraction between 0 and 1, got {args.tolerance}")
     out = args.out or f"calibrated-{spec.name}.toml"
     if not out.lower().endswith(".toml"):
         raise InputError("the device file is written as TOML: give a path ending in .toml", source=out)

@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_frontend_options(e)
     _stages().add_options(e)
     _llm().add_options(e)
+    e.set_defaults(seed=None)  # --simulate's seed: None = not given (0), so that it is refused without it
 
     i = sub.add_parser("inspect", help="summarise an ONNX model", description="Print an ONNX model's "
                        "operators, parameters, FLOPs and largest tensors; with -o, also write its costed "
@@ -456,6 +457,75 @@ def _cmd_place(args) -> int:
     return EXIT_OK
 
 
+#: what each workload kind (:data:`placement.inputs.WORKLOAD_KINDS`) is, in the words of evaluate's errors
+_WORKLOAD_WORDS = {"helix": "a Helix cluster file", "llm": "an LLM (a model config or an ONNX decoder)",
+                   "piper": "a Piper-format workload", "onnx": "an ONNX model",
+                   "graph": "a reference-format operator graph"}
+#: evaluate's options a Helix cluster file takes (every other one is refused, never ignored)
+_EVALUATE_HELIX_OPTIONS = ("--out", "--json")
+
+
+def _result_kind(data) -> tuple[str | None, str]:
+    """The workload kind a result file (decoded JSON) was placed on, where the file says so for sure
+    (``None``: it does not, or it is a split in the reference format), and its words for errors."""
+    from .stages import is_stage_result
+
+    if _helix().is_layout_result(data):
+        return "helix", f"a Helix layout of model {data.get('model')!r} (cluster {data.get('cluster')!r})"
+    if is_stage_result(data):
+        settings = data.get("problem") if isinstance(data.get("problem"), dict) else data
+        placed = f" (placed on {data['workload']})" if isinstance(data.get("workload"), str) else ""
+        if "context" in settings:
+            kind = "llm"
+        elif "granularity" in settings or "costs" in settings:
+            kind = "onnx"
+        elif not {"devices", "batch_size", "context"} & set(settings):  # a Piper file records no front end
+            kind = "piper"
+        else:
+            return None, "a stage plan"
+        return kind, f"a stage plan (stages with replicas) of {_WORKLOAD_WORDS[kind]}{placed}"
+    if isinstance(data, dict) and data.get("schema") == "placement-result":
+        placed = f" (placed on {data['source']})" if isinstance(data.get("source"), str) else ""
+        if isinstance(data.get("frontend"), dict):
+            return "onnx", f"a one-device-per-stage placement of an ONNX model{placed}"
+        if data.get("time_unit") == "t":  # the reference format's own time unit; an ONNX model's is ms
+            return "graph", f"a one-device-per-stage placement of a reference-format operator graph{placed}"
+        return None, "a one-device-per-stage placement"
+    return None, "a split"
+
+
+def _refuse_mismatched_result(args, kind: str, data) -> None:
+    """A result placed on another kind of workload than ``args.workload`` (``kind``) is refused, naming
+    both, before any reader mistakes it for its own kind (a stage plan read as a split, a Helix layout as
+    an operator graph)."""
+    from graphs.errors import InputError
+
+    placed, words = _result_kind(data)
+    if kind == "helix" and placed != "helix":
+        raise InputError(f"the result is {words}, not a Helix layout; {args.workload} is a Helix cluster "
+                         f"file, which is evaluated with a layout placement place wrote for it (placement "
+                         f"place {args.workload} --model M --out LAYOUT.json)", source=args.split)
+    if placed is None or placed == kind:
+        return
+    if placed == "graph" and kind == "onnx" and isinstance(data, dict) and not data.get("stages"):
+        return  # an older result may lack the fields that tell; the reader below names what does not match
+    raise InputError(f"the result is {words}, but {args.workload} is {_WORKLOAD_WORDS[kind]}: a result is "
+                     f"evaluated on the workload it was placed on", source=args.split)
+
+
+def _refuse_for_helix_evaluate(args) -> None:
+    """``evaluate`` on a Helix cluster file takes only :data:`_EVALUATE_HELIX_OPTIONS`: any other option
+    set away from its default is refused, naming it."""
+    keep = {"help", "workload", "split", "progress"} | {o[2:] for o in _EVALUATE_HELIX_OPTIONS}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices["evaluate"]._actions:
+        if action.dest in keep or not action.option_strings:
+            continue
+        if getattr(args, action.dest, action.default) != action.default:
+            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file (evaluate "
+                              f"takes {', '.join(_EVALUATE_HELIX_OPTIONS)} with one)")
+
+
 def _cmd_evaluate(args) -> int:
     """Score a split (reference format) or a result file written by ``place`` on the workload."""
     from graphs.jsonio import read_json
@@ -473,8 +543,18 @@ def _cmd_evaluate(args) -> int:
         _output_file(args.out, "--out")
     from .inputs import holds_stage_plan, refuse_empty_result, workload_kind
 
+    if args.seed is not None and args.simulate is None:  # it seeds the simulated trace, and nothing else
+        raise _UsageError("--seed applies with --simulate RATE|auto (it seeds the simulated trace of an LLM "
+                          "model config's goodput result); add --simulate or drop --seed")
+    if args.seed is not None and args.seed < 0:
+        raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     refuse_empty_result(args.split, "evaluate")
     kind = workload_kind(args.workload, args)  # placement/inputs.py
+    if str(args.split).lower().endswith(".json") and os.path.isfile(args.split):
+        _refuse_mismatched_result(args, kind, read_json(args.split))
+    if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
+        _refuse_for_helix_evaluate(args)
+        return _helix().evaluate(args)
     if kind == "llm":
         return _llm().evaluate(args)
     if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):

@@ -6,15 +6,19 @@ the format of the files' ``reference_layouts`` (``{"model": ..., "layout": {"<no
 num_layers]}}``) with our value, bound and status beside it. With ``--engine vllm`` the result also has a
 ``vllm`` section (:mod:`placement.vllm_out`): one vLLM pipeline replica per entry, with its nodes, flags
 and ``VLLM_PP_LAYER_PARTITION``, and what vLLM would serve beside the layout's max-flow.
+``placement evaluate CLUSTER.json LAYOUT.json`` (:func:`evaluate`) re-scores such a layout on the cluster.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from graphs.errors import InputError
 
-__all__ = ["place", "result_json", "format_result", "DEFAULT_TIME_LIMIT"]
+__all__ = ["place", "evaluate", "is_layout_result", "result_json", "format_result", "DEFAULT_TIME_LIMIT"]
 
 #: seconds ``place`` gives the solver when ``--time-limit`` is not set
 DEFAULT_TIME_LIMIT = 60.0
@@ -69,12 +73,14 @@ def format_result(cluster, result) -> str:
         ks = sorted({result.layout[i][1] for i in nodes if i in result.layout})
         used = sum(i in result.layout for i in nodes)
         lines.append(f"{t:<6} {len(nodes):>5} {used:>5}  {', '.join(map(str, ks)) or '-'}")
-    gap = "-" if result.gap == float("inf") else f"{100 * result.gap:.2f}%"
-    lines += ["", f"max-flow   {result.value:.2f} tokens/s",
-              f"bound      {result.bound:.2f} tokens/s (proven upper bound on every layout)",
-              f"gap        {gap}", f"status     {result.status}" + (f" ({result.message})" if result.message
-                                                                     else ""),
-              f"time       {result.time:.1f} s"]
+    lines += ["", f"max-flow   {result.value:.2f} tokens/s"]
+    if result.bound is not None:  # a layout evaluated (placement evaluate) has no bound or time of its own
+        gap = "-" if result.gap == float("inf") else f"{100 * result.gap:.2f}%"
+        lines += [f"bound      {result.bound:.2f} tokens/s (proven upper bound on every layout)",
+                  f"gap        {gap}"]
+    lines.append(f"status     {result.status}" + (f" ({result.message})" if result.message else ""))
+    if result.time is not None:
+        lines.append(f"time       {result.time:.1f} s")
     refs = cluster.references.get(result.model, {})
     if refs:
         lines.append("published  " + ", ".join(f"{m} {r.maxflow:.2f}" for m, r in refs.items()
@@ -123,4 +129,84 @@ def place(args, time_limit: float | None) -> int:
     if not result.layout:
         print(f"error: {result.message}", file=sys.stderr)
         return 1
+    return 0
+
+
+def is_layout_result(data) -> bool:
+    """Is ``data`` (a parsed JSON file) a layout written by ``place`` on a Helix file (:data:`SCHEMA`)?"""
+    return isinstance(data, dict) and data.get("schema") == SCHEMA
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    """A given layout scored, in the fields :func:`format_result` and :func:`result_json` read (no bound,
+    gap or solve time: nothing was solved)."""
+
+    model: str
+    layout: Mapping[int, tuple[int, int]]
+    value: float
+    status: str = "feasible"
+    message: str = ""
+    bound: float | None = None
+    gap: float | None = None
+    time: float | None = None
+
+
+def evaluate(args) -> int:
+    """``placement evaluate CLUSTER.json LAYOUT.json``: re-score a layout written by ``place --out`` on
+    a Helix cluster file (its max-flow, :func:`graphs.helix.max_flow`) and print the layout table; with
+    ``--out`` / ``--json`` the layout file's form with the value now (no bound: nothing is solved).
+    Anything but such a layout, or a layout the cluster cannot run, is an :class:`InputError` naming the
+    file and field."""
+    from graphs.helix import is_helix, layout_problems, max_flow, parse_layout, read_helix
+    from graphs.jsonio import read_json
+
+    from .export import print_json, write_json
+
+    if not is_helix(read_json(args.workload)):
+        raise InputError("not a Helix cluster file (nodes, links and machine_num_dict)", source=args.workload)
+    cluster = read_helix(args.workload)
+    data = read_json(args.split)
+    if not is_layout_result(data):
+        raise InputError(f"a Helix cluster file is evaluated with a layout written by placement place "
+                         f"{args.workload} --out LAYOUT.json (schema {SCHEMA!r}); this file is not one",
+                         source=args.split)
+    model = data.get("model")
+    if not isinstance(model, str) or model not in cluster.models:
+        raise InputError(f"model: {model!r} is not a model of the cluster {args.workload} (models: "
+                         f"{', '.join(cluster.models)})", source=args.split)
+    if "layout" not in data:
+        raise InputError("the layout file has no 'layout' field", source=args.split)
+    layout = parse_layout(data["layout"], source=args.split)
+    if not layout:
+        why = f": {data['message']}" if data.get("message") else ""
+        raise InputError(f"the layout uses no node (status {data.get('status', 'unknown')}{why}); there is "
+                         f"nothing to evaluate", source=args.split)
+    placed_on = data.get("cluster")
+    elsewhere = isinstance(placed_on, str) and bool(placed_on and cluster.name) and placed_on != cluster.name
+    bad = layout_problems(cluster, model, layout)
+    if bad:
+        where = f" (it was placed on cluster {placed_on!r}, this is {cluster.name!r})" if elsewhere else ""
+        raise InputError(f"the layout is not one of model {model} on the cluster {args.workload}{where}: "
+                         + "; ".join(bad), source=args.split)
+    result = _Evaluated(model, layout, max_flow(cluster, model, layout), message=f"layout from {args.split}")
+    out = result_json(cluster, result)
+    if args.out:
+        write_json(args.out, out)
+    if args.json:
+        print_json(out, sys.stdout)
+    else:
+        sys.stdout.write(format_result(cluster, result) + "\n")
+        if args.out:
+            sys.stdout.write(f"layout written to {args.out}\n")
+    recorded = data.get("maxflow_tokens_per_s")
+    if isinstance(recorded, (int, float)) and not math.isclose(recorded, result.value, rel_tol=1e-9):
+        print(f"note: the layout file says max-flow {recorded!r} tokens/s; evaluated now {result.value!r}",
+              file=sys.stderr)
+    if elsewhere:
+        print(f"note: the layout was placed on cluster {placed_on!r}; evaluated on {cluster.name!r} "
+              f"({args.workload})", file=sys.stderr)
+    if isinstance(data.get("vllm"), dict):
+        print("note: the file's vllm section (replicas for vLLM) is not re-scored here; evaluate scores the "
+              "layout's max-flow", file=sys.stderr)
     return 0
