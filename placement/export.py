@@ -11,7 +11,8 @@ without ``model``, ``time_unit`` and ``stages``, and is read the same::
      "solve_time_s", "message", "valid", "problems", "contiguous",
      "stage_order": [device names in pipeline order],
      "stages": [{"devices": [name], "kind", "dataParallelDegree": 1, "tensorParallelDegree": 1,
-                 "nodes": [ids], "time_per_sample": load, "memory": {"peak", "capacity"}}],
+                 "nodes": [ids], "time_per_sample": load / batch_size, "time_per_batch": load,
+                 "batch_size", "memory": {"peak", "capacity"}}],
      "devices": [{"device", "name", "kind", "stage", "nodes": [node names], "node_ids": [...],
                   "compute", "comm_in", "comm_out", "load", "memory", "capacity", "utilisation"}],
      "stats": {...},
@@ -53,6 +54,11 @@ def _num(x):
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def _graph_batch(g) -> int:
+    """The batch size an operator graph's times are for: an ONNX model's recorded batch, else 1."""
+    return int(g.meta.get("batch_size") or 1)
 
 
 def _id(x):
@@ -127,10 +133,14 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     # them; a device outside the pipeline order (a host) follows
     order = list(ev.stage_order or ()) + sorted(d.device for d in ev.devices if d.device not in stage)
     by_number = {d.device: d for d in ev.devices}
+    # a device's load is per batch of the graph's batch size; a stage's time is per sample, as a stage
+    # plan writes it, so that one field means one thing in both forms
+    batch = _graph_batch(g)
     stages = [{"devices": [by_number[u].name], "kind": by_number[u].kind, "dataParallelDegree": 1,
                "tensorParallelDegree": 1, "nodes": [_id(g.ids[x]) for x in by_number[u].nodes],
-               "time_per_sample": _num(by_number[u].load), "memory": {"peak": by_number[u].memory,
-                                                                     "capacity": by_number[u].capacity}}
+               "time_per_sample": _num(by_number[u].load / batch), "time_per_batch": _num(by_number[u].load),
+               "batch_size": batch,
+               "memory": {"peak": by_number[u].memory, "capacity": by_number[u].capacity}}
               for u in order if u in by_number and len(by_number[u].nodes)]
     out.update(
         valid=ev.valid, problems=list(ev.problems), contiguous=ev.contiguous,

@@ -64,6 +64,30 @@ def test_place_batch_list_prints_and_writes_every_batch(cnn, tmp_path, capsys):
     assert main(["show", str(out), "--no-draw"]) == 0  # the result is an ordinary placement result
 
 
+def test_stage_times_are_per_sample_in_both_result_forms(cnn, tmp_path):
+    """stages[].time_per_sample is per sample in the one-device-per-stage form too (its device loads
+    are per batch): a batch-4 plan's stage time is its device's load over 4, and it gives the plan's
+    samples/s as a stage plan's does."""
+    out = tmp_path / "one.json"
+    assert main(["place", cnn, "--devices", "t4:2", "--batch-size", "4", "--max-replicas", "1",
+                 "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["model"] == "one-device-per-stage" and data["time_unit"] == "ms"
+    load = {d["name"]: d["load"] for d in data["devices"]}
+    for s in data["stages"]:
+        assert s["batch_size"] == 4 and s["time_per_batch"] == load[s["devices"][0]]
+        assert s["time_per_sample"] == pytest.approx(load[s["devices"][0]] / 4, rel=1e-12)
+    assert max(s["time_per_sample"] for s in data["stages"]) == pytest.approx(data["max_load"] / 4)
+    out2 = tmp_path / "stages.json"
+    assert main(["place", cnn, "--devices", "t4:2", "--batch-size", "4", "--out", str(out2)]) == 0
+    plan = json.loads(out2.read_text())
+    assert plan["model"] == "stages" and plan["time_unit"] == "s"
+    # a stage plan's time per sample is its busiest stage's; replicas only make it faster than the
+    # pipeline without them
+    assert max(s["time_per_sample"] for s in plan["stages"]) * 1e3 <= \
+        max(s["time_per_sample"] for s in data["stages"]) * (1 + 1e-9)
+
+
 def test_latency_slo_infeasible_names_the_lowest_latency(cnn, capsys):
     assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6"]) == 1
     err = capsys.readouterr().err
