@@ -62,6 +62,9 @@ class SolverInfo:
     # limit (solvers.kernels.warm: a module of kernels.SIGNATURES, or "module:kernel")
     kernels: tuple[str, ...] = ()
     stage_kernels: tuple[str, ...] = ()
+    # its pipeline form stops at a limit of its own when none is given (auto's 300 s): its kernels are
+    # compiled before that clock too
+    own_time_limit: bool = False
 
 
 #: the keys of ``SolveOptions.raw`` a user sets (the command line's ``--split``, ``--restarts``,
@@ -79,7 +82,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
                stage_honours=frozenset({"threads"}),  # the DP kernel's and the integer program's
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
-               stage_kernels=("solvers.dp_stages",)),
+               stage_kernels=("solvers.dp_stages",), own_time_limit=True),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
@@ -246,7 +249,7 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     run = _load(target)
     kernels = _kernels_of(info, form, graph)
     with _compiling(bool(kernels)) as compile_s:
-        _warm_before_the_clock(kernels, options)
+        _warm_before_the_clock(kernels, options, info.own_time_limit and form == "pipeline")
         warmed = compile_s()
         if form == "pipeline":
             sol = _checked_pipeline(info, graph, cluster, run(graph, cluster, options), options)
@@ -297,13 +300,13 @@ def _kernels_of(info: SolverInfo, form: str, graph) -> tuple[str, ...]:
     return kernels
 
 
-def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions) -> None:
-    """With a time limit, compile (a cold numba cache) or load (a warm one) the solve's kernels before its
+def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions, own_limit: bool = False) -> None:
+    """With a time limit (the options', or the solver's own when ``own_limit``), compile (a cold numba cache) or load (a warm one) the solve's kernels before its
     clock starts: the limit is the search's. Loading costs ~0.01 s a kernel, but the first load of a
     process sets up numba's code generator (~0.5 s), and a cold multi-threaded DP kernel compiles for
     5-8 s: on the solver's clock either took most of a short limit. The multi-threaded kernels are left
     out when the solve is held to one thread (``threads=1``, or numba has one)."""
-    if kernels and options.time_limit is not None:
+    if kernels and (options.time_limit is not None or own_limit):
         from numba import config
 
         from .kernels import warm
