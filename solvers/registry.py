@@ -301,10 +301,11 @@ def _kernels_of(info: SolverInfo, form: str, graph) -> tuple[str, ...]:
 
 
 def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions, own_limit: bool = False) -> None:
-    """With a time limit (the options', or the solver's own when ``own_limit``), compile (a cold numba cache) or load (a warm one) the solve's kernels before its
-    clock starts: the limit is the search's. Loading costs ~0.01 s a kernel, but the first load of a
-    process sets up numba's code generator (~0.5 s), and a cold multi-threaded DP kernel compiles for
-    5-8 s: on the solver's clock either took most of a short limit. The multi-threaded kernels are left
+    """With a time limit (the options', or the solver's own when ``own_limit``), compile (a cold numba
+    cache) or load (a warm one) the solve's kernels before its clock starts: the limit is the search's.
+    Loading costs ~0.01 s a kernel, but the first load of a process sets up numba's code generator
+    (~0.5 s), and a cold multi-threaded DP kernel compiles for 5-8 s: on the solver's clock either took
+    most of a short limit. The multi-threaded kernels are left
     out when the solve is held to one thread (``threads=1``, or numba has one)."""
     if kernels and (options.time_limit is not None or own_limit):
         from numba import config
