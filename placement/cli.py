@@ -680,7 +680,8 @@ def _add_pipeline_parsers(sub) -> None:
 
     s = sub.add_parser("show", help="simulate and draw a placement", description="Simulate a placement's "
                        "pipeline (throughput, latency, bubble, per-device utilisation, stashed activations), "
-                       "draw its Gantt chart (matplotlib) and its graph coloured by device (Graphviz DOT, "
+                       "draw its Gantt chart (matplotlib) and its graph coloured by device, or by stage for a stage "
+                       "plan (Graphviz DOT, "
                        "rendered when `dot` is installed).")
     s.add_argument("result", help="result file written by placement place --out")
     s.add_argument("--workload", default=None, metavar="PATH",
@@ -971,7 +972,7 @@ def _load_for_result(args, data: dict):
 def _cmd_show(args) -> int:
     from graphs.evaluate import evaluate
 
-    from .draw import PlotsUnavailable, gantt_chart, graph_dot, render_dot, write_text
+    from .draw import PlotsUnavailable, gantt_chart, graph_dot, write_graph
     from .simulate import SCHEDULES as SIM_SCHEDULES
     from .simulate import assignment_from_result, read_result, simulate
 
@@ -1033,17 +1034,11 @@ def _cmd_show(args) -> int:
         written.append(gantt_chart(shown, f"{stem}.gantt.{args.format}", unit=unit))
     except PlotsUnavailable as e:
         print(f"note: {e}; Gantt chart not drawn", file=sys.stderr)
-    dot = write_text(f"{stem}.graph.dot", graph_dot(w.graph, w.cluster, a, stage_order=ev.stage_order,
-                                                     title=os.path.basename(args.result)))
-    written.append(dot)
-    try:
-        if render_dot(dot, f"{stem}.graph.{args.format}"):
-            written.append(f"{stem}.graph.{args.format}")
-        else:
-            print("note: Graphviz `dot` is not installed; the graph is written as DOT only "
-                  "(apt-get install graphviz, or paste it into any DOT viewer)", file=sys.stderr)
-    except RuntimeError as e:
-        print(f"note: {e}", file=sys.stderr)
+    paths, note = write_graph(stem, graph_dot(w.graph, w.cluster, a, stage_order=ev.stage_order,
+                                              title=os.path.basename(args.result)), args.format)
+    written += paths
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     if not args.json:
         print("wrote " + ", ".join(written))
     return EXIT_OK

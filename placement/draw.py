@@ -19,8 +19,8 @@ from graphs.model import Cluster, OpGraph
 
 from .simulate import BACKWARD, COMPUTE, FORWARD, RECV, SEND, Simulation
 
-__all__ = ["PlotsUnavailable", "gantt_chart", "stage_gantt_chart", "graph_dot", "write_text", "render_dot",
-           "DEVICE_COLOURS"]
+__all__ = ["PlotsUnavailable", "gantt_chart", "stage_gantt_chart", "graph_dot", "stage_plan_dot",
+           "write_text", "write_graph", "render_dot", "DEVICE_COLOURS"]
 
 #: one colour per device (cycled); colour-blind-safe first (Okabe-Ito), then Tableau
 DEVICE_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -157,33 +157,64 @@ def graph_dot(graph: OpGraph, cluster: Cluster, assignment, *, stage_order: Sequ
     device (labelled with the device, its stage and its node count); edges between devices are drawn
     thick in the sender's colour. ``stage_order``: device numbers in pipeline order."""
     a = np.asarray(assignment, dtype=np.int64)
-    used = sorted(set(a.tolist()))
     stage = {d: i for i, d in enumerate(stage_order or ())}
-    colour = {d: DEVICE_COLOURS[i % len(DEVICE_COLOURS)] for i, d in enumerate(used)}
+    labels = {}
+    for d in sorted(set(a.tolist()), key=lambda x: (stage.get(x, len(stage) + x))):
+        st = f", stage {stage[d]}" if d in stage else ""
+        labels[d] = f"{cluster.device_name(d)}{st} ({int(np.count_nonzero(a == d))} nodes)"
     op_type = graph.meta.get("op_type")
+    return _grouped_dot(graph.names, graph.src, graph.dst, a, labels, title=title, max_label=max_label,
+                        backward=graph.backward, op_type=op_type)
+
+
+def stage_plan_dot(problem, plan, devices: Sequence[Sequence[str]] | None = None, *,
+                   title: str | None = None, max_label: int = 32) -> str:
+    """DOT text of a stage plan (:class:`graphs.parallel.ParallelProblem`, its plan's stages): every node
+    filled in its stage's colour and grouped in a box per stage, labelled with the stage, its device
+    kind, ``d`` and ``t``, the devices it uses (``devices[i]``) and its node count; edges between stages
+    are drawn thick in the sender's colour."""
+    g = problem.graph
+    group = np.full(len(g.names), -1, dtype=np.int64)
+    labels = {}
+    for i, st in enumerate(plan):
+        nodes = sorted(st.nodes)
+        group[nodes] = i
+        kind = problem.kinds[st.kind].name
+        par = f" ×{st.d}" + (f", t={st.t}" if st.t > 1 else "")
+        on = f" on {', '.join(devices[i])}" if devices is not None else ""
+        labels[i] = f"stage {i}: {kind}{par}{on} ({len(nodes)} nodes)"
+    return _grouped_dot(g.names, g.src, g.dst, group, labels, title=title, max_label=max_label)
+
+
+def _grouped_dot(names: Sequence[str], src, dst, group: np.ndarray, labels: dict[int, str], *,
+                 title: str | None, max_label: int, backward=None, op_type=None) -> str:
+    """DOT text of a DAG whose node ``u`` is in box ``group[u]`` (labelled ``labels[group]``, in the dict's
+    order), each box in its own colour; edges between boxes are thick in the sender's colour.
+    ``backward[u]``: drawn as an ellipse; ``op_type[u]``: a forward node's second label line."""
+    colour = {d: DEVICE_COLOURS[i % len(DEVICE_COLOURS)] for i, d in enumerate(labels)}
     lines = ["digraph placement {",
              "  graph [rankdir=TB, fontname=Helvetica, fontsize=10, newrank=true"
              + (f", label={_quote(title)}, labelloc=t" if title else "") + "];",
              "  node [shape=box, style=\"rounded,filled\", fontname=Helvetica, fontsize=9, fontcolor=white];",
              "  edge [color=\"#888888\", arrowsize=0.6];"]
-    for d in sorted(used, key=lambda x: (stage.get(x, len(stage) + x))):
-        members = np.flatnonzero(a == d)
-        st = f", stage {stage[d]}" if d in stage else ""
+    for d, text in labels.items():
         lines.append(f"  subgraph cluster_{d} {{")
-        lines.append(f"    label={_quote(f'{cluster.device_name(d)}{st} ({len(members)} nodes)')}; "
-                     f"color={_quote(colour[d])}; penwidth=2; fontcolor={_quote(colour[d])};")
-        for u in members.tolist():
-            name = graph.names[u]
+        lines.append(f"    label={_quote(text)}; color={_quote(colour[d])}; penwidth=2; "
+                     f"fontcolor={_quote(colour[d])};")
+        for u in np.flatnonzero(group == d).tolist():
+            name = str(names[u])
             label = name if len(name) <= max_label else name[: max_label - 1] + "…"
-            if op_type is not None and u < len(op_type) and not graph.backward[u]:
+            back = backward is not None and bool(backward[u])
+            if op_type is not None and u < len(op_type) and not back:
                 label += "\n" + str(op_type[u])
-            shape = ", shape=ellipse" if graph.backward[u] else ""
+            shape = ", shape=ellipse" if back else ""
             lines.append(f"    n{u} [label={_quote(label)}, "
                          f"fillcolor={_quote(colour[d])}, tooltip={_quote(name)}{shape}];")
         lines.append("  }")
-    for s, t in zip(graph.src.tolist(), graph.dst.tolist()):
-        if a[s] != a[t]:
-            lines.append(f"  n{s} -> n{t} [color={_quote(colour[int(a[s])])}, penwidth=2];")
+    for s, t in zip(np.asarray(src).tolist(), np.asarray(dst).tolist()):
+        if group[s] != group[t]:
+            sender = colour.get(int(group[s]), "#888888")
+            lines.append(f"  n{s} -> n{t} [color={_quote(sender)}, penwidth=2];")
         else:
             lines.append(f"  n{s} -> n{t};")
     lines.append("}")
@@ -196,6 +227,20 @@ def write_text(path: str | os.PathLike, text: str) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+def write_graph(stem: str | os.PathLike, dot_text: str, fmt: str) -> tuple[list[str], str | None]:
+    """Write ``dot_text`` to ``{stem}.graph.dot`` and render it to ``{stem}.graph.{fmt}`` where Graphviz
+    is installed. Returns the paths written and a note for the user (why it was not rendered), or
+    ``None``."""
+    dot = write_text(f"{os.fspath(stem)}.graph.dot", dot_text)
+    try:
+        if render_dot(dot, f"{os.fspath(stem)}.graph.{fmt}"):
+            return [dot, f"{os.fspath(stem)}.graph.{fmt}"], None
+        return [dot], ("Graphviz `dot` is not installed; the graph is written as DOT only "
+                       "(apt-get install graphviz, or paste it into any DOT viewer)")
+    except RuntimeError as e:
+        return [dot], str(e)
 
 
 def render_dot(dot_path: str | os.PathLike, out_path: str | os.PathLike, *, timeout: float = 120.0) -> bool:

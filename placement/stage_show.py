@@ -144,7 +144,7 @@ def show(args, frontend: dict | None = None) -> int:
         print(format_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample"))
     if args.no_draw:
         return 0
-    from .draw import PlotsUnavailable, stage_gantt_chart
+    from .draw import PlotsUnavailable, stage_gantt_chart, stage_plan_dot, write_graph
     from .stages import stage_device_numbers
 
     names = [k.name for k in problem.kinds for _ in range(k.count)]
@@ -153,13 +153,19 @@ def show(args, frontend: dict | None = None) -> int:
                 for n in list(numbers)[::st.t]]
                for st, numbers in zip(plan, stage_device_numbers(problem, plan))]
     stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
+    written = []
     try:
-        path = stage_gantt_chart(sim, f"{stem}.gantt.{args.format}", devices=devices,
-                                 scale=1e3 if onnx else 1.0, unit="ms" if onnx else "s")
+        written.append(stage_gantt_chart(sim, f"{stem}.gantt.{args.format}", devices=devices,
+                                         scale=1e3 if onnx else 1.0, unit="ms" if onnx else "s"))
     except PlotsUnavailable as e:
         print(f"note: {e}; Gantt chart not drawn", file=sys.stderr)
-        return 0
+    # the graph with its nodes boxed by stage, as a one-device-per-stage plan's is boxed by device
+    dot = stage_plan_dot(problem, plan, devices, title=os.path.basename(args.result))
+    paths, note = write_graph(stem, dot, args.format)
+    written += paths
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     if not args.json:
-        print(f"wrote {path}")
+        print("wrote " + ", ".join(written))
     return 0
 

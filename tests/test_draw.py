@@ -190,6 +190,31 @@ def test_show_draws_a_stage_plan(tmp_path, capsys, monkeypatch):
     assert "--out-dir" in capsys.readouterr().err
 
 
+def test_show_writes_a_stage_plan_graph_boxed_by_stage(tmp_path, capsys, monkeypatch):
+    """A stage plan's graph, as a one-device-per-stage plan's: one box per stage, named with its kind,
+    replicas and devices, holding exactly the stage's nodes from the result file."""
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    res = _stage_result(tmp_path, "--training")
+    data = json.load(open(res))
+    capsys.readouterr()
+    assert main(["show", res, "--out-dir", "pics"]) == 0
+    assert "r.graph.dot" in capsys.readouterr().out
+    dot = (tmp_path / "pics" / "r.graph.dot").read_text()
+    boxes = dot.split("subgraph cluster_")[1:]
+    assert len(boxes) == len(data["stages"])
+    seen = []
+    for i, (box, st) in enumerate(zip(boxes, data["stages"])):
+        label = re.search(r'label="([^"]*)"', box).group(1)
+        assert label.startswith(f"stage {i}: {st['kind']} ×{st['dataParallelDegree']}")
+        assert all(name in label for name in st["devices"]) and f"({len(st['nodes'])} nodes)" in label
+        nodes = re.findall(r'^    n\d+ \[label=.*tooltip="([^"]*)"', box.split("  }")[0], re.M)
+        assert sorted(nodes) == sorted(map(str, st["nodes"]))
+        seen += nodes
+    assert len(seen) == len(set(seen))  # every node in one box
+
+
 def test_an_inference_stage_plan_streams(tmp_path, capsys):
     """Forwards only, batch after batch, nothing to flush: every replica busy at the plan's time per
     sample in the steady state, so the simulated period is the evaluator's (no bubble)."""
