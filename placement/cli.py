@@ -680,8 +680,8 @@ def _add_pipeline_parsers(sub) -> None:
 
     s = sub.add_parser("show", help="simulate and draw a placement", description="Simulate a placement's "
                        "pipeline (throughput, latency, bubble, per-device utilisation, stashed activations), "
-                       "draw its Gantt chart (matplotlib) and its graph coloured by device, or by stage for a stage "
-                       "plan (Graphviz DOT, "
+                       "draw its Gantt chart (matplotlib) and its graph coloured by device, or by stage "
+                       "for a stage plan (Graphviz DOT, "
                        "rendered when `dot` is installed).")
     s.add_argument("result", help="result file written by placement place --out")
     s.add_argument("--workload", default=None, metavar="PATH",
