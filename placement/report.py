@@ -90,11 +90,16 @@ def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
     u = f" {time_unit(p)}" if time_unit(p) else ""
+    batch = int(p.graph.meta.get("batch_size") or 1)  # an ONNX model's figures are per run of a batch
     parts = [f"max-load {_num(p.max_load)}{u}"]
+    if batch > 1 and u and math.isfinite(p.max_load) and p.max_load > 0:
+        # per batch, as every figure of this plan; the per-sample rate a stage plan prints beside it
+        rate = f", {1e3 * batch / p.max_load:.6g} samples/s" if time_unit(p) == "ms" else ""
+        parts = [f"max-load {_num(p.max_load)}{u} per batch of {batch} "
+                 f"({_num(p.max_load / batch)}{u} per sample{rate})"]
     if p.objective != "max-load":
         parts = [f"{p.objective} {_num(s.objective)}{u}", f"max-load {_num(p.max_load)}{u}"]
     elif p.latency is not None:
-        batch = int(p.graph.meta.get("batch_size") or 1)  # an ONNX model's figures are per run of a batch
         what = "one sample" if batch == 1 else f"one batch of {batch} samples"
         parts.append(f"latency {_num(p.latency.total)}{u} ({what}, latency model)")
     parts += status_parts(s)

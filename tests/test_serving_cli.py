@@ -88,6 +88,24 @@ def test_stage_times_are_per_sample_in_both_result_forms(cnn, tmp_path):
         max(s["time_per_sample"] for s in data["stages"]) * (1 + 1e-9)
 
 
+def test_a_batch_plan_says_its_max_load_is_per_batch_and_gives_the_per_sample_rate(cnn, tmp_path, capsys):
+    """A batch-4 one-device-per-stage plan's max-load is per batch: the summary says so and gives the
+    per-sample time and the samples/s (4 samples per max-load) beside it."""
+    import re
+
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "t4:2", "--batch-size", "4", "--max-replicas", "1",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    m = re.search(r"max-load ([0-9.e+-]+) ms per batch of 4 \(([0-9.e+-]+) ms per sample, ([0-9.e+-]+) "
+                  r"samples/s\)", text)
+    assert m, text
+    load = json.loads(out.read_text())["max_load"]
+    assert float(m.group(1)) == pytest.approx(load, rel=5e-3)  # printed to 3-4 digits
+    assert float(m.group(2)) == pytest.approx(load / 4, rel=5e-3)
+    assert float(m.group(3)) == pytest.approx(4000 / load, rel=1e-5)
+
+
 def test_latency_slo_infeasible_names_the_lowest_latency(cnn, capsys):
     assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6"]) == 1
     err = capsys.readouterr().err
