@@ -260,8 +260,6 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     h.setOptionValue("mip_abs_gap", float(raw.get("abs_gap", 1e-9)))
     if seed is not None:
         h.setOptionValue("random_seed", int(seed) % 2147483647)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", time_limit)
     resize = threads is not None and _SCHEDULER["threads"] not in (None, int(threads))
     if resize and _abandoned_running():
         threads = None  # the pool cannot be restarted under an abandoned search: run on it as it is
@@ -316,9 +314,12 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     h.cbMipImprovingSolution.subscribe(improving)
     build = time.perf_counter() - t0
     stats = {"build_s": build, "cols": nc, "rows": nr, "nonzeros": int(A.nnz)}
+    if time_limit is not None and "time_limit" not in raw.get("highs_options", {}):
+        # HiGHS's clock starts with its run: what building and passing the model took is off its limit
+        h.setOptionValue("time_limit", max(0.01, time_limit - build))
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
     # here, in case HiGHS misses its own check for long
-    deadline = None if time_limit is None else time.perf_counter() + time_limit + 0.1
+    deadline = None if time_limit is None else t0 + time_limit + 0.1
     interrupted, overran, abandoned = _run_interruptible(h, deadline)
     if abandoned:
         what = ("interrupted (Ctrl-C); best placement so far" if interrupted else "time limit reached")

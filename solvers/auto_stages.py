@@ -3,7 +3,7 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
 
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
-2. **Coarsened.** Otherwise (or when the DP stopped at a limit) chains of nodes are merged
+2. **Coarsened.** Otherwise (or when the DP stopped at a limit, time left) chains of nodes are merged
    (:func:`graphs.coarsen.merge_stage_chains`), halving the target size until the coarse graph's
    ideals fit, and the DP solves the coarse problem. Its plan, mapped back, is optimal among the plans
    that keep every merged chain in one stage: label ``exact-on-coarsened``, status ``feasible``.
@@ -35,12 +35,13 @@ __all__ = ["solve_problem", "solve_stages", "LABELS"]
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
 
 
-def _ideals_fit(problem: ParallelProblem, limit: int) -> bool:
+def _ideals_fit(problem: ParallelProblem, limit: int, deadline: float | None = None) -> bool | None:
+    """Whether the graph has at most ``limit`` ideals; ``None`` when the ``deadline`` passed first."""
     g = problem.graph
     try:
-        enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=limit)
+        enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=limit, deadline=deadline)
     except ProblemTooLargeError:
-        return False
+        return None if deadline is not None and time.perf_counter() > deadline else False
     return True
 
 
@@ -78,7 +79,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     def limited() -> str:
         return " at the time limit" if deadline is not None and _left(deadline) <= 0 else ""
 
-    if _ideals_fit(problem, max_ideals):
+    def out_of_time() -> bool:
+        return deadline is not None and _left(deadline) <= 0
+
+    fits = _ideals_fit(problem, max_ideals, deadline)
+    if fits:
         path.append("dp")
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
@@ -88,17 +93,23 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
         if r.plan is not None:
             best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
+    elif fits is None:
+        stopped.append("the exact DP was not run (the time limit passed while counting the ideals)")
     else:
         stopped.append(f"the exact DP was not run (more than {max_ideals:,} ideals)")
-    # coarsen, halving the target, until the coarse ideals fit
+    # coarsen, halving the target, until the coarse ideals fit (while there is time left: a coarse DP
+    # given none finds nothing, and merging and counting would only spend time past the limit)
     target = n
-    while (best is None or label == "heuristic") and target > 1:
+    while (best is None or label == "heuristic") and target > 1 and not out_of_time():
         target = max(1, target // 2)
         co = merge_stage_chains(problem, target)
         m = co.problem.graph.num_nodes
         if m == n:
             break  # no chain edge can be merged
-        if not _ideals_fit(co.problem, max_ideals):
+        fits = _ideals_fit(co.problem, max_ideals, deadline)
+        if fits is None:
+            break  # the time limit passed
+        if not fits:
             if m > target:
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue

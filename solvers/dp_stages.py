@@ -443,20 +443,30 @@ def _rest_ok(rest, devices_left, ub):
 
 
 @njit(cache=True)
-def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pre_uns, pre_time, kt_ok,
-                     caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals, limit):
+def _enumerate_pairs(out_i, out_j, cnt, I_lo, work, stamp, queue, down_ptr, down_idx, pre_mem, pre_uns,
+                     pre_time, kt_ok, caps_kt, dmax_kt, ub, pre_work, total_devices, kt_t, kt_count, dvals):
     """Pairs J ⊂ I whose stage I \\ J could be used: some (kind, t) runs all its nodes, holds them at
     their smallest memory and, with the most replicas allowed, keeps their fastest time within ``ub``.
     All three only get worse for smaller J, so the walk down the lattice stops there. A pair is kept when,
     in addition, some (kind, t, d) keeps the stage within ``ub`` and leaves enough devices for the rest:
     every plan's largest stage time is at least the rest's work (device-seconds per sample) over the
-    devices left. Counts the pairs (``fill`` False; it stops past ``limit``) or writes them."""
+    devices left.
+
+    Resumable, so that the caller checks its deadline between calls: walks the ideals I from ``I_lo`` on,
+    writing their pairs to ``out_i`` / ``out_j`` from ``cnt`` on, and returns ``(next I, count, False)``
+    once the walks have visited more than ``work`` sub-ideals (whole walks: one I's pairs are never split
+    between calls, so the pairs come in the same order however the calls are cut). When the output is
+    full the walk of that I is undone (its stamps cleared) and ``(I, count before it, True)`` returned:
+    grow the output and call again from there. ``stamp`` (``-1`` at first) and ``queue``: the walks'
+    scratch, ``NI`` each, kept between calls."""
     NI = pre_mem.shape[0]
     KT = pre_mem.shape[1]
-    stamp = np.full(NI, -1, np.int64)
-    queue = np.empty(NI, np.int64)
-    cnt = 0
-    for I in range(NI):
+    cap = out_i.shape[0]
+    visited = 0
+    for I in range(I_lo, NI):
+        if visited > work:
+            return I, cnt, False
+        cnt0 = cnt
         head = 0
         tail = push_down(I, I, down_ptr, down_idx, stamp, queue, np.int64(0))  # not a literal: one signature
         while head < tail:
@@ -489,13 +499,31 @@ def _enumerate_pairs(fill, out_i, out_j, bits_n, down_ptr, down_idx, pre_mem, pr
                     break
             if not useful:
                 continue
-            if fill:
-                out_i[cnt] = I
-                out_j[cnt] = J
+            if cnt >= cap:  # full: undo this walk (every stamp it set is in the queue) for a redo
+                for x in range(tail):
+                    stamp[queue[x]] = -1
+                return I, cnt0, True
+            out_i[cnt] = I
+            out_j[cnt] = J
             cnt += 1
-            if cnt > limit and not fill:
-                return cnt
-    return cnt
+        visited += tail
+    return NI, cnt, False
+
+
+@njit(cache=True)
+def _order_by_j(pair_j, NI):
+    """The stable order of the pairs by their first ideal J descending (a counting sort: ``NI`` keys)."""
+    start = np.zeros(NI + 1, np.int64)
+    for p in range(pair_j.shape[0]):
+        start[NI - pair_j[p]] += 1
+    for k in range(NI):
+        start[k + 1] += start[k]
+    order = np.empty(pair_j.shape[0], np.int64)
+    for p in range(pair_j.shape[0]):
+        k = NI - 1 - pair_j[p]
+        order[start[k]] = p
+        start[k] += 1
+    return order
 
 
 @njit(cache=True)
@@ -1428,16 +1456,33 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         limit = int(min(limit, left * 5e6))
     walk = (lattice.down_ptr, lattice.down_idx, pre_mem, pre_uns, pre_time, kt_ok, caps_kt, dmax_kt,
             float(upper_bound), pre_work, total_devices, kt_t, kt_count, dvals)
-    npairs = _enumerate_pairs(False, np.zeros(0, np.int64), np.zeros(0, np.int64), n, *walk, limit)
+    # one pass over the ideals, in calls of about _CALL_S seconds each with the deadline checked between
+    pair_i = np.empty(min(_PAIRS_START, limit + 1), np.int64)  # grown as needed, to limit + 1 at most
+    pair_j = np.empty(pair_i.size, np.int64)
+    stamp = np.full(NI, -1, np.int64)
+    queue = np.empty(NI, np.int64)
+    npairs = I = 0
+    work = _PAIRS_START  # sub-ideals a call visits: adjusted to the rate measured
+    while I < NI:
+        if deadline is not None and time.perf_counter() > deadline:
+            return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                  "time limit reached while listing the candidate stages")
+        t1 = time.perf_counter()
+        I, npairs, full = _enumerate_pairs(pair_i, pair_j, npairs, I, work, stamp, queue, *walk)
+        work = _next_work(work, time.perf_counter() - t1)
+        if full:
+            if pair_i.size > limit:  # the output holds limit + 1 pairs at most
+                return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                                      f"more than {limit:,} candidate stages; the exact DP would not fit the "
+                                      f"{'time limit' if limit < max_steps else 'budget'}")
+            more = min(pair_i.size, limit + 1 - pair_i.size)
+            pair_i, pair_j = _doubled(pair_i, npairs, more), _doubled(pair_j, npairs, more)
     if npairs > limit:
         return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
-                                f"more than {limit:,} candidate stages; the exact DP would not fit the "
-                                f"{'time limit' if limit < max_steps else 'budget'}")
-    pair_i = np.empty(npairs, np.int64)
-    pair_j = np.empty(npairs, np.int64)
-    _enumerate_pairs(True, pair_i, pair_j, n, *walk, npairs)
+                              f"more than {limit:,} candidate stages; the exact DP would not fit the "
+                              f"{'time limit' if limit < max_steps else 'budget'}")
     # stages ordered by their first ideal J descending, as the feasibility DP needs
-    o = np.argsort(-pair_j, kind="stable")
+    o = _order_by_j(pair_j[:npairs], NI)
     pair_i, pair_j = pair_i[o], pair_j[o]
 
     size = 1 << 16
@@ -1459,12 +1504,15 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                                     "time limit reached while computing stage costs")
         stop = min(npairs, start + chunk)
+        t1 = time.perf_counter()
         nxt, cnt, scnt = _all_steps(
             start, pair_i[:stop], pair_j[:stop], bits, n, K, arr["tvals"], dvals, counts, caps, arr["bw_res"],
             arr["opt_ptr"], arr["opt_var"], arr["same_params"], arr["v_time"], arr["v_params"], arr["v_a"],
             arr["v_b"], arr["v_w"], arr["sy_ptr"], arr["sy_tensor"], arr["sy_time"], arr["sy_dir"],
             g.tensor_src, g.tensor_ptr, g.tensor_dst, g.tensor_time, sched, N, smax, upper_bound, pre_work,
             total_devices, o_pair, o_k, o_t, o_d, o_sp, o_yhi, o_cost, cnt, scnt, memo)
+        if nxt > start:  # pairs a call computes: toward _CALL_S seconds, the deadline checked between
+            chunk = _next_work(nxt - start, time.perf_counter() - t1, 16, 4096)
         if memo[_M_COUNTS][_M_FULL]:
             memo = _grow_memo(memo, smax + N + 2)
         if nxt < stop:  # output full: grow and redo that pair
@@ -1529,7 +1577,10 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
         return plan, evaluate_plan(problem, plan)
 
     cands = np.unique(cost)
-    elapsed = time.perf_counter() - t0
+    if deadline is not None and time.perf_counter() > deadline:
+        return stage_solution("dp", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                              "time limit reached before the search over the stage costs", stats)
+    t1 = time.perf_counter()
     if cands.size == 0 or not feasible(float(cands[-1])):
         why = ("no stage fits a device's memory" if cands.size == 0
                else "no plan fits the devices' memory and counts")
@@ -1547,6 +1598,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             why += f" with every stage at most {upper_bound:g}"
         return stage_solution("dp", None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
+    run_s = time.perf_counter() - t1  # the longest feasibility run (and its trace) so far
     best_raw, best_value = trace(float(cands[-1]))
     # every plan's largest stage is at least the total work over all devices
     lo = int(np.searchsorted(cands, _work_lower_bound(problem, data) * (1 - 1e-9), side="left"))
@@ -1554,7 +1606,8 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     lo = min(lo, max(hi, 0))
     hi = max(hi, 0)
     while lo < hi:
-        if deadline is not None and time.perf_counter() > deadline:
+        # a run that would end past the deadline is not started (the longest so far: its estimate)
+        if deadline is not None and time.perf_counter() + run_s > deadline:
             best_plan, best_ev = build_plan(best_raw)
             elapsed = time.perf_counter() - t0
             # cands[lo] bounds the optimum over this lattice: the problem's when it is the full one
@@ -1562,6 +1615,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                                   f"time limit reached; best plan so far, optimum >= {cands[lo]:.9g}",
                                   stats, bound=float(cands[lo]) if build else None)
         mid = (lo + hi) // 2
+        t1 = time.perf_counter()
         if feasible(float(cands[mid])):
             raw, value = trace(float(cands[mid]))
             if value < best_value:
@@ -1570,6 +1624,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             hi = max(hi, lo)
         else:
             lo = mid + 1
+        run_s = max(run_s, time.perf_counter() - t1)
     stats["lower_bound"] = float(cands[lo])
     if not build:
         stats["build"] = lambda: build_plan(best_raw)
@@ -1584,6 +1639,20 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                              f"{best_value!r}")
     return stage_solution("dp", best_plan, best_ev, best_ev.objective, Status.OPTIMAL, elapsed, "", stats,
                           bound=best_ev.objective)
+
+
+#: about how long one call of a kernel run in pieces takes: the deadline is checked between calls
+_CALL_S = 0.02
+#: the candidate stages' first output size (it grows), and the sub-ideals the first call of their walk visits
+_PAIRS_START = 1 << 16
+
+
+def _next_work(work: int, took: float, lo: int = 1 << 10, hi: int = 1 << 26) -> int:
+    """The work for the next call of a kernel run in pieces, after ``work`` took ``took`` seconds: scaled
+    toward :data:`_CALL_S` a call (at most doubled, within ``lo`` .. ``hi``)."""
+    if took <= 0:
+        return min(hi, 2 * work)
+    return int(max(lo, min(hi, 2 * work, work * _CALL_S / took)))
 
 
 def _doubled(a: np.ndarray, used: int, extra: int | None = None) -> np.ndarray:

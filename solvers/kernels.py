@@ -94,7 +94,8 @@ SIGNATURES: dict[str, dict[str, str]] = {
     "solvers.dp_stages": {
         "_knapsack": "i1 f1 f1 f i1",
         "_prefix_sums": "i1 i1 f2 f2 b2 f1 f2 f2 i2 f1",
-        "_enumerate_pairs": "b i1 i1 i i1 i1 f2 i2 f2 b1 f1 f1 f f1 i i1 i1 i1 i",
+        "_enumerate_pairs": "i1 i1 i i i i1 i1 i1 i1 f2 i2 f2 b1 f1 f1 f f1 i i1 i1 i1",
+        "_order_by_j": "i1 i",
         "_all_steps": "i i1 i1 u2 i i i1 i1 i1 f1 f2 i1 i1 b1 f1 f1 f1 f1 f1 i1 i1 f1 i1 i1r i1r i1r f2r "
                       "i i i f f1 i i1 i1 i1 i1 i1 i1 f1 i i (i1 i1 i1 f1 i1 i1 i1 i1 i1 f1 i1 f1 f1)",
         "_feasible": "f i i i i i1 i2 i1 i1 i1 i1 i1 i1 i1 i1 f1 i i3",
