@@ -333,19 +333,21 @@ def _refuse_stage_options(args) -> None:
 _HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--threads", "--out", "--json")
 
 
-def _refuse_for_helix(args) -> None:
-    """A Helix cluster file takes only :data:`_HELIX_OPTIONS`: any other ``place`` option set away from
-    its default is refused, never ignored."""
+def _refuse_for_helix(args, command: str = "place", takes: tuple[str, ...] = _HELIX_OPTIONS,
+                      keep: frozenset[str] = frozenset({"workload"})) -> None:
+    """A Helix cluster file takes only ``takes`` of ``command``'s options (and its ``keep`` arguments):
+    any other option set away from its default is refused, naming it, never ignored."""
     import argparse
 
-    keep = {"help", "workload", "progress"} | {o[2:].replace("-", "_") for o in _HELIX_OPTIONS}
+    keep = {"help", "progress", *keep} | {o[2:].replace("-", "_") for o in takes}
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for action in sub.choices["place"]._actions:
+    for action in sub.choices[command]._actions:
         if action.dest in keep or not action.option_strings:
             continue
         if getattr(args, action.dest, action.default) != action.default:
-            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file (it "
-                              f"takes {', '.join(_HELIX_OPTIONS)})")
+            said = f"it takes {', '.join(takes)}" if command == "place" else \
+                f"{command} takes {', '.join(takes)} with one"
+            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file ({said})")
 
 
 def _cmd_place(args) -> int:
@@ -513,19 +515,6 @@ def _refuse_mismatched_result(args, kind: str, data) -> None:
                      f"evaluated on the workload it was placed on", source=args.split)
 
 
-def _refuse_for_helix_evaluate(args) -> None:
-    """``evaluate`` on a Helix cluster file takes only :data:`_EVALUATE_HELIX_OPTIONS`: any other option
-    set away from its default is refused, naming it."""
-    keep = {"help", "workload", "split", "progress"} | {o[2:] for o in _EVALUATE_HELIX_OPTIONS}
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for action in sub.choices["evaluate"]._actions:
-        if action.dest in keep or not action.option_strings:
-            continue
-        if getattr(args, action.dest, action.default) != action.default:
-            raise _UsageError(f"{action.option_strings[0]} does not apply to a Helix cluster file (evaluate "
-                              f"takes {', '.join(_EVALUATE_HELIX_OPTIONS)} with one)")
-
-
 def _cmd_evaluate(args) -> int:
     """Score a split (reference format) or a result file written by ``place`` on the workload."""
     from graphs.jsonio import read_json
@@ -553,7 +542,7 @@ def _cmd_evaluate(args) -> int:
     if str(args.split).lower().endswith(".json") and os.path.isfile(args.split):
         _refuse_mismatched_result(args, kind, read_json(args.split))
     if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
-        _refuse_for_helix_evaluate(args)
+        _refuse_for_helix(args, "evaluate", _EVALUATE_HELIX_OPTIONS, frozenset({"workload", "split"}))
         return _helix().evaluate(args)
     if kind == "llm":
         return _llm().evaluate(args)

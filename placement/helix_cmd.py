@@ -95,8 +95,6 @@ def place(args, time_limit: float | None) -> int:
     from graphs.jsonio import read_json
     from solvers.helix_layout import solve_layout
 
-    from .export import print_json, write_json
-
     if not is_helix(read_json(args.workload)):  # reached with --model on another kind of file
         raise InputError("--model applies to Helix cluster files (nodes, links and machine_num_dict); "
                          "this is not one", source=args.workload)
@@ -114,22 +112,31 @@ def place(args, time_limit: float | None) -> int:
         # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
         planned = plan_replicas(cluster, model, time_limit=VLLM_PLAN_TIME, threads=args.threads)
         data["vllm"] = vllm_json(cluster, model, result.layout, planned)
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        print_json(data, sys.stdout)
-    else:
-        sys.stdout.write(format_result(cluster, result) + "\n")
-        if vllm:
-            from .vllm_out import format_vllm
+    after = ""
+    if vllm and not args.json:
+        from .vllm_out import format_vllm
 
-            sys.stdout.write("\n" + format_vllm(data["vllm"]) + "\n")
-        if args.out:
-            sys.stdout.write(f"layout written to {args.out}\n")
+        after = "\n" + format_vllm(data["vllm"]) + "\n"
+    _emit(args, cluster, result, data, after)
     if not result.layout:
         print(f"error: {result.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _emit(args, cluster, result, data: dict, after: str = "") -> None:
+    """Write ``data`` (the layout's result) to ``--out`` and print it: as JSON with ``--json``, else the
+    layout's table, then ``after``, then where it was written."""
+    from .export import print_json, write_json
+
+    if args.out:
+        write_json(args.out, data)
+    if args.json:
+        print_json(data, sys.stdout)
+        return
+    sys.stdout.write(format_result(cluster, result) + "\n" + after)
+    if args.out:
+        sys.stdout.write(f"layout written to {args.out}\n")
 
 
 def is_layout_result(data) -> bool:
@@ -161,8 +168,6 @@ def evaluate(args) -> int:
     from graphs.helix import is_helix, layout_problems, max_flow, parse_layout, read_helix
     from graphs.jsonio import read_json
 
-    from .export import print_json, write_json
-
     if not is_helix(read_json(args.workload)):
         raise InputError("not a Helix cluster file (nodes, links and machine_num_dict)", source=args.workload)
     cluster = read_helix(args.workload)
@@ -191,14 +196,7 @@ def evaluate(args) -> int:
                          + "; ".join(bad), source=args.split)
     result = _Evaluated(model, layout, max_flow(cluster, model, layout), message=f"layout from {args.split}")
     out = result_json(cluster, result)
-    if args.out:
-        write_json(args.out, out)
-    if args.json:
-        print_json(out, sys.stdout)
-    else:
-        sys.stdout.write(format_result(cluster, result) + "\n")
-        if args.out:
-            sys.stdout.write(f"layout written to {args.out}\n")
+    _emit(args, cluster, result, out)
     recorded = data.get("maxflow_tokens_per_s")
     if isinstance(recorded, (int, float)) and not math.isclose(recorded, result.value, rel_tol=1e-9):
         print(f"note: the layout file says max-flow {recorded!r} tokens/s; evaluated now {result.value!r}",
