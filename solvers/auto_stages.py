@@ -164,7 +164,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     bound = min(value, best.objective)  # a bound is never above a plan's value (tolerances aside)
     gap = max(0.0, (best.objective - bound) / best.objective) if best.objective > 0 else 0.0
     why = f" ({'; '.join(stopped)})" if stopped else ""
-    msg += f"{why}; bound {bound:.9g} ({what}), gap {gap:.3%}"
+    msg += f"{why}; bound {bound:.9g} s per sample ({what}), gap {gap:.3%}"
     return done(best, label, Status.FEASIBLE, msg, {**extra, "bound": bound, "gap": gap,
                                                      "bound_from": what}, bound=bound)
 

@@ -529,7 +529,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, note, stats)
     msg = r.message or "not proven optimal"
     if cb.gap is not None:
-        msg += f"; bound {cb.bound:.9g}, gap {cb.gap:.3%}"
+        msg += f"; bound {cb.bound:.9g} s per sample, gap {cb.gap:.3%}"
     return stage_solution("ip", plan, ev, value(ev), Status.FEASIBLE, elapsed,
                             msg + (f"; {note}" if note else ""), stats)
 

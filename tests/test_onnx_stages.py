@@ -122,10 +122,10 @@ def test_placed_layer_plans_evaluate_show_split_and_run(tmp_path, capsys, traini
     assert max(doc["max_abs_diff"].values()) <= 1e-4
 
 
-def _answer(value, status="optimal", plan=True):
+def _answer(value, status="optimal", plan=True, time=0.0):
     from solvers.base import Status, stage_solution
 
-    return stage_solution("auto", [] if plan else None, None, value, Status(status), 0.0)
+    return stage_solution("auto", [] if plan else None, None, value, Status(status), time)
 
 
 def _layers(problem, finer, node_of=None):
@@ -169,7 +169,7 @@ def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
 
     def slow(problem, time_limit):
         time.sleep(0.3)
-        return _answer(2.0)
+        return _answer(2.0, time=0.3)
 
     w, sol = solve_refined(_layers("L", lambda: ("O", None)), slow, 0.6)
     assert w.settings["granularity"] == "layer" and "not tried: no time left" in sol.message
@@ -187,6 +187,29 @@ def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
         solve_refined(_layers("L", lambda: ("O", None)),
                       lambda p, t: _answer(float("inf"), "stopped", False) if p == "L" else interrupted(p, t),
                       None)
+
+
+def test_kernel_loading_before_the_clock_does_not_use_up_the_refinements_time():
+    """The registry loads a solve's kernels before its clock starts (about 0.5 s the first time in a
+    process): that wall time is not the layer solve's, so at a 1 s limit the operators still get the
+    time the layer solve left (it was taken for solve time, and the refinement skipped)."""
+    import time
+
+    from placement.stages import solve_refined
+
+    seen = []
+
+    def loads_then_solves(problem, time_limit):
+        seen.append((problem, time_limit))
+        if problem == "L":
+            time.sleep(0.6)  # loading kernels: off the solve's own clock
+            return _answer(2.0, time=0.05)
+        return _answer(1.5, time=0.2)
+
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), loads_then_solves, 1.0)
+    assert [p for p, _ in seen] == ["L", "O"] and seen[1][1] == pytest.approx(0.95)
+    assert w.settings["granularity"] == "op" and sol.objective == 1.5
+    assert sol.time == pytest.approx(0.25)  # the two solves' own clocks
 
 
 def test_a_refinement_that_fails_keeps_the_layer_plan():
