@@ -158,6 +158,13 @@ class OpGraph:
     source: str | None = None
     meta: Mapping = field(default_factory=dict)
 
+    @property
+    def batch_size(self) -> int:
+        """The samples one run of the graph processes: its figures (compute, communication, max-load,
+        latency) are per run of that batch. The ONNX front end records it (``meta["batch_size"]``);
+        every other graph is per sample (1)."""
+        return int(self.meta.get("batch_size") or 1)
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def build(

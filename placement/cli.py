@@ -1006,7 +1006,7 @@ def _cmd_show(args) -> int:
         from graphs.latency import latency
 
         print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total,
-                                 batch=int(w.graph.meta.get("batch_size") or 1)))
+                                 batch=w.graph.batch_size))
         from .serving_cli import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))

@@ -56,11 +56,6 @@ def _num(x):
     return x if math.isfinite(x) else None
 
 
-def _graph_batch(g) -> int:
-    """The batch size an operator graph's times are for: an ONNX model's recorded batch, else 1."""
-    return int(g.meta.get("batch_size") or 1)
-
-
 def _id(x):
     return x.item() if hasattr(x, "item") else x
 
@@ -135,7 +130,7 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     by_number = {d.device: d for d in ev.devices}
     # a device's load is per batch of the graph's batch size; a stage's time is per sample, as a stage
     # plan writes it, so that one field means one thing in both forms
-    batch = _graph_batch(g)
+    batch = g.batch_size  # the times are per run of this batch (an ONNX model's), else per sample
     stages = [{"devices": [by_number[u].name], "kind": by_number[u].kind, "dataParallelDegree": 1,
                "tensorParallelDegree": 1, "nodes": [_id(g.ids[x]) for x in by_number[u].nodes],
                "time_per_sample": _num(by_number[u].load / batch), "time_per_batch": _num(by_number[u].load),

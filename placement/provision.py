@@ -299,7 +299,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         t = left()
         return dataclasses.replace(options, time_limit=None if t is None else max(0.05, share * t))
 
-    batch = int(graph.meta.get("batch_size") or 1)
+    batch = graph.batch_size
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in available.kinds)
     shape = [k.count + 1 for k in available.kinds]

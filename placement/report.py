@@ -90,7 +90,7 @@ def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
     u = f" {time_unit(p)}" if time_unit(p) else ""
-    batch = int(p.graph.meta.get("batch_size") or 1)  # an ONNX model's figures are per run of a batch
+    batch = p.graph.batch_size  # an ONNX model's figures are per run of a batch
     parts = [f"max-load {_num(p.max_load)}{u}"]
     if batch > 1 and u and math.isfinite(p.max_load) and p.max_load > 0:
         # per batch, as every figure of this plan; the per-sample rate a stage plan prints beside it

@@ -40,6 +40,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -52,8 +53,9 @@ from solvers.base import Solution, SolveOptions, Status
 
 from .api import Placement, place
 
-__all__ = ["ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes", "batch_workload",
-           "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier", "non_dominated",
+__all__ = ["Point", "ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes",
+           "batch_workload", "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier",
+           "non_dominated",
            "AUTO_MAX_BATCH", "IMPROVES", "auto_sizes"]
 
 AUTO_MAX_BATCH = 1024
@@ -63,9 +65,47 @@ IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than thi
 _STEP = 1e-5
 
 
+@runtime_checkable
+class Point(Protocol):
+    """What the serving commands (sweep, frontier, provision) read of a plan at one batch size, in
+    either model: :class:`ServingPoint` (one device per stage) and the stage model's
+    :class:`~placement.serving_stages.StagePoint` (replicas ``d``, tensor parallelism ``t``). Times are
+    milliseconds per batch of ``batch_size`` samples."""
+
+    batch_size: int
+    proven: bool  # the plan serves the most samples/s there is under what was asked
+
+    @property
+    def samples_per_s(self) -> float: ...
+
+    @property
+    def latency_ms(self) -> float: ...  # one batch, end to end
+
+    @property
+    def max_load(self) -> float: ...  # the pipeline's period: ms per batch
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def how(self) -> str: ...  # how the plan was found
+
+    model: str  # "one device per stage" or "stages"
+
+    def utilisation(self): ...  # the plan's MFU, None when it has none
+
+    def on_frontier(self, beside_stages: bool = False) -> bool: ...
+
+    def proof(self, beside_stages: bool = False) -> str: ...
+
+    def plan_words(self) -> str: ...
+
+    def result(self, workload: str | None = None) -> dict: ...
+
+
 @dataclass(frozen=True, eq=False)
 class ServingPoint:
-    """One plan at one batch size: its placement and what it serves."""
+    """One plan at one batch size: its placement and what it serves (a :class:`Point`)."""
 
     batch_size: int
     placement: Placement
@@ -93,8 +133,6 @@ class ServingPoint:
         p = self.placement
         return compute_utilisation(p.graph, p.cluster, p.assignment)
 
-    # what a serving command says of a point, as the stage model's
-    # (:class:`placement.serving_stages.StagePoint`) says it
     model = "one device per stage"
 
     def on_frontier(self, beside_stages: bool = False) -> bool:
@@ -121,19 +159,19 @@ class ServingPoint:
 
 @dataclass(frozen=True, eq=False)
 class Sweep:
-    """Every batch size tried, in order: its point (a :class:`ServingPoint`, or the stage model's
-    :class:`~placement.serving_stages.StagePoint`), or ``None`` and the reason there is none; ``best``
-    serves the most samples/s (the smaller batch on a tie); ``stopped``: why an auto sweep stopped
-    (``""`` for a given list). When no batch size meets ``latency_slo``: ``lowest_latency``, the
-    smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``:
-    then no plan meets the target). ``none_proven``: no size tried has a plan, and that is proven: each
-    size's search proved that none exists there, or the lowest latency is proven above the target.
-    ``unproven``: the sizes whose answer is not proven (a plan not proven best at its size, or no plan
-    and none not proven), so that the best is proven best of the sizes tried only when it is proven and
-    no other size is here (:attr:`best_proven`)."""
+    """Every batch size tried, in order: its :class:`Point` (of either model), or ``None`` and the reason
+    there is none; ``best`` serves the most samples/s (the smaller batch on a tie);
+    ``stopped``: why an auto sweep stopped (``""`` for a given list). When no batch size meets
+    ``latency_slo``: ``lowest_latency``, the
+    smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``: then no
+    plan meets the target). ``none_proven``: no size tried has a plan, and that is proven: each size's search
+    proved that none exists there, or the lowest latency is proven above the target. ``unproven``: the sizes
+    whose answer is not proven (a plan not proven best at its size, or no plan and none not proven), so that
+    the best is proven best of the sizes tried only when it is proven and no other size is here
+    (:attr:`best_proven`)."""
 
-    points: tuple[tuple[int, object, str], ...]
-    best: object
+    points: tuple[tuple[int, Point | None, str], ...]
+    best: Point | None
     stopped: str
     latency_slo: float | None = None
     lowest_latency: float | None = None
@@ -282,7 +320,7 @@ def _point(graph: OpGraph, cluster, sol: Solution, objective: str = "max-load", 
            proven: bool | None = None) -> ServingPoint:
     ev = evaluate(graph, cluster, sol.assignment)
     p = Placement(graph, cluster, sol, ev, objective)
-    b = int(graph.meta.get("batch_size") or 1)
+    b = graph.batch_size
     lat = latency(graph, cluster, sol.assignment, subgraphs=sol.stats.get("subgraphs")).total
     sps = 1e3 * b / ev.max_load if ev.max_load > 0 else math.inf
     return ServingPoint(b, p, sps, lat, sol.status == Status.OPTIMAL if proven is None else proven)

@@ -66,8 +66,9 @@ _REL = 1e-12
 
 @dataclass(frozen=True, eq=False)
 class StagePoint:
-    """One stage plan at one batch size and what it serves. ``proven``: no plan of the stage model
-    serves more samples/s under what was asked (the target, if any); ``how``: how it was found."""
+    """One stage plan at one batch size and what it serves (a :class:`placement.serving.Point`).
+    ``proven``: no plan of the stage model serves more samples/s under what was asked (the target, if
+    any); ``how``: how it was found."""
 
     batch_size: int
     problem: ParallelProblem
@@ -109,7 +110,6 @@ class StagePoint:
         return _utilisation(self.problem, self.evaluation, self.graph_cls,
                             self.settings or {"batch_size": self.batch_size})
 
-    # what a serving command says of a point, as :class:`placement.serving.ServingPoint` says it
     model = "stages"
 
     def on_frontier(self, beside_stages: bool = True) -> bool:

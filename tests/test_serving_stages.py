@@ -560,3 +560,24 @@ def test_provision_under_a_latency_target_names_what_cannot_be_met(cnn, tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "meets the latency target of 1e-09 ms" in err[0], err
     assert "the lowest latency achievable is" in err[0]
+
+
+def test_both_models_points_are_one_kind_of_point_with_one_meaning(cnn):
+    """A serving point of either model is a :class:`placement.serving.Point`, its figures in one unit:
+    ms per batch, ``samples_per_s = 1000 batch / max_load``. On one device both models place the whole
+    model there, so their points at a batch size serve the same."""
+    from placement import serving
+    from placement.serving import Point
+
+    args = SimpleNamespace(time_limit=None, solver=None, microbatches=None, schedule=None, max_replicas=2,
+                           granularity=None)
+    stage = ss.sweep(cnn, {"devices": "t4:1"}, [2], args)
+    one = serving.sweep(cnn, "t4:1", [2])
+    for sw in (stage, one):
+        pt = sw.best
+        assert isinstance(pt, Point) and pt.batch_size == 2 and pt.proven
+        assert pt.samples_per_s == pytest.approx(1e3 * 2 / pt.max_load, rel=1e-12)
+        assert pt.latency_ms >= pt.max_load * (1 - 1e-12)  # one stage: its latency is its period
+        assert isinstance(pt.result(), dict) and pt.plan_words() and pt.proof()
+    assert {stage.best.model, one.best.model} == {"stages", "one device per stage"}
+    assert stage.best.samples_per_s == pytest.approx(one.best.samples_per_s, rel=1e-9)
