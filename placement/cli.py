@@ -523,24 +523,25 @@ def _cmd_evaluate(args) -> int:
 
     from .api import Placement, evaluate
     from .load import load_workload
-    from .simulate import assignment_from_result, read_result
+    from .simulate import assignment_from_result, checked_result
 
     if args.workload.lower().endswith(".json") and str(args.split).lower().endswith(".onnx"):
         raise _UsageError(f"placement evaluate takes WORKLOAD RESULT: the model first "
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    from .inputs import holds_stage_plan, refuse_empty_result, workload_kind
+    from .inputs import holds_stage_plan, refuse_empty_result, result_json, workload_kind
 
     if args.seed is not None and args.simulate is None:  # it seeds the simulated trace, and nothing else
         raise _UsageError("--seed applies with --simulate RATE|auto (it seeds the simulated trace of an LLM "
                           "model config's goodput result); add --simulate or drop --seed")
     if args.seed is not None and args.seed < 0:
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    refuse_empty_result(args.split, "evaluate")
+    saved = result_json(args.split)  # read once: None unless a readable .json file
+    refuse_empty_result(saved, "evaluate", args.split)
     kind = workload_kind(args.workload, args)  # placement/inputs.py
-    if str(args.split).lower().endswith(".json") and os.path.isfile(args.split):
-        _refuse_mismatched_result(args, kind, read_json(args.split))
+    if saved is not None:
+        _refuse_mismatched_result(args, kind, saved)
     if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
         _refuse_for_helix(args, "evaluate", _EVALUATE_HELIX_OPTIONS, frozenset({"workload", "split"}))
         return _helix().evaluate(args)
@@ -551,10 +552,10 @@ def _cmd_evaluate(args) -> int:
                           "result (config.json with num_hidden_layers and hidden_size)")
     if kind == "piper":  # a stage plan (placement/stages.py), as every stage plan below
         return _stages().evaluate(args, _frontend_given(args))
-    if kind == "onnx" and holds_stage_plan(args.split):
+    if kind == "onnx" and holds_stage_plan(saved):
         return _stages().evaluate(args, _frontend(args))
     _refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
-    data = read_json(args.split)
+    data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)
     if is_result and args.workload.lower().endswith(".onnx"):
@@ -562,7 +563,7 @@ def _cmd_evaluate(args) -> int:
         given = {**_recorded_frontend(data, args.split), **{k: v for k, v in given.items() if v is not None}}
     w = load_workload(args.workload, **given)
     if is_result:
-        a = assignment_from_result(read_result(args.split), w.graph, w.cluster, source=args.split)
+        a = assignment_from_result(checked_result(data, args.split), w.graph, w.cluster, source=args.split)
         what = "placement"
     else:
         a = parse_split(data, w.graph, w.cluster, source=args.split)
@@ -747,16 +748,14 @@ def _dims(args) -> dict:
     return dims
 
 
-def _input_shape(args, given: dict, result_path: str, *, strict: bool) -> dict:
-    """The symbolic input dimensions to feed, the result's recorded ones unless given again; sets
-    ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is for the recorded shape):
-    a batch size or dimension given that differs from the recorded one is refused. ``given``: the
-    ``--dim`` values, as :func:`_dims` parsed them."""
-    from graphs.jsonio import read_json
-
+def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: bool) -> dict:
+    """The symbolic input dimensions to feed, the ``result``'s (read from ``result_path``) recorded ones
+    unless given again; sets ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is
+    for the recorded shape): a batch size or dimension given that differs from the recorded one is
+    refused. ``given``: the ``--dim`` values, as :func:`_dims` parsed them."""
     from .pipeline_run import recorded_input_shape
 
-    batch, dims = recorded_input_shape(read_json(result_path))
+    batch, dims = recorded_input_shape(result)
     if strict and dims is not None:
         if batch is not None and args.batch_size not in (None, batch):
             raise _UsageError(f"placement run: --batch-size {args.batch_size}: {result_path} was placed at "
@@ -794,8 +793,10 @@ def _read_model(path: str):
 def _cmd_split(args) -> int:
     import onnx
 
+    from graphs.jsonio import read_json
+
     from .onnx_export import annotate, split_model, verify_split, write_split
-    from .simulate import read_result
+    from .simulate import checked_result
 
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
@@ -808,18 +809,20 @@ def _cmd_split(args) -> int:
                                      ("--batch-size", args.batch_size, None)):
             if value != default:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
-    refuse_empty_result(args.result, "split")
-    dims = _input_shape(args, given_dims, args.result, strict=False)
+    data = read_json(args.result)  # the result and the model are each read once
+    refuse_empty_result(data, "split", args.result)
+    dims = _input_shape(args, given_dims, data, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    if holds_stage_plan(args.result):
+    if holds_stage_plan(data):
         _output_dir(args.out_dir, "--out-dir")
         _output_file(annotated, "--annotated")
-        _warn_unknown_dims(_read_model(args.model), dims)
-        return stage_run.split_command(args, dims)
+        model = _read_model(args.model)
+        _warn_unknown_dims(model, dims)
+        return stage_run.split_command(args, dims, model, data)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
-    result = read_result(args.result)
+    result = checked_result(data, args.result)
     _output_dir(args.out_dir, "--out-dir")
     _output_file(annotated, "--annotated")
     split = split_model(model, result)
@@ -860,6 +863,8 @@ def _names(xs, k: int = 3) -> str:
 
 
 def _cmd_run(args) -> int:
+    from graphs.jsonio import read_json
+
     from .onnx_export import split_model
     from .pipeline_run import (
         describe_runs,
@@ -869,7 +874,7 @@ def _cmd_run(args) -> int:
         run_pipeline,
         run_report,
     )
-    from .simulate import read_result
+    from .simulate import checked_result
 
     if args.samples < 1 or args.threads < 1:
         raise _UsageError("placement run: --samples and --threads must be at least 1")
@@ -881,14 +886,14 @@ def _cmd_run(args) -> int:
     from . import stage_run  # stage plans: placement/stage_run.py
     from .inputs import holds_stage_plan, refuse_empty_result
 
-    refuse_empty_result(args.result, "run")
-    dims = _input_shape(args, given_dims, args.result, strict=True)
-    if holds_stage_plan(args.result):
-        _warn_unknown_dims(_read_model(args.model), dims)
-        return stage_run.run_command(args, dims)
+    data = read_json(args.result)  # the result and the model are each read once
+    refuse_empty_result(data, "run", args.result)
+    dims = _input_shape(args, given_dims, data, args.result, strict=True)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
-    result = read_result(args.result)
+    if holds_stage_plan(data):
+        return stage_run.run_command(args, dims, model, data)
+    result = checked_result(data, args.result)
     split = split_model(model, result)
     manifest = split.manifest()
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
@@ -963,12 +968,12 @@ def _cmd_show(args) -> int:
 
     from .draw import PlotsUnavailable, gantt_chart, graph_dot, write_graph
     from .simulate import SCHEDULES as SIM_SCHEDULES
-    from .simulate import assignment_from_result, read_result, simulate
+    from .simulate import assignment_from_result, checked_result, read_result, simulate
 
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
     from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
-    from .inputs import holds_stage_plan, refuse_empty_result
+    from .inputs import holds_stage_plan, refuse_empty_result, result_json
 
     if args.no_draw:  # the picture options do nothing without pictures: refused, not ignored
         for flag, given in (("--overlap", args.overlap), ("--format", args.format is not None),
@@ -977,14 +982,15 @@ def _cmd_show(args) -> int:
                 raise _UsageError(f"placement show: {flag} sets the pictures, and --no-draw draws none; "
                                   f"drop one of them")
     args.format = args.format or "png"
-    refuse_empty_result(args.result, "show")
-    if holds_stage_plan(args.result):
+    saved = result_json(args.result)
+    refuse_empty_result(saved, "show", args.result)
+    if holds_stage_plan(saved):
         if args.overlap:
             raise _UsageError("placement show: --overlap draws a one-device-per-stage plan's transfers as "
                               "their own events; a stage plan's stage time counts its communication with "
                               "its compute, so there is no separate transfer to overlap")
         return stage_show.show(args, _frontend(args))
-    data = read_result(args.result)
+    data = read_result(args.result) if saved is None else checked_result(saved, args.result)
     if args.schedule not in SIM_SCHEDULES + (None,):
         raise _UsageError(f"placement show: schedule {args.schedule} applies to stage plans (replicas) only")
     args.microbatches = 8 if args.microbatches is None else args.microbatches

@@ -25,7 +25,8 @@ import os
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-__all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "holds_stage_plan", "asks_to_decode",
+__all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
+           "holds_stage_plan", "asks_to_decode",
            "takes_stage_model", "wants_serving", "serving_default"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
@@ -114,26 +115,32 @@ def model_for(kind: str, args) -> str:
     return "pipeline"
 
 
-def refuse_empty_result(path: str, command: str) -> None:
-    """A result file that holds no plan (a command that found none writes one, with its status:
-    :func:`placement.export.no_plan_result`) is an :class:`InputError` for ``command`` (``evaluate``,
-    ``show``, ``split``, ``run``), naming the file and its status, not a missing field further on."""
-    data = _json(path)
+def result_json(path: str):
+    """The JSON of the result file ``path``, read once for every question below; ``None`` when it is
+    not a readable ``.json`` file (the reader that takes it then names the problem)."""
+    return _json(path)
+
+
+def refuse_empty_result(data, command: str, source: str) -> None:
+    """A result file (``data``, read from ``source``) that holds no plan (a command that found none
+    writes one, with its status: :func:`placement.export.no_plan_result`) is an :class:`InputError` for
+    ``command`` (``evaluate``, ``show``, ``split``, ``run``), naming the file and its status, not a
+    missing field further on."""
     if not isinstance(data, dict) or data.get("schema") != "placement-result":
         return
     if data.get("stages") == [] and not data.get("devices"):
         why = f": {data['message']}" if data.get("message") else ""
         raise InputError(f"the result holds no plan (status {data.get('status', 'unknown')}{why}); there is "
-                         f"nothing to {command}", source=str(path))
+                         f"nothing to {command}", source=str(source))
 
 
-def holds_stage_plan(path: str) -> bool:
-    """Does the result file ``path`` hold a stage plan (``stages``; schema version 2, or version 1's
-    ``"format": "placement-replicated"``)?"""
+def holds_stage_plan(result) -> bool:
+    """Does the result (its JSON as read, or the path of the file) hold a stage plan (``stages``;
+    schema version 2, or version 1's ``"format": "placement-replicated"``)?"""
     from .stages import is_stage_result
 
-    data = _json(path)
-    return data is not None and is_stage_result(data)
+    data = result if isinstance(result, dict) or result is None else _json(result)
+    return isinstance(data, dict) and is_stage_result(data)
 
 
 def _is_onnx(path: str) -> bool:

@@ -131,7 +131,7 @@ __all__ = ["SCHEDULES", "Action", "Timeline", "run_actions", "StageCosts", "Task
            "Simulation", "stage_costs", "simulate", "simulate_costs", "steady_period", "default_schedule",
            "stash_bytes_of", "PLAN_SCHEDULES", "ReplicaReport", "ReplicaTask", "StageSimulation",
            "ReplicatedSimulation", "simulate_plan", "stage_links", "default_batches", "read_result",
-           "assignment_from_result"]
+           "checked_result", "assignment_from_result"]
 
 SCHEDULES = ("stream", "gpipe", "1f1b")
 FORWARD, BACKWARD = "F", "B"
@@ -988,7 +988,12 @@ def read_result(path: str | os.PathLike) -> dict:
     from graphs.jsonio import read_json
 
     path = os.fspath(path)
-    data = read_json(path)
+    return checked_result(read_json(path), path)
+
+
+def checked_result(data, path: str) -> dict:
+    """``data``, the JSON read from ``path``, when it is a one-device-per-stage result with a placement
+    (:func:`read_result`'s checks); else an :class:`InputError` naming the file and what is wrong."""
     if not isinstance(data, dict) or data.get("schema") != "placement-result":
         raise InputError("not a placement result (expected a JSON object with \"schema\": "
                          "\"placement-result\", as written by placement place --out)", source=path)

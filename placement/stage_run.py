@@ -43,24 +43,15 @@ def split_stage_plan(model, data: Mapping):
 
 
 # --------------------------------------------------------------------------- command line
-def _read(args):
-    from graphs.jsonio import read_json
-    from graphs.onnx_loader import read_model
-
-    if not args.model.lower().endswith(".onnx"):
-        raise InputError(f"{args.model!r} is not an ONNX model (.onnx)")
-    return read_model(args.model, load_external_data=True), read_json(args.result)
-
-
-def split_command(args, dims: dict) -> int:
-    """``placement split MODEL RESULT`` for a replicated plan."""
+def split_command(args, dims: dict, model, data: dict) -> int:
+    """``placement split MODEL RESULT`` for a stage plan: ``model`` the ONNX model and ``data`` the
+    result, each as the command read it."""
     import os
 
     import onnx
 
     from .onnx_export import annotate, verify_split, write_split
 
-    model, data = _read(args)
     split, _ = split_stage_plan(model, data)
     manifest = write_split(split, args.out_dir)
     annotated = args.annotated or os.path.join(
@@ -82,10 +73,11 @@ def split_command(args, dims: dict) -> int:
     return 0 if rep.ok else 1
 
 
-def run_command(args, dims: dict) -> int:
-    """``placement run MODEL RESULT`` for a replicated plan: ``d`` processes per stage, at
-    ``args.batch_size``, next to the stage evaluator's prediction (the plan's recorded time per sample of
-    each stage, :func:`placement.pipeline_run.predicted_stage_plan`)."""
+def run_command(args, dims: dict, model, data: dict) -> int:
+    """``placement run MODEL RESULT`` for a stage plan (``model`` and ``data`` as the command read
+    them): ``d`` processes per stage, at ``args.batch_size``, next to the stage evaluator's prediction
+    (the plan's recorded time per sample of each stage,
+    :func:`placement.pipeline_run.predicted_stage_plan`)."""
     import sys
 
     from .export import print_json
@@ -98,7 +90,6 @@ def run_command(args, dims: dict) -> int:
         run_report,
     )
 
-    model, data = _read(args)
     split, manifest = split_stage_plan(model, data)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,

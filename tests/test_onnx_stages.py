@@ -5,6 +5,7 @@ robin, outputs equal to the whole model's."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -224,3 +225,40 @@ def test_a_refinement_that_fails_keeps_the_layer_plan():
     assert "too many operators" in sol.message
     with pytest.raises(ProblemTooLargeError):  # nothing else to give
         solve_refined(_layers("L", finer), lambda p, t: _answer(float("inf"), "stopped", False), None)
+
+
+@pytest.mark.parametrize("max_replicas", ["2", "1"])
+def test_split_and_run_read_the_result_and_the_model_once(tmp_path, capsys, monkeypatch, max_replicas):
+    """Each command reads its result file and its model once (a model with external weights is costly
+    to read twice), for a stage plan and a one-device-per-stage plan alike."""
+    import graphs.jsonio
+    import graphs.onnx_loader
+    import placement.inputs
+    from graphs.transformer import gpt
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt(1, hidden=16, heads=2, seq_len=4, vocab=20, weights="random"), path)
+    res = str(tmp_path / "r.json")
+    assert main(["place", path, "--devices", "cpu:3", "-o", res, "--max-replicas", max_replicas]) == 0
+    capsys.readouterr()
+    reads = []
+    json_read, model_read = graphs.jsonio.read_json, graphs.onnx_loader.read_model
+
+    def counted_json(p, *a, **k):
+        reads.append(("json", os.path.abspath(p)))
+        return json_read(p, *a, **k)
+
+    def counted_model(p, *a, **k):
+        reads.append(("model", os.path.abspath(p)))
+        return model_read(p, *a, **k)
+
+    monkeypatch.setattr(graphs.jsonio, "read_json", counted_json)
+    monkeypatch.setattr(placement.inputs, "read_json", counted_json)
+    monkeypatch.setattr(graphs.onnx_loader, "read_model", counted_model)
+    for cmd in (["split", path, res, "--out-dir", str(tmp_path / "parts")],
+                ["run", path, res, "--samples", "2", "--json"]):
+        reads.clear()
+        assert main(cmd) == 0, cmd
+        capsys.readouterr()
+        assert reads.count(("json", os.path.abspath(res))) == 1, (cmd[0], reads)
+        assert reads.count(("model", os.path.abspath(path))) == 1, (cmd[0], reads)
