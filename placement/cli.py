@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_solve_options(p: argparse.ArgumentParser) -> None:
-    from solvers.base import OBJECTIVES
+    from solvers.base import BACKENDS, DEFAULT_BACKEND, OBJECTIVES
     from solvers.registry import solver_names
 
     p.add_argument("--solver", default=None,
@@ -56,8 +56,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers (default 0)")
     p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
                    help="latency objective: contiguous subgraphs one accelerator may run (default 1)")
-    p.add_argument("--backend", default="highs", choices=("highs", "pulp"),
-                   help="MIP backend of the IPs (default highs)")
+    p.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help=f"MIP backend of the IPs (default {DEFAULT_BACKEND})")
     p.add_argument("--memory-limit", type=float, default=None, metavar="GiB",
                    help="auto: memory the exact DP may use before the large-graph path takes over "
                    "(default: 4e9 bytes = 3.7 GiB, or half the RAM if less)")

@@ -364,7 +364,7 @@ def refuse_serving(args) -> None:
 def solve_args(problem: ParallelProblem, args):
     """The answer of ``--solver`` (default ``auto``) on the stage-model ``problem``, through the one
     checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there."""
-    from solvers.base import SolveOptions
+    from solvers.base import DEFAULT_BACKEND, SolveOptions
     from solvers.registry import solve
 
     if getattr(args, "split", None) is not None or getattr(args, "memory_limit", None) is not None:
@@ -372,7 +372,7 @@ def solve_args(problem: ParallelProblem, args):
     options = SolveOptions(objective=getattr(args, "objective", None) or "max-load",
                            time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
                            threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
-                           backend=getattr(args, "backend", "highs"),
+                           backend=getattr(args, "backend", DEFAULT_BACKEND),
                            subgraphs_per_device=getattr(args, "subgraphs_per_device", 1),
                            raw={} if getattr(args, "restarts", None) is None else {"restarts": args.restarts})
     return solve(problem, solver=args.solver or "auto", options=options)

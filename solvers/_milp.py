@@ -27,11 +27,10 @@ from scipy.sparse import coo_matrix
 
 from graphs.errors import InputError
 
-from .base import BOUND_TOLERANCE_REL, check_bound
+from .base import BACKENDS, BOUND_TOLERANCE_REL, DEFAULT_BACKEND, check_bound
 
 __all__ = ["MilpModel", "MipResult", "solve_mip", "BACKENDS"]
 
-BACKENDS = ("highs", "pulp")
 INF = math.inf
 
 OPTIMAL = "optimal"
@@ -182,8 +181,8 @@ def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, w
                    None if checked.consistent else checked.claimed)
 
 
-def solve_mip(model: MilpModel, *, backend: str = "highs", time_limit: float | None = None, gap: float = 1e-4,
-              threads: int | None = None, start: np.ndarray | None = None, raw=None,
+def solve_mip(model: MilpModel, *, backend: str = DEFAULT_BACKEND, time_limit: float | None = None,
+              gap: float = 1e-4, threads: int | None = None, start: np.ndarray | None = None, raw=None,
               seed: int | None = None) -> MipResult:
     """Solve with the named backend (``"highs"`` or ``"pulp"``). ``start`` is a full feasible
     solution to start from; ``seed`` the solver's random seed (HiGHS ``random_seed``; the bundled

@@ -42,7 +42,15 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
-from .base import BOUND_TOLERANCE_REL, IP_MIN_SECONDS, Solution, SolveOptions, Status, check_bound
+from .base import (
+    BOUND_TOLERANCE_REL,
+    DEFAULT_BACKEND,
+    IP_MIN_SECONDS,
+    Solution,
+    SolveOptions,
+    Status,
+    check_bound,
+)
 from .bounds import bounds_of_items
 from .refine import refine
 
@@ -264,7 +272,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                                         time.perf_counter() - t0, {**stats, "path": "heuristic"})
         tell(value, bound=value)
         how = label if label != "exact" else "the DP covered every contiguous placement"
-        if options.backend != SolveOptions().backend:  # said, not dropped without a word
+        if options.backend != DEFAULT_BACKEND:  # said, not dropped without a word
             how += f"; the integer program (backend {options.backend}) was not needed"
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
                         time=time.perf_counter() - t0, stats=stats, message="exact: " + how)

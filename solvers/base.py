@@ -24,7 +24,11 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES", "CheckedBound", "check_bound",
-           "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution"]
+           "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution", "BACKENDS", "DEFAULT_BACKEND"]
+
+#: the integer programs' backends (:mod:`solvers._milp`) and the one used unless another is asked for
+BACKENDS = ("highs", "pulp")
+DEFAULT_BACKEND = "highs"
 
 OBJECTIVES = ("max-load", "split-max", "latency")
 
@@ -64,7 +68,7 @@ class SolveOptions:
     seed: int = 0
     progress: Any = None
     subgraphs_per_device: int = 1
-    backend: str = "highs"
+    backend: str = DEFAULT_BACKEND
     warm_start: Any = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
