@@ -22,7 +22,8 @@ def load_workload(path: str | os.PathLike, **frontend) -> Workload:
     if suffix == ".json":
         unused = {k: v for k, v in frontend.items() if v not in (None, False)}
         if unused:
-            raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in unused)} only apply to ONNX "
+            flags = [f"--{k.replace('_', '-')}" for k in unused]
+            raise InputError(f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to ONNX "
                              f"models; a reference-format workload carries its own costs and devices",
                              source=path)
         return read_workload(path)

@@ -98,12 +98,23 @@ def wants_serving(args) -> bool:
 
 
 def _options(args):
-    from solvers.base import SolveOptions
+    from solvers.base import DEFAULT_BACKEND, SolveOptions
 
     t = args.time_limit
     return SolveOptions(time_limit=None if t is None or math.isinf(t) else t, gap=args.gap,
                         threads=args.threads, seed=getattr(args, "seed", 0),
-                        backend=getattr(args, "backend", "highs"))
+                        backend=getattr(args, "backend", DEFAULT_BACKEND))
+
+
+def _serving_flags(args) -> str:
+    """The serving options ``args`` give (``place``'s batch-size sweep and latency target), as typed."""
+    given = []
+    if isinstance(getattr(args, "batch_size", None), (str, list, tuple)):
+        b = args.batch_size
+        given.append(f"--batch-size {b if isinstance(b, str) else ','.join(map(str, b))}")
+    if getattr(args, "latency_slo", None) is not None:
+        given.append(f"--latency-slo {args.latency_slo:g}")
+    return " and ".join(given) or "--batch-size auto/LIST and --latency-slo"
 
 
 def _need_onnx(path: str, what: str) -> None:
@@ -175,7 +186,7 @@ def run_place(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo``: sweep, print, write."""
     from .serving import sweep
 
-    _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
+    _need_onnx(args.workload, _serving_flags(args))
     if args.objective != "max-load" or args.training:
         from graphs.errors import InputError
 
@@ -351,8 +362,8 @@ def run_place_stages(args, frontend: dict) -> int:
     from .export import print_json, write_json
     from .stages import _mfu_line, format_plan, plan_summary
 
-    _need_onnx(args.workload, "--batch-size auto/LIST and --latency-slo")
-    serving_stages.check_stage_args(args, "--batch-size auto/LIST and --latency-slo")
+    _need_onnx(args.workload, _serving_flags(args))
+    serving_stages.check_stage_args(args, _serving_flags(args))
     slo = args.latency_slo
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
         raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo}")

@@ -280,6 +280,9 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
 #: the operator-granularity refinement's time: at least this many seconds, or this many times the
 #: layer solve's, within what the time limit leaves
 REFINE_MIN_S, REFINE_FACTOR = 10.0, 3.0
+# an operator plan this little faster than the layer plan (relative) is the same plan up to round-off
+# (summation order): the layer plan stays, not "2.22e-14% faster"
+SAME_REL = 1e-9
 
 
 def refine_budget(spent: float, left: float | None) -> float:
@@ -330,15 +333,18 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
         if sol.plan is None:
             raise
         return w, noted(sol, f"operator granularity not solved ({e})")
-    if fsol.plan is not None and (sol.plan is None or fsol.objective < sol.objective):
+    given = f"operator granularity (given {budget:.3g} s)"  # its own limit, which a status names
+    faster = fsol.plan is not None and (sol.plan is None or
+                                        fsol.objective < sol.objective * (1 - SAME_REL))
+    if faster:
         what = "no layer plan" if sol.plan is None else \
             f"{100 * (1 - fsol.objective / sol.objective):.3g}% faster than the layer plan"
-        return fine, noted(fsol, f"operator granularity: {what}")
+        return fine, noted(fsol, f"{given}: {what}")
     if sol.plan is None and fsol.status is not sol.status:
         # nothing at layer granularity proves nothing about the operators'
         return fine, noted(fsol, f"layer granularity: {sol.status.value}")
-    same = "as fast" if fsol.plan is not None and fsol.objective == sol.objective else "no faster"
-    return w, noted(sol, f"operator granularity {fsol.status.value}, {same}")
+    same = "as fast" if fsol.plan is not None and fsol.objective <= sol.objective else "no faster"
+    return w, noted(sol, f"{given} {fsol.status.value}, {same}")
 
 
 def _solve_time(sol, since: float) -> float:

@@ -526,12 +526,13 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
             and cb.gap <= gap + BOUND_TOLERANCE_REL):
-        return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, note, stats)
+        return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, note, stats,
+                              bound=cb.bound)
     msg = r.message or "not proven optimal"
     if cb.gap is not None:
         msg += f"; bound {cb.bound:.9g} s per sample, gap {cb.gap:.3%}"
     return stage_solution("ip", plan, ev, value(ev), Status.FEASIBLE, elapsed,
-                            msg + (f"; {note}" if note else ""), stats)
+                          msg + (f"; {note}" if note else ""), stats, bound=cb.bound)
 
 
 def model_columns(problem: ParallelProblem) -> int:

@@ -126,7 +126,7 @@ def test_job_list_errors_name_the_job_and_field(tmp_path):
         ({**ok, "jobs": [{"name": "a", "model": "m.onnx"}]}, r"jobs\[0\] \(a\): missing field 'samples'"),
         ({**ok, "jobs": [{"model": "m.onnx", "samples": -1}]}, r"jobs\[0\]: samples must be positive"),
         ({**ok, "jobs": [{"model": "m.txt", "samples": 1}]}, "neither an ONNX model"),
-        ({**ok, "jobs": [{"model": "w.json", "samples": 1, "training": True}]}, "only apply to ONNX"),
+        ({**ok, "jobs": [{"model": "w.json", "samples": 1, "training": True}]}, "only applies to ONNX"),
         ({**ok, "jobs": [{"model": "m.onnx", "samples": 1, "request": "h100:1"}]}, "no device kind 'h100'"),
         ({**ok, "jobs": [{"model": "m.onnx", "samples": 1, "colour": 3}]}, "unknown field"),
         ({**ok, "jobs": ok["jobs"] * 2}, "already used"),

@@ -43,6 +43,9 @@ def test_equals_the_exact_dp_on_random_instances(schedule):
         assert ev.valid, ev.problems
         assert r.objective == ev.objective
         assert r.objective == pytest.approx(want.objective, rel=1e-7, abs=1e-12)
+        # the proof travels with the answer: its bound and gap, not only its message
+        assert r.bound is not None and r.bound <= r.objective * (1 + 1e-9)
+        assert r.bound == pytest.approx(want.objective, rel=1e-6, abs=1e-12) and r.gap <= 1e-6
     assert feasible >= 20  # the comparison must not be vacuous
 
 
@@ -86,6 +89,8 @@ def test_time_limit_gives_feasible_with_bound_and_gap():
     bound = r.stats["bound"]
     assert bound is None or bound <= best * (1 + 1e-6)
     assert r.stats["gap"] is None or 0.0 <= r.stats["gap"] <= 1.0
+    # the result's own fields carry what the message says (the CLI's summary and JSON read them)
+    assert r.bound == bound and r.gap == pytest.approx(r.stats["gap"], rel=1e-12)
 
 
 def test_invalid_warm_start_is_an_input_error():

@@ -140,6 +140,7 @@ def _layers(problem, finer, node_of=None):
 @pytest.mark.parametrize("layer,op,kept,status", [
     ((2.0,), (1.5,), "op", "optimal"),  # the operators cut where a layer node cannot
     ((2.0,), (2.0,), "layer", "optimal"),  # as fast: the layer plan stays
+    ((2.0,), (2.0 * (1 - 1e-14),), "layer", "optimal"),  # faster by round-off only: as fast
     ((2.0,), (2.5, "feasible"), "layer", "optimal"),  # stopped early above the layer plan
     # no layer plan proves nothing of the operators'
     ((float("inf"), "infeasible", False), (float("inf"), "stopped", False), "op", "stopped"),

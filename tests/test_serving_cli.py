@@ -500,3 +500,20 @@ def test_place_sweep_stops_at_its_time_limit(cnn, tmp_path, capsys, flags):
     assert [s["batch_size"] for s in data["serving"]["batch_sizes"]] == [1]
     assert data["serving"]["stopped"].startswith("time limit reached")
     assert data["serving"]["best_proven"] is False
+
+
+@pytest.mark.parametrize("flags,named", [(["--latency-slo", "50"], "--latency-slo 50"),
+                                         (["--batch-size", "auto"], "--batch-size auto"),
+                                         (["--training"], "--training only applies"),
+                                         (["--training", "--costs", "roofline"], "only apply")])
+def test_options_a_reference_graph_cannot_take_are_named_as_given(flags, named, tmp_path, capsys):
+    """The error names the option given (not a sweep never asked for), in its own grammar."""
+    from placement.cli import main
+
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps({"maxSizePerFPGA": 1e9, "maxFPGAs": 2, "maxCPUs": 0,
+                             "nodes": [{"id": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0, "size": 1.0}],
+                             "edges": []}))
+    assert main(["place", str(g), *flags]) == 2
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1, err

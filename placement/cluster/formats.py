@@ -284,7 +284,8 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     onnx_only = [k for k in ("batch_size", "optimizer", "costs") if j.get(k) is not None]
     if model.lower().endswith(".json") and (onnx_only or training):
         what = onnx_only + (["training"] if training else [])
-        raise InputError(f"{where}: {', '.join(what)} only apply to ONNX models; a reference-format "
+        verb = "applies" if len(what) == 1 else "apply"
+        raise InputError(f"{where}: {', '.join(what)} only {verb} to ONNX models; a reference-format "
                          f"workload carries its own costs (and is a training graph or not)", source=source)
     costs = j.get("costs")
     if costs is not None and costs not in ("roofline", "profile"):
