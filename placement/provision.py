@@ -119,6 +119,17 @@ class Allocation:
     max_load: float  # ms per batch (inf: no placement)
     samples_per_s: float
     proven: bool = True
+    #: the devices per kind its plan runs on (``None``: not known, or all of ``counts``): the plan is one
+    #: of that smaller allocation too, which serves as much for less
+    used: tuple[int, ...] | None = None
+
+
+def used_counts(num_kinds: int, kind_of_each) -> tuple[int, ...]:
+    """Devices per kind, given the kind of each device a plan runs on (one entry per device)."""
+    out = [0] * num_kinds
+    for k in kind_of_each:
+        out[int(k)] += 1
+    return tuple(out)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,7 +162,15 @@ class Provision:
         return self.latency_slo is not None and self.best is None and not self.efficient
 
 
-def _efficient(allocs: list[Allocation]) -> list[Allocation]:
+def _efficient(allocs: list[Allocation], prices=None) -> list[Allocation]:
+    """The allocations no cheaper one serves as much as, price increasing. With ``prices``, an
+    allocation whose plan leaves devices idle (:attr:`Allocation.used`) stands as the devices its plan
+    uses, at their price: the same plan on fewer devices (a search that tries allocations cheapest first
+    may have skipped that one by a bound, or reached its limit before it)."""
+    if prices is not None:
+        prices = np.asarray(prices, dtype=np.float64)
+        allocs = [dataclasses.replace(a, counts=tuple(a.used), price=float(np.dot(a.used, prices)), used=None)
+                  if a.used is not None and tuple(a.used) != tuple(a.counts) else a for a in allocs]
     out: list[Allocation] = []
     for a in sorted(allocs, key=lambda a: (a.price, -a.samples_per_s, sum(a.counts))):
         if not math.isfinite(a.max_load):
@@ -350,14 +369,16 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         if sol.assignment is None:
             return Tried(short=sol.status == Status.INFEASIBLE, proven=sol.status == Status.INFEASIBLE)
         load = evaluate(graph, cl, sol.assignment).max_load
-        a = Allocation(c, float(np.dot(c, prices)), load, sps(load), sol.status == Status.OPTIMAL)
+        kind = cl.device_kind()
+        used = used_counts(len(c), (kind[d] for d in np.unique(np.asarray(sol.assignment))))
+        a = Allocation(c, float(np.dot(c, prices)), load, sps(load), sol.status == Status.OPTIMAL, used)
         # proven best under the target and short of it: no plan on this allocation meets both
         return Tried(a, (sol, cl), short=a.proven and a.samples_per_s < target * (1 - 1e-12))
 
     found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)
     tried, best, proven, stopped = list(found.tried), found.best, found.proven, found.stopped
     sol_best, cl_best = found.answer or (None, None)
-    eff = _efficient(tried)
+    eff = _efficient(tried, prices)
     top = eff[-1] if eff else None
     lowest = None
     if best is None and not eff and not halted():

@@ -1245,7 +1245,10 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
                    f"{pv.solves} solve(s)")
         else:
             how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
-        print(f"price-throughput curve of efficient allocations (batch {b}{slo}; {how}):")
+        # only the exact curve covers every allocation; the others are efficient among those solved
+        which = "efficient allocations" if how.endswith("exact") else \
+            "the allocations solved, efficient among them"
+        print(f"price-throughput curve of {which} (batch {b}{slo}; {how}):")
         rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
         for a in pv.efficient:
             rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",

@@ -644,7 +644,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     ``None``) and ``stage_problem`` the allocation's problem. ``fine``: where ``problem``'s nodes are
     layers, the operator-granularity ``(problem, graph_cls, settings)`` of :func:`stage_problem`; each
     allocation is then refined (:func:`best_refined`)."""
-    from .provision import Allocation, Provision, Tried, _Deadline, _efficient, cheapest_first
+    from .provision import Allocation, Provision, Tried, _Deadline, _efficient, cheapest_first, used_counts
 
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in problem.kinds)
@@ -673,8 +673,9 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
             none = bool(why.get("proven_none"))
             return Tried(short=short or (none and lat is None), proven=none)  # proven none: no plan at all
         ev = ans["evaluation"]
+        used = used_counts(len(c), (s.stage.kind for s in ev.stages for _ in range(s.stage.d * s.stage.t)))
         a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
-                       1.0 / ev.objective if ev.objective > 0 else math.inf, ans["proven"])
+                       1.0 / ev.objective if ev.objective > 0 else math.inf, ans["proven"], used)
         point = None
         if a.samples_per_s >= target * (1 - _REL):
             if refined:
@@ -687,7 +688,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)
     tried, best, best_pt, stopped = list(found.tried), found.best, found.answer, found.stopped
     top = max(tried, key=lambda a: a.samples_per_s, default=None)
-    eff = _efficient(tried)
+    eff = _efficient(tried, prices)
     proven = found.proven
     lowest = None
     if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met

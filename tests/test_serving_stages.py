@@ -115,6 +115,18 @@ def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
                 continue
             assert pv.best is not None and pv.best.price == pytest.approx(want)
             assert pv.best.samples_per_s >= target * (1 - 1e-9)
+            # the curve of the allocations solved: each serves what it says, an allocation whose plan
+            # left devices idle standing as the devices its plan uses (so none pays for an idle one)
+            for e in pv.efficient:
+                best_here = max(1 / x.objective for x in all_plans(ss.with_counts(p, e.counts)))
+                assert e.samples_per_s == pytest.approx(best_here, rel=1e-9), e
+                assert e.price == pytest.approx(float(np.dot(e.counts, prices)))
+                for k in range(len(e.counts)):  # one device fewer serves less
+                    if e.counts[k]:
+                        fewer = tuple(c - (i == k) for i, c in enumerate(e.counts))
+                        there = all_plans(ss.with_counts(p, fewer)) if sum(fewer) else []
+                        assert max((1 / x.objective for x in there), default=0.0) <= \
+                            e.samples_per_s * (1 + 1e-9), (e, fewer)
             ev = evaluate_plan(sub, [s.stage for s in pv.solution.evaluation.stages])
             assert ev.valid and ev.objective == pytest.approx(pv.solution.evaluation.objective)
         # under a latency target (batch 1: ms = 1e3 s per sample): proven answers are the cheapest
@@ -581,3 +593,23 @@ def test_both_models_points_are_one_kind_of_point_with_one_meaning(cnn):
         assert isinstance(pt.result(), dict) and pt.plan_words() and pt.proof()
     assert {stage.best.model, one.best.model} == {"stages", "one device per stage"}
     assert stage.best.samples_per_s == pytest.approx(one.best.samples_per_s, rel=1e-9)
+
+
+def test_the_curve_never_pays_for_devices_its_plan_leaves_idle():
+    """By hand: one node, 1 s per sample on a fast kind (2 devices, price 1), 1000 s on a slow kind
+    (2 devices, price 0.1). For 2 samples/s: the bound rules out one fast device alone (1 sample/s), so
+    one fast device beside a slow one is solved; its plan runs on the fast device only (the slow one
+    would take 1000 s). The curve says "fast:1 at 1.0, 1 sample/s", not "fast:1,slow:1 at 1.1"."""
+    from graphs.model import DeviceKind
+    from graphs.parallel import ParallelGraph, ParallelProblem, Variant
+
+    V = [Variant(0, 0, 1, "vanilla", 1.0, params=0.0, a=0.0, b=1.0, w=0.0),  # no weights to sync
+         Variant(0, 1, 1, "vanilla", 1000.0, params=0.0, a=0.0, b=1.0, w=0.0)]
+    g = ParallelGraph.build(ids=[0], names=None, num_kinds=2, edges=[], tensors=[], variants=V)
+    kinds = (DeviceKind("fast", 2, 10.0, bandwidth=1.0), DeviceKind("slow", 2, 10.0, bandwidth=1.0))
+    p = ParallelProblem(g, kinds, 2, "1f1b")
+    pv, _ = ss.provision(p, [1.0, 0.1], 2.0, ARGS)
+    assert pv.best is not None and pv.best.counts == (2, 0) and pv.best.price == pytest.approx(2.0)
+    curve = [(a.counts, round(a.price, 9), round(a.samples_per_s, 9)) for a in pv.efficient]
+    assert (1, 0) in [c for c, _, _ in curve] and all(c[1] == 0 for c, _, _ in curve if c[0] >= 1), curve
+    assert curve[-1] == ((2, 0), 2.0, 2.0)
