@@ -437,9 +437,22 @@ def place(args, w: StageWorkload) -> int:
         return no_plan(args, r)
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))
     summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
+    summary += _flush_line(w, r.evaluation)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     _emit(args, data, w.problem, r.evaluation, summary, w.unit)
     return 0
+
+
+def _flush_line(w: StageWorkload, ev: PlanEvaluation) -> str:
+    """A training pipeline under a flushing schedule: its time per sample (the model's objective, as
+    Piper's) is the steady state, which each batch's fill and drain add to. Said, so that the samples/s
+    is not read as what a run sustains; ``placement show`` simulates the flush."""
+    forwards_only = w.sample == "token" or w.settings.get("training") is False  # no flush to pay
+    if forwards_only or w.problem.schedule not in ("1f1b", "gpipe") or len(ev.stages) < 2:
+        return ""
+    return (f"\nthe time per sample is the pipeline's steady state: each batch of {w.problem.microbatches} "
+            f"micro-batches under {w.problem.schedule} also fills and drains it (placement show simulates "
+            f"that)")
 
 
 def _recorded_path(args) -> str | None:

@@ -414,3 +414,28 @@ def test_a_stage_result_records_its_workload_beside_it_and_show_finds_it_from_an
     monkeypatch.chdir(tmp_path)
     assert main(["show", "work/out/r.json", "--no-draw", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["simulation"]
+
+
+def test_a_training_pipeline_says_its_samples_per_second_is_the_steady_state(tmp_path, capsys):
+    """A flushing schedule's batch fills and drains the pipeline, which the model's time per sample
+    leaves out (as Piper's does): place says so for a training pipeline, and not for inference (no
+    flush) or one stage (nothing to fill)."""
+    import onnx
+
+    from graphs.transformer import gpt
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt(2, hidden=32, heads=2, seq_len=8, vocab=50, weights="random"), path)
+    said = "the time per sample is the pipeline's steady state"
+    import re
+
+    for devices in ("a100:1,t4:1", "t4:2,cpu:4", "t4:1"):
+        assert main(["place", path, "--devices", devices, "--training", "--microbatches", "4"]) == 0
+        out = capsys.readouterr().out
+        stages = int(re.search(r"^(\d+) stage\(s\) on", out, re.M)[1])
+        assert (said in out) == (stages > 1), (devices, out)
+        assert "each batch of 4 micro-batches under 1f1b" in out or stages == 1
+    assert main(["place", path, "--devices", "a100:1,t4:1", "--training", "--schedule", "pipedream"]) == 0
+    assert said not in capsys.readouterr().out  # no flush
+    assert main(["place", path, "--devices", "a100:1,t4:1", "--max-replicas", "2"]) == 0
+    assert said not in capsys.readouterr().out  # inference: no flush
