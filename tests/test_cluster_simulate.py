@@ -189,3 +189,18 @@ def test_cli_usage_errors(job_list, tmp_path, capsys):
     assert main(["cluster", job_list, "--policy", "best"]) == 2
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_allocate_once_with_a_waiting_job_reports_the_time_the_allocation_holds():
+    """By hand: B arrives at 5, so the one allocation is made then; FIFO gives A all 4 accelerators
+    (100 samples at 1/4 each: done at 30) and B waits forever. The makespan is infinite, and utilisation
+    is measured over [5, 30], when A holds all 4: 100%, not 0%."""
+    from placement.cluster.command import format_result
+
+    jobs = [SimJob("A", linear(4), 100, 0.0), SimJob("B", linear(4), 40, 5.0)]
+    r = allocate_once(jobs, Capacity(("acc", "cpu"), (4, 0), (False, True)), "fifo")
+    assert r.jobs[0].finish == pytest.approx(30.0) and math.isinf(r.jobs[1].finish)
+    assert math.isinf(r.makespan) and r.allocated_span == pytest.approx(25.0)
+    assert r.utilisation == pytest.approx(1.0) and r.utilisation_per_kind()["acc"] == pytest.approx(1.0)
+    text = format_result(r)
+    assert "at the last arrival (5" in text and "utilisation 100% (acc 100%) while the allocation holds" in text

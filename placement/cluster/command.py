@@ -314,10 +314,6 @@ def _num(x: float, digits: int = 4) -> str:
 def format_result(r, jl=None) -> str:
     """One row per job, then the summary."""
     kinds = r.capacity.kinds
-    head = ("allocation for all jobs at once, held until each finishes" if r.mode == "allocation"
-            else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
-    if r.policy == "ftf" and r.stats.get("fairness") is not None:
-        head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
     unit = f" ({r.unit})" if r.unit else ""
     scale, dunit = duration_scale(r.unit, r.makespan)  # hours, not 2.492e+09 ms
     when = f" {dunit}" if dunit else ""
@@ -325,6 +321,13 @@ def format_result(r, jl=None) -> str:
     def dur(x):
         return _num(x / scale) if x is not None else _num(x)
 
+    start = r.segments[0].start if r.segments else max((j.arrival for j in r.jobs), default=0.0)
+    at = f"{dur(start)}{when or (' ' + r.unit if r.unit else '')}"
+    head = (f"allocation for all jobs at once at the last arrival ({at}), held until each finishes"
+            if r.mode == "allocation"
+            else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
+    if r.policy == "ftf" and r.stats.get("fairness") is not None:
+        head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
     first = "allocation" if r.mode == "allocation" else "first allocation"
     rows = [["job", f"arrival{when}", first, "used", f"time/sample{unit}", f"finish{when}", f"JCT{when}",
              "rho"]]
@@ -343,6 +346,7 @@ def format_result(r, jl=None) -> str:
     lines.append(f"max rho {_num(r.max_rho, 3)}, avg JCT {dur(r.avg_jct)}{when}, makespan "
                  f"{dur(r.makespan)}{when}, "
                  f"utilisation {100 * r.utilisation:.0f}% ({util})"
+                 + (" while the allocation holds" if not math.isfinite(r.makespan) else "")
                  + (f"; {waiting} job(s) wait with nothing (re-allocation happens in simulate)"
                     if waiting else ""))
     if "time limit" in r.statuses:

@@ -109,8 +109,20 @@ class SimResult:
     def max_rho(self) -> float:
         return max(j.rho for j in self.jobs)
 
-    def utilisation_per_kind(self, *, held: bool = False) -> dict[str, float]:
+    @property
+    def allocated_span(self) -> float:
+        """From the first allocation to the last finish of a job that ran: the span utilisation is
+        measured over when some job never runs (then the makespan is infinite)."""
+        if not self.segments:
+            return 0.0
+        return self.segments[-1].end - self.segments[0].start
+
+    def _span(self) -> float:
         span = self.makespan
+        return span if math.isfinite(span) else self.allocated_span
+
+    def utilisation_per_kind(self, *, held: bool = False) -> dict[str, float]:
+        span = self._span()
         out = {}
         for t, (k, n) in enumerate(zip(self.capacity.kinds, self.capacity.counts)):
             if n == 0 or not math.isfinite(span) or span <= 0:
@@ -124,8 +136,9 @@ class SimResult:
     @property
     def utilisation(self) -> float:
         """Used device time over available device time on the accelerator kinds (host kinds when the
-        cluster has no accelerator)."""
-        span = self.makespan
+        cluster has no accelerator), over the makespan (over :attr:`allocated_span` when some job never
+        runs)."""
+        span = self._span()
         ks = [t for t, h in enumerate(self.capacity.host) if not h] or list(range(len(self.capacity.kinds)))
         total = sum(self.capacity.counts[t] for t in ks) * span
         if not math.isfinite(span) or total <= 0:
