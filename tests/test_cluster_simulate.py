@@ -203,4 +203,5 @@ def test_allocate_once_with_a_waiting_job_reports_the_time_the_allocation_holds(
     assert math.isinf(r.makespan) and r.allocated_span == pytest.approx(25.0)
     assert r.utilisation == pytest.approx(1.0) and r.utilisation_per_kind()["acc"] == pytest.approx(1.0)
     text = format_result(r)
-    assert "at the last arrival (5" in text and "utilisation 100% (acc 100%) while the allocation holds" in text
+    assert "at the last arrival (5" in text
+    assert "utilisation 100% (acc 100%) while the allocation holds" in text
