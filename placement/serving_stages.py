@@ -412,7 +412,9 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     same = "as fast" if fans is not None and fans["evaluation"].objective <= \
         ans["evaluation"].objective * (1 + _REL) else "no faster" if fans is not None else "no plan"
     proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
-    return noted(ans, f"operator granularity: {same}", proof_fields(ans["status"], proven)), \
+    # the layer plan's "stage optimum" is the optimum over layer nodes: say so, and what operators gave
+    how = {"how": f"{ans['how']}; layer nodes, operator nodes {same}"}
+    return noted(ans, f"operator granularity: {same}", proof_fields(ans["status"], proven), how), \
         dict(why, **both), False
 
 
