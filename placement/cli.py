@@ -83,7 +83,8 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
     """Options of the ONNX front end (a reference-format workload carries its own costs and devices)."""
     g = p.add_argument_group("ONNX models")
     g.add_argument("--devices", default=None, metavar="SPEC",
-                   help="cluster as kind:count pairs, e.g. a100:4,cpu:8 (presets: cpu, v100, a100, "
+                   help="cluster as kind:count pairs, e.g. a100:4,cpu:8 (a kind without a count is one "
+                   "device; presets: cpu, v100, a100, "
                    "a100-80gb, h100, t4, l4), or a TOML/JSON device file with counts (default a100:4,cpu:1)")
     g.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
                    help="TOML/JSON file defining device kinds (repeatable)")
