@@ -355,11 +355,11 @@ def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
     from .api import place
-    from .inputs import wants_serving
+    from .inputs import time_limit_seconds, wants_serving
     from .load import load_workload
     from .serving_cli import run_place
 
-    time_limit = _number(args.time_limit, "--time-limit")
+    time_limit = time_limit_seconds(args.time_limit)
     gap = _number(args.gap, "--gap")
     if gap is None:
         raise _UsageError("--gap must be finite")

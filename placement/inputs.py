@@ -11,7 +11,7 @@ reader and which model take its input, instead of each front end claiming files.
 * :func:`takes_stage_model` — whether ``place`` solves an ONNX model on the stage model or with one
   device per stage (and :func:`wants_serving`, :func:`serving_default`: whether a batch-size sweep or a
   latency target is asked for, and which model takes it by default);
-* :func:`holds_stage_plan` — whether a result file holds a stage plan (``stages``), which ``evaluate``,
+* :func:`holds_stage_plan` — whether a result's JSON holds a stage plan (``stages``), which ``evaluate``,
   ``show``, ``split`` and ``run`` read as such.
 
 Files are read only when their name says they may be one of these (``.json`` or ``.onnx``); an
@@ -20,13 +20,14 @@ unreadable file is left to the reader that takes it, which names the problem.
 
 from __future__ import annotations
 
+import math
 import os
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
 __all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
-           "holds_stage_plan", "asks_to_decode",
+           "holds_stage_plan", "asks_to_decode", "time_limit_seconds",
            "takes_stage_model", "wants_serving", "serving_default"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
@@ -134,13 +135,23 @@ def refuse_empty_result(data, command: str, source: str) -> None:
                          f"nothing to {command}", source=str(source))
 
 
-def holds_stage_plan(result) -> bool:
-    """Does the result (its JSON as read, or the path of the file) hold a stage plan (``stages``;
-    schema version 2, or version 1's ``"format": "placement-replicated"``)?"""
+def holds_stage_plan(data) -> bool:
+    """Does a result's JSON, as read (:func:`result_json`), hold a stage plan (``stages``; schema version
+    2, or version 1's ``"format": "placement-replicated"``)?"""
     from .stages import is_stage_result
 
-    data = result if isinstance(result, dict) or result is None else _json(result)
     return isinstance(data, dict) and is_stage_result(data)
+
+
+def time_limit_seconds(value: float | None, flag: str = "--time-limit") -> float | None:
+    """A command's time limit checked, the one rule of every command: a positive number of seconds,
+    ``inf`` (or none given) for no limit (``None``). Zero is refused rather than taken as "stop at once"
+    (the library's ``time_limit=0`` does that), as NaN and negatives are."""
+    if value is None or value == math.inf:
+        return None
+    if not value > 0:  # NaN too
+        raise InputError(f"{flag} must be a positive number of seconds (inf: none), got {value!r}")
+    return float(value)
 
 
 def _is_onnx(path: str) -> bool:

@@ -160,14 +160,15 @@ class ServingPoint:
 @dataclass(frozen=True, eq=False)
 class Sweep:
     """Every batch size tried, in order: its :class:`Point` (of either model), or ``None`` and the reason
-    there is none; ``best`` serves the most samples/s (the smaller batch on a tie);
-    ``stopped``: why an auto sweep stopped (``""`` for a given list). When no batch size meets
-    ``latency_slo``: ``lowest_latency``, the
-    smallest latency (ms per batch, at the first size), and whether that is proven (``lowest_proven``: then no
-    plan meets the target). ``none_proven``: no size tried has a plan, and that is proven: each size's search
-    proved that none exists there, or the lowest latency is proven above the target. ``unproven``: the sizes
-    whose answer is not proven (a plan not proven best at its size, or no plan and none not proven), so that
-    the best is proven best of the sizes tried only when it is proven and no other size is here
+    there is none; ``best`` serves the most samples/s (the smaller batch on a tie); ``stopped``: why an
+    auto sweep stopped (``""`` for a given list).
+
+    When no batch size meets ``latency_slo``: ``lowest_latency``, the smallest latency (ms per batch, at
+    the first size), and whether that is proven (``lowest_proven``: then no plan meets the target).
+    ``none_proven``: no size tried has a plan, and that is proven: each size's search proved that none
+    exists there, or the lowest latency is proven above the target. ``unproven``: the sizes whose answer
+    is not proven (a plan not proven best at its size, or no plan and none not proven), so that the best
+    is proven best of the sizes tried only when it is proven and no other size is here
     (:attr:`best_proven`)."""
 
     points: tuple[tuple[int, Point | None, str], ...]

@@ -362,8 +362,9 @@ def run_place_stages(args, frontend: dict) -> int:
     from .export import print_json, write_json
     from .stages import _mfu_line, format_plan, plan_summary
 
-    _need_onnx(args.workload, _serving_flags(args))
-    serving_stages.check_stage_args(args, _serving_flags(args))
+    flags = _serving_flags(args)
+    _need_onnx(args.workload, flags)
+    serving_stages.check_stage_args(args, flags)
     slo = args.latency_slo
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
         raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo}")
@@ -525,9 +526,9 @@ def _check_numbers(args) -> None:
     """The numeric flags, before any work: one error naming the flag."""
     from graphs.errors import InputError
 
-    t = args.time_limit
-    if math.isnan(t) or t <= 0:
-        raise InputError(f"--time-limit must be a positive number of seconds (inf: none), got {t!r}")
+    from .inputs import time_limit_seconds
+
+    time_limit_seconds(args.time_limit)
     if not (args.gap >= 0 and math.isfinite(args.gap)):
         raise InputError(f"--gap must be a finite number at least 0, got {args.gap!r}")
     if args.threads is not None and args.threads < 1:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from graphs.errors import InputError
-from placement.inputs import holds_stage_plan, model_for, workload_kind
+from placement.inputs import holds_stage_plan, model_for, result_json, workload_kind
 from tests.instances import WORKLOADS
 
 
@@ -66,5 +66,6 @@ def test_stage_plans_are_told_from_placements(tmp_path):
                                                     "tensorParallelDegree": 1}]})
     old = _write(tmp_path, "v1.json", {"format": "placement-replicated", "version": 1, "stages": []})
     one = _write(tmp_path, "p.json", {"schema": "placement-result", "version": 1, "devices": []})
-    assert holds_stage_plan(stage) and holds_stage_plan(old)
-    assert not holds_stage_plan(one) and not holds_stage_plan(str(tmp_path / "missing.json"))
+    assert holds_stage_plan(result_json(stage)) and holds_stage_plan(result_json(old))
+    assert not holds_stage_plan(result_json(one)) and not holds_stage_plan(None)
+    assert not holds_stage_plan(stage)  # a path is not a result's JSON
