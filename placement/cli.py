@@ -1012,8 +1012,9 @@ def _cmd_show(args) -> int:
     else:
         from graphs.latency import latency
 
-        print(_format_simulation(sim, over, unit, latency(w.graph, w.cluster, a).total,
-                                 batch=w.graph.batch_size))
+        # the latency model is an inference model (Placement.latency): a training graph has none
+        model_latency = None if w.graph.is_training else latency(w.graph, w.cluster, a).total
+        print(_format_simulation(sim, over, unit, model_latency, batch=w.graph.batch_size))
         from .serving_cli import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))

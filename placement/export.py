@@ -144,7 +144,7 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     )
     lat = p.latency
     out["objective_name"] = p.objective
-    out["latency"] = _num(lat.total)
+    out["latency"] = None if lat is None else _num(lat.total)  # none for a training graph
     mfu = compute_utilisation(g, cl, p.assignment)
     out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
     kinds = {k.name for k in cl.kinds}
@@ -157,7 +157,8 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
             out["maxLoad"] = _num(p.max_load)
         else:
             out["maxLoad"] = _num(p.max_load)
-            out["totalLatency"] = _num(lat.total)
+            if lat is not None:
+                out["totalLatency"] = _num(lat.total)
             for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
                 out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
                             for d in ev.devices if d.kind == kind]

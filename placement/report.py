@@ -86,6 +86,13 @@ def status_parts(s, bound=None) -> list[str]:
     return parts
 
 
+def _pipelined_training(p: Placement) -> bool:
+    """A one-device-per-stage training placement with at least two stages (devices holding nodes)."""
+    if p.problem is not None or not p.graph.is_training or p.evaluation is None:
+        return False
+    return sum(1 for d in p.evaluation.devices if len(d.nodes)) >= 2
+
+
 def format_summary(p: Placement) -> str:
     """Objective, status, bound, gap and time in one or two lines."""
     s = p.solution
@@ -109,6 +116,10 @@ def format_summary(p: Placement) -> str:
         # a newcomer reads a latency below the busiest device's load as a bug: the two models differ here
         lines.append("latency below the max-load: the latency model runs a host CPU's independent operators "
                      "side by side, each on its own core, where the max-load adds up the host's work")
+    if _pipelined_training(p):
+        # as a stage plan's summary says it: the samples/s is not what a run with flushes sustains
+        lines.append("the max-load is the pipeline's steady state: a training run under a flushing schedule "
+                     "(1f1b, gpipe) also fills and drains it every batch (placement show simulates that)")
     if not u:
         lines.append("times in the workload's own unit (t)")
     if p.evaluation is not None:

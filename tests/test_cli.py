@@ -157,3 +157,29 @@ def test_results_carry_latency_and_the_latency_objective_writes_the_reference_fo
     res = json.load(open(out))
     assert res["objective_name"] == "latency" and res["totalLatency"] == pytest.approx(3.0)
     assert [sorted(f["nodes"]) for f in res["fpgas"]] == [[1, 2, 3]] and res["cpus"] == [{"nodes": []}]
+
+
+def test_a_training_placement_has_no_inference_latency_and_says_its_max_load_is_steady(tmp_path, capsys):
+    # two forward nodes and their backward twins (colour classes), one pair per accelerator: a pipeline
+    # of two stages. The latency model is an inference model (the latency objective refuses backward
+    # nodes), so a training placement carries no latency from it; its summary says the max-load is the
+    # steady state a flushing schedule adds fill and drain to, as a stage plan's does.
+    node = lambda i, back, colour: {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0,
+                                    "isBackwardNode": back, "colorClass": colour, "size": 6.0}
+    wl = tmp_path / "t.json"
+    wl.write_text(json.dumps({
+        "maxSizePerFPGA": 12.0, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [node(1, 0, 1), node(2, 0, 2), node(3, 1, 2), node(4, 1, 1)],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 2, "destId": 3, "cost": 0.5},
+                  {"sourceId": 3, "destId": 4, "cost": 0.5}, {"sourceId": 1, "destId": 4, "cost": 0.5}]}))
+    out = tmp_path / "r.json"
+    assert main(["place", str(wl), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "latency" not in text.split("\n\n")[-1].splitlines()[0]  # the summary line: max-load, status
+    assert "the max-load is the pipeline's steady state" in text
+    res = json.load(open(out))
+    assert res["latency"] is None and "totalLatency" not in res
+    # each device: 2 x 1.0 compute + 0.5 sent + 0.5 received (node 1's output, node 2's output)
+    assert res["maxLoad"] == pytest.approx(3.0) and len(res["stages"]) == 2
+    assert main(["show", str(out), "--no-draw"]) == 0
+    assert "latency model of `place`" not in capsys.readouterr().out
