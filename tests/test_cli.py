@@ -164,8 +164,10 @@ def test_a_training_placement_has_no_inference_latency_and_says_its_max_load_is_
     # of two stages. The latency model is an inference model (the latency objective refuses backward
     # nodes), so a training placement carries no latency from it; its summary says the max-load is the
     # steady state a flushing schedule adds fill and drain to, as a stage plan's does.
-    node = lambda i, back, colour: {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0,
-                                    "isBackwardNode": back, "colorClass": colour, "size": 6.0}
+    def node(i, back, colour):
+        return {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0, "isBackwardNode": back,
+                "colorClass": colour, "size": 6.0}
+
     wl = tmp_path / "t.json"
     wl.write_text(json.dumps({
         "maxSizePerFPGA": 12.0, "maxFPGAs": 2, "maxCPUs": 0,
