@@ -216,6 +216,15 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     ``evaluation``, ``status``, ``solver``, ``proven``, ``how``, ``time``, ``bound``, ``message`` (``None``
     when no plan was found) and ``why`` the reason there is none, with ``proven_none`` in it when
     none exists."""
+    ans, why, _ = _best_plan(problem, args, latency=latency, time_limit=time_limit, solver=solver)
+    return ans, why
+
+
+def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
+               time_limit: float | None = None, solver: str | None = None):
+    """:func:`best_plan` and a third item: the seconds its search took on its own clock (each solve's,
+    :func:`solvers.registry.solve`, which loads and compiles kernels before its clock starts, and the
+    work between solves), which its time limit bounds and its answer's ``time`` reports."""
     from solvers.base import Status
 
     from .stages import solve_args
@@ -224,22 +233,35 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     a = SimpleNamespace(**vars(args))
     a.time_limit = time_limit if time_limit is not None else getattr(args, "time_limit", None)
     a.solver = solver or getattr(args, "solver", None)
+    off = [0.0]  # seconds the solves spent off their own clocks (loading and compiling kernels)
+
+    def solved(p: ParallelProblem):
+        s0 = time.perf_counter()
+        s = solve_args(p, a)
+        if s.time is not None:
+            off[0] += max(0.0, time.perf_counter() - s0 - s.time)
+        return s
+
+    def own() -> float:
+        return time.perf_counter() - t0 - off[0]
+
     if latency is not None:
         low = latency_lower_bound(problem)
         if low > latency * (1 + _REL):
             return None, {"proven_none": True, "lowest": low,
-                          "message": "no plan meets the latency target (a bound proves it)"}
-    r = solve_args(problem, a)
+                          "message": "no plan meets the latency target (a bound proves it)"}, own()
+    r = solved(problem)
     if r.plan is None:
         proven = r.status is Status.INFEASIBLE
-        return None, {"proven_none": proven, "message": r.message or str(r.status), "status": str(r.status)}
+        why = {"proven_none": proven, "message": r.message or str(r.status), "status": str(r.status)}
+        return None, why, own()
     ev = r.evaluation
     exact = r.status is Status.OPTIMAL
     optimum = {"optimum": ev.objective, "optimum_proven": exact}  # the most samples/s, whatever the latency
     if latency is None or ev.latency <= latency * (1 + _REL):
         how = "stage optimum" + ("" if latency is None else ", its latency meets the target")
         return {"evaluation": ev, "status": str(r.status), "solver": r.solver, "proven": exact, "how": how,
-                "time": r.time, "bound": r.bound, "message": r.message, **optimum}, optimum
+                "time": r.time, "bound": r.bound, "message": r.message, **optimum}, optimum, own()
     # the throughput optimum misses the target: the best of a family of plans that meet it (not proven)
     cands: list[tuple[PlanEvaluation, str, str]] = []
     for plan in _one_stage_plans(problem):
@@ -250,42 +272,45 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     limit = a.time_limit
     for d in degrees[:-1]:  # the last is the optimum's own cap
         if limit is not None and not math.isinf(limit):  # the time limit is the whole search's
-            a.time_limit = limit - (time.perf_counter() - t0)
+            a.time_limit = limit - own()
             if a.time_limit < 0.05:
                 break
-        s = solve_args(problem.with_options(max_replicas=d), a)
+        s = solved(problem.with_options(max_replicas=d))
         if s.plan is not None:
             cands.append((s.evaluation, f"stage optimum with d <= {d}", s.solver))
     a.time_limit = limit
     meets = [c for c in cands if c[0].latency <= latency * (1 + _REL)]
     under = _under_target(problem, a, latency, min(meets, key=lambda c: c[0].objective) if meets else None,
-                          time.perf_counter() - t0, ev.objective if exact else None, optimum)
+                          own(), ev.objective if exact else None, optimum)
     if under is not None:
         ans, why = under
+        spent = own()
         if ans is not None:
-            ans["time"] = time.perf_counter() - t0
-        return ans, why
+            ans["time"] = spent
+        return ans, why, spent
     if not meets:
         lows = [c[0].latency for c in cands]
         return None, {"proven_none": False, "lowest": latency_lower_bound(problem),
                       "lowest_found": min(lows) if lows else None, **optimum,
                       "message": "no plan found meets the latency target (not proven: the throughput "
-                                 "optimum misses it, and so does every plan tried)"}
+                                 "optimum misses it, and so does every plan tried)"}, own()
     e, how, name = min(meets, key=lambda c: (c[0].objective, c[0].latency))
     if exact and e.objective <= ev.objective * (1 + 1e-9):
         # as fast as the proven optimum: no plan serves more, under the target or not
         how += ", as fast as the stage optimum"
         msg = (f"the throughput optimum's own plan misses the target, this one ({how}) serves as much and "
                f"meets it: proven")
+        spent = own()
         return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
-                "time": time.perf_counter() - t0, "bound": ev.objective, "message": msg, **optimum}, optimum
+                "time": spent, "bound": ev.objective, "message": msg, **optimum}, optimum, spent
     msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s"
            f"{', proven' if exact else ''}) misses it; the best of one-stage plans and stage optima with d "
            f"capped ({how})" + (f"; {optimum['ip']}" if optimum.get("ip") else ""))
     # the optimum without the target bounds the time per sample under it (when proven)
+    spent = own()
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
-            "time": time.perf_counter() - t0, "bound": ev.objective if exact else None, "message": msg,
-            **optimum}, optimum
+            "time": spent, "bound": ev.objective if exact else None, "message": msg,
+            **optimum}, optimum, spent
 
 
 #: the stage integer program under a latency target runs on models of at most this many columns
@@ -355,33 +380,33 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
                  latency: float | None = None, time_limit: float | None = None):
     """:func:`best_plan` on ``problem``; where its nodes are layers (``fine`` gives the problem with
     operators as nodes), :func:`best_plan` on the operators too, within the time
-    :func:`placement.stages.solve_refined` gives a refinement, and the better answer kept (more
-    samples/s; layer nodes make the solve quick, never a loss: a layer cannot be split between stages).
-    Returns ``(answer, why, refined)``: ``refined`` is true when the operators' answer was kept. The
-    answer is proven only as far as both were: "no plan serves more" needs the operators' answer when
-    it was not tried."""
-    from .stages import refine_budget
+    :class:`placement.stages.Refinement` gives (from the layer search's own clock, as
+    :func:`placement.stages.solve_refined`), and the better answer kept (more samples/s; layer nodes make
+    the solve quick, never a loss: a layer cannot be split between stages). Returns ``(answer, why,
+    refined)``: ``refined`` is true when the operators' answer was kept; the answer's ``time`` is both
+    searches' own. The answer is proven only as far as both were: "no plan serves more" needs the
+    operators' answer when it was not tried."""
+    from .stages import Refinement
 
-    t0 = time.perf_counter()
-    ans, why = best_plan(problem, args, latency=latency, time_limit=time_limit)
+    ans, why, spent = _best_plan(problem, args, latency=latency, time_limit=time_limit)
     if fine is None:
         return ans, why, False
-    spent = time.perf_counter() - t0
-    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
+    times = [spent]
+    ref = Refinement(spent, time_limit)
 
     def noted(a, note, *changes: dict):
-        a = dict(a, message=f"{a['message']}; {note}" if a.get("message") else note,
-                 time=time.perf_counter() - t0)
+        a = dict(a, message=f"{a['message']}; {note}" if a.get("message") else note, time=sum(times))
         for c in changes:
             a.update(c)
         return a
 
-    if budget < 0.05:
+    if not ref.tried:
         if ans is None:
             return None, dict(why, proven_none=False), False
         return noted(ans, "operator granularity not tried: no time left",
                      proof_fields(ans["status"], False)), dict(why, optimum_proven=False), False
-    fans, fwhy = best_plan(fine(), args, latency=latency, time_limit=budget)
+    fans, fwhy, fspent = _best_plan(fine(), args, latency=latency, time_limit=ref.budget)
+    times.append(fspent)
     both = {  # what holds for the stage model at both granularities
         "proven_none": bool(why.get("proven_none")) and bool(fwhy.get("proven_none")),
         "optimum_proven": bool(why.get("optimum_proven")) and bool(fwhy.get("optimum_proven")),
@@ -392,11 +417,9 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     lows = [w["lowest"] for w in (why, fwhy) if w.get("lowest") is not None]
     if lows:
         both["lowest"] = min(lows)
-    if fans is not None and (ans is None or fans["evaluation"].objective < ans["evaluation"].objective
-                             * (1 - _REL)):
-        what = "no layer plan" if ans is None else \
-            f"{100 * (1 - fans['evaluation'].objective / ans['evaluation'].objective):.3g}% faster than " \
-            f"the layer plan"
+    faster, what = ref.verdict(None if ans is None else ans["evaluation"].objective,
+                               None if fans is None else fans["evaluation"].objective)
+    if faster:
         # a bound on the stage model holds at both granularities: the lesser of the two
         bound = fans.get("bound") if ans is None and why.get("proven_none") else \
             min(fans["bound"], ans["bound"]) if ans is not None and fans.get("bound") is not None \
@@ -409,12 +432,10 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     if ans is None:
         msg = fwhy.get("message") or why.get("message", "no plan")
         return None, dict(why, **both, message=msg), False
-    same = "as fast" if fans is not None and fans["evaluation"].objective <= \
-        ans["evaluation"].objective * (1 + _REL) else "no faster" if fans is not None else "no plan"
     proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
     # the layer plan's "stage optimum" is the optimum over layer nodes: say so, and what operators gave
-    how = {"how": f"{ans['how']}; layer nodes, operator nodes {same}"}
-    return noted(ans, f"operator granularity: {same}", proof_fields(ans["status"], proven), how), \
+    how = {"how": f"{ans['how']}; layer nodes, operator nodes {what}"}
+    return noted(ans, f"operator granularity: {what}", proof_fields(ans["status"], proven), how), \
         dict(why, **both), False
 
 

@@ -46,9 +46,9 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
-           "problem_for_result", "solve_refined", "refine_budget", "place", "evaluate", "result_dict",
-           "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time", "TIME_UNITS",
-           "no_plan", "solve_args", "refuse_serving", "is_stage_result", "read_stage_result",
+           "problem_for_result", "solve_refined", "refine_budget", "Refinement", "place", "evaluate",
+           "result_dict", "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time",
+           "TIME_UNITS", "no_plan", "solve_args", "refuse_serving", "is_stage_result", "read_stage_result",
            "plan_summary", "stage_devices", "stage_device_numbers", "RESULT_VERSION"]
 
 
@@ -280,6 +280,10 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
 #: the operator-granularity refinement's time: at least this many seconds, or this many times the
 #: layer solve's, within what the time limit leaves
 REFINE_MIN_S, REFINE_FACTOR = 10.0, 3.0
+#: with less than this left for it the refinement is not tried ("no time left"): building the
+#: operator-granularity problem is on no solve's clock, and a solve of the larger problem this short
+#: seldom beats the layer plan (a plan and a latency-target search alike)
+REFINE_LEAST_S = 0.5
 # an operator plan this little faster than the layer plan (relative) is the same plan up to round-off
 # (summation order): the layer plan stays, not "2.22e-14% faster"
 SAME_REL = 1e-9
@@ -292,33 +296,67 @@ def refine_budget(spent: float, left: float | None) -> float:
     return budget if left is None else min(budget, left)
 
 
+@dataclass(frozen=True)
+class Refinement:
+    """The rule of refining a layer-granularity solve to operators, one for :func:`solve_refined` and
+    :func:`placement.serving_stages.best_refined`: the refinement's ``budget`` (:func:`refine_budget`)
+    from the layer solve's ``spent`` seconds on its own clock (:func:`solvers.registry.solve` loads and
+    compiles kernels before that clock starts; the first load of a process is about 0.5 s, half of a
+    1 s limit, and no part of the search the limit bounds) and the ``time_limit``; ``tried``: whether
+    that is time enough (:data:`REFINE_LEAST_S`); and :meth:`verdict` on the two plans."""
+
+    spent: float
+    time_limit: float | None
+
+    @property
+    def budget(self) -> float:
+        return refine_budget(self.spent, None if self.time_limit is None else self.time_limit - self.spent)
+
+    @property
+    def tried(self) -> bool:
+        return self.budget >= REFINE_LEAST_S
+
+    @staticmethod
+    def verdict(layer: float | None, fine: float | None) -> tuple[bool, str]:
+        """``(faster, what)`` of the operators' plan (time per sample ``fine``) against the layer plan's
+        (``layer``; ``None``: no plan): ``faster`` beyond round-off (:data:`SAME_REL`) or where there is
+        no layer plan, and ``what`` says so: "no layer plan", "X% faster than the layer plan", "as
+        fast" (within round-off), "no faster" or "no plan" (the operators found none)."""
+        if fine is not None and (layer is None or fine < layer * (1 - SAME_REL)):
+            return True, "no layer plan" if layer is None else \
+                f"{100 * (1 - fine / layer):.3g}% faster than the layer plan"
+        if fine is None:
+            return False, "no plan"
+        return False, "as fast" if fine <= layer * (1 + SAME_REL) else "no faster"
+
+
 def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     """Solve ``w.problem`` (``solve_one(problem, time_limit) -> Solution``); where the default chose
-    layer nodes (``w.finer``) also solve the operators as nodes, within :data:`REFINE_MIN_S` /
-    :data:`REFINE_FACTOR` and the time left, and keep the better plan: layer nodes are a choice that
-    makes the solve quick, never a loss (a layer node cannot be split between stages, nor its operators'
-    variants chosen one by one). Returns ``(workload, solution)`` of the plan kept (the workload at
-    operator granularity when that plan is kept); its message says what the refinement found."""
+    layer nodes (``w.finer``) also solve the operators as nodes, within the time :class:`Refinement`
+    gives, and keep the better plan: layer nodes are a choice that makes the solve quick, never a loss
+    (a layer node cannot be split between stages, nor its operators' variants chosen one by one).
+    Returns ``(workload, solution)`` of the plan kept (the workload at operator granularity when that
+    plan is kept); its message says what the refinement found."""
     import time
 
     t0 = time.perf_counter()
     sol = solve_one(w.problem, time_limit)
     if w.finer is None:
         return w, sol
-    # each solve's own clock (solvers.registry.solve: loading and compiling its kernels are not on it;
-    # the first load of a process is about 0.5 s, half of a 1 s limit) is what the limit bounds
+    # each solve's own clock (solvers.registry.solve: loading and compiling its kernels are not on it)
+    # is what the limit bounds
     times = [_solve_time(sol, t0)]
     compiled = [(sol.stats or {}).get("compile_s", 0.0)]
-    spent = times[0]
-    budget = refine_budget(spent, None if time_limit is None else time_limit - spent)
+    ref = Refinement(times[0], time_limit)
 
     def noted(s, note):  # the time of both solves, and of their compiling
         stats = {**(s.stats or {}), "compile_s": sum(compiled)} if sum(compiled) else s.stats
         return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,
                                    time=sum(times), stats=stats)
 
-    if budget < 0.5:
+    if not ref.tried:
         return w, noted(sol, "operator granularity not tried: no time left")
+    budget = ref.budget
     try:
         t1 = time.perf_counter()
         fine = w.refined()
@@ -334,17 +372,14 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
             raise
         return w, noted(sol, f"operator granularity not solved ({e})")
     given = f"operator granularity (given {budget:.3g} s)"  # its own limit, which a status names
-    faster = fsol.plan is not None and (sol.plan is None or
-                                        fsol.objective < sol.objective * (1 - SAME_REL))
+    faster, what = ref.verdict(None if sol.plan is None else sol.objective,
+                               None if fsol.plan is None else fsol.objective)
     if faster:
-        what = "no layer plan" if sol.plan is None else \
-            f"{100 * (1 - fsol.objective / sol.objective):.3g}% faster than the layer plan"
         return fine, noted(fsol, f"{given}: {what}")
     if sol.plan is None and fsol.status is not sol.status:
         # nothing at layer granularity proves nothing about the operators'
         return fine, noted(fsol, f"layer granularity: {sol.status.value}")
-    same = "as fast" if fsol.plan is not None and fsol.objective <= sol.objective else "no faster"
-    return w, noted(sol, f"{given} {fsol.status.value}, {same}")
+    return w, noted(sol, f"{given} {fsol.status.value}, {what}")
 
 
 def _solve_time(sol, since: float) -> float:

@@ -214,6 +214,22 @@ def test_kernel_loading_before_the_clock_does_not_use_up_the_refinements_time():
     assert sol.time == pytest.approx(0.25)  # the two solves' own clocks
 
 
+
+def test_one_refinement_rule_for_plans_and_serving():
+    """solve_refined and serving's best_refined share one rule (placement.stages.Refinement): the
+    budget from the layer solve's own time, no refinement with under REFINE_LEAST_S left, and one
+    wording, round-off (SAME_REL) either way being as fast."""
+    from placement.stages import REFINE_LEAST_S, REFINE_MIN_S, Refinement
+
+    assert Refinement(0.05, None).budget == REFINE_MIN_S and Refinement(0.05, 1.0).budget == 0.95
+    assert Refinement(0.3, 0.6).tried is False and Refinement(0.5, 0.5 + REFINE_LEAST_S).tried
+    assert Refinement.verdict(2.0, 1.5) == (True, "25% faster than the layer plan")
+    assert Refinement.verdict(None, 1.5) == (True, "no layer plan")
+    for fine in (2.0, 2.0 * (1 - 1e-14), 2.0 * (1 + 1e-14)):
+        assert Refinement.verdict(2.0, fine) == (False, "as fast")
+    assert Refinement.verdict(2.0, 2.5) == (False, "no faster")
+    assert Refinement.verdict(2.0, None) == (False, "no plan")
+
 def test_a_refinement_that_fails_keeps_the_layer_plan():
     from graphs.errors import ProblemTooLargeError
     from placement.stages import solve_refined
