@@ -340,6 +340,11 @@ def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
         return split_model(proto, result)
     import onnx_ir as ir
 
+    tp = [i for i, st in enumerate(result.get("stages") or ()) if st.get("tensorParallelDegree", 1) != 1]
+    if tp:  # its weights are placeholders here, and a tensor-parallel split slices them
+        raise InputError(f"stage {tp[0]} is tensor-parallel: an onnx_ir model's split keeps whole stages "
+                         f"only; split the ModelProto (placement.onnx_export.split_model) or use "
+                         f"placement split")
     proto, _ = model_proto(model)  # large weights as placeholders, restored below
     s = split_model(proto, result)
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
