@@ -355,6 +355,13 @@ def _rule(kind: str, op, node, in_axes: list[int | None], values, opset: int) ->
             raise _NoSplit(f"it reduces over the split axis {a}")
         keep = _attr(node, "keepdims", 1)
         return _Rule(kind, (), a if keep else a - sum(1 for j in norm if j < a))
+    if typ == "Split":
+        ax = _attr(node, "axis", 0)
+        ax = ax + R if ax < 0 else ax
+        if ax == a:
+            raise _NoSplit(f"it splits its input along the split axis {a} (a fused projection such as QKV: "
+                           f"a rank's chunk of its columns is not its chunk of each part)")
+        return _Rule(kind, (), a)
     if typ == "MatMul":
         return _batched_matmul_rule(kind, op, in_axes)
     raise _NoSplit(f"split does not know how to divide a {typ}")
