@@ -36,6 +36,8 @@ node's variant by these, per device kind:
   intra-server bandwidth (its host link when the kind has no topology figures). A split tensor that
   crosses a stage boundary (a stage cut inside a layer) pays a gather as a sync term. Every node gets
   variants for each ``t`` (operators outside such layers run replicated), so any stage can be tensor-parallel.
+  :func:`tensor_split` is the one place this rule lives: ``placement split`` and ``placement run``
+  (:mod:`placement.tensor_parallel`) divide exactly the operators it marks.
 
 ``granularity="layer"`` first merges each layer key's operators (and their backward twins) into one node
 (a much smaller graph for the exact DP); the variants are the sums of their operators'. A node's id is

@@ -321,7 +321,9 @@ def split(model, placement: Placement | Mapping | None = None) -> tuple[list, di
     """Cut the model into one sub-model per stage (see :func:`placement.onnx_export.split_model`);
     returns ``(sub-models in run order, manifest)``, both in memory. The sub-models are
     ``onnx_ir.Model`` s sharing the original weights for an ``onnx_ir.Model``, ``ModelProto`` s
-    otherwise. Without ``placement`` the model's own annotations (:func:`annotate`) say where nodes go."""
+    otherwise; a tensor-parallel stage's entry is its rank models, rank by segment (``ModelProto`` s
+    only: an ``onnx_ir.Model`` with such a stage is refused). Without ``placement`` the model's own
+    annotations (:func:`annotate`) say where nodes go."""
     s = split_parts(model, placement)
     return [sm.model for sm in s.submodels], s.manifest()
 

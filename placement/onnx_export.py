@@ -15,9 +15,14 @@ execution that the stages compute what the model computes.
 * Operators the front end folded (``Constant``, weight generators such as ``ConstantOfShape`` and
   everything computed from constants only) are not placed: each sub-model gets its own copy of those
   it needs.
+* A stage plan's stage of tensor-parallel degree ``t > 1`` (:func:`split_stages`) is split ``t`` ways
+  by :mod:`placement.tensor_parallel`: ``t`` rank models holding ``1/t`` of the split operators'
+  weights, each cut into segments at the all-reduces and all-gathers, which the manifest entry's
+  ``tensor_parallel`` lists; the operators split are those the cost model splits.
 * :func:`verify_split` runs the model and the sub-models in sequence with onnxruntime on random inputs
   (with random weights substituted for generated ones, so that the check is not run on constant
-  fills) and returns the largest absolute difference of every output.
+  fills; a tensor-parallel rank gets its chunk of them) and returns the largest absolute difference of
+  every output (a tensor-parallel stage's ranks run one after another, their collectives in between).
 
 Results are read as written by ``placement place --out``: ``devices[*].nodes`` name the operators (the
 ONNX node names); backward nodes of a training result are ignored (the sub-models are forward).

@@ -1,6 +1,10 @@
 """Run a split model as a real pipeline on this CPU: one worker process per replica of each sub-model
 (one per sub-model for a one-device-per-stage placement, ``d`` for a stage of ``d`` replicas), each with
-one onnxruntime session on one thread, queues between them.
+one onnxruntime session on one thread, queues between them. A tensor-parallel stage of degree ``t``
+(:mod:`placement.tensor_parallel`) runs ``t`` processes per replica, one per rank, each with a session
+per segment: rank 0 takes the replica's samples and hands their inputs to the other ranks, every rank
+sends the tensors of each collective to the others and combines all of them in rank order, and rank 0
+sends the stage's outputs on; a replica's time is its rank 0's, collectives included.
 
 The sub-models run as a chain in their run order (the order of :func:`placement.onnx_export.split_model`,
 a topological order of their dependencies). A message carries one sample's tensors that some later
@@ -223,8 +227,8 @@ def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, b
     for m, e in zip(submodels, entries):
         tp = e.get("tensor_parallel")
         if tp:
-            parts.append(tuple(tuple(materialize(seg, rank_weights(weights, tp, r)) for seg in segs)
-                               for r, segs in enumerate(m)))
+            rw = [rank_weights(weights, tp, r) for r in range(len(m))]
+            parts.append(tuple(tuple(materialize(seg, rw[r]) for seg in segs) for r, segs in enumerate(m)))
         elif isinstance(m, (tuple, list)):
             raise InputError("a tensor-parallel sub-model needs its manifest entry to be run")
         else:
