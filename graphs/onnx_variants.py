@@ -36,6 +36,8 @@ node's variant by these, per device kind:
   intra-server bandwidth (its host link when the kind has no topology figures). A split tensor that
   crosses a stage boundary (a stage cut inside a layer) pays a gather as a sync term. Every node gets
   variants for each ``t`` (operators outside such layers run replicated), so any stage can be tensor-parallel.
+  :func:`tensor_split` is the one place this rule lives: ``placement split`` and ``placement run``
+  (:mod:`placement.tensor_parallel`) divide exactly the operators it marks.
 
 ``granularity="layer"`` first merges each layer key's operators (and their backward twins) into one node
 (a much smaller graph for the exact DP); the variants are the sums of their operators'. A node's id is
@@ -78,19 +80,31 @@ def allreduce_time(nbytes: float, t: int, bandwidth: float) -> float:
 
 class TensorSplit:
     """Which operators a tensor-parallel split divides, and the bytes each one all-reduces (forward and
-    backward) — see the module doc. ``out_split[i]``: operator ``i``'s output stays split."""
+    backward) — see the module doc. ``out_split[i]``: operator ``i``'s output stays split;
+    ``column[i]``/``row[i]``: operator ``i`` is a column-/row-parallel weighted matrix product (the
+    others with ``split[i]`` read a split tensor and are divided alongside it). ``keys``: the layer key
+    of every operator the split was found with. The cost model (:func:`onnx_parallel_problem`) and
+    ``placement split`` (:mod:`placement.tensor_parallel`) both read this one analysis."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, keys: Sequence[str | None] | None = None) -> None:
         self.split = np.zeros(n, bool)
         self.out_split = np.zeros(n, bool)
+        self.column = np.zeros(n, bool)
+        self.row = np.zeros(n, bool)
+        self.keys: tuple[str | None, ...] = tuple(keys) if keys is not None else (None,) * n
         self.allreduce = np.zeros(n)  # bytes per micro-batch, forward + backward
         self.blocks: list[str] = []
+
+    def reads_split(self, producer: int, consumer: int) -> bool:
+        """Does ``consumer`` read ``producer``'s output split: it stays split and both are in one layer
+        (a split output read outside its layer is gathered first)."""
+        return bool(self.out_split[producer]) and self.keys[producer] == self.keys[consumer]
 
 
 def tensor_split(g: OnnxGraph, keys: Sequence[str | None]) -> TensorSplit:
     """The Megatron-style split of every layer with at least two weighted matrix products."""
     n = g.num_ops
-    ts = TensorSplit(n)
+    ts = TensorSplit(n, keys)
     weighted = np.array([op.op_type in _MATMULS and op.trainable_bytes > 0 for op in g.ops])
     count: dict[str, int] = {}
     for i in np.flatnonzero(weighted):
@@ -113,12 +127,13 @@ def tensor_split(g: OnnxGraph, keys: Sequence[str | None]) -> TensorSplit:
         if key not in blocks:
             continue
         op = g.ops[i]
-        inside = [p for p in preds[i] if keys[p] == key]
-        reads_split = any(ts.out_split[p] for p in inside)
+        reads_split = any(ts.reads_split(p, i) for p in preds[i])
         ts.split[i] = True
         if weighted[i] and reads_split:  # row-parallel: all-reduce the output
+            ts.row[i] = True
             ts.allreduce[i] += op.output_bytes
         elif weighted[i]:  # column-parallel: the backward pass all-reduces the input's gradient
+            ts.column[i] = True
             ts.out_split[i] = True
             ins = [p for p in preds[i] if p not in reduced_inputs]
             reduced_inputs.update(ins)

@@ -321,7 +321,9 @@ def split(model, placement: Placement | Mapping | None = None) -> tuple[list, di
     """Cut the model into one sub-model per stage (see :func:`placement.onnx_export.split_model`);
     returns ``(sub-models in run order, manifest)``, both in memory. The sub-models are
     ``onnx_ir.Model`` s sharing the original weights for an ``onnx_ir.Model``, ``ModelProto`` s
-    otherwise. Without ``placement`` the model's own annotations (:func:`annotate`) say where nodes go."""
+    otherwise; a tensor-parallel stage's entry is its rank models, rank by segment (``ModelProto`` s
+    only: an ``onnx_ir.Model`` with such a stage is refused). Without ``placement`` the model's own
+    annotations (:func:`annotate`) say where nodes go."""
     s = split_parts(model, placement)
     return [sm.model for sm in s.submodels], s.manifest()
 
@@ -340,6 +342,11 @@ def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
         return split_model(proto, result)
     import onnx_ir as ir
 
+    tp = [i for i, st in enumerate(result.get("stages") or ()) if st.get("tensorParallelDegree", 1) != 1]
+    if tp:  # its weights are placeholders here, and a tensor-parallel split slices them
+        raise InputError(f"stage {tp[0]} is tensor-parallel: an onnx_ir model's split keeps whole stages "
+                         f"only; split the ModelProto (placement.onnx_export.split_model) or use "
+                         f"placement split")
     proto, _ = model_proto(model)  # large weights as placeholders, restored below
     s = split_model(proto, result)
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}

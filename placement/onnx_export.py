@@ -15,9 +15,14 @@ execution that the stages compute what the model computes.
 * Operators the front end folded (``Constant``, weight generators such as ``ConstantOfShape`` and
   everything computed from constants only) are not placed: each sub-model gets its own copy of those
   it needs.
+* A stage plan's stage of tensor-parallel degree ``t > 1`` (:func:`split_stages`) is split ``t`` ways
+  by :mod:`placement.tensor_parallel`: ``t`` rank models holding ``1/t`` of the split operators'
+  weights, each cut into segments at the all-reduces and all-gathers, which the manifest entry's
+  ``tensor_parallel`` lists; the operators split are those the cost model splits.
 * :func:`verify_split` runs the model and the sub-models in sequence with onnxruntime on random inputs
   (with random weights substituted for generated ones, so that the check is not run on constant
-  fills) and returns the largest absolute difference of every output.
+  fills; a tensor-parallel rank gets its chunk of them) and returns the largest absolute difference of
+  every output (a tensor-parallel stage's ranks run one after another, their collectives in between).
 
 Results are read as written by ``placement place --out``: ``devices[*].nodes`` name the operators (the
 ONNX node names); backward nodes of a training result are ignored (the sub-models are forward).
@@ -148,11 +153,12 @@ def node_placement(model, result: Mapping) -> StagePlan:
 
 # --------------------------------------------------------------------------- stage plans (replicas)
 def replica_plan(data: Mapping) -> list[dict]:
-    """The stages of a stage plan's result (validated): ``[{"nodes", "d", "kind", "devices"}]`` in
+    """The stages of a stage plan's result (validated): ``[{"nodes", "d", "t", "kind", "devices"}]`` in
     pipeline order. A stage's ``nodes`` are its ``operators`` where the result lists them (an ONNX
     result's nodes may be layer keys, its operators are the model's node names), else its ``nodes``;
-    ``devices`` name its ``d`` replicas: the result's own where it lists them, else numbered per kind
-    across the stages in pipeline order (``kind:index``)."""
+    ``devices`` name its ``d * t`` devices (replica ``r`` holds devices ``r*t`` .. ``r*t+t-1``, its
+    tensor-parallel ranks): the result's own where it lists them, else numbered per kind across the
+    stages in pipeline order (``kind:index``)."""
     stages = data.get("stages") if isinstance(data, Mapping) else None
     if not isinstance(stages, list) or not stages:
         raise InputError("a stage plan needs a non-empty 'stages' list")
@@ -165,19 +171,16 @@ def replica_plan(data: Mapping) -> list[dict]:
         for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{where}: {name} must be a positive integer, got {v!r}")
-        if t != 1:
-            raise InputError(f"{where}: tensor-parallel degree {t}: splitting operators across devices is "
-                             f"not supported by split and run (only t = 1)")
         ops = s.get("operators")
         names = ops if isinstance(ops, list) and ops else s["nodes"]
         kind = str(s.get("kind") or "cpu")
         given = s.get("devices")
-        if isinstance(given, list) and len(given) == d and all(isinstance(x, str) for x in given):
+        if isinstance(given, list) and len(given) == d * t and all(isinstance(x, str) for x in given):
             devices = list(given)
         else:
-            devices = [f"{kind}:{nxt.get(kind, 0) + r}" for r in range(d)]
-        nxt[kind] = nxt.get(kind, 0) + d
-        out.append({"nodes": [str(x) for x in names], "d": d, "kind": kind, "devices": devices})
+            devices = [f"{kind}:{nxt.get(kind, 0) + r}" for r in range(d * t)]
+        nxt[kind] = nxt.get(kind, 0) + d * t
+        out.append({"nodes": [str(x) for x in names], "d": d, "t": t, "kind": kind, "devices": devices})
     return out
 
 
@@ -205,13 +208,36 @@ def device_result(data: Mapping) -> dict:
 
 def split_stages(model, data: Mapping) -> Split:
     """:func:`split_model` of a stage plan: one sub-model per stage, listing its replicas' devices
-    (``Split.replica_devices``; the manifest's ``replicas`` and ``replica_devices``)."""
+    (``Split.replica_devices``; the manifest's ``replicas`` and ``replica_devices``). A stage of
+    tensor-parallel degree ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its
+    :class:`SubModel` has ``tp`` set, and its ``model`` is ``tp.ranks`` (rank by segment)."""
     import dataclasses
 
     stages = replica_plan(data)
     split = split_model(model, device_result(data))
-    return dataclasses.replace(split, replica_devices=tuple(tuple(stages[s.stage]["devices"])
-                                                            for s in split.submodels))
+    if any(s["t"] > 1 for s in stages):
+        from .tensor_parallel import split_layout, tensor_parallel_stage
+
+        layout = split_layout(model)
+        subs, notes = [], list(split.notes)
+        for s in split.submodels:
+            t = stages[s.stage]["t"]
+            if t > 1:
+                tp = tensor_parallel_stage(model, s, t, layout, stage=s.stage)
+                s = dataclasses.replace(s, model=tp.ranks, tp=tp)
+                if not tp.split_operators:
+                    notes.append(f"stage {s.stage} has tensor-parallel degree {t} but the split rule "
+                                 f"divides none of its operators (no layer with two weighted matrix "
+                                 f"products): each of its {t} ranks runs the whole stage")
+            subs.append(s)
+        split = dataclasses.replace(split, submodels=tuple(subs), notes=tuple(notes))
+    reps, ranks = [], []
+    for s in split.submodels:
+        st = stages[s.stage]
+        groups = [tuple(st["devices"][q * st["t"]:(q + 1) * st["t"]]) for q in range(st["d"])]
+        reps.append(tuple(grp[0] for grp in groups))
+        ranks.append(tuple(groups))
+    return dataclasses.replace(split, replica_devices=tuple(reps), rank_devices=tuple(ranks))
 
 
 # --------------------------------------------------------------------------- annotation
@@ -329,6 +355,8 @@ class SubModel:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[str, ...]  # placed nodes (folded constants it copies are not listed)
+    #: a tensor-parallel stage's ranks (then ``model`` is ``tp.ranks``: rank by segment); ``None``: t = 1
+    tp: object = None
 
     @property
     def label(self) -> str:
@@ -347,17 +375,25 @@ class Split:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: per sub-model, the devices of its replicas (a stage plan's ``d`` workers); ``None``: one device each
     replica_devices: tuple[tuple[str, ...], ...] | None = None
+    #: per sub-model, per replica, the devices of its tensor-parallel ranks (``t`` each)
+    rank_devices: tuple[tuple[tuple[str, ...], ...], ...] | None = None
 
-    def manifest(self, files: list[str] | None = None) -> dict:
+    def manifest(self, files: list | None = None) -> dict:
+        """The manifest (see :func:`write_split`); ``files``: each sub-model's file name, for a
+        tensor-parallel one its file names rank by segment."""
         subs = []
         for k, s in enumerate(self.submodels):
             entry = {"index": s.index, "device": s.device, "kind": s.kind, "stage": s.stage, "part": s.part,
                      "inputs": list(s.inputs), "outputs": list(s.outputs), "nodes": len(s.nodes)}
-            if files is not None:
+            if files is not None and s.tp is None:
                 entry["file"] = files[k]
             if self.replica_devices is not None:
                 entry["replicas"] = len(self.replica_devices[k])
                 entry["replica_devices"] = list(self.replica_devices[k])
+            if s.tp is not None:
+                entry["tensor_parallel"] = {**s.tp.manifest(files[k] if files is not None else None),
+                                            "rank_devices": [list(x) for x in self.rank_devices[k]]
+                                            if self.rank_devices is not None else None}
             subs.append(entry)
         out = {"schema": "placement-split", "version": 1, "contiguous": self.contiguous,
                "inputs": list(self.inputs), "outputs": list(self.outputs), "submodels": subs,
@@ -580,27 +616,37 @@ def _ordered_reads(nodes, g) -> list[str]:
 
 
 def write_split(split: Split, out_dir: str | os.PathLike, *, prefix: str = "stage") -> dict:
-    """Write every sub-model (``<prefix><k>_<device>.onnx``) and ``manifest.json`` into ``out_dir``;
-    return the manifest."""
+    """Write every sub-model (``<prefix><k>_<device>.onnx``; a tensor-parallel stage's rank ``r``
+    segment ``j`` as ``<prefix><k>_<device>_rank<r>_seg<j>.onnx``) and ``manifest.json`` into
+    ``out_dir``; return the manifest."""
     import onnx
 
     from .export import write_json
 
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    files = []
+    files: list = []
     for s in split.submodels:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in s.label)
-        fname = f"{prefix}{s.index}_{safe}.onnx"
-        onnx.save_model(s.model, os.path.join(out_dir, fname))
-        files.append(fname)
+        if s.tp is None:
+            fname = f"{prefix}{s.index}_{safe}.onnx"
+            onnx.save_model(s.model, os.path.join(out_dir, fname))
+            files.append(fname)
+            continue
+        names = []
+        for r, segs in enumerate(s.tp.ranks):
+            names.append([f"{prefix}{s.index}_{safe}_rank{r}_seg{j}.onnx" for j in range(len(segs))])
+            for m, fname in zip(segs, names[-1]):
+                onnx.save_model(m, os.path.join(out_dir, fname))
+        files.append(names)
     manifest = split.manifest(files)
     write_json(os.path.join(out_dir, MANIFEST), manifest)
     return manifest
 
 
 def read_split_manifest(out_dir: str | os.PathLike) -> tuple[dict, list]:
-    """The manifest and the sub-models (``onnx.ModelProto``) of a folder written by :func:`write_split`."""
+    """The manifest and the sub-models (``onnx.ModelProto``; for a tensor-parallel stage, its models
+    rank by segment) of a folder written by :func:`write_split`."""
     import onnx
 
     path = os.path.join(os.fspath(out_dir), MANIFEST)
@@ -610,7 +656,12 @@ def read_split_manifest(out_dir: str | os.PathLike) -> tuple[dict, list]:
     except FileNotFoundError:
         raise InputError("no manifest.json here: not a folder written by placement split",
                          source=os.fspath(out_dir)) from None
-    models = [onnx.load(os.path.join(os.fspath(out_dir), s["file"])) for s in manifest["submodels"]]
+    def load(f):
+        return onnx.load(os.path.join(os.fspath(out_dir), f))
+
+    models = [tuple(tuple(load(seg["files"][r]) for seg in s["tensor_parallel"]["segments"])
+                    for r in range(s["tensor_parallel"]["degree"]))
+              if s.get("tensor_parallel") else load(s["file"]) for s in manifest["submodels"]]
     return manifest, models
 
 
@@ -816,6 +867,25 @@ def _weights_as_inputs(model, weights: Mapping[str, np.ndarray]):
     return m, added
 
 
+def _stage_outputs(part, s: Mapping) -> list:
+    """The value infos of a sub-model's outputs (``part``: its model and weights, for a tensor-parallel
+    stage rank by segment; the types of those a collective makes are its inputs')."""
+    from onnx import helper
+
+    if not s.get("tensor_parallel"):
+        return list(part[0].graph.output)
+    types = {v.name: v.type for segs in part[:1] for m, _ in segs for v in m.graph.output}
+    for c in s["tensor_parallel"]["collectives"]:
+        if c["input"] in types:
+            types.setdefault(c["output"], types[c["input"]])
+    out = []
+    for x in s["outputs"]:
+        if x in types:
+            tt = types[x].tensor_type
+            out.append(helper.make_tensor_value_info(x, tt.elem_type, [None] * len(tt.shape.dim)))
+    return out
+
+
 class _InputsBut:
     """A session's inputs without some (for :func:`random_feeds`: the weights, which are fed as given)."""
 
@@ -834,15 +904,21 @@ def verify_split(model, models, manifest: dict, *, tolerance: float = 1e-4, seed
 
     Memory: the generated weights exist once, as arrays fed to the sessions (not as initializers copied
     into each model and each session), and one session is alive at a time."""
+    from .tensor_parallel import rank_weights, run_stage
+
     weights = generated_weights(model, seed=seed)
     whole, whole_weights = _weights_as_inputs(model, weights)
-    parts = [_weights_as_inputs(m, weights) for m in models]
+    parts = []
+    for m, s in zip(models, manifest["submodels"]):
+        tp = s.get("tensor_parallel")
+        parts.append([[_weights_as_inputs(seg, rank_weights(weights, tp, r)) for seg in segs]
+                      for r, segs in enumerate(m)] if tp else _weights_as_inputs(m, weights))
     # the cut tensors become extra outputs of the whole model, so that they are compared too (a model
     # output can hide differences: a softmax over many classes is nearly uniform on random weights)
     outputs = set(manifest["outputs"])
     cut = {}
-    for m, _ in parts:
-        for v in m.graph.output:
+    for part, s in zip(parts, manifest["submodels"]):
+        for v in _stage_outputs(part, s):
             if v.name not in outputs and v.name not in cut:
                 cut[v.name] = v
     whole.graph.output.extend(cut.values())
@@ -855,16 +931,29 @@ def verify_split(model, models, manifest: dict, *, tolerance: float = 1e-4, seed
     ref = dict(zip(names, sess.run(names, {**feeds, **{x: weights[x] for x in whole_weights}})))
     del sess, whole
     env = dict(feeds)
-    for s, (m, own) in zip(manifest["submodels"], parts):
+
+    def run(m, own, w, what, feeds):
         try:
             sess = session(m, optimize=optimize)
         except Exception as e:
-            raise InputError(f"onnxruntime cannot run sub-model {s['index']} ({s['device']}): "
-                             f"{str(e)[:300]}") from None
+            raise InputError(f"onnxruntime cannot run sub-model {what}: {str(e)[:300]}") from None
         names = [o.name for o in sess.get_outputs()]
-        env.update(zip(names, sess.run(names, {**{x: env[x] for x in s["inputs"]},
-                                                **{x: weights[x] for x in own}})))
-        del sess
+        return dict(zip(names, sess.run(names, {**feeds, **{x: w[x] for x in own}})))
+
+    for s, part in zip(manifest["submodels"], parts):
+        what = f"{s['index']} ({s['device']})"
+        tp = s.get("tensor_parallel")
+        if not tp:
+            env.update(run(*part, weights, what, {x: env[x] for x in s["inputs"]}))
+            continue
+        rw = [rank_weights(weights, tp, r) for r in range(tp["degree"])]
+
+        def segment(r, j, feeds, part=part, rw=rw, what=what):
+            return run(*part[r][j], rw[r], f"{what} rank {r} segment {j}", feeds)
+
+        out = run_stage(segment, tp, {x: env[x] for x in s["inputs"]})
+        env.update({x: out[x] for x in s["outputs"]})
+        del rw
     got = {x: env[x] for x in list(manifest["outputs"]) + list(cut)}
     diff, mag = {}, {}
     for x in list(manifest["outputs"]) + list(cut):

@@ -1,6 +1,10 @@
 """Run a split model as a real pipeline on this CPU: one worker process per replica of each sub-model
 (one per sub-model for a one-device-per-stage placement, ``d`` for a stage of ``d`` replicas), each with
-one onnxruntime session on one thread, queues between them.
+one onnxruntime session on one thread, queues between them. A tensor-parallel stage of degree ``t``
+(:mod:`placement.tensor_parallel`) runs ``t`` processes per replica, one per rank, each with a session
+per segment: rank 0 takes the replica's samples and hands their inputs to the other ranks, every rank
+sends the tensors of each collective to the others and combines all of them in rank order, and rank 0
+sends the stage's outputs on; a replica's time is its rank 0's, collectives included.
 
 The sub-models run as a chain in their run order (the order of :func:`placement.onnx_export.split_model`,
 a topological order of their dependencies). A message carries one sample's tensors that some later
@@ -54,10 +58,13 @@ class PipelineRun:
     busy_s: tuple[tuple[float, ...], ...]
     taken: tuple[tuple[int, ...], ...]
     max_abs_diff: Mapping[str, float] | None  # outputs vs the whole model on the same inputs
+    #: per sub-model, its tensor-parallel degree ``t`` (each replica is ``t`` worker processes); empty: all 1
+    tensor_parallel: tuple[int, ...] = ()
 
     @property
     def workers(self) -> int:
-        return sum(self.replicas)
+        tp = self.tensor_parallel or (1,) * len(self.replicas)
+        return sum(d * t for d, t in zip(self.replicas, tp))
 
     @property
     def throughput(self) -> float:
@@ -125,16 +132,107 @@ def _worker(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[st
             q.put(None)
 
 
+def _tp_worker(k: int, q: int, r: int, segments: list[bytes], tp: dict, inputs: list[str], keep: list[str],
+               threads: int, optimize: bool, upstream: int, inq, rank_qs, collqs, outqs,
+               statq) -> None:  # pragma: no cover - child process
+    """Rank ``r`` of replica ``q`` of the tensor-parallel sub-model ``k`` (``tp``: its manifest entry):
+    runs its segments, and between them sends the tensors of each collective to the other ranks
+    (``collqs[r2]``: rank ``r2``'s inbox) and combines theirs with its own in rank order. Rank 0 takes
+    the samples from upstream (``inq``), hands each one's inputs to the other ranks (``rank_qs``) and
+    sends the stage's outputs on; the other ranks take their samples from rank 0."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from placement.onnx_export import session
+    from placement.tensor_parallel import combine
+
+    try:
+        t = int(tp["degree"])
+        sessions = [session(b, threads=threads, optimize=optimize) for b in segments]
+        outs = [[o.name for o in sess.get_outputs()] for sess in sessions]
+        segs = tp["segments"]
+        after = [[(ci, c) for ci, c in enumerate(tp["collectives"]) if c["after"] == j]
+                 for j in range(len(segs))]
+        pending: dict = {}  # (seq, collective, sender) -> tensor, arrived ahead of its turn
+        keep_set = set(keep)
+        busy, count, stops = 0.0, 0, 0
+
+        def program(seq: int, feeds: dict) -> dict:
+            env = dict(feeds)
+            for j, sess in enumerate(sessions):
+                env.update(zip(outs[j], sess.run(outs[j], {x: env[x] for x in segs[j]["inputs"]})))
+                for ci, c in after[j]:
+                    mine = env[c["input"]]
+                    for r2 in range(t):
+                        if r2 != r:
+                            collqs[r2].put((seq, ci, r, mine))
+                    parts = {r: mine}
+                    for r2 in range(t):
+                        while r2 not in parts:
+                            key = (seq, ci, r2)
+                            if key in pending:
+                                parts[r2] = pending.pop(key)
+                                continue
+                            s2, c2, sender, x = collqs[r].get()
+                            pending[(s2, c2, sender)] = x
+                    env[c["output"]] = combine(c, [parts[r2] for r2 in range(t)])
+            return env
+
+        statq.put(("ready", (k, q, r), None))
+        while True:
+            msg = inq.get()
+            if msg is None:
+                stops += 1
+                if r == 0 and stops < upstream:
+                    continue
+                for rq in rank_qs:
+                    rq.put(None)
+                for oq in outqs:
+                    oq.put(None)
+                break
+            seq, i, env = msg
+            feeds = {x: env[x] for x in inputs}
+            for rq in rank_qs:
+                rq.put((seq, i, feeds))
+            t0 = time.perf_counter()
+            got = program(seq, feeds)
+            dt = time.perf_counter() - t0
+            if i >= 0:
+                busy += dt
+                count += 1
+            if r == 0:
+                env.update({x: got[x] for x in tp["outputs"]})
+                outqs[seq % len(outqs)].put((seq, i, {x: v for x, v in env.items() if x in keep_set}))
+        statq.put(("stats", (k, q, r), (busy, count)))
+    except Exception as e:  # report, and keep the pipeline from hanging
+        statq.put(("error", (k, q, r), f"{type(e).__name__}: {str(e)[:400]}"))
+        for oq in outqs:
+            oq.put(None)
+
+
 def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, batch_size: int | None,
-               threads: int = 1, optimize: bool = False, check: bool = True):
+               threads: int = 1, optimize: bool = False, check: bool = True, manifest: Mapping | None = None):
     """What a run of the split ``model`` feeds the workers: the sub-models with the generated weights
     filled in, two random input samples, and (``check``) the whole model's outputs for them, to compare
-    the pipeline's with. Returns ``(parts, feeds, reference)``."""
+    the pipeline's with. A tensor-parallel stage's sub-model is its models rank by segment; each rank
+    gets its chunks of the generated weights the split sliced, as ``manifest`` lists them (needed when
+    there is such a stage). Returns ``(parts, feeds, reference)``."""
     from .onnx_export import generated_weights, materialize, random_feeds, session
+    from .tensor_parallel import rank_weights
 
     weights = generated_weights(model, seed=seed)
     whole = materialize(model, weights)
-    parts = [materialize(m, weights) for m in submodels]
+    entries = list(manifest["submodels"]) if manifest is not None else [{}] * len(submodels)
+    parts = []
+    for m, e in zip(submodels, entries):
+        tp = e.get("tensor_parallel")
+        if tp:
+            rw = [rank_weights(weights, tp, r) for r in range(len(m))]
+            parts.append(tuple(tuple(materialize(seg, rw[r]) for seg in segs) for r, segs in enumerate(m)))
+        elif isinstance(m, (tuple, list)):
+            raise InputError("a tensor-parallel sub-model needs its manifest entry to be run")
+        else:
+            parts.append(materialize(m, weights))
     sess = session(whole, optimize=optimize, threads=threads)
     feeds = [random_feeds(whole, sess, seed=seed + i, dims=dims, batch_size=batch_size) for i in range(2)]
     reference = None
@@ -165,6 +263,7 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     reps = [s.get("replicas", 1) for s in subs]
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in reps):
         raise InputError("every sub-model needs a whole number of replicas, at least one")
+    tps = [int((s.get("tensor_parallel") or {}).get("degree", 1)) for s in subs]
     outputs = list(manifest["outputs"])
     keep_after = []
     for k in range(len(subs)):
@@ -177,16 +276,35 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     done = ctx.Queue()
     statq = ctx.Queue()
     procs = []
-    arglists = []
+    arglists = []  # (target, args)
+    extra_qs = []
     for k, (m, s) in enumerate(zip(models, subs)):
-        data = m if isinstance(m, bytes) else m.SerializeToString()
         outqs = inq[k + 1] if k + 1 < len(subs) else [done]
         upstream = reps[k - 1] if k else 1
-        arglists += [(k, r, data, list(s["inputs"]), keep_after[k], threads, optimize, upstream, inq[k][r],
-                      outqs, statq) for r in range(reps[k])]
+        if tps[k] == 1:
+            data = m if isinstance(m, bytes) else m.SerializeToString()
+            arglists += [(_worker, (k, r, data, list(s["inputs"]), keep_after[k], threads, optimize, upstream,
+                                    inq[k][r], outqs, statq)) for r in range(reps[k])]
+            continue
+        t = tps[k]
+        if len(m) != t:
+            raise InputError(f"sub-model {k} is tensor-parallel of degree {t} but {len(m)} rank models were "
+                             f"given")
+        tp = {**s["tensor_parallel"], "outputs": list(s["outputs"])}
+        segs = [[x if isinstance(x, bytes) else x.SerializeToString() for x in rank] for rank in m]
+        for q in range(reps[k]):
+            rank_qs = [ctx.Queue() for _ in range(t - 1)]
+            collqs = [ctx.Queue() for _ in range(t)]
+            extra_qs += rank_qs + collqs
+            for r in range(t):
+                arglists.append((_tp_worker, (k, q, r, segs[r], tp, list(s["inputs"]), keep_after[k], threads,
+                                              optimize, upstream, inq[k][q] if r == 0 else rank_qs[r - 1],
+                                              rank_qs if r == 0 else [], collqs, outqs if r == 0 else [],
+                                              statq)))
 
-    def who(w) -> str:  # a worker in messages: its sub-model, and its replica where there are several
-        return f"{w[0]}" if reps[w[0]] == 1 else f"{w[0]} (replica {w[1]})"
+    def who(w) -> str:  # a worker in messages: its sub-model, its replica and rank where there are several
+        out = f"{w[0]}" if reps[w[0]] == 1 else f"{w[0]} (replica {w[1]})"
+        return out + (f" rank {w[2]}" if len(w) > 2 else "")
 
     try:
         _start_workers(ctx, procs, arglists)
@@ -214,11 +332,12 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
             kind, w, info = _get(statq, deadline, procs)
             if kind == "error":
                 raise InputError(f"sub-model {who(w)} failed: {info}")
-            busy[w[0]][w[1]], taken[w[0]][w[1]] = info
+            if len(w) == 2 or w[2] == 0:  # a tensor-parallel replica's time is its rank 0's
+                busy[w[0]][w[1]], taken[w[0]][w[1]] = info
         for p in procs:
             p.join(timeout=10)
     finally:
-        _stop(procs, [q for qs in inq for q in qs] + [done, statq])
+        _stop(procs, [q for qs in inq for q in qs] + extra_qs + [done, statq])
     diff = None
     if reference is not None:
         diff = {}
@@ -230,18 +349,19 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
                     0.0 if a.shape == b.shape else math.inf)
                 diff[x] = max(diff.get(x, 0.0), d)
     return PipelineRun(samples, tuple(reps), wall, tuple(tuple(b) for b in busy),
-                       tuple(tuple(t) for t in taken), diff)
+                       tuple(tuple(t) for t in taken), diff, tuple(tps))
 
 
 def _start_workers(ctx, procs: list, arglists: list) -> None:
-    """Start one worker per argument tuple, appending each to ``procs`` as soon as it runs. SIGINT is
-    blocked in this thread while each starts: the children inherit the mask, so a Ctrl-C at the terminal
-    (sent to the whole process group) reaches only this process, which stops them; a Ctrl-C meanwhile is
-    delivered here once the worker being started is in ``procs``, and no further worker is started."""
+    """Start one worker per ``(target, arguments)`` pair, appending each to ``procs`` as soon as it
+    runs. SIGINT is blocked in this thread while each starts: the children inherit the mask, so a
+    Ctrl-C at the terminal (sent to the whole process group) reaches only this process, which stops
+    them; a Ctrl-C meanwhile is delivered here once the worker being started is in ``procs``, and no
+    further worker is started."""
     import signal
 
     mask = getattr(signal, "pthread_sigmask", None)
-    for args in arglists:
+    for target, args in arglists:
         # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
         # the command's handler must not raise between a child's start and its entry in ``procs``. One
         # block per worker, not one for all: a start takes up to a second on a busy machine (the child
@@ -250,7 +370,7 @@ def _start_workers(ctx, procs: list, arglists: list) -> None:
         with deferred():
             old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
             try:
-                p = ctx.Process(target=_worker, args=args, daemon=True)
+                p = ctx.Process(target=target, args=args, daemon=True)
                 p.start()
                 procs.append(p)
             finally:

@@ -5,17 +5,22 @@ engine for both models: a one-device-per-stage placement is the ``d = 1`` case).
 
 The plan is a result JSON with ``stages`` (schema version 2, or version 1's ``"format":
 "placement-replicated"``): each stage's ``nodes`` name the model's operators (or its ``operators`` do),
-``dataParallelDegree`` is ``d`` and ``tensorParallelDegree`` must be 1 here (a tensor-parallel stage
-would need its operators split, which the sub-models do not do).
+``dataParallelDegree`` is ``d`` and ``tensorParallelDegree`` is ``t``.
 
 **Split.** The stages become a one-device-per-stage placement (each stage a device named by its
-replicas, ``cpu:3-5``) cut by :func:`placement.onnx_export.split_stages`; every manifest entry then has
-``replicas`` (``d``) and ``replica_devices`` (the result's own device names, or ``kind:index`` numbered
-per kind across the stages in pipeline order).
+devices, ``cpu:3-5``) cut by :func:`placement.onnx_export.split_stages`; every manifest entry then has
+``replicas`` (``d``) and ``replica_devices`` (the first device of each replica: the result's own device
+names, or ``kind:index`` numbered per kind across the stages in pipeline order, ``d * t`` per stage). A
+stage with ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its entry's
+``tensor_parallel`` lists the ranks' segment files, the collectives between the segments and each
+replica's ``t`` devices; a stage the cost model's split rule divides in a way the splitter cannot
+follow is refused by name.
 
-**Run.** Each worker is one process with one onnxruntime session on ``threads`` threads; the parent
-feeds every sample at once, times the stream after a warm-up that reaches every replica, and compares
-the outputs with the whole model's.
+**Run.** Each worker is one process with one onnxruntime session on ``threads`` threads (a
+tensor-parallel rank: one session per segment); a stage of degree ``t`` runs ``d * t`` workers, the
+ranks of a replica exchanging the tensors of every collective through queues. The parent feeds every
+sample at once, times the stream after a warm-up that reaches every replica, and compares the outputs
+with the whole model's.
 
 The library functions print nothing; ``split_command`` and ``run_command`` are the CLI's handlers.
 Problems raise :class:`~graphs.errors.InputError`.
@@ -60,8 +65,19 @@ def split_command(args, dims: dict, model, data: dict) -> int:
     print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
           f"{annotated}")
     for s in manifest["submodels"]:
-        print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on "
-              f"{', '.join(s['replica_devices'])}, {s['nodes']} operators")
+        tp = s.get("tensor_parallel")
+        if tp is None:
+            print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on "
+                  f"{', '.join(s['replica_devices'])}, {s['nodes']} operators")
+            continue
+        files = [f for seg in tp["segments"] for f in seg["files"]]
+        ops = {c["op"] for c in tp["collectives"]}
+        groups = "; ".join(", ".join(g) for g in tp["rank_devices"])
+        print(f"  {files[0]} .. {files[-1]}: stage {s['stage']}, {s['replicas']} replica(s) of "
+              f"{tp['degree']} tensor-parallel ranks on {groups}, {s['nodes']} operators "
+              f"({tp['split_operators']} split), {len(tp['segments'])} segment(s) per rank "
+              f"between {len(tp['collectives'])} collective(s)"
+              + (f" ({', '.join(sorted(ops))})" if ops else ""))
     for note in split.notes:
         print(f"note: {note}")
     if not args.verify:
@@ -93,7 +109,7 @@ def run_command(args, dims: dict, model, data: dict) -> int:
     split, manifest = split_stage_plan(model, data)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
-                                         optimize=args.optimize, check=not args.no_check)
+                                         optimize=args.optimize, check=not args.no_check, manifest=manifest)
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
@@ -107,7 +123,8 @@ def run_command(args, dims: dict, model, data: dict) -> int:
     if (data.get("problem") or {}).get("training"):
         print("note: this is a training plan; the run executes the forward pass only, while the prediction "
               "includes the backward pass", file=sys.stderr)
-    doc = {"replicas": list(run.replicas), "workers": run.workers,
+    doc = {"replicas": list(run.replicas), "tensor_parallel": list(run.tensor_parallel),
+           "workers": run.workers,
            **run_report(run, pred, args.batch_size, predicted_by=by),
            "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
            "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
@@ -118,11 +135,11 @@ def run_command(args, dims: dict, model, data: dict) -> int:
         print(f"{describe_runs(run.samples, b)} through {len(run.replicas)} stage(s) on {run.workers} worker "
               f"process(es) in {run.wall_s:.3f} s")
         per = "ms/sample" if b == 1 else "ms/batch"
-        print(f"{'stage':<6}{'replicas':>9}{'predicted ' + per:>20}{'measured ' + per:>19}  "
+        print(f"{'stage':<6}{'replicas':>9}{'t':>3}{'predicted ' + per:>20}{'measured ' + per:>19}  "
               f"{'samples' if b == 1 else 'batches'} per replica")
-        for k, (d, ms, t) in enumerate(zip(run.replicas, run.stage_ms, run.taken)):
+        for k, (d, tp, ms, t) in enumerate(zip(run.replicas, run.tensor_parallel, run.stage_ms, run.taken)):
             p = pred.stage_loads[k] if pred is not None else float("nan")
-            print(f"{k:<6}{d:>9}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
+            print(f"{k:<6}{d:>9}{tp:>3}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
         for line in format_run_summary(doc):
             print(line)
         if run.max_abs_diff is not None:

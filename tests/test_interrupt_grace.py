@@ -185,7 +185,7 @@ def test_ctrl_c_while_run_starts_its_workers_starts_no_more(tmp_path):
 
         procs = []
         try:
-            _start_workers(Context(), procs, [()] * 8)
+            _start_workers(Context(), procs, [(None, ())] * 8)
             print('all started', flush=True)
         except KeyboardInterrupt:
             print('interrupted after', len(procs), flush=True)

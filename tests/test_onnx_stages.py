@@ -53,10 +53,23 @@ def test_bad_plans_raise(bad, message):
         device_result(bad)
 
 
-def test_tensor_parallel_stages_are_refused():
+def test_a_tensor_parallel_stage_the_rule_does_not_split_runs_whole_on_every_rank():
+    """SqueezeNet has no layer with two weighted matrix products, so the split rule (the cost model's)
+    divides none of its operators: a t = 2 stage's ranks each run the whole stage, with no collective,
+    and the split says so (split and run of transformers: tests/test_tensor_parallel.py)."""
+    from placement.onnx_export import verify_split
+
     path = zoo("squeezenet")
-    with pytest.raises(InputError, match="tensor-parallel"):
-        split_stage_plan(onnx.load(path), plan(path, [1, 1], t=2))
+    model = onnx.load(path)
+    split, manifest = split_stage_plan(model, plan(path, [1, 1], t=2))
+    tps = [s["tensor_parallel"] for s in manifest["submodels"]]
+    assert [tp["degree"] for tp in tps] == [2, 2] and all(not tp["collectives"] for tp in tps)
+    assert [tp["split_operators"] for tp in tps] == [0, 0]
+    assert sum("none of its operators" in n for n in split.notes) == 2
+    assert [s["replica_devices"] for s in manifest["submodels"]] == [["cpu:0"], ["cpu:2"]]
+    assert [tp["rank_devices"] for tp in tps] == [[["cpu:0", "cpu:1"]], [["cpu:2", "cpu:3"]]]
+    rep = verify_split(model, [s.model for s in split.submodels], manifest)
+    assert rep.ok and rep.worst <= 1e-4
 
 
 def test_run_deals_samples_round_robin_and_matches_the_model():

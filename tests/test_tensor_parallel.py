@@ -1,0 +1,263 @@
+"""Tensor-parallel stages split and run for real (placement/tensor_parallel.py): t rank sub-models per
+stage holding 1/t of the split weights, segments between all-reduces and all-gathers. Every numeric
+check compares with the unsplit model run whole by onnxruntime (verify_split, run_pipeline's
+reference), or with the model's own weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from graphs.errors import InputError  # noqa: E402
+from graphs.onnx_loader import load_onnx, parse_model  # noqa: E402
+from placement.cli import main  # noqa: E402
+from placement.onnx_export import read_split_manifest, split_stages, verify_split, write_split  # noqa: E402
+from placement.pipeline_run import run_inputs, run_pipeline  # noqa: E402
+
+
+def stage_plan(model, cuts, ts, ds=None) -> dict:
+    """A stage plan of ``model``'s operators (front-end names, topological order) cut before the
+    operator indices ``cuts``, with tensor-parallel degrees ``ts`` (and data-parallel ``ds``)."""
+    names = list(parse_model(model).names)
+    b = [0, *cuts, len(names)]
+    ds = ds or [1] * len(ts)
+    return {"schema": "placement-result", "version": 2, "model": "stages", "stages": [
+        {"nodes": names[b[k]:b[k + 1]], "dataParallelDegree": d, "tensorParallelDegree": t, "kind": "cpu"}
+        for k, (t, d) in enumerate(zip(ts, ds))]}
+
+
+def gpt(**kw):
+    from graphs.transformer import transformer_model
+
+    return transformer_model(**{"layers": 2, "hidden": 32, "heads": 4, "seq_len": 8, "vocab": 50,
+                                "decoder": True, **kw})
+
+
+def check(model, plan, tmp_path=None):
+    split = split_stages(model, plan)
+    manifest = split.manifest()
+    models = [s.model for s in split.submodels]
+    if tmp_path is not None:  # through the files, as run and --verify read them
+        write_split(split, tmp_path / "parts")
+        manifest, models = read_split_manifest(tmp_path / "parts")
+    rep = verify_split(model, models, manifest)
+    assert rep.ok, (rep.max_abs_diff, rep.cut_max_abs_diff)
+    assert rep.worst <= 1e-5
+    return split, manifest, rep
+
+
+def test_split_reads_the_cost_models_rule(tmp_path):
+    """The layout's analysis is the cost model's own (the same arrays from the front end's graph and
+    layer keys), and the splitter follows the heads through the attention."""
+    from graphs.onnx_variants import tensor_split
+    from graphs.onnx_workload import layer_keys
+    from placement.tensor_parallel import split_layout
+
+    path = tmp_path / "gpt.onnx"
+    onnx.save(gpt(), str(path))
+    og = load_onnx(str(path))
+    ts = tensor_split(og, layer_keys(og))
+    layout = split_layout(onnx.load(str(path)))
+    for f in ("split", "out_split", "column", "row"):
+        assert np.array_equal(getattr(layout.ts, f), getattr(ts, f)), f
+    col = {og.ops[i].name for i in np.flatnonzero(ts.column)}
+    row = {og.ops[i].name for i in np.flatnonzero(ts.row)}
+    assert col == {f"layer{i}/{p}" for i in (0, 1)
+                   for p in ("attn/q_proj", "attn/k_proj", "attn/v_proj", "mlp/fc1")}
+    assert row == {f"layer{i}/{p}" for i in (0, 1) for p in ("attn/out_proj", "mlp/fc2")}
+    assert layout.axis["layer0/attn/q_proj"] == 2
+    assert layout.axis["layer0/attn/q_split"] == 2  # [b, s, heads, dh]
+    assert layout.axis["layer0/attn/q_heads"] == 1  # [b, heads, s, dh]
+    assert layout.axis["layer0/attn/softmax"] == 1
+    assert layout.axis["layer0/attn/merge_heads"] == 2 and not layout.failed
+
+
+@pytest.mark.parametrize("decoder,weights,t", [(True, "random", 2), (False, "random", 2),
+                                               (True, "generated", 2), (True, "random", 4)])
+def test_whole_layer_stages_match_the_model_with_two_all_reduces_per_block(tmp_path, decoder, weights, t):
+    model = gpt(decoder=decoder, weights=weights)
+    n = len(parse_model(model).names)
+    split, manifest, _ = check(model, stage_plan(model, [], [t]), tmp_path)
+    tp = manifest["submodels"][0]["tensor_parallel"]
+    assert tp["degree"] == t and len(manifest["submodels"]) == 1
+    # Megatron: out_proj and fc2 all-reduced in each of the 2 blocks, nothing gathered
+    assert [(c["op"], c["output"]) for c in tp["collectives"]] == [
+        ("allreduce", f"layer{i}/{p}") for i in (0, 1) for p in ("attn/out_proj", "mlp/fc2")]
+    assert [c["after"] for c in tp["collectives"]] == [0, 1, 2, 3] and len(tp["segments"]) == 5
+    assert all(len(seg["files"]) == t for seg in tp["segments"])
+    # all of a block's operators but its 2 norms, 2 residual adds and the 2 biases after an all-reduce
+    block = len([x for x in parse_model(model).names if x.startswith("layer0/")])
+    assert tp["split_operators"] == 2 * (block - 6)
+    assert n == manifest["submodels"][0]["nodes"]
+    assert bool(tp["sliced_weights"]) == (weights == "generated")
+
+
+def test_each_rank_holds_its_chunk_of_the_split_weights():
+    """Column-parallel: the columns (and bias) of rank r's chunk; row-parallel: the rows, the bias
+    after the all-reduce added once; the chunks put together are the model's weights."""
+    from onnx import numpy_helper
+
+    model = gpt()
+    whole = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    split = split_stages(model, stage_plan(model, [], [2]))
+    ranks = split.submodels[0].model
+    held = [{t.name: numpy_helper.to_array(t) for seg in segs for t in seg.graph.initializer}
+            for segs in ranks]
+    q, fc2 = "layer0/attn/q_proj.weight", "layer1/mlp/fc2.weight"
+    assert np.array_equal(np.concatenate([h[q + "__tp1"] for h in held], 1), whole[q])
+    assert np.array_equal(np.concatenate([h["layer0/attn/q_proj.bias__tp0"] for h in held], 0),
+                          whole["layer0/attn/q_proj.bias"])
+    assert np.array_equal(np.concatenate([h[fc2 + "__tp0"] for h in held], 0), whole[fc2])
+    for h in held:
+        assert h[q + "__tp1"].shape == (32, 16) and h[fc2 + "__tp0"].shape == (64, 32)
+        assert q not in h and fc2 not in h  # no rank holds a split weight whole
+        assert "layer1/mlp/fc2.bias" in h  # the bias after the all-reduce: replicated, added once
+        split_shape = [v for k, v in h.items() if k == "layer0/attn/q_split__tp/shape"]
+        assert [list(v) for v in split_shape] == [[0, 0, 2, 8]]  # 4 heads: 2 per rank
+    # each rank holds half the bytes of the split weights
+    total = sum(v.nbytes for k, v in whole.items() if k.endswith(".weight") and ("proj" in k or "/fc" in k))
+    per_rank = [sum(v.nbytes for k, v in h.items() if k.endswith((".weight__tp0", ".weight__tp1")))
+                for h in held]
+    assert per_rank == [total // 2, total // 2]
+
+
+@pytest.mark.parametrize("cut", [10, 20, 25, 40, 47])
+def test_a_stage_cut_inside_a_layer_gathers_and_reslices(cut):
+    """A cut inside a block: the split tensors leaving the first stage are gathered there and sliced
+    again by the next stage's ranks (both t = 2), as the cost model charges a gather at the boundary."""
+    model = gpt(weights="generated")
+    _, manifest, rep = check(model, stage_plan(model, [cut], [2, 2]))
+    outs = set(manifest["submodels"][0]["outputs"])
+    gathers = {c["output"] for c in manifest["submodels"][0]["tensor_parallel"]["collectives"]
+               if c["op"] == "allgather"}
+    assert gathers <= outs and rep.cut_max_abs_diff  # the stage boundary is compared too
+
+
+def test_a_llama_decoder_with_grouped_query_attention():
+    from graphs.transformer import llama_model
+
+    model = llama_model(layers=2, hidden=64, heads=8, kv_heads=4, ffn=96, seq_len=8, vocab=50)
+    _, manifest, _ = check(model, stage_plan(model, [40], [2, 1]))
+    assert "tensor_parallel" in manifest["submodels"][0] and "tensor_parallel" not in manifest["submodels"][1]
+
+
+def test_a_torch_onnx_export_of_a_llama(tmp_path):
+    """A real ``torch.onnx`` (dynamo) export: separate q/k/v projections, rotary embeddings,
+    grouped-query attention repeated by Expand/Reshape, SwiGLU."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    from tests.torch_models import export_onnx, llama, tokens
+
+    path = export_onnx(llama(layers=2, hidden=32, heads=4, kv_heads=2, ffn=64), tmp_path / "llama.onnx",
+                       tokens(2), dynamic_batch=True, dynamo=True)
+    model = onnx.load(path)
+    _, manifest, _ = check(model, stage_plan(model, [], [2]))
+    assert [c["op"] for c in manifest["submodels"][0]["tensor_parallel"]["collectives"]] == ["allreduce"] * 4
+
+
+def test_a_fused_qkv_torch_export_is_refused_by_name(tmp_path):
+    """tests/torch_models.gpt projects q, k and v with one Linear and splits its output: a rank's
+    chunk of the fused columns is not its chunk of q, k and v, so the Split is refused by name."""
+    pytest.importorskip("torch")
+    from tests.torch_models import export_onnx, tokens
+    from tests.torch_models import gpt as torch_gpt
+
+    path = export_onnx(torch_gpt(layers=2, hidden=32, heads=4), tmp_path / "gpt.onnx", tokens(2),
+                       dynamic_batch=False, dynamo=False)
+    model = onnx.load(path)
+    with pytest.raises(InputError, match=r"stage 0 .*'/blocks.0/Split' \(Split\).*fused projection"):
+        split_stages(model, stage_plan(model, [], [2]))
+
+
+def test_heads_that_do_not_divide_by_t_are_refused():
+    model = gpt(hidden=48, heads=3)
+    with pytest.raises(InputError, match=r"stage 1 \(tensor-parallel degree 2\): operator "
+                                         r"'layer0/attn/q_split' \(Reshape\).* 3 along the split axis"):
+        split_stages(model, stage_plan(model, [3], [1, 2]))
+    check(model, stage_plan(model, [3], [1, 3]))  # 3 heads split 3 ways is fine
+
+
+def _softmax_model():
+    """Two layers of two weighted products each: ``l0`` has a Softmax over the features between them
+    (along the column-parallel split axis), ``l1`` a Relu."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits, nodes, x = [], [], "x"
+    for layer, act in (("l0", "Softmax"), ("l1", "Relu")):
+        for k, (a, b) in enumerate(((8, 16), (16, 8))):
+            w = f"{layer}.w{k}"
+            inits.append(numpy_helper.from_array(rng.standard_normal((a, b)).astype(np.float32), w))
+            nodes.append(helper.make_node("MatMul", [x, w], [f"{layer}/fc{k}"], name=f"{layer}/fc{k}"))
+            x = f"{layer}/fc{k}"
+            if k == 0:
+                nodes.append(helper.make_node(act, [x], [f"{layer}/act"], name=f"{layer}/act"))
+                x = f"{layer}/act"
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 8])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_operator_the_rule_splits_but_split_cannot_divide_is_refused_by_stage_and_name():
+    model = _softmax_model()
+    with pytest.raises(InputError, match=r"stage 0 .*'l0/act' \(Softmax\).*normalises along the split axis"):
+        split_stages(model, stage_plan(model, [], [2]))
+    # the other layer alone divides: the first stage whole, the second split
+    _, manifest, _ = check(model, stage_plan(model, [3], [1, 2]))
+    assert [c["op"] for c in manifest["submodels"][1]["tensor_parallel"]["collectives"]] == ["allreduce"]
+
+
+def test_a_wrong_rank_is_caught_by_verify():
+    """verify compares with the whole model: rank 1 running rank 0's weights sums the wrong chunks."""
+    model = gpt()
+    split = split_stages(model, stage_plan(model, [], [2]))
+    ranks = split.submodels[0].model
+    rep = verify_split(model, [(ranks[0], ranks[0])], split.manifest())
+    assert not rep.ok and rep.worst > 1e-3
+
+
+def test_run_starts_d_times_t_workers_and_matches_the_model():
+    """A stage of 2 replicas of 2 ranks and a t = 2 stage after it (cut inside a block): 6 processes,
+    samples dealt round robin to the replicas, outputs equal to the whole model's."""
+    model = gpt(weights="generated")
+    split = split_stages(model, stage_plan(model, [25], [2, 2], [2, 1]))
+    manifest = split.manifest()
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=0, dims=None,
+                                         batch_size=2, manifest=manifest)
+    run = run_pipeline(parts, manifest, feeds, samples=5, reference=reference, timeout=240)
+    assert run.replicas == (2, 1) and run.tensor_parallel == (2, 2) and run.workers == 6
+    assert run.taken == ((3, 2), (5,))
+    assert all(b > 0 for bs in run.busy_s for b in bs)
+    assert max(run.max_abs_diff.values()) <= 1e-5
+
+
+def test_cli_split_verify_and_run_a_placed_plan_forced_to_t2(tmp_path, capsys):
+    """A plan ``placement place`` made (layer granularity), its stage forced to t = 2 by hand; split
+    --verify and run take it from the files."""
+    from graphs.transformer import gpt as gpt_model
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt_model(2, hidden=32, heads=4, seq_len=8, vocab=50, weights="generated"), path)
+    res = tmp_path / "r.json"
+    assert main(["place", path, "--devices", "cpu:2", "-o", str(res), "--json", "--granularity", "layer",
+                 "--max-replicas", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for s in data["stages"]:  # the devices numbered again: 2 per stage
+        s["tensorParallelDegree"], s["dataParallelDegree"] = 2, 1
+        del s["devices"]
+    res.write_text(json.dumps(data))
+    out = tmp_path / "stages"
+    assert main(["split", path, str(res), "--out-dir", str(out), "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "2 tensor-parallel ranks on cpu:0, cpu:1" in text and "verify: OK" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert all(s["tensor_parallel"]["degree"] == 2 for s in manifest["submodels"])
+    assert main(["run", path, str(res), "--samples", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tensor_parallel"] == [2] * len(data["stages"]) and doc["workers"] == 2 * len(data["stages"])
+    assert max(doc["max_abs_diff"].values()) <= 1e-4
