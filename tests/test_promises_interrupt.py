@@ -82,14 +82,38 @@ MOMENTS = {
 }
 
 
+def _console_script() -> list[str]:
+    """The ``placement`` console script as pip's launcher runs it: import the entry point that
+    pyproject.toml declares, then call it (not ``-m placement``, whose ``__main__`` differs)."""
+    import re
+
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        module, func = re.search(r'^placement = "([\w.]+):(\w+)"', f.read(), re.M).groups()
+    return [sys.executable, "-c", f"import sys; sys.argv[0] = 'placement'; from {module} import {func}; "
+                                  f"sys.exit({func}())"]
+
+
+ENTRY_POINTS = {"python -m placement": [sys.executable, "-m", "placement"], "placement": _console_script()}
+
+
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_ctrl_c_on_place_gives_130_or_the_best_placement(moment, model, tmp_path):
+    _ctrl_c_on_place(moment, model, tmp_path, ENTRY_POINTS["python -m placement"])
+
+
+@pytest.mark.parametrize("moment", ["front end importing", "numba loading"])
+def test_ctrl_c_on_the_console_script_while_it_imports(moment, model, tmp_path):
+    # the installed command imported the command line (numpy) before its handler: a traceback
+    _ctrl_c_on_place(moment, model, tmp_path, ENTRY_POINTS["placement"])
+
+
+def _ctrl_c_on_place(moment, model, tmp_path, entry: list[str]) -> None:
     fragment, after, cold = MOMENTS[moment]
     result = str(tmp_path / "result.json")
     env = dict(os.environ)
     if cold:
         env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
-    proc = subprocess.Popen([sys.executable, "-m", "placement", "place", model, "--devices",
+    proc = subprocess.Popen([*entry, "place", model, "--devices",
                              "a100:2,t4:2,cpu:1", "--out", result], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert _wait_for(proc, fragment), "the process ended before the moment came"
