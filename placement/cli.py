@@ -325,6 +325,10 @@ def _refuse_stage_options(args) -> None:
 
         raise _UsageError(f"--max-replicas {mr}: the {args.solver} solver places one device per stage; "
                           f"replicas need one of: {', '.join(STAGE_SOLVERS)}")
+    _refuse_schedule_options(args)
+
+
+def _refuse_schedule_options(args) -> None:
     for flag in ("schedule", "microbatches", "granularity"):
         if getattr(args, flag, None) is not None:
             raise _UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "
@@ -556,6 +560,7 @@ def _cmd_evaluate(args) -> int:
     if kind == "onnx" and holds_stage_plan(saved):
         return _stages().evaluate(args, _frontend(args))
     _refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
+    _refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
     data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
     given = _frontend(args)

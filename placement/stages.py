@@ -504,6 +504,12 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
     solved on (:func:`load`), unless the command line gives them again."""
     data = read_json(args.split)
     saved = {**read_stage_result(data), "_path": args.split} if is_stage_result(data) else {}
+    given, placed = getattr(args, "granularity", None), saved.get("granularity")
+    if given is not None and placed is not None and given != placed:
+        # a plan's nodes are those of the granularity it was placed at: another one has other nodes
+        raise InputError(f"--granularity {given}: the plan was placed at {placed} granularity (its nodes are "
+                         f"{'operators' if placed == 'op' else 'layers'}); evaluate scores it at that "
+                         f"granularity: drop --granularity", source=args.split)
     w = load(args, frontend, saved=saved)
     plan = plan_from_dict(w.problem, data, source=args.split)
     ev = evaluate_plan(w.problem, plan)

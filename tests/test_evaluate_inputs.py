@@ -185,3 +185,36 @@ def test_calibrate_from_profile_checks_the_batch_size(monkeypatch, tmp_path, cap
     assert main(["calibrate", "cpu", "--from-profile", "m.onnx", "-o", str(tmp_path / "c.toml"),
                  "--batch-size", "0"]) == 2
     _one_error(capsys, "--batch-size must be a positive integer")
+
+
+@pytest.fixture(scope="module")
+def onnx_results(tmp_path_factory) -> dict[str, str]:
+    """An ONNX model and three results on it: one device per stage, a stage plan at operator
+    granularity, one at layer granularity."""
+    d = tmp_path_factory.mktemp("evaluate-onnx")
+    paths = {"model": str(d / "m.onnx"), "one": str(d / "one.json"), "op": str(d / "op.json"),
+             "layer": str(d / "layer.json")}
+    assert main(["example", paths["model"], "--layers", "2"]) == 0
+    devices = ["--devices", "a100:2,t4:2"]
+    assert main(["place", paths["model"], *devices, "--max-replicas", "1", "--out", paths["one"]]) == 0
+    assert main(["place", paths["model"], *devices, "--granularity", "op", "--out", paths["op"]]) == 0
+    assert main(["place", paths["model"], *devices, "--granularity", "layer", "--out", paths["layer"]]) == 0
+    return paths
+
+
+@pytest.mark.parametrize("extra", [["--schedule", "gpipe"], ["--microbatches", "3"],
+                                   ["--granularity", "layer"]])
+def test_evaluate_refuses_stage_options_on_a_one_device_per_stage_result(onnx_results, capsys, extra):
+    # place refuses them for such a plan; evaluate printed the same scores, exit 0, as if they applied
+    capsys.readouterr()
+    assert main(["evaluate", onnx_results["model"], onnx_results["one"], *extra]) == 2
+    _one_error(capsys, extra[0], "one-device-per-stage")
+
+
+@pytest.mark.parametrize("plan, other", [("op", "layer"), ("layer", "op")])
+def test_evaluate_at_another_granularity_names_the_granularity(onnx_results, capsys, plan, other):
+    # it said "unknown node ...: was it computed for another model, device set or --training setting?"
+    capsys.readouterr()
+    assert main(["evaluate", onnx_results["model"], onnx_results[plan], "--granularity", other]) == 2
+    _one_error(capsys, f"--granularity {other}", f"placed at {plan} granularity")
+    assert main(["evaluate", onnx_results["model"], onnx_results[plan], "--granularity", plan]) == 0
