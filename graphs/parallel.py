@@ -757,8 +757,11 @@ def to_opgraph(problem: ParallelProblem, *, contiguous: bool = True) -> tuple[Op
     colocation = np.concatenate([np.arange(n), g.tensor_src, consumers])
     backward = np.arange(total) >= n
     names = [f"v{u}" for u in range(n)] + [f"t{e}" for e in range(M)] + [f"r{u}" for u in consumers.tolist()]
-    graph = OpGraph.build(names=names, kinds=[k.name for k in problem.kinds], compute=compute, comm=comm,
-                          memory=memory, edges=np.concatenate(edges), backward=backward,
+    # ids: the problem's node each graph node belongs to (a tensor to its producer, a stand-in to its
+    # consumer), so that what the pipeline solvers say of a node names the problem's node
+    ids = [g.ids[u] for u in np.concatenate([np.arange(n), g.tensor_src, consumers]).tolist()]
+    graph = OpGraph.build(names=names, ids=ids, kinds=[k.name for k in problem.kinds], compute=compute,
+                          comm=comm, memory=memory, edges=np.concatenate(edges), backward=backward,
                           colocation=colocation, source=g.source)
     return graph, Cluster(problem.kinds)
 

@@ -142,8 +142,11 @@ def _check_items_fit(graph, cluster, items, item_compute, item_memory, counts, c
     members = items.members()
     reasons = []
     for c in bad[:5]:
-        nodes = members[c]
-        label = ", ".join(str(graph.ids[u]) for u in nodes[:4]) + (" ..." if nodes.size > 4 else "")
+        # distinct ids: a stage problem's graph (graphs.parallel.to_opgraph) gives a node's tensors and
+        # stand-ins its id
+        ids = list(dict.fromkeys(str(graph.ids[u]) for u in members[c]))
+        nodes = np.asarray(ids)
+        label = ", ".join(ids[:4]) + (" ..." if len(ids) > 4 else "")
         why = []
         for t, k in enumerate(cluster.kinds):
             if counts[t] == 0:

@@ -272,3 +272,17 @@ def test_an_empty_graph_stays_with_the_stage_kernel():
     p = ParallelProblem(g, (DeviceKind("gpu", 2),), 2, max_replicas=1)
     assert "no nodes" in pipeline_misfit(p)
     assert solve_problem(p).stats["kernel"] == "stage"
+
+
+def test_a_node_that_fits_nowhere_is_named_by_the_problems_id():
+    # dispatched to the pipeline kernel, the message named the kernel graph's nodes ('v1, t1, r2')
+    variants = [Variant(0, 0, 1, "vanilla", 1.0, b=1.0), Variant(1, 0, 1, "vanilla", 1.0, b=5.0),
+                Variant(2, 0, 1, "vanilla", 1.0, b=1.0)]
+    g = ParallelGraph.build(ids=["embed", "block", "head"], names=None, num_kinds=1, edges=[],
+                            tensors=[(0, [1], [0.1]), (1, [2], [0.1])], variants=variants)
+    p = ParallelProblem(g, (DeviceKind("gpu", 2, 2.0),), 2, max_replicas=1)
+    assert is_pipeline_model(p)
+    for kernel in ("auto", "stage"):
+        r = solve_problem(p, kernel=kernel)
+        assert r.status is Status.INFEASIBLE and "block" in r.message, (kernel, r.message)
+        assert "embed" not in r.message and "head" not in r.message and "v1" not in r.message, r.message
