@@ -1591,7 +1591,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
             smallest = np.where(kt_ok[:, None], mm, np.inf).min(axis=0, initial=np.inf)
             shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
             why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
-                    f"(largest memory {caps_kt.max(initial=0):.4g})")
+                    f"(largest memory {caps_kt.max(initial=0):.4g} bytes)")
         elif mm.shape[0]:
             why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
         if math.isfinite(upper_bound):
