@@ -237,6 +237,8 @@ _SPLIT = ["split", "{model}", "{result}", "--out-dir", "{tmp}/s"]
     (_SPLIT + ["--seed", "3"], ["--seed", "--verify"]),
     (_SPLIT + ["--tolerance", "0.1"], ["--tolerance", "--verify"]),
     (["cluster", "{jobs}", "--policy", "ftf", "--base", "las"], ["--base las", "Synergy"]),
+    # the default base given by name was taken as not given
+    (["cluster", "simulate", "{jobs}", "--policy", "ftf", "--base", "fifo"], ["--base fifo", "Synergy"]),
 ])
 def test_outputs_and_values_are_checked_before_any_work(model, tmp_path, capsys, argv, words):
     file = tmp_path / "notes.txt"

@@ -94,7 +94,7 @@ def add_parser(sub) -> None:
                         "format: jobs with arrival times and samples)")
     c.add_argument("--policy", default="ftf", choices=_POLICIES + ("sensitive", "all"),
                    help="allocation policy (default ftf; sensitive = joint, its old name)")
-    c.add_argument("--base", default="fifo", choices=("fifo", "las", "srtf", "ftf"),
+    c.add_argument("--base", default=None, choices=("fifo", "las", "srtf", "ftf"),
                    help="with proportional, tune, opt: the base scheduler that picks the jobs and their "
                         "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
@@ -148,6 +148,7 @@ def run(args) -> int:
             raise InputError(f"placement cluster: {name} must be positive")
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
+    base_given, args.base = args.base, args.base or "fifo"  # given (even as fifo) is checked below
     exact = args.fairness == "exact"
     if args.fairness is not None and not exact and not 0 < args.fairness <= 1:  # nan too
         raise InputError(f"placement cluster: --fairness must be in (0, 1] or 'exact', got {args.fairness:g}")
@@ -162,7 +163,7 @@ def run(args) -> int:
                 else FTF_FAIRNESS if mode == "simulate" else None)
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
-    if args.base != "fifo" and args.policy not in _SYNERGY + ("all",):
+    if base_given is not None and args.policy not in _SYNERGY + ("all",):
         raise InputError(f"placement cluster: --base {args.base} applies to the Synergy allocations "
                          f"({', '.join(_SYNERGY)}), which take the jobs a base scheduler picks; --policy "
                          f"{args.policy} schedules the jobs itself")
