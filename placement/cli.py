@@ -1185,9 +1185,12 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_bench(argv[1:])
         parser = build_parser()
         try:
-            args = parser.parse_args(argv)
+            args, extra = parser.parse_known_args(argv)
         except SystemExit as e:  # --help, --version
             return int(e.code or 0)
+        if extra:  # named by the command that does not take them (argparse names the top-level program)
+            where = f"placement {args.command}" if getattr(args, "command", None) else "placement"
+            raise _UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}")
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE

@@ -185,3 +185,13 @@ def test_a_training_placement_has_no_inference_latency_and_says_its_max_load_is_
     assert res["maxLoad"] == pytest.approx(3.0) and len(res["stages"]) == 2
     assert main(["show", str(out), "--no-draw"]) == 0
     assert "latency model of `place`" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, prog", [(["frontier", "m.onnx", "--training"], "placement frontier"),
+                                        (["place", "m.onnx", "--bogus", "3"], "placement place"),
+                                        (["--bogus"], "placement")])
+def test_an_unknown_option_is_named_with_its_command(capsys, argv, prog):
+    # argparse named the top-level program: "placement: unrecognized arguments: --training"
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {prog}: unrecognized arguments: {' '.join(argv[2:] or argv)}"], err
