@@ -48,6 +48,7 @@ import numpy as np
 
 from .devices import CONV_TYPES, DeviceSet, DeviceSpec
 from .errors import InputError
+from .jsonio import json_error
 from .onnx_loader import OnnxGraph, Op
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
@@ -419,8 +420,10 @@ def table_costs(g: OnnxGraph, devices: DeviceSet, path: str | os.PathLike) -> Co
             data = json.load(f)
     except FileNotFoundError:
         raise InputError("no such cost table", source=path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"not a valid JSON cost table: {e}", source=path) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not a valid JSON cost table: {json_error(e)}", source=path) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not a valid JSON cost table: not UTF-8 text ({e.reason})", source=path) from None
     return parse_cost_table(g, devices, data, source=path)
 
 

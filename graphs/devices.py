@@ -64,6 +64,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .errors import InputError
+from .jsonio import json_error
 from .model import Cluster, DeviceKind
 
 __all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "human_bytes", "parse_devices", "read_device_file", "preset",
@@ -358,8 +359,11 @@ def read_device_file(path: str | os.PathLike) -> tuple[dict[str, DeviceSpec], di
     else:
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"not a valid JSON device file: {e}", source=path) from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"not a valid JSON device file: {json_error(e)}", source=path) from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"not a valid JSON device file: not UTF-8 text ({e.reason})",
+                             source=path) from None
     return parse_device_table(data, source=path)
 
 

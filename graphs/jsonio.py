@@ -7,7 +7,7 @@ import os
 
 from .errors import InputError
 
-__all__ = ["read_json"]
+__all__ = ["read_json", "json_error"]
 
 
 def read_json(path: str | os.PathLike):
@@ -24,7 +24,13 @@ def read_json(path: str | os.PathLike):
     except UnicodeDecodeError as e:
         raise InputError(f"not a UTF-8 text file ({e.reason})", source=path) from None
     except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
-                         source=path) from None
+        raise InputError(f"not valid JSON: {json_error(e)}", source=path) from None
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", source=path) from None
+
+
+def json_error(e: json.JSONDecodeError) -> str:
+    """What is wrong and where: ``Expecting ',' delimiter at line 3, column 7`` (some of json's messages
+    end in "at" already: "Unterminated string starting at")."""
+    at = "" if e.msg.endswith(" at") else " at"
+    return f"{e.msg}{at} line {e.lineno}, column {e.colno}"
