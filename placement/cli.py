@@ -278,8 +278,8 @@ def _cli_words(message: str) -> str:
 
     number = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
     message = re.sub(rf"(?<![\w.]){number} bytes\b", size, message)
-    # the capacity beside a byte count ("needs 59.61 MiB but a t4 holds 1.7e+10")
-    return re.sub(rf"\b(holds|capacity is) {number}(?![\w.])",
+    # the capacity beside a byte count ("needs 59.61 MiB but a t4 holds 1.7e+10"), unless it has its unit
+    return re.sub(rf"\b(holds|capacity is) {number}(?![\w.])(?! (?:[KMGTPE]i)?B\b)",
                   lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
 
 

@@ -154,7 +154,7 @@ def _check_items_fit(graph, cluster, items, item_compute, item_memory, counts, c
             if not np.isfinite(item_compute[t, c]):
                 why.append(f"not supported on {k.name}")
             elif item_memory[c] > caps[t]:
-                why.append(f"needs {item_memory[c]:.6g} bytes but a {k.name} holds {caps[t]:.6g}")
+                why.append(f"needs {item_memory[c]:.6g} bytes but one {k.name} holds {caps[t]:.6g} bytes")
         group = f"node {label}" if nodes.size == 1 else f"nodes {label} (which must share a device)"
         reasons.append(f"{group}: {'; '.join(why) or 'no device'}")
     more = f" (and {bad.size - 5} more)" if bad.size > 5 else ""

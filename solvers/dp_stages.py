@@ -1221,7 +1221,7 @@ def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarra
     u = int(np.argmax(smallest))
     kt = int(np.argmin(usable[:, u]))
     kind = problem.kinds[kt // len(tvals)]
-    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of a "
+    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of one "
             f"{kind.name}'s {kind.capacity:.4g} bytes), but no split into stages fits: under "
             f"{problem.schedule} a stage holds several of the {problem.microbatches} micro-batches in "
             f"flight, and the devices bound the stages and replicas")

@@ -195,3 +195,15 @@ def test_an_unknown_option_is_named_with_its_command(capsys, argv, prog):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {prog}: unrecognized arguments: {' '.join(argv[2:] or argv)}"], err
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("needs 6.25091e+07 bytes but one t4 holds 1.7e+10", "needs 59.61 MiB but one t4 holds 15.83 GiB"),
+    # a capacity with its unit already is left alone (it became "98 B KiB")
+    ("needs 6.25091e+07 bytes but one t4 holds 100000 bytes", "needs 59.61 MiB but one t4 holds 97.66 KiB"),
+    ("its capacity is 2048", "its capacity is 2 KiB"),
+])
+def test_byte_counts_in_messages_read_in_binary_units(message, shown):
+    from placement.cli import _cli_words
+
+    assert _cli_words(message) == shown
