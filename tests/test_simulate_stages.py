@@ -434,3 +434,31 @@ def test_show_simulates_an_onnx_stage_plan_at_its_batch_size(gpt_path, tmp_path,
     assert f"one-micro-batch latency {served:.6g} ms (4 samples) in this schedule" in text
     assert f"({1 / data['objective']:,.6g} samples/s; bubble" in text  # place's samples/s at the period
 
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_show_of_a_one_device_plan_gives_throughput_in_samples_per_second(gpt_path, tmp_path, capsys, batch):
+    """show printed "throughput 1.77302 per ms" (and "batches per ms" at a batch above 1): now samples/s
+    (and batches/s), from the makespan of the micro-batches (each one run of the batch), and at the
+    steady state (streaming: the max-load) the result's samples/s, batch * 1000 / max-load in ms."""
+    import re
+
+    out = tmp_path / "r.json"
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--batch-size", str(batch), "--max-replicas",
+                 "1", "--time-limit", "10", "-o", str(out)]) == 0
+    capsys.readouterr()
+    placed = batch * 1e3 / json.loads(out.read_text())["max_load"]  # ms per run of the batch
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]  # ms, per micro-batch (one run)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert " per ms" not in text
+    shown = re.search(r"\(throughput ([\d,.]+) samples/s(, ([\d,.]+) batches/s)?\)", text)
+    rate = sim["microbatches"] / sim["makespan"] * 1e3  # runs per second
+    assert float(shown.group(1).replace(",", "")) == pytest.approx(batch * rate, rel=1e-5)
+    if batch > 1:
+        assert float(shown.group(3).replace(",", "")) == pytest.approx(rate, rel=1e-5)
+        assert f"8 micro-batches (each a batch of {batch} samples: one run of the model)" in text
+    else:
+        assert shown.group(2) is None
+    steady = re.search(r"steady state: [\d.]+ ms per \w+(?: \(\d+ samples\))? \(([\d,.]+) samples/s", text)
+    assert float(steady.group(1).replace(",", "")) == pytest.approx(placed, rel=1e-5)
