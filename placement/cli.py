@@ -1064,7 +1064,8 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None,
         rows.append([str(r.stage), r.name, r.kind, f"{r.load:.4g}", f"{r.busy:.4g}",
                      f"{100 * r.utilisation:.1f}%", f"{100 * r.compute_utilisation:.1f}%", stash])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [f"pipeline of {len(sim.stages)} stage(s), {name}, {sim.microbatches} micro-batches"]
+    lines = [f"pipeline of {len(sim.stages)} stage(s), {name}, {sim.microbatches} micro-batches"
+             + (f" (each a batch of {batch} samples: one run of the model)" if batch > 1 else "")]
     lines += ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
               .rstrip() for row in rows]
     steady = sim.steady_time_per_sample
@@ -1072,15 +1073,25 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None,
     extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
     gain = _gain(steady, over.steady_time_per_sample)
     one = "one-sample" if batch == 1 else "one-batch"
+    per_s = {"ms": 1e3, "s": 1.0}.get(unit)  # time units per second (None: a workload's own unit)
+
+    def rate(per_item: float) -> str:  # a time per batch (batch samples) as samples/s, and batches/s
+        if not per_item > 0:
+            return "samples/s unbounded"
+        if per_s is None:
+            return f"{batch / per_item:.6g} samples per {unit or 'time unit'}"
+        text = f"{batch * per_s / per_item:,.6g} samples/s"
+        return text if batch == 1 else f"{text}, {per_s / per_item:,.6g} batches/s"
     lat = f"{one} latency {sim.latency:.6g}{u} in this schedule (each stage receives, computes and " \
           f"sends as a whole)"
     if model_latency is not None and math.isfinite(model_latency):
         lat += f"; the latency model of `place` gives {model_latency:.6g}{u} (operators start as soon as " \
                f"their inputs are ready, host operators in parallel)"
     lines += [
-        f"makespan {sim.makespan:.6g}{u}; time per {item} {sim.time_per_sample:.6g}{u} "
-        f"(throughput {sim.throughput:.6g} {'' if batch == 1 else 'batches '}per{u or ' time unit'})",
-        f"steady state: {steady:.6g}{u} per {item}; max-load {sim.max_load:.6g}{u} ({extra})",
+        f"makespan {sim.makespan:.6g}{u} for {sim.microbatches} micro-batches; time per {item} "
+        f"{sim.time_per_sample:.6g}{u} (throughput {rate(sim.time_per_sample)})",
+        f"steady state: {steady:.6g}{u} per {item} ({rate(steady)}); max-load {sim.max_load:.6g}{u} "
+        f"({extra})",
         lat,
         f"bubble {100 * sim.bubble_fraction:.1f}%",
         f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per {item} ({gain}), "

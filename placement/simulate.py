@@ -56,14 +56,16 @@ raises :class:`~graphs.errors.InputError` saying which devices form the cycle.
 **Replicated stage plans** (:func:`simulate_plan`, a plan of :mod:`graphs.parallel`): every replica of
 every stage is a lane running its micro-batches under the plan's schedule, batch after batch.
 
-*Work.* A micro-batch is the model's unit of samples. Replica ``r`` of stage ``i`` (``d_i`` replicas)
-runs the micro-batches ``m`` with ``m mod d_i = r`` (round robin; ``d_i`` divides ``N``). Per
-micro-batch it is busy ``d_i * (compute + comm)`` of the evaluator's per-sample terms (the stage's whole
-compute, crossing tensors and sync terms: a replica does all of it for the micro-batches it takes), one
-action per task, not split into parts: a forward (``forward_fraction`` of it, a third by default; all
-of it for inference) and a backward (the rest). After its last backward of a batch, each replica joins
-the stage's parameter all-reduce: a collective that lasts ``N * resync`` (the evaluator's per-sample
-resync, paid once per batch).
+*Work.* A micro-batch is ``b`` samples (``samples_per_microbatch``: 1 for a Piper file, whose
+micro-batch is its unit of samples; an ONNX model's batch size, a micro-batch being one run of the
+model; an LLM's sequences per micro-batch, one token each), and the evaluator's terms are per sample.
+Replica ``r`` of stage ``i`` (``d_i`` replicas) runs the micro-batches ``m`` with ``m mod d_i = r``
+(round robin; ``d_i`` divides ``N``). Per micro-batch it is busy ``b * d_i * (compute + comm)`` of the
+evaluator's per-sample terms (the stage's whole compute, crossing tensors and sync terms: a replica
+does all of it for the micro-batches it takes), one action per task, not split into parts: a forward
+(``forward_fraction`` of it, a third by default; all of it for inference) and a backward (the rest).
+After its last backward of a batch, each replica joins the stage's parameter all-reduce: a collective
+that lasts ``b * N * resync`` (the evaluator's per-sample resync, paid once per batch).
 
 *Dependencies.* A stage's forward of ``m`` waits for the forward of ``m`` of every earlier stage that
 sends it a tensor; its backward of ``m`` waits for its own forward of ``m`` and for the backward of
@@ -83,11 +85,15 @@ stage ``i`` on, is PipeDream's number of micro-batches admitted per replica):
 * ``stream`` (inference, forwards only): each replica's forwards in order, batch after batch, no
   backward, no all-reduce, nothing stashed (one micro-batch in flight while it runs).
 
-*Measured* (:class:`ReplicatedSimulation`). The makespan of ``batches`` batches and the time per sample
-over them; the *period* (the spacing of the slowest stage's all-reduces over the later batches, per
-sample: what the schedule sustains, flushes and fill included); each replica's busy time per sample in
-a batch, whose maximum is the *bottleneck*, which is exactly the evaluator's time per sample (the model
-counts no bubble); the bubble (the share of the period the bottleneck device idles). For memory, each
+*Measured* (:class:`ReplicatedSimulation`). The makespan of ``batches`` batches (``batches * N * b``
+samples) and the time per sample over them; the *period* (the spacing of the slowest stage's
+all-reduces over the later batches, per sample: what the schedule sustains, flushes and fill included);
+each replica's busy time per sample in a batch, whose maximum is the *bottleneck*, which is exactly the
+evaluator's time per sample (the model counts no bubble); the bubble (the share of the period the
+bottleneck device idles); the *latency* of one micro-batch alone in the pipeline (each replica takes it
+whole, a stage starts when the stages sending to it are done; no all-reduce), which for stages in a
+chain is the evaluator's latency times ``b`` (``model_latency``) and below it where stages run side by
+side. For memory, each
 replica's peak number of micro-batches in flight (forwards started minus backwards finished, counted
 along its action order), with which the evaluator's formula (``A*y + B`` plus the schedule's extra
 weight versions) gives its peak bytes.
@@ -445,7 +451,8 @@ class Simulation:
 
     @property
     def throughput(self) -> float:
-        """Samples per time unit over the batch (micro-batches / makespan)."""
+        """Micro-batches per time unit over the batch (micro-batches / makespan): samples where a
+        micro-batch is one sample; an ONNX model's micro-batch is one run of its batch."""
         return self.microbatches / self.makespan if self.makespan > 0 else math.inf
 
     @property
@@ -772,28 +779,54 @@ class StageSimulation:
 
 @dataclass(frozen=True, eq=False)
 class ReplicatedSimulation:
-    """A simulated stage plan (see the module doc); times in the problem's unit."""
+    """A simulated stage plan (see the module doc); times in the problem's unit (seconds). ``*_per_sample``
+    figures are per sample; ``makespan``, ``latency``, ``model_latency`` and the tasks' times are
+    absolute, a micro-batch being ``samples_per_microbatch`` samples."""
 
     schedule: str
     microbatches: int
     batches: int
-    makespan: float
-    time_per_sample: float  # makespan / (batches * N)
-    period_per_sample: float  # batch-to-batch time of the last batches / N
+    makespan: float  # of batches * N micro-batches (batches * N * samples_per_microbatch samples)
+    time_per_sample: float  # makespan / (batches * N * samples_per_microbatch)
+    period_per_sample: float  # batch-to-batch time of the last batches / (N * samples_per_microbatch)
     bottleneck_per_sample: float  # the busiest replica's busy time per sample
     bubble_fraction: float  # 1 - bottleneck / period
     model_time_per_sample: float  # the evaluator's objective
     stages: tuple[StageSimulation, ...]
     replicas: tuple[ReplicaReport, ...]
     tasks: tuple[ReplicaTask, ...] = ()  # every replica's tasks in the order it runs them
+    samples_per_microbatch: int = 1
+    #: one micro-batch alone in the pipeline, end to end (its forwards, and in training its backwards;
+    #: each replica takes it whole; stages that no link orders run side by side; no all-reduce)
+    latency: float = math.nan
+    #: the evaluator's latency of one micro-batch: its per-sample latency (the stages one after another)
+    #: times ``samples_per_microbatch``
+    model_latency: float = math.nan
+
+    @property
+    def samples(self) -> int:
+        """Samples simulated: ``batches * N * samples_per_microbatch``."""
+        return self.batches * self.microbatches * self.samples_per_microbatch
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second over the run (samples / makespan)."""
+        return self.samples / self.makespan if self.makespan > 0 else math.inf
 
     def summary(self) -> dict:
         """Plain numbers for JSON output."""
+        def num(x):
+            return x if math.isfinite(x) else None
+
         return {
             "schedule": self.schedule, "microbatches": self.microbatches, "batches": self.batches,
+            "samples_per_microbatch": self.samples_per_microbatch, "samples": self.samples,
             "makespan": self.makespan, "time_per_sample": self.time_per_sample,
+            "samples_per_s": num(self.throughput),
             "period_per_sample": self.period_per_sample, "bottleneck_per_sample": self.bottleneck_per_sample,
             "bubble_fraction": self.bubble_fraction, "model_time_per_sample": self.model_time_per_sample,
+            "latency_per_microbatch": num(self.latency),
+            "model_latency_per_microbatch": num(self.model_latency),
             "stages": [{"stage": s.stage, "kind": s.kind, "d": s.d, "t": s.t,
                         "busy_per_sample": s.busy_per_sample,
                         "model_time_per_sample": s.model_time_per_sample,
@@ -872,11 +905,18 @@ def default_batches(problem: ParallelProblem, plan: Sequence[Stage], schedule: s
 
 
 def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: str | None = None,
-                  batches: int | None = None, forward_fraction: float = 1 / 3) -> ReplicatedSimulation:
+                  batches: int | None = None, forward_fraction: float = 1 / 3,
+                  samples_per_microbatch: int = 1) -> ReplicatedSimulation:
     """Simulate ``plan`` (stages in pipeline order) for ``batches`` batches (default
     :func:`default_batches`) of the problem's ``N`` micro-batches under ``schedule`` (default: the
-    problem's; the model's memory and time are the evaluator's under that schedule). :class:`InputError`
-    when the plan is invalid."""
+    problem's; the model's memory and time are the evaluator's under that schedule). A micro-batch is
+    ``samples_per_microbatch`` of the problem's samples (its times are per sample): an ONNX model's batch
+    size (one run of the model), an LLM's sequences per micro-batch (one token each), 1 for a Piper file.
+    :class:`InputError` when the plan is invalid."""
+    spm = samples_per_microbatch
+    if isinstance(spm, bool) or not isinstance(spm, (int, np.integer)) or spm < 1:
+        raise InputError(f"samples per micro-batch must be a positive integer, got {spm!r}")
+    spm = int(spm)
     schedule = schedule or problem.schedule
     if schedule not in PLAN_SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; choose one of: {', '.join(PLAN_SCHEDULES)}")
@@ -910,9 +950,11 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     # per replica its action list; a stage's all-reduce of a batch is one action on all its replicas
     lanes: dict[tuple[int, int], list[Action]] = {}
     duration: dict[Action, float] = {}
+    alone = []  # per stage: (forward, backward) of one micro-batch on one replica
     for i, (st, se) in enumerate(zip(plan, ev.stages)):
-        work = (se.compute + se.comm) * st.d
+        work = (se.compute + se.comm) * st.d * spm  # a replica takes a micro-batch (spm samples) whole
         fw, bw = work * forward_fraction, work * (1 - forward_fraction)
+        alone.append((fw, bw))
         y = in_flight(schedule, st.d, int(suffix[i]), N)
         for r in range(st.d):
             mbs = list(range(r, total, st.d))
@@ -920,7 +962,7 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
                                    for kind, x in ([("F", m) for m in mbs] if stream
                                                    else _replica_order(schedule, mbs, y, N, st.d))]
             for act in seq:
-                duration[act] = fw if act.kind == "F" else bw if act.kind == "B" else se.resync * N
+                duration[act] = fw if act.kind == "F" else bw if act.kind == "B" else se.resync * N * spm
     after: dict[Action, list[Action]] = {}
     for act in duration:
         i, kind, x = act.stage, act.kind, act.index
@@ -935,7 +977,7 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     replicas = []
     for (i, r), seq in lanes.items():
         st = plan[i]
-        busy = sum(duration[act] for act in seq) / batches / N
+        busy = sum(duration[act] for act in seq) / batches / N / spm
         # in flight after each task, in the order the replica runs them: forwards started minus
         # backwards finished (zero-length tasks counted too)
         cur = peak = 0
@@ -966,15 +1008,24 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     def batch_end(i, b):  # a stage's all-reduce of batch b; streaming, its forward of the batch's last
         return finish[Action(i, "F", b * N + N - 1) if stream else Action(i, "R", b)]
 
-    period = max((batch_end(i, hi) - batch_end(i, lo)) / (hi - lo) / N for i in range(S))
+    period = max((batch_end(i, hi) - batch_end(i, lo)) / (hi - lo) / N / spm for i in range(S))
     makespan = tl.makespan
     bottleneck = max(s.busy_per_sample for s in stages)
     bubble = max(0.0, 1.0 - bottleneck / period) if period > 0 else 0.0
     tasks = tuple(ReplicaTask(i, r, act.kind, act.index, tl.start[act], duration[act])
                   for (i, r), seq in lanes.items() for act in seq)
-    return ReplicatedSimulation("stream" if stream else schedule, N, batches, makespan, makespan / total,
-                                period, bottleneck, bubble, ev.objective, tuple(stages), tuple(replicas),
-                                tasks)
+    # one micro-batch alone: forwards in pipeline order (a stage after the stages that send to it),
+    # then backwards in reverse (after its forward and the later stages it sends to)
+    f_end = [0.0] * S
+    for i in range(S):
+        f_end[i] = max((f_end[j] for j in preds[i]), default=0.0) + alone[i][0]
+    b_end = list(f_end)
+    for i in reversed(range(S)):  # inference: backwards of no time
+        b_end[i] = max([f_end[i]] + [b_end[j] for j in succs[i]]) + alone[i][1]
+    return ReplicatedSimulation("stream" if stream else schedule, N, batches, makespan,
+                                makespan / total / spm, period, bottleneck, bubble, ev.objective,
+                                tuple(stages), tuple(replicas), tasks, spm, max(b_end, default=0.0),
+                                ev.latency * spm)
 
 
 def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:

@@ -46,7 +46,8 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 
 __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
-           "problem_for_result", "solve_refined", "refine_budget", "Refinement", "place", "evaluate",
+           "problem_for_result", "workload_for_result", "solve_refined", "refine_budget", "Refinement",
+           "place", "evaluate",
            "result_dict", "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time",
            "TIME_UNITS", "no_plan", "solve_args", "refuse_serving", "is_stage_result", "read_stage_result",
            "plan_summary", "stage_devices", "stage_device_numbers", "RESULT_VERSION"]
@@ -255,6 +256,15 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
     model ``workload``, rebuilt from the settings the result records (:func:`load`); ``schedule``,
     ``microbatches`` and the ONNX front-end options ``frontend`` (``None``: not given; a Piper file
     refuses them) override the result's."""
+    return workload_for_result(data, workload, schedule=schedule, microbatches=microbatches, source=source,
+                               frontend=frontend).problem
+
+
+def workload_for_result(data: dict, workload: str, *, schedule: str | None = None,
+                        microbatches: int | None = None, source: str | None = None,
+                        frontend: Mapping | None = None) -> StageWorkload:
+    """:func:`problem_for_result`'s workload, its front-end ``settings`` included (an ONNX model's
+    ``batch_size``: the samples in one run of the model, a micro-batch)."""
     from types import SimpleNamespace
 
     flat = read_stage_result(data)
@@ -273,7 +283,7 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
         if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
             raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
     args = SimpleNamespace(workload=workload, schedule=schedule, microbatches=microbatches)
-    return load(args, frontend or {}, saved={**flat, "_path": source}).problem
+    return load(args, frontend or {}, saved={**flat, "_path": source})
 
 
 # ----------------------------------------------------------------------------------------- solve

@@ -325,3 +325,140 @@ def test_stage_path_at_d_1_trains_1f1b_like_the_pipeline_path():
             start, finish = computed[t.stage, t.kind, t.index]
             assert t.start == pytest.approx(start, rel=1e-9, abs=1e-12)
             assert t.start + t.duration == pytest.approx(finish, rel=1e-9, abs=1e-12)
+
+
+# ---------------------------------------------------------------- a micro-batch of b samples
+def _two_stage_chain(N=4, schedule="gpipe"):
+    """Two nodes in a chain, 1 s and 2 s per sample, no communication, no weights."""
+    g = ParallelGraph.build(ids=[0, 1], names=None, num_kinds=1, edges=[(0, 1)], tensors=[(0, [1], [0.0])],
+                            variants=[Variant(0, 0, 1, "v", 1.0), Variant(1, 0, 1, "v", 2.0)])
+    return ParallelProblem(g, (DeviceKind("gpu", 3),), N, schedule)
+
+
+def test_a_micro_batch_of_b_samples_takes_b_times_the_per_sample_time():
+    """The stage model's times are per sample; a micro-batch of an ONNX model is one run at its batch
+    size b. show simulated a micro-batch as one sample: its makespan was b times too small. By hand,
+    stages of t0 = 1 and t1 = 2 s per sample, one device each, b = 8, N = 4, gpipe (a flush per batch):
+    a batch takes b * (t0 + t1) + (N - 1) * b * max(t0, t1) = 24 + 48 = 72 s, three batches 216 s, of
+    96 samples; one micro-batch alone 8 * (1 + 2) = 24 s."""
+    p = _two_stage_chain()
+    plan = [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,))]
+    sim = simulate_plan(p, plan, schedule="gpipe", batches=3, forward_fraction=1.0, samples_per_microbatch=8)
+    assert sim.makespan == pytest.approx(216.0) and sim.samples == 96
+    assert sim.time_per_sample == pytest.approx(2.25) and sim.period_per_sample == pytest.approx(2.25)
+    assert sim.bottleneck_per_sample == pytest.approx(2.0) == sim.model_time_per_sample
+    assert sim.bubble_fraction == pytest.approx(1 - 2.0 / 2.25)
+    assert sim.latency == pytest.approx(24.0) and sim.model_latency == pytest.approx(24.0)
+    first = {(t.stage, t.index): (t.start, t.duration) for t in sim.tasks if t.kind == "F"}
+    assert first[1, 0] == pytest.approx((8.0, 16.0)) and first[1, 3] == pytest.approx((56.0, 16.0))
+    # one sample per micro-batch (a Piper file's): the same per-sample figures, the times / 8
+    one = simulate_plan(p, plan, schedule="gpipe", batches=3, forward_fraction=1.0)
+    assert one.makespan == pytest.approx(27.0) and one.period_per_sample == pytest.approx(2.25)
+    assert one.latency == pytest.approx(3.0)
+    # stage 1 on two replicas (each takes a micro-batch whole, 16 s): stage 0 hands them over at 8, 16,
+    # 24, 32; replica 0 runs 0 and 2 at 8..24..40, replica 1 runs 1 and 3 at 16..32..48; the flush
+    # waits for the last backward: 48 s a batch, 144 s in all; 1 s per sample busy on every device
+    p2 = p.with_options(microbatches=4)
+    two = simulate_plan(p2, [plan[0], Stage((1,), 0, 2, 1, (1,))], schedule="gpipe", batches=3,
+                        forward_fraction=1.0, samples_per_microbatch=8)
+    assert two.makespan == pytest.approx(144.0) and two.period_per_sample == pytest.approx(1.5)
+    assert two.bottleneck_per_sample == pytest.approx(1.0) == two.model_time_per_sample
+    assert two.bubble_fraction == pytest.approx(1 / 3) and two.latency == pytest.approx(24.0)
+    with pytest.raises(InputError, match="samples per micro-batch"):
+        simulate_plan(p, plan, samples_per_microbatch=0)
+
+
+def test_show_of_a_stage_plan_states_each_figure_in_its_unit():
+    """The figures show prints for the hand case above, each with its unit: per sample, per
+    micro-batch (b samples), the makespan of the run with its samples, throughput in samples/s and one
+    micro-batch's latency beside the stage model's (its per-sample latency times b)."""
+    from placement.stage_show import format_simulation
+
+    p = _two_stage_chain()
+    plan = [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,))]
+    sim = simulate_plan(p, plan, schedule="gpipe", batches=3, forward_fraction=1.0, samples_per_microbatch=8)
+    text = format_simulation(sim, "s", "sample", "one run of the model at batch size 8")
+    assert "4 micro-batches per batch, 3 batches simulated; a micro-batch is one run of the model at batch " \
+           "size 8 (8 samples)" in text
+    assert "bottleneck (busiest device) 2 s per sample; model 2 s per sample (equal); 16 s per micro-batch " \
+           "(8 samples)" in text
+    assert "simulated period 2.25 s per sample; 18 s per micro-batch (8 samples) (0.444444 samples/s; " \
+           "bubble 11.1%: flush fill and drain)" in text
+    assert "makespan 216 s for 3 batches (12 micro-batches, 96 samples): 2.25 s per sample over the run " \
+           "(0.444444 samples/s)" in text
+    assert "one-micro-batch latency 24 s (8 samples) in this schedule" in text
+    assert "the stage model's latency gives 24 s (3 s per sample x 8) (equal)" in text
+
+
+def _stream_makespan(stages, M, b):
+    """The stream schedule of a chain of stages by its recurrence: replica ``m mod d`` of stage ``i``
+    takes micro-batch ``m`` whole (``d * (compute + comm) * b``, the result's per-sample figures) once
+    stage ``i - 1`` is done with it and the replica with its previous one."""
+    done = [0.0] * M
+    for st in stages:
+        d, work = st["dataParallelDegree"], st["dataParallelDegree"] * (st["compute"] + st["comm"]) * b
+        free = [0.0] * d
+        for m in range(M):
+            done[m] = free[m % d] = max(done[m], free[m % d]) + work
+    return max(done)
+
+
+def test_show_simulates_an_onnx_stage_plan_at_its_batch_size(gpt_path, tmp_path, capsys):
+    """A stage plan placed at batch size 4: show simulates each micro-batch as one run of 4 samples.
+    Its makespan is the stream recurrence's over the result's stage figures, its one-micro-batch
+    latency the latency `place` reports for that batch size (ms per batch), and the text names the
+    batch size; the old simulation counted a micro-batch as one sample (makespan and latency / 4)."""
+    out = tmp_path / "r.json"
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--batch-size", "4", "--latency-slo", "50",
+                 "--time-limit", "10", "-o", str(out), "--json"]) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    assert data["problem"]["batch_size"] == 4 and data["problem"]["training"] is False
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    M = sim["batches"] * sim["microbatches"]
+    assert sim["makespan"] >= 4 * M * data["objective"] * (1 - 1e-9)  # the busiest device's work fits
+    assert sim["makespan"] == pytest.approx(_stream_makespan(data["stages"], M, 4), rel=1e-9)
+    assert sim["schedule"] == "stream" and sim["samples_per_microbatch"] == 4 and sim["samples"] == 4 * M
+    chain = sum(st["dataParallelDegree"] * (st["compute"] + st["comm"]) for st in data["stages"]) * 4
+    served = next(x for x in data["serving"]["batch_sizes"] if x["batch_size"] == 4)["latency_ms"]
+    assert sim["latency_per_microbatch"] == pytest.approx(chain, rel=1e-9)
+    assert sim["latency_per_microbatch"] * 1e3 == pytest.approx(served, rel=1e-9)
+    assert sim["model_latency_per_microbatch"] * 1e3 == pytest.approx(served, rel=1e-9)
+    assert sim["samples_per_s"] == pytest.approx(sim["samples"] / sim["makespan"], rel=1e-12)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert "a micro-batch is one run of the model at batch size 4 (4 samples)" in text
+    assert f"makespan {sim['makespan'] * 1e3:.6g} ms for {sim['batches']} batches ({M} micro-batches, " \
+           f"{4 * M} samples)" in text
+    assert f"one-micro-batch latency {served:.6g} ms (4 samples) in this schedule" in text
+    assert f"({1 / data['objective']:,.6g} samples/s; bubble" in text  # place's samples/s at the period
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_show_of_a_one_device_plan_gives_throughput_in_samples_per_second(gpt_path, tmp_path, capsys, batch):
+    """show printed "throughput 1.77302 per ms" (and "batches per ms" at a batch above 1): now samples/s
+    (and batches/s), from the makespan of the micro-batches (each one run of the batch), and at the
+    steady state (streaming: the max-load) the result's samples/s, batch * 1000 / max-load in ms."""
+    import re
+
+    out = tmp_path / "r.json"
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--batch-size", str(batch), "--max-replicas",
+                 "1", "--time-limit", "10", "-o", str(out)]) == 0
+    capsys.readouterr()
+    placed = batch * 1e3 / json.loads(out.read_text())["max_load"]  # ms per run of the batch
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]  # ms, per micro-batch (one run)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert " per ms" not in text
+    shown = re.search(r"\(throughput ([\d,.]+) samples/s(, ([\d,.]+) batches/s)?\)", text)
+    rate = sim["microbatches"] / sim["makespan"] * 1e3  # runs per second
+    assert float(shown.group(1).replace(",", "")) == pytest.approx(batch * rate, rel=1e-5)
+    if batch > 1:
+        assert float(shown.group(3).replace(",", "")) == pytest.approx(rate, rel=1e-5)
+        assert f"8 micro-batches (each a batch of {batch} samples: one run of the model)" in text
+    else:
+        assert shown.group(2) is None
+    steady = re.search(r"steady state: [\d.]+ ms per \w+(?: \(\d+ samples\))? \(([\d,.]+) samples/s", text)
+    assert float(steady.group(1).replace(",", "")) == pytest.approx(placed, rel=1e-5)
