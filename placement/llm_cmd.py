@@ -47,9 +47,11 @@ def add_options(p) -> None:
                    help="--objective goodput: the request mix, buckets of input and output tokens with "
                         "weights (docs/formats.md)")
     g.add_argument("--ttft-slo", type=float, default=None, metavar="MS",
-                   help="--objective goodput: the time-to-first-token target (ms)")
+                   help="--objective goodput: the time-to-first-token target (ms; required, as is "
+                        "--tpot-slo)")
     g.add_argument("--tpot-slo", type=float, default=None, metavar="MS",
-                   help="--objective goodput: the time-per-output-token target (ms)")
+                   help="--objective goodput: the time-per-output-token target (ms; required, as is "
+                        "--ttft-slo)")
     g.add_argument("--disaggregate", action="store_true", default=None,
                    help="--objective goodput: also try separate prefill and decode pools (whole device kinds "
                         "to each, the KV cache moved between them) and keep the better layout")
@@ -504,6 +506,7 @@ def provision_command(args) -> int:
     for dest, flag in (("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
         v = check_slo(flag, getattr(args, dest))
         slo[dest] = None if v is None else v / 1e3
+    need_targets(slo, command="placement provision of a model config")
     model = ServingModel(read_model_config(args.model), ds, read_mix(args.requests), ttft=slo["ttft_slo"],
                          tpot=slo["tpot_slo"])
     limit = getattr(args, "time_limit", None)
@@ -561,9 +564,21 @@ def _serving_model(args, saved: dict | None = None):
         v = getattr(args, dest, None)
         v = v if v is not None else saved.get(dest + "_ms")
         slo[dest] = None if v is None else check_slo(flag, v) / 1000
+    need_targets(slo, "the result records none" if saved else "")
     ds = parse_devices(args.devices or saved.get("devices") or "a100:4", args.device_files or ())
     cfg = read_model_config(args.workload)
     return ServingModel(cfg, ds, mix, ttft=slo["ttft_slo"], tpot=slo["tpot_slo"])
+
+
+def need_targets(slo: dict, why: str = "", command: str = "--objective goodput") -> None:
+    """Goodput counts the requests whose TTFT and TPOT both meet their targets (docs/serving.md): without
+    one, the best rate is where the queues grow without bound, so a missing ``--ttft-slo`` or
+    ``--tpot-slo`` (``slo[dest]`` is ``None``) is an :class:`InputError` naming it."""
+    missing = [flag for dest, flag in _GOODPUT_FLAGS[1:3] if slo.get(dest) is None]
+    if missing:
+        raise InputError(f"{command} needs {' and '.join(f + ' MS' for f in missing)}"
+                         f"{f' ({why})' if why else ''}: goodput counts the requests whose time to first "
+                         f"token and time per output token both meet their targets")
 
 
 def _refuse_flags(args) -> None:
@@ -750,6 +765,9 @@ def place_goodput(args) -> int:
     model = _serving_model(args)
     sim = simulate_options(args)
     batches = parse_batch_sizes(args.batch_size)
+    if getattr(args, "disaggregate", False) and len(model.devices.specs) < 2:  # before any search
+        raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
+                         "give at least two kinds")
     solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
 
     def solve(p):
@@ -763,9 +781,6 @@ def place_goodput(args) -> int:
         progress.done()
     split = None
     if getattr(args, "disaggregate", False):
-        if len(model.devices.specs) < 2:
-            raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
-                             "give at least two kinds")
         progress = _Progress("goodput: pools", enabled=True if args.progress else None)
         try:
             split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,

@@ -336,6 +336,40 @@ def test_cli_refuses_goodput_options_where_they_do_not_apply(tmp_path, capsys, f
     assert "to an LLM: a model config" in capsys.readouterr().err
 
 
+def test_goodput_without_both_targets_is_refused(tmp_path, capsys, files):
+    """Without --ttft-slo / --tpot-slo the goodput was the rate at which the KV slots run out: TTFT
+    5.865e+17 ms, 'meets yes', '100.0% meet no targets', exit 0. Goodput counts the requests meeting both
+    targets (docs/serving.md), so a missing one is one error line naming it, exit 2."""
+    cfg, mix = files
+    base = ["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
+            "--batch-size", "8"]
+    for extra, missing in (([], "--ttft-slo MS and --tpot-slo MS"), (["--tpot-slo", "40"], "--ttft-slo MS"),
+                           (["--ttft-slo", "300"], "--tpot-slo MS")):
+        assert main(base + extra) == 2
+        out = capsys.readouterr()
+        assert out.err.startswith(f"error: --objective goodput needs {missing}:"), out.err
+        assert len(out.err.strip().splitlines()) == 1 and out.out == ""
+    # a goodput result that records no targets (as the old code wrote one): evaluate names the option
+    plan = tmp_path / "plan.json"
+    assert main(base + ["--ttft-slo", "300", "--tpot-slo", "40", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    doc = json.loads(plan.read_text())
+    doc["problem"]["ttft_slo_ms"] = None
+    plan.write_text(json.dumps(doc))
+    assert main(["evaluate", str(cfg), str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --objective goodput needs --ttft-slo MS (the result records none)"), err
+    assert main(["evaluate", str(cfg), str(plan), "--ttft-slo", "300"]) == 0  # given again: re-scored
+    capsys.readouterr()
+    # provision's instances are scored by the same goodput
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"prices": {"a100": 3.0}}))
+    assert main(["provision", str(cfg), "--requests", str(mix), "--available", "a100:2", "--prices",
+                 str(prices), "--target-throughput", "1", "--ttft-slo", "300"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: placement provision of a model config needs --tpot-slo MS:"), err
+
+
 # ------------------------------------------------------------------------------- disaggregated pools
 def test_disaggregated_goodput_by_hand():
     """Prefill on one T4, decode on one A100, one bucket: TTFT is the prefill pool's M/G/1 wait plus the
@@ -390,7 +424,7 @@ def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
     assert main(["place", str(cfg), "--devices", "a100:2,l4:2", "--disaggregate"]) == 2
     assert "--disaggregate applies with --objective goodput" in capsys.readouterr().err
     assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
-                 "--disaggregate"]) == 2
+                 "--ttft-slo", "300", "--tpot-slo", "40", "--disaggregate"]) == 2
     assert "at least two kinds" in capsys.readouterr().err
 
 
