@@ -169,8 +169,14 @@ class GoodputPoint:
 
 
 class GoodputSearch:
-    def __init__(self, points, best):
+    """The points of a :func:`goodput_search` and the best; ``least_tpot`` and ``least_ttft``: over every
+    plan scored, the least TPOT and TTFT any reaches (seconds; at no load: the full batch's decode step
+    ``T0``, the shortest prompt's prefill alone), ``inf`` when none was scored. Where the search is
+    :attr:`exhaustive` they are the least over every plan of the batch sizes tried."""
+
+    def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf):
         self.points, self.best = points, best
+        self.least_tpot, self.least_ttft = least_tpot, least_ttft
 
     @property
     def exhaustive(self) -> bool:
@@ -206,6 +212,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     top_n = default_microbatches(model.devices)
     points: list[GoodputPoint] = []
     best = None
+    least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
     for i, b in enumerate(sizes):
         if progress is not None:
             progress(i / len(sizes))
@@ -230,6 +237,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     cand.append((plan, ev))
             for plan, ev in cand:
                 sv = score(p, plan, b, ev) if score else model.evaluate(p, plan, b, evaluation=ev)
+                if sv.valid:
+                    least_tpot = min(least_tpot, sv.tpot_full)
+                    least_ttft = min([least_ttft] + [r.prefill for r in sv.buckets])
                 if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
                     top = (plan, ev, sv, p, r)
             if r.status is Status.INFEASIBLE and n == counts[0]:
@@ -251,7 +261,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             best = pt
     if progress is not None:
         progress(1.0)
-    return GoodputSearch(points, best)
+    return GoodputSearch(points, best, least_tpot, least_ttft)
 
 
 class DisaggregatedSearch:
@@ -594,7 +604,7 @@ def _ms(x: float) -> str:
     return f"{x * 1e3:.4g}" if math.isfinite(x) else "inf"
 
 
-def _sweep_table(search) -> str:
+def _sweep_table(search, *, mark: bool = True) -> str:
     rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
              "plans scored", "limit", "note"]]
     for pt in search.points:
@@ -603,7 +613,7 @@ def _sweep_table(search) -> str:
             continue
         s = pt.serving
         scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP's per N"
-        note = "; ".join(x for x in (pt.note, "<- best" if pt is search.best else "") if x)
+        note = "; ".join(x for x in (pt.note, "<- best" if mark and pt is search.best else "") if x)
         rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
                      f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
                      note])
@@ -756,8 +766,6 @@ def place_goodput(args) -> int:
     import argparse
     import sys
 
-    from graphs.errors import InfeasibleError
-
     from .outputs import Progress as _Progress
     from .serving import parse_batch_sizes
     from .stages import _emit, format_plan, result_dict, solve_args
@@ -792,18 +800,27 @@ def place_goodput(args) -> int:
         (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
     if disagg:
         best = split.best
+    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
+                                                             for x in split.splits))
     if best is None:
-        raise InfeasibleError(f"{args.workload}: no plan at any batch size tried "
-                              f"({', '.join(str(p.batch) for p in search.points)}): "
-                              f"{search.points[-1].note if search.points else 'none'}")
+        from solvers.base import Status
+
+        why = (f"{args.workload}: no plan at any batch size tried "
+               f"({', '.join(str(p.batch) for p in search.points)}): "
+               f"{search.points[-1].note if search.points else 'none'}")
+        return _no_plan(args, model, search, why,
+                        all(p.result.status is Status.INFEASIBLE for p in search.points))
+    if best.serving.goodput <= 0:  # plans fit, but none meets the targets at any rate
+        searches = [search] + ([x[2] for x in split.splits if x[2] is not None] if split else [])
+        least = (min(x.least_tpot for x in searches), min(x.least_ttft for x in searches))
+        why = targets_missed(model, *least, exhaustive)
+        return _no_plan(args, model, search, why, exhaustive, least=least)
     sv, r = best.serving, best.result
     if best.plan == r.plan:
         dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
             ("proven the most tokens/s" if str(r.status) == "optimal" else f"status {r.status}")
     else:
         dp_word = "not the decode DP's plan: the most goodput among all the problem's plans"
-    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
-                                                             for x in split.splits))
     if exhaustive:
         proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
                   "is the most over them, exact under the serving model")
@@ -888,6 +905,66 @@ def place_goodput(args) -> int:
     if getattr(args, "out", None):
         sys.stdout.write(f"result written to {args.out}\n")
     return 0
+
+
+def targets_missed(model, tpot: float, ttft: float, exhaustive: bool) -> str:
+    """Why no plan has goodput (every plan scored has none: no rate meets ``model``'s targets): which
+    target no plan meets, with the least TPOT (``tpot``: a full batch's decode step with no load) and TTFT
+    (``ttft``: the shortest prompt's prefill alone) of the plans scored (:class:`GoodputSearch`), the
+    least of any plan where every plan of the batch sizes tried was scored (``exhaustive``: proven), the
+    least found otherwise (not proven infeasible)."""
+    least = "of any plan" if exhaustive else "found"
+    tpot_words = f"the least TPOT {least} is {_ms(tpot)} ms (a full batch's decode step, no load)"
+    ttft_words = (f"the least TTFT {least} is {_ms(ttft)} ms (the shortest prompt's prefill alone, no "
+                  f"queueing)")
+    tpot_bad = model.mix.decode_steps > 0 and tpot > model.tpot
+    ttft_bad = ttft > model.ttft
+    if tpot_bad and ttft_bad:
+        what = (f"either the TPOT target of {_ms(model.tpot)} ms or the TTFT target of {_ms(model.ttft)} ms",
+                f"{tpot_words} and {ttft_words}")
+    elif tpot_bad:
+        what = f"the TPOT target of {_ms(model.tpot)} ms", tpot_words
+    elif ttft_bad:
+        what = f"the TTFT target of {_ms(model.ttft)} ms", ttft_words
+    else:
+        what = (f"the TTFT target of {_ms(model.ttft)} ms and the TPOT target of {_ms(model.tpot)} ms "
+                f"together", f"{tpot_words} and {ttft_words}, but not on one plan")
+    head = "no plan meets" if exhaustive else "no plan found meets"
+    tried = "at any batch size and micro-batch count tried" + ("" if exhaustive else
+                                                                " (not proven infeasible)")
+    return f"{head} {what[0]} {tried}: {what[1]}"
+
+
+def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None = None) -> int:
+    """``place --objective goodput`` without a plan (``least``: plans fit but none meets the targets, the
+    least TPOT and TTFT of the plans scored; ``None``: none fits): the sweep table, the result file of
+    no plan (:func:`placement.export.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
+    section of the targets and the sweep, and one ``error:`` line; exit 1."""
+    import sys
+
+    from .export import no_plan_result, print_json, write_json
+
+    data = no_plan_result("stages", proven, why)
+    data["workload"] = args.workload
+    section = {"ttft_slo_s": model.ttft, "tpot_slo_s": model.tpot, "goodput_rps": 0.0,
+               "sweep": [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
+                          p.serving.goodput, "exhaustive": p.exhaustive,
+                          "note": p.note or (p.serving.limit if p.serving is not None else "")}
+                         for p in search.points]}
+    if least is not None:
+        section.update(least_tpot_s=least[0] if math.isfinite(least[0]) else None,
+                       least_ttft_s=least[1] if math.isfinite(least[1]) else None, least_proven=proven)
+    data["goodput"] = section
+    if getattr(args, "out", None):
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        print_json(data)
+    else:
+        sys.stdout.write(_sweep_table(search, mark=False) + "\n")
+        if getattr(args, "out", None):
+            sys.stdout.write(f"result written to {args.out} (no plan)\n")
+    print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
+    return 1
 
 
 def best_pool(split, point, *, models: bool = False):
