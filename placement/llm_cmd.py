@@ -100,9 +100,18 @@ def place(args) -> int:
     from . import stages
 
     problem, settings = _problem(args)
+    extra = "{batch_size} sequences at {context} tokens" + _replicas_words(problem.max_replicas)
     return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
-                                                   settings=settings,
-                                                   extra="{batch_size} sequences at {context} tokens"))
+                                                   settings=settings, extra=extra))
+
+
+def _replicas_words(max_replicas: int | None) -> str:
+    """The summary's words for ``--max-replicas D`` on a model config: it caps the replicas ``d`` of a
+    stage, not its tensor-parallel degree (a model config has no one-device-per-stage model)."""
+    if max_replicas is None:
+        return ""
+    return (f"; replicas d <= {max_replicas} per stage (--max-replicas {max_replicas}; tensor-parallel "
+            f"stages may still span t devices)")
 
 
 def evaluate(args) -> int:
@@ -878,7 +887,8 @@ def place_goodput(args) -> int:
               format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
               _goodput_summary(model, sv) + moved,
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
-              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
+              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}"
+              + _replicas_words(args.max_replicas),
               f"proven: {proven}"]
     if getattr(args, "engine", None) == "sglang":
         from .vllm_out import format_sglang, sglang_json
