@@ -41,8 +41,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                         f"large-graph path otherwise). One of: {', '.join(solver_names())}")
     p.add_argument("--objective", default="max-load", choices=OBJECTIVES + ("goodput",),
                    help="max-load (pipelined throughput, default), split-max (training), latency, or "
-                        "goodput (an LLM model config: requests/s meeting --ttft-slo and --tpot-slo for "
-                        "the --requests mix)")
+                        "goodput (an LLM model config: requests/s meeting --ttft-slo and --tpot-slo, both "
+                        "required, for the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after S seconds and report the best placement found (default: none for the "
                    "exact solvers; auto gives its large-graph path 300 s; a batch-size sweep or latency "

@@ -47,9 +47,11 @@ def add_options(p) -> None:
                    help="--objective goodput: the request mix, buckets of input and output tokens with "
                         "weights (docs/formats.md)")
     g.add_argument("--ttft-slo", type=float, default=None, metavar="MS",
-                   help="--objective goodput: the time-to-first-token target (ms)")
+                   help="--objective goodput: the time-to-first-token target (ms; required, as is "
+                        "--tpot-slo)")
     g.add_argument("--tpot-slo", type=float, default=None, metavar="MS",
-                   help="--objective goodput: the time-per-output-token target (ms)")
+                   help="--objective goodput: the time-per-output-token target (ms; required, as is "
+                        "--ttft-slo)")
     g.add_argument("--disaggregate", action="store_true", default=None,
                    help="--objective goodput: also try separate prefill and decode pools (whole device kinds "
                         "to each, the KV cache moved between them) and keep the better layout")
@@ -98,9 +100,18 @@ def place(args) -> int:
     from . import stages
 
     problem, settings = _problem(args)
+    extra = "{batch_size} sequences at {context} tokens" + _replicas_words(problem.max_replicas)
     return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
-                                                   settings=settings,
-                                                   extra="{batch_size} sequences at {context} tokens"))
+                                                   settings=settings, extra=extra))
+
+
+def _replicas_words(max_replicas: int | None) -> str:
+    """The summary's words for ``--max-replicas D`` on a model config: it caps the replicas ``d`` of a
+    stage, not its tensor-parallel degree (a model config has no one-device-per-stage model)."""
+    if max_replicas is None:
+        return ""
+    return (f"; replicas d <= {max_replicas} per stage (--max-replicas {max_replicas}; tensor-parallel "
+            f"stages may still span t devices)")
 
 
 def evaluate(args) -> int:
@@ -167,8 +178,14 @@ class GoodputPoint:
 
 
 class GoodputSearch:
-    def __init__(self, points, best):
+    """The points of a :func:`goodput_search` and the best; ``least_tpot`` and ``least_ttft``: over every
+    plan scored, the least TPOT and TTFT any reaches (seconds; at no load: the full batch's decode step
+    ``T0``, the shortest prompt's prefill alone), ``inf`` when none was scored. Where the search is
+    :attr:`exhaustive` they are the least over every plan of the batch sizes tried."""
+
+    def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf):
         self.points, self.best = points, best
+        self.least_tpot, self.least_ttft = least_tpot, least_ttft
 
     @property
     def exhaustive(self) -> bool:
@@ -204,6 +221,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     top_n = default_microbatches(model.devices)
     points: list[GoodputPoint] = []
     best = None
+    least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
     for i, b in enumerate(sizes):
         if progress is not None:
             progress(i / len(sizes))
@@ -228,6 +246,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     cand.append((plan, ev))
             for plan, ev in cand:
                 sv = score(p, plan, b, ev) if score else model.evaluate(p, plan, b, evaluation=ev)
+                if sv.valid:
+                    least_tpot = min(least_tpot, sv.tpot_full)
+                    least_ttft = min([least_ttft] + [r.prefill for r in sv.buckets])
                 if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
                     top = (plan, ev, sv, p, r)
             if r.status is Status.INFEASIBLE and n == counts[0]:
@@ -249,7 +270,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             best = pt
     if progress is not None:
         progress(1.0)
-    return GoodputSearch(points, best)
+    return GoodputSearch(points, best, least_tpot, least_ttft)
 
 
 class DisaggregatedSearch:
@@ -504,6 +525,7 @@ def provision_command(args) -> int:
     for dest, flag in (("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo")):
         v = check_slo(flag, getattr(args, dest))
         slo[dest] = None if v is None else v / 1e3
+    need_targets(slo, command="placement provision of a model config")
     model = ServingModel(read_model_config(args.model), ds, read_mix(args.requests), ttft=slo["ttft_slo"],
                          tpot=slo["tpot_slo"])
     limit = getattr(args, "time_limit", None)
@@ -561,9 +583,21 @@ def _serving_model(args, saved: dict | None = None):
         v = getattr(args, dest, None)
         v = v if v is not None else saved.get(dest + "_ms")
         slo[dest] = None if v is None else check_slo(flag, v) / 1000
+    need_targets(slo, "the result records none" if saved else "")
     ds = parse_devices(args.devices or saved.get("devices") or "a100:4", args.device_files or ())
     cfg = read_model_config(args.workload)
     return ServingModel(cfg, ds, mix, ttft=slo["ttft_slo"], tpot=slo["tpot_slo"])
+
+
+def need_targets(slo: dict, why: str = "", command: str = "--objective goodput") -> None:
+    """Goodput counts the requests whose TTFT and TPOT both meet their targets (docs/serving.md): without
+    one, the best rate is where the queues grow without bound, so a missing ``--ttft-slo`` or
+    ``--tpot-slo`` (``slo[dest]`` is ``None``) is an :class:`InputError` naming it."""
+    missing = [flag for dest, flag in _GOODPUT_FLAGS[1:3] if slo.get(dest) is None]
+    if missing:
+        raise InputError(f"{command} needs {' and '.join(f + ' MS' for f in missing)}"
+                         f"{f' ({why})' if why else ''}: goodput counts the requests whose time to first "
+                         f"token and time per output token both meet their targets")
 
 
 def _refuse_flags(args) -> None:
@@ -579,7 +613,7 @@ def _ms(x: float) -> str:
     return f"{x * 1e3:.4g}" if math.isfinite(x) else "inf"
 
 
-def _sweep_table(search) -> str:
+def _sweep_table(search, *, mark: bool = True) -> str:
     rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
              "plans scored", "limit", "note"]]
     for pt in search.points:
@@ -588,7 +622,7 @@ def _sweep_table(search) -> str:
             continue
         s = pt.serving
         scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP's per N"
-        note = "; ".join(x for x in (pt.note, "<- best" if pt is search.best else "") if x)
+        note = "; ".join(x for x in (pt.note, "<- best" if mark and pt is search.best else "") if x)
         rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
                      f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
                      note])
@@ -741,8 +775,6 @@ def place_goodput(args) -> int:
     import argparse
     import sys
 
-    from graphs.errors import InfeasibleError
-
     from .outputs import Progress as _Progress
     from .serving import parse_batch_sizes
     from .stages import _emit, format_plan, result_dict, solve_args
@@ -750,6 +782,9 @@ def place_goodput(args) -> int:
     model = _serving_model(args)
     sim = simulate_options(args)
     batches = parse_batch_sizes(args.batch_size)
+    if getattr(args, "disaggregate", False) and len(model.devices.specs) < 2:  # before any search
+        raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
+                         "give at least two kinds")
     solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
 
     def solve(p):
@@ -763,9 +798,6 @@ def place_goodput(args) -> int:
         progress.done()
     split = None
     if getattr(args, "disaggregate", False):
-        if len(model.devices.specs) < 2:
-            raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
-                             "give at least two kinds")
         progress = _Progress("goodput: pools", enabled=True if args.progress else None)
         try:
             split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
@@ -777,18 +809,27 @@ def place_goodput(args) -> int:
         (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
     if disagg:
         best = split.best
+    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
+                                                             for x in split.splits))
     if best is None:
-        raise InfeasibleError(f"{args.workload}: no plan at any batch size tried "
-                              f"({', '.join(str(p.batch) for p in search.points)}): "
-                              f"{search.points[-1].note if search.points else 'none'}")
+        from solvers.base import Status
+
+        why = (f"{args.workload}: no plan at any batch size tried "
+               f"({', '.join(str(p.batch) for p in search.points)}): "
+               f"{search.points[-1].note if search.points else 'none'}")
+        return _no_plan(args, model, search, why,
+                        all(p.result.status is Status.INFEASIBLE for p in search.points))
+    if best.serving.goodput <= 0:  # plans fit, but none meets the targets at any rate
+        searches = [search] + ([x[2] for x in split.splits if x[2] is not None] if split else [])
+        least = (min(x.least_tpot for x in searches), min(x.least_ttft for x in searches))
+        why = targets_missed(model, *least, exhaustive)
+        return _no_plan(args, model, search, why, exhaustive, least=least)
     sv, r = best.serving, best.result
     if best.plan == r.plan:
         dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
             ("proven the most tokens/s" if str(r.status) == "optimal" else f"status {r.status}")
     else:
         dp_word = "not the decode DP's plan: the most goodput among all the problem's plans"
-    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
-                                                             for x in split.splits))
     if exhaustive:
         proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
                   "is the most over them, exact under the serving model")
@@ -846,7 +887,8 @@ def place_goodput(args) -> int:
               format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
               _goodput_summary(model, sv) + moved,
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
-              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}",
+              f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}"
+              + _replicas_words(args.max_replicas),
               f"proven: {proven}"]
     if getattr(args, "engine", None) == "sglang":
         from .vllm_out import format_sglang, sglang_json
@@ -873,6 +915,66 @@ def place_goodput(args) -> int:
     if getattr(args, "out", None):
         sys.stdout.write(f"result written to {args.out}\n")
     return 0
+
+
+def targets_missed(model, tpot: float, ttft: float, exhaustive: bool) -> str:
+    """Why no plan has goodput (every plan scored has none: no rate meets ``model``'s targets): which
+    target no plan meets, with the least TPOT (``tpot``: a full batch's decode step with no load) and TTFT
+    (``ttft``: the shortest prompt's prefill alone) of the plans scored (:class:`GoodputSearch`), the
+    least of any plan where every plan of the batch sizes tried was scored (``exhaustive``: proven), the
+    least found otherwise (not proven infeasible)."""
+    least = "of any plan" if exhaustive else "found"
+    tpot_words = f"the least TPOT {least} is {_ms(tpot)} ms (a full batch's decode step, no load)"
+    ttft_words = (f"the least TTFT {least} is {_ms(ttft)} ms (the shortest prompt's prefill alone, no "
+                  f"queueing)")
+    tpot_bad = model.mix.decode_steps > 0 and tpot > model.tpot
+    ttft_bad = ttft > model.ttft
+    if tpot_bad and ttft_bad:
+        what = (f"either the TPOT target of {_ms(model.tpot)} ms or the TTFT target of {_ms(model.ttft)} ms",
+                f"{tpot_words} and {ttft_words}")
+    elif tpot_bad:
+        what = f"the TPOT target of {_ms(model.tpot)} ms", tpot_words
+    elif ttft_bad:
+        what = f"the TTFT target of {_ms(model.ttft)} ms", ttft_words
+    else:
+        what = (f"the TTFT target of {_ms(model.ttft)} ms and the TPOT target of {_ms(model.tpot)} ms "
+                f"together", f"{tpot_words} and {ttft_words}, but not on one plan")
+    head = "no plan meets" if exhaustive else "no plan found meets"
+    tried = "at any batch size and micro-batch count tried" + ("" if exhaustive else
+                                                                " (not proven infeasible)")
+    return f"{head} {what[0]} {tried}: {what[1]}"
+
+
+def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None = None) -> int:
+    """``place --objective goodput`` without a plan (``least``: plans fit but none meets the targets, the
+    least TPOT and TTFT of the plans scored; ``None``: none fits): the sweep table, the result file of
+    no plan (:func:`placement.export.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
+    section of the targets and the sweep, and one ``error:`` line; exit 1."""
+    import sys
+
+    from .export import no_plan_result, print_json, write_json
+
+    data = no_plan_result("stages", proven, why)
+    data["workload"] = args.workload
+    section = {"ttft_slo_s": model.ttft, "tpot_slo_s": model.tpot, "goodput_rps": 0.0,
+               "sweep": [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
+                          p.serving.goodput, "exhaustive": p.exhaustive,
+                          "note": p.note or (p.serving.limit if p.serving is not None else "")}
+                         for p in search.points]}
+    if least is not None:
+        section.update(least_tpot_s=least[0] if math.isfinite(least[0]) else None,
+                       least_ttft_s=least[1] if math.isfinite(least[1]) else None, least_proven=proven)
+    data["goodput"] = section
+    if getattr(args, "out", None):
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        print_json(data)
+    else:
+        sys.stdout.write(_sweep_table(search, mark=False) + "\n")
+        if getattr(args, "out", None):
+            sys.stdout.write(f"result written to {args.out} (no plan)\n")
+    print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
+    return 1
 
 
 def best_pool(split, point, *, models: bool = False):

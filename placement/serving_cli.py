@@ -496,8 +496,10 @@ def add_parser(sub) -> None:
                              "the cheapest")
     g.add_argument("--requests", default=None, metavar="MIX.json", help="the request mix (required for a "
                    "model config): buckets of input and output tokens with weights")
-    g.add_argument("--ttft-slo", type=float, default=None, metavar="MS", help="time-to-first-token target")
-    g.add_argument("--tpot-slo", type=float, default=None, metavar="MS", help="time-per-output-token target")
+    g.add_argument("--ttft-slo", type=float, default=None, metavar="MS",
+                   help="time-to-first-token target (required for a model config)")
+    g.add_argument("--tpot-slo", type=float, default=None, metavar="MS",
+                   help="time-per-output-token target (required for a model config)")
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")

@@ -55,19 +55,25 @@ __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "o
 
 def add_options(p) -> None:
     """The stage-model options of ``place`` and ``evaluate``."""
-    g = p.add_argument_group("stage plans: replicas, tensor parallelism, schedules (Piper-format workloads "
-                             "and ONNX models; --max-replicas 1 gives one device per stage)")
+    g = p.add_argument_group("stage plans: replicas, tensor parallelism, schedules (Piper-format workloads, "
+                             "ONNX models and LLM model configs; an ONNX model's --max-replicas 1 gives one "
+                             "device per stage)")
     g.add_argument("--schedule", default=None, choices=SCHEDULES,
                    help="pipeline schedule: sets micro-batches in flight and weight versions (default 1f1b; "
-                        "a result being evaluated: its own)")
+                        "a result being evaluated: its own; an LLM model config always decodes under gpipe, "
+                        "every micro-batch's KV cache held at once, and takes no --schedule)")
     g.add_argument("--microbatches", type=int, default=None, metavar="N",
                    help="micro-batches per batch (default: a Piper file's mbsInBatch; an ONNX model: the "
-                        "smallest power of two >= the devices); d must divide it")
+                        "smallest power of two >= the devices; an LLM model config: the largest power of "
+                        "two dividing --batch-size up to that, with --objective goodput each one tried); d "
+                        "must divide it")
     g.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree per stage (default: as many as the devices and "
-                        "micro-batches allow; 1: one device per stage and its per-device table; with an "
-                        "ONNX model's --latency-slo the default also tries one device per stage and keeps "
-                        "the better, a D above 1 keeps to the stage model)")
+                        "micro-batches allow; 1 on an ONNX model: one device per stage and its per-device "
+                        "table; on a Piper file or an LLM model config D caps d only, so with 1 a "
+                        "tensor-parallel stage still spans t devices, in the stage table; with an ONNX "
+                        "model's --latency-slo the default also tries one device per stage and keeps the "
+                        "better, a D above 1 keeps to the stage model)")
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",

@@ -109,3 +109,29 @@ def test_place_and_evaluate_a_model_config(tmp_path, capsys):
     for bad in (["--training"], ["--batch-size", "auto"], ["--latency-slo", "5"]):
         assert main(args + bad) == 2
         assert capsys.readouterr().err.startswith("error:")
+
+
+def test_max_replicas_1_on_a_model_config_caps_d_and_says_so(tmp_path, capsys):
+    """--max-replicas 1 gave a stage on a100:0-1 (t = 2) in the stage table while its help promised 'one
+    device per stage and its per-device table', and goodput plans said 'schedule gpipe' under a help
+    saying the default is 1f1b. A model config has no one-device-per-stage model: D caps d only (a
+    tensor-parallel stage still spans t devices), and the help and the summary say so, as they say that
+    decoding runs GPipe."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA2_7B))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(path), "--devices", "a100:2", "--max-replicas", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "replicas d <= 1 per stage (--max-replicas 1; tensor-parallel stages may still span t devices)" \
+        in text
+    doc = json.loads(out.read_text())
+    assert doc["problem"]["max_replicas"] == 1 and doc["problem"]["schedule"] == "gpipe"
+    # batch 1 is one micro-batch, so one stage (sum d <= N = 1); at t = 2 each A100 reads half of the
+    # 13.5 GB of weights per token, about half the time of t = 1 (the all-reduces of one token are small)
+    assert [(s["dataParallelDegree"], s["tensorParallelDegree"]) for s in doc["stages"]] == [(1, 2)]
+    assert main(["place", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "on a Piper file or an LLM model config D caps d only" in help_text
+    assert "an LLM model config always decodes under gpipe" in help_text
+    assert main(["place", str(path), "--devices", "a100:2", "--schedule", "1f1b"]) == 2
+    assert "--schedule does not apply to a model config" in capsys.readouterr().err

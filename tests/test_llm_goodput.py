@@ -336,6 +336,125 @@ def test_cli_refuses_goodput_options_where_they_do_not_apply(tmp_path, capsys, f
     assert "to an LLM: a model config" in capsys.readouterr().err
 
 
+def test_goodput_without_both_targets_is_refused(tmp_path, capsys, files):
+    """Without --ttft-slo / --tpot-slo the goodput was the rate at which the KV slots run out: TTFT
+    5.865e+17 ms, 'meets yes', '100.0% meet no targets', exit 0. Goodput counts the requests meeting both
+    targets (docs/serving.md), so a missing one is one error line naming it, exit 2."""
+    cfg, mix = files
+    base = ["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
+            "--batch-size", "8"]
+    for extra, missing in (([], "--ttft-slo MS and --tpot-slo MS"), (["--tpot-slo", "40"], "--ttft-slo MS"),
+                           (["--ttft-slo", "300"], "--tpot-slo MS")):
+        assert main(base + extra) == 2
+        out = capsys.readouterr()
+        assert out.err.startswith(f"error: --objective goodput needs {missing}:"), out.err
+        assert len(out.err.strip().splitlines()) == 1 and out.out == ""
+    # a goodput result that records no targets (as the old code wrote one): evaluate names the option
+    plan = tmp_path / "plan.json"
+    assert main(base + ["--ttft-slo", "300", "--tpot-slo", "40", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    doc = json.loads(plan.read_text())
+    doc["problem"]["ttft_slo_ms"] = None
+    plan.write_text(json.dumps(doc))
+    assert main(["evaluate", str(cfg), str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --objective goodput needs --ttft-slo MS (the result records none)"), err
+    assert main(["evaluate", str(cfg), str(plan), "--ttft-slo", "300"]) == 0  # given again: re-scored
+    capsys.readouterr()
+    # provision's instances are scored by the same goodput
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"prices": {"a100": 3.0}}))
+    assert main(["provision", str(cfg), "--requests", str(mix), "--available", "a100:2", "--prices",
+                 str(prices), "--target-throughput", "1", "--ttft-slo", "300"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: placement provision of a model config needs --tpot-slo MS:"), err
+
+
+TINY_CONFIG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_hidden_layers": 2,
+               "num_key_value_heads": 2, "vocab_size": 1000, "torch_dtype": "float16"}  # TINY
+
+
+@pytest.mark.parametrize("ttft_x, tpot_x, target", [
+    (10.0, 0.5, "TPOT"),  # multiples of the prefill P and of batch 1's decode step T0 (by hand)
+    (0.5, 10.0, "TTFT"),
+    (0.5, 0.5, "both"),
+])
+def test_targets_no_plan_meets_exit_1_with_the_least_figures(tmp_path, capsys, ttft_x, tpot_x, target):
+    """Impossible targets printed 'goodput 0 requests/s at 0 requests/s arriving (0.0% meet ...)' and a
+    plan, exit 0. Now: exit 1, one error line naming the target no plan meets and the least TPOT / TTFT
+    (here, on one A100, every plan is the whole model on it: the least TPOT is batch 1's decode step T0,
+    the least TTFT the prefill P, both by hand), and a result file of no plan."""
+    P, T0 = _by_hand(1)
+    cfg, mix, out = tmp_path / "tiny.json", tmp_path / "mix.json", tmp_path / "none.json"
+    cfg.write_text(json.dumps(TINY_CONFIG))
+    mix.write_text(json.dumps(MIX1))
+    ttft_ms, tpot_ms = ttft_x * P * 1e3, tpot_x * T0 * 1e3
+    args = ["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+            "--ttft-slo", repr(ttft_ms), "--tpot-slo", repr(tpot_ms), "--batch-size", "1,4"]
+    assert main(args + ["--out", str(out)]) == 1
+    res = capsys.readouterr()
+    err = res.err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: infeasible: no plan meets "), err
+    tpot_words = f"the least TPOT of any plan is {T0 * 1e3:.4g} ms"
+    ttft_words = f"the least TTFT of any plan is {P * 1e3:.4g} ms"
+    head = {"TPOT": f"the TPOT target of {tpot_ms:.4g} ms at",
+            "TTFT": f"the TTFT target of {ttft_ms:.4g} ms at",
+            "both": f"either the TPOT target of {tpot_ms:.4g} ms or the TTFT target of {ttft_ms:.4g} ms at"}
+    assert head[target] in err
+    assert (tpot_words in err) == (target != "TTFT") and (ttft_words in err) == (target != "TPOT")
+    assert "goodput 0" not in res.out and "<- best" not in res.out and "TTFT ms" not in res.out
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "infeasible" and doc["stages"] == [] and doc["devices"] == []
+    assert doc["message"] in err
+    g = doc["goodput"]
+    assert g["goodput_rps"] == 0 and g["least_proven"] is True
+    assert g["least_tpot_s"] == pytest.approx(T0, rel=1e-9)
+    assert g["least_ttft_s"] == pytest.approx(P, rel=1e-9)
+    assert [x["batch_size"] for x in g["sweep"]] == [1, 4]
+    assert main(["evaluate", str(cfg), str(out)]) == 2  # a result of no plan: nothing to evaluate
+    assert "holds no plan (status infeasible" in capsys.readouterr().err
+    assert main(args + ["--json"]) == 1  # the same result on stdout
+    res = capsys.readouterr()
+    assert json.loads(res.out)["status"] == "infeasible" and res.err.strip() == err
+
+
+def test_no_plan_fits_writes_a_result_of_no_plan(tmp_path, capsys):
+    """A batch whose KV cache fits no device (65,536 sequences of 4,106 tokens of the tiny model: 2 layers
+    x 512 bytes a token, 275 GB, over an A100's 40 GiB) was one error line and no result file."""
+    cfg, mix, out = tmp_path / "tiny.json", tmp_path / "mix.json", tmp_path / "none.json"
+    cfg.write_text(json.dumps(TINY_CONFIG))
+    mix.write_text(json.dumps(MIX1))
+    assert 65536 * 4106 * 2 * KV > 40 * 2 ** 30
+    assert main(["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+                 "--ttft-slo", "1000", "--tpot-slo", "100", "--batch-size", "65536", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: infeasible: ") and "no plan fits" in err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "infeasible" and doc["stages"] == [] and "least_tpot_s" not in doc["goodput"]
+
+
+def test_targets_missed_words():
+    """Which target no plan meets, and the least figures: proven where every plan was scored."""
+    from types import SimpleNamespace
+
+    from placement.llm_cmd import targets_missed
+
+    model = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=9))
+    assert targets_missed(model, 0.003, 0.005, True) == (
+        "no plan meets the TPOT target of 2 ms at any batch size and micro-batch count tried: the least "
+        "TPOT of any plan is 3 ms (a full batch's decode step, no load)")
+    why = targets_missed(model, 0.001, 0.02, False)
+    assert why.startswith("no plan found meets the TTFT target of 10 ms at any batch size and micro-batch "
+                          "count tried (not proven infeasible): the least TTFT found is 20 ms")
+    # each target met by some plan, not both by one
+    why = targets_missed(model, 0.001, 0.005, True)
+    assert "the TTFT target of 10 ms and the TPOT target of 2 ms together" in why
+    assert why.endswith("but not on one plan")
+    # every request one token long: no decode step, the TPOT target binds nothing
+    one = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=0))
+    assert targets_missed(one, 0.003, 0.02, True).startswith("no plan meets the TTFT target of 10 ms")
+
+
 # ------------------------------------------------------------------------------- disaggregated pools
 def test_disaggregated_goodput_by_hand():
     """Prefill on one T4, decode on one A100, one bucket: TTFT is the prefill pool's M/G/1 wait plus the
@@ -390,7 +509,7 @@ def test_disaggregate_needs_goodput_and_two_kinds(capsys, files):
     assert main(["place", str(cfg), "--devices", "a100:2,l4:2", "--disaggregate"]) == 2
     assert "--disaggregate applies with --objective goodput" in capsys.readouterr().err
     assert main(["place", str(cfg), "--devices", "a100:2", "--objective", "goodput", "--requests", str(mix),
-                 "--disaggregate"]) == 2
+                 "--ttft-slo", "300", "--tpot-slo", "40", "--disaggregate"]) == 2
     assert "at least two kinds" in capsys.readouterr().err
 
 
