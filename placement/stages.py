@@ -801,8 +801,19 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
              f"{problem.microbatches} micro-batches per batch" + (f", {extra}" if extra else "")]
     lines += [f"  problem: {x}" for x in ev.problems]
     if result is not None and result.message:
-        lines.append(result.message)
+        lines.append(in_unit(result.message, unit))
     return "\n".join(lines)
+
+
+def in_unit(message: str, unit: str) -> str:
+    """A solver's message with its times per sample (``6.7e-04 s per sample``: the stage solvers' unit)
+    in the table's ``unit``, so that one summary names one unit."""
+    import re
+
+    if unit == "s":
+        return message
+    return re.sub(r"(?<![\w.])(\d+(?:\.\d+)?(?:e[+-]?\d+)?) s per sample\b",
+                  lambda m: f"{fmt_time(float(m.group(1)), unit, 9)} {unit} per sample", message)
 
 
 def no_plan(args, r) -> int:

@@ -449,3 +449,14 @@ def test_a_training_pipeline_says_its_samples_per_second_is_the_steady_state(tmp
     assert said not in capsys.readouterr().out  # no flush
     assert main(["place", path, "--devices", "a100:1,t4:1", "--max-replicas", "2"]) == 0
     assert said not in capsys.readouterr().out  # inference: no flush
+
+
+def test_a_solvers_message_reads_in_the_tables_unit():
+    # the summary printed "bound 0.674996702" (ms) and then "bound 0.000674996702 s per sample"
+    from placement.stages import in_unit
+
+    msg = "not proven optimal; bound 0.000674996702 s per sample (total work), gap 45.959%"
+    assert in_unit(msg, "ms") == \
+        "not proven optimal; bound 0.674996702 ms per sample (total work), gap 45.959%"
+    assert in_unit(msg, "s") == msg
+    assert in_unit("bound 6.5e-05 s per sample", "ms") == "bound 0.065 ms per sample"
