@@ -208,6 +208,9 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
     microbatches = getattr(args, "microbatches", None) or saved.get("microbatches")
     max_replicas = getattr(args, "max_replicas", None) or saved.get("max_replicas")
     memory = getattr(args, "device_memory", None)
+    for name, v in (("--device-memory", memory), ("--bandwidth", getattr(args, "bandwidth", None))):
+        if v is not None and not v > 0:  # NaN too; a usage error, not an infeasible problem
+            raise InputError(f"{name} must be a positive number, got {v:g}")
     kinds = [k for k in saved.get("kinds") or () if isinstance(k, dict)]
     if not str(args.workload).lower().endswith(".onnx"):  # a Piper-format workload
         flags = [_ONNX_FLAGS[k] for k, v in (frontend or {}).items() if v not in (None, False)]

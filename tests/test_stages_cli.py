@@ -460,3 +460,12 @@ def test_a_solvers_message_reads_in_the_tables_unit():
         "not proven optimal; bound 0.674996702 ms per sample (total work), gap 45.959%"
     assert in_unit(msg, "s") == msg
     assert in_unit("bound 6.5e-05 s per sample", "ms") == "bound 0.065 ms per sample"
+
+
+@pytest.mark.parametrize("flag, value", [("--device-memory", "0"), ("--device-memory", "-1"),
+                                         ("--device-memory", "nan"), ("--bandwidth", "0")])
+def test_device_options_of_a_piper_file_are_checked_as_usage(tiny, capsys, flag, value):
+    # --device-memory 0 on a Piper file was solved and answered "infeasible", exit 1
+    assert main(["place", tiny, flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {flag} must be a positive number"), err
