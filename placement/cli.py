@@ -831,7 +831,7 @@ def _cmd_split(args) -> int:
     result = checked_result(data, args.result)
     _output_dir(args.out_dir, "--out-dir")
     _output_file(annotated, "--annotated")
-    split = split_model(model, result)
+    split = split_model(model, result, source=args.result)
     with _interrupt.deferred():
         manifest = write_split(split, args.out_dir)
         onnx.save_model(annotate(model, result), annotated)
@@ -900,7 +900,7 @@ def _cmd_run(args) -> int:
     if holds_stage_plan(data):
         return stage_run.run_command(args, dims, model, data)
     result = checked_result(data, args.result)
-    split = split_model(model, result)
+    split = split_model(model, result, source=args.result)
     manifest = split.manifest()
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,

@@ -116,8 +116,9 @@ def _constant_nodes(graph) -> set[int]:
     return out
 
 
-def node_placement(model, result: Mapping) -> StagePlan:
-    """Map the result's device node lists onto the model's nodes (by stable name)."""
+def node_placement(model, result: Mapping, *, source: str | None = None) -> StagePlan:
+    """Map the result's device node lists onto the model's nodes (by stable name); ``source``: the
+    result's file, which an error names."""
     g = model.graph
     names = _stable_names(g.node)
     constant_idx = _constant_nodes(g)
@@ -145,7 +146,7 @@ def node_placement(model, result: Mapping) -> StagePlan:
             parts.append(f"{len(missing)} operator(s) of the model are not placed ({', '.join(missing[:5])}"
                          f"{' ...' if len(missing) > 5 else ''})")
         raise InputError("the result does not match the model: " + "; ".join(parts)
-                         + " (was the result computed for this model?)")
+                         + " (was the result computed for this model?)", source=source)
     constant = frozenset(names[i] for i in constant_idx if names[i] not in device)
     contiguous = bool(result.get("contiguous", True)) and all(s is not None for s in stage.values())
     return StagePlan(tuple(names), device, kind, stage, constant, contiguous)
@@ -206,7 +207,7 @@ def device_result(data: Mapping) -> dict:
             "stage_order": [d["name"] for d in devices], "devices": devices}
 
 
-def split_stages(model, data: Mapping) -> Split:
+def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
     """:func:`split_model` of a stage plan: one sub-model per stage, listing its replicas' devices
     (``Split.replica_devices``; the manifest's ``replicas`` and ``replica_devices``). A stage of
     tensor-parallel degree ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its
@@ -214,7 +215,7 @@ def split_stages(model, data: Mapping) -> Split:
     import dataclasses
 
     stages = replica_plan(data)
-    split = split_model(model, device_result(data))
+    split = split_model(model, device_result(data), source=source)
     if any(s["t"] > 1 for s in stages):
         from .tensor_parallel import split_layout, tensor_parallel_stage
 
@@ -466,16 +467,17 @@ def _acyclic(g, plan: StagePlan, groups, producer) -> bool:
     return True
 
 
-def split_model(model, result: Mapping) -> Split:
+def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
     """Cut ``model`` into sub-models as the placement ``result`` says (see the module doc); a stage
-    plan's result gives one sub-model per stage with its replicas (:func:`split_stages`)."""
+    plan's result gives one sub-model per stage with its replicas (:func:`split_stages`). ``source``:
+    the result's file, which an error naming a mismatch with the model names."""
     import onnx
 
     from .stages import is_stage_result
 
     if is_stage_result(result):
-        return split_stages(model, result)
-    plan = node_placement(model, result)
+        return split_stages(model, result, source=source)
+    plan = node_placement(model, result, source=source)
     g = model.graph
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)

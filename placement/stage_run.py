@@ -37,13 +37,13 @@ from .onnx_export import device_result, replica_plan
 __all__ = ["device_result", "replica_plan", "split_stage_plan", "split_command", "run_command"]
 
 
-def split_stage_plan(model, data: Mapping):
+def split_stage_plan(model, data: Mapping, *, source: str | None = None):
     """``(split, manifest)``: the sub-models of the plan's stages (:func:`placement.onnx_export.
     split_model` of :func:`placement.onnx_export.device_result`), the manifest listing every sub-model's
     ``replicas`` and ``replica_devices``."""
     from .onnx_export import split_stages
 
-    split = split_stages(model, data)
+    split = split_stages(model, data, source=source)
     return split, split.manifest()
 
 
@@ -57,7 +57,7 @@ def split_command(args, dims: dict, model, data: dict) -> int:
 
     from .onnx_export import annotate, verify_split, write_split
 
-    split, _ = split_stage_plan(model, data)
+    split, _ = split_stage_plan(model, data, source=args.result)
     manifest = write_split(split, args.out_dir)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
@@ -106,7 +106,7 @@ def run_command(args, dims: dict, model, data: dict) -> int:
         run_report,
     )
 
-    split, manifest = split_stage_plan(model, data)
+    split, manifest = split_stage_plan(model, data, source=args.result)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
                                          optimize=args.optimize, check=not args.no_check, manifest=manifest)

@@ -361,3 +361,21 @@ def test_show_names_its_columns_and_both_latencies_apart_from_place(onnx_result,
     assert "busy/wall" in text and "load/max" not in text and " util " not in text
     assert re.search(r"one-sample latency [\d.]+ ms in this schedule", text)
     assert re.search(r"the latency model of `place` gives [\d.]+ ms", text)
+
+
+@pytest.mark.parametrize("command", ["split", "run"])
+@pytest.mark.parametrize("plan", ["one device per stage", "stages"])
+def test_a_result_of_another_model_is_named_by_split_and_run(onnx_model, onnx_result, tmp_path, capsys,
+                                                             command, plan):
+    # "error: the result does not match the model: ..." named neither file
+    other = str(tmp_path / "other.onnx")
+    assert main(["example", other, "--layers", "3"]) == 0
+    result = onnx_result
+    if plan == "stages":
+        result = str(tmp_path / "stages.json")
+        assert main(["place", onnx_model, "--devices", DEVICES, "--out", result]) == 0
+    capsys.readouterr()
+    extra = ["--out-dir", str(tmp_path / "parts")] if command == "split" else ["-n", "2"]
+    assert main([command, other, result, *extra]) == 2
+    err = _one_error(capsys)
+    assert err.startswith(f"error: {result}: the result does not match the model"), err
