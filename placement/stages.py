@@ -151,8 +151,10 @@ def onnx_workload(og, graph, devices, *, schedule: str | None = None, max_replic
             return onnx_parallel_problem(og, graph, devices, microbatches=microbatches, schedule=schedule,
                                          max_replicas=max_replicas, granularity="op")
     settings = {**(settings or {}), "granularity": gran}
+    b = graph.batch_size  # a micro-batch is one run of the model at its batch size
+    extra = "{granularity} granularity" + (f", a micro-batch is one run at batch size {b}" if b > 1 else "")
     return StageWorkload(problem, source=source, unit="ms", settings=settings,
-                         extra="{granularity} granularity", graph=graph, node_of=node_of, finer=finer)
+                         extra=extra, graph=graph, node_of=node_of, finer=finer)
 
 
 def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | None = None,

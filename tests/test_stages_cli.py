@@ -469,3 +469,15 @@ def test_device_options_of_a_piper_file_are_checked_as_usage(tiny, capsys, flag,
     assert main(["place", tiny, flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {flag} must be a positive number"), err
+
+
+def test_a_stage_plan_at_a_batch_size_says_what_a_micro_batch_is(tmp_path, capsys):
+    # "8 micro-batches per batch" alone did not say that each is one run of the model at batch size 8
+    model, out = str(tmp_path / "m.onnx"), str(tmp_path / "r.json")
+    assert main(["example", model, "--layers", "2"]) == 0
+    assert main(["place", model, "--devices", "a100:2", "--batch-size", "8", "--out", out]) == 0
+    assert "a micro-batch is one run at batch size 8" in capsys.readouterr().out
+    assert main(["evaluate", model, out]) == 0
+    assert "a micro-batch is one run at batch size 8" in capsys.readouterr().out
+    assert main(["place", model, "--devices", "a100:2"]) == 0
+    assert "a micro-batch is one run" not in capsys.readouterr().out  # batch size 1: a run is a sample
