@@ -10,10 +10,14 @@ throughput (``1000 batch / max-load`` samples/s) meets the target is exact, and 
 price–throughput curve of efficient allocations (no cheaper allocation serves as much).
 
 With a latency target, each allocation's best throughput under it is the serving IP's
-(:mod:`solvers.slo_ip`). Allocations are tried cheapest first; one is skipped without a solve when a
-bound already rules it out (its max-load is at least the largest node's and the total work's share per
-device, its latency at least the critical path); the first that meets both targets is the answer, and
-it is exact when every solve before it was proven. ``max_solves`` caps the programs solved. That search
+(:mod:`solvers.slo_ip`), or the exact DP's optimum where that proves it (no host cores, its latency
+within the target: :func:`placement.serving.best_under_latency`). Allocations are tried cheapest
+first; one is skipped without a solve when a bound already rules it out (its max-load is at least the
+largest node's and the total work's share per device, its latency at least the critical path); the
+first that meets both targets is the answer, and it is exact when every solve before it was proven.
+``max_solves`` caps the allocations solved. When none meets the target, the most found
+(:attr:`Provision.max_reachable`) is the most any allocation serves only where the search was complete
+and every answer proven. That search
 is :func:`cheapest_first`, which the stage model's provisioning (:func:`placement.serving_stages.provision`)
 runs too, with its own bound and solve. When no
 allocation has a plan under the latency target, the lowest latency of the available devices (the
@@ -147,7 +151,10 @@ class Provision:
     cluster: Cluster | None  # the allocation's cluster
     efficient: tuple[Allocation, ...]
     proven: bool
-    max_reachable: Allocation | None  # the highest throughput found (when the target is unreachable)
+    #: the highest throughput found (when the target is unreachable), as the devices its plan uses (the
+    #: curve's convention: :func:`_efficient`); its ``proven``: proven the most any allocation serves
+    #: (every allocation solved or ruled out, every answer proven), not only its own allocation's best
+    max_reachable: Allocation | None
     solves: int = 0
     stopped: str = ""  # why the search ended before it could answer for sure ("" when it did not)
     # with a latency target that no allocation meets: the serving IP's lowest latency on all the
@@ -160,6 +167,16 @@ class Provision:
     def latency_unmet(self) -> bool:
         """Whether no allocation was found with a plan under the latency target."""
         return self.latency_slo is not None and self.best is None and not self.efficient
+
+
+def _most_found(eff: list[Allocation], tried, proven: bool) -> Allocation | None:
+    """:attr:`Provision.max_reachable` of a search that tried ``tried`` (``eff``: the efficient ones,
+    :func:`_efficient`) and was ``proven`` complete: the last efficient allocation (the most samples/s,
+    as the devices its plan uses), proven the most any allocation serves only when the search was and
+    every answer on the way was (an unproven answer's allocation may serve more than it found)."""
+    if not eff:
+        return None
+    return dataclasses.replace(eff[-1], proven=proven and all(a.proven for a in tried))
 
 
 def _efficient(allocs: list[Allocation], prices=None) -> list[Allocation]:
@@ -356,6 +373,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
 
     from solvers import slo_ip
 
+    from .serving import best_under_latency
+
     order = sorted(allocs_all, key=lambda c: (float(np.dot(c, prices)), sum(c)))
 
     def rule_out(c) -> bool:  # a bound rules it out: no solve needed
@@ -364,8 +383,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
 
     def solve_at(c, time_limit) -> Tried:
         cl = sub_cluster(available, c)
-        sol = slo_ip.solve(graph, cl, dataclasses.replace(options, time_limit=time_limit),
-                           latency_max=latency_slo, stop=stop)
+        sol = best_under_latency(graph, cl, latency_slo, dataclasses.replace(options, time_limit=time_limit),
+                                 stop=stop)
         if sol.assignment is None:
             return Tried(short=sol.status == Status.INFEASIBLE, proven=sol.status == Status.INFEASIBLE)
         load = evaluate(graph, cl, sol.assignment).max_load
@@ -379,7 +398,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     tried, best, proven, stopped = list(found.tried), found.best, found.proven, found.stopped
     sol_best, cl_best = found.answer or (None, None)
     eff = _efficient(tried, prices)
-    top = eff[-1] if eff else None
+    top = _most_found(eff, tried, proven)
     lowest = None
     if best is None and not eff and not halted():
         # no allocation has a plan under the latency target: how low can the latency go at all?

@@ -223,10 +223,13 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     points: list[tuple[int, object, str]] = []
     best = None
     stopped = ""
-    for b in sizes:
+    for i, b in enumerate(sizes):
         end = deadline() if deadline is not None else None
         if points and end is not None and time.perf_counter() >= end:
-            stopped = f"time limit reached (--time-limit, the whole sweep's): batch {b} and above not tried"
+            rest = sizes[i:]  # a list's own sizes not reached; auto's are open-ended
+            what = f"batch {b} and above" if auto else \
+                f"batch size{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}"
+            stopped = f"time limit reached (--time-limit, the whole sweep's): {what} not tried"
             break
         pt, why, stop = point_at(b)
         points.append((b, pt, "" if pt is not None else why))
@@ -337,12 +340,57 @@ def serving_point(w: Workload, *, latency_slo: float | None = None, solver: str 
         if p.assignment is None:
             return None, p.solution
         return _point(w.graph, w.cluster, p.solution), p.solution
-    from solvers import slo_ip
-
-    sol = slo_ip.solve(w.graph, w.cluster, options, latency_max=float(latency_slo))
+    sol = best_under_latency(w.graph, w.cluster, float(latency_slo), options)
     if sol.assignment is None:
         return None, sol
     return _point(w.graph, w.cluster, sol), sol
+
+
+def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: SolveOptions | None = None, *,
+                       stop: Callable[[], bool] | None = None) -> Solution:
+    """The serving domain's least max-load with one batch's latency at most ``latency_max`` ms: the
+    serving IP's (:func:`solvers.slo_ip.solve`), after the max-load optimum. Without host cores the
+    exact DP's optimum is the domain's (contiguous placements are the domain there); when the DP proves
+    it and its latency meets the target, no plan serves more, under the target or not: it is the
+    answer, ``optimal``, and no program runs (as the stage model's search does with its optimum).
+    Otherwise the DP's plan is the program's warm start (it runs the DP itself no more). With host
+    cores the domain also spreads host operators over cores out of pipeline order, which the DP does
+    not: its optimum proves nothing there, and the program runs as it is."""
+    from solvers import slo_ip
+
+    options = options or SolveOptions()
+    hosts = any(not k.pays_communication and k.count > 0 for k in cluster.kinds)
+    if hosts or options.warm_start is not None:
+        return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
+    from solvers import dp
+
+    t0 = _now()
+    t = options.time_limit
+    # as the program's own start: a share of the time, the lattice capped (beyond it: no proof here)
+    share = None if t is None else max(0.5, 0.3 * t)
+    try:
+        first = dp.solve(graph, cluster, SolveOptions(time_limit=share, threads=options.threads,
+                                                      raw={"max_ideals": 200_000}))
+    except PlacementError:
+        first = None
+    if first is None or first.assignment is None or "interrupted" in (first.message or ""):
+        return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
+    lat = latency(graph, cluster, first.assignment)
+    if (first.status == Status.OPTIMAL and lat.valid
+            and max(lat.subgraphs_per_device().values(), default=0) <= 1
+            and lat.total <= latency_max * (1 + 1e-9) + 1e-12):
+        load = evaluate(graph, cluster, first.assignment).max_load
+        msg = (f"the max-load optimum (the exact DP's, the serving domain's without host cores) has latency "
+               f"{lat.total:.6g} ms, within the target: no plan serves more, proven")
+        return dataclasses.replace(first, objective=load, bound=load, gap=0.0, message=msg,
+                                   stats={**(first.stats or {}), "max_load": load, "latency": lat.total,
+                                          "latency_max": latency_max,
+                                          "subgraphs": [int(x) for x in lat.subgraph]},
+                                   time=_now() - t0)
+    left = None if t is None else max(0.05, t - (_now() - t0))
+    opts = dataclasses.replace(options, time_limit=left, warm_start=np.asarray(first.assignment),
+                               raw={**options.raw, "dp_warm_start": False})
+    return slo_ip.solve(graph, cluster, opts, latency_max=latency_max, stop=stop)
 
 
 def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,

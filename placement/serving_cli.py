@@ -53,8 +53,8 @@ def show_mfu_lines(graph, cluster, assignment, period_ms: float | None) -> str:
 # ---------------------------------------------------------------- place --batch-size / --latency-slo
 def batch_size_arg(text: str):
     """``--batch-size``: an int for one batch size; ``"auto"`` or a comma list (kept as text) for a
-    sweep, which only ``place`` and ``frontier`` run. A bad value is an ``argparse.ArgumentTypeError``
-    (argparse names the flag: ``argument --batch-size: ...``)."""
+    sweep, which only ``place``, ``frontier`` and ``provision`` run. A bad value is an
+    ``argparse.ArgumentTypeError`` (argparse names the flag: ``argument --batch-size: ...``)."""
     import argparse
 
     t = text.strip().lower()
@@ -78,7 +78,8 @@ def single_batch(value):
         return value
     from graphs.errors import InputError
 
-    raise InputError(f"--batch-size {value}: a list or auto is for place and frontier; give one batch size")
+    raise InputError(f"--batch-size {value}: a list or auto is for place, frontier and provision; give one "
+                     f"batch size")
 
 
 def add_place_options(p) -> None:
@@ -90,6 +91,15 @@ def add_place_options(p) -> None:
                         "(exact for it) within the time left, default max(10 s, 3x the stage search), the "
                         "better kept; --max-replicas 1: one device per stage only; it picks its own "
                         "solvers, so no --solver; docs/serving.md)")
+
+
+def _slo_error(value: float) -> str:
+    """The error of a ``--latency-slo`` that is not a finite positive number (``inf`` is no target: the
+    option left out says that)."""
+    if value == math.inf:
+        return ("--latency-slo must be a finite number of milliseconds, got inf (for no latency target, "
+                "leave --latency-slo out)")
+    return f"--latency-slo must be a finite positive number of milliseconds, got {value!r}"
 
 
 def wants_serving(args) -> bool:
@@ -195,7 +205,7 @@ def run_place(args, frontend: dict) -> int:
     if args.latency_slo is not None and not (args.latency_slo > 0 and math.isfinite(args.latency_slo)):
         from graphs.errors import InputError
 
-        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {args.latency_slo}")
+        raise InputError(_slo_error(args.latency_slo))
     sizes = _sizes(args.batch_size)
     sw = sweep(args.workload, frontend.get("devices"), sizes, costs=frontend.get("costs") or "roofline",
                latency_slo=args.latency_slo, solver=args.solver if args.latency_slo is None else None,
@@ -367,7 +377,7 @@ def run_place_stages(args, frontend: dict) -> int:
     serving_stages.check_stage_args(args, flags)
     slo = args.latency_slo
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
-        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo}")
+        raise InputError(_slo_error(slo))
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     t0 = time.perf_counter()
     sw = serving_stages.sweep(args.workload, frontend, sizes, args, latency_slo=slo)
@@ -477,8 +487,11 @@ def add_parser(sub) -> None:
                    "([prices] a100 = 3.0; default: price_per_hour of the device files)")
     v.add_argument("--example-prices", default=None, metavar="FILE",
                    help="write an example prices file (made-up figures) and exit")
-    v.add_argument("--max-solves", type=int, default=200, metavar="K",
-                   help="with --latency-slo: integer programs solved at most (default 200)")
+    v.add_argument("--max-solves", type=int, default=200, metavar="K", action=_given_action(),
+                   help="allocations solved at most (per batch size and search), where they are solved one "
+                   "by one, cheapest first: on the stage model (the default) or under --latency-slo "
+                   "(default 200); past it the answer is not proven. Not with --max-replicas 1 without "
+                   "--latency-slo, where every allocation comes from one DP run")
     v.add_argument("--max-replicas", type=int, default=None, metavar="D",
                    help="largest data-parallel degree of the stage model (replicas d <= D, tensor "
                    "parallelism, a replica of the whole model too), allocations tried cheapest first with "
@@ -505,6 +518,19 @@ def add_parser(sub) -> None:
     v.add_argument("--json", action="store_true", help="print the result JSON")
     _common(v, devices="not for provision: the devices to choose from are --available")
     v.set_defaults(devices=None)
+
+
+def _given_action():
+    """An argparse action that stores the value and notes that the flag was given (``<dest>_given``):
+    for an option with a default that applies only in some modes, refused by name in the others."""
+    import argparse
+
+    class Given(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            setattr(namespace, self.dest, values)
+            setattr(namespace, f"{self.dest}_given", True)
+
+    return Given
 
 
 def _common(p, devices: str = "cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)") -> None:
@@ -545,7 +571,7 @@ def _check_numbers(args) -> None:
                          f"{args.target_throughput!r}")
     slo = getattr(args, "latency_slo", None)
     if slo is not None and not (slo > 0 and math.isfinite(slo)):
-        raise InputError(f"--latency-slo must be a positive number of milliseconds, got {slo!r}")
+        raise InputError(_slo_error(slo))
 
 
 class _Interrupts:
@@ -1088,6 +1114,10 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     for name, v in (("microbatches", args.microbatches), ("granularity", args.granularity)):
         if not stages and v is not None:
             raise InputError(f"--{name}: applies to the stage model, which --max-replicas 1 turns off")
+    if not stages and args.latency_slo is None and getattr(args, "max_solves_given", False):
+        raise InputError("--max-solves: applies where allocations are solved one by one (the stage model, or "
+                         "--latency-slo); with --max-replicas 1 and no --latency-slo every allocation's best "
+                         "comes from one DP run")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
@@ -1194,7 +1224,11 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
             return 1
         return 130
     found = [r for r in results if r[2].best is not None]
-    b, w, pv = min(found, key=lambda r: (r[2].best.price, -r[2].best.samples_per_s)) if found else results[0]
+    reached = [r for r in results if r[2].max_reachable is not None]
+    if found:
+        b, w, pv = min(found, key=lambda r: (r[2].best.price, -r[2].best.samples_per_s))
+    else:  # the batch size of the most found (the curve printed is the one the error line names)
+        b, w, pv = max(reached, key=lambda r: r[2].max_reachable.samples_per_s) if reached else results[0]
     names = pv.kinds
     stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
                                                              "")
@@ -1301,16 +1335,28 @@ def _provision_failure(args, ds, results, stopped: str, proven: bool) -> tuple[s
     latency = args.latency_slo is not None and any(not isinstance(r[1], ParallelProblem)
                                                    or r[2].lowest_latency is not None for r in results)
     if any(r[2].efficient or r[2].best for r in results) or not latency:
-        top = max((r[2].max_reachable for r in results if r[2].max_reachable is not None),
-                  key=lambda a: a.samples_per_s, default=None)
+        # the most found, as the devices its plan uses (as the curve lists it), and at which batch size
+        top, top_b = max(((r[2].max_reachable, r[0]) for r in results if r[2].max_reachable is not None),
+                         key=lambda x: x[0].samples_per_s, default=(None, None))
         if top is None and stopped:
-            return f"error: no answer: {stopped} (--time-limit {args.time_limit:g} s)", False
+            limit = f" (--time-limit {args.time_limit:g} s)" if "time limit" in stopped else ""
+            return f"error: no answer: {stopped}{limit}", False
         names = results[0][2].kinds
         most = ""
         if top is not None:
             where = ",".join(f"{k}:{c}" for k, c in zip(names, top.counts) if c)
-            under = " under the latency target" if args.latency_slo else ""
-            most = f"; the most any allocation serves{under} is {top.samples_per_s:.6g} samples/s ({where})"
+            if len(results) > 1:
+                where += f", batch {top_b}"
+            under = " under the latency target" if args.latency_slo is not None else ""
+            x = f"{top.samples_per_s:.6g} samples/s ({where})"
+            if proven and top.proven:  # every allocation solved or ruled out, every answer proven
+                most = f"; the most any allocation serves{under} is {x}"
+            elif stopped:  # the search ended before the pricier allocations: they were not tried
+                most = (f"; the most found{under} is {x}, among the allocations solved before the search "
+                        f"stopped (those after them, cheapest first, were not tried)")
+            else:  # an answer on the way is not proven: its allocation may serve more
+                most = f"; the most found{under} is {x}" + (" (not proven the most: an answer on the way is "
+                                                            "not proven)" if proven else "")
         else:  # every allocation ruled out without a solve: the stage model's work bound says by how much
             from .serving_stages import work_lower_bound
 

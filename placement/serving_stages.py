@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -386,7 +387,7 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     refined)``: ``refined`` is true when the operators' answer was kept; the answer's ``time`` is both
     searches' own. The answer is proven only as far as both were: "no plan serves more" needs the
     operators' answer when it was not tried."""
-    from .stages import Refinement
+    from .stages import REFINE_LEAST_S, Refinement
 
     ans, why, spent = _best_plan(problem, args, latency=latency, time_limit=time_limit)
     if fine is None:
@@ -400,12 +401,26 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
             a.update(c)
         return a
 
-    if not ref.tried:
+    def worded(a, nodes: str):
+        # the solvers' words on a bound that is not the answer's: it held among `nodes`-node plans only
+        return dict(a, message=bound_words(a["message"], a.get("bound"), f"{nodes}-node plans"))
+
+    budget, built = ref.budget, ""
+    if ref.tried:
+        t_fine = time.perf_counter()
+        fproblem = fine()
+        if time_limit is not None and not math.isinf(time_limit):
+            # building the operator-node problem is on the time limit too (a large model: seconds)
+            took = time.perf_counter() - t_fine
+            budget = max(0.0, min(budget, time_limit - spent - took))
+            built = f" (building it took {took:.3g} s)"
+    if budget < REFINE_LEAST_S:
         if ans is None:
             return None, dict(why, proven_none=False), False
-        return noted(ans, "operator granularity not tried: no time left",
-                     proof_fields(ans["status"], False)), dict(why, optimum_proven=False), False
-    fans, fwhy, fspent = _best_plan(fine(), args, latency=latency, time_limit=ref.budget)
+        ans = noted(ans, f"operator granularity not tried: no time left{built}",
+                    proof_fields(ans["status"], False))
+        return worded(ans, "layer"), dict(why, optimum_proven=False), False
+    fans, fwhy, fspent = _best_plan(fproblem, args, latency=latency, time_limit=budget)
     times.append(fspent)
     both = {  # what holds for the stage model at both granularities
         "proven_none": bool(why.get("proven_none")) and bool(fwhy.get("proven_none")),
@@ -419,33 +434,70 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
         both["lowest"] = min(lows)
     faster, what = ref.verdict(None if ans is None else ans["evaluation"].objective,
                                None if fans is None else fans["evaluation"].objective)
+    # a bound on the stage model holds at both granularities: the lesser of the two (a granularity proven
+    # to have no plan needs none); kept whether or not the answer is proven, as the answer's bound
+    bound = _both_bound((ans, why), (fans, fwhy))
     if faster:
-        # a bound on the stage model holds at both granularities: the lesser of the two
-        bound = fans.get("bound") if ans is None and why.get("proven_none") else \
-            min(fans["bound"], ans["bound"]) if ans is not None and fans.get("bound") is not None \
-            and ans.get("bound") is not None else None
         proven = fans["proven"] and (ans is None and bool(why.get("proven_none")) or ans is not None
                                      and ans["proven"])
-        changes = {"how": fans["how"] + ", operator nodes", "bound": bound}
-        return noted(fans, f"operator granularity: {what}", changes, proof_fields(fans["status"], proven)), \
-            dict(fwhy, **both), True
+        changes = {"how": fans["how"] + ", operator nodes"}
+        fans = noted(fans, f"operator granularity: {what}", changes,
+                     proof_fields(fans["status"], proven, bound))
+        return worded(fans, "operator"), dict(fwhy, **both), True
     if ans is None:
         msg = fwhy.get("message") or why.get("message", "no plan")
         return None, dict(why, **both, message=msg), False
     proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
     # the layer plan's "stage optimum" is the optimum over layer nodes: say so, and what operators gave
     how = {"how": f"{ans['how']}; layer nodes, operator nodes {what}"}
-    return noted(ans, f"operator granularity: {what}", proof_fields(ans["status"], proven), how), \
-        dict(why, **both), False
+    if fans is not None and not fans["proven"]:
+        what += f" (its search {fans['status']}, not proven)"
+    ans = noted(ans, f"operator granularity: {what}", proof_fields(ans["status"], proven, bound), how)
+    return worded(ans, "layer"), dict(why, **both), False
 
 
-def proof_fields(status: str, proven: bool) -> dict:
+def _both_bound(*answers) -> float | None:
+    """The stage model's bound (seconds per sample) from each granularity's ``(answer, why)``: the least
+    of their answers' bounds, a granularity proven to have no plan (under the target) adding none;
+    ``None`` where one has neither (what it could serve is not bounded)."""
+    parts = []
+    for a, why in answers:
+        if a is None:
+            if not why.get("proven_none"):
+                return None
+        elif a.get("bound") is None:
+            return None
+        else:
+            parts.append(a["bound"])
+    return min(parts) if parts else None
+
+
+_BOUND_TEXT = re.compile(r"\bbound ([-+.0-9eE]+|inf) s per sample")
+
+
+def bound_words(message: str, bound: float | None, where: str) -> str:
+    """``message`` with each solver's ``bound X s per sample`` that is not ``bound`` (the answer's, which
+    the summary and the result file give) said to hold among ``where`` only: a layer-node search's bound
+    is no bound on operator-node plans, and the answer's bound is the lesser of both granularities'."""
+    def one(m):
+        try:
+            x = float(m.group(1))
+        except ValueError:
+            return m.group(0)
+        if bound is not None and math.isclose(x, bound, rel_tol=1e-8, abs_tol=0.0):
+            return m.group(0)
+        return f"{m.group(0)} among {where} only"
+
+    return _BOUND_TEXT.sub(one, message or "")
+
+
+def proof_fields(status: str, proven: bool, bound: float | None = None) -> dict:
     """An answer's (or a :class:`StagePoint`'s) ``proven``, ``status`` and ``bound`` once a refinement
-    has said how far its proof reaches: an unproven one is not ``optimal`` and keeps no bound (its
-    bound held at its own granularity only)."""
+    has said how far its proof reaches: an unproven one is not ``optimal`` and keeps only ``bound``, one
+    that holds at both granularities (:func:`_both_bound`; its own held at its own granularity only)."""
     if proven:
         return {"proven": True}
-    return {"proven": False, "status": "feasible" if status == "optimal" else status, "bound": None}
+    return {"proven": False, "status": "feasible" if status == "optimal" else status, "bound": bound}
 
 
 def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=None, settings=None,
@@ -667,7 +719,16 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     ``None``) and ``stage_problem`` the allocation's problem. ``fine``: where ``problem``'s nodes are
     layers, the operator-granularity ``(problem, graph_cls, settings)`` of :func:`stage_problem`; each
     allocation is then refined (:func:`best_refined`)."""
-    from .provision import Allocation, Provision, Tried, _Deadline, _efficient, cheapest_first, used_counts
+    from .provision import (
+        Allocation,
+        Provision,
+        Tried,
+        _Deadline,
+        _efficient,
+        _most_found,
+        cheapest_first,
+        used_counts,
+    )
 
     prices = np.asarray(prices, dtype=np.float64)
     kinds = tuple(k.name for k in problem.kinds)
@@ -710,9 +771,9 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
 
     found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)
     tried, best, best_pt, stopped = list(found.tried), found.best, found.answer, found.stopped
-    top = max(tried, key=lambda a: a.samples_per_s, default=None)
     eff = _efficient(tried, prices)
     proven = found.proven
+    top = _most_found(eff, tried, proven)
     lowest = None
     if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met
         t = clock.left()

@@ -254,7 +254,24 @@ def test_bad_batch_size_is_one_error_line(cnn, capsys):
     assert main(["place", cnn, "--batch-size", "two"]) == 2
     assert capsys.readouterr().err.startswith("error:")
     assert main(["inspect", cnn, "--batch-size", "auto"]) == 2
-    assert "place and frontier" in capsys.readouterr().err
+    assert "place, frontier and provision" in capsys.readouterr().err
+
+
+def test_an_infinite_latency_target_is_refused_as_not_finite(cnn, tmp_path, capsys):
+    """--latency-slo inf said it "must be a positive number" (inf is one): it must be finite; leaving the
+    option out is no target. One error line, exit 2, on every command that takes it and both models."""
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\n")
+    for argv in (["place", cnn, "--devices", "a100:1", "--latency-slo", "inf"],
+                 ["place", cnn, "--devices", "a100:1", "--latency-slo", "inf", "--max-replicas", "1"],
+                 ["provision", cnn, "--available", "a100:1", "--prices", str(prices), "--target-throughput",
+                  "1", "--latency-slo", "inf"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --latency-slo must be a finite number"), err
+        assert "leave --latency-slo out" in err[0]
+    assert main(["place", cnn, "--devices", "a100:1", "--latency-slo", "-1", "--max-replicas", "1"]) == 2
+    assert "must be a finite positive number of milliseconds, got -1.0" in capsys.readouterr().err
 
 
 def test_frontier_command_writes_plans_show_accepts(cnn, tmp_path, capsys):
@@ -485,8 +502,27 @@ def test_a_sweeps_time_limit_is_the_whole_sweeps():
     clock = [sweep_deadline(0.3)]
     points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], deadline=lambda: clock[0])
     assert tried == [1, 2] and [b for b, _, _ in points] == [1, 2] and best is None
-    assert stopped.startswith("time limit reached") and "batch 4 and above not tried" in stopped
+    assert stopped.startswith("time limit reached") and "batch sizes 4, 8, 16 not tried" in stopped
     assert sweep_deadline(None) is None and sweep_deadline(float("inf")) is None
+
+
+def test_a_sweep_cut_short_names_the_listed_sizes_it_did_not_try():
+    """A list that the time limit cuts short said "batch 4 and above not tried" as auto does: a list's
+    sizes not reached are named (auto's are open-ended). The deadline has passed from the start (a
+    clock at 0): the first size is tried, no other."""
+    from types import SimpleNamespace
+
+    from placement.serving import sweep_batches
+
+    def point_at(b):
+        return SimpleNamespace(samples_per_s=10.0 * b, batch_size=b), "", None
+
+    def stopped(sizes):
+        return sweep_batches(point_at, sizes, deadline=lambda: 0.0)[2]
+
+    assert stopped([1, 2, 4]).endswith(": batch sizes 2, 4 not tried")
+    assert stopped([1, 8]).endswith(": batch size 8 not tried")
+    assert stopped(None).endswith(": batch 2 and above not tried")
 
 
 @pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]])
@@ -499,7 +535,11 @@ def test_place_sweep_stops_at_its_time_limit(cnn, tmp_path, capsys, flags):
     data = json.loads(out.read_text())
     assert [s["batch_size"] for s in data["serving"]["batch_sizes"]] == [1]
     assert data["serving"]["stopped"].startswith("time limit reached")
-    assert data["serving"]["best_proven"] is False
+    # proven best of the sizes tried only where batch 1's answer is: one device per stage without host
+    # cores, the DP's max-load optimum (its start, given 0.5 s as the program gave it) meets the target
+    first = data["serving"]["batch_sizes"][0]
+    assert data["serving"]["best_proven"] is (first["proven"] is True)
+    assert (first["proven"] is True) is (flags == ["--max-replicas", "1"])
 
 
 @pytest.mark.parametrize("flags,named", [(["--latency-slo", "50"], "--latency-slo 50"),
@@ -517,3 +557,56 @@ def test_options_a_reference_graph_cannot_take_are_named_as_given(flags, named, 
     assert main(["place", str(g), *flags]) == 2
     err = capsys.readouterr().err
     assert named in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_max_load_optimum_that_meets_the_target_is_proven_best_under_it(seed, monkeypatch):
+    """--max-replicas 1 --latency-slo: batch 1 was "slo-ip (not proven)" though the max-load optimum (the
+    exact DP's) met the target, which proves it: no plan serves more, under the target or not. Without
+    host cores (contiguous placements are the serving domain there), against brute force over the domain
+    (tests/test_slo.py): at a target the DP optimum's latency meets, the answer is the domain's least
+    max-load under it, proven, and the program does not run (a stand-in returns what a program stopped
+    at its limit does: the old path left the answer unproven). With host cores the program still runs
+    (the domain spreads host operators over cores out of pipeline order: the DP's optimum proves
+    nothing there)."""
+    import dataclasses
+
+    import numpy as np
+
+    from graphs.latency import latency
+    from graphs.reference import Workload
+    from placement.serving import serving_point
+    from solvers import dp, slo_ip
+    from solvers.base import SolveOptions, Status
+    from tests.instances import random_instance
+    from tests.test_slo import domain_points
+
+    real, calls = slo_ip.solve, []
+
+    def at_its_limit(graph, cluster, options=None, **kw):
+        calls.append(kw)
+        sol = real(graph, cluster, options, **kw)
+        return dataclasses.replace(sol, status=Status.FEASIBLE) if sol.assignment is not None else sol
+
+    monkeypatch.setattr(slo_ip, "solve", at_its_limit)
+    rng = np.random.default_rng(seed)
+    checked = 0
+    while checked < 6:
+        inst = random_instance(rng, max_items=5, training=False)
+        g, cl = inst.graph, inst.cluster
+        if cl.num_devices > 5:
+            continue
+        d = dp.solve(g, cl, SolveOptions())
+        if d.assignment is None or d.status is not Status.OPTIMAL:
+            continue
+        target = latency(g, cl, d.assignment).total * 1.5 + 1e-9
+        calls.clear()
+        pt, sol = serving_point(Workload(g, cl), latency_slo=target)
+        if any(not k.pays_communication and k.count > 0 for k in cl.kinds):
+            assert calls  # the program ran
+            continue
+        best = min(load for load, lat in domain_points(inst) if lat <= target * (1 + 1e-9))
+        assert pt is not None and pt.proven and sol.status is Status.OPTIMAL and not calls, sol.message
+        assert pt.max_load == pytest.approx(best, rel=1e-9, abs=1e-12)
+        assert pt.latency_ms <= target * (1 + 1e-9) and "no plan serves more" in sol.message
+        checked += 1

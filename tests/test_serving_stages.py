@@ -640,3 +640,163 @@ def test_the_curve_never_pays_for_devices_its_plan_leaves_idle():
     curve = [(a.counts, round(a.price, 9), round(a.samples_per_s, 9)) for a in pv.efficient]
     assert (1, 0) in [c for c, _, _ in curve] and all(c[1] == 0 for c, _, _ in curve if c[0] >= 1), curve
     assert curve[-1] == ((2, 0), 2.0, 2.0)
+
+
+def _fast_slow_problem():
+    """The problem of the test above: one node, 1 s per sample on "fast" (2 devices, price 1), 1000 s
+    on "slow" (2 devices, price 0.1); one stage, so a plan runs on one kind: at most 2 samples/s."""
+    from graphs.model import DeviceKind
+    from graphs.parallel import ParallelGraph, ParallelProblem, Variant
+
+    V = [Variant(0, 0, 1, "vanilla", 1.0, params=0.0, a=0.0, b=1.0, w=0.0),
+         Variant(0, 1, 1, "vanilla", 1000.0, params=0.0, a=0.0, b=1.0, w=0.0)]
+    g = ParallelGraph.build(ids=[0], names=None, num_kinds=2, edges=[], tensors=[], variants=V)
+    kinds = (DeviceKind("fast", 2, 10.0, bandwidth=1.0), DeviceKind("slow", 2, 10.0, bandwidth=1.0))
+    return ParallelProblem(g, kinds, 2, "1f1b")
+
+
+def test_an_unreachable_target_names_the_most_found_as_its_plan_uses_and_only_claims_what_was_tried():
+    """By hand, on the problem above with an unreachable 3 samples/s. Cheapest first, the work bound (1 s
+    over the allocation's devices > 1/3 s) rules out every allocation up to fast:1,slow:2 (1/3 s: solved,
+    1 sample/s on its fast device), then fast:2 (1/2 s), and fast:2,slow:1 and fast:2,slow:2 are solved
+    (2 samples/s on the fast devices). Complete: the most any allocation serves is 2 samples/s, named as
+    the devices its plan uses, fast:2, as the curve lists it (it said fast:2,slow:1). Cut short by
+    --max-solves 1: only fast:1,slow:2 was solved; 1 sample/s (fast:1) is the most found among the
+    allocations tried, not the most any allocation serves (it said so, naming fast:1,slow:2)."""
+    from placement.serving_cli import _provision_failure
+
+    p = _fast_slow_problem()
+    args = SimpleNamespace(latency_slo=None, target_throughput=3.0, time_limit=60.0, max_replicas=None)
+    ds = "fast:2,slow:2"
+    full, _ = ss.provision(p, [1.0, 0.1], 3.0, ARGS)
+    assert full.best is None and full.proven and full.stopped == "" and full.solves == 3
+    top = full.max_reachable
+    assert (top.counts, top.price, top.samples_per_s, top.proven) == ((2, 0), 2.0, 2.0, True)
+    assert top.counts == full.efficient[-1].counts  # the curve's last row
+    msg, proven = _provision_failure(args, ds, [(1, p, full)], "", True)
+    assert proven and msg == ("error: infeasible: 3 samples/s is unreachable with fast:2,slow:2; the most "
+                              "any allocation serves is 2 samples/s (fast:2)"), msg
+
+    cut, _ = ss.provision(p, [1.0, 0.1], 3.0, ARGS, max_solves=1)
+    assert cut.best is None and not cut.proven and cut.stopped == "the solve limit (1) was reached"
+    top = cut.max_reachable
+    assert (top.counts, top.samples_per_s, top.proven) == ((1, 0), 1.0, False)
+    msg, proven = _provision_failure(args, ds, [(1, p, cut)], cut.stopped, cut.proven)
+    assert not proven and "the most any allocation" not in msg and "error: infeasible" not in msg, msg
+    assert msg == ("error: no allocation found serves 3 samples/s with fast:2,slow:2; the most found is 1 "
+                   "samples/s (fast:1), among the allocations solved before the search stopped (those after "
+                   "them, cheapest first, were not tried) (not proven infeasible: the solve limit (1) was "
+                   "reached)"), msg
+
+
+def test_max_solves_is_refused_where_every_allocation_comes_from_one_dp_run(cnn, tmp_path, capsys):
+    """--max-solves limits the searches that solve allocations one by one (the stage model, or under a
+    latency target); with --max-replicas 1 and no target one DP run answers for every allocation, so it
+    is refused by name (it was silently ignored), and the help no longer says it is for --latency-slo
+    only."""
+    from placement.cli import main
+
+    prices = tmp_path / "p.toml"
+    prices.write_text("[prices]\na100 = 3.0\nt4 = 0.35\n")
+    base = ["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices), "--target-throughput",
+            "10", "--json"]
+    assert main([*base, "--max-replicas", "1", "--max-solves", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --max-solves") and "one DP run" in err[0], err
+    assert main([*base, "--max-replicas", "1"]) == 0  # the default is no refusal
+    capsys.readouterr()
+    for extra in (["--max-replicas", "1", "--latency-slo", "1e6"], ["--max-replicas", "2"]):
+        assert main([*base, *extra, "--max-solves", "2"]) == 0
+        assert json.loads(capsys.readouterr().out)["provision"]["allocation"]
+    assert main(["provision", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "with --latency-slo: integer programs" not in text
+    assert "--max-solves K allocations solved at most" in text
+
+
+@pytest.mark.parametrize("factors", [(0.6, 0.7), (0.3, 0.7)])
+def test_a_sweeps_bound_holds_at_both_granularities_and_the_text_agrees(factors, tmp_path, capsys,
+                                                                       monkeypatch):
+    """A sweep's answer not proven at both granularities kept no bound (summary without one, "bound": null
+    and "gap": null in the file) while its message said "bound ... s per sample, gap ...%": the bound
+    a search proved at one granularity. Each search here stops short of a proof with a bound (a stand-in
+    around the real one, as a time limit leaves it): a fraction of its plan's time per sample, ``factors``
+    on layer and on operator nodes. The stage model's bound holds at both: the lesser, which the summary
+    and the file give (gap from it, by hand); a solver's bound in the message that is not it (the
+    operators' own where the layers' is less) says where it held."""
+    import re
+
+    from placement.cli import main
+
+    model = str(tmp_path / "bert.onnx")
+    assert main(["example", model, "--layers", "2"]) == 0
+    capsys.readouterr()
+    real, seen = ss._best_plan, []
+
+    def stopped_with_a_bound(problem, args, **kw):
+        ans, why, spent = real(problem, args, **kw)
+        if ans is None:
+            return ans, why, spent
+        layers = problem.graph.num_nodes < 20
+        x = ans["evaluation"].objective
+        b = factors[0 if layers else 1] * x
+        seen.append((layers, x, b))
+        msg = f"not proven optimal (a stand-in); bound {b:.9g} s per sample (stand-in), gap {1 - b / x:.3%}"
+        return dict(ans, status="feasible", proven=False, bound=b, message=msg), \
+            dict(why, optimum_proven=False), spent
+
+    monkeypatch.setattr(ss, "_best_plan", stopped_with_a_bound)
+    out = tmp_path / "r.json"
+    assert main(["place", model, "--devices", "a100:1,t4:1", "--batch-size", "1,2", "--time-limit", "60",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert [layers for layers, _, _ in seen] == [True, False] * 2, seen  # both granularities searched
+    data = json.loads(out.read_text())
+    i = [1, 2].index(data["serving"]["best_batch_size"])
+    (_, xl, bl), (_, xo, bo) = seen[2 * i:2 * i + 2]
+    x = data["objective"]
+    assert x == pytest.approx(min(xl, xo), rel=1e-12) and data["status"] == "feasible"
+    assert data["time_unit"] == "s" and data["bound"] == pytest.approx(min(bl, bo), rel=1e-12)
+    assert data["gap"] == pytest.approx((x - min(bl, bo)) / x, rel=1e-9)
+    summary = next(line for line in text.splitlines() if line.startswith("max-load "))
+    assert f"bound {min(bl, bo) * 1e3:.9g}" in summary, summary  # the summary's ms
+    for m in re.finditer(r"bound (\S+) s per sample( among \S+ plans only)?", data["message"]):
+        assert (float(m.group(1)) == pytest.approx(data["bound"], rel=1e-8)) != bool(m.group(2)), m.group(0)
+
+
+@pytest.mark.parametrize("build", [3.0, 3.8])
+def test_building_the_operator_problem_is_on_the_time_limit(build, monkeypatch):
+    """A sweep overran its limit by what the refinement did off the searches' clocks: building the
+    operator-node problem was not counted, the operators' search given the time the layer search left.
+    On a fake clock: a 5 s limit, a layer search of 1 s, a build of ``build`` s; the operators' search
+    gets 5 - 1 - build s (it got 4), or, under the least a refinement is tried with, none: then the layer
+    answer stands with its bound held among layer-node plans only (not the stage model's: none)."""
+    from types import SimpleNamespace as NS
+
+    from placement.stages import REFINE_LEAST_S
+
+    now = [100.0]
+    monkeypatch.setattr(ss, "time", NS(perf_counter=lambda: now[0]))
+    limits = []
+
+    def fake_search(problem, args, *, latency=None, time_limit=None, solver=None):
+        limits.append((problem, time_limit))
+        ans = {"evaluation": NS(objective=1.0), "status": "feasible", "solver": "x", "proven": False,
+               "how": "stage optimum", "time": 1.0, "bound": 0.5, "optimum": 1.0,
+               "message": "not proven optimal; bound 0.5 s per sample (x), gap 50.000%"}
+        return ans, {"optimum": 1.0, "optimum_proven": False}, 1.0
+
+    def fine():
+        now[0] += build
+        return "operators"
+
+    monkeypatch.setattr(ss, "_best_plan", fake_search)
+    ans, why, refined = ss.best_refined("layers", ARGS, fine, time_limit=5.0)
+    left = 5.0 - 1.0 - build
+    if left >= REFINE_LEAST_S:
+        assert limits == [("layers", 5.0), ("operators", pytest.approx(left))]
+    else:
+        assert limits == [("layers", 5.0)] and not refined
+        assert f"operator granularity not tried: no time left (building it took {build:.3g} s)" \
+            in ans["message"]
+        assert ans["bound"] is None and "bound 0.5 s per sample among layer-node plans only" in ans["message"]
