@@ -46,8 +46,10 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="stop after S seconds and report the best placement found (default: none for the "
                    "exact solvers; auto gives its large-graph path 300 s; a batch-size sweep or latency "
-                   "target: S for the whole sweep, from its first solve). The first run after installing or "
-                   "updating compiles the solver's kernels first (announced on stderr), outside S")
+                   "target: S for the whole sweep, from its first solve: reading the model and building "
+                   "the first batch size's problem come before). A positive number, inf for none. The first "
+                   "run after installing or updating compiles the solver's kernels first (announced on "
+                   "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
                    help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
     p.add_argument("--threads", type=int, default=None,
@@ -94,7 +96,8 @@ def _add_frontend_options(p: argparse.ArgumentParser) -> None:
     from .serving_cli import batch_size_arg
 
     g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
-                   "batch dimension (default 1); place and frontier also take auto or a list 1,2,4")
+                   "batch dimension (default 1); place, frontier and provision also take auto or a list "
+                   "1,2,4")
     g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
                    help="value of another symbolic input dimension (repeatable)")
     g.add_argument("--training", action="store_true", default=None, help="add the backward pass")

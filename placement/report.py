@@ -99,6 +99,8 @@ def format_summary(p: Placement) -> str:
     u = f" {time_unit(p)}" if time_unit(p) else ""
     batch = p.graph.batch_size  # an ONNX model's figures are per run of a batch
     parts = [f"max-load {_num(p.max_load)}{u}"]
+    if batch == 1 and time_unit(p) == "ms" and math.isfinite(p.max_load) and p.max_load > 0:
+        parts = [f"max-load {_num(p.max_load)}{u} per sample ({1e3 / p.max_load:,.6g} samples/s)"]
     if batch > 1 and u and math.isfinite(p.max_load) and p.max_load > 0:
         # per batch, as every figure of this plan; the per-sample rate a stage plan prints beside it
         rate = f", {1e3 * batch / p.max_load:.6g} samples/s" if time_unit(p) == "ms" else ""

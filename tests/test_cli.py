@@ -207,3 +207,16 @@ def test_byte_counts_in_messages_read_in_binary_units(message, shown):
     from placement.cli import _cli_words
 
     assert _cli_words(message) == shown
+
+
+def test_a_one_device_per_stage_plan_of_an_onnx_model_gives_its_samples_per_second(tmp_path, capsys):
+    # the stage summary gave samples/s; this one only "max-load 0.4187 ms"
+    import re
+
+    model, out = str(tmp_path / "m.onnx"), str(tmp_path / "r.json")
+    assert main(["example", model, "--layers", "2"]) == 0
+    assert main(["place", model, "--devices", "a100:1,t4:1", "--max-replicas", "1", "--out", out]) == 0
+    m = re.search(r"max-load ([\d.]+) ms per sample \(([\d,.]+) samples/s\)", capsys.readouterr().out)
+    assert m, "no samples/s beside the max-load"
+    max_load = json.load(open(out))["max_load"]  # ms per run of the model at batch 1: one sample
+    assert float(m.group(2).replace(",", "")) == pytest.approx(1e3 / max_load, rel=1e-5)

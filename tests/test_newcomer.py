@@ -309,7 +309,7 @@ def test_a_latency_below_the_max_load_is_explained(model, capsys):
     """One CPU core: the latency (47.9 ms) printed below the max-load (57.0 ms) with no word why."""
     assert main(["place", model, "--devices", "cpu:1", "--max-replicas", "1"]) == 0
     out = capsys.readouterr().out
-    m = re.search(r"max-load ([\d.]+) ms, latency ([\d.]+) ms", out)
+    m = re.search(r"max-load ([\d.]+) ms per sample \([\d,.]+ samples/s\), latency ([\d.]+) ms", out)
     assert m and float(m[2]) < float(m[1])
     assert "latency below the max-load: the latency model runs a host CPU's independent operators" in out
     assert main(["place", model, "--devices", "a100:1", "--max-replicas", "1"]) == 0
