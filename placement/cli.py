@@ -1217,7 +1217,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> None:
-    """The ``placement`` console script: Ctrl-C handled from the first line (see placement._interrupt)."""
+    """Run the command line and exit with its code, Ctrl-C delivered by :mod:`placement._interrupt` (the
+    console script, :func:`placement._console.main`, installs it from its first line and calls this)."""
     _interrupt.install()
     code = main()
     _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback

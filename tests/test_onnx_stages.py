@@ -227,7 +227,6 @@ def test_kernel_loading_before_the_clock_does_not_use_up_the_refinements_time():
     assert sol.time == pytest.approx(0.25)  # the two solves' own clocks
 
 
-
 def test_one_refinement_rule_for_plans_and_serving():
     """solve_refined and serving's best_refined share one rule (placement.stages.Refinement): the
     budget from the layer solve's own time, no refinement with under REFINE_LEAST_S left, and one
