@@ -701,7 +701,10 @@ def _add_pipeline_parsers(sub) -> None:
 
     t = sub.add_parser("split", help="cut an ONNX model into per-stage sub-models", description="Write "
                        "one ONNX sub-model per stage of a placement (cut tensors as their inputs and "
-                       "outputs), a manifest of which tensor flows from which stage to which, and the "
+                       "outputs; a stage of tensor-parallel degree t > 1: t rank sub-models, each cut into "
+                       "segments at the collectives, one file per rank and segment), a manifest of which "
+                       "tensor flows from which stage to which (and a tensor-parallel stage's segments and "
+                       "collectives), and the "
                        "model annotated with each node's device and stage (metadata_props). --verify runs "
                        "the model and the stages with onnxruntime on random inputs and compares outputs.")
     t.add_argument("model", help="ONNX model (.onnx)")
@@ -717,7 +720,9 @@ def _add_pipeline_parsers(sub) -> None:
 
     r = sub.add_parser("run", help="run a placement as a pipeline of processes", description="Split the "
                        "model as the result says and run the stages as a pipeline of worker processes "
-                       "(one onnxruntime session and one thread each, queues between them) on this CPU; "
+                       "(one per replica of a stage, t per replica of a tensor-parallel stage: one per "
+                       "rank, with an onnxruntime session per segment run one after the other; queues "
+                       "between them) on this CPU; "
                        "report measured throughput next to the cost model's prediction (a stage plan: the "
                        "stage evaluator's time per sample), per batch and per sample. The inputs have the "
                        "batch size and dimensions the result was placed at; a different --batch-size or "
@@ -728,7 +733,9 @@ def _add_pipeline_parsers(sub) -> None:
                    "older order RESULT MODEL still works, with a note)")
     r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
                    help="runs of the model to stream, each one batch of the batch size (default 50)")
-    r.add_argument("--threads", type=int, default=1, help="onnxruntime threads per stage (default 1)")
+    r.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads of each session "
+                   "(default 1); a worker process (a replica of a stage, or a rank of a tensor-parallel "
+                   "one) runs one session at a time, so it computes on that many threads")
     r.add_argument("--optimize", action="store_true", help="let onnxruntime optimise the stage graphs "
                    "(off by default, as when profiling costs)")
     r.add_argument("--no-check", action="store_true", help="do not compare outputs with the whole model")

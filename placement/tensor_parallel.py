@@ -38,13 +38,17 @@ Inside a rank model, a tensor's original name always means its whole value; a ra
 tensor is ``<name>__tp`` (or ``<name>__tp<axis>`` where a whole tensor is sliced locally), a
 row-parallel product's partial sum ``<name>__partial``. **Collectives** join them: an ``allreduce``
 sums the ``__partial`` tensors of all ranks into ``<name>``; an ``allgather`` concatenates the chunks
-along the split axis into ``<name>`` where a split tensor is read by an operator that is not split,
-leaves the stage or is a model output. Both combine the ranks' tensors in rank order, so that every
-rank holds the same bits. ONNX has no all-reduce that onnxruntime runs on the CPU, so each rank model
-is cut into **segments** at the collectives: a node's segment is the number of collectives on its
-longest path from the stage's inputs; segment ``j`` of every rank runs, then the collectives after
-segment ``j`` combine the ranks' tensors, then segment ``j + 1`` runs. Constants are copied into every
-segment that reads them.
+along the split axis into ``<name>`` where a split tensor is read whole: by an operator that is not
+split (a body reading it from the enclosing graph included), by a split operator of another layer (a
+column-parallel product, or an operator that slices it again to its own chunk), or where it leaves the
+stage or is a model output; once per tensor, as the cost model charges it where it leaves its layer.
+Both combine the ranks' tensors in rank order, so that every rank holds the same bits. Every tensor a
+rank's program reads is checked to be made by an operator or a collective before it is read (else an
+:class:`InputError` names the operator). ONNX has no all-reduce that onnxruntime runs on the CPU, so
+each rank model is cut into **segments** at the collectives: a node's segment is the number of
+collectives on its longest path from the stage's inputs; segment ``j`` of every rank runs, then the
+collectives after segment ``j`` combine the ranks' tensors, then segment ``j + 1`` runs. Constants are
+copied into every segment that reads them.
 
 The manifest entry of such a stage (``tensor_parallel``) says everything a run needs: ``degree``,
 ``segments`` (their ``inputs``, ``outputs`` and one ``files`` entry per rank), ``collectives``
@@ -58,12 +62,20 @@ Nothing here prints; problems raise :class:`~graphs.errors.InputError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graphs.errors import InputError
+from placement.onnx_export import SubModel, _node_reads
+
+if TYPE_CHECKING:
+    import onnx
+
+    from graphs.onnx_loader import OnnxGraph, Op
+    from graphs.onnx_variants import TensorSplit
 
 __all__ = ["SplitLayout", "split_layout", "TensorParallelStage", "tensor_parallel_stage", "run_stage",
            "combine", "rank_weights", "chunk"]
@@ -78,8 +90,6 @@ _ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", 
                 "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "PRelu", "BitShift"}
 _REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
-# opset from which a reduction takes its axes as an input
-_REDUCE_AXES_INPUT = {"ReduceSum": 13}
 
 
 class _NoSplit(Exception):
@@ -105,8 +115,8 @@ class SplitLayout:
     split tensor, ``rules`` how every split operator is divided and ``failed`` why the others' split
     cannot be followed (by operator index)."""
 
-    ts: object
-    ops: tuple
+    ts: TensorSplit
+    ops: tuple[Op, ...]
     op_of: Mapping[str, int]
     producer: Mapping[str, int]
     axis: Mapping[str, int]
@@ -150,7 +160,7 @@ def _values(model) -> dict[str, np.ndarray]:
     return out
 
 
-def split_layout(model, g=None) -> SplitLayout:
+def split_layout(model: onnx.ModelProto, g: OnnxGraph | None = None) -> SplitLayout:
     """The split of ``model`` (an ``onnx.ModelProto``; ``g`` its parsed graph, parsed here when not
     given) as the cost model makes it, with the layout of every split tensor (see the module doc)."""
     from graphs.onnx_loader import parse_model, stable_names
@@ -443,7 +453,7 @@ class TensorParallelStage:
     the module doc)."""
 
     degree: int
-    ranks: tuple[tuple[object, ...], ...]
+    ranks: tuple[tuple[onnx.ModelProto, ...], ...]
     segments: tuple[dict, ...]
     collectives: tuple[dict, ...]
     sliced_weights: tuple[dict, ...]
@@ -471,7 +481,8 @@ def chunk(x: np.ndarray, axis: int, t: int, r: int) -> np.ndarray:
     return np.ascontiguousarray(x[tuple(idx)])
 
 
-def tensor_parallel_stage(model, sub, t: int, layout: SplitLayout, *, stage: int) -> TensorParallelStage:
+def tensor_parallel_stage(model: onnx.ModelProto, sub: SubModel, t: int, layout: SplitLayout, *,
+                          stage: int) -> TensorParallelStage:
     """Stage ``stage``'s sub-model ``sub`` (a :class:`placement.onnx_export.SubModel` cut from
     ``model``) split ``t`` ways (see the module doc). Raises :class:`InputError` naming the stage and
     the operator where the split rule divides an operator this cannot."""
@@ -600,12 +611,15 @@ def _rank_program(model, sub, t: int, r: int, layout: SplitLayout, where: str) -
         node = onnx.NodeProto()
         node.CopyFrom(n)
         if i is None or not layout.ts.split[i]:
-            for x in node.input:
+            for x in _node_reads(n):  # a body's reads from this graph too
                 gather(x)
             nodes.append(node)
             continue
         rule = layout.rules[i]
         op = layout.ops[i]
+        for x in _node_reads(n):  # read whole (a rule's action may slice it locally): gathered if made split
+            if not layout.split_input(x, i):
+                gather(x)
         for k, x in enumerate(n.input):  # split inputs: the rank's chunk
             if x and layout.split_input(x, i):
                 node.input[k] = chunked.get(x) or local_slice(x, layout.axis[x], _dim(op.inputs[k],
@@ -626,7 +640,31 @@ def _rank_program(model, sub, t: int, r: int, layout: SplitLayout, where: str) -
         nodes.append(node)
     for y in stage_outputs:
         gather(y)
+    _check_made(where, nodes, collectives, set(sub.inputs) | {v.name for v in sg.input} | set(inits)
+                | set(new_inits), stage_outputs)
     return _Program(nodes, inits, new_inits, collectives, list(sub.inputs), stage_outputs, sliced, types)
+
+
+def _check_made(where: str, nodes: Sequence, collectives: Sequence[Mapping], given: set[str],
+                outputs: Sequence[str]) -> None:
+    """Every tensor a rank's program reads (its stage's outputs too) is given (an input or a constant)
+    or made before by an operator or a collective; else :class:`InputError` naming the operator."""
+    made_by = {c["output"]: c["input"] for c in collectives}
+    have = set(given)
+
+    def made(x: str) -> bool:
+        return x in have or (x in made_by and made_by[x] in have)
+
+    for n in nodes:
+        for x in _node_reads(n):
+            if not made(x):
+                raise InputError(f"{where}: operator {n.name!r} ({n.op_type}) would read {x!r}, which no "
+                                 f"operator or collective of a rank's model makes (a gap in the split)")
+        have.update(y for y in n.output if y)
+    for y in outputs:
+        if not made(y):
+            raise InputError(f"{where}: the stage's output {y!r} is made by no operator or collective of a "
+                             f"rank's model (a gap in the split)")
 
 
 def _dim(tns, axis: int) -> int | None:
@@ -682,7 +720,7 @@ def _segments(p: _Program):
     const = set(p.inits) | set(p.base_inits)
     is_const = []
     for n in p.nodes:
-        c = n.op_type not in _RANDOM and all(x in const for x in n.input if x)
+        c = n.op_type not in _RANDOM and all(x in const for x in _node_reads(n))
         is_const.append(c)
         if c:
             const.update(x for x in n.output if x)
@@ -699,7 +737,7 @@ def _segments(p: _Program):
         if c:
             node_level.append(None)
             continue
-        L = max((lev(x) for x in n.input if x and x not in const), default=0)
+        L = max((lev(x) for x in _node_reads(n) if x not in const), default=0)
         node_level.append(L)
         for y in n.output:
             if y:
@@ -712,14 +750,14 @@ def _segments(p: _Program):
     for L in used:
         idx = [k for k, x in enumerate(node_level) if x == L]
         made = {y for k in idx for y in p.nodes[k].output if y}
-        reads = [x for k in idx for x in p.nodes[k].input if x]
+        reads = [x for k in idx for x in _node_reads(p.nodes[k])]
         inputs = list(dict.fromkeys(x for x in reads if x not in made and x not in const))
         need, stack = set(), [x for x in reads if x in producer_const]
         while stack:
             k = producer_const[stack.pop()]
             if k not in need:
                 need.add(k)
-                stack.extend(x for x in p.nodes[k].input if x in producer_const)
+                stack.extend(x for x in _node_reads(p.nodes[k]) if x in producer_const)
         segs.append({"nodes": idx, "consts": sorted(need), "inputs": inputs, "made": made, "level": L})
     for j, s in enumerate(segs):
         later = {x for s2 in segs[j + 1:] for x in s2["inputs"]}
@@ -734,7 +772,7 @@ def _segment_model(model, sub, p: _Program, seg: dict, j: int):
     from onnx import helper
 
     nodes = [p.nodes[k] for k in sorted(seg["consts"] + seg["nodes"])]
-    reads = {x for n in nodes for x in n.input if x}
+    reads = {x for n in nodes for x in _node_reads(n)}
     inits = [x for name, x in p.base_inits.items() if name in reads and name not in p.inits]
     inits += [x for name, x in p.inits.items() if name in reads]
 
@@ -782,7 +820,8 @@ def rank_weights(weights: Mapping[str, np.ndarray], tp: Mapping, r: int) -> dict
     return out
 
 
-def run_stage(run_segment, tp: Mapping, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_stage(run_segment: Callable[[int, int, dict[str, np.ndarray]], Mapping[str, np.ndarray]], tp: Mapping,
+              inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a tensor-parallel stage in this process: ``run_segment(r, j, feeds)`` runs rank ``r``'s
     segment ``j`` and returns its outputs by name; ``tp`` is the stage's manifest entry. Returns rank
     0's tensors (the stage's outputs among them; every rank holds the same ones)."""

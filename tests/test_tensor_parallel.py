@@ -261,3 +261,121 @@ def test_cli_split_verify_and_run_a_placed_plan_forced_to_t2(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["tensor_parallel"] == [2] * len(data["stages"]) and doc["workers"] == 2 * len(data["stages"])
     assert max(doc["max_abs_diff"].values()) <= 1e-4
+
+
+def _mlp_model(spec, *, add=False, extra_output=False, body=False):
+    """Layers of MatMuls (``spec``: layer -> the weights' shapes), a Relu after each layer's first one,
+    weights scaled by 1/sqrt(fan-in). ``add``: the last layer adds, after its first product, the
+    previous layer's output (read whole across layers, sliced by the split ``Add``); ``extra_output``:
+    the first layer's output is a model output too; ``body``: the model ends with an ``If`` whose
+    branches read the last layer's output from the enclosing graph."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits, nodes, x, prev = [], [], "x", None
+    layers = list(spec.items())
+    for li, (layer, dims) in enumerate(layers):
+        for k, (a, b) in enumerate(dims):
+            w = f"{layer}.w{k}"
+            value = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+            inits.append(numpy_helper.from_array(value, w))
+            nodes.append(helper.make_node("MatMul", [x, w], [f"{layer}/fc{k}"], name=f"{layer}/fc{k}"))
+            x = f"{layer}/fc{k}"
+            if k == 0:
+                nodes.append(helper.make_node("Relu", [x], [f"{layer}/act"], name=f"{layer}/act"))
+                x = f"{layer}/act"
+                if add and li == len(layers) - 1:
+                    nodes.append(helper.make_node("Add", [x, prev], [f"{layer}/add"], name=f"{layer}/add"))
+                    x = f"{layer}/add"
+        prev = x
+    outs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)]
+    if body:
+        cond = numpy_helper.from_array(np.array(True), "head/cond")
+        inits.append(cond)
+        branch = [helper.make_graph([helper.make_node(op, [x], [f"head/{op}"], name=f"head/{op}")], op, [],
+                                    [helper.make_tensor_value_info(f"head/{op}", TensorProto.FLOAT, None)])
+                  for op in ("Identity", "Neg")]
+        nodes.append(helper.make_node("If", ["head/cond"], ["head/if"], name="head/if",
+                                      then_branch=branch[0], else_branch=branch[1]))
+        outs = [helper.make_tensor_value_info("head/if", TensorProto.FLOAT, None)]
+    if extra_output:
+        first = f"{layers[0][0]}/fc{len(layers[0][1]) - 1}"
+        outs.append(helper.make_tensor_value_info(first, TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])], outs,
+                          initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx.shape_inference.infer_shapes(model)
+
+
+# l0 ends column-parallel (col, row, col): its split output l0/fc2 is read whole by the next layer
+_COL_END = {"l0": [(8, 16), (16, 8), (8, 16)], "l1": [(16, 8), (8, 8)]}
+
+
+def _collectives(manifest, k=0):
+    return [(c["op"], c["output"]) for c in manifest["submodels"][k]["tensor_parallel"]["collectives"]]
+
+
+@pytest.mark.parametrize("extra_output", [False, True])
+def test_a_split_tensor_read_whole_by_the_next_layers_split_product_is_gathered(tmp_path, extra_output):
+    """A layer ending column-parallel feeds the next layer's column-parallel product: its split output
+    is gathered once where it leaves the layer (as the cost model charges), in the stage, also when it
+    is a model output too."""
+    model = _mlp_model(_COL_END, extra_output=extra_output)
+    from placement.tensor_parallel import split_layout
+
+    layout = split_layout(model)
+    assert [bool(layout.ts.column[layout.op_of[c]]) for c in ("l0/fc0", "l0/fc2", "l1/fc0")] == [True] * 3
+    _, manifest, _ = check(model, stage_plan(model, [], [2]), tmp_path)
+    assert _collectives(manifest) == [("allreduce", "l0/fc1"), ("allgather", "l0/fc2"),
+                                      ("allreduce", "l1/fc1")]
+    tp = manifest["submodels"][0]["tensor_parallel"]
+    assert [c["after"] for c in tp["collectives"]] == [0, 1, 2] and len(tp["segments"]) == 3
+    assert "l0/fc2" in tp["segments"][2]["inputs"]
+
+
+@pytest.mark.parametrize("cut,ts,gathers", [
+    (3, [1, 2], [[], ["l0/fc2"]]),  # l0/fc2 made in stage 1, read there by l1/fc0
+    (4, [2, 2], [["l0/fc2"], []]),  # l0/fc2 leaves stage 0: gathered there, read whole by stage 1
+    (4, [2, 1], [["l0/fc2"], None]),
+    (5, [2, 2], [["l0/fc2", "l1/fc0"], []]),  # and l1/fc0 gathered where it leaves stage 0
+])
+def test_a_layer_ending_column_parallel_cut_into_stages(cut, ts, gathers):
+    model = _mlp_model(_COL_END)
+    _, manifest, rep = check(model, stage_plan(model, [cut], ts))
+    got = [[x for op, x in _collectives(manifest, k) if op == "allgather"] if t > 1 else None
+           for k, t in enumerate(ts)]
+    assert got == [g if t > 1 else None for g, t in zip(gathers, ts)]
+    assert rep.cut_max_abs_diff
+
+
+def test_a_split_operator_slicing_a_whole_tensor_split_elsewhere_gathers_it_first():
+    """l1's split Add reads l0's split output whole (another layer) and slices it to its chunk: the
+    tensor is gathered first, once, for both of l1's readers."""
+    model = _mlp_model({"l0": [(8, 16), (16, 8), (8, 16)], "l1": [(16, 16), (16, 8)]}, add=True)
+    _, manifest, _ = check(model, stage_plan(model, [], [2]))
+    assert _collectives(manifest) == [("allreduce", "l0/fc1"), ("allgather", "l0/fc2"),
+                                      ("allreduce", "l1/fc1")]
+
+
+def test_a_body_reading_a_split_tensor_from_the_enclosing_graph_gets_it_gathered():
+    """An ``If`` (not split) whose branches read the layer's split output from the enclosing graph."""
+    model = _mlp_model({"l0": [(8, 16), (16, 8), (8, 16)]}, body=True)
+    _, manifest, _ = check(model, stage_plan(model, [], [2]))
+    assert _collectives(manifest) == [("allreduce", "l0/fc1"), ("allgather", "l0/fc2")]
+
+
+def test_run_and_the_cli_on_a_layer_ending_column_parallel(tmp_path, capsys):
+    """split --verify and run (a process per rank) from the files, outputs equal to the whole model's."""
+    model = _mlp_model(_COL_END)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(stage_plan(model, [5], [2, 2])))  # l0/fc2 gathered inside stage 0
+    assert main(["split", path, str(res), "--out-dir", str(tmp_path / "stages"), "--verify"]) == 0
+    assert "verify: OK" in capsys.readouterr().out
+    manifest = json.loads((tmp_path / "stages" / "manifest.json").read_text())
+    assert [c[1] for c in _collectives(manifest) if c[0] == "allgather"] == ["l0/fc2", "l1/fc0"]
+    assert main(["run", path, str(res), "--samples", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tensor_parallel"] == [2, 2] and doc["workers"] == 4
+    assert max(doc["max_abs_diff"].values()) <= 1e-5
