@@ -822,9 +822,11 @@ def _cmd_split(args) -> int:
         raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
     if not args.verify:  # the verify options do nothing without it: refused, not ignored
         for flag, value, default in (("--tolerance", args.tolerance, 1e-4), ("--seed", args.seed, 0),
-                                     ("--batch-size", args.batch_size, None)):
+                                     ("--batch-size", args.batch_size, None), ("--dim", args.dim, None)):
             if value != default:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
+    if args.seed < 0:  # numpy's generator takes no negative seed
+        raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     data = read_json(args.result)  # the result and the model are each read once
     refuse_empty_result(data, "split", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
@@ -894,6 +896,8 @@ def _cmd_run(args) -> int:
 
     if args.samples < 1 or args.threads < 1:
         raise _UsageError("placement run: --samples and --threads must be at least 1")
+    if args.seed < 0:  # numpy's generator takes no negative seed
+        raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.model.lower().endswith(".json") and args.result.lower().endswith(".onnx"):
         args.model, args.result = args.result, args.model
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",

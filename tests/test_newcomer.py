@@ -236,6 +236,9 @@ _SPLIT = ["split", "{model}", "{result}", "--out-dir", "{tmp}/s"]
     # options that did nothing without the one they belong to
     (_SPLIT + ["--seed", "3"], ["--seed", "--verify"]),
     (_SPLIT + ["--tolerance", "0.1"], ["--tolerance", "--verify"]),
+    (_SPLIT + ["--dim", "seq=4"], ["--dim", "--verify"]),  # it shaped the check's inputs only: ignored
+    (_SPLIT + ["--verify", "--seed", "-5"], ["--seed", "non-negative"]),  # numpy's traceback, files written
+    (["run", "{model}", "{result}", "--seed", "-1"], ["--seed", "non-negative"]),
     (["cluster", "{jobs}", "--policy", "ftf", "--base", "las"], ["--base las", "Synergy"]),
     # the default base given by name was taken as not given
     (["cluster", "simulate", "{jobs}", "--policy", "ftf", "--base", "fifo"], ["--base fifo", "Synergy"]),

@@ -138,7 +138,8 @@ def test_a_dimension_the_model_does_not_have_is_a_warning(onnx_model, capsys):
 
 
 def test_split_warns_about_a_dimension_the_model_does_not_have(onnx_model, onnx_result, tmp_path, capsys):
-    assert main(["split", onnx_model, onnx_result, "--out-dir", str(tmp_path), "--dim", "foo=2"]) == 0
+    assert main(["split", onnx_model, onnx_result, "--out-dir", str(tmp_path), "--dim", "foo=2",
+                 "--verify"]) == 0
     assert "warning: --dim foo: no input of the model has such a dimension (batch)" in capsys.readouterr().err
 
 
