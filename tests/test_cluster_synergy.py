@@ -328,6 +328,25 @@ def test_cli_runs_synergy_policies_on_the_shared_trace(tmp_path, capsys):
     assert res["summary"]["stats"]["servers"] == 2
 
 
+def test_the_header_says_how_many_servers_synergy_allocates_within(tmp_path, capsys):
+    # the shared trace gives no servers: it ran on one, silently, where its name and FORMAT.md say two
+    path = _synergy_head(tmp_path, 6)
+    assert main(["cluster", "simulate", str(path), "--policy", "tune"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "; 1 server (the file gives none: --servers N cuts it);" in head, head
+    assert main(["cluster", "simulate", str(path), "--policy", "tune", "--servers", "2"]) == 0
+    assert "; 2 servers;" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("policy", ["ftf", "even"])
+def test_servers_outside_the_synergy_policies_is_refused(tmp_path, capsys, policy):
+    # ftf and even see one pool of devices: --servers gave the same answer as without it
+    path = _synergy_head(tmp_path, 3)
+    assert main(["cluster", "simulate", str(path), "--policy", policy, "--servers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--servers applies to the Synergy allocations" in err[0], err
+
+
 def test_cli_rejects_bad_synergy_options_in_one_line(tmp_path, capsys):
     path = _synergy_head(tmp_path, 3)
     assert main(["cluster", "simulate", str(path), "--policy", "tune", "--servers", "3"]) == 2

@@ -163,6 +163,10 @@ def run(args) -> int:
                 else FTF_FAIRNESS if mode == "simulate" else None)
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
+    if args.servers is not None and args.policy not in _SYNERGY + ("all",):
+        raise InputError(f"placement cluster: --servers applies to the Synergy allocations "
+                         f"({', '.join(_SYNERGY)}); --policy {args.policy} sees the cluster as one pool "
+                         f"of devices")
     if base_given is not None and args.policy not in _SYNERGY + ("all",):
         raise InputError(f"placement cluster: --base {args.base} applies to the Synergy allocations "
                          f"({', '.join(_SYNERGY)}), which take the jobs a base scheduler picks; --policy "
@@ -329,6 +333,10 @@ def format_result(r, jl=None) -> str:
             else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
     if r.policy == "ftf" and r.stats.get("fairness") is not None:
         head += f"; Themis's auction, fairness knob {r.stats['fairness']:g}"
+    if jl is not None and r.policy.rpartition("+")[2] in _SYNERGY:  # Synergy allocates within servers
+        n = len(jl.cluster.server_list)
+        head += f"; {n} server{'s' if n > 1 else ''}" + ("" if jl.cluster.servers else
+                                                         " (the file gives none: --servers N cuts it)")
     first = "allocation" if r.mode == "allocation" else "first allocation"
     rows = [["job", f"arrival{when}", first, "used", f"time/sample{unit}", f"finish{when}", f"JCT{when}",
              "rho"]]
