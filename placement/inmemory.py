@@ -135,6 +135,19 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
     from graphs.onnx_loader import parse_model
     from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
 
+    if options is not None and not isinstance(options, SolveOptions):
+        raise TypeError(f"place_model(options=...) takes a SolveOptions, got {type(options).__name__}")
+    if devices is not None and not isinstance(devices, (str, DeviceSet)):
+        raise TypeError(f"place_model(devices=...) takes a str such as 'a100:4,cpu:8' or a DeviceSet, got "
+                        f"{type(devices).__name__}")
+    if isinstance(devices, str) and not devices.strip():
+        raise InputError("place_model(devices=''): name the devices ('a100:4,cpu:8'), or leave devices "
+                         "out for the default")
+    if not isinstance(training, bool):
+        raise TypeError(f"place_model(training=...) takes a bool, got {type(training).__name__}")
+    if not training and (optimizer != "adam" or backward_factor != 2.0):
+        what = "optimizer" if optimizer != "adam" else "backward_factor"
+        raise InputError(f"place_model({what}=...) applies to training: add training=True")
     options = options or SolveOptions()
     stages = _stage_model(max_replicas, solver, options, schedule=schedule, microbatches=microbatches,
                           granularity=granularity)

@@ -283,3 +283,21 @@ def test_the_names_are_exported():
     assert placement.read_piper is read_piper
     assert placement.ParallelProblem is ParallelProblem and placement.Stage is Stage
     assert {"read_piper", "ParallelProblem", "Stage"} <= set(placement.__all__)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"devices": 4}, TypeError, "place_model(devices=...) takes a str"),
+    ({"devices": "t4:2", "options": {"time_limit": 1}}, TypeError,
+     "place_model(options=...) takes a SolveOptions"),
+    ({"devices": "t4:2", "training": "yes"}, TypeError, "place_model(training=...) takes a bool"),
+    ({"devices": ""}, InputError, "place_model(devices='')"),  # the default devices were used silently
+    ({"devices": "t4:2", "optimizer": "sgd"}, InputError, "add training=True"),  # ignored, as the CLI refuses
+    ({"devices": "t4:2", "backward_factor": 3.0}, InputError, "add training=True"),
+])
+def test_place_model_names_a_wrong_argument(kwargs, error, words):
+    from graphs.transformer import transformer_model
+    from placement import place_model
+
+    with pytest.raises(error) as e:
+        place_model(transformer_model(layers=1, hidden=32), **kwargs)
+    assert words in str(e.value)
