@@ -367,13 +367,17 @@ def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: Sol
     t0 = _now()
     t = options.time_limit
     # as the program's own start: a share of the time, the lattice capped (beyond it: no proof here)
-    share = None if t is None else max(0.5, 0.3 * t)
+    share = None if t is None else min(t, max(0.5, 0.3 * t))  # never past the time given
     try:
         first = dp.solve(graph, cluster, SolveOptions(time_limit=share, threads=options.threads,
                                                       raw={"max_ideals": 200_000}))
     except PlacementError:
         first = None
-    if first is None or first.assignment is None or "interrupted" in (first.message or ""):
+    if first is not None and "interrupted" in (first.message or ""):
+        # the DP took the Ctrl-C (its search returns what it had): the command ends here, as the
+        # program does after its starts, instead of running the DP again inside slo_ip and going on
+        raise KeyboardInterrupt
+    if first is None or first.assignment is None:
         return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
     lat = latency(graph, cluster, first.assignment)
     if (first.status == Status.OPTIMAL and lat.valid

@@ -610,3 +610,29 @@ def test_a_max_load_optimum_that_meets_the_target_is_proven_best_under_it(seed, 
         assert pt.max_load == pytest.approx(best, rel=1e-9, abs=1e-12)
         assert pt.latency_ms <= target * (1 + 1e-9) and "no plan serves more" in sol.message
         checked += 1
+
+
+def test_a_ctrl_c_the_dp_start_took_ends_the_latency_search(monkeypatch):
+    """The DP start under a latency target catches a Ctrl-C and returns what it had, "interrupted": the
+    search ran the DP again inside the serving program and went on (to the limit, then the next batch
+    size), the Ctrl-C lost. It must end: once, a KeyboardInterrupt."""
+    import dataclasses
+
+    from graphs.model import Cluster, DeviceKind, Node, OpGraph
+    from placement.serving import best_under_latency
+    from solvers import dp, slo_ip
+
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, comm=0.1), Node("b", {"gpu": 1.0})], edges=[("a", "b")])
+    cl = Cluster((DeviceKind("gpu", count=2),))
+    real, calls = dp.solve, []
+
+    def interrupted(graph, cluster, options=None):
+        calls.append(1)
+        sol = real(graph, cluster, options)
+        return dataclasses.replace(sol, message="interrupted (Ctrl-C): the best placement so far")
+
+    monkeypatch.setattr(dp, "solve", interrupted)
+    monkeypatch.setattr(slo_ip, "solve", lambda *a, **k: pytest.fail("the program ran after the Ctrl-C"))
+    with pytest.raises(KeyboardInterrupt):
+        best_under_latency(g, cl, 10.0)
+    assert calls == [1]
