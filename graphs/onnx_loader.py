@@ -825,3 +825,33 @@ def _known_op(op_type: str, domain: str) -> bool:
         except Exception:
             _KNOWN[key] = False
     return _KNOWN[key]
+
+
+def graph_attrs(node):
+    """The subgraphs of an ONNX node (an ``If``'s branches, a ``Loop``'s body)."""
+    for a in node.attribute:
+        if a.type == 5:  # GRAPH
+            yield a.g
+        elif a.type == 10:  # GRAPHS
+            yield from a.graphs
+
+
+def free_names(g) -> set[str]:
+    """Names an ONNX (sub)graph reads from its enclosing scope."""
+    defined = ({i.name for i in g.input} | {t.name for t in g.initializer}
+               | {t.name for t in g.sparse_initializer})
+    used: set[str] = set()
+    for n in g.node:
+        used.update(x for x in n.input if x)
+        for sg in graph_attrs(n):
+            used |= free_names(sg)
+        defined.update(x for x in n.output if x)
+    return used - defined
+
+
+def node_reads(node) -> list[str]:
+    """Every tensor an ONNX node reads: its inputs and what its bodies read from outside."""
+    reads = [x for x in node.input if x]
+    for sg in graph_attrs(node):
+        reads += sorted(free_names(sg))
+    return reads

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.onnx_loader import node_reads as _node_reads
 
 __all__ = ["StagePlan", "SubModel", "Split", "node_placement", "replica_plan", "device_result",
            "split_stages", "annotate", "read_annotations", "plan_split",
@@ -71,35 +72,6 @@ def _stable_names(nodes) -> list[str]:
     from graphs.onnx_loader import stable_names
 
     return stable_names(nodes)
-
-
-def _graph_attrs(node):
-    for a in node.attribute:
-        if a.type == 5:  # GRAPH
-            yield a.g
-        elif a.type == 10:  # GRAPHS
-            yield from a.graphs
-
-
-def _free_names(g) -> set[str]:
-    """Names a (sub)graph reads from its enclosing scope."""
-    defined = ({i.name for i in g.input} | {t.name for t in g.initializer}
-               | {t.name for t in g.sparse_initializer})
-    used: set[str] = set()
-    for n in g.node:
-        used.update(x for x in n.input if x)
-        for sg in _graph_attrs(n):
-            used |= _free_names(sg)
-        defined.update(x for x in n.output if x)
-    return used - defined
-
-
-def _node_reads(node) -> list[str]:
-    """Every tensor a node reads: its inputs and what its bodies read from outside."""
-    reads = [x for x in node.input if x]
-    for sg in _graph_attrs(node):
-        reads += sorted(_free_names(sg))
-    return reads
 
 
 def _constant_nodes(graph) -> set[int]:

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from graphs.errors import InputError
-from placement.onnx_export import SubModel, _node_reads
+from graphs.onnx_loader import node_reads as _node_reads
 
 if TYPE_CHECKING:
     import onnx
@@ -481,7 +481,7 @@ def chunk(x: np.ndarray, axis: int, t: int, r: int) -> np.ndarray:
     return np.ascontiguousarray(x[tuple(idx)])
 
 
-def tensor_parallel_stage(model: onnx.ModelProto, sub: SubModel, t: int, layout: SplitLayout, *,
+def tensor_parallel_stage(model: onnx.ModelProto, sub, t: int, layout: SplitLayout, *,
                           stage: int) -> TensorParallelStage:
     """Stage ``stage``'s sub-model ``sub`` (a :class:`placement.onnx_export.SubModel` cut from
     ``model``) split ``t`` ways (see the module doc). Raises :class:`InputError` naming the stage and
