@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
@@ -181,7 +182,9 @@ class GoodputSearch:
     """The points of a :func:`goodput_search` and the best; ``least_tpot`` and ``least_ttft``: over every
     plan scored, the least TPOT and TTFT any reaches (seconds; at no load: the full batch's decode step
     ``T0``, the shortest prompt's prefill alone), ``inf`` when none was scored. Where the search is
-    :attr:`exhaustive` they are the least over every plan of the batch sizes tried."""
+    :attr:`exhaustive` they are the least over every plan of the batch sizes tried; of a disaggregated
+    split's search (:func:`disaggregated_search`) only the least TPOT is: its TTFT is the prefill
+    pool's, whose plans scored are the prefill DP's alone (the least TTFT is over all of those)."""
 
     def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf):
         self.points, self.best = points, best
@@ -210,7 +213,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     (:func:`graphs.llm.chain_plans`) every one is scored and the best kept, so where every problem
     was small the answer is the most goodput over every plan of those batches and micro-batch counts.
     Ties go to the smaller batch, then the larger ``N``, then to the DP's plan. ``score(problem, plan,
-    batch, evaluation)`` (default ``model.evaluate``) gives a plan's :class:`GoodputEvaluation`."""
+    batch, evaluation)`` (default: ``model.evaluate``'s one) gives a plan's :class:`GoodputEvaluation` s,
+    one per way of serving it (disaggregated: per prefill plan): each counts towards the least TPOT and
+    TTFT, and the one of most goodput (the first on a tie) is the plan's."""
     from graphs.llm import chain_plans
     from graphs.onnx_variants import default_microbatches
     from graphs.parallel import evaluate_plan
@@ -245,10 +250,12 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 if ev.valid:
                     cand.append((plan, ev))
             for plan, ev in cand:
-                sv = score(p, plan, b, ev) if score else model.evaluate(p, plan, b, evaluation=ev)
-                if sv.valid:
-                    least_tpot = min(least_tpot, sv.tpot_full)
-                    least_ttft = min([least_ttft] + [r.prefill for r in sv.buckets])
+                scored = list(score(p, plan, b, ev)) if score else [model.evaluate(p, plan, b, evaluation=ev)]
+                for sv in scored:
+                    if sv.valid:
+                        least_tpot = min(least_tpot, sv.tpot_full)
+                        least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
+                sv = max(scored, key=lambda x: x.goodput)
                 if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
                     top = (plan, ev, sv, p, r)
             if r.status is Status.INFEASIBLE and n == counts[0]:
@@ -326,10 +333,9 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
             splits.append((*names, None, "no prefill plan fits"))
             continue
 
-        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):
-            return max((disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev,
-                                              evaluation=ev, profile=prof)
-                        for pp, pplan, pev, prof in prefills), key=lambda sv: sv.goodput)
+        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):  # with every prefill plan
+            return [disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev, evaluation=ev,
+                                          profile=prof) for pp, pplan, pev, prof in prefills]
 
         search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
                                 exhaustive_limit=exhaustive_limit, score=score)
@@ -822,8 +828,10 @@ def place_goodput(args) -> int:
     if best.serving.goodput <= 0:  # plans fit, but none meets the targets at any rate
         searches = [search] + ([x[2] for x in split.splits if x[2] is not None] if split else [])
         least = (min(x.least_tpot for x in searches), min(x.least_ttft for x in searches))
-        why = targets_missed(model, *least, exhaustive)
-        return _no_plan(args, model, search, why, exhaustive, least=least)
+        # disaggregated pools score the prefill DP's plans only: no TTFT is proven least there
+        missed = targets_missed(model, *least, exhaustive, prefill_exhaustive=split is None)
+        return _no_plan(args, model, search, missed.words, missed.proven, least=least,
+                        least_proven=missed.least_proven)
     sv, r = best.serving, best.result
     if best.plan == r.plan:
         dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
@@ -917,21 +925,40 @@ def place_goodput(args) -> int:
     return 0
 
 
-def targets_missed(model, tpot: float, ttft: float, exhaustive: bool) -> str:
-    """Why no plan has goodput (every plan scored has none: no rate meets ``model``'s targets): which
-    target no plan meets, with the least TPOT (``tpot``: a full batch's decode step with no load) and TTFT
-    (``ttft``: the shortest prompt's prefill alone) of the plans scored (:class:`GoodputSearch`), the
-    least of any plan where every plan of the batch sizes tried was scored (``exhaustive``: proven), the
-    least found otherwise (not proven infeasible)."""
-    least = "of any plan" if exhaustive else "found"
-    tpot_words = f"the least TPOT {least} is {_ms(tpot)} ms (a full batch's decode step, no load)"
-    ttft_words = (f"the least TTFT {least} is {_ms(ttft)} ms (the shortest prompt's prefill alone, no "
-                  f"queueing)")
+class TargetsMissed(NamedTuple):
+    """:func:`targets_missed`'s answer: the words, whether no plan meeting the targets is proven, and
+    whether the least TPOT and TTFT given are both proven the least of any plan."""
+
+    words: str
+    proven: bool
+    least_proven: bool
+
+
+def targets_missed(model, tpot: float, ttft: float, exhaustive: bool, *,
+                   prefill_exhaustive: bool = True) -> TargetsMissed:
+    """Why no plan has goodput (every plan scored has none: no rate meets ``model``'s targets), and
+    what is proven: which target no plan meets, with the least TPOT (``tpot``: a full batch's
+    decode step with no load) and TTFT (``ttft``: the shortest prompt's prefill alone) of the plans scored
+    (:class:`GoodputSearch`). ``exhaustive``: every decode plan of the batch sizes tried was scored, so
+    the least TPOT is of any plan; ``prefill_exhaustive``: every prefill plan too (colocated, the prefill
+    runs on the decode plan; disaggregated pools score the prefill DP's plans only: false), so the least
+    TTFT is of any plan too. Proven: where every plan was scored, or where no plan meets the TPOT target
+    and every decode plan was; otherwise the least found, "not proven infeasible"."""
+    tpot_proven = exhaustive
+    ttft_proven = exhaustive and prefill_exhaustive
+    tpot_words = (f"the least TPOT {'of any plan' if tpot_proven else 'found'} is {_ms(tpot)} ms (a full "
+                  f"batch's decode step, no load)")
+    ttft_words = (f"the least TTFT {'of any plan' if ttft_proven else 'found'} is {_ms(ttft)} ms (the "
+                  f"shortest prompt's prefill alone, no queueing)")
     tpot_bad = model.mix.decode_steps > 0 and tpot > model.tpot
     ttft_bad = ttft > model.ttft
-    if tpot_bad and ttft_bad:
+    proven = ttft_proven or (tpot_bad and tpot_proven)
+    if tpot_bad and ttft_bad and (ttft_proven or not tpot_proven):
         what = (f"either the TPOT target of {_ms(model.tpot)} ms or the TTFT target of {_ms(model.ttft)} ms",
                 f"{tpot_words} and {ttft_words}")
+    elif tpot_bad and ttft_bad:  # the TPOT target is proven missed, the TTFT one only by the plans found
+        what = (f"the TPOT target of {_ms(model.tpot)} ms",
+                f"{tpot_words}; and {ttft_words}, over the TTFT target of {_ms(model.ttft)} ms too")
     elif tpot_bad:
         what = f"the TPOT target of {_ms(model.tpot)} ms", tpot_words
     elif ttft_bad:
@@ -939,16 +966,17 @@ def targets_missed(model, tpot: float, ttft: float, exhaustive: bool) -> str:
     else:
         what = (f"the TTFT target of {_ms(model.ttft)} ms and the TPOT target of {_ms(model.tpot)} ms "
                 f"together", f"{tpot_words} and {ttft_words}, but not on one plan")
-    head = "no plan meets" if exhaustive else "no plan found meets"
-    tried = "at any batch size and micro-batch count tried" + ("" if exhaustive else
-                                                                " (not proven infeasible)")
-    return f"{head} {what[0]} {tried}: {what[1]}"
+    head = "no plan meets" if proven else "no plan found meets"
+    tried = "at any batch size and micro-batch count tried" + ("" if proven else " (not proven infeasible)")
+    return TargetsMissed(f"{head} {what[0]} {tried}: {what[1]}", proven, ttft_proven)
 
 
-def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None = None) -> int:
+def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None = None,
+             least_proven: bool | None = None) -> int:
     """``place --objective goodput`` without a plan (``least``: plans fit but none meets the targets, the
-    least TPOT and TTFT of the plans scored; ``None``: none fits): the sweep table, the result file of
-    no plan (:func:`placement.export.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
+    least TPOT and TTFT of the plans scored, proven the least of any plan where ``least_proven``, by
+    default ``proven``; ``None``: none fits): the sweep table, the result file of no plan
+    (:func:`placement.export.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
     section of the targets and the sweep, and one ``error:`` line; exit 1."""
     import sys
 
@@ -963,7 +991,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                          for p in search.points]}
     if least is not None:
         section.update(least_tpot_s=least[0] if math.isfinite(least[0]) else None,
-                       least_ttft_s=least[1] if math.isfinite(least[1]) else None, least_proven=proven)
+                       least_ttft_s=least[1] if math.isfinite(least[1]) else None,
+                       least_proven=proven if least_proven is None else least_proven)
     data["goodput"] = section
     if getattr(args, "out", None):
         write_json(args.out, data)

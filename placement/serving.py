@@ -157,11 +157,17 @@ class ServingPoint:
         return result_dict(self.placement)
 
 
+#: what a sweep's ``stopped`` starts with when a Ctrl-C that a size's search took (it returned what it
+#: had, :attr:`solvers.base.Solution.interrupted`) ended the sweep
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
 @dataclass(frozen=True, eq=False)
 class Sweep:
     """Every batch size tried, in order: its :class:`Point` (of either model), or ``None`` and the reason
     there is none; ``best`` serves the most samples/s (the smaller batch on a tie); ``stopped``: why an
-    auto sweep stopped (``""`` for a given list).
+    auto sweep stopped, or why a list was cut short (the time limit, a Ctrl-C: :attr:`interrupted`);
+    ``""`` for a list tried whole.
 
     When no batch size meets ``latency_slo``: ``lowest_latency``, the smallest latency (ms per batch, at
     the first size), and whether that is proven (``lowest_proven``: then no plan meets the target).
@@ -179,6 +185,11 @@ class Sweep:
     lowest_proven: bool = False
     none_proven: bool = False
     unproven: tuple[int, ...] = ()
+
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C that a size's search took ended the sweep (:data:`INTERRUPTED`)."""
+        return self.stopped.startswith(INTERRUPTED)
 
     @property
     def best_proven(self) -> bool:
@@ -209,7 +220,8 @@ def time_left(deadline: float | None) -> float | None:
 
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
                   max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None,
-                  deadline: Callable[[], float | None] | None = None) -> tuple:
+                  deadline: Callable[[], float | None] | None = None,
+                  halted: Callable[[], str] | None = None) -> tuple:
     """The batch-size sweep of both models: ``point_at(b) -> (point, why, stop)`` gives the best plan at
     batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
     ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
@@ -217,35 +229,48 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
     with each point found. ``deadline()``: the sweep's deadline (:func:`sweep_deadline`; ``None``: none
     yet): the time limit is the whole sweep's, so once it has passed the sizes not yet tried are left
-    out, and ``stopped`` says so."""
+    out, and ``stopped`` says so. ``halted()``: why the sweep must end after the size just tried (a
+    Ctrl-C its search took: "interrupted (Ctrl-C)"; ``""``: it may go on); ``stopped`` says that too."""
     auto = batch_sizes is None
     sizes = auto_sizes(max_batch) if auto else list(batch_sizes)
     points: list[tuple[int, object, str]] = []
     best = None
     stopped = ""
+
+    def cut(why: str, i: int) -> str:
+        """``why`` the sweep ended before ``sizes[i]``, naming the sizes not tried (a list's own; auto's
+        are open-ended)."""
+        rest = sizes[i:]
+        if not rest:
+            return why
+        what = f"batch {rest[0]} and above" if auto else \
+            f"batch size{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}"
+        return f"{why}: {what} not tried"
+
     for i, b in enumerate(sizes):
         end = deadline() if deadline is not None else None
         if points and end is not None and time.perf_counter() >= end:
-            rest = sizes[i:]  # a list's own sizes not reached; auto's are open-ended
-            what = f"batch {b} and above" if auto else \
-                f"batch size{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}"
-            stopped = f"time limit reached (--time-limit, the whole sweep's): {what} not tried"
+            stopped = cut("time limit reached (--time-limit, the whole sweep's)", i)
             break
         pt, why, stop = point_at(b)
         points.append((b, pt, "" if pt is not None else why))
+        halt = halted() if halted is not None else ""
         if pt is None:
-            if auto:
-                stopped = f"batch {b}: {stop or why}"
+            if halt or auto:
+                stopped = cut(halt, i + 1) if halt else f"batch {b}: {stop or why}"
                 break
             continue
         if on_point is not None:
             on_point(pt)
-        if best is not None and auto and pt.samples_per_s <= best.samples_per_s * (1 + IMPROVES):
+        if best is not None and auto and not halt and pt.samples_per_s <= best.samples_per_s * (1 + IMPROVES):
             stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
                        f"{best.batch_size}'s {best.samples_per_s:.6g}")
             break
         if best is None or pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
             best = pt
+        if halt:
+            stopped = cut(halt, i + 1)
+            break
     else:
         if auto:
             stopped = f"reached the largest batch tried ({sizes[-1]})"
@@ -353,48 +378,37 @@ def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: Sol
     exact DP's optimum is the domain's (contiguous placements are the domain there); when the DP proves
     it and its latency meets the target, no plan serves more, under the target or not: it is the
     answer, ``optimal``, and no program runs (as the stage model's search does with its optimum).
-    Otherwise the DP's plan is the program's warm start (it runs the DP itself no more). With host
-    cores the domain also spreads host operators over cores out of pipeline order, which the DP does
-    not: its optimum proves nothing there, and the program runs as it is."""
+    Otherwise the DP's plan is the program's start (it runs the DP itself no more); when a Ctrl-C
+    stopped the DP the program does not run either: the best start, ``feasible``, or ``stopped``
+    without one (:func:`solvers.slo_ip.solve` with ``dp``). With host cores the domain also spreads
+    host operators over cores out of pipeline order, which the DP does not: its optimum proves nothing
+    there, and the program runs as it is."""
     from solvers import slo_ip
 
     options = options or SolveOptions()
     hosts = any(not k.pays_communication and k.count > 0 for k in cluster.kinds)
     if hosts or options.warm_start is not None:
         return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
-    from solvers import dp
-
     t0 = _now()
     t = options.time_limit
-    # as the program's own start: a share of the time, the lattice capped (beyond it: no proof here)
-    share = None if t is None else min(t, max(0.5, 0.3 * t))  # never past the time given
-    try:
-        first = dp.solve(graph, cluster, SolveOptions(time_limit=share, threads=options.threads,
-                                                      raw={"max_ideals": 200_000}))
-    except PlacementError:
-        first = None
-    if first is not None and "interrupted" in (first.message or ""):
-        # the DP took the Ctrl-C (its search returns what it had): the command ends here, as the
-        # program does after its starts, instead of running the DP again inside slo_ip and going on
-        raise KeyboardInterrupt
-    if first is None or first.assignment is None:
-        return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
-    lat = latency(graph, cluster, first.assignment)
-    if (first.status == Status.OPTIMAL and lat.valid
-            and max(lat.subgraphs_per_device().values(), default=0) <= 1
-            and lat.total <= latency_max * (1 + 1e-9) + 1e-12):
-        load = evaluate(graph, cluster, first.assignment).max_load
-        msg = (f"the max-load optimum (the exact DP's, the serving domain's without host cores) has latency "
-               f"{lat.total:.6g} ms, within the target: no plan serves more, proven")
-        return dataclasses.replace(first, objective=load, bound=load, gap=0.0, message=msg,
-                                   stats={**(first.stats or {}), "max_load": load, "latency": lat.total,
-                                          "latency_max": latency_max,
-                                          "subgraphs": [int(x) for x in lat.subgraph]},
-                                   time=_now() - t0)
+    first = slo_ip.dp_start(graph, cluster, t, threads=options.threads)  # as the program's own start
+    if first.assignment is not None and not first.interrupted:
+        lat = latency(graph, cluster, first.assignment)
+        if (first.status == Status.OPTIMAL and lat.valid
+                and max(lat.subgraphs_per_device().values(), default=0) <= 1
+                and lat.total <= latency_max * (1 + 1e-9) + 1e-12):
+            load = evaluate(graph, cluster, first.assignment).max_load
+            msg = (f"the max-load optimum (the exact DP's, the serving domain's without host cores) has "
+                   f"latency {lat.total:.6g} ms, within the target: no plan serves more, proven")
+            return dataclasses.replace(first, objective=load, bound=load, gap=0.0, message=msg,
+                                       stats={**(first.stats or {}), "max_load": load, "latency": lat.total,
+                                              "latency_max": latency_max,
+                                              "subgraphs": [int(x) for x in lat.subgraph]},
+                                       time=_now() - t0)
+    # the program from the DP's plan (a Ctrl-C the DP took: the best start, the program skipped)
     left = None if t is None else max(0.05, t - (_now() - t0))
-    opts = dataclasses.replace(options, time_limit=left, warm_start=np.asarray(first.assignment),
-                               raw={**options.raw, "dp_warm_start": False})
-    return slo_ip.solve(graph, cluster, opts, latency_max=latency_max, stop=stop)
+    return slo_ip.solve(graph, cluster, dataclasses.replace(options, time_limit=left),
+                        latency_max=latency_max, stop=stop, dp=first)
 
 
 def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
@@ -407,6 +421,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     models: dict = {}  # the file read once
     proven_none: list[bool] = []  # per batch size without a plan: whether its solve proved none
     clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
+    halt: list[str] = []  # a Ctrl-C a size's search took (it returned what it had): the sweep ends there
 
     def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
@@ -415,6 +430,8 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
         left = time_left(clock[0])
         opts = options if left is None else dataclasses.replace(options, time_limit=left)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=opts)
+        if sol.interrupted:
+            halt.append(INTERRUPTED)
         if pt is not None:
             return pt, "", None
         proven_none.append(sol.status == Status.INFEASIBLE)
@@ -427,9 +444,10 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
         return None, sol.message or sol.status.value, stop
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch,
-                                          deadline=lambda: clock[0] if clock else None)
+                                          deadline=lambda: clock[0] if clock else None,
+                                          halted=lambda: halt[0] if halt else "")
     lowest, lowest_proven = None, False
-    if best is None and latency_slo is not None:
+    if best is None and latency_slo is not None and not halt:
         from solvers import slo_ip
 
         w = batch_workload(path, devices, points[0][0], costs=costs, dims=dims, device_files=device_files,

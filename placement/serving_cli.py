@@ -211,6 +211,8 @@ def run_place(args, frontend: dict) -> int:
                latency_slo=args.latency_slo, solver=args.solver if args.latency_slo is None else None,
                options=_options(args), dims=frontend.get("dims"),
                device_files=frontend.get("device_files") or ())
+    if sw.best is None and sw.interrupted:  # a Ctrl-C before any plan was found: the command stops
+        raise KeyboardInterrupt
     return _emit_sweep(args, sw)
 
 

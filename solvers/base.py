@@ -102,6 +102,13 @@ class Solution:
         """Is there a placement (an assignment or a plan)?"""
         return self.assignment is not None or self.plan is not None
 
+    @property
+    def interrupted(self) -> bool:
+        """Did a Ctrl-C stop the search? The solvers (the DP, HiGHS, the starts) take the
+        ``KeyboardInterrupt``, return what they have and say "interrupted" in ``message``; it is not
+        raised again, so a caller with more to do must stop on this."""
+        return "interrupted" in (self.message or "")
+
 
 def stage_solution(solver: str, plan, evaluation, objective: float, status: Status, time: float,
                    message: str = "", stats: Mapping[str, Any] | None = None, *,

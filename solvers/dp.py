@@ -888,7 +888,7 @@ class DPRun:
     pairs: int
     complete: bool
     table: np.ndarray  # dp[N, S]
-    interrupted: bool = False
+    interrupted: bool = False  # a Ctrl-C stopped it (the first pass, or the tie-break pass after it)
     threads: int = 1  # threads the run was allowed
     parallel_ideals: int = 0  # ideals solved by the multi-threaded kernel
     # "done", "fewest devices" (large lattice: no least-sum pass), "off", or why the tie-break pass stopped
@@ -1136,8 +1136,9 @@ def run_dp(prob: DPProblem, lattice: IdealLattice, *, ub: float = math.inf, dead
                 tie = "done"
             else:
                 tie = "interrupted" if stopped else "time limit"
-    return DPRun(value, stages, pairs, complete, dp, interrupted, nt, parallel_ideals, tie,
-                 (rec.shape[1] - P) // 2)
+    # a Ctrl-C the tie-break pass took counts too: the optimum stands, and the caller must stop
+    return DPRun(value, stages, pairs, complete, dp, interrupted or tie == "interrupted", nt, parallel_ideals,
+                 tie, (rec.shape[1] - P) // 2)
 
 
 def _thread_count(threads: int | None, N: int) -> int:
@@ -1288,27 +1289,32 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     items = prob.items
 
     # Upper bound: the same DP over the prefixes of a few topological orders (cheap: O(C^2) pairs).
-    best_chain = None
+    best_chain, stop = None, ""
     for order in topological_orders(items):
         run = run_dp(prob, chain_ideals(items.num_classes, order))
         if run.complete and (best_chain is None or run.value < best_chain.value):
             best_chain = run
+        if run.interrupted:  # Ctrl-C during an order's run: what the orders gave so far, no lattice
+            stop = "interrupted"
+            break
     stats = {"items": items.num_classes, "zero_cost_merged": items.merged_zero_cost,
              "chain_bound": None if best_chain is None else best_chain.value}
-    try:
-        lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals,
-                                   deadline=deadline)
-    except ProblemTooLargeError as e:
-        lattice, run, stop = None, None, f"{e}; the exact DP cannot run (--solver auto coarsens instead)"
-    else:
-        ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
-        if not options.raw.get("prune", True):
-            ub = math.inf
-        run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
-                     threads=options.threads, tie_break=bool(options.raw.get("tie_break", True)))
-        stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs, tie_break=run.tie_break,
-                     threads=run.threads)
-        stop = "interrupted" if run.interrupted else "time limit reached"
+    run = None
+    if not stop:
+        try:
+            lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals,
+                                       deadline=deadline)
+        except ProblemTooLargeError as e:
+            stop = f"{e}; the exact DP cannot run (--solver auto coarsens instead)"
+        else:
+            ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
+            if not options.raw.get("prune", True):
+                ub = math.inf
+            run = run_dp(prob, lattice, ub=ub, deadline=deadline, progress=options.progress,
+                         threads=options.threads, tie_break=bool(options.raw.get("tie_break", True)))
+            stats.update(ideals=lattice.num_ideals, pairs_used=run.pairs, tie_break=run.tie_break,
+                         threads=run.threads)
+            stop = "interrupted" if run.interrupted else "time limit reached"
     elapsed = time.perf_counter() - t_start
     if run is None or not run.complete:
         lb = lower_bound(prob)
@@ -1328,7 +1334,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     mismatch = model_mismatch(graph, cluster, a, run.value)
     if mismatch:
         return mismatch_solution("dp", graph, cluster, a, mismatch, lower_bound(prob), elapsed, stats)
-    return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats)
+    # a Ctrl-C in the tie-break pass: the optimum is proven all the same; the message tells the caller
+    msg = ("interrupted in the tie-break pass: an optimum, ties among optima not broken" if run.interrupted
+           else "")
+    return Solution(a, run.value, Status.OPTIMAL, "dp", bound=run.value, gap=0.0, time=elapsed, stats=stats,
+                    message=msg)
 
 
 def model_mismatch(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, value: float) -> str:

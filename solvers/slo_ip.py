@@ -38,9 +38,10 @@ from . import _milp
 from .base import Solution, SolveOptions, Status
 from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
-__all__ = ["solve", "in_domain", "MINIMISE"]
+__all__ = ["solve", "in_domain", "dp_start", "MINIMISE"]
 
 MINIMISE = ("max-load", "latency")
+DP_START_IDEALS = 200_000  # the DP start's lattice cap (beyond it the DP returns a plan, nothing proven)
 
 
 def in_domain(graph: OpGraph, cluster: Cluster, assignment) -> bool:
@@ -124,7 +125,8 @@ class _ServingModel(_LatencyModel):
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
           minimise: str = "max-load", latency_max: float = math.inf,
-          max_load_max: float = math.inf, stop: Callable[[], bool] | None = None) -> Solution:
+          max_load_max: float = math.inf, stop: Callable[[], bool] | None = None,
+          dp: Solution | None = None) -> Solution:
     """The best serving-domain placement for ``minimise`` under the other measure's limit (see the
     module doc). ``stats`` hold ``max_load``, ``latency`` and ``subgraphs`` of the returned placement;
     status ``infeasible`` when no placement meets the limit (proven).
@@ -132,6 +134,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     ``stop`` (a callable, e.g. "was Ctrl-C pressed"), when it returns true after the starts, skips the
     integer program: the best start is returned as ``feasible`` (nothing proven), or ``stopped``
     without one. A Ctrl-C that one of the starts (the DP, the local search) swallowed counts too.
+
+    ``dp``: the DP start (:func:`dp_start`) the caller already ran on this graph and cluster: it is
+    the start instead of a run of its own (also where ``options.raw["dp_warm_start"]`` is false), and
+    a Ctrl-C it took (:attr:`~solvers.base.Solution.interrupted`) counts as above.
 
     Times are scaled so that the all-in-sequence latency bound is :data:`_SCALE` inside the program:
     the solver's absolute feasibility tolerances (1e-7 per row, adding up along paths) would otherwise
@@ -144,7 +150,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     h = _horizon(graph, cluster, 1)
     scale = _SCALE / h if math.isfinite(h) and h > 0 else 1.0
     g = dataclasses.replace(graph, compute=graph.compute * scale, comm=graph.comm * scale)
-    sol = _solve(g, cluster, options, minimise, latency_max * scale, max_load_max * scale, stop)
+    sol = _solve(g, cluster, options, minimise, latency_max * scale, max_load_max * scale, stop, dp)
     if sol.assignment is None:
         msg = sol.message
         if sol.status == Status.INFEASIBLE and "has " in msg:  # the limit as the caller gave it
@@ -167,7 +173,8 @@ _SCALE = 1000.0
 
 
 def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: str, latency_max: float,
-           max_load_max: float, stop: Callable[[], bool] | None = None) -> Solution:
+           max_load_max: float, stop: Callable[[], bool] | None = None,
+           dp: Solution | None = None) -> Solution:
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"minimise": minimise, "latency_max": latency_max, "max_load_max": max_load_max}
@@ -181,7 +188,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         return evaluate(graph, cluster, a).max_load, ev
 
     best = None  # (value, name, assignment, max-load, latency evaluation)
-    for name, a in _starts(graph, cluster, options, deadline, stats):
+    for name, a in _starts(graph, cluster, options, deadline, stats, dp):
         r = measure(a)
         if r is None or r[1].total > lat_tol or r[0] > load_tol:
             continue
@@ -274,25 +281,43 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
                     "slo-ip", bound=bound, gap=gap, time=elapsed, message=res.message, stats=stats)
 
 
-def _starts(graph: OpGraph, cluster: Cluster, options: SolveOptions, deadline, stats):
+def _starts(graph: OpGraph, cluster: Cluster, options: SolveOptions, deadline, stats,
+            dp: Solution | None = None):
     """The latency IP's starts, with the DP's throughput placement always among them (it is quick, and
-    under a loose latency limit it is what the max-load program has to beat)."""
+    under a loose latency limit it is what the max-load program has to beat): ``dp``, the caller's run
+    of :func:`dp_start`, else a run here. After a Ctrl-C the caller's DP took, the DP's plan only (the
+    other starts take seconds on a large model)."""
+    if dp is None or not dp.interrupted:
+        yield from _candidates(graph, cluster, dataclasses.replace(
+            options, raw={**options.raw, "dp_warm_start": False}), deadline, stats)
+    if dp is None and options.raw.get("dp_warm_start", True):
+        dp = dp_start(graph, cluster, None if deadline is None else deadline - time.perf_counter(),
+                      threads=options.threads)
+    if dp is None:
+        return
+    stats["dp_status"] = dp.message if dp.status == Status.ERROR else dp.status.value
+    if dp.interrupted:  # Ctrl-C during the DP (it stops and returns what it has)
+        stats["interrupted"] = True
+    if dp.assignment is not None:
+        yield "dp", np.asarray(dp.assignment, np.int64)
+
+
+def dp_start(graph: OpGraph, cluster: Cluster, left: float | None, *, threads: int | None = None) -> Solution:
+    """The exact DP's max-load placement as a start of the serving program (:func:`solve`, and
+    :func:`placement.serving.best_under_latency`, which may take it as the answer): a share of the
+    ``left`` seconds (``None``: no limit), 0.3 of them but at least 0.5 s, and never more than ``left``;
+    the lattice capped at :data:`DP_START_IDEALS` (beyond it the DP returns a plan and proves nothing).
+    A Ctrl-C during it stops it with what it has (:attr:`~solvers.base.Solution.interrupted`). A
+    problem the DP does not take (:class:`~graphs.errors.PlacementError`): status ``error``, no
+    placement, ``message`` "skipped: ..."."""
     from . import dp
 
-    yield from _candidates(graph, cluster, dataclasses.replace(
-        options, raw={**options.raw, "dp_warm_start": False}), deadline, stats)
-    if options.raw.get("dp_warm_start", True):
-        left = None if deadline is None else max(0.5, 0.3 * (deadline - time.perf_counter()))
-        try:
-            sol = dp.solve(graph, cluster, SolveOptions(time_limit=left, raw={"max_ideals": 200_000}))
-        except PlacementError as e:
-            stats["dp_status"] = f"skipped: {e}"
-            return
-        stats["dp_status"] = sol.status.value
-        if "interrupted" in sol.message:  # Ctrl-C during the DP (it stops and returns what it has)
-            stats["interrupted"] = True
-        if sol.assignment is not None:
-            yield "dp", np.asarray(sol.assignment, np.int64)
+    share = None if left is None else min(max(0.0, left), max(0.5, 0.3 * left))
+    try:
+        return dp.solve(graph, cluster, SolveOptions(time_limit=share, threads=threads,
+                                                     raw={"max_ideals": DP_START_IDEALS}))
+    except PlacementError as e:
+        return Solution(None, math.inf, Status.ERROR, "dp", message=f"skipped: {e}")
 
 
 def lowest_latency(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:

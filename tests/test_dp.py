@@ -390,3 +390,37 @@ def test_stage_communication_by_adding_items_equals_the_border_pass(training):
                     queue.append(k)
                     pairs += 1
     assert pairs > 200
+
+
+def test_a_ctrl_c_the_dp_takes_anywhere_reaches_its_caller(monkeypatch):
+    """The DP takes a Ctrl-C between kernel chunks (solvers.dp._sweep) and returns what it has, saying
+    "interrupted": its callers (the serving sweep, the integer programs' starts) stop on that. Taken in
+    the runs over a few topological orders (before the lattice) or in the tie-break pass, it was lost:
+    the DP went on to the whole lattice, or returned its optimum without a word, and the command ran on
+    (past the 2 s a Ctrl-C promises). A chain of 6 on 2 GPUs: 2 order runs, the lattice, its tie-break."""
+    from solvers import dp
+
+    inst = chain(6)
+    real, calls = dp._sweep, []
+
+    def sweep(*args, **kw):
+        calls.append(None)
+        if len(calls) == at:  # what _sweep returns when the Ctrl-C lands in its first chunk
+            return 0, 0, False, True
+        return real(*args, **kw)
+
+    monkeypatch.setattr(dp, "_sweep", sweep)
+    at = 0
+    whole = solve(inst.graph, inst.cluster)
+    n = len(calls)
+    assert whole.status is Status.OPTIMAL and not whole.interrupted and n == 4, n
+    for at in range(1, n + 1):
+        calls.clear()
+        sol = solve(inst.graph, inst.cluster)
+        assert sol.interrupted, (at, sol.message)
+        if at <= 2:  # an order's run: nothing after it (the lattice neither)
+            assert len(calls) == at and sol.status is not Status.OPTIMAL, (at, sol.status)
+        elif at == 3:  # the lattice's first pass: the orders' best, not proven
+            assert sol.status is Status.FEASIBLE
+        else:  # the tie-break pass: the first pass's optimum stands
+            assert sol.status is Status.OPTIMAL and sol.objective == pytest.approx(whole.objective)

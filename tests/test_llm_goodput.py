@@ -442,17 +442,108 @@ def test_targets_missed_words():
     model = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=9))
     assert targets_missed(model, 0.003, 0.005, True) == (
         "no plan meets the TPOT target of 2 ms at any batch size and micro-batch count tried: the least "
-        "TPOT of any plan is 3 ms (a full batch's decode step, no load)")
-    why = targets_missed(model, 0.001, 0.02, False)
+        "TPOT of any plan is 3 ms (a full batch's decode step, no load)", True, True)
+    why, proven, least = targets_missed(model, 0.001, 0.02, False)
     assert why.startswith("no plan found meets the TTFT target of 10 ms at any batch size and micro-batch "
                           "count tried (not proven infeasible): the least TTFT found is 20 ms")
+    assert not proven and not least
     # each target met by some plan, not both by one
-    why = targets_missed(model, 0.001, 0.005, True)
+    why = targets_missed(model, 0.001, 0.005, True).words
     assert "the TTFT target of 10 ms and the TPOT target of 2 ms together" in why
     assert why.endswith("but not on one plan")
     # every request one token long: no decode step, the TPOT target binds nothing
     one = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=0))
-    assert targets_missed(one, 0.003, 0.02, True).startswith("no plan meets the TTFT target of 10 ms")
+    assert targets_missed(one, 0.003, 0.02, True).words.startswith("no plan meets the TTFT target of 10 ms")
+
+
+def test_targets_missed_with_disaggregated_pools_proves_nothing_of_the_ttft():
+    """--disaggregate: every decode plan scored ("exhaustive") said "infeasible: no plan meets the TTFT
+    target ...: the least TTFT of any plan", but a split's prefill pool is scored with the prefill DP's
+    plan per micro-batch count only: a prefill plan of shorter TTFT may meet the target. Where the TTFT
+    decides it is now "no plan found ... (not proven infeasible)" and "the least TTFT found"; the TPOT
+    (the decode pool's alone) still proves it."""
+    from types import SimpleNamespace
+
+    from placement.llm_cmd import targets_missed
+
+    model = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=9))
+
+    def missed(tpot, ttft):
+        return targets_missed(model, tpot, ttft, True, prefill_exhaustive=False)
+
+    assert missed(0.001, 0.02) == (
+        "no plan found meets the TTFT target of 10 ms at any batch size and micro-batch count tried (not "
+        "proven infeasible): the least TTFT found is 20 ms (the shortest prompt's prefill alone, no "
+        "queueing)", False, False)
+    assert missed(0.001, 0.005) == (
+        "no plan found meets the TTFT target of 10 ms and the TPOT target of 2 ms together at any batch size "
+        "and micro-batch count tried (not proven infeasible): the least TPOT of any plan is 1 ms (a full "
+        "batch's decode step, no load) and the least TTFT found is 5 ms (the shortest prompt's prefill "
+        "alone, no queueing), but not on one plan", False, False)
+    assert missed(0.003, 0.005) == (
+        "no plan meets the TPOT target of 2 ms at any batch size and micro-batch count tried: the least "
+        "TPOT of any plan is 3 ms (a full batch's decode step, no load)", True, False)
+    assert missed(0.003, 0.02) == (
+        "no plan meets the TPOT target of 2 ms at any batch size and micro-batch count tried: the least "
+        "TPOT of any plan is 3 ms (a full batch's decode step, no load); and the least TTFT found is 20 ms "
+        "(the shortest prompt's prefill alone, no queueing), over the TTFT target of 10 ms too", True, False)
+
+
+@pytest.mark.parametrize("target", ["TTFT", "TPOT"])
+def test_disaggregated_targets_missed_end_to_end(tmp_path, capsys, target):
+    """``place --disaggregate`` on an A100 and a T4 with a target below what the A100 reaches alone (the
+    least of any layout: the prefill P and batch 1's decode step T0 on it, by hand). The TTFT missed was
+    "infeasible", "the least TTFT of any plan", least_proven: the prefill pools' plans are the prefill
+    DP's only, so now "no plan found ... (not proven infeasible)", status unknown. The TPOT missed is
+    still proven: every decode plan was scored and no prefill plan changes a decode step."""
+    P, T0 = _by_hand(1)
+    cfg, mix, out = tmp_path / "tiny.json", tmp_path / "mix.json", tmp_path / "none.json"
+    cfg.write_text(json.dumps(TINY_CONFIG))
+    mix.write_text(json.dumps(MIX1))
+    ttft_ms, tpot_ms = (0.5 * P * 1e3, 1e6) if target == "TTFT" else (1e6, 0.5 * T0 * 1e3)
+    assert main(["place", str(cfg), "--devices", "a100:1,t4:1", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", repr(ttft_ms), "--tpot-slo", repr(tpot_ms), "--batch-size", "1,4",
+                 "--disaggregate", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    doc = json.loads(out.read_text())
+    g = doc["goodput"]
+    assert g["least_ttft_s"] == pytest.approx(P, rel=1e-9)
+    assert g["least_tpot_s"] == pytest.approx(T0, rel=1e-9)
+    assert g["least_proven"] is False and len(err.splitlines()) == 1
+    tried = "at any batch size and micro-batch count tried"
+    if target == "TTFT":
+        assert err == (f"error: no plan found meets the TTFT target of {ttft_ms:.4g} ms {tried} (not proven "
+                       f"infeasible): the least TTFT found is {P * 1e3:.4g} ms (the shortest prompt's "
+                       f"prefill alone, no queueing)")
+        assert doc["status"] == "unknown"
+    else:
+        assert err == (f"error: infeasible: no plan meets the TPOT target of {tpot_ms:.4g} ms {tried}: the "
+                       f"least TPOT of any plan is {T0 * 1e3:.4g} ms (a full batch's decode step, no load)")
+        assert doc["status"] == "infeasible"
+
+
+def test_the_least_ttft_is_over_every_way_a_plan_was_served():
+    """A disaggregated split scores each decode plan with every prefill plan and kept the one of most
+    goodput (max by goodput: the first on a tie); when every goodput was 0 the least TTFT came from the
+    first prefill plan's scores alone, overstating it. ``score`` now gives every pairing's evaluation:
+    each counts towards the least TPOT and TTFT, the one of most goodput is the plan's."""
+    from types import SimpleNamespace
+
+    from solvers.registry import solve
+
+    def ev(goodput, prefill, tpot=0.004):
+        return SimpleNamespace(valid=True, goodput=goodput, tpot_full=tpot,
+                               buckets=(SimpleNamespace(prefill=prefill),))
+
+    model = ServingModel(TINY, parse_devices("a100:1"), read_mix(MIX1), ttft=0.01, tpot=0.01)
+    pairings = {"zero": [ev(0.0, 0.3), ev(0.0, 0.1), ev(0.0, 0.2)],
+                "some": [ev(1.0, 0.3), ev(2.0, 0.2, 0.003)]}
+    for name, scored in pairings.items():  # one batch, one micro-batch count, the DP's plan alone
+        search = goodput_search(model, [1], solve, exhaustive_limit=0,
+                                score=lambda p, plan, b, e, scored=scored: scored)
+        assert search.least_ttft == pytest.approx(0.1 if name == "zero" else 0.2)
+        assert search.least_tpot == pytest.approx(0.004 if name == "zero" else 0.003)
+        assert search.points[0].serving is (scored[0] if name == "zero" else scored[1])
 
 
 # ------------------------------------------------------------------------------- disaggregated pools

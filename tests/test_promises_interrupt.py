@@ -216,3 +216,40 @@ def test_ctrl_c_on_place_under_a_latency_target_while_one_device_per_stage_runs(
         with open(result, encoding="utf-8") as f:
             assert json.load(f)["status"] in ("optimal", "feasible")
     assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
+
+
+@pytest.fixture(scope="module")
+def long_dp_model(tmp_path_factory):
+    """A 48-layer encoder: on a100:2,t4:2 its DP start takes seconds (its lattice 7,348 ideals), the
+    kernels it needs already in numba's cache (one run here), so that a Ctrl-C lands in the DP."""
+    path = str(tmp_path_factory.mktemp("interrupt") / "model48.onnx")
+    assert main(["example", path, "--layers", "48"]) == 0
+    assert main(["place", path, "--devices", "a100:2,t4:2", "--latency-slo", "1000", "--max-replicas", "1",
+                 "--batch-size", "1"]) == 0
+    return path
+
+
+@pytest.mark.parametrize("after", [0.5, 2.5])
+def test_ctrl_c_during_the_dp_of_place_under_a_latency_target_with_one_device_per_stage(after, long_dp_model,
+                                                                                         tmp_path):
+    """``place --latency-slo X --max-replicas 1 --batch-size 1,2``: the DP start takes a Ctrl-C between
+    its kernel chunks and returns what it has. That Ctrl-C was lost: the search ran the DP again and the
+    integer program (no time limit: for ever on this model), then batch 2; and the DP itself lost one
+    that came in its runs over a few topological orders (before its lattice). The moment: numba loading
+    the DP's kernels (cffi mapped) and ``after`` s on: the DP's order runs, its lattice, or batch 2's."""
+    pytest.importorskip("cffi")
+    result = str(tmp_path / "result.json")
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "place", long_dp_model, "--devices",
+                             "a100:2,t4:2", "--batch-size", "1,2", "--latency-slo", "1000", "--max-replicas",
+                             "1", "--out", result], cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert _wait_for(proc, "_cffi_backend"), "the process ended before the moment came"
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = _finish(proc, 60)
+    _check(proc.returncode, err, result)
+    assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
+    if proc.returncode == 0:  # the best plan so far, said to be cut short
+        with open(result, encoding="utf-8") as f:
+            assert json.load(f)["serving"]["stopped"].startswith("interrupted (Ctrl-C)")

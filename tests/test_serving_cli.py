@@ -525,6 +525,74 @@ def test_a_sweep_cut_short_names_the_listed_sizes_it_did_not_try():
     assert stopped(None).endswith(": batch 2 and above not tried")
 
 
+def test_a_sweep_ends_after_a_size_whose_search_a_ctrl_c_stopped():
+    """A search that takes a Ctrl-C returns what it has (the KeyboardInterrupt is not raised again): the
+    sweep went on to the next size. ``halted()`` now ends it there, and ``stopped`` says why."""
+    from types import SimpleNamespace
+
+    from placement.serving import sweep_batches
+
+    def run(sizes, at, plan=True):
+        tried = []
+
+        def point_at(b):  # without a plan where the Ctrl-C came (``plan`` false)
+            tried.append(b)
+            if b == at and not plan:
+                return None, "interrupted (Ctrl-C) before any placement was found", None
+            return SimpleNamespace(samples_per_s=10.0 * b, batch_size=b), "", None
+
+        points, best, stopped = sweep_batches(point_at, sizes,
+                                              halted=lambda: "interrupted (Ctrl-C)" if at in tried else "")
+        assert [b for b, _, _ in points] == tried
+        return tried, best and best.batch_size, stopped
+
+    assert run([1, 2, 4], 1) == ([1], 1, "interrupted (Ctrl-C): batch sizes 2, 4 not tried")
+    assert run([1, 2, 4], 2) == ([1, 2], 2, "interrupted (Ctrl-C): batch size 4 not tried")
+    assert run([1, 2, 4], 4) == ([1, 2, 4], 4, "interrupted (Ctrl-C)")  # the last size's search cut short
+    assert run(None, 1) == ([1], 1, "interrupted (Ctrl-C): batch 2 and above not tried")
+    # no plan where it came: auto stopped there anyway, but saying why ("batch 2: ..." was not a Ctrl-C's)
+    assert run(None, 2, plan=False) == ([1, 2], 1, "interrupted (Ctrl-C): batch 4 and above not tried")
+    assert run([1, 2, 4], 1, plan=False) == ([1], None, "interrupted (Ctrl-C): batch sizes 2, 4 not tried")
+
+
+def test_place_under_a_latency_target_ends_at_a_ctrl_c_the_dp_took(cnn, tmp_path, capsys, monkeypatch):
+    """``place --latency-slo X --max-replicas 1 --batch-size 1,2``: a Ctrl-C the DP start took (it
+    returns the plan it has, "interrupted") ran the DP again, the integer program to the time limit (none
+    by default) and the next batch size. Now batch 1's best start is the answer, not proven, the DP ran
+    once, and the sweep says it was interrupted."""
+    from tests.test_slo import interrupted_once
+
+    runs = interrupted_once(monkeypatch)
+    out = tmp_path / "r.json"
+    code = main(["place", str(cnn), "--devices", "a100:1,t4:1", "--batch-size", "1,2", "--latency-slo", "5",
+                 "--max-replicas", "1", "-o", str(out)])
+    text = capsys.readouterr()
+    assert code == 0 and "Traceback" not in text.err, text.err
+    assert len(runs) == 1, runs
+    data = json.loads(out.read_text())
+    sv = data["serving"]
+    assert [s["batch_size"] for s in sv["batch_sizes"]] == [1]
+    assert sv["stopped"] == "interrupted (Ctrl-C): batch size 2 not tried"
+    assert data["status"] == "feasible" and sv["best_proven"] is False
+    assert sv["batch_sizes"][0]["proven"] is False
+    assert "stopped: interrupted (Ctrl-C): batch size 2 not tried" in text.out
+
+
+def test_place_under_a_latency_target_interrupted_before_any_plan_exits_130(cnn, tmp_path, capsys,
+                                                                            monkeypatch):
+    """The same Ctrl-C before the DP had a plan: nothing to give, so the command stops as a Ctrl-C does
+    (exit 130, ``error: interrupted``, no result file), not "no plan found" (exit 1) nor on to batch 2."""
+    from tests.test_slo import interrupted_once
+
+    runs = interrupted_once(monkeypatch, plan=False)
+    out = tmp_path / "r.json"
+    code = main(["place", str(cnn), "--devices", "a100:1,t4:1", "--batch-size", "1,2", "--latency-slo", "5",
+                 "--max-replicas", "1", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+    assert len(runs) == 1 and not out.exists()
+
+
 @pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]])
 def test_place_sweep_stops_at_its_time_limit(cnn, tmp_path, capsys, flags):
     out = tmp_path / "r.json"
@@ -615,12 +683,14 @@ def test_a_max_load_optimum_that_meets_the_target_is_proven_best_under_it(seed, 
 def test_a_ctrl_c_the_dp_start_took_ends_the_latency_search(monkeypatch):
     """The DP start under a latency target catches a Ctrl-C and returns what it had, "interrupted": the
     search ran the DP again inside the serving program and went on (to the limit, then the next batch
-    size), the Ctrl-C lost. It must end: once, a KeyboardInterrupt."""
+    size), the Ctrl-C lost. It must end there: the DP run once, its plan the answer, not proven, and the
+    result marked interrupted (the sweep stops on it)."""
     import dataclasses
 
     from graphs.model import Cluster, DeviceKind, Node, OpGraph
     from placement.serving import best_under_latency
-    from solvers import dp, slo_ip
+    from solvers import dp
+    from solvers.base import Status
 
     g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, comm=0.1), Node("b", {"gpu": 1.0})], edges=[("a", "b")])
     cl = Cluster((DeviceKind("gpu", count=2),))
@@ -632,7 +702,6 @@ def test_a_ctrl_c_the_dp_start_took_ends_the_latency_search(monkeypatch):
         return dataclasses.replace(sol, message="interrupted (Ctrl-C): the best placement so far")
 
     monkeypatch.setattr(dp, "solve", interrupted)
-    monkeypatch.setattr(slo_ip, "solve", lambda *a, **k: pytest.fail("the program ran after the Ctrl-C"))
-    with pytest.raises(KeyboardInterrupt):
-        best_under_latency(g, cl, 10.0)
+    sol = best_under_latency(g, cl, 10.0)
     assert calls == [1]
+    assert sol.interrupted and sol.status == Status.FEASIBLE and sol.assignment is not None

@@ -102,3 +102,86 @@ def test_latency_path_bound_is_the_one_subgraph_one_and_stays_below_brute_force(
             assert lb >= general * (1 - 1e-9) - 1e-12, inst.label
             stronger += lb > general * (1 + 1e-9) + 1e-12
     assert stronger > 0
+
+
+def interrupted_once(monkeypatch, plan: bool = True) -> list:
+    """``solvers.dp.solve`` as a Ctrl-C during its first run leaves it (the DP takes the
+    ``KeyboardInterrupt`` and returns the plan it has, "interrupted", nothing proven; with ``plan``
+    false, before it had one); later runs are real, as they are once the one Ctrl-C has been taken.
+    Returns the runs' time limits."""
+    import dataclasses
+
+    from solvers import dp
+    from solvers.base import Solution
+
+    real, runs = dp.solve, []
+
+    def solve(graph, cluster, options=None):
+        runs.append(None if options is None else options.time_limit)
+        sol = real(graph, cluster, options)
+        if len(runs) > 1 or sol.assignment is None:
+            return sol
+        if not plan:
+            return Solution(None, math.inf, Status.STOPPED, "dp",
+                            message="interrupted before any placement was found")
+        return dataclasses.replace(sol, status=Status.FEASIBLE, bound=None, gap=None,
+                                   message="interrupted; best placement over a few topological orders "
+                                           "returned (not proven optimal)")
+
+    monkeypatch.setattr(dp, "solve", solve)
+    return runs
+
+
+@pytest.mark.parametrize("target", [math.inf, 6.0])
+def test_a_ctrl_c_the_dp_start_took_ends_the_search_under_a_latency_target(monkeypatch, target):
+    """``place --latency-slo X --max-replicas 1`` (serving.best_under_latency) lost a Ctrl-C: when the DP
+    start took it, it ran slo_ip.solve in full, which ran the DP again and then the integer program (to
+    the time limit, none by default). The DP now runs once (solvers.slo_ip.dp_start, for both) and its
+    Ctrl-C stops the search, no program run, no other start tried: the DP's plan, ``feasible``, marked
+    interrupted, where it meets the target, else ``stopped``, no plan. Without a target that is the DP's
+    plan (by the evaluator); a chain of 6 unit nodes on 2 GPUs has latency 6 on one GPU alone and more
+    when split (a transfer of 0.5 on the way), and the DP's plan is split: it misses a target of 6."""
+    from placement.serving import best_under_latency
+    from solvers import dp
+    from tests.instances import chain
+
+    inst = chain(6)
+    g, cl = inst.graph, inst.cluster
+    plan = dp.solve(g, cl, SolveOptions()).assignment
+    assert len(set(plan.tolist())) == 2 and latency(g, cl, plan).total > 6.0
+    runs = interrupted_once(monkeypatch)
+    sol = best_under_latency(g, cl, target, SolveOptions())
+    assert len(runs) == 1, runs
+    assert sol.interrupted and sol.status is not Status.OPTIMAL and "mip_status" not in sol.stats, sol.message
+    if math.isinf(target):
+        assert sol.status is Status.FEASIBLE and sol.message.startswith("interrupted (Ctrl-C): best start")
+        assert sol.stats["returned"] == "dp" and np.array_equal(sol.assignment, plan)
+        assert sol.objective == pytest.approx(evaluate(g, cl, plan).max_load)
+    else:
+        assert sol.status is Status.STOPPED and sol.assignment is None
+        assert sol.message == "interrupted (Ctrl-C) before any placement was found"
+
+
+def test_the_dp_start_never_runs_past_the_time_left(monkeypatch):
+    """best_under_latency gave its DP start max(0.5, 0.3 t) s: 0.5 s with 0.1 s left. Both DP starts
+    (solvers.slo_ip.dp_start) now get 0.3 of the time left, at least 0.5 s, never more than is left."""
+    from placement.serving import best_under_latency
+    from solvers import dp
+    from tests.instances import chain
+
+    real, runs = dp.solve, []
+
+    def spy(graph, cluster, options=None):
+        runs.append(options.time_limit)
+        return real(graph, cluster, options)
+
+    monkeypatch.setattr(dp, "solve", spy)
+    g, cl = chain(6).graph, chain(6).cluster
+    best_under_latency(g, cl, 5.0, SolveOptions(time_limit=0.1))
+    assert len(runs) == 1 and runs[0] <= 0.1, runs
+    runs.clear()
+    slo_ip.solve(g, cl, SolveOptions(time_limit=0.1), latency_max=5.0)  # the program's own start
+    assert len(runs) == 1 and runs[0] <= 0.1, runs
+    for left, share in ((None, None), (10.0, 3.0), (1.0, 0.5), (0.1, 0.1), (0.0, 0.0)):
+        slo_ip.dp_start(g, cl, left)
+        assert runs[-1] == (share if share is None else pytest.approx(share)), left
