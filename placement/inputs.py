@@ -144,10 +144,11 @@ def holds_stage_plan(data) -> bool:
 
 
 def time_limit_seconds(value: float | None, flag: str = "--time-limit") -> float | None:
-    """A command's time limit checked (place, frontier, provision; cluster and bench still check their
-    own, to the same rule): a positive number of seconds,
-    ``inf`` (or none given) for no limit (``None``). Zero is refused rather than taken as "stop at once"
-    (the library's ``time_limit=0`` does that), as NaN and negatives are."""
+    """A command's time limit checked, the one rule for every ``--time-limit`` (place, frontier,
+    provision, cluster's ``--time-limit`` and ``--curve-time-limit``, bench's ``--time-limit`` and
+    ``--limit``): a positive number of seconds, ``inf`` (or none given) for no limit (``None``). Zero is
+    refused rather than taken as "stop at once" (the library's ``time_limit=0`` does that), as NaN and
+    negatives are; the error names ``flag``."""
     if value is None or value == math.inf:
         return None
     if not value > 0:  # NaN too

@@ -205,3 +205,13 @@ def test_allocate_once_with_a_waiting_job_reports_the_time_the_allocation_holds(
     text = format_result(r)
     assert "at the last arrival (5" in text
     assert "utilisation 100% (acc 100%) while the allocation holds" in text
+
+
+@pytest.mark.parametrize("flag, value, got", [("--time-limit", "0", "0.0"), ("--time-limit", "-1", "-1.0"),
+                                              ("--curve-time-limit", "nan", "nan"),
+                                              ("--curve-time-limit", "0", "0.0")])
+def test_cli_time_limits_follow_the_one_rule(job_list, capsys, flag, value, got):
+    # the command kept its own copy of the rule ("placement cluster: --time-limit must be positive")
+    assert main(["cluster", job_list, flag, value, "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {flag} must be a positive number of seconds (inf: none), got {got}"]

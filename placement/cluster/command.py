@@ -128,6 +128,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from placement.inputs import time_limit_seconds
+
     from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir
     from .formats import read_jobs, with_servers
     from .inputs import job_rates
@@ -142,10 +144,12 @@ def run(args) -> int:
         mode, path = "allocate", target[0]
     else:
         raise InputError("placement cluster: expected JOBS.json, or simulate TRACE.json")
-    for name, v in (("--lease", args.lease), ("--curve-time-limit", args.curve_time_limit),
-                    ("--time-limit", args.time_limit)):
-        if v is not None and not v > 0:
-            raise InputError(f"placement cluster: {name} must be positive")
+    if args.lease is not None and not args.lease > 0:  # a period in the trace's time unit, not a limit
+        raise InputError(f"placement cluster: --lease must be positive, got {args.lease:g}")
+    # the one rule for a time limit (inf: none); --curve-time-limit not given keeps the curves' default
+    args.time_limit = time_limit_seconds(args.time_limit)
+    curve_time_limit = (DEFAULT_CURVE_TIME_LIMIT if args.curve_time_limit is None
+                        else time_limit_seconds(args.curve_time_limit, "--curve-time-limit"))
     if args.lease is not None and mode != "simulate":
         raise InputError("placement cluster: --lease applies to simulate only")
     base_given, args.base = args.base, args.base or "fifo"  # given (even as fifo) is checked below
@@ -190,7 +194,7 @@ def run(args) -> int:
     for k, j in enumerate(jl.jobs):
         before = cache.misses
         c = job_rates(j, jl.cluster, cache=cache,
-                      curve_time_limit=args.curve_time_limit or DEFAULT_CURVE_TIME_LIMIT)
+                      curve_time_limit=curve_time_limit)
         if verbose:
             how = ("measured table" if c.method == "table" else "cached" if cache.misses == before
                    else f"{c.method}, {c.seconds:.1f} s")
