@@ -136,3 +136,61 @@ def test_placement_bench_delegates_to_the_suite(tmp_path, capsys):
     assert cli_main(["bench", "--config", "tiny", "--only", "example", "--solvers", "single",
                      "--out", str(tmp_path), "--quiet"]) == 0
     assert (tmp_path / "throughput.csv").exists() and (tmp_path / "latency.md").exists()
+
+
+_ONE = ["--config", "tiny", "--only", "example", "--objective", "max-load", "--solvers", "single", "--quiet"]
+
+
+_RULE = "must be a positive number of seconds (inf: none), got"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--time-limit", "0"], f"error: --time-limit {_RULE} 0.0"),
+    (["--time-limit", "nan"], f"error: --time-limit {_RULE} nan"),
+    (["--limit", "single=-2"], f"error: --limit single {_RULE} -2.0"),
+    (["--limit", "single"], "error: --limit 'single': expected SOLVER=SECONDS, e.g. ip=30"),
+    (["--limit", "single=soon"], "error: --limit 'single=soon': expected SOLVER=SECONDS, e.g. ip=30"),
+])
+def test_time_limits_follow_the_one_rule(tmp_path, capsys, argv, line):
+    # the suite kept its own copy of placement.inputs.time_limit_seconds, worded apart
+    assert main(_ONE + argv + ["--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert not (tmp_path / "o").exists()
+
+
+def test_time_limit_inf_runs_without_a_limit(tmp_path):
+    # inf is "no limit" by the one rule: it crashed the sweep (a pipe polled for inf seconds)
+    out = tmp_path / "o"
+    assert main(_ONE + ["--time-limit", "inf", "--out", str(out), "--report", str(tmp_path / "R.md")]) == 0
+    (rec,) = _lines(out / "results.jsonl")
+    assert rec["time_limit"] is None and "|tinf|" in rec["key"] and rec["status"] == "feasible"
+    assert "per-run time limits: none: single;" in (tmp_path / "R.md").read_text()
+    assert main(_ONE + ["--time-limit", "inf", "--out", str(out)]) == 0  # resumes: the same key
+    assert len(_lines(out / "results.jsonl")) == 1
+
+
+def test_without_out_a_sweep_writes_a_new_folder_here(tmp_path, monkeypatch, capsys):
+    # the default was the checkout's benchmarks/results: a tiny sweep rewrote the committed tables
+    from placement.bench.suite import ROOT
+
+    committed = os.path.join(ROOT, "benchmarks", "results")
+    before = {f: os.path.getmtime(os.path.join(committed, f)) for f in os.listdir(committed)} \
+        if os.path.isdir(committed) else {}
+    monkeypatch.chdir(tmp_path)
+    assert main(_ONE) == 0
+    assert main(_ONE) == 0
+    made = sorted(p for p in os.listdir(tmp_path) if p.startswith("bench-results-"))
+    assert len(made) == 2  # a second sweep in the same second gets its own folder too
+    for d in made:
+        assert len(_lines(tmp_path / d / "results.jsonl")) == 1 and (tmp_path / d / "throughput.md").exists()
+    err = capsys.readouterr().err
+    assert all(f"results in {os.path.join('.', d)}" in err for d in made)
+    after = {f: os.path.getmtime(os.path.join(committed, f)) for f in os.listdir(committed)} \
+        if os.path.isdir(committed) else {}
+    assert after == before
+
+
+def test_without_out_nothing_to_run_makes_no_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["--config", "tiny", "--only", "no-such-workload", "--quiet"]) == 2
+    assert "no workload matches" in capsys.readouterr().err and os.listdir(tmp_path) == []

@@ -329,9 +329,10 @@ def write_report(records: list[dict], path: str, *, machine: dict, config: dict 
         statuses[r.get("status")] += 1
     limits = defaultdict(set)
     for r in runs:
-        if r.get("time_limit") is not None:
-            limits[r["time_limit"]].add(r.get("solver"))
-    limit_text = "; ".join(f"{_fmt(t)} s: {', '.join(sorted(s))}" for t, s in sorted(limits.items()))
+        if "time_limit" in r:  # None: the run had none (--time-limit inf)
+            limits[math.inf if r["time_limit"] is None else r["time_limit"]].add(r.get("solver"))
+    limit_text = "; ".join(f"{_fmt(t)} s: {', '.join(sorted(s))}" if math.isfinite(t) else
+                           f"none: {', '.join(sorted(s))}" for t, s in sorted(limits.items()))
     lines = [
         "# Benchmark results", "",
         f"Produced with `{command or 'placement bench'}` on {time.strftime('%Y-%m-%d')} (every run of "

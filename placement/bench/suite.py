@@ -12,8 +12,10 @@ processes are forked from a server that has the libraries imported already, so s
 milliseconds; on Ray every job is a task that runs ``python -m placement.bench.suite --worker JOB`` (the
 workers need the repository and the workloads at the same paths, or ``PLACEMENT_WORKLOADS``).
 
-Results are appended, one JSON line per run, to ``results.jsonl`` as runs finish; a run whose key is
-already there is skipped, so an interrupted sweep resumes where it stopped (``--rerun`` runs again).
+Results are appended, one JSON line per run, to ``results.jsonl`` in ``--out`` (default: a new folder
+``bench-results-DATE-TIME`` in the current directory; the committed tables are regenerated with
+``--out benchmarks/results``) as runs finish; a run whose key is already there is skipped, so an
+interrupted sweep given the same ``--out`` resumes where it stopped (``--rerun`` runs again).
 The tables (:mod:`placement.bench.report`) are rebuilt from the whole results file at the end.
 
 The objective of every run is the evaluator's value of its placement (``graphs.evaluate`` for
@@ -45,9 +47,6 @@ __all__ = ["Job", "build_jobs", "execute", "run_jobs", "ResultStore", "main", "T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the source checkout (or site-packages when installed)
-# results go beside the benchmark scripts in a checkout, into ./bench-results otherwise
-DEFAULT_OUT = (os.path.join(ROOT, "benchmarks", "results") if os.path.isdir(os.path.join(ROOT, "benchmarks"))
-               else os.path.abspath("bench-results"))
 
 # Solvers per objective, in table order: the registry's (each solver names its tables there)
 THROUGHPUT_SOLVERS = bench_solvers("max-load")
@@ -62,12 +61,12 @@ class Job:
 
     workload: WorkloadSpec
     solver: str
-    time_limit: float
+    time_limit: float | None  # seconds; None: none (the run is never killed)
     seed: int = 0
 
     @property
     def key(self) -> str:
-        return f"{self.workload.key}|{self.solver}|t{self.time_limit:g}|s{self.seed}"
+        return f"{self.workload.key}|{self.solver}|t{_limit_text(self.time_limit)}|s{self.seed}"
 
     def to_json(self) -> dict:
         return {"workload": self.workload.to_json(), "solver": self.solver, "time_limit": self.time_limit,
@@ -75,15 +74,26 @@ class Job:
 
     @classmethod
     def from_json(cls, d: dict) -> Job:
-        return cls(WorkloadSpec.from_json(d["workload"]), d["solver"], float(d["time_limit"]),
-                   int(d.get("seed", 0)))
+        limit = d["time_limit"]
+        return cls(WorkloadSpec.from_json(d["workload"]), d["solver"],
+                   None if limit is None else float(limit), int(d.get("seed", 0)))
 
 
-def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float, solvers: Iterable[str] | None = None,
-               seed: int = 0, limits: dict[str, float] | None = None) -> list[Job]:
+def _limit_text(seconds: float | None) -> str:
+    return "inf" if seconds is None else f"{seconds:g}"
+
+
+def _kill_after(job: Job) -> float | None:
+    """Seconds after which a run is killed: twice its time limit plus a grace period (none without one)."""
+    return None if job.time_limit is None else 2 * job.time_limit + GRACE_S
+
+
+def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float | None,
+               solvers: Iterable[str] | None = None, seed: int = 0,
+               limits: dict[str, float | None] | None = None) -> list[Job]:
     """Every registered solver that applies to every workload: the throughput solvers on max-load
     workloads, the latency ones on latency workloads, ``expert`` only where a split exists.
-    ``limits`` overrides the time limit of named solvers."""
+    ``limits`` overrides the time limit of named solvers (``None``: no limit, as ``time_limit``)."""
     limits = limits or {}
     from solvers.registry import SOLVERS
 
@@ -96,7 +106,8 @@ def build_jobs(specs: Iterable[WorkloadSpec], *, time_limit: float, solvers: Ite
         for name in names:
             if name == "expert" and not spec.split:
                 continue
-            jobs.append(Job(spec, name, float(limits.get(name, time_limit)), seed))
+            limit = limits[name] if name in limits else time_limit
+            jobs.append(Job(spec, name, None if limit is None else float(limit), seed))
     return jobs
 
 
@@ -230,14 +241,14 @@ class _Forker:
         with self._lock:
             self.live.add(p)
         send.close()
-        limit = 2 * job.time_limit + GRACE_S
+        limit = _kill_after(job)
         rec = None
         try:
             if recv.poll(limit):
                 rec = recv.recv()
             else:
                 rec = _failed(job, "killed", f"no result after {limit:.0f} s (time limit "
-                              f"{job.time_limit:g} s)", time.perf_counter() - t0)
+                              f"{_limit_text(job.time_limit)} s)", time.perf_counter() - t0)
         except EOFError:
             pass
         finally:
@@ -259,7 +270,7 @@ def run_subprocess(job_json: dict) -> dict:
     """Run one job as ``python -m placement.bench.suite --worker JOB`` (used by Ray tasks)."""
     job = Job.from_json(job_json)
     t0 = time.perf_counter()
-    limit = 2 * job.time_limit + GRACE_S
+    limit = _kill_after(job)
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     try:
@@ -446,6 +457,20 @@ def machine_description() -> dict:
 
 
 # --------------------------------------------------------------------------- command line
+def fresh_results_dir(parent: str = ".") -> str:
+    """A new, empty folder ``bench-results-DATE-TIME`` (``-2``, ``-3``... when taken) in ``parent``,
+    created: a sweep without ``--out`` never writes into an earlier one's, nor the committed tables."""
+    stem = os.path.join(parent, "bench-results-" + time.strftime("%Y%m%d-%H%M%S"))
+    for k in range(1, 1000):
+        path = stem if k == 1 else f"{stem}-{k}"
+        try:
+            os.makedirs(path)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{stem}-*: every name is taken")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="placement bench",
@@ -473,9 +498,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="runs at once on this machine (default: half the cores)")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="run the jobs as Ray tasks: on the cluster at ADDRESS, or a local Ray instance")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                   help="results folder: results.jsonl, tables and plots (default benchmarks/results in a "
-                        "source checkout, else ./bench-results)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="results folder: results.jsonl, tables and plots; give it again to resume a sweep "
+                        "(default: a new folder bench-results-DATE-TIME here; the committed tables are "
+                        "regenerated with --out benchmarks/results)")
     p.add_argument("--rerun", action="store_true", help="run again jobs already in the results file")
     p.add_argument("--plots", action="store_true", help="also draw the plots (needs matplotlib)")
     p.add_argument("--report", default=None, metavar="FILE",
@@ -513,34 +539,39 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: unknown solver(s): {', '.join(unknown)} (registered: {', '.join(SOLVERS)})",
                   file=sys.stderr)
             return 2
-    limits = {}
-    for item in args.limit:
-        name, _, value = item.partition("=")
-        try:
-            limits[name.strip()] = float(value)
-        except ValueError:
-            limits[name.strip()] = math.nan
-        if not limits[name.strip()] > 0:  # nan too
-            print(f"error: --limit {item!r}: expected SOLVER=SECONDS, a positive number", file=sys.stderr)
-            return 2
-    if not args.time_limit > 0:
-        print(f"error: --time-limit must be a positive number of seconds, got {args.time_limit:g}",
-              file=sys.stderr)
+    from graphs.errors import InputError
+    from placement.inputs import time_limit_seconds
+
+    limits: dict[str, float | None] = {}
+    try:  # the one rule for a time limit (placement.inputs): positive seconds, inf for none
+        for item in args.limit:
+            name, eq, value = (x.strip() for x in item.partition("="))
+            try:
+                seconds = float(value) if name and eq else None
+            except ValueError:
+                seconds = None
+            if seconds is None:
+                raise InputError(f"--limit {item!r}: expected SOLVER=SECONDS, e.g. ip=30")
+            limits[name] = time_limit_seconds(seconds, f"--limit {name}")
+        time_limit = time_limit_seconds(args.time_limit)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if args.workers < 1:
         print(f"error: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    from graphs.errors import InputError
     from placement.outputs import output_dir, output_file
 
-    try:  # the outputs, before any run
-        output_dir(args.out, "--out")
-        if args.report:
-            output_file(args.report, "--report")
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    jobs = build_jobs(specs, time_limit=args.time_limit, solvers=solvers, seed=args.seed, limits=limits)
+    if args.out is not None or args.report:
+        try:  # the outputs given, before any run
+            if args.out is not None:
+                output_dir(args.out, "--out")
+            if args.report:
+                output_file(args.report, "--report")
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    jobs = build_jobs(specs, time_limit=time_limit, solvers=solvers, seed=args.seed, limits=limits)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if not jobs:  # nothing to run: say why, and leave the tables already written alone
@@ -549,6 +580,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {why}; give the reference workloads with --workloads DIR (or $PLACEMENT_WORKLOADS), "
               f"or try --config tiny", file=sys.stderr)
         return 2
+    if args.out is None:  # never the checkout's committed tables unless asked for by --out
+        try:
+            args.out = fresh_results_dir()
+        except OSError as e:
+            print(f"error: cannot make a results folder here ({e.strerror or e}); give --out DIR",
+                  file=sys.stderr)
+            return 2
+        print(f"results in {args.out} (--out {args.out} resumes this sweep)", file=sys.stderr)
     store = ResultStore(os.path.join(args.out, "results.jsonl"))
     done = set() if args.rerun else store.done_keys()
     todo = sum(j.key not in done for j in jobs)
