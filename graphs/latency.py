@@ -42,7 +42,8 @@ from .errors import InputError
 from .evaluate import check_assignment, unsupported_problems
 from .model import Cluster, OpGraph
 
-__all__ = ["LatencyEvaluation", "Subgraph", "latency", "host_kinds", "reference_latency_fields"]
+__all__ = ["LatencyEvaluation", "Subgraph", "latency", "inference_latency", "host_kinds",
+           "reference_latency_fields"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,6 +270,17 @@ def latency(graph: OpGraph, cluster: Cluster, assignment, *, subgraphs=None) -> 
                  comm_out=float(pout[i]))
         for i in range(P))
     return LatencyEvaluation(total, finish, start, sub, subs, tuple(problems))
+
+
+def inference_latency(graph: OpGraph, cluster: Cluster, assignment, *,
+                      subgraphs=None) -> LatencyEvaluation | None:
+    """:func:`latency` of a placement, or ``None`` for a training graph, which has no latency-model
+    figure: the model is an inference model (the latency objective refuses training graphs), and on a
+    training graph it would pay every stashed activation as a transfer through host memory, about twice
+    the time a sample takes through the pipeline's forward and backward passes."""
+    if graph.is_training:
+        return None
+    return latency(graph, cluster, assignment, subgraphs=subgraphs)
 
 
 def reference_latency_fields(graph: OpGraph, cluster: Cluster, ev: LatencyEvaluation) -> dict:

@@ -144,17 +144,15 @@ class Placement:
     @cached_property
     def latency(self):
         """The single-sample latency evaluation of a one-device-per-stage placement
-        (:func:`graphs.latency.latency`); ``None`` when there is no placement, for a stage plan (whose
-        latency is its evaluation's), and for a training graph: the latency model is an inference
-        model (the latency objective refuses training graphs), and on a training graph it would pay
-        every stashed activation as a transfer through host memory, about twice the time a sample
-        takes through the pipeline's forward and backward passes."""
-        if self.assignment is None or self.problem is not None or self.graph.is_training:
+        (:func:`graphs.latency.inference_latency`); ``None`` when there is no placement, for a stage plan
+        (whose latency is its evaluation's), and for a training graph (the latency model is an inference
+        model)."""
+        if self.assignment is None or self.problem is not None:
             return None
-        from graphs.latency import latency
+        from graphs.latency import inference_latency
 
-        return latency(self.graph, self.cluster, self.assignment,
-                       subgraphs=self.solution.stats.get("subgraphs"))
+        return inference_latency(self.graph, self.cluster, self.assignment,
+                                 subgraphs=self.solution.stats.get("subgraphs"))
 
     @property
     def max_load(self) -> float:

@@ -1029,11 +1029,11 @@ def _cmd_show(args) -> int:
 
         print_json({"result": args.result, "simulation": sim.summary(), "overlapped": over.summary()})
     else:
-        from graphs.latency import latency
+        from graphs.latency import inference_latency
 
-        # the latency model is an inference model (Placement.latency): a training graph has none
-        model_latency = None if w.graph.is_training else latency(w.graph, w.cluster, a).total
-        print(_format_simulation(sim, over, unit, model_latency, batch=w.graph.batch_size))
+        lat = inference_latency(w.graph, w.cluster, a)  # None for a training graph, as Placement.latency
+        print(_format_simulation(sim, over, unit, None if lat is None else lat.total,
+                                 batch=w.graph.batch_size))
         from .serving_cli import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
