@@ -264,10 +264,10 @@ _OPTION_WORDS = {"split": "--split", "restarts": "--restarts", "memory_limit": "
 
 def _cli_words(message: str) -> str:
     """A library message in the command line's words: ``options.raw['split']`` becomes ``--split``,
-    a raw byte count the binary units of the table (``6.25091e+07 bytes`` -> ``59.61 MiB``)."""
+    and its byte counts read in the table's units (:func:`placement.report.in_cli_units`)."""
     import re
 
-    from .report import human_bytes
+    from .report import in_cli_units
 
     def option(m):
         return _OPTION_WORDS.get(m.group(2), m.group(0))
@@ -275,15 +275,7 @@ def _cli_words(message: str) -> str:
     message = re.sub(r"options\.raw\[(['\"])(\w+)\1\]", option, message)
     message = re.sub(r"\boptions\.(time_limit|gap|threads|seed)\b",
                      lambda m: "--" + m.group(1).replace("_", "-"), message)
-
-    def size(m):
-        return human_bytes(float(m.group(1)))
-
-    number = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
-    message = re.sub(rf"(?<![\w.]){number} bytes\b", size, message)
-    # the capacity beside a byte count ("needs 59.61 MiB but a t4 holds 1.7e+10"), unless it has its unit
-    return re.sub(rf"\b(holds|capacity is) {number}(?![\w.])(?! (?:[KMGTPE]i)?B\b)",
-                  lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
+    return in_cli_units(message)
 
 
 def _stages():

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 
 from graphs.devices import human_bytes
 
 from .api import Placement
 
-__all__ = ["format_table", "format_summary", "human_bytes", "status_parts"]
+__all__ = ["format_table", "format_summary", "human_bytes", "status_parts", "in_cli_units"]
+
+_NUMBER = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
 
 
 def time_unit(p: Placement) -> str:
@@ -84,6 +88,22 @@ def status_parts(s, bound=None) -> list[str]:
     parts.append(f"time {s.time:.2f} s" + (f" (and {compiled:.0f} s compiling the kernels, a first run)"
                                            if compiled >= 0.5 else ""))
     return parts
+
+
+def in_cli_units(message: str, per_sample: Callable[[float], str] | None = None) -> str:
+    """A solver's message in the command line's units: a raw byte count in the tables' binary units
+    (``6.25091e+07 bytes`` -> ``59.61 MiB``, and the capacity beside one, ``holds 1.7e+10`` ->
+    ``holds 15.83 GiB``) and, given ``per_sample`` (seconds -> the table's time with its unit), a time
+    per sample in the stage solvers' seconds (``6.7e-04 s per sample``) in the table's unit, so that one
+    summary names one unit."""
+    message = re.sub(rf"(?<![\w.]){_NUMBER} bytes\b", lambda m: human_bytes(float(m.group(1))), message)
+    # the capacity beside a byte count ("needs 59.61 MiB but a t4 holds 1.7e+10"), unless it has its unit
+    message = re.sub(rf"\b(holds|capacity is) {_NUMBER}(?![\w.])(?! (?:[KMGTPE]i)?B\b)",
+                     lambda m: f"{m.group(1)} {human_bytes(float(m.group(2)))}", message)
+    if per_sample is None:
+        return message
+    return re.sub(rf"(?<![\w.]){_NUMBER} s per sample\b",
+                  lambda m: f"{per_sample(float(m.group(1)))} per sample", message)
 
 
 def _pipelined_training(p: Placement) -> bool:

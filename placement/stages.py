@@ -796,7 +796,7 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     if result is None:
         parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
     else:
-        from .report import status_parts
+        from .report import in_cli_units, status_parts
 
         parts += status_parts(result, lambda b: fmt_time(b, unit, 9))
     used = sum(s.devices for s in ev.stages)
@@ -806,19 +806,10 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
              f"{problem.microbatches} micro-batches per batch" + (f", {extra}" if extra else "")]
     lines += [f"  problem: {x}" for x in ev.problems]
     if result is not None and result.message:
-        lines.append(in_unit(result.message, unit))
+        # one summary, one unit: the solver's seconds per sample in the table's unit, bytes in binary units
+        lines.append(in_cli_units(result.message, None if unit == "s" else
+                                  lambda t: f"{fmt_time(t, unit, 9)} {unit}"))
     return "\n".join(lines)
-
-
-def in_unit(message: str, unit: str) -> str:
-    """A solver's message with its times per sample (``6.7e-04 s per sample``: the stage solvers' unit)
-    in the table's ``unit``, so that one summary names one unit."""
-    import re
-
-    if unit == "s":
-        return message
-    return re.sub(r"(?<![\w.])(\d+(?:\.\d+)?(?:e[+-]?\d+)?) s per sample\b",
-                  lambda m: f"{fmt_time(float(m.group(1)), unit, 9)} {unit} per sample", message)
 
 
 def no_plan(args, r) -> int:

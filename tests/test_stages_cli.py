@@ -453,13 +453,26 @@ def test_a_training_pipeline_says_its_samples_per_second_is_the_steady_state(tmp
 
 def test_a_solvers_message_reads_in_the_tables_unit():
     # the summary printed "bound 0.674996702" (ms) and then "bound 0.000674996702 s per sample"
-    from placement.stages import in_unit
+    from placement.report import in_cli_units
+
+    def ms(t):
+        return f"{t * 1e3:.9g} ms"
 
     msg = "not proven optimal; bound 0.000674996702 s per sample (total work), gap 45.959%"
-    assert in_unit(msg, "ms") == \
+    assert in_cli_units(msg, ms) == \
         "not proven optimal; bound 0.674996702 ms per sample (total work), gap 45.959%"
-    assert in_unit(msg, "s") == msg
-    assert in_unit("bound 6.5e-05 s per sample", "ms") == "bound 0.065 ms per sample"
+    assert in_cli_units(msg) == msg
+    assert in_cli_units("bound 6.5e-05 s per sample", ms) == "bound 0.065 ms per sample"
+
+
+def test_one_rewrite_gives_a_message_both_units():
+    # stage summaries rewrote times only and the command line's errors bytes only: two regex rewrites
+    # of the same messages. 2 ** 30 bytes is 1 GiB; 3e-4 s is 0.3 ms
+    from placement.report import in_cli_units
+
+    msg = "needs 1073741824 bytes, bound 3e-4 s per sample"
+    assert in_cli_units(msg, lambda t: f"{t * 1e3:.9g} ms") == "needs 1 GiB, bound 0.3 ms per sample"
+    assert in_cli_units(msg) == "needs 1 GiB, bound 3e-4 s per sample"
 
 
 @pytest.mark.parametrize("flag, value", [("--device-memory", "0"), ("--device-memory", "-1"),
