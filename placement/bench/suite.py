@@ -505,7 +505,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rerun", action="store_true", help="run again jobs already in the results file")
     p.add_argument("--plots", action="store_true", help="also draw the plots (needs matplotlib)")
     p.add_argument("--report", default=None, metavar="FILE",
-                   help="also write the full report (tables and machine) to FILE, e.g. benchmarks/RESULTS.md")
+                   help="also write the full report (tables and machine) to FILE, e.g. benchmarks/RESULTS.md "
+                        "(with --out benchmarks/results, the tables it is made from)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p
