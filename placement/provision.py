@@ -204,12 +204,19 @@ class _Deadline:
 
     def __init__(self, deadline: float | None, stop: Callable[[], bool] | None) -> None:
         self.deadline, self.stop = deadline, stop
+        self.took = False  # a solve took a Ctrl-C (it returned what it had): the search ends
+
+    def seen(self, sol: Solution) -> Solution:
+        """``sol``, noting a Ctrl-C it took (:attr:`~solvers.base.Solution.interrupted`): without a
+        ``stop`` that says so (the library's calls) the search would go on."""
+        self.took = self.took or sol.interrupted
+        return sol
 
     def left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
 
     def halted(self) -> str:
-        if self.stop is not None and self.stop():
+        if self.took or (self.stop is not None and self.stop()):
             return "interrupted"
         if self.deadline is not None and self.left() <= 0.05:
             return "time limit reached"
@@ -383,8 +390,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
 
     def solve_at(c, time_limit) -> Tried:
         cl = sub_cluster(available, c)
-        sol = best_under_latency(graph, cl, latency_slo, dataclasses.replace(options, time_limit=time_limit),
-                                 stop=stop)
+        sol = clock.seen(best_under_latency(graph, cl, latency_slo,
+                                            dataclasses.replace(options, time_limit=time_limit), stop=stop))
         if sol.assignment is None:
             return Tried(short=sol.status == Status.INFEASIBLE, proven=sol.status == Status.INFEASIBLE)
         load = evaluate(graph, cl, sol.assignment).max_load

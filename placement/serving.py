@@ -506,10 +506,17 @@ class _Clock:
 
     def __init__(self, deadline: float | None, stop: Callable[[], bool] | None):
         self.deadline, self.stop = deadline, stop
+        self.took = False  # a solver took a Ctrl-C (it returned what it had): the search ends
+
+    def seen(self, sol: Solution) -> Solution:
+        """``sol``, noting a Ctrl-C it took (:attr:`~solvers.base.Solution.interrupted`): without a
+        ``stop`` that says so (the library's calls) the search would go on."""
+        self.took = self.took or sol.interrupted
+        return sol
 
     def halted(self) -> str:
         """Why the search must end now ("" when it may go on)."""
-        if self.stop is not None and self.stop():
+        if self.took or (self.stop is not None and self.stop()):
             return "interrupted"
         if self.deadline is not None and self.deadline - _now() < _MIN_PROGRAM_S:
             return "time limit reached"
@@ -572,12 +579,12 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     def program(start, **limits) -> Solution:
         opts = dataclasses.replace(options, time_limit=clock.budget(_PROGRAM_SHARE), raw=raw,
                                    warm_start=start)
-        return slo_ip.solve(g, cl, opts, stop=clock.stop, **limits)
+        return clock.seen(slo_ip.solve(g, cl, opts, stop=clock.stop, **limits))
 
     def dp_run(max_ideals: int | None, share: float) -> Solution:
         dp_raw = {} if max_ideals is None else {"max_ideals": max_ideals}
-        return dp_solve(g, cl, SolveOptions(time_limit=clock.budget(share), threads=options.threads,
-                                            raw=dp_raw))
+        opts = SolveOptions(time_limit=clock.budget(share), threads=options.threads, raw=dp_raw)
+        return clock.seen(dp_solve(g, cl, opts))
 
     # the throughput end: the exact DP's optimum (contiguous placements: without host cores exactly the
     # serving domain, so its max-load is the domain's best; with them a start the program may beat)
@@ -587,7 +594,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     end = dp_run(_QUICK_IDEALS, 0.5)
     exact = end.status == Status.OPTIMAL
     early = None
-    if end.assignment is not None and not clock.halted():
+    if end.assignment is not None and (end.interrupted or not clock.halted()):  # a Ctrl-C: its best so far
         # a first point now, the throughput end's plan as the DP gave it: the program that minimises the
         # latency at its max-load may take long (a model of a hundred operators: tens of seconds)
         early = _point(g, cl, end, proven=False)
@@ -684,9 +691,9 @@ def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allo
             break
         sub = Cluster(tuple(dataclasses.replace(k, count=c) for k, c in zip(cl.kinds, counts)))
         try:
-            sol = dp_solve(w.graph, sub, SolveOptions(
+            sol = clock.seen(dp_solve(w.graph, sub, SolveOptions(
                 time_limit=None if until is None else max(0.05, until - _now()), threads=threads,
-                raw={"max_ideals": _QUICK_IDEALS}))
+                raw={"max_ideals": _QUICK_IDEALS})))
         except PlacementError:
             continue
         if sol.assignment is None:

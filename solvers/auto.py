@@ -100,13 +100,17 @@ class _Trial:
         return self.gave_up
 
 
-def _chain_bound(prob: dp.DPProblem, orders) -> dp.DPRun | None:
+def _chain_bound(prob: dp.DPProblem, orders) -> tuple[dp.DPRun | None, bool]:
+    """The best complete DP run over the prefixes of ``orders``, and whether a Ctrl-C stopped one (the
+    DP takes it and returns what it has): then no order after it runs, and the caller must stop too."""
     best = None
     for order in orders:
         run = dp.run_dp(prob, chain_ideals(prob.items.num_classes, order))
         if run.complete and math.isfinite(run.value) and (best is None or run.value < best.value):
             best = run
-    return best
+        if run.interrupted:
+            return best, True
+    return best, False
 
 
 def _random_orders(items, count: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -182,7 +186,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             if remaining <= 0:
                 break
             prob = base if g is graph else dp.prepare(g, cluster)
-            chain = _chain_bound(prob, dp.topological_orders(prob.items))
+            chain, interrupted = _chain_bound(prob, dp.topological_orders(prob.items))
             if found is None and chain is not None:
                 a0 = dp.stages_to_assignment(prob, cluster, chain.stages)
                 found = (a0, chain.value, "heuristic", False)
@@ -192,6 +196,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                     found = (a0, chain.value, "the placement over a topological order meets the lower bound",
                              True)
                     break
+            if interrupted:  # no lattice after a Ctrl-C: the orders' best so far
+                break
             ub = chain.value * (1 + 1e-9) if chain else math.inf
             try:
                 lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst,
@@ -250,15 +256,19 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     except KeyboardInterrupt:
         interrupted = True
 
-    if found is None:
+    if found is None and not interrupted:
         # the prefixes of many random topological orders: always affordable
         rng = np.random.default_rng(options.seed)
-        chain = _chain_bound(base, _random_orders(base.items, 8, rng))
-        if chain is None:
+        chain, interrupted = _chain_bound(base, _random_orders(base.items, 8, rng))
+        if chain is not None:
+            found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
+            steps.append(("heuristic", chain.value))
+        elif not interrupted:
             return Solution(None, math.inf, Status.STOPPED if tried else Status.INFEASIBLE, "auto",
                             time=time.perf_counter() - t0, message="no placement found: " + "; ".join(tried))
-        found = (dp.stages_to_assignment(base, cluster, chain.stages), chain.value, "heuristic", False)
-        steps.append(("heuristic", chain.value))
+    if found is None:  # a Ctrl-C came first: no more orders
+        return Solution(None, math.inf, Status.STOPPED, "auto", time=time.perf_counter() - t0,
+                        message="interrupted (Ctrl-C) before any placement was found")
 
     a, value, label, exact = found
     stats = {"path": "exact" if exact else ("heuristic" if label == "heuristic" else "exact-on-coarsened"),
@@ -274,6 +284,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         how = label if label != "exact" else "the DP covered every contiguous placement"
         if options.backend != DEFAULT_BACKEND:  # said, not dropped without a word
             how += f"; the integer program (backend {options.backend}) was not needed"
+        if interrupted:  # the optimum is proven all the same; the word tells the caller to stop
+            how += "; interrupted (Ctrl-C) after it was found: fewest devices among optima not sought"
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0,
                         time=time.perf_counter() - t0, stats=stats, message="exact: " + how)
 
@@ -292,6 +304,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     if "ip" in SOLVERS and left > IP_MIN_SECONDS and not interrupted:
         # every option the user gave (backend, seed, threads, gap, raw...) reaches the IP
         ip = get_solver("ip")(graph, cluster, replace(options, time_limit=left * 0.9, warm_start=a))
+        interrupted = ip.interrupted  # it took a Ctrl-C and returned its best: said below
         if ip.assignment is not None and ip.objective < value:
             a, value = ip.assignment, ip.objective
             message += "; improved by the contiguous IP"

@@ -122,6 +122,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
     extra: dict = {}
+    interrupted = False
     if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
@@ -134,7 +135,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 return done(ir, "exact", ir.status, ir.message, extra)
             if extra["bound"] is not None and ir.plan is not None:
                 proven.append((extra["bound"], "the integer program's"))
-            stopped.append(f"the integer program stopped{limited() or ' at its limit'}")
+            # a Ctrl-C the program took (it returns its best): said, and nothing runs after it
+            interrupted = ir.interrupted
+            stopped.append("the integer program was interrupted (Ctrl-C)" if interrupted
+                           else f"the integer program stopped{limited() or ' at its limit'}")
             if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
                 best, label = ir, "heuristic"
         else:
@@ -142,6 +146,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             stopped.append(f"the integer program was not run ({model_cols:,} columns)")
     elif refine:
         stopped.append(f"the integer program was not started (under {IP_MIN_SECONDS:g} s left)")
+    if best is None and interrupted:
+        return done(ir, "heuristic", Status.STOPPED, ir.message)
     if best is None:
         path.append("pipedream")
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))

@@ -185,6 +185,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     except InfeasibleError as e:
         return no_placement("pipedream", t0, f"after merging biconnected components, {e}", stats=stats)
     run = run_dp(prob, chain_ideals(items.num_classes, order), deadline=deadline, progress=options.progress)
+    if run.interrupted:  # the DP took a Ctrl-C (it returns what it has): the word makes callers stop
+        return no_placement("pipedream", t0, "interrupted (Ctrl-C) before the DP finished",
+                            status=Status.STOPPED, stats=stats)
     if not run.complete:
         return no_placement("pipedream", t0, "time limit reached before the DP finished",
                             status=Status.FEASIBLE, stats=stats)
