@@ -375,6 +375,10 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
         return dataclasses.replace(s, message=f"{s.message}; {note}" if s.message else note,
                                    time=sum(times), stats=stats)
 
+    if sol.interrupted:  # the layer solve took a Ctrl-C and returned what it had: nothing more runs
+        if sol.plan is None:
+            raise KeyboardInterrupt
+        return w, noted(sol, "operator granularity not tried: interrupted")
     if not ref.tried:
         return w, noted(sol, "operator granularity not tried: no time left")
     budget = ref.budget

@@ -182,3 +182,23 @@ def test_ctrl_c_in_the_curve_dp_stops_the_curve_not_falls_back(monkeypatch):
     inst = _random_instances(2, 1)[0]
     with pytest.raises(KeyboardInterrupt):
         graph_curve(inst.graph, inst.cluster)
+
+
+def test_a_ctrl_c_auto_took_ends_the_per_count_curve(monkeypatch):
+    """auto takes a Ctrl-C and returns what it has ("interrupted"): the per-count curve went on to the
+    next allocation (the Ctrl-C lost). It must stop: one solve, then KeyboardInterrupt."""
+    import dataclasses
+
+    from solvers import auto
+
+    inst = _random_instances(2, 1)[0]
+    real, calls = auto.solve, []
+
+    def interrupted(graph, cluster, options=None):
+        calls.append(1)
+        return dataclasses.replace(real(graph, cluster, options), message="interrupted (Ctrl-C)")
+
+    monkeypatch.setattr(auto, "solve", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        graph_curve(inst.graph, inst.cluster, force_fallback=True)
+    assert calls == [1]

@@ -291,3 +291,27 @@ def test_split_and_run_read_the_result_and_the_model_once(tmp_path, capsys, monk
         capsys.readouterr()
         assert reads.count(("json", os.path.abspath(res))) == 1, (cmd[0], reads)
         assert reads.count(("model", os.path.abspath(path))) == 1, (cmd[0], reads)
+
+
+def test_a_ctrl_c_the_layer_solve_took_ends_the_refinement():
+    """The layer solve takes a Ctrl-C and returns what it has ("interrupted"): the operator solve still
+    ran (the Ctrl-C lost). Now its plan is the answer, said so; without a plan the Ctrl-C goes on."""
+    import dataclasses
+
+    from placement.stages import solve_refined
+
+    seen = []
+
+    def solve_one(problem, time_limit):
+        seen.append(problem)
+        sol = _answer(2.0, "feasible")
+        return dataclasses.replace(sol, message="interrupted (Ctrl-C): the best plan so far")
+
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), solve_one, None)
+    assert seen == ["L"] and w.settings["granularity"] == "layer"
+    assert sol.status.value == "feasible" and "operator granularity not tried: interrupted" in sol.message
+    seen.clear()
+    with pytest.raises(KeyboardInterrupt):
+        solve_refined(_layers("L", lambda: ("O", None)), lambda p, t: seen.append(p) or dataclasses.replace(
+            _answer(float("inf"), "stopped", False), message="interrupted (Ctrl-C) before any plan"), None)
+    assert seen == ["L"]

@@ -242,6 +242,8 @@ def _per_count(graph, cluster, time_limit):
                 best = min(best, values[c[:t] + (x - 1,) + c[t + 1:]])
         if sum(c) > 0:
             sol = auto.solve(graph, _sub_cluster(cluster, c), SolveOptions(time_limit=time_limit))
+            if sol.interrupted:  # auto took a Ctrl-C and returned what it had: the command stops here
+                raise KeyboardInterrupt
             if sol.status in (Status.OPTIMAL, Status.FEASIBLE) and sol.assignment is not None:
                 exact = exact and sol.status is Status.OPTIMAL
                 if sol.objective < best:
@@ -259,7 +261,7 @@ def _placement(graph, cluster, counts, value, time_limit):
     from solvers.base import SolveOptions, Status
 
     sol = dp.solve(graph, _sub_cluster(cluster, counts), SolveOptions(time_limit=time_limit))
-    if sol.status is not Status.OPTIMAL and (sol.message or "").startswith("interrupted"):
+    if sol.interrupted:
         raise KeyboardInterrupt  # the DP stopped for a Ctrl-C: the command stops, not the next solve
     if sol.status is not Status.OPTIMAL or sol.assignment is None:
         return None, (f"no exact placement for {counts} within the time limit: host memory taken as the "
