@@ -291,7 +291,10 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
 
     # repair what coarsening lost, then let the contiguous IP improve and bound it
     if not interrupted:
-        a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
+        try:
+            a = refine(graph, cluster, a, deadline=t0 + 0.6 * limit)
+        except KeyboardInterrupt:  # the plan found so far is kept: the Ctrl-C is said below
+            interrupted = True
     value = evaluate(graph, cluster, a).max_load
     if not interrupted:
         steps.append(("refined", value))

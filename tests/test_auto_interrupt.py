@@ -79,3 +79,23 @@ def test_a_ctrl_c_the_integer_program_takes_reaches_autos_caller(monkeypatch):
     assert len(ran) == 1 and sol.stats["path"] == "heuristic"
     assert sol.interrupted and sol.status is Status.FEASIBLE, (sol.status, sol.message)
     assert sol.objective == pytest.approx(3.5)
+
+
+def test_a_ctrl_c_in_the_refinement_keeps_the_plan_found(monkeypatch):
+    """The same heuristic path: a Ctrl-C during the refinement of the heuristic's plan raised out of
+    auto, dropping that plan (the command exited 130 with nothing). Now the plan is the answer, not
+    proven, said interrupted, and the IP does not run."""
+    from solvers import registry
+
+    inst = chain(6)
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(auto, "refine", ctrl_c)
+    real = registry.get_solver
+    monkeypatch.setattr(registry, "get_solver",
+                        lambda name: pytest.fail("the IP ran after a Ctrl-C") if name == "ip" else real(name))
+    sol = auto.solve(inst.graph, inst.cluster, SolveOptions(raw={"memory_limit": 3 * 400}))
+    assert sol.interrupted and sol.status is Status.FEASIBLE and sol.assignment is not None, sol.message
+    assert sol.objective == pytest.approx(evaluate(inst.graph, inst.cluster, sol.assignment).max_load)
