@@ -12,7 +12,8 @@ wherever a node reads another's output; shapes, element types and so output byte
 their state-dict names) are its weights, trainable when they are parameters that require grad. ATen
 operators are costed by the same roofline model as ONNX operators (:mod:`graphs.costs`) through their
 ONNX counterparts (``aten.linear``/``matmul``/``bmm`` -> ``MatMul``, ``addmm`` -> ``Gemm``,
-``convolution`` -> ``Conv``, views -> ``Reshape``, ...); an operator without one is costed conservatively
+``convolution`` -> ``Conv``, ``scaled_dot_product_attention`` and its fused kernels -> ``Attention``,
+views -> ``Reshape``, ...); an operator without one is costed conservatively
 with a warning in ``graph.meta["warnings"]``. Training adds the backward pass as for ONNX.
 
 **Snapping to module boundaries.** ``pipeline(module, mb_args, split_spec={fqn: SplitPoint.BEGINNING})``
@@ -89,6 +90,12 @@ _ONNX_TYPE = {
     "ones_like": "ConstantOfShape", "zeros_like": "ConstantOfShape", "full_like": "ConstantOfShape",
     "empty": "ConstantOfShape", "tril": "Trilu", "triu": "Trilu", "cumsum": "CumSum",
     "max_pool2d": "MaxPool", "avg_pool2d": "AveragePool", "adaptive_avg_pool2d": "GlobalAveragePool",
+    # (query, key, value, ...) in [batch, heads, length, head size], as ONNX's 4-D Attention: costed by its
+    # formula (graphs.costs); the fused kernels too, should an exported graph name one
+    **dict.fromkeys(("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_cudnn_attention",
+                     "_scaled_dot_product_fused_attention_overrideable"), "Attention"),
 }
 
 
