@@ -57,9 +57,10 @@ class SolveOptions:
     support the objective raises :class:`~graphs.errors.InputError`. ``subgraphs_per_device``: for
     latency, how many contiguous subgraphs one accelerator may run one after another. ``backend``: the
     MIP backend of the integer programs (``"highs"`` or ``"pulp"``). ``warm_start``: an assignment a
-    solver may start from. ``time_limit`` in seconds (``None``, or ``inf``, which is stored as ``None``:
-    none; ``0``: stop at once with what the first step gives); ``gap``: relative optimality gap (at least
-    0) at which an IP may stop; ``threads``: solver threads, at least 1 (``None``: the solver's default);
+    solver may start from. ``time_limit`` in seconds, at least 0 (``None``: the solver's default, none or
+    ``auto``'s :data:`~solvers.auto.DEFAULT_TIME_LIMIT`; ``inf``: none; ``0``: stop at once with what the
+    first step gives); ``gap``: relative optimality gap (at least 0) at which an IP may stop;
+    ``threads``: solver threads, at least 1 (``None``: the solver's default);
     ``seed`` for randomised methods;
     ``progress``: a callable taking a fraction in [0, 1] (called from the solving thread);
     ``raw``: solver-specific options, passed through untouched.
@@ -86,9 +87,7 @@ class SolveOptions:
                                 f"{type(t).__name__}")
             if not t >= 0:  # NaN too
                 raise InputError(f"SolveOptions(time_limit={t!r}): the time limit must be a non-negative "
-                                 f"number of seconds (0: stop at once; None or inf: none)")
-            if t == math.inf:  # as the command line's --time-limit inf: no limit
-                object.__setattr__(self, "time_limit", None)
+                                 f"number of seconds (0: stop at once; inf: none)")
         if self.threads is not None:
             if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral):
                 raise TypeError(f"SolveOptions(threads=...) takes an integer or None, got "

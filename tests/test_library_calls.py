@@ -36,10 +36,9 @@ def test_solve_options_refuse_bad_limits_naming_them(kw, error, words):
 
 
 def test_solve_options_keep_good_limits():
-    # 0 stops at once (the library's documented meaning; tests/test_dp.py relies on it); inf is no limit,
-    # stored as None as the command line's --time-limit inf is
+    # 0 stops at once (the library's documented meaning; tests/test_dp.py relies on it); inf is no limit
     assert SolveOptions(time_limit=0).time_limit == 0
-    assert SolveOptions(time_limit=math.inf).time_limit is None
+    assert SolveOptions(time_limit=math.inf).time_limit == math.inf
     assert SolveOptions(time_limit=np.float64(2.5), threads=np.int64(4), gap=0).threads == 4
     import dataclasses
 
