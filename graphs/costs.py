@@ -197,12 +197,45 @@ def _rnn(op: Op):
 
 
 def _attention(op: Op):
-    """com.microsoft Attention: QKV projection plus scores and context."""
+    """Attention. com.microsoft's (input, weights[, bias]): its QKV projection plus scores and context;
+    every other domain's (ONNX's opset-23 ``Attention``, torch's ``scaled_dot_product_attention``
+    through the torch front end) takes the projected query, key and value: :func:`_sdpa`."""
+    if op.domain != "com.microsoft":
+        return _sdpa(op)
     x, w = _shape(op.inputs[0]), _shape(op.inputs[1] if len(op.inputs) > 1 else None)
     if x is None or w is None or len(x) != 3:
         return None
     b, s, h = x
     return 2.0 * b * s * h * w[1] + 4.0 * b * s * s * h
+
+
+def _sdpa(op: Op):
+    """Scaled dot-product attention of q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv] (ONNX's 4-D form,
+    torch's; with fewer key/value heads than query heads, each query head still reads Tk keys), or ONNX's
+    3-D form [B, T, heads * d] (attributes ``q_num_heads``, ``kv_num_heads``); ONNX's past key (input 4)
+    lengthens Tk. With S = B * Hq * Tq * Tk scores: 2 S d (Q K^T) + 2 S dv (weights times V) + Softmax's
+    FLOPs per element (:data:`_PER_ELEMENT`) on S, what the product, Softmax and product written out cost.
+    A causal or other mask does not reduce it: the math kernels (torch's CPU one included) compute the
+    whole score matrix, and a written-out attention is costed whole too."""
+    q, k, v = (_shape(op.inputs[i]) if len(op.inputs) > i else None for i in range(3))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) or len(q) < 2:
+        return None
+    hq, hkv = op.attrs.get("q_num_heads"), op.attrs.get("kv_num_heads")
+    if len(q) == 3 and hq is not None:  # ONNX's 3-D form: heads packed into the last dimension
+        if not (isinstance(hq, int) and isinstance(hkv, int) and hq > 0 and hkv > 0
+                and q[2] % hq == 0 and v[2] % hkv == 0):
+            return None
+        rows, d, tk, dv = q[0] * q[1] * hq, q[2] // hq, k[1], v[2] // hkv
+    else:
+        rows, d, tk, dv = math.prod(q[:-1]), q[-1], k[-2], v[-1]
+    past = op.inputs[4] if len(op.inputs) > 4 else None
+    if past is not None:
+        p = _shape(past)
+        if p is None or len(p) != 4:
+            return None
+        tk += p[2]
+    scores = float(rows * tk)
+    return 2.0 * scores * d + 2.0 * scores * dv + _PER_ELEMENT["Softmax"] * scores
 
 
 def _qlinear_conv(op: Op):

@@ -13,8 +13,12 @@ The names load on first use, so that ``import placement`` and ``placement --help
 from __future__ import annotations
 
 import importlib
+import logging
 
 __version__ = "0.1.0"
+
+# as graphs' loggers: warnings go to the caller's logging configuration, never to stderr by default
+logging.getLogger("placement").addHandler(logging.NullHandler())
 
 _HOME = {
     "place": "placement.api", "evaluate": "placement.api", "Placement": "placement.api",

@@ -1198,6 +1198,9 @@ def main(argv: list[str] | None = None) -> int:
     codes: list[int] = []
     with _user_errors(codes):
         argv = sys.argv[1:] if argv is None else list(argv)
+        from .serving_cli import _warnings_as_lines
+
+        _warnings_as_lines()  # every command: the library logs its warnings and never prints them
         if argv[:1] == ["bench"]:  # the suite parses its own options (placement.bench)
             return _cmd_bench(argv[1:])
         parser = build_parser()

@@ -226,9 +226,10 @@ def placement_result(placement: Placement | Mapping) -> dict:
     with its ``stages`` and each stage's ``operators``); a mapping (a result already) is returned as
     is."""
     if isinstance(placement, Mapping):
-        return dict(placement)
+        return _checked_result(dict(placement))
     if not isinstance(placement, Placement):
-        raise InputError(f"expected a Placement or a result mapping, got {type(placement).__name__}")
+        raise TypeError(f"placement: expected a Placement or a result mapping, got "
+                        f"{type(placement).__name__}")
     if placement.problem is not None:
         from .stages import stage_result
 
@@ -240,6 +241,30 @@ def placement_result(placement: Placement | Mapping) -> dict:
         raise InputError(f"there is no placement to apply (status {result.get('status')!r}: "
                          f"{result.get('message') or 'no devices'})")
     return result
+
+
+def _checked_result(data: dict) -> dict:
+    """A result mapping given as ``placement``: a stage plan (its ``stages`` are checked where they are
+    read) or a one-device-per-stage result with a non-empty ``devices`` list of ``{"name", "nodes"}``
+    (as the command line's result files are checked), else an :class:`InputError` naming what is
+    missing."""
+    from .stages import is_stage_result
+
+    if is_stage_result(data):
+        return data
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        if "status" in data:
+            raise InputError(f"placement: the result mapping holds no placement (status {data['status']!r}: "
+                             f"{data.get('message') or 'no devices'})")
+        raise InputError("placement: the result mapping has neither a 'devices' list nor a stage plan's "
+                         "'stages' (give a Placement, placement_result(p) or a result file's content)")
+    for i, d in enumerate(devices):
+        if not (isinstance(d, Mapping) and isinstance(d.get("name"), str)
+                and isinstance(d.get("nodes"), list)):
+            raise InputError(f"placement: devices[{i}] of the result mapping needs a 'name' and a 'nodes' "
+                             f"list")
+    return data
 
 
 def _of_operators(placement):

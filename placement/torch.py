@@ -12,7 +12,8 @@ wherever a node reads another's output; shapes, element types and so output byte
 their state-dict names) are its weights, trainable when they are parameters that require grad. ATen
 operators are costed by the same roofline model as ONNX operators (:mod:`graphs.costs`) through their
 ONNX counterparts (``aten.linear``/``matmul``/``bmm`` -> ``MatMul``, ``addmm`` -> ``Gemm``,
-``convolution`` -> ``Conv``, views -> ``Reshape``, ...); an operator without one is costed conservatively
+``convolution`` -> ``Conv``, ``scaled_dot_product_attention`` and its fused kernels -> ``Attention``,
+views -> ``Reshape``, ...); an operator without one is costed conservatively
 with a warning in ``graph.meta["warnings"]``. Training adds the backward pass as for ONNX.
 
 **Snapping to module boundaries.** ``pipeline(module, mb_args, split_spec={fqn: SplitPoint.BEGINNING})``
@@ -89,6 +90,12 @@ _ONNX_TYPE = {
     "ones_like": "ConstantOfShape", "zeros_like": "ConstantOfShape", "full_like": "ConstantOfShape",
     "empty": "ConstantOfShape", "tril": "Trilu", "triu": "Trilu", "cumsum": "CumSum",
     "max_pool2d": "MaxPool", "avg_pool2d": "AveragePool", "adaptive_avg_pool2d": "GlobalAveragePool",
+    # (query, key, value, ...) in [batch, heads, length, head size], as ONNX's 4-D Attention: costed by its
+    # formula (graphs.costs); the fused kernels too, should an exported graph name one
+    **dict.fromkeys(("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_cudnn_attention",
+                     "_scaled_dot_product_fused_attention_overrideable"), "Attention"),
 }
 
 
@@ -304,8 +311,9 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     """Export ``module`` on the example inputs, build and cost its operator graph, place it and snap the
     stages to module boundaries (see the module doc). ``devices``, ``costs`` (``"roofline"``, a JSON
     table's path or the table as a mapping), ``solver`` and ``options`` are those of
-    :func:`placement.place_model`; ``split_points``: the module FQNs stages may begin at (default: every
-    submodule that can), or ``"children"``.
+    :func:`placement.place_model`; ``split_points``: the module FQNs stages may begin at, a sequence of str
+    (default: every submodule that can), or ``"children"``; any other str is refused (one name goes in a
+    list).
 
     ``max_replicas`` above 1 (or ``None``: as many as the devices allow) solves the stage model: each
     stage, still cut at split points, may run ``d`` data-parallel replicas (``stage_replicas``), with
@@ -326,6 +334,8 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     if costs == "profile":
         raise InputError("the 'profile' cost model runs ONNX models; for a torch module use 'roofline' or a "
                          "cost table")
+    by_children = isinstance(split_points, str) and split_points == "children"
+    named = None if split_points is None or by_children else _names(split_points)  # before the export
     ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
     source = f"torch:{type(module).__name__}"
     try:
@@ -345,12 +355,12 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     graph.meta["module"] = modules
     real = {name for name, _ in module.named_modules() if name}
     children = tuple(name for name, _ in module.named_children())
-    if split_points == "children":
+    if by_children:
         allowed = set(children)
-    elif split_points is None:
+    elif named is None:
         allowed = None
     else:
-        allowed = set(split_points)
+        allowed = set(named)
         unknown = sorted(allowed - real)
         if unknown:
             raise InputError(f"split point(s) {', '.join(unknown[:5])} name no submodule of the module",
@@ -388,6 +398,28 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
     return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
                           g.batch_size, children, tuple(notes))
+
+
+def _names(split_points) -> list[str]:
+    """``split_points`` as module FQNs: a sequence of str. A str other than ``"children"`` is refused
+    rather than read as its characters (one name goes in a list)."""
+    if isinstance(split_points, str):
+        raise InputError(f"split_points={split_points!r}: give a list of module FQNs (one split point: "
+                         f"[{split_points!r}]), or 'children'")
+    if isinstance(split_points, (bytes, Mapping)) or not isinstance(split_points, Iterable):
+        raise TypeError(f"split_points takes module FQNs (a sequence of str), 'children' or None, got "
+                        f"{type(split_points).__name__}")
+    names = list(split_points)
+    bad = [x for x in names if not isinstance(x, str)]
+    if bad:
+        raise TypeError(f"split_points takes module FQNs (str), got {bad[0]!r} ({type(bad[0]).__name__})")
+    return names
+
+
+def _torch_placement(tp, fn: str) -> TorchPlacement:
+    if not isinstance(tp, TorchPlacement):
+        raise TypeError(f"{fn}(tp) takes place_module's TorchPlacement, got {type(tp).__name__}")
+    return tp
 
 
 def _place_stages(g, graph, ds, modules, points, segment, children, source, *, solver, options, max_replicas,
@@ -525,7 +557,7 @@ def split_spec(tp: TorchPlacement) -> dict:
     split_spec=...)``: the snapped plan's stage boundaries (``tp.num_stages`` stages)."""
     from torch.distributed.pipelining import SplitPoint
 
-    return {fqn: SplitPoint.BEGINNING for fqn in tp.stage_starts}
+    return {fqn: SplitPoint.BEGINNING for fqn in _torch_placement(tp, "split_spec").stage_starts}
 
 
 def layer_partition(tp: TorchPlacement) -> dict:
@@ -534,7 +566,7 @@ def layer_partition(tp: TorchPlacement) -> dict:
     "parts": [boundaries], "layers": [child names]}`` (stage ``s`` holds layers ``parts[s]`` to
     ``parts[s + 1] - 1``). Every stage must begin at a direct child: place with
     ``split_points="children"``."""
-    children = list(tp.children)
+    children = list(_torch_placement(tp, "layer_partition").children)
     inner = [s for s in tp.stage_starts if s not in children]
     if inner:
         raise InputError(f"stage(s) begin inside a layer ({', '.join(inner[:3])}): place the module with "

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from graphs.errors import InputError
 
 __all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES", "CheckedBound", "check_bound",
            "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution", "BACKENDS", "DEFAULT_BACKEND"]
@@ -54,8 +57,10 @@ class SolveOptions:
     support the objective raises :class:`~graphs.errors.InputError`. ``subgraphs_per_device``: for
     latency, how many contiguous subgraphs one accelerator may run one after another. ``backend``: the
     MIP backend of the integer programs (``"highs"`` or ``"pulp"``). ``warm_start``: an assignment a
-    solver may start from. ``time_limit`` in seconds (``None``: none); ``gap``: relative optimality gap
-    at which an IP may stop; ``threads``: solver threads (``None``: the solver's default);
+    solver may start from. ``time_limit`` in seconds, at least 0 (``None``: the solver's default, none or
+    ``auto``'s :data:`~solvers.auto.DEFAULT_TIME_LIMIT`; ``inf``: none; ``0``: stop at once with what the
+    first step gives); ``gap``: relative optimality gap (at least 0) at which an IP may stop;
+    ``threads``: solver threads, at least 1 (``None``: the solver's default);
     ``seed`` for randomised methods;
     ``progress``: a callable taking a fraction in [0, 1] (called from the solving thread);
     ``raw``: solver-specific options, passed through untouched.
@@ -71,6 +76,30 @@ class SolveOptions:
     backend: str = DEFAULT_BACKEND
     warm_start: Any = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # checked here, naming the field, rather than failing (or being ignored) inside a solver; the
+        # errors are place_model's: TypeError for a wrong type, InputError for a bad value
+        t = self.time_limit
+        if t is not None:
+            if isinstance(t, bool) or not isinstance(t, numbers.Real):
+                raise TypeError(f"SolveOptions(time_limit=...) takes a number of seconds or None, got "
+                                f"{type(t).__name__}")
+            if not t >= 0:  # NaN too
+                raise InputError(f"SolveOptions(time_limit={t!r}): the time limit must be a non-negative "
+                                 f"number of seconds (0: stop at once; inf: none)")
+        if self.threads is not None:
+            if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral):
+                raise TypeError(f"SolveOptions(threads=...) takes an integer or None, got "
+                                f"{type(self.threads).__name__}")
+            if self.threads < 1:
+                raise InputError(f"SolveOptions(threads={self.threads!r}): at least 1 thread (None: the "
+                                 f"solver's default)")
+        if isinstance(self.gap, bool) or not isinstance(self.gap, numbers.Real):
+            raise TypeError(f"SolveOptions(gap=...) takes a number, got {type(self.gap).__name__}")
+        if not self.gap >= 0:  # NaN too
+            raise InputError(f"SolveOptions(gap={self.gap!r}): the relative gap must be a non-negative "
+                             f"number")
 
 
 @dataclass(frozen=True, eq=False)

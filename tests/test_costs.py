@@ -99,6 +99,43 @@ def test_flop_formulas():
     assert op_flops(tr) == (0.0, True) and op_bytes(tr) == 480
 
 
+def _attention_op(inputs, output, domain="", **attrs):
+    """A one-``Attention`` model (opset 23; ``domain``: another operator set's Attention)."""
+    from onnx import helper as h
+
+    node = h.make_node("Attention", [i[0] for i in inputs], [output[0]], name="op", domain=domain, **attrs)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info(*i) for i in inputs if i[0]],
+                         [h.make_tensor_value_info(*output)])
+    opsets = [h.make_opsetid("", 23)] + ([h.make_opsetid(domain, 1)] if domain else [])
+    return parse_model(h.make_model(graph, opset_imports=opsets)).ops[0]
+
+
+def test_attention_flops_count_the_scores():
+    """ONNX's Attention (opset 23): Q K^T, 6 FLOPs of Softmax per score (Softmax's figure) and the
+    weighted sum of V, by hand; the 3-D form with grouped key/value heads is the same work."""
+    from onnx import TensorProto as T
+
+    F = T.FLOAT
+    b, hq, tq, tk, d, dv = 2, 3, 8, 10, 16, 12
+    scores = b * hq * tq * tk
+    hand = 2 * scores * d + 6 * scores + 2 * scores * dv
+    four = _attention_op([("q", F, [b, hq, tq, d]), ("k", F, [b, hq, tk, d]), ("v", F, [b, hq, tk, dv])],
+                         ("y", F, [b, hq, tq, dv]))
+    assert op_flops(four) == (hand, True)
+    three = _attention_op([("q", F, [b, tq, hq * d]), ("k", F, [b, tk, d]), ("v", F, [b, tk, dv])],
+                          ("y", F, [b, tq, hq * dv]), q_num_heads=hq, kv_num_heads=1)
+    assert op_flops(three) == (hand, True)
+    # a past key of 6 positions: every query scores 16 keys
+    past = _attention_op([("q", F, [b, hq, tq, d]), ("k", F, [b, hq, tk, d]), ("v", F, [b, hq, tk, dv]),
+                          ("", F, None), ("pk", F, [b, hq, 6, d]), ("pv", F, [b, hq, 6, dv])],  # no mask
+                         ("y", F, [b, hq, tq, dv]))
+    assert op_flops(past)[0] == hand * (tk + 6) / tk
+    # com.microsoft's Attention projects its input first: (x [b, s, h], w [h, 3h]), its own formula
+    ms = _attention_op([("x", F, [2, 8, 32]), ("w", F, [32, 96])], ("y", F, [2, 8, 32]),
+                       domain="com.microsoft", num_heads=4)
+    assert op_flops(ms)[0] == 2 * 2 * 8 * 32 * 96 + 4 * 2 * 8 * 8 * 32
+
+
 def test_zoo_flops_match_the_published_figures():
     # ResNet-50 4.1 GMACs, VGG-19 19.6 GMACs (224 x 224 inputs)
     for name, gmacs in (("resnet50", 4.1), ("vgg19", 19.6)):

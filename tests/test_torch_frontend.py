@@ -61,6 +61,37 @@ def test_operator_graph_has_the_shapes_flops_and_parameters_of_the_module():
     assert all(a < b for a, b in zip(g.src, g.dst))  # edges follow the execution order
 
 
+def test_attention_is_costed_by_its_formula():
+    """torch.export keeps F.scaled_dot_product_attention as one operator: its FLOPs by hand (Q K^T, 6 per
+    score for Softmax as ONNX's Softmax is costed, the weighted sum of V; a causal mask does not halve
+    them) and within 2% of the same attention written out, which also scales and masks the scores (1 FLOP
+    per score each)."""
+    import math
+
+    b, h, tq, tk, d, dv = 2, 4, 32, 48, 32, 24
+
+    class Fused(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    class WrittenOut(torch.nn.Module):
+        def forward(self, q, k, v):
+            mask = torch.ones(tq, tk, dtype=torch.bool).tril()
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+            return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+    args = (torch.randn(b, h, tq, d), torch.randn(b, h, tk, d), torch.randn(b, h, tk, dv))
+    assert torch.allclose(Fused()(*args), WrittenOut()(*args), atol=1e-5)  # the same attention
+    fused, _ = operator_graph(torch.export.export(Fused(), args))
+    assert [op.op_type for op in fused.ops] == ["Attention"]
+    scores = b * h * tq * tk
+    assert op_flops(fused.ops[0]) == (2 * scores * d + 6 * scores + 2 * scores * dv, True)
+    written, _ = operator_graph(torch.export.export(WrittenOut(), args))
+    total = sum(op_flops(op)[0] for op in written.ops)
+    assert all(op_flops(op)[1] for op in written.ops)
+    assert op_flops(fused.ops[0])[0] == pytest.approx(total, rel=0.02)
+
+
 def _brute_force(tp):
     """The best plan that cuts at split points: every choice of cut points and of devices per stage."""
     p = tp.placement
