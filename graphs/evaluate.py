@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import InputError
 from .model import Cluster, OpGraph
-from .parallel import Stage, evaluate_plan, operator_problem
+from .parallel import PlanEvaluation, Stage, evaluate_plan, operator_problem
 
 __all__ = ["DeviceLoad", "Evaluation", "evaluate", "check_assignment", "unsupported_problems", "split_loads",
            "split_max"]
@@ -63,13 +63,17 @@ class DeviceLoad:
 
 @dataclass(frozen=True, eq=False)
 class Evaluation:
-    """Per-device loads of a placement, its max-load, validity problems and contiguity."""
+    """Per-device loads of a placement, its max-load, validity problems and contiguity; ``plan``: the
+    same placement in the stage view (:func:`graphs.parallel.evaluate_plan` on
+    :func:`graphs.parallel.operator_problem`: one ``d = t = 1`` stage per used device, in device order,
+    nodes and kinds as ``graph``'s and ``cluster``'s), what the per-device rows are read from."""
 
     devices: tuple[DeviceLoad, ...]
     max_load: float
     problems: tuple[str, ...]
     contiguous: bool
     stage_order: tuple[int, ...] | None  # devices in pipeline order when contiguous (used ones only)
+    plan: PlanEvaluation | None = None
 
     @property
     def valid(self) -> bool:
@@ -146,7 +150,7 @@ def evaluate(graph: OpGraph, cluster: Cluster, assignment) -> Evaluation:
                                   st.comm_out, mem, kind.memory))
     order_dev = None if pe.stage_order is None else tuple(int(used[i]) for i in pe.stage_order)
     max_load = max((d.load for d in devices), default=0.0)  # = pe.objective, summed as the rows are
-    return Evaluation(tuple(devices), float(max_load), tuple(problems), pe.contiguous, order_dev)
+    return Evaluation(tuple(devices), float(max_load), tuple(problems), pe.contiguous, order_dev, pe)
 
 
 def split_loads(graph: OpGraph, cluster: Cluster, assignment) -> tuple[np.ndarray, np.ndarray]:

@@ -104,9 +104,17 @@ class Placement:
 
     @property
     def stages(self) -> tuple[StageEvaluation, ...]:
-        """A stage plan's stages in pipeline order (each with its ``stage``: nodes, kind, ``d``, ``t``,
-        variants; and its time per sample, memory, devices); ``()`` for a one-device-per-stage
-        placement (its devices are ``evaluation.devices``)."""
+        """The plan's stages in pipeline order, each with its ``stage`` (nodes, kind, ``d``, ``t``,
+        variants) and its time per sample, memory and devices; ``()`` when there is no placement. A
+        one-device-per-stage placement is the ``d = t = 1`` case: one stage per device that holds nodes
+        (in device order when the placement is not contiguous), its nodes ``graph``'s operators and its
+        kind an index of ``cluster.kinds``; its time per sample is the device's load."""
+        if self.problem is None:
+            pe = None if self.evaluation is None else self.evaluation.plan
+            if pe is None:
+                return ()
+            order = pe.stage_order or range(len(pe.stages))
+            return tuple(pe.stages[i] for i in order)
         ev = self.stage_evaluation
         return ev.stages if ev is not None else ()
 

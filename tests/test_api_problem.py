@@ -301,3 +301,28 @@ def test_place_model_names_a_wrong_argument(kwargs, error, words):
     with pytest.raises(error) as e:
         place_model(transformer_model(layers=1, hidden=32), **kwargs)
     assert words in str(e.value)
+
+
+def test_a_one_device_placement_lists_its_stages_as_the_d_t_1_case():
+    """One plan view for both models: the README's three operators on two GPUs and a host core. By hand
+    (the optimum 7.4): embed on gpu:0, 2.0 + 0.4 sent = 2.4; block and head on gpu:1, 5.0 + 2.0 + 0.4
+    received = 7.4. ``stages`` was ``()`` for such a placement; now one d = t = 1 stage per used device
+    in pipeline order, each as the device's row says."""
+    from placement import Cluster, DeviceKind, Node, OpGraph, place
+
+    g = OpGraph.from_nodes([Node("embed", {"gpu": 2.0, "cpu": 9.0}, memory=4e9, comm=0.4),
+                            Node("block", {"gpu": 5.0, "cpu": 30.0}, memory=6e9, comm=0.4),
+                            Node("head", {"gpu": 2.0}, memory=2e9)],
+                           edges=[("embed", "block"), ("block", "head")])
+    cl = Cluster((DeviceKind("gpu", count=2, memory=8e9),
+                  DeviceKind("cpu", count=1, pays_communication=False)))
+    p = place(g, cl)
+    assert p.model == "one-device-per-stage" and p.max_load == pytest.approx(7.4)
+    st = p.stages
+    assert [[g.names[u] for u in s.stage.nodes] for s in st] == [["embed"], ["block", "head"]]
+    assert [(s.stage.kind, s.stage.d, s.stage.t) for s in st] == [(0, 1, 1), (0, 1, 1)]
+    assert [s.time_per_sample for s in st] == pytest.approx([2.4, 7.4])
+    assert [p.devices_of(g.names[s.stage.nodes[0]]) for s in st] == [["gpu:0"], ["gpu:1"]]
+    # the rows agree with the per-device view, stage by stage
+    by_device = {d.name: d.load for d in p.evaluation.devices if d.nodes.size}
+    assert sorted(by_device.values()) == pytest.approx(sorted(s.time_per_sample for s in st))
