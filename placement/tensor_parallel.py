@@ -46,12 +46,13 @@ collectives on its longest path from the stage's inputs; segment ``j`` of every 
 collectives after segment ``j`` combine the ranks' tensors, then segment ``j + 1`` runs. Constants are
 copied into every segment that reads them.
 
-The manifest entry of such a stage (``tensor_parallel``) says everything a run needs: ``degree``,
-``segments`` (their ``inputs``, ``outputs`` and one ``files`` entry per rank), ``collectives``
-(``op``, ``input``, ``output``, ``axis``, ``after``: the segment they follow), ``sliced_weights`` and
-``rank_devices`` (per replica, its ``t`` devices). :func:`run_stage` runs one such stage in one process
-(``placement split --verify``); :mod:`placement.pipeline_run` runs each rank in its own process and
-exchanges the tensors of a collective between them.
+The manifest entry of such a stage (``tensor_parallel``, a JSON object) says everything a run needs:
+``degree``, ``segments`` (their ``inputs``, ``outputs`` and one ``files`` entry per rank),
+``collectives`` (``op``, ``input``, ``output``, ``axis``, ``after``: the segment they follow) and
+``sliced_weights``; each replica's ``t`` devices, in rank order, are the sub-model's
+``replica_devices``. :func:`run_stage` runs one such stage in one process (``placement split
+--verify``); :mod:`placement.pipeline_run` runs each rank in its own process and exchanges the tensors
+of a collective between them.
 
 Nothing here prints; problems raise :class:`~graphs.errors.InputError`.
 """
