@@ -173,3 +173,29 @@ def test_the_splitter_and_the_cost_model_read_one_check(tmp_path):
     with pytest.raises(InputError, match=r"'layer0/attn/q_split' \(Reshape\).*dimension of 4 along"):
         split_stages(model, forced)
     assert np.array_equal(layout.divisible(8), [not layout.refusal(i, 8) for i in range(len(layout.ops))])
+
+
+def test_every_plan_place_reports_splits_and_verifies(tmp_path, capsys):
+    """``placement place`` then ``placement split --verify`` on a 4-head model over 16 small devices at
+    layer granularity: where memory asks for 8 ranks per layer with the embeddings and head beside them
+    (1.1 MB a device), the plan gives each layer a stage of 4 ranks alone instead (the splitter refuses
+    8); where 4 ranks do (1.6 MB), two stages of 4 ranks. Every plan reported is split and matches the
+    model, and none is split 8 ways."""
+    import json
+
+    from graphs.transformer import gpt as gpt_model
+    from placement.cli import main
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt_model(2, hidden=256, heads=4, seq_len=8, vocab=64, weights="generated"), path)
+    degrees = set()
+    for mem in ("1.1e6", "1.6e6"):
+        res = str(tmp_path / f"r{mem}.json")
+        rc = main(["place", path, "--devices", "a100:16", "--device-memory", mem, "--granularity", "layer",
+                   "-o", res])
+        assert rc == 0, capsys.readouterr().err
+        with open(res, encoding="utf-8") as f:
+            degrees |= {s["tensorParallelDegree"] for s in json.load(f)["stages"]}
+        assert main(["split", path, res, "--out-dir", str(tmp_path / f"s{mem}"), "--verify"]) == 0
+        assert "verify: OK" in capsys.readouterr().out
+    assert 4 in degrees and 8 not in degrees
