@@ -181,6 +181,9 @@ class OnnxGraph:
     producer: str = ""
     graph_name: str = ""
     meta: Mapping = field(default_factory=dict)
+    #: values of the small constants (initializers and ``Constant`` outputs of at most 64 elements:
+    #: shapes, axes) by tensor name, for analyses that read an operator's shape or axes input
+    values: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_ops(self) -> int:
@@ -329,7 +332,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         parameter_bytes=sum(t.nbytes or 0 for t in counted.values()),
         trainable_parameters=sum(t.elements or 0 for t in trainable.values()),
         external_data=external_data, producer=f"{model.producer_name} {model.producer_version}".strip(),
-        graph_name=model.graph.name,
+        graph_name=model.graph.name, values=dict(p.values),
     )
 
 

@@ -34,10 +34,15 @@ node's variant by these, per device kind:
   all ``t`` devices. An all-reduce of ``S`` bytes among ``t`` devices takes
   ``4 (t - 1) / t * S / bandwidth`` (the convention of the model's replica resync) over the kind's
   intra-server bandwidth (its host link when the kind has no topology figures). A split tensor that
-  crosses a stage boundary (a stage cut inside a layer) pays a gather as a sync term. Every node gets
-  variants for each ``t`` (operators outside such layers run replicated), so any stage can be tensor-parallel.
-  :func:`tensor_split` is the one place this rule lives: ``placement split`` and ``placement run``
-  (:mod:`placement.tensor_parallel`) divide exactly the operators it marks.
+  crosses a stage boundary (a stage cut inside a layer) pays a gather as a sync term. A node gets
+  variants for each ``t`` that ``placement split`` can carry out on every operator of it
+  (:meth:`SplitLayout.refusal`: the split axis of every split tensor followed through the layer, and
+  ``t`` dividing it: 4 heads take ``t`` = 2 or 4, not 8; a ``Softmax`` along the split axis, the
+  ``Split`` of a fused QKV projection or a ``Reshape`` to a run-time shape take none); operators outside
+  such layers run replicated, so they take every ``t``. :func:`tensor_split` and :func:`split_layout`
+  are the one place this rule lives: ``placement split`` and ``placement run``
+  (:mod:`placement.tensor_parallel`) divide exactly the operators it marks, and refuse a stage with the
+  same check.
 
 ``granularity="layer"`` first merges each layer key's operators (and their backward twins) into one node
 (a much smaller graph for the exact DP); the variants are the sums of their operators'. A node's id is
@@ -53,20 +58,21 @@ memory does not bind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .devices import DeviceSet
 from .errors import InputError
 from .model import OpGraph
-from .onnx_loader import OnnxGraph
+from .onnx_loader import OnnxGraph, Op, Tensor
 from .order import topological_order
 from .parallel import ParallelGraph, ParallelProblem, Variant, from_opgraph
 from .training import OPTIMIZERS
 
-__all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "onnx_parallel_problem", "stage_problem",
-           "default_microbatches", "allreduce_time"]
+__all__ = ["TP_DEGREES", "TensorSplit", "tensor_split", "SplitRule", "SplitLayout", "split_layout",
+           "onnx_parallel_problem", "stage_problem", "default_microbatches", "allreduce_time"]
 
 #: tensor-parallel degrees offered (each capped by the kind's count and server size)
 TP_DEGREES = (2, 4, 8)
@@ -147,6 +153,371 @@ def tensor_split(g: OnnxGraph, keys: Sequence[str | None]) -> TensorSplit:
     return ts
 
 
+# --------------------------------------------------------------------------- the layout of a split
+_UNARY = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Neg", "Sqrt", "Exp", "Log", "Cast", "Identity",
+          "Softplus", "Reciprocal", "Abs", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
+          "Mish", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "ThresholdedRelu",
+          "Softsign", "Dropout"}
+_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", "Where", "Equal", "Less",
+                "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "PRelu", "BitShift"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
+
+
+class _NoSplit(Exception):
+    """An operator's split cannot be followed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """How one split operator is divided: ``kind`` is ``column``, ``row`` or ``split``; ``actions`` the
+    changes to make to its inputs (``("slice", slot, axis, size)``: the whole input cut along ``axis``;
+    ``("bias_once", slot)``; ``("reshape", slot, out_axis, in_axis, src, full, allowzero, shape)``;
+    ``("expand", slot, pos, shape)``), ``out_axis`` the split axis of its outputs (``None`` for a
+    row-parallel product: a partial sum)."""
+
+    kind: str
+    actions: tuple[tuple, ...]
+    out_axis: int | None
+
+
+@dataclass(frozen=True)
+class SplitLayout:
+    """The tensor-parallel split of a whole model: ``ts`` the analysis (:func:`tensor_split`), ``op_of``
+    every operator's index by name, ``axis`` the split axis of every split tensor, ``rules`` how every
+    split operator is divided and ``failed`` why the others' split cannot be followed (by operator
+    index). :meth:`refusal` is the one check of whether a split can be carried out ``t`` ways."""
+
+    ts: TensorSplit
+    ops: tuple[Op, ...]
+    op_of: Mapping[str, int]
+    producer: Mapping[str, int]
+    axis: Mapping[str, int]
+    rules: Mapping[int, SplitRule]
+    failed: Mapping[int, str]
+
+    def split_input(self, x: str, consumer: int) -> bool:
+        """Does operator ``consumer`` read tensor ``x`` split?"""
+        p = self.producer.get(x)
+        return p is not None and self.ts.reads_split(p, consumer)
+
+    def refusal(self, i: int, t: int) -> str | None:
+        """Why operator ``i``'s split cannot be carried out ``t`` ways (``None``: it can, or the rule
+        leaves it whole). Rank ``r`` holds chunk ``r`` of ``t`` equal chunks of every split tensor, so
+        each tensor it reads split, and each whole one its rule cuts, must have a known size along the
+        split axis that ``t`` divides (a stage may start at any operator and cut what it receives), as
+        must the split dimension a ``Reshape`` or ``Expand`` makes. The cost model offers ``t`` only
+        where this is ``None`` for every operator, and ``placement split`` refuses a stage otherwise."""
+        if t <= 1 or not self.ts.split[i]:
+            return None
+        rule = self.rules.get(i)
+        if rule is None:
+            return self.failed.get(i, "its split could not be followed")
+        op = self.ops[i]
+        for tns in op.inputs:
+            if tns is not None and self.split_input(tns.name, i):
+                a = self.axis[tns.name]
+                n = tns.shape[a] if tns.shape is not None and a < len(tns.shape) else None
+                if n is None or n % t:
+                    return (f"it reads {tns.name!r} split into {t} equal chunks along axis {a}, whose size "
+                            f"is {n}")
+        for act in rule.actions:
+            if act[0] == "slice" and (act[3] is None or act[3] % t):
+                name = op.inputs[act[1]].name
+                return (f"it needs {name!r} cut into {t} equal chunks along axis {act[2]}, whose size is "
+                        f"{act[3]}")
+            if act[0] == "reshape" and act[5] % t:
+                return (f"it makes a dimension of {act[5]} along the split axis, which does not divide into "
+                        f"{t} equal parts (heads not a multiple of t?)")
+            if act[0] == "expand" and act[3][act[2]] % t:
+                return (f"it expands the split axis to {act[3][act[2]]}, which does not divide into {t} "
+                        f"equal parts")
+        return None
+
+    def divisible(self, t: int) -> np.ndarray:
+        """Per operator, whether its split can be carried out ``t`` ways (:meth:`refusal` is ``None``)."""
+        return np.array([self.refusal(i, t) is None for i in range(len(self.ops))], bool)
+
+
+def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> SplitLayout:
+    """The split of the model ``g`` (layer keys ``keys``, by default :func:`graphs.onnx_workload.
+    layer_keys`) as the cost model makes it (:func:`tensor_split`), with the layout of every split
+    tensor: rank ``r`` of ``t`` holds chunk ``r`` of ``t`` equal contiguous chunks along one axis. The
+    axis starts at a column-parallel product's last axis (its weight's columns) and is followed operator
+    by operator through the layer (a ``Transpose`` moves it, a ``Reshape`` maps it to the output axis
+    whose contiguous chunks are the same elements, so ``[b, s, hidden]`` -> ``[b, s, heads, dh]``
+    splits the heads). An operator the rule splits but whose split cannot be followed (a ``Softmax``
+    or ``Concat`` along the split axis, a reduction over it, a ``Split`` of a fused projection, a
+    ``Reshape`` to a shape computed at run time, an operator type not known here) is in ``failed``
+    with the reason, as is every split operator reading what it makes."""
+    if keys is None:
+        from .onnx_workload import layer_keys
+
+        keys = layer_keys(g)
+    ts = tensor_split(g, keys)
+    producer = {t.name: i for i, op in enumerate(g.ops) for t in op.outputs}
+    axis: dict[str, int] = {}
+    rules: dict[int, SplitRule] = {}
+    failed: dict[int, str] = {}
+    layout = SplitLayout(ts, tuple(g.ops), {op.name: i for i, op in enumerate(g.ops)}, producer, axis, rules,
+                         failed)
+    if not ts.split.any():
+        return layout
+    values = g.values
+    order = topological_order(g.num_ops, np.asarray(g.src), np.asarray(g.dst))
+    for i in order.tolist():
+        if not ts.split[i]:
+            continue
+        op = g.ops[i]
+        in_axes: list[int | None] = []
+        try:
+            for t in op.inputs:
+                if t is not None and layout.split_input(t.name, i):
+                    if t.name not in axis:
+                        p = g.ops[producer[t.name]].name
+                        raise _NoSplit(f"it reads {t.name!r}, whose split could not be followed (at {p!r}: "
+                                       f"{failed.get(producer[t.name], '?')})")
+                    in_axes.append(axis[t.name])
+                else:
+                    in_axes.append(None)
+            kind = "column" if ts.column[i] else "row" if ts.row[i] else "split"
+            rule = _rule(kind, op, in_axes, values, g.opset)
+        except _NoSplit as e:
+            failed[i] = str(e)
+            continue
+        rules[i] = rule
+        if rule.out_axis is not None:
+            for t in op.outputs:
+                axis[t.name] = rule.out_axis
+    return layout
+
+
+def _shape(t: Tensor | None) -> tuple:
+    if t is None or t.shape is None:
+        raise _NoSplit(f"the shape of {getattr(t, 'name', '?')!r} is unknown")
+    return tuple(t.shape)
+
+
+def _const(op: Op, slot: int, values: Mapping[str, np.ndarray], what: str) -> np.ndarray:
+    x = op.inputs[slot].name if slot < len(op.inputs) and op.inputs[slot] is not None else ""
+    if not x or x not in values:
+        raise _NoSplit(f"its {what} ({x or 'absent'}) is not a constant of the model (computed at run time)")
+    return np.asarray(values[x])
+
+
+def _has(op: Op, slot: int) -> bool:
+    return slot < len(op.inputs) and op.inputs[slot] is not None
+
+
+def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.ndarray],
+          opset: int) -> SplitRule:
+    """How operator ``op`` is divided, given the split axis of each input it reads split (``None``:
+    whole). Raises :class:`_NoSplit`."""
+    typ = op.op_type
+    ins = op.inputs
+    attrs = op.attrs
+    split_in = [(k, a) for k, a in enumerate(in_axes) if a is not None]
+    if op.domain:
+        raise _NoSplit(f"operators of domain {op.domain!r} are not split here")
+    if kind in ("column", "row"):
+        return _matmul_rule(kind, op, in_axes)
+    out = _shape(op.outputs[0]) if op.outputs else ()
+    R = len(out)
+    if typ in _UNARY or (typ == "Clip" and not any(a is not None for a in in_axes[1:])):
+        if in_axes[0] is None:
+            raise _NoSplit("its split input is not its data input")
+        return SplitRule(kind, (), in_axes[0])
+    if typ in _ELEMENTWISE:
+        axes = {a + R - len(_shape(ins[k])) for k, a in split_in}
+        if len(axes) != 1:
+            raise _NoSplit(f"its inputs are split along different axes ({sorted(axes)})")
+        (b,) = axes
+        acts = []
+        for k, t in enumerate(ins):
+            if t is None or in_axes[k] is not None:
+                continue
+            s = _shape(t)
+            j = b - (R - len(s))
+            if j >= 0 and s[j] != 1:
+                acts.append(("slice", k, j, s[j]))
+        return SplitRule(kind, tuple(acts), b)
+    a = in_axes[0]
+    if a is None and typ not in ("MatMul", "Concat"):
+        raise _NoSplit("only its data input may be split")
+    if any(x is not None for x in in_axes[1:]) and typ not in ("MatMul", "Concat"):
+        raise _NoSplit("an input other than its data is split")
+    if typ == "Transpose":
+        perm = list(attrs.get("perm") or reversed(range(R)))
+        return SplitRule(kind, (), perm.index(a))
+    if typ in ("Softmax", "LogSoftmax", "Hardmax"):
+        ax = int(attrs.get("axis", -1 if opset >= 13 else 1))
+        ax = ax + R if ax < 0 else ax
+        if (a >= ax) if opset < 13 else (a == ax):
+            raise _NoSplit(f"it normalises along the split axis {a}")
+        return SplitRule(kind, (), a)
+    if typ == "LayerNormalization":
+        ax = int(attrs.get("axis", -1))
+        ax = ax + R if ax < 0 else ax
+        if a >= ax:
+            raise _NoSplit(f"it normalises along the split axis {a}")
+        return SplitRule(kind, (), a)
+    if typ == "Reshape":
+        src = _shape(ins[0])
+        shape = _const(op, 1, values, "target shape")
+        if None in src or None in out:
+            raise _NoSplit("its shapes are not known")
+        outer, inner = int(np.prod(src[:a])), int(np.prod(src[a:]))
+        for b in range(R):
+            if int(np.prod(out[:b])) == outer and int(np.prod(out[b:])) == inner and out[b] > 1:
+                break
+        else:
+            raise _NoSplit(f"no axis of its output {list(out)} holds the chunks of axis {a} of its input "
+                           f"{list(src)}")
+        allowzero = bool(attrs.get("allowzero", 0))
+        v = shape.reshape(-1)
+        if not allowzero and b < len(v) and v[b] == 0 and a != b:
+            raise _NoSplit(f"its target shape copies dimension {b} of the input, which is not split")
+        return SplitRule(kind, (("reshape", 1, b, a, tuple(int(x) for x in src), out[b], allowzero,
+                                 tuple(int(x) for x in v)),), b)
+    if typ in ("Unsqueeze", "Squeeze"):
+        axes = attrs.get("axes")
+        if axes is None and _has(op, 1):
+            axes = _const(op, 1, values, "axes").reshape(-1).tolist()
+        src = _shape(ins[0])
+        if typ == "Unsqueeze":
+            norm = sorted(x + R if x < 0 else x for x in axes or ())
+            kept = [j for j in range(R) if j not in norm]
+            return SplitRule(kind, (), kept[a])
+        if axes is None:
+            norm = [j for j, d in enumerate(src) if d == 1]
+        else:
+            norm = [x + len(src) if x < 0 else x for x in axes]
+        if a in norm:
+            raise _NoSplit("it removes the split axis")
+        return SplitRule(kind, (), a - sum(1 for j in norm if j < a))
+    if typ == "Slice":
+        if len(ins) < 3:
+            raise _NoSplit("its starts and ends are attributes (opset < 10)")
+        starts = _const(op, 1, values, "starts").reshape(-1)
+        if _has(op, 3):
+            axes = _const(op, 3, values, "axes").reshape(-1).tolist()
+        else:
+            axes = list(range(len(starts)))
+        if a in [x + R if x < 0 else x for x in axes]:
+            raise _NoSplit(f"it slices the split axis {a}")
+        return SplitRule(kind, (), a)
+    if typ == "Concat":
+        ax = int(attrs.get("axis", 0))
+        ax = ax + R if ax < 0 else ax
+        axes = {x for x in in_axes if x is not None}
+        if len(axes) != 1:
+            raise _NoSplit(f"its inputs are split along different axes ({sorted(axes)})")
+        (b,) = axes
+        if b == ax:
+            raise _NoSplit(f"it concatenates along the split axis {b}")
+        acts = [("slice", k, b, _shape(t)[b]) for k, t in enumerate(ins)
+                if t is not None and in_axes[k] is None and _shape(t)[b] != 1]
+        return SplitRule(kind, tuple(acts), b)
+    if typ == "Expand":
+        shape = _const(op, 1, values, "shape").reshape(-1)
+        src = _shape(ins[0])
+        b = a + R - len(src)
+        pos = b - (R - len(shape))
+        acts = []
+        if pos >= 0 and shape[pos] != 1:
+            if shape[pos] != src[a]:
+                raise _NoSplit(f"it expands the split axis {a}")
+            acts.append(("expand", 1, pos, tuple(int(x) for x in shape)))
+        return SplitRule(kind, tuple(acts), b)
+    if typ in _REDUCE:
+        axes = attrs.get("axes")
+        if axes is None and _has(op, 1):
+            axes = _const(op, 1, values, "axes").reshape(-1).tolist()
+        src = _shape(ins[0])
+        if not axes:
+            raise _NoSplit("it reduces over every axis")
+        norm = [x + len(src) if x < 0 else x for x in axes]
+        if a in norm:
+            raise _NoSplit(f"it reduces over the split axis {a}")
+        keep = attrs.get("keepdims", 1)
+        return SplitRule(kind, (), a if keep else a - sum(1 for j in norm if j < a))
+    if typ == "Split":
+        ax = int(attrs.get("axis", 0))
+        ax = ax + R if ax < 0 else ax
+        if ax == a:
+            raise _NoSplit(f"it splits its input along the split axis {a} (a fused projection such as QKV: "
+                           f"a rank's chunk of its columns is not its chunk of each part)")
+        return SplitRule(kind, (), a)
+    if typ == "MatMul":
+        return _batched_matmul_rule(kind, op, in_axes)
+    raise _NoSplit(f"split does not know how to divide a {typ}")
+
+
+def _matmul_rule(kind: str, op: Op, in_axes: list[int | None]) -> SplitRule:
+    """A weighted matrix product: column-parallel (its weight's columns) or row-parallel (its rows)."""
+    if not (len(op.constant) > 1 and op.constant[1] and not op.constant[0]):
+        raise _NoSplit("its weight is not its second input")
+    if op.op_type == "MatMul":
+        w = _shape(op.inputs[1])
+        if len(w) != 2:
+            raise _NoSplit(f"its weight has {len(w)} dimensions, not 2")
+        if kind == "column":
+            return SplitRule(kind, (("slice", 1, 1, w[1]),), len(_shape(op.outputs[0])) - 1)
+        x = _shape(op.inputs[0])
+        if in_axes[0] != len(x) - 1:
+            raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
+        return SplitRule(kind, (("slice", 1, 0, w[0]),), None)
+    # Gemm: Y = alpha * A' B' + beta * C
+    has_c = _has(op, 2)
+    if has_c and not op.constant[2]:
+        raise _NoSplit("its bias is not a constant")
+    trans_a, trans_b = op.attrs.get("transA", 0), op.attrs.get("transB", 0)
+    w = _shape(op.inputs[1])
+    if kind == "column":
+        acts = [("slice", 1, 0 if trans_b else 1, w[0 if trans_b else 1])]
+        n = w[0] if trans_b else w[1]
+        if has_c:
+            c = _shape(op.inputs[2])
+            if c and c[-1] == n and n != 1:
+                acts.append(("slice", 2, len(c) - 1, n))
+        return SplitRule(kind, tuple(acts), 1)
+    if in_axes[0] != (0 if trans_a else 1):
+        raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
+    acts = [("slice", 1, 1 if trans_b else 0, w[1 if trans_b else 0])]
+    if has_c:
+        acts.append(("bias_once", 2))
+    return SplitRule(kind, tuple(acts), None)
+
+
+def _batched_matmul_rule(kind: str, op: Op, in_axes: list[int | None]) -> SplitRule:
+    """A product of two activations (attention): split along a batch axis, A's rows or B's columns."""
+    A, B = _shape(op.inputs[0]), _shape(op.inputs[1])
+    R = len(_shape(op.outputs[0]))
+    if len(A) < 2 or len(B) < 2:
+        raise _NoSplit("a product of vectors is not split here")
+    outs = set()
+    for k, (s, a) in enumerate(((A, in_axes[0]), (B, in_axes[1]))):
+        if a is None:
+            continue
+        if a < len(s) - 2:
+            outs.add(a + R - len(s))
+        elif (k == 0 and a == len(s) - 2) or (k == 1 and a == len(s) - 1):
+            outs.add(R - 2 if k == 0 else R - 1)
+        else:
+            raise _NoSplit("it contracts the split axis (a partial sum the rule does not all-reduce)")
+    if len(outs) != 1:
+        raise _NoSplit(f"its inputs are split along different axes ({sorted(outs)})")
+    (b,) = outs
+    acts = []
+    if b < R - 2:  # a batch axis: a whole input that is not broadcast along it is sliced
+        for k, s in enumerate((A, B)):
+            if in_axes[k] is None:
+                j = b - (R - len(s))
+                if 0 <= j < len(s) - 2 and s[j] != 1:
+                    acts.append(("slice", k, j, s[j]))
+    return SplitRule(kind, tuple(acts), b)
+
+
 def default_microbatches(devices: DeviceSet) -> int:
     """Micro-batches per batch when none are given: the smallest power of two >= the number of
     devices (every stage count and every power-of-two data-parallel degree fits)."""
@@ -217,12 +588,15 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
         succ_keys[a].add(keys[b])
     keep = np.array([keys[i] is None or not succ_keys[i] <= {keys[i]} for i in range(n)])
 
-    ts = tensor_split(g, keys) if tensor_parallel else TensorSplit(n)
+    layout = split_layout(g, keys) if tensor_parallel else None
+    ts = layout.ts if layout is not None else TensorSplit(n)
     kinds = cluster.kinds
     degrees: list[list[int]] = []
     for spec, kind in zip(devices.specs, kinds):
         top = min(kind.count, spec.server_size or kind.count)
         degrees.append([t for t in TP_DEGREES if t <= top] if ts.blocks and not spec.host else [])
+    # t is offered at a node only where placement split can carry the split out (SplitLayout.refusal)
+    divisible = {t: layout.divisible(t) for ds in degrees for t in ds} if layout is not None else {}
 
     # tensors of the base problem (same order as from_opgraph builds them), and their producing node
     producer = []
@@ -247,6 +621,8 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
             spec = devices.specs[k]
             launch = spec.launch * 1e3
             for t in [1] + degrees[k]:
+                if t > 1 and not divisible[t][m].all():
+                    continue
                 sp = ts.split[m] if t > 1 else np.zeros(m.size, bool)
                 div = np.where(sp, t, 1)  # weights of split operators
                 div_out = np.where(sp & ts.out_split[m], t, 1)  # their outputs, where they stay split

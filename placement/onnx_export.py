@@ -51,6 +51,9 @@ __all__ = ["StagePlan", "SubModel", "Split", "node_placement", "replica_plan", "
 KEY_DEVICE, KEY_KIND, KEY_STAGE, KEY_CONSTANT, KEY_RESULT = (
     "placement.device", "placement.kind", "placement.stage", "placement.constant", "placement.result")
 MANIFEST = "manifest.json"
+#: 2: ``replica_devices`` lists each replica's devices, one per rank (1 listed rank 0's device of each
+#: replica, the ranks' in ``tensor_parallel.rank_devices``); :func:`read_split_manifest` reads both
+MANIFEST_VERSION = 2
 GRAD_SUFFIX = "_grad"
 
 
@@ -180,8 +183,9 @@ def device_result(data: Mapping) -> dict:
 
 
 def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
-    """:func:`split_model` of a stage plan: one sub-model per stage, listing its replicas' devices
-    (``Split.replica_devices``; the manifest's ``replicas`` and ``replica_devices``). A stage of
+    """:func:`split_model` of a stage plan: one sub-model per stage, listing each replica's devices, one
+    per tensor-parallel rank (``Split.replica_devices``; the manifest's ``replicas`` and
+    ``replica_devices``). A stage of
     tensor-parallel degree ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its
     :class:`SubModel` has ``tp`` set, and its ``model`` is ``tp.ranks`` (rank by segment)."""
     import dataclasses
@@ -204,13 +208,11 @@ def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
                                  f"products): each of its {t} ranks runs the whole stage")
             subs.append(s)
         split = dataclasses.replace(split, submodels=tuple(subs), notes=tuple(notes))
-    reps, ranks = [], []
+    reps = []
     for s in split.submodels:
         st = stages[s.stage]
-        groups = [tuple(st["devices"][q * st["t"]:(q + 1) * st["t"]]) for q in range(st["d"])]
-        reps.append(tuple(grp[0] for grp in groups))
-        ranks.append(tuple(groups))
-    return dataclasses.replace(split, replica_devices=tuple(reps), rank_devices=tuple(ranks))
+        reps.append(tuple(tuple(st["devices"][q * st["t"]:(q + 1) * st["t"]]) for q in range(st["d"])))
+    return dataclasses.replace(split, replica_devices=tuple(reps))
 
 
 # --------------------------------------------------------------------------- annotation
@@ -346,10 +348,9 @@ class Split:
     flows: tuple[dict, ...]  # {"tensor", "from": index or "input", "to": [index or "output"]}
     contiguous: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
-    #: per sub-model, the devices of its replicas (a stage plan's ``d`` workers); ``None``: one device each
-    replica_devices: tuple[tuple[str, ...], ...] | None = None
-    #: per sub-model, per replica, the devices of its tensor-parallel ranks (``t`` each)
-    rank_devices: tuple[tuple[tuple[str, ...], ...], ...] | None = None
+    #: per sub-model, per replica (a stage plan's ``d``), its devices in rank order (``t`` each); ``None``:
+    #: one device per sub-model
+    replica_devices: tuple[tuple[tuple[str, ...], ...], ...] | None = None
 
     def manifest(self, files: list | None = None) -> dict:
         """The manifest (see :func:`write_split`); ``files``: each sub-model's file name, for a
@@ -362,13 +363,11 @@ class Split:
                 entry["file"] = files[k]
             if self.replica_devices is not None:
                 entry["replicas"] = len(self.replica_devices[k])
-                entry["replica_devices"] = list(self.replica_devices[k])
+                entry["replica_devices"] = [list(devices) for devices in self.replica_devices[k]]
             if s.tp is not None:
-                entry["tensor_parallel"] = {**s.tp.manifest(files[k] if files is not None else None),
-                                            "rank_devices": [list(x) for x in self.rank_devices[k]]
-                                            if self.rank_devices is not None else None}
+                entry["tensor_parallel"] = s.tp.manifest(files[k] if files is not None else None)
             subs.append(entry)
-        out = {"schema": "placement-split", "version": 1, "contiguous": self.contiguous,
+        out = {"schema": "placement-split", "version": MANIFEST_VERSION, "contiguous": self.contiguous,
                "inputs": list(self.inputs), "outputs": list(self.outputs), "submodels": subs,
                "flows": list(self.flows), "notes": list(self.notes)}
         if self.replica_devices is not None:
@@ -630,6 +629,8 @@ def read_split_manifest(out_dir: str | os.PathLike) -> tuple[dict, list]:
     except FileNotFoundError:
         raise InputError("no manifest.json here: not a folder written by placement split",
                          source=os.fspath(out_dir)) from None
+    manifest = _current_manifest(manifest, path)
+
     def load(f):
         return onnx.load(os.path.join(os.fspath(out_dir), f))
 
@@ -637,6 +638,29 @@ def read_split_manifest(out_dir: str | os.PathLike) -> tuple[dict, list]:
                     for r in range(s["tensor_parallel"]["degree"]))
               if s.get("tensor_parallel") else load(s["file"]) for s in manifest["submodels"]]
     return manifest, models
+
+
+def _current_manifest(manifest: dict, source: str) -> dict:
+    """``manifest`` as this version writes it: a version 1 manifest's ``replica_devices`` (each replica's
+    rank 0) become each replica's devices, from its ``tensor_parallel.rank_devices`` where it has them."""
+    version = manifest.get("version")
+    if version == MANIFEST_VERSION:
+        return manifest
+    if version != 1:
+        raise InputError(f"manifest version {version!r} is not one this placement reads (1 or "
+                         f"{MANIFEST_VERSION})", source=source)
+    subs = []
+    for s in manifest["submodels"]:
+        s = dict(s)
+        tp = s.get("tensor_parallel")
+        ranks = tp.get("rank_devices") if tp else None
+        if ranks is not None:
+            s["tensor_parallel"] = {k: v for k, v in tp.items() if k != "rank_devices"}
+            s["replica_devices"] = [list(r) for r in ranks]
+        elif "replica_devices" in s:
+            s["replica_devices"] = [[d] for d in s["replica_devices"]]
+        subs.append(s)
+    return {**manifest, "version": MANIFEST_VERSION, "submodels": subs}
 
 
 # --------------------------------------------------------------------------- running

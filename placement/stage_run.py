@@ -9,12 +9,12 @@ The plan is a result JSON with ``stages`` (schema version 2, or version 1's ``"f
 
 **Split.** The stages become a one-device-per-stage placement (each stage a device named by its
 devices, ``cpu:3-5``) cut by :func:`placement.onnx_export.split_stages`; every manifest entry then has
-``replicas`` (``d``) and ``replica_devices`` (the first device of each replica: the result's own device
-names, or ``kind:index`` numbered per kind across the stages in pipeline order, ``d * t`` per stage). A
-stage with ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its entry's
-``tensor_parallel`` lists the ranks' segment files, the collectives between the segments and each
-replica's ``t`` devices; a stage the cost model's split rule divides in a way the splitter cannot
-follow is refused by name.
+``replicas`` (``d``) and ``replica_devices`` (each replica's ``t`` devices in rank order: the result's
+own device names, or ``kind:index`` numbered per kind across the stages in pipeline order, ``d * t`` per
+stage). A stage with ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its entry's
+``tensor_parallel`` lists the ranks' segment files and the collectives between the segments; a stage
+holding an operator the splitter cannot divide ``t`` ways is refused by name (the cost model offers
+``t`` only where it can).
 
 **Run.** Each worker is one process with one onnxruntime session on ``threads`` threads (a
 tensor-parallel rank: one session per segment); a stage of degree ``t`` runs ``d * t`` workers, the
@@ -67,12 +67,13 @@ def split_command(args, dims: dict, model, data: dict) -> int:
     for s in manifest["submodels"]:
         tp = s.get("tensor_parallel")
         if tp is None:
-            print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on "
-                  f"{', '.join(s['replica_devices'])}, {s['nodes']} operators")
+            on = ", ".join(d for devices in s["replica_devices"] for d in devices)
+            print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on {on}, "
+                  f"{s['nodes']} operators")
             continue
         files = [f for seg in tp["segments"] for f in seg["files"]]
         ops = {c["op"] for c in tp["collectives"]}
-        groups = "; ".join(", ".join(g) for g in tp["rank_devices"])
+        groups = "; ".join(", ".join(g) for g in s["replica_devices"])
         print(f"  {files[0]} .. {files[-1]}: stage {s['stage']}, {s['replicas']} replica(s) of "
               f"{tp['degree']} tensor-parallel ranks on {groups}, {s['nodes']} operators "
               f"({tp['split_operators']} split), {len(tp['segments'])} segment(s) per rank "

@@ -1,26 +1,22 @@
 """Tensor-parallel stages of a stage plan, split for real: ``t`` rank sub-models per stage, cut into
 segments at the collectives, and the collectives run between them.
 
-**Which operators are split** is the cost model's decision, read from the one analysis that makes it:
-:func:`graphs.onnx_variants.tensor_split` on the model's operator graph and layer keys (the same
-:func:`graphs.onnx_loader.parse_model` and :func:`graphs.onnx_workload.layer_keys` the front end uses).
-A column-parallel matrix product (``column``) reads a whole tensor and writes its output split; a
+**Which operators are split, and how** is the cost model's decision, read from the one analysis that
+makes it: :func:`graphs.onnx_variants.split_layout` on the model's operator graph and layer keys (the
+same :func:`graphs.onnx_loader.parse_model` and :func:`graphs.onnx_workload.layer_keys` the front end
+uses). A column-parallel matrix product (``column``) reads a whole tensor and writes its output split; a
 row-parallel one (``row``) reads a split tensor and writes a partial sum that is all-reduced; every other
-split operator reads a split tensor (of its own layer, :meth:`~graphs.onnx_variants.TensorSplit.
-reads_split`) and writes split outputs. Operators the analysis does not split run replicated, the same
-on every rank.
-
-**How a split tensor is laid out** (:func:`split_layout`): rank ``r`` of ``t`` holds chunk ``r`` of
-``t`` equal contiguous chunks along one axis of the tensor. The axis starts at a column-parallel
-product's last axis (its weight's columns) and is followed operator by operator through the layer
-(a ``Transpose`` moves it, a ``Reshape`` maps it to the output axis whose contiguous chunks are the same
-elements, so ``[b, s, hidden]`` -> ``[b, s, heads, dh]`` splits the heads, and so on). An operator the
-rule splits but whose split cannot be followed (a ``Softmax`` or ``Concat`` along the split axis, a
-reduction over it, a ``Reshape`` with a target shape computed at run time, an operator type this module
-does not know) makes any stage holding it with ``t > 1`` fail with an :class:`InputError` naming the
-stage and the operator: nothing is guessed. The layout does not depend on the stages, so a stage that
-starts inside a layer slices the whole tensors it receives to the chunk each rank holds (a local
-``Slice``, no communication), as the cost model charges the previous stage for gathering them.
+split operator reads a split tensor (of its own layer) and writes split outputs. Operators the analysis
+does not split run replicated, the same on every rank. Rank ``r`` of ``t`` holds chunk ``r`` of ``t``
+equal contiguous chunks of a split tensor along the axis the layout follows through the layer. A stage
+of degree ``t`` holding an operator that :meth:`graphs.onnx_variants.SplitLayout.refusal` refuses at
+``t`` (its split cannot be followed: a ``Softmax`` or ``Concat`` along the split axis, the ``Split`` of a
+fused projection, a ``Reshape`` with a target shape computed at run time; or ``t`` does not divide the
+split axis: 4 heads at ``t = 8``) fails with an :class:`InputError` naming the stage and the operator:
+nothing is guessed. The cost model offers ``t`` at a node only where that same check passes. The
+layout does not depend on the stages, so a stage that starts inside a layer slices the whole tensors it
+receives to the chunk each rank holds (a local ``Slice``, no communication), as the cost model charges
+the previous stage for gathering them.
 
 **Rank sub-models** (:func:`tensor_parallel_stage`): from the stage's sub-model (what
 :func:`placement.onnx_export.split_model` cuts for ``t = 1``), rank ``r``'s model holds chunk ``r`` of
@@ -50,12 +46,13 @@ collectives on its longest path from the stage's inputs; segment ``j`` of every 
 collectives after segment ``j`` combine the ranks' tensors, then segment ``j + 1`` runs. Constants are
 copied into every segment that reads them.
 
-The manifest entry of such a stage (``tensor_parallel``) says everything a run needs: ``degree``,
-``segments`` (their ``inputs``, ``outputs`` and one ``files`` entry per rank), ``collectives``
-(``op``, ``input``, ``output``, ``axis``, ``after``: the segment they follow), ``sliced_weights`` and
-``rank_devices`` (per replica, its ``t`` devices). :func:`run_stage` runs one such stage in one process
-(``placement split --verify``); :mod:`placement.pipeline_run` runs each rank in its own process and
-exchanges the tensors of a collective between them.
+The manifest entry of such a stage (``tensor_parallel``, a JSON object) says everything a run needs:
+``degree``, ``segments`` (their ``inputs``, ``outputs`` and one ``files`` entry per rank),
+``collectives`` (``op``, ``input``, ``output``, ``axis``, ``after``: the segment they follow) and
+``sliced_weights``; each replica's ``t`` devices, in rank order, are the sub-model's
+``replica_devices``. :func:`run_stage` runs one such stage in one process (``placement split
+--verify``); :mod:`placement.pipeline_run` runs each rank in its own process and exchanges the tensors
+of a collective between them.
 
 Nothing here prints; problems raise :class:`~graphs.errors.InputError`.
 """
@@ -70,66 +67,28 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.onnx_loader import node_reads as _node_reads
+from graphs.onnx_variants import SplitLayout
 
 if TYPE_CHECKING:
     import onnx
 
-    from graphs.onnx_loader import OnnxGraph, Op
-    from graphs.onnx_variants import TensorSplit
+    from graphs.onnx_loader import OnnxGraph
 
 __all__ = ["SplitLayout", "split_layout", "TensorParallelStage", "tensor_parallel_stage", "run_stage",
            "combine", "rank_weights", "chunk"]
 
 LOCAL, PARTIAL = "__tp", "__partial"
 
-_UNARY = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Neg", "Sqrt", "Exp", "Log", "Cast", "Identity",
-          "Softplus", "Reciprocal", "Abs", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
-          "Mish", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "ThresholdedRelu",
-          "Softsign", "Dropout"}
-_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", "Where", "Equal", "Less",
-                "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Mod", "PRelu", "BitShift"}
-_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
-
-
-class _NoSplit(Exception):
-    """An operator's split cannot be followed (the message says why)."""
-
 
 # --------------------------------------------------------------------------- the layout (stage-free)
-@dataclass(frozen=True)
-class _Rule:
-    """How one split operator is divided: ``kind`` is ``column``, ``row`` or ``split``; ``actions`` the
-    changes to make to its inputs (see :func:`_apply`), ``out_axis`` the split axis of its outputs
-    (``None`` for a row-parallel product: a partial sum)."""
+def split_layout(model: onnx.ModelProto, g: OnnxGraph | None = None) -> SplitLayout:
+    """The split of ``model`` (an ``onnx.ModelProto``; ``g`` its parsed graph, parsed here when not
+    given) as the cost model makes it: :func:`graphs.onnx_variants.split_layout` on the front end's
+    graph and layer keys."""
+    from graphs.onnx_loader import parse_model
+    from graphs.onnx_variants import split_layout as layout_of
 
-    kind: str
-    actions: tuple[tuple, ...]
-    out_axis: int | None
-
-
-@dataclass(frozen=True)
-class SplitLayout:
-    """The tensor-parallel split of a whole model: ``ts`` the analysis (:func:`graphs.onnx_variants.
-    tensor_split`), ``op_of`` every operator's index by node name, ``axis`` the split axis of every
-    split tensor, ``rules`` how every split operator is divided and ``failed`` why the others' split
-    cannot be followed (by operator index)."""
-
-    ts: TensorSplit
-    ops: tuple[Op, ...]
-    op_of: Mapping[str, int]
-    producer: Mapping[str, int]
-    axis: Mapping[str, int]
-    rules: Mapping[int, _Rule]
-    failed: Mapping[int, str]
-
-    def split_input(self, x: str, consumer: int) -> bool:
-        """Does operator ``consumer`` read tensor ``x`` split?"""
-        p = self.producer.get(x)
-        return p is not None and self.ts.reads_split(p, consumer)
-
-
-_SMALL = 64  # elements of the constants read as shapes and axes
+    return layout_of(parse_model(model) if g is None else g)
 
 
 def _constant_value(node) -> np.ndarray | None:
@@ -142,307 +101,6 @@ def _constant_value(node) -> np.ndarray | None:
         if a.name in ("value_int", "value_ints", "value_float", "value_floats"):
             return np.asarray(helper.get_attribute_value(a))
     return None
-
-
-def _values(model) -> dict[str, np.ndarray]:
-    """The values of the model's small initializers and ``Constant`` nodes (shapes, axes), by name."""
-    import math
-
-    from onnx import numpy_helper
-
-    out = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
-           if math.prod(t.dims) <= _SMALL and t.data_location != 1}
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.output:
-            v = _constant_value(n)
-            if v is not None and v.size <= _SMALL:
-                out[n.output[0]] = v
-    return out
-
-
-def split_layout(model: onnx.ModelProto, g: OnnxGraph | None = None) -> SplitLayout:
-    """The split of ``model`` (an ``onnx.ModelProto``; ``g`` its parsed graph, parsed here when not
-    given) as the cost model makes it, with the layout of every split tensor (see the module doc)."""
-    from graphs.onnx_loader import parse_model, stable_names
-    from graphs.onnx_variants import tensor_split
-    from graphs.onnx_workload import layer_keys
-    from graphs.order import topological_order
-
-    if g is None:
-        g = parse_model(model)
-    ts = tensor_split(g, layer_keys(g))
-    nodes = {n.name: n for n in model.graph.node if n.name}
-    for nm, n in zip(stable_names(model.graph.node), model.graph.node):
-        nodes.setdefault(nm, n)
-    producer = {t.name: i for i, op in enumerate(g.ops) for t in op.outputs}
-    values = _values(model)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    axis: dict[str, int] = {}
-    rules: dict[int, _Rule] = {}
-    failed: dict[int, str] = {}
-    layout = SplitLayout(ts, tuple(g.ops), {op.name: i for i, op in enumerate(g.ops)}, producer, axis, rules,
-                         failed)
-    order = topological_order(g.num_ops, np.asarray(g.src), np.asarray(g.dst))
-    for i in order.tolist():
-        if not ts.split[i]:
-            continue
-        op = g.ops[i]
-        in_axes: list[int | None] = []
-        try:
-            for t in op.inputs:
-                if t is not None and layout.split_input(t.name, i):
-                    if t.name not in axis:
-                        p = g.ops[producer[t.name]].name
-                        raise _NoSplit(f"it reads {t.name!r}, whose split could not be followed (at {p!r}: "
-                                       f"{failed.get(producer[t.name], '?')})")
-                    in_axes.append(axis[t.name])
-                else:
-                    in_axes.append(None)
-            node = nodes.get(op.name)
-            if node is None:
-                raise _NoSplit("the model has no node of that name (a local function's body?)")
-            kind = "column" if ts.column[i] else "row" if ts.row[i] else "split"
-            rule = _rule(kind, op, node, in_axes, values, opset)
-        except _NoSplit as e:
-            failed[i] = str(e)
-            continue
-        rules[i] = rule
-        if rule.out_axis is not None:
-            for t in op.outputs:
-                axis[t.name] = rule.out_axis
-    return layout
-
-
-def _shape(t) -> tuple:
-    if t is None or t.shape is None:
-        raise _NoSplit(f"the shape of {getattr(t, 'name', '?')!r} is unknown")
-    return tuple(t.shape)
-
-
-def _attr(node, name: str, default=None):
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
-def _const(op, node, slot: int, values, what: str) -> np.ndarray:
-    x = node.input[slot] if slot < len(node.input) else ""
-    if not x or x not in values:
-        raise _NoSplit(f"its {what} ({x or 'absent'}) is not a constant of the model (computed at run time)")
-    return np.asarray(values[x])
-
-
-def _rule(kind: str, op, node, in_axes: list[int | None], values, opset: int) -> _Rule:
-    """How operator ``op`` (its ONNX ``node``) is divided, given the split axis of each input it reads
-    split (``None``: whole). Raises :class:`_NoSplit`."""
-    typ = op.op_type
-    ins = op.inputs
-    split_in = [(k, a) for k, a in enumerate(in_axes) if a is not None]
-    if op.domain:
-        raise _NoSplit(f"operators of domain {op.domain!r} are not split here")
-    if kind in ("column", "row"):
-        return _matmul_rule(kind, op, node, in_axes)
-    out = _shape(op.outputs[0]) if op.outputs else ()
-    R = len(out)
-    if typ in _UNARY or (typ == "Clip" and not any(a is not None for a in in_axes[1:])):
-        if in_axes[0] is None:
-            raise _NoSplit("its split input is not its data input")
-        return _Rule(kind, (), in_axes[0])
-    if typ in _ELEMENTWISE:
-        axes = {a + R - len(_shape(ins[k])) for k, a in split_in}
-        if len(axes) != 1:
-            raise _NoSplit(f"its inputs are split along different axes ({sorted(axes)})")
-        (b,) = axes
-        acts = []
-        for k, t in enumerate(ins):
-            if t is None or in_axes[k] is not None:
-                continue
-            s = _shape(t)
-            j = b - (R - len(s))
-            if j >= 0 and s[j] != 1:
-                acts.append(("slice", k, j, s[j]))
-        return _Rule(kind, tuple(acts), b)
-    a = in_axes[0]
-    if a is None and typ not in ("MatMul", "Concat"):
-        raise _NoSplit("only its data input may be split")
-    if any(x is not None for x in in_axes[1:]) and typ not in ("MatMul", "Concat"):
-        raise _NoSplit("an input other than its data is split")
-    if typ == "Transpose":
-        perm = list(_attr(node, "perm", None) or reversed(range(R)))
-        return _Rule(kind, (), perm.index(a))
-    if typ in ("Softmax", "LogSoftmax", "Hardmax"):
-        ax = _attr(node, "axis", -1 if opset >= 13 else 1)
-        ax = ax + R if ax < 0 else ax
-        if (a >= ax) if opset < 13 else (a == ax):
-            raise _NoSplit(f"it normalises along the split axis {a}")
-        return _Rule(kind, (), a)
-    if typ == "LayerNormalization":
-        ax = _attr(node, "axis", -1)
-        ax = ax + R if ax < 0 else ax
-        if a >= ax:
-            raise _NoSplit(f"it normalises along the split axis {a}")
-        return _Rule(kind, (), a)
-    if typ == "Reshape":
-        src = _shape(ins[0])
-        shape = _const(op, node, 1, values, "target shape")
-        if None in src or None in out:
-            raise _NoSplit("its shapes are not known")
-        outer, inner = int(np.prod(src[:a])), int(np.prod(src[a:]))
-        for b in range(R):
-            if int(np.prod(out[:b])) == outer and int(np.prod(out[b:])) == inner and out[b] > 1:
-                break
-        else:
-            raise _NoSplit(f"no axis of its output {list(out)} holds the chunks of axis {a} of its input "
-                           f"{list(src)}")
-        allowzero = bool(_attr(node, "allowzero", 0))
-        v = shape.reshape(-1)
-        if not allowzero and b < len(v) and v[b] == 0 and a != b:
-            raise _NoSplit(f"its target shape copies dimension {b} of the input, which is not split")
-        return _Rule(kind, (("reshape", 1, b, a, tuple(int(x) for x in src), out[b], allowzero,
-                             tuple(int(x) for x in v)),), b)
-    if typ in ("Unsqueeze", "Squeeze"):
-        axes = _attr(node, "axes", None)
-        if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = _const(op, node, 1, values, "axes").reshape(-1).tolist()
-        src = _shape(ins[0])
-        if typ == "Unsqueeze":
-            norm = sorted(x + R if x < 0 else x for x in axes or ())
-            kept = [j for j in range(R) if j not in norm]
-            return _Rule(kind, (), kept[a])
-        if axes is None:
-            norm = [j for j, d in enumerate(src) if d == 1]
-        else:
-            norm = [x + len(src) if x < 0 else x for x in axes]
-        if a in norm:
-            raise _NoSplit("it removes the split axis")
-        return _Rule(kind, (), a - sum(1 for j in norm if j < a))
-    if typ == "Slice":
-        if len(node.input) < 3:
-            raise _NoSplit("its starts and ends are attributes (opset < 10)")
-        starts = _const(op, node, 1, values, "starts").reshape(-1)
-        if len(node.input) > 3 and node.input[3]:
-            axes = _const(op, node, 3, values, "axes").reshape(-1).tolist()
-        else:
-            axes = list(range(len(starts)))
-        if a in [x + R if x < 0 else x for x in axes]:
-            raise _NoSplit(f"it slices the split axis {a}")
-        return _Rule(kind, (), a)
-    if typ == "Concat":
-        ax = _attr(node, "axis", 0)
-        ax = ax + R if ax < 0 else ax
-        axes = {x for x in in_axes if x is not None}
-        if len(axes) != 1:
-            raise _NoSplit(f"its inputs are split along different axes ({sorted(axes)})")
-        (b,) = axes
-        if b == ax:
-            raise _NoSplit(f"it concatenates along the split axis {b}")
-        acts = [("slice", k, b, _shape(t)[b]) for k, t in enumerate(ins)
-                if t is not None and in_axes[k] is None and _shape(t)[b] != 1]
-        return _Rule(kind, tuple(acts), b)
-    if typ == "Expand":
-        shape = _const(op, node, 1, values, "shape").reshape(-1)
-        src = _shape(ins[0])
-        b = a + R - len(src)
-        pos = b - (R - len(shape))
-        acts = []
-        if pos >= 0 and shape[pos] != 1:
-            if shape[pos] != src[a]:
-                raise _NoSplit(f"it expands the split axis {a}")
-            acts.append(("expand", 1, pos, tuple(int(x) for x in shape)))
-        return _Rule(kind, tuple(acts), b)
-    if typ in _REDUCE:
-        axes = _attr(node, "axes", None)
-        if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = _const(op, node, 1, values, "axes").reshape(-1).tolist()
-        src = _shape(ins[0])
-        if not axes:
-            raise _NoSplit("it reduces over every axis")
-        norm = [x + len(src) if x < 0 else x for x in axes]
-        if a in norm:
-            raise _NoSplit(f"it reduces over the split axis {a}")
-        keep = _attr(node, "keepdims", 1)
-        return _Rule(kind, (), a if keep else a - sum(1 for j in norm if j < a))
-    if typ == "Split":
-        ax = _attr(node, "axis", 0)
-        ax = ax + R if ax < 0 else ax
-        if ax == a:
-            raise _NoSplit(f"it splits its input along the split axis {a} (a fused projection such as QKV: "
-                           f"a rank's chunk of its columns is not its chunk of each part)")
-        return _Rule(kind, (), a)
-    if typ == "MatMul":
-        return _batched_matmul_rule(kind, op, in_axes)
-    raise _NoSplit(f"split does not know how to divide a {typ}")
-
-
-def _matmul_rule(kind: str, op, node, in_axes) -> _Rule:
-    """A weighted matrix product: column-parallel (its weight's columns) or row-parallel (its rows)."""
-    typ = op.op_type
-    if typ == "MatMul":
-        if not (len(op.constant) > 1 and op.constant[1] and not op.constant[0]):
-            raise _NoSplit("its weight is not its second input")
-        w = _shape(op.inputs[1])
-        if len(w) != 2:
-            raise _NoSplit(f"its weight has {len(w)} dimensions, not 2")
-        if kind == "column":
-            return _Rule(kind, (("slice", 1, 1, w[1]),), len(_shape(op.outputs[0])) - 1)
-        x = _shape(op.inputs[0])
-        if in_axes[0] != len(x) - 1:
-            raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
-        return _Rule(kind, (("slice", 1, 0, w[0]),), None)
-    # Gemm: Y = alpha * A' B' + beta * C
-    if not (len(op.constant) > 1 and op.constant[1] and not op.constant[0]):
-        raise _NoSplit("its weight is not its second input")
-    if len(op.inputs) > 2 and op.inputs[2] is not None and not op.constant[2]:
-        raise _NoSplit("its bias is not a constant")
-    trans_a, trans_b = _attr(node, "transA", 0), _attr(node, "transB", 0)
-    w = _shape(op.inputs[1])
-    has_c = len(op.inputs) > 2 and op.inputs[2] is not None
-    if kind == "column":
-        acts = [("slice", 1, 0 if trans_b else 1, w[0 if trans_b else 1])]
-        n = w[0] if trans_b else w[1]
-        if has_c:
-            c = _shape(op.inputs[2])
-            if c and c[-1] == n and n != 1:
-                acts.append(("slice", 2, len(c) - 1, n))
-        return _Rule(kind, tuple(acts), 1)
-    if in_axes[0] != (0 if trans_a else 1):
-        raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
-    acts = [("slice", 1, 1 if trans_b else 0, w[1 if trans_b else 0])]
-    if has_c:
-        acts.append(("bias_once", 2))
-    return _Rule(kind, tuple(acts), None)
-
-
-def _batched_matmul_rule(kind: str, op, in_axes) -> _Rule:
-    """A product of two activations (attention): split along a batch axis, A's rows or B's columns."""
-    A, B = _shape(op.inputs[0]), _shape(op.inputs[1])
-    R = len(_shape(op.outputs[0]))
-    if len(A) < 2 or len(B) < 2:
-        raise _NoSplit("a product of vectors is not split here")
-    outs = set()
-    for k, (s, a) in enumerate(((A, in_axes[0]), (B, in_axes[1]))):
-        if a is None:
-            continue
-        if a < len(s) - 2:
-            outs.add(a + R - len(s))
-        elif (k == 0 and a == len(s) - 2) or (k == 1 and a == len(s) - 1):
-            outs.add(R - 2 if k == 0 else R - 1)
-        else:
-            raise _NoSplit("it contracts the split axis (a partial sum the rule does not all-reduce)")
-    if len(outs) != 1:
-        raise _NoSplit(f"its inputs are split along different axes ({sorted(outs)})")
-    (b,) = outs
-    acts = []
-    if b < R - 2:  # a batch axis: a whole input that is not broadcast along it is sliced
-        for k, s in enumerate((A, B)):
-            if in_axes[k] is None:
-                j = b - (R - len(s))
-                if 0 <= j < len(s) - 2 and s[j] != 1:
-                    acts.append(("slice", k, j, s[j]))
-    return _Rule(kind, tuple(acts), b)
 
 
 # --------------------------------------------------------------------------- rank models
@@ -492,12 +150,12 @@ def tensor_parallel_stage(model: onnx.ModelProto, sub, t: int, layout: SplitLayo
     if unknown:
         raise InputError(f"{where}: operator(s) {', '.join(unknown[:3])} are not in the model's operator "
                          f"graph, so their tensor-parallel split is unknown")
-    for nm in names:
-        i = layout.op_of[nm]
-        if layout.ts.split[i] and i not in layout.rules:
-            op = layout.ops[i]
+    for nm in names:  # the cost model offers t only where every operator passes this same check
+        reason = layout.refusal(layout.op_of[nm], t)
+        if reason is not None:
+            op = layout.ops[layout.op_of[nm]]
             raise InputError(f"{where}: operator {nm!r} ({op.op_type}) is split by the tensor-parallel rule "
-                             f"but split cannot divide it: {layout.failed.get(i, 'unknown reason')}")
+                             f"but split cannot divide it {t} ways: {reason}")
     programs = [_rank_program(model, sub, t, r, layout, where) for r in range(t)]
     p0 = programs[0]
     segments, coll_after = _segments(p0)
@@ -569,13 +227,11 @@ def _rank_program(model, sub, t: int, r: int, layout: SplitLayout, where: str) -
         return name
 
     def local_slice(x: str, axis: int, n: int | None, nm: str) -> str:
-        """Rank ``r``'s chunk of the whole tensor ``x`` along ``axis`` (size ``n``)."""
+        """Rank ``r``'s chunk of the whole tensor ``x`` along ``axis`` (size ``n``, which ``t`` divides:
+        :meth:`~graphs.onnx_variants.SplitLayout.refusal` checked it)."""
         key = (x, axis)
         if key in local_slices:
             return local_slices[key]
-        if n is None or n % t:
-            raise InputError(f"{where}: operator {nm!r} needs {x!r} cut into {t} equal chunks along axis "
-                             f"{axis}, but that dimension is {n}")
         out = fresh(f"{x}{LOCAL}{axis}")
         gen = producer_node.get(x)
         if x in inits:
@@ -625,7 +281,7 @@ def _rank_program(model, sub, t: int, r: int, layout: SplitLayout, where: str) -
                 node.input[k] = chunked.get(x) or local_slice(x, layout.axis[x], _dim(op.inputs[k],
                                                                                       layout.axis[x]), nm)
         for act in rule.actions:
-            _apply(act, node, op, t, r, nm, where, local_slice, new_init)
+            _apply(act, node, op, t, r, nm, local_slice, new_init)
         if rule.kind == "row":
             for k, y in enumerate(n.output):
                 if y:
@@ -673,7 +329,7 @@ def _dim(tns, axis: int) -> int | None:
     return tns.shape[axis]
 
 
-def _apply(act: tuple, node, op, t: int, r: int, nm: str, where: str, local_slice, new_init) -> None:
+def _apply(act: tuple, node, op, t: int, r: int, nm: str, local_slice, new_init) -> None:
     """Make one change of a rule to rank ``r``'s copy ``node`` of operator ``op``."""
     kind = act[0]
     if kind == "slice":
@@ -683,27 +339,16 @@ def _apply(act: tuple, node, op, t: int, r: int, nm: str, where: str, local_slic
         if r > 0:  # the bias is added once: on rank 0, before the sum
             del node.input[act[1]:]
     elif kind == "reshape":
-        _, k, b, a, src, full, allowzero, values = act
-        if full % t:
-            raise InputError(f"{where}: operator {nm!r} (Reshape) makes a dimension of {full} along the "
-                             f"split axis, which does not divide into {t} equal parts (heads not a multiple "
-                             f"of t?)")
+        _, k, b, a, src, _full, allowzero, values = act  # t divides _full: SplitLayout.refusal
         v = np.array(values, np.int64)
-        if b < len(v):
-            if v[b] > 0:
-                v[b] //= t
-            elif v[b] == 0 and not allowzero and a != b:
-                raise InputError(f"{where}: operator {nm!r} (Reshape) copies an unsplit dimension into the "
-                                 f"split axis")
+        if b < len(v) and v[b] > 0:
+            v[b] //= t
         if not allowzero and a < len(v) and a != b and v[a] == 0:
             v[a] = src[a]  # it copies the input's split dimension: the whole one is meant
         node.input[k] = new_init(f"{nm}{LOCAL}/shape", v)
     elif kind == "expand":
-        _, k, pos, values = act
+        _, k, pos, values = act  # t divides values[pos]: SplitLayout.refusal
         v = np.array(values, np.int64)
-        if v[pos] % t:
-            raise InputError(f"{where}: operator {nm!r} (Expand) expands the split axis to {v[pos]}, which "
-                             f"does not divide into {t} equal parts")
         v[pos] //= t
         node.input[k] = new_init(f"{nm}{LOCAL}/shape", v)
     else:  # pragma: no cover - the rules make no other

@@ -38,8 +38,9 @@ def test_split_lists_the_replicas():
     assert len(split.submodels) == 3
     subs = manifest["submodels"]
     assert [s["replicas"] for s in subs] == [2, 1, 3]
-    assert [s["replica_devices"] for s in subs] == [["cpu:0", "cpu:1"], ["cpu:2"],
-                                                    ["cpu:3", "cpu:4", "cpu:5"]]
+    # each replica's devices: one each at t = 1
+    assert [s["replica_devices"] for s in subs] == [[["cpu:0"], ["cpu:1"]], [["cpu:2"]],
+                                                    [["cpu:3"], ["cpu:4"], ["cpu:5"]]]
     assert [s["stage"] for s in subs] == [0, 1, 2]
     assert device_result(plan(path, [2, 1, 3]))["devices"][2]["name"] == "cpu:3-5"  # its replicas
 
@@ -66,8 +67,10 @@ def test_a_tensor_parallel_stage_the_rule_does_not_split_runs_whole_on_every_ran
     assert [tp["degree"] for tp in tps] == [2, 2] and all(not tp["collectives"] for tp in tps)
     assert [tp["split_operators"] for tp in tps] == [0, 0]
     assert sum("none of its operators" in n for n in split.notes) == 2
-    assert [s["replica_devices"] for s in manifest["submodels"]] == [["cpu:0"], ["cpu:2"]]
-    assert [tp["rank_devices"] for tp in tps] == [[["cpu:0", "cpu:1"]], [["cpu:2", "cpu:3"]]]
+    # one replica of 2 ranks per stage: both ranks' devices listed, once
+    assert [s["replica_devices"] for s in manifest["submodels"]] == [[["cpu:0", "cpu:1"]],
+                                                                     [["cpu:2", "cpu:3"]]]
+    assert all("rank_devices" not in tp for tp in tps)
     rep = verify_split(model, [s.model for s in split.submodels], manifest)
     assert rep.ok and rep.worst <= 1e-4
 

@@ -275,7 +275,8 @@ def test_a_stage_plan_annotates_splits_and_runs():
         for op in s["operators"]:
             assert marks[op]["stage"] == str(i) and marks[op]["device"] == want and marks[op]["kind"] == "t4"
     stages, manifest = placement.split(model, p)
-    assert [e["replica_devices"] for e in manifest["submodels"]] == devices
+    # t = 1: each replica one device
+    assert [e["replica_devices"] for e in manifest["submodels"]] == [[[d] for d in ds] for ds in devices]
     degrees = [s["dataParallelDegree"] for s in result["stages"]]
     assert [e["replicas"] for e in manifest["submodels"]] == degrees
     _check_runs(model, stages, manifest)

@@ -379,3 +379,42 @@ def test_run_and_the_cli_on_a_layer_ending_column_parallel(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["tensor_parallel"] == [2, 2] and doc["workers"] == 4
     assert max(doc["max_abs_diff"].values()) <= 1e-5
+
+
+def test_the_manifest_lists_every_device_of_each_replica(tmp_path):
+    """Stage 0 (2 replicas of 2 ranks) takes cpu:0-3, replica q ranks on cpu:2q, cpu:2q+1; stage 1 the
+    next device. The file says so in ``replica_devices``; ``tensor_parallel`` is a JSON object in it."""
+    model = gpt()
+    split = split_stages(model, stage_plan(model, [25], [2, 1], [2, 1]))
+    write_split(split, tmp_path / "parts")
+    raw = json.loads((tmp_path / "parts" / "manifest.json").read_text())
+    assert raw["version"] == 2
+    assert [s["replica_devices"] for s in raw["submodels"]] == [[["cpu:0", "cpu:1"], ["cpu:2", "cpu:3"]],
+                                                                [["cpu:4"]]]
+    assert [s["replicas"] for s in raw["submodels"]] == [2, 1]
+    tp = raw["submodels"][0]["tensor_parallel"]
+    assert isinstance(tp, dict) and tp["degree"] == 2 and "rank_devices" not in tp
+    manifest, _ = read_split_manifest(tmp_path / "parts")
+    assert manifest == raw
+
+
+def test_a_version_1_manifest_is_read_as_version_2(tmp_path):
+    """A folder written the old way (rank 0's device per replica, the ranks' in ``tensor_parallel.
+    rank_devices``) reads back with each replica's devices, and verifies as before."""
+    model = gpt()
+    split = split_stages(model, stage_plan(model, [25], [2, 1], [2, 1]))
+    new = write_split(split, tmp_path / "parts")
+    old = json.loads(json.dumps(new))
+    old["version"] = 1
+    s0, s1 = old["submodels"]
+    s0["tensor_parallel"]["rank_devices"] = s0["replica_devices"]
+    s0["replica_devices"] = ["cpu:0", "cpu:2"]
+    s1["replica_devices"] = ["cpu:4"]
+    (tmp_path / "parts" / "manifest.json").write_text(json.dumps(old))
+    manifest, models = read_split_manifest(tmp_path / "parts")
+    assert manifest == new
+    assert verify_split(model, models, manifest).ok
+    old["version"] = 3
+    (tmp_path / "parts" / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(InputError, match="manifest version 3"):
+        read_split_manifest(tmp_path / "parts")
