@@ -179,17 +179,18 @@ def _brute_goodput(cfg, devices, mix, problem, plan, batch, ttft, tpot):
 
     uc = np.minimum(u, 1 - 1e-12)
 
-    def erlang_c(n):  # the explicit sum: A^n / n! n / (n - A) over sum_{i<n} A^i / i! + that, A = u n
-        A = uc * n
-        top = A ** n / math.factorial(n) / (1 - uc)
+    def erlang_c(x, n):  # the explicit sum: A^n / n! n / (n - A) over sum_{i<n} A^i / i! + that, A = x n
+        A = x * n
+        top = A ** n / math.factorial(n) / (1 - x)
         return top / (sum(A ** i / math.factorial(i) for i in range(n)) + top)
 
     lo = np.floor(k).astype(int)
     f = k - lo
     c = np.zeros_like(u)
-    for n in np.unique(lo):
+    for n in np.unique(lo):  # each server count on the rates that have it only
         at = lo == n
-        c[at] = ((1 - f) * erlang_c(int(n)) + f * erlang_c(int(n) + 1))[at]
+        x = uc[at]
+        c[at] = (1 - f[at]) * erlang_c(x, int(n)) + f[at] * erlang_c(x, int(n) + 1)
     wait = wait + np.where(u < 1, c * hold / (batch * (1 - uc)), np.inf)
     ok = (u <= 1) & (tp <= tpot)
     met = sum(q * (wait + p <= ttft) for q, p in zip(shares, P))
