@@ -715,8 +715,10 @@ def _add_pipeline_parsers(sub) -> None:
                        "(one per replica of a stage, t per replica of a tensor-parallel stage: one per "
                        "rank, with an onnxruntime session per segment run one after the other; queues "
                        "between them) on this CPU; "
-                       "report measured throughput next to the cost model's prediction (a stage plan: the "
-                       "stage evaluator's time per sample), per batch and per sample. The inputs have the "
+                       "report measured throughput next to the cost model's prediction of the plan as the "
+                       "result file gives it (re-scored on the model: a plan edited by hand is predicted as "
+                       "edited; a stage plan: the stage evaluator's time per sample of each stage), per "
+                       "batch and per sample. The inputs have the "
                        "batch size and dimensions the result was placed at; a different --batch-size or "
                        "--dim is refused, as the prediction is for the recorded ones (place again at the "
                        "other size). Place with --costs profile so that both are measured on this machine.")
@@ -902,7 +904,7 @@ def _cmd_run(args) -> int:
     split = split_model(model, result, source=args.result)
     manifest = split.manifest()
     # the prediction first: its notes (a plan edited by hand, a workload not rebuilt) come before the run
-    pred, by, pred_notes = _run_prediction(args, result, [s.device for s in split.submodels])
+    pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
     for note in pred_notes:
         print(f"note: {note}", file=sys.stderr)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
@@ -940,15 +942,16 @@ def _cmd_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
-def _run_prediction(args, result: dict, run_devices: list[str]):
+def _run_prediction(args, model, result: dict, run_devices: list[str]):
     """``placement run``'s prediction of a one-device-per-stage result: ``(prediction, predicted_by,
     notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by hand) is scored again by the
-    evaluator on the model rebuilt with the front-end settings the result records; a result that records
+    evaluator on the model (``model``, as run read it) costed with the front-end settings the result
+    records; a result that records
     none, or whose workload cannot be rebuilt, is predicted from its recorded loads, and a note says
     so. A plan that does not score (it does not match the rebuilt model) gets no prediction."""
     from graphs.errors import PlacementError
+    from graphs.onnx_workload import onnx_workload
 
-    from .load import load_workload
     from .pipeline_run import predicted_time_per_sample, rescored_time_per_sample
 
     if not isinstance(result.get("frontend"), dict) or not result["frontend"]:
@@ -956,7 +959,7 @@ def _run_prediction(args, result: dict, run_devices: list[str]):
     else:
         frontend = _recorded_frontend(result, args.result)
         try:
-            w = load_workload(args.model, **frontend)
+            w = onnx_workload(args.model, model=model, **frontend)
         except PlacementError as e:
             why = f"the model's costs could not be rebuilt as placed ({e})"
         else:

@@ -15,10 +15,13 @@ warm-up samples have gone through every replica. The ``k``-th sample fed is take
 of every stage of ``d`` replicas (samples from different upstream replicas may arrive out of order; each
 is independent).
 
-:func:`predicted_time_per_sample` gives the cost model's view of the same pipeline from the result
-file: the simulated streaming schedule of its stages (each stage's load from the result, in the
-result's time unit) — steady state and for the number of samples run; :func:`predicted_stage_plan` the
-same for a stage plan, from the stage evaluator's recorded time per sample of each stage.
+:func:`rescored_time_per_sample` gives the cost model's view of the same pipeline: the simulated
+streaming schedule of its stages — steady state and for the number of samples run — each stage's load
+as the evaluator scores the plan the result file gives now (a plan edited by hand as edited), on the
+workload rebuilt as the result was placed; :func:`rescored_stage_plan` the same for a stage plan, from
+the stage evaluator's time per sample of each stage. :func:`predicted_time_per_sample` and
+:func:`predicted_stage_plan` use the figures the result records instead, for a result that records too
+little to rebuild its workload.
 
 A "sample" of :class:`PipelineRun` and :class:`Prediction` is one run of the model: a batch of the
 batch size the model was placed at (:func:`recorded_input_shape`). :func:`run_report` turns both into

@@ -49,22 +49,25 @@ def split_stage_plan(model, data: Mapping, *, source: str | None = None):
 
 
 def stage_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
-                     source: str | None = None):
+                     source: str | None = None, model=None):
     """``placement run``'s prediction of the stage plan ``data`` for ``samples`` runs at ``batch_size``:
-    ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``, perhaps
-    edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem rebuilt from
-    the settings the result records (:func:`placement.stages.problem_for_result`, the ONNX model at
-    ``model_path``); a result that records too little to rebuild it is predicted from its recorded times
-    per sample, and a note says so. A plan that does not score on the rebuilt problem gets no
-    prediction (``None``, and why)."""
+    ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``,
+    perhaps edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem
+    rebuilt from the settings the result records (:func:`placement.stages.workload_for_result`, the ONNX
+    model at ``model_path``; ``model``: its ``onnx.ModelProto`` where run has read it, not read again); a
+    result that records too little to rebuild it is predicted from its recorded times per sample, and a
+    note says so. A plan that does not score on the rebuilt problem gets no prediction (``None``, and
+    why)."""
     from .pipeline_run import predicted_stage_plan, rescored_stage_plan
     from .stages import plan_from_dict, workload_for_result
 
-    try:
-        w = workload_for_result(dict(data), model_path, source=source)
-    except InputError as e:
-        why = f"the problem could not be rebuilt from it ({e})"
-    else:
+    why = _unrebuildable(data)
+    if why is None:
+        try:
+            w = workload_for_result(dict(data), model_path, source=source, model=model)
+        except InputError as e:
+            why = f"the problem could not be rebuilt from it ({e})"
+    if why is None:
         try:
             plan = plan_from_dict(w.problem, dict(data), source=source)
             _check_operators(w, data, source)
@@ -79,6 +82,20 @@ def stage_prediction(data: Mapping, model_path: str, samples: int, batch_size: i
     return (pred, "the stage evaluator's time per sample of each stage, as the result records it",
             [f"predicted from the result's recorded times per sample: {why}; a plan edited by hand is "
              f"predicted as it was placed"])
+
+
+def _unrebuildable(data: Mapping) -> str | None:
+    """Why a version-2 result's ``problem`` section cannot rebuild its problem, where the reader would not
+    say: without the section's device spec (a string) it would take the file's top-level ``devices`` (one
+    row per device) for one. ``None``: it may."""
+    if data.get("format") == "placement-replicated":  # version 1: flat, the reader checks it
+        return None
+    problem = data.get("problem")
+    if not isinstance(problem, Mapping):
+        return "it records no 'problem' section"
+    if not isinstance(problem.get("devices"), str) or not problem["devices"].strip():
+        return "its 'problem' section records no device spec ('devices')"
+    return None
 
 
 def _check_operators(w, data: Mapping, source: str | None) -> None:
@@ -157,7 +174,7 @@ def run_command(args, dims: dict, model, data: dict) -> int:
     split, manifest = split_stage_plan(model, data, source=args.result)
     # the prediction first: its notes (a plan edited by hand, a problem not rebuilt) come before the run
     pred, by, pred_notes = stage_prediction(data, args.model, args.samples, args.batch_size,
-                                            source=args.result)
+                                            source=args.result, model=model)
     for note in pred_notes:
         print(f"note: {note}", file=sys.stderr)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
