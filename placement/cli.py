@@ -946,9 +946,9 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
     """``placement run``'s prediction of a one-device-per-stage result: ``(prediction, predicted_by,
     notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by hand) is scored again by the
     evaluator on the model (``model``, as run read it) costed with the front-end settings the result
-    records; a result that records
-    none, or whose workload cannot be rebuilt, is predicted from its recorded loads, and a note says
-    so. A plan that does not score (it does not match the rebuilt model) gets no prediction."""
+    records; a result that records none, or whose workload cannot be rebuilt, is predicted from its
+    recorded loads, and a note says so. A plan that does not score (it does not match the rebuilt
+    model) gets no prediction."""
     from graphs.errors import PlacementError
     from graphs.onnx_workload import onnx_workload
 
