@@ -27,7 +27,7 @@ from .devices import DeviceSet, human_bytes, parse_devices
 from .errors import InputError
 from .mfu import peak_rates
 from .model import Cluster, OpGraph
-from .onnx_loader import OnnxGraph, load_onnx
+from .onnx_loader import OnnxGraph, load_onnx, parse_model
 from .reference import Workload
 from .training import derive_training
 
@@ -41,25 +41,31 @@ DEFAULT_DEVICES = "a100:4,cpu:1"
 def onnx_workload(path: str | os.PathLike, devices: str | DeviceSet | None = None, costs: str = "roofline",
                   batch_size: int | None = None, training: bool = False, optimizer: str = "adam", *,
                   dims: Mapping[str, int] | None = None, device_files: Iterable[str] = (),
-                  backward_factor: float = 2.0) -> Workload:
+                  backward_factor: float = 2.0, model=None) -> Workload:
     """Load, cost and (for ``training``) differentiate an ONNX model; see the module doc.
 
     ``devices``: a :class:`DeviceSet` or its compact form (``"a100:4,cpu:8"``, default
     :data:`DEFAULT_DEVICES`); ``costs``: ``"roofline"``, ``"profile"`` or a JSON cost table's path.
+    ``model``: the ``onnx.ModelProto`` of ``path`` where the caller has read it already (not read again).
     """
     return prepare_onnx(path, devices, costs, batch_size, training, optimizer, dims=dims,
-                        device_files=device_files, backward_factor=backward_factor)[1]
+                        device_files=device_files, backward_factor=backward_factor, model=model)[1]
 
 
 def prepare_onnx(path: str | os.PathLike, devices: str | DeviceSet | None = None, costs: str = "roofline",
                  batch_size: int | None = None, training: bool = False, optimizer: str = "adam", *,
                  dims: Mapping[str, int] | None = None, device_files: Iterable[str] = (),
-                 backward_factor: float = 2.0) -> tuple[OnnxGraph, Workload]:
+                 backward_factor: float = 2.0, model=None) -> tuple[OnnxGraph, Workload]:
     """:func:`onnx_workload`, also returning the loaded :class:`OnnxGraph` (shapes, parameters)."""
     t0 = time.perf_counter()
     ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES,
                                                                       device_files)
-    g = load_onnx(path, batch_size=batch_size, dims=dims)
+    if model is None:
+        g = load_onnx(path, batch_size=batch_size, dims=dims)
+    else:  # a model with external weights is costly to read twice
+        external = any(t.data_location == 1 for t in model.graph.initializer)
+        g = parse_model(model, source=os.fspath(path), batch_size=batch_size, dims=dims,
+                        external_data=external)
     return g, graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor, t0=t0)
 
 

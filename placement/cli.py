@@ -715,8 +715,10 @@ def _add_pipeline_parsers(sub) -> None:
                        "(one per replica of a stage, t per replica of a tensor-parallel stage: one per "
                        "rank, with an onnxruntime session per segment run one after the other; queues "
                        "between them) on this CPU; "
-                       "report measured throughput next to the cost model's prediction (a stage plan: the "
-                       "stage evaluator's time per sample), per batch and per sample. The inputs have the "
+                       "report measured throughput next to the cost model's prediction of the plan as the "
+                       "result file gives it (re-scored on the model: a plan edited by hand is predicted as "
+                       "edited; a stage plan: the stage evaluator's time per sample of each stage), per "
+                       "batch and per sample. The inputs have the "
                        "batch size and dimensions the result was placed at; a different --batch-size or "
                        "--dim is refused, as the prediction is for the recorded ones (place again at the "
                        "other size). Place with --costs profile so that both are measured on this machine.")
@@ -876,14 +878,7 @@ def _cmd_run(args) -> int:
     from graphs.jsonio import read_json
 
     from .onnx_export import split_model
-    from .pipeline_run import (
-        describe_runs,
-        format_run_summary,
-        predicted_time_per_sample,
-        run_inputs,
-        run_pipeline,
-        run_report,
-    )
+    from .pipeline_run import describe_runs, format_run_summary, run_inputs, run_pipeline, run_report
     from .simulate import checked_result
 
     if args.samples < 1 or args.threads < 1:
@@ -908,18 +903,21 @@ def _cmd_run(args) -> int:
     result = checked_result(data, args.result)
     split = split_model(model, result, source=args.result)
     manifest = split.manifest()
+    # the prediction first: its notes (a plan edited by hand, a workload not rebuilt) come before the run
+    pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
+    for note in pred_notes:
+        print(f"note: {note}", file=sys.stderr)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
                                          optimize=args.optimize, check=not args.no_check)
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
-    pred = predicted_time_per_sample(result, args.samples)
     if any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"]):
         print("note: this is a training placement; the run executes the forward pass only, while the "
               "prediction includes the backward pass", file=sys.stderr)
-    doc = {"stages": run.workers,
-           **run_report(run, pred, args.batch_size, predicted_by="the result's costs (its stage loads)"),
-           "utilisation": list(run.utilisation), "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
+    doc = {"stages": run.workers, **run_report(run, pred, args.batch_size, predicted_by=by),
+           "utilisation": list(run.utilisation), "max_abs_diff": run.max_abs_diff,
+           "notes": list(split.notes) + pred_notes}
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
     if args.json:
         from .export import print_json
@@ -933,7 +931,8 @@ def _cmd_run(args) -> int:
         per = "per sample" if args.batch_size == 1 else "per batch"
         print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}  ({per})")
         for k, s in enumerate(split.submodels):
-            p = pred.stage_loads[k] if len(pred.stage_loads) == len(split.submodels) else math.nan
+            p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(split.submodels) \
+                else math.nan
             print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
         for line in format_run_summary(doc):
             print(line)
@@ -941,6 +940,44 @@ def _cmd_run(args) -> int:
             worst = max(run.max_abs_diff.values(), default=0.0)
             print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
+
+
+def _run_prediction(args, model, result: dict, run_devices: list[str]):
+    """``placement run``'s prediction of a one-device-per-stage result: ``(prediction, predicted_by,
+    notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by hand) is scored again by the
+    evaluator on the model (``model``, as run read it) costed with the front-end settings the result
+    records; a result that records none, or whose workload cannot be rebuilt, is predicted from its
+    recorded loads, and a note says so. A plan that does not score (it does not match the rebuilt
+    model) gets no prediction."""
+    from graphs.errors import PlacementError
+    from graphs.onnx_workload import onnx_workload
+
+    from .pipeline_run import predicted_time_per_sample, rescored_time_per_sample
+
+    if not isinstance(result.get("frontend"), dict) or not result["frontend"]:
+        why = "it records no front-end settings to rebuild the model's costs from"
+    else:
+        frontend = _recorded_frontend(result, args.result)
+        try:
+            w = onnx_workload(args.model, model=model, **frontend)
+        except PlacementError as e:
+            why = f"the model's costs could not be rebuilt as placed ({e})"
+        else:
+            order = list(dict.fromkeys(run_devices))  # a device cut into several sub-models: once
+            unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
+            try:
+                pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, args.samples, order=order,
+                                                       unit=unit)
+            except PlacementError as e:
+                return None, f"the plan as it stands is not scored: {e}", []
+            edited = any(n.startswith("the result's recorded") for n in notes)
+            if edited and frontend.get("costs") == "profile":
+                notes.append("the costs were profiled again to score the plan, so its loads also differ from "
+                             "the recorded ones by the measurement's noise")
+            return pred, "the evaluator's loads of the plan as it stands (model rebuilt as placed)", notes
+    pred = predicted_time_per_sample(result, args.samples)
+    return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
+                                                 f"edited by hand is predicted as it was placed"]
 
 
 def _recorded_frontend(data: dict, result_path: str) -> dict:

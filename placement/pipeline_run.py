@@ -15,10 +15,13 @@ warm-up samples have gone through every replica. The ``k``-th sample fed is take
 of every stage of ``d`` replicas (samples from different upstream replicas may arrive out of order; each
 is independent).
 
-:func:`predicted_time_per_sample` gives the cost model's view of the same pipeline from the result
-file: the simulated streaming schedule of its stages (each stage's load from the result, in the
-result's time unit) — steady state and for the number of samples run; :func:`predicted_stage_plan` the
-same for a stage plan, from the stage evaluator's recorded time per sample of each stage.
+:func:`rescored_time_per_sample` gives the cost model's view of the same pipeline: the simulated
+streaming schedule of its stages — steady state and for the number of samples run — each stage's load
+as the evaluator scores the plan the result file gives now (a plan edited by hand as edited), on the
+workload rebuilt as the result was placed; :func:`rescored_stage_plan` the same for a stage plan, from
+the stage evaluator's time per sample of each stage. :func:`predicted_time_per_sample` and
+:func:`predicted_stage_plan` use the figures the result records instead, for a result that records too
+little to rebuild its workload.
 
 A "sample" of :class:`PipelineRun` and :class:`Prediction` is one run of the model: a batch of the
 batch size the model was placed at (:func:`recorded_input_shape`). :func:`run_report` turns both into
@@ -43,7 +46,8 @@ from graphs.errors import InputError
 from ._interrupt import deferred
 
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
-           "recorded_input_shape", "run_report", "format_run_summary", "describe_runs"]
+           "rescored_time_per_sample", "rescored_stage_plan", "recorded_input_shape", "run_report",
+           "format_run_summary", "describe_runs"]
 
 
 @dataclass(frozen=True)
@@ -460,23 +464,84 @@ class Prediction:
 
 
 def predicted_time_per_sample(result: Mapping, samples: int) -> Prediction:
-    """Simulate the result's stages as a streaming chain in stage order (loads as the result gives
-    them: compute plus communication) for ``samples`` samples."""
-    from .simulate import StageCosts, simulate_costs
-
+    """Simulate the result's stages as a streaming chain in stage order (loads as the result records
+    them: compute plus communication) for ``samples`` samples. These are the figures of the plan the
+    result was written for: :func:`rescored_time_per_sample` scores the plan as it stands."""
     devs = [d for d in result["devices"] if d.get("nodes")]
     if not devs:
         raise InputError("the result places nothing")
     ordered = sorted(devs, key=lambda d: (d.get("stage") is None, d.get("stage") or 0))
-    stages = []
-    for k, d in enumerate(ordered):
-        stages.append(StageCosts(k, int(d.get("device", k)), d["name"], d.get("kind", ""),
-                                 float(d.get("compute") or 0.0), 0.0, float(d.get("comm_in") or 0.0), 0.0,
-                                 float(d.get("comm_out") or 0.0), 0.0,
-                                 deps=((("F", k - 1, "F"),) if k else ())))
+    return _stream_chain([(int(d.get("device", k)), d["name"], d.get("kind", ""),
+                           float(d.get("compute") or 0.0), float(d.get("comm_in") or 0.0),
+                           float(d.get("comm_out") or 0.0)) for k, d in enumerate(ordered)], samples)
+
+
+def _stream_chain(rows: Sequence[tuple[int, str, str, float, float, float]], samples: int) -> Prediction:
+    """The streaming simulation of a chain of stages, each ``(device, name, kind, compute, comm_in,
+    comm_out)``, in the given order (each receives from the one before), for ``samples`` samples."""
+    from .simulate import StageCosts, simulate_costs
+
+    stages = [StageCosts(k, dev, name, kind, compute, 0.0, comm_in, 0.0, comm_out, 0.0,
+                         deps=((("F", k - 1, "F"),) if k else ()))
+              for k, (dev, name, kind, compute, comm_in, comm_out) in enumerate(rows)]
     sim = simulate_costs(stages, schedule="stream", microbatches=samples)
     return Prediction(sim.steady_time_per_sample, sim.time_per_sample, sim.makespan,
                       tuple(s.load for s in stages))
+
+
+def _differs(recorded, now: float) -> bool:
+    """A recorded figure (``None`` where the result wrote an infinite one) that is not ``now``'s beyond
+    round-off."""
+    if not isinstance(recorded, (int, float)) or isinstance(recorded, bool):
+        return math.isfinite(now)
+    return not math.isclose(float(recorded), now, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
+                             order: Sequence[str] | None = None, unit: str = "ms"
+                             ) -> tuple[Prediction, list[str]]:
+    """:func:`predicted_time_per_sample` of the plan as the result's ``devices[].nodes`` give it now, each
+    device's load as :func:`graphs.evaluate.evaluate` scores it on ``graph`` and ``cluster`` (the workload
+    rebuilt as the result was placed), not as the result records it: a hand-edited plan is predicted as
+    edited. The chain runs in ``order`` (the result's device names in the run's order; default the
+    evaluator's pipeline order, else device order). Also returns notes (``unit``: the loads' unit):
+    one per device whose recorded load is not the plan's, and the plan's broken constraints."""
+    from graphs.evaluate import evaluate
+
+    from .simulate import assignment_from_result
+
+    a = assignment_from_result(result, graph, cluster)
+    ev = evaluate(graph, cluster, a)
+    index = {name: i for i, name in enumerate(graph.names)}
+    number = {d["name"]: int(a[index[str(d["nodes"][0])]]) for d in result["devices"] if d.get("nodes")}
+    if order is None:
+        by_number = {n: name for name, n in number.items()}
+        seq = list(ev.stage_order) if ev.stage_order is not None else sorted(by_number)
+        order = [by_number[n] for n in seq]
+    missing = [x for x in order if x not in number]
+    if missing:
+        raise InputError(f"device(s) {', '.join(missing)} of the run hold no node of the plan")
+    loads = [ev.devices[number[x]] for x in order]
+    bad = [d.name for d in loads if not math.isfinite(d.load)]
+    if bad:
+        why = "; ".join(ev.problems) or f"infinite load on {bad[0]}"
+        raise InputError(f"the plan cannot be scored: {why}")
+    notes = []
+    for d in result["devices"]:
+        now = ev.devices[number[d["name"]]].load if d["name"] in number else 0.0  # no node: no load
+        rec = d.get("load", "?")
+        if rec == "?":  # an older file: its parts
+            parts = [d.get(k) for k in ("compute", "comm_in", "comm_out")]
+            rec = sum(parts) if all(isinstance(x, (int, float)) for x in parts) else None
+        if _differs(rec, now):
+            was = "none" if rec is None else f"{rec:.6g} {unit}"
+            notes.append(f"the result's recorded load of {d['name']} ({was}) is not its plan's "
+                         f"({now:.6g} {unit}): predicted from the plan")
+    if ev.problems:
+        notes.append(f"the plan breaks the cost model's constraints: {'; '.join(ev.problems[:3])}"
+                     + (f" (+{len(ev.problems) - 3} more)" if len(ev.problems) > 3 else ""))
+    rows = [(d.device, d.name, d.kind, d.compute, d.comm_in, d.comm_out) for d in loads]
+    return _stream_chain(rows, samples), notes
 
 
 _TO_MS = {"ms": 1.0, "s": 1e3}
@@ -487,7 +552,9 @@ def predicted_stage_plan(result: Mapping, samples: int, batch_size: int = 1) -> 
     ``batch_size``, in ms per run: each stage's recorded ``time_per_sample`` (its replicas side by side,
     :func:`graphs.parallel.evaluate_plan`'s) times the batch size; a replica of a stage of ``d`` takes
     ``d`` times that per run, and runs are dealt round robin as :func:`run_pipeline` deals them. The
-    steady state is the busiest stage's (the plan's time per sample, times the batch size)."""
+    steady state is the busiest stage's (the plan's time per sample, times the batch size). These are
+    the figures of the plan the result was written for: :func:`rescored_stage_plan` scores the plan as it
+    stands."""
     stages = list(result.get("stages") or ())
     if not stages or any(s.get("time_per_sample") is None for s in stages):
         raise InputError("the stage plan records no time per sample for its stages")
@@ -496,6 +563,12 @@ def predicted_stage_plan(result: Mapping, samples: int, batch_size: int = 1) -> 
         raise InputError(f"the stage plan's time unit is {unit!r}, not seconds or milliseconds")
     loads = [_TO_MS[unit] * batch_size * float(s["time_per_sample"]) for s in stages]
     reps = [int(s.get("dataParallelDegree") or 1) for s in stages]
+    return _dealt_stream(loads, reps, samples)
+
+
+def _dealt_stream(loads: Sequence[float], reps: Sequence[int], samples: int) -> Prediction:
+    """``samples`` runs through stages of ``loads`` ms per run (replicas side by side) with ``reps``
+    replicas each, runs dealt round robin and all fed at once."""
     free = [[0.0] * d for d in reps]  # when each replica is next free
     end = 0.0
     for k in range(samples):
@@ -505,6 +578,37 @@ def predicted_stage_plan(result: Mapping, samples: int, batch_size: int = 1) -> 
             free[i][k % d] = t
         end = max(end, t)
     return Prediction(max(loads), end / samples, end, tuple(loads))
+
+
+def rescored_stage_plan(result: Mapping, problem, plan: Sequence, samples: int, batch_size: int = 1
+                        ) -> tuple[Prediction, list[str]]:
+    """:func:`predicted_stage_plan` of ``plan`` (the result's stages as they stand, read on the rebuilt
+    ``problem`` by :func:`placement.stages.plan_from_dict`), each stage's time per sample as
+    :func:`graphs.parallel.evaluate_plan` scores it, not as the result records it: a hand-edited stage
+    (its nodes, ``d`` or ``t``) is predicted as edited. Also returns notes: one per stage whose recorded
+    time per sample is not the plan's, and the plan's broken constraints."""
+    from graphs.parallel import evaluate_plan
+
+    ev = evaluate_plan(problem, plan)
+    times = [s.time_per_sample for s in ev.stages]
+    if not all(math.isfinite(x) for x in times):
+        raise InputError(f"the plan cannot be scored: {'; '.join(ev.problems) or 'a stage takes forever'}")
+    to_ms = 1e3 * batch_size  # the evaluator's times are seconds per sample
+    notes = []
+    recorded = list(result.get("stages") or ())
+    for i, (s, st, now) in enumerate(zip(recorded, plan, times)):
+        rec = s.get("time_per_sample") if isinstance(s, Mapping) else None
+        if rec is not None and _differs(rec, now):
+            on = s.get("devices")  # named where they still fit the stage (d * t of them), as the split does
+            fit = isinstance(on, list) and len(on) == st.d * st.t
+            who = f"stage {i}" + (f" ({', '.join(map(str, on))})" if fit else "")
+            per = "ms per sample" if batch_size == 1 else f"ms per batch of {batch_size}"
+            notes.append(f"the result's recorded time of {who} ({to_ms * float(rec):.6g} {per}) is not its "
+                         f"plan's ({to_ms * now:.6g} {per}): predicted from the plan")
+    if ev.problems:
+        notes.append(f"the plan breaks the cost model's constraints: {'; '.join(ev.problems[:3])}"
+                     + (f" (+{len(ev.problems) - 3} more)" if len(ev.problems) > 3 else ""))
+    return _dealt_stream([to_ms * x for x in times], [st.d for st in plan], samples), notes
 
 
 def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | None]:

@@ -34,7 +34,8 @@ from graphs.errors import InputError
 
 from .onnx_export import device_result, replica_plan
 
-__all__ = ["device_result", "replica_plan", "split_stage_plan", "split_command", "run_command"]
+__all__ = ["device_result", "replica_plan", "split_stage_plan", "stage_prediction", "split_command",
+           "run_command"]
 
 
 def split_stage_plan(model, data: Mapping, *, source: str | None = None):
@@ -45,6 +46,77 @@ def split_stage_plan(model, data: Mapping, *, source: str | None = None):
 
     split = split_stages(model, data, source=source)
     return split, split.manifest()
+
+
+def stage_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
+                     source: str | None = None, model=None):
+    """``placement run``'s prediction of the stage plan ``data`` for ``samples`` runs at ``batch_size``:
+    ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``,
+    perhaps edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem
+    rebuilt from the settings the result records (:func:`placement.stages.workload_for_result`, the ONNX
+    model at ``model_path``; ``model``: its ``onnx.ModelProto`` where run has read it, not read again); a
+    result that records too little to rebuild it is predicted from its recorded times per sample, and a
+    note says so. A plan that does not score on the rebuilt problem gets no prediction (``None``, and
+    why)."""
+    from .pipeline_run import predicted_stage_plan, rescored_stage_plan
+    from .stages import plan_from_dict, workload_for_result
+
+    why = _unrebuildable(data)
+    if why is None:
+        try:
+            w = workload_for_result(dict(data), model_path, source=source, model=model)
+        except InputError as e:
+            why = f"the problem could not be rebuilt from it ({e})"
+    if why is None:
+        try:
+            plan = plan_from_dict(w.problem, dict(data), source=source)
+            _check_operators(w, data, source)
+            pred, notes = rescored_stage_plan(data, w.problem, plan, samples, batch_size)
+        except InputError as e:
+            return None, f"the plan as it stands is not scored: {e}", []
+        return pred, "the stage evaluator's time per sample of each stage of the plan as it stands", notes
+    try:
+        pred = predicted_stage_plan(data, samples, batch_size)
+    except InputError as e:
+        return None, f"{e}; {why}", []
+    return (pred, "the stage evaluator's time per sample of each stage, as the result records it",
+            [f"predicted from the result's recorded times per sample: {why}; a plan edited by hand is "
+             f"predicted as it was placed"])
+
+
+def _unrebuildable(data: Mapping) -> str | None:
+    """Why a version-2 result's ``problem`` section cannot rebuild its problem, where the reader would not
+    say: without the section's device spec (a string) it would take the file's top-level ``devices`` (one
+    row per device) for one. ``None``: it may."""
+    if data.get("format") == "placement-replicated":  # version 1: flat, the reader checks it
+        return None
+    problem = data.get("problem")
+    if not isinstance(problem, Mapping):
+        return "it records no 'problem' section"
+    if not isinstance(problem.get("devices"), str) or not problem["devices"].strip():
+        return "its 'problem' section records no device spec ('devices')"
+    return None
+
+
+def _check_operators(w, data: Mapping, source: str | None) -> None:
+    """The split runs a stage's ``operators`` where the result lists them, the evaluator scores its
+    ``nodes``: a stage whose two lists disagree (one edited by hand, not the other) would be predicted as
+    another plan than the one run, so it is refused by name."""
+    if w.graph is None or w.node_of is None:
+        return
+    members: dict[int, set[str]] = {}
+    for u, c in enumerate(w.node_of):
+        members.setdefault(int(c), set()).add(w.graph.names[u])
+    index = {str(x): i for i, x in enumerate(w.problem.graph.ids)}
+    for i, s in enumerate(data["stages"]):
+        ops = s.get("operators")
+        if not isinstance(ops, list) or not ops:
+            continue
+        want = {op for x in s["nodes"] for op in members.get(index.get(str(x), -1), ())}
+        if set(map(str, ops)) != want:
+            raise InputError(f"stages[{i}]: its 'operators' are not the operators of its 'nodes' (edit both, "
+                             f"or drop 'operators'): the run splits the operators, the cost model scores "
+                             f"the nodes", source=source)
 
 
 # --------------------------------------------------------------------------- command line
@@ -93,32 +165,24 @@ def split_command(args, dims: dict, model, data: dict) -> int:
 def run_command(args, dims: dict, model, data: dict) -> int:
     """``placement run MODEL RESULT`` for a stage plan (``model`` and ``data`` as the command read
     them): ``d`` processes per stage, at ``args.batch_size``, next to the stage evaluator's prediction
-    (the plan's recorded time per sample of each stage,
-    :func:`placement.pipeline_run.predicted_stage_plan`)."""
+    of the plan as it stands (:func:`stage_prediction`)."""
     import sys
 
     from .export import print_json
-    from .pipeline_run import (
-        describe_runs,
-        format_run_summary,
-        predicted_stage_plan,
-        run_inputs,
-        run_pipeline,
-        run_report,
-    )
+    from .pipeline_run import describe_runs, format_run_summary, run_inputs, run_pipeline, run_report
 
     split, manifest = split_stage_plan(model, data, source=args.result)
+    # the prediction first: its notes (a plan edited by hand, a problem not rebuilt) come before the run
+    pred, by, pred_notes = stage_prediction(data, args.model, args.samples, args.batch_size,
+                                            source=args.result, model=model)
+    for note in pred_notes:
+        print(f"note: {note}", file=sys.stderr)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
                                          optimize=args.optimize, check=not args.no_check, manifest=manifest)
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
-    try:
-        pred = predicted_stage_plan(data, args.samples, args.batch_size)
-        by = "the stage evaluator's time per sample of each stage, as the result records it"
-    except InputError as e:
-        pred, by = None, str(e)
     if pred is not None and len(pred.stage_loads) != len(split.submodels):
         pred, by = None, f"the plan has {len(pred.stage_loads)} stages but {len(split.submodels)} sub-models"
     if (data.get("problem") or {}).get("training"):
@@ -128,7 +192,7 @@ def run_command(args, dims: dict, model, data: dict) -> int:
            "workers": run.workers,
            **run_report(run, pred, args.batch_size, predicted_by=by),
            "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
-           "max_abs_diff": run.max_abs_diff, "notes": list(split.notes)}
+           "max_abs_diff": run.max_abs_diff, "notes": list(split.notes) + pred_notes}
     if args.json:
         print_json(doc)
     else:

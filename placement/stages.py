@@ -160,11 +160,12 @@ def onnx_workload(og, graph, devices, *, schedule: str | None = None, max_replic
 def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | None = None,
               max_replicas: int | None = None, granularity: str | None = None,
               microbatches: int | None = None, device_memory: float | None = None,
-              out: str | None = None) -> StageWorkload:
+              out: str | None = None, model=None) -> StageWorkload:
     """The stage workload of the ONNX model at ``path``. ``frontend``: the front end's options
     (``devices``, ``device_files``, ``costs``, ``batch_size``, ``dims``, ``training``, ``optimizer``;
     missing or ``None``: the default); ``device_memory``: every accelerator kind's memory; ``out``: the
-    result file the device files' paths are recorded relative to."""
+    result file the device files' paths are recorded relative to; ``model``: the model's
+    ``onnx.ModelProto`` where the caller has read it already (not read again)."""
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
 
@@ -178,7 +179,7 @@ def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | Non
             raise InputError(f"--device-memory must be positive, got {device_memory}")
         ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(device_memory))
                              for s in ds.specs), ds.counts)
-    og, w = prepare_onnx(path, ds, **fe)
+    og, w = prepare_onnx(path, ds, **fe, model=model)
     settings = {"devices": str(ds), "costs": fe.get("costs") or "roofline", "batch_size": og.batch_size,
                 "training": bool(w.graph.is_training),
                 "optimizer": w.graph.meta.get("training", {}).get("optimizer"),
@@ -194,13 +195,14 @@ _ONNX_FLAGS = {"devices": "--devices", "device_files": "--device-file", "costs":
                "optimizer": "--optimizer"}
 
 
-def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) -> StageWorkload:
+def load(args, frontend: Mapping | None = None, saved: Mapping | None = None, *, model=None) -> StageWorkload:
     """The stage workload of ``args.workload`` (a Piper-format file, else an ONNX model) with the
     command line's options; ``frontend``: the ONNX front end's (:data:`_ONNX_FLAGS`, which a Piper file
     refuses, naming them). ``saved``: the settings a result file records (:func:`read_stage_result`,
     and ``_path``, the file's path): they rebuild the problem that result was solved on wherever the
     command line gives none (schedule, micro-batches, replica limit, each kind's count, memory and
-    bandwidth, and an ONNX model's front-end settings and granularity)."""
+    bandwidth, and an ONNX model's front-end settings and granularity). ``model``: an ONNX model's
+    ``onnx.ModelProto`` where the caller has read it already."""
     saved = saved or {}
     for name in ("microbatches", "max_replicas"):
         v = getattr(args, name, None)
@@ -250,7 +252,8 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None) ->
         fe["device_files"] = [os.path.join(base, f) for f in saved["device_files"]]
     w = read_onnx(args.workload, fe, schedule=schedule, max_replicas=max_replicas,
                   granularity=getattr(args, "granularity", None) or saved.get("granularity"),
-                  microbatches=microbatches, device_memory=memory, out=getattr(args, "out", None))
+                  microbatches=microbatches, device_memory=memory, out=getattr(args, "out", None),
+                  model=model)
     recorded = {k.get("name"): k.get("memory") for k in kinds if k.get("memory") is not None}
     if memory is None and recorded and not own_devices:  # each kind's memory as recorded (--device-memory)
         problem = w.problem.with_options(kinds=tuple(
@@ -273,9 +276,10 @@ def problem_for_result(data: dict, workload: str, *, schedule: str | None = None
 
 def workload_for_result(data: dict, workload: str, *, schedule: str | None = None,
                         microbatches: int | None = None, source: str | None = None,
-                        frontend: Mapping | None = None) -> StageWorkload:
+                        frontend: Mapping | None = None, model=None) -> StageWorkload:
     """:func:`problem_for_result`'s workload, its front-end ``settings`` included (an ONNX model's
-    ``batch_size``: the samples in one run of the model, a micro-batch)."""
+    ``batch_size``: the samples in one run of the model, a micro-batch); ``model``: the ONNX model's
+    ``onnx.ModelProto`` where the caller has read it already (not read again)."""
     from types import SimpleNamespace
 
     flat = read_stage_result(data)
@@ -294,7 +298,7 @@ def workload_for_result(data: dict, workload: str, *, schedule: str | None = Non
         if not isinstance(kinds, list) or len(kinds) != 1 or not isinstance(kinds[0], dict):
             raise InputError("'kinds' must list the one device kind of a Piper workload", source=source)
     args = SimpleNamespace(workload=workload, schedule=schedule, microbatches=microbatches)
-    return load(args, frontend or {}, saved={**flat, "_path": source})
+    return load(args, frontend or {}, saved={**flat, "_path": source}, model=model)
 
 
 # ----------------------------------------------------------------------------------------- solve
