@@ -285,76 +285,25 @@ def test_a_split_of_a_fused_output_with_another_reader_is_still_refused():
     check(model, stage_plan(model, [n0 - 1], [1, 2]))
 
 
-def _gpt2(layers: int = 2, hidden: int = 32, heads: int = 4):
-    """GPT-2's blocks as Hugging Face writes them: attn.c_attn = Linear(h, 3h) split with
-    ``.split(h, dim=-1)``, attn.c_proj, mlp.c_fc / mlp.c_proj with tanh GELU, pre-norm, ``h.N``."""
-    import math
-
-    import torch
-    from torch import nn
-
-    class Attention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.c_attn, self.c_proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.c_attn(x).split(hidden, dim=-1)
-            q, k, v = (z.view(b, t, heads, hidden // heads).transpose(1, 2) for z in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(hidden // heads)
-            att = att.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")).softmax(-1)
-            return self.c_proj((att @ v).transpose(1, 2).reshape(b, t, hidden))
-
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.c_fc, self.c_proj = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
-
-        def forward(self, x):
-            return self.c_proj(nn.functional.gelu(self.c_fc(x), approximate="tanh"))
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.attn = nn.LayerNorm(hidden), Attention()
-            self.ln_2, self.mlp = nn.LayerNorm(hidden), MLP()
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPT2(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.h = nn.ModuleList([Block() for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(hidden)
-
-        def forward(self, x):
-            for blk in self.h:
-                x = blk(x)
-            return self.ln_f(x)
-
-    torch.manual_seed(0)
-    return GPT2().eval()
-
-
 @pytest.mark.parametrize("dynamo,dynamic_batch", [(False, False), (True, False), (True, True)])
-def test_a_gpt2_block_with_a_fused_c_attn_exported_by_torch(tmp_path, dynamo, dynamic_batch):
-    """``torch.onnx.export`` of GPT-2 blocks (fused c_attn + split): TorchScript (the sizes as the
-    Split's input) and the default dynamo exporter (``num_outputs``, a symbolic batch too) split 2 and
-    4 ways match the model, two all-reduces per block; 8 ways the 4 heads are refused by name."""
-    torch = pytest.importorskip("torch")
+def test_a_gpt2_with_a_fused_c_attn_exported_by_torch(tmp_path, dynamo, dynamic_batch):
+    """``torch.onnx.export`` of tests/torch_models.gpt2 (GPT-2's blocks: a fused c_attn Linear(h, 3h) then
+    ``.split(h, dim=-1)``, a tied LM head): TorchScript (the sizes as the Split's input) and the default
+    dynamo exporter (``num_outputs``; a symbolic batch too), split 2 and 4 ways, match the model with two
+    all-reduces per block; 8 ways the 4 heads are refused by name."""
+    pytest.importorskip("torch")
     if dynamo:
         pytest.importorskip("onnxscript")
-    from tests.torch_models import export_onnx
+    from tests.torch_models import export_onnx, gpt2, tokens
 
-    path = export_onnx(_gpt2(), tmp_path / "gpt2.onnx", torch.randn(2, 8, 32), dynamic_batch=dynamic_batch,
-                       dynamo=dynamo)
+    path = export_onnx(gpt2(layers=2, hidden=32, heads=4, vocab=64, positions=16), tmp_path / "gpt2.onnx",
+                       tokens(2, 8, 64), dynamic_batch=dynamic_batch, dynamo=dynamo)
     model = onnx.load(path)
     for t in (2, 4):
-        _, manifest, _ = check(model, stage_plan(model, [], [t]))
-        assert [op for op, _ in _collectives(manifest)] == ["allreduce"] * 4
+        split = split_stages(model, stage_plan(model, [], [t]))
+        rep = verify_split(model, [s.model for s in split.submodels], split.manifest())
+        assert rep.ok and rep.worst <= 1e-4, rep.max_abs_diff  # logits over a 64-word vocabulary
+        assert [op for op, _ in _collectives(split.manifest())] == ["allreduce"] * 4
     with pytest.raises(InputError, match=r"stage 0 .*\(Reshape\).*dimension of 4 along the split axis"):
         split_stages(model, stage_plan(model, [], [8]))
 
@@ -363,13 +312,13 @@ def test_a_gpt2_torchscript_export_with_a_symbolic_batch_is_refused_at_its_heads
     """TorchScript with a symbolic batch computes the heads Reshape's target shape at run time (Shape,
     Gather, Concat), which the split cannot divide: refused by name at that Reshape, after the fused
     projection and its Split (which divide)."""
-    torch = pytest.importorskip("torch")
-    from tests.torch_models import export_onnx
+    pytest.importorskip("torch")
+    from tests.torch_models import export_onnx, gpt2, tokens
 
-    path = export_onnx(_gpt2(), tmp_path / "gpt2.onnx", torch.randn(2, 8, 32), dynamic_batch=True,
-                       dynamo=False)
+    path = export_onnx(gpt2(layers=2, hidden=32, heads=4, vocab=64, positions=16), tmp_path / "gpt2.onnx",
+                       tokens(2, 8, 64), dynamic_batch=True, dynamo=False)
     model = onnx.load(path)
-    with pytest.raises(InputError, match=r"'/h.0/attn/Reshape' \(Reshape\).*computed at run time"):
+    with pytest.raises(InputError, match=r"'/h.0/Reshape' \(Reshape\).*computed at run time"):
         split_stages(model, stage_plan(model, [], [2]))
 
 

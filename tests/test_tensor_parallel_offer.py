@@ -190,7 +190,12 @@ def test_torch_multihead_attention_and_encoder_layer_exports(tmp_path):
 
     torch.manual_seed(0)
     x = torch.randn(2, 8, 32)
-    check_offers(_torch_export(Attention().eval(), tmp_path / "mha.onnx", x), {"a": {1}, "fc": {1, 2, 4, 8}})
+    mha = _torch_export(Attention().eval(), tmp_path / "mha.onnx", x)
+    check_offers(mha, {"a": {1}, "fc": {1, 2, 4, 8}})
+    by_node, node_of = offers(mha)  # not a fused projection's Split: refused by name where it unpacks
+    forced = plan_at(onnx.load(mha), node_of, {n: 2 if n == "a" else 1 for n in by_node})
+    with pytest.raises(InputError, match=r"'/a/Shape' \(Shape\).*does not know how to divide a Shape"):
+        split_stages(onnx.load(mha), forced)
     check_offers(_torch_export(Encoder().eval(), tmp_path / "enc.onnx", x), {"l/self_attn": {1}})
 
 
