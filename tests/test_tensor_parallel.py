@@ -260,6 +260,22 @@ def test_a_stage_cut_inside_a_fused_projection_gathers_and_reslices_each_part(cu
     assert list(rep.cut_max_abs_diff) == [leaving]
 
 
+def test_run_gathers_a_fused_projection_part_by_part_between_rank_processes():
+    """``placement run``'s worker processes (a process per rank) on a cut after the fused bias Add: the
+    first stage's ranks all-gather it part by part, the next stage's ranks take their chunks of each
+    part again; the outputs equal the whole model's."""
+    from tests.onnx_models import fused_qkv_attention
+
+    model = fused_qkv_attention(generated=True)
+    split = split_stages(model, stage_plan(model, [2], [2, 2]))
+    manifest = split.manifest()
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=0, dims=None,
+                                         batch_size=1, manifest=manifest)
+    run = run_pipeline(parts, manifest, feeds, samples=3, reference=reference, timeout=240)
+    assert run.tensor_parallel == (2, 2) and run.workers == 4
+    assert max(run.max_abs_diff.values()) <= 1e-5
+
+
 def test_combine_puts_the_parts_of_a_fused_projection_back_in_place():
     """12 columns in 3 parts of 4, t = 2: rank 0 holds 0, 1, 4, 5, 8, 9, rank 1 2, 3, 6, 7, 10, 11; the
     all-gather of a fused projection's tensor puts them back in order, not rank after rank."""
