@@ -12,11 +12,12 @@ equal contiguous chunks of a split tensor along the axis the layout follows thro
 of degree ``t`` holding an operator that :meth:`graphs.onnx_variants.SplitLayout.refusal` refuses at
 ``t`` (its split cannot be followed: a ``Softmax`` or ``Concat`` along the split axis, a ``Split`` along
 it that is not a fused projection's, a ``Reshape`` with a target shape computed at run time; or ``t``
-does not divide the split axis: 4 heads at ``t = 8``) fails with an :class:`InputError` naming the stage and the operator:
-nothing is guessed. The cost model offers ``t`` at a node only where that same check passes. The
-layout does not depend on the stages, so a stage that starts inside a layer slices the whole tensors it
-receives to the chunk each rank holds (a local ``Slice``, no communication), as the cost model charges
-the previous stage for gathering them.
+does not divide the split axis: 4 heads at ``t = 8``) fails with an :class:`InputError` naming the
+stage and the operator: nothing is guessed. The cost model offers ``t`` at a node only where that same
+check passes. The layout does not depend on the stages, so a stage that starts inside a layer slices
+the whole tensors it receives to the chunk each rank holds (a local ``Slice``, or a ``Gather`` of a
+fused projection's chunks, no communication), as the cost model charges the previous stage for
+gathering them.
 
 **Rank sub-models** (:func:`tensor_parallel_stage`): from the stage's sub-model (what
 :func:`placement.onnx_export.split_model` cuts for ``t = 1``), rank ``r``'s model holds chunk ``r`` of
