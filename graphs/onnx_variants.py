@@ -37,8 +37,9 @@ node's variant by these, per device kind:
   crosses a stage boundary (a stage cut inside a layer) pays a gather as a sync term. A node gets
   variants for each ``t`` that ``placement split`` can carry out on every operator of it
   (:meth:`SplitLayout.refusal`: the split axis of every split tensor followed through the layer, and
-  ``t`` dividing it: 4 heads take ``t`` = 2 or 4, not 8; a ``Softmax`` along the split axis, the
-  ``Split`` of a fused QKV projection or a ``Reshape`` to a run-time shape take none); operators outside
+  ``t`` dividing it: 4 heads take ``t`` = 2 or 4, not 8, also behind a fused QKV projection, split part
+  by part; a ``Softmax`` along the split axis, a ``Split`` along it that is not a fused projection's or
+  a ``Reshape`` to a run-time shape, as ``nn.MultiheadAttention`` exports, take none); operators outside
   such layers run replicated, so they take every ``t``. :func:`tensor_split` and :func:`split_layout`
   are the one place this rule lives: ``placement split`` and ``placement run``
   (:mod:`placement.tensor_parallel`) divide exactly the operators it marks, and refuse a stage with the
@@ -59,7 +60,7 @@ memory does not bind.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -171,10 +172,13 @@ class _NoSplit(Exception):
 @dataclass(frozen=True)
 class SplitRule:
     """How one split operator is divided: ``kind`` is ``column``, ``row`` or ``split``; ``actions`` the
-    changes to make to its inputs (``("slice", slot, axis, size)``: the whole input cut along ``axis``;
-    ``("bias_once", slot)``; ``("reshape", slot, out_axis, in_axis, src, full, allowzero, shape)``;
-    ``("expand", slot, pos, shape)``), ``out_axis`` the split axis of its outputs (``None`` for a
-    row-parallel product: a partial sum)."""
+    changes to make to its inputs (``("slice", slot, axis, size, parts)``: the whole input cut along
+    ``axis``, rank ``r`` taking chunk ``r`` of each of its ``parts`` equal parts (1: one contiguous
+    chunk; :func:`chunk`); ``("bias_once", slot)``; ``("reshape", slot, out_axis, in_axis, src, full,
+    allowzero, shape)``; ``("expand", slot, pos, shape)``; ``("split_sizes", where, parts, size)``: a
+    fused projection's ``Split`` of ``size`` into ``parts``, whose sizes (given as its second input,
+    its ``split`` attribute, or ``equal`` parts) become ``size / (parts * t)``), ``out_axis`` the split
+    axis of its outputs (``None`` for a row-parallel product: a partial sum)."""
 
     kind: str
     actions: tuple[tuple, ...]
@@ -186,7 +190,10 @@ class SplitLayout:
     """The tensor-parallel split of a whole model: ``ts`` the analysis (:func:`tensor_split`), ``op_of``
     every operator's index by name, ``axis`` the split axis of every split tensor, ``rules`` how every
     split operator is divided and ``failed`` why the others' split cannot be followed (by operator
-    index). :meth:`refusal` is the one check of whether a split can be carried out ``t`` ways."""
+    index). ``parts``: the split tensors of a fused projection (from its product to its ``Split``), by
+    name, with the number of parts ``k`` the ``Split`` makes: rank ``r`` holds chunk ``r`` of each part
+    (:func:`chunk`), so that each part the ``Split`` makes is split as usual; every other split tensor
+    is one part. :meth:`refusal` is the one check of whether a split can be carried out ``t`` ways."""
 
     ts: TensorSplit
     ops: tuple[Op, ...]
@@ -195,6 +202,7 @@ class SplitLayout:
     axis: Mapping[str, int]
     rules: Mapping[int, SplitRule]
     failed: Mapping[int, str]
+    parts: Mapping[str, int] = field(default_factory=dict)
 
     def split_input(self, x: str, consumer: int) -> bool:
         """Does operator ``consumer`` read tensor ``x`` split?"""
@@ -203,10 +211,11 @@ class SplitLayout:
 
     def refusal(self, i: int, t: int) -> str | None:
         """Why operator ``i``'s split cannot be carried out ``t`` ways (``None``: it can, or the rule
-        leaves it whole). Rank ``r`` holds chunk ``r`` of ``t`` equal chunks of every split tensor, so
-        each tensor it reads split, and each whole one its rule cuts, must have a known size along the
-        split axis that ``t`` divides (a stage may start at any operator and cut what it receives), as
-        must the split dimension a ``Reshape`` or ``Expand`` makes. The cost model offers ``t`` only
+        leaves it whole). Rank ``r`` holds chunk ``r`` of ``t`` equal chunks of every split tensor (of
+        each of its parts, for a fused projection's), so each tensor it reads split, and each whole one
+        its rule cuts, must have a known size along the split axis that ``t`` (times its parts) divides
+        (a stage may start at any operator and cut what it receives), as must the split dimension a
+        ``Reshape`` or ``Expand`` makes. The cost model offers ``t`` only
         where this is ``None`` for every operator, and ``placement split`` refuses a stage otherwise."""
         if t <= 1 or not self.ts.split[i]:
             return None
@@ -216,16 +225,16 @@ class SplitLayout:
         op = self.ops[i]
         for tns in op.inputs:
             if tns is not None and self.split_input(tns.name, i):
-                a = self.axis[tns.name]
+                a, k = self.axis[tns.name], self.parts.get(tns.name, 1)
                 n = tns.shape[a] if tns.shape is not None and a < len(tns.shape) else None
-                if n is None or n % t:
-                    return (f"it reads {tns.name!r} split into {t} equal chunks along axis {a}, whose size "
-                            f"is {n}")
+                if n is None or n % (k * t):
+                    return (f"it reads {tns.name!r} split into {t} equal chunks{_of_parts(k)} along axis "
+                            f"{a}, whose size is {n}")
         for act in rule.actions:
-            if act[0] == "slice" and (act[3] is None or act[3] % t):
+            if act[0] == "slice" and (act[3] is None or act[3] % (act[4] * t)):
                 name = op.inputs[act[1]].name
-                return (f"it needs {name!r} cut into {t} equal chunks along axis {act[2]}, whose size is "
-                        f"{act[3]}")
+                return (f"it needs {name!r} cut into {t} equal chunks{_of_parts(act[4])} along axis "
+                        f"{act[2]}, whose size is {act[3]}")
             if act[0] == "reshape" and act[5] % t:
                 return (f"it makes a dimension of {act[5]} along the split axis, which does not divide into "
                         f"{t} equal parts (heads not a multiple of t?)")
@@ -239,6 +248,10 @@ class SplitLayout:
         return np.array([self.refusal(i, t) is None for i in range(len(self.ops))], bool)
 
 
+def _of_parts(k: int) -> str:
+    return f" of each of its {k} parts" if k > 1 else ""
+
+
 def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> SplitLayout:
     """The split of the model ``g`` (layer keys ``keys``, by default :func:`graphs.onnx_workload.
     layer_keys`) as the cost model makes it (:func:`tensor_split`), with the layout of every split
@@ -246,10 +259,17 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     axis starts at a column-parallel product's last axis (its weight's columns) and is followed operator
     by operator through the layer (a ``Transpose`` moves it, a ``Reshape`` maps it to the output axis
     whose contiguous chunks are the same elements, so ``[b, s, hidden]`` -> ``[b, s, heads, dh]``
-    splits the heads). An operator the rule splits but whose split cannot be followed (a ``Softmax``
-    or ``Concat`` along the split axis, a reduction over it, a ``Split`` of a fused projection, a
-    ``Reshape`` to a shape computed at run time, an operator type not known here) is in ``failed``
-    with the reason, as is every split operator reading what it makes."""
+    splits the heads). A **fused projection** (a column-parallel product whose output is read only by
+    a ``Split`` into ``k`` equal parts along the split axis, directly or through operators that each
+    are the only reader of the one before and work elementwise on it, as the bias ``Add`` of a
+    ``MatMul`` + ``Add`` export: QKV, ``k = 3``) is split part by part: rank ``r`` holds chunk ``r`` of
+    each part of the product's columns (its weight's and bias's columns ``[c*h + r*h/t, c*h +
+    (r+1)*h/t)`` for part ``c`` of width ``h``), the ``Split`` makes parts of ``h/t``, and each part
+    it makes is a split tensor as any other (``SplitLayout.parts``). An operator the rule splits but
+    whose split cannot be followed (a ``Softmax`` or ``Concat`` along the split axis, a reduction over
+    it, a ``Split`` along it that is not a fused projection's, a ``Reshape`` to a shape computed at run
+    time, an operator type not known here) is in ``failed`` with the reason, as is every split
+    operator reading what it makes."""
     if keys is None:
         from .onnx_workload import layer_keys
 
@@ -259,17 +279,19 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     axis: dict[str, int] = {}
     rules: dict[int, SplitRule] = {}
     failed: dict[int, str] = {}
+    values = g.values
+    parts = _fused_parts(g, ts, values) if ts.split.any() else {}
     layout = SplitLayout(ts, tuple(g.ops), {op.name: i for i, op in enumerate(g.ops)}, producer, axis, rules,
-                         failed)
+                         failed, parts)
     if not ts.split.any():
         return layout
-    values = g.values
     order = topological_order(g.num_ops, np.asarray(g.src), np.asarray(g.dst))
     for i in order.tolist():
         if not ts.split[i]:
             continue
         op = g.ops[i]
         in_axes: list[int | None] = []
+        in_parts: set[int] = set()
         try:
             for t in op.inputs:
                 if t is not None and layout.split_input(t.name, i):
@@ -278,10 +300,20 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
                         raise _NoSplit(f"it reads {t.name!r}, whose split could not be followed (at {p!r}: "
                                        f"{failed.get(producer[t.name], '?')})")
                     in_axes.append(axis[t.name])
+                    in_parts.add(parts.get(t.name, 1))
                 else:
                     in_axes.append(None)
             kind = "column" if ts.column[i] else "row" if ts.row[i] else "split"
-            rule = _rule(kind, op, in_axes, values, g.opset)
+            k = parts.get(op.outputs[0].name, 1) if op.outputs else 1
+            if len(in_parts) > 1:
+                raise _NoSplit(f"it reads a fused projection's output and another split tensor together "
+                               f"(parts {sorted(in_parts)})")
+            if in_parts and max(in_parts) > 1 and op.op_type == "Split":
+                rule = _fused_split_rule(op, in_axes[0], max(in_parts))
+            elif in_parts and max(in_parts) != k:  # never: the readers of a fused projection are its chain
+                raise _NoSplit("it reads a fused projection's output but is not part of it")
+            else:
+                rule = _with_parts(_rule(kind, op, in_axes, values, g.opset), k)
         except _NoSplit as e:
             failed[i] = str(e)
             continue
@@ -290,6 +322,88 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
             for t in op.outputs:
                 axis[t.name] = rule.out_axis
     return layout
+
+
+def _equal_parts(op: Op, axis: int, values: Mapping[str, np.ndarray]) -> int:
+    """The number of equal parts ``k > 1`` the ``Split`` ``op`` cuts its input into along ``axis``, or
+    0 (another axis, unequal or unknown sizes)."""
+    src = op.inputs[0].shape if op.inputs and op.inputs[0] is not None else None
+    if src is None or axis >= len(src) or src[axis] is None:
+        return 0
+    ax = int(op.attrs.get("axis", 0))
+    k, n = len(op.outputs), int(src[axis])
+    if (ax + len(src) if ax < 0 else ax) != axis or k < 2:
+        return 0
+    if _has(op, 1):  # opset >= 13: the sizes as an input
+        x = op.inputs[1].name
+        if x not in values:
+            return 0
+        sizes = [int(v) for v in np.asarray(values[x]).reshape(-1)]
+    elif op.attrs.get("split") is not None:
+        sizes = [int(v) for v in op.attrs["split"]]  # type: ignore[union-attr]
+    else:  # equal parts (``num_outputs`` at opset 18, the outputs' count before); ONNX rounds the last
+        sizes = [n // k] * k if n % k == 0 else []
+    return k if len(sizes) == k and all(v * k == n for v in sizes) else 0
+
+
+def _fused_parts(g: OnnxGraph, ts: TensorSplit, values: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The fused projections (see :func:`split_layout`): the tensors from each column-parallel product
+    to the ``Split`` of its output into ``k`` equal parts along the split axis, each mapped to ``k``."""
+    readers: dict[str, set[int]] = {}
+    for j, op in enumerate(g.ops):
+        for t in op.inputs:
+            if t is not None:
+                readers.setdefault(t.name, set()).add(j)
+    succs: dict[int, set[int]] = {}  # by edge too: a body's reads from the enclosing graph
+    for a, b in zip(np.asarray(g.src).tolist(), np.asarray(g.dst).tolist()):
+        succs.setdefault(a, set()).add(b)
+    elementwise = _UNARY | _ELEMENTWISE
+    parts: dict[str, int] = {}
+    for i in np.flatnonzero(ts.column).tolist():
+        op = g.ops[i]
+        if len(op.outputs) != 1 or op.outputs[0].shape is None:
+            continue
+        shape = op.outputs[0].shape
+        axis = len(shape) - 1  # a column-parallel product's columns
+        chain, cur = [op.outputs[0].name], i
+        while True:
+            rd = readers.get(chain[-1], set())
+            if len(rd) != 1 or succs.get(cur, set()) != rd:
+                break
+            (j,) = rd
+            nxt = g.ops[j]
+            if not ts.reads_split(cur, j) or nxt.domain:
+                break
+            if nxt.op_type == "Split":
+                k = _equal_parts(nxt, axis, values) if nxt.inputs[0].name == chain[-1] else 0
+                if k:
+                    parts.update((x, k) for x in chain)
+                break
+            if nxt.op_type not in elementwise or len(nxt.outputs) != 1 or nxt.outputs[0].shape != shape:
+                break
+            chain.append(nxt.outputs[0].name)
+            cur = j
+    return parts
+
+
+def _with_parts(rule: SplitRule, k: int) -> SplitRule:
+    """``rule`` for an operator of a fused projection of ``k`` parts: whole inputs it cuts along the
+    split axis (weight columns, bias) are cut part by part."""
+    if k == 1:
+        return rule
+    acts = tuple(a[:4] + (k,) if a[0] == "slice" else a for a in rule.actions)
+    return SplitRule(rule.kind, acts, rule.out_axis)
+
+
+def _fused_split_rule(op: Op, a: int | None, k: int) -> SplitRule:
+    """The ``Split`` of a fused projection of ``k`` parts along the split axis ``a``: each rank's input
+    holds its chunk of every part, so the sizes become ``size / (k * t)`` (each part it makes is split
+    along ``a`` as usual)."""
+    if a is None:
+        raise _NoSplit("only its data input may be split")
+    n = _shape(op.inputs[0])[a]
+    where = "input" if _has(op, 1) else "attribute" if op.attrs.get("split") is not None else "equal"
+    return SplitRule("split", (("split_sizes", where, k, n),), a)
 
 
 def _shape(t: Tensor | None) -> tuple:
@@ -339,7 +453,7 @@ def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.
             s = _shape(t)
             j = b - (R - len(s))
             if j >= 0 and s[j] != 1:
-                acts.append(("slice", k, j, s[j]))
+                acts.append(("slice", k, j, s[j], 1))
         return SplitRule(kind, tuple(acts), b)
     a = in_axes[0]
     if a is None and typ not in ("MatMul", "Concat"):
@@ -415,7 +529,7 @@ def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.
         (b,) = axes
         if b == ax:
             raise _NoSplit(f"it concatenates along the split axis {b}")
-        acts = [("slice", k, b, _shape(t)[b]) for k, t in enumerate(ins)
+        acts = [("slice", k, b, _shape(t)[b], 1) for k, t in enumerate(ins)
                 if t is not None and in_axes[k] is None and _shape(t)[b] != 1]
         return SplitRule(kind, tuple(acts), b)
     if typ == "Expand":
@@ -445,8 +559,9 @@ def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.
         ax = int(attrs.get("axis", 0))
         ax = ax + R if ax < 0 else ax
         if ax == a:
-            raise _NoSplit(f"it splits its input along the split axis {a} (a fused projection such as QKV: "
-                           f"a rank's chunk of its columns is not its chunk of each part)")
+            raise _NoSplit(f"it splits its input along the split axis {a}, and not as a fused projection's "
+                           f"Split (a column-parallel product's output read only by a Split into equal "
+                           f"parts): a rank's chunk of the columns is not its chunk of each part")
         return SplitRule(kind, (), a)
     if typ == "MatMul":
         return _batched_matmul_rule(kind, op, in_axes)
@@ -462,11 +577,11 @@ def _matmul_rule(kind: str, op: Op, in_axes: list[int | None]) -> SplitRule:
         if len(w) != 2:
             raise _NoSplit(f"its weight has {len(w)} dimensions, not 2")
         if kind == "column":
-            return SplitRule(kind, (("slice", 1, 1, w[1]),), len(_shape(op.outputs[0])) - 1)
+            return SplitRule(kind, (("slice", 1, 1, w[1], 1),), len(_shape(op.outputs[0])) - 1)
         x = _shape(op.inputs[0])
         if in_axes[0] != len(x) - 1:
             raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
-        return SplitRule(kind, (("slice", 1, 0, w[0]),), None)
+        return SplitRule(kind, (("slice", 1, 0, w[0], 1),), None)
     # Gemm: Y = alpha * A' B' + beta * C
     has_c = _has(op, 2)
     if has_c and not op.constant[2]:
@@ -474,16 +589,16 @@ def _matmul_rule(kind: str, op: Op, in_axes: list[int | None]) -> SplitRule:
     trans_a, trans_b = op.attrs.get("transA", 0), op.attrs.get("transB", 0)
     w = _shape(op.inputs[1])
     if kind == "column":
-        acts = [("slice", 1, 0 if trans_b else 1, w[0 if trans_b else 1])]
+        acts = [("slice", 1, 0 if trans_b else 1, w[0 if trans_b else 1], 1)]
         n = w[0] if trans_b else w[1]
         if has_c:
             c = _shape(op.inputs[2])
             if c and c[-1] == n and n != 1:
-                acts.append(("slice", 2, len(c) - 1, n))
+                acts.append(("slice", 2, len(c) - 1, n, 1))
         return SplitRule(kind, tuple(acts), 1)
     if in_axes[0] != (0 if trans_a else 1):
         raise _NoSplit(f"it reads its input split along axis {in_axes[0]}, not the contracted axis")
-    acts = [("slice", 1, 1 if trans_b else 0, w[1 if trans_b else 0])]
+    acts = [("slice", 1, 1 if trans_b else 0, w[1 if trans_b else 0], 1)]
     if has_c:
         acts.append(("bias_once", 2))
     return SplitRule(kind, tuple(acts), None)
@@ -514,7 +629,7 @@ def _batched_matmul_rule(kind: str, op: Op, in_axes: list[int | None]) -> SplitR
             if in_axes[k] is None:
                 j = b - (R - len(s))
                 if 0 <= j < len(s) - 2 and s[j] != 1:
-                    acts.append(("slice", k, j, s[j]))
+                    acts.append(("slice", k, j, s[j], 1))
     return SplitRule(kind, tuple(acts), b)
 
 

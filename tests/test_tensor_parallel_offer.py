@@ -112,15 +112,56 @@ def _torch_export(module, path, example) -> str:
     return export_onnx(module, path, example, dynamic_batch=False)
 
 
-def test_a_torchscript_gpt_with_a_fused_qkv_and_split_offers_no_split_of_its_blocks(tmp_path):
-    """tests/torch_models.gpt projects q, k and v with one Linear and a Split along its columns: a
-    rank's chunk of the fused columns is not its chunk of q, k and v, so no block is split."""
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_torch_gpt_with_a_fused_qkv_and_split_offers_t_2_and_4(tmp_path, dynamo):
+    """tests/torch_models.gpt projects q, k and v with one Linear [32, 96] and a Split in 3 along its
+    columns (TorchScript: sizes as an input; dynamo: num_outputs): each rank takes its chunk of each part,
+    so the blocks split as the 4 heads allow, 2 and 4 ways, not 8."""
     pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    from tests.torch_models import export_onnx, tokens
     from tests.torch_models import gpt as torch_gpt
-    from tests.torch_models import tokens
 
-    path = _torch_export(torch_gpt(layers=2, hidden=32, heads=4), tmp_path / "gpt.onnx", tokens(2))
-    check_offers(path, {"blocks.0": {1}, "blocks.1": {1}})
+    path = export_onnx(torch_gpt(layers=2, hidden=32, heads=4), tmp_path / "gpt.onnx", tokens(2),
+                       dynamic_batch=False, dynamo=dynamo)
+    check_offers(path, {"blocks.0": {1, 2, 4}, "blocks.1": {1, 2, 4}})
+
+
+@pytest.mark.parametrize("op,sizes", [("MatMul", "input"), ("Gemm", "equal")])
+def test_a_fused_qkv_offers_what_its_heads_allow(tmp_path, op, sizes):
+    """tests/onnx_models.fused_qkv_attention (4 heads of 8 behind one [32, 96] product and a Split in
+    3): each layer takes 2 and 4, not 8."""
+    from tests.onnx_models import fused_qkv_attention
+
+    path = str(tmp_path / "fused.onnx")
+    onnx.save(fused_qkv_attention(op=op, sizes=sizes), path)
+    check_offers(path, {"layer0": {1, 2, 4}, "layer1": {1, 2, 4}})
+
+
+def test_a_fused_qkv_at_operator_granularity(tmp_path):
+    """Operator nodes: the 12 operators of each layer that read or make a tensor split along the 4
+    heads (the q/k/v Reshapes and Transposes, scores, scale, softmax, context, its Transpose, the
+    heads-merging Reshape) take 2 and 4; the fused product, its bias Add and the Split (96 columns: 3
+    parts of 32, each cut 8 ways into 4), the output projection, its bias and the residual take 8 too. A
+    t = 8 plan alternates: the Split's t = 8 stage gathers q, k and v for the heads' t = 1 stage."""
+    from tests.onnx_models import fused_qkv_attention
+
+    path = str(tmp_path / "fused.onnx")
+    onnx.save(fused_qkv_attention(), path)
+    heads = [f"{z}_{s}" for z in "qkv" for s in ("heads", "t")] + [
+        "scores", "scaled", "softmax", "context", "context_t", "merge_heads"]
+    check_offers(path, {f"layer{i}/{x}": {1, 2, 4} for i in (0, 1) for x in heads}, granularity="op")
+
+
+def test_a_fused_output_with_a_second_reader_offers_no_split_of_its_layer(tmp_path):
+    """layer0's fused output is read by an Identity beside the Split: not a fused projection, so its
+    Split cannot be divided and layer0 takes no t; layer1 takes 2 and 4."""
+    from tests.onnx_models import fused_qkv_attention
+
+    path = str(tmp_path / "peek.onnx")
+    onnx.save(fused_qkv_attention(peek=True), path)
+    check_offers(path, {"layer0": {1}, "layer1": {1, 2, 4}})
 
 
 def test_torch_multihead_attention_and_encoder_layer_exports(tmp_path):
@@ -149,7 +190,12 @@ def test_torch_multihead_attention_and_encoder_layer_exports(tmp_path):
 
     torch.manual_seed(0)
     x = torch.randn(2, 8, 32)
-    check_offers(_torch_export(Attention().eval(), tmp_path / "mha.onnx", x), {"a": {1}, "fc": {1, 2, 4, 8}})
+    mha = _torch_export(Attention().eval(), tmp_path / "mha.onnx", x)
+    check_offers(mha, {"a": {1}, "fc": {1, 2, 4, 8}})
+    by_node, node_of = offers(mha)  # not a fused projection's Split: refused by name where it unpacks
+    forced = plan_at(onnx.load(mha), node_of, {n: 2 if n == "a" else 1 for n in by_node})
+    with pytest.raises(InputError, match=r"'/a/Shape' \(Shape\).*does not know how to divide a Shape"):
+        split_stages(onnx.load(mha), forced)
     check_offers(_torch_export(Encoder().eval(), tmp_path / "enc.onnx", x), {"l/self_attn": {1}})
 
 
