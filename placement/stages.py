@@ -243,6 +243,10 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None, *,
                              f"model's devices with --devices")
     fe = {k: v for k, v in (frontend or {}).items() if v is not None}
     own_devices = bool(fe.get("devices") or fe.get("device_files"))  # given again: not the recorded ones
+    if saved and not own_devices and not saved.get("devices") and not saved.get("device_files"):
+        # a result's plan is for its devices: the default set would score it on others
+        raise InputError("the result does not record its 'devices'; pass them with --devices",
+                         source=saved.get("_path"))
     for k in ("devices", "costs", "batch_size", "optimizer", "training", "dims"):
         if k not in fe and saved.get(k) is not None:
             fe[k] = saved[k]
@@ -652,6 +656,8 @@ def read_stage_result(data: dict) -> dict:
     if data.get("format") == "placement-replicated":  # version 1: already flat, seconds
         return data
     flat = {k: v for k, v in data.items() if k != "problem"}
+    if isinstance(flat.get("devices"), list):  # the plan's per-device rows, not the device spec recorded
+        del flat["devices"]
     flat.update(data.get("problem") or {})
     if data.get("time_unit") not in (None, "s"):
         raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')")

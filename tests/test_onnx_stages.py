@@ -318,3 +318,24 @@ def test_a_ctrl_c_the_layer_solve_took_ends_the_refinement():
         solve_refined(_layers("L", lambda: ("O", None)), lambda p, t: seen.append(p) or dataclasses.replace(
             _answer(float("inf"), "stopped", False), message="interrupted (Ctrl-C) before any plan"), None)
     assert seen == ["L"]
+
+
+def test_a_stage_result_without_its_device_spec_is_refused_by_name(tmp_path, capsys):
+    """A version-2 stage result keeps its settings under ``problem``; one without ``problem.devices``
+    (hand-edited) took the top level's per-device rows as the device spec: evaluate and show ended in an
+    AttributeError traceback. Now both say the result does not record its devices (exit 2)."""
+    from graphs.transformer import gpt
+
+    path = str(tmp_path / "gpt.onnx")
+    onnx.save(gpt(1, hidden=32, heads=2, seq_len=8, vocab=50, weights="random"), path)
+    res = tmp_path / "r.json"
+    assert main(["place", path, "--devices", "cpu:2", "-o", str(res), "--time-limit", "10"]) == 0
+    data = json.loads(res.read_text())
+    assert isinstance(data["devices"], list) and data["problem"]["devices"]
+    del data["problem"]["devices"]
+    res.write_text(json.dumps(data))
+    capsys.readouterr()
+    for cmd in (["evaluate", path, str(res)], ["show", str(res), "--workload", path, "--no-draw"]):
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err
+        assert "does not record its 'devices'" in err and "Traceback" not in err, err
