@@ -1104,4 +1104,34 @@ def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, sour
         raise InputError("the result does not match the workload: " + "; ".join(problems)
                          + " (was it computed for another model, device set or --training setting?)",
                          source=source)
+    _stages_agree(data, graph, cluster, a, source)
     return a
+
+
+def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, source: str | None) -> None:
+    """A one-device-per-stage result lists its placement twice: ``devices[]`` (read above) and
+    ``stages[]`` (a stage per used device, its nodes by id or name). A hand edit of one list alone would
+    be silently ignored or silently used: the two must agree, node for node."""
+    stages = data.get("stages")
+    if not isinstance(stages, list):
+        return
+    by_id = {str(x): i for i, x in enumerate(graph.ids)}
+    by_name = {str(x): i for i, x in enumerate(graph.names)}
+    names = [cluster.device_name(d) for d in range(cluster.num_devices)]
+    listed = np.zeros(graph.num_nodes, bool)
+    fix = "edit both lists, or drop 'stages' (the placement is read from devices[])"
+    for k, st in enumerate(stages):
+        devs = st.get("devices") if isinstance(st, dict) else None
+        if not (isinstance(devs, list) and len(devs) == 1 and isinstance(st.get("nodes"), list)):
+            return  # not a one-device-per-stage listing: nothing to compare
+        for x in st["nodes"]:
+            i = by_id.get(str(x), by_name.get(str(x)))
+            if i is None or names[a[i]] != str(devs[0]):
+                where = "is not in the graph" if i is None else f"is on {names[a[i]]} in devices[]"
+                raise InputError(f"stages[{k}] lists node {x!r} on {devs[0]}, but it {where}: {fix}",
+                                 source=source)
+            listed[i] = True
+    if stages and not listed.all():
+        i = int(np.flatnonzero(~listed)[0])
+        raise InputError(f"devices[] puts node {graph.names[i]!r} on {names[a[i]]}, which no stage lists: "
+                         f"{fix}", source=source)

@@ -67,6 +67,14 @@ def test_run_predicts_a_hand_edited_one_device_per_stage_plan_as_edited(gpt_path
     first, second = sorted((d for d in edited["devices"] if d["nodes"]), key=lambda d: d["stage"])
     moved = second["nodes"].pop(0)
     first["nodes"].append(moved)
+    # devices[] edited alone disagrees with stages[]: refused by name (the edit might be ignored)
+    (tmp_path / "e.json").write_text(json.dumps(edited))
+    assert main(["evaluate", gpt_path, str(tmp_path / "e.json")]) == 2
+    assert f"lists node {moved!r}" in capsys.readouterr().err
+    # both lists edited: the placement as edited
+    stage_on = {st["devices"][0]: st for st in edited["stages"]}
+    stage_on[second["name"]]["nodes"].remove(moved)
+    stage_on[first["name"]]["nodes"].append(moved)
     (tmp_path / "e.json").write_text(json.dumps(edited))
     ev = _evaluated(gpt_path, tmp_path / "e.json", capsys)
     assert ev["valid"] and ev["contiguous"]
