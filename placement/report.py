@@ -76,6 +76,8 @@ def status_parts(s, bound=None) -> list[str]:
     status = s.status.value
     if status in ("feasible", "stopped") and "interrupted" in s.message:
         status += " (interrupted)"
+    elif status in ("feasible", "stopped") and (s.stats or {}).get("stopped_by"):
+        status += f" ({s.stats['stopped_by']} reached)"  # a budget of its own, not the user's limit
     elif status in ("feasible", "stopped") and (s.stats.get("mip_status") == "time limit"
                                                 or "time limit" in s.message):
         status += " (time limit reached)"

@@ -44,6 +44,7 @@ import numpy as np
 from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+from solvers.base import Status
 
 __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
            "problem_for_result", "workload_for_result", "solve_refined", "refine_budget", "Refinement",
@@ -386,9 +387,9 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     if sol.interrupted:  # the layer solve took a Ctrl-C and returned what it had: nothing more runs
         if sol.plan is None:
             raise KeyboardInterrupt
-        return w, noted(sol, "operator granularity not tried: interrupted")
+        return w, noted(_over_layers(sol), "operator granularity not tried: interrupted")
     if not ref.tried:
-        return w, noted(sol, "operator granularity not tried: no time left")
+        return w, noted(_over_layers(sol), "operator granularity not tried: no time left")
     budget = ref.budget
     try:
         t1 = time.perf_counter()
@@ -399,12 +400,16 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     except KeyboardInterrupt:
         if sol.plan is None:
             raise
-        return w, noted(sol, "operator granularity interrupted: the layer plan")
+        return w, noted(_over_layers(sol), "operator granularity interrupted: the layer plan")
     except PlacementError as e:  # the refinement is a second chance, not a requirement
         if sol.plan is None:
             raise
-        return w, noted(sol, f"operator granularity not solved ({e})")
+        return w, noted(_over_layers(sol), f"operator granularity not solved ({e})")
     given = f"operator granularity (given {budget:.3g} s)"  # its own limit, which a status names
+    if fsol.status is not Status.OPTIMAL and (time_limit is None or budget < time_limit - times[0] - 1e-9):
+        # stopped at the refinement's own budget, not at the user's limit: the status says which
+        fsol = dataclasses.replace(fsol, stats={**(fsol.stats or {}),
+                                                "stopped_by": f"the operator refinement's {budget:.3g} s"})
     faster, what = ref.verdict(None if sol.plan is None else sol.objective,
                                None if fsol.plan is None else fsol.objective)
     if faster:
@@ -412,7 +417,37 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     if sol.plan is None and fsol.status is not sol.status:
         # nothing at layer granularity proves nothing about the operators'
         return fine, noted(fsol, f"layer granularity: {sol.status.value}")
-    return w, noted(sol, f"{given} {fsol.status.value}, {what}")
+    if fsol.status is Status.OPTIMAL and sol.plan is not None and what == "as fast":
+        # the operators' optimum is no faster: the layer plan is optimal over the operators too
+        bound = min(fsol.objective if fsol.bound is None else fsol.bound, sol.objective)
+        return w, noted(dataclasses.replace(sol, status=Status.OPTIMAL, bound=bound, gap=0.0),
+                        f"{given} optimal, {what}")
+    if sol.plan is None and fsol.status is Status.INFEASIBLE:  # proven over the operators
+        return w, noted(sol, f"{given} {fsol.status.value}, {what}")
+    return w, noted(_over_layers(sol, fsol), f"{given} {fsol.status.value}, {what}")
+
+
+def _over_layers(sol, fine=None):
+    """The layer solve's answer as an answer to the model (whose nodes are the operators; layer nodes are
+    the default's quick first step): optimal over layer nodes is a plan, not a proof (the operators,
+    split between stages, may do better), and no plan over layer nodes proves none over operators. The
+    bound is the operator solve's (``fine``), the only one that bounds the operators' optimum."""
+    status = sol.status
+    if status is Status.OPTIMAL:
+        status = Status.FEASIBLE
+    elif status is Status.INFEASIBLE:
+        status = Status.STOPPED
+    bound = None
+    if fine is not None and fine.bound is not None and math.isfinite(fine.bound):
+        bound = min(fine.bound, sol.objective) if sol.plan is not None else fine.bound
+    gap = None
+    if bound is not None and sol.plan is not None and math.isfinite(sol.objective):
+        gap = max(0.0, (sol.objective - bound) / sol.objective) if sol.objective > 0 else 0.0
+    said = {Status.OPTIMAL: "optimal over layer nodes", Status.INFEASIBLE: "no plan over layer nodes"}
+    message = sol.message
+    if sol.status in said:
+        message = f"{said[sol.status]} ({message})" if message else said[sol.status]
+    return dataclasses.replace(sol, status=status, bound=bound, gap=gap, message=message)
 
 
 def _solve_time(sol, since: float) -> float:

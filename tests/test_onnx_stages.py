@@ -157,7 +157,8 @@ def _layers(problem, finer, node_of=None):
     ((2.0,), (1.5,), "op", "optimal"),  # the operators cut where a layer node cannot
     ((2.0,), (2.0,), "layer", "optimal"),  # as fast: the layer plan stays
     ((2.0,), (2.0 * (1 - 1e-14),), "layer", "optimal"),  # faster by round-off only: as fast
-    ((2.0,), (2.5, "feasible"), "layer", "optimal"),  # stopped early above the layer plan
+    # stopped early above the layer plan: optimal over layer nodes proves nothing over the operators
+    ((2.0,), (2.5, "feasible"), "layer", "feasible"),
     # no layer plan proves nothing of the operators'
     ((float("inf"), "infeasible", False), (float("inf"), "stopped", False), "op", "stopped"),
     ((float("inf"), "infeasible", False), (float("inf"), "infeasible", False), "layer", "infeasible"),
@@ -198,8 +199,8 @@ def test_the_refinement_keeps_to_the_time_limit_and_survives_ctrl_c():
         return _answer(2.0)
 
     w, sol = solve_refined(_layers("L", lambda: ("O", None)), interrupted, None)
-    assert w.settings["granularity"] == "layer" and sol.status.value == "optimal"
-    assert "interrupted" in sol.message
+    assert w.settings["granularity"] == "layer" and sol.status.value == "feasible"
+    assert "interrupted" in sol.message and "optimal over layer nodes" in sol.message
     # without a layer plan there is nothing to give: the Ctrl-C goes on
     with pytest.raises(KeyboardInterrupt):
         solve_refined(_layers("L", lambda: ("O", None)),
@@ -253,8 +254,8 @@ def test_a_refinement_that_fails_keeps_the_layer_plan():
         raise ProblemTooLargeError("too many operators")
 
     w, sol = solve_refined(_layers("L", finer), lambda p, t: _answer(2.0), None)
-    assert w.settings["granularity"] == "layer" and sol.status.value == "optimal"
-    assert "too many operators" in sol.message
+    assert w.settings["granularity"] == "layer" and sol.status.value == "feasible"
+    assert "too many operators" in sol.message and sol.bound is None
     with pytest.raises(ProblemTooLargeError):  # nothing else to give
         solve_refined(_layers("L", finer), lambda p, t: _answer(float("inf"), "stopped", False), None)
 
@@ -339,3 +340,51 @@ def test_a_stage_result_without_its_device_spec_is_refused_by_name(tmp_path, cap
         assert main(cmd) == 2, cmd
         err = capsys.readouterr().err
         assert "does not record its 'devices'" in err and "Traceback" not in err, err
+
+
+def test_a_layer_optimum_is_optimal_only_when_the_operators_prove_it():
+    """A new-user trial: a Ctrl-C in (or a budget too short for) the operator solve left the layer plan
+    printed "optimal, bound = its value, gap 0%" while a plan 5% faster existed over the operators. The
+    layer DP's optimum bounds nothing there. Now: optimal only when the operator solve proves the layer
+    plan as fast; otherwise feasible, the bound the operators' (never above the value), else none."""
+    from placement.stages import solve_refined
+    from solvers.base import Status, stage_solution
+
+    def answer(value, status, bound=None):
+        return stage_solution("auto", [], None, value, Status(status), 1.0, bound=bound)
+
+    layer = answer(2.0, "optimal", bound=2.0)
+    cases = [  # the operators' answer -> (status, bound) of the layer plan kept
+        (answer(2.0, "optimal", bound=2.0), ("optimal", 2.0)),
+        (answer(2.4, "feasible", bound=1.6), ("feasible", 1.6)),
+        (answer(2.4, "feasible", bound=2.3), ("feasible", 2.0)),  # a bound above the value is not one
+        (answer(float("inf"), "stopped"), ("feasible", None)),
+    ]
+    for fine, (status, bound) in cases:
+        answers = {"L": layer, "O": fine}
+        w, sol = solve_refined(_layers("L", lambda: ("O", None)), lambda p, t, a=answers: a[p], 60.0)
+        assert w.problem == "L" and sol.status.value == status, (fine.status, sol.message)
+        assert sol.bound == bound and (bound is None or sol.bound <= sol.objective)
+        assert ("optimal over layer nodes" in sol.message) == (status == "feasible")
+    # infeasible over layer nodes, the operators not tried: not proven infeasible
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)),
+                           lambda p, t: answer(float("inf"), "infeasible") if p == "L" else None, 0.2)
+    assert sol.status.value == "stopped" and "no plan over layer nodes" in sol.message
+
+
+def test_an_operator_solve_stopped_by_its_own_budget_says_so():
+    """Without --time-limit the status said "(time limit reached)": the limit was the refinement's own
+    budget, which the status now names."""
+    from placement.report import status_parts
+    from placement.stages import solve_refined
+    from solvers.base import Status, stage_solution
+
+    answers = {"L": stage_solution("auto", [], None, 2.0, Status.OPTIMAL, 1.0, bound=2.0),
+               "O": stage_solution("auto", [], None, 1.5, Status.FEASIBLE, 10.0, "time limit reached",
+                                   bound=1.0)}
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), lambda p, t: answers[p], None)
+    assert w.problem == "O"
+    assert status_parts(sol)[0] == "status feasible (the operator refinement's 10 s reached)"
+    # at the user's limit it is the time limit
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), lambda p, t: answers[p], 11.0)
+    assert status_parts(sol)[0] == "status feasible (time limit reached)"
