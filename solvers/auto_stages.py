@@ -88,6 +88,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
         if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return done(r, "exact", r.status, r.message)
+        if r.interrupted:  # a Ctrl-C the DP took, its plan kept: nothing runs after it
+            return done(r, "heuristic", Status.FEASIBLE, r.message, {"bound": r.bound}, bound=r.bound)
         if r.bound is not None and r.plan is not None:
             proven.append((r.bound, "the DP's"))
         stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
