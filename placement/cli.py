@@ -530,7 +530,7 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    from .inputs import holds_stage_plan, refuse_empty_result, result_json, workload_kind
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json, workload_kind
 
     if args.seed is not None and args.simulate is None:  # it seeds the simulated trace, and nothing else
         raise _UsageError("--seed applies with --simulate RATE|auto (it seeds the simulated trace of an LLM "
@@ -538,6 +538,7 @@ def _cmd_evaluate(args) -> int:
     if args.seed is not None and args.seed < 0:
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     saved = result_json(args.split)  # read once: None unless a readable .json file
+    refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
     refuse_empty_result(saved, "evaluate", args.split)
     kind = workload_kind(args.workload, args)  # placement/inputs.py
     if saved is not None:
@@ -810,7 +811,7 @@ def _cmd_split(args) -> int:
 
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan, refuse_empty_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result
 
     if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
         raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
@@ -821,6 +822,7 @@ def _cmd_split(args) -> int:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    refuse_not_result(args.result, "split", model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result)  # the result and the model are each read once
     refuse_empty_result(data, "split", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
@@ -891,8 +893,9 @@ def _cmd_run(args) -> int:
               file=sys.stderr)
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan, refuse_empty_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result
 
+    refuse_not_result(args.result, "run")  # a workload, a frontier...: said so
     data = read_json(args.result)  # the result and the model are each read once
     refuse_empty_result(data, "run", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=True)
@@ -1022,7 +1025,7 @@ def _cmd_show(args) -> int:
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
     from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
-    from .inputs import holds_stage_plan, refuse_empty_result, result_json
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     if args.no_draw:  # the picture options do nothing without pictures: refused, not ignored
         for flag, given in (("--overlap", args.overlap), ("--format", args.format is not None),
@@ -1032,6 +1035,7 @@ def _cmd_show(args) -> int:
                                   f"drop one of them")
     args.format = args.format or "png"
     saved = result_json(args.result)
+    refuse_not_result(args.result, "show", saved)  # an ONNX model, a workload, a frontier...: said so
     refuse_empty_result(saved, "show", args.result)
     if holds_stage_plan(saved):
         if args.overlap:
