@@ -1031,7 +1031,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         else:
             who = "the one-device-per-stage search" if stages else "a search"
             cut = f" ({who} cut short at {fr.stopped})"
-        print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
+        print("\nfrontier: nothing found before the interrupt (Ctrl-C)" if interrupted and not fr.points else
+              f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut)
         if stages:
             print("(with replicas: stage plans and one-device-per-stage plans together. A stage plan's "

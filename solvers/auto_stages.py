@@ -51,7 +51,7 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True, threads: int | None = None) -> Solution:
+                  refine: bool = True, threads: int | None = None, gap: float = 1e-6) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
     kernel's and the integer program's (``None``: their own defaults)."""
@@ -130,7 +130,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads,
+            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
                                          warm_start=best.plan if best is not None else None)
             extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
@@ -183,4 +183,6 @@ def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) 
     options = options or SolveOptions()
     kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
           if k in options.raw}
+    if options.gap != SolveOptions().gap:  # a --gap given: the integer program's (else its own 1e-6)
+        kw["gap"] = options.gap
     return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)
