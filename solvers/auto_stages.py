@@ -1,6 +1,14 @@
 """``auto`` on the stage model (:mod:`graphs.parallel`): the exact DP when its work fits, otherwise
 the DP on a coarsened graph, refined by the contiguous MILP; every answer labelled for what it is.
 
+0. **One device per stage.** The ``d = t = 1``, first-variant restriction of the problem is the
+   one-device-per-stage pipeline model, which the pipeline DP (:mod:`solvers.dp`) solves far faster
+   than the stage DP solves the problem (:func:`solvers.dp_pipeline.solve_restriction`, at most
+   :data:`PIPELINE_SHARE` of the time left). Its plan, scored on the problem and kept only when valid,
+   is the first plan: every later step must beat it, and the exact DP skips every stage above it. The
+   restriction's optimum bounds the problem's from above only, so it proves nothing (label
+   ``heuristic`` while it stands). Not run where the exact DP runs that kernel itself (the problem
+   is the pipeline model) or with ``pipeline=False``.
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit, time left) chains of nodes are merged
@@ -15,24 +23,33 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
    MILP's bound.
 4. When nothing above gives a plan, PipeDream's planner (``pipedream``): ``heuristic``.
 
+A Ctrl-C that a step takes (it returns its best and says "interrupted") ends the search there: the
+best plan so far is the answer, and its message says so.
+
 The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from graphs.coarsen import merge_stage_chains
 from graphs.errors import ProblemTooLargeError
 from graphs.ideals import enumerate_ideals
-from graphs.parallel import ParallelProblem
+from graphs.parallel import ParallelProblem, is_pipeline_model
 
-from . import dp_stages, ip_stages, pipedream_stages
+from . import dp_pipeline, dp_stages, ip_stages, pipedream_stages
 from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
+#: the share of the time left the one-device-per-stage step may take (the exact DP, coarsening and the
+#: integer program get the rest); on a 24-layer training graph's 699 operators it needs about 2 s
+PIPELINE_SHARE = 0.3
+#: the exact DP skips stages above the one-device-per-stage plan's value times this (round-off)
+_UB_SLACK = 1 + 1e-9
 
 
 def _ideals_fit(problem: ParallelProblem, limit: int, deadline: float | None = None) -> bool | None:
@@ -51,10 +68,10 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True, threads: int | None = None) -> Solution:
+                  refine: bool = True, pipeline: bool = True, threads: int | None = None) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
-    kernel's and the integer program's (``None``: their own defaults)."""
+    kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
@@ -83,16 +100,40 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         return deadline is not None and _left(deadline) <= 0
 
     fits = _ideals_fit(problem, max_ideals, deadline)
-    if fits:
+    interrupted = False  # a step took a Ctrl-C (``took``: its answer): nothing runs after it
+    took: Solution | None = None
+    seed: Solution | None = None  # the one-device-per-stage step's plan
+    extra: dict = {}
+    if pipeline and not (fits and is_pipeline_model(problem)):
+        path.append("pipeline d=t=1")
+        left = _left(deadline)
+        s = dp_pipeline.solve_restriction(problem, time_limit=None if left is None else PIPELINE_SHARE * left,
+                                          threads=threads)
+        interrupted, took = s.interrupted, s
+        extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
+                             "restriction": (s.stats or {}).get("restriction"), "message": s.message}
+        if s.plan is not None:
+            best = seed = s  # a restriction's optimum: an upper bound only (label "heuristic")
+        if interrupted:
+            stopped.append("the one-device-per-stage DP was interrupted (Ctrl-C)")
+    if fits and not interrupted:
         path.append("dp")
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
-        if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
-            return done(r, "exact", r.status, r.message)
-        if r.bound is not None and r.plan is not None:
-            proven.append((r.bound, "the DP's"))
-        stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
-        if r.plan is not None:
+        ub = math.inf if best is None else best.objective * _UB_SLACK
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, upper_bound=ub)
+        if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
+            return done(r, "exact", r.status, r.message, extra)
+        if r.status is Status.INFEASIBLE:
+            # no plan at most the one-device-per-stage plan's value, which the evaluator finds valid: the
+            # two models differ by round-off, and the plan stands, unproven
+            stopped.append("the exact DP found no plan at most the one-device-per-stage plan's value")
+        else:
+            if r.bound is not None and r.plan is not None:
+                proven.append((r.bound, "the DP's"))
+            stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
+        if r.plan is not None and (best is None or r.objective < best.objective):
             best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
+    elif interrupted:
+        pass
     elif fits is None:
         stopped.append("the exact DP was not run (the time limit passed while counting the ideals)")
     else:
@@ -100,7 +141,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     # coarsen, halving the target, until the coarse ideals fit (while there is time left: a coarse DP
     # given none finds nothing, and merging and counting would only spend time past the limit)
     target = n
-    while (best is None or label == "heuristic") and target > 1 and not out_of_time():
+    while (best is None or label == "heuristic") and target > 1 and not out_of_time() and not interrupted:
         target = max(1, target // 2)
         co = merge_stage_chains(problem, target)
         m = co.problem.graph.num_nodes
@@ -121,22 +162,22 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 best = rr
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
-    extra: dict = {}
-    interrupted = False
-    if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
+    if interrupted:
+        pass
+    elif refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
             ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads,
                                          warm_start=best.plan if best is not None else None)
-            extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
+            extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)
             if extra["bound"] is not None and ir.plan is not None:
                 proven.append((extra["bound"], "the integer program's"))
             # a Ctrl-C the program took (it returns its best): said, and nothing runs after it
-            interrupted = ir.interrupted
+            interrupted, took = ir.interrupted, ir
             stopped.append("the integer program was interrupted (Ctrl-C)" if interrupted
                            else f"the integer program stopped{limited() or ' at its limit'}")
             if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
@@ -147,7 +188,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     elif refine:
         stopped.append(f"the integer program was not started (under {IP_MIN_SECONDS:g} s left)")
     if best is None and interrupted:
-        return done(ir, "heuristic", Status.STOPPED, ir.message)
+        return done(took, "heuristic", Status.STOPPED, took.message, extra)
     if best is None:
         path.append("pipedream")
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
@@ -164,6 +205,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         best, label = r, "heuristic"
     msg = {"exact-on-coarsened": "optimal among plans that keep each merged chain in one stage",
            "heuristic": "not proven optimal"}[label]
+    if best is seed:  # no later step beat the one-device-per-stage plan
+        proven_there = (best.stats or {}).get("restriction") == "optimal"
+        msg += (": the one-device-per-stage optimum (d = t = 1, first variants), which bounds the optimum "
+                "from above only" if proven_there else ": a one-device-per-stage plan (d = t = 1)")
     # every plan's largest stage takes at least the total work over all devices: proven without a search
     proven.append((dp_stages.work_lower_bound(problem), "total work over all devices"))
     value, what = max(proven)
@@ -177,8 +222,9 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
     """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit`` and
-    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time`` and ``refine``."""
+    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``, ``refine`` and
+    ``pipeline``."""
     options = options or SolveOptions()
-    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
+    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline")
           if k in options.raw}
     return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)

@@ -82,7 +82,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
                stage_honours=frozenset({"threads"}),  # the DP kernel's and the integer program's
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
-               stage_kernels=("solvers.dp_stages",), own_time_limit=True),
+               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
