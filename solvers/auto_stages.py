@@ -31,7 +31,6 @@ The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps tak
 
 from __future__ import annotations
 
-import math
 import time
 
 from graphs.coarsen import merge_stage_chains
@@ -118,8 +117,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             stopped.append("the one-device-per-stage DP was interrupted (Ctrl-C)")
     if fits and not interrupted:
         path.append("dp")
-        ub = math.inf if best is None else best.objective * _UB_SLACK
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, upper_bound=ub)
+        bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded)
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
         if r.status is Status.INFEASIBLE:
