@@ -45,8 +45,9 @@ __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
 #: the share of the time left the one-device-per-stage step may take (the exact DP, coarsening and the
-#: integer program get the rest); on a 24-layer training graph's 699 operators it needs about 2 s
-PIPELINE_SHARE = 0.3
+#: integer program get the rest): a 24-layer training graph's 699 operators on 16 devices need 2.5-3.5 s
+#: on 2 busy cores (a third of it the DP's tie-break among optima), where the operator refinement gets 10
+PIPELINE_SHARE = 0.5
 #: the exact DP skips stages above the one-device-per-stage plan's value times this (round-off)
 _UB_SLACK = 1 + 1e-9
 
@@ -110,7 +111,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                                           threads=threads)
         interrupted, took = s.interrupted, s
         extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
-                             "restriction": (s.stats or {}).get("restriction"), "message": s.message}
+                             "restriction": (s.stats or {}).get("restriction"), "message": s.message,
+                             "time": s.time}
         if s.plan is not None:
             best = seed = s  # a restriction's optimum: an upper bound only (label "heuristic")
         if interrupted:
