@@ -45,9 +45,9 @@ __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
 #: the share of the time left the one-device-per-stage step may take (the exact DP, coarsening and the
-#: integer program get the rest): a 24-layer training graph's 699 operators on 16 devices need 2.5-3.5 s
-#: on 2 busy cores (a third of it the DP's tie-break among optima), where the operator refinement gets 10
-PIPELINE_SHARE = 0.5
+#: integer program get the rest): a 24-layer training graph's 699 operators on 16 devices need about 2 s
+#: on 2 busy cores, where the operator refinement gets 10
+PIPELINE_SHARE = 0.3
 #: the exact DP skips stages above the one-device-per-stage plan's value times this (round-off)
 _UB_SLACK = 1 + 1e-9
 
