@@ -8,7 +8,8 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
    is the first plan: every later step must beat it, and the exact DP skips every stage above it. The
    restriction's optimum bounds the problem's from above only, so it proves nothing (label
    ``heuristic`` while it stands). Not run where the exact DP runs that kernel itself (the problem
-   is the pipeline model) or with ``pipeline=False``.
+   is the pipeline model), where its share is under :data:`PIPELINE_MIN_SECONDS`, or with
+   ``pipeline=False``.
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit, time left) chains of nodes are merged
@@ -48,6 +49,10 @@ LABELS = ("exact", "exact-on-coarsened", "heuristic")
 #: integer program get the rest): a 24-layer training graph's 699 operators on 16 devices need about 2 s
 #: on 2 busy cores, where the operator refinement gets 10
 PIPELINE_SHARE = 0.3
+#: under a time limit the step runs only when its share is at least this: with less, on a graph the
+#: stage DP cannot finish either, it ends at its few topological orders and only takes the DP's time
+#: (GNMT at a 1 s limit: its share gave 76.8 where the stage search finds 53.5)
+PIPELINE_MIN_SECONDS = 0.5
 #: the exact DP skips stages above the one-device-per-stage plan's value times this (round-off)
 _UB_SLACK = 1 + 1e-9
 
@@ -104,11 +109,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     took: Solution | None = None
     seed: Solution | None = None  # the one-device-per-stage step's plan
     extra: dict = {}
+    share = None if deadline is None else PIPELINE_SHARE * _left(deadline)
+    pipeline = pipeline and (share is None or share >= PIPELINE_MIN_SECONDS)
     if pipeline and not (fits and is_pipeline_model(problem)):
         path.append("pipeline d=t=1")
-        left = _left(deadline)
-        s = dp_pipeline.solve_restriction(problem, time_limit=None if left is None else PIPELINE_SHARE * left,
-                                          threads=threads)
+        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads)
         interrupted, took = s.interrupted, s
         extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
                              "restriction": (s.stats or {}).get("restriction"), "message": s.message,
