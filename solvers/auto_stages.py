@@ -3,13 +3,13 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
 
 0. **One device per stage.** The ``d = t = 1``, first-variant restriction of the problem is the
    one-device-per-stage pipeline model, which the pipeline DP (:mod:`solvers.dp`) solves far faster
-   than the stage DP solves the problem (:func:`solvers.dp_pipeline.solve_restriction`, at most
-   :data:`PIPELINE_SHARE` of the time left). Its plan, scored on the problem and kept only when valid,
-   is the first plan: every later step must beat it, and the exact DP skips every stage above it. The
-   restriction's optimum bounds the problem's from above only, so it proves nothing (label
-   ``heuristic`` while it stands). Not run where the exact DP runs that kernel itself (the problem
-   is the pipeline model), where its share is under :data:`PIPELINE_MIN_SECONDS`, or with
-   ``pipeline=False``.
+   than the stage DP solves the problem (:func:`solvers.dp_pipeline.solve_restriction`, for at most
+   ``pipeline_time`` seconds and :data:`PIPELINE_SHARE` of the time left). Its plan, scored on the
+   problem and kept only when valid, is the first plan: every later step must beat it, and the exact
+   DP skips every stage above it. The restriction's optimum bounds the problem's from above only, so
+   it proves nothing (label ``heuristic`` while it stands). Not run where the exact DP runs that
+   kernel itself (the problem is the pipeline model), where its time is under
+   :data:`PIPELINE_MIN_SECONDS`, or with ``pipeline=False``.
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit, time left) chains of nodes are merged
@@ -73,10 +73,12 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True, pipeline: bool = True, threads: int | None = None) -> Solution:
+                  refine: bool = True, pipeline: bool = True, pipeline_time: float = 10.0,
+                  threads: int | None = None) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
-    kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0."""
+    kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0, for at
+    most ``pipeline_time`` seconds (its share of a time limit, when less)."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
@@ -109,8 +111,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     took: Solution | None = None
     seed: Solution | None = None  # the one-device-per-stage step's plan
     extra: dict = {}
-    share = None if deadline is None else PIPELINE_SHARE * _left(deadline)
-    pipeline = pipeline and (share is None or share >= PIPELINE_MIN_SECONDS)
+    # without a limit too, as the integer program's ip_time: a wide graph's lattice can hold millions of
+    # ideals, which the pipeline DP would otherwise walk before the search proper starts
+    share = pipeline_time if deadline is None else min(pipeline_time, PIPELINE_SHARE * _left(deadline))
+    pipeline = pipeline and share >= PIPELINE_MIN_SECONDS
     if pipeline and not (fits and is_pipeline_model(problem)):
         path.append("pipeline d=t=1")
         s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads)
@@ -228,9 +232,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
     """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit`` and
-    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``, ``refine`` and
-    ``pipeline``."""
+    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``, ``refine``,
+    ``pipeline`` and ``pipeline_time``."""
     options = options or SolveOptions()
-    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline")
+    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline",
+                                      "pipeline_time")
           if k in options.raw}
     return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)
