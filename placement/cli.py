@@ -61,8 +61,9 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help=f"MIP backend of the IPs (default {DEFAULT_BACKEND})")
     p.add_argument("--memory-limit", type=float, default=None, metavar="GiB",
-                   help="auto: memory the exact DP may use before the large-graph path takes over "
-                   "(default: 4e9 bytes = 3.7 GiB, or half the RAM if less)")
+                   help="auto: memory its one-device-per-stage exact DP may use before the large-graph path "
+                   "takes over (default: 4e9 bytes = 3.7 GiB, or half the RAM if less); on an ONNX model it "
+                   "selects that placement (the stage model has no such DP), with a note")
     p.add_argument("--split", default=None, metavar="SPLIT.json",
                    help="expert: the split to evaluate (fpgas/cpus node-id lists)")
     p.add_argument("--restarts", type=int, default=None,
@@ -73,7 +74,9 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--json", action="store_true", help="print the result JSON on stdout instead of a table")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr even when it is "
-                   "not a terminal")
+                   "not a terminal (place: where its solver reports progress, one device per stage with "
+                   "the max-load objective and the auto, dp or pipedream solver, or an LLM's goodput search; "
+                   "evaluate: with --simulate; elsewhere a note says there is none)")
 
 
 # graphs.training.OPTIMIZERS, spelled out so that building the parser imports nothing heavy
@@ -368,7 +371,7 @@ def _cmd_place(args) -> int:
         raise _UsageError("--subgraphs-per-device must be at least 1")
     if args.seed < 0:
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    for flag in ("max_replicas", "microbatches"):
+    for flag in ("max_replicas", "microbatches", "context"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise _UsageError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
@@ -400,6 +403,13 @@ def _cmd_place(args) -> int:
                          f"names the model to lay out; this is {what}, not one, so drop --model {args.model}",
                          source=args.workload)
     model = "helix" if args.model is not None else model_for(kind, args)
+    if kind == "onnx" and model == "pipeline" and args.memory_limit is not None \
+            and getattr(args, "max_replicas", None) is None:
+        # the DP that --memory-limit limits is the one-device-per-stage model's: it chose that model
+        print("note: --memory-limit limits auto's one-device-per-stage DP, so this ONNX model is placed "
+              "with one device per stage (no replicas); the stage model, the default, takes no "
+              "--memory-limit (--max-replicas 1 says this placement is meant)", file=sys.stderr)
+    _note_no_progress_bar(args, model)
     if model == "helix":
         if args.engine == "sglang":
             raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
@@ -457,6 +467,39 @@ def _cmd_place(args) -> int:
         print(f"error: {_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
         return EXIT_NO_PLACEMENT
     return EXIT_OK
+
+
+def _note_no_progress_bar(args, model: str) -> None:
+    """``--progress`` where ``place`` draws no bar (its solvers report no progress): one note naming
+    what does not, never a flag silently ignored. A bar is drawn by the one-device-per-stage max-load
+    solvers that report progress (:attr:`solvers.registry.SolverInfo.progress`) and by an LLM's goodput
+    search."""
+    if not args.progress:
+        return
+    from solvers.registry import ALIASES, SOLVERS
+
+    from .inputs import wants_serving
+
+    name = ALIASES.get(args.solver or "auto", args.solver or "auto")
+    sweep = wants_serving(args)
+    if model == "llm" and args.objective == "goodput":
+        return
+    if model == "pipeline" and not sweep and args.objective == "max-load" and name in SOLVERS \
+            and SOLVERS[name].progress:
+        return
+    if model in ("stages", "llm"):
+        what = "the stage model's solvers (replicas) report"
+    elif model == "helix":
+        what = "the Helix layout's integer program reports"
+    elif sweep:
+        what = "a batch-size sweep or latency target reports"
+    elif args.objective != "max-load":
+        what = f"the {args.objective} objective's integer program reports"
+    else:
+        what = f"the {name} solver reports"
+    bars = [n for n, s in SOLVERS.items() if s.progress]
+    print(f"note: --progress: {what} no progress, so no bar is drawn (one is, with one device per stage "
+          f"and the max-load objective, by the {', '.join(bars)} solvers)", file=sys.stderr)
 
 
 #: what each workload kind (:data:`placement.inputs.WORKLOAD_KINDS`) is, in the words of evaluate's errors
@@ -530,14 +573,17 @@ def _cmd_evaluate(args) -> int:
                           f"(placement evaluate {args.split} {args.workload})")
     if args.out:
         _output_file(args.out, "--out")
-    from .inputs import holds_stage_plan, refuse_empty_result, result_json, workload_kind
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json, workload_kind
 
     if args.seed is not None and args.simulate is None:  # it seeds the simulated trace, and nothing else
         raise _UsageError("--seed applies with --simulate RATE|auto (it seeds the simulated trace of an LLM "
                           "model config's goodput result); add --simulate or drop --seed")
     if args.seed is not None and args.seed < 0:
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if getattr(args, "context", None) is not None and args.context < 1:  # named by its flag, not the model's
+        raise _UsageError(f"--context must be a positive integer (tokens), got {args.context}")
     saved = result_json(args.split)  # read once: None unless a readable .json file
+    refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
     refuse_empty_result(saved, "evaluate", args.split)
     kind = workload_kind(args.workload, args)  # placement/inputs.py
     if saved is not None:
@@ -545,6 +591,9 @@ def _cmd_evaluate(args) -> int:
     if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
         _refuse_for_helix(args, "evaluate", _EVALUATE_HELIX_OPTIONS, frozenset({"workload", "split"}))
         return _helix().evaluate(args)
+    if args.progress and getattr(args, "simulate", None) is None:  # the one step of evaluate with a bar
+        print("note: --progress: evaluate draws a bar only while --simulate runs the serving simulator; "
+              "scoring a plan reports no progress", file=sys.stderr)
     if kind == "llm":
         return _llm().evaluate(args)
     if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
@@ -810,7 +859,7 @@ def _cmd_split(args) -> int:
 
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan, refuse_empty_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result
 
     if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
         raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
@@ -821,6 +870,7 @@ def _cmd_split(args) -> int:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    refuse_not_result(args.result, "split", model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result)  # the result and the model are each read once
     refuse_empty_result(data, "split", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
@@ -891,8 +941,9 @@ def _cmd_run(args) -> int:
               file=sys.stderr)
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan, refuse_empty_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result
 
+    refuse_not_result(args.result, "run")  # a workload, a frontier...: said so
     data = read_json(args.result)  # the result and the model are each read once
     refuse_empty_result(data, "run", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=True)
@@ -1022,7 +1073,7 @@ def _cmd_show(args) -> int:
     if args.microbatches is not None and args.microbatches < 1:
         raise _UsageError("placement show: --microbatches must be at least 1")
     from . import stage_show  # a stage plan (result JSON with stages): placement/stage_show.py
-    from .inputs import holds_stage_plan, refuse_empty_result, result_json
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     if args.no_draw:  # the picture options do nothing without pictures: refused, not ignored
         for flag, given in (("--overlap", args.overlap), ("--format", args.format is not None),
@@ -1032,6 +1083,7 @@ def _cmd_show(args) -> int:
                                   f"drop one of them")
     args.format = args.format or "png"
     saved = result_json(args.result)
+    refuse_not_result(args.result, "show", saved)  # an ONNX model, a workload, a frontier...: said so
     refuse_empty_result(saved, "show", args.result)
     if holds_stage_plan(saved):
         if args.overlap:

@@ -12,7 +12,11 @@ reader and which model take its input, instead of each front end claiming files.
   device per stage (and :func:`wants_serving`, :func:`serving_default`: whether a batch-size sweep or a
   latency target is asked for, and which model takes it by default);
 * :func:`holds_stage_plan` — whether a result's JSON holds a stage plan (``stages``), which ``evaluate``,
-  ``show``, ``split`` and ``run`` read as such.
+  ``show``, ``split`` and ``run`` read as such;
+* :func:`file_kind` — what any file given to a command is (a workload of one of the kinds above, a
+  result, a frontier, a job list, a split, an ONNX model...), so that a file given in the wrong place is
+  refused saying what it is and what was expected (:func:`not_a_workload`, :func:`refuse_not_result`),
+  not with the first field the wrong reader misses.
 
 Files are read only when their name says they may be one of these (``.json`` or ``.onnx``); an
 unreadable file is left to the reader that takes it, which names the problem.
@@ -28,7 +32,8 @@ from graphs.jsonio import read_json
 
 __all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
            "holds_stage_plan", "asks_to_decode", "time_limit_seconds",
-           "takes_stage_model", "wants_serving", "serving_default"]
+           "takes_stage_model", "wants_serving", "serving_default", "file_kind", "not_a_workload",
+           "refuse_not_result"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
 MODELS = ("helix", "llm", "stages", "pipeline")
@@ -98,7 +103,142 @@ def workload_kind(path: str, args=None) -> str:
                 return kind
         except InputError:
             continue
+    if not (isinstance(data, dict) and "nodes" in data):  # an operator graph has nodes: only else ask
+        why = not_a_workload(path, data)
+        if why:
+            raise InputError(why, source=str(path))
     return "graph"
+
+
+_UNREAD = object()
+#: the schemas of the files the tool writes that are neither workloads nor results, in words
+_CLUSTER_REPORT = "a shared-cluster report (written by placement cluster --out)"
+_OUTPUT_WORDS = {"placement-frontier": "a frontier (written by placement frontier --out)",
+                 "placement-split": "a split manifest (written by placement split)",
+                 "placement-cluster": _CLUSTER_REPORT, "placement-cluster-comparison": _CLUSTER_REPORT,
+                 "placement-curve": "a cached throughput curve (written by placement cluster)"}
+#: the fields of a Hugging Face model config, of which an LLM config needs the first two
+_LLM_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "model_type", "architectures")
+
+
+def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
+    """``(kind, words)``: what the file ``path`` holds (``data``: its JSON, when already read), for
+    messages about a file given in the wrong place. ``kind`` is ``"onnx"``, ``"result"`` (a result of
+    ``place --out``, either model), ``"helix-layout"``, ``"output"`` (a frontier, split manifest or
+    cluster report: ``"frontier"`` for a frontier), ``"job-list"``, ``"split"`` (reference fpgas/cpus
+    lists), ``"llm-partial"`` (a model config missing a field it needs), one of the workload kinds
+    ``"helix"``, ``"llm"``, ``"piper"``, ``"graph"`` (with nodes), or ``"unknown"`` (unreadable, or
+    none of these: the reader that takes it names the problem)."""
+    from graphs.helix import is_helix
+    from graphs.llm import is_llm_config
+    from graphs.piper import is_piper
+
+    if _is_onnx(path):
+        return "onnx", "an ONNX model"
+    if data is _UNREAD:
+        data = _json(path)
+    if not isinstance(data, dict):
+        return "unknown", "not a file the tool reads"
+    schema = data.get("schema")
+    if schema == "placement-result" or data.get("format") == "placement-replicated":
+        return "result", "a placement result (written by placement place --out)"
+    if schema == "placement-helix-layout":
+        return "helix-layout", "a Helix layout (written by placement place CLUSTER.json --model M --out)"
+    if schema in _OUTPUT_WORDS:
+        return ("frontier" if schema == "placement-frontier" else "output"), _OUTPUT_WORDS[schema]
+    for kind, test, words in (("helix", is_helix, "a Helix cluster file"),
+                              ("llm", is_llm_config, "an LLM model config"),
+                              ("piper", is_piper, "a Piper-format workload")):
+        try:
+            if test(data):
+                return kind, words
+        except InputError:
+            continue
+    if isinstance(data.get("nodes"), list):
+        return "graph", "a reference-format operator graph"
+    if isinstance(data.get("jobs"), list):
+        return "job-list", "a shared-cluster job list (placement cluster)"
+    if isinstance(data.get("fpgas"), list) or isinstance(data.get("cpus"), list):
+        return "split", "a split (fpgas/cpus node-id lists)"
+    has = [k for k in _LLM_FIELDS if k in data]
+    if has:
+        lacks = [k for k in _LLM_FIELDS[:2] if k not in data]
+        return "llm-partial", (f"an LLM model config (it has {', '.join(has)}) without "
+                               f"{' and '.join(repr(k) for k in lacks)}: a model config needs "
+                               f"num_hidden_layers and hidden_size")
+    return "unknown", "not a file the tool reads"
+
+
+def _recorded_workload(path: str, data) -> str:
+    """The workload a result records (``source``, or a stage plan's ``workload``), as a path from here
+    (results store it relative to the result file); ``WORKLOAD`` when it records none."""
+    src = data.get("source") or data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(src, str) or not src:
+        return "WORKLOAD"
+    if not os.path.isabs(src):
+        src = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(path)), src))
+    return src
+
+
+def _first_plan_file(data) -> str | None:
+    points = data.get("points") if isinstance(data, dict) else None
+    first = points[0] if isinstance(points, list) and points and isinstance(points[0], dict) else {}
+    return first.get("plan_file") if isinstance(first.get("plan_file"), str) else None
+
+
+def not_a_workload(path: str, data=_UNREAD) -> str | None:
+    """Why the file ``path`` (``data``: its JSON, when already read) is not a workload, saying what it is
+    and what to do with it, when :func:`file_kind` knows it for another kind of file; ``None`` otherwise
+    (a workload, or a file the workload's reader names the problem of)."""
+    if data is _UNREAD:
+        data = _json(path)
+    kind, words = file_kind(path, data)
+    if kind == "result":
+        return (f"this is {words}, not a workload: evaluate it with placement evaluate "
+                f"{_recorded_workload(path, data)} {path}, or simulate it with placement show {path}")
+    if kind == "helix-layout":
+        return f"this is {words}, not a workload: evaluate it with placement evaluate CLUSTER.json {path}"
+    if kind == "frontier":
+        plan = _first_plan_file(data)
+        return (f"this is {words}, not a workload: each of its plans is a result file"
+                + (f" ({plan}, ...): placement show {plan}" if plan else ""))
+    if kind == "output":
+        return f"this is {words}, not a workload"
+    if kind == "job-list":
+        return f"this is {words}, not a workload: run it with placement cluster {path}"
+    if kind == "split":
+        return f"this is {words}, not a workload: evaluate it with placement evaluate WORKLOAD {path}"
+    if kind == "llm-partial":
+        return f"this looks like {words}"
+    return None
+
+
+def refuse_not_result(path: str, command: str, data=_UNREAD, *, model: str | None = None) -> None:
+    """An :class:`InputError` when the file ``path`` given as ``command``'s result (``data``: its JSON,
+    when already read) is known (:func:`file_kind`) for a file that is not one: an ONNX model (with
+    ``model``, the command's model argument, a JSON file: the two swapped), a workload, a frontier, a
+    job list. A result, a split, a Helix layout or an unknown file pass, to the reader that takes it."""
+    if data is _UNREAD:
+        data = _json(path)
+    kind, words = file_kind(path, data)
+    takes = f"placement {command} takes a result file (written by placement place --out)" + \
+        (" or a split (fpgas/cpus lists)" if command == "evaluate" else "")
+    if kind == "onnx":
+        if model is not None and str(model).lower().endswith(".json"):  # the two arguments swapped
+            raise InputError(f"placement {command} takes {'WORKLOAD' if command == 'evaluate' else 'MODEL'} "
+                             f"RESULT: the model first (placement {command} {path} {model})")
+        raise InputError(f"this is {words}: {takes}", source=str(path))
+    if kind == "llm-partial":
+        words = "an LLM model config"
+    if kind in ("helix", "llm", "piper", "graph", "llm-partial"):
+        raise InputError(f"this is {words}, a workload: {takes}; place it with placement place {path} "
+                         f"--out RESULT.json", source=str(path))
+    if kind == "frontier":
+        plan = _first_plan_file(data)
+        raise InputError(f"this is {words}, not one result: {takes}; each of the frontier's plans is one"
+                         + (f" ({plan}, ...)" if plan else ""), source=str(path))
+    if kind in ("output", "job-list"):
+        raise InputError(f"this is {words}: {takes}", source=str(path))
 
 
 def model_for(kind: str, args) -> str:

@@ -101,7 +101,9 @@ def place(args) -> int:
     from . import stages
 
     problem, settings = _problem(args)
-    extra = "{batch_size} sequences at {context} tokens" + _replicas_words(problem.max_replicas)
+    # gpipe is the decode's memory: every sequence's KV cache held at once (placement show simulates it)
+    extra = ("{batch_size} sequences at {context} tokens; gpipe: every micro-batch's KV cache held at once"
+             + _replicas_words(problem.max_replicas))
     return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
                                                    settings=settings, extra=extra))
 

@@ -26,7 +26,15 @@ def load_workload(path: str | os.PathLike, **frontend) -> Workload:
             raise InputError(f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to ONNX "
                              f"models; a reference-format workload carries its own costs and devices",
                              source=path)
-        return read_workload(path)
+        try:
+            return read_workload(path)
+        except InputError:
+            from .inputs import not_a_workload
+
+            why = not_a_workload(path)  # a result, a job list...: said, not its first missing field
+            if why:
+                raise InputError(why, source=path) from None
+            raise
     if suffix == ".onnx":
         from graphs.onnx_workload import onnx_workload
 

@@ -383,8 +383,11 @@ def run_place_stages(args, frontend: dict) -> int:
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     t0 = time.perf_counter()
     sw = serving_stages.sweep(args.workload, frontend, sizes, args, latency_slo=slo)
+    if sw.best is None and sw.interrupted:  # a Ctrl-C before any plan was found: the command stops
+        raise KeyboardInterrupt
     note = ""
-    if slo is not None and args.max_replicas is None:  # the default: the better of both models' answers
+    if slo is not None and args.max_replicas is None and not sw.interrupted:
+        # the default: the better of both models' answers (not after a Ctrl-C: the best so far is the answer)
         one, note = _one_device_per_stage_too(args, frontend, sw, time.perf_counter() - t0)
         if one is not None:
             return _emit_sweep(args, one, note)
@@ -1028,7 +1031,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         else:
             who = "the one-device-per-stage search" if stages else "a search"
             cut = f" ({who} cut short at {fr.stopped})"
-        print(f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
+        print("\nfrontier: nothing found before the interrupt (Ctrl-C)" if interrupted and not fr.points else
+              f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut)
         if stages:
             print("(with replicas: stage plans and one-device-per-stage plans together. A stage plan's "

@@ -23,6 +23,10 @@ whole model is a plan too.
   proven after all).
   A target below a lower bound on every plan's latency (each node's fastest variant on an available
   kind, no communication) is proven unreachable.
+* **Ctrl-C** (:func:`sweep`): a solve that takes it returns what it had ("interrupted",
+  :attr:`solvers.base.Solution.interrupted`), or (the stage DP before any plan) lets it through; either
+  way the search at that batch size ends with the best plan in hand (the layer plan when the operators'
+  search is cut), not proven, and the sweep ends there ("interrupted (Ctrl-C): ... not tried").
 * **Provision** (:func:`provision`): allocations (devices per kind, at most the available) cheapest
   first; an allocation is the available problem with fewer devices (its micro-batches, replica limit
   and variants unchanged), so a plan on an allocation is a plan on any larger one. One is skipped
@@ -221,12 +225,35 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     return ans, why
 
 
+#: what an answer's (or a why's) message says after a Ctrl-C cut its search short (as the solvers say it:
+#: :attr:`solvers.base.Solution.interrupted` reads "interrupted")
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
 def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
                time_limit: float | None = None, solver: str | None = None):
     """:func:`best_plan` and a third item: the seconds its search took on its own clock (each solve's,
     :func:`solvers.registry.solve`, which loads and compiles kernels before its clock starts, and the
-    work between solves), which its time limit bounds and its answer's ``time`` reports."""
-    from solvers.base import Status
+    work between solves), which its time limit bounds and its answer's ``time`` reports.
+
+    A Ctrl-C that a solve took (it returned what it had, :attr:`solvers.base.Solution.interrupted`) or
+    let through (the stage DP, before it had a plan) ends the search: no solve runs after it, the best
+    plan in hand is the answer (not proven unless it was before), and ``why`` has ``interrupted``."""
+    hit = [False]
+    ans, why, spent = _search(problem, args, latency, time_limit, solver, hit)
+    if hit[0]:
+        why = dict(why, interrupted=True, proven_none=bool(why.get("proven_none")))
+        if INTERRUPTED not in why.get("message", ""):
+            why["message"] = f"{INTERRUPTED}: {why['message']}" if why.get("message") else INTERRUPTED
+        if ans is not None and "interrupted" not in (ans.get("message") or ""):
+            ans = dict(ans, message=f"{ans['message']}; {INTERRUPTED}" if ans.get("message") else INTERRUPTED)
+    return ans, why, spent
+
+
+def _search(problem: ParallelProblem, args, latency: float | None, time_limit: float | None,
+            solver: str | None, hit: list[bool]):
+    """:func:`_best_plan`'s search; ``hit[0]`` set when a Ctrl-C ended it."""
+    from solvers.base import Status, stage_solution
 
     from .stages import solve_args
 
@@ -238,7 +265,13 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
 
     def solved(p: ParallelProblem):
         s0 = time.perf_counter()
-        s = solve_args(p, a)
+        try:
+            s = solve_args(p, a)
+        except KeyboardInterrupt:  # the stage DP lets it through when it has no plan to give
+            hit[0] = True
+            return stage_solution(a.solver or "auto", None, None, math.inf, Status.STOPPED,
+                                  time.perf_counter() - s0, f"{INTERRUPTED} before any plan was found")
+        hit[0] = hit[0] or s.interrupted
         if s.time is not None:
             off[0] += max(0.0, time.perf_counter() - s0 - s.time)
         return s
@@ -272,6 +305,8 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     degrees = problem.replica_degrees()
     limit = a.time_limit
     for d in degrees[:-1]:  # the last is the optimum's own cap
+        if hit[0]:
+            break
         if limit is not None and not math.isinf(limit):  # the time limit is the whole search's
             a.time_limit = limit - own()
             if a.time_limit < 0.05:
@@ -281,8 +316,13 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
             cands.append((s.evaluation, f"stage optimum with d <= {d}", s.solver))
     a.time_limit = limit
     meets = [c for c in cands if c[0].latency <= latency * (1 + _REL)]
-    under = _under_target(problem, a, latency, min(meets, key=lambda c: c[0].objective) if meets else None,
-                          own(), ev.objective if exact else None, optimum)
+    best_meet = min(meets, key=lambda c: c[0].objective) if meets else None
+    if hit[0]:
+        optimum["ip"] = f"the integer program under the target not tried: {INTERRUPTED}"
+        under = None
+    else:
+        under = _under_target(problem, a, latency, best_meet, own(), ev.objective if exact else None,
+                              optimum, hit)
     if under is not None:
         ans, why = under
         spent = own()
@@ -299,8 +339,7 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     if exact and e.objective <= ev.objective * (1 + 1e-9):
         # as fast as the proven optimum: no plan serves more, under the target or not
         how += ", as fast as the stage optimum"
-        msg = (f"the throughput optimum's own plan misses the target, this one ({how}) serves as much and "
-               f"meets it: proven")
+        msg = f"the throughput optimum's own plan misses the target, this one ({how}) {_AS_FAST_PROVEN}"
         spent = own()
         return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
                 "time": spent, "bound": ev.objective, "message": msg, **optimum}, optimum, spent
@@ -312,6 +351,25 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
             "time": spent, "bound": ev.objective if exact else None, "message": msg,
             **optimum}, optimum, spent
+
+
+#: what a proven answer under a latency target says; where a refinement leaves it unproven for the stage
+#: model (the other granularity's search did not close its gap), :func:`unproven_words` says where it holds
+_UNDER_TARGET_PROVEN = ("the most samples/s under the latency target (the stage integer program with the "
+                        "latency as a constraint, proven)")
+_AS_FAST_PROVEN = "serves as much and meets it: proven"
+
+
+def unproven_words(message: str, nodes: str) -> str:
+    """``message`` of an answer proven among ``nodes`` plans only (its status not optimal: a gap is
+    shown) without the word "proven" for the whole: the best found, within the gap shown, and where the
+    proof held."""
+    return (message or "").replace(
+        _UNDER_TARGET_PROVEN, f"the best found under the latency target, within the gap shown (the stage "
+                              f"integer program with the latency as a constraint closed its gap among "
+                              f"{nodes} only)").replace(
+        _AS_FAST_PROVEN, f"serves as much and meets it: the best found, within the gap shown (as fast as "
+                         f"the optimum among {nodes} only)")
 
 
 #: the stage integer program under a latency target runs on models of at most this many columns
@@ -330,14 +388,15 @@ def _solve_ip(problem: ParallelProblem, **kw):
 
 
 def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: float, unconstrained,
-                  optimum: dict):
+                  optimum: dict, hit: list[bool]):
     """The stage integer program with the latency as a row (:func:`solvers.ip_stages.solve_problem`,
     ``latency_max``; exact), warm-started from the best candidate ``cand`` that meets the target, within
     the time left (no limit: max(10 s, 3x what the search took), as a granularity refinement). Returns
     ``(answer, why)`` as :func:`best_plan` when it proves something (the optimum under the target, or
     that no plan meets it) or finds a plan better than ``cand`` (then with its bound, the larger of the
     program's and the ``unconstrained`` optimum's), else ``None``: the family's answer stands, with the
-    reason in ``optimum["ip"]``."""
+    reason in ``optimum["ip"]``. A Ctrl-C the program took sets ``hit[0]``: its plan, where better than
+    ``cand``, is the answer (not proven), else ``cand``'s stands."""
     from solvers import ip_stages
     from solvers.base import CLOSED_GAP, IP_MIN_SECONDS, Status
 
@@ -352,9 +411,15 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
         optimum["ip"] = "the integer program under the target not tried: no time left"
         return None
     limit = refine_budget(spent, left)
-    r = _solve_ip(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
-                  warm_start=None if cand is None else [s.stage for s in cand[0].stages],
-                  threads=getattr(a, "threads", None))
+    try:
+        r = ip_stages.solve_problem(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
+                                    warm_start=None if cand is None else [s.stage for s in cand[0].stages],
+                                    threads=getattr(a, "threads", None))
+    except KeyboardInterrupt:  # between HiGHS's callbacks (building the model): nothing found
+        hit[0] = True
+        optimum["ip"] = f"the integer program under the target: {INTERRUPTED}"
+        return None
+    hit[0] = hit[0] or r.interrupted
     if r.status is Status.INFEASIBLE and cand is None:
         return None, {**optimum, "proven_none": True, "lowest": latency_lower_bound(problem),
                       "message": "no plan meets the latency target (the integer program under the target "
@@ -367,14 +432,15 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
     if r.status is Status.OPTIMAL:
         return {"evaluation": ev, "status": "optimal", "solver": "ip", "proven": True,
                 "how": "integer program under the target", "time": r.time, "bound": ev.objective,
-                "message": "the most samples/s under the latency target (the stage integer program with "
-                           "the latency as a constraint, proven)", **optimum}, optimum
+                "message": _UNDER_TARGET_PROVEN, **optimum}, optimum
     bounds = [b for b in ((r.stats or {}).get("bound"), unconstrained) if b is not None and b <= ev.objective]
     return {"evaluation": ev, "status": "feasible", "solver": "ip", "proven": False,
-            "how": "integer program under the target (limit)", "time": r.time,
+            "how": f"integer program under the target ({'interrupted' if r.interrupted else 'limit'})",
+            "time": r.time,
             "bound": max(bounds) if bounds else None,
-            "message": f"not proven best under the target: the integer program under it stopped at its "
-                       f"limit ({limit:.3g} s): {r.message}", **optimum}, optimum
+            "message": "not proven best under the target: the integer program under it stopped "
+                       + ("by a Ctrl-C" if r.interrupted else f"at its limit ({limit:.3g} s)")
+                       + f": {r.message}", **optimum}, optimum
 
 
 def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProblem] | None = None, *,
@@ -402,26 +468,38 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
         return a
 
     def worded(a, nodes: str):
-        # the solvers' words on a bound that is not the answer's: it held among `nodes`-node plans only
-        return dict(a, message=bound_words(a["message"], a.get("bound"), f"{nodes}-node plans"))
+        # the solvers' words on a bound that is not the answer's: it held among `nodes`-node plans only;
+        # so did a proof, when the other granularity's search leaves the answer unproven
+        m = bound_words(a["message"], a.get("bound"), f"{nodes}-node plans")
+        return dict(a, message=m if a["proven"] else unproven_words(m, f"{nodes}-node plans"))
 
-    budget, built = ref.budget, ""
-    if ref.tried:
-        t_fine = time.perf_counter()
-        fproblem = fine()
-        if time_limit is not None and not math.isinf(time_limit):
-            # building the operator-node problem is on the time limit too (a large model: seconds)
-            took = time.perf_counter() - t_fine
-            budget = max(0.0, min(budget, time_limit - spent - took))
-            built = f" (building it took {took:.3g} s)"
-    if budget < REFINE_LEAST_S:
+    def layer_only(why_not: str, **more):
+        # the layer answer alone: proven no more for the stage model (operator plans were not searched)
         if ans is None:
-            return None, dict(why, proven_none=False), False
-        ans = noted(ans, f"operator granularity not tried: no time left{built}",
-                    proof_fields(ans["status"], False))
-        return worded(ans, "layer"), dict(why, optimum_proven=False), False
-    fans, fwhy, fspent = _best_plan(fproblem, args, latency=latency, time_limit=budget)
+            return None, dict(why, proven_none=False, **more), False
+        a = noted(ans, f"operator granularity {why_not}", proof_fields(ans["status"], False))
+        return worded(a, "layer"), dict(why, optimum_proven=False, **more), False
+
+    if why.get("interrupted"):  # a Ctrl-C ended the layer search: no operator search after it
+        return layer_only(f"not tried: {INTERRUPTED}")
+    budget, built = ref.budget, ""
+    try:
+        if ref.tried:
+            t_fine = time.perf_counter()
+            fproblem = fine()
+            if time_limit is not None and not math.isinf(time_limit):
+                # building the operator-node problem is on the time limit too (a large model: seconds)
+                took = time.perf_counter() - t_fine
+                budget = max(0.0, min(budget, time_limit - spent - took))
+                built = f" (building it took {took:.3g} s)"
+        if budget < REFINE_LEAST_S:
+            return layer_only(f"not tried: no time left{built}")
+        fans, fwhy, fspent = _best_plan(fproblem, args, latency=latency, time_limit=budget)
+    except KeyboardInterrupt:  # while building the operator problem or between its solves: the layer answer
+        return layer_only(f"{INTERRUPTED}: the layer plan", interrupted=True)
     times.append(fspent)
+    if fwhy.get("interrupted"):
+        why = dict(why, interrupted=True)
     both = {  # what holds for the stage model at both granularities
         "proven_none": bool(why.get("proven_none")) and bool(fwhy.get("proven_none")),
         "optimum_proven": bool(why.get("optimum_proven")) and bool(fwhy.get("optimum_proven")),
@@ -434,6 +512,8 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
         both["lowest"] = min(lows)
     faster, what = ref.verdict(None if ans is None else ans["evaluation"].objective,
                                None if fans is None else fans["evaluation"].objective)
+    if fwhy.get("interrupted"):
+        what = f"{INTERRUPTED} before a plan" if fans is None else f"{what} (its search {INTERRUPTED})"
     # a bound on the stage model holds at both granularities: the lesser of the two (a granularity proven
     # to have no plan needs none); kept whether or not the answer is proven, as the answer's bound
     bound = _both_bound((ans, why), (fans, fwhy))
@@ -666,14 +746,24 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
           max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
+    from . import serving
     from .serving import Sweep, sweep_batches, sweep_deadline, time_left, unproven_sizes
 
     paths: dict = {}
     first_why: dict = {}
     proven_none: list[bool] = []  # per batch size without a plan: whether its search proved none
     clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
+    halt: list[str] = []  # a Ctrl-C that cut a size's search short: the sweep ends there
 
     def point_at(b: int):
+        try:
+            return searched_at(b)
+        except KeyboardInterrupt:  # outside a solve (reading the model, between solves): no plan here
+            halt.append(serving.INTERRUPTED)
+            proven_none.append(False)
+            return None, INTERRUPTED, None
+
+    def searched_at(b: int):
         problem, graph_cls, settings, fine = stage_problem(
             path, frontend, b, microbatches=args.microbatches, schedule=args.schedule,
             max_replicas=args.max_replicas, granularity=args.granularity,
@@ -689,6 +779,8 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             clock.append(deadline_at)
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
                                          time_limit=time_left(clock[0]))
+        if why.get("interrupted"):  # its best so far is the size's answer; no size after it is tried
+            halt.append(serving.INTERRUPTED)
         if refined:
             problem, graph_cls, settings = fine()
         if ans is None:
@@ -699,7 +791,8 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         return _point(b, problem, graph_cls, settings, ans), "", None
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point,
-                                          deadline=lambda: clock[0] if clock else None)
+                                          deadline=lambda: clock[0] if clock else None,
+                                          halted=lambda: halt[0] if halt else "")
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:
@@ -749,6 +842,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         sub = with_counts(problem, c)
         ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
                                          latency=lat, time_limit=time_limit)
+        if why.get("interrupted"):  # the command's Ctrl-C handling (serving_cli.run) ends the search
+            raise KeyboardInterrupt
         # the most this allocation serves, whatever the latency, is short of the target
         short = bool(why.get("optimum_proven")) and 1.0 / why["optimum"] < target * (1 - _REL)
         if ans is None:

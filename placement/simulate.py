@@ -802,6 +802,9 @@ class ReplicatedSimulation:
     #: the evaluator's latency of one micro-batch: its per-sample latency (the stages one after another)
     #: times ``samples_per_microbatch``
     model_latency: float = math.nan
+    #: streamed with every micro-batch's state held between its runs (an LLM's decode: its KV caches;
+    #: :func:`simulate_plan`'s ``resident``)
+    resident: bool = False
 
     @property
     def samples(self) -> int:
@@ -819,7 +822,8 @@ class ReplicatedSimulation:
             return x if math.isfinite(x) else None
 
         return {
-            "schedule": self.schedule, "microbatches": self.microbatches, "batches": self.batches,
+            "schedule": self.schedule, "resident": self.resident, "microbatches": self.microbatches,
+            "batches": self.batches,
             "samples_per_microbatch": self.samples_per_microbatch, "samples": self.samples,
             "makespan": self.makespan, "time_per_sample": self.time_per_sample,
             "samples_per_s": num(self.throughput),
@@ -906,13 +910,16 @@ def default_batches(problem: ParallelProblem, plan: Sequence[Stage], schedule: s
 
 def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: str | None = None,
                   batches: int | None = None, forward_fraction: float = 1 / 3,
-                  samples_per_microbatch: int = 1) -> ReplicatedSimulation:
+                  samples_per_microbatch: int = 1, resident: bool = False) -> ReplicatedSimulation:
     """Simulate ``plan`` (stages in pipeline order) for ``batches`` batches (default
     :func:`default_batches`) of the problem's ``N`` micro-batches under ``schedule`` (default: the
     problem's; the model's memory and time are the evaluator's under that schedule). A micro-batch is
     ``samples_per_microbatch`` of the problem's samples (its times are per sample): an ONNX model's batch
     size (one run of the model), an LLM's sequences per micro-batch (one token each), 1 for a Piper file.
-    :class:`InputError` when the plan is invalid."""
+    ``resident`` (``stream`` only): a micro-batch's state stays on each replica between its runs, as an
+    LLM's decode keeps every sequence's KV cache for the sequence's life: a replica holds every
+    micro-batch it serves (``N / d``, the evaluator's ``gpipe`` memory, which the decode problem is sized
+    by), not only the one it runs. :class:`InputError` when the plan is invalid."""
     spm = samples_per_microbatch
     if isinstance(spm, bool) or not isinstance(spm, (int, np.integer)) or spm < 1:
         raise InputError(f"samples per micro-batch must be a positive integer, got {spm!r}")
@@ -927,6 +934,9 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     if not 0 < forward_fraction <= 1:  # 1: inference, the forwards only
         raise InputError(f"the forward fraction must lie in (0, 1], got {forward_fraction}")
     stream = schedule == "stream"
+    if resident and not stream:
+        raise InputError(f"micro-batches held between their runs (an LLM's decode) stream through the "
+                         f"stages; the {schedule} schedule holds what it stashes")
     if stream:
         if forward_fraction != 1:
             raise InputError("the stream schedule is an inference plan's: forwards only")
@@ -985,7 +995,8 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
             cur += 1 if act.kind == "F" else -1 if act.kind == "B" else 0
             peak = max(peak, cur)
         if stream:  # a forward holds its micro-batch only while it runs: nothing waits for a backward
-            peak = min(peak, 1)
+            # unless its state stays: then every micro-batch the replica serves (a decode's KV caches)
+            peak = len({m % N for m in range(r, total, st.d)}) if resident else min(peak, 1)
         a, b, w = _sums(problem, st)
         replicas.append(ReplicaReport(i, r, busy, peak, stage_memory(schedule, peak, a, b, w)[2]))
     stages = []
@@ -1025,7 +1036,7 @@ def simulate_plan(problem: ParallelProblem, plan: Sequence[Stage], *, schedule: 
     return ReplicatedSimulation("stream" if stream else schedule, N, batches, makespan,
                                 makespan / total / spm, period, bottleneck, bubble, ev.objective,
                                 tuple(stages), tuple(replicas), tasks, spm, max(b_end, default=0.0),
-                                ev.latency * spm)
+                                ev.latency * spm, resident)
 
 
 def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:

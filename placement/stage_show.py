@@ -60,8 +60,10 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
             raise InputError(f"{flag} does not apply to a model config's plan (it takes --devices, "
                              f"--device-file and --batch-size)", source=args.result)
     if args.schedule not in (None, "stream"):
-        raise InputError(f"--schedule {args.schedule}: a model config's decode streams its tokens; it takes "
-                         f"no schedule", source=args.result)
+        raise InputError(f"--schedule {args.schedule}: a model config's decode streams its tokens through "
+                         f"the stages while every micro-batch's KV cache stays held (the plan's 'gpipe' is "
+                         f"that memory, y = N/d, and show simulates it); it takes no schedule",
+                         source=args.result)
     saved = read_stage_result(data)
     ns = SimpleNamespace(workload=path, batch_size=frontend.get("batch_size"), context=None,
                          devices=frontend.get("devices"), device_files=frontend.get("device_files") or (),
@@ -90,7 +92,9 @@ def format_simulation(sim: ReplicatedSimulation, unit: str = "s", sample: str = 
             for s in sim.stages]
     widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
     what = f"{b} {sample}s" if b > 1 else f"one {sample}"
-    lines = [f"stage pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}, "
+    held = (" (every micro-batch's state held between its runs, as the plan's gpipe memory: a decode's KV "
+            "caches)") if sim.resident else ""
+    lines = [f"stage pipeline of {len(sim.stages)} stage(s), schedule {sim.schedule}{held}, "
              f"{sim.microbatches} micro-batches per batch, {sim.batches} batches simulated"
              + (f"; a micro-batch is {microbatch} ({what})" if microbatch else
                 f"; a micro-batch is {what}" if b > 1 else "")]
@@ -177,8 +181,9 @@ def show(args, frontend: dict | None = None) -> int:
     if schedule == "stream" and not forwards_only:
         raise InputError("--schedule stream: streams an inference plan; this plan trains (forwards and "
                          "backwards)")
+    # a decode keeps each sequence's KV cache between its steps: the memory its plan was sized by
     sim = simulate_plan(problem, plan, schedule=schedule, forward_fraction=1.0 if forwards_only else 1 / 3,
-                        samples_per_microbatch=samples)
+                        samples_per_microbatch=samples, resident=llm)
     if args.json:
         from .export import print_json
 

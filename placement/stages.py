@@ -852,7 +852,8 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     total = sum(k.count for k in problem.kinds)
     lines = [", ".join(parts),
              f"{len(ev.stages)} stage(s) on {used} of {total} devices; schedule {problem.schedule}, "
-             f"{problem.microbatches} micro-batches per batch" + (f", {extra}" if extra else "")]
+             f"{problem.microbatches} micro-batch{'es' * (problem.microbatches != 1)} per batch"
+             + (f", {extra}" if extra else "")]
     lines += [f"  problem: {x}" for x in ev.problems]
     if result is not None and result.message:
         # one summary, one unit: the solver's seconds per sample in the table's unit, bytes in binary units

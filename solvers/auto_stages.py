@@ -74,7 +74,7 @@ def _left(deadline) -> float | None:
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
                   refine: bool = True, pipeline: bool = True, pipeline_time: float = 10.0,
-                  threads: int | None = None) -> Solution:
+                  threads: int | None = None, gap: float = 1e-6) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
     kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0, for at
@@ -132,7 +132,16 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded)
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
-        if r.status is Status.INFEASIBLE:
+        if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
+            # a Ctrl-C the DP took, its plan kept: nothing runs after it
+            return done(r, "heuristic", Status.FEASIBLE, r.message, {**extra, "bound": r.bound},
+                        bound=r.bound)
+        if r.interrupted:  # the one-device-per-stage plan is the better: it stands, and nothing runs after
+            interrupted, took = True, r
+            if r.bound is not None and r.plan is not None:
+                proven.append((r.bound, "the DP's"))
+            stopped.append("the exact DP was interrupted (Ctrl-C)")
+        elif r.status is Status.INFEASIBLE:
             # no plan at most the one-device-per-stage plan's value, which the evaluator finds valid: the
             # two models differ by round-off, and the plan stands, unproven
             stopped.append("the exact DP found no plan at most the one-device-per-stage plan's value")
@@ -179,7 +188,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads,
+            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
                                          warm_start=best.plan if best is not None else None)
             extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
@@ -238,4 +247,6 @@ def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) 
     kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline",
                                       "pipeline_time")
           if k in options.raw}
+    if options.gap != SolveOptions().gap:  # a --gap given: the integer program's (else its own 1e-6)
+        kw["gap"] = options.gap
     return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)

@@ -1287,20 +1287,26 @@ def _solve_stage_kernel(problem: ParallelProblem, time_limit: float | None, max_
                               f"{why}; the best plan over one topological order is returned (not proven "
                               "optimal)", stats, bound=min(ev.objective, _work_lower_bound(problem, data)))
 
-    if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
-        restricted(_sub_chain(g.num_nodes, order, 16))
-        if g.num_nodes > 64:
-            restricted(_sub_chain(g.num_nodes, order, 40))
-    try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
-        lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=min(max_ideals, 2 * g.num_nodes + 2),
-                                   deadline=deadline)
-    except ProblemTooLargeError:
-        restricted(chain_ideals(g.num_nodes, order))
-        try:
-            lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals, deadline=deadline)
-        except ProblemTooLargeError as e:
-            return fallback(str(e))
-    full = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
+    try:  # a Ctrl-C in a later pass: the restricted passes' plan, said so (Solution.interrupted)
+        if g.num_nodes > 24:  # a coarse chain first: few stages to choose from, so cheap, and a bound
+            restricted(_sub_chain(g.num_nodes, order, 16))
+            if g.num_nodes > 64:
+                restricted(_sub_chain(g.num_nodes, order, 40))
+        try:  # nearly a chain already (layer graphs): the chain pass would cost as much as the full one
+            lattice = enumerate_ideals(g.num_nodes, g.src, g.dst,
+                                       max_ideals=min(max_ideals, 2 * g.num_nodes + 2), deadline=deadline)
+        except ProblemTooLargeError:
+            restricted(chain_ideals(g.num_nodes, order))
+            try:
+                lattice = enumerate_ideals(g.num_nodes, g.src, g.dst, max_ideals=max_ideals,
+                                           deadline=deadline)
+            except ProblemTooLargeError as e:
+                return fallback(str(e))
+        full = _run(problem, lattice, upper_bound, deadline, max_steps, t0, data)
+    except KeyboardInterrupt:
+        if best is None:
+            raise
+        return fallback("interrupted (Ctrl-C)")
     if full.plan is None and best is not None:
         # only a limit can get here: the restricted passes' plans are plans of the full lattice
         return fallback(full.message)

@@ -65,6 +65,9 @@ class SolverInfo:
     # its pipeline form stops at a limit of its own when none is given (auto's 300 s): its kernels are
     # compiled before that clock too
     own_time_limit: bool = False
+    # its pipeline form calls SolveOptions.progress on the max-load objective (the command line's bar);
+    # no stage form does, nor another objective
+    progress: bool = False
 
 
 #: the keys of ``SolveOptions.raw`` a user sets (the command line's ``--split``, ``--restarts``,
@@ -80,13 +83,15 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
     SolverInfo("auto", "the exact DP when it fits the limits, a labelled large-graph path otherwise",
                "solvers.auto:solve", "solvers.auto_stages:solve_stages", OBJECTIVES, exact=True,
                honours=frozenset({"gap", "threads", "seed", "backend", "subgraphs_per_device"}),
-               stage_honours=frozenset({"threads"}),  # the DP kernel's and the integer program's
+               # the DP kernel's and the integer program's threads; the integer program's gap
+               stage_honours=frozenset({"threads", "gap"}),
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
-               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True),
+               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True, progress=True),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
-               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",)),
+               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",),
+               progress=True),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
                "solvers.ip_stages:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
                stage_honours=frozenset({"gap", "threads"}), bench=("max-load", "latency")),
@@ -94,7 +99,8 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                None, OBJECTIVES, exact=True, contiguous=False, honours=_IP_OPTIONS, bench=("max-load",)),
     SolverInfo("pipedream", "PipeDream's planner (a linearised graph, replicated stages)",
                "solvers.pipedream:solve", "solvers.pipedream_stages:solve_stages",
-               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=(_KNAPSACK,)),
+               bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=(_KNAPSACK,),
+               progress=True),
     SolverInfo("data-parallel", "pure data parallelism: one stage on every device of one kind", None,
                "solvers.pipedream_stages:solve_data_parallel", stage_kernels=(_KNAPSACK,)),
     SolverInfo("single", "the whole graph on one device", "solvers.single:solve",

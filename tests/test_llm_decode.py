@@ -135,3 +135,44 @@ def test_max_replicas_1_on_a_model_config_caps_d_and_says_so(tmp_path, capsys):
     assert "an LLM model config always decodes under gpipe" in help_text
     assert main(["place", str(path), "--devices", "a100:2", "--schedule", "1f1b"]) == 2
     assert "--schedule does not apply to a model config" in capsys.readouterr().err
+
+
+def test_show_simulates_a_decode_plan_with_the_memory_place_sized_it_by(tmp_path, capsys):
+    """docs/serving.md's llama2-7b on a100:2,t4:4, 32 sequences at 1,024 tokens: place sizes the plan
+    under gpipe (decoding holds every micro-batch's KV cache at once: y = N/d = 4), while show simulated
+    the decode streaming with one micro-batch held (y = 1): 9.91 GiB on the A100s against the plan's
+    14.04 GiB. Now show holds every micro-batch a replica serves, as the decode does, and its peak is
+    the plan's, which is by hand per stage: each layer's weights and the KV cache of the N/d
+    micro-batches of 4 sequences at 1,024 tokens, plus the embedding and the head where the stage has
+    them."""
+    path = tmp_path / "llama2-7b.json"
+    path.write_text(json.dumps(LLAMA2_7B))
+    out = tmp_path / "plan.json"
+    assert main(["place", str(path), "--devices", "a100:2,t4:4", "--batch-size", "32", "--context", "1024",
+                 "--out", str(out)]) == 0
+    placed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    N = sim["microbatches"]
+    assert N == 8 and sim["samples_per_microbatch"] == 32 // N
+    block = 2 * (4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096)  # q, k, v, o, the gated MLP, two norms; fp16
+    kv = 2 * 32 * 128 * 2  # keys and values of 32 heads of 128 per token and layer, fp16
+    embed, head = 2 * 32000 * 4096, 2 * (32000 * 4096 + 4096)
+    assert len(sim["stages"]) == len(doc["stages"]) > 1
+    for s, st in zip(sim["stages"], doc["stages"]):
+        d, t = st["dataParallelDegree"], st["tensorParallelDegree"]
+        assert s["peak_in_flight"] == s["model_in_flight"] == N // d
+        layers = sum(str(x).startswith("layer") for x in st["nodes"])
+        hand = layers * (N // d * 4 * 1024 * kv / min(t, 32) + block / t) \
+            + embed * ("embed" in st["nodes"]) + head * ("head" in st["nodes"])
+        assert s["peak_memory"] == pytest.approx(s["model_memory"], rel=1e-12)
+        assert s["peak_memory"] == pytest.approx(hand, rel=1e-12)
+    assert sim["resident"] is True
+    assert main(["show", str(out), "--no-draw"]) == 0
+    text = capsys.readouterr().out
+    assert "schedule stream (every micro-batch's state held between its runs, as the plan's gpipe memory" \
+        in text
+    assert main(["show", str(out), "--no-draw", "--schedule", "gpipe"]) == 2
+    assert "every micro-batch's KV cache stays held" in capsys.readouterr().err
+    assert "gpipe: every micro-batch's KV cache held at once" in placed

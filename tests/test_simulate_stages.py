@@ -16,7 +16,15 @@ import pytest
 from graphs.errors import InputError
 from graphs.evaluate import evaluate
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
-from graphs.parallel import SCHEDULES, ParallelGraph, ParallelProblem, Stage, Variant, from_opgraph
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelGraph,
+    ParallelProblem,
+    Stage,
+    Variant,
+    evaluate_plan,
+    from_opgraph,
+)
 from graphs.training import derive_training
 from placement.cli import main
 from placement.simulate import simulate, simulate_plan
@@ -54,6 +62,33 @@ def test_simulation_agrees_with_the_evaluator_on_random_plans(schedule):
             checked += 1
             multi += len(r.plan) > 1 and max(s.d for s in r.plan) > 1
     assert checked > 100 and multi > 8
+
+
+def test_streaming_with_state_held_is_the_evaluators_gpipe_memory():
+    """An LLM's decode streams its steps but keeps every sequence's KV cache between them: the decode
+    problem is sized under gpipe (y = N/d), and show simulated stream with one micro-batch held (its
+    peak memory below the plan's). ``resident`` holds every micro-batch a replica serves: on random
+    plans each stage's simulated y and peak memory are the evaluator's under gpipe, the time per
+    sample unchanged; a schedule other than stream refuses it (it holds what it stashes)."""
+    rng = np.random.default_rng(5)
+    held = 0
+    for _ in range(120):
+        p = random_problem(rng).with_options(schedule="gpipe")
+        r = exact(p)
+        if r.plan is None:
+            continue
+        sim = simulate_plan(p, r.plan, schedule="stream", forward_fraction=1.0, resident=True)
+        plain = simulate_plan(p, r.plan, schedule="stream", forward_fraction=1.0)
+        assert sim.resident and not plain.resident
+        ev = evaluate_plan(p, r.plan)
+        for s, se, st in zip(sim.stages, ev.stages, r.plan):
+            assert s.peak_in_flight == se.in_flight == p.microbatches // st.d
+            assert s.peak_memory == pytest.approx(se.memory, rel=1e-9, abs=1e-12)
+        assert sim.bottleneck_per_sample == pytest.approx(plain.bottleneck_per_sample, rel=1e-12)
+        held += any(s.peak_in_flight > 1 for s in sim.stages)
+        with pytest.raises(InputError, match="stream"):
+            simulate_plan(p, r.plan, schedule="1f1b", resident=True)
+    assert held > 10
 
 
 def test_no_bubble_where_the_model_has_none():

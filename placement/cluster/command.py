@@ -371,10 +371,13 @@ def format_comparison(results) -> str:
     span = max((r.makespan for r in results if math.isfinite(r.makespan)), default=math.inf)
     scale, dunit = duration_scale(results[0].unit if results else "", span)
     when = f" {dunit}" if dunit else ""
-    rows = [["policy", "max rho", f"avg JCT{when}", f"makespan{when}", "utilisation"]]
+    # one definition for every row: device time used over device time available during the makespan;
+    # a policy under which some job never runs has no makespan, and its figure "while the allocation
+    # holds" (its own line) measures another span, so it is not comparable here: "-"
+    rows = [["policy", "max rho", f"avg JCT{when}", f"makespan{when}", "utilisation over makespan"]]
     for r in results:
-        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale),
-                     f"{100 * r.utilisation:.0f}%"])
+        util = f"{100 * r.utilisation:.0f}%" if math.isfinite(r.makespan) else "-"
+        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale), util])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(_row(row, widths, 1) for row in rows)
 
