@@ -1,6 +1,15 @@
 """``auto`` on the stage model (:mod:`graphs.parallel`): the exact DP when its work fits, otherwise
 the DP on a coarsened graph, refined by the contiguous MILP; every answer labelled for what it is.
 
+0. **One device per stage.** The ``d = t = 1``, first-variant restriction of the problem is the
+   one-device-per-stage pipeline model, which the pipeline DP (:mod:`solvers.dp`) solves far faster
+   than the stage DP solves the problem (:func:`solvers.dp_pipeline.solve_restriction`, for at most
+   ``pipeline_time`` seconds and :data:`PIPELINE_SHARE` of the time left). Its plan, scored on the
+   problem and kept only when valid, is the first plan: every later step must beat it, and the exact
+   DP skips every stage above it. The restriction's optimum bounds the problem's from above only, so
+   it proves nothing (label ``heuristic`` while it stands). Not run where the exact DP runs that
+   kernel itself (the problem is the pipeline model), where its time is under
+   :data:`PIPELINE_MIN_SECONDS`, or with ``pipeline=False``.
 1. **Exact.** When the graph has at most ``max_ideals`` ideals, the exact DP (``dp``) runs on it (within the
    time limit); if it proves its plan, that is the answer: label ``exact``, status ``optimal``.
 2. **Coarsened.** Otherwise (or when the DP stopped at a limit, time left) chains of nodes are merged
@@ -15,6 +24,9 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
    MILP's bound.
 4. When nothing above gives a plan, PipeDream's planner (``pipedream``): ``heuristic``.
 
+A Ctrl-C that a step takes (it returns its best and says "interrupted") ends the search there: the
+best plan so far is the answer, and its message says so.
+
 The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
 """
 
@@ -25,14 +37,24 @@ import time
 from graphs.coarsen import merge_stage_chains
 from graphs.errors import ProblemTooLargeError
 from graphs.ideals import enumerate_ideals
-from graphs.parallel import ParallelProblem
+from graphs.parallel import ParallelProblem, is_pipeline_model
 
-from . import dp_stages, ip_stages, pipedream_stages
+from . import dp_pipeline, dp_stages, ip_stages, pipedream_stages
 from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
 LABELS = ("exact", "exact-on-coarsened", "heuristic")
+#: the share of the time left the one-device-per-stage step may take (the exact DP, coarsening and the
+#: integer program get the rest): a 24-layer training graph's 699 operators on 16 devices need about 2 s
+#: on 2 busy cores, where the operator refinement gets 10
+PIPELINE_SHARE = 0.3
+#: under a time limit the step runs only when its share is at least this: with less, on a graph the
+#: stage DP cannot finish either, it ends at its few topological orders and only takes the DP's time
+#: (GNMT at a 1 s limit: its share gave 76.8 where the stage search finds 53.5)
+PIPELINE_MIN_SECONDS = 0.5
+#: the exact DP skips stages above the one-device-per-stage plan's value times this (round-off)
+_UB_SLACK = 1 + 1e-9
 
 
 def _ideals_fit(problem: ParallelProblem, limit: int, deadline: float | None = None) -> bool | None:
@@ -51,10 +73,12 @@ def _left(deadline) -> float | None:
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
-                  refine: bool = True, threads: int | None = None, gap: float = 1e-6) -> Solution:
+                  refine: bool = True, pipeline: bool = True, pipeline_time: float = 10.0,
+                  threads: int | None = None, gap: float = 1e-6) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
-    kernel's and the integer program's (``None``: their own defaults)."""
+    kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0, for at
+    most ``pipeline_time`` seconds (its share of a time limit, when less)."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
@@ -83,18 +107,52 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         return deadline is not None and _left(deadline) <= 0
 
     fits = _ideals_fit(problem, max_ideals, deadline)
-    if fits:
+    interrupted = False  # a step took a Ctrl-C (``took``: its answer): nothing runs after it
+    took: Solution | None = None
+    seed: Solution | None = None  # the one-device-per-stage step's plan
+    extra: dict = {}
+    # without a limit too, as the integer program's ip_time: a wide graph's lattice can hold millions of
+    # ideals, which the pipeline DP would otherwise walk before the search proper starts
+    share = pipeline_time if deadline is None else min(pipeline_time, PIPELINE_SHARE * _left(deadline))
+    pipeline = pipeline and share >= PIPELINE_MIN_SECONDS
+    if pipeline and not (fits and is_pipeline_model(problem)):
+        path.append("pipeline d=t=1")
+        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads)
+        interrupted, took = s.interrupted, s
+        extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
+                             "restriction": (s.stats or {}).get("restriction"), "message": s.message,
+                             "time": s.time}
+        if s.plan is not None:
+            best = seed = s  # a restriction's optimum: an upper bound only (label "heuristic")
+        if interrupted:
+            stopped.append("the one-device-per-stage DP was interrupted (Ctrl-C)")
+    if fits and not interrupted:
         path.append("dp")
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
-        if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
-            return done(r, "exact", r.status, r.message)
-        if r.interrupted:  # a Ctrl-C the DP took, its plan kept: nothing runs after it
-            return done(r, "heuristic", Status.FEASIBLE, r.message, {"bound": r.bound}, bound=r.bound)
-        if r.bound is not None and r.plan is not None:
-            proven.append((r.bound, "the DP's"))
-        stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
-        if r.plan is not None:
+        bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded)
+        if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
+            return done(r, "exact", r.status, r.message, extra)
+        if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
+            # a Ctrl-C the DP took, its plan kept: nothing runs after it
+            return done(r, "heuristic", Status.FEASIBLE, r.message, {**extra, "bound": r.bound},
+                        bound=r.bound)
+        if r.interrupted:  # the one-device-per-stage plan is the better: it stands, and nothing runs after
+            interrupted, took = True, r
+            if r.bound is not None and r.plan is not None:
+                proven.append((r.bound, "the DP's"))
+            stopped.append("the exact DP was interrupted (Ctrl-C)")
+        elif r.status is Status.INFEASIBLE:
+            # no plan at most the one-device-per-stage plan's value, which the evaluator finds valid: the
+            # two models differ by round-off, and the plan stands, unproven
+            stopped.append("the exact DP found no plan at most the one-device-per-stage plan's value")
+        else:
+            if r.bound is not None and r.plan is not None:
+                proven.append((r.bound, "the DP's"))
+            stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
+        if r.plan is not None and (best is None or r.objective < best.objective):
             best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
+    elif interrupted:
+        pass
     elif fits is None:
         stopped.append("the exact DP was not run (the time limit passed while counting the ideals)")
     else:
@@ -102,7 +160,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     # coarsen, halving the target, until the coarse ideals fit (while there is time left: a coarse DP
     # given none finds nothing, and merging and counting would only spend time past the limit)
     target = n
-    while (best is None or label == "heuristic") and target > 1 and not out_of_time():
+    while (best is None or label == "heuristic") and target > 1 and not out_of_time() and not interrupted:
         target = max(1, target // 2)
         co = merge_stage_chains(problem, target)
         m = co.problem.graph.num_nodes
@@ -123,22 +181,22 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 best = rr
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
-    extra: dict = {}
-    interrupted = False
-    if refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
+    if interrupted:
+        pass
+    elif refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
             ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
                                          warm_start=best.plan if best is not None else None)
-            extra = {"bound": (ir.stats or {}).get("bound"), "gap": (ir.stats or {}).get("gap")}
+            extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)
             if extra["bound"] is not None and ir.plan is not None:
                 proven.append((extra["bound"], "the integer program's"))
             # a Ctrl-C the program took (it returns its best): said, and nothing runs after it
-            interrupted = ir.interrupted
+            interrupted, took = ir.interrupted, ir
             stopped.append("the integer program was interrupted (Ctrl-C)" if interrupted
                            else f"the integer program stopped{limited() or ' at its limit'}")
             if ir.plan is not None and (best is None or ir.objective < best.objective * (1 - 1e-12)):
@@ -149,7 +207,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     elif refine:
         stopped.append(f"the integer program was not started (under {IP_MIN_SECONDS:g} s left)")
     if best is None and interrupted:
-        return done(ir, "heuristic", Status.STOPPED, ir.message)
+        return done(took, "heuristic", Status.STOPPED, took.message, extra)
     if best is None:
         path.append("pipedream")
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
@@ -166,6 +224,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         best, label = r, "heuristic"
     msg = {"exact-on-coarsened": "optimal among plans that keep each merged chain in one stage",
            "heuristic": "not proven optimal"}[label]
+    if best is seed:  # no later step beat the one-device-per-stage plan
+        proven_there = (best.stats or {}).get("restriction") == "optimal"
+        msg += (": the one-device-per-stage optimum (d = t = 1, first variants), which bounds the optimum "
+                "from above only" if proven_there else ": a one-device-per-stage plan (d = t = 1)")
     # every plan's largest stage takes at least the total work over all devices: proven without a search
     proven.append((dp_stages.work_lower_bound(problem), "total work over all devices"))
     value, what = max(proven)
@@ -179,9 +241,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
     """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit`` and
-    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time`` and ``refine``."""
+    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``, ``refine``,
+    ``pipeline`` and ``pipeline_time``."""
     options = options or SolveOptions()
-    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine")
+    kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline",
+                                      "pipeline_time")
           if k in options.raw}
     if options.gap != SolveOptions().gap:  # a --gap given: the integer program's (else its own 1e-6)
         kw["gap"] = options.gap

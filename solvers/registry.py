@@ -86,7 +86,7 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                # the DP kernel's and the integer program's threads; the integer program's gap
                stage_honours=frozenset({"threads", "gap"}),
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
-               stage_kernels=("solvers.dp_stages",), own_time_limit=True, progress=True),
+               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True, progress=True),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs

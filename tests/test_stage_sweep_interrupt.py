@@ -193,7 +193,9 @@ def test_the_stage_dp_returns_its_restricted_plan_on_a_ctrl_c(bert, monkeypatch)
     monkeypatch.setattr(auto_stages.ip_stages, "solve_problem", lambda *a, **kw: pytest.fail("ip ran"))
     a = _no_escape(lambda: auto_stages.solve_problem(problem))
     assert a.interrupted and a.status is Status.FEASIBLE and a.plan is not None, a.message
-    assert a.objective == pytest.approx(sol.objective, rel=1e-12) and a.stats["path"] == ["dp"]
+    # nothing after the DP (the one-device-per-stage step runs before it)
+    assert a.objective == pytest.approx(sol.objective, rel=1e-12)
+    assert a.stats["path"] in (["dp"], ["pipeline d=t=1", "dp"])
 
     def none_yet(*a, **kw):  # before any plan the Ctrl-C goes on as it came
         raise KeyboardInterrupt
