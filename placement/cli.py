@@ -583,9 +583,13 @@ def _cmd_evaluate(args) -> int:
     if getattr(args, "context", None) is not None and args.context < 1:  # named by its flag, not the model's
         raise _UsageError(f"--context must be a positive integer (tokens), got {args.context}")
     saved = result_json(args.split)  # read once: None unless a readable .json file
+    kind = workload_kind(args.workload, args)  # placement/inputs.py
+    simulated = any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot"))
+    if kind != "llm" and simulated:
+        raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
+                          "result (config.json with num_hidden_layers and hidden_size)")
     refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
     refuse_empty_result(saved, "evaluate", args.split)
-    kind = workload_kind(args.workload, args)  # placement/inputs.py
     if saved is not None:
         _refuse_mismatched_result(args, kind, saved)
     if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
@@ -596,9 +600,6 @@ def _cmd_evaluate(args) -> int:
               "scoring a plan reports no progress", file=sys.stderr)
     if kind == "llm":
         return _llm().evaluate(args)
-    if any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot")):
-        raise _UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
-                          "result (config.json with num_hidden_layers and hidden_size)")
     if kind == "piper":  # a stage plan (placement/stages.py), as every stage plan below
         return _stages().evaluate(args, _frontend_given(args))
     if kind == "onnx" and holds_stage_plan(saved):

@@ -176,7 +176,9 @@ def _recorded_workload(path: str, data) -> str:
     if not isinstance(src, str) or not src:
         return "WORKLOAD"
     if not os.path.isabs(src):
-        src = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(path)), src))
+        src = os.path.join(os.path.dirname(os.path.abspath(path)), src)
+        here = os.path.relpath(src)
+        src = src if here.startswith(os.pardir) else here  # from here when below here, else absolute
     return src
 
 
