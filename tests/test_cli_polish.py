@@ -43,8 +43,9 @@ def files(tmp_path_factory):
 
 @pytest.mark.parametrize("argv, words", [
     # a result file where a workload goes said "missing top-level field 'maxSizePerFPGA'"
+    # (its workload as a path from here: relative below the current directory, else absolute)
     (["place", "{result}"], ["{result}: this is a placement result", "not a workload",
-                             "placement evaluate", "{tiny}", "placement show {result}"]),
+                             "placement evaluate", "tiny.json {result}", "placement show {result}"]),
     (["evaluate", "{result}", "{result}"], ["this is a placement result", "not a workload"]),
     # a model config missing a field it needs: the same
     (["place", "{cfg}"], ["{cfg}: this looks like an LLM model config", "'num_hidden_layers'"]),
