@@ -102,8 +102,9 @@ def place(args) -> int:
 
     problem, settings = _problem(args)
     # gpipe is the decode's memory: every sequence's KV cache held at once (placement show simulates it)
-    extra = ("{batch_size} sequences at {context} tokens; gpipe: every micro-batch's KV cache held at once"
-             + _replicas_words(problem.max_replicas))
+    sequences = "sequence" if settings.get("batch_size") == 1 else "sequences"
+    extra = ("{batch_size} " + sequences + " at {context} tokens; gpipe: every micro-batch's KV cache held "
+             "at once" + _replicas_words(problem.max_replicas))
     return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
                                                    settings=settings, extra=extra))
 

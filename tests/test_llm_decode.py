@@ -176,3 +176,11 @@ def test_show_simulates_a_decode_plan_with_the_memory_place_sized_it_by(tmp_path
     assert main(["show", str(out), "--no-draw", "--schedule", "gpipe"]) == 2
     assert "every micro-batch's KV cache stays held" in capsys.readouterr().err
     assert "gpipe: every micro-batch's KV cache held at once" in placed
+
+
+def test_the_summary_of_one_sequence_says_one_sequence(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA2_7B))
+    assert main(["place", str(path), "--devices", "a100:2", "--batch-size", "1", "--context", "512"]) == 0
+    text = capsys.readouterr().out
+    assert "1 sequence at 512 tokens" in text and "1 sequences" not in text
