@@ -89,6 +89,12 @@ class Placement:
             raise TypeError("a one-device-per-stage Placement needs its graph and cluster (a stage plan "
                             "placed from its problem alone passes problem=)")
 
+    def __repr__(self) -> str:
+        # what a user printing a placement wants to see, not the graph's arrays
+        value = "none" if self.assignment is None else f"{self.max_load:.6g}"
+        return (f"Placement(model={self.model!r}, status={self.status.value!r}, max_load={value}, "
+                f"stages={len(self.stages)}, solver={self.solution.solver!r})")
+
     @property
     def model(self) -> str:
         return "one-device-per-stage" if self.problem is None else "stages"

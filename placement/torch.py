@@ -124,6 +124,17 @@ class TorchPlacement:
     #: each stage's data-parallel replicas (a stage plan: ``max_replicas`` above 1); ``()``: one device each
     stage_replicas: tuple[int, ...] = ()
 
+    def __repr__(self) -> str:
+        # the plan in a line, not the operator graph's arrays
+        return (f"TorchPlacement(status={self.status.value!r}, stages={self.num_stages}, "
+                f"stage_starts={list(self.stage_starts)!r}, stage_devices={list(self.stage_devices)!r}, "
+                f"time_per_sample={self.time_per_sample:.6g} ms)")
+
+    @property
+    def status(self):
+        """The snapped plan's status (:class:`solvers.base.Status`)."""
+        return self.placement.status
+
     @property
     def num_stages(self) -> int:
         return len(self.stage_devices)

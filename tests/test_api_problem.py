@@ -326,3 +326,15 @@ def test_a_one_device_placement_lists_its_stages_as_the_d_t_1_case():
     # the rows agree with the per-device view, stage by stage
     by_device = {d.name: d.load for d in p.evaluation.devices if d.nodes.size}
     assert sorted(by_device.values()) == pytest.approx(sorted(s.time_per_sample for s in st))
+
+
+def test_a_placement_prints_as_one_line():
+    """print(place(...)) dumped the graph's arrays (thousands of characters); now the plan in a line."""
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, comm=0.1), Node("b", {"gpu": 2.0})], edges=[("a", "b")])
+    p = place(g, Cluster((DeviceKind("gpu", count=2),)))
+    text = repr(p)
+    assert "\n" not in text and len(text) < 200, text
+    assert text == (f"Placement(model='one-device-per-stage', status='optimal', max_load={p.max_load:.6g}, "
+                    f"stages={len(p.stages)}, solver={p.solution.solver!r})")
+    # by hand: a and b apart, b's device 2 + 0.1 received (a's 1 + 0.1 sent); together 3
+    assert p.max_load == pytest.approx(2.1)

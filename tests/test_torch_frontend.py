@@ -284,3 +284,12 @@ def test_stage_plan_options_are_checked():
     tp = place_module(model, (torch.randn(8, 64),), devices="t4:2", schedule="gpipe", microbatches=4,
                       training=True)
     assert tp.placement.problem.schedule == "gpipe" and tp.placement.problem.microbatches == 4
+
+
+def test_a_torch_placement_prints_as_one_line_with_its_status(gpt_plan):
+    """print(place_module(...)) dumped every graph array; TorchPlacement had no status."""
+    _, tp = gpt_plan
+    assert tp.status is tp.placement.status
+    text = repr(tp)
+    assert "\n" not in text and len(text) < 400, text
+    assert f"status={tp.status.value!r}" in text and f"stages={tp.num_stages}" in text
