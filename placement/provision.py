@@ -45,6 +45,8 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, OpGraph
 from solvers.base import Solution, SolveOptions, Status
 
+from .serving import _Clock
+
 __all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
            "sub_cluster", "cheapest_first", "Tried", "Search"]
 
@@ -198,29 +200,13 @@ def _efficient(allocs: list[Allocation], prices=None) -> list[Allocation]:
     return out
 
 
-class _Deadline:
+class _Deadline(_Clock):
     """A provisioning search's deadline (``time.perf_counter()``; ``None``: none) and its caller's
-    ``stop``: the time left, and why the search must end now ("" when it may go on)."""
+    ``stop``, with the Ctrl-Cs its solves took (:class:`placement.serving._Clock`): the time left, and
+    why the search must end now. Each allocation's solve takes its own limit, so the search goes on
+    until 0.05 s are left."""
 
-    def __init__(self, deadline: float | None, stop: Callable[[], bool] | None) -> None:
-        self.deadline, self.stop = deadline, stop
-        self.took = False  # a solve took a Ctrl-C (it returned what it had): the search ends
-
-    def seen(self, sol: Solution) -> Solution:
-        """``sol``, noting a Ctrl-C it took (:attr:`~solvers.base.Solution.interrupted`): without a
-        ``stop`` that says so (the library's calls) the search would go on."""
-        self.took = self.took or sol.interrupted
-        return sol
-
-    def left(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
-
-    def halted(self) -> str:
-        if self.took or (self.stop is not None and self.stop()):
-            return "interrupted"
-        if self.deadline is not None and self.left() <= 0.05:
-            return "time limit reached"
-        return ""
+    margin = 0.05
 
     def calls(self):
         return self.left, self.halted

@@ -502,7 +502,10 @@ def _now() -> float:
 
 
 class _Clock:
-    """The deadline (``time.perf_counter()``; ``None``: none) and the caller's ``stop`` of one search."""
+    """The deadline (``time.perf_counter()``; ``None``: none) and the caller's ``stop`` of one search
+    (the frontier's; :mod:`placement.provision`'s with a margin of its own)."""
+
+    margin = _MIN_PROGRAM_S  # with less than this left the search ends: no step starts in it
 
     def __init__(self, deadline: float | None, stop: Callable[[], bool] | None):
         self.deadline, self.stop = deadline, stop
@@ -518,7 +521,7 @@ class _Clock:
         """Why the search must end now ("" when it may go on)."""
         if self.took or (self.stop is not None and self.stop()):
             return "interrupted"
-        if self.deadline is not None and self.deadline - _now() < _MIN_PROGRAM_S:
+        if self.deadline is not None and self.deadline - _now() < self.margin:
             return "time limit reached"
         return ""
 
