@@ -497,6 +497,14 @@ def _differs(recorded, now: float) -> bool:
     return not math.isclose(float(recorded), now, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _broken(problems: Sequence[str]) -> list[str]:
+    """The note on a re-scored plan's broken constraints (none: no note), for both models."""
+    if not problems:
+        return []
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    return [f"the plan breaks the cost model's constraints: {'; '.join(problems[:3])}{more}"]
+
+
 def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
                              order: Sequence[str] | None = None, unit: str = "ms"
                              ) -> tuple[Prediction, list[str]]:
@@ -537,9 +545,7 @@ def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
             was = "none" if rec is None else f"{rec:.6g} {unit}"
             notes.append(f"the result's recorded load of {d['name']} ({was}) is not its plan's "
                          f"({now:.6g} {unit}): predicted from the plan")
-    if ev.problems:
-        notes.append(f"the plan breaks the cost model's constraints: {'; '.join(ev.problems[:3])}"
-                     + (f" (+{len(ev.problems) - 3} more)" if len(ev.problems) > 3 else ""))
+    notes += _broken(ev.problems)
     rows = [(d.device, d.name, d.kind, d.compute, d.comm_in, d.comm_out) for d in loads]
     return _stream_chain(rows, samples), notes
 
@@ -605,9 +611,7 @@ def rescored_stage_plan(result: Mapping, problem, plan: Sequence, samples: int, 
             per = "ms per sample" if batch_size == 1 else f"ms per batch of {batch_size}"
             notes.append(f"the result's recorded time of {who} ({to_ms * float(rec):.6g} {per}) is not its "
                          f"plan's ({to_ms * now:.6g} {per}): predicted from the plan")
-    if ev.problems:
-        notes.append(f"the plan breaks the cost model's constraints: {'; '.join(ev.problems[:3])}"
-                     + (f" (+{len(ev.problems) - 3} more)" if len(ev.problems) > 3 else ""))
+    notes += _broken(ev.problems)
     return _dealt_stream([to_ms * x for x in times], [st.d for st in plan], samples), notes
 
 
