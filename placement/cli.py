@@ -860,7 +860,7 @@ def _cmd_split(args) -> int:
 
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
         raise _UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
@@ -871,9 +871,7 @@ def _cmd_split(args) -> int:
                 raise _UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise _UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    from .inputs import _json
-
-    data = _json(args.result)  # the result and the model are each read once (None: not a readable .json)
+    data = result_json(args.result)  # the result and the model are each read once (None: not .json)
     refuse_not_result(args.result, "split", data, model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "split", args.result)
@@ -945,9 +943,9 @@ def _cmd_run(args) -> int:
               file=sys.stderr)
     given_dims = _dims(args)
     from . import stage_run  # stage plans: placement/stage_run.py
-    from .inputs import _json, holds_stage_plan, refuse_empty_result, refuse_not_result
+    from .inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
-    data = _json(args.result)  # the result and the model are each read once (None: not a readable .json)
+    data = result_json(args.result)  # the result and the model are each read once (None: not .json)
     refuse_not_result(args.result, "run", data)  # a workload, a frontier...: said so
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "run", args.result)
