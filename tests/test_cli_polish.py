@@ -9,14 +9,7 @@ import json
 import pytest
 
 from placement.cli import main
-
-
-def _one_error(capsys, *words) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error:"), err
-    for w in words:
-        assert w in err[0], err
-    return err[0]
+from tests.test_evaluate_inputs import _one_error  # one error line naming every word
 
 
 @pytest.fixture(scope="module")

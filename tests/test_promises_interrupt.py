@@ -53,6 +53,17 @@ def _finish(proc, timeout: float):
     return out, err
 
 
+def _ctrl_c(proc, fragment: str, after: float, moment: str = "the moment came"):
+    """One SIGINT ``after`` seconds past the moment ``proc`` maps ``fragment``; returns its stdout, stderr
+    and when the signal was sent (``time.monotonic()``)."""
+    assert _wait_for(proc, fragment), f"the process ended before {moment}"
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = _finish(proc, 60)
+    return out, err, sent
+
+
 def _check(rc: int, err: str, result: str) -> None:
     assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
     assert rc in (0, 130), f"rc {rc}: {err[-3000:]}"
@@ -116,11 +127,7 @@ def _ctrl_c_on_place(moment, model, tmp_path, entry: list[str]) -> None:
     proc = subprocess.Popen([*entry, "place", model, "--devices",
                              "a100:2,t4:2,cpu:1", "--out", result], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert _wait_for(proc, fragment), "the process ended before the moment came"
-    time.sleep(after)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = _finish(proc, 60)
+    out, err, sent = _ctrl_c(proc, fragment, after)
     _check(proc.returncode, err, result)
     # the promise is 2 s; the slack is for a loaded CI machine (a cold compile used to hold it a minute)
     assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
@@ -203,11 +210,7 @@ def test_ctrl_c_on_place_under_a_latency_target_while_one_device_per_stage_runs(
                              result],
                             cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    assert _wait_for(proc, "highspy"), "the process ended before the integer program started"
-    time.sleep(after)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = _finish(proc, 60)
+    out, err, sent = _ctrl_c(proc, "highspy", after, "the integer program started")
     assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
     assert proc.returncode in (0, 130), f"rc {proc.returncode}: {err[-3000:]}"
     if proc.returncode == 130:
@@ -243,11 +246,7 @@ def test_ctrl_c_during_the_dp_of_place_under_a_latency_target_with_one_device_pe
                              "a100:2,t4:2", "--batch-size", "1,2", "--latency-slo", "1000", "--max-replicas",
                              "1", "--out", result], cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert _wait_for(proc, "_cffi_backend"), "the process ended before the moment came"
-    time.sleep(after)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = _finish(proc, 60)
+    out, err, sent = _ctrl_c(proc, "_cffi_backend", after)
     _check(proc.returncode, err, result)
     assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
     if proc.returncode == 0:  # the best plan so far, said to be cut short
