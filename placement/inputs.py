@@ -79,9 +79,7 @@ def workload_kind(path: str, args=None) -> str:
     """What the workload ``path`` holds (one of :data:`WORKLOAD_KINDS`; see the module doc). An ONNX
     model asked to decode (:func:`asks_to_decode`) without past key/value inputs is an
     :class:`InputError`: it is not a decoder exported with its KV cache."""
-    from graphs.helix import is_helix
-    from graphs.llm import is_llm_config, is_onnx_decoder
-    from graphs.piper import is_piper
+    from graphs.llm import is_onnx_decoder
 
     low = str(path).lower()
     if low.endswith(".onnx"):
@@ -97,12 +95,9 @@ def workload_kind(path: str, args=None) -> str:
     data = _json(path)
     if data is None:
         return "graph"
-    for kind, test in (("helix", is_helix), ("llm", is_llm_config), ("piper", is_piper)):
-        try:
-            if test(data):
-                return kind
-        except InputError:
-            continue
+    known = _workload_format(data)
+    if known is not None:
+        return known[0]
     if not (isinstance(data, dict) and "nodes" in data):  # an operator graph has nodes: only else ask
         why = not_a_workload(path, data)
         if why:
@@ -121,6 +116,25 @@ _OUTPUT_WORDS = {"placement-frontier": "a frontier (written by placement frontie
 _LLM_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "model_type", "architectures")
 
 
+def _workload_format(data) -> tuple[str, str] | None:
+    """``(kind, words)`` of a workload JSON in one of the formats that say what they are (a Helix
+    cluster, an LLM model config, a Piper file), else ``None`` (a reference-format graph, or another
+    file)."""
+    from graphs.helix import is_helix
+    from graphs.llm import is_llm_config
+    from graphs.piper import is_piper
+
+    for kind, test, words in (("helix", is_helix, "a Helix cluster file"),
+                              ("llm", is_llm_config, "an LLM model config"),
+                              ("piper", is_piper, "a Piper-format workload")):
+        try:
+            if test(data):
+                return kind, words
+        except InputError:
+            continue
+    return None
+
+
 def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
     """``(kind, words)``: what the file ``path`` holds (``data``: its JSON, when already read), for
     messages about a file given in the wrong place. ``kind`` is ``"onnx"``, ``"result"`` (a result of
@@ -129,9 +143,6 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
     lists), ``"llm-partial"`` (a model config missing a field it needs), one of the workload kinds
     ``"helix"``, ``"llm"``, ``"piper"``, ``"graph"`` (with nodes), or ``"unknown"`` (unreadable, or
     none of these: the reader that takes it names the problem)."""
-    from graphs.helix import is_helix
-    from graphs.llm import is_llm_config
-    from graphs.piper import is_piper
 
     if _is_onnx(path):
         return "onnx", "an ONNX model"
@@ -146,14 +157,9 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
         return "helix-layout", "a Helix layout (written by placement place CLUSTER.json --model M --out)"
     if schema in _OUTPUT_WORDS:
         return ("frontier" if schema == "placement-frontier" else "output"), _OUTPUT_WORDS[schema]
-    for kind, test, words in (("helix", is_helix, "a Helix cluster file"),
-                              ("llm", is_llm_config, "an LLM model config"),
-                              ("piper", is_piper, "a Piper-format workload")):
-        try:
-            if test(data):
-                return kind, words
-        except InputError:
-            continue
+    known = _workload_format(data)
+    if known is not None:
+        return known
     if isinstance(data.get("nodes"), list):
         return "graph", "a reference-format operator graph"
     if isinstance(data.get("jobs"), list):
