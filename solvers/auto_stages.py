@@ -151,12 +151,10 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
             stopped.append(f"the exact DP stopped{limited() or ' at a limit'}")
         if r.plan is not None and (best is None or r.objective < best.objective):
             best, label = r, "heuristic"  # the DP's restricted pass: a plan, not proven
-    elif interrupted:
-        pass
-    elif fits is None:
-        stopped.append("the exact DP was not run (the time limit passed while counting the ideals)")
-    else:
-        stopped.append(f"the exact DP was not run (more than {max_ideals:,} ideals)")
+    elif not interrupted:
+        why = ("the time limit passed while counting the ideals" if fits is None
+               else f"more than {max_ideals:,} ideals")
+        stopped.append(f"the exact DP was not run ({why})")
     # coarsen, halving the target, until the coarse ideals fit (while there is time left: a coarse DP
     # given none finds nothing, and merging and counting would only spend time past the limit)
     target = n
@@ -181,9 +179,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 best = rr
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
-    if interrupted:
-        pass
-    elif refine and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
+    if refine and not interrupted and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip")
@@ -204,7 +200,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         else:
             path.append(f"ip skipped ({model_cols:,} columns > {max_ip_columns:,})")
             stopped.append(f"the integer program was not run ({model_cols:,} columns)")
-    elif refine:
+    elif refine and not interrupted:
         stopped.append(f"the integer program was not started (under {IP_MIN_SECONDS:g} s left)")
     if best is None and interrupted:
         return done(took, "heuristic", Status.STOPPED, took.message, extra)
