@@ -539,12 +539,19 @@ def _closure_weights(C: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray) ->
 
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
     """Contiguous throughput IP (``--solver ip``): same domain and optimum as the DP."""
+    return _solve(graph, cluster, options, "ip", contiguous=True)
+
+
+def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None, solver: str, *,
+           contiguous: bool) -> Solution:
+    """Both throughput programs: the latency objective goes to :mod:`solvers.latency_ip`; otherwise the
+    contiguous (``_ContigModel``) or free (``_FreeModel``) model, driven by :func:`_drive`."""
     options = options or SolveOptions()
-    _check_objective(options, "ip")
+    _check_objective(options, solver)
     if options.objective == "latency":
         from .latency_ip import solve as solve_latency
 
-        return solve_latency(graph, cluster, options)
+        return solve_latency(graph, cluster, options, solver=solver)
     if options.objective == "split-max" and not graph.is_training:
         raise InputError("objective split-max is for training graphs (forward + backward); this graph has "
                          "no backward nodes")
@@ -552,13 +559,19 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     deadline = None if options.time_limit is None else t_start + options.time_limit
     try:
         items = contract(graph, cluster)
-        model = _ContigModel(graph, cluster, items, options.objective,
-                             symmetry=bool(options.raw.get("symmetry", True)))
+        if contiguous:
+            model = _ContigModel(graph, cluster, items, options.objective,
+                                 symmetry=bool(options.raw.get("symmetry", True)))
+        else:
+            model = _FreeModel(graph, cluster, options.objective,
+                               symmetry=bool(options.raw.get("symmetry", False)))
     except InfeasibleError as e:
-        return Solution(None, math.inf, Status.INFEASIBLE, "ip", message=str(e),
+        return Solution(None, math.inf, Status.INFEASIBLE, solver, message=str(e),
                         time=time.perf_counter() - t_start)
-    stats = {"items": items.num_classes, "stages": model.P, "objective": options.objective}
-    return _drive(graph, cluster, options, model, "ip", t_start, deadline, stats, items, True)
+    stats = ({"items": items.num_classes, "stages": model.P} if contiguous
+             else {"items": model.C, "devices": model.D})
+    stats["objective"] = options.objective
+    return _drive(graph, cluster, options, model, solver, t_start, deadline, stats, items, contiguous)
 
 
 class _Heuristics:
@@ -868,23 +881,4 @@ class _FreeModel:
 def solve_noncontiguous(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None) -> Solution:
     """Non-contiguous throughput IP (``--solver ip-noncontig``): any valid assignment; its optimum is at
     most the contiguous one."""
-    options = options or SolveOptions()
-    _check_objective(options, "ip-noncontig")
-    if options.objective == "latency":
-        from .latency_ip import solve as solve_latency
-
-        return solve_latency(graph, cluster, options, solver="ip-noncontig")
-    if options.objective == "split-max" and not graph.is_training:
-        raise InputError("objective split-max is for training graphs (forward + backward); this graph has "
-                         "no backward nodes")
-    t_start = time.perf_counter()
-    deadline = None if options.time_limit is None else t_start + options.time_limit
-    try:
-        items = contract(graph, cluster)
-        model = _FreeModel(graph, cluster, options.objective,
-                           symmetry=bool(options.raw.get("symmetry", False)))
-    except InfeasibleError as e:
-        return Solution(None, math.inf, Status.INFEASIBLE, "ip-noncontig", message=str(e),
-                        time=time.perf_counter() - t_start)
-    stats = {"items": model.C, "devices": model.D, "objective": options.objective}
-    return _drive(graph, cluster, options, model, "ip-noncontig", t_start, deadline, stats, items, False)
+    return _solve(graph, cluster, options, "ip-noncontig", contiguous=False)
