@@ -203,8 +203,7 @@ def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = Tru
     host = [k for k in cluster.kinds if not k.pays_communication]
     if len(accel) > 1 or len(host) > 1:
         raise InputError(f"the reference format has one accelerator kind and one CPU kind; this cluster "
-                         f"has {', '.join(k.name for k in cluster.kinds)} (name at most one of each with "
-                         f"--devices)")
+                         f"has {', '.join(k.name for k in cluster.kinds)}: keep at most one of each")
     a = accel[0] if accel else None
     h = host[0] if host else None
     ia = graph.kind_index(a.name) if a else None
