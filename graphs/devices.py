@@ -501,8 +501,8 @@ def parse_devices(spec: str | None, files: Iterable[str | os.PathLike] = ()) -> 
         file_counts.update(counts)
     if spec is None:
         if not file_counts:
-            raise InputError("no devices given: use e.g. --devices a100:4,cpu:8 (presets: "
-                             f"{', '.join(PRESETS)}), or a device file with counts")
+            raise InputError("no devices given: name them, e.g. devices='a100:4,cpu:8' (presets: "
+                             f"{', '.join(PRESETS)}), or give a device file with counts")
         pairs = list(file_counts.items())
     else:
         pairs = []

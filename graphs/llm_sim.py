@@ -428,7 +428,7 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
         pev = evaluate_plan(prefill_pool[1], prefill_pool[2])
         if not pev.valid:
             raise InputError("cannot simulate an invalid prefill plan: " + "; ".join(pev.problems))
-    _positive("the trace length (--trace-seconds)", seconds)
+    _positive("the trace length (seconds=)", seconds)
     cap, sv = planned_rate(model, problem, plan, batch, evaluation=ev, prefill_pool=prefill_pool)
     if rate == "auto":
         rate = 0.8 * cap

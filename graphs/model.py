@@ -107,8 +107,14 @@ class Cluster:
     def device_name(self, device: int) -> str:
         """``kind:index`` for every kind: ``a100:0``, ``gpu:1``, ``cpu:3`` (the form ``--devices`` counts
         them in). Result files of older versions wrote ``gpu1`` for kinds not ending in a digit."""
-        t, i = self.devices()[device]
-        return f"{self.kinds[t].name}:{i}"
+        i = int(device)
+        if i < 0:
+            i += self.num_devices
+        for k in self.kinds:  # O(kinds), not a list of every device: callers name devices one by one
+            if 0 <= i < k.count:
+                return f"{k.name}:{i}"
+            i -= k.count
+        raise IndexError(f"device {device} out of range: the cluster has {self.num_devices} devices")
 
     def kind(self, name: str) -> DeviceKind:
         for k in self.kinds:

@@ -1,7 +1,8 @@
 """Read an ONNX model into an operator DAG with tensor sizes (no costs yet; see :mod:`graphs.costs`).
 
 :func:`load_onnx` reads the file without its external weights, fixes symbolic input dimensions (a
-leading symbolic dimension is the batch and takes ``batch_size``), runs ONNX shape inference and
+leading symbolic dimension is the batch and takes ``batch_size``; see :func:`load_onnx` for a model
+whose input shape is fixed), runs ONNX shape inference and
 builds an :class:`OnnxGraph`:
 
 * one :class:`Op` per operator, in a topological order, named by its ONNX node name (unnamed nodes get
@@ -181,6 +182,9 @@ class OnnxGraph:
     producer: str = ""
     graph_name: str = ""
     meta: Mapping = field(default_factory=dict)
+    #: no input has a symbolic batch dimension: ``batch_size`` is 1 (a run of the model, whatever its
+    #: leading dimension) or the leading dimension every input has, given as the batch size
+    fixed_shape: bool = False
     #: values of the small constants (initializers and ``Constant`` outputs of at most 64 elements:
     #: shapes, axes) by tensor name, for analyses that read an operator's shape or axes input
     values: Mapping[str, np.ndarray] = field(default_factory=dict)
@@ -188,6 +192,13 @@ class OnnxGraph:
     @property
     def num_ops(self) -> int:
         return len(self.ops)
+
+    @property
+    def per_run(self) -> bool:
+        """Its figures are per run of the model, not per sample: a fixed input shape leading with more
+        than 1, and no batch size given (see :func:`load_onnx`)."""
+        return self.fixed_shape and self.batch_size == 1 and any(
+            t.shape and isinstance(t.shape[0], int) and t.shape[0] > 1 for t in self.inputs)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -235,7 +246,10 @@ def load_onnx(path: str | os.PathLike, *, batch_size: int | None = None,
     """Read ``path`` (external weights are not read) and build its :class:`OnnxGraph`.
 
     ``batch_size`` fixes every symbolic leading input dimension (and every dimension named like a
-    batch, see :data:`BATCH_NAMES`); default 1. ``dims`` fixes other symbolic dimensions by name
+    batch, see :data:`BATCH_NAMES`); default 1. A model with no symbolic batch dimension has a fixed
+    input shape: a run of it counts as one sample, unless ``batch_size`` is the leading dimension all
+    its inputs have; any other ``batch_size`` is an :class:`InputError` (:attr:`OnnxGraph.fixed_shape`).
+    ``dims`` fixes other symbolic dimensions by name
     (e.g. ``{"sequence": 128}``); any left over are taken as 1, with a warning.
     """
     path = os.fspath(path)
@@ -289,9 +303,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), warn)
-    if batch_size not in (None, 1) and not fixed:
-        warn(f"batch size {batch_size} ignored: the model's inputs have no symbolic batch dimension "
-             f"(its batch is fixed in the file)")
+    batch = (batch_size or 1) if fixed else _fixed_shape_batch(model.graph, batch_size, source, warn)
     infer_model = _inference_copy(model, dimmap, os.path.dirname(source) if source else None)
     try:
         onnx.checker.check_model(infer_model)
@@ -305,7 +317,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
              f"shapes declared in the file")
         inferred = infer_model
 
-    p = _Parser(dimmap, batch_size or 1, warn, source)
+    p = _Parser(dimmap, batch, warn, source)
     ops, src, dst = p.top_level(inferred.graph, model.graph)
     if not ops:
         raise InputError("every operator of the model computes only from constants: after constant "
@@ -324,9 +336,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
                     trainable[t.name] = t
     return OnnxGraph(
         ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64),
-        # a batch fixed in the file is that batch: ``batch_size`` was ignored, so a run is one sample
-        inputs=inputs, outputs=outputs, batch_size=(batch_size or 1) if fixed else 1, dims=dimmap,
-        opset=opset,
+        inputs=inputs, outputs=outputs, batch_size=batch, dims=dimmap, opset=opset, fixed_shape=not fixed,
         source=source, warnings=tuple(warnings),
         parameters=sum(t.elements or 0 for t in counted.values()),
         parameter_bytes=sum(t.nbytes or 0 for t in counted.values()),
@@ -375,6 +385,36 @@ def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[
             warn(f"symbolic dimension {name!r} of input {inp!r} taken as 1; fix it with "
                  f"dims={{{name!r}: N}} (--dim {name}=N)")
     return mapping, fixed_batch
+
+
+def _fixed_shape_batch(graph, batch_size: int | None, source: str | None, warn) -> int:
+    """The batch of a model whose inputs have no symbolic batch dimension. Their leading dimension may
+    be a batch or not (a sequence, a channel), which the file does not say: a run of the model counts
+    as one sample (``batch_size`` ``None`` or 1; a warning says so where some input leads with more
+    than 1), unless ``batch_size`` is the leading dimension every input has, which it then is. Any
+    other ``batch_size`` raises :class:`InputError` naming the inputs' shapes."""
+    inits = {t.name for t in graph.initializer}
+    shapes = [(vi.name, [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                         for d in vi.type.tensor_type.shape.dim])
+              for vi in graph.input if vi.name not in inits and vi.type.HasField("tensor_type")]
+    leads = {s[0] for _, s in shapes if s}
+    shown = ", ".join(f"{name!r} {shape}" for name, shape in shapes) or "none"
+    common = leads.pop() if len(leads) == 1 and all(s for _, s in shapes) else None
+    if batch_size is not None and batch_size == common:
+        return batch_size
+    if batch_size not in (None, 1):
+        hint = (f"give batch size {common} if that leading dimension is the batch, or leave the batch "
+                f"size out" if isinstance(common, int) and common > 1 else "leave the batch size out")
+        raise InputError(f"batch size {batch_size}: the model's inputs have a fixed shape and no symbolic "
+                         f"batch dimension (inputs: {shown}); {hint} (figures are then per run of the "
+                         f"model), or make the leading dimension a symbolic batch first "
+                         f"(graphs.onnx_batch.symbolic_batch)", source=source)
+    if any(s and isinstance(s[0], int) and s[0] > 1 for _, s in shapes):
+        hint = (f"; batch size {common} counts their leading dimension as the batch"
+                if isinstance(common, int) and common > 1 else "")
+        warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: {shown}): "
+             f"its figures are per run of the model, not per sample{hint}")
+    return 1
 
 
 def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = None):

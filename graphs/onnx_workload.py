@@ -170,7 +170,8 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
     outputs = np.array([op.output_bytes for op in ops], dtype=np.float64)
     meta = {
         "format": "onnx", "unit": "ms", "costs": costs.model, "devices": devices,
-        "batch_size": g.batch_size, "parameters": g.parameters, "opset": g.opset,
+        "batch_size": g.batch_size, "per_run": g.per_run, "parameters": g.parameters,
+        "opset": g.opset,
         "op_type": tuple(op.op_type for op in ops),
         "flops": tuple(op_flops(op)[0] for op in ops),
         "half": tuple(half_precision(op) for op in ops),
@@ -202,8 +203,7 @@ def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = Tru
     host = [k for k in cluster.kinds if not k.pays_communication]
     if len(accel) > 1 or len(host) > 1:
         raise InputError(f"the reference format has one accelerator kind and one CPU kind; this cluster "
-                         f"has {', '.join(k.name for k in cluster.kinds)} (name at most one of each with "
-                         f"--devices)")
+                         f"has {', '.join(k.name for k in cluster.kinds)}: keep at most one of each")
     a = accel[0] if accel else None
     h = host[0] if host else None
     ia = graph.kind_index(a.name) if a else None
@@ -242,8 +242,9 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     """A summary of a loaded model: operators by type, parameters, FLOPs, largest tensors, warnings,
     and (given the costed graph) the compute time per device kind."""
     flops = [op_flops(op)[0] for op in g.ops]
+    batch = "fixed input shape: figures per run" if g.per_run else f"batch {g.batch_size}"
     lines = [f"model: {g.source or g.graph_name}  (opset {g.opset}"
-             + (f", {g.producer}" if g.producer else "") + f", batch {g.batch_size})"]
+             + (f", {g.producer}" if g.producer else "") + f", {batch})"]
     ins = ", ".join(f"{t.name} {list(t.shape) if t.shape is not None else '?'} {t.dtype}" for t in g.inputs)
     lines.append(f"inputs: {ins}")
     lines.append(f"operators: {g.num_ops}, edges: {len(g.src)}")

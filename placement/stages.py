@@ -153,7 +153,9 @@ def onnx_workload(og, graph, devices, *, schedule: str | None = None, max_replic
                                          max_replicas=max_replicas, granularity="op")
     settings = {**(settings or {}), "granularity": gran}
     b = graph.batch_size  # a micro-batch is one run of the model at its batch size
-    extra = "{granularity} granularity" + (f", a micro-batch is one run at batch size {b}" if b > 1 else "")
+    extra = "{granularity} granularity" + (f", a micro-batch is one run at batch size {b}" if b > 1 else
+                                           ", fixed input shape: a sample is one run of the model"
+                                           if graph.meta.get("per_run") else "")
     return StageWorkload(problem, source=source, unit="ms", settings=settings,
                          extra=extra, graph=graph, node_of=node_of, finer=finer)
 

@@ -1277,7 +1277,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     options = options or SolveOptions()
     if options.objective != "max-load":
         raise InputError(f"the dp solver minimises max-load; objective {options.objective!r} needs an "
-                         f"integer program (--solver ip)")
+                         f"integer program (solver='ip')")
     t_start = time.perf_counter()
     deadline = None if options.time_limit is None else t_start + options.time_limit
     max_ideals = int(options.raw.get("max_ideals", DEFAULT_MAX_IDEALS))
@@ -1305,7 +1305,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             lattice = enumerate_ideals(items.num_classes, items.src, items.dst, max_ideals=max_ideals,
                                        deadline=deadline)
         except ProblemTooLargeError as e:
-            stop = f"{e}; the exact DP cannot run (--solver auto coarsens instead)"
+            stop = f"{e}; the exact DP cannot run (solver='auto' coarsens instead)"
         else:
             ub = best_chain.value * (1 + 1e-9) if best_chain and math.isfinite(best_chain.value) else math.inf
             if not options.raw.get("prune", True):

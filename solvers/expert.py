@@ -31,8 +31,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     t0 = time.perf_counter()
     path = options.raw.get("split")
     if not path:
-        raise InputError("the expert solver evaluates a given split: pass its path as "
-                         "options.raw['split'] (on the command line: --solver expert --split SPLIT.json)")
+        raise InputError("the expert solver evaluates a given split: pass its path as options.raw['split']")
     assignment = read_split(path, graph, cluster)
     ev = evaluate(graph, cluster, assignment)
     if not ev.valid:

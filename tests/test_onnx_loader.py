@@ -82,13 +82,13 @@ def test_batch_size_scales_activations_not_parameters(tmp_path):
     assert g1.parameters == g8.parameters
 
 
-def test_fixed_batch_model_warns_that_batch_size_is_ignored(caplog):
-    with caplog.at_level(logging.WARNING, logger="graphs.onnx"):
-        g = load_onnx(zoo("squeezenet"), batch_size=4)
-    assert any("batch size 4 ignored" in w for w in g.warnings)
-    assert "batch size 4 ignored" in caplog.text
-    assert g.ops[0].outputs[0].shape[0] == 1
-    assert g.batch_size == 1  # the run is the file's batch: per-sample times are not divided by 4
+def test_fixed_batch_model_refuses_another_batch_size():
+    # the file's batch is fixed: batch size 4 is refused, naming the input and its shape, never ignored
+    with pytest.raises(InputError, match=r"batch size 4: .*fixed shape.*'data_0' \[1, 3, 224, 224\]"):
+        load_onnx(zoo("squeezenet"), batch_size=4)
+    g = load_onnx(zoo("squeezenet"))
+    assert g.ops[0].outputs[0].shape[0] == 1 and g.batch_size == 1 and g.fixed_shape
+    assert not g.warnings  # a leading 1: one run is one sample, nothing to warn about
 
 
 def test_other_symbolic_dims_come_from_dims_or_default_to_one_with_a_warning():

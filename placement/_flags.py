@@ -1,0 +1,31 @@
+"""A library message in the command line's words, in one place.
+
+The library's messages name what a library caller passed: an argument (``devices='a100:4,cpu:8'``,
+``solver='auto'``) or a solver option (``options.time_limit``, ``options.raw['split']``). A user of the
+command line typed flags instead; :func:`cli_words` rewrites the one into the other where the command
+line turns an error into its ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["cli_words", "ARGUMENT_FLAGS"]
+
+#: keyword arguments the library's messages name, and the flag that sets them
+ARGUMENT_FLAGS = {"devices": "--devices", "solver": "--solver"}
+
+_ARGUMENT = re.compile(r"\b(" + "|".join(ARGUMENT_FLAGS) + r")=(['\"])([^'\"]*)\2")
+_RAW = re.compile(r"options\.raw\[(['\"])(\w+)\1\]")
+_OPTION = re.compile(r"\boptions\.(time_limit|gap|threads|seed)\b")
+
+
+def cli_words(message: str) -> str:
+    """``message`` with the library's names replaced by the flags: ``devices='a100:4'`` becomes
+    ``--devices a100:4``, ``solver='ip'`` ``--solver ip``, ``options.raw['split']`` ``--split``
+    (:data:`solvers.registry.RAW_OPTIONS`), ``options.time_limit`` ``--time-limit``."""
+    from solvers.registry import RAW_OPTIONS
+
+    message = _ARGUMENT.sub(lambda m: f"{ARGUMENT_FLAGS[m.group(1)]} {m.group(3)}", message)
+    message = _RAW.sub(lambda m: RAW_OPTIONS.get(m.group(2), m.group(0)), message)
+    return _OPTION.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)

@@ -1,0 +1,83 @@
+"""Library messages name what a library caller passed (an argument, a solver option), never a
+command-line flag they did not type; :func:`placement._flags.cli_words` gives the command line's words
+for the same message, in one place."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from graphs.devices import parse_devices
+from graphs.errors import InputError
+from graphs.model import Cluster, DeviceKind, Node, OpGraph
+from graphs.onnx_workload import reference_document
+from placement._flags import cli_words
+from solvers import dp, expert
+from solvers.base import SolveOptions, Status
+from tests.instances import chain
+
+FLAG = re.compile(r"(?<![\w-])--[a-z]")
+
+
+def _no_flag(message: str) -> str:
+    assert not FLAG.search(message), message
+    return message
+
+
+def test_dp_objective_names_the_solver_argument():
+    inst = chain(3)
+    with pytest.raises(InputError) as e:
+        dp.solve(inst.graph, inst.cluster, SolveOptions(objective="latency"))
+    msg = _no_flag(str(e.value))
+    assert "solver='ip'" in msg
+    assert "--solver ip" in cli_words(msg)
+
+
+def test_dp_too_large_names_the_solver_argument():
+    inst = chain(6)
+    sol = dp.solve(inst.graph, inst.cluster, SolveOptions(raw={"max_ideals": 2}))
+    assert sol.status != Status.OPTIMAL
+    msg = _no_flag(sol.message)
+    assert "solver='auto' coarsens instead" in msg
+    assert "--solver auto coarsens instead" in cli_words(msg)
+
+
+def test_expert_without_a_split_names_the_option():
+    inst = chain(3)
+    with pytest.raises(InputError) as e:
+        expert.solve(inst.graph, inst.cluster, SolveOptions())
+    msg = _no_flag(str(e.value))
+    assert "options.raw['split']" in msg
+    assert "--split" in cli_words(msg)
+
+
+def test_no_devices_names_the_argument():
+    with pytest.raises(InputError) as e:
+        parse_devices(None)
+    msg = _no_flag(str(e.value))
+    assert "devices='a100:4,cpu:8'" in msg
+    assert "--devices a100:4,cpu:8" in cli_words(msg)
+
+
+def test_reference_document_names_the_cluster_kinds():
+    graph = OpGraph.from_nodes([Node("a", {"a100": 1.0, "t4": 2.0})], edges=[])
+    cluster = Cluster((DeviceKind("a100", count=1), DeviceKind("t4", count=1)))
+    with pytest.raises(InputError) as e:
+        reference_document(graph, cluster)
+    assert "a100, t4" in _no_flag(str(e.value))
+
+
+def test_simulation_length_names_the_argument():
+    from graphs.llm_sim import simulate_plan
+    from tests.test_llm_sim import _one_a100
+
+    model, problem, plan = _one_a100(4, {"buckets": [{"input": 64, "output": 8, "weight": 1}]})
+    with pytest.raises(InputError) as e:
+        simulate_plan(model, problem, plan, 4, rate=1.0, seconds=0)
+    assert "seconds=" in _no_flag(str(e.value))
+
+
+def test_cli_words_keeps_the_existing_translations():
+    assert cli_words("set options.time_limit or options.raw['memory_limit']") == \
+        "set --time-limit or --memory-limit"
