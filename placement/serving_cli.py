@@ -1193,7 +1193,8 @@ def _one_device_per_stage_provision_too(args, pv, ctrl_c, until: float | None) -
     --latency-slo`` does."""
     import time
 
-    if args.latency_slo is None or args.max_replicas is not None or pv.proven or ctrl_c.hit:
+    if (args.latency_slo is None or args.max_replicas is not None or pv.proven or ctrl_c.hit
+            or pv.stopped == "interrupted"):
         return False
     return until is None or until - time.perf_counter() > 0.5
 
@@ -1236,6 +1237,8 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     else:  # the batch size of the most found (the curve printed is the one the error line names)
         b, w, pv = max(reached, key=lambda r: r[2].max_reachable.samples_per_s) if reached else results[0]
     names = pv.kinds
+    # a Ctrl-C: the command's handler saw it, or a solve took it (the search says "interrupted")
+    interrupted = interrupted or any(r[2].stopped == "interrupted" for r in results)
     stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
                                                              "")
     proven = pv.proven and not stopped
@@ -1323,8 +1326,10 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         if args.out:
             print(("plan" if placement is not None or stage_pt is not None else "result")
                   + f" written to {args.out}")
-    if pv.best is not None or interrupted:
+    if pv.best is not None:
         return 0
+    if interrupted:  # no plan: the command was interrupted (run prints "error: interrupted")
+        return 130
     print(failure, file=sys.stderr)
     return 1
 

@@ -35,6 +35,8 @@ whole model is a plan too.
   holding it was proven short of the target. The first allocation whose plan meets the target is the
   answer, proven cheapest when every allocation before it was proven short (solved exactly, or skipped
   by a bound) and its own plan is proven (always, without a latency target, once the DP is exact).
+  A Ctrl-C that an allocation's search takes ends the provisioning with what it found (that
+  allocation's plan too, where it meets the target), ``stopped`` "interrupted".
 """
 
 from __future__ import annotations
@@ -842,8 +844,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         sub = with_counts(problem, c)
         ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
                                          latency=lat, time_limit=time_limit)
-        if why.get("interrupted"):  # the command's Ctrl-C handling (serving_cli.run) ends the search
-            raise KeyboardInterrupt
+        if why.get("interrupted"):  # its answer (if any) stands; the search ends after it
+            clock.took = True
         # the most this allocation serves, whatever the latency, is short of the target
         short = bool(why.get("optimum_proven")) and 1.0 / why["optimum"] < target * (1 - _REL)
         if ans is None:
@@ -873,7 +875,13 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met
         t = clock.left()
         limit = LOWEST_LATENCY_S if t is None else min(t, LOWEST_LATENCY_S)
-        lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
+        try:
+            lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
+        except KeyboardInterrupt:  # building the operator-node problem: no least latency to tell
+            lowest = None
+            stopped = "interrupted"
+        if lowest is not None and lowest.interrupted:  # what it found is said; nothing runs after it
+            stopped = "interrupted"
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
                    top, found.solves, stopped, lowest_latency=lowest, model="stages")
     return pv, (best_pt.problem if best_pt is not None else None)
