@@ -24,8 +24,9 @@ allocation has a plan under the latency target, the lowest latency of the availa
 serving IP's, minimising latency) says by how much it is missed.
 
 ``options.time_limit`` bounds the whole call (as ``deadline``, a ``time.perf_counter()`` value, does),
-and ``stop()`` returning true ends it after the solve that runs (Ctrl-C on the command line): the
-answer is then what was found, ``proven`` false and ``stopped`` saying why.
+and ``stop()`` returning true ends it after the solve that runs (Ctrl-C on the command line; a Ctrl-C
+that a solve took ends it too): the answer is then what was found, proven only where it is, and
+``stopped`` says why.
 """
 
 from __future__ import annotations
@@ -247,7 +248,9 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
     the rest (``solve_at(c, time_limit) -> Tried``, each with its share of the time left, at least a
     tenth) until one meets ``target`` samples/s, the time runs out, ``clock`` says stop or
     ``max_solves`` is reached. The answer is proven cheapest when every allocation before it was
-    proven short or ruled out and its own plan is proven (:attr:`Allocation.proven`)."""
+    proven short or ruled out and its own plan is proven (:attr:`Allocation.proven`). A Ctrl-C (a solve
+    took it and said so, :meth:`placement.serving._Clock.seen`, or let it through) ends the search with
+    what was found, ``stopped`` "interrupted"."""
     short: list[tuple[int, ...]] = []
     tried: list[Allocation] = []
     proven, solves, stopped = True, 0, ""
@@ -266,7 +269,12 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
             break
         solves += 1
         t = clock.left()
-        got = solve_at(c, None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i))))
+        try:
+            got = solve_at(c, None if t is None else max(0.05, t * max(0.1, 1 / (len(order) - i))))
+        except KeyboardInterrupt:  # let through between a solve's steps: nothing found on this allocation
+            clock.took = True
+            proven, stopped = False, "interrupted"
+            break
         if got.short:
             short.append(c)
         if got.alloc is None:
@@ -274,7 +282,9 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
             continue
         tried.append(got.alloc)
         if got.alloc.samples_per_s >= target * (1 - 1e-12):
-            return Search(tuple(tried), got.alloc, got.answer, proven and got.alloc.proven, solves, "")
+            # a solve that took a Ctrl-C may still have met the target: the answer, said interrupted
+            return Search(tuple(tried), got.alloc, got.answer, proven and got.alloc.proven, solves,
+                          "interrupted" if clock.interrupted() else "")
         if not got.short:
             proven = False  # a better plan might have met the target
     return Search(tuple(tried), None, None, proven, solves, stopped)

@@ -517,9 +517,13 @@ class _Clock:
         self.took = self.took or sol.interrupted
         return sol
 
+    def interrupted(self) -> bool:
+        """A Ctrl-C ended the search: a solver took one (:meth:`seen`), or ``stop`` says so."""
+        return self.took or (self.stop is not None and bool(self.stop()))
+
     def halted(self) -> str:
         """Why the search must end now ("" when it may go on)."""
-        if self.took or (self.stop is not None and self.stop()):
+        if self.interrupted():
             return "interrupted"
         if self.deadline is not None and self.deadline - _now() < self.margin:
             return "time limit reached"

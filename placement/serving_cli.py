@@ -847,12 +847,13 @@ def _unproven(p):
 
 
 def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list,
-                           reports: dict | None = None) -> list:
+                           reports: dict | None = None) -> bool:
     """``frontier`` with replicas: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
     stage optimum's samples/s improve by more than 1%), with the stage model's exact frontier where its
     integer program is small enough (:func:`placement.serving_stages.frontier_points`), reported as
     found and added to ``out`` as found (a Ctrl-C keeps them); ``reports`` receives, per batch size,
-    whether the exact frontier is complete and a note."""
+    whether the exact frontier is complete and a note. Returns whether a Ctrl-C that a solve took
+    ended it (the points so far stand; nothing runs after it)."""
     import time
 
     from . import serving_stages
@@ -883,6 +884,9 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
         if reports is not None:
             reports[b] = report if fine is None else \
                 dict(report, complete=False, layers_complete=bool(report.get("complete")))
+        if report.get("interrupted"):
+            return True
+        cut = False  # the operators' search took a Ctrl-C
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
             from .stages import refine_budget
@@ -898,6 +902,10 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
                                                        max_points=args.max_points, report=freport)]
                 if reports is not None and freport.get("complete"):
                     reports[b] = freport  # operator nodes hold every layer plan: the whole frontier
+                cut = bool(freport.get("interrupted"))
+                if cut and reports is not None:
+                    reports[b] = dict(reports[b], note=f"{reports[b].get('note')}; operator nodes: "
+                                                       f"{freport['note']}")
             both = pts + fpts
             # an exact point at operator granularity is a frontier point of the stage model (every layer
             # plan is an operator plan); a layer point's proof holds among layer plans only
@@ -910,11 +918,13 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             out[start:] = pts  # one step: a Ctrl-C sees the old points or the new
             for p in fpts:
                 found(next(q for q in pts if q.evaluation is p.evaluation))
+        if cut:
+            return True
         top = max((p.samples_per_s for p in pts), default=0.0)
         if auto and (not pts or top <= best * (1 + IMPROVES)):
             break
         best = max(best, top)
-    return out
+    return False
 
 
 def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
@@ -972,10 +982,11 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     reports: dict = {}
     ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra,
                                              reports=reports)
+    taken = False  # a Ctrl-C that a stage solve took (it returned what it had) ended the stage plans
     try:
         if stages:
-            _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra, reports)
-        if not ctrl_c.hit:
+            taken = _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra, reports)
+        if not ctrl_c.hit and not taken:
             search.run()
     except KeyboardInterrupt:
         ctrl_c.hit = True
@@ -984,15 +995,19 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
     from . import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra, reports=reports)
+        return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra, reports=reports,
+                                taken=taken)
 
 
-def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(), reports=None) -> int:
+def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(), reports=None,
+                     taken: bool = False) -> int:
     """Write and print what ``search`` found (all of it, or so far when ``interrupted``), with the stage
     plans ``extra`` (with replicas): then the frontier is the non-dominated points of both, with each
     point's proof (a stage plan: a proven point of the stage model's frontier, or its throughput, or
     nothing; a one-device-per-stage plan: proven in that model) and, per batch size, whether the stage
-    model's exact frontier is complete (``reports``)."""
+    model's exact frontier is complete (``reports``). ``taken``: a Ctrl-C that a stage solve took, the
+    command's handler not having seen it, ended the search (so ``search`` never ran): the points so far
+    are the answer, said interrupted (exit 0, or 130 without any)."""
     import sys
 
     from .export import print_json, write_json
@@ -1007,7 +1022,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                      [:args.max_points] for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
         merged = non_dominated([p for pts in per_batch.values() for p in pts])
         fr = Frontier(tuple(merged), per_batch, False, fr.stopped)
-    if interrupted:
+    by_ctrl_c = interrupted or taken
+    if by_ctrl_c:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     data = _frontier_dict(fr, args.out, args.model if stages else None)
     if stages:
@@ -1026,12 +1042,12 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         # still ran), or the interrupt that stopped everything
         if not fr.stopped:
             cut = ""
-        elif interrupted:
+        elif by_ctrl_c:
             cut = f" (stopped: {fr.stopped})"
         else:
             who = "the one-device-per-stage search" if stages else "a search"
             cut = f" ({who} cut short at {fr.stopped})"
-        print("\nfrontier: nothing found before the interrupt (Ctrl-C)" if interrupted and not fr.points else
+        print("\nfrontier: nothing found before the interrupt (Ctrl-C)" if by_ctrl_c and not fr.points else
               f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
               + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut)
         if stages:
@@ -1063,7 +1079,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
             print("note: drawing the frontier needs matplotlib, which could not be imported; frontier "
                   "not drawn", file=sys.stderr)
     sys.stdout.flush()
-    if interrupted:
+    if interrupted or (taken and not fr.points):
         return 130
     if not fr.points:
         print(f"error: no plan found{': ' + fr.stopped if fr.stopped else ''}"
@@ -1193,7 +1209,8 @@ def _one_device_per_stage_provision_too(args, pv, ctrl_c, until: float | None) -
     --latency-slo`` does."""
     import time
 
-    if args.latency_slo is None or args.max_replicas is not None or pv.proven or ctrl_c.hit:
+    if (args.latency_slo is None or args.max_replicas is not None or pv.proven or ctrl_c.hit
+            or pv.stopped == "interrupted"):
         return False
     return until is None or until - time.perf_counter() > 0.5
 
@@ -1236,6 +1253,8 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     else:  # the batch size of the most found (the curve printed is the one the error line names)
         b, w, pv = max(reached, key=lambda r: r[2].max_reachable.samples_per_s) if reached else results[0]
     names = pv.kinds
+    # a Ctrl-C: the command's handler saw it, or a solve took it (the search says "interrupted")
+    interrupted = interrupted or any(r[2].stopped == "interrupted" for r in results)
     stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
                                                              "")
     proven = pv.proven and not stopped
@@ -1323,8 +1342,10 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         if args.out:
             print(("plan" if placement is not None or stage_pt is not None else "result")
                   + f" written to {args.out}")
-    if pv.best is not None or interrupted:
+    if pv.best is not None:
         return 0
+    if interrupted:  # no plan: the command was interrupted (run prints "error: interrupted")
+        return 130
     print(failure, file=sys.stderr)
     return 1
 

@@ -35,6 +35,11 @@ whole model is a plan too.
   holding it was proven short of the target. The first allocation whose plan meets the target is the
   answer, proven cheapest when every allocation before it was proven short (solved exactly, or skipped
   by a bound) and its own plan is proven (always, without a latency target, once the DP is exact).
+  A Ctrl-C that an allocation's search takes ends the provisioning with what it found (that
+  allocation's plan too, where it meets the target), ``stopped`` "interrupted".
+* **Frontier** (:func:`frontier_points`, :func:`exact_frontier`) and :func:`lowest_latency`: a Ctrl-C
+  that a solve takes, or that a step lets through, ends them with the points found so far (said
+  interrupted), or the least latency found, not proven.
 """
 
 from __future__ import annotations
@@ -377,14 +382,18 @@ IP_COLUMNS = 200_000
 
 
 def _solve_ip(problem: ParallelProblem, **kw):
-    """:func:`solvers.ip_stages.solve_problem` as a step of a command: a Ctrl-C that stopped the program
-    stops the command (:class:`KeyboardInterrupt`), not just the step."""
+    """:func:`solvers.ip_stages.solve_problem`, with a Ctrl-C it lets through (building the program,
+    between HiGHS's callbacks) taken as one it took: a solution said "interrupted"
+    (:attr:`solvers.base.Solution.interrupted`), no plan."""
     from solvers import ip_stages
+    from solvers.base import Status, stage_solution
 
-    r = ip_stages.solve_problem(problem, **kw)
-    if "interrupted" in (r.message or ""):
-        raise KeyboardInterrupt
-    return r
+    t0 = time.perf_counter()
+    try:
+        return ip_stages.solve_problem(problem, **kw)
+    except KeyboardInterrupt:
+        return stage_solution("ip", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
+                              f"{INTERRUPTED} before any plan was found")
 
 
 def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: float, unconstrained,
@@ -590,8 +599,9 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
     (:data:`IP_COLUMNS`), the proven frontier of :func:`exact_frontier` from the stage optimum on,
     within the time left (no limit: max(10 s, 3x the time the family took)). The caller keeps the
     non-dominated ones. ``report`` (a dict) receives ``complete`` (the exact frontier reached its
-    low-latency end: every frontier point is among the points) and ``note`` (how far it got);
-    ``on_point`` is called with each point as it is found."""
+    low-latency end: every frontier point is among the points), ``note`` (how far it got) and
+    ``interrupted`` (a Ctrl-C, taken by a solve or let through, ended it: the points so far are
+    returned, nothing runs after it); ``on_point`` is called with each point as it is found."""
     from solvers.base import Status
 
     from .stages import solve_args
@@ -599,15 +609,24 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
     t0 = time.perf_counter()
     report = {} if report is None else report
     report.setdefault("complete", False)
+    report.setdefault("interrupted", False)
     a = SimpleNamespace(**vars(args))
     a.time_limit = time_limit
     a.solver = getattr(args, "solver", None)
     out: list[StagePoint] = []
     degrees = problem.replica_degrees()
     best = None  # the stage optimum's time per sample, when proven
+    hit = False  # a Ctrl-C ended the solves: the one-stage plans (no solve) are still added
     for d in reversed(degrees):
-        r = solve_args(problem.with_options(max_replicas=d), a)
+        try:
+            r = solve_args(problem.with_options(max_replicas=d), a)
+        except KeyboardInterrupt:  # the stage DP lets it through before it has a plan
+            hit = True
+            break
+        hit = r.interrupted
         if r.plan is None:
+            if hit:
+                break
             continue
         top = d == degrees[-1]
         how = "stage optimum" if top else f"stage optimum with d <= {d}"
@@ -620,6 +639,8 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
                               r.message or "", graph_cls, settings))
         if on_point is not None:
             on_point(out[-1])
+        if hit:  # its plan is kept; no solve runs after it
+            break
     for plan in _one_stage_plans(problem):
         e = evaluate_plan(problem, plan)
         if e.valid:
@@ -629,6 +650,9 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
                                   graph_cls, settings))
             if on_point is not None:
                 on_point(out[-1])
+    if hit:
+        report["interrupted"], report["note"] = True, f"exact frontier not tried: {INTERRUPTED}"
+        return out
     top = next((p for p in out if p.how == "stage optimum"), None)
     if not exact or top is None:
         report["note"] = "exact frontier not tried" + ("" if exact else " (not asked)")
@@ -648,6 +672,7 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
                                          max_points=max_points,
                                          threads=getattr(args, "threads", None))
     report["complete"], report["note"] = complete, note
+    report["interrupted"] = note.endswith(INTERRUPTED)
     return out + pts
 
 
@@ -670,7 +695,8 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
     the time runs out. A point is proven (``frontier=True``) when both of its solves were, and ``T`` was
     (the optimum's, for the first). ``starts``: evaluations of known plans, warm starts where they
     meet a solve's limit; ``max_points``: at most this many points. Returns ``(points, complete,
-    note)``."""
+    note)``. A Ctrl-C in a solve ends it with the points so far (the interrupted solve's plan among
+    them, not proven, where it has one), ``note`` ending in :data:`INTERRUPTED`."""
     from solvers import ip_stages
     from solvers.base import CLOSED_GAP, IP_MIN_SECONDS, Status
 
@@ -693,7 +719,10 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
         return None if not ok else [s.stage for s in min(ok, key=key).stages]
 
     def stopped(r=None) -> tuple[list[StagePoint], bool, str]:
-        why = "its time limit" if r is None else (r.message or str(r.status))
+        if r is not None and r.interrupted:
+            why = INTERRUPTED
+        else:
+            why = "its time limit" if r is None else (r.message or str(r.status))
         return points, False, f"exact frontier stopped after {len(points)} point(s): {why}"
 
     def run(**kw):
@@ -713,13 +742,16 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
             return stopped(q)
         proven = cap_proven and q.status is Status.OPTIMAL
         e = q.evaluation
-        how = "frontier point" + ("" if proven else " (not proven: a solve stopped at its limit)")
+        why = "by a Ctrl-C" if q.interrupted else "at its limit"
+        how = "frontier point" + ("" if proven else f" (not proven: a solve stopped {why})")
         pt = StagePoint(batch_size, problem, e, "optimal" if proven else "feasible", "ip", proven, how,
                         q.time, e.objective if proven else None, q.message or "", graph_cls, settings,
                         frontier=proven)
         points.append(pt)
         if on_point is not None:
             on_point(pt)
+        if q.interrupted:
+            return stopped(q)
         if len(points) >= max_points:
             return points, False, f"exact frontier stopped at {len(points)} point(s) (--max-points)"
         below = e.latency - max(FRONTIER_STEP_REL * e.latency, FRONTIER_STEP_ABS)
@@ -732,7 +764,7 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
         if r.status is Status.INFEASIBLE:
             return points, True, (f"exact frontier complete: {len(points)} point(s); no plan has a latency "
                                   f"below the last (proven)")
-        if r.evaluation is None:
+        if r.evaluation is None or r.interrupted:
             return stopped(r)
         cap, cap_proven = r.evaluation.objective, r.status is Status.OPTIMAL
 
@@ -842,8 +874,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         sub = with_counts(problem, c)
         ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
                                          latency=lat, time_limit=time_limit)
-        if why.get("interrupted"):  # the command's Ctrl-C handling (serving_cli.run) ends the search
-            raise KeyboardInterrupt
+        if why.get("interrupted"):  # its answer (if any) stands; the search ends after it
+            clock.took = True
         # the most this allocation serves, whatever the latency, is short of the target
         short = bool(why.get("optimum_proven")) and 1.0 / why["optimum"] < target * (1 - _REL)
         if ans is None:
@@ -873,7 +905,13 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     if blocked and best is None and not eff and not clock.halted():  # the latency target is what is not met
         t = clock.left()
         limit = LOWEST_LATENCY_S if t is None else min(t, LOWEST_LATENCY_S)
-        lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
+        try:
+            lowest = lowest_latency(problem, batch_size, limit, finer=None if fine is None else fine()[0])
+        except KeyboardInterrupt:  # building the operator-node problem: no least latency to tell
+            lowest = None
+            stopped = "interrupted"
+        if lowest is not None and lowest.interrupted:  # what it found is said; nothing runs after it
+            stopped = "interrupted"
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
                    top, found.solves, stopped, lowest_latency=lowest, model="stages")
     return pv, (best_pt.problem if best_pt is not None else None)
@@ -890,7 +928,9 @@ def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: fl
     ``optimal`` when they meet): the stage integer program with the latency as its objective
     (:func:`solvers.ip_stages.solve_problem`) where it is small enough (:data:`IP_COLUMNS`), else only
     the bound of :func:`latency_lower_bound`. ``finer``: the same model at operator granularity, whose
-    plans include ``problem``'s: solved instead where it is small enough, else only its bound holds."""
+    plans include ``problem``'s: solved instead where it is small enough, else only its bound holds. A
+    Ctrl-C in the program ends it with what it had, said interrupted
+    (:attr:`solvers.base.Solution.interrupted`; not ``optimal``)."""
     from solvers import ip_stages
     from solvers.base import CLOSED_GAP, Status, stage_solution
 
