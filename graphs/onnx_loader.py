@@ -303,7 +303,18 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), warn)
-    batch = (batch_size or 1) if fixed else _fixed_shape_batch(model.graph, batch_size, source, warn)
+    rebatched = not fixed and _rebatch(model.graph, batch_size)
+    if rebatched:  # the serving sweep's rule (graphs.onnx_batch): the leading dimension is the batch
+        from .onnx_batch import symbolic_batch
+
+        warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: "
+             f"{_input_shapes(model.graph)}): their leading dimension is taken as the batch, at {batch_size}")
+        try:
+            model = symbolic_batch(model)
+        except InputError as e:
+            raise InputError(f"batch size {batch_size}: {e}", source=source) from None
+        dimmap, fixed = _resolve_input_dims(model.graph, batch_size, dict(dims or {}), warn)
+    batch = (batch_size or 1) if fixed else _fixed_shape_batch(model.graph, batch_size, warn)
     infer_model = _inference_copy(model, dimmap, os.path.dirname(source) if source else None)
     try:
         onnx.checker.check_model(infer_model)
@@ -334,7 +345,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
                 counted[t.name] = t
                 if tr:
                     trainable[t.name] = t
-    return OnnxGraph(
+    out = OnnxGraph(
         ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64),
         inputs=inputs, outputs=outputs, batch_size=batch, dims=dimmap, opset=opset, fixed_shape=not fixed,
         source=source, warnings=tuple(warnings),
@@ -344,6 +355,11 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         external_data=external_data, producer=f"{model.producer_name} {model.producer_version}".strip(),
         graph_name=model.graph.name, values=dict(p.values),
     )
+    if rebatched:
+        from .onnx_batch import check_batch
+
+        check_batch(out, batch_size)  # a model whose shapes do not follow its leading dimension
+    return out
 
 
 def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[dict[str, int], bool]:
@@ -387,33 +403,45 @@ def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[
     return mapping, fixed_batch
 
 
-def _fixed_shape_batch(graph, batch_size: int | None, source: str | None, warn) -> int:
-    """The batch of a model whose inputs have no symbolic batch dimension. Their leading dimension may
-    be a batch or not (a sequence, a channel), which the file does not say: a run of the model counts
-    as one sample (``batch_size`` ``None`` or 1; a warning says so where some input leads with more
-    than 1), unless ``batch_size`` is the leading dimension every input has, which it then is. Any
-    other ``batch_size`` raises :class:`InputError` naming the inputs' shapes."""
+def _input_shapes(graph) -> str:
+    """The graph inputs (initializers aside) with their declared shapes, for a message."""
+    return ", ".join(f"{name!r} {shape}" for name, shape in _shapes(graph)) or "none"
+
+
+def _shapes(graph) -> list[tuple[str, list]]:
     inits = {t.name for t in graph.initializer}
-    shapes = [(vi.name, [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-                         for d in vi.type.tensor_type.shape.dim])
-              for vi in graph.input if vi.name not in inits and vi.type.HasField("tensor_type")]
+    return [(vi.name, [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                       for d in vi.type.tensor_type.shape.dim])
+            for vi in graph.input if vi.name not in inits and vi.type.HasField("tensor_type")]
+
+
+def _common_lead(graph):
+    """The leading dimension every input of ``graph`` has, ``None`` when they differ (or one has none)."""
+    shapes = _shapes(graph)
     leads = {s[0] for _, s in shapes if s}
-    shown = ", ".join(f"{name!r} {shape}" for name, shape in shapes) or "none"
-    common = leads.pop() if len(leads) == 1 and all(s for _, s in shapes) else None
+    return leads.pop() if len(leads) == 1 and all(s for _, s in shapes) else None
+
+
+def _rebatch(graph, batch_size: int | None) -> bool:
+    """A model without a symbolic batch is re-batched for a ``batch_size`` other than 1 and its inputs'
+    common leading dimension (which is then the batch as it stands)."""
+    return batch_size not in (None, 1) and batch_size != _common_lead(graph)
+
+
+def _fixed_shape_batch(graph, batch_size: int | None, warn) -> int:
+    """The batch of a model whose inputs have no symbolic batch dimension (and which is not re-batched,
+    :func:`_rebatch`). Their leading dimension may be a batch or not (a sequence, a channel), which the
+    file does not say: a run of the model counts as one sample (``batch_size`` ``None`` or 1; a warning
+    says so where some input leads with more than 1), unless ``batch_size`` is the leading dimension
+    every input has, which it then is."""
+    common = _common_lead(graph)
     if batch_size is not None and batch_size == common:
         return batch_size
-    if batch_size not in (None, 1):
-        hint = (f"give batch size {common} if that leading dimension is the batch, or leave the batch "
-                f"size out" if isinstance(common, int) and common > 1 else "leave the batch size out")
-        raise InputError(f"batch size {batch_size}: the model's inputs have a fixed shape and no symbolic "
-                         f"batch dimension (inputs: {shown}); {hint} (figures are then per run of the "
-                         f"model), or make the leading dimension a symbolic batch first "
-                         f"(graphs.onnx_batch.symbolic_batch)", source=source)
-    if any(s and isinstance(s[0], int) and s[0] > 1 for _, s in shapes):
-        hint = (f"; batch size {common} counts their leading dimension as the batch"
-                if isinstance(common, int) and common > 1 else "")
-        warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: {shown}): "
-             f"its figures are per run of the model, not per sample{hint}")
+    if any(s and isinstance(s[0], int) and s[0] > 1 for _, s in _shapes(graph)):
+        hint = (f"; batch size {common} counts their leading dimension as the batch, another re-batches "
+                f"the model" if isinstance(common, int) and common > 1 else "")
+        warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: "
+             f"{_input_shapes(graph)}): its figures are per run of the model, not per sample{hint}")
     return 1
 
 

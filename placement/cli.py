@@ -262,23 +262,14 @@ def _number(value: float | None, flag: str, *, low: float = 0.0, strict: bool = 
     return None if math.isinf(value) else value
 
 
-_OPTION_WORDS = {"split": "--split", "restarts": "--restarts", "memory_limit": "--memory-limit"}
-
-
 def _cli_words(message: str) -> str:
-    """A library message in the command line's words: ``options.raw['split']`` becomes ``--split``,
-    and its byte counts read in the table's units (:func:`placement.report.in_cli_units`)."""
-    import re
-
+    """A library message in the command line's words: the arguments and options it names become flags
+    (:func:`placement._flags.cli_words`), and its byte counts read in the table's units
+    (:func:`placement.report.in_cli_units`)."""
+    from ._flags import cli_words
     from .report import in_cli_units
 
-    def option(m):
-        return _OPTION_WORDS.get(m.group(2), m.group(0))
-
-    message = re.sub(r"options\.raw\[(['\"])(\w+)\1\]", option, message)
-    message = re.sub(r"\boptions\.(time_limit|gap|threads|seed)\b",
-                     lambda m: "--" + m.group(1).replace("_", "-"), message)
-    return in_cli_units(message)
+    return in_cli_units(cli_words(message))
 
 
 def _stages():

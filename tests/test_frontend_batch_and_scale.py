@@ -2,7 +2,9 @@
 
 A fixed leading dimension may be a batch or not (a sequence, a channel): a run of the model counts as
 one sample and the output says so, a batch size equal to the leading dimension makes it the batch, any
-other batch size is refused naming the input and its shape. Naming the devices of a cluster is linear
+other batch size re-batches the model as the serving sweep does (:mod:`graphs.onnx_batch`: the leading
+dimension is taken as the batch, with a warning naming the input and its shape), and a model whose
+outputs do not follow that dimension is refused. Naming the devices of a cluster is linear
 in their number (it was quadratic: ``place --devices a100:100000`` took minutes), checked by counting
 the Python lines run, not by a clock.
 """
@@ -56,10 +58,29 @@ def test_fixed_shape_is_per_run_and_says_so(models):
                for w in g.warnings), g.warnings
 
 
-def test_batch_size_other_than_the_fixed_one_is_refused_naming_the_input(models):
-    fixed, _ = models
-    with pytest.raises(InputError, match=r"batch size 8: .*fixed shape.*'x' \[64, 256\].*batch size 64"):
-        load_onnx(fixed, batch_size=8)
+def test_another_batch_size_rebatches_as_the_sweep_does(models):
+    fixed, symbolic = models
+    g = load_onnx(fixed, batch_size=8)
+    assert g.batch_size == 8
+    assert any("fixed shape" in w and "'x' [64, 256]" in w and "taken as the batch, at 8" in w
+               for w in g.warnings), g.warnings
+    same = load_onnx(symbolic, batch_size=8)  # the second method: the model written with a symbolic batch
+    assert [op.output_bytes for op in g.ops] == [op.output_bytes for op in same.ops]
+    assert [t.shape for t in g.outputs] == [(8, 256)]
+
+
+def test_a_model_that_does_not_follow_its_leading_dimension_is_refused(tmp_path):
+    # y = x^T x: [64, 256] -> [256, 256]; the output does not lead with the batch, whatever it is
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    graph = h.make_graph([h.make_node("Transpose", ["x"], ["xt"], name="t", perm=[1, 0]),
+                          h.make_node("MatMul", ["xt", "x"], ["y"], name="mm")], "gram",
+                         [h.make_tensor_value_info("x", T.FLOAT, [64, 256])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [256, 256])])
+    path = save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "gram.onnx")
+    with pytest.raises(InputError, match=r"at batch size 8 output 'y' has shape \[256, 256\]"):
+        load_onnx(path, batch_size=8)
 
 
 def test_batch_size_equal_to_the_leading_dimension_is_the_batch(models):
@@ -84,9 +105,12 @@ def test_cli_place_on_a_fixed_shape_model(models, capsys, tmp_path):
     assert main(["evaluate", fixed, str(out)]) == 0  # the recorded batch (1) re-scores it
     capsys.readouterr()
 
-    assert main(["place", fixed, "--devices", "a100:2", "--batch-size", "8"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and "'x' [64, 256]" in err[0], err
+    # batch size 8 re-batches it, as --batch-size 8,16 (the sweep) does: the symbolic model's figures
+    assert main(["place", fixed, "--devices", "a100:2", "--batch-size", "8"]) == 0
+    at8 = capsys.readouterr()
+    assert "'x' [64, 256]" in at8.err and "taken as the batch, at 8" in at8.err
+    assert main(["place", symbolic, "--devices", "a100:2", "--batch-size", "8"]) == 0
+    assert _max_load(at8.out) == pytest.approx(_max_load(capsys.readouterr().out), rel=1e-12)
 
     # batch size 64 on the fixed model is the symbolic model at batch 64: the same per-sample figures
     assert main(["place", fixed, "--devices", "a100:2", "--batch-size", "64"]) == 0

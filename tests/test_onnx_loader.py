@@ -82,10 +82,12 @@ def test_batch_size_scales_activations_not_parameters(tmp_path):
     assert g1.parameters == g8.parameters
 
 
-def test_fixed_batch_model_refuses_another_batch_size():
-    # the file's batch is fixed: batch size 4 is refused, naming the input and its shape, never ignored
-    with pytest.raises(InputError, match=r"batch size 4: .*fixed shape.*'data_0' \[1, 3, 224, 224\]"):
-        load_onnx(zoo("squeezenet"), batch_size=4)
+def test_fixed_batch_model_is_rebatched_for_another_batch_size():
+    # the file's batch is fixed: batch size 4 makes its leading dimension the batch (as the serving sweep
+    # does), said in a warning naming the input and its shape, never ignored
+    g4 = load_onnx(zoo("squeezenet"), batch_size=4)
+    assert g4.batch_size == 4 and g4.ops[0].outputs[0].shape[0] == 4
+    assert any("'data_0' [1, 3, 224, 224]" in w and "taken as the batch, at 4" in w for w in g4.warnings)
     g = load_onnx(zoo("squeezenet"))
     assert g.ops[0].outputs[0].shape[0] == 1 and g.batch_size == 1 and g.fixed_shape
     assert not g.warnings  # a leading 1: one run is one sample, nothing to warn about
