@@ -17,7 +17,7 @@ ARGUMENT_FLAGS = {"devices": "--devices", "solver": "--solver"}
 
 _ARGUMENT = re.compile(r"\b(" + "|".join(ARGUMENT_FLAGS) + r")=(['\"])([^'\"]*)\2")
 _RAW = re.compile(r"options\.raw\[(['\"])(\w+)\1\]")
-_OPTION = re.compile(r"\boptions\.(time_limit|gap|threads|seed)\b")
+_OPTION = re.compile(r"\boptions\.(time_limit|gap|threads|seed|backend|subgraphs_per_device)\b")
 
 
 def cli_words(message: str) -> str:

@@ -174,28 +174,30 @@ def get_solver(name: str) -> Callable[..., Solution]:
 
 
 _DEFAULTS = SolveOptions()
-_FLAG = {"gap": "--gap", "threads": "--threads", "seed": "--seed", "backend": "--backend",
-         "warm_start": "a warm start", "subgraphs_per_device": "--subgraphs-per-device"}
+#: the options a solver may not honour, named as a library caller sets them (the command line's
+#: placement._flags.cli_words shows its flags instead)
+_OPTION_NAMES = {f: f"options.{f}" for f in ("gap", "threads", "seed", "backend", "subgraphs_per_device")}
+_OPTION_NAMES["warm_start"] = "a warm start"
 
 
 def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) -> None:
     honours = info.stage_honours if stages else info.honours
     if options.subgraphs_per_device != _DEFAULTS.subgraphs_per_device and options.objective != "latency":
         # only the latency model runs subgraphs one after another: any other objective would drop it
-        raise InputError(f"--subgraphs-per-device applies to the latency objective (how many subgraphs one "
-                         f"accelerator runs in turn); this objective is {options.objective}")
-    for f in _FLAG:
+        raise InputError(f"options.subgraphs_per_device applies to the latency objective (how many subgraphs "
+                         f"one accelerator runs in turn); this objective is {options.objective}")
+    for f in _OPTION_NAMES:
         if f not in honours and getattr(options, f) != getattr(_DEFAULTS, f):
             where = " on the stage model (replicas)" if stages else ""
-            reads = ", ".join(sorted(_FLAG[x] for x in honours)) or "no such option"
-            raise InputError(f"{_FLAG[f]} does not apply to the {info.name} solver{where} "
+            reads = ", ".join(sorted(_OPTION_NAMES[x] for x in honours)) or "no such option"
+            raise InputError(f"{_OPTION_NAMES[f]} does not apply to the {info.name} solver{where} "
                              f"(it reads: {reads})")
     # the auto solver's stage form has no memory-hungry DP to limit: memory_limit is its pipeline form's
     raw_honours = info.raw_honours if not stages else info.raw_honours - {"memory_limit"}
-    for key, flag in RAW_OPTIONS.items():
+    for key in RAW_OPTIONS:
         if key in options.raw and key not in raw_honours:
             readers = [n for n, s in SOLVERS.items() if key in s.raw_honours]
-            raise InputError(f"{flag} does not apply to the {info.name} solver"
+            raise InputError(f"options.raw[{key!r}] does not apply to the {info.name} solver"
                              f"{' on the stage model (replicas)' if stages else ''}: it is read by the "
                              f"{', '.join(readers)} solver{'s' if len(readers) > 1 else ''}")
 

@@ -154,11 +154,11 @@ def test_the_expert_split_is_refused_on_a_stage_problem():
 
 def test_options_a_solver_cannot_honour_are_refused_by_name():
     p = random_problem(np.random.default_rng(1))
-    with pytest.raises(InputError, match="--gap does not apply to the dp solver"):
+    with pytest.raises(InputError, match="options.gap does not apply to the dp solver"):
         solve(p, solver="dp", options=SolveOptions(gap=0.1))
-    with pytest.raises(InputError, match="--seed does not apply"):
+    with pytest.raises(InputError, match="options.seed does not apply"):
         solve(p, solver="pipedream", options=SolveOptions(seed=3))
-    with pytest.raises(InputError, match="--backend does not apply"):
+    with pytest.raises(InputError, match="options.backend does not apply"):
         solve(p, solver="ip", options=SolveOptions(backend="pulp"))
     with pytest.raises(InputError, match="objective 'latency'"):
         solve(p, solver="auto", options=SolveOptions(objective="latency"))
