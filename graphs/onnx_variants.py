@@ -38,8 +38,10 @@ node's variant by these, per device kind:
   variants for each ``t`` that ``placement split`` can carry out on every operator of it
   (:meth:`SplitLayout.refusal`: the split axis of every split tensor followed through the layer, and
   ``t`` dividing it: 4 heads take ``t`` = 2 or 4, not 8, also behind a fused QKV projection, split part
-  by part; a ``Softmax`` along the split axis, a ``Split`` along it that is not a fused projection's or
-  a ``Reshape`` to a run-time shape, as ``nn.MultiheadAttention`` exports, take none); operators outside
+  by part, as GPT-2's ``c_attn`` and ``nn.MultiheadAttention`` export; a ``Softmax`` along the split
+  axis, a ``Split`` along it that is not a fused projection's or a ``Reshape`` to a run-time shape, as
+  TorchScript exports and dynamo ones of ``nn.MultiheadAttention`` with a symbolic batch make, take
+  none); operators outside
   such layers run replicated, so they take every ``t``. :func:`tensor_split` and :func:`split_layout`
   are the one place this rule lives: ``placement split`` and ``placement run``
   (:mod:`placement.tensor_parallel`) divide exactly the operators it marks, and refuse a stage with the
@@ -178,11 +180,13 @@ class SplitRule:
     allowzero, shape)``; ``("expand", slot, pos, shape)``; ``("split_sizes", where, parts, size)``: a
     fused projection's ``Split`` of ``size`` into ``parts``, whose sizes (given as its second input,
     its ``split`` attribute, or ``equal`` parts) become ``size / (parts * t)``), ``out_axis`` the split
-    axis of its outputs (``None`` for a row-parallel product: a partial sum)."""
+    axis of its outputs (``None`` for a row-parallel product: a partial sum) and ``out_parts`` the
+    number of parts they are held in (:attr:`SplitLayout.parts`; ``None``: as its split input's)."""
 
     kind: str
     actions: tuple[tuple, ...]
     out_axis: int | None
+    out_parts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,10 +194,12 @@ class SplitLayout:
     """The tensor-parallel split of a whole model: ``ts`` the analysis (:func:`tensor_split`), ``op_of``
     every operator's index by name, ``axis`` the split axis of every split tensor, ``rules`` how every
     split operator is divided and ``failed`` why the others' split cannot be followed (by operator
-    index). ``parts``: the split tensors of a fused projection (from its product to its ``Split``), by
-    name, with the number of parts ``k`` the ``Split`` makes: rank ``r`` holds chunk ``r`` of each part
-    (:func:`chunk`), so that each part the ``Split`` makes is split as usual; every other split tensor
-    is one part. :meth:`refusal` is the one check of whether a split can be carried out ``t`` ways."""
+    index). ``parts``: the split tensors held in ``k > 1`` equal parts along their split axis, by name:
+    rank ``r`` holds chunk ``r`` of each part (:func:`chunk`). A fused projection's (from its product to
+    the ``Split`` or ``Reshape`` that takes its parts apart) are, and so is a tensor whose split axis a
+    ``Reshape`` merged with an outer one (``[s, b, heads*dh]`` -> ``[s, b*heads, dh]``: ``b`` parts);
+    every other split tensor is one part. :meth:`refusal` is the one check of whether a split can be
+    carried out ``t`` ways."""
 
     ts: TensorSplit
     ops: tuple[Op, ...]
@@ -235,9 +241,9 @@ class SplitLayout:
                 name = op.inputs[act[1]].name
                 return (f"it needs {name!r} cut into {t} equal chunks{_of_parts(act[4])} along axis "
                         f"{act[2]}, whose size is {act[3]}")
-            if act[0] == "reshape" and act[5] % t:
+            if act[0] == "reshape" and act[5] % ((rule.out_parts or 1) * t):
                 return (f"it makes a dimension of {act[5]} along the split axis, which does not divide into "
-                        f"{t} equal parts (heads not a multiple of t?)")
+                        f"{t} equal chunks{_of_parts(rule.out_parts or 1)} (heads not a multiple of t?)")
             if act[0] == "expand" and act[3][act[2]] % t:
                 return (f"it expands the split axis to {act[3][act[2]]}, which does not divide into {t} "
                         f"equal parts")
@@ -257,19 +263,25 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     layer_keys`) as the cost model makes it (:func:`tensor_split`), with the layout of every split
     tensor: rank ``r`` of ``t`` holds chunk ``r`` of ``t`` equal contiguous chunks along one axis. The
     axis starts at a column-parallel product's last axis (its weight's columns) and is followed operator
-    by operator through the layer (a ``Transpose`` moves it, a ``Reshape`` maps it to the output axis
-    whose contiguous chunks are the same elements, so ``[b, s, hidden]`` -> ``[b, s, heads, dh]``
-    splits the heads). A **fused projection** (a column-parallel product whose output is read only by
-    a ``Split`` into ``k`` equal parts along the split axis, directly or through operators that each
-    are the only reader of the one before and work elementwise on it, as the bias ``Add`` of a
-    ``MatMul`` + ``Add`` export: QKV, ``k = 3``) is split part by part: rank ``r`` holds chunk ``r`` of
-    each part of the product's columns (its weight's and bias's columns ``[c*h + r*h/t, c*h +
-    (r+1)*h/t)`` for part ``c`` of width ``h``), the ``Split`` makes parts of ``h/t``, and each part
-    it makes is a split tensor as any other (``SplitLayout.parts``). An operator the rule splits but
-    whose split cannot be followed (a ``Softmax`` or ``Concat`` along the split axis, a reduction over
-    it, a ``Split`` along it that is not a fused projection's, a ``Reshape`` to a shape computed at run
-    time, an operator type not known here) is in ``failed`` with the reason, as is every split
-    operator reading what it makes."""
+    by operator through the layer (a ``Transpose`` or ``Gather`` moves it, a ``Reshape`` maps it to the
+    output axis whose contiguous chunks are the same elements, so ``[b, s, hidden]`` -> ``[b, s, heads,
+    dh]`` splits the heads). A tensor may be held in ``k`` equal **parts** along its split axis, rank
+    ``r`` holding chunk ``r`` of each (``SplitLayout.parts``); a ``Reshape`` maps each part with what
+    follows it (a block of the flat order) to blocks of its output, so ``[s, b, heads*dh]`` -> ``[s,
+    b*heads, dh]`` gives ``b`` parts of ``heads`` and ``[b*heads, s, dh]`` -> ``[b, heads, s, dh]`` one
+    again. A **fused projection** (a column-parallel product whose output is read only by a ``Split``
+    into ``k`` equal parts along the split axis, or by a ``Reshape`` of its columns into ``[k,
+    columns/k]`` whose ``k`` axis is then taken apart by ``Gather``, ``Slice`` or ``Split``, directly or
+    through operators that each are the only reader of the one before and work elementwise on it, as
+    the bias ``Add`` of a ``MatMul`` + ``Add`` export: QKV, ``k = 3``) is split part by part: rank
+    ``r`` holds chunk ``r`` of each part of the product's columns (its weight's and bias's columns
+    ``[c*h + r*h/t, c*h + (r+1)*h/t)`` for part ``c`` of width ``h``), the ``Split`` makes parts of
+    ``h/t`` (the ``Reshape``, ``[.., k, h/t]``), and each part it makes is a split tensor as any other.
+    An operator the rule splits but whose split cannot be followed (a ``Softmax`` or ``Concat`` along
+    the split axis, a reduction or ``Gather`` over it, a ``Split`` along it that is not a fused
+    projection's, a ``Reshape`` to a shape computed at run time, an operator type not known here) is in
+    ``failed`` with the reason, as is every split operator reading what it makes (the reason names the
+    operator where the split stopped)."""
     if keys is None:
         from .onnx_workload import layer_keys
 
@@ -279,8 +291,10 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     axis: dict[str, int] = {}
     rules: dict[int, SplitRule] = {}
     failed: dict[int, str] = {}
+    root: dict[int, tuple[str, str]] = {}  # failed reading a failed split: where it first failed, why
     values = g.values
-    parts = _fused_parts(g, ts, values) if ts.split.any() else {}
+    fused = _fused_parts(g, ts, values) if ts.split.any() else {}
+    parts: dict[str, int] = {}
     layout = SplitLayout(ts, tuple(g.ops), {op.name: i for i, op in enumerate(g.ops)}, producer, axis, rules,
                          failed, parts)
     if not ts.split.any():
@@ -295,25 +309,28 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
         try:
             for t in op.inputs:
                 if t is not None and layout.split_input(t.name, i):
-                    if t.name not in axis:
-                        p = g.ops[producer[t.name]].name
+                    if t.name not in axis:  # named at the operator where the split stopped
+                        p, why = root.get(producer[t.name], (g.ops[producer[t.name]].name,
+                                                             failed.get(producer[t.name], "?")))
+                        root[i] = (p, why)
                         raise _NoSplit(f"it reads {t.name!r}, whose split could not be followed (at {p!r}: "
-                                       f"{failed.get(producer[t.name], '?')})")
+                                       f"{why})")
                     in_axes.append(axis[t.name])
                     in_parts.add(parts.get(t.name, 1))
                 else:
                     in_axes.append(None)
             kind = "column" if ts.column[i] else "row" if ts.row[i] else "split"
-            k = parts.get(op.outputs[0].name, 1) if op.outputs else 1
             if len(in_parts) > 1:
-                raise _NoSplit(f"it reads a fused projection's output and another split tensor together "
-                               f"(parts {sorted(in_parts)})")
-            if in_parts and max(in_parts) > 1 and op.op_type == "Split":
-                rule = _fused_split_rule(op, in_axes[0], max(in_parts))
-            elif in_parts and max(in_parts) != k:  # never: the readers of a fused projection are its chain
-                raise _NoSplit("it reads a fused projection's output but is not part of it")
+                raise _NoSplit(f"it reads split tensors held in different numbers of parts "
+                               f"({sorted(in_parts)}) together")
+            k = max(in_parts, default=1)
+            if kind == "column":  # a fused projection's product holds its parts (found ahead)
+                k = fused.get(op.outputs[0].name, 1)
+            if k > 1 and op.op_type == "Split" and in_axes[0] is not None \
+                    and _equal_parts(op, in_axes[0], values) == k:
+                rule = _fused_split_rule(op, in_axes[0], k)
             else:
-                rule = _with_parts(_rule(kind, op, in_axes, values, g.opset), k)
+                rule = _with_parts(_rule(kind, op, in_axes, values, g.opset, k), k)
         except _NoSplit as e:
             failed[i] = str(e)
             continue
@@ -321,6 +338,8 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
         if rule.out_axis is not None:
             for t in op.outputs:
                 axis[t.name] = rule.out_axis
+                if rule.out_parts and rule.out_parts > 1:
+                    parts[t.name] = rule.out_parts
     return layout
 
 
@@ -348,7 +367,9 @@ def _equal_parts(op: Op, axis: int, values: Mapping[str, np.ndarray]) -> int:
 
 def _fused_parts(g: OnnxGraph, ts: TensorSplit, values: Mapping[str, np.ndarray]) -> dict[str, int]:
     """The fused projections (see :func:`split_layout`): the tensors from each column-parallel product
-    to the ``Split`` of its output into ``k`` equal parts along the split axis, each mapped to ``k``."""
+    to the ``Split`` of its output into ``k`` equal parts along the split axis, or to the ``Reshape``
+    of its columns into ``[k, columns / k]`` whose ``k`` axis is taken apart
+    (:func:`_reshaped_parts`), each mapped to ``k``."""
     readers: dict[str, set[int]] = {}
     for j, op in enumerate(g.ops):
         for t in op.inputs:
@@ -374,8 +395,9 @@ def _fused_parts(g: OnnxGraph, ts: TensorSplit, values: Mapping[str, np.ndarray]
             nxt = g.ops[j]
             if not ts.reads_split(cur, j) or nxt.domain:
                 break
-            if nxt.op_type == "Split":
-                k = _equal_parts(nxt, axis, values) if nxt.inputs[0].name == chain[-1] else 0
+            if nxt.op_type in ("Split", "Reshape"):
+                k = 0 if nxt.inputs[0].name != chain[-1] else _equal_parts(nxt, axis, values) \
+                    if nxt.op_type == "Split" else _reshaped_parts(g, j, readers, values)
                 if k:
                     parts.update((x, k) for x in chain)
                 break
@@ -386,13 +408,61 @@ def _fused_parts(g: OnnxGraph, ts: TensorSplit, values: Mapping[str, np.ndarray]
     return parts
 
 
+def _reshaped_parts(g: OnnxGraph, j: int, readers: Mapping[str, set[int]],
+                    values: Mapping[str, np.ndarray]) -> int:
+    """``k`` where the ``Reshape`` ``g.ops[j]`` cuts its input's last axis (a product's columns) into
+    ``[k, columns / k]`` and the ``k`` axis, followed through ``Transpose``, ``Unsqueeze`` and
+    ``Squeeze`` (each its tensor's only reader), is read only by ``Gather``, ``Slice`` or ``Split``
+    along it (``nn.MultiheadAttention``'s in-projection, exported by ``torch.onnx.export(...,
+    dynamo=True)``: ``[s, b, 3E]`` -> ``[s, b, 3, E]``, then ``q, k, v`` selected); else 0."""
+    op = g.ops[j]
+    src, out = op.inputs[0].shape, op.outputs[0].shape
+    if src is None or out is None or None in src or None in out:
+        return 0
+    outer = int(np.prod(src[:-1]))
+    c = next((b for b in range(len(out)) if int(np.prod(out[:b])) == outer and out[b] > 1), None)
+    if c is None or c + 1 >= len(out) or out[c] * int(np.prod(out[c + 1:])) != src[-1]:
+        return 0
+    x, ax = op.outputs[0].name, c
+    while True:
+        rd = [g.ops[q] for q in readers.get(x, ())]
+        if not rd:
+            return 0
+        if all(_takes_apart(r, x, ax, values) for r in rd):
+            return int(out[c])
+        if len(rd) != 1 or rd[0].op_type not in ("Transpose", "Unsqueeze", "Squeeze") \
+                or rd[0].inputs[0].name != x or len(rd[0].outputs) != 1:
+            return 0
+        try:
+            ax = _rule("split", rd[0], [ax] + [None] * (len(rd[0].inputs) - 1), values, g.opset).out_axis
+        except _NoSplit:
+            return 0
+        x = rd[0].outputs[0].name
+
+
+def _takes_apart(op: Op, x: str, ax: int, values: Mapping[str, np.ndarray]) -> bool:
+    """Does ``op`` read only its data input ``x`` along axis ``ax`` (a ``Gather``, ``Slice`` or
+    ``Split`` along it)?"""
+    if op.domain or not op.inputs or op.inputs[0].name != x or op.inputs[0].shape is None \
+            or any(t is not None and t.name == x for t in op.inputs[1:]):
+        return False
+    R = len(op.inputs[0].shape)
+    if op.op_type in ("Gather", "Split"):
+        a = int(op.attrs.get("axis", 0))
+        return (a + R if a < 0 else a) == ax
+    if op.op_type == "Slice" and _has(op, 3) and op.inputs[3].name in values:
+        axes = np.asarray(values[op.inputs[3].name]).reshape(-1).tolist()
+        return [a + R if a < 0 else a for a in axes] == [ax]
+    return False
+
+
 def _with_parts(rule: SplitRule, k: int) -> SplitRule:
-    """``rule`` for an operator of a fused projection of ``k`` parts: whole inputs it cuts along the
-    split axis (weight columns, bias) are cut part by part."""
-    if k == 1:
-        return rule
-    acts = tuple(a[:4] + (k,) if a[0] == "slice" else a for a in rule.actions)
-    return SplitRule(rule.kind, acts, rule.out_axis)
+    """``rule`` for an operator whose split tensors are held in ``k`` parts (:attr:`SplitLayout.parts`):
+    whole inputs it cuts along the split axis (weight columns, bias) are cut part by part, and its
+    outputs are held in ``k`` parts unless the rule says otherwise (a ``Reshape``)."""
+    out_parts = k if rule.out_parts is None else rule.out_parts
+    acts = tuple(a[:4] + (k,) if a[0] == "slice" else a for a in rule.actions) if k > 1 else rule.actions
+    return SplitRule(rule.kind, acts, rule.out_axis, out_parts)
 
 
 def _fused_split_rule(op: Op, a: int | None, k: int) -> SplitRule:
@@ -403,7 +473,7 @@ def _fused_split_rule(op: Op, a: int | None, k: int) -> SplitRule:
         raise _NoSplit("only its data input may be split")
     n = _shape(op.inputs[0])[a]
     where = "input" if _has(op, 1) else "attribute" if op.attrs.get("split") is not None else "equal"
-    return SplitRule("split", (("split_sizes", where, k, n),), a)
+    return SplitRule("split", (("split_sizes", where, k, n),), a, 1)
 
 
 def _shape(t: Tensor | None) -> tuple:
@@ -424,9 +494,9 @@ def _has(op: Op, slot: int) -> bool:
 
 
 def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.ndarray],
-          opset: int) -> SplitRule:
+          opset: int, parts: int = 1) -> SplitRule:
     """How operator ``op`` is divided, given the split axis of each input it reads split (``None``:
-    whole). Raises :class:`_NoSplit`."""
+    whole), held in ``parts`` parts. Raises :class:`_NoSplit`."""
     typ = op.op_type
     ins = op.inputs
     attrs = op.attrs
@@ -480,19 +550,24 @@ def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.
         shape = _const(op, 1, values, "target shape")
         if None in src or None in out:
             raise _NoSplit("its shapes are not known")
-        outer, inner = int(np.prod(src[:a])), int(np.prod(src[a:]))
+        # a rank holds, in each block of a part and what follows it (m * inner elements, in C order), the
+        # same chunk r of the block: so does the output's axis b whose (m_b * inner_b)-blocks are those,
+        # with out[b] / m_b parts (the only such axis with m_b > 1)
+        block = src[a] // parts * int(np.prod(src[a + 1:]))
         for b in range(R):
-            if int(np.prod(out[:b])) == outer and int(np.prod(out[b:])) == inner and out[b] > 1:
+            inner_b = int(np.prod(out[b + 1:]))
+            m_b = block // inner_b if block % inner_b == 0 else 0
+            if m_b > 1 and out[b] % m_b == 0:
                 break
         else:
             raise _NoSplit(f"no axis of its output {list(out)} holds the chunks of axis {a} of its input "
-                           f"{list(src)}")
+                           f"{list(src)}" + (f" held in {parts} parts" if parts > 1 else ""))
         allowzero = bool(attrs.get("allowzero", 0))
         v = shape.reshape(-1)
         if not allowzero and b < len(v) and v[b] == 0 and a != b:
             raise _NoSplit(f"its target shape copies dimension {b} of the input, which is not split")
         return SplitRule(kind, (("reshape", 1, b, a, tuple(int(x) for x in src), out[b], allowzero,
-                                 tuple(int(x) for x in v)),), b)
+                                 tuple(int(x) for x in v)),), b, out[b] // m_b)
     if typ in ("Unsqueeze", "Squeeze"):
         axes = attrs.get("axes")
         if axes is None and _has(op, 1):
@@ -520,6 +595,12 @@ def _rule(kind: str, op: Op, in_axes: list[int | None], values: Mapping[str, np.
         if a in [x + R if x < 0 else x for x in axes]:
             raise _NoSplit(f"it slices the split axis {a}")
         return SplitRule(kind, (), a)
+    if typ == "Gather":
+        ax = int(attrs.get("axis", 0))
+        ax = ax + len(_shape(ins[0])) if ax < 0 else ax
+        if ax == a:
+            raise _NoSplit(f"it gathers along the split axis {a}")
+        return SplitRule(kind, (), a if ax > a else a + len(_shape(ins[1])) - 1)
     if typ == "Concat":
         ax = int(attrs.get("axis", 0))
         ax = ax + R if ax < 0 else ax
