@@ -192,7 +192,7 @@ def part2(batches: list[int], samples: int, tmp: str, rounds: int = 3) -> list[d
     median of ``rounds`` runs)."""
     import statistics
 
-    from graphs.onnx_batch import batchable_path
+    from graphs.onnx_loader import batchable_path
 
     model = batchable_path(_zoo("squeezenet"), cache_dir=tmp)
     rows = []

@@ -10,12 +10,9 @@ whose shapes do not follow is caught by :func:`check_batch` (its outputs must le
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 from .errors import InputError
 
-__all__ = ["symbolic_batch", "has_symbolic_batch", "batchable_path", "check_batch"]
+__all__ = ["symbolic_batch", "has_symbolic_batch", "check_batch"]
 
 BATCH_DIM = "N"
 
@@ -75,30 +72,6 @@ def symbolic_batch(model):
                         new[0] = 0
                         a.t.CopyFrom(numpy_helper.from_array(new))
     return m
-
-
-def batchable_path(path: str | os.PathLike, cache_dir: str | None = None) -> str:
-    """``path`` itself when the model has a symbolic batch, else the path of a copy with one
-    (:func:`symbolic_batch`), written once to ``cache_dir`` (default: a folder in the temp dir)."""
-    from .onnx_loader import read_model
-
-    path = os.fspath(path)
-    model = read_model(path, load_external_data=True)
-    if has_symbolic_batch(model):
-        return path
-    folder = cache_dir or os.path.join(tempfile.gettempdir(), "placement-batch")
-    os.makedirs(folder, exist_ok=True)
-    st = os.stat(path)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    out = os.path.join(folder, f"{stem}-{st.st_size:x}-{int(st.st_mtime):x}.nbatch.onnx")
-    if not os.path.exists(out):
-        import onnx
-
-        new = symbolic_batch(model)
-        tmp = out + f".{os.getpid()}.tmp"
-        onnx.save_model(new, tmp)
-        os.replace(tmp, out)
-    return out
 
 
 def check_batch(g, batch: int) -> None:

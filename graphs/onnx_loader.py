@@ -30,6 +30,7 @@ import heapq
 import logging
 import math
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -926,3 +927,27 @@ def node_reads(node) -> list[str]:
     for sg in graph_attrs(node):
         reads += sorted(free_names(sg))
     return reads
+
+
+def batchable_path(path: str | os.PathLike, cache_dir: str | None = None) -> str:
+    """``path`` itself when the model has a symbolic batch, else the path of a copy with one
+    (:func:`graphs.onnx_batch.symbolic_batch`), written once to ``cache_dir`` (default: a folder in the temp dir)."""
+    from .onnx_batch import has_symbolic_batch, symbolic_batch
+
+    path = os.fspath(path)
+    model = read_model(path, load_external_data=True)
+    if has_symbolic_batch(model):
+        return path
+    folder = cache_dir or os.path.join(tempfile.gettempdir(), "placement-batch")
+    os.makedirs(folder, exist_ok=True)
+    st = os.stat(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    out = os.path.join(folder, f"{stem}-{st.st_size:x}-{int(st.st_mtime):x}.nbatch.onnx")
+    if not os.path.exists(out):
+        import onnx
+
+        new = symbolic_batch(model)
+        tmp = out + f".{os.getpid()}.tmp"
+        onnx.save_model(new, tmp)
+        os.replace(tmp, out)
+    return out

@@ -316,8 +316,8 @@ def batch_workload(path: str | os.PathLike, devices, batch_size: int, *, costs: 
     ``models``: a dict the caller keeps across batch sizes; the file is then read once for all of them
     (a 4-layer GPT-2 file is 400 MB: reading it takes seconds)."""
     from graphs.devices import DeviceSet, parse_devices
-    from graphs.onnx_batch import batchable_path, check_batch, has_symbolic_batch
-    from graphs.onnx_loader import parse_model, read_model
+    from graphs.onnx_batch import check_batch, has_symbolic_batch
+    from graphs.onnx_loader import batchable_path, parse_model, read_model
     from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
 
     models = {} if models is None else models

@@ -157,13 +157,13 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
                   granularity: str | None = None, device_memory: float | None = None,
                   paths: dict | None = None):
     """The stage problem of the ONNX model ``path`` at ``batch_size`` (a batch fixed in the file made
-    symbolic first, :func:`graphs.onnx_batch.batchable_path`, as the one-device-per-stage sweep does):
+    symbolic first, :func:`graphs.onnx_loader.batchable_path`, as the one-device-per-stage sweep does):
     ``(problem, graph_cls, settings)`` of :func:`placement.stages.read_onnx` (its problem, ``(graph,
     node_of)`` and settings), and a fourth item: where the default chose layer nodes, a function giving
     the same triple at operator granularity (built once, on first call), else ``None`` (see
     :func:`best_refined`). ``paths``: a dict kept across batch sizes (the symbolic copy is looked up
     once)."""
-    from graphs.onnx_batch import batchable_path
+    from graphs.onnx_loader import batchable_path
 
     from .stages import read_onnx
 

@@ -331,8 +331,8 @@ def test_provision_over_batch_sizes_picks_the_cheapest(cnn, tmp_path, capsys):
 
 
 def test_fixed_batch_resnet_follows_the_batch():
-    from graphs.onnx_batch import batchable_path, check_batch
-    from graphs.onnx_loader import load_onnx
+    from graphs.onnx_batch import check_batch
+    from graphs.onnx_loader import batchable_path, load_onnx
 
     path = batchable_path(zoo("resnet50"))
     assert path != zoo("resnet50")  # a rebatched copy: the file's batch is fixed
