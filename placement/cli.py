@@ -403,12 +403,6 @@ def _cmd_place(args) -> int:
                          f"names the model to lay out; this is {what}, not one, so drop --model {args.model}",
                          source=args.workload)
     model = "helix" if args.model is not None else model_for(kind, args)
-    if kind == "onnx" and model == "pipeline" and args.memory_limit is not None \
-            and getattr(args, "max_replicas", None) is None:
-        # the DP that --memory-limit limits is the one-device-per-stage model's: it chose that model
-        print("note: --memory-limit limits auto's one-device-per-stage DP, so this ONNX model is placed "
-              "with one device per stage (no replicas); the stage model, the default, takes no "
-              "--memory-limit (--max-replicas 1 says this placement is meant)", file=sys.stderr)
     _note_no_progress_bar(args, model)
     if model == "helix":
         if args.engine == "sglang":
@@ -452,7 +446,9 @@ def _cmd_place(args) -> int:
         return _stages().place(args, _stages().load(args, _frontend(args)))
     _refuse_stage_options(args)  # --device-memory, --schedule etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
-        return run_place(args, _frontend(args, sweep=True))
+        code = run_place(args, _frontend(args, sweep=True))
+        _note_one_device_per_stage(args, kind)
+        return code
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
     opts = SolveOptions(objective=args.objective, time_limit=time_limit, gap=gap,
@@ -462,11 +458,26 @@ def _cmd_place(args) -> int:
         p = place(w.graph, w.cluster, args.solver, opts)
     finally:
         progress.done()
+    _note_one_device_per_stage(args, kind)
     _print_result(args, p)
     if p.evaluation is None:
         print(f"error: {_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
         return EXIT_NO_PLACEMENT
     return EXIT_OK
+
+
+def _note_one_device_per_stage(args, kind: str) -> None:
+    """An option that switched an ONNX model (workload ``kind``) from the stage model, its default, to one
+    device per stage (:func:`placement.inputs.one_device_per_stage_by`): one note naming it, never a
+    silent switch. Said once the placement has run: an option refused on the way is one error line."""
+    from .inputs import one_device_per_stage_by
+
+    by = one_device_per_stage_by(args) if kind == "onnx" else None
+    if by is not None:
+        print(f"note: {by} applies to the one-device-per-stage placement only (the stage model, an ONNX "
+              f"model's default, with replicas and tensor parallelism, does not take it yet), so this "
+              f"model is placed with one device per stage (no replicas); --max-replicas 1 says this "
+              f"placement is meant", file=sys.stderr)
 
 
 def _note_no_progress_bar(args, model: str) -> None:
