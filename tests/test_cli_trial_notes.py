@@ -1,8 +1,12 @@
-"""What a new user's trial of the command line found (issue #24), each a regression test."""
+"""What a new user's trial of the command line found (issue #24), each a regression test: an option that
+moves an ONNX model from the stage model to one device per stage says so, naming it; a policy comparison's
+utilisation follows one rule in the table and in the JSON; ``place``'s ``--time-limit`` is the whole
+command's, reading the model included."""
 
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -85,3 +89,84 @@ def test_a_policy_under_which_a_job_never_runs_has_no_utilisation_in_the_json(tm
         u = summary[policy]["utilisation"]
         assert util == ("-" if u is None else f"{100 * u:.0f}%"), row
     assert any(s["utilisation"] is not None for s in summary.values())
+
+
+# ---------------------------------------------------------------- place's --time-limit is the command's
+def _record_solves(monkeypatch, module) -> list:
+    """The time limit each solve is given (``module.solve``, the registry's checked entry point)."""
+    given = []
+    solve = module.solve
+
+    def recording(*args, options=None, **kw):
+        given.append(options.time_limit)
+        return solve(*args, options=options, **kw)
+
+    monkeypatch.setattr(module, "solve", recording)
+    return given
+
+
+def _slow(monkeypatch, module, name: str, seconds: float) -> None:
+    load = getattr(module, name)
+
+    def slow_load(*args, **kw):
+        time.sleep(seconds)  # a large model's reading
+        return load(*args, **kw)
+
+    monkeypatch.setattr(module, name, slow_load)
+
+
+def test_place_time_limit_counts_reading_the_model(tmp_path, monkeypatch, capsys):
+    """--time-limit 10 on a 24-layer model ran 13.8 s: the solve had all of it after the loading. Now the
+    solve gets what the limit leaves (the loading took at least the 1 s slept here), and says so."""
+    import placement.api
+    import placement.load
+
+    graph = str(tmp_path / "graph.json")
+    assert main(["example", graph]) == 0
+    _slow(monkeypatch, placement.load, "load_workload", 1.0)
+    given = _record_solves(monkeypatch, placement.api)
+    capsys.readouterr()
+    assert main(["place", graph, "--solver", "dp", "--time-limit", "30"]) == 0
+    assert len(given) == 1 and 0 < given[0] <= 29.0
+    assert "--time-limit 30 s is the whole command's: reading the model" in capsys.readouterr().out
+
+
+def test_place_time_limit_counts_reading_the_model_on_the_stage_model(model, monkeypatch, capsys):
+    import placement.stages
+    import solvers.registry
+
+    _slow(monkeypatch, placement.stages, "load", 1.0)
+    given = _record_solves(monkeypatch, solvers.registry)
+    capsys.readouterr()
+    assert main(["place", model, "--devices", "a100:2", "--time-limit", "30"]) == 0
+    assert given and all(0 < t <= 29.0 for t in given), given  # the layer solve and its refinement
+    assert "--time-limit 30 s is the whole command's" in capsys.readouterr().out
+
+
+def test_place_help_says_the_time_limit_is_the_whole_commands(capsys):
+    capsys.readouterr()
+    assert main(["place", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--time-limit S seconds for the whole command from its start" in text
+    assert "reading the model and loading the solver included" in text
+
+
+def test_the_operator_refinement_ends_by_the_commands_deadline():
+    """After the layer solve the operators' solve gets no more than the command's clock leaves."""
+    from placement.stages import REFINE_MIN_S, solve_refined
+    from tests.test_onnx_stages import _answer, _layers
+
+    seen = []
+
+    def solve_one(problem, time_limit):
+        seen.append((problem, time_limit))
+        return _answer(2.0 if problem == "L" else 1.5, time=0.01)
+
+    # the limit was used up before (reading the model): the layer plan, and the refinement not tried
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), solve_one, 60.0,
+                           deadline=time.perf_counter() - 1)
+    assert [p for p, _ in seen] == ["L"] and "not tried: no time left" in sol.message
+    seen.clear()
+    w, sol = solve_refined(_layers("L", lambda: ("O", None)), solve_one, 60.0,
+                           deadline=time.perf_counter() + REFINE_MIN_S / 2)
+    assert [p for p, _ in seen] == ["L", "O"] and 0 < seen[1][1] <= REFINE_MIN_S / 2
