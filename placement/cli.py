@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import sys
+import time
 
 from . import _compile_notice, _interrupt
 from .outputs import Progress as _Progress
@@ -36,6 +38,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     from solvers.base import BACKENDS, DEFAULT_BACKEND, OBJECTIVES
     from solvers.registry import solver_names
 
+    from .inputs import LEAST_SOLVE_S
+
     p.add_argument("--solver", default=None,
                    help=f"solver to use (default: auto = the exact DP when it fits the limits, a labelled "
                         f"large-graph path otherwise). One of: {', '.join(solver_names())}")
@@ -44,10 +48,14 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                         "goodput (an LLM model config: requests/s meeting --ttft-slo and --tpot-slo, both "
                         "required, for the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="stop after S seconds and report the best placement found (default: none for the "
-                   "exact solvers; auto gives its large-graph path 300 s; a batch-size sweep or latency "
-                   "target: S for the whole sweep, from its first solve: reading the model and building "
-                   "the first batch size's problem come before). A positive number, inf for none. The first "
+                   help="seconds for the whole command from its start (after Python's own start-up), "
+                   "reading the model and loading the solver included: the solve gets what is left (at "
+                   f"least {LEAST_SOLVE_S:g} s, or S if less) and the best placement found by then is the "
+                   "answer, its status saying so; the summary says how the time went (default: none for "
+                   "the exact solvers; auto gives its large-graph path 300 s). Not so for a batch-size "
+                   "sweep or latency target: S for the whole sweep, from its first solve (reading the "
+                   "model and building the first batch size's problem come before); nor for --objective "
+                   "goodput: S for each solve of its search. A positive number, inf for none. The first "
                    "run after installing or updating compiles the solver's kernels first (announced on "
                    "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
@@ -248,6 +256,9 @@ def _print_result(args, placement, out=None) -> None:
             from .serving_cli import mfu_lines
 
             out.write(mfu_lines(placement))
+            clock = getattr(args, "clock", None)  # place's: what its --time-limit covered
+            if clock is not None and clock.words():
+                out.write(clock.words() + "\n")
             if args.out:
                 out.write(f"result written to {args.out}\n")
 
@@ -348,11 +359,13 @@ def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
     from .api import place
-    from .inputs import time_limit_seconds, wants_serving
+    from .inputs import CommandClock, time_limit_seconds, wants_serving
     from .load import load_workload
     from .serving_cli import run_place
 
+    started = time.perf_counter()  # --time-limit is the whole command's (not a sweep's: see its help)
     time_limit = time_limit_seconds(args.time_limit)
+    args.clock = CommandClock(time_limit, started)
     gap = _number(args.gap, "--gap")
     if gap is None:
         raise _UsageError("--gap must be finite")
@@ -394,19 +407,13 @@ def _cmd_place(args) -> int:
                          f"names the model to lay out; this is {what}, not one, so drop --model {args.model}",
                          source=args.workload)
     model = "helix" if args.model is not None else model_for(kind, args)
-    if kind == "onnx" and model == "pipeline" and args.memory_limit is not None \
-            and getattr(args, "max_replicas", None) is None:
-        # the DP that --memory-limit limits is the one-device-per-stage model's: it chose that model
-        print("note: --memory-limit limits auto's one-device-per-stage DP, so this ONNX model is placed "
-              "with one device per stage (no replicas); the stage model, the default, takes no "
-              "--memory-limit (--max-replicas 1 says this placement is meant)", file=sys.stderr)
     _note_no_progress_bar(args, model)
     if model == "helix":
         if args.engine == "sglang":
             raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
                               "cluster file takes --engine helix or vllm")
         _refuse_for_helix(args)
-        return _helix().place(args, time_limit)
+        return _helix().place(args, args.clock.left())
     llm = model == "llm"
     if args.engine == "sglang" and not (llm and args.objective == "goodput"):
         raise _UsageError("--engine sglang applies to a model config with --objective goodput")
@@ -443,21 +450,39 @@ def _cmd_place(args) -> int:
         return _stages().place(args, _stages().load(args, _frontend(args)))
     _refuse_stage_options(args)  # --device-memory, --schedule etc. would be silently ignored here
     if wants_serving(args):  # a batch-size sweep or a latency target (placement.serving)
-        return run_place(args, _frontend(args, sweep=True))
+        code = run_place(args, _frontend(args, sweep=True))
+        _note_one_device_per_stage(args, kind)
+        return code
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
-    opts = SolveOptions(objective=args.objective, time_limit=time_limit, gap=gap,
+    opts = SolveOptions(objective=args.objective, time_limit=args.clock.for_solve(args.solver), gap=gap,
                         threads=args.threads, seed=args.seed, progress=progress,
                         subgraphs_per_device=args.subgraphs_per_device, backend=args.backend, raw=raw)
     try:
         p = place(w.graph, w.cluster, args.solver, opts)
     finally:
         progress.done()
+    p = dataclasses.replace(p, solution=args.clock.credited(p.solution))
+    _note_one_device_per_stage(args, kind)
     _print_result(args, p)
     if p.evaluation is None:
         print(f"error: {_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
         return EXIT_NO_PLACEMENT
     return EXIT_OK
+
+
+def _note_one_device_per_stage(args, kind: str) -> None:
+    """An option that switched an ONNX model (workload ``kind``) from the stage model, its default, to one
+    device per stage (:func:`placement.inputs.one_device_per_stage_by`): one note naming it, never a
+    silent switch. Said once the placement has run: an option refused on the way is one error line."""
+    from .inputs import one_device_per_stage_by
+
+    by = one_device_per_stage_by(args) if kind == "onnx" else None
+    if by is not None:
+        print(f"note: {by} applies to the one-device-per-stage placement only (the stage model, an ONNX "
+              f"model's default, with replicas and tensor parallelism, does not take it yet), so this "
+              f"model is placed with one device per stage (no replicas); --max-replicas 1 says this "
+              f"placement is meant", file=sys.stderr)
 
 
 def _note_no_progress_bar(args, model: str) -> None:

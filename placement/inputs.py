@@ -9,8 +9,9 @@ reader and which model take its input, instead of each front end claiming files.
   ``"stages"`` (the stage model: replicas, tensor parallelism, variants, memory by schedule) or
   ``"pipeline"`` (one device per stage, the NeurIPS 2020 model);
 * :func:`takes_stage_model` — whether ``place`` solves an ONNX model on the stage model or with one
-  device per stage (and :func:`wants_serving`, :func:`serving_default`: whether a batch-size sweep or a
-  latency target is asked for, and which model takes it by default);
+  device per stage (:func:`one_device_per_stage_by`: the option that chose the latter; and
+  :func:`wants_serving`, :func:`serving_default`: whether a batch-size sweep or a latency target is
+  asked for, and which model takes it by default);
 * :func:`holds_stage_plan` — whether a result's JSON holds a stage plan (``stages``), which ``evaluate``,
   ``show``, ``split`` and ``run`` read as such;
 * :func:`file_kind` — what any file given to a command is (a workload of one of the kinds above, a
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
 __all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
-           "holds_stage_plan", "asks_to_decode", "time_limit_seconds",
-           "takes_stage_model", "wants_serving", "serving_default", "file_kind", "not_a_workload",
+           "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "CommandClock", "takes_stage_model",
+           "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind", "not_a_workload",
            "refuse_not_result"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
@@ -304,6 +306,72 @@ def time_limit_seconds(value: float | None, flag: str = "--time-limit") -> float
     return float(value)
 
 
+#: seconds a solve gets where reading the model took the whole limit (the limit itself, if less): it returns
+#: what it found by then
+LEAST_SOLVE_S = 0.05
+
+
+class CommandClock:
+    """``place``'s ``--time-limit`` (``limit`` seconds, checked by :func:`time_limit_seconds`; ``None``:
+    none): the whole command's, from its start, as ``frontier``'s and ``provision``'s. Reading the model
+    and loading the solver's kernels count; numba compiling them (a first run after installing, which a
+    note announces) does not. :meth:`for_solve` gives the solve what is left, and the solve returns the
+    best plan found by then."""
+
+    def __init__(self, limit: float | None, started: float | None = None):
+        self.limit = limit
+        self.started = time.perf_counter() if started is None else started
+        self.compiled = 0.0  # numba compiling before the solve: not on the clock
+        self.loaded: float | None = None  # seconds from the start to the solve (compiling left out)
+        self.given: float | None = None  # seconds the solve was given
+
+    def for_solve(self, solver: str | None = None, form: str = "pipeline") -> float | None:
+        """The time limit of the solve about to start (``None``: no limit): what is left once ``solver``'s
+        (default ``auto``) kernels of ``form`` are loaded (:func:`solvers.registry.prepare`), as
+        :meth:`left` says."""
+        if self.limit is None:
+            return None
+        from solvers.kernels import compile_seconds
+        from solvers.registry import prepare
+
+        with compile_seconds() as spent:
+            prepare(solver, form)
+        self.compiled += spent()
+        return self.left()
+
+    def left(self) -> float | None:
+        """What the limit leaves now (``None``: no limit), at least :data:`LEAST_SOLVE_S` (or the limit,
+        if less): the time limit of a solve that starts now."""
+        if self.limit is None:
+            return None
+        self.loaded = time.perf_counter() - self.started - self.compiled
+        self.given = max(min(LEAST_SOLVE_S, self.limit), self.limit - self.loaded)
+        return self.given
+
+    def deadline(self) -> float | None:
+        """The end of the limit on ``time.perf_counter()``'s clock (``None``: none), the compiling
+        before the solve added."""
+        return None if self.limit is None else self.started + self.compiled + self.limit
+
+    def credited(self, solution):
+        """``solution`` (a :class:`~solvers.base.Solution`) with the compiling before its solve
+        (:meth:`for_solve`) in its ``stats["compile_s"]``, which the result and the summary report."""
+        if self.compiled <= 0:
+            return solution
+        import dataclasses
+
+        stats = dict(solution.stats or {})
+        stats["compile_s"] = stats.get("compile_s", 0.0) + self.compiled
+        return dataclasses.replace(solution, stats=stats)
+
+    def words(self) -> str:
+        """What the limit covered, for the summary ("" without a limit or before :meth:`for_solve`)."""
+        if self.given is None:
+            return ""
+        return (f"--time-limit {self.limit:g} s is the whole command's: reading the model and loading the "
+                f"solver took {self.loaded:.2f} s, the solve was given {self.given:.2f} s")
+
+
 def _is_onnx(path: str) -> bool:
     return str(path).lower().endswith(".onnx")
 
@@ -337,34 +405,57 @@ def takes_stage_model(args, *, library: bool = False) -> bool:
     """Does ``place`` solve the stage model (replicas, tensor parallelism, schedule-aware memory) on this
     ONNX model? It does by default, for training and inference alike, when the solver has a stage form
     (:data:`solvers.registry.STAGE_SOLVERS`). ``--max-replicas 1`` asks for the one-device-per-stage
-    placement, as does an option only that placement solves so far (see
-    :func:`_one_device_per_stage_only`); that option together with ``--max-replicas`` above 1 is an
-    :class:`InputError` naming it, except a batch-size sweep and ``--latency-slo`` (:func:`wants_serving`),
-    which the stage model takes then (:mod:`placement.serving_stages`). ``library``: the rule of
-    :func:`placement.place_model`, its errors naming its parameters rather than flags."""
+    placement, as does a solver without a stage form or an option only that placement solves so far
+    (see :func:`_one_device_per_stage_only`; :func:`one_device_per_stage_by` names the one that did);
+    that option together with ``--max-replicas`` above 1 is an :class:`InputError` naming it, except a
+    batch-size sweep and ``--latency-slo`` (:func:`wants_serving`), which the stage model takes then
+    (:mod:`placement.serving_stages`). ``library``: the rule of :func:`placement.place_model`, its errors
+    naming its parameters rather than flags."""
+    return _model_choice(args, library)[0]
+
+
+def one_device_per_stage_by(args) -> str | None:
+    """The option (as typed: ``--objective latency``, ``--split``, ``--solver local-search``...) that
+    made ``place`` put this ONNX model on one device per stage where the stage model is its default, so
+    that the command can say so; ``None`` where the stage model solves it, where ``--max-replicas 1``
+    asked for that placement in so many words, or for any other workload."""
+    return _model_choice(args)[1]
+
+
+def _model_choice(args, library: bool = False) -> tuple[bool, str | None]:
+    """The rule of :func:`takes_stage_model`: whether the stage model solves this ONNX model, and the
+    option that chose one device per stage instead where ``--max-replicas`` was not given."""
     mr = getattr(args, "max_replicas", None)
-    if not _is_onnx(args.workload) or mr == 1 or not _stage_solver(getattr(args, "solver", None)):
-        return False
+    if not _is_onnx(args.workload) or mr == 1:
+        return False, None
     flag = _one_device_per_stage_only(args, library)
-    if flag is None:
-        return True
-    if mr is None and not serving_default(args):
-        return False
-    if wants_serving(args):  # the stage model's sweep and latency target (placement.serving_stages)
+    if flag is not None and wants_serving(args):
+        # a sweep or a latency target: the stage model's too for inference (placement.serving_stages),
+        # neither model's for training (an error follows); the option that chooses is another one
         import copy
 
         rest = copy.copy(args)
         rest.latency_slo, rest.batch_size = None, None
-        flag = _one_device_per_stage_only(rest)
-        if flag is None:
-            return True
+        own = _one_device_per_stage_only(rest, library)
+    else:
+        own = flag
+    solver = getattr(args, "solver", None)
+    if not _stage_solver(solver):  # with --max-replicas above 1 an error names the solver further on
+        return False, (None if mr is not None else own or
+                       (f"solver={solver!r}" if library else f"--solver {solver}"))
+    if flag is None:
+        return True, None
+    if mr is None and not serving_default(args):  # training
+        return False, own
+    if own is None:
+        return True, None
     if mr is None:  # an option only one device per stage takes: that placement, as asked
-        return False
+        return False, own
     if library:
-        raise InputError(f"{flag}: the stage model (max_replicas={mr}) minimises the time per sample "
+        raise InputError(f"{own}: the stage model (max_replicas={mr}) minimises the time per sample "
                          f"(max-load) and does not take it yet; without max_replicas, or with "
                          f"max_replicas=1, the one-device-per-stage placement solves it")
-    raise InputError(f"{flag}: the stage model (--max-replicas {mr}) minimises the time per sample "
+    raise InputError(f"{own}: the stage model (--max-replicas {mr}) minimises the time per sample "
                      f"(max-load) and does not take it yet; without --max-replicas, or with "
                      f"--max-replicas 1, the one-device-per-stage placement solves it")
 

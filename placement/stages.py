@@ -362,13 +362,15 @@ class Refinement:
         return False, "as fast" if fine <= layer * (1 + SAME_REL) else "no faster"
 
 
-def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
+def solve_refined(w: StageWorkload, solve_one, time_limit: float | None, *, deadline: float | None = None):
     """Solve ``w.problem`` (``solve_one(problem, time_limit) -> Solution``); where the default chose
     layer nodes (``w.finer``) also solve the operators as nodes, within the time :class:`Refinement`
     gives, and keep the better plan: layer nodes are a choice that makes the solve quick, never a loss
     (a layer node cannot be split between stages, nor its operators' variants chosen one by one).
-    Returns ``(workload, solution)`` of the plan kept (the workload at operator granularity when that
-    plan is kept); its message says what the refinement found."""
+    ``deadline`` (``time.perf_counter()``'s clock; the command line's, :class:`placement.inputs.
+    CommandClock`): the refinement also ends by then, building its problem and loading kernels counted
+    (numba compiling them not). Returns ``(workload, solution)`` of the plan kept (the workload at
+    operator granularity when that plan is kept); its message says what the refinement found."""
     import time
 
     t0 = time.perf_counter()
@@ -393,9 +395,15 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
     if not ref.tried:
         return w, noted(_over_layers(sol), "operator granularity not tried: no time left")
     budget = ref.budget
+    left = None if time_limit is None else time_limit - times[0]  # the user's limit, on the solves' clock
     try:
         t1 = time.perf_counter()
         fine = w.refined()
+        if deadline is not None:  # the command's clock: the wall time since the first solve counts
+            left = deadline + sum(compiled) - time.perf_counter()
+            budget = min(budget, left)
+            if budget < REFINE_LEAST_S:
+                return w, noted(_over_layers(sol), "operator granularity not tried: no time left")
         fsol = solve_one(fine.problem, budget)
         times.append(_solve_time(fsol, t1))
         compiled.append((fsol.stats or {}).get("compile_s", 0.0))
@@ -408,7 +416,7 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None):
             raise
         return w, noted(_over_layers(sol), f"operator granularity not solved ({e})")
     given = f"operator granularity (given {budget:.3g} s)"  # its own limit, which a status names
-    if fsol.status is not Status.OPTIMAL and (time_limit is None or budget < time_limit - times[0] - 1e-9):
+    if fsol.status is not Status.OPTIMAL and (left is None or budget < left - 1e-9):
         # stopped at the refinement's own budget, not at the user's limit: the status says which
         fsol = dataclasses.replace(fsol, stats={**(fsol.stats or {}),
                                                 "stopped_by": f"the operator refinement's {budget:.3g} s"})
@@ -531,19 +539,23 @@ def stage_result(p) -> dict:
 def place(args, w: StageWorkload) -> int:
     """``placement place`` on the stage workload ``w`` (:func:`load`, or an LLM config's): solve it with
     ``--solver`` (default ``auto``), refined to operators where that is faster (:func:`solve_refined`),
-    write the result and print the stage table."""
+    write the result and print the stage table. ``args.clock``: the command's ``--time-limit``
+    (:class:`placement.inputs.CommandClock`, started by :mod:`placement.cli`)."""
     def solve_one(problem, time_limit):
         a = copy.copy(args)
         a.time_limit = time_limit
         return solve_args(problem, a)
 
-    w, r = solve_refined(w, solve_one, args.time_limit)
+    clock = args.clock
+    w, r = solve_refined(w, solve_one, clock.for_solve(args.solver, "stages"), deadline=clock.deadline())
+    r = clock.credited(r)
     if r.plan is None:
-        return no_plan(args, r)
+        return no_plan(args, r, clock.words())
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))
     summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
     summary += _flush_line(w, r.evaluation)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
+    summary += f"\n{clock.words()}" if clock.words() else ""
     _emit(args, data, w.problem, r.evaluation, summary, w.unit)
     return 0
 
@@ -864,14 +876,15 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     return "\n".join(lines)
 
 
-def no_plan(args, r) -> int:
-    """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven) or
-    no plan fits (:class:`InfeasibleError`, which the command line prints the same way)."""
+def no_plan(args, r, timing: str = "") -> int:
+    """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven; with
+    ``timing``, what the limit covered: :meth:`placement.inputs.CommandClock.words`) or no plan fits
+    (:class:`InfeasibleError`, which the command line prints the same way)."""
     from solvers.base import Status
 
     if r.status is Status.STOPPED:
         print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
-              f"larger --time-limit may find one", file=sys.stderr)
+              f"larger --time-limit may find one" + (f" ({timing})" if timing else ""), file=sys.stderr)
         return 1
     if r.status is not Status.INFEASIBLE:  # a baseline found none in its family: nothing proven
         print(f"error: {args.workload}: no plan found (status {r.status}, nothing proven): {r.message}; "

@@ -368,6 +368,8 @@ def format_result(r, jl=None) -> str:
 
 
 def format_comparison(results) -> str:
+    from .simulate import utilisation_over_makespan
+
     span = max((r.makespan for r in results if math.isfinite(r.makespan)), default=math.inf)
     scale, dunit = duration_scale(results[0].unit if results else "", span)
     when = f" {dunit}" if dunit else ""
@@ -376,7 +378,8 @@ def format_comparison(results) -> str:
     # holds" (its own line) measures another span, so it is not comparable here: "-"
     rows = [["policy", "max rho", f"avg JCT{when}", f"makespan{when}", "utilisation over makespan"]]
     for r in results:
-        util = f"{100 * r.utilisation:.0f}%" if math.isfinite(r.makespan) else "-"
+        u = utilisation_over_makespan(r)
+        util = "-" if u is None else f"{100 * u:.0f}%"
         rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale), util])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(_row(row, widths, 1) for row in rows)

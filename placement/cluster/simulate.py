@@ -38,7 +38,8 @@ from .policies import (
     fair_share_time,
 )
 
-__all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations"]
+__all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations",
+           "utilisation_over_makespan"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,13 @@ class JobOutcome:
     @property
     def rho(self) -> float:
         return self.jct / self.ideal_time if self.ideal_time > 0 else math.inf
+
+
+def utilisation_over_makespan(result) -> float | None:
+    """A result's (:class:`SimResult`) ``utilisation`` where every job runs, the one figure a comparison
+    of policies shows for each; ``None`` (the table's ``-``, the JSON's ``null``) where some job never
+    runs: there is no makespan then, and its ``utilisation`` is over its allocated span, another span."""
+    return result.utilisation if math.isfinite(result.makespan) else None
 
 
 @dataclass(frozen=True)
@@ -147,11 +155,23 @@ class SimResult:
                    for s in self.segments)
         return busy / total
 
-    def summary(self) -> dict:
-        return {"max_rho": json_number(self.max_rho), "avg_jct": json_number(self.avg_jct),
-                "makespan": json_number(self.makespan), "utilisation": self.utilisation,
+    def _utilisation_figures(self) -> dict:
+        return {"utilisation": self.utilisation,
                 "utilisation_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind().items()},
-                "held_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind(held=True).items()},
+                "held_per_kind": {k: json_number(v) for k, v in self.utilisation_per_kind(held=True).items()}}
+
+    def summary(self) -> dict:
+        """The figures under the job rows. The utilisation is over the makespan
+        (:func:`utilisation_over_makespan`): ``null`` where some job never runs, whose figures "while the
+        allocation holds" (over :attr:`allocated_span`, as its own table line says) are given apart,
+        under that name."""
+        figures = self._utilisation_figures()
+        if utilisation_over_makespan(self) is None:
+            held = {"span": json_number(self.allocated_span), **figures}
+            figures = {k: None if k == "utilisation" else dict.fromkeys(v) for k, v in figures.items()}
+            figures["while_allocation_holds"] = held
+        return {"max_rho": json_number(self.max_rho), "avg_jct": json_number(self.avg_jct),
+                "makespan": json_number(self.makespan), **figures,
                 "waiting": sum(1 for j in self.jobs if not math.isfinite(j.finish)),
                 "decisions": self.decisions, "solve_seconds": self.solve_seconds,
                 **({"stats": dict(self.stats)} if self.stats else {})}
