@@ -151,5 +151,7 @@ def format_summary(p: Placement) -> str:
         lines.append(f"valid: {'yes' if ev.valid else 'NO'}; contiguous: {'yes' if ev.contiguous else 'no'}")
         lines += [f"  problem: {x}" for x in ev.problems]
     if s.message:
-        lines.append(s.message)
+        from ._flags import cli_words
+
+        lines.append(cli_words(s.message))  # the library's names for options, as the command line's flags
     return "\n".join(lines)

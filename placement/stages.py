@@ -859,6 +859,7 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     if result is None:
         parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
     else:
+        from ._flags import cli_words
         from .report import in_cli_units, status_parts
 
         parts += status_parts(result, lambda b: fmt_time(b, unit, 9))
@@ -871,7 +872,7 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
     lines += [f"  problem: {x}" for x in ev.problems]
     if result is not None and result.message:
         # one summary, one unit: the solver's seconds per sample in the table's unit, bytes in binary units
-        lines.append(in_cli_units(result.message, None if unit == "s" else
+        lines.append(in_cli_units(cli_words(result.message), None if unit == "s" else
                                   lambda t: f"{fmt_time(t, unit, 9)} {unit}"))
     return "\n".join(lines)
 

@@ -81,3 +81,16 @@ def test_simulation_length_names_the_argument():
 def test_cli_words_keeps_the_existing_translations():
     assert cli_words("set options.time_limit or options.raw['memory_limit']") == \
         "set --time-limit or --memory-limit"
+
+
+def test_the_command_lines_summary_shows_a_solver_message_in_flags(tmp_path, capsys, monkeypatch):
+    """A solver's message (not an error) reaches the summary the command line prints: in its flags."""
+    from placement.cli import main
+
+    path = tmp_path / "example.json"
+    assert main(["example", str(path)]) == 0
+    monkeypatch.setattr(dp, "DEFAULT_MAX_IDEALS", 2)  # the lattice does not fit: the DP says why
+    capsys.readouterr()
+    main(["place", str(path), "--solver", "dp"])
+    out = capsys.readouterr().out
+    assert "--solver auto coarsens instead" in out and "solver='auto'" not in out, out
