@@ -931,7 +931,8 @@ def node_reads(node) -> list[str]:
 
 def batchable_path(path: str | os.PathLike, cache_dir: str | None = None) -> str:
     """``path`` itself when the model has a symbolic batch, else the path of a copy with one
-    (:func:`graphs.onnx_batch.symbolic_batch`), written once to ``cache_dir`` (default: a folder in the temp dir)."""
+    (:func:`graphs.onnx_batch.symbolic_batch`), written once to ``cache_dir`` (default: a folder in the
+    temp dir)."""
     from .onnx_batch import has_symbolic_batch, symbolic_batch
 
     path = os.fspath(path)
