@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,8 +23,10 @@ __all__ = ["place", "evaluate", "is_layout_result", "result_json", "format_resul
 
 #: seconds ``place`` gives the solver when ``--time-limit`` is not set
 DEFAULT_TIME_LIMIT = 60.0
-#: seconds for planning vLLM replicas with ``--engine vllm``, on top of the solve (1-2 s on Helix's files)
+#: seconds for planning vLLM replicas with ``--engine vllm`` (1-2 s on Helix's files): on top of the solve
+#: without ``--time-limit``; within it, its share :data:`VLLM_SHARE` of the limit (the command's whole time)
 VLLM_PLAN_TIME = 10.0
+VLLM_SHARE = 0.2
 SCHEMA = "placement-helix-layout"
 
 
@@ -100,17 +103,24 @@ def place(args, time_limit: float | None) -> int:
                          "this is not one", source=args.workload)
     cluster = read_helix(args.workload)
     model = _model(cluster, args.model)
+    wants_vllm = getattr(args, "engine", None) == "vllm"
+    given = args.time_limit is not None and time_limit is not None
+    deadline = time.perf_counter() + time_limit if given else None
     limit = DEFAULT_TIME_LIMIT if args.time_limit is None else time_limit
+    if given and wants_vllm:  # the planning below is within the command's limit too
+        limit *= 1 - VLLM_SHARE
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
     data = result_json(cluster, result)
-    vllm = getattr(args, "engine", None) == "vllm" and bool(result.layout)
+    vllm = wants_vllm and bool(result.layout)
     if vllm:
         from solvers.helix_vllm import plan_replicas
 
         from .vllm_out import vllm_json
 
         # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
-        planned = plan_replicas(cluster, model, time_limit=VLLM_PLAN_TIME, threads=args.threads)
+        plan_s = VLLM_PLAN_TIME if deadline is None else \
+            min(VLLM_PLAN_TIME, max(0.0, deadline - time.perf_counter()))
+        planned = plan_replicas(cluster, model, time_limit=plan_s, threads=args.threads)
         data["vllm"] = vllm_json(cluster, model, result.layout, planned)
     after = ""
     if vllm and not args.json:

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -693,3 +694,32 @@ def test_integer_cover_bound_holds_on_random_clusters():
         assert best * (1 - 1e-6) <= integer <= cross, seed
         bites += integer < 0.99 * cross
     assert bites >= 8
+
+
+def test_vllm_planning_is_within_the_time_limit(clusters, tmp_path, capsys, monkeypatch):
+    """--engine vllm under --time-limit S: the layout solve and the vLLM planning share S (the planning
+    was 10 s on top of it)."""
+    import solvers.helix_layout
+    import solvers.helix_vllm
+    from placement.cli import main
+
+    given = {}
+    solve, plan = solvers.helix_layout.solve_layout, solvers.helix_vllm.plan_replicas
+
+    def solve_layout(*a, time_limit=None, **kw):
+        given["solve"], given["solve_at"] = time_limit, time.perf_counter()
+        return solve(*a, time_limit=time_limit, **kw)
+
+    def plan_replicas(*a, time_limit=None, **kw):
+        given["plan"], given["plan_at"] = time_limit, time.perf_counter()
+        return plan(*a, time_limit=time_limit, **kw)
+
+    monkeypatch.setattr(solvers.helix_layout, "solve_layout", solve_layout)
+    monkeypatch.setattr(solvers.helix_vllm, "plan_replicas", plan_replicas)
+    path = os.path.join(HELIX, "single24.json")
+    assert main(["place", path, "--model", "llama70b", "--engine", "vllm", "--time-limit", "5",
+                 "--out", str(tmp_path / "p.json")]) == 0
+    capsys.readouterr()
+    assert given["solve"] <= 5 * 0.8 + 1e-9
+    # the planning ends by the limit's end, which is at most 5 s after the solve started
+    assert given["plan_at"] - given["solve_at"] + given["plan"] <= 5 + 1e-6, given
