@@ -82,9 +82,10 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--json", action="store_true", help="print the result JSON on stdout instead of a table")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr even when it is "
-                   "not a terminal (place: where its solver reports progress, one device per stage with "
-                   "the max-load objective and the auto, dp or pipedream solver, or an LLM's goodput search; "
-                   "evaluate: with --simulate; elsewhere a note says there is none)")
+                   "not a terminal (place: where its solver reports progress: the auto and dp solvers, on "
+                   "the stage model or, with the max-load objective, one device per stage, where pipedream "
+                   "too; or an LLM's goodput search; evaluate: with --simulate; elsewhere a note says there "
+                   "is none)")
 
 
 # graphs.training.OPTIMIZERS, spelled out so that building the parser imports nothing heavy
@@ -487,9 +488,10 @@ def _note_one_device_per_stage(args, kind: str) -> None:
 
 def _note_no_progress_bar(args, model: str) -> None:
     """``--progress`` where ``place`` draws no bar (its solvers report no progress): one note naming
-    what does not, never a flag silently ignored. A bar is drawn by the one-device-per-stage max-load
-    solvers that report progress (:attr:`solvers.registry.SolverInfo.progress`) and by an LLM's goodput
-    search."""
+    what does not, never a flag silently ignored. A bar is drawn by the solvers that report progress:
+    on the stage model (an LLM's too) their stage form's (:attr:`solvers.registry.SolverInfo.
+    stage_progress`), with one device per stage their max-load pipeline form's
+    (:attr:`~solvers.registry.SolverInfo.progress`); and by an LLM's goodput search."""
     if not args.progress:
         return
     from solvers.registry import ALIASES, SOLVERS
@@ -497,25 +499,30 @@ def _note_no_progress_bar(args, model: str) -> None:
     from .inputs import wants_serving
 
     name = ALIASES.get(args.solver or "auto", args.solver or "auto")
+    info = SOLVERS.get(name)
     sweep = wants_serving(args)
     if model == "llm" and args.objective == "goodput":
         return
-    if model == "pipeline" and not sweep and args.objective == "max-load" and name in SOLVERS \
-            and SOLVERS[name].progress:
+    stages = model in ("stages", "llm")
+    if not sweep and info is not None and (info.stage_progress if stages else
+                                           model == "pipeline" and args.objective == "max-load"
+                                           and info.progress):
         return
-    if model in ("stages", "llm"):
-        what = "the stage model's solvers (replicas) report"
-    elif model == "helix":
+    if model == "helix":
         what = "the Helix layout's integer program reports"
     elif sweep:
         what = "a batch-size sweep or latency target reports"
+    elif stages:
+        what = f"the {name} solver reports on the stage model (replicas)"
     elif args.objective != "max-load":
         what = f"the {args.objective} objective's integer program reports"
     else:
         what = f"the {name} solver reports"
-    bars = [n for n, s in SOLVERS.items() if s.progress]
-    print(f"note: --progress: {what} no progress, so no bar is drawn (one is, with one device per stage "
-          f"and the max-load objective, by the {', '.join(bars)} solvers)", file=sys.stderr)
+    staged = [n for n, s in SOLVERS.items() if s.stage_progress]
+    piped = [n for n, s in SOLVERS.items() if s.progress]
+    print(f"note: --progress: {what} no progress, so no bar is drawn (one is by the {', '.join(staged)} "
+          f"solvers on the stage model, and by the {', '.join(piped)} solvers with one device per stage and "
+          f"the max-load objective)", file=sys.stderr)
 
 
 #: what each workload kind (:data:`placement.inputs.WORKLOAD_KINDS`) is, in the words of evaluate's errors

@@ -480,9 +480,10 @@ def refuse_serving(args) -> None:
                          f"batch size")
 
 
-def solve_args(problem: ParallelProblem, args):
+def solve_args(problem: ParallelProblem, args, progress=None):
     """The answer of ``--solver`` (default ``auto``) on the stage-model ``problem``, through the one
-    checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there."""
+    checked entry point (:func:`solvers.registry.solve`): every option is honoured or refused there.
+    ``progress``: :attr:`solvers.base.SolveOptions.progress` (a bar, where the solver reports progress)."""
     from solvers.base import DEFAULT_BACKEND, SolveOptions
     from solvers.registry import solve
 
@@ -492,7 +493,7 @@ def solve_args(problem: ParallelProblem, args):
                            time_limit=args.time_limit, gap=getattr(args, "gap", 1e-4),
                            threads=getattr(args, "threads", None), seed=getattr(args, "seed", 0),
                            backend=getattr(args, "backend", DEFAULT_BACKEND),
-                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1),
+                           subgraphs_per_device=getattr(args, "subgraphs_per_device", 1), progress=progress,
                            raw={} if getattr(args, "restarts", None) is None else {"restarts": args.restarts})
     return solve(problem, solver=args.solver or "auto", options=options)
 
@@ -540,11 +541,26 @@ def place(args, w: StageWorkload) -> int:
     """``placement place`` on the stage workload ``w`` (:func:`load`, or an LLM config's): solve it with
     ``--solver`` (default ``auto``), refined to operators where that is faster (:func:`solve_refined`),
     write the result and print the stage table. ``args.clock``: the command's ``--time-limit``
-    (:class:`placement.inputs.CommandClock`, started by :mod:`placement.cli`)."""
+    (:class:`placement.inputs.CommandClock`, started by :mod:`placement.cli`). A progress bar on stderr
+    (a terminal, or ``--progress``) where the solver reports progress
+    (:attr:`solvers.registry.SolverInfo.stage_progress`): one per solve, the operator refinement's
+    labelled so."""
+    from solvers.registry import solver_info
+
+    from .outputs import Progress
+
+    labels = ["placing layer nodes", "placing operators"] if w.finer is not None else ["placing"]
+    reports = solver_info(args.solver or "auto").stage_progress
+
     def solve_one(problem, time_limit):
         a = copy.copy(args)
         a.time_limit = time_limit
-        return solve_args(problem, a)
+        bar = Progress(labels.pop(0) if labels else "placing",
+                       enabled=True if getattr(args, "progress", False) else None)
+        try:
+            return solve_args(problem, a, progress=bar if reports and bar.enabled else None)
+        finally:
+            bar.done()
 
     clock = args.clock
     w, r = solve_refined(w, solve_one, clock.for_solve(args.solver, "stages"), deadline=clock.deadline())

@@ -27,6 +27,8 @@ the DP on a coarsened graph, refined by the contiguous MILP; every answer labell
 A Ctrl-C that a step takes (it returns its best and says "interrupted") ends the search there: the
 best plan so far is the answer, and its message says so.
 
+``progress`` (:attr:`solvers.base.SolveOptions.progress`) draws the steps on one bar (:class:`_Bar`).
+
 The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps taken.
 """
 
@@ -57,6 +59,63 @@ PIPELINE_MIN_SECONDS = 0.5
 _UB_SLACK = 1 + 1e-9
 
 
+#: each step's part of the bar still left when it starts, where no time limit sets it: step 0 is
+#: bounded by ``pipeline_time`` and usually quick, the exact DP the bulk of the work
+_SHARE_PIPELINE = 0.1
+_SHARE_DP = 0.9  # the exact DP: the rest is the integer program's, when the DP stops short of a proof
+_SHARE_COARSE = 0.5
+
+
+class _Bar:
+    """``auto``'s steps on one bar: each step, as it starts, gets a share of the bar still left (the
+    ``_SHARE_*`` shares; step 0's and the integer program's, under a time limit, the part of the time
+    left they may take), which its own
+    fraction fills (the DPs report theirs; the integer program and PipeDream's planner none: the bar
+    holds while they run). A step that ends short of its share jumps the bar to the share's end, and the
+    search's end to 1. Under a time limit the bar is at least the part of it spent: the search ends by
+    then. Never decreasing."""
+
+    def __init__(self, progress, time_limit: float | None = None) -> None:
+        self.progress = progress
+        self.t0 = time.perf_counter()
+        self.limit = time_limit
+        self.last = 0.0
+        self.end = 0.0
+
+    def step(self, share: float):
+        """A step starts with ``share`` (in [0, 1]) of the bar left; the callback of its progress
+        (``None`` without a bar)."""
+        if self.progress is None:
+            return None
+        self.tell(self.end)
+        lo = self.end
+        self.end = hi = lo + min(1.0, max(0.0, share)) * (1.0 - lo)
+        return lambda x: self.tell(lo + (hi - lo) * x)
+
+    def tell(self, f: float) -> None:
+        if self.progress is None:
+            return
+        if self.limit is not None and f < 1.0:
+            f = max(f, min(1.0, (time.perf_counter() - self.t0) / self.limit) if self.limit > 0 else 1.0)
+        if f > self.last:
+            self.last = f
+            self.progress(min(1.0, f))
+
+
+def _ticks(tick) -> dict:
+    """A step's ``progress`` keyword: none without a bar."""
+    return {} if tick is None else {"progress": tick}
+
+
+def _time_share(seconds: float, deadline: float | None, otherwise: float) -> float:
+    """A step's share of the bar left: the part of the time left that its ``seconds`` are, under a time
+    limit; ``otherwise`` without one."""
+    if deadline is None:
+        return otherwise
+    left = _left(deadline)
+    return 1.0 if left <= 0 else min(1.0, seconds / left)
+
+
 def _ideals_fit(problem: ParallelProblem, limit: int, deadline: float | None = None) -> bool | None:
     """Whether the graph has at most ``limit`` ideals; ``None`` when the ``deadline`` passed first."""
     g = problem.graph
@@ -74,11 +133,23 @@ def _left(deadline) -> float | None:
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
                   max_ip_columns: int = 200_000, ip_time: float = 10.0,
                   refine: bool = True, pipeline: bool = True, pipeline_time: float = 10.0,
-                  threads: int | None = None, gap: float = 1e-6) -> Solution:
+                  threads: int | None = None, gap: float = 1e-6, progress=None) -> Solution:
     """The best plan the steps of the module doc find within ``time_limit``; ``stats["label"]`` says
     whether it is ``exact``, ``exact-on-coarsened`` or ``heuristic``. ``threads``: the DP's pipeline
     kernel's and the integer program's (``None``: their own defaults). ``pipeline``: run step 0, for at
-    most ``pipeline_time`` seconds (its share of a time limit, when less)."""
+    most ``pipeline_time`` seconds (its share of a time limit, when less). ``progress``: a callable
+    taking a fraction in [0, 1], the steps on one bar (:class:`_Bar`), 1 once the search ends (not
+    after a Ctrl-C)."""
+    bar = _Bar(progress, time_limit)
+    sol = _search(problem, bar, time_limit, max_ideals, max_ip_columns, ip_time, refine, pipeline,
+                  pipeline_time, threads, gap)
+    if not sol.interrupted:
+        bar.tell(1.0)
+    return sol
+
+
+def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_columns, ip_time, refine,
+            pipeline, pipeline_time, threads, gap) -> Solution:
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     path: list[str] = []
@@ -117,7 +188,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     pipeline = pipeline and share >= PIPELINE_MIN_SECONDS
     if pipeline and not (fits and is_pipeline_model(problem)):
         path.append("pipeline d=t=1")
-        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads)
+        tick = bar.step(_time_share(share, deadline, _SHARE_PIPELINE))
+        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads, **_ticks(tick))
         interrupted, took = s.interrupted, s
         extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
                              "restriction": (s.stats or {}).get("restriction"), "message": s.message,
@@ -129,7 +201,9 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     if fits and not interrupted:
         path.append("dp")
         bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded)
+        tick = bar.step(_SHARE_DP)
+        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded,
+                                    **_ticks(tick))
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
         if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
@@ -172,7 +246,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue
         path.append(f"dp on {m} merged nodes")
-        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads)
+        tick = bar.step(_SHARE_COARSE)
+        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads, **_ticks(tick))
         if r.plan is not None:
             rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
             if best is None or rr.objective < best.objective:
@@ -184,6 +259,7 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
+            bar.step(1.0 if best is not None else _time_share(limit, deadline, _SHARE_COARSE))  # no ticks
             ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
                                          warm_start=best.plan if best is not None else None)
             extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
@@ -206,11 +282,13 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
         return done(took, "heuristic", Status.STOPPED, took.message, extra)
     if best is None:
         path.append("pipedream")
+        bar.step(_SHARE_COARSE)  # no ticks
         r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
         if r.plan is None and (deadline is None or _left(deadline) > 0):
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
             path.append("dp")
-            r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads)
+            r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads,
+                                        **_ticks(bar.step(1.0)))
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)
         if r.plan is None:
@@ -236,13 +314,14 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
 
 
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
-    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit`` and
-    ``threads``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``, ``refine``,
-    ``pipeline`` and ``pipeline_time``."""
+    """The registry's stage form (:func:`solvers.registry.solve`): ``options.time_limit``,
+    ``threads`` and ``progress``, and ``options.raw``'s ``max_ideals``, ``max_ip_columns``, ``ip_time``,
+    ``refine``, ``pipeline`` and ``pipeline_time``."""
     options = options or SolveOptions()
     kw = {k: options.raw[k] for k in ("max_ideals", "max_ip_columns", "ip_time", "refine", "pipeline",
                                       "pipeline_time")
           if k in options.raw}
     if options.gap != SolveOptions().gap:  # a --gap given: the integer program's (else its own 1e-6)
         kw["gap"] = options.gap
-    return solve_problem(problem, time_limit=options.time_limit, threads=options.threads, **kw)
+    return solve_problem(problem, time_limit=options.time_limit, threads=options.threads,
+                         progress=options.progress, **kw)

@@ -39,7 +39,7 @@ __all__ = ["solve_pipeline", "pipeline_restriction", "solve_restriction"]
 
 def solve_pipeline(problem: ParallelProblem, *, time_limit: float | None = None,
                    max_ideals: int = dp.DEFAULT_MAX_IDEALS, upper_bound: float = math.inf,
-                   threads: int | None = None, tie_break: bool = True) -> Solution:
+                   threads: int | None = None, tie_break: bool = True, progress=None) -> Solution:
     """The optimal plan of a pipeline-model ``problem`` by the pipeline kernel (:func:`solvers.dp.solve`),
     with the statuses and bounds of :func:`solvers.dp_stages.solve_problem`: ``optimal`` (proven),
     ``feasible`` (a limit stopped the search: the best plan over a few topological orders, a lower
@@ -47,13 +47,14 @@ def solve_pipeline(problem: ParallelProblem, *, time_limit: float | None = None,
     or ``stopped`` (a limit, before any plan at most ``upper_bound`` was found). ``time_limit`` and
     ``max_ideals`` bound the search as there; ``threads``: the kernel's threads (``None``: its default).
     ``tie_break=False``: any optimum (the kernel's pass that picks the fewest devices, then the least sum
-    of loads, among the optima skipped: a third of the time on a 699-node lattice).
+    of loads, among the optima skipped: a third of the time on a 699-node lattice). ``progress``: the
+    kernel's (:attr:`solvers.base.SolveOptions.progress`: the lattice's ideals done).
     Raises :class:`~graphs.errors.InputError` when the problem is not the pipeline model, and
     :class:`AssertionError` when the evaluator disagrees with the kernel's value (a bug)."""
     t0 = time.perf_counter()
     graph, cluster = to_opgraph(problem)
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
-    sol = dp.solve(graph, cluster, SolveOptions(time_limit=left, threads=threads,
+    sol = dp.solve(graph, cluster, SolveOptions(time_limit=left, threads=threads, progress=progress,
                                                 raw={"max_ideals": int(max_ideals), "tie_break": tie_break}))
     stats = {**(sol.stats or {}), "kernel": "pipeline"}
     if sol.assignment is None:
@@ -133,7 +134,8 @@ def _most_in_flight(problem: ParallelProblem) -> int:
 
 
 def solve_restriction(problem: ParallelProblem, *, time_limit: float | None = None,
-                      max_ideals: int = dp.DEFAULT_MAX_IDEALS, threads: int | None = None) -> Solution:
+                      max_ideals: int = dp.DEFAULT_MAX_IDEALS, threads: int | None = None,
+                      progress=None) -> Solution:
     """A plan of ``problem`` from the optimum of its ``d = t = 1`` restriction (:func:`pipeline_restriction`)
     by the pipeline kernel, scored by :func:`graphs.parallel.evaluate_plan` on ``problem`` and returned
     only when valid: first with one micro-batch in flight per stage, and, when that plan does not fit
@@ -141,7 +143,9 @@ def solve_restriction(problem: ParallelProblem, *, time_limit: float | None = No
     every plan fits. Status ``feasible`` with a plan (whether the restriction's optimum was proven says
     ``stats["restriction"]``: a bound from above on the problem's optimum, never from below), else
     ``stopped`` (the message says why: the restriction does not apply, a limit, no valid plan). A
-    Ctrl-C is taken: the plan so far (or none) with "interrupted" in the message."""
+    Ctrl-C is taken: the plan so far (or none) with "interrupted" in the message. ``progress``: the
+    kernel's fraction of its ideals done, the second solve (more micro-batches in flight), when it runs,
+    on the second half of the bar."""
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     stats: dict = {"kernel": "pipeline"}
@@ -172,8 +176,12 @@ def solve_restriction(problem: ParallelProblem, *, time_limit: float | None = No
             left = None if deadline is None else deadline - time.perf_counter()
             # any optimum: the tie-break costs a third of the time, and the optimum it picks (fewest
             # stages) differs only in the micro-batches its stages hold, which the scoring checks
+            part = None
+            if progress is not None:
+                i = flights.index(flight)
+                part = _part(progress, i / len(flights), (i + 1) / len(flights))
             r = solve_pipeline(restricted, time_limit=left, max_ideals=max_ideals, threads=threads,
-                               tie_break=False)
+                               tie_break=False, progress=part)
             stats.update(restriction=r.status.value, flight=flight)
             if r.plan is not None:
                 plan = [Stage(st.nodes, st.kind, 1, 1, tuple(int(chosen[v]) for v in st.variants))
@@ -191,3 +199,8 @@ def solve_restriction(problem: ParallelProblem, *, time_limit: float | None = No
     except KeyboardInterrupt:  # Ctrl-C outside the kernel's sweep (building the restriction, contracting)
         return answer(None, None, "interrupted (Ctrl-C) in the d = t = 1 restriction")
     return answer(None, None, why)
+
+
+def _part(progress, lo: float, hi: float):
+    """``progress`` of a part of the work, drawn from ``lo`` to ``hi`` of the bar."""
+    return lambda x: progress(lo + (hi - lo) * x)

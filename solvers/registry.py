@@ -66,8 +66,10 @@ class SolverInfo:
     # compiled before that clock too
     own_time_limit: bool = False
     # its pipeline form calls SolveOptions.progress on the max-load objective (the command line's bar);
-    # no stage form does, nor another objective
+    # no other objective does
     progress: bool = False
+    # its stage form calls SolveOptions.progress (the stage DP's passes, auto's steps on one bar)
+    stage_progress: bool = False
 
 
 #: the keys of ``SolveOptions.raw`` a user sets (the command line's ``--split``, ``--restarts``,
@@ -86,12 +88,13 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                # the DP kernel's and the integer program's threads; the integer program's gap
                stage_honours=frozenset({"threads", "gap"}),
                raw_honours=frozenset({"memory_limit"}), kernels=("solvers.dp",),
-               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True, progress=True),
+               stage_kernels=("solvers.dp_stages", "solvers.dp"), own_time_limit=True, progress=True,
+               stage_progress=True),
     SolverInfo("dp", "exact DP over the ideals of the graph", "solvers.dp:solve",
                "solvers.dp_stages:solve_stages", exact=True, honours=frozenset({"threads"}),
                stage_honours=frozenset({"threads"}),  # the pipeline kernel's, when it runs
                bench=("max-load", "tiny"), kernels=("solvers.dp",), stage_kernels=("solvers.dp_stages",),
-               progress=True),
+               progress=True, stage_progress=True),
     SolverInfo("ip", "contiguous integer program (HiGHS); latency and split-max too", "solvers.ip:solve",
                "solvers.ip_stages:solve_stages", OBJECTIVES, exact=True, honours=_IP_OPTIONS,
                stage_honours=frozenset({"gap", "threads"}), bench=("max-load", "latency")),
