@@ -63,7 +63,9 @@ def _writable_folder(folder: str, path: str, flag: str) -> None:
 
 
 class Progress:
-    """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced)."""
+    """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced). It never
+    goes backwards: a solver whose steps each report their own fraction (a coarsening level after
+    another) shows the most reached so far."""
 
     def __init__(self, label: str, stream=None, enabled: bool | None = None):
         self.stream = stream or sys.stderr
@@ -71,10 +73,12 @@ class Progress:
         self.label = label
         self.start = time.monotonic()
         self.last = 0.0
+        self.reached = 0.0
 
     def __call__(self, frac: float) -> None:
         if not self.enabled:
             return
+        frac = self.reached = min(1.0, max(self.reached, frac))
         now = time.monotonic()
         if now - self.last < 0.2 and frac < 1:
             return

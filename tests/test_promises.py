@@ -286,6 +286,22 @@ def test_no_eta_before_it_means_something():
     assert "%" in buf.getvalue() and "ETA" not in buf.getvalue()
 
 
+def test_progress_bar_never_goes_backwards():
+    """A solver whose steps each report their own fraction (a coarsening level after another): the bar
+    shows the most reached so far, within [0, 1]."""
+    import io
+
+    from placement.outputs import Progress
+
+    buf = io.StringIO()
+    p = Progress("placing", stream=buf, enabled=True)
+    for frac in (0.6, 0.2, 1.5):
+        p.last = 0.0  # draw every call (the bar draws at most every 0.2 s)
+        p(frac)
+    shown = [float(x) for x in re.findall(r"(\d+\.\d)%", buf.getvalue())]
+    assert shown == [60.0, 60.0, 100.0], shown
+
+
 def test_run_takes_model_then_result_like_split(onnx_model, onnx_result, capsys):
     assert main(["run", onnx_model, onnx_result, "--samples", "2", "--json"]) == 0
     assert "deprecated" not in capsys.readouterr().err
