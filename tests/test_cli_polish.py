@@ -90,11 +90,8 @@ def test_the_policy_comparison_has_one_utilisation_for_every_row(capsys):
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pytest.importorskip("onnx")
-    path = str(tmp_path_factory.mktemp("m") / "model.onnx")
-    assert main(["example", path, "--layers", "2"]) == 0
-    return path
+def model(example_onnx):
+    return example_onnx
 
 
 def test_memory_limit_on_an_onnx_model_says_it_selects_one_device_per_stage(model, capsys):

@@ -15,11 +15,8 @@ from placement.cli import main
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pytest.importorskip("onnx")
-    path = str(tmp_path_factory.mktemp("m") / "model.onnx")
-    assert main(["example", path, "--layers", "2"]) == 0
-    return path
+def model(example_onnx):
+    return example_onnx
 
 
 def _switch_notes(err: str) -> list[str]:

@@ -64,11 +64,8 @@ def test_the_registry_says_which_stage_forms_report_progress():
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    pytest.importorskip("onnx")
-    path = str(tmp_path_factory.mktemp("m") / "model.onnx")
-    assert main(["example", path, "--layers", "2"]) == 0
-    return path
+def model(example_onnx):
+    return example_onnx
 
 
 def test_place_draws_a_bar_on_an_onnx_models_stage_model_and_no_note(model, capsys):
