@@ -126,6 +126,52 @@ def test_a_bad_device_name_is_one_error_line(model, plan, tmp_path, capsys):
     assert "Traceback" not in err
 
 
+# ---------------------------------------------------------------- solver options in a sweep
+def _sweep(model, *extra):
+    return main(["place", model, "--devices", DEVICES, "--max-replicas", "1", "--batch-size", "1,2",
+                 "--json", *extra])
+
+
+def test_a_sweep_gives_memory_limit_to_every_solve(model, capsys):
+    assert _sweep(model) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert free["serving"]["best_batch_size"] == 2 and free["stats"]["label"] == "exact"
+    # a limit no exact DP fits in: auto's large-graph path, which says why it skipped the DP
+    assert _sweep(model, "--memory-limit", "1e-9") == 0
+    limited = json.loads(capsys.readouterr().out)
+    assert limited["serving"]["best_batch_size"] == 2 and limited["stats"]["label"] != "exact"
+    assert "would not fit the budget" in limited["stats"]["skipped"][0]
+
+
+def test_a_sweep_refuses_a_solver_option_its_solver_does_not_read(model, capsys):
+    assert _sweep(model, "--solver", "dp", "--memory-limit", "1") == 2
+    assert capsys.readouterr().err.startswith("error: --memory-limit does not apply to the dp solver")
+    assert _sweep(model, "--restarts", "3") == 2
+    assert capsys.readouterr().err.startswith("error: --restarts does not apply to the auto solver")
+
+
+def test_a_sweep_evaluates_a_given_split_at_every_batch_size(model, plan, tmp_path, capsys):
+    _, res = plan
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"devices": {d["name"]: d["nodes"] for d in res["devices"]}}))
+    capsys.readouterr()
+    assert _sweep(model, "--solver", "expert", "--split", str(split)) == 0
+    sizes = json.loads(capsys.readouterr().out)["serving"]["batch_sizes"]
+    assert [b["how"] for b in sizes] == ["expert", "expert"]
+    assert sizes[0]["max_load"] == res["max_load"]
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--memory-limit", "1"], "--memory-limit does not apply"),
+    (["--memory-limit", "1", "--restarts", "2"], "--memory-limit and --restarts do not apply"),
+])
+def test_a_latency_target_refuses_solver_options_it_cannot_honour(model, capsys, extra, named):
+    assert main(["place", model, "--devices", DEVICES, "--max-replicas", "1", "--latency-slo", "5",
+                 "--time-limit", "2", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {named} with --latency-slo")
+
+
 def test_split_node_ids_still_read_in_the_reference_form():
     g = OpGraph.build(names=["x", "y"], ids=[7, 9], kinds=("accelerator", "cpu"),
                       compute=np.ones((2, 2)), comm=np.zeros((2, 2)), memory=np.zeros(2),
