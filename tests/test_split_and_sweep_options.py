@@ -172,6 +172,13 @@ def test_a_latency_target_refuses_solver_options_it_cannot_honour(model, capsys,
     assert err.count("\n") == 1 and err.startswith(f"error: {named} with --latency-slo")
 
 
+def test_the_docs_state_place_time_limit_rule():
+    text = " ".join(open(os.path.join(DOCS, "cli.md"), encoding="utf-8").read().split())
+    assert ("`--time-limit S` counts from the start of the command (after Python's own start-up): reading "
+            "the model and loading the solver count, compiling the kernels on a first run does not") in text
+    assert "a batch-size sweep or a latency target counts S from its first solve" in text
+
+
 def test_split_node_ids_still_read_in_the_reference_form():
     g = OpGraph.build(names=["x", "y"], ids=[7, 9], kinds=("accelerator", "cpu"),
                       compute=np.ones((2, 2)), comm=np.zeros((2, 2)), memory=np.zeros(2),
