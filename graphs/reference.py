@@ -2,7 +2,8 @@
 
 A workload file maps onto our model with two device kinds: ``accelerator`` (``maxFPGAs`` devices of
 ``maxSizePerFPGA`` bytes, paying communication) and ``cpu`` (``maxCPUs`` cores, unlimited memory, no
-communication). Every problem is reported with the file name and the node or edge at fault.
+communication). Every problem is reported with the file name and the node or edge at fault. A split
+(:func:`parse_split`) comes in this format's ``fpgas``/``cpus`` form, or names the devices of any cluster.
 """
 
 from __future__ import annotations
@@ -210,60 +211,143 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
 
 
 def read_split(path: str | os.PathLike, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    """Read a split in the reference result format (``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``)
-    and return the assignment (device number per node index). Backward nodes that the split does not
-    list go where their colocated forward node is."""
+    """Read a split file and return the assignment (device number per node index); see
+    :func:`parse_split` for its two forms."""
     path = os.fspath(path)
     return parse_split(read_json(path), graph, cluster, source=path)
 
 
+#: the reference format's split keys, and the device kind each lists the devices of
+_REFERENCE_KEYS = {"fpgas": ACCELERATOR, "cpus": CPU}
+_SHOWN = 5  # offenders named per problem
+
+
+def _some(items: list) -> str:
+    more = f" ... ({len(items)} in all)" if len(items) > _SHOWN else ""
+    return ", ".join(str(x) for x in items[:_SHOWN]) + more
+
+
 def parse_split(data, graph: OpGraph, cluster: Cluster, *, source: str | None = None) -> np.ndarray:
-    if not isinstance(data, dict) or ("fpgas" not in data and "cpus" not in data):
-        raise InputError("a split must be an object with 'fpgas' and/or 'cpus' lists", source=source)
-    index = {nid: i for i, nid in enumerate(graph.ids)}
-    assignment = np.full(graph.num_nodes, -1, np.int64)
-    first = {}
-    dev = 0
-    for t, kind in enumerate(cluster.kinds):
-        key = {ACCELERATOR: "fpgas", CPU: "cpus"}.get(kind.name)
-        first[t] = dev
-        groups = data.get(key, []) if key else []
-        if not isinstance(groups, list):
-            raise InputError(f"{key!r} must be a list", source=source)
-        used = [g for g in groups if isinstance(g, dict) and g.get("nodes")]
-        if len(used) > kind.count:
-            raise InputError(f"the split uses {len(used)} {kind.name} devices but the workload has only "
-                             f"{kind.count}", source=source)
-        slot = 0
-        for gi, g in enumerate(groups):
-            if not isinstance(g, dict) or not isinstance(g.get("nodes", []), list):
-                raise InputError(f"{key}[{gi}] must be an object with a 'nodes' list", source=source)
-            if not g.get("nodes"):
-                continue
-            for nid in g["nodes"]:
-                if nid not in index or isinstance(nid, bool):
-                    raise InputError(f"{key}[{gi}] lists node {nid!r}, which the workload does not have",
-                                     source=source)
-                i = index[nid]
-                if assignment[i] >= 0:
-                    raise InputError(f"node {nid} is placed twice", source=source)
-                assignment[i] = dev + slot
-            slot += 1
+    """The assignment (device number per node index) a decoded split file gives, in either form:
+
+    - ``{"devices": {"a100:0": [nodes], "cpu:0": [nodes], ...}}``: any cluster's devices by the names the
+      tool prints (``kind:index``, :meth:`Cluster.device_name`);
+    - the reference result format, ``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``: the groups of
+      each list go to the devices of kind ``accelerator`` (``cpu``) in order, empty groups skipped.
+
+    A node is named by its id or its name. Backward nodes that the split does not list go where their
+    colocated forward node is. :class:`InputError` names every device or node at fault at once: an
+    unknown device, an unknown node, a node placed twice, nodes left unplaced (a few of each)."""
+    if not isinstance(data, dict) or not ({"devices", *_REFERENCE_KEYS} & set(data)):
+        raise InputError("a split must be an object with 'devices' (device name -> node list), or the "
+                         "reference format's 'fpgas' and/or 'cpus' lists", source=source)
+    if "devices" in data and _REFERENCE_KEYS.keys() & set(data):
+        raise InputError("a split takes either 'devices' or the reference format's 'fpgas'/'cpus', not "
+                         "both", source=source)
+    groups, problems = (_device_groups if "devices" in data else _reference_groups)(data, cluster)
+    if problems:  # the file's structure is wrong: the nodes are not worth checking yet
+        raise InputError("; ".join(problems), source=source)
+    assignment, problems = _assign(groups, graph)
+    if problems:
+        raise InputError("; ".join(problems), source=source)
+    return assignment
+
+
+def _device_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
+    """``[(where, device number, nodes)]`` of a ``devices`` split, and the problems found."""
+    devices = data["devices"]
+    if not isinstance(devices, dict):
+        return [], ["'devices' must be an object mapping device names (a100:0, cpu:0...) to node lists"]
+    number = {cluster.device_name(d): d for d in range(cluster.num_devices)}
+    groups, unknown, problems = [], [], []
+    for name, nodes in devices.items():
+        if name not in number:
+            unknown.append(name)
+        elif not isinstance(nodes, list):
+            problems.append(f"devices[{name!r}] must be a list of node ids or names")
+        else:
+            groups.append((f"device {name}", number[name], nodes))
+    if unknown:
+        names = list(number)
+        problems.insert(0, f"device(s) {_some(unknown)} not in the cluster (its devices: "
+                        f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+    return groups, problems
+
+
+def _reference_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
+    """``[(where, device number, nodes)]`` of a reference-format split (``fpgas``/``cpus``), and the
+    problems found."""
+    first, dev = {}, 0
+    for kind in cluster.kinds:
+        first[kind.name] = dev
         dev += kind.count
+    groups, problems = [], []
+    for key, kind_name in _REFERENCE_KEYS.items():
+        lists = data.get(key, [])
+        if not isinstance(lists, list):
+            problems.append(f"{key!r} must be a list")
+            continue
+        used = []
+        for gi, g in enumerate(lists):
+            if not isinstance(g, dict) or not isinstance(g.get("nodes", []), list):
+                problems.append(f"{key}[{gi}] must be an object with a 'nodes' list")
+            elif g.get("nodes"):
+                used.append((gi, g["nodes"]))
+        if not used:
+            continue
+        kinds = {k.name: k for k in cluster.kinds}
+        if kind_name not in kinds:
+            names = [cluster.device_name(d) for d in range(cluster.num_devices)]
+            problems.append(f"{key!r} lists the reference format's {kind_name} devices, and this cluster has "
+                            f"no {kind_name!r} kind: name its devices instead, as in "
+                            f"{{\"devices\": {{\"{names[0]}\": [nodes], ...}}}} (its devices: "
+                            f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+        elif len(used) > kinds[kind_name].count:
+            problems.append(f"the split uses {len(used)} {kind_name} devices but the workload has only "
+                            f"{kinds[kind_name].count}")
+        else:
+            groups += [(f"{key}[{gi}]", first[kind_name] + slot, nodes)
+                       for slot, (gi, nodes) in enumerate(used)]
+    return groups, problems
+
+
+def _assign(groups: list, graph: OpGraph) -> tuple[np.ndarray, list[str]]:
+    """The assignment ``groups`` (``[(where, device number, nodes)]``) give ``graph``'s nodes, and the
+    problems: unknown nodes, nodes placed twice, nodes left unplaced."""
+    by_id = {nid: i for i, nid in enumerate(graph.ids)}
+    by_name = {name: i for i, name in enumerate(graph.names)}
+    assignment = np.full(graph.num_nodes, -1, np.int64)
+    placed_by: dict[int, str] = {}
+    unknown, twice = {}, []
+    for where, dev, nodes in groups:
+        for x in nodes:
+            i = (by_id.get(x, by_name.get(x)) if type(x) is int
+                 else by_name.get(x, by_id.get(x)) if type(x) is str else None)
+            if i is None:
+                unknown.setdefault(where, []).append(json.dumps(x)[:40] if type(x) is not int else x)
+            elif assignment[i] >= 0:
+                twice.append(f"node {x} is placed twice ({placed_by[i]} and {where})")
+            else:
+                assignment[i], placed_by[i] = dev, where
+    problems = [f"{where} lists node(s) {_some(xs)}, which the workload does not have"
+                for where, xs in unknown.items()]
+    if twice:
+        more = f" ... ({len(twice)} in all)" if len(twice) > _SHOWN else ""
+        problems.append("; ".join(twice[:_SHOWN]) + more)
     missing = np.flatnonzero(assignment < 0)
     if missing.size:
         # A backward node follows its colocated forward node.
         cls_dev: dict[int, int] = {}
-        for i in range(graph.num_nodes):
+        for i in np.flatnonzero(assignment >= 0):
             c = int(graph.colocation[i])
-            if c >= 0 and assignment[i] >= 0:
+            if c >= 0:
                 cls_dev.setdefault(c, int(assignment[i]))
         for i in missing:
             c = int(graph.colocation[i])
             if graph.backward[i] and c in cls_dev:
                 assignment[i] = cls_dev[c]
         missing = np.flatnonzero(assignment < 0)
-        if missing.size:
-            shown = ", ".join(str(graph.ids[i]) for i in missing[:10])
-            raise InputError(f"the split does not place {missing.size} node(s): {shown}", source=source)
-    return assignment
+        if missing.size and not unknown:  # a misspelt node is also missing: its own problem says so
+            problems.append(f"the split does not place {missing.size} node(s): "
+                            f"{_some([graph.ids[i] for i in missing])}")
+    return assignment, problems

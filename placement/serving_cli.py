@@ -108,12 +108,45 @@ def wants_serving(args) -> bool:
 
 
 def _options(args):
+    """The solver options of ``args``, those of ``SolveOptions.raw`` (:func:`_raw_options`) included:
+    every solve of a sweep gets them, and a solver that does not read one refuses it."""
     from solvers.base import DEFAULT_BACKEND, SolveOptions
 
     t = args.time_limit
     return SolveOptions(time_limit=None if t is None or math.isinf(t) else t, gap=args.gap,
                         threads=args.threads, seed=getattr(args, "seed", 0),
-                        backend=getattr(args, "backend", DEFAULT_BACKEND))
+                        backend=getattr(args, "backend", DEFAULT_BACKEND), raw=_raw_options(args))
+
+
+def _raw_options(args) -> dict:
+    """``place``'s ``--memory-limit`` (GiB, in bytes; ``inf``: none), ``--split`` and ``--restarts`` as
+    ``SolveOptions.raw`` takes them (:data:`solvers.registry.RAW_OPTIONS`); ``frontier`` and
+    ``provision`` have none of them."""
+    raw = {}
+    memory_limit = getattr(args, "memory_limit", None)
+    if memory_limit is not None and math.isfinite(memory_limit):
+        raw["memory_limit"] = memory_limit * 2**30
+    for key in ("split", "restarts"):
+        if getattr(args, key, None) is not None:
+            raw[key] = getattr(args, key)
+    return raw
+
+
+def _refuse_raw_under_target(args) -> None:
+    """A latency target runs its own solvers (the exact DP as a start, its lattice capped, and the
+    serving integer program, :func:`placement.serving.best_under_latency`), none of which reads
+    ``--memory-limit``, ``--split`` or ``--restarts``: one error naming those given, never ignored."""
+    from graphs.errors import InputError
+    from solvers.registry import RAW_OPTIONS
+
+    given = [RAW_OPTIONS[k] for k in _raw_options(args)]
+    if args.latency_slo is not None and given:
+        flags, one = " and ".join(given), len(given) == 1
+        it = "it" if one else "them"
+        raise InputError(f"{flags} {'does' if one else 'do'} not apply with --latency-slo: a latency target "
+                         f"picks its own solvers (the exact DP's start and the serving integer program), "
+                         f"which do not read {it}; drop {flags} (a batch-size sweep without --latency-slo "
+                         f"passes {it} to its solver)")
 
 
 def _serving_flags(args) -> str:
@@ -206,6 +239,7 @@ def run_place(args, frontend: dict) -> int:
         from graphs.errors import InputError
 
         raise InputError(_slo_error(args.latency_slo))
+    _refuse_raw_under_target(args)
     sizes = _sizes(args.batch_size)
     sw = sweep(args.workload, frontend.get("devices"), sizes, costs=frontend.get("costs") or "roofline",
                latency_slo=args.latency_slo, solver=args.solver if args.latency_slo is None else None,

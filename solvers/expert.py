@@ -1,7 +1,8 @@
 """Baseline: a given split (a human expert's, say), evaluated.
 
-The split is a file in the reference result format (``{"fpgas": [{"nodes": [ids]}, ...], "cpus": [...]}``,
-see :func:`graphs.reference.read_split`); its path comes in ``options.raw["split"]``. Backward nodes the
+The split is a file naming the cluster's devices (``{"devices": {"a100:0": [nodes], "cpu:0": [...]}}``)
+or in the reference result format (``{"fpgas": [{"nodes": [ids]}, ...], "cpus": [...]}``), see
+:func:`graphs.reference.parse_split`; its path comes in ``options.raw["split"]``. Backward nodes the
 split does not list go where their colocated forward node is, so the split of an inference graph also
 places the matching training graph.
 
