@@ -73,7 +73,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                    "takes over (default: 4e9 bytes = 3.7 GiB, or half the RAM if less); on an ONNX model it "
                    "selects that placement (the stage model has no such DP), with a note")
     p.add_argument("--split", default=None, metavar="SPLIT.json",
-                   help="expert: the split to evaluate (fpgas/cpus node-id lists)")
+                   help="expert: the split to evaluate (node lists per device: {\"devices\": {\"a100:0\": "
+                   "[...], ...}}, or the reference format's fpgas/cpus; docs/formats.md)")
     p.add_argument("--restarts", type=int, default=None,
                    help="local-search: number of random restarts (default 10)")
 
@@ -189,10 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="evaluate a given split or result", description="Evaluate a "
                        "placement on a workload: a result file written by placement place --out (for an "
                        "ONNX model, with the front-end options it records unless given again), or a split "
-                       "in the reference result format (fpgas/cpus node-id lists).")
+                       "(node lists per device, docs/formats.md).")
     e.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
-    e.add_argument("split", help="result file (placement place --out) or split file (JSON with 'fpgas' "
-                   "and 'cpus' node-id lists)")
+    e.add_argument("split", help="result file (placement place --out) or split file (node lists per "
+                   "device: 'devices', or the reference format's 'fpgas' and 'cpus')")
     _add_output_options(e)
     _add_frontend_options(e)
     _stages().add_options(e)
@@ -360,7 +361,7 @@ def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
     from .api import place
-    from .inputs import CommandClock, time_limit_seconds, wants_serving
+    from .inputs import CommandClock, raw_options, time_limit_seconds, wants_serving
     from .load import load_workload
     from .serving_cli import run_place
 
@@ -380,16 +381,10 @@ def _cmd_place(args) -> int:
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise _UsageError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
-    raw = {}
-    memory_limit = _number(args.memory_limit, "--memory-limit", strict=True)
-    if memory_limit is not None:
-        raw["memory_limit"] = memory_limit * 2**30
-    if args.split is not None:
-        raw["split"] = args.split
-    if args.restarts is not None:
-        if args.restarts < 1:
-            raise _UsageError("--restarts must be at least 1")
-        raw["restarts"] = args.restarts
+    _number(args.memory_limit, "--memory-limit", strict=True)
+    if args.restarts is not None and args.restarts < 1:
+        raise _UsageError("--restarts must be at least 1")
+    raw = raw_options(args)
     if args.solver == "expert" and not args.split:
         raise _UsageError("--solver expert evaluates a given split: add --split SPLIT.json")
     if args.out:

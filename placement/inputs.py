@@ -35,7 +35,7 @@ from graphs.jsonio import read_json
 __all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
            "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "CommandClock", "takes_stage_model",
            "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind", "not_a_workload",
-           "refuse_not_result"]
+           "refuse_not_result", "raw_options"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
 MODELS = ("helix", "llm", "stages", "pipeline")
@@ -141,10 +141,11 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
     """``(kind, words)``: what the file ``path`` holds (``data``: its JSON, when already read), for
     messages about a file given in the wrong place. ``kind`` is ``"onnx"``, ``"result"`` (a result of
     ``place --out``, either model), ``"helix-layout"``, ``"output"`` (a frontier, split manifest or
-    cluster report: ``"frontier"`` for a frontier), ``"job-list"``, ``"split"`` (reference fpgas/cpus
-    lists), ``"llm-partial"`` (a model config missing a field it needs), one of the workload kinds
-    ``"helix"``, ``"llm"``, ``"piper"``, ``"graph"`` (with nodes), or ``"unknown"`` (unreadable, or
-    none of these: the reader that takes it names the problem)."""
+    cluster report: ``"frontier"`` for a frontier), ``"job-list"``, ``"split"`` (node lists per device:
+    ``devices``, or the reference format's fpgas/cpus), ``"llm-partial"`` (a model config missing a
+    field it needs), one of the workload kinds ``"helix"``, ``"llm"``, ``"piper"``, ``"graph"`` (with
+    nodes), or ``"unknown"`` (unreadable, or none of these: the reader that takes it names the
+    problem)."""
 
     if _is_onnx(path):
         return "onnx", "an ONNX model"
@@ -166,8 +167,10 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
         return "graph", "a reference-format operator graph"
     if isinstance(data.get("jobs"), list):
         return "job-list", "a shared-cluster job list (placement cluster)"
-    if isinstance(data.get("fpgas"), list) or isinstance(data.get("cpus"), list):
-        return "split", "a split (fpgas/cpus node-id lists)"
+    devices = data.get("devices")
+    if isinstance(data.get("fpgas"), list) or isinstance(data.get("cpus"), list) or (
+            isinstance(devices, dict) and devices and all(isinstance(v, list) for v in devices.values())):
+        return "split", "a split (node lists per device)"
     has = [k for k in _LLM_FIELDS if k in data]
     if has:
         lacks = [k for k in _LLM_FIELDS[:2] if k not in data]
@@ -232,7 +235,7 @@ def refuse_not_result(path: str, command: str, data=_UNREAD, *, model: str | Non
         data = _json(path)
     kind, words = file_kind(path, data)
     takes = f"placement {command} takes a result file (written by placement place --out)" + \
-        (" or a split (fpgas/cpus lists)" if command == "evaluate" else "")
+        (" or a split (node lists per device)" if command == "evaluate" else "")
     if kind == "onnx":
         if model is not None and str(model).lower().endswith(".json"):  # the two arguments swapped
             raise InputError(f"placement {command} takes {'WORKLOAD' if command == 'evaluate' else 'MODEL'} "
@@ -451,13 +454,11 @@ def _model_choice(args, library: bool = False) -> tuple[bool, str | None]:
         return True, None
     if mr is None:  # an option only one device per stage takes: that placement, as asked
         return False, own
-    if library:
-        raise InputError(f"{own}: the stage model (max_replicas={mr}) minimises the time per sample "
-                         f"(max-load) and does not take it yet; without max_replicas, or with "
-                         f"max_replicas=1, the one-device-per-stage placement solves it")
-    raise InputError(f"{own}: the stage model (--max-replicas {mr}) minimises the time per sample "
-                     f"(max-load) and does not take it yet; without --max-replicas, or with "
-                     f"--max-replicas 1, the one-device-per-stage placement solves it")
+    given, unset, one = ((f"max_replicas={mr}", "without max_replicas", "max_replicas=1") if library else
+                         (f"--max-replicas {mr}", "without --max-replicas", "--max-replicas 1"))
+    raise InputError(f"{own} applies to the one-device-per-stage placement only, which the stage model "
+                     f"({given}: replicas, tensor parallelism) does not take; {unset}, or with {one}, that "
+                     f"placement solves it")
 
 
 def wants_serving(args) -> bool:
@@ -478,3 +479,18 @@ def serving_default(args) -> bool:
     ``_one_device_per_stage_provision_too``): a stage plan's latency runs its stages one after another,
     a one-device-per-stage plan's lets independent branches overlap."""
     return not getattr(args, "training", False)
+
+
+def raw_options(args) -> dict:
+    """``place``'s ``--memory-limit`` (GiB, in bytes; ``inf``: none), ``--split`` and ``--restarts`` as
+    ``SolveOptions.raw`` takes them (:data:`solvers.registry.RAW_OPTIONS`), for ``place`` and its
+    sweeps alike; ``frontier`` and ``provision`` have none of them. The values are checked by the
+    command line before."""
+    raw = {}
+    memory_limit = getattr(args, "memory_limit", None)
+    if memory_limit is not None and math.isfinite(memory_limit):
+        raw["memory_limit"] = memory_limit * 2**30
+    for key in ("split", "restarts"):
+        if getattr(args, key, None) is not None:
+            raw[key] = getattr(args, key)
+    return raw

@@ -102,34 +102,17 @@ def _slo_error(value: float) -> str:
     return f"--latency-slo must be a finite positive number of milliseconds, got {value!r}"
 
 
-def wants_serving(args) -> bool:
-    """Whether ``place`` should run a batch sweep or a latency target (this module) instead."""
-    return isinstance(args.batch_size, str) or getattr(args, "latency_slo", None) is not None
-
-
 def _options(args):
-    """The solver options of ``args``, those of ``SolveOptions.raw`` (:func:`_raw_options`) included:
-    every solve of a sweep gets them, and a solver that does not read one refuses it."""
+    """The solver options of ``args``, those of ``SolveOptions.raw`` (:func:`placement.inputs.raw_options`)
+    included: every solve of a sweep gets them, and a solver that does not read one refuses it."""
     from solvers.base import DEFAULT_BACKEND, SolveOptions
+
+    from .inputs import raw_options
 
     t = args.time_limit
     return SolveOptions(time_limit=None if t is None or math.isinf(t) else t, gap=args.gap,
                         threads=args.threads, seed=getattr(args, "seed", 0),
-                        backend=getattr(args, "backend", DEFAULT_BACKEND), raw=_raw_options(args))
-
-
-def _raw_options(args) -> dict:
-    """``place``'s ``--memory-limit`` (GiB, in bytes; ``inf``: none), ``--split`` and ``--restarts`` as
-    ``SolveOptions.raw`` takes them (:data:`solvers.registry.RAW_OPTIONS`); ``frontier`` and
-    ``provision`` have none of them."""
-    raw = {}
-    memory_limit = getattr(args, "memory_limit", None)
-    if memory_limit is not None and math.isfinite(memory_limit):
-        raw["memory_limit"] = memory_limit * 2**30
-    for key in ("split", "restarts"):
-        if getattr(args, key, None) is not None:
-            raw[key] = getattr(args, key)
-    return raw
+                        backend=getattr(args, "backend", DEFAULT_BACKEND), raw=raw_options(args))
 
 
 def _refuse_raw_under_target(args) -> None:
@@ -139,7 +122,9 @@ def _refuse_raw_under_target(args) -> None:
     from graphs.errors import InputError
     from solvers.registry import RAW_OPTIONS
 
-    given = [RAW_OPTIONS[k] for k in _raw_options(args)]
+    from .inputs import raw_options
+
+    given = [RAW_OPTIONS[k] for k in raw_options(args)]
     if args.latency_slo is not None and given:
         flags, one = " and ".join(given), len(given) == 1
         it = "it" if one else "them"
