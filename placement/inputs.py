@@ -457,8 +457,8 @@ def _model_choice(args, library: bool = False) -> tuple[bool, str | None]:
     given, unset, one = ((f"max_replicas={mr}", "without max_replicas", "max_replicas=1") if library else
                          (f"--max-replicas {mr}", "without --max-replicas", "--max-replicas 1"))
     raise InputError(f"{own} applies to the one-device-per-stage placement only, which the stage model "
-                     f"({given}: replicas, tensor parallelism) does not take; {unset}, or with {one}, that "
-                     f"placement solves it")
+                     f"({given}: replicas, tensor parallelism; it minimises the time per sample, max-load) "
+                     f"does not take; {unset}, or with {one}, that placement solves it")
 
 
 def wants_serving(args) -> bool:
