@@ -248,8 +248,10 @@ def load_onnx(path: str | os.PathLike, *, batch_size: int | None = None,
 
     ``batch_size`` fixes every symbolic leading input dimension (and every dimension named like a
     batch, see :data:`BATCH_NAMES`); default 1. A model with no symbolic batch dimension has a fixed
-    input shape: a run of it counts as one sample, unless ``batch_size`` is the leading dimension all
-    its inputs have; any other ``batch_size`` is an :class:`InputError` (:attr:`OnnxGraph.fixed_shape`).
+    input shape (:attr:`OnnxGraph.fixed_shape`): a run of it counts as one sample, unless ``batch_size``
+    is the leading dimension all its inputs have; any other ``batch_size`` re-batches it as the serving
+    sweep does (:func:`graphs.onnx_batch.symbolic_batch`, with a warning; a model whose outputs do not
+    follow that dimension is an :class:`InputError`).
     ``dims`` fixes other symbolic dimensions by name
     (e.g. ``{"sequence": 128}``); any left over are taken as 1, with a warning.
     """
@@ -303,9 +305,13 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
                  f"conservatively")
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), warn)
+    said: list[str] = []  # the dimensions' warnings: said of the model as it is read, once
+    dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), said.append)
     rebatched = not fixed and _rebatch(model.graph, batch_size)
-    if rebatched:  # the serving sweep's rule (graphs.onnx_batch): the leading dimension is the batch
+    if not rebatched:
+        for msg in said:
+            warn(msg)
+    else:  # the serving sweep's rule (graphs.onnx_batch): the leading dimension is the batch
         from .onnx_batch import symbolic_batch
 
         warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: "

@@ -156,3 +156,18 @@ def test_evaluating_on_many_devices_is_linear_in_the_devices():
     assert cluster.device_name(-1) == "cpu:2"
     with pytest.raises(IndexError):
         cluster.device_name(5)
+
+
+def test_rebatching_warns_of_each_other_dimension_once(tmp_path):
+    """A fixed-shape model with another symbolic dimension, re-batched: its warning is said once (the
+    dimensions of the model as read and as re-batched were both warned of)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [64, "seq", 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [64, "seq", 8])])
+    path = save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "seq.onnx")
+    g = load_onnx(path, batch_size=8)
+    assert g.batch_size == 8
+    assert sum("'seq'" in w and "taken as 1" in w for w in g.warnings) == 1, g.warnings
