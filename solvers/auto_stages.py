@@ -102,11 +102,6 @@ class _Bar:
             self.progress(min(1.0, f))
 
 
-def _ticks(tick) -> dict:
-    """A step's ``progress`` keyword: none without a bar."""
-    return {} if tick is None else {"progress": tick}
-
-
 def _time_share(seconds: float, deadline: float | None, otherwise: float) -> float:
     """A step's share of the bar left: the part of the time left that its ``seconds`` are, under a time
     limit; ``otherwise`` without one."""
@@ -189,7 +184,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     if pipeline and not (fits and is_pipeline_model(problem)):
         path.append("pipeline d=t=1")
         tick = bar.step(_time_share(share, deadline, _SHARE_PIPELINE))
-        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads, **_ticks(tick))
+        s = dp_pipeline.solve_restriction(problem, time_limit=share, threads=threads, progress=tick)
         interrupted, took = s.interrupted, s
         extra["pipeline"] = {"objective": s.objective if s.plan is not None else None,
                              "restriction": (s.stats or {}).get("restriction"), "message": s.message,
@@ -203,7 +198,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
         bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
         tick = bar.step(_SHARE_DP)
         r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded,
-                                    **_ticks(tick))
+                                    progress=tick)
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
         if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
@@ -247,7 +242,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
             continue
         path.append(f"dp on {m} merged nodes")
         tick = bar.step(_SHARE_COARSE)
-        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads, **_ticks(tick))
+        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads, progress=tick)
         if r.plan is not None:
             rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
             if best is None or rr.objective < best.objective:
@@ -288,7 +283,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
             path.append("dp")
             r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads,
-                                        **_ticks(bar.step(1.0)))
+                                        progress=bar.step(1.0))
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)
         if r.plan is None:

@@ -108,7 +108,7 @@ def test_auto_does_not_coarsen_after_the_dp_stopped_at_the_limit(monkeypatch):
     p = _chain_problem(n=30, devices=4, N=4)
     merged = []
 
-    def dp_to_the_limit(problem, *, time_limit=None, threads=None):
+    def dp_to_the_limit(problem, *, time_limit=None, threads=None, progress=None):
         time.sleep(time_limit or 0.0)
         return stage_solution("dp", None, None, float("inf"), Status.STOPPED, time_limit or 0.0,
                               "time limit reached", {})
