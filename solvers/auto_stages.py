@@ -42,7 +42,7 @@ from graphs.ideals import enumerate_ideals
 from graphs.parallel import ParallelProblem, is_pipeline_model
 
 from . import dp_pipeline, dp_stages, ip_stages, pipedream_stages
-from .base import IP_MIN_SECONDS, Solution, SolveOptions, Status, stage_solution
+from .base import IP_MIN_SECONDS, ProgressTeller, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
@@ -66,7 +66,7 @@ _SHARE_DP = 0.9  # the exact DP: the rest is the integer program's, when the DP 
 _SHARE_COARSE = 0.5
 
 
-class _Bar:
+class _Bar(ProgressTeller):
     """``auto``'s steps on one bar: each step, as it starts, gets a share of the bar still left (the
     ``_SHARE_*`` shares; step 0's and the integer program's, under a time limit, the part of the time
     left they may take), which its own
@@ -76,10 +76,7 @@ class _Bar:
     then. Never decreasing."""
 
     def __init__(self, progress, time_limit: float | None = None) -> None:
-        self.progress = progress
-        self.t0 = time.perf_counter()
-        self.limit = time_limit
-        self.last = 0.0
+        super().__init__(progress, time_limit)
         self.end = 0.0
 
     def step(self, share: float):
@@ -91,15 +88,6 @@ class _Bar:
         lo = self.end
         self.end = hi = lo + min(1.0, max(0.0, share)) * (1.0 - lo)
         return lambda x: self.tell(lo + (hi - lo) * x)
-
-    def tell(self, f: float) -> None:
-        if self.progress is None:
-            return
-        if self.limit is not None and f < 1.0:
-            f = max(f, min(1.0, (time.perf_counter() - self.t0) / self.limit) if self.limit > 0 else 1.0)
-        if f > self.last:
-            self.last = f
-            self.progress(min(1.0, f))
 
 
 def _time_share(seconds: float, deadline: float | None, otherwise: float) -> float:

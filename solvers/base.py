@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ import numpy as np
 from graphs.errors import InputError
 
 __all__ = ["Status", "SolveOptions", "Solution", "OBJECTIVES", "CheckedBound", "check_bound",
-           "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution", "BACKENDS", "DEFAULT_BACKEND"]
+           "IP_MIN_SECONDS", "CLOSED_GAP", "stage_solution", "BACKENDS", "DEFAULT_BACKEND", "ProgressTeller"]
 
 #: the integer programs' backends (:mod:`solvers._milp`) and the one used unless another is asked for
 BACKENDS = ("highs", "pulp")
@@ -203,3 +204,29 @@ def check_bound(claimed: float | None, value: float, fallback: float | None = No
     if bound is not None and math.isfinite(value):
         gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
     return CheckedBound(bound, gap, consistent, claimed)
+
+
+class ProgressTeller:
+    """Tells a solver's ``progress`` callable (:attr:`SolveOptions.progress`; ``None``: nothing to tell)
+    its fraction done: never below the last told, nor, under ``time_limit`` seconds from now, below the
+    part of the limit spent (the search ends by then); at most every ``every`` seconds (1 is always
+    told)."""
+
+    def __init__(self, progress, time_limit: float | None = None, every: float = 0.0) -> None:
+        self.progress = progress
+        self.t0 = time.perf_counter()
+        self.limit = time_limit
+        self.every = every
+        self.last = 0.0
+        self.told = -math.inf
+
+    def tell(self, f: float) -> None:
+        if self.progress is None:
+            return
+        now = time.perf_counter()
+        if self.limit is not None and f < 1.0:
+            f = max(f, min(1.0, (now - self.t0) / self.limit) if self.limit > 0 else 1.0)
+        if f <= self.last or (now - self.told < self.every and f < 1.0):
+            return
+        self.last, self.told = f, now
+        self.progress(min(1.0, f))

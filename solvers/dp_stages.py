@@ -43,7 +43,7 @@ from graphs.parallel import (
     resync_bandwidth,
 )
 
-from .base import Solution, SolveOptions, Status, stage_solution
+from .base import ProgressTeller, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "knapsack", "work_lower_bound"]
 
@@ -1271,7 +1271,7 @@ _WEIGHTS = (0.1, 0.8, 0.1)
 _TICK_S = 0.05  # the least time between two reports (a fraction of 1 is always reported)
 
 
-class _Meter:
+class _Meter(ProgressTeller):
     """The stage kernel's progress, reported to ``progress`` (non-decreasing, at most every
     :data:`_TICK_S`, between kernel calls, never inside one).
 
@@ -1286,11 +1286,7 @@ class _Meter:
     the fraction is at least the part of the limit spent: the search ends by then."""
 
     def __init__(self, progress, time_limit: float | None = None) -> None:
-        self.progress = progress
-        self.t0 = time.perf_counter()
-        self.limit = time_limit
-        self.last = 0.0
-        self.told = -math.inf
+        super().__init__(progress, time_limit, _TICK_S)
         self.lo, self.hi = 0.0, 1.0
         self.weights = _WEIGHTS
         self.phase_s = {x: 0.0 for x in _PHASES}
@@ -1318,15 +1314,6 @@ class _Meter:
         i = _PHASES.index(phase)
         f = sum(self.weights[:i]) + self.weights[i] * min(1.0, max(0.0, done))
         self.tell(self.lo + (self.hi - self.lo) * f)
-
-    def tell(self, f: float) -> None:
-        now = time.perf_counter()
-        if self.limit is not None and f < 1.0:
-            f = max(f, min(1.0, (now - self.t0) / self.limit) if self.limit > 0 else 1.0)
-        if f <= self.last or (now - self.told < _TICK_S and f < 1.0):
-            return
-        self.last, self.told = f, now
-        self.progress(f)
 
 
 def _solve_stage_kernel(problem: ParallelProblem, time_limit: float | None, max_ideals: int, max_steps: int,
