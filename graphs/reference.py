@@ -222,9 +222,14 @@ _REFERENCE_KEYS = {"fpgas": ACCELERATOR, "cpus": CPU}
 _SHOWN = 5  # offenders named per problem
 
 
-def _some(items: list) -> str:
+def _some(items: list, sep: str = ", ") -> str:
     more = f" ... ({len(items)} in all)" if len(items) > _SHOWN else ""
-    return ", ".join(str(x) for x in items[:_SHOWN]) + more
+    return sep.join(str(x) for x in items[:_SHOWN]) + more
+
+
+def _its_devices(names: list[str]) -> str:
+    """A cluster's device names, the first few, for a message."""
+    return f"its devices: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
 
 
 def parse_split(data, graph: OpGraph, cluster: Cluster, *, source: str | None = None) -> np.ndarray:
@@ -268,9 +273,7 @@ def _device_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
         else:
             groups.append((f"device {name}", number[name], nodes))
     if unknown:
-        names = list(number)
-        problems.insert(0, f"device(s) {_some(unknown)} not in the cluster (its devices: "
-                        f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+        problems.insert(0, f"device(s) {_some(unknown)} not in the cluster ({_its_devices(list(number))})")
     return groups, problems
 
 
@@ -300,8 +303,7 @@ def _reference_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
             names = [cluster.device_name(d) for d in range(cluster.num_devices)]
             problems.append(f"{key!r} lists the reference format's {kind_name} devices, and this cluster has "
                             f"no {kind_name!r} kind: name its devices instead, as in "
-                            f"{{\"devices\": {{\"{names[0]}\": [nodes], ...}}}} (its devices: "
-                            f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+                            f"{{\"devices\": {{\"{names[0]}\": [nodes], ...}}}} ({_its_devices(names)})")
         elif len(used) > kinds[kind_name].count:
             problems.append(f"the split uses {len(used)} {kind_name} devices but the workload has only "
                             f"{kinds[kind_name].count}")
@@ -332,8 +334,7 @@ def _assign(groups: list, graph: OpGraph) -> tuple[np.ndarray, list[str]]:
     problems = [f"{where} lists node(s) {_some(xs)}, which the workload does not have"
                 for where, xs in unknown.items()]
     if twice:
-        more = f" ... ({len(twice)} in all)" if len(twice) > _SHOWN else ""
-        problems.append("; ".join(twice[:_SHOWN]) + more)
+        problems.append(_some(twice, "; "))
     missing = np.flatnonzero(assignment < 0)
     if missing.size:
         # A backward node follows its colocated forward node.
