@@ -38,7 +38,7 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     from solvers.base import BACKENDS, DEFAULT_BACKEND, OBJECTIVES
     from solvers.registry import solver_names
 
-    from .inputs import LEAST_SOLVE_S
+    from .clock import LEAST_SOLVE_S
 
     p.add_argument("--solver", default=None,
                    help=f"solver to use (default: auto = the exact DP when it fits the limits, a labelled "
@@ -52,10 +52,9 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                    "reading the model and loading the solver included: the solve gets what is left (at "
                    f"least {LEAST_SOLVE_S:g} s, or S if less) and the best placement found by then is the "
                    "answer, its status saying so; the summary says how the time went (default: none for "
-                   "the exact solvers; auto gives its large-graph path 300 s). Not so for a batch-size "
-                   "sweep or latency target: S for the whole sweep, from its first solve (reading the "
-                   "model and building the first batch size's problem come before); nor for --objective "
-                   "goodput: S for each solve of its search. A positive number, inf for none. The first "
+                   "the exact solvers; auto gives its large-graph path 300 s). A batch-size sweep or "
+                   "latency target shares S out over its batch sizes; --objective goodput gives S to "
+                   "each solve of its search. A positive number, inf for none. The first "
                    "run after installing or updating compiles the solver's kernels first (announced on "
                    "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
@@ -361,13 +360,14 @@ def _cmd_place(args) -> int:
     from solvers.base import SolveOptions
 
     from .api import place
-    from .inputs import CommandClock, raw_options, time_limit_seconds, wants_serving
+    from .clock import Clock
+    from .inputs import raw_options, time_limit_seconds, wants_serving
     from .load import load_workload
     from .serving_cli import run_place
 
-    started = time.perf_counter()  # --time-limit is the whole command's (not a sweep's: see its help)
+    started = time.perf_counter()  # --time-limit is the whole command's, a sweep's too (see its help)
     time_limit = time_limit_seconds(args.time_limit)
-    args.clock = CommandClock(time_limit, started)
+    args.clock = Clock(time_limit, started=started)
     gap = _number(args.gap, "--gap")
     if gap is None:
         raise _UsageError("--gap must be finite")
@@ -409,7 +409,7 @@ def _cmd_place(args) -> int:
             raise _UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
                               "cluster file takes --engine helix or vllm")
         _refuse_for_helix(args)
-        return _helix().place(args, args.clock.left())
+        return _helix().place(args, args.clock.solve_limit())
     llm = model == "llm"
     if args.engine == "sglang" and not (llm and args.objective == "goodput"):
         raise _UsageError("--engine sglang applies to a model config with --objective goodput")

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import math
 import os
-import time
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
 __all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
-           "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "CommandClock", "takes_stage_model",
+           "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "takes_stage_model",
            "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind", "not_a_workload",
            "refuse_not_result", "raw_options"]
 
@@ -307,72 +306,6 @@ def time_limit_seconds(value: float | None, flag: str = "--time-limit") -> float
     if not value > 0:  # NaN too
         raise InputError(f"{flag} must be a positive number of seconds (inf: none), got {value!r}")
     return float(value)
-
-
-#: seconds a solve gets where reading the model took the whole limit (the limit itself, if less): it returns
-#: what it found by then
-LEAST_SOLVE_S = 0.05
-
-
-class CommandClock:
-    """``place``'s ``--time-limit`` (``limit`` seconds, checked by :func:`time_limit_seconds`; ``None``:
-    none): the whole command's, from its start, as ``frontier``'s and ``provision``'s. Reading the model
-    and loading the solver's kernels count; numba compiling them (a first run after installing, which a
-    note announces) does not. :meth:`for_solve` gives the solve what is left, and the solve returns the
-    best plan found by then."""
-
-    def __init__(self, limit: float | None, started: float | None = None):
-        self.limit = limit
-        self.started = time.perf_counter() if started is None else started
-        self.compiled = 0.0  # numba compiling before the solve: not on the clock
-        self.loaded: float | None = None  # seconds from the start to the solve (compiling left out)
-        self.given: float | None = None  # seconds the solve was given
-
-    def for_solve(self, solver: str | None = None, form: str = "pipeline") -> float | None:
-        """The time limit of the solve about to start (``None``: no limit): what is left once ``solver``'s
-        (default ``auto``) kernels of ``form`` are loaded (:func:`solvers.registry.prepare`), as
-        :meth:`left` says."""
-        if self.limit is None:
-            return None
-        from solvers.kernels import compile_seconds
-        from solvers.registry import prepare
-
-        with compile_seconds() as spent:
-            prepare(solver, form)
-        self.compiled += spent()
-        return self.left()
-
-    def left(self) -> float | None:
-        """What the limit leaves now (``None``: no limit), at least :data:`LEAST_SOLVE_S` (or the limit,
-        if less): the time limit of a solve that starts now."""
-        if self.limit is None:
-            return None
-        self.loaded = time.perf_counter() - self.started - self.compiled
-        self.given = max(min(LEAST_SOLVE_S, self.limit), self.limit - self.loaded)
-        return self.given
-
-    def deadline(self) -> float | None:
-        """The end of the limit on ``time.perf_counter()``'s clock (``None``: none), the compiling
-        before the solve added."""
-        return None if self.limit is None else self.started + self.compiled + self.limit
-
-    def credited(self, solution):
-        """``solution`` (a :class:`~solvers.base.Solution`) with the compiling before its solve
-        (:meth:`for_solve`) in its ``stats["compile_s"]``, which the result and the summary report."""
-        if self.compiled <= 0:
-            return solution
-        import dataclasses
-
-        stats = dict(solution.stats or {})
-        stats["compile_s"] = stats.get("compile_s", 0.0) + self.compiled
-        return dataclasses.replace(solution, stats=stats)
-
-    def words(self) -> str:
-        """What the limit covered, for the summary ("" without a limit or before :meth:`for_solve`)."""
-        if self.given is None:
-            return ""
-        return (f"--time-limit {self.limit:g} s is the whole command's: reading the model and loading the "
-                f"solver took {self.loaded:.2f} s, the solve was given {self.given:.2f} s")
 
 
 def _is_onnx(path: str) -> bool:

@@ -46,10 +46,14 @@ from graphs.evaluate import evaluate
 from graphs.model import Cluster, OpGraph
 from solvers.base import Solution, SolveOptions, Status
 
-from .serving import _Clock
+from .clock import Clock
 
 __all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
            "sub_cluster", "cheapest_first", "Tried", "Search"]
+
+#: a provisioning search goes on until this many seconds are left (each allocation's solve takes its own
+#: limit)
+SEARCH_MARGIN_S = 0.05
 
 #: an example prices file (made-up round numbers in the range of public cloud list prices; set your own)
 EXAMPLE_PRICES = """\
@@ -201,18 +205,6 @@ def _efficient(allocs: list[Allocation], prices=None) -> list[Allocation]:
     return out
 
 
-class _Deadline(_Clock):
-    """A provisioning search's deadline (``time.perf_counter()``; ``None``: none) and its caller's
-    ``stop``, with the Ctrl-Cs its solves took (:class:`placement.serving._Clock`): the time left, and
-    why the search must end now. Each allocation's solve takes its own limit, so the search goes on
-    until 0.05 s are left."""
-
-    margin = 0.05
-
-    def calls(self):
-        return self.left, self.halted
-
-
 @dataclass(frozen=True)
 class Tried:
     """What one allocation's solve found: its best plan under the latency target as an
@@ -240,7 +232,7 @@ class Search:
     stopped: str
 
 
-def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable, clock: _Deadline,
+def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable, clock: Clock,
                    max_solves: int) -> Search:
     """The latency-target search of both models: the allocations of ``order`` (price increasing) in
     turn, skipping one that a bound rules out (``rule_out(c)``) or that is no larger than one proven
@@ -249,7 +241,7 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
     tenth) until one meets ``target`` samples/s, the time runs out, ``clock`` says stop or
     ``max_solves`` is reached. The answer is proven cheapest when every allocation before it was
     proven short or ruled out and its own plan is proven (:attr:`Allocation.proven`). A Ctrl-C (a solve
-    took it and said so, :meth:`placement.serving._Clock.seen`, or let it through) ends the search with
+    took it and said so, :meth:`placement.clock.Clock.seen`, or let it through) ends the search with
     what was found, ``stopped`` "interrupted"."""
     short: list[tuple[int, ...]] = []
     tried: list[Allocation] = []
@@ -331,8 +323,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if deadline is None and options.time_limit is not None:
         deadline = time.perf_counter() + options.time_limit
 
-    clock = _Deadline(deadline, stop)
-    left, halted = clock.calls()
+    clock = Clock.until(deadline, stop, margin=SEARCH_MARGIN_S)
+    left, halted = clock.left, clock.halted
 
     def timed(share: float = 1.0) -> SolveOptions:
         t = left()

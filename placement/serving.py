@@ -52,6 +52,7 @@ from graphs.reference import Workload
 from solvers.base import Solution, SolveOptions, Status
 
 from .api import Placement, place
+from .clock import Clock
 
 __all__ = ["Point", "ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes",
            "batch_workload", "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier",
@@ -205,19 +206,6 @@ def unproven_sizes(points, proven_none: Sequence[bool]) -> tuple[int, ...]:
     return tuple(b for b, pt, _ in points if (not pt.proven if pt is not None else not next(nones, False)))
 
 
-def sweep_deadline(time_limit: float | None) -> float | None:
-    """The ``time.perf_counter()`` by which a sweep with ``time_limit`` seconds for all its batch sizes
-    must end (``None``: no limit)."""
-    if time_limit is None or math.isinf(time_limit):
-        return None
-    return time.perf_counter() + time_limit
-
-
-def time_left(deadline: float | None) -> float | None:
-    """Seconds to ``deadline`` (:func:`sweep_deadline`), at least 0; ``None`` without one."""
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
                   max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None,
                   deadline: Callable[[], float | None] | None = None,
@@ -227,10 +215,10 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
     the first size without a plan or whose samples/s are no more than :data:`IMPROVES` above the best
     so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
-    with each point found. ``deadline()``: the sweep's deadline (:func:`sweep_deadline`; ``None``: none
-    yet): the time limit is the whole sweep's, so once it has passed the sizes not yet tried are left
-    out, and ``stopped`` says so. ``halted()``: why the sweep must end after the size just tried (a
-    Ctrl-C its search took: "interrupted (Ctrl-C)"; ``""``: it may go on); ``stopped`` says that too."""
+    with each point found. ``deadline()``: the sweep's deadline (``time.perf_counter()``; ``None``:
+    none), after which the sizes not yet tried are left out, and ``stopped`` says so. ``halted()``: why
+    the sweep must end after the size just tried (a Ctrl-C its search took: "interrupted (Ctrl-C)";
+    ``""``: it may go on); ``stopped`` says that too."""
     auto = batch_sizes is None
     sizes = auto_sizes(max_batch) if auto else list(batch_sizes)
     points: list[tuple[int, object, str]] = []
@@ -250,7 +238,7 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     for i, b in enumerate(sizes):
         end = deadline() if deadline is not None else None
         if points and end is not None and time.perf_counter() >= end:
-            stopped = cut("time limit reached (--time-limit, the whole sweep's)", i)
+            stopped = cut("time limit reached", i)
             break
         pt, why, stop = point_at(b)
         points.append((b, pt, "" if pt is not None else why))
@@ -414,20 +402,21 @@ def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: Sol
 def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
           costs: str = "roofline", latency_slo: float | None = None, solver: str | None = None,
           options: SolveOptions | None = None, dims=None, device_files: Iterable[str] = (),
-          max_batch: int = AUTO_MAX_BATCH) -> Sweep:
+          max_batch: int = AUTO_MAX_BATCH, clock: Clock | None = None) -> Sweep:
     """Place the model at each batch size (``None``: auto, see :func:`sweep_batches`); the best is the
-    one with the most samples/s (the smaller batch on a tie)."""
+    one with the most samples/s (the smaller batch on a tie). ``options.time_limit`` bounds the whole
+    call from its start, reading the model included (``clock``: the caller's instead, a command's
+    :class:`~placement.clock.Clock`); loading the solver's kernels before the first solve is off it
+    where numba compiles them (:meth:`~placement.clock.Clock.for_solve`)."""
     options = options or SolveOptions()
+    clock = clock or Clock(options.time_limit)
     models: dict = {}  # the file read once
     proven_none: list[bool] = []  # per batch size without a plan: whether its solve proved none
-    clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
     halt: list[str] = []  # a Ctrl-C a size's search took (it returned what it had): the sweep ends there
 
     def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
-        if not clock:  # the model read outside the limit
-            clock.append(sweep_deadline(options.time_limit))
-        left = time_left(clock[0])
+        left = clock.for_solve(solver) if clock.solves == 0 else clock.solve_limit()
         opts = options if left is None else dataclasses.replace(options, time_limit=left)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=opts)
         if sol.interrupted:
@@ -443,8 +432,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
             stop = sol.message or "no placement found"
         return None, sol.message or sol.status.value, stop
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch,
-                                          deadline=lambda: clock[0] if clock else None,
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, deadline=clock.deadline,
                                           halted=lambda: halt[0] if halt else "")
     lowest, lowest_proven = None, False
     if best is None and latency_slo is not None and not halt:
@@ -452,7 +440,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
 
         w = batch_workload(path, devices, points[0][0], costs=costs, dims=dims, device_files=device_files,
                            models=models)
-        left = time_left(clock[0] if clock else None)
+        left = clock.left()
         opts = options if left is None else dataclasses.replace(options, time_limit=max(left, 1.0))
         sol = slo_ip.solve(w.graph, w.cluster, opts, minimise="latency")
         lowest = sol.objective if sol.assignment is not None else None
@@ -501,44 +489,6 @@ def _now() -> float:
     return time.perf_counter()
 
 
-class _Clock:
-    """The deadline (``time.perf_counter()``; ``None``: none) and the caller's ``stop`` of one search
-    (the frontier's; :mod:`placement.provision`'s with a margin of its own)."""
-
-    margin = _MIN_PROGRAM_S  # with less than this left the search ends: no step starts in it
-
-    def __init__(self, deadline: float | None, stop: Callable[[], bool] | None):
-        self.deadline, self.stop = deadline, stop
-        self.took = False  # a solver took a Ctrl-C (it returned what it had): the search ends
-
-    def seen(self, sol: Solution) -> Solution:
-        """``sol``, noting a Ctrl-C it took (:attr:`~solvers.base.Solution.interrupted`): without a
-        ``stop`` that says so (the library's calls) the search would go on."""
-        self.took = self.took or sol.interrupted
-        return sol
-
-    def interrupted(self) -> bool:
-        """A Ctrl-C ended the search: a solver took one (:meth:`seen`), or ``stop`` says so."""
-        return self.took or (self.stop is not None and bool(self.stop()))
-
-    def halted(self) -> str:
-        """Why the search must end now ("" when it may go on)."""
-        if self.interrupted():
-            return "interrupted"
-        if self.deadline is not None and self.deadline - _now() < self.margin:
-            return "time limit reached"
-        return ""
-
-    def left(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - _now())
-
-    def budget(self, share: float) -> float | None:
-        """Seconds for the next step: ``share`` of the time left, at least :data:`_MIN_PROGRAM_S` (or
-        what is left); ``None`` without a deadline."""
-        left = self.left()
-        return None if left is None else min(left, max(_MIN_PROGRAM_S, share * left))
-
-
 def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_points: int = 50,
                    deadline: float | None = None, stop: Callable[[], bool] | None = None,
                    on_point: Callable[[ServingPoint], None] | None = None
@@ -553,11 +503,12 @@ def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_poin
     if deadline is None and options.time_limit is not None:
         deadline = _now() + options.time_limit
     found: list[ServingPoint] = []
-    proven, _ = _batch_frontier(w, options, max_points, _Clock(deadline, stop), on_point, found)
+    clock = Clock.until(deadline, stop, margin=_MIN_PROGRAM_S)
+    proven, _ = _batch_frontier(w, options, max_points, clock, on_point, found)
     return non_dominated(found), proven
 
 
-def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: _Clock,
+def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: Clock,
                     on_point: Callable[[ServingPoint], None] | None, found: list[ServingPoint]
                     ) -> tuple[bool, str]:
     """The search of :func:`batch_frontier`, appending every point it finds to ``found`` as it goes (so
@@ -671,7 +622,7 @@ def _same(p: ServingPoint, q: ServingPoint, rel: float = 1e-9) -> bool:
                                                                                rel_tol=rel)
 
 
-def _start_pool(w: Workload, clock: _Clock, threads: int | None = None, max_allocations: int = 64
+def _start_pool(w: Workload, clock: Clock, threads: int | None = None, max_allocations: int = 64
                 ) -> list[tuple[float, float, np.ndarray]]:
     """Starts for the frontier's programs: the DP's placement on sub-clusters (every count of each
     accelerator kind, host kinds all or none), as ``(max-load, latency, assignment)`` on the full
@@ -738,7 +689,7 @@ class FrontierSearch:
     def run(self) -> Frontier:
         if self.deadline is None and self.options.time_limit is not None:
             self.deadline = _now() + self.options.time_limit
-        clock = _Clock(self.deadline, self.stop)
+        clock = Clock.until(self.deadline, self.stop, margin=_MIN_PROGRAM_S)
         auto = self.batch_sizes is None
         sizes = auto_sizes() if auto else list(self.batch_sizes)
         self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
@@ -753,7 +704,7 @@ class FrontierSearch:
             # the time left, shared by the batch sizes still to do (an auto sweep: half of it each)
             left = clock.left()
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
-            sub = _Clock(None if share is None else min(self.deadline, _now() + share), self.stop)
+            sub = clock.share(share)
             pts = self.found.setdefault(b, [])
             ok, why = _batch_frontier(w, self.options, self.max_points, sub, self.on_point, pts)
             proven &= ok

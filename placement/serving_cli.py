@@ -229,7 +229,7 @@ def run_place(args, frontend: dict) -> int:
     sw = sweep(args.workload, frontend.get("devices"), sizes, costs=frontend.get("costs") or "roofline",
                latency_slo=args.latency_slo, solver=args.solver if args.latency_slo is None else None,
                options=_options(args), dims=frontend.get("dims"),
-               device_files=frontend.get("device_files") or ())
+               device_files=frontend.get("device_files") or (), clock=getattr(args, "clock", None))
     if sw.best is None and sw.interrupted:  # a Ctrl-C before any plan was found: the command stops
         raise KeyboardInterrupt
     return _emit_sweep(args, sw)
@@ -350,12 +350,13 @@ def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
     stage_best = sw.best
     if (stage_best is not None and stage_best.proven) or (stage_best is None and sw.lowest_proven):
         return None, ""
-    t = args.time_limit
-    budget = refine_budget(spent, None if t is None or math.isinf(t) else t - spent)
+    clock = getattr(args, "clock", None)
+    left = clock.left() if clock is not None else None
+    budget = refine_budget(spent, left)
     if budget < 0.05:
         return None, "one device per stage not tried: no time left"
     sizes = [b for b, _, _ in sw.points] or [1]
-    opts = dataclasses.replace(_options(args), time_limit=budget / len(sizes))
+    opts = dataclasses.replace(_options(args), time_limit=budget)  # the whole sweep's
     one = sweep(args.workload, frontend.get("devices"), sizes, costs=frontend.get("costs") or "roofline",
                 latency_slo=args.latency_slo, options=opts, dims=frontend.get("dims"),
                 device_files=frontend.get("device_files") or ())

@@ -65,6 +65,7 @@ from graphs.parallel import (
     work_lower_bound,
 )
 
+from .clock import Clock
 from .serving import AUTO_MAX_BATCH
 
 __all__ = ["StagePoint", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
@@ -779,12 +780,13 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
     from . import serving
-    from .serving import Sweep, sweep_batches, sweep_deadline, time_left, unproven_sizes
+    from .serving import Sweep, sweep_batches, unproven_sizes
 
     paths: dict = {}
     first_why: dict = {}
     proven_none: list[bool] = []  # per batch size without a plan: whether its search proved none
-    clock: list = []  # the deadline: the time limit is the whole sweep's, from its first solve on
+    # the command's clock (place's --time-limit, from its start), or the time limit from here
+    clock = getattr(args, "clock", None) or Clock(getattr(args, "time_limit", None))
     halt: list[str] = []  # a Ctrl-C that cut a size's search short: the sweep ends there
 
     def point_at(b: int):
@@ -801,16 +803,11 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             max_replicas=args.max_replicas, granularity=args.granularity,
             device_memory=getattr(args, "device_memory", None), paths=paths)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
-        if not clock:  # the model read and the solver loaded, outside the limit: then the clock starts
-            deadline_at = sweep_deadline(getattr(args, "time_limit", None))
-            if deadline_at is not None:
-                from solvers.registry import prepare
-
-                prepare(getattr(args, "solver", None), "stages")
-                deadline_at = sweep_deadline(args.time_limit)
-            clock.append(deadline_at)
+        # the first solve loads the stage solver's kernels off the clock where numba compiles them
+        left = clock.for_solve(getattr(args, "solver", None), "stages") if clock.solves == 0 else \
+            clock.solve_limit()
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
-                                         time_limit=time_left(clock[0]))
+                                         time_limit=left)
         if why.get("interrupted"):  # its best so far is the size's answer; no size after it is tried
             halt.append(serving.INTERRUPTED)
         if refined:
@@ -823,7 +820,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         return _point(b, problem, graph_cls, settings, ans), "", None
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point,
-                                          deadline=lambda: clock[0] if clock else None,
+                                          deadline=clock.deadline,
                                           halted=lambda: halt[0] if halt else "")
     lowest = None
     lowest_proven = False
@@ -845,10 +842,10 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     layers, the operator-granularity ``(problem, graph_cls, settings)`` of :func:`stage_problem`; each
     allocation is then refined (:func:`best_refined`)."""
     from .provision import (
+        SEARCH_MARGIN_S,
         Allocation,
         Provision,
         Tried,
-        _Deadline,
         _efficient,
         _most_found,
         cheapest_first,
@@ -863,7 +860,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     need = 1.0 / target  # seconds per sample at most
     lat = None if latency_slo is None else latency_slo / (1e3 * batch_size)
 
-    clock = _Deadline(deadline, stop)
+    clock = Clock.until(deadline, stop, margin=SEARCH_MARGIN_S)
     blocked = False  # some allocation has plans, none under the latency target
 
     def rule_out(c) -> bool:

@@ -367,8 +367,8 @@ def solve_refined(w: StageWorkload, solve_one, time_limit: float | None, *, dead
     layer nodes (``w.finer``) also solve the operators as nodes, within the time :class:`Refinement`
     gives, and keep the better plan: layer nodes are a choice that makes the solve quick, never a loss
     (a layer node cannot be split between stages, nor its operators' variants chosen one by one).
-    ``deadline`` (``time.perf_counter()``'s clock; the command line's, :class:`placement.inputs.
-    CommandClock`): the refinement also ends by then, building its problem and loading kernels counted
+    ``deadline`` (``time.perf_counter()``'s clock; the command line's, :class:`placement.clock.
+    Clock`): the refinement also ends by then, building its problem and loading kernels counted
     (numba compiling them not). Returns ``(workload, solution)`` of the plan kept (the workload at
     operator granularity when that plan is kept); its message says what the refinement found."""
     import time
@@ -541,7 +541,7 @@ def place(args, w: StageWorkload) -> int:
     """``placement place`` on the stage workload ``w`` (:func:`load`, or an LLM config's): solve it with
     ``--solver`` (default ``auto``), refined to operators where that is faster (:func:`solve_refined`),
     write the result and print the stage table. ``args.clock``: the command's ``--time-limit``
-    (:class:`placement.inputs.CommandClock`, started by :mod:`placement.cli`). A progress bar on stderr
+    (:class:`placement.clock.Clock`, started by :mod:`placement.cli`). A progress bar on stderr
     (a terminal, or ``--progress``) where the solver reports progress
     (:attr:`solvers.registry.SolverInfo.stage_progress`): one per solve, the operator refinement's
     labelled so."""
@@ -895,7 +895,7 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
 
 def no_plan(args, r, timing: str = "") -> int:
     """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven; with
-    ``timing``, what the limit covered: :meth:`placement.inputs.CommandClock.words`) or no plan fits
+    ``timing``, what the limit covered: :meth:`placement.clock.Clock.words`) or no plan fits
     (:class:`InfeasibleError`, which the command line prints the same way)."""
     from solvers.base import Status
 

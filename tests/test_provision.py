@@ -105,7 +105,8 @@ def test_the_cheapest_first_search_finds_the_cheapest_allocation_meeting_the_tar
     monotone throughputs (more devices never serve less) against every allocation: the first allocation
     in price order that meets the target, proven; a bound that rules some short allocations out and the
     pruning below proven-short ones never skip the answer, and every skipped allocation was short."""
-    from placement.provision import Allocation, Tried, _Deadline, cheapest_first
+    from placement.clock import Clock
+    from placement.provision import Allocation, Tried, cheapest_first
 
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 4, size=rng.integers(1, 4))
@@ -126,7 +127,7 @@ def test_the_cheapest_first_search_finds_the_cheapest_allocation_meeting_the_tar
         a = Allocation(c, float(np.dot(c, prices)), 1.0 / serves(c), serves(c))
         return Tried(a, ("plan", c), short=serves(c) < target)
 
-    found = cheapest_first(order, target, lambda c: c in bound_rules_out, solve_at, _Deadline(None, None),
+    found = cheapest_first(order, target, lambda c: c in bound_rules_out, solve_at, Clock(),
                            max_solves=10_000)
     expected = next((c for c in order if serves(c) >= target * (1 - 1e-12)), None)
     assert found.proven and found.stopped == ""
@@ -136,7 +137,7 @@ def test_the_cheapest_first_search_finds_the_cheapest_allocation_meeting_the_tar
     assert not set(solved) & bound_rules_out and found.solves == len(solved)
     # an unproven solve makes the answer unproven; the solve limit stops the search, saying so
     unproven = cheapest_first(order, target, lambda c: False,
-                              lambda c, t: Tried(Allocation(c, 0.0, 1.0, 0.0, False)), _Deadline(None, None),
+                              lambda c, t: Tried(Allocation(c, 0.0, 1.0, 0.0, False)), Clock(),
                               max_solves=2)
     assert not unproven.proven and unproven.best is None
     assert unproven.stopped == ("the solve limit (2) was reached" if len(order) > 2 else "")

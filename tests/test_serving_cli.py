@@ -490,7 +490,8 @@ def test_a_sweeps_time_limit_is_the_whole_sweeps():
     whole limit. The sweep now stops trying sizes once the deadline has passed, and says so."""
     import time
 
-    from placement.serving import sweep_batches, sweep_deadline
+    from placement.clock import Clock
+    from placement.serving import sweep_batches
 
     tried = []
 
@@ -499,11 +500,10 @@ def test_a_sweeps_time_limit_is_the_whole_sweeps():
         time.sleep(0.2)
         return None, "nothing", None
 
-    clock = [sweep_deadline(0.3)]
-    points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], deadline=lambda: clock[0])
+    points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], deadline=Clock(0.3).deadline)
     assert tried == [1, 2] and [b for b, _, _ in points] == [1, 2] and best is None
     assert stopped.startswith("time limit reached") and "batch sizes 4, 8, 16 not tried" in stopped
-    assert sweep_deadline(None) is None and sweep_deadline(float("inf")) is None
+    assert Clock(None).deadline() is None and Clock(float("inf")).deadline() is None
 
 
 def test_a_sweep_cut_short_names_the_listed_sizes_it_did_not_try():
