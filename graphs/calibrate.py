@@ -607,8 +607,9 @@ class CalibrationDisturbed(PlacementError):
 
     def __init__(self, disturbance: Disturbance, when: str) -> None:
         self.disturbance = disturbance
-        super().__init__(f"{disturbance.line()}; refusing to calibrate {when} (--strict): run it when the "
-                         f"machine is idle, or without --strict to write the figures with this warning")
+        super().__init__(f"{disturbance.line()}; refusing to calibrate {when} (strict=True): run it "
+                         f"when the machine is idle, or without strict=True to write the figures with this "
+                         f"warning")
 
 
 def assess(series: Sequence[Series], *, cpus: int, threads: int, clock: str, load_before: float | None,

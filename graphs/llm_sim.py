@@ -71,17 +71,17 @@ def _positive(what: str, v) -> float:
 
 
 def parse_rate(text: str) -> float | str:
-    """``--simulate RATE|auto``: a positive number of requests/s, or ``auto`` (80% of the plan's planned
-    rate)."""
+    """The ``rate`` of :func:`simulate_plan` read from ``text``: a positive number of requests/s, or
+    ``auto`` (80% of the plan's planned rate). A bad one is an :class:`InputError` naming ``rate=``."""
     if str(text).strip().lower() == "auto":
         return "auto"
     try:
         v = float(text)
     except ValueError:
-        raise InputError(f"--simulate {text}: give a rate in requests/s (a positive number) "
+        raise InputError(f"rate={text!r}: give a rate in requests/s (a positive number) "
                          f"or 'auto'") from None
     if not (0 < v < math.inf):
-        raise InputError(f"--simulate {text}: the rate must be a positive number of requests/s")
+        raise InputError(f"rate={text!r}: the rate must be a positive number of requests/s")
     return v
 
 
@@ -485,8 +485,8 @@ def plot_simulation(res: SimResult, path: str, title: str = "") -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib); the "
-                         "simulation itself does not") from None
+        raise InputError(f"plot_simulation(path={path!r}) needs matplotlib, which is not installed (pip "
+                         f"install matplotlib); the simulation itself does not") from None
     import numpy as np
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))

@@ -78,6 +78,52 @@ def test_simulation_length_names_the_argument():
     assert "seconds=" in _no_flag(str(e.value))
 
 
+@pytest.mark.parametrize("text, words", [("fast", "give a rate in requests/s"),
+                                         ("-2", "the rate must be a positive number")])
+def test_a_bad_simulation_rate_names_the_rate_argument(text, words):
+    from graphs.llm_sim import parse_rate
+
+    with pytest.raises(InputError) as e:
+        parse_rate(text)
+    msg = _no_flag(str(e.value))
+    assert f"rate='{text}': {words}" in msg
+    assert cli_words(msg).startswith(f"--simulate {text}: {words}")
+
+
+def test_plotting_without_matplotlib_names_the_function_and_its_path(monkeypatch, tmp_path):
+    from graphs.llm_sim import plot_simulation, simulate_plan
+    from tests.test_llm_sim import _one_a100
+
+    model, problem, plan = _one_a100(4, {"buckets": [{"input": 64, "output": 8, "weight": 1}]})
+    res = simulate_plan(model, problem, plan, 4, rate=1.0, seconds=5, keep_tokens=True)
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # as if not installed
+    png = str(tmp_path / "sim.png")
+    with pytest.raises(InputError) as e:
+        plot_simulation(res, png)
+    msg = _no_flag(str(e.value))
+    assert f"plot_simulation(path={png!r}) needs matplotlib" in msg
+    assert cli_words(msg).startswith(f"--plot {png} needs matplotlib")
+
+
+def test_strict_calibration_names_the_strict_argument(monkeypatch):
+    import graphs.calibrate as gc
+
+    monkeypatch.setattr(gc, "probe_machine", lambda seconds=0.5: (1.6, 3.2))  # a busy machine
+    monkeypatch.setattr(gc, "_Timer", None)  # refused before any benchmark runs
+    with pytest.raises(gc.CalibrationDisturbed) as e:
+        gc.calibrate("cpu", strict=True)
+    msg = _no_flag(str(e.value))
+    assert "(strict=True)" in msg and "without strict=True to write" in msg
+    cli = cli_words(msg)
+    assert "(--strict)" in cli and "without --strict to write" in cli and "strict=True" not in cli
+
+
+def test_cli_words_translates_a_call_argument_only_for_its_function():
+    assert cli_words("plot_simulation(path='a.png') needs x") == "--plot a.png needs x"
+    assert cli_words("other(path='a.png')") == "other(path='a.png')"  # path alone is no flag
+    assert cli_words("strict=Trueish, strict=False") == "strict=Trueish, strict=False"
+
+
 def test_cli_words_keeps_the_existing_translations():
     assert cli_words("set options.time_limit or options.raw['memory_limit']") == \
         "set --time-limit or --memory-limit"

@@ -155,7 +155,7 @@ def test_cli_simulate(tmp_path, capsys, files):
 
 @pytest.mark.parametrize("extra, words", [
     (["--objective", "goodput", "--simulate", "fast"], "--simulate fast: give a rate"),
-    (["--objective", "goodput", "--simulate", "-2"], "positive number of requests/s"),
+    (["--objective", "goodput", "--simulate", "-2"], "--simulate -2: the rate must be a positive number"),
     (["--objective", "goodput", "--simulate", "1", "--trace-seconds", "0"], "--trace-seconds 0"),
     (["--objective", "goodput", "--trace-seconds", "5"], "applies with --simulate"),
     (["--objective", "goodput", "--simulate", "1", "--plot", "x.txt"], "--plot x.txt"),
@@ -183,6 +183,21 @@ def test_plot_written_or_a_clear_error_without_matplotlib(tmp_path, capsys, file
     assert main(args + [str(tmp_path / "other.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --plot needs matplotlib") and len(err.strip().splitlines()) == 1
+
+
+def test_the_plot_failing_after_the_simulation_names_the_plot_flag(tmp_path, capsys, files, monkeypatch):
+    """matplotlib imports but pyplot does not: the check before the solve passes, plot_simulation
+    refuses, and the command line's error names --plot (not the library's plot_simulation(path=...))."""
+    pytest.importorskip("matplotlib")
+    cfg, mix = files
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib.pyplot", None)
+    png = tmp_path / "sim.png"
+    assert main(["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+                 *LOOSE, "--batch-size", "8", "--simulate", "auto", "--trace-seconds", "5",
+                 "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --plot {png} needs matplotlib") and len(err.strip().splitlines()) == 1
+    assert "plot_simulation" not in err and not png.exists()
 
 
 def test_simulate_options_are_refused_for_other_workloads(tmp_path, capsys):
