@@ -280,10 +280,12 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
     return _named(sol, name, note, compile_s(), warmed)
 
 
-def prepare(solver: str | None = None, form: str = "pipeline") -> None:
+def prepare(solver: str | None = None, form: str = "pipeline", *, threads: int | None = None) -> None:
     """Import ``solver``'s (default ``auto``) module of ``form`` (``"pipeline"`` or ``"stages"``) and
     load or compile its kernels, so that its first :func:`solve` spends nothing on either: for a caller
-    whose own clock (a sweep's time limit) is about to start."""
+    whose own clock (a sweep's time limit) is about to start. ``threads``: those the solve will run on,
+    as its ``SolveOptions.threads`` (``None``: numba's); on one thread the multi-threaded kernels are
+    left out (:func:`_multi_threaded`), as the solve leaves them out."""
     info = solver_info(solver or "auto")
     target = info.stages if form == "stages" else info.pipeline
     if target is None:
@@ -293,7 +295,18 @@ def prepare(solver: str | None = None, form: str = "pipeline") -> None:
     if kernels:
         from .kernels import warm
 
-        warm(kernels, load=True)
+        warm(kernels, load=True, parallel=_multi_threaded(threads))
+
+
+def _multi_threaded(threads: int | None) -> bool:
+    """Whether a solve held to ``threads`` threads (``SolveOptions.threads``; ``None``: numba's
+    ``NUMBA_NUM_THREADS``) may run the multi-threaded kernels (``*_parallel``): more than one thread.
+    The one rule of :func:`prepare` and :func:`_warm_before_the_clock` for leaving them out."""
+    if threads is None:
+        from numba import config
+
+        threads = config.NUMBA_NUM_THREADS
+    return threads > 1
 
 
 def _kernels_of(info: SolverInfo, form: str, graph) -> tuple[str, ...]:
@@ -319,12 +332,9 @@ def _warm_before_the_clock(kernels: tuple[str, ...], options: SolveOptions, own_
     most of a short limit. The multi-threaded kernels are left
     out when the solve is held to one thread (``threads=1``, or numba has one)."""
     if kernels and (options.time_limit is not None or own_limit):
-        from numba import config
-
         from .kernels import warm
 
-        threads = config.NUMBA_NUM_THREADS if options.threads is None else options.threads
-        warm(kernels, load=True, parallel=threads > 1)
+        warm(kernels, load=True, parallel=_multi_threaded(options.threads))
 
 
 def _named(sol: Solution, name: str, note: str, compiled: float, warmed: float) -> Solution:
