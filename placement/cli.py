@@ -451,7 +451,8 @@ def _cmd_place(args) -> int:
         return code
     w = load_workload(args.workload, **_frontend(args))
     progress = _Progress("placing", enabled=True if args.progress else None)
-    opts = SolveOptions(objective=args.objective, time_limit=args.clock.for_solve(args.solver), gap=gap,
+    limit = args.clock.for_solve(args.solver, threads=args.threads)
+    opts = SolveOptions(objective=args.objective, time_limit=limit, gap=gap,
                         threads=args.threads, seed=args.seed, progress=progress,
                         subgraphs_per_device=args.subgraphs_per_device, backend=args.backend, raw=raw)
     try:

@@ -98,17 +98,19 @@ class Clock:
             return "time limit reached"
         return ""
 
-    def for_solve(self, solver: str | None = None, form: str = "pipeline") -> float | None:
+    def for_solve(self, solver: str | None = None, form: str = "pipeline", *,
+                  threads: int | None = None) -> float | None:
         """The time limit of the solve about to start (``None``: no limit): what is left once
-        ``solver``'s (default ``auto``) kernels of ``form`` are loaded, off the clock where numba
-        compiles them (:func:`solvers.registry.prepare`), as :meth:`solve_limit` says."""
+        ``solver``'s (default ``auto``) kernels of ``form`` for ``threads`` (``None``: numba's) are
+        loaded, off the clock where numba compiles them (:func:`solvers.registry.prepare`), as
+        :meth:`solve_limit` says."""
         if self.limit is None:
             return None
         from solvers.kernels import compile_seconds
         from solvers.registry import prepare
 
         with compile_seconds() as spent:
-            prepare(solver, form)
+            prepare(solver, form, threads=threads)
         self.compiled += spent()
         return self.solve_limit()
 

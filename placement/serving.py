@@ -416,7 +416,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
 
     def point_at(b: int):
         w = batch_workload(path, devices, b, costs=costs, dims=dims, device_files=device_files, models=models)
-        left = clock.for_solve(solver) if clock.solves == 0 else clock.solve_limit()
+        left = clock.for_solve(solver, threads=options.threads)  # the kernels loaded once, off the clock
         opts = options if left is None else dataclasses.replace(options, time_limit=left)
         pt, sol = serving_point(w, latency_slo=latency_slo, solver=solver, options=opts)
         if sol.interrupted:

@@ -296,9 +296,17 @@ def _emit_sweep(args, sw, note: str = "") -> int:
             print(table + "\n")
         print(format_summary(p.placement))
         sys.stdout.write(mfu_lines(p.placement))
+        _print_time_words(args)
         if args.out:
             print(f"result written to {args.out}")
     return 0
+
+
+def _print_time_words(args) -> None:
+    """What ``place``'s ``--time-limit`` covered (:meth:`placement.clock.Clock.words`), if it had one."""
+    clock = getattr(args, "clock", None)
+    if clock is not None and clock.words():
+        print(clock.words())
 
 
 def _as_result(pt):
@@ -447,6 +455,7 @@ def run_place_stages(args, frontend: dict) -> int:
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
         print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
               + _mfu_line(p.problem, p.evaluation, p.utilisation()))
+        _print_time_words(args)
         if args.out:
             print(f"result written to {args.out}")
     return 0

@@ -803,11 +803,11 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
             max_replicas=args.max_replicas, granularity=args.granularity,
             device_memory=getattr(args, "device_memory", None), paths=paths)
         lat = None if latency_slo is None else latency_slo / (1e3 * b)
-        # the first solve loads the stage solver's kernels off the clock where numba compiles them
-        left = clock.for_solve(getattr(args, "solver", None), "stages") if clock.solves == 0 else \
-            clock.solve_limit()
+        # the stage solver's kernels loaded (once), off the clock where numba compiles them
+        limit = clock.for_solve(getattr(args, "solver", None), "stages",
+                                threads=getattr(args, "threads", None))
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
-                                         time_limit=left)
+                                         time_limit=limit)
         if why.get("interrupted"):  # its best so far is the size's answer; no size after it is tried
             halt.append(serving.INTERRUPTED)
         if refined:

@@ -563,7 +563,8 @@ def place(args, w: StageWorkload) -> int:
             bar.done()
 
     clock = args.clock
-    w, r = solve_refined(w, solve_one, clock.for_solve(args.solver, "stages"), deadline=clock.deadline())
+    limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
+    w, r = solve_refined(w, solve_one, limit, deadline=clock.deadline())
     r = clock.credited(r)
     if r.plan is None:
         return no_plan(args, r, clock.words())
