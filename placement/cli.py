@@ -477,7 +477,7 @@ def _note_one_device_per_stage(args, kind: str) -> None:
     by = one_device_per_stage_by(args) if kind == "onnx" else None
     if by is not None:
         print(f"note: {by} applies to the one-device-per-stage placement only (the stage model, an ONNX "
-              f"model's default, with replicas and tensor parallelism, does not take it yet), so this "
+              f"model's default, with replicas and tensor parallelism, does not take it), so this "
               f"model is placed with one device per stage (no replicas); --max-replicas 1 says this "
               f"placement is meant", file=sys.stderr)
 
