@@ -27,7 +27,10 @@ _state = {"listener": None, "announced": False}
 
 
 def _say(line: str) -> None:
+    from .outputs import Progress
+
     try:
+        Progress.end_line(sys.stderr)  # not on a progress bar's line
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr closed: the note is not worth failing the command for
         pass

@@ -65,7 +65,10 @@ def _writable_folder(folder: str, path: str, flag: str) -> None:
 class Progress:
     """A one-line progress bar with an ETA on stderr (only when stderr is a terminal, or forced). It never
     goes backwards: a solver whose steps each report their own fraction (a coarsening level after
-    another) shows the most reached so far."""
+    another) shows the most reached so far. A line printed while a bar is drawn (the note that numba is
+    compiling) ends the bar's line first (:meth:`end_line`); the bar goes on on the next one."""
+
+    _open: list[Progress] = []  # the bar whose line is drawn and not ended (at most one: one command)
 
     def __init__(self, label: str, stream=None, enabled: bool | None = None):
         self.stream = stream or sys.stderr
@@ -90,8 +93,19 @@ class Progress:
         eta_s = f"ETA {eta:.0f}s" if math.isfinite(eta) else ""
         self.stream.write(f"\r{self.label} [{bar:<30}] {100 * frac:5.1f}% {el:.0f}s {eta_s}   ")
         self.stream.flush()
+        Progress._open[:] = [self]
 
     def done(self) -> None:
-        if self.enabled and self.last:
+        if self.enabled and self.last and self in Progress._open:
             self.stream.write("\n")
             self.stream.flush()
+        if self in Progress._open:
+            Progress._open.clear()
+
+    @classmethod
+    def end_line(cls, stream) -> None:
+        """Before a line is printed on ``stream``: end the line of a bar drawn there, if one is open."""
+        for bar in cls._open:
+            if bar.stream is stream:
+                cls._open.clear()
+                stream.write("\n")

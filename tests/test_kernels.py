@@ -285,3 +285,28 @@ def test_every_kernel_called_from_python_is_listed():
         from_python = {n.id for f in funcs if f.name not in jitted for n in ast.walk(f)
                        if isinstance(n, ast.Name) and n.id in jitted}
         assert from_python <= set(SIGNATURES[module]), (module, sorted(from_python - set(SIGNATURES[module])))
+
+
+def test_the_compile_note_never_lands_on_a_progress_bars_line(monkeypatch):
+    """A first run compiles while a bar is drawn: the note printed on the bar's line ("placing [###  ]
+    12% note: compiling ..."). It now ends the bar's line first, and the bar goes on below it."""
+    import io
+
+    from placement import _compile_notice
+    from placement.outputs import Progress
+
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    bar = Progress("placing", stream=err, enabled=True)
+    bar(0.25)
+    _compile_notice._say(_compile_notice.MESSAGE)
+    bar.last = 0.0  # past the redraw interval
+    bar(0.5)
+    bar.done()
+    lines = err.getvalue().split("\n")
+    assert lines[1] == _compile_notice.MESSAGE, lines
+    assert lines[0].startswith("\rplacing [") and "25.0%" in lines[0]
+    assert lines[2].startswith("\rplacing [") and "50.0%" in lines[2] and lines[3] == ""
+    err.truncate(0), err.seek(0)
+    _compile_notice._say("note: after the bar")  # no bar open: no empty line before it
+    assert err.getvalue() == "note: after the bar\n"
