@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +28,7 @@ from scipy.sparse import coo_matrix
 
 from graphs.errors import InputError
 
-from .base import BACKENDS, BOUND_TOLERANCE_REL, DEFAULT_BACKEND, check_bound
+from .base import BACKENDS, BOUND_TOLERANCE_REL, DEFAULT_BACKEND, ProgressTeller, check_bound
 
 __all__ = ["MilpModel", "MipResult", "solve_mip", "BACKENDS"]
 
@@ -181,20 +182,44 @@ def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, w
                    None if checked.consistent else checked.claimed)
 
 
+#: seconds between two reports of an integer program's progress at least (a bar redraws no faster)
+PROGRESS_EVERY = 0.2
+
+
 def solve_mip(model: MilpModel, *, backend: str = DEFAULT_BACKEND, time_limit: float | None = None,
               gap: float = 1e-4, threads: int | None = None, start: np.ndarray | None = None, raw=None,
-              seed: int | None = None) -> MipResult:
+              seed: int | None = None, progress: Callable[[float], None] | None = None) -> MipResult:
     """Solve with the named backend (``"highs"`` or ``"pulp"``). ``start`` is a full feasible
     solution to start from; ``seed`` the solver's random seed (HiGHS ``random_seed``; the bundled
     CBC's ``randomCbcSeed``, as ``seed + 1`` since CBC reads 0 as "seed from the clock"); ``raw`` holds
     backend options (``log``: print the solver's log; ``pulp_solver``: a PuLP solver name, default
-    ``PULP_CBC_CMD``)."""
+    ``PULP_CBC_CMD``). ``progress``: a callable taking the fraction of the search done
+    (:class:`~solvers.base.ProgressTeller`'s rule, at most every :data:`PROGRESS_EVERY` seconds; under
+    HiGHS, while it runs, the larger of the part of the time limit spent and :func:`gap_closed`), 1 once
+    the search ends, not after a Ctrl-C; PuLP's solvers tell only that 1."""
     raw = dict(raw or {})
+    teller = ProgressTeller(progress, time_limit, every=PROGRESS_EVERY)
     if backend == "highs":
-        return _solve_highs(model, time_limit, gap, threads, start, raw, seed)
-    if backend == "pulp":
-        return _solve_pulp(model, time_limit, gap, threads, start, raw, seed)
-    raise InputError(f"unknown MIP backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+        res = _solve_highs(model, time_limit, gap, threads, start, raw, seed,
+                           teller if progress is not None else None)
+    elif backend == "pulp":
+        res = _solve_pulp(model, time_limit, gap, threads, start, raw, seed)
+    else:
+        raise InputError(f"unknown MIP backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if "interrupted" not in res.message:
+        teller.tell(1.0)
+    return res
+
+
+def gap_closed(first: float | None, now: float, target: float) -> float:
+    """The part of the search's first relative gap (``first``: HiGHS's ``mip_gap`` once it had an
+    incumbent; ``None`` before) closed ``now``, measured down to the ``target`` gap it stops at: 0 until
+    there is a gap, 1 at the target."""
+    if first is None or not math.isfinite(now):
+        return 0.0
+    if first <= target:
+        return 1.0
+    return min(1.0, max(0.0, (first - now) / (first - target)))
 
 
 # --------------------------------------------------------------------------- HiGHS
@@ -242,7 +267,10 @@ _HIGHS_ABANDON_INTERRUPTED = 0.5  # the same after Ctrl-C
 _ABANDONED: list = []  # (solver, thread) of abandoned searches, kept alive while their threads may run
 
 
-def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipResult:
+def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
+                 teller: ProgressTeller | None = None) -> MipResult:
+    """:func:`solve_mip` on HiGHS; ``teller`` (``None``: no progress asked for) is told the search's
+    progress while it runs."""
     import highspy
 
     t0 = time.perf_counter()
@@ -298,8 +326,8 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         sol.value_valid = True
         h.setSolution(sol)
     # the best solution and bound so far, from HiGHS's callbacks: all there is if the search must be
-    # abandoned (_run_interruptible)
-    seen = {"x": None, "obj": INF, "bound": None}
+    # abandoned (_run_interruptible); and, for progress, the relative gap now and when first finite
+    seen = {"x": None, "obj": INF, "bound": None, "gap": INF, "first_gap": None}
 
     def improving(e) -> None:
         out = e.data_out
@@ -310,7 +338,22 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
         if b is not None:
             seen["bound"] = b if seen["bound"] is None else max(seen["bound"], b)
 
+    def searching(e) -> None:
+        # called thousands of times a second: only note the gap; the waiting thread tells it
+        g = e.data_out.mip_gap
+        seen["gap"] = g
+        if seen["first_gap"] is None and g < INF:
+            seen["first_gap"] = g
+
     h.cbMipImprovingSolution.subscribe(improving)
+    tell = None
+    if teller is not None:
+        # the interrupt callback HandleUserInterrupt turns on for cancelSolve anyway carries the gap
+        h.cbMipInterrupt.subscribe(searching)
+
+        def tell() -> None:
+            teller.tell(gap_closed(seen["first_gap"], seen["gap"], float(gap)))
+
     build = time.perf_counter() - t0
     stats = {"build_s": build, "cols": nc, "rows": nr, "nonzeros": int(A.nnz)}
     if time_limit is not None and "time_limit" not in raw.get("highs_options", {}):
@@ -319,7 +362,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None) -> MipR
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
     # here, in case HiGHS misses its own check for long
     deadline = None if time_limit is None else t0 + time_limit + 0.1
-    interrupted, overran, abandoned = _run_interruptible(h, deadline)
+    interrupted, overran, abandoned = _run_interruptible(h, deadline, tell=tell)
     if abandoned:
         what = ("interrupted (Ctrl-C); best placement so far" if interrupted else "time limit reached")
         return MipResult(TIME_LIMIT, seen["x"], seen["obj"], seen["bound"], time.perf_counter() - t0,
@@ -354,13 +397,15 @@ def _abandoned_running() -> bool:
     return any(thread.is_alive() for _, thread in _ABANDONED)
 
 
-def _run_interruptible(h, deadline: float | None = None,
-                       grace: float | None = None) -> tuple[bool, bool, bool]:
+def _run_interruptible(h, deadline: float | None = None, grace: float | None = None,
+                       tell: Callable[[], None] | None = None) -> tuple[bool, bool, bool]:
     """Run HiGHS in its own thread so that Ctrl-C stops the search (the incumbent is kept) instead of
     waiting for the time limit, and so does passing ``deadline`` (``time.perf_counter()``). Returns
     whether it was interrupted, whether the deadline cancelled it, and whether it was *abandoned*:
     still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled. Then the caller must
-    leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported."""
+    leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported.
+    ``tell`` (no argument; ``None``: nothing) is called from this, the caller's thread, while it waits:
+    a progress bar is drawn where it always is, and a KeyboardInterrupt it raises is a Ctrl-C."""
     grace = _HIGHS_ABANDON if grace is None else grace
     h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
     # our own thread, not highspy's startSolve: that one holds a lock shared by every Highs object, so
@@ -389,6 +434,8 @@ def _run_interruptible(h, deadline: float | None = None,
         try:
             if finished[0] or done.acquire(timeout=0.05):
                 break
+            if tell is not None and cancelled_at is None:
+                tell()
             now = time.perf_counter()
             if deadline is not None and not overran and now > deadline:
                 overran = True

@@ -70,8 +70,8 @@ class _Bar(ProgressTeller):
     """``auto``'s steps on one bar: each step, as it starts, gets a share of the bar still left (the
     ``_SHARE_*`` shares; step 0's and the integer program's, under a time limit, the part of the time
     left they may take), which its own
-    fraction fills (the DPs report theirs; the integer program and PipeDream's planner none: the bar
-    holds while they run). A step that ends short of its share jumps the bar to the share's end, and the
+    fraction fills (the DPs and the integer program report theirs; PipeDream's planner none: the bar
+    holds while it runs). A step that ends short of its share jumps the bar to the share's end, and the
     search's end to 1. Under a time limit the bar is at least the part of it spent: the search ends by
     then. Never decreasing."""
 
@@ -242,9 +242,9 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            bar.step(1.0 if best is not None else _time_share(limit, deadline, _SHARE_COARSE))  # no ticks
+            tick = bar.step(1.0 if best is not None else _time_share(limit, deadline, _SHARE_COARSE))
             ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
-                                         warm_start=best.plan if best is not None else None)
+                                         warm_start=best.plan if best is not None else None, progress=tick)
             extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)

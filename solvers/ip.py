@@ -707,9 +707,11 @@ def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, ite
         res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
                               "time limit reached before the integer program could run; warm start returned")
     else:
+        # progress on max-load only, as the registry says (SolverInfo.progress) and the command line reads
         res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
                               threads=options.threads, start=start, raw=options.raw,
-                              seed=options.seed)
+                              seed=options.seed,
+                              progress=options.progress if options.objective == "max-load" else None)
     a = model.decode(res.x) if res.x is not None else None
     if a is not None:
         ev = evaluate(graph, cluster, a)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -446,7 +446,8 @@ def _warm(problem: ParallelProblem, warm_start, time_limit):
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, gap: float = 1e-6,
                   warm_start: Sequence[Stage] | str | None = None, threads: int | None = None,
                   raw=None, latency_max: float | None = None, objective: str = "max-load",
-                  max_load_max: float | None = None) -> Solution:
+                  max_load_max: float | None = None,
+                  progress: Callable[[float], None] | None = None) -> Solution:
     """Solve ``problem`` by the contiguous MILP (see the module doc). ``gap`` is HiGHS's relative gap:
     ``optimal`` means proven within it (plus the solver's tolerance, ``BOUND_TOLERANCE_REL``).
     ``latency_max``: only plans whose latency (:attr:`graphs.parallel.PlanEvaluation.latency`, seconds per
@@ -456,7 +457,11 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     ``objective="latency"``: the least latency instead, among plans whose time per sample is at most
     ``max_load_max`` (if given); the solution's ``objective`` and ``bound`` are then latencies (seconds
     per sample), ``optimal`` means no such plan has a lower latency, and ``infeasible`` that there is no
-    such plan. With both limits, a plan meets each within a relative ``1e-9``."""
+    such plan. With both limits, a plan meets each within a relative ``1e-9``.
+
+    ``progress``: a callable taking the fraction of the integer program's search done
+    (:func:`solvers._milp.solve_mip`'s), 1 once it ends (not after a Ctrl-C); the warm start reports
+    none."""
     t0 = time.perf_counter()
     if latency_max is not None and not (latency_max >= 0):
         raise InputError(f"latency_max must be a number >= 0, got {latency_max!r}")
@@ -498,7 +503,8 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     # model admits) on small random instances of this model, found by tests/test_ip_stages.py
     raw["highs_options"] = {"mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9,
                             "presolve": "off", **dict(raw.get("highs_options", {}))}
-    r = _milp.solve_mip(model, time_limit=left, gap=gap, threads=threads, start=start, raw=raw)
+    r = _milp.solve_mip(model, time_limit=left, gap=gap, threads=threads, start=start, raw=raw,
+                        progress=progress)
     stats.update(r.stats)
     elapsed = time.perf_counter() - t0
     if r.status == _milp.INFEASIBLE:
@@ -561,7 +567,8 @@ def _evaluated(problem: ParallelProblem, plan: list[Stage], like: Solution) -> S
 def solve_stages(problem: ParallelProblem, options: SolveOptions | None = None) -> Solution:
     """The registry's stage form (:func:`solvers.registry.solve`): the MILP warm-started from PipeDream's
     planner (``options.raw["warm_start"]``: another start, or ``None`` for none), with ``options``'
-    time limit, gap and threads."""
+    time limit, gap, threads and progress."""
     options = options or SolveOptions()
     return solve_problem(problem, time_limit=options.time_limit, gap=options.gap, threads=options.threads,
-                         warm_start=options.raw.get("warm_start", "pipedream"), raw=options.raw)
+                         warm_start=options.raw.get("warm_start", "pipedream"), raw=options.raw,
+                         progress=options.progress)

@@ -109,9 +109,9 @@ def test_memory_limit_on_an_onnx_model_says_it_selects_one_device_per_stage(mode
 
 
 @pytest.mark.parametrize("workload, flags, what", [
-    ("model", ["--solver", "ip"], "the ip solver reports on the stage model"),  # the default model of ONNX
+    ("model", ["--solver", "pipedream"], "the pipedream solver reports on the stage model"),  # ONNX's default
     ("tiny", ["--objective", "latency", "--time-limit", "2"], "the latency objective's integer program"),
-    ("tiny", ["--solver", "ip"], "the ip solver"),
+    ("tiny", ["--solver", "local-search"], "the local-search solver"),
 ])
 def test_progress_where_no_bar_can_be_drawn_says_so(model, files, capsys, workload, flags, what):
     """--progress drew nothing, and said nothing, on the default stage model and the latency objective."""

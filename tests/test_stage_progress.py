@@ -59,8 +59,8 @@ def test_a_progress_callback_changes_neither_plan_nor_value(problem, solver):
 def test_the_registry_says_which_stage_forms_report_progress():
     from solvers.registry import SOLVERS
 
-    assert SOLVERS["dp"].stage_progress and SOLVERS["auto"].stage_progress
-    assert not SOLVERS["ip"].stage_progress
+    assert SOLVERS["dp"].stage_progress and SOLVERS["auto"].stage_progress and SOLVERS["ip"].stage_progress
+    assert not SOLVERS["pipedream"].stage_progress
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +88,10 @@ def test_place_draws_a_bar_on_a_piper_workload(tmp_path, capsys):
 
 def test_a_stage_solver_without_progress_still_says_no_bar_is_drawn(model, capsys):
     capsys.readouterr()
-    assert main(["place", model, "--devices", "a100:2", "--progress", "--solver", "ip"]) == 0
+    assert main(["place", model, "--devices", "a100:2", "--progress", "--solver", "pipedream"]) == 0
     err = capsys.readouterr().err
-    assert "note: --progress: the ip solver reports on the stage model (replicas) no progress" in err, err
+    said = "note: --progress: the pipedream solver reports on the stage model (replicas) no progress"
+    assert said in err, err
     assert "placing" not in err
 
 
