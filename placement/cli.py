@@ -52,9 +52,9 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
                    "reading the model and loading the solver included: the solve gets what is left (at "
                    f"least {LEAST_SOLVE_S:g} s, or S if less) and the best placement found by then is the "
                    "answer, its status saying so; the summary says how the time went (default: none for "
-                   "the exact solvers; auto gives its large-graph path 300 s). A batch-size sweep or "
-                   "latency target shares S out over its batch sizes; --objective goodput gives S to "
-                   "each solve of its search. A positive number, inf for none. The first "
+                   "the exact solvers; auto gives its large-graph path 300 s). A batch-size sweep, "
+                   "latency target or --objective goodput shares S out over its batch sizes, naming "
+                   "those it had no time for. A positive number, inf for none. The first "
                    "run after installing or updating compiles the solver's kernels first (announced on "
                    "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,

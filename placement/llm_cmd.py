@@ -189,19 +189,21 @@ class GoodputSearch:
     split's search (:func:`disaggregated_search`) only the least TPOT is: its TTFT is the prefill
     pool's, whose plans scored are the prefill DP's alone (the least TTFT is over all of those)."""
 
-    def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf):
+    def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf,
+                 stopped: str = ""):
         self.points, self.best = points, best
         self.least_tpot, self.least_ttft = least_tpot, least_ttft
+        self.stopped = stopped  # why the search ended before its last batch size ("": it did not)
 
     @property
     def exhaustive(self) -> bool:
-        """Every plan of every batch size that fits was scored."""
+        """Every plan of every batch size that fits was scored (of those tried: see :attr:`stopped`)."""
         return all(p.exhaustive for p in self.points if p.plan is not None)
 
 
 def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
                    max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
-                   progress=None, score=None) -> GoodputSearch:
+                   progress=None, score=None, halted=None) -> GoodputSearch:
     """The batch size, micro-batch count and plan of most goodput for a
     :class:`graphs.llm.ServingModel`.
 
@@ -218,11 +220,17 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     Ties go to the smaller batch, then the larger ``N``, then to the DP's plan. ``score(problem, plan,
     batch, evaluation)`` (default: ``model.evaluate``'s one) gives a plan's :class:`GoodputEvaluation` s,
     one per way of serving it (disaggregated: per prefill plan): each counts towards the least TPOT and
-    TTFT, and the one of most goodput (the first on a tie) is the plan's."""
+    TTFT, and the one of most goodput (the first on a tie) is the plan's. ``halted()``: why the search
+    must end now (a command's time limit, :meth:`placement.clock.Clock.halted`; ``""``: it may go on):
+    checked before each batch size after the first and each micro-batch count after a plan was found,
+    the sizes not tried named in :attr:`GoodputSearch.stopped` (a batch whose counts were cut short is
+    not :attr:`~GoodputPoint.exhaustive`)."""
     from graphs.llm import chain_plans
     from graphs.onnx_variants import default_microbatches
     from graphs.parallel import evaluate_plan
     from solvers.base import Status
+
+    from .serving import not_tried
 
     auto = batches is None
     sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
@@ -230,7 +238,12 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     points: list[GoodputPoint] = []
     best = None
     least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
+    stopped = ""
     for i, b in enumerate(sizes):
+        why = halted() if halted is not None and points else ""
+        if why:
+            stopped = not_tried(why, sizes[i:], auto)
+            break
         if progress is not None:
             progress(i / len(sizes))
         if microbatches and b % microbatches == 0:
@@ -241,6 +254,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
         top = None  # (plan, evaluation, serving, problem, result)
         exhaustive, nplans, first = True, 0, None
         for n in counts:
+            if top is not None and halted is not None and halted():
+                exhaustive = False  # the other micro-batch counts are not tried
+                break
             p = model.problem(b, microbatches=n, max_replicas=max_replicas)
             r = solve(p)
             first = first or (p, r)
@@ -280,27 +296,30 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             best = pt
     if progress is not None:
         progress(1.0)
-    return GoodputSearch(points, best, least_tpot, least_ttft)
+    return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
 
 
 class DisaggregatedSearch:
     """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
     kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
 
-    def __init__(self, splits, best, pools=None):
+    def __init__(self, splits, best, pools=None, stopped: str = ""):
         self.splits, self.best = splits, best
         self.pools = pools or [None] * len(splits)  # per split: (prefill model, decode model)
+        self.stopped = stopped  # why some splits (or a split's batch sizes) were not tried ("": none)
 
 
 def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
                          microbatches: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
-                         progress=None) -> DisaggregatedSearch:
+                         progress=None, halted=None) -> DisaggregatedSearch:
     """Separate prefill and decode pools (:func:`graphs.llm.disaggregated_goodput`) for a
     :class:`graphs.llm.ServingModel`: every split of the device kinds, whole kinds to one pool or the
     other (``2^K - 2`` splits of ``K`` kinds). For each, the prefill pool's plans are the exact stage
     DP's of :func:`graphs.llm.prefill_problem` (most prefills per second) at each power-of-two
     micro-batch count up to the pool's default; the decode pool is searched as :func:`goodput_search`
-    does, each decode plan scored with the best of those prefill plans."""
+    does, each decode plan scored with the best of those prefill plans. ``halted()``: as
+    :func:`goodput_search`'s, checked before each split too; the splits not tried are said in
+    :attr:`DisaggregatedSearch.stopped`."""
     from graphs.devices import DeviceSet
     from graphs.llm import ServingModel, disaggregated_goodput, prefill_problem, prefill_profile
     from graphs.onnx_variants import default_microbatches
@@ -310,7 +329,12 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
     pools = []
     best = None
     masks = [m for m in range(1, 2 ** K - 1)]
+    stopped = ""
     for i, mask in enumerate(masks):
+        why = halted() if halted is not None else ""
+        if why:
+            stopped = f"{why}: {len(masks) - i} of the {len(masks)} splits into pools not tried"
+            break
         if progress is not None:
             progress(i / len(masks))
         pre_k = [k for k in range(K) if mask >> k & 1]
@@ -341,14 +365,15 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
                                           profile=prof) for pp, pplan, pev, prof in prefills]
 
         search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
-                                exhaustive_limit=exhaustive_limit, score=score)
+                                exhaustive_limit=exhaustive_limit, score=score, halted=halted)
         splits.append((*names, search, "" if search.best else "no decode plan fits"))
+        stopped = stopped or (f"split {names[0]} | {names[1]}: {search.stopped}" if search.stopped else "")
         if search.best is not None and (best is None or search.best.serving.goodput >
                                         best.serving.goodput * (1 + 1e-12)):
             best = search.best
     if progress is not None:
         progress(1.0)
-    return DisaggregatedSearch(splits, best, pools)
+    return DisaggregatedSearch(splits, best, pools, stopped)
 
 
 # ------------------------------------------------------------------------ cheapest devices per bucket
@@ -784,6 +809,7 @@ def place_goodput(args) -> int:
     import argparse
     import sys
 
+    from .clock import Clock
     from .outputs import Progress as _Progress
     from .serving import parse_batch_sizes
     from .stages import _emit, format_plan, result_dict, solve_args
@@ -795,14 +821,18 @@ def place_goodput(args) -> int:
         raise InputError("--disaggregate splits the device kinds into a prefill pool and a decode pool: "
                          "give at least two kinds")
     solve_ns = argparse.Namespace(**{**vars(args), "objective": "max-load"})
+    # --time-limit is the whole command's: each solve gets what is left, and the search stops trying
+    # batch sizes (and splits into pools) once it has run out
+    clock = getattr(args, "clock", None) or Clock(getattr(args, "time_limit", None))
 
     def solve(p):
+        solve_ns.time_limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
         return solve_args(p, solve_ns)
 
     progress = _Progress("goodput: batch sizes", enabled=True if args.progress else None)
     try:
         search = goodput_search(model, batches, solve, microbatches=args.microbatches,
-                                max_replicas=args.max_replicas, progress=progress)
+                                max_replicas=args.max_replicas, progress=progress, halted=clock.halted)
     finally:
         progress.done()
     split = None
@@ -810,7 +840,8 @@ def place_goodput(args) -> int:
         progress = _Progress("goodput: pools", enabled=True if args.progress else None)
         try:
             split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
-                                         microbatches=args.microbatches, progress=progress)
+                                         microbatches=args.microbatches, progress=progress,
+                                         halted=clock.halted)
         finally:
             progress.done()
     best = search.best
@@ -818,8 +849,9 @@ def place_goodput(args) -> int:
         (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
     if disagg:
         best = split.best
-    exhaustive = search.exhaustive and (split is None or all(x[2] is None or x[2].exhaustive
-                                                             for x in split.splits))
+    stopped = "; ".join(x for x in (search.stopped, split.stopped if split is not None else "") if x)
+    exhaustive = not stopped and search.exhaustive and \
+        (split is None or all(x[2] is None or x[2].exhaustive for x in split.splits))
     if best is None:
         from solvers.base import Status
 
@@ -857,6 +889,8 @@ def place_goodput(args) -> int:
     if split is not None:
         proven += ("; disaggregated: whole device kinds to each pool, the prefill pool's plans the prefill "
                    "DP's (most prefills/s) at each micro-batch count")
+    if stopped:
+        proven += f"; the search stopped early ({stopped}): the best of what was tried"
     settings = _settings(model, best.batch)
     pre_lines = []
     if disagg:
@@ -874,6 +908,7 @@ def place_goodput(args) -> int:
     data["goodput"]["sweep"] = [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
                                  p.serving.goodput, "exhaustive": p.exhaustive, "note": p.note}
                                 for p in search.points]
+    data["goodput"]["stopped"] = stopped or None
     if disagg:
         data["goodput"]["kv_transfer_s"] = sv.kv_transfer
         data["goodput"]["prefill_pool"] = result_dict(pre_problem, pev, status="feasible", solver=r.solver,
@@ -887,7 +922,7 @@ def place_goodput(args) -> int:
              for a, b, x, note in split.splits]
     sizes = "auto: powers of two until the KV cache no longer fits" if batches is None else \
         ", ".join(map(str, batches))
-    lines = [_sweep_table(search)]
+    lines = [_sweep_table(search)] + ([f"stopped: {stopped}"] if stopped else [])
     if split is not None:
         lines += ["", "colocated sweep above; prefill and decode pools:",
                   _layout_table(model, search, split, best)]
@@ -991,7 +1026,7 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                "sweep": [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
                           p.serving.goodput, "exhaustive": p.exhaustive,
                           "note": p.note or (p.serving.limit if p.serving is not None else "")}
-                         for p in search.points]}
+                         for p in search.points], "stopped": search.stopped or None}
     if least is not None:
         section.update(least_tpot_s=least[0] if math.isfinite(least[0]) else None,
                        least_ttft_s=least[1] if math.isfinite(least[1]) else None,
@@ -1003,6 +1038,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
         print_json(data)
     else:
         sys.stdout.write(_sweep_table(search, mark=False) + "\n")
+        if search.stopped:
+            sys.stdout.write(f"stopped: {search.stopped}\n")
         if getattr(args, "out", None):
             sys.stdout.write(f"result written to {args.out} (no plan)\n")
     print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)

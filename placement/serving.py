@@ -206,6 +206,16 @@ def unproven_sizes(points, proven_none: Sequence[bool]) -> tuple[int, ...]:
     return tuple(b for b, pt, _ in points if (not pt.proven if pt is not None else not next(nones, False)))
 
 
+def not_tried(why: str, rest: Sequence[int], auto: bool) -> str:
+    """``why`` a sweep ended before the batch sizes ``rest``, naming them (a list's own; an auto sweep's
+    are open-ended: "batch 16 and above")."""
+    if not rest:
+        return why
+    what = f"batch {rest[0]} and above" if auto else \
+        f"batch size{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}"
+    return f"{why}: {what} not tried"
+
+
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
                   max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None,
                   deadline: Callable[[], float | None] | None = None,
@@ -226,14 +236,7 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     stopped = ""
 
     def cut(why: str, i: int) -> str:
-        """``why`` the sweep ended before ``sizes[i]``, naming the sizes not tried (a list's own; auto's
-        are open-ended)."""
-        rest = sizes[i:]
-        if not rest:
-            return why
-        what = f"batch {rest[0]} and above" if auto else \
-            f"batch size{'s' if len(rest) > 1 else ''} {', '.join(map(str, rest))}"
-        return f"{why}: {what} not tried"
+        return not_tried(why, sizes[i:], auto)
 
     for i, b in enumerate(sizes):
         end = deadline() if deadline is not None else None

@@ -4,6 +4,7 @@ batch sizes and every plan, bad request mixes and targets, the command line."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
@@ -858,3 +859,60 @@ def test_slot_wait_by_hand():
     assert math.isinf(slot_wait(2.0, 4, 2.0, 0.5, 0.3))  # u = 1: the KV-slot limit
     waits = [slot_wait(x, 8, 2.0 + x, x / 5, 0.1) for x in (0.5, 1.0, 1.5, 2.0, 2.5)]
     assert waits == sorted(waits) and waits[0] > 0
+
+
+def test_goodputs_time_limit_is_the_whole_commands(tmp_path, capsys, files, monkeypatch):
+    """--time-limit gave each solve of the goodput search the whole limit (a search runs tens of solves:
+    22 s at --time-limit 2 on Llama-2-7B, a100:4,l4:8,t4:8, --disaggregate). It is now the command's:
+    each solve gets what is left, and the batch sizes (and splits into pools) not tried once it has run
+    out are named, in the summary and the result. Each solve made to take 1.5 s: batch 4 is solved, batch
+    16 is not tried, and neither is a split into pools."""
+    import time
+
+    import placement.stages as stages
+
+    cfg, mix = files
+    real, limits = stages.solve_args, []
+
+    def slow(problem, args, progress=None):
+        limits.append(args.time_limit)
+        time.sleep(1.5)
+        return real(problem, args, progress)
+
+    monkeypatch.setattr(stages, "solve_args", slow)
+    out = tmp_path / "plan.json"
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:2", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "4,16", "--disaggregate",
+                 "--time-limit", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert ("stopped: time limit reached: batch size 16 not tried; time limit reached: 2 of the 2 splits "
+            "into pools not tried") in text, text
+    assert "the search stopped early" in text
+    doc = json.loads(out.read_text())
+    assert [p["batch_size"] for p in doc["goodput"]["sweep"]] == [4]
+    assert doc["goodput"]["stopped"].startswith("time limit reached: batch size 16 not tried")
+    assert len(limits) == 1 and 0 < limits[0] <= 1.0  # one solve, given what was left of the 1 s
+
+
+def test_a_goodput_search_cut_short_is_not_exhaustive():
+    """A batch size whose micro-batch counts were cut short by ``halted`` has not had every plan scored."""
+    from graphs.devices import parse_devices
+    from graphs.llm import ServingModel, read_mix, read_model_config
+    from placement.llm_cmd import goodput_search
+    from placement.stages import solve_args
+
+    mix = read_mix({"buckets": [{"input": 256, "output": 128, "weight": 1}]})
+    model = ServingModel(read_model_config(LLAMA2_7B), parse_devices("a100:2,t4:2"), mix, ttft=0.3, tpot=0.04)
+    args = argparse.Namespace(solver=None, time_limit=None, split=None, memory_limit=None, threads=1)
+    full = goodput_search(model, [4, 8], lambda p: solve_args(p, args))
+    calls = []
+
+    def halted():
+        calls.append(1)
+        return "time limit reached" if len(calls) > 1 else ""
+
+    cut = goodput_search(model, [4, 8], lambda p: solve_args(p, args), halted=halted)
+    assert [p.batch for p in full.points] == [4, 8] and full.stopped == ""
+    assert [p.batch for p in cut.points] == [4]
+    assert cut.stopped == "time limit reached: batch size 8 not tried"
+    assert not cut.points[0].exhaustive and not cut.exhaustive
