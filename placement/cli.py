@@ -81,11 +81,14 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--json", action="store_true", help="print the result JSON on stdout instead of a table")
+    from solvers.registry import SOLVERS
+
+    stage = ", ".join(s.name for s in SOLVERS.values() if s.stage_progress)
+    pipeline = ", ".join(s.name for s in SOLVERS.values() if s.progress)
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr even when it is "
-                   "not a terminal (place: where its solver reports progress: the auto and dp solvers, on "
-                   "the stage model or, with the max-load objective, one device per stage, where pipedream "
-                   "too; or an LLM's goodput search; evaluate: with --simulate; elsewhere a note says there "
-                   "is none)")
+                   f"not a terminal (place: where its solver reports progress: {stage} on the stage model; "
+                   f"{pipeline} with one device per stage and the max-load objective; an LLM's goodput "
+                   "search; evaluate: with --simulate; elsewhere a note says there is none)")
 
 
 # graphs.training.OPTIMIZERS, spelled out so that building the parser imports nothing heavy
