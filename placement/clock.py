@@ -98,20 +98,24 @@ class Clock:
             return "time limit reached"
         return ""
 
-    def for_solve(self, solver: str | None = None, form: str = "pipeline", *,
-                  threads: int | None = None) -> float | None:
-        """The time limit of the solve about to start (``None``: no limit): what is left once
-        ``solver``'s (default ``auto``) kernels of ``form`` for ``threads`` (``None``: numba's) are
-        loaded, off the clock where numba compiles them (:func:`solvers.registry.prepare`), as
-        :meth:`solve_limit` says."""
+    def load(self, solver: str | None = None, form: str = "pipeline", *, threads: int | None = None) -> None:
+        """Load ``solver``'s (default ``auto``) kernels of ``form`` for ``threads`` (``None``: numba's),
+        off the clock where numba compiles them (:func:`solvers.registry.prepare`): a search's first
+        solve then neither compiles nor loads on it. Nothing without a limit (a solve loads its own)."""
         if self.limit is None:
-            return None
+            return
         from solvers.kernels import compile_seconds
         from solvers.registry import prepare
 
         with compile_seconds() as spent:
             prepare(solver, form, threads=threads)
         self.compiled += spent()
+
+    def for_solve(self, solver: str | None = None, form: str = "pipeline", *,
+                  threads: int | None = None) -> float | None:
+        """The time limit of the solve about to start (``None``: no limit): what is left once the
+        solver's kernels are loaded (:meth:`load`), as :meth:`solve_limit` says."""
+        self.load(solver, form, threads=threads)
         return self.solve_limit()
 
     def solve_limit(self) -> float | None:

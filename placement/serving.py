@@ -52,7 +52,7 @@ from graphs.reference import Workload
 from solvers.base import Solution, SolveOptions, Status
 
 from .api import Placement, place
-from .clock import Clock
+from .clock import LEAST_SOLVE_S, Clock
 
 __all__ = ["Point", "ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes",
            "batch_workload", "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier",
@@ -542,20 +542,22 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
                                    warm_start=start)
         return clock.seen(slo_ip.solve(g, cl, opts, stop=clock.stop, **limits))
 
-    def dp_run(max_ideals: int | None, share: float) -> Solution:
+    def dp_run(max_ideals: int | None, share: float, least: float = 0.0) -> Solution:
         dp_raw = {} if max_ideals is None else {"max_ideals": max_ideals}
-        opts = SolveOptions(time_limit=clock.budget(share), threads=options.threads, raw=dp_raw)
+        budget = clock.budget(share)
+        limit = None if budget is None else max(least, budget)
+        opts = SolveOptions(time_limit=limit, threads=options.threads, raw=dp_raw)
         return clock.seen(dp_solve(g, cl, opts))
 
     # the throughput end: the exact DP's optimum (contiguous placements: without host cores exactly the
-    # serving domain, so its max-load is the domain's best; with them a start the program may beat)
-    why = clock.halted()
-    if why:
-        return False, why
-    end = dp_run(_QUICK_IDEALS, 0.5)
+    # serving domain, so its max-load is the domain's best; with them a start the program may beat),
+    # sought even when loading took the time limit (with at least LEAST_SOLVE_S), as place's solve is
+    if clock.interrupted():
+        return False, "interrupted"
+    end = dp_run(_QUICK_IDEALS, 0.5, least=LEAST_SOLVE_S)
     exact = end.status == Status.OPTIMAL
     early = None
-    if end.assignment is not None and (end.interrupted or not clock.halted()):  # a Ctrl-C: its best so far
+    if end.assignment is not None:  # its best so far, also after a Ctrl-C or at the time limit
         # a first point now, the throughput end's plan as the DP gave it: the program that minimises the
         # latency at its max-load may take long (a model of a hundred operators: tens of seconds)
         early = _point(g, cl, end, proven=False)
@@ -698,7 +700,7 @@ class FrontierSearch:
         self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
         proven, stopped, best = True, "", 0.0
         for i, b in enumerate(sizes):
-            why = clock.halted()
+            why = clock.halted() if i else ("interrupted" if clock.interrupted() else "")  # the first: tried
             if why:
                 proven, stopped = False, stopped or f"batch {b}: {why}"
                 break

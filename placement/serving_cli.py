@@ -718,11 +718,12 @@ def _wait_for_watchdog() -> None:
 
 def run(args) -> int:
     """Run ``frontier`` or ``provision``: outputs and values checked first, then one deadline
-    (``--time-limit``, from here) for all the work; Ctrl-C stops it, the best so far is written and
-    the exit code is 130."""
+    (``--time-limit``, from here; numba compiling the solvers' kernels on a first run not counted) for
+    all the work; Ctrl-C stops it, the best so far is written and the exit code is 130."""
     import sys
     import time
 
+    from .clock import Clock
     from .outputs import output_file, plot_file
 
     started = time.perf_counter()
@@ -733,14 +734,14 @@ def run(args) -> int:
         output_file(args.out, "--out")  # before any work: a folder created, or one error line
     if getattr(args, "plot", None):
         plot_file(args.plot)
-    deadline = started + args.time_limit if math.isfinite(args.time_limit) else None
+    clock = Clock(args.time_limit, started=started)
     _warnings_as_lines()
     with _Interrupts() as ctrl_c:
         try:
             if args.command == "provision":
-                code = _run_provision(args, deadline, ctrl_c)
+                code = _run_provision(args, clock, ctrl_c)
             else:
-                code = _run_frontier(args, deadline, ctrl_c)
+                code = _run_frontier(args, clock, ctrl_c)
         except KeyboardInterrupt:
             code = 130
         if not ctrl_c.begin_finish():
@@ -893,8 +894,9 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
     paths: dict = {}
     best = 0.0
-    for b in todo:
-        if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
+    for i, b in enumerate(todo):
+        # the first size is always tried (its solve gets at least 0.05 s): a point, where one is found
+        if ctrl_c.hit or (i and deadline is not None and time.perf_counter() >= deadline):
             break
         problem, graph_cls, settings, fine = serving_stages.stage_problem(
             args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
@@ -956,7 +958,14 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     return False
 
 
-def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
+def _loaded(args, clock) -> float | None:
+    """The search's deadline (``time.perf_counter()``; ``None``: none), its input checked: the solvers'
+    kernels loaded first, compiled (a first run) off the clock."""
+    clock.load(None, "stages" if _uses_stages(args) else "pipeline", threads=getattr(args, "threads", None))
+    return clock.deadline()
+
+
+def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
     import sys
 
     from .serving import FrontierSearch
@@ -983,6 +992,7 @@ def _run_frontier(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
             plot_note = ("note: drawing the frontier needs matplotlib, which is not installed (pip install "
                          "matplotlib); frontier not drawn")
             print(plot_note, file=sys.stderr)
+    deadline = _loaded(args, clock)
 
     printed: dict = {}  # a point's figures -> the strength of the proof printed: the same plan found
     # again is news only when its proof is stronger (the stage optimum reappears under each replica cap)
@@ -1135,7 +1145,7 @@ def _write_example_prices(path: str) -> int:
     return 0
 
 
-def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
+def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
     import time
 
     from graphs.devices import parse_devices
@@ -1170,6 +1180,7 @@ def _run_provision(args, deadline: float | None, ctrl_c: _Interrupts) -> int:
                          "--latency-slo); with --max-replicas 1 and no --latency-slo every allocation's best "
                          "comes from one DP run")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
+    deadline = _loaded(args, clock)
     auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
     if auto:
         sizes = auto_sizes()
