@@ -256,7 +256,8 @@ def _print_result(args, placement, out=None) -> None:
             table = format_table(placement)
             if table:
                 out.write(table + "\n\n")
-            out.write(format_summary(placement) + "\n")
+            # without a plan the message is the command's error line (stderr): not said twice
+            out.write(format_summary(placement, message=placement.evaluation is not None) + "\n")
             from .serving_cli import mfu_lines
 
             out.write(mfu_lines(placement))

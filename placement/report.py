@@ -115,8 +115,9 @@ def _pipelined_training(p: Placement) -> bool:
     return sum(1 for d in p.evaluation.devices if len(d.nodes)) >= 2
 
 
-def format_summary(p: Placement) -> str:
-    """Objective, status, bound, gap and time in one or two lines."""
+def format_summary(p: Placement, *, message: bool = True) -> str:
+    """Objective, status, bound, gap and time in one or two lines, and the solver's message in the command
+    line's words and units (``message=False``: without it, for a command that prints it as its error)."""
     s = p.solution
     u = f" {time_unit(p)}" if time_unit(p) else ""
     batch = p.graph.batch_size  # an ONNX model's figures are per run of a batch
@@ -150,8 +151,9 @@ def format_summary(p: Placement) -> str:
         ev = p.evaluation
         lines.append(f"valid: {'yes' if ev.valid else 'NO'}; contiguous: {'yes' if ev.contiguous else 'no'}")
         lines += [f"  problem: {x}" for x in ev.problems]
-    if s.message:
+    if s.message and message:
         from ._flags import cli_words
 
-        lines.append(cli_words(s.message))  # the library's names for options, as the command line's flags
+        # the library's names for options as the command line's flags, its bytes as the table's units
+        lines.append(in_cli_units(cli_words(s.message)))
     return "\n".join(lines)

@@ -271,8 +271,11 @@ def test_infeasible_messages_use_the_tables_units(tmp_path, capsys):
                    "size": 3 * 2 ** 30}],
         "edges": []}))
     assert main(["place", str(wl)]) == 1
-    line = capsys.readouterr().err
+    cap = capsys.readouterr()
+    line = cap.err
     assert "3 GiB" in line and "1 GiB" in line and "bytes" not in line
+    # said once: the error line; the summary on stdout said it again, in raw bytes
+    assert "status infeasible" in cap.out and "no device can hold" not in cap.out and "bytes" not in cap.out
 
 
 def test_no_eta_before_it_means_something():
