@@ -1,5 +1,6 @@
 """The import graph of the package flows one way: ``graphs`` -> ``solvers`` -> ``placement``, with no
-circle between modules (function-level imports included: a lazy import is still a dependency)."""
+circle between modules (function-level imports included: a lazy import is still a dependency); and the
+registry is the one list of solver names."""
 
 from __future__ import annotations
 
@@ -69,3 +70,33 @@ def test_no_module_is_named_after_a_second_model():
                                                                    "benchmarks")
              for d, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
     assert names and not [n for n in names if "replicated" in n or "parallel_coarsen" in n]
+
+
+#: literal lists of solver names that are not lists of solvers: the reference results file's field names
+_NOT_SOLVER_LISTS = {("placement/bench/catalog.py", ("dp", "pipedream", "expert"))}
+
+
+def test_one_list_of_solver_names():
+    """The registry (solvers/registry.py) is the one list of solver names: CLI choices, --help and the
+    benchmark suite's tables derive from it. A tuple, list or set literal naming two or more registered
+    solvers anywhere else is a second list (the bench report's EXACT and HEADLINE, its warm-up and plot
+    lists were four)."""
+    import ast
+    import pathlib
+
+    from solvers.registry import SOLVERS
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    found = []
+    for package in ("placement", "solvers", "graphs"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel == "solvers/registry.py":
+                continue
+            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                    names = tuple(e.value for e in node.elts
+                                  if isinstance(e, ast.Constant) and e.value in SOLVERS)
+                    if len(names) >= 2 and (rel, names) not in _NOT_SOLVER_LISTS:
+                        found.append(f"{rel}:{node.lineno} {names}")
+    assert not found, found

@@ -17,12 +17,15 @@ import re
 import time
 from collections import defaultdict
 
+from solvers.registry import SOLVERS, bench_solvers
+
 __all__ = ["best_known", "write_tables", "headline_rows", "headline_markdown", "write_plots",
            "write_report", "markdown_tables"]
 
 OBJECTIVES = (("max-load", "throughput"), ("latency", "latency"))
-EXACT = ("dp", "ip")  # solvers whose OPTIMAL is the (contiguous) optimum
-HEADLINE = ("pipedream", "partition", "local-search", "expert", "single")
+#: the max-load table's solvers whose OPTIMAL is the (contiguous) optimum, and its baselines (the registry's)
+EXACT = tuple(n for n in bench_solvers("max-load") if SOLVERS[n].exact and SOLVERS[n].contiguous)
+HEADLINE = tuple(n for n in bench_solvers("max-load") if not SOLVERS[n].exact)
 CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known", "gap",
               "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid", "contiguous", "time_limit",
               "seed", "message")
@@ -288,7 +291,9 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
     nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     drew = False
-    for s, marker, color in (("dp", "o", "C0"), ("ip", "s", "C1"), ("ip-noncontig", "^", "C2")):
+    exact = [n for n in bench_solvers("max-load") if SOLVERS[n].exact]
+    for i, (s, marker) in enumerate(zip(exact, "os^Dv<>")):
+        color = f"C{i}"
         pts = [(nodes[r["workload"]], r["solve_time_s"], r["status"] == "optimal") for r in rows
                if r["solver"] == s and r.get("solve_time_s") and r["workload"] in nodes]
         if not pts:
