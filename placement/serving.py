@@ -590,7 +590,8 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
             if second.assignment is None:
                 second = first
         ok = first.status == Status.OPTIMAL and second is not first and second.status == Status.OPTIMAL
-        pt = _point(g, cl, second, proven=ok)
+        # the latency program's answer is a latency: its objective, bound and gap are the latency's
+        pt = _point(g, cl, second, "latency" if second is not first else "max-load", proven=ok)
         if descent and pt.latency_ms >= descent[-1].latency_ms * (1 - 1e-9):
             return False, "no progress (numerical limits)"
         descent.append(pt)

@@ -316,3 +316,23 @@ def test_max_points_holds_for_both_models_together(tmp_path, capsys):
     data = json.loads(out.read_text())
     sizes = [p["batch_size"] for p in data["points"]]
     assert sizes and all(sizes.count(b) == 1 for b in sizes), sizes
+
+
+def test_a_frontier_plan_file_states_its_own_objective_bound_and_gap(example_onnx, tmp_path, capsys):
+    """A frontier point's plan file said objective_name "max-load" with the latency program's objective,
+    bound and gap: bound 0.386 above the file's max-load 0.281, a gap computed from the latency. A point
+    the latency program gave now says "latency", and every file's bound is at most its objective."""
+    out = tmp_path / "f.json"
+    assert main(["frontier", example_onnx, "--devices", "a100:1,t4:1", "--max-replicas", "1", "--time-limit",
+                 "10", "--out", str(out)]) == 0
+    capsys.readouterr()
+    files = sorted(tmp_path.glob("f.*.json"))
+    assert files
+    for f in files:
+        r = json.loads(f.read_text())
+        value = r["objective"]
+        assert value == pytest.approx(r["max_load"] if r["objective_name"] == "max-load" else r["latency"])
+        if r.get("bound") is not None:
+            assert r["bound"] <= value * (1 + 1e-9)
+            assert r["gap"] == pytest.approx((value - r["bound"]) / value, abs=1e-9)
+    assert main(["evaluate", example_onnx, str(files[0])]) == 0  # re-scored by the objective it names
