@@ -362,7 +362,7 @@ def _refuse_for_helix(args, command: str = "place", takes: tuple[str, ...] = _HE
 
 
 def _cmd_place(args) -> int:
-    from solvers.base import SolveOptions
+    from solvers.base import SolveOptions, Status
 
     from .api import place
     from .clock import Clock
@@ -468,7 +468,8 @@ def _cmd_place(args) -> int:
     _note_one_device_per_stage(args, kind)
     _print_result(args, p)
     if p.evaluation is None:
-        print(f"error: {_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
+        proven = "infeasible: " if p.solution.status is Status.INFEASIBLE else ""  # as the stage model
+        print(f"error: {proven}{_cli_words(p.solution.message or 'no placement found')}", file=sys.stderr)
         return EXIT_NO_PLACEMENT
     return EXIT_OK
 

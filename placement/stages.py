@@ -897,9 +897,19 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
 def no_plan(args, r, timing: str = "") -> int:
     """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven; with
     ``timing``, what the limit covered: :meth:`placement.clock.Clock.words`) or no plan fits
-    (:class:`InfeasibleError`, which the command line prints the same way)."""
+    (:class:`InfeasibleError`, which the command line prints the same way). ``--out`` still gets its
+    file (:func:`placement.export.no_plan_result`: ``infeasible`` where proven, else ``unknown``, the
+    reason in ``message``), ``--json`` prints it."""
     from solvers.base import Status
 
+    from .export import no_plan_result, print_json, write_json
+
+    data = no_plan_result("stages", r.status is Status.INFEASIBLE, r.message or "")
+    data["workload"] = _recorded_path(args)
+    if getattr(args, "out", None):
+        write_json(args.out, data)
+    if getattr(args, "json", False):
+        print_json(data)
     if r.status is Status.STOPPED:
         print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
               f"larger --time-limit may find one" + (f" ({timing})" if timing else ""), file=sys.stderr)

@@ -399,3 +399,22 @@ def test_a_result_of_another_model_is_named_by_split_and_run(onnx_model, onnx_re
     assert main([command, other, result, *extra]) == 2
     err = _one_error(capsys)
     assert err.startswith(f"error: {result}: the result does not match the model"), err
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_a_stage_model_without_a_plan_still_writes_its_result(example_onnx, tmp_path, capsys, extra):
+    """docs/formats.md: a command that finds no plan still writes its --out file. The stage model (an ONNX
+    model's default, Piper files, LLM configs) wrote none when no plan fits; it now writes the result of no
+    plan, ``infeasible`` (proven here: no node fits 1 MB), and --json prints it."""
+    out = tmp_path / "r.json"
+    assert main(["place", example_onnx, "--devices", "a100:1", "--device-memory", "1e6", "--out", str(out),
+                 *extra]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.startswith("error: infeasible: ") and cap.err.count("\n") == 1
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "infeasible" and doc["model"] == "stages" and doc["stages"] == []
+    assert "no device can hold" in doc["message"]
+    if extra:
+        assert json.loads(cap.out) == doc
+    assert main(["evaluate", example_onnx, str(out)]) == 2  # a result of no plan: refused in one line
+    assert "infeasible" in capsys.readouterr().err
