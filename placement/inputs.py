@@ -251,6 +251,10 @@ def refuse_not_result(path: str, command: str, data=_UNREAD, *, model: str | Non
                          + (f" ({plan}, ...)" if plan else ""), source=str(path))
     if kind in ("output", "job-list"):
         raise InputError(f"this is {words}: {takes}", source=str(path))
+    if kind == "helix-layout" and command != "evaluate":  # evaluate re-scores one on its cluster file
+        raise InputError(f"this is {words}: placement {command} takes the placement result of a model (an "
+                         f"ONNX model, an operator graph, a Piper file), not a Helix layout; score a layout "
+                         f"with placement evaluate CLUSTER.json {path}", source=str(path))
 
 
 def model_for(kind: str, args) -> str:

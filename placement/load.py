@@ -14,15 +14,22 @@ from graphs.reference import Workload, read_workload
 __all__ = ["load_workload"]
 
 
+#: the front-end options whose flag is not their keyword's name
+_FLAGS = {"dims": "--dim", "device_files": "--device-file"}
+
+
 def load_workload(path: str | os.PathLike, **frontend) -> Workload:
     """Load ``path``; ``frontend`` holds front-end options (devices, costs, batch size, training...)
     that only some formats use."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputError("is a folder; expected a reference-format workload (.json) or an ONNX model (.onnx)",
+                         source=path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".json":
         unused = {k: v for k, v in frontend.items() if v not in (None, False)}
         if unused:
-            flags = [f"--{k.replace('_', '-')}" for k in unused]
+            flags = [_FLAGS.get(k, f"--{k.replace('_', '-')}") for k in unused]
             raise InputError(f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to ONNX "
                              f"models; a reference-format workload carries its own costs and devices",
                              source=path)

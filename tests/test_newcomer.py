@@ -358,3 +358,25 @@ def test_auto_says_when_the_backend_it_was_given_did_not_run(model, capsys):
     pytest.importorskip("pulp")
     assert main(["place", model, "--devices", "a100:2", "--max-replicas", "1", "--backend", "pulp"]) == 0
     assert "the integer program (backend pulp) was not needed" in capsys.readouterr().out
+
+
+def test_a_file_given_in_the_wrong_place_is_named_for_what_it_is(example_onnx, tmp_path, capsys):
+    """A second trial's messages: a folder was an "unknown input format '(no suffix)'", an ONNX model
+    given to cluster "not a UTF-8 text file", --dim on a reference workload "--dims", and a Helix layout
+    given to show "not a placement result" though place --out wrote it."""
+    import json
+
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps({"maxSizePerFPGA": 10, "maxFPGAs": 1, "maxCPUs": 1, "edges": [], "nodes": [
+        {"id": 1, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0, "size": 1}]}))
+    layout = tmp_path / "layout.json"
+    layout.write_text(json.dumps({"schema": "placement-helix-layout", "version": 1}))
+    cases = [(["place", str(tmp_path)], "is a folder; expected a reference-format workload"),
+             (["cluster", example_onnx], "this is an ONNX model, not a job list"),
+             (["cluster", str(graph)], "this is a reference-format operator graph, not a job list"),
+             (["place", str(graph), "--dim", "batch=3"], "--dim only applies to ONNX models"),
+             (["show", str(layout)], "this is a Helix layout (written by placement place CLUSTER.json")]
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, (argv, err)

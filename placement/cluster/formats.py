@@ -164,8 +164,25 @@ def read_jobs(path: str | os.PathLike) -> JobList:
     from graphs.jsonio import read_json
 
     path = os.fspath(path)
-    data = read_json(path)
+    try:
+        data = read_json(path)
+    except InputError:
+        _refuse_other_file(path)  # an ONNX model, not JSON: said so
+        raise
+    if not isinstance(data, dict) or "jobs" not in data:
+        _refuse_other_file(path, data)  # a workload, a result...: said so, not its first missing field
     return parse_jobs(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def _refuse_other_file(path: str, data=None) -> None:
+    """An :class:`InputError` saying what the file given as a job list is, where it is known to be
+    another kind of file (:func:`placement.inputs.file_kind`)."""
+    from placement.inputs import file_kind
+
+    kind, words = file_kind(path) if data is None else file_kind(path, data)
+    if kind not in ("unknown", "job-list"):
+        raise InputError(f"this is {words}, not a job list: placement cluster takes a job list (JSON with "
+                         f"'cluster' and 'jobs'; placement example jobs.json writes one)", source=path)
 
 
 _JOB_KEYS = ("name", "model", "samples", "arrival", "training", "batch_size", "optimizer", "costs",
