@@ -356,10 +356,11 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         top = eff[-1] if eff else None
         if best is None:
             return Provision(kinds, target, None, None, None, None, tuple(eff), True, top)
-        from solvers.registry import get_solver
+        from solvers.registry import check_curve_value, checked, get_solver
 
         cl = sub_cluster(available, best.counts)
-        sol = get_solver("dp")(graph, cl, timed())
+        sol = checked("dp", graph, get_solver("dp")(graph, cl, timed()), cluster=cl)
+        check_curve_value("dp", best.counts, best.max_load, sol)  # the curve keeps no placements
         why = "" if sol.status == Status.OPTIMAL else (halted() or sol.message)
         if sol.assignment is None:
             return Provision(kinds, target, None, best, None, None, tuple(eff), False, top, stopped=why)
@@ -367,6 +368,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
                          stopped=why)
 
     from solvers import slo_ip
+    from solvers.registry import checked
 
     from .serving import best_under_latency
 
@@ -398,5 +400,6 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if best is None and not eff and not halted():
         # no allocation has a plan under the latency target: how low can the latency go at all?
         lowest = slo_ip.solve(graph, available, timed(), minimise="latency", stop=stop)
+        lowest = checked("slo-ip", graph, lowest, cluster=available, objective="latency")
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
                      proven, top, found.solves, stopped, lowest)

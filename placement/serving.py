@@ -375,14 +375,17 @@ def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: Sol
     host operators over cores out of pipeline order, which the DP does not: its optimum proves nothing
     there, and the program runs as it is."""
     from solvers import slo_ip
+    from solvers.registry import checked
 
     options = options or SolveOptions()
     hosts = any(not k.pays_communication and k.count > 0 for k in cluster.kinds)
     if hosts or options.warm_start is not None:
-        return slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
+        sol = slo_ip.solve(graph, cluster, options, latency_max=latency_max, stop=stop)
+        return checked("slo-ip", graph, sol, cluster=cluster, latency_max=latency_max)
     t0 = _now()
     t = options.time_limit
-    first = slo_ip.dp_start(graph, cluster, t, threads=options.threads)  # as the program's own start
+    # as the program's own start
+    first = checked("dp", graph, slo_ip.dp_start(graph, cluster, t, threads=options.threads), cluster=cluster)
     if first.assignment is not None and not first.interrupted:
         lat = latency(graph, cluster, first.assignment)
         if (first.status == Status.OPTIMAL and lat.valid
@@ -398,8 +401,9 @@ def best_under_latency(graph: OpGraph, cluster, latency_max: float, options: Sol
                                        time=_now() - t0)
     # the program from the DP's plan (a Ctrl-C the DP took: the best start, the program skipped)
     left = None if t is None else max(0.05, t - (_now() - t0))
-    return slo_ip.solve(graph, cluster, dataclasses.replace(options, time_limit=left),
-                        latency_max=latency_max, stop=stop, dp=first)
+    sol = slo_ip.solve(graph, cluster, dataclasses.replace(options, time_limit=left),
+                       latency_max=latency_max, stop=stop, dp=first)
+    return checked("slo-ip", graph, sol, cluster=cluster, latency_max=latency_max)
 
 
 def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,
@@ -440,12 +444,14 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
     lowest, lowest_proven = None, False
     if best is None and latency_slo is not None and not halt:
         from solvers import slo_ip
+        from solvers.registry import checked
 
         w = batch_workload(path, devices, points[0][0], costs=costs, dims=dims, device_files=device_files,
                            models=models)
         left = clock.left()
         opts = options if left is None else dataclasses.replace(options, time_limit=max(left, 1.0))
-        sol = slo_ip.solve(w.graph, w.cluster, opts, minimise="latency")
+        sol = checked("slo-ip", w.graph, slo_ip.solve(w.graph, w.cluster, opts, minimise="latency"),
+                      cluster=w.cluster, objective="latency")
         lowest = sol.objective if sol.assignment is not None else None
         lowest_proven = sol.status is Status.OPTIMAL
     # none: each size's solve proved it, or the least latency is proven above the target
@@ -517,7 +523,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     """The search of :func:`batch_frontier`, appending every point it finds to ``found`` as it goes (so
     that a ``KeyboardInterrupt`` leaves them there). Returns (complete and proven, why it stopped early)."""
     from solvers import slo_ip
-    from solvers.registry import get_solver
+    from solvers.registry import checked, get_solver
 
     dp_solve = get_solver("dp")
     g, cl = w.graph, w.cluster
@@ -537,17 +543,21 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
             return True
         return False
 
-    def program(start, **limits) -> Solution:
+    def program(start, minimise: str = "max-load", latency_max: float = math.inf,
+                max_load_max: float = math.inf) -> Solution:
         opts = dataclasses.replace(options, time_limit=clock.budget(_PROGRAM_SHARE), raw=raw,
                                    warm_start=start)
-        return clock.seen(slo_ip.solve(g, cl, opts, stop=clock.stop, **limits))
+        sol = slo_ip.solve(g, cl, opts, stop=clock.stop, minimise=minimise, latency_max=latency_max,
+                           max_load_max=max_load_max)
+        return clock.seen(checked("slo-ip", g, sol, cluster=cl, objective=minimise, latency_max=latency_max,
+                                  max_load_max=max_load_max))
 
     def dp_run(max_ideals: int | None, share: float, least: float = 0.0) -> Solution:
         dp_raw = {} if max_ideals is None else {"max_ideals": max_ideals}
         budget = clock.budget(share)
         limit = None if budget is None else max(least, budget)
         opts = SolveOptions(time_limit=limit, threads=options.threads, raw=dp_raw)
-        return clock.seen(dp_solve(g, cl, opts))
+        return clock.seen(checked("dp", g, dp_solve(g, cl, opts), cluster=cl))
 
     # the throughput end: the exact DP's optimum (contiguous placements: without host cores exactly the
     # serving domain, so its max-load is the domain's best; with them a start the program may beat),
@@ -639,7 +649,7 @@ def _start_pool(w: Workload, clock: Clock, threads: int | None = None, max_alloc
     import itertools
 
     from graphs.model import Cluster
-    from solvers.registry import get_solver
+    from solvers.registry import checked, get_solver
 
     dp_solve = get_solver("dp")
     cl = w.cluster
@@ -655,9 +665,9 @@ def _start_pool(w: Workload, clock: Clock, threads: int | None = None, max_alloc
             break
         sub = Cluster(tuple(dataclasses.replace(k, count=c) for k, c in zip(cl.kinds, counts)))
         try:
-            sol = clock.seen(dp_solve(w.graph, sub, SolveOptions(
+            sol = clock.seen(checked("dp", w.graph, dp_solve(w.graph, sub, SolveOptions(
                 time_limit=None if until is None else max(0.05, until - _now()), threads=threads,
-                raw={"max_ideals": _QUICK_IDEALS})))
+                raw={"max_ideals": _QUICK_IDEALS})), cluster=sub))
         except PlacementError:
             continue
         if sol.assignment is None:

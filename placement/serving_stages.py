@@ -382,16 +382,26 @@ def unproven_words(message: str, nodes: str) -> str:
 IP_COLUMNS = 200_000
 
 
-def _solve_ip(problem: ParallelProblem, **kw):
-    """:func:`solvers.ip_stages.solve_problem`, with a Ctrl-C it lets through (building the program,
-    between HiGHS's callbacks) taken as one it took: a solution said "interrupted"
-    (:attr:`solvers.base.Solution.interrupted`), no plan."""
+def _ip(problem: ParallelProblem, **kw):
+    """:func:`solvers.ip_stages.solve_problem`'s answer checked as the registry checks every solver's
+    (:func:`solvers.registry.checked`: on the objective and the limits it was given)."""
     from solvers import ip_stages
+    from solvers.registry import checked
+
+    return checked("ip", problem, ip_stages.solve_problem(problem, **kw),
+                   objective=kw.get("objective", "max-load"), latency_max=kw.get("latency_max"),
+                   max_load_max=kw.get("max_load_max"))
+
+
+def _solve_ip(problem: ParallelProblem, **kw):
+    """:func:`_ip`, with a Ctrl-C it lets through (building the program, between HiGHS's callbacks)
+    taken as one it took: a solution said "interrupted" (:attr:`solvers.base.Solution.interrupted`), no
+    plan."""
     from solvers.base import Status, stage_solution
 
     t0 = time.perf_counter()
     try:
-        return ip_stages.solve_problem(problem, **kw)
+        return _ip(problem, **kw)
     except KeyboardInterrupt:
         return stage_solution("ip", None, None, math.inf, Status.STOPPED, time.perf_counter() - t0,
                               f"{INTERRUPTED} before any plan was found")
@@ -422,9 +432,9 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
         return None
     limit = refine_budget(spent, left)
     try:
-        r = ip_stages.solve_problem(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
-                                    warm_start=None if cand is None else [s.stage for s in cand[0].stages],
-                                    threads=getattr(a, "threads", None))
+        r = _ip(problem, time_limit=limit, gap=CLOSED_GAP, latency_max=latency,
+                warm_start=None if cand is None else [s.stage for s in cand[0].stages],
+                threads=getattr(a, "threads", None))
     except KeyboardInterrupt:  # between HiGHS's callbacks (building the model): nothing found
         hit[0] = True
         optimum["ip"] = f"the integer program under the target: {INTERRUPTED}"
@@ -443,7 +453,7 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
         return {"evaluation": ev, "status": "optimal", "solver": "ip", "proven": True,
                 "how": "integer program under the target", "time": r.time, "bound": ev.objective,
                 "message": _UNDER_TARGET_PROVEN, **optimum}, optimum
-    bounds = [b for b in ((r.stats or {}).get("bound"), unconstrained) if b is not None and b <= ev.objective]
+    bounds = [b for b in (r.bound, unconstrained) if b is not None and b <= ev.objective]
     return {"evaluation": ev, "status": "feasible", "solver": "ip", "proven": False,
             "how": f"integer program under the target ({'interrupted' if r.interrupted else 'limit'})",
             "time": r.time,
@@ -950,7 +960,7 @@ def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: fl
     r = _solve_ip(problem, objective="latency", time_limit=time_limit, gap=CLOSED_GAP)
     if r.evaluation is None:
         return stage_solution("ip", None, None, math.inf, r.status, r.time, r.message, bound=low)
-    proven = (r.stats or {}).get("bound")  # seconds per sample, what the program proved
+    proven = r.bound  # seconds per sample, what the program proved
     bound = low if proven is None else max(low, proven * ms)
     value = r.evaluation.latency * ms
     return stage_solution("ip", r.plan, r.evaluation, value, r.status, r.time, r.message,

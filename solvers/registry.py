@@ -33,7 +33,8 @@ from graphs.errors import InputError
 from .base import BOUND_TOLERANCE_REL, CLOSED_GAP, OBJECTIVES, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["SolverInfo", "SOLVERS", "ALIASES", "get_solver", "solver_names", "solver_info", "solve",
-           "canonical_name", "STAGE_SOLVERS", "bench_solvers", "RAW_OPTIONS", "prepare"]
+           "checked", "check_curve_value", "UNLISTED", "canonical_name", "STAGE_SOLVERS", "bench_solvers",
+           "RAW_OPTIONS", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,13 @@ SOLVERS: dict[str, SolverInfo] = {s.name: s for s in (
                honours=frozenset({"seed"}), bench=("max-load", "tiny"), kernels=("solvers.local_search",)),
     SolverInfo("greedy-latency", "greedy list scheduling", "solvers.greedy:solve",
                objectives=("latency", "max-load"), contiguous=False, bench=("latency", "tiny")),
+)}
+
+#: solvers no command line lists, which their own callers run (:mod:`placement.serving`,
+#: :mod:`placement.provision`), their answers held by :func:`checked` to the rules of the listed ones
+UNLISTED: dict[str, SolverInfo] = {s.name: s for s in (
+    SolverInfo("slo-ip", "the serving integer program: max-load under a latency limit, or the reverse",
+               objectives=("max-load", "latency"), exact=True, contiguous=False),
 )}
 
 #: names of earlier releases, accepted with a note: the stage model's twins of one solver each
@@ -265,20 +273,21 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
         _warm_before_the_clock(kernels, options, info.own_time_limit and form == "pipeline")
         warmed = compile_s()
         if form == "pipeline":
-            sol = _checked_pipeline(info, graph, cluster, run(graph, cluster, options), options)
+            sol = checked(name, graph, run(graph, cluster, options), cluster=cluster,
+                          objective=options.objective)
         elif is_stage_problem:
-            sol = _checked_stages(info, graph, run(graph, options))
+            sol = checked(name, graph, run(graph, options))
         else:
             from graphs.parallel import from_opgraph
 
             from ._common import replicated_assignment
 
             problem, item_of = from_opgraph(graph, cluster)
-            sol = _checked_stages(info, problem, run(problem, options))
+            sol = checked(name, problem, run(problem, options))
             if sol.plan is not None:
                 a = replicated_assignment(sol.plan, cluster, item_of, problem.graph.num_nodes)
                 sol = dataclasses.replace(sol, assignment=a)
-                sol = _checked_pipeline(info, graph, cluster, sol, options)
+                sol = checked(name, graph, sol, cluster=cluster, objective=options.objective)
     return _named(sol, name, note, compile_s(), warmed)
 
 
@@ -379,10 +388,11 @@ def _solve_through_pipeline(info: SolverInfo, problem, options: SolveOptions, no
     with _compiling(bool(info.kernels)) as compile_s:
         _warm_before_the_clock(info.kernels, options)
         warmed = compile_s()
-        sol = _checked_pipeline(info, graph, cluster, _load(info.pipeline)(graph, cluster, options), options)
+        sol = checked(info.name, graph, _load(info.pipeline)(graph, cluster, options), cluster=cluster,
+                      objective=options.objective)
         if sol.assignment is not None:
             plan = tuple(plan_of_assignment(problem, cluster, sol.assignment))
-            sol = _checked_stages(info, problem, dataclasses.replace(sol, assignment=None, plan=plan))
+            sol = checked(info.name, problem, dataclasses.replace(sol, assignment=None, plan=plan))
     return _named(sol, info.name, note, compile_s(), warmed)
 
 
@@ -431,22 +441,91 @@ def _honest(info: SolverInfo, sol: Solution, value: float) -> Solution:
     return dataclasses.replace(sol, status=status, bound=bound, gap=gap, message=message, stats=stats)
 
 
-def _checked_pipeline(info: SolverInfo, graph, cluster, sol: Solution, options: SolveOptions) -> Solution:
+#: how far a plan may exceed a limit it was held to (``latency_max``, ``max_load_max``): the solvers' own
+#: relative tolerance on those rows (:func:`solvers.ip_stages.solve_problem`, :func:`solvers.slo_ip.solve`)
+LIMIT_TOLERANCE_REL = 1e-9
+LIMIT_TOLERANCE_ABS = 1e-12
+
+
+def checked(solver: str, problem, solution: Solution, *, cluster=None, objective: str = "max-load",
+            latency_max: float | None = None, max_load_max: float | None = None) -> Solution:
+    """``solution``, the answer of ``solver`` (a name of :data:`SOLVERS` or :data:`UNLISTED`) to
+    ``problem`` (an :class:`~graphs.model.OpGraph` on ``cluster``, or a
+    :class:`~graphs.parallel.ParallelProblem`), held to the rules :func:`solve` holds every answer to (it
+    runs them through here): its placement or plan re-evaluated by the one evaluator, its ``objective``
+    the evaluator's, and its status, bound and gap the ones it has proven (:func:`_honest`). An invalid
+    placement, a value the evaluator disagrees with, or a limit the plan breaks is a bug: it raises
+    :class:`AssertionError`.
+
+    ``objective``: what the solver minimised: ``"max-load"`` (the time per sample), ``"split-max"``, or
+    ``"latency"`` (an OpGraph's: :func:`graphs.latency.latency`, on the solver's ``stats["subgraphs"]``
+    where it chose them; a plan's: :attr:`graphs.parallel.PlanEvaluation.latency`). ``latency_max`` and
+    ``max_load_max``: the limits the solver held its plans to (rows of its program), which the plan must
+    meet (within :data:`LIMIT_TOLERANCE_REL`)."""
+    from graphs.parallel import ParallelProblem
+
+    info = UNLISTED.get(solver) or solver_info(solver)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    limits = {"latency": latency_max, "max-load": max_load_max}
+    if isinstance(problem, ParallelProblem):
+        if cluster is not None:
+            raise TypeError("a stage-model problem carries its devices: pass no cluster")
+        if objective == "split-max":
+            raise ValueError("a stage plan has no split-max objective")
+        return _checked_stages(info, problem, solution, objective, limits)
+    return _checked_pipeline(info, problem, cluster, solution, objective, limits)
+
+
+def check_curve_value(solver: str, counts, curve_value: float, solution: Solution) -> None:
+    """A throughput curve's value at ``counts`` (a vector of devices per kind: :func:`solvers.dp.curve`,
+    which keeps no placements) against ``solution``, ``solver``'s answer :func:`checked` on the
+    sub-cluster of those counts: when that answer is proven optimal the two are one optimum, and a
+    disagreement is a bug (:class:`AssertionError`)."""
+    if solution.status is Status.OPTIMAL:
+        _check_value(f"the throughput curve at {tuple(int(c) for c in counts)}", curve_value,
+                     f"the {solver} solver's optimum there", solution.objective, abs_tol=1e-9)
+
+
+def _check_value(who: str, said: float, judge: str, value: float, *, abs_tol: float) -> None:
+    """``said`` must be ``value`` (within a relative 1e-6: summation order, a MIP solver's tolerance)."""
+    if not math.isclose(said, value, rel_tol=1e-6, abs_tol=abs_tol):
+        raise AssertionError(f"{who} says {said!r}, {judge} {value!r}")
+
+
+def _check_limits(info: SolverInfo, measured: dict[str, float], limits: dict[str, float | None]) -> None:
+    """The plan's ``measured`` latency and max-load within the ``limits`` it was held to."""
+    for what, limit in limits.items():
+        within = limit is None or measured[what] <= limit * (1 + LIMIT_TOLERANCE_REL) + LIMIT_TOLERANCE_ABS
+        if not within:
+            raise AssertionError(f"the {info.name} solver's plan has {what} {measured[what]!r}, above its "
+                                 f"limit {limit!r}")
+
+
+def _checked_pipeline(info: SolverInfo, graph, cluster, sol: Solution, objective: str,
+                      limits: dict[str, float | None]) -> Solution:
     if sol.assignment is None:
         return _honest(info, sol, math.inf)
     from ._common import objective_value
 
-    value, problems = objective_value(graph, cluster, sol.assignment, options.objective,
-                                      (sol.stats or {}).get("subgraphs"))
+    subgraphs = (sol.stats or {}).get("subgraphs")
+    value, problems = objective_value(graph, cluster, sol.assignment, objective, subgraphs)
     if problems:
         raise AssertionError(f"the {info.name} solver returned an invalid placement: "
                              f"{'; '.join(problems[:3])}")
-    if math.isfinite(sol.objective) and not math.isclose(sol.objective, value, rel_tol=1e-6, abs_tol=1e-9):
-        raise AssertionError(f"the {info.name} solver says {sol.objective!r}, the evaluator {value!r}")
+    if math.isfinite(sol.objective):
+        _check_value(f"the {info.name} solver", sol.objective, "the evaluator", value, abs_tol=1e-9)
+    if any(v is not None for v in limits.values()):
+        from graphs.evaluate import evaluate
+        from graphs.latency import latency
+
+        _check_limits(info, {"latency": latency(graph, cluster, sol.assignment, subgraphs=subgraphs).total,
+                             "max-load": evaluate(graph, cluster, sol.assignment).max_load}, limits)
     return _honest(info, dataclasses.replace(sol, objective=value), value)
 
 
-def _checked_stages(info: SolverInfo, problem, sol: Solution) -> Solution:
+def _checked_stages(info: SolverInfo, problem, sol: Solution, objective: str,
+                    limits: dict[str, float | None]) -> Solution:
     from graphs.parallel import evaluate_plan
 
     if sol.plan is None:
@@ -455,6 +534,7 @@ def _checked_stages(info: SolverInfo, problem, sol: Solution) -> Solution:
     if ev.problems:
         raise AssertionError(f"the {info.name} solver returned an invalid plan: "
                              f"{'; '.join(ev.problems[:3])}")
-    if not math.isclose(sol.objective, ev.objective, rel_tol=1e-6, abs_tol=1e-12):
-        raise AssertionError(f"the {info.name} solver says {sol.objective!r}, the evaluator {ev.objective!r}")
-    return _honest(info, dataclasses.replace(sol, objective=ev.objective, evaluation=ev), ev.objective)
+    value = ev.latency if objective == "latency" else ev.objective
+    _check_value(f"the {info.name} solver", sol.objective, "the evaluator", value, abs_tol=1e-12)
+    _check_limits(info, {"latency": ev.latency, "max-load": ev.objective}, limits)
+    return _honest(info, dataclasses.replace(sol, objective=value, evaluation=ev), value)

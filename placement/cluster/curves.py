@@ -230,6 +230,7 @@ def _per_count(graph, cluster, time_limit):
     """One :func:`solvers.auto.solve` per allocation; values made monotone."""
     from solvers import auto
     from solvers.base import SolveOptions, Status
+    from solvers.registry import checked
 
     shape = [k.count + 1 for k in cluster.kinds]
     values: dict[tuple[int, ...], float] = {}
@@ -241,7 +242,9 @@ def _per_count(graph, cluster, time_limit):
             if x > 0:
                 best = min(best, values[c[:t] + (x - 1,) + c[t + 1:]])
         if sum(c) > 0:
-            sol = auto.solve(graph, _sub_cluster(cluster, c), SolveOptions(time_limit=time_limit))
+            sub = _sub_cluster(cluster, c)
+            sol = auto.solve(graph, sub, SolveOptions(time_limit=time_limit))
+            sol = checked("auto", graph, sol, cluster=sub)
             if sol.interrupted:  # auto took a Ctrl-C and returned what it had: the command stops here
                 raise KeyboardInterrupt
             if sol.status in (Status.OPTIMAL, Status.FEASIBLE) and sol.assignment is not None:
@@ -256,20 +259,21 @@ def _per_count(graph, cluster, time_limit):
 
 
 def _placement(graph, cluster, counts, value, time_limit):
-    """The DP's placement on ``counts`` devices (for its host memory); a note when it disagrees."""
+    """The DP's placement on ``counts`` devices (for its host memory), its optimum the curve's ``value``
+    (:func:`solvers.registry.check_curve_value`); a note when there is none within the time limit."""
     from solvers import dp
     from solvers.base import SolveOptions, Status
+    from solvers.registry import check_curve_value, checked
 
-    sol = dp.solve(graph, _sub_cluster(cluster, counts), SolveOptions(time_limit=time_limit))
+    sub = _sub_cluster(cluster, counts)
+    sol = checked("dp", graph, dp.solve(graph, sub, SolveOptions(time_limit=time_limit)), cluster=sub)
     if sol.interrupted:
         raise KeyboardInterrupt  # the DP stopped for a Ctrl-C: the command stops, not the next solve
     if sol.status is not Status.OPTIMAL or sol.assignment is None:
         return None, (f"no exact placement for {counts} within the time limit: host memory taken as the "
                       f"whole model's")
-    note = ""
-    if not math.isclose(sol.objective, value, rel_tol=1e-9, abs_tol=1e-12):
-        note = f"placement for {counts} has max-load {sol.objective:.6g}, the curve says {value:.6g}"
-    return sol.assignment, note
+    check_curve_value("dp", counts, value, sol)
+    return sol.assignment, ""
 
 
 def _host_memory(graph, cluster, counts, assignment) -> float:
@@ -508,6 +512,7 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
     unit per unit of the problem's objective."""
     from solvers.base import Status
     from solvers.dp_stages import solve_problem
+    from solvers.registry import checked
 
     t0 = time.perf_counter()
     own = [k.name for k in problem.kinds]
@@ -547,6 +552,7 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
         runs += 1
         r = solve_problem(sub, time_limit=time_limit,
                           upper_bound=smaller * (1 + 1e-9) if math.isfinite(smaller) else math.inf)
+        r = checked("dp", sub, r)
         v = r.objective * scale if r.plan is not None else math.inf
         if r.status not in (Status.OPTIMAL, Status.INFEASIBLE):
             exact = False
