@@ -52,9 +52,9 @@ def _read(page: str) -> str:
 
 def _fences(page: str) -> list[tuple[str, str, str]]:
     """Every fenced block of ``page``: (language, body, the last non-empty line before it)."""
-    out = []
-    for m in re.finditer(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", _read(page), re.S | re.M):
-        before = [line for line in _read(page)[:m.start()].splitlines() if line.strip()]
+    out, text = [], _read(page)
+    for m in re.finditer(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", text, re.S | re.M):
+        before = [line for line in text[:m.start()].splitlines() if line.strip()]
         out.append((m.group(1).strip(), m.group(2), before[-1] if before else ""))
     return out
 

@@ -25,32 +25,35 @@ def test_the_page_has_its_three_examples():
     assert [sorted(b) for b in blocks] == [["devices"], ["cpus", "fpgas"], ["buckets"]]
 
 
-def _reference_workload(path) -> str:
-    """A chain of four nodes, ids 1-4, in the reference format: 2 accelerators, 1 CPU."""
+def _reference_workload(path, ids: list[int], accelerators: int, cpus: int) -> str:
+    """A chain of the nodes ``ids`` (in order) in the reference format, with that many devices."""
     nodes = [{"id": i, "name": f"n{i}", "cpuLatency": 4.0, "fpgaLatency": 1.0, "supportedOnFpga": 1,
-              "isBackwardNode": 0, "colorClass": i, "size": 1.0} for i in range(1, 5)]
-    edges = [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(1, 4)]
-    path.write_text(json.dumps({"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 1, "nodes": nodes,
-                                "edges": edges}))
+              "isBackwardNode": 0, "colorClass": i, "size": 1.0} for i in ids]
+    edges = [{"sourceId": a, "destId": b, "cost": 0.5} for a, b in zip(ids, ids[1:])]
+    path.write_text(json.dumps({"maxSizePerFPGA": 100.0, "maxFPGAs": accelerators, "maxCPUs": cpus,
+                                "nodes": nodes, "edges": edges}))
     return str(path)
 
 
 @pytest.mark.parametrize("command", [["evaluate", "{w}", "{s}", "--json"],
                                      ["place", "{w}", "--solver", "expert", "--split", "{s}", "--json"]])
 def test_the_reference_format_split_places_its_groups_in_order(tmp_path, capsys, command):
-    """Each group of ``fpgas`` is the next accelerator, of ``cpus`` the next CPU: nodes 1, 2 on
-    accelerator:0, 3 on accelerator:1, 4 on cpu:0, a valid plan."""
+    """As the page says: each non-empty group of ``fpgas`` is the next device of kind accelerator, of
+    ``cpus`` the next cpu; the nodes (by id) are a workload's, here a chain of them; a valid plan."""
     example = _examples()[1]
-    assert json.loads(example)["fpgas"] == [{"nodes": [1, 2]}, {"nodes": [3]}]
+    data = json.loads(example)
+    want = {f"{kind}:{i}": group["nodes"] for key, kind in (("fpgas", "accelerator"), ("cpus", "cpu"))
+            for i, group in enumerate(g for g in data[key] if g["nodes"])}
+    assert len(want) == 3  # the example shows two accelerators and a CPU
     split = tmp_path / "split.json"
     split.write_text(example)
-    work = _reference_workload(tmp_path / "w.json")
+    ids = sorted(n for nodes in want.values() for n in nodes)
+    work = _reference_workload(tmp_path / "w.json", ids, len(data["fpgas"]), len(data["cpus"]))
     capsys.readouterr()
     assert main([a.format(w=work, s=str(split)) for a in command]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["valid"] and result["problems"] == []
-    placed = {d["name"]: d["node_ids"] for d in result["devices"] if d["node_ids"]}
-    assert placed == {"accelerator:0": [1, 2], "accelerator:1": [3], "cpu:0": [4]}
+    assert {d["name"]: d["node_ids"] for d in result["devices"] if d["node_ids"]} == want
 
 
 def test_the_request_mix_reads_as_a_file_and_as_a_bare_list(tmp_path):
