@@ -35,7 +35,7 @@ from graphs.latency import latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status
+from .base import Solution, SolveOptions, Status, check_bound
 from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
 __all__ = ["solve", "in_domain", "dp_start", "MINIMISE"]
@@ -264,16 +264,16 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
                         message=(res.message or "no placement found") + "; no placement found")
     a, load, lev = chosen
     value = load if minimise == "max-load" else lev.total
-    bound = res.bound
+    fallback = None
     if minimise == "latency":
         # the path bound for one subgraph per accelerator: the domain here (the max-load limit only
         # narrows it further)
-        lb = latency_bound(graph, cluster, subgraphs_per_device=1)
-        stats["path_bound"] = lb
-        bound = lb if bound is None else max(bound, lb)
-    if bound is not None:
-        bound = min(bound, value)
-    gap = None if bound is None else max(0.0, (value - bound) / value if value > 0 else 0.0)
+        fallback = stats["path_bound"] = latency_bound(graph, cluster, subgraphs_per_device=1)
+    # HiGHS's bound above the evaluated value (beyond its tolerance) is a model mismatch: never a closed gap
+    cb = check_bound(res.bound, value, fallback)
+    bound, gap = cb.bound, cb.gap
+    if not cb.consistent:
+        stats["inconsistent_bound"] = res.bound
     # HiGHS's bound carries its feasibility tolerance (about 1e-6 of the objective)
     proven = res.status == _milp.OPTIMAL and gap is not None and gap <= max(options.gap, 1e-6)
     stats.update(max_load=load, latency=lev.total, subgraphs=[int(s) for s in lev.subgraph])

@@ -185,3 +185,33 @@ def test_the_dp_start_never_runs_past_the_time_left(monkeypatch):
     for left, share in ((None, None), (10.0, 3.0), (1.0, 0.5), (0.1, 0.1), (0.0, 0.0)):
         slo_ip.dp_start(g, cl, left)
         assert runs[-1] == (share if share is None else pytest.approx(share)), left
+
+
+@pytest.mark.parametrize("minimise", ["max-load", "latency"])
+def test_a_bound_above_the_plans_value_is_never_a_closed_gap(monkeypatch, minimise):
+    """The serving program clamped HiGHS's bound to the plan's value: a bound far above it (a model that
+    disagrees with the evaluator) read as a closed gap, "optimal". It is now judged as every solver's
+    (solvers.base.check_bound): not trusted, so not proven (the latency's path bound still stands)."""
+    import dataclasses
+
+    from solvers import _milp
+
+    real = _milp.solve_mip
+
+    def doctored(*a, **k):
+        res = real(*a, **k)
+        return dataclasses.replace(res, bound=1e9) if res.status == _milp.OPTIMAL else res
+
+    inst, _ = next(_instances(1, 7))
+    opts = SolveOptions(gap=1e-9, raw={"dp_warm_start": False})
+    honest = slo_ip.solve(inst.graph, inst.cluster, opts, minimise=minimise)
+    assert honest.status == Status.OPTIMAL
+    monkeypatch.setattr(_milp, "solve_mip", doctored)
+    sol = slo_ip.solve(inst.graph, inst.cluster, opts, minimise=minimise)
+    assert sol.objective == pytest.approx(honest.objective)
+    assert sol.stats["inconsistent_bound"] == 1e9
+    if minimise == "max-load":
+        assert sol.status == Status.FEASIBLE and sol.bound is None
+    else:  # the path bound, which does not depend on the program, remains
+        assert sol.bound == pytest.approx(min(sol.stats["path_bound"], sol.objective))
+        assert sol.status == (Status.OPTIMAL if sol.gap <= 1e-6 else Status.FEASIBLE)
