@@ -729,12 +729,14 @@ def _cmd_inspect(args) -> int:
     if args.out:
         _output_file(args.out, "--out")
     g, w = prepare_onnx(args.model, **{k: v for k, v in _frontend(args).items() if v is not None})
+    # what the reference format cannot hold (a second accelerator kind) is refused before anything prints
+    doc = reference_document(w.graph, w.cluster) if args.out else None
     print(describe(g, w.graph, show_warnings=False))
     print(f"({w.graph.num_nodes} operators after constant folding; the file's Constant nodes and shape "
           f"arithmetic on constants are values here)")
     if args.out:
         with _interrupt.deferred():
-            write_json(args.out, reference_document(w.graph, w.cluster))
+            write_json(args.out, doc)
         print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms, "
               f"{w.graph.meta.get('devices')}) written to {args.out}")
     return EXIT_OK

@@ -380,3 +380,11 @@ def test_a_file_given_in_the_wrong_place_is_named_for_what_it_is(example_onnx, t
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, (argv, err)
+
+
+def test_inspect_refuses_what_its_out_cannot_hold_before_printing(example_onnx, tmp_path, capsys):
+    """inspect -o on two accelerator kinds printed the whole summary, then refused the file (the reference
+    format holds one accelerator kind): the refusal now comes first, alone."""
+    assert main(["inspect", example_onnx, "--devices", "a100:1,t4:1", "-o", str(tmp_path / "x.json")]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "one accelerator kind" in cap.err and not (tmp_path / "x.json").exists()
