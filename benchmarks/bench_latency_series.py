@@ -3,12 +3,14 @@
     python benchmarks/bench_latency_series.py --old /tmp/old-latip [--layers 2,6,12] [--repeats 3]
         [--time-limit 10] [--workloads OperatorGraphs/bert_l-6_inference.json,...]
 
-Each run is a fresh process (``python -m placement place MODEL --objective latency --max-replicas 1
---devices a100:2,t4:2 --time-limit T --threads 1 --json``) with ``PYTHONPATH`` set to one source tree:
+Each run is a fresh process that loads the model (ONNX on ``a100:2,t4:2``) and times
+``solvers.latency_ip.solve`` (the latency objective, one subgraph per accelerator, what ``place
+--objective latency --max-replicas 1`` runs) under ``--time-limit`` with one thread, its
+``PYTHONPATH`` set to one source tree:
 ``--old`` (a checkout of the code before, e.g. ``git worktree add --detach /tmp/old-latip main``) and
 this one, alternating, so both see the same machine load. The table gives, per model and tree, the
-median over the repeats of the solve time (the result file's ``solve_time_s``: from the solver's start
-to its answer, the whole time limit when the gap stays open), the latency, the bound and the gap. The
+median over the repeats of the solve time (from the solver's start to its answer: the whole time limit
+when the gap stays open), the latency, the smallest bound and the median gap. The
 ONNX models are the tool's own example (``placement example --layers L``); ``--workloads`` adds
 reference-format latency files (their own devices).
 """
@@ -28,18 +30,27 @@ ROOT = os.path.dirname(HERE)
 WORKLOADS = os.environ.get("PLACEMENT_WORKLOADS", os.path.join(ROOT, "..", "shared", "workloads"))
 
 
-def _place(tree: str, model: str, time_limit: float, out: str, onnx: bool) -> dict:
-    """One solve in a fresh process on ``tree``'s code; the result file's fields."""
-    cmd = [sys.executable, "-m", "placement", "place", model, "--objective", "latency", "--max-replicas", "1",
-           "--time-limit", str(time_limit), "--threads", "1", "--out", out]
-    if onnx:
-        cmd += ["--devices", "a100:2,t4:2"]
+_RUN = """
+import json, sys, time
+from placement.load import load_workload
+from solvers import latency_ip
+from solvers.base import SolveOptions
+path, limit, onnx = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
+w = load_workload(path, devices="a100:2,t4:2") if onnx else load_workload(path)
+t = time.perf_counter()
+s = latency_ip.solve(w.graph, w.cluster, SolveOptions(objective="latency", time_limit=limit, threads=1))
+print(json.dumps({"time": time.perf_counter() - t, "latency": s.objective, "bound": s.bound, "gap": s.gap,
+                  "status": s.status.value}))
+"""
+
+
+def _place(tree: str, model: str, time_limit: float, onnx: bool) -> dict:
+    """One solve in a fresh process on ``tree``'s code (the model loaded before the clock starts)."""
     env = dict(os.environ, PYTHONPATH=tree)
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = json.load(open(out))
-    lat = r["latency"]["total"] if isinstance(r["latency"], dict) else r["latency"]
-    return {"time": r["solve_time_s"], "latency": lat, "bound": r["bound"], "gap": r["gap"],
-            "status": r["status"]}
+    # run outside both trees: ``python -c`` puts the working directory ahead of PYTHONPATH
+    out = subprocess.run([sys.executable, "-c", _RUN, model, str(time_limit), "1" if onnx else "0"], env=env,
+                         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -63,10 +74,9 @@ def main(argv=None) -> int:
     print("|---|---|---|---:|---:|---:|---:|")
     for name, path, onnx in models:
         runs: dict[str, list[dict]] = {"before": [], "after": []}
-        for i in range(args.repeats):
+        for _ in range(args.repeats):
             for label, tree in (("before", args.old), ("after", ROOT)):
-                out = os.path.join(tmp, f"r-{label}-{i}.json")
-                runs[label].append(_place(tree, path, args.time_limit, out, onnx))
+                runs[label].append(_place(tree, path, args.time_limit, onnx))
         for label, rs in runs.items():
             med = statistics.median(r["time"] for r in rs)
             gaps = sorted(r["gap"] for r in rs)

@@ -24,7 +24,11 @@ a few long paths that counts the transfers and memory limits a path cannot avoid
 transfers of nodes off the path that a segment's subgraph cannot hold (with ``q = 1``, through their
 colocation classes) (:func:`path_bound`), which the LP relaxation misses (fractional placements pay
 almost no communication); it is also the reported bound when the MIP solver proves less
-(``options.raw["path_bound"] = False``: the critical path only, as before).
+(``options.raw["path_bound"] = False``: the critical path only, as before). Where the graph has
+bottleneck nodes (every other node before or after them), the *series bound* of
+:mod:`solvers.latency_series` raises it: the blocks between bottlenecks bounded alone (by this solver on
+each distinct block, in 40% of the time left) and added (``stats["series_bound"]``,
+``options.raw["series_bound"] = False`` leaves it out); when it meets the warm start, HiGHS is not run.
 
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
@@ -583,7 +587,7 @@ def _series(graph, cluster, options, deadline, stats) -> float | None:
     """The series bound (:mod:`solvers.latency_series`): blocks between bottleneck nodes, each bounded
     by the larger of its :func:`latency_bound` and the proven bound of this solver run on the block alone
     (distinct blocks of more than one node, up to :data:`_BLOCK_MIP_MAX` nodes, in a share of the time
-    left: ``raw["series_time_share"]``, default 0.25, or ``raw["series_time_s"]``, default 30 s,
+    left: ``raw["series_time_share"]``, default 0.4, or ``raw["series_time_s"]``, default 30 s,
     without a limit). ``None`` when the graph has no bottleneck or the bound proves nothing;
     ``stats["series"]`` tells how it went."""
     from .latency_series import series_blocks, series_bound
@@ -595,7 +599,7 @@ def _series(graph, cluster, options, deadline, stats) -> float | None:
         return None
     left = None if deadline is None else max(0.0, deadline - t0)
     until = t0 + (float(options.raw.get("series_time_s", 30.0)) if left is None
-                  else float(options.raw.get("series_time_share", 0.25)) * left)
+                  else float(options.raw.get("series_time_share", 0.4)) * left)
     info = {"blocks": len(blocks), "largest": max(int(b.size) for b in blocks), "solved": 0, "bounded": 0}
 
     def block_bound(g: OpGraph, cl: Cluster) -> float:
@@ -603,11 +607,13 @@ def _series(graph, cluster, options, deadline, stats) -> float | None:
         budget = until - time.perf_counter()
         if g.num_nodes == 1 or g.num_nodes > _BLOCK_MIP_MAX or budget <= 0.05 or stats.get("interrupted"):
             return lb  # one node: its cheapest kind, which the path bound already is
-        # the block alone, its bound proven exactly (a tight gap: the blocks' bounds add up)
+        # the block alone, its bound proven exactly (a tight gap: the blocks' bounds add up); a small block
+        # needs no costly starts, the integer program finds its optimum
         sol = solve(g, cl, SolveOptions(objective="latency", subgraphs_per_device=q, time_limit=budget,
                                         gap=1e-7, threads=options.threads, seed=options.seed,
                                         backend=options.backend,
-                                        raw={"series_bound": False, "dp_warm_start": False}))
+                                        raw={"series_bound": False, "dp_warm_start": False,
+                                             "cut_starts": False, "latency_search": False}))
         if "interrupted" in sol.message:
             stats["interrupted"] = True
         info["bounded"] += 1
