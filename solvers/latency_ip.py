@@ -24,7 +24,11 @@ a few long paths that counts the transfers and memory limits a path cannot avoid
 transfers of nodes off the path that a segment's subgraph cannot hold (with ``q = 1``, through their
 colocation classes) (:func:`path_bound`), which the LP relaxation misses (fractional placements pay
 almost no communication); it is also the reported bound when the MIP solver proves less
-(``options.raw["path_bound"] = False``: the critical path only, as before).
+(``options.raw["path_bound"] = False``: the critical path only, as before). Where the graph has
+bottleneck nodes (every other node before or after them), the *series bound* of
+:mod:`solvers.latency_series` raises it: the blocks between bottlenecks bounded alone (by this solver on
+each distinct block, in 40% of the time left) and added (``stats["series_bound"]``,
+``options.raw["series_bound"] = False`` leaves it out); when it meets the warm start, HiGHS is not run.
 
 Identical accelerators are ordered by the smallest class each holds (symmetry breaking). The warm start
 is the best of ``options.warm_start``, the DP's throughput placement, a greedy fill in topological order
@@ -49,7 +53,7 @@ from graphs.latency import host_kinds, latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status
+from .base import Solution, SolveOptions, Status, check_bound
 from .latency_search import improve, in_domain, tolerance
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
@@ -576,6 +580,54 @@ def _searched(graph, cluster, options, deadline, stats, starts):
     return None if best[1] is None else (f"search from {best[1]}", best[2])
 
 
+_BLOCK_MIP_MAX = 400  # nodes: a larger block gets its path bound only
+
+
+def _series(graph, cluster, options, deadline, stats) -> float | None:
+    """The series bound (:mod:`solvers.latency_series`): blocks between bottleneck nodes, each bounded
+    by the larger of its :func:`latency_bound` and the proven bound of this solver run on the block alone
+    (distinct blocks of more than one node, up to :data:`_BLOCK_MIP_MAX` nodes, in a share of the time
+    left: ``raw["series_time_share"]``, default 0.4, or ``raw["series_time_s"]``, default 30 s,
+    without a limit). ``None`` when the graph has no bottleneck or the bound proves nothing;
+    ``stats["series"]`` tells how it went."""
+    from .latency_series import series_blocks, series_bound
+
+    q = int(options.subgraphs_per_device)
+    t0 = time.perf_counter()
+    blocks = series_blocks(graph)
+    if len(blocks) < 2:
+        return None
+    left = None if deadline is None else max(0.0, deadline - t0)
+    until = t0 + (float(options.raw.get("series_time_s", 30.0)) if left is None
+                  else float(options.raw.get("series_time_share", 0.4)) * left)
+    info = {"blocks": len(blocks), "largest": max(int(b.size) for b in blocks), "solved": 0, "bounded": 0}
+
+    def block_bound(g: OpGraph, cl: Cluster) -> float:
+        lb = latency_bound(g, cl, subgraphs_per_device=q)
+        budget = until - time.perf_counter()
+        if g.num_nodes == 1 or g.num_nodes > _BLOCK_MIP_MAX or budget <= 0.05 or stats.get("interrupted"):
+            return lb  # one node: its cheapest kind, which the path bound already is
+        # the block alone, its bound proven exactly (a tight gap: the blocks' bounds add up); a small block
+        # needs no costly starts, the integer program finds its optimum
+        sol = solve(g, cl, SolveOptions(objective="latency", subgraphs_per_device=q, time_limit=budget,
+                                        gap=1e-7, threads=options.threads, seed=options.seed,
+                                        backend=options.backend,
+                                        raw={"series_bound": False, "dp_warm_start": False,
+                                             "cut_starts": False, "latency_search": False}))
+        if "interrupted" in sol.message:
+            stats["interrupted"] = True
+        info["bounded"] += 1
+        info["solved"] += sol.status is Status.OPTIMAL
+        if sol.bound is not None and math.isfinite(sol.bound):
+            lb = max(lb, float(sol.bound))
+        return lb
+
+    total, _rows = series_bound(graph, cluster, block_bound)
+    info["time_s"] = round(time.perf_counter() - t0, 3)
+    stats["series"] = info
+    return total if math.isfinite(total) else None
+
+
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
           solver: str = "ip") -> Solution:
     """Minimum-latency placement of an inference graph (``--objective latency``)."""
@@ -612,12 +664,18 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     lb = latency_bound(graph, cluster, subgraphs_per_device=q)
     stats["critical_path"] = critical_path(graph, cluster)
     stats["path_bound"] = lb
-    if options.raw.get("path_bound", True):
+    if not options.raw.get("path_bound", True):
+        lb = stats["critical_path"]
+    series = None
+    if options.raw.get("series_bound", True) and not stats.get("interrupted"):
+        series = _series(graph, cluster, options, deadline, stats)
+        if series is not None:
+            stats["series_bound"] = series
+            lb = max(lb, series)
+    if options.raw.get("path_bound", True) or series is not None:
         # the latency variable starts at the bound (a hair below, and never above the horizon, so that
         # round-off cannot cut off an optimal start): HiGHS's LP relaxation cannot see it
         model.m.tighten([model.T], lb=min(lb, horizon) * (1 - 1e-9))
-    else:
-        lb = stats["critical_path"]
     start = None
     if best is not None and options.raw.get("warm_start", True) is not False:
         start = model.start_vector(best[1], best[2].subgraph)
@@ -627,6 +685,12 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     if stats.get("interrupted") and best is not None:
         res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
                               "interrupted (Ctrl-C) before the integer program ran; warm start returned")
+    elif series is not None and start is not None and \
+            (check_bound(None, best[2].total, fallback=lb).gap or 0.0) <= options.gap:
+        # the series bound already closes the gap on the warm start: nothing left for HiGHS to prove
+        res = _milp.MipResult(_milp.OPTIMAL, start, best[2].total, lb, 0.0,
+                              "the series bound meets the warm start; the integer program was not run")
+        stats["mip_skipped"] = True
     else:
         res = _milp.solve_mip(model.m, backend=options.backend, time_limit=left, gap=options.gap,
                               threads=options.threads, start=start, raw=options.raw,
