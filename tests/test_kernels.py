@@ -266,7 +266,9 @@ def test_loading_the_kernels_is_not_on_the_solvers_clock(case, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     line = next(s for s in r.stdout.splitlines() if s.startswith("RESULT"))
     _, status, solve_s, wall_s, slept = line.split(" ", 4)
-    assert status == "optimal" and float(solve_s) < 0.5, line
+    # a kernel loaded on the solver's clock would put its 1.5 s sleep there; a busy machine's solve of the
+    # chain itself took 0.51 s
+    assert status == "optimal" and float(solve_s) < 1.0, line
     assert slept == "['warm']", line  # the warm-up's sleep only: no kernel was loaded on the clock
     assert float(wall_s) >= 1.5, line
 
