@@ -165,8 +165,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
                  scale=scale)
     if "path_bound" in stats:  # in the caller's units, as the bound
         stats["path_bound"] = stats["path_bound"] / scale
-    return dataclasses.replace(sol, objective=value, bound=None if sol.bound is None else sol.bound / scale,
-                               stats=stats)
+    # the bound back in the caller's units, never above the value by the rounding of the scaling
+    bound = None if sol.bound is None else min(sol.bound / scale, value)
+    return dataclasses.replace(sol, objective=value, bound=bound, stats=stats)
 
 
 _SCALE = 1000.0

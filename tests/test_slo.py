@@ -80,6 +80,7 @@ def test_latency_under_a_throughput_target_equals_brute_force(seed):
             assert sol.status == Status.OPTIMAL
             assert sol.objective == pytest.approx(want, rel=1e-6, abs=1e-9)
             assert sol.stats["max_load"] <= U * (1 + 1e-9) + 1e-12
+            assert sol.bound <= sol.objective  # not above it by the rounding of the program's scaling
 
 
 def test_latency_path_bound_is_the_one_subgraph_one_and_stays_below_brute_force():
