@@ -389,6 +389,9 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
         if interrupted:
             what = "interrupted (Ctrl-C); best placement so far"
         return MipResult(TIME_LIMIT, x, obj, bound, elapsed, what, stats)
+    if interrupted:  # cancelled before HiGHS settled on a status ("Unknown"): a Ctrl-C, not an error
+        what = "best placement so far" if x is not None else "no solution yet"
+        return MipResult(TIME_LIMIT, x, obj, bound, elapsed, f"interrupted (Ctrl-C); {what}", stats)
     return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
 
 

@@ -209,3 +209,35 @@ def test_fair_share_time_is_the_time_slicing_envelope():
     assert fair_share_time(needs_two, cap, 4) == pytest.approx(2.0)  # 2 accelerators half the time
     mem = table_curve({(1, 0): 1.0}, limits=(4, 0), memory={(1, 0): 8.0})
     assert fair_share_time(mem, Capacity(("acc", "cpu"), (4, 0), (False, True), 8.0), 2) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("policy", ["ftf", "joint"])
+def test_a_ctrl_c_highs_took_before_any_solution_stops_the_policy(monkeypatch, policy):
+    """The Ctrl-C benchmark: a SIGINT while HiGHS started an allocation MILP left its status "Unknown";
+    solve_mip called that an error and the policy raised RuntimeError ("allocation MILP: error HiGHS:
+    Unknown", a traceback). solve_mip now says interrupted, and the policy stops as the Ctrl-C asks."""
+    from solvers import _milp
+
+    def interrupted(*a, **k):
+        return _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
+                               "interrupted (Ctrl-C); no solution yet")
+
+    jobs = [JobState("a", linear(), 100, 100, 0.0, 2.0, 0), JobState("b", linear(), 100, 100, 0.0, 2.0, 1)]
+    cap = Capacity(("acc", "cpu"), (4, 0), (False, True))
+    monkeypatch.setattr(_milp, "solve_mip", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        allocate(policy, jobs, cap)
+
+
+def test_a_cancelled_highs_run_without_a_status_is_interrupted_not_an_error(monkeypatch):
+    """HiGHS cancelled by a Ctrl-C before its search settled on a status reports "Unknown": that is the
+    Ctrl-C's answer (no solution yet), not an error."""
+    from solvers import _milp
+
+    m = _milp.MilpModel()
+    x = m.add_cols(2, lb=0.0, ub=1.0, integer=True, cost=[1.0, 2.0])
+    m.add_rows([1.0], [math.inf], [0, 0], [x[0], x[1]], 1.0)
+    assert _milp.solve_mip(m).status == _milp.OPTIMAL
+    monkeypatch.setattr(_milp, "_run_interruptible", lambda h, deadline=None, tell=None: (True, False, False))
+    res = _milp.solve_mip(m)
+    assert res.status == _milp.TIME_LIMIT and res.message.startswith("interrupted (Ctrl-C)") and res.x is None

@@ -187,6 +187,8 @@ def fair_share_time(curve: JobCurve, capacity: Capacity, n: float) -> float:
         r += 1
     m.add_rows([-math.inf] * r, hi, rows, cols, vals)
     res = solve_mip(m, gap=1e-9)
+    if res.x is None and "interrupted" in res.message:  # a Ctrl-C HiGHS took: the command stops
+        raise KeyboardInterrupt
     thr = -res.objective if res.x is not None else 0.0
     return 1.0 / thr if thr > 0 else math.inf
 
@@ -465,6 +467,8 @@ class _Choice:
         if res.x is None:
             if feasibility and res.status == INFEASIBLE:
                 return None, True
+            if "interrupted" in res.message:  # a Ctrl-C HiGHS took before any solution: the command stops
+                raise KeyboardInterrupt
             if feasibility:  # a limit before any solution: not proven either way; treat as infeasible
                 return None, False
             raise RuntimeError(f"allocation MILP: {res.status} {res.message}")
