@@ -96,11 +96,10 @@ class Progress:
         Progress._open[:] = [self]
 
     def done(self) -> None:
-        if self.enabled and self.last and self in Progress._open:
+        if self in Progress._open:  # drawn, its line not ended yet
+            Progress._open.clear()
             self.stream.write("\n")
             self.stream.flush()
-        if self in Progress._open:
-            Progress._open.clear()
 
     @classmethod
     def end_line(cls, stream) -> None:

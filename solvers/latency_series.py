@@ -48,15 +48,20 @@ def induced(graph: OpGraph, nodes: np.ndarray) -> OpGraph:
     """The subgraph of ``graph`` on ``nodes`` (sorted node indices): their costs, memory and
     colocation classes, and the edges between them."""
     nodes = np.asarray(nodes, np.int64)
-    pos = np.full(graph.num_nodes, -1, np.int64)
-    pos[nodes] = np.arange(nodes.size)
-    keep = (pos[graph.src] >= 0) & (pos[graph.dst] >= 0)
-    edges = np.stack([pos[graph.src[keep]], pos[graph.dst[keep]]], axis=1)
+    edges = np.stack(_edges_within(graph, nodes), axis=1)
     keep_nodes = nodes.tolist()
     return OpGraph.build(names=[graph.names[u] for u in keep_nodes], ids=[graph.ids[u] for u in keep_nodes],
                          kinds=graph.kinds, compute=graph.compute[:, nodes], comm=graph.comm[:, nodes],
                          memory=graph.memory[nodes], edges=edges, backward=graph.backward[nodes],
                          colocation=graph.colocation[nodes], source=graph.source, meta=graph.meta)
+
+
+def _edges_within(graph: OpGraph, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of ``graph`` between ``nodes`` (sorted node indices), as positions in ``nodes``."""
+    pos = np.full(graph.num_nodes, -1, np.int64)
+    pos[nodes] = np.arange(nodes.size)
+    keep = (pos[graph.src] >= 0) & (pos[graph.dst] >= 0)
+    return pos[graph.src[keep]], pos[graph.dst[keep]]
 
 
 def _cuts(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarray) -> list[int]:
@@ -102,10 +107,7 @@ def series_blocks(graph: OpGraph) -> list[np.ndarray]:
         if nodes.size <= 1:
             out.append(nodes)
             continue
-        pos = np.full(graph.num_nodes, -1, np.int64)
-        pos[nodes] = np.arange(nodes.size)
-        keep = (pos[graph.src] >= 0) & (pos[graph.dst] >= 0)
-        src, dst = pos[graph.src[keep]], pos[graph.dst[keep]]
+        src, dst = _edges_within(graph, nodes)
         order = topological_order(nodes.size, src, dst)
         cuts = _cuts(nodes.size, src, dst, order)
         if not cuts:
