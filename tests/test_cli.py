@@ -204,9 +204,9 @@ def test_an_unknown_option_is_named_with_its_command(capsys, argv, prog):
     ("its capacity is 2048", "its capacity is 2 KiB"),
 ])
 def test_byte_counts_in_messages_read_in_binary_units(message, shown):
-    from placement.cli import _cli_words
+    from placement.cli.common import cli_words
 
-    assert _cli_words(message) == shown
+    assert cli_words(message) == shown
 
 
 def test_a_one_device_per_stage_plan_of_an_onnx_model_gives_its_samples_per_second(tmp_path, capsys):

@@ -100,3 +100,42 @@ def test_one_list_of_solver_names():
                     if len(names) >= 2 and (rel, names) not in _NOT_SOLVER_LISTS:
                         found.append(f"{rel}:{node.lineno} {names}")
     assert not found, found
+
+
+def test_every_import_of_the_project_names_what_exists():
+    """Every ``from <our module> import name`` of the packages, the benchmarks and the tests, lazy ones
+    inside functions included, names a module or attribute that exists. A lazy import is checked only
+    when its function runs, so a renamed function left a benchmark importing names that were gone
+    (benchmarks/bench_stage_run.py: ``run_replicated``)."""
+    import importlib
+
+    root = os.path.abspath(ROOT)
+    ours = PACKAGES + ("benchmarks", "tests")
+    missing = []
+    for top in ours:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if not f.endswith(".py"):
+                    continue
+                path = os.path.join(dirpath, f)
+                name = _module(path)
+                is_pkg = f == "__init__.py"
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if not isinstance(node, ast.ImportFrom):
+                        continue
+                    base = node.module or ""
+                    if node.level:
+                        parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                        parts = parts[: len(parts) - (node.level - 1)]
+                        base = ".".join(parts + ([base] if base else []))
+                    if base.split(".")[0] not in ours:
+                        continue
+                    module = importlib.import_module(base)
+                    for alias in node.names:
+                        if alias.name == "*" or hasattr(module, alias.name):
+                            continue
+                        try:
+                            importlib.import_module(f"{base}.{alias.name}")
+                        except ModuleNotFoundError:
+                            missing.append(f"{os.path.relpath(path, root)}:{node.lineno} {base}.{alias.name}")
+    assert not missing, missing

@@ -150,9 +150,9 @@ def test_example_refuses_a_file_that_is_neither_onnx_nor_json(tmp_path, capsys):
 
 def test_optimizer_choices_are_those_of_the_training_model():
     from graphs.training import OPTIMIZERS
-    from placement.cli import _OPTIMIZERS
+    from placement.cli.common import OPTIMIZERS as CLI_OPTIMIZERS
 
-    assert set(_OPTIMIZERS) == set(OPTIMIZERS)
+    assert set(CLI_OPTIMIZERS) == set(OPTIMIZERS)
 
 
 # ----------------------------------------------------------------- 5: evaluate reads what place writes

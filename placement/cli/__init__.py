@@ -1,0 +1,163 @@
+"""The ``placement`` command: a thin layer over the library, one module per command.
+
+``main(argv) -> int`` does the work (tests call it directly); ``console_main`` is the entry point.
+Exit codes: 0 success, 1 no placement (infeasible, or a limit hit before any was found), 2 bad usage
+or bad input, 130 interrupted. User mistakes print one ``error:`` line, never a traceback.
+
+Every command module has ``add_parser(sub)``, which declares its options, and a function that runs it
+(:data:`COMMANDS`); what they share is in :mod:`placement.cli.common`. Command modules import the
+library inside their functions, so that building the parser (``--help``) stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from .. import _compile_notice, _interrupt
+from . import evaluate, example, inspection, place, show, split_run
+from .common import EXIT_INTERRUPTED, EXIT_NO_PLACEMENT, EXIT_OK, EXIT_USAGE, Parser, UsageError, cli_words
+
+__all__ = ["main", "console_main", "build_parser", "COMMANDS"]
+
+
+def _add_bench_parser(sub) -> None:
+    sub.add_parser("bench", help="run the benchmark suite", add_help=False,
+                   description="Run solvers x workloads and write tables; see `placement bench --help`.")
+
+
+def _add_cluster_parser(sub) -> None:
+    from ..cluster.command import add_parser
+
+    add_parser(sub)
+
+
+def _add_serving_parsers(sub) -> None:
+    from ..serving_cli import add_parser
+
+    add_parser(sub)
+
+
+def _add_calibrate_parser(sub) -> None:
+    from ..calibrate_cmd import add_parser
+
+    add_parser(sub)
+
+
+def _run_cluster(args) -> int:
+    from ..cluster.command import run
+
+    return run(args)
+
+
+def _run_serving(args) -> int:
+    from ..inputs import workload_kind
+    from ..serving_cli import run
+    from .common import llm_commands
+
+    if args.command == "provision" and args.model and not args.example_prices \
+            and workload_kind(args.model) == "llm":
+        return llm_commands().provision_command(args)  # an LLM config: the cheapest instances per bucket
+    return run(args)
+
+
+def _run_calibrate(args) -> int:
+    from ..calibrate_cmd import run
+
+    return run(args)
+
+
+#: the subcommands in ``--help``'s order: what adds each one's parser
+_PARSERS = (place.add_parser, evaluate.add_parser, inspection.add_parser, example.add_parser,
+            _add_bench_parser, show.add_parser, split_run.add_parser, _add_cluster_parser,
+            _add_serving_parsers, _add_calibrate_parser)
+
+#: each subcommand's runner (``bench`` parses its own options: :func:`main` hands it the rest of argv)
+COMMANDS = {"place": place.run, "evaluate": evaluate.run, "example": example.run, "inspect": inspection.run,
+            "show": show.run, "split": split_run.run_split, "run": split_run.run_run, "cluster": _run_cluster,
+            "frontier": _run_serving, "provision": _run_serving, "calibrate": _run_calibrate}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line's parser (every subcommand's options; importing nothing heavy)."""
+    from .. import __version__
+
+    parser = Parser(prog="placement", description="Place a DNN operator graph on a set of devices.")
+    parser.add_argument("--version", action="version", version=f"placement {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for add in _PARSERS:
+        add(sub)
+    return parser
+
+
+def _run_bench(argv: list[str]) -> int:
+    from ..bench.suite import main as bench_main
+
+    return bench_main(argv)
+
+
+@contextlib.contextmanager
+def _user_errors(codes: list):
+    """Turn the library's typed errors into one line on stderr and an exit code."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _interrupt.quiet()  # a second Ctrl-C while we exit changes nothing
+        print("error: interrupted", file=sys.stderr)
+        codes.append(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        codes.append(EXIT_OK)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        codes.append(EXIT_USAGE)
+    except Exception as e:
+        from graphs.errors import InfeasibleError, PlacementError
+
+        if isinstance(e, InfeasibleError):
+            print(f"error: infeasible: {cli_words(str(e))}", file=sys.stderr)
+            codes.append(EXIT_NO_PLACEMENT)
+        elif isinstance(e, PlacementError):
+            print(f"error: {cli_words(str(e))}", file=sys.stderr)
+            codes.append(EXIT_USAGE)
+        else:
+            raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    codes: list[int] = []
+    with _user_errors(codes):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        from ..serving_cli import _warnings_as_lines
+
+        _warnings_as_lines()  # every command: the library logs its warnings and never prints them
+        if argv[:1] == ["bench"]:  # the suite parses its own options (placement.bench)
+            return _run_bench(argv[1:])
+        parser = build_parser()
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except SystemExit as e:  # --help, --version
+            return int(e.code or 0)
+        if extra:  # named by the command that does not take them (argparse names the top-level program)
+            where = f"placement {args.command}" if getattr(args, "command", None) else "placement"
+            raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}")
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        _compile_notice.install()  # a cold numba cache compiles for a minute: say so (stderr)
+        try:
+            return COMMANDS[args.command](args)
+        finally:
+            _compile_notice.done()
+    return codes[0] if codes else EXIT_OK
+
+
+def console_main() -> None:
+    """Run the command line and exit with its code, Ctrl-C delivered by :mod:`placement._interrupt` (the
+    console script, :func:`placement._console.main`, installs it from its first line and calls this)."""
+    _interrupt.install()
+    code = main()
+    _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback
+    _interrupt.exit_past_abandoned_solver(code)  # HiGHS still running after a cancel: no C++ teardown
+    sys.exit(code)

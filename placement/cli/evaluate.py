@@ -1,0 +1,172 @@
+"""``placement evaluate WORKLOAD RESULT``: score a result file written by ``place`` (or a split, node
+lists per device) on its workload, each kind of workload by its own reader, after refusing a result
+placed on another kind of workload."""
+
+from __future__ import annotations
+
+import sys
+
+from ..outputs import output_file
+from .common import (
+    EXIT_NO_PLACEMENT,
+    EXIT_OK,
+    UsageError,
+    add_frontend_options,
+    add_output_options,
+    frontend,
+    frontend_given,
+    helix_commands,
+    llm_commands,
+    print_result,
+    recorded_frontend,
+    refuse_for_helix,
+    refuse_schedule_options,
+    refuse_stage_device_options,
+    stage_model,
+)
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser("evaluate", help="evaluate a given split or result", description="Evaluate a "
+                       "placement on a workload: a result file written by placement place --out (for an "
+                       "ONNX model, with the front-end options it records unless given again), or a split "
+                       "(node lists per device, docs/formats.md).")
+    e.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
+    e.add_argument("split", help="result file (placement place --out) or split file (node lists per "
+                   "device: 'devices', or the reference format's 'fpgas' and 'cpus')")
+    add_output_options(e)
+    add_frontend_options(e)
+    stage_model().add_options(e)
+    llm_commands().add_options(e)
+    e.set_defaults(seed=None)  # --simulate's seed: None = not given (0), so that it is refused without it
+
+
+#: what each workload kind (:data:`placement.inputs.WORKLOAD_KINDS`) is, in the words of evaluate's errors
+_WORKLOAD_WORDS = {"helix": "a Helix cluster file", "llm": "an LLM (a model config or an ONNX decoder)",
+                   "piper": "a Piper-format workload", "onnx": "an ONNX model",
+                   "graph": "a reference-format operator graph"}
+#: evaluate's options a Helix cluster file takes (every other one is refused, never ignored)
+_EVALUATE_HELIX_OPTIONS = ("--out", "--json")
+
+
+def _result_kind(data) -> tuple[str | None, str]:
+    """The workload kind a result file (decoded JSON) was placed on, where the file says so for sure
+    (``None``: it does not, or it is a split in the reference format), and its words for errors."""
+    from ..stages import is_stage_result
+
+    if helix_commands().is_layout_result(data):
+        return "helix", f"a Helix layout of model {data.get('model')!r} (cluster {data.get('cluster')!r})"
+    if is_stage_result(data):
+        settings = data.get("problem") if isinstance(data.get("problem"), dict) else data
+        placed = f" (placed on {data['workload']})" if isinstance(data.get("workload"), str) else ""
+        if "context" in settings:
+            kind = "llm"
+        elif "granularity" in settings or "costs" in settings:
+            kind = "onnx"
+        elif not {"devices", "batch_size", "context"} & set(settings):  # a Piper file records no front end
+            kind = "piper"
+        else:
+            return None, "a stage plan"
+        return kind, f"a stage plan (stages with replicas) of {_WORKLOAD_WORDS[kind]}{placed}"
+    if isinstance(data, dict) and data.get("schema") == "placement-result":
+        placed = f" (placed on {data['source']})" if isinstance(data.get("source"), str) else ""
+        if isinstance(data.get("frontend"), dict):
+            return "onnx", f"a one-device-per-stage placement of an ONNX model{placed}"
+        if data.get("time_unit") == "t":  # the reference format's own time unit; an ONNX model's is ms
+            return "graph", f"a one-device-per-stage placement of a reference-format operator graph{placed}"
+        return None, "a one-device-per-stage placement"
+    return None, "a split"
+
+
+def _refuse_mismatched_result(args, kind: str, data) -> None:
+    """A result placed on another kind of workload than ``args.workload`` (``kind``) is refused, naming
+    both, before any reader mistakes it for its own kind (a stage plan read as a split, a Helix layout as
+    an operator graph)."""
+    from graphs.errors import InputError
+
+    placed, words = _result_kind(data)
+    if kind == "helix" and placed != "helix":
+        raise InputError(f"the result is {words}, not a Helix layout; {args.workload} is a Helix cluster "
+                         f"file, which is evaluated with a layout placement place wrote for it (placement "
+                         f"place {args.workload} --model M --out LAYOUT.json)", source=args.split)
+    if placed is None or placed == kind:
+        return
+    if placed == "graph" and kind == "onnx" and isinstance(data, dict) and not data.get("stages"):
+        return  # an older result may lack the fields that tell; the reader below names what does not match
+    raise InputError(f"the result is {words}, but {args.workload} is {_WORKLOAD_WORDS[kind]}: a result is "
+                     f"evaluated on the workload it was placed on", source=args.split)
+
+
+def run(args) -> int:
+    """Score a split (reference format) or a result file written by ``place`` on the workload."""
+    from graphs.jsonio import read_json
+    from graphs.reference import parse_split
+    from solvers.base import Solution, Status
+
+    from ..api import Placement, evaluate
+    from ..load import load_workload
+    from ..simulate import assignment_from_result, checked_result
+
+    if args.workload.lower().endswith(".json") and str(args.split).lower().endswith(".onnx"):
+        raise UsageError(f"placement evaluate takes WORKLOAD RESULT: the model first "
+                          f"(placement evaluate {args.split} {args.workload})")
+    if args.out:
+        output_file(args.out, "--out")
+    from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json, workload_kind
+
+    if args.seed is not None and args.simulate is None:  # it seeds the simulated trace, and nothing else
+        raise UsageError("--seed applies with --simulate RATE|auto (it seeds the simulated trace of an LLM "
+                          "model config's goodput result); add --simulate or drop --seed")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if getattr(args, "context", None) is not None and args.context < 1:  # named by its flag, not the model's
+        raise UsageError(f"--context must be a positive integer (tokens), got {args.context}")
+    saved = result_json(args.split)  # read once: None unless a readable .json file
+    kind = workload_kind(args.workload, args)  # placement/inputs.py
+    simulated = any(getattr(args, f, None) is not None for f in ("simulate", "trace_seconds", "plot"))
+    if kind != "llm" and simulated:
+        raise UsageError("--simulate, --trace-seconds and --plot apply to an LLM model config's goodput "
+                          "result (config.json with num_hidden_layers and hidden_size)")
+    refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
+    refuse_empty_result(saved, "evaluate", args.split)
+    if saved is not None:
+        _refuse_mismatched_result(args, kind, saved)
+    if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
+        refuse_for_helix(args, add_parser, "evaluate", _EVALUATE_HELIX_OPTIONS,
+                         frozenset({"workload", "split"}))
+        return helix_commands().evaluate(args)
+    if args.progress and getattr(args, "simulate", None) is None:  # the one step of evaluate with a bar
+        print("note: --progress: evaluate draws a bar only while --simulate runs the serving simulator; "
+              "scoring a plan reports no progress", file=sys.stderr)
+    if kind == "llm":
+        return llm_commands().evaluate(args)
+    if kind == "piper":  # a stage plan (placement/stages.py), as every stage plan below
+        return stage_model().evaluate(args, frontend_given(args))
+    if kind == "onnx" and holds_stage_plan(saved):
+        return stage_model().evaluate(args, frontend(args))
+    refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
+    refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
+    data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
+    is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
+    given = frontend(args)
+    if is_result and args.workload.lower().endswith(".onnx"):
+        # the front-end options the result was computed with, unless given again here
+        given = {**recorded_frontend(data, args.split), **{k: v for k, v in given.items() if v is not None}}
+    w = load_workload(args.workload, **given)
+    if is_result:
+        a = assignment_from_result(checked_result(data, args.split), w.graph, w.cluster, source=args.split)
+        what = "placement"
+    else:
+        a = parse_split(data, w.graph, w.cluster, source=args.split)
+        what = "split"
+    ev = evaluate(w.graph, w.cluster, a)
+    sol = Solution(a, ev.max_load, Status.FEASIBLE, f"given {what}", message=f"{what} from {args.split}")
+    print_result(args, Placement(w.graph, w.cluster, sol, ev))
+    recorded_value = data.get("max_load") if is_result else None
+    if isinstance(recorded_value, (int, float)) and recorded_value != ev.max_load:
+        print(f"note: the result file says max-load {recorded_value!r}; evaluated now {ev.max_load!r} "
+              f"(costs re-measured, or another cost model?)", file=sys.stderr)
+    return EXIT_OK if ev.valid else EXIT_NO_PLACEMENT
+

@@ -1,0 +1,311 @@
+"""``placement split MODEL RESULT`` and ``placement run MODEL RESULT``: cut an ONNX model into per-stage
+sub-models as a result says (and check them with onnxruntime), or run them as a pipeline of worker
+processes on this CPU beside the cost model's prediction. A stage plan's are in
+:mod:`placement.stage_run`; the input-shape options both share are here."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+from .. import _interrupt
+from ..outputs import output_dir, output_file
+from .common import EXIT_NO_PLACEMENT, EXIT_OK, UsageError, recorded_frontend
+
+__all__ = ["add_parser", "run_split", "run_run"]
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("split", help="cut an ONNX model into per-stage sub-models", description="Write "
+                       "one ONNX sub-model per stage of a placement (cut tensors as their inputs and "
+                       "outputs; a stage of tensor-parallel degree t > 1: t rank sub-models, each cut into "
+                       "segments at the collectives, one file per rank and segment), a manifest of which "
+                       "tensor flows from which stage to which (and a tensor-parallel stage's segments and "
+                       "collectives), and the "
+                       "model annotated with each node's device and stage (metadata_props). --verify runs "
+                       "the model and the stages with onnxruntime on random inputs and compares outputs.")
+    t.add_argument("model", help="ONNX model (.onnx)")
+    t.add_argument("result", help="result file written by placement place --out for this model")
+    t.add_argument("--out-dir", default="stages", metavar="DIR", help="output folder (default stages/)")
+    t.add_argument("--annotated", default=None, metavar="OUT.onnx",
+                   help="where to write the annotated model (default DIR/<model>.placed.onnx)")
+    t.add_argument("--verify", action="store_true", help="run model and stages and compare their outputs")
+    t.add_argument("--tolerance", type=float, default=1e-4, help="largest absolute difference accepted "
+                   "by --verify (default 1e-4)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    _add_input_shape_options(t)
+
+    r = sub.add_parser("run", help="run a placement as a pipeline of processes", description="Split the "
+                       "model as the result says and run the stages as a pipeline of worker processes "
+                       "(one per replica of a stage, t per replica of a tensor-parallel stage: one per "
+                       "rank, with an onnxruntime session per segment run one after the other; queues "
+                       "between them) on this CPU; "
+                       "report measured throughput next to the cost model's prediction of the plan as the "
+                       "result file gives it (re-scored on the model: a plan edited by hand is predicted as "
+                       "edited; a stage plan: the stage evaluator's time per sample of each stage), per "
+                       "batch and per sample. The inputs have the "
+                       "batch size and dimensions the result was placed at; a different --batch-size or "
+                       "--dim is refused, as the prediction is for the recorded ones (place again at the "
+                       "other size). Place with --costs profile so that both are measured on this machine.")
+    r.add_argument("model", help="the ONNX model (.onnx) the result is for")
+    r.add_argument("result", help="result file written by placement place --out (the order of split; the "
+                   "older order RESULT MODEL still works, with a note)")
+    r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
+                   help="runs of the model to stream, each one batch of the batch size (default 50)")
+    r.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads of each session "
+                   "(default 1); a worker process (a replica of a stage, or a rank of a tensor-parallel "
+                   "one) runs one session at a time, so it computes on that many threads")
+    r.add_argument("--optimize", action="store_true", help="let onnxruntime optimise the stage graphs "
+                   "(off by default, as when profiling costs)")
+    r.add_argument("--no-check", action="store_true", help="do not compare outputs with the whole model")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    r.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    _add_input_shape_options(r)
+
+
+def _add_input_shape_options(p) -> None:
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="value of a symbolic batch dimension of the inputs (default: the batch size the "
+                        "result records, else 1)")
+    p.add_argument("--dim", action="append", default=None, metavar="NAME=N",
+                   help="value of another symbolic input dimension (repeatable; default: the result's)")
+
+
+def _dims(args) -> dict:
+    dims = {}
+    for item in args.dim or ():
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit() or int(value) < 1:
+            raise UsageError(f"--dim {item!r}: expected NAME=N with N a positive integer")
+        dims[name] = int(value)
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    return dims
+
+
+def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: bool) -> dict:
+    """The symbolic input dimensions to feed, the ``result``'s (read from ``result_path``) recorded ones
+    unless given again; sets ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is
+    for the recorded shape): a batch size or dimension given that differs from the recorded one is
+    refused. ``given``: the ``--dim`` values, as :func:`_dims` parsed them."""
+    from ..pipeline_run import recorded_input_shape
+
+    batch, dims = recorded_input_shape(result)
+    if strict and dims is not None:
+        if batch is not None and args.batch_size not in (None, batch):
+            raise UsageError(f"placement run: --batch-size {args.batch_size}: {result_path} was placed at "
+                              f"batch size {batch} and its prediction is for that batch; omit --batch-size, "
+                              f"or place again with --batch-size {args.batch_size}")
+        other = {k: v for k, v in given.items() if dims.get(k) != v}
+        if other:
+            flags = " ".join(f"--dim {k}={v}" for k, v in other.items())
+            was = ", ".join(f"{k}={dims[k]}" if k in dims else f"{k} not given" for k in other)
+            raise UsageError(f"placement run: {flags}: {result_path} was placed with {was} and its "
+                              f"prediction is for that; omit it, or place again with {flags}")
+    if args.batch_size is None:
+        args.batch_size = batch or 1
+    return {**(dims or {}), **given}
+
+
+def _warn_unknown_dims(model, dims: dict) -> None:
+    """A --dim naming no symbolic dimension of the model's inputs changes nothing: say so."""
+    names = {d.dim_param for vi in model.graph.input if vi.type.HasField("tensor_type")
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    unknown = sorted(set(dims) - names)
+    if unknown:
+        print(f"warning: --dim {', '.join(unknown)}: no input of the model has such a dimension "
+              f"({', '.join(sorted(names)) or 'it has none'}); ignored", file=sys.stderr)
+
+
+def _read_model(path: str):
+    from graphs.onnx_loader import read_model
+
+    if not path.lower().endswith(".onnx"):
+        raise UsageError(f"{path!r} is not an ONNX model (.onnx)")
+    return read_model(path, load_external_data=True)
+
+
+def run_split(args) -> int:
+    import onnx
+
+    from graphs.jsonio import read_json
+
+    from ..onnx_export import annotate, split_model, verify_split, write_split
+    from ..simulate import checked_result
+
+    given_dims = _dims(args)
+    from .. import stage_run  # stage plans: placement/stage_run.py
+    from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
+
+    if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
+        raise UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
+    if not args.verify:  # the verify options do nothing without it: refused, not ignored
+        for flag, value, default in (("--tolerance", args.tolerance, 1e-4), ("--seed", args.seed, 0),
+                                     ("--batch-size", args.batch_size, None), ("--dim", args.dim, None)):
+            if value != default:
+                raise UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
+    if args.seed < 0:  # numpy's generator takes no negative seed
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    data = result_json(args.result)  # the result and the model are each read once (None: not .json)
+    refuse_not_result(args.result, "split", data, model=args.model)  # MODEL RESULT swapped, a workload...
+    data = read_json(args.result) if data is None else data  # its own error for what is not JSON
+    refuse_empty_result(data, "split", args.result)
+    dims = _input_shape(args, given_dims, data, args.result, strict=False)
+    annotated = args.annotated or os.path.join(
+        args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
+    if holds_stage_plan(data):
+        output_dir(args.out_dir, "--out-dir")
+        output_file(annotated, "--annotated")
+        model = _read_model(args.model)
+        _warn_unknown_dims(model, dims)
+        return stage_run.split_command(args, dims, model, data)
+    model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
+    result = checked_result(data, args.result)
+    output_dir(args.out_dir, "--out-dir")
+    output_file(annotated, "--annotated")
+    split = split_model(model, result, source=args.result)
+    with _interrupt.deferred():
+        manifest = write_split(split, args.out_dir)
+        onnx.save_model(annotate(model, result), annotated)
+    print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
+          f"{annotated}")
+    for s in manifest["submodels"]:
+        print(f"  {s['file']}: {s['device']} ({s['kind']}), {s['nodes']} operators, inputs "
+              f"{_names(s['inputs'])}, outputs {_names(s['outputs'])}")
+    for note in split.notes:
+        print(f"note: {note}")
+    if not args.verify:
+        return EXIT_OK
+    rep = verify_split(model, [s.model for s in split.submodels], manifest, tolerance=args.tolerance,
+                       seed=args.seed, dims=dims, batch_size=args.batch_size)
+    if rep.materialized:
+        print(f"verify: {rep.materialized} generated weight tensor(s) replaced by random values")
+    for x, d in rep.max_abs_diff.items():
+        print(f"verify: output {x}: max |difference| {d:.3g} (outputs up to {rep.max_abs_value[x]:.3g})")
+    if rep.cut_max_abs_diff:
+        worst_cut = max(rep.cut_max_abs_diff, key=rep.cut_max_abs_diff.get)
+        print(f"verify: {len(rep.cut_max_abs_diff)} cut tensor(s): max |difference| "
+              f"{rep.cut_max_abs_diff[worst_cut]:.3g} ({worst_cut}, values up to "
+              f"{rep.cut_max_abs_value[worst_cut]:.3g})")
+    if rep.ok:
+        print(f"verify: OK, the stages compute the model's outputs (max abs diff {rep.worst:.3g} <= "
+              f"{args.tolerance:g})")
+        return EXIT_OK
+    print(f"error: verify failed: max abs diff {rep.worst:.3g} > {args.tolerance:g}", file=sys.stderr)
+    return EXIT_NO_PLACEMENT
+
+
+def _names(xs, k: int = 3) -> str:
+    xs = list(xs)
+    return ", ".join(xs[:k]) + (f" (+{len(xs) - k})" if len(xs) > k else "") if xs else "-"
+
+
+def run_run(args) -> int:
+    from graphs.jsonio import read_json
+
+    from ..onnx_export import split_model
+    from ..pipeline_run import describe_runs, format_run_summary, run_inputs, run_pipeline, run_report
+    from ..simulate import checked_result
+
+    if args.samples < 1 or args.threads < 1:
+        raise UsageError("placement run: --samples and --threads must be at least 1")
+    if args.seed < 0:  # numpy's generator takes no negative seed
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.model.lower().endswith(".json") and args.result.lower().endswith(".onnx"):
+        args.model, args.result = args.result, args.model
+        print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
+              file=sys.stderr)
+    given_dims = _dims(args)
+    from .. import stage_run  # stage plans: placement/stage_run.py
+    from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
+
+    data = result_json(args.result)  # the result and the model are each read once (None: not .json)
+    refuse_not_result(args.result, "run", data)  # a workload, a frontier...: said so
+    data = read_json(args.result) if data is None else data  # its own error for what is not JSON
+    refuse_empty_result(data, "run", args.result)
+    dims = _input_shape(args, given_dims, data, args.result, strict=True)
+    model = _read_model(args.model)
+    _warn_unknown_dims(model, dims)
+    if holds_stage_plan(data):
+        return stage_run.run_command(args, dims, model, data)
+    result = checked_result(data, args.result)
+    split = split_model(model, result, source=args.result)
+    manifest = split.manifest()
+    # the prediction first: its notes (a plan edited by hand, a workload not rebuilt) come before the run
+    pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
+    for note in pred_notes:
+        print(f"note: {note}", file=sys.stderr)
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
+                                         batch_size=args.batch_size, threads=args.threads,
+                                         optimize=args.optimize, check=not args.no_check)
+    run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
+                       optimize=args.optimize, reference=reference)
+    if any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"]):
+        print("note: this is a training placement; the run executes the forward pass only, while the "
+              "prediction includes the backward pass", file=sys.stderr)
+    doc = {"stages": run.workers, **run_report(run, pred, args.batch_size, predicted_by=by),
+           "utilisation": list(run.utilisation), "max_abs_diff": run.max_abs_diff,
+           "notes": list(split.notes) + pred_notes}
+    ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
+    if args.json:
+        from ..export import print_json
+
+        print_json(doc)
+    else:
+        for note in split.notes:
+            print(f"note: {note}")
+        print(f"{describe_runs(run.samples, args.batch_size)} through {run.workers} stage process(es) in "
+              f"{run.wall_s:.3f} s")
+        per = "per sample" if args.batch_size == 1 else "per batch"
+        print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}  ({per})")
+        for k, s in enumerate(split.submodels):
+            p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(split.submodels) \
+                else math.nan
+            print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
+        for line in format_run_summary(doc):
+            print(line)
+        if run.max_abs_diff is not None:
+            worst = max(run.max_abs_diff.values(), default=0.0)
+            print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
+    return EXIT_OK if ok else EXIT_NO_PLACEMENT
+
+
+def _run_prediction(args, model, result: dict, run_devices: list[str]):
+    """``placement run``'s prediction of a one-device-per-stage result: ``(prediction, predicted_by,
+    notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by hand) is scored again by the
+    evaluator on the model (``model``, as run read it) costed with the front-end settings the result
+    records; a result that records none, or whose workload cannot be rebuilt, is predicted from its
+    recorded loads, and a note says so. A plan that does not score (it does not match the rebuilt
+    model) gets no prediction."""
+    from graphs.errors import PlacementError
+    from graphs.onnx_workload import onnx_workload
+
+    from ..pipeline_run import predicted_time_per_sample, rescored_time_per_sample
+
+    if not isinstance(result.get("frontend"), dict) or not result["frontend"]:
+        why = "it records no front-end settings to rebuild the model's costs from"
+    else:
+        frontend = recorded_frontend(result, args.result)
+        try:
+            w = onnx_workload(args.model, model=model, **frontend)
+        except PlacementError as e:
+            why = f"the model's costs could not be rebuilt as placed ({e})"
+        else:
+            order = list(dict.fromkeys(run_devices))  # a device cut into several sub-models: once
+            unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
+            try:
+                pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, args.samples, order=order,
+                                                       unit=unit)
+            except PlacementError as e:
+                return None, f"the plan as it stands is not scored: {e}", []
+            edited = any(n.startswith("the result's recorded") for n in notes)
+            if edited and frontend.get("costs") == "profile":
+                notes.append("the costs were profiled again to score the plan, so its loads also differ from "
+                             "the recorded ones by the measurement's noise")
+            return pred, "the evaluator's loads of the plan as it stands (model rebuilt as placed)", notes
+    pred = predicted_time_per_sample(result, args.samples)
+    return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
+                                                 f"edited by hand is predicted as it was placed"]
+
