@@ -91,9 +91,10 @@ def format_result(cluster, result) -> str:
     return "\n".join(lines)
 
 
-def place(args, time_limit: float | None) -> int:
+def place(args, clock) -> int:
     """Run ``placement place`` on a Helix file; returns the exit code (0: a layout, 1: none found).
-    ``time_limit``: the checked ``--time-limit`` (``None``: none), used when the option was given."""
+    ``clock``: the command's (:class:`placement.clock.Clock`); its ``--time-limit``, when given, is the
+    whole command's: the solve gets what reading the file and loading the solver left."""
     from graphs.helix import is_helix, read_helix
     from graphs.jsonio import read_json
     from solvers.helix_layout import solve_layout
@@ -103,6 +104,9 @@ def place(args, time_limit: float | None) -> int:
                          "this is not one", source=args.workload)
     cluster = read_helix(args.workload)
     model = _model(cluster, args.model)
+    import highspy  # noqa: F401  (the layout's integer programs: loaded before the solve's time starts)
+
+    time_limit = clock.solve_limit()
     wants_vllm = getattr(args, "engine", None) == "vllm"
     given = args.time_limit is not None and time_limit is not None
     deadline = time.perf_counter() + time_limit if given else None

@@ -28,6 +28,7 @@ import math
 import time
 
 import numpy as np
+from scipy.optimize import linprog  # here, not in a bound: importing it is loading, not solving
 
 from graphs.helix import HelixCluster, NodeProfile
 
@@ -157,8 +158,6 @@ class _CoverLP:
         converged), ``None`` when the deadline stopped it first. ``multi``: with the extra row that at
         least one layer's cover has two or more items (:func:`crossing_bound`). ``grid``: the pricing's
         rounding of capacities, relative to ``F``."""
-        from scipy.optimize import linprog
-
         J, T = len(self.cap), len(self.types)
         if J == 0:
             return False
@@ -434,11 +433,25 @@ class _IntegerCovers:
         mdl.add_rows([float(self.L)], [np.inf], np.zeros(C, int), y, 1.0)
         # a cover that takes an item twice or more needs that many distinct nodes holding it:
         # ``y_S <= L z_S`` and ``u_j >= S_j z_S`` with ``z_S`` binary
-        for i in np.flatnonzero(A.max(axis=0) >= 2):
-            z = int(mdl.add_cols(1, lb=0, ub=1, integer=True)[0])
-            mdl.add_rows([-np.inf], [0.0], [0, 0], [y[i], z], [1.0, -float(self.L)])
-            for j in np.flatnonzero(A[:, i] >= 2):
-                mdl.add_rows([0.0], [np.inf], [0, 0], [u[j], z], [1.0, -float(A[j, i])])
+        # one batch of rows in the order of one cover at a time (a row per call took most of a short
+        # time limit): a cover's y_S <= L z_S, then its u_j >= S_j z_S
+        twice = np.flatnonzero(A.max(axis=0) >= 2)
+        if twice.size:
+            n = twice.size
+            z = mdl.add_cols(n, lb=0, ub=1, integer=True)
+            ks, js = np.nonzero(A[:, twice].T >= 2)  # by cover, then item
+            before = np.concatenate([[0], np.cumsum(np.bincount(ks, minlength=n))[:-1]])
+            head = np.arange(n) + before  # each cover's y-row; its u-rows follow it
+            mine = head[ks] + 1 + np.arange(ks.size) - before[ks]
+            lo = np.zeros(n + ks.size)
+            hi = np.full(n + ks.size, np.inf)
+            lo[head], hi[head] = -np.inf, 0.0
+            rows = np.concatenate([np.repeat(head, 2), np.repeat(mine, 2)])
+            cols = np.concatenate([np.column_stack([y[twice], z]).ravel(),
+                                   np.column_stack([u[js], z[ks]]).ravel()])
+            vals = np.concatenate([np.tile([1.0, -float(self.L)], n),
+                                   np.column_stack([np.ones(ks.size), -A[js, twice[ks]]]).ravel()])
+            mdl.add_rows(lo, hi, rows, cols, vals)
         if multi:
             ok_items = np.array([(not single_layer) or k == 1 for _, k, _ in items])
             many = (A.sum(axis=0) >= 2) & (A[~ok_items].sum(axis=0) == 0)

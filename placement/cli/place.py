@@ -109,7 +109,7 @@ def run(args) -> int:
             raise UsageError("--engine sglang applies to a model config with --objective goodput; a Helix "
                               "cluster file takes --engine helix or vllm")
         refuse_for_helix(args, add_parser)
-        return helix_commands().place(args, args.clock.solve_limit())
+        return helix_commands().place(args, args.clock)
     llm = model == "llm"
     if args.engine == "sglang" and not (llm and args.objective == "goodput"):
         raise UsageError("--engine sglang applies to a model config with --objective goodput")
