@@ -32,9 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
 
     from graphs.onnx_loader import load_onnx
-    from placement.onnx_export import generated_weights, materialize, random_feeds, session
+    from placement.onnx_export import generated_weights, materialize, random_feeds, session, split_stages
     from placement.pipeline_run import run_pipeline
-    from placement.stage_run import split_stage_plan
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50", help="light model of onnx's test zoo (default resnet50)")
@@ -61,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[tuple, list] = {tuple(base): [], tuple(rep): []}
         for _ in range(args.repeats):
             for ds in (base, rep):
-                split, manifest = split_stage_plan(model, _plan(names, fr, ds))
+                split = split_stages(model, _plan(names, fr, ds))
+                manifest = split.manifest()
                 parts = [materialize(s.model, weights) for s in split.submodels]
                 run = run_pipeline(parts, manifest, feeds, samples=args.samples, reference=reference)
                 assert max(run.max_abs_diff.values()) <= 1e-4

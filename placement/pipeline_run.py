@@ -47,7 +47,7 @@ from ._interrupt import deferred
 
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
            "rescored_time_per_sample", "rescored_stage_plan", "recorded_input_shape", "run_report",
-           "format_run_summary", "describe_runs"]
+           "format_run_summary", "describe_runs", "stage_plan_prediction"]
 
 
 @dataclass(frozen=True)
@@ -682,3 +682,73 @@ def describe_runs(runs: int, batch_size: int) -> str:
     if batch_size == 1:
         return f"{runs} sample{'s' if runs != 1 else ''}"
     return f"{runs} batch{'es' if runs != 1 else ''} of {batch_size} samples ({runs * batch_size} samples)"
+
+
+def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
+                          source: str | None = None, model=None):
+    """``placement run``'s prediction of the stage plan ``data`` for ``samples`` runs at ``batch_size``:
+    ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``,
+    perhaps edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem
+    rebuilt from the settings the result records (:func:`placement.stages.workload_for_result`, the ONNX
+    model at ``model_path``; ``model``: its ``onnx.ModelProto`` where run has read it, not read again); a
+    result that records too little to rebuild it is predicted from its recorded times per sample, and a
+    note says so. A plan that does not score on the rebuilt problem gets no prediction (``None``, and
+    why)."""
+    from .stages import plan_from_dict, workload_for_result
+
+    why = _unrebuildable(data)
+    if why is None:
+        try:
+            w = workload_for_result(dict(data), model_path, source=source, model=model)
+        except InputError as e:
+            why = f"the problem could not be rebuilt from it ({e})"
+    if why is None:
+        try:
+            plan = plan_from_dict(w.problem, dict(data), source=source)
+            _check_operators(w, data, source)
+            pred, notes = rescored_stage_plan(data, w.problem, plan, samples, batch_size)
+        except InputError as e:
+            return None, f"the plan as it stands is not scored: {e}", []
+        return pred, "the stage evaluator's time per sample of each stage of the plan as it stands", notes
+    try:
+        pred = predicted_stage_plan(data, samples, batch_size)
+    except InputError as e:
+        return None, f"{e}; {why}", []
+    return (pred, "the stage evaluator's time per sample of each stage, as the result records it",
+            [f"predicted from the result's recorded times per sample: {why}; a plan edited by hand is "
+             f"predicted as it was placed"])
+
+
+def _unrebuildable(data: Mapping) -> str | None:
+    """Why a version-2 result's ``problem`` section cannot rebuild its problem, where the reader would not
+    say: without the section's device spec (a string) it would take the file's top-level ``devices`` (one
+    row per device) for one. ``None``: it may."""
+    if data.get("format") == "placement-replicated":  # version 1: flat, the reader checks it
+        return None
+    problem = data.get("problem")
+    if not isinstance(problem, Mapping):
+        return "it records no 'problem' section"
+    if not isinstance(problem.get("devices"), str) or not problem["devices"].strip():
+        return "its 'problem' section records no device spec ('devices')"
+    return None
+
+
+def _check_operators(w, data: Mapping, source: str | None) -> None:
+    """The split runs a stage's ``operators`` where the result lists them, the evaluator scores its
+    ``nodes``: a stage whose two lists disagree (one edited by hand, not the other) would be predicted as
+    another plan than the one run, so it is refused by name."""
+    if w.graph is None or w.node_of is None:
+        return
+    members: dict[int, set[str]] = {}
+    for u, c in enumerate(w.node_of):
+        members.setdefault(int(c), set()).add(w.graph.names[u])
+    index = {str(x): i for i, x in enumerate(w.problem.graph.ids)}
+    for i, s in enumerate(data["stages"]):
+        ops = s.get("operators")
+        if not isinstance(ops, list) or not ops:
+            continue
+        want = {op for x in s["nodes"] for op in members.get(index.get(str(x), -1), ())}
+        if set(map(str, ops)) != want:
+            raise InputError(f"stages[{i}]: its 'operators' are not the operators of its 'nodes' (edit both, "
+                             f"or drop 'operators'): the run splits the operators, the cost model scores "
+                             f"the nodes", source=source)

@@ -1,6 +1,6 @@
-"""Replicated plans on ONNX models (placement/stage_run.py): split writes one sub-model per stage
-with its replicas in the manifest; run starts d worker processes per stage and deals samples round
-robin, outputs equal to the whole model's."""
+"""Stage plans on ONNX models (placement/onnx_export.split_stages, placement/cli/split_run.py): split
+writes one sub-model per stage with its replicas in the manifest; run starts d worker processes per
+stage and deals samples round robin, outputs equal to the whole model's."""
 
 from __future__ import annotations
 
@@ -16,10 +16,22 @@ pytest.importorskip("onnxruntime")
 from graphs.errors import InputError  # noqa: E402
 from graphs.onnx_loader import load_onnx  # noqa: E402
 from placement.cli import main  # noqa: E402
-from placement.onnx_export import generated_weights, materialize, random_feeds, session  # noqa: E402
+from placement.onnx_export import (  # noqa: E402  # noqa: E402
+    device_result,
+    generated_weights,
+    materialize,
+    random_feeds,
+    session,
+    split_stages,
+)
 from placement.pipeline_run import run_pipeline  # noqa: E402
-from placement.stage_run import device_result, split_stage_plan  # noqa: E402
 from tests.test_split import zoo  # noqa: E402
+
+
+def split_stage_plan(model, data):
+    """The sub-models of a stage plan and their manifest."""
+    split = split_stages(model, data)
+    return split, split.manifest()
 
 
 def plan(path: str, ds, *, t=1) -> dict:

@@ -407,7 +407,7 @@ def test_show_of_a_stage_plan_states_each_figure_in_its_unit():
     """The figures show prints for the hand case above, each with its unit: per sample, per
     micro-batch (b samples), the makespan of the run with its samples, throughput in samples/s and one
     micro-batch's latency beside the stage model's (its per-sample latency times b)."""
-    from placement.stage_show import format_simulation
+    from placement.cli.show import format_stage_simulation as format_simulation
 
     p = _two_stage_chain()
     plan = [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,))]

@@ -1,7 +1,8 @@
 """``placement split MODEL RESULT`` and ``placement run MODEL RESULT``: cut an ONNX model into per-stage
 sub-models as a result says (and check them with onnxruntime), or run them as a pipeline of worker
-processes on this CPU beside the cost model's prediction. A stage plan's are in
-:mod:`placement.stage_run`; the input-shape options both share are here."""
+processes on this CPU beside the cost model's prediction: one device per stage's, and a stage plan's
+below (``d`` worker processes per stage, ``t`` per replica of a tensor-parallel one), on
+the one engine (:func:`placement.pipeline_run.run_pipeline`)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,6 @@ def run_split(args) -> int:
     from ..simulate import checked_result
 
     given_dims = _dims(args)
-    from .. import stage_run  # stage plans: placement/stage_run.py
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
@@ -159,7 +159,7 @@ def run_split(args) -> int:
         output_file(annotated, "--annotated")
         model = _read_model(args.model)
         _warn_unknown_dims(model, dims)
-        return stage_run.split_command(args, dims, model, data)
+        return _split_stage_plan(args, dims, model, data)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     result = checked_result(data, args.result)
@@ -218,7 +218,6 @@ def run_run(args) -> int:
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
               file=sys.stderr)
     given_dims = _dims(args)
-    from .. import stage_run  # stage plans: placement/stage_run.py
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     data = result_json(args.result)  # the result and the model are each read once (None: not .json)
@@ -229,7 +228,7 @@ def run_run(args) -> int:
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     if holds_stage_plan(data):
-        return stage_run.run_command(args, dims, model, data)
+        return _run_stage_plan(args, dims, model, data)
     result = checked_result(data, args.result)
     split = split_model(model, result, source=args.result)
     manifest = split.manifest()
@@ -309,3 +308,102 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
     return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
                                                  f"edited by hand is predicted as it was placed"]
 
+
+# ---------------------------------------------------------------- a stage plan
+def _split_stage_plan(args, dims: dict, model, data: dict) -> int:
+    """``placement split MODEL RESULT`` for a stage plan: ``model`` the ONNX model and ``data`` the
+    result, each as the command read it."""
+    import onnx
+
+    from ..onnx_export import annotate, device_result, split_stages, verify_split, write_split
+
+    split = split_stages(model, data, source=args.result)
+    annotated = args.annotated or os.path.join(
+        args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
+    with _interrupt.deferred():  # a Ctrl-C now lets the files be written whole, then stops
+        manifest = write_split(split, args.out_dir)
+        onnx.save_model(annotate(model, device_result(data)), annotated)
+    print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
+          f"{annotated}")
+    for s in manifest["submodels"]:
+        tp = s.get("tensor_parallel")
+        if tp is None:
+            on = ", ".join(d for devices in s["replica_devices"] for d in devices)
+            print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on {on}, "
+                  f"{s['nodes']} operators")
+            continue
+        files = [f for seg in tp["segments"] for f in seg["files"]]
+        ops = {c["op"] for c in tp["collectives"]}
+        groups = "; ".join(", ".join(g) for g in s["replica_devices"])
+        print(f"  {files[0]} .. {files[-1]}: stage {s['stage']}, {s['replicas']} replica(s) of "
+              f"{tp['degree']} tensor-parallel ranks on {groups}, {s['nodes']} operators "
+              f"({tp['split_operators']} split), {len(tp['segments'])} segment(s) per rank "
+              f"between {len(tp['collectives'])} collective(s)"
+              + (f" ({', '.join(sorted(ops))})" if ops else ""))
+    for note in split.notes:
+        print(f"note: {note}")
+    if not args.verify:
+        return EXIT_OK
+    rep = verify_split(model, [s.model for s in split.submodels], manifest, tolerance=args.tolerance,
+                       seed=args.seed, dims=dims, batch_size=args.batch_size)
+    print(f"verify: {'OK' if rep.ok else 'FAILED'}, max abs diff {rep.worst:.3g} "
+          f"(tolerance {args.tolerance:g})")
+    return EXIT_OK if rep.ok else EXIT_NO_PLACEMENT
+
+
+def _run_stage_plan(args, dims: dict, model, data: dict) -> int:
+    """``placement run MODEL RESULT`` for a stage plan (``model`` and ``data`` as the command read
+    them): ``d`` processes per stage, at ``args.batch_size``, next to the stage evaluator's prediction
+    of the plan as it stands (:func:`placement.pipeline_run.stage_plan_prediction`)."""
+    from ..export import print_json
+    from ..onnx_export import split_stages
+    from ..pipeline_run import (
+        describe_runs,
+        format_run_summary,
+        run_inputs,
+        run_pipeline,
+        run_report,
+        stage_plan_prediction,
+    )
+
+    split = split_stages(model, data, source=args.result)
+    manifest = split.manifest()
+    # the prediction first: its notes (a plan edited by hand, a problem not rebuilt) come before the run
+    pred, by, pred_notes = stage_plan_prediction(data, args.model, args.samples, args.batch_size,
+                                                 source=args.result, model=model)
+    for note in pred_notes:
+        print(f"note: {note}", file=sys.stderr)
+    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
+                                         batch_size=args.batch_size, threads=args.threads,
+                                         optimize=args.optimize, check=not args.no_check, manifest=manifest)
+    run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
+                       optimize=args.optimize, reference=reference)
+    ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
+    if pred is not None and len(pred.stage_loads) != len(split.submodels):
+        pred, by = None, f"the plan has {len(pred.stage_loads)} stages but {len(split.submodels)} sub-models"
+    if (data.get("problem") or {}).get("training"):
+        print("note: this is a training plan; the run executes the forward pass only, while the prediction "
+              "includes the backward pass", file=sys.stderr)
+    doc = {"replicas": list(run.replicas), "tensor_parallel": list(run.tensor_parallel),
+           "workers": run.workers,
+           **run_report(run, pred, args.batch_size, predicted_by=by),
+           "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
+           "max_abs_diff": run.max_abs_diff, "notes": list(split.notes) + pred_notes}
+    if args.json:
+        print_json(doc)
+    else:
+        b = args.batch_size
+        print(f"{describe_runs(run.samples, b)} through {len(run.replicas)} stage(s) on {run.workers} worker "
+              f"process(es) in {run.wall_s:.3f} s")
+        per = "ms/sample" if b == 1 else "ms/batch"
+        print(f"{'stage':<6}{'replicas':>9}{'t':>3}{'predicted ' + per:>20}{'measured ' + per:>19}  "
+              f"{'samples' if b == 1 else 'batches'} per replica")
+        for k, (d, tp, ms, t) in enumerate(zip(run.replicas, run.tensor_parallel, run.stage_ms, run.taken)):
+            p = pred.stage_loads[k] if pred is not None else float("nan")
+            print(f"{k:<6}{d:>9}{tp:>3}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
+        for line in format_run_summary(doc):
+            print(line)
+        if run.max_abs_diff is not None:
+            worst = max(run.max_abs_diff.values(), default=0.0)
+            print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
+    return EXIT_OK if ok else EXIT_NO_PLACEMENT
