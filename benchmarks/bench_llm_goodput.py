@@ -8,7 +8,7 @@ most requests/s meeting TTFT and TPOT targets, beside the plan ``place`` gives f
 Each case is a model config (Llama-2 shapes, nothing downloaded), a cluster, a request mix and the two
 targets. Two rows per case:
 
-* ``goodput``: :func:`placement.llm_cmd.goodput_search` as ``placement place config.json --objective
+* ``goodput``: :func:`placement.goodput.goodput_search` as ``placement place config.json --objective
   goodput`` runs it (batch sizes 1, 2, 4, .. until the KV cache no longer fits; per batch every
   power-of-two micro-batch count; the exact stage DP's plan of most tokens/s for each; goodput scored
   by :class:`graphs.llm.ServingModel`);
@@ -16,11 +16,11 @@ targets. Two rows per case:
   (what ``placement place config.json --batch-size B`` solves), the best goodput over the batches.
 
 ``--phases``: on a prefill-heavy and a decode-heavy mix, the colocated search's best beside every split
-of the device kinds into a prefill pool and a decode pool (:func:`placement.llm_cmd.disaggregated_search`,
+of the device kinds into a prefill pool and a decode pool (:func:`placement.goodput.disaggregated_search`,
 what ``--disaggregate`` adds); the layout ``place`` keeps is marked. A split's time is the
 disaggregated search's divided by the number of splits.
 
-``--buckets``: the cheapest devices per request-size bucket (:func:`placement.llm_cmd.provision_buckets`,
+``--buckets``: the cheapest devices per request-size bucket (:func:`placement.goodput.provision_buckets`,
 Mélange's provisioning) for a range of rates, beside the cheapest single instance type, at the
 assumed prices :data:`PRICES`.
 
@@ -79,7 +79,7 @@ def _row(name, how, devices, mix_name, ttft, tpot, pt, seconds):
 
 
 def run(only: str | None = None) -> list[str]:
-    from placement.llm_cmd import AUTO_BATCH_CAP, goodput_search
+    from placement.goodput import AUTO_BATCH_CAP, goodput_search
     from solvers.base import Status
     from solvers.registry import solve
 
@@ -104,7 +104,7 @@ def run(only: str | None = None) -> list[str]:
                 break
             sv = model.evaluate(p, r.plan, 2 ** i, evaluation=r.evaluation)
             if best is None or sv.goodput > best.serving.goodput:
-                from placement.llm_cmd import GoodputPoint
+                from placement.goodput import GoodputPoint
 
                 best = GoodputPoint(2 ** i, p, r, r.plan, r.evaluation, sv, False, None)
         rows.append(_row(name, "decode DP, default N", devices, mix_name, ttft, tpot, best,
@@ -126,7 +126,7 @@ PHASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms
 def phases(only: str | None = None) -> list[str]:
     """Colocated against disaggregated (``--disaggregate``): the colocated search's best, then every
     split of the device kinds into a prefill pool and a decode pool."""
-    from placement.llm_cmd import disaggregated_search, goodput_search
+    from placement.goodput import disaggregated_search, goodput_search
     from solvers.registry import solve
 
     rows = ["| case | devices | mix (input/output) | TTFT / TPOT target (ms) | layout | prefill pool "
@@ -171,7 +171,7 @@ BUCKET_CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms, rate
 
 
 def buckets(only=None) -> list[str]:
-    from placement.llm_cmd import bucket_instances, provision_buckets
+    from placement.goodput import bucket_instances, provision_buckets
     from solvers.registry import solve
 
     rows = ["| case | devices | mix | TTFT / TPOT target (ms) | rate req/s "

@@ -12,7 +12,7 @@ take no time, the simulated decode tokens/s against ``B / T0``.
 Plans, per case (the clusters, mixes and targets of :mod:`benchmarks.bench_llm_goodput`):
 
 * ``goodput``: the best plan of ``placement place config.json --objective goodput`` (the batch and
-  micro-batch sweep, :func:`placement.llm_cmd.goodput_search`);
+  micro-batch sweep, :func:`placement.goodput.goodput_search`);
 * ``decode DP``: the exact stage DP's plan of most decode tokens/s at the same batch and the default
   micro-batch count (what ``placement place config.json --batch-size B`` solves, with the mix's contexts).
 
@@ -51,7 +51,7 @@ def _split(res) -> str:
 def run(only=None, seconds=600.0, seed=0) -> list[str]:
     from benchmarks.bench_llm_goodput import case_model
     from graphs.llm_sim import _stage_timers, poisson_trace, simulate_pipeline, simulate_plan
-    from placement.llm_cmd import goodput_search
+    from placement.goodput import goodput_search
     from solvers.registry import solve
 
     rows = ["| case | plan | batch / N | stages (kind t x d) | planned req/s (limit) | 80%: planned tokens/s "
@@ -121,7 +121,7 @@ def run_pools(only=None, seconds=600.0, seed=0) -> list[str]:
     150% of its planned rate (:func:`graphs.llm.disaggregated_goodput` without targets)."""
     from benchmarks.bench_llm_goodput import PHASES, case_model
     from graphs.llm_sim import simulate_plan
-    from placement.llm_cmd import best_pool, disaggregated_search, goodput_search
+    from placement.goodput import best_pool, disaggregated_search, goodput_search
     from solvers.registry import solve
 
     rows = ["| case | prefill pool | decode pool | batch / N | planned req/s (limit) | KV move ms "

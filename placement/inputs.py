@@ -31,10 +31,10 @@ import os
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-__all__ = ["WORKLOAD_KINDS", "MODELS", "workload_kind", "model_for", "result_json", "refuse_empty_result",
-           "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "takes_stage_model",
-           "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind", "not_a_workload",
-           "refuse_not_result", "raw_options"]
+__all__ = ["WORKLOAD_KINDS", "GOODPUT_FLAGS", "MODELS", "workload_kind", "model_for", "result_json",
+           "refuse_empty_result", "holds_stage_plan", "asks_to_decode", "time_limit_seconds",
+           "takes_stage_model", "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind",
+           "not_a_workload", "refuse_not_result", "raw_options"]
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
 MODELS = ("helix", "llm", "stages", "pipeline")
@@ -49,26 +49,28 @@ def _json(path: str):
         return None
 
 
+#: the goodput objective's options (an LLM model config's ``--objective goodput``), as (dest, flag)
+GOODPUT_FLAGS = (("requests", "--requests"), ("ttft_slo", "--ttft-slo"), ("tpot_slo", "--tpot-slo"),
+                 ("disaggregate", "--disaggregate"), ("simulate", "--simulate"),
+                 ("trace_seconds", "--trace-seconds"), ("plot", "--plot"))
+
+
 def _decode_flag(args) -> str:
     """The option by which ``args`` ask to decode an LLM (:func:`asks_to_decode`), for its message."""
-    from .llm_cmd import _GOODPUT_FLAGS
-
     if getattr(args, "context", None) is not None:
         return "--context"
     if getattr(args, "objective", None) == "goodput":
         return "--objective goodput"
-    return next((flag for dest, flag in _GOODPUT_FLAGS if getattr(args, dest, None)), "the plan's context")
+    return next((flag for dest, flag in GOODPUT_FLAGS if getattr(args, dest, None)), "the plan's context")
 
 
 def asks_to_decode(args) -> bool:
     """Do ``args`` ask to decode an LLM: ``--context``, ``--objective goodput`` or one of its options,
     or (``evaluate``) a plan that records a context?"""
-    from .llm_cmd import _GOODPUT_FLAGS  # the goodput objective's options
-
     if args is None:
         return False
     if getattr(args, "context", None) is not None or getattr(args, "objective", None) == "goodput" \
-            or any(getattr(args, dest, None) for dest, _ in _GOODPUT_FLAGS):
+            or any(getattr(args, dest, None) for dest, _ in GOODPUT_FLAGS):
         return True
     plan = getattr(args, "split", None)
     data = _json(plan) if plan else None

@@ -1,4 +1,4 @@
-"""LLM decoding on the stage model (graphs/llm.py, placement/llm_cmd.py): sizes against published
+"""LLM decoding on the stage model (graphs/llm.py, placement/cli/llm.py): sizes against published
 figures and hand computation, the objective against the roofline by hand, two exact solvers against
 each other, the command line."""
 

@@ -1,4 +1,4 @@
-"""LLM serving on the stage model (graphs/llm.py ServingModel, placement/llm_cmd.py goodput): prefill and
+"""LLM serving on the stage model (graphs/llm.py ServingModel, placement/goodput.py): prefill and
 decode times by hand, TTFT / TPOT / goodput by hand on one device, the search against a brute force over
 batch sizes and every plan, bad request mixes and targets, the command line."""
 
@@ -17,7 +17,7 @@ from graphs.errors import InputError
 from graphs.llm import LLMConfig, ServingModel, chain_plans, prefill_node_time, read_mix
 from graphs.parallel import Stage, evaluate_plan
 from placement.cli import main
-from placement.llm_cmd import goodput_search
+from placement.goodput import goodput_search
 
 TINY = LLMConfig("tiny", layers=2, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
 BLOCK = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 2 * 256  # q, o; k, v (2 heads of 64); MLP; norms
@@ -439,7 +439,7 @@ def test_targets_missed_words():
     """Which target no plan meets, and the least figures: proven where every plan was scored."""
     from types import SimpleNamespace
 
-    from placement.llm_cmd import targets_missed
+    from placement.goodput import targets_missed
 
     model = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=9))
     assert targets_missed(model, 0.003, 0.005, True) == (
@@ -466,7 +466,7 @@ def test_targets_missed_with_disaggregated_pools_proves_nothing_of_the_ttft():
     (the decode pool's alone) still proves it."""
     from types import SimpleNamespace
 
-    from placement.llm_cmd import targets_missed
+    from placement.goodput import targets_missed
 
     model = SimpleNamespace(ttft=0.01, tpot=0.002, mix=SimpleNamespace(decode_steps=9))
 
@@ -691,7 +691,7 @@ def test_engine_sglang_on_the_command_line(tmp_path, capsys, files):
 # ------------------------------------------------------------------ cheapest devices per bucket (Mélange)
 def test_cheapest_instances_by_hand():
     from graphs.errors import InfeasibleError
-    from placement.llm_cmd import Instance, cheapest_instances
+    from placement.goodput import Instance, cheapest_instances
 
     # A (3 $/h) serves 10 short or 2 long requests/s, B (1 $/h) 5 short or 0.5 long. Per dollar, short
     # requests go furthest on B (5 against 3.3), long ones on A (0.67 against 0.5): 10 short and 2 long
@@ -711,7 +711,7 @@ def test_cheapest_instances_by_hand():
 
 def test_cheapest_instances_infeasible():
     from graphs.errors import InfeasibleError
-    from placement.llm_cmd import Instance, cheapest_instances
+    from placement.goodput import Instance, cheapest_instances
 
     a = Instance("a", 1, 3.0, (10.0, 0.0))  # cannot serve the long bucket at all
     with pytest.raises(InfeasibleError, match="no mix of the instances"):
@@ -719,7 +719,7 @@ def test_cheapest_instances_infeasible():
 
 
 def test_provision_buckets_covers_each_bucket_at_least_cost():
-    from placement.llm_cmd import provision_buckets
+    from placement.goodput import provision_buckets
     from solvers.registry import solve
 
     mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 3},
@@ -761,7 +761,7 @@ def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypat
     with those that were not (never proven the cheapest)."""
     import time
 
-    from placement import llm_cmd
+    from placement import goodput
     from solvers.registry import solve
 
     mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 1}]})
@@ -772,7 +772,7 @@ def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypat
         calls.append(1)
         return solve(*a, **k)
 
-    out = llm_cmd.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=time.perf_counter() + 1e9)
+    out = goodput.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=time.perf_counter() + 1e9)
     assert not out.stopped
     scored = [(x.kind, x.count) for x in out.instances]
     full = len(calls)
@@ -780,7 +780,7 @@ def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypat
     t0 = time.perf_counter()
     fake = iter([t0])  # the first reading before the deadline, every later one after it
     monkeypatch.setattr(time, "perf_counter", lambda: next(fake, t0 + 10.0))
-    part = llm_cmd.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=t0 + 5.0)
+    part = goodput.provision_buckets(sm, 100.0, [3.0, 0.5], timed, deadline=t0 + 5.0)
     monkeypatch.undo()
     assert part.stopped and "t4 x1" in part.stopped and "t4 x2" in part.stopped
     assert [(x.kind, x.count) for x in part.instances] == [k for k in scored if k[0] == "a100"]
@@ -898,7 +898,7 @@ def test_a_goodput_search_cut_short_is_not_exhaustive():
     """A batch size whose micro-batch counts were cut short by ``halted`` has not had every plan scored."""
     from graphs.devices import parse_devices
     from graphs.llm import ServingModel, read_mix, read_model_config
-    from placement.llm_cmd import goodput_search
+    from placement.goodput import goodput_search
     from placement.stages import solve_args
 
     mix = read_mix({"buckets": [{"input": 256, "output": 128, "weight": 1}]})

@@ -40,7 +40,7 @@ def _add_serving_parsers(sub) -> None:
 
 
 def _add_calibrate_parser(sub) -> None:
-    from ..calibrate_cmd import add_parser
+    from .calibrate import add_parser
 
     add_parser(sub)
 
@@ -63,7 +63,7 @@ def _run_serving(args) -> int:
 
 
 def _run_calibrate(args) -> int:
-    from ..calibrate_cmd import run
+    from .calibrate import run
 
     return run(args)
 

@@ -222,15 +222,15 @@ def stage_model():
 
 
 def llm_commands():
-    from .. import llm_cmd  # decoding an LLM from its model config (placement/llm_cmd.py)
+    from . import llm  # decoding an LLM from its model config (placement/cli/llm.py)
 
-    return llm_cmd
+    return llm
 
 
 def helix_commands():
-    from .. import helix_cmd  # layouts of LLM layers on Helix clusters (placement/helix_cmd.py)
+    from . import helix  # layouts of LLM layers on Helix clusters (placement/cli/helix.py)
 
-    return helix_cmd
+    return helix
 
 
 def refuse_stage_device_options(args) -> None:

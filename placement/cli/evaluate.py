@@ -133,7 +133,7 @@ def run(args) -> int:
     refuse_empty_result(saved, "evaluate", args.split)
     if saved is not None:
         _refuse_mismatched_result(args, kind, saved)
-    if kind == "helix":  # a layout's max-flow (placement/helix_cmd.py)
+    if kind == "helix":  # a layout's max-flow (placement/cli/helix.py)
         refuse_for_helix(args, add_parser, "evaluate", _EVALUATE_HELIX_OPTIONS,
                          frozenset({"workload", "split"}))
         return helix_commands().evaluate(args)

@@ -92,7 +92,7 @@ def run(args) -> int:
     from ..inputs import model_for, workload_kind
 
     # what the workload is, and which model places it, decided in one place (placement/inputs.py);
-    # --model says the file must be a Helix cluster (placement/helix_cmd.py checks it)
+    # --model says the file must be a Helix cluster (placement/cli/helix.py checks it)
     kind = workload_kind(args.workload, args)
     if args.model is not None and kind != "helix" and os.path.isfile(args.workload):
         from graphs.errors import InputError
@@ -121,9 +121,9 @@ def run(args) -> int:
         llm_commands().refuse_goodput_options(args)
         stage_model().refuse_serving(args)
         return llm_commands().place(args)
-    from ..llm_cmd import _GOODPUT_FLAGS  # the goodput objective's options, listed once
+    from ..inputs import GOODPUT_FLAGS  # the goodput objective's options, listed once
 
-    llm_flags = [flag for dest, flag in (("context", "--context"),) + _GOODPUT_FLAGS
+    llm_flags = [flag for dest, flag in (("context", "--context"),) + GOODPUT_FLAGS
                  if getattr(args, dest, None) is not None]
     if args.objective == "goodput" or llm_flags:
         flag = llm_flags[0] if llm_flags else "--objective goodput"

@@ -227,8 +227,8 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
     config."""
     from types import SimpleNamespace
 
-    from ..llm_cmd import _problem
     from ..stages import read_stage_result
+    from .llm import _problem
 
     for key, flag in (("costs", "--costs"), ("dims", "--dim"), ("training", "--training"),
                       ("optimizer", "--optimizer")):
@@ -340,7 +340,7 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
 
     llm = is_llm_config(_json(path))
     # what a micro-batch is: its samples (the problem's times are per sample) and in words
-    if llm:  # a model config's decode plan (placement/llm_cmd.py), rebuilt as evaluate rebuilds it
+    if llm:  # a model config's decode plan (placement/cli/llm.py), rebuilt as evaluate rebuilds it
         problem, batch = _llm_problem(args, data, path, frontend or {})
         samples = batch // problem.microbatches  # sequences per micro-batch, a token each per step
         words = f"a decode step of {samples} sequence{'s' if samples > 1 else ''}"

@@ -106,7 +106,7 @@ def run(args) -> int:
     out = args.out or f"calibrated-{spec.name}.toml"
     if not out.lower().endswith(".toml"):
         raise InputError("the device file is written as TOML: give a path ending in .toml", source=out)
-    from .outputs import output_file
+    from ..outputs import output_file
 
     output_file(out, "--out")  # before the benchmarks run
     if args.from_profile:

@@ -119,7 +119,7 @@ def place(args, clock) -> int:
     if vllm:
         from solvers.helix_vllm import plan_replicas
 
-        from .vllm_out import vllm_json
+        from ..vllm_out import vllm_json
 
         # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
         plan_s = VLLM_PLAN_TIME if deadline is None else \
@@ -128,7 +128,7 @@ def place(args, clock) -> int:
         data["vllm"] = vllm_json(cluster, model, result.layout, planned)
     after = ""
     if vllm and not args.json:
-        from .vllm_out import format_vllm
+        from ..vllm_out import format_vllm
 
         after = "\n" + format_vllm(data["vllm"]) + "\n"
     _emit(args, cluster, result, data, after)
@@ -141,7 +141,7 @@ def place(args, clock) -> int:
 def _emit(args, cluster, result, data: dict, after: str = "") -> None:
     """Write ``data`` (the layout's result) to ``--out`` and print it: as JSON with ``--json``, else the
     layout's table, then ``after``, then where it was written."""
-    from .export import print_json, write_json
+    from ..export import print_json, write_json
 
     if args.out:
         write_json(args.out, data)

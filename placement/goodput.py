@@ -1,0 +1,443 @@
+"""The searches of an LLM's serving (:class:`graphs.llm.ServingModel`), as library functions:
+
+* :func:`goodput_search`: the batch size, micro-batches and plan of most goodput (requests/s meeting
+  the TTFT and TPOT targets) over a sweep of batch sizes, each solved by the decode problem's DP and,
+  where a batch's plans are few (:data:`EXHAUSTIVE_PLANS`), all of them scored;
+* :func:`disaggregated_search`: the same over splits of the device kinds into prefill and decode pools;
+* :func:`provision_buckets`: the cheapest instances per request-size bucket for a request rate;
+* :func:`targets_missed`: why no plan meets the targets, in words.
+
+``placement place config.json --objective goodput`` and ``placement provision config.json`` run them
+(:mod:`placement.cli.llm`). Nothing here prints; problems raise :class:`~graphs.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from graphs.errors import InputError
+
+__all__ = ["GoodputPoint", "GoodputSearch", "goodput_search", "DisaggregatedSearch", "disaggregated_search",
+           "Instance", "BucketProvision", "cheapest_instances", "bucket_instances", "provision_buckets",
+           "TargetsMissed", "targets_missed", "best_pool", "format_ms", "EXHAUSTIVE_PLANS", "AUTO_BATCH_CAP"]
+
+EXHAUSTIVE_PLANS = 2_000  # a batch size with at most this many plans has all of them scored
+AUTO_BATCH_CAP = 8192
+
+
+class GoodputPoint:
+    """One batch size of a :func:`goodput_search`: the decode DP's answer, the plan of most goodput
+    found (``None``: no plan fits), whether every plan of that batch was scored, and a note."""
+
+    def __init__(self, batch, problem, result, plan, evaluation, serving, exhaustive, plans, note=""):
+        self.batch, self.problem, self.result, self.plan = batch, problem, result, plan
+        self.evaluation, self.serving, self.exhaustive, self.plans, self.note = \
+            evaluation, serving, exhaustive, plans, note
+
+
+class GoodputSearch:
+    """The points of a :func:`goodput_search` and the best; ``least_tpot`` and ``least_ttft``: over every
+    plan scored, the least TPOT and TTFT any reaches (seconds; at no load: the full batch's decode step
+    ``T0``, the shortest prompt's prefill alone), ``inf`` when none was scored. Where the search is
+    :attr:`exhaustive` they are the least over every plan of the batch sizes tried; of a disaggregated
+    split's search (:func:`disaggregated_search`) only the least TPOT is: its TTFT is the prefill
+    pool's, whose plans scored are the prefill DP's alone (the least TTFT is over all of those)."""
+
+    def __init__(self, points, best, least_tpot: float = math.inf, least_ttft: float = math.inf,
+                 stopped: str = ""):
+        self.points, self.best = points, best
+        self.least_tpot, self.least_ttft = least_tpot, least_ttft
+        self.stopped = stopped  # why the search ended before its last batch size ("": it did not)
+
+    @property
+    def exhaustive(self) -> bool:
+        """Every plan of every batch size that fits was scored (of those tried: see :attr:`stopped`)."""
+        return all(p.exhaustive for p in self.points if p.plan is not None)
+
+
+def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
+                   max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
+                   progress=None, score=None, halted=None) -> GoodputSearch:
+    """The batch size, micro-batch count and plan of most goodput for a
+    :class:`graphs.llm.ServingModel`.
+
+    ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, stopping at
+    the first whose KV cache no plan fits: a larger batch needs more memory per device). For each
+    batch, the micro-batch counts ``N`` tried are ``microbatches`` (when it divides the batch) or every
+    power of two dividing the batch up to the devices' default (the decode problem's own default is
+    the largest): fewer micro-batches mean larger ones and fewer stages (``sum d <= N``), a shorter
+    step through the pipeline, which is what TPOT pays. Each ``(batch, N)`` decode problem is solved by
+    ``solve(problem)`` (the exact stage DP through the registry: the plan of most tokens/s) and that
+    plan's goodput scored; when the problem has at most ``exhaustive_limit`` plans
+    (:func:`graphs.llm.chain_plans`) every one is scored and the best kept, so where every problem
+    was small the answer is the most goodput over every plan of those batches and micro-batch counts.
+    Ties go to the smaller batch, then the larger ``N``, then to the DP's plan. ``score(problem, plan,
+    batch, evaluation)`` (default: ``model.evaluate``'s one) gives a plan's :class:`GoodputEvaluation` s,
+    one per way of serving it (disaggregated: per prefill plan): each counts towards the least TPOT and
+    TTFT, and the one of most goodput (the first on a tie) is the plan's. ``halted()``: why the search
+    must end now (a command's time limit, :meth:`placement.clock.Clock.halted`; ``""``: it may go on):
+    checked before each batch size after the first and each micro-batch count after a plan was found,
+    the sizes not tried named in :attr:`GoodputSearch.stopped` (a batch whose counts were cut short is
+    not :attr:`~GoodputPoint.exhaustive`)."""
+    from graphs.llm import chain_plans
+    from graphs.onnx_variants import default_microbatches
+    from graphs.parallel import evaluate_plan
+    from solvers.base import Status
+
+    from .serving import not_tried
+
+    auto = batches is None
+    sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
+    top_n = default_microbatches(model.devices)
+    points: list[GoodputPoint] = []
+    best = None
+    least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
+    stopped = ""
+    for i, b in enumerate(sizes):
+        why = halted() if halted is not None and points else ""
+        if why:
+            stopped = not_tried(why, sizes[i:], auto)
+            break
+        if progress is not None:
+            progress(i / len(sizes))
+        if microbatches and b % microbatches == 0:
+            counts = [microbatches]
+        else:
+            top = math.gcd(b, top_n)
+            counts = [n for n in (2 ** j for j in range(top.bit_length())) if n <= top][::-1]
+        top = None  # (plan, evaluation, serving, problem, result)
+        exhaustive, nplans, first = True, 0, None
+        for n in counts:
+            if top is not None and halted is not None and halted():
+                exhaustive = False  # the other micro-batch counts are not tried
+                break
+            p = model.problem(b, microbatches=n, max_replicas=max_replicas)
+            r = solve(p)
+            first = first or (p, r)
+            plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
+            exhaustive = exhaustive and plans is not None
+            nplans += len(plans or ())
+            cand = [(r.plan, r.evaluation)] if r.plan is not None else []
+            for plan in plans or ():
+                ev = evaluate_plan(p, plan)
+                if ev.valid:
+                    cand.append((plan, ev))
+            for plan, ev in cand:
+                scored = list(score(p, plan, b, ev)) if score else [model.evaluate(p, plan, b, evaluation=ev)]
+                for sv in scored:
+                    if sv.valid:
+                        least_tpot = min(least_tpot, sv.tpot_full)
+                        least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
+                sv = max(scored, key=lambda x: x.goodput)
+                if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
+                    top = (plan, ev, sv, p, r)
+            if r.status is Status.INFEASIBLE and n == counts[0]:
+                break  # the most micro-batches allow every plan fewer allow (same memory): none fits
+        if top is None:
+            p, r = first
+            why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
+                f"no plan found ({r.status}: {r.message})"
+            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
+                                       why))
+            if auto and r.status is Status.INFEASIBLE:
+                break
+            continue
+        plan, ev, sv, p, r = top
+        note = "" if r.plan is None or plan == r.plan else "not the DP's plan (more goodput)"
+        pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
+        points.append(pt)
+        if best is None or sv.goodput > best.serving.goodput * (1 + 1e-12):
+            best = pt
+    if progress is not None:
+        progress(1.0)
+    return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
+
+
+class DisaggregatedSearch:
+    """Per split of the device kinds into a prefill pool and a decode pool: ``(prefill kinds, decode
+    kinds, GoodputSearch or None, note)``; ``best``: the split of most goodput (its search's best)."""
+
+    def __init__(self, splits, best, pools=None, stopped: str = ""):
+        self.splits, self.best = splits, best
+        self.pools = pools or [None] * len(splits)  # per split: (prefill model, decode model)
+        self.stopped = stopped  # why some splits (or a split's batch sizes) were not tried ("": none)
+
+
+def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
+                         microbatches: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
+                         progress=None, halted=None) -> DisaggregatedSearch:
+    """Separate prefill and decode pools (:func:`graphs.llm.disaggregated_goodput`) for a
+    :class:`graphs.llm.ServingModel`: every split of the device kinds, whole kinds to one pool or the
+    other (``2^K - 2`` splits of ``K`` kinds). For each, the prefill pool's plans are the exact stage
+    DP's of :func:`graphs.llm.prefill_problem` (most prefills per second) at each power-of-two
+    micro-batch count up to the pool's default; the decode pool is searched as :func:`goodput_search`
+    does, each decode plan scored with the best of those prefill plans. ``halted()``: as
+    :func:`goodput_search`'s, checked before each split too; the splits not tried are said in
+    :attr:`DisaggregatedSearch.stopped`."""
+    from graphs.devices import DeviceSet
+    from graphs.llm import ServingModel, disaggregated_goodput, prefill_problem, prefill_profile
+    from graphs.onnx_variants import default_microbatches
+
+    K = len(model.devices.specs)
+    splits = []
+    pools = []
+    best = None
+    masks = [m for m in range(1, 2 ** K - 1)]
+    stopped = ""
+    for i, mask in enumerate(masks):
+        why = halted() if halted is not None else ""
+        if why:
+            stopped = f"{why}: {len(masks) - i} of the {len(masks)} splits into pools not tried"
+            break
+        if progress is not None:
+            progress(i / len(masks))
+        pre_k = [k for k in range(K) if mask >> k & 1]
+        dec_k = [k for k in range(K) if not mask >> k & 1]
+
+        def pool(ks):
+            return DeviceSet(tuple(model.devices.specs[k] for k in ks),
+                             tuple(model.devices.counts[k] for k in ks))
+
+        pre_ds, dec_ds = pool(pre_k), pool(dec_k)
+        names = (str(pre_ds), str(dec_ds))
+        pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+        top = default_microbatches(pre_ds)
+        pools.append((pre, dec))
+        prefills = []
+        for n in (2 ** j for j in range(top.bit_length())):
+            pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
+            r = solve(pp)
+            if r.plan is not None and all(r.plan != q[1] for q in prefills):
+                prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
+        if not prefills:
+            splits.append((*names, None, "no prefill plan fits"))
+            continue
+
+        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):  # with every prefill plan
+            return [disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev, evaluation=ev,
+                                          profile=prof) for pp, pplan, pev, prof in prefills]
+
+        search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
+                                exhaustive_limit=exhaustive_limit, score=score, halted=halted)
+        splits.append((*names, search, "" if search.best else "no decode plan fits"))
+        stopped = stopped or (f"split {names[0]} | {names[1]}: {search.stopped}" if search.stopped else "")
+        if search.best is not None and (best is None or search.best.serving.goodput >
+                                        best.serving.goodput * (1 + 1e-12)):
+            best = search.best
+    if progress is not None:
+        progress(1.0)
+    return DisaggregatedSearch(splits, best, pools, stopped)
+
+
+# ------------------------------------------------------------------------ cheapest devices per bucket
+@dataclass(frozen=True)
+class Instance:
+    """One serving instance: ``count`` devices of one kind, ``price`` per hour, and per bucket of the mix
+    the requests/s it serves alone meeting the targets (``capacity``, 0: none)."""
+
+    kind: str
+    count: int
+    price: float
+    capacity: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BucketProvision:
+    """The cheapest instances for a rate (:func:`provision_buckets`): how many of each ``instances[i]``
+    (``used[i]``), the requests/s of each bucket sent to each (``load[i][b]``), the cost per hour, and the
+    cheapest that uses one instance type only (``single``: ``(index, count, cost)``, or ``None``)."""
+
+    instances: tuple[Instance, ...]
+    used: tuple[int, ...]
+    load: tuple[tuple[float, ...], ...]
+    cost: float
+    single: tuple[int, int, float] | None
+    #: why not every instance type was scored (a time limit), else ``""``: then the mix is the cheapest of
+    #: those scored, not proven the cheapest
+    stopped: str = ""
+
+
+def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
+    """Mélange's allocation (Griggs et al., 2024), as a small mixed-integer program: integer counts
+    ``m_i`` of each instance and requests/s ``x_ib`` of bucket ``b`` sent to instance ``i``, minimising
+    ``sum_i price_i m_i`` with every bucket's ``demand[b]`` served (``sum_i x_ib = demand[b]``), each
+    instance type within its capacity (``sum_b x_ib / capacity_ib <= m_i``, an instance time-sharing its
+    buckets) and each kind's devices within ``available[kind]`` (``sum_i count_i m_i``). Returns the
+    counts, the loads and the cost; an :class:`~graphs.errors.InfeasibleError` when no mix serves it."""
+    import numpy as np
+
+    from graphs.errors import InfeasibleError, PlacementError
+    from solvers._milp import INFEASIBLE, OPTIMAL, MilpModel, solve_mip
+
+    n, nb = len(instances), len(demand)
+    mm = MilpModel()
+    m = mm.add_cols(n, lb=0.0, ub=[available.get(inst.kind, 0) // inst.count for inst in instances],
+                    integer=True, cost=[inst.price for inst in instances])
+    flows = mm.add_cols(n * nb, lb=0.0,
+                        ub=[np.inf if c > 0 else 0.0 for inst in instances for c in inst.capacity])
+    cell = flows.reshape(n, nb)
+    # every bucket served: sum_i x_ib = demand_b
+    mm.add_rows(demand, demand, np.repeat(np.arange(nb), n), cell.T.ravel(), 1.0)
+    # time-sharing within each instance type: sum_b x_ib / capacity_ib - m_i <= 0
+    rows, cols, vals = [], [], []
+    for i, inst in enumerate(instances):
+        rows.append(i)
+        cols.append(m[i])
+        vals.append(-1.0)
+        for b, c in enumerate(inst.capacity):
+            if c > 0:
+                rows.append(i)
+                cols.append(cell[i, b])
+                vals.append(1.0 / c)
+    mm.add_rows(np.full(n, -np.inf), 0.0, rows, cols, vals)
+    kinds = sorted(available)  # the devices there are, per kind
+    rows, cols, vals = [], [], []
+    for r, kind in enumerate(kinds):
+        for i, inst in enumerate(instances):
+            if inst.kind == kind:
+                rows.append(r)
+                cols.append(m[i])
+                vals.append(float(inst.count))
+    mm.add_rows(np.full(len(kinds), -np.inf), [float(available[k]) for k in kinds], rows, cols, vals)
+    res = solve_mip(mm, gap=1e-9)
+    if res.status == INFEASIBLE:
+        raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
+                              "there are")
+    if res.status != OPTIMAL or res.x is None:  # no proof either way: not 'infeasible'
+        raise PlacementError(f"the instance mix was not solved (the MILP solver: {res.status}"
+                             f"{': ' + res.message if res.message else ''})")
+    used = tuple(int(round(v)) for v in res.x[m])
+    load = [[max(0.0, float(res.x[cell[i, b]])) for b in range(nb)] for i in range(n)]
+    return used, load, float(sum(inst.price * k for inst, k in zip(instances, used)))
+
+
+def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None = None,
+                     skipped: list | None = None) -> list[Instance]:
+    """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
+    to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
+    instance's capacity for a bucket the goodput of its best plan on that bucket alone
+    (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both).
+    Past ``deadline`` (``time.perf_counter()``) no further instance is scored: each one left is appended
+    to ``skipped`` as ``(kind, devices)``."""
+    import time
+
+    from graphs.devices import DeviceSet
+    from graphs.llm import RequestMix, ServingModel
+
+    instances = []
+    for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
+        counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
+        for n in counts:
+            if deadline is not None and time.perf_counter() >= deadline:
+                if skipped is not None:
+                    skipped.append((spec.name, n))
+                continue
+            cap = []
+            for b in model.mix.buckets:
+                one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
+                                   tpot=model.tpot)
+                best = goodput_search(one, None, solve).best
+                cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
+            if any(cap):
+                instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
+    return instances
+
+
+def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instances=None,
+                      deadline: float | None = None) -> BucketProvision:
+    """The cheapest devices for ``rate`` requests/s of ``model``'s mix under its targets, per request-size
+    bucket as Mélange provisions: the instances of :func:`bucket_instances` (or ``instances``, already
+    scored) mixed by :func:`cheapest_instances`, each bucket's requests sent where they cost least.
+    ``prices``: per kind of ``model.devices``, per device-hour. Past ``deadline`` the instances scored so
+    far are mixed, and ``stopped`` says which were not."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
+        raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
+    mix = model.mix
+    skipped: list = []
+    if instances is None:
+        instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped)
+    stopped = ""
+    if skipped:
+        stopped = (f"the time limit came before {len(skipped)} instance type(s) were scored ("
+                   + ", ".join(f"{k} x{n}" for k, n in skipped) + ")")
+    if not instances:
+        from graphs.errors import InfeasibleError
+
+        if stopped:
+            raise InputError(f"no instance was scored: {stopped}; give --time-limit more seconds")
+        raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
+    demand = [rate * p for p in mix.shares]
+    available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
+    used, load, cost = cheapest_instances(instances, demand, available)
+    single = None
+    for i, x in enumerate(instances):  # one instance type for the whole mix, for comparison
+        if all(c > 0 for c in x.capacity):
+            m = math.ceil(sum(d / c for d, c in zip(demand, x.capacity)) - 1e-9)
+            if m * x.count <= available[x.kind] and (single is None or m * x.price < single[2]):
+                single = (i, m, m * x.price)
+    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single, stopped)
+
+
+def format_ms(x: float) -> str:
+    return f"{x * 1e3:.4g}" if math.isfinite(x) else "inf"
+
+
+_ms = format_ms  # the messages below are long enough
+
+
+class TargetsMissed(NamedTuple):
+    """:func:`targets_missed`'s answer: the words, whether no plan meeting the targets is proven, and
+    whether the least TPOT and TTFT given are both proven the least of any plan."""
+
+    words: str
+    proven: bool
+    least_proven: bool
+
+
+def targets_missed(model, tpot: float, ttft: float, exhaustive: bool, *,
+                   prefill_exhaustive: bool = True) -> TargetsMissed:
+    """Why no plan has goodput (every plan scored has none: no rate meets ``model``'s targets), and
+    what is proven: which target no plan meets, with the least TPOT (``tpot``: a full batch's
+    decode step with no load) and TTFT (``ttft``: the shortest prompt's prefill alone) of the plans scored
+    (:class:`GoodputSearch`). ``exhaustive``: every decode plan of the batch sizes tried was scored, so
+    the least TPOT is of any plan; ``prefill_exhaustive``: every prefill plan too (colocated, the prefill
+    runs on the decode plan; disaggregated pools score the prefill DP's plans only: false), so the least
+    TTFT is of any plan too. Proven: where every plan was scored, or where no plan meets the TPOT target
+    and every decode plan was; otherwise the least found, "not proven infeasible"."""
+    tpot_proven = exhaustive
+    ttft_proven = exhaustive and prefill_exhaustive
+    tpot_words = (f"the least TPOT {'of any plan' if tpot_proven else 'found'} is {_ms(tpot)} ms (a full "
+                  f"batch's decode step, no load)")
+    ttft_words = (f"the least TTFT {'of any plan' if ttft_proven else 'found'} is {_ms(ttft)} ms (the "
+                  f"shortest prompt's prefill alone, no queueing)")
+    tpot_bad = model.mix.decode_steps > 0 and tpot > model.tpot
+    ttft_bad = ttft > model.ttft
+    proven = ttft_proven or (tpot_bad and tpot_proven)
+    if tpot_bad and ttft_bad and (ttft_proven or not tpot_proven):
+        what = (f"either the TPOT target of {_ms(model.tpot)} ms or the TTFT target of {_ms(model.ttft)} ms",
+                f"{tpot_words} and {ttft_words}")
+    elif tpot_bad and ttft_bad:  # the TPOT target is proven missed, the TTFT one only by the plans found
+        what = (f"the TPOT target of {_ms(model.tpot)} ms",
+                f"{tpot_words}; and {ttft_words}, over the TTFT target of {_ms(model.ttft)} ms too")
+    elif tpot_bad:
+        what = f"the TPOT target of {_ms(model.tpot)} ms", tpot_words
+    elif ttft_bad:
+        what = f"the TTFT target of {_ms(model.ttft)} ms", ttft_words
+    else:
+        what = (f"the TTFT target of {_ms(model.ttft)} ms and the TPOT target of {_ms(model.tpot)} ms "
+                f"together", f"{tpot_words} and {ttft_words}, but not on one plan")
+    head = "no plan meets" if proven else "no plan found meets"
+    tried = "at any batch size and micro-batch count tried" + ("" if proven else " (not proven infeasible)")
+    return TargetsMissed(f"{head} {what[0]} {tried}: {what[1]}", proven, ttft_proven)
+
+
+def best_pool(split, point, *, models: bool = False):
+    """The prefill and decode pools' devices of the split whose search holds ``point`` (``models``: their
+    :class:`graphs.llm.ServingModel` s)."""
+    for (pre, dec, x, _), pair in zip(split.splits, split.pools):
+        if x is not None and x.best is point:
+            return pair if models else (pre, dec)
+    raise AssertionError("the point is no split's best")
