@@ -5,13 +5,16 @@ inputs are ready; every accelerator runs up to ``q`` (``options.subgraphs_per_de
 after another, each starting when all its inputs have arrived and the previous one has finished, and
 taking its compute plus its communication in and out. Memory is per accelerator.
 
-Variables, with ``c`` a colocation class, ``s = (d, j)`` the ``j``-th subgraph slot of accelerator ``d``
-and ``t`` a host kind:
+Variables, with ``c`` an item (a colocation class when ``q = 1``; a node when ``q > 1``, as colocation is
+per device and a class may span a device's subgraphs), ``s = (d, j)`` the ``j``-th subgraph slot of
+accelerator ``d`` and ``t`` a host kind:
 
-* ``x[c, s]``, ``h[c, t]`` (binary): where each class goes, exactly one place;
+* ``x[c, s]``, ``h[c, t]`` (binary): where each item goes, exactly one place; with ``q > 1``, every
+  member of a colocation class on its first member's device (the sum over the device's slots, or the
+  host place, equal);
 * ``w[u, s]`` (continuous): an ancestor-closed set of nodes that holds slot ``s`` and none of the nodes
   its outputs reach from outside, so every slot is convex (contiguous);
-* ``out[u, s] >= x[u's class, s] - x[v's class, s]``, ``in[u, s] >= x[v's class, s] - x[u's class, s]``
+* ``out[u, s] >= x[u's item, s] - x[v's item, s]``, ``in[u, s] >= x[v's item, s] - x[u's item, s]``
   for every edge ``u -> v``: communication paid by the slot;
 * times: node finish ``f[u]``, slot start ``S[s]`` and finish ``F[s] = S[s] + compute + comm``;
   ``f[v] >= f[u] + host compute of v`` along every edge, ``f[u] >= F[s]`` when ``u`` is in ``s``,
@@ -113,21 +116,38 @@ def _class_order(graph: OpGraph, cls: np.ndarray, C: int) -> list[int]:
 
 
 class _LatencyModel:
-    """The latency program (see the module doc). Columns ``x[c, p]`` place class ``c`` at *place* ``p``:
+    """The latency program (see the module doc). Columns ``x[c, p]`` place *item* ``c`` at *place* ``p``:
     a subgraph slot ``(d, j)`` of an accelerator, or a host device (one place per host kind when its
-    memory cannot bind, since which host runs a node does not matter)."""
+    memory cannot bind, since which host runs a node does not matter).
+
+    With one subgraph per accelerator the items are the colocation classes. With more, they are the
+    nodes, and a class's members share a device, not a subgraph: the model's (and the reference's
+    ``lip.py``) colocation is per device, so ``a -> b -> c`` with ``a`` and ``c`` colocated may run
+    ``{a}``, ``b`` elsewhere, then ``{c}`` on one accelerator (a class in one slot would have to hold
+    ``b`` too, being convex)."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, q: int, horizon: float, symmetry: bool = True):
         self.graph, self.cluster, self.q = graph, cluster, q
-        cls, C = colocation_items(graph)
-        self.cls, self.C = cls, C
         n = graph.num_nodes
+        col, CC = colocation_items(graph)  # the colocation classes
+        if q > 1 and CC < n:
+            cls, C = np.arange(n, dtype=np.int64), n  # a class may span a device's subgraphs
+        else:
+            cls, C = col, CC
+        self.cls, self.C = cls, C
         compute_c, comm_c = graph.costs_for(cluster)
         T = compute_c.shape[0]
         comp = np.zeros((T, C))
         for t in range(T):
             np.add.at(comp[t], cls, compute_c[t])
         mem = np.bincount(cls, weights=graph.memory, minlength=C)
+        # what a whole class needs on one device (its members share it), per item
+        ccomp = np.zeros((T, CC))
+        for t in range(T):
+            np.add.at(ccomp[t], col, compute_c[t])
+        cmem = np.bincount(col, weights=graph.memory, minlength=CC)
+        rep = np.zeros(C, np.int64)  # an item's class
+        rep[cls] = col
         hosts = host_kinds(cluster)
         dkind = cluster.device_kind()
         self.dkind = dkind
@@ -159,7 +179,7 @@ class _LatencyModel:
         for p, (d, _, _) in enumerate(places):
             t = int(dkind[d])
             cap = cluster.kinds[t].memory
-            ubx[~np.isfinite(comp[t]) | ((mem > cap) if cap is not None else False), p] = 0.0
+            ubx[(~np.isfinite(ccomp[t]) | ((cmem > cap) if cap is not None else False))[rep], p] = 0.0
         if (ubx.sum(axis=1) == 0).any():
             c = int(np.flatnonzero(ubx.sum(axis=1) == 0)[0])
             nodes = ", ".join(str(graph.ids[u]) for u in np.flatnonzero(cls == c)[:4])
@@ -174,6 +194,19 @@ class _LatencyModel:
         for p, (d, _, _) in enumerate(places):
             dev_places.setdefault(d, []).append(p)
         self.dev_places = dev_places
+        if C > CC:
+            # colocation per device: every member of a class on the device its first member is on
+            # (a host place stands for its device, or for its whole kind when memory cannot bind)
+            head = np.full(CC, n, np.int64)
+            np.minimum.at(head, col, np.arange(n))  # each class's first member
+            ui = np.flatnonzero(head[col] != np.arange(n))  # every other member
+            u0 = head[col[ui]]
+            K = ui.size
+            r = np.arange(K)
+            for ps in dev_places.values():  # an accelerator's slots, or one host place
+                m.add_rows(np.zeros(K), np.zeros(K), np.concatenate([r] * (2 * len(ps))),
+                           np.concatenate([x[u0, p] for p in ps] + [x[ui, p] for p in ps]),
+                           np.concatenate([np.ones(K)] * len(ps) + [-np.ones(K)] * len(ps)))
         for d, ps in dev_places.items():
             cap = cluster.kinds[int(dkind[d])].memory
             if cap is None or mem.sum() <= cap:
@@ -698,6 +731,15 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     stats.update(res.stats)
     stats["mip_status"] = res.status
     elapsed = time.perf_counter() - t_start
+    if res.status == _milp.INFEASIBLE and best is not None:
+        # the warm start is a valid placement within the domain, so the program is wrong to call itself
+        # infeasible (its model is stricter than the evaluator's): say so and return the warm start, never
+        # 'infeasible' with a placement in hand
+        stats["model_disagrees"] = "infeasible, with a valid warm start"
+        res = _milp.MipResult(_milp.ERROR, None, math.inf, None, res.time,
+                              f"the integer program reported no placement, but the warm start ({best[0]}) "
+                              f"is a valid one: the program's model disagrees with the evaluator; the warm "
+                              f"start is returned, with the path bound only", res.stats)
     if res.status == _milp.INFEASIBLE:
         return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
                         message="no placement fits the accelerators' memory")

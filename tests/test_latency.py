@@ -111,10 +111,12 @@ def test_reference_fields():
 
 # ---------------------------------------------------------------- the latency IP (solvers.latency_ip)
 def _brute_latency(inst, q):
-    """Smallest latency over every placement of the colocation classes and every choice of at most
-    ``q`` subgraphs per accelerator (identical devices opened in order). Placements are tried in
-    increasing order of a floor on their latency (an accelerator's subgraphs run one after another, a
-    node starts after its inputs are done), stopping once the floor reaches the best found."""
+    """Smallest latency over every placement of the colocation classes (a class on one device) and every
+    choice of at most ``q`` subgraphs per accelerator for its nodes, node by node (identical devices
+    opened in order): a class's members share a device, not a subgraph (graphs.latency's model).
+    Placements are tried in increasing order of a floor on their latency (an accelerator's subgraphs run
+    one after another, a node starts after its inputs are done), stopping once the floor reaches the
+    best found."""
     import itertools
 
     from graphs.latency import host_kinds
@@ -124,17 +126,47 @@ def _brute_latency(inst, q):
     hosts, dk = host_kinds(cl), cl.device_kind()
     best = math.inf
     assignments, floors, cls = by_compute_floor(inst, hosts=hosts, paths=True)
+    n = g.num_nodes
+    order = g.topological_order().tolist()
+    reach = np.eye(n, dtype=bool)  # reach[u, v]: a path u ->* v
+    for v in order:
+        for u in g.src[g.dst == v].tolist():
+            reach[:, v] |= reach[:, u]
     for idev, floor in zip(assignments, floors):
         if not floor < best:
             break
-        acc = [c for c in range(idev.size) if not hosts[dk[idev[c]]]]
-        for subs in itertools.product(range(q), repeat=len(acc)):
-            isub = np.zeros(idev.size, np.int64)
-            isub[acc] = subs
-            ev = latency(g, cl, idev[cls], subgraphs=isub[cls])
+        a = idev[cls]
+        per_device = [_subgraph_labelings([u for u in order if a[u] == d], reach, q)
+                      for d in np.unique(a).tolist() if not hosts[dk[d]]]
+        for parts in itertools.product(*per_device):
+            sub = np.zeros(n, np.int64)
+            for nodes, labels in parts:
+                sub[nodes] = labels
+            ev = latency(g, cl, a, subgraphs=sub)
             if ev.valid:
                 best = min(best, ev.total)
     return best
+
+
+def _subgraph_labelings(nodes, reach, q):
+    """Every way to run one accelerator's ``nodes`` (in topological order) as at most ``q`` subgraphs:
+    ``(nodes, labels)`` with the labels 0, 1, ... each used (their order is the running order) and never
+    lower on a node than on one of its ancestors there (that order has no schedule)."""
+    out = []
+    labels = [0] * len(nodes)
+
+    def rec(i):
+        if i == len(nodes):
+            if set(labels) == set(range(max(labels) + 1)):
+                out.append((nodes, list(labels)))
+            return
+        low = max((labels[j] for j in range(i) if reach[nodes[j], nodes[i]]), default=0)
+        for lab in range(low, q):
+            labels[i] = lab
+            rec(i + 1)
+
+    rec(0)
+    return out
 
 
 @pytest.mark.parametrize("q,count,items", [(1, 60, 4), (2, 30, 3)])
@@ -160,6 +192,87 @@ def test_latency_ip_equals_exhaustive_enumeration(q, count, items):
         assert sol.objective == pytest.approx(best, rel=1e-9, abs=1e-9), inst.label
         solved += 1
     assert solved >= count // 2
+
+
+def _colocated_instance(rng, label):
+    """A small random DAG (3-5 nodes) with one or two colocation classes of two or three nodes, tight
+    accelerator memory (one or two devices holding 30-90% of the graph's), one or two host cores that
+    run every node slower (and sometimes not one or two of them: then there may be no placement), and
+    sometimes a second accelerator kind."""
+    from tests.instances import latency_instance
+
+    n = int(rng.integers(3, 6))
+    edges = [(u, v) for v in range(n) for u in range(v) if rng.random() < 0.45]
+    acc = rng.uniform(0.1, 2.0, n)
+    two = rng.random() < 0.3
+    host = acc * rng.uniform(1.0, 6.0, n)
+    if rng.random() < 0.4:
+        host[rng.choice(n, int(rng.integers(1, 3)), replace=False)] = math.inf
+    compute = [acc] + ([acc * rng.uniform(0.5, 2.0, n)] if two else []) + [host]
+    comm = [rng.uniform(0, 1.5, n) for _ in compute[:-1]] + [np.zeros(n)]
+    colo = np.arange(n)
+    for _ in range(int(rng.integers(1, 3))):
+        members = rng.choice(n, int(rng.integers(2, 4)) if n > 3 else 2, replace=False)
+        colo[np.isin(colo, colo[members])] = colo[members[0]]
+    return latency_instance(rng, compute, comm, rng.uniform(0.1, 1.0, n), edges, label, colocation=colo,
+                            accelerators=[((1, 3), (0.3, 0.9)), ((1, 2), (0.3, 0.9))])
+
+
+@pytest.mark.parametrize("q", [1, 2])
+def test_latency_ip_equals_exhaustive_enumeration_with_colocation_and_tight_memory(q):
+    """Colocation classes, memory that forces splits, host cores: the latency IP says 'infeasible' only
+    when no placement exists, and otherwise returns the exhaustive optimum (colocation per device, so
+    with q = 2 a class may span a device's two subgraphs), proven, with a bound at most that optimum;
+    every other instance without the warm start (the program alone)."""
+    from solvers.base import SolveOptions, Status
+    from solvers.latency_ip import solve
+
+    rng = np.random.default_rng(7100 + q)
+    solved = spans = infeasible = 0
+    for i in range(24):
+        inst = _colocated_instance(rng, f"colo{q}-{i}")
+        best = _brute_latency(inst, q)
+        raw = {} if i % 2 == 0 else {"warm_start": False, "latency_search": False, "dp_warm_start": False}
+        sol = solve(inst.graph, inst.cluster, SolveOptions(objective="latency", subgraphs_per_device=q,
+                                                           raw=raw))
+        if math.isinf(best):
+            assert sol.status is Status.INFEASIBLE, inst.label
+            infeasible += 1
+            continue
+        assert sol.status is Status.OPTIMAL, (inst.label, sol.status, sol.message)
+        ev = latency(inst.graph, inst.cluster, sol.assignment, subgraphs=sol.stats["subgraphs"])
+        assert ev.valid and max(ev.subgraphs_per_device().values(), default=0) <= q
+        assert sol.objective == pytest.approx(ev.total, rel=1e-12, abs=1e-12)
+        assert sol.objective == pytest.approx(best, rel=1e-9, abs=1e-9), (inst.label, sol.objective, best)
+        assert sol.bound <= best * (1 + 1e-9) + 1e-9, inst.label
+        assert "rejected" not in str(sol.stats.get("warm_start", "")), inst.label  # every start fits
+        solved += 1
+        col, sub = inst.graph.colocation, ev.subgraph
+        spans += any(len(set(sub[col == c].tolist())) > 1 and (sub[col == c] >= 0).all()
+                     for c in np.unique(col[col >= 0]).tolist())
+    assert solved >= 14 and infeasible >= 2, (solved, infeasible)
+    if q == 2:
+        assert spans >= 1  # some optimum runs a class in two subgraphs
+
+
+def test_latency_ip_never_says_infeasible_with_a_valid_start_in_hand(monkeypatch):
+    """Should the integer program call itself infeasible while a warm start is a valid placement (its
+    model stricter than the evaluator's, as it was with colocated nodes and two subgraphs), the solver
+    returns that start as feasible, with the path bound, and says why."""
+    from solvers import _milp, latency_ip
+    from solvers.base import SolveOptions, Status
+
+    def infeasible(model, **kw):
+        return _milp.MipResult(_milp.INFEASIBLE, None, math.inf, None, 0.0, "infeasible")
+
+    monkeypatch.setattr(latency_ip._milp, "solve_mip", infeasible)
+    g = _chain(4)
+    sol = latency_ip.solve(g, _cluster(cap=2.5), SolveOptions(objective="latency",
+                                                              raw={"series_bound": False}))
+    assert sol.status is Status.FEASIBLE and sol.assignment is not None
+    assert latency(g, _cluster(cap=2.5), sol.assignment).valid
+    assert sol.bound is not None and sol.bound <= sol.objective
+    assert "disagrees" in sol.message and sol.stats["model_disagrees"]
 
 
 def test_latency_ip_uses_a_second_subgraph_when_it_helps():
