@@ -80,7 +80,7 @@ def main(argv=None) -> int:
 
     from graphs.onnx_workload import onnx_workload
     from placement.api import Placement, evaluate, place
-    from placement.export import result_dict
+    from placement.results import result_dict
     from solvers.base import Solution, Status
 
     path = args.model or _zoo("resnet50")

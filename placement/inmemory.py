@@ -234,7 +234,7 @@ def placement_result(placement: Placement | Mapping) -> dict:
         from .stages import stage_result
 
         return stage_result(placement)
-    from .export import result_dict
+    from .results import result_dict
 
     result = result_dict(placement)
     if not result.get("devices"):
@@ -248,7 +248,7 @@ def _checked_result(data: dict) -> dict:
     read) or a one-device-per-stage result with a non-empty ``devices`` list of ``{"name", "nodes"}``
     (as the command line's result files are checked), else an :class:`InputError` naming what is
     missing."""
-    from .stages import is_stage_result
+    from .results import is_stage_result
 
     if is_stage_result(data):
         return data

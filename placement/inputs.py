@@ -282,7 +282,7 @@ def result_json(path: str):
 
 def refuse_empty_result(data, command: str, source: str) -> None:
     """A result file (``data``, read from ``source``) that holds no plan (a command that found none
-    writes one, with its status: :func:`placement.export.no_plan_result`) is an :class:`InputError` for
+    writes one, with its status: :func:`placement.results.no_plan_result`) is an :class:`InputError` for
     ``command`` (``evaluate``, ``show``, ``split``, ``run``), naming the file and its status, not a
     missing field further on."""
     if not isinstance(data, dict) or data.get("schema") != "placement-result":
@@ -296,7 +296,7 @@ def refuse_empty_result(data, command: str, source: str) -> None:
 def holds_stage_plan(data) -> bool:
     """Does a result's JSON, as read (:func:`result_json`), hold a stage plan (``stages``; schema version
     2, or version 1's ``"format": "placement-replicated"``)?"""
-    from .stages import is_stage_result
+    from .results import is_stage_result
 
     return isinstance(data, dict) and is_stage_result(data)
 

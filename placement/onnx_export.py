@@ -220,7 +220,7 @@ def annotate(model, result: Mapping):
     """A copy of ``model`` with the placement in its nodes' ``metadata_props`` (see the module doc). A
     stage plan's node is annotated with its stage's devices (``a100:0-3``), and the summary lists the
     stages (kind, degrees, devices)."""
-    from .stages import is_stage_result
+    from .results import is_stage_result
 
     stage_rows = None
     if is_stage_result(result):
@@ -444,7 +444,7 @@ def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
     the result's file, which an error naming a mismatch with the model names."""
     import onnx
 
-    from .stages import is_stage_result
+    from .results import is_stage_result
 
     if is_stage_result(result):
         return split_stages(model, result, source=source)

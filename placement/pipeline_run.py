@@ -516,7 +516,7 @@ def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
     one per device whose recorded load is not the plan's, and the plan's broken constraints."""
     from graphs.evaluate import evaluate
 
-    from .simulate import assignment_from_result
+    from .results import assignment_from_result
 
     a = assignment_from_result(result, graph, cluster)
     ev = evaluate(graph, cluster, a)

@@ -151,9 +151,9 @@ class ServingPoint:
         return "one device per stage"
 
     def result(self, workload: str | None = None) -> dict:
-        """The result file of the placement (:func:`placement.export.result_dict`; it names its own
+        """The result file of the placement (:func:`placement.results.result_dict`; it names its own
         workload)."""
-        from .export import result_dict
+        from .results import result_dict
 
         return result_dict(self.placement)
 

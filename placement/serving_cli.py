@@ -262,8 +262,9 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     plan was kept, printed before the table)."""
     import sys
 
-    from .export import no_plan_result, print_json, result_dict, write_json
+    from .export import print_json, write_json
     from .report import format_summary, format_table
+    from .results import no_plan_result, result_dict
 
     data = result_dict(sw.best.placement) if sw.best else no_plan_result("one-device-per-stage",
                                                                           sw.none_proven)
@@ -422,7 +423,7 @@ def run_place_stages(args, frontend: dict) -> int:
     if sw.best is not None:
         data = sw.best.result(args.workload)
     else:
-        from .export import no_plan_result
+        from .results import no_plan_result
 
         data = no_plan_result("stages", sw.none_proven)
 
@@ -1277,7 +1278,8 @@ def _stage_problem_of(args, b: int, cache: dict):
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     import sys
 
-    from .export import no_plan_result, print_json, result_dict, write_json
+    from .export import print_json, write_json
+    from .results import no_plan_result, result_dict
 
     slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
     if not results:

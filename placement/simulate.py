@@ -112,7 +112,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -136,8 +135,7 @@ from graphs.parallel import (
 __all__ = ["SCHEDULES", "Action", "Timeline", "run_actions", "StageCosts", "Task", "StageReport",
            "Simulation", "stage_costs", "simulate", "simulate_costs", "steady_period", "default_schedule",
            "stash_bytes_of", "PLAN_SCHEDULES", "ReplicaReport", "ReplicaTask", "StageSimulation",
-           "ReplicatedSimulation", "simulate_plan", "stage_links", "default_batches", "read_result",
-           "checked_result", "assignment_from_result"]
+           "ReplicatedSimulation", "simulate_plan", "stage_links", "default_batches"]
 
 SCHEDULES = ("stream", "gpipe", "1f1b")
 FORWARD, BACKWARD = "F", "B"
@@ -1045,104 +1043,3 @@ def _sums(problem: ParallelProblem, st: Stage) -> tuple[float, float, float]:
 
 
 # --------------------------------------------------------------------------- result files
-def read_result(path: str | os.PathLike) -> dict:
-    """Read a result file written by ``placement place --out`` (schema ``placement-result``)."""
-    from graphs.jsonio import read_json
-
-    path = os.fspath(path)
-    return checked_result(read_json(path), path)
-
-
-def checked_result(data, path: str) -> dict:
-    """``data``, the JSON read from ``path``, when it is a one-device-per-stage result with a placement
-    (:func:`read_result`'s checks); else an :class:`InputError` naming the file and what is wrong."""
-    if not isinstance(data, dict) or data.get("schema") != "placement-result":
-        raise InputError("not a placement result (expected a JSON object with \"schema\": "
-                         "\"placement-result\", as written by placement place --out)", source=path)
-    if data.get("model") == "stages" or data.get("format") == "placement-replicated":
-        raise InputError("a stage plan (stages with replicas): it is read by placement show, split and run "
-                         "on the command line, not as a one-device-per-stage result", source=path)
-    devices = data.get("devices")
-    if not isinstance(devices, list) or not devices:
-        raise InputError(f"the result holds no placement (status {data.get('status')!r}: "
-                         f"{data.get('message') or 'no devices'})", source=path)
-    for i, d in enumerate(devices):
-        if not (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("nodes"), list)):
-            raise InputError(f"devices[{i}] needs a 'name' and a 'nodes' list", source=path)
-    return data
-
-
-def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, source: str | None = None
-                           ) -> np.ndarray:
-    """The assignment (device number per node of ``graph``) a result file describes: its devices by
-    name (``gpu:0``...), their nodes by name. Raises :class:`InputError` listing what does not match."""
-    dev_number = {cluster.device_name(d): d for d in range(cluster.num_devices)}
-    # older result files name devices "gpu0" (kind and index run together) where now "gpu:0"
-    for d, (t, i) in enumerate(cluster.devices()):
-        if not cluster.kinds[t].name[-1:].isdigit():
-            dev_number.setdefault(f"{cluster.kinds[t].name}{i}", d)
-    index = {name: i for i, name in enumerate(graph.names)}
-    a = np.full(graph.num_nodes, -1, np.int64)
-    unknown_dev, unknown_node, twice = [], [], []
-    for d in data["devices"]:
-        if d["name"] not in dev_number:
-            unknown_dev.append(d["name"])
-            continue
-        for name in d["nodes"]:
-            i = index.get(str(name))
-            if i is None:
-                unknown_node.append(str(name))
-            elif a[i] >= 0:
-                twice.append(str(name))
-            else:
-                a[i] = dev_number[d["name"]]
-    problems = []
-    if unknown_dev:  # the cluster by its current names (the older spellings above are only accepted)
-        names = [cluster.device_name(d) for d in range(cluster.num_devices)]
-        problems.append(f"device(s) {', '.join(unknown_dev[:5])} not in the cluster "
-                        f"({', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
-    if unknown_node:
-        problems.append(f"{len(unknown_node)} node(s) not in the graph: {', '.join(unknown_node[:5])}"
-                        f"{' ...' if len(unknown_node) > 5 else ''}")
-    if twice:
-        problems.append(f"node(s) placed twice: {', '.join(twice[:5])}")
-    missing = np.flatnonzero(a < 0)
-    if missing.size and not unknown_dev:
-        more = " ..." if missing.size > 5 else ""
-        problems.append(f"{missing.size} node(s) of the graph are not placed: "
-                        f"{', '.join(graph.names[i] for i in missing[:5])}{more}")
-    if problems:
-        raise InputError("the result does not match the workload: " + "; ".join(problems)
-                         + " (was it computed for another model, device set or --training setting?)",
-                         source=source)
-    _stages_agree(data, graph, cluster, a, source)
-    return a
-
-
-def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, source: str | None) -> None:
-    """A one-device-per-stage result lists its placement twice: ``devices[]`` (read above) and
-    ``stages[]`` (a stage per used device, its nodes by id or name). A hand edit of one list alone would
-    be silently ignored or silently used: the two must agree, node for node."""
-    stages = data.get("stages")
-    if not isinstance(stages, list):
-        return
-    by_id = {str(x): i for i, x in enumerate(graph.ids)}
-    by_name = {str(x): i for i, x in enumerate(graph.names)}
-    names = [cluster.device_name(d) for d in range(cluster.num_devices)]
-    listed = np.zeros(graph.num_nodes, bool)
-    fix = "edit both lists, or drop 'stages' (the placement is read from devices[])"
-    for k, st in enumerate(stages):
-        devs = st.get("devices") if isinstance(st, dict) else None
-        if not (isinstance(devs, list) and len(devs) == 1 and isinstance(st.get("nodes"), list)):
-            return  # not a one-device-per-stage listing: nothing to compare
-        for x in st["nodes"]:
-            i = by_id.get(str(x), by_name.get(str(x)))
-            if i is None or names[a[i]] != str(devs[0]):
-                where = "is not in the graph" if i is None else f"is on {names[a[i]]} in devices[]"
-                raise InputError(f"stages[{k}] lists node {x!r} on {devs[0]}, but it {where}: {fix}",
-                                 source=source)
-            listed[i] = True
-    if stages and not listed.all():
-        i = int(np.flatnonzero(~listed)[0])
-        raise InputError(f"devices[] puts node {graph.names[i]!r} on {names[a[i]]}, which no stage lists: "
-                         f"{fix}", source=source)

@@ -46,12 +46,14 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 from solvers.base import Status
 
+from .results import is_stage_result, read_stage_result, stage_device_numbers, stage_result_dict
+
 __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
            "problem_for_result", "workload_for_result", "solve_refined", "refine_budget", "Refinement",
            "place", "evaluate",
-           "result_dict", "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time",
-           "TIME_UNITS", "no_plan", "solve_args", "refuse_serving", "is_stage_result", "read_stage_result",
-           "plan_summary", "stage_devices", "stage_device_numbers", "RESULT_VERSION"]
+           "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time",
+           "TIME_UNITS", "no_plan", "solve_args", "refuse_serving",
+           "plan_summary", "stage_devices"]
 
 
 def add_options(p) -> None:
@@ -172,7 +174,7 @@ def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | Non
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
 
-    from .export import source_path
+    from .results import source_path
 
     fe = {k: v for k, v in (frontend or {}).items() if v is not None}
     files = fe.pop("device_files", None) or ()
@@ -500,10 +502,12 @@ def solve_args(problem: ParallelProblem, args, progress=None):
 
 # ------------------------------------------------------------------------------------------ emit
 def workload_result(w: StageWorkload, ev: PlanEvaluation, **kw) -> tuple[dict, object]:
-    """The result document of the plan evaluated as ``ev`` on ``w`` (:func:`result_dict` with ``kw``,
-    the workload's settings and, for an ONNX model, each stage's ``operators`` and the plan's
-    ``compute_utilisation``) and its MFU (``None`` without operators)."""
-    data = result_dict(w.problem, ev, workload=kw.pop("workload", w.source), settings=dict(w.settings), **kw)
+    """The result document of the plan evaluated as ``ev`` on ``w``
+    (:func:`placement.results.stage_result_dict` with ``kw``, the workload's settings and, for an ONNX
+    model, each stage's ``operators`` and the plan's ``compute_utilisation``) and its MFU (``None``
+    without operators)."""
+    data = stage_result_dict(w.problem, ev, workload=kw.pop("workload", w.source), settings=dict(w.settings),
+                             **kw)
     if w.graph is None:
         return data, None
     members: dict[int, list[str]] = {}
@@ -592,7 +596,7 @@ def _flush_line(w: StageWorkload, ev: PlanEvaluation) -> str:
 def _recorded_path(args) -> str | None:
     """The workload's path as the result file records it: relative to the result file (``--out``), so
     that ``show`` finds it from any folder; absolute without one."""
-    from .export import source_path
+    from .results import source_path
 
     return source_path(args.workload, getattr(args, "out", None))
 
@@ -650,86 +654,6 @@ def _mfu_line(problem: ParallelProblem, ev, mfu) -> str:
 
 #: the result file's schema version of a stage plan; version 1 was ``"format": "placement-replicated"``
 #: with the problem's settings at the top level, and is still read (:func:`read_stage_result`)
-RESULT_VERSION = 2
-
-
-def result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
-                time: float | None = None, message: str = "", workload: str | None = None,
-                bound: float | None = None, settings: dict | None = None,
-                compile_s: float | None = None) -> dict:
-    """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
-    seconds per sample (``time_unit``; ``compile_s``, when given, the seconds compiling the kernels took,
-    not in ``solve_time_s``), the ``problem`` section that rebuilds the problem without flags (schedule,
-    micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end settings),
-    ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
-    device derived from the stages (numbered kind by kind, as the stage table prints them)."""
-    g = problem.graph
-    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
-    stages, devices = [], []
-    for i, s in enumerate(ev.stages):
-        st = s.stage
-        kname = problem.kinds[st.kind].name
-        first = numbers[i][0] - sum(k.count for k in problem.kinds[:st.kind])
-        ids = [f"{kname}:{first + j}" for j in range(s.devices)]
-        stages.append({
-            "nodes": [g.ids[u] for u in st.nodes],
-            "dataParallelDegree": st.d,
-            "tensorParallelDegree": st.t,
-            "TMPCids": {str(g.ids[u]): g.variants[v].name for u, v in zip(st.nodes, st.variants)},
-            "kind": kname,
-            "devices": ids,
-            "time_per_sample": s.time_per_sample,
-            "compute": s.compute, "comm": s.comm, "resync": s.resync,
-            "memory": {"weights": s.weights, "stash": s.stash, "peak": s.memory,
-                       "capacity": None if math.isinf(s.capacity) else s.capacity},
-            "in_flight": s.in_flight,
-        })
-        for j, name in enumerate(ids):  # replica r holds devices r*t .. r*t+t-1 (its tensor-parallel group)
-            devices.append({"device": numbers[i][j], "name": name, "kind": kname, "stage": i,
-                            "replica": j // st.t, "tp_rank": j % st.t})
-    value = ev.objective if math.isfinite(ev.objective) else None
-    gap = None
-    if bound is not None and value and math.isfinite(bound):
-        gap = max(0.0, (value - bound) / value)
-    kinds = [{"name": k.name, "count": k.count, "memory": k.memory,
-              "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
-              "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
-              "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]
-    return {"schema": "placement-result", "version": RESULT_VERSION, "model": "stages",
-            "workload": workload, "solver": solver, "status": status, "message": message,
-            "solve_time_s": time, "time_unit": "s", "objective_name": "max-load", "objective": value,
-            "max_load": value, "bound": bound, "gap": gap, "valid": ev.valid, "problems": list(ev.problems),
-            # the evaluator reports stages that are not nested ideals as a problem
-            "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
-            "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
-                        "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
-            "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
-
-
-def is_stage_result(data) -> bool:
-    """Is ``data`` (a parsed result file) a stage plan: version 2 with ``"model": "stages"``, or a
-    version-1 ``"format": "placement-replicated"`` file?"""
-    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
-        return False
-    return data.get("format") == "placement-replicated" or (
-        data.get("schema") == "placement-result" and data.get("model") == "stages")
-
-
-def read_stage_result(data: dict) -> dict:
-    """A stage plan's result file as one flat mapping, whichever version wrote it: the problem's
-    settings at the top level (version 2 keeps them under ``problem``), ``stages`` as written, times in
-    seconds per sample."""
-    if data.get("format") == "placement-replicated":  # version 1: already flat, seconds
-        return data
-    flat = {k: v for k, v in data.items() if k != "problem"}
-    if isinstance(flat.get("devices"), list):  # the plan's per-device rows, not the device spec recorded
-        del flat["devices"]
-    flat.update(data.get("problem") or {})
-    if data.get("time_unit") not in (None, "s"):
-        raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')")
-    return flat
-
-
 def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None) -> list[Stage]:
     """The plan in a result JSON's ``stages``; :class:`InputError` names the stage and field at fault."""
     g = problem.graph
@@ -799,19 +723,6 @@ TIME_UNITS = {"s": 1.0, "ms": 1e3}
 def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
     """Seconds ``x`` in ``unit`` (no unit suffix)."""
     return f"{x * TIME_UNITS[unit]:.{digits}g}"
-
-
-def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
-    """Each stage's devices as cluster device numbers (numbered kind by kind, as
-    :meth:`graphs.model.Cluster.devices` does), the kinds' devices taken in stage order."""
-    start = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
-    nxt = [0] * len(problem.kinds)
-    out = []
-    for st in plan:
-        first = start[st.kind] + nxt[st.kind]
-        nxt[st.kind] += st.t * st.d
-        out.append(range(first, first + st.t * st.d))
-    return out
 
 
 def stage_devices(problem: ParallelProblem, plan) -> list[str]:
@@ -898,11 +809,12 @@ def no_plan(args, r, timing: str = "") -> int:
     """The solver returned no plan: a limit stopped it (one ``error:`` line, exit 1, nothing proven; with
     ``timing``, what the limit covered: :meth:`placement.clock.Clock.words`) or no plan fits
     (:class:`InfeasibleError`, which the command line prints the same way). ``--out`` still gets its
-    file (:func:`placement.export.no_plan_result`: ``infeasible`` where proven, else ``unknown``, the
+    file (:func:`placement.results.no_plan_result`: ``infeasible`` where proven, else ``unknown``, the
     reason in ``message``), ``--json`` prints it."""
     from solvers.base import Status
 
-    from .export import no_plan_result, print_json, write_json
+    from .export import print_json, write_json
+    from .results import no_plan_result
 
     data = no_plan_result("stages", r.status is Status.INFEASIBLE, r.message or "")
     data["workload"] = _recorded_path(args)

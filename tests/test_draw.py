@@ -140,8 +140,9 @@ def test_the_stage_simulation_lists_every_replica_task_in_a_schedule_that_holds(
     """Each replica's tasks run one at a time, a forward after the same micro-batch's forward on the
     stages feeding it, a backward after its forward; a stage's all-reduce starts on all its replicas
     at once; busy time from the tasks equals the report's."""
+    from placement.results import read_stage_result
     from placement.simulate import simulate_plan, stage_links
-    from placement.stages import plan_from_dict, problem_for_result, read_stage_result
+    from placement.stages import plan_from_dict, problem_for_result
 
     res = _stage_result(tmp_path, "--training")
     data = json.loads(open(res).read())

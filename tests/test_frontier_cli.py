@@ -72,8 +72,8 @@ def test_frontier_prints_points_as_found_and_keeps_to_its_time_limit(gpt2_model,
     assert data["points"] and data["proven"] is False and "time limit" in data["stopped"]
     from graphs.evaluate import evaluate
     from graphs.latency import latency
+    from placement.results import assignment_from_result
     from placement.serving import batch_workload
-    from placement.simulate import assignment_from_result
 
     w = batch_workload(gpt2_model, "a100:2,t4:2", 1)
     for p in data["points"]:

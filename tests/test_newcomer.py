@@ -299,7 +299,7 @@ def test_a_device_mismatch_lists_the_cluster_by_its_names(model):
     """The cluster was listed as 'cpu:0, cpu0': every device twice, once in an old spelling."""
     from graphs.errors import InputError
     from placement.load import load_workload
-    from placement.simulate import assignment_from_result
+    from placement.results import assignment_from_result
 
     w = load_workload(model, devices="cpu:2")
     doc = {"devices": [{"name": "gpu:3", "nodes": list(w.graph.names)}]}

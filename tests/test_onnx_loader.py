@@ -264,7 +264,7 @@ E2E_CLUSTERS = ["a100:4", "cpu:2,a100:2,t4:2"]
 def test_zoo_models_placed_with_the_dp(name, devices):
     from graphs.onnx_workload import onnx_workload
     from placement import place
-    from placement.export import result_dict
+    from placement.results import result_dict
 
     w = onnx_workload(zoo(name), devices)
     assert [k.name for k in w.cluster.kinds] == [d.split(":")[0] for d in devices.split(",")]

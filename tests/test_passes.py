@@ -13,11 +13,11 @@ import placement
 from graphs.errors import InputError
 from graphs.onnx_workload import onnx_workload
 from graphs.transformer import transformer_model
-from placement.export import result_dict
 from placement.inmemory import placement_result
 from placement.onnx_export import annotate as annotate_proto
 from placement.onnx_export import read_annotations, split_model, verify_split
 from placement.passes import PlacementPass, SplitPass, SplitResult
+from placement.results import result_dict
 from solvers.base import SolveOptions
 from tests.onnx_models import control_flow_model, small_cnn
 

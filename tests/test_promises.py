@@ -333,7 +333,7 @@ def test_split_verify_with_weights_fed_once_still_catches_a_wrong_stage(onnx_mod
 
     from graphs.onnx_loader import read_model
     from placement.onnx_export import split_model, verify_split
-    from placement.simulate import read_result
+    from placement.results import read_result
 
     model = read_model(onnx_model, load_external_data=True)
     split = split_model(model, read_result(onnx_result))

@@ -162,14 +162,15 @@ def frontend_given(args) -> dict:
 
 
 def print_result(args, placement, out=None) -> None:
-    from ..export import print_json, result_dict, write_json
+    from ..export import print_json, write_json
     from ..report import format_summary, format_table
+    from ..results import result_dict
 
     out = out or sys.stdout
     data = result_dict(placement, result_path=args.out)
     if "frontend" in data and hasattr(args, "device_files"):
         # what the library does not keep in the graph, so that show and evaluate rebuild the same one
-        from ..export import source_path
+        from ..results import source_path
 
         kw = frontend(args)
         data["frontend"]["dims"] = kw["dims"]

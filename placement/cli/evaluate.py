@@ -54,7 +54,7 @@ _EVALUATE_HELIX_OPTIONS = ("--out", "--json")
 def _result_kind(data) -> tuple[str | None, str]:
     """The workload kind a result file (decoded JSON) was placed on, where the file says so for sure
     (``None``: it does not, or it is a split in the reference format), and its words for errors."""
-    from ..stages import is_stage_result
+    from ..results import is_stage_result
 
     if helix_commands().is_layout_result(data):
         return "helix", f"a Helix layout of model {data.get('model')!r} (cluster {data.get('cluster')!r})"
@@ -107,7 +107,7 @@ def run(args) -> int:
 
     from ..api import Placement, evaluate
     from ..load import load_workload
-    from ..simulate import assignment_from_result, checked_result
+    from ..results import assignment_from_result, checked_result
 
     if args.workload.lower().endswith(".json") and str(args.split).lower().endswith(".onnx"):
         raise UsageError(f"placement evaluate takes WORKLOAD RESULT: the model first "

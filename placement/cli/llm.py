@@ -5,9 +5,9 @@ weights + the KV cache of the batch, the objective the time per generated token.
     placement place config.json --devices a100:4,l4:8 --batch-size 64 --context 2048
                     [--microbatches N] [--max-replicas D] [--solver dp|ip|auto] [--out plan.json]
 
-The result file is a stage plan (:func:`placement.stages.result_dict`, times in seconds per token) whose
-``problem`` section records the model config's path, the devices, the batch and the context, so that
-``evaluate`` re-scores it without flags.
+The result file is a stage plan (:func:`placement.results.stage_result_dict`, times in seconds per
+token) whose ``problem`` section records the model config's path, the devices, the batch and the
+context, so that ``evaluate`` re-scores it without flags.
 
 **Goodput** (:class:`graphs.llm.ServingModel`): requests/s whose time to first token and time per
 output token meet targets, for a request mix (docs/formats.md):
@@ -121,7 +121,8 @@ def evaluate(args) -> int:
     """Re-score a plan of a model config under the settings it records."""
     from graphs.parallel import evaluate_plan
 
-    from ..stages import _emit, plan_from_dict, plan_summary, read_stage_result, result_dict
+    from ..results import read_stage_result, stage_result_dict
+    from ..stages import _emit, plan_from_dict, plan_summary
 
     data = read_json(args.split)
     saved = read_stage_result(data) if isinstance(data, dict) else None
@@ -144,7 +145,7 @@ def evaluate(args) -> int:
         keep = ("objective", "requests", "ttft_slo_ms", "tpot_slo_ms")
         settings.update({k: v for k, v in _settings(model, sv.batch).items() if k in keep})
         summary += "\n\n" + _bucket_table(sv) + "\n\n" + _goodput_summary(model, sv)
-    out = result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
+    out = stage_result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                       message=f"plan from {args.split}", workload=args.workload, settings=settings)
     if sv is not None:
         out["goodput"] = serving_dict(model, sv)
@@ -447,8 +448,9 @@ def place_goodput(args) -> int:
 
     from ..clock import Clock
     from ..outputs import Progress as _Progress
+    from ..results import stage_result_dict
     from ..serving import parse_batch_sizes
-    from ..stages import _emit, format_plan, result_dict, solve_args
+    from ..stages import _emit, format_plan, solve_args
 
     model = _serving_model(args)
     sim = simulate_options(args)
@@ -537,7 +539,7 @@ def place_goodput(args) -> int:
         pre_lines = [f"prefill pool ({pre_devices}), times per request (mean over the mix):",
                      format_plan(pre_problem, pev, "ms"), "",
                      f"decode pool ({dec_devices}), times per token:"]
-    data = result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
+    data = stage_result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
                        f"{r.solver}", time=None, message=proven, workload=args.workload, settings=settings)
     data["goodput"] = serving_dict(model, sv)
     data["goodput"]["layout"] = "disaggregated" if disagg else "colocated"
@@ -547,8 +549,8 @@ def place_goodput(args) -> int:
     data["goodput"]["stopped"] = stopped or None
     if disagg:
         data["goodput"]["kv_transfer_s"] = sv.kv_transfer
-        data["goodput"]["prefill_pool"] = result_dict(pre_problem, pev, status="feasible", solver=r.solver,
-                                                      workload=args.workload)
+        data["goodput"]["prefill_pool"] = stage_result_dict(pre_problem, pev, status="feasible",
+                                                            solver=r.solver, workload=args.workload)
     if split is not None:
         colocated = search.best.serving.goodput if search.best else 0.0
         data["goodput"]["layouts"] = [{"layout": "colocated", "prefill": str(model.devices),
@@ -604,11 +606,12 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
     """``place --objective goodput`` without a plan (``least``: plans fit but none meets the targets, the
     least TPOT and TTFT of the plans scored, proven the least of any plan where ``least_proven``, by
     default ``proven``; ``None``: none fits): the sweep table, the result file of no plan
-    (:func:`placement.export.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
+    (:func:`placement.results.no_plan_result`, ``infeasible`` where ``proven``) with a ``goodput``
     section of the targets and the sweep, and one ``error:`` line; exit 1."""
     import sys
 
-    from ..export import no_plan_result, print_json, write_json
+    from ..export import print_json, write_json
+    from ..results import no_plan_result
 
     data = no_plan_result("stages", proven, why)
     data["workload"] = args.workload

@@ -71,8 +71,9 @@ def run(args) -> int:
     from graphs.evaluate import evaluate
 
     from ..draw import PlotsUnavailable, gantt_chart, graph_dot, write_graph
+    from ..results import assignment_from_result, checked_result, read_result
     from ..simulate import SCHEDULES as SIM_SCHEDULES
-    from ..simulate import assignment_from_result, checked_result, read_result, simulate
+    from ..simulate import simulate
 
     if args.microbatches is not None and args.microbatches < 1:
         raise UsageError("placement show: --microbatches must be at least 1")
@@ -227,7 +228,7 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
     config."""
     from types import SimpleNamespace
 
-    from ..stages import read_stage_result
+    from ..results import read_stage_result
     from .llm import _problem
 
     for key, flag in (("costs", "--costs"), ("dims", "--dim"), ("training", "--training"),
@@ -324,7 +325,7 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     micro-batch (a token each), one sample of a Piper file. ``frontend``:
     the ONNX front-end options given on the command line (``None`` where not given), which re-cost the
     plan instead of the settings the result records."""
-    from ..stages import read_stage_result
+    from ..results import read_stage_result
 
     data = read_stage_result(read_json(args.result))
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
@@ -374,7 +375,7 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     if args.no_draw:
         return 0
     from ..draw import PlotsUnavailable, stage_gantt_chart, stage_plan_dot, write_graph
-    from ..stages import stage_device_numbers
+    from ..results import stage_device_numbers
 
     names = [k.name for k in problem.kinds for _ in range(k.count)]
     index = [j for k in problem.kinds for j in range(k.count)]

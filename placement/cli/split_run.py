@@ -133,7 +133,7 @@ def run_split(args) -> int:
     from graphs.jsonio import read_json
 
     from ..onnx_export import annotate, split_model, verify_split, write_split
-    from ..simulate import checked_result
+    from ..results import checked_result
 
     given_dims = _dims(args)
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
@@ -207,7 +207,7 @@ def run_run(args) -> int:
 
     from ..onnx_export import split_model
     from ..pipeline_run import describe_runs, format_run_summary, run_inputs, run_pipeline, run_report
-    from ..simulate import checked_result
+    from ..results import checked_result
 
     if args.samples < 1 or args.threads < 1:
         raise UsageError("placement run: --samples and --threads must be at least 1")

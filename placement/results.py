@@ -1,0 +1,370 @@
+"""Result files: the one schema ``placement place --out`` writes (``"schema": "placement-result",
+"version": 2``), written and read here, for both forms of the one model: a stage plan (``"model":
+"stages"``, :func:`stage_result_dict`) and one device per stage (``"model": "one-device-per-stage"``,
+:func:`result_dict`). Both list ``stages`` in pipeline order with the devices each uses, and
+``devices``, one row per device derived from the stages; ``time_unit`` declares the unit of every time
+in the file. docs/formats.md describes the fields; version-1 files (stage plans as ``"format":
+"placement-replicated"``, one-device-per-stage plans without ``model``, ``time_unit`` and ``stages``)
+are read the same.
+
+The one-device-per-stage form::
+
+    {"schema", "version", "model", "time_unit", "solver", "status", "objective", "max_load", "bound", "gap",
+     "solve_time_s", "message", "valid", "problems", "contiguous",
+     "stage_order": [device names in pipeline order],
+     "stages": [{"devices": [name], "kind", "dataParallelDegree": 1, "tensorParallelDegree": 1,
+                 "nodes": [ids], "time_per_sample": load / batch_size, "time_per_batch": load,
+                 "batch_size", "memory": {"peak", "capacity"}}],
+     "devices": [{"device", "name", "kind", "stage", "nodes": [node names], "node_ids": [...],
+                  "compute", "comm_in", "comm_out", "load", "memory", "capacity", "utilisation"}],
+     "stats": {...},
+     # ONNX inputs: the front-end options the workload was built with
+     "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
+     "objective_name": "max-load" | "split-max" | "latency", "latency": single-sample latency,
+     "compute_utilisation": {"total", "period_ms", ..., "devices": [{"name", "kind", "mfu", ...}]} or null,
+     # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
+     "maxLoad", "totalLatency", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
+
+For ``--objective latency`` the reference fields follow its latency format instead: ``totalLatency``
+and one ``fpgas`` entry ``{"nodes"}`` per accelerator subgraph (``cpus``: all host nodes).
+
+``utilisation`` = load / max-load (busy time); ``compute_utilisation`` (ONNX inputs) = achieved over
+peak FLOP/s per device and in total (MFU, :mod:`graphs.mfu`). Infinite numbers (no placement) are
+written as ``null``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.mfu import compute_utilisation
+from graphs.model import Cluster, OpGraph
+from graphs.parallel import ParallelProblem, PlanEvaluation
+from graphs.reference import ACCELERATOR, CPU
+
+from .api import Placement
+
+__all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
+           "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
+           "stage_device_numbers"]
+
+SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _id(x):
+    return x.item() if hasattr(x, "item") else x
+
+
+def source_path(source: str | None, result_path: str | os.PathLike | None) -> str | None:
+    """The workload's path as a result file stores it: relative to the result file's folder (so that the
+    two can move together and be read from any working directory), absolute when there is no result
+    file or no relative path (another drive)."""
+    if not source:
+        return source
+    full = os.path.abspath(source)
+    if result_path is None:
+        return full
+    try:
+        return os.path.relpath(full, os.path.dirname(os.path.abspath(os.fspath(result_path))))
+    except ValueError:
+        return full
+
+
+def no_plan_result(model: str, proven: bool, message: str = "") -> dict:
+    """The result file of a command that found no plan: no stages and no devices, ``infeasible`` only
+    when it is proven that none exists (``proven``), else ``unknown``; ``model``: the model searched
+    (``"stages"``, ``"one-device-per-stage"``)."""
+    return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": model,
+            "status": "infeasible" if proven else "unknown", "message": message, "stages": [],
+            "devices": []}
+
+
+def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -> dict:
+    """The result file's content for a placement; ``result_path`` is where it will be written (the
+    workload's path is stored relative to it, see :func:`source_path`)."""
+    sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
+    out = {
+        "schema": "placement-result",
+        "version": SCHEMA_VERSION,
+        "model": "one-device-per-stage",
+        # milliseconds for an ONNX model; a reference workload's times are in its own unit ("t")
+        "time_unit": g.meta.get("unit") or "t",
+        "source": source_path(g.source, result_path),
+        "solver": sol.solver,
+        "status": sol.status.value,
+        "objective": _num(sol.objective),
+        "max_load": _num(p.max_load),
+        "bound": _num(sol.bound),
+        "gap": _num(sol.gap),
+        "solve_time_s": round(sol.time, 6),
+        "message": sol.message,
+        "stats": {k: (_num(v) if isinstance(v, float) else v) for k, v in sol.stats.items()},
+    }
+    if g.meta.get("format") == "onnx":  # how the model was read and costed, so tools can redo it
+        training = g.meta.get("training")
+        out["frontend"] = {"devices": g.meta.get("devices"), "costs": g.meta.get("costs"),
+                           "batch_size": g.meta.get("batch_size"), "training": bool(training),
+                           "optimizer": training.get("optimizer") if isinstance(training, dict) else None}
+    if ev is None:
+        out.update(valid=False, problems=[sol.message or "no placement"], contiguous=False, devices=[])
+        return out
+    stage = {d: i for i, d in enumerate(ev.stage_order or ())}
+    devices = []
+    for d in ev.devices:
+        devices.append({
+            "device": d.device, "name": d.name, "kind": d.kind, "stage": stage.get(d.device),
+            "nodes": [g.names[u] for u in d.nodes], "node_ids": [_id(g.ids[u]) for u in d.nodes],
+            "compute": d.compute, "comm_in": d.comm_in, "comm_out": d.comm_out, "load": _num(d.load),
+            "memory": d.memory, "capacity": d.capacity,
+            "utilisation": (_num(d.load / p.max_load)
+                            if p.max_load > 0 and math.isfinite(p.max_load) else None),
+        })
+    # the stages the devices make: one device each (d = t = 1), in pipeline order, as a stage plan lists
+    # them; a device outside the pipeline order (a host) follows
+    order = list(ev.stage_order or ()) + sorted(d.device for d in ev.devices if d.device not in stage)
+    by_number = {d.device: d for d in ev.devices}
+    # a device's load is per batch of the graph's batch size; a stage's time is per sample, as a stage
+    # plan writes it, so that one field means one thing in both forms
+    batch = g.batch_size  # the times are per run of this batch (an ONNX model's), else per sample
+    stages = [{"devices": [by_number[u].name], "kind": by_number[u].kind, "dataParallelDegree": 1,
+               "tensorParallelDegree": 1, "nodes": [_id(g.ids[x]) for x in by_number[u].nodes],
+               "time_per_sample": _num(by_number[u].load / batch), "time_per_batch": _num(by_number[u].load),
+               "batch_size": batch,
+               "memory": {"peak": by_number[u].memory, "capacity": by_number[u].capacity}}
+              for u in order if u in by_number and len(by_number[u].nodes)]
+    out.update(
+        valid=ev.valid, problems=list(ev.problems), contiguous=ev.contiguous,
+        stage_order=[cl.device_name(d) for d in ev.stage_order] if ev.stage_order else None,
+        stages=stages, devices=devices,
+    )
+    lat = p.latency
+    out["objective_name"] = p.objective
+    out["latency"] = None if lat is None else _num(lat.total)  # none for a training graph
+    mfu = compute_utilisation(g, cl, p.assignment)
+    out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
+    kinds = {k.name for k in cl.kinds}
+    if kinds <= {ACCELERATOR, CPU}:
+        if p.objective == "latency":
+            # the reference latency evaluator's format: one fpgas entry per accelerator subgraph
+            from graphs.latency import reference_latency_fields
+
+            out.update(reference_latency_fields(g, cl, lat))
+            out["maxLoad"] = _num(p.max_load)
+        else:
+            out["maxLoad"] = _num(p.max_load)
+            if lat is not None:
+                out["totalLatency"] = _num(lat.total)
+            for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
+                out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
+                            for d in ev.devices if d.kind == kind]
+    return out
+
+
+# --------------------------------------------------------------------------- stage plans
+
+
+def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
+                time: float | None = None, message: str = "", workload: str | None = None,
+                bound: float | None = None, settings: dict | None = None,
+                compile_s: float | None = None) -> dict:
+    """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
+    seconds per sample (``time_unit``; ``compile_s``, when given, the seconds compiling the kernels took,
+    not in ``solve_time_s``), the ``problem`` section that rebuilds the problem without flags (schedule,
+    micro-batches, replica limit, device kinds, and ``settings``: an ONNX model's front-end settings),
+    ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
+    device derived from the stages (numbered kind by kind, as the stage table prints them)."""
+    g = problem.graph
+    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
+    stages, devices = [], []
+    for i, s in enumerate(ev.stages):
+        st = s.stage
+        kname = problem.kinds[st.kind].name
+        first = numbers[i][0] - sum(k.count for k in problem.kinds[:st.kind])
+        ids = [f"{kname}:{first + j}" for j in range(s.devices)]
+        stages.append({
+            "nodes": [g.ids[u] for u in st.nodes],
+            "dataParallelDegree": st.d,
+            "tensorParallelDegree": st.t,
+            "TMPCids": {str(g.ids[u]): g.variants[v].name for u, v in zip(st.nodes, st.variants)},
+            "kind": kname,
+            "devices": ids,
+            "time_per_sample": s.time_per_sample,
+            "compute": s.compute, "comm": s.comm, "resync": s.resync,
+            "memory": {"weights": s.weights, "stash": s.stash, "peak": s.memory,
+                       "capacity": None if math.isinf(s.capacity) else s.capacity},
+            "in_flight": s.in_flight,
+        })
+        for j, name in enumerate(ids):  # replica r holds devices r*t .. r*t+t-1 (its tensor-parallel group)
+            devices.append({"device": numbers[i][j], "name": name, "kind": kname, "stage": i,
+                            "replica": j // st.t, "tp_rank": j % st.t})
+    value = ev.objective if math.isfinite(ev.objective) else None
+    gap = None
+    if bound is not None and value and math.isfinite(bound):
+        gap = max(0.0, (value - bound) / value)
+    kinds = [{"name": k.name, "count": k.count, "memory": k.memory,
+              "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
+              "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
+              "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]
+    return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": "stages",
+            "workload": workload, "solver": solver, "status": status, "message": message,
+            "solve_time_s": time, "time_unit": "s", "objective_name": "max-load", "objective": value,
+            "max_load": value, "bound": bound, "gap": gap, "valid": ev.valid, "problems": list(ev.problems),
+            # the evaluator reports stages that are not nested ideals as a problem
+            "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
+            "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
+                        "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
+            "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
+
+
+def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
+    """Each stage's devices as cluster device numbers (numbered kind by kind, as
+    :meth:`graphs.model.Cluster.devices` does), the kinds' devices taken in stage order."""
+    start = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
+    nxt = [0] * len(problem.kinds)
+    out = []
+    for st in plan:
+        first = start[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.t * st.d
+        out.append(range(first, first + st.t * st.d))
+    return out
+
+
+def is_stage_result(data) -> bool:
+    """Is ``data`` (a parsed result file) a stage plan: version 2 with ``"model": "stages"``, or a
+    version-1 ``"format": "placement-replicated"`` file?"""
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        return False
+    return data.get("format") == "placement-replicated" or (
+        data.get("schema") == "placement-result" and data.get("model") == "stages")
+
+
+def read_stage_result(data: dict) -> dict:
+    """A stage plan's result file as one flat mapping, whichever version wrote it: the problem's
+    settings at the top level (version 2 keeps them under ``problem``), ``stages`` as written, times in
+    seconds per sample."""
+    if data.get("format") == "placement-replicated":  # version 1: already flat, seconds
+        return data
+    flat = {k: v for k, v in data.items() if k != "problem"}
+    if isinstance(flat.get("devices"), list):  # the plan's per-device rows, not the device spec recorded
+        del flat["devices"]
+    flat.update(data.get("problem") or {})
+    if data.get("time_unit") not in (None, "s"):
+        raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')")
+    return flat
+
+
+# --------------------------------------------------------------------------- reading one device per stage
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """Read a result file written by ``placement place --out`` (schema ``placement-result``)."""
+    from graphs.jsonio import read_json
+
+    path = os.fspath(path)
+    return checked_result(read_json(path), path)
+
+
+def checked_result(data, path: str) -> dict:
+    """``data``, the JSON read from ``path``, when it is a one-device-per-stage result with a placement
+    (:func:`read_result`'s checks); else an :class:`InputError` naming the file and what is wrong."""
+    if not isinstance(data, dict) or data.get("schema") != "placement-result":
+        raise InputError("not a placement result (expected a JSON object with \"schema\": "
+                         "\"placement-result\", as written by placement place --out)", source=path)
+    if data.get("model") == "stages" or data.get("format") == "placement-replicated":
+        raise InputError("a stage plan (stages with replicas): it is read by placement show, split and run "
+                         "on the command line, not as a one-device-per-stage result", source=path)
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise InputError(f"the result holds no placement (status {data.get('status')!r}: "
+                         f"{data.get('message') or 'no devices'})", source=path)
+    for i, d in enumerate(devices):
+        if not (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("nodes"), list)):
+            raise InputError(f"devices[{i}] needs a 'name' and a 'nodes' list", source=path)
+    return data
+
+
+def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, source: str | None = None
+                           ) -> np.ndarray:
+    """The assignment (device number per node of ``graph``) a result file describes: its devices by
+    name (``gpu:0``...), their nodes by name. Raises :class:`InputError` listing what does not match."""
+    dev_number = {cluster.device_name(d): d for d in range(cluster.num_devices)}
+    # older result files name devices "gpu0" (kind and index run together) where now "gpu:0"
+    for d, (t, i) in enumerate(cluster.devices()):
+        if not cluster.kinds[t].name[-1:].isdigit():
+            dev_number.setdefault(f"{cluster.kinds[t].name}{i}", d)
+    index = {name: i for i, name in enumerate(graph.names)}
+    a = np.full(graph.num_nodes, -1, np.int64)
+    unknown_dev, unknown_node, twice = [], [], []
+    for d in data["devices"]:
+        if d["name"] not in dev_number:
+            unknown_dev.append(d["name"])
+            continue
+        for name in d["nodes"]:
+            i = index.get(str(name))
+            if i is None:
+                unknown_node.append(str(name))
+            elif a[i] >= 0:
+                twice.append(str(name))
+            else:
+                a[i] = dev_number[d["name"]]
+    problems = []
+    if unknown_dev:  # the cluster by its current names (the older spellings above are only accepted)
+        names = [cluster.device_name(d) for d in range(cluster.num_devices)]
+        problems.append(f"device(s) {', '.join(unknown_dev[:5])} not in the cluster "
+                        f"({', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+    if unknown_node:
+        problems.append(f"{len(unknown_node)} node(s) not in the graph: {', '.join(unknown_node[:5])}"
+                        f"{' ...' if len(unknown_node) > 5 else ''}")
+    if twice:
+        problems.append(f"node(s) placed twice: {', '.join(twice[:5])}")
+    missing = np.flatnonzero(a < 0)
+    if missing.size and not unknown_dev:
+        more = " ..." if missing.size > 5 else ""
+        problems.append(f"{missing.size} node(s) of the graph are not placed: "
+                        f"{', '.join(graph.names[i] for i in missing[:5])}{more}")
+    if problems:
+        raise InputError("the result does not match the workload: " + "; ".join(problems)
+                         + " (was it computed for another model, device set or --training setting?)",
+                         source=source)
+    _stages_agree(data, graph, cluster, a, source)
+    return a
+
+
+def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, source: str | None) -> None:
+    """A one-device-per-stage result lists its placement twice: ``devices[]`` (read above) and
+    ``stages[]`` (a stage per used device, its nodes by id or name). A hand edit of one list alone would
+    be silently ignored or silently used: the two must agree, node for node."""
+    stages = data.get("stages")
+    if not isinstance(stages, list):
+        return
+    by_id = {str(x): i for i, x in enumerate(graph.ids)}
+    by_name = {str(x): i for i, x in enumerate(graph.names)}
+    names = [cluster.device_name(d) for d in range(cluster.num_devices)]
+    listed = np.zeros(graph.num_nodes, bool)
+    fix = "edit both lists, or drop 'stages' (the placement is read from devices[])"
+    for k, st in enumerate(stages):
+        devs = st.get("devices") if isinstance(st, dict) else None
+        if not (isinstance(devs, list) and len(devs) == 1 and isinstance(st.get("nodes"), list)):
+            return  # not a one-device-per-stage listing: nothing to compare
+        for x in st["nodes"]:
+            i = by_id.get(str(x), by_name.get(str(x)))
+            if i is None or names[a[i]] != str(devs[0]):
+                where = "is not in the graph" if i is None else f"is on {names[a[i]]} in devices[]"
+                raise InputError(f"stages[{k}] lists node {x!r} on {devs[0]}, but it {where}: {fix}",
+                                 source=source)
+            listed[i] = True
+    if stages and not listed.all():
+        i = int(np.flatnonzero(~listed)[0])
+        raise InputError(f"devices[] puts node {graph.names[i]!r} on {names[a[i]]}, which no stage lists: "
+                         f"{fix}", source=source)
