@@ -33,7 +33,7 @@ __all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_sol
 _RETRY_S = 0.02
 GRACE_S = 1.0  # after frontier's and provision's own watchdog (0.6 s), which writes what they found
 _UNSAFE_PREFIXES: tuple[str, ...] = ()
-_state = {"installed": False, "depth": 0, "pending": False, "watcher": None, "exiting": False}
+_state = {"installed": False, "depth": 0, "pending": False, "watcher": None, "exiting": False, "late": False}
 _lock = threading.Lock()  # the forced exit against quiet()/deferred() from another thread
 
 
@@ -99,6 +99,11 @@ def _overdue_exit() -> None:
         if _state["depth"] > 0 or _state["exiting"]:
             return
         _state["exiting"] = True
+    _exit_interrupted()
+
+
+def _exit_interrupted() -> None:
+    """``error: interrupted`` on stderr, the output flushed, exit 130 now (``run``'s workers first)."""
     mp = sys.modules.get("multiprocessing")
     if mp is not None:  # run's workers block Ctrl-C (placement.pipeline_run): they must not outlive us
         try:
@@ -179,6 +184,9 @@ def quiet() -> None:
     if _state["installed"]:
         with _lock:
             _state["depth"] += 1
+            # a Ctrl-C held back (an import) and not yet delivered: from now on it never will be, so the
+            # command's exit says it (exit_past_abandoned_solver); it was lost, the command ending with 0
+            _state["late"] = _state["late"] or _state["pending"]
         if threading.current_thread() is threading.main_thread():
             # ignored, not merely deferred: at interpreter shutdown Python puts a handler of its own back
             # to the default action (death by SIGINT, exit -2), but it leaves an ignored signal ignored
@@ -189,7 +197,15 @@ def exit_past_abandoned_solver(code: int) -> None:
     """When HiGHS did not stop within its grace after being cancelled, :mod:`solvers._milp` abandons its
     search in a daemon thread. Python's exit would then tear down HiGHS's C++ threads under it
     (``terminate called without an active exception``, exit 134), so the console command leaves
-    without that teardown, its output flushed. Tests calling ``main`` (no console) are not affected."""
+    without that teardown, its output flushed. Tests calling ``main`` (no console) are not affected.
+
+    The console's last step before its exit with ``code`` (:func:`quiet` called), this also ends with
+    130 and ``error: interrupted`` a command that had a Ctrl-C held back and never delivered: it came
+    in an import near the end, and the command reached :func:`quiet` before the watcher's next try
+    (within :data:`_RETRY_S`), its work done and its results written. The Ctrl-C benchmark's ``cluster
+    simulate`` exited 0 so, the Ctrl-C lost."""
+    if installed() and _state["late"] and code != 130:
+        _exit_interrupted()
     milp = sys.modules.get("solvers._milp")
     if milp is None or not installed() or not milp._abandoned_running():
         return

@@ -359,9 +359,10 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         from solvers.registry import check_curve_value, checked, get_solver
 
         cl = sub_cluster(available, best.counts)
-        sol = checked("dp", graph, get_solver("dp")(graph, cl, timed()), cluster=cl)
+        sol = clock.seen(checked("dp", graph, get_solver("dp")(graph, cl, timed()), cluster=cl))
         check_curve_value("dp", best.counts, best.max_load, sol)  # the curve keeps no placements
-        why = "" if sol.status == Status.OPTIMAL else (halted() or sol.message)
+        why = halted() if clock.interrupted() else "" if sol.status == Status.OPTIMAL else (
+            halted() or sol.message)
         if sol.assignment is None:
             return Provision(kinds, target, None, best, None, None, tuple(eff), False, top, stopped=why)
         return Provision(kinds, target, None, best, sol, cl, tuple(eff), sol.status == Status.OPTIMAL, top,
@@ -400,6 +401,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     if best is None and not eff and not halted():
         # no allocation has a plan under the latency target: how low can the latency go at all?
         lowest = slo_ip.solve(graph, available, timed(), minimise="latency", stop=stop)
-        lowest = checked("slo-ip", graph, lowest, cluster=available, objective="latency")
+        lowest = clock.seen(checked("slo-ip", graph, lowest, cluster=available, objective="latency"))
+        if clock.interrupted():  # a Ctrl-C its program took: what it found is said, and why it stopped
+            stopped = "interrupted"
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
                      proven, top, found.solves, stopped, lowest)

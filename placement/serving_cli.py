@@ -621,12 +621,18 @@ class _Interrupts:
     cancel, and a Ctrl-C inside numba's compiler waits for the compiler): :data:`GRACE_S` after the
     Ctrl-C, if the command has not begun writing its results, a watchdog thread writes what was found
     (``finish``), prints ``error: interrupted`` and ends the process with 130, without waiting for the
-    solver. :meth:`begin_finish` decides, once, which of the two writes."""
+    solver. :meth:`begin_finish` decides, once, which of the two writes.
+
+    A Ctrl-C that comes once the command is writing its results (:meth:`begin_finish`) is not passed on
+    (the results are written whole) but noted (``late``): the command then ends with 130 as after any
+    other, its results written (as ``place`` writes its result in a deferred block). It was dropped,
+    and the command finished with 0 as if no Ctrl-C had come (the Ctrl-C benchmark's ``provision``)."""
 
     GRACE_S = 0.6  # before the console handler's own forced exit (placement._interrupt.GRACE_S)
 
     def __init__(self) -> None:
         self.hit = False
+        self.late = False  # a Ctrl-C while the results were being written (see the class doc)
         self.delivered = False
         self.finish = None  # what the watchdog calls to write the results so far
         self._prev = None
@@ -639,6 +645,7 @@ class _Interrupts:
 
     def _handler(self, signum, frame) -> None:
         if self.delivered:
+            self.late = True
             return
         if not self.hit:
             self.hit = True
@@ -747,8 +754,8 @@ def run(args) -> int:
             code = 130
         if not ctrl_c.begin_finish():
             _wait_for_watchdog()
-        if ctrl_c.hit:
-            code = 130
+    if ctrl_c.hit or ctrl_c.late:  # read once the handler is back: a later Ctrl-C is a KeyboardInterrupt
+        code = 130
     if code == 130:
         from . import _interrupt
 

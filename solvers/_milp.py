@@ -13,6 +13,7 @@ otherwise, ``infeasible`` when proven so. (PuLP's summary status calls a time-li
 
 from __future__ import annotations
 
+import _thread
 import math
 import os
 import re
@@ -38,6 +39,8 @@ OPTIMAL = "optimal"
 TIME_LIMIT = "time limit"
 INFEASIBLE = "infeasible"
 ERROR = "error"
+#: the words of a result whose search took a Ctrl-C (:attr:`MipResult.interrupted`)
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 class MilpModel:
@@ -148,6 +151,14 @@ class MipResult:
     message: str = ""
     stats: dict = field(default_factory=dict)
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the search took a Ctrl-C (``KeyboardInterrupt``): it returned what it had then, with
+        or without a solution, whatever its status (a search that ended as the Ctrl-C came says
+        ``optimal`` or ``infeasible`` and this too). The caller's work must end there, as for
+        :attr:`solvers.base.Solution.interrupted`, which reads the same word in ``message``."""
+        return "interrupted" in (self.message or "")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -178,6 +189,8 @@ def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, w
         msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"
     else:
         msg = res.message
+    if res.interrupted and "interrupted" not in msg:  # the caller's work ends on it: keep saying so
+        msg = f"{msg}; {INTERRUPTED}" if msg else INTERRUPTED
     return Verdict(checked.bound, checked.gap, proven, msg,
                    None if checked.consistent else checked.claimed)
 
@@ -206,7 +219,7 @@ def solve_mip(model: MilpModel, *, backend: str = DEFAULT_BACKEND, time_limit: f
         res = _solve_pulp(model, time_limit, gap, threads, start, raw, seed)
     else:
         raise InputError(f"unknown MIP backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if "interrupted" not in res.message:
+    if not res.interrupted:
         teller.tell(1.0)
     return res
 
@@ -364,7 +377,7 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
     deadline = None if time_limit is None else t0 + time_limit + 0.1
     interrupted, overran, abandoned = _run_interruptible(h, deadline, tell=tell)
     if abandoned:
-        what = ("interrupted (Ctrl-C); best placement so far" if interrupted else "time limit reached")
+        what = f"{INTERRUPTED}; best placement so far" if interrupted else "time limit reached"
         return MipResult(TIME_LIMIT, seen["x"], seen["obj"], seen["bound"], time.perf_counter() - t0,
                          f"{what}; HiGHS did not stop within {_HIGHS_ABANDON:g} s of being cancelled (its "
                          "search was abandoned; best solution it reported kept)",
@@ -378,26 +391,63 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
     obj = float(info.objective_function_value) if has_sol else INF
     bound = finite(info.mip_dual_bound)
     stats = {"nodes": int(info.mip_node_count), **stats}
+    # a Ctrl-C that came as the search ended (or that HiGHS did not see before it ended) is still said:
+    # the result stands, and the caller's work ends on it (MipResult.interrupted)
     if ms == S.kOptimal:
-        return MipResult(OPTIMAL, x, obj, bound, elapsed, "", stats)
+        return MipResult(OPTIMAL, x, obj, bound, elapsed,
+                         f"{INTERRUPTED} as the search ended optimal" if interrupted else "", stats)
     if ms == S.kInfeasible:
-        return MipResult(INFEASIBLE, None, INF, None, elapsed, "the integer program is infeasible", stats)
+        return MipResult(INFEASIBLE, None, INF, None, elapsed, "the integer program is infeasible"
+                         + (f"; {INTERRUPTED} as that was proven" if interrupted else ""), stats)
     if ms in (S.kTimeLimit, S.kInterrupt, S.kIterationLimit, S.kSolutionLimit, S.kMemoryLimit,
               S.kObjectiveBound, S.kObjectiveTarget):
         what = ("time limit reached" if ms == S.kTimeLimit or overran
                 else f"HiGHS stopped: {h.modelStatusToString(ms)}")
         if interrupted:
-            what = "interrupted (Ctrl-C); best placement so far"
+            what = f"{INTERRUPTED}; " + ("best placement so far" if x is not None else "no solution yet")
         return MipResult(TIME_LIMIT, x, obj, bound, elapsed, what, stats)
     if interrupted:  # cancelled before HiGHS settled on a status ("Unknown"): a Ctrl-C, not an error
         what = "best placement so far" if x is not None else "no solution yet"
-        return MipResult(TIME_LIMIT, x, obj, bound, elapsed, f"interrupted (Ctrl-C); {what}", stats)
+        return MipResult(TIME_LIMIT, x, obj, bound, elapsed, f"{INTERRUPTED}; {what}", stats)
     return MipResult(ERROR, x, obj, bound, elapsed, f"HiGHS: {h.modelStatusToString(ms)}", stats)
 
 
 def _abandoned_running() -> bool:
     """Whether a search abandoned by :func:`_run_interruptible` may still be running."""
     return any(thread.is_alive() for _, thread in _ABANDONED)
+
+
+class _Search:
+    """``h.run()`` in a thread of its own (``_run``), started with ``_thread.start_new_thread``, which
+    returns at once. ``threading.Thread.start`` waits on an Event for the thread to begin, and a Ctrl-C
+    taken in that wait escaped :func:`_run_interruptible` with HiGHS running unattended; when the
+    interpreter then exited (130, after the Ctrl-C), the thread came back from HiGHS into a finalising
+    Python and the process died in ``std::terminate`` ("terminate called without an active exception",
+    exit 134). ``ended`` is a plain lock held until ``h.run()`` returns (see :func:`_run_interruptible`),
+    and ``finished`` says so too. A daemon, as threads of ``_thread`` are: the process never waits for
+    it. ``is_alive`` and ``join`` are those of a ``threading.Thread`` (:data:`_ABANDONED` holds these)."""
+
+    def __init__(self, h) -> None:
+        self.h = h
+        self.ended = threading.Lock()
+        self.ended.acquire()
+        self.finished = False
+
+    def _run(self) -> None:
+        try:
+            self.h.run()
+        finally:
+            self.finished = True
+            self.ended.release()
+
+    def is_alive(self) -> bool:
+        """Whether HiGHS's run has not yet returned (the thread's last Python lines may still run)."""
+        return not self.finished
+
+    def join(self, timeout: float | None = None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.finished and (end is None or time.monotonic() < end):
+            time.sleep(0.005)
 
 
 def _run_interruptible(h, deadline: float | None = None, grace: float | None = None,
@@ -408,7 +458,11 @@ def _run_interruptible(h, deadline: float | None = None, grace: float | None = N
     still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled. Then the caller must
     leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported.
     ``tell`` (no argument; ``None``: nothing) is called from this, the caller's thread, while it waits:
-    a progress bar is drawn where it always is, and a KeyboardInterrupt it raises is a Ctrl-C."""
+    a progress bar is drawn where it always is, and a KeyboardInterrupt it raises is a Ctrl-C.
+
+    A Ctrl-C (``KeyboardInterrupt``) from the moment the thread starts is taken here, wherever it lands,
+    so that it never leaves while HiGHS runs; anything else that escapes (a second Ctrl-C between two
+    steps of taking the first) leaves the search cancelled and kept as an abandoned one."""
     grace = _HIGHS_ABANDON if grace is None else grace
     h.HandleUserInterrupt = True  # lets cancelSolve() stop the search (through HiGHS's callbacks)
     # our own thread, not highspy's startSolve: that one holds a lock shared by every Highs object, so
@@ -418,50 +472,46 @@ def _run_interruptible(h, deadline: float | None = None, grace: float | None = N
     # unlocked lock", CPython gh-118433; it escaped this loop with HiGHS still running and ended the
     # process in std::terminate). A raw lock's acquire has no such state; the flag covers an interrupt
     # that lands just after the lock was taken.
-    done = threading.Lock()
-    done.acquire()
-    finished = [False]
-
-    def run() -> None:
-        try:
-            h.run()
-        finally:
-            finished[0] = True
-            done.release()
-
-    thread = threading.Thread(target=run, daemon=True, name="highs")
-    thread.start()
+    search = _Search(h)
     interrupted = overran = False
     cancelled_at = None
-    while True:
-        try:
-            if finished[0] or done.acquire(timeout=0.05):
+    started = False
+    try:
+        while True:  # again after each Ctrl-C taken (the try around covers this loop's jump back too)
+            try:
+                if not started:
+                    # set before the call, which is made here (a Python method's first step may take a
+                    # Ctrl-C): Python takes one only after a call returns, the thread started by then
+                    started = True
+                    _thread.start_new_thread(search._run, ())
+                while True:
+                    if search.finished or search.ended.acquire(timeout=0.05):
+                        break
+                    if tell is not None and cancelled_at is None:
+                        tell()
+                    now = time.perf_counter()
+                    if deadline is not None and not overran and now > deadline:
+                        overran = True
+                        h.cancelSolve()
+                        cancelled_at = now if cancelled_at is None else cancelled_at
+                    if cancelled_at is not None and now - cancelled_at > grace:
+                        _ABANDONED.append((h, search))  # keep it alive: its thread may still be running
+                        return interrupted, overran, True
                 break
-            if tell is not None and cancelled_at is None:
-                tell()
-            now = time.perf_counter()
-            if deadline is not None and not overran and now > deadline:
-                overran = True
+            except KeyboardInterrupt:
+                interrupted = True
                 h.cancelSolve()
-                cancelled_at = now if cancelled_at is None else cancelled_at
-            if cancelled_at is not None and now - cancelled_at > grace:
-                _ABANDONED.append((h, thread))  # keep it alive: its thread may still be running
-                return interrupted, overran, True
-        except KeyboardInterrupt:
-            interrupted = True
-            h.cancelSolve()
-            # a user waiting on Ctrl-C gets the best solution so far within the 2 s promised, not after
-            # the deadline's grace
-            grace = min(grace, _HIGHS_ABANDON_INTERRUPTED)
-            if cancelled_at is None:
-                cancelled_at = time.perf_counter()
-        except BaseException:
-            # anything else escaping leaves the search behind like an abandoned one: cancelled, and
-            # kept alive so that the console's exit skips the teardown under it
-            h.cancelSolve()
-            _ABANDONED.append((h, thread))
-            raise
-    thread.join()
+                # a user waiting on Ctrl-C gets the best solution so far within the 2 s promised, not
+                # after the deadline's grace
+                grace = min(grace, _HIGHS_ABANDON_INTERRUPTED)
+                if cancelled_at is None:
+                    cancelled_at = time.perf_counter()
+    except BaseException:
+        # anything else escaping leaves the search behind like an abandoned one: cancelled, and kept
+        # alive so that the console's exit skips the teardown under it
+        h.cancelSolve()
+        _ABANDONED.append((h, search))
+        raise
     return interrupted, overran, False
 
 

@@ -143,12 +143,27 @@ class Decision:
     stats: Mapping = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- the MILPs
+def solve_or_stop(model, **kw):
+    """:func:`solvers._milp.solve_mip` for the cluster's programs (``kw`` passed on). A search that took
+    a Ctrl-C (:attr:`~solvers._milp.MipResult.interrupted`: with a solution or without, whatever its
+    status, HiGHS returns what it had) stops the command here with ``KeyboardInterrupt``, as an
+    interrupted curve DP does (:mod:`placement.cluster.curves`): a decision taken from it would let the
+    simulation run on to its end as if no Ctrl-C had come."""
+    from solvers._milp import solve_mip
+
+    res = solve_mip(model, **kw)
+    if res.interrupted:
+        raise KeyboardInterrupt
+    return res
+
+
 # --------------------------------------------------------------------------- fairness
 def fair_share_time(curve: JobCurve, capacity: Capacity, n: float) -> float:
     """Time per sample on an equal ``1/n`` share of the cluster, time-slicing whole allocations: the
     inverse of ``max sum(l_p / t_p)`` over ``l >= 0`` with ``sum(l) <= 1`` and ``sum(l_p * p) <= share``
     (devices per kind and host memory). ``inf`` when no point fits the cluster at all."""
-    from solvers._milp import MilpModel, solve_mip
+    from solvers._milp import MilpModel
 
     n = max(1.0, float(n))
     pts = [p for p in curve.points if _fits(p.counts, p.host_memory, capacity.counts, capacity.host_memory)]
@@ -186,9 +201,7 @@ def fair_share_time(curve: JobCurve, capacity: Capacity, n: float) -> float:
         hi.append(mem / max(mem, 1.0))
         r += 1
     m.add_rows([-math.inf] * r, hi, rows, cols, vals)
-    res = solve_mip(m, gap=1e-9)
-    if res.x is None and "interrupted" in res.message:  # a Ctrl-C HiGHS took: the command stops
-        raise KeyboardInterrupt
+    res = solve_or_stop(m, gap=1e-9)
     thr = -res.objective if res.x is not None else 0.0
     return 1.0 / thr if thr > 0 else math.inf
 
@@ -449,7 +462,7 @@ class _Choice:
         that a time limit still returns a selection)."""
         import numpy as np
 
-        from solvers._milp import INFEASIBLE, OPTIMAL, solve_mip
+        from solvers._milp import INFEASIBLE, OPTIMAL
 
         if self.infeasible:
             if feasibility:
@@ -462,13 +475,11 @@ class _Choice:
                 x0[self.w[j] if k is None else self.x[j][k]] = 1.0
         # HiGHS's presolve spends seconds on these set-partitioning models (thousands of binaries, a few
         # dozen rows) that its root LP solves in milliseconds
-        res = solve_mip(self.m, gap=gap, time_limit=time_limit, start=x0,
-                        raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
+        res = solve_or_stop(self.m, gap=gap, time_limit=time_limit, start=x0,
+                            raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
         if res.x is None:
             if feasibility and res.status == INFEASIBLE:
                 return None, True
-            if "interrupted" in res.message:  # a Ctrl-C HiGHS took before any solution: the command stops
-                raise KeyboardInterrupt
             if feasibility:  # a limit before any solution: not proven either way; treat as infeasible
                 return None, False
             raise RuntimeError(f"allocation MILP: {res.status} {res.message}")

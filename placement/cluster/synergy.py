@@ -52,7 +52,7 @@ from graphs.errors import InfeasibleError, InputError
 
 from .curves import CurvePoint, JobCurve
 from .formats import ClusterSpec, ServerSpec
-from .policies import Allocation, Capacity, fair_share_time
+from .policies import Allocation, Capacity, fair_share_time, solve_or_stop
 from .simulate import JobOutcome, Segment, SimResult
 
 __all__ = ["BASES", "ALLOCATIONS", "DEFAULT_ROUND", "GpuJob", "Option", "Menu", "job_menu", "tune_server",
@@ -197,7 +197,7 @@ def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
     best = [max(m.options, key=lambda o: (o.rate, -o.cores, -o.memory)) for m in menus]
     if _fits(best, cores, memory):  # everyone gets their fastest option
         return best, _value(menus, best)
-    from solvers._milp import MilpModel, solve_mip
+    from solvers._milp import MilpModel
 
     scale_m = memory if math.isfinite(memory) and memory > 0 else 1.0
     scale_c = cores if cores > 0 else 1.0
@@ -210,8 +210,8 @@ def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
     start = np.zeros(mod.num_cols)
     for m, x in zip(menus, xs):
         start[x[m.options.index(m.prop)]] = 1.0
-    res = solve_mip(mod, gap=1e-9, time_limit=time_limit, start=start,
-                    raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
+    res = solve_or_stop(mod, gap=1e-9, time_limit=time_limit, start=start,
+                        raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
     if res.x is None:  # the proportional picks always fit; keep them if the solver gave nothing
         picks = [m.prop for m in menus]
     else:
@@ -234,7 +234,7 @@ def opt_bound(menus: Sequence[Menu], cores: float, memory: float) -> tuple[float
     job a convex combination of its options, none below its proportional rate. Returns the total
     normalised throughput (an upper bound on :func:`tune_server`'s, server by server) and each job's
     fractional rate."""
-    from solvers._milp import MilpModel, solve_mip
+    from solvers._milp import MilpModel
 
     if not menus:
         return 0.0, []
@@ -244,7 +244,7 @@ def opt_bound(menus: Sequence[Menu], cores: float, memory: float) -> tuple[float
     xs = [mod.add_cols(len(m.options), lb=0.0, ub=1.0, cost=[-(o.rate / m.prop.rate) for o in m.options])
           for m in menus]
     _choice_and_capacity_rows(mod, menus, xs, cores, memory, scale_c, scale_m)
-    res = solve_mip(mod, gap=1e-9, raw={"highs_options": {"presolve": "off"}})
+    res = solve_or_stop(mod, gap=1e-9, raw={"highs_options": {"presolve": "off"}})
     if res.x is None:
         raise RuntimeError(f"Synergy-OPT LP: {res.status} {res.message}")
     rates = [float(sum(res.x[c] * o.rate for o, c in zip(m.options, x))) for m, x in zip(menus, xs)]
