@@ -41,6 +41,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -349,23 +350,25 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         inferred = infer_model
 
     p = _Parser(dimmap, batch, warn, source, opset)
-    ops, src, dst = p.top_level(inferred.graph, model.graph)
+    p.fold_top(inferred.graph, model.graph)
     for _ in range(_REFOLDS):
         # a shape inference could not follow (a Reshape target computed through a Mod, say) may follow
         # from the values folded: infer again with those nodes as Constants (same place in the list)
         again = _with_folded_values(infer_model, inferred, p)
         if again is None:
             break
-        infer_model = again
         try:
-            inferred = onnx.shape_inference.infer_shapes(again, check_type=False, strict_mode=False,
-                                                         data_prop=True)
-        except Exception:  # the first inference's shapes stand
+            refined = onnx.shape_inference.infer_shapes(again, check_type=False, strict_mode=False,
+                                                        data_prop=True)
+        except Exception:  # the last inference's shapes stand
             break
-        shape_nodes = p.shape_nodes
+        infer_model, inferred = again, refined
+        folded = p
         p = _Parser(dimmap, batch, warn, source, opset)
-        p.shape_nodes |= shape_nodes  # the folded Shape nodes are Constants in this copy
-        ops, src, dst = p.top_level(inferred.graph, model.graph)
+        p.shape_nodes |= folded.shape_nodes  # the folded Shape nodes are Constants in this copy
+        p.computed = folded.computed  # the same constants: their values are not computed again
+        p.fold_top(inferred.graph, model.graph)
+    ops, src, dst = p.build_top()  # the operators are built once, from the last inference's shapes
     if not ops:
         raise InputError("every operator of the model computes only from constants: after constant "
                          "folding there is nothing to place", source=source)
@@ -490,6 +493,8 @@ def _with_folded_values(infer_model, inferred, p: _Parser):
 
     todo = [i for i, n in enumerate(infer_model.graph.node) if i in p.folded
             and n.op_type != "Constant" and len(n.output) == 1 and n.output[0] in p.values]
+    if not todo:
+        return None
     valued = {infer_model.graph.node[i].output[0] for i in todo}
     g = inferred.graph
     typed = {v.name: v.type for v in list(g.value_info) + list(g.output)}
@@ -572,6 +577,22 @@ def _fix_dims(vi, dimmap: Mapping[str, int], batch_axis_default) -> None:
             d.dim_value = dimmap[key]
 
 
+class _Folded(NamedTuple):
+    """One graph's nodes as :meth:`_Parser._fold` read, ordered and folded them (for ``_build``)."""
+
+    graph: object
+    names: list[str]
+    nodes: list
+    reads: list[list[str]]
+    body_reads: list[list[str]]
+    produced: dict[str, int]
+    local: set[str]
+    order: list[int]
+    consts: set[str]
+    const_node: list[bool]
+    outer_defined: frozenset[str]
+
+
 class _Parser:
     """Turns the (shape-inferred) graph and its bodies into ops; collects size problems for one report."""
 
@@ -586,6 +607,7 @@ class _Parser:
         self.types: dict[str, object] = {}  # tensor name -> TypeProto (all scopes; names are unique)
         self.initializers: set[str] = set()
         self.values: dict[str, np.ndarray] = {}  # small constant values
+        self.computed: dict[tuple, list[np.ndarray]] = {}  # _folded_value's outputs by node and input values
         self.refined: dict[str, Tensor] = {}  # shapes we know better than inference
         self.unresolved: Counter = Counter()  # symbolic dims taken as guesses
         self.estimated: list[str] = []  # ops whose output size was estimated
@@ -599,7 +621,8 @@ class _Parser:
                     self.types.get(v.name)):
                 self.types[v.name] = v.type
         for t in g.initializer:
-            self.types.setdefault(t.name, _tensor_type_of(t))
+            if t.name not in self.types:
+                self.types[t.name] = _tensor_type_of(t)
         for n in g.node:
             for a in n.attribute:
                 if a.type == 5:  # GRAPH
@@ -632,19 +655,30 @@ class _Parser:
         return Tensor(name, tuple(shape), dtype, itemsize)
 
     # ---------------------------------------------------------------- graphs
-    def top_level(self, g, original_graph):
-        """Parse the inferred copy ``g`` of ``original_graph`` (whose initializers are the constants)."""
+    def fold_top(self, g, original_graph) -> None:
+        """Read the types of the inferred copy ``g`` of ``original_graph`` (whose initializers are the
+        constants) and fold its constants (:attr:`values`, :attr:`folded`, :attr:`shape_nodes`: what
+        decides whether shape inference runs again); :meth:`build_top` then builds the operators."""
         self.collect_types(g)
         names = stable_names(original_graph.node)
         self.initializers = ({t.name for t in original_graph.initializer}
                              | {t.values.name for t in original_graph.sparse_initializer})
-        ops, src, dst, _, _ = self._graph(g, names, outer_consts=frozenset(), outer_defined=frozenset(),
-                                          top=True)
+        self._top = self._fold(g, names, outer_consts=frozenset(), outer_defined=frozenset(), top=True)
+
+    def build_top(self):
+        """The operators and edges of the graph :meth:`fold_top` folded."""
+        ops, src, dst, _, _ = self._build(self._top)
         return ops, src, dst
 
     def _graph(self, g, names, *, outer_consts, outer_defined, top):
         """Parse one graph (top level or a body). Returns ops, edges, and the outer tensors it reads
         (activations, constants)."""
+        return self._build(self._fold(g, names, outer_consts=outer_consts, outer_defined=outer_defined,
+                                      top=top))
+
+    def _fold(self, g, names, *, outer_consts, outer_defined, top) -> _Folded:
+        """Check one graph's reads, order its nodes and fold its constants (the first half of
+        :meth:`_graph`)."""
         from onnx import numpy_helper
 
         inits = {t.name for t in g.initializer} | (self.initializers if top else set())
@@ -665,10 +699,11 @@ class _Parser:
         # what each node reads, bodies included (outer references of a body are node inputs here)
         reads: list[list[str]] = []
         body_reads: list[list[str]] = []
-        for n in nodes:
+        bodies = [_subgraphs(n) for n in nodes]
+        for n, subs in zip(nodes, bodies):
             r = [x for x in n.input if x]
             b: list[str] = []
-            for sg in _subgraphs(n):
+            for sg in subs:
                 b.extend(x for x in _free_names(sg) if x not in b)
             reads.append(r)
             body_reads.append(b)
@@ -686,7 +721,7 @@ class _Parser:
         from_shape: set[str] = set()  # constants computed from a folded Shape's output
         for i in order:
             n = nodes[i]
-            if _subgraphs(n):
+            if bodies[i]:
                 continue
             constant = all(x in consts for x in reads[i])
             # a body's shapes may change from one iteration to the next: only the top level's are known
@@ -705,6 +740,13 @@ class _Parser:
                 if not constant or from_shape.intersection(reads[i]):
                     from_shape.update(o for o in n.output if o)
                     self.shape_nodes.add(names[i])
+        return _Folded(g, names, nodes, reads, body_reads, produced, local, order, consts, const_node,
+                       outer_defined)
+
+    def _build(self, f: _Folded):
+        """Build the operators of a graph :meth:`_fold` folded: ops, edges, and the outer tensors it reads
+        (activations, constants)."""
+        g, names, nodes, reads, body_reads, produced, local, order, consts, const_node, outer_defined = f
         # parse every non-constant node
         keep = [i for i in order if not const_node[i]]
         index = {i: k for k, i in enumerate(keep)}
@@ -769,7 +811,8 @@ class _Parser:
                         self.values[n.output[0]] = numpy_helper.to_array(a.t)
                     except Exception:
                         pass
-                self.types.setdefault(n.output[0], _tensor_type_of(a.t))
+                if n.output[0] not in self.types:
+                    self.types[n.output[0]] = _tensor_type_of(a.t)
             elif a.name in ("value_int", "value_float", "value_ints", "value_floats"):
                 self.values[n.output[0]] = np.asarray(helper.get_attribute_value(a))
 
@@ -801,15 +844,23 @@ class _Parser:
             t = self.tensor(o) if o else None
             if t is not None and (t.elements is None or t.elements > _SMALL_CONST):
                 return
-        from onnx.reference import ReferenceEvaluator
+        # the same arithmetic on the same values recurs in every layer: computed once per model
+        key = (n.op_type, tuple(a.SerializeToString() for a in n.attribute), tuple(bool(o) for o in n.output),
+               tuple((v.dtype.str, v.shape, v.tobytes()) if x else None
+                     for x, v in ((x, self.values.get(x)) for x in n.input)))
+        outs = self.computed.get(key)
+        if outs is None:
+            from onnx.reference import ReferenceEvaluator
 
-        try:
-            outs = ReferenceEvaluator(n, opsets={"": self.opset}).run(None, {x: self.values[x] for x in ins})
-        except Exception:  # an operator the reference runtime lacks: the value stays unknown, as before
-            return
+            try:
+                outs = ReferenceEvaluator(n, opsets={"": self.opset}).run(None,
+                                                                          {x: self.values[x] for x in ins})
+            except Exception:  # an operator the reference runtime lacks: the value stays unknown, as before
+                return
+            self.computed[key] = outs = [np.asarray(v) for v in outs]
         for o, v in zip(n.output, outs):
             if o:
-                self.values[o] = np.asarray(v)
+                self.values[o] = v.copy()
 
     def _op(self, n, name, position, consts, consumed, defined) -> Op:
         import onnx
