@@ -3,7 +3,8 @@ and one profiled case checked against a measured pipeline.
 
 Part 0, the frontier command's answers on a 4-layer GPT-2 (GPT-2 small's shapes: width 768, 12 heads,
 vocabulary 50257, sequence 128; ``tests/torch_models.gpt2``) exported with ``torch.onnx`` with a symbolic
-batch, on ``a100:2,t4:2`` at batch 1 (its shape arithmetic gives the DP about two million ideals):
+batch, on ``a100:2,t4:2`` at batch 1 (its shape arithmetic gave the DP about two million ideals until
+the ONNX front end folded it, 257 since; README_serving.md gives figures from both, re-run 2026-12-06):
 
 * ``placement frontier`` as a process with its default time limit (60 s for the whole command): when
   the first point is printed and when the command ends (goals: 10 s and 2 minutes), the points;

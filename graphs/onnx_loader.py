@@ -10,7 +10,14 @@ builds an :class:`OnnxGraph`:
 * an edge ``u -> v`` for every tensor ``u`` produces that ``v`` reads;
 * **constants are folded**: initializers, ``Constant`` nodes and every node whose inputs are all
   constant (e.g. the ``ConstantOfShape`` weight generators of the model-zoo files, or an ``Unsqueeze``
-  of a weight) are not operators; the constant tensors an operator reads become its ``params``;
+  of a weight) are not operators; the constant tensors an operator reads become its ``params``. So is
+  a top-level ``Shape`` whose input's dimensions it reads are all known once the symbolic input
+  dimensions are fixed (``Shape -> Gather/Slice -> Concat -> Reshape``, as ``torch.onnx.export`` writes
+  a ``view`` whose sizes come from ``x.size()``): its output is that shape, and what is computed from it
+  and constants only is folded too (:attr:`OnnxGraph.shape_nodes`). The values of small folded
+  tensors (at most 64 elements: shapes, axes) are computed (``onnx.reference``) and kept in
+  :attr:`OnnxGraph.values`; those computed from a shape hold it at the dimensions the model is loaded
+  at (for a symbolic batch, at ``batch_size``);
 * control-flow operators (``If``, ``Loop``, ``Scan``) stay one operator; their bodies are parsed into
   ``subgraphs`` (with a repeat count) so that cost models can cost them, and the outer tensors a body
   reads become inputs (activations: edges; constants: params) of the operator.
@@ -34,6 +41,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +55,8 @@ log = logging.getLogger("graphs.onnx")
 #: symbolic dimension names that mean the batch wherever they appear
 BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "n", "b", "bs", "batch_dim"})
 _SMALL_CONST = 64  # constants up to this many elements keep their values (loop counts, shapes)
+_REFOLDS = 3  # shape inference runs again at most this many times with the values folded
+_RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
 _KEEP_DATA = 4096  # initializers up to this many elements keep their data for shape inference
 # input slots holding statistics that training does not update
 _NON_TRAINABLE_SLOTS = {"BatchNormalization": {3, 4}}
@@ -186,9 +196,13 @@ class OnnxGraph:
     #: no input has a symbolic batch dimension: ``batch_size`` is 1 (a run of the model, whatever its
     #: leading dimension) or the leading dimension every input has, given as the batch size
     fixed_shape: bool = False
-    #: values of the small constants (initializers and ``Constant`` outputs of at most 64 elements:
-    #: shapes, axes) by tensor name, for analyses that read an operator's shape or axes input
+    #: values of the small constants (initializers, ``Constant`` outputs and folded tensors of at most 64
+    #: elements: shapes, axes) by tensor name, for analyses that read an operator's shape or axes input
     values: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: the nodes (stable names) folded because a ``Shape`` read a known shape: those ``Shape`` nodes and
+    #: the nodes computed from their outputs and constants only (see the module doc); a tool that runs
+    #: the model's own nodes replaces such a ``Shape`` by its value only where its input is not at hand
+    shape_nodes: frozenset[str] = frozenset()
 
     @property
     def num_ops(self) -> int:
@@ -335,8 +349,26 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
              f"shapes declared in the file")
         inferred = infer_model
 
-    p = _Parser(dimmap, batch, warn, source)
-    ops, src, dst = p.top_level(inferred.graph, model.graph)
+    p = _Parser(dimmap, batch, warn, source, opset)
+    p.fold_top(inferred.graph, model.graph)
+    for _ in range(_REFOLDS):
+        # a shape inference could not follow (a Reshape target computed through a Mod, say) may follow
+        # from the values folded: infer again with those nodes as Constants (same place in the list)
+        again = _with_folded_values(infer_model, inferred, p)
+        if again is None:
+            break
+        try:
+            refined = onnx.shape_inference.infer_shapes(again, check_type=False, strict_mode=False,
+                                                        data_prop=True)
+        except Exception:  # the last inference's shapes stand
+            break
+        infer_model, inferred = again, refined
+        folded = p
+        p = _Parser(dimmap, batch, warn, source, opset)
+        p.shape_nodes |= folded.shape_nodes  # the folded Shape nodes are Constants in this copy
+        p.computed = folded.computed  # the same constants: their values are not computed again
+        p.fold_top(inferred.graph, model.graph)
+    ops, src, dst = p.build_top()  # the operators are built once, from the last inference's shapes
     if not ops:
         raise InputError("every operator of the model computes only from constants: after constant "
                          "folding there is nothing to place", source=source)
@@ -360,7 +392,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         parameter_bytes=sum(t.nbytes or 0 for t in counted.values()),
         trainable_parameters=sum(t.elements or 0 for t in trainable.values()),
         external_data=external_data, producer=f"{model.producer_name} {model.producer_version}".strip(),
-        graph_name=model.graph.name, values=dict(p.values),
+        graph_name=model.graph.name, values=dict(p.values), shape_nodes=frozenset(p.shape_nodes),
     )
     if rebatched:
         from .onnx_batch import check_batch
@@ -452,6 +484,37 @@ def _fixed_shape_batch(graph, batch_size: int | None, warn) -> int:
     return 1
 
 
+def _with_folded_values(infer_model, inferred, p: _Parser):
+    """A copy of ``infer_model`` whose top-level nodes that ``p`` folded to a value (one output) are
+    ``Constant`` nodes of that value, where some such node is not a ``Constant`` yet and a node reading
+    its value has an output whose shape inference left unknown; else ``None``."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    todo = [i for i, n in enumerate(infer_model.graph.node) if i in p.folded
+            and n.op_type != "Constant" and len(n.output) == 1 and n.output[0] in p.values]
+    if not todo:
+        return None
+    valued = {infer_model.graph.node[i].output[0] for i in todo}
+    g = inferred.graph
+    typed = {v.name: v.type for v in list(g.value_info) + list(g.output)}
+
+    def unknown(x: str) -> bool:
+        tp = typed.get(x)
+        return tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape") \
+            or _shape_quality(tp) < 1 + len(tp.tensor_type.shape.dim)
+
+    if not any(valued.intersection(n.input) and any(unknown(x) for x in n.output if x) for n in g.node):
+        return None
+    m = onnx.ModelProto()
+    m.CopyFrom(infer_model)
+    for i in todo:
+        n = m.graph.node[i]
+        value = numpy_helper.from_array(np.asarray(p.values[n.output[0]]))
+        n.CopyFrom(helper.make_node("Constant", [], [n.output[0]], name=n.name, value=value))
+    return m
+
+
 def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = None):
     """A light copy of the model for the checker and shape inference: large or external initializers
     become typed graph inputs (no weight is read or copied), symbolic input dimensions are fixed. Small
@@ -514,17 +577,37 @@ def _fix_dims(vi, dimmap: Mapping[str, int], batch_axis_default) -> None:
             d.dim_value = dimmap[key]
 
 
+class _Folded(NamedTuple):
+    """One graph's nodes as :meth:`_Parser._fold` read, ordered and folded them (for ``_build``)."""
+
+    graph: object
+    names: list[str]
+    nodes: list
+    reads: list[list[str]]
+    body_reads: list[list[str]]
+    produced: dict[str, int]
+    local: set[str]
+    order: list[int]
+    consts: set[str]
+    const_node: list[bool]
+    outer_defined: frozenset[str]
+
+
 class _Parser:
     """Turns the (shape-inferred) graph and its bodies into ops; collects size problems for one report."""
 
-    def __init__(self, dimmap, batch, warn, source):
+    def __init__(self, dimmap, batch, warn, source, opset: int = 0):
         self.dimmap = dict(dimmap)
         self.batch = batch
         self.warn = warn
         self.source = source
+        self.opset = opset
+        self.shape_nodes: set[str] = set()  # folded because a Shape read a known shape
+        self.folded: set[int] = set()  # top-level nodes folded (their positions in the file)
         self.types: dict[str, object] = {}  # tensor name -> TypeProto (all scopes; names are unique)
         self.initializers: set[str] = set()
         self.values: dict[str, np.ndarray] = {}  # small constant values
+        self.computed: dict[tuple, list[np.ndarray]] = {}  # _folded_value's outputs by node and input values
         self.refined: dict[str, Tensor] = {}  # shapes we know better than inference
         self.unresolved: Counter = Counter()  # symbolic dims taken as guesses
         self.estimated: list[str] = []  # ops whose output size was estimated
@@ -538,7 +621,8 @@ class _Parser:
                     self.types.get(v.name)):
                 self.types[v.name] = v.type
         for t in g.initializer:
-            self.types.setdefault(t.name, _tensor_type_of(t))
+            if t.name not in self.types:
+                self.types[t.name] = _tensor_type_of(t)
         for n in g.node:
             for a in n.attribute:
                 if a.type == 5:  # GRAPH
@@ -571,19 +655,30 @@ class _Parser:
         return Tensor(name, tuple(shape), dtype, itemsize)
 
     # ---------------------------------------------------------------- graphs
-    def top_level(self, g, original_graph):
-        """Parse the inferred copy ``g`` of ``original_graph`` (whose initializers are the constants)."""
+    def fold_top(self, g, original_graph) -> None:
+        """Read the types of the inferred copy ``g`` of ``original_graph`` (whose initializers are the
+        constants) and fold its constants (:attr:`values`, :attr:`folded`, :attr:`shape_nodes`: what
+        decides whether shape inference runs again); :meth:`build_top` then builds the operators."""
         self.collect_types(g)
         names = stable_names(original_graph.node)
         self.initializers = ({t.name for t in original_graph.initializer}
                              | {t.values.name for t in original_graph.sparse_initializer})
-        ops, src, dst, _, _ = self._graph(g, names, outer_consts=frozenset(), outer_defined=frozenset(),
-                                          top=True)
+        self._top = self._fold(g, names, outer_consts=frozenset(), outer_defined=frozenset(), top=True)
+
+    def build_top(self):
+        """The operators and edges of the graph :meth:`fold_top` folded."""
+        ops, src, dst, _, _ = self._build(self._top)
         return ops, src, dst
 
     def _graph(self, g, names, *, outer_consts, outer_defined, top):
         """Parse one graph (top level or a body). Returns ops, edges, and the outer tensors it reads
         (activations, constants)."""
+        return self._build(self._fold(g, names, outer_consts=outer_consts, outer_defined=outer_defined,
+                                      top=top))
+
+    def _fold(self, g, names, *, outer_consts, outer_defined, top) -> _Folded:
+        """Check one graph's reads, order its nodes and fold its constants (the first half of
+        :meth:`_graph`)."""
         from onnx import numpy_helper
 
         inits = {t.name for t in g.initializer} | (self.initializers if top else set())
@@ -604,10 +699,11 @@ class _Parser:
         # what each node reads, bodies included (outer references of a body are node inputs here)
         reads: list[list[str]] = []
         body_reads: list[list[str]] = []
-        for n in nodes:
+        bodies = [_subgraphs(n) for n in nodes]
+        for n, subs in zip(nodes, bodies):
             r = [x for x in n.input if x]
             b: list[str] = []
-            for sg in _subgraphs(n):
+            for sg in subs:
                 b.extend(x for x in _free_names(sg) if x not in b)
             reads.append(r)
             body_reads.append(b)
@@ -622,15 +718,35 @@ class _Parser:
 
         consts = set(inits) | set(outer_consts)
         const_node = [False] * len(nodes)
+        from_shape: set[str] = set()  # constants computed from a folded Shape's output
         for i in order:
             n = nodes[i]
-            if _subgraphs(n):
+            if bodies[i]:
                 continue
-            if all(x in consts for x in reads[i]):
+            constant = all(x in consts for x in reads[i])
+            # a body's shapes may change from one iteration to the next: only the top level's are known
+            shape = self._known_shape(n) if top else None
+            if shape is not None or constant:
                 const_node[i] = True
+                if top:
+                    self.folded.add(i)
                 consts.update(o for o in n.output if o)
                 if n.op_type == "Constant":
                     self._constant_value(n)
+                elif shape is not None:
+                    self.values[n.output[0]] = shape
+                else:
+                    self._folded_value(n)
+                if not constant or from_shape.intersection(reads[i]):
+                    from_shape.update(o for o in n.output if o)
+                    self.shape_nodes.add(names[i])
+        return _Folded(g, names, nodes, reads, body_reads, produced, local, order, consts, const_node,
+                       outer_defined)
+
+    def _build(self, f: _Folded):
+        """Build the operators of a graph :meth:`_fold` folded: ops, edges, and the outer tensors it reads
+        (activations, constants)."""
+        g, names, nodes, reads, body_reads, produced, local, order, consts, const_node, outer_defined = f
         # parse every non-constant node
         keep = [i for i in order if not const_node[i]]
         index = {i: k for k, i in enumerate(keep)}
@@ -695,9 +811,56 @@ class _Parser:
                         self.values[n.output[0]] = numpy_helper.to_array(a.t)
                     except Exception:
                         pass
-                self.types.setdefault(n.output[0], _tensor_type_of(a.t))
+                if n.output[0] not in self.types:
+                    self.types[n.output[0]] = _tensor_type_of(a.t)
             elif a.name in ("value_int", "value_float", "value_ints", "value_floats"):
                 self.values[n.output[0]] = np.asarray(helper.get_attribute_value(a))
+
+    def _known_shape(self, n) -> np.ndarray | None:
+        """The output of a ``Shape`` node ``n`` whose input's dimensions it reads are all known (inferred,
+        or fixed by the symbolic dimensions' values), else ``None``."""
+        if n.op_type != "Shape" or n.domain not in ("", "ai.onnx") or not n.input or not n.input[0]:
+            return None
+        tp = self.types.get(n.input[0])
+        if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+            return None
+        dims = []
+        for d in tp.tensor_type.shape.dim:  # not Parser.tensor's: a dimension it guesses is not known
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            else:
+                dims.append(self.dimmap.get(d.dim_param) if d.dim_param else None)
+        attrs = {a.name: a.i for a in n.attribute if a.name in ("start", "end")}
+        read = dims[slice(attrs.get("start", 0), attrs.get("end", len(dims)))]  # ONNX clamps as Python
+        return None if None in read else np.array(read, np.int64)
+
+    def _folded_value(self, n) -> None:
+        """Keep the outputs of the folded node ``n`` in :attr:`values` where its inputs' values are kept
+        and its outputs are small (shapes, axes), computed by ``onnx.reference``."""
+        ins = [x for x in n.input if x]
+        if n.domain not in ("", "ai.onnx") or not all(x in self.values for x in ins) or n.op_type in _RANDOM:
+            return
+        for o in n.output:
+            t = self.tensor(o) if o else None
+            if t is not None and (t.elements is None or t.elements > _SMALL_CONST):
+                return
+        # the same arithmetic on the same values recurs in every layer: computed once per model
+        key = (n.op_type, tuple(a.SerializeToString() for a in n.attribute), tuple(bool(o) for o in n.output),
+               tuple((v.dtype.str, v.shape, v.tobytes()) if x else None
+                     for x, v in ((x, self.values.get(x)) for x in n.input)))
+        outs = self.computed.get(key)
+        if outs is None:
+            from onnx.reference import ReferenceEvaluator
+
+            try:
+                outs = ReferenceEvaluator(n, opsets={"": self.opset}).run(None,
+                                                                          {x: self.values[x] for x in ins})
+            except Exception:  # an operator the reference runtime lacks: the value stays unknown, as before
+                return
+            self.computed[key] = outs = [np.asarray(v) for v in outs]
+        for o, v in zip(n.output, outs):
+            if o:
+                self.values[o] = v.copy()
 
     def _op(self, n, name, position, consts, consumed, defined) -> Op:
         import onnx

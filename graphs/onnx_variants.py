@@ -38,10 +38,15 @@ node's variant by these, per device kind:
   variants for each ``t`` that ``placement split`` can carry out on every operator of it
   (:meth:`SplitLayout.refusal`: the split axis of every split tensor followed through the layer, and
   ``t`` dividing it: 4 heads take ``t`` = 2 or 4, not 8, also behind a fused QKV projection, split part
-  by part, as GPT-2's ``c_attn`` and ``nn.MultiheadAttention`` export; a ``Softmax`` along the split
-  axis, a ``Split`` along it that is not a fused projection's or a ``Reshape`` to a run-time shape, as
-  TorchScript exports and dynamo ones of ``nn.MultiheadAttention`` with a symbolic batch make, take
-  none); operators outside
+  by part, as GPT-2's ``c_attn`` and ``nn.MultiheadAttention`` export; a ``Reshape`` whose target
+  shape the model computes at run time (``Shape -> Slice/Gather -> Concat -> Reshape``, as TorchScript
+  writes ``nn.MultiheadAttention`` and a ``view(b, s, heads, dh)`` with ``b, s = x.size()``, and dynamo
+  writes ``nn.MultiheadAttention`` with a symbolic batch) is split where the front end folds that
+  ``Shape`` (:attr:`graphs.onnx_loader.OnnxGraph.shape_nodes`: its input's shape is known at the
+  model's input shape): the target is then a constant at that shape, and ``placement split`` writes
+  each rank's with its share of the heads; a ``Softmax`` along the split axis, a ``Split`` along it
+  that is not a fused projection's or a ``Reshape`` to a shape that stays unknown (a length known only
+  at run time, after ``NonZero`` or ``Compress``) take none); operators outside
   such layers run replicated, so they take every ``t``. :func:`tensor_split` and :func:`split_layout`
   are the one place this rule lives: ``placement split`` and ``placement run``
   (:mod:`placement.tensor_parallel`) divide exactly the operators it marks, and refuse a stage with the
@@ -209,6 +214,11 @@ class SplitLayout:
     rules: Mapping[int, SplitRule]
     failed: Mapping[int, str]
     parts: Mapping[str, int] = field(default_factory=dict)
+    #: the loader's :attr:`~graphs.onnx_loader.OnnxGraph.values`, :attr:`~graphs.onnx_loader.OnnxGraph.
+    #: shape_nodes` and symbolic input dimensions (``dims``): the shapes the rules read were folded there
+    values: Mapping[str, np.ndarray] = field(default_factory=dict)
+    shape_nodes: frozenset[str] = frozenset()
+    dims: Mapping[str, int] = field(default_factory=dict)
 
     def split_input(self, x: str, consumer: int) -> bool:
         """Does operator ``consumer`` read tensor ``x`` split?"""
@@ -279,7 +289,8 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     ``h/t`` (the ``Reshape``, ``[.., k, h/t]``), and each part it makes is a split tensor as any other.
     An operator the rule splits but whose split cannot be followed (a ``Softmax`` or ``Concat`` along
     the split axis, a reduction or ``Gather`` over it, a ``Split`` along it that is not a fused
-    projection's, a ``Reshape`` to a shape computed at run time, an operator type not known here) is in
+    projection's, a ``Reshape`` to a shape the front end could not fold to a constant, an operator type
+    not known here) is in
     ``failed`` with the reason, as is every split operator reading what it makes (the reason names the
     operator where the split stopped)."""
     if keys is None:
@@ -296,7 +307,7 @@ def split_layout(g: OnnxGraph, keys: Sequence[str | None] | None = None) -> Spli
     fused = _fused_parts(g, ts, values) if ts.split.any() else {}
     parts: dict[str, int] = {}
     layout = SplitLayout(ts, tuple(g.ops), {op.name: i for i, op in enumerate(g.ops)}, producer, axis, rules,
-                         failed, parts)
+                         failed, parts, values, g.shape_nodes, g.dims)
     if not ts.split.any():
         return layout
     order = topological_order(g.num_ops, np.asarray(g.src), np.asarray(g.dst))

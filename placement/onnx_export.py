@@ -13,8 +13,13 @@ execution that the stages compute what the model computes.
   how many times the data has left and re-entered that device on the way to them, which makes the
   sub-models' dependencies acyclic; the manifest says which device each one runs on.
 * Operators the front end folded (``Constant``, weight generators such as ``ConstantOfShape`` and
-  everything computed from constants only) are not placed: each sub-model gets its own copy of those
-  it needs.
+  everything computed from constants only, and a ``Shape`` whose input's shape is known with what is
+  computed from it: :func:`front_end_graph`) are not placed: each sub-model gets its own copy of those
+  it needs. A folded ``Shape`` whose input the sub-model does not have (a stage cut between them) is
+  replaced by its value at the input shape the result was placed at; where the model has symbolic input
+  dimensions, the sub-model's manifest entry says which values they held (``shapes_at``) and a note
+  that it runs at that shape only, and :func:`verify_split` and ``placement run`` refuse other input
+  shapes by name (:func:`check_shapes_at`). A tensor-parallel stage writes its ranks' targets likewise.
 * A stage plan's stage of tensor-parallel degree ``t > 1`` (:func:`split_stages`) is split ``t`` ways
   by :mod:`placement.tensor_parallel`: ``t`` rank models holding ``1/t`` of the split operators'
   weights, each cut into segments at the all-reduces and all-gathers, which the manifest entry's
@@ -46,7 +51,7 @@ from graphs.onnx_loader import node_reads as _node_reads
 __all__ = ["StagePlan", "SubModel", "Split", "node_placement", "replica_plan", "device_result",
            "split_stages", "annotate", "read_annotations", "plan_split",
            "split_model", "write_split", "read_split_manifest", "generated_weights", "materialize",
-           "random_feeds", "verify_split", "VerifyReport", "session"]
+           "random_feeds", "verify_split", "VerifyReport", "session", "front_end_graph", "check_shapes_at"]
 
 KEY_DEVICE, KEY_KIND, KEY_STAGE, KEY_CONSTANT, KEY_RESULT = (
     "placement.device", "placement.kind", "placement.stage", "placement.constant", "placement.result")
@@ -69,6 +74,11 @@ class StagePlan:
     stage: Mapping[str, int | None]
     constant: frozenset[str]
     contiguous: bool
+    #: the output of every folded ``Shape`` node that is not placed (the front end folds one whose input's
+    #: shape is known, :attr:`graphs.onnx_loader.OnnxGraph.shape_nodes`) and its value at ``dims``
+    shapes: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: the symbolic input dimensions (name -> value) those values hold
+    dims: Mapping[str, int] = field(default_factory=dict)
 
 
 def _stable_names(nodes) -> list[str]:
@@ -91,9 +101,35 @@ def _constant_nodes(graph) -> set[int]:
     return out
 
 
-def node_placement(model, result: Mapping, *, source: str | None = None) -> StagePlan:
+def front_end_graph(model, result: Mapping | None = None):
+    """The model as the front end loads it (:func:`graphs.onnx_loader.parse_model`): at the batch size
+    and symbolic dimensions ``result`` records where the model has a symbolic batch, else at its own
+    shape (as it was placed). Its warnings are not logged: they were when it was placed."""
+    import logging
+
+    from graphs.onnx_batch import has_symbolic_batch
+    from graphs.onnx_loader import parse_model
+
+    from .pipeline_run import recorded_input_shape
+
+    batch, dims = recorded_input_shape(result) if result is not None else (None, None)
+    log = logging.getLogger("graphs.onnx")
+
+    def quiet(record: logging.LogRecord) -> bool:
+        return False
+
+    log.addFilter(quiet)
+    try:
+        return parse_model(model, batch_size=batch if has_symbolic_batch(model) else None, dims=dims or None)
+    finally:
+        log.removeFilter(quiet)
+
+
+def node_placement(model, result: Mapping, *, source: str | None = None, graph=None) -> StagePlan:
     """Map the result's device node lists onto the model's nodes (by stable name); ``source``: the
-    result's file, which an error names."""
+    result's file, which an error names. A node the front end folds because it computes from a known
+    shape (``graph``: :func:`front_end_graph`, loaded here when some node is not placed) needs no
+    place."""
     g = model.graph
     names = _stable_names(g.node)
     constant_idx = _constant_nodes(g)
@@ -112,6 +148,13 @@ def node_placement(model, result: Mapping, *, source: str | None = None) -> Stag
             kind[nm] = d.get("kind", "")
             stage[nm] = d.get("stage")
     missing = [nm for i, nm in enumerate(names) if i not in constant_idx and nm not in device]
+    shapes: dict[str, np.ndarray] = {}
+    if missing:
+        graph = front_end_graph(model, result) if graph is None else graph
+        missing = [nm for nm in missing if nm not in graph.shape_nodes]
+        constant_idx |= {i for i, nm in enumerate(names) if nm in graph.shape_nodes}
+        shapes = {n.output[0]: np.asarray(graph.values[n.output[0]]) for n, nm in zip(g.node, names)
+                  if n.op_type == "Shape" and nm in graph.shape_nodes and nm not in device}
     if unknown or missing:
         parts = []
         if unknown:
@@ -124,7 +167,8 @@ def node_placement(model, result: Mapping, *, source: str | None = None) -> Stag
                          + " (was the result computed for this model?)", source=source)
     constant = frozenset(names[i] for i in constant_idx if names[i] not in device)
     contiguous = bool(result.get("contiguous", True)) and all(s is not None for s in stage.values())
-    return StagePlan(tuple(names), device, kind, stage, constant, contiguous)
+    return StagePlan(tuple(names), device, kind, stage, constant, contiguous, shapes,
+                     dict(graph.dims) if shapes else {})
 
 
 # --------------------------------------------------------------------------- stage plans (replicas)
@@ -176,10 +220,16 @@ def _group_name(devices: list[str]) -> str:
 def device_result(data: Mapping) -> dict:
     """A stage plan's result as a placement result with one row per stage (named by its devices,
     ``a100:0-3``), as :func:`split_model` and :func:`annotate` read it."""
+    from .pipeline_run import recorded_input_shape
+
     devices = [{"device": i, "name": _group_name(s["devices"]), "kind": s["kind"], "stage": i,
                 "nodes": s["nodes"]} for i, s in enumerate(replica_plan(data))]
-    return {"schema": "placement-result", "version": 1, "contiguous": True,
-            "stage_order": [d["name"] for d in devices], "devices": devices}
+    out = {"schema": "placement-result", "version": 1, "contiguous": True,
+           "stage_order": [d["name"] for d in devices], "devices": devices}
+    batch, dims = recorded_input_shape(data)
+    if dims is not None:  # the input shape the plan was made at, as a one-device-per-stage result says it
+        out["frontend"] = {"batch_size": batch, "dims": dims}
+    return out
 
 
 def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
@@ -191,17 +241,20 @@ def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
     import dataclasses
 
     stages = replica_plan(data)
-    split = split_model(model, device_result(data), source=source)
-    if any(s["t"] > 1 for s in stages):
+    graph = front_end_graph(model, data) if any(s["t"] > 1 for s in stages) else None
+    split = split_model(model, device_result(data), source=source, graph=graph)
+    if graph is not None:
         from .tensor_parallel import split_layout, tensor_parallel_stage
 
-        layout = split_layout(model)
+        layout = split_layout(model, graph)
         subs, notes = [], list(split.notes)
         for s in split.submodels:
             t = stages[s.stage]["t"]
             if t > 1:
                 tp = tensor_parallel_stage(model, s, t, layout, stage=s.stage)
-                s = dataclasses.replace(s, model=tp.ranks, tp=tp)
+                if tp.shapes_at and not s.shapes_at:
+                    notes.append(_shapes_note(f"stage {s.stage}", tp.shapes_at))
+                s = dataclasses.replace(s, model=tp.ranks, tp=tp, shapes_at=s.shapes_at or tp.shapes_at)
                 if not tp.split_operators:
                     notes.append(f"stage {s.stage} has tensor-parallel degree {t} but the split rule "
                                  f"divides none of its operators (no layer with two weighted matrix "
@@ -332,6 +385,9 @@ class SubModel:
     nodes: tuple[str, ...]  # placed nodes (folded constants it copies are not listed)
     #: a tensor-parallel stage's ranks (then ``model`` is ``tp.ranks``: rank by segment); ``None``: t = 1
     tp: object = None
+    #: the symbolic input dimensions (name -> value) at which it holds values computed from the model's
+    #: shapes (a folded ``Shape`` it replaced by its value); ``None``: none, it runs at any
+    shapes_at: Mapping[str, int] | None = None
 
     @property
     def label(self) -> str:
@@ -366,6 +422,8 @@ class Split:
                 entry["replica_devices"] = [list(devices) for devices in self.replica_devices[k]]
             if s.tp is not None:
                 entry["tensor_parallel"] = s.tp.manifest(files[k] if files is not None else None)
+            if s.shapes_at:
+                entry["shapes_at"] = dict(s.shapes_at)
             subs.append(entry)
         out = {"schema": "placement-split", "version": MANIFEST_VERSION, "contiguous": self.contiguous,
                "inputs": list(self.inputs), "outputs": list(self.outputs), "submodels": subs,
@@ -438,17 +496,20 @@ def _acyclic(g, plan: StagePlan, groups, producer) -> bool:
     return True
 
 
-def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
+def split_model(model, result: Mapping, *, source: str | None = None, graph=None) -> Split:
     """Cut ``model`` into sub-models as the placement ``result`` says (see the module doc); a stage
     plan's result gives one sub-model per stage with its replicas (:func:`split_stages`). ``source``:
-    the result's file, which an error naming a mismatch with the model names."""
+    the result's file, which an error naming a mismatch with the model names; ``graph``: the model as
+    the front end loaded it (:func:`front_end_graph`), where the caller has it."""
     import onnx
 
     from .results import is_stage_result
 
     if is_stage_result(result):
         return split_stages(model, result, source=source)
-    plan = node_placement(model, result, source=source)
+    plan = node_placement(model, result, source=source, graph=graph)
+    from onnx import numpy_helper
+
     g = model.graph
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -520,7 +581,17 @@ def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
     for k, (dev, part, idx) in enumerate(groups):
         consts = constants_for(idx)
         keep = sorted(set(idx) | set(consts))
-        nodes = [g.node[i] for i in keep]
+        made = {x for i in idx for x in g.node[i].output if x}
+        valued = {}  # folded Shape nodes whose input this sub-model has not: their value instead
+        for i in consts:
+            n = g.node[i]
+            if n.op_type == "Shape" and n.output[0] in plan.shapes:
+                if n.input[0] in model_inputs:  # fed anyway: its shape is read at run time, as the model's
+                    readers.setdefault(n.input[0], set()).add(k)
+                elif n.input[0] not in made and k not in readers.get(n.input[0], ()):
+                    value = numpy_helper.from_array(plan.shapes[n.output[0]])
+                    valued[i] = onnx.helper.make_node("Constant", [], [n.output[0]], value=value)
+        nodes = [valued.get(i, g.node[i]) for i in keep]
         sub_inputs = [x for x in _ordered_reads(nodes, g) if x in readers and k in readers[x]]
         # a sub-model's inputs: tensors it reads that come from outside it
         sub_outputs = [x for i in idx for x in g.node[i].output
@@ -546,7 +617,8 @@ def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
         if stage_of_dev.get(dev) is not None:
             _prop(m.metadata_props, KEY_STAGE, str(stage_of_dev[dev]))
         subs.append(SubModel(k, dev, kinds.get(dev, ""), stage_of_dev.get(dev), part, m, tuple(sub_inputs),
-                             tuple(sub_outputs), tuple(plan.names[i] for i in idx)))
+                             tuple(sub_outputs), tuple(plan.names[i] for i in idx),
+                             shapes_at=dict(plan.dims) if valued and plan.dims else None))
     if unknown_types:
         raise InputError(f"cannot type the cut tensor(s) {', '.join(sorted(set(unknown_types))[:5])}: ONNX "
                          f"shape inference gave no type for them")
@@ -560,13 +632,19 @@ def split_model(model, result: Mapping, *, source: str | None = None) -> Split:
         to = sorted((w for w in who if w != "output"), key=int) + (["output"] if "output" in who else [])
         flows.append({"tensor": x, "from": src, "to": to})
     flows.sort(key=lambda f: (-1 if f["from"] == "input" else f["from"], f["tensor"]))
-    notes = []
+    notes = [_shapes_note(f"sub-model {s.index} ({s.label})", s.shapes_at) for s in subs if s.shapes_at]
     devs = [s.device for s in subs]
     cut = sorted({d for d in devs if devs.count(d) > 1})
     if cut:
         notes.append(f"the placement is not contiguous: device(s) {', '.join(cut)} were cut into several "
                      f"sub-models so that the sub-models' dependencies are acyclic")
     return Split(tuple(subs), tuple(model_inputs), tuple(model_outputs), tuple(flows), not cut, tuple(notes))
+
+
+def _shapes_note(what: str, dims: Mapping[str, int]) -> str:
+    at = ", ".join(f"{d}={v}" for d, v in dims.items())
+    return (f"{what} holds values computed from the model's shapes at {at} (the input shape it was placed "
+            f"at): it runs at that shape only")
 
 
 def _named(node, name: str):
@@ -802,6 +880,28 @@ def random_feeds(model, sess=None, *, seed: int = 0, dims: Mapping[str, int] | N
     return feeds
 
 
+def check_shapes_at(model, manifest: Mapping, feeds: Mapping[str, np.ndarray]) -> None:
+    """Raise :class:`InputError` where ``feeds`` (the whole model's inputs) give a symbolic input
+    dimension another value than a sub-model of ``manifest`` holds the model's shapes at (its
+    ``shapes_at``: it replaced a folded ``Shape`` by its value, or wrote a rank's target shape from one)."""
+    fed: dict[str, int] = {}
+    for vi in model.graph.input:
+        if vi.name in feeds and vi.type.HasField("tensor_type"):
+            for k, d in enumerate(vi.type.tensor_type.shape.dim):
+                if d.dim_param and k < np.ndim(feeds[vi.name]):
+                    fed.setdefault(d.dim_param, int(np.shape(feeds[vi.name])[k]))
+    for s in manifest["submodels"]:
+        at = s.get("shapes_at") or {}
+        other = {d: v for d, v in at.items() if d in fed and fed[d] != v}
+        if other:
+            was = ", ".join(f"{d}={v}" for d, v in at.items())
+            now = ", ".join(f"{d}={fed[d]}" for d in other)
+            raise InputError(f"sub-model {s['index']} ({s['device']}) holds values computed from the model's "
+                             f"shapes at {was} (a Shape the front end folded at the placed input shape), "
+                             f"so it runs at that shape only, not at {now}: run or verify at the batch size "
+                             f"and dimensions the result was placed at")
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     """Largest absolute difference of every model output between the whole model and its stages, and
@@ -925,6 +1025,7 @@ def verify_split(model, models, manifest: dict, *, tolerance: float = 1e-4, seed
     except Exception as e:
         raise InputError(f"onnxruntime cannot run the model: {str(e)[:300]}") from None
     feeds = random_feeds(whole, _InputsBut(sess, weights), seed=seed, dims=dims, batch_size=batch_size)
+    check_shapes_at(model, manifest, feeds)
     names = [o.name for o in sess.get_outputs()]
     ref = dict(zip(names, sess.run(names, {**feeds, **{x: weights[x] for x in whole_weights}})))
     del sess, whole

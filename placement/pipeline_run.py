@@ -221,7 +221,7 @@ def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, b
     the pipeline's with. A tensor-parallel stage's sub-model is its models rank by segment; each rank
     gets its chunks of the generated weights the split sliced, as ``manifest`` lists them (needed when
     there is such a stage). Returns ``(parts, feeds, reference)``."""
-    from .onnx_export import generated_weights, materialize, random_feeds, session
+    from .onnx_export import check_shapes_at, generated_weights, materialize, random_feeds, session
     from .tensor_parallel import rank_weights
 
     weights = generated_weights(model, seed=seed)
@@ -239,6 +239,8 @@ def run_inputs(model, submodels: Sequence, *, seed: int, dims: Mapping | None, b
             parts.append(materialize(m, weights))
     sess = session(whole, optimize=optimize, threads=threads)
     feeds = [random_feeds(whole, sess, seed=seed + i, dims=dims, batch_size=batch_size) for i in range(2)]
+    if manifest is not None:
+        check_shapes_at(model, manifest, feeds[0])
     reference = None
     if check:
         names = [o.name for o in sess.get_outputs()]

@@ -324,18 +324,28 @@ def test_a_gpt2_with_a_fused_c_attn_exported_by_torch(tmp_path, dynamo, dynamic_
         split_stages(model, stage_plan(model, [], [8]))
 
 
-def test_a_gpt2_torchscript_export_with_a_symbolic_batch_is_refused_at_its_heads_reshape(tmp_path):
+def test_a_gpt2_torchscript_export_with_a_symbolic_batch_splits_at_the_placed_batch(tmp_path):
     """TorchScript with a symbolic batch computes the heads Reshape's target shape at run time (Shape,
-    Gather, Concat), which the split cannot divide: refused by name at that Reshape, after the fused
-    projection and its Split (which divide)."""
+    Gather, Concat): the front end folds it at the batch the plan was placed at (2), so 2 and 4 ways
+    match the model at that batch (the manifest says so: ``shapes_at``), a check at another batch is
+    refused by name, and 8 ways the 4 heads are."""
     pytest.importorskip("torch")
     from tests.torch_models import export_onnx, gpt2, tokens
 
     path = export_onnx(gpt2(layers=2, hidden=32, heads=4, vocab=64, positions=16), tmp_path / "gpt2.onnx",
                        tokens(2, 8, 64), dynamic_batch=True, dynamo=False)
     model = onnx.load(path)
-    with pytest.raises(InputError, match=r"'/h.0/Reshape' \(Reshape\).*computed at run time"):
-        split_stages(model, stage_plan(model, [], [2]))
+    for t in (2, 4):
+        split = split_stages(model, {**stage_plan(model, [], [t]), "problem": {"batch_size": 2, "dims": {}}})
+        manifest = split.manifest()
+        rep = verify_split(model, [s.model for s in split.submodels], manifest, batch_size=2)
+        assert rep.ok and rep.worst <= 1e-4, rep.max_abs_diff  # logits over a 64-word vocabulary
+        assert [op for op, _ in _collectives(manifest)] == ["allreduce"] * 4
+        assert manifest["submodels"][0]["shapes_at"] == {"batch": 2}
+    with pytest.raises(InputError, match=r"sub-model 0 .*shapes at batch=2 .*not at batch=1"):
+        verify_split(model, [s.model for s in split.submodels], manifest, batch_size=1)
+    with pytest.raises(InputError, match=r"'/h.0/Reshape' \(Reshape\).*dimension of 4 along the split axis"):
+        split_stages(model, stage_plan(model, [], [8]))
 
 
 def test_heads_that_do_not_divide_by_t_are_refused():
