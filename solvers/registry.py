@@ -261,6 +261,8 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
             "the one-device-per-stage model"
         names = STAGE_SOLVERS if form == "stages" else [n for n, s in SOLVERS.items() if s.pipeline]
         raise InputError(f"the {name} solver solves {have} only; choose one of: {', '.join(names)}")
+    if is_stage_problem and info.contiguous and not graph.contiguous:
+        raise InputError(_pipelines_only(name), source=graph.graph.source)
     objectives = ("max-load",) if form == "stages" else info.objectives
     if options.objective not in objectives:
         raise InputError(f"the {name} solver does not support objective {options.objective!r}"
@@ -289,6 +291,18 @@ def solve(graph, cluster=None, *, solver: str | None = None, options: SolveOptio
                 sol = dataclasses.replace(sol, assignment=a)
                 sol = checked(name, graph, sol, cluster=cluster, objective=options.objective)
     return _named(sol, name, note, compile_s(), warmed)
+
+
+def _pipelines_only(name: str) -> str:
+    """Why a solver whose plans are pipelines does not take a stage problem built with
+    ``contiguous=False``: that problem's plans include assignments that are not pipelines, sometimes
+    better ones (or the only ones that fit), so the solver's optimum or infeasibility would not be the
+    problem's."""
+    free = [n for n, s in SOLVERS.items() if not s.contiguous and s.pipeline and n != "expert"]
+    return (f"the {name} solver's plans are pipelines (stages that are nested ideals), and this stage-model "
+            f"problem's stages need not be (contiguous=False): a plan that is not a pipeline may beat its "
+            f"best, or fit where none of its plans does. Build the problem with contiguous=True, or, when it "
+            f"is the one-device-per-stage model, choose one of: {', '.join(free)}")
 
 
 def prepare(solver: str | None = None, form: str = "pipeline", *, threads: int | None = None) -> None:
@@ -529,6 +543,14 @@ def _checked_stages(info: SolverInfo, problem, sol: Solution, objective: str,
                     limits: dict[str, float]) -> Solution:
     from graphs.parallel import evaluate_plan
 
+    if info.contiguous and not problem.contiguous and sol.status in (Status.OPTIMAL, Status.INFEASIBLE):
+        # its search covers the pipelines alone (solve refuses such a problem; a caller of the solver's
+        # function gets what that search proves of the problem: nothing)
+        found = sol.plan is not None
+        why = "the best pipeline, not proven optimal" if found else "no pipeline fits, which proves nothing"
+        why += ": this problem's stages need not be nested ideals (contiguous=False)"
+        sol = dataclasses.replace(sol, status=Status.FEASIBLE if found else Status.UNKNOWN, bound=None,
+                                  gap=None, message=f"{sol.message}; {why}" if sol.message else why)
     if sol.plan is None:
         return _honest(info, sol, math.inf)
     ev = evaluate_plan(problem, sol.plan)
