@@ -110,7 +110,7 @@ def front_end_graph(model, result: Mapping | None = None):
     from graphs.onnx_batch import has_symbolic_batch
     from graphs.onnx_loader import parse_model
 
-    from .pipeline_run import recorded_input_shape
+    from .results import recorded_input_shape
 
     batch, dims = recorded_input_shape(result) if result is not None else (None, None)
     log = logging.getLogger("graphs.onnx")
@@ -220,7 +220,7 @@ def _group_name(devices: list[str]) -> str:
 def device_result(data: Mapping) -> dict:
     """A stage plan's result as a placement result with one row per stage (named by its devices,
     ``a100:0-3``), as :func:`split_model` and :func:`annotate` read it."""
-    from .pipeline_run import recorded_input_shape
+    from .results import recorded_input_shape
 
     devices = [{"device": i, "name": _group_name(s["devices"]), "kind": s["kind"], "stage": i,
                 "nodes": s["nodes"]} for i, s in enumerate(replica_plan(data))]

@@ -24,9 +24,9 @@ the stage evaluator's time per sample of each stage. :func:`predicted_time_per_s
 little to rebuild its workload.
 
 A "sample" of :class:`PipelineRun` and :class:`Prediction` is one run of the model: a batch of the
-batch size the model was placed at (:func:`recorded_input_shape`). :func:`run_report` turns both into
-figures per batch and per sample, and :func:`format_run_summary` into the lines ``placement run``
-prints.
+batch size the model was placed at (:func:`placement.results.recorded_input_shape`).
+:func:`run_report` turns both into figures per batch and per sample, and :func:`format_run_summary`
+into the lines ``placement run`` prints.
 
 Nothing here prints.
 """
@@ -46,7 +46,7 @@ from graphs.errors import InputError
 from ._interrupt import deferred
 
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
-           "rescored_time_per_sample", "rescored_stage_plan", "recorded_input_shape", "run_report",
+           "rescored_time_per_sample", "rescored_stage_plan", "run_report",
            "format_run_summary", "describe_runs", "stage_plan_prediction"]
 
 
@@ -615,18 +615,6 @@ def rescored_stage_plan(result: Mapping, problem, plan: Sequence, samples: int, 
                          f"plan's ({to_ms * now:.6g} {per}): predicted from the plan")
     notes += _broken(ev.problems)
     return _dealt_stream([to_ms * x for x in times], [st.d for st in plan], samples), notes
-
-
-def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | None]:
-    """The batch size and the other symbolic input dimensions a result was placed at: its ``frontend``
-    settings (one device per stage) or its ``problem`` (a stage plan). ``(None, None)`` for a result
-    that records no front end (older or hand-written ones); a batch size ``None`` where it records none."""
-    rec = result.get("frontend") or result.get("problem")
-    if not isinstance(rec, Mapping) or "batch_size" not in rec:
-        return None, None
-    b = rec.get("batch_size")
-    batch = b if isinstance(b, int) and not isinstance(b, bool) and b >= 1 else None
-    return batch, {str(k): int(v) for k, v in (rec.get("dims") or {}).items()}
 
 
 def run_report(run: PipelineRun, pred: Prediction | None, batch_size: int, *, predicted_by: str) -> dict:

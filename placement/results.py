@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from .api import Placement
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
            "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
-           "stage_device_numbers"]
+           "stage_device_numbers", "recorded_input_shape"]
 
 SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
 
@@ -368,3 +369,15 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
         i = int(np.flatnonzero(~listed)[0])
         raise InputError(f"devices[] puts node {graph.names[i]!r} on {names[a[i]]}, which no stage lists: "
                          f"{fix}", source=source)
+
+
+def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | None]:
+    """The batch size and the other symbolic input dimensions a result was placed at: its ``frontend``
+    settings (one device per stage) or its ``problem`` (a stage plan). ``(None, None)`` for a result
+    that records no front end (older or hand-written ones); a batch size ``None`` where it records none."""
+    rec = result.get("frontend") or result.get("problem")
+    if not isinstance(rec, Mapping) or "batch_size" not in rec:
+        return None, None
+    b = rec.get("batch_size")
+    batch = b if isinstance(b, int) and not isinstance(b, bool) and b >= 1 else None
+    return batch, {str(k): int(v) for k, v in (rec.get("dims") or {}).items()}

@@ -90,7 +90,7 @@ def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: b
     unless given again; sets ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is
     for the recorded shape): a batch size or dimension given that differs from the recorded one is
     refused. ``given``: the ``--dim`` values, as :func:`_dims` parsed them."""
-    from ..pipeline_run import recorded_input_shape
+    from ..results import recorded_input_shape
 
     batch, dims = recorded_input_shape(result)
     if strict and dims is not None:
