@@ -532,7 +532,9 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     stats["bound"], stats["gap"] = cb.bound, cb.gap
     if (r.status == _milp.OPTIMAL and cb.consistent and cb.gap is not None
             and cb.gap <= gap + BOUND_TOLERANCE_REL):
-        return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, note, stats,
+        # a Ctrl-C HiGHS took as it ended is still said, so that the caller's work ends there
+        said = "; ".join(x for x in (r.message if r.interrupted else "", note) if x)
+        return stage_solution("ip", plan, ev, value(ev), Status.OPTIMAL, elapsed, said, stats,
                               bound=cb.bound)
     msg = r.message or "not proven optimal"
     if cb.gap is not None:

@@ -466,3 +466,27 @@ def test_a_ctrl_c_held_back_and_not_delivered_before_the_command_ends_exits_130(
     assert p.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted", (p.returncode, out,
                                                                                            err)
     assert "Traceback" not in err
+
+
+def test_the_stage_ip_says_a_ctrl_c_its_program_took_as_it_ended_optimal(monkeypatch):
+    """The stage integer program proven optimal as HiGHS took a Ctrl-C still says it was interrupted
+    (its answer's message used to be the warm start's note alone), so place stops on it."""
+    from solvers import ip_stages
+    from tests.test_dp_stages import random_problem
+
+    real = _milp.solve_mip
+
+    def ended_optimal_as_ctrl_c_came(model, **kw):
+        res = real(model, **kw)
+        if res.status != _milp.OPTIMAL:
+            return res
+        return _milp.MipResult(res.status, res.x, res.objective, res.bound, res.time,
+                               f"{_milp.INTERRUPTED} as the search ended optimal", res.stats)
+
+    monkeypatch.setattr(_milp, "solve_mip", ended_optimal_as_ctrl_c_came)
+    rng = np.random.default_rng(3)
+    problems = [p for p in (random_problem(rng) for _ in range(40)) if ip_stages.solve_problem(p).found][:3]
+    assert problems
+    for p in problems:
+        sol = ip_stages.solve_problem(p)
+        assert sol.status.value == "optimal" and sol.interrupted, sol.message
