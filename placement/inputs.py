@@ -414,7 +414,7 @@ def serving_default(args) -> bool:
     operator granularity holds every such plan, and layer nodes are refined). With ``--latency-slo``
     (``place`` and ``provision``), where the stage answer is not proven the one-device-per-stage search
     also runs in the time left and the better answer is kept
-    (``placement.serving_cli._one_device_per_stage_too`` and
+    (``placement.cli.serving._one_device_per_stage_too`` and
     ``_one_device_per_stage_provision_too``): a stage plan's latency runs its stages one after another,
     a one-device-per-stage plan's lets independent branches overlap."""
     return not getattr(args, "training", False)

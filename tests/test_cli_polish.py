@@ -187,8 +187,8 @@ def test_a_frontier_interrupted_before_any_plan_says_nothing_was_found(capsys):
     """Ctrl-C before the first plan printed "0 non-dominated plan(s) over batch sizes none"."""
     from types import SimpleNamespace
 
+    from placement.cli.serving import _frontier_report
     from placement.serving import Frontier
-    from placement.serving_cli import _frontier_report
 
     search = SimpleNamespace(result=lambda: Frontier((), {}, False, ""))
     args = SimpleNamespace(max_replicas=1, out=None, json=False, plot=None, max_points=50, time_limit=None)

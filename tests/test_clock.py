@@ -108,17 +108,17 @@ def test_frontier_and_provision_leave_compiling_off_their_clock(example_onnx, mo
         t0 = time.perf_counter()
         yield lambda: time.perf_counter() - t0
 
-    import placement.serving_cli as serving_cli
+    import placement.cli.serving as serving_commands
 
     monkeypatch.setattr(kernels, "compile_seconds", compiling)
     monkeypatch.setattr(registry, "prepare", lambda *a, **k: time.sleep(2.0))
-    real, seen = serving_cli._loaded, []
+    real, seen = serving_commands._loaded, []
 
     def loaded(args, clock):
         seen.append((real(args, clock), clock.started))
         return seen[-1][0]
 
-    monkeypatch.setattr(serving_cli, "_loaded", loaded)
+    monkeypatch.setattr(serving_commands, "_loaded", loaded)
     if command == "frontier":
         args = ["frontier", example_onnx, "--devices", "a100:2", "--max-replicas", "1"]
     else:

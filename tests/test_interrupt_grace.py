@@ -57,7 +57,7 @@ def test_ctrl_c_held_back_in_a_long_import_ends_the_process_after_the_grace(tmp_
 
 
 def test_a_hold_from_another_thread_is_not_cut(tmp_path):
-    """frontier's watchdog (placement.serving_cli) holds Ctrl-C with quiet() while it writes what was
+    """frontier's watchdog (placement.cli.serving) holds Ctrl-C with quiet() while it writes what was
     found, then ends the process itself: the console handler's forced exit must not cut that writing."""
     from placement import _interrupt
 

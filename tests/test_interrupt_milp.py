@@ -384,12 +384,12 @@ def test_provision_ctrl_c_while_its_result_is_written_ends_130_with_the_result(c
     """The benchmark's ``provision`` that exited 0: the Ctrl-C came once the command had begun writing
     its (complete) result, and its handler dropped it. The result is still written whole, and the
     command ends as after any Ctrl-C: 130, ``error: interrupted`` last."""
-    from placement import serving_cli
     from placement.cli import main
+    from placement.cli import serving as serving_commands
 
     prices = tmp_path / "p.toml"
     prices.write_text("[prices]\na100 = 3.0\nt4 = 0.35\ncpu = 0.05\n")
-    real, sent = serving_cli._provision_report, []
+    real, sent = serving_commands._provision_report, []
 
     def report(*a, **kw):
         sent.append(kw.get("interrupted"))
@@ -397,7 +397,7 @@ def test_provision_ctrl_c_while_its_result_is_written_ends_130_with_the_result(c
         time.sleep(0.05)  # taken (by the command's handler) before the writing
         return real(*a, **kw)
 
-    monkeypatch.setattr(serving_cli, "_provision_report", report)
+    monkeypatch.setattr(serving_commands, "_provision_report", report)
     out = tmp_path / "p.json"
     code = main(["provision", cnn, "--available", "a100:1,t4:2", "--prices", str(prices),
                  "--target-throughput", "1", "--out", str(out)])

@@ -127,8 +127,8 @@ def test_one_device_per_stage_sweep_records_whether_its_lowest_latency_is_proven
 def test_a_missed_latency_target_is_infeasible_only_when_proven(bound):
     """One message for both models' sweeps; before, one device per stage said 'infeasible' even when
     the latency program had not proven its lowest latency."""
+    from placement.cli.serving import _target_missed
     from placement.serving import Sweep
-    from placement.serving_cli import _target_missed
 
     def sweep(proven):
         return Sweep(((2, None, "no plan"), (4, None, "no plan")), None, "", 0.5, 0.75, proven, proven)
@@ -219,7 +219,7 @@ def test_latency_slo_by_default_is_the_better_of_replicas_and_one_device_per_sta
     stage only) no longer called optimal."""
     from types import SimpleNamespace
 
-    from placement.serving_cli import _one_device_per_stage_too
+    from placement.cli.serving import _one_device_per_stage_too
 
     base = ["place", cnn, "--devices", "t4:2,l4:1", "--latency-slo", "1", "--json"]
     assert main(base) == 0
@@ -464,8 +464,8 @@ def test_best_batch_is_proven_best_only_when_every_size_tried_is_proven():
     """A sweep printed 'proven best' for the best batch while another batch's answer was not proven."""
     from types import SimpleNamespace as P
 
+    from placement.cli.serving import _best_batch_line
     from placement.serving import Sweep, unproven_sizes
-    from placement.serving_cli import _best_batch_line
 
     def pt(b, sps, proven):
         return P(batch_size=b, samples_per_s=sps, latency_ms=1.0, proven=proven)

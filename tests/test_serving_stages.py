@@ -667,7 +667,7 @@ def test_an_unreachable_target_names_the_most_found_as_its_plan_uses_and_only_cl
     the devices its plan uses, fast:2, as the curve lists it (it said fast:2,slow:1). Cut short by
     --max-solves 1: only fast:1,slow:2 was solved; 1 sample/s (fast:1) is the most found among the
     allocations tried, not the most any allocation serves (it said so, naming fast:1,slow:2)."""
-    from placement.serving_cli import _provision_failure
+    from placement.cli.serving import _provision_failure
 
     p = _fast_slow_problem()
     args = SimpleNamespace(latency_slo=None, target_throughput=3.0, time_limit=60.0, max_replicas=None)

@@ -34,7 +34,7 @@ def _add_cluster_parser(sub) -> None:
 
 
 def _add_serving_parsers(sub) -> None:
-    from ..serving_cli import add_parser
+    from .serving import add_parser
 
     add_parser(sub)
 
@@ -53,8 +53,8 @@ def _run_cluster(args) -> int:
 
 def _run_serving(args) -> int:
     from ..inputs import workload_kind
-    from ..serving_cli import run
     from .common import llm_commands
+    from .serving import run
 
     if args.command == "provision" and args.model and not args.example_prices \
             and workload_kind(args.model) == "llm":
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     codes: list[int] = []
     with _user_errors(codes):
         argv = sys.argv[1:] if argv is None else list(argv)
-        from ..serving_cli import _warnings_as_lines
+        from .serving import _warnings_as_lines
 
         _warnings_as_lines()  # every command: the library logs its warnings and never prints them
         if argv[:1] == ["bench"]:  # the suite parses its own options (placement.bench)

@@ -107,7 +107,7 @@ def add_frontend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--costs", default=None, metavar="MODEL",
                    help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
                    "cost table")
-    from ..serving_cli import batch_size_arg
+    from .serving import batch_size_arg
 
     g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
                    "batch dimension (default 1); place, frontier and provision also take auto or a list "
@@ -129,7 +129,7 @@ def frontend(args, sweep: bool = False) -> dict:
         def emit(self, record):
             print(f"warning: {record.getMessage()}", file=sys.stderr)
 
-    from ..serving_cli import single_batch
+    from .serving import single_batch
 
     log = logging.getLogger("graphs.onnx")
     if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
@@ -186,7 +186,7 @@ def print_result(args, placement, out=None) -> None:
                 out.write(table + "\n\n")
             # without a plan the message is the command's error line (stderr): not said twice
             out.write(format_summary(placement, message=placement.evaluation is not None) + "\n")
-            from ..serving_cli import mfu_lines
+            from .serving import mfu_lines
 
             out.write(mfu_lines(placement))
             clock = getattr(args, "clock", None)  # place's: what its --time-limit covered

@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
     add_frontend_options(p)
     stage_model().add_options(p)
     llm_commands().add_options(p)
-    from ..serving_cli import add_place_options
+    from .serving import add_place_options
 
     add_place_options(p)
 
@@ -63,7 +63,7 @@ def run(args) -> int:
     from ..clock import Clock
     from ..inputs import raw_options, time_limit_seconds, wants_serving
     from ..load import load_workload
-    from ..serving_cli import run_place
+    from .serving import run_place
 
     started = time.perf_counter()  # --time-limit is the whole command's, a sweep's too (see its help)
     time_limit = time_limit_seconds(args.time_limit)
@@ -140,7 +140,7 @@ def run(args) -> int:
             stage_model().refuse_serving(args)
             return stage_model().place(args, w)
         if wants_serving(args):
-            from ..serving_cli import run_place_stages  # a sweep or a latency target on the stage model
+            from .serving import run_place_stages  # a sweep or a latency target on the stage model
 
             return run_place_stages(args, frontend(args, sweep=True))
         return stage_model().place(args, stage_model().load(args, frontend(args)))

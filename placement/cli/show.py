@@ -119,7 +119,7 @@ def run(args) -> int:
         lat = inference_latency(w.graph, w.cluster, a)  # None for a training graph, as Placement.latency
         print(_format_simulation(sim, over, unit, None if lat is None else lat.total,
                                  batch=w.graph.batch_size))
-        from ..serving_cli import show_mfu_lines
+        from .serving import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
     old = data.get("max_load")

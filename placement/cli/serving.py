@@ -62,7 +62,7 @@ def batch_size_arg(text: str):
         return int(t)
     from graphs.errors import InputError
 
-    from .serving import parse_batch_sizes
+    from ..serving import parse_batch_sizes
 
     try:
         parse_batch_sizes(t)
@@ -107,7 +107,7 @@ def _options(args):
     included: every solve of a sweep gets them, and a solver that does not read one refuses it."""
     from solvers.base import DEFAULT_BACKEND, SolveOptions
 
-    from .inputs import raw_options
+    from ..inputs import raw_options
 
     t = args.time_limit
     return SolveOptions(time_limit=None if t is None or math.isinf(t) else t, gap=args.gap,
@@ -122,7 +122,7 @@ def _refuse_raw_under_target(args) -> None:
     from graphs.errors import InputError
     from solvers.registry import RAW_OPTIONS
 
-    from .inputs import raw_options
+    from ..inputs import raw_options
 
     given = [RAW_OPTIONS[k] for k in raw_options(args)]
     if args.latency_slo is not None and given:
@@ -158,7 +158,7 @@ def _need_onnx(path: str, what: str) -> None:
 
 
 def _sizes(value):
-    from .serving import parse_batch_sizes
+    from ..serving import parse_batch_sizes
 
     if value is None:
         return [1]
@@ -212,7 +212,7 @@ def _serving_section(sw, model: str, **extra) -> dict:
 
 def run_place(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo``: sweep, print, write."""
-    from .serving import sweep
+    from ..serving import sweep
 
     _need_onnx(args.workload, _serving_flags(args))
     if args.objective != "max-load" or args.training:
@@ -262,9 +262,9 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     plan was kept, printed before the table)."""
     import sys
 
-    from .export import print_json, write_json
-    from .report import format_summary, format_table
-    from .results import no_plan_result, result_dict
+    from ..export import print_json, write_json
+    from ..report import format_summary, format_table
+    from ..results import no_plan_result, result_dict
 
     data = result_dict(sw.best.placement) if sw.best else no_plan_result("one-device-per-stage",
                                                                           sw.none_proven)
@@ -353,8 +353,8 @@ def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
     latency model's for the same placement), so every plan kept meets the target."""
     from solvers.base import Status
 
-    from .serving import Sweep, sweep
-    from .stages import refine_budget
+    from ..serving import Sweep, sweep
+    from ..stages import refine_budget
 
     stage_best = sw.best
     if (stage_best is not None and stage_best.proven) or (stage_best is None and sw.lowest_proven):
@@ -399,9 +399,9 @@ def run_place_stages(args, frontend: dict) -> int:
 
     from graphs.errors import InputError
 
-    from . import serving_stages
-    from .export import print_json, write_json
-    from .stages import _mfu_line, format_plan, plan_summary
+    from .. import serving_stages
+    from ..export import print_json, write_json
+    from ..stages import _mfu_line, format_plan, plan_summary
 
     flags = _serving_flags(args)
     _need_onnx(args.workload, flags)
@@ -423,7 +423,7 @@ def run_place_stages(args, frontend: dict) -> int:
     if sw.best is not None:
         data = sw.best.result(args.workload)
     else:
-        from .results import no_plan_result
+        from ..results import no_plan_result
 
         data = no_plan_result("stages", sw.none_proven)
 
@@ -468,7 +468,7 @@ DEFAULT_TIME_LIMIT = 60.0  # seconds for the whole frontier / provision command
 
 def add_parser(sub) -> None:
     """Register ``frontier`` and ``provision``."""
-    from .outputs import PLOT_FORMATS
+    from ..outputs import PLOT_FORMATS
 
     f = sub.add_parser("frontier", help="throughput-latency frontier of a model",
                        description="Every non-dominated (samples/s, latency) plan of an ONNX model over the "
@@ -589,7 +589,7 @@ def _check_numbers(args) -> None:
     """The numeric flags, before any work: one error naming the flag."""
     from graphs.errors import InputError
 
-    from .inputs import time_limit_seconds
+    from ..inputs import time_limit_seconds
 
     time_limit_seconds(args.time_limit)
     if not (args.gap >= 0 and math.isfinite(args.gap)):
@@ -657,7 +657,7 @@ class _Interrupts:
             raise
 
     def _watch(self) -> None:
-        from . import _interrupt
+        from .. import _interrupt
 
         if _interrupt.installed():  # the console only: tests calling main() keep their process
             threading.Thread(target=self._watchdog, name="placement-ctrl-c", daemon=True).start()
@@ -692,7 +692,7 @@ class _Interrupts:
             self._finishing, self._owner = True, threading.get_ident()
             self.delivered = True  # from now on every Ctrl-C is ignored
             if self.hit:
-                from . import _interrupt
+                from .. import _interrupt
 
                 # on the way out with 130: hold Ctrl-C from here on, so that the console handler's own
                 # forced exit (a Ctrl-C it still holds back, placement._interrupt) cannot cut the writing
@@ -731,8 +731,8 @@ def run(args) -> int:
     import sys
     import time
 
-    from .clock import Clock
-    from .outputs import output_file, plot_file
+    from ..clock import Clock
+    from ..outputs import output_file, plot_file
 
     started = time.perf_counter()
     if args.command == "provision" and args.example_prices:
@@ -757,11 +757,11 @@ def run(args) -> int:
     if ctrl_c.hit or ctrl_c.late:  # read once the handler is back: a later Ctrl-C is a KeyboardInterrupt
         code = 130
     if code == 130:
-        from . import _interrupt
+        from .. import _interrupt
 
         _interrupt.quiet()  # a Ctrl-C while we exit changes nothing
         print("error: interrupted", file=sys.stderr)
-    from ._interrupt import exit_past_abandoned_solver
+    from .._interrupt import exit_past_abandoned_solver
 
     exit_past_abandoned_solver(code)
     return code
@@ -805,7 +805,7 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
 
 def plot_frontier(fr, path: str) -> str:
     """Draw the frontier: samples/s against latency, proven points filled, others hollow."""
-    from .draw import _matplotlib_figure
+    from ..draw import _matplotlib_figure
 
     Figure = _matplotlib_figure()
     fig = Figure(figsize=(7, 4.5))
@@ -854,7 +854,7 @@ def _frontier_table(fr, stages: bool = False) -> str:
 def _uses_stages(args) -> bool:
     """Does this serving command solve the stage model (replicas)? ``--max-replicas`` above 1 asks for
     it, 1 for one device per stage; without it, :func:`placement.inputs.serving_default`."""
-    from .inputs import serving_default
+    from ..inputs import serving_default
 
     mr = args.max_replicas
     return mr > 1 if mr is not None else serving_default(args)
@@ -878,7 +878,7 @@ def _among_layer_plans(p):
 def _unproven(p):
     """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point:
     :func:`_among_layer_plans`)."""
-    from .serving_stages import proof_fields
+    from ..serving_stages import proof_fields
 
     p = _among_layer_plans(p)
     return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
@@ -894,8 +894,8 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     ended it (the points so far stand; nothing runs after it)."""
     import time
 
-    from . import serving_stages
-    from .serving import IMPROVES, auto_sizes
+    from .. import serving_stages
+    from ..serving import IMPROVES, auto_sizes
 
     auto = sizes is None
     todo = auto_sizes() if auto else list(sizes)
@@ -928,7 +928,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
         cut = False  # the operators' search took a Ctrl-C
         fpts: list = []
         if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
-            from .stages import refine_budget
+            from ..stages import refine_budget
 
             now = time.perf_counter()
             budget = refine_budget(now - t0, None if deadline is None else deadline - now)
@@ -976,7 +976,7 @@ def _loaded(args, clock) -> float | None:
 def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
     import sys
 
-    from .serving import FrontierSearch
+    from ..serving import FrontierSearch
 
     _need_onnx(args.model, "placement frontier")
     for name in ("max_replicas", "microbatches"):
@@ -1039,7 +1039,7 @@ def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
         _wait_for_watchdog()
-    from . import _interrupt
+    from .. import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
         return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra, reports=reports,
@@ -1057,8 +1057,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     are the answer, said interrupted (exit 0, or 130 without any)."""
     import sys
 
-    from .export import print_json, write_json
-    from .serving import Frontier, non_dominated
+    from ..export import print_json, write_json
+    from ..serving import Frontier, non_dominated
 
     fr = search.result()
     stages = _uses_stages(args)
@@ -1140,8 +1140,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
 def _write_example_prices(path: str) -> int:
     from graphs.errors import InputError
 
-    from .outputs import output_file
-    from .provision import EXAMPLE_PRICES
+    from ..outputs import output_file
+    from ..provision import EXAMPLE_PRICES
 
     output_file(path, "--example-prices")  # the folder created, as for every command's outputs
     try:
@@ -1159,8 +1159,8 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
     from graphs.devices import parse_devices
     from graphs.errors import InputError
 
-    from .provision import kind_prices, provision, read_prices
-    from .serving import auto_sizes, batch_workload
+    from ..provision import kind_prices, provision, read_prices
+    from ..serving import auto_sizes, batch_workload
 
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
@@ -1208,7 +1208,7 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
             until = None if share is None else time.perf_counter() + share
             if stages:
-                from . import serving_stages
+                from .. import serving_stages
 
                 pv, _ = serving_stages.provision(w, prices, args.target_throughput, args,
                                                  latency_slo=args.latency_slo, batch_size=b, deadline=until,
@@ -1242,7 +1242,7 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
         _wait_for_watchdog()
-    from . import _interrupt
+    from .. import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
         code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit)
@@ -1268,7 +1268,7 @@ def _stage_problem_of(args, b: int, cache: dict):
     operators' map and settings kept in ``cache`` for the result file)."""
     from types import SimpleNamespace
 
-    from . import serving_stages
+    from .. import serving_stages
 
     a = SimpleNamespace(microbatches=args.microbatches, schedule=None, max_replicas=args.max_replicas,
                         granularity=None)
@@ -1285,8 +1285,8 @@ def _stage_problem_of(args, b: int, cache: dict):
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     import sys
 
-    from .export import print_json, write_json
-    from .results import no_plan_result, result_dict
+    from ..export import print_json, write_json
+    from ..results import no_plan_result, result_dict
 
     slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
     if not results:
@@ -1339,7 +1339,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         section["max_replicas"] = args.max_replicas
         section["solves"] = pv.solves
     elif pv.best is not None and pv.solution is not None and pv.solution.assignment is not None:
-        from .api import Placement
+        from ..api import Placement
 
         ev = evaluate_plan(w.graph, pv.cluster, pv.solution)
         placement = Placement(w.graph, pv.cluster, pv.solution, ev)
@@ -1383,7 +1383,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
             if placement is not None:
                 sys.stdout.write(mfu_lines(placement))
             if stage_pt is not None:
-                from .stages import _mfu_line, format_plan
+                from ..stages import _mfu_line, format_plan
 
                 print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
                 print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
@@ -1434,7 +1434,7 @@ def _provision_failure(args, ds, results, stopped: str, proven: bool) -> tuple[s
                 most = f"; the most found{under} is {x}" + (" (not proven the most: an answer on the way is "
                                                             "not proven)" if proven else "")
         else:  # every allocation ruled out without a solve: the stage model's work bound says by how much
-            from .serving_stages import work_lower_bound
+            from ..serving_stages import work_lower_bound
 
             works = [work_lower_bound(r[1]) for r in results if isinstance(r[1], ParallelProblem)]
             if works and min(works) > 0:
