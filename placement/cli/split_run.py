@@ -206,7 +206,7 @@ def run_run(args) -> int:
     from graphs.jsonio import read_json
 
     from ..onnx_export import split_model
-    from ..pipeline_run import describe_runs, format_run_summary, run_inputs, run_pipeline, run_report
+    from ..pipeline_run import describe_runs, run_inputs, run_pipeline, run_report
     from ..results import checked_result
 
     if args.samples < 1 or args.threads < 1:
@@ -263,11 +263,7 @@ def run_run(args) -> int:
             p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(split.submodels) \
                 else math.nan
             print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
-        for line in format_run_summary(doc):
-            print(line)
-        if run.max_abs_diff is not None:
-            worst = max(run.max_abs_diff.values(), default=0.0)
-            print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
+        _print_run_summary(doc, run, ok)
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
@@ -359,7 +355,6 @@ def _run_stage_plan(args, dims: dict, model, data: dict) -> int:
     from ..onnx_export import split_stages
     from ..pipeline_run import (
         describe_runs,
-        format_run_summary,
         run_inputs,
         run_pipeline,
         run_report,
@@ -401,9 +396,17 @@ def _run_stage_plan(args, dims: dict, model, data: dict) -> int:
         for k, (d, tp, ms, t) in enumerate(zip(run.replicas, run.tensor_parallel, run.stage_ms, run.taken)):
             p = pred.stage_loads[k] if pred is not None else float("nan")
             print(f"{k:<6}{d:>9}{tp:>3}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
-        for line in format_run_summary(doc):
-            print(line)
-        if run.max_abs_diff is not None:
-            worst = max(run.max_abs_diff.values(), default=0.0)
-            print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
+        _print_run_summary(doc, run, ok)
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
+
+
+def _print_run_summary(doc: dict, run, ok: bool) -> None:
+    """The lines every ``placement run`` ends with, whichever plan ran: throughput and the prediction
+    (:func:`placement.pipeline_run.format_run_summary`), then whether the outputs match."""
+    from ..pipeline_run import format_run_summary
+
+    for line in format_run_summary(doc):
+        print(line)
+    if run.max_abs_diff is not None:
+        worst = max(run.max_abs_diff.values(), default=0.0)
+        print(f"outputs match the whole model: {'yes' if ok else 'NO'} (max abs diff {worst:.3g})")
