@@ -38,16 +38,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graphs.errors import InputError
-from graphs.mfu import compute_utilisation
 from graphs.model import Cluster, OpGraph
 from graphs.parallel import ParallelProblem, PlanEvaluation
-from graphs.reference import ACCELERATOR, CPU
 
-from .api import Placement
+if TYPE_CHECKING:
+    from .api import Placement
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
            "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
@@ -94,6 +94,9 @@ def no_plan_result(model: str, proven: bool, message: str = "") -> dict:
 def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -> dict:
     """The result file's content for a placement; ``result_path`` is where it will be written (the
     workload's path is stored relative to it, see :func:`source_path`)."""
+    from graphs.mfu import compute_utilisation  # here: reading a result needs neither
+    from graphs.reference import ACCELERATOR, CPU
+
     sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
     out = {
         "schema": "placement-result",

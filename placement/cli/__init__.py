@@ -16,7 +16,7 @@ import contextlib
 import sys
 
 from .. import _compile_notice, _interrupt
-from . import evaluate, example, inspection, place, show, split_run
+from . import calibrate, evaluate, example, inspection, place, serving, show, split_run
 from .common import EXIT_INTERRUPTED, EXIT_NO_PLACEMENT, EXIT_OK, EXIT_USAGE, Parser, UsageError, cli_words
 
 __all__ = ["main", "console_main", "build_parser", "COMMANDS"]
@@ -33,18 +33,6 @@ def _add_cluster_parser(sub) -> None:
     add_parser(sub)
 
 
-def _add_serving_parsers(sub) -> None:
-    from .serving import add_parser
-
-    add_parser(sub)
-
-
-def _add_calibrate_parser(sub) -> None:
-    from .calibrate import add_parser
-
-    add_parser(sub)
-
-
 def _run_cluster(args) -> int:
     from ..cluster.command import run
 
@@ -54,29 +42,22 @@ def _run_cluster(args) -> int:
 def _run_serving(args) -> int:
     from ..inputs import workload_kind
     from .common import llm_commands
-    from .serving import run
 
     if args.command == "provision" and args.model and not args.example_prices \
             and workload_kind(args.model) == "llm":
         return llm_commands().provision_command(args)  # an LLM config: the cheapest instances per bucket
-    return run(args)
-
-
-def _run_calibrate(args) -> int:
-    from .calibrate import run
-
-    return run(args)
+    return serving.run(args)
 
 
 #: the subcommands in ``--help``'s order: what adds each one's parser
 _PARSERS = (place.add_parser, evaluate.add_parser, inspection.add_parser, example.add_parser,
             _add_bench_parser, show.add_parser, split_run.add_parser, _add_cluster_parser,
-            _add_serving_parsers, _add_calibrate_parser)
+            serving.add_parser, calibrate.add_parser)
 
 #: each subcommand's runner (``bench`` parses its own options: :func:`main` hands it the rest of argv)
 COMMANDS = {"place": place.run, "evaluate": evaluate.run, "example": example.run, "inspect": inspection.run,
             "show": show.run, "split": split_run.run_split, "run": split_run.run_run, "cluster": _run_cluster,
-            "frontier": _run_serving, "provision": _run_serving, "calibrate": _run_calibrate}
+            "frontier": _run_serving, "provision": _run_serving, "calibrate": calibrate.run}
 
 
 def build_parser() -> argparse.ArgumentParser:
