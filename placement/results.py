@@ -176,12 +176,10 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
 
 
 # --------------------------------------------------------------------------- stage plans
-
-
 def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: str, solver: str,
-                time: float | None = None, message: str = "", workload: str | None = None,
-                bound: float | None = None, settings: dict | None = None,
-                compile_s: float | None = None) -> dict:
+                      time: float | None = None, message: str = "", workload: str | None = None,
+                      bound: float | None = None, settings: dict | None = None,
+                      compile_s: float | None = None) -> dict:
     """The result file of a stage plan (``"schema": "placement-result", "version": 2``): times in
     seconds per sample (``time_unit``; ``compile_s``, when given, the seconds compiling the kernels took,
     not in ``solve_time_s``), the ``problem`` section that rebuilds the problem without flags (schedule,
@@ -269,8 +267,6 @@ def read_stage_result(data: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- reading one device per stage
-
-
 def read_result(path: str | os.PathLike) -> dict:
     """Read a result file written by ``placement place --out`` (schema ``placement-result``)."""
     from graphs.jsonio import read_json
