@@ -138,18 +138,24 @@ def test_job_list_errors_name_the_job_and_field(tmp_path):
 
 
 # --------------------------------------------------------------------------- the command line
-@pytest.fixture
-def job_list(tmp_path):
+def write_job_list(folder) -> str:
+    """Two jobs of a small CNN (one training, one asking for an A100) on ``a100:3,cpu:2``, written to
+    ``folder``/jobs.json with the model beside it; the file's path."""
     from tests.onnx_models import save, small_cnn
 
-    model = save(small_cnn(), str(tmp_path / "cnn.onnx"))
+    model = save(small_cnn(), str(folder / "cnn.onnx"))
     doc = {"cluster": {"devices": "a100:3,cpu:2", "host_memory_gb": 1}, "lease": 50,
            "jobs": [{"name": "a", "model": "cnn.onnx", "samples": 2000, "arrival": 0},
                     {"name": "b", "model": model, "training": True, "samples": 1000, "arrival": 5,
                      "request": "a100:1"}]}
-    path = tmp_path / "jobs.json"
+    path = folder / "jobs.json"
     path.write_text(json.dumps(doc))
     return str(path)
+
+
+@pytest.fixture
+def job_list(tmp_path):
+    return write_job_list(tmp_path)
 
 
 def test_cli_allocates_and_writes_the_result(job_list, tmp_path, capsys):

@@ -38,6 +38,8 @@ import numpy as np
 import pytest
 
 from solvers import _milp
+from tests.test_cluster_simulate import write_job_list
+from tests.test_ip import _market_split  # incumbents at once, a proof far longer than these tests wait
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -102,21 +104,6 @@ def _small_model():
     x = m.add_cols(3, lb=0.0, ub=1.0, integer=True, cost=[-3.0, -2.0, -2.0])
     m.add_rows([-math.inf], [2.0], [0, 0, 0], x, [2.0, 1.0, 1.0])
     return m
-
-
-def _market_split(rng, m=4, n=40):
-    """A market-split MIP: incumbents at once, a proof far longer than these tests wait (as in
-    tests/test_ip.py)."""
-    model = _milp.MilpModel()
-    x = model.add_cols(n, ub=1, integer=True)
-    s = model.add_cols(2 * m, ub=np.inf, cost=1.0)
-    a = rng.integers(0, 100, size=(m, n))
-    rows = np.concatenate([np.repeat(np.arange(m), n), np.arange(m), np.arange(m)])
-    cols = np.concatenate([np.tile(x, m), s[:m], s[m:]])
-    vals = np.concatenate([a.ravel(), np.ones(m), -np.ones(m)])
-    rhs = a.sum(axis=1) // 2
-    model.add_rows(rhs, rhs, rows, cols, vals)
-    return model
 
 
 def _last_line(err: str) -> str:
@@ -264,17 +251,7 @@ def test_a_ctrl_c_as_the_highs_thread_starts_never_ends_the_process_in_terminate
 # ---------------------------------------------------------------------------------------- the cluster
 @pytest.fixture(scope="module")
 def job_list(tmp_path_factory):
-    from tests.onnx_models import save, small_cnn
-
-    folder = tmp_path_factory.mktemp("jobs")
-    model = save(small_cnn(), str(folder / "cnn.onnx"))
-    doc = {"cluster": {"devices": "a100:3,cpu:2", "host_memory_gb": 1}, "lease": 50,
-           "jobs": [{"name": "a", "model": "cnn.onnx", "samples": 2000, "arrival": 0},
-                    {"name": "b", "model": model, "training": True, "samples": 1000, "arrival": 5,
-                     "request": "a100:1"}]}
-    path = folder / "jobs.json"
-    path.write_text(json.dumps(doc))
-    return str(path)
+    return write_job_list(tmp_path_factory.mktemp("jobs"))
 
 
 @pytest.fixture(scope="module")
