@@ -262,13 +262,37 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     plan was kept, printed before the table)."""
     import sys
 
-    from ..export import print_json, write_json
     from ..report import format_summary, format_table
     from ..results import no_plan_result, result_dict
 
     data = result_dict(sw.best.placement) if sw.best else no_plan_result("one-device-per-stage",
                                                                           sw.none_proven)
     data["serving"] = _serving_section(sw, "one-device-per-stage")
+    slo = f", latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
+
+    def show_best(p) -> None:
+        print("\n" + _best_batch_line(sw))
+        table = format_table(p.placement)
+        if table:
+            print(table + "\n")
+        print(format_summary(p.placement))
+        sys.stdout.write(mfu_lines(p.placement))
+
+    return _emit(args, sw, data, note=note, show_best=show_best, bound=False,
+                 nothing="error: no batch size has a placement",
+                 heading=f"batch sizes{slo} (samples/s = 1000 x batch / max-load; latency = one batch end "
+                         f"to end)")
+
+
+def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: str, heading: str) -> int:
+    """What a sweep of ``place`` prints and writes, on either model: ``data`` is its result file (the
+    best plan's, or the no-plan result) with its ``serving`` section, ``heading`` the line above the
+    sweep's rows, ``show_best(best)`` prints the best plan; without one, the target missed (its least
+    latency a proven ``bound`` or not) or ``nothing``, and exit 1."""
+    import sys
+
+    from ..export import print_json, write_json
+
     if note:
         data["serving"]["note"] = note
     if args.out:
@@ -276,27 +300,17 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     if args.json:
         print_json(data)
     else:
-        slo = f", latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
-        print(f"batch sizes{slo} (samples/s = 1000 x batch / max-load; latency = one batch end to end)")
+        print(heading)
         print(_sweep_rows(sw))
         if sw.stopped:
             print(f"stopped: {sw.stopped}")
     if sw.best is None:
-        if args.latency_slo is not None:
-            print(_target_missed(sw, bound=False), file=sys.stderr)
-        else:
-            print("error: no batch size has a placement", file=sys.stderr)
+        print(_target_missed(sw, bound=bound) if args.latency_slo is not None else nothing, file=sys.stderr)
         return 1
     if not args.json:
-        p = sw.best
         if note:
             print("\n" + note)
-        print("\n" + _best_batch_line(sw))
-        table = format_table(p.placement)
-        if table:
-            print(table + "\n")
-        print(format_summary(p.placement))
-        sys.stdout.write(mfu_lines(p.placement))
+        show_best(sw.best)
         _print_time_words(args)
         if args.out:
             print(f"result written to {args.out}")
@@ -395,12 +409,10 @@ def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
 def run_place_stages(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo`` on the stage model
     (:func:`_uses_stages`; :mod:`placement.serving_stages`): sweep, print, write."""
-    import sys
 
     from graphs.errors import InputError
 
     from .. import serving_stages
-    from ..export import print_json, write_json
     from ..stages import _mfu_line, format_plan, plan_summary
 
     flags = _serving_flags(args)
@@ -428,38 +440,19 @@ def run_place_stages(args, frontend: dict) -> int:
         data = no_plan_result("stages", sw.none_proven)
 
     data["serving"] = _serving_section(sw, "stages", max_replicas=args.max_replicas)
-    if note:
-        data["serving"]["note"] = note
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        print_json(data)
-    else:
-        what = f", latency <= {slo:g} ms" if slo is not None else ""
-        print(f"batch sizes on the stage model ({_replicas_words(args)}){what} (samples/s = 1 / "
-              f"time per sample; latency = one batch end to end, one replica of each stage)")
-        print(_sweep_rows(sw))
-        if sw.stopped:
-            print(f"stopped: {sw.stopped}")
-    if sw.best is None:
-        if slo is not None:
-            print(_target_missed(sw, bound=True), file=sys.stderr)
-        else:
-            print("error: no batch size has a plan", file=sys.stderr)
-        return 1
-    if not args.json:
-        p = sw.best
-        if note:
-            print("\n" + note)
+    what = f", latency <= {slo:g} ms" if slo is not None else ""
+
+    def show_best(p) -> None:
         print("\n" + _best_batch_line(sw) + f" ({p.how})\n")
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
         print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
               + _mfu_line(p.problem, p.evaluation, p.utilisation()))
-        _print_time_words(args)
-        if args.out:
-            print(f"result written to {args.out}")
-    return 0
+
+    return _emit(args, sw, data, note=note, show_best=show_best, bound=True,
+                 nothing="error: no batch size has a plan",
+                 heading=f"batch sizes on the stage model ({_replicas_words(args)}){what} (samples/s = 1 / "
+                         f"time per sample; latency = one batch end to end, one replica of each stage)")
 
 
 # ---------------------------------------------------------------- frontier
