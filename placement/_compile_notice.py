@@ -89,8 +89,10 @@ def install() -> None:
         sys.meta_path.insert(0, _AfterImport())
 
 
-def done() -> None:
-    """After a command: stop listening, and say how long it compiled, if it did."""
+def done(say: bool = True) -> None:
+    """After a command: stop listening, and (``say``) how long it compiled, if it did. A command a Ctrl-C
+    ended says nothing more: its ``error: interrupted`` is the last line, and a cut compile cached
+    only part of the kernels."""
     _unhook()
     seconds = 0.0
     if _state["listener"] is not None:
@@ -98,5 +100,5 @@ def done() -> None:
         _state["listener"] = None
         event.unregister("numba:compile", listener)
         seconds = listener.seconds()
-    if seconds >= 1.0:
+    if say and seconds >= 1.0:
         _say(f"note: compiled the solver's kernels in {seconds:.0f} s; later runs load them from the cache")

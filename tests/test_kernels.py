@@ -73,6 +73,33 @@ def test_the_notice_comes_once_at_the_first_compile_and_counts_nested_ones_once(
         "note: compiled the solver's kernels in 2 s; later runs load them from the cache"]
 
 
+@pytest.mark.parametrize("outcome, code", [(KeyboardInterrupt, 130), (130, 130), (0, 0)])
+def test_an_interrupted_command_says_nothing_after_its_error(monkeypatch, capsys, outcome, code):
+    """A command a Ctrl-C ends (raised, or taken and returned as 130) has ``error: interrupted`` as its
+    last line: no "compiled in N s" note after it (before, a cold cache printed one)."""
+    from numba.core import event
+
+    import placement.cli as cli
+
+    def command(args):
+        _compile_notice._state["listener"][1].total = 2.0  # the command's listener: as if it compiled 2 s
+        if outcome is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return outcome
+
+    assert event  # imported: install() registers the listener at once
+    monkeypatch.setattr(_compile_notice, "_state", {"listener": None, "announced": False})
+    monkeypatch.setitem(cli.COMMANDS, "inspect", command)
+    assert cli.main(["inspect", "x.json"]) == code
+    err = capsys.readouterr().err.splitlines()
+    compiled = [line for line in err if "compiled the solver's kernels in" in line]
+    assert compiled == ([] if code else ["note: compiled the solver's kernels in 2 s; later runs load "
+                                         "them from the cache"])
+    if outcome is KeyboardInterrupt:
+        assert err[-1] == "error: interrupted"
+    assert _compile_notice._state["listener"] is None  # the command's listener went with it
+
+
 def test_the_notice_waits_for_numba_to_be_imported_and_ends_with_the_command(tmp_path):
     """install() imports nothing (numba costs a second): it registers once numba's event module loads;
     done() takes the listener away (what runs after the command, the library, prints nothing)."""

@@ -127,10 +127,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         _compile_notice.install()  # a cold numba cache compiles for a minute: say so (stderr)
+        code = EXIT_INTERRUPTED  # until the command returns: a KeyboardInterrupt leaves it so
         try:
-            return COMMANDS[args.command](args)
+            code = COMMANDS[args.command](args)
+            return code
+        except Exception:
+            code = None  # an error: the note may follow its line
+            raise
         finally:
-            _compile_notice.done()
+            _compile_notice.done(say=code != EXIT_INTERRUPTED)
     return codes[0] if codes else EXIT_OK
 
 
