@@ -87,10 +87,19 @@ __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
            "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem", "pipeline_misfit",
            "is_pipeline_model", "to_opgraph", "plan_of_assignment", "latency_lower_bound",
-           "work_lower_bound"]
+           "work_lower_bound", "MEMORY_RTOL", "usable_memory"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
-_MEMORY_RTOL = 1e-9  # memory checks allow this relative slack for summation order
+#: a device holds what is at most its memory times ``1 + MEMORY_RTOL``: the slack the evaluator allows
+#: for summation order, so that a device filled exactly, summed in another order, still fits
+MEMORY_RTOL = 1e-9
+
+
+def usable_memory(capacity: float | None) -> float:
+    """What a device of ``capacity`` bytes (``None``: unlimited) may hold by the evaluator's rule: the
+    capacity with :data:`MEMORY_RTOL`'s slack. Every solver's memory check uses this, so none rules out
+    a placement the evaluator accepts."""
+    return math.inf if capacity is None else float(capacity) * (1 + MEMORY_RTOL)
 
 
 @dataclass(frozen=True)
@@ -562,7 +571,7 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
         y = in_flight(sched, st.d, int(suffix[i]), N)
         weights, stash, peak = stage_memory(sched, y, a, b, w)
         cap = kind.capacity
-        if peak > cap * (1 + _MEMORY_RTOL):
+        if peak > usable_memory(cap):
             flight = f" ({y} micro-batches in flight)" if a else ""
             problems.append(f"{label[i]} needs {peak:.6g} bytes per {kind.name} device{flight} but its "
                             f"capacity is {cap:.6g}")

@@ -59,6 +59,7 @@ from graphs.evaluate import evaluate
 from graphs.ideals import IdealLattice, chain_ideals, enumerate_ideals, push_down
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
+from graphs.parallel import usable_memory
 
 from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
 
@@ -69,10 +70,6 @@ DEFAULT_MAX_IDEALS = 3_000_000
 _PAD = 128  # bytes between two threads' scratch rows (two cache lines)
 _CHUNK_SECONDS = 0.5  # kernel calls are sized to about this, so limits and progress stay responsive
 _MAX_CHUNK = 64  # ideals per kernel call at most
-#: a device holds what is at most its memory times ``1 + _MEMORY_RTOL``: the slack the one evaluator
-#: (graphs.parallel.evaluate_plan) allows for summation order; without it a device filled exactly, valid to
-#: the evaluator, could sum a hair above its memory here and be ruled out
-_MEMORY_RTOL = 1e-9
 
 
 # --------------------------------------------------------------------------- preparation
@@ -103,8 +100,7 @@ def prepare(graph: OpGraph, cluster: Cluster, *, items: ClassGraph | None = None
     T = len(cluster.kinds)
     C = items.num_classes
     counts = np.array([k.count for k in cluster.kinds], dtype=np.int64)
-    caps = np.array([math.inf if k.memory is None else float(k.memory) * (1 + _MEMORY_RTOL)
-                     for k in cluster.kinds])
+    caps = np.array([usable_memory(k.memory) for k in cluster.kinds])
     item_compute = items.class_sums(compute)
     item_memory = items.class_sums(graph.memory)
     _check_items_fit(graph, cluster, items, item_compute, item_memory, counts, caps)

@@ -41,6 +41,7 @@ from graphs.parallel import (
     evaluate_plan,
     is_pipeline_model,
     resync_bandwidth,
+    usable_memory,
 )
 
 from .base import ProgressTeller, Solution, SolveOptions, Status, stage_solution
@@ -49,10 +50,6 @@ __all__ = ["solve_problem", "solve_stages", "knapsack", "work_lower_bound"]
 
 _INF = np.inf
 _BIG = np.iinfo(np.int64).max // 4
-#: a stage fits a device when its memory is at most the capacity times ``1 + _MEMORY_RTOL``: the slack
-#: graphs.parallel's evaluator allows for summation order (without it a stage exactly at the capacity,
-#: valid to the evaluator, could sum a hair above it here and be ruled out)
-_MEMORY_RTOL = 1e-9
 
 
 # --------------------------------------------------------------------------- knapsack
@@ -1191,11 +1188,6 @@ def _arrays(problem: ParallelProblem):
         sy_time=np.array(sy_time, float), sy_dir=np.array(sy_dir, np.int64), bw_res=bw_res)
 
 
-def _capacity(kind) -> float:
-    """The memory a stage may use per device of ``kind``: its capacity with the evaluator's slack."""
-    return kind.capacity * (1 + _MEMORY_RTOL)
-
-
 def _node_minmem(problem: ParallelProblem, tvals, dvals):
     """Per (kind, t) and node: smallest memory at y = 1 and fastest time (inf: unsupported); whether the
     (kind, t) is usable, its kind's capacity and the largest d it allows."""
@@ -1210,7 +1202,7 @@ def _node_minmem(problem: ParallelProblem, tvals, dvals):
     dmax = np.array([max([int(d) for d in dvals if d * tvals[ti] <= problem.kinds[k].count], default=0)
                      for k in range(K) for ti in range(T)], np.int64)
     ok = dmax > 0
-    caps = np.array([_capacity(problem.kinds[k]) for k in range(K) for _ in range(T)])
+    caps = np.array([usable_memory(problem.kinds[k].capacity) for k in range(K) for _ in range(T)])
     return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
 
 
@@ -1495,7 +1487,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
     N = problem.microbatches
     sched = SCHEDULES.index(problem.schedule)
     counts = np.array([k.count for k in problem.kinds], np.int64)
-    caps = np.array([_capacity(k) for k in problem.kinds])
+    caps = np.array([usable_memory(k.capacity) for k in problem.kinds])
     smax = int(min(N, counts.sum()))
     data = data or _node_data(problem)
     arr, dvals, work = data["arr"], data["dvals"], data["work"]
@@ -1804,7 +1796,7 @@ def _best_variants(problem: ParallelProblem, nodes: list[int], k: int, t: int, d
             row.append((x / d + res * v.params, v.a * y + v.b + (ver - 1) * v.w))
         choices.append(row)
         vids.append(opts)
-    _, pick = knapsack(choices, _capacity(kind))
+    _, pick = knapsack(choices, usable_memory(kind.capacity))
     return [vids[i][j] for i, j in enumerate(pick)]
 
 

@@ -38,6 +38,7 @@ from graphs.errors import InputError
 from graphs.latency import host_kinds
 from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
+from graphs.parallel import usable_memory
 
 from ._common import finish, no_placement, objective_value, require_objective
 from .base import Solution, SolveOptions, Status
@@ -82,8 +83,7 @@ class _Setup:
         T = len(cluster.kinds)
         self.dkind = cluster.device_kind()
         self.host = host_kinds(cluster)[self.dkind]
-        self.caps = np.array([math.inf if cluster.kinds[t].memory is None else float(cluster.kinds[t].memory)
-                              for t in self.dkind.tolist()])
+        self.caps = np.array([usable_memory(cluster.kinds[t].memory) for t in self.dkind.tolist()])
         self.compute = np.zeros((T, self.C))
         for t in range(T):
             np.add.at(self.compute[t], self.cls, compute[t])

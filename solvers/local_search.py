@@ -31,6 +31,7 @@ from numba import njit
 from graphs.contract import colocation_items
 from graphs.evaluate import check_assignment
 from graphs.model import Cluster, OpGraph
+from graphs.parallel import usable_memory
 
 from ._common import finish, no_placement, require_objective
 from .base import Solution, SolveOptions, Status
@@ -68,8 +69,7 @@ def move_problem(graph: OpGraph, cluster: Cluster) -> MoveProblem:
     compute, comm = graph.costs_for(cluster)
     T = len(cluster.kinds)
     dkind = cluster.device_kind()
-    caps = np.array([math.inf if cluster.kinds[t].memory is None else float(cluster.kinds[t].memory)
-                     for t in dkind.tolist()])
+    caps = np.array([usable_memory(cluster.kinds[t].memory) for t in dkind.tolist()])
     item_compute = np.zeros((T, C))
     for t in range(T):
         np.add.at(item_compute[t], cls, compute[t])

@@ -53,6 +53,7 @@ from graphs.parallel import (
     in_flight,
     resync_bandwidth,
     stage_memory,
+    usable_memory,
     weight_versions,
 )
 
@@ -61,8 +62,6 @@ from .dp_stages import knapsack
 
 __all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "solve_stages",
            "solve_data_parallel"]
-
-_MEMORY_RTOL = 1e-9  # as graphs.parallel's evaluator
 
 
 # --------------------------------------------------------------------------- linearisation
@@ -205,7 +204,7 @@ def _plan_on_kind(problem: ParallelProblem, groups, k: int, var: list[int], dead
     if costs is None:
         return None
     work, sums = costs
-    cap = kind.capacity * (1 + _MEMORY_RTOL)
+    cap = usable_memory(kind.capacity)
     F = np.full((m + 1, S + 1), np.inf)
     F[m, 0] = 0.0
     choice_j = np.zeros((m + 1, S + 1), np.int64)
@@ -308,7 +307,7 @@ def fitting_variants(problem: ParallelProblem, k: int, d: int) -> list[int] | No
         choices.append([(x.time / d + per_param * x.params,
                          stage_memory(problem.schedule, y, x.a, x.b, x.w)[2]) for x in vs])
         vids.append(opts)
-    _, pick = knapsack(choices, problem.kinds[k].capacity)
+    _, pick = knapsack(choices, usable_memory(problem.kinds[k].capacity))
     return [vids[u][j] for u, j in enumerate(pick)] if pick else None
 
 

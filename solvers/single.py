@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from graphs.model import Cluster, OpGraph
+from graphs.parallel import usable_memory
 
 from ._common import finish, no_placement, require_objective
 from .base import Solution, SolveOptions
@@ -35,7 +36,7 @@ def best_single_device(graph: OpGraph, cluster: Cluster) -> tuple[int | None, fl
         if unsupported:
             reasons.append(f"{k.name}: {unsupported} node(s) unsupported")
             continue
-        if k.memory is not None and total_mem > k.memory:
+        if total_mem > usable_memory(k.memory):
             reasons.append(f"{k.name}: needs {total_mem:.6g} bytes, holds {k.memory:.6g}")
             continue
         load = float(compute[t].sum())

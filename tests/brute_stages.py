@@ -14,12 +14,9 @@ import itertools
 import math
 
 from graphs.ideals import enumerate_ideals
-from graphs.parallel import Stage, evaluate_plan, in_flight
+from graphs.parallel import MEMORY_RTOL, Stage, evaluate_plan, in_flight
 
 __all__ = ["all_plans", "optimum", "stage_sequences", "ordered_partitions", "latency_targets"]
-
-_MEMORY_RTOL = 1e-9  # the evaluator's slack on a memory check (graphs.parallel)
-
 
 def ordered_partitions(n: int):
     """Every sequence of disjoint non-empty node sets (sorted tuples) covering ``range(n)``: every way
@@ -136,7 +133,7 @@ def optimum(p) -> tuple[float, list[Stage] | None]:
                 trial[i] = Stage(nodes, k, d, t, vs)
                 st = evaluate_plan(p, trial).stages[i]
                 assert st.in_flight == in_flight(p.schedule, d, s, N)  # the d's after i sum to s - d
-                if st.memory <= st.capacity * (1 + _MEMORY_RTOL) and st.time_per_sample < best[0]:
+                if st.memory <= st.capacity * (1 + MEMORY_RTOL) and st.time_per_sample < best[0]:
                     best = (st.time_per_sample, vs)
             memo[key] = best
         return memo[key]

@@ -372,7 +372,9 @@ def test_a_device_filled_to_its_memory_exactly_holds_it(lean):
     stage's memory a hair above the capacity (0.1 + 0.2 > 0.3 in floating point) and ruled it out, where
     the one evaluator allows a relative 1e-9 for summation order: it said ``infeasible`` (the pipeline
     kernel: one variant per node) or ``optimal`` at 3 with the lean variant (the stage kernel), while x and
-    y together on the one device take 2. Both kernels now allow the evaluator's slack."""
+    y together on the one device take 2. Both kernels now allow the evaluator's slack, and so do the
+    baselines (``graphs.parallel.usable_memory``): data-parallel's knapsack gave 3 with the lean variant,
+    ``single`` and ``local-search`` found no placement."""
     from graphs.model import Cluster, DeviceKind, OpGraph
     from graphs.parallel import ParallelGraph, ParallelProblem, Stage, Variant
 
@@ -389,12 +391,18 @@ def test_a_device_filled_to_its_memory_exactly_holds_it(lean):
     sol = solve(p, solver="dp")
     assert sol.stats["kernel"] == ("stage" if lean else "pipeline")
     assert sol.status is Status.OPTIMAL and sol.objective == 2.0
+    for name in ("data-parallel", "pipedream"):  # baselines: both nodes in one stage on the one device
+        sol = solve(p, solver=name)
+        assert sol.found and sol.objective == 2.0, name
     if not lean:  # the operator graph of the one-device-per-stage model, the pipeline DP's own form
         og = OpGraph.build(names=["x", "y"], kinds=["gpu"], compute=np.ones((1, 2)), comm=np.zeros((1, 2)),
                            memory=np.array([0.1, 0.2]), edges=[(0, 1)])
         for name in ("dp", "auto", "ip"):
             sol = solve(og, Cluster((DeviceKind("gpu", 1, 0.3),)), solver=name)
             assert sol.status is Status.OPTIMAL and sol.objective == 2.0, name
+        for name in ("single", "local-search"):
+            sol = solve(og, Cluster((DeviceKind("gpu", 1, 0.3),)), solver=name)
+            assert sol.found and sol.objective == 2.0, name
 
 
 def test_the_brute_force_optimum_is_the_least_of_every_plan():
