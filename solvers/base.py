@@ -43,6 +43,7 @@ class Status(str, enum.Enum):
     INFEASIBLE = "infeasible"  # proven: no placement satisfies the constraints
     STOPPED = "stopped"  # a limit stopped the search before any placement was found: nothing proven
     UNKNOWN = "unknown"  # a restricted method (a baseline) found no placement: nothing proven
+    INVALID = "invalid"  # a given plan (placement evaluate) that breaks a constraint: its problems say which
     ERROR = "error"
 
     def __str__(self) -> str:

@@ -65,6 +65,28 @@ def test_evaluate_a_split(tmp_path, capsys):
     assert [d["load"] for d in res["fpgas"]] == pytest.approx([2.5, 1.5])
 
 
+def test_a_split_that_breaks_a_constraint_is_invalid_not_feasible(tmp_path, capsys):
+    """Found by a newcomer's review: evaluate printed and wrote ``feasible`` (which promises a valid plan)
+    for a split that overflows a device, and show simulated that file without a word. By hand: nodes of
+    memory 6 + 6 on one device of 10 bytes."""
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({
+        "maxSizePerFPGA": 10.0, "maxFPGAs": 2, "maxCPUs": 1,
+        "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 1.0, "size": 6.0}
+                  for i in (1, 2)],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}]}))
+    split = tmp_path / "s.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1, 2]}, {"nodes": []}], "cpus": [{"nodes": []}]}))
+    out = tmp_path / "r.json"
+    assert main(["evaluate", str(wl), str(split), "--out", str(out)]) == 1
+    assert "status invalid" in capsys.readouterr().out
+    res = json.load(open(out))
+    assert res["status"] == "invalid" and res["valid"] is False and res["maxLoad"] == pytest.approx(2.0)
+    assert main(["show", str(out), "--no-draw"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {out}: the plan is not valid: accelerator:0 needs 12 bytes" in err
+
+
 def test_user_errors_give_one_line_and_exit_2(tmp_path, capsys):
     assert main(["place", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err

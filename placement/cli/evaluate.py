@@ -162,7 +162,9 @@ def run(args) -> int:
         a = parse_split(data, w.graph, w.cluster, source=args.split)
         what = "split"
     ev = evaluate(w.graph, w.cluster, a)
-    sol = Solution(a, ev.max_load, Status.FEASIBLE, f"given {what}", message=f"{what} from {args.split}")
+    # a plan that breaks a constraint is no placement: "invalid", as a stage plan's evaluation says
+    status = Status.FEASIBLE if ev.valid else Status.INVALID
+    sol = Solution(a, ev.max_load, status, f"given {what}", message=f"{what} from {args.split}")
     print_result(args, Placement(w.graph, w.cluster, sol, ev))
     recorded_value = data.get("max_load") if is_result else None
     if isinstance(recorded_value, (int, float)) and recorded_value != ev.max_load:

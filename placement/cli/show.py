@@ -105,6 +105,7 @@ def run(args) -> int:
     w = _load_for_result(args, data)
     a = assignment_from_result(data, w.graph, w.cluster, source=args.result)
     ev = evaluate(w.graph, w.cluster, a)
+    _warn_if_invalid(args.result, ev.problems)
     unit = w.graph.meta.get("unit", "")
     sim = simulate(w.graph, w.cluster, a, schedule=args.schedule, microbatches=args.microbatches)
     over = simulate(w.graph, w.cluster, a, schedule=sim.schedule, microbatches=args.microbatches,
@@ -316,6 +317,15 @@ def format_stage_simulation(sim, unit: str = "s", sample: str = "sample",
     return "\n".join(lines)
 
 
+def _warn_if_invalid(result: str, problems) -> None:
+    """A plan that breaks a constraint (a file of ``placement evaluate`` on a given split, or costs that
+    changed) is simulated as given, but said so first, on stderr."""
+    if problems:
+        more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
+        print(f"warning: {result}: the plan is not valid: {'; '.join(problems[:2])}{more}; simulated as "
+              f"given", file=sys.stderr)
+
+
 def _show_stage_plan(args, frontend: dict | None = None) -> int:
     """``placement show`` on a stage-plan result (:func:`placement.simulate.simulate_plan`, under its
     schedule and micro-batches): per stage, the simulated busy time per sample and peak memory next to
@@ -353,6 +363,9 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
         words = f"one run of the model at batch size {samples}" if onnx else None
 
     plan = plan_from_dict(problem, data, source=args.result)
+    from graphs.parallel import evaluate_plan
+
+    _warn_if_invalid(args.result, evaluate_plan(problem, plan).problems)
     # an ONNX model's inference plan and an LLM's decode run forwards only (a Piper file is a training job)
     training = data.get("training") if not (frontend or {}).get("training") else True
     forwards_only = llm or (onnx and training is False)
