@@ -163,7 +163,10 @@ def test_a_sweep_without_a_plan_writes_one_result_format_and_an_honest_status(cn
             ("placement-result", 2, [], [])
         assert data["model"] == ("stages" if not extra else "one-device-per-stage")
         assert data["status"] == "infeasible", extra
-    capsys.readouterr()
+        # the reason, as the error line gives it (the message was empty)
+        err = capsys.readouterr().err.strip()
+        assert data["message"].startswith("no plan meets the latency target of 1e-06 ms")
+        assert err == f"error: infeasible: {data['message']}", extra
 
     def stopped(*a, **kw):
         return Solution(None, float("inf"), Status.STOPPED, "slo-ip", message="time limit reached")
@@ -173,9 +176,11 @@ def test_a_sweep_without_a_plan_writes_one_result_format_and_an_honest_status(cn
     monkeypatch.setattr(slo_ip, "solve", stopped)
     assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6", "--out", str(out),
                  "--max-replicas", "1"]) == 1
-    assert json.loads(out.read_text())["status"] == "unknown"
+    data = json.loads(out.read_text())
+    assert data["status"] == "unknown"
     err = capsys.readouterr().err
     assert err.startswith("error: no plan found meets") and "(not proven infeasible)" in err, err
+    assert err.strip() == f"error: {data['message']}"
 
 
 def test_a_result_without_a_plan_is_refused_by_every_command_that_reads_one(cnn, tmp_path, capsys):
@@ -184,13 +189,15 @@ def test_a_result_without_a_plan_is_refused_by_every_command_that_reads_one(cnn,
     out = tmp_path / "none.json"
     assert main(["place", cnn, "--devices", "t4:1,cpu:1", "--latency-slo", "1e-6", "--out", str(out)]) == 1
     capsys.readouterr()
+    why = json.loads(out.read_text())["message"]  # the reason, which the refusals give with the status
+    assert why.startswith("no plan meets the latency target")
     for argv, what in ((["evaluate", cnn, str(out)], "evaluate"), (["show", str(out), "--no-draw"], "show"),
                        (["split", cnn, str(out), "--out-dir", str(tmp_path / "s")], "split"),
                        (["run", cnn, str(out)], "run")):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"error: {out}: the result holds no plan (status infeasible); there is nothing to "
-                       f"{what}"], err
+        assert err == [f"error: {out}: the result holds no plan (status infeasible: {why}); there is nothing "
+                       f"to {what}"], err
     assert not (tmp_path / "s").exists()
 
 

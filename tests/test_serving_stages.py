@@ -310,6 +310,7 @@ def test_provision_without_a_proof_never_says_infeasible(cnn, tmp_path, capsys, 
         assert "error: infeasible" not in err[0]
         data = json.loads(out.read_text())
         assert data["status"] == "unknown" and data["provision"]["proven"] is False
+        assert err[0] == f"error: {data['message']}"  # the file gives the reason too (it was empty)
 
 
 def test_serving_stage_errors_are_one_line(cnn, tmp_path, capsys):

@@ -284,6 +284,12 @@ def _emit_sweep(args, sw, note: str = "") -> int:
                          f"to end)")
 
 
+def _reason(error_line: str) -> str:
+    """A no-plan result file's ``message``: the command's error line without ``error:`` and the status
+    word the file's ``status`` holds."""
+    return error_line.removeprefix("error: ").removeprefix("infeasible: ")
+
+
 def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: str, heading: str) -> int:
     """What a sweep of ``place`` prints and writes, on either model: ``data`` is its result file (the
     best plan's, or the no-plan result) with its ``serving`` section, ``heading`` the line above the
@@ -295,6 +301,10 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
 
     if note:
         data["serving"]["note"] = note
+    failure = None
+    if sw.best is None:  # the error line, and the no-plan file's reason (its message)
+        failure = _target_missed(sw, bound=bound) if args.latency_slo is not None else nothing
+        data["message"] = data.get("message") or _reason(failure)
     if args.out:
         write_json(args.out, data)
     if args.json:
@@ -304,8 +314,8 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
         print(_sweep_rows(sw))
         if sw.stopped:
             print(f"stopped: {sw.stopped}")
-    if sw.best is None:
-        print(_target_missed(sw, bound=bound) if args.latency_slo is not None else nothing, file=sys.stderr)
+    if failure is not None:
+        print(failure, file=sys.stderr)
         return 1
     if not args.json:
         if note:
@@ -1320,7 +1330,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         "per_batch_size": [{"batch_size": bb, "allocation": alloc(p.best.counts) if p.best else None,
                             "price_per_hour": p.best.price if p.best else None} for bb, _, p in results],
     }
-    data = no_plan_result(pv.model, proven)
+    data = no_plan_result(pv.model, proven, _reason(failure))
     placement = None
     stage_pt = pv.solution if pv.model == "stages" else None
     if stage_pt is not None:
