@@ -72,6 +72,9 @@ class Costs:
     backward: np.ndarray | None
     model: str
     warnings: tuple[str, ...] = ()
+    #: the ``profile`` model's measurements (op name -> ms), which :func:`recorded_costs` keeps in a
+    #: result so that the plan is scored again on what was measured, not on a new measurement
+    measured: Mapping[str, float] | None = None
 
 
 # --------------------------------------------------------------------------- FLOPs and bytes
@@ -429,8 +432,12 @@ def roofline_costs(g: OnnxGraph, devices: DeviceSet) -> Costs:
                  tuple(warnings))
 
 
-def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str = "roofline", **options) -> Costs:
-    """Costs by the named model: ``roofline``, ``profile`` or the path of a JSON cost table."""
+def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str | Mapping = "roofline", **options) -> Costs:
+    """Costs by the named model: ``roofline``, ``profile`` or the path of a JSON cost table; or, as a
+    result file records a profiled placement (:func:`recorded_costs`), ``{"model": "profile",
+    "measured": {op name: ms}}``: the profile model on those measurements, nothing measured again."""
+    if isinstance(model, Mapping):
+        return profile_costs(g, devices, measured=_recorded_measurements(model))
     if model == "roofline":
         return roofline_costs(g, devices)
     if model == "profile":
@@ -439,6 +446,29 @@ def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str = "roofline", **o
         return table_costs(g, devices, model)
     raise InputError(f"unknown cost model {model!r}; choose roofline, profile, or give a JSON cost table "
                      f"(a path ending in .json)")
+
+
+def recorded_costs(option: str | Mapping | None, meta: Mapping) -> str | dict:
+    """What a result records of the cost model of a graph built with ``option`` (``meta``: the graph's
+    :attr:`OpGraph.meta`): the profile model with its measurements (a new measurement would score the
+    plan on other times), else the option as given (``roofline`` when none)."""
+    measured = meta.get("measured")
+    if measured is not None:
+        return {"model": "profile", "measured": dict(measured)}
+    if isinstance(option, Mapping):
+        return dict(option)
+    return option or "roofline"
+
+
+def _recorded_measurements(model: Mapping) -> dict[str, float]:
+    """The measurements of a recorded profile (:func:`recorded_costs`), checked."""
+    measured = model.get("measured")
+    if model.get("model") != "profile" or not isinstance(measured, Mapping) or not all(
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0
+            and math.isfinite(v) for k, v in measured.items()):
+        raise InputError('a recorded cost model must be {"model": "profile", "measured": {op name: '
+                         'milliseconds}}, as placement place writes it')
+    return {k: float(v) for k, v in measured.items()}
 
 
 # --------------------------------------------------------------------------- table
@@ -670,4 +700,5 @@ def profile_costs(g: OnnxGraph, devices: DeviceSet, *, warmup: int = 3, repeats:
                         "model (bring accelerator measurements in with a JSON cost table)")
     for w in warnings[len(base.warnings):]:
         log.warning("%s%s", f"{g.source}: " if g.source else "", w)
-    return Costs(base.kinds, compute, base.comm, None, "profile", tuple(warnings))
+    return Costs(base.kinds, compute, base.comm, None, "profile", tuple(warnings),
+                 {k: float(v) for k, v in measured.items()})

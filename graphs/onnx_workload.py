@@ -180,6 +180,8 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
         "layer": layer_keys(g),
         "warnings": tuple(g.warnings) + tuple(costs.warnings),
     }
+    if costs.measured is not None:  # what a result records to score the plan on these times again
+        meta["measured"] = costs.measured
     if not training:  # the one memory model of inference, for every command and batch size
         meta["memory_model"] = INFERENCE_MEMORY
     graph = OpGraph.build(names=g.names, kinds=costs.kinds, compute=costs.compute, comm=costs.comm,

@@ -117,7 +117,10 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     }
     if g.meta.get("format") == "onnx":  # how the model was read and costed, so tools can redo it
         training = g.meta.get("training")
-        out["frontend"] = {"devices": g.meta.get("devices"), "costs": g.meta.get("costs"),
+        from graphs.costs import recorded_costs
+
+        out["frontend"] = {"devices": g.meta.get("devices"),
+                           "costs": recorded_costs(g.meta.get("costs"), g.meta),
                            "batch_size": g.meta.get("batch_size"), "training": bool(training),
                            "optimizer": training.get("optimizer") if isinstance(training, dict) else None}
     if ev is None:

@@ -171,6 +171,7 @@ def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | Non
     missing or ``None``: the default); ``device_memory``: every accelerator kind's memory; ``out``: the
     result file the device files' paths are recorded relative to; ``model``: the model's
     ``onnx.ModelProto`` where the caller has read it already (not read again)."""
+    from graphs.costs import recorded_costs
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_workload import DEFAULT_DEVICES, prepare_onnx
 
@@ -185,7 +186,8 @@ def read_onnx(path: str, frontend: Mapping | None = None, *, schedule: str | Non
         ds = DeviceSet(tuple(s if s.host else dataclasses.replace(s, memory=float(device_memory))
                              for s in ds.specs), ds.counts)
     og, w = prepare_onnx(path, ds, **fe, model=model)
-    settings = {"devices": str(ds), "costs": fe.get("costs") or "roofline", "batch_size": og.batch_size,
+    settings = {"devices": str(ds), "costs": recorded_costs(fe.get("costs"), w.graph.meta),
+                "batch_size": og.batch_size,
                 "training": bool(w.graph.is_training),
                 "optimizer": w.graph.meta.get("training", {}).get("optimizer"),
                 "dims": fe.get("dims") or None,

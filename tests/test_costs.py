@@ -259,3 +259,39 @@ def test_profile_without_a_cpu_kind_keeps_roofline():
     g = load_onnx(zoo("squeezenet"))
     c = profile_costs(g, parse_devices("a100:2"), measured={})
     assert "no CPU kind" in c.model and any("no host CPU kind" in w for w in c.warnings)
+
+
+@pytest.mark.parametrize("extra", [[], ["--max-replicas", "1"]])
+def test_a_profiled_placement_is_scored_again_on_its_own_measurements(tmp_path, capsys, monkeypatch, extra):
+    """Found by a newcomer review: a result placed with ``--costs profile`` recorded only the word, so
+    evaluate and show profiled the CPU again and printed another max-load each time (31.5, 18.6, 22.5
+    ms). The result now records the measurements; reading it measures nothing (each op's time is a
+    stand-in here: 1 ms, then 5 ms for any new measurement)."""
+    import graphs.costs as costs
+    from placement.cli import main
+
+    model = save(small_cnn(), tmp_path / "m.onnx")
+    monkeypatch.setattr(costs, "profile_ops", lambda g, **kw: dict.fromkeys(g.names, 1.0))
+    out = tmp_path / "r.json"
+    assert main(["place", model, "--devices", "cpu:2", "--costs", "profile", "--out", str(out), *extra]) == 0
+    placed = json.loads(out.read_text())
+    recorded = (placed.get("problem") or placed["frontend"])["costs"]
+    assert recorded["model"] == "profile" and set(recorded["measured"].values()) == {1.0}
+    monkeypatch.setattr(costs, "profile_ops", lambda g, **kw: dict.fromkeys(g.names, 5.0))
+    capsys.readouterr()
+    again = tmp_path / "e.json"
+    assert main(["evaluate", model, str(out), "--out", str(again)]) == 0
+    assert json.loads(again.read_text())["max_load"] == pytest.approx(placed["max_load"], rel=1e-12)
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    assert "re-measured" not in capsys.readouterr().err
+    # --costs given again is the user's choice: it measures anew (5 ms per op, a higher max-load)
+    assert main(["evaluate", model, str(out), "--costs", "profile", "--out", str(again)]) == 0
+    assert json.loads(again.read_text())["max_load"] > 2 * placed["max_load"]
+
+
+def test_a_recorded_profile_is_checked():
+    g = load_onnx(zoo("squeezenet"))
+    with pytest.raises(InputError, match="a recorded cost model must be"):
+        compute_costs(g, parse_devices("cpu:1"), {"model": "profile", "measured": {"conv1": -1.0}})
+    c = compute_costs(g, parse_devices("cpu:1"), {"model": "profile", "measured": dict.fromkeys(g.names, 2.0)})
+    assert c.model == "profile" and (c.compute[0] == 2.0).all() and c.measured == dict.fromkeys(g.names, 2.0)
