@@ -99,9 +99,9 @@ class SolveOptions:
                                  f"solver's default)")
         if isinstance(self.gap, bool) or not isinstance(self.gap, numbers.Real):
             raise TypeError(f"SolveOptions(gap=...) takes a number, got {type(self.gap).__name__}")
-        if not self.gap >= 0:  # NaN too
-            raise InputError(f"SolveOptions(gap={self.gap!r}): the relative gap must be a non-negative "
-                             f"number")
+        if not 0 <= self.gap <= 1:  # NaN too; (value - bound) / value is at most 1
+            raise InputError(f"SolveOptions(gap={self.gap!r}): the relative gap must be a number from 0 "
+                             f"to 1")
 
 
 @dataclass(frozen=True, eq=False)

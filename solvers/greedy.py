@@ -220,5 +220,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
     name = min(found, key=lambda k: found[k][0])
     stats = {f"latency_{k}": v for k, (v, _) in found.items()}
     stats["strategy"] = name
+    # its plan is chosen by latency whatever the objective: under another one, say so beside the value
+    why = "" if options.objective == "latency" else f" (chosen for the least latency; {options.objective} " \
+        f"is not what it minimises)"
     return finish("greedy-latency", graph, cluster, found[name][1], options, t0,
-                  message=f"{name} greedy", stats=stats)
+                  message=f"{name} greedy{why}", stats=stats)

@@ -299,3 +299,16 @@ def test_greedy_latency_is_no_worse_than_the_reference_greedy(workloads):
         assert sol.objective <= ref * (1 + 1e-5), key
         fill = solve(w.graph, w.cluster, SolveOptions(objective="latency", raw={"strategy": "fill"}))
         assert fill.objective <= ref * (1 + 1e-5), key  # the reference's own procedure, both tie-breaks
+
+
+def test_greedy_latency_under_max_load_says_it_chose_by_latency():
+    """Found by a newcomer review: ``--solver greedy-latency`` under the default max-load objective
+    answered ``feasible`` without a word that its plan was chosen for latency."""
+    from solvers.registry import solve
+
+    g = OpGraph.from_nodes([Node("a", {"acc": 1.0}, comm=0.5), Node("b", {"acc": 2.0})], [("a", "b")])
+    cl = Cluster((DeviceKind("acc", 2, None, True),))
+    sol = solve(g, cl, solver="greedy-latency")
+    assert sol.status is Status.FEASIBLE and "chosen for the least latency" in sol.message
+    sol = solve(g, cl, solver="greedy-latency", options=SolveOptions(objective="latency"))
+    assert "chosen for" not in sol.message

@@ -103,6 +103,7 @@ def test_an_output_path_that_is_a_folder_is_refused(workload, tmp_path, capsys):
 @pytest.mark.parametrize("extra, words", [
     (["--gap", "-1"], "--gap"),
     (["--gap", "nan"], "--gap"),
+    (["--gap", "2"], "--gap must be a relative gap from 0 to 1"),  # (value - bound) / value is at most 1
     (["--threads", "0"], "--threads"),
     (["--threads", "-3"], "--threads"),
     (["--time-limit", "nan"], "--time-limit"),

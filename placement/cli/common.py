@@ -57,7 +57,8 @@ def add_solve_options(p: argparse.ArgumentParser) -> None:
                    "run after installing or updating compiles the solver's kernels first (announced on "
                    "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
-                   help="relative MIP gap at which an IP stops, >= 0 (default 1e-4)")
+                   help="relative MIP gap (value - bound) / value at which an integer program stops, from 0 "
+                        "to 1 (default 1e-4; auto's integer program on the stage model: 1e-6 unless given)")
     p.add_argument("--threads", type=int, default=None,
                    help="solver threads, >= 1 (default: the DP takes the cores other work leaves free now, "
                         "HiGHS its own choice)")

@@ -69,8 +69,8 @@ def run(args) -> int:
     time_limit = time_limit_seconds(args.time_limit)
     args.clock = Clock(time_limit, started=started)
     gap = checked_number(args.gap, "--gap")
-    if gap is None:
-        raise UsageError("--gap must be finite")
+    if gap is None or gap > 1:  # a relative gap: (value - bound) / value is at most 1
+        raise UsageError(f"--gap must be a relative gap from 0 to 1, got {args.gap:g}")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.subgraphs_per_device < 1:

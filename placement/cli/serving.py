@@ -595,8 +595,8 @@ def _check_numbers(args) -> None:
     from ..inputs import time_limit_seconds
 
     time_limit_seconds(args.time_limit)
-    if not (args.gap >= 0 and math.isfinite(args.gap)):
-        raise InputError(f"--gap must be a finite number at least 0, got {args.gap!r}")
+    if not 0 <= args.gap <= 1:  # NaN too; a relative gap: (value - bound) / value is at most 1
+        raise InputError(f"--gap must be a relative gap from 0 to 1, got {args.gap!r}")
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
     if getattr(args, "max_points", 1) < 1:
