@@ -417,20 +417,24 @@ def _get(q, deadline, procs, statq=None, who=str):
     worker of a report."""
     import queue
 
+    # queue.Empty is caught inside each deferred block, not outside: a block that ends in an exception
+    # drops the Ctrl-C it held (it does not replace an error in flight), and Empty is no error here. A
+    # Ctrl-C during a wait that timed out was lost so; two of them lost while the workers loaded, and
+    # run went on feeding its samples as if no Ctrl-C had come (seen as a hang in _put)
     while True:
-        try:
-            with deferred():
-                return q.get(timeout=0.5)
-        except queue.Empty:
-            pass
-        if statq is not None:
+        with deferred():
             try:
-                with deferred():
-                    kind, k, info = statq.get_nowait()
-                if kind == "error":
-                    raise InputError(f"sub-model {who(k)} failed: {info}")
+                return q.get(timeout=0.5)
             except queue.Empty:
                 pass
+        if statq is not None:
+            with deferred():
+                try:
+                    kind, k, info = statq.get_nowait()
+                except queue.Empty:
+                    kind = None
+            if kind == "error":
+                raise InputError(f"sub-model {who(k)} failed: {info}")
         if time.monotonic() > deadline:
             raise InputError("the pipeline did not finish in time") from None
         dead = [k for k, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)]

@@ -196,6 +196,42 @@ def test_ctrl_c_while_run_starts_its_workers_starts_no_more(tmp_path):
     assert waited < 3  # 8 starts would take 4 s
 
 
+def test_ctrl_c_while_run_waits_in_vain_for_its_workers_is_not_lost(tmp_path):
+    """``run`` waits for its workers' reports and outputs in gets of 0.5 s, each with Ctrl-C held back;
+    one that timed out ended its block in ``queue.Empty``, and a block that ends in an exception drops
+    the Ctrl-C it held. Two Ctrl-Cs lost so while the workers loaded their models (no report within the
+    wait on a busy machine), run went on feeding its samples: with ``-n 1000000`` it hung, in _put. Here
+    the Ctrl-C comes inside the first get, which times out (nothing is ever sent)."""
+    proc = _script(tmp_path, """
+        import os, queue, signal, time
+        from graphs.errors import InputError
+        from placement.pipeline_run import _get
+
+        class Silent(queue.Queue):  # no worker ready yet: every timed get ends in queue.Empty
+            def get(self, block=True, timeout=None):
+                if not hasattr(self, 'asked'):
+                    self.asked = True
+                    os.kill(os.getpid(), signal.SIGINT)  # taken in the wait, held back by deferred()
+                return super().get(block, timeout)
+
+        print('ready', flush=True)
+        t0 = time.monotonic()
+        try:
+            _get(Silent(), t0 + 3.0, [], statq=queue.Queue())
+            print('got an item', flush=True)
+        except KeyboardInterrupt:
+            print(f'interrupted after {time.monotonic() - t0:.1f} s', flush=True)
+        except InputError as e:
+            print(f'Ctrl-C lost: {e}', flush=True)
+        """)
+    assert proc.stdout.readline().strip() == "ready"
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("interrupted after"), out  # not at the deadline, 3 s on
+    assert float(last.split()[2]) < 2.0, out
+
+
 def test_a_ctrl_c_held_before_the_handler_is_delivered_inside_the_command():
     """``python -m placement`` holds Ctrl-C from its first line while the handler's module loads (a
     KeyboardInterrupt there was a traceback from placement/__main__.py); ``install(held=...)`` delivers

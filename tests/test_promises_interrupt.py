@@ -200,6 +200,46 @@ def test_ctrl_c_on_run_stops_and_joins_the_workers(after, small_result):
     assert not _processes(3, proc.pid)
 
 
+_SILENT_WORKERS = """
+import multiprocessing.queues, os, queue, signal, time
+
+_get, _first = multiprocessing.queues.Queue.get, [os.getpid()]
+
+
+def get(self, block=True, timeout=None):  # the parent's first timed get: run's wait for its workers
+    if timeout is not None and _first and _first.pop() == os.getpid():
+        os.killpg(0, signal.SIGINT)  # two Ctrl-Cs at the terminal while no worker is ready yet
+        time.sleep(0.1)
+        os.killpg(0, signal.SIGINT)
+        time.sleep(max(0.0, timeout - 0.1))
+        raise queue.Empty
+    return _get(self, block, timeout)
+
+
+multiprocessing.queues.Queue.get = get
+"""
+
+
+@pytest.mark.slow
+def test_two_ctrl_cs_while_run_waits_for_its_workers_stop_it(small_result, tmp_path):
+    """Two Ctrl-Cs during a wait for the workers' reports that timed out (none ready within 0.5 s, as on
+    a busy machine) were both lost: run went on feeding its million samples (a hang, in _put). The wait
+    is made to time out by a sitecustomize that also sends the two Ctrl-Cs inside it."""
+    model, result = small_result
+    (tmp_path / "sitecustomize.py").write_text(_SILENT_WORKERS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.path.abspath(ROOT)]))
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "run", model, result, "-n", "1000000"],
+                            cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = _finish(proc, 60)  # the start of Python, the model read and the workers' start included
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "error: interrupted"
+    end = time.monotonic() + 5
+    while _processes(3, proc.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _processes(3, proc.pid)
+
+
 @pytest.mark.parametrize("after", [0.0, 1.0])
 def test_ctrl_c_on_place_under_a_latency_target_while_one_device_per_stage_runs(after, model, tmp_path):
     """--latency-slo by default: a target the stage model's answer is not proven under, so the
