@@ -164,7 +164,10 @@ def installed() -> bool:
 @contextlib.contextmanager
 def deferred():
     """Hold Ctrl-C back for the block's duration; if one came, raise ``KeyboardInterrupt`` at its end.
-    Without :func:`install` (the library, tests calling ``main``) it changes nothing."""
+    Without :func:`install` (the library, tests calling ``main``) it changes nothing.
+
+    A block that ends in an exception drops the Ctrl-C it held (the error in flight goes on): catch an
+    expected exception (``queue.Empty``) *inside* the block, or a Ctrl-C that came meanwhile is lost."""
     with _lock:
         _state["depth"] += 1
     try:

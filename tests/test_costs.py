@@ -293,5 +293,6 @@ def test_a_recorded_profile_is_checked():
     g = load_onnx(zoo("squeezenet"))
     with pytest.raises(InputError, match="a recorded cost model must be"):
         compute_costs(g, parse_devices("cpu:1"), {"model": "profile", "measured": {"conv1": -1.0}})
-    c = compute_costs(g, parse_devices("cpu:1"), {"model": "profile", "measured": dict.fromkeys(g.names, 2.0)})
+    recorded = {"model": "profile", "measured": dict.fromkeys(g.names, 2.0)}
+    c = compute_costs(g, parse_devices("cpu:1"), recorded)
     assert c.model == "profile" and (c.compute[0] == 2.0).all() and c.measured == dict.fromkeys(g.names, 2.0)

@@ -145,7 +145,8 @@ def test_batch_size_zero_names_the_flag(command, cnn, capsys):
 
 
 @pytest.mark.parametrize("flag,value", [("--time-limit", "0"), ("--time-limit", "nan"),
-                                        ("--time-limit", "-1"), ("--gap", "-1"), ("--gap", "1.5"), ("--threads", "0"),
+                                        ("--time-limit", "-1"), ("--gap", "-1"), ("--gap", "1.5"),
+                                        ("--threads", "0"),
                                         ("--max-points", "0")])
 def test_bad_values_name_the_flag(flag, value, cnn, capsys):
     assert main(["frontier", cnn, flag, value]) == 2
