@@ -228,13 +228,15 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None, *,
         if getattr(args, "granularity", None) is not None:
             flags.append("--granularity")
         if flags:
+            # the Piper file's own device options, where this command takes them (show does not)
+            how = " (set those with --max-devices, --device-memory and --bandwidth)" \
+                if hasattr(args, "max_devices") else ""
             raise InputError(f"{', '.join(flags)}: {'applies' if len(flags) == 1 else 'apply'} to ONNX "
                              f"models only; a Piper-format workload gives its nodes' costs, its batch and "
-                             f"its devices itself (set those with --max-devices, --device-memory and "
-                             f"--bandwidth)", source=args.workload)
+                             f"its devices itself{how}", source=args.workload)
         devices = getattr(args, "max_devices", None)
-        if devices is not None and devices < 0:
-            raise InputError(f"--max-devices must be a non-negative integer, got {devices}")
+        if devices is not None and devices < 1:  # named by its flag, not by the file's maxDevices
+            raise InputError(f"--max-devices must be a positive integer, got {devices}")
         overrides = {"devices": devices, "memory": memory, "bandwidth": getattr(args, "bandwidth", None)}
         if len(kinds) == 1:  # a Piper file's one kind, as the result records it
             k = kinds[0]
@@ -476,7 +478,7 @@ def refuse_serving(args) -> None:
     """A latency target or a batch-size sweep is solved on the one-device-per-stage model only so far:
     with replicas it is one error naming the option, never a target silently dropped."""
     why = ("not supported on the stage model of this workload yet (Piper files, LLM configs, training "
-           "graphs); an ONNX inference model takes it (with --max-replicas D > 1 on the stage model)")
+           "graphs); an ONNX inference model takes it")
     if getattr(args, "latency_slo", None) is not None:
         raise InputError(f"--latency-slo: {why}")
     if isinstance(getattr(args, "batch_size", None), str):

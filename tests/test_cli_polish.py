@@ -196,3 +196,21 @@ def test_a_frontier_interrupted_before_any_plan_says_nothing_was_found(capsys):
     assert _frontier_report(args, search, "", interrupted=True) == 130
     out = capsys.readouterr().out
     assert "nothing found before the interrupt" in out and "0 non-dominated" not in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    # named only what was given (it said "drop --objective and --training" to --training alone)
+    (["--training", "--batch-size", "1,2"], ["drop --training (", "maximise inference throughput"]),
+    (["--objective", "latency", "--batch-size", "1,2"], ["drop --objective latency ("]),
+    # the stage model is an ONNX model's default: the refusal says why this placement is not one
+    (["--max-replicas", "1", "--schedule", "gpipe"], ["the default for ONNX models", "(--max-replicas 1)"]),
+    (["--objective", "latency", "--microbatches", "4"], ["--microbatches applies to stage plans",
+                                                         "(--objective latency)"]),
+])
+def test_refusals_name_what_was_given_and_why(model, capsys, argv, words):
+    """Found by a newcomer review: these refusals named options not given, or described the stage model
+    as what --max-replicas above 1 asks for (it is an ONNX model's default)."""
+    capsys.readouterr()
+    assert main(["place", model, "--devices", "a100:2", *argv]) == 2
+    err = _one_error(capsys, *words)
+    assert "--max-replicas above 1" not in err and "drop --objective and --training" not in err

@@ -262,11 +262,26 @@ def refuse_stage_options(args) -> None:
     refuse_schedule_options(args)
 
 
+def _one_device_why(args) -> str:
+    """Why this command places one device per stage, in the words of its refusals."""
+    if getattr(args, "max_replicas", None) == 1:
+        return " (--max-replicas 1)"
+    if not str(getattr(args, "workload", "")).lower().endswith(".onnx"):
+        return " (a reference-format operator graph)"
+    objective = getattr(args, "objective", None)
+    if objective not in (None, "max-load"):
+        return f" (--objective {objective})"
+    if getattr(args, "solver", None) not in (None, "auto"):
+        return f" (--solver {args.solver})"
+    return ""
+
+
 def refuse_schedule_options(args) -> None:
     for flag in ("schedule", "microbatches", "granularity"):
         if getattr(args, flag, None) is not None:
-            raise UsageError(f"--{flag} applies to stage-model plans (Piper files, ONNX training models, "
-                              f"--max-replicas above 1), not to this one-device-per-stage placement")
+            raise UsageError(f"--{flag} applies to stage plans (the stage model, the default for ONNX models "
+                              f"and Piper files), not to this one-device-per-stage placement"
+                              f"{_one_device_why(args)}")
 
 
 HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--threads", "--out", "--json")

@@ -218,8 +218,10 @@ def run_place(args, frontend: dict) -> int:
     if args.objective != "max-load" or args.training:
         from graphs.errors import InputError
 
-        raise InputError("--batch-size auto/LIST and --latency-slo maximise inference throughput: drop "
-                         "--objective and --training (a latency target is --latency-slo MS)")
+        given = [f for f, on in ((f"--objective {args.objective}", args.objective != "max-load"),
+                                 ("--training", args.training)) if on]
+        raise InputError(f"--batch-size auto/LIST and --latency-slo maximise inference throughput: drop "
+                         f"{' and '.join(given)} (a latency target is --latency-slo MS)")
     if args.latency_slo is not None and not (args.latency_slo > 0 and math.isfinite(args.latency_slo)):
         from graphs.errors import InputError
 
