@@ -456,6 +456,7 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
     nv = len(g.variants)
     label = [f"stage {i}" for i in range(len(plan))] if labels is None else [str(x) for x in labels]
     problems: list[str] = []
+    limits: list[str] = []  # broken limits that leave the plan scorable (its stages are evaluated)
     stage_of = np.full(n, -1, np.int64)
     for i, st in enumerate(plan):
         if not st.nodes:
@@ -481,13 +482,14 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
         elif N % st.d:
             problems.append(f"{label[i]}: data-parallel degree {st.d} does not divide {N} micro-batches")
         if problem.max_replicas is not None and st.d > problem.max_replicas:
-            problems.append(f"{label[i]}: data-parallel degree {st.d} exceeds the maximum "
-                            f"{problem.max_replicas}")
+            limits.append(f"{label[i]}: data-parallel degree {st.d} exceeds the maximum "
+                          f"{problem.max_replicas}")
     missing = np.flatnonzero(stage_of < 0)
     if missing.size:
         problems.append(f"{missing.size} node(s) in no stage, e.g. {g.ids[int(missing[0])]}")
     if problems:
-        return PlanEvaluation(math.inf, (), tuple(problems), contiguous=False)
+        return PlanEvaluation(math.inf, (), tuple(problems + limits), contiguous=False)
+    problems += limits
     order = None
     split = False
     if g.colocation is not None:

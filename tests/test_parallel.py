@@ -54,6 +54,16 @@ def test_single_stage_replicated_hand_computed():
     assert s.in_flight == 1 and s.memory == pytest.approx(140.0)
 
 
+def test_a_replica_limit_broken_leaves_the_plan_scored():
+    """Found by a newcomer review: ``evaluate --max-replicas 1`` on a plan of d = 2 printed an empty table
+    and max-load inf. The limit is broken (invalid), but the plan is scored as it stands: the figures of
+    the test above."""
+    p = _chain().with_options(max_replicas=1)
+    ev = evaluate_plan(p, [Stage((0, 1, 2), 0, 2, 1, (0, 1, 4))])
+    assert not ev.valid and ev.problems == ("stage 0: data-parallel degree 2 exceeds the maximum 1",)
+    assert ev.objective == pytest.approx(3.5 + 1.5) and len(ev.stages) == 1
+
+
 def test_two_stages_comm_sync_and_in_flight():
     p = _chain(N=4, count=6)
     # stage 0: a with d=2; stage 1: b (t=2 split) + c with d=2 -> 4 devices
