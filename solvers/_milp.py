@@ -279,9 +279,9 @@ _HIGHS_ABANDON = 2.0
 _HIGHS_ABANDON_INTERRUPTED = 0.5  # the same after Ctrl-C
 # ... but never past the caller's time limit (:func:`solve_mip`'s ``time_limit`` from its call) once this
 # many seconds have passed since the cancel: the limit is a promise (``--time-limit`` the whole command's).
-# The MIP presolve of a large program checks neither its limit nor the cancel: 2-3 s of it on the latency
-# program of ResNet-50's operator graph with two subgraphs per device (119k rows, 43k columns), and the
-# command took 11.4-13 s at a 10 s limit, 2 s of it this grace.
+# HiGHS's MIP presolve looks at the cancel not at all and at its own limit only now and then: on the latency
+# program of ResNet-50's operator graph with two subgraphs per device (119k rows, 43k columns) it ran past
+# both for over 2 s, and `place --time-limit 10` took 11.4-11.7 s from its start, waiting out this grace.
 _HIGHS_ABANDON_LEAST = 0.1
 _POLL_S = 0.05  # how often the waiting thread looks at the clock (and draws progress)
 _ABANDONED: list = []  # (solver, thread) of abandoned searches, kept alive while their threads may run
