@@ -277,6 +277,13 @@ _HIGHS_LATE = 0.8
 # one core busy until it ends) and the best solution its callbacks reported is returned.
 _HIGHS_ABANDON = 2.0
 _HIGHS_ABANDON_INTERRUPTED = 0.5  # the same after Ctrl-C
+# ... but never past the caller's time limit (:func:`solve_mip`'s ``time_limit`` from its call) once this
+# many seconds have passed since the cancel: the limit is a promise (``--time-limit`` the whole command's).
+# HiGHS's MIP presolve looks at the cancel not at all and at its own limit only now and then: on the latency
+# program of ResNet-50's operator graph with two subgraphs per device (119k rows, 43k columns) it ran past
+# both for over 2 s, and `place --time-limit 10` took 11.4-11.7 s from its start, waiting out this grace.
+_HIGHS_ABANDON_LEAST = 0.1
+_POLL_S = 0.05  # how often the waiting thread looks at the clock (and draws progress)
 _ABANDONED: list = []  # (solver, thread) of abandoned searches, kept alive while their threads may run
 
 
@@ -287,7 +294,9 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
     import highspy
 
     t0 = time.perf_counter()
+    end = None  # the caller's limit: the answer comes by then, HiGHS stopped or abandoned
     if time_limit is not None:
+        end = t0 + float(time_limit)
         time_limit = max(0.01, float(time_limit) - min(_HIGHS_LATE, 0.25 * float(time_limit)))
     lb, ub, cost, integer, rlo, rhi, A = model.arrays()
     if raw.get("log", False):
@@ -373,14 +382,18 @@ def _solve_highs(model, time_limit, gap, threads, start, raw, seed=None,
         # HiGHS's clock starts with its run: what building and passing the model took is off its limit
         h.setOptionValue("time_limit", max(0.01, time_limit - build))
     # past HiGHS's limit (the reserve above taken off) plus a small margin the search is cancelled from
-    # here, in case HiGHS misses its own check for long
-    deadline = None if time_limit is None else t0 + time_limit + 0.1
-    interrupted, overran, abandoned = _run_interruptible(h, deadline, tell=tell)
+    # here, in case HiGHS misses its own check for long (with a short limit, earlier: in time to leave
+    # it the least grace before the caller's limit, never before its own limit)
+    deadline = None if time_limit is None else \
+        min(t0 + time_limit + 0.1, max(t0 + time_limit, end - _POLL_S - _HIGHS_ABANDON_LEAST))
+    # abandoned, if it must be, one poll before the caller's limit: reading the answer takes a moment
+    abandon_by = None if end is None else end - _POLL_S
+    interrupted, overran, abandoned = _run_interruptible(h, deadline, tell=tell, abandon_by=abandon_by)
     if abandoned:
         what = f"{INTERRUPTED}; best placement so far" if interrupted else "time limit reached"
         return MipResult(TIME_LIMIT, seen["x"], seen["obj"], seen["bound"], time.perf_counter() - t0,
-                         f"{what}; HiGHS did not stop within {_HIGHS_ABANDON:g} s of being cancelled (its "
-                         "search was abandoned; best solution it reported kept)",
+                         f"{what}; HiGHS did not stop in time once cancelled (its search was abandoned; "
+                         "best solution it reported kept)",
                          {**stats, "abandoned": True})
     ms = h.getModelStatus()
     info = h.getInfo()
@@ -451,12 +464,15 @@ class _Search:
 
 
 def _run_interruptible(h, deadline: float | None = None, grace: float | None = None,
-                       tell: Callable[[], None] | None = None) -> tuple[bool, bool, bool]:
+                       tell: Callable[[], None] | None = None,
+                       abandon_by: float | None = None) -> tuple[bool, bool, bool]:
     """Run HiGHS in its own thread so that Ctrl-C stops the search (the incumbent is kept) instead of
     waiting for the time limit, and so does passing ``deadline`` (``time.perf_counter()``). Returns
     whether it was interrupted, whether the deadline cancelled it, and whether it was *abandoned*:
-    still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled. Then the caller must
-    leave ``h`` alone (its thread, a daemon, still owns it) and use what the callbacks reported.
+    still running ``grace`` seconds (:data:`_HIGHS_ABANDON`) after being cancelled, or past
+    ``abandon_by`` (``time.perf_counter()``; ``None``: no such end) once cancelled
+    :data:`_HIGHS_ABANDON_LEAST` seconds before. Then the caller must leave ``h`` alone (its thread, a
+    daemon, still owns it) and use what the callbacks reported.
     ``tell`` (no argument; ``None``: nothing) is called from this, the caller's thread, while it waits:
     a progress bar is drawn where it always is, and a KeyboardInterrupt it raises is a Ctrl-C.
 
@@ -485,7 +501,7 @@ def _run_interruptible(h, deadline: float | None = None, grace: float | None = N
                     started = True
                     _thread.start_new_thread(search._run, ())
                 while True:
-                    if search.finished or search.ended.acquire(timeout=0.05):
+                    if search.finished or search.ended.acquire(timeout=_POLL_S):
                         break
                     if tell is not None and cancelled_at is None:
                         tell()
@@ -494,7 +510,9 @@ def _run_interruptible(h, deadline: float | None = None, grace: float | None = N
                         overran = True
                         h.cancelSolve()
                         cancelled_at = now if cancelled_at is None else cancelled_at
-                    if cancelled_at is not None and now - cancelled_at > grace:
+                    if cancelled_at is not None and (
+                            now - cancelled_at > grace or abandon_by is not None and now > abandon_by
+                            and now - cancelled_at >= _HIGHS_ABANDON_LEAST):
                         _ABANDONED.append((h, search))  # keep it alive: its thread may still be running
                         return interrupted, overran, True
                 break

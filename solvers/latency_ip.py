@@ -661,6 +661,11 @@ def _series(graph, cluster, options, deadline, stats) -> float | None:
     return total if math.isfinite(total) else None
 
 
+#: the work after the integer program, counted in latency evaluations of the graph (the max-load
+#: evaluation takes about two, on the reference graphs): the solver's scoring and the registry's check
+_AFTER_SCORINGS = 8
+
+
 def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None, *,
           solver: str = "ip") -> Solution:
     """Minimum-latency placement of an inference graph (``--objective latency``)."""
@@ -674,8 +679,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
     deadline = None if options.time_limit is None else t_start + options.time_limit
     stats: dict = {"objective": "latency", "subgraphs_per_device": q}
     best = None
+    scorings = []  # seconds of each start's latency evaluation: what scoring the answer costs, roughly
     for name, a in _candidates(graph, cluster, options, deadline, stats, search=True):
+        t = time.perf_counter()
         ev = latency(graph, cluster, a)
+        scorings.append(time.perf_counter() - t)
         if not in_domain(ev, q):
             continue
         stats[f"warm_{name}"] = ev.total
@@ -714,7 +722,11 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         start = model.start_vector(best[1], best[2].subgraph)
         stats["warm_start"] = best[0] if start is not None else f"{best[0]} (rejected)"
         stats["warm_start_value"] = best[2].total
+    # the program gets what is left but the work after it: decoding its answer, then scoring it (latency
+    # and max-load) here and again in the registry's check, about _AFTER_SCORINGS latency evaluations
     left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    if left is not None and scorings:
+        left -= min(0.25 * left, _AFTER_SCORINGS * float(np.median(scorings)))
     if stats.get("interrupted") and best is not None:
         res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
                               "interrupted (Ctrl-C) before the integer program ran; warm start returned")

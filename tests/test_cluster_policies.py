@@ -238,6 +238,6 @@ def test_a_cancelled_highs_run_without_a_status_is_interrupted_not_an_error(monk
     x = m.add_cols(2, lb=0.0, ub=1.0, integer=True, cost=[1.0, 2.0])
     m.add_rows([1.0], [math.inf], [0, 0], [x[0], x[1]], 1.0)
     assert _milp.solve_mip(m).status == _milp.OPTIMAL
-    monkeypatch.setattr(_milp, "_run_interruptible", lambda h, deadline=None, tell=None: (True, False, False))
+    monkeypatch.setattr(_milp, "_run_interruptible", lambda h, deadline=None, **kw: (True, False, False))
     res = _milp.solve_mip(m)
     assert res.status == _milp.TIME_LIMIT and res.message.startswith("interrupted (Ctrl-C)") and res.x is None
