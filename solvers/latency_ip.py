@@ -54,6 +54,7 @@ from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.evaluate import evaluate
 from graphs.latency import host_kinds, latency
 from graphs.model import Cluster, OpGraph
+from graphs.parallel import usable_memory
 
 from . import _milp
 from .base import Solution, SolveOptions, Status, check_bound
@@ -160,7 +161,7 @@ class _LatencyModel:
                 places += [(d, j, True) for d in devs for j in range(q)]
             elif kind.count == 0:
                 continue
-            elif kind.memory is None or mem.sum() <= kind.memory:
+            elif mem.sum() <= usable_memory(kind.memory):  # one host place holds every node
                 self.host_place_of_kind[t] = len(places)
                 places.append((int(first[t]), 0, False))
             else:
