@@ -214,3 +214,14 @@ def test_refusals_name_what_was_given_and_why(model, capsys, argv, words):
     assert main(["place", model, "--devices", "a100:2", *argv]) == 2
     err = _one_error(capsys, *words)
     assert "--max-replicas above 1" not in err and "drop --objective and --training" not in err
+
+
+def test_sizes_that_run_for_minutes_are_refused(files, tmp_path, capsys):
+    """Found by a newcomer review: example --layers 100000 and show --microbatches 1000000 ran for
+    minutes without a word. Both have a bound, named in their help and error."""
+    capsys.readouterr()
+    assert main(["example", str(tmp_path / "m.onnx"), "--layers", "1001"]) == 2
+    _one_error(capsys, "--layers must be from 1 to 1000, got 1001")
+    assert main(["show", files["result"], "--no-draw", "--microbatches", "10001"]) == 2
+    _one_error(capsys, "--microbatches must be at most 10000, got 10001")
+    assert main(["show", files["result"], "--no-draw", "--microbatches", "16"]) == 0

@@ -11,6 +11,8 @@ from .common import EXIT_OK, UsageError
 
 __all__ = ["add_parser", "run"]
 
+MAX_LAYERS = 1000  # larger than any reference workload; building takes seconds per hundred layers
+
 
 def add_parser(sub) -> None:
     x = sub.add_parser("example", help="write an example model or workload", description="Write an "
@@ -20,7 +22,7 @@ def add_parser(sub) -> None:
     x.add_argument("out", nargs="?", default="example.json", help="output file, .onnx or .json (default "
                    "example.json)")
     x.add_argument("--layers", type=int, default=None, help="transformer layers (encoder blocks) of the "
-                   "example (default 6; not for a job list)")
+                   f"example, 1 to {MAX_LAYERS} (default 6; not for a job list)")
     x.add_argument("--accelerators", type=int, default=None, help=".json: number of accelerators (default 4)")
     x.add_argument("--cpus", type=int, default=None, help=".json: number of CPU cores (default 1)")
     x.add_argument("--training", action="store_true", help=".json: add the backward pass (an .onnx model "
@@ -60,8 +62,8 @@ def run(args) -> int:
     if suffix not in (".onnx", ".json"):
         raise UsageError(f"placement example: {args.out!r} must end in .onnx (an ONNX model) or .json "
                           f"(a reference-format workload)")
-    if args.layers < 1:
-        raise UsageError("placement example: --layers must be >= 1")
+    if not 1 <= args.layers <= MAX_LAYERS:  # 100,000 ran for minutes without a word
+        raise UsageError(f"placement example: --layers must be from 1 to {MAX_LAYERS}, got {args.layers}")
     if suffix == ".json" and (args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0):
         raise UsageError("placement example: there must be at least one device")
     output_file(args.out, "placement example:")

@@ -17,6 +17,8 @@ from .common import EXIT_OK, UsageError, add_frontend_options, frontend, recorde
 
 __all__ = ["add_parser", "run"]
 
+MAX_MICROBATCHES = 10_000
+
 
 def add_parser(sub) -> None:
     from ..simulate import SCHEDULES
@@ -33,7 +35,8 @@ def add_parser(sub) -> None:
                    help="stream (inference default), gpipe or 1f1b (training default); a stage plan: "
                    "1f1b, gpipe, pipedream or 2bw (default: its own; an inference plan: stream)")
     s.add_argument("--microbatches", "-m", type=int, default=None, metavar="M",
-                   help="micro-batches (default 8; a stage plan: its own per batch)")
+                   help=f"micro-batches, 1 to {MAX_MICROBATCHES} (default 8; a stage plan: its own per "
+                        f"batch)")
     s.add_argument("--overlap", action="store_true", help="draw the schedule with communication overlapped")
     s.add_argument("--out-dir", default=None, metavar="DIR",
                    help="where to write the pictures (default: beside the result file)")
@@ -75,6 +78,11 @@ def run(args) -> int:
     from ..simulate import SCHEDULES as SIM_SCHEDULES
     from ..simulate import simulate
 
+    if args.microbatches is not None and args.microbatches > MAX_MICROBATCHES:
+        # the simulation runs every micro-batch (a million ran for minutes without a word); the steady
+        # state shows within a few times the stage count
+        raise UsageError(f"placement show: --microbatches must be at most {MAX_MICROBATCHES}, got "
+                         f"{args.microbatches}")
     if args.microbatches is not None and args.microbatches < 1:
         raise UsageError("placement show: --microbatches must be at least 1")
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
