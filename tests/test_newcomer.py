@@ -30,8 +30,10 @@ def _one_error(capsys, *words):
     (["--solver", "local-search", "--seed", "-1"], ["--seed", "non-negative"]),
     (["--max-replicas", "0"], ["--max-replicas", "positive"]),
     (["--microbatches", "0"], ["--microbatches", "positive"]),
-    (["--schedule", "gpipe", "--max-replicas", "1"], ["--schedule", "stage-model"]),
-    (["--granularity", "op", "--max-replicas", "1"], ["--granularity", "stage-model"]),
+    (["--schedule", "gpipe", "--max-replicas", "1"],
+     ["--schedule", "applies to stage plans", "(--max-replicas 1)"]),
+    (["--granularity", "op", "--max-replicas", "1"],
+     ["--granularity", "applies to stage plans", "(--max-replicas 1)"]),
     # options a solver does not read were ignored: refused, naming the solvers that read them
     (["--split", "s.json"], ["--split", "expert"]),
     (["--split", "s.json", "--max-replicas", "1"], ["--split", "expert"]),
