@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver"]
+__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver", "exit_interrupted"]
 
 _RETRY_S = 0.02
 GRACE_S = 1.0  # after frontier's and provision's own watchdog (0.6 s), which writes what they found
@@ -99,11 +99,13 @@ def _overdue_exit() -> None:
         if _state["depth"] > 0 or _state["exiting"]:
             return
         _state["exiting"] = True
-    _exit_interrupted()
+    exit_interrupted()
 
 
-def _exit_interrupted() -> None:
-    """``error: interrupted`` on stderr, the output flushed, exit 130 now (``run``'s workers first)."""
+def exit_interrupted() -> None:
+    """``error: interrupted`` on stderr, the output flushed, exit 130 now (``run``'s workers and any other
+    child processes first): the forced exits of a Ctrl-C (this module's, and the serving commands'
+    watchdog in :mod:`placement.cli.serving`)."""
     mp = sys.modules.get("multiprocessing")
     if mp is not None:  # run's workers block Ctrl-C (placement.pipeline_run): they must not outlive us
         try:
@@ -208,7 +210,7 @@ def exit_past_abandoned_solver(code: int) -> None:
     (within :data:`_RETRY_S`), its work done and its results written. The Ctrl-C benchmark's ``cluster
     simulate`` exited 0 so, the Ctrl-C lost."""
     if installed() and _state["late"] and code != 130:
-        _exit_interrupted()
+        exit_interrupted()
     milp = sys.modules.get("solvers._milp")
     if milp is None or not installed() or not milp._abandoned_running():
         return

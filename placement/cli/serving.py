@@ -668,7 +668,6 @@ class _Interrupts:
             threading.Thread(target=self._watchdog, name="placement-ctrl-c", daemon=True).start()
 
     def _watchdog(self) -> None:
-        import os
         import sys
         import time
 
@@ -680,13 +679,9 @@ class _Interrupts:
                 self.finish()
         except Exception as e:  # the results could not be written: say so, still end
             print(f"error: writing the results after Ctrl-C failed: {e}", file=sys.stderr)
-        print("error: interrupted", file=sys.stderr)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(130)
+        from .. import _interrupt
+
+        _interrupt.exit_interrupted()
 
     def begin_finish(self) -> bool:
         """Claim the writing of the results: true for the first thread to ask (again true for it),
