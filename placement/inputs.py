@@ -32,7 +32,7 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json
 
 __all__ = ["WORKLOAD_KINDS", "GOODPUT_FLAGS", "MODELS", "workload_kind", "model_for", "result_json",
-           "refuse_empty_result", "holds_stage_plan", "asks_to_decode", "time_limit_seconds",
+           "refuse_empty_result", "holds_stage_plan", "asks_to_decode", "time_limit_seconds", "checked_gap",
            "takes_stage_model", "one_device_per_stage_by", "wants_serving", "serving_default", "file_kind",
            "not_a_workload", "refuse_not_result", "raw_options"]
 
@@ -312,6 +312,14 @@ def time_limit_seconds(value: float | None, flag: str = "--time-limit") -> float
     if not value > 0:  # NaN too
         raise InputError(f"{flag} must be a positive number of seconds (inf: none), got {value!r}")
     return float(value)
+
+
+def checked_gap(value: float) -> float:
+    """``--gap`` checked (place, frontier, provision): a relative gap ``(value - bound) / value``, so
+    from 0 to 1; NaN and inf are refused, naming the flag."""
+    if not 0 <= value <= 1:
+        raise InputError(f"--gap must be a relative gap from 0 to 1, got {value:g}")
+    return value
 
 
 def _is_onnx(path: str) -> bool:

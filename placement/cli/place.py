@@ -61,16 +61,14 @@ def run(args) -> int:
 
     from ..api import place
     from ..clock import Clock
-    from ..inputs import raw_options, time_limit_seconds, wants_serving
+    from ..inputs import checked_gap, raw_options, time_limit_seconds, wants_serving
     from ..load import load_workload
     from .serving import run_place
 
     started = time.perf_counter()  # --time-limit is the whole command's, a sweep's too (see its help)
     time_limit = time_limit_seconds(args.time_limit)
     args.clock = Clock(time_limit, started=started)
-    gap = checked_number(args.gap, "--gap")
-    if gap is None or gap > 1:  # a relative gap: (value - bound) / value is at most 1
-        raise UsageError(f"--gap must be a relative gap from 0 to 1, got {args.gap:g}")
+    gap = checked_gap(args.gap)
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.subgraphs_per_device < 1:

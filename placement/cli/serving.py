@@ -594,11 +594,10 @@ def _check_numbers(args) -> None:
     """The numeric flags, before any work: one error naming the flag."""
     from graphs.errors import InputError
 
-    from ..inputs import time_limit_seconds
+    from ..inputs import checked_gap, time_limit_seconds
 
     time_limit_seconds(args.time_limit)
-    if not 0 <= args.gap <= 1:  # NaN too; a relative gap: (value - bound) / value is at most 1
-        raise InputError(f"--gap must be a relative gap from 0 to 1, got {args.gap!r}")
+    checked_gap(args.gap)
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads must be at least 1, got {args.threads}")
     if getattr(args, "max_points", 1) < 1:
