@@ -10,6 +10,11 @@ signals.
 """
 
 import signal
+import time
+
+#: when the command started, as near its process's start as this code runs: a command's --time-limit is
+#: counted from here, so the imports and the parsing of its options are inside it
+_STARTED = time.perf_counter()
 
 
 def main() -> None:
@@ -21,4 +26,4 @@ def main() -> None:
     install(held=held)
     from .cli import console_main
 
-    console_main()
+    console_main(started=_STARTED)

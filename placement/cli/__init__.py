@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 
 from .. import _compile_notice, _interrupt
 from . import calibrate, evaluate, example, inspection, place, serving, show, split_run
@@ -105,8 +106,11 @@ def _user_errors(codes: list):
             raise
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code. ``started``:
+    when the command started (``time.perf_counter()``; default: now), from which its ``--time-limit``
+    counts (``args.started``)."""
+    started = time.perf_counter() if started is None else started
     codes: list[int] = []
     with _user_errors(codes):
         argv = sys.argv[1:] if argv is None else list(argv)
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
+        args.started = started
         _compile_notice.install()  # a cold numba cache compiles for a minute: say so (stderr)
         code = EXIT_INTERRUPTED  # until the command returns: a KeyboardInterrupt leaves it so
         try:
@@ -139,11 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     return codes[0] if codes else EXIT_OK
 
 
-def console_main() -> None:
+def console_main(*, started: float | None = None) -> None:
     """Run the command line and exit with its code, Ctrl-C delivered by :mod:`placement._interrupt` (the
-    console script, :func:`placement._console.main`, installs it from its first line and calls this)."""
+    console script, :func:`placement._console.main`, installs it from its first line and calls this).
+    ``started``: as :func:`main`'s (the console script's first line)."""
     _interrupt.install()
-    code = main()
+    code = main(started=started)
     _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback
     _interrupt.exit_past_abandoned_solver(code)  # HiGHS still running after a cancel: no C++ teardown
     sys.exit(code)

@@ -180,7 +180,7 @@ def provision_command(args) -> int:
 
     from ..provision import kind_prices, read_prices
 
-    started = time.perf_counter()  # --time-limit bounds the whole command
+    started = getattr(args, "started", None) or time.perf_counter()  # --time-limit bounds the whole command
     if args.requests is None or args.target_throughput is None or not args.available:
         raise InputError("placement provision of a model config needs --requests MIX.json, "
                          "--target-throughput R (requests/s) and --available SPEC (e.g. a100:4,l4:8)")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 
 from ..outputs import Progress, output_file
 from .common import (
@@ -65,7 +64,7 @@ def run(args) -> int:
     from ..load import load_workload
     from .serving import run_place
 
-    started = time.perf_counter()  # --time-limit is the whole command's, a sweep's too (see its help)
+    started = args.started  # --time-limit is the whole command's, a sweep's too (see its help)
     time_limit = time_limit_seconds(args.time_limit)
     args.clock = Clock(time_limit, started=started)
     gap = checked_gap(args.gap)

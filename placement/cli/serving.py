@@ -725,15 +725,15 @@ def _wait_for_watchdog() -> None:
 
 def run(args) -> int:
     """Run ``frontier`` or ``provision``: outputs and values checked first, then one deadline
-    (``--time-limit``, from here; numba compiling the solvers' kernels on a first run not counted) for
-    all the work; Ctrl-C stops it, the best so far is written and the exit code is 130."""
+    (``--time-limit``, from the command's first line, ``args.started``; numba compiling the solvers'
+    kernels on a first run not counted) for all the work; Ctrl-C stops it, the best so far is written
+    and the exit code is 130."""
     import sys
-    import time
 
     from ..clock import Clock
     from ..outputs import output_file, plot_file
 
-    started = time.perf_counter()
+    started = args.started  # --time-limit is the whole command's, from its first line
     if args.command == "provision" and args.example_prices:
         return _write_example_prices(args.example_prices)
     _check_numbers(args)
