@@ -506,7 +506,7 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
                 problems.append(f"colocation class {c} is split across stages: {where}")
     if not split:
         back = stage_of[g.src] > stage_of[g.dst]
-        if problem.contiguous and not back.any():
+        if not back.any():
             order = list(range(len(plan)))  # the plan's own order is a pipeline
         else:
             order = _stage_order(g, stage_of, len(plan))
@@ -526,7 +526,11 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
     if sum_d > N:
         problems.append(f"the data-parallel degrees sum to {sum_d} > {N} micro-batches")
 
-    suffix = np.cumsum([st.d for st in plan][::-1])[::-1]
+    # in flight: the replicas from a stage to the pipeline's end; the pipeline's order where the stages
+    # have one (a non-contiguous problem's plan may list them in another), else the plan's own
+    rank = order if order is not None else range(len(plan))
+    suffix = np.zeros(len(plan), np.int64)
+    suffix[list(rank)] = np.cumsum([plan[i].d for i in rank][::-1])[::-1]
     out = []
     unsupported: list[str] = []
     for i, st in enumerate(plan):

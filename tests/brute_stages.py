@@ -58,8 +58,29 @@ def _chains(p):
 
 def stage_sequences(p):
     """The node sets of the stages, in order, of every plan ``p`` may have: chains of nested ideals when
-    the problem is contiguous, every ordered partition of the nodes otherwise."""
-    return _chains(p) if p.contiguous else ordered_partitions(p.graph.num_nodes)
+    the problem is contiguous; otherwise every ordered partition of the nodes whose order every edge
+    between its stages follows, or, where the edges between its stages make a cycle, in every order.
+    (An order some edge goes back against, of stages that have another, is the same plan as that other
+    order: the pipeline runs its stages in an order of its edges, and so does the evaluator.)"""
+    if p.contiguous:
+        return _chains(p)
+    return (seq for seq in ordered_partitions(p.graph.num_nodes) if _forward_or_cyclic(p, seq))
+
+
+def _forward_or_cyclic(p, seq) -> bool:
+    """Whether every edge between the stages ``seq`` goes forward in its order, or they have no order."""
+    g = p.graph
+    where = {u: i for i, nodes in enumerate(seq) for u in nodes}
+    pairs = {(where[a], where[b]) for a, b in zip(g.src.tolist(), g.dst.tolist()) if where[a] != where[b]}
+    if all(a < b for a, b in pairs):
+        return True
+    # no order at all: repeatedly remove stages nothing enters; a cycle leaves some
+    left = set(range(len(seq)))
+    while True:
+        free = {x for x in left if not any(a in left and b == x for a, b in pairs)}
+        if not free:
+            return bool(left)
+        left -= free
 
 
 def _stage_options(p, nodes):

@@ -276,3 +276,21 @@ def test_host_kinds_pay_no_communication():
     prob, item = from_opgraph(og, cl)
     assert prob.kinds[1].pays_communication is False
     assert not prob.graph.tensor_time[1].any()
+
+
+def test_in_flight_follows_the_pipeline_order_not_the_list_order():
+    """On a problem that does not require a pipeline, a plan may list its stages out of pipeline order.
+    The micro-batches a stage holds in flight under 1F1B depend on its place in the pipeline (ceil of the
+    replicas from it to the end over its own d), so {a} listed after {b, c} still holds 2 (1 + 1) and
+    {b, c} 1. Before, the list order was used: 1 and 2, and the memory figures were swapped with them.
+    By hand, peak = A*y + B: {a}: 10*2 + 40 = 60; {b, c}: (30 + 0)*1 + (50 + 10) = 90."""
+    free = _chain(N=2).with_options(contiguous=False)
+    listed = [Stage((1, 2), 0, 1, 1, (1, 4)), Stage((0,), 0, 1, 1, (0,))]
+    ev = evaluate_plan(free, listed)
+    assert ev.valid and ev.stage_order == (1, 0)
+    assert [s.in_flight for s in ev.stages] == [1, 2]
+    assert [s.memory for s in ev.stages] == pytest.approx([90.0, 60.0])
+    # the same stages in pipeline order give the same figures, per stage
+    ordered = evaluate_plan(free, listed[::-1])
+    assert [s.in_flight for s in ordered.stages] == [2, 1]
+    assert ordered.objective == pytest.approx(ev.objective)
