@@ -12,7 +12,9 @@ replication. Here:
    readied group. The out-edges of the input nodes that compute nothing and hold no parameters
    (:func:`graphs.linearise.idle_sources`) are left out of the merge, as the profiler PipeDream plans
    from does not see them: without that, the mask Piper's BERT feeds every layer merges almost all of
-   them (``bert32a100``: 6 groups instead of 37, and no plan fits on 64 or 512 devices of 8 GiB);
+   them (``bert32a100``: 6 groups instead of 37, and no plan fits on 64 or 512 devices of 8 GiB). The
+   one-device form does not apply this rule by default; its module doc says why (its reference
+   workloads' published values, which no one rule reproduces);
 2. per device kind (PipeDream assumes identical workers), the DP over the prefixes of that walk and the
    devices used. PipeDream writes it over prefixes, ``A(j, m) = min max(A(i, m - m'), T(i+1..j, m'))``;
    it is run here over suffixes, ``F(i, s) = min over (j, d) of max(T(i..j, d), F(j, s - d))``, so that
