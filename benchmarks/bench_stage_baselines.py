@@ -1,7 +1,7 @@
 """Baselines on the replicated model, Piper's workloads: time per sample of the pipeline-only optimum
-(``d = 1``), the replicated optimum (``dp-replicated``), PipeDream's planner (``pipedream-replicated``)
-and pure data parallelism; then, per schedule, the replicated optimum's peak memory per device and its
-simulated period (``placement.simulate.simulate_plan``) next to the evaluator's numbers.
+(``d = 1``), the replicated optimum (``dp``'s stage form), PipeDream's planner (``pipedream``'s stage
+form) and pure data parallelism; then, per schedule, the replicated optimum's peak memory per device and
+its simulated period (``placement.simulate.simulate_plan``) next to the evaluator's numbers.
 
     python -m benchmarks.bench_stage_baselines [--skip-gnmt]
 """

@@ -5,11 +5,16 @@ parallelism.
 program over its layer prefixes and worker counts splits it into stages, choosing each stage's
 replication. Here:
 
-1. *linearise* as :mod:`solvers.pipedream` does: view the DAG as undirected, merge the tails of the edges
-   of every biconnected component into one group (merging further where that would leave a cycle
-   between groups; the out-edges of input nodes that compute nothing and hold no parameters are left
-   out of this step, as the profiler PipeDream plans from does not see them) and walk the groups in a
-   topological order that always continues with the most recently readied group;
+1. *linearise* (:func:`linearise`, by :func:`graphs.linearise.linearise`, as the one-device form
+   :mod:`solvers.pipedream` does): view the DAG as undirected, merge the tails of the edges of every
+   biconnected component into one group (merging further where that would leave a cycle between
+   groups) and walk the groups in a topological order that always continues with the most recently
+   readied group. The out-edges of the input nodes that compute nothing and hold no parameters
+   (:func:`graphs.linearise.idle_sources`) are left out of the merge, as the profiler PipeDream plans
+   from does not see them: without that, the mask Piper's BERT feeds every layer merges almost all of
+   them (``bert32a100``: 6 groups instead of 37, and no plan fits on 64 or 512 devices of 8 GiB). The
+   one-device form does not apply this rule by default; its module doc says why (its reference
+   workloads' published values, which no one rule reproduces);
 2. per device kind (PipeDream assumes identical workers), the DP over the prefixes of that walk and the
    devices used. PipeDream writes it over prefixes, ``A(j, m) = min max(A(i, m - m'), T(i+1..j, m'))``;
    it is run here over suffixes, ``F(i, s) = min over (j, d) of max(T(i..j, d), F(j, s - d))``, so that
@@ -41,10 +46,10 @@ from __future__ import annotations
 import math
 import time
 
-import networkx as nx
 import numpy as np
 
-from graphs.order import topological_order
+from graphs.linearise import idle_sources
+from graphs.linearise import linearise as linearise_dag
 from graphs.parallel import (
     ParallelGraph,
     ParallelProblem,
@@ -66,54 +71,22 @@ __all__ = ["linearise", "solve_problem", "data_parallel", "fastest_variants", "s
 
 # --------------------------------------------------------------------------- linearisation
 def linearise(g: ParallelGraph) -> list[list[int]]:
-    """Groups of nodes in pipeline order: the tails of every biconnected component merged (and any
-    cycle between groups merged away), walked depth-first (the most recently readied group next)."""
+    """Groups of nodes in pipeline order: :func:`graphs.linearise.linearise` over the graph's edges
+    (the tails of every biconnected component merged, any cycle between groups merged away, walked
+    depth-first: the most recently readied group next, the one with the smallest node first among
+    groups readied together), leaving out of the merge the out-edges of the idle inputs
+    (:func:`graphs.linearise.idle_sources`). The one-device form breaks such ties by colocation class,
+    largest first, which reproduces the reference's walk on its workloads; a stage problem has no
+    such numbering, and this form keeps the order its nodes are given in."""
     n = g.num_nodes
-    root = list(range(n))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
     # PipeDream's profiler sees layers, not the input tensors: the out-edges of inputs that compute
     # nothing and hold no parameters (Piper's "tensor" nodes, e.g. BERT's mask read by every layer)
-    # would make the whole graph one biconnected component, so they are left out of this step
-    has_pred = np.zeros(n, bool)
-    has_pred[g.dst] = True
+    # would put almost every layer in one biconnected component, so they are left out of the merge
     idle = np.ones(n, bool)
     for v in g.variants:
         if v.time > 0 or v.params > 0:
             idle[v.node] = False
-    tails: dict[frozenset, list[int]] = {}
-    for a, b in zip(g.src.tolist(), g.dst.tolist()):
-        if not has_pred[a] and idle[a]:
-            continue
-        tails.setdefault(frozenset((a, b)), []).append(a)
-    und = nx.Graph()
-    und.add_nodes_from(range(n))
-    und.add_edges_from(tuple(e) for e in tails)
-    for comp in nx.biconnected_component_edges(und):
-        ts = [t for e in comp for t in tails[frozenset(e)]]
-        for t in ts[1:]:
-            a, b = find(ts[0]), find(t)
-            if a != b:
-                root[max(a, b)] = min(a, b)
-    label = np.array([find(u) for u in range(n)], np.int64)
-    # merging can close a cycle between groups: merge each strongly connected component of groups
-    dg = nx.DiGraph()
-    dg.add_nodes_from(np.unique(label).tolist())
-    dg.add_edges_from((int(a), int(b)) for a, b in zip(label[g.src], label[g.dst]) if a != b)
-    cond = nx.condensation(dg)
-    comp_of = cond.graph["mapping"]
-    group = np.array([comp_of[int(x)] for x in label], np.int64)
-    G = cond.number_of_nodes()
-    gs, gd = group[g.src], group[g.dst]
-    keep = gs != gd
-    first = np.full(G, n, np.int64)
-    np.minimum.at(first, group, np.arange(n))
-    order = topological_order(G, gs[keep], gd[keep], key=-first)  # smallest first node taken first
+    group, order = linearise_dag(n, g.src, g.dst, unseen=idle_sources(n, g.dst, idle))
     return [np.flatnonzero(group == c).tolist() for c in order.tolist()]
 
 

@@ -208,6 +208,32 @@ def test_pipedream_does_not_depend_on_the_file_name(workloads, tmp_path):
         solve(original.graph, original.cluster, SolveOptions(raw={"reference_quirk": "gnmt_mine"}))
 
 
+def test_the_stage_forms_input_rule_fits_one_published_value_only(workloads):
+    """Why the one-device form does not leave out idle inputs by default (solvers/pipedream.py): on class
+    parts, the stage form's rule reproduces BERT-24 inference's published value, not BERT-24 training's
+    nor GNMT inference's."""
+    from graphs.linearise import idle_sources
+    from solvers.pipedream import _class_parts
+
+    solve = get_solver("pipedream")
+    ref = _reference(workloads)
+    expect = {"bert24_inference": (17.7899, 17.7899), "bert24_training": (41.7458, 187.914),
+              "gnmt_inference": (90.4423, 33.0311), "gnmt_training": (294.905, 294.905)}
+    for stem, (value, published) in expect.items():
+        key = f"throughput-inputs/LayerGraphs/{stem}.json"
+        w = read_workload(os.path.join(workloads, key))
+        g = w.graph
+        part, _, number = _class_parts(g)
+        idle = np.ones(number.size, bool)
+        np.logical_and.at(idle, part, (g.compute == 0).all(axis=0) & (g.memory == 0))
+        ps, pd = part[g.src], part[g.dst]
+        rule = idle_sources(number.size, pd[ps != pd], idle)
+        assert rule.any() and (number[rule] >= 0).all(), stem  # every idle input has a class: nameable
+        sol = solve(g, w.cluster, SolveOptions(raw={"ignore_parts": number[rule].tolist()}))
+        assert sol.objective == pytest.approx(value, rel=1e-5), stem
+        assert ref[key]["pipedream_max_load"] == pytest.approx(published, rel=1e-5), stem
+
+
 def test_expert_reproduces_the_reference_values(workloads):
     solve = get_solver("expert")
     checked = 0
