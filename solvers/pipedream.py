@@ -60,7 +60,7 @@ import numpy as np
 from graphs.contract import ClassGraph, contract
 from graphs.errors import InfeasibleError, InputError
 from graphs.ideals import chain_ideals
-from graphs.linearise import linearise
+from graphs.linearise import idle_sources, linearise
 from graphs.model import Cluster, OpGraph
 
 from ._common import finish, no_placement, require_objective
@@ -186,4 +186,23 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         return no_placement("pipedream", t0, "no split of the linearised graph fits the devices' memory",
                             stats=stats)
     a = stages_to_assignment(prob, cluster, run.stages)
-    return finish("pipedream", graph, cluster, a, options, t0, stats=stats)
+    return finish("pipedream", graph, cluster, a, options, t0, stats=stats,
+                  message="" if ignored else _idle_inputs_note(graph))
+
+
+def _idle_inputs_note(graph: OpGraph) -> str:
+    """A note when input nodes that compute and hold nothing feed several nodes: their out-edges join
+    what they feed into one biconnected component, so the layers they feed share a stage here, where
+    the reference's published values leave such nodes out (module doc); empty when there are none."""
+    idle = (graph.compute == 0).all(axis=0) & (graph.memory == 0)
+    fan_out = np.bincount(graph.src, minlength=graph.num_nodes)
+    many = idle_sources(graph.num_nodes, graph.dst, idle) & (fan_out > 1)
+    if not many.any():
+        return ""
+    first = np.flatnonzero(many)[:3]
+    names = ", ".join(f"{graph.ids[u]} (feeds {fan_out[u]})" for u in first)
+    names += ", ..." if many.sum() > 3 else ""
+    return (f"note: input node(s) that compute and hold nothing feed several nodes: {names}; the "
+            f"biconnected-component merge then puts what they feed in one group. PipeDream's profiler would "
+            f"not see them, and the reference's published values on BERT-24 and GNMT leave such nodes out "
+            f"(docs/solvers.md: reference_quirk)")
