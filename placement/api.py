@@ -27,7 +27,7 @@ kind of argument is a :class:`TypeError`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 __all__ = ["Placement", "place", "evaluate", "DEFAULT_SOLVER"]
 
 DEFAULT_SOLVER = "auto"
+
+#: the time fields of a stage's evaluation, scaled together to ``max_load``'s unit
+_STAGE_TIMES = ("time_per_sample", "compute", "comm", "resync", "latency", "comm_in", "comm_out",
+                "compute_backward")
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,13 +112,16 @@ class Placement:
         """The stage plan's evaluation (``None`` for a one-device-per-stage placement or no plan)."""
         return self.solution.evaluation if self.problem is not None else None
 
-    @property
+    @cached_property
     def stages(self) -> tuple[StageEvaluation, ...]:
         """The plan's stages in pipeline order, each with its ``stage`` (nodes, kind, ``d``, ``t``,
-        variants) and its time per sample, memory and devices; ``()`` when there is no placement. A
-        one-device-per-stage placement is the ``d = t = 1`` case: one stage per device that holds nodes
-        (in device order when the placement is not contiguous), its nodes ``graph``'s operators and its
-        kind an index of ``cluster.kinds``; its time per sample is the device's load."""
+        variants) and its time per sample, memory and devices; ``()`` when there is no placement. Its
+        times are in :attr:`max_load`'s unit, the largest ``time_per_sample`` being ``max_load`` (an ONNX
+        model's: ms per run of its batch; the stage problem's evaluation, :attr:`stage_evaluation`, is in
+        the problem's own unit, seconds per sample). A one-device-per-stage placement is the ``d = t = 1``
+        case: one stage per device that holds nodes (in device order when the placement is not
+        contiguous), its nodes ``graph``'s operators and its kind an index of ``cluster.kinds``; its time
+        per sample is the device's load."""
         if self.problem is None:
             pe = None if self.evaluation is None else self.evaluation.plan
             if pe is None:
@@ -122,7 +129,26 @@ class Placement:
             order = pe.stage_order or range(len(pe.stages))
             return tuple(pe.stages[i] for i in order)
         ev = self.stage_evaluation
-        return ev.stages if ev is not None else ()
+        if ev is None:
+            return ()
+        if self.time_scale == 1.0:
+            return ev.stages
+        scale = self.time_scale
+        return tuple(replace(s, **{f: getattr(s, f) * scale for f in _STAGE_TIMES}) for s in ev.stages)
+
+    @property
+    def bound(self) -> float | None:
+        """The solver's proven lower bound on :attr:`max_load` (the latency, for that objective), in its
+        unit; ``None`` when none was proven."""
+        b = self.solution.bound
+        if b is None:
+            return None
+        return b * self.time_scale if self.problem is not None else b
+
+    @property
+    def gap(self) -> float | None:
+        """``(max_load - bound) / max_load`` as the solver reported it (``None``: no bound)."""
+        return self.solution.gap
 
     @cached_property
     def _stage_devices(self) -> list[list[str]]:

@@ -338,3 +338,33 @@ def test_a_placement_prints_as_one_line():
                     f"stages={len(p.stages)}, solver={p.solution.solver!r})")
     # by hand: a and b apart, b's device 2 + 0.1 received (a's 1 + 0.1 sent); together 3
     assert p.max_load == pytest.approx(2.1)
+
+
+def test_a_placements_stages_and_bound_are_in_its_max_loads_unit():
+    """On an ONNX model placed at batch 8, the stage plan's stages read seconds per sample (the stage
+    problem's unit) while its max_load read ms per run of the batch, and its bound (only on .solution)
+    seconds per sample too: 8000x apart. Now every time a Placement shows is in max_load's unit: the
+    slowest stage's time per sample is max_load, and the bound is the solver's scaled by the same
+    1e3 * batch; the one-device-per-stage placement (unit 1) reads the same way."""
+    pytest.importorskip("onnx")
+    from graphs.transformer import transformer_model
+
+    model = transformer_model(layers=2, hidden=64)
+    for kw in ({"max_replicas": 1}, {}, {"solver": "ip"}):
+        p = placement.place_model(model, devices="a100:2,cpu:1", batch_size=8, **kw)
+        assert p.status.value == "optimal", kw
+        assert max(s.time_per_sample for s in p.stages) == pytest.approx(p.max_load, rel=1e-12), kw
+        assert p.bound is not None and p.bound <= p.max_load * (1 + 1e-9) and p.gap == p.solution.gap
+        if p.model == "stages":
+            scale = 1e3 * 8  # seconds per sample -> ms per run of the batch
+            assert p.stage_evaluation.objective * scale == pytest.approx(p.max_load, rel=1e-12)
+            assert p.bound == pytest.approx(p.solution.bound * scale, rel=1e-12)
+            for mine, raw in zip(p.stages, p.stage_evaluation.stages):
+                assert mine.stage == raw.stage and mine.memory == raw.memory
+                assert (mine.compute, mine.comm) == pytest.approx((raw.compute * scale, raw.comm * scale))
+        else:
+            assert p.bound == p.solution.bound
+    # a stage problem placed alone keeps its own unit: nothing to scale
+    g = OpGraph.from_nodes([Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 2.0})], [("a", "b")])
+    s = placement.place(from_opgraph(g, Cluster((DeviceKind("gpu", 2),)))[0])
+    assert s.stages == s.stage_evaluation.stages and s.bound == s.solution.bound
