@@ -181,11 +181,11 @@ def compile_timer(event, on_first: Callable[[], None] | None = None):
 
 
 @contextlib.contextmanager
-def compile_seconds():
+def compile_seconds(on_first: Callable[[], None] | None = None):
     """``with compile_seconds() as spent:`` — ``spent()`` is the wall seconds numba spent compiling in
-    the block (:func:`compile_timer`)."""
+    the block (:func:`compile_timer`; ``on_first`` as its)."""
     from numba.core import event
 
-    timer = compile_timer(event)
+    timer = compile_timer(event, on_first)
     with event.install_listener("numba:compile", timer):
         yield timer.seconds

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import logging
 import math
 import sys
 from collections.abc import Callable
@@ -72,6 +73,12 @@ class SolverInfo:
     # its stage form calls SolveOptions.progress (the stage DP's passes, auto's steps on one bar)
     stage_progress: bool = False
 
+
+_log = logging.getLogger("solvers")
+
+#: logged (INFO, logger ``solvers``) as a solve starts compiling numba kernels (a cold cache)
+COMPILING = ("compiling the solvers' kernels (numba; the first run after installing or updating, about a "
+             "minute on 2 cores; later runs load them from the cache)")
 
 #: the keys of ``SolveOptions.raw`` a user sets (the command line's ``--split``, ``--restarts``,
 #: ``--memory-limit``), each read by the solvers that list it in ``raw_honours``: given to another solver
@@ -419,8 +426,17 @@ def _compiling(kernels: bool):
         return
     from .kernels import compile_seconds
 
-    with compile_seconds() as spent:
+    said: list[bool] = []
+
+    def first() -> None:  # a library call waits as long as a command: the caller's logging may say so
+        if not said:
+            said.append(True)
+            _log.info(COMPILING)
+
+    with compile_seconds(first) as spent:
         yield spent
+    if said:
+        _log.info("compiled the solvers' kernels in %.1f s", spent())
 
 
 def _honest(info: SolverInfo, sol: Solution, value: float) -> Solution:

@@ -188,3 +188,31 @@ def test_the_console_script_starts_the_clock_on_its_first_line(example_onnx):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert _spent_before_the_solve(proc.stdout) >= 100
+
+
+def test_a_library_solve_that_compiles_says_so_on_its_logger(caplog):
+    """A cold kernel cache made a library call wait minutes without a word (the command line's note is
+    the command line's). The solve wrapper now logs it, at INFO on the ``solvers`` logger, when numba
+    starts compiling, and how long it took; nothing is printed. A fresh jitted function stands for a
+    kernel not yet in the cache."""
+    import logging
+
+    import numba
+
+    import solvers.registry as registry
+
+    @numba.njit(cache=False)
+    def fresh(x):
+        return x + 1
+
+    with caplog.at_level(logging.INFO, logger="solvers"):
+        with registry._compiling(True) as spent:
+            assert fresh(1) == 2
+    said = [r.getMessage() for r in caplog.records if r.name == "solvers"]
+    assert said[0] == registry.COMPILING and said[1].startswith("compiled the solvers' kernels in ")
+    assert spent() > 0
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="solvers"):
+        with registry._compiling(True):
+            assert fresh(2) == 3  # compiled already: nothing to say
+    assert not [r for r in caplog.records if r.name == "solvers"]
