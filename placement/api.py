@@ -233,7 +233,10 @@ class Placement:
             return names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rpartition(':')[2]}"
         if self.assignment is None:
             raise ValueError("there is no placement")
-        i = self.graph.names.index(node)
+        try:
+            i = self.graph.names.index(node)
+        except ValueError:  # as a stage plan's: a name the graph does not have is a missing key
+            raise KeyError(f"no node called {node!r}") from None
         return self.cluster.device_name(int(self.assignment[i]))
 
     def devices_of(self, node) -> list[str]:

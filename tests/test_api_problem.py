@@ -368,3 +368,15 @@ def test_a_placements_stages_and_bound_are_in_its_max_loads_unit():
     g = OpGraph.from_nodes([Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 2.0})], [("a", "b")])
     s = placement.place(from_opgraph(g, Cluster((DeviceKind("gpu", 2),)))[0])
     assert s.stages == s.stage_evaluation.stages and s.bound == s.solution.bound
+
+
+def test_device_of_an_unknown_name_is_a_key_error_in_both_models():
+    """A one-device-per-stage placement's device_of("zz") raised tuple.index's bare ValueError ("x not
+    in tuple"), where a stage plan's says which name is missing (KeyError)."""
+    g = OpGraph.from_nodes([Node("a", {"gpu": 2.0}, comm=0.5), Node("b", {"gpu": 2.0})], [("a", "b")])
+    p = placement.place(g, Cluster((DeviceKind("gpu", 2),)))
+    assert p.device_of("a").startswith("gpu:")
+    with pytest.raises(KeyError, match="no node called 'zz'"):
+        p.device_of("zz")
+    with pytest.raises(KeyError, match="no node called 'zz'"):
+        p.devices_of("zz")
