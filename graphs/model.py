@@ -322,6 +322,8 @@ class OpGraph:
         try:
             return self.kinds.index(name)
         except ValueError:
+            if not self.num_nodes:  # no node, so no costs at all: the graph is what is missing
+                raise InputError("the graph is empty: it has no nodes to place", source=self.source) from None
             raise InputError(f"the graph has no costs for device kind {name!r} "
                              f"(it has costs for: {', '.join(self.kinds) or 'none'})",
                              source=self.source) from None

@@ -380,3 +380,10 @@ def test_device_of_an_unknown_name_is_a_key_error_in_both_models():
         p.device_of("zz")
     with pytest.raises(KeyError, match="no node called 'zz'"):
         p.devices_of("zz")
+
+
+def test_an_empty_graph_is_called_empty():
+    """place() on a graph without nodes said "the graph has no costs for device kind 'gpu' (it has costs
+    for: none)"; what is missing is the graph."""
+    with pytest.raises(InputError, match="the graph is empty: it has no nodes to place"):
+        placement.place(OpGraph.from_nodes([], []), Cluster((DeviceKind("gpu", 2),)))
