@@ -82,9 +82,14 @@ def _run_bench(argv: list[str]) -> int:
 def _user_errors(codes: list):
     """Turn the library's typed errors into one line on stderr and an exit code."""
     try:
-        yield
+        try:
+            yield
+        except BaseException:
+            # the command is over: a Ctrl-C from here on (a second one, one during an error's line) must
+            # not escape this handling as a traceback; one that comes now is noted, and the exit is 130
+            _interrupt.quiet()
+            raise
     except KeyboardInterrupt:
-        _interrupt.quiet()  # a second Ctrl-C while we exit changes nothing
         print("error: interrupted", file=sys.stderr)
         codes.append(EXIT_INTERRUPTED)
     except BrokenPipeError:
@@ -136,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         finally:
             _compile_notice.done(say=code != EXIT_INTERRUPTED)
+            # the command's work is done: a Ctrl-C from now on is noted, not raised (one raised on the way
+            # out, past _user_errors, was a traceback)
+            _interrupt.quiet()
     return codes[0] if codes else EXIT_OK
 
 
@@ -146,4 +154,9 @@ def console_main() -> None:
     code = main()
     _interrupt.quiet()  # nothing left to stop: a late Ctrl-C must not turn exit into a traceback
     _interrupt.exit_past_abandoned_solver(code)  # HiGHS still running after a cancel: no C++ teardown
+    _interrupt.exit_after_interrupt(code)  # 130: the exit handlers, not the interpreter's slow teardown
     sys.exit(code)
+
+
+# the console's own frames around the command: a Ctrl-C there is held back, not raised past its handling
+_interrupt.hold_in(main, console_main, _user_errors)
