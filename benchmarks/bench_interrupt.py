@@ -26,12 +26,10 @@ placement so far), with no traceback and nothing of the group left running.
     python -m benchmarks.bench_interrupt [--moments 22] [--cold 2] [--commands place,run,...]
         [--ceiling 30] [--out benchmarks/results/interrupt.json]
 
-``--run-exits TRIES`` instead measures ``run``'s exit after a Ctrl-C at three phases, ``TRIES`` times each:
-``start-up`` (0.1 s after its first worker process appears: the workers start and load their models),
-``mid-run`` (half its uninterrupted duration) and ``end`` (nine tenths of it: the samples flow, the
-workers stop); ``--load N`` runs ``N`` competing CPU-bound processes (``while 1: pass``) meanwhile, and
-``--root DIR`` runs the command from another checkout (the code before a change; the inputs are made
-with this one):
+``--run-exits TRIES`` instead measures ``run``'s exit after a Ctrl-C at the phases of :data:`RUN_PHASES`
+(``--phases``), ``TRIES`` times each; ``--load N`` runs ``N`` competing CPU-bound processes (``while 1:
+pass``) meanwhile, and ``--root DIR`` runs the command from another checkout (the code before a change;
+the inputs are made with this one):
 
     python -m benchmarks.bench_interrupt --run-exits 10 --load 3 [--root /path/to/old/checkout]
         --out benchmarks/results/interrupt_run_exits.json
@@ -154,20 +152,20 @@ def _result_state(cmd: Command, folder: str) -> str:
     return "complete"
 
 
-def _children(pid: int) -> bool:
-    """Whether process ``pid`` has a child (Linux /proc)."""
+def _children(pid: int) -> int:
+    """How many children process ``pid`` has (Linux /proc)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as f:
-            return bool(f.read().split())
+            return len(f.read().split())
     except OSError:
-        return False
+        return 0
 
 
 def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
              after_numba: float | None = None, cold: bool = False, ceiling: float = 30.0,
-             goal: float = GOAL_S, after_child: float | None = None) -> dict:
+             goal: float = GOAL_S, after_child: float | None = None, children: int = 1) -> dict:
     """Run ``cmd`` once; with ``at`` (seconds after the start), ``after_numba`` (seconds after llvmlite is
-    mapped) or ``after_child`` (seconds after its first child process appears) send one SIGINT to its
+    mapped) or ``after_child`` (seconds after it has ``children`` child processes) send one SIGINT to its
     process group then. Returns what happened (see the module doc)."""
     with tempfile.TemporaryDirectory(prefix="bench-interrupt-") as folder:
         argv = [a.format(out=folder, **inputs) for a in cmd.argv]
@@ -187,7 +185,7 @@ def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
                         time.sleep(0.003)
                     target = time.monotonic() + after_numba
                 elif after_child is not None:
-                    while proc.poll() is None and not _children(proc.pid):
+                    while proc.poll() is None and _children(proc.pid) < children:
                         time.sleep(0.003)
                     target = time.monotonic() + after_child
                 else:
@@ -327,21 +325,27 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-RUN_PHASES = ("start-up", "mid-run", "end")
+#: run's phases: ``start-up``, 0.1 s after its first child (multiprocessing's resource tracker, started
+#: with the first queue: the parent serialises the sub-models then); ``workers``, 0.1 s after its
+#: second (the first worker: the workers start); ``mid-run`` and ``end``, half and nine tenths of its
+#: uninterrupted duration
+RUN_PHASES = ("start-up", "workers", "mid-run", "end")
 
 
-def run_exits(inputs: dict[str, str], tries: int, ceiling: float, goal: float) -> dict:
-    """``run``'s exit after one Ctrl-C at each of :data:`RUN_PHASES`, ``tries`` times each (interleaved,
-    so that a change of the machine's load falls on every phase alike)."""
+def run_exits(inputs: dict[str, str], tries: int, ceiling: float, goal: float,
+              phases: tuple[str, ...] = RUN_PHASES) -> dict:
+    """``run``'s exit after one Ctrl-C at each of ``phases`` (:data:`RUN_PHASES`), ``tries`` times each
+    (interleaved, so that a change of the machine's load falls on every phase alike)."""
     cmd = COMMANDS["run"]
     bases = [run_once(cmd, inputs) for _ in range(2)]
     duration = min(b["duration_s"] for b in bases)
     print(f"run: uninterrupted {' and '.join(str(b['duration_s']) for b in bases)} s", flush=True)
-    runs: dict[str, list[dict]] = {p: [] for p in RUN_PHASES}
+    runs: dict[str, list[dict]] = {p: [] for p in phases}
     for _ in range(tries):
-        for phase in RUN_PHASES:
-            if phase == "start-up":
-                rec = run_once(cmd, inputs, after_child=0.1, ceiling=ceiling, goal=goal)
+        for phase in phases:
+            if phase in ("start-up", "workers"):
+                rec = run_once(cmd, inputs, after_child=0.1, children=1 if phase == "start-up" else 2,
+                               ceiling=ceiling, goal=goal)
             else:
                 rec = run_once(cmd, inputs, at=(0.5 if phase == "mid-run" else 0.9) * duration,
                                ceiling=ceiling, goal=goal)
@@ -384,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "interrupt.json"))
     ap.add_argument("--run-exits", type=int, default=0, metavar="TRIES",
                     help="measure run's exit at start-up, mid-run and the end, TRIES times each (only that)")
+    ap.add_argument("--phases", default=",".join(RUN_PHASES),
+                    help=f"with --run-exits: comma-separated, of {', '.join(RUN_PHASES)} (default all)")
     ap.add_argument("--load", type=int, default=0, help="competing CPU-bound processes meanwhile (default 0)")
     ap.add_argument("--root", default=ROOT,
                     help="the checkout whose code the commands run (default this one)")
@@ -405,7 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         burners = _burners(args.load)
         try:
             if args.run_exits:
-                results = [run_exits(inputs, args.run_exits, args.ceiling, args.goal)]
+                phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+                if not phases or any(p not in RUN_PHASES for p in phases):
+                    ap.error(f"--phases: of {', '.join(RUN_PHASES)}")
+                results = [run_exits(inputs, args.run_exits, args.ceiling, args.goal, phases)]
             else:
                 results = [bench(COMMANDS[n], inputs, args.moments, args.cold, args.ceiling, args.goal)
                            for n in names]

@@ -266,8 +266,8 @@ def exit_after_interrupt(code: int) -> None:
     """The console's exit after a Ctrl-C the command handled (``code`` 130; its workers stopped, its
     results written whole): the exit handlers run (``atexit``: multiprocessing's, which unlinks the
     queues' semaphores, logging's, weakref finalizers), the output is flushed, and the process ends
-    without the interpreter's teardown, which freeing onnxruntime, numpy and the models made last 0.3-1.7
-    s on a busy machine (``run``'s exits after a Ctrl-C took 2-2.8 s). Any other code, or without
+    without the interpreter's teardown: freeing onnxruntime, numpy and the models, 0.1-0.5 s of ``run``'s
+    exit after a Ctrl-C on a busy machine (0.8-1.8 s after a full run). Any other code, or without
     :func:`install` (tests calling ``main``): nothing."""
     if code != 130 or not installed():
         return

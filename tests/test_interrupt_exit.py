@@ -6,7 +6,7 @@
   held back meanwhile. The model now goes on the worker's queue after the start.
 * ``run`` waited on its queues in deferred slices of 0.5 s: a Ctrl-C taken by another thread (one of
   onnxruntime's) waited out the slice.
-* After exit 130 the interpreter's teardown (freeing onnxruntime, numpy, the models) took 0.3-1.7 s on a
+* After exit 130 the interpreter's teardown (freeing onnxruntime, numpy, the models) took 0.1-0.5 s on a
   busy machine; the console now runs the exit handlers and leaves without it.
 * A Ctrl-C that landed in a weakref callback (``WeakSet._remove`` as ``run``'s objects went) was printed
   as "Exception ignored in ..." and lost, the command exiting 0; one that landed in the console's own
@@ -133,7 +133,7 @@ def test_runs_waits_hold_a_ctrl_c_back_for_a_short_slice_only():
 
 def test_exit_after_a_ctrl_c_runs_the_exit_handlers_but_not_the_teardown(tmp_path):
     """After the command took a Ctrl-C (exit 130) the console leaves without the interpreter's teardown
-    (0.3-1.7 s for run on a busy machine): the exit handlers still run (multiprocessing's unlinks the
+    (0.1-0.5 s for run on a busy machine): the exit handlers still run (multiprocessing's unlinks the
     queues' semaphores: no "leaked semaphore" warning), an object's ``__del__`` left for the teardown
     does not."""
     r = _python("""
