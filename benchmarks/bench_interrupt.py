@@ -25,6 +25,14 @@ placement so far), with no traceback and nothing of the group left running.
 
     python -m benchmarks.bench_interrupt [--moments 22] [--cold 2] [--commands place,run,...]
         [--ceiling 30] [--out benchmarks/results/interrupt.json]
+
+``--run-exits TRIES`` instead measures ``run``'s exit after a Ctrl-C at the phases of :data:`RUN_PHASES`
+(``--phases``), ``TRIES`` times each; ``--load N`` runs ``N`` competing CPU-bound processes (``while 1:
+pass``) meanwhile, and ``--root DIR`` runs the command from another checkout (the code before a change;
+the inputs are made with this one):
+
+    python -m benchmarks.bench_interrupt --run-exits 10 --load 3 [--root /path/to/old/checkout]
+        --out benchmarks/results/interrupt_run_exits.json
 """
 
 from __future__ import annotations
@@ -74,9 +82,13 @@ COMMANDS = {
 }
 
 
-def _env(cache: str | None = None) -> dict[str, str]:
+_CODE = {"root": ROOT}  # the checkout whose code the commands run (--root)
+
+
+def _env(cache: str | None = None, root: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else ROOT
+    root = root or ROOT
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
     env["PYTHONUNBUFFERED"] = "1"  # what the command printed is in the file when the signal goes
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = cache
@@ -140,21 +152,31 @@ def _result_state(cmd: Command, folder: str) -> str:
     return "complete"
 
 
+def _children(pid: int) -> int:
+    """How many children process ``pid`` has (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as f:
+            return len(f.read().split())
+    except OSError:
+        return 0
+
+
 def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
              after_numba: float | None = None, cold: bool = False, ceiling: float = 30.0,
-             goal: float = GOAL_S) -> dict:
-    """Run ``cmd`` once; with ``at`` (seconds after the start) or ``after_numba`` (seconds after llvmlite is
-    mapped) send one SIGINT to its process group then. Returns what happened (see the module doc)."""
+             goal: float = GOAL_S, after_child: float | None = None, children: int = 1) -> dict:
+    """Run ``cmd`` once; with ``at`` (seconds after the start), ``after_numba`` (seconds after llvmlite is
+    mapped) or ``after_child`` (seconds after it has ``children`` child processes) send one SIGINT to its
+    process group then. Returns what happened (see the module doc)."""
     with tempfile.TemporaryDirectory(prefix="bench-interrupt-") as folder:
         argv = [a.format(out=folder, **inputs) for a in cmd.argv]
-        env = _env(os.path.join(folder, "numba-cache") if cold else None)
+        env = _env(os.path.join(folder, "numba-cache") if cold else None, root=_CODE["root"])
         with open(os.path.join(folder, "stdout"), "w+") as out, \
                 open(os.path.join(folder, "stderr"), "w+") as err:
             t0 = time.monotonic()
             proc = subprocess.Popen([sys.executable, "-m", "placement", *argv], cwd=folder, env=env,
                                     stdout=out, stderr=err, start_new_session=True)
             rec: dict = {"cold": cold}
-            if at is None and after_numba is None:
+            if at is None and after_numba is None and after_child is None:
                 proc.wait()
                 rec.update(duration_s=round(time.monotonic() - t0, 3), rc=proc.returncode)
             else:
@@ -162,6 +184,10 @@ def run_once(cmd: Command, inputs: dict[str, str], *, at: float | None = None,
                     while proc.poll() is None and not _mapped(proc.pid, "llvmlite"):
                         time.sleep(0.003)
                     target = time.monotonic() + after_numba
+                elif after_child is not None:
+                    while proc.poll() is None and _children(proc.pid) < children:
+                        time.sleep(0.003)
+                    target = time.monotonic() + after_child
                 else:
                     target = t0 + at
                 while proc.poll() is None and time.monotonic() < target:
@@ -299,6 +325,55 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+#: run's phases: ``start-up``, 0.1 s after its first child (multiprocessing's resource tracker, started
+#: with the first queue: the parent serialises the sub-models then); ``workers``, 0.1 s after its
+#: second (the first worker: the workers start); ``mid-run`` and ``end``, half and nine tenths of its
+#: uninterrupted duration
+RUN_PHASES = ("start-up", "workers", "mid-run", "end")
+
+
+def run_exits(inputs: dict[str, str], tries: int, ceiling: float, goal: float,
+              phases: tuple[str, ...] = RUN_PHASES) -> dict:
+    """``run``'s exit after one Ctrl-C at each of ``phases`` (:data:`RUN_PHASES`), ``tries`` times each
+    (interleaved, so that a change of the machine's load falls on every phase alike)."""
+    cmd = COMMANDS["run"]
+    bases = [run_once(cmd, inputs) for _ in range(2)]
+    duration = min(b["duration_s"] for b in bases)
+    print(f"run: uninterrupted {' and '.join(str(b['duration_s']) for b in bases)} s", flush=True)
+    runs: dict[str, list[dict]] = {p: [] for p in phases}
+    for _ in range(tries):
+        for phase in phases:
+            if phase in ("start-up", "workers"):
+                rec = run_once(cmd, inputs, after_child=0.1, children=1 if phase == "start-up" else 2,
+                               ceiling=ceiling, goal=goal)
+            else:
+                rec = run_once(cmd, inputs, at=(0.5 if phase == "mid-run" else 0.9) * duration,
+                               ceiling=ceiling, goal=goal)
+            rec["phase"] = phase
+            runs[phase].append(rec)
+            _say(f"run ({phase})", rec)
+    return {"command": "run", "argv": cmd.argv,
+            "uninterrupted": {"durations_s": [b["duration_s"] for b in bases]},
+            "phases": {p: {"moments": r, "summary": summarise(r)} for p, r in runs.items()}}
+
+
+def run_exits_table(res: dict) -> str:
+    """A Markdown table of :func:`run_exits`, one row per phase."""
+    rows = ["| phase | tried | passed | finished first | median s to exit | max s to exit | exit codes | "
+            "tracebacks | left running |", "|---|---|---|---|---|---|---|---|---|"]
+    for phase, r in res["phases"].items():
+        s = r["summary"]
+        rows.append(f"| {phase} | {s['tried']} | {s['passed']} | {s['finished_first']} | "
+                    f"{s['median_exit_s']} | {s['max_exit_s']} | {', '.join(map(str, s['exit_codes']))} | "
+                    f"{s['tracebacks']} | {s['left_running']} |")
+    return "\n".join(rows)
+
+
+def _burners(n: int) -> list[subprocess.Popen]:
+    """``n`` competing CPU-bound processes."""
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the table and write the JSON. Exit 1 when a moment failed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -311,7 +386,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds after the SIGINT before a run is killed and recorded as a hang")
     ap.add_argument("--goal", type=float, default=GOAL_S, help="seconds to exit that pass (default 2)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "interrupt.json"))
+    ap.add_argument("--run-exits", type=int, default=0, metavar="TRIES",
+                    help="measure run's exit at start-up, mid-run and the end, TRIES times each (only that)")
+    ap.add_argument("--phases", default=",".join(RUN_PHASES),
+                    help=f"with --run-exits: comma-separated, of {', '.join(RUN_PHASES)} (default all)")
+    ap.add_argument("--load", type=int, default=0, help="competing CPU-bound processes meanwhile (default 0)")
+    ap.add_argument("--root", default=ROOT,
+                    help="the checkout whose code the commands run (default this one)")
     args = ap.parse_args(argv)
+    _CODE["root"] = os.path.abspath(args.root)
     names = [c.strip() for c in args.commands.split(",") if c.strip()]
     unknown = [n for n in names if n not in COMMANDS]
     if unknown:
@@ -325,17 +408,33 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="bench-interrupt-inputs-") as folder:
         inputs = make_inputs(folder)
-        results = [bench(COMMANDS[n], inputs, args.moments, args.cold, args.ceiling, args.goal)
-                   for n in names]
+        burners = _burners(args.load)
+        try:
+            if args.run_exits:
+                phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+                if not phases or any(p not in RUN_PHASES for p in phases):
+                    ap.error(f"--phases: of {', '.join(RUN_PHASES)}")
+                results = [run_exits(inputs, args.run_exits, args.ceiling, args.goal, phases)]
+            else:
+                results = [bench(COMMANDS[n], inputs, args.moments, args.cold, args.ceiling, args.goal)
+                           for n in names]
+            load = os.getloadavg()  # before the competing processes go
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
     print()
-    print(table(results))
-    meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average": os.getloadavg(),
+    print(run_exits_table(results[0]) if args.run_exits else table(results))
+    meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average": load,
             "wall_s": round(time.time() - started, 1), "moments": args.moments, "cold": args.cold,
-            "goal_s": args.goal, "argv": sys.argv}
+            "goal_s": args.goal, "competing_processes": args.load, "root": _CODE["root"], "argv": sys.argv}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "commands": results}, f, indent=1)
     print(f"\nwritten to {args.out}; load average {meta['load_average']}, {meta['wall_s']} s")
+    if args.run_exits:
+        return 0 if all(p["summary"]["passed"] == p["summary"]["tried"]
+                        for p in results[0]["phases"].values()) else 1
     return 0 if all(r["summary"]["passed"] == r["summary"]["tried"] for r in results) else 1
 
 

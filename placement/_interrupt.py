@@ -28,13 +28,17 @@ import sys
 import threading
 from collections.abc import Sequence
 
-__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver", "exit_interrupted"]
+__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver", "exit_interrupted",
+           "hold_in"]
 
 _RETRY_S = 0.02
 GRACE_S = 1.0  # after frontier's and provision's own watchdog (0.6 s), which writes what they found
 _UNSAFE_PREFIXES: tuple[str, ...] = ()
 _state = {"installed": False, "depth": 0, "pending": False, "watcher": None, "exiting": False, "late": False}
 _lock = threading.Lock()  # the forced exit against quiet()/deferred() from another thread
+#: functions (their code) in whose own frame the handler never raises (:func:`hold_in`)
+_HOLD_CODES: set = set()
+_CONTEXTLIB = contextlib.__file__
 
 
 def _package_dirs(*names: str) -> tuple[str, ...]:
@@ -65,9 +69,19 @@ def _unsafe_paths() -> tuple[str, ...]:
 
 def _unsafe(frame) -> bool:
     """Whether raising in ``frame`` (or a caller) could corrupt the process: an import, or numba's or
-    llvmlite's own code (compilation, cache loading, ctypes callbacks)."""
+    llvmlite's own code (compilation, cache loading, ctypes callbacks); or where the exception would
+    escape the console's own handling as a traceback: this module's functions (quiet() itself), the
+    functions given to :func:`hold_in` (the console around its command) and ``with`` statements'
+    exits in them."""
     if _state["depth"] > 0:
         return True
+    if frame is not None:
+        code = frame.f_code
+        if code.co_filename == __file__ or code in _HOLD_CODES:
+            return True
+        caller = frame.f_back
+        if code.co_filename == _CONTEXTLIB and caller is not None and caller.f_code in _HOLD_CODES:
+            return True
     while frame is not None:
         fn = frame.f_code.co_filename
         if fn.startswith("<frozen importlib") or (_UNSAFE_PREFIXES and fn.startswith(_UNSAFE_PREFIXES)):
@@ -143,6 +157,31 @@ def _hold() -> None:
         t.start()
 
 
+def hold_in(*functions) -> None:
+    """Never raise ``KeyboardInterrupt`` while one of ``functions`` runs its own code (the innermost
+    frame; what it calls is not affected): the console's frames around the command, where it would
+    escape the command's handling as a traceback. A Ctrl-C there is held back and delivered at the
+    next safe point, or noted by :func:`quiet`."""
+    for f in functions:
+        f = getattr(f, "__wrapped__", f)  # a contextmanager: its generator's code
+        _HOLD_CODES.add(f.__code__)
+
+
+def _unraisable(hook):
+    """``sys.unraisablehook`` that takes back a ``KeyboardInterrupt`` Python could not raise: one raised
+    in a weakref callback or a ``__del__`` (``WeakSet._remove`` as objects went at the end of ``run``)
+    was printed as "Exception ignored in ..." and lost, the command exiting 0. It is held back again
+    and delivered at the next safe point (or noted by :func:`quiet`); anything else goes to ``hook``."""
+
+    def unraisable(info) -> None:
+        if info.exc_type is KeyboardInterrupt and _state["installed"]:
+            _hold()
+            return
+        hook(info)
+
+    return unraisable
+
+
 def install(held: Sequence[int] = ()) -> None:
     """Install the deferring SIGINT handler (main thread of the console entry points only). ``held``:
     the Ctrl-Cs the caller held back until now (``python -m placement`` holds them from its first line,
@@ -151,6 +190,7 @@ def install(held: Sequence[int] = ()) -> None:
     global _UNSAFE_PREFIXES
     if _state["installed"] or threading.current_thread() is not threading.main_thread():
         return
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
     signal.signal(signal.SIGINT, _handler)
     _state["installed"] = True
     # after the handler, so that a Ctrl-C during this look-up is deferred too
@@ -220,3 +260,4 @@ def exit_past_abandoned_solver(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+

@@ -91,11 +91,12 @@ class PipelineRun:
         return tuple(sum(b) / len(b) / self.wall_s if self.wall_s > 0 else 0.0 for b in self.busy_s)
 
 
-def _worker(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[str], threads: int,
+def _worker(k: int, r: int, inputs: list[str], keep: list[str], threads: int,
             optimize: bool, upstream: int, inq, outqs, statq) -> None:  # pragma: no cover - child process
-    """Replica ``r`` of sub-model ``k``: runs each sample that comes on ``inq`` and sends it on to the
-    replica of the next sub-model that takes it (``outqs``, round robin by the sample's sequence
-    number); it stops after a stop from each of its ``upstream`` senders."""
+    """Replica ``r`` of sub-model ``k``: takes its model (serialised) as the first message on ``inq``,
+    then runs each sample that comes on ``inq`` and sends it on to the replica of the next sub-model
+    that takes it (``outqs``, round robin by the sample's sequence number); it stops after a stop from
+    each of its ``upstream`` senders."""
     import signal
 
     # Ctrl-C is the parent's to handle: it stops the workers (they start with SIGINT blocked, see
@@ -104,6 +105,7 @@ def _worker(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[st
     from placement.onnx_export import session
 
     try:
+        model_bytes = inq.get()  # sent after the start, not with it: see _start_workers
         sess = session(model_bytes, threads=threads, optimize=optimize)
         names = [o.name for o in sess.get_outputs()]
         keep_set = set(keep)
@@ -136,14 +138,15 @@ def _worker(k: int, r: int, model_bytes: bytes, inputs: list[str], keep: list[st
             q.put(None)
 
 
-def _tp_worker(k: int, q: int, r: int, segments: list[bytes], tp: dict, inputs: list[str], keep: list[str],
+def _tp_worker(k: int, q: int, r: int, tp: dict, inputs: list[str], keep: list[str],
                threads: int, optimize: bool, upstream: int, inq, rank_qs, collqs, outqs,
                statq) -> None:  # pragma: no cover - child process
     """Rank ``r`` of replica ``q`` of the tensor-parallel sub-model ``k`` (``tp``: its manifest entry):
-    runs its segments, and between them sends the tensors of each collective to the other ranks
-    (``collqs[r2]``: rank ``r2``'s inbox) and combines theirs with its own in rank order. Rank 0 takes
-    the samples from upstream (``inq``), hands each one's inputs to the other ranks (``rank_qs``) and
-    sends the stage's outputs on; the other ranks take their samples from rank 0."""
+    takes its segments (serialised models) as the first message on ``inq``, runs them, and between them
+    sends the tensors of each collective to the other ranks (``collqs[r2]``: rank ``r2``'s inbox) and
+    combines theirs with its own in rank order. Rank 0 takes the samples from upstream (``inq``), hands
+    each one's inputs to the other ranks (``rank_qs``) and sends the stage's outputs on; the other ranks
+    take their samples from rank 0."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -152,6 +155,7 @@ def _tp_worker(k: int, q: int, r: int, segments: list[bytes], tp: dict, inputs: 
 
     try:
         t = int(tp["degree"])
+        segments = inq.get()  # sent after the start, not with it: see _start_workers
         sessions = [session(b, threads=threads, optimize=optimize) for b in segments]
         outs = [[o.name for o in sess.get_outputs()] for sess in sessions]
         segs = tp["segments"]
@@ -282,15 +286,15 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
     done = ctx.Queue()
     statq = ctx.Queue()
     procs = []
-    arglists = []  # (target, args)
+    arglists = []  # (target, args, (queue, model)): the model is sent on the queue once the worker runs
     extra_qs = []
     for k, (m, s) in enumerate(zip(models, subs)):
         outqs = inq[k + 1] if k + 1 < len(subs) else [done]
         upstream = reps[k - 1] if k else 1
         if tps[k] == 1:
             data = m if isinstance(m, bytes) else m.SerializeToString()
-            arglists += [(_worker, (k, r, data, list(s["inputs"]), keep_after[k], threads, optimize, upstream,
-                                    inq[k][r], outqs, statq)) for r in range(reps[k])]
+            arglists += [(_worker, (k, r, list(s["inputs"]), keep_after[k], threads, optimize, upstream,
+                                    inq[k][r], outqs, statq), (inq[k][r], data)) for r in range(reps[k])]
             continue
         t = tps[k]
         if len(m) != t:
@@ -303,10 +307,10 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
             collqs = [ctx.Queue() for _ in range(t)]
             extra_qs += rank_qs + collqs
             for r in range(t):
-                arglists.append((_tp_worker, (k, q, r, segs[r], tp, list(s["inputs"]), keep_after[k], threads,
-                                              optimize, upstream, inq[k][q] if r == 0 else rank_qs[r - 1],
-                                              rank_qs if r == 0 else [], collqs, outqs if r == 0 else [],
-                                              statq)))
+                first = inq[k][q] if r == 0 else rank_qs[r - 1]
+                arglists.append((_tp_worker, (k, q, r, tp, list(s["inputs"]), keep_after[k], threads,
+                                              optimize, upstream, first, rank_qs if r == 0 else [], collqs,
+                                              outqs if r == 0 else [], statq), (first, segs[r])))
 
     def who(w) -> str:  # a worker in messages: its sub-model, its replica and rank where there are several
         out = f"{w[0]}" if reps[w[0]] == 1 else f"{w[0]} (replica {w[1]})"
@@ -359,26 +363,33 @@ def run_pipeline(models: Sequence, manifest: Mapping, feeds: Sequence[Mapping[st
 
 
 def _start_workers(ctx, procs: list, arglists: list) -> None:
-    """Start one worker per ``(target, arguments)`` pair, appending each to ``procs`` as soon as it
-    runs. SIGINT is blocked in this thread while each starts: the children inherit the mask, so a
-    Ctrl-C at the terminal (sent to the whole process group) reaches only this process, which stops
-    them; a Ctrl-C meanwhile is delivered here once the worker being started is in ``procs``, and no
-    further worker is started."""
+    """Start one worker per ``(target, arguments)`` or ``(target, arguments, (queue, model))`` entry,
+    appending each to ``procs`` as soon as it runs, then putting ``model`` on ``queue`` (the worker's
+    first message). SIGINT is blocked in this thread while each starts: the children inherit the mask,
+    so a Ctrl-C at the terminal (sent to the whole process group) reaches only this process, which
+    stops them; a Ctrl-C meanwhile is delivered here once the worker being started is in ``procs``, and
+    no further worker is started."""
     import signal
 
     mask = getattr(signal, "pthread_sigmask", None)
-    for target, args in arglists:
+    for target, args, *payload in arglists:
         # deferred(): the process's other threads (onnxruntime's) still take a Ctrl-C meant for it, and
         # the command's handler must not raise between a child's start and its entry in ``procs``. One
-        # block per worker, not one for all: a start takes up to a second on a busy machine (the child
-        # must start Python before it reads the model sent to it), so holding a Ctrl-C back for all of
-        # them kept it waiting up to 4.5 s
+        # block per worker, not one for all, and short: the model goes on the worker's queue, not in
+        # start()'s arguments. start() writes its arguments into a pipe the child reads only once its
+        # Python is up (0.4-1.5 s on a busy machine); with the model (megabytes, far over the pipe's 64
+        # KiB) among them, each start blocked that long with the Ctrl-C held, and exits took 2-2.8 s
         with deferred():
             old = mask(signal.SIG_BLOCK, {signal.SIGINT}) if mask else None
             try:
                 p = ctx.Process(target=target, args=args, daemon=True)
                 p.start()
                 procs.append(p)
+                for q, model in payload:
+                    # the queue's feeder thread writes it, while the child starts; that thread starts
+                    # here, with SIGINT blocked as it is in this one: one thread fewer to take a Ctrl-C
+                    # that this one must see
+                    q.put(model)
             finally:
                 if mask:
                     mask(signal.SIG_SETMASK, old)
@@ -411,6 +422,13 @@ def _put(q, item) -> None:
         q.put(item)
 
 
+#: the slices of the parent's waits on its queues. Each is a deferred() block: a Ctrl-C that comes in it
+#: is delivered at its end. A Ctrl-C goes to whichever thread of the process does not block it, often one
+#: of onnxruntime's, which does not wake this one from its wait: with slices of 0.5 s it waited up to
+#: 0.5 s (and more on a busy machine) before the workers were stopped
+_WAIT_S = 0.05
+
+
 def _get(q, deadline, procs, statq=None, who=str):
     """The next item on ``q``. While none comes, the wait ends in an :class:`InputError` at the deadline,
     when a worker has died, or (``statq`` given) when a worker reports an error; ``who`` names the
@@ -424,7 +442,7 @@ def _get(q, deadline, procs, statq=None, who=str):
     while True:
         with deferred():
             try:
-                return q.get(timeout=0.5)
+                return q.get(timeout=_WAIT_S)
             except queue.Empty:
                 pass
         if statq is not None:
