@@ -231,8 +231,8 @@ def test_a_ctrl_c_after_the_command_returned_is_no_traceback(tmp_path):
 
         main = cli.main
 
-        def main_then_ctrl_c(*args):
-            code = main(*args)
+        def main_then_ctrl_c(*args, **kwargs):
+            code = main(*args, **kwargs)
             os.kill(os.getpid(), signal.SIGINT)
             for _ in range(100000):  # the handler runs here, the command done
                 pass
