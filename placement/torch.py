@@ -336,7 +336,10 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     memory by ``schedule`` (default ``1f1b``) over ``microbatches``; no tensor parallelism or
     recomputation (``split_spec`` cannot express them). The default stays one device per stage:
     ``pipeline()`` runs one device per stage, and replicas need a data-parallel group per stage around
-    it."""
+    it.
+
+    A time limit or a proven infeasibility is a status, not an error: the result then has no stages
+    (see :class:`TorchPlacement`)."""
     from graphs.coarsen import merge_by_key
     from graphs.costs import parse_cost_table
     from graphs.evaluate import evaluate
