@@ -489,6 +489,9 @@ def parse_devices(spec: str | None, files: Iterable[str | os.PathLike] = ()) -> 
     """Parse ``a100:4,cpu:8`` into a :class:`DeviceSet`. Kinds come from the presets and from the
     device ``files`` (which may redefine a preset). ``spec`` may also be the path of a device file,
     whose ``count`` s then make the cluster; ``None`` uses the counts of the files."""
+    if spec is not None and not isinstance(spec, str):  # a list would fail deep inside, untyped
+        raise TypeError(f"devices takes a str such as 'a100:4,cpu:8' (or a device file's path), got "
+                        f"{type(spec).__name__}")
     catalog = dict(PRESETS)
     file_counts: dict[str, int] = {}
     files = list(files)

@@ -872,16 +872,19 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
 
 def stage_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *, granularity: str | None = None,
                   microbatches: int | None = None, schedule: str = "1f1b",
-                  max_replicas: int | None = None) -> tuple[ParallelProblem, np.ndarray, str]:
+                  max_replicas: int | None = None,
+                  tensor_parallel: bool = True) -> tuple[ParallelProblem, np.ndarray, str]:
     """:func:`onnx_parallel_problem` at the granularity given, or by default one node per layer where
-    the model's names give layers and the layer nodes keep the splits (else one per operator). Returns
-    the problem, the node of every operator of ``graph`` and the granularity used."""
+    the model's names give layers and the layer nodes keep the splits (else one per operator);
+    ``tensor_parallel=False`` offers no tensor-parallel variants (``t = 1`` everywhere). Returns the
+    problem, the node of every operator of ``graph`` and the granularity used."""
     layers = len({k for k in graph.meta.get("layer") or () if k is not None})
     gran = granularity or ("layer" if layers > 1 else "op")
 
     def build(granularity):
         return onnx_parallel_problem(g, graph, devices, microbatches=microbatches, schedule=schedule,
-                                     max_replicas=max_replicas, granularity=granularity)
+                                     max_replicas=max_replicas, granularity=granularity,
+                                     tensor_parallel=tensor_parallel)
 
     problem, cls = build(gran)
     if granularity is None and gran == "layer" and 2 * problem.graph.num_nodes < layers:

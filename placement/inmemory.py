@@ -116,7 +116,8 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
                 options: SolveOptions | None = None, optimizer: str = "adam",
                 dims: Mapping[str, int] | None = None, backward_factor: float = 2.0,
                 max_replicas: int | None = None, schedule: str | None = None,
-                microbatches: int | None = None, granularity: str | None = None) -> Placement:
+                microbatches: int | None = None, granularity: str | None = None,
+                tensor_parallel: bool = True) -> Placement:
     """Place an ONNX model on ``devices`` (``"a100:4,cpu:8"`` or a :class:`graphs.devices.DeviceSet`;
     default :data:`graphs.onnx_workload.DEFAULT_DEVICES`). ``costs``: ``"roofline"``, ``"profile"``, a
     JSON cost table's path, or the table itself as a mapping. The other arguments are those of
@@ -129,29 +130,25 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
     solver without a stage form, or an objective other than max-load gives the one-device-per-stage
     placement instead; such an objective with ``max_replicas`` above 1, and stage options
     (``schedule``, ``microbatches``, ``granularity``) with ``max_replicas=1``, are an
-    :class:`InputError`."""
+    :class:`InputError`. ``tensor_parallel=False`` keeps every stage at tensor-parallel degree ``t = 1``
+    (replicas only), as :func:`placement.torch.place_module` does: what an ``onnx_ir`` model's split
+    (:func:`split`, :class:`placement.passes.SplitPass`) can cut (the one-device-per-stage placement
+    has ``t = 1`` anyway)."""
     from graphs.costs import parse_cost_table
-    from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_loader import parse_model
-    from graphs.onnx_workload import DEFAULT_DEVICES, graph_workload
+    from graphs.onnx_workload import graph_workload
 
     if options is not None and not isinstance(options, SolveOptions):
         raise TypeError(f"place_model(options=...) takes a SolveOptions, got {type(options).__name__}")
-    if devices is not None and not isinstance(devices, (str, DeviceSet)):
-        raise TypeError(f"place_model(devices=...) takes a str such as 'a100:4,cpu:8' or a DeviceSet, got "
-                        f"{type(devices).__name__}")
-    if isinstance(devices, str) and not devices.strip():
-        raise InputError("place_model(devices=''): name the devices ('a100:4,cpu:8'), or leave devices "
-                         "out for the default")
-    if not isinstance(training, bool):
-        raise TypeError(f"place_model(training=...) takes a bool, got {type(training).__name__}")
-    if not training and (optimizer != "adam" or backward_factor != 2.0):
-        what = "optimizer" if optimizer != "adam" else "backward_factor"
-        raise InputError(f"place_model({what}=...) applies to training: add training=True")
+    ds = device_set(devices, "place_model")
+    check_training(training, optimizer, backward_factor, "place_model")
+    if not isinstance(tensor_parallel, bool):
+        raise TypeError(f"place_model(tensor_parallel=...) takes a bool, got "
+                        f"{type(tensor_parallel).__name__}")
     options = options or SolveOptions()
+    # (tensor_parallel=False holds in the one-device-per-stage placement too: every stage has t = 1)
     stages = _stage_model(max_replicas, solver, options, schedule=schedule, microbatches=microbatches,
                           granularity=granularity)
-    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
     proto, source = model_proto(model)
     external = any(t.data_location == 1 for t in proto.graph.initializer)
     g = parse_model(proto, source=source, batch_size=batch_size, dims=dims, external_data=external)
@@ -173,7 +170,7 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
                 "optimizer": optimizer if training else None, "dims": dict(dims) if dims else None,
                 "device_files": None}
     sw = onnx_workload(g, w.graph, ds, schedule=schedule, max_replicas=max_replicas, granularity=granularity,
-                       microbatches=microbatches, settings=settings)
+                       microbatches=microbatches, settings=settings, tensor_parallel=tensor_parallel)
 
     def solve_one(pr, time_limit):
         return solve(pr, solver=solver or "auto", options=dataclasses.replace(options, time_limit=time_limit))
@@ -182,6 +179,43 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
     batch = max(1, int(g.batch_size or 1))
     return Placement(w.graph, w.cluster, sol, None, options.objective, problem=sw.problem, node_of=sw.node_of,
                      time_scale=1e3 * batch, settings=dict(sw.settings))
+
+
+def device_set(devices, fn: str):
+    """``devices`` as :func:`place_model` and :func:`placement.torch.place_module` take it (a str such as
+    ``"a100:4,cpu:8"``, a :class:`graphs.devices.DeviceSet`, or ``None`` for the default) as a
+    ``DeviceSet``; any other type is a ``TypeError`` and an empty str an :class:`InputError`, naming
+    ``fn``'s ``devices``."""
+    from graphs.devices import DeviceSet, parse_devices
+    from graphs.onnx_workload import DEFAULT_DEVICES
+
+    if isinstance(devices, DeviceSet):
+        return devices
+    if devices is not None and not isinstance(devices, str):
+        raise TypeError(f"{fn}(devices=...) takes a str such as 'a100:4,cpu:8', a DeviceSet or None, got "
+                        f"{type(devices).__name__}")
+    if isinstance(devices, str) and not devices.strip():
+        raise InputError(f"{fn}(devices=''): name the devices ('a100:4,cpu:8'), or leave devices out for "
+                         f"the default")
+    return parse_devices(devices or DEFAULT_DEVICES)
+
+
+def check_training(training, optimizer, backward_factor, fn: str) -> None:
+    """Refuse, naming it as ``fn``'s, a ``training`` that is not a bool, and an ``optimizer`` or
+    ``backward_factor`` given without training (they would be ignored)."""
+    if not isinstance(training, bool):
+        raise TypeError(f"{fn}(training=...) takes a bool, got {type(training).__name__}")
+    if not training and (optimizer != "adam" or backward_factor != 2.0):
+        what = "optimizer" if optimizer != "adam" else "backward_factor"
+        raise InputError(f"{fn}({what}=...) applies to training: add training=True")
+
+
+def check_counts(**counts) -> None:
+    """Refuse, naming it, a count (``max_replicas``, ``microbatches``) given as anything but a positive
+    integer (``None``: not given); 0 is not read as "the default"."""
+    for name, v in counts.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name} must be a positive integer, got {v!r}")
 
 
 def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -> bool:
@@ -195,9 +229,7 @@ def _stage_model(max_replicas, solver, options: SolveOptions, **stage_options) -
 
     from .inputs import takes_stage_model
 
-    for name, v in (("max_replicas", max_replicas), ("microbatches", stage_options["microbatches"])):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise InputError(f"{name} must be a positive integer, got {v!r}")
+    check_counts(max_replicas=max_replicas, microbatches=stage_options["microbatches"])
     args = SimpleNamespace(workload="model.onnx", max_replicas=max_replicas, solver=solver,
                            objective=options.objective, training=False)
     if takes_stage_model(args, library=True):
@@ -221,15 +253,26 @@ def _with_costs(g, ds, table, training, optimizer, backward_factor):
     return Workload(graph, ds.cluster())
 
 
-def placement_result(placement: Placement | Mapping) -> dict:
+def placement_result(placement: Placement | Mapping | str | os.PathLike) -> dict:
     """The result document of a placement (as ``placement place --out`` writes it: a stage plan's
     with its ``stages`` and each stage's ``operators``); a mapping (a result already) is returned as
-    is."""
+    is, and a path is read as such a result file."""
+    if isinstance(placement, (str, os.PathLike)):  # a result file, as placement place --out writes it
+        from graphs.jsonio import read_json
+
+        from .results import is_stage_result
+
+        data = read_json(placement)
+        if not (is_stage_result(data) or isinstance(data, dict) and data.get("schema") == "placement-result"):
+            raise InputError("placement: not a placement result file (expected a JSON object with "
+                             "\"schema\": \"placement-result\", as placement place --out writes)",
+                             source=os.fspath(placement))
+        return _checked_result(data)
     if isinstance(placement, Mapping):
         return _checked_result(dict(placement))
     if not isinstance(placement, Placement):
         raise TypeError(f"placement: expected a Placement or a result mapping, got "
-                        f"{type(placement).__name__}")
+                        f"{type(placement).__name__} (or give a result file's path)")
     if placement.problem is not None:
         from .stages import stage_result
 
@@ -277,7 +320,7 @@ def _of_operators(placement):
     return placement
 
 
-def annotate(model, placement: Placement | Mapping):
+def annotate(model, placement: Placement | Mapping | str | os.PathLike):
     """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
     ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
     ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
@@ -355,18 +398,19 @@ def result_from_annotations(model) -> dict:
     return dict(summary, devices=devices)
 
 
-def split(model, placement: Placement | Mapping | None = None) -> tuple[list, dict]:
+def split(model, placement: Placement | Mapping | str | os.PathLike | None = None) -> tuple[list, dict]:
     """Cut the model into one sub-model per stage (see :func:`placement.onnx_export.split_model`);
     returns ``(sub-models in run order, manifest)``, both in memory. The sub-models are
     ``onnx_ir.Model`` s sharing the original weights for an ``onnx_ir.Model``, ``ModelProto`` s
     otherwise; a tensor-parallel stage's entry is its rank models, rank by segment (``ModelProto`` s
     only: an ``onnx_ir.Model`` with such a stage is refused). Without ``placement`` the model's own
-    annotations (:func:`annotate`) say where nodes go."""
+    annotations (:func:`annotate`) say where nodes go. ``placement``: a :class:`Placement`, a result
+    mapping or the path of a result file (``placement place --out``)."""
     s = split_parts(model, placement)
     return [sm.model for sm in s.submodels], s.manifest()
 
 
-def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
+def split_parts(model, placement: Placement | Mapping | str | os.PathLike | None = None) -> Split:
     """:func:`split`, returning the :class:`placement.onnx_export.Split` (sub-models with their device,
     stage, inputs and outputs; the manifest is ``.manifest()``)."""
     from dataclasses import replace
@@ -383,8 +427,8 @@ def split_parts(model, placement: Placement | Mapping | None = None) -> Split:
     tp = [i for i, st in enumerate(result.get("stages") or ()) if st.get("tensorParallelDegree", 1) != 1]
     if tp:  # its weights are placeholders here, and a tensor-parallel split slices them
         raise InputError(f"stage {tp[0]} is tensor-parallel: an onnx_ir model's split keeps whole stages "
-                         f"only; split the ModelProto (placement.onnx_export.split_model) or use "
-                         f"placement split")
+                         f"only; place it with tensor_parallel=False (place_model, PlacementPass), or "
+                         f"split the ModelProto (placement.onnx_export.split_model) or use placement split")
     proto, _ = model_proto(model)  # large weights as placeholders, restored below
     s = split_model(proto, result)
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}

@@ -11,7 +11,8 @@
 :class:`PlacementPass` is an in-place pass: it places the model (:func:`placement.place_model`, same
 options), writes every node's ``placement.device``, ``placement.kind`` and ``placement.stage`` metadata
 and the summary (``placement.result``) into the model, and returns ``PassResult(model, modified=True)``;
-the :class:`~placement.api.Placement` is kept as ``.placement``.
+the :class:`~placement.api.Placement` is kept as ``.placement``. A Ctrl-C aborts it with
+``KeyboardInterrupt`` (the model left as it was), never a pipeline that carries on with a plan cut short.
 
 :class:`SplitPass` changes nothing (it is a side-effect-only pass in ``onnx_ir``'s terms): it cuts the
 model into per-stage ``onnx_ir`` models that share its weights, by the placement it is given or, by
@@ -23,6 +24,8 @@ returns a plain ``PassResult``, the last split is also kept on the pass as ``.st
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import os
 from collections.abc import Mapping
 from typing import Literal
 
@@ -35,20 +38,50 @@ from .inmemory import annotate_ir, place_model, placement_result, split_parts
 __all__ = ["PlacementPass", "SplitPass", "SplitResult"]
 
 
+# the keyword options PlacementPass passes on to place_model
+_PLACE_MODEL_OPTIONS = frozenset(
+    name for name, par in inspect.signature(place_model).parameters.items()
+    if par.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _ir_model(model, pass_name: str) -> None:
+    """Refuse, before any work, a model that is not an ``onnx_ir.Model`` (a ``ModelProto`` fails only
+    after the solve otherwise)."""
+    if not isinstance(model, ir.Model):
+        hint = (" (convert it with onnx_ir.serde.deserialize_model, or call placement.place_model / "
+                "placement.split, which take a ModelProto)") if type(model).__name__ == "ModelProto" else ""
+        raise TypeError(f"{pass_name} takes an onnx_ir.Model, got {type(model).__module__}."
+                        f"{type(model).__name__}{hint}")
+
+
 class PlacementPass(InPlacePass):
     """Place the model and annotate its nodes in place (see the module doc). ``devices`` and the
     keyword ``options`` are those of :func:`placement.place_model` (``training``, ``costs``,
-    ``batch_size``, ``solver``, ``options``, ``dims``, ...)."""
+    ``batch_size``, ``solver``, ``options``, ``dims``, ...); another keyword is a ``TypeError`` here,
+    and a model that is not an ``onnx_ir.Model`` one when the pass runs, before any placing.
+
+    A Ctrl-C during the solve aborts the pass: where :func:`~placement.place_model` would return the
+    best plan found so far (``solution.interrupted``), the pass raises ``KeyboardInterrupt`` instead of
+    annotating the model (so a ``PassManager`` stops); that plan stays in ``.placement``."""
 
     def __init__(self, devices=None, **options) -> None:
+        unknown = sorted(set(options) - _PLACE_MODEL_OPTIONS)
+        if unknown:  # refused here, not when the pass runs (or never)
+            raise TypeError(f"PlacementPass got unknown option(s) {', '.join(unknown)}; it takes those of "
+                            f"placement.place_model: {', '.join(sorted(_PLACE_MODEL_OPTIONS))}")
         self.devices = devices
         self.options = options
         self.placement: Placement | None = None
 
     def call(self, model: ir.Model) -> PassResult:
+        _ir_model(model, "PlacementPass")
         p = place_model(model, self.devices, **self.options)
-        annotate_ir(model, placement_result(p))
         self.placement = p
+        if p.solution.interrupted:
+            # place_model returns the best plan a Ctrl-C left (solution.interrupted); a pass must not
+            # carry on with it: the pipeline aborts, the model unannotated, the plan kept on the pass
+            raise KeyboardInterrupt(f"PlacementPass interrupted: {p.solution.message}")
+        annotate_ir(model, placement_result(p))
         return PassResult(model, modified=True)
 
 
@@ -62,9 +95,10 @@ class SplitResult(PassResult):
 
 class SplitPass(PassBase):
     """Cut the model into per-stage models (see the module doc). ``placement``: a
-    :class:`~placement.api.Placement` or a result mapping; ``None`` reads the model's annotations."""
+    :class:`~placement.api.Placement`, a result mapping or a result file's path; ``None`` reads the
+    model's annotations."""
 
-    def __init__(self, placement: Placement | Mapping | None = None) -> None:
+    def __init__(self, placement: Placement | Mapping | str | os.PathLike | None = None) -> None:
         self.placement = placement
         self.stages: list[ir.Model] = []
         self.manifest: dict = {}
@@ -78,6 +112,7 @@ class SplitPass(PassBase):
         return False
 
     def call(self, model: ir.Model) -> SplitResult:
+        _ir_model(model, "SplitPass")
         s = split_parts(model, self.placement)
         self.stages = [sm.model for sm in s.submodels]
         self.manifest = s.manifest()

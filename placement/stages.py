@@ -138,21 +138,25 @@ def read_piper(path: str, *, schedule: str | None = None, **overrides) -> StageW
 
 def onnx_workload(og, graph, devices, *, schedule: str | None = None, max_replicas: int | None = None,
                   granularity: str | None = None, microbatches: int | None = None,
-                  settings: Mapping | None = None, source: str | None = None) -> StageWorkload:
+                  settings: Mapping | None = None, source: str | None = None,
+                  tensor_parallel: bool = True) -> StageWorkload:
     """The stage workload of a loaded ONNX model: ``og`` its :class:`~graphs.onnx_loader.OnnxGraph`,
     ``graph`` its costed operator graph on the :class:`~graphs.devices.DeviceSet` ``devices``
     (:func:`graphs.onnx_variants.stage_problem`: layer nodes where the names give layers, unless
-    ``granularity`` says). ``settings``: the front end's, recorded in the result."""
+    ``granularity`` says; ``tensor_parallel=False``: no tensor-parallel stages). ``settings``: the front
+    end's, recorded in the result."""
     from graphs.onnx_variants import onnx_parallel_problem, stage_problem
 
     schedule = schedule or "1f1b"
     problem, node_of, gran = stage_problem(og, graph, devices, schedule=schedule, max_replicas=max_replicas,
-                                           granularity=granularity, microbatches=microbatches)
+                                           granularity=granularity, microbatches=microbatches,
+                                           tensor_parallel=tensor_parallel)
     finer = None
     if granularity is None and gran == "layer":
         def finer():
             return onnx_parallel_problem(og, graph, devices, microbatches=microbatches, schedule=schedule,
-                                         max_replicas=max_replicas, granularity="op")
+                                         max_replicas=max_replicas, granularity="op",
+                                         tensor_parallel=tensor_parallel)
     settings = {**(settings or {}), "granularity": gran}
     b = graph.batch_size  # a micro-batch is one run of the model at its batch size
     extra = "{granularity} granularity" + (f", a micro-batch is one run at batch size {b}" if b > 1 else

@@ -43,7 +43,10 @@ model may replicate a stage (``TorchPlacement.stage_replicas``); the spec carrie
 only.
 
 Needs torch (the ``[torch]`` extra). Nothing here prints; problems raise
-:class:`~graphs.errors.InputError`.
+:class:`~graphs.errors.InputError`, but a time limit or a proven infeasibility is a status, as
+:func:`placement.place_model` returns it: the :class:`TorchPlacement` then has no stages, its
+``status`` and ``placement.solution.message`` say why, and :func:`split_spec` and
+:func:`layer_partition` refuse it.
 """
 
 from __future__ import annotations
@@ -109,7 +112,9 @@ class TorchPlacement:
     :func:`split_spec` describes); ``unsnapped``: the free plan of the same graph. ``modules[i]``: the
     innermost module FQN of operator ``i`` (``""``: the root); ``split_points``: ``{operator index:
     module FQN}`` where a stage may begin; ``stage_starts``: the module FQN each stage after the first
-    begins at, in pipeline order; ``stage_devices``: the device of each stage."""
+    begins at, in pipeline order; ``stage_devices``: the device of each stage. Without a plan (status
+    ``stopped`` or ``infeasible``) the stage fields are empty, ``time_per_run`` is ``inf`` and ``notes``
+    says why."""
 
     placement: Placement
     unsnapped: Placement
@@ -331,13 +336,17 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     memory by ``schedule`` (default ``1f1b``) over ``microbatches``; no tensor parallelism or
     recomputation (``split_spec`` cannot express them). The default stays one device per stage:
     ``pipeline()`` runs one device per stage, and replicas need a data-parallel group per stage around
-    it."""
+    it.
+
+    A time limit or a proven infeasibility is a status, not an error: the result then has no stages
+    (see :class:`TorchPlacement`)."""
     from graphs.coarsen import merge_by_key
     from graphs.costs import parse_cost_table
-    from graphs.devices import DeviceSet, parse_devices
     from graphs.evaluate import evaluate
-    from graphs.onnx_workload import DEFAULT_DEVICES, build_opgraph, graph_workload
+    from graphs.onnx_workload import build_opgraph, graph_workload
     from graphs.reference import Workload
+
+    from .inmemory import check_counts, check_training, device_set
 
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -347,7 +356,10 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
                          "cost table")
     by_children = isinstance(split_points, str) and split_points == "children"
     named = None if split_points is None or by_children else _names(split_points)  # before the export
-    ds = devices if isinstance(devices, DeviceSet) else parse_devices(devices or DEFAULT_DEVICES)
+    ds = device_set(devices, "place_module")
+    # place_model's checks: nothing given here is ignored (microbatches=0 is no "default")
+    check_training(training, optimizer, backward_factor, "place_module")
+    check_counts(microbatches=microbatches)
     source = f"torch:{type(module).__name__}"
     try:
         ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
@@ -386,9 +398,8 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
     unsnapped = place(graph, cluster, solver, options)
     keys = [int(s) for s in segment] + [None] * (graph.num_nodes - n_fwd)
     coarse = place(merge_by_key(graph, keys), cluster, solver, options)
-    if coarse.assignment is None:
-        raise InputError(f"no placement cut at module boundaries: {coarse.solution.message or coarse.status}",
-                         source=source)
+    if coarse.assignment is None:  # a status (stopped, infeasible), as place_model returns it
+        return _no_plan(coarse, unsnapped, modules, points, g.batch_size, children)
     a = np.array(coarse.assignment, dtype=np.int64)
     fwd, moved = in_execution_order(a[:n_fwd], segment)
     notes = []
@@ -411,6 +422,15 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
                           g.batch_size, children, tuple(notes))
 
 
+def _no_plan(snapped: Placement, unsnapped: Placement, modules, points, batch_size: int,
+             children) -> TorchPlacement:
+    """The :class:`TorchPlacement` of a solve that found no plan cut at module boundaries: no stages,
+    the snapped solve's status and message (``time_per_run`` is ``inf``; :func:`split_spec` and
+    :func:`layer_partition` refuse it)."""
+    note = f"no placement cut at module boundaries: {snapped.solution.message or snapped.status.value}"
+    return TorchPlacement(snapped, unsnapped, modules, points, (), (), (), batch_size, children, (note,))
+
+
 def _names(split_points) -> list[str]:
     """``split_points`` as module FQNs: a sequence of str. A str other than ``"children"`` is refused
     rather than read as its characters (one name goes in a list)."""
@@ -430,6 +450,9 @@ def _names(split_points) -> list[str]:
 def _torch_placement(tp, fn: str) -> TorchPlacement:
     if not isinstance(tp, TorchPlacement):
         raise TypeError(f"{fn}(tp) takes place_module's TorchPlacement, got {type(tp).__name__}")
+    if not tp.stage_devices:  # no plan: an empty spec would read as one stage
+        raise InputError(f"{fn}(tp): there is no plan to apply (status {tp.status.value!r}: "
+                         f"{tp.placement.solution.message or 'no placement'})")
     return tp
 
 
@@ -466,9 +489,8 @@ def _place_stages(g, graph, ds, modules, points, segment, children, source, *, s
     unsnapped = placement(free, free_cls, solve(free, solver=solver or "auto", options=options))
     problem, cls = build(tuple(f"segment {int(s)}" for s in segment))
     sol = solve(problem, solver=solver or "auto", options=options)
-    if sol.plan is None:
-        raise InputError(f"no placement cut at module boundaries: {sol.message or sol.status.value}",
-                         source=source)
+    if sol.plan is None:  # a status (stopped, infeasible), as place_model returns it
+        return _no_plan(placement(problem, cls, sol), unsnapped, modules, points, g.batch_size, children)
     plan = list(sol.plan)
     stage_of_node = {u: i for i, st in enumerate(plan) for u in st.nodes}
     order = np.array([stage_of_node[int(cls[i])] for i in range(n_fwd)], dtype=np.int64)

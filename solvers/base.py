@@ -52,7 +52,10 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SolveOptions:
-    """Options every solver understands (each ignores what does not apply to it).
+    """The options of every solver. Each field's type and range are checked when the options are made;
+    :func:`solvers.registry.solve` then refuses, with an :class:`~graphs.errors.InputError` naming it,
+    an objective the solver does not support and any other field set away from its default that the
+    solver does not read (:attr:`~solvers.registry.SolverInfo.honours`): nothing is silently ignored.
 
     ``objective``: ``"max-load"`` (pipelined throughput, the default), ``"split-max"`` (training: max
     forward load + max backward load) or ``"latency"`` (one sample end to end); a solver that does not
@@ -97,6 +100,11 @@ class SolveOptions:
             if self.threads < 1:
                 raise InputError(f"SolveOptions(threads={self.threads!r}): at least 1 thread (None: the "
                                  f"solver's default)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
+            raise TypeError(f"SolveOptions(seed=...) takes an integer, got {type(self.seed).__name__}")
+        if self.progress is not None and not callable(self.progress):
+            raise TypeError(f"SolveOptions(progress=...) takes a callable of a fraction in [0, 1] or None, "
+                            f"got {type(self.progress).__name__}")
         if isinstance(self.gap, bool) or not isinstance(self.gap, numbers.Real):
             raise TypeError(f"SolveOptions(gap=...) takes a number, got {type(self.gap).__name__}")
         if not 0 <= self.gap <= 1:  # NaN too; (value - bound) / value is at most 1
