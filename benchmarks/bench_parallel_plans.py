@@ -8,7 +8,7 @@ benchmarks/README_parallel_plans.md).
 For every model and cluster ``a100:n,v100:n`` (8 to 64 accelerators), with ``N`` micro-batches (the
 smallest power of two >= the devices) and the 1F1B schedule, the time per sample of
 
-* the **pipeline-only** optimum: ``d = t = 1`` (recomputation allowed), the exact ``dp-replicated``;
+* the **pipeline-only** optimum: ``d = t = 1`` (recomputation allowed), the exact ``dp`` (its stage form);
 * the **replicated** optimum: data-parallel and tensor-parallel degrees and recomputation, exact;
 * **pure data parallelism**: one stage holding the whole model on every device of one kind (``d`` the
   largest divisor of ``N`` that fits the kind's count, ``t = 1``), the fastest variants that fit memory

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             p = base.with_options(schedule=schedule)
             r = exact(p)
             if r.plan is None:
-                print(f"| {_setting(name, kw)} | {schedule} | infeasible | | | | | |")
+                print(f"| {_setting(name, kw)} | {schedule} | {_fmt(r)} | | | | | |")
                 continue
             sim = simulate_plan(p, r.plan)
             same_t = math.isclose(sim.bottleneck_per_sample, r.objective, rel_tol=1e-9)

@@ -1,4 +1,4 @@
-"""The exact replicated DP (``dp-replicated``) against Piper's reference table and scalability grid
+"""The exact replicated DP (``dp``'s stage form) against Piper's reference table and scalability grid
 (``shared/workloads/piper/FORMAT.md``): our time per sample and wall time next to Piper's C++ (results
 in benchmarks/README_stages.md).
 
