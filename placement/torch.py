@@ -410,11 +410,14 @@ def place_module(module, example_args: Sequence, example_kwargs: Mapping | None 
         a = _with_backward(graph, a, fwd)
     ev = evaluate(graph, cluster, a)
     if notes:
+        from solvers._common import objective_value
         from solvers.base import Status
 
-        sol = _replace(sol, assignment=a, objective=ev.max_load, status=Status.FEASIBLE, bound=None, gap=None)
+        value, _ = objective_value(graph, cluster, a, coarse.objective)  # the moved plan, on the objective
+        sol = _replace(sol, assignment=a, objective=value, status=Status.FEASIBLE, bound=None, gap=None)
     snap_note = (f"a plan cut at module boundaries ({len(points)} split points): its status is among those "
-                 f"plans; the free cut's max-load is {unsnapped.max_load:.6g} ({unsnapped.status.value})")
+                 f"plans; the free cut's {coarse.objective} is {unsnapped.solution.objective:.6g} "
+                 f"({unsnapped.status.value})")
     sol = _replace(sol, message="; ".join(filter(None, [sol.message, snap_note])))
     snapped = Placement(graph, cluster, sol, ev, coarse.objective)
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)

@@ -293,3 +293,19 @@ def test_a_torch_placement_prints_as_one_line_with_its_status(gpt_plan):
     text = repr(tp)
     assert "\n" not in text and len(text) < 400, text
     assert f"status={tp.status.value!r}" in text and f"stages={tp.num_stages}" in text
+
+
+def test_the_free_cuts_value_is_named_by_the_objective():
+    """With the latency objective the message said "the free cut's max-load is X", X being the free
+    plan's max-load, not the latency its solve minimised. It now names the objective and gives that
+    objective's value of the free cut."""
+    from solvers.base import SolveOptions
+
+    model = mlp_sequential()
+    x = torch.randn(8, 64)
+    for objective in ("latency", "max-load"):
+        tp = place_module(model, (x,), devices="t4:2,cpu:1", solver="ip",
+                          options=SolveOptions(objective=objective))
+        free = tp.unsnapped.solution.objective
+        assert f"the free cut's {objective} is {free:.6g}" in tp.placement.solution.message, objective
+    assert tp.unsnapped.solution.objective == pytest.approx(tp.unsnapped.max_load)
