@@ -209,7 +209,7 @@ class Placement:
         """Problem node of every node id, for a stage plan without an operator graph."""
         return {x: u for u, x in enumerate(self.problem.graph.ids)}
 
-    def _stage_of(self, node) -> int:
+    def _stage_of(self, node: str | int) -> int:
         if self.assignment is None:
             raise ValueError("there is no placement")
         if self.graph is None:
@@ -225,7 +225,7 @@ class Placement:
                 raise KeyError(f"no node called {node!r}") from None
         return next(i for i, s in enumerate(self.stages) if u in s.stage.nodes)
 
-    def device_of(self, node) -> str:
+    def device_of(self, node: str | int) -> str:
         """Name of the device holding the node called ``node`` (an operator's name; a problem's node id
         when the plan has no operator graph); for a stage plan, its stage's devices (``a100:0-3``)."""
         if self.problem is not None:
@@ -239,7 +239,7 @@ class Placement:
             raise KeyError(f"no node called {node!r}") from None
         return self.cluster.device_name(int(self.assignment[i]))
 
-    def devices_of(self, node) -> list[str]:
+    def devices_of(self, node: str | int) -> list[str]:
         """Every device that runs the node ``node`` (as :meth:`device_of` names it): one, or its stage's
         ``t * d``."""
         if self.problem is not None:
@@ -297,7 +297,8 @@ def place(graph: OpGraph | ParallelProblem, cluster: Cluster | None = None, solv
     return Placement(graph, cluster, solution, ev, options.objective)
 
 
-def evaluate(graph: OpGraph | ParallelProblem, cluster=None, assignment=None) -> Evaluation | PlanEvaluation:
+def evaluate(graph: OpGraph | ParallelProblem, cluster: Cluster | Iterable[Stage] | None = None,
+             assignment: Iterable[int] | np.ndarray | None = None) -> Evaluation | PlanEvaluation:
     """Score any placement with the one evaluator of its model.
 
     ``evaluate(graph, cluster, assignment)``: loads, max-load, validity and contiguity of any

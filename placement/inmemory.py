@@ -37,7 +37,15 @@ from solvers.base import SolveOptions
 from .api import Placement, place
 
 if TYPE_CHECKING:
+    import onnx
+    import onnx_ir
+
+    from graphs.devices import DeviceSet
+
     from .onnx_export import Split
+
+    #: what the functions here take as a model: in memory, or the path of an ONNX file
+    ModelLike = onnx.ModelProto | onnx_ir.Model | str | os.PathLike
 
 __all__ = ["place_model", "annotate", "annotate_ir", "split", "split_parts", "model_proto",
            "placement_result", "result_from_annotations"]
@@ -93,7 +101,7 @@ def _light_initializers(model):
             v.const_value = t
 
 
-def model_proto(model, *, light: bool = True):
+def model_proto(model: ModelLike, *, light: bool = True) -> tuple[onnx.ModelProto, str | None]:
     """The ``onnx.ModelProto`` of a model given as a proto (itself), a path (read; with ``light``
     without its external data) or an ``onnx_ir.Model`` (serialised; with ``light`` its large
     initializers become shape-only placeholders). Returns ``(proto, source)``."""
@@ -111,7 +119,8 @@ def model_proto(model, *, light: bool = True):
     raise InputError(f"expected an onnx.ModelProto, an onnx_ir.Model or a path, got {type(model).__name__}")
 
 
-def place_model(model, devices=None, *, training: bool = False, costs: str | Mapping = "roofline",
+def place_model(model: ModelLike, devices: str | DeviceSet | None = None, *, training: bool = False,
+                costs: str | Mapping = "roofline",
                 batch_size: int | None = None, solver: str | None = None,
                 options: SolveOptions | None = None, optimizer: str = "adam",
                 dims: Mapping[str, int] | None = None, backward_factor: float = 2.0,
@@ -181,7 +190,7 @@ def place_model(model, devices=None, *, training: bool = False, costs: str | Map
                      time_scale=1e3 * batch, settings=dict(sw.settings))
 
 
-def device_set(devices, fn: str):
+def device_set(devices: str | DeviceSet | None, fn: str) -> DeviceSet:
     """``devices`` as :func:`place_model` and :func:`placement.torch.place_module` take it (a str such as
     ``"a100:4,cpu:8"``, a :class:`graphs.devices.DeviceSet`, or ``None`` for the default) as a
     ``DeviceSet``; any other type is a ``TypeError`` and an empty str an :class:`InputError`, naming
@@ -200,7 +209,7 @@ def device_set(devices, fn: str):
     return parse_devices(devices or DEFAULT_DEVICES)
 
 
-def check_training(training, optimizer, backward_factor, fn: str) -> None:
+def check_training(training: bool, optimizer: str, backward_factor: float, fn: str) -> None:
     """Refuse, naming it as ``fn``'s, a ``training`` that is not a bool, and an ``optimizer`` or
     ``backward_factor`` given without training (they would be ignored)."""
     if not isinstance(training, bool):
@@ -210,7 +219,7 @@ def check_training(training, optimizer, backward_factor, fn: str) -> None:
         raise InputError(f"{fn}({what}=...) applies to training: add training=True")
 
 
-def check_counts(**counts) -> None:
+def check_counts(**counts: int | None) -> None:
     """Refuse, naming it, a count (``max_replicas``, ``microbatches``) given as anything but a positive
     integer (``None``: not given); 0 is not read as "the default"."""
     for name, v in counts.items():
@@ -320,7 +329,8 @@ def _of_operators(placement):
     return placement
 
 
-def annotate(model, placement: Placement | Mapping | str | os.PathLike):
+def annotate(model: ModelLike,
+             placement: Placement | Mapping | str | os.PathLike) -> onnx.ModelProto | onnx_ir.Model:
     """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
     ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
     ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
@@ -336,7 +346,7 @@ def annotate(model, placement: Placement | Mapping | str | os.PathLike):
     return annotate_proto(proto, result)
 
 
-def annotate_ir(model, result: Mapping) -> None:
+def annotate_ir(model: onnx_ir.Model, result: Mapping) -> None:
     """Annotate an ``onnx_ir.Model`` in place: the node metadata and the model's summary that
     :func:`placement.onnx_export.annotate` writes into a proto (unnamed nodes get their stable names)."""
     from .onnx_export import annotate as annotate_proto
@@ -358,7 +368,7 @@ def annotate_ir(model, result: Mapping) -> None:
             model.metadata_props[p.key] = p.value
 
 
-def result_from_annotations(model) -> dict:
+def result_from_annotations(model: ModelLike) -> dict:
     """A result document rebuilt from an annotated model (``ModelProto`` or ``onnx_ir.Model``): which
     node runs where, from the node metadata :func:`annotate` wrote; enough for :func:`split`."""
     from .onnx_export import KEY_CONSTANT, KEY_DEVICE, KEY_RESULT, KEY_STAGE
@@ -398,7 +408,8 @@ def result_from_annotations(model) -> dict:
     return dict(summary, devices=devices)
 
 
-def split(model, placement: Placement | Mapping | str | os.PathLike | None = None) -> tuple[list, dict]:
+def split(model: ModelLike,
+          placement: Placement | Mapping | str | os.PathLike | None = None) -> tuple[list, dict]:
     """Cut the model into one sub-model per stage (see :func:`placement.onnx_export.split_model`);
     returns ``(sub-models in run order, manifest)``, both in memory. The sub-models are
     ``onnx_ir.Model`` s sharing the original weights for an ``onnx_ir.Model``, ``ModelProto`` s
@@ -410,7 +421,7 @@ def split(model, placement: Placement | Mapping | str | os.PathLike | None = Non
     return [sm.model for sm in s.submodels], s.manifest()
 
 
-def split_parts(model, placement: Placement | Mapping | str | os.PathLike | None = None) -> Split:
+def split_parts(model: ModelLike, placement: Placement | Mapping | str | os.PathLike | None = None) -> Split:
     """:func:`split`, returning the :class:`placement.onnx_export.Split` (sub-models with their device,
     stage, inputs and outputs; the manifest is ``.manifest()``)."""
     from dataclasses import replace

@@ -27,13 +27,16 @@ import dataclasses
 import inspect
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassBase, PassResult
 
 from .api import Placement
 from .inmemory import annotate_ir, place_model, placement_result, split_parts
+
+if TYPE_CHECKING:
+    from graphs.devices import DeviceSet
 
 __all__ = ["PlacementPass", "SplitPass", "SplitResult"]
 
@@ -64,7 +67,7 @@ class PlacementPass(InPlacePass):
     best plan found so far (``solution.interrupted``), the pass raises ``KeyboardInterrupt`` instead of
     annotating the model (so a ``PassManager`` stops); that plan stays in ``.placement``."""
 
-    def __init__(self, devices=None, **options) -> None:
+    def __init__(self, devices: str | DeviceSet | None = None, **options: Any) -> None:
         unknown = sorted(set(options) - _PLACE_MODEL_OPTIONS)
         if unknown:  # refused here, not when the pass runs (or never)
             raise TypeError(f"PlacementPass got unknown option(s) {', '.join(unknown)}; it takes those of "

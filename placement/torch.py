@@ -53,12 +53,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graphs.errors import InputError
 
 from .api import Placement, place
+
+if TYPE_CHECKING:
+    import torch
+
+    from graphs.devices import DeviceSet
+    from graphs.onnx_loader import OnnxGraph
+    from solvers.base import SolveOptions
 
 __all__ = ["TorchPlacement", "place_module", "operator_graph", "split_spec", "layer_partition",
            "in_execution_order"]
@@ -190,7 +198,8 @@ def _flat_nodes(args) -> list:
     return out
 
 
-def operator_graph(exported, *, source: str = "torch.export"):
+def operator_graph(exported: torch.export.ExportedProgram, *,
+                   source: str = "torch.export") -> tuple[OnnxGraph, tuple[str, ...]]:
     """The :class:`graphs.onnx_loader.OnnxGraph` of an exported program (see the module doc) and the
     innermost module FQN of each operator."""
     from graphs.onnx_loader import OnnxGraph, Op
@@ -319,9 +328,11 @@ def _split_points(modules: Sequence[str], allowed, real: set[str]) -> dict[int, 
     return points
 
 
-def place_module(module, example_args: Sequence, example_kwargs: Mapping | None = None, devices=None, *,
+def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs: Mapping | None = None,
+                 devices: str | DeviceSet | None = None, *,
                  training: bool = False, costs: str | Mapping = "roofline", solver: str | None = None,
-                 options=None, optimizer: str = "adam", split_points: Iterable[str] | str | None = None,
+                 options: SolveOptions | None = None, optimizer: str = "adam",
+                 split_points: Iterable[str] | str | None = None,
                  strict: bool = False, backward_factor: float = 2.0, max_replicas: int = 1,
                  schedule: str | None = None, microbatches: int | None = None) -> TorchPlacement:
     """Export ``module`` on the example inputs, build and cost its operator graph, place it and snap the
@@ -536,7 +547,8 @@ def _place_stages(g, graph, ds, modules, points, segment, children, source, *, s
                           children, tuple(notes), tuple(st.d for st in plan))
 
 
-def in_execution_order(a_fwd, segment) -> tuple[np.ndarray, bool]:
+def in_execution_order(a_fwd: Sequence[int] | np.ndarray,
+                       segment: Sequence[int] | np.ndarray) -> tuple[np.ndarray, bool]:
     """Stages in execution order: devices are ranked by their first operator; a device whose segments
     are not one run of that order (possible only where segments exchange no data) has the later ones
     moved to the latest stage before them, which keeps every edge pointing forward. Returns the
