@@ -462,6 +462,8 @@ class _IntegerCovers:
         if left <= 0:
             return None
         res = solve_mip(mdl, time_limit=left, gap=1.0, threads=threads)
+        if res.interrupted:  # HiGHS took the Ctrl-C and returned: the caller's search stops
+            raise KeyboardInterrupt
         if res.status == INFEASIBLE:
             return False
         return True if res.x is not None else None

@@ -300,6 +300,8 @@ def _chain_ip(groups, gis, order, pats, L, F, slow, time_limit, threads):
                     cc = np.r_[my_cols[pi], their_cols[np.array(bad)]]
                     mdl.add_rows([-np.inf], [1.0], np.zeros(cc.size, int), cc, 1.0)
     res = solve_mip(mdl, time_limit=time_limit, gap=1.0, threads=threads)
+    if res.interrupted:  # HiGHS took the Ctrl-C and returned: the layout search stops (solve_layout)
+        raise KeyboardInterrupt
     if res.x is None:
         return None
     stages = []
@@ -649,69 +651,76 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
         stats["with_swaps"] = value
     bound = B
     message = ""
-    upper = _upper_cluster(cluster, model)
-    # where nodes of one GPU type and layer limit differ, the bounds on their own profiles as well
-    # (more item types, slower, but not raised to the largest of each type): both are proven, the
-    # smaller counts
-    views = [upper] + ([cluster] if _profiles(cluster, model) > _profiles(upper, model) else [])
-    if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
-        # the cover bound gets at most a quarter of what is left (about 2 s on the upper cluster);
-        # on the nodes' own profiles, about 10 s on 24 of them, half of what is then left and a
-        # coarser bisection (both bounds are proven, and the smaller counts)
-        for view, share, tol in zip(views, (0.25, 0.5), (1e-4, 1e-3)):
-            left = deadline - time.monotonic()
-            if left <= 0 or value >= bound * (1 - _REACHED):
-                break
-            bound = min(bound, cover_bound(view, model, value, bound,
-                                           deadline=time.monotonic() + share * left, rel_tol=tol))
-        stats["cover_bound"] = bound
-    slow = any(cap < bound for cap in cluster.directed_links(model).values())
-    if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
-        # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s on the
-        # upper cluster), then on the nodes' own profiles with a third of what is then left
-        for view, tol in zip(views, (1e-5, 1e-4)):
-            left = deadline - time.monotonic()
-            if left <= 0 or value >= bound * (1 - _REACHED):
-                break
-            bound = min(bound, crossing_bound(view, model, value, bound, deadline=time.monotonic() + left / 3,
-                                              rel_tol=tol))
-        stats["crossing_bound"] = bound
-    if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
-        # the same arguments with whole nodes and layers (an integer program per step; about a second
-        # on a few node types), with half of what is left
-        for view in views:
-            left = deadline - time.monotonic()
-            if left <= 0 or value >= bound * (1 - _REACHED):
-                break
-            bound = min(bound, integer_cover_bound(view, model, value, bound, threads=threads,
-                                                   deadline=time.monotonic() + left / 2 / len(views)))
-        stats["integer_cover_bound"] = bound
-    # under a second left, building the MILP alone would overrun the limit, and it could not do much
-    if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
-        from ._milp import OPTIMAL, solve_mip
+    interrupted = False
+    try:  # a Ctrl-C from here on ends the search with the layout so far and the bound proven so far
+        upper = _upper_cluster(cluster, model)
+        # where nodes of one GPU type and layer limit differ, the bounds on their own profiles as well
+        # (more item types, slower, but not raised to the largest of each type): both are proven, the
+        # smaller counts
+        views = [upper] + ([cluster] if _profiles(cluster, model) > _profiles(upper, model) else [])
+        if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+            # the cover bound gets at most a quarter of what is left (about 2 s on the upper cluster);
+            # on the nodes' own profiles, about 10 s on 24 of them, half of what is then left and a
+            # coarser bisection (both bounds are proven, and the smaller counts)
+            for view, share, tol in zip(views, (0.25, 0.5), (1e-4, 1e-3)):
+                left = deadline - time.monotonic()
+                if left <= 0 or value >= bound * (1 - _REACHED):
+                    break
+                bound = min(bound, cover_bound(view, model, value, bound,
+                                               deadline=time.monotonic() + share * left, rel_tol=tol))
+            stats["cover_bound"] = bound
+        slow = any(cap < bound for cap in cluster.directed_links(model).values())
+        if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+            # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s on the
+            # upper cluster), then on the nodes' own profiles with a third of what is then left
+            for view, tol in zip(views, (1e-5, 1e-4)):
+                left = deadline - time.monotonic()
+                if left <= 0 or value >= bound * (1 - _REACHED):
+                    break
+                bound = min(bound, crossing_bound(view, model, value, bound,
+                                                  deadline=time.monotonic() + left / 3, rel_tol=tol))
+            stats["crossing_bound"] = bound
+        if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+            # the same arguments with whole nodes and layers (an integer program per step; about a second
+            # on a few node types), with half of what is left
+            for view in views:
+                left = deadline - time.monotonic()
+                if left <= 0 or value >= bound * (1 - _REACHED):
+                    break
+                bound = min(bound, integer_cover_bound(view, model, value, bound, threads=threads,
+                                                       deadline=time.monotonic() + left / 2 / len(views)))
+            stats["integer_cover_bound"] = bound
+        # under a second left, building the MILP alone would overrun the limit, and it could not do much
+        if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
+            from ._milp import OPTIMAL, solve_mip
 
-        # no node carries more than the whole flow, itself at most the bound proven so far
-        mp = _aggregated_milp(cluster, model, groups, regions, fast, bound)
-        start = _milp_start(cluster, model, groups, mp, layout) if layout else None
-        left = None if not math.isfinite(deadline) else max(0.1, deadline - time.monotonic())
-        res = solve_mip(mp.model, time_limit=left, gap=1e-7, threads=threads, start=start)
-        stats.update(milp_status=res.status, milp_time=res.time, milp_start=start is not None)
-        if res.bound is not None:
-            # HiGHS minimises -F: its dual bound is minus an upper bound on the MILP's optimum
-            milp_bound = -res.bound
-            stats["milp_bound"] = milp_bound
-            bound = min(bound, max(milp_bound, 0.0))
-        if res.x is not None:
-            cand = _milp_layout(groups, mp, res.x)
-            v = max_flow(cluster, model, cand)
-            stats["milp_value"] = v
-            if v > value:
-                layout, value = cand, v
-        if res.status == OPTIMAL and res.bound is None:
-            message = "the MILP reported optimality without a bound"
+            # no node carries more than the whole flow, itself at most the bound proven so far
+            mp = _aggregated_milp(cluster, model, groups, regions, fast, bound)
+            start = _milp_start(cluster, model, groups, mp, layout) if layout else None
+            left = None if not math.isfinite(deadline) else max(0.1, deadline - time.monotonic())
+            res = solve_mip(mp.model, time_limit=left, gap=1e-7, threads=threads, start=start)
+            stats.update(milp_status=res.status, milp_time=res.time, milp_start=start is not None)
+            if res.bound is not None:
+                # HiGHS minimises -F: its dual bound is minus an upper bound on the MILP's optimum
+                milp_bound = -res.bound
+                stats["milp_bound"] = milp_bound
+                bound = min(bound, max(milp_bound, 0.0))
+            if res.x is not None:
+                cand = _milp_layout(groups, mp, res.x)
+                v = max_flow(cluster, model, cand)
+                stats["milp_value"] = v
+                if v > value:
+                    layout, value = cand, v
+            if res.status == OPTIMAL and res.bound is None:
+                message = "the MILP reported optimality without a bound"
+            if res.interrupted:  # its best is kept above: a layout all the same
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        interrupted = True
+        message = "interrupted (Ctrl-C): the best layout so far, the bound proven so far"
     # a layout's value can never exceed a proven bound; a bound below it (float noise) is raised to it
     bound = max(bound, value)
-    reached = value > 0 and value >= bound * (1 - _REACHED)
+    reached = value > 0 and value >= bound * (1 - _REACHED) and not interrupted
     status = Status.OPTIMAL if reached else (Status.FEASIBLE if layout else Status.STOPPED)
     if not layout:
         message = message or "no layout with positive flow found"

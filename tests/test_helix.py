@@ -723,3 +723,62 @@ def test_vllm_planning_is_within_the_time_limit(clusters, tmp_path, capsys, monk
     assert given["solve"] <= 5 * 0.8 + 1e-9
     # the planning ends by the limit's end, which is at most 5 s after the solve started
     assert given["plan_at"] - given["solve_at"] + given["plan"] <= 5 + 1e-6, given
+
+
+def _lanes() -> HelixCluster:
+    prof = NodeProfile(2, (10.0, 4.0))
+    nodes = tuple(HelixNode(i, f"n{i}", "x", None, {"m": prof}) for i in range(3))
+    links = [HelixLink(SOURCE, i, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(i, SINK, False, {"m": 1e6}) for i in range(3)]
+    links += [HelixLink(a, b, True, {"m": 1e6}) for a, b in itertools.combinations(range(3), 2)]
+    return HelixCluster("lanes", None, nodes, tuple(links), {"m": HelixModel("m", "m", 2, None)})
+
+
+def test_a_ctrl_c_ends_the_layout_search(monkeypatch):
+    """`placement place` on a Helix file went on for its whole 60 s after a Ctrl-C and exited 0: each of
+    the search's integer programs took the Ctrl-C (HiGHS returns what it has) and the search went on.
+    Now a Ctrl-C the construction's program takes ends the search (KeyboardInterrupt: the command exits
+    130), and one after the construction (a bound's program, or a bound in Python) returns the layout
+    so far with the bound proven so far: feasible, never optimal, the message saying so."""
+    import dataclasses
+
+    import solvers._milp as milp
+    import solvers.helix_layout as helix_layout
+
+    c = _lanes()  # the construction finds 14 (the optimum), the bounds then prove it
+    assert solve_layout(c, "m", time_limit=20).status is Status.OPTIMAL
+    real = milp.solve_mip
+    calls = []
+
+    def interrupted_from(k):
+        def solve_mip(*a, **kw):
+            calls.append(1)
+            res = real(*a, **kw)
+            return dataclasses.replace(res, message="interrupted (Ctrl-C)") if len(calls) >= k else res
+        return solve_mip
+
+    monkeypatch.setattr(milp, "solve_mip", interrupted_from(1))  # the construction's first program
+    with pytest.raises(KeyboardInterrupt):
+        solve_layout(c, "m", time_limit=20)
+    real_bound = helix_layout.integer_cover_bound
+
+    def bound_interrupted(*a, **kw):  # its integer programs take the Ctrl-C (helix_bounds)
+        calls.clear()
+        monkeypatch.setattr(milp, "solve_mip", interrupted_from(1))
+        return real_bound(*a, **kw)
+
+    monkeypatch.setattr(milp, "solve_mip", real)
+    monkeypatch.setattr(helix_layout, "integer_cover_bound", bound_interrupted)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.status is Status.FEASIBLE and "interrupted (Ctrl-C)" in r.message
+    assert r.value == pytest.approx(14.0) and r.bound >= r.value and calls
+    monkeypatch.setattr(milp, "solve_mip", real)
+    monkeypatch.setattr(helix_layout, "integer_cover_bound", real_bound)
+
+    def ctrl_c(*a, **kw):  # the cover bound, in Python
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(helix_layout, "cover_bound", ctrl_c)
+    r = solve_layout(c, "m", time_limit=20)
+    assert r.status is Status.FEASIBLE and "interrupted" in r.message and r.value == pytest.approx(14.0)
+    assert r.bound == pytest.approx(15.0)  # the layer budget: all that was proven

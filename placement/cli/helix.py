@@ -115,7 +115,8 @@ def place(args, clock) -> int:
         limit *= 1 - VLLM_SHARE
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
     data = result_json(cluster, result)
-    vllm = wants_vllm and bool(result.layout)
+    # a Ctrl-C ended the search (its layout so far is the answer): nothing more is planned
+    vllm = wants_vllm and bool(result.layout) and "interrupted" not in result.message
     if vllm:
         from solvers.helix_vllm import plan_replicas
 
