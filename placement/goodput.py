@@ -57,6 +57,16 @@ class GoodputSearch:
         return all(p.exhaustive for p in self.points if p.plan is not None)
 
 
+def _solved(solve, problem):
+    """``solve(problem)``; a solve that took a Ctrl-C (it returns what it had, ``interrupted``) ends the
+    search that asked for it: ``KeyboardInterrupt`` (a search went on scoring batch sizes and instances
+    after it, and provision then called its answer the cheapest)."""
+    r = solve(problem)
+    if getattr(r, "interrupted", False):
+        raise KeyboardInterrupt
+    return r
+
+
 def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int | None = None,
                    max_replicas: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
                    progress=None, score=None, halted=None) -> GoodputSearch:
@@ -80,7 +90,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     must end now (a command's time limit, :meth:`placement.clock.Clock.halted`; ``""``: it may go on):
     checked before each batch size after the first and each micro-batch count after a plan was found,
     the sizes not tried named in :attr:`GoodputSearch.stopped` (a batch whose counts were cut short is
-    not :attr:`~GoodputPoint.exhaustive`)."""
+    not :attr:`~GoodputPoint.exhaustive`).
+    A solve that took a Ctrl-C (:attr:`solvers.base.Solution.interrupted`) ends the search:
+    ``KeyboardInterrupt``, as in :func:`disaggregated_search` and :func:`provision_buckets`."""
     from graphs.llm import chain_plans
     from graphs.onnx_variants import default_microbatches
     from graphs.parallel import evaluate_plan
@@ -114,7 +126,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 exhaustive = False  # the other micro-batch counts are not tried
                 break
             p = model.problem(b, microbatches=n, max_replicas=max_replicas)
-            r = solve(p)
+            r = _solved(solve, p)
             first = first or (p, r)
             plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
             exhaustive = exhaustive and plans is not None
@@ -209,7 +221,7 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
         prefills = []
         for n in (2 ** j for j in range(top.bit_length())):
             pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
-            r = solve(pp)
+            r = _solved(solve, pp)
             if r.plan is not None and all(r.plan != q[1] for q in prefills):
                 prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
         if not prefills:
