@@ -144,8 +144,10 @@ def run(args) -> int:
         mode, path = "allocate", target[0]
     else:
         raise InputError("placement cluster: expected JOBS.json, or simulate TRACE.json")
-    if args.lease is not None and not args.lease > 0:  # a period in the trace's time unit, not a limit
-        raise InputError(f"placement cluster: --lease must be positive, got {args.lease:g}")
+    if args.lease is not None and not (args.lease > 0 and math.isfinite(args.lease)):
+        # a period in the trace's time unit, not a limit: inf would make "waits one lease" infinite
+        raise InputError(f"placement cluster: --lease must be a positive finite number, got {args.lease:g} "
+                         f"(for no periodic re-allocation leave --lease out, with no 'lease' in the trace)")
     # the one rule for a time limit (inf: none); --curve-time-limit not given keeps the curves' default
     args.time_limit = time_limit_seconds(args.time_limit)
     curve_time_limit = (DEFAULT_CURVE_TIME_LIMIT if args.curve_time_limit is None

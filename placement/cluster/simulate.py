@@ -258,8 +258,10 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
     policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
     check_fairness(fairness, policy)
-    if lease is not None and not lease > 0:
-        raise InputError(f"lease must be positive, got {lease}")
+    if lease is not None and not (lease > 0 and math.isfinite(lease)):
+        # inf would make ftf's "waits one lease" infinite; no periodic re-allocation is lease=None
+        raise InputError(f"lease must be a positive finite number, got {lease} (None: no periodic "
+                         f"re-allocation)")
     n = len(jobs)
     order = sorted(range(n), key=lambda i: (jobs[i].arrival, i))
     rank = {i: r for r, i in enumerate(order)}

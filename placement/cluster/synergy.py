@@ -358,8 +358,8 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     the rounds, the server splits TUNE solved (each distinct set of jobs on a server once) and, for
     ``tune``, the mean ratio of TUNE's total normalised throughput to OPT's bound over the rounds where
     some job has more than one option."""
-    if not round_length > 0:
-        raise InputError(f"the round (lease) must be positive, got {round_length}")
+    if not (round_length > 0 and math.isfinite(round_length)):
+        raise InputError(f"the round (lease) must be a positive finite number, got {round_length}")
     _check_args(jobs, allocation, base, fairness)
     cl = _Cluster(jobs, cluster)
     acc = cl.acc
