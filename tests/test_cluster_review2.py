@@ -40,3 +40,45 @@ def test_simulate_refuses_a_non_finite_lease(lease):
     jobs = [SimJob("A", linear(2), 100, 0.0), SimJob("B", linear(2), 40, 10.0)]
     with pytest.raises(InputError, match="lease"):
         simulate(jobs, CAP2, "ftf", lease=lease)
+
+
+def _one_job(request):
+    return {"cluster": {"devices": "a100:4,cpu:12"},
+            "jobs": [{"name": "a", "samples": 100, "request": request,
+                      "throughput": {"accelerators": 1, "points": [[1, 0, 150], [4, 0, 300]]}}]}
+
+
+@pytest.mark.parametrize("policy", ["fifo", "ftf", "even", "proportional", "tune"])
+@pytest.mark.parametrize("request_", ["a100:8,cpu:2", "a100:1,cpu:13"])
+def test_a_request_beyond_the_cluster_is_refused_for_every_policy(tmp_path, capsys, policy, request_):
+    path = _write(tmp_path, _one_job(request_))
+    assert main(["cluster", "simulate", path, "--policy", policy, "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "jobs[0] (a): request" in err and "the cluster has" in err
+
+
+def test_a_request_above_a_measured_tables_accelerators_is_refused_not_clipped(tmp_path, capsys):
+    path = _write(tmp_path, _one_job("a100:2,cpu:2"))
+    assert main(["cluster", "simulate", path, "--policy", "fifo", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs[0] (a): request" in err and "measured at 1 a100" in err
+
+
+def test_a_request_above_the_jobs_limit_is_refused(tmp_path, capsys):
+    doc = _one_job("a100:1,cpu:8")
+    doc["jobs"][0]["limit"] = "cpu:4"
+    assert main(["cluster", "simulate", _write(tmp_path, doc), "--policy", "fifo", "--no-cache"]) == 2
+    assert "jobs[0] (a): request asks for 8 cpu, above its limit" in capsys.readouterr().err
+
+
+def test_simulate_fifo_refuses_a_request_above_the_curves_limits():
+    jobs = [SimJob("A", linear(2), 100, 0.0, (3, 0))]
+    with pytest.raises(InputError, match="request"):
+        simulate(jobs, Capacity(("acc", "cpu"), (4, 0), (False, True)), "fifo")
+
+
+def test_a_request_within_the_table_runs_as_asked(tmp_path, capsys):
+    path = _write(tmp_path, _one_job("a100:1,cpu:2"))
+    assert main(["cluster", "simulate", path, "--policy", "fifo", "--no-cache", "--json"]) == 0
+    job = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert job["allocation"] == {"a100": 1, "cpu": 2}

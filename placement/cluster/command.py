@@ -47,7 +47,9 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       costs) or a reference-format workload (.json); relative paths are
                       relative to the job list
   jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
-  jobs[].request      what it asks for under fifo; limit: the most it can use
+  jobs[].request      what it asks for under fifo (its GPU demand under Synergy's
+                      policies); above the cluster, its limit or a throughput table's
+                      accelerator count: an error, never clipped; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
   jobs[].accelerator  reference workloads: which cluster kind is their accelerator
   jobs[].max_replicas ONNX and Piper models: most replicas of a stage (default unlimited;

@@ -241,6 +241,12 @@ def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None
                    and p.host_memory <= capacity.host_memory for p in j.curve.points):
             raise InfeasibleError(f"job {j.name!r} cannot run even on the whole cluster (devices or host "
                                   f"memory)")
+        if policy == "fifo" and j.request is not None and any(
+                r > m for r, m in zip(j.request, j.curve.limits)):
+            # fifo runs a job on its request: one above what its curve can use is refused, not clipped
+            raise InputError(f"job {j.name!r}: its request {dict(zip(capacity.kinds, j.request))} asks for "
+                             f"more than it can use ({dict(zip(capacity.kinds, j.curve.limits))}: the "
+                             f"cluster, its limit, or its throughput table's accelerators)")
         if policy == "fifo":
             req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
             p = j.curve.best_within(req)
