@@ -362,7 +362,8 @@ def _check_request(request, limit, cluster: ClusterSpec, where: str, source, tab
         return
     for k, n in zip(cluster.kinds, cluster.counts):
         if request.get(k, 0) > n:
-            raise InputError(f"{where}: request asks for {request[k]} {k}, the cluster has {n}", source=source)
+            raise InputError(f"{where}: request asks for {request[k]} {k}, the cluster has {n}",
+                             source=source)
         if limit is not None and k in limit and request.get(k, 0) > limit[k]:
             raise InputError(f"{where}: request asks for {request[k]} {k}, above its limit ({limit[k]})",
                              source=source)
