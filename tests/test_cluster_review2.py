@@ -82,3 +82,10 @@ def test_a_request_within_the_table_runs_as_asked(tmp_path, capsys):
     assert main(["cluster", "simulate", path, "--policy", "fifo", "--no-cache", "--json"]) == 0
     job = json.loads(capsys.readouterr().out)["jobs"][0]
     assert job["allocation"] == {"a100": 1, "cpu": 2}
+
+
+def test_simulate_table_labels_the_used_and_time_columns_as_the_first_allocation(tmp_path, capsys):
+    path = _write(tmp_path, TWO_JOBS)
+    assert main(["cluster", "simulate", path, "--policy", "even", "--no-cache"]) == 0
+    header = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("job ")][0]
+    assert "first allocation" in header and "first used" in header and "first time/sample" in header

@@ -345,9 +345,11 @@ def format_result(r, jl=None) -> str:
         n = len(jl.cluster.server_list)
         head += f"; {n} server{'s' if n > 1 else ''}" + ("" if jl.cluster.servers else
                                                          " (the file gives none: --servers N cuts it)")
-    first = "allocation" if r.mode == "allocation" else "first allocation"
-    rows = [["job", f"arrival{when}", first, "used", f"time/sample{unit}", f"finish{when}", f"JCT{when}",
-             "rho"]]
+    # a simulation re-allocates: these three columns are the job's first allocation (its mean_used over
+    # its life is in the JSON; its JCT and rho cover every allocation it had)
+    first = "" if r.mode == "allocation" else "first "
+    rows = [["job", f"arrival{when}", f"{first}allocation", f"{first}used", f"{first}time/sample{unit}",
+             f"finish{when}", f"JCT{when}", "rho"]]
     for j in r.jobs:
         a = j.allocation
         alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"

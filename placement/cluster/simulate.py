@@ -177,6 +177,9 @@ class SimResult:
                 **({"stats": dict(self.stats)} if self.stats else {})}
 
     def to_dict(self, curves: Sequence[JobCurve] | None = None, models: Sequence[str] | None = None) -> dict:
+        """The result as JSON. In a simulation each job's ``allocation``, ``used``, ``host_memory_gb`` and
+        ``time_per_sample`` are its first allocation's (it may be re-allocated later); ``mean_used`` and
+        the ``timeline`` give what it used over its life."""
         kinds = self.capacity.kinds
 
         def counts(c):
