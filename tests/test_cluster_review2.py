@@ -89,3 +89,39 @@ def test_simulate_table_labels_the_used_and_time_columns_as_the_first_allocation
     assert main(["cluster", "simulate", path, "--policy", "even", "--no-cache"]) == 0
     header = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("job ")][0]
     assert "first allocation" in header and "first used" in header and "first time/sample" in header
+
+
+def test_the_json_summary_counts_the_decisions_statuses():
+    import dataclasses
+
+    jobs = [SimJob("A", linear(2), 100, 0.0), SimJob("B", linear(2), 40, 10.0)]
+    r = simulate(jobs, CAP2, "even")
+    assert r.to_dict()["summary"]["statuses"] == {"rule": r.decisions}
+    r = dataclasses.replace(r, statuses=("optimal", "time limit", "optimal"))
+    assert r.to_dict()["summary"]["statuses"] == {"optimal": 2, "time limit": 1}
+
+
+def test_a_time_limited_tune_milp_is_reported_in_the_table_and_the_json(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    from placement.cluster import synergy
+
+    real = synergy.solve_or_stop
+    calls = []
+
+    def stopped(*args, **kwargs):  # HiGHS stopped at the time limit with its start (the proportional picks)
+        res = real(*args, **kwargs)
+        calls.append(kwargs.get("time_limit"))
+        return dataclasses.replace(res, status="time limit")
+
+    monkeypatch.setattr(synergy, "solve_or_stop", stopped)
+    table = {"accelerators": 1, "points": [[1, 0, 100], [12, 0, 1200]]}  # every job wants every core
+    trio = [{"name": f"j{i}", "samples": 1e5, "throughput": table} for i in range(3)]
+    jobs = _write(tmp_path, {"cluster": {"devices": "a100:4,cpu:12"}, "jobs": trio})
+    out = str(tmp_path / "r.json")
+    assert main(["cluster", "simulate", jobs, "--policy", "tune", "--no-cache", "--time-limit", "5",
+                 "--out", out]) == 0
+    text = capsys.readouterr().out
+    assert 5 in calls, "no TUNE MILP ran: the case does not exercise the time limit"
+    assert "stopped at --time-limit" in text
+    assert json.load(open(out))["summary"]["statuses"].get("time limit", 0) >= 1

@@ -18,7 +18,7 @@ JOBS.json``): all jobs present, the allocation held until each finishes, nothing
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -174,12 +174,16 @@ class SimResult:
                 "makespan": json_number(self.makespan), **figures,
                 "waiting": sum(1 for j in self.jobs if not math.isfinite(j.finish)),
                 "decisions": self.decisions, "solve_seconds": self.solve_seconds,
+                # how many decisions ended with each solver status ("time limit": some allocation MILP
+                # stopped at --time-limit, its answer not proven optimal; "rule": no MILP)
+                "statuses": dict(Counter(self.statuses)),
                 **({"stats": dict(self.stats)} if self.stats else {})}
 
     def to_dict(self, curves: Sequence[JobCurve] | None = None, models: Sequence[str] | None = None) -> dict:
         """The result as JSON. In a simulation each job's ``allocation``, ``used``, ``host_memory_gb`` and
         ``time_per_sample`` are its first allocation's (it may be re-allocated later); ``mean_used`` and
-        the ``timeline`` give what it used over its life."""
+        the ``timeline`` give what it used over its life; ``summary.statuses`` counts the decisions by
+        solver status (``"time limit"``: not proven optimal)."""
         kinds = self.capacity.kinds
 
         def counts(c):
