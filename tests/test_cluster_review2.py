@@ -125,3 +125,25 @@ def test_a_time_limited_tune_milp_is_reported_in_the_table_and_the_json(tmp_path
     assert 5 in calls, "no TUNE MILP ran: the case does not exercise the time limit"
     assert "stopped at --time-limit" in text
     assert json.load(open(out))["summary"]["statuses"].get("time limit", 0) >= 1
+
+
+def test_no_cache_with_a_cache_dir_is_refused_by_name(tmp_path, capsys):
+    path = _write(tmp_path, TWO_JOBS)
+    assert main(["cluster", "simulate", path, "--policy", "even", "--no-cache",
+                 "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "--no-cache" in err and "--cache-dir" in err
+
+
+def test_ctrl_c_under_progress_ends_the_bars_line_first(tmp_path, capsys, monkeypatch):
+    from placement.cluster import synergy
+
+    def interrupted(*args, progress=None, **kwargs):
+        progress(90, 300)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synergy, "simulate_rounds", interrupted)
+    path = _write(tmp_path, TWO_JOBS)
+    assert main(["cluster", "simulate", path, "--policy", "tune", "--no-cache", "--progress"]) == 130
+    err = capsys.readouterr().err
+    assert "90/300 jobs done\nerror: interrupted" in err

@@ -119,7 +119,8 @@ def add_parser(sub) -> None:
                         "policy, FILE-<policy>.png)")
     c.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where curves are cached (default ~/.cache/placement/curves or $PLACEMENT_CACHE)")
-    c.add_argument("--no-cache", action="store_true", help="compute every curve afresh, store nothing")
+    c.add_argument("--no-cache", action="store_true",
+                   help="compute every curve afresh, store nothing (not with --cache-dir)")
     c.add_argument("--curve-time-limit", type=float, default=None, metavar="S",
                    help="seconds for a job's one-run curve DP before falling back to per-allocation "
                         "solves (default 120)")
@@ -169,6 +170,9 @@ def run(args) -> int:
     # decision until each job finishes, where a job left out would wait for good: exact there by default
     ftf_knob = (None if exact else args.fairness if args.fairness is not None
                 else FTF_FAIRNESS if mode == "simulate" else None)
+    if args.no_cache and args.cache_dir is not None:
+        raise InputError("placement cluster: --no-cache stores nothing, so --cache-dir has no use with it; "
+                         "give one or the other")
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
     if args.servers is not None and args.policy not in _SYNERGY + ("all",):
@@ -222,11 +226,13 @@ def run(args) -> int:
                                                 fairness=knob, time_limit=args.time_limit))
         elif mode == "simulate" and pol in _SYNERGY:
             bar = _Bar(f"{args.base}+{pol}") if verbose else None
-            results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
-                                           round_length=lease or DEFAULT_ROUND, fairness=knob,
-                                           time_limit=args.time_limit, progress=bar))
-            if bar is not None:
-                bar.close()
+            try:
+                results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
+                                               round_length=lease or DEFAULT_ROUND, fairness=knob,
+                                               time_limit=args.time_limit, progress=bar))
+            finally:  # a Ctrl-C or an error: its line starts after the bar's, not glued to it
+                if bar is not None:
+                    bar.close()
         elif mode == "simulate":
             results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit,
                                     fairness=ftf_knob if pol == "ftf" else None))
@@ -292,7 +298,8 @@ class _Bar:
 
     def close(self) -> None:
         if self.shown >= 0:
-            print(file=sys.stderr)
+            self.shown = -1
+            print(file=sys.stderr, flush=True)
 
 
 def _request(job, cap):
