@@ -147,3 +147,22 @@ def test_ctrl_c_under_progress_ends_the_bars_line_first(tmp_path, capsys, monkey
     assert main(["cluster", "simulate", path, "--policy", "tune", "--no-cache", "--progress"]) == 130
     err = capsys.readouterr().err
     assert "90/300 jobs done\nerror: interrupted" in err
+
+
+def _docs():
+    import pathlib
+
+    return " ".join((pathlib.Path(__file__).parent.parent / "docs" / "clusters.md").read_text().split())
+
+
+def test_docs_give_the_settings_of_the_exact_ftf_figure_on_synergys_trace():
+    assert "--fairness exact --lease 300000 --time-limit 10" in _docs()
+
+
+def test_lease_help_says_what_triggers_a_decision_for_each_policy(capsys):
+    assert main(["cluster", "--help"]) == 0
+    help_ = " ".join(capsys.readouterr().out.split())
+    assert "also re-allocate every T" not in help_
+    assert "proportional, tune, opt decide only at the start of each round" in help_
+    assert "decide at every arrival and completion" in help_
+    assert "Synergy's simulator): a job that arrives mid-round waits for the next round" in _docs()

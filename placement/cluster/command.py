@@ -42,7 +42,9 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
   cluster.devices     the cluster, as placement place --devices (presets, or kinds from
                       cluster.device_files); host_memory_gb: host memory all jobs share
                       (decimal GB, default unlimited)
-  lease               simulate: re-allocation interval (workload time unit; optional)
+  lease               simulate: re-allocation interval (workload time unit; optional):
+                      ftf, joint, even, fifo re-allocate at arrivals, completions and every
+                      lease; proportional, tune, opt only every lease (their rounds)
   jobs[].model        an ONNX model (front end options: training, batch_size, optimizer,
                       costs) or a reference-format workload (.json); relative paths are
                       relative to the job list
@@ -109,9 +111,12 @@ def add_parser(sub) -> None:
                         f"default: no auction, max rho minimised exactly); --base ftf: they are admitted "
                         f"first (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
-                   help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
-                        "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
-                        "ms)")
+                   help="simulate, a positive finite period in the trace's time unit. ftf, joint, even, "
+                        "fifo decide at every arrival and completion, and with a lease also every T "
+                        "(default: the trace's 'lease', else arrivals and completions only). proportional, "
+                        "tune, opt decide only at the start of each round of T (default: the trace's "
+                        "'lease', else 300000, 300 s in ms): a job arriving mid-round waits for the next "
+                        "one, and the devices of one finishing mid-round stay idle until then")
     c.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     c.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     c.add_argument("--plot", default=None, metavar="FILE.png",
