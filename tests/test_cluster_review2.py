@@ -166,3 +166,13 @@ def test_lease_help_says_what_triggers_a_decision_for_each_policy(capsys):
     assert "proportional, tune, opt decide only at the start of each round" in help_
     assert "decide at every arrival and completion" in help_
     assert "Synergy's simulator): a job that arrives mid-round waits for the next round" in _docs()
+
+
+def test_synergy_rounds_refuse_a_non_finite_round(tmp_path):
+    from placement.cluster.command import synergy_jobs
+    from placement.cluster.formats import read_jobs
+    from placement.cluster.synergy import simulate_rounds
+
+    jl = read_jobs(_write(tmp_path, TWO_JOBS))
+    with pytest.raises(InputError, match="round"):
+        simulate_rounds(synergy_jobs(jl, jl.cluster), jl.cluster, "tune", round_length=math.inf)
