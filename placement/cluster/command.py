@@ -42,12 +42,16 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
   cluster.devices     the cluster, as placement place --devices (presets, or kinds from
                       cluster.device_files); host_memory_gb: host memory all jobs share
                       (decimal GB, default unlimited)
-  lease               simulate: re-allocation interval (workload time unit; optional)
+  lease               simulate: re-allocation interval (workload time unit; optional):
+                      ftf, joint, even, fifo re-allocate at arrivals, completions and every
+                      lease; proportional, tune, opt only every lease (their rounds)
   jobs[].model        an ONNX model (front end options: training, batch_size, optimizer,
                       costs) or a reference-format workload (.json); relative paths are
                       relative to the job list
   jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
-  jobs[].request      what it asks for under fifo; limit: the most it can use
+  jobs[].request      what it asks for under fifo (its GPU demand under Synergy's
+                      policies); above the cluster, its limit or a throughput table's
+                      accelerator count: an error, never clipped; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
   jobs[].accelerator  reference workloads: which cluster kind is their accelerator
   jobs[].max_replicas ONNX and Piper models: most replicas of a stage (default unlimited;
@@ -107,9 +111,12 @@ def add_parser(sub) -> None:
                         f"default: no auction, max rho minimised exactly); --base ftf: they are admitted "
                         f"first (default 1)")
     c.add_argument("--lease", type=float, default=None, metavar="T",
-                   help="simulate: also re-allocate every T time units (default: the trace's 'lease', "
-                        "else only at arrivals and completions; Synergy's rounds: else 300000, 300 s in "
-                        "ms)")
+                   help="simulate, a positive finite period in the trace's time unit. ftf, joint, even, "
+                        "fifo decide at every arrival and completion, and with a lease also every T "
+                        "(default: the trace's 'lease', else arrivals and completions only). proportional, "
+                        "tune, opt decide only at the start of each round of T (default: the trace's "
+                        "'lease', else 300000, 300 s in ms): a job arriving mid-round waits for the next "
+                        "one, and the devices of one finishing mid-round stay idle until then")
     c.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the result as JSON")
     c.add_argument("--json", action="store_true", help="print the result JSON instead of tables")
     c.add_argument("--plot", default=None, metavar="FILE.png",
@@ -117,7 +124,8 @@ def add_parser(sub) -> None:
                         "policy, FILE-<policy>.png)")
     c.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where curves are cached (default ~/.cache/placement/curves or $PLACEMENT_CACHE)")
-    c.add_argument("--no-cache", action="store_true", help="compute every curve afresh, store nothing")
+    c.add_argument("--no-cache", action="store_true",
+                   help="compute every curve afresh, store nothing (not with --cache-dir)")
     c.add_argument("--curve-time-limit", type=float, default=None, metavar="S",
                    help="seconds for a job's one-run curve DP before falling back to per-allocation "
                         "solves (default 120)")
@@ -144,8 +152,10 @@ def run(args) -> int:
         mode, path = "allocate", target[0]
     else:
         raise InputError("placement cluster: expected JOBS.json, or simulate TRACE.json")
-    if args.lease is not None and not args.lease > 0:  # a period in the trace's time unit, not a limit
-        raise InputError(f"placement cluster: --lease must be positive, got {args.lease:g}")
+    if args.lease is not None and not (args.lease > 0 and math.isfinite(args.lease)):
+        # a period in the trace's time unit, not a limit: inf would make "waits one lease" infinite
+        raise InputError(f"placement cluster: --lease must be a positive finite number, got {args.lease:g} "
+                         f"(for no periodic re-allocation leave --lease out, with no 'lease' in the trace)")
     # the one rule for a time limit (inf: none); --curve-time-limit not given keeps the curves' default
     args.time_limit = time_limit_seconds(args.time_limit)
     curve_time_limit = (DEFAULT_CURVE_TIME_LIMIT if args.curve_time_limit is None
@@ -165,6 +175,9 @@ def run(args) -> int:
     # decision until each job finishes, where a job left out would wait for good: exact there by default
     ftf_knob = (None if exact else args.fairness if args.fairness is not None
                 else FTF_FAIRNESS if mode == "simulate" else None)
+    if args.no_cache and args.cache_dir is not None:
+        raise InputError("placement cluster: --no-cache stores nothing, so --cache-dir has no use with it; "
+                         "give one or the other")
     if args.servers is not None and args.servers < 1:
         raise InputError("placement cluster: --servers must be at least 1")
     if args.servers is not None and args.policy not in _SYNERGY + ("all",):
@@ -218,11 +231,13 @@ def run(args) -> int:
                                                 fairness=knob, time_limit=args.time_limit))
         elif mode == "simulate" and pol in _SYNERGY:
             bar = _Bar(f"{args.base}+{pol}") if verbose else None
-            results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
-                                           round_length=lease or DEFAULT_ROUND, fairness=knob,
-                                           time_limit=args.time_limit, progress=bar))
-            if bar is not None:
-                bar.close()
+            try:
+                results.append(simulate_rounds(gjobs, jl.cluster, pol, base=args.base,
+                                               round_length=lease or DEFAULT_ROUND, fairness=knob,
+                                               time_limit=args.time_limit, progress=bar))
+            finally:  # a Ctrl-C or an error: its line starts after the bar's, not glued to it
+                if bar is not None:
+                    bar.close()
         elif mode == "simulate":
             results.append(simulate(jobs, cap, pol, lease=lease, time_limit=args.time_limit,
                                     fairness=ftf_knob if pol == "ftf" else None))
@@ -288,7 +303,8 @@ class _Bar:
 
     def close(self) -> None:
         if self.shown >= 0:
-            print(file=sys.stderr)
+            self.shown = -1
+            print(file=sys.stderr, flush=True)
 
 
 def _request(job, cap):
@@ -341,9 +357,11 @@ def format_result(r, jl=None) -> str:
         n = len(jl.cluster.server_list)
         head += f"; {n} server{'s' if n > 1 else ''}" + ("" if jl.cluster.servers else
                                                          " (the file gives none: --servers N cuts it)")
-    first = "allocation" if r.mode == "allocation" else "first allocation"
-    rows = [["job", f"arrival{when}", first, "used", f"time/sample{unit}", f"finish{when}", f"JCT{when}",
-             "rho"]]
+    # a simulation re-allocates: these three columns are the job's first allocation (its mean_used over
+    # its life is in the JSON; its JCT and rho cover every allocation it had)
+    first = "" if r.mode == "allocation" else "first "
+    rows = [["job", f"arrival{when}", f"{first}allocation", f"{first}used", f"{first}time/sample{unit}",
+             f"finish{when}", f"JCT{when}", "rho"]]
     for j in r.jobs:
         a = j.allocation
         alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"

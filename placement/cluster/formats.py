@@ -312,6 +312,7 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     hm = j.get("host_memory_gb", 0)
     host_memory = _positive(hm, f"{where}: host_memory_gb", source, zero=True) * GB
     acc = _accelerator(j, where, cluster, source)
+    _check_request(request, limit, cluster, where, source, throughput, acc)
     inp = _parse_input(j["input"], f"{where}: input", cluster, source) if "input" in j else None
     return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
                    batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
@@ -344,10 +345,38 @@ def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpe
     samples = _positive(j["samples"], f"{where}: samples", source)
     arrival = _positive(j.get("arrival", 0), f"{where}: arrival", source, zero=True)
     hm = _positive(j.get("host_memory_gb", 0), f"{where}: host_memory_gb", source, zero=True) * GB
-    return JobSpec(name=name, model="", samples=samples, arrival=arrival,
-                   request=parse_counts(j.get("request"), cluster, f"{where}: request", source),
-                   limit=parse_counts(j.get("limit"), cluster, f"{where}: limit", source), host_memory=hm,
-                   accelerator=_accelerator(j, where, cluster, source), index=i, throughput=table)
+    request = parse_counts(j.get("request"), cluster, f"{where}: request", source)
+    limit = parse_counts(j.get("limit"), cluster, f"{where}: limit", source)
+    acc = _accelerator(j, where, cluster, source)
+    _check_request(request, limit, cluster, where, source, table, acc)
+    return JobSpec(name=name, model="", samples=samples, arrival=arrival, request=request, limit=limit,
+                   host_memory=hm, accelerator=acc, index=i, throughput=table)
+
+
+def _check_request(request, limit, cluster: ClusterSpec, where: str, source, table=None, acc=None) -> None:
+    """A request is what the job runs on under ``fifo`` (and its GPU demand under Synergy's policies): one
+    it could not get or could not use is refused here, never clipped: more of a kind than the cluster
+    has, more than the job's ``limit``, or, for a measured throughput table, accelerators other than the
+    table's count on its kind."""
+    if request is None:
+        return
+    for k, n in zip(cluster.kinds, cluster.counts):
+        if request.get(k, 0) > n:
+            raise InputError(f"{where}: request asks for {request[k]} {k}, the cluster has {n}",
+                             source=source)
+        if limit is not None and k in limit and request.get(k, 0) > limit[k]:
+            raise InputError(f"{where}: request asks for {request[k]} {k}, above its limit ({limit[k]})",
+                             source=source)
+    if table is not None:
+        accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
+        kind = acc or (accels[0] if len(accels) == 1 else None)
+        for k in accels:
+            want = table.accelerators if k == kind else 0
+            got = request.get(k, 0)
+            if kind is not None and got and got != want:
+                raise InputError(f"{where}: request asks for {got} {k}, but its throughput table is measured "
+                                 f"at {want} {k} (a measured job runs on exactly that many; request "
+                                 f"{kind}:{table.accelerators} or leave it out)", source=source)
 
 
 def _parse_input(d, where: str, cluster: ClusterSpec, source) -> InputSpec:

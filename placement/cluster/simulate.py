@@ -18,7 +18,7 @@ JOBS.json``): all jobs present, the allocation held until each finishes, nothing
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -174,9 +174,16 @@ class SimResult:
                 "makespan": json_number(self.makespan), **figures,
                 "waiting": sum(1 for j in self.jobs if not math.isfinite(j.finish)),
                 "decisions": self.decisions, "solve_seconds": self.solve_seconds,
+                # how many decisions ended with each solver status ("time limit": some allocation MILP
+                # stopped at --time-limit, its answer not proven optimal; "rule": no MILP)
+                "statuses": dict(Counter(self.statuses)),
                 **({"stats": dict(self.stats)} if self.stats else {})}
 
     def to_dict(self, curves: Sequence[JobCurve] | None = None, models: Sequence[str] | None = None) -> dict:
+        """The result as JSON. In a simulation each job's ``allocation``, ``used``, ``host_memory_gb`` and
+        ``time_per_sample`` are its first allocation's (it may be re-allocated later); ``mean_used`` and
+        the ``timeline`` give what it used over its life; ``summary.statuses`` counts the decisions by
+        solver status (``"time limit"``: not proven optimal)."""
         kinds = self.capacity.kinds
 
         def counts(c):
@@ -241,6 +248,12 @@ def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None
                    and p.host_memory <= capacity.host_memory for p in j.curve.points):
             raise InfeasibleError(f"job {j.name!r} cannot run even on the whole cluster (devices or host "
                                   f"memory)")
+        if policy == "fifo" and j.request is not None and any(
+                r > m for r, m in zip(j.request, j.curve.limits)):
+            # fifo runs a job on its request: one above what its curve can use is refused, not clipped
+            raise InputError(f"job {j.name!r}: its request {dict(zip(capacity.kinds, j.request))} asks for "
+                             f"more than it can use ({dict(zip(capacity.kinds, j.curve.limits))}: the "
+                             f"cluster, its limit, or its throughput table's accelerators)")
         if policy == "fifo":
             req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
             p = j.curve.best_within(req)
@@ -258,8 +271,10 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
     policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
     check_fairness(fairness, policy)
-    if lease is not None and not lease > 0:
-        raise InputError(f"lease must be positive, got {lease}")
+    if lease is not None and not (lease > 0 and math.isfinite(lease)):
+        # inf would make ftf's "waits one lease" infinite; no periodic re-allocation is lease=None
+        raise InputError(f"lease must be a positive finite number, got {lease} (None: no periodic "
+                         f"re-allocation)")
     n = len(jobs)
     order = sorted(range(n), key=lambda i: (jobs[i].arrival, i))
     rank = {i: r for r, i in enumerate(order)}

@@ -188,16 +188,19 @@ def _choice_and_capacity_rows(mod, menus, xs, cores: float, memory: float, scale
 
 
 def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
-                time_limit: float | None = None) -> tuple[list[Option], float]:
+                time_limit: float | None = None, statuses: list | None = None) -> tuple[list[Option], float]:
     """Synergy-TUNE on one server: one option per job (``menus``), within ``cores`` and ``memory``, every
     job at least at its proportional rate, the total normalised throughput ``sum(rate / prop rate)``
-    maximal (ties: the fewest resources). Returns the picks and that total."""
+    maximal (ties: the fewest resources). Returns the picks and that total; ``statuses``, when given,
+    gets ``"optimal"`` or ``"time limit"`` (the MILP stopped at ``time_limit``, picks not proven best)."""
     if not menus:
         return [], 0.0
     best = [max(m.options, key=lambda o: (o.rate, -o.cores, -o.memory)) for m in menus]
     if _fits(best, cores, memory):  # everyone gets their fastest option
+        if statuses is not None:
+            statuses.append("optimal")
         return best, _value(menus, best)
-    from solvers._milp import MilpModel
+    from solvers._milp import OPTIMAL, MilpModel
 
     scale_m = memory if math.isfinite(memory) and memory > 0 else 1.0
     scale_c = cores if cores > 0 else 1.0
@@ -212,6 +215,8 @@ def tune_server(menus: Sequence[Menu], cores: float, memory: float, *,
         start[x[m.options.index(m.prop)]] = 1.0
     res = solve_or_stop(mod, gap=1e-9, time_limit=time_limit, start=start,
                         raw={"abs_gap": 1e-10, "highs_options": {"presolve": "off"}})
+    if statuses is not None:
+        statuses.append("optimal" if res.status == OPTIMAL else "time limit")
     if res.x is None:  # the proportional picks always fit; keep them if the solver gave nothing
         picks = [m.prop for m in menus]
     else:
@@ -358,8 +363,8 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     the rounds, the server splits TUNE solved (each distinct set of jobs on a server once) and, for
     ``tune``, the mean ratio of TUNE's total normalised throughput to OPT's bound over the rounds where
     some job has more than one option."""
-    if not round_length > 0:
-        raise InputError(f"the round (lease) must be positive, got {round_length}")
+    if not (round_length > 0 and math.isfinite(round_length)):
+        raise InputError(f"the round (lease) must be a positive finite number, got {round_length}")
     _check_args(jobs, allocation, base, fairness)
     cl = _Cluster(jobs, cluster)
     acc = cl.acc
@@ -379,8 +384,9 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     R = float(round_length)
     t = math.ceil(jobs[order[0]].arrival / R - 1e-12) * R
     segments: list[Segment] = []
-    tune_memo: dict[tuple, tuple[list[Option], float]] = {}
+    tune_memo: dict[tuple, tuple] = {}
     stats = {"rounds": 0, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
+    statuses: list[str] = []  # per round: did some server's TUNE MILP stop at time_limit
     t_prop = [1.0 / r for r in cl.prop_rate]
     done = 0
     while done < n:
@@ -393,7 +399,9 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
         stats["rounds"] += 1
         ranked = _rank(base, active, jobs, remaining, attained, t, t_prop, G, fairness)
         placed = _admit(ranked, jobs, servers, acc, placed)
+        stats["limited"] = False
         rates, allocs = _allocate(allocation, cl, placed, tune_memo, stats, time_limit, T)
+        statuses.append("time limit" if stats.pop("limited") else "optimal")
         # advance one round; jobs finishing inside it leave their resources idle until the next one
         ends = []
         for i in placed:
@@ -441,7 +449,7 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     stats["opt_over_prop_mean"] = float(np.mean(gain)) if gain else None
     stats.update(base=base, allocation=allocation, round=R, servers=S, fairness=fairness)
     return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), tuple(segments), R,
-                     stats["rounds"], 0.0, jobs[0].curve.unit or "ms", "simulation", ("optimal",), stats)
+                     stats["rounds"], 0.0, jobs[0].curve.unit or "ms", "simulation", tuple(statuses), stats)
 
 
 def _check_args(jobs, allocation: str, base: str, fairness: float) -> None:
@@ -473,8 +481,9 @@ def allocate_rounds_once(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocatio
     ranked = _rank(base, list(range(n)), jobs, [float(j.samples) for j in jobs], [0.0] * n, now,
                    [1.0 / r for r in cl.prop_rate], G, fairness)
     placed = _admit(ranked, jobs, cl.servers, cl.acc, {})
-    stats = {"rounds": 1, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
+    stats = {"rounds": 1, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": [], "limited": False}
     rates, allocs = _allocate(allocation, cl, placed, {}, stats, time_limit, T)
+    status = "time limit" if stats.pop("limited") else "optimal"
     outcomes, ends, held = [], [], []
     for i, j in enumerate(jobs):
         a = allocs.get(i, _WAIT[T])
@@ -492,7 +501,7 @@ def allocate_rounds_once(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocatio
     stats["tune_over_opt"] = ratio[0] if ratio else None
     stats.update(base=base, allocation=allocation, servers=len(cl.servers), fairness=fairness)
     return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), segments, None, 1, 0.0,
-                     jobs[0].curve.unit or "ms", "allocation", ("optimal",), stats)
+                     jobs[0].curve.unit or "ms", "allocation", (status,), stats)
 
 
 class _WaitAlloc(dict):
@@ -582,10 +591,12 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
         if allocation == "tune":
             key = (s, tuple((i, placed[i][0][1]) for i in ids), free_c[s], free_m[s])
             if key not in tune_memo:
-                picks, val = tune_server(ms, free_c[s], free_m[s], time_limit=time_limit)
+                said: list[str] = []
+                picks, val = tune_server(ms, free_c[s], free_m[s], time_limit=time_limit, statuses=said)
                 stats["server_splits"] += 1
-                tune_memo[key] = (dict(zip(ids, picks)), val)
-            picks, val = tune_memo[key]
+                tune_memo[key] = (dict(zip(ids, picks)), val, "time limit" in said)
+            picks, val, limited = tune_memo[key]
+            stats["limited"] = stats.get("limited", False) or limited
             tune_total += val
             for i in ids:
                 o = picks[i]
