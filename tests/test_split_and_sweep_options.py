@@ -174,8 +174,9 @@ def test_a_latency_target_refuses_solver_options_it_cannot_honour(model, capsys,
 
 def test_the_docs_state_place_time_limit_rule():
     text = " ".join(open(os.path.join(DOCS, "cli.md"), encoding="utf-8").read().split())
-    assert ("`--time-limit S` counts from the start of the command (after Python's own start-up): reading "
-            "the model and loading the solver count, compiling the kernels on a first run does not") in text
+    assert ("`--time-limit S` counts from the command's first line (only Python's own start-up, about 0.3 s, "
+            "comes before it): importing the tool, parsing the options, reading the model and loading the "
+            "solver count, compiling the kernels on a first run does not") in text
     assert ("a batch-size sweep, a latency target and `--objective goodput` share it out over their batch "
             "sizes") in text
     assert "A batch-size sweep's `--time-limit` is the whole command's too" in text

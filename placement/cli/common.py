@@ -46,8 +46,9 @@ def add_solve_options(p: argparse.ArgumentParser) -> None:
                         "goodput (an LLM model config: requests/s meeting --ttft-slo and --tpot-slo, both "
                         "required, for the --requests mix)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="seconds for the whole command from its start (after Python's own start-up), "
-                   "reading the model and loading the solver included: the solve gets what is left (at "
+                   help="seconds for the whole command from its first line (only Python's own start-up comes "
+                   "before), importing, reading the model and loading the solver included: the solve gets "
+                   "what is left (at "
                    f"least {LEAST_SOLVE_S:g} s, or S if less) and the best placement found by then is the "
                    "answer, its status saying so; the summary says how the time went (default: none for "
                    "the exact solvers; auto gives its large-graph path, and the integer program of "
