@@ -144,8 +144,8 @@ def test_place_help_says_the_time_limit_is_the_whole_commands(capsys):
     capsys.readouterr()
     assert main(["place", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--time-limit S seconds for the whole command from its start" in text
-    assert "reading the model and loading the solver included" in text
+    assert "--time-limit S seconds for the whole command from its first line" in text
+    assert "importing, reading the model and loading the solver included" in text
 
 
 def test_the_operator_refinement_ends_by_the_commands_deadline():
