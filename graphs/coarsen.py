@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .contract import ClassGraph, contract
+from .disjoint import DisjointSets
 from .model import Cluster, OpGraph
 from .parallel import ParallelGraph, ParallelProblem, Stage, Variant
 
@@ -50,27 +51,19 @@ def with_groups(graph: OpGraph, groups: np.ndarray) -> OpGraph:
     """A copy of ``graph`` whose nodes with equal ``groups[u]`` must share a device (on top of the
     graph's own colocation classes)."""
     # union of the old classes and the new groups, as connected components over nodes
-    n = graph.num_nodes
-    parent = np.arange(n)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = DisjointSets(graph.num_nodes)
     for key in (graph.colocation, np.asarray(groups)):
         first: dict[int, int] = {}
         for u, k in enumerate(key.tolist()):
             if k < 0:
                 continue
             if k in first:
-                a, b = find(u), find(first[k])
+                a, b = sets.find(u), sets.find(first[k])
                 if a != b:
-                    parent[a] = b
+                    sets.link(a, under=b)
             else:
                 first[k] = u
-    roots = np.array([find(u) for u in range(n)], dtype=np.int64)
+    roots = np.array(sets.roots(), dtype=np.int64)
     return OpGraph.build(
         names=graph.names, ids=graph.ids, kinds=graph.kinds, compute=graph.compute, comm=graph.comm,
         memory=graph.memory, edges=np.stack([graph.src, graph.dst], axis=1), backward=graph.backward,
@@ -91,22 +84,15 @@ def merge_chains(graph: OpGraph, cluster: Cluster, grain: float, *,
     cost = np.bincount(items.node_class, weights=node_cost, minlength=C)
     outdeg = np.bincount(items.src, minlength=C)
     indeg = np.bincount(items.dst, minlength=C)
-    parent = list(range(C))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = DisjointSets(C)
     merged_cost = cost.tolist()
     for u, v in zip(items.src.tolist(), items.dst.tolist()):  # items are in topological order
         if outdeg[u] == 1 and indeg[v] == 1:
-            a, b = find(u), find(v)
+            a, b = sets.find(u), sets.find(v)
             if merged_cost[a] + merged_cost[b] <= grain:
-                parent[b] = a
+                sets.link(b, under=a)
                 merged_cost[a] += merged_cost[b]
-    groups = np.array([find(c) for c in range(C)], dtype=np.int64)[items.node_class]
+    groups = np.array(sets.roots(), dtype=np.int64)[items.node_class]
     return with_groups(graph, groups)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .disjoint import DisjointSets
 from .order import topological_order
 
 __all__ = ["linearise", "idle_sources"]
@@ -51,13 +52,7 @@ def linearise(n: int, src, dst, *, unseen=None, regroup: Regroup | None = None, 
     seen = np.ones(src.size, bool) if unseen is None else ~np.asarray(unseen, dtype=bool)[src]
 
     # 1. union-find: the root of a group is its smallest node
-    root = list(range(n))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
+    sets = DisjointSets(n)
 
     tails: dict[frozenset, list[int]] = {}
     for a, b in zip(src[seen].tolist(), dst[seen].tolist()):
@@ -68,10 +63,10 @@ def linearise(n: int, src, dst, *, unseen=None, regroup: Regroup | None = None, 
     for comp in nx.biconnected_component_edges(und):
         ts = [t for e in comp for t in tails[frozenset(e)]]
         for t in ts[1:]:
-            a, b = find(ts[0]), find(t)
+            a, b = sets.find(ts[0]), sets.find(t)
             if a != b:
-                root[max(a, b)] = min(a, b)
-    label = np.array([find(u) for u in range(n)], np.int64)
+                sets.link(max(a, b), under=min(a, b))
+    label = np.array(sets.roots(), np.int64)
 
     # 2. further merges and the edges to walk
     if regroup is None:

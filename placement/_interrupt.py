@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver", "exit_interrupted",
            "hold_in"]
@@ -116,6 +117,17 @@ def _overdue_exit() -> None:
     exit_interrupted()
 
 
+def exit_now(code: int) -> NoReturn:
+    """Exit with ``code`` at once (:func:`os._exit`: no interpreter teardown), stdout and stderr flushed
+    first; a closed pipe (``placement ... | head``) leaves nothing to flush and is no error."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def exit_interrupted() -> None:
     """``error: interrupted`` on stderr, the output flushed, exit 130 now (``run``'s workers and any other
     child processes first): the forced exits of a Ctrl-C (this module's, and the serving commands'
@@ -131,12 +143,7 @@ def exit_interrupted() -> None:
         print("error: interrupted", file=sys.stderr)
     except (OSError, ValueError):
         pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(130)
+    exit_now(130)
 
 
 def _handler(signum, frame) -> None:
@@ -254,10 +261,5 @@ def exit_past_abandoned_solver(code: int) -> None:
     milp = sys.modules.get("solvers._milp")
     if milp is None or not installed() or not milp._abandoned_running():
         return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    exit_now(code)
 

@@ -174,7 +174,6 @@ def _leave(code: int) -> NoReturn:
     file the commands write is closed by then. Where a thread other than a daemon still runs (none of
     ours does), the normal exit, which waits for it."""
     import atexit
-    import os
     import threading
 
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
@@ -182,12 +181,7 @@ def _leave(code: int) -> NoReturn:
     try:
         atexit._run_exitfuncs()  # what sys.exit runs (a handler's error is printed, not raised)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe (`placement ... | head`): nothing left to say
-                pass
-        os._exit(code)
+        _interrupt.exit_now(code)
 
 
 # the console's own frames around the command: a Ctrl-C there is held back, not raised past its handling
