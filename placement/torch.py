@@ -51,6 +51,9 @@ Needs torch (the ``[torch]`` extra). Nothing here prints; problems raise
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -328,6 +331,31 @@ def _split_points(modules: Sequence[str], allowed, real: set[str]) -> dict[int, 
     return points
 
 
+#: torch loggers that report, with a traceback on stderr, an export failure the exception carries too
+_EXPORTER_LOGGERS = ("torch._subclasses.fake_tensor",)
+
+
+@contextlib.contextmanager
+def _exporter_logs_held():
+    """While ``torch.export`` runs in this thread, drop what :data:`_EXPORTER_LOGGERS` log from it: a bad
+    example shape is logged there as a traceback (``E... fake_tensor.py ... failed while attempting to
+    run meta``) and then raised, and :func:`place_module` raises it as an :class:`InputError`. A library
+    call prints nothing; other threads' records pass."""
+    thread = threading.get_ident()
+
+    def other_threads(record: logging.LogRecord) -> bool:
+        return record.thread != thread
+
+    loggers = [logging.getLogger(name) for name in _EXPORTER_LOGGERS]
+    for lg in loggers:
+        lg.addFilter(other_threads)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(other_threads)
+
+
 def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs: Mapping | None = None,
                  devices: str | DeviceSet | None = None, *,
                  training: bool = False, costs: str | Mapping = "roofline", solver: str | None = None,
@@ -373,8 +401,9 @@ def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs
     check_counts(microbatches=microbatches)
     source = f"torch:{type(module).__name__}"
     try:
-        ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
-                                 strict=strict)
+        with _exporter_logs_held():
+            ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
+                                     strict=strict)
     except Exception as e:  # the exporter's errors are many and untyped
         raise InputError(f"torch.export failed: {type(e).__name__}: {str(e).strip()[:400]}",
                          source=source) from None

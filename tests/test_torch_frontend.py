@@ -240,6 +240,31 @@ def test_bad_inputs_raise_input_errors():
         place_module(model, (torch.randn(2, 3),))
 
 
+def test_a_failed_export_is_raised_not_also_logged():
+    """A bad example shape: torch's fake-tensor logger printed a 30-line traceback on stderr (its own
+    handler) before the exporter raised; a library call says it once, as an InputError, and logs
+    nothing. Records of the same logger after the call still pass."""
+    import logging
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    lg = logging.getLogger("torch._subclasses.fake_tensor")
+    keep = Keep()
+    lg.addHandler(keep)
+    try:
+        with pytest.raises(InputError, match="same reduction dim"):
+            place_module(mlp_sequential(), (torch.randn(2, 3),))
+        assert seen == []
+        lg.error("after the export")
+    finally:
+        lg.removeHandler(keep)
+    assert seen == ["after the export"]  # the filter went with the call
+
+
 # --------------------------------------------------------------------------- stage plans (replicas)
 def test_replicas_serve_a_model_that_fits_one_device():
     """Inference on two T4s: no plan beats the one-device time shared by both devices (both busy all
