@@ -46,20 +46,24 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       ftf, joint, even, fifo re-allocate at arrivals, completions and every
                       lease; proportional, tune, opt only every lease (their rounds)
   jobs[].model        an ONNX model (front end options: training, batch_size, optimizer,
-                      costs) or a reference-format workload (.json); relative paths are
-                      relative to the job list
+                      costs), a reference-format or Piper-format workload (.json), or an
+                      LLM model config (config.json, decoded as placement place does: a
+                      sample is one generated token; batch_size: sequences decoded
+                      together, default 1; context: their tokens, default 2048); relative
+                      paths are relative to the job list
   jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
   jobs[].request      what it asks for under fifo (its GPU demand under Synergy's
                       policies); above the cluster, its limit or a throughput table's
                       accelerator count: an error, never clipped; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
   jobs[].accelerator  reference workloads: which cluster kind is their accelerator
-  jobs[].max_replicas ONNX and Piper models: most replicas of a stage (default unlimited;
-                      1: the one-device-per-stage curve)
+  jobs[].max_replicas ONNX, Piper and LLM models: most replicas of a stage (default
+                      unlimited; 1: an ONNX model's one-device-per-stage curve)
   cluster.servers     how the cluster is cut into servers: a number of identical ones,
                       or [{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]
 
-Times are in the workloads' unit (ms for ONNX models). More: benchmarks/README_cluster.md.
+Times are in the workloads' unit (ms for ONNX models and LLM model configs).
+More: benchmarks/README_cluster.md.
 """
 
 
@@ -337,7 +341,9 @@ def _num(x: float, digits: int = 4) -> str:
 
 
 def format_result(r, jl=None) -> str:
-    """One row per job, then the summary."""
+    """One row per job, then the summary (a bound's, Synergy-OPT's, said to be one)."""
+    from .simulate import BOUND_NOTE
+
     kinds = r.capacity.kinds
     unit = f" ({r.unit})" if r.unit else ""
     scale, dunit = duration_scale(r.unit, r.makespan)  # hours, not 2.492e+09 ms
@@ -360,8 +366,9 @@ def format_result(r, jl=None) -> str:
     # a simulation re-allocates: these three columns are the job's first allocation (its mean_used over
     # its life is in the JSON; its JCT and rho cover every allocation it had)
     first = "" if r.mode == "allocation" else "first "
-    rows = [["job", f"arrival{when}", f"{first}allocation", f"{first}used", f"{first}time/sample{unit}",
-             f"finish{when}", f"JCT{when}", "rho"]]
+    bound = "bound " if r.bound else ""  # Synergy-OPT's LP rates: a bound, not a schedule
+    rows = [["job", f"arrival{when}", f"{first}allocation", f"{first}used",
+             f"{first}{bound}time/sample{unit}", f"{bound}finish{when}", f"{bound}JCT{when}", f"{bound}rho"]]
     for j in r.jobs:
         a = j.allocation
         alloc = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.devices) if x) or "waits"
@@ -371,10 +378,13 @@ def format_result(r, jl=None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     said = f"times in the workloads' unit{unit}" + (", durations in hours" if dunit == "h" else "")
     lines = [f"policy {r.policy}: {head}; {said}"]
+    if r.bound:
+        lines.append(f"note: {BOUND_NOTE}")
     lines += [_row(row, widths, 4) for row in rows]
     util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.utilisation_per_kind().items() if math.isfinite(v))
     waiting = sum(1 for j in r.jobs if not math.isfinite(j.finish))
-    lines.append(f"max rho {_num(r.max_rho, 3)}, avg JCT {dur(r.avg_jct)}{when}, makespan "
+    lines.append(("bound: " if r.bound else "")
+                 + f"max rho {_num(r.max_rho, 3)}, avg JCT {dur(r.avg_jct)}{when}, makespan "
                  f"{dur(r.makespan)}{when}, "
                  f"utilisation {100 * r.utilisation:.0f}% ({util})"
                  + (" while the allocation holds" if not math.isfinite(r.makespan) else "")
@@ -386,7 +396,7 @@ def format_result(r, jl=None) -> str:
 
 
 def format_comparison(results) -> str:
-    from .simulate import utilisation_over_makespan
+    from .simulate import BOUND_NOTE, utilisation_over_makespan
 
     span = max((r.makespan for r in results if math.isfinite(r.makespan)), default=math.inf)
     scale, dunit = duration_scale(results[0].unit if results else "", span)
@@ -398,9 +408,13 @@ def format_comparison(results) -> str:
     for r in results:
         u = utilisation_over_makespan(r)
         util = "-" if u is None else f"{100 * u:.0f}%"
-        rows.append([r.policy, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale), util])
+        name = f"{r.policy} (bound)" if r.bound else r.policy
+        rows.append([name, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale), util])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(_row(row, widths, 1) for row in rows)
+    lines = [_row(row, widths, 1) for row in rows]
+    if any(r.bound for r in results):
+        lines.append(f"(bound): {BOUND_NOTE}")
+    return "\n".join(lines)
 
 
 def _row(row, widths, left: int) -> str:

@@ -19,7 +19,9 @@ fit both its devices and its host memory (:meth:`JobCurve.best_within`).
 variants), per allocation the faster of its plan and the one-device-per-stage curve's, so a job that
 fits one GPU runs as replicas rather than as a pipeline and no point is worse than the pipeline-only
 one. A job with ``"max_replicas": 1`` gets the one-device-per-stage curve alone; Piper-format jobs get
-the stage model (:func:`problem_curve`); reference-format jobs the one-device-per-stage curve.
+the stage model (:func:`problem_curve`), and so do LLM model configs (:func:`llm_curve`: the decode
+problem of ``placement place config.json``, a sample one generated token); reference-format jobs the
+one-device-per-stage curve.
 
 Curves are cached per (model file and its content hash, devices and their figures, cost model, training,
 batch size, optimiser, limits, replica limit, base memory, options) in a :class:`CurveCache`: in memory,
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "job_graph",
            "default_cache_dir", "DEFAULT_CURVE_TIME_LIMIT", "DEFAULT_SOLVE_TIME_LIMIT", "problem_curve",
-           "piper_problem", "onnx_curve", "faster_of"]
+           "piper_problem", "onnx_curve", "llm_curve", "faster_of"]
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
 #: named ``stage-dp-per-count`` (a cache of version 1 is recomputed, never misread)
@@ -359,17 +361,22 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
         "max_replicas": job.max_replicas,
         "curve_time_limit": curve_time_limit, "solve_time_limit": solve_time_limit,
     }
-    if job.is_onnx:  # the cost model depends on the device figures and the cost table
+    if job.is_onnx or job.llm:  # the cost model depends on the device figures (and the cost table)
         key["specs"] = [repr(sorted((k, repr(v)) for k, v in dataclasses.asdict(s).items()))
                         for s in cluster.devices.specs]
+    if job.is_onnx:
         key["costs"] = job.costs or "roofline"
         if job.costs not in (None, "roofline", "profile"):
             key["costs_sha256"] = cache.file_hash(job.costs)
+    if job.llm:
+        key["context"] = job.context
     hit = cache.get(key)
     if hit is not None:
         return hit
-    piper = None if job.is_onnx else _piper_data(job.model)
-    if piper is not None:  # the stage model (replicas, variants): see problem_curve
+    piper = None if job.is_onnx or job.llm else _piper_data(job.model)
+    if job.llm:
+        c = llm_curve(job, cluster, solve_time_limit=solve_time_limit)
+    elif piper is not None:  # the stage model (replicas, variants): see problem_curve
         c = problem_curve(piper_problem(piper, job, cluster), kinds=cluster.kinds,
                           base_memory=job.host_memory, time_limit=solve_time_limit)
     elif job.is_onnx and job.max_replicas != 1:
@@ -497,9 +504,9 @@ class CurveCache:
 # Piper-format jobs (``../shared/workloads/piper/FORMAT.md``) get this curve: the file's single kind is
 # the cluster's accelerator kind (``accelerator`` when the cluster has several), with the file's memory,
 # bandwidth and micro-batches and the cluster's count (or the job's ``limit``); they have no host kinds,
-# so a point's host memory is the job's base memory. ONNX jobs get it through :func:`onnx_curve`, where
-# a point's host memory also holds what its plan's stages on host kinds hold (per device, times their
-# devices).
+# so a point's host memory is the job's base memory. ONNX jobs get it through :func:`onnx_curve` and
+# LLM model configs through :func:`llm_curve`, where a point's host memory also holds what its plan's
+# stages on host kinds hold (per device, times their devices).
 
 
 def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = None, base_memory: float = 0.0,
@@ -607,6 +614,24 @@ def onnx_curve(job: JobSpec, cluster: ClusterSpec, *,
                       unit="ms", curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
     return faster_of(stage, one, note=f"stage model at {settings['granularity']} granularity, "
                                       f"{problem.microbatches} micro-batches, {problem.schedule}")
+
+
+def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
+              solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
+    """The curve of an LLM model config job: :func:`graphs.llm.decode_problem` (the problem of
+    ``placement place config.json``) on the job's devices, decoding ``batch_size`` sequences (default 1)
+    at ``context`` tokens (default that of ``place``), with the job's ``max_replicas``. A sample is one
+    generated token (of any sequence); times are milliseconds per token. An LLM has no
+    one-device-per-stage model, so this is the stage curve alone."""
+    from graphs.llm import decode_problem, read_config
+    from placement.cli.llm import DEFAULT_CONTEXT
+
+    devices = job_devices(job, cluster)
+    problem = decode_problem(read_config(job.model), devices, batch=job.batch_size or 1,
+                             context=job.context or DEFAULT_CONTEXT, max_replicas=job.max_replicas)
+    return problem_curve(problem, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
+                         time_limit=solve_time_limit, host=[s.host for s in devices.specs],
+                         scale=1e3)  # seconds per token -> ms per token
 
 
 def faster_of(a: JobCurve, b: JobCurve, *, note: str = "") -> JobCurve:

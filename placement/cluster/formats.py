@@ -13,8 +13,11 @@ jobs share. ``cluster.servers`` (optional) says how the cluster is cut into serv
 servers (every kind and the host memory divided evenly), or a list of per-server figures
 ``[{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]`` that add up to the cluster; without it the
 cluster is one server. ``lease`` (optional) is the re-allocation interval of a simulation, in the
-workloads' time unit. Each job: ``model`` (an ONNX model, or a reference-format workload ``.json`` whose kinds
-``accelerator`` and ``cpu`` map to the cluster's accelerator kind and host kind), ``samples`` (work, > 0),
+workloads' time unit. Each job: ``model`` (an ONNX model, a reference-format workload ``.json`` whose kinds
+``accelerator`` and ``cpu`` map to the cluster's accelerator kind and host kind, a Piper-format workload,
+or an LLM model config ``config.json`` in the Hugging Face layout, decoded on the stage model as
+``placement place config.json`` does: a sample is one generated token, ``batch_size`` the sequences
+decoded together, default 1, and ``context`` their tokens, default 2048), ``samples`` (work, > 0),
 ``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
 ``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
 ``limit`` (the most it can use, which also bounds its curve's DP), ``host_memory_gb`` (host memory it
@@ -144,6 +147,8 @@ class JobSpec:
     input: InputSpec | None = None
     throughput: ThroughputTable | None = None
     max_replicas: int | None = None  # largest data-parallel degree of a stage (None: unlimited)
+    context: int | None = None  # an LLM model config: tokens of each sequence's KV cache (None: default)
+    llm: bool = False  # the model is an LLM model config (decoded on the stage model)
 
     @property
     def is_onnx(self) -> bool:
@@ -187,7 +192,7 @@ def _refuse_other_file(path: str, data=None) -> None:
 
 _JOB_KEYS = ("name", "model", "samples", "arrival", "training", "batch_size", "optimizer", "costs",
              "request", "limit", "host_memory_gb", "accelerator", "input", "throughput",
-             "max_replicas")
+             "max_replicas", "context")
 _INPUT_KEYS = ("cpu_ms_per_sample", "sample_bytes", "dataset_gb", "storage_gbps")
 
 
@@ -280,8 +285,9 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
                          source=source)
     model = _resolve(j["model"], base_dir)
     if os.path.splitext(model)[1].lower() not in (".onnx", ".json"):
-        raise InputError(f"{where}: model {j['model']!r} is neither an ONNX model (.onnx) nor a "
-                         f"reference-format workload (.json)", source=source)
+        raise InputError(f"{where}: model {j['model']!r} is neither an ONNX model (.onnx) nor a JSON "
+                         f"workload (.json: reference or Piper format, or an LLM model config)",
+                         source=source)
     samples = _positive(j["samples"], f"{where}: samples", source)
     arrival = _positive(j.get("arrival", 0), f"{where}: arrival", source, zero=True)
     training = j.get("training")
@@ -298,7 +304,21 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     for key in ("optimizer", "costs", "accelerator"):
         if j.get(key) is not None and not isinstance(j[key], str):
             raise InputError(f"{where}: {key} must be a string", source=source)
-    onnx_only = [k for k in ("batch_size", "optimizer", "costs") if j.get(k) is not None]
+    llm = _is_llm_config(model)
+    context = j.get("context")
+    if context is not None and not llm:
+        raise InputError(f"{where}: context applies to LLM model configs (config.json with "
+                         f"num_hidden_layers and hidden_size), not to {j['model']!r}", source=source)
+    if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 1):
+        raise InputError(f"{where}: context must be a positive integer (tokens), got {context!r}",
+                         source=source)
+    onnx_only = [k for k in ("optimizer", "costs") + (() if llm else ("batch_size",)) if j.get(k) is not None]
+    if llm and (onnx_only or training):
+        what = onnx_only + (["training"] if training else [])
+        verb = "applies" if len(what) == 1 else "apply"
+        raise InputError(f"{where}: {', '.join(what)} only {verb} to ONNX models; an LLM model config "
+                         f"({j['model']}) is decoded (inference) with the device catalog's figures",
+                         source=source)
     if model.lower().endswith(".json") and (onnx_only or training):
         what = onnx_only + (["training"] if training else [])
         verb = "applies" if len(what) == 1 else "apply"
@@ -317,7 +337,22 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
                    batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
                    limit=limit, host_memory=host_memory, accelerator=acc, index=i, input=inp,
-                   throughput=throughput, max_replicas=max_replicas)
+                   throughput=throughput, max_replicas=max_replicas, context=context, llm=llm)
+
+
+def _is_llm_config(path: str) -> bool:
+    """Whether the model file ``path`` is an LLM model config (``.json`` with ``num_hidden_layers`` and
+    ``hidden_size``, :func:`graphs.llm.is_llm_config`). A file that cannot be read is not: the curve's
+    reader reports it."""
+    if not path.lower().endswith(".json"):
+        return False
+    from graphs.jsonio import read_json
+    from graphs.llm import is_llm_config
+
+    try:
+        return is_llm_config(read_json(path))
+    except InputError:
+        return False
 
 
 def _accelerator(j, where, cluster: ClusterSpec, source) -> str | None:
@@ -337,7 +372,8 @@ def _accelerator(j, where, cluster: ClusterSpec, source) -> str | None:
 
 def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpec:
     """A job given by its measured throughput table only (no model)."""
-    model_only = [k for k in ("training", "batch_size", "optimizer", "costs", "input", "max_replicas")
+    model_only = [k for k in ("training", "batch_size", "optimizer", "costs", "input", "max_replicas",
+                              "context")
                   if k in j]
     if model_only:
         raise InputError(f"{where}: {', '.join(model_only)} need a model; a job given by its throughput "

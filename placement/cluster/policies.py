@@ -47,7 +47,8 @@ allocation held from now on, ``rho = (elapsed + remaining * time_per_sample) / T
   run on its share waits (the last to arrive first) and the split is redone among the others.
 * ``fifo``: in arrival order, each job takes its request (the job list's ``request``, else the smallest
   allocation within 10% of its best time per sample) when it fits what is left; one that does not fit
-  waits and later jobs may still start.
+  waits and later jobs may still start. A request the job could not get or could not use is an
+  :class:`~graphs.errors.InputError`, never clipped (:func:`fifo_request`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 
 from graphs.errors import InputError
 
@@ -63,7 +65,7 @@ from .curves import CurvePoint, JobCurve
 
 __all__ = ["POLICIES", "Capacity", "JobState", "Allocation", "Decision", "allocate", "fair_share_time",
            "default_request", "rho", "rho_wait", "KNEE", "ALIASES", "RENAMED", "check_policy",
-           "check_fairness", "auction", "bidders"]
+           "check_fairness", "auction", "bidders", "fifo_request"]
 
 POLICIES = ("ftf", "joint", "even", "fifo")
 ALIASES = {"sensitive": "joint"}  # old names still accepted
@@ -386,15 +388,54 @@ def default_request(curve: JobCurve) -> tuple[int, ...]:
     return min(ok, key=size).counts
 
 
+def fifo_request(job, capacity: Capacity, *, default_may_wait: bool = True) -> tuple[int, ...]:
+    """The devices ``job`` (a :class:`JobState` or a :class:`~placement.cluster.simulate.SimJob`: its
+    ``name``, ``curve`` and ``request``) runs on under ``fifo``: its request, else
+    :func:`default_request`. A request it could not get or could not use is an :class:`InputError`,
+    never clipped: more of a kind than ``capacity`` has, more than its curve can use (the cluster it was
+    computed for, the job's limit, or its throughput table's accelerators), or one on which it cannot run
+    (too few devices for its memory, or more host memory than ``capacity`` has). The one check of
+    :func:`allocate` and of :func:`~placement.cluster.simulate.simulate` and
+    :func:`~placement.cluster.simulate.allocate_once` (before any decision). A default request (the job
+    asked for nothing) on which the job cannot run is refused only with ``default_may_wait=False`` (the
+    simulations' check of the whole trace); one decision leaves that job waiting."""
+    kinds = capacity.kinds
+    if job.request is None:
+        req = tuple(int(x) for x in default_request(job.curve))
+        if default_may_wait:
+            return req
+    else:
+        req = tuple(job.request)
+        if len(req) != len(kinds) or any(isinstance(x, bool) or not isinstance(x, Integral) or x < 0
+                                         for x in req):
+            raise InputError(f"job {job.name!r}: its request {job.request!r} must be one non-negative "
+                             f"whole count per kind of the cluster ({', '.join(kinds)})")
+        req = tuple(int(x) for x in req)
+        for k, r, n in zip(kinds, req, capacity.counts):
+            if r > n:
+                raise InputError(f"job {job.name!r}: its request {dict(zip(kinds, req))} asks for {r} {k}, "
+                                 f"the cluster has {n}")
+        if any(r > m for r, m in zip(req, job.curve.limits)):
+            raise InputError(f"job {job.name!r}: its request {dict(zip(kinds, req))} asks for more than it "
+                             f"can use ({dict(zip(kinds, job.curve.limits))}: the cluster, its limit, or "
+                             f"its throughput table's accelerators)")
+    p = job.curve.best_within(req)
+    if p is None or p.host_memory > capacity.host_memory:
+        what = "its request" if job.request is not None else "its default request (the knee of its curve)"
+        raise InputError(f"job {job.name!r}: {what} {dict(zip(kinds, req))} cannot run it (too few devices "
+                         f"for its memory, or too much host memory)")
+    return req
+
+
 def _fifo(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
     free = list(cap.counts)
     mem = cap.host_memory
     out = [_wait(cap) for _ in jobs]
     for i in sorted(range(len(jobs)), key=lambda i: (jobs[i].order, i)):
         j = jobs[i]
-        req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
+        req = fifo_request(j, cap)
         p = j.curve.best_within(req)
-        if p is None:
+        if p is None:  # a default request it cannot run on: it waits
             continue
         if _fits(req, p.host_memory, free, mem):
             out[i] = Allocation(req, p.host_memory, p)

@@ -34,11 +34,12 @@ from .policies import (
     allocate,
     check_fairness,
     check_policy,
-    default_request,
     fair_share_time,
+    fifo_request,
 )
 
 __all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations",
+           "BOUND_NOTE",
            "utilisation_over_makespan"]
 
 
@@ -91,6 +92,13 @@ def utilisation_over_makespan(result) -> float | None:
     return result.utilisation if math.isfinite(result.makespan) else None
 
 
+#: what a result with ``bound`` set is (Synergy-OPT's), said beside its rows in the table and the JSON
+BOUND_NOTE = ("a bound, not a schedule: Synergy-OPT's LP relaxation (the cluster's CPU cores and memory "
+              "as one pool, each job time-sharing its options at a fractional rate) gives every job its LP "
+              "rate; its times, finishes and rho are an idealised bound that no allocation on the servers "
+              "need reach")
+
+
 @dataclass(frozen=True)
 class SimResult:
     policy: str
@@ -104,6 +112,7 @@ class SimResult:
     mode: str = "simulation"
     statuses: tuple[str, ...] = ()
     stats: Mapping = field(default_factory=dict)  # simulator-specific figures (rounds, MILPs, bounds)
+    bound: bool = False  # an idealised bound, not a schedule (Synergy-OPT: see BOUND_NOTE)
 
     @property
     def avg_jct(self) -> float:
@@ -183,7 +192,8 @@ class SimResult:
         """The result as JSON. In a simulation each job's ``allocation``, ``used``, ``host_memory_gb`` and
         ``time_per_sample`` are its first allocation's (it may be re-allocated later); ``mean_used`` and
         the ``timeline`` give what it used over its life; ``summary.statuses`` counts the decisions by
-        solver status (``"time limit"``: not proven optimal)."""
+        solver status (``"time limit"``: not proven optimal). ``bound`` is true for a bound that is not a
+        schedule (Synergy-OPT), whose ``bound_note`` says so."""
         kinds = self.capacity.kinds
 
         def counts(c):
@@ -213,6 +223,7 @@ class SimResult:
                               "points": len(c.points), "notes": list(c.notes)}
             jobs.append(d)
         doc = {"schema": "placement-cluster", "version": 1, "mode": self.mode, "policy": self.policy,
+               "bound": self.bound, **({"bound_note": BOUND_NOTE} if self.bound else {}),
                "cluster": {"kinds": list(kinds), "counts": list(self.capacity.counts),
                            "host_memory_gb": json_number(self.capacity.host_memory / GB)},
                "unit": self.unit, "lease": self.lease, "jobs": jobs, "summary": self.summary()}
@@ -248,18 +259,8 @@ def _check_jobs(jobs: Sequence[SimJob], capacity: Capacity, policy: str) -> None
                    and p.host_memory <= capacity.host_memory for p in j.curve.points):
             raise InfeasibleError(f"job {j.name!r} cannot run even on the whole cluster (devices or host "
                                   f"memory)")
-        if policy == "fifo" and j.request is not None and any(
-                r > m for r, m in zip(j.request, j.curve.limits)):
-            # fifo runs a job on its request: one above what its curve can use is refused, not clipped
-            raise InputError(f"job {j.name!r}: its request {dict(zip(capacity.kinds, j.request))} asks for "
-                             f"more than it can use ({dict(zip(capacity.kinds, j.curve.limits))}: the "
-                             f"cluster, its limit, or its throughput table's accelerators)")
-        if policy == "fifo":
-            req = j.curve.clip(j.request if j.request is not None else default_request(j.curve))
-            p = j.curve.best_within(req)
-            if p is None or p.host_memory > capacity.host_memory:
-                raise InputError(f"job {j.name!r}: its request {dict(zip(capacity.kinds, req))} cannot "
-                                 f"run it (too few devices for its memory, or too much host memory)")
+        if policy == "fifo":  # fifo runs a job on its request: one it cannot get or use is refused
+            fifo_request(j, capacity, default_may_wait=False)
 
 
 def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: float | None = None,
@@ -431,7 +432,8 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
         ax.set_ylabel("host memory\nGB")
     axes[-1].set_xlabel(f"time ({unit})" if unit else "time")
     jct = f"{result.avg_jct / scale:.4g}" + (f" {unit}" if unit else "")
-    fig.suptitle(title or f"{result.policy}: devices used per job over time (avg JCT {jct}, max rho "
+    what = " (a bound, not a schedule)" if result.bound else ""
+    fig.suptitle(title or f"{result.policy}{what}: devices used per job over time (avg JCT {jct}, max rho "
                           f"{result.max_rho:.3g})", fontsize=10)
     if len(names) <= 20:
         from matplotlib.patches import Patch

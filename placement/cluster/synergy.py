@@ -32,7 +32,8 @@ coming from the servers that hold its GPUs:
 * ``opt`` (Synergy-OPT): the LP relaxation of the same problem over the whole cluster as one pool of
   cores and memory, each job a convex combination (time-sharing) of its options: an upper bound on
   TUNE's total normalised throughput in every round (reported beside it; simulating it runs each job at
-  its fractional LP rate, an idealised bound, not a schedule).
+  its fractional LP rate, an idealised bound, not a schedule: its result has ``bound`` set, and the
+  command line's table and JSON say so).
 
 Per job it reports finish time, JCT and Themis's ``rho = JCT / T_id``, ``T_id`` the job's time alone on
 ``1/N`` of the cluster, ``N`` the average number of jobs present over its life (exactly as
@@ -449,7 +450,8 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
     stats["opt_over_prop_mean"] = float(np.mean(gain)) if gain else None
     stats.update(base=base, allocation=allocation, round=R, servers=S, fairness=fairness)
     return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), tuple(segments), R,
-                     stats["rounds"], 0.0, jobs[0].curve.unit or "ms", "simulation", tuple(statuses), stats)
+                     stats["rounds"], 0.0, jobs[0].curve.unit or "ms", "simulation", tuple(statuses), stats,
+                     bound=allocation == "opt")
 
 
 def _check_args(jobs, allocation: str, base: str, fairness: float) -> None:
@@ -501,7 +503,7 @@ def allocate_rounds_once(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocatio
     stats["tune_over_opt"] = ratio[0] if ratio else None
     stats.update(base=base, allocation=allocation, servers=len(cl.servers), fairness=fairness)
     return SimResult(f"{base}+{allocation}", cl.capacity, tuple(outcomes), segments, None, 1, 0.0,
-                     jobs[0].curve.unit or "ms", "allocation", (status,), stats)
+                     jobs[0].curve.unit or "ms", "allocation", (status,), stats, bound=allocation == "opt")
 
 
 class _WaitAlloc(dict):
