@@ -38,6 +38,8 @@ __all__ = ["WORKLOAD_KINDS", "GOODPUT_FLAGS", "MODELS", "workload_kind", "model_
 
 WORKLOAD_KINDS = ("helix", "llm", "piper", "onnx", "graph")
 MODELS = ("helix", "llm", "stages", "pipeline")
+#: an LLM's tokens of each sequence's KV cache when none is given (``place``, ``evaluate``, cluster jobs)
+DEFAULT_CONTEXT = 2048
 
 def _json(path: str):
     """The JSON at ``path``, or ``None`` when it is not a readable ``.json`` file."""

@@ -31,11 +31,9 @@ from graphs.jsonio import read_json
 
 from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
 from ..goodput import format_ms as _ms
-from ..inputs import GOODPUT_FLAGS
+from ..inputs import DEFAULT_CONTEXT, GOODPUT_FLAGS
 
 __all__ = ["add_options", "place", "evaluate", "place_goodput", "provision_command", "serving_dict"]
-
-DEFAULT_CONTEXT = 2048
 
 
 def add_options(p) -> None:

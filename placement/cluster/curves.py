@@ -624,7 +624,7 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
     generated token (of any sequence); times are milliseconds per token. An LLM has no
     one-device-per-stage model, so this is the stage curve alone."""
     from graphs.llm import decode_problem, read_config
-    from placement.cli.llm import DEFAULT_CONTEXT
+    from placement.inputs import DEFAULT_CONTEXT
 
     devices = job_devices(job, cluster)
     problem = decode_problem(read_config(job.model), devices, batch=job.batch_size or 1,
