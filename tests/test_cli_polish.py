@@ -81,7 +81,7 @@ def test_the_policy_comparison_has_one_utilisation_for_every_row(capsys):
 
     def r(policy, makespan, util):
         return SimpleNamespace(policy=policy, max_rho=math.nan if math.isinf(makespan) else 2.0,
-                               avg_jct=makespan, makespan=makespan, utilisation=util, unit="ms")
+                               avg_jct=makespan, makespan=makespan, utilisation=util, unit="ms", bound=False)
 
     text = format_comparison([r("ftf", 1000.0, 0.26), r("fifo", math.inf, 1.0)])
     head, ftf, fifo = text.splitlines()
