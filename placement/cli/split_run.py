@@ -128,11 +128,14 @@ def _read_model(path: str):
 
 
 def run_split(args) -> int:
+    """``placement split MODEL RESULT``: one ONNX sub-model per stage (per device of a one-device-per-stage
+    plan, per tensor-parallel rank and segment of a stage with ``t > 1``), the manifest and the annotated
+    model written; with ``--verify``, the split run against the model in onnxruntime."""
     import onnx
 
     from graphs.jsonio import read_json
 
-    from ..onnx_export import annotate, split_model, verify_split, write_split
+    from ..onnx_export import annotate, device_result, split_model, split_stages, verify_split, write_split
     from ..results import checked_result
 
     given_dims = _dims(args)
@@ -154,26 +157,27 @@ def run_split(args) -> int:
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    if holds_stage_plan(data):
+    stages = holds_stage_plan(data)
+    if stages:
         output_dir(args.out_dir, "--out-dir")
         output_file(annotated, "--annotated")
-        model = _read_model(args.model)
-        _warn_unknown_dims(model, dims)
-        return _split_stage_plan(args, dims, model, data)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
-    result = checked_result(data, args.result)
-    output_dir(args.out_dir, "--out-dir")
-    output_file(annotated, "--annotated")
-    split = split_model(model, result, source=args.result)
-    with _interrupt.deferred():
+    if stages:  # stages with replicas d and tensor-parallel degree t
+        split = split_stages(model, data, source=args.result)
+        placed = device_result(data)
+    else:  # one device per stage
+        placed = checked_result(data, args.result)
+        output_dir(args.out_dir, "--out-dir")
+        output_file(annotated, "--annotated")
+        split = split_model(model, placed, source=args.result)
+    with _interrupt.deferred():  # a Ctrl-C now lets the files be written whole, then stops
         manifest = write_split(split, args.out_dir)
-        onnx.save_model(annotate(model, result), annotated)
+        onnx.save_model(annotate(model, placed), annotated)
     print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
           f"{annotated}")
-    for s in manifest["submodels"]:
-        print(f"  {s['file']}: {s['device']} ({s['kind']}), {s['nodes']} operators, inputs "
-              f"{_names(s['inputs'])}, outputs {_names(s['outputs'])}")
+    for line in (_stage_lines if stages else _device_lines)(manifest):
+        print(f"  {line}")
     for note in split.notes:
         print(f"note: {note}")
     if not args.verify:
@@ -195,6 +199,34 @@ def run_split(args) -> int:
         return EXIT_OK
     print(f"error: verify failed: max abs diff {rep.worst:.3g} > {args.tolerance:g}", file=sys.stderr)
     return EXIT_NO_PLACEMENT
+
+
+def _device_lines(manifest: dict) -> list[str]:
+    """One line per sub-model of a one-device-per-stage split."""
+    return [f"{s['file']}: {s['device']} ({s['kind']}), {s['nodes']} operators, inputs "
+            f"{_names(s['inputs'])}, outputs {_names(s['outputs'])}" for s in manifest["submodels"]]
+
+
+def _stage_lines(manifest: dict) -> list[str]:
+    """One line per stage of a stage plan's split: its replicas' devices, or a tensor-parallel stage's
+    rank files, segments and collectives."""
+    lines = []
+    for s in manifest["submodels"]:
+        tp = s.get("tensor_parallel")
+        if tp is None:
+            on = ", ".join(d for devices in s["replica_devices"] for d in devices)
+            lines.append(f"{s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on {on}, "
+                         f"{s['nodes']} operators")
+            continue
+        files = [f for seg in tp["segments"] for f in seg["files"]]
+        ops = {c["op"] for c in tp["collectives"]}
+        groups = "; ".join(", ".join(g) for g in s["replica_devices"])
+        lines.append(f"{files[0]} .. {files[-1]}: stage {s['stage']}, {s['replicas']} replica(s) of "
+                     f"{tp['degree']} tensor-parallel ranks on {groups}, {s['nodes']} operators "
+                     f"({tp['split_operators']} split), {len(tp['segments'])} segment(s) per rank "
+                     f"between {len(tp['collectives'])} collective(s)"
+                     + (f" ({', '.join(sorted(ops))})" if ops else ""))
+    return lines
 
 
 def _names(xs, k: int = 3) -> str:
@@ -306,47 +338,6 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
 
 
 # ---------------------------------------------------------------- a stage plan
-def _split_stage_plan(args, dims: dict, model, data: dict) -> int:
-    """``placement split MODEL RESULT`` for a stage plan: ``model`` the ONNX model and ``data`` the
-    result, each as the command read it."""
-    import onnx
-
-    from ..onnx_export import annotate, device_result, split_stages, verify_split, write_split
-
-    split = split_stages(model, data, source=args.result)
-    annotated = args.annotated or os.path.join(
-        args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
-    with _interrupt.deferred():  # a Ctrl-C now lets the files be written whole, then stops
-        manifest = write_split(split, args.out_dir)
-        onnx.save_model(annotate(model, device_result(data)), annotated)
-    print(f"{len(split.submodels)} sub-model(s) written to {args.out_dir}/ (manifest.json); annotated model: "
-          f"{annotated}")
-    for s in manifest["submodels"]:
-        tp = s.get("tensor_parallel")
-        if tp is None:
-            on = ", ".join(d for devices in s["replica_devices"] for d in devices)
-            print(f"  {s['file']}: stage {s['stage']}, {s['replicas']} replica(s) on {on}, "
-                  f"{s['nodes']} operators")
-            continue
-        files = [f for seg in tp["segments"] for f in seg["files"]]
-        ops = {c["op"] for c in tp["collectives"]}
-        groups = "; ".join(", ".join(g) for g in s["replica_devices"])
-        print(f"  {files[0]} .. {files[-1]}: stage {s['stage']}, {s['replicas']} replica(s) of "
-              f"{tp['degree']} tensor-parallel ranks on {groups}, {s['nodes']} operators "
-              f"({tp['split_operators']} split), {len(tp['segments'])} segment(s) per rank "
-              f"between {len(tp['collectives'])} collective(s)"
-              + (f" ({', '.join(sorted(ops))})" if ops else ""))
-    for note in split.notes:
-        print(f"note: {note}")
-    if not args.verify:
-        return EXIT_OK
-    rep = verify_split(model, [s.model for s in split.submodels], manifest, tolerance=args.tolerance,
-                       seed=args.seed, dims=dims, batch_size=args.batch_size)
-    print(f"verify: {'OK' if rep.ok else 'FAILED'}, max abs diff {rep.worst:.3g} "
-          f"(tolerance {args.tolerance:g})")
-    return EXIT_OK if rep.ok else EXIT_NO_PLACEMENT
-
-
 def _run_stage_plan(args, dims: dict, model, data: dict) -> int:
     """``placement run MODEL RESULT`` for a stage plan (``model`` and ``data`` as the command read
     them): ``d`` processes per stage, at ``args.batch_size``, next to the stage evaluator's prediction
