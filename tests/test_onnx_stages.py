@@ -113,6 +113,8 @@ def test_cli_split_and_run(tmp_path, capsys):
     assert main(["split", path, str(res), "--out-dir", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
     assert "2 replica(s) on cpu:0, cpu:1" in text and "verify: OK" in text
+    # the one verify report of both plan forms: each output's difference and the cut tensors'
+    assert "verify: output " in text and " cut tensor(s): max |difference| " in text
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["replicas"] for s in manifest["submodels"]] == [2, 1] and manifest["replicated"]
     assert main(["run", str(res), path, "--samples", "4", "--json"]) == 0
