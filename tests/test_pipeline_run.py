@@ -63,6 +63,12 @@ def test_cli_run(tmp_path, capsys):
     assert doc["measured_ms_per_sample"] > 0 and len(doc["measured_stage_ms_per_batch"]) == 2
     assert doc["batch_size"] == 1  # the result records no batch size: one sample per run
     assert max(doc["max_abs_diff"].values()) <= 1e-4
+    # one report for both plan forms: a one-device-per-stage plan is the d = t = 1 case
+    assert doc["replicas"] == [1, 1] and doc["tensor_parallel"] == [1, 1] and doc["workers"] == 2
+    assert doc["replica_samples"] == [[4], [4]] and len(doc["utilisation"]) == 2
+    assert main(["run", str(res), path, "--samples", "4"]) == 0
+    head = capsys.readouterr().out.splitlines()[1].split()
+    assert head[:4] == ["stage", "devices", "replicas", "t"], head
     assert main(["run", str(res), path, "--samples", "0"]) == 2
 
 

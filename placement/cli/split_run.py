@@ -237,8 +237,8 @@ def _names(xs, k: int = 3) -> str:
 def run_run(args) -> int:
     from graphs.jsonio import read_json
 
-    from ..onnx_export import split_model
-    from ..pipeline_run import describe_runs, run_inputs, run_pipeline, run_report
+    from ..onnx_export import split_model, split_stages
+    from ..pipeline_run import describe_runs, run_inputs, run_pipeline, run_report, stage_plan_prediction
     from ..results import checked_result
 
     if args.samples < 1 or args.threads < 1:
@@ -259,43 +259,62 @@ def run_run(args) -> int:
     dims = _input_shape(args, given_dims, data, args.result, strict=True)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
-    if holds_stage_plan(data):
-        return _run_stage_plan(args, dims, model, data)
-    result = checked_result(data, args.result)
-    split = split_model(model, result, source=args.result)
+    # the prediction first: its notes (a plan edited by hand, a model not rebuilt) come before the run
+    if holds_stage_plan(data):  # stages with replicas d and tensor-parallel degree t
+        split = split_stages(model, data, source=args.result)
+        pred, by, pred_notes = stage_plan_prediction(data, args.model, args.samples, args.batch_size,
+                                                     source=args.result, model=model)
+        training = bool((data.get("problem") or {}).get("training"))
+    else:  # one device per stage
+        result = checked_result(data, args.result)
+        split = split_model(model, result, source=args.result)
+        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
+        training = any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"])
     manifest = split.manifest()
-    # the prediction first: its notes (a plan edited by hand, a workload not rebuilt) come before the run
-    pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
     for note in pred_notes:
         print(f"note: {note}", file=sys.stderr)
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
-                                         optimize=args.optimize, check=not args.no_check)
+                                         optimize=args.optimize, check=not args.no_check, manifest=manifest)
     run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
                        optimize=args.optimize, reference=reference)
-    if any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"]):
-        print("note: this is a training placement; the run executes the forward pass only, while the "
-              "prediction includes the backward pass", file=sys.stderr)
-    doc = {"stages": run.workers, **run_report(run, pred, args.batch_size, predicted_by=by),
-           "utilisation": list(run.utilisation), "max_abs_diff": run.max_abs_diff,
-           "notes": list(split.notes) + pred_notes}
+    if training:
+        print("note: this is a training plan; the run executes the forward pass only, while the prediction "
+              "includes the backward pass", file=sys.stderr)
+    doc = {"stages": len(run.replicas), "replicas": list(run.replicas),
+           "tensor_parallel": list(run.tensor_parallel), "workers": run.workers,
+           **run_report(run, pred, args.batch_size, predicted_by=by),
+           "utilisation": list(run.utilisation),
+           "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
+           "max_abs_diff": run.max_abs_diff, "notes": list(split.notes) + pred_notes}
     ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
     if args.json:
         from ..export import print_json
 
         print_json(doc)
-    else:
-        for note in split.notes:
-            print(f"note: {note}")
-        print(f"{describe_runs(run.samples, args.batch_size)} through {run.workers} stage process(es) in "
-              f"{run.wall_s:.3f} s")
-        per = "per sample" if args.batch_size == 1 else "per batch"
-        print(f"{'stage':<6}{'device':<14}{'predicted ms':>14}{'measured ms':>13}{'busy':>8}  ({per})")
-        for k, s in enumerate(split.submodels):
-            p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(split.submodels) \
-                else math.nan
-            print(f"{k:<6}{s.label:<14}{p:>14.3f}{run.stage_ms[k]:>13.3f}{100 * run.utilisation[k]:>7.1f}%")
-        _print_run_summary(doc, run, ok)
+        return EXIT_OK if ok else EXIT_NO_PLACEMENT
+    for note in split.notes:
+        print(f"note: {note}")
+    b = args.batch_size
+    print(f"{describe_runs(run.samples, b)} through {len(run.replicas)} stage(s) on {run.workers} worker "
+          f"process(es) in {run.wall_s:.3f} s")
+    per = "ms/sample" if b == 1 else "ms/batch"
+    rows = [["stage", "devices", "replicas", "t", f"predicted {per}", f"measured {per}", "busy",
+             f"{'samples' if b == 1 else 'batches'} per replica"]]
+    tps = run.tensor_parallel or (1,) * len(run.replicas)
+    rows_of = split.submodels
+    for k, (sub, entry) in enumerate(zip(rows_of, manifest["submodels"])):
+        on = ", ".join(d for devices in entry["replica_devices"] for d in devices) \
+            if entry.get("replica_devices") else sub.label
+        # per sub-model where the prediction has one per sub-model (not a device cut into several)
+        p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(rows_of) else math.nan
+        rows.append([str(k), on, str(run.replicas[k]), str(tps[k]), f"{p:.3f}", f"{run.stage_ms[k]:.3f}",
+                     f"{100 * run.utilisation[k]:.1f}%", ", ".join(map(str, run.taken[k]))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:  # names to the left, figures to the right
+        print("  ".join(c.ljust(w) if i in (1, 7) else c.rjust(w) if i else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    _print_run_summary(doc, run, ok)
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
@@ -335,60 +354,6 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
     pred = predicted_time_per_sample(result, args.samples)
     return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
                                                  f"edited by hand is predicted as it was placed"]
-
-
-# ---------------------------------------------------------------- a stage plan
-def _run_stage_plan(args, dims: dict, model, data: dict) -> int:
-    """``placement run MODEL RESULT`` for a stage plan (``model`` and ``data`` as the command read
-    them): ``d`` processes per stage, at ``args.batch_size``, next to the stage evaluator's prediction
-    of the plan as it stands (:func:`placement.pipeline_run.stage_plan_prediction`)."""
-    from ..export import print_json
-    from ..onnx_export import split_stages
-    from ..pipeline_run import (
-        describe_runs,
-        run_inputs,
-        run_pipeline,
-        run_report,
-        stage_plan_prediction,
-    )
-
-    split = split_stages(model, data, source=args.result)
-    manifest = split.manifest()
-    # the prediction first: its notes (a plan edited by hand, a problem not rebuilt) come before the run
-    pred, by, pred_notes = stage_plan_prediction(data, args.model, args.samples, args.batch_size,
-                                                 source=args.result, model=model)
-    for note in pred_notes:
-        print(f"note: {note}", file=sys.stderr)
-    parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
-                                         batch_size=args.batch_size, threads=args.threads,
-                                         optimize=args.optimize, check=not args.no_check, manifest=manifest)
-    run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
-                       optimize=args.optimize, reference=reference)
-    ok = run.max_abs_diff is None or all(d <= 1e-4 for d in run.max_abs_diff.values())
-    if pred is not None and len(pred.stage_loads) != len(split.submodels):
-        pred, by = None, f"the plan has {len(pred.stage_loads)} stages but {len(split.submodels)} sub-models"
-    if (data.get("problem") or {}).get("training"):
-        print("note: this is a training plan; the run executes the forward pass only, while the prediction "
-              "includes the backward pass", file=sys.stderr)
-    doc = {"replicas": list(run.replicas), "tensor_parallel": list(run.tensor_parallel),
-           "workers": run.workers,
-           **run_report(run, pred, args.batch_size, predicted_by=by),
-           "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
-           "max_abs_diff": run.max_abs_diff, "notes": list(split.notes) + pred_notes}
-    if args.json:
-        print_json(doc)
-    else:
-        b = args.batch_size
-        print(f"{describe_runs(run.samples, b)} through {len(run.replicas)} stage(s) on {run.workers} worker "
-              f"process(es) in {run.wall_s:.3f} s")
-        per = "ms/sample" if b == 1 else "ms/batch"
-        print(f"{'stage':<6}{'replicas':>9}{'t':>3}{'predicted ' + per:>20}{'measured ' + per:>19}  "
-              f"{'samples' if b == 1 else 'batches'} per replica")
-        for k, (d, tp, ms, t) in enumerate(zip(run.replicas, run.tensor_parallel, run.stage_ms, run.taken)):
-            p = pred.stage_loads[k] if pred is not None else float("nan")
-            print(f"{k:<6}{d:>9}{tp:>3}{p:>20.3f}{ms:>19.3f}  {', '.join(map(str, t))}")
-        _print_run_summary(doc, run, ok)
-    return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
 def _print_run_summary(doc: dict, run, ok: bool) -> None:
