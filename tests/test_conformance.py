@@ -295,10 +295,20 @@ def test_the_wide_instances_cover_what_they_promise(wide_instances):
     assert any(b < bp for _, b, bp, _ in wide_instances)
 
 
-@pytest.mark.parametrize("name", STAGE_SOLVERS)
-def test_every_stage_solver_is_honest_on_wide_instances(name, wide_instances):
-    found = sum(_conform(name, p, best, bp) for p, best, bp, _ in wide_instances)
-    assert found >= (60 if SOLVERS[name].exact else 15)
+# ip takes about 0.1 s a problem (16 s for the 160 on 2 cores, the other solvers 0.1-2 s in all): by
+# default it runs on the first 80 (seeds 1000-1003), all 160 under the slow marker, where
+# test_every_solver_is_honest_on_many_wide_instances also runs it on 1000 more
+_WIDE_RUNS = [p for name in STAGE_SOLVERS for p in (
+    [pytest.param(name, 80, id=name), pytest.param(name, 160, id=f"{name}-all", marks=pytest.mark.slow)]
+    if name == "ip" else [pytest.param(name, 160, id=name)])]
+
+
+@pytest.mark.parametrize("name, count", _WIDE_RUNS)
+def test_every_stage_solver_is_honest_on_wide_instances(name, count, wide_instances):
+    """Every stage solver on the first ``count`` wide instances: each plan valid, re-scored, and held
+    to its claim against the brute-force optimum (_conform); not vacuous (found)."""
+    found = sum(_conform(name, p, best, bp) for p, best, bp, _ in wide_instances[:count])
+    assert found >= (60 if SOLVERS[name].exact else 15) * count // 160, found
 
 
 @pytest.fixture(scope="module")

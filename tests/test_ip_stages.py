@@ -125,16 +125,21 @@ def test_a_limit_before_any_plan_is_stopped():
     assert r.plan is None and r.status is Status.STOPPED and "time limit" in r.message
 
 
-def test_under_a_latency_target_equals_brute_force():
+@pytest.mark.parametrize("count,least", [
+    (24, (36, 10)),
+    pytest.param(60, (40, 5), marks=pytest.mark.slow),  # the first 24 and 36 more, in the slow run
+])
+def test_under_a_latency_target_equals_brute_force(count, least):
     """latency_max: the most samples/s among plans whose latency meets the target, equal to an
     independent brute force over every plan (tests/brute_stages.py) on small random instances, at
     targets between the least latency and the throughput optimum's; infeasible exactly when no plan
-    meets it."""
+    meets it. The default run checks the first 24 problems of the seed; the slow run all 60 (the
+    original size; about 17 s on 2 cores)."""
     from tests.brute_stages import all_plans, latency_targets
 
     rng = np.random.default_rng(11)
     checked = infeasible = 0
-    for _ in range(60):
+    for _ in range(count):
         p = random_problem(rng)
         plans = all_plans(p)
         if not plans:
@@ -151,19 +156,24 @@ def test_under_a_latency_target_equals_brute_force():
             assert ev.valid and ev.latency <= target * (1 + 1e-9)
             assert r.objective == pytest.approx(min(meets), rel=1e-7, abs=1e-12)
             checked += 1
-    assert checked >= 40 and infeasible >= 5  # neither side vacuous
+    assert checked >= least[0] and infeasible >= least[1], (checked, infeasible)  # neither side vacuous
 
 
-def test_least_latency_under_a_time_cap_equals_brute_force():
+@pytest.mark.parametrize("count,least", [
+    (24, (45, 15, 15)),
+    pytest.param(60, (60, 20, 10), marks=pytest.mark.slow),  # the first 24 and 36 more, in the slow run
+])
+def test_least_latency_under_a_time_cap_equals_brute_force(count, least):
     """objective="latency": the least latency among plans whose time per sample is at most the cap,
     equal to an independent brute force over every plan on small random instances (caps from the
     throughput optimum to the slowest plan, and one below every plan: infeasible); the two limits
-    together too."""
+    together too. The default run checks the first 24 problems of the seed; the slow run all 60 (the
+    original size; about 12 s on 2 cores)."""
     from tests.brute_stages import all_plans
 
     rng = np.random.default_rng(23)
     checked = infeasible = both = 0
-    for _ in range(60):
+    for _ in range(count):
         p = random_problem(rng)
         plans = all_plans(p)
         if not plans:
@@ -194,7 +204,7 @@ def test_least_latency_under_a_time_cap_equals_brute_force():
             both += 1
         else:
             assert r.status is Status.INFEASIBLE
-    assert checked >= 60 and infeasible >= 20 and both >= 10  # no side vacuous
+    assert checked >= least[0] and infeasible >= least[1] and both >= least[2], (checked, infeasible, both)
 
 
 def test_latency_objective_options_are_checked():
