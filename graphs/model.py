@@ -348,7 +348,11 @@ class OpGraph:
 
     def topological_order(self) -> np.ndarray:
         """Node indices in a topological order (Kahn, smallest index first among ready nodes is *not*
-        promised). Raises :class:`CycleError` naming one cycle."""
+        promised). Raises :class:`CycleError` naming one cycle. Computed once per graph (the graph is
+        immutable; the latency evaluator asks for it on every call) and returned read-only."""
+        order = self.__dict__.get("_topological_order")  # not a field: frozen, and no part of equality
+        if order is not None:
+            return order
         from .order import topological_order
 
         order = topological_order(self.num_nodes, self.src, self.dst, partial=True)
@@ -356,6 +360,7 @@ class OpGraph:
             done = set(order.tolist())
             raise CycleError([self.ids[i] for i in _find_cycle(self.num_nodes, self.src, self.dst, done)],
                              source=self.source)
+        self.__dict__["_topological_order"] = _freeze(order)
         return order
 
 
