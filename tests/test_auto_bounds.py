@@ -84,6 +84,17 @@ def test_no_early_stop_when_communication_keeps_the_optimum_above_the_bound():
     assert "meets the lower bound" not in sol.message and sol.stats["pairs"] > 0
 
 
+_BRUTE: dict[tuple[int, int], float] = {}
+
+
+def _brute_force(inst, seed: int, i: int) -> float:
+    """``brute_force(inst)`` for the ``i``-th instance drawn from ``seed``, computed once per test run:
+    (1, None) and (1, 0) draw the same instances (seed 41), and their brute force was most of their time."""
+    if (seed, i) not in _BRUTE:
+        _BRUTE[seed, i] = brute_force(inst)
+    return _BRUTE[seed, i]
+
+
 @pytest.mark.parametrize("slots,margin", [(1, None), (2, None), (1, 0), (2, 3)])
 def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, slots, margin):
     """A sub-ideal with more strict states than its record holds (dp._records) is read from the table
@@ -105,7 +116,7 @@ def test_more_strict_states_than_a_record_holds_keep_the_optimum(monkeypatch, sl
             continue
         lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
         run = dp.run_dp(prob, lattice)
-        want = brute_force(inst)
+        want = _brute_force(inst, 40 + slots + (margin or 0), i)
         assert run.value == pytest.approx(want, rel=1e-9, abs=1e-12), inst.label
         checked += math.isfinite(want)
         grown += run.slots > slots

@@ -103,14 +103,29 @@ def test_truncated_real_documents_are_rejected_cleanly(tmp_path_factory, cut):
         assert "not valid JSON" in str(e) or "no nodes" in str(e) or "missing" in str(e)
 
 
+def _chain_doc(n: int) -> dict:
+    return {"maxSizePerFPGA": 1e12, "maxFPGAs": 4, "maxCPUs": 1,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 0.1}
+                      for i in range(n)],
+            "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.01} for i in range(n - 1)]}
+
+
+def _chain_text(n: int) -> str:
+    """``json.dumps(_chain_doc(n))``, formatted directly: for a million nodes 1.5 s instead of 5.5 s."""
+    nodes = ", ".join(f'{{"id": {i}, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 0.1}}'
+                      for i in range(n))
+    edges = ", ".join(f'{{"sourceId": {i}, "destId": {i + 1}, "cost": 0.01}}' for i in range(n - 1))
+    return (f'{{"maxSizePerFPGA": 1000000000000.0, "maxFPGAs": 4, "maxCPUs": 1, "nodes": [{nodes}], '
+            f'"edges": [{edges}]}}')
+
+
 def test_a_million_node_chain_is_read_quickly_and_exactly(tmp_path):
+    """The file is the one ``json.dumps`` writes (the same text, checked on a short chain), written
+    without building a million dicts first."""
+    assert _chain_text(5) == json.dumps(_chain_doc(5))
     n = 1_000_000
-    doc = {"maxSizePerFPGA": 1e12, "maxFPGAs": 4, "maxCPUs": 1,
-           "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 0.1}
-                     for i in range(n)],
-           "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.01} for i in range(n - 1)]}
     path = tmp_path / "chain.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(_chain_text(n))
     w = read_workload(str(path))
     assert w.graph.num_nodes == n and w.graph.num_edges == n - 1
 
