@@ -207,6 +207,31 @@ def test_parallel_layers_give_the_same_table_as_the_serial_kernel(workloads):
     np.testing.assert_array_equal(one.table, two.table)
 
 
+def test_parallel_layers_fill_the_same_full_table_as_the_serial_kernel(workloads, monkeypatch):
+    """The table test above compares nearly empty tables (at its tight bound only the empty ideal's
+    entries are finite). Here the whole DP of GNMT training (17,914 ideals, optimum 107.004) on both
+    kernels, its 232,883 finite entries included: the size threshold of the parallel kernel (20,000
+    ideals, :func:`solvers.dp._thread_count`) is lifted so that it runs on this smaller lattice."""
+    from graphs.ideals import enumerate_ideals
+    from solvers import dp
+    from solvers.dp import prepare, run_dp
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here (NUMBA_NUM_THREADS=1 or one core): no parallel kernel to test")
+    w = read_workload(os.path.join(workloads, "throughput-inputs/LayerGraphs/gnmt_training.json"))
+    prob = prepare(w.graph, w.cluster)
+    lattice = enumerate_ideals(prob.items.num_classes, prob.items.src, prob.items.dst)
+    monkeypatch.setattr(dp, "_thread_count", lambda threads, n: max(1, min(int(threads or 1),
+                                                                          numba.config.NUMBA_NUM_THREADS)))
+    one = run_dp(prob, lattice, threads=1)
+    two = run_dp(prob, lattice, threads=2)
+    assert one.parallel_ideals == 0 and two.threads == 2 and two.parallel_ideals > lattice.num_ideals // 2
+    assert np.isfinite(one.table).sum() > 200_000  # a full table, not the empty ideal's row
+    np.testing.assert_array_equal(one.table, two.table)
+    assert one.value == two.value == pytest.approx(107.0044140625, rel=1e-9)  # the reference C++ optimum
+    assert one.pairs == two.pairs
+
+
 def test_a_watch_that_says_stop_ends_the_run_incomplete(workloads):
     """run_dp's watch (what auto's trial uses): asked after every chunk, a true answer stops the run as
     the deadline does; a false one changes nothing."""
