@@ -85,6 +85,12 @@ class LayoutResult:
     stats: Mapping[str, object] = field(default_factory=dict)
 
     @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C ended the search: the layout so far with the bound proven so far (as
+        :attr:`solvers.base.Solution.interrupted`, said in ``message``)."""
+        return "interrupted" in self.message
+
+    @property
     def gap(self) -> float:
         """``(bound - value) / value`` (``inf`` for a zero value)."""
         if self.value <= 0:

@@ -751,7 +751,8 @@ def test_a_ctrl_c_ends_the_layout_search(monkeypatch):
     import solvers.helix_layout as helix_layout
 
     c = _lanes()  # the construction finds 14 (the optimum), the bounds then prove it
-    assert solve_layout(c, "m", time_limit=20).status is Status.OPTIMAL
+    whole = solve_layout(c, "m", time_limit=20)
+    assert whole.status is Status.OPTIMAL and not whole.interrupted
     real = milp.solve_mip
     calls = []
 
@@ -775,7 +776,7 @@ def test_a_ctrl_c_ends_the_layout_search(monkeypatch):
     monkeypatch.setattr(milp, "solve_mip", real)
     monkeypatch.setattr(helix_layout, "integer_cover_bound", bound_interrupted)
     r = solve_layout(c, "m", time_limit=20)
-    assert r.status is Status.FEASIBLE and "interrupted (Ctrl-C)" in r.message
+    assert r.status is Status.FEASIBLE and "interrupted (Ctrl-C)" in r.message and r.interrupted
     assert r.value == pytest.approx(14.0) and r.bound >= r.value and calls
     monkeypatch.setattr(milp, "solve_mip", real)
     monkeypatch.setattr(helix_layout, "integer_cover_bound", real_bound)

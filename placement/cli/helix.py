@@ -116,7 +116,7 @@ def place(args, clock) -> int:
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
     data = result_json(cluster, result)
     # a Ctrl-C ended the search (its layout so far is the answer): nothing more is planned
-    vllm = wants_vllm and bool(result.layout) and "interrupted" not in result.message
+    vllm = wants_vllm and bool(result.layout) and not result.interrupted
     if vllm:
         from solvers.helix_vllm import plan_replicas
 
