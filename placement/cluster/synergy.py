@@ -400,9 +400,8 @@ def simulate_rounds(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocation: st
         stats["rounds"] += 1
         ranked = _rank(base, active, jobs, remaining, attained, t, t_prop, G, fairness)
         placed = _admit(ranked, jobs, servers, acc, placed)
-        stats["limited"] = False
-        rates, allocs = _allocate(allocation, cl, placed, tune_memo, stats, time_limit, T)
-        statuses.append("time limit" if stats.pop("limited") else "optimal")
+        rates, allocs, limited = _allocate(allocation, cl, placed, tune_memo, stats, time_limit, T)
+        statuses.append("time limit" if limited else "optimal")
         # advance one round; jobs finishing inside it leave their resources idle until the next one
         ends = []
         for i in placed:
@@ -483,9 +482,9 @@ def allocate_rounds_once(jobs: Sequence[GpuJob], cluster: ClusterSpec, allocatio
     ranked = _rank(base, list(range(n)), jobs, [float(j.samples) for j in jobs], [0.0] * n, now,
                    [1.0 / r for r in cl.prop_rate], G, fairness)
     placed = _admit(ranked, jobs, cl.servers, cl.acc, {})
-    stats = {"rounds": 1, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": [], "limited": False}
-    rates, allocs = _allocate(allocation, cl, placed, {}, stats, time_limit, T)
-    status = "time limit" if stats.pop("limited") else "optimal"
+    stats = {"rounds": 1, "server_splits": 0, "tune_over_opt": [], "opt_over_prop": []}
+    rates, allocs, limited = _allocate(allocation, cl, placed, {}, stats, time_limit, T)
+    status = "time limit" if limited else "optimal"
     outcomes, ends, held = [], [], []
     for i, j in enumerate(jobs):
         a = allocs.get(i, _WAIT[T])
@@ -545,7 +544,8 @@ def _rank(base, active, jobs, remaining, attained, t, t_prop, G, fairness) -> li
 
 
 def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T):
-    """Cores and memory for the placed jobs: ``{job: rate}``, ``{job: Allocation}``."""
+    """Cores and memory for the placed jobs: ``{job: rate}``, ``{job: Allocation}`` and whether some server's
+    TUNE MILP stopped at ``time_limit`` (its picks not proven best)."""
     acc, host = cl.acc, cl.host
     rates: dict[int, float] = {}
     allocs: dict[int, Allocation] = {}
@@ -579,6 +579,7 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
             free_c[s] -= m.share[0]
             free_m[s] -= m.share[1]
     tune_total = 0.0
+    limited = False  # some server's TUNE MILP stopped at time_limit (picks not proven best)
     for s, ids in sorted(by_server.items()):  # a canonical order: OPT's cached rates follow it
         ids = sorted(ids)
         ms = [cl.menu(i, s, placed[i][0][1]) for i in ids]
@@ -597,8 +598,8 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
                 picks, val = tune_server(ms, free_c[s], free_m[s], time_limit=time_limit, statuses=said)
                 stats["server_splits"] += 1
                 tune_memo[key] = (dict(zip(ids, picks)), val, "time limit" in said)
-            picks, val, limited = tune_memo[key]
-            stats["limited"] = stats.get("limited", False) or limited
+            picks, val, stopped = tune_memo[key]
+            limited = limited or stopped
             tune_total += val
             for i in ids:
                 o = picks[i]
@@ -623,7 +624,7 @@ def _allocate(allocation, cl: _Cluster, placed, tune_memo, stats, time_limit, T)
             rates[i] = m.prop.rate
             allocs[i] = Allocation(_counts(T, acc, host, cl.jobs[i].gpus, m.share[0]), float(m.share[1]),
                                    m.prop.point)
-    return rates, allocs
+    return rates, allocs, limited
 
 
 def _contention(arrival: Sequence[float], finish: Sequence[float]) -> list[float]:
