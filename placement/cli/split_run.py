@@ -302,18 +302,18 @@ def run_run(args) -> int:
     rows = [["stage", "devices", "replicas", "t", f"predicted {per}", f"measured {per}", "busy",
              f"{'samples' if b == 1 else 'batches'} per replica"]]
     tps = run.tensor_parallel or (1,) * len(run.replicas)
-    rows_of = split.submodels
-    for k, (sub, entry) in enumerate(zip(rows_of, manifest["submodels"])):
+    # the predicted loads per row where the prediction has one per sub-model (not a device cut into several)
+    loads = pred.stage_loads if pred is not None and len(pred.stage_loads) == len(split.submodels) else None
+    for k, (sub, entry) in enumerate(zip(split.submodels, manifest["submodels"])):
         on = ", ".join(d for devices in entry["replica_devices"] for d in devices) \
             if entry.get("replica_devices") else sub.label
-        # per sub-model where the prediction has one per sub-model (not a device cut into several)
-        p = pred.stage_loads[k] if pred is not None and len(pred.stage_loads) == len(rows_of) else math.nan
+        p = loads[k] if loads is not None else math.nan
         rows.append([str(k), on, str(run.replicas[k]), str(tps[k]), f"{p:.3f}", f"{run.stage_ms[k]:.3f}",
                      f"{100 * run.utilisation[k]:.1f}%", ", ".join(map(str, run.taken[k]))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:  # names to the left, figures to the right
-        print("  ".join(c.ljust(w) if i in (1, 7) else c.rjust(w) if i else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    for r in rows:  # the figures (replicas to busy) to the right, the rest to the left
+        print("  ".join(c.rjust(w) if 2 <= i <= 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              .rstrip())
     _print_run_summary(doc, run, ok)
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
