@@ -7,8 +7,28 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 
-__all__ = ["write_json", "print_json"]
+__all__ = ["write_json", "print_json", "emit"]
+
+
+def emit(args, data: dict, text: Callable[[], str], out=None) -> None:
+    """The one output path of a result: write it to ``args.out`` (when set), then print it as JSON
+    (``args.json``) or print ``text()`` (its table and summary) and where the result was written. A
+    Ctrl-C meanwhile waits until the result is written and shown, then stops."""
+    from . import _interrupt
+
+    out = out or sys.stdout
+    with _interrupt.deferred():
+        if getattr(args, "out", None):
+            write_json(args.out, data)
+        if getattr(args, "json", False):
+            print_json(data, out)
+            return
+        body = text()
+        out.write(body.rstrip("\n") + "\n" if body else "")
+        if getattr(args, "out", None):
+            out.write(f"result written to {args.out}\n")
 
 
 def print_json(data: dict, out=None) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from graphs.devices import human_bytes
 
 from .api import Placement
 
-__all__ = ["format_table", "format_summary", "human_bytes", "status_parts", "in_cli_units"]
+__all__ = ["TableRow", "format_rows", "format_table", "devices_line", "devices_words", "format_summary",
+           "human_bytes", "status_parts", "in_cli_units"]
 
 _NUMBER = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
 
@@ -34,39 +36,96 @@ def _first_last(p: Placement, nodes) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a plan's table: a stage, whose ``devices`` are ``t * d`` of one kind (one device, with
+    ``d = t = 1``, in a one-device-per-stage placement). Times are in the table's unit, per sample (per
+    batch where the workload's figures are), divided by ``d`` as the evaluator gives them."""
+
+    stage: int | None  # its place in the pipeline; None: the placement is not a pipeline
+    devices: str
+    d: int
+    t: int
+    nodes: int
+    compute: float
+    comm_in: float
+    comm_out: float
+    resync: float
+    load: float
+    memory: float  # peak bytes per device
+    capacity: float | None
+    first_last: str  # its first and last node, by name
+    variants: str = ""  # the variants it uses, with counts ("" where the model has one per node)
+    in_flight: int | None = None  # micro-batches a replica holds (None where memory is not by schedule)
+
+
+def _figure(x: float) -> str:
+    return f"{x:.6g}" if math.isfinite(x) else "inf"
+
+
+def format_rows(rows: Sequence[TableRow], unit: str, *, show_ops: bool = True) -> str:
+    """The one table of a plan, whichever model placed it: one row per stage with its devices, degrees
+    ``d`` and ``t``, node count, compute, communication in and out, replica resync and load (in ``unit``),
+    peak memory per device against the device's, load / max-load, and the variants used and micro-batches
+    in flight ``y`` where the model has them; figures right-aligned, names left."""
+    top = max((r.load for r in rows), default=0.0)
+    variants = any(r.variants for r in rows)
+    flight = any(r.in_flight is not None for r in rows)
+    head = ["stage", "devices", "d", "t", "#nodes"] + (["variants"] if variants else []) + [
+        f"compute ({unit})", f"comm in ({unit})", f"comm out ({unit})", f"resync ({unit})", f"load ({unit})",
+        "memory / device", "load/max"] + (["y"] if flight else []) + (["nodes (first .. last)"] if show_ops
+                                                                      else [])
+    right = {"d", "t", "#nodes", "load/max", "y"} | {h for h in head if h.endswith(f"({unit})")}
+    table = []
+    for r in rows:
+        share = r.load / top if top > 0 and math.isfinite(top) else 0.0
+        mem = human_bytes(r.memory) + ("" if r.capacity is None or not math.isfinite(r.capacity)
+                                       else f" / {human_bytes(r.capacity)}")
+        cells = ["-" if r.stage is None else str(r.stage), r.devices, str(r.d), str(r.t), str(r.nodes)]
+        cells += [r.variants] if variants else []
+        cells += [_figure(x) for x in (r.compute, r.comm_in, r.comm_out, r.resync, r.load)]
+        cells += [mem, f"{100 * share:.1f}%"] + ([str(r.in_flight or "")] if flight else [])
+        table.append(cells + ([r.first_last] if show_ops else []))
+    widths = [max(len(h), *(len(c[i]) for c in table)) if table else len(h) for i, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if h in right else c.ljust(w)
+                         for h, c, w in zip(head, cells, widths)).rstrip()
+
+    return "\n".join([line(head)] + [line(c) for c in table])
+
+
 def format_table(p: Placement, *, show_ops: bool = True) -> str:
-    """One row per device: stage, kind, #nodes, compute, comm in/out, load (in the workload's time unit:
-    ms for ONNX models, ``t`` for a reference workload's own unit), memory and capacity (binary units),
-    load / max-load."""
+    """The table of a one-device-per-stage placement (:func:`format_rows`): one row per device holding
+    nodes, in pipeline order, in the workload's time unit (ms for ONNX models, ``t`` for a reference
+    workload's own unit)."""
     ev = p.evaluation
     if ev is None:
         return ""
     stage = {d: i for i, d in enumerate(ev.stage_order or ())}
-    order = sorted(ev.devices, key=lambda d: (stage.get(d.device, len(stage) + d.device)))
-    u = time_unit(p) or "t"
-    header = ["device", "stage", "kind", "#nodes", f"compute [{u}]", f"comm in [{u}]", f"comm out [{u}]",
-              f"load [{u}]", "memory / capacity", "load/max"]
-    if show_ops:
-        header.append("operators (first .. last)")
-    rows = []
-    for d in order:
-        util = d.load / p.max_load if p.max_load > 0 and math.isfinite(p.max_load) else 0.0
-        mem = human_bytes(d.memory) + ("" if d.capacity is None else f" / {human_bytes(d.capacity)}")
-        row = [d.name, str(stage.get(d.device, "-")) if len(d.nodes) else "-", d.kind, str(len(d.nodes)),
-               _num(d.compute), _num(d.comm_in), _num(d.comm_out), _num(d.load), mem, f"{100 * util:.1f}%"]
-        if show_ops:
-            row.append(_first_last(p, d.nodes))
-        rows.append(row)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    right = {3, 4, 5, 6, 7, 9}
+    used = sorted((d for d in ev.devices if len(d.nodes)),
+                  key=lambda d: stage.get(d.device, len(stage) + d.device))
+    rows = [TableRow(stage.get(d.device), d.name, 1, 1, len(d.nodes), d.compute, d.comm_in, d.comm_out, 0.0,
+                     d.load, d.memory, d.capacity, _first_last(p, d.nodes)) for d in used]
+    return format_rows(rows, time_unit(p) or "t", show_ops=show_ops)
 
-    def fmt(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    lines = [fmt(header), fmt(["-" * w for w in widths])]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
+def devices_words(stages: int | None, used: int, total: int, idle: Sequence[str]) -> str:
+    """``4 stage(s) on 4 of 5 devices (idle: cpu:0)``, as every plan's summary counts its devices
+    (``stages`` ``None``: the placement is not a pipeline)."""
+    shown = ", ".join(idle[:8]) + (f", ... ({len(idle)} in all)" if len(idle) > 8 else "")
+    idle_words = f" (idle: {shown})" if idle else ""
+    if stages is None:
+        return f"{used} of {total} devices hold nodes{idle_words}; not a pipeline (no order of them is one)"
+    return f"{stages} stage(s) on {used} of {total} devices{idle_words}"
+
+
+def devices_line(p: Placement) -> str:
+    """:func:`devices_words` of a one-device-per-stage placement: a stage per device holding nodes."""
+    ev = p.evaluation
+    used = sum(1 for d in ev.devices if len(d.nodes))
+    return devices_words(used if ev.stage_order is not None else None, used, len(ev.devices),
+                         [d.name for d in ev.devices if not len(d.nodes)])
 
 
 def status_parts(s, bound=None) -> list[str]:
@@ -135,7 +194,7 @@ def format_summary(p: Placement, *, message: bool = True) -> str:
         what = "one sample" if batch == 1 else f"one batch of {batch} samples"
         parts.append(f"latency {_num(p.latency.total)}{u} ({what}, latency model)")
     parts += status_parts(s)
-    lines = [", ".join(parts)]
+    lines = [", ".join(parts)] + ([devices_line(p)] if p.evaluation is not None else [])
     lat = p.latency.total if p.latency is not None else None
     if lat is not None and math.isfinite(lat) and lat < p.max_load * (1 - 1e-9):
         # a newcomer reads a latency below the busiest device's load as a bug: the two models differ here

@@ -745,6 +745,14 @@ def stage_devices(problem: ParallelProblem, plan) -> list[str]:
     return out
 
 
+def _device_use(problem: ParallelProblem, ev: PlanEvaluation) -> tuple[int, int, list[str]]:
+    """Devices the plan uses, the devices there are, and the idle ones by name (``t4:2``)."""
+    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
+    taken = {x for r in numbers for x in r}
+    names = [f"{k.name}:{i}" for k in problem.kinds for i in range(k.count)]
+    return len(taken), len(names), [x for j, x in enumerate(names) if j not in taken]
+
+
 def _finite(x: float) -> float | None:
     return None if math.isinf(x) else x
 
@@ -758,29 +766,26 @@ def _node_range(problem: ParallelProblem, nodes) -> str:
 
 
 def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -> str:
-    """A per-stage table: its devices (``t * d`` of one kind), the degrees, its nodes (count and first ..
-    last), the variants used, compute, communication and replica resync per sample, the time per sample
-    (in ``unit``), peak memory per device against the device's, and the micro-batches in flight ``y``."""
-    from .report import human_bytes
+    """The plan's table (:func:`placement.report.format_rows`, the one table of every plan): per stage
+    its devices (``t * d`` of one kind), the degrees, its nodes, the variants used, compute,
+    communication and replica resync per sample, its load (time per sample, in ``unit``), peak memory
+    per device against the device's, and the micro-batches in flight ``y``."""
+    from .report import TableRow, format_rows
 
-    head = ["stage", "devices", "d", "t", "#nodes", "variants", f"compute ({unit})", f"comm ({unit})",
-            f"resync ({unit})", f"time/sample ({unit})", "memory / device", "y", "nodes (first .. last)"]
-    rows = []
     names = stage_devices(problem, [s.stage for s in ev.stages])
     g = problem.graph
+    scale = TIME_UNITS[unit]
+    order = {s: i for i, s in enumerate(ev.stage_order or ())}
+    rows = []
     for i, s in enumerate(ev.stages):
         st = s.stage
         used = Counter(g.variants[v].name for v in st.variants)
-        rows.append([str(i), names[i], str(st.d), str(st.t), str(len(st.nodes)),
-                     ", ".join(f"{n} {c}" for n, c in sorted(used.items())),
-                     fmt_time(s.compute, unit), fmt_time(s.comm, unit), fmt_time(s.resync, unit),
-                     fmt_time(s.time_per_sample, unit),
-                     f"{human_bytes(s.memory)} / {human_bytes(_finite(s.capacity))}",
-                     str(s.in_flight), _node_range(problem, st.nodes)])
-    widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return "\n".join(lines)
+        rows.append(TableRow(order.get(i), names[i], st.d, st.t, len(st.nodes),
+                             s.compute * scale, s.comm_in * scale, s.comm_out * scale, s.resync * scale,
+                             s.time_per_sample * scale, s.memory, _finite(s.capacity),
+                             _node_range(problem, st.nodes),
+                             ", ".join(f"{n} {c}" for n, c in sorted(used.items())), s.in_flight))
+    return format_rows(rows, unit)
 
 
 def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, result=None,
@@ -799,10 +804,10 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
         from .report import in_cli_units, status_parts
 
         parts += status_parts(result, lambda b: fmt_time(b, unit, 9))
-    used = sum(s.devices for s in ev.stages)
-    total = sum(k.count for k in problem.kinds)
+    from .report import devices_words
+
     lines = [", ".join(parts),
-             f"{len(ev.stages)} stage(s) on {used} of {total} devices; schedule {problem.schedule}, "
+             f"{devices_words(len(ev.stages), *_device_use(problem, ev))}; schedule {problem.schedule}, "
              f"{problem.microbatches} micro-batch{'es' * (problem.microbatches != 1)} per batch"
              + (f", {extra}" if extra else "")]
     lines += [f"  problem: {x}" for x in ev.problems]
@@ -843,15 +848,8 @@ def no_plan(args, r, timing: str = "") -> int:
 
 def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
           unit: str = "s") -> None:
-    from . import _interrupt
-    from .export import print_json, write_json
+    """Write and print a stage plan's result through the one output path (:func:`placement.export.emit`),
+    its text the plan's table and ``summary``."""
+    from .export import emit
 
-    with _interrupt.deferred():  # a Ctrl-C now lets the result be written and shown, then stops
-        if getattr(args, "out", None):
-            write_json(args.out, data)
-        if getattr(args, "json", False):
-            print_json(data)
-            return
-        sys.stdout.write(format_plan(problem, ev, unit) + "\n\n" + summary + "\n")
-        if getattr(args, "out", None):
-            sys.stdout.write(f"result written to {args.out}\n")
+    emit(args, data, lambda: format_plan(problem, ev, unit) + "\n\n" + summary)

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from placement.cli import main
+from tests.tables import one_device_per_stage
 
 
 @pytest.fixture
@@ -19,9 +20,10 @@ def test_example_then_place_prints_a_table_and_writes_json(example, tmp_path, ca
     out = str(tmp_path / "res.json")
     assert main(["place", example, "--out", out]) == 0
     text = capsys.readouterr().out
-    for column in ("device", "#nodes", "compute [t]", "comm in [t]", "comm out [t]", "load [t]",
-                   "memory / capacity", "load/max"):
+    for column in ("stage  devices", "#nodes", "compute (t)", "comm in (t)", "comm out (t)", "load (t)",
+                   "memory / device", "load/max"):
         assert column in text
+    assert one_device_per_stage(text)
     assert "status optimal" in text and "max-load" in text
     res = json.load(open(out))
     assert res["schema"] == "placement-result" and res["version"] == 2

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from placement.cli import main
+from tests.tables import one_device_per_stage
 from tests.test_evaluate_inputs import _one_error  # one error line naming every word
 
 
@@ -100,7 +101,7 @@ def test_memory_limit_on_an_onnx_model_says_it_selects_one_device_per_stage(mode
     capsys.readouterr()
     assert main(["place", model, "--devices", "a100:2", "--memory-limit", "100"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("device  stage")  # the per-device table: one device per stage, as the note says
+    assert one_device_per_stage(out)  # one device per stage, as the note says
     notes = [line for line in err.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "--memory-limit" in notes[0] and "one device per stage" in notes[0]
     # asked for in so many words (--max-replicas 1): no note

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from placement.cli import main
+from tests.tables import one_device_per_stage
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_an_option_that_selects_one_device_per_stage_says_so(model, capsys, flag
     capsys.readouterr()
     assert main(["place", model, "--devices", "a100:2", *flags]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("device  stage")  # the per-device table: one device per stage, as the note says
+    assert one_device_per_stage(out)  # one device per stage, as the note says
     notes = _switch_notes(err)
     assert len(notes) == 1 and notes[0].startswith(f"note: {named} "), err
     assert main(["place", model, "--devices", "a100:2", *flags, "--max-replicas", "1"]) == 0

@@ -12,6 +12,7 @@ import stat
 import pytest
 
 from placement.cli import main
+from tests.tables import one_device_per_stage, table_rows
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DEVICES = "a100:2,t4:2,cpu:1"
@@ -252,14 +253,26 @@ def test_help_gives_defaults_and_documents_every_option(capsys):
 def test_the_place_table_labels_units_and_columns(onnx_model, capsys):
     assert main(["place", onnx_model, "--devices", DEVICES]) == 0  # replicas: one row per stage
     text = capsys.readouterr().out
-    for column in ("devices", "compute (ms)", "comm (ms)", "time/sample (ms)", "memory / device"):
+    columns = ("stage  devices", "compute (ms)", "comm in (ms)", "comm out (ms)", "resync (ms)", "load (ms)",
+               "memory / device", "load/max")
+    for column in columns:
         assert column in text
+    assert not one_device_per_stage(text)
+    stage_rows = table_rows(text)
     assert "/ 40 GiB" in text and re.search(r"max-load [\d.]+ ms per sample \([\d,.]+ samples/s\)", text)
     assert main(["place", onnx_model, "--devices", DEVICES, "--max-replicas", "1"]) == 0  # one per device
     text = capsys.readouterr().out
-    for column in ("compute [ms]", "comm in [ms]", "comm out [ms]", "load [ms]", "memory / capacity",
-                   "load/max"):
+    for column in columns:  # the same table
         assert column in text
+    assert one_device_per_stage(text)
+    pipeline = table_rows(text)
+    assert list(pipeline[0]) == [h for h in stage_rows[0] if h not in ("variants", "y")]
+    for rows in (stage_rows, pipeline):  # each row's load is its parts' sum, the busiest one's 100%
+        for r in rows:
+            parts = sum(float(r[f"{c} (ms)"]) for c in ("compute", "comm in", "comm out", "resync"))
+            assert float(r["load (ms)"]) == pytest.approx(parts, rel=1e-5, abs=1e-6)
+        top = max(float(r["load (ms)"]) for r in rows)
+        assert [r["load/max"] for r in rows if float(r["load (ms)"]) == top][0] == "100.0%"
     assert "/ 40 GiB" in text and "/ 16 GiB" in text  # A100-40GB and T4 as their spec sheets say
     assert re.search(r"latency [\d.]+ ms \(one sample, latency model\)", text)
 

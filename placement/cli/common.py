@@ -12,8 +12,6 @@ import math
 import os
 import sys
 
-from .. import _interrupt
-
 __all__ = ["EXIT_OK", "EXIT_NO_PLACEMENT", "EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "Parser",
            "add_solve_options", "add_output_options", "add_frontend_options", "OPTIMIZERS", "frontend",
            "frontend_given", "recorded_frontend", "print_result", "checked_number", "cli_words",
@@ -164,7 +162,7 @@ def frontend_given(args) -> dict:
 
 
 def print_result(args, placement, out=None) -> None:
-    from ..export import print_json, write_json
+    from ..export import emit
     from ..report import format_summary, format_table
     from ..results import result_dict
 
@@ -177,25 +175,18 @@ def print_result(args, placement, out=None) -> None:
         kw = frontend(args)
         data["frontend"]["dims"] = kw["dims"]
         data["frontend"]["device_files"] = [source_path(f, args.out) for f in kw["device_files"] or ()]
-    with _interrupt.deferred():  # a Ctrl-C now lets the result be written, then stops
-        if args.out:
-            write_json(args.out, data)
-        if args.json:
-            print_json(data, out)
-        else:
-            table = format_table(placement)
-            if table:
-                out.write(table + "\n\n")
-            # without a plan the message is the command's error line (stderr): not said twice
-            out.write(format_summary(placement, message=placement.evaluation is not None) + "\n")
-            from .serving import mfu_lines
 
-            out.write(mfu_lines(placement))
-            clock = getattr(args, "clock", None)  # place's: what its --time-limit covered
-            if clock is not None and clock.words():
-                out.write(clock.words() + "\n")
-            if args.out:
-                out.write(f"result written to {args.out}\n")
+    def text() -> str:
+        from .serving import mfu_lines
+
+        table = format_table(placement)
+        # without a plan the message is the command's error line (stderr): not said twice
+        lines = ([table, ""] if table else []) + [format_summary(placement, message=placement.evaluation
+                                                                 is not None)]
+        clock = getattr(args, "clock", None)  # place's: what its --time-limit covered
+        return "\n".join(lines) + "\n" + mfu_lines(placement) + (clock.words() if clock is not None else "")
+
+    emit(args, data, text, out)
 
 
 def checked_number(value: float | None, flag: str, *, low: float = 0.0, strict: bool = False) -> float | None:

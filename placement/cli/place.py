@@ -35,8 +35,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="compute a placement", description="Compute a placement of a "
                        "workload (reference-format JSON, Piper file or ONNX model) and print a table: one "
-                       "row per stage (its devices, replicas and tensor-parallel degree), or one per "
-                       "device for a one-device-per-stage placement.")
+                       "row per stage (its devices, replicas and tensor-parallel degree; one device, "
+                       "d = t = 1, for a one-device-per-stage placement).")
     p.add_argument("workload", help="workload file (.json) or ONNX model (.onnx)")
     add_solve_options(p)
     add_output_options(p)
