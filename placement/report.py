@@ -98,7 +98,7 @@ def format_rows(rows: Sequence[TableRow], unit: str, *, show_ops: bool = True) -
 def format_table(p: Placement, *, show_ops: bool = True) -> str:
     """The table of a one-device-per-stage placement (:func:`format_rows`): one row per device holding
     nodes, in pipeline order, in the workload's time unit (ms for ONNX models, ``t`` for a reference
-    workload's own unit)."""
+    workload's own unit), per run of the model's batch (``ms/batch``) at a batch size above 1."""
     ev = p.evaluation
     if ev is None:
         return ""
@@ -107,7 +107,9 @@ def format_table(p: Placement, *, show_ops: bool = True) -> str:
                   key=lambda d: stage.get(d.device, len(stage) + d.device))
     rows = [TableRow(stage.get(d.device), d.name, 1, 1, len(d.nodes), d.compute, d.comm_in, d.comm_out, 0.0,
                      d.load, d.memory, d.capacity, _first_last(p, d.nodes)) for d in used]
-    return format_rows(rows, time_unit(p) or "t", show_ops=show_ops)
+    # an ONNX model's figures at a batch size above 1 are per run of the batch, and the heads say so
+    per = "/batch" if p.graph.batch_size > 1 else ""
+    return format_rows(rows, (time_unit(p) or "t") + per, show_ops=show_ops)
 
 
 def devices_words(stages: int | None, used: int, total: int, idle: Sequence[str]) -> str:

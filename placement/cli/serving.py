@@ -273,7 +273,7 @@ def _emit_sweep(args, sw, note: str = "") -> int:
     slo = f", latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
 
     def show_best(p) -> None:
-        print("\n" + _best_batch_line(sw))
+        print("\n" + _best_batch_line(sw) + "\n")  # then the table, as the stage sweep prints it
         table = format_table(p.placement)
         if table:
             print(table + "\n")
