@@ -274,12 +274,12 @@ def test_the_place_table_labels_units_and_columns(onnx_model, capsys):
         top = max(float(r["load (ms)"]) for r in rows)
         assert [r["load/max"] for r in rows if float(r["load (ms)"]) == top][0] == "100.0%"
     assert "/ 40 GiB" in text and "/ 16 GiB" in text  # A100-40GB and T4 as their spec sheets say
+    assert re.search(r"latency [\d.]+ ms \(one sample, latency model\)", text)
     # at batch 8 one device per stage gives figures per run of the batch, the stage model per sample: the
     # heads say which (the loads of a batch are about 8 x a sample's, so the two could not be told apart)
     assert main(["place", onnx_model, "--devices", DEVICES, "--max-replicas", "1", "--batch-size", "8"]) == 0
     text = capsys.readouterr().out
     assert "load (ms/batch)" in table_rows(text)[0] and "per batch of 8" in text
-    assert re.search(r"latency [\d.]+ ms \(one sample, latency model\)", text)
 
 
 def test_infeasible_messages_use_the_tables_units(tmp_path, capsys):
