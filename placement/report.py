@@ -170,8 +170,11 @@ def in_cli_units(message: str, per_sample: Callable[[float], str] | None = None)
 
 
 def _pipelined_training(p: Placement) -> bool:
-    """A one-device-per-stage training placement with at least two stages (devices holding nodes)."""
+    """A one-device-per-stage training placement with at least two stages (devices holding nodes) that
+    form a pipeline (``show`` simulates no other)."""
     if p.problem is not None or not p.graph.is_training or p.evaluation is None:
+        return False
+    if p.evaluation.stage_order is None:
         return False
     return sum(1 for d in p.evaluation.devices if len(d.nodes)) >= 2
 

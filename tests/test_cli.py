@@ -244,3 +244,19 @@ def test_a_one_device_per_stage_plan_of_an_onnx_model_gives_its_samples_per_seco
     assert m, "no samples/s beside the max-load"
     max_load = json.load(open(out))["max_load"]  # ms per run of the model at batch 1: one sample
     assert float(m.group(2).replace(",", "")) == pytest.approx(1e3 / max_load, rel=1e-5)
+
+
+def test_the_flush_line_is_for_pipelines_only(tmp_path, capsys):
+    """A training placement's summary says that a flushing schedule fills and drains the pipeline, and
+    that `show` simulates it; a placement that is no pipeline (local search's) got the line too, though
+    `show` refuses such a placement. Its devices line says what it is instead."""
+    path = str(tmp_path / "t.json")
+    assert main(["example", path, "--layers", "2", "--accelerators", "3", "--training"]) == 0
+    capsys.readouterr()
+    assert main(["place", path]) == 0
+    text = capsys.readouterr().out
+    assert "fills and drains it every batch" in text and "3 stage(s) on 3 of 4 devices (idle: cpu:0)" in text
+    assert main(["place", path, "--solver", "local-search", "--seed", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "contiguous: no" in text and "not a pipeline" in text
+    assert "fills and drains" not in text
