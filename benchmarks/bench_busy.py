@@ -2,7 +2,7 @@
 work leaves free, :func:`solvers._cpu.idle_cores`), on a quiet machine and beside one competing
 CPU-bound process that this script starts itself. Medians of ``--repeats`` runs, alternating.
 
-    python -m benchmarks.bench_busy [--repeats 3] [--cases inception,llama] [--workloads DIR]
+    python -m benchmarks.bench_busy [--repeats 3] [--cases inception,llama] [--workloads DIR] [--spin]
 
 Cases: ``inception``, the exact DP on the InceptionV3 training layer graph (the shared reference
 workloads); ``llama``, ``auto`` on the project's 16-layer Llama training graph over
@@ -81,7 +81,15 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     p.add_argument("--workloads", default=WORKLOADS)
+    p.add_argument("--spin", action="store_true", help="leave OpenMP's wait policy as the environment has "
+                   "it (its threads spin while they wait), where by default the benchmark sets it passive "
+                   "as the command line does (solvers._cpu.passive_waits)")
     args = p.parse_args(argv)
+    if not args.spin:
+        from solvers._cpu import passive_waits
+
+        passive_waits()
+    print(f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in CASES]
     if bad or not cases:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from solvers import _cpu
@@ -34,3 +36,23 @@ def test_the_dp_default_follows_the_idle_cores(monkeypatch):
     monkeypatch.setattr(_cpu, "idle_cores", lambda *a, **k: 1)
     assert dp._thread_count(None, 10**6) == 1
     assert dp._thread_count(2, 10**6) == min(2, config.NUMBA_NUM_THREADS)  # an explicit count stands
+
+
+def test_the_command_line_lets_openmp_threads_sleep_and_the_library_does_not(monkeypatch):
+    """OMP_WAIT_POLICY=PASSIVE is a process setting: the command line sets it for its own process (unless
+    the environment gives one), a library import never does."""
+    import subprocess
+    import sys
+
+    from placement.cli import main
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    code = "import os, placement, solvers.dp; print(os.environ.get('OMP_WAIT_POLICY'))"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None"
+    assert main(["--version"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice stands
+    assert main(["--version"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
     when the command started (``time.perf_counter()``; default: now), from which its ``--time-limit``
     counts (``args.started``)."""
     started = time.perf_counter() if started is None else started
+    from solvers._cpu import passive_waits
+
+    passive_waits()  # the parallel DP beside other work (a process setting, so the command line's only)
     codes: list[int] = []
     with _user_errors(codes):
         argv = sys.argv[1:] if argv is None else list(argv)

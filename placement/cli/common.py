@@ -60,7 +60,8 @@ def add_solve_options(p: argparse.ArgumentParser) -> None:
                         "to 1 (default 1e-4; auto's integer program on the stage model: 1e-6 unless given)")
     p.add_argument("--threads", type=int, default=None,
                    help="solver threads, >= 1 (default: the DP takes the cores other work leaves free now, "
-                        "HiGHS its own choice)")
+                        "HiGHS its own choice; the DP's waiting threads sleep rather than spin unless "
+                        "OMP_WAIT_POLICY says otherwise)")
     p.add_argument("--seed", type=int, default=0, help="seed of randomised solvers (default 0)")
     p.add_argument("--subgraphs-per-device", type=int, default=1, metavar="Q",
                    help="latency objective: contiguous subgraphs one accelerator may run (default 1)")
