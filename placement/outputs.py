@@ -1,6 +1,6 @@
 """Outputs: paths checked before any work (every command creates the folders its outputs go into, and an
-output that cannot be written is one error naming the flag, raised before anything is solved), and the
-progress bar long commands show on stderr.
+output that cannot be written is one error naming the flag, raised before anything is solved), the
+progress bar long commands show on stderr, and the one layout of their text tables (:func:`aligned`).
 
 Nothing here imports the command line (:mod:`placement.cli`), so any command module can use it.
 """
@@ -12,10 +12,11 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 
 from graphs.errors import InputError
 
-__all__ = ["output_file", "output_dir", "plot_file", "PLOT_FORMATS", "Progress"]
+__all__ = ["output_file", "output_dir", "plot_file", "PLOT_FORMATS", "Progress", "aligned"]
 
 
 def output_file(path: str, flag: str) -> str:
@@ -108,3 +109,17 @@ class Progress:
             if bar.stream is stream:
                 cls._open.clear()
                 stream.write("\n")
+
+
+def aligned(rows: Sequence[Sequence[str]], right: Callable[[int], bool] = lambda i: False) -> str:
+    """Rows of cells (the heading first) as text columns, the command line's one table layout: each
+    column as wide as its widest cell, two spaces apart, column ``i`` right-aligned where ``right(i)``
+    (figures) and left-aligned otherwise (names), no trailing spaces."""
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+    def line(r: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if right(i) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    return "\n".join(line(r).rstrip() for r in rows)

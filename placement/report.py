@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from graphs.devices import human_bytes
 
 from .api import Placement
+from .outputs import aligned
 
 __all__ = ["TableRow", "format_rows", "format_table", "devices_line", "devices_words", "format_summary",
            "human_bytes", "status_parts", "in_cli_units"]
@@ -24,7 +25,8 @@ def time_unit(p: Placement) -> str:
 
 
 def _num(x: float) -> str:
-    return f"{x:.4f}" if math.isfinite(x) else "inf"
+    """A summary's figure: nine significant digits, as a stage plan's summary gives them."""
+    return f"{x:.9g}" if math.isfinite(x) else "inf"
 
 
 def _first_last(p: Placement, nodes) -> str:
@@ -86,13 +88,7 @@ def format_rows(rows: Sequence[TableRow], unit: str, *, show_ops: bool = True) -
         cells += [_figure(x) for x in (r.compute, r.comm_in, r.comm_out, r.resync, r.load)]
         cells += [mem, f"{100 * share:.1f}%"] + ([str(r.in_flight or "")] if flight else [])
         table.append(cells + ([r.first_last] if show_ops else []))
-    widths = [max(len(h), *(len(c[i]) for c in table)) if table else len(h) for i, h in enumerate(head)]
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if h in right else c.ljust(w)
-                         for h, c, w in zip(head, cells, widths)).rstrip()
-
-    return "\n".join([line(head)] + [line(c) for c in table])
+    return aligned([head] + table, lambda i: head[i] in right)
 
 
 def format_table(p: Placement, *, show_ops: bool = True) -> str:

@@ -119,6 +119,14 @@ class StageWorkload:
         """The summary's words for the settings (``extra`` formatted)."""
         return self.extra.format(**self.settings)
 
+    @property
+    def latency_batch(self) -> int | None:
+        """An ONNX model's inference plan: the samples of one run of its batch, whose latency the summary
+        gives as one-device-per-stage placements' do; ``None`` for training (a Piper file) and an LLM."""
+        if self.graph is None or self.sample != "sample" or self.settings.get("training") is not False:
+            return None
+        return int(self.settings.get("batch_size") or 1)
+
     def refined(self) -> StageWorkload:
         """The same workload at operator granularity (:attr:`finer` built)."""
         problem, node_of = self.finer()
@@ -581,7 +589,8 @@ def place(args, w: StageWorkload) -> int:
     if r.plan is None:
         return no_plan(args, r, clock.words())
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))
-    summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample)
+    summary = plan_summary(w.problem, r.evaluation, w.unit, result=r, extra=w.words(), sample=w.sample,
+                           latency_batch=w.latency_batch)
     summary += _flush_line(w, r.evaluation)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     summary += f"\n{clock.words()}" if clock.words() else ""
@@ -626,7 +635,8 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
     ev = evaluate_plan(w.problem, plan)
     out, mfu = workload_result(w, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
                                message=f"plan from {args.split}", workload=_recorded_path(args))
-    summary = plan_summary(w.problem, ev, w.unit, extra=w.words(), sample=w.sample)
+    summary = plan_summary(w.problem, ev, w.unit, extra=w.words(), sample=w.sample,
+                           latency_batch=w.latency_batch)
     summary += _mfu_line(w.problem, ev, mfu)
     _emit(args, out, w.problem, ev, summary, w.unit)
     return 0 if ev.valid else 1
@@ -789,14 +799,20 @@ def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -
 
 
 def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, result=None,
-                 extra: str = "", sample: str = "sample") -> str:
+                 extra: str = "", sample: str = "sample", latency_batch: int | None = None) -> str:
     """The lines under the stage table, worded as the one-device-per-stage summary is: max-load per
     sample (with samples per second), status, solver, bound, gap and time of ``result`` (a
     :class:`~solvers.base.Solution`; ``None``: a given plan), then the devices used, the schedule and
     ``extra`` settings, and every broken constraint. ``sample``: what one sample is (an LLM's: a token).
-    """
+    ``latency_batch``: also one batch's latency, the batch being that many samples (an ONNX model's
+    inference plan: :attr:`StageWorkload.latency_batch`), as the stage model counts it: a replica of each
+    stage takes the batch whole, the stages one after another."""
     rate = f" ({1 / ev.objective:,.6g} {sample}s/s)" if 0 < ev.objective < math.inf else ""
     parts = [f"max-load {fmt_time(ev.objective, unit, 9)} {unit} per {sample}{rate}"]
+    if latency_batch is not None and math.isfinite(ev.latency):
+        what = "one sample" if latency_batch == 1 else f"one batch of {latency_batch} samples"
+        parts.append(f"latency {fmt_time(ev.latency * latency_batch, unit, 9)} {unit} ({what}, the stages "
+                     f"one after another)")
     if result is None:
         parts.append("status " + ("feasible (a given plan)" if ev.valid else "INVALID"))
     else:

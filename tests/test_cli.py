@@ -234,7 +234,7 @@ def test_byte_counts_in_messages_read_in_binary_units(message, shown):
 
 
 def test_a_one_device_per_stage_plan_of_an_onnx_model_gives_its_samples_per_second(tmp_path, capsys):
-    # the stage summary gave samples/s; this one only "max-load 0.4187 ms"
+    # the stage summary gave samples/s; this one only "max-load 0.4187 ms" (now nine digits, as that one)
     import re
 
     model, out = str(tmp_path / "m.onnx"), str(tmp_path / "r.json")

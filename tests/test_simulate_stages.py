@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -155,7 +156,7 @@ def test_show_simulates_a_replicated_plan(placed, capsys):
     assert main(["show", result, "--no-draw"]) == 0
     text = capsys.readouterr().out
     assert "stage pipeline" in text and "(equal)" in text and "schedule 1f1b" in text
-    assert "model s/sample" in text and "simulated peak/device" in text  # a Piper file's unit: seconds
+    assert "load (s/sample)" in text and "simulated peak/device" in text  # a Piper file's unit: seconds
     for schedule in SCHEDULES:
         assert main(["show", result, "--json", "--schedule", schedule]) == 0
         sim = json.loads(capsys.readouterr().out)["simulation"]
@@ -232,7 +233,7 @@ def test_show_simulates_a_replicated_onnx_plan(gpt_path, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert main(["show", str(out), "--no-draw"]) == 0
     text = capsys.readouterr().out
-    assert "(equal)" in text and "model ms/sample" in text and "simulated peak/device" in text
+    assert "(equal)" in text and "load (ms/sample)" in text and "simulated peak/device" in text
     shown = float(text.split("bottleneck (busiest device) ")[1].split(" ms per sample")[0])
     assert shown == pytest.approx(data["objective"] * 1e3, rel=1e-8)
     for schedule in SCHEDULES:
@@ -468,6 +469,27 @@ def test_show_simulates_an_onnx_stage_plan_at_its_batch_size(gpt_path, tmp_path,
            f"{4 * M} samples)" in text
     assert f"one-micro-batch latency {served:.6g} ms (4 samples) in this schedule" in text
     assert f"({1 / data['objective']:,.6g} samples/s; bubble" in text  # place's samples/s at the period
+
+
+def test_a_stage_plans_summary_gives_its_latency_as_show_simulates_it(gpt_path, tmp_path, capsys):
+    """An inference plan's summary gave no latency on the stage model, where a one-device-per-stage
+    placement's gives one. It gives one batch's now: the stages' times (compute and communication, not
+    divided by the replicas) added up by hand from the result, and the simulated micro-batch alone in the
+    pipeline (show), both per run of the batch of 4."""
+    out = tmp_path / "r.json"
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--batch-size", "4", "--time-limit", "10",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    shown = float(re.search(r"latency ([\d.]+) ms \(one batch of 4 samples, the stages one after another\)",
+                            text).group(1))
+    data = json.loads(out.read_text())
+    chain = sum(st["dataParallelDegree"] * (st["compute"] + st["comm"]) for st in data["stages"]) * 4
+    assert shown == pytest.approx(chain * 1e3, rel=1e-8)
+    assert main(["show", str(out), "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    assert sim["latency_per_microbatch"] * 1e3 == pytest.approx(shown, rel=1e-8)
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--training", "--time-limit", "10"]) == 0
+    assert "latency" not in capsys.readouterr().out.split("status")[0]  # training: no one-sample latency
 
 
 @pytest.mark.parametrize("batch", [1, 8])

@@ -32,6 +32,7 @@ from graphs.jsonio import read_json
 from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
 from ..goodput import format_ms as _ms
 from ..inputs import DEFAULT_CONTEXT, GOODPUT_FLAGS
+from ..outputs import aligned
 
 __all__ = ["add_options", "place", "evaluate", "place_goodput", "provision_command", "serving_dict"]
 
@@ -295,9 +296,7 @@ def _sweep_table(search, *, mark: bool = True) -> str:
         rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
                      f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
                      note])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if 0 < i < 7 else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(r, widths))).rstrip() for r in rows)
+    return aligned(rows, lambda i: 0 < i < 7)
 
 
 def _bucket_table(sv) -> str:
@@ -305,8 +304,7 @@ def _bucket_table(sv) -> str:
     for r in sv.buckets:
         rows.append([str(r.bucket.input), str(r.bucket.output), f"{100 * r.share:.1f}%", _ms(r.prefill),
                      _ms(r.ttft), "yes" if r.meets else "no"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+    return aligned(rows, lambda i: True)
 
 
 def serving_dict(model, sv) -> dict:
@@ -651,6 +649,4 @@ def _layout_table(model, search, split, best) -> str:
     row("colocated", str(model.devices), str(model.devices), search.best)
     for pre, dec, x, note in split.splits:
         row("disaggregated", pre, dec, x.best if x else None, note)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if 2 < i < 7 else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(r, widths))).rstrip() for r in rows)
+    return aligned(rows, lambda i: 2 < i < 7)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 import threading
 import time
+
+from ..outputs import aligned
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -176,9 +179,7 @@ def _sweep_rows(sw) -> str:
         note = ("<- best; " if sw.best is pt else "") + pt.how + ("" if pt.proven else " (not proven)")
         rows.append([str(b), f"{pt.samples_per_s:.6g}", f"{pt.latency_ms:.6g}", f"{pt.max_load:.6g}",
                      pt.status, _pct(m.total) if m else "-", note])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if 0 < i < 6 else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(r, widths))).rstrip() for r in rows)
+    return aligned(rows, lambda i: 0 < i < 6)
 
 
 #: what the sweep's figures mean, per model (the serving section's ``definition``)
@@ -845,9 +846,7 @@ def _frontier_table(fr, stages: bool = False) -> str:
                      f"{p.max_load:.6g}", _pct(m.total) if m else "-",
                      p.proof(True) if stages else ("yes" if p.proven else "no")]
                     + ([p.plan_words()] if stages else []))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if i < 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     .rstrip() for r in rows)
+    return aligned(rows, lambda i: i < 6)
 
 
 def _uses_stages(args) -> bool:
@@ -1363,10 +1362,8 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         for a in pv.efficient:
             rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
                          f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        for r in rows if pv.efficient else ():
-            print("  " + "  ".join(c.ljust(wd) if i == 0 else c.rjust(wd) for i, (c, wd) in
-                                   enumerate(zip(r, widths))))
+        if pv.efficient:
+            print(textwrap.indent(aligned(rows, lambda i: i > 0), "  "))
         if not pv.efficient:
             print("  (none found)")
         if stopped:

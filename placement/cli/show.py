@@ -12,7 +12,7 @@ import sys
 from graphs.errors import InputError
 from graphs.jsonio import read_json
 
-from ..outputs import output_dir
+from ..outputs import aligned, output_dir
 from .common import EXIT_OK, UsageError, add_frontend_options, frontend, recorded_frontend
 
 __all__ = ["add_parser", "run"]
@@ -159,23 +159,23 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None,
     whose figures are then per batch, and said so."""
     u = f" {unit}" if unit else ""
     item = "sample" if batch == 1 else f"batch ({batch} samples)"
-    cu = f" [{unit or 't'}]"
+    cu = f" ({unit or 't'})"
     name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
-    # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load)
-    rows = [["stage", "device", "kind", "load" + cu, "busy" + cu, "busy/wall", "compute/wall", "peak stash"]]
+    # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load);
+    # the stage plan's simulation leads with the same columns (one device per stage: d = t = 1)
+    rows = [["stage", "devices", "d", "t", "load" + cu, "busy" + cu, "busy/wall", "compute/wall",
+             "peak stash"]]
     for r in sim.stages:
         stash = "-" if r.peak_stashed is None else str(r.peak_stashed)
         if r.peak_stash_bytes is not None:
             from ..report import human_bytes
 
             stash += f" ({human_bytes(r.peak_stash_bytes)})"
-        rows.append([str(r.stage), r.name, r.kind, f"{r.load:.4g}", f"{r.busy:.4g}",
+        rows.append([str(r.stage), r.name, "1", "1", f"{r.load:.6g}", f"{r.busy:.6g}",
                      f"{100 * r.utilisation:.1f}%", f"{100 * r.compute_utilisation:.1f}%", stash])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [f"pipeline of {len(sim.stages)} stage(s), {name}, {sim.microbatches} micro-batches"
              + (f" (each a batch of {batch} samples: one run of the model)" if batch > 1 else "")]
-    lines += ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-              .rstrip() for row in rows]
+    lines.append(aligned(rows, lambda i: i >= 2))
     steady = sim.steady_time_per_sample
     same = math.isclose(steady, sim.max_load, rel_tol=1e-9, abs_tol=1e-12)
     extra = "equal" if same else f"the schedule adds {steady / sim.max_load - 1:.1%}"
@@ -259,24 +259,24 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
 
 
 def format_stage_simulation(sim, unit: str = "s", sample: str = "sample",
-                      microbatch: str | None = None) -> str:
+                            microbatch: str | None = None, devices: list[str] | None = None) -> str:
     """The simulation next to the evaluator, per stage; times per ``sample`` (an LLM's decode: per
     ``token``) in ``unit`` (``s`` for a Piper file, ``ms`` for an ONNX model or an LLM), memory per
     device in binary units; then the run's figures, each in its unit: per sample, per micro-batch
     (``sim.samples_per_microbatch`` samples; ``microbatch`` says what one is, e.g. one run of the model
     at its batch size) and the makespan, with throughput in samples per second (the simulation's times
-    are seconds)."""
+    are seconds). ``devices``: each stage's devices by name (``a100:0-3``; default: its kind)."""
     from ..report import human_bytes
     from ..stages import fmt_time
 
     b = sim.samples_per_microbatch
-    head = ["stage", "kind", "d", "t", f"model {unit}/{sample}", f"simulated busy {unit}/{sample}", "model y",
-            "simulated y", "weight versions", "model peak/device", "simulated peak/device"]
-    rows = [[str(s.stage), s.kind, str(s.d), str(s.t), fmt_time(s.model_time_per_sample, unit),
+    head = ["stage", "devices", "d", "t", f"load ({unit}/{sample})", f"simulated busy ({unit}/{sample})",
+            "model y", "simulated y", "weight versions", "model peak/device", "simulated peak/device"]
+    rows = [[str(s.stage), devices[i] if devices else s.kind, str(s.d), str(s.t),
+             fmt_time(s.model_time_per_sample, unit),
              fmt_time(s.busy_per_sample, unit), str(s.model_in_flight), str(s.peak_in_flight),
              str(s.weight_versions), human_bytes(s.model_memory), human_bytes(s.peak_memory)]
-            for s in sim.stages]
-    widths = [max(len(h), *(len(r[j]) for r in rows)) for j, h in enumerate(head)]
+            for i, s in enumerate(sim.stages)]
     what = f"{b} {sample}s" if b > 1 else f"one {sample}"
     held = (" (every micro-batch's state held between its runs, as the plan's gpipe memory: a decode's KV "
             "caches)") if sim.resident else ""
@@ -284,8 +284,7 @@ def format_stage_simulation(sim, unit: str = "s", sample: str = "sample",
              f"{sim.microbatches} micro-batches per batch, {sim.batches} batches simulated"
              + (f"; a micro-batch is {microbatch} ({what})" if microbatch else
                 f"; a micro-batch is {what}" if b > 1 else "")]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.append(aligned([head] + rows, lambda i: i >= 2))  # the figures from d on to the right
     same = math.isclose(sim.bottleneck_per_sample, sim.model_time_per_sample, rel_tol=1e-9, abs_tol=1e-15)
     flush = ": flush fill and drain" if sim.schedule in ("gpipe", "1f1b") else ""
     mb = f"micro-batch ({b} {sample}s)"
@@ -392,7 +391,10 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
 
         print_json({"result": args.result, "time_unit": "s", "simulation": sim.summary()})
     else:
-        print(format_stage_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample", words))
+        from ..stages import stage_devices
+
+        print(format_stage_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample", words,
+                                      stage_devices(problem, plan)))
     if args.no_draw:
         return 0
     from ..draw import PlotsUnavailable, stage_gantt_chart, stage_plan_dot, write_graph

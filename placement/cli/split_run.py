@@ -11,7 +11,7 @@ import os
 import sys
 
 from .. import _interrupt
-from ..outputs import output_dir, output_file
+from ..outputs import aligned, output_dir, output_file
 from .common import EXIT_NO_PLACEMENT, EXIT_OK, UsageError, recorded_frontend
 
 __all__ = ["add_parser", "run_split", "run_run"]
@@ -310,10 +310,7 @@ def run_run(args) -> int:
         p = loads[k] if loads is not None else math.nan
         rows.append([str(k), on, str(run.replicas[k]), str(tps[k]), f"{p:.3f}", f"{run.stage_ms[k]:.3f}",
                      f"{100 * run.utilisation[k]:.1f}%", ", ".join(map(str, run.taken[k]))])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:  # the figures (replicas to busy) to the right, the rest to the left
-        print("  ".join(c.rjust(w) if 2 <= i <= 6 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              .rstrip())
+    print(aligned(rows, lambda i: 2 <= i <= 6))  # the figures (replicas to busy) to the right
     _print_run_summary(doc, run, ok)
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 

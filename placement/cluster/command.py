@@ -20,6 +20,7 @@ import textwrap
 
 from graphs.errors import InputError
 
+from ..outputs import aligned
 from .formats import duration_scale
 
 __all__ = ["add_parser", "run", "synergy_jobs"]
@@ -375,12 +376,11 @@ def format_result(r, jl=None) -> str:
         used = ",".join(f"{k}:{x}" for k, x in zip(kinds, a.used) if x) or "-"
         rows.append([j.name, dur(j.arrival), alloc, used, _num(a.time_per_sample), dur(j.finish),
                      dur(j.jct), _num(j.rho, 3)])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     said = f"times in the workloads' unit{unit}" + (", durations in hours" if dunit == "h" else "")
     lines = [f"policy {r.policy}: {head}; {said}"]
     if r.bound:
         lines.append(f"note: {BOUND_NOTE}")
-    lines += [_row(row, widths, 4) for row in rows]
+    lines.append(aligned(rows, lambda i: i >= 4))
     util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.utilisation_per_kind().items() if math.isfinite(v))
     waiting = sum(1 for j in r.jobs if not math.isfinite(j.finish))
     lines.append(("bound: " if r.bound else "")
@@ -410,14 +410,10 @@ def format_comparison(results) -> str:
         util = "-" if u is None else f"{100 * u:.0f}%"
         name = f"{r.policy} (bound)" if r.bound else r.policy
         rows.append([name, _num(r.max_rho, 3), _num(r.avg_jct / scale), _num(r.makespan / scale), util])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [_row(row, widths, 1) for row in rows]
+    lines = [aligned(rows, lambda i: i >= 1)]
     if any(r.bound for r in results):
         lines.append(f"(bound): {BOUND_NOTE}")
     return "\n".join(lines)
 
 
-def _row(row, widths, left: int) -> str:
-    """Cells padded to ``widths``: the first ``left`` left-aligned, the rest right-aligned."""
-    cells = (c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-    return "  ".join(cells).rstrip()
+
