@@ -437,3 +437,22 @@ def test_a_stage_model_without_a_plan_still_writes_its_result(example_onnx, tmp_
         assert json.loads(cap.out) == doc
     assert main(["evaluate", example_onnx, str(out)]) == 2  # a result of no plan: refused in one line
     assert "infeasible" in capsys.readouterr().err
+
+
+def test_show_json_declares_its_unit_and_lists_each_stages_devices_for_both_plan_forms(onnx_model, tmp_path,
+                                                                                          capsys):
+    """show --json of a one-device-per-stage result had no time unit (its times are the workload's: ms
+    for an ONNX model), and neither form listed a stage's devices and degrees. Both now do, the devices
+    as the result file's stages list them."""
+    for flags, unit in (([], "s"), (["--max-replicas", "1"], "ms")):
+        out = str(tmp_path / f"r{len(flags)}.json")
+        assert main(["place", onnx_model, "--devices", DEVICES, "--out", out, *flags]) == 0
+        capsys.readouterr()
+        assert main(["show", out, "--no-draw", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        stages = json.load(open(out))["stages"]
+        assert doc["time_unit"] == unit
+        rows = doc["simulation"]["stages"]
+        assert [r["devices"] for r in rows] == [s["devices"] for s in stages]
+        assert [(r["d"], r["t"]) for r in rows] == [(s["dataParallelDegree"], s["tensorParallelDegree"])
+                                                    for s in stages]

@@ -121,7 +121,13 @@ def run(args) -> int:
     if args.json:
         from ..export import print_json
 
-        print_json({"result": args.result, "simulation": sim.summary(), "overlapped": over.summary()})
+        # as a stage plan's: the unit declared, each stage's devices and degrees (one device, d = t = 1)
+        doc = {"result": args.result, "time_unit": unit or "t", "simulation": sim.summary(),
+               "overlapped": over.summary()}
+        for part in ("simulation", "overlapped"):
+            for row in doc[part]["stages"]:
+                row.update(devices=[row["name"]], d=1, t=1)
+        print_json(doc)
     else:
         from graphs.latency import inference_latency
 
@@ -383,16 +389,21 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
                          "backwards)")
     # a decode keeps each sequence's KV cache between its steps: the memory its plan was sized by
     from ..simulate import simulate_plan
+    from ..stages import stage_devices
 
     sim = simulate_plan(problem, plan, schedule=schedule, forward_fraction=1.0 if forwards_only else 1 / 3,
                         samples_per_microbatch=samples, resident=llm)
     if args.json:
         from ..export import print_json
 
-        print_json({"result": args.result, "time_unit": "s", "simulation": sim.summary()})
-    else:
-        from ..stages import stage_devices
+        doc = {"result": args.result, "time_unit": "s", "simulation": sim.summary()}
+        from ..results import stage_device_numbers
 
+        every = [f"{k.name}:{i}" for k in problem.kinds for i in range(k.count)]
+        for row, numbers in zip(doc["simulation"]["stages"], stage_device_numbers(problem, plan)):
+            row["devices"] = [every[n] for n in numbers]  # as a result file's stages list them
+        print_json(doc)
+    else:
         print(format_stage_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample", words,
                                       stage_devices(problem, plan)))
     if args.no_draw:
