@@ -94,7 +94,8 @@ def format_rows(rows: Sequence[TableRow], unit: str, *, show_ops: bool = True) -
 def format_table(p: Placement, *, show_ops: bool = True) -> str:
     """The table of a one-device-per-stage placement (:func:`format_rows`): one row per device holding
     nodes, in pipeline order, in the workload's time unit (ms for ONNX models, ``t`` for a reference
-    workload's own unit), per run of the model's batch (``ms/batch``) at a batch size above 1."""
+    workload's own unit), per sample, or per run of the model's batch (``ms/batch``) at a batch size
+    above 1."""
     ev = p.evaluation
     if ev is None:
         return ""
@@ -104,7 +105,7 @@ def format_table(p: Placement, *, show_ops: bool = True) -> str:
     rows = [TableRow(stage.get(d.device), d.name, 1, 1, len(d.nodes), d.compute, d.comm_in, d.comm_out, 0.0,
                      d.load, d.memory, d.capacity, _first_last(p, d.nodes)) for d in used]
     # an ONNX model's figures at a batch size above 1 are per run of the batch, and the heads say so
-    per = "/batch" if p.graph.batch_size > 1 else ""
+    per = "/batch" if p.graph.batch_size > 1 else "/sample"
     return format_rows(rows, (time_unit(p) or "t") + per, show_ops=show_ops)
 
 

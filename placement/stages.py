@@ -594,7 +594,7 @@ def place(args, w: StageWorkload) -> int:
     summary += _flush_line(w, r.evaluation)
     summary += _mfu_line(w.problem, r.evaluation, mfu)
     summary += f"\n{clock.words()}" if clock.words() else ""
-    _emit(args, data, w.problem, r.evaluation, summary, w.unit)
+    _emit(args, data, w.problem, r.evaluation, summary, w.unit, w.sample)
     return 0
 
 
@@ -638,7 +638,7 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
     summary = plan_summary(w.problem, ev, w.unit, extra=w.words(), sample=w.sample,
                            latency_batch=w.latency_batch)
     summary += _mfu_line(w.problem, ev, mfu)
-    _emit(args, out, w.problem, ev, summary, w.unit)
+    _emit(args, out, w.problem, ev, summary, w.unit, w.sample)
     return 0 if ev.valid else 1
 
 
@@ -756,11 +756,14 @@ def stage_devices(problem: ParallelProblem, plan) -> list[str]:
 
 
 def _device_use(problem: ParallelProblem, ev: PlanEvaluation) -> tuple[int, int, list[str]]:
-    """Devices the plan uses, the devices there are, and the idle ones by name (``t4:2``)."""
-    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
-    taken = {x for r in numbers for x in r}
-    names = [f"{k.name}:{i}" for k in problem.kinds for i in range(k.count)]
-    return len(taken), len(names), [x for j, x in enumerate(names) if j not in taken]
+    """Devices the plan uses (``t * d`` per stage: more than there are, in a plan that breaks the count),
+    the devices there are, and the idle ones by name (``t4:2``: each kind's devices taken in stage
+    order, as :func:`stage_devices` names them)."""
+    used = [0] * len(problem.kinds)
+    for s in ev.stages:
+        used[s.stage.kind] += s.devices
+    idle = [f"{k.name}:{i}" for k, n in zip(problem.kinds, used) for i in range(n, k.count)]
+    return sum(used), sum(k.count for k in problem.kinds), idle
 
 
 def _finite(x: float) -> float | None:
@@ -775,27 +778,28 @@ def _node_range(problem: ParallelProblem, nodes) -> str:
     return first if len(nodes) == 1 else f"{first} .. {last}"
 
 
-def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s") -> str:
+def format_plan(problem: ParallelProblem, ev: PlanEvaluation, unit: str = "s", sample: str = "sample") -> str:
     """The plan's table (:func:`placement.report.format_rows`, the one table of every plan): per stage
     its devices (``t * d`` of one kind), the degrees, its nodes, the variants used, compute,
     communication and replica resync per sample, its load (time per sample, in ``unit``), peak memory
-    per device against the device's, and the micro-batches in flight ``y``."""
+    per device against the device's, and the micro-batches in flight ``y``; the heads say the figures
+    are per ``sample`` (an LLM decode's: per token). Stages are numbered as in the plan, as its
+    evaluation's messages name them."""
     from .report import TableRow, format_rows
 
     names = stage_devices(problem, [s.stage for s in ev.stages])
     g = problem.graph
     scale = TIME_UNITS[unit]
-    order = {s: i for i, s in enumerate(ev.stage_order or ())}
     rows = []
     for i, s in enumerate(ev.stages):
         st = s.stage
         used = Counter(g.variants[v].name for v in st.variants)
-        rows.append(TableRow(order.get(i), names[i], st.d, st.t, len(st.nodes),
+        rows.append(TableRow(i, names[i], st.d, st.t, len(st.nodes),
                              s.compute * scale, s.comm_in * scale, s.comm_out * scale, s.resync * scale,
                              s.time_per_sample * scale, s.memory, _finite(s.capacity),
                              _node_range(problem, st.nodes),
                              ", ".join(f"{n} {c}" for n, c in sorted(used.items())), s.in_flight))
-    return format_rows(rows, unit)
+    return format_rows(rows, f"{unit}/{sample}")
 
 
 def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, result=None,
@@ -863,9 +867,9 @@ def no_plan(args, r, timing: str = "") -> int:
 
 
 def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summary: str,
-          unit: str = "s") -> None:
+          unit: str = "s", sample: str = "sample") -> None:
     """Write and print a stage plan's result through the one output path (:func:`placement.export.emit`),
-    its text the plan's table and ``summary``."""
+    its text the plan's table (times per ``sample``) and ``summary``."""
     from .export import emit
 
-    emit(args, data, lambda: format_plan(problem, ev, unit) + "\n\n" + summary)
+    emit(args, data, lambda: format_plan(problem, ev, unit, sample) + "\n\n" + summary)

@@ -20,8 +20,8 @@ def test_example_then_place_prints_a_table_and_writes_json(example, tmp_path, ca
     out = str(tmp_path / "res.json")
     assert main(["place", example, "--out", out]) == 0
     text = capsys.readouterr().out
-    for column in ("stage  devices", "#nodes", "compute (t)", "comm in (t)", "comm out (t)", "load (t)",
-                   "memory / device", "load/max"):
+    for column in ("stage  devices", "#nodes", "compute (t/sample)", "comm in (t/sample)",
+                   "comm out (t/sample)", "load (t/sample)", "memory / device", "load/max"):
         assert column in text
     assert one_device_per_stage(text)
     assert "status optimal" in text and "max-load" in text

@@ -46,7 +46,8 @@ def test_the_command_line_lets_openmp_threads_sleep_and_the_library_does_not(mon
 
     from placement.cli import main
 
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "unset")  # recorded, so the test's changes are undone after it
+    monkeypatch.delenv("OMP_WAIT_POLICY")
     code = "import os, placement, solvers.dp; print(os.environ.get('OMP_WAIT_POLICY'))"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

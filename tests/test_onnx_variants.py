@@ -212,7 +212,7 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     assert "schedule gpipe, 8 micro-batches per batch, layer granularity" in text
     doc = json.loads(out.read_text())
     # printed in ms (as the pipeline-only table), memory in binary units; the JSON holds seconds
-    assert doc["time_unit"] == "s" and "load (ms)" in text and "memory / device" in text
+    assert doc["time_unit"] == "s" and "load (ms/sample)" in text and "memory / device" in text
     shown = float(text.split("max-load ")[1].split(" ms per sample")[0])
     assert "status optimal" in text
     assert shown == pytest.approx(doc["objective"] * 1e3, rel=1e-8)

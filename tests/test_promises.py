@@ -253,8 +253,8 @@ def test_help_gives_defaults_and_documents_every_option(capsys):
 def test_the_place_table_labels_units_and_columns(onnx_model, capsys):
     assert main(["place", onnx_model, "--devices", DEVICES]) == 0  # replicas: one row per stage
     text = capsys.readouterr().out
-    columns = ("stage  devices", "compute (ms)", "comm in (ms)", "comm out (ms)", "resync (ms)", "load (ms)",
-               "memory / device", "load/max")
+    columns = ("stage  devices", "compute (ms/sample)", "comm in (ms/sample)", "comm out (ms/sample)",
+               "resync (ms/sample)", "load (ms/sample)", "memory / device", "load/max")
     for column in columns:
         assert column in text
     assert not one_device_per_stage(text)
@@ -269,10 +269,10 @@ def test_the_place_table_labels_units_and_columns(onnx_model, capsys):
     assert list(pipeline[0]) == [h for h in stage_rows[0] if h not in ("variants", "y")]
     for rows in (stage_rows, pipeline):  # each row's load is its parts' sum, the busiest one's 100%
         for r in rows:
-            parts = sum(float(r[f"{c} (ms)"]) for c in ("compute", "comm in", "comm out", "resync"))
-            assert float(r["load (ms)"]) == pytest.approx(parts, rel=1e-5, abs=1e-6)
-        top = max(float(r["load (ms)"]) for r in rows)
-        assert [r["load/max"] for r in rows if float(r["load (ms)"]) == top][0] == "100.0%"
+            parts = sum(float(r[f"{c} (ms/sample)"]) for c in ("compute", "comm in", "comm out", "resync"))
+            assert float(r["load (ms/sample)"]) == pytest.approx(parts, rel=1e-5, abs=1e-6)
+        top = max(float(r["load (ms/sample)"]) for r in rows)
+        assert [r["load/max"] for r in rows if float(r["load (ms/sample)"]) == top][0] == "100.0%"
     assert "/ 40 GiB" in text and "/ 16 GiB" in text  # A100-40GB and T4 as their spec sheets say
     assert re.search(r"latency [\d.]+ ms \(one sample, latency model\)", text)
     # at batch 8 one device per stage gives figures per run of the batch, the stage model per sample: the
@@ -452,7 +452,41 @@ def test_show_json_declares_its_unit_and_lists_each_stages_devices_for_both_plan
         doc = json.loads(capsys.readouterr().out)
         stages = json.load(open(out))["stages"]
         assert doc["time_unit"] == unit
+        if unit == "ms":  # the one-device-per-stage form's times are per run of the batch: it says which
+            assert doc["batch_size"] == 1
         rows = doc["simulation"]["stages"]
         assert [r["devices"] for r in rows] == [s["devices"] for s in stages]
         assert [(r["d"], r["t"]) for r in rows] == [(s["dataParallelDegree"], s["tensorParallelDegree"])
                                                     for s in stages]
+
+
+def test_a_broken_stage_plans_table_and_messages_name_the_same_stages(onnx_model, tmp_path, capsys):
+    """Two plans evaluate flags: one that uses 4 of the 2 A100s, whose devices line counted the devices
+    its stages take once each (4 of 5, as if it fitted), and one whose stages come in reverse order,
+    whose table numbered its rows by pipeline position while the message named them by plan index."""
+    out = str(tmp_path / "r.json")
+    assert main(["place", onnx_model, "--devices", DEVICES, "--out", out]) == 0
+    capsys.readouterr()
+    data = json.load(open(out))
+    assert len(data["stages"]) == 2
+    a = next(i for i, s in enumerate(data["stages"]) if s["kind"] == "a100")
+    over = json.loads(json.dumps(data))
+    over["stages"][a]["dataParallelDegree"] = 4
+    over["stages"][a]["tensorParallelDegree"] = 1
+    over["stages"][a]["devices"] = [f"a100:{i}" for i in range(4)]
+    path = tmp_path / "over.json"
+    path.write_text(json.dumps(over))
+    assert main(["evaluate", onnx_model, str(path)]) == 1
+    text = capsys.readouterr().out
+    rest = sum(s["dataParallelDegree"] * s["tensorParallelDegree"]
+               for i, s in enumerate(data["stages"]) if i != a)
+    assert f"2 stage(s) on {4 + rest} of 5 devices" in text and "uses 4 a100 devices, there are 2" in text
+    rev = dict(data, stages=data["stages"][::-1])  # an edge of the first stage to the second now goes back
+    path = tmp_path / "rev.json"
+    path.write_text(json.dumps(rev))
+    assert main(["evaluate", onnx_model, str(path)]) == 1
+    text = capsys.readouterr().out
+    rows = table_rows(text)
+    assert [r["stage"] for r in rows] == ["0", "1"]
+    assert rows[1]["devices"].split(":")[0] == data["stages"][0]["kind"]  # stage 1: the pipeline's first
+    assert "goes from stage 1 back to stage 0" in text

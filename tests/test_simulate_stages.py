@@ -490,6 +490,12 @@ def test_a_stage_plans_summary_gives_its_latency_as_show_simulates_it(gpt_path, 
     assert sim["latency_per_microbatch"] * 1e3 == pytest.approx(shown, rel=1e-8)
     assert main(["place", gpt_path, "--devices", "a100:2,t4:2", "--training", "--time-limit", "10"]) == 0
     assert "latency" not in capsys.readouterr().out.split("status")[0]  # training: no one-sample latency
+    # a batch-size sweep's best plan says it too (its summary was printed without it)
+    sweep = ["--batch-size", "2,4", "--time-limit", "20"]
+    assert main(["place", gpt_path, "--devices", "a100:2,t4:2", *sweep]) == 0
+    text = capsys.readouterr().out
+    summary = text[text.index("max-load "):]
+    assert re.search(r"latency [\d.]+ ms \(one batch of \d samples, the stages one after another\)", summary)
 
 
 @pytest.mark.parametrize("batch", [1, 8])

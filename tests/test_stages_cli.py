@@ -22,7 +22,7 @@ def test_place_prints_stages_and_writes_the_result(tiny, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["place", tiny, "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "stage" in text and "memory / device" in text and "load (s)" in text and "optimal" in text
+    assert "stage" in text and "memory / device" in text and "load (s/sample)" in text and "optimal" in text
     data = json.loads(out.read_text())
     assert data["status"] == "optimal" and data["objective"] > 0
     st = data["stages"]

@@ -152,7 +152,7 @@ def evaluate(args) -> int:
             text, out["simulation"] = run_simulation(args, sim, model, problem, plan,
                                                      settings["batch_size"], ev)
             summary += "\n\n" + text
-    _emit(args, out, problem, ev, summary, "ms")
+    _emit(args, out, problem, ev, summary, "ms", "token")
     return 0 if ev.valid else 1
 
 
@@ -533,7 +533,7 @@ def place_goodput(args) -> int:
         settings.update({"devices": dec_devices, "objective": "goodput-disaggregated",
                          "prefill_devices": pre_devices})
         pre_lines = [f"prefill pool ({pre_devices}), times per request (mean over the mix):",
-                     format_plan(pre_problem, pev, "ms"), "",
+                     format_plan(pre_problem, pev, "ms", "request"), "",
                      f"decode pool ({dec_devices}), times per token:"]
     data = stage_result_dict(best.problem, best.evaluation, status="feasible", solver=f"goodput sweep over "
                        f"{r.solver}", time=None, message=proven, workload=args.workload, settings=settings)
@@ -564,7 +564,7 @@ def place_goodput(args) -> int:
     lines += ["", f"best: {'disaggregated' if disagg else 'colocated'}, batch {best.batch}, "
               f"{len(best.evaluation.stages)} decode stage(s), {best.problem.microbatches} micro-batches; "
               f"decode {sv.tokens_per_s:,.6g} tokens/s ({dp_word})", *pre_lines,
-              format_plan(best.problem, best.evaluation, "ms"), "", _bucket_table(sv), "",
+              format_plan(best.problem, best.evaluation, "ms", "token"), "", _bucket_table(sv), "",
               _goodput_summary(model, sv) + moved,
               f"batch sizes: {sizes}; mix {model.mix.source or 'given'}: decode times at a mean context of "
               f"{model.mix.decode_context} tokens, KV memory at {model.mix.memory_context}"
@@ -585,7 +585,7 @@ def place_goodput(args) -> int:
                                                   best.evaluation, prefill_pool=pool)
         lines += ["", text]
     if getattr(args, "json", False):
-        _emit(args, data, best.problem, best.evaluation, "", "ms")
+        _emit(args, data, best.problem, best.evaluation, "", "ms", "token")
         return 0
     if getattr(args, "out", None):
         from ..export import write_json

@@ -459,7 +459,8 @@ def run_place_stages(args, frontend: dict) -> int:
         print("\n" + _best_batch_line(sw) + f" ({p.how})\n")
         print(format_plan(p.problem, p.evaluation, "ms") + "\n")
         extra = f"batch {p.batch_size}, {(p.settings or {}).get('granularity', '?')} granularity"
-        print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra)
+        print(plan_summary(p.problem, p.evaluation, "ms", result=_as_result(p), extra=extra,
+                           latency_batch=p.batch_size)
               + _mfu_line(p.problem, p.evaluation, p.utilisation()))
 
     return _emit(args, sw, data, note=note, show_best=show_best, bound=True,

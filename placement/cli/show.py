@@ -122,8 +122,10 @@ def run(args) -> int:
         from ..export import print_json
 
         # as a stage plan's: the unit declared, each stage's devices and degrees (one device, d = t = 1)
-        doc = {"result": args.result, "time_unit": unit or "t", "simulation": sim.summary(),
-               "overlapped": over.summary()}
+        # an ONNX model's times are per run of its batch (batch_size samples): said, as a stage plan's
+        # samples_per_microbatch says it
+        doc = {"result": args.result, "time_unit": unit or "t", "batch_size": w.graph.batch_size,
+               "simulation": sim.summary(), "overlapped": over.summary()}
         for part in ("simulation", "overlapped"):
             for row in doc[part]["stages"]:
                 row.update(devices=[row["name"]], d=1, t=1)
@@ -165,11 +167,12 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None,
     whose figures are then per batch, and said so."""
     u = f" {unit}" if unit else ""
     item = "sample" if batch == 1 else f"batch ({batch} samples)"
-    cu = f" ({unit or 't'})"
+    cu = f" ({unit or 't'})"  # the busy time of the whole run; a load is per micro-batch (sample or batch)
+    per = f" ({unit or 't'}/{'sample' if batch == 1 else 'batch'})"
     name = {"stream": "streaming inference", "gpipe": "GPipe", "1f1b": "1F1B"}[sim.schedule]
     # "busy/wall" (busy time over the makespan), not the table of `place`'s "load/max" (load over max-load);
     # the stage plan's simulation leads with the same columns (one device per stage: d = t = 1)
-    rows = [["stage", "devices", "d", "t", "load" + cu, "busy" + cu, "busy/wall", "compute/wall",
+    rows = [["stage", "devices", "d", "t", "load" + per, "busy" + cu, "busy/wall", "compute/wall",
              "peak stash"]]
     for r in sim.stages:
         stash = "-" if r.peak_stashed is None else str(r.peak_stashed)

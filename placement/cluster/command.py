@@ -414,6 +414,3 @@ def format_comparison(results) -> str:
     if any(r.bound for r in results):
         lines.append(f"(bound): {BOUND_NOTE}")
     return "\n".join(lines)
-
-
-
