@@ -712,3 +712,23 @@ def test_a_ctrl_c_the_dp_start_took_ends_the_latency_search(monkeypatch):
     sol = best_under_latency(g, cl, 10.0)
     assert calls == [1]
     assert sol.interrupted and sol.status == Status.FEASIBLE and sol.assignment is not None
+
+
+@pytest.mark.parametrize("replicas", ["1", "2"])
+def test_a_sweep_writes_and_prints_through_the_one_output_path(cnn, tmp_path, capsys, replicas):
+    """A sweep's result goes out as place's does (placement.export.emit, under the Ctrl-C deferral): the
+    file, then the text that ends by saying where it went; a sweep that misses its target writes its
+    no-plan file, says so on stdout, and gives its error line on stderr; --json prints the file's
+    document alone."""
+    out = tmp_path / f"r{replicas}.json"
+    args = ["place", cnn, "--devices", "t4:1,cpu:2", "--batch-size", "1,2", "--max-replicas", replicas]
+    assert main(args + ["--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.rstrip().endswith(f"result written to {out}") and "best batch size" in text
+    assert json.loads(out.read_text())["serving"]["best_batch_size"] in (1, 2)
+    assert main(args + ["--latency-slo", "1e-6", "--out", str(out)]) == 1
+    text, err = capsys.readouterr()
+    assert text.rstrip().endswith(f"result written to {out}") and "best batch size" not in text
+    assert err.strip() and json.loads(out.read_text())["status"] in ("infeasible", "unknown")
+    assert main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["serving"]["best_batch_size"] in (1, 2)

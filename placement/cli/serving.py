@@ -298,9 +298,11 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
     best plan's, or the no-plan result) with its ``serving`` section, ``heading`` the line above the
     sweep's rows, ``show_best(best)`` prints the best plan; without one, the target missed (its least
     latency a proven ``bound`` or not) or ``nothing``, and exit 1."""
+    import contextlib
+    import io
     import sys
 
-    from ..export import print_json, write_json
+    from ..export import emit
 
     if note:
         data["serving"]["note"] = note
@@ -308,25 +310,25 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
     if sw.best is None:  # the error line, and the no-plan file's reason (its message)
         failure = _target_missed(sw, bound=bound) if args.latency_slo is not None else nothing
         data["message"] = data.get("message") or _reason(failure)
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        print_json(data)
-    else:
-        print(heading)
-        print(_sweep_rows(sw))
-        if sw.stopped:
-            print(f"stopped: {sw.stopped}")
+
+    def text() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):  # show_best prints: its text goes out with the rest
+            print(heading)
+            print(_sweep_rows(sw))
+            if sw.stopped:
+                print(f"stopped: {sw.stopped}")
+            if failure is None:
+                if note:
+                    print("\n" + note)
+                show_best(sw.best)
+                _print_time_words(args)
+        return out.getvalue()
+
+    emit(args, data, text)  # the one output path: --out written, then --json or the text
     if failure is not None:
         print(failure, file=sys.stderr)
         return 1
-    if not args.json:
-        if note:
-            print("\n" + note)
-        show_best(sw.best)
-        _print_time_words(args)
-        if args.out:
-            print(f"result written to {args.out}")
     return 0
 
 
