@@ -12,9 +12,10 @@ from collections.abc import Callable
 __all__ = ["write_json", "print_json", "emit"]
 
 
-def emit(args, data: dict, text: Callable[[], str], out=None) -> None:
+def emit(args, data: dict, text: Callable[[], str], out=None, *, written: str = "result") -> None:
     """The one output path of a result: write it to ``args.out`` (when set), then print it as JSON
-    (``args.json``) or print ``text()`` (its table and summary) and where the result was written. A
+    (``args.json``) or print ``text()`` (its table and summary) and where the result was written
+    (``written``: what the file holds, ``result`` unless a command names it: a Helix layout, a plan). A
     Ctrl-C meanwhile waits until the result is written and shown, then stops."""
     from . import _interrupt
 
@@ -28,7 +29,7 @@ def emit(args, data: dict, text: Callable[[], str], out=None) -> None:
         body = text()
         out.write(body.rstrip("\n") + "\n" if body else "")
         if getattr(args, "out", None):
-            out.write(f"result written to {args.out}\n")
+            out.write(f"{written} written to {args.out}\n")
 
 
 def print_json(data: dict, out=None) -> None:

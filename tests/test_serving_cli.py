@@ -732,3 +732,18 @@ def test_a_sweep_writes_and_prints_through_the_one_output_path(cnn, tmp_path, ca
     assert err.strip() and json.loads(out.read_text())["status"] in ("infeasible", "unknown")
     assert main(args + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["serving"]["best_batch_size"] in (1, 2)
+
+
+def test_provision_writes_and_prints_through_the_one_output_path(cnn, tmp_path, capsys):
+    """provision's answer goes out as place's does (placement.export.emit): the file, then the curve and
+    the plan, ending with where the plan went; --json prints the file's document alone."""
+    prices, out = str(tmp_path / "prices.toml"), tmp_path / "p.json"
+    assert main(["provision", "--example-prices", prices]) == 0
+    args = ["provision", cnn, "--target-throughput", "10", "--available", "t4:1,cpu:2", "--prices", prices,
+            "--max-replicas", "1"]
+    assert main(args + ["--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "price-throughput curve" in text and text.rstrip().endswith(f"plan written to {out}")
+    doc = json.loads(out.read_text())
+    assert main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["provision"] == doc["provision"]

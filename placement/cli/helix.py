@@ -142,16 +142,9 @@ def place(args, clock) -> int:
 def _emit(args, cluster, result, data: dict, after: str = "") -> None:
     """Write ``data`` (the layout's result) to ``--out`` and print it: as JSON with ``--json``, else the
     layout's table, then ``after``, then where it was written."""
-    from ..export import print_json, write_json
+    from ..export import emit
 
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        print_json(data, sys.stdout)
-        return
-    sys.stdout.write(format_result(cluster, result) + "\n" + after)
-    if args.out:
-        sys.stdout.write(f"layout written to {args.out}\n")
+    emit(args, data, lambda: format_result(cluster, result) + "\n" + after, written="layout")
 
 
 def is_layout_result(data) -> bool:

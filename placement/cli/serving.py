@@ -1284,9 +1284,11 @@ def _stage_problem_of(args, b: int, cache: dict):
 
 
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
+    import contextlib
+    import io
     import sys
 
-    from ..export import print_json, write_json
+    from ..export import emit
     from ..results import no_plan_result, result_dict
 
     slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
@@ -1347,49 +1349,48 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         data = result_dict(placement)
         data.setdefault("frontend", {})["devices"] = alloc(pv.best.counts)
     data["provision"] = section
-    if args.out:
-        write_json(args.out, data)
-    if args.json:
-        print_json(data)
-    else:
-        if pv.model == "stages":
-            how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
-                   f"{pv.solves} solve(s)")
-        else:
-            how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
-        # only the exact curve covers every allocation; the others are efficient among those solved
-        which = "efficient allocations" if how.endswith("exact") else \
-            "the allocations solved, efficient among them"
-        print(f"price-throughput curve of {which} (batch {b}{slo}; {how}):")
-        rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
-        for a in pv.efficient:
-            rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
-                         f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
-        if pv.efficient:
-            print(textwrap.indent(aligned(rows, lambda i: i > 0), "  "))
-        if not pv.efficient:
-            print("  (none found)")
-        if stopped:
-            print(f"stopped: {stopped}")
-        if pv.how:
-            print(f"answer: {pv.how}")
-        if pv.best is not None:
-            print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
-                  f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
-                  + ("proven cheapest" if proven else "NOT proven cheapest ("
-                     + (stopped or "an answer on the way, the kept one's or a cheaper allocation's, is not "
-                                   "proven") + ")"))
-            if placement is not None:
-                sys.stdout.write(mfu_lines(placement))
-            if stage_pt is not None:
-                from ..stages import _mfu_line, format_plan
 
-                print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
-                print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
-                      + _mfu_line(stage_pt.problem, stage_pt.evaluation, stage_pt.utilisation()))
-        if args.out:
-            print(("plan" if placement is not None or stage_pt is not None else "result")
-                  + f" written to {args.out}")
+    def text() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):  # the curve, the answer and its plan, written as one text
+            if pv.model == "stages":
+                how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
+                       f"{pv.solves} solve(s)")
+            else:
+                how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
+            # only the exact curve covers every allocation; the others are efficient among those solved
+            which = "efficient allocations" if how.endswith("exact") else \
+                "the allocations solved, efficient among them"
+            print(f"price-throughput curve of {which} (batch {b}{slo}; {how}):")
+            rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
+            for a in pv.efficient:
+                rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
+                             f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
+            if pv.efficient:
+                print(textwrap.indent(aligned(rows, lambda i: i > 0), "  "))
+            if not pv.efficient:
+                print("  (none found)")
+            if stopped:
+                print(f"stopped: {stopped}")
+            if pv.how:
+                print(f"answer: {pv.how}")
+            if pv.best is not None:
+                print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
+                      f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
+                      + ("proven cheapest" if proven else "NOT proven cheapest ("
+                         + (stopped or "an answer on the way, the kept one's or a cheaper allocation's, is "
+                                       "not proven") + ")"))
+                if placement is not None:
+                    sys.stdout.write(mfu_lines(placement))
+                if stage_pt is not None:
+                    from ..stages import _mfu_line, format_plan
+
+                    print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
+                    print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
+                          + _mfu_line(stage_pt.problem, stage_pt.evaluation, stage_pt.utilisation()))
+        return out.getvalue()
+
+    emit(args, data, text, written="plan" if placement is not None or stage_pt is not None else "result")
     if pv.best is not None:
         return 0
     if interrupted:  # no plan: the command was interrupted (run prints "error: interrupted")
