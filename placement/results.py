@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
            "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
-           "stage_device_numbers", "recorded_input_shape"]
+           "stage_device_numbers", "stage_device_names", "recorded_input_shape"]
 
 SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
 
@@ -190,13 +190,13 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
     ``stages`` in pipeline order with the devices each uses, and ``devices``, one row per
     device derived from the stages (numbered kind by kind, as the stage table prints them)."""
     g = problem.graph
-    numbers = stage_device_numbers(problem, [s.stage for s in ev.stages])
+    plan = [s.stage for s in ev.stages]
+    numbers, names = stage_device_numbers(problem, plan), stage_device_names(problem, plan)
     stages, devices = [], []
     for i, s in enumerate(ev.stages):
         st = s.stage
         kname = problem.kinds[st.kind].name
-        first = numbers[i][0] - sum(k.count for k in problem.kinds[:st.kind])
-        ids = [f"{kname}:{first + j}" for j in range(s.devices)]
+        ids = names[i]
         stages.append({
             "nodes": [g.ids[u] for u in st.nodes],
             "dataParallelDegree": st.d,
@@ -242,6 +242,18 @@ def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
         first = start[st.kind] + nxt[st.kind]
         nxt[st.kind] += st.t * st.d
         out.append(range(first, first + st.t * st.d))
+    return out
+
+
+def stage_device_names(problem: ParallelProblem, plan) -> list[list[str]]:
+    """Each stage's devices by name, numbered within their kind (``a100:2``) as
+    :func:`stage_device_numbers` takes them: what a result file's stages list. A plan that takes more
+    devices of a kind than there are gets the numbers after the last (``a100:3`` of 2), not another
+    kind's names."""
+    out = []
+    for st, numbers in zip(plan, stage_device_numbers(problem, plan)):
+        first = numbers[0] - sum(k.count for k in problem.kinds[:st.kind])
+        out.append([f"{problem.kinds[st.kind].name}:{first + j}" for j in range(len(numbers))])
     return out
 
 

@@ -46,7 +46,13 @@ from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
 from solvers.base import Status
 
-from .results import is_stage_result, read_stage_result, stage_device_numbers, stage_result_dict
+from .results import (
+    is_stage_result,
+    read_stage_result,
+    stage_device_names,
+    stage_device_numbers,
+    stage_result_dict,
+)
 
 __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "onnx_workload",
            "problem_for_result", "workload_for_result", "solve_refined", "refine_budget", "Refinement",
@@ -744,15 +750,10 @@ def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
 
 
 def stage_devices(problem: ParallelProblem, plan) -> list[str]:
-    """Each stage's devices by name: ``a100:0-3`` for a stage on the first four A100s (``t * d``
-    devices; :func:`stage_device_numbers`)."""
-    out = []
-    for st, numbers in zip(plan, stage_device_numbers(problem, plan)):
-        name = problem.kinds[st.kind].name
-        first = numbers[0] - sum(k.count for k in problem.kinds[:st.kind])
-        n = len(numbers)
-        out.append(f"{name}:{first}" if n == 1 else f"{name}:{first}-{first + n - 1}")
-    return out
+    """Each stage's devices in a few characters: ``a100:0-3`` for a stage on the first four A100s (``t *
+    d`` devices; :func:`placement.results.stage_device_names`)."""
+    return [names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rsplit(':', 1)[1]}"
+            for names in stage_device_names(problem, plan)]
 
 
 def _device_use(problem: ParallelProblem, ev: PlanEvaluation) -> tuple[int, int, list[str]]:

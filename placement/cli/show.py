@@ -398,13 +398,11 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
                         samples_per_microbatch=samples, resident=llm)
     if args.json:
         from ..export import print_json
+        from ..results import stage_device_names
 
         doc = {"result": args.result, "time_unit": "s", "simulation": sim.summary()}
-        from ..results import stage_device_numbers
-
-        every = [f"{k.name}:{i}" for k in problem.kinds for i in range(k.count)]
-        for row, numbers in zip(doc["simulation"]["stages"], stage_device_numbers(problem, plan)):
-            row["devices"] = [every[n] for n in numbers]  # as a result file's stages list them
+        for row, names in zip(doc["simulation"]["stages"], stage_device_names(problem, plan)):
+            row["devices"] = names  # as a result file's stages list them
         print_json(doc)
     else:
         print(format_stage_simulation(sim, "ms" if onnx else "s", "token" if llm else "sample", words,
@@ -412,13 +410,11 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     if args.no_draw:
         return 0
     from ..draw import PlotsUnavailable, stage_gantt_chart, stage_plan_dot, write_graph
-    from ..results import stage_device_numbers
+    from ..results import stage_device_names
 
-    names = [k.name for k in problem.kinds for _ in range(k.count)]
-    index = [j for k in problem.kinds for j in range(k.count)]
-    devices = [[f"{names[n]}:{index[n]}" + (f"+{st.t - 1}" if st.t > 1 else "")
-                for n in list(numbers)[::st.t]]
-               for st, numbers in zip(plan, stage_device_numbers(problem, plan))]
+    # one label per replica: its first device, and "+1" etc. for the rest of its t
+    devices = [[name + (f"+{st.t - 1}" if st.t > 1 else "") for name in names[::st.t]]
+               for st, names in zip(plan, stage_device_names(problem, plan))]
     stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
     written = []
     try:
