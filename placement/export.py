@@ -14,7 +14,8 @@ __all__ = ["write_json", "print_json", "emit"]
 
 def emit(args, data: dict, text: Callable[[], str], out=None, *, written: str = "result") -> None:
     """The one output path of a result: write it to ``args.out`` (when set), then print it as JSON
-    (``args.json``) or print ``text()`` (its table and summary) and where the result was written
+    (``args.json``) or print ``text()`` (its table and summary; a report that prints as it goes prints
+    it there and gives ``""``) and where the result was written
     (``written``: what the file holds, ``result`` unless a command names it: a Helix layout, a plan). A
     Ctrl-C meanwhile waits until the result is written and shown, then stops."""
     from . import _interrupt

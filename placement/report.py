@@ -44,7 +44,7 @@ class TableRow:
     ``d = t = 1``, in a one-device-per-stage placement). Times are in the table's unit, per sample (per
     batch where the workload's figures are), divided by ``d`` as the evaluator gives them."""
 
-    stage: int | None  # its place in the pipeline; None: the placement is not a pipeline
+    stage: int | None  # a stage plan's index, a device's place in the pipeline; None: no pipeline
     devices: str
     d: int
     t: int

@@ -298,8 +298,6 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
     best plan's, or the no-plan result) with its ``serving`` section, ``heading`` the line above the
     sweep's rows, ``show_best(best)`` prints the best plan; without one, the target missed (its least
     latency a proven ``bound`` or not) or ``nothing``, and exit 1."""
-    import contextlib
-    import io
     import sys
 
     from ..export import emit
@@ -311,19 +309,17 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
         failure = _target_missed(sw, bound=bound) if args.latency_slo is not None else nothing
         data["message"] = data.get("message") or _reason(failure)
 
-    def text() -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):  # show_best prints: its text goes out with the rest
-            print(heading)
-            print(_sweep_rows(sw))
-            if sw.stopped:
-                print(f"stopped: {sw.stopped}")
-            if failure is None:
-                if note:
-                    print("\n" + note)
-                show_best(sw.best)
-                _print_time_words(args)
-        return out.getvalue()
+    def text() -> str:  # printed as it goes (show_best prints), inside emit's deferral
+        print(heading)
+        print(_sweep_rows(sw))
+        if sw.stopped:
+            print(f"stopped: {sw.stopped}")
+        if failure is None:
+            if note:
+                print("\n" + note)
+            show_best(sw.best)
+            _print_time_words(args)
+        return ""
 
     emit(args, data, text)  # the one output path: --out written, then --json or the text
     if failure is not None:
@@ -1284,8 +1280,6 @@ def _stage_problem_of(args, b: int, cache: dict):
 
 
 def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
-    import contextlib
-    import io
     import sys
 
     from ..export import emit
@@ -1350,45 +1344,43 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
         data.setdefault("frontend", {})["devices"] = alloc(pv.best.counts)
     data["provision"] = section
 
-    def text() -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):  # the curve, the answer and its plan, written as one text
-            if pv.model == "stages":
-                how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
-                       f"{pv.solves} solve(s)")
-            else:
-                how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
-            # only the exact curve covers every allocation; the others are efficient among those solved
-            which = "efficient allocations" if how.endswith("exact") else \
-                "the allocations solved, efficient among them"
-            print(f"price-throughput curve of {which} (batch {b}{slo}; {how}):")
-            rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
-            for a in pv.efficient:
-                rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
-                             f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
-            if pv.efficient:
-                print(textwrap.indent(aligned(rows, lambda i: i > 0), "  "))
-            if not pv.efficient:
-                print("  (none found)")
-            if stopped:
-                print(f"stopped: {stopped}")
-            if pv.how:
-                print(f"answer: {pv.how}")
-            if pv.best is not None:
-                print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
-                      f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
-                      + ("proven cheapest" if proven else "NOT proven cheapest ("
-                         + (stopped or "an answer on the way, the kept one's or a cheaper allocation's, is "
-                                       "not proven") + ")"))
-                if placement is not None:
-                    sys.stdout.write(mfu_lines(placement))
-                if stage_pt is not None:
-                    from ..stages import _mfu_line, format_plan
+    def text() -> str:  # the curve, the answer and its plan, printed inside emit's deferral
+        if pv.model == "stages":
+            how = (f"stage model, {_replicas_words(args)}: allocations solved cheapest first, "
+                   f"{pv.solves} solve(s)")
+        else:
+            how = "every allocation, exact" if args.latency_slo is None else "allocations solved"
+        # only the exact curve covers every allocation; the others are efficient among those solved
+        which = "efficient allocations" if how.endswith("exact") else \
+            "the allocations solved, efficient among them"
+        print(f"price-throughput curve of {which} (batch {b}{slo}; {how}):")
+        rows = [["allocation", "$/hour", "samples/s", "$ per 1M samples"]]
+        for a in pv.efficient:
+            rows.append([alloc(a.counts), f"{a.price:.4g}", f"{a.samples_per_s:.6g}",
+                         f"{a.price / (a.samples_per_s * 3600) * 1e6:.4g}"])
+        if pv.efficient:
+            print(textwrap.indent(aligned(rows, lambda i: i > 0), "  "))
+        if not pv.efficient:
+            print("  (none found)")
+        if stopped:
+            print(f"stopped: {stopped}")
+        if pv.how:
+            print(f"answer: {pv.how}")
+        if pv.best is not None:
+            print(f"cheapest for {args.target_throughput:g} samples/s{slo}: {alloc(pv.best.counts)} at "
+                  f"{pv.best.price:.4g} per hour, {pv.best.samples_per_s:.6g} samples/s (batch {b}); "
+                  + ("proven cheapest" if proven else "NOT proven cheapest ("
+                     + (stopped or "an answer on the way, the kept one's or a cheaper allocation's, is "
+                                   "not proven") + ")"))
+            if placement is not None:
+                sys.stdout.write(mfu_lines(placement))
+            if stage_pt is not None:
+                from ..stages import _mfu_line, format_plan
 
-                    print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
-                    print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
-                          + _mfu_line(stage_pt.problem, stage_pt.evaluation, stage_pt.utilisation()))
-        return out.getvalue()
+                print(f"its plan ({stage_pt.how}; latency {stage_pt.latency_ms:.6g} ms per batch):")
+                print(format_plan(stage_pt.problem, stage_pt.evaluation, "ms")
+                      + _mfu_line(stage_pt.problem, stage_pt.evaluation, stage_pt.utilisation()))
+        return ""
 
     emit(args, data, text, written="plan" if placement is not None or stage_pt is not None else "result")
     if pv.best is not None:
