@@ -12,12 +12,14 @@ from collections.abc import Callable
 __all__ = ["write_json", "print_json", "emit"]
 
 
-def emit(args, data: dict, text: Callable[[], str], out=None, *, written: str = "result") -> None:
+def emit(args, data: dict, text: Callable[[], str], out=None, *, written: str = "result",
+         beside: str = "") -> None:
     """The one output path of a result: write it to ``args.out`` (when set), then print it as JSON
     (``args.json``) or print ``text()`` (its table and summary; a report that prints as it goes prints
     it there and gives ``""``) and where the result was written
-    (``written``: what the file holds, ``result`` unless a command names it: a Helix layout, a plan). A
-    Ctrl-C meanwhile waits until the result is written and shown, then stops."""
+    (``written``: what the file holds, ``result`` unless a command names it: a Helix layout, a plan;
+    ``beside``: words after the path, such as the files written beside it). A Ctrl-C meanwhile waits
+    until the result is written and shown, then stops."""
     from . import _interrupt
 
     out = out or sys.stdout
@@ -30,7 +32,7 @@ def emit(args, data: dict, text: Callable[[], str], out=None, *, written: str = 
         body = text()
         out.write(body.rstrip("\n") + "\n" if body else "")
         if getattr(args, "out", None):
-            out.write(f"{written} written to {args.out}\n")
+            out.write(f"{written} written to {args.out}{beside}\n")
 
 
 def print_json(data: dict, out=None) -> None:

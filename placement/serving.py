@@ -276,6 +276,8 @@ class Frontier:
     per_batch: dict  # batch size -> its own non-dominated points (before merging)
     proven: bool  # complete, every point proven
     stopped: str = ""  # why the search ended before it was complete ("" when it was not cut short)
+    #: batch size -> why no plan exists there, where that is proven (the exact DP found none)
+    none: dict = dataclasses.field(default_factory=dict)
 
 
 def parse_batch_sizes(text: str | int | Sequence[int] | None) -> list[int] | None:
@@ -513,15 +515,16 @@ def batch_frontier(w: Workload, options: SolveOptions | None = None, *, max_poin
         deadline = _now() + options.time_limit
     found: list[ServingPoint] = []
     clock = Clock.until(deadline, stop, margin=_MIN_PROGRAM_S)
-    proven, _ = _batch_frontier(w, options, max_points, clock, on_point, found)
+    proven, _, _ = _batch_frontier(w, options, max_points, clock, on_point, found)
     return non_dominated(found), proven
 
 
 def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: Clock,
                     on_point: Callable[[ServingPoint], None] | None, found: list[ServingPoint]
-                    ) -> tuple[bool, str]:
+                    ) -> tuple[bool, str, str]:
     """The search of :func:`batch_frontier`, appending every point it finds to ``found`` as it goes (so
-    that a ``KeyboardInterrupt`` leaves them there). Returns (complete and proven, why it stopped early)."""
+    that a ``KeyboardInterrupt`` leaves them there). Returns (complete and proven, why it stopped early,
+    why no plan exists where the exact DP proved there is none, else ``""``)."""
     from solvers import slo_ip
     from solvers.registry import checked, get_solver
 
@@ -563,8 +566,10 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     # serving domain, so its max-load is the domain's best; with them a start the program may beat),
     # sought even when loading took the time limit (with at least LEAST_SOLVE_S), as place's solve is
     if clock.interrupted():
-        return False, "interrupted"
+        return False, "interrupted", ""
     end = dp_run(_QUICK_IDEALS, 0.5, least=LEAST_SOLVE_S)
+    if end.status == Status.INFEASIBLE and not hosts:  # the DP's domain is the frontier's: none at all
+        return True, "", end.message or "no placement fits"
     exact = end.status == Status.OPTIMAL
     early = None
     if end.assignment is not None:  # its best so far, also after a Ctrl-C or at the time limit
@@ -579,7 +584,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
     while len(descent) < max_points:
         why = clock.halted()
         if why:
-            return False, why
+            return False, why, ""
         if limit == math.inf and exact and not hosts:
             first = end  # the DP's optimum is the domain's: no program needed for the max-load
         else:
@@ -590,9 +595,9 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
             first = program(start, latency_max=limit)
         if first.assignment is None:
             if first.status == Status.INFEASIBLE:  # nothing below the last latency: complete
-                return complete(descent), ""
+                return complete(descent), "", "" if descent else first.message or "no placement fits"
             return False, clock.halted() or ("time limit reached" if first.status == Status.STOPPED
-                                             else first.message or "no plan found")
+                                             else first.message or "no plan found"), ""
         load = evaluate(g, cl, first.assignment).max_load
         second = first
         if not clock.halted():
@@ -603,7 +608,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
         # the latency program's answer is a latency: its objective, bound and gap are the latency's
         pt = _point(g, cl, second, "latency" if second is not first else "max-load", proven=ok)
         if descent and pt.latency_ms >= descent[-1].latency_ms * (1 - 1e-9):
-            return False, "no progress (numerical limits)"
+            return False, "no progress (numerical limits)", ""
         descent.append(pt)
         if early is not None and _same(early, pt) and early.proven == pt.proven:
             found[found.index(early)] = pt  # the programs kept the early point: said already
@@ -611,7 +616,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
             emit(pt)
         early = None
         if pt.latency_ms <= 0:  # nothing is faster than no time at all: complete
-            return complete(descent), ""
+            return complete(descent), "", ""
         limit = pt.latency_ms * (1 - _STEP)
         if pool is None and not clock.halted():
             pool = _start_pool(w, clock, options.threads)
@@ -630,7 +635,7 @@ def _batch_frontier(w: Workload, options: SolveOptions, max_points: int, clock: 
                     found[found.index(top)] = descent[0]
                     if on_point is not None:
                         on_point(descent[0])
-    return False, clock.halted() or f"the point limit ({max_points}) was reached; more points may exist"
+    return False, clock.halted() or f"the point limit ({max_points}) was reached; more points may exist", ""
 
 
 def _same(p: ServingPoint, q: ServingPoint, rel: float = 1e-9) -> bool:
@@ -698,6 +703,7 @@ class FrontierSearch:
         self.device_files, self.max_points = tuple(device_files), max_points
         self.deadline, self.stop, self.on_point = deadline, stop, on_point
         self.found: dict[int, list[ServingPoint]] = {}
+        self.none: dict[int, str] = {}  # batch size -> why no plan exists there (proven)
         self._models: dict = {}  # the file, read once for every batch size
         self.proven = False
         self.stopped = "not started"
@@ -722,8 +728,10 @@ class FrontierSearch:
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
             sub = clock.share(share)
             pts = self.found.setdefault(b, [])
-            ok, why = _batch_frontier(w, self.options, self.max_points, sub, self.on_point, pts)
+            ok, why, none = _batch_frontier(w, self.options, self.max_points, sub, self.on_point, pts)
             proven &= ok
+            if none:
+                self.none[b] = none
             if why:
                 stopped = stopped or f"batch {b}: {why}"
                 if why == "interrupted":
@@ -743,7 +751,7 @@ class FrontierSearch:
         """The non-dominated points found so far (the whole frontier once :meth:`run` has returned)."""
         per_batch = {b: non_dominated(v) for b, v in self.found.items()}
         merged = non_dominated([p for pts in self.found.values() for p in pts])
-        return Frontier(tuple(merged), per_batch, self.proven, self.stopped)
+        return Frontier(tuple(merged), per_batch, self.proven, self.stopped, dict(self.none))
 
 
 def frontier(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = None, *,

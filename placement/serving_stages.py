@@ -610,9 +610,10 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
     (:data:`IP_COLUMNS`), the proven frontier of :func:`exact_frontier` from the stage optimum on,
     within the time left (no limit: max(10 s, 3x the time the family took)). The caller keeps the
     non-dominated ones. ``report`` (a dict) receives ``complete`` (the exact frontier reached its
-    low-latency end: every frontier point is among the points), ``note`` (how far it got) and
+    low-latency end: every frontier point is among the points), ``note`` (how far it got),
     ``interrupted`` (a Ctrl-C, taken by a solve or let through, ended it: the points so far are
-    returned, nothing runs after it); ``on_point`` is called with each point as it is found."""
+    returned, nothing runs after it) and, when the exact solver proves that no plan exists, ``none``:
+    why (then ``complete`` and no point); ``on_point`` is called with each point as it is found."""
     from solvers.base import Status
 
     from .stages import solve_args
@@ -636,6 +637,10 @@ def frontier_points(problem: ParallelProblem, args, batch_size: int, graph_cls=N
             break
         hit = r.interrupted
         if r.plan is None:
+            if d == degrees[-1] and r.status is Status.INFEASIBLE:  # the whole model: proven none at all
+                why = r.message or "no plan fits"
+                report.update(complete=True, note=why, none=why)
+                return out
             if hit:
                 break
             continue

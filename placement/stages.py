@@ -847,15 +847,12 @@ def no_plan(args, r, timing: str = "") -> int:
     reason in ``message``), ``--json`` prints it."""
     from solvers.base import Status
 
-    from .export import print_json, write_json
+    from .export import emit
     from .results import no_plan_result
 
     data = no_plan_result("stages", r.status is Status.INFEASIBLE, r.message or "")
     data["workload"] = _recorded_path(args)
-    if getattr(args, "out", None):
-        write_json(args.out, data)
-    if getattr(args, "json", False):
-        print_json(data)
+    emit(args, data, lambda: "")  # the file and --json; the error line below says why there is no plan
     if r.status is Status.STOPPED:
         print(f"error: {args.workload}: no plan found (status stopped, nothing proven): {r.message}; a "
               f"larger --time-limit may find one" + (f" ({timing})" if timing else ""), file=sys.stderr)

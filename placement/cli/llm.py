@@ -169,8 +169,6 @@ def provision_command(args) -> int:
     """``placement provision config.json --requests MIX --target-throughput R --available SPEC``: the
     cheapest instances per request-size bucket (:func:`provision_buckets`); a table, ``--out`` / ``--json``
     the ``provision_buckets`` section."""
-    import json
-    import sys
     import time
 
     from graphs.devices import parse_devices
@@ -219,20 +217,19 @@ def provision_command(args) -> int:
         "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
                                                  "count": out.single[1], "cost_per_hour": out.single[2]},
         "proven_cheapest": not out.stopped, "stopped": out.stopped or None}}
-    if getattr(args, "out", None):
-        from ..export import write_json
+    from ..export import emit
 
-        write_json(args.out, data)
-    if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-        return 0
-    single = "no single instance type serves the mix within the devices" if one is None else \
-        f"one instance type: {out.single[1]} x ({one.kind} x{one.count}), {out.single[2]:.4g} per hour"
-    sys.stdout.write("\n".join([f"cheapest instances for {args.target_throughput:g} requests/s "
-                                 f"({_targets(model)}), per request-size bucket:", *("  " + r for r in rows),
-                                 f"cost {out.cost:.4g} per hour; {single}"]) + "\n")
-    if out.stopped:
-        sys.stdout.write(f"not proven the cheapest: {out.stopped} (--time-limit {limit:g} s)\n")
+    def text() -> str:
+        single = "no single instance type serves the mix within the devices" if one is None else \
+            f"one instance type: {out.single[1]} x ({one.kind} x{one.count}), {out.single[2]:.4g} per hour"
+        lines = [f"cheapest instances for {args.target_throughput:g} requests/s ({_targets(model)}), per "
+                 f"request-size bucket:", *("  " + r for r in rows),
+                 f"cost {out.cost:.4g} per hour; {single}"]
+        if out.stopped:
+            lines.append(f"not proven the cheapest: {out.stopped} (--time-limit {limit:g} s)")
+        return "\n".join(lines)
+
+    emit(args, data, text)
     return 0
 
 
@@ -440,13 +437,12 @@ def place_goodput(args) -> int:
     buckets and what is proven; with ``--disaggregate`` also every split into prefill and decode pools,
     and the better layout."""
     import argparse
-    import sys
 
     from ..clock import Clock
     from ..outputs import Progress as _Progress
     from ..results import stage_result_dict
     from ..serving import parse_batch_sizes
-    from ..stages import _emit, format_plan, solve_args
+    from ..stages import format_plan, solve_args
 
     model = _serving_model(args)
     sim = simulate_options(args)
@@ -584,16 +580,9 @@ def place_goodput(args) -> int:
         text, data["simulation"] = run_simulation(args, sim, sim_model, best.problem, best.plan, best.batch,
                                                   best.evaluation, prefill_pool=pool)
         lines += ["", text]
-    if getattr(args, "json", False):
-        _emit(args, data, best.problem, best.evaluation, "", "ms", "token")
-        return 0
-    if getattr(args, "out", None):
-        from ..export import write_json
+    from ..export import emit
 
-        write_json(args.out, data)
-    sys.stdout.write("\n".join(lines) + "\n")
-    if getattr(args, "out", None):
-        sys.stdout.write(f"result written to {args.out}\n")
+    emit(args, data, lambda: "\n".join(lines))
     return 0
 
 
@@ -606,7 +595,7 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
     section of the targets and the sweep, and one ``error:`` line; exit 1."""
     import sys
 
-    from ..export import print_json, write_json
+    from ..export import emit
     from ..results import no_plan_result
 
     data = no_plan_result("stages", proven, why)
@@ -621,16 +610,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                        least_ttft_s=least[1] if math.isfinite(least[1]) else None,
                        least_proven=proven if least_proven is None else least_proven)
     data["goodput"] = section
-    if getattr(args, "out", None):
-        write_json(args.out, data)
-    if getattr(args, "json", False):
-        print_json(data)
-    else:
-        sys.stdout.write(_sweep_table(search, mark=False) + "\n")
-        if search.stopped:
-            sys.stdout.write(f"stopped: {search.stopped}\n")
-        if getattr(args, "out", None):
-            sys.stdout.write(f"result written to {args.out} (no plan)\n")
+    emit(args, data, lambda: _sweep_table(search, mark=False) + (f"\nstopped: {search.stopped}"
+                                                                 if search.stopped else ""))
     print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
     return 1
 

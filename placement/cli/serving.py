@@ -10,6 +10,7 @@ import threading
 import time
 
 from ..outputs import aligned
+from .common import cli_words
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -173,7 +174,7 @@ def _sweep_rows(sw) -> str:
     rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
     for b, pt, why in sw.points:
         if pt is None:
-            rows.append([str(b), "-", "-", "-", "-", "-", why])
+            rows.append([str(b), "-", "-", "-", "-", "-", cli_words(why)])
             continue
         m = pt.utilisation()
         note = ("<- best; " if sw.best is pt else "") + pt.how + ("" if pt.proven else " (not proven)")
@@ -306,7 +307,9 @@ def _emit(args, sw, data: dict, *, note: str, show_best, bound: bool, nothing: s
         data["serving"]["note"] = note
     failure = None
     if sw.best is None:  # the error line, and the no-plan file's reason (its message)
-        failure = _target_missed(sw, bound=bound) if args.latency_slo is not None else nothing
+        failure = _target_missed(sw, bound=bound) if args.latency_slo is not None else \
+            f"error: infeasible: {nothing.removeprefix('error: ')} (at each, proven; the table says why)" \
+            if sw.none_proven else nothing
         data["message"] = data.get("message") or _reason(failure)
 
     def text() -> str:  # printed as it goes (show_best prints), inside emit's deferral
@@ -799,7 +802,9 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
     return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
                           "max-load (ms); latency_ms and max_load are per batch",
-            "batch_sizes": {str(b): len(v) for b, v in fr.per_batch.items()}, "points": points}
+            "batch_sizes": {str(b): len(v) for b, v in fr.per_batch.items()}, "points": points,
+            # the batch sizes where no plan exists, proven, and why
+            "no_plan": {str(b): why for b, why in sorted(fr.none.items())}}
 
 
 def plot_frontier(fr, path: str) -> str:
@@ -1054,7 +1059,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     are the answer, said interrupted (exit 0, or 130 without any)."""
     import sys
 
-    from ..export import print_json, write_json
+    from ..export import emit, write_json
     from ..serving import Frontier, non_dominated
 
     fr = search.result()
@@ -1065,22 +1070,24 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         per_batch = {b: non_dominated(list(fr.per_batch.get(b, [])) + [p for p in extra if p.batch_size == b])
                      [:args.max_points] for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
         merged = non_dominated([p for pts in per_batch.values() for p in pts])
-        fr = Frontier(tuple(merged), per_batch, False, fr.stopped)
+        # no plan at a batch size is proven for the frontier with replicas when both models prove it
+        none = {b: (reports or {})[b]["none"] for b, why in fr.none.items()
+                if (reports or {}).get(b, {}).get("none") and (reports or {})[b].get("complete")}
+        fr = Frontier(tuple(merged), per_batch, False, fr.stopped, none)
     by_ctrl_c = interrupted or taken
     if by_ctrl_c:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
+    # every batch size tried has no plan, proven: the frontier is empty, and that is proven
+    tried = set(fr.per_batch) | set(reports or {})
+    proven_none = not fr.points and not by_ctrl_c and bool(tried) and tried <= set(fr.none)
+    if proven_none:
+        fr = dataclasses.replace(fr, proven=True)
     data = _frontier_dict(fr, args.out, args.model if stages else None)
     if stages:
         data["stage_frontier"] = {str(b): {"complete": bool(r.get("complete")), "note": r.get("note"),
                                            "layer_nodes_complete": r.get("layers_complete")}
                                   for b, r in sorted((reports or {}).items())}
-    if args.out and fr.points:
-        for pt in data["points"]:
-            write_json(pt["plan_file"], pt["plan"])
-        write_json(args.out, data)
-    if args.json:
-        print_json(data)
-    else:
+    def text() -> str:
         sized = ", ".join(str(b) for b in fr.per_batch) or "none"
         # fr.stopped: the first batch size whose one-device-per-stage search was cut short (the others
         # still ran), or the interrupt that stopped everything
@@ -1091,29 +1098,41 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         else:
             who = "the one-device-per-stage search" if stages else "a search"
             cut = f" ({who} cut short at {fr.stopped})"
-        print("\nfrontier: nothing found before the interrupt (Ctrl-C)" if by_ctrl_c and not fr.points else
-              f"\nfrontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
-              + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut)
-        if stages:
-            print("(with replicas: stage plans and one-device-per-stage plans together. A stage plan's "
-                  "latency runs its stages one after another; a one-device-per-stage plan's overlaps "
-                  "independent branches, so the merged frontier is not one model's, and not proven)")
-            for b, r in sorted((reports or {}).items()):
-                if r.get("complete"):
-                    what = "frontier complete, every point proven"
-                elif r.get("layers_complete"):
-                    what = ("the layer-node plans' frontier complete, each point proven among them; at "
-                            "operator nodes not proven beyond its throughput end")
-                else:
-                    what = "frontier not complete"
-                at = "layer nodes: " if r.get("layers_complete") and not r.get("complete") else ""
-                print(f"stage model, batch {b}: {what}" + (f" ({at}{r['note']})" if r.get("note") else ""))
+        lines = ["", "frontier: nothing found before the interrupt (Ctrl-C)" if by_ctrl_c and not fr.points
+                 else f"frontier: no plan exists at batch size{'s' if len(fr.none) > 1 else ''} {sized} "
+                      f"(proven)" if proven_none
+                 else f"frontier: {len(fr.points)} non-dominated plan(s) over batch sizes {sized}; "
+                 + ("complete, all proven" if fr.proven else "NOT complete or not all proven") + cut]
+        if stages and fr.points:
+            lines.append("(with replicas: stage plans and one-device-per-stage plans together. A stage "
+                         "plan's latency runs its stages one after another; a one-device-per-stage plan's "
+                         "overlaps independent branches, so the merged frontier is not one model's, and "
+                         "not proven)")
+        for b, r in sorted((reports or {}).items()) if stages else ():
+            if r.get("none"):
+                what = "no plan (proven)"
+            elif r.get("complete"):
+                what = "frontier complete, every point proven"
+            elif r.get("layers_complete"):
+                what = ("the layer-node plans' frontier complete, each point proven among them; at "
+                        "operator nodes not proven beyond its throughput end")
+            else:
+                what = "frontier not complete"
+            at = "layer nodes: " if r.get("layers_complete") and not r.get("complete") else ""
+            lines.append(f"stage model, batch {b}: {what}"
+                         + (f" ({at}{cli_words(r['note'])})" if r.get("note") else ""))
         if fr.points:
-            print("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
-            print(_frontier_table(fr, stages))
-        if args.out and fr.points:
-            first = data["points"][0]["plan_file"]
-            print(f"frontier written to {args.out}; one result file per plan ({first}, ...)")
+            lines.append("(latency and max-load are per batch; samples/s = 1000 x batch / max-load)")
+            lines.append(_frontier_table(fr, stages))
+        return "\n".join(lines)
+
+    # the frontier's file (with no point too: what stopped the search), each point's plan file beside it
+    if args.out:
+        for pt in data["points"]:
+            write_json(pt["plan_file"], pt["plan"])
+    first = data["points"][0]["plan_file"] if data["points"] else None
+    emit(args, data, text, written="frontier",
+         beside=f"; one result file per plan ({first}, ...)" if first else "")
     if args.plot and fr.points and not plot_note:
         try:
             plot_frontier(fr, args.plot)
@@ -1125,6 +1144,10 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     sys.stdout.flush()
     if interrupted or (taken and not fr.points):
         return 130
+    if proven_none:
+        print("error: infeasible: " + "; ".join(f"batch {b}: {cli_words(why)}"
+                                                for b, why in sorted(fr.none.items())), file=sys.stderr)
+        return 1
     if not fr.points:
         print(f"error: no plan found{': ' + fr.stopped if fr.stopped else ''}"
               + (f" (--time-limit {args.time_limit:g} s)" if "time limit" in fr.stopped else ""),

@@ -255,22 +255,13 @@ def run(args) -> int:
         d["source"] = path
     doc = docs[0] if len(docs) == 1 else {"schema": "placement-cluster-comparison", "version": 1,
                                           "source": path, "results": docs}
-    if args.out:
-        from placement.export import write_json
+    from placement.export import emit
 
-        write_json(args.out, doc)
-    if args.json:
-        from placement.export import print_json
+    def text() -> str:
+        parts = [format_result(r, jl) + "\n" for r in results]
+        return "\n".join(parts + ([format_comparison(results)] if len(results) > 1 else []))
 
-        print_json(doc)
-    else:
-        for r in results:
-            print(format_result(r, jl))
-            print()
-        if len(results) > 1:
-            print(format_comparison(results))
-        if args.out:
-            print(f"result written to {args.out}")
+    emit(args, doc, text)
     if args.plot:
         _plots(results, args.plot, args.json)
     return 0
