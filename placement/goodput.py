@@ -75,9 +75,10 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
 
     ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, stopping at
     the first whose KV cache no plan fits: a larger batch needs more memory per device). For each
-    batch, the micro-batch counts ``N`` tried are ``microbatches`` (when it divides the batch) or every
-    power of two dividing the batch up to the devices' default (the decode problem's own default is
-    the largest): fewer micro-batches mean larger ones and fewer stages (``sum d <= N``), a shorter
+    batch, the micro-batch counts ``N`` tried are ``microbatches`` (which must divide every batch size
+    given, :class:`InputError` otherwise; an auto sweep tries the sizes it divides) or every power of
+    two dividing the batch up to the devices' default (the decode problem's own default is the
+    largest): fewer micro-batches mean larger ones and fewer stages (``sum d <= N``), a shorter
     step through the pipeline, which is what TPOT pays. Each ``(batch, N)`` decode problem is solved by
     ``solve(problem)`` (the exact stage DP through the registry: the plan of most tokens/s) and that
     plan's goodput scored; when the problem has at most ``exhaustive_limit`` plans
@@ -102,6 +103,14 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
 
     auto = batches is None
     sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
+    if microbatches:  # a batch splits into equal micro-batches: a count that divides no size is refused
+        if not auto and any(b % microbatches for b in sizes):
+            b = next(b for b in sizes if b % microbatches)
+            raise InputError(f"{microbatches} micro-batches do not divide a batch of {b} sequences")
+        sizes = [b for b in sizes if b % microbatches == 0]
+        if not sizes:
+            raise InputError(f"{microbatches} micro-batches divide no batch size the auto sweep tries "
+                             f"(powers of two up to {AUTO_BATCH_CAP})")
     top_n = default_microbatches(model.devices)
     points: list[GoodputPoint] = []
     best = None
@@ -110,20 +119,25 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     for i, b in enumerate(sizes):
         why = halted() if halted is not None and points else ""
         if why:
-            stopped = not_tried(why, sizes[i:], auto)
+            stopped = "; ".join(filter(None, (stopped, not_tried(why, sizes[i:], auto))))
             break
         if progress is not None:
             progress(i / len(sizes))
-        if microbatches and b % microbatches == 0:
+        if microbatches:
             counts = [microbatches]
         else:
             top = math.gcd(b, top_n)
             counts = [n for n in (2 ** j for j in range(top.bit_length())) if n <= top][::-1]
         top = None  # (plan, evaluation, serving, problem, result)
         exhaustive, nplans, first = True, 0, None
-        for n in counts:
-            if top is not None and halted is not None and halted():
-                exhaustive = False  # the other micro-batch counts are not tried
+        for k, n in enumerate(counts):
+            why = halted() if top is not None and halted is not None else ""
+            if why:  # the other micro-batch counts are not tried: said, and the batch is not exhaustive
+                exhaustive = False
+                rest = ", ".join(map(str, counts[k:]))
+                many = "s" if k < len(counts) - 1 else ""
+                cut = f"{why}: batch {b}'s micro-batch count{many} {rest} not tried"
+                stopped = "; ".join(filter(None, (stopped, cut)))
                 break
             p = model.problem(b, microbatches=n, max_replicas=max_replicas)
             r = _solved(solve, p)
@@ -268,8 +282,14 @@ class BucketProvision:
     cost: float
     single: tuple[int, int, float] | None
     #: why not every instance type was scored (a time limit), else ``""``: then the mix is the cheapest of
-    #: those scored, not proven the cheapest
+    #: those scored, not proven the cheapest, and where none of those serves the rate there is no mix
+    #: (``cost`` inf, every count 0), which proves nothing
     stopped: str = ""
+
+    @property
+    def found(self) -> bool:
+        """A mix of instances serves the rate."""
+        return math.isfinite(self.cost)
 
 
 def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
@@ -364,7 +384,9 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     bucket as Mélange provisions: the instances of :func:`bucket_instances` (or ``instances``, already
     scored) mixed by :func:`cheapest_instances`, each bucket's requests sent where they cost least.
     ``prices``: per kind of ``model.devices``, per device-hour. Past ``deadline`` the instances scored so
-    far are mixed, and ``stopped`` says which were not."""
+    far are mixed, and ``stopped`` says which were not (where none of them serves the rate: no mix,
+    :attr:`BucketProvision.found` false). :class:`~graphs.errors.InfeasibleError` when every instance
+    type was scored and no mix of them serves the rate."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
         raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
     mix = model.mix
@@ -375,15 +397,20 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     if skipped:
         stopped = (f"the time limit came before {len(skipped)} instance type(s) were scored ("
                    + ", ".join(f"{k} x{n}" for k, n in skipped) + ")")
-    if not instances:
-        from graphs.errors import InfeasibleError
+    from graphs.errors import InfeasibleError
 
-        if stopped:
-            raise InputError(f"no instance was scored: {stopped}; give --time-limit more seconds")
-        raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
     demand = [rate * p for p in mix.shares]
     available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
-    used, load, cost = cheapest_instances(instances, demand, available)
+    try:
+        if not instances:
+            raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
+        used, load, cost = cheapest_instances(instances, demand, available)
+    except InfeasibleError:
+        if not stopped:
+            raise  # every instance type scored: proven
+        # the instance types the limit left out might serve it: no mix found, nothing proven
+        return BucketProvision(tuple(instances), (0,) * len(instances),
+                               tuple((0.0,) * len(demand) for _ in instances), math.inf, None, stopped)
     single = None
     for i, x in enumerate(instances):  # one instance type for the whole mix, for comparison
         if all(c > 0 for c in x.capacity):

@@ -11,11 +11,22 @@ import os
 from graphs.errors import InputError
 from graphs.reference import Workload, read_workload
 
-__all__ = ["load_workload"]
+__all__ = ["load_workload", "check_workload_path"]
 
 
 #: the front-end options whose flag is not their keyword's name
 _FLAGS = {"dims": "--dim", "device_files": "--device-file"}
+
+
+def check_workload_path(path: str | os.PathLike) -> None:
+    """A workload path that names no file: :class:`InputError` saying so (a folder, or nothing there),
+    before anything guesses its kind from its name."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputError("is a folder; expected a reference-format workload (.json) or an ONNX model (.onnx)",
+                         source=path)
+    if not os.path.exists(path):
+        raise InputError("no such file", source=path)
 
 
 def load_workload(path: str | os.PathLike, **frontend) -> Workload:
@@ -23,8 +34,7 @@ def load_workload(path: str | os.PathLike, **frontend) -> Workload:
     that only some formats use."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise InputError("is a folder; expected a reference-format workload (.json) or an ONNX model (.onnx)",
-                         source=path)
+        check_workload_path(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".json":
         unused = {k: v for k, v in frontend.items() if v not in (None, False)}

@@ -40,6 +40,8 @@ Three steps, each on its own; the reported value is always :func:`graphs.helix.m
    MILP is an **exact** reformulation and its optimum is the best layout.
 
 The status is ``optimal`` only when the scored value reaches the proven bound (the smallest of them).
+The search stops once the value is within the requested relative gap of the bound (``gap``, default
+``1e-4``, as the integer programs' ``--gap``): the layout is then ``feasible``, labelled within the gap.
 """
 
 from __future__ import annotations
@@ -620,9 +622,14 @@ def _milp_layout(groups, milp: _Milp, x) -> dict[int, tuple[int, int]]:
 
 # ------------------------------------------------------------------------------------------- solve
 def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None = 60.0,
-                 threads: int | None = None, milp: bool = True) -> LayoutResult:
+                 threads: int | None = None, milp: bool = True, gap: float = 1e-4) -> LayoutResult:
     """The best layout of ``model`` on ``cluster`` found within ``time_limit`` seconds, with a proven
-    upper bound (module docstring). ``milp=False`` skips step 3 (construction and bound only)."""
+    upper bound (module docstring). ``milp=False`` skips step 3 (construction and bound only). ``gap``:
+    the search stops once ``(bound - value) / value`` is at most this (the place command's ``--gap``,
+    whose default this is); the layout is then ``feasible``, within the gap, and ``optimal`` only where
+    the value reaches the bound."""
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 1:
+        raise InputError(f"gap must be a relative gap from 0 to 1, got {gap!r}")
     t0 = time.monotonic()
     if model not in cluster.models:
         raise InputError(f"no model {model!r} in the cluster (models: {', '.join(cluster.models)})",
@@ -658,53 +665,57 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     bound = B
     message = ""
     interrupted = False
+
+    def closed() -> bool:  # the value reaches the bound, or the requested gap: nothing left to search
+        return value >= bound * (1 - _REACHED) or bound - value <= gap * value
+
     try:  # a Ctrl-C from here on ends the search with the layout so far and the bound proven so far
         upper = _upper_cluster(cluster, model)
         # where nodes of one GPU type and layer limit differ, the bounds on their own profiles as well
         # (more item types, slower, but not raised to the largest of each type): both are proven, the
         # smaller counts
         views = [upper] + ([cluster] if _profiles(cluster, model) > _profiles(upper, model) else [])
-        if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        if not closed() and time.monotonic() < deadline:
             # the cover bound gets at most a quarter of what is left (about 2 s on the upper cluster);
             # on the nodes' own profiles, about 10 s on 24 of them, half of what is then left and a
             # coarser bisection (both bounds are proven, and the smaller counts)
             for view, share, tol in zip(views, (0.25, 0.5), (1e-4, 1e-3)):
                 left = deadline - time.monotonic()
-                if left <= 0 or value >= bound * (1 - _REACHED):
+                if left <= 0 or closed():
                     break
                 bound = min(bound, cover_bound(view, model, value, bound,
                                                deadline=time.monotonic() + share * left, rel_tol=tol))
             stats["cover_bound"] = bound
         slow = any(cap < bound for cap in cluster.directed_links(model).values())
-        if slow and value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        if slow and not closed() and time.monotonic() < deadline:
             # links slower than the bound: the crossing bound (a third of what is left; about 2-3 s on the
             # upper cluster), then on the nodes' own profiles with a third of what is then left
             for view, tol in zip(views, (1e-5, 1e-4)):
                 left = deadline - time.monotonic()
-                if left <= 0 or value >= bound * (1 - _REACHED):
+                if left <= 0 or closed():
                     break
                 bound = min(bound, crossing_bound(view, model, value, bound,
                                                   deadline=time.monotonic() + left / 3, rel_tol=tol))
             stats["crossing_bound"] = bound
-        if value < bound * (1 - _REACHED) and time.monotonic() < deadline:
+        if not closed() and time.monotonic() < deadline:
             # the same arguments with whole nodes and layers (an integer program per step; about a second
             # on a few node types), with half of what is left
             for view in views:
                 left = deadline - time.monotonic()
-                if left <= 0 or value >= bound * (1 - _REACHED):
+                if left <= 0 or closed():
                     break
                 bound = min(bound, integer_cover_bound(view, model, value, bound, threads=threads,
                                                        deadline=time.monotonic() + left / 2 / len(views)))
             stats["integer_cover_bound"] = bound
         # under a second left, building the MILP alone would overrun the limit, and it could not do much
-        if milp and value < bound * (1 - _REACHED) and time.monotonic() < deadline - 1.0:
+        if milp and not closed() and time.monotonic() < deadline - 1.0:
             from ._milp import OPTIMAL, solve_mip
 
             # no node carries more than the whole flow, itself at most the bound proven so far
             mp = _aggregated_milp(cluster, model, groups, regions, fast, bound)
             start = _milp_start(cluster, model, groups, mp, layout) if layout else None
             left = None if not math.isfinite(deadline) else max(0.1, deadline - time.monotonic())
-            res = solve_mip(mp.model, time_limit=left, gap=1e-7, threads=threads, start=start)
+            res = solve_mip(mp.model, time_limit=left, gap=gap, threads=threads, start=start)
             stats.update(milp_status=res.status, milp_time=res.time, milp_start=start is not None)
             if res.bound is not None:
                 # HiGHS minimises -F: its dual bound is minus an upper bound on the MILP's optimum
@@ -731,7 +742,11 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     if not layout:
         message = message or "no layout with positive flow found"
     elif not reached and not message:
-        message = "time limit reached" if time.monotonic() >= deadline else "bound not reached"
+        if value > 0 and bound - value <= gap * value:
+            message = f"within the requested gap ({gap:g}), not proven optimal"
+            stats["path"] = "within-gap"
+        else:
+            message = "time limit reached" if time.monotonic() >= deadline else "bound not reached"
     return LayoutResult(model, dict(sorted(layout.items())), value, bound, status,
                         time.monotonic() - t0, message, stats)
 

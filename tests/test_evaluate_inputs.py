@@ -124,6 +124,18 @@ def test_results_of_other_workload_kinds_are_refused_naming_both(files, capsys):
     assert main(["evaluate", files["piper"], files["stage_plan"]]) == 0
 
 
+def test_a_workload_that_is_not_there_is_said_so_before_its_kind_is_guessed(files, tmp_path, capsys):
+    """A missing workload, or a folder, with a result file was read as a reference-format graph by its
+    name (``.json``) and refused as the wrong kind of workload."""
+    missing, folder = str(tmp_path / "nofile.json"), str(tmp_path / "models")
+    os.mkdir(folder)
+    for result in (files["stage_plan"], files["graph_result"]):
+        assert main(["evaluate", missing, result]) == 2
+        assert capsys.readouterr().err.strip() == f"error: {missing}: no such file"
+        assert main(["evaluate", folder, result]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {folder}: is a folder")
+
+
 # ------------------------------------------------------------------------------------------- --seed
 @pytest.mark.parametrize("seed", ["3", "0"])
 def test_evaluate_seed_without_simulate_is_refused(files, capsys, seed):

@@ -755,11 +755,12 @@ def test_provision_buckets_covers_each_bucket_at_least_cost():
     assert out.single is None or out.cost <= out.single[2] * (1 + 1e-9)
     with pytest.raises(InputError, match="target rate"):
         provision_buckets(sm, 0, [3.0, 0.5], solve)
-    # a deadline already past: nothing scored, one error naming the time limit
+    # a deadline already past: nothing scored, so no mix, and nothing proven (not an error: the command
+    # writes its file and says what the limit left out)
     import time
 
-    with pytest.raises(InputError, match="time limit"):
-        provision_buckets(sm, rate, [3.0, 0.5], solve, deadline=time.perf_counter())
+    none = provision_buckets(sm, rate, [3.0, 0.5], solve, deadline=time.perf_counter())
+    assert not none.found and none.instances == () and none.stopped.startswith("the time limit came before")
 
 
 def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypatch):
@@ -891,12 +892,15 @@ def test_goodputs_time_limit_is_the_whole_commands(tmp_path, capsys, files, monk
                  str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "4,16", "--disaggregate",
                  "--time-limit", "1", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert ("stopped: time limit reached: batch size 16 not tried; time limit reached: 2 of the 2 splits "
-            "into pools not tried") in text, text
+    # batch 4's first micro-batch count solved (the most, 4), its others not tried, nor batch 16
+    assert ("stopped: time limit reached: batch 4's micro-batch counts 2, 1 not tried; time limit "
+            "reached: batch size 16 not tried; time limit reached: 2 of the 2 splits into pools not tried"
+            ) in text, text
     assert "the search stopped early" in text
     doc = json.loads(out.read_text())
     assert [p["batch_size"] for p in doc["goodput"]["sweep"]] == [4]
-    assert doc["goodput"]["stopped"].startswith("time limit reached: batch size 16 not tried")
+    assert doc["goodput"]["stopped"].startswith("time limit reached: batch 4's micro-batch counts 2, 1 not "
+                                                "tried; time limit reached: batch size 16 not tried")
     assert len(limits) == 1 and 0 < limits[0] <= 1.0  # one solve, given what was left of the 1 s
 
 
@@ -920,7 +924,9 @@ def test_a_goodput_search_cut_short_is_not_exhaustive():
     cut = goodput_search(model, [4, 8], lambda p: solve_args(p, args), halted=halted)
     assert [p.batch for p in full.points] == [4, 8] and full.stopped == ""
     assert [p.batch for p in cut.points] == [4]
-    assert cut.stopped == "time limit reached: batch size 8 not tried"
+    # the counts of batch 4 after the second (4, 2 tried: 1 not) and the batch size after it, both said
+    assert cut.stopped == ("time limit reached: batch 4's micro-batch count 1 not tried; time limit reached: "
+                           "batch size 8 not tried")
     assert not cut.points[0].exhaustive and not cut.exhaustive
 
 
@@ -952,3 +958,73 @@ def test_a_solve_that_took_a_ctrl_c_ends_the_goodput_and_provision_searches():
         provision_buckets(sm, 1.0, [1.0, 1.0], interrupted)
     assert len(calls) == 1  # no instance after it
     assert goodput_search(sm, [1, 2], solve).best is not None  # an uninterrupted solve goes on as before
+
+
+# ---------------------------------------------------------------- what a search that was cut short says
+CHAT = {"buckets": [{"input": 256, "output": 128, "weight": 5}, {"input": 4096, "output": 256, "weight": 1}]}
+
+
+def _solve(problem):
+    from solvers.registry import solve
+
+    return solve(problem)
+
+
+def test_provision_cut_short_by_its_time_limit_is_not_infeasible(tmp_path, capsys):
+    """A time limit that left instance types unscored said "error: infeasible: no mix of the instances
+    serves the rate ..." and wrote no file, where without it a mix costs 9 per hour."""
+    cfg, mix, prices, out = (tmp_path / n for n in ("config.json", "mix.json", "prices.json", "p.json"))
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    mix.write_text(json.dumps(CHAT))
+    prices.write_text(json.dumps({"prices": {"a100": 3.0, "t4": 0.5}}))
+    argv = ["provision", str(cfg), "--requests", str(mix), "--available", "a100:2,t4:4", "--prices",
+            str(prices), "--target-throughput", "2", "--ttft-slo", "1000", "--tpot-slo", "100"]
+    # a limit already past when the first instance type would be scored: none is
+    assert main(argv + ["--time-limit", "1e-9", "--out", str(out)]) == 1
+    res = capsys.readouterr()
+    assert res.err.startswith("error: no mix of the instance types scored serves the rate of every bucket "
+                              "(not proven: the time limit came before 5 instance type(s) were scored "
+                              "(a100 x1, a100 x2, t4 x1, t4 x2, t4 x4)"), res.err
+    assert res.out.strip() == f"result written to {out}"
+    doc = json.loads(out.read_text())["provision_buckets"]
+    assert doc["cost_per_hour"] is None and not doc["proven_cheapest"] and not doc["infeasible"]
+    assert main(argv) == 0  # no limit: a mix
+    assert "cost " in capsys.readouterr().out
+    assert main(argv + ["--costs", "nofile.json"]) == 2  # was silently ignored
+    assert "--costs does not apply to a model config" in capsys.readouterr().err
+
+
+def test_micro_batch_counts_cut_short_are_said():
+    """A time limit after a batch size's first micro-batch count left the others untried without a word
+    (no stopped line, "stopped": null in the file)."""
+    model = ServingModel(TINY, parse_devices("a100:2,t4:4"), read_mix(CHAT), ttft=1.0, tpot=0.1)
+    search = goodput_search(model, [16], lambda p: _solve(p), halted=lambda: "time limit reached")
+    (pt,) = search.points
+    assert not pt.exhaustive and pt.problem.microbatches == 8  # the largest count, the one tried
+    assert search.stopped == "time limit reached: batch 16's micro-batch counts 4, 2, 1 not tried"
+    whole = goodput_search(model, [16], lambda p: _solve(p))
+    assert whole.stopped == "" and {p.problem.microbatches for p in whole.points} <= {8, 4, 2, 1}
+
+
+@pytest.mark.parametrize("batches, words", [
+    ([8], "3 micro-batches do not divide a batch of 8 sequences"),
+    (None, "3 micro-batches divide no batch size the auto sweep tries")])
+def test_micro_batches_that_divide_no_batch_are_refused(batches, words):
+    """An unusable --microbatches was dropped without a word: every count was tried instead."""
+    model = ServingModel(TINY, parse_devices("a100:2,t4:4"), read_mix(CHAT), ttft=1.0, tpot=0.1)
+    with pytest.raises(InputError, match=words):
+        goodput_search(model, batches, lambda p: _solve(p), microbatches=3)
+
+
+def test_goodput_words_follow_the_solver(tmp_path, capsys):
+    """With --solver ip the summary said "the decode DP's plan ... proven" and the table "DP's per N"."""
+    cfg, mix = tmp_path / "config.json", tmp_path / "mix.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    mix.write_text(json.dumps(CHAT))
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "3000", "--tpot-slo", "100", "--batch-size", "8", "--solver",
+                 "ip"]) == 0
+    text = capsys.readouterr().out
+    assert "DP's" not in text and "ip solver's per N" in text
+    best = next(x for x in text.splitlines() if x.startswith("best:"))
+    assert "the decode ip solver's plan" in best or "not the decode ip solver's plan" in best

@@ -57,7 +57,8 @@ def add_solve_options(p: argparse.ArgumentParser) -> None:
                    "stderr), outside S")
     p.add_argument("--gap", type=float, default=1e-4,
                    help="relative MIP gap (value - bound) / value at which an integer program stops, from 0 "
-                        "to 1 (default 1e-4; auto's integer program on the stage model: 1e-6 unless given)")
+                        "to 1 (default 1e-4; auto's integer program on the stage model: 1e-6 unless given; a "
+                        "Helix cluster file: (bound - value) / value at which its layout search stops)")
     p.add_argument("--threads", type=int, default=None,
                    help="solver threads, >= 1 (default: the DP takes the cores other work leaves free now, "
                         "HiGHS its own choice; the DP's waiting threads sleep rather than spin unless "
@@ -277,7 +278,7 @@ def refuse_schedule_options(args) -> None:
                               f"{_one_device_why(args)}")
 
 
-HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--threads", "--out", "--json")
+HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--gap", "--threads", "--out", "--json")
 
 
 def refuse_for_helix(args, add_parser, command: str = "place", takes: tuple[str, ...] = HELIX_OPTIONS,

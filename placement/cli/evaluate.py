@@ -132,6 +132,9 @@ def run(args) -> int:
     refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
     refuse_empty_result(saved, "evaluate", args.split)
     if saved is not None:
+        from ..load import check_workload_path
+
+        check_workload_path(args.workload)  # its kind is not guessed from the name of a file not there
         _refuse_mismatched_result(args, kind, saved)
     if kind == "helix":  # a layout's max-flow (placement/cli/helix.py)
         refuse_for_helix(args, add_parser, "evaluate", _EVALUATE_HELIX_OPTIONS,

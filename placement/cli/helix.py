@@ -113,7 +113,9 @@ def place(args, clock) -> int:
     limit = DEFAULT_TIME_LIMIT if args.time_limit is None else time_limit
     if given and wants_vllm:  # the planning below is within the command's limit too
         limit *= 1 - VLLM_SHARE
-    result = solve_layout(cluster, model, time_limit=limit, threads=args.threads)
+    from ..inputs import checked_gap
+
+    result = solve_layout(cluster, model, time_limit=limit, threads=args.threads, gap=checked_gap(args.gap))
     data = result_json(cluster, result)
     # a Ctrl-C ended the search (its layout so far is the answer): nothing more is planned
     vllm = wants_vllm and bool(result.layout) and not result.interrupted

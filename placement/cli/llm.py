@@ -191,6 +191,9 @@ def provision_command(args) -> int:
         if getattr(args, dest, default) != default:
             raise InputError(f"{flag} does not apply to a model config (the goodput search picks batch "
                              f"sizes and plans per instance; the targets are --ttft-slo and --tpot-slo)")
+    if getattr(args, "costs", "roofline") != "roofline":
+        raise InputError("--costs does not apply to a model config: its times come from the config and the "
+                         "devices' specs (--device-file)")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
     slo = {}
@@ -202,8 +205,16 @@ def provision_command(args) -> int:
                          tpot=slo["tpot_slo"])
     limit = getattr(args, "time_limit", None)
     deadline = started + limit if limit is not None and math.isfinite(limit) else None
-    out = provision_buckets(model, args.target_throughput, prices, solve, deadline=deadline)
+    from graphs.errors import InfeasibleError
+
+    try:
+        out = provision_buckets(model, args.target_throughput, prices, solve, deadline=deadline)
+        proven_none = ""
+    except InfeasibleError as e:  # every instance type scored, and no mix serves the rate: proven
+        out, proven_none = None, str(e)
     buckets = model.mix.buckets
+    if out is None or not out.found:
+        return _no_mix(args, buckets, out, proven_none, limit)
     rows = [f"{x.kind} x{x.count}: {m} (" + ", ".join(f"{b.input}/{b.output}: {v:.4g}"
                                                        for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
             for x, m, load in zip(out.instances, out.used, out.load) if m]
@@ -231,6 +242,29 @@ def provision_command(args) -> int:
 
     emit(args, data, text)
     return 0
+
+
+def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
+    """LLM ``provision`` without a mix of instances serving the rate: its file (``cost_per_hour`` null)
+    and one error line, ``infeasible`` where every instance type was scored (``proven_none``, why),
+    else what the time limit left out (``out.stopped``); exit 1."""
+    import sys
+
+    from ..export import emit
+
+    why = proven_none or (f"no mix of the instance types scored serves the rate of every bucket (not "
+                          f"proven: {out.stopped}; a larger --time-limit than {limit:g} s may find one)")
+    data = {"provision_buckets": {
+        "target_rps": args.target_throughput, "cost_per_hour": None,
+        "instances": [] if out is None else [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
+                                              "capacity_rps": list(x.capacity), "count": 0,
+                                              "load_rps": [0.0] * len(buckets)} for x in out.instances],
+        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
+        "single_type": None, "proven_cheapest": False, "infeasible": bool(proven_none),
+        "stopped": None if out is None else out.stopped or None, "message": why}}
+    emit(args, data, lambda: "")
+    print(f"error: {'infeasible: ' if proven_none else ''}{why}", file=sys.stderr)
+    return 1
 
 
 def _serving_model(args, saved: dict | None = None):
@@ -280,7 +314,14 @@ def _refuse_flags(args) -> None:
                              f"--max-replicas; with --objective goodput --requests, --ttft-slo, --tpot-slo)")
 
 
-def _sweep_table(search, *, mark: bool = True) -> str:
+def _decode_solver(args) -> str:
+    """Whose plan a batch size's decode problem gets, in words: the exact DP's (``auto``, ``dp``) or the
+    ``--solver`` named."""
+    name = getattr(args, "solver", None) or "auto"
+    return "DP's" if name in ("auto", "dp") else f"{name} solver's"
+
+
+def _sweep_table(search, *, mark: bool = True, who: str = "DP's") -> str:
     rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
              "plans scored", "limit", "note"]]
     for pt in search.points:
@@ -288,7 +329,7 @@ def _sweep_table(search, *, mark: bool = True) -> str:
             rows.append([str(pt.batch), "-", "-", "-", "-", "-", "-", "-", "-", pt.note])
             continue
         s = pt.serving
-        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else "DP's per N"
+        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else f"{who} per N"
         note = "; ".join(x for x in (pt.note, "<- best" if mark and pt is search.best else "") if x)
         rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
                      f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
@@ -498,11 +539,13 @@ def place_goodput(args) -> int:
         return _no_plan(args, model, search, missed.words, missed.proven, least=least,
                         least_proven=missed.least_proven)
     sv, r = best.serving, best.result
+    who = _decode_solver(args)
     if best.plan == r.plan:
-        dp_word = "the decode DP's plan at this batch and micro-batch count: " + \
-            ("proven the most tokens/s" if str(r.status) == "optimal" else f"status {r.status}")
+        dp_word = f"the decode {who} plan at this batch and micro-batch count: " + \
+            ("proven the most tokens/s" if str(r.status) == "optimal" else
+             f"status {r.status}, not proven the most tokens/s")
     else:
-        dp_word = "not the decode DP's plan: the most goodput among all the problem's plans"
+        dp_word = f"not the decode {who} plan: the most goodput among all the problem's plans"
     if exhaustive:
         proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
                   "is the most over them, exact under the serving model")
@@ -510,8 +553,13 @@ def place_goodput(args) -> int:
         # a batch whose kept plan is not the DP's: its micro-batch count's problem had few plans, all scored
         scored = [p.batch for p in search.points
                   if p.plan is not None and (p.exhaustive or p.plan != p.result.plan)]
-        proven = ("each batch size's plan is the decode DP's at its micro-batch count (most tokens/s, "
-                  "proven; not proven to be the most goodput: the goodput is that plan's, exact under "
+        # the decode solver's status at each batch size kept: its tokens/s are proven only where optimal
+        unproven = [p.batch for p in search.points if p.plan is not None and p.plan == p.result.plan
+                    and str(p.result.status) != "optimal"]
+        tokens = "proven" if not unproven else \
+            f"not proven at batch {', '.join(map(str, unproven))} (its solver's status is not optimal)"
+        proven = (f"each batch size's plan is the decode {who} at its micro-batch count (most tokens/s, "
+                  f"{tokens}; not proven to be the most goodput: the goodput is that plan's, exact under "
                   "the serving model)")
         if scored:
             proven += (f", except at batch {', '.join(map(str, scored))}, where a micro-batch count's "
@@ -552,7 +600,7 @@ def place_goodput(args) -> int:
              for a, b, x, note in split.splits]
     sizes = "auto: powers of two until the KV cache no longer fits" if batches is None else \
         ", ".join(map(str, batches))
-    lines = [_sweep_table(search)] + ([f"stopped: {stopped}"] if stopped else [])
+    lines = [_sweep_table(search, who=who)] + ([f"stopped: {stopped}"] if stopped else [])
     if split is not None:
         lines += ["", "colocated sweep above; prefill and decode pools:",
                   _layout_table(model, search, split, best)]
@@ -610,7 +658,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                        least_ttft_s=least[1] if math.isfinite(least[1]) else None,
                        least_proven=proven if least_proven is None else least_proven)
     data["goodput"] = section
-    emit(args, data, lambda: _sweep_table(search, mark=False) + (f"\nstopped: {search.stopped}"
+    emit(args, data, lambda: _sweep_table(search, mark=False, who=_decode_solver(args))
+         + (f"\nstopped: {search.stopped}"
                                                                  if search.stopped else ""))
     print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
     return 1
