@@ -591,7 +591,14 @@ def place(args, w: StageWorkload) -> int:
     clock = args.clock
     limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
     w, r = solve_refined(w, solve_one, limit, deadline=clock.deadline())
-    r = clock.credited(r)
+    return emit_answer(args, w, clock.credited(r))
+
+
+def emit_answer(args, w: StageWorkload, r) -> int:
+    """``place``'s output of the answer ``r`` (a :class:`solvers.base.Solution`) to the stage workload
+    ``w``: the result written and the stage table and summary printed (:func:`no_plan` without a plan).
+    Returns the exit code."""
+    clock = args.clock
     if r.plan is None:
         return no_plan(args, r, clock.words())
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))

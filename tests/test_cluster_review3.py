@@ -35,13 +35,35 @@ def test_an_llm_config_job_gets_the_decode_problems_curve(tmp_path, capsys):
     assert main(["cluster", path, "--policy", "fifo", "--no-cache", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     job = doc["jobs"][0]
-    assert doc["unit"] == "ms" and job["curve"]["method"] == "stage-dp-per-count"
+    assert doc["unit"] == "ms" and job["curve"]["method"] == "stage-dp-per-count, best micro-batch count"
     # the same time per token as placement place config.json on the devices the job holds
     devices = ",".join(f"{k}:{n}" for k, n in job["allocation"].items() if n)
     assert main(["place", str(tmp_path / "config.json"), "--devices", devices, "--batch-size", "2",
                  "--context", "512", "--json"]) == 0
     placed = json.loads(capsys.readouterr().out)
     assert job["time_per_sample"] == pytest.approx(placed["objective"] * 1e3, rel=1e-9)
+
+
+def test_an_llm_job_is_rated_at_its_best_micro_batch_count(tmp_path, capsys):
+    """A job of 8 sequences on a100:4,cpu:8 was rated at the default's 8 micro-batches of one sequence
+    each on every allocation, 6.4x slower per token than place on the A100 it was given. Its time now
+    equals the best of place --microbatches N over N = 8, 4, 2, 1 on the devices it holds (a second
+    method: each count solved on its own)."""
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    doc = {"cluster": {"devices": "a100:4,cpu:8"},
+           "jobs": [{"name": "chat", "model": "config.json", "samples": 1000, "batch_size": 8,
+                     "context": 1024, "request": "a100:1"}]}
+    path = _write(tmp_path, doc)
+    assert main(["cluster", path, "--policy", "fifo", "--no-cache", "--json"]) == 0
+    job = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert job["allocation"] == {"a100": 1, "cpu": 0}
+    each = []
+    for n in (8, 4, 2, 1):
+        assert main(["place", str(tmp_path / "config.json"), "--devices", "a100:1", "--batch-size", "8",
+                     "--context", "1024", "--microbatches", str(n), "--json"]) == 0
+        each.append(json.loads(capsys.readouterr().out)["objective"] * 1e3)
+    assert job["time_per_sample"] == pytest.approx(min(each), rel=1e-9)
+    assert max(each) > 2 * min(each)  # the count matters here
 
 
 def test_an_llm_config_job_reads_batch_and_context():

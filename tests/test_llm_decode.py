@@ -148,8 +148,9 @@ def test_show_simulates_a_decode_plan_with_the_memory_place_sized_it_by(tmp_path
     path = tmp_path / "llama2-7b.json"
     path.write_text(json.dumps(LLAMA2_7B))
     out = tmp_path / "plan.json"
+    # 8 micro-batches (the default count, a pipeline of several stages; place would choose 1 here)
     assert main(["place", str(path), "--devices", "a100:2,t4:4", "--batch-size", "32", "--context", "1024",
-                 "--out", str(out)]) == 0
+                 "--microbatches", "8", "--out", str(out)]) == 0
     placed = capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert main(["show", str(out), "--no-draw", "--json"]) == 0
@@ -184,3 +185,33 @@ def test_the_summary_of_one_sequence_says_one_sequence(tmp_path, capsys):
     assert main(["place", str(path), "--devices", "a100:2", "--batch-size", "1", "--context", "512"]) == 0
     text = capsys.readouterr().out
     assert "1 sequence at 512 tokens" in text and "1 sequences" not in text
+
+
+SMALL = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
+         "num_key_value_heads": 8, "intermediate_size": 2816, "vocab_size": 32000, "torch_dtype": "float16"}
+
+
+@pytest.mark.parametrize("devices, counts", [("a100:1,cpu:5", (8, 4, 2, 1)), ("a100:2,t4:2", (4, 2, 1))])
+def test_place_chooses_the_micro_batch_count(devices, counts, tmp_path, capsys):
+    """Without --microbatches the decode problem took the default count (a power of two at least the
+    devices: 8 for 6 devices), so adding idle host cores to one A100 made the "optimal" plan 6x slower
+    per token (8 micro-batches of one sequence each read the weights 8 times). The count is now chosen:
+    the answer equals the best of --microbatches N for every N the search tries, the powers of two up to
+    the default (each solved on its own, a second method), and is optimal over them."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(SMALL))
+    base = ["place", str(cfg), "--devices", devices, "--batch-size", "8", "--context", "1024", "--json"]
+    assert main(base) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    each = {}
+    for n in counts:
+        assert main(base + ["--microbatches", str(n)]) == 0
+        each[n] = json.loads(capsys.readouterr().out)["objective"]
+    assert chosen["status"] == "optimal"
+    assert chosen["objective"] == pytest.approx(min(each.values()), rel=1e-12)
+    assert f"the most tokens/s of the counts {', '.join(map(str, counts))}" in chosen["message"]
+    if devices.startswith("a100:1,"):  # idle host cores take nothing away: the A100 alone
+        assert main(["place", str(cfg), "--devices", "a100:1", "--batch-size", "8", "--context", "1024",
+                     "--json"]) == 0
+        alone = json.loads(capsys.readouterr().out)["objective"]
+        assert alone == pytest.approx(chosen["objective"], rel=1e-12) and max(each.values()) > 2 * alone

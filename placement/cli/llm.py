@@ -68,7 +68,9 @@ def add_options(p) -> None:
         g.add_argument("--seed", type=int, default=0, help="--simulate: seed of the trace (default 0)")
 
 
-def _problem(args, saved: dict | None = None):
+def _problem(args, saved: dict | None = None, *, microbatches: int | None = None):
+    """The decode problem ``args`` (and a result's ``saved`` settings) describe, and its settings;
+    ``microbatches``: this count instead of the given or recorded one."""
     from graphs.devices import parse_devices
     from graphs.llm import decode_problem, read_model_config
 
@@ -84,7 +86,7 @@ def _problem(args, saved: dict | None = None):
     cfg = read_model_config(args.workload)
     memory_context = saved.get("memory_context") if args.context is None else None
     problem = decode_problem(cfg, ds, batch=batch, context=context,
-                             microbatches=args.microbatches or saved.get("microbatches"),
+                             microbatches=microbatches or args.microbatches or saved.get("microbatches"),
                              max_replicas=args.max_replicas or saved.get("max_replicas"),
                              memory_context=memory_context)
     settings = {"devices": str(ds), "batch_size": batch, "context": context, "model": cfg.name,
@@ -95,7 +97,8 @@ def _problem(args, saved: dict | None = None):
 
 
 def place(args) -> int:
-    """Solve the decode problem of the model config ``args.workload`` and print the stage table."""
+    """Solve the decode problem of the model config ``args.workload`` and print the stage table. Without
+    ``--microbatches`` the micro-batch count is chosen too (:func:`_best_count`)."""
     from .. import stages
 
     problem, settings = _problem(args)
@@ -103,8 +106,72 @@ def place(args) -> int:
     sequences = "sequence" if settings.get("batch_size") == 1 else "sequences"
     extra = ("{batch_size} " + sequences + " at {context} tokens; gpipe: every micro-batch's KV cache held "
              "at once" + _replicas_words(problem.max_replicas))
-    return stages.place(args, stages.StageWorkload(problem, source=args.workload, unit="ms", sample="token",
-                                                   settings=settings, extra=extra))
+
+    def workload(p):
+        return stages.StageWorkload(p, source=args.workload, unit="ms", sample="token", settings=settings,
+                                    extra=extra)
+
+    N = problem.microbatches
+    if args.microbatches is not None or N == 1:
+        return stages.place(args, workload(problem))
+    counts = [N >> j for j in range(N.bit_length()) if N >> j and N % (N >> j) == 0]
+    problem, r = _best_count(args, counts, problem)
+    return stages.emit_answer(args, workload(problem), args.clock.credited(r))
+
+
+def _best_count(args, counts: list[int], first):
+    """The decode problem's best plan over its micro-batch count, each of ``counts`` (powers of two
+    dividing the batch, the default first: the most) solved with ``--solver``: fewer, larger micro-batches
+    read each stage's weights fewer times per token, so one device alone may serve several times the
+    tokens/s that the default's small micro-batches give it. Returns ``(problem, answer)`` of the most
+    tokens/s: ``optimal`` only where every count was solved to optimality (or proven to have no plan);
+    its ``bound`` the least over the counts, where each has one. The most micro-batches fit wherever
+    fewer do (the same KV caches, in smaller pieces), so none fitting there ends the search."""
+    import copy
+    import dataclasses
+
+    from solvers.base import Status
+
+    from ..stages import solve_args
+
+    clock = args.clock
+    answers = []
+    for N in counts:
+        if answers and clock.halted():
+            break
+        problem = first if N == first.microbatches else _problem(args, microbatches=N)[0]
+        a = copy.copy(args)
+        a.time_limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
+        r = solve_args(problem, a)
+        answers.append((problem, r))
+        if r.interrupted or (r.status is Status.INFEASIBLE and N == counts[0]):
+            break
+    found = [(p, r) for p, r in answers if r.plan is not None]
+    if not found:
+        return answers[0]
+    problem, r = min(found, key=lambda x: x[1].objective)
+    untried = counts[len(answers):]
+    unproven = [p.microbatches for p, x in answers if x.status not in (Status.OPTIMAL, Status.INFEASIBLE)]
+    bounds = [x.bound if x.bound is not None else x.objective if x.status is Status.OPTIMAL else
+              math.inf if x.status is Status.INFEASIBLE else None for _, x in answers]
+    bound = None if untried or None in bounds else min(min(bounds), r.objective)
+    n = problem.microbatches
+    words = (f"{n} micro-batch{'es' if n > 1 else ''}: the most tokens/s of the counts "
+             f"{', '.join(map(str, counts))}")
+    status = r.status
+    if untried or unproven:
+        if status is Status.OPTIMAL:
+            status = Status.FEASIBLE
+        words += "; not proven over them: " + "; ".join(filter(None, (
+            f"count{'s' if len(unproven) > 1 else ''} {', '.join(map(str, unproven))} not solved to "
+            f"optimality" if unproven else "",
+            f"count{'s' if len(untried) > 1 else ''} {', '.join(map(str, untried))} not tried "
+            f"({clock.halted() or 'interrupted'})" if untried else "")))
+    gap = None if bound is None else (r.objective - bound) / r.objective if r.objective > 0 else 0.0
+    message = f"{r.message}; {words}" if r.message else words
+    r = dataclasses.replace(r, status=status, bound=bound, gap=gap, message=message,
+                            time=sum(x.time for _, x in answers))
+    return problem, r
 
 
 def _replicas_words(max_replicas: int | None) -> str:

@@ -622,16 +622,40 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
     ``placement place config.json``) on the job's devices, decoding ``batch_size`` sequences (default 1)
     at ``context`` tokens (default that of ``place``), with the job's ``max_replicas``. A sample is one
     generated token (of any sequence); times are milliseconds per token. An LLM has no
-    one-device-per-stage model, so this is the stage curve alone."""
+    one-device-per-stage model, so this is the stage curve alone, per allocation the fastest over the
+    micro-batch count, as ``place`` chooses it: every power of two up to the default (fewer, larger
+    micro-batches read each stage's weights fewer times per token; more let more stages and replicas
+    work at once)."""
     from graphs.llm import decode_problem, read_config
     from placement.inputs import DEFAULT_CONTEXT
 
     devices = job_devices(job, cluster)
-    problem = decode_problem(read_config(job.model), devices, batch=job.batch_size or 1,
-                             context=job.context or DEFAULT_CONTEXT, max_replicas=job.max_replicas)
-    return problem_curve(problem, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
-                         time_limit=solve_time_limit, host=[s.host for s in devices.specs],
-                         scale=1e3)  # seconds per token -> ms per token
+    cfg = read_config(job.model)
+
+    def problem(microbatches: int | None = None):
+        return decode_problem(cfg, devices, batch=job.batch_size or 1, context=job.context or DEFAULT_CONTEXT,
+                              max_replicas=job.max_replicas, microbatches=microbatches)
+
+    def curve(p):
+        return problem_curve(p, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
+                             time_limit=solve_time_limit, host=[s.host for s in devices.specs],
+                             scale=1e3)  # seconds per token -> ms per token
+
+    first = problem()
+    N = first.microbatches  # the default: a power of two dividing the batch
+    counts = [N >> j for j in range(N.bit_length())]
+    curves = [curve(first)] + [curve(problem(n)) for n in counts[1:]]
+    out = curves[0]
+    for c in curves[1:]:
+        out = faster_of(out, c)
+    runs = sum(int(n.split()[0]) for c in curves for n in c.notes if n.endswith("stage-model dp runs"))
+    fewer = sum(out.values[c] < curves[0].values[c] * (1 - _REL) for c in out.values)
+    return dataclasses.replace(
+        out, method="stage-dp-per-count, best micro-batch count",
+        notes=tuple(n for c in curves for n in c.notes if not n.endswith("stage-model dp runs"))
+        + (f"{runs} stage-model dp runs over {len(counts)} micro-batch count(s) "
+           f"({', '.join(map(str, counts))}); fewer than the default {N} faster at {fewer} of "
+           f"{len(out.values)} allocations",))
 
 
 def faster_of(a: JobCurve, b: JobCurve, *, note: str = "") -> JobCurve:
