@@ -1028,3 +1028,31 @@ def test_goodput_words_follow_the_solver(tmp_path, capsys):
     assert "DP's" not in text and "ip solver's per N" in text
     best = next(x for x in text.splitlines() if x.startswith("best:"))
     assert "the decode ip solver's plan" in best or "not the decode ip solver's plan" in best
+
+
+def test_evaluate_of_a_disaggregated_result_says_what_it_does_not_rescore(tmp_path, capsys):
+    """evaluate printed a disaggregated goodput result's decode table alone, the goodput and the prefill
+    pool dropped without a word; --requests there said "applies with --objective goodput", an option
+    evaluate does not have."""
+    cfg, mix, out, dec = (tmp_path / n for n in ("config.json", "mix.json", "dis.json", "dec.json"))
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    mix.write_text(json.dumps(CHAT))
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "16", "--disaggregate",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    if json.loads(out.read_text())["problem"]["objective"] != "goodput-disaggregated":
+        pytest.skip("the colocated layout was kept")
+    said = ("the decode pool's plan re-scored (tokens/s); the goodput and the prefill pool's plan "
+            "(goodput.prefill_pool in the file) are not")
+    assert main(["evaluate", str(cfg), str(out)]) == 0
+    assert said in capsys.readouterr().out
+    assert main(["evaluate", str(cfg), str(out), "--json"]) == 0
+    assert said in json.loads(capsys.readouterr().out)["message"]
+    assert main(["evaluate", str(cfg), str(out), "--requests", str(mix)]) == 2
+    err = capsys.readouterr().err
+    assert "--requests re-scores a goodput result" in err and "disaggregated" in err
+    assert main(["place", str(cfg), "--devices", "a100:2", "--batch-size", "4", "--out", str(dec)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(cfg), str(dec), "--ttft-slo", "3"]) == 2
+    assert "this is a decode plan without a goodput" in capsys.readouterr().err

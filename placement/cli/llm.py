@@ -193,12 +193,19 @@ def evaluate(args) -> int:
     data = read_json(args.split)
     saved = read_stage_result(data) if isinstance(data, dict) else None
     goodput = isinstance(saved, dict) and saved.get("objective") == "goodput"
-    if isinstance(saved, dict) and saved.get("objective") == "goodput-disaggregated" and \
-            getattr(args, "simulate", None) is not None:
+    disaggregated = isinstance(saved, dict) and saved.get("objective") == "goodput-disaggregated"
+    if disaggregated and getattr(args, "simulate", None) is not None:
         raise InputError("evaluate re-scores a disaggregated result's decode pool only; to simulate both "
                          "pools run place ... --disaggregate --simulate RATE|auto", source=args.split)
     if not goodput:
-        refuse_goodput_options(args)
+        for dest, flag in GOODPUT_FLAGS:  # the goodput's inputs: refused where nothing re-scores a goodput
+            if getattr(args, dest, None) is not None:
+                what = ("a disaggregated goodput result, whose goodput evaluate does not re-score (its "
+                        "decode pool's plan only; place ... --disaggregate scores both pools)"
+                        if disaggregated else "a decode plan without a goodput (placed without --objective "
+                        "goodput)")
+                raise InputError(f"{flag} re-scores a goodput result (placed with --objective goodput); this "
+                                 f"is {what}", source=args.split)
     problem, settings = _problem(args, saved)
     plan = plan_from_dict(problem, data, source=args.split)
     ev = evaluate_plan(problem, plan)
@@ -211,8 +218,14 @@ def evaluate(args) -> int:
         keep = ("objective", "requests", "ttft_slo_ms", "tpot_slo_ms")
         settings.update({k: v for k, v in _settings(model, sv.batch).items() if k in keep})
         summary += "\n\n" + _bucket_table(sv) + "\n\n" + _goodput_summary(model, sv)
+    message = f"plan from {args.split}"
+    if disaggregated:  # said, not silently dropped: the goodput needs both pools' plans
+        pool = ("the decode pool's plan re-scored (tokens/s); the goodput and the prefill pool's plan "
+                "(goodput.prefill_pool in the file) are not: place ... --disaggregate scores both pools")
+        message += f"; {pool}"
+        summary += f"\n{pool}"
     out = stage_result_dict(problem, ev, status="feasible" if ev.valid else "invalid", solver="given plan",
-                      message=f"plan from {args.split}", workload=args.workload, settings=settings)
+                            message=message, workload=args.workload, settings=settings)
     if sv is not None:
         out["goodput"] = serving_dict(model, sv)
         if sim is not None and ev.valid:
