@@ -320,6 +320,12 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     said: list[str] = []  # the dimensions' warnings: said of the model as it is read, once
+    clash = [(k, v) for k, v in (dims or {}).items()
+             if batch_size is not None and str(k).lower() in BATCH_NAMES and v != batch_size]
+    if clash:
+        k, v = clash[0]
+        raise InputError(f"dimension {k!r} = {v} (dims / --dim) and batch size {batch_size} (batch_size / "
+                         f"--batch-size) both set the batch; give one of them", source=source)
     dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), said.append)
     rebatched = not fixed and _rebatch(model.graph, batch_size)
     if not rebatched:

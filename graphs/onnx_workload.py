@@ -254,7 +254,8 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     size = human_bytes(g.parameter_bytes)
     lines.append(f"parameters: {g.parameters:,} ({g.parameters / 1e6:.2f} M, {size}), "
                  f"trainable {g.trainable_parameters:,}")
-    lines.append(f"FLOPs: {sum(flops) / 1e9:.3f} G per run")
+    training = graph is not None and graph.is_training
+    lines.append(f"FLOPs: {sum(flops) / 1e9:.3f} G per run" + (" (the forward pass)" if training else ""))
     heavy = sorted(range(g.num_ops), key=lambda i: -flops[i])[:top]
     lines.append("heaviest operators:")
     lines += [f"  {g.ops[i].name:<32} {g.ops[i].op_type:<20} {flops[i] / 1e9:9.3f} GFLOPs" for i in heavy]
@@ -263,7 +264,8 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     lines += [f"  {t.name:<32} {str(list(t.shape)):<24} {t.dtype:<8} {human_bytes(nb):>10}  from {op.name}"
               for nb, t, op in tensors[:top]]
     if graph is not None:
-        lines.append(f"compute per device kind ({graph.meta.get('costs')}, ms per run):")
+        what = ", forward and backward" if training else ""
+        lines.append(f"compute per device kind ({graph.meta.get('costs')}, ms per run{what}):")
         for t, k in enumerate(graph.kinds):
             row = graph.compute[t]
             fin = np.isfinite(row)

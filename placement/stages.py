@@ -705,9 +705,6 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
         for name, v in (("dataParallelDegree", d), ("tensorParallelDegree", t)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"{where}: {name} must be a positive integer, got {v!r}", source=source)
-        if problem.microbatches % d:
-            raise InputError(f"{where}: dataParallelDegree {d} does not divide the {problem.microbatches} "
-                             f"micro-batches per batch (each replica takes an equal share)", source=source)
         kname = s.get("kind", problem.kinds[0].name)
         if kname not in kinds:
             raise InputError(f"{where}: unknown device kind {kname!r}: the plan does not match the devices "
@@ -834,8 +831,11 @@ def plan_summary(problem: ParallelProblem, ev: PlanEvaluation, unit: str, *, res
         parts += status_parts(result, lambda b: fmt_time(b, unit, 9))
     from .report import devices_words
 
+    # a plan that breaks the model's rules has no evaluated stages: its devices are not counted as idle
+    use = devices_words(len(ev.stages), *_device_use(problem, ev)) if ev.stages or not ev.problems else \
+        "the plan cannot be scored (its problems below)"
     lines = [", ".join(parts),
-             f"{devices_words(len(ev.stages), *_device_use(problem, ev))}; schedule {problem.schedule}, "
+             f"{use}; schedule {problem.schedule}, "
              f"{problem.microbatches} micro-batch{'es' * (problem.microbatches != 1)} per batch"
              + (f", {extra}" if extra else "")]
     lines += [f"  problem: {x}" for x in ev.problems]
@@ -877,4 +877,4 @@ def _emit(args, data: dict, problem: ParallelProblem, ev: PlanEvaluation, summar
     its text the plan's table (times per ``sample``) and ``summary``."""
     from .export import emit
 
-    emit(args, data, lambda: format_plan(problem, ev, unit, sample) + "\n\n" + summary)
+    emit(args, data, lambda: (format_plan(problem, ev, unit, sample) + "\n\n" if ev.stages else "") + summary)

@@ -135,6 +135,22 @@ def test_inspect_prints_the_binary_units_of_place(model, capsys):
     assert not re.search(r"\d (KB|MB|GB)\b", out), out
 
 
+def test_inspect_of_a_training_graph_says_which_pass_each_figure_counts(model, capsys):
+    """inspect --training printed the file's forward operators and FLOPs, then "(N operators after
+    constant folding)" with N twice that, and training times under "ms per run": now each figure says
+    which pass it counts, and the operators add up: the forward ones and as many backward twins."""
+    assert main(["inspect", model]) == 0
+    plain = capsys.readouterr().out
+    forward = int(re.search(r"^operators: (\d+)", plain, re.M).group(1))
+    assert f"({forward} operators after constant folding;" in plain
+    assert main(["inspect", model, "--training"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^FLOPs: [\d.]+ G per run \(the forward pass\)$", out, re.M), out
+    assert "ms per run, forward and backward):" in out
+    assert f"({2 * forward} operators in the costed graph: the {forward} of the forward pass after " \
+           f"constant folding, and their backward twins;" in out
+
+
 def test_show_of_a_stage_plan_honours_the_front_end_options(model, tmp_path, capsys):
     """show re-scored a stage plan with the settings it records whatever --batch-size, --costs or
     --devices said; now they re-cost it as evaluate does, or are refused by name."""
@@ -390,3 +406,21 @@ def test_inspect_refuses_what_its_out_cannot_hold_before_printing(example_onnx, 
     assert main(["inspect", example_onnx, "--devices", "a100:1,t4:1", "-o", str(tmp_path / "x.json")]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and "one accelerator kind" in cap.err and not (tmp_path / "x.json").exists()
+
+
+def test_a_batch_dimension_given_by_name_is_the_batch_size(tmp_path, capsys):
+    """run refused --dim batch=1 on a result placed at batch size 1 ("placed with batch not given"), and
+    --dim batch=3 with --batch-size 5 warned of a fixed input shape, then failed on something else."""
+    pytest.importorskip("onnxruntime")
+    model, result = str(tmp_path / "m.onnx"), str(tmp_path / "r.json")
+    assert main(["example", model, "--layers", "1"]) == 0
+    assert main(["place", model, "--devices", "a100:1,cpu:1", "--out", result]) == 0
+    capsys.readouterr()
+    assert main(["run", model, result, "--dim", "batch=1"]) == 0  # the recorded batch, restated
+    assert "outputs match the whole model: yes" in capsys.readouterr().out
+    assert main(["run", model, result, "--dim", "batch=2"]) == 2
+    assert "was placed with batch size 1 and its prediction is for that" in capsys.readouterr().err
+    assert main(["inspect", model, "--dim", "batch=3", "--batch-size", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "'batch' = 3 (dims / --dim) and batch size 5" in err
+    assert "both set the batch; give one of them" in err and "warning" not in err

@@ -234,13 +234,13 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     assert main(["evaluate", gpt2_path, str(out), "--json"]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert ev["objective"] == pytest.approx(doc["objective"], rel=1e-12) and ev["valid"]
-    # a broken plan: a degree that does not divide N, an unknown node (one error line each, exit 2)
+    # a plan that breaks a rule, a degree that does not divide N: INVALID, exit 1; an unknown node: one
+    # error line, exit 2
     d0 = doc["stages"][0]["dataParallelDegree"]
     doc["stages"][0]["dataParallelDegree"] = 3
     out.write_text(json.dumps(doc))
-    assert main(["evaluate", gpt2_path, str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "dataParallelDegree 3 does not divide the 8 micro-batches" in err and err.count("\n") == 1
+    assert main(["evaluate", gpt2_path, str(out)]) == 1
+    assert "data-parallel degree 3 does not divide 8 micro-batches" in capsys.readouterr().out
     doc["stages"][0]["dataParallelDegree"] = d0
     doc["stages"][0]["nodes"][0] = "layer9"
     out.write_text(json.dumps(doc))

@@ -66,15 +66,19 @@ def test_bad_plan_is_one_error_line_exit_2(tiny, tmp_path, capsys):
     assert len(err) == 1 and "node 1 has no variant 'fancy'" in err[0]
 
 
-def test_plan_whose_degree_does_not_divide_is_one_error_line_exit_2(tiny, tmp_path, capsys):
+def test_plan_whose_degree_does_not_divide_is_invalid_exit_1(tiny, tmp_path, capsys):
+    """A degree that does not divide the micro-batches breaks one of the model's rules, as too many
+    replicas or devices do: the plan is INVALID (exit 1, the problem listed), not a malformed file (it
+    was an error line, exit 2), and its devices are not listed as idle."""
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 3,
                                             "tensorParallelDegree": 1,
                                             "TMPCids": {"0": "vanilla", "1": "vanilla"}}]}))
-    assert main(["evaluate", tiny, str(plan)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error:") and "plan.json" in err[0]
-    assert "stages[0]: dataParallelDegree 3 does not divide the 4 micro-batches" in err[0]
+    assert main(["evaluate", tiny, str(plan)]) == 1
+    out = capsys.readouterr().out
+    assert "status INVALID" in out and "problem: stage 0: data-parallel degree 3 does not divide 4 " \
+        "micro-batches" in out
+    assert "the plan cannot be scored (its problems below)" in out and "idle" not in out
     # a plan that is well-formed but does not fit (more replicas than devices) is scored invalid, exit 1
     plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "dataParallelDegree": 4,
                                             "tensorParallelDegree": 1,

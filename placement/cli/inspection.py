@@ -35,8 +35,14 @@ def run(args) -> int:
     # what the reference format cannot hold (a second accelerator kind) is refused before anything prints
     doc = reference_document(w.graph, w.cluster) if args.out else None
     print(describe(g, w.graph, show_warnings=False))
-    print(f"({w.graph.num_nodes} operators after constant folding; the file's Constant nodes and shape "
-          f"arithmetic on constants are values here)")
+    if w.graph.is_training:
+        forward = int((~w.graph.backward).sum())
+        print(f"({w.graph.num_nodes} operators in the costed graph: the {forward} of the forward pass after "
+              f"constant folding, and their backward twins; the file's Constant nodes and shape arithmetic "
+              f"on constants are values here)")
+    else:
+        print(f"({w.graph.num_nodes} operators after constant folding; the file's Constant nodes and shape "
+              f"arithmetic on constants are values here)")
     if args.out:
         with _interrupt.deferred():
             write_json(args.out, doc)

@@ -379,9 +379,6 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
         words = f"one run of the model at batch size {samples}" if onnx else None
 
     plan = plan_from_dict(problem, data, source=args.result)
-    from graphs.parallel import evaluate_plan
-
-    _warn_if_invalid(args.result, evaluate_plan(problem, plan).problems)
     # an ONNX model's inference plan and an LLM's decode run forwards only (a Piper file is a training job)
     training = data.get("training") if not (frontend or {}).get("training") else True
     forwards_only = llm or (onnx and training is False)
@@ -396,6 +393,10 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
 
     sim = simulate_plan(problem, plan, schedule=schedule, forward_fraction=1.0 if forwards_only else 1 / 3,
                         samples_per_microbatch=samples, resident=llm)
+    from graphs.parallel import evaluate_plan
+
+    # simulated: a plan over memory (the simulator refuses one that breaks any other rule) is said so
+    _warn_if_invalid(args.result, evaluate_plan(problem, plan).problems)
     if args.json:
         from ..export import print_json
         from ..results import stage_device_names

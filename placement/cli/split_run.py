@@ -98,10 +98,15 @@ def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: b
             raise UsageError(f"placement run: --batch-size {args.batch_size}: {result_path} was placed at "
                               f"batch size {batch} and its prediction is for that batch; omit --batch-size, "
                               f"or place again with --batch-size {args.batch_size}")
-        other = {k: v for k, v in given.items() if dims.get(k) != v}
+        from graphs.onnx_loader import BATCH_NAMES
+
+        # a batch-like dimension given at the recorded batch size restates it (--dim batch=1 at batch 1)
+        other = {k: v for k, v in given.items() if dims.get(k) != v
+                 and not (k not in dims and k.lower() in BATCH_NAMES and v == (batch or 1))}
         if other:
             flags = " ".join(f"--dim {k}={v}" for k, v in other.items())
-            was = ", ".join(f"{k}={dims[k]}" if k in dims else f"{k} not given" for k in other)
+            was = ", ".join(f"{k}={dims[k]}" if k in dims else f"batch size {batch or 1}"
+                            if k.lower() in BATCH_NAMES else f"{k} not given" for k in other)
             raise UsageError(f"placement run: {flags}: {result_path} was placed with {was} and its "
                               f"prediction is for that; omit it, or place again with {flags}")
     if args.batch_size is None:
