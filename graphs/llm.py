@@ -55,7 +55,7 @@ from .jsonio import read_json
 from .parallel import ParallelGraph, ParallelProblem, Variant
 
 __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", "is_onnx_decoder",
-           "is_llm_config", "decode_problem", "TP_DEGREES", "layer_decode_step",
+           "is_llm_config", "decode_problem", "microbatch_counts", "TP_DEGREES", "layer_decode_step",
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
            "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput",
@@ -344,6 +344,18 @@ def prefill_node_time(cfg: LLMConfig, spec, t: int, node: int, tokens: int) -> f
     return layer_prefill_time(cfg, spec, t, tokens)
 
 
+def microbatch_counts(batch: int, devices: DeviceSet) -> list[int]:
+    """The micro-batch counts a decode of ``batch`` sequences on ``devices`` is searched over, the most
+    first: every power of two dividing ``batch`` up to the devices' default (the smallest power of two
+    at least the devices), the first being :func:`decode_problem`'s default. More micro-batches than
+    that leave some idle (``sum d <= N``) and read each stage's weights more often per token: never
+    faster."""
+    from .onnx_variants import default_microbatches
+
+    top = math.gcd(batch, default_microbatches(devices))
+    return [top >> j for j in range(top.bit_length())]
+
+
 def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: int,
                    microbatches: int | None = None, max_replicas: int | None = None,
                    memory_context: int | None = None) -> ParallelProblem:
@@ -352,14 +364,13 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
     of devices' next power of two) must divide ``batch``. ``memory_context`` (default ``context``): the
     tokens of each sequence's KV cache that memory must hold, when it differs from the context the step
     times are computed at (a request mix: times at its mean context, memory at its longest request)."""
-    from .onnx_variants import default_microbatches
 
     mem_context = context if memory_context is None else memory_context
     for what, v in (("batch", batch), ("context", context), ("memory context", mem_context)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"{what} must be a positive integer, got {v!r}")
     if microbatches is None:
-        microbatches = math.gcd(batch, default_microbatches(devices))
+        microbatches = microbatch_counts(batch, devices)[0]
     if batch % microbatches:
         raise InputError(f"{microbatches} micro-batches do not divide a batch of {batch} sequences")
     m = batch // microbatches  # sequences per micro-batch

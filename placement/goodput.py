@@ -94,8 +94,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     not :attr:`~GoodputPoint.exhaustive`).
     A solve that took a Ctrl-C (:attr:`solvers.base.Solution.interrupted`) ends the search:
     ``KeyboardInterrupt``, as in :func:`disaggregated_search` and :func:`provision_buckets`."""
-    from graphs.llm import chain_plans
-    from graphs.onnx_variants import default_microbatches
+    from graphs.llm import chain_plans, microbatch_counts
     from graphs.parallel import evaluate_plan
     from solvers.base import Status
 
@@ -111,7 +110,6 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
         if not sizes:
             raise InputError(f"{microbatches} micro-batches divide no batch size the auto sweep tries "
                              f"(powers of two up to {AUTO_BATCH_CAP})")
-    top_n = default_microbatches(model.devices)
     points: list[GoodputPoint] = []
     best = None
     least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
@@ -123,11 +121,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             break
         if progress is not None:
             progress(i / len(sizes))
-        if microbatches:
-            counts = [microbatches]
-        else:
-            top = math.gcd(b, top_n)
-            counts = [n for n in (2 ** j for j in range(top.bit_length())) if n <= top][::-1]
+        counts = [microbatches] if microbatches else microbatch_counts(b, model.devices)
         top = None  # (plan, evaluation, serving, problem, result)
         exhaustive, nplans, first = True, 0, None
         for k, n in enumerate(counts):

@@ -111,10 +111,13 @@ def place(args) -> int:
         return stages.StageWorkload(p, source=args.workload, unit="ms", sample="token", settings=settings,
                                     extra=extra)
 
-    N = problem.microbatches
-    if args.microbatches is not None or N == 1:
+    from graphs.devices import parse_devices
+    from graphs.llm import microbatch_counts
+
+    devices = parse_devices(settings["devices"], args.device_files or ())
+    counts = microbatch_counts(settings["batch_size"], devices)
+    if args.microbatches is not None or len(counts) == 1:
         return stages.place(args, workload(problem))
-    counts = [N >> j for j in range(N.bit_length()) if N >> j and N % (N >> j) == 0]
     problem, r = _best_count(args, counts, problem)
     return stages.emit_answer(args, workload(problem), args.clock.credited(r))
 

@@ -641,10 +641,11 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
                              time_limit=solve_time_limit, host=[s.host for s in devices.specs],
                              scale=1e3)  # seconds per token -> ms per token
 
-    first = problem()
-    N = first.microbatches  # the default: a power of two dividing the batch
-    counts = [N >> j for j in range(N.bit_length())]
-    curves = [curve(first)] + [curve(problem(n)) for n in counts[1:]]
+    from graphs.llm import microbatch_counts
+
+    counts = microbatch_counts(job.batch_size or 1, devices)  # the default first
+    N = counts[0]
+    curves = [curve(problem(n)) for n in counts]
     out = curves[0]
     for c in curves[1:]:
         out = faster_of(out, c)
