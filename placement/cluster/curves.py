@@ -54,8 +54,9 @@ __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "
            "piper_problem", "onnx_curve", "llm_curve", "faster_of"]
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
-#: named ``stage-dp-per-count`` (a cache of version 1 is recomputed, never misread)
-CURVE_FORMAT = 2
+#: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
+#: an earlier version is recomputed, never misread)
+CURVE_FORMAT = 3
 DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
 DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
 _REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
