@@ -73,8 +73,9 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     """The batch size, micro-batch count and plan of most goodput for a
     :class:`graphs.llm.ServingModel`.
 
-    ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, stopping at
-    the first whose KV cache no plan fits: a larger batch needs more memory per device). For each
+    ``batches``: the batch sizes to try (``None``: 1, 2, 4, .. up to :data:`AUTO_BATCH_CAP`, past sizes
+    no plan fits, since a larger batch may fit (more micro-batches, more stages sharing the weights),
+    until the weights and the next size's KV caches exceed all the devices' memory together). For each
     batch, the micro-batch counts ``N`` tried are ``microbatches`` (which must divide every batch size
     given, :class:`InputError` otherwise; an auto sweep tries the sizes it divides) or every power of
     two dividing the batch up to the devices' default (the decode problem's own default is the
@@ -159,9 +160,16 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             p, r = first
             why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
                 f"no plan found ({r.status}: {r.message})"
+            beyond = auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
+                _beyond_memory(model, sizes[i + 1])
+            if beyond:
+                why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV caches "
+                        f"exceed all the devices' memory together")
             points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
                                        why))
-            if auto and r.status is Status.INFEASIBLE:
+            # a larger batch may fit where this one does not (more micro-batches: more stages share the
+            # weights), so an auto sweep goes on until the memory of every device together is too small
+            if beyond:
                 break
             continue
         plan, ev, sv, p, r = top
@@ -173,6 +181,20 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     if progress is not None:
         progress(1.0)
     return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
+
+
+def _beyond_memory(model, batch: int) -> bool:
+    """No plan of ``batch`` sequences (or more) of ``model`` fits: its weights once and every sequence's
+    KV cache at the mix's longest request exceed the memory of all its devices together (each plan holds
+    at least that: tensor parallelism splits both, replicas copy the weights)."""
+    cfg = model.cfg
+    have = 0.0
+    for spec, count in zip(model.devices.specs, model.devices.counts):
+        if spec.memory is None:
+            return False
+        have += spec.memory * count
+    kv = batch * model.mix.memory_context * cfg.layers * cfg.kv_bytes_per_token
+    return cfg.params * cfg.dtype_bytes + kv > have
 
 
 class DisaggregatedSearch:
@@ -279,6 +301,11 @@ class BucketProvision:
     #: those scored, not proven the cheapest, and where none of those serves the rate there is no mix
     #: (``cost`` inf, every count 0), which proves nothing
     stopped: str = ""
+    #: where no mix serves the rate (``cost`` inf), why not (what the instances scored lack)
+    message: str = ""
+    #: why the capacities are not all proven (some instance's plans were not all scored), else ``""``:
+    #: then the mix is not proven the cheapest either
+    unproven: str = ""
 
     @property
     def found(self) -> bool:
@@ -341,13 +368,15 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
 
 
 def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None = None,
-                     skipped: list | None = None) -> list[Instance]:
+                     skipped: list | None = None, unproven: list | None = None) -> list[Instance]:
     """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
     to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
     instance's capacity for a bucket the goodput of its best plan on that bucket alone
     (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both).
     Past ``deadline`` (``time.perf_counter()``) no further instance is scored: each one left is appended
-    to ``skipped`` as ``(kind, devices)``."""
+    to ``skipped`` as ``(kind, devices)``. An instance some of whose capacities are not proven the most
+    goodput (its search did not score every plan: :attr:`GoodputSearch.exhaustive`) is appended to
+    ``unproven`` the same way."""
     import time
 
     from graphs.devices import DeviceSet
@@ -365,8 +394,11 @@ def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None
             for b in model.mix.buckets:
                 one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
                                    tpot=model.tpot)
-                best = goodput_search(one, None, solve).best
+                search = goodput_search(one, None, solve)
+                best = search.best
                 cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
+                if unproven is not None and not search.exhaustive and (spec.name, n) not in unproven:
+                    unproven.append((spec.name, n))
             if any(cap):
                 instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
     return instances
@@ -380,13 +412,15 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     ``prices``: per kind of ``model.devices``, per device-hour. Past ``deadline`` the instances scored so
     far are mixed, and ``stopped`` says which were not (where none of them serves the rate: no mix,
     :attr:`BucketProvision.found` false). :class:`~graphs.errors.InfeasibleError` when every instance
-    type was scored and no mix of them serves the rate."""
+    type was scored, each capacity proven (every plan scored), and no mix of them serves the rate."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
         raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
     mix = model.mix
     skipped: list = []
+    unproven: list = []
     if instances is None:
-        instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped)
+        instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped,
+                                     unproven=unproven)
     stopped = ""
     if skipped:
         stopped = (f"the time limit came before {len(skipped)} instance type(s) were scored ("
@@ -397,21 +431,32 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     available = {s.name: c for s, c in zip(model.devices.specs, model.devices.counts)}
     try:
         if not instances:
-            raise InfeasibleError("no instance of one device kind serves any bucket within the targets")
+            raise InfeasibleError("no instance serves any bucket within the targets (an instance: n devices "
+                                  "of one kind, n a power of two up to the kind's count)")
         used, load, cost = cheapest_instances(instances, demand, available)
-    except InfeasibleError:
-        if not stopped:
-            raise  # every instance type scored: proven
-        # the instance types the limit left out might serve it: no mix found, nothing proven
+    except InfeasibleError as e:
+        if not stopped and not unproven:
+            raise  # every instance type scored, each capacity the most goodput of any plan: proven
+        # the instance types the limit left out, or a plan not scored, might serve it: nothing proven
         return BucketProvision(tuple(instances), (0,) * len(instances),
-                               tuple((0.0,) * len(demand) for _ in instances), math.inf, None, stopped)
+                               tuple((0.0,) * len(demand) for _ in instances), math.inf, None, stopped,
+                               str(e), _unproven_words(unproven))
     single = None
     for i, x in enumerate(instances):  # one instance type for the whole mix, for comparison
         if all(c > 0 for c in x.capacity):
             m = math.ceil(sum(d / c for d, c in zip(demand, x.capacity)) - 1e-9)
             if m * x.count <= available[x.kind] and (single is None or m * x.price < single[2]):
                 single = (i, m, m * x.price)
-    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single, stopped)
+    return BucketProvision(tuple(instances), used, tuple(map(tuple, load)), cost, single, stopped,
+                           unproven=_unproven_words(unproven))
+
+
+def _unproven_words(unproven) -> str:
+    """Why instances' capacities are not proven (``(kind, devices)`` pairs), ``""`` when all are."""
+    if not unproven:
+        return ""
+    return (f"the capacities of {', '.join(f'{k} x{n}' for k, n in unproven)} are their best plans found, "
+            f"not proven the most goodput (too many plans to score every one)")
 
 
 def format_ms(x: float) -> str:

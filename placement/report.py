@@ -13,7 +13,7 @@ from .api import Placement
 from .outputs import aligned
 
 __all__ = ["TableRow", "format_rows", "format_table", "devices_line", "devices_words", "format_summary",
-           "human_bytes", "status_parts", "in_cli_units"]
+           "human_bytes", "status_parts", "in_cli_units", "cli_message"]
 
 _NUMBER = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
 
@@ -148,6 +148,15 @@ def status_parts(s, bound=None) -> list[str]:
     parts.append(f"time {s.time:.2f} s" + (f" (and {compiled:.0f} s compiling the kernels, a first run)"
                                            if compiled >= 0.5 else ""))
     return parts
+
+
+def cli_message(message: str) -> str:
+    """A library message in the command line's words: the arguments and options it names become flags
+    (:func:`placement._flags.cli_words`), and its byte counts read in the tables' units
+    (:func:`in_cli_units`)."""
+    from ._flags import cli_words
+
+    return in_cli_units(cli_words(message))
 
 
 def in_cli_units(message: str, per_sample: Callable[[float], str] | None = None) -> str:

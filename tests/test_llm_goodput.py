@@ -1056,3 +1056,54 @@ def test_evaluate_of_a_disaggregated_result_says_what_it_does_not_rescore(tmp_pa
     capsys.readouterr()
     assert main(["evaluate", str(cfg), str(dec), "--ttft-slo", "3"]) == 2
     assert "this is a decode plan without a goodput" in capsys.readouterr().err
+
+
+# a Llama-2-70B-like decoder of 66 blocks: 1.14e11 bytes of fp16 weights, more than two 40 GiB A100s
+BIG = dict(LLAMA2_7B, hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+           num_key_value_heads=8, num_hidden_layers=66)
+
+
+def test_an_auto_sweep_goes_on_past_a_batch_no_plan_fits():
+    """The auto sweep stopped at the first batch size no plan fits, taking it for the KV cache's limit,
+    and the command said "infeasible". On three A100s one sequence fits nowhere: one micro-batch allows
+    one stage, and no A100 holds the weights; a larger batch has more micro-batches, so more stages share
+    them. The sweep now goes on, and stops only when the weights and the KV caches outgrow every
+    device's memory together (checked by hand below)."""
+    from graphs.llm import read_model_config
+
+    cfg = read_model_config(BIG)
+    one = read_mix({"buckets": [{"input": 256, "output": 128, "weight": 1}]})
+    model = ServingModel(cfg, parse_devices("a100:3"), one, ttft=5.0, tpot=0.5)
+    search = goodput_search(model, None, _solve)
+    assert search.points[0].batch == 1 and search.points[0].plan is None  # nothing fits one sequence
+    assert search.best is not None and search.best.batch > 1 and search.best.serving.goodput > 0
+    # two A100s: the weights alone exceed their 80 GiB, so no batch fits, and the sweep says why at once
+    assert cfg.params * 2 > 2 * 40 * 2 ** 30
+    two = goodput_search(ServingModel(cfg, parse_devices("a100:2"), one, ttft=5.0, tpot=0.5), None, _solve)
+    assert [p.batch for p in two.points] == [1] and two.best is None
+    assert "nor does any larger batch: the weights and 2 sequences' KV caches exceed" in two.points[0].note
+
+
+def test_a_later_micro_batch_count_interrupted_keeps_the_plans_found(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that the stage DP let through while a later micro-batch count was solved threw the
+    earlier counts' proven plans away (exit 130, no file). Now they are the answer, not proven over the
+    counts, and the file is written."""
+    import placement.stages as stages
+
+    real, calls = stages.solve_args, []
+
+    def interrupted_second(problem, args, progress=None):
+        calls.append(problem.microbatches)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(problem, args, progress)
+
+    monkeypatch.setattr(stages, "solve_args", interrupted_second)
+    cfg, out = tmp_path / "config.json", tmp_path / "r.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:2", "--batch-size", "8", "--context", "1024",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads(out.read_text())
+    assert calls == [4, 2] and doc["status"] == "feasible" and doc["bound"] is None
+    assert doc["message"].endswith("not proven over them: counts 2, 1 not tried (interrupted (Ctrl-C))")

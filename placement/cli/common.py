@@ -202,13 +202,10 @@ def checked_number(value: float | None, flag: str, *, low: float = 0.0, strict: 
 
 
 def cli_words(message: str) -> str:
-    """A library message in the command line's words: the arguments and options it names become flags
-    (:func:`placement._flags.cli_words`), and its byte counts read in the table's units
-    (:func:`placement.report.in_cli_units`)."""
-    from .._flags import cli_words as flag_words
-    from ..report import in_cli_units
+    """A library message in the command line's words (:func:`placement.report.cli_message`)."""
+    from ..report import cli_message
 
-    return in_cli_units(flag_words(message))
+    return cli_message(message)
 
 
 def stage_model():

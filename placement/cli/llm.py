@@ -15,11 +15,12 @@ output token meet targets, for a request mix (docs/formats.md):
     placement place config.json --objective goodput --requests mix.json --ttft-slo 2000 --tpot-slo 100
                     [--devices ...] [--batch-size auto|B|B1,B2,..] [--disaggregate]
 
-sweeps the batch size (``auto``: 1, 2, 4, .. until the KV cache no longer fits), solves each batch's
-decode problem with the exact stage DP (most tokens/s), scores every plan's goodput with the serving
-model, and, where a batch's plans are few (:data:`placement.goodput.EXHAUSTIVE_PLANS`), scores all of them
-(:func:`placement.goodput.goodput_search`). ``--disaggregate`` also tries separate prefill and decode pools
-(:func:`placement.goodput.disaggregated_search`) and keeps the layout of more goodput.
+sweeps the batch size (``auto``: 1, 2, 4, .. until the weights and KV caches outgrow every device's
+memory together), solves each batch's decode problem with the exact stage DP (most tokens/s), scores
+every plan's goodput with the serving model, and, where a batch's plans are few
+(:data:`placement.goodput.EXHAUSTIVE_PLANS`), scores all of them
+(:func:`placement.goodput.goodput_search`). ``--disaggregate`` also tries separate prefill and decode
+pools (:func:`placement.goodput.disaggregated_search`) and keeps the layout of more goodput.
 """
 
 from __future__ import annotations
@@ -134,27 +135,46 @@ def _best_count(args, counts: list[int], first):
     import dataclasses
 
     from solvers.base import Status
+    from solvers.registry import solver_info
 
+    from ..outputs import Progress
     from ..stages import solve_args
 
     clock = args.clock
+    reports = solver_info(args.solver or "auto").stage_progress
     answers = []
+    cut = ""  # why the counts after the last answer were not tried
     for N in counts:
-        if answers and clock.halted():
+        cut = clock.halted() if answers else ""
+        if cut:
             break
-        problem = first if N == first.microbatches else _problem(args, microbatches=N)[0]
-        a = copy.copy(args)
-        a.time_limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
-        r = solve_args(problem, a)
+        bar = Progress(f"placing ({N} micro-batch{'es' if N > 1 else ''})",
+                       enabled=True if getattr(args, "progress", False) else None)
+        try:
+            problem = first if N == first.microbatches else _problem(args, microbatches=N)[0]
+            a = copy.copy(args)
+            a.time_limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
+            r = solve_args(problem, a, progress=bar if reports and bar.enabled else None)
+        except KeyboardInterrupt:  # let through before a plan (the stage DP's): the plans so far stand
+            if not any(x.plan is not None for _, x in answers):
+                raise
+            cut = "interrupted (Ctrl-C)"
+            break
+        finally:
+            bar.done()
         answers.append((problem, r))
-        if r.interrupted or (r.status is Status.INFEASIBLE and N == counts[0]):
+        if r.interrupted:
+            cut = "interrupted (Ctrl-C)"
+            break
+        if r.status is Status.INFEASIBLE and N == counts[0]:
             break
     found = [(p, r) for p, r in answers if r.plan is not None]
     if not found:
         return answers[0]
     problem, r = min(found, key=lambda x: x[1].objective)
-    untried = counts[len(answers):]
-    unproven = [p.microbatches for p, x in answers if x.status not in (Status.OPTIMAL, Status.INFEASIBLE)]
+    untried = counts[len(answers):] if cut else []
+    unproven = [f"{p.microbatches}" + (" (interrupted)" if x.interrupted else "") for p, x in answers
+                if x.status not in (Status.OPTIMAL, Status.INFEASIBLE)]
     bounds = [x.bound if x.bound is not None else x.objective if x.status is Status.OPTIMAL else
               math.inf if x.status is Status.INFEASIBLE else None for _, x in answers]
     bound = None if untried or None in bounds else min(min(bounds), r.objective)
@@ -166,10 +186,10 @@ def _best_count(args, counts: list[int], first):
         if status is Status.OPTIMAL:
             status = Status.FEASIBLE
         words += "; not proven over them: " + "; ".join(filter(None, (
-            f"count{'s' if len(unproven) > 1 else ''} {', '.join(map(str, unproven))} not solved to "
-            f"optimality" if unproven else "",
-            f"count{'s' if len(untried) > 1 else ''} {', '.join(map(str, untried))} not tried "
-            f"({clock.halted() or 'interrupted'})" if untried else "")))
+            f"count{'s' if len(unproven) > 1 else ''} {', '.join(unproven)} not solved to optimality"
+            if unproven else "",
+            f"count{'s' if len(untried) > 1 else ''} {', '.join(map(str, untried))} not tried ({cut})"
+            if untried else "")))
     gap = None if bound is None else (r.objective - bound) / r.objective if r.objective > 0 else 0.0
     message = f"{r.message}; {words}" if r.message else words
     r = dataclasses.replace(r, status=status, bound=bound, gap=gap, message=message,
@@ -310,7 +330,8 @@ def provision_command(args) -> int:
         "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
         "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
                                                  "count": out.single[1], "cost_per_hour": out.single[2]},
-        "proven_cheapest": not out.stopped, "stopped": out.stopped or None}}
+        "proven_cheapest": not out.stopped and not out.unproven, "stopped": out.stopped or None,
+        "unproven": out.unproven or None}}
     from ..export import emit
 
     def text() -> str:
@@ -321,6 +342,8 @@ def provision_command(args) -> int:
                  f"cost {out.cost:.4g} per hour; {single}"]
         if out.stopped:
             lines.append(f"not proven the cheapest: {out.stopped} (--time-limit {limit:g} s)")
+        if out.unproven:
+            lines.append(f"not proven the cheapest: {out.unproven}")
         return "\n".join(lines)
 
     emit(args, data, text)
@@ -335,8 +358,10 @@ def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
 
     from ..export import emit
 
+    larger = f"; a larger --time-limit than {limit:g} s may find one" if out is not None and out.stopped \
+        and limit is not None else ""
     why = proven_none or (f"no mix of the instance types scored serves the rate of every bucket (not "
-                          f"proven: {out.stopped}; a larger --time-limit than {limit:g} s may find one)")
+                          f"proven: {'; '.join(filter(None, (out.stopped, out.unproven)))}{larger})")
     data = {"provision_buckets": {
         "target_rps": args.target_throughput, "cost_per_hour": None,
         "instances": [] if out is None else [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
@@ -344,7 +369,8 @@ def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
                                               "load_rps": [0.0] * len(buckets)} for x in out.instances],
         "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
         "single_type": None, "proven_cheapest": False, "infeasible": bool(proven_none),
-        "stopped": None if out is None else out.stopped or None, "message": why}}
+        "stopped": None if out is None else out.stopped or None,
+        "unproven": None if out is None else out.unproven or None, "message": why}}
     emit(args, data, lambda: "")
     print(f"error: {'infeasible: ' if proven_none else ''}{why}", file=sys.stderr)
     return 1
@@ -398,13 +424,12 @@ def _refuse_flags(args) -> None:
 
 
 def _decode_solver(args) -> str:
-    """Whose plan a batch size's decode problem gets, in words: the exact DP's (``auto``, ``dp``) or the
-    ``--solver`` named."""
-    name = getattr(args, "solver", None) or "auto"
-    return "DP's" if name in ("auto", "dp") else f"{name} solver's"
+    """Whose plan a batch size's decode problem gets, in words: the ``--solver`` named (default
+    ``auto``, the exact stage DP on these problems)."""
+    return f"{getattr(args, 'solver', None) or 'auto'} solver's"
 
 
-def _sweep_table(search, *, mark: bool = True, who: str = "DP's") -> str:
+def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's") -> str:
     rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
              "plans scored", "limit", "note"]]
     for pt in search.points:
@@ -681,8 +706,8 @@ def place_goodput(args) -> int:
             [{"layout": "disaggregated", "prefill": a, "decode": b,
               "goodput_rps": x.best.serving.goodput if x and x.best else 0.0, "note": note}
              for a, b, x, note in split.splits]
-    sizes = "auto: powers of two until the KV cache no longer fits" if batches is None else \
-        ", ".join(map(str, batches))
+    sizes = "auto: powers of two until the weights and KV caches outgrow the devices' memory" \
+        if batches is None else ", ".join(map(str, batches))
     lines = [_sweep_table(search, who=who)] + ([f"stopped: {stopped}"] if stopped else [])
     if split is not None:
         lines += ["", "colocated sweep above; prefill and decode pools:",

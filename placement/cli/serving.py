@@ -10,7 +10,6 @@ import threading
 import time
 
 from ..outputs import aligned
-from .common import cli_words
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
 
@@ -171,6 +170,7 @@ def _sizes(value):
 
 def _sweep_rows(sw) -> str:
     """The table of a batch-size sweep (:class:`placement.serving.Sweep`, of either model)."""
+    from ..report import cli_message as cli_words
     rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
     for b, pt, why in sw.points:
         if pt is None:
@@ -1060,6 +1060,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     import sys
 
     from ..export import emit, write_json
+    from ..report import cli_message as cli_words
     from ..serving import Frontier, non_dominated
 
     fr = search.result()
@@ -1079,7 +1080,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     # every batch size tried has no plan, proven: the frontier is empty, and that is proven
     tried = set(fr.per_batch) | set(reports or {})
-    proven_none = not fr.points and not by_ctrl_c and bool(tried) and tried <= set(fr.none)
+    proven_none = not fr.points and not by_ctrl_c and not fr.stopped and bool(tried) and tried <= set(fr.none)
     if proven_none:
         fr = dataclasses.replace(fr, proven=True)
     data = _frontier_dict(fr, args.out, args.model if stages else None)
@@ -1149,7 +1150,10 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                                                 for b, why in sorted(fr.none.items())), file=sys.stderr)
         return 1
     if not fr.points:
+        proven = "; ".join(f"batch {b}: no plan, proven: {cli_words(why)}"
+                           for b, why in sorted(fr.none.items()))
         print(f"error: no plan found{': ' + fr.stopped if fr.stopped else ''}"
+              + (f" ({proven})" if proven else "")
               + (f" (--time-limit {args.time_limit:g} s)" if "time limit" in fr.stopped else ""),
               file=sys.stderr)
         return 1
