@@ -9,11 +9,12 @@ Each case is a model config (Llama-2 shapes, nothing downloaded), a cluster, a r
 targets. Two rows per case:
 
 * ``goodput``: :func:`placement.goodput.goodput_search` as ``placement place config.json --objective
-  goodput`` runs it (batch sizes 1, 2, 4, .. until the KV cache no longer fits; per batch every
-  power-of-two micro-batch count; the exact stage DP's plan of most tokens/s for each; goodput scored
-  by :class:`graphs.llm.ServingModel`);
+  goodput`` runs it (batch sizes 1, 2, 4, .. until the weights and KV caches outgrow every device's
+  memory together; per batch every power-of-two micro-batch count; the exact stage DP's plan of most
+  tokens/s for each; goodput scored by :class:`graphs.llm.ServingModel`);
 * ``decode DP, default N``: the same batch sweep with the decode problem's default micro-batch count
-  (what ``placement place config.json --batch-size B`` solves), the best goodput over the batches.
+  (what ``placement place config.json --batch-size B`` solved until it chose the count itself), the
+  best goodput over the batches.
 
 ``--phases``: on a prefill-heavy and a decode-heavy mix, the colocated search's best beside every split
 of the device kinds into a prefill pool and a decode pool (:func:`placement.goodput.disaggregated_search`,
