@@ -599,6 +599,8 @@ def emit_answer(args, w: StageWorkload, r) -> int:
     ``w``: the result written and the stage table and summary printed (:func:`no_plan` without a plan).
     Returns the exit code."""
     clock = args.clock
+    if r.plan is None and r.interrupted:  # a Ctrl-C before any plan: the command was interrupted (130)
+        raise KeyboardInterrupt
     if r.plan is None:
         return no_plan(args, r, clock.words())
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))

@@ -292,3 +292,32 @@ def test_ctrl_c_during_the_dp_of_place_under_a_latency_target_with_one_device_pe
     if proc.returncode == 0:  # the best plan so far, said to be cut short
         with open(result, encoding="utf-8") as f:
             assert json.load(f)["serving"]["stopped"].startswith("interrupted (Ctrl-C)")
+
+
+@pytest.fixture(scope="module")
+def llm_config(tmp_path_factory):
+    """A Llama-2-70B config.json: its decode on Helix's cluster solves six micro-batch counts in turn."""
+    from tests.test_llm_decode import LLAMA2_70B
+
+    path = tmp_path_factory.mktemp("llm") / "config.json"
+    path.write_text(json.dumps(LLAMA2_70B))
+    return str(path)
+
+
+@pytest.mark.parametrize("after", [0.2, 0.6, 1.0])
+def test_ctrl_c_while_place_searches_the_micro_batch_counts(after, llm_config, tmp_path):
+    """An LLM decode is solved at each micro-batch count in turn: one Ctrl-C at any of them ends the
+    command within the promise, with the plans found so far (exit 0, the file written, not proven over
+    the counts left) or exit 130 before any."""
+    result = str(tmp_path / "result.json")
+    argv = ["place", llm_config, "--devices", "a100:4,l4:8,t4:12", "--batch-size", "256", "--context", "1024",
+            "--out", result]
+    proc = subprocess.Popen([sys.executable, "-m", "placement", *argv], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err, sent = _ctrl_c(proc, "llvmlite", after)
+    _check(proc.returncode, err, result)
+    assert time.monotonic() - sent < 5, f"exit {time.monotonic() - sent:.1f} s after Ctrl-C"
+    if proc.returncode == 0:
+        with open(result, encoding="utf-8") as f:
+            doc = json.load(f)
+        assert doc["status"] == "optimal" or "not proven over them" in doc["message"], doc["message"]
