@@ -66,6 +66,29 @@ def test_an_llm_job_is_rated_at_its_best_micro_batch_count(tmp_path, capsys):
     assert max(each) > 2 * min(each)  # the count matters here
 
 
+def test_an_llm_jobs_curve_is_the_fastest_micro_batch_count_at_every_allocation(tmp_path):
+    """The curve solves each count only on the allocations whose own default count is at least it (more
+    micro-batches than that never help); at every allocation it equals the least over every count of
+    that count's curve solved everywhere (a second method, no allocation skipped)."""
+    from graphs.llm import decode_problem, microbatch_counts, read_config
+    from placement.cluster.curves import job_devices, llm_curve, problem_curve
+
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    job = {"name": "chat", "model": "config.json", "samples": 1000, "batch_size": 8, "context": 512}
+    doc = {"cluster": {"devices": "a100:2,t4:3,cpu:2"}, "jobs": [job]}
+    jl = read_jobs(_write(tmp_path, doc))
+    job, cluster = jl.jobs[0], jl.cluster
+    devices = job_devices(job, cluster)
+    curve = llm_curve(job, cluster)
+    cfg = read_config(job.model)
+    each = [problem_curve(decode_problem(cfg, devices, batch=8, context=512, microbatches=n),
+                          kinds=cluster.kinds, host=[s.host for s in devices.specs], scale=1e3).values
+            for n in microbatch_counts(8, devices)]
+    assert len(each) == 4 and curve.values.keys() == each[0].keys()
+    for c, v in curve.values.items():
+        assert v == pytest.approx(min(e[c] for e in each), rel=1e-12), c
+
+
 def test_an_llm_config_job_reads_batch_and_context():
     import tempfile
     from pathlib import Path

@@ -38,7 +38,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -512,12 +512,14 @@ class CurveCache:
 
 def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = None, base_memory: float = 0.0,
                   unit: str = "", time_limit: float | None = None, host: Sequence[bool] | None = None,
-                  scale: float = 1.0) -> JobCurve:
+                  scale: float = 1.0, skip: Callable[[tuple[int, ...]], bool] | None = None) -> JobCurve:
     """The curve of ``problem`` for every allocation up to its kinds' counts (see the section doc).
     ``kinds``: the shared cluster's kind names in its order (default: the problem's); ``time_limit``:
     seconds per allocation (an allocation stopped by it makes the curve inexact, said in ``notes``);
     ``host``: which of the problem's kinds are host CPU cores (default none); ``scale``: the curve's
-    unit per unit of the problem's objective."""
+    unit per unit of the problem's objective; ``skip(counts)`` (the problem's kinds' counts): an
+    allocation not solved, which keeps the best of the allocations below it (a plan on fewer devices
+    is a plan on more), for a caller whose other curve covers it (:func:`llm_curve`)."""
     from solvers.base import Status
     from solvers.dp_stages import solve_problem
     from solvers.registry import checked
@@ -555,6 +557,9 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
         below = [c[:t] + (x - 1,) + c[t + 1:] for t, x in enumerate(c) if x > 0]
         prev = min(below, key=lambda b: (values[b], memory[b]))
         smaller = values[prev]
+        if skip is not None and skip(c):
+            values[c], memory[c] = smaller, memory[prev]
+            continue
         sub = problem.with_options(kinds=tuple(dataclasses.replace(k, count=int(x))
                                                for k, x in zip(problem.kinds, c)))
         runs += 1
@@ -638,9 +643,13 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
                               max_replicas=job.max_replicas, microbatches=microbatches)
 
     def curve(p):
+        # an allocation whose own default count is below p's: more micro-batches than its devices' default
+        # leave stages idle and read the weights more often per token, so a smaller count's curve has it
+        n = p.microbatches
         return problem_curve(p, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
                              time_limit=solve_time_limit, host=[s.host for s in devices.specs],
-                             scale=1e3)  # seconds per token -> ms per token
+                             scale=1e3,  # seconds per token -> ms per token
+                             skip=lambda c: n > 1 << (max(1, sum(c)) - 1).bit_length())
 
     from graphs.llm import microbatch_counts
 
