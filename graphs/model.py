@@ -65,9 +65,12 @@ class DeviceKind:
                              f"got {self.pays_communication!r}")
         for what in ("bandwidth", "intra_bandwidth", "inter_bandwidth"):
             v = getattr(self, what)
-            if v is not None and not (v > 0):
+            number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            if v is not None and not (number and v > 0):
                 raise InputError(f"device kind {self.name!r}: {what} must be positive, got {v!r}")
-        if self.server_size is not None and (isinstance(self.server_size, bool) or self.server_size < 1):
+        if self.server_size is not None and (isinstance(self.server_size, bool)
+                                             or not isinstance(self.server_size, (int, np.integer))
+                                             or self.server_size < 1):
             raise InputError(f"device kind {self.name!r}: server_size must be a positive integer, "
                              f"got {self.server_size!r}")
 

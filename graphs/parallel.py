@@ -264,8 +264,9 @@ class ParallelProblem:
         N = self.microbatches
         if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
             raise InputError(f"micro-batches per batch must be a positive integer, got {N!r}")
-        if self.max_replicas is not None and self.max_replicas < 1:
-            raise InputError(f"max replicas must be >= 1, got {self.max_replicas!r}")
+        R = self.max_replicas
+        if R is not None and (isinstance(R, bool) or not isinstance(R, (int, np.integer)) or R < 1):
+            raise InputError(f"max replicas must be a positive integer or None, got {R!r}")
         names = [k.name for k in self.kinds]
         if len(set(names)) != len(names):
             raise InputError(f"device kinds listed twice: {names}")
@@ -459,7 +460,7 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
     limits: list[str] = []  # broken limits that leave the plan scorable (its stages are evaluated)
     stage_of = np.full(n, -1, np.int64)
     for i, st in enumerate(plan):
-        if not st.nodes:
+        if len(st.nodes) == 0:
             problems.append(f"{label[i]} is empty")
         if len(st.variants) != len(st.nodes):
             problems.append(f"{label[i]}: {len(st.variants)} variants for {len(st.nodes)} nodes")

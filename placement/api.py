@@ -357,4 +357,6 @@ def _checked_plan(plan) -> list[Stage]:
         for what in ("kind", "d", "t"):
             if not _is_index(getattr(st, what)):
                 raise InputError(f"plan[{i}]: {what} must be an integer, got {getattr(st, what)!r}")
-    return stages
+    # numpy arrays and integers, as the checks above accept them, as the plain ints the evaluator reads
+    return [Stage(tuple(int(x) for x in st.nodes), int(st.kind), int(st.d), int(st.t),
+                  tuple(int(v) for v in st.variants)) for st in stages]

@@ -52,6 +52,7 @@ Needs torch (the ``[torch]`` extra). Nothing here prints; problems raise
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -436,6 +437,8 @@ def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs
                              options=options, max_replicas=max_replicas, schedule=schedule,
                              microbatches=microbatches)
     unsnapped = place(graph, cluster, solver, options)
+    if unsnapped.solution.interrupted:  # a Ctrl-C: the second solve does not start
+        return _no_plan(_not_sought(unsnapped), unsnapped, modules, points, g.batch_size, children)
     keys = [int(s) for s in segment] + [None] * (graph.num_nodes - n_fwd)
     coarse = place(merge_by_key(graph, keys), cluster, solver, options)
     if coarse.assignment is None:  # a status (stopped, infeasible), as place_model returns it
@@ -463,6 +466,20 @@ def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs
     stage_of_op, stage_starts, stage_devices = _stages(a[:n_fwd], points, cluster, n_fwd)
     return TorchPlacement(snapped, unsnapped, modules, points, stage_starts, stage_devices, stage_of_op,
                           g.batch_size, children, tuple(notes))
+
+
+def _not_sought(free: Placement) -> Placement:
+    """The placement cut at module boundaries that a Ctrl-C during the free solve (``free``, said
+    interrupted) left unsought: no plan, status stopped, said interrupted."""
+    import math
+
+    from solvers.base import Status
+
+    sol = dataclasses.replace(free.solution, assignment=None, plan=None, evaluation=None,
+                              objective=math.inf, status=Status.STOPPED, bound=None, gap=None,
+                              message="interrupted (Ctrl-C) during the free cut's solve: the plan cut at "
+                                      "module boundaries was not sought")
+    return dataclasses.replace(free, solution=sol, evaluation=None)
 
 
 def _no_plan(snapped: Placement, unsnapped: Placement, modules, points, batch_size: int,
@@ -502,7 +519,6 @@ def _torch_placement(tp, fn: str) -> TorchPlacement:
 def _place_stages(g, graph, ds, modules, points, segment, children, source, *, solver, options, max_replicas,
                   schedule, microbatches) -> TorchPlacement:
     """:func:`place_module` in the stage model (replicas per stage; see its doc)."""
-    import dataclasses
 
     from graphs.onnx_variants import onnx_parallel_problem
     from graphs.parallel import Stage, evaluate_plan
@@ -530,6 +546,8 @@ def _place_stages(g, graph, ds, modules, points, segment, children, source, *, s
 
     free, free_cls = build((None,) * n_fwd)
     unsnapped = placement(free, free_cls, solve(free, solver=solver or "auto", options=options))
+    if unsnapped.solution.interrupted:  # a Ctrl-C: the second solve does not start
+        return _no_plan(_not_sought(unsnapped), unsnapped, modules, points, g.batch_size, children)
     problem, cls = build(tuple(f"segment {int(s)}" for s in segment))
     sol = solve(problem, solver=solver or "auto", options=options)
     if sol.plan is None:  # a status (stopped, infeasible), as place_model returns it

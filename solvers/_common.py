@@ -54,6 +54,20 @@ def finish(name: str, graph: OpGraph, cluster: Cluster, assignment: np.ndarray, 
                     message=message, stats=dict(stats or {}))
 
 
+#: what a pipeline (one device per stage) must keep, besides memory
+PIPELINE_RULE = ("each node runs only on the kinds that have a cost for it, and the devices holding nodes "
+                 "must form a pipeline (every edge to the same or a later device)")
+
+
+def none_fits(cluster: Cluster, what: str, rule: str = PIPELINE_RULE, memory_detail: str = "") -> str:
+    """Why no ``what`` (``"contiguous placement"``, ...) exists, proven: the devices' memory where some
+    kind has a limit (``memory_detail`` added); otherwise not memory at all but ``rule``, what such
+    placements must keep (the kinds that can run each node, contiguity, a subgraph per accelerator)."""
+    if any(k.memory is not None and math.isfinite(k.memory) for k in cluster.kinds):
+        return f"no {what} fits the devices' memory{memory_detail}"
+    return f"no {what} exists on these devices (none has a memory limit): {rule}"
+
+
 def no_placement(name: str, t_start: float, message: str, *, status: Status = Status.INFEASIBLE,
                  stats: dict | None = None) -> Solution:
     """No placement: ``status`` says why (INFEASIBLE within the baseline's own family of placements,

@@ -42,6 +42,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 
 from . import dp
+from ._common import none_fits
 from .base import (
     BOUND_TOLERANCE_REL,
     DEFAULT_BACKEND,
@@ -245,9 +246,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 break
             if run.complete and g is graph:
                 return Solution(None, math.inf, Status.INFEASIBLE, "auto", time=time.perf_counter() - t0,
-                                message="no contiguous placement fits the devices' memory")
+                                message=none_fits(cluster, "contiguous placement"))
             if run.complete:  # coarser graphs only get harder to fit
-                tried.append(f"{label}: no placement of this coarsened graph fits the devices' memory")
+                tried.append(f"{label}: {none_fits(cluster, 'placement of this coarsened graph')}")
                 break
             tried.append(f"{label}: {trial.verdict}" if trial is not None and trial.gave_up
                          else f"{label}: stopped at the time limit")

@@ -34,6 +34,8 @@ The result's ``stats["label"]`` holds the label, ``stats["path"]`` the steps tak
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 
 from graphs.coarsen import merge_stage_chains
@@ -127,8 +129,25 @@ def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, 
     sol = _search(problem, bar, time_limit, max_ideals, max_ip_columns, ip_time, refine, pipeline,
                   pipeline_time, threads, gap)
     if not sol.interrupted:
-        bar.tell(1.0)
+        try:
+            bar.tell(1.0)
+        except KeyboardInterrupt:  # the search is over: its answer stands, said interrupted for the caller
+            sol = dataclasses.replace(sol, message=f"{sol.message}; interrupted (Ctrl-C) as it ended"
+                                      if sol.message else "interrupted (Ctrl-C) as it ended")
     return sol
+
+
+def _unless_interrupted(best: Solution | None, solve) -> Solution:
+    """``solve()``, or, where a Ctrl-C it let through (the stage DP before a plan of its own, or the
+    progress bar as the step starts) comes after an earlier step found ``best``, an answer of no plan
+    said interrupted: the plan in hand is kept and nothing runs after it. Without ``best`` the Ctrl-C
+    goes on up."""
+    try:
+        return solve()
+    except KeyboardInterrupt:
+        if best is None:
+            raise
+        return stage_solution("dp", None, None, math.inf, Status.STOPPED, 0.0, "interrupted (Ctrl-C)")
 
 
 def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_columns, ip_time, refine,
@@ -184,9 +203,8 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     if fits and not interrupted:
         path.append("dp")
         bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
-        tick = bar.step(_SHARE_DP)
-        r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads, **bounded,
-                                    progress=tick)
+        r = _unless_interrupted(best, lambda: dp_stages.solve_problem(  # its bar's step in the try too
+            problem, time_limit=_left(deadline), threads=threads, **bounded, progress=bar.step(_SHARE_DP)))
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
         if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
@@ -229,8 +247,11 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
                 break  # every mergeable chain is merged and the ideals still do not fit
             continue
         path.append(f"dp on {m} merged nodes")
-        tick = bar.step(_SHARE_COARSE)
-        r = dp_stages.solve_problem(co.problem, time_limit=_left(deadline), threads=threads, progress=tick)
+        r = _unless_interrupted(best, lambda co=co: dp_stages.solve_problem(
+            co.problem, time_limit=_left(deadline), threads=threads, progress=bar.step(_SHARE_COARSE)))
+        if r.interrupted:  # the plan in hand stands, and nothing runs after it
+            interrupted, took = True, r
+            stopped.append("the coarsened DP was interrupted (Ctrl-C)")
         if r.plan is not None:
             rr = ip_stages._evaluated(problem, co.expand(r.plan), r)
             if best is None or rr.objective < best.objective:
@@ -242,9 +263,10 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
         if model_cols <= max_ip_columns:
             path.append("ip")
             limit = ip_time if deadline is None else min(ip_time, _left(deadline))
-            tick = bar.step(1.0 if best is not None else _time_share(limit, deadline, _SHARE_COARSE))
-            ir = ip_stages.solve_problem(problem, time_limit=limit, threads=threads, gap=gap,
-                                         warm_start=best.plan if best is not None else None, progress=tick)
+            ir = _unless_interrupted(best, lambda: ip_stages.solve_problem(  # its bar's step in the try too
+                problem, time_limit=limit, threads=threads, gap=gap,
+                warm_start=best.plan if best is not None else None,
+                progress=bar.step(1.0 if best is not None else _time_share(limit, deadline, _SHARE_COARSE))))
             extra.update(bound=(ir.stats or {}).get("bound"), gap=(ir.stats or {}).get("gap"))
             if ir.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(ir, "exact", ir.status, ir.message, extra)

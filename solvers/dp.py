@@ -61,6 +61,7 @@ from graphs.model import Cluster, OpGraph
 from graphs.order import topological_order
 from graphs.parallel import usable_memory
 
+from ._common import none_fits
 from .base import BOUND_ROUND_OFF, Solution, SolveOptions, Status, check_bound
 
 __all__ = ["solve", "curve", "Curve", "DPProblem", "prepare", "run_dp", "estimate", "Estimate",
@@ -1329,8 +1330,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                         message=f"{stop} before any placement was found", stats=stats)
     if not math.isfinite(run.value):
         return Solution(None, math.inf, Status.INFEASIBLE, "dp", time=elapsed, stats=stats,
-                        message="no contiguous placement fits the devices' memory "
-                                "(every node fits somewhere, but not all together)")
+                        message=none_fits(cluster, "contiguous placement", memory_detail=" (every node fits "
+                                          "somewhere, but not all together)"))
     a = stages_to_assignment(prob, cluster, run.stages)
     mismatch = model_mismatch(graph, cluster, a, run.value)
     if mismatch:

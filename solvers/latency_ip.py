@@ -57,10 +57,15 @@ from graphs.model import Cluster, OpGraph
 from graphs.parallel import usable_memory
 
 from . import _milp
+from ._common import none_fits
 from .base import Solution, SolveOptions, Status, check_bound
 from .latency_search import improve, in_domain, tolerance
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
+
+#: what a placement of the latency model must keep, besides memory
+_LATENCY_RULE = ("each node runs only on the kinds that have a cost for it, and each accelerator runs at "
+                 "most options.subgraphs_per_device subgraphs")
 
 
 def greedy_fill(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
@@ -755,7 +760,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
                               f"start is returned, with the path bound only", res.stats)
     if res.status == _milp.INFEASIBLE:
         return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
-                        message="no placement fits the accelerators' memory")
+                        message=none_fits(cluster, "placement", _LATENCY_RULE))
     a = sub = None
     if res.x is not None:
         a, sub = model.decode(res.x)

@@ -387,3 +387,22 @@ def test_an_empty_graph_is_called_empty():
     for: none)"; what is missing is the graph."""
     with pytest.raises(InputError, match="the graph is empty: it has no nodes to place"):
         placement.place(OpGraph.from_nodes([], []), Cluster((DeviceKind("gpu", 2),)))
+
+
+def test_a_plan_of_numpy_arrays_is_the_plan_of_lists(tiny):
+    """evaluate read Stage(np.array([0]), ...) as an empty stage (an array's truth value), and a longer
+    array raised a bare ValueError: the same plan as lists now gives the same value."""
+    lists = [Stage((0,), 0, 1, 1, (0,)), Stage((1,), 0, 1, 1, (1,))]
+    arrays = [Stage(np.array([0]), 0, 1, 1, (0,)), Stage(np.array([1]), np.int64(0), 1, 1, np.array([1]))]
+    assert evaluate(tiny, arrays).objective == evaluate(tiny, lists).objective < math.inf
+    one = [Stage(np.array([0, 1]), 0, 1, 1, np.array([0, 1]))]
+    assert evaluate(tiny, one).objective == evaluate(tiny, [Stage((0, 1), 0, 1, 1, (0, 1))]).objective
+
+
+@pytest.mark.parametrize("value", [2.0, 1.5, "2", True])
+def test_max_replicas_must_be_an_integer(value, tmp_path):
+    """read_piper(max_replicas=2.0) failed later with a bare TypeError; True was read as 1."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_tiny_piper()))
+    with pytest.raises(InputError, match="max replicas must be a positive integer or None"):
+        read_piper(str(path), max_replicas=value)

@@ -56,3 +56,41 @@ def test_a_coarse_plan_the_interrupted_program_kept_says_interrupted(interrupted
     assert interrupted_ip == ["dp", "ip"], interrupted_ip  # the coarse DP, then the program
     assert r.status is Status.FEASIBLE and r.plan is not None and evaluate_plan(p, r.plan).valid
     assert r.interrupted and "the integer program was interrupted (Ctrl-C)" in r.message, r.message
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4, 5])
+def test_a_real_ctrl_c_at_any_progress_call_keeps_the_plan_in_hand(at, tmp_path):
+    """A real SIGINT from the progress callback (as a terminal's Ctrl-C lands while the bar draws): the
+    stage DP lets it through before a plan of its own, and auto dropped the plan its first step had
+    found (a bare KeyboardInterrupt), at the step's start and at the bar's last call too (the whole,
+    optimal answer lost). Now the plan in hand is the answer, said interrupted; once a plan exists no
+    Ctrl-C escapes."""
+    import json
+    import os
+    import signal
+
+    from placement import SolveOptions, place, read_piper
+
+    n = 12
+    nodes = [{"id": i, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": 1.0 + i % 3, "parameterSize": 1.0,
+                                        "memoryUsageA": 2.0, "memoryUsageB": 10.0, "syncTimeFw": {},
+                                        "syncTimeBw": {}}]}} for i in range(n)]
+    path = tmp_path / "chain.json"
+    edges = [{"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(n - 1)]
+    path.write_text(json.dumps({"maxDevices": 4, "maxMemoryPerDevice": 100.0, "bandwidth": 10.0,
+                                "mbsInBatch": 8, "nodes": nodes, "edges": edges}))
+    problem = read_piper(str(path)).problem
+    whole = place(problem)
+    calls = []
+
+    def progress(fraction):
+        calls.append(fraction)
+        if len(calls) == at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    p = place(problem, options=SolveOptions(progress=progress))
+    assert len(calls) >= at and p.solution.interrupted
+    assert p.status in (Status.FEASIBLE, Status.OPTIMAL) and p.max_load >= whole.max_load * (1 - 1e-12)
+    assert evaluate_plan(problem, p.solution.plan).objective == pytest.approx(p.max_load, rel=1e-12)
+    if p.status is Status.OPTIMAL:
+        assert p.max_load == pytest.approx(whole.max_load, rel=1e-12)

@@ -218,3 +218,23 @@ def test_an_uninterrupted_placement_pass_annotates(small_model):
     place = PlacementPass(devices="t4:2")
     place(irm)
     assert not place.placement.solution.interrupted and "placement.result" in irm.metadata_props
+
+
+def test_infeasible_without_memory_limits_does_not_blame_memory():
+    """A GPU, a host core that alone runs the middle node, and no memory limit anywhere: no pipeline
+    exists (the GPU would hold the first and last nodes around the core's), which the messages said was
+    "the devices' memory"."""
+    from graphs import Cluster, DeviceKind, Node, OpGraph
+    from placement import SolveOptions, place
+    from solvers.base import Status
+
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, comm=0.1), Node("b", {"cpu": 1.0}, comm=0.1),
+                            Node("c", {"gpu": 1.0})], [("a", "b"), ("b", "c")])
+    c = Cluster((DeviceKind("gpu", 1), DeviceKind("cpu", 1, pays_communication=False)))
+    for solver, options in (("auto", None), ("dp", None), ("ip", SolveOptions(objective="latency"))):
+        p = place(g, c, solver, options)
+        assert p.status is Status.INFEASIBLE
+        assert "memory" not in p.solution.message.replace("none has a memory limit", "")
+        assert "exists on these devices (none has a memory limit)" in p.solution.message
+    limited = Cluster((DeviceKind("gpu", 1, memory=1e9), DeviceKind("cpu", 1, pays_communication=False)))
+    assert "fits the devices' memory" in place(g, limited).solution.message

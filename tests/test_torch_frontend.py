@@ -334,3 +334,27 @@ def test_the_free_cuts_value_is_named_by_the_objective():
         free = tp.unsnapped.solution.objective
         assert f"the free cut's {objective} is {free:.6g}" in tp.placement.solution.message, objective
     assert tp.unsnapped.solution.objective == pytest.approx(tp.unsnapped.max_load)
+
+
+@pytest.mark.parametrize("max_replicas", [1, None])
+def test_a_ctrl_c_in_the_free_solve_starts_no_second_solve(max_replicas):
+    """A Ctrl-C the free cut's solve took (it returns its plan, said interrupted) was followed by the
+    module-boundary solve, run to the end and reported optimal, not interrupted. Now that solve does not
+    start: no plan cut at module boundaries, stopped, said interrupted."""
+    import os
+    import signal
+
+    from solvers.base import SolveOptions, Status
+
+    calls = []
+
+    def progress(fraction):
+        calls.append(fraction)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    tp = place_module(mlp_sequential(), (torch.randn(32, 64),), devices="t4:3", max_replicas=max_replicas,
+                      options=SolveOptions(progress=progress))
+    assert tp.unsnapped.solution.interrupted and tp.placement.solution.interrupted
+    assert tp.placement.status is Status.STOPPED and tp.num_stages == 0
+    assert "was not sought" in tp.placement.solution.message
