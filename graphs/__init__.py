@@ -2,12 +2,20 @@
 
 import logging
 
-from .errors import CycleError, InfeasibleError, InputError, PlacementError, ProblemTooLargeError
+from .errors import (
+    CycleError,
+    InfeasibleError,
+    InputError,
+    NoPlacementError,
+    PlacementError,
+    ProblemTooLargeError,
+)
 from .model import Cluster, DeviceKind, Node, OpGraph
 from .reference import Workload, read_split, read_workload
 
 __all__ = [
     "PlacementError", "InputError", "CycleError", "InfeasibleError", "ProblemTooLargeError",
+    "NoPlacementError",
     "Cluster", "DeviceKind", "Node", "OpGraph", "Workload", "read_workload", "read_split",
 ]
 

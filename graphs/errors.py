@@ -41,3 +41,8 @@ class InfeasibleError(PlacementError):
 
 class ProblemTooLargeError(PlacementError):
     """The exact method would exceed its size budget (e.g. too many ideals); says by how much."""
+
+
+class NoPlacementError(PlacementError, ValueError):
+    """A placement was asked of a result that has none (status infeasible, stopped or unknown): its
+    ``solution.message`` says why."""

@@ -88,6 +88,10 @@ class Cluster:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", tuple(self.kinds))
+        for i, k in enumerate(self.kinds):
+            if not isinstance(k, DeviceKind):
+                raise TypeError(f"Cluster: kinds[{i}] is a {type(k).__name__}, not a graphs.DeviceKind (e.g. "
+                                f"DeviceKind('gpu', 2))")
         names = [k.name for k in self.kinds]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -267,6 +271,16 @@ class OpGraph:
     def from_nodes(cls, nodes: Sequence[Node], edges: Sequence[tuple[str, str]], *,
                    source: str | None = None) -> OpGraph:
         """Build a graph from :class:`Node` objects and ``(src name, dst name)`` edges."""
+        for i, nd in enumerate(nodes):
+            if not isinstance(nd, Node):
+                raise TypeError(f"OpGraph.from_nodes: nodes[{i}] is a {type(nd).__name__}, not a graphs.Node")
+            if not isinstance(nd.compute, Mapping):
+                raise TypeError(f"node {nd.name!r}: compute maps device-kind names to times (a dict such as "
+                                f"{{'gpu': 2.0}}), got {type(nd.compute).__name__}")
+            if nd.colocation is not None and (isinstance(nd.colocation, bool)
+                                              or not isinstance(nd.colocation, (int, np.integer))):
+                raise InputError(f"node {nd.name!r}: colocation must be an integer class or None, got "
+                                 f"{nd.colocation!r}", source=source)
         names = [nd.name for nd in nodes]
         index = {}
         for i, nm in enumerate(names):
@@ -295,7 +309,11 @@ class OpGraph:
                 else:
                     comm[t, i] = _number(nd.comm, f"node {nd.name!r}: comm", source)
         e = []
-        for a, b in edges:
+        for edge in edges:
+            if isinstance(edge, (str, bytes)) or not isinstance(edge, Sequence) or len(edge) != 2:
+                raise InputError(f"edge {edge!r}: expected a (source name, destination name) pair",
+                                 source=source)
+            a, b = edge
             for x in (a, b):
                 if x not in index:
                     raise InputError(f"edge {a!r} -> {b!r} refers to unknown node {x!r}", source=source)

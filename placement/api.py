@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphs.errors import InputError
+from graphs.errors import InputError, NoPlacementError
 from graphs.evaluate import Evaluation
 from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
@@ -211,7 +211,8 @@ class Placement:
 
     def _stage_of(self, node: str | int) -> int:
         if self.assignment is None:
-            raise ValueError("there is no placement")
+            raise NoPlacementError(f"there is no placement (status {self.status.value}): "
+                                   f"{self.solution.message or 'none found'}")
         if self.graph is None:
             try:
                 u = self._node_index[node]
@@ -232,7 +233,8 @@ class Placement:
             names = self._stage_devices[self._stage_of(node)]
             return names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rpartition(':')[2]}"
         if self.assignment is None:
-            raise ValueError("there is no placement")
+            raise NoPlacementError(f"there is no placement (status {self.status.value}): "
+                                   f"{self.solution.message or 'none found'}")
         try:
             i = self.graph.names.index(node)
         except ValueError:  # as a stage plan's: a name the graph does not have is a missing key

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import placement
-from graphs.errors import InputError
+from graphs.errors import InputError, NoPlacementError
 from graphs.evaluate import evaluate as evaluate_assignment
 from graphs.model import Cluster, DeviceKind, Node, OpGraph
 from graphs.parallel import ParallelProblem, Stage, evaluate_plan, from_opgraph
@@ -75,7 +75,7 @@ def test_place_problem_is_the_registry_solve_and_the_brute_force_optimum(seed):
             assert p.status is Status.INFEASIBLE
             assert p.max_load == math.inf and p.assignment is None and p.stages == ()
             assert p.stage_evaluation is None
-            with pytest.raises(ValueError, match="no placement"):
+            with pytest.raises(NoPlacementError, match="there is no placement \\(status infeasible\\)"):
                 p.device_of(problem.graph.ids[0])
             continue
         assert p.status is Status.OPTIMAL

@@ -7,6 +7,7 @@ import onnx_ir as ir
 import pytest
 
 import placement
+from graphs import Cluster, DeviceKind, Node, OpGraph
 from graphs.devices import parse_devices
 from graphs.errors import InputError
 from graphs.transformer import transformer_model
@@ -238,3 +239,38 @@ def test_infeasible_without_memory_limits_does_not_blame_memory():
         assert "exists on these devices (none has a memory limit)" in p.solution.message
     limited = Cluster((DeviceKind("gpu", 1, memory=1e9), DeviceKind("cpu", 1, pays_communication=False)))
     assert "fits the devices' memory" in place(g, limited).solution.message
+
+
+COMPUTE = "compute maps device-kind names to times"
+TWO = [Node("a", {"g": 1.0}), Node("b", {"g": 1.0})]
+
+
+@pytest.mark.parametrize("build, error, words", [
+    (lambda: OpGraph.from_nodes([Node("a", 1.0)], []), TypeError, COMPUTE),
+    (lambda: OpGraph.from_nodes([Node("a", [1.0])], []), TypeError, COMPUTE),
+    (lambda: OpGraph.from_nodes([("a", {"g": 1.0})], []), TypeError, "nodes[0] is a tuple, not a graphs.Node"),
+    (lambda: OpGraph.from_nodes(TWO, [("a", "b", "c")]), InputError, "expected a (source name, destination "
+                                                                       "name) pair"),
+    (lambda: OpGraph.from_nodes([Node("a", {"g": 1.0}, colocation="x")], []), InputError,
+     "colocation must be an integer class or None"),
+    (lambda: Cluster(("gpu",)), TypeError, "kinds[0] is a str, not a graphs.DeviceKind"),
+    (lambda: DeviceKind("gpu", 2, bandwidth="8"), InputError, "bandwidth must be positive"),
+    (lambda: DeviceKind("gpu", 2, server_size=1.5), InputError, "server_size must be a positive integer"),
+])
+def test_a_graph_or_cluster_built_wrong_says_what_is_wrong(build, error, words):
+    """Each of these raised a bare TypeError, AttributeError or ValueError from deep inside (a float not
+    iterable, a tuple without .name, too many values to unpack, '>' between str and int)."""
+    with pytest.raises(error) as e:
+        build()
+    assert words in str(e.value)
+
+
+def test_a_placement_asked_of_a_result_without_one_is_a_placement_error():
+    from graphs.errors import NoPlacementError, PlacementError
+    from placement import place
+
+    g = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, memory=10.0)], [])
+    p = place(g, Cluster((DeviceKind("gpu", 1, memory=1.0),)))
+    with pytest.raises(NoPlacementError, match=r"there is no placement \(status infeasible\)") as e:
+        p.device_of("a")
+    assert isinstance(e.value, PlacementError) and isinstance(e.value, ValueError)
