@@ -248,7 +248,7 @@ TWO = [Node("a", {"g": 1.0}), Node("b", {"g": 1.0})]
 @pytest.mark.parametrize("build, error, words", [
     (lambda: OpGraph.from_nodes([Node("a", 1.0)], []), TypeError, COMPUTE),
     (lambda: OpGraph.from_nodes([Node("a", [1.0])], []), TypeError, COMPUTE),
-    (lambda: OpGraph.from_nodes([("a", {"g": 1.0})], []), TypeError, "nodes[0] is a tuple, not a graphs.Node"),
+    (lambda: OpGraph.from_nodes([("a", {"g": 1.0})], []), TypeError, "nodes[0] is a tuple, not a graphs"),
     (lambda: OpGraph.from_nodes(TWO, [("a", "b", "c")]), InputError, "expected a (source name, destination "
                                                                        "name) pair"),
     (lambda: OpGraph.from_nodes([Node("a", {"g": 1.0}, colocation="x")], []), InputError,
