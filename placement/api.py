@@ -138,8 +138,9 @@ class Placement:
 
     @property
     def bound(self) -> float | None:
-        """The solver's proven lower bound on :attr:`max_load` (the latency, for that objective), in its
-        unit; ``None`` when none was proven."""
+        """The solver's proven lower bound on its objective (:attr:`objective`: the max-load, which is
+        :attr:`max_load`; the latency, or split-max, for those objectives), in its unit; ``None`` when none
+        was proven."""
         b = self.solution.bound
         if b is None:
             return None
@@ -147,7 +148,7 @@ class Placement:
 
     @property
     def gap(self) -> float | None:
-        """``(max_load - bound) / max_load`` as the solver reported it (``None``: no bound)."""
+        """``(value - bound) / value`` of the solver's objective, as it reported it (``None``: no bound)."""
         return self.solution.gap
 
     @cached_property
