@@ -173,7 +173,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 break
             continue
         plan, ev, sv, p, r = top
-        note = "" if r.plan is None or plan == r.plan else "not the DP's plan (more goodput)"
+        note = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
         pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
         points.append(pt)
         if best is None or sv.goodput > best.serving.goodput * (1 + 1e-12):

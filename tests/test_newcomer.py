@@ -305,7 +305,7 @@ def test_goodput_summary_names_the_batches_whose_plan_is_not_the_dps(tmp_path, c
                  "-o", str(out)]) == 0
     text = capsys.readouterr().out
     rows = {int(x.split()[0]): x for x in text.splitlines() if x[:1].isdigit()}
-    not_dp = [b for b, row in rows.items() if "not the DP's plan" in row]
+    not_dp = [b for b, row in rows.items() if "not the solver's plan" in row]
     line = next(x for x in text.splitlines() if x.startswith("proven:"))
     for b in not_dp:
         assert f"batch {b}" in line.split("except at")[1], line
