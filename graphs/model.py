@@ -277,8 +277,9 @@ class OpGraph:
             if not isinstance(nd.compute, Mapping):
                 raise TypeError(f"node {nd.name!r}: compute maps device-kind names to times (a dict such as "
                                 f"{{'gpu': 2.0}}), got {type(nd.compute).__name__}")
-            if nd.colocation is not None and (isinstance(nd.colocation, bool)
-                                              or not isinstance(nd.colocation, (int, np.integer))):
+            c = nd.colocation  # an integer class; a whole float (a column of a table with gaps) is one too
+            if c is not None and (isinstance(c, bool) or not (isinstance(c, (int, np.integer)) or (
+                    isinstance(c, (float, np.floating)) and float(c).is_integer()))):
                 raise InputError(f"node {nd.name!r}: colocation must be an integer class or None, got "
                                  f"{nd.colocation!r}", source=source)
         names = [nd.name for nd in nodes]
@@ -310,10 +311,13 @@ class OpGraph:
                     comm[t, i] = _number(nd.comm, f"node {nd.name!r}: comm", source)
         e = []
         for edge in edges:
-            if isinstance(edge, (str, bytes)) or not isinstance(edge, Sequence) or len(edge) != 2:
+            try:  # a tuple, a list, a numpy row
+                if isinstance(edge, (str, bytes)):
+                    raise ValueError
+                a, b = edge
+            except (TypeError, ValueError):
                 raise InputError(f"edge {edge!r}: expected a (source name, destination name) pair",
-                                 source=source)
-            a, b = edge
+                                 source=source) from None
             for x in (a, b):
                 if x not in index:
                     raise InputError(f"edge {a!r} -> {b!r} refers to unknown node {x!r}", source=source)

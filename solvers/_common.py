@@ -59,11 +59,14 @@ PIPELINE_RULE = ("each node runs only on the kinds that have a cost for it, and 
                  "must form a pipeline (every edge to the same or a later device)")
 
 
-def none_fits(cluster: Cluster, what: str, rule: str = PIPELINE_RULE, memory_detail: str = "") -> str:
-    """Why no ``what`` (``"contiguous placement"``, ...) exists, proven: the devices' memory where some
-    kind has a limit (``memory_detail`` added); otherwise not memory at all but ``rule``, what such
-    placements must keep (the kinds that can run each node, contiguity, a subgraph per accelerator)."""
-    if any(k.memory is not None and math.isfinite(k.memory) for k in cluster.kinds):
+def none_fits(graph: OpGraph, cluster: Cluster, what: str, rule: str = PIPELINE_RULE,
+              memory_detail: str = "") -> str:
+    """Why no ``what`` (``"contiguous placement"``, ...) of ``graph`` exists, proven: the devices' memory
+    where some kind has a limit and some node needs memory (``memory_detail`` added); otherwise not
+    memory at all but ``rule``, what such placements must keep (the kinds that can run each node,
+    contiguity, a subgraph per accelerator)."""
+    limited = any(k.memory is not None and math.isfinite(k.memory) for k in cluster.kinds)
+    if limited and bool(np.any(graph.memory > 0)):
         return f"no {what} fits the devices' memory{memory_detail}"
     return f"no {what} exists on these devices (none has a memory limit): {rule}"
 

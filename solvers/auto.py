@@ -246,9 +246,9 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                 break
             if run.complete and g is graph:
                 return Solution(None, math.inf, Status.INFEASIBLE, "auto", time=time.perf_counter() - t0,
-                                message=none_fits(cluster, "contiguous placement"))
+                                message=none_fits(graph, cluster, "contiguous placement"))
             if run.complete:  # coarser graphs only get harder to fit
-                tried.append(f"{label}: {none_fits(cluster, 'placement of this coarsened graph')}")
+                tried.append(f"{label}: {none_fits(g, cluster, 'placement of this coarsened graph')}")
                 break
             tried.append(f"{label}: {trial.verdict}" if trial is not None and trial.gave_up
                          else f"{label}: stopped at the time limit")

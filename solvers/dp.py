@@ -1330,8 +1330,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                         message=f"{stop} before any placement was found", stats=stats)
     if not math.isfinite(run.value):
         return Solution(None, math.inf, Status.INFEASIBLE, "dp", time=elapsed, stats=stats,
-                        message=none_fits(cluster, "contiguous placement", memory_detail=" (every node fits "
-                                          "somewhere, but not all together)"))
+                        message=none_fits(graph, cluster, "contiguous placement",
+                                          memory_detail=" (every node fits somewhere, but not all together)"))
     a = stages_to_assignment(prob, cluster, run.stages)
     mismatch = model_mismatch(graph, cluster, a, run.value)
     if mismatch:

@@ -760,7 +760,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
                               f"start is returned, with the path bound only", res.stats)
     if res.status == _milp.INFEASIBLE:
         return Solution(None, math.inf, Status.INFEASIBLE, solver, time=elapsed, stats=stats,
-                        message=none_fits(cluster, "placement", _LATENCY_RULE))
+                        message=none_fits(graph, cluster, "placement", _LATENCY_RULE))
     a = sub = None
     if res.x is not None:
         a, sub = model.decode(res.x)

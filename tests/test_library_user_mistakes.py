@@ -237,8 +237,24 @@ def test_infeasible_without_memory_limits_does_not_blame_memory():
         assert p.status is Status.INFEASIBLE
         assert "memory" not in p.solution.message.replace("none has a memory limit", "")
         assert "exists on these devices (none has a memory limit)" in p.solution.message
+    # a memory limit blames memory only where a node needs memory
     limited = Cluster((DeviceKind("gpu", 1, memory=1e9), DeviceKind("cpu", 1, pays_communication=False)))
-    assert "fits the devices' memory" in place(g, limited).solution.message
+    assert "exists on these devices" in place(g, limited).solution.message
+    heavy = OpGraph.from_nodes([Node("a", {"gpu": 1.0}, memory=6e8), Node("b", {"gpu": 1.0}, memory=6e8)],
+                               [("a", "b")])
+    p = place(heavy, Cluster((DeviceKind("gpu", 1, memory=1e9),)))
+    assert p.status is Status.INFEASIBLE and "fits the devices' memory" in p.solution.message
+
+
+def test_edges_as_numpy_rows_and_a_whole_float_colocation_are_accepted():
+    """The builder's new checks must not refuse what it took before: edges as numpy rows, a colocation
+    class read from a table as 1.0."""
+    import numpy as np
+
+    nodes = [Node("a", {"gpu": 1.0}, colocation=1.0), Node("b", {"gpu": 2.0}, colocation=np.float64(1.0))]
+    for edges in (np.array([["a", "b"]]), [np.array(["a", "b"])], [["a", "b"]]):
+        g = OpGraph.from_nodes(nodes, edges)
+        assert g.num_edges == 1 and list(g.colocation) == [1, 1]
 
 
 COMPUTE = "compute maps device-kind names to times"
@@ -252,6 +268,8 @@ TWO = [Node("a", {"g": 1.0}), Node("b", {"g": 1.0})]
     (lambda: OpGraph.from_nodes(TWO, [("a", "b", "c")]), InputError, "expected a (source name, destination "
                                                                        "name) pair"),
     (lambda: OpGraph.from_nodes([Node("a", {"g": 1.0}, colocation="x")], []), InputError,
+     "colocation must be an integer class or None"),
+    (lambda: OpGraph.from_nodes([Node("a", {"g": 1.0}, colocation=1.5)], []), InputError,
      "colocation must be an integer class or None"),
     (lambda: Cluster(("gpu",)), TypeError, "kinds[0] is a str, not a graphs.DeviceKind"),
     (lambda: DeviceKind("gpu", 2, bandwidth="8"), InputError, "bandwidth must be positive"),
