@@ -221,14 +221,11 @@ def evaluate(args) -> int:
         raise InputError("evaluate re-scores a disaggregated result's decode pool only; to simulate both "
                          "pools run place ... --disaggregate --simulate RATE|auto", source=args.split)
     if not goodput:
-        for dest, flag in GOODPUT_FLAGS:  # the goodput's inputs: refused where nothing re-scores a goodput
-            if getattr(args, dest, None) is not None:
-                what = ("a disaggregated goodput result, whose goodput evaluate does not re-score (its "
-                        "decode pool's plan only; place ... --disaggregate scores both pools)"
-                        if disaggregated else "a decode plan without a goodput (placed without --objective "
-                        "goodput)")
-                raise InputError(f"{flag} re-scores a goodput result (placed with --objective goodput); this "
-                                 f"is {what}", source=args.split)
+        what = ("a disaggregated goodput result, whose goodput evaluate does not re-score (its decode pool's "
+                "plan only; place ... --disaggregate scores both pools)" if disaggregated else
+                "a decode plan without a goodput (placed without --objective goodput)")
+        refuse_goodput_options(args, f"re-scores a goodput result (placed with --objective goodput); this is "
+                                     f"{what}", source=args.split)
     problem, settings = _problem(args, saved)
     plan = plan_from_dict(problem, data, source=args.split)
     ev = evaluate_plan(problem, plan)
@@ -260,12 +257,13 @@ def evaluate(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------- goodput
-def refuse_goodput_options(args) -> None:
-    """``--requests``, ``--ttft-slo`` and ``--tpot-slo`` set the goodput objective's inputs: without
-    ``--objective goodput`` they are refused, never ignored."""
+def refuse_goodput_options(args, why: str = "applies with --objective goodput (a request mix and latency "
+                                             "targets)", source: str | None = None) -> None:
+    """``--requests``, ``--ttft-slo`` and ``--tpot-slo`` set the goodput objective's inputs: where
+    nothing scores a goodput they are refused (``--FLAG why``), never ignored."""
     for dest, flag in GOODPUT_FLAGS:
         if getattr(args, dest, None) is not None:
-            raise InputError(f"{flag} applies with --objective goodput (a request mix and latency targets)")
+            raise InputError(f"{flag} {why}", source=source)
 
 
 def provision_command(args) -> int:
@@ -322,16 +320,7 @@ def provision_command(args) -> int:
                                                        for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
             for x, m, load in zip(out.instances, out.used, out.load) if m]
     one = None if out.single is None else out.instances[out.single[0]]
-    data = {"provision_buckets": {
-        "target_rps": args.target_throughput, "cost_per_hour": out.cost,
-        "instances": [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
-                       "capacity_rps": list(x.capacity), "count": m, "load_rps": list(load)}
-                      for x, m, load in zip(out.instances, out.used, out.load)],
-        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
-        "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
-                                                 "count": out.single[1], "cost_per_hour": out.single[2]},
-        "proven_cheapest": not out.stopped and not out.unproven, "stopped": out.stopped or None,
-        "unproven": out.unproven or None}}
+    data = {"provision_buckets": _provision_section(args.target_throughput, out, buckets)}
     from ..export import emit
 
     def text() -> str:
@@ -350,6 +339,26 @@ def provision_command(args) -> int:
     return 0
 
 
+def _provision_section(target: float, out, buckets) -> dict:
+    """The ``provision_buckets`` section of a result: the mix ``out`` (a
+    :class:`placement.goodput.BucketProvision`; ``None``: none, proven) for ``target`` requests/s, and
+    the mix's ``buckets``. Without a mix its cost is null and every count 0."""
+    found = out is not None and out.found
+    one = out.instances[out.single[0]] if found and out.single is not None else None
+    return {
+        "target_rps": target, "cost_per_hour": out.cost if found else None,
+        "instances": [] if out is None else [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
+                                              "capacity_rps": list(x.capacity), "count": m,
+                                              "load_rps": list(load)}
+                                             for x, m, load in zip(out.instances, out.used, out.load)],
+        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
+        "single_type": None if one is None else {"kind": one.kind, "devices": one.count,
+                                                 "count": out.single[1], "cost_per_hour": out.single[2]},
+        "proven_cheapest": found and not out.stopped and not out.unproven,
+        "stopped": None if out is None else out.stopped or None,
+        "unproven": None if out is None else out.unproven or None}
+
+
 def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
     """LLM ``provision`` without a mix of instances serving the rate: its file (``cost_per_hour`` null)
     and one error line, ``infeasible`` where every instance type was scored (``proven_none``, why),
@@ -362,16 +371,9 @@ def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
         and limit is not None else ""
     why = proven_none or (f"no mix of the instance types scored serves the rate of every bucket (not "
                           f"proven: {'; '.join(filter(None, (out.stopped, out.unproven)))}{larger})")
-    data = {"provision_buckets": {
-        "target_rps": args.target_throughput, "cost_per_hour": None,
-        "instances": [] if out is None else [{"kind": x.kind, "devices": x.count, "price_per_hour": x.price,
-                                              "capacity_rps": list(x.capacity), "count": 0,
-                                              "load_rps": [0.0] * len(buckets)} for x in out.instances],
-        "buckets": [{"input": b.input, "output": b.output, "weight": b.weight} for b in buckets],
-        "single_type": None, "proven_cheapest": False, "infeasible": bool(proven_none),
-        "stopped": None if out is None else out.stopped or None,
-        "unproven": None if out is None else out.unproven or None, "message": why}}
-    emit(args, data, lambda: "")
+    section = {**_provision_section(args.target_throughput, out, buckets), "infeasible": bool(proven_none),
+               "message": why}
+    emit(args, {"provision_buckets": section}, lambda: "")
     print(f"error: {'infeasible: ' if proven_none else ''}{why}", file=sys.stderr)
     return 1
 
@@ -766,9 +768,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                        least_ttft_s=least[1] if math.isfinite(least[1]) else None,
                        least_proven=proven if least_proven is None else least_proven)
     data["goodput"] = section
-    emit(args, data, lambda: _sweep_table(search, mark=False, who=_decode_solver(args))
-         + (f"\nstopped: {search.stopped}"
-                                                                 if search.stopped else ""))
+    stopped = f"\nstopped: {search.stopped}" if search.stopped else ""
+    emit(args, data, lambda: _sweep_table(search, mark=False, who=_decode_solver(args)) + stopped)
     print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
     return 1
 
