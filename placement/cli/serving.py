@@ -171,6 +171,7 @@ def _sizes(value):
 def _sweep_rows(sw) -> str:
     """The table of a batch-size sweep (:class:`placement.serving.Sweep`, of either model)."""
     from ..report import cli_message as cli_words
+
     rows = [["batch", "samples/s", "latency ms/batch", "max-load ms/batch", "status", "MFU", "note"]]
     for b, pt, why in sw.points:
         if pt is None:
@@ -1064,6 +1065,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     from ..serving import Frontier, non_dominated
 
     fr = search.result()
+    reports = reports or {}
     stages = _uses_stages(args)
     if stages:
         extra = list(extra)
@@ -1072,14 +1074,14 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                      [:args.max_points] for b in sorted(set(fr.per_batch) | {p.batch_size for p in extra})}
         merged = non_dominated([p for pts in per_batch.values() for p in pts])
         # no plan at a batch size is proven for the frontier with replicas when both models prove it
-        none = {b: (reports or {})[b]["none"] for b, why in fr.none.items()
-                if (reports or {}).get(b, {}).get("none") and (reports or {})[b].get("complete")}
+        none = {b: reports[b]["none"] for b in fr.none
+                if reports.get(b, {}).get("none") and reports[b].get("complete")}
         fr = Frontier(tuple(merged), per_batch, False, fr.stopped, none)
     by_ctrl_c = interrupted or taken
     if by_ctrl_c:
         fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
     # every batch size tried has no plan, proven: the frontier is empty, and that is proven
-    tried = set(fr.per_batch) | set(reports or {})
+    tried = set(fr.per_batch) | set(reports)
     proven_none = not fr.points and not by_ctrl_c and not fr.stopped and bool(tried) and tried <= set(fr.none)
     if proven_none:
         fr = dataclasses.replace(fr, proven=True)
@@ -1087,7 +1089,8 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
     if stages:
         data["stage_frontier"] = {str(b): {"complete": bool(r.get("complete")), "note": r.get("note"),
                                            "layer_nodes_complete": r.get("layers_complete")}
-                                  for b, r in sorted((reports or {}).items())}
+                                  for b, r in sorted(reports.items())}
+
     def text() -> str:
         sized = ", ".join(str(b) for b in fr.per_batch) or "none"
         # fr.stopped: the first batch size whose one-device-per-stage search was cut short (the others
@@ -1109,7 +1112,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
                          "plan's latency runs its stages one after another; a one-device-per-stage plan's "
                          "overlaps independent branches, so the merged frontier is not one model's, and "
                          "not proven)")
-        for b, r in sorted((reports or {}).items()) if stages else ():
+        for b, r in sorted(reports.items()) if stages else ():
             if r.get("none"):
                 what = "no plan (proven)"
             elif r.get("complete"):

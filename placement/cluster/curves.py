@@ -632,14 +632,16 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
     micro-batch count, as ``place`` chooses it: every power of two up to the default (fewer, larger
     micro-batches read each stage's weights fewer times per token; more let more stages and replicas
     work at once)."""
-    from graphs.llm import decode_problem, read_config
+    from graphs.devices import DeviceSet
+    from graphs.llm import decode_problem, microbatch_counts, read_config
     from placement.inputs import DEFAULT_CONTEXT
 
     devices = job_devices(job, cluster)
     cfg = read_config(job.model)
+    batch = job.batch_size or 1
 
-    def problem(microbatches: int | None = None):
-        return decode_problem(cfg, devices, batch=job.batch_size or 1, context=job.context or DEFAULT_CONTEXT,
+    def problem(microbatches: int):
+        return decode_problem(cfg, devices, batch=batch, context=job.context or DEFAULT_CONTEXT,
                               max_replicas=job.max_replicas, microbatches=microbatches)
 
     def curve(p):
@@ -649,11 +651,9 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
         return problem_curve(p, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
                              time_limit=solve_time_limit, host=[s.host for s in devices.specs],
                              scale=1e3,  # seconds per token -> ms per token
-                             skip=lambda c: n > 1 << (max(1, sum(c)) - 1).bit_length())
+                             skip=lambda c: n > microbatch_counts(batch, DeviceSet(devices.specs, c))[0])
 
-    from graphs.llm import microbatch_counts
-
-    counts = microbatch_counts(job.batch_size or 1, devices)  # the default first
+    counts = microbatch_counts(batch, devices)  # the default first
     N = counts[0]
     curves = [curve(problem(n)) for n in counts]
     out = curves[0]
