@@ -72,6 +72,14 @@ def add_options(p) -> None:
 def _problem(args, saved: dict | None = None, *, microbatches: int | None = None):
     """The decode problem ``args`` (and a result's ``saved`` settings) describe, and its settings;
     ``microbatches``: this count instead of the given or recorded one."""
+    make, settings, _ = _decode(args, saved)
+    return make(microbatches), settings
+
+
+def _decode(args, saved: dict | None = None):
+    """What :func:`_problem` reads, once: ``(make, settings, devices)``, where ``make(n)`` is the decode
+    problem at ``n`` micro-batches (``None``: the given or recorded count, else the default) and
+    ``devices`` the parsed :class:`graphs.devices.DeviceSet`."""
     from graphs.devices import parse_devices
     from graphs.llm import decode_problem, read_model_config
 
@@ -86,15 +94,18 @@ def _problem(args, saved: dict | None = None, *, microbatches: int | None = None
     ds = parse_devices(devices, args.device_files or ())
     cfg = read_model_config(args.workload)
     memory_context = saved.get("memory_context") if args.context is None else None
-    problem = decode_problem(cfg, ds, batch=batch, context=context,
-                             microbatches=microbatches or args.microbatches or saved.get("microbatches"),
-                             max_replicas=args.max_replicas or saved.get("max_replicas"),
-                             memory_context=memory_context)
+
+    def make(microbatches: int | None = None):
+        return decode_problem(cfg, ds, batch=batch, context=context,
+                              microbatches=microbatches or args.microbatches or saved.get("microbatches"),
+                              max_replicas=args.max_replicas or saved.get("max_replicas"),
+                              memory_context=memory_context)
+
     settings = {"devices": str(ds), "batch_size": batch, "context": context, "model": cfg.name,
                 "params": cfg.params}
     if memory_context is not None:
         settings["memory_context"] = memory_context
-    return problem, settings
+    return make, settings, ds
 
 
 def place(args) -> int:
@@ -102,7 +113,8 @@ def place(args) -> int:
     ``--microbatches`` the micro-batch count is chosen too (:func:`_best_count`)."""
     from .. import stages
 
-    problem, settings = _problem(args)
+    make, settings, devices = _decode(args)
+    problem = make()
     # gpipe is the decode's memory: every sequence's KV cache held at once (placement show simulates it)
     sequences = "sequence" if settings.get("batch_size") == 1 else "sequences"
     extra = ("{batch_size} " + sequences + " at {context} tokens; gpipe: every micro-batch's KV cache held "
@@ -112,25 +124,24 @@ def place(args) -> int:
         return stages.StageWorkload(p, source=args.workload, unit="ms", sample="token", settings=settings,
                                     extra=extra)
 
-    from graphs.devices import parse_devices
     from graphs.llm import microbatch_counts
 
-    devices = parse_devices(settings["devices"], args.device_files or ())
     counts = microbatch_counts(settings["batch_size"], devices)
     if args.microbatches is not None or len(counts) == 1:
         return stages.place(args, workload(problem))
-    problem, r = _best_count(args, counts, problem)
+    problem, r = _best_count(args, counts, problem, make)
     return stages.emit_answer(args, workload(problem), args.clock.credited(r))
 
 
-def _best_count(args, counts: list[int], first):
+def _best_count(args, counts: list[int], first, make):
     """The decode problem's best plan over its micro-batch count, each of ``counts`` (powers of two
     dividing the batch, the default first: the most) solved with ``--solver``: fewer, larger micro-batches
     read each stage's weights fewer times per token, so one device alone may serve several times the
     tokens/s that the default's small micro-batches give it. Returns ``(problem, answer)`` of the most
     tokens/s: ``optimal`` only where every count was solved to optimality (or proven to have no plan);
     its ``bound`` the least over the counts, where each has one. The most micro-batches fit wherever
-    fewer do (the same KV caches, in smaller pieces), so none fitting there ends the search."""
+    fewer do (the same KV caches, in smaller pieces), so none fitting there ends the search. ``first`` is
+    the problem at ``counts[0]``; ``make(n)`` builds the one at ``n`` (:func:`_decode`)."""
     import copy
     import dataclasses
 
@@ -151,7 +162,7 @@ def _best_count(args, counts: list[int], first):
         bar = Progress(f"placing ({N} micro-batch{'es' if N > 1 else ''})",
                        enabled=True if getattr(args, "progress", False) else None)
         try:
-            problem = first if N == first.microbatches else _problem(args, microbatches=N)[0]
+            problem = first if N == first.microbatches else make(N)
             a = copy.copy(args)
             a.time_limit = clock.for_solve(args.solver, "stages", threads=getattr(args, "threads", None))
             r = solve_args(problem, a, progress=bar if reports and bar.enabled else None)

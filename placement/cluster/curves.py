@@ -520,6 +520,14 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
     unit per unit of the problem's objective; ``skip(counts)`` (the problem's kinds' counts): an
     allocation not solved, which keeps the best of the allocations below it (a plan on fewer devices
     is a plan on more), for a caller whose other curve covers it (:func:`llm_curve`)."""
+    curve, runs = _solved_curve(problem, kinds=kinds, base_memory=base_memory, unit=unit,
+                                time_limit=time_limit, host=host, scale=scale, skip=skip)
+    return dataclasses.replace(curve, notes=curve.notes + (f"{runs} stage-model dp runs",))
+
+
+def _solved_curve(problem: ParallelProblem, *, kinds, base_memory, unit, time_limit, host, scale, skip
+                  ) -> tuple[JobCurve, int]:
+    """:func:`problem_curve` without its note, and the number of allocations it solved."""
     from solvers.base import Status
     from solvers.dp_stages import solve_problem
     from solvers.registry import checked
@@ -581,8 +589,7 @@ def problem_curve(problem: ParallelProblem, *, kinds: Sequence[str] | None = Non
     points.sort(key=lambda p: (sum(p.counts), p.counts))
     return JobCurve(kinds, tuple(limits), tuple(flags),
                     {full(c): v for c, v in values.items()}, tuple(points), float(base_memory), unit,
-                    "stage-dp-per-count", exact,
-                    time.perf_counter() - t0, tuple(notes) + (f"{runs} stage-model dp runs",))
+                    "stage-dp-per-count", exact, time.perf_counter() - t0, tuple(notes)), runs
 
 
 def _stage_host_memory(problem: ParallelProblem, solution, host: Sequence[bool]) -> float:
@@ -644,26 +651,27 @@ def llm_curve(job: JobSpec, cluster: ClusterSpec, *,
         return decode_problem(cfg, devices, batch=batch, context=job.context or DEFAULT_CONTEXT,
                               max_replicas=job.max_replicas, microbatches=microbatches)
 
-    def curve(p):
+    def curve(p) -> tuple[JobCurve, int]:
         # an allocation whose own default count is below p's: more micro-batches than its devices' default
         # leave stages idle and read the weights more often per token, so a smaller count's curve has it
         n = p.microbatches
-        return problem_curve(p, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
+        return _solved_curve(p, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
                              time_limit=solve_time_limit, host=[s.host for s in devices.specs],
                              scale=1e3,  # seconds per token -> ms per token
                              skip=lambda c: n > microbatch_counts(batch, DeviceSet(devices.specs, c))[0])
 
     counts = microbatch_counts(batch, devices)  # the default first
     N = counts[0]
-    curves = [curve(problem(n)) for n in counts]
+    solved = [curve(problem(n)) for n in counts]
+    curves = [c for c, _ in solved]
     out = curves[0]
     for c in curves[1:]:
         out = faster_of(out, c)
-    runs = sum(int(n.split()[0]) for c in curves for n in c.notes if n.endswith("stage-model dp runs"))
+    runs = sum(r for _, r in solved)
     fewer = sum(out.values[c] < curves[0].values[c] * (1 - _REL) for c in out.values)
     return dataclasses.replace(
         out, method="stage-dp-per-count, best micro-batch count",
-        notes=tuple(n for c in curves for n in c.notes if not n.endswith("stage-model dp runs"))
+        notes=tuple(n for c in curves for n in c.notes)
         + (f"{runs} stage-model dp runs over {len(counts)} micro-batch count(s) "
            f"({', '.join(map(str, counts))}); fewer than the default {N} faster at {fewer} of "
            f"{len(out.values)} allocations",))
