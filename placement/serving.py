@@ -49,7 +49,7 @@ from graphs.evaluate import evaluate
 from graphs.latency import latency
 from graphs.model import OpGraph
 from graphs.reference import Workload
-from solvers.base import Solution, SolveOptions, Status
+from solvers.base import INTERRUPTED, Solution, SolveOptions, Status
 
 from .api import Placement, place
 from .clock import LEAST_SOLVE_S, Clock
@@ -158,9 +158,6 @@ class ServingPoint:
         return result_dict(self.placement)
 
 
-#: what a sweep's ``stopped`` starts with when a Ctrl-C that a size's search took (it returned what it
-#: had, :attr:`solvers.base.Solution.interrupted`) ended the sweep
-INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @dataclass(frozen=True, eq=False)

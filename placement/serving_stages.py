@@ -64,6 +64,7 @@ from graphs.parallel import (
     latency_lower_bound,
     work_lower_bound,
 )
+from solvers.base import INTERRUPTED
 
 from .clock import Clock
 from .serving import AUTO_MAX_BATCH
@@ -231,9 +232,6 @@ def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     return ans, why
 
 
-#: what an answer's (or a why's) message says after a Ctrl-C cut its search short (as the solvers say it:
-#: :attr:`solvers.base.Solution.interrupted` reads "interrupted")
-INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
@@ -794,7 +792,6 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
           max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
     :func:`placement.serving.sweep_batches`), as a :class:`placement.serving.Sweep`."""
-    from . import serving
     from .serving import Sweep, sweep_batches, unproven_sizes
 
     paths: dict = {}
@@ -808,7 +805,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         try:
             return searched_at(b)
         except KeyboardInterrupt:  # outside a solve (reading the model, between solves): no plan here
-            halt.append(serving.INTERRUPTED)
+            halt.append(INTERRUPTED)
             proven_none.append(False)
             return None, INTERRUPTED, None
 
@@ -824,7 +821,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
                                          time_limit=limit)
         if why.get("interrupted"):  # its best so far is the size's answer; no size after it is tried
-            halt.append(serving.INTERRUPTED)
+            halt.append(INTERRUPTED)
         if refined:
             problem, graph_cls, settings = fine()
         if ans is None:

@@ -29,7 +29,7 @@ from scipy.sparse import coo_matrix
 
 from graphs.errors import InputError
 
-from .base import BACKENDS, BOUND_TOLERANCE_REL, DEFAULT_BACKEND, ProgressTeller, check_bound
+from .base import BACKENDS, BOUND_TOLERANCE_REL, DEFAULT_BACKEND, INTERRUPTED, ProgressTeller, check_bound
 
 __all__ = ["MilpModel", "MipResult", "solve_mip", "BACKENDS"]
 
@@ -39,8 +39,6 @@ OPTIMAL = "optimal"
 TIME_LIMIT = "time limit"
 INFEASIBLE = "infeasible"
 ERROR = "error"
-#: the words of a result whose search took a Ctrl-C (:attr:`MipResult.interrupted`)
-INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 class MilpModel:

@@ -44,7 +44,7 @@ from graphs.ideals import enumerate_ideals
 from graphs.parallel import ParallelProblem, is_pipeline_model
 
 from . import dp_pipeline, dp_stages, ip_stages, pipedream_stages
-from .base import IP_MIN_SECONDS, ProgressTeller, Solution, SolveOptions, Status, stage_solution
+from .base import INTERRUPTED, IP_MIN_SECONDS, ProgressTeller, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
@@ -147,7 +147,7 @@ def _unless_interrupted(best: Solution | None, solve) -> Solution:
     except KeyboardInterrupt:
         if best is None:
             raise
-        return stage_solution("dp", None, None, math.inf, Status.STOPPED, 0.0, "interrupted (Ctrl-C)")
+        return stage_solution("dp", None, None, math.inf, Status.STOPPED, 0.0, INTERRUPTED)
 
 
 def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_columns, ip_time, refine,

@@ -112,6 +112,11 @@ class SolveOptions:
                              f"to 1")
 
 
+#: the words every answer whose search took a Ctrl-C says (a sweep's ``stopped`` starts with them,
+#: :attr:`Solution.interrupted` reads them), defined once for every solver and command
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
 @dataclass(frozen=True, eq=False)
 class Solution:
     """A solver's answer: ``assignment[u]`` is the device number of node ``u`` (see ``Cluster``); for

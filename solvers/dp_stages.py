@@ -44,7 +44,7 @@ from graphs.parallel import (
     usable_memory,
 )
 
-from .base import ProgressTeller, Solution, SolveOptions, Status, stage_solution
+from .base import INTERRUPTED, ProgressTeller, Solution, SolveOptions, Status, stage_solution
 
 __all__ = ["solve_problem", "solve_stages", "knapsack", "work_lower_bound"]
 
@@ -1373,7 +1373,7 @@ def _solve_stage_kernel(problem: ParallelProblem, time_limit: float | None, max_
     except KeyboardInterrupt:
         if best is None:
             raise
-        return fallback("interrupted (Ctrl-C)")
+        return fallback(INTERRUPTED)
     if full.plan is None and best is not None:
         # only a limit can get here: the restricted passes' plans are plans of the full lattice
         return fallback(full.message)

@@ -35,7 +35,7 @@ from graphs.latency import latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status, check_bound
+from .base import INTERRUPTED, Solution, SolveOptions, Status, check_bound
 from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
 __all__ = ["solve", "in_domain", "dp_start", "MINIMISE"]
@@ -199,7 +199,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
     if stats.get("interrupted") or (stop is not None and stop()):
         # Ctrl-C (or the caller's stop) during the starts: no integer program; nothing is proven
         elapsed = time.perf_counter() - t_start
-        why = "interrupted (Ctrl-C)" if stats.get("interrupted") else "stopped"
+        why = INTERRUPTED if stats.get("interrupted") else "stopped"
         stats["stopped"] = why
         if best is None:
             return Solution(None, math.inf, Status.STOPPED, "slo-ip", time=elapsed, stats=stats,

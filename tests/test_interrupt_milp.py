@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 
 from solvers import _milp
+from solvers.base import INTERRUPTED
 from tests.test_cluster_simulate import write_job_list
 from tests.test_ip import _market_split  # incumbents at once, a proof far longer than these tests wait
 
@@ -458,7 +459,7 @@ def test_the_stage_ip_says_a_ctrl_c_its_program_took_as_it_ended_optimal(monkeyp
         if res.status != _milp.OPTIMAL:
             return res
         return _milp.MipResult(res.status, res.x, res.objective, res.bound, res.time,
-                               f"{_milp.INTERRUPTED} as the search ended optimal", res.stats)
+                               f"{INTERRUPTED} as the search ended optimal", res.stats)
 
     monkeypatch.setattr(_milp, "solve_mip", ended_optimal_as_ctrl_c_came)
     rng = np.random.default_rng(3)

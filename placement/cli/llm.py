@@ -29,6 +29,7 @@ import math
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
+from solvers.base import INTERRUPTED
 
 from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
 from ..goodput import format_ms as _ms
@@ -169,13 +170,13 @@ def _best_count(args, counts: list[int], first, make):
         except KeyboardInterrupt:  # let through before a plan (the stage DP's): the plans so far stand
             if not any(x.plan is not None for _, x in answers):
                 raise
-            cut = "interrupted (Ctrl-C)"
+            cut = INTERRUPTED
             break
         finally:
             bar.done()
         answers.append((problem, r))
         if r.interrupted:
-            cut = "interrupted (Ctrl-C)"
+            cut = INTERRUPTED
             break
         if r.status is Status.INFEASIBLE and N == counts[0]:
             break

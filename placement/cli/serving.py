@@ -9,6 +9,8 @@ import textwrap
 import threading
 import time
 
+from solvers.base import INTERRUPTED
+
 from ..outputs import aligned
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
@@ -1079,7 +1081,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         fr = Frontier(tuple(merged), per_batch, False, fr.stopped, none)
     by_ctrl_c = interrupted or taken
     if by_ctrl_c:
-        fr = dataclasses.replace(fr, proven=False, stopped="interrupted (Ctrl-C)")
+        fr = dataclasses.replace(fr, proven=False, stopped=INTERRUPTED)
     # every batch size tried has no plan, proven: the frontier is empty, and that is proven
     tried = set(fr.per_batch) | set(reports)
     proven_none = not fr.points and not by_ctrl_c and not fr.stopped and bool(tried) and tried <= set(fr.none)
@@ -1331,7 +1333,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     names = pv.kinds
     # a Ctrl-C: the command's handler saw it, or a solve took it (the search says "interrupted")
     interrupted = interrupted or any(r[2].stopped == "interrupted" for r in results)
-    stopped = "interrupted (Ctrl-C)" if interrupted else next((r[2].stopped for r in results if r[2].stopped),
+    stopped = INTERRUPTED if interrupted else next((r[2].stopped for r in results if r[2].stopped),
                                                              "")
     proven = pv.proven and not stopped
     failure = ""
