@@ -45,6 +45,7 @@ import numpy as np
 from graphs.errors import InputError
 from graphs.model import Cluster, OpGraph
 from graphs.parallel import ParallelProblem, PlanEvaluation
+from solvers.base import relative_gap
 
 if TYPE_CHECKING:
     from .api import Placement
@@ -214,9 +215,7 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
             devices.append({"device": numbers[i][j], "name": name, "kind": kname, "stage": i,
                             "replica": j // st.t, "tp_rank": j % st.t})
     value = ev.objective if math.isfinite(ev.objective) else None
-    gap = None
-    if bound is not None and value and math.isfinite(bound):
-        gap = max(0.0, (value - bound) / value)
+    gap = relative_gap(value, bound)
     kinds = [{"name": k.name, "count": k.count, "memory": k.memory,
               "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
               "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,

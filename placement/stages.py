@@ -44,7 +44,7 @@ import numpy as np
 from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.jsonio import read_json
 from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
-from solvers.base import Status
+from solvers.base import Status, relative_gap
 
 from .results import (
     is_stage_result,
@@ -474,9 +474,7 @@ def _over_layers(sol, fine=None):
     bound = None
     if fine is not None and fine.bound is not None and math.isfinite(fine.bound):
         bound = min(fine.bound, sol.objective) if sol.plan is not None else fine.bound
-    gap = None
-    if bound is not None and sol.plan is not None and math.isfinite(sol.objective):
-        gap = max(0.0, (sol.objective - bound) / sol.objective) if sol.objective > 0 else 0.0
+    gap = relative_gap(sol.objective, bound) if sol.plan is not None else None
     said = {Status.OPTIMAL: "optimal over layer nodes", Status.INFEASIBLE: "no plan over layer nodes"}
     message = sol.message
     if sol.status in said:

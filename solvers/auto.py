@@ -51,6 +51,7 @@ from .base import (
     SolveOptions,
     Status,
     check_bound,
+    relative_gap,
 )
 from .bounds import bounds_of_items
 from .refine import refine
@@ -323,7 +324,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
             message += "; the IP's bound disagrees with the evaluator and is not used"
         else:
             bound = checked.bound
-        gap = (value - bound) / value if value > 0 else 0.0
+        gap = relative_gap(value, bound)
         if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_TOLERANCE_REL:
             # "optimal" as the IP means it: within the requested gap, which is reported; "exact" only
             # when that gap is closed
@@ -333,7 +334,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
                         f"requested)")
             # a placement proven only within a gap is a feasible one: "optimal" is kept for a closed gap
             return Solution(a, value, Status.OPTIMAL if closed else Status.FEASIBLE, "auto", bound=bound,
-                            gap=max(0.0, gap),
+                            gap=gap,
                             time=time.perf_counter() - t0, message=message,
                             stats={**stats, "path": "exact" if closed else "within-gap"})
     if interrupted:
@@ -342,6 +343,6 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         return Solution(a, value, Status.OPTIMAL, "auto", bound=value, gap=0.0, time=time.perf_counter() - t0,
                         message=message + "; meets the lower bound", stats={**stats, "path": "exact"})
     tell(value)
-    gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
+    gap = relative_gap(value, bound)
     return Solution(a, value, Status.FEASIBLE, "auto", bound=bound, gap=gap,
                     time=time.perf_counter() - t0, message=message, stats=stats)

@@ -44,7 +44,16 @@ from graphs.ideals import enumerate_ideals
 from graphs.parallel import ParallelProblem, is_pipeline_model
 
 from . import dp_pipeline, dp_stages, ip_stages, pipedream_stages
-from .base import INTERRUPTED, IP_MIN_SECONDS, ProgressTeller, Solution, SolveOptions, Status, stage_solution
+from .base import (
+    INTERRUPTED,
+    IP_MIN_SECONDS,
+    ProgressTeller,
+    Solution,
+    SolveOptions,
+    Status,
+    relative_gap,
+    stage_solution,
+)
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
 
@@ -311,7 +320,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     proven.append((dp_stages.work_lower_bound(problem), "total work over all devices"))
     value, what = max(proven)
     bound = min(value, best.objective)  # a bound is never above a plan's value (tolerances aside)
-    gap = max(0.0, (best.objective - bound) / best.objective) if best.objective > 0 else 0.0
+    gap = relative_gap(best.objective, bound)
     why = f" ({'; '.join(stopped)})" if stopped else ""
     msg += f"{why}; bound {bound:.9g} s per sample ({what}), gap {gap:.3%}"
     return done(best, label, Status.FEASIBLE, msg, {**extra, "bound": bound, "gap": gap,

@@ -154,13 +154,20 @@ class Solution:
         return "interrupted" in (self.message or "")
 
 
+def relative_gap(value: float | None, bound: float | None) -> float | None:
+    """The relative gap ``(value - bound) / value`` of a plan's ``value`` over a proven lower ``bound``:
+    at least 0 (a bound is never above a plan, tolerances aside), 0 for a value of 0, and ``None`` where
+    either is unknown or not finite."""
+    if value is None or bound is None or not math.isfinite(value) or not math.isfinite(bound):
+        return None
+    return max(0.0, (value - bound) / value) if value > 0 else 0.0
+
+
 def stage_solution(solver: str, plan, evaluation, objective: float, status: Status, time: float,
                    message: str = "", stats: Mapping[str, Any] | None = None, *,
                    bound: float | None = None) -> Solution:
     """A :class:`Solution` of the stage model: ``plan`` and its ``evaluation`` (``None`` for none)."""
-    gap = None
-    if bound is not None and math.isfinite(objective):
-        gap = max(0.0, (objective - bound) / objective) if objective > 0 else 0.0
+    gap = relative_gap(objective, bound)
     return Solution(None, objective, status, solver, bound=bound, gap=gap, time=time, message=message,
                     stats=dict(stats or {}), plan=None if plan is None else tuple(plan),
                     evaluation=evaluation)
@@ -214,10 +221,7 @@ def check_bound(claimed: float | None, value: float, fallback: float | None = No
         bound = fallback
     if bound is not None and math.isfinite(value):
         bound = min(bound, value)
-    gap = None
-    if bound is not None and math.isfinite(value):
-        gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
-    return CheckedBound(bound, gap, consistent, claimed)
+    return CheckedBound(bound, relative_gap(value, bound), consistent, claimed)
 
 
 class ProgressTeller:

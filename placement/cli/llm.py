@@ -29,7 +29,7 @@ import math
 
 from graphs.errors import InputError
 from graphs.jsonio import read_json
-from solvers.base import INTERRUPTED
+from solvers.base import INTERRUPTED, relative_gap
 
 from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
 from ..goodput import format_ms as _ms
@@ -202,7 +202,7 @@ def _best_count(args, counts: list[int], first, make):
             if unproven else "",
             f"count{'s' if len(untried) > 1 else ''} {', '.join(map(str, untried))} not tried ({cut})"
             if untried else "")))
-    gap = None if bound is None else (r.objective - bound) / r.objective if r.objective > 0 else 0.0
+    gap = relative_gap(r.objective, bound)
     message = f"{r.message}; {words}" if r.message else words
     r = dataclasses.replace(r, status=status, bound=bound, gap=gap, message=message,
                             time=sum(x.time for _, x in answers))

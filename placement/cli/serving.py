@@ -345,10 +345,10 @@ def _as_result(pt):
     """A :class:`~placement.serving_stages.StagePoint` as the summary's solution (status, bound, time)."""
     from types import SimpleNamespace
 
-    from solvers.base import Status
+    from solvers.base import Status, relative_gap
 
     v = pt.evaluation.objective
-    gap = None if pt.bound is None or not v or not math.isfinite(pt.bound) else max(0.0, (v - pt.bound) / v)
+    gap = relative_gap(v, pt.bound)
     return SimpleNamespace(status=Status(pt.status), solver=pt.solver, bound=pt.bound, gap=gap,
                            time=pt.time or 0.0, message=pt.message or "", stats={})
 
