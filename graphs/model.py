@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -122,6 +122,10 @@ class Cluster:
                 return f"{k.name}:{i}"
             i -= k.count
         raise IndexError(f"device {device} out of range: the cluster has {self.num_devices} devices")
+
+    def with_counts(self, counts: Sequence[int]) -> Cluster:
+        """The same kinds with ``counts[t]`` devices of kind ``t`` (an allocation of this cluster)."""
+        return Cluster(tuple(replace(k, count=int(c)) for k, c in zip(self.kinds, counts)))
 
     def kind(self, name: str) -> DeviceKind:
         for k in self.kinds:

@@ -283,6 +283,10 @@ class ParallelProblem:
     def with_options(self, **changes) -> ParallelProblem:
         return replace(self, **changes)
 
+    def with_counts(self, counts) -> ParallelProblem:
+        """This problem with ``counts[k]`` devices of kind ``k`` (everything else as it is)."""
+        return replace(self, kinds=tuple(replace(k, count=int(c)) for k, c in zip(self.kinds, counts)))
+
     def replica_degrees(self) -> list[int]:
         """Allowed ``d``: divisors of ``N`` up to ``max_replicas`` and the number of devices."""
         top = min(self.microbatches, sum(k.count for k in self.kinds), self.max_replicas or self.microbatches)

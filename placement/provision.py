@@ -49,7 +49,7 @@ from solvers.base import Solution, SolveOptions, Status
 from .clock import Clock
 
 __all__ = ["EXAMPLE_PRICES", "read_prices", "kind_prices", "Allocation", "Provision", "provision",
-           "sub_cluster", "cheapest_first", "Tried", "Search"]
+           "cheapest_first", "Tried", "Search"]
 
 #: a provisioning search goes on until this many seconds are left (each allocation's solve takes its own
 #: limit)
@@ -116,11 +116,6 @@ def kind_prices(specs, prices: Mapping[str, float] | None) -> np.ndarray:
         raise InputError(f"no price for device kind(s) {', '.join(missing)}: give --prices FILE (see "
                          f"placement provision --example-prices) or price_per_hour in a device file")
     return np.array(out, dtype=np.float64)
-
-
-def sub_cluster(cluster: Cluster, counts) -> Cluster:
-    """``cluster`` with ``counts[t]`` devices of kind ``t``."""
-    return Cluster(tuple(dataclasses.replace(k, count=int(c)) for k, c in zip(cluster.kinds, counts)))
 
 
 @dataclass(frozen=True)
@@ -358,7 +353,7 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
             return Provision(kinds, target, None, None, None, None, tuple(eff), True, top)
         from solvers.registry import check_curve_value, checked, get_solver
 
-        cl = sub_cluster(available, best.counts)
+        cl = available.with_counts(best.counts)
         sol = clock.seen(checked("dp", graph, get_solver("dp")(graph, cl, timed()), cluster=cl))
         check_curve_value("dp", best.counts, best.max_load, sol)  # the curve keeps no placements
         why = halted() if clock.interrupted() else "" if sol.status == Status.OPTIMAL else (
@@ -376,11 +371,11 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
     order = sorted(allocs_all, key=lambda c: (float(np.dot(c, prices)), sum(c)))
 
     def rule_out(c) -> bool:  # a bound rules it out: no solve needed
-        lb_load, lb_lat = _lower_bounds(graph, sub_cluster(available, c))
+        lb_load, lb_lat = _lower_bounds(graph, available.with_counts(c))
         return sps(lb_load) < target * (1 - 1e-12) or lb_lat > latency_slo * (1 + 1e-12)
 
     def solve_at(c, time_limit) -> Tried:
-        cl = sub_cluster(available, c)
+        cl = available.with_counts(c)
         sol = clock.seen(best_under_latency(graph, cl, latency_slo,
                                             dataclasses.replace(options, time_limit=time_limit), stop=stop))
         if sol.assignment is None:

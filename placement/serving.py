@@ -650,7 +650,6 @@ def _start_pool(w: Workload, clock: Clock, threads: int | None = None, max_alloc
     run (on a larger one it returns its best chain placement quickly)."""
     import itertools
 
-    from graphs.model import Cluster
     from solvers.registry import checked, get_solver
 
     dp_solve = get_solver("dp")
@@ -665,7 +664,7 @@ def _start_pool(w: Workload, clock: Clock, threads: int | None = None, max_alloc
             continue  # the full cluster is the throughput end's own run
         if clock.halted() or (until is not None and _now() > until):
             break
-        sub = Cluster(tuple(dataclasses.replace(k, count=c) for k, c in zip(cl.kinds, counts)))
+        sub = cl.with_counts(counts)
         try:
             sol = clock.seen(checked("dp", w.graph, dp_solve(w.graph, sub, SolveOptions(
                 time_limit=None if until is None else max(0.05, until - _now()), threads=threads,

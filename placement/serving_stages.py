@@ -191,12 +191,6 @@ def stage_problem(path: str, frontend: dict, batch_size: int, *, microbatches: i
     return (*out, fine)
 
 
-def with_counts(problem: ParallelProblem, counts) -> ParallelProblem:
-    """``problem`` with ``counts[k]`` devices of kind ``k`` (everything else as it is)."""
-    kinds = tuple(dataclasses.replace(k, count=int(c)) for k, c in zip(problem.kinds, counts))
-    return problem.with_options(kinds=kinds)
-
-
 # ------------------------------------------------------------------------------- one batch size
 def _one_stage_plans(problem: ParallelProblem) -> list[list[Stage]]:
     """The whole model as one stage on each kind and tensor-parallel degree, with the most replicas that
@@ -876,12 +870,12 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
     blocked = False  # some allocation has plans, none under the latency target
 
     def rule_out(c) -> bool:
-        return work_lower_bound(with_counts(problem, c)) > need * (1 + _REL)
+        return work_lower_bound(problem.with_counts(c)) > need * (1 + _REL)
 
     def solve_at(c, time_limit) -> Tried:
         nonlocal blocked
-        sub = with_counts(problem, c)
-        ans, why, refined = best_refined(sub, args, fine and (lambda c=c: with_counts(fine()[0], c)),
+        sub = problem.with_counts(c)
+        ans, why, refined = best_refined(sub, args, fine and (lambda c=c: fine()[0].with_counts(c)),
                                          latency=lat, time_limit=time_limit)
         if why.get("interrupted"):  # its answer (if any) stands; the search ends after it
             clock.took = True
@@ -900,7 +894,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         if a.samples_per_s >= target * (1 - _REL):
             if refined:
                 fp, fcls, fset = fine()
-                point = _point(batch_size, with_counts(fp, c), fcls, fset, ans)
+                point = _point(batch_size, fp.with_counts(c), fcls, fset, ans)
             else:
                 point = _point(batch_size, sub, None, None, ans)
         return Tried(a, point, short=short)

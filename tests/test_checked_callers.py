@@ -18,7 +18,7 @@ from graphs.latency import latency
 from graphs.reference import Workload
 from placement import serving_stages as ss
 from placement.cluster.curves import graph_curve, problem_curve
-from placement.provision import provision, sub_cluster
+from placement.provision import provision
 from placement.serving import batch_frontier, best_under_latency, sweep
 from solvers import registry
 from solvers.base import Solution, SolveOptions, Status
@@ -317,7 +317,7 @@ def test_provision_checks_the_dp_and_its_curve(monkeypatch):
     target = 1e3 / dp.solve(g, cl).objective  # the full cluster's throughput: some allocation meets it
     got = provision(g, cl, prices, target)
     assert got.proven and got.solution.objective == pytest.approx(
-        dp.solve(g, sub_cluster(cl, got.best.counts)).objective)
+        dp.solve(g, cl.with_counts(got.best.counts)).objective)
     with monkeypatch.context() as m:
         doctored(m, dp, "solve", "gap")
         assert not provision(g, cl, prices, target).proven

@@ -10,7 +10,7 @@ import pytest
 
 from graphs.errors import InputError
 from placement.api import place
-from placement.provision import EXAMPLE_PRICES, parse_prices, provision, sub_cluster
+from placement.provision import EXAMPLE_PRICES, parse_prices, provision
 from tests.instances import Instance, random_instance
 from tests.test_slo import domain_points
 
@@ -35,7 +35,7 @@ def test_provision_equals_exhaustive_search(seed):
         prices = rng.uniform(0.1, 3.0, size=len(cl.kinds)).round(2)
         values = {}
         for c in _allocations(cl):
-            p = place(g, sub_cluster(cl, c))
+            p = place(g, cl.with_counts(c))
             values[c] = p.max_load if p.assignment is not None else math.inf
         finite = [1e3 / v for v in values.values() if math.isfinite(v)]
         targets = [0.5 * min(finite), float(rng.choice(finite)), max(finite), 2 * max(finite)] if finite \
@@ -71,7 +71,7 @@ def test_provision_with_a_latency_target_equals_exhaustive_search(seed):
             continue
         done += 1
         prices = rng.uniform(0.1, 3.0, size=len(cl.kinds)).round(2)
-        pts = {c: domain_points(Instance(g, sub_cluster(cl, c))) for c in _allocations(cl)}
+        pts = {c: domain_points(Instance(g, cl.with_counts(c))) for c in _allocations(cl)}
         lats = sorted(lat for p in pts.values() for _, lat in p)
         if not lats:
             continue

@@ -115,7 +115,7 @@ def _brute_cheapest(p, prices, target, latency=None):
     for c in itertools.product(*(range(k.count + 1) for k in p.kinds)):
         if sum(c) == 0:
             continue
-        plans = all_plans(ss.with_counts(p, c))
+        plans = all_plans(p.with_counts(c))
         ok = [e for e in plans if 1 / e.objective >= target * (1 - 1e-12)
               and (latency is None or e.latency <= latency * (1 + 1e-12))]
         price = float(np.dot(c, prices))
@@ -145,13 +145,13 @@ def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
             # the curve of the allocations solved: each serves what it says, an allocation whose plan
             # left devices idle standing as the devices its plan uses (so none pays for an idle one)
             for e in pv.efficient:
-                best_here = max(1 / x.objective for x in all_plans(ss.with_counts(p, e.counts)))
+                best_here = max(1 / x.objective for x in all_plans(p.with_counts(e.counts)))
                 assert e.samples_per_s == pytest.approx(best_here, rel=1e-9), e
                 assert e.price == pytest.approx(float(np.dot(e.counts, prices)))
                 for k in range(len(e.counts)):  # one device fewer serves less
                     if e.counts[k]:
                         fewer = tuple(c - (i == k) for i, c in enumerate(e.counts))
-                        there = all_plans(ss.with_counts(p, fewer)) if sum(fewer) else []
+                        there = all_plans(p.with_counts(fewer)) if sum(fewer) else []
                         assert max((1 / x.objective for x in there), default=0.0) <= \
                             e.samples_per_s * (1 + 1e-9), (e, fewer)
             ev = evaluate_plan(sub, [s.stage for s in pv.solution.evaluation.stages])

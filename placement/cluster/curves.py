@@ -223,12 +223,6 @@ def _efficient(values, c, v) -> bool:
     return True
 
 
-def _sub_cluster(cluster, counts):
-    from graphs.model import Cluster
-
-    return Cluster(tuple(dataclasses.replace(k, count=int(n)) for k, n in zip(cluster.kinds, counts)))
-
-
 def _per_count(graph, cluster, time_limit):
     """One :func:`solvers.auto.solve` per allocation; values made monotone."""
     from solvers import auto
@@ -245,7 +239,7 @@ def _per_count(graph, cluster, time_limit):
             if x > 0:
                 best = min(best, values[c[:t] + (x - 1,) + c[t + 1:]])
         if sum(c) > 0:
-            sub = _sub_cluster(cluster, c)
+            sub = cluster.with_counts(c)
             sol = auto.solve(graph, sub, SolveOptions(time_limit=time_limit))
             sol = checked("auto", graph, sol, cluster=sub)
             if sol.interrupted:  # auto took a Ctrl-C and returned what it had: the command stops here
@@ -268,7 +262,7 @@ def _placement(graph, cluster, counts, value, time_limit):
     from solvers.base import SolveOptions, Status
     from solvers.registry import check_curve_value, checked
 
-    sub = _sub_cluster(cluster, counts)
+    sub = cluster.with_counts(counts)
     sol = checked("dp", graph, dp.solve(graph, sub, SolveOptions(time_limit=time_limit)), cluster=sub)
     if sol.interrupted:
         raise KeyboardInterrupt  # the DP stopped for a Ctrl-C: the command stops, not the next solve
@@ -568,8 +562,7 @@ def _solved_curve(problem: ParallelProblem, *, kinds, base_memory, unit, time_li
         if skip is not None and skip(c):
             values[c], memory[c] = smaller, memory[prev]
             continue
-        sub = problem.with_options(kinds=tuple(dataclasses.replace(k, count=int(x))
-                                               for k, x in zip(problem.kinds, c)))
+        sub = problem.with_counts(c)
         runs += 1
         r = solve_problem(sub, time_limit=time_limit,
                           upper_bound=smaller * (1 + 1e-9) if math.isfinite(smaller) else math.inf)
