@@ -53,6 +53,7 @@ from .base import (
     Status,
     relative_gap,
     stage_solution,
+    time_left,
 )
 
 __all__ = ["solve_problem", "solve_stages", "LABELS"]
@@ -106,7 +107,7 @@ def _time_share(seconds: float, deadline: float | None, otherwise: float) -> flo
     limit; ``otherwise`` without one."""
     if deadline is None:
         return otherwise
-    left = _left(deadline)
+    left = time_left(deadline)
     return 1.0 if left <= 0 else min(1.0, seconds / left)
 
 
@@ -118,10 +119,6 @@ def _ideals_fit(problem: ParallelProblem, limit: int, deadline: float | None = N
     except ProblemTooLargeError:
         return None if deadline is not None and time.perf_counter() > deadline else False
     return True
-
-
-def _left(deadline) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 20_000,
@@ -183,10 +180,10 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
                               message, stats, bound=bound)
 
     def limited() -> str:
-        return " at the time limit" if deadline is not None and _left(deadline) <= 0 else ""
+        return " at the time limit" if deadline is not None and time_left(deadline) <= 0 else ""
 
     def out_of_time() -> bool:
-        return deadline is not None and _left(deadline) <= 0
+        return deadline is not None and time_left(deadline) <= 0
 
     fits = _ideals_fit(problem, max_ideals, deadline)
     interrupted = False  # a step took a Ctrl-C (``took``: its answer): nothing runs after it
@@ -195,7 +192,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     extra: dict = {}
     # without a limit too, as the integer program's ip_time: a wide graph's lattice can hold millions of
     # ideals, which the pipeline DP would otherwise walk before the search proper starts
-    share = pipeline_time if deadline is None else min(pipeline_time, PIPELINE_SHARE * _left(deadline))
+    share = pipeline_time if deadline is None else min(pipeline_time, PIPELINE_SHARE * time_left(deadline))
     pipeline = pipeline and share >= PIPELINE_MIN_SECONDS
     if pipeline and not (fits and is_pipeline_model(problem)):
         path.append("pipeline d=t=1")
@@ -213,7 +210,8 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
         path.append("dp")
         bounded = {} if best is None else {"upper_bound": best.objective * _UB_SLACK}
         r = _unless_interrupted(best, lambda: dp_stages.solve_problem(  # its bar's step in the try too
-            problem, time_limit=_left(deadline), threads=threads, **bounded, progress=bar.step(_SHARE_DP)))
+            problem, time_limit=time_left(deadline), threads=threads, **bounded,
+            progress=bar.step(_SHARE_DP)))
         if r.status is Status.OPTIMAL or (r.status is Status.INFEASIBLE and best is None):
             return done(r, "exact", r.status, r.message, extra)
         if r.interrupted and (best is None or (r.plan is not None and r.objective < best.objective)):
@@ -257,7 +255,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
             continue
         path.append(f"dp on {m} merged nodes")
         r = _unless_interrupted(best, lambda co=co: dp_stages.solve_problem(
-            co.problem, time_limit=_left(deadline), threads=threads, progress=bar.step(_SHARE_COARSE)))
+            co.problem, time_limit=time_left(deadline), threads=threads, progress=bar.step(_SHARE_COARSE)))
         if r.interrupted:  # the plan in hand stands, and nothing runs after it
             interrupted, took = True, r
             stopped.append("the coarsened DP was interrupted (Ctrl-C)")
@@ -267,11 +265,11 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
                 best = rr
                 label = "exact-on-coarsened" if r.status is Status.OPTIMAL else "heuristic"
         break
-    if refine and not interrupted and (deadline is None or _left(deadline) > IP_MIN_SECONDS):
+    if refine and not interrupted and (deadline is None or time_left(deadline) > IP_MIN_SECONDS):
         model_cols = ip_stages.model_columns(problem)
         if model_cols <= max_ip_columns:
             path.append("ip")
-            limit = ip_time if deadline is None else min(ip_time, _left(deadline))
+            limit = ip_time if deadline is None else min(ip_time, time_left(deadline))
             ir = _unless_interrupted(best, lambda: ip_stages.solve_problem(  # its bar's step in the try too
                 problem, time_limit=limit, threads=threads, gap=gap,
                 warm_start=best.plan if best is not None else None,
@@ -297,11 +295,11 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     if best is None:
         path.append("pipedream")
         bar.step(_SHARE_COARSE)  # no ticks
-        r = pipedream_stages.solve_problem(problem, time_limit=_left(deadline))
-        if r.plan is None and (deadline is None or _left(deadline) > 0):
+        r = pipedream_stages.solve_problem(problem, time_limit=time_left(deadline))
+        if r.plan is None and (deadline is None or time_left(deadline) > 0):
             # PipeDream's family of plans is narrow: the DP's chain passes find one where it finds none
             path.append("dp")
-            r = dp_stages.solve_problem(problem, time_limit=_left(deadline), threads=threads,
+            r = dp_stages.solve_problem(problem, time_limit=time_left(deadline), threads=threads,
                                         progress=bar.step(1.0))
             if r.status in (Status.OPTIMAL, Status.INFEASIBLE):
                 return done(r, "exact", r.status, r.message)

@@ -154,6 +154,12 @@ class Solution:
         return "interrupted" in (self.message or "")
 
 
+def time_left(deadline: float | None) -> float | None:
+    """Seconds from now to ``deadline`` (a :func:`time.perf_counter` time), at least 0; ``None``: no
+    deadline."""
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+
 def relative_gap(value: float | None, bound: float | None) -> float | None:
     """The relative gap ``(value - bound) / value`` of a plan's ``value`` over a proven lower ``bound``:
     at least 0 (a bound is never above a plan, tolerances aside), 0 for a value of 0, and ``None`` where

@@ -63,7 +63,7 @@ from graphs.evaluate import evaluate, split_loads, split_max  # re-exported: spl
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import Solution, SolveOptions, Status
+from .base import Solution, SolveOptions, Status, time_left
 
 __all__ = ["solve", "solve_noncontiguous", "split_loads", "split_max"]
 
@@ -127,10 +127,6 @@ def _check_fit(graph, cluster, cls, C, comp, mem) -> None:
                                                                   if bad.size > 5 else ""))
 
 
-def _time_left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-
 def _dp_warm_start(graph, cluster, options: SolveOptions, deadline, stats):
     """The DP's placement (optimal among contiguous ones) within part of the time limit, or ``None``
     when there is too little time for it (its first call also loads compiled code) or it does not fit."""
@@ -138,7 +134,7 @@ def _dp_warm_start(graph, cluster, options: SolveOptions, deadline, stats):
 
     from . import dp
 
-    left = _time_left(deadline)
+    left = time_left(deadline)
     if not options.raw.get("dp_warm_start", True) or (left is not None and left < 5.0):
         return None
     share = float(options.raw.get("dp_time_share", 0.3))
@@ -590,7 +586,7 @@ class _Heuristics:
         self.found: list[tuple[str, np.ndarray]] = []
 
     def _budget(self, deadline, share: float) -> float:
-        left = _time_left(deadline)
+        left = time_left(deadline)
         budget = float(self.options.raw.get("local_search_s", 60.0))
         return budget if left is None else min(budget, share * left)
 
@@ -699,7 +695,7 @@ def _drive(graph, cluster, options, model, solver, t_start, deadline, stats, ite
     fixing = options.raw.get("fixing", True)
     if contiguous and start is not None and options.objective == "max-load" and fixing:
         stats["fixed_by_bound"] = model.fix_by_bound(warm_value * (1 + 1e-9))
-    left = _time_left(deadline)
+    left = time_left(deadline)
     if stats.get("interrupted") and warm_a is not None:
         res = _milp.MipResult(_milp.TIME_LIMIT, None, math.inf, None, 0.0,
                               "interrupted (Ctrl-C) before the integer program ran; warm start returned")

@@ -58,7 +58,7 @@ from graphs.parallel import usable_memory
 
 from . import _milp
 from ._common import none_fits
-from .base import Solution, SolveOptions, Status, check_bound
+from .base import Solution, SolveOptions, Status, check_bound, time_left
 from .latency_search import improve, in_domain, tolerance
 
 __all__ = ["solve", "greedy_fill", "critical_path", "path_bound", "latency_bound"]
@@ -520,7 +520,7 @@ def _candidates(graph, cluster, options, deadline, stats, *, search: bool = Fals
             raise InputError(f"the warm start has shape {a.shape}; expected one device per node "
                              f"({graph.num_nodes},)")
         out.append(("given", a))
-    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    left = time_left(deadline)
     if options.raw.get("dp_warm_start", True) and (left is None or left >= 5.0):
         from . import dp
 
@@ -567,7 +567,7 @@ def _candidates(graph, cluster, options, deadline, stats, *, search: bool = Fals
 
         for name, later in (("cuts", False), ("cuts-later", True)):
             # a start: 10% of the time left each (30 s without a limit), else none
-            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            left = time_left(deadline)
             until = time.perf_counter() + (float(options.raw.get("cut_time_s", 30.0)) if left is None
                                            else 0.1 * left)
             a = cut_placement(graph, cluster, later_first=later, deadline=until)
@@ -594,7 +594,7 @@ def _searched(graph, cluster, options, deadline, stats, starts):
     if not ready:
         return None
     ready.sort(key=lambda r: r[0])
-    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    left = time_left(deadline)
     budget = float(options.raw.get("search_time_s", 30.0)) if left is None else \
         float(options.raw.get("search_time_share", 0.15)) * left
     until = time.perf_counter() + budget
@@ -730,7 +730,7 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None,
         stats["warm_start_value"] = best[2].total
     # the program gets what is left but the work after it: decoding its answer, then scoring it (latency
     # and max-load) here and again in the registry's check, about _AFTER_SCORINGS latency evaluations
-    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    left = time_left(deadline)
     if left is not None and scorings:
         left -= min(0.25 * left, _AFTER_SCORINGS * float(np.median(scorings)))
     if stats.get("interrupted") and best is not None:

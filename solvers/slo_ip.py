@@ -35,7 +35,7 @@ from graphs.latency import latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import INTERRUPTED, Solution, SolveOptions, Status, check_bound
+from .base import INTERRUPTED, Solution, SolveOptions, Status, check_bound, time_left
 from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
 __all__ = ["solve", "in_domain", "dp_start", "MINIMISE"]
@@ -236,7 +236,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         if start is not None and m.check(start):
             start = None
         stats["warm_start"] = best[1] if start is not None else f"{best[1]} (rejected)"
-    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    left = time_left(deadline)
     res = _milp.solve_mip(m, backend=options.backend, time_limit=left, gap=options.gap,
                           threads=options.threads, start=start, raw=options.raw)
     stats.update(res.stats)

@@ -9,7 +9,7 @@ import textwrap
 import threading
 import time
 
-from solvers.base import INTERRUPTED
+from solvers.base import INTERRUPTED, time_left
 
 from ..outputs import aligned
 
@@ -1233,7 +1233,7 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
             else:
                 w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
                                    models=models)
-            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            left = time_left(deadline)
             share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
             until = None if share is None else time.perf_counter() + share
             if stages:
