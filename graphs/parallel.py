@@ -87,7 +87,8 @@ __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
            "StageEvaluation", "PlanEvaluation", "evaluate_plan", "in_flight", "weight_versions",
            "stage_memory", "resync_bandwidth", "from_opgraph", "operator_problem", "pipeline_misfit",
            "is_pipeline_model", "to_opgraph", "plan_of_assignment", "latency_lower_bound",
-           "work_lower_bound", "MEMORY_RTOL", "usable_memory"]
+           "work_lower_bound", "MEMORY_RTOL", "usable_memory", "stage_device_numbers",
+           "stage_device_names", "stage_devices"]
 
 SCHEDULES = ("1f1b", "gpipe", "pipedream", "2bw")
 #: a device holds what is at most its memory times ``1 + MEMORY_RTOL``: the slack the evaluator allows
@@ -592,6 +593,40 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
     objective = max((s.time_per_sample for s in out), default=0.0)
     return PlanEvaluation(objective, tuple(out), tuple(problems), float(sum(s.latency for s in out)),
                           order is not None, None if order is None else tuple(order))
+
+
+# ---------------------------------------------------------------------- a plan's devices
+def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
+    """Each stage's devices as cluster device numbers (numbered kind by kind, as
+    :meth:`graphs.model.Cluster.devices` does), the kinds' devices taken in stage order."""
+    start = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
+    nxt = [0] * len(problem.kinds)
+    out = []
+    for st in plan:
+        first = start[st.kind] + nxt[st.kind]
+        nxt[st.kind] += st.t * st.d
+        out.append(range(first, first + st.t * st.d))
+    return out
+
+
+def stage_device_names(problem: ParallelProblem, plan) -> list[list[str]]:
+    """Each stage's devices by name, numbered within their kind (``a100:2``) as
+    :func:`stage_device_numbers` takes them: what a result file's stages list. A plan that takes more
+    devices of a kind than there are gets the numbers after the last (``a100:3`` of 2), not another
+    kind's names."""
+    out = []
+    for st, numbers in zip(plan, stage_device_numbers(problem, plan)):
+        first = numbers[0] - sum(k.count for k in problem.kinds[:st.kind])
+        out.append([f"{problem.kinds[st.kind].name}:{first + j}" for j in range(len(numbers))])
+    return out
+
+
+def stage_devices(problem: ParallelProblem, plan) -> list[str]:
+    """Each stage's devices in a few characters: ``a100:0-3`` for a stage on the first four A100s (``t *
+    d`` devices; :func:`stage_device_names`)."""
+    return [names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rsplit(':', 1)[1]}"
+            for names in stage_device_names(problem, plan)]
+
 
 
 # ------------------------------------------------------------ from the one-device-per-stage model

@@ -37,7 +37,15 @@ from graphs.errors import InputError, NoPlacementError
 from graphs.evaluate import Evaluation
 from graphs.evaluate import evaluate as _evaluate
 from graphs.model import Cluster, OpGraph
-from graphs.parallel import ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+from graphs.parallel import (
+    ParallelProblem,
+    PlanEvaluation,
+    Stage,
+    evaluate_plan,
+    stage_device_names,
+    stage_device_numbers,
+    stage_devices,
+)
 from solvers.base import Solution, SolveOptions, Status
 from solvers.registry import solve
 
@@ -154,14 +162,7 @@ class Placement:
     @cached_property
     def _stage_devices(self) -> list[list[str]]:
         """Each stage's device names (``a100:0`` ..), kind by kind in stage order."""
-        plan = [s.stage for s in self.stages]
-        nxt = [0] * len(self.problem.kinds)
-        out = []
-        for st in plan:
-            name = self.problem.kinds[st.kind].name
-            out.append([f"{name}:{nxt[st.kind] + j}" for j in range(st.t * st.d)])
-            nxt[st.kind] += st.t * st.d
-        return out
+        return stage_device_names(self.problem, [s.stage for s in self.stages])
 
     @cached_property
     def assignment(self) -> np.ndarray | None:
@@ -173,13 +174,10 @@ class Placement:
             return self.solution.assignment
         if self.stage_evaluation is None:
             return None
-        first = np.concatenate([[0], np.cumsum([k.count for k in self.problem.kinds])[:-1]])
-        nxt = np.zeros(len(self.problem.kinds), np.int64)
+        plan = [s.stage for s in self.stages]
         dev = np.full(self.problem.graph.num_nodes, -1, np.int64)
-        for s in self.stages:
-            st = s.stage
-            dev[list(st.nodes)] = first[st.kind] + nxt[st.kind]
-            nxt[st.kind] += st.t * st.d
+        for st, numbers in zip(plan, stage_device_numbers(self.problem, plan)):
+            dev[list(st.nodes)] = numbers[0]
         return dev if self.node_of is None else dev[self.node_of]
 
     @cached_property
@@ -231,8 +229,7 @@ class Placement:
         """Name of the device holding the node called ``node`` (an operator's name; a problem's node id
         when the plan has no operator graph); for a stage plan, its stage's devices (``a100:0-3``)."""
         if self.problem is not None:
-            names = self._stage_devices[self._stage_of(node)]
-            return names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rpartition(':')[2]}"
+            return stage_devices(self.problem, [s.stage for s in self.stages])[self._stage_of(node)]
         if self.assignment is None:
             raise NoPlacementError(f"there is no placement (status {self.status.value}): "
                                    f"{self.solution.message or 'none found'}")

@@ -44,7 +44,7 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.model import Cluster, OpGraph
-from graphs.parallel import ParallelProblem, PlanEvaluation
+from graphs.parallel import ParallelProblem, PlanEvaluation, stage_device_names, stage_device_numbers
 from solvers.base import relative_gap
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
            "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
-           "stage_device_numbers", "stage_device_names", "recorded_input_shape"]
+           "recorded_input_shape"]
 
 SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
 
@@ -229,31 +229,6 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
             "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
                         "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
             "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
-
-
-def stage_device_numbers(problem: ParallelProblem, plan) -> list[range]:
-    """Each stage's devices as cluster device numbers (numbered kind by kind, as
-    :meth:`graphs.model.Cluster.devices` does), the kinds' devices taken in stage order."""
-    start = [sum(k.count for k in problem.kinds[:i]) for i in range(len(problem.kinds))]
-    nxt = [0] * len(problem.kinds)
-    out = []
-    for st in plan:
-        first = start[st.kind] + nxt[st.kind]
-        nxt[st.kind] += st.t * st.d
-        out.append(range(first, first + st.t * st.d))
-    return out
-
-
-def stage_device_names(problem: ParallelProblem, plan) -> list[list[str]]:
-    """Each stage's devices by name, numbered within their kind (``a100:2``) as
-    :func:`stage_device_numbers` takes them: what a result file's stages list. A plan that takes more
-    devices of a kind than there are gets the numbers after the last (``a100:3`` of 2), not another
-    kind's names."""
-    out = []
-    for st, numbers in zip(plan, stage_device_numbers(problem, plan)):
-        first = numbers[0] - sum(k.count for k in problem.kinds[:st.kind])
-        out.append([f"{problem.kinds[st.kind].name}:{first + j}" for j in range(len(numbers))])
-    return out
 
 
 def is_stage_result(data) -> bool:

@@ -43,14 +43,20 @@ import numpy as np
 
 from graphs.errors import InfeasibleError, InputError, PlacementError
 from graphs.jsonio import read_json
-from graphs.parallel import SCHEDULES, ParallelProblem, PlanEvaluation, Stage, evaluate_plan
+from graphs.parallel import (
+    SCHEDULES,
+    ParallelProblem,
+    PlanEvaluation,
+    Stage,
+    evaluate_plan,
+    stage_device_numbers,
+    stage_devices,
+)
 from solvers.base import Status, relative_gap
 
 from .results import (
     is_stage_result,
     read_stage_result,
-    stage_device_names,
-    stage_device_numbers,
     stage_result_dict,
 )
 
@@ -59,7 +65,7 @@ __all__ = ["StageWorkload", "add_options", "load", "read_piper", "read_onnx", "o
            "place", "evaluate",
            "workload_result", "stage_result", "plan_from_dict", "format_plan", "fmt_time",
            "TIME_UNITS", "no_plan", "solve_args", "refuse_serving",
-           "plan_summary", "stage_devices"]
+           "plan_summary"]
 
 
 def add_options(p) -> None:
@@ -751,13 +757,6 @@ TIME_UNITS = {"s": 1.0, "ms": 1e3}
 def fmt_time(x: float, unit: str = "s", digits: int = 6) -> str:
     """Seconds ``x`` in ``unit`` (no unit suffix)."""
     return f"{x * TIME_UNITS[unit]:.{digits}g}"
-
-
-def stage_devices(problem: ParallelProblem, plan) -> list[str]:
-    """Each stage's devices in a few characters: ``a100:0-3`` for a stage on the first four A100s (``t *
-    d`` devices; :func:`placement.results.stage_device_names`)."""
-    return [names[0] if len(names) == 1 else f"{names[0]}-{names[-1].rsplit(':', 1)[1]}"
-            for names in stage_device_names(problem, plan)]
 
 
 def _device_use(problem: ParallelProblem, ev: PlanEvaluation) -> tuple[int, int, list[str]]:

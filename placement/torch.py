@@ -521,11 +521,9 @@ def _place_stages(g, graph, ds, modules, points, segment, children, source, *, s
     """:func:`place_module` in the stage model (replicas per stage; see its doc)."""
 
     from graphs.onnx_variants import onnx_parallel_problem
-    from graphs.parallel import Stage, evaluate_plan
+    from graphs.parallel import Stage, evaluate_plan, stage_devices
     from solvers.base import SolveOptions, Status
     from solvers.registry import solve
-
-    from .stages import stage_devices
 
     if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
                                      or max_replicas < 1):

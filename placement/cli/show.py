@@ -398,8 +398,9 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     # simulated: a plan over memory (the simulator refuses one that breaks any other rule) is said so
     _warn_if_invalid(args.result, evaluate_plan(problem, plan).problems)
     if args.json:
+        from graphs.parallel import stage_device_names
+
         from ..export import print_json
-        from ..results import stage_device_names
 
         doc = {"result": args.result, "time_unit": "s", "simulation": sim.summary()}
         for row, names in zip(doc["simulation"]["stages"], stage_device_names(problem, plan)):
@@ -410,8 +411,9 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
                                       stage_devices(problem, plan)))
     if args.no_draw:
         return 0
+    from graphs.parallel import stage_device_names
+
     from ..draw import PlotsUnavailable, stage_gantt_chart, stage_plan_dot, write_graph
-    from ..results import stage_device_names
 
     # one label per replica: its first device, and "+1" etc. for the rest of its t
     devices = [[name + (f"+{st.t - 1}" if st.t > 1 else "") for name in names[::st.t]]
