@@ -221,9 +221,10 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
     batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
     ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
     the first size without a plan or whose samples/s are no more than :data:`IMPROVES` above the best
-    so far. Returns ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called
-    with each point found. ``deadline()``: the sweep's deadline (``time.perf_counter()``; ``None``:
-    none), after which the sizes not yet tried are left out, and ``stopped`` says so. ``halted()``: why
+    so far (which is then the best if it serves more at all). Returns ``(points, best, stopped)`` as
+    :class:`Sweep` holds them; ``on_point`` is called with each point found. ``deadline()``: the
+    sweep's deadline (``time.perf_counter()``; ``None``: none), after which the sizes not yet tried are
+    left out, and ``stopped`` says so. ``halted()``: why
     the sweep must end after the size just tried (a Ctrl-C its search took: "interrupted (Ctrl-C)";
     ``""``: it may go on); ``stopped`` says that too."""
     auto = batch_sizes is None
@@ -251,8 +252,14 @@ def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] |
         if on_point is not None:
             on_point(pt)
         if best is not None and auto and not halt and pt.samples_per_s <= best.samples_per_s * (1 + IMPROVES):
-            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, no better than batch "
-                       f"{best.batch_size}'s {best.samples_per_s:.6g}")
+            # the sweep ends here, but a size that served more is the best of those tried, however little
+            prev = best
+            if pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
+                best = pt
+            than = ("fewer than" if pt.samples_per_s < prev.samples_per_s else
+                    f"at most {IMPROVES:.0%} more than")
+            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, {than} batch {prev.batch_size}'s "
+                       f"{prev.samples_per_s:.6g}")
             break
         if best is None or pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
             best = pt

@@ -457,16 +457,24 @@ class Simulation:
     def steady_throughput(self) -> float:
         return 1.0 / self.steady_time_per_sample if self.steady_time_per_sample > 0 else math.inf
 
-    def summary(self) -> dict:
-        """Plain numbers for JSON output."""
+    def summary(self, samples_per_microbatch: int = 1) -> dict:
+        """Plain numbers for JSON output. ``samples_per_microbatch``: samples in one micro-batch (an ONNX
+        model's batch size: a micro-batch is one run of it), so that ``time_per_sample`` and
+        ``throughput`` are per sample, as a stage plan's simulation gives them; ``time_per_microbatch``
+        and ``steady_time_per_microbatch`` are per run, and ``latency``, ``max_load`` and each stage's
+        ``load`` are per micro-batch."""
         def num(x):
             return x if x is None or math.isfinite(x) else None
 
+        b = int(samples_per_microbatch)
         return {
             "schedule": self.schedule, "microbatches": self.microbatches, "overlap": self.overlap,
-            "makespan": self.makespan, "time_per_sample": self.time_per_sample,
-            "throughput": num(self.throughput), "steady_time_per_sample": self.steady_time_per_sample,
-            "steady_throughput": num(self.steady_throughput), "latency": self.latency,
+            "samples_per_microbatch": b, "makespan": self.makespan,
+            "time_per_sample": self.time_per_sample / b, "throughput": num(self.throughput * b),
+            "steady_time_per_sample": self.steady_time_per_sample / b,
+            "steady_throughput": num(self.steady_throughput * b),
+            "time_per_microbatch": self.time_per_sample,
+            "steady_time_per_microbatch": self.steady_time_per_sample, "latency": self.latency,
             "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
             "stages": [{"stage": r.stage, "name": r.name, "kind": r.kind, "load": r.load, "busy": r.busy,
                         "compute": r.compute, "utilisation": r.utilisation,

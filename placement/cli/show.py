@@ -122,10 +122,11 @@ def run(args) -> int:
         from ..export import print_json
 
         # as a stage plan's: the unit declared, each stage's devices and degrees (one device, d = t = 1)
-        # an ONNX model's times are per run of its batch (batch_size samples): said, as a stage plan's
-        # samples_per_microbatch says it
+        # an ONNX model's micro-batch is one run of its batch (batch_size samples): per-sample figures
+        # are divided by it, per-run ones named so, as a stage plan's simulation gives them
+        batch = w.graph.batch_size or 1
         doc = {"result": args.result, "time_unit": unit or "t", "batch_size": w.graph.batch_size,
-               "simulation": sim.summary(), "overlapped": over.summary()}
+               "simulation": sim.summary(batch), "overlapped": over.summary(batch)}
         for part in ("simulation", "overlapped"):
             for row in doc[part]["stages"]:
                 row.update(devices=[row["name"]], d=1, t=1)

@@ -1,0 +1,63 @@
+"""Findings of a new-user review of result files across commands: each figure means what its name says,
+whichever model placed the plan, and an auto batch sweep keeps the size that served the most."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from placement.cli import main
+from placement.serving import IMPROVES, sweep_batches
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    pytest.importorskip("onnx")
+    from tests.onnx_models import save, small_cnn
+
+    return str(save(small_cnn(), tmp_path_factory.mktemp("m") / "cnn.onnx"))
+
+
+def test_show_json_of_a_batch_plan_gives_per_sample_figures_per_sample(cnn, tmp_path, capsys):
+    """``show --json`` of a one-device-per-stage plan at batch 8 gave ``time_per_sample`` and
+    ``throughput`` per run of the batch (8 samples). Checked against the result file's own per-sample
+    stage times, a second source: the steady period per sample is the largest of them."""
+    out = str(tmp_path / "r.json")
+    assert main(["place", cnn, "--devices", "a100:2,t4:2", "--batch-size", "8", "--max-replicas", "1",
+                 "--out", out]) == 0
+    res = json.loads(open(out).read())
+    capsys.readouterr()
+    assert main(["show", out, "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    assert sim["samples_per_microbatch"] == 8
+    per_sample = max(s["time_per_sample"] for s in res["stages"])
+    assert sim["steady_time_per_sample"] == pytest.approx(per_sample, rel=1e-9)
+    assert sim["steady_time_per_microbatch"] == pytest.approx(8 * per_sample, rel=1e-9)
+    assert sim["time_per_sample"] * 8 == pytest.approx(sim["time_per_microbatch"], rel=1e-12)
+    # throughput in samples per time unit: M micro-batches of 8 samples over the makespan
+    assert sim["throughput"] == pytest.approx(8 * sim["microbatches"] / sim["makespan"], rel=1e-12)
+
+
+def _sweep(rates: dict[int, float]):
+    def point_at(b):
+        return SimpleNamespace(batch_size=b, samples_per_s=rates[b]), "", None
+
+    return sweep_batches(point_at, None, max_batch=max(rates))
+
+
+def test_an_auto_sweep_keeps_a_last_size_that_served_more_however_little():
+    """The sweep stopped at batch 4 (under 1% more than batch 2) and called batch 2, which served
+    fewer samples/s, the best of the sizes tried."""
+    assert IMPROVES == 0.01  # the rates below straddle it
+    points, best, stopped = _sweep({1: 100.0, 2: 150.0, 4: 151.0, 8: 400.0})
+    assert [b for b, _, _ in points] == [1, 2, 4]  # 151 is 0.67% above 150: the sweep ends
+    assert best.batch_size == 4
+    assert stopped == "batch 4: 151 samples/s, at most 1% more than batch 2's 150"
+
+
+def test_an_auto_sweep_that_ends_on_a_slower_size_keeps_the_faster():
+    points, best, stopped = _sweep({1: 100.0, 2: 150.0, 4: 140.0, 8: 400.0})
+    assert best.batch_size == 2
+    assert stopped == "batch 4: 140 samples/s, fewer than batch 2's 150"
