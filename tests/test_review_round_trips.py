@@ -61,3 +61,23 @@ def test_an_auto_sweep_that_ends_on_a_slower_size_keeps_the_faster():
     points, best, stopped = _sweep({1: 100.0, 2: 150.0, 4: 140.0, 8: 400.0})
     assert best.batch_size == 2
     assert stopped == "batch 4: 140 samples/s, fewer than batch 2's 150"
+
+
+@pytest.mark.parametrize("models", [[], ["--max-replicas", "1"]], ids=["stages", "one-device-per-stage"])
+def test_a_provision_result_records_the_devices_bought(models, cnn, tmp_path, capsys):
+    """The stage model's provision file recorded the devices available, so ``evaluate`` listed the ones
+    not bought as idle devices of the plan."""
+    prices = str(tmp_path / "prices.toml")
+    out = str(tmp_path / "pv.json")
+    assert main(["provision", "--example-prices", prices]) == 0
+    assert main(["provision", cnn, "--target-throughput", "1000", "--available", "a100:2,t4:3,cpu:4",
+                 "--prices", prices, "--out", out, *models]) == 0
+    data = json.loads(open(out).read())
+    bought = data["provision"]["allocation"]
+    recorded = data["problem"]["devices"] if "problem" in data else data["frontend"]["devices"]
+    assert recorded == bought
+    n = sum(int(part.split(":")[1]) for part in bought.split(","))
+    capsys.readouterr()
+    assert main(["evaluate", cnn, out]) == 0
+    text = capsys.readouterr().out
+    assert "idle" not in text and (f"of {n} devices" in text or f"{n} devices" in text), text

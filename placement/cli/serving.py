@@ -1364,6 +1364,9 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
             graph_cls, settings = (getattr(args, "_stage_graphs", None) or {}).get(b, (None, None))
             stage_pt = dataclasses.replace(stage_pt, graph_cls=graph_cls, settings=settings)
         data = stage_pt.result(args.model)
+        if pv.best is not None and isinstance(data.get("problem"), dict):
+            # the devices bought, not those available: what evaluate, show and run rebuild the plan on
+            data["problem"]["devices"] = alloc(pv.best.counts)
         section["model"] = "stages"
         section["max_replicas"] = args.max_replicas
         section["solves"] = pv.solves
