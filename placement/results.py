@@ -223,7 +223,11 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
     return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": "stages",
             "workload": workload, "solver": solver, "status": status, "message": message,
             "solve_time_s": time, "time_unit": "s", "objective_name": "max-load", "objective": value,
-            "max_load": value, "bound": bound, "gap": gap, "valid": ev.valid, "problems": list(ev.problems),
+            "max_load": value, "bound": bound, "gap": gap,
+            # one sample's time end to end in seconds, as the stage model's latency is (a micro-batch of b
+            # samples takes b times it)
+            "latency": ev.latency if math.isfinite(ev.latency) else None,
+            "valid": ev.valid, "problems": list(ev.problems),
             # the evaluator reports stages that are not nested ideals as a problem
             "contiguous": bool(ev.stages) and not any("nested ideals" in x for x in ev.problems),
             "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,

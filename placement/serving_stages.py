@@ -148,7 +148,6 @@ class StagePoint:
         w = StageWorkload(self.problem, settings=self.settings or {}, graph=graph, node_of=node_of)
         data, _ = workload_result(w, self.evaluation, status=self.status, solver=self.solver, time=self.time,
                                   message=self.message, workload=workload, bound=self.bound)
-        data["latency_s"] = self.evaluation.latency if math.isfinite(self.evaluation.latency) else None
         data.setdefault("compute_utilisation", None)  # no operators: no MFU
         return data
 

@@ -81,3 +81,17 @@ def test_a_provision_result_records_the_devices_bought(models, cnn, tmp_path, ca
     assert main(["evaluate", cnn, out]) == 0
     text = capsys.readouterr().out
     assert "idle" not in text and (f"of {n} devices" in text or f"{n} devices" in text), text
+
+
+def test_a_stage_plans_result_records_its_latency(cnn, tmp_path, capsys):
+    """A stage plan's file had no latency, where a one-device-per-stage plan's has one. Checked against
+    the simulation of ``show``: one micro-batch alone in the pipeline takes ``batch`` times it."""
+    out = str(tmp_path / "r.json")
+    assert main(["place", cnn, "--devices", "a100:2,t4:2", "--batch-size", "8", "--out", out]) == 0
+    res = json.loads(open(out).read())
+    assert res["model"] == "stages" and res["time_unit"] == "s"
+    capsys.readouterr()
+    assert main(["show", out, "--no-draw", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)["simulation"]
+    assert sim["samples_per_microbatch"] == 8
+    assert res["latency"] * 8 == pytest.approx(sim["latency_per_microbatch"], rel=1e-9)

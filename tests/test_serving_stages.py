@@ -201,14 +201,14 @@ def test_place_sweep_with_replicas_is_the_single_batch_optimum_per_batch(cnn, tm
     for r in rows:
         sps, doc = _one_batch(main, capsys, cnn, "a100:2", r["batch_size"])
         assert r["samples_per_s"] == pytest.approx(sps, rel=1e-9) and r["proven"]
-        assert r["max_load"] == pytest.approx(1e3 * r["batch_size"] / sps, rel=1e-9)
+        assert r["max_load_ms"] == pytest.approx(1e3 * r["batch_size"] / sps, rel=1e-9)
         # latency by hand from the plan's stages: (compute + comm) x d per stage, summed, per batch
         lat = sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"])
         assert r["latency_ms"] == pytest.approx(lat * 1e3 * r["batch_size"], rel=1e-9)
     best = max(rows, key=lambda r: r["samples_per_s"])
     assert data["serving"]["best_batch_size"] == best["batch_size"]
     assert data["objective"] == pytest.approx(1 / best["samples_per_s"])
-    assert data["latency_s"] * 1e3 * best["batch_size"] == pytest.approx(best["latency_ms"])
+    assert data["latency"] * 1e3 * best["batch_size"] == pytest.approx(best["latency_ms"])
     # auto: doubling from 1 while samples/s improve by more than 1%
     assert main(["place", cnn, "--devices", "a100:2", "--batch-size", "auto", "--max-replicas", "2",
                  "--json"]) == 0
@@ -221,7 +221,7 @@ def test_place_latency_slo_with_replicas(cnn, capsys):
     from placement.cli import main
 
     sps, doc = _one_batch(main, capsys, cnn, "a100:2", 4)
-    lat_ms = doc["latency_s"] * 1e3 * 4 if "latency_s" in doc else None
+    lat_ms = doc["latency"] * 1e3 * 4 if "latency" in doc else None
     if lat_ms is None:
         lat_ms = sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"]) * 4e3
     base = ["place", cnn, "--devices", "a100:2", "--batch-size", "4", "--max-replicas", "2",
@@ -438,7 +438,7 @@ def test_frontier_with_replicas_has_the_stage_optimum_as_its_throughput_end(cnn,
         if p["model"] == "stages":
             assert plan["model"] == "stages"
             assert 1 / plan["objective"] == pytest.approx(p["samples_per_s"], rel=1e-9)
-            assert plan["latency_s"] * 1e3 == pytest.approx(p["latency_ms"], rel=1e-9)
+            assert plan["latency"] * 1e3 == pytest.approx(p["latency_ms"], rel=1e-9)
         # the stage plan re-scores to the same figures
         if p["model"] == "stages":
             assert main(["evaluate", cnn, p["plan_file"], "--json"]) == 0
@@ -452,7 +452,7 @@ def test_auto_sweep_under_a_latency_target_stops_at_the_first_batch_none_meets(c
     lat = {}
     for b in (1, 2):
         _, doc = _one_batch(main, capsys, cnn, "a100:2", b)
-        lat[b] = doc["latency_s"] * 1e3 * b if "latency_s" in doc else \
+        lat[b] = doc["latency"] * 1e3 * b if "latency" in doc else \
             sum((s["compute"] + s["comm"]) * s["dataParallelDegree"] for s in doc["stages"]) * 1e3 * b
     assert lat[2] > lat[1]
     slo = (lat[1] + lat[2]) / 2

@@ -162,7 +162,7 @@ def test_a_sweep_evaluates_a_given_split_at_every_batch_size(model, plan, tmp_pa
     assert _sweep(model, "--solver", "expert", "--split", str(split)) == 0
     sizes = json.loads(capsys.readouterr().out)["serving"]["batch_sizes"]
     assert [b["how"] for b in sizes] == ["expert", "expert"]
-    assert sizes[0]["max_load"] == res["max_load"]
+    assert sizes[0]["max_load_ms"] == res["max_load"]
 
 
 @pytest.mark.parametrize("extra, named", [

@@ -209,7 +209,7 @@ def _serving_section(sw, model: str, **extra) -> dict:
         "definition": _DEFINITIONS[model],
         "batch_sizes": [{"batch_size": b, "samples_per_s": num(pt.samples_per_s) if pt else None,
                          "latency_ms": num(pt.latency_ms) if pt else None,
-                         "max_load": num(pt.max_load) if pt else None,
+                         "max_load_ms": num(pt.max_load) if pt else None,
                          "status": pt.status if pt else None, "proven": pt.proven if pt else None,
                          "how": pt.how if pt else None, "note": why} for b, pt, why in sw.points],
     }
@@ -796,7 +796,7 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
     stem = os.path.splitext(out)[0] if out else None
     for k, p in enumerate(fr.points):
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
-                       "latency_ms": p.latency_ms, "max_load": p.max_load,
+                       "latency_ms": p.latency_ms, "max_load_ms": p.max_load,
                        "proven": p.on_frontier(beside),
                        "plan_file": f"{stem}.{k}.json" if stem else None, "plan": p.result(model)})
         if beside:
