@@ -148,9 +148,9 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
     ``devices``, or the reference format's fpgas/cpus), ``"llm-partial"`` (a model config missing a
     field it needs), one of the workload kinds ``"helix"``, ``"llm"``, ``"piper"``, ``"graph"`` (with
     nodes), or ``"unknown"`` (unreadable, or none of these: the reader that takes it names the
-    problem)."""
+    problem, as it does for a path that names no file)."""
 
-    if _is_onnx(path):
+    if _is_onnx(path) and os.path.isfile(path):  # a missing nope.onnx is no ONNX model: "no such file"
         return "onnx", "an ONNX model"
     if data is _UNREAD:
         data = _json(path)

@@ -11,22 +11,27 @@ import os
 from graphs.errors import InputError
 from graphs.reference import Workload, read_workload
 
-__all__ = ["load_workload", "check_workload_path"]
+__all__ = ["load_workload", "check_workload_path", "check_input_path"]
 
 
 #: the front-end options whose flag is not their keyword's name
 _FLAGS = {"dims": "--dim", "device_files": "--device-file"}
 
 
-def check_workload_path(path: str | os.PathLike) -> None:
-    """A workload path that names no file: :class:`InputError` saying so (a folder, or nothing there),
-    before anything guesses its kind from its name."""
+def check_input_path(path: str | os.PathLike, expected: str) -> None:
+    """An input path that names no file: :class:`InputError` saying so (``no such file``, or ``is a
+    folder; expected`` ``expected``, what the command takes there), before anything guesses its kind
+    from its name."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise InputError("is a folder; expected a reference-format workload (.json) or an ONNX model (.onnx)",
-                         source=path)
+        raise InputError(f"is a folder; expected {expected}", source=path)
     if not os.path.exists(path):
         raise InputError("no such file", source=path)
+
+
+def check_workload_path(path: str | os.PathLike) -> None:
+    """A workload path that names no file: :class:`InputError` saying so (:func:`check_input_path`)."""
+    check_input_path(path, "a reference-format workload (.json) or an ONNX model (.onnx)")
 
 
 def load_workload(path: str | os.PathLike, **frontend) -> Workload:

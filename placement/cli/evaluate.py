@@ -106,9 +106,13 @@ def run(args) -> int:
     from solvers.base import Solution, Status
 
     from ..api import Placement, evaluate
-    from ..load import load_workload
+    from ..load import check_input_path, check_workload_path, load_workload
     from ..results import assignment_from_result, checked_result
 
+    # both name files before either's kind is guessed from its name: a missing nope.onnx given as the
+    # result is no ONNX model, nor a sign that the two were swapped
+    check_workload_path(args.workload)
+    check_input_path(args.split, "a result file (written by placement place --out) or a split")
     if args.workload.lower().endswith(".json") and str(args.split).lower().endswith(".onnx"):
         raise UsageError(f"placement evaluate takes WORKLOAD RESULT: the model first "
                           f"(placement evaluate {args.split} {args.workload})")
@@ -132,9 +136,6 @@ def run(args) -> int:
     refuse_not_result(args.split, "evaluate", saved, model=args.workload)  # a frontier, a workload...
     refuse_empty_result(saved, "evaluate", args.split)
     if saved is not None:
-        from ..load import check_workload_path
-
-        check_workload_path(args.workload)  # its kind is not guessed from the name of a file not there
         _refuse_mismatched_result(args, kind, saved)
     if kind == "helix":  # a layout's max-flow (placement/cli/helix.py)
         refuse_for_helix(args, add_parser, "evaluate", _EVALUATE_HELIX_OPTIONS,

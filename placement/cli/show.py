@@ -18,6 +18,8 @@ from .common import EXIT_OK, UsageError, add_frontend_options, frontend, recorde
 __all__ = ["add_parser", "run"]
 
 MAX_MICROBATCHES = 10_000
+#: what show takes, in the words of its help and of its error on a folder
+RESULT_FILE = "a result file (written by placement place --out)"
 
 
 def add_parser(sub) -> None:
@@ -28,7 +30,7 @@ def add_parser(sub) -> None:
                        "draw its Gantt chart (matplotlib) and its graph coloured by device, or by stage "
                        "for a stage plan (Graphviz DOT, "
                        "rendered when `dot` is installed).")
-    s.add_argument("result", help="result file written by placement place --out")
+    s.add_argument("result", help=RESULT_FILE)
     s.add_argument("--workload", default=None, metavar="PATH",
                    help="the workload or ONNX model the result is for (default: the result's 'source')")
     s.add_argument("--schedule", choices=SCHEDULES + ("pipedream", "2bw"), default=None,
@@ -45,6 +47,27 @@ def add_parser(sub) -> None:
                    "--format and --out-dir, which are the pictures', are then refused)")
     s.add_argument("--json", action="store_true", help="print the simulation as JSON")
     add_frontend_options(s)
+    for action in s._actions:  # the options shared with place, in show's words (_FRONTEND_HELP)
+        action.help = _FRONTEND_HELP.get(action.dest, action.help)
+
+
+#: show's help for the ONNX front-end options it shares with place (placement.cli.common): show
+#: re-costs the plan with the settings the result records, so each option's default is the result's,
+#: not place's (a100:4,cpu:1, roofline, batch size 1...)
+_FRONTEND_HELP = {
+    "devices": "cluster as kind:count pairs, e.g. a100:4,cpu:8, or a TOML/JSON device file with counts "
+               "(default: the devices the result records)",
+    "device_files": "TOML/JSON file defining device kinds (repeatable; default: the device files the "
+                    "result records)",
+    "costs": "roofline, profile (measure this CPU with onnxruntime), or a JSON cost table (default: the "
+             "cost model the result records)",
+    "batch_size": "value of a symbolic batch dimension (default: the batch size the result records)",
+    "dim": "value of another symbolic input dimension (repeatable; default: the dimensions the result "
+           "records)",
+    "training": "add the backward pass (default: as the result records; a training result trains)",
+    "optimizer": "with --training: the optimizer whose state each device keeps (default: the optimizer "
+                 "the result records)",
+}
 
 
 def _load_for_result(args, data: dict):
@@ -94,6 +117,13 @@ def run(args) -> int:
                 raise UsageError(f"placement show: {flag} sets the pictures, and --no-draw draws none; "
                                   f"drop one of them")
     args.format = args.format or "png"
+    from ..load import check_input_path, check_workload_path
+
+    # the result (and a workload given) name files before the result's kind is guessed from its name:
+    # a missing nope.onnx is no ONNX model
+    check_input_path(args.result, RESULT_FILE)
+    if args.workload:
+        check_workload_path(args.workload)
     saved = result_json(args.result)
     refuse_not_result(args.result, "show", saved)  # an ONNX model, a workload, a frontier...: said so
     refuse_empty_result(saved, "show", args.result)

@@ -124,6 +124,39 @@ def _warn_unknown_dims(model, dims: dict) -> None:
               f"({', '.join(sorted(names)) or 'it has none'}); ignored", file=sys.stderr)
 
 
+def _check_inputs(args) -> None:
+    """``args.model`` and ``args.result`` (split's and run's) each name a file, else an
+    :class:`~graphs.errors.InputError` naming the path (``no such file``, ``is a folder``), before
+    either's kind is guessed from its name: a missing ``nope.onnx`` given as the result is no ONNX model,
+    nor a sign that the two were swapped."""
+    from ..load import check_input_path
+
+    check_input_path(args.model, "an ONNX model (.onnx)")
+    check_input_path(args.result, "a result file (written by placement place --out)")
+
+
+def _missing_folders(*folders: str) -> list[str]:
+    """The folders among ``folders`` and above them that do not exist yet (absolute, each once): those
+    that checking them as outputs will make. Children before their parents, for :func:`_remove_empty`."""
+    missing: list[str] = []
+    for folder in folders:
+        up = os.path.abspath(folder)
+        while up not in missing and not os.path.exists(up):
+            missing.append(up)
+            up = os.path.dirname(up)
+    return sorted(missing, key=len, reverse=True)  # a child's path is longer than its parent's
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Remove each of ``folders`` (children first) that exists and is empty; ``rmdir`` removes only an
+    empty folder, so nothing written into one is lost, and one that cannot be removed is left."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
 def _read_model(path: str):
     from graphs.onnx_loader import read_model
 
@@ -155,6 +188,7 @@ def run_split(args) -> int:
                 raise UsageError(f"{flag} applies with --verify (it sets the check's inputs); add --verify")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    _check_inputs(args)
     data = result_json(args.result)  # the result and the model are each read once (None: not .json)
     refuse_not_result(args.result, "split", data, model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
@@ -163,19 +197,26 @@ def run_split(args) -> int:
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
     stages = holds_stage_plan(data)
-    if stages:
-        output_dir(args.out_dir, "--out-dir")
-        output_file(annotated, "--annotated")
-    model = _read_model(args.model)
-    _warn_unknown_dims(model, dims)
-    if stages:  # stages with replicas d and tensor-parallel degree t
-        split = split_stages(model, data, source=args.result)
-        placed = device_result(data)
-    else:  # one device per stage
-        placed = checked_result(data, args.result)
-        output_dir(args.out_dir, "--out-dir")
-        output_file(annotated, "--annotated")
-        split = split_model(model, placed, source=args.result)
+    # the output checks make the folders, before the model is read and the result matched to it: a
+    # failure from here on removes those it made (empty: nothing was written yet), and no other
+    made = _missing_folders(args.out_dir, os.path.dirname(os.path.abspath(annotated)))
+    try:
+        if stages:
+            output_dir(args.out_dir, "--out-dir")
+            output_file(annotated, "--annotated")
+        model = _read_model(args.model)
+        _warn_unknown_dims(model, dims)
+        if stages:  # stages with replicas d and tensor-parallel degree t
+            split = split_stages(model, data, source=args.result)
+            placed = device_result(data)
+        else:  # one device per stage
+            placed = checked_result(data, args.result)
+            output_dir(args.out_dir, "--out-dir")
+            output_file(annotated, "--annotated")
+            split = split_model(model, placed, source=args.result)
+    except BaseException:  # a Ctrl-C too: the folders made for files never written go with it
+        _remove_empty(made)
+        raise
     with _interrupt.deferred():  # a Ctrl-C now lets the files be written whole, then stops
         manifest = write_split(split, args.out_dir)
         onnx.save_model(annotate(model, placed), annotated)
@@ -250,6 +291,7 @@ def run_run(args) -> int:
         raise UsageError("placement run: --samples and --threads must be at least 1")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    _check_inputs(args)
     if args.model.lower().endswith(".json") and args.result.lower().endswith(".onnx"):
         args.model, args.result = args.result, args.model
         print("note: placement run takes MODEL RESULT (as split does); RESULT MODEL is deprecated",
