@@ -95,3 +95,19 @@ def test_a_stage_plans_result_records_its_latency(cnn, tmp_path, capsys):
     sim = json.loads(capsys.readouterr().out)["simulation"]
     assert sim["samples_per_microbatch"] == 8
     assert res["latency"] * 8 == pytest.approx(sim["latency_per_microbatch"], rel=1e-9)
+
+
+@pytest.mark.parametrize("models", [[], ["--max-replicas", "1"]], ids=["stages", "one-device-per-stage"])
+def test_a_frontier_plan_file_says_it_is_a_frontier_point(models, cnn, tmp_path, capsys):
+    """Frontier plan files said "warm start from the given plan", the words of the search step that
+    last touched the plan; what the point is and what is proven of it was only in the frontier file."""
+    out = str(tmp_path / "f.json")
+    assert main(["frontier", cnn, "--devices", "a100:2,t4:2", "--batch-size", "1,8", "--time-limit", "10",
+                 "--max-points", "3", "--out", out, *models]) == 0
+    data = json.loads(open(out).read())
+    assert data["points"]
+    for p in data["points"]:
+        plan = json.loads(open(p["plan_file"]).read())
+        proof = p.get("proof") or ("proven" if p["proven"] else "not proven")
+        assert plan["message"] == f"a frontier point at batch {p['batch_size']}: {proof}"
+        assert plan == p["plan"]

@@ -795,16 +795,19 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
     points = []
     stem = os.path.splitext(out)[0] if out else None
     for k, p in enumerate(fr.points):
+        # the plan says what it is here: a frontier point and what is proven of it, not the words of the
+        # search step that last touched it ("warm start from the given plan")
+        plan = dict(p.result(model), message=f"a frontier point at batch {p.batch_size}: {p.proof(beside)}")
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
                        "latency_ms": p.latency_ms, "max_load_ms": p.max_load,
                        "proven": p.on_frontier(beside),
-                       "plan_file": f"{stem}.{k}.json" if stem else None, "plan": p.result(model)})
+                       "plan_file": f"{stem}.{k}.json" if stem else None, "plan": plan})
         if beside:
             points[-1]["model"] = p.model
             points[-1]["proof"] = p.proof(True)
     return {"schema": "placement-frontier", "version": 1, "proven": fr.proven, "stopped": fr.stopped or None,
             "definition": "non-dominated (samples/s, one-batch latency) plans; samples/s = 1000 batch / "
-                          "max-load (ms); latency_ms and max_load are per batch",
+                          "max-load (ms); latency_ms and max_load_ms are per batch",
             "batch_sizes": {str(b): len(v) for b, v in fr.per_batch.items()}, "points": points,
             # the batch sizes where no plan exists, proven, and why
             "no_plan": {str(b): why for b, why in sorted(fr.none.items())}}
