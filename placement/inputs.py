@@ -397,7 +397,7 @@ def _model_choice(args, library: bool = False) -> tuple[bool, str | None]:
                        (f"solver={solver!r}" if library else f"--solver {solver}"))
     if flag is None:
         return True, None
-    if mr is None and not serving_default(args):  # training
+    if mr is None and not uses_stage_model(args):  # training
         return False, own
     if own is None:
         return True, None
@@ -416,6 +416,14 @@ def wants_serving(args) -> bool:
     one device per stage (:mod:`placement.serving`) otherwise."""
     return (getattr(args, "latency_slo", None) is not None
             or isinstance(getattr(args, "batch_size", None), str))
+
+
+def uses_stage_model(args) -> bool:
+    """Does a command with ``--max-replicas`` (``frontier``, ``provision``) solve the stage model? Above
+    1 asks for it, 1 for one device per stage; without it, :func:`serving_default`. ``place`` decides by
+    :func:`takes_stage_model`, which also weighs its solver and its one-device-per-stage options."""
+    mr = getattr(args, "max_replicas", None)
+    return mr > 1 if mr is not None else serving_default(args)
 
 
 def serving_default(args) -> bool:

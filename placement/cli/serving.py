@@ -11,6 +11,7 @@ import time
 
 from solvers.base import INTERRUPTED, time_left
 
+from ..inputs import uses_stage_model
 from ..outputs import aligned
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
@@ -425,7 +426,7 @@ def _one_device_per_stage_too(args, frontend: dict, sw, spent: float):
 
 def run_place_stages(args, frontend: dict) -> int:
     """``place`` with ``--batch-size auto|LIST`` and/or ``--latency-slo`` on the stage model
-    (:func:`_uses_stages`; :mod:`placement.serving_stages`): sweep, print, write."""
+    (:func:`placement.inputs.takes_stage_model`; :mod:`placement.serving_stages`): sweep, print, write."""
 
     from graphs.errors import InputError
 
@@ -859,15 +860,6 @@ def _frontier_table(fr, stages: bool = False) -> str:
     return aligned(rows, lambda i: i < 6)
 
 
-def _uses_stages(args) -> bool:
-    """Does this serving command solve the stage model (replicas)? ``--max-replicas`` above 1 asks for
-    it, 1 for one device per stage; without it, :func:`placement.inputs.serving_default`."""
-    from ..inputs import serving_default
-
-    mr = args.max_replicas
-    return mr > 1 if mr is not None else serving_default(args)
-
-
 def _replicas_words(args) -> str:
     mr = args.max_replicas
     if mr is not None:
@@ -977,7 +969,8 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
 def _loaded(args, clock) -> float | None:
     """The search's deadline (``time.perf_counter()``; ``None``: none), its input checked: the solvers'
     kernels loaded first, compiled (a first run) off the clock."""
-    clock.load(None, "stages" if _uses_stages(args) else "pipeline", threads=getattr(args, "threads", None))
+    clock.load(None, "stages" if uses_stage_model(args) else "pipeline",
+               threads=getattr(args, "threads", None))
     return clock.deadline()
 
 
@@ -993,7 +986,7 @@ def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
             from graphs.errors import InputError
 
             raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
-    stages = _uses_stages(args)
+    stages = uses_stage_model(args)
     if not stages and (args.microbatches is not None or args.granularity is not None):
         from graphs.errors import InputError
 
@@ -1071,7 +1064,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
 
     fr = search.result()
     reports = reports or {}
-    stages = _uses_stages(args)
+    stages = uses_stage_model(args)
     if stages:
         extra = list(extra)
         # both models' points per batch size, at most --max-points of them (the highest throughput)
@@ -1207,7 +1200,7 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
         raise InputError("placement provision takes --available (the devices to choose from), not --devices")
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
-    stages = _uses_stages(args)
+    stages = uses_stage_model(args)
     for name in ("max_replicas", "microbatches"):
         v = getattr(args, name)
         if v is not None and v < 1:
@@ -1479,7 +1472,7 @@ def _provision_failure(args, ds, results, stopped: str, proven: bool) -> tuple[s
     b, _, pv = results[0]
     low = pv.lowest_latency
     what = f"no allocation of {ds} meets the latency target of {args.latency_slo:g} ms"
-    if _uses_stages(args) and not stopped and not all(r[2].proven for r in results):
+    if uses_stage_model(args) and not stopped and not all(r[2].proven for r in results):
         return (f"error: no plan found meets the latency target of {args.latency_slo:g} ms on any allocation "
                 f"of {ds} (not proven infeasible: on some allocation the search under the target ended "
                 f"without proving that no plan meets it; a larger --time-limit may)"), False
