@@ -418,6 +418,40 @@ def wants_serving(args) -> bool:
             or isinstance(getattr(args, "batch_size", None), str))
 
 
+def check_counts(args, names: tuple[str, ...] = ("max_replicas", "microbatches")) -> None:
+    """Each of the integer options ``names`` that ``args`` sets (``--max-replicas``, ``--microbatches``,
+    ``--context``...) is at least 1, else one :class:`InputError` naming the flag: the one check of every
+    command that takes them."""
+    for name in names:
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+
+
+def _one_device_why(args) -> str:
+    """Why this command places one device per stage, in the words of its refusals."""
+    if getattr(args, "max_replicas", None) == 1:
+        return " (--max-replicas 1)"
+    if not str(getattr(args, "workload", "")).lower().endswith(".onnx"):
+        return " (a reference-format operator graph)"
+    objective = getattr(args, "objective", None)
+    if objective not in (None, "max-load"):
+        return f" (--objective {objective})"
+    if getattr(args, "solver", None) not in (None, "auto"):
+        return f" (--solver {args.solver})"
+    return ""
+
+
+def refuse_schedule_options(args) -> None:
+    """``--schedule``, ``--microbatches`` or ``--granularity`` where one device per stage is placed: one
+    :class:`InputError` naming the option and why that placement was chosen, never an option ignored."""
+    for flag in ("schedule", "microbatches", "granularity"):
+        if getattr(args, flag, None) is not None:
+            raise InputError(f"--{flag} applies to stage plans (the stage model, the default for ONNX models "
+                              f"and Piper files), not to this one-device-per-stage placement"
+                              f"{_one_device_why(args)}")
+
+
 def uses_stage_model(args) -> bool:
     """Does a command with ``--max-replicas`` (``frontier``, ``provision``) solve the stage model? Above
     1 asks for it, 1 for one device per stage; without it, :func:`serving_default`. ``place`` decides by

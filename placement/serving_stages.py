@@ -67,6 +67,7 @@ from graphs.parallel import (
 from solvers.base import INTERRUPTED
 
 from .clock import Clock
+from .inputs import check_counts
 from .serving import AUTO_MAX_BATCH
 
 __all__ = ["StagePoint", "stage_problem", "best_plan", "sweep", "provision", "frontier_points",
@@ -964,9 +965,6 @@ def lowest_latency(problem: ParallelProblem, batch_size: int = 1, time_limit: fl
 
 def check_stage_args(args, what: str) -> None:
     """The stage options of a serving command: positive, and no training."""
-    for name in ("max_replicas", "microbatches"):
-        v = getattr(args, name, None)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    check_counts(args)
     if getattr(args, "training", None):
         raise InputError(f"{what} maximises inference throughput: drop --training")

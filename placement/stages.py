@@ -54,6 +54,7 @@ from graphs.parallel import (
 )
 from solvers.base import Status, relative_gap
 
+from .inputs import check_counts
 from .results import (
     is_stage_result,
     read_stage_result,
@@ -235,10 +236,7 @@ def load(args, frontend: Mapping | None = None, saved: Mapping | None = None, *,
     bandwidth, and an ONNX model's front-end settings and granularity). ``model``: an ONNX model's
     ``onnx.ModelProto`` where the caller has read it already."""
     saved = saved or {}
-    for name in ("microbatches", "max_replicas"):
-        v = getattr(args, name, None)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    check_counts(args)
     schedule = getattr(args, "schedule", None) or saved.get("schedule")
     microbatches = getattr(args, "microbatches", None) or saved.get("microbatches")
     max_replicas = getattr(args, "max_replicas", None) or saved.get("max_replicas")

@@ -111,3 +111,17 @@ def test_a_frontier_plan_file_says_it_is_a_frontier_point(models, cnn, tmp_path,
         proof = p.get("proof") or ("proven" if p["proven"] else "not proven")
         assert plan["message"] == f"a frontier point at batch {p['batch_size']}: {proof}"
         assert plan == p["plan"]
+
+
+@pytest.mark.parametrize("command", ["frontier", "provision"])
+def test_frontier_and_provision_refuse_stage_options_as_place_does(command, cnn, tmp_path, capsys):
+    """One check of the counts and one refusal of the stage options where one device per stage is
+    placed, in place's words, for every command that takes them."""
+    where = (["--devices", "a100:1"] if command == "frontier" else
+             ["--available", "a100:1", "--target-throughput", "10"])
+    assert main([command, cnn, *where, "--max-replicas", "1", "--microbatches", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --microbatches applies to stage plans (the stage model, the default for ONNX "
+                   "models and Piper files), not to this one-device-per-stage placement (--max-replicas 1)")
+    assert main([command, cnn, *where, "--microbatches", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --microbatches must be a positive integer, got 0"

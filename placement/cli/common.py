@@ -12,6 +12,8 @@ import math
 import os
 import sys
 
+from ..inputs import refuse_schedule_options
+
 __all__ = ["EXIT_OK", "EXIT_NO_PLACEMENT", "EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "Parser",
            "add_solve_options", "add_output_options", "add_frontend_options", "OPTIMIZERS", "frontend",
            "frontend_given", "recorded_frontend", "print_result", "checked_number", "cli_words",
@@ -251,28 +253,6 @@ def refuse_stage_options(args) -> None:
         raise UsageError(f"--max-replicas {mr}: the {args.solver} solver places one device per stage; "
                           f"replicas need one of: {', '.join(STAGE_SOLVERS)}")
     refuse_schedule_options(args)
-
-
-def _one_device_why(args) -> str:
-    """Why this command places one device per stage, in the words of its refusals."""
-    if getattr(args, "max_replicas", None) == 1:
-        return " (--max-replicas 1)"
-    if not str(getattr(args, "workload", "")).lower().endswith(".onnx"):
-        return " (a reference-format operator graph)"
-    objective = getattr(args, "objective", None)
-    if objective not in (None, "max-load"):
-        return f" (--objective {objective})"
-    if getattr(args, "solver", None) not in (None, "auto"):
-        return f" (--solver {args.solver})"
-    return ""
-
-
-def refuse_schedule_options(args) -> None:
-    for flag in ("schedule", "microbatches", "granularity"):
-        if getattr(args, flag, None) is not None:
-            raise UsageError(f"--{flag} applies to stage plans (the stage model, the default for ONNX models "
-                              f"and Piper files), not to this one-device-per-stage placement"
-                              f"{_one_device_why(args)}")
 
 
 HELIX_OPTIONS = ("--model", "--engine", "--time-limit", "--gap", "--threads", "--out", "--json")

@@ -60,7 +60,7 @@ def run(args) -> int:
 
     from ..api import place
     from ..clock import Clock
-    from ..inputs import checked_gap, raw_options, time_limit_seconds, wants_serving
+    from ..inputs import check_counts, checked_gap, raw_options, time_limit_seconds, wants_serving
     from ..load import load_workload
     from .serving import run_place
 
@@ -74,10 +74,7 @@ def run(args) -> int:
         raise UsageError("--subgraphs-per-device must be at least 1")
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    for flag in ("max_replicas", "microbatches", "context"):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
+    check_counts(args, ("max_replicas", "microbatches", "context"))
     checked_number(args.memory_limit, "--memory-limit", strict=True)
     if args.restarts is not None and args.restarts < 1:
         raise UsageError("--restarts must be at least 1")

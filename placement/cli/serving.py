@@ -11,7 +11,7 @@ import time
 
 from solvers.base import INTERRUPTED, time_left
 
-from ..inputs import uses_stage_model
+from ..inputs import check_counts, refuse_schedule_options, uses_stage_model
 from ..outputs import aligned
 
 __all__ = ["format_mfu", "mfu_lines", "show_mfu_lines"]
@@ -980,18 +980,10 @@ def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
     from ..serving import FrontierSearch
 
     _need_onnx(args.model, "placement frontier")
-    for name in ("max_replicas", "microbatches"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            from graphs.errors import InputError
-
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+    check_counts(args)
     stages = uses_stage_model(args)
-    if not stages and (args.microbatches is not None or args.granularity is not None):
-        from graphs.errors import InputError
-
-        flag = "--microbatches" if args.microbatches is not None else "--granularity"
-        raise InputError(f"{flag}: applies to the stage model, which --max-replicas 1 turns off")
+    if not stages:
+        refuse_schedule_options(args)
     sizes = _sizes(args.batch_size)  # default: batch 1; auto: doubling while throughput improves
     plot_note = ""
     if args.plot:
@@ -1198,16 +1190,12 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
                          "(e.g. a100:8,t4:16,cpu:64)")
     if args.devices:
         raise InputError("placement provision takes --available (the devices to choose from), not --devices")
+    check_counts(args)  # the options before the files they describe are read
+    stages = uses_stage_model(args)
+    if not stages:
+        refuse_schedule_options(args)
     ds = parse_devices(args.available, args.device_files or ())
     prices = kind_prices(ds.specs, read_prices(args.prices) if args.prices else None)
-    stages = uses_stage_model(args)
-    for name in ("max_replicas", "microbatches"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
-    for name, v in (("microbatches", args.microbatches), ("granularity", args.granularity)):
-        if not stages and v is not None:
-            raise InputError(f"--{name}: applies to the stage model, which --max-replicas 1 turns off")
     if not stages and args.latency_slo is None and getattr(args, "max_solves_given", False):
         raise InputError("--max-solves: applies where allocations are solved one by one (the stage model, or "
                          "--latency-slo); with --max-replicas 1 and no --latency-slo every allocation's best "
