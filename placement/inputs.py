@@ -116,7 +116,9 @@ _CLUSTER_REPORT = "a shared-cluster report (written by placement cluster --out)"
 _OUTPUT_WORDS = {"placement-frontier": "a frontier (written by placement frontier --out)",
                  "placement-split": "a split manifest (written by placement split)",
                  "placement-cluster": _CLUSTER_REPORT, "placement-cluster-comparison": _CLUSTER_REPORT,
-                 "placement-curve": "a cached throughput curve (written by placement cluster)"}
+                 "placement-curve": "a cached throughput curve (written by placement cluster)",
+                 "placement-provision": "an LLM provisioning (written by placement provision CONFIG.json "
+                                        "--out)"}
 #: the fields of a Hugging Face model config, of which an LLM config needs the first two
 _LLM_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "model_type", "architectures")
 

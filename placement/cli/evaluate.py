@@ -4,6 +4,7 @@ placed on another kind of workload."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 from ..outputs import output_file
@@ -149,15 +150,21 @@ def run(args) -> int:
     if kind == "piper":  # a stage plan (placement/stages.py), as every stage plan below
         return stage_model().evaluate(args, frontend_given(args))
     if kind == "onnx" and holds_stage_plan(saved):
-        return stage_model().evaluate(args, frontend(args))
+        given = frontend(args)
+        code = stage_model().evaluate(args, given)
+        # the settings the plan was placed with: version 2 keeps them under problem, version 1 at the top
+        settings = saved.get("problem") if isinstance(saved.get("problem"), dict) else saved
+        _note_max_load(saved.get("max_load"), _max_load_words(saved), None, "",
+                       _changed_settings(given, settings, args.split))
+        return code
     refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
     data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
     is_result = isinstance(data, dict) and data.get("schema") == "placement-result"
-    given = frontend(args)
+    typed = given = frontend(args)
     if is_result and args.workload.lower().endswith(".onnx"):
         # the front-end options the result was computed with, unless given again here
-        given = {**recorded_frontend(data, args.split), **{k: v for k, v in given.items() if v is not None}}
+        given = {**recorded_frontend(data, args.split), **{k: v for k, v in typed.items() if v is not None}}
     w = load_workload(args.workload, **given)
     if is_result:
         a = assignment_from_result(checked_result(data, args.split), w.graph, w.cluster, source=args.split)
@@ -170,9 +177,79 @@ def run(args) -> int:
     status = Status.FEASIBLE if ev.valid else Status.INVALID
     sol = Solution(a, ev.max_load, status, f"given {what}", message=f"{what} from {args.split}")
     print_result(args, Placement(w.graph, w.cluster, sol, ev))
-    recorded_value = data.get("max_load") if is_result else None
-    if isinstance(recorded_value, (int, float)) and recorded_value != ev.max_load:
-        print(f"note: the result file says max-load {recorded_value!r}; evaluated now {ev.max_load!r} "
-              f"(costs re-measured, or another cost model?)", file=sys.stderr)
+    recorded = data.get("max_load") if is_result else None
+    if isinstance(recorded, (int, float)) and not math.isclose(recorded, ev.max_load, rel_tol=1e-9):
+        now = _max_load_words(data, w.graph.meta.get("unit"), w.graph.batch_size)
+        _note_max_load(recorded, _max_load_words(data), ev.max_load, now,
+                       _changed_settings(typed, data.get("frontend"), args.split))
     return EXIT_OK if ev.valid else EXIT_NO_PLACEMENT
+
+
+def _max_load_words(data: dict, unit: str | None = None, batch: int | None = None) -> str:
+    """The unit of a result's max-load (``data``, the file), in words: its ``time_unit`` (``unit``: the
+    one evaluated now) per sample (a stage plan) or per run of the batch (an ONNX model placed with one
+    device per stage: per batch of ``batch``, else of the batch size the file records)."""
+    if data.get("model") == "stages" or data.get("format") == "placement-replicated":
+        return f"{unit or data.get('time_unit') or 's'} per sample"
+    unit = unit or data.get("time_unit") or "t"
+    if not isinstance(data.get("frontend"), dict):
+        return unit  # a reference-format graph's time, in its own unit
+    batch = batch or data["frontend"].get("batch_size")
+    return f"{unit} per batch of {batch}" if batch else f"{unit} per run of the batch"
+
+
+def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
+    """The ONNX front-end settings given on the command line (``given``: :func:`frontend`) that differ
+    from those the result file ``result_path`` records (``recorded``: its ``frontend``, or a stage
+    plan's ``problem``), each as ``--flag VALUE, the file records ...``."""
+    import os
+
+    if not isinstance(recorded, dict):
+        return []
+    here = os.path.dirname(os.path.abspath(result_path))
+    out = []
+    b, rb = given.get("batch_size"), recorded.get("batch_size")
+    if b is not None and rb is not None and b != rb:
+        out.append(f"--batch-size {b}, the file records batch {rb}")
+    d, rd = given.get("devices"), recorded.get("devices")
+    if d is not None and isinstance(rd, str) and "".join(d.split()) != "".join(rd.split()):
+        out.append(f"--devices {d}, the file records {rd}")
+    f, rf = given.get("device_files"), recorded.get("device_files") or []
+    # the file stores its device files relative to itself
+    if f is not None and sorted(map(os.path.abspath, f)) != sorted(os.path.join(here, x) for x in rf):
+        out.append(f"--device-file {', '.join(f)}, the file records {', '.join(rf) or 'none'}")
+    c, rc = given.get("costs"), recorded.get("costs")
+    if c is not None and isinstance(rc, dict):  # a profile's measurements: given again, measured again
+        out.append(f"--costs {c}{' (measured now)' if c == 'profile' else ''}, the file records its own "
+                   f"measurements")
+    elif c is not None and c != (rc or "roofline") and os.path.abspath(c) != os.path.abspath(rc or ""):
+        out.append(f"--costs {c}, the file records {rc or 'roofline'}")
+    rdims = recorded.get("dims") or {}
+    for name, v in (given.get("dims") or {}).items():
+        if rdims.get(name) != v:
+            out.append(f"--dim {name}={v}, the file records {name}={rdims.get(name, 'none')}")
+    if given.get("training") and not recorded.get("training"):
+        out.append("--training, the file records inference")
+    o, ro = given.get("optimizer"), recorded.get("optimizer")
+    ro = ro or ("adam" if recorded.get("training") else None)  # training's default optimizer
+    if o is not None and o != ro:
+        out.append(f"--optimizer {o}, the file records {ro or 'none'}")
+    return out
+
+
+def _note_max_load(recorded, then: str, value: float | None, now: str, changed: list[str]) -> None:
+    """The note when the max-load evaluated now (``value`` in ``now``'s unit; ``None``: the one printed
+    above) is not the file's (``recorded``, in ``then``'s unit): the settings given that differ from the
+    file's (``changed``) say why; with none changed (and a value that differs), re-measured costs are the
+    guess. Nothing for a file that records no max-load."""
+    if not isinstance(recorded, (int, float)) or isinstance(recorded, bool):
+        return
+    this = "above" if value is None else f"{value:.6g} {now}"
+    if changed:
+        why = "evaluated at " + "; ".join(changed)
+    elif value is not None and value != recorded:
+        why = "with the settings it records (costs re-measured, or another cost model?)"
+    else:
+        return
+    print(f"note: the max-load {this} is not the file's {recorded:.6g} {then}: {why}", file=sys.stderr)
 

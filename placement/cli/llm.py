@@ -332,7 +332,7 @@ def provision_command(args) -> int:
                                                        for b, v in zip(buckets, load) if v > 1e-9) + " req/s)"
             for x, m, load in zip(out.instances, out.used, out.load) if m]
     one = None if out.single is None else out.instances[out.single[0]]
-    data = {"provision_buckets": _provision_section(args.target_throughput, out, buckets)}
+    data = _provision_file(_provision_section(args.target_throughput, out, buckets))
     from ..export import emit
 
     def text() -> str:
@@ -349,6 +349,17 @@ def provision_command(args) -> int:
 
     emit(args, data, text)
     return 0
+
+
+#: the schema of an LLM ``provision --out`` file (:func:`_provision_file`): no placement result, which
+#: the commands that read results refuse by name (placement/inputs.py)
+PROVISION_SCHEMA, PROVISION_VERSION = "placement-provision", 1
+
+
+def _provision_file(section: dict) -> dict:
+    """An LLM ``provision`` file (``--out``, ``--json``): its schema and version, and the
+    ``provision_buckets`` ``section``."""
+    return {"schema": PROVISION_SCHEMA, "version": PROVISION_VERSION, "provision_buckets": section}
 
 
 def _provision_section(target: float, out, buckets) -> dict:
@@ -385,7 +396,7 @@ def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
                           f"proven: {'; '.join(filter(None, (out.stopped, out.unproven)))}{larger})")
     section = {**_provision_section(args.target_throughput, out, buckets), "infeasible": bool(proven_none),
                "message": why}
-    emit(args, {"provision_buckets": section}, lambda: "")
+    emit(args, _provision_file(section), lambda: "")
     print(f"error: {'infeasible: ' if proven_none else ''}{why}", file=sys.stderr)
     return 1
 
