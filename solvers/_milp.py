@@ -175,7 +175,9 @@ def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, w
     placement, with ``fallback`` the model-free bound (``kept`` names it in the message): the one rule
     every integer program of the project reports by."""
     checked = check_bound(res.bound, value, fallback=fallback)
-    proven = (res.status == OPTIMAL and checked.consistent and checked.gap is not None
+    # a program's bound its model disagrees on is dropped by check_bound: the gap is then the model-free
+    # fallback's, which proves the placement as well as any bound
+    proven = (res.status == OPTIMAL and checked.gap is not None
               and checked.gap <= gap + BOUND_TOLERANCE_REL)
     if not checked.consistent:
         # the program's bound is above the evaluator's value of a valid placement: its model and the

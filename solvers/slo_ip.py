@@ -35,7 +35,7 @@ from graphs.latency import latency
 from graphs.model import Cluster, OpGraph
 
 from . import _milp
-from .base import INTERRUPTED, Solution, SolveOptions, Status, check_bound, time_left
+from .base import INTERRUPTED, Solution, SolveOptions, Status, time_left
 from .latency_ip import _candidates, _horizon, _LatencyModel, latency_bound
 
 __all__ = ["solve", "in_domain", "dp_start", "MINIMISE"]
@@ -270,16 +270,16 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
         # the path bound for one subgraph per accelerator: the domain here (the max-load limit only
         # narrows it further)
         fallback = stats["path_bound"] = latency_bound(graph, cluster, subgraphs_per_device=1)
-    # HiGHS's bound above the evaluated value (beyond its tolerance) is a model mismatch: never a closed gap
-    cb = check_bound(res.bound, value, fallback)
-    bound, gap = cb.bound, cb.gap
-    if not cb.consistent:
-        stats["inconsistent_bound"] = res.bound
-    # HiGHS's bound carries its feasibility tolerance (about 1e-6 of the objective)
-    proven = res.status == _milp.OPTIMAL and gap is not None and gap <= max(options.gap, 1e-6)
+    # the one rule of every integer program: a bound above the evaluated value is a model mismatch (never
+    # a closed gap), and "optimal" only within the requested gap of the evaluator's value
+    verdict = _milp.judge(res, value, fallback, options.gap, what=minimise,
+                          kept="the path bound" if fallback is not None else "no bound")
+    if verdict.mismatch is not None:
+        stats["bound_mismatch"] = verdict.mismatch
     stats.update(max_load=load, latency=lev.total, subgraphs=[int(s) for s in lev.subgraph])
-    return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if proven else Status.FEASIBLE,
-                    "slo-ip", bound=bound, gap=gap, time=elapsed, message=res.message, stats=stats)
+    return Solution(np.asarray(a, np.int64), value, Status.OPTIMAL if verdict.proven else Status.FEASIBLE,
+                    "slo-ip", bound=verdict.bound, gap=verdict.gap, time=elapsed, message=verdict.message,
+                    stats=stats)
 
 
 def _starts(graph: OpGraph, cluster: Cluster, options: SolveOptions, deadline, stats,

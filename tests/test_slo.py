@@ -10,7 +10,7 @@ import pytest
 from graphs.contract import colocation_items
 from graphs.evaluate import evaluate
 from graphs.latency import latency
-from solvers import slo_ip
+from solvers import _milp, slo_ip
 from solvers.base import SolveOptions, Status
 from tests.instances import canonical_assignments, random_instance
 
@@ -210,9 +210,21 @@ def test_a_bound_above_the_plans_value_is_never_a_closed_gap(monkeypatch, minimi
     monkeypatch.setattr(_milp, "solve_mip", doctored)
     sol = slo_ip.solve(inst.graph, inst.cluster, opts, minimise=minimise)
     assert sol.objective == pytest.approx(honest.objective)
-    assert sol.stats["inconsistent_bound"] == 1e9
+    assert sol.stats["bound_mismatch"] == 1e9
     if minimise == "max-load":
         assert sol.status == Status.FEASIBLE and sol.bound is None
     else:  # the path bound, which does not depend on the program, remains
         assert sol.bound == pytest.approx(min(sol.stats["path_bound"], sol.objective))
         assert sol.status == (Status.OPTIMAL if sol.gap <= 1e-6 else Status.FEASIBLE)
+
+
+@pytest.mark.parametrize("fallback, proven", [(2.0, True), (1.5, False), (None, False)])
+def test_the_one_verdict_rule_trusts_a_model_free_bound_beside_a_mismatched_one(fallback, proven):
+    """Every integer program reports by ``_milp.judge``: a bound above the evaluated value (its model
+    disagrees with the evaluator) is dropped, and a model-free bound that meets the value still proves
+    the placement (by hand: value 2, fallback 2 -> gap 0; fallback 1.5 -> gap 0.25; none -> no bound)."""
+    res = _milp.MipResult(_milp.OPTIMAL, np.zeros(1), 2.0, 1e9, 0.1, "", {})
+    v = _milp.judge(res, 2.0, fallback, 1e-4, what="latency", kept="the path bound")
+    assert v.mismatch == 1e9 and v.proven is proven
+    assert v.bound == fallback and v.gap == (None if fallback is None else (2.0 - fallback) / 2.0)
+    assert "disagrees with the evaluator" in v.message
