@@ -188,7 +188,7 @@ def file_kind(path: str, data=_UNREAD) -> tuple[str, str]:
 def _recorded_workload(path: str, data) -> str:
     """The workload a result records (``source``, or a stage plan's ``workload``), as a path from here
     (results store it relative to the result file); ``WORKLOAD`` when it records none."""
-    src = data.get("source") or data.get("workload") if isinstance(data, dict) else None
+    src = data.get("workload") or data.get("source") if isinstance(data, dict) else None
     if not isinstance(src, str) or not src:
         return "WORKLOAD"
     if not os.path.isabs(src):

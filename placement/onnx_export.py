@@ -303,7 +303,8 @@ def annotate(model, result: Mapping):
         if const:
             _prop(node.metadata_props, KEY_CONSTANT, "true")
     summary = {k: result.get(k) for k in ("solver", "status", "objective", "max_load", "contiguous",
-                                          "stage_order", "source")}
+                                          "stage_order")}
+    summary["workload"] = result.get("workload") or result.get("source")  # source: older files' name
     summary["devices"] = [{k: d.get(k) for k in ("name", "kind", "stage", "load", "memory")}
                           for d in result["devices"]]
     if stage_rows is not None:

@@ -105,7 +105,9 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
         "model": "one-device-per-stage",
         # milliseconds for an ONNX model; a reference workload's times are in its own unit ("t")
         "time_unit": g.meta.get("unit") or "t",
-        "source": source_path(g.source, result_path),
+        # the workload's path relative to the file, as a stage plan's (version-2 files before this called
+        # it source, which readers still take)
+        "workload": source_path(g.source, result_path),
         "solver": sol.solver,
         "status": sol.status.value,
         "objective": _num(sol.objective),

@@ -110,11 +110,16 @@ def test_show_finds_the_workload_beside_the_result_and_reports_mismatches(tmp_pa
     assert main(["show", "../r.json", "--no-draw"]) == 0  # 'ex.json' is found beside the result
     capsys.readouterr()
     data = json.loads((tmp_path / "r.json").read_text())
-    data["source"] = "gone.json"
+    old = dict(data, source=data["workload"])  # a file from before the field was called workload
+    del old["workload"]
+    (tmp_path / "r4.json").write_text(json.dumps(old))
+    assert main(["show", "../r4.json", "--no-draw"]) == 0
+    capsys.readouterr()
+    data["workload"] = "gone.json"
     (tmp_path / "r2.json").write_text(json.dumps(data))
     assert main(["show", "../r2.json", "--no-draw"]) == 2
     assert "--workload" in capsys.readouterr().err
-    data["source"] = "ex.json"
+    data["workload"] = "ex.json"
     data["devices"][0]["nodes"].append("no-such-node")
     (tmp_path / "r3.json").write_text(json.dumps(data))
     assert main(["show", "../r3.json", "--no-draw"]) == 2

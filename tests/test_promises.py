@@ -210,8 +210,8 @@ def test_result_files_get_the_umask_and_paths_relative_to_themselves(workload, t
         os.umask(old)
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o644
     res = json.load(open(out))
-    assert not os.path.isabs(res["source"])
-    assert os.path.samefile(os.path.join(out.parent, res["source"]), workload)
+    assert not os.path.isabs(res["workload"])
+    assert os.path.samefile(os.path.join(out.parent, res["workload"]), workload)
     # show finds the workload from any working directory
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -72,7 +72,8 @@ def _result_kind(data) -> tuple[str | None, str]:
             return None, "a stage plan"
         return kind, f"a stage plan (stages with replicas) of {_WORKLOAD_WORDS[kind]}{placed}"
     if isinstance(data, dict) and data.get("schema") == "placement-result":
-        placed = f" (placed on {data['source']})" if isinstance(data.get("source"), str) else ""
+        path = data.get("workload") or data.get("source")  # source: the name older files gave it
+        placed = f" (placed on {path})" if isinstance(path, str) else ""
         if isinstance(data.get("frontend"), dict):
             return "onnx", f"a one-device-per-stage placement of an ONNX model{placed}"
         if data.get("time_unit") == "t":  # the reference format's own time unit; an ONNX model's is ms

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
                        "rendered when `dot` is installed).")
     s.add_argument("result", help=RESULT_FILE)
     s.add_argument("--workload", default=None, metavar="PATH",
-                   help="the workload or ONNX model the result is for (default: the result's 'source')")
+                   help="the workload or ONNX model the result is for (default: the result's 'workload')")
     s.add_argument("--schedule", choices=SCHEDULES + ("pipedream", "2bw"), default=None,
                    help="stream (inference default), gpipe or 1f1b (training default); a stage plan: "
                    "1f1b, gpipe, pipedream or 2bw (default: its own; an inference plan: stream)")
@@ -75,7 +75,7 @@ def _load_for_result(args, data: dict):
     as results store it; then as written, for results of older versions, relative to where they ran)."""
     from ..load import load_workload
 
-    path = args.workload or data.get("source")
+    path = args.workload or data.get("workload") or data.get("source")  # source: older files' name
     if not path:
         raise UsageError(f"{args.result}: the result does not say which workload it is for; pass "
                           f"--workload PATH")
