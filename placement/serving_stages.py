@@ -691,6 +691,84 @@ FRONTIER_STEP_REL = 1e-6
 FRONTIER_STEP_ABS = 1e-12
 
 
+def _among_layer_plans(p: StagePoint) -> StagePoint:
+    """The stage point ``p`` of a layer-node problem: an exact frontier point there is one among the
+    layer-node plans only (operator nodes could do better), not of the stage model."""
+    if p.frontier:
+        return dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
+    return p
+
+
+def _unproven(p: StagePoint) -> StagePoint:
+    """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point:
+    :func:`_among_layer_plans`)."""
+    p = _among_layer_plans(p)
+    return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
+
+
+def refined_frontier_points(problem: ParallelProblem, graph_cls, settings, fine, args, batch_size: int, *,
+                            deadline: float | None, stopped: Callable[[], bool], on_point: Callable,
+                            out: list, reports: dict | None = None) -> tuple[list[StagePoint], bool]:
+    """The stage plans of one batch size of the frontier (:func:`frontier_points`), refined where the
+    problem has layer nodes (``fine()``: the operator-node problem, its graph and settings, of
+    :func:`stage_problem`): a layer point's proof holds among layer plans only, so the operator nodes'
+    points are solved in the time :func:`placement.stages.refine_budget` leaves and the points of both
+    kept, each proven only where that holds for the stage model. Each point is appended to ``out`` and
+    told to ``on_point`` as it is found (a Ctrl-C keeps them: ``out`` is changed in one step);
+    ``reports[batch_size]`` receives whether the exact frontier is complete and a note. ``stopped()``:
+    a Ctrl-C was taken, nothing more starts. Returns the points and whether a Ctrl-C that a solve took
+    ended the search (nothing runs after it)."""
+    left = None if deadline is None else max(0.05, deadline - time.perf_counter())
+    t0 = time.perf_counter()
+    start = len(out)  # kept as found: a Ctrl-C during the exact frontier or the refinement keeps them
+
+    def point(p, layers=fine is not None) -> None:
+        out.append(_unproven(p) if layers else p)  # with layer nodes: proven among layer plans only
+        on_point(out[-1])
+
+    report: dict = {}
+    pts = frontier_points(problem, args, batch_size, graph_cls, settings, time_limit=left,
+                          max_points=args.max_points, report=report, on_point=point)
+    if reports is not None:
+        reports[batch_size] = report if fine is None else \
+            dict(report, complete=False, layers_complete=bool(report.get("complete")))
+    if report.get("interrupted"):
+        return pts, True
+    cut = False  # the operators' search took a Ctrl-C
+    fpts: list = []
+    if fine is not None and not stopped():  # layer nodes, then the operators (never a loss)
+        from .stages import refine_budget
+
+        now = time.perf_counter()
+        budget = refine_budget(now - t0, None if deadline is None else deadline - now)
+        if budget >= 0.05:
+            fp, fcls, fset = fine()
+            each = budget / len(fp.replica_degrees())  # frontier_points solves once per degree
+            freport: dict = {}
+            fpts = [dataclasses.replace(p, how=p.how + ", operator nodes") for p in
+                    frontier_points(fp, args, batch_size, fcls, fset, time_limit=each,
+                                    max_points=args.max_points, report=freport)]
+            if reports is not None and freport.get("complete"):
+                reports[batch_size] = freport  # operator nodes hold every layer plan: the whole frontier
+            cut = bool(freport.get("interrupted"))
+            if cut and reports is not None:
+                was = reports[batch_size]
+                reports[batch_size] = dict(was, note=f"{was.get('note')}; operator nodes: {freport['note']}")
+        both = pts + fpts
+        # an exact point at operator granularity is a frontier point of the stage model (every layer
+        # plan is an operator plan); a layer point's proof holds among layer plans only
+        pts = [_among_layer_plans(p) for p in pts]
+        keep = {id(p) for p in fpts if p.frontier}
+        if any(p.proven for p in pts) and any(p.proven for p in fpts):
+            top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
+            keep |= {id(p) for p in pts + fpts if p.evaluation.objective <= top * (1 + 1e-9)}
+        pts = [p if id(p) in keep else _unproven(p) for p in pts + fpts]
+        out[start:] = pts  # one step: a Ctrl-C sees the old points or the new
+        for p in fpts:
+            on_point(next(q for q in pts if q.evaluation is p.evaluation))
+    return pts, cut
+
+
 def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, graph_cls=None,
                    settings=None, *, time_limit: float | None = None, starts=(), threads: int | None = None,
                    max_points: int = 50, on_point: Callable | None = None

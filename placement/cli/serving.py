@@ -867,23 +867,6 @@ def _replicas_words(args) -> str:
     return "replicas as the devices allow"
 
 
-def _among_layer_plans(p):
-    """The stage point ``p`` of a layer-node problem: an exact frontier point there is one among the
-    layer-node plans only (operator nodes could do better), not of the stage model."""
-    if p.frontier:
-        return dataclasses.replace(p, frontier=False, how="frontier point of the layer-node plans")
-    return p
-
-
-def _unproven(p):
-    """The stage point ``p`` with its throughput no longer claimed proven (nor its frontier point:
-    :func:`_among_layer_plans`)."""
-    from ..serving_stages import proof_fields
-
-    p = _among_layer_plans(p)
-    return dataclasses.replace(p, **proof_fields(p.status, False)) if p.proven else p
-
-
 def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list,
                            reports: dict | None = None) -> bool:
     """``frontier`` with replicas: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
@@ -909,55 +892,10 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
         problem, graph_cls, settings, fine = serving_stages.stage_problem(
             args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
             granularity=args.granularity, paths=paths)
-        left = None if deadline is None else max(0.05, deadline - time.perf_counter())
-        t0 = time.perf_counter()
-        start = len(out)  # kept as found: a Ctrl-C during the exact frontier or the refinement keeps them
-
-        def point(p, layers=fine is not None) -> None:
-            out.append(_unproven(p) if layers else p)  # with layer nodes: proven among layer plans only
-            found(out[-1])
-
-        report: dict = {}
-        pts = serving_stages.frontier_points(problem, args, b, graph_cls, settings, time_limit=left,
-                                             max_points=args.max_points, report=report, on_point=point)
-        if reports is not None:
-            reports[b] = report if fine is None else \
-                dict(report, complete=False, layers_complete=bool(report.get("complete")))
-        if report.get("interrupted"):
-            return True
-        cut = False  # the operators' search took a Ctrl-C
-        fpts: list = []
-        if fine is not None and not ctrl_c.hit:  # layer nodes, then the operators (never a loss)
-            from ..stages import refine_budget
-
-            now = time.perf_counter()
-            budget = refine_budget(now - t0, None if deadline is None else deadline - now)
-            if budget >= 0.05:
-                fp, fcls, fset = fine()
-                each = budget / len(fp.replica_degrees())  # frontier_points solves once per degree
-                freport: dict = {}
-                fpts = [dataclasses.replace(p, how=p.how + ", operator nodes") for p in
-                        serving_stages.frontier_points(fp, args, b, fcls, fset, time_limit=each,
-                                                       max_points=args.max_points, report=freport)]
-                if reports is not None and freport.get("complete"):
-                    reports[b] = freport  # operator nodes hold every layer plan: the whole frontier
-                cut = bool(freport.get("interrupted"))
-                if cut and reports is not None:
-                    reports[b] = dict(reports[b], note=f"{reports[b].get('note')}; operator nodes: "
-                                                       f"{freport['note']}")
-            both = pts + fpts
-            # an exact point at operator granularity is a frontier point of the stage model (every layer
-            # plan is an operator plan); a layer point's proof holds among layer plans only
-            pts = [_among_layer_plans(p) for p in pts]
-            keep = {id(p) for p in fpts if p.frontier}
-            if any(p.proven for p in pts) and any(p.proven for p in fpts):
-                top = min(p.evaluation.objective for p in both)  # the optimum at both granularities
-                keep |= {id(p) for p in pts + fpts if p.evaluation.objective <= top * (1 + 1e-9)}
-            pts = [p if id(p) in keep else _unproven(p) for p in pts + fpts]
-            out[start:] = pts  # one step: a Ctrl-C sees the old points or the new
-            for p in fpts:
-                found(next(q for q in pts if q.evaluation is p.evaluation))
-        if cut:
+        pts, interrupted = serving_stages.refined_frontier_points(
+            problem, graph_cls, settings, fine, args, b, deadline=deadline, stopped=lambda: ctrl_c.hit,
+            on_point=found, out=out, reports=reports)
+        if interrupted:
             return True
         top = max((p.samples_per_s for p in pts), default=0.0)
         if auto and (not pts or top <= best * (1 + IMPROVES)):
