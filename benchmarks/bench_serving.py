@@ -107,8 +107,9 @@ def part0(tmp: str) -> dict:
         fr = json.load(f)
     run = {"first_point_s": found[0][0] if found else None, "total_s": total, "exit": proc.returncode,
            "found_lines": len(found),
-           "points": [{k: p.get(k) for k in ("samples_per_s", "latency_ms", "max_load", "proven", "model",
-                                             "proof")} for p in fr["points"]],
+           # max_load_ms: per batch, in ms (files before 2026-12-07 called it max_load)
+           "points": [{**{k: p.get(k) for k in ("samples_per_s", "latency_ms", "proven", "model", "proof")},
+                       "max_load_ms": p.get("max_load_ms", p.get("max_load"))} for p in fr["points"]],
            "stopped": fr["stopped"], "proven": fr["proven"], "stage_frontier": fr.get("stage_frontier")}
     print(f"gpt2 frontier: first point {run['first_point_s']:.1f} s, total {total:.1f} s, "
           f"{len(fr['points'])} points", file=sys.stderr)

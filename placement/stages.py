@@ -635,10 +635,12 @@ def _recorded_path(args) -> str | None:
     return source_path(args.workload, getattr(args, "out", None))
 
 
-def evaluate(args, frontend: Mapping | None = None) -> int:
+def evaluate(args, frontend: Mapping | None = None, *,
+             on_value: Callable[[float], None] | None = None) -> int:
     """``placement evaluate WORKLOAD plan.json`` of a stage plan (a result JSON's ``stages``) on a
     Piper-format workload or an ONNX model: the settings the plan records rebuild the problem it was
-    solved on (:func:`load`), unless the command line gives them again."""
+    solved on (:func:`load`), unless the command line gives them again. ``on_value``: told the plan's
+    time per sample (seconds) once it is printed."""
     data = read_json(args.split)
     saved = {**read_stage_result(data), "_path": args.split} if is_stage_result(data) else {}
     given, placed = getattr(args, "granularity", None), saved.get("granularity")
@@ -656,6 +658,8 @@ def evaluate(args, frontend: Mapping | None = None) -> int:
                            latency_batch=w.latency_batch)
     summary += _mfu_line(w.problem, ev, mfu)
     _emit(args, out, w.problem, ev, summary, w.unit, w.sample)
+    if on_value is not None:
+        on_value(ev.objective)
     return 0 if ev.valid else 1
 
 

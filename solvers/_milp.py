@@ -183,7 +183,8 @@ def judge(res: MipResult, value: float, fallback: float | None, gap: float, *, w
         # the program's bound is above the evaluator's value of a valid placement: its model and the
         # evaluator disagree, so nothing it proved is trusted
         msg = (f"the integer program's bound {checked.claimed:.6g} exceeds the evaluated {what} "
-               f"{value:.6g} (its model disagrees with the evaluator); only {kept} is kept")
+               f"{value:.6g} (its model disagrees with the evaluator); "
+               + (f"only {kept} is kept" if fallback is not None else "no bound is kept"))
     elif res.status == OPTIMAL and not proven:
         # the solver stopped on its own gap but ours (on the evaluator's value) is not closed
         msg = "the MIP solver reported optimality, but the gap on the evaluated placement is not closed"

@@ -325,7 +325,8 @@ def solve(graph: OpGraph, cluster: Cluster, options: SolveOptions | None = None)
         else:
             bound = checked.bound
         gap = relative_gap(value, bound)
-        if ip.status is Status.OPTIMAL and consistent and gap <= options.gap + BOUND_TOLERANCE_REL:
+        if (ip.status is Status.OPTIMAL and consistent and gap is not None
+                and gap <= options.gap + BOUND_TOLERANCE_REL):
             # "optimal" as the IP means it: within the requested gap, which is reported; "exact" only
             # when that gap is closed
             closed = gap <= BOUND_TOLERANCE_REL

@@ -320,7 +320,7 @@ def _search(problem: ParallelProblem, bar: _Bar, time_limit, max_ideals, max_ip_
     bound = min(value, best.objective)  # a bound is never above a plan's value (tolerances aside)
     gap = relative_gap(best.objective, bound)
     why = f" ({'; '.join(stopped)})" if stopped else ""
-    msg += f"{why}; bound {bound:.9g} s per sample ({what}), gap {gap:.3%}"
+    msg += f"{why}; bound {bound:.9g} s per sample ({what})" + (f", gap {gap:.3%}" if gap is not None else "")
     return done(best, label, Status.FEASIBLE, msg, {**extra, "bound": bound, "gap": gap,
                                                      "bound_from": what}, bound=bound)
 

@@ -273,7 +273,7 @@ def _solve(graph: OpGraph, cluster: Cluster, options: SolveOptions, minimise: st
     # the one rule of every integer program: a bound above the evaluated value is a model mismatch (never
     # a closed gap), and "optimal" only within the requested gap of the evaluator's value
     verdict = _milp.judge(res, value, fallback, options.gap, what=minimise,
-                          kept="the path bound" if fallback is not None else "no bound")
+                          kept="the path bound")
     if verdict.mismatch is not None:
         stats["bound_mismatch"] = verdict.mismatch
     stats.update(max_load=load, latency=lev.total, subgraphs=[int(s) for s in lev.subgraph])

@@ -89,7 +89,8 @@ def test_the_evaluate_note_names_the_setting_that_changed_and_the_unit(files, ca
     assert "re-measured" not in notes[0]
     if model == "pipeline":
         assert "ms per batch of 1" in notes[0]  # the value now, in its own unit
-    for same in ([], ["--batch-size", "8"], ["--devices", "a100:1,t4:1"]):  # the recorded settings: none
+    # the recorded settings, or the same devices in another order (the same value): no note
+    for same in ([], ["--batch-size", "8"], ["--devices", "a100:1,t4:1"], ["--devices", "t4:1, a100:1"]):
         assert main(["evaluate", files["cnn"], files[model], *same]) == 0
         assert _notes(capsys) == [], same
 

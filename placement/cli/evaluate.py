@@ -152,12 +152,11 @@ def run(args) -> int:
         return stage_model().evaluate(args, frontend_given(args))
     if kind == "onnx" and holds_stage_plan(saved):
         given = frontend(args)
-        code = stage_model().evaluate(args, given)
         # the settings the plan was placed with: version 2 keeps them under problem, version 1 at the top
         settings = saved.get("problem") if isinstance(saved.get("problem"), dict) else saved
-        _note_max_load(saved.get("max_load"), _max_load_words(saved), None, "",
-                       _changed_settings(given, settings, args.split))
-        return code
+        return stage_model().evaluate(args, given, on_value=lambda value: _note_max_load(
+            saved.get("max_load"), _max_load_words(saved), value, "s per sample",
+            _changed_settings(given, settings, args.split)))
     refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
     data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
@@ -179,7 +178,7 @@ def run(args) -> int:
     sol = Solution(a, ev.max_load, status, f"given {what}", message=f"{what} from {args.split}")
     print_result(args, Placement(w.graph, w.cluster, sol, ev))
     recorded = data.get("max_load") if is_result else None
-    if isinstance(recorded, (int, float)) and not math.isclose(recorded, ev.max_load, rel_tol=1e-9):
+    if is_result:
         now = _max_load_words(data, w.graph.meta.get("unit"), w.graph.batch_size)
         _note_max_load(recorded, _max_load_words(data), ev.max_load, now,
                        _changed_settings(typed, data.get("frontend"), args.split))
@@ -199,6 +198,11 @@ def _max_load_words(data: dict, unit: str | None = None, batch: int | None = Non
     return f"{unit} per batch of {batch}" if batch else f"{unit} per run of the batch"
 
 
+def _kinds(devices: str) -> list[str]:
+    """A ``--devices`` text's ``kind:count`` parts, in any order and spacing (one set of devices)."""
+    return sorted("".join(part.split()) for part in devices.split(",") if part.strip())
+
+
 def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
     """The ONNX front-end settings given on the command line (``given``: :func:`frontend`) that differ
     from those the result file ``result_path`` records (``recorded``: its ``frontend``, or a stage
@@ -213,7 +217,7 @@ def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
     if b is not None and rb is not None and b != rb:
         out.append(f"--batch-size {b}, the file records batch {rb}")
     d, rd = given.get("devices"), recorded.get("devices")
-    if d is not None and isinstance(rd, str) and "".join(d.split()) != "".join(rd.split()):
+    if d is not None and isinstance(rd, str) and _kinds(d) != _kinds(rd):
         out.append(f"--devices {d}, the file records {rd}")
     f, rf = given.get("device_files"), recorded.get("device_files") or []
     # the file stores its device files relative to itself
@@ -238,19 +242,17 @@ def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
     return out
 
 
-def _note_max_load(recorded, then: str, value: float | None, now: str, changed: list[str]) -> None:
-    """The note when the max-load evaluated now (``value`` in ``now``'s unit; ``None``: the one printed
-    above) is not the file's (``recorded``, in ``then``'s unit): the settings given that differ from the
-    file's (``changed``) say why; with none changed (and a value that differs), re-measured costs are the
-    guess. Nothing for a file that records no max-load."""
+def _note_max_load(recorded, then: str, value: float, now: str, changed: list[str]) -> None:
+    """The note when the max-load evaluated now (``value`` in ``now``'s unit) is not the file's
+    (``recorded``, in ``then``'s unit): the settings given that differ from the file's (``changed``) say
+    why; with none changed, re-measured costs are the guess. Nothing for a file that records no
+    max-load, nor where the two agree."""
     if not isinstance(recorded, (int, float)) or isinstance(recorded, bool):
         return
-    this = "above" if value is None else f"{value:.6g} {now}"
-    if changed:
-        why = "evaluated at " + "; ".join(changed)
-    elif value is not None and value != recorded:
-        why = "with the settings it records (costs re-measured, or another cost model?)"
-    else:
+    if math.isclose(recorded, value, rel_tol=1e-9):
         return
+    this = f"{value:.6g} {now}"
+    why = ("evaluated at " + "; ".join(changed) if changed else
+           "with the settings it records (costs re-measured, or another cost model?)")
     print(f"note: the max-load {this} is not the file's {recorded:.6g} {then}: {why}", file=sys.stderr)
 

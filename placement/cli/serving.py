@@ -189,11 +189,11 @@ def _sweep_rows(sw) -> str:
 
 #: what the sweep's figures mean, per model (the serving section's ``definition``)
 _DEFINITIONS = {
-    "one-device-per-stage": "samples/s = 1000 x batch / max-load; max_load and latency_ms are per batch: "
+    "one-device-per-stage": "samples/s = 1000 x batch / max-load; max_load_ms and latency_ms are per batch: "
                             "latency = one batch end to end, branches on different devices overlapping "
                             "(graphs.latency)",
-    "stages": "samples/s = 1 / time per sample; max_load and latency_ms are per batch: latency = one batch "
-              "end to end on one replica of each stage, the stages one after another "
+    "stages": "samples/s = 1 / time per sample; max_load_ms and latency_ms are per batch: latency = one "
+              "batch end to end on one replica of each stage, the stages one after another "
               "(graphs.parallel.evaluate_plan)",
 }
 
