@@ -92,6 +92,15 @@ def no_plan_result(model: str, proven: bool, message: str = "") -> dict:
             "devices": []}
 
 
+def _header(model: str, *, time_unit: str, workload: str | None, solver: str, status: str, message: str,
+            solve_time_s: float | None, objective_name: str, objective, max_load, bound, gap) -> dict:
+    """The fields every result file starts with, whichever model placed it (docs/formats.md)."""
+    return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": model, "time_unit": time_unit,
+            "workload": workload, "solver": solver, "status": status, "message": message,
+            "solve_time_s": solve_time_s, "objective_name": objective_name, "objective": objective,
+            "max_load": max_load, "bound": bound, "gap": gap}
+
+
 def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -> dict:
     """The result file's content for a placement; ``result_path`` is where it will be written (the
     workload's path is stored relative to it, see :func:`source_path`)."""
@@ -99,25 +108,16 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     from graphs.reference import ACCELERATOR, CPU
 
     sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
-    out = {
-        "schema": "placement-result",
-        "version": SCHEMA_VERSION,
-        "model": "one-device-per-stage",
+    out = _header(
+        "one-device-per-stage",
         # milliseconds for an ONNX model; a reference workload's times are in its own unit ("t")
-        "time_unit": g.meta.get("unit") or "t",
+        time_unit=g.meta.get("unit") or "t",
         # the workload's path relative to the file, as a stage plan's (version-2 files before this called
         # it source, which readers still take)
-        "workload": source_path(g.source, result_path),
-        "solver": sol.solver,
-        "status": sol.status.value,
-        "objective": _num(sol.objective),
-        "max_load": _num(p.max_load),
-        "bound": _num(sol.bound),
-        "gap": _num(sol.gap),
-        "solve_time_s": round(sol.time, 6),
-        "message": sol.message,
-        "stats": {k: (_num(v) if isinstance(v, float) else v) for k, v in sol.stats.items()},
-    }
+        workload=source_path(g.source, result_path), solver=sol.solver, status=sol.status.value,
+        message=sol.message, solve_time_s=round(sol.time, 6), objective_name=p.objective,
+        objective=_num(sol.objective), max_load=_num(p.max_load), bound=_num(sol.bound), gap=_num(sol.gap))
+    out["stats"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in sol.stats.items()}
     if g.meta.get("format") == "onnx":  # how the model was read and costed, so tools can redo it
         training = g.meta.get("training")
         from graphs.costs import recorded_costs
@@ -159,7 +159,6 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
         stages=stages, devices=devices,
     )
     lat = p.latency
-    out["objective_name"] = p.objective
     out["latency"] = None if lat is None else _num(lat.total)  # none for a training graph
     mfu = compute_utilisation(g, cl, p.assignment)
     out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
@@ -222,10 +221,9 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
               "bandwidth": None if math.isinf(k.bandwidth) else k.bandwidth,
               "server_size": k.server_size, "intra_bandwidth": k.intra_bandwidth,
               "inter_bandwidth": k.inter_bandwidth} for k in problem.kinds]
-    return {"schema": "placement-result", "version": SCHEMA_VERSION, "model": "stages",
-            "workload": workload, "solver": solver, "status": status, "message": message,
-            "solve_time_s": time, "time_unit": "s", "objective_name": "max-load", "objective": value,
-            "max_load": value, "bound": bound, "gap": gap,
+    return {**_header("stages", time_unit="s", workload=workload, solver=solver, status=status,
+                      message=message, solve_time_s=time, objective_name="max-load", objective=value,
+                      max_load=value, bound=bound, gap=gap),
             # one sample's time end to end in seconds, as the stage model's latency is (a micro-batch of b
             # samples takes b times it)
             "latency": ev.latency if math.isfinite(ev.latency) else None,
