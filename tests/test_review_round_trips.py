@@ -109,7 +109,7 @@ def test_a_frontier_plan_file_says_it_is_a_frontier_point(models, cnn, tmp_path,
     for p in data["points"]:
         plan = json.loads(open(p["plan_file"]).read())
         proof = p.get("proof") or ("proven" if p["proven"] else "not proven")
-        assert plan["message"] == f"a frontier point at batch {p['batch_size']}: {proof}"
+        assert plan["message"] == f"frontier plan at batch {p['batch_size']}: {proof}"
         assert plan == p["plan"]
 
 

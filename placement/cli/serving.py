@@ -798,7 +798,7 @@ def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
     for k, p in enumerate(fr.points):
         # the plan says what it is here: a frontier point and what is proven of it, not the words of the
         # search step that last touched it ("warm start from the given plan")
-        plan = dict(p.result(model), message=f"a frontier point at batch {p.batch_size}: {p.proof(beside)}")
+        plan = dict(p.result(model), message=f"frontier plan at batch {p.batch_size}: {p.proof(beside)}")
         points.append({"batch_size": p.batch_size, "samples_per_s": p.samples_per_s,
                        "latency_ms": p.latency_ms, "max_load_ms": p.max_load,
                        "proven": p.on_frontier(beside),
