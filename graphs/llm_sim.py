@@ -120,6 +120,23 @@ class SimResult:
     # with its slot), then from the prefill's start to the first token (the run and any later waits)
     ttft_parts: dict = field(default_factory=dict)
     ttft_split: list = field(default_factory=list, repr=False)  # per request: (tag, slot, queue, prefill)
+    # per request arriving in the window: (TTFT, TPOT); TTFT NaN without a first token, TPOT None for a
+    # request of one output token (none to meet) and NaN for one that did not finish
+    per_request: list = field(default_factory=list, repr=False)
+
+    def attainment(self, ttft: float | None, tpot: float | None) -> float:
+        """The share of the window's arrivals whose TTFT and TPOT both met the targets (seconds;
+        ``None``: no target): a request without a first token, or not finished, does not meet them. NaN
+        with no arrival in the window."""
+        if not self.per_request:
+            return math.nan
+
+        def meets(a: float, b: float | None) -> bool:
+            if math.isnan(a) or (ttft is not None and a > ttft * (1 + 1e-9)):
+                return False
+            return b is None or (not math.isnan(b) and (tpot is None or b <= tpot * (1 + 1e-9)))
+
+        return sum(meets(a, b) for a, b in self.per_request) / len(self.per_request)
 
 
 def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, prefill_time,
@@ -333,23 +350,27 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     if last_t < seconds:
         held_area += total_held * (seconds - max(last_t, warmup))
     window = seconds - warmup
-    ttfts, tpots, parts = [], [], []
+    ttfts, tpots, parts, each = [], [], [], []
     offered = 0
     for q, (arr, _inp, out, tag) in enumerate(requests):
         if not warmup <= arr < seconds:
             continue
         offered += out
+        a = first[q] - arr  # NaN without a first token
         if not math.isnan(first[q]):
-            ttfts.append(first[q] - arr)
+            ttfts.append(a)
             slot = slot_at[q] - arr if slot_at[q] <= pre_at[q] else 0.0  # disaggregated: after the prefill
             parts.append((tag, slot, pre_at[q] - arr - slot, first[q] - pre_at[q]))
-        if out > 1 and not math.isnan(finish[q]):
-            tpots.append((finish[q] - first[q]) / (out - 1))
+        b = None if out <= 1 else (finish[q] - first[q]) / (out - 1)  # NaN when it did not finish
+        if b is not None and not math.isnan(finish[q]):
+            tpots.append(b)
+        each.append((a, b))
     mean = [sum(x[k] for x in parts) / len(parts) if parts else math.nan for k in (1, 2, 3)]
     return SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
                      tokens / window, decoded / window, _stats(ttfts), _stats(tpots), held_area / window,
                      offered / window, token_times, ttfts, tpots,
-                     ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts)
+                     ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts,
+                     per_request=each)
 
 
 def _stage_timers(model, problem, plan):

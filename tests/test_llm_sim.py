@@ -315,3 +315,46 @@ def test_cli_simulate_a_disaggregated_plan(tmp_path, capsys, files):
     assert 0.9 < sim["ratio"] < 1.1
     assert main(["evaluate", str(cfg), str(out), "--simulate", "auto"]) == 2
     assert "--disaggregate --simulate" in capsys.readouterr().err
+
+
+def test_attainment_counts_requests_that_meet_both_targets():
+    """The share of the window's requests meeting both targets, by hand: four requests, (TTFT, TPOT)
+    = (0.1, 0.02) meets; (0.1, 0.05) misses TPOT; (NaN, NaN) got no first token; (0.2, None) has one
+    output token, so only its TTFT counts. With targets 0.15 s and 0.03 s: 1 of 4; TTFT 0.25 alone: 3
+    of 4 (the request without a first token never meets); no request: NaN."""
+    from graphs.llm_sim import SimResult
+
+    res = SimResult(1.0, 10.0, 0.0, 4, 3, 1.0, 1.0, {}, {}, 1.0,
+                    per_request=[(0.1, 0.02), (0.1, 0.05), (math.nan, math.nan), (0.2, None)])
+    assert res.attainment(0.15, 0.03) == pytest.approx(1 / 4)
+    assert res.attainment(0.25, None) == pytest.approx(3 / 4)
+    assert math.isnan(SimResult(1.0, 10.0, 0.0, 0, 0, 0.0, 0.0, {}, {}, 0.0).attainment(0.1, 0.1))
+
+
+def test_cli_simulate_measures_the_share_meeting_the_targets_and_a_ctrl_c_keeps_the_plan(
+        tmp_path, capsys, files, monkeypatch):
+    """The planner printed "100.0% meet" its targets, a mean-value figure, where its own simulation
+    showed requests missing them; and a Ctrl-C during the simulation threw the finished plan away
+    (exit 130, no file)."""
+    cfg, mix = files
+    out = tmp_path / "plan.json"
+    argv = ["place", str(cfg), "--devices", "a100:1", "--objective", "goodput", "--requests", str(mix),
+            *LOOSE, "--batch-size", "8", "--simulate", "auto", "--trace-seconds", "20", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "at the mean wait: a mean-value model" in text
+    sim = json.loads(out.read_text())["simulation"]
+    line = next(x for x in text.splitlines() if x.strip().startswith("meet "))
+    assert f"{100 * sim['attainment']:.1f}% of the" in line and 0 <= sim["attainment"] <= 1
+
+    import graphs.llm_sim
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(graphs.llm_sim, "simulate_plan", interrupted)
+    out.unlink()
+    assert main(argv) == 0
+    assert "simulation: interrupted (Ctrl-C)" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["simulation"] == {"interrupted": True} and data["stages"]

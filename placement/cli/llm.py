@@ -455,7 +455,8 @@ def _decode_solver(args) -> str:
 
 
 def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's") -> str:
-    rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s", "meet",
+    rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s",
+             "meet (mean)",
              "plans scored", "limit", "note"]]
     for pt in search.points:
         if pt.serving is None:
@@ -529,7 +530,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
                    prefill_pool=None) -> tuple[str, dict]:
     """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`; ``prefill_pool``: a disaggregated
     layout's ``(prefill model, problem, plan)``, ``model`` then the decode pool's) with a progress bar;
-    the summary lines and the result file's ``simulation`` section."""
+    the summary lines and the result file's ``simulation`` section. A Ctrl-C during the simulation ends
+    it alone: the section says ``interrupted`` and the plan is still printed and written."""
     from graphs.llm_sim import plot_simulation, simulate_plan
 
     from ..outputs import Progress as _Progress
@@ -540,6 +542,9 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
         res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds,
                             seed=seed, progress=progress, keep_tokens=plot is not None,
                             prefill_pool=prefill_pool)
+    except KeyboardInterrupt:  # the plan stands (found or given): only the simulation is cut short
+        return ("simulation: interrupted (Ctrl-C) before it ended: nothing measured; the plan above stands",
+                {"interrupted": True})
     finally:
         progress.done()
     pl = res.planned
@@ -559,6 +564,10 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
              f"decode tokens/s {res.decode_tokens_per_s:,.6g}, KV slots held "
              f"{res.mean_batch:.4g} of {batch} on average (measured from {res.warmup:g} s)",
              row("TTFT", res.ttft), row("TPOT", res.tpot)]
+    met = res.attainment(model.ttft, model.tpot)
+    if model.ttft is not None or model.tpot is not None:  # measured, request by request
+        lines.append(f"  meet {_targets(model)}: {_pct_or_none(met)} of the {len(res.per_request)} requests "
+                     f"arriving in the window")
     if prefill_pool is not None:
         lines[0] += (f"; disaggregated: prompts on the prefill pool ({prefill_pool[0].devices}), each KV "
                      f"cache moved in {_ms(pl['kv_transfer_s'])} ms on average")
@@ -571,8 +580,13 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
            "offered_tokens_per_s": res.offered_tokens_per_s, "mean_kv_slots": res.mean_batch,
            "ttft_s": res.ttft, "tpot_s": res.tpot, "planned_rate_rps": pl["rate_rps"],
            "planned_tokens_per_s": pl["tokens_per_s_at_rate"], "ratio": ratio,
-           "layout": "colocated" if prefill_pool is None else "disaggregated"}
+           "layout": "colocated" if prefill_pool is None else "disaggregated",
+           "attainment": None if math.isnan(met) else met}
     return "\n".join(lines), out
+
+
+def _pct_or_none(x: float) -> str:
+    return "none measured" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
 def _targets(model) -> str:
@@ -586,7 +600,8 @@ def _targets(model) -> str:
 
 def _goodput_summary(model, sv) -> str:
     return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
-            f"({100 * sv.attainment:.1f}% meet {_targets(model)}), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
+            f"({100 * sv.attainment:.1f}% meet {_targets(model)} at the mean wait: a mean-value model, "
+            f"--simulate measures the spread), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
             f"({_ms(sv.tpot_full)} ms for the full batch without prefills), "
             + (f"mean wait for a KV slot {_ms(sv.slot_wait)} ms, " if sv.prefill_pool is None else "")
             + f"mean prefill wait {_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%"
@@ -798,7 +813,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
 
 
 def _layout_table(model, search, split, best) -> str:
-    rows = [["layout", "prefill pool", "decode pool", "batch", "N", "goodput req/s", "meet", "limit", "note"]]
+    rows = [["layout", "prefill pool", "decode pool", "batch", "N", "goodput req/s", "meet (mean)", "limit",
+             "note"]]
 
     def row(kind, pre, dec, pt, note=""):
         if pt is None:
