@@ -174,3 +174,25 @@ def test_simulate_and_allocate_once_refuse_it_with_the_same_words(run):
 def test_a_request_within_everything_still_runs_as_asked():
     d = allocate("fifo", [JobState("A", linear(4), 100, 100, request=(3, 0))], CAP)
     assert d.allocations[0].devices == (3, 0) and d.allocations[0].running
+
+
+def test_a_job_list_mixing_time_units_is_refused_naming_each_jobs_unit(workloads, tmp_path, capsys):
+    """A reference-format workload (times in its own unit) beside a throughput table (samples/s: ms)
+    was scheduled as if one unit, its rho and finish times mixing the two; a Piper file's curve is in
+    seconds, said so."""
+    import os
+
+    from placement.cli import main
+
+    ref = os.path.join(workloads, "throughput-inputs", "LayerGraphs", "bert24_training.json")
+    doc = {"cluster": {"devices": "v100:4,cpu:8"},
+           "jobs": [{"name": "bert", "model": ref, "samples": 1000, "accelerator": "v100"},
+                    {"name": "m", "samples": 1000,
+                     "throughput": {"accelerators": 1, "points": [[1, 0, 100], [4, 0, 200]]}}]}
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(doc))
+    assert main(["cluster", str(path), "--policy", "ftf", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {path}: the jobs measure time in different units (a reference workload's own "
+                   f"unit: bert; ms: m), so their times cannot share one schedule: give one list jobs of "
+                   f"one unit")

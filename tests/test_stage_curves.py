@@ -65,7 +65,7 @@ def test_piper_job_gets_the_stage_model_curve(workloads, tmp_path):
                      "jobs": [{"model": path, "samples": 10, "limit": "a100:2"}]})
     cache = CurveCache(tmp_path / "cache")
     c = job_curve(jl.jobs[0], jl.cluster, cache=cache)
-    assert c.method == "stage-dp-per-count" and c.kinds == ("a100", "cpu")
+    assert c.method == "stage-dp-per-count" and c.kinds == ("a100", "cpu") and c.unit == "s"  # Piper: s
     assert c.limits == (2, 0)
     from graphs.piper import read_piper
 

@@ -221,6 +221,7 @@ def run(args) -> int:
         for note in c.notes:
             print(f"note: job {j.name}: {note}", file=sys.stderr)
         curves.append(c)
+    _one_unit(jl.jobs, curves, path)
     cap = Capacity.of(jl.cluster)
     jobs = [SimJob(j.name, c, j.samples, j.arrival, _request(j, cap), j.model)
             for j, c in zip(jl.jobs, curves)]
@@ -301,6 +302,20 @@ class _Bar:
         if self.shown >= 0:
             self.shown = -1
             print(file=sys.stderr, flush=True)
+
+
+def _one_unit(jobs, curves, path: str) -> None:
+    """The jobs of one list share one time unit (their times per sample, arrivals and leases are read
+    in it), else one :class:`InputError` naming each job's: a reference-format workload's own unit
+    cannot be converted to another job's (a Piper file's seconds, an ONNX model's milliseconds)."""
+    units: dict[str, list[str]] = {}
+    for j, c in zip(jobs, curves):
+        units.setdefault(c.unit, []).append(j.name)
+    if len(units) > 1:
+        own = "a reference workload's own unit"
+        words = "; ".join(f"{u or own}: {', '.join(names)}" for u, names in units.items())
+        raise InputError(f"the jobs measure time in different units ({words}), so their times cannot "
+                         f"share one schedule: give one list jobs of one unit", source=path)
 
 
 def _request(job, cap):

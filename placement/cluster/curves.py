@@ -55,8 +55,8 @@ __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
 #: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
-#: an earlier version is recomputed, never misread)
-CURVE_FORMAT = 3
+#: an earlier version is recomputed, never misread); 4 since a Piper job's curve says its unit (s)
+CURVE_FORMAT = 4
 DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
 DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
 _REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
@@ -372,7 +372,7 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
     if job.llm:
         c = llm_curve(job, cluster, solve_time_limit=solve_time_limit)
     elif piper is not None:  # the stage model (replicas, variants): see problem_curve
-        c = problem_curve(piper_problem(piper, job, cluster), kinds=cluster.kinds,
+        c = problem_curve(piper_problem(piper, job, cluster), kinds=cluster.kinds, unit="s",
                           base_memory=job.host_memory, time_limit=solve_time_limit)
     elif job.is_onnx and job.max_replicas != 1:
         c = onnx_curve(job, cluster, curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
