@@ -3,9 +3,14 @@
 Per objective (throughput = max-load, latency) a Markdown table and a CSV file: every run's objective
 (the evaluator's value of its placement), its ratio to the best known value for that workload (the best
 valid value of any run, or a value the reference published, whichever is lower), the solver's proven
-gap, solve time and peak memory. The *headline* table compares, on every reference workload, the
-optimum (DP, or IP when it proved one) with each baseline: the speed-up of the optimum over a baseline
-is the baseline's max-load divided by the optimum's.
+gap, solve time and peak memory, in each workload's time unit (``ms`` for an ONNX model, ``t`` for a
+reference-format workload's own, unnamed unit). The *headline* table compares, on every reference
+workload, the optimum (DP, or IP when it proved one) with each baseline: the speed-up of the optimum over
+a baseline is the baseline's max-load divided by the optimum's.
+
+Runs are kept per seed (``--seed``: each seed's is its own run). Where a solver ran on a workload with
+several seeds, the detail table has a seed column and the summary, the headline and the plots take the
+solver's best valid run over its seeds (:func:`_pick`): one seed's failure never hides another's placement.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ OBJECTIVES = (("max-load", "throughput"), ("latency", "latency"))
 #: the max-load table's solvers whose OPTIMAL is the (contiguous) optimum, and its baselines (the registry's)
 EXACT = tuple(n for n in bench_solvers("max-load") if SOLVERS[n].exact and SOLVERS[n].contiguous)
 HEADLINE = tuple(n for n in bench_solvers("max-load") if not SOLVERS[n].exact)
-CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known", "gap",
-              "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid", "contiguous", "time_limit",
-              "seed", "message")
+CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known",
+              "time_unit", "gap", "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid",
+              "contiguous", "time_limit", "seed", "message")
 
 
 def _natural(name: str) -> list:
@@ -57,8 +62,8 @@ def _latest(records: list[dict]) -> list[dict]:
     """One record per (objective, workload, solver, seed): the last one written (a rerun, or a run with
     another time limit, replaces an earlier result)."""
     by_key: dict = {}
-    for r in records:
-        by_key[(r.get("objective"), r.get("workload"), r.get("solver"), r.get("seed"))] = r
+    for r in records:  # a record without a seed ran with the default, 0 (as Job.from_json reads it)
+        by_key[(r.get("objective"), r.get("workload"), r.get("solver"), r.get("seed", 0))] = r
     return list(by_key.values())
 
 
@@ -76,12 +81,41 @@ def _rows(records: list[dict], objective: str) -> list[dict]:
             "status": r.get("status") if (v is not None or r.get("status") not in ("feasible", "stopped"))
             else "no placement",
             "value": v, "ratio_to_best": (v / b if v is not None and b else None), "best_known": b,
+            "time_unit": r.get("time_unit"),  # None: a record written before the suite kept it
             "gap": r.get("gap"), "solve_time_s": r.get("wall_s"), "peak_rss_mb": r.get("peak_rss_mb"),
             "nodes": r.get("nodes"), "edges": r.get("edges"), "devices": r.get("devices"),
             "valid": r.get("valid"), "contiguous": r.get("contiguous"), "time_limit": r.get("time_limit"),
-            "seed": r.get("seed"), "message": (r.get("message") or "")[:200]})
-    rows.sort(key=lambda x: (_natural(x["workload"]), x["solver"]))
+            "seed": r.get("seed", 0), "message": (r.get("message") or "")[:200]})
+    rows.sort(key=lambda x: (_natural(x["workload"]), x["solver"], x["seed"]))
     return rows
+
+
+def _by_solver(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """``(workload, solver) -> rows``: the runs of one solver on one workload, one per seed, in seed order."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        out[(r["workload"], r["solver"])].append(r)
+    return out
+
+
+def _pick(runs: list[dict]) -> dict:
+    """The run that stands for a solver on a workload over its seeds: the best valid value (a proven
+    optimum first on a tie, then the lowest seed); when no seed gave a placement, the lowest seed's."""
+    valid = [r for r in runs if r["value"] is not None]
+    if not valid:
+        return runs[0]
+    return min(valid, key=lambda r: (r["value"], r["status"] != "optimal", r["seed"]))
+
+
+def _summary_cell(runs: list[dict]) -> str:
+    """A summary cell: the picked run's value and ratio to the best known, or why there is none; with
+    several seeds, of how many."""
+    r = _pick(runs)
+    seeds = f"{len(runs)} seeds" if len(runs) > 1 else ""
+    if r["value"] is None:
+        statuses = "/".join(dict.fromkeys(str(x["status"]) for x in runs))
+        return f"— ({statuses}{'; ' + seeds if seeds else ''})"
+    return f"{_fmt(r['value'])} ({_ratio(r['ratio_to_best'])}{'; best of ' + seeds if seeds else ''})"
 
 
 def _fmt(x, digits: int = 6) -> str:
@@ -113,33 +147,34 @@ def markdown_tables(records: list[dict], objective: str) -> str:
         return "_no runs_\n"
     order = bench_solvers("max-load" if objective == "max-load" else "latency")
     solvers = _solvers_in(rows, order)
-    cell: dict[tuple[str, str], dict] = {(r["workload"], r["solver"]): r for r in rows}
+    cell = _by_solver(rows)
     workloads = sorted({r["workload"] for r in rows}, key=_natural)
     nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
+    units = {r["workload"]: r["time_unit"] for r in rows if r.get("time_unit")}
     best = {r["workload"]: r["best_known"] for r in rows}
+    several = len({r["seed"] for r in rows}) > 1
     what = "max-load" if objective == "max-load" else "latency"
     out = [f"Each cell: {what} of the solver's placement (evaluator) and, in brackets, its ratio to the best "
-           "known value (1.000 = best known; — = no placement: see the details).", "",
-           "| workload | nodes | best known | " + " | ".join(solvers) + " |",
-           "|---|---:|---:|" + "---:|" * len(solvers)]
+           "known value (1.000 = best known; — = no placement: see the details). Values are in the "
+           "workload's time unit (unit: ms for an ONNX model, t for a reference-format workload's own, "
+           "unnamed unit; — = not recorded)."
+           + (" With several seeds, a cell is the solver's best valid run over them, and says of how many "
+              "(every run: the details)." if several else ""), "",
+           "| workload | nodes | unit | best known | " + " | ".join(solvers) + " |",
+           "|---|---:|---|---:|" + "---:|" * len(solvers)]
     for w in workloads:
-        cells = []
-        for s in solvers:
-            r = cell.get((w, s))
-            if r is None:
-                cells.append("")
-            elif r["value"] is None:
-                cells.append(f"— ({r['status']})")
-            else:
-                cells.append(f"{_fmt(r['value'])} ({_ratio(r['ratio_to_best'])})")
-        out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(best.get(w))} | " + " | ".join(cells) + " |")
-    out += ["", "| workload | solver | status | objective | ratio to best | proven gap | solve time s | "
-            "peak memory MiB |", "|---|---|---|---:|---:|---:|---:|---:|"]
+        cells = [_summary_cell(cell[(w, s)]) if (w, s) in cell else "" for s in solvers]
+        out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(units.get(w))} | {_fmt(best.get(w))} | "
+                   + " | ".join(cells) + " |")
+    seed_head, seed_rule = ("seed | ", "---:|") if several else ("", "")
+    out += ["", f"| workload | solver | {seed_head}status | objective | unit | ratio to best | proven gap | "
+            "solve time s | peak memory MiB |", f"|---|---|{seed_rule}---|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         gap = "—" if r["gap"] is None else f"{100 * r['gap']:.2f}%"
-        out.append(f"| {r['workload']} | {r['solver']} | {r['status']} | {_fmt(r['value'])} | "
-                   f"{_ratio(r['ratio_to_best'])} | {gap} | {_fmt(r['solve_time_s'], 3)} | "
-                   f"{_fmt(r['peak_rss_mb'], 4)} |")
+        seed = f"{r['seed']} | " if several else ""
+        out.append(f"| {r['workload']} | {r['solver']} | {seed}{r['status']} | {_fmt(r['value'])} | "
+                   f"{_fmt(r['time_unit'])} | {_ratio(r['ratio_to_best'])} | {gap} | "
+                   f"{_fmt(r['solve_time_s'], 3)} | {_fmt(r['peak_rss_mb'], 4)} |")
     return "\n".join(out) + "\n"
 
 
@@ -193,9 +228,9 @@ def headline_rows(records: list[dict], *, source: str = "reference") -> list[dic
     rows = [r for r in _rows(records, "max-load")]
     src = {r["workload"]: r.get("source") for r in _latest(records)}
     by_w: dict[str, dict[str, dict]] = defaultdict(dict)
-    for r in rows:
-        if src.get(r["workload"]) == source:
-            by_w[r["workload"]][r["solver"]] = r
+    for (w, s), runs in _by_solver(rows).items():
+        if src.get(w) == source:
+            by_w[w][s] = _pick(runs)
     out = []
     for w in sorted(by_w, key=_natural):
         opt, who = _optimum(by_w[w])
@@ -254,8 +289,8 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
     paths = []
     rows = _rows(records, "max-load")
     by_w: dict[str, dict[str, dict]] = defaultdict(dict)
-    for r in rows:
-        by_w[r["workload"]][r["solver"]] = r
+    for (w, s), runs in _by_solver(rows).items():
+        by_w[w][s] = _pick(runs)
     workloads = sorted(by_w, key=_natural)
     if workloads:
         solvers = _solvers_in(rows, bench_solvers("max-load"))

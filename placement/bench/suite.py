@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from solvers.registry import bench_solvers
+from solvers.registry import SOLVERS, bench_solvers
 
 from .catalog import CONFIGURATIONS, WorkloadSpec, configuration, load_workload
 
@@ -131,7 +131,10 @@ def execute(job: Job) -> dict:
         rec.update(status="error", message=f"workload: {type(e).__name__}: {e}")
         return rec
     g, cl = w.graph, w.cluster
-    rec.update(nodes=g.num_nodes, edges=g.num_edges, devices=cl.num_devices, load_s=time.perf_counter() - t0)
+    rec.update(nodes=g.num_nodes, edges=g.num_edges, devices=cl.num_devices, load_s=time.perf_counter() - t0,
+               # the unit of the run's values, as a result file names it (placement.results): ms for an
+               # ONNX model, "t" for a reference-format workload's own, unnamed unit
+               time_unit=g.meta.get("unit") or "t")
     raw = {"split": job.workload.split} if job.solver == "expert" else {}
     # one thread for every solver that reads it, so that a table's times compare solvers, not how many
     # cores each grabbed; a solver that reads no thread count keeps the default (the checked solve
@@ -492,8 +495,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", action="append", default=[], metavar="SOLVER=S",
                    help="another time limit for one solver, e.g. --limit ip=30 (repeatable)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed passed to every solver (SolveOptions.seed: local-search restarts, auto's "
-                        "random orders...; default 0); part of each run's key, so another seed runs again")
+                   help="seed passed to every solver, a non-negative integer (SolveOptions.seed: "
+                        "local-search restarts, auto's random orders...; default 0); part of each run's key, "
+                        "so another seed runs again, and the tables show each seed's runs")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="runs at once on this machine (default: half the cores)")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -512,6 +516,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _why_no_jobs(specs: list[WorkloadSpec], solvers: list[str] | None, args, has_reference: bool) -> str:
+    """Why :func:`build_jobs` made no run: no workload, or none of the solvers chosen applies to the
+    workloads left (no form for their objective, or ``expert`` without a split)."""
+    if specs and solvers is not None:
+        objectives = list(dict.fromkeys(s.objective for s in specs))
+        if not any(s in bench_solvers(o) for s in solvers for o in objectives):
+            chosen = ",".join(solvers)
+            lacks = [o for o in objectives if not any(o in SOLVERS[s].objectives for s in solvers)]
+            # a solver with a form for the objective may still be left out of the suite's table for it
+            what = f"has no {' or '.join(lacks)} form" if len(lacks) == len(objectives) else \
+                f"is not in the suite's {' or '.join(objectives)} table"
+            which = "; ".join(f"solvers for {o}: {', '.join(bench_solvers(o))}" for o in objectives)
+            return f"--solvers {chosen} {what}; {which}"
+        # build_jobs skips only expert where a workload has no split
+        return (f"--solvers expert evaluates a workload's expert split, and none of the {len(specs)} "
+                "workloads has one (the reference layer graphs do)")
+    hints = [] if has_reference else ["give the reference workloads with --workloads DIR (or "
+                                      "$PLACEMENT_WORKLOADS)"]
+    if args.config != "tiny":
+        hints.append("try --config tiny")
+    why = "no workload matches" if specs or args.only or args.objective else \
+        f"no workloads found for --config {args.config}"
+    return why + ("; " + ", or ".join(hints) if hints else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``placement bench``: returns 0 when every run finished (whatever its status), 1 if some run
     crashed or was killed, 2 on bad usage."""
@@ -525,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import report
 
     specs, notes = configuration(args.config, args.workloads)
+    has_reference = any(s.source == "reference" for s in specs)
     if args.only:
         specs = [s for s in specs if any(t in s.name for t in args.only)]
     if args.objective:
@@ -533,8 +563,6 @@ def main(argv: list[str] | None = None) -> int:
     if solvers is None and args.config == "tiny":
         solvers = list(TINY_SOLVERS)
     if solvers is not None:
-        from solvers.registry import SOLVERS
-
         unknown = [s for s in solvers if s not in SOLVERS]
         if unknown:
             print(f"error: unknown solver(s): {', '.join(unknown)} (registered: {', '.join(SOLVERS)})",
@@ -553,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = None
             if seconds is None:
                 raise InputError(f"--limit {item!r}: expected SOLVER=SECONDS, e.g. ip=30")
+            if name not in SOLVERS:  # as --solvers: a misspelt name would silently keep the default limit
+                raise InputError(f"--limit {item!r}: unknown solver {name!r} (registered: "
+                                 f"{', '.join(SOLVERS)})")
             limits[name] = time_limit_seconds(seconds, f"--limit {name}")
         time_limit = time_limit_seconds(args.time_limit)
     except InputError as e:
@@ -561,6 +592,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         print(f"error: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
+    if args.seed < 0:  # as placement place: the solvers that read a seed refuse a negative one mid-sweep
+        print(f"error: --seed must be a non-negative integer, got {args.seed}", file=sys.stderr)
+        return 2
+    jobs = build_jobs(specs, time_limit=time_limit, solvers=solvers, seed=args.seed, limits=limits)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not jobs:  # nothing to run: say why, before --out is made, and leave the tables written alone
+        print(f"error: {_why_no_jobs(specs, solvers, args, has_reference)}", file=sys.stderr)
+        return 2
+    ran = list(dict.fromkeys(j.solver for j in jobs))
+    for name in limits:
+        if name not in ran:
+            print(f"note: --limit {name}: {name} is not among this run's solvers ({', '.join(ran)})",
+                  file=sys.stderr)
     from placement.outputs import output_dir, output_file
 
     if args.out is not None or args.report:
@@ -572,15 +617,6 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    jobs = build_jobs(specs, time_limit=time_limit, solvers=solvers, seed=args.seed, limits=limits)
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    if not jobs:  # nothing to run: say why, and leave the tables already written alone
-        why = "no workload matches" if specs or args.only or args.objective else \
-            f"no workloads found for --config {args.config}"
-        print(f"error: {why}; give the reference workloads with --workloads DIR (or $PLACEMENT_WORKLOADS), "
-              f"or try --config tiny", file=sys.stderr)
-        return 2
     if args.out is None:  # never the checkout's committed tables unless asked for by --out
         try:
             args.out = fresh_results_dir()
