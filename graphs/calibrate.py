@@ -162,6 +162,20 @@ class Calibration:
         """The figures that were not measured or fitted on their own (see :attr:`sources`)."""
         return [k for k in FIGURES if self.source(k) not in ("measured", "fitted")]
 
+    def at_bound(self, figure: str) -> bool:
+        """Did the fit leave ``figure`` (``launch``: the per-operator overhead) at its lower bound, 0,
+        where the profile does not determine it (the other figures explain the times without it)?"""
+        return figure in self.points.get("at_bound", ())
+
+    def unsettled(self, figure: str) -> tuple[int, int]:
+        """``(not settled, benchmarks)``: how many of the micro-benchmarks behind ``figure`` stopped at
+        their time cap before their 95 % interval reached the tolerance, of how many. ``figure``: one of
+        :data:`FIGURES` (``bandwidth``: the largest size's), ``bandwidth_curve``, ``view``,
+        ``transpose``, ``ops`` (own-rate operators) or ``depthwise``; ``(0, 0)`` when not benchmarked
+        (a fit)."""
+        count, names = self.points.get("settling", {}).get(figure, (0, ()))
+        return len(names), int(count)
+
 
 FIGURES = ("conv", "matmul", "other", "bandwidth", "launch", "fp16")  # Calibration.source's names
 
@@ -753,11 +767,19 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
     points: dict = {"provider": provider, "load_before": load_before, "cpus": cpus, "clock": clock,
                     "tolerance": tolerance, "budget_s": budget, "cap_s": cap}
 
+    settling: dict[str, list] = {}  # figure -> [benchmarks, names of those that did not settle]
+
+    def settled_since(figure: str, start: int, stop: int | None = None) -> None:
+        series = timer.log[start:stop]
+        settling[figure] = [len(series), [s.name for s in series if not s.settled]]
+
     say("per-operator overhead")
     launch = timer.per_link(_add_unit((1,)), (1,), 4, 104, name="launch: Add x100, 1 element")
     points["launch_s"] = launch
+    settled_since("launch", 0)
 
     curve = []
+    start = len(timer.log)
     points["elementwise"] = []
     for n in ELEMENTWISE_SIZES:
         say(f"element-wise BatchNormalization, Relu, Add: {n} elements")
@@ -771,11 +793,17 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
         curve.append((nbytes / 3, nbytes / work))  # per operator: a third of the link's traffic
         points["elementwise"].append({"elements": n, "bytes": nbytes, "seconds": t})
     bandwidth = curve[-1][1]
+    settled_since("bandwidth_curve", start)
+    settled_since("bandwidth", len(timer.log) - 1)  # the largest size's
+
+    start = len(timer.log)
 
     say("metadata-only operators: Reshape")
     view = timer.per_link(_reshape_unit(*VIEW_SHAPE), VIEW_SHAPE[0], 2, 52, name="view: Reshape x100") / 2
     points["view_s"] = view
+    settled_since("view", start)
 
+    start = len(timer.log)
     points["transpose"] = []
     for shape, perm in TRANSPOSE_SHAPES:
         say(f"Transpose {'x'.join(map(str, shape))} by {list(perm)}")
@@ -785,7 +813,9 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
                                     "seconds": t})
     transpose = fit_transpose([(p["bytes"], p["runs"], max(p["seconds"] - launch, 1e-9))
                                for p in points["transpose"]])
+    settled_since("transpose", start)
 
+    start = len(timer.log)
     points["ops"] = []
     per_type: dict[str, list[float]] = {}
     for op_type, attrs, in_shape in OP_BENCHMARKS:
@@ -815,10 +845,14 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
     # other arithmetic: the stride-1 MaxPool (pooling-like work at the same intensity)
     pool1 = next(p for p in points["ops"] if p["op_type"] == "MaxPool")
     other = pool1["flops"] / max(pool1["seconds"] - launch, 1e-9)
+    settled_since("ops", start)
+    at = start + points["ops"].index(pool1)  # one series per operator benchmark, in order
+    settled_since("other", at, at + 1)
     points["maxpool"] = {"elements": pool1["flops"] / 9.0, "flops": pool1["flops"],
                          "seconds": pool1["seconds"]}
 
     rng = np.random.default_rng(0)
+    start = len(timer.log)
     points["conv"] = []
     for c, side, kern, groups in CONV_SHAPES:
         say(f"Conv {kern}x{kern}, {c} channels{f', {groups} groups' if groups > 1 else ''}, {side}x{side}")
@@ -831,7 +865,9 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
                                "seconds": t})
     conv_rate, half_m, half_n = fit_conv_curve([(p["flops"], p["channels"] / p["groups"], p["side"] ** 2,
                                                  max(p["seconds"] - launch, 1e-9)) for p in points["conv"]])
+    settled_since("conv", start)
 
+    start = len(timer.log)
     points["depthwise"] = []
     for c, side, stride in DEPTHWISE_SHAPES:
         say(f"depthwise Conv 3x3, {c} channels, {side}x{side}, stride {stride}")
@@ -850,6 +886,7 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
     dw = tuple(fit_depthwise([(p["flops"], p["channels"], max(p["seconds"] - launch, 1e-9))
                               for p in points["depthwise"] if (p["stride"] > 1) == strided])
                for strided in (False, True))
+    settled_since("depthwise", start)
 
     def matmuls(dtype) -> tuple[float, list]:
         tot_f = tot_t = 0.0
@@ -863,12 +900,17 @@ def calibrate(kind: str, *, threads: int = 1, budget: float = 0.25, cap: float |
             pts.append({"rows": rows, "widths": list(widths), "flops": flops, "seconds": t})
         return tot_f / tot_t, pts
 
+    start = len(timer.log)
     matmul_flops, points["matmul"] = matmuls(np.float32)
+    settled_since("matmul", start)
     fp16 = None
+    start = len(timer.log)
     try:
         fp16, points["matmul_fp16"] = matmuls(np.float16)
+        settled_since("fp16", start)
     except InputError as e:  # the provider has no fp16 MatMul kernel: fp16 stays unmeasured
         points["fp16_error"] = str(e)[:200]
+    points["settling"] = settling
     load_after = _loadavg()
     points["load_after"] = load_after
     dist = assess(timer.log, cpus=cpus, threads=threads, clock=clock, load_before=load_before,
@@ -988,7 +1030,8 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     compute class the model has no operator of takes the fastest fitted rate (the same arithmetic units
     run it), or the preset's peak when none was fitted; the bandwidth likewise keeps the preset's.
     Such figures are named in :attr:`Calibration.sources` (``"copied from ...: why"``), so that the
-    printout and the file do not present them as fitted."""
+    printout and the file do not present them as fitted. An overhead the fit leaves at its lower bound,
+    0, stays 0 (the rates were fitted with it) and is marked so (:meth:`Calibration.at_bound`)."""
     from scipy.optimize import nnls
 
     from .costs import op_bytes, op_flops, profile_ops
@@ -1058,6 +1101,8 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
                                 f"preset: the fit gave the bytes of its {count} memory-bound operator(s) no "
                                 f"time")
     sources["fp16"] = "not measured (a fit): same as the other-arithmetic rate"
+    if full[4] == 0:  # nnls stopped at the bound: the times would take a negative overhead, or any small one
+        points["at_bound"] = ["launch"]
     return Calibration(kind=base.name, base=base.name,
                        method=f"fit to the profile of {os.path.basename(g.source or 'a model')}",
                        threads=threads, conv_flops=rates[0], matmul_flops=rates[1], fp16_flops=None,
@@ -1122,7 +1167,8 @@ def device_file_text(cal: Calibration) -> str:
         f"mem_bandwidth_gbs = {cal.bandwidth / _G:.6g}  # "
         + how("bandwidth", "memory bandwidth of large operators, GB/s"),
         f"launch_us = {cal.launch / _US:.6g}  # time every operator adds to a run besides its work, "
-        "microseconds",
+        "microseconds" + ("; at the fit's lower bound (0): not determined by this profile"
+                          if cal.at_bound("launch") else ""),
         "efficiency = 1.0",
     ]
     if cal.op_flops:
@@ -1160,7 +1206,8 @@ def _num(x: float | None) -> str:
 def _describe(cal: Calibration) -> str:
     text = (f"{cal.kind} calibrated {cal.date} ({cal.method}, {cal.threads} thread(s)): Conv "
             f"{cal.conv_flops / _G:.1f} GFLOP/s, MatMul {cal.matmul_flops / _G:.1f} GFLOP/s, "
-            f"{cal.bandwidth / _G:.1f} GB/s, {cal.launch / _US:.2f} us per operator")
+            f"{cal.bandwidth / _G:.1f} GB/s, {cal.launch / _US:.2f} us per operator"
+            + (" (at the fit's lower bound)" if cal.at_bound("launch") else ""))
     if cal.copied():
         verb = "fitted" if cal.method.startswith("fit") else "measured"
         text += f"; copied, not {verb}: {', '.join(cal.copied())}"

@@ -53,11 +53,14 @@ from .onnx_loader import OnnxGraph, Op
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
            "op_flops", "op_bytes", "half_precision", "depthwise", "transpose_runs", "roofline_time",
-           "profile_ops", "measure_run_time", "VIEW_TYPES"]
+           "profile_ops", "measure_run_time", "VIEW_TYPES", "NO_HOST_PROFILE"]
 
 log = logging.getLogger("graphs.onnx")
 
 COST_MODELS = ("roofline", "profile")  # or the path of a JSON cost table
+#: the model name of profile costs on devices without a host kind: the roofline model's costs, which a
+#: result records as ``roofline`` (:func:`recorded_costs`)
+NO_HOST_PROFILE = "roofline (profile: no CPU kind)"
 _MS = 1e3
 
 
@@ -438,7 +441,7 @@ def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str | Mapping = "roof
     "measured": {op name: ms}}``: the profile model on those measurements, nothing measured again."""
     if isinstance(model, Mapping):
         return profile_costs(g, devices, measured=_recorded_measurements(model))
-    if model == "roofline":
+    if model in ("roofline", NO_HOST_PROFILE):  # the second: as older one-device-per-stage results record it
         return roofline_costs(g, devices)
     if model == "profile":
         return profile_costs(g, devices, **options)
@@ -451,10 +454,13 @@ def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str | Mapping = "roof
 def recorded_costs(option: str | Mapping | None, meta: Mapping) -> str | dict:
     """What a result records of the cost model of a graph built with ``option`` (``meta``: the graph's
     :attr:`OpGraph.meta`): the profile model with its measurements (a new measurement would score the
-    plan on other times), else the option as given (``roofline`` when none)."""
+    plan on other times); ``roofline`` for profile costs that fell back to it (no host kind: nothing was
+    measured); else the option as given (``roofline`` when none)."""
     measured = meta.get("measured")
     if measured is not None:
         return {"model": "profile", "measured": dict(measured)}
+    if meta.get("costs") == NO_HOST_PROFILE or option == NO_HOST_PROFILE:
+        return "roofline"
     if isinstance(option, Mapping):
         return dict(option)
     return option or "roofline"
@@ -679,10 +685,12 @@ def profile_costs(g: OnnxGraph, devices: DeviceSet, *, warmup: int = 3, repeats:
     warnings = list(base.warnings)
     hosts = [t for t, s in enumerate(devices.specs) if s.host]
     if not hosts:
-        warnings.append("profile costs measure this machine's CPU, but the cluster has no host CPU kind: "
-                        "every kind keeps its roofline estimate")
-        return Costs(base.kinds, base.compute, base.comm, None, "roofline (profile: no CPU kind)",
-                     tuple(warnings))
+        # said now, not only kept: a run that asked to measure must not pass for a measured one
+        warning = ("profile costs measure this machine's CPU, but the devices have no host CPU kind: "
+                   "every kind keeps its roofline estimate (the costs are the roofline model's)")
+        log.warning("%s%s", f"{g.source}: " if g.source else "", warning)
+        return Costs(base.kinds, base.compute, base.comm, None, NO_HOST_PROFILE,
+                     (*warnings, warning))
     if measured is None:
         measured = profile_ops(g, warmup=warmup, repeats=repeats, threads=threads)
     compute = base.compute.copy()

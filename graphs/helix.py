@@ -115,10 +115,15 @@ class HelixCluster:
 
 
 # ------------------------------------------------------------------------------------------- reading
+#: the keys that make a file a Helix cluster file (a reference-format graph has ``nodes`` too)
+_HELIX_KEYS = ("nodes", "links", "machine_num_dict")
+
+
 def is_helix(data) -> bool:
-    """Does decoded JSON look like a Helix cluster file (``nodes``, ``links`` and ``machine_num_dict``)?"""
-    return (isinstance(data, dict) and isinstance(data.get("nodes"), list)
-            and isinstance(data.get("links"), list) and "machine_num_dict" in data)
+    """Does decoded JSON look like a Helix cluster file: an object with at least two of ``nodes``,
+    ``links`` and ``machine_num_dict``? A file missing one of them is still one, so that
+    :func:`parse_helix` names the field it lacks (it is no other kind of workload)."""
+    return isinstance(data, dict) and sum(k in data for k in _HELIX_KEYS) >= 2
 
 
 def read_helix(path: str | os.PathLike) -> HelixCluster:

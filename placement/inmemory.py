@@ -170,11 +170,14 @@ def place_model(model: ModelLike, devices: str | DeviceSet | None = None, *, tra
         return place(w.graph, w.cluster, solver, options)
     import dataclasses
 
+    from graphs.costs import recorded_costs
     from solvers.registry import solve
 
     from .stages import onnx_workload, solve_refined
 
-    settings = {"devices": str(ds), "costs": costs if isinstance(costs, str) else "cost table",
+    # what was used: a profile's measurements, or roofline where a profile had no host kind to measure
+    settings = {"devices": str(ds), "costs": recorded_costs(costs, w.graph.meta) if isinstance(costs, str)
+                else "cost table",
                 "batch_size": g.batch_size, "training": bool(training),
                 "optimizer": optimizer if training else None, "dims": dict(dims) if dims else None,
                 "device_files": None}

@@ -11,7 +11,9 @@ to the other is refused, naming it. Either way the file defines
 the kind under its preset name, so ``--device-file DEVICES.toml`` makes ``--devices KIND:n`` use it.
 A calibration that competing work disturbed prints one ``calibration disturbed: ...`` line (stderr)
 and writes it into the file; ``--strict`` refuses instead (exit 2, no file). A fit names the rates it
-copied rather than fitted. Bad input raises :class:`~graphs.errors.InputError` (exit 2).
+copied rather than fitted, and an overhead it left at its lower bound; a benchmarked figure whose
+benchmarks did not settle says so on its row. Bad input raises :class:`~graphs.errors.InputError`
+(exit 2).
 """
 
 from __future__ import annotations
@@ -128,9 +130,18 @@ def run(args) -> int:
     print(f"{cal.kind}: {cal.method}, {cal.threads} thread(s), {cal.seconds:.1f} s")
     verb = "fitted" if cal.method.startswith("fit") else "measured"
 
+    def how(figure: str) -> str:
+        # a figure from benchmarks that hit their time cap is less certain than the others: say which
+        bad, total = cal.unsettled(figure)
+        if not bad:
+            return verb
+        return f"{verb}, not settled" + (f": {bad} of its {total} benchmarks" if total > 1 else "")
+
     def rate(figure: str, text: str) -> str:
         src = cal.source(figure)
-        return f"{text} ({verb})" if src in ("measured", "fitted") else f"{text} (NOT {verb.upper()}: {src})"
+        if src in ("measured", "fitted"):
+            return f"{text} ({how(figure)})"
+        return f"{text} (NOT {verb.upper()}: {src})"
 
     cs = cal.spec()
     curve = cal.conv_half_channels or cal.conv_half_pixels
@@ -139,27 +150,30 @@ def run(args) -> int:
                 f"{cal.conv_half_pixels:.3g} pixels" if curve else "")),
             ("MatMul/Gemm, fp32", rate("matmul", f"{cal.matmul_flops / 1e9:.1f} GFLOP/s")),
             ("other arithmetic, fp32", rate("other", f"{cs.fp32 / 1e9:.1f} GFLOP/s")),
-            ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s (measured)" if cal.fp16_flops else
+            ("fp16", f"{cal.fp16_flops / 1e9:.1f} GFLOP/s ({how('fp16')})" if cal.fp16_flops else
              "not measured (same as the other-arithmetic rate)"),
             ("memory bandwidth (large)", rate("bandwidth", f"{cal.bandwidth / 1e9:.1f} GB/s")),
-            ("per-operator overhead", f"{cal.launch * 1e6:.2f} us ({verb})")]
+            ("per-operator overhead", f"{cal.launch * 1e6:.2f} us " + (
+                "(at the fit's lower bound: not determined by this profile; kept at 0, as the rates were "
+                "fitted)" if cal.at_bound("launch") else f"({how('launch')})"))]
     if cal.depthwise is not None:
         (r1, c1), (r2, c2) = cal.depthwise
         rows.append(("depthwise Conv", f"{r1 / 1e9:.3g} GFLOP/s + {c1 * 1e6:.3g} us per channel, strided "
-                     f"{r2 / 1e9:.3g} GFLOP/s + {c2 * 1e6:.3g} us per channel ({verb})"))
+                     f"{r2 / 1e9:.3g} GFLOP/s + {c2 * 1e6:.3g} us per channel ({how('depthwise')})"))
     if cal.view_time is not None:
         rows.append(("metadata-only operators", f"{cal.view_time * 1e6:.2f} us each (Reshape, Flatten, "
-                     f"Squeeze, Unsqueeze; {verb})"))
+                     f"Squeeze, Unsqueeze; {how('view')})"))
     if cal.transpose is not None:
         rate, per_run = cal.transpose
         rows.append(("Transpose", f"{rate / 1e9:.3g} GB/s (at most the bandwidth at its size) + "
-                     f"{per_run * 1e9:.3g} ns per contiguous run ({verb})"))
+                     f"{per_run * 1e9:.3g} ns per contiguous run ({how('transpose')})"))
     if cal.op_flops:
         rows.append(("own-rate operators", ", ".join(f"{t} {r / 1e9:.3g}" for t, r in cal.op_flops)
-                     + " GFLOP/s (measured)"))
+                     + f" GFLOP/s ({how('ops')})"))
     if cal.bandwidth_curve:
         curve = ", ".join(f"{_size(b)} {r / 1e9:.0f}" for b, r in cal.bandwidth_curve)
-        rows.append(("bandwidth by size", curve + " GB/s"))
+        bad, _total = cal.unsettled("bandwidth_curve")
+        rows.append(("bandwidth by size", curve + " GB/s" + (f" ({how('bandwidth_curve')})" if bad else "")))
     if "profiled_ms" in cal.points:
         p = cal.points
         rows.append(("fit", f"{p['operators']} operators, profiled {p['profiled_ms']:.2f} ms, "
