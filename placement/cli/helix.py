@@ -63,13 +63,15 @@ def format_result(cluster, result) -> str:
     flows = max_flow_solution(cluster, result.model, result.layout).node_flow if result.layout else {}
     lines = [f"Helix cluster {cluster.name or cluster.source} ({len(cluster.nodes)} nodes), model "
              f"{result.model} ({model.num_layers} layers)", ""]
-    head = f"{'node':>4}  {'GPU':<6} {'region':>6}  {'layers':<9} {'k':>3}  {'capacity':>10}  {'flow':>10}"
+    # capacity and flow in tokens/s, as the max-flow below
+    head = (f"{'node':>4}  {'GPU':<6} {'region':>6}  {'layers':<9} {'k':>3}  {'capacity tok/s':>14}  "
+            f"{'flow tok/s':>10}")
     lines += [head, "-" * len(head)]
     for i, (s, k) in sorted(result.layout.items(), key=lambda kv: (kv[1][0], kv[0])):
         n = cluster.node(i)
         region = "-" if n.region is None else str(n.region)
         lines.append(f"{i:>4}  {n.gpu_type:<6} {region:>6}  {f'[{s}, {s + k})':<9} {k:>3}  "
-                     f"{n.profiles[result.model].capacity_at(k):>10.1f}  {flows.get(i, 0.0):>10.1f}")
+                     f"{n.profiles[result.model].capacity_at(k):>14.1f}  {flows.get(i, 0.0):>10.1f}")
     lines += ["", f"{'GPU':<6} {'nodes':>5} {'used':>5}  layers per node"]
     for t in dict.fromkeys(n.gpu_type for n in cluster.nodes):
         nodes = [n.index for n in cluster.nodes if n.gpu_type == t]
