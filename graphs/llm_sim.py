@@ -497,9 +497,11 @@ def simulate_plan(model, problem, plan, batch: int, *, rate: float | str = "auto
     return res
 
 
-def plot_simulation(res: SimResult, path: str, title: str = "") -> None:
-    """Tokens/s over time (1 s bins, the planned figure as a line) and the TTFT and TPOT distributions;
-    needs matplotlib (an :class:`InputError` saying so when it is not installed)."""
+def plot_simulation(res: SimResult, path: str, title: str = "", *, ttft: float | None = None,
+                    tpot: float | None = None) -> None:
+    """Tokens/s over time (1 s bins, the planned figure as a line) and the TTFT and TPOT distributions,
+    with the targets ``ttft`` and ``tpot`` (seconds; ``None``: none) as vertical lines; needs matplotlib
+    (an :class:`InputError` saying so when it is not installed)."""
     try:
         import matplotlib
 
@@ -523,10 +525,13 @@ def plot_simulation(res: SimResult, path: str, title: str = "") -> None:
     a.set_xlabel("time (s)")
     a.set_ylabel("output tokens/s")
     a.legend(fontsize=8)
-    for xs, lab in ((res.ttfts, "TTFT"), (res.tpots, "TPOT")):
+    for xs, lab, target in ((res.ttfts, "TTFT", ttft), (res.tpots, "TPOT", tpot)):
         if xs:
             v = np.sort(np.asarray(xs) * 1e3)
-            b.plot(v, np.arange(1, len(v) + 1) / len(v), label=lab)
+            line, = b.plot(v, np.arange(1, len(v) + 1) / len(v), label=lab)
+            if target is not None:  # the share left of it met that target
+                b.axvline(target * 1e3, color=line.get_color(), ls="--", lw=1,
+                          label=f"{lab} target {target * 1e3:.4g} ms")
     b.set_xscale("log")
     b.set_xlabel("ms")
     b.set_ylabel("share of requests")

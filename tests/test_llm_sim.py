@@ -358,3 +358,27 @@ def test_cli_simulate_measures_the_share_meeting_the_targets_and_a_ctrl_c_keeps_
     assert "simulation: interrupted (Ctrl-C)" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["simulation"] == {"interrupted": True} and data["stages"]
+
+
+def test_the_simulation_plot_draws_the_targets(tmp_path, monkeypatch):
+    """The TTFT and TPOT distributions had no target lines, so the share meeting them could not be read
+    off the plot: each target is a vertical line at its value in ms."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from graphs.llm_sim import SimResult, plot_simulation
+
+    drawn = []
+    real = Axes.axvline
+
+    def axvline(self, x=0, *a, **k):
+        drawn.append((x, k.get("label")))
+        return real(self, x, *a, **k)
+
+    monkeypatch.setattr(Axes, "axvline", axvline)
+    res = SimResult(1.0, 10.0, 0.0, 2, 2, 1.0, 1.0, {}, {}, 1.0, ttfts=[0.1, 0.3], tpots=[0.02, 0.04])
+    png = tmp_path / "sim.png"
+    plot_simulation(res, str(png), ttft=0.2, tpot=0.03)
+    assert png.exists()
+    assert [x for x, _ in drawn] == pytest.approx([200.0, 30.0])
+    assert [lab for _, lab in drawn] == ["TTFT target 200 ms", "TPOT target 30 ms"]

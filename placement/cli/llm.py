@@ -572,7 +572,8 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
         lines[0] += (f"; disaggregated: prompts on the prefill pool ({prefill_pool[0].devices}), each KV "
                      f"cache moved in {_ms(pl['kv_transfer_s'])} ms on average")
     if plot is not None:
-        plot_simulation(res, plot, title=f"{model.cfg.name}: {res.rate:.4g} requests/s on {model.devices}")
+        plot_simulation(res, plot, title=f"{model.cfg.name}: {res.rate:.4g} requests/s on {model.devices}",
+                        ttft=model.ttft, tpot=model.tpot)
         lines.append(f"plot written to {plot}")
     out = {"rate_rps": res.rate, "seconds": seconds, "warmup_s": res.warmup, "seed": seed,
            "requests": res.arrived, "finished": res.finished, "tokens_per_s": res.tokens_per_s,
