@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import math
 import os
 import sys
@@ -718,6 +719,13 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
             raise InputError(f"{where}: unknown device kind {kname!r}: the plan does not match the devices "
                              f"({_OTHER_MODEL})", source=source)
         k = kinds[kname]
+        listed = s.get("devices")
+        if isinstance(listed, list) and len(listed) != d * t:
+            # derived data a hand edit of d or t leaves behind: the degrees decide, and it is said
+            _log.warning("%s%s: 'devices' lists %d device(s), but dataParallelDegree %d x "
+                         "tensorParallelDegree %d is %d: the stage takes %d %s device(s), numbered kind by "
+                         "kind in stage order, not the list", f"{source}: " if source else "", where,
+                         len(listed), d, t, d * t, d * t, kname)
         nodes, variants = [], []
         tm = s["TMPCids"]
         if not isinstance(tm, dict) or not isinstance(s["nodes"], list):
@@ -746,6 +754,8 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
                          source=source)
     return plan
 
+
+_log = logging.getLogger(__name__)
 
 _OTHER_MODEL = "was it computed for another model, device set or --training setting?"
 

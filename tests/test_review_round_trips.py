@@ -125,3 +125,22 @@ def test_frontier_and_provision_refuse_stage_options_as_place_does(command, cnn,
                    "models and Piper files), not to this one-device-per-stage placement (--max-replicas 1)")
     assert main([command, cnn, *where, "--microbatches", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --microbatches must be a positive integer, got 0"
+
+
+def test_a_stage_devices_list_that_disagrees_with_d_and_t_is_said(cnn, tmp_path, capsys):
+    """A stage whose 'devices' list was not d x t long (a hand edit) was split and scored on d x t
+    devices without a word."""
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "a100:4", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    st = data["stages"][0]
+    n = st["dataParallelDegree"] * st["tensorParallelDegree"]
+    st["devices"] = st["devices"][:1] + st["devices"][:1] * (n == 1)  # one device too few or too many
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["evaluate", cnn, str(bad)]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {bad}: stages[0]: 'devices' lists {len(st['devices'])} device(s), but "
+            f"dataParallelDegree {st['dataParallelDegree']} x tensorParallelDegree "
+            f"{st['tensorParallelDegree']} is {n}") in err

@@ -126,18 +126,10 @@ def add_frontend_options(p: argparse.ArgumentParser) -> None:
 
 def frontend(args, sweep: bool = False) -> dict:
     """The front-end keyword arguments of ``load_workload`` (``None``: not given); ``sweep``: the batch
-    size may be auto or a list."""
-    import logging
-
-    class _Warnings(logging.Handler):
-        def emit(self, record):
-            print(f"warning: {record.getMessage()}", file=sys.stderr)
-
+    size may be auto or a list. (The library's warnings are printed as ``warning:`` lines by the handler
+    every command installs: ``placement.cli.serving._warnings_as_lines``.)"""
     from .serving import single_batch
 
-    log = logging.getLogger("graphs.onnx")
-    if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
-        log.addHandler(_Warnings())  # warnings as "warning: ..." lines on stderr
     dims = None
     if args.dim:
         dims = {}

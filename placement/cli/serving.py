@@ -774,7 +774,8 @@ def run(args) -> int:
 
 
 def _warnings_as_lines() -> None:
-    """The ONNX front end's warnings as ``warning: ...`` lines on stderr (as for ``place``)."""
+    """The library's warnings (loggers ``graphs``: the ONNX front end's; ``placement``: e.g. a result
+    file read) as ``warning: ...`` lines on stderr, every command's."""
     import logging
     import sys
 
@@ -782,9 +783,10 @@ def _warnings_as_lines() -> None:
         def emit(self, record):
             print(f"warning: {record.getMessage()}", file=sys.stderr)
 
-    log = logging.getLogger("graphs.onnx")
-    if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
-        log.addHandler(_Warnings())
+    for name in ("graphs", "placement"):
+        log = logging.getLogger(name)
+        if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
+            log.addHandler(_Warnings())
 
 
 def _frontier_dict(fr, out: str | None, model: str | None = None) -> dict:
