@@ -70,7 +70,7 @@ def test_the_llm_provision_file_is_refused_by_name(files, capsys, argv):
 
 
 #: the note's words for each model: the file's max-load and its unit
-RECORDED = {"pipeline": "ms per batch of 8", "stages": "s per sample"}
+RECORDED = {"pipeline": "ms per batch of 8", "stages": "ms per sample"}
 
 
 def _notes(capsys) -> list[str]:

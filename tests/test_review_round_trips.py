@@ -144,3 +144,23 @@ def test_a_stage_devices_list_that_disagrees_with_d_and_t_is_said(cnn, tmp_path,
     assert (f"warning: {bad}: stages[0]: 'devices' lists {len(st['devices'])} device(s), but "
             f"dataParallelDegree {st['dataParallelDegree']} x tensorParallelDegree "
             f"{st['tensorParallelDegree']} is {n}") in err
+
+
+def test_evaluate_of_an_edited_stage_plan_says_so_in_the_tables_unit(cnn, tmp_path, capsys):
+    """A hand-edited stage plan's note blamed re-measured costs only, in seconds per sample under a table
+    in milliseconds."""
+    out = tmp_path / "r.json"
+    assert main(["place", cnn, "--devices", "a100:4", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    st = data["stages"][0]
+    if st["dataParallelDegree"] < 2:
+        pytest.skip("the plan has no replicas to take away")
+    st["dataParallelDegree"] //= 2
+    st["devices"] = st["devices"][:st["dataParallelDegree"] * st["tensorParallelDegree"]]
+    edited = tmp_path / "e.json"
+    edited.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["evaluate", cnn, str(edited)]) == 0
+    note = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("note:"))
+    assert f"is not the file's {data['max_load'] * 1e3:.6g} ms per sample" in note
+    assert "(the plan edited, costs re-measured, or another cost model?)" in note

@@ -154,8 +154,11 @@ def run(args) -> int:
         given = frontend(args)
         # the settings the plan was placed with: version 2 keeps them under problem, version 1 at the top
         settings = saved.get("problem") if isinstance(saved.get("problem"), dict) else saved
+        recorded = saved.get("max_load")
+        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+            recorded *= 1e3  # in the ms per sample the table above prints, not the file's seconds
         return stage_model().evaluate(args, given, on_value=lambda value: _note_max_load(
-            saved.get("max_load"), _max_load_words(saved), value, "s per sample",
+            recorded, "ms per sample", value * 1e3, "ms per sample",
             _changed_settings(given, settings, args.split)))
     refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
@@ -253,6 +256,6 @@ def _note_max_load(recorded, then: str, value: float, now: str, changed: list[st
         return
     this = f"{value:.6g} {now}"
     why = ("evaluated at " + "; ".join(changed) if changed else
-           "with the settings it records (costs re-measured, or another cost model?)")
+           "with the settings it records (the plan edited, costs re-measured, or another cost model?)")
     print(f"note: the max-load {this} is not the file's {recorded:.6g} {then}: {why}", file=sys.stderr)
 
