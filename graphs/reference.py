@@ -205,7 +205,10 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         names=names, ids=ids, kinds=(ACCELERATOR, CPU),
         compute=np.vstack([fpga, cpu]), comm=np.vstack([comm, comm]), memory=mem,
         edges=pairs, backward=bwd, colocation=color, source=source,
-        meta={"format": "reference"},
+        # a file that names its time unit (an ONNX model written by `placement inspect -o`: ms) keeps it;
+        # the reference workloads' own times have none ("t" in a result file)
+        meta={"format": "reference",
+              **({"unit": data["unit"]} if isinstance(data.get("unit"), str) and data["unit"] else {})},
     )
     return Workload(graph, reference_cluster(k, cpus, cap))
 

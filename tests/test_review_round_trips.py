@@ -164,3 +164,16 @@ def test_evaluate_of_an_edited_stage_plan_says_so_in_the_tables_unit(cnn, tmp_pa
     note = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("note:"))
     assert f"is not the file's {data['max_load'] * 1e3:.6g} ms per sample" in note
     assert "(the plan edited, costs re-measured, or another cost model?)" in note
+
+
+def test_a_graph_written_by_inspect_keeps_its_time_unit_when_placed(cnn, tmp_path, capsys):
+    """``inspect -o`` writes the costed graph with "unit": "ms"; placing that file printed its times in
+    the reference format's own unit ("t") and recorded that."""
+    g = tmp_path / "g.json"
+    assert main(["inspect", cnn, "--devices", "t4:2", "-o", str(g)]) == 0
+    assert json.loads(g.read_text())["unit"] == "ms"
+    out = tmp_path / "r.json"
+    capsys.readouterr()
+    assert main(["place", str(g), "--out", str(out)]) == 0
+    assert "ms/sample" in capsys.readouterr().out
+    assert json.loads(out.read_text())["time_unit"] == "ms"

@@ -327,7 +327,7 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
     if not kinds:
         raise InputError(f"job {job.name!r}: the cluster has none of the workload's device kinds "
                          f"(accelerator, cpu) or its limit leaves it none")
-    return graph, Cluster(tuple(kinds)), ""
+    return graph, Cluster(tuple(kinds)), str(graph.meta.get("unit") or "")  # its own unit: ""
 
 
 def job_devices(job: JobSpec, cluster: ClusterSpec):
