@@ -26,9 +26,12 @@ Nothing here prints or imports torch; errors are :class:`graphs.errors.Placement
 from __future__ import annotations
 
 import json
+import math
 import os
+import reprlib
 from collections.abc import Mapping
 from contextlib import contextmanager
+from numbers import Real
 from typing import TYPE_CHECKING
 
 from graphs.errors import InputError
@@ -56,6 +59,18 @@ __all__ = ["place_model", "annotate", "annotate_ir", "split", "split_parts", "mo
 _LIGHT_ELEMENTS = 4096
 # the placeholder location of those initializers; the split restores the original tensors
 _IN_MEMORY = "placement:in-memory"
+
+
+class ArgumentTypeError(InputError, TypeError):
+    """An argument of the wrong type, named: an :class:`InputError` (so a ``PlacementError``, as every
+    bad input) that is also the ``TypeError`` Python raises for a wrong type, so that ``except
+    TypeError`` keeps catching what the library documents as one (``devices``, ``training``,
+    ``options``)."""
+
+
+def _shown(value) -> str:
+    """``repr(value)``, shortened: a tensor or a long list is named in a message, not printed whole."""
+    return reprlib.repr(value)
 
 
 def _is_ir(model) -> bool:
@@ -142,18 +157,23 @@ def place_model(model: ModelLike, devices: str | DeviceSet | None = None, *, tra
     :class:`InputError`. ``tensor_parallel=False`` keeps every stage at tensor-parallel degree ``t = 1``
     (replicas only), as :func:`placement.torch.place_module` does: what an ``onnx_ir`` model's split
     (:func:`split`, :class:`placement.passes.SplitPass`) can cut (the one-device-per-stage placement
-    has ``t = 1`` anyway)."""
+    has ``t = 1`` anyway).
+
+    A bad argument is an :class:`InputError` naming it, before any work; one of the wrong type is an
+    :class:`ArgumentTypeError`, also a ``TypeError``."""
     from graphs.costs import parse_cost_table
     from graphs.onnx_loader import parse_model
     from graphs.onnx_workload import graph_workload
 
-    if options is not None and not isinstance(options, SolveOptions):
-        raise TypeError(f"place_model(options=...) takes a SolveOptions, got {type(options).__name__}")
+    if not (_is_proto(model) or _is_ir(model) or isinstance(model, (str, os.PathLike))):
+        raise ArgumentTypeError(f"place_model(model=...) takes an onnx.ModelProto, an onnx_ir.Model or a "
+                                f"path, got {type(model).__name__}")
     ds = device_set(devices, "place_model")
-    check_training(training, optimizer, backward_factor, "place_model")
-    if not isinstance(tensor_parallel, bool):
-        raise TypeError(f"place_model(tensor_parallel=...) takes a bool, got "
-                        f"{type(tensor_parallel).__name__}")
+    costs = check_place_model_args(
+        "place_model", training=training, costs=costs, batch_size=batch_size, solver=solver,
+        options=options, optimizer=optimizer, dims=dims, backward_factor=backward_factor,
+        max_replicas=max_replicas, schedule=schedule, microbatches=microbatches, granularity=granularity,
+        tensor_parallel=tensor_parallel)["costs"]
     options = options or SolveOptions()
     # (tensor_parallel=False holds in the one-device-per-stage placement too: every stage has t = 1)
     stages = _stage_model(max_replicas, solver, options, schedule=schedule, microbatches=microbatches,
@@ -196,37 +216,128 @@ def place_model(model: ModelLike, devices: str | DeviceSet | None = None, *, tra
 def device_set(devices: str | DeviceSet | None, fn: str) -> DeviceSet:
     """``devices`` as :func:`place_model` and :func:`placement.torch.place_module` take it (a str such as
     ``"a100:4,cpu:8"``, a :class:`graphs.devices.DeviceSet`, or ``None`` for the default) as a
-    ``DeviceSet``; any other type is a ``TypeError`` and an empty str an :class:`InputError`, naming
-    ``fn``'s ``devices``."""
+    ``DeviceSet``; any other type is an :class:`ArgumentTypeError` (a ``TypeError``) and an empty str an
+    :class:`InputError`, naming ``fn``'s ``devices``."""
     from graphs.devices import DeviceSet, parse_devices
     from graphs.onnx_workload import DEFAULT_DEVICES
 
     if isinstance(devices, DeviceSet):
         return devices
     if devices is not None and not isinstance(devices, str):
-        raise TypeError(f"{fn}(devices=...) takes a str such as 'a100:4,cpu:8', a DeviceSet or None, got "
-                        f"{type(devices).__name__}")
+        raise ArgumentTypeError(f"{fn}(devices=...) takes a str such as 'a100:4,cpu:8', a DeviceSet or None, "
+                                f"got {type(devices).__name__}")
     if isinstance(devices, str) and not devices.strip():
         raise InputError(f"{fn}(devices=''): name the devices ('a100:4,cpu:8'), or leave devices out for "
                          f"the default")
     return parse_devices(devices or DEFAULT_DEVICES)
 
 
+def check_place_model_args(fn: str, **args) -> dict:
+    """Check the keyword arguments of :func:`place_model` given in ``args`` (all but ``devices``), naming
+    each as ``fn``'s: a wrong type is an :class:`ArgumentTypeError`, a bad value an :class:`InputError`.
+    Returns ``args`` with a cost table's path as a str. Whether the options fit together (stage options
+    with ``max_replicas=1``, say) is :func:`place_model`'s own check, when it runs."""
+    options = args.get("options")
+    if options is not None and not isinstance(options, SolveOptions):
+        raise ArgumentTypeError(f"{fn}(options=...) takes a SolveOptions, got {type(options).__name__}")
+    if "training" in args or "optimizer" in args or "backward_factor" in args:
+        check_training(args.get("training", False), args.get("optimizer", "adam"),
+                       args.get("backward_factor", 2.0), fn)
+    if "tensor_parallel" in args:
+        check_flag(args["tensor_parallel"], "tensor_parallel", fn)
+    if "costs" in args:
+        args["costs"] = check_costs(args["costs"], fn)
+    for name, what in (("solver", "a solver's name such as 'dp'"), ("schedule", "a schedule such as '1f1b'"),
+                       ("granularity", "'op' or 'layer'")):
+        if name in args:
+            check_name(args[name], name, what, fn)
+    if "dims" in args:
+        check_dims(args["dims"], fn)
+    check_counts(**{k: args[k] for k in ("batch_size", "max_replicas", "microbatches") if k in args})
+    return args
+
+
+def check_flag(value: bool, name: str, fn: str) -> None:
+    """Refuse, naming it as ``fn``'s, a flag that is not a bool (``"no"`` would read as true)."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{fn}({name}=...) takes a bool, got {type(value).__name__}")
+
+
+def check_costs(costs: str | os.PathLike | Mapping | None, fn: str) -> str | Mapping:
+    """``costs`` as :func:`place_model` takes it: a cost model's name (``"roofline"``, ``"profile"``), a
+    JSON cost table's path (a path object becomes its str) or the table as a mapping; ``None`` is
+    ``"roofline"``, the default. Anything else is refused, naming ``fn``'s ``costs`` (a name is checked
+    where the costs are computed, with the list of models)."""
+    if costs is None:  # as graphs.onnx_workload reads it: the default
+        return "roofline"
+    if isinstance(costs, os.PathLike):
+        costs = os.fspath(costs)
+    if isinstance(costs, Mapping) or isinstance(costs, str) and costs.strip():
+        return costs
+    error = InputError if isinstance(costs, str) else ArgumentTypeError
+    raise error(f"{fn}(costs={_shown(costs)}): expected 'roofline', 'profile', a cost table's path or a "
+                f"mapping")
+
+
+def check_name(value: str | None, name: str, what: str, fn: str) -> None:
+    """Refuse, naming it as ``fn``'s, a ``name`` option (``solver``, ``schedule``, ...) that is neither
+    ``None`` (the default) nor a non-empty str; ``what`` says what it names. An empty str was read as
+    the default."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{fn}({name}={_shown(value)}): expected {what}, or None for the default")
+    if not value.strip():
+        raise InputError(f"{fn}({name}={value!r}): give {what}, or leave {name} out for the default")
+
+
+def check_dims(dims: Mapping[str, int] | None, fn: str) -> None:
+    """Refuse, naming ``fn``'s ``dims``, what is not a mapping of dimension names (str) to positive
+    integers (``None``: none given)."""
+    if dims is None:
+        return
+    if not isinstance(dims, Mapping):
+        raise ArgumentTypeError(f"{fn}(dims={_shown(dims)}): expected a mapping of dimension names to "
+                                f"sizes, such as {{'batch': 8}}")
+    for k, v in dims.items():
+        if not isinstance(k, str):
+            raise ArgumentTypeError(f"{fn}(dims=...): a dimension's name is a str, got {k!r} "
+                                    f"({type(k).__name__})")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ArgumentTypeError(f"{fn}(dims=...): dimension {k!r} must be a positive integer, got "
+                                    f"{_shown(v)} ({type(v).__name__})")
+        if v < 1:
+            raise InputError(f"{fn}(dims=...): dimension {k!r} must be a positive integer, got {v}")
+
+
 def check_training(training: bool, optimizer: str, backward_factor: float, fn: str) -> None:
-    """Refuse, naming it as ``fn``'s, a ``training`` that is not a bool, and an ``optimizer`` or
-    ``backward_factor`` given without training (they would be ignored)."""
-    if not isinstance(training, bool):
-        raise TypeError(f"{fn}(training=...) takes a bool, got {type(training).__name__}")
+    """Refuse, naming it as ``fn``'s, a ``training`` that is not a bool, an ``optimizer`` that is not a
+    str, a ``backward_factor`` that is not a finite non-negative number (backward time over forward
+    time), and an ``optimizer`` or ``backward_factor`` given without training (they would be ignored)."""
+    check_flag(training, "training", fn)
+    if not isinstance(optimizer, str):
+        raise ArgumentTypeError(f"{fn}(optimizer={_shown(optimizer)}): expected an optimizer's name such as "
+                                f"'adam'")
+    if isinstance(backward_factor, bool) or not isinstance(backward_factor, Real):
+        raise ArgumentTypeError(f"{fn}(backward_factor={_shown(backward_factor)}): expected a number, the "
+                                f"backward time over the forward time (default 2.0)")
+    if not (backward_factor >= 0 and math.isfinite(backward_factor)):
+        raise InputError(f"{fn}(backward_factor={backward_factor!r}): expected a finite non-negative number, "
+                         f"the backward time over the forward time (default 2.0)")
     if not training and (optimizer != "adam" or backward_factor != 2.0):
         what = "optimizer" if optimizer != "adam" else "backward_factor"
         raise InputError(f"{fn}({what}=...) applies to training: add training=True")
 
 
 def check_counts(**counts: int | None) -> None:
-    """Refuse, naming it, a count (``max_replicas``, ``microbatches``) given as anything but a positive
-    integer (``None``: not given); 0 is not read as "the default"."""
+    """Refuse, naming it, a count (``max_replicas``, ``microbatches``, ``batch_size``) given as anything
+    but a positive integer (``None``: not given); 0 is not read as "the default", nor ``True`` as 1."""
     for name, v in counts.items():
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ArgumentTypeError(f"{name} must be a positive integer, got {_shown(v)}")
+        if v < 1:
             raise InputError(f"{name} must be a positive integer, got {v!r}")
 
 

@@ -33,7 +33,14 @@ import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassBase, PassResult
 
 from .api import Placement
-from .inmemory import annotate_ir, place_model, placement_result, split_parts
+from .inmemory import (
+    annotate_ir,
+    check_place_model_args,
+    device_set,
+    place_model,
+    placement_result,
+    split_parts,
+)
 
 if TYPE_CHECKING:
     from graphs.devices import DeviceSet
@@ -61,7 +68,8 @@ class PlacementPass(InPlacePass):
     """Place the model and annotate its nodes in place (see the module doc). ``devices`` and the
     keyword ``options`` are those of :func:`placement.place_model` (``training``, ``costs``,
     ``batch_size``, ``solver``, ``options``, ``dims``, ...); another keyword is a ``TypeError`` here,
-    and a model that is not an ``onnx_ir.Model`` one when the pass runs, before any placing.
+    a bad value of one (``costs=5``) an :class:`~graphs.errors.InputError` naming it, also here, and a
+    model that is not an ``onnx_ir.Model`` a ``TypeError`` when the pass runs, before any placing.
 
     A Ctrl-C during the solve aborts the pass: where :func:`~placement.place_model` would return the
     best plan found so far (``solution.interrupted``), the pass raises ``KeyboardInterrupt`` instead of
@@ -72,6 +80,9 @@ class PlacementPass(InPlacePass):
         if unknown:  # refused here, not when the pass runs (or never)
             raise TypeError(f"PlacementPass got unknown option(s) {', '.join(unknown)}; it takes those of "
                             f"placement.place_model: {', '.join(sorted(_PLACE_MODEL_OPTIONS))}")
+        # so are bad values (place_model checks them again when the pass runs)
+        device_set(devices, "PlacementPass")
+        check_place_model_args("PlacementPass", **options)
         self.devices = devices
         self.options = options
         self.placement: Placement | None = None

@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ import numpy as np
 from graphs.errors import InputError
 
 from .api import Placement, place
+from .inmemory import ArgumentTypeError
 
 if TYPE_CHECKING:
     import torch
@@ -332,16 +334,53 @@ def _split_points(modules: Sequence[str], allowed, real: set[str]) -> dict[int, 
     return points
 
 
-#: torch loggers that report, with a traceback on stderr, an export failure the exception carries too
-_EXPORTER_LOGGERS = ("torch._subclasses.fake_tensor",)
+#: torch loggers that report on stderr (their own handlers) an export failure the exception carries too: a
+#: bad example shape (a fake-tensor traceback), data-dependent control flow (a symbolic-shapes warning),
+#: an error torch's export database classifies (the exporter's own log)
+_EXPORTER_LOGGERS = ("torch._subclasses.fake_tensor", "torch.fx.experimental.symbolic_shapes",
+                     "torch.export._trace")
+
+
+class _HeldStream:
+    """A stand-in for ``sys.stdout``/``sys.stderr`` while an export runs: what torch's own code writes
+    from the exporting thread is dropped; other threads' writes, and the module's own (its ``print``
+    in ``forward``), go to the stream it stands for. Anything else is the stream's."""
+
+    def __init__(self, stream, thread: int) -> None:
+        self._stream, self._thread, self.held = stream, thread, True
+
+    def write(self, text: str) -> int:
+        # a print's write is called from the print's caller: that frame says whose print it is (past the
+        # writes of other held streams, where two threads export at once)
+        if self.held and threading.get_ident() == self._thread:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code is _HeldStream.write.__code__:
+                frame = frame.f_back
+            caller = (frame.f_globals.get("__name__") if frame is not None else None) or ""
+            if caller == "torch" or caller.startswith("torch."):
+                return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _unheld(stream):
+    """The stream a :class:`_HeldStream` stands for, past those no longer holding anything."""
+    while isinstance(stream, _HeldStream) and not stream.held:
+        stream = stream._stream
+    return stream
 
 
 @contextlib.contextmanager
 def _exporter_logs_held():
-    """While ``torch.export`` runs in this thread, drop what :data:`_EXPORTER_LOGGERS` log from it: a bad
-    example shape is logged there as a traceback (``E... fake_tensor.py ... failed while attempting to
-    run meta``) and then raised, and :func:`place_module` raises it as an :class:`InputError`. A library
-    call prints nothing; other threads' records pass."""
+    """While ``torch.export`` runs in this thread, drop what :data:`_EXPORTER_LOGGERS` log from it, and
+    what torch prints from it on stdout or stderr: a bad example shape is logged there as a traceback
+    (``E... fake_tensor.py ... failed while attempting to run meta``), data-dependent control flow
+    (``if x.sum() > 0:``) as a symbolic-shapes warning followed by the partial graph, printed twice; the
+    export then raises, and :func:`place_module` raises that as an :class:`InputError`. A library call
+    prints nothing; other threads' records and writes pass, and everything is as it was on exit (the
+    loggers' levels are never touched)."""
     thread = threading.get_ident()
 
     def other_threads(record: logging.LogRecord) -> bool:
@@ -350,11 +389,40 @@ def _exporter_logs_held():
     loggers = [logging.getLogger(name) for name in _EXPORTER_LOGGERS]
     for lg in loggers:
         lg.addFilter(other_threads)
+    held = []
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None:  # (None: no console, nothing printed anyway)
+            held.append((name, _HeldStream(stream, thread)))
+            setattr(sys, name, held[-1][1])
     try:
         yield
     finally:
+        # a stream replaced in the meantime (by another thread) is left to whoever replaced it; ours then
+        # passes everything through
+        for name, stream in held:
+            stream.held = False
+            if getattr(sys, name) is stream:
+                setattr(sys, name, _unheld(stream))
         for lg in loggers:
             lg.removeFilter(other_threads)
+
+
+def _check_examples(example_args, example_kwargs, torch) -> None:
+    """Refuse example inputs :func:`place_module` cannot pass to the module as they are: ``example_args``
+    a tuple (or other sequence) of positional inputs, not one tensor (it was read as its rows: one row is
+    silently a smaller input), a str or a mapping; ``example_kwargs`` a mapping by name, or ``None``."""
+    if isinstance(example_args, torch.Tensor):
+        raise ArgumentTypeError("place_module(example_args=...) takes a tuple of the module's positional "
+                                "inputs, got a Tensor: give (x,) for one input")
+    if isinstance(example_args, (str, bytes, Mapping)) or not isinstance(example_args, Iterable):
+        hint = " (inputs by name go in example_kwargs)" if isinstance(example_args, Mapping) else ""
+        raise ArgumentTypeError(f"place_module(example_args=...) takes a tuple of the module's positional "
+                                f"inputs, got {type(example_args).__name__}{hint}")
+    if example_kwargs is not None and not (isinstance(example_kwargs, Mapping)
+                                           and all(isinstance(k, str) for k in example_kwargs)):
+        raise ArgumentTypeError(f"place_module(example_kwargs=...) takes a mapping of the module's keyword "
+                                f"inputs by name, or None, got {type(example_kwargs).__name__}")
 
 
 def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs: Mapping | None = None,
@@ -378,28 +446,36 @@ def place_module(module: torch.nn.Module, example_args: Sequence, example_kwargs
     ``pipeline()`` runs one device per stage, and replicas need a data-parallel group per stage around
     it.
 
-    A time limit or a proven infeasibility is a status, not an error: the result then has no stages
-    (see :class:`TorchPlacement`)."""
+    A bad argument is an :class:`InputError` naming it, before the export (one of the wrong type is an
+    :class:`~placement.inmemory.ArgumentTypeError`, also a ``TypeError``); so is a module that
+    ``torch.export`` cannot export (data-dependent control flow, say), with nothing printed. A time limit
+    or a proven infeasibility is a status, not an error: the result then has no stages (see
+    :class:`TorchPlacement`)."""
     from graphs.coarsen import merge_by_key
     from graphs.costs import parse_cost_table
     from graphs.evaluate import evaluate
     from graphs.onnx_workload import build_opgraph, graph_workload
     from graphs.reference import Workload
 
-    from .inmemory import check_counts, check_training, device_set
+    from .inmemory import check_flag, check_place_model_args, device_set
 
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
-        raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+        raise ArgumentTypeError(f"place_module(module=...) takes a torch.nn.Module, got "
+                                f"{type(module).__name__}")
+    _check_examples(example_args, example_kwargs, torch)
+    ds = device_set(devices, "place_module")
+    # place_model's checks: nothing given here is ignored (microbatches=0 is no "default")
+    costs = check_place_model_args(
+        "place_module", training=training, costs=costs, solver=solver, options=options, optimizer=optimizer,
+        backward_factor=backward_factor, max_replicas=max_replicas, schedule=schedule,
+        microbatches=microbatches)["costs"]
+    check_flag(strict, "strict", "place_module")
     if costs == "profile":
         raise InputError("the 'profile' cost model runs ONNX models; for a torch module use 'roofline' or a "
                          "cost table")
     by_children = isinstance(split_points, str) and split_points == "children"
     named = None if split_points is None or by_children else _names(split_points)  # before the export
-    ds = device_set(devices, "place_module")
-    # place_model's checks: nothing given here is ignored (microbatches=0 is no "default")
-    check_training(training, optimizer, backward_factor, "place_module")
-    check_counts(microbatches=microbatches)
     source = f"torch:{type(module).__name__}"
     try:
         with _exporter_logs_held():
@@ -493,17 +569,19 @@ def _no_plan(snapped: Placement, unsnapped: Placement, modules, points, batch_si
 
 def _names(split_points) -> list[str]:
     """``split_points`` as module FQNs: a sequence of str. A str other than ``"children"`` is refused
-    rather than read as its characters (one name goes in a list)."""
+    rather than read as its characters (one name goes in a list); another type, or a name that is no
+    str, is an :class:`~placement.inmemory.ArgumentTypeError`."""
     if isinstance(split_points, str):
         raise InputError(f"split_points={split_points!r}: give a list of module FQNs (one split point: "
                          f"[{split_points!r}]), or 'children'")
     if isinstance(split_points, (bytes, Mapping)) or not isinstance(split_points, Iterable):
-        raise TypeError(f"split_points takes module FQNs (a sequence of str), 'children' or None, got "
-                        f"{type(split_points).__name__}")
+        raise ArgumentTypeError(f"split_points takes module FQNs (a sequence of str), 'children' or None, "
+                                f"got {type(split_points).__name__}")
     names = list(split_points)
     bad = [x for x in names if not isinstance(x, str)]
     if bad:
-        raise TypeError(f"split_points takes module FQNs (str), got {bad[0]!r} ({type(bad[0]).__name__})")
+        raise ArgumentTypeError(f"split_points takes module FQNs (str), got {bad[0]!r} "
+                                f"({type(bad[0]).__name__})")
     return names
 
 
@@ -525,10 +603,7 @@ def _place_stages(g, graph, ds, modules, points, segment, children, source, *, s
     from solvers.base import SolveOptions, Status
     from solvers.registry import solve
 
-    if max_replicas is not None and (isinstance(max_replicas, bool) or not isinstance(max_replicas, int)
-                                     or max_replicas < 1):
-        raise InputError(f"max_replicas must be a positive integer or None, got {max_replicas!r}")
-    options = options or SolveOptions()
+    options = options or SolveOptions()  # (max_replicas: checked by place_module)
     cluster, n_fwd = ds.cluster(), len(modules)
     batch = max(1, int(g.batch_size or 1))
 
