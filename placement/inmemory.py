@@ -232,7 +232,7 @@ def device_set(devices: str | DeviceSet | None, fn: str) -> DeviceSet:
     return parse_devices(devices or DEFAULT_DEVICES)
 
 
-def check_place_model_args(fn: str, **args) -> dict:
+def check_place_model_args(fn: str, **args: object) -> dict:
     """Check the keyword arguments of :func:`place_model` given in ``args`` (all but ``devices``), naming
     each as ``fn``'s: a wrong type is an :class:`ArgumentTypeError`, a bad value an :class:`InputError`.
     Returns ``args`` with a cost table's path as a str. Whether the options fit together (stage options
