@@ -444,6 +444,16 @@ def _one_device_why(args) -> str:
     return ""
 
 
+def refuse_stage_device_options(args) -> None:
+    """The one-device-per-stage placement reads its devices from ``--devices`` and device files: the
+    stage model's device options are refused, naming the option, never ignored."""
+    for name in ("max_devices", "device_memory", "bandwidth"):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} applies to stage-model plans only (Piper-format "
+                             f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
+                             f"in a device file (--device-file) for the one-device-per-stage placement")
+
+
 def refuse_schedule_options(args) -> None:
     """``--schedule``, ``--microbatches`` or ``--granularity`` where one device per stage is placed: one
     :class:`InputError` naming the option and why that placement was chosen, never an option ignored."""

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-from ..inputs import refuse_schedule_options
+from ..inputs import refuse_schedule_options, refuse_stage_device_options
 
 __all__ = ["EXIT_OK", "EXIT_NO_PLACEMENT", "EXIT_USAGE", "EXIT_INTERRUPTED", "UsageError", "Parser",
            "add_solve_options", "add_output_options", "add_frontend_options", "OPTIMIZERS", "frontend",
@@ -218,16 +218,6 @@ def helix_commands():
     from . import helix  # layouts of LLM layers on Helix clusters (placement/cli/helix.py)
 
     return helix
-
-
-def refuse_stage_device_options(args) -> None:
-    """The one-device-per-stage placement reads its devices from ``--devices`` and device files: the
-    stage model's device options are refused, naming the option, never ignored."""
-    for name in ("max_devices", "device_memory", "bandwidth"):
-        if getattr(args, name, None) is not None:
-            raise UsageError(f"--{name.replace('_', '-')} applies to stage-model plans only (Piper-format "
-                              f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
-                              f"in a device file (--device-file) for the one-device-per-stage placement")
 
 
 def refuse_stage_options(args) -> None:
