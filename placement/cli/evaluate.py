@@ -189,11 +189,10 @@ def run(args) -> int:
 
 
 def _max_load_words(data: dict, unit: str | None = None, batch: int | None = None) -> str:
-    """The unit of a result's max-load (``data``, the file), in words: its ``time_unit`` (``unit``: the
-    one evaluated now) per sample (a stage plan) or per run of the batch (an ONNX model placed with one
-    device per stage: per batch of ``batch``, else of the batch size the file records)."""
-    if data.get("model") == "stages" or data.get("format") == "placement-replicated":
-        return f"{unit or data.get('time_unit') or 's'} per sample"
+    """The unit of a one-device-per-stage result's max-load (``data``, the file), in words: its
+    ``time_unit`` (``unit``: the one evaluated now), per run of the batch for an ONNX model (per batch of
+    ``batch``, else of the batch size the file records). A stage plan's note is in the ms per sample
+    its table prints (:func:`run`)."""
     unit = unit or data.get("time_unit") or "t"
     if not isinstance(data.get("frontend"), dict):
         return unit  # a reference-format graph's time, in its own unit
