@@ -256,15 +256,19 @@ def run(args) -> int:
         d["source"] = path
     doc = docs[0] if len(docs) == 1 else {"schema": "placement-cluster-comparison", "version": 1,
                                           "source": path, "results": docs}
+    from placement import _interrupt
     from placement.export import emit
 
     def text() -> str:
         parts = [format_result(r, jl) + "\n" for r in results]
         return "\n".join(parts + ([format_comparison(results)] if len(results) > 1 else []))
 
-    emit(args, doc, text)
-    if args.plot:
-        _plots(results, args.plot, args.json)
+    # the results are written whole, the plots with them: a Ctrl-C that comes meanwhile (emit's own block
+    # raised it before the plots) stops the command once they are all written (exit 130)
+    with _interrupt.deferred():
+        emit(args, doc, text)
+        if args.plot:
+            _plots(results, args.plot, args.json)
     return 0
 
 
