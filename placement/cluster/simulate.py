@@ -400,9 +400,16 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
     cap = result.capacity
     panels = [t for t, c in enumerate(cap.counts) if c > 0]
     mem = math.isfinite(cap.host_memory)
-    fig = Figure(figsize=(10, 2.2 * (len(panels) + mem) + 0.8))
-    axes = fig.subplots(len(panels) + mem, 1, sharex=True, squeeze=False)[:, 0]
     names = [j.name for j in result.jobs]
+    legend = len(names) <= 20
+    # the legend below the panels, in columns as wide as the longest name (7 pt text, about 4.2 pt a
+    # character, and its colour patch) that fit the figure's 10 in: in the top right corner it overlapped
+    # a long title (a Synergy bound's, or one with long job names). Constrained layout keeps the title,
+    # the panels and the legend apart, the figure taller by the legend's rows.
+    ncol = max(1, min(len(names), int(680 // (4.2 * max(map(len, names), default=1) + 30))))
+    rows = -(-len(names) // ncol) if legend else 0
+    fig = Figure(figsize=(10, 2.2 * (len(panels) + mem) + 0.8 + 0.16 * rows), layout="constrained")
+    axes = fig.subplots(len(panels) + mem, 1, sharex=True, squeeze=False)[:, 0]
     import matplotlib
 
     cmap = matplotlib.colormaps.get_cmap("tab20")
@@ -435,10 +442,10 @@ def plot_allocations(result: SimResult, path: str, *, title: str | None = None) 
     what = " (a bound, not a schedule)" if result.bound else ""
     fig.suptitle(title or f"{result.policy}{what}: devices used per job over time (avg JCT {jct}, max rho "
                           f"{result.max_rho:.3g})", fontsize=10)
-    if len(names) <= 20:
+    if legend:
         from matplotlib.patches import Patch
 
-        fig.legend([Patch(color=cmap(i % 20)) for i in range(len(names))], names, loc="upper right",
-                   fontsize=7, ncol=2)
+        fig.legend([Patch(color=cmap(i % 20)) for i in range(len(names))], names, loc="outside lower center",
+                   fontsize=7, ncol=ncol)
     fig.savefig(path, dpi=110)
     return path
