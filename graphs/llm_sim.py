@@ -113,16 +113,27 @@ class SimResult:
     mean_batch: float  # sequences held in KV slots, time-averaged over the window
     offered_tokens_per_s: float = 0.0  # output tokens of the requests arriving in the window / its length
     token_times: list = field(default_factory=list, repr=False)  # every output token's time (for the plot)
-    ttfts: list = field(default_factory=list, repr=False)
-    tpots: list = field(default_factory=list, repr=False)
     planned: dict = field(default_factory=dict)  # simulate_plan: the planner's and serving model's figures
     # the mean TTFT split (seconds): waiting for a KV slot, then for the first prefill stage (a request
     # with its slot), then from the prefill's start to the first token (the run and any later waits)
     ttft_parts: dict = field(default_factory=dict)
     ttft_split: list = field(default_factory=list, repr=False)  # per request: (tag, slot, queue, prefill)
     # per request arriving in the window: (TTFT, TPOT); TTFT NaN without a first token, TPOT None for a
-    # request of one output token (none to meet) and NaN for one that did not finish
+    # request of one output token (none to meet) and NaN for one that did not finish. The one record of
+    # them: ttfts and tpots are read from it
     per_request: list = field(default_factory=list, repr=False)
+
+    @property
+    def ttfts(self) -> list[float]:
+        """The TTFT of each of the window's arrivals that got a first token (seconds, in arrival
+        order)."""
+        return [a for a, _ in self.per_request if not math.isnan(a)]
+
+    @property
+    def tpots(self) -> list[float]:
+        """The TPOT of each of the window's arrivals that finished with more than one output token
+        (seconds, in arrival order)."""
+        return [b for _, b in self.per_request if b is not None and not math.isnan(b)]
 
     def attainment(self, ttft: float | None, tpot: float | None) -> float:
         """The share of the window's arrivals whose TTFT and TPOT both met the targets (seconds;
@@ -350,7 +361,7 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
     if last_t < seconds:
         held_area += total_held * (seconds - max(last_t, warmup))
     window = seconds - warmup
-    ttfts, tpots, parts, each = [], [], [], []
+    parts, each = [], []
     offered = 0
     for q, (arr, _inp, out, tag) in enumerate(requests):
         if not warmup <= arr < seconds:
@@ -358,19 +369,17 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         offered += out
         a = first[q] - arr  # NaN without a first token
         if not math.isnan(first[q]):
-            ttfts.append(a)
             slot = slot_at[q] - arr if slot_at[q] <= pre_at[q] else 0.0  # disaggregated: after the prefill
             parts.append((tag, slot, pre_at[q] - arr - slot, first[q] - pre_at[q]))
         b = None if out <= 1 else (finish[q] - first[q]) / (out - 1)  # NaN when it did not finish
-        if b is not None and not math.isnan(finish[q]):
-            tpots.append(b)
         each.append((a, b))
     mean = [sum(x[k] for x in parts) / len(parts) if parts else math.nan for k in (1, 2, 3)]
-    return SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
-                     tokens / window, decoded / window, _stats(ttfts), _stats(tpots), held_area / window,
-                     offered / window, token_times, ttfts, tpots,
-                     ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts,
-                     per_request=each)
+    res = SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
+                    tokens / window, decoded / window, {}, {}, held_area / window, offered / window,
+                    token_times, ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts,
+                    per_request=each)
+    res.ttft, res.tpot = _stats(res.ttfts), _stats(res.tpots)  # over the lists per_request gives
+    return res
 
 
 def _stage_timers(model, problem, plan):

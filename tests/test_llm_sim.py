@@ -50,6 +50,31 @@ def test_kv_slots_admit_one_at_a_time_by_hand():
     assert res.ttft["mean"] == pytest.approx((0.5 + 0.9) / 2)
 
 
+def test_ttfts_and_tpots_are_read_from_the_requests_by_hand():
+    """The TTFT and TPOT lists are read from ``per_request``, the one record of them (they were kept
+    beside it, a second copy the constructor could set apart). One stage, 0.1 s steps, 0.5 s prefills,
+    two slots, a 2 s window. R0 (0, 3 tokens) and R1 (0.65, 3) as in the test above: (0.5, 0.1), (0.55,
+    0.1). R2 (1.5, 1 token): prefill [1.5, 2.0], (0.5, None: no TPOT). R3 (1.9, 100 tokens): the slot R1
+    freed, its prefill after R2's, [2.0, 2.5]: TTFT 0.6; R4 (1.95, 100): the slot R2 frees at 2.0, its
+    prefill [2.5, 3.0] (before R3's first step): TTFT 1.05; neither finishes by the 4 s drain (TPOT
+    NaN). R5 (1.97, 3): no slot is freed again, no first token (NaN, NaN)."""
+    from graphs.llm_sim import SimResult
+
+    res = _constant([(0.0, 10, 3, 0), (0.65, 10, 3, 0), (1.5, 10, 1, 0), (1.9, 10, 100, 0),
+                     (1.95, 10, 100, 0), (1.97, 10, 3, 0)])
+    ttft, tpot = zip(*res.per_request)
+    assert ttft[:5] == pytest.approx([0.5, 0.55, 0.5, 0.6, 1.05]) and math.isnan(ttft[5])
+    assert tpot[:2] == pytest.approx([0.1, 0.1]) and tpot[2] is None
+    assert all(math.isnan(b) for b in tpot[3:])
+    assert res.ttfts == pytest.approx([0.5, 0.55, 0.5, 0.6, 1.05])  # those with a first token
+    assert res.tpots == pytest.approx([0.1, 0.1])  # those that finished with more than one token
+    assert res.ttft["count"] == 5 and res.ttft["mean"] == pytest.approx(3.2 / 5)
+    assert res.tpot["count"] == 2 and res.tpot["mean"] == pytest.approx(0.1)
+    assert res.attainment(0.56, 0.1) == pytest.approx(3 / 6)  # R0, R1, and R2 (its TTFT alone)
+    with pytest.raises(TypeError):  # no second copy to set
+        SimResult(1.0, 2.0, 0.0, 1, 1, 1.0, 1.0, {}, {}, 1.0, ttfts=[0.5])
+
+
 def test_full_pipeline_round_by_hand():
     # two stages, two micro-batches of one slot, steps of 0.1 per stage, prefills of no time: two requests
     # at 0 of 11 tokens each, first tokens at 0. Micro-batch 0 (R0) takes stage 0 over [0, 0.1], stage 1
@@ -376,7 +401,7 @@ def test_the_simulation_plot_draws_the_targets(tmp_path, monkeypatch):
         return real(self, x, *a, **k)
 
     monkeypatch.setattr(Axes, "axvline", axvline)
-    res = SimResult(1.0, 10.0, 0.0, 2, 2, 1.0, 1.0, {}, {}, 1.0, ttfts=[0.1, 0.3], tpots=[0.02, 0.04])
+    res = SimResult(1.0, 10.0, 0.0, 2, 2, 1.0, 1.0, {}, {}, 1.0, per_request=[(0.1, 0.02), (0.3, 0.04)])
     png = tmp_path / "sim.png"
     plot_simulation(res, str(png), ttft=0.2, tpot=0.03)
     assert png.exists()
