@@ -98,8 +98,8 @@ def test_run_feeds_the_batch_size_the_result_records_and_predicts_per_sample(gpt
     fed = []
     real = ox.random_feeds
     monkeypatch.setattr(ox, "random_feeds", lambda *a, **kw: fed.append(kw["batch_size"]) or real(*a, **kw))
-    n = 3
-    assert main(["run", gpt_path, str(tmp_path / "r.json"), "--samples", str(n), "--json"]) == 0
+    n = 3  # runs: batches of 3 samples
+    assert main(["run", gpt_path, str(tmp_path / "r.json"), "--samples", str(3 * n), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert fed and set(fed) == {3}
     assert (doc["batch_size"], doc["batches"], doc["samples"]) == (3, n, 3 * n)
@@ -112,7 +112,7 @@ def test_run_feeds_the_batch_size_the_result_records_and_predicts_per_sample(gpt
     assert doc["predicted_samples_per_s"] == pytest.approx(3 * n * 1e3 / makespan)
     assert doc["measured_samples_per_s"] == pytest.approx(3 * n / doc["wall_s"])
     assert doc["measured_ms_per_batch"] == pytest.approx(1e3 * doc["wall_s"] / n)
-    assert main(["run", gpt_path, str(tmp_path / "r.json"), "--samples", str(n)]) == 0
+    assert main(["run", gpt_path, str(tmp_path / "r.json"), "--samples", str(3 * n)]) == 0
     text = capsys.readouterr().out
     assert f"{n} batches of 3 samples ({3 * n} samples)" in text
     assert f"steady state {res['max_load']:.3f} ms per batch of 3" in text
@@ -134,7 +134,7 @@ def test_run_of_a_stage_plan_prints_the_stage_evaluators_prediction(gpt_path, tm
     res = _place(gpt_path, tmp_path / "s.json", "--batch-size", "2", "--granularity", "layer")
     assert res["model"] == "stages" and res["time_unit"] == "s"
     capsys.readouterr()
-    assert main(["run", gpt_path, str(tmp_path / "s.json"), "--samples", "2"]) == 0
+    assert main(["run", gpt_path, str(tmp_path / "s.json"), "--samples", "4"]) == 0
     text = capsys.readouterr().out
     rate = 1 / res["max_load"]  # the plan's time per sample, in seconds
     assert "2 batches of 2 samples (4 samples)" in text

@@ -32,8 +32,8 @@ def _place(path: str, out, capsys, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-def _run(path: str, result, capsys) -> tuple[dict, str]:
-    assert main(["run", path, str(result), "--samples", str(N), "--json"]) == 0
+def _run(path: str, result, capsys, samples: int = N) -> tuple[dict, str]:
+    assert main(["run", path, str(result), "--samples", str(samples), "--json"]) == 0
     out = capsys.readouterr()
     return json.loads(out.out), out.err
 
@@ -158,7 +158,7 @@ def test_run_predicts_a_hand_edited_stage_plan_as_edited(gpt_path, stage_plan, t
     times = [1e3 * batch * s["time_per_sample"] for s in ev["stages"]]
     assert times[0] != pytest.approx(recorded[0]) and times[1] != pytest.approx(recorded[1])
 
-    doc, err = _run(gpt_path, tmp_path / "e.json", capsys)
+    doc, err = _run(gpt_path, tmp_path / "e.json", capsys, samples=N * batch)  # N runs of the batch
     assert doc["replicas"] == [1, 1]  # what ran: the edited plan
     assert doc["predicted_stage_ms_per_batch"] == pytest.approx(times, rel=1e-9)
     assert doc["predicted_steady_ms_per_batch"] == pytest.approx(1e3 * batch * ev["objective"], rel=1e-9)

@@ -52,8 +52,10 @@ def add_parser(sub) -> None:
     r.add_argument("model", help="the ONNX model (.onnx) the result is for")
     r.add_argument("result", help="result file written by placement place --out (the order of split; the "
                    "older order RESULT MODEL still works, with a note)")
-    r.add_argument("--samples", "-n", type=int, default=50, metavar="N",
-                   help="runs of the model to stream, each one batch of the batch size (default 50)")
+    r.add_argument("--samples", "-n", type=int, default=None, metavar="N",
+                   help="samples to stream, fed in whole batches of the batch size (N rounded up to a "
+                        f"multiple of it, with a note; default {DEFAULT_RUNS} batches: {DEFAULT_RUNS} x "
+                        f"the batch size)")
     r.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads of each session "
                    "(default 1); a worker process (a replica of a stage, or a rank of a tensor-parallel "
                    "one) runs one session at a time, so it computes on that many threads")
@@ -63,6 +65,23 @@ def add_parser(sub) -> None:
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
     r.add_argument("--json", action="store_true", help="print the measurements as JSON")
     _add_input_shape_options(r)
+
+
+#: ``run`` without --samples: this many runs of the model (batches of the batch size)
+DEFAULT_RUNS = 50
+
+
+def runs_for_samples(samples: int | None, batch_size: int) -> tuple[int, str | None]:
+    """``placement run --samples``: the runs of the model (batches of ``batch_size``) that stream
+    ``samples`` samples, rounded up to whole batches, and the note that says so where it rounds
+    (``None`` otherwise); ``samples`` ``None`` (not given): :data:`DEFAULT_RUNS` batches."""
+    if samples is None:
+        return DEFAULT_RUNS, None
+    runs = -(-samples // batch_size)
+    if runs * batch_size == samples:
+        return runs, None
+    return runs, (f"--samples {samples} at batch size {batch_size}: {runs} batch{'es' if runs != 1 else ''} "
+                  f"({runs * batch_size} samples), as the model runs whole batches")
 
 
 def _add_input_shape_options(p) -> None:
@@ -287,7 +306,7 @@ def run_run(args) -> int:
     from ..pipeline_run import describe_runs, run_inputs, run_pipeline, run_report, stage_plan_prediction
     from ..results import checked_result
 
-    if args.samples < 1 or args.threads < 1:
+    if (args.samples is not None and args.samples < 1) or args.threads < 1:
         raise UsageError("placement run: --samples and --threads must be at least 1")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
@@ -304,18 +323,21 @@ def run_run(args) -> int:
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "run", args.result)
     dims = _input_shape(args, given_dims, data, args.result, strict=True)
+    runs, rounded = runs_for_samples(args.samples, args.batch_size)  # --samples counts samples, not batches
+    if rounded:
+        print(f"note: {rounded}", file=sys.stderr)
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     # the prediction first: its notes (a plan edited by hand, a model not rebuilt) come before the run
     if holds_stage_plan(data):  # stages with replicas d and tensor-parallel degree t
         split = split_stages(model, data, source=args.result)
-        pred, by, pred_notes = stage_plan_prediction(data, args.model, args.samples, args.batch_size,
+        pred, by, pred_notes = stage_plan_prediction(data, args.model, runs, args.batch_size,
                                                      source=args.result, model=model)
         training = bool((data.get("problem") or {}).get("training"))
     else:  # one device per stage
         result = checked_result(data, args.result)
         split = split_model(model, result, source=args.result)
-        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels])
+        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels], runs)
         training = any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"])
     manifest = split.manifest()
     for note in pred_notes:
@@ -323,7 +345,7 @@ def run_run(args) -> int:
     parts, feeds, reference = run_inputs(model, [s.model for s in split.submodels], seed=args.seed, dims=dims,
                                          batch_size=args.batch_size, threads=args.threads,
                                          optimize=args.optimize, check=not args.no_check, manifest=manifest)
-    run = run_pipeline(parts, manifest, feeds, samples=args.samples, threads=args.threads,
+    run = run_pipeline(parts, manifest, feeds, samples=runs, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     if training:
         print("note: this is a training plan; the run executes the forward pass only, while the prediction "
@@ -362,13 +384,13 @@ def run_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
-def _run_prediction(args, model, result: dict, run_devices: list[str]):
-    """``placement run``'s prediction of a one-device-per-stage result: ``(prediction, predicted_by,
-    notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by hand) is scored again by the
-    evaluator on the model (``model``, as run read it) costed with the front-end settings the result
-    records; a result that records none, or whose workload cannot be rebuilt, is predicted from its
-    recorded loads, and a note says so. A plan that does not score (it does not match the rebuilt
-    model) gets no prediction."""
+def _run_prediction(args, model, result: dict, run_devices: list[str], runs: int):
+    """``placement run``'s prediction of a one-device-per-stage result for ``runs`` runs of the model:
+    ``(prediction, predicted_by, notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by
+    hand) is scored again by the evaluator on the model (``model``, as run read it) costed with the
+    front-end settings the result records; a result that records none, or whose workload cannot be
+    rebuilt, is predicted from its recorded loads, and a note says so. A plan that does not score (it
+    does not match the rebuilt model) gets no prediction."""
     from graphs.errors import PlacementError
     from graphs.onnx_workload import onnx_workload
 
@@ -386,7 +408,7 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
             order = list(dict.fromkeys(run_devices))  # a device cut into several sub-models: once
             unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
             try:
-                pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, args.samples, order=order,
+                pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, runs, order=order,
                                                        unit=unit)
             except PlacementError as e:
                 return None, f"the plan as it stands is not scored: {e}", []
@@ -395,7 +417,7 @@ def _run_prediction(args, model, result: dict, run_devices: list[str]):
                 notes.append("the costs were profiled again to score the plan, so its loads also differ from "
                              "the recorded ones by the measurement's noise")
             return pred, "the evaluator's loads of the plan as it stands (model rebuilt as placed)", notes
-    pred = predicted_time_per_sample(result, args.samples)
+    pred = predicted_time_per_sample(result, runs)
     return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
                                                  f"edited by hand is predicted as it was placed"]
 
