@@ -38,7 +38,7 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -57,7 +57,7 @@ from .clock import LEAST_SOLVE_S, Clock
 __all__ = ["Point", "ServingPoint", "Sweep", "Frontier", "FrontierSearch", "parse_batch_sizes",
            "batch_workload", "serving_point", "sweep", "sweep_batches", "frontier", "batch_frontier",
            "non_dominated",
-           "AUTO_MAX_BATCH", "IMPROVES", "auto_sizes"]
+           "BatchLadder", "AUTO_MAX_BATCH", "IMPROVES", "auto_sizes"]
 
 AUTO_MAX_BATCH = 1024
 IMPROVES = 0.01  # an auto sweep continues while samples/s grow by more than this fraction
@@ -213,63 +213,139 @@ def not_tried(why: str, rest: Sequence[int], auto: bool) -> str:
     return f"{why}: {what} not tried"
 
 
+class BatchLadder:
+    """The batch sizes a serving search tries, and when it ends: the one loop of the batch-size sweep,
+    the frontier and provision, in both models.
+
+    ``batch_sizes``: the sizes to try, in order, or ``None`` (auto): 1, 2, 4, ... up to ``max_batch``.
+    Iterating gives each size to try; after each, the caller reports its figure (:meth:`scored`: higher
+    is better, e.g. samples/s, or minus a price) or ends the search (:meth:`end`). The search ends, and
+    :attr:`stopped` says why, naming the sizes not tried (:func:`not_tried`):
+
+    * ``halted()`` gives words (a Ctrl-C its search took; ``""``: go on), checked before and after
+      each size; ``clock``'s :meth:`~placement.clock.Clock.interrupted` (a Ctrl-C) is checked with it;
+    * ``clock``'s deadline has passed (less than its margin left), checked before each size but the
+      first, which is always tried;
+    * an auto ladder: the size has no plan (:meth:`scored` ``None``), or its figure is no more than
+      ``improves`` (relative) above the best so far (``None``: no such rule);
+    * :meth:`end` was called after the size;
+    * an auto ladder ran to ``max_batch``.
+
+    :attr:`halt` holds the words of a halt or a deadline that left sizes untried (``""`` otherwise):
+    such a search is not complete. :attr:`best_size` is the size of the best figure (the smaller on a
+    tie, within a relative ``1e-12``)."""
+
+    def __init__(self, batch_sizes: Sequence[int] | None = None, *, max_batch: int = AUTO_MAX_BATCH,
+                 clock: Clock | None = None, halted: Callable[[], str] | None = None,
+                 improves: float | None = IMPROVES):
+        self.auto = batch_sizes is None
+        self.sizes = auto_sizes(max_batch) if self.auto else list(batch_sizes)
+        self.clock, self._halted, self.improves = clock, halted, improves
+        self.tried: list[int] = []
+        self.best: float | None = None
+        self.best_size: int | None = None
+        self.stopped = ""
+        self.halt = ""
+        self._end = ""
+
+    def _why(self, before: bool) -> str:
+        why = self._halted() if self._halted is not None else ""
+        if why or self.clock is None:
+            return why
+        if self.clock.interrupted():
+            return INTERRUPTED
+        return "time limit reached" if before and self.tried and self.clock.halted() else ""
+
+    def _halts(self, why: str, rest: Sequence[int]) -> bool:
+        if why:
+            self.halt, self.stopped = why, not_tried(why, rest, self.auto)
+        return bool(why)
+
+    def __iter__(self) -> Iterator[int]:
+        for i, b in enumerate(self.sizes):
+            if self._halts(self._why(True), self.sizes[i:]):
+                return
+            self._end = ""
+            self.tried.append(b)
+            yield b
+            if self._halts(self._why(False), self.sizes[i + 1:]):
+                return
+            if self._end:
+                self.stopped = self._end
+                return
+        if self.auto:
+            self.stopped = f"reached the largest batch tried ({self.sizes[-1]})"
+
+    def share(self) -> float | None:
+        """Seconds the size being tried may take (``None``: no time limit): half the time left in an auto
+        ladder (the sizes after it are open-ended), the time left split evenly among the sizes left in a
+        list; at least :data:`~placement.clock.LEAST_SOLVE_S`, as a solve's limit is."""
+        left = self.clock.left() if self.clock is not None else None
+        if left is None:
+            return None
+        share = left / 2 if self.auto else left / (len(self.sizes) - len(self.tried) + 1)
+        return max(share, LEAST_SOLVE_S)  # as a solve's limit: a size tried gets at least that
+
+    def scored(self, score: float | None, *, none_ends: bool = True) -> str:
+        """Report the figure of the size just tried (higher is better; ``None``: no plan there). Returns
+        why an auto ladder ends at it, ``"none"`` (no plan, where ``none_ends``) or ``"flat"`` (no more
+        than ``improves`` above the best before it), with :attr:`stopped` words the caller may replace
+        (:meth:`end`); ``""``: it goes on (a list always does)."""
+        b = self.tried[-1]
+        if score is None:
+            if self.auto and none_ends:
+                self._end = f"batch {b}: no plan"
+                return "none"
+            return ""
+        prev, prev_size = self.best, self.best_size
+        if prev is None or score > prev + 1e-12 * abs(prev):
+            self.best, self.best_size = score, b
+        if self.auto and self.improves is not None and prev is not None and \
+                score <= prev + max(self.improves, 1e-12) * abs(prev):
+            self._end = f"batch {b}: no more than {self.improves:.0%} better than batch {prev_size}"
+            return "flat"
+        return ""
+
+    def end(self, why: str) -> None:
+        """End the ladder after the size just tried, ``why`` its :attr:`stopped` words."""
+        self._end = why
+
+
 def sweep_batches(point_at: Callable[[int], tuple], batch_sizes: Sequence[int] | None = None, *,
                   max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None,
-                  deadline: Callable[[], float | None] | None = None,
-                  halted: Callable[[], str] | None = None) -> tuple:
-    """The batch-size sweep of both models: ``point_at(b) -> (point, why, stop)`` gives the best plan at
-    batch size ``b``, or ``None`` and why there is none (``stop``: the words an auto sweep stops with,
-    ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up to ``max_batch``, stopping at
-    the first size without a plan or whose samples/s are no more than :data:`IMPROVES` above the best
-    so far (which is then the best if it serves more at all). Returns ``(points, best, stopped)`` as
-    :class:`Sweep` holds them; ``on_point`` is called with each point found. ``deadline()``: the
-    sweep's deadline (``time.perf_counter()``; ``None``: none), after which the sizes not yet tried are
-    left out, and ``stopped`` says so. ``halted()``: why
-    the sweep must end after the size just tried (a Ctrl-C its search took: "interrupted (Ctrl-C)";
-    ``""``: it may go on); ``stopped`` says that too."""
-    auto = batch_sizes is None
-    sizes = auto_sizes(max_batch) if auto else list(batch_sizes)
+                  clock: Clock | None = None, halted: Callable[[], str] | None = None) -> tuple:
+    """The batch-size sweep of both models, on a :class:`BatchLadder`: ``point_at(b) -> (point, why,
+    stop)`` gives the best plan at batch size ``b``, or ``None`` and why there is none (``stop``: the
+    words an auto sweep stops with, ``None``: ``why``'s). ``batch_sizes`` ``None``: auto, 1, 2, 4, ... up
+    to ``max_batch``, stopping at the first size without a plan or whose samples/s are no more than
+    :data:`IMPROVES` above the best so far (which is then the best if it serves more at all). Returns
+    ``(points, best, stopped)`` as :class:`Sweep` holds them; ``on_point`` is called with each point
+    found. ``clock``: the sweep's (its deadline leaves the sizes not yet tried out, and ``stopped`` says
+    so; a Ctrl-C it notes ends the sweep). ``halted()``: why the sweep must end after the size just
+    tried (a Ctrl-C its search took: "interrupted (Ctrl-C)"; ``""``: it may go on); ``stopped`` says
+    that too."""
+    ladder = BatchLadder(batch_sizes, max_batch=max_batch, clock=clock, halted=halted)
     points: list[tuple[int, object, str]] = []
     best = None
-    stopped = ""
-
-    def cut(why: str, i: int) -> str:
-        return not_tried(why, sizes[i:], auto)
-
-    for i, b in enumerate(sizes):
-        end = deadline() if deadline is not None else None
-        if points and end is not None and time.perf_counter() >= end:
-            stopped = cut("time limit reached", i)
-            break
+    for b in ladder:
         pt, why, stop = point_at(b)
         points.append((b, pt, "" if pt is not None else why))
-        halt = halted() if halted is not None else ""
         if pt is None:
-            if halt or auto:
-                stopped = cut(halt, i + 1) if halt else f"batch {b}: {stop or why}"
-                break
+            if ladder.scored(None):
+                ladder.end(f"batch {b}: {stop or why}")
             continue
         if on_point is not None:
             on_point(pt)
-        if best is not None and auto and not halt and pt.samples_per_s <= best.samples_per_s * (1 + IMPROVES):
+        prev = best
+        if ladder.scored(pt.samples_per_s) == "flat":
             # the sweep ends here, but a size that served more is the best of those tried, however little
-            prev = best
-            if pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
-                best = pt
             than = ("fewer than" if pt.samples_per_s < prev.samples_per_s else
                     f"at most {IMPROVES:.0%} more than")
-            stopped = (f"batch {b}: {pt.samples_per_s:.6g} samples/s, {than} batch {prev.batch_size}'s "
+            ladder.end(f"batch {b}: {pt.samples_per_s:.6g} samples/s, {than} batch {prev.batch_size}'s "
                        f"{prev.samples_per_s:.6g}")
-            break
-        if best is None or pt.samples_per_s > best.samples_per_s * (1 + 1e-12):
+        if ladder.best_size == b:
             best = pt
-        if halt:
-            stopped = cut(halt, i + 1)
-            break
-    else:
-        if auto:
-            stopped = f"reached the largest batch tried ({sizes[-1]})"
-    return tuple(points), best, stopped
+    return tuple(points), best, ladder.stopped
 
 
 @dataclass(frozen=True, eq=False)
@@ -445,7 +521,7 @@ def sweep(path: str | os.PathLike, devices, batch_sizes: Sequence[int] | None = 
             stop = sol.message or "no placement found"
         return None, sol.message or sol.status.value, stop
 
-    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, deadline=clock.deadline,
+    points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, clock=clock,
                                           halted=lambda: halt[0] if halt else "")
     lowest, lowest_proven = None, False
     if best is None and latency_slo is not None and not halt:
@@ -715,23 +791,15 @@ class FrontierSearch:
         if self.deadline is None and self.options.time_limit is not None:
             self.deadline = _now() + self.options.time_limit
         clock = Clock.until(self.deadline, self.stop, margin=_MIN_PROGRAM_S)
-        auto = self.batch_sizes is None
-        sizes = auto_sizes() if auto else list(self.batch_sizes)
+        ladder = BatchLadder(self.batch_sizes, clock=clock)
         self.proven, self.stopped = False, "interrupted"  # what stays if a KeyboardInterrupt escapes
-        proven, stopped, best = True, "", 0.0
-        for i, b in enumerate(sizes):
-            why = clock.halted() if i else ("interrupted" if clock.interrupted() else "")  # the first: tried
-            if why:
-                proven, stopped = False, stopped or f"batch {b}: {why}"
-                break
+        proven, stopped = True, ""  # stopped: the first size whose search was cut short
+        for b in ladder:
             w = batch_workload(self.path, self.devices, b, costs=self.costs, dims=self.dims,
                                device_files=self.device_files, models=self._models)
-            # the time left, shared by the batch sizes still to do (an auto sweep: half of it each)
-            left = clock.left()
-            share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
-            sub = clock.share(share)
             pts = self.found.setdefault(b, [])
-            ok, why, none = _batch_frontier(w, self.options, self.max_points, sub, self.on_point, pts)
+            ok, why, none = _batch_frontier(w, self.options, self.max_points, clock.share(ladder.share()),
+                                            self.on_point, pts)
             proven &= ok
             if none:
                 self.none[b] = none
@@ -739,14 +807,9 @@ class FrontierSearch:
                 stopped = stopped or f"batch {b}: {why}"
                 if why == "interrupted":
                     break
-            if not pts:
-                if auto:
-                    break
-                continue
-            top = max(p.samples_per_s for p in pts)
-            if auto and best and top <= best * (1 + IMPROVES):
-                break
-            best = max(best, top)
+            ladder.scored(max(p.samples_per_s for p in pts) if pts else None)
+        if ladder.halt:  # sizes left untried: the frontier is not complete
+            proven, stopped = False, stopped or ladder.stopped
         self.proven, self.stopped = proven and not stopped, stopped
         return self.result()
 

@@ -904,8 +904,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         return _point(b, problem, graph_cls, settings, ans), "", None
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point,
-                                          deadline=clock.deadline,
-                                          halted=lambda: halt[0] if halt else "")
+                                          clock=clock, halted=lambda: halt[0] if halt else "")
     lowest = None
     lowest_proven = False
     if best is None and latency_slo is not None and first_why.get("lowest") is not None:

@@ -507,7 +507,7 @@ def test_a_sweeps_time_limit_is_the_whole_sweeps():
         time.sleep(0.2)
         return None, "nothing", None
 
-    points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], deadline=Clock(0.3).deadline)
+    points, best, stopped = sweep_batches(point_at, [1, 2, 4, 8, 16], clock=Clock(0.3))
     assert tried == [1, 2] and [b for b, _, _ in points] == [1, 2] and best is None
     assert stopped.startswith("time limit reached") and "batch sizes 4, 8, 16 not tried" in stopped
     assert Clock(None).deadline() is None and Clock(float("inf")).deadline() is None
@@ -519,13 +519,14 @@ def test_a_sweep_cut_short_names_the_listed_sizes_it_did_not_try():
     clock at 0): the first size is tried, no other."""
     from types import SimpleNamespace
 
+    from placement.clock import Clock
     from placement.serving import sweep_batches
 
     def point_at(b):
         return SimpleNamespace(samples_per_s=10.0 * b, batch_size=b), "", None
 
     def stopped(sizes):
-        return sweep_batches(point_at, sizes, deadline=lambda: 0.0)[2]
+        return sweep_batches(point_at, sizes, clock=Clock(0.0))[2]
 
     assert stopped([1, 2, 4]).endswith(": batch sizes 2, 4 not tried")
     assert stopped([1, 8]).endswith(": batch size 8 not tried")

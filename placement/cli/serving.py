@@ -9,7 +9,7 @@ import textwrap
 import threading
 import time
 
-from solvers.base import INTERRUPTED, time_left
+from solvers.base import INTERRUPTED
 
 from ..inputs import check_counts, refuse_schedule_options, uses_stage_model
 from ..outputs import aligned
@@ -877,20 +877,15 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
     found and added to ``out`` as found (a Ctrl-C keeps them); ``reports`` receives, per batch size,
     whether the exact frontier is complete and a note. Returns whether a Ctrl-C that a solve took
     ended it (the points so far stand; nothing runs after it)."""
-    import time
-
     from .. import serving_stages
-    from ..serving import IMPROVES, auto_sizes
+    from ..clock import Clock
+    from ..serving import BatchLadder
 
-    auto = sizes is None
-    todo = auto_sizes() if auto else list(sizes)
     fe = {"devices": args.devices, "device_files": args.device_files, "costs": args.costs}
     paths: dict = {}
-    best = 0.0
-    for i, b in enumerate(todo):
-        # the first size is always tried (its solve gets at least 0.05 s): a point, where one is found
-        if ctrl_c.hit or (i and deadline is not None and time.perf_counter() >= deadline):
-            break
+    # the first size is always tried (its solve gets at least 0.05 s): a point, where one is found
+    ladder = BatchLadder(sizes, clock=Clock.until(deadline, lambda: ctrl_c.hit))
+    for b in ladder:
         problem, graph_cls, settings, fine = serving_stages.stage_problem(
             args.model, fe, b, microbatches=args.microbatches, max_replicas=args.max_replicas,
             granularity=args.granularity, paths=paths)
@@ -899,10 +894,7 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             on_point=found, out=out, reports=reports)
         if interrupted:
             return True
-        top = max((p.samples_per_s for p in pts), default=0.0)
-        if auto and (not pts or top <= best * (1 + IMPROVES)):
-            break
-        best = max(best, top)
+        ladder.scored(max((p.samples_per_s for p in pts), default=None))
     return False
 
 
@@ -1031,7 +1023,7 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
             cut = f" (stopped: {fr.stopped})"
         else:
             who = "the one-device-per-stage search" if stages else "a search"
-            cut = f" ({who} cut short at {fr.stopped})"
+            cut = f" ({who} stopped: {fr.stopped})"
         lines = ["", "frontier: nothing found before the interrupt (Ctrl-C)" if by_ctrl_c and not fr.points
                  else f"frontier: no plan exists at batch size{'s' if len(fr.none) > 1 else ''} {sized} "
                       f"(proven)" if proven_none
@@ -1116,8 +1108,9 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
     from graphs.devices import parse_devices
     from graphs.errors import InputError
 
+    from ..clock import Clock
     from ..provision import kind_prices, provision, read_prices
-    from ..serving import auto_sizes, batch_workload
+    from ..serving import BatchLadder, batch_workload
 
     if not args.model:
         raise InputError("placement provision: give the ONNX model (or --example-prices FILE)")
@@ -1142,23 +1135,19 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
                          "comes from one DP run")
     sizes = _sizes(args.batch_size) if args.batch_size is not None else [1]
     deadline = _loaded(args, clock)
-    auto = sizes is None  # doubling batch sizes while the cheapest price keeps falling
-    if auto:
-        sizes = auto_sizes()
+    # auto: doubling batch sizes while the cheapest price keeps falling
+    ladder = BatchLadder(sizes, clock=Clock.until(deadline, ctrl_c), improves=0.0)
     results = []
     models: dict = {}  # the file, read once for every batch size
     ctrl_c.finish = lambda: _provision_report(args, ds, prices, list(results), interrupted=True)
     try:
-        for i, b in enumerate(sizes):
-            if ctrl_c.hit or (deadline is not None and time.perf_counter() >= deadline):
-                break
+        for b in ladder:
             if stages:
                 w, fine = _stage_problem_of(args, b, models)
             else:
                 w = batch_workload(args.model, ds, b, costs=args.costs, device_files=args.device_files or (),
                                    models=models)
-            left = time_left(deadline)
-            share = None if left is None else (left / 2 if auto else left / (len(sizes) - i))
+            share = ladder.share()
             until = None if share is None else time.perf_counter() + share
             if stages:
                 from .. import serving_stages
@@ -1186,11 +1175,11 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
                                                 max_solves=args.max_solves, stop=ctrl_c, deadline=until)))
             if results[-1][2].stopped == "interrupted":
                 break
-            if auto and len(results) > 1:
-                prev, cur = results[-2][2].best, results[-1][2].best
-                if (prev is not None and (cur is None or cur.price >= prev.price - 1e-12)) or (
-                        prev is None and cur is None and args.latency_slo is not None):
-                    break  # no cheaper at this batch size (or the latency target rules larger ones out)
+            # no cheaper at this batch size, or no plan after one (or the latency target rules larger
+            # ones out: a larger batch takes at least as long)
+            cur = results[-1][2].best
+            ladder.scored(None if cur is None else -cur.price,
+                          none_ends=ladder.best is not None or args.latency_slo is not None)
     except KeyboardInterrupt:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
@@ -1242,11 +1231,7 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     from ..results import no_plan_result, result_dict
 
     slo = f" with latency <= {args.latency_slo:g} ms" if args.latency_slo is not None else ""
-    if not results:
-        if not interrupted:
-            print(f"error: no answer within --time-limit {args.time_limit:g} s (the model's loading took it "
-                  f"all)", file=sys.stderr)
-            return 1
+    if not results:  # a Ctrl-C before the first batch size (the first is always tried otherwise)
         return 130
     found = [r for r in results if r[2].best is not None]
     reached = [r for r in results if r[2].max_reachable is not None]
