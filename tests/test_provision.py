@@ -99,6 +99,25 @@ def test_example_prices_parse_and_bad_prices_are_explained():
         parse_prices({"prices": {"a100": -1}})
 
 
+def test_example_prices_are_written_in_the_format_their_name_is_read_in(tmp_path, capsys):
+    """``--example-prices prices.json`` wrote TOML into a .json file, which ``--prices prices.json`` then
+    refused as not valid JSON. A .toml name gets TOML, any other JSON; each reads back to the same
+    prices."""
+    import tomllib
+
+    from placement.cli import main
+    from placement.provision import read_prices
+
+    want = parse_prices(tomllib.loads(EXAMPLE_PRICES))
+    for name in ("prices.toml", "prices.json", "prices.txt"):
+        path = tmp_path / name
+        assert main(["provision", "--example-prices", str(path)]) == 0
+        assert read_prices(path) == want, name
+    assert (tmp_path / "prices.toml").read_text().startswith("# Prices per device-hour")
+    assert (tmp_path / "prices.json").read_text().lstrip().startswith("{")
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_the_cheapest_first_search_finds_the_cheapest_allocation_meeting_the_target(seed):
     """:func:`placement.provision.cheapest_first`, the latency-target search of both models, on random

@@ -533,7 +533,8 @@ def add_parser(sub) -> None:
     v.add_argument("--prices", default=None, metavar="FILE", help="TOML/JSON prices per device-hour "
                    "([prices] a100 = 3.0; default: price_per_hour of the device files)")
     v.add_argument("--example-prices", default=None, metavar="FILE",
-                   help="write an example prices file (made-up figures) and exit")
+                   help="write an example prices file (made-up figures) and exit: TOML where FILE ends in "
+                        ".toml, JSON otherwise (as --prices reads it)")
     v.add_argument("--max-solves", type=int, default=200, metavar="K", action=_given_action(),
                    help="allocations solved at most (per batch size and search), where they are solved one "
                    "by one, cheapest first: on the stage model (the default) or under --latency-slo "
@@ -1093,9 +1094,16 @@ def _write_example_prices(path: str) -> int:
     from ..provision import EXAMPLE_PRICES
 
     output_file(path, "--example-prices")  # the folder created, as for every command's outputs
+    text = EXAMPLE_PRICES
+    if not path.lower().endswith(".toml"):  # --prices reads any other name as JSON: written so
+        import json
+
+        import tomllib
+
+        text = json.dumps(tomllib.loads(EXAMPLE_PRICES), indent=2) + "\n"
     try:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(EXAMPLE_PRICES)
+            f.write(text)
     except OSError as e:
         raise InputError(f"--example-prices {path}: cannot write there ({e.strerror or e})") from None
     print(f"wrote {path}: example prices per device-hour (made-up figures; set your own)")
