@@ -216,20 +216,21 @@ def _one_stage_plans(problem: ParallelProblem) -> list[list[Stage]]:
 
 
 def best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
-              time_limit: float | None = None, solver: str | None = None):
+              time_limit: float | None = None, solver: str | None = None,
+              batch_size: int = 1) -> tuple[StagePoint | None, dict]:
     """The most samples/s of the stage ``problem`` (with one sample's latency at most ``latency``
-    seconds per sample, if given; see the module doc). Returns ``(answer, why)``: ``answer`` a dict with
-    ``evaluation``, ``status``, ``solver``, ``proven``, ``how``, ``time``, ``bound``, ``message`` (``None``
-    when no plan was found) and ``why`` the reason there is none, with ``proven_none`` in it when
-    none exists."""
-    ans, why, _ = _best_plan(problem, args, latency=latency, time_limit=time_limit, solver=solver)
+    seconds per sample, if given; see the module doc), ``problem`` being the model at ``batch_size``.
+    Returns ``(answer, why)``: ``answer`` the :class:`StagePoint` found (``None`` when no plan was found)
+    and ``why`` the reason there is none, with ``proven_none`` in it when none exists."""
+    ans, why, _ = _best_plan(problem, args, latency=latency, time_limit=time_limit, solver=solver,
+                             batch_size=batch_size)
     return ans, why
 
 
 
 
 def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
-               time_limit: float | None = None, solver: str | None = None):
+               time_limit: float | None = None, solver: str | None = None, batch_size: int = 1):
     """:func:`best_plan` and a third item: the seconds its search took on its own clock (each solve's,
     :func:`solvers.registry.solve`, which loads and compiles kernels before its clock starts, and the
     work between solves), which its time limit bounds and its answer's ``time`` reports.
@@ -238,18 +239,19 @@ def _best_plan(problem: ParallelProblem, args, *, latency: float | None = None,
     let through (the stage DP, before it had a plan) ends the search: no solve runs after it, the best
     plan in hand is the answer (not proven unless it was before), and ``why`` has ``interrupted``."""
     hit = [False]
-    ans, why, spent = _search(problem, args, latency, time_limit, solver, hit)
+    ans, why, spent = _search(problem, args, latency, time_limit, solver, hit, batch_size)
     if hit[0]:
         why = dict(why, interrupted=True, proven_none=bool(why.get("proven_none")))
         if INTERRUPTED not in why.get("message", ""):
             why["message"] = f"{INTERRUPTED}: {why['message']}" if why.get("message") else INTERRUPTED
-        if ans is not None and "interrupted" not in (ans.get("message") or ""):
-            ans = dict(ans, message=f"{ans['message']}; {INTERRUPTED}" if ans.get("message") else INTERRUPTED)
+        if ans is not None and "interrupted" not in ans.message:
+            ans = dataclasses.replace(ans, message=f"{ans.message}; {INTERRUPTED}" if ans.message
+                                      else INTERRUPTED)
     return ans, why, spent
 
 
 def _search(problem: ParallelProblem, args, latency: float | None, time_limit: float | None,
-            solver: str | None, hit: list[bool]):
+            solver: str | None, hit: list[bool], batch_size: int):
     """:func:`_best_plan`'s search; ``hit[0]`` set when a Ctrl-C ended it."""
     from solvers.base import Status, stage_solution
 
@@ -277,6 +279,10 @@ def _search(problem: ParallelProblem, args, latency: float | None, time_limit: f
     def own() -> float:
         return time.perf_counter() - t0 - off[0]
 
+    def answer(ev: PlanEvaluation, status: str, name: str, proven: bool, how: str, spent: float | None,
+               bound: float | None, message: str | None) -> StagePoint:
+        return StagePoint(batch_size, problem, ev, status, name, proven, how, spent, bound, message or "")
+
     if latency is not None:
         low = latency_lower_bound(problem)
         if low > latency * (1 + _REL):
@@ -292,8 +298,7 @@ def _search(problem: ParallelProblem, args, latency: float | None, time_limit: f
     optimum = {"optimum": ev.objective, "optimum_proven": exact}  # the most samples/s, whatever the latency
     if latency is None or ev.latency <= latency * (1 + _REL):
         how = "stage optimum" + ("" if latency is None else ", its latency meets the target")
-        return {"evaluation": ev, "status": str(r.status), "solver": r.solver, "proven": exact, "how": how,
-                "time": r.time, "bound": r.bound, "message": r.message, **optimum}, optimum, own()
+        return answer(ev, str(r.status), r.solver, exact, how, r.time, r.bound, r.message), optimum, own()
     # the throughput optimum misses the target: the best of a family of plans that meet it (not proven)
     cands: list[tuple[PlanEvaluation, str, str]] = []
     for plan in _one_stage_plans(problem):
@@ -320,12 +325,12 @@ def _search(problem: ParallelProblem, args, latency: float | None, time_limit: f
         under = None
     else:
         under = _under_target(problem, a, latency, best_meet, own(), ev.objective if exact else None,
-                              optimum, hit)
+                              optimum, hit, batch_size)
     if under is not None:
         ans, why = under
         spent = own()
         if ans is not None:
-            ans["time"] = spent
+            ans = dataclasses.replace(ans, time=spent)
         return ans, why, spent
     if not meets:
         lows = [c[0].latency for c in cands]
@@ -339,16 +344,14 @@ def _search(problem: ParallelProblem, args, latency: float | None, time_limit: f
         how += ", as fast as the stage optimum"
         msg = f"the throughput optimum's own plan misses the target, this one ({how}) {_AS_FAST_PROVEN}"
         spent = own()
-        return {"evaluation": e, "status": "optimal", "solver": r.solver, "proven": True, "how": how,
-                "time": spent, "bound": ev.objective, "message": msg, **optimum}, optimum, spent
+        return answer(e, "optimal", r.solver, True, how, spent, ev.objective, msg), optimum, spent
     msg = (f"not proven best under the target: the throughput optimum ({1 / ev.objective:,.6g} samples/s"
            f"{', proven' if exact else ''}) misses it; the best of one-stage plans and stage optima with d "
            f"capped ({how})" + (f"; {optimum['ip']}" if optimum.get("ip") else ""))
     # the optimum without the target bounds the time per sample under it (when proven)
     spent = own()
-    return {"evaluation": e, "status": "feasible", "solver": name, "proven": False, "how": how,
-            "time": spent, "bound": ev.objective if exact else None, "message": msg,
-            **optimum}, optimum, spent
+    ans = answer(e, "feasible", name, False, how, spent, ev.objective if exact else None, msg)
+    return ans, optimum, spent
 
 
 #: what a proven answer under a latency target says; where a refinement leaves it unproven for the stage
@@ -400,7 +403,7 @@ def _solve_ip(problem: ParallelProblem, **kw):
 
 
 def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: float, unconstrained,
-                  optimum: dict, hit: list[bool]):
+                  optimum: dict, hit: list[bool], batch_size: int):
     """The stage integer program with the latency as a row (:func:`solvers.ip_stages.solve_problem`,
     ``latency_max``; exact), warm-started from the best candidate ``cand`` that meets the target, within
     the time left (no limit: max(10 s, 3x what the search took), as a granularity refinement). Returns
@@ -442,21 +445,19 @@ def _under_target(problem: ParallelProblem, a, latency: float, cand, spent: floa
         return None
     ev = r.evaluation
     if r.status is Status.OPTIMAL:
-        return {"evaluation": ev, "status": "optimal", "solver": "ip", "proven": True,
-                "how": "integer program under the target", "time": r.time, "bound": ev.objective,
-                "message": _UNDER_TARGET_PROVEN, **optimum}, optimum
+        return StagePoint(batch_size, problem, ev, "optimal", "ip", True, "integer program under the target",
+                          r.time, ev.objective, _UNDER_TARGET_PROVEN), optimum
     bounds = [b for b in (r.bound, unconstrained) if b is not None and b <= ev.objective]
-    return {"evaluation": ev, "status": "feasible", "solver": "ip", "proven": False,
-            "how": f"integer program under the target ({'interrupted' if r.interrupted else 'limit'})",
-            "time": r.time,
-            "bound": max(bounds) if bounds else None,
-            "message": "not proven best under the target: the integer program under it stopped "
-                       + ("by a Ctrl-C" if r.interrupted else f"at its limit ({limit:.3g} s)")
-                       + f": {r.message}", **optimum}, optimum
+    how = f"integer program under the target ({'interrupted' if r.interrupted else 'limit'})"
+    msg = ("not proven best under the target: the integer program under it stopped "
+           + ("by a Ctrl-C" if r.interrupted else f"at its limit ({limit:.3g} s)") + f": {r.message}")
+    return StagePoint(batch_size, problem, ev, "feasible", "ip", False, how, r.time,
+                      max(bounds) if bounds else None, msg), optimum
 
 
 def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProblem] | None = None, *,
-                 latency: float | None = None, time_limit: float | None = None):
+                 latency: float | None = None, time_limit: float | None = None,
+                 batch_size: int = 1) -> tuple[StagePoint | None, dict, bool]:
     """:func:`best_plan` on ``problem``; where its nodes are layers (``fine`` gives the problem with
     operators as nodes), :func:`best_plan` on the operators too, within the time
     :class:`placement.stages.Refinement` gives (from the layer search's own clock, as
@@ -464,32 +465,32 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     the solve quick, never a loss: a layer cannot be split between stages). Returns ``(answer, why,
     refined)``: ``refined`` is true when the operators' answer was kept; the answer's ``time`` is both
     searches' own. The answer is proven only as far as both were: "no plan serves more" needs the
-    operators' answer when it was not tried."""
+    operators' answer when it was not tried. ``batch_size``: the models' batch size (the answer's)."""
     from .stages import REFINE_LEAST_S, Refinement
 
-    ans, why, spent = _best_plan(problem, args, latency=latency, time_limit=time_limit)
+    ans, why, spent = _best_plan(problem, args, latency=latency, time_limit=time_limit, batch_size=batch_size)
     if fine is None:
         return ans, why, False
     times = [spent]
     ref = Refinement(spent, time_limit)
 
-    def noted(a, note, *changes: dict):
-        a = dict(a, message=f"{a['message']}; {note}" if a.get("message") else note, time=sum(times))
+    def noted(a: StagePoint, note: str, *changes: dict) -> StagePoint:
+        a = dataclasses.replace(a, message=f"{a.message}; {note}" if a.message else note, time=sum(times))
         for c in changes:
-            a.update(c)
+            a = dataclasses.replace(a, **c)
         return a
 
-    def worded(a, nodes: str):
+    def worded(a: StagePoint, nodes: str) -> StagePoint:
         # the solvers' words on a bound that is not the answer's: it held among `nodes`-node plans only;
         # so did a proof, when the other granularity's search leaves the answer unproven
-        m = bound_words(a["message"], a.get("bound"), f"{nodes}-node plans")
-        return dict(a, message=m if a["proven"] else unproven_words(m, f"{nodes}-node plans"))
+        m = bound_words(a.message, a.bound, f"{nodes}-node plans")
+        return dataclasses.replace(a, message=m if a.proven else unproven_words(m, f"{nodes}-node plans"))
 
     def layer_only(why_not: str, **more):
         # the layer answer alone: proven no more for the stage model (operator plans were not searched)
         if ans is None:
             return None, dict(why, proven_none=False, **more), False
-        a = noted(ans, f"operator granularity {why_not}", proof_fields(ans["status"], False))
+        a = noted(ans, f"operator granularity {why_not}", proof_fields(ans.status, False))
         return worded(a, "layer"), dict(why, optimum_proven=False, **more), False
 
     if why.get("interrupted"):  # a Ctrl-C ended the layer search: no operator search after it
@@ -506,7 +507,8 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
                 built = f" (building it took {took:.3g} s)"
         if budget < REFINE_LEAST_S:
             return layer_only(f"not tried: no time left{built}")
-        fans, fwhy, fspent = _best_plan(fproblem, args, latency=latency, time_limit=budget)
+        fans, fwhy, fspent = _best_plan(fproblem, args, latency=latency, time_limit=budget,
+                                        batch_size=batch_size)
     except KeyboardInterrupt:  # while building the operator problem or between its solves: the layer answer
         return layer_only(f"{INTERRUPTED}: the layer plan", interrupted=True)
     times.append(fspent)
@@ -522,29 +524,28 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
     lows = [w["lowest"] for w in (why, fwhy) if w.get("lowest") is not None]
     if lows:
         both["lowest"] = min(lows)
-    faster, what = ref.verdict(None if ans is None else ans["evaluation"].objective,
-                               None if fans is None else fans["evaluation"].objective)
+    faster, what = ref.verdict(None if ans is None else ans.evaluation.objective,
+                               None if fans is None else fans.evaluation.objective)
     if fwhy.get("interrupted"):
         what = f"{INTERRUPTED} before a plan" if fans is None else f"{what} (its search {INTERRUPTED})"
     # a bound on the stage model holds at both granularities: the lesser of the two (a granularity proven
     # to have no plan needs none); kept whether or not the answer is proven, as the answer's bound
     bound = _both_bound((ans, why), (fans, fwhy))
     if faster:
-        proven = fans["proven"] and (ans is None and bool(why.get("proven_none")) or ans is not None
-                                     and ans["proven"])
-        changes = {"how": fans["how"] + ", operator nodes"}
-        fans = noted(fans, f"operator granularity: {what}", changes,
-                     proof_fields(fans["status"], proven, bound))
+        proven = fans.proven and (ans is None and bool(why.get("proven_none")) or ans is not None
+                                  and ans.proven)
+        changes = {"how": fans.how + ", operator nodes"}
+        fans = noted(fans, f"operator granularity: {what}", changes, proof_fields(fans.status, proven, bound))
         return worded(fans, "operator"), dict(fwhy, **both), True
     if ans is None:
         msg = fwhy.get("message") or why.get("message", "no plan")
         return None, dict(why, **both, message=msg), False
-    proven = ans["proven"] and (fans["proven"] if fans is not None else bool(fwhy.get("proven_none")))
+    proven = ans.proven and (fans.proven if fans is not None else bool(fwhy.get("proven_none")))
     # the layer plan's "stage optimum" is the optimum over layer nodes: say so, and what operators gave
-    how = {"how": f"{ans['how']}; layer nodes, operator nodes {what}"}
-    if fans is not None and not fans["proven"]:
-        what += f" (its search {fans['status']}, not proven)"
-    ans = noted(ans, f"operator granularity: {what}", proof_fields(ans["status"], proven, bound), how)
+    how = {"how": f"{ans.how}; layer nodes, operator nodes {what}"}
+    if fans is not None and not fans.proven:
+        what += f" (its search {fans.status}, not proven)"
+    ans = noted(ans, f"operator granularity: {what}", proof_fields(ans.status, proven, bound), how)
     return worded(ans, "layer"), dict(why, **both), False
 
 
@@ -557,10 +558,10 @@ def _both_bound(*answers) -> float | None:
         if a is None:
             if not why.get("proven_none"):
                 return None
-        elif a.get("bound") is None:
+        elif a.bound is None:
             return None
         else:
-            parts.append(a["bound"])
+            parts.append(a.bound)
     return min(parts) if parts else None
 
 
@@ -855,11 +856,6 @@ def exact_frontier(problem: ParallelProblem, top: StagePoint, batch_size: int, g
         cap, cap_proven = r.evaluation.objective, r.status is Status.OPTIMAL
 
 
-def _point(b: int, problem, graph_cls, settings, ans: dict) -> StagePoint:
-    return StagePoint(b, problem, ans["evaluation"], ans["status"], ans["solver"], ans["proven"], ans["how"],
-                      ans["time"], ans["bound"], ans["message"] or "", graph_cls, settings)
-
-
 def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | None = None,
           max_batch: int = AUTO_MAX_BATCH, on_point: Callable | None = None):
     """The stage model's best plan at each batch size (``None``: auto, as the one-device-per-stage sweep:
@@ -891,7 +887,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
         limit = clock.for_solve(getattr(args, "solver", None), "stages",
                                 threads=getattr(args, "threads", None))
         ans, why, refined = best_refined(problem, args, fine and (lambda f=fine: f()[0]), latency=lat,
-                                         time_limit=limit)
+                                         time_limit=limit, batch_size=b)
         if why.get("interrupted"):  # its best so far is the size's answer; no size after it is tried
             halt.append(INTERRUPTED)
         if refined:
@@ -901,7 +897,7 @@ def sweep(path: str, frontend: dict, batch_sizes, args, *, latency_slo: float | 
                 first_why.update(why, batch=b)
             proven_none.append(bool(why.get("proven_none")))
             return None, why.get("message", "no plan"), None
-        return _point(b, problem, graph_cls, settings, ans), "", None
+        return dataclasses.replace(ans, graph_cls=graph_cls, settings=settings), "", None
 
     points, best, stopped = sweep_batches(point_at, batch_sizes, max_batch=max_batch, on_point=on_point,
                                           clock=clock, halted=lambda: halt[0] if halt else "")
@@ -953,7 +949,7 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         nonlocal blocked
         sub = problem.with_counts(c)
         ans, why, refined = best_refined(sub, args, fine and (lambda c=c: fine()[0].with_counts(c)),
-                                         latency=lat, time_limit=time_limit)
+                                         latency=lat, time_limit=time_limit, batch_size=batch_size)
         if why.get("interrupted"):  # its answer (if any) stands; the search ends after it
             clock.took = True
         # the most this allocation serves, whatever the latency, is short of the target
@@ -963,17 +959,16 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
                                                        or why.get("lowest") is not None))
             none = bool(why.get("proven_none"))
             return Tried(short=short or (none and lat is None), proven=none)  # proven none: no plan at all
-        ev = ans["evaluation"]
+        ev = ans.evaluation
         used = used_counts(len(c), (s.stage.kind for s in ev.stages for _ in range(s.stage.d * s.stage.t)))
         a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
-                       1.0 / ev.objective if ev.objective > 0 else math.inf, ans["proven"], used)
+                       1.0 / ev.objective if ev.objective > 0 else math.inf, ans.proven, used)
         point = None
         if a.samples_per_s >= target * (1 - _REL):
-            if refined:
-                fp, fcls, fset = fine()
-                point = _point(batch_size, fp.with_counts(c), fcls, fset, ans)
-            else:
-                point = _point(batch_size, sub, None, None, ans)
+            point = ans
+            if refined:  # the operators' map and settings, for the result file
+                _, fcls, fset = fine()
+                point = dataclasses.replace(ans, graph_cls=fcls, settings=fset)
         return Tried(a, point, short=short)
 
     found = cheapest_first(order, target, rule_out, solve_at, clock, max_solves)

@@ -139,9 +139,9 @@ def under_target():
         plans = all_plans(p)
         for bound in latency_targets(plans) if plans else ():
             ans, _ = ss.best_plan(p, ARGS, latency=bound)
-            if ans is not None and ans["how"] == "integer program under the target" and ans["proven"]:
+            if ans is not None and ans.how == "integer program under the target" and ans.proven:
                 under = [e.objective for e in plans if e.latency <= bound * (1 + 1e-12)]
-                assert ans["evaluation"].objective == pytest.approx(min(under), rel=1e-9)
+                assert ans.evaluation.objective == pytest.approx(min(under), rel=1e-9)
                 return p, bound
     pytest.fail("no problem whose answer is the integer program under the target")
 
@@ -153,8 +153,8 @@ def test_under_target_does_not_take_a_dishonest_optimal(under_target, monkeypatc
     p, bound = under_target
     doctored(monkeypatch, ip_stages, "solve_problem", how)
     ans, _ = ss.best_plan(p, ARGS, latency=bound)
-    assert not (ans["how"].startswith("integer program") and ans["proven"]), ans
-    assert ans["bound"] is None or ans["bound"] <= ans["evaluation"].objective * (1 + 1e-9)
+    assert not (ans.how.startswith("integer program") and ans.proven), ans
+    assert ans.bound is None or ans.bound <= ans.evaluation.objective * (1 + 1e-9)
 
 
 def test_under_target_raises_on_a_wrong_objective(under_target, monkeypatch):

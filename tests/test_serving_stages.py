@@ -5,6 +5,7 @@ frontier's refusal) against the single-batch place path and by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -42,7 +43,7 @@ def test_best_plan_and_latency_bound_against_every_plan(seed):
             assert ans is None and why.get("proven_none")
             continue
         best = min(e.objective for e in plans)
-        assert ans["proven"] and ans["evaluation"].objective == pytest.approx(best, rel=1e-9)
+        assert ans.proven and ans.evaluation.objective == pytest.approx(best, rel=1e-9)
         assert ss.latency_lower_bound(p) <= min(e.latency for e in plans) * (1 + 1e-12)
         for bound in latency_targets(plans):
             under = [e.objective for e in plans if e.latency <= bound * (1 + 1e-12)]
@@ -50,13 +51,13 @@ def test_best_plan_and_latency_bound_against_every_plan(seed):
             if ans is None:
                 assert not why.get("proven_none") or not under, (bound, under)
                 continue
-            got = ans["evaluation"]
+            got = ans.evaluation
             assert got.valid and got.latency <= bound * (1 + 1e-9)
             assert under and got.objective >= min(under) * (1 - 1e-9)
-            if ans["proven"]:
+            if ans.proven:
                 assert got.objective == pytest.approx(min(under), rel=1e-9)
-            if ans["bound"] is not None:  # the optimum without the target: at most every plan's
-                assert ans["bound"] <= min(under) * (1 + 1e-9)
+            if ans.bound is not None:  # the optimum without the target: at most every plan's
+                assert ans.bound <= min(under) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -76,9 +77,9 @@ def test_a_latency_target_is_solved_exactly_by_the_stage_integer_program(seed):
                 assert ans is None and why.get("proven_none"), why
                 none += 1
                 continue
-            assert ans is not None and ans["proven"] and ans["status"] == "optimal", (ans, why)
-            assert ans["evaluation"].objective == pytest.approx(min(under), rel=1e-7)
-            assert ans["evaluation"].latency <= bound * (1 + 1e-9)
+            assert ans is not None and ans.proven and ans.status == "optimal", (ans, why)
+            assert ans.evaluation.objective == pytest.approx(min(under), rel=1e-7)
+            assert ans.evaluation.latency <= bound * (1 + 1e-9)
             solved += 1
     assert solved >= 10 and none >= 2
 
@@ -107,8 +108,8 @@ def test_kernel_loading_before_the_clock_does_not_use_up_the_refinements_time(mo
     ans, why, refined = ss.best_refined(layer, ARGS, lambda: op, time_limit=1.0)
     assert len(seen) == 2 and seen[0] == (layer, 1.0) and seen[1][0] is op
     assert seen[1][1] > 0.8  # the limit less the layer search's own time
-    assert "operator granularity: " in ans["message"] and "no time left" not in ans["message"]
-    assert ans["time"] < 0.5
+    assert "operator granularity: " in ans.message and "no time left" not in ans.message
+    assert ans.time < 0.5
 
 def _brute_cheapest(p, prices, target, latency=None):
     best = None
@@ -743,11 +744,11 @@ def test_a_sweeps_bound_holds_at_both_granularities_and_the_text_agrees(factors,
         if ans is None:
             return ans, why, spent
         layers = problem.graph.num_nodes < 20
-        x = ans["evaluation"].objective
+        x = ans.evaluation.objective
         b = factors[0 if layers else 1] * x
         seen.append((layers, x, b))
         msg = f"not proven optimal (a stand-in); bound {b:.9g} s per sample (stand-in), gap {1 - b / x:.3%}"
-        return dict(ans, status="feasible", proven=False, bound=b, message=msg), \
+        return dataclasses.replace(ans, status="feasible", proven=False, bound=b, message=msg), \
             dict(why, optimum_proven=False), spent
 
     monkeypatch.setattr(ss, "_best_plan", stopped_with_a_bound)
@@ -784,11 +785,10 @@ def test_building_the_operator_problem_is_on_the_time_limit(build, monkeypatch):
     monkeypatch.setattr(ss, "time", NS(perf_counter=lambda: now[0]))
     limits = []
 
-    def fake_search(problem, args, *, latency=None, time_limit=None, solver=None):
+    def fake_search(problem, args, *, latency=None, time_limit=None, solver=None, batch_size=1):
         limits.append((problem, time_limit))
-        ans = {"evaluation": NS(objective=1.0), "status": "feasible", "solver": "x", "proven": False,
-               "how": "stage optimum", "time": 1.0, "bound": 0.5, "optimum": 1.0,
-               "message": "not proven optimal; bound 0.5 s per sample (x), gap 50.000%"}
+        ans = ss.StagePoint(batch_size, problem, NS(objective=1.0), "feasible", "x", False, "stage optimum",
+                            1.0, 0.5, "not proven optimal; bound 0.5 s per sample (x), gap 50.000%")
         return ans, {"optimum": 1.0, "optimum_proven": False}, 1.0
 
     def fine():
@@ -803,8 +803,8 @@ def test_building_the_operator_problem_is_on_the_time_limit(build, monkeypatch):
     else:
         assert limits == [("layers", 5.0)] and not refined
         assert f"operator granularity not tried: no time left (building it took {build:.3g} s)" \
-            in ans["message"]
-        assert ans["bound"] is None and "bound 0.5 s per sample among layer-node plans only" in ans["message"]
+            in ans.message
+        assert ans.bound is None and "bound 0.5 s per sample among layer-node plans only" in ans.message
 
 
 @pytest.mark.parametrize("claim, unproven", [
@@ -827,25 +827,25 @@ def test_proven_is_said_only_where_the_gap_is_closed(claim, unproven, monkeypatc
     import re
     from types import SimpleNamespace as NS
 
-    def answer(proven: bool, bound: float, message: str) -> dict:
-        return {"evaluation": NS(objective=1.0), "status": "optimal" if proven else "feasible",
-                "solver": "ip", "proven": proven, "how": "integer program under the target", "time": 1.0,
-                "bound": bound, "message": message}
+    def answer(proven: bool, bound: float, message: str) -> ss.StagePoint:
+        return ss.StagePoint(1, None, NS(objective=1.0), "optimal" if proven else "feasible", "ip", proven,
+                             "integer program under the target", 1.0, bound, message)
 
     for op_proven in (False, True):
         answers = [answer(True, 1.0, claim),
                    answer(op_proven, 1.0 if op_proven else 0.6,
                           claim if op_proven else "not proven best under the target (a stand-in)")]
 
-        def fake_search(problem, args, *, latency=None, time_limit=None, solver=None, answers=answers):
+        def fake_search(problem, args, *, latency=None, time_limit=None, solver=None, batch_size=1,
+                        answers=answers):
             return answers.pop(0), {"optimum": 0.9, "optimum_proven": True}, 1.0
 
         monkeypatch.setattr(ss, "_best_plan", fake_search)
         ans, _, refined = ss.best_refined("layers", ARGS, lambda: "operators", latency=1.0, time_limit=None)
         assert not answers and not refined  # both searched; as fast: the layer plan kept
         if op_proven:
-            assert ans["proven"] and ans["message"].startswith(claim), ans["message"]
+            assert ans.proven and ans.message.startswith(claim), ans.message
             continue
-        assert not ans["proven"] and ans["status"] == "feasible" and ans["bound"] == 0.6
-        assert not re.search(r"(?<!not )proven\b", ans["message"]), ans["message"]  # only "not proven"
-        assert unproven in ans["message"], ans["message"]
+        assert not ans.proven and ans.status == "feasible" and ans.bound == 0.6
+        assert not re.search(r"(?<!not )proven\b", ans.message), ans.message  # only "not proven"
+        assert unproven in ans.message, ans.message
