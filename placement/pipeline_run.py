@@ -33,17 +33,23 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing as mp
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graphs.errors import InputError
 
 from ._interrupt import deferred
+
+if TYPE_CHECKING:
+    from graphs.model import OpGraph
+    from graphs.parallel import ParallelProblem, Stage
 
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
            "rescored_time_per_sample", "rescored_stage_plan", "run_report",
@@ -485,6 +491,8 @@ class Prediction:
     time_per_sample: float  # for the number of samples asked (fill and drain included)
     makespan: float
     stage_loads: tuple[float, ...]
+    #: a training plan's forward pass alone (what ``run`` executes), not its forward and backward passes
+    forward_only: bool = False
 
 
 def predicted_time_per_sample(result: Mapping, samples: int) -> Prediction:
@@ -530,15 +538,18 @@ def _broken(problems: Sequence[str]) -> list[str]:
 
 
 def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
-                             order: Sequence[str] | None = None, unit: str = "ms"
+                             order: Sequence[str] | None = None, unit: str = "ms", forward_only: bool = False
                              ) -> tuple[Prediction, list[str]]:
     """:func:`predicted_time_per_sample` of the plan as the result's ``devices[].nodes`` give it now, each
     device's load as :func:`graphs.evaluate.evaluate` scores it on ``graph`` and ``cluster`` (the workload
     rebuilt as the result was placed), not as the result records it: a hand-edited plan is predicted as
     edited. The chain runs in ``order`` (the result's device names in the run's order; default the
     evaluator's pipeline order, else device order). Also returns notes (``unit``: the loads' unit):
-    one per device whose recorded load is not the plan's, and the plan's broken constraints."""
-    from graphs.evaluate import evaluate
+    one per device whose recorded load is not the plan's, and the plan's broken constraints.
+    ``forward_only``: a training plan's forward pass alone, each device's forward load
+    (:func:`graphs.evaluate.split_loads`: its forward operators and the tensors they send and receive),
+    what ``run`` executes."""
+    from graphs.evaluate import evaluate, split_loads
 
     from .results import assignment_from_result
 
@@ -570,6 +581,10 @@ def rescored_time_per_sample(result: Mapping, graph, cluster, samples: int, *,
             notes.append(f"the result's recorded load of {d['name']} ({was}) is not its plan's "
                          f"({now:.6g} {unit}): predicted from the plan")
     notes += _broken(ev.problems)
+    if forward_only:
+        fwd, _ = split_loads(graph, cluster, a)
+        rows = [(d.device, d.name, d.kind, float(fwd[d.device]), 0.0, 0.0) for d in loads]
+        return dataclasses.replace(_stream_chain(rows, samples), forward_only=True), notes
     rows = [(d.device, d.name, d.kind, d.compute, d.comm_in, d.comm_out) for d in loads]
     return _stream_chain(rows, samples), notes
 
@@ -639,11 +654,50 @@ def rescored_stage_plan(result: Mapping, problem, plan: Sequence, samples: int, 
     return _dealt_stream([to_ms * x for x in times], [st.d for st in plan], samples), notes
 
 
-def run_report(run: PipelineRun, pred: Prediction | None, batch_size: int, *, predicted_by: str) -> dict:
+def forward_stage_plan(problem: ParallelProblem, plan: Sequence[Stage], graph: OpGraph, node_of: np.ndarray,
+                       samples: int) -> Prediction:
+    """The forward pass's part of :func:`rescored_stage_plan` for a training stage plan, in ms per run of
+    the model: each stage's forward operators (``graph``, the operator graph the stage problem
+    ``problem`` was built from; ``node_of``: each operator's node) and the tensors they send and receive,
+    counted as the stage model counts them (:func:`graphs.evaluate.split_loads`, one device per stage),
+    over its ``d`` replicas side by side; no resynchronisation of the weights (the backward pass's).
+    A tensor-parallel stage (``t > 1``: its split operators' forward part and collectives are not kept
+    apart in the stage model) raises :class:`InputError`."""
+    from graphs.evaluate import split_loads
+    from graphs.model import Cluster
+
+    split = [i for i, st in enumerate(plan) if st.t > 1]
+    if split:
+        raise InputError(f"stage {split[0]} is tensor-parallel (t = {plan[split[0]].t}), whose forward part "
+                         f"the stage model does not keep apart")
+    kinds = problem.kinds
+    on_kind = [sum(1 for st in plan if st.kind == k) for k in range(len(kinds))]
+    cluster = Cluster(tuple(dataclasses.replace(k, count=max(1, c)) for k, c in zip(kinds, on_kind)))
+    start = np.cumsum([0] + [max(1, c) for c in on_kind])
+    device, taken = [], [0] * len(kinds)  # stage i: a device of its kind of its own
+    for st in plan:
+        device.append(int(start[st.kind]) + taken[st.kind])
+        taken[st.kind] += 1
+    stage_of = np.full(problem.graph.num_nodes, -1, np.int64)
+    for i, st in enumerate(plan):
+        stage_of[np.asarray(st.nodes, np.int64)] = i
+    ops = stage_of[np.asarray(node_of, np.int64)]
+    if (ops < 0).any():
+        raise InputError("the plan leaves some operators in no stage")
+    fwd, _ = split_loads(graph, cluster, np.asarray(device, np.int64)[ops])
+    loads = [float(fwd[device[i]]) / st.d for i, st in enumerate(plan)]
+    return dataclasses.replace(_dealt_stream(loads, [st.d for st in plan], samples), forward_only=True)
+
+
+def run_report(run: PipelineRun, pred: Prediction | None, batch_size: int, *, predicted_by: str,
+               training: bool = False) -> dict:
     """The figures of a run and its prediction per batch (one run of the model at ``batch_size``) and
     per sample: ``*_ms_per_batch``, ``*_ms_per_sample`` and ``*_samples_per_s`` (``batch_size`` x runs /
     time), for the stream measured and predicted (fill and drain included), and the predicted steady
-    state; ``pred`` ``None``: no prediction (its fields ``None``)."""
+    state; ``pred`` ``None``: no prediction (its fields ``None``). ``predicted_passes``: what the
+    prediction covers, ``forward`` as the run (an inference plan, or a ``training`` plan's forward part,
+    :attr:`Prediction.forward_only`), else ``forward and backward``: a training plan's whole step, which
+    ``measured_over_predicted`` then compares with the forward pass run alone."""
     b = batch_size
 
     def rate(ms_per_batch: float) -> float:
@@ -652,7 +706,9 @@ def run_report(run: PipelineRun, pred: Prediction | None, batch_size: int, *, pr
     doc = {"batch_size": b, "batches": run.samples, "samples": b * run.samples, "wall_s": run.wall_s,
            "measured_ms_per_batch": run.ms_per_sample, "measured_ms_per_sample": run.ms_per_sample / b,
            "measured_samples_per_s": b * run.throughput,
-           "measured_stage_ms_per_batch": list(run.stage_ms), "predicted_by": predicted_by}
+           "measured_stage_ms_per_batch": list(run.stage_ms), "predicted_by": predicted_by,
+           "training": training, "predicted_passes": None if pred is None else
+           "forward" if not training or pred.forward_only else "forward and backward"}
     keys = ("predicted_ms_per_batch", "predicted_ms_per_sample", "predicted_samples_per_s",
             "predicted_steady_ms_per_batch", "predicted_steady_ms_per_sample",
             "predicted_steady_samples_per_s", "predicted_stage_ms_per_batch", "measured_over_predicted")
@@ -684,9 +740,20 @@ def format_run_summary(doc: Mapping) -> list[str]:
               f"samples/s for these {runs} (fill and drain included)",
               f"          steady state {per(doc['predicted_steady_ms_per_batch'])}, "
               f"{doc['predicted_steady_samples_per_s']:.2f} samples/s",
-              f"          by {doc['predicted_by']}; measured / predicted time = "
-              f"{doc['measured_over_predicted']:.3f}"]
+              f"          by {doc['predicted_by']}; {_ratio_words(doc)}"]
     return lines
+
+
+def _ratio_words(doc: Mapping) -> str:
+    """The measured / predicted line's words: a training plan's say which passes each side covers (the
+    run executes the forward pass only)."""
+    x = f"{doc['measured_over_predicted']:.3f}"
+    if not doc.get("training"):
+        return f"measured / predicted time = {x}"
+    if doc.get("predicted_passes") == "forward":
+        return f"measured / predicted time of the forward pass = {x}"
+    return (f"measured (forward pass only) / predicted (forward and backward passes) time = {x}, not like "
+            f"for like")
 
 
 def describe_runs(runs: int, batch_size: int) -> str:
@@ -697,7 +764,7 @@ def describe_runs(runs: int, batch_size: int) -> str:
 
 
 def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
-                          source: str | None = None, model=None):
+                          source: str | None = None, model=None, forward_only: bool = False):
     """``placement run``'s prediction of the stage plan ``data`` for ``samples`` runs at ``batch_size``:
     ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``,
     perhaps edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem
@@ -705,7 +772,9 @@ def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_si
     model at ``model_path``; ``model``: its ``onnx.ModelProto`` where run has read it, not read again); a
     result that records too little to rebuild it is predicted from its recorded times per sample, and a
     note says so. A plan that does not score on the rebuilt problem gets no prediction (``None``, and
-    why)."""
+    why). ``forward_only`` (a training plan, of which run executes the forward pass): the forward pass's
+    part of the rebuilt plan's prediction (:func:`forward_stage_plan`); where it cannot be told apart
+    (recorded times, a tensor-parallel stage) the whole step's, with a note that says why."""
     from .stages import plan_from_dict, workload_for_result
 
     why = _unrebuildable(data)
@@ -721,14 +790,24 @@ def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_si
             pred, notes = rescored_stage_plan(data, w.problem, plan, samples, batch_size)
         except InputError as e:
             return None, f"the plan as it stands is not scored: {e}", []
-        return pred, "the stage evaluator's time per sample of each stage of the plan as it stands", notes
+        by = "the stage evaluator's time per sample of each stage of the plan as it stands"
+        if forward_only:
+            try:
+                return forward_stage_plan(w.problem, plan, w.graph, w.node_of, samples), \
+                    f"the forward pass's part of {by}", notes
+            except InputError as e:
+                notes.append(f"the prediction is of the forward and backward passes: {e}")
+        return pred, by, notes
     try:
         pred = predicted_stage_plan(data, samples, batch_size)
     except InputError as e:
         return None, f"{e}; {why}", []
-    return (pred, "the stage evaluator's time per sample of each stage, as the result records it",
-            [f"predicted from the result's recorded times per sample: {why}; a plan edited by hand is "
-             f"predicted as it was placed"])
+    notes = [f"predicted from the result's recorded times per sample: {why}; a plan edited by hand is "
+             f"predicted as it was placed"]
+    if forward_only:
+        notes.append("the prediction is of the forward and backward passes: the recorded times per sample "
+                     "do not keep the forward pass apart")
+    return pred, "the stage evaluator's time per sample of each stage, as the result records it", notes
 
 
 def _unrebuildable(data: Mapping) -> str | None:

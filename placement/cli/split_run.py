@@ -329,16 +329,18 @@ def run_run(args) -> int:
     model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     # the prediction first: its notes (a plan edited by hand, a model not rebuilt) come before the run
+    # a training plan runs its forward pass only: it is predicted so, where the forward part can be told
     if holds_stage_plan(data):  # stages with replicas d and tensor-parallel degree t
         split = split_stages(model, data, source=args.result)
-        pred, by, pred_notes = stage_plan_prediction(data, args.model, runs, args.batch_size,
-                                                     source=args.result, model=model)
         training = bool((data.get("problem") or {}).get("training"))
+        pred, by, pred_notes = stage_plan_prediction(data, args.model, runs, args.batch_size,
+                                                     source=args.result, model=model, forward_only=training)
     else:  # one device per stage
         result = checked_result(data, args.result)
         split = split_model(model, result, source=args.result)
-        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels], runs)
         training = any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"])
+        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels], runs,
+                                               forward_only=training)
     manifest = split.manifest()
     for note in pred_notes:
         print(f"note: {note}", file=sys.stderr)
@@ -348,11 +350,13 @@ def run_run(args) -> int:
     run = run_pipeline(parts, manifest, feeds, samples=runs, threads=args.threads,
                        optimize=args.optimize, reference=reference)
     if training:
-        print("note: this is a training plan; the run executes the forward pass only, while the prediction "
-              "includes the backward pass", file=sys.stderr)
+        print("note: this is a training plan; the run executes the forward pass only" + (
+              "" if pred is None else ", compared with the forward pass's part of the prediction"
+              if pred.forward_only else ", while the prediction includes the backward pass (not like for "
+              "like)"), file=sys.stderr)
     doc = {"stages": len(run.replicas), "replicas": list(run.replicas),
            "tensor_parallel": list(run.tensor_parallel), "workers": run.workers,
-           **run_report(run, pred, args.batch_size, predicted_by=by),
+           **run_report(run, pred, args.batch_size, predicted_by=by, training=training),
            "utilisation": list(run.utilisation),
            "replica_busy_s": [list(b) for b in run.busy_s], "replica_samples": [list(t) for t in run.taken],
            "max_abs_diff": run.max_abs_diff, "notes": list(split.notes) + pred_notes}
@@ -384,13 +388,16 @@ def run_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
-def _run_prediction(args, model, result: dict, run_devices: list[str], runs: int):
+def _run_prediction(args, model, result: dict, run_devices: list[str], runs: int, *,
+                    forward_only: bool = False):
     """``placement run``'s prediction of a one-device-per-stage result for ``runs`` runs of the model:
     ``(prediction, predicted_by, notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by
     hand) is scored again by the evaluator on the model (``model``, as run read it) costed with the
     front-end settings the result records; a result that records none, or whose workload cannot be
     rebuilt, is predicted from its recorded loads, and a note says so. A plan that does not score (it
-    does not match the rebuilt model) gets no prediction."""
+    does not match the rebuilt model) gets no prediction. ``forward_only`` (a training plan, whose forward
+    pass alone runs): the forward pass's part of the rebuilt plan's loads; the recorded loads do not keep
+    it apart (the whole step is predicted then, with a note)."""
     from graphs.errors import PlacementError
     from graphs.onnx_workload import onnx_workload
 
@@ -409,17 +416,22 @@ def _run_prediction(args, model, result: dict, run_devices: list[str], runs: int
             unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
             try:
                 pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, runs, order=order,
-                                                       unit=unit)
+                                                       unit=unit, forward_only=forward_only)
             except PlacementError as e:
                 return None, f"the plan as it stands is not scored: {e}", []
             edited = any(n.startswith("the result's recorded") for n in notes)
             if edited and frontend.get("costs") == "profile":
                 notes.append("the costs were profiled again to score the plan, so its loads also differ from "
                              "the recorded ones by the measurement's noise")
-            return pred, "the evaluator's loads of the plan as it stands (model rebuilt as placed)", notes
+            by = "the evaluator's loads of the plan as it stands (model rebuilt as placed)"
+            return pred, f"the forward pass's part of {by}" if pred.forward_only else by, notes
     pred = predicted_time_per_sample(result, runs)
-    return pred, "the result's recorded loads", [f"predicted from the result's recorded loads: {why}; a plan "
-                                                 f"edited by hand is predicted as it was placed"]
+    notes = [f"predicted from the result's recorded loads: {why}; a plan edited by hand is predicted as it "
+             f"was placed"]
+    if forward_only:
+        notes.append("the prediction is of the forward and backward passes: the recorded loads do not keep "
+                     "the forward pass apart")
+    return pred, "the result's recorded loads", notes
 
 
 def _print_run_summary(doc: dict, run, ok: bool) -> None:
