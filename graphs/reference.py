@@ -2,8 +2,10 @@
 
 A workload file maps onto our model with two device kinds: ``accelerator`` (``maxFPGAs`` devices of
 ``maxSizePerFPGA`` bytes, paying communication) and ``cpu`` (``maxCPUs`` cores, unlimited memory, no
-communication). Every problem is reported with the file name and the node or edge at fault. A split
-(:func:`parse_split`) comes in this format's ``fpgas``/``cpus`` form, or names the devices of any cluster.
+communication). A file that names them (top-level ``"accelerator"`` and ``"cpu"``, as ``placement inspect
+-o`` writes an ONNX model's costed graph: ``"t4"``) gives the kinds those names. Every problem is reported
+with the file name and the node or edge at fault. A split (:func:`parse_split`) comes in this format's
+``fpgas``/``cpus`` form, or names the devices of any cluster.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .jsonio import read_json
 from .model import Cluster, DeviceKind, OpGraph
 
 __all__ = ["Workload", "ACCELERATOR", "CPU", "read_workload", "parse_workload", "read_split",
-           "parse_split", "reference_cluster"]
+           "parse_split", "reference_cluster", "reference_kinds"]
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
@@ -34,10 +36,37 @@ class Workload:
     cluster: Cluster
 
 
-def reference_cluster(accelerators: int, cpus: int, accelerator_memory: float | None) -> Cluster:
-    """The two-kind cluster of the reference format."""
-    return Cluster((DeviceKind(ACCELERATOR, accelerators, accelerator_memory, True),
-                    DeviceKind(CPU, cpus, None, False)))
+def reference_cluster(accelerators: int, cpus: int, accelerator_memory: float | None, *,
+                      names: tuple[str, str] = (ACCELERATOR, CPU)) -> Cluster:
+    """The two-kind cluster of the reference format; ``names``: its accelerator's and its CPU's kind
+    names (the generic ones unless the file names them)."""
+    return Cluster((DeviceKind(names[0], accelerators, accelerator_memory, True),
+                    DeviceKind(names[1], cpus, None, False)))
+
+
+def reference_kinds(graph: OpGraph, cluster: Cluster) -> dict[str, str] | None:
+    """The kinds the reference format's device lists stand for on ``cluster``: ``{"fpgas": accelerator
+    kind, "cpus": CPU kind}``. A reference-format workload's own two kinds, under the names its file
+    gives them (or the generic ``accelerator`` and ``cpu``); any other cluster whose kinds are among the
+    generic names; else ``None`` (the cluster has no kinds of the format's)."""
+    names = tuple(k.name for k in cluster.kinds)
+    if (graph.meta.get("format") == "reference" and names == tuple(graph.kinds) and len(names) == 2
+            and cluster.kinds[0].pays_communication and not cluster.kinds[1].pays_communication):
+        return {"fpgas": names[0], "cpus": names[1]}
+    if set(names) <= {ACCELERATOR, CPU}:
+        return {"fpgas": ACCELERATOR, "cpus": CPU}
+    return None
+
+
+def _kind_name(data: dict, key: str, default: str, source: str | None) -> str:
+    """The kind name the file gives under ``key`` (``default`` without one, or ``null``)."""
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value or any(c in ":,@" or c.isspace() for c in value):
+        raise InputError(f"{key} (the name of its {default} kind) must be a non-empty name without ':', ',', "
+                         f"'@' or spaces, got {json.dumps(value)[:40]}", source=source)
+    return value
 
 
 def read_workload(path: str | os.PathLike) -> Workload:
@@ -122,6 +151,10 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         raise InputError("the graph has no nodes", source=source)
     if k + cpus == 0:
         raise InputError("maxFPGAs and maxCPUs are both 0: there is no device to place on", source=source)
+    kinds = (_kind_name(data, "accelerator", ACCELERATOR, source), _kind_name(data, "cpu", CPU, source))
+    if kinds[0] == kinds[1]:
+        raise InputError(f"accelerator and cpu name the same kind {kinds[0]!r}: the format's two kinds need "
+                         f"two names", source=source)
 
     n = len(nodes)
     for i, nd in enumerate(nodes):
@@ -202,7 +235,7 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
     pairs = np.stack([si, di], axis=1)
 
     graph = OpGraph.build(
-        names=names, ids=ids, kinds=(ACCELERATOR, CPU),
+        names=names, ids=ids, kinds=kinds,
         compute=np.vstack([fpga, cpu]), comm=np.vstack([comm, comm]), memory=mem,
         edges=pairs, backward=bwd, colocation=color, source=source,
         # a file that names its time unit (an ONNX model written by `placement inspect -o`: ms) keeps it;
@@ -210,7 +243,7 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         meta={"format": "reference",
               **({"unit": data["unit"]} if isinstance(data.get("unit"), str) and data["unit"] else {})},
     )
-    return Workload(graph, reference_cluster(k, cpus, cap))
+    return Workload(graph, reference_cluster(k, cpus, cap, names=kinds))
 
 
 def read_split(path: str | os.PathLike, graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -220,7 +253,8 @@ def read_split(path: str | os.PathLike, graph: OpGraph, cluster: Cluster) -> np.
     return parse_split(read_json(path), graph, cluster, source=path)
 
 
-#: the reference format's split keys, and the device kind each lists the devices of
+#: the reference format's split keys, and the device kind each lists the devices of (a workload's own
+#: kinds may have other names: :func:`reference_kinds`)
 _REFERENCE_KEYS = {"fpgas": ACCELERATOR, "cpus": CPU}
 _SHOWN = 5  # offenders named per problem
 
@@ -241,7 +275,9 @@ def parse_split(data, graph: OpGraph, cluster: Cluster, *, source: str | None = 
     - ``{"devices": {"a100:0": [nodes], "cpu:0": [nodes], ...}}``: any cluster's devices by the names the
       tool prints (``kind:index``, :meth:`Cluster.device_name`);
     - the reference result format, ``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``: the groups of
-      each list go to the devices of kind ``accelerator`` (``cpu``) in order, empty groups skipped.
+      each list go to the devices of kind ``accelerator`` (``cpu``) in order, empty groups skipped (a
+      reference-format workload's own kinds, under whatever names its file gives them:
+      :func:`reference_kinds`).
 
     A node is named by its id or its name. Backward nodes that the split does not list go where their
     colocated forward node is. :class:`InputError` names every device or node at fault at once: an
@@ -252,7 +288,11 @@ def parse_split(data, graph: OpGraph, cluster: Cluster, *, source: str | None = 
     if "devices" in data and _REFERENCE_KEYS.keys() & set(data):
         raise InputError("a split takes either 'devices' or the reference format's 'fpgas'/'cpus', not "
                          "both", source=source)
-    groups, problems = (_device_groups if "devices" in data else _reference_groups)(data, cluster)
+    if "devices" in data:
+        groups, problems = _device_groups(data, cluster)
+    else:
+        keys = reference_kinds(graph, cluster) or _REFERENCE_KEYS
+        groups, problems = _reference_groups(data, cluster, keys)
     if problems:  # the file's structure is wrong: the nodes are not worth checking yet
         raise InputError("; ".join(problems), source=source)
     assignment, problems = _assign(groups, graph)
@@ -280,15 +320,15 @@ def _device_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
     return groups, problems
 
 
-def _reference_groups(data: dict, cluster: Cluster) -> tuple[list, list[str]]:
-    """``[(where, device number, nodes)]`` of a reference-format split (``fpgas``/``cpus``), and the
-    problems found."""
+def _reference_groups(data: dict, cluster: Cluster, keys: dict[str, str]) -> tuple[list, list[str]]:
+    """``[(where, device number, nodes)]`` of a reference-format split (``fpgas``/``cpus``: the devices of
+    the kinds ``keys`` names), and the problems found."""
     first, dev = {}, 0
     for kind in cluster.kinds:
         first[kind.name] = dev
         dev += kind.count
     groups, problems = [], []
-    for key, kind_name in _REFERENCE_KEYS.items():
+    for key, kind_name in keys.items():
         lists = data.get(key, [])
         if not isinstance(lists, list):
             problems.append(f"{key!r} must be a list")

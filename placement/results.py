@@ -105,7 +105,7 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     """The result file's content for a placement; ``result_path`` is where it will be written (the
     workload's path is stored relative to it, see :func:`source_path`)."""
     from graphs.mfu import compute_utilisation  # here: reading a result needs neither
-    from graphs.reference import ACCELERATOR, CPU
+    from graphs.reference import reference_kinds
 
     sol, ev, g, cl = p.solution, p.evaluation, p.graph, p.cluster
     out = _header(
@@ -162,8 +162,8 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
     out["latency"] = None if lat is None else _num(lat.total)  # none for a training graph
     mfu = compute_utilisation(g, cl, p.assignment)
     out["compute_utilisation"] = None if mfu is None else mfu.as_dict()
-    kinds = {k.name for k in cl.kinds}
-    if kinds <= {ACCELERATOR, CPU}:
+    ref = reference_kinds(g, cl)  # a reference-format workload's kinds, whatever names its file gives them
+    if ref is not None:
         if p.objective == "latency":
             # the reference latency evaluator's format: one fpgas entry per accelerator subgraph
             from graphs.latency import reference_latency_fields
@@ -174,7 +174,7 @@ def result_dict(p: Placement, *, result_path: str | os.PathLike | None = None) -
             out["maxLoad"] = _num(p.max_load)
             if lat is not None:
                 out["totalLatency"] = _num(lat.total)
-            for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
+            for key, kind in ref.items():
                 out[key] = [{"load": _num(d.load), "nodes": [_id(g.ids[u]) for u in d.nodes]}
                             for d in ev.devices if d.kind == kind]
     return out

@@ -303,7 +303,7 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
                           optimizer=job.optimizer or "adam")
         return w.graph, w.cluster, str(w.graph.meta.get("unit", "ms"))
 
-    from graphs.reference import ACCELERATOR, CPU, read_workload
+    from graphs.reference import read_workload
 
     w = read_workload(job.model)
     accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
@@ -315,7 +315,8 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
                          f"\"accelerator\"")
     if acc is None and accels:
         acc = accels[0]
-    mapping = {ACCELERATOR: acc, CPU: hosts[0] if hosts else None}
+    # the workload's two kinds (accelerator, cpu: under the names its file gives them) to the cluster's
+    mapping = dict(zip((k.name for k in w.cluster.kinds), (acc, hosts[0] if hosts else None)))
     names = tuple(mapping.get(k) or f"{k} (not in the cluster)" for k in w.graph.kinds)
     graph = dataclasses.replace(w.graph, kinds=names)
     counts = dict(zip(cluster.kinds, cluster.counts))
