@@ -26,9 +26,10 @@ node's variant by these, per device kind:
   communication): in a layer with at least two weighted ``MatMul``/``Gemm`` operators (a transformer
   block), operators are split Megatron-style, found by following which tensors are split: a weighted
   matrix product reading a whole tensor is column-parallel (its output split; the backward pass
-  all-reduces its input's gradient, once per input tensor), one reading a split tensor is row-parallel
-  (it all-reduces its output); every other operator reading a split tensor is split too (attention
-  heads, bias, activation). A split tensor that leaves the layer is gathered (costed as an all-reduce).
+  all-reduces its input's gradient, once per input tensor; inference has no such all-reduce), one
+  reading a split tensor is row-parallel (it all-reduces its output); every other operator reading a
+  split tensor is split too (attention heads, bias, activation). A split tensor that leaves the layer
+  is gathered (costed as an all-reduce).
   Split operators take ``launch + (time - launch) / t`` and ``1/t`` of their weights, gradients and
   optimizer state, and of their stash where their output stays split; the others run replicated on
   all ``t`` devices. An all-reduce of ``S`` bytes among ``t`` devices takes
@@ -107,6 +108,7 @@ class TensorSplit:
         self.row = np.zeros(n, bool)
         self.keys: tuple[str | None, ...] = tuple(keys) if keys is not None else (None,) * n
         self.allreduce = np.zeros(n)  # bytes per micro-batch, forward + backward
+        self.backward_allreduce = np.zeros(n)  # the part the backward pass all-reduces (input gradients)
         self.blocks: list[str] = []
 
     def reads_split(self, producer: int, consumer: int) -> bool:
@@ -151,8 +153,10 @@ def tensor_split(g: OnnxGraph, keys: Sequence[str | None]) -> TensorSplit:
             ts.out_split[i] = True
             ins = [p for p in preds[i] if p not in reduced_inputs]
             reduced_inputs.update(ins)
-            ts.allreduce[i] += sum(g.ops[p].output_bytes for p in ins) if preds[i] else \
+            grads = sum(g.ops[p].output_bytes for p in ins) if preds[i] else \
                 sum(t.nbytes or 0 for t in op.activations)
+            ts.allreduce[i] += grads
+            ts.backward_allreduce[i] += grads
         else:
             ts.split[i] = reads_split
             ts.out_split[i] = reads_split
@@ -819,6 +823,7 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
             gathered.setdefault(int(bg.tensor_src[e]), {})[e] = out_bytes[u]
 
     base_time = {(v.node, v.kind): v.time for v in bg.variants}
+    base_backward = {(v.node, v.kind): v.backward_time for v in bg.variants}
     variants: list[Variant] = []
     for c in range(C):
         m = members[c]
@@ -839,26 +844,35 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
 
                 if t == 1:
                     time = base_time[(c, k)] * scale
+                    b_time = base_backward[(c, k)] * scale
                     f_time = float(fwd[k, m].sum()) * scale
                     sync_out = {}
                 else:
                     bw = spec.intra_bandwidth or spec.link_bandwidth
-                    comm = sum(allreduce_time(x, t, bw) for x in ts.allreduce[m]) / batch
+                    back = ts.backward_allreduce[m]
+                    comm = sum(allreduce_time(x, t, bw) for x in ts.allreduce[m] - back) / batch
                     f_time = float(split_time(fwd[k, m]).sum()) * scale
-                    time = f_time + float(split_time(bwd[k, m]).sum()) * scale + comm
+                    # inference has no backward pass: neither its operators (a split one's launch) nor its
+                    # all-reduces of input gradients
+                    b_time = (float(split_time(bwd[k, m]).sum()) * scale
+                              + sum(allreduce_time(x, t, bw) for x in back) / batch) if training else 0.0
+                    time = f_time + b_time + comm
                     sync_out = {e: allreduce_time(x, t, bw) / batch for e, x in gathered.get(c, {}).items()}
                 a = float((stash_b[m] / div_out).sum())
                 par = float((train[m] / div).sum())
                 b = float((params[m] / div).sum()) + par * (1 + opt_states) + float(held_b[m].sum())
                 if stash == "once":
                     a, b = 0.0, b + a
+                b_time = min(b_time, time)  # the backward pass's part, kept apart (Variant.backward_time)
                 variants.append(Variant(c, k, t, "vanilla", time, params=par / batch, a=a, b=b, w=par,
-                                        sync_out=sync_out))
+                                        sync_out=sync_out, backward_time=b_time))
                 if recompute and training and stash == "schedule":
                     a_rc = float((stash_b[m] * keep[m] / div_out).sum())
                     if a_rc < a:
+                        # the forward pass run again, before the backward pass that needs its outputs
                         variants.append(Variant(c, k, t, "activation recomp", time + f_time,
-                                                params=par / batch, a=a_rc, b=b, w=par, sync_out=sync_out))
+                                                params=par / batch, a=a_rc, b=b, w=par, sync_out=sync_out,
+                                                backward_time=b_time + f_time))
     ids = []  # a node's layer key (one layer) or its operators' names
     for m in members:
         layer = {keys[i] for i in m.tolist()}

@@ -68,8 +68,11 @@ def test_the_bytes_and_times_of_a_tiny_mlp_by_hand(tmp_path):
     assert van.b == 2 * wgt * (1 + 1 + 2)  # weights, gradients, two Adam moments
     assert van.w == 2 * wgt and van.params == 2 * wgt / b
     assert van.time == pytest.approx((fwd + bwd) * ms, rel=1e-12)
+    assert van.backward_time == pytest.approx(bwd * ms, rel=1e-12)  # the backward twins' part, kept apart
     assert rc.a == act / 2  # only fc2's output leaves the layer
     assert rc.b == van.b and rc.time == pytest.approx(van.time + fwd * ms, rel=1e-12)
+    # recomputing runs the forward pass again in the backward pass
+    assert rc.backward_time == pytest.approx((fwd + bwd) * ms, rel=1e-12)
     # tensor parallel, t = 2: fc1 column-parallel (reads x: its gradient is all-reduced), relu split,
     # fc2 row-parallel (all-reduces its output)
     t2 = _variants(p, l0, t=2)
@@ -83,6 +86,9 @@ def test_the_bytes_and_times_of_a_tiny_mlp_by_hand(tmp_path):
     assert comm == pytest.approx(4 * 0.5 * 128 / 300e9)
     expect = sum(split(x) for x in w.graph.compute[0, [0, 1, 2, 6, 7, 8]]) * ms + comm
     assert t2["vanilla"].time == pytest.approx(expect, rel=1e-12)
+    # the backward operators and fc1's input gradient's all-reduce (fc2's output's is the forward pass's)
+    back = sum(split(x) for x in w.graph.compute[0, [6, 7, 8]]) * ms + comm / 2
+    assert t2["vanilla"].backward_time == pytest.approx(back, rel=1e-12)
     assert t2["vanilla"].a == act / 2 + act / 2 + act / 2  # fc2's output is whole after the all-reduce
     assert t2["vanilla"].b == van.b / 2 and t2["vanilla"].w == wgt and t2["vanilla"].params == wgt / b
     assert t2["activation recomp"].a == act / 2
@@ -93,11 +99,20 @@ def test_inference_has_no_stash_no_resync_and_no_recompute(tmp_path):
     path = _mlp(tmp_path / "mlp.onnx")
     ds = parse_devices("a100:4")
     og, w = prepare_onnx(path, ds)
-    p, _ = onnx_parallel_problem(og, w.graph, ds, granularity="layer")
+    p, cls = onnx_parallel_problem(og, w.graph, ds, granularity="layer")
     for v in p.graph.variants:
-        assert v.a == 0 and v.params == 0 and v.w == 0 and v.name == "vanilla"
+        assert v.a == 0 and v.params == 0 and v.w == 0 and v.name == "vanilla" and v.backward_time == 0
         if v.t == 1:  # a layer's two weights, and its outputs held (fc1, relu 2x16 floats, fc2 2x8)
             assert v.b == 2 * 128 * F32 + (2 * 16 + 2 * 16 + 2 * 8) * F32
+    # t = 2: the forward operators split, and fc2's output all-reduced once; no backward pass (a split
+    # backward operator's launch was counted for each split operator)
+    spec = PRESETS["a100"]
+    launch = spec.launch * 1e3
+    comm = allreduce_time(2 * 8 * F32, 2, spec.intra_bandwidth) / og.batch_size
+    for node in range(2):
+        ops = np.flatnonzero(cls == node)  # the layer's three operators
+        expect = sum(launch + (x - launch) / 2 for x in w.graph.compute[0, ops]) * 1e-3 / og.batch_size + comm
+        assert _variants(p, node, t=2)["vanilla"].time == pytest.approx(expect, rel=1e-12)
 
 
 def test_transformer_blocks_all_reduce_twice_forward_and_twice_backward(tmp_path):
