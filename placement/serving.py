@@ -808,8 +808,8 @@ class FrontierSearch:
                 if why == "interrupted":
                     break
             ladder.scored(max(p.samples_per_s for p in pts) if pts else None)
-        if ladder.halt:  # sizes left untried: the frontier is not complete
-            proven, stopped = False, stopped or ladder.stopped
+        if ladder.halt:  # sizes left untried: the frontier is not complete, and they are named
+            proven, stopped = False, "; ".join(filter(None, (stopped, ladder.stopped)))
         self.proven, self.stopped = proven and not stopped, stopped
         return self.result()
 

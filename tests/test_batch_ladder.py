@@ -105,3 +105,25 @@ def test_each_size_gets_its_share_of_the_time_left():
     late = BatchLadder([1, 2], clock=Clock(0.0))
     assert [late.share() for _ in late] == [LEAST_SOLVE_S]  # nothing left: the least a solve gets
     assert [BatchLadder([1]).share() for _ in range(1)] == [None]  # no clock: no limit
+
+
+def test_the_frontier_names_the_sizes_it_left_untried_after_a_size_cut_short(monkeypatch):
+    """A frontier whose batch 1 search the time limit cut short said only "batch 1: time limit reached":
+    nothing said that batch sizes 2, 4 and 8 were never tried. Both are said now (stand-ins for the
+    model and the search: batch 1's search runs past the deadline)."""
+    import time
+
+    from placement import serving
+
+    calls = []
+
+    def search(w, options, max_points, clock, on_point, found):
+        calls.append(w)
+        time.sleep(0.3)  # past the whole search's deadline
+        return False, "time limit reached", ""
+
+    monkeypatch.setattr(serving, "batch_workload", lambda path, devices, b, **kw: b)
+    monkeypatch.setattr(serving, "_batch_frontier", search)
+    fr = serving.FrontierSearch("m.onnx", "a100:1", [1, 2, 4, 8], deadline=time.perf_counter() + 0.2).run()
+    assert calls == [1] and not fr.proven
+    assert fr.stopped == "batch 1: time limit reached; time limit reached: batch sizes 2, 4, 8 not tried"

@@ -564,7 +564,8 @@ def add_parser(sub) -> None:
     v.add_argument("--out", "-o", default=None, metavar="RESULT.json", help="write the chosen plan (a "
                    "placement result with a 'provision' section; default: write nothing)")
     v.add_argument("--json", action="store_true", help="print the result JSON")
-    _common(v, devices="not for provision: the devices to choose from are --available")
+    _common(v, devices="not for provision: the devices to choose from are --available",
+            auto="1, 2, 4, ... up to 1024 while the cheapest price falls")
     v.set_defaults(devices=None)
 
 
@@ -581,15 +582,15 @@ def _given_action():
     return Given
 
 
-def _common(p, devices: str = "cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)") -> None:
+def _common(p, devices: str = "cluster, e.g. a100:2,t4:4,cpu:8 (default a100:4,cpu:1)",
+            auto: str = "1, 2, 4, ... up to 1024 while the best throughput improves by more than 1%") -> None:
     p.add_argument("--devices", default=None, metavar="SPEC", help=devices)
     p.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
                    help="TOML/JSON file defining device kinds (repeatable)")
     p.add_argument("--costs", default="roofline", metavar="MODEL",
                    help="roofline (default), profile, or a JSON cost table")
     p.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="auto|N|LIST",
-                   help="batch sizes: one (default 1), a list 1,2,4, or auto (1, 2, 4, ... up to "
-                        "1024 while the best throughput improves by 1%%)")
+                   help=f"batch sizes: one (default 1), a list 1,2,4, or auto ({auto.replace('%', '%%')})")
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
                    help=f"seconds for the whole command, the model's loading included (default "
                         f"{DEFAULT_TIME_LIMIT:g}; inf: none); what was found by then is the answer, "
@@ -871,13 +872,14 @@ def _replicas_words(args) -> str:
 
 
 def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, out: list,
-                           reports: dict | None = None) -> bool:
+                           reports: dict | None = None) -> tuple[bool, str]:
     """``frontier`` with replicas: the stage plans of each batch size (``None``: 1, 2, 4, ... while the
     stage optimum's samples/s improve by more than 1%), with the stage model's exact frontier where its
     integer program is small enough (:func:`placement.serving_stages.frontier_points`), reported as
     found and added to ``out`` as found (a Ctrl-C keeps them); ``reports`` receives, per batch size,
     whether the exact frontier is complete and a note. Returns whether a Ctrl-C that a solve took
-    ended it (the points so far stand; nothing runs after it)."""
+    ended it (the points so far stand; nothing runs after it), and the words naming the batch sizes the
+    time limit left untried ("" when none were)."""
     from .. import serving_stages
     from ..clock import Clock
     from ..serving import BatchLadder
@@ -894,9 +896,9 @@ def _stage_frontier_points(args, sizes, deadline: float | None, ctrl_c, found, o
             problem, graph_cls, settings, fine, args, b, deadline=deadline, stopped=lambda: ctrl_c.hit,
             on_point=found, out=out, reports=reports)
         if interrupted:
-            return True
+            return True, ""
         ladder.scored(max((p.samples_per_s for p in pts), default=None))
-    return False
+    return False, ladder.stopped if ladder.halt else ""
 
 
 def _loaded(args, clock) -> float | None:
@@ -956,9 +958,10 @@ def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
     ctrl_c.finish = lambda: _frontier_report(args, search, plot_note, interrupted=True, extra=extra,
                                              reports=reports)
     taken = False  # a Ctrl-C that a stage solve took (it returned what it had) ended the stage plans
+    untried = ""  # the batch sizes the stage plans' search left untried
     try:
         if stages:
-            taken = _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra, reports)
+            taken, untried = _stage_frontier_points(args, sizes, deadline, ctrl_c, found, extra, reports)
         if not ctrl_c.hit and not taken:
             search.run()
     except KeyboardInterrupt:
@@ -969,18 +972,19 @@ def _run_frontier(args, clock, ctrl_c: _Interrupts) -> int:
 
     with _interrupt.deferred():  # the results are written whole
         return _frontier_report(args, search, plot_note, interrupted=ctrl_c.hit, extra=extra, reports=reports,
-                                taken=taken)
+                                taken=taken, untried=untried)
 
 
 def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(), reports=None,
-                     taken: bool = False) -> int:
+                     taken: bool = False, untried: str = "") -> int:
     """Write and print what ``search`` found (all of it, or so far when ``interrupted``), with the stage
     plans ``extra`` (with replicas): then the frontier is the non-dominated points of both, with each
     point's proof (a stage plan: a proven point of the stage model's frontier, or its throughput, or
     nothing; a one-device-per-stage plan: proven in that model) and, per batch size, whether the stage
     model's exact frontier is complete (``reports``). ``taken``: a Ctrl-C that a stage solve took, the
     command's handler not having seen it, ended the search (so ``search`` never ran): the points so far
-    are the answer, said interrupted (exit 0, or 130 without any)."""
+    are the answer, said interrupted (exit 0, or 130 without any). ``untried``: the batch sizes the stage
+    plans' search left untried, named in ``stopped``."""
     import sys
 
     from ..export import emit, write_json
@@ -999,7 +1003,9 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
         # no plan at a batch size is proven for the frontier with replicas when both models prove it
         none = {b: reports[b]["none"] for b in fr.none
                 if reports.get(b, {}).get("none") and reports[b].get("complete")}
-        fr = Frontier(tuple(merged), per_batch, False, fr.stopped, none)
+        stopped = "; ".join(filter(None, (fr.stopped and f"one device per stage: {fr.stopped}",
+                                          untried and f"stage plans: {untried}")))
+        fr = Frontier(tuple(merged), per_batch, False, stopped, none)
     by_ctrl_c = interrupted or taken
     if by_ctrl_c:
         fr = dataclasses.replace(fr, proven=False, stopped=INTERRUPTED)
@@ -1016,15 +1022,9 @@ def _frontier_report(args, search, plot_note: str, *, interrupted: bool, extra=(
 
     def text() -> str:
         sized = ", ".join(str(b) for b in fr.per_batch) or "none"
-        # fr.stopped: the first batch size whose one-device-per-stage search was cut short (the others
-        # still ran), or the interrupt that stopped everything
-        if not fr.stopped:
-            cut = ""
-        elif by_ctrl_c:
-            cut = f" (stopped: {fr.stopped})"
-        else:
-            who = "the one-device-per-stage search" if stages else "a search"
-            cut = f" ({who} stopped: {fr.stopped})"
+        # fr.stopped: the first batch size whose search was cut short (the others still ran) and the
+        # sizes the time limit left untried, or the interrupt that stopped everything
+        cut = f" (stopped: {fr.stopped})" if fr.stopped else ""
         lines = ["", "frontier: nothing found before the interrupt (Ctrl-C)" if by_ctrl_c and not fr.points
                  else f"frontier: no plan exists at batch size{'s' if len(fr.none) > 1 else ''} {sized} "
                       f"(proven)" if proven_none
@@ -1183,11 +1183,11 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
                                                 max_solves=args.max_solves, stop=ctrl_c, deadline=until)))
             if results[-1][2].stopped == "interrupted":
                 break
-            # no cheaper at this batch size, or no plan after one (or the latency target rules larger
-            # ones out: a larger batch takes at least as long)
-            cur = results[-1][2].best
-            ladder.scored(None if cur is None else -cur.price,
-                          none_ends=ladder.best is not None or args.latency_slo is not None)
+            # no cheaper at this batch size, or no answer after one; no answer before one ends it only
+            # where no larger batch can have one (_provision_ends)
+            pv_b = results[-1][2]
+            ladder.scored(None if pv_b.best is None else -pv_b.best.price,
+                          none_ends=ladder.best is not None or _provision_ends(pv_b))
     except KeyboardInterrupt:
         ctrl_c.hit = True
     if not ctrl_c.begin_finish():
@@ -1195,8 +1195,21 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
     from .. import _interrupt
 
     with _interrupt.deferred():  # the results are written whole
-        code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit)
+        code = _provision_report(args, ds, prices, results, interrupted=ctrl_c.hit,
+                                 untried=ladder.stopped if ladder.halt else "")
     return 130 if ctrl_c.hit else code
+
+
+def _provision_ends(pv) -> bool:
+    """Whether no batch size larger than ``pv``'s (a provision without an answer there) can have one:
+    the latency target is proven out of reach (a larger batch takes at least as long), or no allocation
+    has any plan, proven (the model at this batch fits none of them; a larger batch needs more memory).
+    Otherwise a larger batch, serving more samples/s, may reach the target."""
+    low = pv.lowest_latency
+    if pv.latency_slo is not None and low is not None and low.bound is not None and \
+            low.bound > pv.latency_slo * (1 + 1e-9):
+        return True
+    return pv.proven and pv.max_reachable is None and not pv.efficient
 
 
 def _one_device_per_stage_provision_too(args, pv, ctrl_c, until: float | None) -> bool:
@@ -1232,7 +1245,9 @@ def _stage_problem_of(args, b: int, cache: dict):
     return problem, fine
 
 
-def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
+def _provision_report(args, ds, prices, results, *, interrupted: bool, untried: str = "") -> int:
+    """Write and print the provision answer of the batch sizes tried (``results``); ``untried``: the
+    words naming those the time limit left untried (then nothing is proven)."""
     import sys
 
     from ..export import emit
@@ -1250,8 +1265,8 @@ def _provision_report(args, ds, prices, results, *, interrupted: bool) -> int:
     names = pv.kinds
     # a Ctrl-C: the command's handler saw it, or a solve took it (the search says "interrupted")
     interrupted = interrupted or any(r[2].stopped == "interrupted" for r in results)
-    stopped = INTERRUPTED if interrupted else next((r[2].stopped for r in results if r[2].stopped),
-                                                             "")
+    stopped = INTERRUPTED if interrupted else "; ".join(
+        filter(None, (next((r[2].stopped for r in results if r[2].stopped), ""), untried)))
     proven = pv.proven and not stopped
     failure = ""
     if not found:  # proven unreachable when every batch size's search proved it, or a latency bound does

@@ -1,0 +1,82 @@
+"""``provision`` over several batch sizes: when an auto search may end, and what a time limit that
+leaves sizes untried does to the answer's proof (found by a review of the one batch-size loop)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from placement.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("provision_batches")
+    model, prices = str(d / "ex2.onnx"), str(d / "prices.json")
+    assert main(["example", model, "--layers", "2"]) == 0
+    assert main(["provision", "--example-prices", prices]) == 0
+    return d, model, prices
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]], ids=["stages", "one-device-per-stage"])
+def test_auto_under_a_latency_target_goes_on_past_a_batch_without_an_answer(files, flags, capsys):
+    """At batch 1 no allocation serves 8000 samples/s within 2 ms, but plans meet the 2 ms there: a larger
+    batch serves more, and batch 16 on one A100 meets both. The auto search ended at batch 1 and said
+    "infeasible", proven; a size without an answer ends it only where no larger one can have one."""
+    d, model, prices = files
+    out = d / f"r{len(flags)}.json"
+    code = main(["provision", model, "--target-throughput", "8000", "--available", "a100:2,t4:2", "--prices",
+                 prices, "--batch-size", "auto", "--latency-slo", "2", "--out", str(out), *flags])
+    capsys.readouterr()
+    assert code == 0
+    sec = json.loads(out.read_text())["provision"]
+    assert sec["batch_size"] > 1 and sec["allocation"] is not None
+    tried = [r["batch_size"] for r in sec["per_batch_size"]]
+    assert tried[:2] == [1, 2] and sec["per_batch_size"][0]["allocation"] is None
+
+
+def test_a_size_without_an_answer_ends_an_auto_search_only_where_no_larger_can_have_one():
+    from types import SimpleNamespace as NS
+
+    from placement.cli.serving import _provision_ends
+
+    def pv(slo=None, low=None, proven=True, reach=None, eff=()):
+        return NS(latency_slo=slo, lowest_latency=None if low is None else NS(bound=low), proven=proven,
+                  max_reachable=reach, efficient=eff)
+
+    assert _provision_ends(pv(slo=2.0, low=2.5))  # the least latency at this batch is proven above 2 ms
+    assert not _provision_ends(pv(slo=2.0, low=1.5, reach="a100:2", eff=("a100:2",)))  # plans meet it
+    assert _provision_ends(pv())  # no allocation has a plan, proven: memory
+    assert not _provision_ends(pv(proven=False))  # not proven: a larger batch is still tried
+    assert not _provision_ends(pv(reach="a100:2", eff=("a100:2",)))  # short of the target: more may reach
+
+
+def test_a_list_cut_short_by_the_time_limit_is_not_proven_and_names_the_sizes_not_tried(files, monkeypatch,
+                                                                                          capsys):
+    """``--batch-size 8,32 --time-limit 1``: the search of batch 8 took the whole limit, so 32 was never
+    tried, yet the answer said "proven cheapest" with no stopped line (at batch 32 a cheaper allocation
+    serves the target). It now names the size not tried and claims no proof."""
+    import placement.provision as provision_module
+
+    d, model, prices = files
+    real = provision_module.provision
+
+    def slow(*a, **kw):  # batch 8's search, then the limit passes
+        r = real(*a, **kw)
+        time.sleep(1.2)
+        return r
+
+    monkeypatch.setattr(provision_module, "provision", slow)
+    out = d / "cut.json"
+    code = main(["provision", model, "--target-throughput", "3000", "--available", "a100:2,t4:2", "--prices",
+                 prices, "--batch-size", "8,32", "--max-replicas", "1", "--time-limit", "1",
+                 "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    sec = json.loads(out.read_text())["provision"]
+    assert [r["batch_size"] for r in sec["per_batch_size"]] == [8]
+    assert sec["proven"] is False and sec["stopped"] == "time limit reached: batch size 32 not tried"
+    assert "stopped: time limit reached: batch size 32 not tried" in text
+    assert "NOT proven cheapest (time limit reached: batch size 32 not tried)" in text
