@@ -34,3 +34,12 @@ def json_error(e: json.JSONDecodeError) -> str:
     end in "at" already: "Unterminated string starting at")."""
     at = "" if e.msg.endswith(" at") else " at"
     return f"{e.msg}{at} line {e.lineno}, column {e.colno}"
+
+
+def shown(value) -> str:
+    """``value`` as it is written in a JSON file (``true``, ``null``, ``"text"``), for an error message
+    about a file's field; a value JSON cannot write is shown as Python writes it."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)

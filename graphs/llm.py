@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 
 from .devices import DeviceSet
 from .errors import InputError
-from .jsonio import read_json
+from .jsonio import read_json, shown
 from .parallel import ParallelGraph, ParallelProblem, Variant
 
 __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", "is_onnx_decoder",
@@ -479,11 +479,11 @@ def read_mix(source: str | os.PathLike | dict | list) -> RequestMix:
         for key in ("input", "output"):
             v = item[key]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"bucket {i}: {key!r} must be a positive integer (tokens), got {v!r}",
+                raise InputError(f"bucket {i}: {key!r} must be a positive integer (tokens), got {shown(v)}",
                                  source=where)
         w = item["weight"]
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0 < w < math.inf):
-            raise InputError(f"bucket {i}: 'weight' must be a positive number, got {w!r}", source=where)
+            raise InputError(f"bucket {i}: 'weight' must be a positive number, got {shown(w)}", source=where)
         out.append(Bucket(item["input"], item["output"], float(w)))
     return RequestMix(tuple(out), where)
 

@@ -64,8 +64,12 @@ def run(args) -> int:
                           f"(a reference-format workload)")
     if not 1 <= args.layers <= MAX_LAYERS:  # 100,000 ran for minutes without a word
         raise UsageError(f"placement example: --layers must be from 1 to {MAX_LAYERS}, got {args.layers}")
-    if suffix == ".json" and (args.accelerators < 0 or args.cpus < 0 or args.accelerators + args.cpus == 0):
-        raise UsageError("placement example: there must be at least one device")
+    if suffix == ".json":
+        for flag, n in (("--accelerators", args.accelerators), ("--cpus", args.cpus)):
+            if n < 0:
+                raise UsageError(f"placement example: {flag} must be 0 or more, got {n}")
+        if args.accelerators + args.cpus == 0:
+            raise UsageError("placement example: --accelerators 0 --cpus 0 leaves no device")
     output_file(args.out, "placement example:")
     if suffix == ".onnx":
         import onnx

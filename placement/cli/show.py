@@ -196,7 +196,7 @@ def run(args) -> int:
 def _format_simulation(sim, over, unit: str, model_latency: float | None = None, batch: int = 1) -> str:
     """``show``'s summary; ``batch``: the samples in one run of the model (an ONNX model's batch size),
     whose figures are then per batch, and said so."""
-    u = f" {unit}" if unit else ""
+    u = f" {unit or 't'}"  # a reference workload's own unit is t, as place prints it
     item = "sample" if batch == 1 else f"batch ({batch} samples)"
     cu = f" ({unit or 't'})"  # the busy time of the whole run; a load is per micro-batch (sample or batch)
     per = f" ({unit or 't'}/{'sample' if batch == 1 else 'batch'})"
@@ -245,6 +245,8 @@ def _format_simulation(sim, over, unit: str, model_latency: float | None = None,
         f"with communication overlapped: steady {over.steady_time_per_sample:.6g}{u} per {item} ({gain}), "
         f"makespan {over.makespan:.6g}{u}, bubble {100 * over.bubble_fraction:.1f}%",
     ]
+    if not unit:
+        lines.append("times in the workload's own unit (t)")
     return "\n".join(lines)
 
 

@@ -1,0 +1,42 @@
+"""Messages a new-user review found unclear: each names the flag or field, in the file's own terms, and
+every figure has its unit."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphs.errors import InputError
+from placement.cli import main
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--accelerators", "-1"], "--accelerators must be 0 or more, got -1"),
+    (["--cpus", "-2"], "--cpus must be 0 or more, got -2"),
+    (["--accelerators", "0", "--cpus", "0"], "--accelerators 0 --cpus 0 leaves no device"),
+])
+def test_example_names_the_flag_that_leaves_no_device(tmp_path, capsys, flags, words):
+    # it said "there must be at least one device" for each, naming no flag
+    assert main(["example", str(tmp_path / "e.json"), *flags]) == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, shown", [(True, "true"), (None, "null"), ("12", '"12"'), (2.5, "2.5")])
+def test_a_request_mix_error_shows_the_value_as_json_writes_it(value, shown):
+    from graphs.llm import read_mix
+
+    # a JSON file's `true` was shown as Python's `True`
+    with pytest.raises(InputError, match=f"'input' must be a positive integer \\(tokens\\), got {shown}$"):
+        read_mix({"buckets": [{"input": value, "output": 8, "weight": 1}]})
+
+
+def test_show_gives_a_reference_workloads_figures_in_its_own_unit(tmp_path, capsys):
+    # the table said (t) but the makespan, latency and steady-state lines had no unit at all
+    wl, res = str(tmp_path / "ex.json"), str(tmp_path / "r.json")
+    assert main(["example", wl]) == 0
+    assert main(["place", wl, "--out", res]) == 0
+    capsys.readouterr()
+    assert main(["show", res, "--out-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("makespan "))
+    assert " t for " in line and " t (throughput" in line, line
+    assert "times in the workload's own unit (t)" in out
