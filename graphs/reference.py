@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .jsonio import read_json
+from .jsonio import read_json, shown
 from .model import Cluster, DeviceKind, OpGraph
 
 __all__ = ["Workload", "ACCELERATOR", "CPU", "read_workload", "parse_workload", "read_split",
@@ -233,6 +233,10 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
                              f"so all its out-edges must cost the same", source=source)
         comm[si] = cost
     pairs = np.stack([si, di], axis=1)
+    unit = data.get("unit")
+    if unit is not None and not (isinstance(unit, str) and unit.strip()):
+        raise InputError(f'"unit" must name the file\'s time unit (e.g. "ms"), got {shown(unit)}; leave it '
+                         f"out for the workload's own unit", source=source)
 
     graph = OpGraph.build(
         names=names, ids=ids, kinds=kinds,
@@ -241,7 +245,7 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         # a file that names its time unit (an ONNX model written by `placement inspect -o`: ms) keeps it;
         # the reference workloads' own times have none ("t" in a result file)
         meta={"format": "reference",
-              **({"unit": data["unit"]} if isinstance(data.get("unit"), str) and data["unit"] else {})},
+              **({"unit": unit.strip()} if unit is not None else {})},
     )
     return Workload(graph, reference_cluster(k, cpus, cap, names=kinds))
 

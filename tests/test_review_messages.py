@@ -40,3 +40,22 @@ def test_show_gives_a_reference_workloads_figures_in_its_own_unit(tmp_path, caps
     line = next(x for x in out.splitlines() if x.startswith("makespan "))
     assert " t for " in line and " t (throughput" in line, line
     assert "times in the workload's own unit (t)" in out
+
+
+@pytest.mark.parametrize("unit", [5, "", "  ", True, ["ms"]])
+def test_a_reference_workloads_unit_must_name_one(tmp_path, unit):
+    """``"unit": 5`` was accepted without a word (and the times read in the workload's own unit)."""
+    import json
+
+    from graphs.reference import read_workload
+
+    path = tmp_path / "ex.json"
+    assert main(["example", str(path)]) == 0
+    data = json.loads(path.read_text())
+    data["unit"] = unit
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match='"unit" must name the file\'s time unit'):
+        read_workload(str(path))
+    data["unit"] = " ms "
+    path.write_text(json.dumps(data))
+    assert read_workload(str(path)).graph.meta["unit"] == "ms"
