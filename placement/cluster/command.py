@@ -4,8 +4,8 @@
     placement cluster simulate TRACE.json --policy ftf [--lease S] [--plot FILE.png]
     placement cluster simulate TRACE.json --policy tune [--base fifo] [--servers N] [--lease ROUND]
 
-``--policy all`` runs every policy and ends with a comparison table. Curves are cached in
-``~/.cache/placement/curves`` (``--cache-dir``, ``--no-cache``). Bad input raises
+``--policy all`` runs every policy that applies to the cluster and ends with a comparison table. Curves
+are cached in ``~/.cache/placement/curves`` (``--cache-dir``, ``--no-cache``). Bad input raises
 :class:`~graphs.errors.InputError` (exit 2); a job that cannot run on the cluster at all raises
 :class:`~graphs.errors.InfeasibleError` (exit 1).
 """
@@ -102,7 +102,8 @@ def add_parser(sub) -> None:
                    help="a job list (allocate once for all its jobs), or 'simulate' and a trace (the same "
                         "format: jobs with arrival times and samples)")
     c.add_argument("--policy", default="ftf", choices=_POLICIES + ("sensitive", "all"),
-                   help="allocation policy (default ftf; sensitive = joint, its old name)")
+                   help="allocation policy (default ftf; sensitive = joint, its old name; all: every policy "
+                        "that applies: proportional, tune and opt need exactly one accelerator kind)")
     c.add_argument("--base", default=None, choices=("fifo", "las", "srtf", "ftf"),
                    help="with proportional, tune, opt: the base scheduler that picks the jobs and their "
                         "GPUs (each round in simulate; default fifo)")
@@ -148,7 +149,7 @@ def run(args) -> int:
     from .inputs import job_rates
     from .policies import Capacity
     from .simulate import SimJob, allocate_once, simulate
-    from .synergy import DEFAULT_ROUND, allocate_rounds_once, simulate_rounds
+    from .synergy import DEFAULT_ROUND, allocate_rounds_once, simulate_rounds, unfit_for_synergy
 
     target = list(args.target)
     if len(target) == 2 and target[0] == "simulate":
@@ -206,6 +207,14 @@ def run(args) -> int:
     if args.servers is not None:
         jl = dataclasses.replace(jl, cluster=with_servers(jl.cluster, args.servers, source=path,
                                                           what="--servers"))
+    # Synergy's allocations need one accelerator kind: named, refused before any curve is computed;
+    # within 'all', left out (said in the table and the JSON)
+    unfit = unfit_for_synergy(jl.cluster.kinds, jl.cluster.host)
+    if unfit and args.policy in _SYNERGY:
+        raise InputError(f"--policy {args.policy}: {unfit}; --policy ftf, joint, even or fifo take any "
+                         f"cluster", source=path)
+    skipped = ([{"policy": p, "reason": unfit} for p in _SYNERGY] if unfit and args.policy == "all"
+               else [])
     cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
     verbose = args.progress or (sys.stderr.isatty() and not args.json)
     curves = []
@@ -225,7 +234,8 @@ def run(args) -> int:
     cap = Capacity.of(jl.cluster)
     jobs = [SimJob(j.name, c, j.samples, j.arrival, _request(j, cap), j.model)
             for j, c in zip(jl.jobs, curves)]
-    policies = _POLICIES if args.policy == "all" else (args.policy,)
+    left_out = {d["policy"] for d in skipped}
+    policies = tuple(p for p in _POLICIES if p not in left_out) if args.policy == "all" else (args.policy,)
     lease = args.lease if args.lease is not None else jl.lease
     results = []
     gjobs = None
@@ -256,12 +266,17 @@ def run(args) -> int:
         d["source"] = path
     doc = docs[0] if len(docs) == 1 else {"schema": "placement-cluster-comparison", "version": 1,
                                           "source": path, "results": docs}
+    if skipped:
+        doc["skipped"] = skipped
     from placement import _interrupt
     from placement.export import emit
 
     def text() -> str:
         parts = [format_result(r, jl) + "\n" for r in results]
-        return "\n".join(parts + ([format_comparison(results)] if len(results) > 1 else []))
+        tail = [format_comparison(results)] if len(results) > 1 else []
+        if skipped:
+            tail.append(f"left out: {', '.join(d['policy'] for d in skipped)}: {unfit}")
+        return "\n".join(parts + tail)
 
     # the results are written whole, the plots with them: a Ctrl-C that comes meanwhile (emit's own block
     # raised it before the plots) stops the command once they are all written (exit 130)

@@ -58,7 +58,7 @@ from .simulate import JobOutcome, Segment, SimResult
 
 __all__ = ["BASES", "ALLOCATIONS", "DEFAULT_ROUND", "GpuJob", "Option", "Menu", "job_menu", "tune_server",
            "opt_bound", "simulate_rounds", "allocate_rounds_once",
-           "gpu_demand"]
+           "gpu_demand", "unfit_for_synergy"]
 
 BASES = ("fifo", "las", "srtf", "ftf")
 ALLOCATIONS = ("proportional", "tune", "opt")
@@ -101,11 +101,22 @@ class Menu:
     options: tuple[Option, ...]
 
 
+def unfit_for_synergy(kinds: Sequence[str], host: Sequence[bool]) -> str:
+    """Why Synergy's allocation cannot run on a cluster of ``kinds`` (``host``: which are host CPU cores,
+    not accelerators), or ``""`` when it can: it needs exactly one accelerator kind (its GPUs)."""
+    accel = [k for k, h in zip(kinds, host) if not h]
+    if len(accel) == 1:
+        return ""
+    has = f"{len(accel)} ({', '.join(accel)})" if accel else "none"
+    return (f"Synergy's allocation (proportional, tune, opt) needs a cluster with exactly one accelerator "
+            f"kind (its GPUs); this one has {has}, host CPU cores not counted")
+
+
 def _kinds(capacity: Capacity) -> tuple[int, int | None]:
+    why = unfit_for_synergy(capacity.kinds, capacity.host)
+    if why:
+        raise InputError(why)
     accel = [t for t, h in enumerate(capacity.host) if not h]
-    if len(accel) != 1:
-        raise InputError(f"Synergy's allocation needs a cluster with exactly one accelerator kind (GPUs); "
-                         f"this one has {len(accel) or 'none'} ({', '.join(capacity.kinds)})")
     hosts = [t for t, h in enumerate(capacity.host) if h]
     return accel[0], (hosts[0] if hosts else None)
 
