@@ -47,8 +47,10 @@ def write_example_jobs(path: str) -> str:
 
     stem = os.path.splitext(path)[0]
     model = f"{stem}-transformer.json"
-    write_json(model, transformer_layer_graph(2, hidden=512, seq=128, batch=4, accelerators=4, cpus=2,
-                                              training=True))
+    # its times are milliseconds, the unit of the jobs' input sections and of the measured table: said in
+    # the file, so a job on it has that unit with an input section or without one
+    workload = transformer_layer_graph(2, hidden=512, seq=128, batch=4, accelerators=4, cpus=2, training=True)
+    write_json(model, {**workload, "unit": "ms"})
     write_json(path, example_jobs(os.path.basename(model)))
     return (f"wrote {path}: a job list of 4 jobs with input pipelines on a100:4,cpu:12 (its workload: "
             f"{model}). Run it with: placement cluster simulate {path} --policy all")

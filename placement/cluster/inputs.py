@@ -299,9 +299,18 @@ def _curve(rate, kinds, limits, host, base_memory, unit, method, exact, seconds,
 
 
 def pipeline_curve(stage: JobCurve, inp: InputSpec) -> PipelineCurve:
-    """The analytic input-pipeline curve over an accelerator (stage) curve."""
+    """The analytic input-pipeline curve over an accelerator (stage) curve, in the stage curve's time
+    unit: an input section changes a job's rate, never its unit, so a job on a workload keeps the unit
+    it has without one. The section's figures are milliseconds and seconds; a stage curve that says no
+    unit (a reference-format workload's own) has its times read as milliseconds against them, and says
+    so in a note."""
+    notes = stage.notes
+    if not stage.unit:
+        notes += ("its workload says no time unit (a reference-format workload's own): its input "
+                  "section's figures (ms, GB/s) take its times as ms; a workload in ms says so with "
+                  "\"unit\": \"ms\"",)
     return _curve(AnalyticRate(stage, inp), stage.kinds, stage.limits, stage.host, stage.base_memory,
-                  stage.unit or "ms", stage.method + "+input", stage.exact, stage.seconds, stage.notes)
+                  stage.unit, stage.method + "+input", stage.exact, stage.seconds, notes)
 
 
 def table_curve(table: ThroughputTable, kinds: Sequence[str], counts: Sequence[int], host: Sequence[bool], *,
