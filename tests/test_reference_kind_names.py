@@ -105,13 +105,15 @@ def test_a_graph_written_by_inspect_keeps_its_accelerators_name(tmp_path, capsys
 
 
 def test_a_cluster_job_of_a_named_reference_workload_runs_on_the_clusters_accelerator(tmp_path):
-    """The cluster maps the workload's two kinds, whatever their names, to its accelerator and host."""
+    """The cluster maps the workload's two kinds to its accelerator and host: the file's accelerator kind
+    (t4) onto the kind the job's ``accelerator`` names (without it, a cluster with no t4 is an error:
+    tests/test_cluster_reference_accelerator_kind.py)."""
     from placement.cluster.curves import job_graph
     from placement.cluster.formats import parse_jobs
 
     path = _write(tmp_path, "named.json", accelerator="t4")
-    jl = parse_jobs({"cluster": {"devices": "a100:2,cpu:1"}, "jobs": [{"name": "w", "model": path,
-                                                                        "samples": 10}]})
+    job = {"name": "w", "model": path, "samples": 10, "accelerator": "a100"}
+    jl = parse_jobs({"cluster": {"devices": "a100:2,cpu:1"}, "jobs": [job]})
     graph, cluster, _ = job_graph(jl.jobs[0], jl.cluster)
     assert graph.kinds == ("a100", "cpu") and [k.name for k in cluster.kinds] == ["a100", "cpu"]
     assert [k.count for k in cluster.kinds] == [2, 1]

@@ -57,7 +57,9 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       policies); above the cluster, its limit or a throughput table's
                       accelerator count: an error, never clipped; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
-  jobs[].accelerator  reference workloads: which cluster kind is their accelerator
+  jobs[].accelerator  reference and Piper workloads: which cluster kind runs their
+                      accelerator's work (default: the kind a reference file names,
+                      else the cluster's only accelerator kind)
   jobs[].max_replicas ONNX, Piper and LLM models: most replicas of a stage (default
                       unlimited; 1: an ONNX model's one-device-per-stage curve)
   cluster.servers     how the cluster is cut into servers: a number of identical ones,

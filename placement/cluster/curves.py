@@ -55,8 +55,10 @@ __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
 #: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
-#: an earlier version is recomputed, never misread); 4 since a Piper job's curve says its unit (s)
-CURVE_FORMAT = 4
+#: an earlier version is recomputed, never misread); 4 since a Piper job's curve says its unit (s); 5 since
+#: a reference-format workload that names its accelerator kind runs on the cluster's kind of that name
+#: (a curve cached before could hold its times on another kind)
+CURVE_FORMAT = 5
 DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
 DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
 _REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
@@ -287,6 +289,41 @@ def _host_memory(graph, cluster, counts, assignment) -> float:
 def job_graph(job: JobSpec, cluster: ClusterSpec):
     """The job's graph (device kinds named as the cluster's), the largest cluster it may use (the kinds it
     has costs for, at the cluster's counts or its ``limit``) and the time unit."""
+    graph, jc, unit, _ = _job_graph(job, cluster)
+    return graph, jc, unit
+
+
+def _reference_accelerator(job: JobSpec, own: str, accels: Sequence[str]) -> tuple[str | None, str]:
+    """The cluster kind a reference-format workload's accelerator runs on, and a note (or ``""``).
+    ``own``: the kind its file names (``accelerator`` when it names none), ``accels``: the cluster's
+    accelerator kinds. A file costed for a named kind runs on the cluster's kind of that name; the job's
+    ``accelerator`` overrides it (its times then stand for that kind's, said in the note)."""
+    from graphs.reference import ACCELERATOR
+
+    named = own != ACCELERATOR
+    acc = job.accelerator
+    if acc is not None:
+        note = (f"its workload ({job.model}) is costed for {own}; it runs on {acc} as its \"accelerator\" "
+                f"says, at {own}'s times" if named and acc != own else "")
+        return acc, note
+    if named:
+        if own in accels:
+            return own, ""
+        has = f"accelerator kinds {', '.join(accels)}" if accels else "no accelerator kind"
+        fix = (f"cost it for the cluster's kind (placement inspect MODEL --devices {accels[0]}:N,cpu:N -o "
+               f"FILE) or give the job \"accelerator\": \"{accels[0]}\" to run these {own} times on it"
+               if accels else "cost it for an accelerator kind the cluster has")
+        raise InputError(f"job {job.name!r}: its workload is costed for {own} (the file's \"accelerator\"), "
+                         f"and the cluster has no {own}, only {has}: {fix}", source=job.model)
+    if len(accels) > 1:
+        raise InputError(f"job {job.name!r}: the cluster has several accelerator kinds "
+                         f"({', '.join(accels)}); say which one runs this reference-format workload with "
+                         f"\"accelerator\"")
+    return (accels[0] if accels else None), ""
+
+
+def _job_graph(job: JobSpec, cluster: ClusterSpec):
+    """:func:`job_graph`, and notes for the job's curve."""
     from graphs.model import Cluster
 
     limit = dict(job.limit or {})
@@ -301,20 +338,14 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
         w = onnx_workload(job.model, devices, costs=job.costs or "roofline",
                           batch_size=job.batch_size, training=bool(job.training),
                           optimizer=job.optimizer or "adam")
-        return w.graph, w.cluster, str(w.graph.meta.get("unit", "ms"))
+        return w.graph, w.cluster, str(w.graph.meta.get("unit", "ms")), ()
 
     from graphs.reference import read_workload
 
     w = read_workload(job.model)
     accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
     hosts = [k for k, h in zip(cluster.kinds, cluster.host) if h]
-    acc = job.accelerator
-    if acc is None and len(accels) > 1:
-        raise InputError(f"job {job.name!r}: the cluster has several accelerator kinds "
-                         f"({', '.join(accels)}); say which one runs this reference-format workload with "
-                         f"\"accelerator\"")
-    if acc is None and accels:
-        acc = accels[0]
+    acc, note = _reference_accelerator(job, w.cluster.kinds[0].name, accels)
     # the workload's two kinds (accelerator, cpu: under the names its file gives them) to the cluster's
     mapping = dict(zip((k.name for k in w.cluster.kinds), (acc, hosts[0] if hosts else None)))
     names = tuple(mapping.get(k) or f"{k} (not in the cluster)" for k in w.graph.kinds)
@@ -328,7 +359,7 @@ def job_graph(job: JobSpec, cluster: ClusterSpec):
     if not kinds:
         raise InputError(f"job {job.name!r}: the cluster has none of the workload's device kinds "
                          f"(accelerator, cpu) or its limit leaves it none")
-    return graph, Cluster(tuple(kinds)), str(graph.meta.get("unit") or "")  # its own unit: ""
+    return graph, Cluster(tuple(kinds)), str(graph.meta.get("unit") or ""), (note,) if note else ()
 
 
 def job_devices(job: JobSpec, cluster: ClusterSpec):
@@ -382,9 +413,10 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
             raise InputError(f"job {job.name!r}: max_replicas {job.max_replicas} needs an ONNX or "
                              f"Piper-format model; a reference-format workload ({job.model}) has one "
                              f"device per stage")
-        graph, jc, unit = job_graph(job, cluster)
+        graph, jc, unit, notes = _job_graph(job, cluster)
         c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
                         curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+        c = dataclasses.replace(c, notes=notes + c.notes)
     if not c.points:
         raise InputError(f"job {job.name!r} ({job.model}): no placement fits even the whole cluster "
                          f"({cluster.devices})")

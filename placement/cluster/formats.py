@@ -21,10 +21,11 @@ decoded together, default 1, and ``context`` their tokens, default 2048), ``samp
 ``arrival`` (default 0), and optionally ``name``, ``training`` / ``batch_size`` / ``optimizer`` /
 ``costs`` (ONNX front end), ``request`` (what the job asks for under ``fifo``, e.g. ``"a100:2,cpu:4"``),
 ``limit`` (the most it can use, which also bounds its curve's DP), ``host_memory_gb`` (host memory it
-needs whatever it runs on, default 0), ``accelerator`` (reference workloads: which cluster kind is
-its accelerator when the cluster has several) and ``max_replicas`` (ONNX and Piper-format models: the
-largest data-parallel degree of a stage, default unlimited; 1 gives an ONNX job the
-one-device-per-stage curve). Relative model paths are relative to the job list.
+needs whatever it runs on, default 0), ``accelerator`` (reference workloads: which cluster kind runs
+its accelerator's work; default the kind its file names, else the cluster's only one) and
+``max_replicas`` (ONNX and Piper-format models: the largest data-parallel degree of a stage, default
+unlimited; 1 gives an ONNX job the one-device-per-stage curve). Relative model paths are relative to
+the job list.
 
 A job's input pipeline (:mod:`~placement.cluster.inputs`, Synergy's model) is either an ``input`` section,
 ``{"cpu_ms_per_sample": 8.0, "sample_bytes": 110000, "dataset_gb": 140, "storage_gbps": 0.5}``
