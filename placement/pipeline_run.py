@@ -49,11 +49,14 @@ from ._interrupt import deferred
 
 if TYPE_CHECKING:
     from graphs.model import OpGraph
-    from graphs.parallel import ParallelProblem, Stage
+    from graphs.parallel import ParallelProblem, PlanEvaluation, Stage
+
+    from .stages import StageWorkload
 
 __all__ = ["PipelineRun", "run_pipeline", "predicted_time_per_sample", "predicted_stage_plan", "Prediction",
            "rescored_time_per_sample", "rescored_stage_plan", "run_report",
-           "format_run_summary", "describe_runs", "stage_plan_prediction"]
+           "format_run_summary", "describe_runs", "stage_plan_prediction", "checked_stage_plan",
+           "CheckedStagePlan"]
 
 
 @dataclass(frozen=True)
@@ -763,8 +766,93 @@ def describe_runs(runs: int, batch_size: int) -> str:
     return f"{runs} batch{'es' if runs != 1 else ''} of {batch_size} samples ({runs * batch_size} samples)"
 
 
+@dataclass(frozen=True)
+class CheckedStagePlan:
+    """A stage plan's result as the evaluator reads it (:func:`checked_stage_plan`): the ``workload``
+    rebuilt from the settings it records, the ``plan`` its ``stages`` give and the ``evaluation`` of
+    that plan; all three ``None`` where the result records too little to rebuild its problem, and
+    ``unchecked`` says why (the plan could then not be checked)."""
+
+    workload: StageWorkload | None
+    plan: list[Stage] | None
+    evaluation: PlanEvaluation | None
+    unchecked: str | None = None
+
+
+def checked_stage_plan(data: Mapping, model_path: str, *, source: str | None = None, model=None
+                       ) -> CheckedStagePlan:
+    """The stage plan ``data`` (a result file's content, read from ``source``) as ``placement evaluate``
+    reads and scores it on the ONNX model at ``model_path`` (``model``: its ``onnx.ModelProto`` where
+    the caller has read it): the problem rebuilt from the settings the result records
+    (:func:`placement.stages.workload_for_result`), the plan read by
+    :func:`placement.stages.plan_from_dict` and scored by :func:`graphs.parallel.evaluate_plan`, so
+    that ``split`` and ``run`` cut and run the plan the evaluator scores. :class:`InputError` (naming
+    ``source``) where evaluate refuses the plan (an unknown node or kind, a node in no stage), where a
+    stage's ``operators`` are not its ``nodes``' (:func:`_check_operators`), and where the plan breaks a
+    rule of the cost model other than memory (``the plan is not valid: ...``, as ``placement show``
+    says it; a plan over memory is cut and run, as show simulates it). A result that records too little
+    to rebuild its problem is not checked (:attr:`CheckedStagePlan.unchecked` says why), nor is one whose
+    only fault is a tensor-parallel degree its nodes have no variant for (forced by hand: the split
+    cuts such a stage ``t`` ways all the same; ``workload`` set, ``plan`` ``None``)."""
+    from graphs.parallel import evaluate_plan
+
+    from .stages import plan_from_dict, workload_for_result
+
+    why = _unrebuildable(data)
+    if why is None:
+        try:
+            w = workload_for_result(dict(data), model_path, source=source, model=model)
+        except InputError as e:
+            why = f"the problem could not be rebuilt from it ({e})"
+    if why is not None:
+        return CheckedStagePlan(None, None, None, why)
+    try:
+        plan = plan_from_dict(w.problem, dict(data), source=source)
+    except InputError:
+        forced = _unpriced_degrees(w.problem, data)
+        if forced is None:
+            raise
+        _check_operators(w, data, source)
+        return CheckedStagePlan(w, None, None, forced)
+    _check_operators(w, data, source)
+    ev = evaluate_plan(w.problem, plan)
+    if ev.problems:  # those that are not memory's: evaluated again with no memory limit, as show does
+        loose = w.problem.with_options(kinds=tuple(dataclasses.replace(k, memory=None)
+                                                   for k in w.problem.kinds))
+        bad = list(evaluate_plan(loose, plan).problems)
+        if bad:
+            if any("not nested ideals" in x for x in bad):
+                bad.append("a stage plan lists its 'stages' in pipeline order, each after every stage it "
+                           "receives from")
+            raise InputError("the plan is not valid: " + "; ".join(bad), source=source)
+    return CheckedStagePlan(w, plan, ev)
+
+
+def _unpriced_degrees(problem: ParallelProblem, data: Mapping) -> str | None:
+    """Why a stage plan :func:`placement.stages.plan_from_dict` refuses is cut unscored: its stages of
+    tensor-parallel degree ``t > 1`` (forced by hand) read at ``t = 1`` as a plan it accepts, so their
+    only fault is that the cost model has no variant of their nodes at ``t``. ``None``: any other."""
+    from .stages import plan_from_dict
+
+    stages = data.get("stages") if isinstance(data.get("stages"), list) else []
+    forced = [i for i, s in enumerate(stages) if isinstance(s, Mapping)
+              and isinstance(t := s.get("tensorParallelDegree"), int) and not isinstance(t, bool) and t > 1]
+    if not forced:
+        return None
+    at_one = [{k: v for k, v in s.items() if k != "devices"} | {"tensorParallelDegree": 1} if i in forced
+              else s for i, s in enumerate(stages)]
+    try:
+        plan_from_dict(problem, {**data, "stages": at_one})
+    except InputError:
+        return None
+    which = ", ".join(f"stage {i} (t = {stages[i]['tensorParallelDegree']})" for i in forced)
+    return (f"the cost model has no variant (TMPCids) of the nodes of {which} at that tensor-parallel "
+            f"degree, so it does not score the plan")
+
+
 def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
-                          source: str | None = None, model=None, forward_only: bool = False):
+                          source: str | None = None, model=None, forward_only: bool = False,
+                          checked: CheckedStagePlan | None = None):
     """``placement run``'s prediction of the stage plan ``data`` for ``samples`` runs at ``batch_size``:
     ``(prediction, predicted_by, notes)``. The stages as they stand (their nodes, ``d`` and ``t``,
     perhaps edited by hand) are scored again by :func:`graphs.parallel.evaluate_plan` on the problem
@@ -774,19 +862,18 @@ def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_si
     note says so. A plan that does not score on the rebuilt problem gets no prediction (``None``, and
     why). ``forward_only`` (a training plan, of which run executes the forward pass): the forward pass's
     part of the rebuilt plan's prediction (:func:`forward_stage_plan`); where it cannot be told apart
-    (recorded times, a tensor-parallel stage) the whole step's, with a note that says why."""
-    from .stages import plan_from_dict, workload_for_result
-
-    why = _unrebuildable(data)
-    if why is None:
+    (recorded times, a tensor-parallel stage) the whole step's, with a note that says why.
+    ``checked``: the plan as :func:`checked_stage_plan` read it, where the caller has (not read again)."""
+    if checked is None:
         try:
-            w = workload_for_result(dict(data), model_path, source=source, model=model)
+            checked = checked_stage_plan(data, model_path, source=source, model=model)
         except InputError as e:
-            why = f"the problem could not be rebuilt from it ({e})"
-    if why is None:
+            return None, f"the plan as it stands is not scored: {e}", []
+    w, plan, why = checked.workload, checked.plan, checked.unchecked
+    if w is not None and plan is None:  # rebuilt, but the plan as it stands does not score
+        return None, f"the plan as it stands is not scored: {why}", []
+    if w is not None and plan is not None:
         try:
-            plan = plan_from_dict(w.problem, dict(data), source=source)
-            _check_operators(w, data, source)
             pred, notes = rescored_stage_plan(data, w.problem, plan, samples, batch_size)
         except InputError as e:
             return None, f"the plan as it stands is not scored: {e}", []

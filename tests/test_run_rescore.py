@@ -170,15 +170,16 @@ def test_run_predicts_a_hand_edited_stage_plan_as_edited(gpt_path, stage_plan, t
         assert f"note: {note}" in err and note in doc["notes"]
 
 
-def test_run_refuses_to_predict_a_stage_whose_nodes_and_operators_disagree(gpt_path, stage_plan, tmp_path,
-                                                                          capsys):
+def test_run_refuses_a_stage_whose_nodes_and_operators_disagree(gpt_path, stage_plan, tmp_path, capsys):
     """A layer moved in ``nodes`` but not in ``operators``: the split runs the operators, the evaluator
-    would score the nodes, so no prediction is given, and why (run predicted the recorded times)."""
+    would score the nodes, so the file is refused by name (run predicted the recorded times, then ran it
+    with no prediction)."""
     path, data = stage_plan
     (tmp_path / "e.json").write_text(json.dumps(_move_layer1(data, operators=False)))
-    doc, _ = _run(gpt_path, tmp_path / "e.json", capsys)
-    assert doc["predicted_ms_per_batch"] is None and doc["predicted_stage_ms_per_batch"] is None
-    assert "stages[0]: its 'operators' are not the operators of its 'nodes'" in doc["predicted_by"]
+    assert main(["run", gpt_path, str(tmp_path / "e.json"), "--samples", str(N), "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "stages[0]: its 'operators' are not the operators of its 'nodes'" in out.err
 
 
 def test_run_of_a_stage_plan_that_cannot_be_rebuilt_says_it_predicts_from_the_recorded_times(

@@ -193,6 +193,7 @@ def run_split(args) -> int:
     from graphs.jsonio import read_json
 
     from ..onnx_export import annotate, device_result, split_model, split_stages, verify_split, write_split
+    from ..pipeline_run import checked_stage_plan
     from ..results import checked_result
 
     given_dims = _dims(args)
@@ -225,14 +226,18 @@ def run_split(args) -> int:
             output_file(annotated, "--annotated")
         model = _read_model(args.model)
         _warn_unknown_dims(model, dims)
+        # cut as the file says (a result of another model is refused there), then the plan the cut is
+        # checked as evaluate reads it (refused as evaluate refuses it): the split cuts the plan it scores
         if stages:  # stages with replicas d and tensor-parallel degree t
             split = split_stages(model, data, source=args.result)
+            unchecked = checked_stage_plan(data, args.model, source=args.result, model=model).unchecked
             placed = device_result(data)
         else:  # one device per stage
             placed = checked_result(data, args.result)
             output_dir(args.out_dir, "--out-dir")
             output_file(annotated, "--annotated")
             split = split_model(model, placed, source=args.result)
+            unchecked = _checked_device_plan(args, model, placed)[1]
     except BaseException:  # a Ctrl-C too: the folders made for files never written go with it
         _remove_empty(made)
         raise
@@ -245,6 +250,9 @@ def run_split(args) -> int:
         print(f"  {line}")
     for note in split.notes:
         print(f"note: {note}")
+    if unchecked:
+        print(f"note: the plan is not checked against the cost model: {unchecked}; it is cut as the file "
+              f"lists it")
     if not args.verify:
         return EXIT_OK
     rep = verify_split(model, [s.model for s in split.submodels], manifest, tolerance=args.tolerance,
@@ -303,7 +311,14 @@ def run_run(args) -> int:
     from graphs.jsonio import read_json
 
     from ..onnx_export import split_model, split_stages
-    from ..pipeline_run import describe_runs, run_inputs, run_pipeline, run_report, stage_plan_prediction
+    from ..pipeline_run import (
+        checked_stage_plan,
+        describe_runs,
+        run_inputs,
+        run_pipeline,
+        run_report,
+        stage_plan_prediction,
+    )
     from ..results import checked_result
 
     if (args.samples is not None and args.samples < 1) or args.threads < 1:
@@ -330,17 +345,22 @@ def run_run(args) -> int:
     _warn_unknown_dims(model, dims)
     # the prediction first: its notes (a plan edited by hand, a model not rebuilt) come before the run
     # a training plan runs its forward pass only: it is predicted so, where the forward part can be told
+    # the plan evaluate scores, or refused as evaluate refuses it (after the split, which names a result
+    # of another model): the run and its prediction are of that plan
     if holds_stage_plan(data):  # stages with replicas d and tensor-parallel degree t
         split = split_stages(model, data, source=args.result)
+        checked = checked_stage_plan(data, args.model, source=args.result, model=model)
         training = bool((data.get("problem") or {}).get("training"))
         pred, by, pred_notes = stage_plan_prediction(data, args.model, runs, args.batch_size,
-                                                     source=args.result, model=model, forward_only=training)
+                                                     source=args.result, model=model, forward_only=training,
+                                                     checked=checked)
     else:  # one device per stage
         result = checked_result(data, args.result)
         split = split_model(model, result, source=args.result)
+        workload, why = _checked_device_plan(args, model, result)
         training = any(str(nm).endswith("_grad") for d in result["devices"] for nm in d["nodes"])
-        pred, by, pred_notes = _run_prediction(args, model, result, [s.device for s in split.submodels], runs,
-                                               forward_only=training)
+        on = [s.device for s in split.submodels]
+        pred, by, pred_notes = _run_prediction(args, result, workload, why, on, runs, forward_only=training)
     manifest = split.manifest()
     for note in pred_notes:
         print(f"note: {note}", file=sys.stderr)
@@ -388,43 +408,59 @@ def run_run(args) -> int:
     return EXIT_OK if ok else EXIT_NO_PLACEMENT
 
 
-def _run_prediction(args, model, result: dict, run_devices: list[str], runs: int, *,
-                    forward_only: bool = False):
-    """``placement run``'s prediction of a one-device-per-stage result for ``runs`` runs of the model:
-    ``(prediction, predicted_by, notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by
-    hand) is scored again by the evaluator on the model (``model``, as run read it) costed with the
-    front-end settings the result records; a result that records none, or whose workload cannot be
-    rebuilt, is predicted from its recorded loads, and a note says so. A plan that does not score (it
-    does not match the rebuilt model) gets no prediction. ``forward_only`` (a training plan, whose forward
-    pass alone runs): the forward pass's part of the rebuilt plan's loads; the recorded loads do not keep
-    it apart (the whole step is predicted then, with a note)."""
+def _checked_device_plan(args, model, result: dict):
+    """A one-device-per-stage ``result`` (read from ``args.result``) as ``placement evaluate`` reads it:
+    the workload rebuilt from the ONNX model (``model``, as split and run read it) costed with the
+    front-end settings the result records, and the placement read on it by
+    :func:`placement.results.assignment_from_result` (its ``devices[]`` against the model and the
+    cluster, its ``stages[]`` against its ``devices[]``), which raises :class:`~graphs.errors.InputError`
+    where evaluate refuses the result. ``(workload, None)``; ``(None, why)`` where the result records no
+    front-end settings or its workload cannot be rebuilt (the placement is then not checked)."""
     from graphs.errors import PlacementError
     from graphs.onnx_workload import onnx_workload
 
-    from ..pipeline_run import predicted_time_per_sample, rescored_time_per_sample
+    from ..results import assignment_from_result
 
     if not isinstance(result.get("frontend"), dict) or not result["frontend"]:
-        why = "it records no front-end settings to rebuild the model's costs from"
-    else:
+        return None, "it records no front-end settings to rebuild the model's costs from"
+    frontend = recorded_frontend(result, args.result)
+    try:
+        w = onnx_workload(args.model, model=model, **frontend)
+    except PlacementError as e:
+        return None, f"the model's costs could not be rebuilt as placed ({e})"
+    assignment_from_result(result, w.graph, w.cluster, source=args.result)
+    return w, None
+
+
+def _run_prediction(args, result: dict, w, why: str | None, run_devices: list[str], runs: int, *,
+                    forward_only: bool = False):
+    """``placement run``'s prediction of a one-device-per-stage result for ``runs`` runs of the model:
+    ``(prediction, predicted_by, notes)``. The plan as it stands (``devices[].nodes``, perhaps edited by
+    hand) is scored again by the evaluator on ``w``, the workload :func:`_checked_device_plan` rebuilt
+    (the model costed with the front-end settings the result records); a result without one (``why``
+    says why) is predicted from its recorded loads, and a note says so. A plan that does not score gets
+    no prediction. ``forward_only`` (a training plan, whose forward pass alone runs): the forward pass's
+    part of the rebuilt plan's loads; the recorded loads do not keep it apart (the whole step is
+    predicted then, with a note)."""
+    from graphs.errors import PlacementError
+
+    from ..pipeline_run import predicted_time_per_sample, rescored_time_per_sample
+
+    if w is not None:
         frontend = recorded_frontend(result, args.result)
+        order = list(dict.fromkeys(run_devices))  # a device cut into several sub-models: once
+        unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
         try:
-            w = onnx_workload(args.model, model=model, **frontend)
+            pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, runs, order=order,
+                                                   unit=unit, forward_only=forward_only)
         except PlacementError as e:
-            why = f"the model's costs could not be rebuilt as placed ({e})"
-        else:
-            order = list(dict.fromkeys(run_devices))  # a device cut into several sub-models: once
-            unit = w.graph.meta.get("unit") or result.get("time_unit") or "ms"
-            try:
-                pred, notes = rescored_time_per_sample(result, w.graph, w.cluster, runs, order=order,
-                                                       unit=unit, forward_only=forward_only)
-            except PlacementError as e:
-                return None, f"the plan as it stands is not scored: {e}", []
-            edited = any(n.startswith("the result's recorded") for n in notes)
-            if edited and frontend.get("costs") == "profile":
-                notes.append("the costs were profiled again to score the plan, so its loads also differ from "
-                             "the recorded ones by the measurement's noise")
-            by = "the evaluator's loads of the plan as it stands (model rebuilt as placed)"
-            return pred, f"the forward pass's part of {by}" if pred.forward_only else by, notes
+            return None, f"the plan as it stands is not scored: {e}", []
+        edited = any(n.startswith("the result's recorded") for n in notes)
+        if edited and frontend.get("costs") == "profile":
+            notes.append("the costs were profiled again to score the plan, so its loads also differ from "
+                         "the recorded ones by the measurement's noise")
+        by = "the evaluator's loads of the plan as it stands (model rebuilt as placed)"
+        return pred, f"the forward pass's part of {by}" if pred.forward_only else by, notes
     pred = predicted_time_per_sample(result, runs)
     notes = [f"predicted from the result's recorded loads: {why}; a plan edited by hand is predicted as it "
              f"was placed"]
