@@ -617,6 +617,9 @@ def predicted_stage_plan(result: Mapping, samples: int, batch_size: int = 1) -> 
 def _dealt_stream(loads: Sequence[float], reps: Sequence[int], samples: int) -> Prediction:
     """``samples`` runs through stages of ``loads`` ms per run (replicas side by side) with ``reps``
     replicas each, runs dealt round robin and all fed at once."""
+    if not loads or len(loads) != len(reps):
+        raise InputError(f"a pipeline needs one load and one replica count per stage, got {len(loads)} "
+                         f"load(s) and {len(reps)} replica count(s)")
     free = [[0.0] * d for d in reps]  # when each replica is next free
     end = 0.0
     for k in range(samples):
@@ -639,7 +642,8 @@ def rescored_stage_plan(result: Mapping, problem, plan: Sequence, samples: int, 
 
     ev = evaluate_plan(problem, plan)
     times = [s.time_per_sample for s in ev.stages]
-    if not all(math.isfinite(x) for x in times):
+    # a plan the evaluator does not read (a degree that does not divide the micro-batches) gets no stages
+    if len(times) != len(plan) or not all(math.isfinite(x) for x in times):
         raise InputError(f"the plan cannot be scored: {'; '.join(ev.problems) or 'a stage takes forever'}")
     to_ms = 1e3 * batch_size  # the evaluator's times are seconds per sample
     notes = []
