@@ -343,6 +343,12 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
         return
     by_id = {str(x): i for i, x in enumerate(graph.ids)}
     by_name = {str(x): i for i, x in enumerate(graph.names)}
+    # stages[] lists nodes by the ids of the graph placed, which devices[] names beside them: on another
+    # graph of the same model (the ONNX model of a graph `inspect -o` wrote, whose ids are integers) a
+    # stage's node is read by the name its own file gives it
+    alias = {str(i): str(n) for dev in data.get("devices") or () if isinstance(dev, dict)
+             and isinstance(dev.get("node_ids"), list) and isinstance(dev.get("nodes"), list)
+             for i, n in zip(dev["node_ids"], dev["nodes"])}
     names = [cluster.device_name(d) for d in range(cluster.num_devices)]
     listed = np.zeros(graph.num_nodes, bool)
     fix = "edit both lists, or drop 'stages' (the placement is read from devices[])"
@@ -352,6 +358,8 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
             return  # not a one-device-per-stage listing: nothing to compare
         for x in st["nodes"]:
             i = by_id.get(str(x), by_name.get(str(x)))
+            if i is None and str(x) in alias:
+                i = by_name.get(alias[str(x)])
             if i is None or names[a[i]] != str(devs[0]):
                 where = "is not in the graph" if i is None else f"is on {names[a[i]]} in devices[]"
                 raise InputError(f"stages[{k}] lists node {x!r} on {devs[0]}, but it {where}: {fix}",

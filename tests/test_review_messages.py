@@ -59,3 +59,30 @@ def test_a_reference_workloads_unit_must_name_one(tmp_path, unit):
     data["unit"] = " ms "
     path.write_text(json.dumps(data))
     assert read_workload(str(path)).graph.meta["unit"] == "ms"
+
+
+def test_evaluate_reads_a_plan_of_inspects_graph_against_the_onnx_model(tmp_path, capsys):
+    """A plan placed on the graph ``inspect -o`` wrote lists its stages' nodes by that graph's integer
+    ids; ``evaluate MODEL.onnx`` said "stages[0] lists node 0 on a100:0, but it is not in the graph: edit
+    both lists", though nothing was edited. devices[] names each id: the plan is read by those names, and
+    scores as it does on the graph it was placed on. A node no list names is still refused."""
+    import json
+
+    model, costed, res = (str(tmp_path / n) for n in ("ex.onnx", "costed.json", "r.json"))
+    assert main(["example", model, "--layers", "1"]) == 0
+    assert main(["inspect", model, "--devices", "a100:2", "-o", costed]) == 0
+    assert main(["place", costed, "--out", res]) == 0
+    capsys.readouterr()
+
+    def max_load(workload: str, result: str) -> str:
+        out = str(tmp_path / "e.json")
+        assert main(["evaluate", workload, result, "--out", out]) == 0, capsys.readouterr().err
+        return json.loads(open(out).read())["max_load"]
+
+    assert max_load(model, res) == pytest.approx(max_load(costed, res), rel=1e-12)
+    data = json.loads(open(res).read())
+    data["stages"][0]["nodes"].append(10_000)
+    bad = str(tmp_path / "bad.json")
+    json.dump(data, open(bad, "w"))
+    assert main(["evaluate", model, bad]) == 2
+    assert "stages[0] lists node 10000" in capsys.readouterr().err
