@@ -46,6 +46,7 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
   lease               simulate: re-allocation interval (workload time unit; optional):
                       ftf, joint, even, fifo re-allocate at arrivals, completions and every
                       lease; proportional, tune, opt only every lease (their rounds)
+  jobs[].name         its name in the tables (unique; default job<i>, i its position)
   jobs[].model        an ONNX model (front end options: training, batch_size, optimizer,
                       costs), a reference-format or Piper-format workload (.json), or an
                       LLM model config (config.json, decoded as placement place does: a
@@ -53,20 +54,39 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       together, default 1; context: their tokens, default 2048); relative
                       paths are relative to the job list
   jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
+  jobs[].training, batch_size, optimizer, costs
+                      ONNX models: the front end's options, as placement place's
+                      --training, --batch-size, --optimizer, --costs (defaults: false,
+                      1 for a symbolic batch dimension, adam, roofline)
   jobs[].request      what it asks for under fifo (its GPU demand under Synergy's
                       policies); above the cluster, its limit or a throughput table's
                       accelerator count: an error, never clipped; limit: the most it can use
   jobs[].host_memory_gb  host memory it needs wherever it runs (default 0)
-  jobs[].accelerator  reference and Piper workloads: which cluster kind runs their
-                      accelerator's work (default: the kind a reference file names,
-                      else the cluster's only accelerator kind)
+  jobs[].accelerator  reference, Piper and throughput-table jobs: which cluster kind
+                      runs their accelerator's work (default: the kind a reference file
+                      names, else the cluster's only accelerator kind)
   jobs[].max_replicas ONNX, Piper and LLM models: most replicas of a stage (default
                       unlimited; 1: an ONNX model's one-device-per-stage curve)
+  jobs[].input        its input pipeline (Synergy's model), per sample:
+                      {"cpu_ms_per_sample": 8.0, "sample_bytes": 110000,
+                       "dataset_gb": 140, "storage_gbps": 0.5}: CPU ms to decode and
+                      augment it, bytes read for it, the dataset (decimal GB, cached in
+                      host memory as it fits) and the storage bandwidth (decimal GB/s,
+                      default cluster.storage_gbps); it runs at the least of its
+                      accelerator, CPU and storage rates. Without input or throughput a
+                      job is fed for free
+  jobs[].throughput   instead of input (model then optional): samples per second
+                      measured at one accelerator count over a full grid of host cores
+                      and memory, {"accelerators": 1, "points": [[cpus, memory_gb,
+                      samples_per_second], ...]}; the job runs on exactly that many
+  cluster.storage_gbps   the input sections' default storage bandwidth (decimal GB/s)
   cluster.servers     how the cluster is cut into servers: a number of identical ones,
                       or [{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]
+                      (default 1: the cluster is one server; --servers overrides it)
 
 Times are in the workloads' unit (ms for ONNX models and LLM model configs).
-More: benchmarks/README_cluster.md.
+More: docs/clusters.md ("Jobs' input pipelines", "The cluster section") and
+benchmarks/README_cluster.md.
 """
 
 
@@ -110,7 +130,8 @@ def add_parser(sub) -> None:
                    help="with proportional, tune, opt: the base scheduler that picks the jobs and their "
                         "GPUs (each round in simulate; default fifo)")
     c.add_argument("--servers", type=int, default=None, metavar="N",
-                   help="cut the cluster into N identical servers (overrides cluster.servers)")
+                   help="cut the cluster into N identical servers for proportional, tune, opt (overrides "
+                        "cluster.servers; default: cluster.servers, else 1, the cluster one server)")
     c.add_argument("--fairness", type=knob, default=None, metavar="F",
                    help="Themis's knob, in (0, 1]: the fraction of most unfair jobs that bid each round. "
                         f"--policy ftf: they bid in an auction that maximises the product of their rho "
@@ -146,7 +167,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placement.inputs import time_limit_seconds
 
-    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, default_cache_dir
+    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, check_model_file, default_cache_dir
     from .formats import read_jobs, with_servers
     from .inputs import job_rates
     from .policies import Capacity
@@ -217,6 +238,8 @@ def run(args) -> int:
                          f"cluster", source=path)
     skipped = ([{"policy": p, "reason": unfit} for p in _SYNERGY] if unfit and args.policy == "all"
                else [])
+    for j in jl.jobs:  # every model file is there before any curve is computed
+        check_model_file(j)
     cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
     verbose = args.progress or (sys.stderr.isatty() and not args.json)
     curves = []

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "job_graph",
            "default_cache_dir", "DEFAULT_CURVE_TIME_LIMIT", "DEFAULT_SOLVE_TIME_LIMIT", "problem_curve",
-           "piper_problem", "onnx_curve", "llm_curve", "faster_of"]
+           "piper_problem", "onnx_curve", "llm_curve", "faster_of", "check_model_file"]
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
 #: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
@@ -375,11 +375,21 @@ def job_devices(job: JobSpec, cluster: ClusterSpec):
     return DeviceSet(tuple(s for s, _ in kept), tuple(c for _, c in kept))
 
 
+def check_model_file(job: JobSpec) -> None:
+    """An :class:`InputError` naming the job and its model file when that file is not there (a job given
+    by a measured table alone has none to check)."""
+    if not job.model or os.path.isfile(job.model):
+        return
+    what = "no such file" if not os.path.exists(job.model) else "not a file"
+    raise InputError(f"job {job.name!r} (jobs[{job.index}]): model: {what}", source=job.model)
+
+
 def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = None,
               curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
               solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT) -> JobCurve:
     """The job's curve on the shared cluster, from ``cache`` when it holds it."""
     cache = cache if cache is not None else CurveCache()
+    check_model_file(job)
     key = {
         "format": CURVE_FORMAT, "model": os.path.abspath(job.model), "sha256": cache.file_hash(job.model),
         "cluster": [[s.name, c, h] for s, c, h in zip(cluster.devices.specs, cluster.counts, cluster.host)],
