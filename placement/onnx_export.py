@@ -237,12 +237,16 @@ def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
     per tensor-parallel rank (``Split.replica_devices``; the manifest's ``replicas`` and
     ``replica_devices``). A stage of
     tensor-parallel degree ``t > 1`` is split ``t`` ways (:mod:`placement.tensor_parallel`): its
-    :class:`SubModel` has ``tp`` set, and its ``model`` is ``tp.ranks`` (rank by segment)."""
+    :class:`SubModel` has ``tp`` set, and its ``model`` is ``tp.ranks`` (rank by segment). The result
+    lists its stages in pipeline order, and sub-model ``k`` is the ``k``-th stage it lists: stages whose
+    data flows against the order they are listed in (or leaves a stage and comes back to it) raise
+    :class:`InputError` naming them."""
     import dataclasses
 
     stages = replica_plan(data)
     graph = front_end_graph(model, data) if any(s["t"] > 1 for s in stages) else None
     split = split_model(model, device_result(data), source=source, graph=graph)
+    _refuse_out_of_order(split, stages, source)
     if graph is not None:
         from .tensor_parallel import split_layout, tensor_parallel_stage
 
@@ -266,6 +270,25 @@ def split_stages(model, data: Mapping, *, source: str | None = None) -> Split:
         st = stages[s.stage]
         reps.append(tuple(tuple(st["devices"][q * st["t"]:(q + 1) * st["t"]]) for q in range(st["d"])))
     return dataclasses.replace(split, replica_devices=tuple(reps))
+
+
+def _refuse_out_of_order(split: Split, stages: list[dict], source: str | None) -> None:
+    """A stage plan's cut runs its stages in the order its data flows through them (:func:`plan_split`),
+    which must be the order the result lists them in: the stage plan's order, by which ``split``
+    numbers its files and ``run`` lines its prediction up with its rows."""
+    order = [s.stage for s in split.submodels]
+    if all(a < b for a, b in zip(order, order[1:])):
+        return
+    name = {k: f"stages[{k}] ({_group_name(st['devices'])})" for k, st in enumerate(stages)}
+    again = [k for k in dict.fromkeys(order) if order.count(k) > 1]
+    if again:
+        raise InputError(f"{name[again[0]]} is not one stage of a pipeline: the data leaves it and comes "
+                         f"back ({order.count(again[0])} parts); a stage's nodes must take the data from "
+                         f"the stages listed before it and pass it on to those listed after", source=source)
+    flow = " -> ".join(name[k] for k in order)
+    raise InputError(f"the stages are not listed in pipeline order: the data flows {flow}; a stage plan "
+                     f"lists its 'stages' in pipeline order, each after every stage it receives from",
+                     source=source)
 
 
 # --------------------------------------------------------------------------- annotation
