@@ -2,7 +2,10 @@
 
 Each sample (one unit of the job's ``samples``: one pass of its graph) is read from storage or from a
 cache of the dataset in host memory, decoded and augmented on host CPU cores, then processed by the
-accelerator pipeline. Rates are in samples per millisecond, the simulation's time unit.
+accelerator pipeline. Rates are in samples per unit of the job's stage curve's time (its ``unit``: ms,
+the simulation's usual unit; s for a Piper-format workload; a reference workload's own unit read as ms).
+The section's figures are in ms and GB/s: :class:`AnalyticRate` converts them into the curve's unit in one
+place (``ms_per_unit``), and the formulas below read "ms" as that unit.
 
 **The analytic model** (a job's ``input`` section). With ``g`` accelerators, ``c`` host cores and ``m``
 bytes of host memory, the job picks a placement ``p`` of its graph: an efficient point of its
@@ -53,43 +56,64 @@ from .curves import CurveCache, CurvePoint, JobCurve, job_curve
 from .formats import ClusterSpec, InputSpec, JobSpec, ThroughputTable
 
 __all__ = ["PipelineCurve", "AnalyticRate", "TableRate", "pipeline_curve", "table_curve", "job_rates",
-           "storage_rate", "cpu_rate", "cache_needed", "CACHE_LEVELS"]
+           "storage_rate", "cpu_rate", "cache_needed", "CACHE_LEVELS", "MS_PER_UNIT"]
 
 CACHE_LEVELS = 8  # option cache sizes: multiples of dataset / CACHE_LEVELS
 _TOL = 1e-9
 
 
+#: milliseconds per unit of a stage curve's time, for the units an input section's figures convert into;
+#: a curve that says no unit (a reference workload's own), or another one, has its times read as ms
+MS_PER_UNIT = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3}
+
+
 # --------------------------------------------------------------------------- the three rates
-def cpu_rate(inp: InputSpec, cores: float) -> float:
-    """Samples per ms that ``cores`` feeding cores preprocess."""
+def _cpu_per_sample(inp: InputSpec, ms_per_unit: float) -> float:
+    """CPU time per sample in the curve's unit."""
+    return inp.cpu_ms_per_sample / ms_per_unit
+
+
+def _bandwidth(inp: InputSpec, ms_per_unit: float) -> float:
+    """Storage bytes per unit of the curve's time."""
+    return inp.storage_bytes_per_s / 1e3 * ms_per_unit
+
+
+def cpu_rate(inp: InputSpec, cores: float, ms_per_unit: float = 1.0) -> float:
+    """Samples per unit (ms by default; ``ms_per_unit`` ms each) that ``cores`` feeding cores preprocess."""
     if inp.cpu_ms_per_sample == 0:
         return math.inf
-    return max(0.0, cores) / inp.cpu_ms_per_sample
+    return max(0.0, cores) / _cpu_per_sample(inp, ms_per_unit)
 
 
-def storage_rate(inp: InputSpec, cache: float) -> float:
-    """Samples per ms that storage sustains when ``cache`` bytes of the dataset sit in host memory."""
+def storage_rate(inp: InputSpec, cache: float, ms_per_unit: float = 1.0) -> float:
+    """Samples per unit (ms by default) that storage sustains when ``cache`` bytes of the dataset sit in
+    host memory."""
     f = 1.0 if inp.dataset_bytes <= cache else max(0.0, cache) / inp.dataset_bytes
     if f >= 1.0 or inp.sample_bytes == 0:
         return math.inf
-    return inp.storage_bytes_per_s / 1e3 / ((1.0 - f) * inp.sample_bytes)
+    return _bandwidth(inp, ms_per_unit) / ((1.0 - f) * inp.sample_bytes)
 
 
-def cache_needed(inp: InputSpec, rate: float) -> float:
-    """The smallest cache (bytes) at which storage sustains ``rate`` samples per ms."""
+def cache_needed(inp: InputSpec, rate: float, ms_per_unit: float = 1.0) -> float:
+    """The smallest cache (bytes) at which storage sustains ``rate`` samples per unit (ms by default)."""
     if inp.sample_bytes == 0 or rate <= 0:
         return 0.0
     if not math.isfinite(rate):
         return inp.dataset_bytes
-    return inp.dataset_bytes * max(0.0, 1.0 - inp.storage_bytes_per_s / 1e3 / (rate * inp.sample_bytes))
+    return inp.dataset_bytes * max(0.0, 1.0 - _bandwidth(inp, ms_per_unit) / (rate * inp.sample_bytes))
 
 
 # --------------------------------------------------------------------------- rate functions
 class AnalyticRate:
-    """``rate(counts, memory)`` of the analytic model over a job's accelerator (stage) curve."""
+    """``rate(counts, memory)`` of the analytic model over a job's accelerator (stage) curve, in samples per
+    unit of the curve's time: the input section's ms and GB/s are converted by ``ms_per_unit`` (the
+    milliseconds in one unit of the curve: 1 for ms, 1000 for s), here and nowhere else."""
 
     def __init__(self, stage: JobCurve, inp: InputSpec) -> None:
         self.stage, self.input = stage, inp
+        self.ms_per_unit = MS_PER_UNIT.get(stage.unit, 1.0)
+        self.cpu = _cpu_per_sample(inp, self.ms_per_unit)  # CPU time per sample, in the curve's unit
+        self.bandwidth = _bandwidth(inp, self.ms_per_unit)  # storage bytes per unit of the curve's time
         self.h = next((t for t, x in enumerate(stage.host) if x), None)
         pts = stage.points
         self.P = np.array([p.counts for p in pts], dtype=np.int64).reshape(len(pts), len(stage.kinds))
@@ -103,7 +127,7 @@ class AnalyticRate:
         feed = (counts[self.h] - self.P[:, self.h]) if self.h is not None else np.zeros(len(self.t))
         r_acc = 1.0 / self.t
         r_cpu = (np.full(len(self.t), math.inf) if inp.cpu_ms_per_sample == 0
-                 else feed / inp.cpu_ms_per_sample)
+                 else feed / self.cpu)
         cache = np.asarray(cache, dtype=float)
         if inp.sample_bytes == 0:
             r_sto = np.full(cache.shape, math.inf)
@@ -111,7 +135,7 @@ class AnalyticRate:
             f = np.ones(cache.shape) if inp.dataset_bytes == 0 else np.clip(cache / inp.dataset_bytes, 0, 1)
             with np.errstate(divide="ignore"):
                 r_sto = np.where(f >= 1.0, math.inf,
-                                 inp.storage_bytes_per_s / 1e3 / ((1.0 - f) * inp.sample_bytes))
+                                 self.bandwidth / ((1.0 - f) * inp.sample_bytes))
         r = np.minimum(np.minimum(r_acc, r_cpu)[:, None], r_sto)
         return r, fits
 
@@ -123,9 +147,9 @@ class AnalyticRate:
             if self.input.cpu_ms_per_sample == 0:
                 need = 0
             else:
-                need = min(feed, max(0, math.ceil(rate * self.input.cpu_ms_per_sample - _TOL)))
+                need = min(feed, max(0, math.ceil(rate * self.cpu - _TOL)))
             u[self.h] += need
-        return tuple(int(x) for x in u), float(self.M[k] + cache_needed(self.input, rate))
+        return tuple(int(x) for x in u), float(self.M[k] + cache_needed(self.input, rate, self.ms_per_unit))
 
     def _best(self, counts: Sequence[int], memory: float):
         """``(rate, stage point index, used devices, used memory)``; index ``None`` when nothing runs."""
@@ -148,14 +172,14 @@ class AnalyticRate:
         return rate, used, mem
 
     def breakdown(self, counts: Sequence[int], memory: float) -> dict[str, float]:
-        """The three rates (samples per ms) of the placement the job runs on this allocation (devices and
-        memory held): which one binds."""
+        """The three rates (samples per unit of the curve's time) of the placement the job runs on this
+        allocation (devices and memory held): which one binds."""
         _, k, _, _ = self._best(counts, memory)
         if k is None:
             return {"accelerator": 0.0, "cpu": 0.0, "storage": 0.0}
         feed = (counts[self.h] - self.P[k][self.h]) if self.h is not None else 0
-        return {"accelerator": float(1 / self.t[k]), "cpu": cpu_rate(self.input, feed),
-                "storage": storage_rate(self.input, memory - self.M[k])}
+        return {"accelerator": float(1 / self.t[k]), "cpu": cpu_rate(self.input, feed, self.ms_per_unit),
+                "storage": storage_rate(self.input, memory - self.M[k], self.ms_per_unit)}
 
     def options(self, limits: Sequence[int]) -> list[tuple[tuple[int, ...], float, float]]:
         """(used devices, used memory, rate) at every device vector and cache level (before filtering)."""
@@ -301,14 +325,19 @@ def _curve(rate, kinds, limits, host, base_memory, unit, method, exact, seconds,
 def pipeline_curve(stage: JobCurve, inp: InputSpec) -> PipelineCurve:
     """The analytic input-pipeline curve over an accelerator (stage) curve, in the stage curve's time
     unit: an input section changes a job's rate, never its unit, so a job on a workload keeps the unit
-    it has without one. The section's figures are milliseconds and seconds; a stage curve that says no
-    unit (a reference-format workload's own) has its times read as milliseconds against them, and says
-    so in a note."""
+    it has without one. The section's figures are milliseconds and seconds, converted into the curve's
+    unit (ms, s or us; a Piper workload's curve is in s); a stage curve that says no unit (a
+    reference-format workload's own) or a unit it does not know has its times read as milliseconds
+    against them, and says so in a note."""
     notes = stage.notes
     if not stage.unit:
         notes += ("its workload says no time unit (a reference-format workload's own): its input "
                   "section's figures (ms, GB/s) take its times as ms; a workload in ms says so with "
                   "\"unit\": \"ms\"",)
+    elif stage.unit not in MS_PER_UNIT:
+        notes += (f"its workload's time unit {stage.unit!r} is not one its input section's figures "
+                  f"(ms, GB/s) convert into ({', '.join(u for u in MS_PER_UNIT if u)}): they take its "
+                  f"times as ms",)
     return _curve(AnalyticRate(stage, inp), stage.kinds, stage.limits, stage.host, stage.base_memory,
                   stage.unit, stage.method + "+input", stage.exact, stage.seconds, notes)
 
