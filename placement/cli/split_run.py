@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     t.add_argument("--verify", action="store_true", help="run model and stages and compare their outputs")
     t.add_argument("--tolerance", type=float, default=1e-4, help="largest absolute difference accepted "
                    "by --verify (default 1e-4)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    t.add_argument("--seed", type=int, default=0, help="seed of --verify's random inputs and weights "
+                   "(default 0)")
     _add_input_shape_options(t)
 
     r = sub.add_parser("run", help="run a placement as a pipeline of processes", description="Split the "
@@ -62,7 +63,7 @@ def add_parser(sub) -> None:
     r.add_argument("--optimize", action="store_true", help="let onnxruntime optimise the stage graphs "
                    "(off by default, as when profiling costs)")
     r.add_argument("--no-check", action="store_true", help="do not compare outputs with the whole model")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs and weights (default 0)")
     r.add_argument("--json", action="store_true", help="print the measurements as JSON")
     _add_input_shape_options(r)
 
@@ -104,11 +105,14 @@ def _dims(args) -> dict:
     return dims
 
 
-def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: bool) -> dict:
+def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: bool,
+                 model_dims: set[str] | None = None) -> dict:
     """The symbolic input dimensions to feed, the ``result``'s (read from ``result_path``) recorded ones
     unless given again; sets ``args.batch_size`` likewise (else 1). ``strict`` (run, whose prediction is
     for the recorded shape): a batch size or dimension given that differs from the recorded one is
-    refused. ``given``: the ``--dim`` values, as :func:`_dims` parsed them."""
+    refused; one the model does not have (``model_dims``: those it has, :func:`_model_dims`) changes
+    nothing, and :func:`_warn_unknown_dims` says so. ``given``: the ``--dim`` values, as :func:`_dims`
+    parsed them."""
     from ..results import recorded_input_shape
 
     batch, dims = recorded_input_shape(result)
@@ -121,7 +125,8 @@ def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: b
 
         # a batch-like dimension given at the recorded batch size restates it (--dim batch=1 at batch 1)
         other = {k: v for k, v in given.items() if dims.get(k) != v
-                 and not (k not in dims and k.lower() in BATCH_NAMES and v == (batch or 1))}
+                 and not (k not in dims and k.lower() in BATCH_NAMES and v == (batch or 1))
+                 and (model_dims is None or k in model_dims)}
         if other:
             flags = " ".join(f"--dim {k}={v}" for k, v in other.items())
             was = ", ".join(f"{k}={dims[k]}" if k in dims else f"batch size {batch or 1}"
@@ -133,10 +138,15 @@ def _input_shape(args, given: dict, result: dict, result_path: str, *, strict: b
     return {**(dims or {}), **given}
 
 
+def _model_dims(model) -> set[str]:
+    """The names of the symbolic dimensions of ``model``'s inputs."""
+    return {d.dim_param for vi in model.graph.input if vi.type.HasField("tensor_type")
+            for d in vi.type.tensor_type.shape.dim if d.dim_param}
+
+
 def _warn_unknown_dims(model, dims: dict) -> None:
     """A --dim naming no symbolic dimension of the model's inputs changes nothing: say so."""
-    names = {d.dim_param for vi in model.graph.input if vi.type.HasField("tensor_type")
-             for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    names = _model_dims(model)
     unknown = sorted(set(dims) - names)
     if unknown:
         print(f"warning: --dim {', '.join(unknown)}: no input of the model has such a dimension "
@@ -200,7 +210,7 @@ def run_split(args) -> int:
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
 
     if not (args.tolerance >= 0 and math.isfinite(args.tolerance)):
-        raise UsageError(f"--tolerance must be a non-negative number, got {args.tolerance!r}")
+        raise UsageError(f"--tolerance must be a finite non-negative number, got {args.tolerance!r}")
     if not args.verify:  # the verify options do nothing without it: refused, not ignored
         for flag, value, default in (("--tolerance", args.tolerance, 1e-4), ("--seed", args.seed, 0),
                                      ("--batch-size", args.batch_size, None), ("--dim", args.dim, None)):
@@ -321,8 +331,9 @@ def run_run(args) -> int:
     )
     from ..results import checked_result
 
-    if (args.samples is not None and args.samples < 1) or args.threads < 1:
-        raise UsageError("placement run: --samples and --threads must be at least 1")
+    for flag, value in (("--samples", args.samples), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            raise UsageError(f"placement run: {flag} must be at least 1, got {value}")
     if args.seed < 0:  # numpy's generator takes no negative seed
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     _check_inputs(args)
@@ -337,11 +348,11 @@ def run_run(args) -> int:
     refuse_not_result(args.result, "run", data)  # a workload, a frontier...: said so
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "run", args.result)
-    dims = _input_shape(args, given_dims, data, args.result, strict=True)
+    model = _read_model(args.model)  # first: a --dim it has no dimension for is said so, not refused
+    dims = _input_shape(args, given_dims, data, args.result, strict=True, model_dims=_model_dims(model))
     runs, rounded = runs_for_samples(args.samples, args.batch_size)  # --samples counts samples, not batches
     if rounded:
         print(f"note: {rounded}", file=sys.stderr)
-    model = _read_model(args.model)
     _warn_unknown_dims(model, dims)
     # the prediction first: its notes (a plan edited by hand, a model not rebuilt) come before the run
     # a training plan runs its forward pass only: it is predicted so, where the forward part can be told
