@@ -314,7 +314,7 @@ def test_cli_place_and_inspect(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "parameters: 1,235,496" in text and "largest tensors" in text and "FLOPs" in text
     w = read_workload(ref)  # the reference reader takes the annotated graph
-    assert w.graph.num_nodes == 66 and w.cluster.kind("accelerator").count == 2
+    assert w.graph.num_nodes == 66 and w.cluster.kind("t4").count == 2  # the kind inspect -o names
     assert json.loads(ref.read_text())["nodes"][0]["opType"] == "Conv"
     # and the placer takes it too
     assert main(["place", str(ref)]) == 0
