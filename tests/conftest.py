@@ -22,3 +22,27 @@ def example_onnx(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("example") / "model.onnx")
     assert main(["example", path, "--layers", "2"]) == 0
     return path
+
+
+@pytest.fixture(scope="session")
+def gpt2_4l_onnx(tmp_path_factory) -> str:
+    """A 4-layer GPT-2-style ``torch.onnx`` export with a symbolic batch (tests/test_frontier_cli.py and
+    tests/test_frontier_interrupt.py run it; exported once)."""
+    pytest.importorskip("torch")
+    from tests.torch_models import export_onnx, gpt2, tokens
+
+    path = tmp_path_factory.mktemp("gpt2") / "gpt2_4l.onnx"
+    return export_onnx(gpt2(layers=4, hidden=64, heads=4, vocab=128, positions=32), path, tokens(1, 16, 128))
+
+
+@pytest.fixture(scope="session")
+def llama_4l_onnx(tmp_path_factory) -> str:
+    """A 4-layer Llama-style ``torch.onnx`` export with a symbolic batch: 13,719 DP ideals (its shape
+    arithmetic folded by the front end), and the DP over every allocation of a100:2,t4:2 takes about
+    45 s on a CPU of the CI's kind (tests/test_frontier_cli.py and tests/test_frontier_interrupt.py run
+    it; exported once)."""
+    pytest.importorskip("torch")
+    from tests.torch_models import export_onnx, llama, tokens
+
+    path = tmp_path_factory.mktemp("llama") / "llama_4l.onnx"
+    return export_onnx(llama(layers=4, hidden=64, heads=4, kv_heads=2, ffn=128), path, tokens(1, 16, 256))

@@ -273,7 +273,7 @@ def _exhaustive(jobs, cap, shares, floors, cores_step=1, mem_steps=40):
     memory (``mem_steps`` equal parts), each job at its exact rate, none below its floor."""
     T_acc, T_cpu = cap.counts
     per_job = []
-    for j in jobs:
+    for j, f in zip(jobs, floors):
         opts = []
         for a in range(T_acc + 1):
             for c in range(0, T_cpu + 1, cores_step):
@@ -281,14 +281,22 @@ def _exhaustive(jobs, cap, shares, floors, cores_step=1, mem_steps=40):
                     m = cap.host_memory * k / mem_steps
                     p = j.curve.best_within((a, c), m)
                     opts.append((a, c, k, 0.0 if p is None else 1 / p.time_per_sample))
-        per_job.append(opts)
+        # a job's option below its floor is in no split the search counts: left out here once (it was
+        # skipped in every split it was in, as a split over the capacity is; the same splits are scored)
+        per_job.append([o for o in opts if not o[3] < f * (1 - 1e-9)])
     best = -1.0
-    for combo in itertools.product(*per_job):
-        if (sum(o[0] for o in combo) > T_acc or sum(o[1] for o in combo) > T_cpu
-                or sum(o[2] for o in combo) > mem_steps):
-            continue
-        if any(o[3] < f * (1 - 1e-9) for o, f in zip(combo, floors)):
-            continue
+
+    def splits(i: int, acc: int, cpu: int, mem: int, combo: tuple):
+        """Every split of the jobs from ``i`` on within what the jobs before it (``combo``) left; a
+        partial split over the capacity stays over it (no option takes a negative amount)."""
+        if i == len(per_job):
+            yield combo
+            return
+        for o in per_job[i]:
+            if acc + o[0] <= T_acc and cpu + o[1] <= T_cpu and mem + o[2] <= mem_steps:
+                yield from splits(i + 1, acc + o[0], cpu + o[1], mem + o[2], combo + (o,))
+
+    for combo in splits(0, 0, 0, 0, ()):
         best = max(best, sum(s * o[3] for s, o in zip(shares, combo)))
     return best
 

@@ -15,6 +15,11 @@ Here: the shell blocks (``sh``) of the pages in PAGES run, each in a fresh folde
   it, and test_the_gpu_block_refuses_a_machine_without_cuda then runs it to its one-line refusal;
 * ``placement calibrate KIND`` running micro-benchmarks gets ``--budget 0.02 --cap 0.05`` (QUICK): its
   figures are not checked, and as typed it takes 1-2 minutes (test_calibration_blocks_as_typed, slow);
+* ``placement frontier ... --time-limit S`` with S above FRONTIER_LIMIT runs with ``--time-limit``
+  FRONTIER_LIMIT: the command searches until its limit whatever it is (as typed, 10 and 20 s: a fifth
+  of this runner's time), and no output of it is checked; as typed, the blocks run in
+  test_frontier_blocks_as_typed (slow). The frontier's stops (time limit, --max-points) are
+  tests/test_frontier_cli.py's;
 * an output block (``text``) in OUTPUTS is compared with what its command prints or writes: every line
   shown is printed, in that order; ``...`` stands for text left out, and in lines whose figures vary
   from run to run (timings, measured rates) a number matches any number.
@@ -42,6 +47,7 @@ PAGES = ["README.md", "docs/cli.md", "docs/solvers.md", "docs/serving.md", "docs
          "docs/library.md", "docs/performance.md", "docs/calibration.md", "docs/llm_serving.md"]
 README_INSTALL = "pip install . && "
 QUICK = "--budget 0.02 --cap 0.05"
+FRONTIER_LIMIT = 3  # seconds: a frontier line's --time-limit in the default run (see the module doc)
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 
 
@@ -87,6 +93,17 @@ def _quick(block: str) -> str:
             line = f"{cmd.rstrip()} {QUICK}" + (f"  #{comment}" if hash_ else "")
         lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _short(block: str) -> str:
+    """``block`` with each ``placement frontier`` line's ``--time-limit S`` above FRONTIER_LIMIT lowered to
+    it (the module doc)."""
+    def lower(m: re.Match) -> str:
+        return f"--time-limit {FRONTIER_LIMIT}" if float(m.group(1)) > FRONTIER_LIMIT else m.group(0)
+
+    return "\n".join(re.sub(r"--time-limit (\d+(?:\.\d+)?)\b", lower, line)
+                     if re.match(r"placement frontier\b", line) else line
+                     for line in block.splitlines()) + "\n"
 
 
 def _cuda() -> bool:
@@ -191,7 +208,7 @@ def test_the_pages_have_runnable_examples():
 def test_shell_block_runs(tmp_path, page, index, block):
     if "benchmarks/gpu_calibrate.sh" in block and not _cuda():
         pytest.skip("needs onnxruntime's CUDA execution provider (test_the_gpu_block_refuses_... runs it)")
-    run, cwd = _run(_quick(block), tmp_path)
+    run, cwd = _run(_short(_quick(block)), tmp_path)
     assert run.returncode == 0, \
         f"{page} block {index} failed:\n{block}\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
     for p, command, first, check in OUTPUTS:
@@ -246,6 +263,30 @@ def test_the_quick_calibrations_are_the_micro_benchmark_lines():
 @pytest.mark.parametrize("page, index, block", QUICKENED, ids=[f"{p}#{i}" for p, i, _ in QUICKENED])
 def test_calibration_blocks_as_typed(tmp_path, page, index, block):
     run, _ = _run(block, tmp_path)
+    assert run.returncode == 0, f"{page} block {index} failed:\n{block}\n{run.stderr[-2000:]}"
+
+
+SHORTENED = [(page, i, block) for page, i, block in CASES if _short(block) != block]
+
+
+def test_the_shortened_blocks_are_the_frontier_lines():
+    """_short changes the --time-limit of the frontier lines only, nothing else of them or of the block."""
+    assert [(page, i) for page, i, _ in SHORTENED] == [("docs/serving.md", 0), ("docs/serving.md", 1)]
+    for _, _, block in SHORTENED:
+        lines, short = block.splitlines(), _short(block).splitlines()
+        assert len(lines) == len(short)
+        changed = [(a, b) for a, b in zip(lines, short) if a != b]
+        assert changed and all(a.startswith("placement frontier ") for a, _ in changed)
+        for a, b in changed:
+            assert re.sub(r"--time-limit \S+", "", a) == re.sub(r"--time-limit \S+", "", b)
+            assert f"--time-limit {FRONTIER_LIMIT} " in b + " "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page, index, block", SHORTENED, ids=[f"{p}#{i}" for p, i, _ in SHORTENED])
+def test_frontier_blocks_as_typed(tmp_path, page, index, block):
+    """The blocks test_shell_block_runs runs with a shorter frontier --time-limit, as typed."""
+    run, _ = _run(_quick(block), tmp_path)
     assert run.returncode == 0, f"{page} block {index} failed:\n{block}\n{run.stderr[-2000:]}"
 
 

@@ -27,24 +27,13 @@ def cnn(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gpt2_model(tmp_path_factory):
-    pytest.importorskip("torch")
-    from tests.torch_models import export_onnx, gpt2, tokens
-
-    path = tmp_path_factory.mktemp("gpt2") / "gpt2_4l.onnx"
-    return export_onnx(gpt2(layers=4, hidden=64, heads=4, vocab=128, positions=32), path, tokens(1, 16, 128))
+def gpt2_model(gpt2_4l_onnx):
+    return gpt2_4l_onnx  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def llama_model(tmp_path_factory):
-    """A 4-layer Llama-style ``torch.onnx`` export with a symbolic batch: 13,719 DP ideals (its shape
-    arithmetic folded by the front end), and the DP over every allocation of a100:2,t4:2 takes about
-    45 s on a CPU of the CI's kind."""
-    pytest.importorskip("torch")
-    from tests.torch_models import export_onnx, llama, tokens
-
-    path = tmp_path_factory.mktemp("llama") / "llama_4l.onnx"
-    return export_onnx(llama(layers=4, hidden=64, heads=4, kv_heads=2, ffn=128), path, tokens(1, 16, 256))
+def llama_model(llama_4l_onnx):
+    return llama_4l_onnx  # tests/conftest.py: the DP over every allocation of a100:2,t4:2 takes ~45 s
 
 
 def _timed_run(argv: list[str], ceiling: float) -> tuple[int, list[tuple[float, str]], str, float]:
@@ -65,10 +54,11 @@ def _timed_run(argv: list[str], ceiling: float) -> tuple[int, list[tuple[float, 
 
 def test_frontier_prints_points_as_found_and_keeps_to_its_time_limit(gpt2_model, tmp_path):
     """A 4-layer GPT-2 torch.onnx export (symbolic batch; the frontier proves none of its points in
-    12 s): the first point comes while the command still works, the command ends near its time
-    limit with what it found, labelled, and every written plan re-evaluates to its figures."""
+    8 s): the first point comes while the command still works, the command ends near its time
+    limit with what it found, labelled, and every written plan re-evaluates to its figures. (12 s
+    before: the first point comes about 2 s in, the same three points by 6 s, on 2 busy cores.)"""
     out = tmp_path / "f.json"
-    limit = 12.0
+    limit = 8.0
     rc, lines, err, wall = _timed_run(["frontier", gpt2_model, "--devices", "a100:2,t4:2", "--time-limit",
                                        str(limit), "--out", str(out), "--max-replicas", "1"],
                                       ceiling=limit + 30)
@@ -89,7 +79,7 @@ def test_frontier_prints_points_as_found_and_keeps_to_its_time_limit(gpt2_model,
 
     w = batch_workload(gpt2_model, "a100:2,t4:2", 1)
     for p in data["points"]:
-        assert p["proven"] is False  # nothing is proven in 12 s on this model
+        assert p["proven"] is False  # nothing is proven in 8 s on this model
         plan = json.loads(open(p["plan_file"]).read())
         a = assignment_from_result(plan, w.graph, w.cluster, source=p["plan_file"])
         assert evaluate(w.graph, w.cluster, a).max_load == pytest.approx(p["max_load_ms"], rel=1e-9)
@@ -282,11 +272,13 @@ def test_slo_ip_stop_skips_the_program(cnn):
 def test_frontier_says_how_far_the_stage_frontier_is_proven(tmp_path, capsys):
     """On a model with layer nodes whose operator-node frontier does not close in the time: the
     layer-node plans' frontier is complete and said to be so, each of its points proven among layer
-    plans only, never called a frontier point of the stage model."""
+    plans only, never called a frontier point of the stage model. (A 2 s limit already completes the
+    layer-node frontier on 2 busy cores; the limit, 10 s before, is 5 s: the time past that goes to the
+    one-device-per-stage search, which is not what is checked here.)"""
     model = str(tmp_path / "bert.onnx")
     assert main(["example", model, "--layers", "2"]) == 0
     out = tmp_path / "f.json"
-    assert main(["frontier", model, "--devices", "a100:1,t4:1,cpu:2", "--time-limit", "10",
+    assert main(["frontier", model, "--devices", "a100:1,t4:1,cpu:2", "--time-limit", "5",
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
     data = json.loads(out.read_text())

@@ -32,21 +32,13 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 
 @pytest.fixture(scope="module")
-def gpt2_model(tmp_path_factory):
-    pytest.importorskip("torch")
-    from tests.torch_models import export_onnx, gpt2, tokens
-
-    path = tmp_path_factory.mktemp("gpt2") / "gpt2_4l.onnx"
-    return export_onnx(gpt2(layers=4, hidden=64, heads=4, vocab=128, positions=32), path, tokens(1, 16, 128))
+def gpt2_model(gpt2_4l_onnx):
+    return gpt2_4l_onnx  # tests/conftest.py, the export tests/test_frontier_cli.py runs too
 
 
 @pytest.fixture(scope="module")
-def llama_model(tmp_path_factory):
-    pytest.importorskip("torch")
-    from tests.torch_models import export_onnx, llama, tokens
-
-    path = tmp_path_factory.mktemp("llama") / "llama_4l.onnx"
-    return export_onnx(llama(layers=4, hidden=64, heads=4, kv_heads=2, ffn=128), path, tokens(1, 16, 256))
+def llama_model(llama_4l_onnx):
+    return llama_4l_onnx  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,27 @@ registry is the one list of solver names."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 import networkx as nx
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 PACKAGES = ("graphs", "solvers", "placement")
+
+
+@functools.cache
+def _parsed(path: str, stamp: tuple[int, int]) -> ast.Module:
+    with open(path, encoding="utf-8") as fh:
+        return ast.parse(fh.read())
+
+
+def _tree(path) -> ast.Module:
+    """The syntax tree of the file at ``path``, parsed once for the tests here (the four read the same
+    files; none changes a tree), again when the file changed."""
+    path = os.path.abspath(path)
+    st = os.stat(path)
+    return _parsed(path, (st.st_mtime_ns, st.st_size))
 
 
 def _module(path: str) -> str:
@@ -30,9 +45,7 @@ def import_graph() -> nx.DiGraph:
     for name, path in modules.items():
         g.add_node(name)
         is_pkg = path.endswith("__init__.py")
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-        for node in ast.walk(tree):
+        for node in ast.walk(_tree(path)):
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -93,7 +106,7 @@ def test_one_list_of_solver_names():
             rel = f.relative_to(root).as_posix()
             if rel == "solvers/registry.py":
                 continue
-            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            for node in ast.walk(_tree(f)):
                 if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
                     names = tuple(e.value for e in node.elts
                                   if isinstance(e, ast.Constant) and e.value in SOLVERS)
@@ -120,7 +133,7 @@ def test_every_import_of_the_project_names_what_exists():
                 path = os.path.join(dirpath, f)
                 name = _module(path)
                 is_pkg = f == "__init__.py"
-                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                for node in ast.walk(_tree(path)):
                     if not isinstance(node, ast.ImportFrom):
                         continue
                     base = node.module or ""

@@ -6,6 +6,7 @@ frontier's refusal) against the single-batch place path and by hand."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -111,12 +112,16 @@ def test_kernel_loading_before_the_clock_does_not_use_up_the_refinements_time(mo
     assert "operator granularity: " in ans.message and "no time left" not in ans.message
     assert ans.time < 0.5
 
-def _brute_cheapest(p, prices, target, latency=None):
+def _brute_cheapest(p, prices, target, latency=None, plans_at=None):
+    """The least price of an allocation some plan of which serves ``target`` (under ``latency``); the
+    plans of an allocation ``c`` are ``plans_at(c)`` (all_plans of ``p.with_counts(c)``, listed once per
+    problem by the caller: it asks for the same allocations at each target)."""
+    plans_at = plans_at or (lambda c: all_plans(p.with_counts(c)))
     best = None
     for c in itertools.product(*(range(k.count + 1) for k in p.kinds)):
         if sum(c) == 0:
             continue
-        plans = all_plans(p.with_counts(c))
+        plans = plans_at(c)
         ok = [e for e in plans if 1 / e.objective >= target * (1 - 1e-12)
               and (latency is None or e.latency <= latency * (1 + 1e-12))]
         price = float(np.dot(c, prices))
@@ -132,11 +137,14 @@ def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
         plans = all_plans(p)
         if not plans:
             continue
+        # every plan of each allocation, listed once for the problem (the brute force of each target,
+        # the curve's checks and the latency target's ask for the same allocations)
+        plans_at = functools.cache(lambda c, p=p: all_plans(p.with_counts(tuple(c))))
         prices = rng.uniform(0.5, 3.0, len(p.kinds)).round(2)
         objs = sorted(e.objective for e in plans)
         for target in (1 / objs[-1], 1 / objs[len(objs) // 2], 1 / objs[0], 2 / objs[0]):
             pv, sub = ss.provision(p, prices, target, ARGS)
-            want = _brute_cheapest(p, prices, target)
+            want = _brute_cheapest(p, prices, target, plans_at=plans_at)
             assert pv.proven
             if want is None:
                 assert pv.best is None
@@ -146,13 +154,13 @@ def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
             # the curve of the allocations solved: each serves what it says, an allocation whose plan
             # left devices idle standing as the devices its plan uses (so none pays for an idle one)
             for e in pv.efficient:
-                best_here = max(1 / x.objective for x in all_plans(p.with_counts(e.counts)))
+                best_here = max(1 / x.objective for x in plans_at(tuple(e.counts)))
                 assert e.samples_per_s == pytest.approx(best_here, rel=1e-9), e
                 assert e.price == pytest.approx(float(np.dot(e.counts, prices)))
                 for k in range(len(e.counts)):  # one device fewer serves less
                     if e.counts[k]:
                         fewer = tuple(c - (i == k) for i, c in enumerate(e.counts))
-                        there = all_plans(p.with_counts(fewer)) if sum(fewer) else []
+                        there = plans_at(fewer) if sum(fewer) else []
                         assert max((1 / x.objective for x in there), default=0.0) <= \
                             e.samples_per_s * (1 + 1e-9), (e, fewer)
             ev = evaluate_plan(sub, [s.stage for s in pv.solution.evaluation.stages])
@@ -161,7 +169,7 @@ def test_provision_is_the_cheapest_allocation_of_brute_force(seed):
         lat = sorted(e.latency for e in plans)[len(plans) // 2]
         target = 1 / objs[-1]
         pv, _ = ss.provision(p, prices, target, ARGS, latency_slo=lat * 1e3)
-        want = _brute_cheapest(p, prices, target, lat)
+        want = _brute_cheapest(p, prices, target, lat, plans_at=plans_at)
         if pv.best is not None:
             assert want is not None and pv.best.price >= want - 1e-9
             assert pv.solution.evaluation.latency <= lat * (1 + 1e-9)
