@@ -19,9 +19,10 @@ node's variant by these, per device kind:
   ``B`` = parameters (one run in flight per stage holds nothing to stash for a backward pass).
 * **recompute** (training): only the outputs that leave their layer (layer keys of
   :func:`graphs.onnx_workload.layer_keys`) are stashed; every other activation is recomputed in the
-  backward pass, which costs one more forward pass. Keeping each layer's output rather than its input
-  is the same count of tensors per stage, off by one at the stage's ends (the same size in a
-  transformer). Only offered where it stashes less than vanilla.
+  backward pass, which costs one more forward pass (with ``t > 1`` its all-reduces too: the forward
+  pass's are run again, as Megatron-LM's recomputation runs them). Keeping each layer's output rather
+  than its input is the same count of tensors per stage, off by one at the stage's ends (the same size
+  in a transformer). Only offered where it stashes less than vanilla.
 * **tensor-parallel** (``t`` in 2, 4, 8 up to the kind's count and server size, on kinds that pay
   communication): in a layer with at least two weighted ``MatMul``/``Gemm`` operators (a transformer
   block), operators are split Megatron-style, found by following which tensors are split: a weighted
@@ -851,12 +852,13 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
                     bw = spec.intra_bandwidth or spec.link_bandwidth
                     back = ts.backward_allreduce[m]
                     comm = sum(allreduce_time(x, t, bw) for x in ts.allreduce[m] - back) / batch
-                    f_time = float(split_time(fwd[k, m]).sum()) * scale
+                    # the forward pass: its split operators and its all-reduces (row-parallel outputs)
+                    f_time = float(split_time(fwd[k, m]).sum()) * scale + comm
                     # inference has no backward pass: neither its operators (a split one's launch) nor its
                     # all-reduces of input gradients
                     b_time = (float(split_time(bwd[k, m]).sum()) * scale
                               + sum(allreduce_time(x, t, bw) for x in back) / batch) if training else 0.0
-                    time = f_time + b_time + comm
+                    time = f_time + b_time
                     sync_out = {e: allreduce_time(x, t, bw) / batch for e, x in gathered.get(c, {}).items()}
                 a = float((stash_b[m] / div_out).sum())
                 par = float((train[m] / div).sum())
@@ -869,7 +871,8 @@ def onnx_parallel_problem(g: OnnxGraph, graph: OpGraph, devices: DeviceSet, *,
                 if recompute and training and stash == "schedule":
                     a_rc = float((stash_b[m] * keep[m] / div_out).sum())
                     if a_rc < a:
-                        # the forward pass run again, before the backward pass that needs its outputs
+                        # the forward pass run again, before the backward pass that needs its outputs,
+                        # all-reduces included (as Megatron-LM's recomputation repeats them)
                         variants.append(Variant(c, k, t, "activation recomp", time + f_time,
                                                 params=par / batch, a=a_rc, b=b, w=par, sync_out=sync_out,
                                                 backward_time=b_time + f_time))

@@ -92,6 +92,11 @@ def test_the_bytes_and_times_of_a_tiny_mlp_by_hand(tmp_path):
     assert t2["vanilla"].a == act / 2 + act / 2 + act / 2  # fc2's output is whole after the all-reduce
     assert t2["vanilla"].b == van.b / 2 and t2["vanilla"].w == wgt and t2["vanilla"].params == wgt / b
     assert t2["activation recomp"].a == act / 2
+    # recomputing runs the split forward pass again, fc2's output all-reduce included (comm / 2: the
+    # forward one of the two all-reduces); before, the second forward pass did not pay it
+    again = sum(split(x) for x in w.graph.compute[0, [0, 1, 2]]) * ms + comm / 2
+    assert t2["activation recomp"].time == pytest.approx(expect + again, rel=1e-12)
+    assert t2["activation recomp"].backward_time == pytest.approx(back + again, rel=1e-12)
     assert set(p.graph.degrees(0)) == {1, 2}  # t <= 2 devices
 
 
