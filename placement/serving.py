@@ -217,15 +217,17 @@ class BatchLadder:
     """The batch sizes a serving search tries, and when it ends: the one loop of the batch-size sweep,
     the frontier and provision, in both models.
 
-    ``batch_sizes``: the sizes to try, in order, or ``None`` (auto): 1, 2, 4, ... up to ``max_batch``.
+    ``batch_sizes``: the sizes to try, in order, or ``None`` (auto): 1, 2, 4, ... up to ``max_batch``,
+    those of them that are multiples of ``multiple_of`` (e.g. a batch split into that many micro-batches).
     Iterating gives each size to try; after each, the caller reports its figure (:meth:`scored`: higher
     is better, e.g. samples/s, or minus a price) or ends the search (:meth:`end`). The search ends, and
     :attr:`stopped` says why, naming the sizes not tried (:func:`not_tried`):
 
     * ``halted()`` gives words (a Ctrl-C its search took; ``""``: go on), checked before and after
       each size; ``clock``'s :meth:`~placement.clock.Clock.interrupted` (a Ctrl-C) is checked with it;
-    * ``clock``'s deadline has passed (less than its margin left), checked before each size but the
-      first, which is always tried;
+    * ``clock``'s deadline has passed (less than its margin left), or ``limit()`` gives words (a limit
+      that lets no further size start, e.g. a command's :meth:`~placement.clock.Clock.halted`; ``""``:
+      go on), checked before each size but the first, which is always tried;
     * an auto ladder: the size has no plan (:meth:`scored` ``None``), or its figure is no more than
       ``improves`` (relative) above the best so far (``None``: no such rule);
     * :meth:`end` was called after the size;
@@ -237,10 +239,12 @@ class BatchLadder:
 
     def __init__(self, batch_sizes: Sequence[int] | None = None, *, max_batch: int = AUTO_MAX_BATCH,
                  clock: Clock | None = None, halted: Callable[[], str] | None = None,
-                 improves: float | None = IMPROVES):
+                 improves: float | None = IMPROVES, limit: Callable[[], str] | None = None,
+                 multiple_of: int = 1):
         self.auto = batch_sizes is None
-        self.sizes = auto_sizes(max_batch) if self.auto else list(batch_sizes)
-        self.clock, self._halted, self.improves = clock, halted, improves
+        self.sizes = [b for b in auto_sizes(max_batch) if b % multiple_of == 0] if self.auto else \
+            list(batch_sizes)
+        self.clock, self._halted, self._limit, self.improves = clock, halted, limit, improves
         self.tried: list[int] = []
         self.best: float | None = None
         self.best_size: int | None = None
@@ -250,6 +254,8 @@ class BatchLadder:
 
     def _why(self, before: bool) -> str:
         why = self._halted() if self._halted is not None else ""
+        if not why and before and self.tried and self._limit is not None:
+            why = self._limit()
         if why or self.clock is None:
             return why
         if self.clock.interrupted():

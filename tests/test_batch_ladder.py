@@ -89,6 +89,56 @@ def test_a_ctrl_c_ends_it_before_and_after_a_size():
     assert took.stopped == "stopped by the search: batch 2 and above not tried"
 
 
+def test_a_limit_is_checked_before_each_size_but_the_first_and_never_after_one():
+    # the goodput search's time limit: it lets no further size start, but a size tried is not cut short
+    seen = []
+
+    def limit():
+        seen.append(ladder.tried[-1])
+        return "time limit reached" if 2 in ladder.tried else ""
+
+    ladder = BatchLadder([1, 2, 4], limit=limit)
+    assert climb(ladder, {1: 1.0, 2: 2.0, 4: 4.0}) == [1, 2]
+    assert seen == [1, 2]  # before batch 2 (after 1 was tried) and before batch 4: not before batch 1
+    assert ladder.halt == "time limit reached"
+    assert ladder.stopped == "time limit reached: batch size 4 not tried"
+    # past the limit from the start: the first size is still tried; after the last, nothing is said
+    last = BatchLadder([8, 16], limit=lambda: "time limit reached" if 16 in last.tried else "")
+    assert climb(last, {8: 1.0, 16: 2.0}) == [8, 16] and last.stopped == "" and last.halt == ""
+    auto = BatchLadder(None, max_batch=64, limit=lambda: "time limit reached")
+    assert climb(auto, {1: 1.0, 2: 2.0}) == [1]
+    assert auto.stopped == "time limit reached: batch 2 and above not tried"
+
+
+def test_an_auto_ladder_without_the_flat_and_none_stops_runs_to_its_end_or_is_ended():
+    # improves=None and none_ends=False (the goodput search): no plan at 1 and 16, the same figure at 2
+    # and 4, less at 8: every size up to 32 is tried; the best is 2's (a tie goes to the smaller)
+    ladder = BatchLadder(None, max_batch=32, improves=None)
+    figures = {2: 5.0, 4: 5.0, 8: 3.0, 32: 4.0}
+    for b in ladder:
+        ladder.scored(figures.get(b), none_ends=False)
+    assert ladder.tried == [1, 2, 4, 8, 16, 32] and ladder.best == 5.0 and ladder.best_size == 2
+    assert ladder.stopped == "reached the largest batch tried (32)" and ladder.halt == ""
+    # a memory stop: end after batch 8's no plan, nothing larger can fit
+    ended = BatchLadder(None, max_batch=32, improves=None)
+    for b in ended:
+        ended.scored(None, none_ends=False)
+        if b == 8:
+            ended.end("batch 8: nor does any larger batch fit")
+    assert ended.tried == [1, 2, 4, 8] and ended.best_size is None
+    assert ended.stopped == "batch 8: nor does any larger batch fit" and ended.halt == ""
+
+
+def test_multiple_of_keeps_the_auto_sizes_it_divides():
+    # 8 micro-batches: of 1, 2, 4, ..., 64 only 8, 16, 32, 64 split into 8 equal parts; 3 splits none
+    assert BatchLadder(None, max_batch=64, multiple_of=8).sizes == [8, 16, 32, 64]
+    assert BatchLadder(None, max_batch=64, multiple_of=3).sizes == []
+    assert BatchLadder([4, 12], multiple_of=8).sizes == [4, 12]  # a list is the caller's: kept as given
+    ladder = BatchLadder(None, max_batch=64, multiple_of=8, limit=lambda: "time limit reached")
+    assert climb(ladder, {8: 1.0}) == [8]
+    assert ladder.stopped == "time limit reached: batch 16 and above not tried"
+
+
 def test_each_size_gets_its_share_of_the_time_left():
     shares = []
     listed = BatchLadder([1, 2, 4, 8], clock=Clock(8.0))
