@@ -795,9 +795,8 @@ def checked_stage_plan(data: Mapping, model_path: str, *, source: str | None = N
     stage's ``operators`` are not its ``nodes``' (:func:`_check_operators`), and where the plan breaks a
     rule of the cost model other than memory (``the plan is not valid: ...``, as ``placement show``
     says it; a plan over memory is cut and run, as show simulates it). A result that records too little
-    to rebuild its problem is not checked (:attr:`CheckedStagePlan.unchecked` says why), nor is one whose
-    only fault is a tensor-parallel degree its nodes have no variant for (forced by hand: the split
-    cuts such a stage ``t`` ways all the same; ``workload`` set, ``plan`` ``None``)."""
+    to rebuild its problem is not checked (:attr:`CheckedStagePlan.unchecked` says why); a stage forced by
+    hand to a tensor-parallel degree its nodes have no variant for is refused, as evaluate refuses it."""
     from graphs.parallel import evaluate_plan
 
     from .stages import plan_from_dict, workload_for_result
@@ -810,14 +809,7 @@ def checked_stage_plan(data: Mapping, model_path: str, *, source: str | None = N
             why = f"the problem could not be rebuilt from it ({e})"
     if why is not None:
         return CheckedStagePlan(None, None, None, why)
-    try:
-        plan = plan_from_dict(w.problem, dict(data), source=source)
-    except InputError:
-        forced = _unpriced_degrees(w.problem, data)
-        if forced is None:
-            raise
-        _check_operators(w, data, source)
-        return CheckedStagePlan(w, None, None, forced)
+    plan = plan_from_dict(w.problem, dict(data), source=source)
     _check_operators(w, data, source)
     ev = evaluate_plan(w.problem, plan)
     if ev.problems:  # those that are not memory's: evaluated again with no memory limit, as show does
@@ -830,28 +822,6 @@ def checked_stage_plan(data: Mapping, model_path: str, *, source: str | None = N
                            "receives from")
             raise InputError("the plan is not valid: " + "; ".join(bad), source=source)
     return CheckedStagePlan(w, plan, ev)
-
-
-def _unpriced_degrees(problem: ParallelProblem, data: Mapping) -> str | None:
-    """Why a stage plan :func:`placement.stages.plan_from_dict` refuses is cut unscored: its stages of
-    tensor-parallel degree ``t > 1`` (forced by hand) read at ``t = 1`` as a plan it accepts, so their
-    only fault is that the cost model has no variant of their nodes at ``t``. ``None``: any other."""
-    from .stages import plan_from_dict
-
-    stages = data.get("stages") if isinstance(data.get("stages"), list) else []
-    forced = [i for i, s in enumerate(stages) if isinstance(s, Mapping)
-              and isinstance(t := s.get("tensorParallelDegree"), int) and not isinstance(t, bool) and t > 1]
-    if not forced:
-        return None
-    at_one = [{k: v for k, v in s.items() if k != "devices"} | {"tensorParallelDegree": 1} if i in forced
-              else s for i, s in enumerate(stages)]
-    try:
-        plan_from_dict(problem, {**data, "stages": at_one})
-    except InputError:
-        return None
-    which = ", ".join(f"stage {i} (t = {stages[i]['tensorParallelDegree']})" for i in forced)
-    return (f"the cost model has no variant (TMPCids) of the nodes of {which} at that tensor-parallel "
-            f"degree, so it does not score the plan")
 
 
 def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_size: int, *,
@@ -874,8 +844,6 @@ def stage_plan_prediction(data: Mapping, model_path: str, samples: int, batch_si
         except InputError as e:
             return None, f"the plan as it stands is not scored: {e}", []
     w, plan, why = checked.workload, checked.plan, checked.unchecked
-    if w is not None and plan is None:  # rebuilt, but the plan as it stands does not score
-        return None, f"the plan as it stands is not scored: {why}", []
     if w is not None and plan is not None:
         try:
             pred, notes = rescored_stage_plan(data, w.problem, plan, samples, batch_size)

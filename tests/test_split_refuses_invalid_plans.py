@@ -180,11 +180,12 @@ def test_a_plan_that_records_no_problem_is_cut_unchecked_and_says_so(placed, tmp
             "spec") in capsys.readouterr().out
 
 
-def test_a_stage_forced_to_a_degree_the_cost_model_does_not_price_is_cut_unscored_and_nothing_else_is(
+def test_a_stage_forced_to_a_degree_the_cost_model_does_not_price_is_refused_as_evaluate_refuses_it(
         tmp_path, capsys):
-    """A stage forced by hand to t = 2 where the cost model has no variant of its nodes at that degree:
-    the split cuts it 2 ways all the same (evaluate cannot score it), and says the plan was not checked;
-    the same file with an unknown node too is refused with evaluate's error."""
+    """A stage forced by hand to t = 2 where the cost model has no variant of its nodes at that degree (cpu
+    pays no communication: no tensor-parallel variants): evaluate refuses it, naming the stage, the node
+    and the degree, and split and run give its error line and exit code 2, writing nothing (they cut it 2
+    ways unscored, with a note that it was not checked)."""
     import onnx
 
     from graphs.transformer import gpt
@@ -200,17 +201,7 @@ def test_a_stage_forced_to_a_degree_the_cost_model_does_not_price_is_cut_unscore
         del s["devices"]
     res.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["evaluate", model, str(res)]) == 2
-    assert "has no variant 'vanilla' for tensor-parallel degree 2" in capsys.readouterr().err
-    assert main(["split", model, str(res), "--out-dir", str(tmp_path / "s")]) == 0
-    out = capsys.readouterr().out
-    assert "2 tensor-parallel ranks" in out
-    assert ("note: the plan is not checked against the cost model: the cost model has no variant (TMPCids) "
-            "of the nodes of stage 0 (t = 2) at that tensor-parallel degree") in out
-
-    _unknown(data)
-    res.write_text(json.dumps(data))
-    code, evaluate_err = _error(capsys, ["evaluate", model, str(res)])  # it names the first fault it reads
-    assert code == 2
-    code, split_err = _error(capsys, ["split", model, str(res), "--out-dir", str(tmp_path / "s2")])
-    assert (code, split_err) == (2, evaluate_err)
+    code, evaluate_err = _error(capsys, ["evaluate", model, str(res)])
+    assert (code, evaluate_err) == (2, f"error: {res}: stages[0]: node embeddings has no variant 'vanilla' "
+                                       f"for tensor-parallel degree 2")
+    assert _split_and_run_refuse({"model": model}, str(res), tmp_path, capsys) == evaluate_err

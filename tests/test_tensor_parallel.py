@@ -410,31 +410,33 @@ def test_run_starts_d_times_t_workers_and_matches_the_model():
     assert max(run.max_abs_diff.values()) <= 1e-5
 
 
-def test_cli_split_verify_and_run_a_placed_plan_forced_to_t2(tmp_path, capsys):
-    """A plan ``placement place`` made (layer granularity), its stage forced to t = 2 by hand; split
-    --verify and run take it from the files."""
+def test_cli_split_verify_and_run_a_placed_tensor_parallel_plan(tmp_path, capsys):
+    """A plan ``placement place`` made (layer granularity) with its stage tensor-parallel: two a100s and
+    one micro-batch (d must divide it), so the stage is t = 2; split --verify and run take it from the
+    files, as evaluate scores it (no note that it was not checked)."""
     from graphs.transformer import gpt as gpt_model
 
     path = str(tmp_path / "gpt.onnx")
     onnx.save(gpt_model(2, hidden=32, heads=4, seq_len=8, vocab=50, weights="generated"), path)
     res = tmp_path / "r.json"
-    assert main(["place", path, "--devices", "cpu:2", "-o", str(res), "--json", "--granularity", "layer",
-                 "--max-replicas", "2"]) == 0
+    assert main(["place", path, "--devices", "a100:2", "--microbatches", "1", "-o", str(res), "--json",
+                 "--granularity", "layer"]) == 0
     data = json.loads(capsys.readouterr().out)
-    for s in data["stages"]:  # the devices numbered again: 2 per stage
-        s["tensorParallelDegree"], s["dataParallelDegree"] = 2, 1
-        del s["devices"]
-    res.write_text(json.dumps(data))
+    assert [(s["tensorParallelDegree"], s["dataParallelDegree"]) for s in data["stages"]] == [(2, 1)]
+    assert main(["evaluate", path, str(res)]) == 0
+    capsys.readouterr()
     out = tmp_path / "stages"
     assert main(["split", path, str(res), "--out-dir", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
-    assert "2 tensor-parallel ranks on cpu:0, cpu:1" in text and "verify: OK" in text
+    assert "2 tensor-parallel ranks on a100:0, a100:1" in text and "verify: OK" in text
+    assert "not checked" not in text
     manifest = json.loads((out / "manifest.json").read_text())
     assert all(s["tensor_parallel"]["degree"] == 2 for s in manifest["submodels"])
     assert main(["run", path, str(res), "--samples", "3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["tensor_parallel"] == [2] * len(data["stages"]) and doc["workers"] == 2 * len(data["stages"])
     assert max(doc["max_abs_diff"].values()) <= 1e-4
+    assert doc["predicted_ms_per_batch"] is not None  # the plan evaluate scores, predicted as it scores it
 
 
 def _mlp_model(spec, *, add=False, extra_output=False, body=False):
