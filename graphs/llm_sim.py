@@ -108,8 +108,6 @@ class SimResult:
     tokens_per_s: float  # output tokens (the first from the prefill, the rest decoded) in the window / its
     # length
     decode_tokens_per_s: float  # decoded tokens only, same window
-    ttft: dict  # mean, p50, p90, p99, count over the window's arrivals that got a first token
-    tpot: dict  # the same over the window's finished requests of more than one output token
     mean_batch: float  # sequences held in KV slots, time-averaged over the window
     offered_tokens_per_s: float = 0.0  # output tokens of the requests arriving in the window / its length
     token_times: list = field(default_factory=list, repr=False)  # every output token's time (for the plot)
@@ -120,7 +118,7 @@ class SimResult:
     ttft_split: list = field(default_factory=list, repr=False)  # per request: (tag, slot, queue, prefill)
     # per request arriving in the window: (TTFT, TPOT); TTFT NaN without a first token, TPOT None for a
     # request of one output token (none to meet) and NaN for one that did not finish. The one record of
-    # them: ttfts and tpots are read from it
+    # them: ttfts and tpots, and their statistics ttft and tpot, are read from it
     per_request: list = field(default_factory=list, repr=False)
 
     @property
@@ -134,6 +132,17 @@ class SimResult:
         """The TPOT of each of the window's arrivals that finished with more than one output token
         (seconds, in arrival order)."""
         return [b for _, b in self.per_request if b is not None and not math.isnan(b)]
+
+    @property
+    def ttft(self) -> dict:
+        """``mean``, ``p50``, ``p90``, ``p99`` (seconds) and ``count`` of :attr:`ttfts` (NaN, count 0:
+        none)."""
+        return _stats(self.ttfts)
+
+    @property
+    def tpot(self) -> dict:
+        """The same of :attr:`tpots`."""
+        return _stats(self.tpots)
 
     def attainment(self, ttft: float | None, tpot: float | None) -> float:
         """The share of the window's arrivals whose TTFT and TPOT both met the targets (seconds;
@@ -375,10 +384,9 @@ def simulate_pipeline(d: list[int], batch: int, microbatches: int, decode_time, 
         each.append((a, b))
     mean = [sum(x[k] for x in parts) / len(parts) if parts else math.nan for k in (1, 2, 3)]
     res = SimResult(0.0, seconds, warmup, nreq, sum(1 for x in finish if not math.isnan(x)),
-                    tokens / window, decoded / window, {}, {}, held_area / window, offered / window,
-                    token_times, ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts,
+                    tokens / window, decoded / window, held_area / window, offered / window, token_times,
+                    ttft_parts=dict(zip(("slot", "queue", "prefill"), mean)), ttft_split=parts,
                     per_request=each)
-    res.ttft, res.tpot = _stats(res.ttfts), _stats(res.tpots)  # over the lists per_request gives
     return res
 
 

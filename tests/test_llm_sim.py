@@ -72,7 +72,35 @@ def test_ttfts_and_tpots_are_read_from_the_requests_by_hand():
     assert res.tpot["count"] == 2 and res.tpot["mean"] == pytest.approx(0.1)
     assert res.attainment(0.56, 0.1) == pytest.approx(3 / 6)  # R0, R1, and R2 (its TTFT alone)
     with pytest.raises(TypeError):  # no second copy to set
-        SimResult(1.0, 2.0, 0.0, 1, 1, 1.0, 1.0, {}, {}, 1.0, ttfts=[0.5])
+        SimResult(1.0, 2.0, 0.0, 1, 1, 1.0, 1.0, 1.0, ttfts=[0.5])
+
+
+def test_the_ttft_and_tpot_statistics_are_read_from_the_requests_by_hand():
+    """``ttft`` and ``tpot`` (mean, p50, p90, p99, count) are computed from ``per_request`` (they were
+    kept beside it, set once by the simulator). Six requests: TTFTs 0.1, 0.3, 0.2, 0.4, 0.6 and one
+    without a first token (NaN); TPOTs 0.02, 0.04, 0.03, one of one token (None), two not finished
+    (NaN). Percentiles interpolate linearly between the sorted values (position q (n - 1)): TTFTs
+    sorted 0.1, 0.2, 0.3, 0.4, 0.6: p50 at 2 = 0.3, p90 at 3.6 = 0.4 + 0.6 x 0.2 = 0.52, p99 at 3.96 =
+    0.4 + 0.96 x 0.2 = 0.592, mean 1.6 / 5 = 0.32; TPOTs sorted 0.02, 0.03, 0.04: p50 at 1 = 0.03,
+    p90 at 1.8 = 0.038, p99 at 1.98 = 0.0398, mean 0.03. No request counted: NaN figures, count 0."""
+    from graphs.llm_sim import SimResult
+
+    nan = math.nan
+    res = SimResult(1.0, 10.0, 0.0, 6, 3, 1.0, 1.0, 1.0, per_request=[
+        (0.1, 0.02), (0.3, None), (nan, nan), (0.2, 0.04), (0.4, nan), (0.6, 0.03)])
+    assert res.ttft == pytest.approx({"mean": 0.32, "p50": 0.3, "p90": 0.52, "p99": 0.592, "count": 5})
+    assert res.tpot == pytest.approx({"mean": 0.03, "p50": 0.03, "p90": 0.038, "p99": 0.0398, "count": 3})
+    assert all(type(v) in (float, int) for v in (*res.ttft.values(), *res.tpot.values()))  # JSON writes them
+    res.per_request.append((0.7, 0.05))  # one record: the statistics follow it
+    assert res.ttft["count"] == 6 and res.tpot["mean"] == pytest.approx(0.035)
+    for none in ([], [(nan, None)]):
+        empty = SimResult(1.0, 10.0, 0.0, len(none), 0, 0.0, 0.0, 0.0, per_request=none)
+        for st in (empty.ttft, empty.tpot):
+            assert st["count"] == 0 and all(math.isnan(st[k]) for k in ("mean", "p50", "p90", "p99"))
+    with pytest.raises(TypeError):  # no second copy to pass
+        SimResult(1.0, 2.0, 0.0, 1, 1, 1.0, 1.0, 1.0, ttft={"mean": 0.5})
+    with pytest.raises(AttributeError):  # nor to set
+        res.tpot = {"mean": 0.5}
 
 
 def test_full_pipeline_round_by_hand():
@@ -349,11 +377,11 @@ def test_attainment_counts_requests_that_meet_both_targets():
     of 4 (the request without a first token never meets); no request: NaN."""
     from graphs.llm_sim import SimResult
 
-    res = SimResult(1.0, 10.0, 0.0, 4, 3, 1.0, 1.0, {}, {}, 1.0,
+    res = SimResult(1.0, 10.0, 0.0, 4, 3, 1.0, 1.0, 1.0,
                     per_request=[(0.1, 0.02), (0.1, 0.05), (math.nan, math.nan), (0.2, None)])
     assert res.attainment(0.15, 0.03) == pytest.approx(1 / 4)
     assert res.attainment(0.25, None) == pytest.approx(3 / 4)
-    assert math.isnan(SimResult(1.0, 10.0, 0.0, 0, 0, 0.0, 0.0, {}, {}, 0.0).attainment(0.1, 0.1))
+    assert math.isnan(SimResult(1.0, 10.0, 0.0, 0, 0, 0.0, 0.0, 0.0).attainment(0.1, 0.1))
 
 
 def test_cli_simulate_measures_the_share_meeting_the_targets_and_a_ctrl_c_keeps_the_plan(
@@ -401,7 +429,7 @@ def test_the_simulation_plot_draws_the_targets(tmp_path, monkeypatch):
         return real(self, x, *a, **k)
 
     monkeypatch.setattr(Axes, "axvline", axvline)
-    res = SimResult(1.0, 10.0, 0.0, 2, 2, 1.0, 1.0, {}, {}, 1.0, per_request=[(0.1, 0.02), (0.3, 0.04)])
+    res = SimResult(1.0, 10.0, 0.0, 2, 2, 1.0, 1.0, 1.0, per_request=[(0.1, 0.02), (0.3, 0.04)])
     png = tmp_path / "sim.png"
     plot_simulation(res, str(png), ttft=0.2, tpot=0.03)
     assert png.exists()
