@@ -94,32 +94,31 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     the sizes not tried named in :attr:`GoodputSearch.stopped` (a batch whose counts were cut short is
     not :attr:`~GoodputPoint.exhaustive`).
     A solve that took a Ctrl-C (:attr:`solvers.base.Solution.interrupted`) ends the search:
-    ``KeyboardInterrupt``, as in :func:`disaggregated_search` and :func:`provision_buckets`."""
+    ``KeyboardInterrupt``, as in :func:`disaggregated_search` and :func:`provision_buckets`. The batch
+    sizes, the halts between them and their words are a :class:`placement.serving.BatchLadder`'s."""
     from graphs.llm import chain_plans, microbatch_counts
     from graphs.parallel import evaluate_plan
     from solvers.base import Status
 
-    from .serving import not_tried
+    from .serving import BatchLadder
 
-    auto = batches is None
-    sizes = [2 ** i for i in range(AUTO_BATCH_CAP.bit_length())] if auto else sorted(set(batches))
+    # the batch sizes, the halts between them and the words of a halt are the ladder's: no flat stop, a
+    # size without a plan does not end it, halted() lets the first size start and is not asked after one
+    ladder = BatchLadder(None if batches is None else sorted(set(batches)), max_batch=AUTO_BATCH_CAP,
+                         improves=None, limit=halted, multiple_of=microbatches or 1)
+    sizes = ladder.sizes
     if microbatches:  # a batch splits into equal micro-batches: a count that divides no size is refused
-        if not auto and any(b % microbatches for b in sizes):
-            b = next(b for b in sizes if b % microbatches)
-            raise InputError(f"{microbatches} micro-batches do not divide a batch of {b} sequences")
-        sizes = [b for b in sizes if b % microbatches == 0]
+        bad = next((b for b in sizes if b % microbatches), None)
+        if bad is not None:
+            raise InputError(f"{microbatches} micro-batches do not divide a batch of {bad} sequences")
         if not sizes:
             raise InputError(f"{microbatches} micro-batches divide no batch size the auto sweep tries "
                              f"(powers of two up to {AUTO_BATCH_CAP})")
     points: list[GoodputPoint] = []
     best = None
     least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
-    stopped = ""
-    for i, b in enumerate(sizes):
-        why = halted() if halted is not None and points else ""
-        if why:
-            stopped = "; ".join(filter(None, (stopped, not_tried(why, sizes[i:], auto))))
-            break
+    cuts = []  # why batch sizes' micro-batch counts were not all tried
+    for i, b in enumerate(ladder):
         if progress is not None:
             progress(i / len(sizes))
         counts = [microbatches] if microbatches else microbatch_counts(b, model.devices)
@@ -131,8 +130,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 exhaustive = False
                 rest = ", ".join(map(str, counts[k:]))
                 many = "s" if k < len(counts) - 1 else ""
-                cut = f"{why}: batch {b}'s micro-batch count{many} {rest} not tried"
-                stopped = "; ".join(filter(None, (stopped, cut)))
+                cuts.append(f"{why}: batch {b}'s micro-batch count{many} {rest} not tried")
                 break
             p = model.problem(b, microbatches=n, max_replicas=max_replicas)
             r = _solved(solve, p)
@@ -160,26 +158,28 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             p, r = first
             why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
                 f"no plan found ({r.status}: {r.message})"
-            beyond = auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
-                _beyond_memory(model, sizes[i + 1])
-            if beyond:
-                why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV caches "
-                        f"exceed all the devices' memory together")
-            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
-                                       why))
             # a larger batch may fit where this one does not (more micro-batches: more stages share the
             # weights), so an auto sweep goes on until the memory of every device together is too small
-            if beyond:
-                break
+            ladder.scored(None, none_ends=False)
+            if ladder.auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
+                    _beyond_memory(model, sizes[i + 1]):
+                why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV caches "
+                        f"exceed all the devices' memory together")
+                ladder.end(f"batch {b}: {why}")
+            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
+                                       why))
             continue
         plan, ev, sv, p, r = top
         note = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
         pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
         points.append(pt)
-        if best is None or sv.goodput > best.serving.goodput * (1 + 1e-12):
+        ladder.scored(sv.goodput)
+        if ladder.best_size == b:
             best = pt
     if progress is not None:
         progress(1.0)
+    # a memory stop or the largest size is the search's end, not a halt: only a halt leaves sizes untried
+    stopped = "; ".join(cuts + [ladder.stopped] if ladder.halt else cuts)
     return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
 
 

@@ -215,7 +215,8 @@ def not_tried(why: str, rest: Sequence[int], auto: bool) -> str:
 
 class BatchLadder:
     """The batch sizes a serving search tries, and when it ends: the one loop of the batch-size sweep,
-    the frontier and provision, in both models.
+    the frontier and provision, in both models, and of the LLM goodput search
+    (:func:`placement.goodput.goodput_search`).
 
     ``batch_sizes``: the sizes to try, in order, or ``None`` (auto): 1, 2, 4, ... up to ``max_batch``,
     those of them that are multiples of ``multiple_of`` (e.g. a batch split into that many micro-batches).

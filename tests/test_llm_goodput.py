@@ -1083,6 +1083,20 @@ def test_an_auto_sweep_goes_on_past_a_batch_no_plan_fits():
     two = goodput_search(ServingModel(cfg, parse_devices("a100:2"), one, ttft=5.0, tpot=0.5), None, _solve)
     assert [p.batch for p in two.points] == [1] and two.best is None
     assert "nor does any larger batch: the weights and 2 sequences' KV caches exceed" in two.points[0].note
+    assert two.stopped == ""  # the end of the sweep, not a halt: no size a larger limit would try
+
+
+@pytest.mark.parametrize("microbatches, tried, rest", [(None, 1, 2), (2, 2, 4)])
+def test_an_auto_goodput_search_past_its_limit_tries_its_first_size_and_names_the_rest(microbatches, tried,
+                                                                                       rest):
+    """An auto search whose limit has passed tries its first size (1, or with 2 micro-batches the first
+    power of two they divide, 2) with its one micro-batch count (one A100: one count, 1; or the 2 given),
+    and names the open-ended sizes above it as not tried."""
+    model = ServingModel(TINY, parse_devices("a100:1"), read_mix(MIX1), ttft=1.0, tpot=0.1)
+    search = goodput_search(model, None, _solve, microbatches=microbatches,
+                            halted=lambda: "time limit reached")
+    assert [(p.batch, p.problem.microbatches) for p in search.points] == [(tried, microbatches or 1)]
+    assert search.stopped == f"time limit reached: batch {rest} and above not tried"
 
 
 def test_a_later_micro_batch_count_interrupted_keeps_the_plans_found(tmp_path, capsys, monkeypatch):
