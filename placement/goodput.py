@@ -297,9 +297,9 @@ class BucketProvision:
     load: tuple[tuple[float, ...], ...]
     cost: float
     single: tuple[int, int, float] | None
-    #: why not every instance type was scored (a time limit), else ``""``: then the mix is the cheapest of
-    #: those scored, not proven the cheapest, and where none of those serves the rate there is no mix
-    #: (``cost`` inf, every count 0), which proves nothing
+    #: why not every instance type was scored, or scored on every batch size (a time limit), else ``""``:
+    #: then the mix is the cheapest of those scored, not proven the cheapest, and where none of those
+    #: serves the rate there is no mix (``cost`` inf, every count 0), which proves nothing
     stopped: str = ""
     #: where no mix serves the rate (``cost`` inf), why not (what the instances scored lack)
     message: str = ""
@@ -368,16 +368,23 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
 
 
 def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None = None,
-                     skipped: list | None = None, unproven: list | None = None) -> list[Instance]:
+                     skipped: list | None = None, unproven: list | None = None,
+                     cut: list | None = None) -> list[Instance]:
     """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
     to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
     instance's capacity for a bucket the goodput of its best plan on that bucket alone
     (:func:`goodput_search` under ``model``'s targets; 0 unless every request of it meets both).
     Past ``deadline`` (``time.perf_counter()``) no further instance is scored: each one left is appended
-    to ``skipped`` as ``(kind, devices)``. An instance some of whose capacities are not proven the most
-    goodput (its search did not score every plan: :attr:`GoodputSearch.exhaustive`) is appended to
-    ``unproven`` the same way."""
+    to ``skipped`` as ``(kind, devices)``; an instance's goodput search past it tries no further batch
+    size or micro-batch count (it has tried its first), and the instance is appended to ``cut`` as
+    ``(kind, devices, bucket, words)`` (the bucket as ``input/output`` tokens), the words naming what
+    was not tried. An instance some of whose
+    capacities are not proven the most goodput (its search did not score every plan:
+    :attr:`GoodputSearch.exhaustive`) is appended to ``unproven`` as ``(kind, devices)``."""
     import time
+
+    def past() -> str:
+        return "time limit reached" if deadline is not None and time.perf_counter() >= deadline else ""
 
     from graphs.devices import DeviceSet
     from graphs.llm import RequestMix, ServingModel
@@ -394,11 +401,13 @@ def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None
             for b in model.mix.buckets:
                 one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
                                    tpot=model.tpot)
-                search = goodput_search(one, None, solve)
+                search = goodput_search(one, None, solve, halted=past)
                 best = search.best
                 cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
                 if unproven is not None and not search.exhaustive and (spec.name, n) not in unproven:
                     unproven.append((spec.name, n))
+                if cut is not None and search.stopped:
+                    cut.append((spec.name, n, f"{b.input}/{b.output}", search.stopped))
             if any(cap):
                 instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
     return instances
@@ -418,13 +427,15 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     mix = model.mix
     skipped: list = []
     unproven: list = []
+    cut: list = []
     if instances is None:
         instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped,
-                                     unproven=unproven)
-    stopped = ""
-    if skipped:
-        stopped = (f"the time limit came before {len(skipped)} instance type(s) were scored ("
-                   + ", ".join(f"{k} x{n}" for k, n in skipped) + ")")
+                                     unproven=unproven, cut=cut)
+    stopped = "; ".join(
+        ([f"the time limit came before {len(skipped)} instance type(s) were scored ("
+          + ", ".join(f"{k} x{n}" for k, n in skipped) + ")"] if skipped else [])
+        # an instance whose search the limit cut short has the capacity of the batch sizes it tried
+        + [f"{k} x{n}'s goodput search on {bucket} requests: {why}" for k, n, bucket, why in cut])
     from graphs.errors import InfeasibleError
 
     demand = [rate * p for p in mix.shares]

@@ -764,8 +764,9 @@ def test_provision_buckets_covers_each_bucket_at_least_cost():
 
 
 def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypatch):
-    """A deadline that passes after the first instance type: the mix is of the types scored, labelled
-    with those that were not (never proven the cheapest)."""
+    """A deadline that passes during the first instance type's search: the mix is of the types scored,
+    labelled with those that were not and with the search the deadline cut short (never proven the
+    cheapest)."""
     import time
 
     from placement import goodput
@@ -792,6 +793,16 @@ def test_provision_buckets_stops_at_its_deadline_with_the_types_scored(monkeypat
     assert part.stopped and "t4 x1" in part.stopped and "t4 x2" in part.stopped
     assert [(x.kind, x.count) for x in part.instances] == [k for k in scored if k[0] == "a100"]
     assert 0 < len(calls) < full
+    # the deadline reaches into the a100's own goodput search too: it tried batch 1 only (before, it ran
+    # every batch size past the deadline), said in stopped, with batch 1's capacity: that of a search
+    # given batch 1 alone
+    assert ("a100 x1's goodput search on 64/200 requests: time limit reached: batch 2 and above not tried"
+            in part.stopped)
+    one = ServingModel(TINY, parse_devices("a100:1"), mix, ttft=2.5e-4, tpot=3.2e-4)
+    alone = goodput.goodput_search(one, [1], solve).best.serving.goodput
+    assert part.instances[0].capacity == (pytest.approx(alone, rel=1e-12),)
+    full_a100 = next(x for x in out.instances if x.kind == "a100").capacity[0]
+    assert alone < full_a100
 
 
 def test_provision_command_for_a_model_config(tmp_path, capsys, files):
