@@ -53,7 +53,10 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       sample is one generated token; batch_size: sequences decoded
                       together, default 1; context: their tokens, default 2048); relative
                       paths are relative to the job list
-  jobs[].samples      work to do (> 0); arrival: when it arrives (default 0)
+  jobs[].samples      work to do (> 0): samples, not runs of a batch (an ONNX model's
+                      times are per sample, as placement place prints them; one run
+                      of its batch is batch_size samples); arrival: when it arrives
+                      (default 0)
   jobs[].training, batch_size, optimizer, costs
                       ONNX models: the front end's options, as placement place's
                       --training, --batch-size, --optimizer, --costs (defaults: false,
@@ -84,7 +87,7 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       or [{"devices": "v100:8,cpu:24", "host_memory_gb": 500}, ...]
                       (default 1: the cluster is one server; --servers overrides it)
 
-Times are in the workloads' unit (ms for ONNX models and LLM model configs).
+Times are in the workloads' unit (ms for ONNX models and LLM model configs), per sample.
 More: docs/clusters.md ("Jobs' input pipelines", "The cluster section") and
 benchmarks/README_cluster.md.
 """

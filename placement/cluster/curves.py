@@ -21,7 +21,9 @@ fits one GPU runs as replicas rather than as a pipeline and no point is worse th
 one. A job with ``"max_replicas": 1`` gets the one-device-per-stage curve alone; Piper-format jobs get
 the stage model (:func:`problem_curve`), and so do LLM model configs (:func:`llm_curve`: the decode
 problem of ``placement place config.json``, a sample one generated token); reference-format jobs the
-one-device-per-stage curve.
+one-device-per-stage curve. An ONNX job's times are milliseconds per sample, as ``place`` prints them:
+at a batch size above 1, a run of the model's batch takes ``batch_size`` times as long, and its
+``samples`` count samples, not runs (a model of fixed input shape given no batch size is per run).
 
 Curves are cached per (model file and its content hash, devices and their figures, cost model, training,
 batch size, optimiser, limits, replica limit, base memory, options) in a :class:`CurveCache`: in memory,
@@ -57,8 +59,9 @@ __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "
 #: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
 #: an earlier version is recomputed, never misread); 4 since a Piper job's curve says its unit (s); 5 since
 #: a reference-format workload that names its accelerator kind runs on the cluster's kind of that name
-#: (a curve cached before could hold its times on another kind)
-CURVE_FORMAT = 5
+#: (a curve cached before could hold its times on another kind); 6 since an ONNX job's times are per sample
+#: (a cache of 5 held them per run of its batch, batch_size times as long)
+CURVE_FORMAT = 6
 DEFAULT_CURVE_TIME_LIMIT = 120.0  # seconds for the one unpruned DP before falling back
 DEFAULT_SOLVE_TIME_LIMIT = 10.0  # seconds per allocation in the per-count fallback
 _REL = 1e-12  # a point is "strictly faster" than another by more than this relative margin
@@ -144,12 +147,14 @@ class JobCurve:
 def graph_curve(graph, cluster, *, kinds: Sequence[str] | None = None, base_memory: float = 0.0,
                 unit: str | None = None, curve_time_limit: float | None = DEFAULT_CURVE_TIME_LIMIT,
                 solve_time_limit: float | None = DEFAULT_SOLVE_TIME_LIMIT,
-                max_ideals: int | None = None, force_fallback: bool = False) -> JobCurve:
+                max_ideals: int | None = None, force_fallback: bool = False, scale: float = 1.0) -> JobCurve:
     """The curve of ``graph`` for up to ``cluster``'s counts (a :class:`graphs.model.Cluster` whose kinds
     the graph has costs for; host kinds are those that pay no communication).
 
     ``kinds``: the shared cluster's kind names, in its order (default: ``cluster``'s); kinds the job cannot
-    use get limit 0. ``force_fallback`` skips the one-run DP (tests compare the two methods)."""
+    use get limit 0. ``force_fallback`` skips the one-run DP (tests compare the two methods). ``scale``:
+    the curve's unit per unit of the graph's max-load (``1 / graph.batch_size`` for an ONNX graph, whose
+    loads are per run of its batch: the curve is then per sample)."""
     from graphs.errors import ProblemTooLargeError
     from solvers import dp
     from solvers.base import SolveOptions
@@ -206,9 +211,9 @@ def graph_curve(graph, cluster, *, kinds: Sequence[str] | None = None, base_memo
                     notes.append(note)
             mem = base_memory + (_host_memory(graph, cluster, c, a) if a is not None
                                  else float(graph.memory.sum()))
-        points.append(CurvePoint(full(c), v, mem))
+        points.append(CurvePoint(full(c), v * scale, mem))
     points.sort(key=lambda p: (sum(p.counts), p.counts))
-    values = {full(c): v for c, v in own_values.items()}
+    values = {full(c): v * scale for c, v in own_values.items()}
     if unit is None:
         unit = str(graph.meta.get("unit", "")) if hasattr(graph, "meta") else ""
     return JobCurve(kinds, tuple(limits), tuple(host), values, tuple(points), float(base_memory), unit,
@@ -425,7 +430,8 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
                              f"device per stage")
         graph, jc, unit, notes = _job_graph(job, cluster)
         c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
-                        curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+                        curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit,
+                        scale=1.0 / graph.batch_size)  # loads per run of the graph's batch -> per sample
         c = dataclasses.replace(c, notes=notes + c.notes)
     if not c.points:
         raise InputError(f"job {job.name!r} ({job.model}): no placement fits even the whole cluster "
@@ -646,7 +652,7 @@ def onnx_curve(job: JobSpec, cluster: ClusterSpec, *,
     parallelism, variants; the problem of :func:`placement.stages.read_onnx` on the job's
     devices, front-end settings and default schedule), per allocation the faster of it and the
     one-device-per-stage curve of the same costed graph (:func:`faster_of`). Times are milliseconds per
-    run of the model at the job's batch size, as the one-device-per-stage curve's."""
+    sample, as ``place`` prints them (a run of the model's batch takes ``batch_size`` times as long)."""
     from placement.stages import read_onnx
 
     devices = job_devices(job, cluster)
@@ -655,12 +661,12 @@ def onnx_curve(job: JobSpec, cluster: ClusterSpec, *,
                 "training": bool(job.training), "optimizer": job.optimizer or "adam"}
     w = read_onnx(job.model, frontend, max_replicas=job.max_replicas)
     problem, graph, settings = w.problem, w.graph, w.settings
-    batch = max(1, int(settings.get("batch_size") or 1))
     stage = problem_curve(problem, kinds=cluster.kinds, base_memory=job.host_memory, unit="ms",
                           time_limit=solve_time_limit, host=[s.host for s in devices.specs],
-                          scale=1e3 * batch)  # seconds per sample -> ms per run of the batch
+                          scale=1e3)  # seconds per sample -> ms per sample
     one = graph_curve(graph, devices.cluster(), kinds=cluster.kinds, base_memory=job.host_memory,
-                      unit="ms", curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
+                      unit="ms", curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit,
+                      scale=1.0 / graph.batch_size)  # ms per run of the batch -> ms per sample
     return faster_of(stage, one, note=f"stage model at {settings['granularity']} granularity, "
                                       f"{problem.microbatches} micro-batches, {problem.schedule}")
 

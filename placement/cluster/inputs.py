@@ -1,9 +1,11 @@
 """Input pipelines (Synergy's model): a job's throughput once its samples must be read and preprocessed.
 
-Each sample (one unit of the job's ``samples``: one pass of its graph) is read from storage or from a
-cache of the dataset in host memory, decoded and augmented on host CPU cores, then processed by the
-accelerator pipeline. Rates are in samples per unit of the job's stage curve's time (its ``unit``: ms,
-the simulation's usual unit; s for a Piper-format workload; a reference workload's own unit read as ms).
+Each sample (one unit of the job's ``samples``, in which its curve's times are: one of the ``batch_size``
+samples a run of an ONNX model processes, one generated token of an LLM config, one pass of any other
+workload's graph) is read from storage or from a cache of the dataset in host memory, decoded and
+augmented on host CPU cores, then processed by the accelerator pipeline. Rates are in samples per unit
+of the job's stage curve's time (its ``unit``: ms, the simulation's usual unit; s for a Piper-format
+workload; a reference workload's own unit read as ms).
 The section's figures are in ms and GB/s: :class:`AnalyticRate` converts them into the curve's unit in one
 place (``ms_per_unit``), and the formulas below read "ms" as that unit.
 
