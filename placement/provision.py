@@ -164,6 +164,10 @@ class Provision:
     lowest_latency: Solution | None = None
     how: str = ""  # how the answer was found, where the command tried more than one model
     model: str = "one-device-per-stage"  # or "stages"
+    #: proven that no allocation has any plan at all, whatever the targets (the model fits none): a
+    #: larger batch, needing more memory, has none either. False where allocations were ruled out by a
+    #: bound on the throughput (they may have plans short of the target, and a larger batch may reach it)
+    no_plan: bool = False
 
     @property
     def latency_unmet(self) -> bool:
@@ -205,19 +209,23 @@ class Tried:
     """What one allocation's solve found: its best plan under the latency target as an
     :class:`Allocation` and the caller's ``answer`` for it (``None``: no plan found), and whether it is
     proven that no plan on the allocation meets the targets (``short``) or that none was missed
-    (``proven``: no plan under the latency target exists where ``alloc`` is ``None``)."""
+    (``proven``: no plan under the latency target exists where ``alloc`` is ``None``); ``no_plan``: proven
+    that the allocation has no plan at all, whatever the targets (the model does not fit it)."""
 
     alloc: Allocation | None = None
     answer: object = None
     short: bool = False
     proven: bool = True
+    no_plan: bool = False
 
 
 @dataclass(frozen=True)
 class Search:
     """The outcome of :func:`cheapest_first`: every allocation with a plan (``tried``), the first that
     meets the target and its answer, whether that is proven cheapest, the solves run and why the search
-    ended early (``""``: it did not)."""
+    ended early (``""``: it did not); ``no_plan``: every allocation is proven to have no plan at all
+    (:attr:`Tried.no_plan`; none ruled out by a bound, whose allocation may have plans short of the
+    target)."""
 
     tried: tuple[Allocation, ...]
     best: Allocation | None
@@ -225,6 +233,7 @@ class Search:
     proven: bool
     solves: int
     stopped: str
+    no_plan: bool = False
 
 
 def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable, clock: Clock,
@@ -241,11 +250,14 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
     short: list[tuple[int, ...]] = []
     tried: list[Allocation] = []
     proven, solves, stopped = True, 0, ""
+    # every allocation so far has no plan at all: one skipped as no larger than such a one has none either
+    no_plan = True
     for i, c in enumerate(order):
         if any(all(x <= y for x, y in zip(c, s)) for s in short):
             continue  # a larger allocation was proven short: so is this one
         if rule_out(c):
             short.append(c)
+            no_plan = False
             continue
         if solves >= max_solves:
             proven, stopped = False, f"the solve limit ({max_solves}) was reached"
@@ -264,6 +276,7 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
             break
         if got.short:
             short.append(c)
+        no_plan = no_plan and got.alloc is None and got.no_plan
         if got.alloc is None:
             proven = proven and got.proven
             continue
@@ -274,7 +287,7 @@ def cheapest_first(order, target: float, rule_out: Callable, solve_at: Callable,
                           "interrupted" if clock.interrupted() else "")
         if not got.short:
             proven = False  # a better plan might have met the target
-    return Search(tuple(tried), None, None, proven, solves, stopped)
+    return Search(tuple(tried), None, None, proven, solves, stopped, no_plan and proven and not stopped)
 
 
 def _lower_bounds(graph: OpGraph, cl: Cluster) -> tuple[float, float]:
@@ -349,8 +362,8 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         eff = _efficient(allocs)
         best = next((a for a in eff if a.samples_per_s >= target * (1 - 1e-12)), None)
         top = eff[-1] if eff else None
-        if best is None:
-            return Provision(kinds, target, None, None, None, None, tuple(eff), True, top)
+        if best is None:  # the curve has every allocation's optimum: none finite means none has a plan
+            return Provision(kinds, target, None, None, None, None, tuple(eff), True, top, no_plan=not eff)
         from solvers.registry import check_curve_value, checked, get_solver
 
         cl = available.with_counts(best.counts)
@@ -400,4 +413,4 @@ def provision(graph: OpGraph, available: Cluster, prices, target: float, *, late
         if clock.interrupted():  # a Ctrl-C its program took: what it found is said, and why it stopped
             stopped = "interrupted"
     return Provision(kinds, target, latency_slo, best, sol_best, cl_best, tuple(eff),
-                     proven, top, found.solves, stopped, lowest)
+                     proven, top, found.solves, stopped, lowest, no_plan=found.no_plan and best is None)

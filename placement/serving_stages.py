@@ -958,7 +958,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
             blocked = blocked or (lat is not None and (why.get("optimum") is not None
                                                        or why.get("lowest") is not None))
             none = bool(why.get("proven_none"))
-            return Tried(short=short or (none and lat is None), proven=none)  # proven none: no plan at all
+            # proven none without a latency target: no plan at all
+            return Tried(short=short or (none and lat is None), proven=none, no_plan=none and lat is None)
         ev = ans.evaluation
         used = used_counts(len(c), (s.stage.kind for s in ev.stages for _ in range(s.stage.d * s.stage.t)))
         a = Allocation(c, float(np.dot(c, prices)), ev.objective * 1e3 * batch_size,
@@ -988,7 +989,8 @@ def provision(problem: ParallelProblem, prices, target: float, args, *, latency_
         if lowest is not None and lowest.interrupted:  # what it found is said; nothing runs after it
             stopped = "interrupted"
     pv = Provision(kinds, target, latency_slo, best, best_pt, None, tuple(eff), proven,
-                   top, found.solves, stopped, lowest_latency=lowest, model="stages")
+                   top, found.solves, stopped, lowest_latency=lowest, model="stages",
+                   no_plan=found.no_plan and best is None)
     return pv, (best_pt.problem if best_pt is not None else None)
 
 

@@ -4,6 +4,7 @@ leaves sizes untried does to the answer's proof (found by a review of the one ba
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -42,15 +43,47 @@ def test_a_size_without_an_answer_ends_an_auto_search_only_where_no_larger_can_h
 
     from placement.cli.serving import _provision_ends
 
-    def pv(slo=None, low=None, proven=True, reach=None, eff=()):
-        return NS(latency_slo=slo, lowest_latency=None if low is None else NS(bound=low), proven=proven,
-                  max_reachable=reach, efficient=eff)
+    def pv(slo=None, low=None, no_plan=False):
+        return NS(latency_slo=slo, lowest_latency=None if low is None else NS(bound=low), no_plan=no_plan)
 
     assert _provision_ends(pv(slo=2.0, low=2.5))  # the least latency at this batch is proven above 2 ms
-    assert not _provision_ends(pv(slo=2.0, low=1.5, reach="a100:2", eff=("a100:2",)))  # plans meet it
-    assert _provision_ends(pv())  # no allocation has a plan, proven: memory
-    assert not _provision_ends(pv(proven=False))  # not proven: a larger batch is still tried
-    assert not _provision_ends(pv(reach="a100:2", eff=("a100:2",)))  # short of the target: more may reach
+    assert not _provision_ends(pv(slo=2.0, low=1.5))  # plans meet it
+    assert _provision_ends(pv(no_plan=True))  # no allocation has a plan, proven: memory
+    # short of the target, or every allocation ruled out by the work bound: a larger batch may reach it
+    assert not _provision_ends(pv())
+
+
+@pytest.mark.parametrize("flags", [[], ["--max-replicas", "1"]], ids=["stages", "one-device-per-stage"])
+def test_auto_goes_on_past_a_batch_whose_allocations_the_work_bound_rules_out(files, flags, capsys):
+    """6000 samples/s on a100:1,t4:1: at batch 1 the stage model's work bound rules out every allocation
+    (at most 4880.58 samples/s), and the auto search ended there with "infeasible", proven (a review found
+    it). A larger batch serves more: the search goes on, and its answer is checked by placing the model
+    at that batch on that allocation (a second method)."""
+    d, model, prices = files
+    out = d / f"w{len(flags)}.json"
+    code = main(["provision", model, "--target-throughput", "6000", "--available", "a100:1,t4:1", "--prices",
+                 prices, "--batch-size", "auto", "--out", str(out), *flags])
+    capsys.readouterr()
+    assert code == 0
+    sec = json.loads(out.read_text())["provision"]
+    b, alloc = sec["batch_size"], sec["allocation"]
+    assert b > 1 and alloc is not None and sec["per_batch_size"][0]["allocation"] is None
+    assert main(["place", model, "--devices", alloc, "--batch-size", str(b), *flags]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("max-load"))
+    served = float(re.search(r"([\d,.]+) samples/s", line).group(1).replace(",", ""))
+    said = next(e["samples_per_s"] for e in sec["efficient"] if e["allocation"] == alloc)
+    assert served >= 6000 and served == pytest.approx(said, rel=1e-5), line
+
+
+def test_a_single_batch_size_proven_short_says_so_and_that_a_larger_may_serve_more(files, capsys):
+    """The infeasible line names the batch size it is proven at: a larger batch may serve more."""
+    d, model, prices = files
+    code = main(["provision", model, "--target-throughput", "6000", "--available", "a100:1,t4:1", "--prices",
+                 prices])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error: infeasible: 6000 samples/s is unreachable with a100:1,t4:1 at batch 1" in err, err
+    assert "(a larger --batch-size may serve more)" in err, err
 
 
 def test_a_list_cut_short_by_the_time_limit_is_not_proven_and_names_the_sizes_not_tried(files, monkeypatch,

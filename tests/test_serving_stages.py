@@ -688,8 +688,9 @@ def test_an_unreachable_target_names_the_most_found_as_its_plan_uses_and_only_cl
     assert (top.counts, top.price, top.samples_per_s, top.proven) == ((2, 0), 2.0, 2.0, True)
     assert top.counts == full.efficient[-1].counts  # the curve's last row
     msg, proven = _provision_failure(args, ds, [(1, p, full)], "", True)
-    assert proven and msg == ("error: infeasible: 3 samples/s is unreachable with fast:2,slow:2; the most "
-                              "any allocation serves is 2 samples/s (fast:2)"), msg
+    assert proven and msg == ("error: infeasible: 3 samples/s is unreachable with fast:2,slow:2 at batch 1; "
+                              "the most any allocation serves is 2 samples/s (fast:2) (a larger --batch-size "
+                              "may serve more)"), msg
 
     cut, _ = ss.provision(p, [1.0, 0.1], 3.0, ARGS, max_solves=1)
     assert cut.best is None and not cut.proven and cut.stopped == "the solve limit (1) was reached"

@@ -1203,13 +1203,14 @@ def _run_provision(args, clock, ctrl_c: _Interrupts) -> int:
 def _provision_ends(pv) -> bool:
     """Whether no batch size larger than ``pv``'s (a provision without an answer there) can have one:
     the latency target is proven out of reach (a larger batch takes at least as long), or no allocation
-    has any plan, proven (the model at this batch fits none of them; a larger batch needs more memory).
-    Otherwise a larger batch, serving more samples/s, may reach the target."""
+    has any plan, proven (:attr:`~placement.provision.Provision.no_plan`: the model at this batch fits
+    none of them; a larger batch needs more memory). Otherwise a larger batch, serving more samples/s,
+    may reach the target: also where every allocation was ruled out by a bound on the throughput."""
     low = pv.lowest_latency
     if pv.latency_slo is not None and low is not None and low.bound is not None and \
             low.bound > pv.latency_slo * (1 + 1e-9):
         return True
-    return pv.proven and pv.max_reachable is None and not pv.efficient
+    return pv.no_plan
 
 
 def _one_device_per_stage_provision_too(args, pv, ctrl_c, until: float | None) -> bool:
@@ -1403,7 +1404,14 @@ def _provision_failure(args, ds, results, stopped: str, proven: bool) -> tuple[s
             why = stopped or "some allocation's search ended without a proof"
             return (f"error: no allocation found serves {args.target_throughput:g} samples/s with {ds}{most} "
                     f"(not proven infeasible: {why})"), False
-        return f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{most}", True
+        # proven at the batch sizes tried only: a larger batch may serve more (unless no allocation has a
+        # plan at all, where a larger one has none either)
+        sizes = [r[0] for r in results]
+        at = f" at batch {sizes[0]}" if len(sizes) == 1 else f" at batch sizes {', '.join(map(str, sizes))}"
+        larger = "" if len(sizes) > 1 or all(r[2].no_plan for r in results) else \
+            " (a larger --batch-size may serve more)"
+        return (f"error: infeasible: {args.target_throughput:g} samples/s is unreachable with {ds}{at}{most}"
+                f"{larger}"), True
     # no allocation has any plan under the latency target: that is what cannot be met
     b, _, pv = results[0]
     low = pv.lowest_latency
