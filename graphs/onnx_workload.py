@@ -200,7 +200,8 @@ def build_opgraph(g: OnnxGraph, costs: Costs, *, training: bool = False, optimiz
 def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = True) -> dict:
     """The graph and cluster in the reference JSON format: the cluster's one communication-paying kind
     is the accelerator, its host kind the CPU. Node ids are node indices; ``name`` (and, with
-    ``annotate``, ``opType``, ``flops``, ``outputBytes``, ``paramBytes``) are extra fields."""
+    ``annotate``, ``opType``, ``flops``, ``outputBytes``, ``paramBytes``) are extra fields; top-level
+    ``batch_size`` is the samples of one run the times are for (:attr:`OpGraph.batch_size`)."""
     accel = [k for k in cluster.kinds if k.pays_communication]
     host = [k for k in cluster.kinds if not k.pays_communication]
     if len(accel) > 1 or len(host) > 1:
@@ -236,6 +237,8 @@ def reference_document(graph: OpGraph, cluster: Cluster, *, annotate: bool = Tru
         "nodes": nodes, "edges": edges,
         "source": graph.source, "unit": meta.get("unit", "ms"), "costModel": meta.get("costs"),
         "accelerator": a.name if a else None, "cpu": h.name if h else None,
+        # the times are per run of this batch: the reader gives the graph it again (graphs.reference)
+        "batch_size": graph.batch_size,
     }
 
 

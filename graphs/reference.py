@@ -3,9 +3,11 @@
 A workload file maps onto our model with two device kinds: ``accelerator`` (``maxFPGAs`` devices of
 ``maxSizePerFPGA`` bytes, paying communication) and ``cpu`` (``maxCPUs`` cores, unlimited memory, no
 communication). A file that names them (top-level ``"accelerator"`` and ``"cpu"``, as ``placement inspect
--o`` writes an ONNX model's costed graph: ``"t4"``) gives the kinds those names. Every problem is reported
-with the file name and the node or edge at fault. A split (:func:`parse_split`) comes in this format's
-``fpgas``/``cpus`` form, or names the devices of any cluster.
+-o`` writes an ONNX model's costed graph: ``"t4"``) gives the kinds those names; one that gives a
+``"batch_size"`` (``inspect -o`` at ``--batch-size N``) has its times per run of that batch, as the ONNX
+model's at that batch are (``graph.meta["batch_size"]``, :attr:`OpGraph.batch_size`). Every problem is
+reported with the file name and the node or edge at fault. A split (:func:`parse_split`) comes in this
+format's ``fpgas``/``cpus`` form, or names the devices of any cluster.
 """
 
 from __future__ import annotations
@@ -238,16 +240,31 @@ def parse_workload(data, *, source: str | None = None) -> Workload:
         raise InputError(f'"unit" must name the file\'s time unit (e.g. "ms"), got {shown(unit)}; leave it '
                          f"out for the workload's own unit", source=source)
 
+    batch = batch_size_field(data, "the samples its times are per run of", source)
+
     graph = OpGraph.build(
         names=names, ids=ids, kinds=kinds,
         compute=np.vstack([fpga, cpu]), comm=np.vstack([comm, comm]), memory=mem,
         edges=pairs, backward=bwd, colocation=color, source=source,
         # a file that names its time unit (an ONNX model written by `placement inspect -o`: ms) keeps it;
         # the reference workloads' own times have none ("t" in a result file)
+        # a file that gives its batch size has its times per run of that batch, as the ONNX model's
         meta={"format": "reference",
-              **({"unit": unit.strip()} if unit is not None else {})},
+              **({"unit": unit.strip()} if unit is not None else {}),
+              **({"batch_size": batch} if batch is not None else {})},
     )
     return Workload(graph, reference_cluster(k, cpus, cap, names=kinds))
+
+
+def batch_size_field(data: dict, meaning: str, source: str | None) -> int | None:
+    """A file's optional top-level ``"batch_size"`` (a workload's: the samples of one run its times are
+    for; a cost table's: the batch its times were measured at), ``None`` where it gives none; anything
+    but a positive integer is an :class:`InputError` naming the file, the field and ``meaning``."""
+    b = data.get("batch_size")
+    if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+        raise InputError(f'"batch_size" ({meaning}) must be a positive integer, got {shown(b)[:40]}',
+                         source=source)
+    return b
 
 
 def read_split(path: str | os.PathLike, graph: OpGraph, cluster: Cluster) -> np.ndarray:

@@ -46,7 +46,9 @@ def run(args) -> int:
     if args.out:
         with _interrupt.deferred():
             write_json(args.out, doc)
-        print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms, "
+        b = w.graph.batch_size  # the file records it ("batch_size"): its times are per run of the batch
+        per = f" per batch of {b}" if b > 1 else ""
+        print(f"annotated graph ({w.graph.num_nodes} nodes, {w.graph.meta.get('costs')} costs in ms{per}, "
               f"{w.graph.meta.get('devices')}) written to {args.out}")
     return EXIT_OK
 
