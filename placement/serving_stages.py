@@ -541,8 +541,11 @@ def best_refined(problem: ParallelProblem, args, fine: Callable[[], ParallelProb
         msg = fwhy.get("message") or why.get("message", "no plan")
         return None, dict(why, **both, message=msg), False
     proven = ans.proven and (fans.proven if fans is not None else bool(fwhy.get("proven_none")))
-    # the layer plan's "stage optimum" is the optimum over layer nodes: say so, and what operators gave
-    how = {"how": f"{ans.how}; layer nodes, operator nodes {what}"}
+    # the layer plan's "stage optimum" is the optimum over layer nodes: say so first (read as the stage
+    # model's, it was wrong where the operators' optimum is faster but misses the latency target), and
+    # what the operators gave (under the target, where there is one)
+    under = "" if latency is None else " under the target"
+    how = {"how": f"over layer nodes, {ans.how}; over operator nodes{under}, {what}"}
     if fans is not None and not fans.proven:
         what += f" (its search {fans.status}, not proven)"
     ans = noted(ans, f"operator granularity: {what}", proof_fields(ans.status, proven, bound), how)
