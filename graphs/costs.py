@@ -25,6 +25,8 @@ a JSON cost table (a path)
     ``{"unit": "ms", "compute": {node: {kind: time or null}}, "backward": {...}, "comm": {...}}``:
     measurements brought in from real devices. ``null`` = the kind cannot run the node; missing entries
     fall back to the roofline estimate (with a warning). ``backward`` times (training) are optional.
+    ``"batch_size"`` (optional): the batch size the times were measured at, the only one they are used
+    at (another is an error); a table without it is used as given at any batch size (a warning above 1).
 
 Communication is always ``latency + output bytes / link bandwidth`` of the kind (0 for host kinds)
 unless a table gives it. Operators a kind lists as unsupported cost ``inf`` there.
@@ -50,6 +52,7 @@ from .devices import CONV_TYPES, DeviceSet, DeviceSpec
 from .errors import InputError
 from .jsonio import json_error
 from .onnx_loader import OnnxGraph, Op
+from .reference import batch_size_field
 
 __all__ = ["Costs", "COST_MODELS", "compute_costs", "roofline_costs", "profile_costs", "table_costs",
            "op_flops", "op_bytes", "half_precision", "depthwise", "transpose_runs", "roofline_time",
@@ -496,6 +499,23 @@ def table_costs(g: OnnxGraph, devices: DeviceSet, path: str | os.PathLike) -> Co
     return parse_cost_table(g, devices, data, source=path)
 
 
+def _table_batch(data: dict, batch: int, source: str | None) -> list[str]:
+    """A table's times are one run's at the batch size it was measured at (its ``"batch_size"``), and
+    are used at that batch only: the model at another ``batch`` is an :class:`InputError` naming both. A
+    table that gives none is used as given at any batch, with a warning where ``batch`` is not 1 (the
+    returned list)."""
+    b = batch_size_field(data, "the batch size the table's times were measured at", source)
+    if b is None:
+        return [] if batch == 1 else [
+            f'cost table gives no "batch_size": its times are used as given at batch size {batch}, '
+            f'unscaled (give the batch size it was measured at, "batch_size": N, to have that checked)']
+    if b != batch:
+        raise InputError(f"the table's times were measured at batch size {b} and the model is placed at "
+                         f"batch size {batch}: place it at batch size {b} (--batch-size {b}), or measure "
+                         f"the table at {batch}", source=source)
+    return []
+
+
 def parse_cost_table(g: OnnxGraph, devices: DeviceSet, data, *, source: str | None = None) -> Costs:
     if not isinstance(data, dict) or not isinstance(data.get("compute"), dict):
         raise InputError('a cost table must be an object with a "compute" map: {"unit": "ms", "compute": '
@@ -504,10 +524,10 @@ def parse_cost_table(g: OnnxGraph, devices: DeviceSet, data, *, source: str | No
     if unit not in _UNITS:
         raise InputError(f"unit {unit!r} is not one of {', '.join(_UNITS)}", source=source)
     scale = _UNITS[unit]
+    warnings: list[str] = _table_batch(data, g.batch_size, source)
     base = roofline_costs(g, devices)
     kinds = base.kinds
     index = {op.name: i for i, op in enumerate(g.ops)}
-    warnings: list[str] = []
 
     def fill(section: str, rows: np.ndarray, allow_null: bool) -> int:
         table = data.get(section)
