@@ -178,8 +178,9 @@ class OpGraph:
     @property
     def batch_size(self) -> int:
         """The samples one run of the graph processes: its figures (compute, communication, max-load,
-        latency) are per run of that batch. The ONNX front end records it (``meta["batch_size"]``);
-        every other graph is per sample (1)."""
+        latency) are per run of that batch. The ONNX front end records it (``meta["batch_size"]``), and
+        so does a reference-format file's optional ``"batch_size"`` (what ``placement inspect -o`` writes
+        at ``--batch-size N``); every other graph is per sample (1)."""
         return int(self.meta.get("batch_size") or 1)
 
     # ------------------------------------------------------------------ construction

@@ -110,7 +110,8 @@ def add_frontend_options(p: argparse.ArgumentParser) -> None:
                    help="TOML/JSON file defining device kinds (repeatable)")
     g.add_argument("--costs", default=None, metavar="MODEL",
                    help="roofline (default), profile (measure this CPU with onnxruntime), or a JSON "
-                   "cost table")
+                   "cost table (times as measured: a table's \"batch_size\" is the only --batch-size it "
+                   "takes; without one it is used at any batch size, with a warning above 1)")
     from .serving import batch_size_arg
 
     g.add_argument("--batch-size", type=batch_size_arg, default=None, metavar="N", help="value of a symbolic "
