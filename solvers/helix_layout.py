@@ -57,7 +57,7 @@ import numpy as np
 from graphs.errors import InputError
 from graphs.helix import SINK, SOURCE, HelixCluster, NodeProfile, max_flow
 
-from .base import Status
+from .base import INTERRUPTED, Status
 from .helix_bounds import cover_bound, crossing_bound, integer_cover_bound, layer_budget_bound
 
 __all__ = ["LayoutResult", "solve_layout"]
@@ -108,6 +108,23 @@ class _Group:
     gpu_type: str
     profile: NodeProfile
     nodes: tuple[int, ...]
+
+
+@dataclass
+class _SoFar:
+    """The best layout found so far, kept up to date while the construction runs, so that a Ctrl-C at
+    any moment of it leaves that layout (:func:`solve_layout`). ``offer``: a layout with its scored
+    value; ``chain``: ``(regions, layout)``, the chain a bisection is refining now (:func:`_stage_chain`),
+    not scored yet (scoring every step would take time the search needs; :func:`_chains` scores it if a
+    Ctrl-C comes first)."""
+
+    layout: dict = field(default_factory=dict)
+    value: float = 0.0
+    chain: tuple = ()
+
+    def offer(self, layout: Mapping[int, tuple[int, int]], value: float) -> None:
+        if value > self.value:
+            self.layout, self.value = dict(layout), value
 
 
 def _groups(cluster: HelixCluster, model: str) -> list[_Group]:
@@ -357,9 +374,10 @@ def _chain_layout(cluster, model, groups, gis, stages) -> dict[int, tuple[int, i
     return layout
 
 
-def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, lanes=True):
+def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, lanes=True, so_far=None):
     """The best chain of stages found by bisection on its capacity (module docstring, step 2):
-    ``(layout, target reached)``, layout ``{}`` if none."""
+    ``(layout, target reached)``, layout ``{}`` if none. Each better chain is ``so_far.chain`` as it is
+    found (:class:`_SoFar`)."""
     L = cluster.models[model].num_layers
     gis = {r: [g for g, grp in enumerate(groups) if grp.region == r] for r in regions}
     orders = _orders(groups, regions, L)
@@ -385,26 +403,51 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, l
             hi = mid
             continue
         best = _chain_layout(cluster, model, groups, gis, found)
+        if so_far is not None:
+            so_far.chain = (tuple(regions), best)
         # the chain's own capacity (its smallest stage) may exceed the target: start from there
         lo = max(mid, min(p[2] for seg in found for (_, p, _) in seg))
     return best, lo
 
 
-def _chains(cluster, model, groups, regions, slow, hi, deadline, threads):
+def _chains(cluster, model, groups, regions, slow, hi, deadline, threads, so_far=None):
     """Chains side by side on disjoint sets of regions, their flows adding up: the best partition of
     the regions into sets that each run the best chain found for them (the whole set first, then
-    smaller ones while time is left; up to 4 regions). Returns ``(layout, scored value)``."""
+    smaller ones while time is left; up to 4 regions). Returns ``(layout, scored value)``. On a Ctrl-C
+    (``KeyboardInterrupt``, raised again) ``so_far`` is offered the best partition of the chains found
+    until then, the one being refined included."""
     if len(regions) > 4:
         subsets = [tuple(regions)]
     else:
         subsets = [sub for m in range(len(regions), 0, -1) for sub in itertools.combinations(regions, m)]
     found: dict[frozenset, tuple[float, dict]] = {}
-    for sub in subsets:
-        if time.monotonic() >= deadline:
-            break
-        layout, _ = _stage_chain(cluster, model, groups, list(sub), slow, hi, deadline, threads)
-        if layout:
-            found[frozenset(sub)] = (max_flow(cluster, model, layout), layout)
+    try:
+        for sub in subsets:
+            if time.monotonic() >= deadline:
+                break
+            layout, _ = _stage_chain(cluster, model, groups, list(sub), slow, hi, deadline, threads,
+                                     so_far=so_far)
+            if layout:
+                found[frozenset(sub)] = (max_flow(cluster, model, layout), layout)
+        layout = _side_by_side(regions, found)
+        # side by side, the chains may share links as well: the scorer has the last word
+        return layout, (max_flow(cluster, model, layout) if layout else 0.0)
+    except KeyboardInterrupt:
+        if so_far is not None:
+            if so_far.chain and frozenset(so_far.chain[0]) not in found:
+                regs, lay = so_far.chain
+                found[frozenset(regs)] = (max_flow(cluster, model, lay), lay)
+            for v, lay in found.values():
+                so_far.offer(lay, v)
+            layout = _side_by_side(regions, found)
+            if layout:
+                so_far.offer(layout, max_flow(cluster, model, layout))
+        raise
+
+
+def _side_by_side(regions, found: Mapping[frozenset, tuple[float, dict]]) -> dict[int, tuple[int, int]]:
+    """The layout of the best partition of ``regions`` into sets with a chain in ``found`` (``{set of
+    regions: (scored value, layout)}``; values added), or, where none covers them all, the best chain."""
     best: dict[frozenset, tuple[float, dict]] = {frozenset(): (0.0, {})}
     for m in range(1, len(regions) + 1):  # best split of every set of regions, smaller sets first
         for sub in itertools.combinations(regions, m):
@@ -417,13 +460,12 @@ def _chains(cluster, model, groups, regions, slow, hi, deadline, threads):
     whole = best.get(frozenset(regions))
     if whole is None:  # no chain fits in the time (or at all): the best one found on some regions
         whole = max(found.values(), key=lambda o: o[0], default=(0.0, {}))
-    layout = whole[1]
-    # side by side, the chains may share links as well: the scorer has the last word
-    return layout, (max_flow(cluster, model, layout) if layout else 0.0)
+    return whole[1]
 
 
-def _add_idle(cluster, model, layout, value, deadline):
-    """Add idle nodes beside used ones (same layers) while that raises the scored flow."""
+def _add_idle(cluster, model, layout, value, deadline, so_far=None):
+    """Add idle nodes beside used ones (same layers) while that raises the scored flow; ``so_far`` is
+    offered each better layout as it is scored (:class:`_SoFar`)."""
     layout = dict(layout)
     while time.monotonic() < deadline:
         ranges = sorted(set(layout.values()))
@@ -437,6 +479,8 @@ def _add_idle(cluster, model, layout, value, deadline):
                 v = max_flow(cluster, model, {**layout, n.index: (s, k)})
                 if v > best[0] * (1 + 1e-9):
                     best = (v, (n.index, (s, k)))
+                    if so_far is not None:
+                        so_far.offer({**layout, n.index: (s, k)}, v)
         if best[1] is None:
             break
         value = best[0]
@@ -444,11 +488,12 @@ def _add_idle(cluster, model, layout, value, deadline):
     return layout, value
 
 
-def _swap_nodes(cluster, model, layout, value, deadline):
+def _swap_nodes(cluster, model, layout, value, deadline, so_far=None):
     """Exchange the layers of two nodes of one region, GPU type and layer limit (or give a used node's
     layers to an idle one of them) while that raises the scored flow: the construction plans with the
     smallest capacity of such nodes, so where their profiles differ, which node holds which layers
-    matters (each move is kept only when :func:`graphs.helix.max_flow` says it helps)."""
+    matters (each move is kept only when :func:`graphs.helix.max_flow` says it helps; ``so_far`` is
+    offered it)."""
     layout = dict(layout)
     key = {n.index: (n.region or 0, n.gpu_type, n.profiles[model].max_num_layers) for n in cluster.nodes
            if n.profiles[model].max_num_layers > 0}
@@ -471,6 +516,8 @@ def _swap_nodes(cluster, model, layout, value, deadline):
             v = max_flow(cluster, model, cand)
             if v > value * (1 + 1e-9):
                 layout, value, improved = cand, v, True
+                if so_far is not None:
+                    so_far.offer(layout, value)
     return layout, value
 
 
@@ -627,7 +674,9 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     upper bound (module docstring). ``milp=False`` skips step 3 (construction and bound only). ``gap``:
     the search stops once ``(bound - value) / value`` is at most this (the place command's ``--gap``,
     whose default this is); the layout is then ``feasible``, within the gap, and ``optimal`` only where
-    the value reaches the bound."""
+    the value reaches the bound. A Ctrl-C (``KeyboardInterrupt``) at any moment of the search ends it
+    with the best layout found so far, ``feasible`` and said interrupted (:attr:`LayoutResult.interrupted`),
+    with the bound proven so far; one before any layout is found is raised again."""
     if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 1:
         raise InputError(f"gap must be a relative gap from 0 to 1, got {gap!r}")
     t0 = time.monotonic()
@@ -653,23 +702,27 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     stats: dict[str, object] = {"layer_bound": B, "exact": exact, "groups": len(groups)}
     # the chain gets at most half the time, so that the MILP has some
     chain_deadline = t0 + 0.5 * (deadline - t0) if math.isfinite(deadline) else math.inf
-    # the construction on coarse groups (capacities at most the true ones, so every stage it builds
-    # carries at least what it planned): nodes whose profiles differ a little stay interchangeable there
-    layout, value = _chains(cluster, model, _coarse(groups), regions, slow, B, chain_deadline, threads)
-    stats["construction"] = value
-    if layout and value < B * (1 - _REACHED):
-        layout, value = _add_idle(cluster, model, layout, value, chain_deadline)
-        stats["with_idle_nodes"] = value
-        layout, value = _swap_nodes(cluster, model, layout, value, chain_deadline)
-        stats["with_swaps"] = value
+    layout: dict[int, tuple[int, int]] = {}
+    value = 0.0
     bound = B
     message = ""
     interrupted = False
+    so_far = _SoFar()  # what a step of the construction has found before it returns
 
     def closed() -> bool:  # the value reaches the bound, or the requested gap: nothing left to search
         return value >= bound * (1 - _REACHED) or bound - value <= gap * value
 
-    try:  # a Ctrl-C from here on ends the search with the layout so far and the bound proven so far
+    try:  # a Ctrl-C from here on ends the search with the best layout so far and the bound proven so far
+        # the construction on coarse groups (capacities at most the true ones, so every stage it builds
+        # carries at least what it planned): nodes whose profiles differ a little stay interchangeable there
+        layout, value = _chains(cluster, model, _coarse(groups), regions, slow, B, chain_deadline, threads,
+                                so_far=so_far)
+        stats["construction"] = value
+        if layout and value < B * (1 - _REACHED):
+            layout, value = _add_idle(cluster, model, layout, value, chain_deadline, so_far=so_far)
+            stats["with_idle_nodes"] = value
+            layout, value = _swap_nodes(cluster, model, layout, value, chain_deadline, so_far=so_far)
+            stats["with_swaps"] = value
         upper = _upper_cluster(cluster, model)
         # where nodes of one GPU type and layer limit differ, the bounds on their own profiles as well
         # (more item types, slower, but not raised to the largest of each type): both are proven, the
@@ -733,8 +786,12 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
             if res.interrupted:  # its best is kept above: a layout all the same
                 raise KeyboardInterrupt
     except KeyboardInterrupt:
+        if so_far.value > value:  # the step of the construction the Ctrl-C cut short had found more
+            layout, value = so_far.layout, so_far.value
+        if not layout:  # nothing found yet: the Ctrl-C is the caller's
+            raise
         interrupted = True
-        message = "interrupted (Ctrl-C): the best layout so far, the bound proven so far"
+        message = f"{INTERRUPTED}: the best layout so far (not proven optimal), the bound proven so far"
     # a layout's value can never exceed a proven bound; a bound below it (float noise) is raised to it
     bound = max(bound, value)
     reached = value > 0 and value >= bound * (1 - _REACHED) and not interrupted

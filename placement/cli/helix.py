@@ -94,7 +94,8 @@ def format_result(cluster, result) -> str:
 
 
 def place(args, clock) -> int:
-    """Run ``placement place`` on a Helix file; returns the exit code (0: a layout, 1: none found).
+    """Run ``placement place`` on a Helix file; returns the exit code (0: a layout, 1: none found; a
+    Ctrl-C before any layout is a ``KeyboardInterrupt``, exit 130).
     ``clock``: the command's (:class:`placement.clock.Clock`); its ``--time-limit``, when given, is the
     whole command's: the solve gets what reading the file and loading the solver left."""
     from graphs.helix import is_helix, read_helix
@@ -117,10 +118,13 @@ def place(args, clock) -> int:
         limit *= 1 - VLLM_SHARE
     from ..inputs import checked_gap
 
+    # a Ctrl-C before any layout was found is raised here (exit 130); after one, the result is that
+    # layout, feasible and said interrupted, with the bound proven so far (exit 0)
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads, gap=checked_gap(args.gap))
     data = result_json(cluster, result)
     # a Ctrl-C ended the search (its layout so far is the answer): nothing more is planned
     vllm = wants_vllm and bool(result.layout) and not result.interrupted
+    cut = wants_vllm and result.interrupted
     if vllm:
         from solvers.helix_vllm import plan_replicas
 
@@ -129,14 +133,20 @@ def place(args, clock) -> int:
         # replicas planned for vLLM as well (seconds here): the layout's own chains may serve far less
         plan_s = VLLM_PLAN_TIME if deadline is None else \
             min(VLLM_PLAN_TIME, max(0.0, deadline - time.perf_counter()))
-        planned = plan_replicas(cluster, model, time_limit=plan_s, threads=args.threads)
-        data["vllm"] = vllm_json(cluster, model, result.layout, planned)
+        try:
+            planned = plan_replicas(cluster, model, time_limit=plan_s, threads=args.threads)
+            data["vllm"] = vllm_json(cluster, model, result.layout, planned)
+        except KeyboardInterrupt:  # the layout stands: written without the replicas the Ctrl-C cut short
+            vllm, cut = False, True
     after = ""
     if vllm and not args.json:
         from ..vllm_out import format_vllm
 
         after = "\n" + format_vllm(data["vllm"]) + "\n"
     _emit(args, cluster, result, data, after)
+    if cut:
+        print("note: interrupted (Ctrl-C): no vLLM replicas planned (the result has no vllm section)",
+              file=sys.stderr)
     if not result.layout:
         print(f"error: {result.message}", file=sys.stderr)
         return 1
