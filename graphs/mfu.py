@@ -4,12 +4,13 @@ This is not the busy-time utilisation (``load / max-load``, or busy time over ma
 simulation), which says how long a device is occupied. MFU says how much arithmetic it does in that
 time: a device busy 100% of the time on memory-bound operators still has a low MFU.
 
-Definition, for a placement run as a pipeline in steady state (one sample, i.e. one batch, leaves
-every ``period`` = max-load milliseconds):
+Definition, for a placement run as a pipeline in steady state: one run of the graph, a batch of
+``graph.batch_size`` samples (an ONNX model's batch size; 1 for every other graph), leaves every
+``period`` = max-load milliseconds, since the graph's FLOPs and times are per run:
 
-* a device's FLOPs per sample are the operator FLOPs of its nodes as ``placement inspect`` counts
-  them (:func:`graphs.costs.op_flops`; a backward node counts ``backward_factor`` times its forward
-  twin, the factor its time was derived with);
+* a device's FLOPs per run are the operator FLOPs of its nodes as ``placement inspect`` counts
+  them (:func:`graphs.costs.op_flops`, at the graph's batch size; a backward node counts
+  ``backward_factor`` times its forward twin, the factor its time was derived with);
 * its **peak time** is the time those FLOPs would take at the peak FLOP/s of its kind for each
   operator's class: the catalog's fp32 peak (the fp16 one for half-precision operators; no efficiency
   factor) for a preset; for a calibrated kind (``placement calibrate``) the measured rate of the
@@ -27,6 +28,10 @@ every ``period`` = max-load milliseconds):
 The period comes from the costs, so where those are measured (``--costs profile`` or a cost table),
 MFU uses the measured times. Graphs without FLOP annotations (reference JSON workloads) or without
 the catalog's peaks have no MFU (:func:`compute_utilisation` returns ``None``).
+
+The result file's ``compute_utilisation`` (:meth:`PlanMFU.as_dict`) gives both: per sample
+(``flops_per_sample``, ``period_ms``) and per batch (``flops_per_batch``, ``batch_period_ms``), with
+``batch_size``; the MFU is the same either way.
 """
 
 from __future__ import annotations
@@ -46,12 +51,13 @@ _MS = 1e-3  # graph times are milliseconds
 
 @dataclass(frozen=True)
 class DeviceMFU:
-    """One device's arithmetic: FLOPs per sample, its kind's peak and the achieved fraction of it."""
+    """One device's arithmetic: FLOPs per run of the graph (a batch), its kind's peak and the achieved
+    fraction of it."""
 
     device: int
     name: str
     kind: str
-    flops: float  # per sample (one batch)
+    flops: float  # per run of the graph (one batch of the plan's batch_size samples)
     peak_flops: float  # FLOP/s: its FLOPs over their peak time (the fp32 peak for a preset, fp32 work)
     achieved: float  # FLOP/s in steady state
     mfu: float  # peak time of its FLOPs / period
@@ -59,28 +65,38 @@ class DeviceMFU:
 
 @dataclass(frozen=True)
 class PlanMFU:
-    """MFU of every device and of the whole plan, for one sample every ``period_ms``."""
+    """MFU of every device and of the whole plan, one run of the graph (a batch of ``batch_size``
+    samples) every ``period_ms``: ``period_ms`` and the FLOPs are per run, as the graph's figures."""
 
     devices: tuple[DeviceMFU, ...]
-    period_ms: float
-    flops: float  # per sample, all devices
+    period_ms: float  # per run of the graph (one batch)
+    flops: float  # per run, all devices
     achieved: float  # FLOP/s, all devices
     peak_flops: float  # FLOP/s, every device of the cluster
     total: float  # achieved / peak_flops
     capped: int = 0  # operators whose cost beat their kind's peak (their peak time is their cost)
+    batch_size: int = 1  # samples per run of the graph (its batch_size)
 
     def as_dict(self) -> dict:
-        """The result file's ``compute_utilisation`` object."""
+        """The result file's ``compute_utilisation`` object: FLOPs and period per sample and per batch
+        (one run of the model), with the batch size; files written before it had ``batch_size`` held
+        per-batch figures under ``flops_per_sample`` and ``period_ms`` (docs/formats.md)."""
+        b = self.batch_size
+        period = self.period_ms if math.isfinite(self.period_ms) else None
         return {
             "definition": "achieved FLOP/s over the peak FLOP/s of each operator's class on its kind (the "
-                          "catalog's peak, or a calibrated kind's measured Conv / MatMul / other rate), "
-                          "one sample per max-load",
-            "period_ms": self.period_ms if math.isfinite(self.period_ms) else None,
-            "flops_per_sample": self.flops, "achieved_flops_per_s": self.achieved,
-            "peak_flops_per_s": self.peak_flops, "total": self.total,
+                          "catalog's peak, or a calibrated kind's measured Conv / MatMul / other rate), in "
+                          "steady state: one batch of batch_size samples (one run of the model) every "
+                          "max-load, batch_period_ms; per sample, flops_per_sample every period_ms",
+            "batch_size": b,
+            "period_ms": None if period is None else period / b,
+            "batch_period_ms": period,
+            "flops_per_sample": self.flops / b, "flops_per_batch": self.flops,
+            "achieved_flops_per_s": self.achieved, "peak_flops_per_s": self.peak_flops, "total": self.total,
             "operators_faster_than_peak": self.capped,
-            "devices": [{"device": d.device, "name": d.name, "kind": d.kind, "flops_per_sample": d.flops,
-                         "peak_flops_per_s": d.peak_flops, "achieved_flops_per_s": d.achieved, "mfu": d.mfu}
+            "devices": [{"device": d.device, "name": d.name, "kind": d.kind, "flops_per_sample": d.flops / b,
+                         "flops_per_batch": d.flops, "peak_flops_per_s": d.peak_flops,
+                         "achieved_flops_per_s": d.achieved, "mfu": d.mfu}
                         for d in self.devices],
         }
 
@@ -135,8 +151,9 @@ def _node_rates(graph: OpGraph, peaks: tuple, half: np.ndarray) -> np.ndarray:
 
 def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
                         period_ms: float | None = None) -> PlanMFU | None:
-    """MFU of a placement (see the module doc); ``period_ms`` defaults to the placement's max-load.
-    ``None`` when the graph has no FLOP annotations or a kind has no catalog peak."""
+    """MFU of a placement (see the module doc); ``period_ms``, the time per run of the graph (per batch),
+    defaults to the placement's max-load. ``None`` when the graph has no FLOP annotations or a kind has
+    no catalog peak."""
     if not has_flops(graph) or any(k.name not in graph.meta["peak_flops"] for k in cluster.kinds):
         return None
     a = check_assignment(graph, cluster, assignment)
@@ -146,11 +163,11 @@ def compute_utilisation(graph: OpGraph, cluster: Cluster, assignment, *,
 
 
 def stage_utilisation(graph: OpGraph, cluster: Cluster, stages, period_ms: float) -> PlanMFU | None:
-    """MFU of a stage plan, one sample every ``period_ms``: ``stages`` are ``(kind index, node mask,
-    devices)`` in pipeline order, each stage's ``devices`` (``d * t``) numbered kind by kind in that
-    order, as the stage table names them; each of them does ``1 / devices`` of its stage's FLOPs (its
-    replica's share of the samples, its share of a tensor-parallel split). ``None`` as for
-    :func:`compute_utilisation`."""
+    """MFU of a stage plan, one run of the graph (a batch) every ``period_ms``: ``stages`` are ``(kind
+    index, node mask, devices)`` in pipeline order, each stage's ``devices`` (``d * t``) numbered kind
+    by kind in that order, as the stage table names them; each of them does ``1 / devices`` of its
+    stage's FLOPs (its replica's share of the samples, its share of a tensor-parallel split). ``None``
+    as for :func:`compute_utilisation`."""
     if not has_flops(graph) or any(k.name not in graph.meta["peak_flops"] for k in cluster.kinds):
         return None
     start = np.concatenate([[0], np.cumsum([k.count for k in cluster.kinds])])
@@ -210,7 +227,7 @@ def _utilisation(graph: OpGraph, cluster: Cluster, share, period_ms: float) -> P
     total_flops = float(sum(x.flops for x in out))
     achieved = total_flops / period_s if ok else 0.0
     return PlanMFU(tuple(out), float(period_ms), total_flops, achieved, total_peak,
-                   achieved / total_peak if total_peak > 0 else 0.0, n_capped)
+                   achieved / total_peak if total_peak > 0 else 0.0, n_capped, graph.batch_size)
 
 
 def pct(x: float) -> str:

@@ -21,16 +21,19 @@ The one-device-per-stage form::
      # ONNX inputs: the front-end options the workload was built with
      "frontend": {"devices", "costs", "batch_size", "training", "optimizer"},
      "objective_name": "max-load" | "split-max" | "latency", "latency": single-sample latency,
-     "compute_utilisation": {"total", "period_ms", ..., "devices": [{"name", "kind", "mfu", ...}]} or null,
+     "compute_utilisation": {"total", "batch_size", "flops_per_sample", "period_ms" (per sample),
+                             "flops_per_batch", "batch_period_ms", ..., "devices": [{"name", "kind", "mfu",
+                             ...}]} or null,
      # reference fields, when the cluster has the reference's kinds (accelerator, cpu):
      "maxLoad", "totalLatency", "fpgas": [{"load", "nodes": [ids]}], "cpus": [{"load", "nodes": [ids]}]}
 
 For ``--objective latency`` the reference fields follow its latency format instead: ``totalLatency``
 and one ``fpgas`` entry ``{"nodes"}`` per accelerator subgraph (``cpus``: all host nodes).
 
-``utilisation`` = load / max-load (busy time); ``compute_utilisation`` (ONNX inputs) = achieved over
-peak FLOP/s per device and in total (MFU, :mod:`graphs.mfu`). Infinite numbers (no placement) are
-written as ``null``.
+``utilisation`` = load / max-load (busy time); ``compute_utilisation`` (ONNX inputs, a stage plan's
+too) = achieved over peak FLOP/s per device and in total (MFU, :mod:`graphs.mfu`), its FLOPs and
+period per sample and per batch. A stage plan's ``memory`` per stage: :func:`_stage_memory`.
+Infinite numbers (no placement) are written as ``null``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ import numpy as np
 
 from graphs.errors import InputError
 from graphs.model import Cluster, OpGraph
-from graphs.parallel import ParallelProblem, PlanEvaluation, stage_device_names, stage_device_numbers
+from graphs.parallel import (
+    ParallelProblem,
+    PlanEvaluation,
+    stage_device_names,
+    stage_device_numbers,
+    weight_versions,
+)
 from solvers.base import relative_gap
 
 if TYPE_CHECKING:
@@ -208,8 +217,7 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
             "devices": ids,
             "time_per_sample": s.time_per_sample,
             "compute": s.compute, "comm": s.comm, "resync": s.resync,
-            "memory": {"weights": s.weights, "stash": s.stash, "peak": s.memory,
-                       "capacity": None if math.isinf(s.capacity) else s.capacity},
+            "memory": _stage_memory(problem.schedule, s),
             "in_flight": s.in_flight,
         })
         for j, name in enumerate(ids):  # replica r holds devices r*t .. r*t+t-1 (its tensor-parallel group)
@@ -233,6 +241,21 @@ def stage_result_dict(problem: ParallelProblem, ev: PlanEvaluation, *, status: s
             "problem": {"schedule": problem.schedule, "microbatches": problem.microbatches,
                         "max_replicas": problem.max_replicas, "kinds": kinds, **(settings or {})},
             "stages": stages, "devices": devices, **({"compile_s": compile_s} if compile_s else {})}
+
+
+def _stage_memory(schedule: str, s) -> dict:
+    """A stage's ``memory`` per device in bytes (docs/formats.md), its peak in parts, each named for
+    what it is: ``fixed`` (the stage model's ``B``: one copy of the parameters, and in training their
+    gradients and optimiser state; in inference the outputs held too), ``stash`` (``A * y``),
+    ``trainable_weights`` (``W``: the weights training updates, part of ``fixed``; 0 for inference,
+    which updates none) and ``weight_versions`` (the copies of them the schedule keeps), so that
+    ``peak = fixed + stash + (weight_versions - 1) * trainable_weights``. (Files of earlier releases
+    wrote ``weights`` = ``trainable_weights * weight_versions``, 0 for inference.)"""
+    versions = weight_versions(schedule, s.in_flight)
+    w = s.weights / versions  # the evaluator's weights are W times the versions kept
+    return {"fixed": s.memory - s.stash - (versions - 1) * w, "stash": s.stash, "trainable_weights": w,
+            "weight_versions": versions, "peak": s.memory,
+            "capacity": None if math.isinf(s.capacity) else s.capacity}
 
 
 def is_stage_result(data) -> bool:

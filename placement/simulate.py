@@ -461,8 +461,11 @@ class Simulation:
         """Plain numbers for JSON output. ``samples_per_microbatch``: samples in one micro-batch (an ONNX
         model's batch size: a micro-batch is one run of it), so that ``time_per_sample`` and
         ``throughput`` are per sample, as a stage plan's simulation gives them; ``time_per_microbatch``
-        and ``steady_time_per_microbatch`` are per run, and ``latency``, ``max_load`` and each stage's
-        ``load`` are per micro-batch."""
+        and ``steady_time_per_microbatch`` are per run, and ``latency`` (also as
+        ``latency_per_microbatch``, the stage plan's key), ``max_load`` and each stage's ``load`` are per
+        micro-batch. ``throughput`` and ``steady_throughput`` are samples per time unit (``placement show
+        --json`` adds them per second, ``samples_per_s`` and ``steady_samples_per_s``, where the unit is
+        known)."""
         def num(x):
             return x if x is None or math.isfinite(x) else None
 
@@ -475,6 +478,7 @@ class Simulation:
             "steady_throughput": num(self.steady_throughput * b),
             "time_per_microbatch": self.time_per_sample,
             "steady_time_per_microbatch": self.steady_time_per_sample, "latency": self.latency,
+            "latency_per_microbatch": num(self.latency),
             "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
             "stages": [{"stage": r.stage, "name": r.name, "kind": r.kind, "load": r.load, "busy": r.busy,
                         "compute": r.compute, "utilisation": r.utilisation,
@@ -823,17 +827,26 @@ class ReplicatedSimulation:
         return self.samples / self.makespan if self.makespan > 0 else math.inf
 
     def summary(self) -> dict:
-        """Plain numbers for JSON output."""
+        """Plain numbers for JSON output, in seconds: per sample and per micro-batch
+        (``samples_per_microbatch`` samples) over the run (``time_per_sample``, ``time_per_microbatch``)
+        and in steady state (``steady_time_per_sample``, the same as ``period_per_sample``, and
+        ``steady_time_per_microbatch``), samples per second for both, as a one-device-per-stage
+        simulation's ``placement show --json`` gives them."""
         def num(x):
             return x if math.isfinite(x) else None
 
+        b = self.samples_per_microbatch
+        period = self.period_per_sample
         return {
             "schedule": self.schedule, "resident": self.resident, "microbatches": self.microbatches,
             "batches": self.batches,
-            "samples_per_microbatch": self.samples_per_microbatch, "samples": self.samples,
+            "samples_per_microbatch": b, "samples": self.samples,
             "makespan": self.makespan, "time_per_sample": self.time_per_sample,
+            "time_per_microbatch": self.time_per_sample * b,
+            "steady_time_per_sample": period, "steady_time_per_microbatch": period * b,
             "samples_per_s": num(self.throughput),
-            "period_per_sample": self.period_per_sample, "bottleneck_per_sample": self.bottleneck_per_sample,
+            "steady_samples_per_s": num(1.0 / period) if period > 0 else None,
+            "period_per_sample": period, "bottleneck_per_sample": self.bottleneck_per_sample,
             "bubble_fraction": self.bubble_fraction, "model_time_per_sample": self.model_time_per_sample,
             "latency_per_microbatch": num(self.latency),
             "model_latency_per_microbatch": num(self.model_latency),

@@ -178,8 +178,14 @@ def run(args) -> int:
     ev = evaluate(w.graph, w.cluster, a)
     # a plan that breaks a constraint is no placement: "invalid", as a stage plan's evaluation says
     status = Status.FEASIBLE if ev.valid else Status.INVALID
-    sol = Solution(a, ev.max_load, status, f"given {what}", message=f"{what} from {args.split}")
-    print_result(args, Placement(w.graph, w.cluster, sol, ev))
+    # a split-max result is scored on its objective too (max forward load + max backward load), beside
+    # the max-load, as place printed and wrote it
+    split = is_result and data.get("objective_name") == "split-max"
+    if split:
+        from graphs.evaluate import split_max
+    value = split_max(w.graph, w.cluster, a) if split else ev.max_load
+    sol = Solution(a, value, status, f"given {what}", message=f"{what} from {args.split}")
+    print_result(args, Placement(w.graph, w.cluster, sol, ev, "split-max" if split else "max-load"))
     recorded = data.get("max_load") if is_result else None
     if is_result:
         now = _max_load_words(data, w.graph.meta.get("unit"), w.graph.batch_size)

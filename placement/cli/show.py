@@ -157,7 +157,12 @@ def run(args) -> int:
         batch = w.graph.batch_size or 1
         doc = {"result": args.result, "time_unit": unit or "t", "batch_size": w.graph.batch_size,
                "simulation": sim.summary(batch), "overlapped": over.summary(batch)}
+        per_s = {"ms": 1e3, "s": 1.0}.get(unit)  # time units per second (None: a workload's own unit, t)
         for part in ("simulation", "overlapped"):
+            # samples per second, as a stage plan's simulation gives them (throughput: per time unit)
+            for key, rate in (("samples_per_s", "throughput"), ("steady_samples_per_s", "steady_throughput")):
+                x = doc[part][rate]
+                doc[part][key] = None if per_s is None or x is None else x * per_s
             for row in doc[part]["stages"]:
                 row.update(devices=[row["name"]], d=1, t=1)
         print_json(doc)
@@ -362,7 +367,7 @@ def format_stage_simulation(sim, unit: str = "s", sample: str = "sample",
     for s in sim.stages:
         if s.peak_memory > s.capacity * (1 + 1e-9):
             lines.append(f"stage {s.stage} does NOT fit under {sim.schedule}: {human_bytes(s.peak_memory)} "
-                         f"per device, a {s.kind} holds {human_bytes(s.capacity)}")
+                         f"per device, over the {human_bytes(s.capacity)} each {s.kind} device holds")
     return "\n".join(lines)
 
 
@@ -401,14 +406,14 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     llm = is_llm_config(_json(path))
     # what a micro-batch is: its samples (the problem's times are per sample) and in words
     if llm:  # a model config's decode plan (placement/cli/llm.py), rebuilt as evaluate rebuilds it
-        problem, batch = _llm_problem(args, data, path, frontend or {})
-        samples = batch // problem.microbatches  # sequences per micro-batch, a token each per step
+        problem, batch_size = _llm_problem(args, data, path, frontend or {})
+        samples = batch_size // problem.microbatches  # sequences per micro-batch, a token each per step
         words = f"a decode step of {samples} sequence{'s' if samples > 1 else ''}"
     else:
         w = workload_for_result(data, path, schedule=given, microbatches=args.microbatches,
                                 source=args.result, frontend=frontend)
         problem = w.problem
-        samples = int(w.settings.get("batch_size") or 1)  # an ONNX model's: one run; a Piper file: 1
+        samples = batch_size = int(w.settings.get("batch_size") or 1)  # an ONNX model's: one run; Piper: 1
         words = f"one run of the model at batch size {samples}" if onnx else None
 
     plan = plan_from_dict(problem, data, source=args.result)
@@ -435,7 +440,9 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
 
         from ..export import print_json
 
-        doc = {"result": args.result, "time_unit": "s", "simulation": sim.summary()}
+        # batch_size as a one-device-per-stage plan's gives it: the model's (an LLM's: its sequences)
+        doc = {"result": args.result, "time_unit": "s", "batch_size": batch_size,
+               "simulation": sim.summary()}
         for row, names in zip(doc["simulation"]["stages"], stage_device_names(problem, plan)):
             row["devices"] = names  # as a result file's stages list them
         print_json(doc)
