@@ -129,6 +129,8 @@ def _solve(cluster, model, groups, R: int, F: float, time_limit: float, threads)
             cols = np.concatenate([x[r][js] for r in range(R)])
             mdl.add_rows([-np.inf], [float(len(groups[g][2]))], np.zeros(len(cols), int), cols, 1.0)
     res = solve_mip(mdl, time_limit=time_limit, gap=1.0, threads=threads)
+    if res.interrupted:  # HiGHS took the Ctrl-C and returned: the planning stops (as the layout's does)
+        raise KeyboardInterrupt
     if res.x is None:
         return None
     spare = {g: list(ix) for g, (_, _, ix) in enumerate(groups)}
@@ -180,7 +182,8 @@ def _best_set(cluster, model, free: set[int], deadline: float, threads) -> list[
 def plan_replicas(cluster: HelixCluster, model: str, *, time_limit: float = 20.0,
                   threads: int | None = None, exclude: Sequence[int] = ()) -> list[Chain]:
     """Node-disjoint single-node chains over ``[0, L)`` for vLLM (module docstring), best first; nodes in
-    ``exclude`` are not used."""
+    ``exclude`` are not used. A Ctrl-C its integer program took (HiGHS returns, said interrupted) is
+    raised as ``KeyboardInterrupt``: the planning stops, as the layout search's does."""
     deadline = time.monotonic() + time_limit
     free = {n.index for n in cluster.nodes} - set(exclude)
     chains: list[Chain] = []

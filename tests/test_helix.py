@@ -8,6 +8,7 @@ its bound must never be below that optimum.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -592,6 +593,27 @@ def test_planned_vllm_replicas_are_disjoint_chains(seed):
     assert sum(r.tokens_per_s for r in reps) == pytest.approx(chains_value(c, "m", chains))
     if seed < 4:
         assert chains_value(c, "m", chains) >= _best_single_chain(c) * (1 - 1e-9)
+
+
+def test_a_ctrl_c_the_replica_planning_program_takes_stops_the_planning(monkeypatch):
+    """HiGHS took a Ctrl-C and returned, said interrupted: the vLLM replica planning raises
+    KeyboardInterrupt (the command keeps its layout, written without replicas) where it went on planning
+    for up to its 10 s and returned replicas as if nothing had happened."""
+    import solvers._milp as milp
+    from solvers.helix_vllm import plan_replicas
+
+    c = _tiny(np.random.default_rng(200), 4, 4, regions=1)
+    real, calls = milp.solve_mip, []
+
+    def taken(*a, **kw):  # the second program takes the Ctrl-C
+        calls.append(1)
+        res = real(*a, **kw)
+        return dataclasses.replace(res, message="interrupted (Ctrl-C)") if len(calls) == 2 else res
+
+    monkeypatch.setattr(milp, "solve_mip", taken)
+    with pytest.raises(KeyboardInterrupt):
+        plan_replicas(c, "m", time_limit=10)
+    assert len(calls) == 2  # nothing ran after it
 
 
 # ------------------------------------------------------------------------------------ held-out clusters
