@@ -50,8 +50,8 @@ def mfu_lines(placement) -> str:
 
 
 def show_mfu_lines(graph, cluster, assignment, period_ms: float | None) -> str:
-    """:func:`format_mfu` for an assignment, one sample every ``period_ms`` (default: its max-load),
-    and a newline; empty without FLOP counts."""
+    """:func:`format_mfu` for an assignment, one run of the graph's batch every ``period_ms`` (default:
+    its max-load), and a newline; empty without FLOP counts."""
     text = format_mfu(compute_utilisation(graph, cluster, assignment, period_ms=period_ms))
     return text + "\n" if text else ""
 
