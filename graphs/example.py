@@ -4,7 +4,9 @@ The example the README places: ``layers`` encoder blocks (Q/K/V projections in p
 output projection, residual add, layer norm, two MLP layers, residual add, layer norm) between an
 embedding and a head. Costs follow from the layer widths with a simple FLOP model on a CPU core and on
 an accelerator 12x faster; communication is the activation size over a 12 GB/s link. Deterministic, so
-results are reproducible.
+results are reproducible. One run of the graph processes ``batch`` sequences of ``seq`` tokens, and
+that run is the workload's "sample": the document records no ``batch_size`` (a reference-format field),
+so its figures print per sample, each sample being one such batch.
 """
 
 from __future__ import annotations
