@@ -453,7 +453,8 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
                   labels: Sequence[str] | None = None) -> PlanEvaluation:
     """Time per sample, per-stage details and every broken constraint of ``plan`` (stages in pipeline
     order). An invalid plan still gets numbers where they can be computed: a node without a variant
-    for its stage's kind and degree (variant index ``-1``) makes that stage's time ``inf``.
+    for its stage's kind and degree (variant index ``-1``), or given one that is not its own for that
+    kind and degree, makes that stage's time ``inf``.
     ``labels`` name the stages in messages (default ``stage i``; the one-device-per-stage view names
     devices)."""
     g, kinds, N, sched = problem.graph, problem.kinds, problem.microbatches, problem.schedule
@@ -560,11 +561,17 @@ def evaluate_plan(problem: ParallelProblem, plan: Sequence[Stage], *,
                 unsupported.append(f"node {g.ids[u]} is not supported on {where}")
             elif known[j]:
                 v = g.variants[int(vi[j])]
-                problems.append(f"{label[i]}: node {g.ids[u]} uses variant {v.name!r} of node "
-                                f"{g.ids[v.node]} for kind {kinds[v.kind].name} and t={v.t}, not {kind.name} "
-                                f"and t={st.t}")
+                lacking = True  # no time of its own: the stage is not scored (inf), never a part left out
+                if v.node != u:
+                    problems.append(f"{label[i]}: node {g.ids[u]} is given variant {int(vi[j])} "
+                                    f"({v.name!r}), which is node {g.ids[v.node]}'s")
+                else:
+                    problems.append(f"{label[i]}: node {g.ids[u]} uses its variant {v.name!r} for kind "
+                                    f"{kinds[v.kind].name} and t={v.t}, not {kind.name} and t={st.t}")
             else:
-                problems.append(f"{label[i]}: node {g.ids[u]} has no variant chosen")
+                lacking = True
+                problems.append(f"{label[i]}: node {g.ids[u]} has no variant chosen"
+                                + (f" (variant index {int(vi[j])} is out of range)" if vi[j] >= 0 else ""))
         take = safe[fits]
         time = float(va["time"][take].sum()) + (math.inf if lacking else 0.0)
         t_bwd = float(va["backward_time"][take].sum())

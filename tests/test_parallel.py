@@ -130,12 +130,23 @@ def test_memory_limit_and_recompute_variant():
     ([Stage((0, 1, 2), 0, 3, 1, (0, 1, 4))], "does not divide"),
     ([Stage((0, 1, 2), 0, 2, 2, (0, 3, 5))], "is not supported on stage 0 split 2 ways"),
     ([Stage((0,), 0, 4, 1, (0,)), Stage((1, 2), 0, 1, 1, (1, 4))], "uses 5 gpu devices"),
-    ([Stage((0, 1, 2), 0, 1, 1, (0, 0, 4))], "uses variant"),
+    ([Stage((0, 1, 2), 0, 1, 1, (0, 0, 4))], "is given variant 0 ('vanilla'), which is node"),
     ([Stage((0, 1), 0, 1, 1, (0, 1)), Stage((1, 2), 0, 1, 1, (1, 4))], "is in stage 0 and stage 1"),
 ])
 def test_evaluator_reports_every_broken_constraint(plan, message):
     ev = evaluate_plan(_chain(N=4, count=4), plan)
     assert not ev.valid and any(message in x for x in ev.problems), ev.problems
+
+
+@pytest.mark.parametrize("variants", [(0, 0, 4), (0, 1, 99), (0, -1, 4), (0, 3, 4)],
+                         ids=["another node's", "out of range", "none chosen", "its own at t=2"])
+def test_a_plan_with_a_variant_not_its_nodes_is_not_scored(variants):
+    """A node given another node's variant, an index out of range, none, or its own variant for another
+    degree has no time in the stage: the plan is not scored (inf), where it was scored without that
+    node's time (0.0 for a whole plan of wrong indices, found by a review: a pass picking the least
+    objective would have chosen it)."""
+    ev = evaluate_plan(_chain(N=4, count=4), [Stage((0, 1, 2), 0, 1, 1, variants)])
+    assert not ev.valid and ev.objective == math.inf and ev.latency == math.inf, ev.problems
 
 
 def test_sum_of_degrees_must_not_exceed_microbatches():
