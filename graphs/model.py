@@ -383,32 +383,15 @@ class OpGraph:
         order = self.__dict__.get("_topological_order")  # not a field: frozen, and no part of equality
         if order is not None:
             return order
-        from .order import topological_order
+        from .order import find_cycle, topological_order
 
         order = topological_order(self.num_nodes, self.src, self.dst, partial=True)
         if order.size < self.num_nodes:
             done = set(order.tolist())
-            raise CycleError([self.ids[i] for i in _find_cycle(self.num_nodes, self.src, self.dst, done)],
+            raise CycleError([self.ids[i] for i in find_cycle(self.num_nodes, self.src, self.dst, done)],
                              source=self.source)
         self.__dict__["_topological_order"] = _freeze(order)
         return order
-
-
-def _find_cycle(n: int, src: np.ndarray, dst: np.ndarray, done: set) -> list[int]:
-    """One cycle among the nodes Kahn's algorithm could not order: each of them has a predecessor
-    that is not ordered either, so walking predecessors must come back to a node already seen."""
-    pred: dict[int, int] = {}
-    for a, b in zip(src.tolist(), dst.tolist()):
-        if a not in done and b not in done:
-            pred.setdefault(b, a)
-    u = next(i for i in range(n) if i not in done)
-    seen: dict[int, int] = {}
-    path: list[int] = []
-    while u not in seen:
-        seen[u] = len(path)
-        path.append(u)
-        u = pred[u]
-    return path[seen[u]:][::-1]
 
 
 def _number(v, what: str, source: str | None) -> float:

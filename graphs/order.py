@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["topological_order"]
+__all__ = ["topological_order", "find_cycle"]
 
 
 def topological_order(n: int, src, dst, *, policy: str = "stack", rng: np.random.Generator | None = None,
@@ -48,3 +48,20 @@ def topological_order(n: int, src, dst, *, policy: str = "stack", rng: np.random
                 readied.append(v)
         ready.extend(sorted(readied, key=key.__getitem__) if keyed else readied)
     return np.array(out, dtype=np.int64) if len(out) == n or partial else None
+
+
+def find_cycle(n: int, src: np.ndarray, dst: np.ndarray, done: set) -> list[int]:
+    """One cycle among the nodes Kahn's algorithm could not order: each of them has a predecessor
+    that is not ordered either, so walking predecessors must come back to a node already seen."""
+    pred: dict[int, int] = {}
+    for a, b in zip(src.tolist(), dst.tolist()):
+        if a not in done and b not in done:
+            pred.setdefault(b, a)
+    u = next(i for i in range(n) if i not in done)
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    while u not in seen:
+        seen[u] = len(path)
+        path.append(u)
+        u = pred[u]
+    return path[seen[u]:][::-1]

@@ -80,7 +80,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .errors import InputError
+from .errors import CycleError, InputError
 from .model import Cluster, DeviceKind, OpGraph
 
 __all__ = ["SCHEDULES", "Variant", "ParallelGraph", "ParallelProblem", "Stage",
@@ -150,7 +150,7 @@ class ParallelGraph:
         """Validate and index. ``tensors``: ``(producer, consumers, time per kind)``; DAG ``edges`` are
         ``(src, dst)`` pairs, plus the tensors' producer -> consumer pairs when ``tensor_edges`` (a training
         graph's gradients flow against the order, so :func:`from_opgraph` passes ``False``)."""
-        from .order import topological_order
+        from .order import find_cycle, topological_order
 
         n = len(ids)
         names = tuple(str(x) for x in (names if names is not None else ids))
@@ -176,8 +176,10 @@ class ParallelGraph:
         if e.size and (e[:, 0] == e[:, 1]).any():
             raise InputError(f"node {ids[int(e[e[:, 0] == e[:, 1]][0, 0])]} has an edge to itself",
                              source=source)
-        if topological_order(n, e[:, 0], e[:, 1]) is None:
-            raise InputError("the graph has a cycle", source=source)
+        order = topological_order(n, e[:, 0], e[:, 1], partial=True)
+        if order.size < n:  # named along one cycle, as an operator graph's is
+            cycle = find_cycle(n, e[:, 0], e[:, 1], set(order.tolist()))
+            raise CycleError([ids[i] for i in cycle], source=source)
         opts: dict[tuple[int, int, int], list[int]] = {}
         for i, v in enumerate(variants):
             where = f"node {ids[v.node]}, variant {v.name!r}" if 0 <= v.node < n else f"variant {i}"

@@ -149,6 +149,18 @@ def test_a_plan_with_a_variant_not_its_nodes_is_not_scored(variants):
     assert not ev.valid and ev.objective == math.inf and ev.latency == math.inf, ev.problems
 
 
+def test_a_cycle_is_named_along_its_nodes():
+    """A stage graph with a cycle (a Piper file with a back edge) names the nodes along it, as an operator
+    graph's CycleError does; it said only "the graph has a cycle"."""
+    from graphs.errors import CycleError
+
+    V = [Variant(u, 0, 1, "vanilla", 1.0) for u in range(3)]
+    with pytest.raises(CycleError, match=r"cycle: (b -> c -> b|c -> b -> c)") as e:
+        ParallelGraph.build(ids=["a", "b", "c"], names=None, num_kinds=1, edges=[(0, 1), (1, 2), (2, 1)],
+                            tensors=[], variants=V)
+    assert sorted(e.value.cycle) == ["b", "c"]
+
+
 def test_sum_of_degrees_must_not_exceed_microbatches():
     p = _chain(N=2, count=8)
     ev = evaluate_plan(p, [Stage((0,), 0, 2, 1, (0,)), Stage((1, 2), 0, 2, 1, (1, 4))])
