@@ -8,7 +8,9 @@ a contiguous range of layers, ``{node index: (start, num_layers)}``.
 :func:`max_flow` scores a layout exactly as Helix does: the maximum source-to-sink flow of tokens through
 a graph where every used node is a capacity (its throughput with that many layers) and an arc joins two
 nodes when one's layers end where the other's begin. It is the independent judge of every layout the
-solvers produce.
+solvers produce. A link's capacity is its ``token_capacity_per_s`` (Helix's bandwidth over the bytes
+of a token's activation, as the file gives it); its ``bandwidth`` and ``latency_s`` are checked as
+numbers and not used otherwise.
 """
 
 from __future__ import annotations
@@ -222,8 +224,15 @@ def parse_helix(data, *, source: str | None = None) -> HelixCluster:
         a, b = ends
         if a == b or a == SINK or b == SOURCE:
             raise InputError(f"{where}: a link {a!r} -> {b!r} cannot carry tokens", source=source)
+        # checked, not used: the max-flow reads token_capacity_per_s, Helix's bandwidth / activation bytes
+        for key in ("bandwidth", "latency_s"):
+            if key in e:
+                _num(e[key], f"{where}.{key}", source)
         # a node-node link carries both directions unless the file says otherwise (FORMAT.md)
-        directions = str(e.get("directions", "both"))
+        directions = e.get("directions", "both")
+        if not (isinstance(directions, str) and (directions.startswith("both") or directions == "a->b only")):
+            raise InputError(f"{where}.directions must be 'both' or 'a->b only', got {directions!r}",
+                             source=source)
         bidirectional = SOURCE not in ends and SINK not in ends and not directions.endswith("only")
         caps = _obj(_get(e, "token_capacity_per_s", where, source), f"{where}.token_capacity_per_s", source)
         capacity = {key: _num(_get(caps, key, f"{where}.token_capacity_per_s", source),

@@ -108,6 +108,10 @@ def _raw(clusters) -> dict:
      "nodes[5].throughput.llama30b.capacity_tokens_per_s[2]"),
     (lambda d: d["links"][30].update(b=99), "links[30].b"),
     (lambda d: d["links"][30]["token_capacity_per_s"].pop("llama30b"), "links[30].token_capacity_per_s"),
+    # a review found these read without a check (the capacity is what counts, but a bad value is a bad file)
+    (lambda d: d["links"][5].update(bandwidth=-1), "links[5].bandwidth"),
+    (lambda d: d["links"][5].update(latency_s="1ms"), "links[5].latency_s"),
+    (lambda d: d["links"][30].update(directions="a->b onyl"), "links[30].directions"),
     (lambda d: d["reference_layouts"]["llama70b"]["swarm"]["layout"].update({"2": [1]}),
      "reference_layouts.llama70b.swarm.layout[2]"),
 ])
