@@ -1,12 +1,16 @@
 """Tables and plots from the suite's result records (see :mod:`placement.bench.suite`).
 
 Per objective (throughput = max-load, latency) a Markdown table and a CSV file: every run's objective
-(the evaluator's value of its placement), its ratio to the best known value for that workload (the best
-valid value of any run, or a value the reference published, whichever is lower), the solver's proven
-gap, solve time and peak memory, in each workload's time unit (``ms`` for an ONNX model, ``t`` for a
-reference-format workload's own, unnamed unit). The *headline* table compares, on every reference
-workload, the optimum (DP, or IP when it proved one) with each baseline: the speed-up of the optimum over
-a baseline is the baseline's max-load divided by the optimum's.
+(the evaluator's value of its placement), its ratio to the best known value for that workload
+(:func:`best_known`: the lowest of the values the reference published for it, its exact DP optimum
+first, and of every valid run of it in the records given, whichever solver or seed made it; the tables
+say which one it is), the solver's proven gap, solve time and peak memory, in each workload's time unit
+(``ms`` for an ONNX model, ``t`` for a reference-format workload's own, unnamed unit). The *headline*
+table compares, on every reference workload, the optimum (DP, or IP when it proved one) with each
+baseline: the speed-up of the optimum over a baseline is the baseline's max-load divided by the optimum's.
+
+The tables and the report are derived files: :func:`tables_not_in` and :func:`report_conflict` say what
+rewriting them would lose (the suite refuses that without ``--replace``).
 
 Runs are kept per seed (``--seed``: each seed's is its own run). Where a solver ran on a workload with
 several seeds, the detail table has a seed column and the summary, the headline and the plots take the
@@ -24,16 +28,17 @@ from collections import defaultdict
 
 from solvers.registry import SOLVERS, bench_solvers
 
-__all__ = ["best_known", "write_tables", "headline_rows", "headline_markdown", "write_plots",
-           "write_report", "markdown_tables"]
+__all__ = ["best_known", "best_known_sources", "result_slot", "write_tables", "tables_not_in",
+           "report_conflict", "headline_rows", "headline_markdown", "write_plots", "write_report",
+           "markdown_tables"]
 
 OBJECTIVES = (("max-load", "throughput"), ("latency", "latency"))
 #: the max-load table's solvers whose OPTIMAL is the (contiguous) optimum, and its baselines (the registry's)
 EXACT = tuple(n for n in bench_solvers("max-load") if SOLVERS[n].exact and SOLVERS[n].contiguous)
 HEADLINE = tuple(n for n in bench_solvers("max-load") if not SOLVERS[n].exact)
 CSV_FIELDS = ("workload", "objective", "solver", "status", "value", "ratio_to_best", "best_known",
-              "time_unit", "gap", "solve_time_s", "peak_rss_mb", "nodes", "edges", "devices", "valid",
-              "contiguous", "time_limit", "seed", "message")
+              "best_known_source", "time_unit", "gap", "solve_time_s", "peak_rss_mb", "nodes", "edges",
+              "devices", "valid", "contiguous", "time_limit", "seed", "message")
 
 
 def _natural(name: str) -> list:
@@ -45,42 +50,74 @@ def _ok(r: dict) -> bool:
     return r.get("value") is not None and r.get("valid", False)
 
 
-def best_known(records: list[dict]) -> dict[tuple[str, str], float]:
-    """``(objective, workload) -> lowest value``: of the valid runs and the reference's published values."""
-    best: dict[tuple[str, str], float] = {}
+#: the published values other than the DP's optimum are printed to 6 significant digits: one counts as
+#: the best known only where it is lower than every exact value by more than that rounding
+_ROUNDING = 1e-5
+#: the published value that is the exact optimum (``reference_results.json``'s ``dp_max_load``)
+_OPTIMUM = "dp"
+
+
+def best_known_sources(records: list[dict]) -> dict[tuple[str, str], tuple[float, str]]:
+    """``(objective, workload) -> (value, where it comes from)``: the lowest of the reference's published
+    values (``known``: ``"reference optimum"`` for its exact DP, ``"reference NAME"`` for the others) and
+    of the valid runs' values (the solver's name, ``", optimal"`` where it proved it). The published
+    values other than the optimum are rounded to 6 digits: one is the best known only where it is
+    lower than every exact value beyond that rounding. On a tie the reference optimum comes first, then a
+    proven optimum."""
+    exact: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
+    rounded: dict[tuple[str, str], list[tuple[float, int, str]]] = defaultdict(list)
     for r in records:
         key = (r["objective"], r["workload"])
-        vals = [r["value"]] if _ok(r) else []
-        vals += [v for v in (r.get("known") or {}).values() if v is not None]
-        for v in vals:
-            if v < best.get(key, math.inf):
-                best[key] = v
+        if _ok(r):
+            optimal = r.get("status") == "optimal"
+            exact[key].append((r["value"], 2 - optimal, r["solver"] + (", optimal" if optimal else "")))
+        for name, v in (r.get("known") or {}).items():
+            if v is not None:
+                (exact if name == _OPTIMUM else rounded)[key].append(
+                    (float(v), 0, "reference optimum" if name == _OPTIMUM else f"reference {name}"))
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+    for key in exact.keys() | rounded.keys():
+        v, _, src = min(exact[key]) if exact[key] else (math.inf, 0, "")
+        if rounded[key]:
+            rv, _, rsrc = min(rounded[key])
+            if rv < v * (1 - _ROUNDING):
+                v, src = rv, rsrc
+        best[key] = (v, src)
     return best
 
 
+def best_known(records: list[dict]) -> dict[tuple[str, str], float]:
+    """``(objective, workload) -> the best known value`` (:func:`best_known_sources` without the source)."""
+    return {k: v for k, (v, _) in best_known_sources(records).items()}
+
+
+def result_slot(r: dict) -> tuple[str, str, str, int]:
+    """What a record (or a row of the CSV tables) stands for in the tables: (objective, workload, solver,
+    seed); a record without a seed ran with the default, 0 (as Job.from_json reads it)."""
+    return str(r.get("objective")), str(r.get("workload")), str(r.get("solver")), int(r.get("seed") or 0)
+
+
 def _latest(records: list[dict]) -> list[dict]:
-    """One record per (objective, workload, solver, seed): the last one written (a rerun, or a run with
-    another time limit, replaces an earlier result)."""
-    by_key: dict = {}
-    for r in records:  # a record without a seed ran with the default, 0 (as Job.from_json reads it)
-        by_key[(r.get("objective"), r.get("workload"), r.get("solver"), r.get("seed", 0))] = r
-    return list(by_key.values())
+    """One record per :func:`result_slot`: the last one written (a rerun, or a run with another time
+    limit, replaces an earlier result)."""
+    return list({result_slot(r): r for r in records}.values())
 
 
 def _rows(records: list[dict], objective: str) -> list[dict]:
     records = _latest(records)
-    best = best_known(records)
+    best = best_known_sources(records)
     rows = []
     for r in records:
         if r.get("objective") != objective:
             continue
-        b = best.get((objective, r["workload"]))
+        b, source = best.get((objective, r["workload"]), (None, None))
         v = r.get("value") if _ok(r) else None
         rows.append({
             "workload": r["workload"], "objective": objective, "solver": r["solver"],
             "status": r.get("status") if (v is not None or r.get("status") not in ("feasible", "stopped"))
             else "no placement",
             "value": v, "ratio_to_best": (v / b if v is not None and b else None), "best_known": b,
+            "best_known_source": source,
             "time_unit": r.get("time_unit"),  # None: a record written before the suite kept it
             "gap": r.get("gap"), "solve_time_s": r.get("wall_s"), "peak_rss_mb": r.get("peak_rss_mb"),
             "nodes": r.get("nodes"), "edges": r.get("edges"), "devices": r.get("devices"),
@@ -151,20 +188,25 @@ def markdown_tables(records: list[dict], objective: str) -> str:
     workloads = sorted({r["workload"] for r in rows}, key=_natural)
     nodes = {r["workload"]: r["nodes"] for r in rows if r.get("nodes")}
     units = {r["workload"]: r["time_unit"] for r in rows if r.get("time_unit")}
-    best = {r["workload"]: r["best_known"] for r in rows}
+    best = {r["workload"]: (r["best_known"], r["best_known_source"]) for r in rows}
     several = len({r["seed"] for r in rows}) > 1
     what = "max-load" if objective == "max-load" else "latency"
     out = [f"Each cell: {what} of the solver's placement (evaluator) and, in brackets, its ratio to the best "
-           "known value (1.000 = best known; — = no placement: see the details). Values are in the "
-           "workload's time unit (unit: ms for an ONNX model, t for a reference-format workload's own, "
-           "unnamed unit; — = not recorded)."
+           "known value (1.000 = best known; — = no placement: see the details). Best known: the lowest of "
+           "the values the reference published for the workload (\"reference optimum\": its exact DP's, "
+           "over contiguous placements) and of the valid runs of it in the results file, this sweep's and "
+           "the earlier ones there (every solver and seed: the details below); in brackets, which one "
+           "it is. Values are in the workload's time unit (unit: ms for an ONNX model, t for a "
+           "reference-format workload's own, unnamed unit; — = not recorded)."
            + (" With several seeds, a cell is the solver's best valid run over them, and says of how many "
               "(every run: the details)." if several else ""), "",
-           "| workload | nodes | unit | best known | " + " | ".join(solvers) + " |",
+           "| workload | nodes | unit | best known (from) | " + " | ".join(solvers) + " |",
            "|---|---:|---|---:|" + "---:|" * len(solvers)]
     for w in workloads:
         cells = [_summary_cell(cell[(w, s)]) if (w, s) in cell else "" for s in solvers]
-        out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(units.get(w))} | {_fmt(best.get(w))} | "
+        value, source = best.get(w, (None, None))
+        known = _fmt(value) + (f" ({source})" if value is not None else "")
+        out.append(f"| {w} | {_fmt(nodes.get(w))} | {_fmt(units.get(w))} | {known} | "
                    + " | ".join(cells) + " |")
     seed_head, seed_rule = ("seed | ", "---:|") if several else ("", "")
     out += ["", f"| workload | solver | {seed_head}status | objective | unit | ratio to best | proven gap | "
@@ -190,6 +232,26 @@ def write_tables(records: list[dict], out_dir: str) -> list[str]:
         _atomic_text(p_md, f"# {label.capitalize()}\n\n" + markdown_tables(records, objective))
         paths += [p_md, p_csv]
     return paths
+
+
+def tables_not_in(out_dir: str, records: list[dict]) -> list[tuple[str, str, str, int]]:
+    """The rows of the tables already in ``out_dir`` (its CSV files) that none of ``records`` stands
+    for: what :func:`write_tables` from ``records`` would drop, as (objective, workload, solver, seed)."""
+    have = {result_slot(r) for r in records}
+    lost = []
+    for _, label in OBJECTIVES:
+        path = os.path.join(out_dir, f"{label}.csv")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f):
+                try:
+                    key = result_slot(row)
+                except ValueError:  # not a seed: not a row of ours, nothing of a run to lose
+                    continue
+                if key not in have and key not in lost:
+                    lost.append(key)
+    return lost
 
 
 def _atomic_text(path: str, text: str) -> None:
@@ -357,10 +419,48 @@ def write_plots(records: list[dict], out_dir: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- full report
+#: the last line of a report :func:`write_report` made from a results file: that file (relative to the
+#: report's folder) and the SHA-256 of the text above the line, so that a later run knows whether it may
+#: overwrite the report (:func:`report_conflict`)
+_MARK = re.compile(r"<!-- placement bench report from (?P<results>.+); sha256 (?P<sha>[0-9a-f]{64}) -->\s*\Z")
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def report_conflict(path: str, results_file: str | None) -> str | None:
+    """Why writing a report to ``path`` from ``results_file`` (None: a results file not made yet) would
+    lose something, or None: ``path`` does not exist, or :func:`write_report` made it from the same
+    results file (which only grows) and it has not been edited since."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        return f"it exists and cannot be read as a report ({e})"
+    mark = _MARK.search(text)
+    if mark is None:
+        return ("it was not written by placement bench from a results file (no 'placement bench report' "
+                "line at its end: a report of an older version, edited, or another file)")
+    if _sha256(text[:mark.start()]) != mark["sha"]:
+        return "it has been edited since placement bench wrote it"
+    source = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), mark["results"]))
+    if results_file is None or os.path.realpath(source) != os.path.realpath(results_file):
+        return (f"it was written from {source}, not from this run's results file "
+                f"({results_file or 'a new folder'}): it holds runs this report would not")
+    return None
+
+
 def write_report(records: list[dict], path: str, *, machine: dict, config: dict | None = None,
                  notes: list[str] | None = None, plots: list[str] | None = None,
-                 command: str | None = None) -> None:
-    """The committed report: how the runs were made, on what machine, the headline and both tables."""
+                 command: str | None = None, results_file: str | None = None) -> None:
+    """The committed report: how the runs were made, on what machine, the headline and both tables.
+    With ``results_file`` (where ``records`` come from), its last line names that file, for
+    :func:`report_conflict`."""
     config = config or {}
     v = machine.get("versions", {})
     runs = _latest(records)
@@ -375,9 +475,9 @@ def write_report(records: list[dict], path: str, *, machine: dict, config: dict 
                            f"none: {', '.join(sorted(s))}" for t, s in sorted(limits.items()))
     lines = [
         "# Benchmark results", "",
-        f"Produced with `{command or 'placement bench'}` on {time.strftime('%Y-%m-%d')} (every run of "
-        "these workloads in the results file, earlier passes included); the raw records are the suite's "
-        "`results.jsonl` beside the tables.", "",
+        f"Produced with `{command or 'placement bench'}` on {time.strftime('%Y-%m-%d')} (every run in the "
+        "results file, of every workload, this command's and the earlier ones'); the raw records are the "
+        "suite's `results.jsonl` beside the tables.", "",
         "## Machine", "",
         f"- CPU: {machine.get('cpu')}, {machine.get('cores')} cores (shared with other work while this ran)",
         f"- memory: {machine.get('memory_gb')} GB; {machine.get('os')}; Python {machine.get('python')}",
@@ -398,4 +498,10 @@ def write_report(records: list[dict], path: str, *, machine: dict, config: dict 
     for p in plots or []:
         rel = os.path.relpath(p, os.path.dirname(os.path.abspath(path)))
         lines += [f"![{os.path.basename(p)}]({rel})", ""]
-    _atomic_text(path, "\n".join(lines))
+    text = "\n".join(lines)
+    if results_file is not None:
+        if not text.endswith("\n"):
+            text += "\n"
+        rel = os.path.relpath(os.path.abspath(results_file), os.path.dirname(os.path.abspath(path)))
+        text += f"<!-- placement bench report from {rel}; sha256 {_sha256(text)} -->\n"
+    _atomic_text(path, text)

@@ -13,10 +13,15 @@ milliseconds; on Ray every job is a task that runs ``python -m placement.bench.s
 workers need the repository and the workloads at the same paths, or ``PLACEMENT_WORKLOADS``).
 
 Results are appended, one JSON line per run, to ``results.jsonl`` in ``--out`` (default: a new folder
-``bench-results-DATE-TIME`` in the current directory; the committed tables are regenerated with
-``--out benchmarks/results``) as runs finish; a run whose key is already there is skipped, so an
-interrupted sweep given the same ``--out`` resumes where it stopped (``--rerun`` runs again).
-The tables (:mod:`placement.bench.report`) are rebuilt from the whole results file at the end.
+``bench-results-DATE-TIME`` in the current directory) as runs finish; a run whose key is already there is
+skipped, so an interrupted sweep given the same ``--out`` resumes where it stopped (``--rerun`` runs
+again). The file is a log that only grows: a sweep of other workloads, solvers or limits given the same
+``--out`` adds its runs to it, and the last record of a workload, solver and seed replaces an earlier one.
+The tables (:mod:`placement.bench.report`) and ``--report`` are rebuilt at the end from the whole file,
+every workload in it, so that adding runs to a folder (the committed one, ``benchmarks/results``, is
+meant to be added to) never drops the others'. What would still be lost is refused before any run:
+rows of the folder's tables that its results file lacks, or a ``--report`` file that is not this
+command's own unedited report of the same results file (``--replace`` writes them anyway).
 
 The objective of every run is the evaluator's value of its placement (``graphs.evaluate`` for
 max-load, ``graphs.latency`` for latency), never the solver's own number.
@@ -478,7 +483,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="placement bench",
         description="Run solvers x workloads with per-run time limits; resumable; writes Markdown and "
-                    "CSV tables (and plots with --plots).")
+                    "CSV tables (and plots with --plots) of every run in the results folder, each value "
+                    "with its ratio to the workload's best known value: the lowest of the reference's "
+                    "published values (its exact optimum first) and of the folder's runs, named in the "
+                    "table.")
     p.add_argument("--config", default="reference", choices=CONFIGURATIONS,
                    help="tiny (seconds), reference (the shared workloads, default) or full (plus the "
                         "ONNX zoo and generated transformers)")
@@ -503,14 +511,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="run the jobs as Ray tasks: on the cluster at ADDRESS, or a local Ray instance")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="results folder: results.jsonl, tables and plots; give it again to resume a sweep "
-                        "(default: a new folder bench-results-DATE-TIME here; the committed tables are "
-                        "regenerated with --out benchmarks/results)")
+                   help="results folder (default: a new folder bench-results-DATE-TIME here). Each run is "
+                        "appended to DIR/results.jsonl, and the tables (and plots) in DIR are rebuilt from "
+                        "every run in it, of every workload: a folder given again resumes a sweep, or adds "
+                        "this one's runs to the earlier ones' (the last run of a workload, solver and seed "
+                        "replaces an earlier one). --out benchmarks/results adds to the committed tables")
     p.add_argument("--rerun", action="store_true", help="run again jobs already in the results file")
     p.add_argument("--plots", action="store_true", help="also draw the plots (needs matplotlib)")
     p.add_argument("--report", default=None, metavar="FILE",
-                   help="also write the full report (tables and machine) to FILE, e.g. benchmarks/RESULTS.md "
-                        "(with --out benchmarks/results, the tables it is made from)")
+                   help="also write the full report (machine, headline, tables of every run in the results "
+                        "file) to FILE, e.g. benchmarks/RESULTS.md with --out benchmarks/results. An "
+                        "existing FILE is overwritten only if it is this command's report of the same "
+                        "results file, unedited")
+    p.add_argument("--replace", action="store_true",
+                   help="write the tables and --report even where that loses something: rows of DIR's "
+                        "tables that its results.jsonl lacks, or a FILE edited by hand or made from "
+                        "other results (refused without it, before any run)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p
@@ -539,6 +555,57 @@ def _why_no_jobs(specs: list[WorkloadSpec], solvers: list[str] | None, args, has
     why = "no workload matches" if specs or args.only or args.objective else \
         f"no workloads found for --config {args.config}"
     return why + ("; " + ", or ".join(hints) if hints else "")
+
+
+def _run_names(keys: list[tuple[str, str, str, int]], most: int = 4) -> str:
+    """``max-load W: dp, single (seed 3); latency V: ip``, the first ``most`` workloads of them."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for objective, workload, solver, seed in keys:
+        by.setdefault((objective, workload), []).append(solver + (f" (seed {seed})" if seed else ""))
+    parts = [f"{o} {w}: {', '.join(s)}" for (o, w), s in list(by.items())[:most]]
+    return "; ".join(parts) + (f"; and {len(by) - most} more workloads" if len(by) > most else "")
+
+
+def _losses(out: str | None, report_file: str | None, jobs: list[Job]) -> list[str]:
+    """What this run's tables in ``out`` and its ``report_file`` would lose, one line each (``--replace``
+    writes them anyway): rows of the tables already in ``out`` that neither its results file (the tables
+    are rebuilt from it) nor one of ``jobs`` stands for, a report that is not
+    :func:`report.write_report`'s of that file."""
+    from . import report
+
+    results = None if out is None else os.path.join(out, "results.jsonl")
+    found = []
+    if out is not None and os.path.isdir(out):
+        coming = {(j.workload.objective, j.workload.name, j.solver, j.seed) for j in jobs}
+        lost = [k for k in report.tables_not_in(out, ResultStore(results).records()) if k not in coming]
+        if lost:
+            found.append(f"--out {out}: its tables hold {len(lost)} row{'s' * (len(lost) > 1)} that its "
+                         f"results.jsonl does not ({_run_names(lost)}), and rebuilding them from that file "
+                         "would drop them")
+    if report_file:
+        why = report.report_conflict(report_file, results)
+        if why:
+            found.append(f"--report {report_file}: {why}, and this run would overwrite it")
+    return found
+
+
+def _appended(path: str, before: list[dict], after: list[dict]) -> str:
+    """The line saying what this run added to the results file and what the tables are made of."""
+    from .report import OBJECTIVES, result_slot
+
+    new = after[len(before):]
+    old = {result_slot(r) for r in before}
+    replaced = list(dict.fromkeys(result_slot(r) for r in new if result_slot(r) in old))
+    pairs = {result_slot(r)[:2] for r in after}
+    counts = [f"{n} {objective}" for objective, _ in OBJECTIVES
+              if (n := sum(o == objective for o, _ in pairs))]
+    what = f"appended {len(new)} run{'s' * (len(new) != 1)} to {path}" if new else \
+        f"appended nothing to {path}"
+    if replaced:
+        what += (f" ({len(replaced)} replacing in the tables an earlier run of the same workload, solver and "
+                 f"seed: {_run_names(replaced)})")
+    return (f"{what}; the tables are rebuilt from all {len(after)} records in it "
+            f"({' and '.join(counts) or 'no'} workload{'s' * (len(pairs) != 1)})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -608,6 +675,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     from placement.outputs import output_dir, output_file
 
+    losses = _losses(args.out, args.report, jobs)
+    if losses and not args.replace:  # before any run or folder: nothing is lost unless asked for
+        print(f"error: {'; and '.join(losses)}. Nothing was run: choose another --out or --report, or add "
+              "--replace to write them anyway", file=sys.stderr)
+        return 2
     if args.out is not None or args.report:
         try:  # the outputs given, before any run
             if args.out is not None:
@@ -625,8 +697,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         print(f"results in {args.out} (--out {args.out} resumes this sweep)", file=sys.stderr)
+    for loss in losses:
+        print(f"note: --replace: {loss}", file=sys.stderr)
     store = ResultStore(os.path.join(args.out, "results.jsonl"))
-    done = set() if args.rerun else store.done_keys()
+    before = store.records()
+    done = set() if args.rerun else {r["key"] for r in before if "key" in r}
     todo = sum(j.key not in done for j in jobs)
     print(f"{len(jobs)} runs ({len(jobs) - todo} already in {store.path}); {len(specs)} workloads",
           file=sys.stderr)
@@ -650,16 +725,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    # the tables cover every run of these workloads in the file (earlier passes included)
-    wanted = {s.key for s in specs}
-    records = [r for r in store.records() if f"{r.get('objective')}:{r.get('workload')}" in wanted]
+    # the tables cover every run in the file, of every workload (earlier sweeps' included)
+    records = store.records()
+    print(_appended(store.path, before, records), file=sys.stderr)
     paths = report.write_tables(records, args.out)
     plots = report.write_plots(records, os.path.join(args.out, "plots")) if args.plots else []
     paths += plots
     if args.report:
         command = "placement bench " + " ".join(argv if argv is not None else sys.argv[1:])
         report.write_report(records, args.report, machine=machine_description(), config=vars(args),
-                            notes=notes, plots=plots, command=command)
+                            notes=notes, plots=plots, command=command, results_file=store.path)
         paths.append(args.report)
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
