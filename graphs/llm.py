@@ -26,13 +26,15 @@ micro-batches of ``batch / N`` sequences that flow through the pipeline:
   MLP width (above the key/value heads, each device keeps one head's cache); ``embed`` and ``head`` run
   replicated at ``t > 1`` (each device the whole of them; the head keeps its own copy of the matrix).
 
-The decode FLOPs of a block per token are ``2 x`` its weights plus ``4 x context x hidden`` for the
-attention over the cache; the weights of a block are ``q, o: hidden^2``, ``k, v: hidden x n_kv d_head``,
-and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down).
+The decode FLOPs of a block per token are ``2 x`` its weights plus ``4 x context x heads d_head`` for
+the attention over the cache; the weights of a block are ``q, o: hidden x heads d_head``, ``k, v: hidden
+x n_kv d_head``, and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down). ``d_head`` is the
+config's ``head_dim``, ``hidden / heads`` when it gives none (docs/llm_serving.md, "Model configs", says
+which keys are read, which are refused and which are ignored as negligible).
 
 **Serving** (the second half of the module): :func:`layer_prefill_time` (a prompt of ``I`` tokens,
-compute-bound: ``2 x`` weights per token plus causal attention's ``2 x hidden x I (I + 1)``) beside
-:func:`layer_decode_step`; a request mix (:func:`read_mix`: buckets of input and output tokens with
+compute-bound: ``2 x`` weights per token plus causal attention's ``2 x heads d_head x I (I + 1)``)
+beside :func:`layer_decode_step`; a request mix (:func:`read_mix`: buckets of input and output tokens with
 weights); :class:`ServingModel`, whose class doc states the serving model (TTFT = the wait for a KV
 slot + an M/G/1 prefill wait + the prefill through the stages, TPOT = the full batch's step stalled by
 the prefills' share, KV slots by Little's law) and scores the goodput of any decode plan;
@@ -44,6 +46,7 @@ per-layer times, to check the figures.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -65,11 +68,38 @@ TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
            "int8": 1}
 _MATMULS_PER_BLOCK = 7  # q, k, v, o, gate, up, down: one launch each
+_REQUIRED = object()  # read_config: a key without a default
+
+# Hugging Face config keys that change a model's cost but are not modelled: a config that gives one a
+# value (anything but null, 0, false or empty) is refused, naming the keys and why. A key of
+# _NEGLIGIBLE changes the architecture at a cost too small to count (under 0.1% of a block's weights or
+# FLOPs): ignored. Both are listed in docs/llm_serving.md ("Model configs"); every other key a config
+# carries (token ids, initialisation, dropout, ...) leaves the cost model as it is.
+_MOE = ("mixture-of-experts models are not modelled (the weights of every expert, the FLOPs of the active "
+        "ones)")
+_MLA = "multi-head latent attention (a compressed KV cache, as DeepSeek's) is not modelled"
+_UNMODELLED = {
+    "num_local_experts": _MOE, "num_experts": _MOE, "n_routed_experts": _MOE, "n_shared_experts": _MOE,
+    "num_experts_per_tok": _MOE, "moe_intermediate_size": _MOE, "shared_expert_intermediate_size": _MOE,
+    "kv_lora_rank": _MLA, "q_lora_rank": _MLA,
+    "quantization_config": "quantized weights are not modelled (weights would count at the dtype's bytes)",
+}
+_NEGLIGIBLE = {
+    "attention_bias": "bias vectors of q, k, v, o: about 4 hidden values against 4 hidden^2 weights",
+    "mlp_bias": "bias vectors of gate, up, down: about 3 intermediate values against 3 hidden x intermediate",
+    "rope_scaling": "position encoding: no weights, a few FLOPs per value of q and k",
+    "rope_theta": "position encoding: no weights, a few FLOPs per value of q and k",
+    "partial_rotary_factor": "position encoding: no weights, a few FLOPs per value of q and k",
+}
 
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """A decoder-only transformer's shape (a ``config.json``'s fields, see :func:`read_config`)."""
+    """A decoder-only transformer's shape (a ``config.json``'s fields, see :func:`read_config`).
+    ``head_dim``: the width of one attention head (``None``: ``hidden // heads``, which must then divide);
+    the attention is ``heads x head_dim`` wide, the KV cache ``kv_heads x head_dim``. ``sliding_window``:
+    the tokens a layer attends to (``None``: every token); decoding or prefilling past it is refused
+    (:func:`decode_problem`, :func:`prefill_problem`), as the cache it keeps then is not modelled."""
 
     name: str
     layers: int
@@ -80,29 +110,38 @@ class LLMConfig:
     vocab: int
     dtype_bytes: int = 2
     tied_embeddings: bool = False
+    head_dim: int | None = None
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "dtype_bytes"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"model {self.name!r}: {f} must be a positive integer, got {v!r}")
-        if self.hidden % self.heads:
-            raise InputError(f"model {self.name!r}: hidden size {self.hidden} is not a multiple of the "
-                             f"{self.heads} attention heads")
+        for f in ("head_dim", "sliding_window"):
+            v = getattr(self, f)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError(f"model {self.name!r}: {f} must be a positive integer or None, got {v!r}")
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise InputError(f"model {self.name!r}: hidden size {self.hidden} is not a multiple of the "
+                                 f"{self.heads} attention heads (give head_dim)")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.heads % self.kv_heads:
             raise InputError(f"model {self.name!r}: {self.heads} attention heads are not a multiple of the "
                              f"{self.kv_heads} key/value heads")
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def attention_width(self) -> int:
+        """The width of the queries and of the attention's output: ``heads x head_dim``."""
+        return self.heads * self.head_dim
 
     @property
     def block_params(self) -> int:
         """Weights of one decoder block (attention, gated MLP, two norms)."""
         kv = self.kv_heads * self.head_dim
-        return 2 * self.hidden * self.hidden + 2 * self.hidden * kv + 3 * self.hidden * self.intermediate \
-            + 2 * self.hidden
+        return 2 * self.hidden * self.attention_width + 2 * self.hidden * kv \
+            + 3 * self.hidden * self.intermediate + 2 * self.hidden
 
     @property
     def params(self) -> int:
@@ -123,9 +162,13 @@ def is_llm_config(data) -> bool:
 
 def read_config(source: str | os.PathLike | dict, *, name: str | None = None) -> LLMConfig:
     """An :class:`LLMConfig` from a ``config.json`` (path or parsed dict) in the Hugging Face layout:
-    ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default: the
-    attention heads), ``intermediate_size``, ``vocab_size``, ``torch_dtype`` (default float16) and
-    ``tie_word_embeddings``. A missing or malformed field is an :class:`InputError` naming it."""
+    ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (absent or
+    null: the attention heads), ``head_dim`` (absent or null: hidden / heads), ``intermediate_size``,
+    ``vocab_size``, ``dtype`` or ``torch_dtype`` (default float16; both given must agree),
+    ``tie_word_embeddings`` (default false) and ``sliding_window`` (unless ``use_sliding_window`` is
+    false). Booleans must be JSON booleans. A config that sets a key whose cost is not modelled
+    (mixture of experts, latent attention, quantization) is refused. A missing or malformed field is an
+    :class:`InputError` naming it."""
     where = None
     if not isinstance(source, dict):
         where = os.fspath(source)
@@ -133,25 +176,51 @@ def read_config(source: str | os.PathLike | dict, *, name: str | None = None) ->
     if not isinstance(source, dict):
         raise InputError("a model config must be a JSON object", source=where)
 
-    def field(key: str, default=None):
-        v = source.get(key, default)
+    refused: dict[str, list[str]] = {}
+    for key, why in _UNMODELLED.items():
+        if source.get(key):
+            refused.setdefault(why, []).append(f"{key} = {json.dumps(source[key])}")
+    if refused:
+        raise InputError("; ".join(f"{why}: the config sets {', '.join(keys)}"
+                                   for why, keys in refused.items()), source=where)
+
+    def field(key: str, default=_REQUIRED):
+        v = source.get(key)
         if v is None:
-            raise InputError(f"the model config has no {key!r}", source=where)
+            if default is _REQUIRED:
+                raise InputError(f"the model config has no {key!r}", source=where)
+            return default
         if isinstance(v, bool) or not isinstance(v, int):
             raise InputError(f"{key} must be an integer, got {v!r}", source=where)
         return v
 
-    dtype = str(source.get("torch_dtype") or "float16")
-    if dtype not in _DTYPES:
-        raise InputError(f"torch_dtype {dtype!r} is not one of {', '.join(sorted(_DTYPES))}", source=where)
+    def flag(key: str, default: bool) -> bool:
+        v = source.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise InputError(f"{key} must be true or false (a JSON boolean), got {v!r}", source=where)
+        return v
+
+    dtypes = {key: source[key] for key in ("dtype", "torch_dtype") if source.get(key) is not None}
+    if len(dtypes) == 2 and dtypes["dtype"] != dtypes["torch_dtype"]:
+        raise InputError(f"dtype {dtypes['dtype']!r} and torch_dtype {dtypes['torch_dtype']!r} differ: give "
+                         f"one", source=where)
+    key, dtype = next(iter(dtypes.items()), ("torch_dtype", "float16"))
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise InputError(f"{key} {dtype!r} is not one of {', '.join(sorted(_DTYPES))}", source=where)
     heads = field("num_attention_heads")
+    window = field("sliding_window", None)
+    if not flag("use_sliding_window", True):
+        window = None
     try:
         return LLMConfig(name or str(source.get("_name_or_path") or source.get("model_type") or "model"),
                          field("num_hidden_layers"), field("hidden_size"), heads,
                          field("num_key_value_heads", heads), field("intermediate_size"), field("vocab_size"),
-                         _DTYPES[dtype], bool(source.get("tie_word_embeddings", False)))
+                         _DTYPES[dtype], flag("tie_word_embeddings", False), head_dim=field("head_dim", None),
+                         sliding_window=window)
     except InputError as e:
-        raise InputError(str(e), source=where) from None
+        raise InputError(e.detail, source=where) from None
 
 
 # the past key/value inputs of an exported decoder: optimum's and onnxruntime-genai's
@@ -188,10 +257,11 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
     and onnxruntime-genai: inputs ``past_key_values.N.key``/``.value`` of shape ``[batch, kv_heads,
     past_tokens, head_dim]``), read from its graph alone (weights are not loaded): layers from the past
     inputs, key/value heads and head size from their shapes, hidden size and vocabulary from the token
-    embedding (the ``Gather`` on the token ids), the MLP width from the matrices beside it, the element
-    size from the embedding's type, and tied embeddings when the file stores no second vocabulary-sized
-    matrix (an exporter that writes the tied head out as its own matrix makes two: the file's memory).
-    What cannot be read is an :class:`InputError` naming it."""
+    embedding (the ``Gather`` on the token ids), the MLP width from the matrices beside it, the attention
+    heads from the width of the query and output projections (``hidden`` unless two matrices a layer
+    show another), the element size from the embedding's type, and tied embeddings when the file stores
+    no second vocabulary-sized matrix (an exporter that writes the tied head out as its own matrix makes
+    two: the file's memory). What cannot be read is an :class:`InputError` naming it."""
     import collections
 
     import onnx
@@ -233,9 +303,8 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
         raise InputError("no token embedding (a Gather of an initializer by the token ids) found",
                          source=where)
     vocab, hidden = (int(x) for x in embed.dims)
-    if hidden % head_dim:
-        raise InputError(f"hidden size {hidden} is not a multiple of the head size {head_dim}", source=where)
-    widths = collections.Counter()
+    kv_width = kv_heads * head_dim
+    counts = collections.Counter()  # the hidden x w matrices by width w (w != hidden)
     vocab_matrices = 0
     for t in g.initializer:
         if len(t.dims) != 2:
@@ -245,18 +314,25 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
             vocab_matrices += 1
         elif hidden in (a, b):
             other = b if a == hidden else a
-            if other not in (hidden, kv_heads * head_dim):
-                widths[other] += 1
+            if other != hidden:
+                counts[other] += 1
+    widths = collections.Counter({w: c for w, c in counts.items() if w != kv_width})
     if not widths:
         raise InputError(f"no MLP matrix (hidden {hidden} x width) found", source=where)
     intermediate = widths.most_common(1)[0][0]
+    # the attention's width, heads x head_dim: q and o are hidden x hidden matrices, unless it differs
+    # from hidden; then two matrices a layer have that width (four with k and v, if it is theirs)
+    n = len(layers)
+    attn = [w for w, c in widths.items() if w != intermediate and c == 2 * n and w % head_dim == 0]
+    width = kv_width if counts[kv_width] == 4 * n else attn[0] if len(attn) == 1 else hidden
+    if width % head_dim:
+        raise InputError(f"hidden size {hidden} is not a multiple of the head size {head_dim}", source=where)
     if embed.data_type not in _ONNX_BYTES:
         raise InputError(f"the embedding's element type {embed.data_type} is not a float type", source=where)
     stem = os.path.splitext(os.path.basename(where))[0]
     try:
-        return LLMConfig(name or stem, len(layers), hidden, hidden // head_dim, kv_heads,
-                         intermediate, vocab, _ONNX_BYTES[embed.data_type],
-                         tied_embeddings=vocab_matrices < 2)
+        return LLMConfig(name or stem, n, hidden, width // head_dim, kv_heads, intermediate, vocab,
+                         _ONNX_BYTES[embed.data_type], tied_embeddings=vocab_matrices < 2, head_dim=head_dim)
     except InputError as e:
         raise InputError(str(e), source=where) from None
 
@@ -284,6 +360,17 @@ def _kv_token(cfg: LLMConfig, t: int) -> float:
     return cfg.kv_bytes_per_token / min(t, cfg.kv_heads)
 
 
+def _within_window(cfg: LLMConfig, tokens: int, what: str) -> None:
+    """Refuse ``tokens`` past the model's sliding window: the cache a sliding window keeps, and the
+    attention over it, are not modelled (up to the window they are those of full attention)."""
+    w = cfg.sliding_window
+    if w is not None and tokens > w:
+        raise InputError(f"model {cfg.name!r}: {what} of {tokens} tokens is past its sliding_window of {w} "
+                         f"tokens, and attention over a sliding window is not modelled: use at most {w} "
+                         f"tokens, or remove sliding_window from the config to count every token's cache "
+                         f"(an upper bound)")
+
+
 def _peak(spec) -> float:
     return spec.fp16 if spec.fp16 > 0 else spec.fp32
 
@@ -297,7 +384,7 @@ def layer_decode_step(cfg: LLMConfig, spec, t: int, batch: int, context: int | f
 
     by = cfg.dtype_bytes
     w = cfg.block_params * by / t
-    flops = 2 * cfg.block_params / t * batch + 4 * context * cfg.hidden / t * batch
+    flops = 2 * cfg.block_params / t * batch + 4 * context * cfg.attention_width / t * batch
     moved = w + batch * context * _kv_token(cfg, t)
     return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
         + 2 * allreduce_time(batch * cfg.hidden * by, t, spec.intra_bandwidth or spec.link_bandwidth)
@@ -306,15 +393,15 @@ def layer_decode_step(cfg: LLMConfig, spec, t: int, batch: int, context: int | f
 def layer_prefill_time(cfg: LLMConfig, spec, t: int, tokens: int) -> float:
     """Seconds to prefill one prompt of ``tokens`` tokens through one decoder block on ``t`` devices of
     ``spec`` (compute-bound for long prompts): ``2 x`` the block's weights per token plus causal
-    attention's quadratic term ``4 x hidden x (1 + 2 + .. + tokens) = 2 x hidden x tokens (tokens + 1)``
-    FLOPs, against the weights read once and the prompt's KV cache written once; the two all-reduces of
-    the prompt's hidden states at ``t > 1`` and a launch per matrix product. (At one token this is the
-    decode step of one sequence at a context of one token.)"""
+    attention's quadratic term ``4 x width x (1 + 2 + .. + tokens) = 2 x width x tokens (tokens + 1)``
+    FLOPs (``width = heads x head_dim``), against the weights read once and the prompt's KV cache
+    written once; the two all-reduces of the prompt's hidden states at ``t > 1`` and a launch per matrix
+    product. (At one token this is the decode step of one sequence at a context of one token.)"""
     from .onnx_variants import allreduce_time
 
     by = cfg.dtype_bytes
     w = cfg.block_params * by / t
-    flops = 2 * cfg.block_params / t * tokens + 2 * cfg.hidden * tokens * (tokens + 1) / t
+    flops = 2 * cfg.block_params / t * tokens + 2 * cfg.attention_width * tokens * (tokens + 1) / t
     moved = w + tokens * _kv_token(cfg, t)
     return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
         + 2 * allreduce_time(tokens * cfg.hidden * cfg.dtype_bytes, t,
@@ -363,7 +450,8 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
     doc); ``microbatches`` (default: the largest power of two dividing ``batch`` and at most the number
     of devices' next power of two) must divide ``batch``. ``memory_context`` (default ``context``): the
     tokens of each sequence's KV cache that memory must hold, when it differs from the context the step
-    times are computed at (a request mix: times at its mean context, memory at its longest request)."""
+    times are computed at (a request mix: times at its mean context, memory at its longest request).
+    Either past the model's ``sliding_window`` is an :class:`InputError` (not modelled)."""
 
     mem_context = context if memory_context is None else memory_context
     for what, v in (("batch", batch), ("context", context), ("memory context", mem_context)):
@@ -373,6 +461,7 @@ def decode_problem(cfg: LLMConfig, devices: DeviceSet, *, batch: int, context: i
         microbatches = microbatch_counts(batch, devices)[0]
     if batch % microbatches:
         raise InputError(f"{microbatches} micro-batches do not divide a batch of {batch} sequences")
+    _within_window(cfg, max(context, mem_context), "a context")
     m = batch // microbatches  # sequences per micro-batch
     by = cfg.dtype_bytes
     L = cfg.layers
@@ -916,12 +1005,14 @@ def prefill_problem(cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, micr
     its :func:`prefill_node_time` averaged over the mix, the tensors the prompt's hidden states
     (mean prompt) over the host links, memory the weights plus, per request in flight (``N / d`` per
     replica under ``gpipe``), the KV cache of the longest prompt. Its optimum (the exact stage DP)
-    is the pool's plan of most prefills per second (``1 / max_i E[p_i] / d_i``)."""
+    is the pool's plan of most prefills per second (``1 / max_i E[p_i] / d_i``). A prompt past the
+    model's ``sliding_window`` is an :class:`InputError` (not modelled)."""
     from .onnx_variants import default_microbatches
 
     N = microbatches or default_microbatches(devices)
     shares = mix.shares
     longest = max(b.input for b in mix.buckets)
+    _within_window(cfg, longest, "a prompt")
     mean_in = sum(p * b.input for p, b in zip(shares, mix.buckets))
     by = cfg.dtype_bytes
     L = cfg.layers
