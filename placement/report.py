@@ -193,7 +193,10 @@ def format_summary(p: Placement, *, message: bool = True) -> str:
     batch = p.graph.batch_size  # an ONNX model's figures are per run of a batch
     parts = [f"max-load {_num(p.max_load)}{u}"]
     if batch == 1 and time_unit(p) == "ms" and math.isfinite(p.max_load) and p.max_load > 0:
-        parts = [f"max-load {_num(p.max_load)}{u} per sample ({1e3 / p.max_load:,.6g} samples/s)"]
+        # a fixed input shape at batch size 1 or leading with no batch: one run is the sample it counts
+        one_run = ("; fixed input shape: a sample is one run of the model" if p.graph.meta.get("per_run")
+                   else "")
+        parts = [f"max-load {_num(p.max_load)}{u} per sample ({1e3 / p.max_load:,.6g} samples/s{one_run})"]
     if batch > 1 and u and math.isfinite(p.max_load) and p.max_load > 0:
         # per batch, as every figure of this plan; the per-sample rate a stage plan prints beside it
         rate = f", {1e3 * batch / p.max_load:.6g} samples/s" if time_unit(p) == "ms" else ""
