@@ -53,14 +53,39 @@ class GoodputSearch:
 
     @property
     def exhaustive(self) -> bool:
-        """Every plan of every batch size that fits was scored (of those tried: see :attr:`stopped`)."""
-        return all(p.exhaustive for p in self.points if p.plan is not None)
+        """Every plan of every batch size that fits was scored (of those tried: see :attr:`stopped`); never
+        after a Ctrl-C (:attr:`interrupted`)."""
+        return not self.interrupted and all(p.exhaustive for p in self.points if p.plan is not None)
+
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C ended the search: :attr:`stopped` starts with :data:`solvers.base.INTERRUPTED`."""
+        return _interrupted(self.stopped)
+
+
+def _interrupted(stopped: str) -> bool:
+    from solvers.base import INTERRUPTED
+
+    return stopped.startswith(INTERRUPTED)
+
+
+class _Batch:
+    """The batch size a :func:`goodput_search` is searching, as far as it got (a Ctrl-C may end it at
+    any moment): its micro-batch counts (``None`` until known) and the index ``k`` of the one being
+    solved (``len(counts)`` once they are done), the best ``(plan, evaluation, serving, problem,
+    result)`` so far, whether every plan so far was scored, how many, the first count's ``(problem,
+    result)``, and whether its point is recorded."""
+
+    def __init__(self, batch: int):
+        self.batch, self.counts, self.k = batch, None, 0
+        self.top = None
+        self.exhaustive, self.plans, self.first, self.recorded = True, 0, None, False
 
 
 def _solved(solve, problem):
     """``solve(problem)``; a solve that took a Ctrl-C (it returns what it had, ``interrupted``) ends the
-    search that asked for it: ``KeyboardInterrupt`` (a search went on scoring batch sizes and instances
-    after it, and provision then called its answer the cheapest)."""
+    search that asked for it: ``KeyboardInterrupt``, which the search takes as any other Ctrl-C (a
+    search went on scoring splits after it)."""
     r = solve(problem)
     if getattr(r, "interrupted", False):
         raise KeyboardInterrupt
@@ -93,14 +118,19 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     checked before each batch size after the first and each micro-batch count after a plan was found,
     the sizes not tried named in :attr:`GoodputSearch.stopped` (a batch whose counts were cut short is
     not :attr:`~GoodputPoint.exhaustive`).
-    A solve that took a Ctrl-C (:attr:`solvers.base.Solution.interrupted`) ends the search:
-    ``KeyboardInterrupt``, as in :func:`disaggregated_search` and :func:`provision_buckets`. The batch
-    sizes, the halts between them and their words are a :class:`placement.serving.BatchLadder`'s."""
+    A Ctrl-C at any moment of the search (a ``KeyboardInterrupt``, or a solve that took one and returned
+    what it had, :attr:`solvers.base.Solution.interrupted`: its plan is scored, alone) ends it with the
+    points so far: the batch it cut short keeps its best plan so far (not exhaustive; a batch with none
+    counts as not tried), :attr:`GoodputSearch.stopped` starts with :data:`solvers.base.INTERRUPTED` and
+    names the sizes not tried (:func:`placement.serving.not_tried`) and the batch cut short, and the
+    search is not :attr:`~GoodputSearch.exhaustive`; where no point has a plan yet, the
+    ``KeyboardInterrupt`` goes on up. The batch sizes, the halts between them and their words are a
+    :class:`placement.serving.BatchLadder`'s."""
     from graphs.llm import chain_plans, microbatch_counts
     from graphs.parallel import evaluate_plan
-    from solvers.base import Status
+    from solvers.base import INTERRUPTED, Status
 
-    from .serving import BatchLadder
+    from .serving import BatchLadder, not_tried
 
     # the batch sizes, the halts between them and the words of a halt are the ladder's: no flat stop, a
     # size without a plan does not end it, halted() lets the first size start and is not asked after one
@@ -118,69 +148,129 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     best = None
     least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
     cuts = []  # why batch sizes' micro-batch counts were not all tried
-    for i, b in enumerate(ladder):
+    cur = None  # the batch size being searched (a Ctrl-C may come at any moment)
+    ended = looped = False  # the ladder ended itself (no larger batch fits); the loop ran to its end
+    try:
+        for i, b in enumerate(ladder):
+            cur = _Batch(b)
+            if progress is not None:
+                progress(i / len(sizes))
+            counts = [microbatches] if microbatches else microbatch_counts(b, model.devices)
+            cur.counts = counts
+            for k, n in enumerate(counts):
+                cur.k = k
+                why = halted() if cur.top is not None and halted is not None else ""
+                if why:  # the other micro-batch counts are not tried: said, and the batch is not exhaustive
+                    cur.exhaustive = False
+                    rest = ", ".join(map(str, counts[k:]))
+                    many = "s" if k < len(counts) - 1 else ""
+                    cuts.append(f"{why}: batch {b}'s micro-batch count{many} {rest} not tried")
+                    break
+                p = model.problem(b, microbatches=n, max_replicas=max_replicas)
+                r = solve(p)
+                took = getattr(r, "interrupted", False)  # a Ctrl-C the solve took: its plan, then the end
+                cur.first = cur.first or (p, r)
+                plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 and not took else None
+                cur.exhaustive = cur.exhaustive and plans is not None
+                cur.plans += len(plans or ())
+                cand = [(r.plan, r.evaluation)] if r.plan is not None else []
+                for plan in plans or ():
+                    ev = evaluate_plan(p, plan)
+                    if ev.valid:
+                        cand.append((plan, ev))
+                for plan, ev in cand:
+                    scored = list(score(p, plan, b, ev)) if score else \
+                        [model.evaluate(p, plan, b, evaluation=ev)]
+                    for sv in scored:
+                        if sv.valid:
+                            least_tpot = min(least_tpot, sv.tpot_full)
+                            least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
+                    sv = max(scored, key=lambda x: x.goodput)
+                    if cur.top is None or sv.goodput > cur.top[2].goodput * (1 + 1e-12):
+                        cur.top = (plan, ev, sv, p, r)
+                if took:
+                    raise KeyboardInterrupt
+                if r.status is Status.INFEASIBLE and n == counts[0]:
+                    break  # the most micro-batches allow every plan fewer allow (same memory): none fits
+            cur.k = len(counts)
+            if cur.top is None:
+                p, r = cur.first
+                why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
+                    f"no plan found ({r.status}: {r.message})"
+                # a larger batch may fit where this one does not (more micro-batches: more stages share the
+                # weights), so an auto sweep goes on until the memory of every device together is too small
+                ladder.scored(None, none_ends=False)
+                end = ladder.auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
+                    _beyond_memory(model, sizes[i + 1])
+                if end:
+                    why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV "
+                            f"caches exceed all the devices' memory together")
+                points.append(GoodputPoint(b, p, r, None, None, None, cur.exhaustive,
+                                           cur.plans if cur.exhaustive else None, why))
+                cur.recorded = True
+                if end:
+                    ladder.end(f"batch {b}: {why}")
+                    ended = True
+                continue
+            pt = _point(cur)
+            points.append(pt)
+            cur.recorded = True
+            ladder.scored(pt.serving.goodput)
+            if ladder.best_size == b:
+                best = pt
+        looped = True
         if progress is not None:
-            progress(i / len(sizes))
-        counts = [microbatches] if microbatches else microbatch_counts(b, model.devices)
-        top = None  # (plan, evaluation, serving, problem, result)
-        exhaustive, nplans, first = True, 0, None
-        for k, n in enumerate(counts):
-            why = halted() if top is not None and halted is not None else ""
-            if why:  # the other micro-batch counts are not tried: said, and the batch is not exhaustive
-                exhaustive = False
-                rest = ", ".join(map(str, counts[k:]))
-                many = "s" if k < len(counts) - 1 else ""
-                cuts.append(f"{why}: batch {b}'s micro-batch count{many} {rest} not tried")
-                break
-            p = model.problem(b, microbatches=n, max_replicas=max_replicas)
-            r = _solved(solve, p)
-            first = first or (p, r)
-            plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 else None
-            exhaustive = exhaustive and plans is not None
-            nplans += len(plans or ())
-            cand = [(r.plan, r.evaluation)] if r.plan is not None else []
-            for plan in plans or ():
-                ev = evaluate_plan(p, plan)
-                if ev.valid:
-                    cand.append((plan, ev))
-            for plan, ev in cand:
-                scored = list(score(p, plan, b, ev)) if score else [model.evaluate(p, plan, b, evaluation=ev)]
-                for sv in scored:
-                    if sv.valid:
-                        least_tpot = min(least_tpot, sv.tpot_full)
-                        least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
-                sv = max(scored, key=lambda x: x.goodput)
-                if top is None or sv.goodput > top[2].goodput * (1 + 1e-12):
-                    top = (plan, ev, sv, p, r)
-            if r.status is Status.INFEASIBLE and n == counts[0]:
-                break  # the most micro-batches allow every plan fewer allow (same memory): none fits
-        if top is None:
-            p, r = first
-            why = "no plan fits (the KV cache of this batch)" if r.status is Status.INFEASIBLE else \
-                f"no plan found ({r.status}: {r.message})"
-            # a larger batch may fit where this one does not (more micro-batches: more stages share the
-            # weights), so an auto sweep goes on until the memory of every device together is too small
-            ladder.scored(None, none_ends=False)
-            if ladder.auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
-                    _beyond_memory(model, sizes[i + 1]):
-                why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV caches "
-                        f"exceed all the devices' memory together")
-                ladder.end(f"batch {b}: {why}")
-            points.append(GoodputPoint(b, p, r, None, None, None, exhaustive, nplans if exhaustive else None,
-                                       why))
-            continue
-        plan, ev, sv, p, r = top
-        note = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
-        pt = GoodputPoint(b, p, r, plan, ev, sv, exhaustive, nplans if exhaustive else None, note)
-        points.append(pt)
-        ladder.scored(sv.goodput)
-        if ladder.best_size == b:
-            best = pt
-    if progress is not None:
-        progress(1.0)
+            progress(1.0)
+    except KeyboardInterrupt:  # the points so far are the answer, where one has a plan
+        rest, cut = sizes, ""
+        if cur is not None:
+            at = sizes.index(cur.batch)
+            if cur.recorded:
+                rest = [] if ended or looped else sizes[at + 1:]
+            elif cur.top is not None:  # the batch the Ctrl-C cut short: its best plan so far
+                counts = cur.counts or []
+                if cur.k < len(counts):
+                    cur.exhaustive = False
+                    left = counts[cur.k + 1:]
+                    cut = (f"batch {cur.batch}'s search cut short at micro-batch count {counts[cur.k]}"
+                           + (f" (count{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} not tried)"
+                              if left else ""))
+                points.append(_point(cur, INTERRUPTED if cut else ""))
+                rest = sizes[at + 1:]
+            else:  # nothing kept of it: not tried
+                rest = sizes[at:]
+        best = _best_point(points)
+        if best is None:
+            raise
+        if ladder.halt:  # the sizes left are named by the halt's words
+            rest = []
+        words = not_tried(INTERRUPTED, rest, ladder.auto)
+        if cut:
+            words += (", " if rest else ": ") + cut
+        return GoodputSearch(points, best, least_tpot, least_ttft,
+                             "; ".join([words] + cuts + ([ladder.stopped] if ladder.halt else [])))
     # a memory stop or the largest size is the search's end, not a halt: only a halt leaves sizes untried
     stopped = "; ".join(cuts + [ladder.stopped] if ladder.halt else cuts)
     return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
+
+
+def _point(cur: _Batch, note: str = "") -> GoodputPoint:
+    """The :class:`GoodputPoint` of the batch ``cur``, its best plan ``cur.top`` (``note``: more words)."""
+    plan, ev, sv, p, r = cur.top
+    words = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
+    return GoodputPoint(cur.batch, p, r, plan, ev, sv, cur.exhaustive, cur.plans if cur.exhaustive else None,
+                        "; ".join(x for x in (words, note) if x))
+
+
+def _best_point(points) -> GoodputPoint | None:
+    """The point of most goodput among ``points`` with a plan, the first on a tie (within a relative
+    ``1e-12``, as :meth:`placement.serving.BatchLadder.scored` keeps it); ``None``: no plan."""
+    best = None
+    for pt in points:
+        if pt.serving is not None and (best is None or pt.serving.goodput >
+                                       best.serving.goodput + 1e-12 * abs(best.serving.goodput)):
+            best = pt
+    return best
 
 
 def _beyond_memory(model, batch: int) -> bool:
@@ -206,6 +296,11 @@ class DisaggregatedSearch:
         self.pools = pools or [None] * len(splits)  # per split: (prefill model, decode model)
         self.stopped = stopped  # why some splits (or a split's batch sizes) were not tried ("": none)
 
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C ended the search: :attr:`stopped` starts with :data:`solvers.base.INTERRUPTED`."""
+        return _interrupted(self.stopped)
+
 
 def disaggregated_search(model, batches: list[int] | None, solve, *, max_replicas: int | None = None,
                          microbatches: int | None = None, exhaustive_limit: int = EXHAUSTIVE_PLANS,
@@ -217,61 +312,91 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
     micro-batch count up to the pool's default; the decode pool is searched as :func:`goodput_search`
     does, each decode plan scored with the best of those prefill plans. ``halted()``: as
     :func:`goodput_search`'s, checked before each split too; the splits not tried are said in
-    :attr:`DisaggregatedSearch.stopped`."""
+    :attr:`DisaggregatedSearch.stopped`. A Ctrl-C at any moment ends the search with the splits searched
+    so far (the one it cut short with its decode search's points so far, where it has one: a split
+    whose search found no plan yet counts as not tried), :attr:`DisaggregatedSearch.stopped` starting
+    with :data:`solvers.base.INTERRUPTED` and naming the splits not tried; where no split has a plan
+    yet, the ``KeyboardInterrupt`` goes on up."""
     from graphs.devices import DeviceSet
     from graphs.llm import ServingModel, disaggregated_goodput, prefill_problem, prefill_profile
     from graphs.onnx_variants import default_microbatches
+    from solvers.base import INTERRUPTED
 
     K = len(model.devices.specs)
     splits = []
     pools = []
-    best = None
     masks = [m for m in range(1, 2 ** K - 1)]
     stopped = ""
-    for i, mask in enumerate(masks):
-        why = halted() if halted is not None else ""
-        if why:
-            stopped = f"{why}: {len(masks) - i} of the {len(masks)} splits into pools not tried"
-            break
+    looped = False
+    try:
+        for i, mask in enumerate(masks):
+            why = halted() if halted is not None else ""
+            if why:
+                stopped = f"{why}: {len(masks) - i} of the {len(masks)} splits into pools not tried"
+                break
+            if progress is not None:
+                progress(i / len(masks))
+            pre_k = [k for k in range(K) if mask >> k & 1]
+            dec_k = [k for k in range(K) if not mask >> k & 1]
+
+            def pool(ks):
+                return DeviceSet(tuple(model.devices.specs[k] for k in ks),
+                                 tuple(model.devices.counts[k] for k in ks))
+
+            pre_ds, dec_ds = pool(pre_k), pool(dec_k)
+            names = (str(pre_ds), str(dec_ds))
+            pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+            dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
+            top = default_microbatches(pre_ds)
+            pools.append((pre, dec))
+            prefills = []
+            for n in (2 ** j for j in range(top.bit_length())):
+                pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
+                r = _solved(solve, pp)
+                if r.plan is not None and all(r.plan != q[1] for q in prefills):
+                    prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
+            if not prefills:
+                splits.append((*names, None, "no prefill plan fits"))
+                continue
+
+            def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):  # with every prefill plan
+                return [disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev,
+                                              evaluation=ev, profile=prof)
+                        for pp, pplan, pev, prof in prefills]
+
+            search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
+                                    exhaustive_limit=exhaustive_limit, score=score, halted=halted)
+            splits.append((*names, search, "" if search.best else "no decode plan fits"))
+            if search.interrupted:  # its points so far are kept: the splits after it are not tried
+                raise KeyboardInterrupt
+            if search.stopped and not stopped:
+                stopped = f"split {names[0]} | {names[1]}: {search.stopped}"
+        looped = True
         if progress is not None:
-            progress(i / len(masks))
-        pre_k = [k for k in range(K) if mask >> k & 1]
-        dec_k = [k for k in range(K) if not mask >> k & 1]
+            progress(1.0)
+    except KeyboardInterrupt:  # the splits searched so far are the answer, where one has a plan
+        if _best_split(splits) is None:
+            raise
+        # after the loop (its end, or a halt whose words name the splits left) no split is left
+        left = 0 if looped else len(masks) - len(splits)
+        last = splits[-1]  # the split the Ctrl-C cut short, where its search kept points
+        parts = [f"{left} of the {len(masks)} splits into pools not tried"] if left else []
+        if last[2] is not None and last[2].interrupted:
+            parts.append(f"split {last[0]} | {last[1]}: {last[2].stopped}")
+        words = INTERRUPTED + (": " + "; ".join(parts) if parts else "")
+        stopped = f"{words}; {stopped}" if stopped else words
+    return DisaggregatedSearch(splits, _best_split(splits), pools[:len(splits)], stopped)
 
-        def pool(ks):
-            return DeviceSet(tuple(model.devices.specs[k] for k in ks),
-                             tuple(model.devices.counts[k] for k in ks))
 
-        pre_ds, dec_ds = pool(pre_k), pool(dec_k)
-        names = (str(pre_ds), str(dec_ds))
-        pre = ServingModel(model.cfg, pre_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
-        dec = ServingModel(model.cfg, dec_ds, model.mix, ttft=model.ttft, tpot=model.tpot)
-        top = default_microbatches(pre_ds)
-        pools.append((pre, dec))
-        prefills = []
-        for n in (2 ** j for j in range(top.bit_length())):
-            pp = prefill_problem(model.cfg, pre_ds, model.mix, microbatches=n, max_replicas=max_replicas)
-            r = _solved(solve, pp)
-            if r.plan is not None and all(r.plan != q[1] for q in prefills):
-                prefills.append((pp, r.plan, r.evaluation, prefill_profile(pre, pp, r.evaluation)))
-        if not prefills:
-            splits.append((*names, None, "no prefill plan fits"))
-            continue
-
-        def score(p, plan, b, ev, dec=dec, pre=pre, prefills=prefills):  # with every prefill plan
-            return [disaggregated_goodput(pre, pp, pplan, dec, p, plan, b, pre_evaluation=pev, evaluation=ev,
-                                          profile=prof) for pp, pplan, pev, prof in prefills]
-
-        search = goodput_search(dec, batches, solve, max_replicas=max_replicas, microbatches=microbatches,
-                                exhaustive_limit=exhaustive_limit, score=score, halted=halted)
-        splits.append((*names, search, "" if search.best else "no decode plan fits"))
-        stopped = stopped or (f"split {names[0]} | {names[1]}: {search.stopped}" if search.stopped else "")
-        if search.best is not None and (best is None or search.best.serving.goodput >
-                                        best.serving.goodput * (1 + 1e-12)):
-            best = search.best
-    if progress is not None:
-        progress(1.0)
-    return DisaggregatedSearch(splits, best, pools, stopped)
+def _best_split(splits) -> GoodputPoint | None:
+    """The best point of the splits' searches: the most goodput, the first on a tie (within a relative
+    ``1e-12``); ``None``: no split has a plan."""
+    best = None
+    for x in splits:
+        if x[2] is not None and x[2].best is not None and (
+                best is None or x[2].best.serving.goodput > best.serving.goodput * (1 + 1e-12)):
+            best = x[2].best
+    return best
 
 
 # ------------------------------------------------------------------------ cheapest devices per bucket
@@ -311,6 +436,11 @@ class BucketProvision:
     def found(self) -> bool:
         """A mix of instances serves the rate."""
         return math.isfinite(self.cost)
+
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C ended the scoring: :attr:`stopped` starts with :data:`solvers.base.INTERRUPTED`."""
+        return _interrupted(self.stopped)
 
 
 def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], list, float]:
@@ -356,6 +486,8 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
                 vals.append(float(inst.count))
     mm.add_rows(np.full(len(kinds), -np.inf), [float(available[k]) for k in kinds], rows, cols, vals)
     res = solve_mip(mm, gap=1e-9)
+    if res.interrupted and res.status not in (OPTIMAL, INFEASIBLE):  # a Ctrl-C: no answer to give
+        raise KeyboardInterrupt
     if res.status == INFEASIBLE:
         raise InfeasibleError("no mix of the instances serves the rate of every bucket within the devices "
                               "there are")
@@ -369,7 +501,7 @@ def cheapest_instances(instances, demand, available) -> tuple[tuple[int, ...], l
 
 def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None = None,
                      skipped: list | None = None, unproven: list | None = None,
-                     cut: list | None = None) -> list[Instance]:
+                     cut: list | None = None, interrupted: list | None = None) -> list[Instance]:
     """The instances :func:`provision_buckets` mixes: ``n`` devices of one kind (``n`` a power of two up
     to the kind's count, or the list ``sizes[kind]``), ``prices[k]`` per device-hour of kind ``k``, each
     instance's capacity for a bucket the goodput of its best plan on that bucket alone
@@ -380,7 +512,13 @@ def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None
     ``(kind, devices, bucket, words)`` (the bucket as ``input/output`` tokens), the words naming what
     was not tried. An instance some of whose
     capacities are not proven the most goodput (its search did not score every plan:
-    :attr:`GoodputSearch.exhaustive`) is appended to ``unproven`` as ``(kind, devices)``."""
+    :attr:`GoodputSearch.exhaustive`) is appended to ``unproven`` as ``(kind, devices)``.
+    A Ctrl-C (``KeyboardInterrupt``, or a goodput search it ended) is raised, unless ``interrupted`` is
+    given: then it ends the scoring with the instances scored so far, the one it cut short with the
+    capacities of its buckets scored so far (0 for the others, as for a bucket it cannot serve: a mix
+    of them is one the devices serve, not proven the cheapest; its search cut short in ``cut``), and
+    the words of what it left out (the buckets of that instance, the instances not scored) appended to
+    ``interrupted``, starting with :data:`solvers.base.INTERRUPTED`."""
     import time
 
     def past() -> str:
@@ -389,27 +527,59 @@ def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None
     from graphs.devices import DeviceSet
     from graphs.llm import RequestMix, ServingModel
 
-    instances = []
-    for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts)):
-        counts = (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]
-        for n in counts:
+    buckets = model.mix.buckets
+    todo = [(k, spec, n) for k, (spec, total) in enumerate(zip(model.devices.specs, model.devices.counts))
+            for n in (sizes or {}).get(spec.name) or [2 ** j for j in range(total.bit_length())]]
+    instances: list[Instance] = []
+    # how far the scoring got, one assignment at a time (a Ctrl-C may come at any moment): todo[at] is
+    # being scored, its capacities so far in cap, or (cap None) todo[:at + 1] are done
+    state: tuple[int, list | None] = (-1, None)
+    try:
+        for at, (k, spec, n) in enumerate(todo):
             if deadline is not None and time.perf_counter() >= deadline:
                 if skipped is not None:
                     skipped.append((spec.name, n))
+                state = (at, None)
                 continue
-            cap = []
-            for b in model.mix.buckets:
+            cap: list[float] = []
+            state = (at, cap)
+            for b in buckets:
                 one = ServingModel(model.cfg, DeviceSet((spec,), (n,)), RequestMix((b,)), ttft=model.ttft,
                                    tpot=model.tpot)
                 search = goodput_search(one, None, solve, halted=past)
                 best = search.best
                 cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
-                if unproven is not None and not search.exhaustive and (spec.name, n) not in unproven:
+                # (a search a Ctrl-C cut short is said in cut, and in interrupted)
+                if unproven is not None and not search.exhaustive and not search.interrupted and \
+                        (spec.name, n) not in unproven:
                     unproven.append((spec.name, n))
                 if cut is not None and search.stopped:
                     cut.append((spec.name, n, f"{b.input}/{b.output}", search.stopped))
+                if search.interrupted:  # its capacity so far is kept; nothing after it is scored
+                    raise KeyboardInterrupt
             if any(cap):
                 instances.append(Instance(spec.name, n, float(prices[k]) * n, tuple(cap)))
+            state = (at, None)
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        from solvers.base import INTERRUPTED
+
+        at, cap = state
+        parts = []
+        if cap is not None:  # the instance the Ctrl-C cut short: the buckets scored so far
+            k, spec, n = todo[at]
+            if any(cap) and not any(x.kind == spec.name and x.count == n for x in instances):
+                instances.append(Instance(spec.name, n, float(prices[k]) * n,
+                                          tuple(cap) + (0.0,) * (len(buckets) - len(cap))))
+            left = ", ".join(f"{b.input}/{b.output}" for b in buckets[len(cap):])
+            if left:
+                parts.append(f"{spec.name} x{n} not scored on {left} requests (capacity 0 there)")
+        rest = todo[at + 1:]
+        if rest:
+            parts.append(f"{len(rest)} instance type(s) not scored ("
+                         + ", ".join(f"{spec.name} x{n}" for _, spec, n in rest) + ")")
+        interrupted.append(INTERRUPTED + (": " + "; ".join(parts) if parts else ""))
     return instances
 
 
@@ -421,21 +591,31 @@ def provision_buckets(model, rate: float, prices, solve, *, sizes=None, instance
     ``prices``: per kind of ``model.devices``, per device-hour. Past ``deadline`` the instances scored so
     far are mixed, and ``stopped`` says which were not (where none of them serves the rate: no mix,
     :attr:`BucketProvision.found` false). :class:`~graphs.errors.InfeasibleError` when every instance
-    type was scored, each capacity proven (every plan scored), and no mix of them serves the rate."""
+    type was scored, each capacity proven (every plan scored), and no mix of them serves the rate.
+    A Ctrl-C while the instances are scored ends the scoring as past ``deadline``, ``stopped`` starting
+    with :data:`solvers.base.INTERRUPTED` and naming what it left out (:func:`bucket_instances`'s
+    ``interrupted``; :attr:`BucketProvision.interrupted`); where no instance was scored yet, or while
+    they are mixed (milliseconds), the ``KeyboardInterrupt`` goes on up."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0 < rate < math.inf):
         raise InputError(f"the target rate must be a positive number of requests/s, got {rate!r}")
     mix = model.mix
     skipped: list = []
     unproven: list = []
     cut: list = []
+    interrupted: list = []
     if instances is None:
         instances = bucket_instances(model, prices, solve, sizes=sizes, deadline=deadline, skipped=skipped,
-                                     unproven=unproven, cut=cut)
+                                     unproven=unproven, cut=cut, interrupted=interrupted)
+        if interrupted and not instances:  # a Ctrl-C before any instance serves a bucket: nothing to mix
+            raise KeyboardInterrupt
     stopped = "; ".join(
         ([f"the time limit came before {len(skipped)} instance type(s) were scored ("
           + ", ".join(f"{k} x{n}" for k, n in skipped) + ")"] if skipped else [])
-        # an instance whose search the limit cut short has the capacity of the batch sizes it tried
+        # an instance whose search the limit (or a Ctrl-C) cut short has the capacity of the sizes it tried
         + [f"{k} x{n}'s goodput search on {bucket} requests: {why}" for k, n, bucket, why in cut])
+    if interrupted:  # the Ctrl-C's words first (BucketProvision.interrupted), then the rest
+        head = interrupted[0]
+        stopped = head + (("; " if ":" in head else ": ") + stopped if stopped else "")
     from graphs.errors import InfeasibleError
 
     demand = [rate * p for p in mix.shares]

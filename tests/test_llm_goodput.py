@@ -941,36 +941,6 @@ def test_a_goodput_search_cut_short_is_not_exhaustive():
     assert not cut.points[0].exhaustive and not cut.exhaustive
 
 
-def test_a_solve_that_took_a_ctrl_c_ends_the_goodput_and_provision_searches():
-    """A Ctrl-C that a solve took (it returns its best, ``interrupted``) was not looked at: the goodput
-    search went on over batch sizes, provision over instances, and `placement provision` exited 0 with
-    "the cheapest" after a Ctrl-C. The search now ends there with KeyboardInterrupt (the command: 130)."""
-    import dataclasses
-
-    from placement.goodput import disaggregated_search, provision_buckets
-    from solvers.registry import solve
-
-    devices = parse_devices("a100:1,t4:2")
-    mix = read_mix({"buckets": [{"input": 64, "output": 200, "weight": 1}]})
-    sm = ServingModel(TINY, devices, mix, ttft=1.0, tpot=1.0)
-    calls = []
-
-    def interrupted(p):
-        calls.append(1)
-        return dataclasses.replace(solve(p), message="interrupted (Ctrl-C)")
-
-    with pytest.raises(KeyboardInterrupt):
-        goodput_search(sm, [1, 2, 4], interrupted)
-    assert len(calls) == 1  # no batch size after it
-    with pytest.raises(KeyboardInterrupt):
-        disaggregated_search(sm, [1], interrupted)
-    calls.clear()
-    with pytest.raises(KeyboardInterrupt):
-        provision_buckets(sm, 1.0, [1.0, 1.0], interrupted)
-    assert len(calls) == 1  # no instance after it
-    assert goodput_search(sm, [1, 2], solve).best is not None  # an uninterrupted solve goes on as before
-
-
 # ---------------------------------------------------------------- what a search that was cut short says
 CHAT = {"buckets": [{"input": 256, "output": 128, "weight": 5}, {"input": 4096, "output": 256, "weight": 1}]}
 

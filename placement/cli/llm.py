@@ -281,7 +281,9 @@ def refuse_goodput_options(args, why: str = "applies with --objective goodput (a
 def provision_command(args) -> int:
     """``placement provision config.json --requests MIX --target-throughput R --available SPEC``: the
     cheapest instances per request-size bucket (:func:`provision_buckets`); a table, ``--out`` / ``--json``
-    the ``provision_buckets`` section."""
+    the ``provision_buckets`` section. A Ctrl-C while the instances are scored mixes those scored so far
+    (printed and written with a ``stopped: interrupted (Ctrl-C): ...`` line, not proven the cheapest,
+    exit 0), or, where they make no mix serving the rate, is raised (exit 130)."""
     import time
 
     from graphs.devices import parse_devices
@@ -325,6 +327,8 @@ def provision_command(args) -> int:
         proven_none = ""
     except InfeasibleError as e:  # every instance type scored, and no mix serves the rate: proven
         out, proven_none = None, str(e)
+    if out is not None and out.interrupted and not out.found:  # no mix of what was scored: nothing to keep
+        raise KeyboardInterrupt
     buckets = model.mix.buckets
     if out is None or not out.found:
         return _no_mix(args, buckets, out, proven_none, limit)
@@ -341,7 +345,10 @@ def provision_command(args) -> int:
         lines = [f"cheapest instances for {args.target_throughput:g} requests/s ({_targets(model)}), per "
                  f"request-size bucket:", *("  " + r for r in rows),
                  f"cost {out.cost:.4g} per hour; {single}"]
-        if out.stopped:
+        if out.interrupted:
+            lines += [f"stopped: {out.stopped}", "not proven the cheapest: the mix of the instances scored "
+                      "before the Ctrl-C"]
+        elif out.stopped:
             lines.append(f"not proven the cheapest: {out.stopped} (--time-limit {limit:g} s)")
         if out.unproven:
             lines.append(f"not proven the cheapest: {out.unproven}")
@@ -530,8 +537,18 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
                    prefill_pool=None) -> tuple[str, dict]:
     """Simulate the plan (:func:`graphs.llm_sim.simulate_plan`; ``prefill_pool``: a disaggregated
     layout's ``(prefill model, problem, plan)``, ``model`` then the decode pool's) with a progress bar;
-    the summary lines and the result file's ``simulation`` section. A Ctrl-C during the simulation ends
-    it alone: the section says ``interrupted`` and the plan is still printed and written."""
+    the summary lines and the result file's ``simulation`` section. A Ctrl-C at any moment of it (the
+    simulation, its summary, the plot) ends it alone: the section says ``interrupted`` and the plan is
+    still printed and written."""
+    try:
+        return _simulation(args, opts, model, problem, plan, batch, prefill_pool)
+    except KeyboardInterrupt:  # the plan stands (found or given): only the simulation is cut short
+        return ("simulation: interrupted (Ctrl-C) before it ended: nothing measured; the plan above stands",
+                {"interrupted": True})
+
+
+def _simulation(args, opts, model, problem, plan, batch: int, prefill_pool) -> tuple[str, dict]:
+    """:func:`run_simulation`'s work, a Ctrl-C let through."""
     from graphs.llm_sim import plot_simulation, simulate_plan
 
     from ..outputs import Progress as _Progress
@@ -542,9 +559,6 @@ def run_simulation(args, opts, model, problem, plan, batch: int, evaluation=None
         res = simulate_plan(model, problem, plan, batch, rate=rate, seconds=seconds,
                             seed=seed, progress=progress, keep_tokens=plot is not None,
                             prefill_pool=prefill_pool)
-    except KeyboardInterrupt:  # the plan stands (found or given): only the simulation is cut short
-        return ("simulation: interrupted (Ctrl-C) before it ended: nothing measured; the plan above stands",
-                {"interrupted": True})
     finally:
         progress.done()
     pl = res.planned
@@ -625,7 +639,10 @@ def _settings(model, batch: int) -> dict:
 def place_goodput(args) -> int:
     """``place config.json --objective goodput``: the sweep table, the best plan's stage table, its
     buckets and what is proven; with ``--disaggregate`` also every split into prefill and decode pools,
-    and the better layout."""
+    and the better layout. A Ctrl-C during the searches ends them with the best plan so far, printed
+    and written with a ``stopped: interrupted (Ctrl-C): ...`` line (exit 0; ``--simulate`` is then not
+    run, its section ``{"interrupted": true}``), or, where no plan meeting the targets was found yet, is
+    raised (exit 130); one during ``--simulate`` ends the simulation alone (:func:`run_simulation`)."""
     import argparse
 
     from ..clock import Clock
@@ -656,12 +673,19 @@ def place_goodput(args) -> int:
     finally:
         progress.done()
     split = None
-    if getattr(args, "disaggregate", False):
+    pools_cut = ""  # why the splits into pools were not (all) searched, after a Ctrl-C
+    if getattr(args, "disaggregate", False) and search.interrupted:
+        pools_cut = f"{INTERRUPTED}: the splits into prefill and decode pools not tried"
+    elif getattr(args, "disaggregate", False):
         progress = _Progress("goodput: pools", enabled=True if args.progress else None)
         try:
             split = disaggregated_search(model, batches, solve, max_replicas=args.max_replicas,
                                          microbatches=args.microbatches, progress=progress,
                                          halted=clock.halted)
+        except KeyboardInterrupt:  # before any split's plan: the colocated search's stands, where it has one
+            if not _serves(search.best):
+                raise
+            pools_cut = f"{INTERRUPTED}: the splits into prefill and decode pools cut short before any plan"
         finally:
             progress.done()
     best = search.best
@@ -669,7 +693,12 @@ def place_goodput(args) -> int:
         (best is None or split.best.serving.goodput > best.serving.goodput * (1 + 1e-12))
     if disagg:
         best = split.best
-    stopped = "; ".join(x for x in (search.stopped, split.stopped if split is not None else "") if x)
+    interrupted = bool(pools_cut) or search.interrupted or (split is not None and split.interrupted)
+    if interrupted and not _serves(best):  # nothing found to keep: the command was interrupted (130)
+        raise KeyboardInterrupt
+    # the Ctrl-C's words first ("stopped: interrupted (Ctrl-C): ..."), then a time limit's
+    said = [search.stopped, split.stopped if split is not None else "", pools_cut]
+    stopped = "; ".join(sorted((x for x in said if x), key=lambda x: not x.startswith(INTERRUPTED)))
     exhaustive = not stopped and search.exhaustive and \
         (split is None or all(x[2] is None or x[2].exhaustive for x in split.splits))
     if best is None:
@@ -769,7 +798,10 @@ def place_goodput(args) -> int:
         data["sglang"] = sglang_json(model.cfg.layers, (best.problem, best.plan),
                                      (pre_problem, pre_plan) if disagg else None, model=f"<{model.cfg.name}>")
         lines += ["", format_sglang(data["sglang"])]
-    if sim is not None:
+    if sim is not None and interrupted:  # the Ctrl-C ended the command's work: the plan so far, unsimulated
+        data["simulation"] = {"interrupted": True}
+        lines += ["", "simulation: not run (interrupted (Ctrl-C) during the search); the plan above stands"]
+    elif sim is not None:
         sim_model, pool = model, None
         if disagg:
             pre_model, sim_model = best_pool(split, best, models=True)
@@ -781,6 +813,12 @@ def place_goodput(args) -> int:
 
     emit(args, data, lambda: "\n".join(lines))
     return 0
+
+
+def _serves(point) -> bool:
+    """A goodput search's best ``point`` serves requests within the targets (a plan to keep after a
+    Ctrl-C; ``None``: no plan)."""
+    return point is not None and point.serving.goodput > 0
 
 
 def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None = None,
