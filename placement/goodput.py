@@ -549,8 +549,8 @@ def bucket_instances(model, prices, solve, *, sizes=None, deadline: float | None
                 search = goodput_search(one, None, solve, halted=past)
                 best = search.best
                 cap.append(best.serving.goodput if best is not None and best.serving.attainment >= 1 else 0.0)
-                # (a search a Ctrl-C cut short is said in cut, and in interrupted)
-                if unproven is not None and not search.exhaustive and not search.interrupted and \
+                # (a search a Ctrl-C or the time limit cut short is said in cut, not as too many plans)
+                if unproven is not None and not search.exhaustive and not search.stopped and \
                         (spec.name, n) not in unproven:
                     unproven.append((spec.name, n))
                 if cut is not None and search.stopped:
