@@ -52,11 +52,19 @@ by ``efficiency``::
     transpose_block_us = 0.012  # at its size, + one time per contiguous run it copies (runs = elements /
                              # the trailing dimensions the permutation keeps in place; none when the last
                              # axis moves)
+
+Every figure is checked in the unit and under the key the file writes, before it is converted, and must
+be finite: rates, bandwidths, memory_gib and the bandwidth curve's sizes > 0; times (``*_us``),
+price_per_hour and conv_half_* >= 0; efficiency in (0, 1]; server_size an integer >= 1, count >= 0. An
+``op_gflops`` key must be an operator type: ONNX's (any domain or opset) or onnxruntime's contrib types
+(FusedConv, FusedMatMul, FastGelu, SkipLayerNormalization, ...). An error names the file, the section
+and the key: ``bad.toml: devices.cpu.launch_us must be a number >= 0, got -5``.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import os
@@ -317,21 +325,25 @@ class DeviceSet:
 
 
 # --------------------------------------------------------------------------- user files
-_KEYS = {  # file key -> (DeviceSpec field, scale to SI)
-    "fp32_tflops": ("fp32", _T), "fp16_tflops": ("fp16", _T), "mem_bandwidth_gbs": ("mem_bandwidth", _G),
-    "memory_gib": ("memory", _GIB), "link_gbs": ("link_bandwidth", _G),
-    "link_latency_us": ("link_latency", _US), "launch_us": ("launch", _US),
-    "efficiency": ("efficiency", 1.0), "host": ("host", None), "unsupported_ops": ("unsupported_ops", None),
-    "description": ("description", None),
-    "price_per_hour": ("price_per_hour", 1.0),
-    "conv_tflops": ("conv_flops", _T), "matmul_tflops": ("matmul_flops", _T),
-    "conv_half_channels": ("conv_half_channels", 1.0), "conv_half_pixels": ("conv_half_pixels", 1.0),
-    "bandwidth_curve": ("bandwidth_curve", None), "op_gflops": ("op_flops", None),
-    "depthwise_gflops": ("depthwise", None), "depthwise_channel_us": ("depthwise", None),
-    "view_us": ("view_time", _US),
-    "transpose_gbs": ("transpose", None), "transpose_block_us": ("transpose", None),
-    "server_size": ("server_size", None),
-    "nvlink_gbs": ("intra_bandwidth", _G), "network_gbs": ("inter_bandwidth", _G),
+# the rules a figure's number obeys, checked in the unit the file writes it in (before conversion)
+_POS, _NONNEG, _FRACTION = "> 0", ">= 0", "in (0, 1]"
+_KEYS = {  # file key -> (DeviceSpec field, scale to SI, rule of its number(s); None: not a plain number)
+    "fp32_tflops": ("fp32", _T, _POS), "fp16_tflops": ("fp16", _T, _POS),
+    "mem_bandwidth_gbs": ("mem_bandwidth", _G, _POS),
+    "memory_gib": ("memory", _GIB, _POS), "link_gbs": ("link_bandwidth", _G, _POS),
+    "link_latency_us": ("link_latency", _US, _NONNEG), "launch_us": ("launch", _US, _NONNEG),
+    "efficiency": ("efficiency", 1.0, _FRACTION), "host": ("host", None, None),
+    "unsupported_ops": ("unsupported_ops", None, None), "description": ("description", None, None),
+    "price_per_hour": ("price_per_hour", 1.0, _NONNEG),
+    "conv_tflops": ("conv_flops", _T, _POS), "matmul_tflops": ("matmul_flops", _T, _POS),
+    "conv_half_channels": ("conv_half_channels", 1.0, _NONNEG),
+    "conv_half_pixels": ("conv_half_pixels", 1.0, _NONNEG),
+    "bandwidth_curve": ("bandwidth_curve", None, None), "op_gflops": ("op_flops", _G, _POS),
+    "depthwise_gflops": ("depthwise", _G, _POS), "depthwise_channel_us": ("depthwise", _US, _NONNEG),
+    "view_us": ("view_time", _US, _NONNEG),
+    "transpose_gbs": ("transpose", _G, _POS), "transpose_block_us": ("transpose", _US, _NONNEG),
+    "server_size": ("server_size", None, None),
+    "nvlink_gbs": ("intra_bandwidth", _G, _POS), "network_gbs": ("inter_bandwidth", _G, _POS),
 }
 _OTHER_KEYS = ("base", "count")
 
@@ -367,10 +379,128 @@ def read_device_file(path: str | os.PathLike) -> tuple[dict[str, DeviceSpec], di
     return parse_device_table(data, source=path)
 
 
+def _key(name) -> str:
+    """``name`` as a TOML key: bare when it can be, else quoted."""
+    name = str(name)
+    bare = name and all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
+    return name if bare else json.dumps(name)
+
+
+def _shown(value) -> str:
+    """A value as the file wrote it: ``true``, ``"fast"``, ``-5``, ``inf``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value, where: str, rule: str, *, source: str | None) -> float:
+    """``value`` checked against ``rule`` (``> 0``, ``>= 0``, ``in (0, 1]``) in the file's own unit,
+    finite; :class:`InputError` names ``where`` (``devices.cpu.launch_us``) and the value as written."""
+    if not _is_number(value):
+        raise InputError(f"{where} must be a number {rule}, got {_shown(value)}", source=source)
+    if not math.isfinite(value):
+        raise InputError(f"{where} must be a finite number {rule}, got {_shown(value)}", source=source)
+    ok = value > 0 if rule == _POS else value >= 0 if rule == _NONNEG else 0 < value <= 1
+    if not ok:
+        raise InputError(f"{where} must be a number {rule}, got {_shown(value)}", source=source)
+    return float(value)
+
+
+@functools.cache
+def _operator_types() -> frozenset[str]:
+    """Every operator type onnx knows (all domains, all opsets) and onnxruntime's contrib types
+    (com.microsoft: FusedConv, FusedMatMul, FastGelu, SkipLayerNormalization, ...), which the cost
+    model prices too."""
+    import onnx.defs
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_c
+
+    names = {s.name for s in onnx.defs.get_all_schemas_with_history()}
+    names.update(s.name for s in ort_c.get_all_operator_schema())
+    return frozenset(names | CONV_TYPES | MATMUL_TYPES)
+
+
+def _operator_type(name: str, where: str, *, source: str | None) -> str:
+    """``name`` when it is an operator type (:func:`_operator_types`); else :class:`InputError` naming it,
+    with the close ones."""
+    known = _operator_types()
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise InputError(f"{where}: {name!r} is not an operator type{hint} (accepted: ONNX operator types of "
+                     f"any domain and opset, and onnxruntime's contrib types such as FusedConv, FusedMatMul "
+                     f"and SkipLayerNormalization; names are case-sensitive)", source=source)
+
+
+def _numbers(value, where: str, rule: str, length: int, *, source: str | None) -> list[float]:
+    """A list of ``length`` numbers, each checked against ``rule`` (``where[i]`` names the offender)."""
+    if not isinstance(value, list) or len(value) != length:
+        raise InputError(f"{where} must be a list of {length} numbers {rule}, got {_shown(value)}",
+                         source=source)
+    return [_number(x, f"{where}[{i}]", rule, source=source) for i, x in enumerate(value)]
+
+
+def _figure(key: str, value, entry: dict, where: str, *, source: str | None):
+    """The :class:`DeviceSpec` field value of file key ``key`` (``where`` names it: ``devices.cpu.key``),
+    every number checked in the file's unit before it is converted to SI."""
+    attr, scale, rule = _KEYS[key]
+    section = where.rpartition(".")[0]
+    if attr == "host":
+        if not isinstance(value, bool):
+            raise InputError(f"{where} must be true or false, got {_shown(value)}", source=source)
+        return value
+    if attr == "unsupported_ops":
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise InputError(f"{where} must be a list of operator types", source=source)
+        return frozenset(value)
+    if attr == "description":
+        return str(value)
+    if attr == "bandwidth_curve":
+        if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+            raise InputError(f"{where} must be a list of [bytes, GB/s] pairs", source=source)
+        curve = [tuple(_number(x, f"{where}[{i}][{j}]", _POS, source=source) for j, x in enumerate(p))
+                 for i, p in enumerate(value)]
+        sizes = [b for b, _ in curve]
+        if len(set(sizes)) < len(sizes):
+            raise InputError(f"{where}: each size (bytes) once; the pairs must have distinct sizes",
+                             source=source)
+        return tuple((b, r * _G) for b, r in curve)
+    if attr == "op_flops":
+        if not isinstance(value, dict):
+            raise InputError(f"{where} must be a table of operator type = GFLOP/s", source=source)
+        return tuple((_operator_type(str(t), where, source=source),
+                      _number(r, f"{where}.{_key(t)}", rule, source=source) * scale)
+                     for t, r in value.items())
+    if attr in ("depthwise", "transpose"):  # two keys make one field
+        keys = [k for k, (a, _, _) in _KEYS.items() if a == attr]
+        if not all(k in entry for k in keys):
+            raise InputError(f"{section}: give {' and '.join(keys)} together", source=source)
+        if attr == "depthwise":  # [stride 1, strided] each
+            rates, times = (_numbers(entry[k], f"{section}.{k}", _KEYS[k][2], 2, source=source) for k in keys)
+            return tuple((r * _G, t * _US) for r, t in zip(rates, times))
+        rate, block = (_number(entry[k], f"{section}.{k}", _KEYS[k][2], source=source) for k in keys)
+        return rate * _G, block * _US
+    if attr == "server_size":
+        if not (_is_number(value) and isinstance(value, int) and value >= 1):
+            raise InputError(f"{where} must be an integer >= 1, got {_shown(value)}", source=source)
+        return value
+    if attr == "memory" and (value is None or value == "unlimited"):
+        return None
+    return _number(value, where, rule, source=source) * scale
+
+
 def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, DeviceSpec], dict[str, int]]:
-    """Validate an already-decoded device document (see the module doc)."""
+    """Validate an already-decoded device document (see the module doc). Every figure is checked in the
+    unit and under the key the file writes (``devices.cpu.launch_us must be a number >= 0, got -5``)."""
+    prefix = ""
     if isinstance(data, dict) and isinstance(data.get("devices"), dict):
-        data = data["devices"]
+        data, prefix = data["devices"], "devices."
     if not isinstance(data, dict) or not data:
         raise InputError("a device file must map kind names to tables of figures, e.g. "
                          "[devices.mygpu] base = \"a100\" count = 2", source=source)
@@ -378,7 +508,7 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
     counts: dict[str, int] = {}
     for raw_name, entry in data.items():
         name = str(raw_name).strip().lower()
-        where = f"device {name!r}"
+        where = prefix + _key(raw_name)
         if not name or any(c in name for c in ":,@ "):
             raise InputError(f"{where}: a kind name must be non-empty without ':', ',', '@' or spaces",
                              source=source)
@@ -393,7 +523,7 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
             try:
                 base = _lookup(str(entry["base"]).lower(), {**PRESETS, **specs})
             except InputError as e:
-                raise InputError(f"{where}: base: {e.detail}", source=source) from None
+                raise InputError(f"{where}.base: {e.detail}", source=source) from None
             fields.update({k: getattr(base, k) for k in base.__dataclass_fields__})
         else:
             missing = [k for k in ("fp32_tflops", "mem_bandwidth_gbs") if k not in entry]
@@ -405,82 +535,22 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
                           price_per_hour=None)
         fields["name"] = name
         for key, value in entry.items():
-            if key in _OTHER_KEYS:
-                continue
-            attr, scale = _KEYS[key]
-            if attr == "host":
-                if not isinstance(value, bool):
-                    raise InputError(f"{where}: host must be true or false", source=source)
-            elif attr == "unsupported_ops":
-                if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-                    raise InputError(f"{where}: unsupported_ops must be a list of operator types",
-                                     source=source)
-                value = frozenset(value)
-            elif attr == "description":
-                value = str(value)
-            elif attr == "bandwidth_curve":
-                def number(x) -> bool:
-                    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-                if not isinstance(value, list) or not all(
-                        isinstance(p, list) and len(p) == 2 and all(map(number, p)) for p in value):
-                    raise InputError(f"{where}: bandwidth_curve must be a list of [bytes, GB/s] pairs",
-                                     source=source)
-                value = tuple((float(b), float(r) * _G) for b, r in value)
-            elif attr == "op_flops":
-                if not isinstance(value, dict) or not all(
-                        isinstance(r, (int, float)) and not isinstance(r, bool) for r in value.values()):
-                    raise InputError(f"{where}: op_gflops must be a table of operator type = GFLOP/s",
-                                     source=source)
-                value = tuple((str(t), float(r) * _G) for t, r in value.items())
-            elif attr == "depthwise":  # the two keys make one field
-                if ("depthwise_gflops" in entry) != ("depthwise_channel_us" in entry):
-                    raise InputError(f"{where}: give depthwise_gflops and depthwise_channel_us together",
-                                     source=source)
-                rates, times = entry["depthwise_gflops"], entry["depthwise_channel_us"]
-
-                def pair(v) -> bool:
-                    return isinstance(v, list) and len(v) == 2 and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-
-                if not (pair(rates) and pair(times)):
-                    raise InputError(f"{where}: depthwise_gflops and depthwise_channel_us must be two "
-                                     f"numbers each [stride 1, strided]", source=source)
-                value = tuple((float(r) * _G, float(t) * _US) for r, t in zip(rates, times))
-            elif attr == "transpose":  # the two keys make one field
-                if ("transpose_gbs" in entry) != ("transpose_block_us" in entry):
-                    raise InputError(f"{where}: give transpose_gbs and transpose_block_us together",
-                                     source=source)
-                rate, block = entry["transpose_gbs"], entry["transpose_block_us"]
-                if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (rate, block)):
-                    raise InputError(f"{where}: transpose_gbs and transpose_block_us must be numbers",
-                                     source=source)
-                value = (float(rate) * _G, float(block) * _US)
-            elif attr == "server_size":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise InputError(f"{where}: server_size must be a positive integer, got {value!r}",
-                                     source=source)
-            elif attr == "memory" and (value is None or value == "unlimited"):
-                value = None
-            else:
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise InputError(f"{where}: {key} must be a number, got {value!r}", source=source)
-                value = float(value) * scale
-            fields[attr] = value
+            if key not in _OTHER_KEYS:
+                fields[_KEYS[key][0]] = _figure(key, value, entry, f"{where}.{_key(key)}", source=source)
         if fields.get("fp16") is None:
             fields["fp16"] = fields["fp32"]
         if not fields.get("host") and not math.isfinite(fields["link_bandwidth"]):
             raise InputError(f"{where}: an accelerator needs link_gbs (host link bandwidth), or set "
                              f"host = true for a host CPU core", source=source)
+        if "count" in entry:
+            c = entry["count"]
+            if not (_is_number(c) and isinstance(c, int) and c >= 0):
+                raise InputError(f"{where}.count must be an integer >= 0, got {_shown(c)}", source=source)
+            counts[name] = c
         try:
             specs[name] = DeviceSpec(**fields)
         except InputError as e:
             raise InputError(e.detail, source=source) from None
-        if "count" in entry:
-            c = entry["count"]
-            if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-                raise InputError(f"{where}: count must be a non-negative integer, got {c!r}", source=source)
-            counts[name] = c
     return specs, counts
 
 

@@ -106,10 +106,10 @@ def test_calibrated_file_changes_costs_in_the_expected_direction(tmp_path):
 
 
 @pytest.mark.parametrize("body, message", [
-    ("conv_tflops = -1", "conv_flops must be a positive number"),
+    ("conv_tflops = -1", r"devices\.cpu\.conv_tflops must be a number > 0, got -1"),
     ("bandwidth_curve = [[1, 2, 3]]", "bandwidth_curve must be a list"),
     ("bandwidth_curve = [[100, 1], [100, 2]]", "distinct sizes"),
-    ("bandwidth_curve = [[0, 1]]", "positive numbers"),
+    ("bandwidth_curve = [[0, 1]]", r"bandwidth_curve\[0\]\[0\] must be a number > 0, got 0"),
     ("matmul_tflops = \"fast\"", "must be a number"),
 ])
 def test_bad_calibrated_fields_are_explained(tmp_path, body, message):

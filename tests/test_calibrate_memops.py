@@ -115,12 +115,15 @@ def test_the_new_figures_round_trip_and_bad_values_are_explained(tmp_path):
     s = read_device_file(write_device_file(cal, tmp_path / "c.toml"))[0]["cpu"]
     assert s.view_time == pytest.approx(0.69e-6)
     assert s.transpose == (pytest.approx(51.2e9), pytest.approx(12.04e-9))
-    for body, message in (("view_us = -1", "view_us must be a non-negative number"),
+    for body, message in (("view_us = -1", "view_us must be a number >= 0, got -1"),
                           ("transpose_gbs = 50", "together"),
                           ("transpose_block_us = 0.01", "together"),
-                          ("transpose_gbs = 0\ntranspose_block_us = 0.01", "positive number"),
-                          ("transpose_gbs = 50\ntranspose_block_us = -1", "non-negative"),
-                          ("transpose_gbs = true\ntranspose_block_us = 0.01", "must be numbers")):
+                          ("transpose_gbs = 0\ntranspose_block_us = 0.01",
+                           "transpose_gbs must be a number > 0, got 0"),
+                          ("transpose_gbs = 50\ntranspose_block_us = -1",
+                           "transpose_block_us must be a number >= 0, got -1"),
+                          ("transpose_gbs = true\ntranspose_block_us = 0.01",
+                           "transpose_gbs must be a number > 0, got true")):
         f = tmp_path / "bad.toml"
         f.write_text(f'[devices.cpu]\nbase = "cpu"\n{body}\n')
         with pytest.raises(InputError, match=message):

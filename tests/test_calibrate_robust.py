@@ -397,10 +397,13 @@ def test_depthwise_conv_is_costed_by_its_own_figures_by_hand(tmp_path):
 @pytest.mark.parametrize("body, message", [
     ("depthwise_gflops = [1, 2]", "together"),
     ("depthwise_channel_us = [1, 2]", "together"),
-    ("depthwise_gflops = [1]\ndepthwise_channel_us = [1, 2]", "two numbers each"),
-    ("depthwise_gflops = [1, true]\ndepthwise_channel_us = [1, 2]", "two numbers each"),
-    ("depthwise_gflops = [0, 2]\ndepthwise_channel_us = [1, 2]", "positive rates, non-negative times"),
-    ("depthwise_gflops = [1, 2]\ndepthwise_channel_us = [-1, 2]", "positive rates, non-negative times"),
+    ("depthwise_gflops = [1]\ndepthwise_channel_us = [1, 2]", "depthwise_gflops must be a list of 2 numbers"),
+    ("depthwise_gflops = [1, true]\ndepthwise_channel_us = [1, 2]",
+     r"depthwise_gflops\[1\] must be a number"),
+    ("depthwise_gflops = [0, 2]\ndepthwise_channel_us = [1, 2]",
+     r"depthwise_gflops\[0\] must be a number > 0, got 0"),
+    ("depthwise_gflops = [1, 2]\ndepthwise_channel_us = [-1, 2]",
+     r"depthwise_channel_us\[0\] must be a number >= 0, got -1"),
 ])
 def test_bad_depthwise_figures_are_explained(tmp_path, body, message):
     f = tmp_path / "bad.toml"
@@ -417,7 +420,7 @@ def test_own_rate_operators_round_trip_and_bad_values_are_explained(tmp_path):
     assert s.flop_rate("LRN") == pytest.approx(0.5e9) and s.flop_rate("Relu") == s.peak()
     assert s.flop_rate("LRN", half=True) == s.peak(True)
     for body, message in (("op_gflops = 3", "op_gflops must be a table"),
-                          ("op_gflops = { LRN = -1 }", "op_gflops must map operator types to positive")):
+                          ("op_gflops = { LRN = -1 }", "op_gflops.LRN must be a number > 0, got -1")):
         f = tmp_path / "bad.toml"
         f.write_text(f'[devices.cpu]\nbase = "cpu"\n{body}\n')
         with pytest.raises(InputError, match=message):
