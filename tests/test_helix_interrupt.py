@@ -15,10 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -29,9 +26,8 @@ import solvers.helix_vllm
 from graphs.helix import layout_problems, max_flow, parse_helix, parse_layout
 from solvers.base import INTERRUPTED, Status
 from solvers.helix_bounds import layer_budget_bound
+from tests.pinned_interrupt import ctrl_c_at_marker
 from tests.test_helix import HELIX, _brute_force, _heldout, _tiny
-
-ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 # two-region clusters of tests.test_helix._tiny (4 nodes, 3 layers): on 101 each bisection builds two
 # chains and the chains of the two regions side by side (60.7 each) beat the chain over both (60.7);
@@ -278,26 +274,10 @@ setattr(hl, _name, _pinned)
 def _ctrl_c_at(pin: str, argv: list[str], tmp_path, timeout: float = 60.0):
     """Run ``python -m placement`` with the moment ``pin`` (see _PIN), send SIGINT once it comes; its
     return code, stderr, the marker's value and how long it took to end after the signal."""
-    (tmp_path / "sitecustomize.py").write_text(_PIN)
     marker = tmp_path / "moment.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.path.abspath(ROOT)]),
-               HELIX_PIN=pin, HELIX_PIN_FILE=str(marker))
-    proc = subprocess.Popen([sys.executable, "-m", "placement", *argv], cwd=ROOT, env=env,
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + timeout
-        while not marker.exists() and proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.003)
-        assert marker.exists(), f"the moment never came (rc {proc.poll()}): {proc.stderr.read()[-2000:]}"
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
-    return proc.returncode, err, json.loads(marker.read_text())["value"], time.monotonic() - sent
+    rc, _, err, took = ctrl_c_at_marker(argv, tmp_path, _PIN, marker,
+                                        {"HELIX_PIN": pin, "HELIX_PIN_FILE": str(marker)}, timeout)
+    return rc, err, json.loads(marker.read_text())["value"], took
 
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process (POSIX)")

@@ -15,11 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -29,8 +25,7 @@ from placement.cli import main
 from placement.goodput import disaggregated_search, goodput_search, provision_buckets
 from placement.serving import not_tried
 from solvers.base import INTERRUPTED
-
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+from tests.pinned_interrupt import ctrl_c_at_marker
 
 TINY = LLMConfig("tiny", layers=2, hidden=256, heads=4, kv_heads=2, intermediate=512, vocab=1000)
 TINY_CONFIG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_hidden_layers": 2,
@@ -505,26 +500,9 @@ setattr(_module, _name, _pinned)
 def _ctrl_c_at(pin: str, argv: list[str], tmp_path, timeout: float = 60.0):
     """Run ``python -m placement`` with the moment ``pin`` (see _PIN), send SIGINT once it comes; its
     return code, stdout, stderr and how long it took to end after the signal."""
-    (tmp_path / "sitecustomize.py").write_text(_PIN)
     marker = tmp_path / "moment"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.path.abspath(ROOT)]), LLM_PIN=pin,
-               LLM_PIN_FILE=str(marker))
-    proc = subprocess.Popen([sys.executable, "-m", "placement", *argv], cwd=ROOT, env=env,
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + timeout
-        while not marker.exists() and proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.003)
-        assert marker.exists(), f"the moment never came (rc {proc.poll()}): {proc.stderr.read()[-2000:]}"
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
-    return proc.returncode, out, err, time.monotonic() - sent
+    return ctrl_c_at_marker(argv, tmp_path, _PIN, marker, {"LLM_PIN": pin, "LLM_PIN_FILE": str(marker)},
+                            timeout)
 
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process (POSIX)")
