@@ -322,10 +322,15 @@ def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, sour
     index = {name: i for i, name in enumerate(graph.names)}
     a = np.full(graph.num_nodes, -1, np.int64)
     unknown_dev, unknown_node, twice = [], [], []
-    for d in data["devices"]:
+    kind_of = cluster.device_kind()
+    for j, d in enumerate(data["devices"]):
         if d["name"] not in dev_number:
             unknown_dev.append(d["name"])
             continue
+        kind = cluster.kinds[kind_of[dev_number[d["name"]]]].name
+        if d.get("kind") is not None and d["kind"] != kind:
+            raise InputError(f"devices[{j}].kind is {d['kind']!r}, but {d['name']} is of kind {kind!r}: a "
+                             f"device's kind is not a choice", source=source)
         for name in d["nodes"]:
             i = index.get(str(name))
             if i is None:
@@ -360,7 +365,8 @@ def assignment_from_result(data: dict, graph: OpGraph, cluster: Cluster, *, sour
 def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, source: str | None) -> None:
     """A one-device-per-stage result lists its placement twice: ``devices[]`` (read above) and
     ``stages[]`` (a stage per used device, its nodes by id or name). A hand edit of one list alone would
-    be silently ignored or silently used: the two must agree, node for node."""
+    be silently ignored or silently used: the two must agree, node for node; and each stage is one device
+    of its kind, d = t = 1 (:func:`_one_device_stage`), which no edit changes."""
     stages = data.get("stages")
     if not isinstance(stages, list):
         return
@@ -373,12 +379,14 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
              and isinstance(dev.get("node_ids"), list) and isinstance(dev.get("nodes"), list)
              for i, n in zip(dev["node_ids"], dev["nodes"])}
     names = [cluster.device_name(d) for d in range(cluster.num_devices)]
+    kinds = {names[d]: cluster.kinds[t].name for d, (t, _) in enumerate(cluster.devices())}
     listed = np.zeros(graph.num_nodes, bool)
     fix = "edit both lists, or drop 'stages' (the placement is read from devices[])"
     for k, st in enumerate(stages):
         devs = st.get("devices") if isinstance(st, dict) else None
-        if not (isinstance(devs, list) and len(devs) == 1 and isinstance(st.get("nodes"), list)):
+        if not (isinstance(devs, list) and isinstance(st.get("nodes"), list)):
             return  # not a one-device-per-stage listing: nothing to compare
+        _one_device_stage(k, st, kinds, source)
         for x in st["nodes"]:
             i = by_id.get(str(x), by_name.get(str(x)))
             if i is None and str(x) in alias:
@@ -392,6 +400,24 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
         i = int(np.flatnonzero(~listed)[0])
         raise InputError(f"devices[] puts node {graph.names[i]!r} on {names[a[i]]}, which no stage lists: "
                          f"{fix}", source=source)
+
+
+def _one_device_stage(k: int, st: dict, kinds: dict[str, str], source: str | None) -> None:
+    """``stages[k]`` of a one-device-per-stage result is one device (``devices`` one name, d = t = 1) of
+    its ``kind``: an edit of these fields is refused, since the plan is scored from devices[] alone."""
+    why = "a one-device-per-stage result runs each stage on one device"
+    again = "a plan with replicas is a stage plan (placement place without --max-replicas 1)"
+    if len(st["devices"]) != 1:
+        raise InputError(f"stages[{k}].devices lists {len(st['devices'])} devices: {why}; {again}",
+                         source=source)
+    for key in ("dataParallelDegree", "tensorParallelDegree"):
+        v = st.get(key, 1)
+        if isinstance(v, bool) or v != 1:
+            raise InputError(f"stages[{k}].{key} is {v!r}, not 1: {why} (d = t = 1); {again}", source=source)
+    dev, kind = str(st["devices"][0]), st.get("kind")
+    if kind is not None and dev in kinds and kind != kinds[dev]:
+        raise InputError(f"stages[{k}].kind is {kind!r}, but its device {dev} is of kind {kinds[dev]!r}: a "
+                         f"stage's kind is its device's", source=source)
 
 
 def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | None]:

@@ -1206,10 +1206,57 @@ def _node_minmem(problem: ParallelProblem, tvals, dvals):
     return mm, ok, caps, mt, np.maximum(dmax, 1).astype(float)
 
 
-def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, tvals) -> str:
+def _no_plan_reason(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, caps_kt: np.ndarray, tvals,
+                    no_stage: bool, upper_bound: float) -> str:
+    """Why the stage DP found no plan (``mm``: per (kind, t) and node, the smallest memory per device at one
+    micro-batch in flight, ``inf`` where no variant runs; ``no_stage``: not one stage option exists;
+    ``upper_bound``: the bound on every stage, said where finite): the nodes no device kind present runs,
+    else the nodes that fit no device even alone, else :func:`_memory_shortfall`."""
+    g = problem.graph
+    usable = np.where(kt_ok[:, None], mm, np.inf)
+    runs = np.isfinite(usable).any(axis=0) if mm.shape[0] else np.zeros(g.num_nodes, bool)
+    if not runs.all():  # no memory makes these runnable: memory is not why
+        return _unrunnable(problem, mm, np.flatnonzero(~runs), len(tvals))
+    limited = "memory and counts" if np.isfinite(caps_kt[kt_ok]).any() else "counts"
+    why = "no stage fits a device's memory" if no_stage else f"no plan fits the devices' {limited}"
+    # the nodes that fit nowhere even alone, at their smallest variant and one micro-batch
+    bad = np.flatnonzero(~(np.isfinite(usable) & (usable <= caps_kt[:, None])).any(axis=0))
+    if bad.size:
+        smallest = usable.min(axis=0)
+        shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
+        largest = caps_kt[np.isfinite(usable[:, bad]).any(axis=1)].max(initial=0)  # of the kinds running them
+        why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
+                f"(largest memory {largest:.4g} bytes)")
+    else:
+        why += f": {_memory_shortfall(problem, mm, kt_ok, caps_kt, tvals)}"
+    return why + (f" with every stage at most {upper_bound:g}" if math.isfinite(upper_bound) else "")
+
+
+def _unrunnable(problem: ParallelProblem, mm: np.ndarray, bad: np.ndarray, T: int) -> str:
+    """The nodes ``bad`` that no kind present runs (no variant, or only at a tensor-parallel degree above
+    the kind's count), grouped by why, as the one-device-per-stage model names them."""
+    g = problem.graph
+    groups: dict[str, list[str]] = {}
+    for u in bad:
+        why = []
+        for k, kind in enumerate(problem.kinds):
+            rows = mm[k * T:(k + 1) * T, u]
+            why.append(f"not supported on {kind.name}" if not np.isfinite(rows).any() else
+                       f"only tensor-parallel on {kind.name}, wider than its {kind.count} device(s)")
+        groups.setdefault("; ".join(why) or "no device", []).append(str(g.ids[u]))
+    parts = []
+    for why, ids in groups.items():
+        more = f" (and {len(ids) - 5} more)" if len(ids) > 5 else ""
+        parts.append(f"node(s) {', '.join(ids[:5])}{more}: {why}")
+    return "no device can hold " + " | ".join(parts)
+
+
+def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray, caps_kt: np.ndarray,
+                      tvals) -> str:
     """Why no plan fits when every node fits some device alone (``mm``: per (kind, t) and node, the
     smallest memory per device at one micro-batch in flight): the least memory all nodes need together
-    against what all devices hold, else the node whose smallest memory is the largest."""
+    against what all devices hold, else (no usable kind's memory limited) the kinds and counts, else the
+    node whose smallest memory is the largest."""
     g = problem.graph
     usable = np.where(kt_ok[:, None], mm, np.inf)
     t_of = np.tile(np.asarray(tvals, float), len(problem.kinds))[:, None]
@@ -1218,14 +1265,19 @@ def _memory_shortfall(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarra
     if need > have * (1 + 1e-12):
         return (f"every node at its smallest variant with one micro-batch in flight needs {need:.4g} bytes "
                 f"in all, the {sum(k.count for k in problem.kinds)} device(s) hold {have:.4g} bytes")
+    if not np.isfinite(caps_kt[kt_ok]).any():  # memory binds nothing: the kinds and counts are why
+        return (f"every node runs on some device and no device's memory is limited, but no split into stages "
+                f"fits: a stage runs on one device kind, and the {sum(k.count for k in problem.kinds)} "
+                f"device(s) bound the stages and replicas")
     smallest = usable.min(axis=0)
     u = int(np.argmax(smallest))
     kt = int(np.argmin(usable[:, u]))
     kind = problem.kinds[kt // len(tvals)]
-    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes of one "
-            f"{kind.name}'s {kind.capacity:.4g} bytes), but no split into stages fits: under "
-            f"{problem.schedule} a stage holds several of the {problem.microbatches} micro-batches in "
-            f"flight, and the devices bound the stages and replicas")
+    of = (f"of one {kind.name}'s {kind.capacity:.4g} bytes" if math.isfinite(kind.capacity)
+          else f"on a {kind.name}, whose memory is not limited")
+    return (f"every node fits a device alone (the largest, {g.ids[u]}, needs {smallest[u]:.4g} bytes {of}), "
+            f"but no split into stages fits: under {problem.schedule} a stage holds several of the "
+            f"{problem.microbatches} micro-batches in flight, and the devices bound the stages and replicas")
 
 
 def solve_problem(problem: ParallelProblem, *, time_limit: float | None = None, max_ideals: int = 3_000_000,
@@ -1666,20 +1718,7 @@ def _run(problem: ParallelProblem, lattice, upper_bound: float, deadline, max_st
                               "time limit reached before the search over the stage costs", stats)
     t1 = time.perf_counter()
     if cands.size == 0 or not feasible(float(cands[-1])):
-        why = ("no stage fits a device's memory" if cands.size == 0
-               else "no plan fits the devices' memory and counts")
-        # name the nodes that fit nowhere even alone, at their smallest variant and one micro-batch
-        alone = np.where(kt_ok[:, None], mm, np.inf) > caps_kt[:, None]
-        bad = np.flatnonzero(alone.all(axis=0)) if mm.shape[0] else np.arange(n)
-        if bad.size:
-            smallest = np.where(kt_ok[:, None], mm, np.inf).min(axis=0, initial=np.inf)
-            shown = ", ".join(f"{g.ids[u]} ({smallest[u]:.4g} bytes)" for u in bad[:5])
-            why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
-                    f"(largest memory {caps_kt.max(initial=0):.4g} bytes)")
-        elif mm.shape[0]:
-            why += ": " + _memory_shortfall(problem, mm, kt_ok, arr["tvals"])
-        if math.isfinite(upper_bound):
-            why += f" with every stage at most {upper_bound:g}"
+        why = _no_plan_reason(problem, mm, kt_ok, caps_kt, arr["tvals"], cands.size == 0, upper_bound)
         return stage_solution("dp", None, None, math.inf, Status.INFEASIBLE, time.perf_counter() - t0, why,
                                 stats)
     run_s = time.perf_counter() - t1  # the longest feasibility run (and its trace) so far
