@@ -220,7 +220,8 @@ def test_cli_runs_jobs_with_input_pipelines_and_tables(tmp_path, capsys):
     # a table at more accelerators than the cluster has; an input pipeline on a cluster without cores
     bad = dict(doc, jobs=[dict(doc["jobs"][1], throughput={"accelerators": 3, "points": [[1, 0, 5]]})])
     no_cpu = {"cluster": {"devices": "a100:2", "storage_gbps": 0.5}, "jobs": [doc["jobs"][0]]}
-    for d, msg in ((bad, "at 3 a100 accelerators"), (no_cpu, "needs host CPU cores")):
+    for d, msg in ((bad, "jobs[0] (measured): throughput.accelerators: the table is measured at 3 a100"),
+                   (no_cpu, "needs host CPU cores")):
         path.write_text(json.dumps(d))
         assert main(["cluster", str(path), "--no-cache"]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -88,6 +88,9 @@ the job list (JOBS.json; a trace for simulate has the same format, 'arrival' mat
                       (default 1: the cluster is one server; --servers overrides it)
 
 Times are in the workloads' unit (ms for ONNX models and LLM model configs), per sample.
+rho: a job's completion time over its time alone on a 1/N share of the cluster; N is the
+average number of jobs present over its life in simulate, and the number of jobs in the
+one-shot command (all present at its one decision: the contention at that time).
 More: docs/clusters.md ("Jobs' input pipelines", "The cluster section") and
 benchmarks/README_cluster.md.
 """
@@ -170,7 +173,13 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placement.inputs import time_limit_seconds
 
-    from .curves import DEFAULT_CURVE_TIME_LIMIT, CurveCache, check_model_file, default_cache_dir
+    from .curves import (
+        DEFAULT_CURVE_TIME_LIMIT,
+        CurveCache,
+        check_max_replicas,
+        check_model_file,
+        default_cache_dir,
+    )
     from .formats import read_jobs, with_servers
     from .inputs import job_rates
     from .policies import Capacity
@@ -241,8 +250,9 @@ def run(args) -> int:
                          f"cluster", source=path)
     skipped = ([{"policy": p, "reason": unfit} for p in _SYNERGY] if unfit and args.policy == "all"
                else [])
-    for j in jl.jobs:  # every model file is there before any curve is computed
+    for j in jl.jobs:  # every model file is there (and takes its max_replicas) before any curve is computed
         check_model_file(j)
+        check_max_replicas(j, source=path)
     cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
     verbose = args.progress or (sys.stderr.isatty() and not args.json)
     curves = []
@@ -408,7 +418,10 @@ def format_result(r, jl=None) -> str:
 
     start = r.segments[0].start if r.segments else max((j.arrival for j in r.jobs), default=0.0)
     at = f"{dur(start)}{when or (' ' + r.unit if r.unit else '')}"
-    head = (f"allocation for all jobs at once at the last arrival ({at}), held until each finishes"
+    # the one-shot's rho: N is every job (the JSON's contention_note), not simulate's average over a life
+    head = (f"allocation for all jobs at once at the last arrival ({at}), held until each finishes; rho's "
+            f"N = {len(r.jobs)}, the number of jobs (simulate: the average number present over each job's "
+            f"life)"
             if r.mode == "allocation"
             else f"simulation, {r.decisions} decisions" + (f", lease {r.lease:g}" if r.lease else ""))
     if r.policy == "ftf" and r.stats.get("fairness") is not None:

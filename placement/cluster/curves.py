@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CurvePoint", "JobCurve", "CurveCache", "graph_curve", "job_curve", "job_graph",
            "default_cache_dir", "DEFAULT_CURVE_TIME_LIMIT", "DEFAULT_SOLVE_TIME_LIMIT", "problem_curve",
-           "piper_problem", "onnx_curve", "llm_curve", "faster_of", "check_model_file"]
+           "piper_problem", "onnx_curve", "llm_curve", "faster_of", "check_model_file",
+           "check_max_replicas"]
 
 #: version of the cached curves: 2 since ONNX jobs get the stage model and the stage curves' method is
 #: named ``stage-dp-per-count``; 3 since an LLM job's curve takes the best micro-batch count (a cache of
@@ -387,6 +388,17 @@ def check_model_file(job: JobSpec) -> None:
         return
     what = "no such file" if not os.path.exists(job.model) else "not a file"
     raise InputError(f"job {job.name!r} (jobs[{job.index}]): model: {what}", source=job.model)
+
+
+def check_max_replicas(job: JobSpec, *, source: str | None = None) -> None:
+    """An :class:`InputError` naming the job and its field (and ``source``, the job list) when it gives
+    ``max_replicas`` above 1 on a reference-format workload, which has one device per stage (the command's
+    check before any curve; :func:`job_curve` refuses it too)."""
+    if (job.max_replicas not in (None, 1) and not (job.is_onnx or job.llm or not job.model)
+            and _piper_data(job.model) is None):
+        raise InputError(f"jobs[{job.index}] ({job.name}): max_replicas: {job.max_replicas} needs an ONNX, "
+                         f"Piper-format or LLM model; a reference-format workload ({job.model}) has one "
+                         f"device per stage (give 1 or leave it out)", source=source)
 
 
 def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = None,

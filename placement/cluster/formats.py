@@ -385,9 +385,29 @@ def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpe
     request = parse_counts(j.get("request"), cluster, f"{where}: request", source)
     limit = parse_counts(j.get("limit"), cluster, f"{where}: limit", source)
     acc = _accelerator(j, where, cluster, source)
+    _check_table_accelerators(table, limit, cluster, where, source, acc)
     _check_request(request, limit, cluster, where, source, table, acc)
     return JobSpec(name=name, model="", samples=samples, arrival=arrival, request=request, limit=limit,
                    host_memory=hm, accelerator=acc, index=i, throughput=table)
+
+
+def _check_table_accelerators(table, limit, cluster: ClusterSpec, where: str, source, acc=None) -> None:
+    """A measured job runs on exactly its table's accelerator count: a cluster (or a ``limit``) with fewer
+    of its kind cannot run it. Its kind: ``acc``, else the cluster's only accelerator kind (with several
+    and none named, the curve asks which)."""
+    accels = [k for k, h in zip(cluster.kinds, cluster.host) if not h]
+    kind = acc or (accels[0] if len(accels) == 1 else None)
+    if kind is None:
+        return
+    have = dict(zip(cluster.kinds, cluster.counts))[kind]
+    if have < table.accelerators:
+        raise InputError(f"{where}: throughput.accelerators: the table is measured at {table.accelerators} "
+                         f"{kind}, the cluster has {have} (a measured job runs on exactly that many)",
+                         source=source)
+    if limit is not None and limit.get(kind, have) < table.accelerators:
+        raise InputError(f"{where}: throughput.accelerators: the table is measured at {table.accelerators} "
+                         f"{kind}, above its limit ({limit[kind]} {kind}; a measured job runs on exactly "
+                         f"that many)", source=source)
 
 
 def _check_request(request, limit, cluster: ClusterSpec, where: str, source, table=None, acc=None) -> None:

@@ -373,13 +373,15 @@ def _largest_remainder(dev, t, count, weight, limits) -> None:
 
 
 # --------------------------------------------------------------------------- fifo
-def default_request(curve: JobCurve) -> tuple[int, ...]:
+def default_request(curve: JobCurve, host_memory: float = math.inf) -> tuple[int, ...]:
     """The smallest allocation (fewest accelerators, then fewest host cores) whose time per sample is
-    within :data:`KNEE` of the job's best."""
-    best = curve.best
-    if best is None:
+    within :data:`KNEE` of the job's best, both within ``host_memory`` bytes (the cluster's: a point that
+    needs more could never run). All zeros when no point fits."""
+    fit = [p for p in curve.points if p.host_memory <= host_memory * (1 + 1e-12)]
+    if not fit:
         return tuple(0 for _ in curve.kinds)
-    ok = [p for p in curve.points if p.time_per_sample <= best.time_per_sample * (1 + KNEE)]
+    best = min(p.time_per_sample for p in fit)
+    ok = [p for p in fit if p.time_per_sample <= best * (1 + KNEE)]
 
     def size(p):
         acc = sum(c for c, h in zip(p.counts, curve.host) if not h)
@@ -394,14 +396,16 @@ def fifo_request(job, capacity: Capacity, *, default_may_wait: bool = True) -> t
     :func:`default_request`. A request it could not get or could not use is an :class:`InputError`,
     never clipped: more of a kind than ``capacity`` has, more than its curve can use (the cluster it was
     computed for, the job's limit, or its throughput table's accelerators), or one on which it cannot run
-    (too few devices for its memory, or more host memory than ``capacity`` has). The one check of
+    (too few devices for its memory within ``capacity``'s host memory). The request runs on its fastest
+    point within both (:meth:`~placement.cluster.curves.JobCurve.best_within`), and the default request is
+    the knee of the curve within ``capacity``'s host memory. The one check of
     :func:`allocate` and of :func:`~placement.cluster.simulate.simulate` and
     :func:`~placement.cluster.simulate.allocate_once` (before any decision). A default request (the job
     asked for nothing) on which the job cannot run is refused only with ``default_may_wait=False`` (the
     simulations' check of the whole trace); one decision leaves that job waiting."""
     kinds = capacity.kinds
     if job.request is None:
-        req = tuple(int(x) for x in default_request(job.curve))
+        req = tuple(int(x) for x in default_request(job.curve, capacity.host_memory))
         if default_may_wait:
             return req
     else:
@@ -419,11 +423,10 @@ def fifo_request(job, capacity: Capacity, *, default_may_wait: bool = True) -> t
             raise InputError(f"job {job.name!r}: its request {dict(zip(kinds, req))} asks for more than it "
                              f"can use ({dict(zip(kinds, job.curve.limits))}: the cluster, its limit, or "
                              f"its throughput table's accelerators)")
-    p = job.curve.best_within(req)
-    if p is None or p.host_memory > capacity.host_memory:
+    if job.curve.best_within(req, capacity.host_memory) is None:
         what = "its request" if job.request is not None else "its default request (the knee of its curve)"
         raise InputError(f"job {job.name!r}: {what} {dict(zip(kinds, req))} cannot run it (too few devices "
-                         f"for its memory, or too much host memory)")
+                         f"for its memory within the cluster's host memory)")
     return req
 
 
@@ -434,7 +437,7 @@ def _fifo(jobs: Sequence[JobState], cap: Capacity) -> list[Allocation]:
     for i in sorted(range(len(jobs)), key=lambda i: (jobs[i].order, i)):
         j = jobs[i]
         req = fifo_request(j, cap)
-        p = j.curve.best_within(req)
+        p = j.curve.best_within(req, cap.host_memory)
         if p is None:  # a default request it cannot run on: it waits
             continue
         if _fits(req, p.host_memory, free, mem):

@@ -39,8 +39,7 @@ from .policies import (
 )
 
 __all__ = ["SimJob", "Segment", "JobOutcome", "SimResult", "simulate", "allocate_once", "plot_allocations",
-           "BOUND_NOTE",
-           "utilisation_over_makespan"]
+           "BOUND_NOTE", "ONE_SHOT_CONTENTION_NOTE", "utilisation_over_makespan"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +98,13 @@ BOUND_NOTE = ("a bound, not a schedule: Synergy-OPT's LP relaxation (the cluster
               "need reach")
 
 
+#: the contention ``N`` of a one-shot allocation's ``rho`` (``mode == "allocation"``), said in its table and
+#: JSON: every job, not the average over each job's life that a simulation (and docs/clusters.md) uses
+ONE_SHOT_CONTENTION_NOTE = ("rho's N is the number of jobs, all present at the one decision (the contention "
+                            "at its time), not the average number present over each job's life as in "
+                            "simulate")
+
+
 @dataclass(frozen=True)
 class SimResult:
     policy: str
@@ -153,10 +159,11 @@ class SimResult:
     @property
     def utilisation(self) -> float:
         """Used device time over available device time on the accelerator kinds (host kinds when the
-        cluster has no accelerator), over the makespan (over :attr:`allocated_span` when some job never
-        runs)."""
+        cluster has no accelerator: none, or only kinds of count 0), over the makespan (over
+        :attr:`allocated_span` when some job never runs)."""
         span = self._span()
-        ks = [t for t, h in enumerate(self.capacity.host) if not h] or list(range(len(self.capacity.kinds)))
+        have = [t for t, n in enumerate(self.capacity.counts) if n > 0]
+        ks = [t for t in have if not self.capacity.host[t]] or have
         total = sum(self.capacity.counts[t] for t in ks) * span
         if not math.isfinite(span) or total <= 0:
             return 0.0
@@ -193,7 +200,8 @@ class SimResult:
         ``time_per_sample`` are its first allocation's (it may be re-allocated later); ``mean_used`` and
         the ``timeline`` give what it used over its life; ``summary.statuses`` counts the decisions by
         solver status (``"time limit"``: not proven optimal). ``bound`` is true for a bound that is not a
-        schedule (Synergy-OPT), whose ``bound_note`` says so."""
+        schedule (Synergy-OPT), whose ``bound_note`` says so; a one-shot allocation has a
+        ``contention_note`` (:data:`ONE_SHOT_CONTENTION_NOTE`: its ``rho``'s ``N`` is every job)."""
         kinds = self.capacity.kinds
 
         def counts(c):
@@ -224,6 +232,7 @@ class SimResult:
             jobs.append(d)
         doc = {"schema": "placement-cluster", "version": 1, "mode": self.mode, "policy": self.policy,
                "bound": self.bound, **({"bound_note": BOUND_NOTE} if self.bound else {}),
+               **({"contention_note": ONE_SHOT_CONTENTION_NOTE} if self.mode == "allocation" else {}),
                "cluster": {"kinds": list(kinds), "counts": list(self.capacity.counts),
                            "host_memory_gb": json_number(self.capacity.host_memory / GB)},
                "unit": self.unit, "lease": self.lease, "jobs": jobs, "summary": self.summary()}
@@ -359,7 +368,10 @@ def simulate(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *, lease: 
 def allocate_once(jobs: Sequence[SimJob], capacity: Capacity, policy: str, *,
                   time_limit: float | None = None, fairness: float | None = None) -> SimResult:
     """One allocation for all ``jobs`` at the time the last one arrives, held until each finishes (a job
-    that waits never finishes: finish ``inf``). ``rho`` uses ``N = len(jobs)``."""
+    that waits never finishes: finish ``inf``). ``rho`` uses ``N = len(jobs)``, the jobs present at the
+    decision, not the average over each job's life that :func:`simulate` uses: that average depends on
+    the finishes the allocation gives, which would make the allocation's objective circular
+    (:data:`ONE_SHOT_CONTENTION_NOTE`, said in the result's table and JSON)."""
     policy = ALIASES.get(policy, policy)
     _check_jobs(jobs, capacity, policy)
     n = len(jobs)
