@@ -63,5 +63,9 @@ def test_a_synergy_policy_alone_is_refused_before_any_curve(tmp_path, capsys, mo
 def test_the_library_message_lists_accelerator_kinds_only():
     assert unfit_for_synergy(("a100", "cpu"), (False, True)) == ""
     assert "none" in unfit_for_synergy(("cpu",), (True,))
+    # an accelerator kind of count 0 is no GPU (cluster simulate --policy all failed on a100:0,cpu:4 with
+    # "job 'A' needs 1 GPUs, the cluster has 0", where the Synergy policies are now left out)
+    assert "none with devices (a100: 0)" in unfit_for_synergy(("a100", "cpu"), (False, True), (0, 4))
+    assert unfit_for_synergy(("a100", "t4", "cpu"), (False, False, True), (4, 0, 4)) == ""
     with pytest.raises(InputError, match=r"has 2 \(a100, t4\), host CPU cores not counted"):
         _kinds(Capacity(("a100", "t4", "cpu"), (2, 2, 4), (False, False, True)))

@@ -244,7 +244,7 @@ def run(args) -> int:
                                                           what="--servers"))
     # Synergy's allocations need one accelerator kind: named, refused before any curve is computed;
     # within 'all', left out (said in the table and the JSON)
-    unfit = unfit_for_synergy(jl.cluster.kinds, jl.cluster.host)
+    unfit = unfit_for_synergy(jl.cluster.kinds, jl.cluster.host, jl.cluster.counts)
     if unfit and args.policy in _SYNERGY:
         raise InputError(f"--policy {args.policy}: {unfit}; --policy ftf, joint, even or fifo take any "
                          f"cluster", source=path)

@@ -101,19 +101,23 @@ class Menu:
     options: tuple[Option, ...]
 
 
-def unfit_for_synergy(kinds: Sequence[str], host: Sequence[bool]) -> str:
+def unfit_for_synergy(kinds: Sequence[str], host: Sequence[bool], counts: Sequence[int] | None = None) -> str:
     """Why Synergy's allocation cannot run on a cluster of ``kinds`` (``host``: which are host CPU cores,
-    not accelerators), or ``""`` when it can: it needs exactly one accelerator kind (its GPUs)."""
-    accel = [k for k, h in zip(kinds, host) if not h]
+    not accelerators; ``counts``: the devices of each, where given), or ``""`` when it can: it needs
+    exactly one accelerator kind (its GPUs), with at least one device (a kind of count 0 is none)."""
+    counts = [1] * len(kinds) if counts is None else counts
+    accel = [k for k, h, c in zip(kinds, host, counts) if not h and c > 0]
     if len(accel) == 1:
         return ""
-    has = f"{len(accel)} ({', '.join(accel)})" if accel else "none"
+    empty = [k for k, h, c in zip(kinds, host, counts) if not h and c <= 0]
+    has = f"{len(accel)} ({', '.join(accel)})" if accel else \
+        "none" + (f" with devices ({', '.join(f'{k}: 0' for k in empty)})" if empty else "")
     return (f"Synergy's allocation (proportional, tune, opt) needs a cluster with exactly one accelerator "
             f"kind (its GPUs); this one has {has}, host CPU cores not counted")
 
 
 def _kinds(capacity: Capacity) -> tuple[int, int | None]:
-    why = unfit_for_synergy(capacity.kinds, capacity.host)
+    why = unfit_for_synergy(capacity.kinds, capacity.host, capacity.counts)
     if why:
         raise InputError(why)
     accel = [t for t, h in enumerate(capacity.host) if not h]
