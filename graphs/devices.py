@@ -128,8 +128,11 @@ class DeviceSpec:
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
             v = getattr(self, key)
-            if not (isinstance(v, (int, float)) and v > 0):
-                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
+            # a host's link may be unlimited (inf: it pays no transfer); an inf rate makes its work free
+            finite = key != "link_bandwidth"
+            if not (isinstance(v, (int, float)) and v > 0 and (math.isfinite(v) or not finite)):
+                what = "a positive finite number" if finite else "a positive number"
+                raise InputError(f"device {self.name!r}: {key} must be {what}, got {v!r}")
         for key in ("link_latency", "launch"):
             v = getattr(self, key)
             if not (isinstance(v, (int, float)) and v >= 0 and math.isfinite(v)):
@@ -186,8 +189,8 @@ class DeviceSpec:
                              f"got {self.server_size!r}")
         for key in ("intra_bandwidth", "inter_bandwidth"):
             v = getattr(self, key)
-            if v is not None and not (isinstance(v, (int, float)) and v > 0):
-                raise InputError(f"device {self.name!r}: {key} must be a positive number, got {v!r}")
+            if v is not None and not (isinstance(v, (int, float)) and 0 < v < math.inf):
+                raise InputError(f"device {self.name!r}: {key} must be a positive finite number, got {v!r}")
 
     def peak(self, half: bool = False) -> float:
         """Attainable FLOP/s: the fp16 or fp32 peak times the efficiency."""

@@ -118,3 +118,17 @@ def test_the_command_line_says_it_in_one_error_line(tmp_path, capsys, monkeypatc
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert err == ["error: bad.toml: devices.cpu.launch_us must be a number >= 0, got -5"], err
     assert not re.search(r"e-0\d", err[0])
+
+
+@pytest.mark.parametrize("key", ["fp32", "fp16", "mem_bandwidth", "intra_bandwidth", "inter_bandwidth"])
+def test_a_device_built_in_code_refuses_an_infinite_rate(key):
+    """DeviceSpec built directly (not from a file) refused inf only for some rates: an infinite FLOP rate or
+    bandwidth made a kind's work free. A host's link may still be unlimited (it pays no transfer)."""
+    import dataclasses
+    import math
+
+    from graphs.devices import PRESETS
+
+    with pytest.raises(InputError, match=f"{key} must be a positive finite number, got inf"):
+        dataclasses.replace(PRESETS["a100"], **{key: math.inf})
+    assert PRESETS["cpu"].link_bandwidth == math.inf  # the host preset stands
