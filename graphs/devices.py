@@ -461,7 +461,8 @@ def _figure(key: str, value, entry: dict, where: str, *, source: str | None):
     if attr == "unsupported_ops":
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             raise InputError(f"{where} must be a list of operator types", source=source)
-        return frozenset(value)
+        # a misspelt type would leave the kind running that operator without a word
+        return frozenset(_operator_type(x, f"{where}[{i}]", source=source) for i, x in enumerate(value))
     if attr == "description":
         return str(value)
     if attr == "bandwidth_curve":

@@ -132,3 +132,16 @@ def test_a_device_built_in_code_refuses_an_infinite_rate(key):
     with pytest.raises(InputError, match=f"{key} must be a positive finite number, got inf"):
         dataclasses.replace(PRESETS["a100"], **{key: math.inf})
     assert PRESETS["cpu"].link_bandwidth == math.inf  # the host preset stands
+
+
+def test_an_unsupported_op_that_is_no_operator_type_is_refused(tmp_path):
+    """unsupported_ops = ["Matmul"] (MatMul misspelt) left the kind running every MatMul without a word."""
+    from graphs.devices import parse_devices
+
+    f = tmp_path / "d.toml"
+    f.write_text('[devices.cpu]\nbase = "cpu"\nunsupported_ops = ["LRN", "Matmul"]\n')
+    with pytest.raises(InputError, match=r"devices\.cpu\.unsupported_ops\[1\]: 'Matmul' is not an operator "
+                                         r"type; did you mean MatMul"):
+        parse_devices("cpu:1", [str(f)])
+    f.write_text('[devices.cpu]\nbase = "cpu"\nunsupported_ops = ["LRN", "MatMul"]\n')
+    assert parse_devices("cpu:1", [str(f)]).specs[0].unsupported_ops == {"LRN", "MatMul"}
