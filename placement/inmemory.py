@@ -430,6 +430,17 @@ def _checked_result(data: dict) -> dict:
                 and isinstance(d.get("nodes"), list)):
             raise InputError(f"placement: devices[{i}] of the result mapping needs a 'name' and a 'nodes' "
                              f"list")
+    # its stages are one device each, d = t = 1, as the command line checks a result file read back: an
+    # edited degree would be ignored by what applies devices[]
+    from .results import check_one_device_stage
+
+    kinds = {d["name"]: d["kind"] for d in devices if isinstance(d.get("kind"), str)}
+    for k, st in enumerate(data.get("stages") or ()):
+        if isinstance(st, Mapping) and isinstance(st.get("devices"), list):
+            try:
+                check_one_device_stage(k, dict(st), kinds, None)
+            except InputError as e:
+                raise InputError(f"placement: {e}") from None
     return data
 
 

@@ -366,7 +366,7 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
     """A one-device-per-stage result lists its placement twice: ``devices[]`` (read above) and
     ``stages[]`` (a stage per used device, its nodes by id or name). A hand edit of one list alone would
     be silently ignored or silently used: the two must agree, node for node; and each stage is one device
-    of its kind, d = t = 1 (:func:`_one_device_stage`), which no edit changes."""
+    of its kind, d = t = 1 (:func:`check_one_device_stage`), which no edit changes."""
     stages = data.get("stages")
     if not isinstance(stages, list):
         return
@@ -386,7 +386,7 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
         devs = st.get("devices") if isinstance(st, dict) else None
         if not (isinstance(devs, list) and isinstance(st.get("nodes"), list)):
             return  # not a one-device-per-stage listing: nothing to compare
-        _one_device_stage(k, st, kinds, source)
+        check_one_device_stage(k, st, kinds, source)
         for x in st["nodes"]:
             i = by_id.get(str(x), by_name.get(str(x)))
             if i is None and str(x) in alias:
@@ -402,7 +402,7 @@ def _stages_agree(data: dict, graph: OpGraph, cluster: Cluster, a: np.ndarray, s
                          f"{fix}", source=source)
 
 
-def _one_device_stage(k: int, st: dict, kinds: dict[str, str], source: str | None) -> None:
+def check_one_device_stage(k: int, st: dict, kinds: dict[str, str], source: str | None) -> None:
     """``stages[k]`` of a one-device-per-stage result is one device (``devices`` one name, d = t = 1) of
     its ``kind``: an edit of these fields is refused, since the plan is scored from devices[] alone."""
     why = "a one-device-per-stage result runs each stage on one device"

@@ -2,6 +2,7 @@
 no option is silently ignored (the library-review items)."""
 
 import json
+import re
 
 import onnx_ir as ir
 import pytest
@@ -92,6 +93,28 @@ def test_split_and_annotate_take_a_result_file_path(small_model, tmp_path):
         placement.split(small_model, bad)
     with pytest.raises(InputError, match="no such file"):
         placement.split(small_model, str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"dataParallelDegree": 2}, "stages[0].dataParallelDegree is 2, not 1"),
+    ({"tensorParallelDegree": 4}, "stages[0].tensorParallelDegree is 4, not 1"),
+    ({"devices": ["t4:0", "t4:1"]}, "stages[0].devices lists 2 devices"),
+])
+def test_split_and_annotate_refuse_a_one_device_per_stage_mapping_with_replicas(small_model, tmp_path, edit,
+                                                                                words):
+    """An edited one-device-per-stage result given as a mapping or a file: a stage of d or t above 1 is
+    refused as the command line refuses it (cb92d79), where split and annotate applied devices[] and
+    ignored it."""
+    p = placement.place_model(small_model, devices="t4:2", max_replicas=1)
+    data = placement.inmemory.placement_result(p)
+    data["stages"][0].update(edit)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    for given in (data, str(path)):
+        with pytest.raises(InputError, match=re.escape(words)):
+            placement.split(small_model, given)
+        with pytest.raises(InputError, match=re.escape(words)):
+            placement.annotate(small_model, given)
 
 
 def test_split_takes_a_stage_plan_result_file(small_model, tmp_path):
