@@ -58,6 +58,20 @@ def test_run_jobs_skips_finished_runs(tmp_path):
     assert len(run_jobs(jobs, store, rerun=True)) == 1
 
 
+def test_a_record_after_a_line_cut_short_is_kept(tmp_path):
+    """A run interrupted while writing leaves a last line without its newline: the next record starts on
+    a line of its own, where it was joined to the cut line and both were lost."""
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"key": "a", "value": 1}\n{"key": "b", "val')
+    store = ResultStore(str(path))
+    store.append({"key": "c", "value": 3})
+    store.append({"key": "d", "value": 4})
+    assert [r["key"] for r in store.records()] == ["a", "c", "d"]
+    empty = ResultStore(str(tmp_path / "new" / "r.jsonl"))
+    empty.append({"key": "e"})
+    assert (tmp_path / "new" / "r.jsonl").read_text() == '{"key": "e"}\n'
+
+
 def test_build_jobs_matches_solvers_to_objectives():
     specs = [WorkloadSpec("a", "max-load", "example", params={"layers": 1}),
              WorkloadSpec("a", "latency", "example", params={"layers": 1}),

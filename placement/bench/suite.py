@@ -325,8 +325,15 @@ class ResultStore:
             d = os.path.dirname(self.path)
             if d:
                 os.makedirs(d, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+            with open(self.path, "a+b") as f:
+                # a last line cut short (an interrupted run) ends before this record starts: joined to it,
+                # both would be unreadable and this run lost
+                f.seek(0, os.SEEK_END)
+                if f.tell():
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")
+                f.write((line + "\n").encode("utf-8"))
                 f.flush()
 
 
