@@ -33,6 +33,16 @@ from __future__ import annotations
 import argparse
 import time
 
+
+def whole(search):
+    """``search`` (a goodput or disaggregated search), which a Ctrl-C ends with what it found (the
+    command line's rule): here the Ctrl-C stops the benchmark, as it did before the searches kept
+    their points, so no table holds a search cut short."""
+    if search.interrupted:
+        raise KeyboardInterrupt
+    return search
+
+
 LLAMA2_70B = {"hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
               "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 32000,
               "torch_dtype": "float16"}
@@ -92,7 +102,7 @@ def run(only: str | None = None) -> list[str]:
             continue
         model = case_model(name, cfg, devices, mix, ttft, tpot)
         t = time.perf_counter()
-        search = goodput_search(model, None, solve)
+        search = whole(goodput_search(model, None, solve))
         rows.append(_row(name, "goodput", devices, mix_name, ttft, tpot, search.best,
                          time.perf_counter() - t))
         print(rows[-1], flush=True)
@@ -139,10 +149,10 @@ def phases(only: str | None = None) -> list[str]:
         b = mix["buckets"][0]
         model = case_model(name, cfg, devices, mix, ttft, tpot)
         t = time.perf_counter()
-        co = goodput_search(model, None, solve)
+        co = whole(goodput_search(model, None, solve))
         t_co = time.perf_counter() - t
         t = time.perf_counter()
-        di = disaggregated_search(model, None, solve)
+        di = whole(disaggregated_search(model, None, solve))
         t_di = time.perf_counter() - t
         best = max([co.best] + [x.best for _, _, x, _ in di.splits if x and x.best],
                    key=lambda pt: pt.serving.goodput if pt else -1.0)

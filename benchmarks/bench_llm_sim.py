@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.bench_llm_goodput import CHAT, HELIX24, LLAMA2_7B, LLAMA2_70B, SUMMARY
+from benchmarks.bench_llm_goodput import CHAT, HELIX24, LLAMA2_7B, LLAMA2_70B, SUMMARY, whole
 
 CASES = [  # name, config, devices, mix name, mix, TTFT ms, TPOT ms (the goodput search's targets)
     ("70b-chat", LLAMA2_70B, HELIX24, "chat", CHAT, 3000, 200),
@@ -65,7 +65,7 @@ def run(only=None, seconds=600.0, seed=0) -> list[str]:
         if only and name != only:
             continue
         model = case_model(name, cfg, devices, mix, ttft, tpot)
-        best = goodput_search(model, None, solve).best
+        best = whole(goodput_search(model, None, solve)).best
         plans = [("goodput", best.problem, best.plan, best.batch)]
         p = model.problem(best.batch)
         r = solve(p)
@@ -133,10 +133,10 @@ def run_pools(only=None, seconds=600.0, seed=0) -> list[str]:
         if only and name != only:
             continue
         model = case_model(name, cfg, devices, mix, ttft, tpot)
-        split = disaggregated_search(model, None, solve)
+        split = whole(disaggregated_search(model, None, solve))
         if split.best is None:
             continue
-        colocated = goodput_search(model, None, solve).best
+        colocated = whole(goodput_search(model, None, solve)).best
         kept = colocated is None or split.best.serving.goodput > colocated.serving.goodput * (1 + 1e-12)
         best = split.best
         pre_model, dec_model = best_pool(split, best, models=True)
