@@ -1227,7 +1227,7 @@ def _no_plan_reason(problem: ParallelProblem, mm: np.ndarray, kt_ok: np.ndarray,
         largest = caps_kt[np.isfinite(usable[:, bad]).any(axis=1)].max(initial=0)  # of the kinds running them
         why += (f": node(s) {shown}{' ...' if bad.size > 5 else ''} fit no device even alone "
                 f"(largest memory {largest:.4g} bytes)")
-    else:
+    elif mm.shape[0] and g.num_nodes:  # (no node, or no variant at all: nothing to say of memory)
         why += f": {_memory_shortfall(problem, mm, kt_ok, caps_kt, tvals)}"
     return why + (f" with every stage at most {upper_bound:g}" if math.isfinite(upper_bound) else "")
 
