@@ -193,9 +193,8 @@ class OnnxGraph:
     producer: str = ""
     graph_name: str = ""
     meta: Mapping = field(default_factory=dict)
-    #: no input has a symbolic batch dimension: ``batch_size`` is the leading dimension every input (and
-    #: output) has, found or given as the batch size, or 1 (a run of the model, whatever its leading
-    #: dimension: batch size 1 given, or no such dimension)
+    #: no input has a symbolic batch dimension: ``batch_size`` is 1 (a run of the model, whatever its
+    #: leading dimension) or the leading dimension every input has, given as the batch size
     fixed_shape: bool = False
     #: values of the small constants (initializers, ``Constant`` outputs and folded tensors of at most 64
     #: elements: shapes, axes) by tensor name, for analyses that read an operator's shape or axes input
@@ -212,8 +211,7 @@ class OnnxGraph:
     @property
     def per_run(self) -> bool:
         """A run of the model counts as one sample, its figures per run: a fixed input shape leading with
-        more than 1, and batch size 1 given or no leading dimension shared by every input and output
-        (see :func:`load_onnx`)."""
+        more than 1, and no batch size given but 1 (see :func:`load_onnx`)."""
         return self.fixed_shape and self.batch_size == 1 and any(
             t.shape and isinstance(t.shape[0], int) and t.shape[0] > 1 for t in self.inputs)
 
@@ -264,11 +262,10 @@ def load_onnx(path: str | os.PathLike, *, batch_size: int | None = None,
 
     ``batch_size`` fixes every symbolic leading input dimension (and every dimension named like a
     batch, see :data:`BATCH_NAMES`); default 1. A model with no symbolic batch dimension has a fixed
-    input shape (:attr:`OnnxGraph.fixed_shape`): where all its inputs and outputs lead with one
-    dimension, that dimension is the batch (as :func:`placement.torch.place_module` takes its example
-    inputs'; a warning says so), and the figures are those of a symbolic batch at that ``batch_size``;
-    ``batch_size`` 1, or inputs or outputs that lead with different dimensions, count a run of it as one
-    sample (a warning says so where some input leads with more than 1); any other ``batch_size``
+    input shape (:attr:`OnnxGraph.fixed_shape`): its leading dimension may be a batch or a sequence, which
+    the file does not say, so a run of it counts as one sample (a warning says so where some input leads
+    with more than 1), unless ``batch_size`` is the leading dimension all its inputs have, which it then
+    is (the figures are those of a symbolic batch at that ``batch_size``); any other ``batch_size``
     re-batches it as the serving sweep does (:func:`graphs.onnx_batch.symbolic_batch`, with a warning;
     a model whose outputs do not follow that dimension is an :class:`InputError`).
     ``dims`` fixes other symbolic dimensions by name
@@ -480,30 +477,24 @@ def _rebatch(graph, batch_size: int | None) -> bool:
 
 def _fixed_shape_batch(graph, batch_size: int | None, warn) -> int:
     """The batch of a model whose inputs have no symbolic batch dimension (and which is not re-batched,
-    :func:`_rebatch`). Their leading dimension may be a batch or not (a sequence, a channel), which the
-    file does not say. With no ``batch_size``, the leading dimension every input and output has is the
-    batch (:func:`_batch_lead`; a warning says so where it is above 1), as ``place_module`` takes its
-    example inputs'; ``batch_size`` equal to the leading dimension every input has is the batch too.
-    Otherwise (``batch_size`` 1, or no such dimension) a run of the model counts as one sample, and a
-    warning says so where some input leads with more than 1."""
+    :func:`_rebatch`). Their leading dimension may be a batch or not (a sequence, as in a sequence-first
+    transformer, or a channel), which the file does not say, so it is not guessed: a run of the model
+    counts as one sample (``batch_size`` ``None`` or 1; a warning says so where some input leads with
+    more than 1, and how to take the leading dimension as the batch), unless ``batch_size`` is the
+    leading dimension every input has, which it then is."""
     common = _common_lead(graph)
-    lead = _batch_lead(graph) if batch_size is None else None
-    if lead is not None:
-        if lead > 1:
-            warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: "
-                 f"{_input_shapes(graph)}): their leading dimension, {lead}, is taken as the batch: figures "
-                 f"per batch of {lead} and per sample, as for a symbolic batch at batch size {lead} "
-                 f"(batch size 1 counts a run as one sample)")
-        return lead
     if batch_size is not None and batch_size == common:
         return batch_size
     if any(s and isinstance(s[0], int) and s[0] > 1 for _, s in _shapes(graph)):
-        if batch_size is None:
-            why = ("; their leading dimensions differ" if not isinstance(common, int)
-                   else "; the outputs do not all lead with their leading dimension")
+        if not isinstance(common, int) or common < 2:
+            why = "; their leading dimensions differ"
+        elif _batch_lead(graph) is None:
+            why = "; the outputs do not all lead with their leading dimension"
+        elif batch_size is None:
+            why = (f"; batch size {common} takes their leading dimension as the batch, where it is one (the "
+                   f"file does not say: it may be a sequence)")
         else:
-            why = (f"; without a batch size (or at {common}) their leading dimension is the batch"
-                   if isinstance(common, int) and common > 1 else "")
+            why = f"; batch size {common} takes their leading dimension as the batch"
         warn(f"the model's inputs have a fixed shape and no symbolic batch dimension (inputs: "
              f"{_input_shapes(graph)}): a run of the model counts as one sample, its figures per run{why}")
     return 1

@@ -1,12 +1,15 @@
-"""A model exported with a fixed batch (no symbolic batch dimension) prints its figures per sample as
-the torch front end does: the leading dimension every input and output has is the batch, so the command
-line, ``place_model`` and ``place_module`` give one per-sample figure for one model, that of the same
-model exported with a symbolic batch and placed at that batch size (the second method). Batch size 1
-counts a run of the model as one sample, and both the warning and the summary say so.
+"""A model exported with a fixed batch (no symbolic batch dimension): its leading dimension may be a
+batch or a sequence (a sequence-first transformer), which the file does not say, so without a batch
+size a run of the model counts as one sample, and the warning and the summary say so and how to take the
+leading dimension as the batch. Given that batch size, the command line, ``place_model`` and
+``place_module`` give one per-sample figure for one model, that of the same model exported with a
+symbolic batch and placed at that batch size (the second method).
 
 The reviewer's model: six (Linear 512 -> 2048, GELU, Linear 2048 -> 512) blocks at batch 32 on three
 T4s, where the command line printed the time of a run of 32 samples as ``ms per sample`` (32x off
-``place_module``'s ``time_per_sample``) while warning that its figures were per run.
+``place_module``'s ``time_per_sample``) while warning that its figures were per run. A review of that
+fix found the leading dimension taken as the batch by default made a sequence-first model's figures
+up to 128x too fast: the leading dimension is the batch only when the batch size says so.
 """
 
 from __future__ import annotations
@@ -64,12 +67,31 @@ def _summary(text: str) -> str:
     return next(line for line in text.splitlines() if line.startswith("max-load"))
 
 
-def test_the_leading_dimension_is_the_batch_and_the_warning_says_so(exported):
+def test_without_a_batch_size_a_run_is_one_sample_and_the_warning_says_how_to_take_the_batch(exported):
     _, _, fixed, _ = exported
     g = load_onnx(fixed)
-    assert g.fixed_shape and g.batch_size == BATCH and not g.per_run
-    assert any(f"leading dimension, {BATCH}, is taken as the batch" in w and "per sample" in w
+    assert g.fixed_shape and g.batch_size == 1 and g.per_run
+    assert any("a run of the model counts as one sample, its figures per run" in w
+               and f"batch size {BATCH} takes their leading dimension as the batch" in w
                for w in g.warnings), g.warnings
+    g = load_onnx(fixed, batch_size=BATCH)
+    assert g.batch_size == BATCH and not g.per_run
+
+
+def test_a_sequence_first_model_is_not_taken_as_a_batch_of_its_sequence(tmp_path):
+    """Input and output [128, 1, 64] (sequence, batch, width): the leading 128 is no batch. Taking it as
+    one divided every per-sample figure by 128; a run is one sample unless the batch size says so."""
+    import numpy as np
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    m = _model([("x", [128, 1, 64])], [("y", [128, 1, 64])],
+               [h.make_node("MatMul", ["x", "w"], ["y"], name="mm")])
+    m.graph.initializer.append(w)
+    g = load_onnx(save(m, tmp_path / "seq_first.onnx"))
+    assert g.batch_size == 1 and g.per_run
+    assert any("it may be a sequence" in x for x in g.warnings), g.warnings
 
 
 def test_one_device_per_stage_cli_library_and_torch_agree_per_sample(exported, capsys, tmp_path):
@@ -77,10 +99,9 @@ def test_one_device_per_stage_cli_library_and_torch_agree_per_sample(exported, c
     from placement.torch import place_module
 
     m, x, fixed, symbolic = exported
-    doc, out, err = _place(capsys, tmp_path, fixed, "--max-replicas", "1")
+    doc, out, err = _place(capsys, tmp_path, fixed, "--max-replicas", "1", "--batch-size", str(BATCH))
     line = _summary(out)
-    assert f"leading dimension, {BATCH}, is taken as the batch" in err
-    assert "per run of the model" not in err and "a sample is one run" not in out
+    assert "a run of the model counts as one sample" not in err and "a sample is one run" not in out
     assert f"ms per batch of {BATCH} (" in line and " ms per sample, " in line and "samples/s" in line
     assert doc["frontend"]["batch_size"] == BATCH and doc["time_unit"] == "ms"
     per_run = doc["max_load"]
@@ -94,7 +115,7 @@ def test_one_device_per_stage_cli_library_and_torch_agree_per_sample(exported, c
     assert sym["max_load"] == pytest.approx(per_run, rel=1e-12)
     assert _summary(sym_out).split(", status")[0] == line.split(", status")[0]
 
-    lib = place_model(fixed, devices=DEVICES, max_replicas=1)
+    lib = place_model(fixed, devices=DEVICES, max_replicas=1, batch_size=BATCH)
     assert lib.graph.batch_size == BATCH and lib.max_load == pytest.approx(per_run, rel=1e-12)
 
     tp = place_module(m, (x,), devices=DEVICES, split_points="children")
@@ -109,7 +130,7 @@ def test_stage_plan_cli_and_library_agree_with_the_symbolic_export(exported, cap
     from placement import place_model
 
     _, _, fixed, symbolic = exported
-    doc, out, _ = _place(capsys, tmp_path, fixed)
+    doc, out, _ = _place(capsys, tmp_path, fixed, "--batch-size", str(BATCH))
     sym, sym_out, _ = _place(capsys, tmp_path, symbolic, "--batch-size", str(BATCH))
     assert doc["model"] == "stages" and doc["problem"]["batch_size"] == BATCH
     assert doc["max_load"] == pytest.approx(sym["max_load"], rel=1e-12)  # s per sample, the stage unit
@@ -117,16 +138,18 @@ def test_stage_plan_cli_and_library_agree_with_the_symbolic_export(exported, cap
     assert "a sample is one run of the model" not in out
     assert _summary(out).split(", status")[0] == _summary(sym_out).split(", status")[0]
 
-    lib = place_model(fixed, devices=DEVICES)  # ms per run of the batch: the stage plan's s/sample x 1e3 x 32
+    # ms per run of the batch: the stage plan's s/sample x 1e3 x 32
+    lib = place_model(fixed, devices=DEVICES, batch_size=BATCH)
     assert lib.model == "stages" and lib.graph.batch_size == BATCH
     assert lib.max_load == pytest.approx(doc["max_load"] * 1e3 * BATCH, rel=1e-9)
 
 
-def test_batch_size_1_counts_a_run_as_one_sample_and_says_so(exported, capsys, tmp_path):
+@pytest.mark.parametrize("given", [[], ["--batch-size", "1"]], ids=["no batch size", "batch size 1"])
+def test_a_run_counts_as_one_sample_and_says_so(exported, capsys, tmp_path, given):
     from placement.torch import place_module
 
     m, x, fixed, _ = exported
-    doc, out, err = _place(capsys, tmp_path, fixed, "--max-replicas", "1", "--batch-size", "1")
+    doc, out, err = _place(capsys, tmp_path, fixed, "--max-replicas", "1", *given)
     assert "a run of the model counts as one sample, its figures per run" in err
     assert "fixed input shape: a sample is one run of the model" in _summary(out)
     assert doc["frontend"]["batch_size"] == 1

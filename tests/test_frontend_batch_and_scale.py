@@ -1,8 +1,7 @@
 """The ONNX front end on a model whose input shape is fixed in the file, and on very large clusters.
 
-A fixed leading dimension may be a batch or not (a sequence, a channel): where every input and output
-leads with it, it is the batch (as ``place_module`` takes its example inputs') and the output says so,
-as does a batch size equal to it; batch size 1 counts a run of the model as one sample, and says so; any
+A fixed leading dimension may be a batch or not (a sequence, a channel): a run of the model counts as
+one sample and the output says so, a batch size equal to the leading dimension makes it the batch, any
 other batch size re-batches the model as the serving sweep does (:mod:`graphs.onnx_batch`: the leading
 dimension is taken as the batch, with a warning naming the input and its shape), and a model whose
 outputs do not follow that dimension is refused. Naming the devices of a cluster is linear
@@ -51,16 +50,12 @@ def models(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- fixed input shape
-def test_fixed_shape_leading_dimension_is_the_batch_and_says_so(models):
+def test_fixed_shape_is_per_run_and_says_so(models):
     fixed, _ = models
     g = load_onnx(fixed)
-    assert g.batch_size == 64 and not g.per_run
-    assert any("fixed shape" in w and "'x' [64, 256]" in w and "leading dimension, 64, is taken as the batch"
-               in w for w in g.warnings), g.warnings
-    one = load_onnx(fixed, batch_size=1)  # batch size 1: a run of the model is one sample
-    assert one.batch_size == 1 and one.per_run
-    assert any("fixed shape" in w and "a run of the model counts as one sample" in w
-               for w in one.warnings), one.warnings
+    assert g.batch_size == 1
+    assert any("fixed shape" in w and "'x' [64, 256]" in w and "a run of the model counts as one sample" in w
+               for w in g.warnings), g.warnings
 
 
 def test_another_batch_size_rebatches_as_the_sweep_does(models):
@@ -103,10 +98,10 @@ def _max_load(text: str) -> float:
 def test_cli_place_on_a_fixed_shape_model(models, capsys, tmp_path):
     fixed, symbolic = models
     out = tmp_path / "r.json"
-    assert main(["place", fixed, "--devices", "a100:2", "--batch-size", "1", "--out", str(out)]) == 0
+    assert main(["place", fixed, "--devices", "a100:2", "--out", str(out)]) == 0
     text = capsys.readouterr()
     assert "fixed shape" in text.err and "'x' [64, 256]" in text.err
-    assert "a run of the model counts as one sample" in text.err
+    assert "a run of the model counts as one sample" in text.err and "batch size 64 takes" in text.err
     assert "fixed input shape: a sample is one run of the model" in text.out
     assert main(["evaluate", fixed, str(out)]) == 0  # the recorded batch (1) re-scores it
     capsys.readouterr()
