@@ -17,7 +17,7 @@ User file (TOML or JSON), one table per kind; every key is optional when ``base`
     fp16_tflops = 300.0
     mem_bandwidth_gbs = 1600 # device memory bandwidth, GB/s (1e9 bytes/s)
     memory_gib = 40          # capacity in GiB; omit (or "unlimited") for none
-    link_gbs = 32            # host link bandwidth, GB/s (one direction)
+    link_gbs = 32            # host link bandwidth, GB/s (one direction); inf or "unlimited" for none
     link_latency_us = 10     # host link latency, microseconds
     launch_us = 5            # per-operator launch overhead, microseconds
     efficiency = 0.7         # fraction of peak FLOP/s and bandwidth reached in practice (default 1)
@@ -496,6 +496,8 @@ def _figure(key: str, value, entry: dict, where: str, *, source: str | None):
         return value
     if attr == "memory" and (value is None or value == "unlimited"):
         return None
+    if attr == "link_bandwidth" and (value == "unlimited" or _is_number(value) and value == math.inf):
+        return math.inf  # a host's link, as the cpu preset's: its data is in host memory already
     return _number(value, where, rule, source=source) * scale
 
 
@@ -544,7 +546,8 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
         if fields.get("fp16") is None:
             fields["fp16"] = fields["fp32"]
         if not fields.get("host") and not math.isfinite(fields["link_bandwidth"]):
-            raise InputError(f"{where}: an accelerator needs link_gbs (host link bandwidth), or set "
+            given = f" ({where}.link_gbs is unlimited: only a host's link is)" if "link_gbs" in entry else ""
+            raise InputError(f"{where}: an accelerator needs link_gbs (host link bandwidth){given}, or set "
                              f"host = true for a host CPU core", source=source)
         if "count" in entry:
             c = entry["count"]

@@ -96,7 +96,9 @@ def test_json_files_name_the_section_as_written(tmp_path):
     f.write_text(json.dumps({"my gpu": {"base": "a100", "launch_us": float("nan")}}))
     assert _error(f).endswith('"my gpu": a kind name must be non-empty without \':\', \',\', \'@\' or spaces')
     f.write_text('{"devices": {"g": {"base": "a100", "link_gbs": Infinity}}}')
-    assert _error(f).endswith("devices.g.link_gbs must be a finite number > 0, got inf")
+    assert _error(f).endswith("devices.g: an accelerator needs link_gbs (host link bandwidth) "
+                              "(devices.g.link_gbs is unlimited: only a host's link is), or set host = true "
+                              "for a host CPU core")
 
 
 def _tiny_model(path):
@@ -145,3 +147,19 @@ def test_an_unsupported_op_that_is_no_operator_type_is_refused(tmp_path):
         parse_devices("cpu:1", [str(f)])
     f.write_text('[devices.cpu]\nbase = "cpu"\nunsupported_ops = ["LRN", "MatMul"]\n')
     assert parse_devices("cpu:1", [str(f)]).specs[0].unsupported_ops == {"LRN", "MatMul"}
+
+
+@pytest.mark.parametrize("value", ["inf", '"unlimited"'])
+def test_a_host_link_may_be_unlimited_as_the_cpu_preset_is(tmp_path, value):
+    """link_gbs = inf restates the cpu preset's own link (a host's data is in host memory): cbe6584's
+    finite check refused it, where the library's DeviceSpec accepts it (found by a diff review)."""
+    import math
+
+    from graphs.devices import parse_devices
+
+    f = tmp_path / "d.toml"
+    f.write_text(f'[devices.myhost]\nbase = "cpu"\nlink_gbs = {value}\n')
+    assert parse_devices("myhost:1", [str(f)]).specs[0].link_bandwidth == math.inf
+    f.write_text('[devices.myhost]\nbase = "cpu"\nlink_gbs = nan\n')
+    with pytest.raises(InputError, match="link_gbs must be a finite number"):
+        parse_devices("myhost:1", [str(f)])
