@@ -145,7 +145,6 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
             raise InputError(f"{microbatches} micro-batches divide no batch size the auto sweep tries "
                              f"(powers of two up to {AUTO_BATCH_CAP})")
     points: list[GoodputPoint] = []
-    best = None
     least_tpot = least_ttft = math.inf  # over every plan scored, at no load (GoodputSearch)
     cuts = []  # why batch sizes' micro-batch counts were not all tried
     cur = None  # the batch size being searched (a Ctrl-C may come at any moment)
@@ -199,7 +198,6 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     f"no plan found ({r.status}: {r.message})"
                 # a larger batch may fit where this one does not (more micro-batches: more stages share the
                 # weights), so an auto sweep goes on until the memory of every device together is too small
-                ladder.scored(None, none_ends=False)
                 end = ladder.auto and r.status is Status.INFEASIBLE and i + 1 < len(sizes) and \
                     _beyond_memory(model, sizes[i + 1])
                 if end:
@@ -212,12 +210,8 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     ladder.end(f"batch {b}: {why}")
                     ended = True
                 continue
-            pt = _point(cur)
-            points.append(pt)
+            points.append(_point(cur))
             cur.recorded = True
-            ladder.scored(pt.serving.goodput)
-            if ladder.best_size == b:
-                best = pt
         looped = True
         if progress is not None:
             progress(1.0)
@@ -251,7 +245,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                              "; ".join([words] + cuts + ([ladder.stopped] if ladder.halt else [])))
     # a memory stop or the largest size is the search's end, not a halt: only a halt leaves sizes untried
     stopped = "; ".join(cuts + [ladder.stopped] if ladder.halt else cuts)
-    return GoodputSearch(points, best, least_tpot, least_ttft, stopped)
+    return GoodputSearch(points, _best_point(points), least_tpot, least_ttft, stopped)
 
 
 def _point(cur: _Batch, note: str = "") -> GoodputPoint:
@@ -389,14 +383,9 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
 
 
 def _best_split(splits) -> GoodputPoint | None:
-    """The best point of the splits' searches: the most goodput, the first on a tie (within a relative
-    ``1e-12``); ``None``: no split has a plan."""
-    best = None
-    for x in splits:
-        if x[2] is not None and x[2].best is not None and (
-                best is None or x[2].best.serving.goodput > best.serving.goodput * (1 + 1e-12)):
-            best = x[2].best
-    return best
+    """The best point of the splits' searches (:func:`_best_point` of theirs); ``None``: no split has a
+    plan."""
+    return _best_point([x[2].best for x in splits if x[2] is not None and x[2].best is not None])
 
 
 # ------------------------------------------------------------------------ cheapest devices per bucket
