@@ -181,8 +181,71 @@ def test_max_replicas_is_validated_and_refused_where_it_means_nothing(cnn, workl
     ref = os.path.join(workloads, "throughput-inputs", "LayerGraphs", "bert24_inference.json")
     jl = parse_jobs({"cluster": {"devices": "v100:2,cpu:1"},
                      "jobs": [{"model": ref, "samples": 1, "max_replicas": 2}]})
-    with pytest.raises(InputError, match="max_replicas 2 needs an ONNX or Piper-format model"):
+    # the one message of check_max_replicas, as the command's (which names the job list file)
+    with pytest.raises(InputError, match=r"^jobs\[0\] \(job0\): max_replicas: 2 needs an ONNX, Piper-format "
+                                         r"or LLM model; a reference-format workload \(.*bert24_inference"
+                                         r"\.json\) has one device per stage \(give 1 or leave it out\)$"):
         job_curve(jl.jobs[0], jl.cluster)
+
+
+# a reference-format chain of two operators (1 ms each on the accelerator) and a Piper-format workload of
+# two nodes (tests/test_piper.py's tiny file)
+_CHAIN = {"maxSizePerFPGA": 16e9, "maxFPGAs": 2, "maxCPUs": 2, "unit": "ms",
+          "nodes": [{"id": i + 1, "name": f"n{i}", "cpuLatency": 100.0, "fpgaLatency": 1.0,
+                     "supportedOnFpga": 1, "isBackwardNode": 0, "size": 1e6} for i in range(2)],
+          "edges": [{"sourceId": 1, "destId": 2, "cost": 0.0}]}
+
+
+def _tiny_piper() -> dict:
+    from tests.test_piper import _tiny
+
+    return _tiny()
+
+
+def test_max_replicas_refusal_is_one_message_on_both_paths(tmp_path, capsys):
+    """The library's curve and the command refuse max_replicas on a reference-format workload with the
+    one message, naming the job list file (the library's said "job 'A': max_replicas 2 needs an ONNX or
+    Piper-format model", without the file or 'LLM')."""
+    import json
+
+    from placement.cli import main
+    from placement.cluster.formats import read_jobs
+
+    (tmp_path / "chain.json").write_text(json.dumps(_CHAIN))
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps({"cluster": {"devices": "a100:2,cpu:2"},
+                                "jobs": [{"name": "A", "model": "chain.json", "samples": 10,
+                                          "max_replicas": 2}]}))
+    want = (f"{path}: jobs[0] (A): max_replicas: 2 needs an ONNX, Piper-format or LLM model; a "
+            f"reference-format workload ({tmp_path / 'chain.json'}) has one device per stage (give 1 or "
+            f"leave it out)")
+    jl = read_jobs(path)
+    with pytest.raises(InputError) as e:
+        job_curve(jl.jobs[0], jl.cluster)
+    assert str(e.value) == want
+    assert main(["cluster", str(path), "--no-cache"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == f"error: {want}"
+
+
+def test_a_piper_file_is_decoded_once_for_the_check_and_the_curve(tmp_path, monkeypatch, capsys):
+    """With max_replicas above 1 the command's check tells a Piper file from a reference one, and the curve
+    then uses that decode (it read the file again)."""
+    import json
+
+    import placement.cluster.curves as curves
+    from placement.cli import main
+
+    (tmp_path / "tiny.json").write_text(json.dumps(_tiny_piper()))
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps({"cluster": {"devices": "a100:2"},
+                                "jobs": [{"name": "P", "model": "tiny.json", "samples": 10,
+                                          "max_replicas": 2}]}))
+    decoded = []
+    real = curves._piper_data
+    monkeypatch.setattr(curves, "_piper_data", lambda p: decoded.append(p) or real(p))
+    assert main(["cluster", str(path), "--no-cache", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"][0]["name"] == "P"
+    assert decoded == [str(tmp_path / "tiny.json")]
 
 
 def test_onnx_curves_are_cached_per_replica_limit(cnn, tmp_path, monkeypatch):

@@ -250,10 +250,10 @@ def run(args) -> int:
                          f"cluster", source=path)
     skipped = ([{"policy": p, "reason": unfit} for p in _SYNERGY] if unfit and args.policy == "all"
                else [])
+    cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
     for j in jl.jobs:  # every model file is there (and takes its max_replicas) before any curve is computed
         check_model_file(j)
-        check_max_replicas(j, source=path)
-    cache = CurveCache(None if args.no_cache else (args.cache_dir or default_cache_dir()))
+        check_max_replicas(j, source=path, cache=cache)  # (a Piper file decoded once, for its curve too)
     verbose = args.progress or (sys.stderr.isatty() and not args.json)
     curves = []
     for k, j in enumerate(jl.jobs):

@@ -390,15 +390,19 @@ def check_model_file(job: JobSpec) -> None:
     raise InputError(f"job {job.name!r} (jobs[{job.index}]): model: {what}", source=job.model)
 
 
-def check_max_replicas(job: JobSpec, *, source: str | None = None) -> None:
-    """An :class:`InputError` naming the job and its field (and ``source``, the job list) when it gives
-    ``max_replicas`` above 1 on a reference-format workload, which has one device per stage (the command's
-    check before any curve; :func:`job_curve` refuses it too)."""
-    if (job.max_replicas not in (None, 1) and not (job.is_onnx or job.llm or not job.model)
-            and _piper_data(job.model) is None):
-        raise InputError(f"jobs[{job.index}] ({job.name}): max_replicas: {job.max_replicas} needs an ONNX, "
-                         f"Piper-format or LLM model; a reference-format workload ({job.model}) has one "
-                         f"device per stage (give 1 or leave it out)", source=source)
+def check_max_replicas(job: JobSpec, *, source: str | None = None, cache: CurveCache | None = None) -> None:
+    """An :class:`InputError` naming the job list (``source``, default the job's own), the job and its
+    field when the job gives ``max_replicas`` above 1 on a reference-format workload, which has one device
+    per stage. The one check of it: the command runs it on every job before any curve, :func:`job_curve`
+    before computing one. ``cache``: the :class:`CurveCache` whose decode of the model file the curve
+    then uses (the file is read once)."""
+    if job.max_replicas in (None, 1) or job.is_onnx or job.llm or not job.model:
+        return
+    if (cache if cache is not None else CurveCache()).piper_data(job.model) is not None:
+        return
+    raise InputError(f"jobs[{job.index}] ({job.name}): max_replicas: {job.max_replicas} needs an ONNX, "
+                     f"Piper-format or LLM model; a reference-format workload ({job.model}) has one device "
+                     f"per stage (give 1 or leave it out)", source=job.source if source is None else source)
 
 
 def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = None,
@@ -427,7 +431,8 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
     hit = cache.get(key)
     if hit is not None:
         return hit
-    piper = None if job.is_onnx or job.llm else _piper_data(job.model)
+    check_max_replicas(job, cache=cache)
+    piper = None if job.is_onnx or job.llm else cache.piper_data(job.model)
     if job.llm:
         c = llm_curve(job, cluster, solve_time_limit=solve_time_limit)
     elif piper is not None:  # the stage model (replicas, variants): see problem_curve
@@ -435,11 +440,7 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
                           base_memory=job.host_memory, time_limit=solve_time_limit)
     elif job.is_onnx and job.max_replicas != 1:
         c = onnx_curve(job, cluster, curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit)
-    else:
-        if not job.is_onnx and job.max_replicas not in (None, 1):
-            raise InputError(f"job {job.name!r}: max_replicas {job.max_replicas} needs an ONNX or "
-                             f"Piper-format model; a reference-format workload ({job.model}) has one "
-                             f"device per stage")
+    else:  # (max_replicas above 1 refused above)
         graph, jc, unit, notes = _job_graph(job, cluster)
         c = graph_curve(graph, jc, kinds=cluster.kinds, base_memory=job.host_memory, unit=unit,
                         curve_time_limit=curve_time_limit, solve_time_limit=solve_time_limit,
@@ -478,6 +479,7 @@ class CurveCache:
         self.directory = None if directory is None else os.fspath(directory)
         self._memory: dict[str, JobCurve] = {}
         self._hashes: dict[tuple, str] = {}
+        self._piper: dict[tuple, object] = {}
         self.hits = 0
         self.misses = 0
 
@@ -497,6 +499,17 @@ class CurveCache:
                     h.update(block)
             self._hashes[memo] = h.hexdigest()
         return self._hashes[memo]
+
+    def piper_data(self, path: str):
+        """The decoded JSON of a Piper-format workload at ``path``, ``None`` for any other file; decoded
+        once per content (:meth:`file_hash`), so :func:`check_max_replicas` and :func:`job_curve` read it
+        once."""
+        if not os.path.isfile(path):
+            return _piper_data(path)  # its reader names the problem
+        memo = (os.path.abspath(path), self.file_hash(path))
+        if memo not in self._piper:
+            self._piper[memo] = _piper_data(path)
+        return self._piper[memo]
 
     @staticmethod
     def digest(key: Mapping) -> str:

@@ -150,6 +150,7 @@ class JobSpec:
     max_replicas: int | None = None  # largest data-parallel degree of a stage (None: unlimited)
     context: int | None = None  # an LLM model config: tokens of each sequence's KV cache (None: default)
     llm: bool = False  # the model is an LLM model config (decoded on the stage model)
+    source: str | None = field(default=None, compare=False)  # the job list it was read from (for messages)
 
     @property
     def is_onnx(self) -> bool:
@@ -338,7 +339,8 @@ def _parse_job(i: int, j, cluster: ClusterSpec, source, base_dir) -> JobSpec:
     return JobSpec(name=name, model=model, samples=samples, arrival=arrival, training=training,
                    batch_size=batch, optimizer=j.get("optimizer"), costs=costs, request=request,
                    limit=limit, host_memory=host_memory, accelerator=acc, index=i, input=inp,
-                   throughput=throughput, max_replicas=max_replicas, context=context, llm=llm)
+                   throughput=throughput, max_replicas=max_replicas, context=context, llm=llm,
+                   source=source)
 
 
 def _is_llm_config(path: str) -> bool:
@@ -388,7 +390,7 @@ def _table_job(i, j, name, where, table, cluster: ClusterSpec, source) -> JobSpe
     _check_table_accelerators(table, limit, cluster, where, source, acc)
     _check_request(request, limit, cluster, where, source, table, acc)
     return JobSpec(name=name, model="", samples=samples, arrival=arrival, request=request, limit=limit,
-                   host_memory=hm, accelerator=acc, index=i, throughput=table)
+                   host_memory=hm, accelerator=acc, index=i, throughput=table, source=source)
 
 
 def _check_table_accelerators(table, limit, cluster: ClusterSpec, where: str, source, acc=None) -> None:
