@@ -328,7 +328,8 @@ def run(args) -> int:
 def synergy_jobs(jl, cluster, curves=None) -> list:
     """The jobs of job list ``jl`` as Synergy sees them (:class:`~placement.cluster.synergy.GpuJob`): each
     with its curve on ``cluster`` (``curves`` when already computed) and its fixed GPU demand (its
-    ``request``'s accelerators, a throughput table's own count, else the knee of its curve)."""
+    ``request``'s accelerators, a throughput table's own count, else the knee of its curve within the
+    cluster's host memory, as ``fifo``'s default request)."""
     from .inputs import job_rates
     from .policies import Capacity
     from .synergy import GpuJob, _kinds, gpu_demand
@@ -337,8 +338,8 @@ def synergy_jobs(jl, cluster, curves=None) -> list:
     acc, _ = _kinds(cap)
     if curves is None:
         curves = [job_rates(j, cluster) for j in jl.jobs]
-    return [GpuJob(j.name, c, j.samples, j.arrival, gpu_demand(c, _request(j, cap), acc), j.model)
-            for j, c in zip(jl.jobs, curves)]
+    return [GpuJob(j.name, c, j.samples, j.arrival, gpu_demand(c, _request(j, cap), acc, cap.host_memory),
+                   j.model) for j, c in zip(jl.jobs, curves)]
 
 
 class _Bar:

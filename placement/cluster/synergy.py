@@ -125,14 +125,22 @@ def _kinds(capacity: Capacity) -> tuple[int, int | None]:
     return accel[0], (hosts[0] if hosts else None)
 
 
-def gpu_demand(curve: JobCurve, request: Sequence[int] | None, acc: int) -> int:
-    """A job's fixed GPU demand: its ``request``'s accelerators, else the fewest accelerators of any
-    efficient point reaching its best time per sample within 10% (a throughput table: its own count)."""
+def gpu_demand(curve: JobCurve, request: Sequence[int] | None, acc: int,
+               host_memory: float = math.inf) -> int:
+    """A job's fixed GPU demand: its ``request``'s accelerators, else those of its default request under
+    ``fifo`` (:func:`~placement.cluster.policies.default_request`): the fewest accelerators of any
+    efficient point reaching its best time per sample within 10%, both within ``host_memory`` bytes (the
+    cluster's; the command passes it), so a point needing more memory than the cluster has never sets
+    the demand (a throughput table: its own count). A job no point of which fits that memory keeps the
+    knee of its whole curve (it cannot run on any share; the simulation says so)."""
     if request is not None and request[acc] > 0:
         return int(request[acc])
     from .policies import default_request
 
-    return max(1, int(default_request(curve)[acc]))
+    knee = default_request(curve, host_memory)
+    if not any(knee):
+        knee = default_request(curve)
+    return max(1, int(knee[acc]))
 
 
 def _counts(T: int, acc: int, host: int | None, gpus: int, cores: int) -> tuple[int, ...]:
