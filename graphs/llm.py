@@ -28,9 +28,12 @@ micro-batches of ``batch / N`` sequences that flow through the pipeline:
 
 The decode FLOPs of a block per token are ``2 x`` its weights plus ``4 x context x heads d_head`` for
 the attention over the cache; the weights of a block are ``q, o: hidden x heads d_head``, ``k, v: hidden
-x n_kv d_head``, and the MLP's ``3 x hidden x intermediate`` (gated: gate, up, down). ``d_head`` is the
-config's ``head_dim``, ``hidden / heads`` when it gives none (docs/llm_serving.md, "Model configs", says
-which keys are read, which are refused and which are ignored as negligible).
+x n_kv d_head``, and the MLP's ``3 x hidden x intermediate`` when it is gated (gate, up, down: Llama,
+Gemma, Qwen, ...) or ``2 x hidden x intermediate`` when it has two matrices (up, down: GPT-NeoX, Phi-2,
+StarCoder2), as :attr:`LLMConfig.gated_mlp` says (:func:`read_config` takes it from the config's
+``model_type``). ``d_head`` is the config's ``head_dim``, ``hidden / heads`` when it gives none
+(docs/llm_serving.md, "Model configs", says which keys are read, which are refused and which are ignored
+as negligible).
 
 **Serving** (the second half of the module): :func:`layer_prefill_time` (a prompt of ``I`` tokens,
 compute-bound: ``2 x`` weights per token plus causal attention's ``2 x heads d_head x I (I + 1)``)
@@ -47,10 +50,12 @@ per-layer times, to check the figures.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from .devices import DeviceSet
 from .errors import InputError
@@ -67,8 +72,35 @@ __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
            "int8": 1}
-_MATMULS_PER_BLOCK = 7  # q, k, v, o, gate, up, down: one launch each
 _REQUIRED = object()  # read_config: a key without a default
+# read_config's assumptions for an unknown model_type are logged here; the command line prints the
+# "graphs" loggers' warnings as "warning: ..." lines
+log = logging.getLogger(__name__)
+
+
+class _Family(NamedTuple):
+    tied: bool  # tie_word_embeddings when the config leaves it out (the config class's default)
+    gated: bool  # the MLP: gate, up, down (three hidden x intermediate matrices); False: up, down (two)
+
+
+# What a Hugging Face model_type implies that its config.json may not say: the default of
+# tie_word_embeddings in transformers' config class of that name (transformers writes the key only when it
+# differs from the defaults, so a Gemma config.json without it is tied), and whether the MLP is gated.
+# Each checked against the family's configuration and modelling code in transformers (the MLP's
+# projections). An unknown or missing model_type: untied when the key is absent, gated; read_config
+# says so (_log_unknown_family). Listed in docs/llm_serving.md ("Model configs").
+_FAMILIES = {
+    # gated MLP (gate_proj, up_proj, down_proj; Phi-3 fuses gate and up into one 2 x intermediate matrix)
+    "llama": _Family(False, True), "mistral": _Family(False, True), "qwen2": _Family(False, True),
+    "qwen3": _Family(False, True), "phi3": _Family(False, True), "olmo": _Family(False, True),
+    "olmo2": _Family(False, True), "granite": _Family(False, True), "stablelm": _Family(False, True),
+    "gemma": _Family(True, True), "gemma2": _Family(True, True), "gemma3_text": _Family(True, True),
+    "cohere": _Family(True, True),
+    # two matrices (GPT-NeoX and Persimmon: dense_h_to_4h, dense_4h_to_h; Phi-1/2: fc1, fc2; StarCoder2:
+    # c_fc, c_proj; Nemotron: up_proj, down_proj)
+    "gpt_neox": _Family(False, False), "persimmon": _Family(False, False), "phi": _Family(False, False),
+    "nemotron": _Family(False, False), "starcoder2": _Family(True, False),
+}
 
 # Hugging Face config keys that change a model's cost but are not modelled: a config that gives one a
 # value (anything but null, 0, false or empty) is refused, naming the keys and why. A key of
@@ -99,7 +131,10 @@ class LLMConfig:
     ``head_dim``: the width of one attention head (``None``: ``hidden // heads``, which must then divide);
     the attention is ``heads x head_dim`` wide, the KV cache ``kv_heads x head_dim``. ``sliding_window``:
     the tokens a layer attends to (``None``: every token); decoding or prefilling past it is refused
-    (:func:`decode_problem`, :func:`prefill_problem`), as the cache it keeps then is not modelled."""
+    (:func:`decode_problem`, :func:`prefill_problem`), as the cache it keeps then is not modelled.
+    ``gated_mlp``: the MLP is gated, three ``hidden x intermediate`` matrices (gate, up, down); ``False``:
+    two (up, down), as GPT-NeoX's, Phi-2's and StarCoder2's. Its weights, FLOPs and kernel launches
+    follow."""
 
     name: str
     layers: int
@@ -112,6 +147,7 @@ class LLMConfig:
     tied_embeddings: bool = False
     head_dim: int | None = None
     sliding_window: int | None = None
+    gated_mlp: bool = True
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "dtype_bytes"):
@@ -122,6 +158,8 @@ class LLMConfig:
             v = getattr(self, f)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InputError(f"model {self.name!r}: {f} must be a positive integer or None, got {v!r}")
+        if not isinstance(self.gated_mlp, bool):
+            raise InputError(f"model {self.name!r}: gated_mlp must be True or False, got {self.gated_mlp!r}")
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise InputError(f"model {self.name!r}: hidden size {self.hidden} is not a multiple of the "
@@ -137,11 +175,21 @@ class LLMConfig:
         return self.heads * self.head_dim
 
     @property
+    def mlp_matrices(self) -> int:
+        """The MLP's ``hidden x intermediate`` matrices: 3 gated (gate, up, down), else 2 (up, down)."""
+        return 3 if self.gated_mlp else 2
+
+    @property
     def block_params(self) -> int:
-        """Weights of one decoder block (attention, gated MLP, two norms)."""
+        """Weights of one decoder block (attention, the MLP's :attr:`mlp_matrices`, two norms)."""
         kv = self.kv_heads * self.head_dim
         return 2 * self.hidden * self.attention_width + 2 * self.hidden * kv \
-            + 3 * self.hidden * self.intermediate + 2 * self.hidden
+            + self.mlp_matrices * self.hidden * self.intermediate + 2 * self.hidden
+
+    @property
+    def block_matmuls(self) -> int:
+        """Matrix products of one decoder block, a kernel launch each: q, k, v, o and the MLP's."""
+        return 4 + self.mlp_matrices
 
     @property
     def params(self) -> int:
@@ -165,10 +213,30 @@ def read_config(source: str | os.PathLike | dict, *, name: str | None = None) ->
     ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (absent or
     null: the attention heads), ``head_dim`` (absent or null: hidden / heads), ``intermediate_size``,
     ``vocab_size``, ``dtype`` or ``torch_dtype`` (default float16; both given must agree),
-    ``tie_word_embeddings`` (default false) and ``sliding_window`` (unless ``use_sliding_window`` is
-    false). Booleans must be JSON booleans. A config that sets a key whose cost is not modelled
+    ``tie_word_embeddings``, ``sliding_window`` (unless ``use_sliding_window`` is false) and
+    ``model_type``. Booleans must be JSON booleans. A config that sets a key whose cost is not modelled
     (mixture of experts, latent attention, quantization) is refused. A missing or malformed field is an
-    :class:`InputError` naming it."""
+    :class:`InputError` naming it.
+
+    ``model_type`` (a string) gives what a config.json leaves unsaid (``_FAMILIES``, as transformers'
+    config class of that name has it):
+
+    * ``tie_word_embeddings`` when the key is absent: true for ``gemma``, ``gemma2``, ``gemma3_text``,
+      ``cohere`` and ``starcoder2`` (transformers omits the key when it equals the default, so Gemma's
+      config.json has none), false for ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``phi3``, ``olmo``,
+      ``olmo2``, ``granite``, ``stablelm``, ``gpt_neox``, ``persimmon``, ``phi`` and ``nemotron``. A key
+      given is always used;
+    * the MLP (:attr:`LLMConfig.gated_mlp`): two matrices (up, down) for ``gpt_neox``, ``persimmon``,
+      ``phi`` (Phi-1 and Phi-2; Phi-3 is ``phi3``), ``nemotron`` and ``starcoder2``; gated, three (gate,
+      up, down), for the others listed. ``hidden_act`` does not tell them apart (Gemma's gated MLP says
+      ``gelu``), so it is not read.
+
+    Any other ``model_type``, or none: the MLP is counted gated and, when ``tie_word_embeddings`` is
+    absent, the embeddings untied (the LM head a matrix of its own: the larger count; transformers' own
+    default where a family sets none is tied). An unknown ``model_type`` (a config transformers wrote for
+    a family not listed) gets one warning on the ``graphs.llm`` logger naming these assumptions and how to
+    avoid them; a config without one (transformers always writes it: a config written by hand, read in
+    the layout documented for one, Llama's) gets the same message at INFO level."""
     where = None
     if not isinstance(source, dict):
         where = os.fspath(source)
@@ -209,18 +277,49 @@ def read_config(source: str | os.PathLike | dict, *, name: str | None = None) ->
     key, dtype = next(iter(dtypes.items()), ("torch_dtype", "float16"))
     if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise InputError(f"{key} {dtype!r} is not one of {', '.join(sorted(_DTYPES))}", source=where)
+    model_type = source.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise InputError(f"model_type must be a string, got {model_type!r}", source=where)
+    family = _FAMILIES.get(model_type) if model_type else None
+    tie_default, gated = (family.tied, family.gated) if family is not None else (False, True)
+    tie_absent = source.get("tie_word_embeddings") is None
     heads = field("num_attention_heads")
     window = field("sliding_window", None)
     if not flag("use_sliding_window", True):
         window = None
     try:
-        return LLMConfig(name or str(source.get("_name_or_path") or source.get("model_type") or "model"),
-                         field("num_hidden_layers"), field("hidden_size"), heads,
-                         field("num_key_value_heads", heads), field("intermediate_size"), field("vocab_size"),
-                         _DTYPES[dtype], flag("tie_word_embeddings", False), head_dim=field("head_dim", None),
-                         sliding_window=window)
+        cfg = LLMConfig(name or str(source.get("_name_or_path") or model_type or "model"),
+                        field("num_hidden_layers"), field("hidden_size"), heads,
+                        field("num_key_value_heads", heads), field("intermediate_size"), field("vocab_size"),
+                        _DTYPES[dtype], flag("tie_word_embeddings", tie_default),
+                        head_dim=field("head_dim", None), sliding_window=window,
+                        gated_mlp=gated)
     except InputError as e:
         raise InputError(e.detail, source=where) from None
+    if family is None:
+        _log_unknown_family(cfg, model_type, tie_absent, where)
+    return cfg
+
+
+def _log_unknown_family(cfg: LLMConfig, model_type: str | None, tie_absent: bool, where: str | None) -> None:
+    """:func:`read_config`'s one message for a config whose ``model_type`` is not in ``_FAMILIES``: what
+    was assumed in its place; a warning for an unknown ``model_type``, INFO for none (a config written by
+    hand, whose documented layout the assumptions are)."""
+    what = f"model_type {model_type!r} is not a family whose defaults are known" if model_type else \
+        "the config gives no model_type"
+    assumed = ["a gated MLP, three hidden x intermediate matrices (gate, up, down); a two-matrix MLP "
+               "(GPT-NeoX, Phi-2, StarCoder2) would have 2/3 of those weights and FLOPs"]
+    if tie_absent:
+        assumed.append(f"untied embeddings, as tie_word_embeddings is absent: an LM head of its own, "
+                       f"{cfg.vocab} x {cfg.hidden} more weights than tied (transformers' own default for "
+                       f"a family that sets none is tied)")
+    fix = "give tie_word_embeddings, and the model_type" if tie_absent else "give the model_type"
+    gated = ", ".join(sorted(k for k, f in _FAMILIES.items() if f.gated))
+    two = ", ".join(sorted(k for k, f in _FAMILIES.items() if not f.gated))
+    log.log(logging.WARNING if model_type else logging.INFO,
+            "%s%s: assumed %s. To be exact, %s of the model's family, or of one with its MLP (gated: %s; "
+            "two matrices: %s)", f"{where}: " if where else f"model {cfg.name!r}: ", what,
+            "; and ".join(assumed), fix, gated, two)
 
 
 # the past key/value inputs of an exported decoder: optimum's and onnxruntime-genai's
@@ -257,7 +356,8 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
     and onnxruntime-genai: inputs ``past_key_values.N.key``/``.value`` of shape ``[batch, kv_heads,
     past_tokens, head_dim]``), read from its graph alone (weights are not loaded): layers from the past
     inputs, key/value heads and head size from their shapes, hidden size and vocabulary from the token
-    embedding (the ``Gather`` on the token ids), the MLP width from the matrices beside it, the attention
+    embedding (the ``Gather`` on the token ids), the MLP width from the matrices beside it (a gated MLP
+    unless exactly two a layer have that width: up and down, :attr:`LLMConfig.gated_mlp`), the attention
     heads from the width of the query and output projections (``hidden`` unless two matrices a layer
     show another), the element size from the embedding's type, and tied embeddings when the file stores
     no second vocabulary-sized matrix (an exporter that writes the tied head out as its own matrix makes
@@ -319,7 +419,10 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
     widths = collections.Counter({w: c for w, c in counts.items() if w != kv_width})
     if not widths:
         raise InputError(f"no MLP matrix (hidden {hidden} x width) found", source=where)
-    intermediate = widths.most_common(1)[0][0]
+    # the most matrices a layer (gated: gate, up, down); on a tie the wider (a two-matrix MLP beside q and o
+    # of a width other than hidden: the MLP is the wider)
+    intermediate = max(widths, key=lambda w: (widths[w], w))
+    gated = counts[intermediate] != 2 * len(layers)  # gate, up, down; two a layer: up and down
     # the attention's width, heads x head_dim: q and o are hidden x hidden matrices, unless it differs
     # from hidden; then two matrices a layer have that width (four with k and v, if it is theirs)
     n = len(layers)
@@ -332,7 +435,8 @@ def config_from_onnx(path: str | os.PathLike, *, name: str | None = None) -> LLM
     stem = os.path.splitext(os.path.basename(where))[0]
     try:
         return LLMConfig(name or stem, n, hidden, width // head_dim, kv_heads, intermediate, vocab,
-                         _ONNX_BYTES[embed.data_type], tied_embeddings=vocab_matrices < 2, head_dim=head_dim)
+                         _ONNX_BYTES[embed.data_type], tied_embeddings=vocab_matrices < 2, head_dim=head_dim,
+                         gated_mlp=gated)
     except InputError as e:
         raise InputError(str(e), source=where) from None
 
@@ -386,7 +490,7 @@ def layer_decode_step(cfg: LLMConfig, spec, t: int, batch: int, context: int | f
     w = cfg.block_params * by / t
     flops = 2 * cfg.block_params / t * batch + 4 * context * cfg.attention_width / t * batch
     moved = w + batch * context * _kv_token(cfg, t)
-    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
+    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + cfg.block_matmuls * spec.launch \
         + 2 * allreduce_time(batch * cfg.hidden * by, t, spec.intra_bandwidth or spec.link_bandwidth)
 
 
@@ -403,7 +507,7 @@ def layer_prefill_time(cfg: LLMConfig, spec, t: int, tokens: int) -> float:
     w = cfg.block_params * by / t
     flops = 2 * cfg.block_params / t * tokens + 2 * cfg.attention_width * tokens * (tokens + 1) / t
     moved = w + tokens * _kv_token(cfg, t)
-    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + _MATMULS_PER_BLOCK * spec.launch \
+    return max(flops / _peak(spec), moved / spec.mem_bandwidth) + cfg.block_matmuls * spec.launch \
         + 2 * allreduce_time(tokens * cfg.hidden * cfg.dtype_bytes, t,
                              spec.intra_bandwidth or spec.link_bandwidth)
 

@@ -141,7 +141,9 @@ def test_tie_word_embeddings():
     untied, tied = read_config({**LLAMA2_7B, "tie_word_embeddings": False}), \
         read_config({**LLAMA2_7B, "tie_word_embeddings": True})
     assert untied.params - tied.params == 32000 * 4096  # one vocabulary x hidden matrix less
-    assert read_config(LLAMA2_7B) == untied  # absent: untied
+    # absent, and no model_type to take the default from: untied (with a warning,
+    # tests/test_llm_config_families.py)
+    assert read_config(LLAMA2_7B) == untied
 
 
 def test_dtype_and_torch_dtype():
@@ -191,10 +193,10 @@ def test_a_sliding_window_is_exact_up_to_it_and_refused_past_it():
     decode_problem(read_config({**mistral, "use_sliding_window": False}), ds, batch=4, context=8192)
 
 
-def _decoder_onnx(path, *, hidden, heads, kv_heads, head_dim, ffn, layers=2, vocab=100) -> str:
+def _decoder_onnx(path, *, hidden, heads, kv_heads, head_dim, ffn, layers=2, vocab=100, gated=True) -> str:
     """A decoder's graph as an exporter writes its parts: past key/value inputs, the token embedding
-    gathered by the ids, and per layer q, k, v, o and the gated MLP's matrices (only their shapes are
-    read); an LM head of its own."""
+    gathered by the ids, and per layer q, k, v, o and the MLP's matrices (gated: gate, up, down; else up
+    and down; only their shapes are read); an LM head of its own."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -207,8 +209,8 @@ def _decoder_onnx(path, *, hidden, heads, kv_heads, head_dim, ffn, layers=2, voc
     for i in range(layers):
         q, kv = heads * head_dim, kv_heads * head_dim
         inits += [matrix(f"l{i}.q", hidden, q), matrix(f"l{i}.k", hidden, kv), matrix(f"l{i}.v", hidden, kv),
-                  matrix(f"l{i}.o", q, hidden), matrix(f"l{i}.gate", hidden, ffn),
-                  matrix(f"l{i}.up", hidden, ffn), matrix(f"l{i}.down", ffn, hidden)]
+                  matrix(f"l{i}.o", q, hidden)] + ([matrix(f"l{i}.gate", hidden, ffn)] if gated else []) \
+            + [matrix(f"l{i}.up", hidden, ffn), matrix(f"l{i}.down", ffn, hidden)]
         inputs += [helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", TensorProto.FLOAT16,
                                                  ["batch", kv_heads, "past", head_dim])
                    for kind in ("key", "value")]
@@ -238,6 +240,6 @@ def test_the_keys_refused_and_ignored_are_documented():
     section = doc[doc.index("## Model configs"):]
     section = section.split("\n## ")[0]
     read = {"head_dim", "dtype", "torch_dtype", "num_key_value_heads", "tie_word_embeddings",
-            "sliding_window", "use_sliding_window"}
+            "sliding_window", "use_sliding_window", "model_type"}
     keys = set(_UNMODELLED) | set(_NEGLIGIBLE) | read
     assert sorted(keys - set(re.findall(r"`(\w+)`", section))) == []
