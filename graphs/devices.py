@@ -572,14 +572,30 @@ def parse_devices(spec: str | None, files: Iterable[str | os.PathLike] = ()) -> 
     catalog = dict(PRESETS)
     file_counts: dict[str, int] = {}
     files = list(files)
+    spec_file = None  # the device file given as the devices themselves
     if spec is not None and spec.strip().lower().endswith((".toml", ".json")) and "," not in spec:
-        files.append(spec.strip())
+        spec_file = spec.strip()
+        files.append(spec_file)
         spec = None
+    defined: dict[str, list[str]] = {}  # each file's kinds
     for f in files:
         specs, counts = read_device_file(f)
         catalog.update(specs)
         file_counts.update(counts)
+        defined[os.fspath(f)] = list(specs)
     if spec is None:
+        if not file_counts and files:
+            # files of figures only (as placement calibrate writes): they define kinds but make no cluster
+            named = [spec_file] if spec_file is not None else [os.fspath(f) for f in files]
+            kinds = list(dict.fromkeys(k for f in named for k in defined[f]))  # never empty: a file has one
+            one = len(named) == 1
+            what = "the device file gives" if one else f"the device files {', '.join(named)} give"
+            raise InputError(f"{what} the figures of kind{'' if len(kinds) == 1 else 's'} {', '.join(kinds)} "
+                             f"but no counts (no 'count' in {'its' if one else 'their'} tables), so no "
+                             f"devices: name the counts, e.g. devices='{kinds[0]}:2', and give the "
+                             f"file{'' if one else 's'} for the figures (--device-file "
+                             f"{' --device-file '.join(named)}), or add count = N to a kind's table",
+                             source=named[0] if one else None)
         if not file_counts:
             raise InputError("no devices given: name them, e.g. devices='a100:4,cpu:8' (presets: "
                              f"{', '.join(PRESETS)}), or give a device file with counts")

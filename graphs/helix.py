@@ -25,7 +25,7 @@ from .jsonio import read_json
 
 __all__ = ["HelixCluster", "HelixLink", "HelixModel", "HelixNode", "NodeProfile", "ReferenceLayout",
            "SOURCE", "SINK", "is_helix", "read_helix", "parse_helix", "parse_layout", "layout_problems",
-           "max_flow", "max_flow_solution", "FlowSolution"]
+           "unserved_reasons", "max_flow", "max_flow_solution", "FlowSolution"]
 
 SOURCE, SINK = "source", "sink"
 Layout = Mapping[int, tuple[int, int]]
@@ -294,6 +294,57 @@ def layout_problems(cluster: HelixCluster, model: str, layout: Layout) -> list[s
         if k > kmax:
             bad.append(f"node {i} ({known[i].gpu_type}): {k} layers, more than its max_num_layers {kmax}")
     return bad
+
+
+def _layers(s: int, e: int) -> str:
+    return f"layer {s} is" if e == s + 1 else f"layers [{s}, {e}) are"
+
+
+def _has_chain(ranges: list[tuple[int, int, int]], L: int) -> bool:
+    """Do some of the ``(start, end, node)`` ranges follow one another from layer 0 to layer ``L``?"""
+    reached = {0}
+    for s, e, _ in sorted(ranges):  # by start: every range that reaches s comes before
+        if s in reached:
+            reached.add(e)
+    return L in reached
+
+
+def unserved_reasons(cluster: HelixCluster, model: str, layout: Layout) -> list[str]:
+    """Why ``layout`` (a valid layout, no partial inference) serves nothing: why its :func:`max_flow` is
+    0. Without a chain of nodes whose layers follow one another from layer 0 to the last: the layer
+    ranges no node holds, and the nodes whose layers end where no node's begin (or begin where none
+    end); with one: the nodes of zero capacity, and the links, when the chains avoiding those nodes cross
+    a missing link or one of zero capacity. Empty when the layout serves some tokens."""
+    L = cluster.models[model].num_layers
+    used = sorted((s, s + k, i) for i, (s, k) in layout.items() if k > 0)
+    if not used:
+        return ["the layout uses no node"]
+    out = []
+    if not _has_chain(used, L):
+        held_to = 0  # layers [0, held_to) are held by some node, scanning the nodes by their first layer
+        edges = set()  # the boundaries where a range no node holds begins or ends
+        for s, e, _ in used + [(L, L, -1)]:
+            if s > held_to:
+                out.append(f"{_layers(held_to, s)} held by no node")
+                edges |= {held_to, s}
+            held_to = max(held_to, e)
+        starts, ends = {s for s, _, _ in used}, {e for _, e, _ in used}
+        # a node beside a range no node holds is said with that range
+        out += [f"node {i} (layers [{s}, {e})) ends at layer {e}, where no node's layers begin"
+                for s, e, i in used if e != L and e not in starts and e not in edges]
+        out += [f"node {i} (layers [{s}, {e})) begins at layer {s}, where no node's layers end"
+                for s, e, i in used if s != 0 and s not in ends and s not in edges]
+        return out
+    if max_flow(cluster, model, layout) > 0:
+        return []
+    caps = {i: cluster.node(i).profiles[model].capacity_at(e - s) for s, e, i in used}
+    out = [f"node {i} (layers [{s}, {e})) has capacity 0 tokens/s with {e - s} layer(s)"
+           for s, e, i in used if caps[i] <= 0]
+    if _has_chain([r for r in used if caps[r[2]] > 0], L):
+        out.append(f"every chain of nodes from layer 0 to layer {L} crosses a missing link or one of zero "
+                   f"capacity (from the source to a node beginning at layer 0, from a node to the next, "
+                   f"or from a node ending at layer {L} to the sink)")
+    return out
 
 
 @dataclass(frozen=True)

@@ -788,10 +788,12 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     except KeyboardInterrupt:
         if so_far.value > value:  # the step of the construction the Ctrl-C cut short had found more
             layout, value = so_far.layout, so_far.value
-        if not layout:  # nothing found yet: the Ctrl-C is the caller's
+        if not layout or value <= 0:  # nothing found yet: the Ctrl-C is the caller's
             raise
         interrupted = True
         message = f"{INTERRUPTED}: the best layout so far (not proven optimal), the bound proven so far"
+    if value <= 0:  # a layout that serves nothing is no layout (never feasible at 0 tokens/s)
+        layout = {}
     # a layout's value can never exceed a proven bound; a bound below it (float noise) is raised to it
     bound = max(bound, value)
     reached = value > 0 and value >= bound * (1 - _REACHED) and not interrupted

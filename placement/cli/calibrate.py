@@ -87,6 +87,22 @@ def _refuse_dropped_options(args) -> None:
             setattr(args, dest, default)
 
 
+def _check_profile_model(path: str) -> None:
+    """``--from-profile`` takes an ONNX model (named ``.onnx``, as every command takes one): another file
+    (an LLM model config, a workload) is an :class:`InputError` saying what it is, not onnx's parse error
+    of its bytes."""
+    from ..inputs import file_kind
+    from ..load import check_input_path
+
+    check_input_path(path, "an ONNX model (.onnx)")
+    if path.lower().endswith(".onnx"):
+        return
+    kind, words = file_kind(path)
+    what = "its name does not end in .onnx" if kind == "unknown" else f"this is {words}"
+    raise InputError(f"--from-profile takes an ONNX model (.onnx), whose operators it runs and times on this "
+                     f"CPU; {what}", source=path)
+
+
 def run(args) -> int:
     """Run ``placement calibrate`` (see the module doc); returns the exit code."""
     from graphs.calibrate import calibrate, fit_profile, write_device_file
@@ -115,6 +131,7 @@ def run(args) -> int:
         if not spec.host:
             raise InputError(f"--from-profile profiles operators on this machine's CPU, so it fits host "
                              f"kinds only (cpu), not {spec.name!r}")
+        _check_profile_model(args.from_profile)
         from graphs.onnx_loader import load_onnx
 
         g = load_onnx(args.from_profile, batch_size=args.batch_size)

@@ -105,7 +105,9 @@ def add_frontend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--devices", default=None, metavar="SPEC",
                    help="cluster as kind:count pairs, e.g. a100:4,cpu:8 (a kind without a count is one "
                    "device; presets: cpu, v100, a100, "
-                   "a100-80gb, h100, t4, l4), or a TOML/JSON device file with counts (default a100:4,cpu:1)")
+                   "a100-80gb, h100, t4, l4), or a TOML/JSON device file with counts; a file without "
+                   "counts (as placement calibrate writes) gives figures only: --devices cpu:2 "
+                   "--device-file FILE (default a100:4,cpu:1)")
     g.add_argument("--device-file", dest="device_files", action="append", default=None, metavar="FILE",
                    help="TOML/JSON file defining device kinds (repeatable)")
     g.add_argument("--costs", default=None, metavar="MODEL",

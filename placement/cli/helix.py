@@ -186,8 +186,9 @@ def evaluate(args) -> int:
     a Helix cluster file (its max-flow, :func:`graphs.helix.max_flow`) and print the layout table; with
     ``--out`` / ``--json`` the layout file's form with the value now (no bound: nothing is solved).
     Anything but such a layout, or a layout the cluster cannot run, is an :class:`InputError` naming the
-    file and field."""
-    from graphs.helix import is_helix, layout_problems, max_flow, parse_layout, read_helix
+    file and field. A layout that serves nothing (max-flow 0: layers no node holds, a node whose layers
+    lead nowhere, :func:`graphs.helix.unserved_reasons`) is printed ``invalid``, saying why, and exits 1."""
+    from graphs.helix import is_helix, layout_problems, max_flow, parse_layout, read_helix, unserved_reasons
     from graphs.jsonio import read_json
 
     if not is_helix(read_json(args.workload)):
@@ -216,7 +217,13 @@ def evaluate(args) -> int:
         where = f" (it was placed on cluster {placed_on!r}, this is {cluster.name!r})" if elsewhere else ""
         raise InputError(f"the layout is not one of model {model} on the cluster {args.workload}{where}: "
                          + "; ".join(bad), source=args.split)
-    result = _Evaluated(model, layout, max_flow(cluster, model, layout), message=f"layout from {args.split}")
+    value = max_flow(cluster, model, layout)
+    # a layout that serves nothing is no layout to run: invalid, saying why, as a stage plan that breaks a
+    # constraint (exit 1), never feasible at 0 tokens/s
+    unserved = (unserved_reasons(cluster, model, layout) or ["no path carries tokens"]) if value <= 0 else []
+    why = f"serves 0 tokens/s: {'; '.join(unserved)}; " if unserved else ""
+    result = _Evaluated(model, layout, value, status="invalid" if unserved else "feasible",
+                        message=f"{why}layout from {args.split}")
     out = result_json(cluster, result)
     _emit(args, cluster, result, out)
     recorded = data.get("maxflow_tokens_per_s")
@@ -229,4 +236,8 @@ def evaluate(args) -> int:
     if isinstance(data.get("vllm"), dict):
         print("note: the file's vllm section (replicas for vLLM) is not re-scored here; evaluate scores the "
               "layout's max-flow", file=sys.stderr)
+    if unserved:
+        print(f"error: {args.split}: the layout serves 0 tokens/s (no token passes through all "
+              f"{cluster.models[model].num_layers} layers): {'; '.join(unserved)}", file=sys.stderr)
+        return 1  # no placement (cli.common.EXIT_NO_PLACEMENT, as place's 'none found')
     return 0
