@@ -186,9 +186,13 @@ def place_model(model: ModelLike, devices: str | DeviceSet | None = None, *, tra
         w = _with_costs(g, ds, table, training, optimizer, backward_factor)
     else:
         w = graph_workload(g, ds, costs, training, optimizer, backward_factor=backward_factor)
-    if not stages:
-        return place(w.graph, w.cluster, solver, options)
     import dataclasses
+
+    if not stages:
+        p = place(w.graph, w.cluster, solver, options)
+        # the symbolic dimensions it was placed at, which the graph does not keep: its result records
+        # them (placement_result) as the command line's does, so that a split holds values at them
+        return dataclasses.replace(p, settings={"dims": dict(dims)}) if dims else p
 
     from graphs.costs import recorded_costs
     from solvers.registry import solve
@@ -406,6 +410,9 @@ def placement_result(placement: Placement | Mapping | str | os.PathLike) -> dict
     if not result.get("devices"):
         raise InputError(f"there is no placement to apply (status {result.get('status')!r}: "
                          f"{result.get('message') or 'no devices'})")
+    if isinstance(result.get("frontend"), dict):  # the dims place_model was given, as the command line's
+        dims = placement.settings.get("dims")
+        result["frontend"]["dims"] = dict(dims) if dims else None
     return result
 
 
@@ -457,7 +464,9 @@ def _of_operators(placement):
 def annotate(model: ModelLike,
              placement: Placement | Mapping | str | os.PathLike) -> onnx.ModelProto | onnx_ir.Model:
     """The model with every node's placement in its metadata (``placement.device``, ``placement.kind``,
-    ``placement.stage``; see :func:`placement.onnx_export.annotate`): a new ``ModelProto`` for a
+    ``placement.stage``; see :func:`placement.onnx_export.annotate`) and the summary, which also records
+    the input shape it was placed at (``frontend``: batch size and symbolic dimensions, what
+    :func:`split` from the annotations needs): a new ``ModelProto`` for a
     ``ModelProto``, a clone (sharing the weights) for an ``onnx_ir.Model``; for a path, the model read
     from it as a ``ModelProto`` (weights in external files stay references to those files)."""
     result = placement_result(_of_operators(placement))
@@ -465,19 +474,36 @@ def annotate(model: ModelLike,
         out = model.clone()
         annotate_ir(out, result)
         return out
-    from .onnx_export import annotate as annotate_proto
-
     proto, _ = model_proto(model)
-    return annotate_proto(proto, result)
+    return _annotated(proto, result)
+
+
+def _annotated(proto: onnx.ModelProto, result: Mapping) -> onnx.ModelProto:
+    """:func:`placement.onnx_export.annotate` of ``proto``, its summary (``placement.result``) also
+    recording the input shape ``result`` was placed at (``frontend``: ``batch_size`` and ``dims``), which
+    a split from the annotations needs (:func:`result_from_annotations`): a stage that holds values
+    computed from the model's shapes holds them at that shape."""
+    from .onnx_export import KEY_RESULT
+    from .onnx_export import annotate as annotate_proto
+    from .results import recorded_input_shape
+
+    done = annotate_proto(proto, result)
+    batch, dims = recorded_input_shape(result)
+    if dims is None:  # a result that records no input shape (older or hand-written): nothing to carry
+        return done
+    for p in done.metadata_props:
+        if p.key == KEY_RESULT:
+            summary = json.loads(p.value)
+            summary.setdefault("frontend", {"batch_size": batch, "dims": dims})
+            p.value = json.dumps(summary)
+    return done
 
 
 def annotate_ir(model: onnx_ir.Model, result: Mapping) -> None:
     """Annotate an ``onnx_ir.Model`` in place: the node metadata and the model's summary that
-    :func:`placement.onnx_export.annotate` writes into a proto (unnamed nodes get their stable names)."""
-    from .onnx_export import annotate as annotate_proto
-
+    :func:`annotate` writes (unnamed nodes get their stable names)."""
     proto, _ = model_proto(model)
-    done = annotate_proto(proto, result)
+    done = _annotated(proto, result)
     nodes = list(model.graph)
     if len(nodes) != len(done.graph.node):  # serialisation keeps the node list: a broken invariant
         raise InputError("the model changed while it was annotated")
@@ -495,7 +521,10 @@ def annotate_ir(model: onnx_ir.Model, result: Mapping) -> None:
 
 def result_from_annotations(model: ModelLike) -> dict:
     """A result document rebuilt from an annotated model (``ModelProto`` or ``onnx_ir.Model``): which
-    node runs where, from the node metadata :func:`annotate` wrote; enough for :func:`split`."""
+    node runs where, from the node metadata :func:`annotate` wrote, and the input shape (batch size,
+    symbolic dimensions) it was placed at, from the summary (``frontend``; annotations written before it
+    was recorded have none: :func:`split_parts` refuses them where the split depends on it); enough for
+    :func:`split`."""
     from .onnx_export import KEY_CONSTANT, KEY_DEVICE, KEY_RESULT, KEY_STAGE
 
     if _is_ir(model):
@@ -557,7 +586,7 @@ def split_parts(model: ModelLike, placement: Placement | Mapping | str | os.Path
         placement_result(_of_operators(placement))
     if not _is_ir(model):
         proto = model if _is_proto(model) else _read(model, load_external_data=True)
-        return split_model(proto, result)
+        return _shape_recorded(split_model(proto, result), result, placement)
     import onnx_ir as ir
 
     tp = [i for i, st in enumerate(result.get("stages") or ()) if st.get("tensorParallelDegree", 1) != 1]
@@ -575,4 +604,26 @@ def split_parts(model: ModelLike, placement: Placement | Mapping | str | os.Path
             if tensors.get(name) is not None:  # placeholders and external references included
                 v.const_value = tensors[name]
         subs.append(replace(sm, model=m))
-    return replace(s, submodels=tuple(subs))
+    return _shape_recorded(replace(s, submodels=tuple(subs)), result, placement)
+
+
+def _shape_recorded(s: Split, result: Mapping, placement) -> Split:
+    """``s``, unless it was cut from annotations that do not record the input shape the model was placed
+    at (a summary without ``frontend``: an older one, or one :func:`placement.onnx_export.annotate` wrote
+    alone) and a sub-model holds values computed from the model's shapes: those would be at the model's
+    default shape (batch 1), which need not be the one it was placed at, so the split is refused,
+    naming the sub-model and the way out."""
+    from .results import recorded_input_shape
+
+    if placement is not None or recorded_input_shape(result)[1] is not None:
+        return s
+    held = [sm for sm in s.submodels if sm.shapes_at]
+    if not held:  # no value depends on the shape: the cut is the same at any
+        return s
+    at = ", ".join(f"{d}={v}" for d, v in held[0].shapes_at.items())
+    raise InputError(f"the model's placement annotations do not record the input shape it was placed at "
+                     f"(its 'placement.result' summary has no 'frontend'), and sub-model {held[0].index} "
+                     f"({held[0].label}) would hold values computed from the model's shapes at {at}, which "
+                     f"need not be that shape: annotate the model again (PlacementPass, placement.annotate), "
+                     f"or split with the placement itself (placement.split(model, placement), "
+                     f"SplitPass(placement): a Placement or the result file placement place --out wrote)")

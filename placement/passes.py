@@ -16,7 +16,10 @@ the :class:`~placement.api.Placement` is kept as ``.placement``. A Ctrl-C aborts
 
 :class:`SplitPass` changes nothing (it is a side-effect-only pass in ``onnx_ir``'s terms): it cuts the
 model into per-stage ``onnx_ir`` models that share its weights, by the placement it is given or, by
-default, by the model's annotations (what a :class:`PlacementPass` before it wrote). It returns a
+default, by the model's annotations (what a :class:`PlacementPass` before it wrote), exactly as
+:func:`placement.split` cuts it by that placement: a stage that holds values computed from the model's
+shapes holds them at the input shape it was placed at (``batch_size``, ``dims``), which the summary
+records (annotations written before it did are refused where a stage depends on it). It returns a
 :class:`SplitResult` (a ``PassResult`` with ``stages`` and ``manifest``); since a ``PassManager``
 returns a plain ``PassResult``, the last split is also kept on the pass as ``.stages``, ``.manifest``.
 """
@@ -110,7 +113,7 @@ class SplitResult(PassResult):
 class SplitPass(PassBase):
     """Cut the model into per-stage models (see the module doc). ``placement``: a
     :class:`~placement.api.Placement`, a result mapping or a result file's path; ``None`` reads the
-    model's annotations."""
+    model's annotations (node placement, and the input shape the model was placed at)."""
 
     def __init__(self, placement: Placement | Mapping | str | os.PathLike | None = None) -> None:
         self.placement = placement
