@@ -475,35 +475,18 @@ def annotate(model: ModelLike,
         annotate_ir(out, result)
         return out
     proto, _ = model_proto(model)
-    return _annotated(proto, result)
-
-
-def _annotated(proto: onnx.ModelProto, result: Mapping) -> onnx.ModelProto:
-    """:func:`placement.onnx_export.annotate` of ``proto``, its summary (``placement.result``) also
-    recording the input shape ``result`` was placed at (``frontend``: ``batch_size`` and ``dims``), which
-    a split from the annotations needs (:func:`result_from_annotations`): a stage that holds values
-    computed from the model's shapes holds them at that shape."""
-    from .onnx_export import KEY_RESULT
     from .onnx_export import annotate as annotate_proto
-    from .results import recorded_input_shape
 
-    done = annotate_proto(proto, result)
-    batch, dims = recorded_input_shape(result)
-    if dims is None:  # a result that records no input shape (older or hand-written): nothing to carry
-        return done
-    for p in done.metadata_props:
-        if p.key == KEY_RESULT:
-            summary = json.loads(p.value)
-            summary.setdefault("frontend", {"batch_size": batch, "dims": dims})
-            p.value = json.dumps(summary)
-    return done
+    return annotate_proto(proto, result)
 
 
 def annotate_ir(model: onnx_ir.Model, result: Mapping) -> None:
     """Annotate an ``onnx_ir.Model`` in place: the node metadata and the model's summary that
     :func:`annotate` writes (unnamed nodes get their stable names)."""
     proto, _ = model_proto(model)
-    done = _annotated(proto, result)
+    from .onnx_export import annotate as annotate_proto
+
+    done = annotate_proto(proto, result)
     nodes = list(model.graph)
     if len(nodes) != len(done.graph.node):  # serialisation keeps the node list: a broken invariant
         raise InputError("the model changed while it was annotated")

@@ -295,9 +295,12 @@ def _refuse_out_of_order(split: Split, stages: list[dict], source: str | None) -
 def annotate(model, result: Mapping):
     """A copy of ``model`` with the placement in its nodes' ``metadata_props`` (see the module doc). A
     stage plan's node is annotated with its stage's devices (``a100:0-3``), and the summary lists the
-    stages (kind, degrees, devices)."""
-    from .results import is_stage_result
+    stages (kind, degrees, devices). The summary also records the input shape the plan was placed at
+    (``frontend``: ``batch_size`` and ``dims``, where the result records them), which a split from the
+    annotations needs: a stage holding values computed from the model's shapes holds them at that shape."""
+    from .results import is_stage_result, recorded_input_shape
 
+    batch, dims = recorded_input_shape(result)
     stage_rows = None
     if is_stage_result(result):
         stage_rows = [{"kind": s.get("kind"), "dataParallelDegree": s.get("dataParallelDegree", 1),
@@ -332,6 +335,8 @@ def annotate(model, result: Mapping):
                           for d in result["devices"]]
     if stage_rows is not None:
         summary.update(model="stages", time_unit=result.get("time_unit"), stages=stage_rows)
+    if dims is not None:  # a result that records no input shape (older or hand-written): nothing to carry
+        summary["frontend"] = {"batch_size": batch, "dims": dims}
     _drop_props(m.metadata_props, KEY_RESULT)
     _prop(m.metadata_props, KEY_RESULT, json.dumps(summary))
     return m

@@ -209,3 +209,26 @@ def test_a_tensor_parallel_stage_is_cut_alike_from_the_annotations_and_refused_a
         placement.split(irm, result)
     with pytest.raises(InputError, match=f"stage {k} is tensor-parallel"):
         SplitPass()(ir.serde.deserialize_model(annotated))
+
+
+@pytest.mark.parametrize("max_replicas", ["1", "2"])
+def test_the_command_lines_annotated_model_splits_at_the_batch_it_was_placed_at(encoder, tmp_path, capsys,
+                                                                               max_replicas):
+    """``placement split MODEL RESULT --annotated A.onnx`` writes the summary through
+    :func:`placement.onnx_export.annotate`, which recorded no input shape: ``placement.split(A.onnx)`` from
+    those annotations was refused (a stage holds values computed from the shape). The whole model run in
+    onnxruntime is the reference."""
+    from placement.cli import main
+
+    result, annotated = tmp_path / "r.json", tmp_path / "a.onnx"
+    assert main(["place", encoder, "--devices", "t4:3", "--batch-size", str(BATCH), "--max-replicas",
+                 max_replicas, "--out", str(result)]) == 0
+    assert main(["split", encoder, str(result), "--out-dir", str(tmp_path / "parts"), "--annotated",
+                 str(annotated)]) == 0
+    capsys.readouterr()
+    summary = json.loads({p.key: p.value for p in __import__("onnx").load(str(annotated)).metadata_props}
+                         [KEY_RESULT])
+    assert summary["frontend"] == {"batch_size": BATCH, "dims": {}}
+    stages, manifest = placement.split(str(annotated))
+    assert any(s.get("shapes_at") == {"batch": BATCH} for s in manifest["submodels"])
+    _runs_like_the_model(encoder, stages)
