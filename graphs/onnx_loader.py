@@ -10,7 +10,9 @@ builds an :class:`OnnxGraph`:
 * an edge ``u -> v`` for every tensor ``u`` produces that ``v`` reads;
 * **constants are folded**: initializers, ``Constant`` nodes and every node whose inputs are all
   constant (e.g. the ``ConstantOfShape`` weight generators of the model-zoo files, or an ``Unsqueeze``
-  of a weight) are not operators; the constant tensors an operator reads become its ``params``. So is
+  of a weight) are not operators; the constant tensors an operator reads become its ``params`` (each
+  once: the output of a folded ``Identity`` is the tensor it reads; see :class:`OnnxGraph` for how the
+  parameter count and the memory treat a tensor several operators read). So is
   a top-level ``Shape`` whose input's dimensions it reads are all known once the symbolic input
   dimensions are fixed (``Shape -> Gather/Slice -> Concat -> Reshape``, as ``torch.onnx.export`` writes
   a ``view`` whose sizes come from ``x.size()``): its output is that shape, and what is computed from it
@@ -132,9 +134,12 @@ class Subgraph:
 class Op:
     """One operator. ``inputs`` has an entry per input slot (``None`` for an omitted optional input);
     ``constant[i]`` says whether slot ``i`` holds a folded constant. ``params`` are the constants it
-    holds (slot constants and those its bodies read); ``trainable[j]`` says whether ``params[j]`` is
-    a trainable weight. ``output_bytes``: bytes of its outputs that something reads (another operator
-    or the graph's outputs) — what moving its result costs."""
+    holds (slot constants and those its bodies read), each stored tensor once (one read under two
+    names through a folded ``Identity`` is one); ``trainable[j]`` says whether ``params[j]`` is
+    a trainable weight. ``param_bytes`` is what it holds in memory: every operator that reads a tensor
+    holds it, whatever other operators read it too (see :class:`OnnxGraph`). ``output_bytes``: bytes
+    of its outputs that something reads (another operator or the graph's outputs) — what moving its
+    result costs."""
 
     name: str
     op_type: str
@@ -173,8 +178,25 @@ class Op:
 class OnnxGraph:
     """The operator DAG of an ONNX model (see the module doc). ``src``/``dst``: edges between op
     indices. ``parameters`` counts the elements of every floating-point constant an operator reads
-    (scalars excepted), each tensor once; ``trainable_parameters`` leaves out statistics such as
-    BatchNormalization's running mean and variance."""
+    (scalars excepted), each stored tensor once, and ``parameter_bytes`` their bytes: a tensor that
+    several operators read counts once, and so does one read under another name through a folded
+    ``Identity`` (TorchScript's exporter stores a parameter equal to an earlier one, such as the
+    identical layers of an untrained ``nn.TransformerEncoder``, once, and reads it through an
+    ``Identity``; the dynamo exporter's optimizer stores equal small tensors once, up to 1,024
+    elements in onnxscript 0.7, and reads them directly), so the count is the file's, which is below
+    the source model's where the exporter merged equal tensors. A tensor another folded operator
+    computes from constants is a tensor of its own, as an exporter's folding stores it (both torch
+    exporters store the transposed copy of a tied embedding that a ``MatMul`` LM head reads beside the
+    embedding). :attr:`shared` lists the tensors several operators read. ``trainable_parameters``
+    leaves out statistics such as BatchNormalization's running mean and variance.
+
+    Memory, by contrast, is per operator (:attr:`Op.param_bytes` and :attr:`Op.trainable_bytes`, which
+    the costed graph's node memory and the stage models sum): a tensor is in the memory of every
+    operator that reads it, and in training so are its gradient and optimizer state, and a replicated
+    stage's all-reduce of that gradient. Stages that each hold a reader are each charged a copy, as each
+    device needs one; a stage holding several readers of one tensor is charged a copy per reader, an
+    overestimate by the extra copies (a sum over operators cannot hold a tensor once per stage), never an
+    underestimate."""
 
     ops: tuple[Op, ...]
     src: np.ndarray
@@ -203,6 +225,9 @@ class OnnxGraph:
     #: the nodes computed from their outputs and constants only (see the module doc); a tool that runs
     #: the model's own nodes replaces such a ``Shape`` by its value only where its input is not at hand
     shape_nodes: frozenset[str] = frozenset()
+    #: the parameter tensors (by the name they are stored under) that several operators read: their
+    #: elements and how many operators read them (see the class doc for what each count does with them)
+    shared: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def num_ops(self) -> int:
@@ -375,6 +400,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         p = _Parser(dimmap, batch, warn, source, opset)
         p.shape_nodes |= folded.shape_nodes  # the folded Shape nodes are Constants in this copy
         p.computed = folded.computed  # the same constants: their values are not computed again
+        p.aliases = folded.aliases  # a folded Identity may be a Constant in this copy
         p.fold_top(inferred.graph, model.graph)
     ops, src, dst = p.build_top()  # the operators are built once, from the last inference's shapes
     if not ops:
@@ -384,14 +410,17 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
     inputs = tuple(p.tensor(v.name) for v in g.input if v.name not in p.initializers)
     outputs = tuple(p.tensor(v.name) for v in g.output)
     p.report()
-    counted: dict[str, Tensor] = {}
+    counted: dict[str, Tensor] = {}  # by the tensor stored: an Identity's output is its input
     trainable: dict[str, Tensor] = {}
+    readers: Counter = Counter()
     for op in ops:
         for t, tr in zip(op.params, op.trainable):
             if t.is_float and (t.elements or 0) > 1:  # scalars (scales, epsilons) are not parameters
-                counted[t.name] = t
+                key = p.stored(t.name)
+                counted[key] = t
+                readers[key] += 1
                 if tr:
-                    trainable[t.name] = t
+                    trainable[key] = t
     out = OnnxGraph(
         ops=tuple(ops), src=np.asarray(src, np.int64), dst=np.asarray(dst, np.int64),
         inputs=inputs, outputs=outputs, batch_size=batch, dims=dimmap, opset=opset, fixed_shape=not fixed,
@@ -401,6 +430,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
         trainable_parameters=sum(t.elements or 0 for t in trainable.values()),
         external_data=external_data, producer=f"{model.producer_name} {model.producer_version}".strip(),
         graph_name=model.graph.name, values=dict(p.values), shape_nodes=frozenset(p.shape_nodes),
+        shared={k: (counted[k].elements or 0, r) for k, r in readers.items() if r > 1},
     )
     if rebatched:
         from .onnx_batch import check_batch
@@ -636,6 +666,9 @@ class _Parser:
         self.folded: set[int] = set()  # top-level nodes folded (their positions in the file)
         self.types: dict[str, object] = {}  # tensor name -> TypeProto (all scopes; names are unique)
         self.initializers: set[str] = set()
+        #: folded ``Identity`` outputs -> the constant they name again (an exporter's reference to a
+        #: tensor it stores once: TorchScript writes one for every parameter equal to an earlier one)
+        self.aliases: dict[str, str] = {}
         self.values: dict[str, np.ndarray] = {}  # small constant values
         self.computed: dict[tuple, list[np.ndarray]] = {}  # _folded_value's outputs by node and input values
         self.refined: dict[str, Tensor] = {}  # shapes we know better than inference
@@ -660,6 +693,11 @@ class _Parser:
                 elif a.type == 10:  # GRAPHS
                     for sg in a.graphs:
                         self.collect_types(sg)
+
+    def stored(self, name: str) -> str:
+        """The constant tensor ``name`` is, through folded ``Identity`` nodes (itself when it is none's
+        output)."""
+        return self.aliases.get(name, name)
 
     def tensor(self, name: str) -> Tensor:
         if name in self.refined:
@@ -761,6 +799,9 @@ class _Parser:
                 if top:
                     self.folded.add(i)
                 consts.update(o for o in n.output if o)
+                if (n.op_type == "Identity" and n.domain in ("", "ai.onnx") and constant and n.input
+                        and n.input[0] and n.output and n.output[0]):
+                    self.aliases[n.output[0]] = self.stored(n.input[0])
                 if n.op_type == "Constant":
                     self._constant_value(n)
                 elif shape is not None:
@@ -911,10 +952,11 @@ class _Parser:
         params: dict[str, Tensor] = {}
         trainable: dict[str, bool] = {}
         frozen = _NON_TRAINABLE_SLOTS.get(n.op_type, set())
+        # keyed by the tensor stored: an operator reading one tensor under two names holds it once
         for slot, (t, c) in enumerate(zip(inputs, constant)):
-            if t is not None and c and t.name not in params:
-                params[t.name] = t
-                trainable[t.name] = _trainable(t) and slot not in frozen
+            if t is not None and c and self.stored(t.name) not in params:
+                params[self.stored(t.name)] = t
+                trainable[self.stored(t.name)] = _trainable(t) and slot not in frozen
 
         subgraphs: list[Subgraph] = []
         for attr, sg in _named_subgraphs(n):
@@ -924,16 +966,16 @@ class _Parser:
             subgraphs.append(Subgraph(attr, tuple(body_ops), self._repeat(n, name, inputs)))
             for b in body_ops:
                 for t, tr in zip(b.params, b.trainable):
-                    params.setdefault(t.name, t)
-                    trainable.setdefault(t.name, tr)
+                    params.setdefault(self.stored(t.name), t)
+                    trainable.setdefault(self.stored(t.name), tr)
             for x in sorted(const_reads):
                 t = self.tensor(x)
-                params.setdefault(x, t)
-                trainable.setdefault(x, _trainable(t))
+                params.setdefault(self.stored(x), t)
+                trainable.setdefault(self.stored(x), _trainable(t))
             for x in sorted(sg_init.name for sg_init in sg.initializer):
                 t = self.tensor(x)
-                params.setdefault(x, t)
-                trainable.setdefault(x, _trainable(t))
+                params.setdefault(self.stored(x), t)
+                trainable.setdefault(self.stored(x), _trainable(t))
 
         out_bytes = 0
         estimated = False

@@ -257,6 +257,13 @@ def describe(g: OnnxGraph, graph: OpGraph | None = None, *, top: int = 8, show_w
     size = human_bytes(g.parameter_bytes)
     lines.append(f"parameters: {g.parameters:,} ({g.parameters / 1e6:.2f} M, {size}), "
                  f"trainable {g.trainable_parameters:,}")
+    if g.shared:  # what the count and the memory do with them (OnnxGraph's doc)
+        n, most = len(g.shared), max(r for _, r in g.shared.values())
+        elements = sum(e for e, _ in g.shared.values())
+        lines.append(f"  shared: {n} tensor{'s' if n > 1 else ''} ({elements:,} parameters) read by "
+                     f"{'2' if most == 2 else f'2 to {most}'} operators each (tied weights, or equal "
+                     f"tensors the exporter stored once): counted once here, in the memory of every "
+                     f"operator that reads {'them' if n > 1 else 'it'}")
     training = graph is not None and graph.is_training
     lines.append(f"FLOPs: {sum(flops) / 1e9:.3f} G per run" + (" (the forward pass)" if training else ""))
     heavy = sorted(range(g.num_ops), key=lambda i: -flops[i])[:top]
