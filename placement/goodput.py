@@ -29,12 +29,27 @@ AUTO_BATCH_CAP = 8192
 
 class GoodputPoint:
     """One batch size of a :func:`goodput_search`: the decode DP's answer, the plan of most goodput
-    found (``None``: no plan fits), whether every plan of that batch was scored, and a note."""
+    found (``None``: no plan fits), whether every plan of that batch was scored, and a note.
+    ``counts``: per micro-batch count ``N`` whose scoring ended, in the order tried, ``(N, plans)``:
+    how many plans of that ``(batch, N)`` problem were all scored (:func:`graphs.llm.chain_plans`), or
+    ``None`` where only the solver's plan was (too many plans)."""
 
-    def __init__(self, batch, problem, result, plan, evaluation, serving, exhaustive, plans, note=""):
+    def __init__(self, batch, problem, result, plan, evaluation, serving, exhaustive, plans, note="",
+                 counts=()):
         self.batch, self.problem, self.result, self.plan = batch, problem, result, plan
         self.evaluation, self.serving, self.exhaustive, self.plans, self.note = \
             evaluation, serving, exhaustive, plans, note
+        self.counts = tuple(counts)
+
+    @property
+    def scored_counts(self) -> list[int]:
+        """The micro-batch counts whose every plan was scored (see :attr:`counts`)."""
+        return [n for n, k in self.counts if k is not None]
+
+    @property
+    def solver_counts(self) -> list[int]:
+        """The micro-batch counts of which only the solver's plan was scored."""
+        return [n for n, k in self.counts if k is None]
 
 
 class GoodputSearch:
@@ -80,6 +95,7 @@ class _Batch:
         self.batch, self.counts, self.k = batch, None, 0
         self.top = None
         self.exhaustive, self.plans, self.first, self.recorded = True, 0, None, False
+        self.scored: list[tuple[int, int | None]] = []  # GoodputPoint.counts
 
 
 def _solved(solve, problem):
@@ -187,6 +203,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     sv = max(scored, key=lambda x: x.goodput)
                     if cur.top is None or sv.goodput > cur.top[2].goodput * (1 + 1e-12):
                         cur.top = (plan, ev, sv, p, r)
+                cur.scored.append((n, None if plans is None else len(plans)))
                 if took:
                     raise KeyboardInterrupt
                 if r.status is Status.INFEASIBLE and n == counts[0]:
@@ -204,7 +221,7 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                     why += (f"; nor does any larger batch: the weights and {sizes[i + 1]} sequences' KV "
                             f"caches exceed all the devices' memory together")
                 points.append(GoodputPoint(b, p, r, None, None, None, cur.exhaustive,
-                                           cur.plans if cur.exhaustive else None, why))
+                                           cur.plans if cur.exhaustive else None, why, cur.scored))
                 cur.recorded = True
                 if end:
                     ladder.end(f"batch {b}: {why}")
@@ -253,7 +270,7 @@ def _point(cur: _Batch, note: str = "") -> GoodputPoint:
     plan, ev, sv, p, r = cur.top
     words = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
     return GoodputPoint(cur.batch, p, r, plan, ev, sv, cur.exhaustive, cur.plans if cur.exhaustive else None,
-                        "; ".join(x for x in (words, note) if x))
+                        "; ".join(x for x in (words, note) if x), cur.scored)
 
 
 def _best_point(points) -> GoodputPoint | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from graphs.errors import InputError
-from graphs.jsonio import read_json
+from graphs.jsonio import read_json, shown
 from solvers.base import INTERRUPTED, relative_gap
 
 from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
@@ -81,18 +81,19 @@ def _decode(args, saved: dict | None = None):
     """What :func:`_problem` reads, once: ``(make, settings, devices)``, where ``make(n)`` is the decode
     problem at ``n`` micro-batches (``None``: the given or recorded count, else the default) and
     ``devices`` the parsed :class:`graphs.devices.DeviceSet`."""
-    from graphs.devices import parse_devices
     from graphs.llm import decode_problem, read_model_config
 
+    recorded = saved is not None  # a result's settings: each one read is checked, named by its field
     saved = saved or {}
     _refuse_flags(args)
+    if recorded:
+        _check_recorded(args, saved)
     batch = args.batch_size if args.batch_size is not None else saved.get("batch_size", 1)
     if not isinstance(batch, int):
         raise InputError(f"--batch-size {batch}: a model config takes one batch size (sequences decoded "
                          f"together)")
     context = args.context if args.context is not None else saved.get("context", DEFAULT_CONTEXT)
-    devices = args.devices or saved.get("devices") or "a100:4"
-    ds = parse_devices(devices, args.device_files or ())
+    ds = _devices(args, saved if recorded else None)
     cfg = read_model_config(args.workload)
     memory_context = saved.get("memory_context") if args.context is None else None
 
@@ -107,6 +108,80 @@ def _decode(args, saved: dict | None = None):
     if memory_context is not None:
         settings["memory_context"] = memory_context
     return make, settings, ds
+
+
+def _result_path(args) -> str | None:
+    """The result file whose settings are read (``evaluate``'s RESULT), to name in its errors."""
+    return getattr(args, "split", None)
+
+
+def _recorded_error(args, key: str, what: str) -> InputError:
+    """The error of a result's ``problem`` field ``key`` that is read back: the file, the field, ``what``
+    is wrong (and how to give it instead)."""
+    return InputError(f"problem.{key}: {what}", source=_result_path(args))
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+#: the problem fields a model config's decode plan is rebuilt from (with memory_context and devices), each
+#: with the flag that, given, is read instead; a goodput result's are in :func:`_serving_model`
+_READ_BACK = (("batch_size", "--batch-size"), ("context", "--context"), ("microbatches", "--microbatches"),
+              ("max_replicas", "--max-replicas"))
+
+
+def _check_recorded(args, saved: dict) -> None:
+    """The settings of a result (``saved``, :func:`placement.results.read_stage_result`'s flat mapping)
+    that rebuild a decode problem, where no flag gives them again: each a positive integer
+    (``memory_context``, ``microbatches`` and ``max_replicas`` may be null), the micro-batches dividing
+    the batch, else an :class:`InputError` naming the result file and the field."""
+    for key, flag in _READ_BACK:
+        if getattr(args, key, None) is not None:
+            continue  # given again: the flag is read, not the file
+        v = saved.get(key)
+        nullable = key in ("microbatches", "max_replicas")
+        if v is None and nullable:
+            continue  # the default count; no replica limit
+        if v is None:
+            raise _recorded_error(args, key, f"missing: the result does not record it; give {flag}")
+        if not _positive_int(v):
+            null = " or null" if nullable else ""
+            raise _recorded_error(args, key, f"must be a positive integer{null}, got {shown(v)}")
+    if getattr(args, "context", None) is None:
+        v = saved.get("memory_context")
+        if v is not None and not _positive_int(v):
+            raise _recorded_error(args, "memory_context", f"must be a positive integer (tokens) or null, got "
+                                                          f"{shown(v)}")
+    n = args.microbatches if args.microbatches is not None else saved.get("microbatches")
+    b = args.batch_size if args.batch_size is not None else saved.get("batch_size")
+    if args.microbatches is None and _positive_int(n) and _positive_int(b) and b % n:
+        raise _recorded_error(args, "microbatches", f"{n} micro-batches do not divide a batch of {b} "
+                                                    f"sequences")
+
+
+def _devices(args, saved: dict | None):
+    """The devices (:class:`graphs.devices.DeviceSet`) of ``--devices``, else of a result's
+    ``problem.devices`` (``saved``; ``None``: no result: the default ``a100:4``), a bad or missing one
+    an :class:`InputError` naming the result file and the field."""
+    from graphs.devices import parse_devices
+
+    files = args.device_files or ()
+    if args.devices or saved is None:
+        return parse_devices(args.devices or "a100:4", files)
+    v = saved.get("devices")
+    if v is None:
+        raise _recorded_error(args, "devices", "missing: the result does not record the devices it was "
+                                               "placed on; give --devices")
+    if not isinstance(v, str) or not v.strip():
+        raise _recorded_error(args, "devices", f"must be a device spec such as \"a100:2,t4:4\", got "
+                                               f"{shown(v)}")
+    try:
+        return parse_devices(v, files)
+    except InputError as e:
+        if e.source is not None:  # a device file's own fault, named by it
+            raise
+        raise _recorded_error(args, "devices", e.detail) from None
 
 
 def place(args) -> int:
@@ -218,17 +293,47 @@ def _replicas_words(max_replicas: int | None) -> str:
             f"stages may still span t devices)")
 
 
+#: what a result's ``problem.objective`` may be: a goodput result's (colocated or disaggregated), or
+#: absent (a decode plan placed without --objective goodput)
+_OBJECTIVES = ("goodput", "goodput-disaggregated")
+
+
+def _recorded_objective(args, data) -> str | None:
+    """The goodput objective a model config's result records (``problem.objective``; ``None``: none, a
+    decode plan), any other value an :class:`InputError` naming the file and the field. A ``problem``
+    that is not an object is one too."""
+    if not isinstance(data, dict) or "problem" not in data:
+        return None
+    section = data["problem"]
+    if not isinstance(section, dict):
+        raise InputError(f"problem: must be an object (the settings that rebuild the problem), got "
+                         f"{shown(section)}", source=_result_path(args))
+    if "objective" not in section:
+        return None
+    v = section["objective"]
+    if v not in _OBJECTIVES:
+        raise _recorded_error(args, "objective", f"must be \"goodput\" or \"goodput-disaggregated\" (a "
+                                                 f"goodput result; absent for a decode plan), got {shown(v)}")
+    return v
+
+
 def evaluate(args) -> int:
-    """Re-score a plan of a model config under the settings it records."""
+    """Re-score a plan of a model config under the settings it records (those given again override them):
+    the problem section's fields that rebuild the problem are read and checked (a bad one is an error
+    naming the file and the field); the figures the file records beside (its max-load, a goodput
+    result's ``goodput`` section, and the problem's records: schedule, kinds, model, params, a goodput
+    result's contexts) are not read, and where the re-score differs from them a ``note:`` line says so
+    (:func:`_note_records`)."""
     from graphs.parallel import evaluate_plan
 
     from ..results import read_stage_result, stage_result_dict
     from ..stages import _emit, plan_from_dict, plan_summary
 
     data = read_json(args.split)
+    objective = _recorded_objective(args, data)
     saved = read_stage_result(data) if isinstance(data, dict) else None
-    goodput = isinstance(saved, dict) and saved.get("objective") == "goodput"
-    disaggregated = isinstance(saved, dict) and saved.get("objective") == "goodput-disaggregated"
+    goodput = objective == "goodput"
+    disaggregated = objective == "goodput-disaggregated"
     if disaggregated and getattr(args, "simulate", None) is not None:
         raise InputError("evaluate re-scores a disaggregated result's decode pool only; to simulate both "
                          "pools run place ... --disaggregate --simulate RATE|auto", source=args.split)
@@ -238,14 +343,18 @@ def evaluate(args) -> int:
                 "a decode plan without a goodput (placed without --objective goodput)")
         refuse_goodput_options(args, f"re-scores a goodput result (placed with --objective goodput); this is "
                                      f"{what}", source=args.split)
-    problem, settings = _problem(args, saved)
+    rebuild = saved
+    if goodput:  # the mix sets the decode problem's contexts, as place builds it (ServingModel.problem)
+        model = _serving_model(args, saved)
+        sim = simulate_options(args)
+        rebuild = {**(saved or {}), "context": model.mix.decode_context,
+                   "memory_context": model.mix.memory_context}
+    problem, settings = _problem(args, rebuild)
     plan = plan_from_dict(problem, data, source=args.split)
     ev = evaluate_plan(problem, plan)
     summary = plan_summary(problem, ev, "ms", sample="token")
     sv = None
     if goodput:  # re-score the goodput under the recorded mix and targets (or those given again)
-        model = _serving_model(args, saved)
-        sim = simulate_options(args)
         sv = model.evaluate(problem, plan, settings["batch_size"], evaluation=ev)
         keep = ("objective", "requests", "ttft_slo_ms", "tpot_slo_ms")
         settings.update({k: v for k, v in _settings(model, sv.batch).items() if k in keep})
@@ -265,7 +374,131 @@ def evaluate(args) -> int:
                                                      settings["batch_size"], ev)
             summary += "\n\n" + text
     _emit(args, out, problem, ev, summary, "ms", "token")
+    _note_records(args, data, out, ev, _changed_settings(args, saved, model if goodput else None))
     return 0 if ev.valid else 1
+
+
+def _changed_settings(args, saved: dict | None, model=None) -> list[str]:
+    """The settings given on the command line that differ from those the result (``saved``) records, each
+    as ``--flag VALUE, the file records ...`` (``model``: a goodput result's serving model, its mix and
+    targets those evaluated)."""
+    saved = saved or {}
+    out = []
+
+    def rec(key):
+        v = saved.get(key)
+        return "none" if v is None else shown(v)
+
+    for key, flag in _READ_BACK:
+        v = getattr(args, key, None)
+        if v is not None and v != saved.get(key):
+            out.append(f"{flag} {v}, the file records {rec(key)}")
+    if args.devices and _kinds(args.devices) != _kinds(saved.get("devices")):
+        out.append(f"--devices {args.devices}, the file records {rec('devices')}")
+    if args.device_files:  # a model config's result records no device file: the kinds' figures may differ
+        out.append(f"--device-file {', '.join(args.device_files)} (the file records none)")
+    if model is not None:
+        if args.requests is not None:
+            try:
+                was = _recorded_mix(args, saved.get("requests")).buckets
+            except InputError:
+                was = None
+            if model.mix.buckets != was:
+                out.append(f"--requests {args.requests}, another mix than the file's")
+        for dest, flag in GOODPUT_FLAGS[1:3]:
+            v = getattr(args, dest, None)
+            if v is not None and v != saved.get(dest + "_ms"):
+                out.append(f"{flag} {v:g}, the file records {rec(dest + '_ms')}")
+    return out
+
+
+def _kinds(devices) -> list[str] | None:
+    """A device spec's ``kind:count`` parts, in any order and spacing (``None``: not a spec)."""
+    if not isinstance(devices, str):
+        return None
+    return sorted("".join(part.split()) for part in devices.split(",") if part.strip())
+
+
+#: the fields of a model config's result that ``evaluate`` does not read back, beside the max-load and
+#: the goodput section: records of what the re-score rebuilds (the decode's schedule is gpipe; the kinds
+#: come from the devices and --device-file, the model and its parameters from the config)
+_PROBLEM_RECORDS = ("schedule", "kinds", "model", "params")
+
+
+def _note_records(args, data, out: dict, ev, changed: list[str]) -> None:
+    """``note:`` lines on stderr where the figures the result file records, and ``evaluate`` does not read
+    back, are not what it re-scored (``out``: the result it writes): the max-load, the ``goodput``
+    section of a goodput result (every field the re-score writes, to a relative 1e-9), and the problem's
+    records (:data:`_PROBLEM_RECORDS`, and a goodput result's ``context`` and ``memory_context``, which
+    the mix sets). ``changed``: the settings given that differ from the file's, which say why; with none,
+    the file was edited (or scored by another version)."""
+    import sys
+
+    if not isinstance(data, dict):
+        return
+    why = ("evaluated at " + "; ".join(changed) if changed else
+           "with the settings it records (the file edited, or written by another version's cost model?)")
+    recorded = data.get("max_load")
+    if "max_load" in data and not _same(recorded, ev.objective):
+        was = f"{recorded * 1e3:.6g} ms per token" if _number(recorded) else shown(recorded)
+        print(f"note: {args.split}: the max-load {ev.objective * 1e3:.6g} ms per token is not the file's "
+              f"{was}: {why}", file=sys.stderr)
+    if "goodput" in out and "goodput" in data:
+        diffs = _differences(data["goodput"], out["goodput"], "goodput")
+        if diffs:
+            print(f"note: {args.split}: the re-scored goodput is not what the file's goodput section "
+                  f"records ({_diff_words(diffs)}): {why}; the goodput section is output only, re-scored "
+                  f"from the plan and the problem section (requests, ttft_slo_ms, tpot_slo_ms)",
+                  file=sys.stderr)
+    section = data.get("problem")
+    if isinstance(section, dict):
+        keys = _PROBLEM_RECORDS + (("context", "memory_context") if "goodput" in out else ())
+        diffs = [d for k in keys if k in section and k in out["problem"]
+                 for d in _differences(section[k], out["problem"][k], f"problem.{k}")]
+        if diffs:
+            print(f"note: {args.split}: fields of the problem section that are records, not read back, "
+                  f"differ from the re-evaluation ({_diff_words(diffs)}): {why}; evaluate rebuilds them from "
+                  f"the model config, the devices and the request mix", file=sys.stderr)
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _same(recorded, now) -> bool:
+    """A recorded value is the re-scored one: numbers to a relative 1e-9 (and 1e-12 absolute: seconds),
+    anything else equal (a boolean only to a boolean)."""
+    if _number(recorded) and _number(now):
+        return math.isclose(recorded, now, rel_tol=1e-9, abs_tol=1e-12) or recorded == now
+    if isinstance(recorded, bool) or isinstance(now, bool):
+        return recorded is now
+    return recorded == now
+
+
+def _differences(recorded, now, where: str) -> list[tuple[str, object, object]]:
+    """The fields of ``recorded`` that are not ``now`` (field path, recorded, now), over the fields of
+    ``now`` (a field the file lacks, as an older version wrote it, is not one)."""
+    if isinstance(now, dict):
+        if not isinstance(recorded, dict):
+            return [(where, recorded, now)]
+        return [d for k, v in now.items() if k in recorded
+                for d in _differences(recorded[k], v, f"{where}.{k}")]
+    if isinstance(now, list):
+        if not isinstance(recorded, list) or len(recorded) != len(now):
+            return [(where, recorded, now)]
+        return [d for i, (a, b) in enumerate(zip(recorded, now)) for d in _differences(a, b, f"{where}[{i}]")]
+    return [] if _same(recorded, now) else [(where, recorded, now)]
+
+
+def _diff_words(diffs, most: int = 4) -> str:
+    """The first ``most`` differences, ``field RECORDED (re-scored NOW)``, and how many more."""
+    def value(x) -> str:
+        if isinstance(x, (dict, list)):
+            return "an object" if isinstance(x, dict) else f"a list of {len(x)}"
+        return f"{x:.6g}" if isinstance(x, float) else shown(x)
+
+    words = "; ".join(f"{k} {value(a)} (re-scored {value(b)})" for k, a, b in diffs[:most])
+    return words + (f"; and {len(diffs) - most} more" if len(diffs) > most else "")
 
 
 # ------------------------------------------------------------------------------------------- goodput
@@ -409,9 +642,13 @@ def _no_mix(args, buckets, out, proven_none: str, limit: float | None) -> int:
 
 
 def _serving_model(args, saved: dict | None = None):
-    from graphs.devices import parse_devices
+    """The :class:`graphs.llm.ServingModel` of ``--objective goodput`` (``saved``: a goodput result's
+    settings, read where no flag gives them again: ``problem.requests``, ``ttft_slo_ms``,
+    ``tpot_slo_ms`` and ``devices``, a bad or missing one an :class:`InputError` naming the result file and
+    the field)."""
     from graphs.llm import ServingModel, check_slo, read_mix, read_model_config
 
+    recorded = saved is not None
     saved = saved or {}
     _refuse_flags(args)
     if getattr(args, "context", None) is not None:
@@ -419,20 +656,41 @@ def _serving_model(args, saved: dict | None = None):
                          "sequence's context")
     if args.requests is not None:
         mix = read_mix(args.requests)
-    elif saved.get("requests"):
-        mix = read_mix(saved["requests"])
+    elif recorded:
+        mix = _recorded_mix(args, saved.get("requests"))
     else:
         raise InputError("--objective goodput needs --requests MIX.json (buckets of input and output tokens "
                          "with weights, docs/formats.md)")
     slo = {}
     for dest, flag in GOODPUT_FLAGS[1:3]:
         v = getattr(args, dest, None)
-        v = v if v is not None else saved.get(dest + "_ms")
+        if v is None and recorded:  # the file's, named by its field (none: an older file's, to give again)
+            key = dest + "_ms"
+            v = saved.get(key)
+            if v is not None and not (_number(v) and 0 < v < math.inf):
+                raise _recorded_error(args, key, f"must be a positive number of milliseconds, got {shown(v)}")
         slo[dest] = None if v is None else check_slo(flag, v) / 1000
-    need_targets(slo, "the result records none" if saved else "")
-    ds = parse_devices(args.devices or saved.get("devices") or "a100:4", args.device_files or ())
+    need_targets(slo, "the result records none" if recorded else "")
+    ds = _devices(args, saved if recorded else None)
     cfg = read_model_config(args.workload)
     return ServingModel(cfg, ds, mix, ttft=slo["ttft_slo"], tpot=slo["tpot_slo"])
+
+
+def _recorded_mix(args, v):
+    """A goodput result's request mix, ``problem.requests`` (``v``: the mix itself, as the file writes
+    it), a bad or missing one an :class:`InputError` naming the result file and the field."""
+    from graphs.llm import read_mix
+
+    if v is None:
+        raise _recorded_error(args, "requests", "missing: the result records no request mix; give --requests "
+                                                "MIX.json")
+    if not isinstance(v, (dict, list)):
+        raise _recorded_error(args, "requests", f"must be the mix itself, {{\"buckets\": [{{\"input\": ..., "
+                                                f"\"output\": ..., \"weight\": ...}}, ...]}}, got {shown(v)}")
+    try:
+        return read_mix(v)
+    except InputError as e:
+        raise _recorded_error(args, "requests", e.detail) from None
 
 
 def need_targets(slo: dict, why: str = "", command: str = "--objective goodput") -> None:
@@ -461,7 +719,8 @@ def _decode_solver(args) -> str:
     return f"{getattr(args, 'solver', None) or 'auto'} solver's"
 
 
-def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's") -> str:
+def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's", no_decode: bool = False) -> str:
+    """The goodput sweep, a row per batch size (``no_decode``: no request has a decode step, TPOT n/a)."""
     rows = [["batch", "N", "decode tokens/s", "TPOT ms (full batch)", "rate req/s", "goodput req/s",
              "meet (mean)",
              "plans scored", "limit", "note"]]
@@ -470,12 +729,27 @@ def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's") -> st
             rows.append([str(pt.batch), "-", "-", "-", "-", "-", "-", "-", "-", pt.note])
             continue
         s = pt.serving
-        scored = "all " + f"{pt.plans:,}" if pt.exhaustive else f"{who} per N"
+        scored = _plans_scored(pt, who)
         note = "; ".join(x for x in (pt.note, "<- best" if mark and pt is search.best else "") if x)
-        rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}", _ms(s.tpot_full),
+        rows.append([str(pt.batch), str(pt.problem.microbatches), f"{s.tokens_per_s:,.6g}",
+                     "n/a" if no_decode else _ms(s.tpot_full),
                      f"{s.rate:.6g}", f"{s.goodput:.6g}", f"{100 * s.attainment:.0f}%", scored, s.limit,
                      note])
     return aligned(rows, lambda i: 0 < i < 7)
+
+
+def _plans_scored(pt, who: str) -> str:
+    """The sweep table's "plans scored" of the point ``pt``: ``all K`` where every plan of every
+    micro-batch count tried was scored, ``WHO per N`` where the solver's plan alone was at each, else
+    both, each with its counts (``all 12 at N=2,1; auto solver's at N=8,4``)."""
+    if pt.exhaustive:
+        return f"all {pt.plans:,}"
+    every, solver = pt.scored_counts, pt.solver_counts
+    if not every:
+        return f"{who} per N"
+    plans = sum(k for _, k in pt.counts if k is not None)
+    words = f"all {plans:,} at N={','.join(map(str, every))}"
+    return f"{words}; {who} at N={','.join(map(str, solver))}" if solver else words
 
 
 def _bucket_table(sv) -> str:
@@ -497,7 +771,8 @@ def serving_dict(model, sv) -> dict:
     return {"ttft_slo_s": model.ttft, "tpot_slo_s": model.tpot, "batch_size": sv.batch,
             "goodput_rps": sv.goodput, "rate_rps": sv.rate, "attainment": sv.attainment,
             "tokens_per_s": num(sv.tokens_per_s), "tpot_full_batch_s": num(sv.tpot_full),
-            "tpot_s": num(sv.tpot), "step_latency_s": num(sv.step_latency), "wait_s": num(sv.wait),
+            "tpot_s": None if _no_decode(model) else num(sv.tpot), "step_latency_s": num(sv.step_latency),
+            "wait_s": num(sv.wait),
             "kv_slot_wait_s": num(sv.slot_wait), "prefill_load": sv.prefill_load,
             "prefill_convoy_s": sv.convoy, "kv_slots_used": num(sv.slots),
             "limit": sv.limit,
@@ -565,6 +840,8 @@ def _simulation(args, opts, model, problem, plan, batch: int, prefill_pool) -> t
     ratio = res.tokens_per_s / pl["tokens_per_s_at_rate"] if pl["tokens_per_s_at_rate"] > 0 else math.nan
 
     def row(name, st):
+        if name == "TPOT" and _no_decode(model):
+            return f"  TPOT  {_NO_TPOT}"
         if not st["count"]:
             return f"  {name}  none measured (no request of the window got there)"
         return (f"  {name}  mean {_ms(st['mean'])}  p50 {_ms(st['p50'])}  p90 {_ms(st['p90'])}  "
@@ -604,20 +881,36 @@ def _pct_or_none(x: float) -> str:
     return "none measured" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
-def _targets(model) -> str:
+def _targets(model, *, tpot: bool = True) -> str:
     parts = []
     if model.ttft is not None:
         parts.append(f"TTFT <= {_ms(model.ttft)} ms")
-    if model.tpot is not None:
+    if model.tpot is not None and tpot:
         parts.append(f"TPOT <= {_ms(model.tpot)} ms")
     return " and ".join(parts) or "no targets"
 
 
+def _no_decode(model) -> bool:
+    """No request of ``model``'s mix has a second output token: its one token comes from the prefill, so
+    no request has a time per output token (TPOT is n/a, and its target met by every request)."""
+    return model.mix.decode_steps <= 0
+
+
+#: the words of a TPOT that does not exist (:func:`_no_decode`)
+_NO_TPOT = "n/a (every request has one output token, from its prefill: no decode step)"
+
+
 def _goodput_summary(model, sv) -> str:
+    if _no_decode(model):  # the serving model's mean TPOT is of decode steps no request takes
+        met = (f", so the TPOT target of {_ms(model.tpot)} ms is met by every request"
+               if model.tpot is not None else "")
+        meet, tpot = f"meet {_targets(model, tpot=False)}", f"TPOT {_NO_TPOT}{met}, "
+    else:
+        meet = f"meet {_targets(model)}"
+        tpot = f"TPOT {_ms(sv.tpot)} ms ({_ms(sv.tpot_full)} ms for the full batch without prefills), "
     return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
-            f"({100 * sv.attainment:.1f}% meet {_targets(model)} at the mean wait: a mean-value model, "
-            f"--simulate measures the spread), batch {sv.batch}; TPOT {_ms(sv.tpot)} ms "
-            f"({_ms(sv.tpot_full)} ms for the full batch without prefills), "
+            f"({100 * sv.attainment:.1f}% {meet} at the mean wait: a mean-value model, "
+            f"--simulate measures the spread), batch {sv.batch}; {tpot}"
             + (f"mean wait for a KV slot {_ms(sv.slot_wait)} ms, " if sv.prefill_pool is None else "")
             + f"mean prefill wait {_ms(sv.wait)} ms, prefill load {100 * sv.prefill_load:.1f}%"
             + (f" (a prompt's convoy through the stages stalls decode a further {_ms(sv.convoy)} ms on "
@@ -728,20 +1021,23 @@ def place_goodput(args) -> int:
         proven = ("every decode plan of every batch size and micro-batch count tried was scored: the goodput "
                   "is the most over them, exact under the serving model")
     else:
-        # a batch whose kept plan is not the DP's: its micro-batch count's problem had few plans, all scored
-        scored = [p.batch for p in search.points
-                  if p.plan is not None and (p.exhaustive or p.plan != p.result.plan)]
         # the decode solver's status at each batch size kept: its tokens/s are proven only where optimal
         unproven = [p.batch for p in search.points if p.plan is not None and p.plan == p.result.plan
                     and str(p.result.status) != "optimal"]
         tokens = "proven" if not unproven else \
             f"not proven at batch {', '.join(map(str, unproven))} (its solver's status is not optimal)"
-        proven = (f"each batch size's plan is the decode {who} at its micro-batch count (most tokens/s, "
-                  f"{tokens}; not proven to be the most goodput: the goodput is that plan's, exact under "
-                  "the serving model)")
-        if scored:
-            proven += (f", except at batch {', '.join(map(str, scored))}, where a micro-batch count's "
-                       f"problem has few plans: all of them were scored and the most goodput kept")
+        # the micro-batch counts whose problem had few plans, all scored (a kept plan that is not the DP's
+        # comes from one of them), as the sweep's "plans scored" column has them
+        every = _counts_words(search.points, "scored_counts")
+        if every:
+            proven = (f"at each batch size and micro-batch count the decode {who} plan was scored (most "
+                      f"tokens/s, {tokens}), except at {every}, whose problems have few plans: all of them "
+                      f"were scored and the most goodput kept; not proven to be the most goodput over the "
+                      f"other counts' plans: the goodput is the best plan's, exact under the serving model")
+        else:
+            proven = (f"each batch size's plan is the decode {who} at its micro-batch count (most tokens/s, "
+                      f"{tokens}; not proven to be the most goodput: the goodput is that plan's, exact under "
+                      "the serving model)")
     if split is not None:
         proven += ("; disaggregated: whole device kinds to each pool, the prefill pool's plans the prefill "
                    "DP's (most prefills/s) at each micro-batch count")
@@ -761,9 +1057,7 @@ def place_goodput(args) -> int:
                        f"{r.solver}", time=None, message=proven, workload=args.workload, settings=settings)
     data["goodput"] = serving_dict(model, sv)
     data["goodput"]["layout"] = "disaggregated" if disagg else "colocated"
-    data["goodput"]["sweep"] = [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
-                                 p.serving.goodput, "exhaustive": p.exhaustive, "note": p.note}
-                                for p in search.points]
+    data["goodput"]["sweep"] = [_sweep_row(p) for p in search.points]
     data["goodput"]["stopped"] = stopped or None
     if disagg:
         data["goodput"]["kv_transfer_s"] = sv.kv_transfer
@@ -778,7 +1072,8 @@ def place_goodput(args) -> int:
              for a, b, x, note in split.splits]
     sizes = "auto: powers of two until the weights and KV caches outgrow the devices' memory" \
         if batches is None else ", ".join(map(str, batches))
-    lines = [_sweep_table(search, who=who)] + ([f"stopped: {stopped}"] if stopped else [])
+    lines = [_sweep_table(search, who=who, no_decode=_no_decode(model))] + \
+        ([f"stopped: {stopped}"] if stopped else [])
     if split is not None:
         lines += ["", "colocated sweep above; prefill and decode pools:",
                   _layout_table(model, search, split, best)]
@@ -815,6 +1110,22 @@ def place_goodput(args) -> int:
     return 0
 
 
+def _counts_words(points, which: str) -> str:
+    """The micro-batch counts ``which`` (:attr:`placement.goodput.GoodputPoint.scored_counts` or
+    ``solver_counts``) of the points with a plan: ``batch 8 (N = 2, 1) and batch 32 (N = 1)``."""
+    parts = [f"batch {p.batch} (N = {', '.join(map(str, getattr(p, which)))})" for p in points
+             if p.plan is not None and getattr(p, which)]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
+def _sweep_row(p, note: str | None = None) -> dict:
+    """A row of a goodput result's ``sweep``: the batch size, its goodput, whether every plan of it was
+    scored, and per micro-batch count tried the plans scored (``null``: the solver's plan only)."""
+    return {"batch_size": p.batch, "goodput_rps": None if p.serving is None else p.serving.goodput,
+            "exhaustive": p.exhaustive, "note": p.note if note is None else note,
+            "counts": [{"microbatches": n, "plans_scored": k} for n, k in p.counts]}
+
+
 def _serves(point) -> bool:
     """A goodput search's best ``point`` serves requests within the targets (a plan to keep after a
     Ctrl-C; ``None``: no plan)."""
@@ -836,9 +1147,7 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
     data = no_plan_result("stages", proven, why)
     data["workload"] = args.workload
     section = {"ttft_slo_s": model.ttft, "tpot_slo_s": model.tpot, "goodput_rps": 0.0,
-               "sweep": [{"batch_size": p.batch, "goodput_rps": None if p.serving is None else
-                          p.serving.goodput, "exhaustive": p.exhaustive,
-                          "note": p.note or (p.serving.limit if p.serving is not None else "")}
+               "sweep": [_sweep_row(p, p.note or (p.serving.limit if p.serving is not None else ""))
                          for p in search.points], "stopped": search.stopped or None}
     if least is not None:
         section.update(least_tpot_s=least[0] if math.isfinite(least[0]) else None,
@@ -846,7 +1155,8 @@ def _no_plan(args, model, search, why: str, proven: bool, *, least: tuple | None
                        least_proven=proven if least_proven is None else least_proven)
     data["goodput"] = section
     stopped = f"\nstopped: {search.stopped}" if search.stopped else ""
-    emit(args, data, lambda: _sweep_table(search, mark=False, who=_decode_solver(args)) + stopped)
+    emit(args, data, lambda: _sweep_table(search, mark=False, who=_decode_solver(args),
+                                          no_decode=_no_decode(model)) + stopped)
     print(f"error: {'infeasible: ' if proven else ''}{why}", file=sys.stderr)
     return 1
 
