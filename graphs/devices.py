@@ -56,9 +56,30 @@ by ``efficiency``::
 Every figure is checked in the unit and under the key the file writes, before it is converted, and must
 be finite: rates, bandwidths, memory_gib and the bandwidth curve's sizes > 0; times (``*_us``),
 price_per_hour and conv_half_* >= 0; efficiency in (0, 1]; server_size an integer >= 1, count >= 0. An
-``op_gflops`` key must be an operator type: ONNX's (any domain or opset) or onnxruntime's contrib types
-(FusedConv, FusedMatMul, FastGelu, SkipLayerNormalization, ...). An error names the file, the section
-and the key: ``bad.toml: devices.cpu.launch_us must be a number >= 0, got -5``.
+error names the file, the section and the key: ``bad.toml: devices.cpu.launch_us must be a number >= 0,
+got -5``.
+
+An ``unsupported_ops`` entry or ``op_gflops`` key is an operator type, matched case-sensitively against
+each operator's type (whatever its domain): a standard one, ONNX's (any domain or opset) or onnxruntime's
+contrib types (FusedConv, FusedMatMul, FastGelu, SkipLayerNormalization, ...), or a custom operator's
+own name (``MyPlugin`` of domain ``my.domain``: the ONNX front end loads such operators and costs them
+conservatively). A typo of a standard type, the same but for case or one letter apart (``Matmul``,
+``Softmaxx``, ``Tranpose``), is an error that names the entry and suggests the type, as it would leave
+the kind running that operator without a word::
+
+    bad.toml: devices.npu.unsupported_ops[0]: 'Matmul' is not an operator type; did you mean MatMul? ...
+
+Any other name is taken as a custom operator's, with one warning naming the file, the entry and the
+name: it applies to operators of that name only, so a model without one is placed as if it were not
+there (a typo further from a standard type than one letter is no error, and this warning is what tells
+of it)::
+
+    warning: npu.toml: devices.npu.unsupported_ops[0]: 'MyPlugin' is not a standard operator type
+    (ONNX's or onnxruntime's): it applies to custom operators of that name only, and to nothing in a
+    model without one
+
+A :class:`DeviceSpec` built in code follows the same rule (its ``unsupported_ops`` and ``op_flops``
+names: :class:`InputError` for a typo, one warning on the ``graphs.devices`` logger per custom name).
 """
 
 from __future__ import annotations
@@ -66,6 +87,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -81,6 +103,9 @@ __all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "human_bytes", "parse_devices",
 _T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
 CONV_TYPES = frozenset({"Conv", "FusedConv"})  # operators costed at conv_flops when a kind has it
 MATMUL_TYPES = frozenset({"MatMul", "Gemm", "FusedMatMul"})  # ... at matmul_flops
+# a kind's custom operator names (not standard types: see _operator_type) are logged here; the command
+# line prints the "graphs" loggers' warnings as "warning: ..." lines
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,7 +171,14 @@ class DeviceSpec:
                              f"{self.price_per_hour!r}")
         if not (isinstance(self.efficiency, (int, float)) and 0 < self.efficiency <= 1):
             raise InputError(f"device {self.name!r}: efficiency must be in (0, 1], got {self.efficiency!r}")
+        if isinstance(self.unsupported_ops, str):  # frozenset("LRN") would be {"L", "R", "N"}
+            raise InputError(f"device {self.name!r}: unsupported_ops must be a collection of operator types, "
+                             f"got the string {self.unsupported_ops!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        # the one check of the names a kind gives, a file's (parse_device_table, which names the file's
+        # field first) or a library caller's: a typo of a standard type is refused, a custom name noted
+        for t in sorted(self.unsupported_ops, key=str):
+            _operator_type(t, _code_where(self.name, "unsupported_ops"), source=None)
         for key in ("conv_half_channels", "conv_half_pixels"):
             v = getattr(self, key)
             if not (isinstance(v, (int, float)) and 0 <= v < math.inf):
@@ -161,7 +193,10 @@ class DeviceSpec:
             raise InputError(f"device {self.name!r}: bandwidth_curve must be [bytes, GB/s] pairs of positive "
                              f"numbers with distinct sizes")
         object.__setattr__(self, "bandwidth_curve", curve)
-        ops = tuple(sorted((str(t), r) for t, r in dict(self.op_flops).items()))
+        rates = dict(self.op_flops)
+        for t in sorted(rates, key=str):
+            _operator_type(t, _code_where(self.name, "op_flops"), source=None)
+        ops = tuple(sorted(rates.items()))
         if any(not (isinstance(r, (int, float)) and 0 < r < math.inf) for _, r in ops):
             raise InputError(f"device {self.name!r}: op_gflops must map operator types to positive numbers")
         object.__setattr__(self, "op_flops", ops)
@@ -428,17 +463,69 @@ def _operator_types() -> frozenset[str]:
     return frozenset(names | CONV_TYPES | MATMUL_TYPES)
 
 
-def _operator_type(name: str, where: str, *, source: str | None) -> str:
-    """``name`` when it is an operator type (:func:`_operator_types`); else :class:`InputError` naming it,
-    with the close ones."""
-    known = _operator_types()
-    if name in known:
-        return name
-    close = difflib.get_close_matches(name, sorted(known), n=3)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    raise InputError(f"{where}: {name!r} is not an operator type{hint} (accepted: ONNX operator types of "
-                     f"any domain and opset, and onnxruntime's contrib types such as FusedConv, FusedMatMul "
-                     f"and SkipLayerNormalization; names are case-sensitive)", source=source)
+def _code_where(kind: str, attr: str) -> str:
+    """How :class:`DeviceSpec`'s check names its field ``attr`` of kind ``kind``."""
+    return f"device {kind!r}: {attr}"
+
+
+def _one_letter_apart(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` (case-folded, different) are one typo apart: a letter added, dropped, replaced
+    by another letter, or two adjacent letters swapped. A digit or ``_`` added or changed is no typo (a
+    custom ``Relu6`` or ``Gelu_`` is its own operator)."""
+    if len(a) < len(b):
+        a, b = b, a
+    if len(a) - len(b) > 1:
+        return False
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), len(b))
+    if len(a) > len(b):  # a has one character more, at i
+        return a[i].isalpha() and a[:i] + a[i + 1:] == b
+    if not (a[i].isalpha() and b[i].isalpha()):
+        return False
+    return a[i + 1:] == b[i + 1:] or (a[i + 1:i + 2] == b[i:i + 1] and a[i:i + 1] == b[i + 1:i + 2]
+                                      and a[i + 2:] == b[i + 2:])
+
+
+def _near_misses(name: str) -> list[str]:
+    """The standard operator types (:func:`_operator_types`) ``name`` is a typo of: the same but for case,
+    or one letter apart (:func:`_one_letter_apart`)."""
+    low = name.casefold()
+    return sorted(t for t in _operator_types() if t.casefold() == low or _one_letter_apart(t.casefold(), low))
+
+
+# custom operator names already noted (see _operator_type), as (source, where, name): each once a process,
+# not at every copy of its kind (dataclasses.replace) nor at every read of its file
+_WARNED: set[tuple] = set()
+
+
+def _operator_type(name, where: str, *, source: str | None) -> bool:
+    """Check an operator type a device kind names (``unsupported_ops``, ``op_gflops``); ``where`` names the
+    field (``devices.npu.unsupported_ops[0]``, ``device 'npu': unsupported_ops``). True for a standard
+    type: ONNX's (any domain or opset) or onnxruntime's contrib types. A typo of one (the same but for case,
+    or one letter apart: 'Matmul', 'Softmaxx') is refused with :class:`InputError` suggesting it: it would
+    leave the kind running that operator without a word. Any other name is a custom operator's (the ONNX
+    front end loads those, from any domain): accepted, False, and logged once on ``graphs.devices`` with
+    what it assumes (it applies to operators of that name only), and the standard types it resembles."""
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: an operator type is a non-empty name, got {_shown(name)}", source=source)
+    if name in CONV_TYPES or name in MATMUL_TYPES or name in _operator_types():
+        return True
+    close = _near_misses(name)
+    if close:
+        which = "that standard type" if len(close) == 1 else "those standard types"
+        raise InputError(f"{where}: {name!r} is not an operator type; did you mean {' or '.join(close)}? (a "
+                         f"typo of {which}: the same but for case, or one letter apart; accepted: ONNX "
+                         f"operator types of any domain and opset, onnxruntime's contrib types such as "
+                         f"FusedConv, FusedMatMul and SkipLayerNormalization, and a custom operator's own "
+                         f"name; names are case-sensitive)", source=source)
+    key = (source, where, name)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        like = difflib.get_close_matches(name, sorted(_operator_types()), n=3, cutoff=0.75)
+        hint = f" (if a standard type was meant: {' or '.join(like)})" if like else ""
+        log.warning("%s%s: %r is not a standard operator type (ONNX's or onnxruntime's): it applies to "
+                    "custom operators of that name only, and to nothing in a model without one%s",
+                    f"{source}: " if source else "", where, name, hint)
+    return False
 
 
 def _numbers(value, where: str, rule: str, length: int, *, source: str | None) -> list[float]:
@@ -461,8 +548,9 @@ def _figure(key: str, value, entry: dict, where: str, *, source: str | None):
     if attr == "unsupported_ops":
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             raise InputError(f"{where} must be a list of operator types", source=source)
-        # a misspelt type would leave the kind running that operator without a word
-        return frozenset(_operator_type(x, f"{where}[{i}]", source=source) for i, x in enumerate(value))
+        for i, x in enumerate(value):  # a misspelt type would leave the kind running it without a word
+            _operator_type(x, f"{where}[{i}]", source=source)
+        return frozenset(value)
     if attr == "description":
         return str(value)
     if attr == "bandwidth_curve":
@@ -478,8 +566,9 @@ def _figure(key: str, value, entry: dict, where: str, *, source: str | None):
     if attr == "op_flops":
         if not isinstance(value, dict):
             raise InputError(f"{where} must be a table of operator type = GFLOP/s", source=source)
-        return tuple((_operator_type(str(t), where, source=source),
-                      _number(r, f"{where}.{_key(t)}", rule, source=source) * scale)
+        for t in value:
+            _operator_type(t, where, source=source)
+        return tuple((t, _number(r, f"{where}.{_key(t)}", rule, source=source) * scale)
                      for t, r in value.items())
     if attr in ("depthwise", "transpose"):  # two keys make one field
         keys = [k for k, (a, _, _) in _KEYS.items() if a == attr]
@@ -554,6 +643,12 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
             if not (_is_number(c) and isinstance(c, int) and c >= 0):
                 raise InputError(f"{where}.count must be an integer >= 0, got {_shown(c)}", source=source)
             counts[name] = c
+        # the file's custom operator names were noted above, naming the file's field (and those a base
+        # kind of this file gives, under that kind): DeviceSpec's own check need not note them again
+        for attr in ("unsupported_ops", "op_flops"):
+            names = fields.get(attr) or ()
+            _WARNED.update((None, _code_where(name, attr), t) for t in (names if attr == "unsupported_ops"
+                                                                        else dict(names)))
         try:
             specs[name] = DeviceSpec(**fields)
         except InputError as e:
