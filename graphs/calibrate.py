@@ -1017,46 +1017,6 @@ def _now() -> str:
 
 
 # --------------------------------------------------------------------------- fit to a profile
-def _tensors(graph):
-    """Every tensor of an ONNX graph that can hold data: initializers and operators' tensor attributes,
-    in control-flow bodies too."""
-    yield from graph.initializer
-    for node in graph.node:
-        for a in node.attribute:
-            if a.HasField("t"):
-                yield a.t
-            yield from a.tensors
-            if a.HasField("g"):
-                yield from _tensors(a.g)
-            for sub in a.graphs:
-                yield from _tensors(sub)
-
-
-def _check_external_data(path: str) -> None:
-    """An :class:`InputError` naming the external data file that the ONNX model at ``path`` keeps tensors
-    in and that is missing beside it (profiling runs the model with its weights; onnx's own error reads
-    like a corrupt model)."""
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
-
-    from .onnx_loader import read_model
-
-    base = os.path.dirname(os.path.abspath(path))
-    missing: dict[str, list[str]] = {}
-    for t in _tensors(read_model(path).graph):  # the model without its external data
-        if uses_external_data(t):
-            location = ExternalDataInfo(t).location
-            if not os.path.isfile(os.path.join(base, location)):
-                missing.setdefault(location, []).append(t.name)
-    if missing:
-        location, names = next(iter(missing.items()))
-        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
-        others = f" (and {', '.join(list(missing)[1:])})" if len(missing) > 1 else ""
-        raise InputError(f"the external data file {location}{others} is missing: the model keeps its "
-                         f"tensor {names[0]!r}{more} there, expected at {os.path.join(base, location)}; "
-                         f"profiling runs the model with its weights, so put the file beside the model",
-                         source=path)
-
-
 def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, threads: int = 1,
                 repeats: int = 10) -> Calibration:
     """Fit ``kind``'s Conv, MatMul/Gemm and other-arithmetic rates, bandwidth and per-operator overhead
@@ -1079,9 +1039,7 @@ def fit_profile(g, kind: str, measured: Mapping[str, float] | None = None, *, th
     base = preset(kind)
     ridge = base.peak() / base.bandwidth
     t_start = time.perf_counter()
-    if measured is None:
-        if g.source is not None:
-            _check_external_data(g.source)
+    if measured is None:  # (a model whose weights' file is missing is an InputError naming it: read_model)
         measured = profile_ops(g, repeats=repeats, threads=threads)
     rows, times, used = [], [], []
     for op in g.ops:

@@ -41,7 +41,7 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -255,8 +255,137 @@ class OnnxGraph:
 
 
 # --------------------------------------------------------------------------- reading
+def _all_tensors(graph):
+    """Every tensor of an ONNX graph that can hold data: initializers and operators' tensor attributes,
+    in control-flow bodies too (those ``onnx.load`` reads external data for)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            if a.HasField("g"):
+                yield from _all_tensors(a.g)
+            for sub in a.graphs:
+                yield from _all_tensors(sub)
+
+
+def _external_data_problem(tensor, base: str) -> tuple[str, str, str] | None:
+    """``(location, problem, detail)`` where the external data of ``tensor`` (kept outside the model, in
+    the file ``location`` relative to the model's folder ``base``) cannot be read: ``problem`` (words
+    after "the external data file LOCATION") says the file is missing, not a file, unreadable or too
+    short for the bytes the tensor has there (``detail``: which). ``None`` where it can be read, or the
+    tensor holds its own data."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    if not uses_external_data(tensor):
+        return None
+    try:
+        info = ExternalDataInfo(tensor)
+    except ValueError as e:  # a negative offset or length
+        return "", f"is described wrongly ({e})", ""
+    loc = info.location
+    if not loc:
+        return "", "has no location (the model does not say which file holds it)", ""
+    full = os.path.join(base, loc)
+    if not os.path.exists(full):
+        return loc, "is missing", ""
+    if not os.path.isfile(full):
+        return loc, "is not a file", ""
+    if not os.access(full, os.R_OK):
+        return loc, "cannot be read (permission denied)", ""
+    offset = info.offset or 0
+    end = offset + (info.length or 0)
+    size = os.path.getsize(full)
+    if end > size or offset > size:
+        return loc, "is truncated (or not this model's)", (
+            f"it holds {size:,} bytes, and the model keeps its tensor {tensor.name!r} at bytes {offset:,} "
+            f"to {end:,} of it")
+    return None
+
+
+def _external_data_problems(tensors, base: str) -> list[str]:
+    """The problems (:func:`_external_data_problem`) of the external data of ``tensors``, a sentence per
+    file, naming a tensor it should hold and where the file was expected."""
+    found: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for t in tensors:
+        problem = _external_data_problem(t, base)
+        if problem is not None:
+            found.setdefault(problem[:2], (problem[2], []))[1].append(t.name)
+    out = []
+    for (loc, problem), (detail, names) in found.items():
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        full = os.path.join(base, loc)
+        if not loc:
+            out.append(f"the external data of tensor {names[0]!r}{more} {problem}")
+        elif detail:
+            past = f" ({len(names) - 1} more tensors lie past its end too)" if len(names) > 1 else ""
+            out.append(f"the external data file {loc} {problem}: {detail}{past}; at {full}")
+        else:
+            out.append(f"the external data file {loc} {problem}: the model keeps its tensor {names[0]!r}"
+                       f"{more} there, expected at {full}")
+    return out
+
+
+def _check_external_data(model, path: str) -> None:
+    """An :class:`InputError` naming the external data file (and a tensor it should hold) of the ONNX
+    model read from ``path`` that is missing, unreadable or truncated (onnx's own error, "should be stored
+    in ..., but it is not regular file", "exceeds available data", reads like a corrupt model)."""
+    problems = _external_data_problems(_all_tensors(model.graph), os.path.dirname(os.path.abspath(path)))
+    if problems:
+        also = f" (also: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
+        raise InputError(f"{problems[0]}{also} (this reads the model's weights)", source=path)
+
+
+def _what_it_holds(path: str) -> str | None:
+    """What the file at ``path`` that does not read as an ONNX model holds, where its first bytes say
+    (JSON, text, a Git LFS pointer, a zip archive), as words after "the file"; ``None`` for other bytes."""
+    import codecs
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head.startswith(b"PK\x03\x04"):
+        return "is a zip archive (as torch.save writes a PyTorch checkpoint)"
+    try:
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return None
+    if not text.strip() or any(c < " " and c not in "\t\n\r\f" for c in text):
+        return None
+    if text.startswith("version https://git-lfs"):
+        return ("is a Git LFS pointer, not the model's bytes (the repository was fetched without them: "
+                "git lfs pull)")
+    if text.lstrip()[:1] in ("{", "["):
+        keys = ""
+        if os.path.getsize(path) <= 1 << 24:
+            try:
+                with open(path, encoding="utf-8-sig") as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                data = None
+            if isinstance(data, dict) and data:
+                names = [" ".join(str(k).split())[:40] for k in data]
+                keys = f" (keys {', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+        return f"holds JSON text{keys}"
+    first = text.strip().splitlines()[0]
+    return f"holds text (it begins {first[:40]!r})"
+
+
+def _not_onnx(path: str, what: str) -> InputError:
+    return InputError(f"not an ONNX model: the file {what}, and an ONNX model is a binary protobuf file "
+                      f"(as torch.onnx.export writes)", source=path)
+
+
 def read_model(path: str | os.PathLike, *, load_external_data: bool = False):
-    """``onnx.load`` with clear errors: a missing, truncated or corrupt file raises :class:`InputError`."""
+    """``onnx.load`` with clear errors, one :class:`InputError` naming the file: a missing, unreadable,
+    empty, truncated or corrupt file, a folder, a file that is no ONNX model (JSON, text: said so) and,
+    with ``load_external_data``, an external data file (``location``, relative to the model's folder)
+    that is missing, unreadable or shorter than the tensors it should hold. Without
+    ``load_external_data`` the weights are not read and their file is not needed (:func:`load_onnx`)."""
     import onnx
 
     path = os.fspath(path)
@@ -267,17 +396,36 @@ def read_model(path: str | os.PathLike, *, load_external_data: bool = False):
     if os.path.getsize(path) == 0:
         raise InputError("the file is empty, not an ONNX model", source=path)
     try:
-        model = onnx.load(path, load_external_data=load_external_data)
+        model = onnx.load(path, load_external_data=False)
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", source=path) from None
     except Exception as e:  # protobuf DecodeError and friends
+        what = _what_it_holds(path)
+        if what is not None:
+            raise _not_onnx(path, what) from None
+        detail = " ".join(str(e).split())[:200]
         raise InputError(f"not a valid ONNX model (truncated or corrupt file?): {type(e).__name__}: "
-                         f"{str(e)[:200]}", source=path) from None
+                         f"{detail}", source=path) from None
     if not model.HasField("graph") or (model.ir_version == 0 and not model.opset_import):
+        what = _what_it_holds(path)
+        if what is not None:
+            raise _not_onnx(path, what)
         raise InputError("not an ONNX model: it has no graph or no IR version (wrong file, or truncated?)",
                          source=path)
     if len(model.graph.node) == 0:
         raise InputError("the model's graph has no operators (truncated file?)", source=path)
+    if load_external_data:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        _check_external_data(model, path)
+        try:
+            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        except OSError as e:
+            raise InputError(f"cannot read its external data {e.filename or ''}: {e.strerror or e}",
+                             source=path) from None
+        except Exception as e:  # onnx refuses a location outside the model's folder, a symbolic link
+            detail = " ".join(str(e).split())[:300]
+            raise InputError(f"cannot read its external data: {detail}", source=path) from None
     return model
 
 
@@ -369,7 +517,7 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
             raise InputError(f"batch size {batch_size}: {e}", source=source) from None
         dimmap, fixed = _resolve_input_dims(model.graph, batch_size, dict(dims or {}), warn)
     batch = (batch_size or 1) if fixed else _fixed_shape_batch(model.graph, batch_size, warn)
-    infer_model = _inference_copy(model, dimmap, os.path.dirname(source) if source else None)
+    infer_model = _inference_copy(model, dimmap, os.path.dirname(source) if source else None, warn)
     try:
         onnx.checker.check_model(infer_model)
     except Exception as e:
@@ -575,10 +723,12 @@ def _with_folded_values(infer_model, inferred, p: _Parser):
     return m
 
 
-def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = None):
+def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = None,
+                    warn: Callable[[str], None] | None = None):
     """A light copy of the model for the checker and shape inference: large or external initializers
     become typed graph inputs (no weight is read or copied), symbolic input dimensions are fixed. Small
-    external integer tensors (shapes, axes) are read from ``base_dir``: inference needs their values."""
+    external integer tensors (shapes, axes) are read from ``base_dir``: inference needs their values;
+    where their file cannot be read they stay typed inputs, and ``warn`` is told which file and why."""
     import onnx
     from onnx import external_data_helper, helper
 
@@ -586,6 +736,7 @@ def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = Non
     g2 = onnx.GraphProto(name=g.name)
     g2.node.extend(g.node)
     input_names = {v.name for v in g.input}
+    unread = []
     for v in g.input:
         v2 = g2.input.add()
         v2.CopyFrom(v)
@@ -602,13 +753,22 @@ def _inference_copy(model, dimmap: Mapping[str, int], base_dir: str | None = Non
                 del small.external_data[:]
                 g2.initializer.append(small)
                 continue
-            except Exception:
-                pass  # missing weights file: the tensor stays a typed input
+            except Exception as e:  # missing weights file: the tensor stays a typed input
+                unread.append((t, e))
         if t.data_location == onnx.TensorProto.EXTERNAL or n > _KEEP_DATA:
             if t.name not in input_names:
                 g2.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         else:
             g2.initializer.append(t)
+    if unread and warn is not None:
+        problems = _external_data_problems([t for t, _ in unread], os.path.abspath(base_dir or ""))
+        if not problems:  # onnx refused it otherwise (a location outside the model's folder, a link)
+            t, e = unread[0]
+            detail = " ".join(str(e).split())[:200]
+            problems = [f"the external data of tensor {t.name!r} cannot be read ({detail})"]
+        for problem in problems:
+            warn(f"{problem}; the shape values (or axes) it holds are not read, so the sizes computed from "
+                 f"them are not known and are estimated")
     g2.sparse_initializer.extend(g.sparse_initializer)
     for v in g.output:
         v2 = g2.output.add()
