@@ -67,7 +67,7 @@ __all__ = ["LLMConfig", "read_config", "read_model_config", "config_from_onnx", 
            "layer_prefill_time", "embed_time", "head_step", "prefill_node_time", "Bucket", "RequestMix",
            "read_mix", "check_slo", "BucketServing", "GoodputEvaluation", "ServingModel", "chain_plans",
            "prefill_problem", "kv_transfer_time", "prefill_profile", "disaggregated_goodput",
-           "decode_stall", "slot_wait", "colocated_slot_wait"]
+           "decode_stall", "slot_wait", "colocated_slot_wait", "has_tpot"]
 
 TP_DEGREES = (1, 2, 4, 8)
 _DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp16": 2, "bf16": 2, "fp32": 4, "float8": 1,
@@ -766,12 +766,15 @@ class ServingModel:
       **Wslot = ErlangC(k, u) H / (batch (1 - u))** (:func:`slot_wait`; infinite at the KV-slot limit).
 
     **Goodput** at rate ``lam``: ``lam`` times the share of requests whose TTFT and TPOT meet the
-    targets. Every quantity grows with ``lam``, and the buckets meeting the TTFT target at any rate are
-    those with the shortest prefill latencies, so the best rate is, for one of the prefixes of the
-    buckets sorted by ``P``, the largest ``lam`` at which that prefix meets the TTFT target, TPOT meets
-    its target and the slots suffice: the slots and TPOT a closed form (a quadratic for the slots)
-    without a convoy, else, and the TTFT always, a bisection of a monotone function. The maximum over
-    the prefixes is the plan's goodput, exact under this model.
+    targets (a request of one output token takes no decode step: it has no TPOT and meets any TPOT
+    target, :func:`has_tpot`). Every quantity grows with ``lam``, and the buckets meeting the TTFT target
+    at any rate are those with the shortest prefill latencies, so the best rate is, for one of the
+    prefixes of the buckets sorted by ``P``, the largest ``lam`` at which that prefix meets the TTFT
+    target, TPOT meets its target and the slots suffice: the slots and TPOT a closed form (a quadratic
+    for the slots) without a convoy, else, and the TTFT always, a bisection of a monotone function.
+    Where some buckets have one output token and others more, a prefix past the TPOT target's rate is
+    also worth its rate times the share of its one-token buckets alone. The maximum over the prefixes
+    is the plan's goodput, exact under this model.
     """
 
     def __init__(self, cfg: LLMConfig, devices: DeviceSet, mix: RequestMix, *, ttft: float | None = None,
@@ -869,16 +872,17 @@ class ServingModel:
         D = self.mix.decode_steps
         c = D * t0
 
-        # the rate limits that do not depend on the buckets: TPOT and the KV slots
+        # the rate limits that do not depend on the buckets: the KV slots; the TPOT target's, which binds
+        # the requests with a decode step only (one of one output token has no TPOT)
         limits = {}
+        tpot_limit = None
         if self.tpot is not None and D > 0:
             if t0 > self.tpot:
-                limits["TPOT target"] = -1.0
+                tpot_limit = -1.0
             elif convoy == 0:
-                limits["TPOT target"] = (1 - t0 / self.tpot) / a
+                tpot_limit = (1 - t0 / self.tpot) / a
             else:  # (1 - lam a) exp(-lam convoy) = t0 / tpot
-                limits["TPOT target"] = _bisect(
-                    lambda x: (1 - x * a) * math.exp(-x * convoy) <= t0 / self.tpot, 1 / a)
+                tpot_limit = _bisect(lambda x: (1 - x * a) * math.exp(-x * convoy) <= t0 / self.tpot, 1 / a)
         if convoy == 0:
             lin = g + c + batch * a
             limits["KV slots"] = 2 * batch / (lin + math.sqrt(max(lin * lin - 4 * a * g * batch, 0.0)))
@@ -890,7 +894,7 @@ class ServingModel:
         def waits(x: float) -> float:  # the mean wait for a KV slot at rate x
             return colocated_slot_wait(x, batch, g, D, t0, a, convoy)
 
-        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits, waits)
+        lam, why = _best_rate(self.ttft, shares, P, a, e2, limits, waits, tpot=_timed(self.mix, tpot_limit))
         stall = decode_stall(lam, a, convoy)
         tpot = t0 / (1 - stall) if stall < 1 else math.inf
         slots = lam * (g + D * tpot) if stall < 1 else math.inf
@@ -925,21 +929,48 @@ def _bisect(past, hi: float) -> float:
     return lo
 
 
+def has_tpot(bucket: Bucket) -> bool:
+    """Requests of ``bucket`` have a time per output token: more than one output token (the first comes
+    from the prefill; one of one output token takes no decode step, has no TPOT and meets any TPOT
+    target, as :meth:`graphs.llm_sim.SimResult.attainment` counts it)."""
+    return bucket.output > 1
+
+
+def _timed(mix: RequestMix, limit: float | None) -> tuple[float, list[bool]] | None:
+    """``_best_rate``'s ``tpot``: the largest rate meeting the TPOT target (``None``: no target, or no
+    decode step in the mix) and per bucket whether the target binds it (:func:`has_tpot`)."""
+    return None if limit is None else (limit, [has_tpot(b) for b in mix.buckets])
+
+
 def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float, e2: float,
-               limits: dict, slot_wait=None) -> tuple[float, str]:
+               limits: dict, slot_wait=None, *, tpot: tuple[float, list[bool]] | None = None
+               ) -> tuple[float, str]:
     """The arrival rate of most goodput and what stops a higher one: for each prefix of the buckets
     sorted by prefill latency ``P``, the largest rate at which the prefix meets the TTFT target
     (``W + slot_wait(lam) + P <= ttft``, ``W = lam e2 / (2 (1 - lam a))``) within the bucket-independent
     ``limits`` (name -> largest rate; a negative one: no rate), times the prefix's share. ``slot_wait``:
     a nondecreasing function of the rate (the mean wait for a KV slot; ``None``: none), the TTFT limit
-    then a bisection."""
+    then a bisection. ``tpot``: ``(L, timed)``, the largest rate ``L`` at which TPOT meets its target
+    (negative: none) and per bucket whether it has a TPOT (:func:`has_tpot`): where every bucket has,
+    ``L`` is one more limit; otherwise it binds the timed buckets only, and a prefix whose TTFT rate
+    ``r`` is past ``L`` is worth the larger of ``L`` times its share and ``r`` times its untimed
+    buckets' share (the share meeting both targets is a step function of the rate, falling at the TTFT
+    rates and at ``L``: its product with the rate is largest at one of them)."""
+    timed = None
+    if tpot is not None:
+        tpot_rate, timed = tpot
+        if all(timed):  # every request has a TPOT: the target binds them all, as the other limits do
+            limits = {"TPOT target": tpot_rate, **limits}
+            timed = None
     base_name, base = min(limits.items(), key=lambda kv: kv[1])
     nb = len(P)
     order = sorted(range(nb), key=lambda j: P[j])
     best = (0.0, 0.0, base_name if base < 0 else "TTFT target")
-    cum = 0.0
+    cum = untimed = 0.0  # the prefix's share, and that of its buckets without a TPOT
     for pos, j in enumerate(order):
         cum += shares[j]
+        if timed is not None and not timed[j]:
+            untimed += shares[j]
         if pos + 1 < nb and P[order[pos + 1]] == P[j]:
             continue  # equal prefill latencies: these buckets meet the target together
         if base < 0:
@@ -955,8 +986,12 @@ def _best_rate(ttft: float | None, shares: list[float], P: list[float], a: float
                               min(cap, lam))
             if cap < lam:
                 lam, why = cap, "TTFT target"
-        if lam * cum > best[0]:
-            best = (lam * cum, lam, why)
+        options = [(lam, cum, why)]
+        if timed is not None and lam > tpot_rate:  # past L the timed buckets miss the TPOT target
+            options = [(tpot_rate, cum, "TPOT target"), (lam, untimed, why)]
+        for rate, share, words in options:
+            if rate * share > best[0]:
+                best = (rate * share, rate, words)
     return best[1], best[2]
 
 
@@ -1019,7 +1054,8 @@ def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S,
     rows = []
     for j, b in enumerate(model.mix.buckets):
         ttft = wait + slot + P[j]
-        ok = tpot_ok and (model.ttft is None or ttft <= model.ttft * (1 + _MEETS_RTOL))
+        # a request of one output token has no TPOT: it meets any TPOT target (has_tpot)
+        ok = (tpot_ok or not has_tpot(b)) and (model.ttft is None or ttft <= model.ttft * (1 + _MEETS_RTOL))
         rows.append(BucketServing(b, shares[j], P[j], S[j], ttft, ok))
     met = sum(r.share for r in rows if r.meets) if lam > 0 else 0.0
     rate = 1 / ev.objective if ev.objective > 0 else math.inf
@@ -1030,7 +1066,12 @@ def _evaluation(model, batch, ev, step, t0, lam, why, tpot, slots, shares, P, S,
 
 def _why_none(model: ServingModel, t0: float, P: list[float], D: float) -> str:
     if model.tpot is not None and D > 0 and t0 > model.tpot:
-        return "TPOT target unreachable (the full batch's step is slower)"
+        untimed = [p for p, b in zip(P, model.mix.buckets) if not has_tpot(b)]
+        if not untimed:
+            return "TPOT target unreachable (the full batch's step is slower)"
+        if model.ttft is not None and min(untimed) > model.ttft:
+            return ("TPOT target unreachable (the full batch's step is slower), TTFT target unreachable for "
+                    "the requests of one output token (their prefill is slower)")
     if model.ttft is not None and min(P) > model.ttft:
         return "TTFT target unreachable (every prompt's prefill is slower)"
     return "no rate meets the targets"
@@ -1187,12 +1228,13 @@ def disaggregated_goodput(prefill: ServingModel, pre_problem: ParallelProblem, p
     e2 = sum(q * x * x for q, x in zip(shares, S))
     D = mix.decode_steps
     limits = {}
+    tpot_limit = None  # no prefill stalls the decode pool: its TPOT is T0 at any rate
     if decode.tpot is not None and D > 0:
-        limits["TPOT target"] = math.inf if t0 <= decode.tpot else -1.0
+        tpot_limit = math.inf if t0 <= decode.tpot else -1.0
     occupancy = transfer + D * t0
     limits["KV slots"] = batch / occupancy if occupancy > 0 else math.inf
     limits["prefill capacity"] = 1 / a
-    lam, why = _best_rate(decode.ttft, shares, P, a, e2, limits)
+    lam, why = _best_rate(decode.ttft, shares, P, a, e2, limits, tpot=_timed(mix, tpot_limit))
     out = _evaluation(decode, batch, ev, step, t0, lam, why, t0, lam * occupancy, shares, P, S, a, e2, D,
                       kv_transfer=transfer)
     return replace(out, prefill_pool=(pre_problem, tuple(pre_plan), pev))

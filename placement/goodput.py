@@ -32,14 +32,18 @@ class GoodputPoint:
     found (``None``: no plan fits), whether every plan of that batch was scored, and a note.
     ``counts``: per micro-batch count ``N`` whose scoring ended, in the order tried, ``(N, plans)``:
     how many plans of that ``(batch, N)`` problem were all scored (:func:`graphs.llm.chain_plans`), or
-    ``None`` where only the solver's plan was (too many plans)."""
+    ``None`` where only the solver's plan was (too many plans). ``cut``: ``(N, scored, plans)``, the
+    micro-batch count whose few plans (every one to be scored) a Ctrl-C cut short while they were
+    scored, after ``scored`` of its ``plans`` (the solver's first); ``None``: none (its count is then not
+    in :attr:`counts`, and the point is not :attr:`exhaustive`)."""
 
     def __init__(self, batch, problem, result, plan, evaluation, serving, exhaustive, plans, note="",
-                 counts=()):
+                 counts=(), cut=None):
         self.batch, self.problem, self.result, self.plan = batch, problem, result, plan
         self.evaluation, self.serving, self.exhaustive, self.plans, self.note = \
             evaluation, serving, exhaustive, plans, note
         self.counts = tuple(counts)
+        self.cut = cut
 
     @property
     def scored_counts(self) -> list[int]:
@@ -84,6 +88,13 @@ def _interrupted(stopped: str) -> bool:
     return stopped.startswith(INTERRUPTED)
 
 
+def _after_interrupted(stopped: str) -> str:
+    """The words of a Ctrl-C's ``stopped`` after its :data:`solvers.base.INTERRUPTED` (``""``: none)."""
+    from solvers.base import INTERRUPTED
+
+    return stopped[len(INTERRUPTED):].removeprefix(":").strip()
+
+
 class _Batch:
     """The batch size a :func:`goodput_search` is searching, as far as it got (a Ctrl-C may end it at
     any moment): its micro-batch counts (``None`` until known) and the index ``k`` of the one being
@@ -96,6 +107,9 @@ class _Batch:
         self.top = None
         self.exhaustive, self.plans, self.first, self.recorded = True, 0, None, False
         self.scored: list[tuple[int, int | None]] = []  # GoodputPoint.counts
+        # while every plan of a micro-batch count is scored: [N, plans done, plans] (else None)
+        self.scoring: list[int] | None = None
+        self.cut: tuple[int, int, int] | None = None  # GoodputPoint.cut
 
 
 def _solved(solve, problem):
@@ -137,10 +151,12 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
     A Ctrl-C at any moment of the search (a ``KeyboardInterrupt``, or a solve that took one and returned
     what it had, :attr:`solvers.base.Solution.interrupted`: its plan is scored, alone) ends it with the
     points so far: the batch it cut short keeps its best plan so far (not exhaustive; a batch with none
-    counts as not tried), :attr:`GoodputSearch.stopped` starts with :data:`solvers.base.INTERRUPTED` and
-    names the sizes not tried (:func:`placement.serving.not_tried`) and the batch cut short, and the
-    search is not :attr:`~GoodputSearch.exhaustive`; where no point has a plan yet, the
-    ``KeyboardInterrupt`` goes on up. The batch sizes, the halts between them and their words are a
+    counts as not tried; where the Ctrl-C came while a count's few plans were scored, its
+    :attr:`~GoodputPoint.cut` and the words say how many were), :attr:`GoodputSearch.stopped` starts
+    with :data:`solvers.base.INTERRUPTED` and names the sizes not tried
+    (:func:`placement.serving.not_tried`) and the batch cut short, and the search is not
+    :attr:`~GoodputSearch.exhaustive`; where no point has a plan yet, the ``KeyboardInterrupt`` goes on
+    up. The batch sizes, the halts between them and their words are a
     :class:`placement.serving.BatchLadder`'s."""
     from graphs.llm import chain_plans, microbatch_counts
     from graphs.parallel import evaluate_plan
@@ -187,22 +203,28 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 cur.first = cur.first or (p, r)
                 plans = chain_plans(p, exhaustive_limit) if exhaustive_limit > 0 and not took else None
                 cur.exhaustive = cur.exhaustive and plans is not None
-                cur.plans += len(plans or ())
-                cand = [(r.plan, r.evaluation)] if r.plan is not None else []
-                for plan in plans or ():
-                    ev = evaluate_plan(p, plan)
+                # the solver's plan first (ties go to it), then the problem's other plans, one at a time:
+                # how many are done is cur.scoring's, should a Ctrl-C cut the scoring short
+                todo = [(r.plan, r.evaluation)] if r.plan is not None else []
+                todo += [(plan, None) for plan in plans or () if plan != r.plan]
+                if plans is not None:
+                    cur.scoring = [n, 0, len(plans)]
+                for plan, ev in todo:
+                    ev = ev if ev is not None else evaluate_plan(p, plan)
                     if ev.valid:
-                        cand.append((plan, ev))
-                for plan, ev in cand:
-                    scored = list(score(p, plan, b, ev)) if score else \
-                        [model.evaluate(p, plan, b, evaluation=ev)]
-                    for sv in scored:
-                        if sv.valid:
-                            least_tpot = min(least_tpot, sv.tpot_full)
-                            least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
-                    sv = max(scored, key=lambda x: x.goodput)
-                    if cur.top is None or sv.goodput > cur.top[2].goodput * (1 + 1e-12):
-                        cur.top = (plan, ev, sv, p, r)
+                        scored = list(score(p, plan, b, ev)) if score else \
+                            [model.evaluate(p, plan, b, evaluation=ev)]
+                        for sv in scored:
+                            if sv.valid:
+                                least_tpot = min(least_tpot, sv.tpot_full)
+                                least_ttft = min([least_ttft] + [q.prefill for q in sv.buckets])
+                        sv = max(scored, key=lambda x: x.goodput)
+                        if cur.top is None or sv.goodput > cur.top[2].goodput * (1 + 1e-12):
+                            cur.top = (plan, ev, sv, p, r)
+                    if cur.scoring is not None:
+                        cur.scoring[1] += 1
+                cur.scoring = None
+                cur.plans += len(plans or ())
                 cur.scored.append((n, None if plans is None else len(plans)))
                 if took:
                     raise KeyboardInterrupt
@@ -243,9 +265,14 @@ def goodput_search(model, batches: list[int] | None, solve, *, microbatches: int
                 if cur.k < len(counts):
                     cur.exhaustive = False
                     left = counts[cur.k + 1:]
+                    # some of the count's plans scored (the solver's first) before the Ctrl-C: how many
+                    part = cur.scoring if cur.scoring is not None and cur.scoring[1] > 0 else None
+                    cur.cut = None if part is None else tuple(part)
+                    said = ([f"{part[1]:,} of its {part[2]:,} plans scored"] if part else []) + \
+                        ([f"count{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} not tried"]
+                         if left else [])
                     cut = (f"batch {cur.batch}'s search cut short at micro-batch count {counts[cur.k]}"
-                           + (f" (count{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} not tried)"
-                              if left else ""))
+                           + (f" ({'; '.join(said)})" if said else ""))
                 points.append(_point(cur, INTERRUPTED if cut else ""))
                 rest = sizes[at + 1:]
             else:  # nothing kept of it: not tried
@@ -270,7 +297,7 @@ def _point(cur: _Batch, note: str = "") -> GoodputPoint:
     plan, ev, sv, p, r = cur.top
     words = "" if r.plan is None or plan == r.plan else "not the solver's plan (more goodput)"
     return GoodputPoint(cur.batch, p, r, plan, ev, sv, cur.exhaustive, cur.plans if cur.exhaustive else None,
-                        "; ".join(x for x in (words, note) if x), cur.scored)
+                        "; ".join(x for x in (words, note) if x), cur.scored, cut=cur.cut)
 
 
 def _best_point(points) -> GoodputPoint | None:
@@ -392,8 +419,8 @@ def disaggregated_search(model, batches: list[int] | None, solve, *, max_replica
         left = 0 if looped else len(masks) - len(splits)
         last = splits[-1]  # the split the Ctrl-C cut short, where its search kept points
         parts = [f"{left} of the {len(masks)} splits into pools not tried"] if left else []
-        if last[2] is not None and last[2].interrupted:
-            parts.append(f"split {last[0]} | {last[1]}: {last[2].stopped}")
+        if last[2] is not None and last[2].interrupted:  # its own words, the Ctrl-C said once
+            parts.append(f"split {last[0]} | {last[1]}: {_after_interrupted(last[2].stopped) or 'cut short'}")
         words = INTERRUPTED + (": " + "; ".join(parts) if parts else "")
         stopped = f"{words}; {stopped}" if stopped else words
     return DisaggregatedSearch(splits, _best_split(splits), pools[:len(splits)], stopped)
@@ -681,7 +708,14 @@ def targets_missed(model, tpot: float, ttft: float, exhaustive: bool, *,
     the least TPOT is of any plan; ``prefill_exhaustive``: every prefill plan too (colocated, the prefill
     runs on the decode plan; disaggregated pools score the prefill DP's plans only: false), so the least
     TTFT is of any plan too. Proven: where every plan was scored, or where no plan meets the TPOT target
-    and every decode plan was; otherwise the least found, "not proven infeasible"."""
+    and every decode plan was and every request has a TPOT; otherwise the least found, "not proven
+    infeasible". A request of one output token has no TPOT (:func:`graphs.llm.has_tpot`): it meets any
+    TPOT target, so where the mix has some, the TPOT target missed proves nothing of them: they missed
+    the TTFT target (at every plan scored, since no plan has goodput)."""
+    from graphs.llm import has_tpot
+
+    # some requests have no TPOT (a mix that lists no buckets, as a test's stand-in: none)
+    untimed = not all(has_tpot(b) for b in getattr(model.mix, "buckets", ()))
     tpot_proven = exhaustive
     ttft_proven = exhaustive and prefill_exhaustive
     tpot_words = (f"the least TPOT {'of any plan' if tpot_proven else 'found'} is {_ms(tpot)} ms (a full "
@@ -690,13 +724,18 @@ def targets_missed(model, tpot: float, ttft: float, exhaustive: bool, *,
                   f"shortest prompt's prefill alone, no queueing)")
     tpot_bad = model.mix.decode_steps > 0 and tpot > model.tpot
     ttft_bad = ttft > model.ttft
-    proven = ttft_proven or (tpot_bad and tpot_proven)
+    proven = ttft_proven or (tpot_bad and tpot_proven and not untimed)
     if tpot_bad and ttft_bad and (ttft_proven or not tpot_proven):
         what = (f"either the TPOT target of {_ms(model.tpot)} ms or the TTFT target of {_ms(model.ttft)} ms",
                 f"{tpot_words} and {ttft_words}")
     elif tpot_bad and ttft_bad:  # the TPOT target is proven missed, the TTFT one only by the plans found
         what = (f"the TPOT target of {_ms(model.tpot)} ms",
                 f"{tpot_words}; and {ttft_words}, over the TTFT target of {_ms(model.ttft)} ms too")
+    elif tpot_bad and untimed:  # the one-token requests (no TPOT) missed the TTFT target at every plan
+        what = (f"the TPOT target of {_ms(model.tpot)} ms (the requests of more than one output token) nor "
+                f"the TTFT target of {_ms(model.ttft)} ms for those of one (they have no TPOT)",
+                f"{tpot_words}; and at {'any plan' if ttft_proven else 'every plan scored'} the prefill "
+                f"alone of each request of one output token is longer than the TTFT target")
     elif tpot_bad:
         what = f"the TPOT target of {_ms(model.tpot)} ms", tpot_words
     elif ttft_bad:

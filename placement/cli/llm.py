@@ -741,15 +741,18 @@ def _sweep_table(search, *, mark: bool = True, who: str = "auto solver's", no_de
 def _plans_scored(pt, who: str) -> str:
     """The sweep table's "plans scored" of the point ``pt``: ``all K`` where every plan of every
     micro-batch count tried was scored, ``WHO per N`` where the solver's plan alone was at each, else
-    both, each with its counts (``all 12 at N=2,1; auto solver's at N=8,4``)."""
+    both, each with its counts (``all 12 at N=2,1; auto solver's at N=8,4``), and the count whose plans
+    a Ctrl-C cut short while they were scored (``; 215 of 569 at N=2 (Ctrl-C)``)."""
     if pt.exhaustive:
         return f"all {pt.plans:,}"
-    every, solver = pt.scored_counts, pt.solver_counts
-    if not every:
+    every, solver, cut = pt.scored_counts, pt.solver_counts, pt.cut
+    if not every and cut is None:
         return f"{who} per N"
     plans = sum(k for _, k in pt.counts if k is not None)
-    words = f"all {plans:,} at N={','.join(map(str, every))}"
-    return f"{words}; {who} at N={','.join(map(str, solver))}" if solver else words
+    words = [f"all {plans:,} at N={','.join(map(str, every))}"] if every else []
+    words += [f"{who} at N={','.join(map(str, solver))}"] if solver else []
+    words += [f"{cut[1]:,} of {cut[2]:,} at N={cut[0]} (Ctrl-C)"] if cut is not None else []
+    return "; ".join(words)
 
 
 def _bucket_table(sv) -> str:
@@ -906,7 +909,11 @@ def _goodput_summary(model, sv) -> str:
                if model.tpot is not None else "")
         meet, tpot = f"meet {_targets(model, tpot=False)}", f"TPOT {_NO_TPOT}{met}, "
     else:
+        from graphs.llm import has_tpot
+
         meet = f"meet {_targets(model)}"
+        if model.tpot is not None and not all(has_tpot(b) for b in model.mix.buckets):
+            meet += " (a request of one output token has no TPOT: it meets any TPOT target)"
         tpot = f"TPOT {_ms(sv.tpot)} ms ({_ms(sv.tpot_full)} ms for the full batch without prefills), "
     return (f"goodput {sv.goodput:.6g} requests/s at {sv.rate:.6g} requests/s arriving "
             f"({100 * sv.attainment:.1f}% {meet} at the mean wait: a mean-value model, "
@@ -1015,6 +1022,9 @@ def place_goodput(args) -> int:
         dp_word = f"the decode {who} plan at this batch and micro-batch count: " + \
             ("proven the most tokens/s" if str(r.status) == "optimal" else
              f"status {r.status}, not proven the most tokens/s")
+    elif best.cut is not None and best.cut[0] == best.problem.microbatches:  # its plans cut short
+        dp_word = (f"not the decode {who} plan: the most goodput of the {best.cut[1]:,} of the problem's "
+                   f"{best.cut[2]:,} plans scored before the Ctrl-C")
     else:
         dp_word = f"not the decode {who} plan: the most goodput among all the problem's plans"
     if exhaustive:
@@ -1029,11 +1039,24 @@ def place_goodput(args) -> int:
         # the micro-batch counts whose problem had few plans, all scored (a kept plan that is not the DP's
         # comes from one of them), as the sweep's "plans scored" column has them
         every = _counts_words(search.points, "scored_counts")
-        if every:
+        # the counts whose few plans a Ctrl-C cut short while they were scored (the colocated points', and
+        # the kept split's): some of them scored, the most goodput of those kept
+        cut_points = [p for p in search.points if p.plan is not None and p.cut is not None]
+        names = {}
+        if disagg and best.cut is not None:
+            cut_points.append(best)
+            names[id(best)] = "split " + " | ".join(best_pool(split, best)) + "'s"
+        cut = _cut_words(cut_points, names)
+        if every or cut:
+            parts = ([f"at {every}, whose problems have few plans: all of them were scored and the most "
+                      f"goodput kept"] if every else []) + \
+                ([f"at {cut}, whose few plans were being scored when the Ctrl-C came: some of them scored, "
+                  f"the most goodput of those kept"] if cut else [])
+            other = "other plans" if cut else "other counts' plans"
             proven = (f"at each batch size and micro-batch count the decode {who} plan was scored (most "
-                      f"tokens/s, {tokens}), except at {every}, whose problems have few plans: all of them "
-                      f"were scored and the most goodput kept; not proven to be the most goodput over the "
-                      f"other counts' plans: the goodput is the best plan's, exact under the serving model")
+                      f"tokens/s, {tokens}), except {'; and '.join(parts)}; not proven to be the most "
+                      f"goodput over the {other}: the goodput is the best plan's, exact under the serving "
+                      f"model")
         else:
             proven = (f"each batch size's plan is the decode {who} at its micro-batch count (most tokens/s, "
                       f"{tokens}; not proven to be the most goodput: the goodput is that plan's, exact under "
@@ -1118,12 +1141,25 @@ def _counts_words(points, which: str) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
+def _cut_words(points, names: dict) -> str:
+    """The micro-batch counts whose plans a Ctrl-C cut short while they were scored
+    (:attr:`placement.goodput.GoodputPoint.cut`) of ``points``: ``batch 32 (N = 2: 215 of its 569
+    plans)``, a point prefixed by ``names[id(point)]`` where given (a split's)."""
+    parts = [f"{names[id(p)] + ' ' if id(p) in names else ''}batch {p.batch} (N = {p.cut[0]}: "
+             f"{p.cut[1]:,} of its {p.cut[2]:,} plans)" for p in points]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
 def _sweep_row(p, note: str | None = None) -> dict:
     """A row of a goodput result's ``sweep``: the batch size, its goodput, whether every plan of it was
-    scored, and per micro-batch count tried the plans scored (``null``: the solver's plan only)."""
-    return {"batch_size": p.batch, "goodput_rps": None if p.serving is None else p.serving.goodput,
-            "exhaustive": p.exhaustive, "note": p.note if note is None else note,
-            "counts": [{"microbatches": n, "plans_scored": k} for n, k in p.counts]}
+    scored, and per micro-batch count tried the plans scored (``null``: the solver's plan only); where a
+    Ctrl-C cut a count's scoring short, ``cut_short``: that count, the plans of it scored and its plans."""
+    row = {"batch_size": p.batch, "goodput_rps": None if p.serving is None else p.serving.goodput,
+           "exhaustive": p.exhaustive, "note": p.note if note is None else note,
+           "counts": [{"microbatches": n, "plans_scored": k} for n, k in p.counts]}
+    if p.cut is not None:
+        row["cut_short"] = {"microbatches": p.cut[0], "plans_scored": p.cut[1], "plans": p.cut[2]}
+    return row
 
 
 def _serves(point) -> bool:
