@@ -46,8 +46,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from graphs.errors import InputError
+from graphs.jsonio import shown
 from graphs.model import Cluster, OpGraph
 from graphs.parallel import (
+    SCHEDULES,
     ParallelProblem,
     PlanEvaluation,
     stage_device_names,
@@ -60,7 +62,8 @@ if TYPE_CHECKING:
     from .api import Placement
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
-           "is_stage_result", "read_stage_result", "read_result", "checked_result", "assignment_from_result",
+           "is_stage_result", "read_stage_result", "check_problem_section", "check_stage_plan_file",
+           "read_result", "checked_result", "assignment_from_result",
            "recorded_input_shape"]
 
 SCHEMA_VERSION = 2  # 2: ``model``, ``time_unit`` and ``stages``; version-1 files read the same
@@ -267,19 +270,132 @@ def is_stage_result(data) -> bool:
         data.get("schema") == "placement-result" and data.get("model") == "stages")
 
 
-def read_stage_result(data: dict) -> dict:
-    """A stage plan's result file as one flat mapping, whichever version wrote it: the problem's
-    settings at the top level (version 2 keeps them under ``problem``), ``stages`` as written, times in
-    seconds per sample."""
+def read_stage_result(data: dict, *, source: str | None = None) -> dict:
+    """A stage plan's result file (read from ``source``, which an error names) as one flat mapping,
+    whichever version wrote it: the problem's settings at the top level (version 2 keeps them under
+    ``problem``; its readers check its fields: :func:`check_problem_section` for an ONNX model's or a
+    Piper file's plan), ``stages`` as written, times in seconds per sample."""
     if data.get("format") == "placement-replicated":  # version 1: already flat, seconds
         return data
+    if data.get("problem") is not None and not isinstance(data["problem"], dict):
+        raise InputError(_NOT_AN_OBJECT + shown(data["problem"]), source=source)
     flat = {k: v for k, v in data.items() if k != "problem"}
     if isinstance(flat.get("devices"), list):  # the plan's per-device rows, not the device spec recorded
         del flat["devices"]
     flat.update(data.get("problem") or {})
     if data.get("time_unit") not in (None, "s"):
-        raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')")
+        raise InputError(f"time_unit {data.get('time_unit')!r}: a stage plan's times are seconds ('s')",
+                         source=source)
     return flat
+
+
+_NOT_AN_OBJECT = "problem: must be an object (the settings that rebuild the problem), got "
+
+
+def _int(v, least: int = 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _dims_ok(v) -> bool:
+    return isinstance(v, dict) and all(_text(k) and _int(x) for k, x in v.items())
+
+
+#: what each field of an ONNX model's or a Piper file's stage plan's ``problem`` section
+#: (:func:`stage_result_dict`: the problem's own fields, then an ONNX model's front-end settings) must be
+#: where it is not ``null`` (not recorded: the default), in the words of the error
+_PROBLEM_FIELDS = {
+    "schedule": (lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}"),
+    "microbatches": (_int, "a positive integer"),
+    "max_replicas": (_int, "a positive integer"),
+    "kinds": (lambda v: isinstance(v, list) and bool(v), "a non-empty list of device kinds"),
+    "devices": (_text, "a device spec such as \"a100:4,cpu:1\""),
+    "device_files": (lambda v: isinstance(v, list) and all(_text(f) for f in v), "a list of file paths"),
+    "costs": (lambda v: _text(v) or isinstance(v, dict), "a cost model's name, a cost table's path or the "
+              "measurements recorded"),
+    "batch_size": (_int, "a positive integer (the samples in one run of the model)"),
+    "training": (lambda v: isinstance(v, bool), "true or false"),
+    "optimizer": (_text, "an optimizer's name"),
+    "dims": (_dims_ok, "an object of symbolic input dimensions, each a positive integer"),
+    "granularity": (_text, "a granularity (\"layer\" or \"op\")"),
+}
+#: the fields an LLM config's decode plan (and its goodput objective) adds, which its own reader
+#: (placement/cli/llm.py) reads and checks: not refused as unknown here
+_LLM_PROBLEM_FIELDS = ("context", "memory_context", "model", "params", "objective", "requests", "ttft_slo_ms",
+                       "tpot_slo_ms", "prefill_devices")
+#: the fields of each entry of ``problem.kinds`` and what they must be where not ``null``
+_KIND_FIELDS = {
+    "name": (_text, "a device kind's name"),
+    "count": (lambda v: _int(v, 0), "a non-negative integer (a provision's kinds not bought: 0)"),
+    "memory": (_positive, "a positive number of bytes"),
+    "bandwidth": (_positive, "a positive number of bytes per second"),
+    "server_size": (_int, "a positive integer"),
+    "intra_bandwidth": (_positive, "a positive number of bytes per second"),
+    "inter_bandwidth": (_positive, "a positive number of bytes per second"),
+}
+
+
+def _field_error(where: str, value, rule: tuple) -> InputError | None:
+    ok, words = rule
+    if value is None or ok(value):
+        return None
+    return InputError(f"{where}: must be {words}, got {shown(value)}")
+
+
+def check_problem_section(problem, source: str | None = None) -> None:
+    """The ``problem`` section of an ONNX model's or a Piper file's stage plan (version 2; ``None``: none
+    recorded), whose fields rebuild the problem the plan was solved on (:func:`placement.stages.load`):
+    each a value of its kind (:data:`_PROBLEM_FIELDS`; ``null``: not recorded), every entry of ``kinds``
+    an object of :data:`_KIND_FIELDS`, and no other field (an LLM config's, :data:`_LLM_PROBLEM_FIELDS`,
+    are its reader's). Else an :class:`InputError` naming the file ``source`` and the field
+    (``problem.batch_size: must be a positive integer ..., got "4"``), before any reader takes the value
+    (and names the model or a flag for it). Every command that reads such a plan (``evaluate``,
+    ``show``, ``split``, ``run``) checks it so."""
+    if problem is None:
+        return
+    if not isinstance(problem, dict):
+        raise InputError(_NOT_AN_OBJECT + shown(problem), source=source)
+    for key, value in problem.items():
+        if key in _LLM_PROBLEM_FIELDS:
+            continue
+        rule = _PROBLEM_FIELDS.get(key)
+        if rule is None:
+            raise InputError(f"problem.{key}: not a field of a stage plan's problem section (it holds "
+                             f"{', '.join(_PROBLEM_FIELDS)})", source=source)
+        e = _field_error(f"problem.{key}", value, rule)
+        if e is not None:
+            raise InputError(e.detail, source=source)
+    for i, kind in enumerate(problem.get("kinds") or ()):
+        if not isinstance(kind, dict):
+            raise InputError(f"problem.kinds[{i}]: must be an object (a device kind), got {shown(kind)}",
+                             source=source)
+        for key, value in kind.items():
+            rule = _KIND_FIELDS.get(key)
+            if rule is None:
+                raise InputError(f"problem.kinds[{i}].{key}: not a field of a device kind (it holds "
+                                 f"{', '.join(_KIND_FIELDS)})", source=source)
+            e = _field_error(f"problem.kinds[{i}].{key}", value, rule)
+            if e is not None:
+                raise InputError(e.detail, source=source)
+        if not _text(kind.get("name")):
+            raise InputError(f"problem.kinds[{i}].name: missing: a device kind needs its name", source=source)
+
+
+def check_stage_plan_file(data, source: str | None = None) -> None:
+    """The checks of an ONNX model's or a Piper file's stage plan (``data``, read from ``source``) before
+    any of its fields is used: its ``problem`` section (:func:`check_problem_section`): the one check of
+    every command that reads such a plan (``evaluate`` and ``show`` where they rebuild its problem,
+    :func:`placement.stages.workload_for_result`; ``split`` and ``run`` before they cut it). Anything
+    else passes (a one-device-per-stage result and an LLM config's plan are checked by their readers)."""
+    if is_stage_result(data) and data.get("format") != "placement-replicated":  # version 2
+        check_problem_section(data.get("problem"), source)
 
 
 # --------------------------------------------------------------------------- reading one device per stage
@@ -424,9 +540,13 @@ def recorded_input_shape(result: Mapping) -> tuple[int | None, dict[str, int] | 
     """The batch size and the other symbolic input dimensions a result was placed at: its ``frontend``
     settings (one device per stage) or its ``problem`` (a stage plan). ``(None, None)`` for a result
     that records no front end (older or hand-written ones); a batch size ``None`` where it records none."""
-    rec = result.get("frontend") or result.get("problem")
+    section = "frontend" if result.get("frontend") else "problem"
+    rec = result.get(section)
     if not isinstance(rec, Mapping) or "batch_size" not in rec:
         return None, None
     b = rec.get("batch_size")
-    batch = b if isinstance(b, int) and not isinstance(b, bool) and b >= 1 else None
-    return batch, {str(k): int(v) for k, v in (rec.get("dims") or {}).items()}
+    batch = b if _int(b) else None
+    e = _field_error(f"{section}.dims", rec.get("dims"), _PROBLEM_FIELDS["dims"])
+    if e is not None:  # a mapping given to the library (a result file's commands check it on reading)
+        raise e
+    return batch, dict(rec.get("dims") or {})

@@ -57,6 +57,7 @@ from solvers.base import Status, relative_gap
 
 from .inputs import check_counts
 from .results import (
+    check_stage_plan_file,
     is_stage_result,
     read_stage_result,
     stage_result_dict,
@@ -318,7 +319,8 @@ def workload_for_result(data: dict, workload: str, *, schedule: str | None = Non
     ``onnx.ModelProto`` where the caller has read it already (not read again)."""
     from types import SimpleNamespace
 
-    flat = read_stage_result(data)
+    check_stage_plan_file(data, source)  # each field read below checked first, named by the file's field
+    flat = read_stage_result(data, source=source)
     if str(workload).lower().endswith(".onnx"):
         for key in ("devices", "granularity"):
             if not flat.get(key):
@@ -643,7 +645,9 @@ def evaluate(args, frontend: Mapping | None = None, *,
     solved on (:func:`load`), unless the command line gives them again. ``on_value``: told the plan's
     time per sample (seconds) once it is printed."""
     data = read_json(args.split)
-    saved = {**read_stage_result(data), "_path": args.split} if is_stage_result(data) else {}
+    check_stage_plan_file(data, args.split)  # before any of its fields is read
+    saved = ({**read_stage_result(data, source=args.split), "_path": args.split} if is_stage_result(data)
+             else {})
     given, placed = getattr(args, "granularity", None), saved.get("granularity")
     if given is not None and placed is not None and given != placed:
         # a plan's nodes are those of the granularity it was placed at: another one has other nodes
@@ -699,7 +703,7 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
     g = problem.graph
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
         raise InputError("a plan needs a 'stages' list", source=source)
-    data = read_stage_result(data)
+    data = read_stage_result(data, source=source)
     index = {str(x): i for i, x in enumerate(g.ids)}
     kinds = {k.name: i for i, k in enumerate(problem.kinds)}
     plan = []

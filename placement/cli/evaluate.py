@@ -26,7 +26,7 @@ from .common import (
     stage_model,
 )
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "note_max_load"]
 
 
 def add_parser(sub) -> None:
@@ -157,9 +157,11 @@ def run(args) -> int:
         recorded = saved.get("max_load")
         if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
             recorded *= 1e3  # in the ms per sample the table above prints, not the file's seconds
-        return stage_model().evaluate(args, given, on_value=lambda value: _note_max_load(
+        typed = {**given, "schedule": getattr(args, "schedule", None),
+                 "microbatches": getattr(args, "microbatches", None)}
+        return stage_model().evaluate(args, given, on_value=lambda value: note_max_load(
             recorded, "ms per sample", value * 1e3, "ms per sample",
-            _changed_settings(given, settings, args.split)))
+            _changed_settings(typed, settings, args.split)))
     refuse_stage_device_options(args)  # a one-device-per-stage placement's evaluation
     refuse_schedule_options(args)  # (show simulates a schedule: --schedule is show's)
     data = saved if saved is not None else read_json(args.split)  # read_json names what is wrong
@@ -189,7 +191,7 @@ def run(args) -> int:
     recorded = data.get("max_load") if is_result else None
     if is_result:
         now = _max_load_words(data, w.graph.meta.get("unit"), w.graph.batch_size)
-        _note_max_load(recorded, _max_load_words(data), ev.max_load, now,
+        note_max_load(recorded, _max_load_words(data), ev.max_load, now,
                        _changed_settings(typed, data.get("frontend"), args.split))
     return EXIT_OK if ev.valid else EXIT_NO_PLACEMENT
 
@@ -212,15 +214,20 @@ def _kinds(devices: str) -> list[str]:
 
 
 def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
-    """The ONNX front-end settings given on the command line (``given``: :func:`frontend`) that differ
-    from those the result file ``result_path`` records (``recorded``: its ``frontend``, or a stage
-    plan's ``problem``), each as ``--flag VALUE, the file records ...``."""
+    """The settings given on the command line that differ from those the result file ``result_path``
+    records (``recorded``: its ``frontend``, or a stage plan's ``problem``), each as ``--flag VALUE,
+    the file records ...``: ``given`` holds the ONNX front end's (:func:`frontend`) and, for a stage
+    plan, ``schedule`` and ``microbatches``."""
     import os
 
     if not isinstance(recorded, dict):
         return []
     here = os.path.dirname(os.path.abspath(result_path))
     out = []
+    for key, flag in (("schedule", "--schedule"), ("microbatches", "--microbatches")):  # a stage plan's
+        v, rv = given.get(key), recorded.get(key)
+        if v is not None and rv is not None and v != rv:
+            out.append(f"{flag} {v}, the file records {rv}")
     b, rb = given.get("batch_size"), recorded.get("batch_size")
     if b is not None and rb is not None and b != rb:
         out.append(f"--batch-size {b}, the file records batch {rb}")
@@ -250,7 +257,7 @@ def _changed_settings(given: dict, recorded, result_path: str) -> list[str]:
     return out
 
 
-def _note_max_load(recorded, then: str, value: float, now: str, changed: list[str]) -> None:
+def note_max_load(recorded, then: str, value: float, now: str, changed: list[str]) -> None:
     """The note when the max-load evaluated now (``value`` in ``now``'s unit) is not the file's
     (``recorded``, in ``then``'s unit): the settings given that differ from the file's (``changed``) say
     why; with none changed, re-measured costs are the guess. Nothing for a file that records no

@@ -175,10 +175,12 @@ def run(args) -> int:
         from .serving import show_mfu_lines
 
         sys.stdout.write(show_mfu_lines(w.graph, w.cluster, a, sim.steady_time_per_sample))
-    old = data.get("max_load")
-    if isinstance(old, (int, float)) and not math.isclose(old, ev.max_load, rel_tol=1e-6, abs_tol=1e-12):
-        print(f"note: with the costs loaded now the max-load is {ev.max_load:.6g}; the result says {old:.6g} "
-              f"(costs re-measured, or another cost model?)", file=sys.stderr)
+    # the file's max-load against the plan's now, said as evaluate says it
+    from .evaluate import _changed_settings, _max_load_words, note_max_load
+
+    note_max_load(data.get("max_load"), _max_load_words(data), ev.max_load,
+                  _max_load_words(data, unit, w.graph.batch_size),
+                  _changed_settings(frontend(args), data.get("frontend"), args.result))
     if args.no_draw:
         return EXIT_OK
     stem = os.path.join(out_dir, os.path.splitext(os.path.basename(args.result))[0])
@@ -297,7 +299,7 @@ def _llm_problem(args, data: dict, path: str, frontend: dict):
                          f"the stages while every micro-batch's KV cache stays held (the plan's 'gpipe' is "
                          f"that memory, y = N/d, and show simulates it); it takes no schedule",
                          source=args.result)
-    saved = read_stage_result(data)
+    saved = read_stage_result(data, source=args.result)
     ns = SimpleNamespace(workload=path, batch_size=frontend.get("batch_size"), context=None,
                          devices=frontend.get("devices"), device_files=frontend.get("device_files") or (),
                          microbatches=args.microbatches, max_replicas=None)
@@ -391,7 +393,8 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     plan instead of the settings the result records."""
     from ..results import read_stage_result
 
-    data = read_stage_result(read_json(args.result))
+    raw = read_json(args.result)
+    data = read_stage_result(raw, source=args.result)
     out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.result))
     if not args.no_draw:  # checked before any work
         output_dir(out_dir, "--out-dir")
@@ -410,13 +413,13 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
         samples = batch_size // problem.microbatches  # sequences per micro-batch, a token each per step
         words = f"a decode step of {samples} sequence{'s' if samples > 1 else ''}"
     else:
-        w = workload_for_result(data, path, schedule=given, microbatches=args.microbatches,
+        w = workload_for_result(raw, path, schedule=given, microbatches=args.microbatches,
                                 source=args.result, frontend=frontend)
         problem = w.problem
         samples = batch_size = int(w.settings.get("batch_size") or 1)  # an ONNX model's: one run; Piper: 1
         words = f"one run of the model at batch size {samples}" if onnx else None
 
-    plan = plan_from_dict(problem, data, source=args.result)
+    plan = plan_from_dict(problem, raw, source=args.result)
     # an ONNX model's inference plan and an LLM's decode run forwards only (a Piper file is a training job)
     training = data.get("training") if not (frontend or {}).get("training") else True
     forwards_only = llm or (onnx and training is False)
@@ -433,8 +436,19 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
                         samples_per_microbatch=samples, resident=llm)
     from graphs.parallel import evaluate_plan
 
+    ev = evaluate_plan(problem, plan)
     # simulated: a plan over memory (the simulator refuses one that breaks any other rule) is said so
-    _warn_if_invalid(args.result, evaluate_plan(problem, plan).problems)
+    _warn_if_invalid(args.result, ev.problems)
+    # the file's max-load against the plan's now, in the table's unit, said as evaluate says it
+    from .evaluate import _changed_settings, note_max_load
+
+    scale, per = (1e3 if onnx else 1.0), f"{'ms' if onnx else 's'} per {'token' if llm else 'sample'}"
+    recorded = raw.get("max_load")
+    recorded = recorded * scale if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) \
+        else None
+    typed = {**(frontend or {}), "schedule": given, "microbatches": args.microbatches}
+    settings = raw.get("problem") if isinstance(raw.get("problem"), dict) else raw  # version 1: at the top
+    note_max_load(recorded, per, ev.objective * scale, per, _changed_settings(typed, settings, args.result))
     if args.json:
         from graphs.parallel import stage_device_names
 

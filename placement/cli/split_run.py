@@ -204,7 +204,7 @@ def run_split(args) -> int:
 
     from ..onnx_export import annotate, device_result, split_model, split_stages, verify_split, write_split
     from ..pipeline_run import checked_stage_plan
-    from ..results import checked_result
+    from ..results import check_stage_plan_file, checked_result
 
     given_dims = _dims(args)
     from ..inputs import holds_stage_plan, refuse_empty_result, refuse_not_result, result_json
@@ -223,6 +223,7 @@ def run_split(args) -> int:
     refuse_not_result(args.result, "split", data, model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "split", args.result)
+    check_stage_plan_file(data, args.result)  # as evaluate checks it: its problem section
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
@@ -329,7 +330,7 @@ def run_run(args) -> int:
         run_report,
         stage_plan_prediction,
     )
-    from ..results import checked_result
+    from ..results import check_stage_plan_file, checked_result
 
     for flag, value in (("--samples", args.samples), ("--threads", args.threads)):
         if value is not None and value < 1:
@@ -348,6 +349,7 @@ def run_run(args) -> int:
     refuse_not_result(args.result, "run", data)  # a workload, a frontier...: said so
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "run", args.result)
+    check_stage_plan_file(data, args.result)  # as evaluate checks it: its problem section
     model = _read_model(args.model)  # first: a --dim it has no dimension for is said so, not refused
     dims = _input_shape(args, given_dims, data, args.result, strict=True, model_dims=_model_dims(model))
     runs, rounded = runs_for_samples(args.samples, args.batch_size)  # --samples counts samples, not batches
