@@ -21,7 +21,8 @@ from graphs.errors import InputError
 
 __all__ = ["GoodputPoint", "GoodputSearch", "goodput_search", "DisaggregatedSearch", "disaggregated_search",
            "Instance", "BucketProvision", "cheapest_instances", "bucket_instances", "provision_buckets",
-           "TargetsMissed", "targets_missed", "best_pool", "format_ms", "EXHAUSTIVE_PLANS", "AUTO_BATCH_CAP"]
+           "TargetsMissed", "targets_missed", "best_pool", "format_ms", "join_stopped", "EXHAUSTIVE_PLANS",
+           "AUTO_BATCH_CAP"]
 
 EXHAUSTIVE_PLANS = 2_000  # a batch size with at most this many plans has all of them scored
 AUTO_BATCH_CAP = 8192
@@ -80,6 +81,19 @@ class GoodputSearch:
     def interrupted(self) -> bool:
         """A Ctrl-C ended the search: :attr:`stopped` starts with :data:`solvers.base.INTERRUPTED`."""
         return _interrupted(self.stopped)
+
+
+def join_stopped(parts) -> str:
+    """Why searches stopped early, one line: the non-empty ``parts`` joined by ``"; "``, those of a
+    Ctrl-C first and its :data:`solvers.base.INTERRUPTED` said once (``interrupted (Ctrl-C): A; B``),
+    then the others (a time limit's), in their order."""
+    from solvers.base import INTERRUPTED
+
+    parts = [x for x in parts if x]
+    ctrl = [_after_interrupted(x) for x in parts if _interrupted(x)]
+    rest = [x for x in parts if not _interrupted(x)]
+    head = [INTERRUPTED + (": " + "; ".join(x for x in ctrl if x) if any(ctrl) else "")] if ctrl else []
+    return "; ".join(head + rest)
 
 
 def _interrupted(stopped: str) -> bool:

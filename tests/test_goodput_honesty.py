@@ -343,3 +343,41 @@ def test_place_goodput_one_token_requests_missing_the_ttft_is_infeasible_with_bo
                           "than one output token) nor the TTFT target of 100 ms for those of one")
     assert json.loads(out.read_text())["status"] == "infeasible"
     assert math.isfinite(json.loads(out.read_text())["goodput"]["least_tpot_s"])
+
+
+def test_join_stopped_says_the_ctrl_c_once():
+    """The searches' stopped words in one line: a Ctrl-C's first, ``interrupted (Ctrl-C)`` said once."""
+    from placement.goodput import join_stopped
+
+    ctrl = f"{INTERRUPTED}: batch 32's search cut short at micro-batch count 2"
+    pools = f"{INTERRUPTED}: the splits into prefill and decode pools not tried"
+    limit = "time limit reached: batch size 64 not tried"
+    assert join_stopped([limit, ctrl, "", pools]) == (
+        f"{INTERRUPTED}: batch 32's search cut short at micro-batch count 2; the splits into prefill and "
+        f"decode pools not tried; {limit}")
+    assert join_stopped([INTERRUPTED, limit]) == f"{INTERRUPTED}; {limit}"
+    assert join_stopped([limit]) == limit and join_stopped(["", ""]) == ""
+
+
+def test_place_goodput_disaggregate_cut_short_says_interrupted_once(tmp_path, llama, capsys, monkeypatch):
+    """The review's case with --disaggregate: the colocated search cut short while its plans were
+    scored, the pools then not tried: the stopped line says ``interrupted (Ctrl-C)`` once."""
+    cfg, mix = llama
+    out = tmp_path / "partial.json"
+    real = ServingModel.evaluate
+    calls: list = []
+
+    def evaluate(self, problem, plan, batch, evaluation=None):
+        calls.append(1)
+        if len(calls) == 40:
+            raise KeyboardInterrupt
+        return real(self, problem, plan, batch, evaluation=evaluation)
+
+    monkeypatch.setattr(ServingModel, "evaluate", evaluate)
+    assert main(["place", str(cfg), "--devices", "a100:2,t4:4", "--objective", "goodput", "--requests",
+                 str(mix), "--ttft-slo", "300", "--tpot-slo", "40", "--batch-size", "32", "--out",
+                 str(out), "--disaggregate"]) == 0
+    stopped = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stopped: "))
+    assert stopped.count(INTERRUPTED) == 1 and stopped.startswith(f"stopped: {INTERRUPTED}: batch 32's")
+    assert stopped.endswith("; the splits into prefill and decode pools not tried")
+    assert json.loads(out.read_text())["goodput"]["stopped"] == stopped.removeprefix("stopped: ")

@@ -372,8 +372,8 @@ def test_place_goodput_ctrl_c_skips_the_simulation_and_the_pools(tmp_path, capsy
     calls = _solves_cut_at(monkeypatch, 2)
     assert main(_place(files, out, "--disaggregate", "--simulate", "auto")) == 0
     text = capsys.readouterr().out
-    assert (f"stopped: {INTERRUPTED}: batch sizes 2, 4 not tried; {INTERRUPTED}: the splits into prefill and "
-            "decode pools not tried\n") in text
+    assert (f"stopped: {INTERRUPTED}: batch sizes 2, 4 not tried; the splits into prefill and decode pools "
+            "not tried\n") in text
     assert "simulation: not run (interrupted (Ctrl-C) during the search); the plan above stands" in text
     doc = json.loads(out.read_text())
     assert doc["simulation"] == {"interrupted": True} and len(calls) == 2

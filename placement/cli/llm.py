@@ -31,7 +31,14 @@ from graphs.errors import InputError
 from graphs.jsonio import read_json, shown
 from solvers.base import INTERRUPTED, relative_gap
 
-from ..goodput import best_pool, disaggregated_search, goodput_search, provision_buckets, targets_missed
+from ..goodput import (
+    best_pool,
+    disaggregated_search,
+    goodput_search,
+    join_stopped,
+    provision_buckets,
+    targets_missed,
+)
 from ..goodput import format_ms as _ms
 from ..inputs import DEFAULT_CONTEXT, GOODPUT_FLAGS
 from ..outputs import aligned
@@ -996,9 +1003,8 @@ def place_goodput(args) -> int:
     interrupted = bool(pools_cut) or search.interrupted or (split is not None and split.interrupted)
     if interrupted and not _serves(best):  # nothing found to keep: the command was interrupted (130)
         raise KeyboardInterrupt
-    # the Ctrl-C's words first ("stopped: interrupted (Ctrl-C): ..."), then a time limit's
-    said = [search.stopped, split.stopped if split is not None else "", pools_cut]
-    stopped = "; ".join(sorted((x for x in said if x), key=lambda x: not x.startswith(INTERRUPTED)))
+    # the Ctrl-C's words first, said once ("stopped: interrupted (Ctrl-C): ..."), then a time limit's
+    stopped = join_stopped([search.stopped, split.stopped if split is not None else "", pools_cut])
     exhaustive = not stopped and search.exhaustive and \
         (split is None or all(x[2] is None or x[2].exhaustive for x in split.splits))
     if best is None:
