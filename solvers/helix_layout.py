@@ -112,19 +112,51 @@ class _Group:
 
 @dataclass
 class _SoFar:
-    """The best layout found so far, kept up to date while the construction runs, so that a Ctrl-C at
-    any moment of it leaves that layout (:func:`solve_layout`). ``offer``: a layout with its scored
-    value; ``chain``: ``(regions, layout)``, the chain a bisection is refining now (:func:`_stage_chain`),
-    not scored yet (scoring every step would take time the search needs; :func:`_chains` scores it if a
-    Ctrl-C comes first)."""
+    """The best layout found so far, kept up to date while the search runs, so that a Ctrl-C at any
+    moment of it leaves that layout (:func:`solve_layout`). ``offer``: a layout with its scored value.
+    Found but not scored yet (scoring every step would take time the search needs; :meth:`settle`
+    scores them once a Ctrl-C has come): ``chain``, ``(regions, layout)``, the chain a bisection is
+    refining now (:func:`_stage_chain`); ``chains``, ``(regions, found)``, the chains :func:`_chains` has
+    found, to be put side by side; ``milp``, ``(groups, MILP, x)``, the MILP's incumbent."""
 
     layout: dict = field(default_factory=dict)
     value: float = 0.0
     chain: tuple = ()
+    chains: tuple = ()
+    milp: tuple = ()
 
     def offer(self, layout: Mapping[int, tuple[int, int]], value: float) -> None:
         if value > self.value:
             self.layout, self.value = dict(layout), value
+
+    def settle(self, cluster: HelixCluster, model: str) -> None:
+        """Score what the search had found but not scored when a Ctrl-C ended it, offering each. A
+        further Ctrl-C meanwhile (raised) leaves the rest for the next call: each item is dropped once
+        offered, none is lost or scored twice. These scores ran in the Ctrl-C's handling, where a second
+        Ctrl-C escaped it: the chain found was never offered, and with no layout before it the search
+        said nothing was found (exit 130, nothing written)."""
+        if self.chain:
+            regs, lay = self.chain
+            found = self.chains[1] if self.chains else None
+            if found is None or frozenset(regs) not in found:
+                v = max_flow(cluster, model, lay)
+                self.offer(lay, v)
+                if found is not None:
+                    found[frozenset(regs)] = (v, lay)
+            self.chain = ()
+        if self.chains:
+            regions, found = self.chains
+            for v, lay in found.values():
+                self.offer(lay, v)
+            layout = _side_by_side(regions, found)
+            if layout:
+                self.offer(layout, max_flow(cluster, model, layout))
+            self.chains = ()
+        if self.milp:
+            groups, mp, x = self.milp
+            cand = dict(sorted(_milp_layout(groups, mp, x).items()))  # as the result holds it: same float
+            self.offer(cand, max_flow(cluster, model, cand))
+            self.milp = ()
 
 
 def _groups(cluster: HelixCluster, model: str) -> list[_Group]:
@@ -413,36 +445,30 @@ def _stage_chain(cluster, model, groups, regions, slow, hi, deadline, threads, l
 def _chains(cluster, model, groups, regions, slow, hi, deadline, threads, so_far=None):
     """Chains side by side on disjoint sets of regions, their flows adding up: the best partition of
     the regions into sets that each run the best chain found for them (the whole set first, then
-    smaller ones while time is left; up to 4 regions). Returns ``(layout, scored value)``. On a Ctrl-C
-    (``KeyboardInterrupt``, raised again) ``so_far`` is offered the best partition of the chains found
-    until then, the one being refined included."""
+    smaller ones while time is left; up to 4 regions). Returns ``(layout, scored value)``. While it
+    runs, ``so_far.chains`` holds the chains found, so that a Ctrl-C (``KeyboardInterrupt``, let
+    through) leaves their best partition, the chain being refined included (:meth:`_SoFar.settle`)."""
     if len(regions) > 4:
         subsets = [tuple(regions)]
     else:
         subsets = [sub for m in range(len(regions), 0, -1) for sub in itertools.combinations(regions, m)]
     found: dict[frozenset, tuple[float, dict]] = {}
-    try:
-        for sub in subsets:
-            if time.monotonic() >= deadline:
-                break
-            layout, _ = _stage_chain(cluster, model, groups, list(sub), slow, hi, deadline, threads,
-                                     so_far=so_far)
-            if layout:
-                found[frozenset(sub)] = (max_flow(cluster, model, layout), layout)
-        layout = _side_by_side(regions, found)
-        # side by side, the chains may share links as well: the scorer has the last word
-        return layout, (max_flow(cluster, model, layout) if layout else 0.0)
-    except KeyboardInterrupt:
-        if so_far is not None:
-            if so_far.chain and frozenset(so_far.chain[0]) not in found:
-                regs, lay = so_far.chain
-                found[frozenset(regs)] = (max_flow(cluster, model, lay), lay)
-            for v, lay in found.values():
-                so_far.offer(lay, v)
-            layout = _side_by_side(regions, found)
-            if layout:
-                so_far.offer(layout, max_flow(cluster, model, layout))
-        raise
+    if so_far is not None:
+        so_far.chains = (regions, found)
+    for sub in subsets:
+        if time.monotonic() >= deadline:
+            break
+        layout, _ = _stage_chain(cluster, model, groups, list(sub), slow, hi, deadline, threads,
+                                 so_far=so_far)
+        if layout:
+            found[frozenset(sub)] = (max_flow(cluster, model, layout), layout)
+    layout = _side_by_side(regions, found)
+    # side by side, the chains may share links as well: the scorer has the last word
+    value = max_flow(cluster, model, layout) if layout else 0.0
+    if so_far is not None:  # scored: nothing of the construction's chains is left to settle
+        so_far.offer(layout, value)
+        so_far.chain = so_far.chains = ()
+    return layout, value
 
 
 def _side_by_side(regions, found: Mapping[frozenset, tuple[float, dict]]) -> dict[int, tuple[int, int]]:
@@ -676,7 +702,9 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
     whose default this is); the layout is then ``feasible``, within the gap, and ``optimal`` only where
     the value reaches the bound. A Ctrl-C (``KeyboardInterrupt``) at any moment of the search ends it
     with the best layout found so far, ``feasible`` and said interrupted (:attr:`LayoutResult.interrupted`),
-    with the bound proven so far; one before any layout is found is raised again."""
+    with the bound proven so far (``optimal``, still said interrupted, where its value reaches that
+    bound); one before any layout is found is raised again. Further Ctrl-Cs while that result is made
+    change nothing (the search is already ending)."""
     if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 1:
         raise InputError(f"gap must be a relative gap from 0 to 1, got {gap!r}")
     t0 = time.monotonic()
@@ -776,27 +804,50 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
                 stats["milp_bound"] = milp_bound
                 bound = min(bound, max(milp_bound, 0.0))
             if res.x is not None:
+                so_far.milp = (groups, mp, res.x)  # scored by settle() if a Ctrl-C comes first
                 cand = _milp_layout(groups, mp, res.x)
                 v = max_flow(cluster, model, cand)
                 stats["milp_value"] = v
                 if v > value:
                     layout, value = cand, v
+                so_far.milp = ()
             if res.status == OPTIMAL and res.bound is None:
                 message = "the MILP reported optimality without a bound"
             if res.interrupted:  # its best is kept above: a layout all the same
                 raise KeyboardInterrupt
     except KeyboardInterrupt:
-        if so_far.value > value:  # the step of the construction the Ctrl-C cut short had found more
-            layout, value = so_far.layout, so_far.value
-        if not layout or value <= 0:  # nothing found yet: the Ctrl-C is the caller's
-            raise
         interrupted = True
-        message = f"{INTERRUPTED}: the best layout so far (not proven optimal), the bound proven so far"
+    # the result: a further Ctrl-C while it is made (a second one, or one as the search ended) is the same
+    # stop, taken again (as solvers._milp takes each one while HiGHS stops); it escaped as a second
+    # KeyboardInterrupt, and the layout the first one kept was lost (exit 130, nothing written)
+    while True:
+        try:
+            if interrupted:
+                so_far.settle(cluster, model)
+                if so_far.value > value:  # the step the Ctrl-C cut short had found more
+                    layout, value = so_far.layout, so_far.value
+                if not layout or value <= 0:
+                    break
+            return _ended(model, layout, value, bound, message, stats, interrupted=interrupted, gap=gap,
+                          t0=t0, deadline=deadline)
+        except KeyboardInterrupt:
+            interrupted = True
+    raise KeyboardInterrupt  # nothing found yet: the Ctrl-C is the caller's
+
+
+def _ended(model: str, layout: dict[int, tuple[int, int]], value: float, bound: float, message: str,
+           stats: dict, *, interrupted: bool, gap: float, t0: float, deadline: float) -> LayoutResult:
+    """:func:`solve_layout`'s result: ``layout`` of ``value`` under the proven ``bound``, its status and
+    the words why it ended (``message``: the search's own, unless a Ctrl-C or the value says more)."""
     if value <= 0:  # a layout that serves nothing is no layout (never feasible at 0 tokens/s)
         layout = {}
     # a layout's value can never exceed a proven bound; a bound below it (float noise) is raised to it
     bound = max(bound, value)
-    reached = value > 0 and value >= bound * (1 - _REACHED) and not interrupted
+    reached = value > 0 and value >= bound * (1 - _REACHED)
+    if interrupted:  # said even where the layout is proven optimal: the caller's work ends on it
+        message = (f"{INTERRUPTED} once the layout was proven optimal (its value reaches the bound)"
+                   if reached else
+                   f"{INTERRUPTED}: the best layout so far (not proven optimal), the bound proven so far")
     status = Status.OPTIMAL if reached else (Status.FEASIBLE if layout else Status.STOPPED)
     if not layout:
         message = message or "no layout with positive flow found"
