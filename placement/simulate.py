@@ -522,8 +522,11 @@ def simulate_costs(stages: Sequence[StageCosts], *, schedule: str = "stream", mi
 
     reports = []
     busy_total = 0.0
+    by_stage: dict[int, list[Task]] = {st.stage: [] for st in stages}
+    for t in tasks:  # one pass (a scan of every task per stage grew as stages x tasks)
+        by_stage[t.stage].append(t)
     for st in stages:
-        mine = [t for t in tasks if t.stage == st.stage]
+        mine = by_stage[st.stage]
         comp = sum(t.duration for t in mine if t.part == COMPUTE)
         busy = comp if overlap else sum(t.duration for t in mine)
         busy_total += busy
