@@ -154,7 +154,7 @@ class _SoFar:
             self.chains = ()
         if self.milp:
             groups, mp, x = self.milp
-            cand = dict(sorted(_milp_layout(groups, mp, x).items()))  # as the result holds it: same float
+            cand = dict(sorted(_milp_layout(groups, mp, x).items()))  # as solve_layout scores it
             self.offer(cand, max_flow(cluster, model, cand))
             self.milp = ()
 
@@ -805,7 +805,9 @@ def solve_layout(cluster: HelixCluster, model: str, *, time_limit: float | None 
                 bound = min(bound, max(milp_bound, 0.0))
             if res.x is not None:
                 so_far.milp = (groups, mp, res.x)  # scored by settle() if a Ctrl-C comes first
-                cand = _milp_layout(groups, mp, res.x)
+                # scored as the result holds it (sorted): in another order max-flow may differ in the last
+                # bit, and the result's value was not the scorer's number for its own layout
+                cand = dict(sorted(_milp_layout(groups, mp, res.x).items()))
                 v = max_flow(cluster, model, cand)
                 stats["milp_value"] = v
                 if v > value:

@@ -422,3 +422,14 @@ def test_ctrl_c_pressed_twice_on_3cluster24_keeps_the_layout(second, tmp_path):
     doc = _layout_file(out, path)
     assert doc["status"] == "feasible" and doc["message"].startswith(INTERRUPTED)
     assert doc["maxflow_tokens_per_s"] >= chain == pytest.approx(1754.38, abs=0.01)
+
+
+def test_the_value_is_the_scorers_number_for_the_layout_returned():
+    """Cluster 101, no Ctrl-C: the MILP's layout is the answer. Its value was max-flow of the layout in
+    the MILP's order of nodes, the result holds it sorted, and max-flow of that differed in the last bit
+    (122.46080250222374 against 122.46080250222376): the value is now the scorer's for the layout the
+    result holds, as every other step's is."""
+    c = _two_regions()
+    r = hl.solve_layout(c, "m", time_limit=20)
+    assert "milp_value" in r.stats and r.value == r.stats["milp_value"]  # the MILP's layout is the answer
+    assert r.value == max_flow(c, "m", r.layout)
