@@ -182,6 +182,9 @@ def replica_plan(data: Mapping) -> list[dict]:
     stages = data.get("stages") if isinstance(data, Mapping) else None
     if not isinstance(stages, list) or not stages:
         raise InputError("a stage plan needs a non-empty 'stages' list")
+    from .results import check_stage_plan_file
+
+    check_stage_plan_file(data)  # its problem section and devices lists, as evaluate reads them
     out, nxt = [], {}
     for i, s in enumerate(stages):
         where = f"stages[{i}]"

@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     from .api import Placement
 
 __all__ = ["SCHEMA_VERSION", "result_dict", "stage_result_dict", "no_plan_result", "source_path",
-           "is_stage_result", "read_stage_result", "check_problem_section", "check_stage_plan_file",
+           "is_stage_result", "read_stage_result", "check_problem_section", "check_stage_devices",
+           "check_stage_plan_file",
            "read_result", "checked_result", "assignment_from_result",
            "recorded_input_shape"]
 
@@ -388,14 +389,60 @@ def check_problem_section(problem, source: str | None = None) -> None:
             raise InputError(f"problem.kinds[{i}].name: missing: a device kind needs its name", source=source)
 
 
+def check_stage_devices(stages, *, source: str | None = None, kinds=None, default_kind: str | None = None
+                        ) -> None:
+    """A stage plan's ``stages[i].devices``, where the file lists them, are the devices the stage takes:
+    the next ``d * t`` of its kind, numbered kind by kind in stage order
+    (:func:`graphs.parallel.stage_device_names`), the devices the evaluator scores the plan on and the
+    ones ``evaluate``, ``show``, ``split`` and ``run`` name. The list is derived from each stage's
+    ``kind``, ``dataParallelDegree`` and ``tensorParallelDegree``, not a choice: one edited by hand
+    (another device, two stages on one device, the stages' devices swapped, a count left behind by an
+    edit of ``d`` or ``t``) is an :class:`InputError` naming the file ``source`` and
+    ``stages[i].devices`` and the devices the stage takes; a stage without the list is numbered so.
+    ``kinds``: the device kinds' names the problem has (``None``: not known); ``default_kind``: a
+    stage's kind where it gives none (the problem's first). A stage whose fields its reader refuses (not
+    an object, a degree that is not a positive integer, a kind not in ``kinds``) ends the check: the
+    reader names it."""
+    if not isinstance(stages, list):
+        return
+    taken: dict[str, int] = {}
+    for i, s in enumerate(stages):
+        if not isinstance(s, dict):
+            return
+        d, t = s.get("dataParallelDegree", 1), s.get("tensorParallelDegree", 1)
+        kind = s.get("kind", default_kind)
+        if not (_int(d) and _int(t) and isinstance(kind, str)) or kinds is not None and kind not in kinds:
+            return
+        first = taken.get(kind, 0)
+        taken[kind] = first + d * t
+        want = [f"{kind}:{first + j}" for j in range(d * t)]
+        listed = s.get("devices")
+        if not isinstance(listed, list) or listed == want:
+            continue  # none listed (or version 1's count per stage): numbered so
+        names = ", ".join(map(str, listed)) if listed else "no device"
+        raise InputError(f"stages[{i}].devices lists {names}, but the stage takes {', '.join(want)}: each "
+                         f"stage takes the next dataParallelDegree x tensorParallelDegree devices of its "
+                         f"kind, numbered kind by kind in stage order (the devices evaluate scores the plan "
+                         f"on and split and run cut it for); the list follows from kind and the degrees and "
+                         f"is not a choice: write {', '.join(want)}, or drop 'devices'", source=source)
+
+
 def check_stage_plan_file(data, source: str | None = None) -> None:
     """The checks of an ONNX model's or a Piper file's stage plan (``data``, read from ``source``) before
-    any of its fields is used: its ``problem`` section (:func:`check_problem_section`): the one check of
-    every command that reads such a plan (``evaluate`` and ``show`` where they rebuild its problem,
+    any of its fields is used: its ``problem`` section (:func:`check_problem_section`) and its stages'
+    ``devices`` (:func:`check_stage_devices`, against the kinds it records): the one check of every
+    command that reads such a plan (``evaluate`` and ``show`` where they rebuild its problem,
     :func:`placement.stages.workload_for_result`; ``split`` and ``run`` before they cut it). Anything
     else passes (a one-device-per-stage result and an LLM config's plan are checked by their readers)."""
-    if is_stage_result(data) and data.get("format") != "placement-replicated":  # version 2
+    if not is_stage_result(data):
+        return
+    if data.get("format") != "placement-replicated":  # version 2 (version 1's settings are not checked)
         check_problem_section(data.get("problem"), source)
+    flat = read_stage_result(data, source=source)
+    kinds = [k.get("name") for k in flat.get("kinds") or () if isinstance(k, dict)]
+    kinds = [k for k in kinds if isinstance(k, str)]
+    check_stage_devices(data["stages"], source=source, kinds=kinds or None,
+                        default_kind=kinds[0] if kinds else None)
 
 
 # --------------------------------------------------------------------------- reading one device per stage

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import math
 import os
 import sys
@@ -57,6 +56,7 @@ from solvers.base import Status, relative_gap
 
 from .inputs import check_counts
 from .results import (
+    check_stage_devices,
     check_stage_plan_file,
     is_stage_result,
     read_stage_result,
@@ -706,6 +706,9 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
     data = read_stage_result(data, source=source)
     index = {str(x): i for i, x in enumerate(g.ids)}
     kinds = {k.name: i for i, k in enumerate(problem.kinds)}
+    # each stage's devices, where listed, are those the numbering gives it: the one reading of every
+    # command (evaluate, show, split, run), a list edited by hand refused by name
+    check_stage_devices(data["stages"], source=source, kinds=kinds, default_kind=problem.kinds[0].name)
     plan = []
     for i, s in enumerate(data["stages"]):
         where = f"stages[{i}]"
@@ -723,13 +726,6 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
             raise InputError(f"{where}: unknown device kind {kname!r}: the plan does not match the devices "
                              f"({_OTHER_MODEL})", source=source)
         k = kinds[kname]
-        listed = s.get("devices")
-        if isinstance(listed, list) and len(listed) != d * t:
-            # derived data a hand edit of d or t leaves behind: the degrees decide, and it is said
-            _log.warning("%s%s: 'devices' lists %d device(s), but dataParallelDegree %d x "
-                         "tensorParallelDegree %d is %d: the stage takes %d %s device(s), numbered kind by "
-                         "kind in stage order, not the list", f"{source}: " if source else "", where,
-                         len(listed), d, t, d * t, d * t, kname)
         nodes, variants = [], []
         tm = s["TMPCids"]
         if not isinstance(tm, dict) or not isinstance(s["nodes"], list):
@@ -758,8 +754,6 @@ def plan_from_dict(problem: ParallelProblem, data, *, source: str | None = None)
                          source=source)
     return plan
 
-
-_log = logging.getLogger(__name__)
 
 _OTHER_MODEL = "was it computed for another model, device set or --training setting?"
 

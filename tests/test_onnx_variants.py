@@ -258,10 +258,13 @@ def test_cli_training_is_replicated_by_default(gpt2_path, tmp_path, capsys):
     # error line, exit 2
     d0 = doc["stages"][0]["dataParallelDegree"]
     doc["stages"][0]["dataParallelDegree"] = 3
+    devices = [s.pop("devices") for s in doc["stages"]]  # derived from d: dropped with the edit
     out.write_text(json.dumps(doc))
     assert main(["evaluate", gpt2_path, str(out)]) == 1
     assert "data-parallel degree 3 does not divide 8 micro-batches" in capsys.readouterr().out
     doc["stages"][0]["dataParallelDegree"] = d0
+    for s, names in zip(doc["stages"], devices):
+        s["devices"] = names
     doc["stages"][0]["nodes"][0] = "layer9"
     out.write_text(json.dumps(doc))
     assert main(["evaluate", gpt2_path, str(out)]) == 2

@@ -1,7 +1,12 @@
 """A result file edited by hand is read the one way by every command (a new user's review):
 
-* ``show`` says when the file's ``max_load`` is not the plan's, in ``evaluate``'s words (one function
-  for the note);
+* a stage plan's ``stages[i].devices`` is derived from each stage's kind and degrees (numbered kind by
+  kind in stage order, the devices the evaluator scores): a list edited by hand (two stages on one
+  device, the stages' devices swapped, a count left behind by an edit of ``d``) was scored on the
+  numbering by ``evaluate`` and ``show`` and cut on the list by ``split`` and ``run``; every command
+  now refuses it with one error naming the file and ``stages[i].devices``;
+* ``show`` says when the file's ``max_load`` is not the plan's, in ``evaluate``'s words, and its "the
+  plan is not valid" error names the file;
 * a bad field of a stage plan's ``problem`` section (a wrong type, a negative count, an unknown key) is
   an error naming the result file and ``problem.FIELD``, not the model (``batch size must be ...``).
 """
@@ -83,6 +88,79 @@ def _every_command_refuses(placed: dict, path: str, tmp_path, capsys) -> str:
     return lines.pop()
 
 
+def _devices_error(path: str, i: int, listed: str, takes: str) -> str:
+    return (f"error: {path}: stages[{i}].devices lists {listed}, but the stage takes {takes}: each stage "
+            f"takes the next dataParallelDegree x tensorParallelDegree devices of its kind, numbered kind "
+            f"by kind in stage order (the devices evaluate scores the plan on and split and run cut it "
+            f"for); the list follows from kind and the degrees and is not a choice: write {takes}, or drop "
+            f"'devices'")
+
+
+def _same_device(data: dict) -> None:
+    data["stages"][1]["devices"] = ["cpu:1"]  # stage 0's second replica's device
+
+
+def _swapped(data: dict) -> None:
+    data["stages"][0]["devices"], data["stages"][1]["devices"] = ["cpu:1", "cpu:2"], ["cpu:0"]
+
+
+def _one_replica(data: dict) -> None:
+    data["stages"][0]["dataParallelDegree"] = 1  # its list of two left behind
+
+
+#: hand edits of a stage's devices, and (stage, what it lists, what it takes) by hand
+EDITS = {"two stages on one device": (_same_device, 1, "cpu:1", "cpu:2"),
+         "devices swapped": (_swapped, 0, "cpu:1, cpu:2", "cpu:0, cpu:1"),
+         "d edited, devices left": (_one_replica, 0, "cpu:0, cpu:1", "cpu:0")}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_an_edited_stage_devices_list_is_refused_by_every_command_alike(placed, name, tmp_path, capsys):
+    edit, i, listed, takes = EDITS[name]
+    path = _write(placed, name.replace(" ", "_").replace(",", ""), edit)
+    assert _every_command_refuses(placed, path, tmp_path, capsys) == _devices_error(path, i, listed, takes)
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_the_librarys_split_and_annotate_refuse_an_edited_devices_list(placed, name):
+    """``placement.split`` and ``placement.annotate`` of the edited result mapping cut and annotated the
+    stages on the list (split: a stage on cpu:1 twice, "not one stage of a pipeline")."""
+    import re
+
+    import placement
+
+    edit, i, listed, takes = EDITS[name]
+    data = json.loads(json.dumps(placed["plan"]))
+    edit(data)
+    model = onnx.load(placed["model"])
+    for fn in (placement.split, placement.annotate):
+        with pytest.raises(InputError, match=re.escape(f"stages[{i}].devices lists {listed}, but the stage "
+                                                       f"takes {takes}: ")):
+            fn(model, data)
+
+
+def test_without_the_lists_every_command_numbers_the_stages_devices_alike(placed, tmp_path, capsys):
+    """The fix the error offers: the lists dropped, evaluate, show and split name the devices of the
+    edited plan (stage 0 on one replica now) the same way, numbered kind by kind: cpu:0, then cpu:1."""
+    def edit(data: dict) -> None:
+        _one_replica(data)
+        for s in data["stages"]:
+            del s["devices"]
+
+    path = _write(placed, "dropped", edit)
+    model = placed["model"]
+    capsys.readouterr()
+    assert main(["evaluate", model, path, "--json"]) == 0
+    assert [s["devices"] for s in json.loads(capsys.readouterr().out)["stages"]] == [["cpu:0"], ["cpu:1"]]
+    assert main(["show", path, "--no-draw", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["simulation"]["stages"]
+    assert [r["devices"] for r in rows] == [["cpu:0"], ["cpu:1"]]
+    assert main(["split", model, path, "--out-dir", str(tmp_path / "cut")]) == 0
+    manifest = json.loads((tmp_path / "cut" / "manifest.json").read_text())
+    assert [s["replica_devices"] for s in manifest["submodels"]] == [[["cpu:0"]], [["cpu:1"]]]
+    assert sorted(os.listdir(tmp_path / "cut"))[-2:] == ["stage0_cpu_0.onnx", "stage1_cpu_1.onnx"]
+
+
 # ----------------------------------------------------------------------------- show and max_load
 _WHY = "with the settings it records (the plan edited, costs re-measured, or another cost model?)"
 
@@ -123,6 +201,23 @@ def test_show_says_when_a_one_device_per_stage_max_load_is_not_the_files_as_eval
     assert _note(res.err) == [want]
     assert main(["show", str(out), "--no-draw"]) == 0
     assert _note(capsys.readouterr().err) == [want]
+
+
+def test_shows_error_on_a_plan_that_is_not_valid_names_the_file(placed, capsys):
+    """The stages listed against the data flow (their device lists dropped): evaluate scores the plan
+    invalid, show refuses to simulate it, naming the file."""
+    def reverse(data: dict) -> None:
+        data["stages"].reverse()
+        for s in data["stages"]:
+            del s["devices"]
+
+    path = _write(placed, "reversed", reverse)
+    assert main(["evaluate", placed["model"], path]) == 1
+    capsys.readouterr()
+    code, line = _error(capsys, ["show", path, "--no-draw"])
+    assert code == 2
+    assert line.startswith(f"error: {path}: the plan is not valid: edge ")
+    assert "goes from stage 1 back to stage 0: the stages are not nested ideals" in line
 
 
 # ----------------------------------------------------------------------------- the problem section

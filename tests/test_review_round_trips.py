@@ -127,9 +127,10 @@ def test_frontier_and_provision_refuse_stage_options_as_place_does(command, cnn,
     assert capsys.readouterr().err.strip() == "error: --microbatches must be a positive integer, got 0"
 
 
-def test_a_stage_devices_list_that_disagrees_with_d_and_t_is_said(cnn, tmp_path, capsys):
+def test_a_stage_devices_list_that_disagrees_with_d_and_t_is_refused(cnn, tmp_path, capsys):
     """A stage whose 'devices' list was not d x t long (a hand edit) was split and scored on d x t
-    devices without a word."""
+    devices without a word (then with a warning); it is refused, as every edited devices list is
+    (tests/test_result_edits.py)."""
     out = tmp_path / "r.json"
     assert main(["place", cnn, "--devices", "a100:4", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -139,11 +140,11 @@ def test_a_stage_devices_list_that_disagrees_with_d_and_t_is_said(cnn, tmp_path,
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["evaluate", cnn, str(bad)]) == 0
+    assert main(["evaluate", cnn, str(bad)]) == 2
     err = capsys.readouterr().err
-    assert (f"warning: {bad}: stages[0]: 'devices' lists {len(st['devices'])} device(s), but "
-            f"dataParallelDegree {st['dataParallelDegree']} x tensorParallelDegree "
-            f"{st['tensorParallelDegree']} is {n}") in err
+    takes = ", ".join(f"{st['kind']}:{j}" for j in range(n))  # the first stage: its kind's first n
+    assert err.startswith(f"error: {bad}: stages[0].devices lists {', '.join(st['devices'])}, but the stage "
+                          f"takes {takes}: "), err
 
 
 def test_evaluate_of_an_edited_stage_plan_says_so_in_the_tables_unit(cnn, tmp_path, capsys):

@@ -152,6 +152,7 @@ def test_run_predicts_a_hand_edited_stage_plan_as_edited(gpt_path, stage_plan, t
 
     e = _move_layer1(data)
     e["stages"][0]["dataParallelDegree"] = 1
+    e["stages"][0]["devices"], e["stages"][1]["devices"] = ["cpu:0"], ["cpu:1"]  # numbered again with d
     (tmp_path / "e.json").write_text(json.dumps(e))
     ev = _evaluated(gpt_path, tmp_path / "e.json", capsys)
     assert ev["valid"]
@@ -164,7 +165,7 @@ def test_run_predicts_a_hand_edited_stage_plan_as_edited(gpt_path, stage_plan, t
     assert doc["predicted_steady_ms_per_batch"] == pytest.approx(1e3 * batch * ev["objective"], rel=1e-9)
     assert doc["predicted_ms_per_batch"] == pytest.approx(_chain_ms(times, N), rel=1e-9)  # d = 1: a chain
     for i, (s, t) in enumerate(zip(data["stages"], times)):
-        who = f"stage {i}" + ("" if i == 0 else f" ({', '.join(s['devices'])})")  # stage 0's 2 no longer fit
+        who = f"stage {i} (cpu:{i})"  # the edited plan's devices
         note = (f"the result's recorded time of {who} ({1e3 * batch * s['time_per_sample']:.6g} ms per batch "
                 f"of 2) is not its plan's ({t:.6g} ms per batch of 2): predicted from the plan")
         assert f"note: {note}" in err and note in doc["notes"]

@@ -432,8 +432,14 @@ def _show_stage_plan(args, frontend: dict | None = None) -> int:
     from ..simulate import simulate_plan
     from ..stages import stage_devices
 
-    sim = simulate_plan(problem, plan, schedule=schedule, forward_fraction=1.0 if forwards_only else 1 / 3,
-                        samples_per_microbatch=samples, resident=llm)
+    try:
+        sim = simulate_plan(problem, plan, schedule=schedule,
+                            forward_fraction=1.0 if forwards_only else 1 / 3, samples_per_microbatch=samples,
+                            resident=llm)
+    except InputError as e:  # the plan's fault (not valid, a schedule it cannot take): the file's
+        if e.source is not None:
+            raise
+        raise InputError(e.detail, source=args.result) from None
     from graphs.parallel import evaluate_plan
 
     ev = evaluate_plan(problem, plan)

@@ -223,7 +223,7 @@ def run_split(args) -> int:
     refuse_not_result(args.result, "split", data, model=args.model)  # MODEL RESULT swapped, a workload...
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "split", args.result)
-    check_stage_plan_file(data, args.result)  # as evaluate checks it: its problem section
+    check_stage_plan_file(data, args.result)  # as evaluate checks it: problem section, stages' devices
     dims = _input_shape(args, given_dims, data, args.result, strict=False)
     annotated = args.annotated or os.path.join(
         args.out_dir, os.path.splitext(os.path.basename(args.model))[0] + ".placed.onnx")
@@ -349,7 +349,7 @@ def run_run(args) -> int:
     refuse_not_result(args.result, "run", data)  # a workload, a frontier...: said so
     data = read_json(args.result) if data is None else data  # its own error for what is not JSON
     refuse_empty_result(data, "run", args.result)
-    check_stage_plan_file(data, args.result)  # as evaluate checks it: its problem section
+    check_stage_plan_file(data, args.result)  # as evaluate checks it: problem section, stages' devices
     model = _read_model(args.model)  # first: a --dim it has no dimension for is said so, not refused
     dims = _input_shape(args, given_dims, data, args.result, strict=True, model_dims=_model_dims(model))
     runs, rounded = runs_for_samples(args.samples, args.batch_size)  # --samples counts samples, not batches
