@@ -29,7 +29,11 @@ a JSON cost table (a path)
     at (another is an error); a table without it is used as given at any batch size (a warning above 1).
 
 Communication is always ``latency + output bytes / link bandwidth`` of the kind (0 for host kinds)
-unless a table gives it. Operators a kind lists as unsupported cost ``inf`` there.
+unless a table gives it. Operators a kind lists as unsupported cost ``inf`` there. A custom (non-standard)
+operator name a kind gives in ``unsupported_ops`` or ``op_gflops`` that no operator of the model has
+(bodies included) applies to nothing: that is logged as a warning, once a model, naming the device
+file's entry it came from (a kind built in code: the kind and the field), and kept in the roofline and
+profile models' :attr:`Costs.warnings`; a name the model has is not warned of.
 
 FLOP counts are our own formulas: onnx-tool's counter agrees on the operators that dominate
 (convolutions, matrix products) but reads weights that the model-zoo files generate at run time, does its
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .devices import CONV_TYPES, DeviceSet, DeviceSpec
+from .devices import CONV_TYPES, DeviceSet, DeviceSpec, custom_operator_names
 from .errors import InputError
 from .jsonio import json_error
 from .onnx_loader import OnnxGraph, Op
@@ -434,8 +438,49 @@ def roofline_costs(g: OnnxGraph, devices: DeviceSet) -> Costs:
                         f"product over any weights, with no overlap of arithmetic and memory traffic)")
     for w in warnings:
         log.warning("%s%s", f"{g.source}: " if g.source else "", w)
+    # a custom operator name a kind gives that no operator of the model has: each named by its device
+    # file's entry (which says what it is about; no model prefix), logged once a process for this model
+    model = os.path.abspath(g.source) if g.source else None
+    for w in _unmatched_custom_names(g, devices):
+        if (model, w) not in _TOLD:
+            _TOLD.add((model, w))
+            log.warning("%s", w)
+        warnings.append(w)
     return Costs(tuple(s.name for s in devices.specs), compute, _comm_rows(g, devices), None, "roofline",
                  tuple(warnings))
+
+
+# (model file's absolute path, warning) of the custom operator names told (_unmatched_custom_names): a
+# command that costs one model more than once (batch sizes, device counts) tells each once
+_TOLD: set[tuple[str | None, str]] = set()
+
+
+def _op_types(ops) -> set[str]:
+    """The operator types of ``ops`` and of their control-flow bodies, as the kinds' names are matched
+    against them (:func:`roofline_time`, :func:`_unsupported`)."""
+    return {op.op_type for op in ops} | {t for op in ops for s in op.subgraphs for t in _op_types(s.ops)}
+
+
+def _unmatched_custom_names(g: OnnxGraph, devices: DeviceSet) -> list[str]:
+    """A warning for each custom (non-standard) operator name a kind of ``devices`` gives in
+    ``unsupported_ops`` or ``op_flops`` that no operator of ``g`` has (it changes nothing there: a typo
+    further than one letter from a standard type is told only so), naming where the name came from (a
+    device file's entry, else the kind and field: :func:`graphs.devices.custom_operator_names`); once for
+    kinds that share it (a base kind's). A name the model has: no word."""
+    types = _op_types(g.ops)
+    model = g.source or "the model"
+    out: list[str] = []
+    for spec in devices.specs:
+        for where, name, like in custom_operator_names(spec):
+            if name in types:
+                continue
+            hint = f" (if a standard type was meant: {' or '.join(like)})" if like else ""
+            w = (f"{where}: {name!r} is not a standard operator type (ONNX's or onnxruntime's), and no "
+                 f"operator of {model} has that type: it applies to custom operators of that name only, so "
+                 f"to nothing here{hint}")
+            if w not in out:
+                out.append(w)
+    return out
 
 
 def compute_costs(g: OnnxGraph, devices: DeviceSet, model: str | Mapping = "roofline", **options) -> Costs:

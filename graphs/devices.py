@@ -69,17 +69,19 @@ the kind running that operator without a word::
 
     bad.toml: devices.npu.unsupported_ops[0]: 'Matmul' is not an operator type; did you mean MatMul? ...
 
-Any other name is taken as a custom operator's, with one warning naming the file, the entry and the
-name: it applies to operators of that name only, so a model without one is placed as if it were not
-there (a typo further from a standard type than one letter is no error, and this warning is what tells
-of it)::
+Any other name is taken as a custom operator's: it applies to operators of that name only. Whether a
+model has one is known when the model is costed (:func:`graphs.costs.roofline_costs`, which the profile and
+table cost models start from): a custom name that no operator of the model has is told then, once, naming
+the file and the entry (a typo further from a standard type than one letter is no error, and this warning
+is what tells of it); one the model has is not warned of::
 
     warning: npu.toml: devices.npu.unsupported_ops[0]: 'MyPlugin' is not a standard operator type
-    (ONNX's or onnxruntime's): it applies to custom operators of that name only, and to nothing in a
-    model without one
+    (ONNX's or onnxruntime's), and no operator of model.onnx has that type: it applies to custom
+    operators of that name only, so to nothing here
 
 A :class:`DeviceSpec` built in code follows the same rule (its ``unsupported_ops`` and ``op_flops``
-names: :class:`InputError` for a typo, one warning on the ``graphs.devices`` logger per custom name).
+names: :class:`InputError` for a typo; a custom name the model lacks is told at costing, naming the kind
+and the field: ``device 'npu': unsupported_ops: 'MyPlugin' ...``).
 """
 
 from __future__ import annotations
@@ -87,7 +89,6 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-import logging
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -103,9 +104,6 @@ __all__ = ["DeviceSpec", "DeviceSet", "PRESETS", "human_bytes", "parse_devices",
 _T, _G, _GIB, _US = 1e12, 1e9, 2.0 ** 30, 1e-6
 CONV_TYPES = frozenset({"Conv", "FusedConv"})  # operators costed at conv_flops when a kind has it
 MATMUL_TYPES = frozenset({"MatMul", "Gemm", "FusedMatMul"})  # ... at matmul_flops
-# a kind's custom operator names (not standard types: see _operator_type) are logged here; the command
-# line prints the "graphs" loggers' warnings as "warning: ..." lines
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -176,7 +174,8 @@ class DeviceSpec:
                              f"got the string {self.unsupported_ops!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
         # the one check of the names a kind gives, a file's (parse_device_table, which names the file's
-        # field first) or a library caller's: a typo of a standard type is refused, a custom name noted
+        # field first) or a library caller's: a typo of a standard type is refused, a custom name accepted
+        # (told at costing where the model has no operator of that name: custom_operator_names)
         for t in sorted(self.unsupported_ops, key=str):
             _operator_type(t, _code_where(self.name, "unsupported_ops"), source=None)
         for key in ("conv_half_channels", "conv_half_pixels"):
@@ -492,19 +491,14 @@ def _near_misses(name: str) -> list[str]:
     return sorted(t for t in _operator_types() if t.casefold() == low or _one_letter_apart(t.casefold(), low))
 
 
-# custom operator names already noted (see _operator_type), as (source, where, name): each once a process,
-# not at every copy of its kind (dataclasses.replace) nor at every read of its file
-_WARNED: set[tuple] = set()
-
-
 def _operator_type(name, where: str, *, source: str | None) -> bool:
     """Check an operator type a device kind names (``unsupported_ops``, ``op_gflops``); ``where`` names the
     field (``devices.npu.unsupported_ops[0]``, ``device 'npu': unsupported_ops``). True for a standard
     type: ONNX's (any domain or opset) or onnxruntime's contrib types. A typo of one (the same but for case,
     or one letter apart: 'Matmul', 'Softmaxx') is refused with :class:`InputError` suggesting it: it would
     leave the kind running that operator without a word. Any other name is a custom operator's (the ONNX
-    front end loads those, from any domain): accepted, False, and logged once on ``graphs.devices`` with
-    what it assumes (it applies to operators of that name only), and the standard types it resembles."""
+    front end loads those, from any domain): accepted, False; the cost model tells of it where a model has
+    no operator of that name (:func:`custom_operator_names`)."""
     if not isinstance(name, str) or not name:
         raise InputError(f"{where}: an operator type is a non-empty name, got {_shown(name)}", source=source)
     if name in CONV_TYPES or name in MATMUL_TYPES or name in _operator_types():
@@ -517,15 +511,52 @@ def _operator_type(name, where: str, *, source: str | None) -> bool:
                          f"operator types of any domain and opset, onnxruntime's contrib types such as "
                          f"FusedConv, FusedMatMul and SkipLayerNormalization, and a custom operator's own "
                          f"name; names are case-sensitive)", source=source)
-    key = (source, where, name)
-    if key not in _WARNED:
-        _WARNED.add(key)
-        like = difflib.get_close_matches(name, sorted(_operator_types()), n=3, cutoff=0.75)
-        hint = f" (if a standard type was meant: {' or '.join(like)})" if like else ""
-        log.warning("%s%s: %r is not a standard operator type (ONNX's or onnxruntime's): it applies to "
-                    "custom operators of that name only, and to nothing in a model without one%s",
-                    f"{source}: " if source else "", where, name, hint)
     return False
+
+
+# where a kind read from a device file got each operator name of unsupported_ops / op_flops (the file's
+# entry: "npu.toml: devices.npu.unsupported_ops[0]"), by (kind, field, the field's names, name): a copy
+# of the kind made in code (dataclasses.replace: --device-memory) keeps them while it keeps the names
+_SOURCES: dict[tuple[str, str, frozenset, str], str] = {}
+
+
+def _op_names(spec: DeviceSpec, attr: str) -> frozenset:
+    return spec.unsupported_ops if attr == "unsupported_ops" else frozenset(t for t, _ in spec.op_flops)
+
+
+def _note_sources(spec: DeviceSpec, entry: dict, base: DeviceSpec | None, where: str,
+                  source: str | None) -> None:
+    """Note in :data:`_SOURCES` where kind ``spec``, read from ``entry`` (named ``where``) of ``source``,
+    got its operator names: this entry's fields, or its ``base`` kind's where it inherits one."""
+    for key in ("unsupported_ops", "op_gflops"):
+        attr = _KEYS[key][0]
+        names = _op_names(spec, attr)
+        got: dict[str, str] = {}
+        if key in entry:
+            at = f"{source + ': ' if source else ''}{where}.{_key(key)}"
+            for i, t in enumerate(entry[key]):  # a list's entries by index, a table by the table
+                got.setdefault(t, f"{at}[{i}]" if attr == "unsupported_ops" else at)
+        elif base is not None:
+            inherited = _op_names(base, attr)
+            got = {t: w for t in names if (w := _SOURCES.get((base.name, attr, inherited, t)))}
+        _SOURCES.update(((spec.name, attr, names, t), w) for t, w in got.items())
+
+
+def custom_operator_names(spec: DeviceSpec) -> list[tuple[str, str, list[str]]]:
+    """The custom operator names (not standard types: :func:`_operator_type`) kind ``spec`` gives in
+    ``unsupported_ops`` and ``op_flops``, each as ``(where, name, like)``: ``where`` the entry it came from,
+    a device file's (``npu.toml: devices.npu.unsupported_ops[0]``, a base kind's where it inherits the
+    field) when the kind was read from one, else the kind and field (``device 'npu': unsupported_ops``);
+    ``like`` the standard types the name resembles (a typo further than one letter apart)."""
+    out = []
+    for attr in ("unsupported_ops", "op_flops"):
+        names = _op_names(spec, attr)
+        for t in sorted(names):
+            if not (t in CONV_TYPES or t in MATMUL_TYPES or t in _operator_types()):
+                like = difflib.get_close_matches(t, sorted(_operator_types()), n=3, cutoff=0.75)
+                where = _SOURCES.get((spec.name, attr, names, t)) or _code_where(spec.name, attr)
+                out.append((where, t, like))
+    return out
 
 
 def _numbers(value, where: str, rule: str, length: int, *, source: str | None) -> list[float]:
@@ -643,16 +674,11 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
             if not (_is_number(c) and isinstance(c, int) and c >= 0):
                 raise InputError(f"{where}.count must be an integer >= 0, got {_shown(c)}", source=source)
             counts[name] = c
-        # the file's custom operator names were noted above, naming the file's field (and those a base
-        # kind of this file gives, under that kind): DeviceSpec's own check need not note them again
-        for attr in ("unsupported_ops", "op_flops"):
-            names = fields.get(attr) or ()
-            _WARNED.update((None, _code_where(name, attr), t) for t in (names if attr == "unsupported_ops"
-                                                                        else dict(names)))
         try:
             specs[name] = DeviceSpec(**fields)
         except InputError as e:
             raise InputError(e.detail, source=source) from None
+        _note_sources(specs[name], entry, base if "base" in entry else None, where, source)
     return specs, counts
 
 

@@ -3,8 +3,9 @@
 and d7a8f38 / cbe6584 refused every name that is not a standard type, so a kind could no longer be told it
 cannot run one, nor given its rate (found by a diff review: exit 2 where the model used to be placed with
 MyPlugin on the CPU). A typo of a standard type (the same but for case, or one letter apart) is still
-refused with the suggestion; any other name is taken as a custom operator's, with one warning naming the
-file, the field and the name."""
+refused with the suggestion; any other name is taken as a custom operator's, without a word when the file
+is read: the cost model tells of one that no operator of the model has, once, naming the file, the field
+and the name (tests/test_custom_ops_in_model.py has more of that)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,18 @@ import pytest
 from onnx import TensorProto, helper
 
 from graphs.costs import roofline_costs
-from graphs.devices import PRESETS, DeviceSpec, parse_devices, read_device_file
+from graphs.devices import PRESETS, DeviceSet, DeviceSpec, parse_devices, read_device_file
 from graphs.errors import InputError
 from graphs.onnx_loader import load_onnx
 from placement.cli import main
 
 NPU = '[devices.npu]\nbase = "t4"\n'
-CUSTOM = ("is not a standard operator type (ONNX's or onnxruntime's): it applies to custom operators of that "
-          "name only, and to nothing in a model without one")
+
+
+def _custom(model: str) -> str:
+    """What the cost model says after ``where: 'Name'`` of a custom name no operator of ``model`` has."""
+    return (f"is not a standard operator type (ONNX's or onnxruntime's), and no operator of {model} has that "
+            f"type: it applies to custom operators of that name only, so to nothing here")
 
 
 def _custom_model(path):
@@ -43,9 +48,19 @@ def _custom_model(path):
     return path
 
 
+def _plain_model(path):
+    """x -> Relu -> y, [1, 64] float: a model without a custom operator."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r0")], "g",
+                              [vi("x", TensorProto.FLOAT, [1, 64])], [vi("y", TensorProto.FLOAT, [1, 64])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
 def _warnings(caplog) -> list[str]:
+    """The warnings about custom operator names, on whatever logger."""
     return [r.getMessage() for r in caplog.records
-            if r.name == "graphs.devices" and r.levelno == logging.WARNING]
+            if r.levelno == logging.WARNING and "is not a standard operator type" in r.getMessage()]
 
 
 def test_the_reviewers_file_places_the_custom_operator_on_the_cpu(tmp_path, capsys, monkeypatch):
@@ -59,8 +74,7 @@ def test_the_reviewers_file_places_the_custom_operator_on_the_cpu(tmp_path, caps
     placed = json.loads((tmp_path / "r.json").read_text())
     (stage,) = [s for s in placed["stages"] if "custom0" in s["nodes"]]  # wherever the Relus go
     assert stage["kind"] == "cpu" and all(d.startswith("cpu:") for d in stage["devices"]), stage
-    assert f"warning: custom_unsupported.toml: devices.npu.unsupported_ops[0]: 'MyPlugin' {CUSTOM}\n" in err
-    assert err.count("'MyPlugin' is not a standard operator type") == 1, err
+    assert "is not a standard operator type" not in err, err  # the model has MyPlugin: nothing to tell
 
 
 def test_the_custom_operator_costs_inf_on_that_kind_and_finite_on_the_cpu(tmp_path):
@@ -122,39 +136,47 @@ def test_the_command_line_refuses_a_typo_in_one_error_line(tmp_path, capsys, mon
 
 
 @pytest.mark.parametrize("name", ["MyPlugin", "Relu6", "grid_sampler", "InstanceNormalization_TRT", "MyRelu"])
-def test_a_custom_name_is_accepted_with_a_warning_naming_file_field_and_name(tmp_path, caplog, name):
+def test_a_custom_name_is_accepted_and_told_at_costing_naming_file_field_and_name(tmp_path, caplog, name):
     """Names of real custom operators (mmcv's grid_sampler, a TensorRT plugin's, a Relu6 plugin) are no
-    typos: a digit or '_' added is none, nor are two or more letters."""
+    typos: a digit or '_' added is none, nor are two or more letters. Reading the file says nothing; costing
+    a model without such an operator says it once a field (the kind that inherits it: not again)."""
     f = tmp_path / f"custom-{name}.toml"
     f.write_text(NPU + f'unsupported_ops = ["LRN", "{name}"]\n'
                  f'op_gflops = {{ "{name}" = 2 }}\n'
                  f'[devices.npu2]\nbase = "npu"\n')  # inherits the names: no second warning
-    with caplog.at_level(logging.WARNING, logger="graphs.devices"):
+    with caplog.at_level(logging.WARNING):
         specs, _ = read_device_file(f)
     assert specs["npu"].unsupported_ops == {"LRN", name} and specs["npu2"].unsupported_ops == {"LRN", name}
     assert specs["npu"].flop_rate(name) == pytest.approx(2e9)
+    assert _warnings(caplog) == []  # not at parse time
+    model = str(_plain_model(tmp_path / "plain.onnx"))
+    g = load_onnx(model)
+    with caplog.at_level(logging.WARNING):
+        roofline_costs(g, parse_devices("npu:1,npu2:1", [f]))
     got = _warnings(caplog)
     assert len(got) == 2, got  # (each may end naming standard types it resembles: the next test)
-    assert got[0].startswith(f"{f}: devices.npu.unsupported_ops[1]: {name!r} {CUSTOM}"), got
-    assert got[1].startswith(f"{f}: devices.npu.op_gflops: {name!r} {CUSTOM}"), got
+    assert got[0].startswith(f"{f}: devices.npu.unsupported_ops[1]: {name!r} {_custom(model)}"), got
+    assert got[1].startswith(f"{f}: devices.npu.op_gflops: {name!r} {_custom(model)}"), got
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="graphs.devices"):
-        read_device_file(f)  # the same file again (a command reads it more than once): said once
+    with caplog.at_level(logging.WARNING):
+        roofline_costs(g, parse_devices("npu:1", [f]))  # the same model costed again: said once
     assert _warnings(caplog) == []
 
 
 def test_a_custom_name_near_a_standard_one_says_which_it_resembles(tmp_path, caplog):
     f = tmp_path / "near.toml"
     f.write_text(NPU + 'unsupported_ops = ["MyRelu"]\n')
-    with caplog.at_level(logging.WARNING, logger="graphs.devices"):
-        read_device_file(f)
+    g = load_onnx(_plain_model(tmp_path / "plain.onnx"))
+    with caplog.at_level(logging.WARNING):
+        roofline_costs(g, parse_devices("npu:1", [f]))
     (w,) = _warnings(caplog)
     assert w.endswith("(if a standard type was meant: Relu)"), w
 
 
-def test_a_device_built_in_code_follows_the_same_rule(caplog):
+def test_a_device_built_in_code_follows_the_same_rule(tmp_path, caplog):
     """DeviceSpec(unsupported_ops=..., op_flops=...) was not checked at all: 'Matmul' left the kind running
-    every MatMul. Now the one check: a typo is refused, a custom name noted once (not at every copy)."""
+    every MatMul. Now the one check: a typo is refused, a custom name accepted (and told, naming the kind
+    and the field, when a model without it is costed)."""
     t4 = PRESETS["t4"]
     with pytest.raises(InputError, match=r"device 'npu': unsupported_ops: 'Matmul' is not an operator type; "
                                          r"did you mean MatMul\?"):
@@ -165,12 +187,16 @@ def test_a_device_built_in_code_follows_the_same_rule(caplog):
     with pytest.raises(InputError, match="unsupported_ops must be a collection of operator types, got the "
                                          "string 'LRN'"):
         dataclasses.replace(t4, name="npu", unsupported_ops="LRN")
-    with caplog.at_level(logging.WARNING, logger="graphs.devices"):
+    with caplog.at_level(logging.WARNING):
         spec = dataclasses.replace(t4, name="codenpu", unsupported_ops={"CodePlugin"},
                                    op_flops=(("CodePlugin", 3e9),))
-        dataclasses.replace(spec, memory=1e9)  # a copy: not said again
+        dataclasses.replace(spec, memory=1e9)
     assert spec.unsupported_ops == {"CodePlugin"} and spec.flop_rate("CodePlugin") == 3e9
-    assert _warnings(caplog) == [f"device 'codenpu': unsupported_ops: 'CodePlugin' {CUSTOM}",
-                                 f"device 'codenpu': op_flops: 'CodePlugin' {CUSTOM}"]
+    assert _warnings(caplog) == []  # told at costing, where the model is known
+    model = str(_plain_model(tmp_path / "plain.onnx"))
+    with caplog.at_level(logging.WARNING):
+        roofline_costs(load_onnx(model), DeviceSet((spec,), (1,)))
+    assert _warnings(caplog) == [f"device 'codenpu': unsupported_ops: 'CodePlugin' {_custom(model)}",
+                                 f"device 'codenpu': op_flops: 'CodePlugin' {_custom(model)}"]
     assert isinstance(DeviceSpec("x", 1e12, 1e12, 1e11, None, 1e10, 0, 0, unsupported_ops=["MatMul", "LRN"]),
                       DeviceSpec)
