@@ -29,8 +29,8 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["install", "deferred", "installed", "quiet", "exit_past_abandoned_solver", "exit_interrupted",
-           "hold_in"]
+__all__ = ["install", "deferred", "installed", "quiet", "stopping", "exit_past_abandoned_solver",
+           "exit_interrupted", "hold_in"]
 
 _RETRY_S = 0.02
 GRACE_S = 1.0  # after frontier's and provision's own watchdog (0.6 s), which writes what they found
@@ -243,6 +243,31 @@ def quiet() -> None:
             # ignored, not merely deferred: at interpreter shutdown Python puts a handler of its own back
             # to the default action (death by SIGINT, exit -2), but it leaves an ignored signal ignored
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stopping() -> None:
+    """The first Ctrl-C decides how a command ends. Where a search (or a planning) took one and the
+    command ends with what it kept (exit 0, that result written and printed, said interrupted), the
+    command calls this: from then on later Ctrl-Cs change nothing (held back for good, as by
+    :func:`quiet`; the output left takes milliseconds). Without it a second Ctrl-C during the output
+    ended the command with 130 once the result had been written (the output's :func:`deferred` block
+    delivers a Ctrl-C at its end), so that a script read 'interrupted' beside a result file; one before
+    the output, with 130 and no file, the result lost.
+
+    A Ctrl-C held back until now (it came in an import as the search ended) is a later one too: dropped.
+    :func:`quiet` would count it as a first one never delivered (exit 130 at the end). Only the console
+    entry points, which installed the handler, are affected (not the library, nor tests calling
+    ``main``). A Ctrl-C that comes, with none before it, while a complete result is written is not this
+    case: the output's deferred block lets the result be written whole, then the command ends with 130
+    (:func:`placement.export.emit`)."""
+    if not _state["installed"]:
+        return
+    if threading.current_thread() is threading.main_thread():
+        # first ignored (as quiet() does), so that none can be held back after the next lines
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with _lock:
+        _state["depth"] += 1  # held from here on (the other threads' deferred blocks, the forced exit)
+        _state["pending"] = False  # one held back until now: dropped, and the watcher stops re-sending
 
 
 def exit_past_abandoned_solver(code: int) -> None:

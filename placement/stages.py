@@ -606,6 +606,10 @@ def emit_answer(args, w: StageWorkload, r) -> int:
     clock = args.clock
     if r.plan is None and r.interrupted:  # a Ctrl-C before any plan: the command was interrupted (130)
         raise KeyboardInterrupt
+    if r.interrupted:  # the first Ctrl-C kept this plan: later ones change nothing (exit 0, it is written)
+        from . import _interrupt
+
+        _interrupt.stopping()
     if r.plan is None:
         return no_plan(args, r, clock.words())
     data, mfu = workload_result(w, r.evaluation, workload=_recorded_path(args), **_answer_fields(r))

@@ -99,8 +99,9 @@ def place(args, clock) -> int:
     """Run ``placement place`` on a Helix file; returns the exit code (0: a layout, 1: none found; a
     Ctrl-C before any layout is a ``KeyboardInterrupt``, exit 130). The first Ctrl-C decides: one the
     search or the vLLM planning took gives the layout so far (exit 0, the Ctrl-C said; later ones change
-    nothing, :func:`_stopping`); one that comes while a complete result is written lets it be written
-    whole, then ends with 130, as every command's output (:func:`placement.export.emit`).
+    nothing, :func:`placement._interrupt.stopping`); one that comes while a complete result is written
+    lets it be written whole, then ends with 130, as every command's output (:func:`placement.export.
+    emit`).
     ``clock``: the command's (:class:`placement.clock.Clock`); its ``--time-limit``, when given, is the
     whole command's: the solve gets what reading the file and loading the solver left."""
     from graphs.helix import is_helix, read_helix
@@ -128,7 +129,7 @@ def place(args, clock) -> int:
     # far (exit 0)
     result = solve_layout(cluster, model, time_limit=limit, threads=args.threads, gap=checked_gap(args.gap))
     if result.interrupted:
-        _stopping()
+        _interrupt.stopping()
     data = result_json(cluster, result)
     # a Ctrl-C ended the search (its layout so far is the answer): nothing more is planned
     vllm = wants_vllm and bool(result.layout) and not result.interrupted
@@ -145,7 +146,7 @@ def place(args, clock) -> int:
             planned = plan_replicas(cluster, model, time_limit=plan_s, threads=args.threads)
             data["vllm"] = vllm_json(cluster, model, result.layout, planned)
         except KeyboardInterrupt:  # the layout stands: written without the replicas the Ctrl-C cut short
-            _stopping()
+            _interrupt.stopping()
             vllm, cut = False, True
     after = ""
     if vllm and not args.json:
@@ -160,30 +161,6 @@ def place(args, clock) -> int:
         print(f"error: {result.message}", file=sys.stderr)
         return 1
     return 0
-
-
-def _stopping() -> None:
-    """A Ctrl-C ended the work (the layout search, or the vLLM replicas' planning) and the command ends
-    with what it kept: exit 0, the layout written, the Ctrl-C said (in the layout's status, or in the
-    note that no replicas were planned). Later Ctrl-Cs change nothing, as in
-    frontier and provision (:class:`placement.cli.serving._Interrupts` ignores all but the first): the
-    command is already stopping, and what is left (the output) takes milliseconds. One during the
-    output ended the command with 130 once the layout had been written and printed (the output's
-    deferred block delivers a Ctrl-C at its end), so that a script read 'interrupted' beside the layout
-    file; one before it, with 130 and no file, the layout lost.
-
-    From here on :func:`placement._interrupt.quiet` holds them (the console only; tests calling ``main``
-    are not affected). One held back until now (it came in an import as the search ended) would count
-    there as a first Ctrl-C, never delivered (exit 130 at the end): a :func:`~placement._interrupt.
-    deferred` block delivers it first, and it is dropped like any later one."""
-    while True:
-        try:
-            with _interrupt.deferred():
-                pass  # a Ctrl-C held back until now is raised as the block ends
-            _interrupt.quiet()
-            return
-        except KeyboardInterrupt:
-            continue  # one more: the command is already stopping
 
 
 def _emit(args, cluster, result, data: dict, after: str = "") -> None:

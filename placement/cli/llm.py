@@ -569,6 +569,10 @@ def provision_command(args) -> int:
         out, proven_none = None, str(e)
     if out is not None and out.interrupted and not out.found:  # no mix of what was scored: nothing to keep
         raise KeyboardInterrupt
+    if out is not None and out.interrupted:  # the first Ctrl-C kept this mix: later ones change nothing
+        from .. import _interrupt
+
+        _interrupt.stopping()
     buckets = model.mix.buckets
     if out is None or not out.found:
         return _no_mix(args, buckets, out, proven_none, limit)
@@ -1003,6 +1007,10 @@ def place_goodput(args) -> int:
     interrupted = bool(pools_cut) or search.interrupted or (split is not None and split.interrupted)
     if interrupted and not _serves(best):  # nothing found to keep: the command was interrupted (130)
         raise KeyboardInterrupt
+    if interrupted:  # the first Ctrl-C kept this plan: later ones change nothing (exit 0, it is written)
+        from .. import _interrupt
+
+        _interrupt.stopping()
     # the Ctrl-C's words first, said once ("stopped: interrupted (Ctrl-C): ..."), then a time limit's
     stopped = join_stopped([search.stopped, split.stopped if split is not None else "", pools_cut])
     exhaustive = not stopped and search.exhaustive and \

@@ -154,6 +154,10 @@ def run(args) -> int:
     finally:
         progress.done()
     p = dataclasses.replace(p, solution=args.clock.credited(p.solution))
+    if p.solution.interrupted and p.evaluation is not None:
+        from .. import _interrupt  # the first Ctrl-C kept this placement: later ones change nothing (exit 0)
+
+        _interrupt.stopping()
     _note_one_device_per_stage(args, kind)
     print_result(args, p)
     if p.evaluation is None:

@@ -240,6 +240,10 @@ def run_place(args, frontend: dict) -> int:
                device_files=frontend.get("device_files") or (), clock=getattr(args, "clock", None))
     if sw.best is None and sw.interrupted:  # a Ctrl-C before any plan was found: the command stops
         raise KeyboardInterrupt
+    if sw.interrupted:  # the first Ctrl-C kept the best plan so far: later ones change nothing (exit 0)
+        from .. import _interrupt
+
+        _interrupt.stopping()
     return _emit_sweep(args, sw)
 
 
@@ -444,6 +448,10 @@ def run_place_stages(args, frontend: dict) -> int:
     sw = serving_stages.sweep(args.workload, frontend, sizes, args, latency_slo=slo)
     if sw.best is None and sw.interrupted:  # a Ctrl-C before any plan was found: the command stops
         raise KeyboardInterrupt
+    if sw.interrupted:  # the first Ctrl-C kept the best plan so far: later ones change nothing (exit 0)
+        from .. import _interrupt
+
+        _interrupt.stopping()
     note = ""
     if slo is not None and args.max_replicas is None and not sw.interrupted:
         # the default: the better of both models' answers (not after a Ctrl-C: the best so far is the answer)
