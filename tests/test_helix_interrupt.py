@@ -220,20 +220,25 @@ def test_ctrl_c_with_engine_vllm_writes_the_layout_without_replicas(tiny_file, t
 
     out = tmp_path / "layout.json"
     argv = ["place", tiny_file, "--model", "llama70b", "--engine", "vllm", "--out", str(out)]
-    note = "note: interrupted (Ctrl-C): no vLLM replicas planned (the result has no vllm section)"
+    note = ('note: interrupted (Ctrl-C): no vLLM replicas planned '
+            '(the result\'s vllm section is {"interrupted": true})')
     with monkeypatch.context() as mp:
         _Step(mp, "_stage_chain", [], 2)
         planned = _Step(mp, "plan_replicas", [], None, module=solvers.helix_vllm)
         assert main(argv) == 0
     assert note in capsys.readouterr().err and planned.calls == 0
     doc, _ = _layout_file(str(out), tiny_file)
-    assert "vllm" not in doc and doc["message"].startswith(INTERRUPTED)
+    assert doc.get("vllm") == {"interrupted": True} and doc["message"].startswith(INTERRUPTED)
     _Step(monkeypatch, "plan_replicas", [], 1, module=solvers.helix_vllm)
     assert main(argv) == 0
     assert note in capsys.readouterr().err
     doc, _ = _layout_file(str(out), tiny_file)
-    assert "vllm" not in doc and doc["status"] in ("optimal", "feasible")
+    assert doc.get("vllm") == {"interrupted": True} and doc["status"] in ("optimal", "feasible")
     assert not doc["message"].startswith(INTERRUPTED)
+    # evaluate reads the file back: the layout re-scored, the cut planning said, not taken for replicas
+    assert main(["evaluate", tiny_file, str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "vllm section says a Ctrl-C cut its planning short" in err and "not re-scored" not in err
 
 
 # ------------------------------------------------------------------------------------------- a real Ctrl-C

@@ -148,6 +148,8 @@ def place(args, clock) -> int:
         except KeyboardInterrupt:  # the layout stands: written without the replicas the Ctrl-C cut short
             _interrupt.stopping()
             vllm, cut = False, True
+    if cut and result.layout:  # asked for, not planned: the file says so, not only stderr
+        data["vllm"] = {"interrupted": True}
     after = ""
     if vllm and not args.json:
         from ..vllm_out import format_vllm
@@ -155,8 +157,8 @@ def place(args, clock) -> int:
         after = "\n" + format_vllm(data["vllm"]) + "\n"
     _emit(args, cluster, result, data, after)
     if cut:
-        print("note: interrupted (Ctrl-C): no vLLM replicas planned (the result has no vllm section)",
-              file=sys.stderr)
+        print('note: interrupted (Ctrl-C): no vLLM replicas planned (the result\'s vllm section is '
+              '{"interrupted": true})', file=sys.stderr)
     if not result.layout:
         print(f"error: {result.message}", file=sys.stderr)
         return 1
@@ -243,7 +245,10 @@ def evaluate(args) -> int:
     if elsewhere:
         print(f"note: the layout was placed on cluster {placed_on!r}; evaluated on {cluster.name!r} "
               f"({args.workload})", file=sys.stderr)
-    if isinstance(data.get("vllm"), dict):
+    if isinstance(data.get("vllm"), dict) and data["vllm"].get("interrupted"):
+        print("note: the file's vllm section says a Ctrl-C cut its planning short: it has no replicas for "
+              "vLLM; evaluate scores the layout's max-flow", file=sys.stderr)
+    elif isinstance(data.get("vllm"), dict):
         print("note: the file's vllm section (replicas for vLLM) is not re-scored here; evaluate scores the "
               "layout's max-flow", file=sys.stderr)
     if unserved:
