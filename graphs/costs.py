@@ -31,7 +31,7 @@ a JSON cost table (a path)
 Communication is always ``latency + output bytes / link bandwidth`` of the kind (0 for host kinds)
 unless a table gives it. Operators a kind lists as unsupported cost ``inf`` there. A custom (non-standard)
 operator name a kind gives in ``unsupported_ops`` or ``op_gflops`` that no operator of the model has
-(bodies included) applies to nothing: that is logged as a warning, once a model, naming the device
+(bodies included) applies to nothing: that is logged as a warning, at each costing, naming the device
 file's entry it came from (a kind built in code: the kind and the field), and kept in the roofline and
 profile models' :attr:`Costs.warnings`; a name the model has is not warned of.
 
@@ -439,20 +439,14 @@ def roofline_costs(g: OnnxGraph, devices: DeviceSet) -> Costs:
     for w in warnings:
         log.warning("%s%s", f"{g.source}: " if g.source else "", w)
     # a custom operator name a kind gives that no operator of the model has: each named by its device
-    # file's entry (which says what it is about; no model prefix), logged once a process for this model
-    model = os.path.abspath(g.source) if g.source else None
+    # file's entry (which says what it is about; no model prefix), logged at every costing (the library
+    # keeps no record of what it told: a command that costs one model more than once prints each
+    # distinct warning once, placement.cli.serving._warnings_as_lines)
     for w in _unmatched_custom_names(g, devices):
-        if (model, w) not in _TOLD:
-            _TOLD.add((model, w))
-            log.warning("%s", w)
+        log.warning("%s", w)
         warnings.append(w)
     return Costs(tuple(s.name for s in devices.specs), compute, _comm_rows(g, devices), None, "roofline",
                  tuple(warnings))
-
-
-# (model file's absolute path, warning) of the custom operator names told (_unmatched_custom_names): a
-# command that costs one model more than once (batch sizes, device counts) tells each once
-_TOLD: set[tuple[str | None, str]] = set()
 
 
 def _op_types(ops) -> set[str]:

@@ -71,9 +71,11 @@ the kind running that operator without a word::
 
 Any other name is taken as a custom operator's: it applies to operators of that name only. Whether a
 model has one is known when the model is costed (:func:`graphs.costs.roofline_costs`, which the profile and
-table cost models start from): a custom name that no operator of the model has is told then, once, naming
-the file and the entry (a typo further from a standard type than one letter is no error, and this warning
-is what tells of it); one the model has is not warned of::
+table cost models start from): a custom name that no operator of the model has is told then (logged at
+each costing; the command line prints each warning once a command), naming the file and the entry (a
+typo further from a standard type than one letter is no error, and this warning is what tells of it);
+one the model has is not warned of. Where each name came from is the kind's own
+:attr:`DeviceSpec.name_origins`, set when the file is read::
 
     warning: npu.toml: devices.npu.unsupported_ops[0]: 'MyPlugin' is not a standard operator type
     (ONNX's or onnxruntime's), and no operator of model.onnx has that type: it applies to custom
@@ -147,6 +149,12 @@ class DeviceSpec:
     server_size: int | None = None
     intra_bandwidth: float | None = None
     inter_bandwidth: float | None = None
+    # where each operator name of ``unsupported_ops`` / ``op_flops`` came from, by (field, name): the
+    # device file's entry ("npu.toml: devices.npu.unsupported_ops[0]", a base kind's where it inherits the
+    # field), set by parse_device_table; empty for a kind built in code (custom_operator_names then names
+    # the kind and the field). Provenance only: copies made with dataclasses.replace keep it (as
+    # --device-memory's), and it takes no part in equality, hashing, repr or a cache key
+    name_origins: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for key in ("fp32", "fp16", "mem_bandwidth", "link_bandwidth"):
@@ -173,6 +181,10 @@ class DeviceSpec:
             raise InputError(f"device {self.name!r}: unsupported_ops must be a collection of operator types, "
                              f"got the string {self.unsupported_ops!r}")
         object.__setattr__(self, "unsupported_ops", frozenset(self.unsupported_ops))
+        if not isinstance(self.name_origins, Mapping):
+            raise InputError(f"device {self.name!r}: name_origins must map (field, operator name) to where "
+                             f"the name came from, got {self.name_origins!r}")
+        object.__setattr__(self, "name_origins", dict(self.name_origins))  # the caller's, not shared
         # the one check of the names a kind gives, a file's (parse_device_table, which names the file's
         # field first) or a library caller's: a typo of a standard type is refused, a custom name accepted
         # (told at costing where the model has no operator of that name: custom_operator_names)
@@ -514,47 +526,41 @@ def _operator_type(name, where: str, *, source: str | None) -> bool:
     return False
 
 
-# where a kind read from a device file got each operator name of unsupported_ops / op_flops (the file's
-# entry: "npu.toml: devices.npu.unsupported_ops[0]"), by (kind, field, the field's names, name): a copy
-# of the kind made in code (dataclasses.replace: --device-memory) keeps them while it keeps the names
-_SOURCES: dict[tuple[str, str, frozenset, str], str] = {}
-
-
 def _op_names(spec: DeviceSpec, attr: str) -> frozenset:
     return spec.unsupported_ops if attr == "unsupported_ops" else frozenset(t for t, _ in spec.op_flops)
 
 
-def _note_sources(spec: DeviceSpec, entry: dict, base: DeviceSpec | None, where: str,
-                  source: str | None) -> None:
-    """Note in :data:`_SOURCES` where kind ``spec``, read from ``entry`` (named ``where``) of ``source``,
-    got its operator names: this entry's fields, or its ``base`` kind's where it inherits one."""
+def _name_origins(entry: dict, base: DeviceSpec | None, where: str, source: str | None
+                  ) -> dict[tuple[str, str], str]:
+    """Where a kind read from ``entry`` (named ``where``) of ``source`` got its operator names
+    (:attr:`DeviceSpec.name_origins`): this entry's fields, or its ``base`` kind's where it inherits one (as
+    that kind has them: a kind of this file read before it, a preset)."""
+    out: dict[tuple[str, str], str] = {}
     for key in ("unsupported_ops", "op_gflops"):
         attr = _KEYS[key][0]
-        names = _op_names(spec, attr)
-        got: dict[str, str] = {}
         if key in entry:
             at = f"{source + ': ' if source else ''}{where}.{_key(key)}"
             for i, t in enumerate(entry[key]):  # a list's entries by index, a table by the table
-                got.setdefault(t, f"{at}[{i}]" if attr == "unsupported_ops" else at)
+                out.setdefault((attr, t), f"{at}[{i}]" if attr == "unsupported_ops" else at)
         elif base is not None:
-            inherited = _op_names(base, attr)
-            got = {t: w for t in names if (w := _SOURCES.get((base.name, attr, inherited, t)))}
-        _SOURCES.update(((spec.name, attr, names, t), w) for t, w in got.items())
+            out.update(((a, t), w) for (a, t), w in base.name_origins.items() if a == attr)
+    return out
 
 
 def custom_operator_names(spec: DeviceSpec) -> list[tuple[str, str, list[str]]]:
     """The custom operator names (not standard types: :func:`_operator_type`) kind ``spec`` gives in
     ``unsupported_ops`` and ``op_flops``, each as ``(where, name, like)``: ``where`` the entry it came from,
     a device file's (``npu.toml: devices.npu.unsupported_ops[0]``, a base kind's where it inherits the
-    field) when the kind was read from one, else the kind and field (``device 'npu': unsupported_ops``);
-    ``like`` the standard types the name resembles (a typo further than one letter apart)."""
+    field: the spec's :attr:`DeviceSpec.name_origins`) when the kind was read from one, else the kind and
+    field (``device 'npu': unsupported_ops``); ``like`` the standard types the name resembles (a typo
+    further than one letter apart)."""
     out = []
     for attr in ("unsupported_ops", "op_flops"):
         names = _op_names(spec, attr)
         for t in sorted(names):
             if not (t in CONV_TYPES or t in MATMUL_TYPES or t in _operator_types()):
                 like = difflib.get_close_matches(t, sorted(_operator_types()), n=3, cutoff=0.75)
-                where = _SOURCES.get((spec.name, attr, names, t)) or _code_where(spec.name, attr)
+                where = spec.name_origins.get((attr, t)) or _code_where(spec.name, attr)
                 out.append((where, t, like))
     return out
 
@@ -674,11 +680,11 @@ def parse_device_table(data, *, source: str | None = None) -> tuple[dict[str, De
             if not (_is_number(c) and isinstance(c, int) and c >= 0):
                 raise InputError(f"{where}.count must be an integer >= 0, got {_shown(c)}", source=source)
             counts[name] = c
+        fields["name_origins"] = _name_origins(entry, base if "base" in entry else None, where, source)
         try:
             specs[name] = DeviceSpec(**fields)
         except InputError as e:
             raise InputError(e.detail, source=source) from None
-        _note_sources(specs[name], entry, base if "base" in entry else None, where, source)
     return specs, counts
 
 

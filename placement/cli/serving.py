@@ -785,17 +785,31 @@ def run(args) -> int:
 
 def _warnings_as_lines() -> None:
     """The library's warnings (loggers ``graphs``: the ONNX front end's; ``placement``: e.g. a result
-    file read) as ``warning: ...`` lines on stderr, every command's."""
+    file read) as ``warning: ...`` lines on stderr, every command's, each distinct one once a command: the
+    library logs a warning at each call that meets it (a custom operator name a model lacks, at each
+    costing of a batch-size sweep) and keeps no record of it; the command line keeps what it printed.
+    Called as a command starts (:func:`placement.cli.main`; ``run`` again before its work): the handler
+    already installed in this process (an earlier command's) forgets what it printed."""
     import logging
     import sys
 
     class _Warnings(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.printed: set[str] = set()  # this command's lines
+
         def emit(self, record):
-            print(f"warning: {record.getMessage()}", file=sys.stderr)
+            line = f"warning: {record.getMessage()}"
+            if line not in self.printed:
+                self.printed.add(line)
+                print(line, file=sys.stderr)
 
     for name in ("graphs", "placement"):
         log = logging.getLogger(name)
-        if not any(type(h).__name__ == "_Warnings" for h in log.handlers):
+        mine = [h for h in log.handlers if type(h).__name__ == "_Warnings"]
+        for h in mine:  # a new command
+            h.printed = set()
+        if not mine:
             log.addHandler(_Warnings())
 
 

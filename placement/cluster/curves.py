@@ -420,8 +420,7 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
         "curve_time_limit": curve_time_limit, "solve_time_limit": solve_time_limit,
     }
     if job.is_onnx or job.llm:  # the cost model depends on the device figures (and the cost table)
-        key["specs"] = [repr(sorted((k, repr(v)) for k, v in dataclasses.asdict(s).items()))
-                        for s in cluster.devices.specs]
+        key["specs"] = [_spec_key(s) for s in cluster.devices.specs]
     if job.is_onnx:
         key["costs"] = job.costs or "roofline"
         if job.costs not in (None, "roofline", "profile"):
@@ -451,6 +450,13 @@ def job_curve(job: JobSpec, cluster: ClusterSpec, *, cache: CurveCache | None = 
                          f"({cluster.devices})")
     cache.put(key, c)
     return c
+
+
+def _spec_key(spec) -> str:
+    """A device kind's figures as a curve's cache key holds them: its fields but those it is not compared
+    by (``name_origins``, where its operator names came from, which changes no cost)."""
+    skip = {f.name for f in dataclasses.fields(spec) if not f.compare}
+    return repr(sorted((k, repr(v)) for k, v in dataclasses.asdict(spec).items() if k not in skip))
 
 
 def _piper_data(path: str):
