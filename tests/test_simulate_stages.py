@@ -157,8 +157,8 @@ def test_show_simulates_a_replicated_plan(placed, capsys):
     text = capsys.readouterr().out
     assert "stage pipeline" in text and "(equal)" in text and "schedule 1f1b" in text
     assert "load (s/sample)" in text and "simulated peak/device" in text  # a Piper file's unit: seconds
-    for schedule in SCHEDULES:
-        assert main(["show", result, "--json", "--schedule", schedule]) == 0
+    for schedule in SCHEDULES:  # the figures only: each schedule's chart is tests/test_draw_scale.py's
+        assert main(["show", result, "--json", "--schedule", schedule, "--no-draw"]) == 0
         sim = json.loads(capsys.readouterr().out)["simulation"]
         assert sim["schedule"] == schedule
         assert sim["bottleneck_per_sample"] == pytest.approx(sim["model_time_per_sample"], rel=1e-9)
@@ -236,8 +236,8 @@ def test_show_simulates_a_replicated_onnx_plan(gpt_path, tmp_path, capsys):
     assert "(equal)" in text and "load (ms/sample)" in text and "simulated peak/device" in text
     shown = float(text.split("bottleneck (busiest device) ")[1].split(" ms per sample")[0])
     assert shown == pytest.approx(data["objective"] * 1e3, rel=1e-8)
-    for schedule in SCHEDULES:
-        assert main(["show", str(out), "--json", "--schedule", schedule]) == 0
+    for schedule in SCHEDULES:  # the figures only: each schedule's chart is tests/test_draw_scale.py's
+        assert main(["show", str(out), "--json", "--schedule", schedule, "--no-draw"]) == 0
         sim = json.loads(capsys.readouterr().out)["simulation"]
         assert sim["schedule"] == schedule
         assert sim["bottleneck_per_sample"] == pytest.approx(sim["model_time_per_sample"], rel=1e-9)
