@@ -445,13 +445,35 @@ def _one_device_why(args) -> str:
 
 
 def refuse_stage_device_options(args) -> None:
-    """The one-device-per-stage placement reads its devices from ``--devices`` and device files: the
-    stage model's device options are refused, naming the option, never ignored."""
+    """The one-device-per-stage placement reads its devices from ``--devices`` and device files (an ONNX
+    model) or from the workload file itself (a reference-format operator graph): the stage model's
+    device options are refused, naming the option and what sets that figure here, never ignored."""
     for name in ("max_devices", "device_memory", "bandwidth"):
         if getattr(args, name, None) is not None:
-            raise InputError(f"--{name.replace('_', '-')} applies to stage-model plans only (Piper-format "
-                             f"workloads, ONNX models without --max-replicas 1); set a device kind's memory "
-                             f"in a device file (--device-file) for the one-device-per-stage placement")
+            flag = f"--{name.replace('_', '-')}"
+            if not str(getattr(args, "workload", "")).lower().endswith(".onnx"):
+                raise InputError(f"{flag} does not apply to a reference-format operator graph: "
+                                 f"{_REFERENCE_FIGURES[name]}, and no option "
+                                 f"changes that (edit the file)")
+            # the stage model takes --device-memory on an ONNX model; --max-devices and --bandwidth are
+            # a Piper file's alone (placement.stages.load refuses them on an ONNX model)
+            where = "of Piper-format workloads" if name != "device_memory" else \
+                "of Piper-format workloads and ONNX models"
+            raise InputError(f"{flag} applies to stage-model plans only ({where}), not to this "
+                             f"one-device-per-stage placement"
+                             f"{_one_device_why(args)}: {_ONE_DEVICE_FIGURES[name]}")
+
+
+#: where a reference-format operator graph's device figures come from (graphs.reference.parse_workload)
+_REFERENCE_FIGURES = {
+    "max_devices": "its device counts come from the file itself (maxFPGAs accelerators, maxCPUs CPUs)",
+    "device_memory": "its accelerators' memory comes from the file itself (maxSizePerFPGA)",
+    "bandwidth": "its transfer times come from the file itself (each edge's cost)"}
+#: what sets the same figure for an ONNX model placed one device per stage
+_ONE_DEVICE_FIGURES = {
+    "max_devices": "set the device counts with --devices (e.g. --devices a100:3,cpu:1)",
+    "device_memory": "set a device kind's memory in a device file (--device-file FILE, memory_gib)",
+    "bandwidth": "set a device kind's link bandwidth in a device file (--device-file FILE, link_gbs)"}
 
 
 def refuse_schedule_options(args) -> None:

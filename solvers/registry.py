@@ -209,9 +209,10 @@ def _refuse_unhonoured(info: SolverInfo, options: SolveOptions, stages: bool) ->
     for f in _OPTION_NAMES:
         if f not in honours and getattr(options, f) != getattr(_DEFAULTS, f):
             where = " on the stage model (replicas)" if stages else ""
-            reads = ", ".join(sorted(_OPTION_NAMES[x] for x in honours)) or "no such option"
-            raise InputError(f"{_OPTION_NAMES[f]} does not apply to the {info.name} solver{where} "
-                             f"(it reads: {reads})")
+            reads = ", ".join(sorted(_OPTION_NAMES[x] for x in honours))
+            said = f"it reads: {reads}" if reads else \
+                f"it reads none of these options: {', '.join(_OPTION_NAMES.values())}"
+            raise InputError(f"{_OPTION_NAMES[f]} does not apply to the {info.name} solver{where} ({said})")
     # the auto solver's stage form has no memory-hungry DP to limit: memory_limit is its pipeline form's
     raw_honours = info.raw_honours if not stages else info.raw_honours - {"memory_limit"}
     for key in RAW_OPTIONS:

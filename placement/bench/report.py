@@ -221,12 +221,21 @@ def markdown_tables(records: list[dict], objective: str) -> str:
 
 
 def write_tables(records: list[dict], out_dir: str) -> list[str]:
-    """``throughput.md``/``.csv`` and ``latency.md``/``.csv`` in ``out_dir``; returns the paths."""
+    """``throughput.md``/``.csv`` and ``latency.md``/``.csv`` in ``out_dir``, each pair only where
+    ``records`` hold runs of that objective; returns the paths written. A pair of an objective without
+    runs is not written ("_no runs_" files read as a sweep that ran and found nothing), and one left
+    there is removed: the tables are ``records``' (a row that only such a pair held was refused before
+    any run unless ``--replace`` asked to drop it, :func:`tables_not_in`)."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for objective, label in OBJECTIVES:
         rows = _rows(records, objective)
         p_csv = os.path.join(out_dir, f"{label}.csv")
+        if not rows:
+            for stale in (p_csv, os.path.join(out_dir, f"{label}.md")):
+                if os.path.exists(stale):
+                    os.remove(stale)
+            continue
         _atomic_csv(p_csv, rows)
         p_md = os.path.join(out_dir, f"{label}.md")
         _atomic_text(p_md, f"# {label.capitalize()}\n\n" + markdown_tables(records, objective))

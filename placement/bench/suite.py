@@ -543,18 +543,7 @@ def _why_no_jobs(specs: list[WorkloadSpec], solvers: list[str] | None, args, has
     """Why :func:`build_jobs` made no run: no workload, or none of the solvers chosen applies to the
     workloads left (no form for their objective, or ``expert`` without a split)."""
     if specs and solvers is not None:
-        objectives = list(dict.fromkeys(s.objective for s in specs))
-        if not any(s in bench_solvers(o) for s in solvers for o in objectives):
-            chosen = ",".join(solvers)
-            lacks = [o for o in objectives if not any(o in SOLVERS[s].objectives for s in solvers)]
-            # a solver with a form for the objective may still be left out of the suite's table for it
-            what = f"has no {' or '.join(lacks)} form" if len(lacks) == len(objectives) else \
-                f"is not in the suite's {' or '.join(objectives)} table"
-            which = "; ".join(f"solvers for {o}: {', '.join(bench_solvers(o))}" for o in objectives)
-            return f"--solvers {chosen} {what}; {which}"
-        # build_jobs skips only expert where a workload has no split
-        return (f"--solvers expert evaluates a workload's expert split, and none of the {len(specs)} "
-                "workloads has one (the reference layer graphs do)")
+        return _why_dropped(specs, solvers, solvers)
     hints = [] if has_reference else ["give the reference workloads with --workloads DIR (or "
                                       "$PLACEMENT_WORKLOADS)"]
     if args.config != "tiny":
@@ -562,6 +551,34 @@ def _why_no_jobs(specs: list[WorkloadSpec], solvers: list[str] | None, args, has
     why = "no workload matches" if specs or args.only or args.objective else \
         f"no workloads found for --config {args.config}"
     return why + ("; " + ", or ".join(hints) if hints else "")
+
+
+def _why_dropped(specs: list[WorkloadSpec], solvers: list[str], dropped: list[str]) -> str:
+    """Why the ``dropped`` ones of the ``solvers`` named by ``--solvers`` have no run on the workloads
+    ``specs`` left: no form for their objectives (or not in the suite's table for them), or ``expert``
+    where no workload has a split (the one solver :func:`build_jobs` skips per workload)."""
+    solvers, dropped = list(dict.fromkeys(solvers)), list(dict.fromkeys(dropped))  # "dp,dp": one dp
+    objectives = list(dict.fromkeys(s.objective for s in specs))
+    groups: dict[tuple[str, str, str], list[str]] = {}  # (verb, its plural, the rest) -> solvers
+    tables = False
+    for name in dropped:
+        if any(name in bench_solvers(o) for o in objectives):  # build_jobs skipped it: expert, no split
+            why = ("evaluates", "evaluate", f"a workload's expert split, and none of the {len(specs)} "
+                   "workloads has one (the reference layer graphs do)")
+        else:
+            tables = True
+            lacks = [o for o in objectives if o not in SOLVERS[name].objectives]
+            # a solver with a form for the objective may still be left out of the suite's table for it
+            why = ("has", "have", f"no {' or '.join(lacks)} form") if len(lacks) == len(objectives) else \
+                ("is", "are", f"not in the suite's {' or '.join(objectives)} table")
+        groups.setdefault(why, []).append(name)
+    which = "; ".join(f"solvers for {o}: {', '.join(bench_solvers(o))}" for o in objectives) if tables else ""
+    if len(solvers) == 1:  # "--solvers dp has no latency form; solvers for latency: ..."
+        ((one, _, rest),) = groups
+        return f"--solvers {solvers[0]} {one} {rest}" + (f"; {which}" if which else "")
+    said = "; ".join(f"{' and '.join(names)} {one if len(names) == 1 else many} {rest}"
+                     for (one, many, rest), names in groups.items())
+    return f"--solvers {','.join(solvers)}: {said}" + (f"; {which}" if which else "")
 
 
 def _run_names(keys: list[tuple[str, str, str, int]], most: int = 4) -> str:
@@ -674,6 +691,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {note}", file=sys.stderr)
     if not jobs:  # nothing to run: say why, before --out is made, and leave the tables written alone
         print(f"error: {_why_no_jobs(specs, solvers, args, has_reference)}", file=sys.stderr)
+        return 2
+    dropped = [] if args.solvers is None else [s for s in dict.fromkeys(solvers or ())
+                                               if not any(j.solver == s for j in jobs)]
+    if dropped:  # a solver named by --solvers that would run nowhere: refused, never silently left out
+        print(f"error: {_why_dropped(specs, solvers or [], dropped)}; nothing was run", file=sys.stderr)
         return 2
     ran = list(dict.fromkeys(j.solver for j in jobs))
     for name in limits:
