@@ -6,15 +6,21 @@ file's batch to ``N``, drops the stored intermediate shapes (shape inference red
 constant ``Reshape`` targets that start with the file's batch to start with ``0`` (copy the input's
 leading dimension). :func:`graphs.onnx_loader.load_onnx` with ``batch_size`` then sets ``N``; a model
 whose shapes do not follow is caught by :func:`check_batch` (its outputs must lead with the batch).
+
+:func:`batch_from_dims` reads a value given for the model's batch dimension by name (``dims={"batch":
+2}``, ``--dim batch=2``) as the batch size, so that it means what ``batch_size`` means.
 """
 
 from __future__ import annotations
 
 from .errors import InputError
 
-__all__ = ["symbolic_batch", "has_symbolic_batch", "check_batch"]
+__all__ = ["symbolic_batch", "has_symbolic_batch", "check_batch", "batch_dim_names", "batch_from_dims",
+           "BATCH_NAMES"]
 
 BATCH_DIM = "N"
+#: symbolic dimension names that mean the batch wherever they appear (also :mod:`graphs.onnx_loader`'s)
+BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "n", "b", "bs", "batch_dim"})
 
 
 def has_symbolic_batch(model) -> bool:
@@ -27,6 +33,52 @@ def has_symbolic_batch(model) -> bool:
         if dims and not dims[0].HasField("dim_value"):
             return True
     return False
+
+
+def batch_dim_names(model) -> set[str]:
+    """The names of ``model``'s batch dimension: the symbolic input dimensions named like a batch
+    (:data:`BATCH_NAMES`), or where none is, the inputs' symbolic leading ones (an
+    exporter's ``s0``). The loader sets both kinds to the batch size; a leading one beside a dimension
+    named like a batch (a sequence-first ``[seq, batch, ...]``) is not counted here, as a value given for
+    it is not the batch. (A dimension with no name is ``<input>:<axis>``, as the loader calls it.)"""
+    inits = {t.name for t in model.graph.initializer}
+    named, leading = set(), set()
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            name = d.dim_param or f"{vi.name}:{axis}"
+            if name.lower() in BATCH_NAMES:
+                named.add(name)
+            elif axis == 0:
+                leading.add(name)
+    return named or leading
+
+
+def batch_from_dims(model, batch_size: int | None, dims, *, source: str | None = None):
+    """``(batch_size, dims)`` with a value ``dims`` gives for ``model``'s batch dimension
+    (:func:`batch_dim_names`) taken as the batch size and dropped from ``dims``: ``dims={"batch": 2}`` is
+    ``batch_size=2`` (a sample is one of the 2, not the run of them). :class:`InputError` where the batch
+    size and such a value (or a batch-like name the model lacks), or two such values, differ. A value that
+    is not a positive integer is left in ``dims`` for the loader to refuse."""
+    if not dims:
+        return batch_size, dims
+    names = batch_dim_names(model)
+    given = {k: v for k, v in dims.items() if k in names
+             and isinstance(v, int) and not isinstance(v, bool) and v >= 1}
+    for k, v in dims.items():
+        if batch_size is not None and (k in given or str(k).lower() in BATCH_NAMES) and v != batch_size:
+            raise InputError(f"dimension {k!r} = {v} (dims / --dim) and batch size {batch_size} (batch_size "
+                             f"/ --batch-size) both set the batch; give one of them", source=source)
+    if len(set(given.values())) > 1:
+        said = ", ".join(f"{k!r} = {v}" for k, v in given.items())
+        raise InputError(f"dimensions {said} (dims / --dim) are all the model's batch dimension and "
+                         f"differ; give one batch size (batch_size / --batch-size)", source=source)
+    if not given:
+        return batch_size, dims
+    return next(iter(given.values())), {k: v for k, v in dims.items() if k not in given}
 
 
 def symbolic_batch(model):

@@ -48,14 +48,13 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import CycleError, InputError
+from .onnx_batch import BATCH_NAMES, batch_from_dims
 
 __all__ = ["Tensor", "Op", "Subgraph", "OnnxGraph", "load_onnx", "parse_model", "read_model",
            "stable_names", "BATCH_NAMES"]
 
 log = logging.getLogger("graphs.onnx")
 
-#: symbolic dimension names that mean the batch wherever they appear
-BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "n", "b", "bs", "batch_dim"})
 _SMALL_CONST = 64  # constants up to this many elements keep their values (loop counts, shapes)
 _REFOLDS = 3  # shape inference runs again at most this many times with the values folded
 _RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"})
@@ -495,12 +494,8 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     said: list[str] = []  # the dimensions' warnings: said of the model as it is read, once
-    clash = [(k, v) for k, v in (dims or {}).items()
-             if batch_size is not None and str(k).lower() in BATCH_NAMES and v != batch_size]
-    if clash:
-        k, v = clash[0]
-        raise InputError(f"dimension {k!r} = {v} (dims / --dim) and batch size {batch_size} (batch_size / "
-                         f"--batch-size) both set the batch; give one of them", source=source)
+    # a value given for the batch dimension by name is the batch size (a sample is one of the batch)
+    batch_size, dims = batch_from_dims(model, batch_size, dims, source=source)
     dimmap, fixed = _resolve_input_dims(model.graph, batch_size or 1, dict(dims or {}), said.append)
     rebatched = not fixed and _rebatch(model.graph, batch_size)
     if not rebatched:
