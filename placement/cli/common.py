@@ -120,7 +120,8 @@ def add_frontend_options(p: argparse.ArgumentParser) -> None:
                    "batch dimension (default 1); place, frontier and provision also take auto or a list "
                    "1,2,4")
     g.add_argument("--dim", action="append", default=None, metavar="NAME=N",
-                   help="value of another symbolic input dimension (repeatable)")
+                   help="value of another symbolic input dimension (repeatable); given for the batch "
+                   "dimension, it is --batch-size")
     g.add_argument("--training", action="store_true", default=None, help="add the backward pass")
     g.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
                    help=f"with --training: the optimizer whose state each device keeps, one of "
