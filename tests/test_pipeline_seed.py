@@ -6,16 +6,17 @@ beats it. The restriction's optimum is checked against a brute force over the pr
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
 import pytest
 
 from graphs.model import DeviceKind
-from graphs.parallel import ParallelGraph, ParallelProblem, Variant, evaluate_plan
+from graphs.parallel import ParallelGraph, ParallelProblem, Stage, Variant, evaluate_plan
 from solvers import auto_stages, dp_pipeline, dp_stages, ip_stages, pipedream_stages
 from solvers.base import Status
-from tests.brute_stages import all_plans
+from tests.brute_stages import _stage_options, all_plans, stage_sequences
 from tests.test_dp_stages import random_problem
 
 
@@ -40,7 +41,32 @@ def _memory_by_node(rng: np.random.Generator) -> ParallelProblem | None:
 
 def _first_variant_optimum(p: ParallelProblem) -> float:
     """The best valid plan of ``p`` whose stages are all ``d = t = 1`` with every node on its first
-    ``t = 1`` variant of the stage's kind, by brute force (``inf``: none)."""
+    ``t = 1`` variant of the stage's kind, by brute force (``inf``: none): the plans of
+    :func:`tests.brute_stages.all_plans` so restricted, listed and scored by the evaluator without
+    listing the others (every ``t``, ``d`` and variant, most of its time; the same plans, checked in
+    test_the_restricted_brute_force_scores_the_plans_all_plans_scores)."""
+    g = p.graph
+    total = sum(k.count for k in p.kinds)
+    best = math.inf
+    for chain in stage_sequences(p):
+        if len(chain) > total:
+            continue
+        opts = [[(k, tuple(g.options[(u, k, 1)][0] for u in nodes)) for k, t, d in _stage_options(p, nodes)
+                 if t == d == 1] for nodes in chain]
+        for combo in itertools.product(*opts):
+            used = [0] * len(p.kinds)
+            for k, _ in combo:
+                used[k] += 1
+            if any(used[k] > p.kinds[k].count for k in range(len(p.kinds))) or len(combo) > p.microbatches:
+                continue
+            ev = evaluate_plan(p, [Stage(nodes, k, 1, 1, vs) for nodes, (k, vs) in zip(chain, combo)])
+            if ev.valid:
+                best = min(best, ev.objective)
+    return best
+
+
+def _first_variant_optimum_of_all_plans(p: ParallelProblem) -> float:
+    """:func:`_first_variant_optimum` from every plan :func:`tests.brute_stages.all_plans` lists."""
     g = p.graph
 
     def first(st) -> bool:
@@ -59,6 +85,21 @@ def _cases(seed: int, count: int) -> list[tuple[ParallelProblem, float]]:
         if p is not None:
             out.append((p, _first_variant_optimum(p)))
     return out
+
+
+def test_the_restricted_brute_force_scores_the_plans_all_plans_scores():
+    """The restricted enumeration is the filter of every plan: equal optima, on 22 problems (18 with a
+    plan; 182 of them, 138 with one, when it was written)."""
+    rng = np.random.default_rng(302)
+    finite = 0
+    for _ in range(30):
+        p = _memory_by_node(rng)
+        if p is None:
+            continue
+        want = _first_variant_optimum_of_all_plans(p)
+        assert _first_variant_optimum(p) == want
+        finite += math.isfinite(want)
+    assert finite >= 15
 
 
 def test_the_restriction_is_solved_exactly_and_scored_on_the_problem():
