@@ -23,16 +23,21 @@ BATCH_DIM = "N"
 BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "n", "b", "bs", "batch_dim"})
 
 
-def has_symbolic_batch(model) -> bool:
-    """Whether some graph input has a symbolic leading dimension."""
-    inits = {t.name for t in model.graph.initializer}
-    for vi in model.graph.input:
+def symbolic_input_dims(graph):
+    """``(input name, axis, dimension name)`` of every symbolic dimension of ``graph``'s inputs (those
+    that are no initializer), in input and axis order; a dimension with no name is ``<input>:<axis>``."""
+    inits = {t.name for t in graph.initializer}
+    for vi in graph.input:
         if vi.name in inits or not vi.type.HasField("tensor_type"):
             continue
-        dims = vi.type.tensor_type.shape.dim
-        if dims and not dims[0].HasField("dim_value"):
-            return True
-    return False
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not d.HasField("dim_value"):
+                yield vi.name, axis, d.dim_param or f"{vi.name}:{axis}"
+
+
+def has_symbolic_batch(model) -> bool:
+    """Whether some graph input has a symbolic leading dimension."""
+    return any(axis == 0 for _, axis, _ in symbolic_input_dims(model.graph))
 
 
 def batch_dim_names(model) -> set[str]:
@@ -41,19 +46,12 @@ def batch_dim_names(model) -> set[str]:
     exporter's ``s0``). The loader sets both kinds to the batch size; a leading one beside a dimension
     named like a batch (a sequence-first ``[seq, batch, ...]``) is not counted here, as a value given for
     it is not the batch. (A dimension with no name is ``<input>:<axis>``, as the loader calls it.)"""
-    inits = {t.name for t in model.graph.initializer}
     named, leading = set(), set()
-    for vi in model.graph.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type"):
-            continue
-        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value"):
-                continue
-            name = d.dim_param or f"{vi.name}:{axis}"
-            if name.lower() in BATCH_NAMES:
-                named.add(name)
-            elif axis == 0:
-                leading.add(name)
+    for _, axis, name in symbolic_input_dims(model.graph):
+        if name.lower() in BATCH_NAMES:
+            named.add(name)
+        elif axis == 0:
+            leading.add(name)
     return named or leading
 
 

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import CycleError, InputError
-from .onnx_batch import BATCH_NAMES, batch_from_dims
+from .onnx_batch import BATCH_NAMES, batch_from_dims, symbolic_input_dims
 
 __all__ = ["Tensor", "Op", "Subgraph", "OnnxGraph", "load_onnx", "parse_model", "read_model",
            "stable_names", "BATCH_NAMES"]
@@ -585,7 +585,6 @@ def parse_model(model, *, source: str | None = None, batch_size: int | None = No
 def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[dict[str, int], bool]:
     """Values of the symbolic dimensions of the graph inputs: leading ones and batch-like names take
     ``batch``, named ones come from ``dims``, the rest 1 (with a warning)."""
-    inits = {t.name for t in graph.initializer}
     mapping: dict[str, int] = {}
     for k, v in dims.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -593,24 +592,17 @@ def _resolve_input_dims(graph, batch: int, dims: dict[str, int], warn) -> tuple[
         mapping[k] = v
     fixed_batch = False
     rest: list[tuple[str, str]] = []
-    for vi in graph.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type"):
+    symbolic = list(symbolic_input_dims(graph))
+    for inp, axis, name in symbolic:
+        if name in mapping:
+            fixed_batch |= mapping[name] == batch and (axis == 0 or name.lower() in BATCH_NAMES)
             continue
-        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value"):
-                continue
-            name = d.dim_param or f"{vi.name}:{axis}"
-            if name in mapping:
-                fixed_batch |= mapping[name] == batch and (axis == 0 or name.lower() in BATCH_NAMES)
-                continue
-            if axis == 0 or name.lower() in BATCH_NAMES:
-                mapping[name] = batch
-                fixed_batch = True
-            else:
-                rest.append((name, vi.name))
-    seen = {name for vi in graph.input if vi.name not in inits and vi.type.HasField("tensor_type")
-            for axis, d in enumerate(vi.type.tensor_type.shape.dim) if not d.HasField("dim_value")
-            for name in (d.dim_param or f"{vi.name}:{axis}",)}
+        if axis == 0 or name.lower() in BATCH_NAMES:
+            mapping[name] = batch
+            fixed_batch = True
+        else:
+            rest.append((name, inp))
+    seen = {name for _, _, name in symbolic}
     unused = sorted(set(dims) - seen)
     if unused:
         warn(f"dimension(s) {', '.join(map(repr, unused))} (dims / --dim) name no symbolic dimension of "
