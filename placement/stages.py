@@ -95,8 +95,8 @@ def add_options(p) -> None:
     g.add_argument("--max-devices", type=int, default=None, metavar="K",
                    help="Piper files: devices (default: maxDevices)")
     g.add_argument("--device-memory", type=float, default=None, metavar="BYTES",
-                   help="memory per device (default: a Piper file's maxMemoryPerDevice, an ONNX model's "
-                        "device kinds')")
+                   help="memory per device: a Piper file's devices, an ONNX model's accelerators (host "
+                        "CPUs keep theirs) (default: the file's maxMemoryPerDevice, the device kinds')")
     g.add_argument("--bandwidth", type=float, default=None, metavar="B/S",
                    help="Piper files: bytes per second per device (default: the file's bandwidth)")
     g.add_argument("--granularity", choices=("layer", "op"), default=None,
