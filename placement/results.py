@@ -363,30 +363,28 @@ def check_problem_section(problem, source: str | None = None) -> None:
         return
     if not isinstance(problem, dict):
         raise InputError(_NOT_AN_OBJECT + shown(problem), source=source)
-    for key, value in problem.items():
-        if key in _LLM_PROBLEM_FIELDS:
-            continue
-        rule = _PROBLEM_FIELDS.get(key)
-        if rule is None:
-            raise InputError(f"problem.{key}: not a field of a stage plan's problem section (it holds "
-                             f"{', '.join(_PROBLEM_FIELDS)})", source=source)
-        e = _field_error(f"problem.{key}", value, rule)
-        if e is not None:
-            raise InputError(e.detail, source=source)
+    _check_fields({k: v for k, v in problem.items() if k not in _LLM_PROBLEM_FIELDS}, _PROBLEM_FIELDS,
+                  "problem", "a stage plan's problem section", source)
     for i, kind in enumerate(problem.get("kinds") or ()):
         if not isinstance(kind, dict):
             raise InputError(f"problem.kinds[{i}]: must be an object (a device kind), got {shown(kind)}",
                              source=source)
-        for key, value in kind.items():
-            rule = _KIND_FIELDS.get(key)
-            if rule is None:
-                raise InputError(f"problem.kinds[{i}].{key}: not a field of a device kind (it holds "
-                                 f"{', '.join(_KIND_FIELDS)})", source=source)
-            e = _field_error(f"problem.kinds[{i}].{key}", value, rule)
-            if e is not None:
-                raise InputError(e.detail, source=source)
+        _check_fields(kind, _KIND_FIELDS, f"problem.kinds[{i}]", "a device kind", source)
         if not _text(kind.get("name")):
             raise InputError(f"problem.kinds[{i}].name: missing: a device kind needs its name", source=source)
+
+
+def _check_fields(section: dict, rules: dict, where: str, what: str, source: str | None) -> None:
+    """Every key of ``section`` (named ``where`` in messages) is one of ``rules``, its value passing its
+    rule: an :class:`InputError` naming the first that is not."""
+    for key, value in section.items():
+        rule = rules.get(key)
+        if rule is None:
+            raise InputError(f"{where}.{key}: not a field of {what} (it holds {', '.join(rules)})",
+                             source=source)
+        e = _field_error(f"{where}.{key}", value, rule)
+        if e is not None:
+            raise InputError(e.detail, source=source)
 
 
 def check_stage_devices(stages, *, source: str | None = None, kinds=None, default_kind: str | None = None
